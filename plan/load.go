@@ -1,0 +1,396 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Problem is one thing wrong with a plan, located in its file.
+type Problem struct {
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Col     int    `json:"column"`
+	Field   string `json:"field"`
+	Message string `json:"message"`
+	// Warning marks a problem that does not make the plan invalid.
+	Warning bool `json:"warning,omitempty"`
+}
+
+func (p Problem) String() string {
+	loc := p.File
+	if p.Line > 0 {
+		loc = fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col)
+	}
+	kind := ""
+	if p.Warning {
+		kind = "warning: "
+	}
+	if p.Field == "" {
+		return fmt.Sprintf("%s: %s%s", loc, kind, p.Message)
+	}
+	return fmt.Sprintf("%s: %s%s: %s", loc, kind, p.Field, p.Message)
+}
+
+// InvalidError is returned by Load and Validate when a plan has problems.
+// It lists every problem found, errors and warnings, in file order.
+type InvalidError struct{ Problems []Problem }
+
+func (e *InvalidError) Error() string {
+	lines := make([]string, 0, len(e.Problems))
+	for _, p := range e.Problems {
+		if !p.Warning {
+			lines = append(lines, p.String())
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Errors returns the problems that make the plan invalid (not warnings).
+func (e *InvalidError) Errors() []Problem {
+	var out []Problem
+	for _, p := range e.Problems {
+		if !p.Warning {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// LoadOptions changes how a plan is loaded.
+type LoadOptions struct {
+	// LookupEnv resolves ${VAR}; default os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// Now is the clock for relative times and "in the future" checks; default time.Now.
+	Now func() time.Time
+}
+
+// Load reads, decodes, defaults and validates the plan in file. Every problem
+// is reported at once in an *InvalidError; I/O errors are returned as is.
+// Warnings alone do not fail: they are available from Plan.Warnings.
+func Load(file string, opts LoadOptions) (*Plan, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("read plan: %w", err)
+	}
+	return Parse(file, data, opts)
+}
+
+// Parse is Load for a plan already in memory; file names it in messages.
+func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
+	if opts.LookupEnv == nil {
+		opts.LookupEnv = os.LookupEnv
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	d := &decoder{file: file, env: opts.LookupEnv, pos: map[string]Pos{}, fromEnv: map[string]bool{}}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, &InvalidError{Problems: []Problem{yamlSyntaxProblem(file, err)}}
+	}
+	p := &Plan{File: file}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return nil, &InvalidError{Problems: []Problem{{File: file, Line: 1, Col: 1, Message: "empty plan: see the plan reference in README.md"}}}
+	}
+	root := doc.Content[0]
+	d.expandEnv(root, "")
+	d.walk(root, reflect.ValueOf(p).Elem(), "")
+	p.pos, p.fromEnv = d.pos, d.fromEnv
+	p.applyDefaults()
+	p.problems = d.problems
+	p.problems = append(p.problems, p.validate(opts.Now())...)
+	sortProblems(p.problems)
+	if hasErrors(p.problems) {
+		return nil, &InvalidError{Problems: p.problems}
+	}
+	return p, nil
+}
+
+// Warnings returns the problems that do not make the plan invalid.
+func (p *Plan) Warnings() []Problem {
+	var out []Problem
+	for _, pr := range p.problems {
+		if pr.Warning {
+			out = append(out, pr)
+		}
+	}
+	return out
+}
+
+func hasErrors(ps []Problem) bool {
+	for _, p := range ps {
+		if !p.Warning {
+			return true
+		}
+	}
+	return false
+}
+
+func sortProblems(ps []Problem) {
+	sort.SliceStable(ps, func(i, j int) bool {
+		if ps[i].Line != ps[j].Line {
+			return ps[i].Line < ps[j].Line
+		}
+		return ps[i].Col < ps[j].Col
+	})
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+):?\s*`)
+
+func yamlSyntaxProblem(file string, err error) Problem {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 1
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = strings.Replace(msg, m[0], "", 1)
+	}
+	return Problem{File: file, Line: line, Col: 1, Message: "invalid YAML: " + msg}
+}
+
+type decoder struct {
+	file     string
+	env      func(string) (string, bool)
+	problems []Problem
+	pos      map[string]Pos
+	fromEnv  map[string]bool
+}
+
+func (d *decoder) problem(n *yaml.Node, field, format string, args ...any) {
+	d.problems = append(d.problems, Problem{File: d.file, Line: n.Line, Col: n.Column, Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandEnv replaces ${VAR} in every scalar value from the environment.
+// A missing variable is a problem; an empty one is allowed (explicit).
+func (d *decoder) expandEnv(n *yaml.Node, path string) {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			d.expandEnv(n.Content[i+1], join(path, n.Content[i].Value))
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			d.expandEnv(c, fmt.Sprintf("%s[%d]", path, i))
+		}
+	case yaml.ScalarNode:
+		if !strings.Contains(n.Value, "${") {
+			return
+		}
+		d.fromEnv[path] = true
+		n.Value = envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
+			name := ref[2 : len(ref)-1]
+			v, ok := d.env(name)
+			if !ok {
+				d.problem(n, path, "environment variable %s is not set: export it before running replay", name)
+			}
+			return v
+		})
+		if n.Tag == "!!str" || n.Style != 0 {
+			return
+		}
+		n.Tag = "" // let YAML resolve the expanded text (a number, a bool, ...)
+	}
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+var unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
+
+// walk decodes n into v, checking every key against the struct's yaml tags,
+// so that unknown keys, duplicate keys and wrong types are reported with their
+// line and column and decoding goes on to find the next problem.
+func (d *decoder) walk(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if path != "" {
+		d.pos[path] = Pos{n.Line, n.Column}
+	}
+	if reflect.PointerTo(v.Type()).Implements(unmarshalerType) {
+		d.leaf(n, v, path)
+		return
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		if n.Tag == "!!null" {
+			return
+		}
+		elem := reflect.New(v.Type().Elem())
+		d.walk(n, elem.Elem(), path)
+		v.Set(elem)
+	case reflect.Struct:
+		d.walkStruct(n, v, path)
+	case reflect.Map:
+		d.walkMap(n, v, path)
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			d.problem(n, path, "want a list, got %s", describe(n))
+			return
+		}
+		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+		for i, c := range n.Content {
+			d.walk(c, s.Index(i), fmt.Sprintf("%s[%d]", path, i))
+		}
+		v.Set(s)
+	default:
+		d.leaf(n, v, path)
+	}
+}
+
+func (d *decoder) leaf(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode {
+		if !reflect.PointerTo(v.Type()).Implements(unmarshalerType) {
+			d.problem(n, path, "want %s, got %s", kindName(v.Type()), describe(n))
+			return
+		}
+	}
+	if err := n.Decode(v.Addr().Interface()); err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			d.problem(n, path, "want %s, got %s", kindName(v.Type()), describe(n))
+			return
+		}
+		d.problem(n, path, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+}
+
+func (d *decoder) walkStruct(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.MappingNode {
+		d.problem(n, path, "want a mapping (key: value lines), got %s", describe(n))
+		return
+	}
+	fields := map[string]int{}
+	var names []string
+	for i := 0; i < v.NumField(); i++ {
+		tag := strings.Split(v.Type().Field(i).Tag.Get("yaml"), ",")[0]
+		if tag == "" || tag == "-" {
+			continue
+		}
+		fields[tag] = i
+		names = append(names, tag)
+	}
+	seen := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		fp := join(path, k.Value)
+		if prev, dup := seen[k.Value]; dup {
+			d.problem(k, fp, "duplicate key (first set at line %d): keep one", prev.Line)
+			continue
+		}
+		seen[k.Value] = k
+		idx, ok := fields[k.Value]
+		if !ok {
+			msg := fmt.Sprintf("unknown field %q in %s", k.Value, structName(path))
+			if s := suggest(k.Value, names); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			d.problem(k, fp, "%s", msg)
+			continue
+		}
+		d.walk(val, v.Field(idx), fp)
+	}
+}
+
+func (d *decoder) walkMap(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.MappingNode {
+		d.problem(n, path, "want a mapping, got %s", describe(n))
+		return
+	}
+	m := reflect.MakeMap(v.Type())
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		fp := join(path, k.Value)
+		if line, dup := seen[k.Value]; dup {
+			d.problem(k, fp, "duplicate key (first set at line %d): keep one", line)
+			continue
+		}
+		seen[k.Value] = k.Line
+		kv := reflect.New(v.Type().Key()).Elem()
+		if err := k.Decode(kv.Addr().Interface()); err != nil {
+			d.problem(k, fp, "key %q: want %s", k.Value, kindName(v.Type().Key()))
+			continue
+		}
+		ev := reflect.New(v.Type().Elem()).Elem()
+		d.walk(val, ev, fp)
+		m.SetMapIndex(kv, ev)
+	}
+	v.Set(m)
+}
+
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	return fmt.Sprintf("%q", n.Value)
+}
+
+func kindName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		return "a whole number"
+	case reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	}
+	return t.String()
+}
+
+func structName(path string) string {
+	if path == "" {
+		return "the plan"
+	}
+	return path
+}
+
+// suggest returns the candidate closest to s, if it is close enough to be a typo.
+func suggest(s string, candidates []string) string {
+	best, bestD := "", len(s)/2+2
+	for _, c := range candidates {
+		if dd := levenshtein(strings.ToLower(s), c); dd < bestD {
+			best, bestD = c, dd
+		}
+	}
+	return best
+}
+
+func levenshtein(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,282 @@
+package plan
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// PartitionSet selects partitions: All, or an explicit sorted list.
+type PartitionSet struct {
+	All  bool
+	List []int32
+}
+
+// UnmarshalYAML accepts "all" or a sequence of partition numbers.
+func (s *PartitionSet) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if n.Value == "all" {
+			*s = PartitionSet{All: true}
+			return nil
+		}
+		return fmt.Errorf(`want "all" or a list such as [0, 3, 5], got %q`, n.Value)
+	case yaml.SequenceNode:
+		seen := map[int32]bool{}
+		var list []int32
+		for _, c := range n.Content {
+			v, err := strconv.ParseInt(c.Value, 10, 32)
+			if c.Kind != yaml.ScalarNode || err != nil || v < 0 {
+				return fmt.Errorf("line %d: partition %q is not a partition number (0, 1, ...)", c.Line, c.Value)
+			}
+			if seen[int32(v)] {
+				return fmt.Errorf("line %d: partition %d is listed twice", c.Line, v)
+			}
+			seen[int32(v)] = true
+			list = append(list, int32(v))
+		}
+		if len(list) == 0 {
+			return fmt.Errorf(`empty partition list: write "all" or list at least one partition`)
+		}
+		sort.Slice(list, func(i, j int) bool { return list[i] < list[j] })
+		*s = PartitionSet{List: list}
+		return nil
+	}
+	return fmt.Errorf(`want "all" or a list of partition numbers`)
+}
+
+// MarshalYAML writes the set back in plan form.
+func (s PartitionSet) MarshalYAML() (any, error) {
+	if s.All || len(s.List) == 0 {
+		return "all", nil
+	}
+	return s.List, nil
+}
+
+// String renders the set as in a plan: all or [0 3 5].
+func (s PartitionSet) String() string {
+	if s.All || len(s.List) == 0 {
+		return "all"
+	}
+	return fmt.Sprint(s.List)
+}
+
+// TimeSpec is a window bound: an absolute RFC 3339 time with an explicit
+// zone, or a time relative to the moment of resolution ("-2h", "90m ago",
+// "now"). A zone-less time or a bare number is rejected: seconds and
+// milliseconds mix-ups silently replay the wrong data.
+type TimeSpec struct {
+	raw   string
+	abs   time.Time
+	rel   time.Duration // negative: in the past
+	isRel bool
+}
+
+var relAgo = regexp.MustCompile(`^(\d+[a-zµ]+(?:\d+[a-zµ]+)*)\s+ago$`)
+
+// ParseTimeSpec parses a window bound; see TimeSpec.
+func ParseTimeSpec(s string) (TimeSpec, error) {
+	s = strings.TrimSpace(s)
+	switch {
+	case s == "":
+		return TimeSpec{}, fmt.Errorf("empty time")
+	case s == "now":
+		return TimeSpec{raw: s, isRel: true}, nil
+	case isNumber(s):
+		return TimeSpec{}, fmt.Errorf("bare number %s is ambiguous (seconds or milliseconds since the epoch?): write an RFC 3339 time with a zone, e.g. %s", s, epochHint(s))
+	case strings.HasPrefix(s, "-"):
+		d, err := parseDuration(s[1:])
+		if err != nil {
+			return TimeSpec{}, fmt.Errorf("relative time %q: %v (use e.g. -2h, -90m, -1d)", s, err)
+		}
+		return TimeSpec{raw: s, rel: -d, isRel: true}, nil
+	}
+	if m := relAgo.FindStringSubmatch(s); m != nil {
+		d, err := parseDuration(m[1])
+		if err != nil {
+			return TimeSpec{}, fmt.Errorf("relative time %q: %v", s, err)
+		}
+		return TimeSpec{raw: s, rel: -d, isRel: true}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err == nil {
+		return TimeSpec{raw: s, abs: t}, nil
+	}
+	for _, layout := range []string{"2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999", "2006-01-02T15:04", "2006-01-02"} {
+		if _, e := time.Parse(layout, s); e == nil {
+			return TimeSpec{}, fmt.Errorf("time %q has no zone, so it would mean different instants on different machines: add one, e.g. %sZ for UTC or %s+02:00", s, pad(s), pad(s))
+		}
+	}
+	return TimeSpec{}, fmt.Errorf("cannot parse %q as a time: want RFC 3339 with a zone (2026-11-03T10:00:00Z) or a relative time (-2h, 24h ago, now)", s)
+}
+
+func pad(s string) string {
+	if len(s) == len("2006-01-02") {
+		return s + "T00:00:00"
+	}
+	if len(s) == len("2006-01-02T15:04") {
+		return s + ":00"
+	}
+	return strings.Replace(s, " ", "T", 1)
+}
+
+func isNumber(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil
+}
+
+func epochHint(s string) string {
+	v, _ := strconv.ParseFloat(s, 64)
+	if math.Abs(v) > 1e11 { // milliseconds
+		return time.UnixMilli(int64(v)).UTC().Format(time.RFC3339) + " if it was milliseconds"
+	}
+	return time.Unix(int64(v), 0).UTC().Format(time.RFC3339) + " if it was seconds"
+}
+
+// parseDuration extends time.ParseDuration with a day unit ("1d", "2d12h").
+func parseDuration(s string) (time.Duration, error) {
+	if i := strings.Index(s, "d"); i > 0 {
+		days, err := strconv.Atoi(s[:i])
+		if err != nil {
+			return 0, fmt.Errorf("bad day count in %q", s)
+		}
+		rest := time.Duration(0)
+		if s[i+1:] != "" {
+			if rest, err = time.ParseDuration(s[i+1:]); err != nil {
+				return 0, err
+			}
+		}
+		return time.Duration(days)*24*time.Hour + rest, nil
+	}
+	return time.ParseDuration(s)
+}
+
+// UnmarshalYAML parses a scalar with ParseTimeSpec.
+func (t *TimeSpec) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("want a time such as 2026-11-03T10:00:00Z or -2h")
+	}
+	v, err := ParseTimeSpec(n.Value)
+	if err != nil {
+		return err
+	}
+	*t = v
+	return nil
+}
+
+// MarshalYAML writes the bound as written in the plan.
+func (t TimeSpec) MarshalYAML() (any, error) { return t.raw, nil }
+
+// IsSet reports whether the bound was given.
+func (t TimeSpec) IsSet() bool { return t.raw != "" }
+
+// IsRelative reports whether the bound depends on the time of resolution.
+func (t TimeSpec) IsRelative() bool { return t.isRel }
+
+// String returns the bound as written.
+func (t TimeSpec) String() string { return t.raw }
+
+// At returns the instant the bound denotes when resolved at now.
+func (t TimeSpec) At(now time.Time) time.Time {
+	if t.isRel {
+		return now.Add(t.rel)
+	}
+	return t.abs
+}
+
+// OffsetSpec is an offset bound: earliest (the log start offset), latest
+// (the high watermark, or the last stable offset under read_committed), or
+// an absolute offset >= 0.
+type OffsetSpec struct {
+	raw    string
+	Offset int64 // valid when neither Earliest nor Latest
+	// Earliest and Latest are the symbolic bounds.
+	Earliest, Latest bool
+}
+
+// UnmarshalYAML accepts earliest, latest or a non-negative integer.
+func (o *OffsetSpec) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("want earliest, latest or an offset number")
+	}
+	switch n.Value {
+	case "earliest":
+		*o = OffsetSpec{raw: n.Value, Earliest: true}
+		return nil
+	case "latest":
+		*o = OffsetSpec{raw: n.Value, Latest: true}
+		return nil
+	}
+	v, err := strconv.ParseInt(n.Value, 10, 64)
+	if err != nil || v < 0 {
+		return fmt.Errorf("offset %q: want earliest, latest or a number >= 0", n.Value)
+	}
+	*o = OffsetSpec{raw: n.Value, Offset: v}
+	return nil
+}
+
+// MarshalYAML writes the bound as written in the plan.
+func (o OffsetSpec) MarshalYAML() (any, error) { return o.raw, nil }
+
+// IsSet reports whether the bound was given.
+func (o OffsetSpec) IsSet() bool { return o.raw != "" }
+
+// String returns the bound as written.
+func (o OffsetSpec) String() string { return o.raw }
+
+// Duration is a time.Duration written as "5m", "1h30m" or "1d".
+type Duration time.Duration
+
+// UnmarshalYAML parses a duration string; a bare number is rejected (no unit).
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("want a duration such as 5m or 1h")
+	}
+	if isNumber(n.Value) {
+		return fmt.Errorf("duration %s has no unit: write e.g. %ss or %sm", n.Value, n.Value, n.Value)
+	}
+	v, err := parseDuration(n.Value)
+	if err != nil || v < 0 {
+		return fmt.Errorf("bad duration %q: want e.g. 30s, 5m, 1h, 1d", n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration in Go notation.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// ByteSize is a number of bytes, written as 5242880, 512KiB, 5MiB, 1GiB, 5MB.
+type ByteSize int64
+
+var byteUnits = map[string]int64{
+	"": 1, "B": 1,
+	"KB": 1000, "MB": 1000 * 1000, "GB": 1000 * 1000 * 1000,
+	"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30,
+}
+
+var byteSizeRe = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)$`)
+
+// UnmarshalYAML parses a byte size with an optional unit.
+func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
+	m := byteSizeRe.FindStringSubmatch(strings.TrimSpace(n.Value))
+	if n.Kind != yaml.ScalarNode || m == nil {
+		return fmt.Errorf("bad byte size %q: want e.g. 1048576, 512KiB, 5MiB, 1GiB", n.Value)
+	}
+	mult, ok := byteUnits[m[2]]
+	if !ok {
+		return fmt.Errorf("unknown unit %q in %q: use B, KiB, MiB, GiB, KB, MB or GB", m[2], n.Value)
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	*b = ByteSize(v * float64(mult))
+	return nil
+}
+
+// MarshalYAML writes the size in bytes.
+func (b ByteSize) MarshalYAML() (any, error) { return int64(b), nil }

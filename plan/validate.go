@@ -1,0 +1,359 @@
+package plan
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"strings"
+	"text/template"
+	"time"
+)
+
+// Sink types this version implements.
+var sinkTypes = []string{"file", "postgres", "stdout"}
+
+// Sink types the plan format reserves (DESIGN.md §5) that are not built yet.
+var plannedSinkTypes = []string{"sqlite", "kafka", "http"}
+
+var (
+	nameRe  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+	tableRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
+)
+
+// validate returns every semantic problem of a decoded, defaulted plan.
+func (p *Plan) validate(now time.Time) []Problem {
+	v := &validator{p: p, now: now}
+	v.top()
+	v.source()
+	v.window()
+	v.throttle()
+	v.sink("sink", &p.Sink)
+	v.errors()
+	return v.out
+}
+
+type validator struct {
+	p   *Plan
+	now time.Time
+	out []Problem
+}
+
+func (v *validator) add(field, format string, args ...any) {
+	pos := v.p.pos[field]
+	for f := field; pos.Line == 0 && f != ""; {
+		i := strings.LastIndex(f, ".")
+		if i < 0 {
+			break
+		}
+		f = f[:i]
+		pos = v.p.pos[f]
+	}
+	v.out = append(v.out, Problem{File: v.p.File, Line: pos.Line, Col: pos.Col, Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// present reports whether field is written in the plan file.
+func (v *validator) present(field string) bool {
+	_, ok := v.p.pos[field]
+	return ok
+}
+
+func (v *validator) warn(field, format string, args ...any) {
+	v.add(field, format, args...)
+	v.out[len(v.out)-1].Warning = true
+}
+
+func (v *validator) top() {
+	p := v.p
+	if p.Version != 1 {
+		if _, ok := p.pos["version"]; !ok {
+			v.add("version", "missing: add `version: 1` as the first line")
+		} else {
+			v.add("version", "unsupported version %d: this replay reads version 1", p.Version)
+		}
+	}
+	switch {
+	case p.Name == "":
+		v.add("name", "missing: give the plan a unique name, e.g. orders-fx-fix-2026-11-03")
+	case !nameRe.MatchString(p.Name):
+		v.add("name", "%q: use letters, digits, '.', '_' and '-' only", p.Name)
+	}
+	switch {
+	case p.Group == "":
+		v.add("group", "missing: name a dedicated replay consumer group, e.g. replay.%s", orDefault(p.Name, "my-plan"))
+	case strings.TrimSpace(p.Group) != p.Group || strings.ContainsAny(p.Group, " \t\n"):
+		v.add("group", "%q contains whitespace", p.Group)
+	}
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+func (v *validator) source() {
+	s := v.p.Source
+	if len(s.Brokers) == 0 {
+		v.add("source.brokers", `missing: list bootstrap brokers, e.g. ["kafka-1:9092"] or ["${KAFKA_BROKERS}"]`)
+	}
+	for i, b := range s.Brokers {
+		for _, one := range strings.Split(b, ",") {
+			if _, port, err := net.SplitHostPort(strings.TrimSpace(one)); err != nil || port == "" {
+				v.add(fmt.Sprintf("source.brokers[%d]", i), "%q is not host:port", one)
+			}
+		}
+	}
+	if s.Topic == "" {
+		v.add("source.topic", "missing: name the topic to replay")
+	}
+	v.enum("source.isolation", s.Isolation, []string{ReadCommitted, ReadUncommitted})
+	v.tls("source.tls", s.TLS)
+	v.sasl("source.sasl", s.SASL)
+}
+
+func (v *validator) enum(field, val string, allowed []string) bool {
+	for _, a := range allowed {
+		if val == a {
+			return true
+		}
+	}
+	msg := fmt.Sprintf("%q is not one of %s", val, strings.Join(allowed, ", "))
+	if s := suggest(val, allowed); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	v.add(field, "%s", msg)
+	return false
+}
+
+func (v *validator) tls(field string, t TLS) {
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		v.add(field, "cert_file and key_file go together: set both for a client certificate, or neither")
+	}
+	if !t.Enabled && (t.CAFile != "" || t.CertFile != "" || t.InsecureSkipVerify || t.ServerName != "") {
+		v.add(field+".enabled", "TLS options are set but TLS is not enabled: add `enabled: true`")
+	}
+}
+
+func (v *validator) sasl(field string, s SASL) {
+	if s == (SASL{}) {
+		return
+	}
+	v.enum(field+".mechanism", s.Mechanism, []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"})
+	if s.Username == "" {
+		v.add(field+".username", "missing: SASL needs a username")
+	}
+	switch {
+	case s.Password == "" && !v.p.FromEnv(field+".password"):
+		v.add(field+".password", "missing: set password: ${KAFKA_PASSWORD} and export the variable")
+	case s.Password != "" && !v.p.FromEnv(field+".password"):
+		v.add(field+".password", "a literal secret must not be written in a plan: use password: ${KAFKA_PASSWORD} and export the variable")
+	}
+}
+
+func (v *validator) window() {
+	w := v.p.Window
+	switch {
+	case v.present("window.from") && !w.From.IsSet(), v.present("window.to") && !w.To.IsSet():
+		return // a bound that did not parse is already reported
+	case w.IsTime() && len(w.Offsets) > 0:
+		v.add("window", "give either from/to (a time window) or offsets, not both")
+		return
+	case !w.IsTime() && len(w.Offsets) == 0:
+		v.add("window", "missing: give from (and optionally to), or offsets per partition")
+		return
+	case len(w.Offsets) > 0:
+		v.offsetWindow()
+		return
+	}
+	if !w.From.IsSet() {
+		v.add("window.from", "missing: a time window needs from (inclusive), e.g. 2026-11-03T10:00:00Z or -2h")
+		return
+	}
+	from := w.From.At(v.now)
+	if from.After(v.now) {
+		v.add("window.from", "%s is in the future: nothing would be replayed", from.Format(time.RFC3339))
+	}
+	if w.To.IsSet() {
+		to := w.To.At(v.now)
+		if !from.Before(to) {
+			v.add("window.to", "must be after from (%s >= %s): the window is empty", from.Format(time.RFC3339), to.Format(time.RFC3339))
+		}
+		if to.After(v.now) {
+			v.add("window.to", "%s is in the future, so the window is not complete yet: omit to (the high watermark at resolution) or wait", to.Format(time.RFC3339))
+		}
+	}
+}
+
+func (v *validator) offsetWindow() {
+	w := v.p.Window
+	if w.StrictTimestamps {
+		v.add("window.strict_timestamps", "applies to a time window only")
+	}
+	if w.SkewMargin != 0 {
+		v.add("window.skew_margin", "applies to a time window only")
+	}
+	if !v.p.Source.Partitions.All && len(v.p.Source.Partitions.List) > 0 {
+		v.add("source.partitions", "an offsets window names its own partitions: drop source.partitions")
+	}
+	for part, r := range w.Offsets {
+		f := fmt.Sprintf("window.offsets.%d", part)
+		if part < 0 {
+			v.add(f, "partition %d: partitions are numbered from 0", part)
+		}
+		if !r.From.IsSet() || !r.To.IsSet() {
+			v.add(f, "give both from and to (numbers, earliest or latest)")
+			continue
+		}
+		if r.From.Latest {
+			v.add(f+".from", "from: latest replays nothing: use earliest or an offset")
+		}
+		if r.To.Earliest {
+			v.add(f+".to", "to: earliest replays nothing: use latest or an offset")
+		}
+		if !r.From.Earliest && !r.From.Latest && !r.To.Earliest && !r.To.Latest && r.From.Offset >= r.To.Offset {
+			v.add(f, "from %d must be below to %d (to is exclusive)", r.From.Offset, r.To.Offset)
+		}
+	}
+}
+
+func (v *validator) throttle() {
+	t := v.p.Throttle
+	if t.RecordsPerSecond < 0 {
+		v.add("throttle.records_per_second", "must be >= 0 (0 = unlimited)")
+	}
+	if t.BytesPerSecond < 0 {
+		v.add("throttle.bytes_per_second", "must be >= 0 (0 = unlimited)")
+	}
+	if t.RecordsPerSecond == 0 && t.BytesPerSecond == 0 && v.p.Sink.Type == "postgres" {
+		v.warn("throttle", "no throttle for a database sink: the replay writes as fast as the database accepts; set throttle.records_per_second")
+	}
+}
+
+func (v *validator) sink(field string, s *Sink) {
+	all := append(append([]string{}, sinkTypes...), plannedSinkTypes...)
+	if s.Type == "" {
+		v.add(field+".type", "missing: one of %s", strings.Join(sinkTypes, ", "))
+		return
+	}
+	if !v.enum(field+".type", s.Type, all) {
+		return
+	}
+	for _, planned := range plannedSinkTypes {
+		if s.Type == planned {
+			v.add(field+".type", "the %s sink is not available in this version: use %s", s.Type, strings.Join(sinkTypes, ", "))
+			return
+		}
+	}
+	if s.BatchSize < 1 || s.BatchSize > 100000 {
+		v.add(field+".batch_size", "%d: want 1..100000 records", s.BatchSize)
+	}
+	if s.Key != "" {
+		if _, err := template.New("key").Parse(s.Key); err != nil {
+			v.add(field+".key", "bad template: %v", strings.TrimPrefix(err.Error(), "template: key:"))
+		}
+	}
+	switch s.Type {
+	case "file":
+		if s.Path == "" {
+			v.add(field+".path", "missing: the file to write, e.g. out/orders.jsonl")
+		}
+	case "postgres":
+		v.postgres(field, s)
+	}
+}
+
+func (v *validator) postgres(field string, s *Sink) {
+	if s.DSN == "" {
+		v.add(field+".dsn", "missing: dsn: ${ORDERS_DSN} (postgres://user@host:5432/db)")
+	} else if hasPassword(s.DSN) && !v.p.FromEnv(field+".dsn") {
+		v.add(field+".dsn", "contains a literal password: write dsn: ${ORDERS_DSN} and export the variable")
+	}
+	if s.Table == "" {
+		v.add(field+".table", "missing: the table to upsert into")
+	} else if !tableRe.MatchString(s.Table) {
+		v.add(field+".table", "%q is not a plain table name ([schema.]name of letters, digits, _)", s.Table)
+	}
+	v.enum(field+".on_conflict", s.OnConflict, []string{"update", "ignore"})
+}
+
+var kvPassword = regexp.MustCompile(`(?i)(^|\s)password\s*=`)
+
+// hasPassword reports whether a PostgreSQL DSN (URL or key=value form) carries a password.
+func hasPassword(dsn string) bool {
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			return true
+		}
+	}
+	return kvPassword.MatchString(dsn)
+}
+
+func (v *validator) errors() {
+	p := v.p
+	if !v.enum("on_error", p.OnError, []string{OnErrorFail, OnErrorSkip, OnErrorDeadLetter}) {
+		return
+	}
+	if p.OnError == OnErrorDeadLetter {
+		v.add("on_error", "dead_letter is not available in this version: use fail or skip")
+	}
+	if p.DeadLetter != nil {
+		v.add("dead_letter", "not available in this version")
+	}
+	if p.Filter != "" {
+		v.add("filter", "filters are not available in this version: remove filter")
+	}
+}
+
+// RedactDSN returns dsn with any password replaced by "xxxxx".
+func RedactDSN(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			return u.String()
+		}
+	}
+	return regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`).ReplaceAllString(dsn, "${1}xxxxx")
+}
+
+// Fingerprint identifies what the plan replays: a hex SHA-256 prefix (16
+// characters) over the fields that decide which records reach which sink
+// (name, topic, partitions, isolation, group, window, key, sink target).
+// Connection settings, secrets, the throttle and review metadata are left
+// out, so tuning the throttle or rotating a password keeps a resumable run
+// resumable; changing the window or the sink does not.
+func (p *Plan) Fingerprint() string {
+	type sinkID struct {
+		Type, Path, Table, Key, OnConflict string
+	}
+	canon := struct {
+		Version                      int
+		Name, Topic, Partitions, Iso string
+		Group, From, To              string
+		Offsets                      map[int32][2]string
+		Strict                       bool
+		Skew                         time.Duration
+		Filter, OnError              string
+		Sink                         sinkID
+		AllowDataLoss                bool
+	}{
+		Version: p.Version, Name: p.Name, Topic: p.Source.Topic, Partitions: p.Source.Partitions.String(),
+		Iso: p.Source.Isolation, Group: p.Group, From: p.Window.From.String(), To: p.Window.To.String(),
+		Strict: p.Window.StrictTimestamps, Skew: time.Duration(p.Window.SkewMargin),
+		Filter: p.Filter, OnError: p.OnError, AllowDataLoss: p.AllowDataLoss,
+		Sink: sinkID{p.Sink.Type, p.Sink.Path, p.Sink.Table, p.Sink.Key, p.Sink.OnConflict},
+	}
+	if len(p.Window.Offsets) > 0 {
+		canon.Offsets = map[int32][2]string{}
+		for k, r := range p.Window.Offsets {
+			canon.Offsets[k] = [2]string{r.From.String(), r.To.String()}
+		}
+	}
+	b, _ := json.Marshal(canon) // map keys are sorted: deterministic
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
