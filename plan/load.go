@@ -92,7 +92,8 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	d := &decoder{file: file, env: opts.LookupEnv, pos: map[string]Pos{}, fromEnv: map[string]bool{}}
+	d := &decoder{file: file, env: opts.LookupEnv, pos: map[string]Pos{}, fromEnv: map[string]bool{},
+		envRaw: map[string]string{}, bad: map[string]bool{}}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, &InvalidError{Problems: []Problem{yamlSyntaxProblem(file, err)}}
@@ -102,9 +103,14 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 		return nil, &InvalidError{Problems: []Problem{{File: file, Line: 1, Col: 1, Message: "empty plan: see the plan reference in README.md"}}}
 	}
 	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		// Nothing else can be checked: do not bury this under "missing" problems.
+		return nil, &InvalidError{Problems: []Problem{{File: file, Line: root.Line, Col: root.Column,
+			Message: fmt.Sprintf("a plan is a mapping (key: value lines), got %s", describe(root))}}}
+	}
 	d.expandEnv(root, "")
 	d.walk(root, reflect.ValueOf(p).Elem(), "")
-	p.pos, p.fromEnv = d.pos, d.fromEnv
+	p.pos, p.fromEnv, p.envRaw, p.bad = d.pos, d.fromEnv, d.envRaw, d.bad
 	p.applyDefaults()
 	p.problems = d.problems
 	p.problems = append(p.problems, p.validate(opts.Now())...)
@@ -146,12 +152,42 @@ func sortProblems(ps []Problem) {
 
 var yamlLine = regexp.MustCompile(`line (\d+):?\s*`)
 
+// yamlParserErrors are the messages of yaml.v3's parser (as opposed to its
+// scanner). For them yaml.v3 reports a 0-based line (the line before the one
+// meant): yamlSyntaxProblem adds one.
+var yamlParserErrors = map[string]bool{
+	"did not find expected <document start>": true,
+	"found undefined tag handle":             true,
+	"did not find expected node content":     true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected key":              true,
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"found duplicate %YAML directive":        true,
+	"found incompatible YAML document":       true,
+	"found duplicate %TAG directive":         true,
+}
+
+// yamlHints says how to fix the syntax errors people make most.
+var yamlHints = map[string]string{
+	"did not find expected ',' or ']'":               "a [ list starting on this line is not closed: add the missing ] (or a comma between items)",
+	"did not find expected ',' or '}'":               "a { mapping starting on this line is not closed: add the missing } (or a comma between entries)",
+	"did not find expected key":                      "check the indentation of the lines below this one",
+	"mapping values are not allowed in this context": "check the indentation, or quote a value that contains \": \"",
+}
+
 func yamlSyntaxProblem(file string, err error) Problem {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	line := 1
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		line, _ = strconv.Atoi(m[1])
 		msg = strings.Replace(msg, m[0], "", 1)
+		if yamlParserErrors[msg] {
+			line++
+		}
+	}
+	if h, ok := yamlHints[msg]; ok {
+		msg += ": " + h
 	}
 	return Problem{File: file, Line: line, Col: 1, Message: "invalid YAML: " + msg}
 }
@@ -162,10 +198,19 @@ type decoder struct {
 	problems []Problem
 	pos      map[string]Pos
 	fromEnv  map[string]bool
+	envRaw   map[string]string
+	// bad holds the fields already reported, so that validation does not
+	// report them a second time (as missing, say).
+	bad map[string]bool
 }
 
 func (d *decoder) problem(n *yaml.Node, field, format string, args ...any) {
-	d.problems = append(d.problems, Problem{File: d.file, Line: n.Line, Col: n.Column, Field: field, Message: fmt.Sprintf(format, args...)})
+	d.problemAt(n.Line, n.Column, field, format, args...)
+}
+
+func (d *decoder) problemAt(line, col int, field, format string, args ...any) {
+	d.bad[field] = true
+	d.problems = append(d.problems, Problem{File: d.file, Line: line, Col: col, Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
@@ -187,6 +232,7 @@ func (d *decoder) expandEnv(n *yaml.Node, path string) {
 			return
 		}
 		d.fromEnv[path] = true
+		d.envRaw[path] = n.Value
 		n.Value = envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
 			name := ref[2 : len(ref)-1]
 			v, ok := d.env(name)
@@ -195,10 +241,12 @@ func (d *decoder) expandEnv(n *yaml.Node, path string) {
 			}
 			return v
 		})
-		if n.Tag == "!!str" || n.Style != 0 {
+		if n.Style != 0 { // quoted, block or explicitly tagged: stays a string
 			return
 		}
-		n.Tag = "" // let YAML resolve the expanded text (a number, a bool, ...)
+		// A plain scalar was resolved as a string ("${RATE}") when parsed:
+		// let YAML resolve the expanded text (a number, a bool, ...).
+		n.Tag = ""
 	}
 }
 
@@ -238,6 +286,12 @@ func (d *decoder) walk(n *yaml.Node, v reflect.Value, path string) {
 	case reflect.Map:
 		d.walkMap(n, v, path)
 	case reflect.Slice:
+		if n.Kind == yaml.ScalarNode && d.fromEnv[path] && v.Type().Elem().Kind() == reflect.String {
+			// brokers: ${KAFKA_BROKERS}: the variable holds the whole list
+			// ("k1:9092,k2:9092"); its users split it on commas.
+			v.Set(reflect.ValueOf([]string{n.Value}).Convert(v.Type()))
+			return
+		}
 		if n.Kind != yaml.SequenceNode {
 			d.problem(n, path, "want a list, got %s", describe(n))
 			return
@@ -261,12 +315,42 @@ func (d *decoder) leaf(n *yaml.Node, v reflect.Value, path string) {
 	}
 	if err := n.Decode(v.Addr().Interface()); err != nil {
 		var te *yaml.TypeError
-		if errors.As(err, &te) {
-			d.problem(n, path, "want %s, got %s", kindName(v.Type()), describe(n))
-			return
+		var ne *nodeError
+		switch {
+		case errors.As(err, &te):
+			d.problem(n, path, "want %s, got %s%s", kindName(v.Type()), describe(n), quoteHint(n, v.Type()))
+		case errors.As(err, &ne):
+			d.problemAt(ne.line, ne.col, path, "%s", ne.msg)
+		default:
+			d.problem(n, path, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
 		}
-		d.problem(n, path, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
+}
+
+// quoteHint explains a quoted value that would decode without its quotes
+// (batch_size: "1000").
+func quoteHint(n *yaml.Node, t reflect.Type) string {
+	if n.Kind != yaml.ScalarNode || n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) == 0 {
+		return ""
+	}
+	plain := yaml.Node{Kind: yaml.ScalarNode, Value: n.Value}
+	if plain.Decode(reflect.New(t).Interface()) != nil {
+		return ""
+	}
+	return " (the quotes make it a string: remove them)"
+}
+
+// nodeError is an error at a node inside the value being decoded (an item
+// of a list, say); the loader reports it at that node's line and column.
+type nodeError struct {
+	line, col int
+	msg       string
+}
+
+func (e *nodeError) Error() string { return fmt.Sprintf("line %d: %s", e.line, e.msg) }
+
+func errorAt(n *yaml.Node, format string, args ...any) error {
+	return &nodeError{line: n.Line, col: n.Column, msg: fmt.Sprintf(format, args...)}
 }
 
 func (d *decoder) walkStruct(n *yaml.Node, v reflect.Value, path string) {
@@ -364,15 +448,27 @@ func structName(path string) string {
 	return path
 }
 
-// suggest returns the candidate closest to s, if it is close enough to be a typo.
+// suggest returns the candidate closest to s, if it is close enough to be a
+// typo (a third of its letters wrong, plus one) or s is part of it
+// ("committed" for read_committed).
 func suggest(s string, candidates []string) string {
-	best, bestD := "", len(s)/2+2
+	s = strings.ToLower(s)
+	best, bestD := "", len(s)/3+2
 	for _, c := range candidates {
-		if dd := levenshtein(strings.ToLower(s), c); dd < bestD {
+		lc := strings.ToLower(c)
+		if dd := levenshtein(s, lc); dd < bestD {
 			best, bestD = c, dd
 		}
 	}
-	return best
+	if best != "" || len(s) < 3 {
+		return best
+	}
+	for _, c := range candidates {
+		if strings.Contains(strings.ToLower(c), s) {
+			return c
+		}
+	}
+	return ""
 }
 
 func levenshtein(a, b string) int {

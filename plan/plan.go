@@ -51,6 +51,10 @@ type Plan struct {
 	pos map[string]Pos
 	// fromEnv records the field paths whose value came from a ${VAR}.
 	fromEnv map[string]bool
+	// envRaw holds, for those fields, the value as written (before expansion).
+	envRaw map[string]string
+	// bad records the fields that failed to decode (already reported).
+	bad map[string]bool
 	// problems holds what Load found, warnings included.
 	problems []Problem
 }
@@ -168,6 +172,10 @@ const DefaultBatchSize = 1000
 // applyDefaults fills every unset field with its safe default. It is the only
 // place defaults live.
 func (p *Plan) applyDefaults() {
+	if !p.Source.Partitions.All && len(p.Source.Partitions.List) == 0 {
+		// Documented default: a plan that names no partitions replays them all.
+		p.Source.Partitions.All = true
+	}
 	if p.Source.Isolation == "" {
 		// Aborted transactions must never reach a sink unless asked for.
 		p.Source.Isolation = ReadCommitted

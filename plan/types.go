@@ -33,10 +33,10 @@ func (s *PartitionSet) UnmarshalYAML(n *yaml.Node) error {
 		for _, c := range n.Content {
 			v, err := strconv.ParseInt(c.Value, 10, 32)
 			if c.Kind != yaml.ScalarNode || err != nil || v < 0 {
-				return fmt.Errorf("line %d: partition %q is not a partition number (0, 1, ...)", c.Line, c.Value)
+				return errorAt(c, "%s is not a partition number (0, 1, ...)", describe(c))
 			}
 			if seen[int32(v)] {
-				return fmt.Errorf("line %d: partition %d is listed twice", c.Line, v)
+				return errorAt(c, "partition %d is listed twice: list each partition once", v)
 			}
 			seen[int32(v)] = true
 			list = append(list, int32(v))
@@ -126,10 +126,11 @@ func pad(s string) string {
 	return strings.Replace(s, " ", "T", 1)
 }
 
-func isNumber(s string) bool {
-	_, err := strconv.ParseFloat(s, 64)
-	return err == nil
-}
+// numberRe matches what a person writes as a plain number (not "inf" or
+// "nan", which strconv.ParseFloat also accepts).
+var numberRe = regexp.MustCompile(`^[-+]?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$`)
+
+func isNumber(s string) bool { return numberRe.MatchString(s) }
 
 func epochHint(s string) string {
 	v, _ := strconv.ParseFloat(s, 64)
@@ -271,9 +272,16 @@ func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 	}
 	mult, ok := byteUnits[m[2]]
 	if !ok {
-		return fmt.Errorf("unknown unit %q in %q: use B, KiB, MiB, GiB, KB, MB or GB", m[2], n.Value)
+		msg := fmt.Sprintf("unknown unit %q in %q: use B, KiB, MiB, GiB, KB, MB or GB", m[2], n.Value)
+		if s := suggest(m[2], []string{"B", "KiB", "MiB", "GiB", "KB", "MB", "GB"}); s != "" {
+			msg += fmt.Sprintf(" (did you mean %s%s?)", m[1], s)
+		}
+		return fmt.Errorf("%s", msg)
 	}
 	v, _ := strconv.ParseFloat(m[1], 64)
+	if v*float64(mult) >= math.MaxInt64 {
+		return fmt.Errorf("byte size %q is too large", n.Value)
+	}
 	*b = ByteSize(v * float64(mult))
 	return nil
 }

@@ -43,6 +43,9 @@ type validator struct {
 }
 
 func (v *validator) add(field, format string, args ...any) {
+	if v.p.bad[field] {
+		return // did not decode: already reported, with the reason
+	}
 	pos := v.p.pos[field]
 	for f := field; pos.Line == 0 && f != ""; {
 		i := strings.LastIndex(f, ".")
@@ -104,7 +107,7 @@ func (v *validator) source() {
 	for i, b := range s.Brokers {
 		for _, one := range strings.Split(b, ",") {
 			if _, port, err := net.SplitHostPort(strings.TrimSpace(one)); err != nil || port == "" {
-				v.add(fmt.Sprintf("source.brokers[%d]", i), "%q is not host:port", one)
+				v.add(fmt.Sprintf("source.brokers[%d]", i), "%q is not host:port: add the port, e.g. %q", one, strings.TrimSpace(one)+":9092")
 			}
 		}
 	}
@@ -157,18 +160,21 @@ func (v *validator) sasl(field string, s SASL) {
 
 func (v *validator) window() {
 	w := v.p.Window
+	timeGiven := v.present("window.from") || v.present("window.to")
 	switch {
-	case v.present("window.from") && !w.From.IsSet(), v.present("window.to") && !w.To.IsSet():
-		return // a bound that did not parse is already reported
-	case w.IsTime() && len(w.Offsets) > 0:
+	case timeGiven && v.present("window.offsets"):
 		v.add("window", "give either from/to (a time window) or offsets, not both")
 		return
-	case !w.IsTime() && len(w.Offsets) == 0:
+	case !timeGiven && v.p.bad["window.offsets"]:
+		return // already reported
+	case !timeGiven && len(w.Offsets) == 0:
 		v.add("window", "missing: give from (and optionally to), or offsets per partition")
 		return
-	case len(w.Offsets) > 0:
+	case !timeGiven:
 		v.offsetWindow()
 		return
+	case v.p.bad["window.from"] || v.p.bad["window.to"]:
+		return // a bound that did not parse is already reported
 	}
 	if !w.From.IsSet() {
 		v.add("window.from", "missing: a time window needs from (inclusive), e.g. 2026-11-03T10:00:00Z or -2h")
@@ -181,7 +187,7 @@ func (v *validator) window() {
 	if w.To.IsSet() {
 		to := w.To.At(v.now)
 		if !from.Before(to) {
-			v.add("window.to", "must be after from (%s >= %s): the window is empty", from.Format(time.RFC3339), to.Format(time.RFC3339))
+			v.add("window.to", "%s is not after from (%s), so the window is empty: to is exclusive and must be later than from", to.Format(time.RFC3339), from.Format(time.RFC3339))
 		}
 		if to.After(v.now) {
 			v.add("window.to", "%s is in the future, so the window is not complete yet: omit to (the high watermark at resolution) or wait", to.Format(time.RFC3339))
@@ -205,15 +211,18 @@ func (v *validator) offsetWindow() {
 		if part < 0 {
 			v.add(f, "partition %d: partitions are numbered from 0", part)
 		}
+		if v.p.bad[f+".from"] || v.p.bad[f+".to"] {
+			continue // already reported
+		}
 		if !r.From.IsSet() || !r.To.IsSet() {
 			v.add(f, "give both from and to (numbers, earliest or latest)")
 			continue
 		}
 		if r.From.Latest {
-			v.add(f+".from", "from: latest replays nothing: use earliest or an offset")
+			v.add(f+".from", "latest as the start replays nothing: use earliest or an offset")
 		}
 		if r.To.Earliest {
-			v.add(f+".to", "to: earliest replays nothing: use latest or an offset")
+			v.add(f+".to", "earliest as the end replays nothing: use latest or an offset")
 		}
 		if !r.From.Earliest && !r.From.Latest && !r.To.Earliest && !r.To.Latest && r.From.Offset >= r.To.Offset {
 			v.add(f, "from %d must be below to %d (to is exclusive)", r.From.Offset, r.To.Offset)
@@ -254,7 +263,7 @@ func (v *validator) sink(field string, s *Sink) {
 	}
 	if s.Key != "" {
 		if _, err := template.New("key").Parse(s.Key); err != nil {
-			v.add(field+".key", "bad template: %v", strings.TrimPrefix(err.Error(), "template: key:"))
+			v.add(field+".key", "bad template: %s: write e.g. '{{ .Value.id }}' or '{{ .Key }}'", templateError(err))
 		}
 	}
 	switch s.Type {
@@ -269,9 +278,9 @@ func (v *validator) sink(field string, s *Sink) {
 
 func (v *validator) postgres(field string, s *Sink) {
 	if s.DSN == "" {
-		v.add(field+".dsn", "missing: dsn: ${ORDERS_DSN} (postgres://user@host:5432/db)")
-	} else if hasPassword(s.DSN) && !v.p.FromEnv(field+".dsn") {
-		v.add(field+".dsn", "contains a literal password: write dsn: ${ORDERS_DSN} and export the variable")
+		v.add(field+".dsn", "missing: add dsn: ${ORDERS_DSN} and export ORDERS_DSN=postgres://user:password@host:5432/db")
+	} else if v.literalDSNPassword(field+".dsn", s.DSN) {
+		v.add(field+".dsn", "contains a literal password: take the DSN (or its password) from the environment, e.g. dsn: ${ORDERS_DSN}, and export the variable")
 	}
 	if s.Table == "" {
 		v.add(field+".table", "missing: the table to upsert into")
@@ -281,16 +290,64 @@ func (v *validator) postgres(field string, s *Sink) {
 	v.enum(field+".on_conflict", s.OnConflict, []string{"update", "ignore"})
 }
 
-var kvPassword = regexp.MustCompile(`(?i)(^|\s)password\s*=`)
+var templateLine = regexp.MustCompile(`^template: key:\d+(:\d+)?: `)
+
+// templateError strips text/template's "template: key:1:" prefix.
+func templateError(err error) string {
+	return templateLine.ReplaceAllString(err.Error(), "")
+}
+
+// envPlaceholder stands for a ${VAR} when a value is checked as written.
+const envPlaceholder = "REPLAYENVVAR"
+
+// literalDSNPassword reports whether the DSN, as written in the plan, holds
+// a password that does not come from a ${VAR}: ${ORDERS_DSN} and
+// postgres://app:${PGPASSWORD}@db/orders are fine,
+// postgres://app:secret@${PGHOST}/orders is not.
+func (v *validator) literalDSNPassword(field, dsn string) bool {
+	if raw, ok := v.p.envRaw[field]; ok {
+		dsn = envRef.ReplaceAllString(raw, envPlaceholder)
+	}
+	pw, ok := dsnPassword(dsn)
+	return ok && !strings.Contains(pw, envPlaceholder)
+}
+
+var (
+	kvPassword  = regexp.MustCompile(`(?i)(?:^|\s)password\s*=\s*('(?:\\.|[^'])*'|\S*)`)
+	urlUserinfo = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)@`)
+)
 
 // hasPassword reports whether a PostgreSQL DSN (URL or key=value form) carries a password.
 func hasPassword(dsn string) bool {
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			return true
+	_, ok := dsnPassword(dsn)
+	return ok
+}
+
+// dsnPassword returns the non-empty password of a PostgreSQL DSN: in the
+// URL's user info, in its password query parameter, or in key=value form.
+func dsnPassword(dsn string) (string, bool) {
+	if strings.Contains(dsn, "://") {
+		u, err := url.Parse(dsn)
+		if err != nil { // e.g. a character url.Parse refuses in the password
+			if m := urlUserinfo.FindStringSubmatch(dsn); m != nil {
+				if _, pw, ok := strings.Cut(m[1], ":"); ok && pw != "" {
+					return pw, true
+				}
+			}
+			return "", false
 		}
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			return pw, true
+		}
+		if pw := u.Query().Get("password"); pw != "" {
+			return pw, true
+		}
+		return "", false
 	}
-	return kvPassword.MatchString(dsn)
+	if m := kvPassword.FindStringSubmatch(dsn); m != nil && m[1] != "" && m[1] != "''" {
+		return m[1], true
+	}
+	return "", false
 }
 
 func (v *validator) errors() {
@@ -309,15 +366,26 @@ func (v *validator) errors() {
 	}
 }
 
+var (
+	redactKV       = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:\\.|[^'])*'|\S+)`)
+	redactQuery    = regexp.MustCompile(`(?i)([?&]password=)[^&#]*`)
+	redactUserinfo = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*://[^:/?#@]*:)[^/?#]*@`)
+)
+
 // RedactDSN returns dsn with any password replaced by "xxxxx".
 func RedactDSN(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+	if !strings.Contains(dsn, "://") {
+		return redactKV.ReplaceAllString(dsn, "${1}xxxxx")
+	}
+	if u, err := url.Parse(dsn); err == nil {
 		if _, ok := u.User.Password(); ok {
 			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			return u.String()
+			dsn = u.String()
 		}
+	} else {
+		dsn = redactUserinfo.ReplaceAllString(dsn, "${1}xxxxx@")
 	}
-	return regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`).ReplaceAllString(dsn, "${1}xxxxx")
+	return redactQuery.ReplaceAllString(dsn, "${1}xxxxx")
 }
 
 // Fingerprint identifies what the plan replays: a hex SHA-256 prefix (16

@@ -1,0 +1,219 @@
+package plan
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+const minimalPlan = `version: 1
+name: orders-fix
+source:
+  brokers: ["kafka-1:9092"]
+  topic: orders
+group: replay.orders-fix
+window:
+  from: -2h
+sink:
+  type: file
+  path: out/orders.jsonl
+`
+
+func mustParse(t *testing.T, src string, opts LoadOptions) *Plan {
+	t.Helper()
+	p, err := Parse("plan.yaml", []byte(src), opts)
+	if err != nil {
+		t.Fatalf("Parse:\n%v", err)
+	}
+	return p
+}
+
+// parseProblems parses src, which must be invalid, and returns its error lines.
+func parseProblems(t *testing.T, src string, opts LoadOptions) string {
+	t.Helper()
+	_, err := Parse("plan.yaml", []byte(src), opts)
+	var inv *InvalidError
+	if !errors.As(err, &inv) {
+		t.Fatalf("Parse: want *InvalidError, got %v", err)
+	}
+	return inv.Error()
+}
+
+func TestDefaults(t *testing.T) {
+	p := mustParse(t, minimalPlan, testOptions())
+	checks := []struct {
+		field     string
+		got, want any
+	}{
+		{"source.isolation", p.Source.Isolation, ReadCommitted},
+		{"source.partitions.all", p.Source.Partitions.All, true},
+		{"source.client_id", p.Source.ClientID, "replay"},
+		{"on_error", p.OnError, OnErrorFail},
+		{"sink.batch_size", p.Sink.BatchSize, DefaultBatchSize},
+		{"sink.on_conflict", p.Sink.OnConflict, "update"},
+		{"DefaultBatchSize", DefaultBatchSize, 1000},
+		{"allow_data_loss", p.AllowDataLoss, false},
+		{"file", p.File, "plan.yaml"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.field, c.got, c.want)
+		}
+	}
+}
+
+func TestDefaultsDoNotOverride(t *testing.T) {
+	src := strings.Replace(minimalPlan, "  topic: orders\n", "  topic: orders\n  isolation: read_uncommitted\n  partitions: [2]\n", 1)
+	src += "  batch_size: 10\n  on_conflict: ignore\non_error: skip\n"
+	p := mustParse(t, src, testOptions())
+	if p.Source.Isolation != ReadUncommitted || p.Source.Partitions.All || p.Sink.BatchSize != 10 ||
+		p.Sink.OnConflict != "ignore" || p.OnError != OnErrorSkip {
+		t.Errorf("defaults overrode the plan: %+v %+v %s", p.Source, p.Sink, p.OnError)
+	}
+}
+
+// Regression: plain ${VAR} scalars were resolved as strings when parsed and
+// kept that tag, so a number from the environment failed to decode
+// ("want a number, got "2000"").
+func TestEnvNumbersDecodeAsNumbers(t *testing.T) {
+	src := minimalPlan + "  batch_size: ${BATCH}\nthrottle:\n  records_per_second: ${RATE}\n  bytes_per_second: ${BYTES}\n"
+	opts := testOptions()
+	env := map[string]string{"RATE": "2000", "BATCH": "250", "BYTES": "5MiB"}
+	opts.LookupEnv = func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	p := mustParse(t, src, opts)
+	if p.Throttle.RecordsPerSecond != 2000 || p.Sink.BatchSize != 250 || p.Throttle.BytesPerSecond != 5<<20 {
+		t.Errorf("throttle %+v, batch size %d", p.Throttle, p.Sink.BatchSize)
+	}
+	for _, f := range []string{"throttle.records_per_second", "sink.batch_size", "throttle.bytes_per_second"} {
+		if !p.FromEnv(f) {
+			t.Errorf("FromEnv(%q) = false", f)
+		}
+	}
+	if p.FromEnv("source.topic") {
+		t.Error(`FromEnv("source.topic") = true for a literal`)
+	}
+}
+
+func TestEnvQuotedStaysString(t *testing.T) {
+	src := strings.Replace(minimalPlan, "topic: orders", `topic: "${TOPIC}"`, 1)
+	opts := testOptions()
+	opts.LookupEnv = func(k string) (string, bool) { return "12345", k == "TOPIC" }
+	if p := mustParse(t, src, opts); p.Source.Topic != "12345" {
+		t.Errorf("topic = %q", p.Source.Topic)
+	}
+}
+
+func TestEnvBrokersList(t *testing.T) {
+	src := strings.Replace(minimalPlan, `brokers: ["kafka-1:9092"]`, "brokers: ${KAFKA_BROKERS}", 1)
+	p := mustParse(t, src, testOptions())
+	if got := strings.Join(p.Source.Brokers, "|"); got != "kafka-1:9092,kafka-2:9092" || !p.FromEnv("source.brokers") {
+		t.Errorf("brokers = %q", got)
+	}
+	// A literal string is still not a list.
+	src = strings.Replace(minimalPlan, `brokers: ["kafka-1:9092"]`, "brokers: kafka-1:9092", 1)
+	want := `plan.yaml:4:12: source.brokers: want a list, got "kafka-1:9092"`
+	if got := parseProblems(t, src, testOptions()); got != want {
+		t.Errorf("got %s\nwant %s", got, want)
+	}
+}
+
+func TestEnvMissingReportedWithPosition(t *testing.T) {
+	src := strings.Replace(minimalPlan, "topic: orders", "topic: orders-${REGION}-${ENV}", 1)
+	opts := testOptions()
+	opts.LookupEnv = func(k string) (string, bool) { return "eu", k == "REGION" }
+	want := "plan.yaml:5:10: source.topic: environment variable ENV is not set: export it before running replay"
+	if got := parseProblems(t, src, opts); got != want {
+		t.Errorf("got %s\nwant %s", got, want)
+	}
+}
+
+func TestEnvEmptyIsAllowed(t *testing.T) {
+	src := strings.Replace(minimalPlan, "name: orders-fix", "name: orders-fix${SUFFIX}", 1)
+	opts := testOptions()
+	opts.LookupEnv = func(k string) (string, bool) { return "", k == "SUFFIX" }
+	if p := mustParse(t, src, opts); p.Name != "orders-fix" || !p.FromEnv("name") {
+		t.Errorf("name = %q, FromEnv = %v", p.Name, p.FromEnv("name"))
+	}
+}
+
+func TestEnvDSNPasswordFromVariable(t *testing.T) {
+	src := strings.Replace(minimalPlan, "  type: file\n  path: out/orders.jsonl\n",
+		"  type: postgres\n  dsn: postgres://app:${PGPASSWORD}@${PGHOST}/orders\n  table: orders\n", 1)
+	opts := testOptions()
+	opts.LookupEnv = func(k string) (string, bool) { return "v", true }
+	p := mustParse(t, src, opts)
+	if p.Sink.DSN != "postgres://app:v@v/orders" {
+		t.Errorf("dsn = %q", p.Sink.DSN)
+	}
+	if len(p.Warnings()) != 1 || p.Warnings()[0].Field != "throttle" {
+		t.Errorf("warnings = %v, want one about the missing throttle", p.Warnings())
+	}
+}
+
+func TestPosition(t *testing.T) {
+	p := mustParse(t, minimalPlan, testOptions())
+	for field, want := range map[string]Pos{
+		"version":           {1, 10},
+		"source":            {4, 3},
+		"source.topic":      {5, 10},
+		"source.brokers[0]": {4, 13},
+		"window.from":       {8, 9},
+		"sink.path":         {11, 9},
+		"throttle":          {},
+	} {
+		if got := p.Position(field); got != want {
+			t.Errorf("Position(%q) = %s, want %s", field, got, want)
+		}
+	}
+}
+
+func TestParseDocumentShape(t *testing.T) {
+	tests := []struct {
+		name, src, want string
+	}{
+		{"empty", "", "plan.yaml:1:1: empty plan: see the plan reference in README.md"},
+		{"comment only", "# nothing yet\n", "plan.yaml:1:1: empty plan: see the plan reference in README.md"},
+		{"list", "- version: 1\n", "plan.yaml:1:1: a plan is a mapping (key: value lines), got a list"},
+		{"scalar", "orders\n", `plan.yaml:1:1: a plan is a mapping (key: value lines), got "orders"`},
+		{"tab indentation", "version: 1\nname: x\n\tgroup: y\n", "plan.yaml:2:1: invalid YAML: found a tab character that violates indentation"},
+		// Regression: yaml.v3 reports parser errors one line early.
+		{"unclosed mapping", "version: 1\nsource: {topic: orders\ngroup: g\n", "plan.yaml:2:1: invalid YAML: did not find expected ',' or '}': a { mapping starting on this line is not closed: add the missing } (or a comma between entries)"},
+		{"bad indentation", "version: 1\nsource:\n  topic: orders\n brokers: []\n", "plan.yaml:4:1: invalid YAML: did not find expected key: check the indentation of the lines below this one"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := parseProblems(t, tt.src, testOptions())
+			if got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestInvalidErrorLists(t *testing.T) {
+	src := strings.Replace(minimalPlan, "  type: file\n  path: out/orders.jsonl\n",
+		"  type: postgres\n  dsn: ${ORDERS_DSN}\n  table: orders\n", 1) + "on_error: oops\n"
+	_, err := Parse("plan.yaml", []byte(src), testOptions())
+	var inv *InvalidError
+	if !errors.As(err, &inv) {
+		t.Fatalf("want *InvalidError, got %v", err)
+	}
+	if len(inv.Errors()) != 1 || len(inv.Problems) != 2 {
+		t.Fatalf("problems = %v", inv.Problems)
+	}
+	if strings.Contains(inv.Error(), "warning") {
+		t.Errorf("Error() shows warnings:\n%s", inv.Error())
+	}
+	if !inv.Problems[0].Warning || !strings.HasPrefix(inv.Problems[0].String(), "plan.yaml: warning: throttle: ") {
+		t.Errorf("first problem = %s", inv.Problems[0])
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load("testdata/no-such-plan.yaml", testOptions())
+	var inv *InvalidError
+	if !errors.Is(err, os.ErrNotExist) || errors.As(err, &inv) {
+		t.Errorf("Load(missing file) = %v, want a wrapped fs.ErrNotExist", err)
+	}
+}

@@ -1,0 +1,379 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/replay-tool/replay/plan"
+)
+
+// Outcome says what resolution found for one partition (DESIGN.md §2).
+type Outcome string
+
+// Partition outcomes.
+const (
+	// InRange: the window maps to [Start, End) (possibly empty when no record
+	// falls between the bounds).
+	InRange Outcome = "in-range"
+	// EmptyPartition: the partition holds no records (log start == high watermark).
+	EmptyPartition Outcome = "empty-partition"
+	// AfterLastRecord: no record has a timestamp >= from; nothing to replay.
+	AfterLastRecord Outcome = "window-after-last-record"
+	// BeforeFirstRecord: every record is at or after to; nothing to replay.
+	BeforeFirstRecord Outcome = "window-before-first-record"
+	// StartBeforeRetention: retention already deleted the start of the window.
+	StartBeforeRetention Outcome = "start-before-retention"
+	// Resumed: the range comes from an earlier run's checkpoints.
+	Resumed Outcome = "resumed"
+)
+
+// Range is the fixed offset range [Start, End) of one partition, with the
+// partition's offsets at resolution time. Offsets are Kafka offsets; a
+// range may contain gaps (compaction, transaction markers).
+type Range struct {
+	Partition int32   `json:"partition"`
+	Start     int64   `json:"start"`
+	End       int64   `json:"end"`
+	Outcome   Outcome `json:"outcome"`
+	// LogStart is the log start offset (first offset still stored).
+	LogStart int64 `json:"log_start_offset"`
+	// HighWatermark is the offset after the last replicated record.
+	HighWatermark int64 `json:"high_watermark"`
+	// LastStable is the last stable offset (read_committed upper bound, KIP-98).
+	LastStable int64 `json:"last_stable_offset"`
+	// Lost is the number of offsets of the window already deleted by retention
+	// (only with allow_data_loss; otherwise resolution fails).
+	Lost int64 `json:"lost_offsets,omitempty"`
+}
+
+// Records is the number of offsets in the range (an upper bound on records:
+// gaps are not subtracted).
+func (r Range) Records() int64 { return r.End - r.Start }
+
+// Resolution is a plan's window fixed to offsets, partition by partition,
+// at one moment. It never changes during a run: the topic keeps growing, the
+// replay does not chase it.
+type Resolution struct {
+	Plan        string    `json:"plan"`
+	Fingerprint string    `json:"fingerprint"`
+	Topic       string    `json:"topic"`
+	Group       string    `json:"group"`
+	ResolvedAt  time.Time `json:"resolved_at"`
+	// From and To are the time bounds used (zero for an offsets window; To is
+	// zero when the window runs to the high watermark).
+	From time.Time `json:"from,omitzero"`
+	To   time.Time `json:"to,omitzero"`
+	// Ranges are sorted by partition.
+	Ranges []Range `json:"ranges"`
+	// Unselected lists partitions of the topic that the plan does not select.
+	Unselected []int32 `json:"unselected_partitions,omitempty"`
+}
+
+// Total is the number of offsets to replay over all partitions.
+func (r *Resolution) Total() int64 {
+	var n int64
+	for _, rg := range r.Ranges {
+		n += rg.Records()
+	}
+	return n
+}
+
+// RetentionError reports a window whose start was already deleted by
+// retention (or DeleteRecords): replaying it would silently skip records.
+type RetentionError struct {
+	Topic     string
+	Partition int32
+	// Start is where the window starts; LogStart is the first offset still
+	// stored, written at FirstTime.
+	Start, LogStart int64
+	FirstTime       time.Time
+}
+
+func (e *RetentionError) Error() string {
+	at := ""
+	if !e.FirstTime.IsZero() {
+		at = " (written " + e.FirstTime.UTC().Format(time.RFC3339Nano) + ")"
+	}
+	return fmt.Sprintf("partition %s/%d: the window starts before the log start offset: retention deleted it; the first offset still available is %d%s. Narrow the window to start at or after it, or set allow_data_loss: true to replay what is left", e.Topic, e.Partition, e.LogStart, at)
+}
+
+// partitionOffsets are one partition's offsets at resolution time.
+type partitionOffsets struct {
+	logStart, hwm, lso int64
+}
+
+// Resolve fixes p's window to per-partition offset ranges (DESIGN.md §2):
+// start = ListOffsets(from), the first offset whose timestamp is >= from;
+// end = ListOffsets(to), or the high watermark (the last stable offset
+// under read_committed) when to is unset or no record is that late. A
+// window with no record at or after from is empty at the high watermark,
+// never the whole topic. A start that retention already deleted is a
+// *RetentionError unless the plan sets allow_data_loss.
+func Resolve(ctx context.Context, c *Cluster, p *plan.Plan, now time.Time) (*Resolution, error) {
+	topic := p.Source.Topic
+	all, err := c.partitions(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	selected, unselected, err := selectPartitions(p, all)
+	if err != nil {
+		return nil, err
+	}
+	offs, err := c.offsets(ctx, topic, selected, p.Source.Isolation)
+	if err != nil {
+		return nil, err
+	}
+	res := &Resolution{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: topic, Group: p.Group, ResolvedAt: now.UTC(), Unselected: unselected}
+	if len(p.Window.Offsets) > 0 {
+		for _, part := range selected {
+			rg, err := offsetRange(topic, part, p.Window.Offsets[part], offs[part], p.AllowDataLoss)
+			if err != nil {
+				return nil, err
+			}
+			res.Ranges = append(res.Ranges, rg)
+		}
+		return res, nil
+	}
+	res.From = p.Window.From.At(now).UTC()
+	if p.Window.To.IsSet() {
+		res.To = p.Window.To.At(now).UTC()
+	}
+	margin := time.Duration(p.Window.SkewMargin)
+	starts, err := c.offsetsForTime(ctx, topic, selected, res.From.Add(-margin), p.Source.Isolation)
+	if err != nil {
+		return nil, err
+	}
+	ends := map[int32]int64{}
+	if !res.To.IsZero() {
+		if ends, err = c.offsetsForTime(ctx, topic, selected, res.To.Add(margin), p.Source.Isolation); err != nil {
+			return nil, err
+		}
+	}
+	for _, part := range selected {
+		rg := timeRange(part, starts[part], endOr(ends, part), offs[part])
+		if rg.Outcome == StartBeforeRetention {
+			first, err := c.firstRecordTime(ctx, topic, part, rg.LogStart, p.Source.Isolation)
+			if err != nil {
+				return nil, err
+			}
+			if first.Before(res.From.Add(-margin)) {
+				rg.Outcome = InRange // the deleted records were older than the window
+			} else if !p.AllowDataLoss {
+				return nil, &RetentionError{Topic: topic, Partition: part, Start: rg.Start, LogStart: rg.LogStart, FirstTime: first}
+			}
+		}
+		res.Ranges = append(res.Ranges, rg)
+	}
+	return res, nil
+}
+
+func endOr(ends map[int32]int64, p int32) int64 {
+	if e, ok := ends[p]; ok {
+		return e
+	}
+	return -1
+}
+
+// timeRange maps the ListOffsets answers for from (start, -1 = none) and to
+// (end, -1 = none or unset) to a range.
+func timeRange(part int32, start, end int64, o partitionOffsets) Range {
+	rg := Range{Partition: part, LogStart: o.logStart, HighWatermark: o.hwm, LastStable: o.lso}
+	upper := o.lso
+	switch {
+	case o.hwm == o.logStart:
+		rg.Start, rg.End, rg.Outcome = o.hwm, o.hwm, EmptyPartition
+		return rg
+	case start < 0: // no record at or after from
+		rg.Start, rg.End, rg.Outcome = upper, upper, AfterLastRecord
+		return rg
+	}
+	if end < 0 || end > upper {
+		end = upper
+	}
+	start = min(start, end)
+	rg.Start, rg.End, rg.Outcome = start, end, InRange
+	switch {
+	case start == o.logStart && o.logStart > 0:
+		// ListOffsets clamps a time before the first stored record to the log
+		// start: the window may have begun in deleted data. Resolve checks the
+		// first record's timestamp to decide.
+		rg.Outcome = StartBeforeRetention
+	case start == end && end == o.logStart:
+		rg.Outcome = BeforeFirstRecord
+	}
+	return rg
+}
+
+func offsetRange(topic string, part int32, w plan.OffsetRange, o partitionOffsets, allowLoss bool) (Range, error) {
+	rg := Range{Partition: part, LogStart: o.logStart, HighWatermark: o.hwm, LastStable: o.lso, Outcome: InRange}
+	pick := func(s plan.OffsetSpec) int64 {
+		switch {
+		case s.Earliest:
+			return o.logStart
+		case s.Latest:
+			return o.lso
+		}
+		return s.Offset
+	}
+	rg.Start, rg.End = pick(w.From), pick(w.To)
+	if rg.End > o.lso {
+		return rg, fmt.Errorf("partition %s/%d: window end %d is beyond the last readable offset %d (high watermark %d, last stable offset %d): those records do not exist yet; use to: latest or a lower offset", topic, part, rg.End, o.lso, o.hwm, o.lso)
+	}
+	if rg.Start > rg.End {
+		return rg, fmt.Errorf("partition %s/%d: window start %d is after its end %d", topic, part, rg.Start, rg.End)
+	}
+	if rg.Start < o.logStart {
+		if !allowLoss {
+			return rg, &RetentionError{Topic: topic, Partition: part, Start: rg.Start, LogStart: o.logStart}
+		}
+		rg.Lost = min(o.logStart, rg.End) - rg.Start
+		rg.Start = min(o.logStart, rg.End)
+		rg.Outcome = StartBeforeRetention
+	}
+	if o.hwm == o.logStart {
+		rg.Outcome = EmptyPartition
+	}
+	return rg, nil
+}
+
+func selectPartitions(p *plan.Plan, all []int32) (selected, unselected []int32, err error) {
+	want := p.Source.Partitions.List
+	if len(p.Window.Offsets) > 0 {
+		want = want[:0:0]
+		for part := range p.Window.Offsets {
+			want = append(want, part)
+		}
+		slices.Sort(want)
+	}
+	if p.Source.Partitions.All && len(p.Window.Offsets) == 0 || len(want) == 0 {
+		return all, nil, nil
+	}
+	for _, part := range want {
+		if !slices.Contains(all, part) {
+			return nil, nil, fmt.Errorf("topic %s has no partition %d (it has %d partitions: 0..%d)", p.Source.Topic, part, len(all), len(all)-1)
+		}
+	}
+	for _, part := range all {
+		if !slices.Contains(want, part) {
+			unselected = append(unselected, part)
+		}
+	}
+	return want, unselected, nil
+}
+
+// partitions returns the topic's partition numbers, sorted.
+func (c *Cluster) partitions(ctx context.Context, topic string) ([]int32, error) {
+	md, err := c.Client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return nil, fmt.Errorf("metadata for topic %s: %w", topic, err)
+	}
+	for _, t := range md.Topics {
+		if t.Name != topic {
+			continue
+		}
+		if t.Error != nil {
+			if errors.Is(t.Error, kafka.UnknownTopicOrPartition) {
+				return nil, fmt.Errorf("topic %s does not exist on %v: check source.topic and source.brokers", topic, c.Brokers)
+			}
+			return nil, fmt.Errorf("metadata for topic %s: %w", topic, t.Error)
+		}
+		parts := make([]int32, 0, len(t.Partitions))
+		for _, p := range t.Partitions {
+			parts = append(parts, int32(p.ID))
+		}
+		slices.Sort(parts)
+		if len(parts) == 0 {
+			break
+		}
+		return parts, nil
+	}
+	return nil, fmt.Errorf("topic %s does not exist on %v: check source.topic and source.brokers", topic, c.Brokers)
+}
+
+func isolationLevel(iso string) kafka.IsolationLevel {
+	if iso == plan.ReadUncommitted {
+		return kafka.ReadUncommitted
+	}
+	return kafka.ReadCommitted
+}
+
+// offsets returns each partition's log start offset, high watermark and
+// last stable offset (equal to the high watermark under read_uncommitted).
+func (c *Cluster) offsets(ctx context.Context, topic string, parts []int32, iso string) (map[int32]partitionOffsets, error) {
+	req := func(level kafka.IsolationLevel, first bool) (map[int32]kafka.PartitionOffsets, error) {
+		var reqs []kafka.OffsetRequest
+		for _, p := range parts {
+			if first {
+				reqs = append(reqs, kafka.FirstOffsetOf(int(p)))
+			}
+			reqs = append(reqs, kafka.LastOffsetOf(int(p)))
+		}
+		return c.listOffsets(ctx, topic, reqs, level)
+	}
+	ru, err := req(kafka.ReadUncommitted, true)
+	if err != nil {
+		return nil, err
+	}
+	rc := ru
+	if iso == plan.ReadCommitted {
+		if rc, err = req(kafka.ReadCommitted, false); err != nil {
+			return nil, err
+		}
+	}
+	out := make(map[int32]partitionOffsets, len(parts))
+	for _, p := range parts {
+		o := partitionOffsets{logStart: ru[p].FirstOffset, hwm: ru[p].LastOffset, lso: rc[p].LastOffset}
+		if o.lso < 0 || o.lso > o.hwm {
+			o.lso = o.hwm
+		}
+		out[p] = o
+	}
+	return out, nil
+}
+
+// offsetsForTime returns, per partition, the first offset whose timestamp
+// is >= t, or -1 when there is none (ListOffsets by timestamp, KIP-79).
+// One timestamp per request: kafka-go merges answers keyed by offset.
+func (c *Cluster) offsetsForTime(ctx context.Context, topic string, parts []int32, t time.Time, iso string) (map[int32]int64, error) {
+	reqs := make([]kafka.OffsetRequest, 0, len(parts))
+	for _, p := range parts {
+		reqs = append(reqs, kafka.TimeOffsetOf(int(p), t))
+	}
+	res, err := c.listOffsets(ctx, topic, reqs, isolationLevel(iso))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int32]int64, len(parts))
+	for _, p := range parts {
+		out[p] = -1
+		for off := range res[p].Offsets { // one requested time: at most one entry
+			out[p] = off
+		}
+	}
+	return out, nil
+}
+
+func (c *Cluster) listOffsets(ctx context.Context, topic string, reqs []kafka.OffsetRequest, level kafka.IsolationLevel) (map[int32]kafka.PartitionOffsets, error) {
+	resp, err := c.Client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}, IsolationLevel: level})
+	if err != nil {
+		return nil, fmt.Errorf("list offsets of %s: %w", topic, err)
+	}
+	out := map[int32]kafka.PartitionOffsets{}
+	for _, po := range resp.Topics[topic] {
+		if po.Error != nil {
+			return nil, fmt.Errorf("list offsets of %s/%d: %w", topic, po.Partition, po.Error)
+		}
+		out[int32(po.Partition)] = po
+	}
+	for _, r := range reqs {
+		if _, ok := out[int32(r.Partition)]; !ok {
+			return nil, fmt.Errorf("list offsets of %s/%d: no answer from the broker", topic, r.Partition)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,243 @@
+package runner
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/replay-tool/replay/plan"
+)
+
+// ErrInterrupted is returned (wrapped) by Job.Run when its context was
+// cancelled (a signal): the in-flight batch was written and committed, and
+// re-running the same plan resumes from there.
+var ErrInterrupted = errors.New("interrupted")
+
+// Options changes how a plan is prepared and run.
+type Options struct {
+	// Log receives progress and diagnostics; default zerolog.Nop().
+	Log zerolog.Logger
+	// Now is the clock for relative windows; default time.Now.
+	Now func() time.Time
+	// Restart discards another plan's checkpoints in the group and starts
+	// over with a fresh resolution (the command asks for confirmation).
+	Restart bool
+	// ProgressEvery is the interval of progress log lines; default 10 s.
+	ProgressEvery time.Duration
+	// FlushTimeout bounds the last write and commit after an interruption;
+	// default 1 minute.
+	FlushTimeout time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.ProgressEvery == 0 {
+		o.ProgressEvery = 10 * time.Second
+	}
+	if o.FlushTimeout == 0 {
+		o.FlushTimeout = time.Minute
+	}
+}
+
+// Job is a plan bound to fixed ranges, ready to run: either a fresh
+// resolution or the ranges of an interrupted run found in the group's
+// checkpoints.
+type Job struct {
+	Plan       *plan.Plan
+	Resolution *Resolution
+	// Resume holds, per partition, the offset to continue from (the
+	// committed offset); absent partitions start at their range start.
+	Resume map[int32]int64
+	// Fresh is true when no run of this plan has committed yet.
+	Fresh bool
+	// Ignored lists partitions of the topic that are not part of the run
+	// (not selected, or added after the run was resolved).
+	Ignored []int32
+
+	c    *Cluster
+	opts Options
+}
+
+// NothingToDo reports whether every partition already reached its end.
+func (j *Job) NothingToDo() bool {
+	for _, r := range j.Resolution.Ranges {
+		if j.from(r) < r.End {
+			return false
+		}
+	}
+	return true
+}
+
+func (j *Job) from(r Range) int64 {
+	if off, ok := j.Resume[r.Partition]; ok {
+		return off
+	}
+	return r.Start
+}
+
+// RunID identifies the resolved run: the plan fingerprint and the fixed
+// ranges. Sinks that stage output use it to discard another run's staging.
+func (j *Job) RunID() string {
+	h := sha256.New()
+	fmt.Fprint(h, j.Resolution.Fingerprint)
+	for _, r := range j.Resolution.Ranges {
+		fmt.Fprintf(h, "|%d:%d-%d", r.Partition, r.Start, r.End)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// Prepare decides what a run of p would do, without changing anything:
+// it refuses (*SafetyError) a group with active members, with commits not
+// made by replay, or with another plan's checkpoints (unless
+// opts.Restart); it resumes from this plan's checkpoints with the ranges
+// fixed by the first run; otherwise it resolves the window afresh.
+func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job, error) {
+	opts.defaults()
+	if err := c.checkGroupIdle(ctx, p.Group); err != nil {
+		return nil, err
+	}
+	all, err := c.partitions(ctx, p.Source.Topic)
+	if err != nil {
+		return nil, err
+	}
+	cps, err := c.Checkpoints(ctx, p.Group, p.Source.Topic, all)
+	if err != nil {
+		return nil, err
+	}
+	job := &Job{Plan: p, c: c, opts: opts}
+	resumable, err := classify(p, cps, opts.Restart)
+	if err != nil {
+		return nil, err
+	}
+	if resumable {
+		return job, job.resume(ctx, all, cps)
+	}
+	if job.Resolution, err = Resolve(ctx, c, p, opts.Now()); err != nil {
+		return nil, err
+	}
+	job.Fresh, job.Ignored = true, job.Resolution.Unselected
+	return job, nil
+}
+
+// classify checks the group's commits: true when they are this plan's.
+func classify(p *plan.Plan, cps map[int32]Checkpoint, restart bool) (bool, error) {
+	fp := p.Fingerprint()
+	parts := make([]int32, 0, len(cps))
+	for part := range cps {
+		parts = append(parts, part)
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+	mine := false
+	for _, part := range parts {
+		cp := cps[part]
+		switch {
+		case cp.Offset < 0:
+		case !cp.Replay:
+			return false, &SafetyError{Group: p.Group, Reason: fmt.Sprintf("it has a commit on %s/%d (offset %d) that replay did not make: it is, or was, a real consumer group; name a dedicated group such as replay.%s", p.Source.Topic, part, cp.Offset, p.Name)}
+		case cp.Fingerprint != fp && !restart:
+			return false, &SafetyError{Group: p.Group, Reason: fmt.Sprintf("it holds checkpoints of another plan (%q, fingerprint %s; this plan is %s): the plan changed since that run. Re-run with --restart to discard them and start over, or use another group", cp.Plan, cp.Fingerprint, fp)}
+		case cp.Fingerprint == fp:
+			mine = true
+		}
+	}
+	return mine && !restart, nil
+}
+
+// resume rebuilds the ranges from the checkpoints of an earlier run.
+func (j *Job) resume(ctx context.Context, all []int32, cps map[int32]Checkpoint) error {
+	p := j.Plan
+	var parts []int32
+	for _, part := range all {
+		if cp := cps[part]; cp.Replay && cp.Offset >= 0 {
+			parts = append(parts, part)
+		} else {
+			j.Ignored = append(j.Ignored, part)
+		}
+	}
+	offs, err := j.c.offsets(ctx, p.Source.Topic, parts, p.Source.Isolation)
+	if err != nil {
+		return err
+	}
+	j.Resolution = &Resolution{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: p.Source.Topic, Group: p.Group, ResolvedAt: j.opts.Now().UTC()}
+	j.Resume = map[int32]int64{}
+	for _, part := range parts {
+		cp, o := cps[part], offs[part]
+		rg := Range{Partition: part, Start: cp.Start, End: cp.End, Outcome: Resumed, LogStart: o.logStart, HighWatermark: o.hwm, LastStable: o.lso}
+		next := cp.Offset
+		if next < rg.End && next < o.logStart {
+			if !p.AllowDataLoss {
+				return &RetentionError{Topic: p.Source.Topic, Partition: part, Start: next, LogStart: o.logStart}
+			}
+			rg.Lost = min(o.logStart, rg.End) - next
+			next = min(o.logStart, rg.End)
+		}
+		j.Resume[part] = next
+		j.Resolution.Ranges = append(j.Resolution.Ranges, rg)
+	}
+	return nil
+}
+
+// PartitionReport is what happened to one partition in a run.
+type PartitionReport struct {
+	Partition int32   `json:"partition"`
+	Outcome   Outcome `json:"outcome"`
+	Start     int64   `json:"start"`
+	End       int64   `json:"end"`
+	// From is where this run started reading (the checkpoint on a resume);
+	// Next is the next offset to read when it stopped (all below is durable).
+	From int64 `json:"from"`
+	Next int64 `json:"next"`
+	// Read counts records delivered by the broker within the range; Written
+	// counts records the sink made durable.
+	Read    int64 `json:"read"`
+	Written int64 `json:"written"`
+	// Skipped counts records not written, by reason.
+	Skipped map[string]int64 `json:"skipped,omitempty"`
+	// Aborted counts records of aborted transactions dropped (read_committed).
+	Aborted int64 `json:"aborted_records,omitempty"`
+	// OutsideWindow counts delivered records whose timestamp is outside the
+	// time window (producer clock skew; see strict_timestamps).
+	OutsideWindow int64 `json:"outside_window,omitempty"`
+	// Lost counts offsets of the window deleted by retention (allow_data_loss).
+	Lost       int64  `json:"lost_offsets,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
+	Error      string `json:"error,omitempty"`
+	Done       bool   `json:"done"`
+}
+
+// Report is the outcome of a run, per partition.
+type Report struct {
+	Plan        string `json:"plan"`
+	Fingerprint string `json:"fingerprint"`
+	Topic       string `json:"topic"`
+	Group       string `json:"group"`
+	Sink        string `json:"sink"`
+	NothingToDo bool   `json:"nothing_to_do"`
+	// From and To are the time window's bounds (zero for an offsets window).
+	From       time.Time         `json:"from,omitzero"`
+	To         time.Time         `json:"to,omitzero"`
+	Started    time.Time         `json:"started"`
+	Finished   time.Time         `json:"finished"`
+	Partitions []PartitionReport `json:"partitions"`
+	Ignored    []int32           `json:"ignored_partitions,omitempty"`
+}
+
+// Totals sums the partition counters.
+func (r *Report) Totals() (read, written, skipped int64) {
+	for _, p := range r.Partitions {
+		read += p.Read
+		written += p.Written
+		for _, n := range p.Skipped {
+			skipped += n
+		}
+	}
+	return
+}

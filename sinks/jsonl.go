@@ -1,0 +1,165 @@
+package sinks
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"unicode/utf8"
+)
+
+// AppendJSONL appends r as one line of newline-delimited JSON:
+//
+//	{"topic":"orders","partition":3,"offset":1200,"timestamp":"2026-11-03T10:00:00.123Z",
+//	 "key":"k-1","value":{"id":1},"headers":[{"key":"trace","value":"abc"}]}
+//
+// timestamp is RFC 3339 in UTC with milliseconds. key and header values are
+// JSON strings (null when absent; bytes that are not UTF-8 become U+FFFD).
+// value is embedded as JSON when it is one valid JSON document on one line
+// (its invalid UTF-8 replaced and U+2028/U+2029 escaped, as in strings),
+// else written as a string; a tombstone is null. The encoding is
+// deterministic: the same record always yields the same bytes.
+func AppendJSONL(b []byte, r *Record) []byte {
+	b = append(b, `{"topic":`...)
+	b = appendJSONString(b, r.Topic)
+	b = append(b, `,"partition":`...)
+	b = strconv.AppendInt(b, int64(r.Partition), 10)
+	b = append(b, `,"offset":`...)
+	b = strconv.AppendInt(b, r.Offset, 10)
+	b = append(b, `,"timestamp":"`...)
+	b = r.Time.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+	b = append(b, `","key":`...)
+	b = appendBytesOrNull(b, r.Key)
+	b = append(b, `,"value":`...)
+	switch {
+	case r.Value == nil:
+		b = append(b, "null"...)
+	case isOneLineJSON(r.Value):
+		b = appendCleanJSON(b, bytes.TrimSpace(r.Value))
+	default:
+		b = appendJSONBytes(b, r.Value)
+	}
+	b = append(b, `,"headers":[`...)
+	for i, h := range r.Headers {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"key":`...)
+		b = appendJSONString(b, h.Key)
+		b = append(b, `,"value":`...)
+		b = appendBytesOrNull(b, h.Value)
+		b = append(b, '}')
+	}
+	return append(b, "]}\n"...)
+}
+
+// isOneLineJSON reports whether v is a single valid JSON document with no raw
+// line breaks (which would split a JSONL line). encoding/json.Valid, not
+// gjson.ValidBytes: gjson validates by recursion, and a value of a few MB of
+// '[' (a few KB once compressed in a Kafka batch) overflowed the goroutine
+// stack, a fatal error that no recover catches; json.Valid stops at depth
+// 10000 and the value is then written as a string.
+func isOneLineJSON(v []byte) bool {
+	return len(v) > 0 && bytes.IndexByte(v, '\n') < 0 && bytes.IndexByte(v, '\r') < 0 && json.Valid(v)
+}
+
+// appendCleanJSON appends the valid JSON document v with each invalid UTF-8
+// byte replaced by \ufffd and U+2028/U+2029 escaped, as appendJSONBytes does
+// for strings. Such bytes can only occur inside v's strings (elsewhere v
+// would not be valid), so the result is valid JSON with the same meaning.
+// Without it a JSON value carrying invalid UTF-8 made the whole line (and
+// file) invalid UTF-8, which strict JSONL readers reject.
+func appendCleanJSON(b, v []byte) []byte {
+	start := 0
+	for i := 0; i < len(v); {
+		if v[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(v[i:])
+		var esc string
+		switch {
+		case r == utf8.RuneError && size == 1:
+			esc = `\ufffd`
+		case r == '\u2028':
+			esc = `\u2028`
+		case r == '\u2029':
+			esc = `\u2029`
+		default:
+			i += size
+			continue
+		}
+		b = append(append(b, v[start:i]...), esc...)
+		i += size
+		start = i
+	}
+	return append(b, v[start:]...)
+}
+
+func appendBytesOrNull(b, v []byte) []byte {
+	if v == nil {
+		return append(b, "null"...)
+	}
+	return appendJSONBytes(b, v)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// safe[c] is true for ASCII bytes that need no escaping in a JSON string.
+var safe = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+func appendJSONString(b []byte, s string) []byte { return appendJSONBytes(b, []byte(s)) }
+
+// appendJSONBytes appends s as a JSON string, escaping as encoding/json does
+// (without its HTML escaping) and replacing invalid UTF-8 with U+FFFD.
+func appendJSONBytes(b, s []byte) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if safe[c] {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRune(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

@@ -1,0 +1,116 @@
+// Package sinks holds the destinations replayed records are written to.
+// Every sink is idempotent: writing the same records again (a re-run, or a
+// resume after a crash) leaves the same contents as writing them once.
+package sinks
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/replay-tool/replay/plan"
+)
+
+// Record is one Kafka record handed to a sink.
+type Record struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	// Time is the record timestamp (CreateTime, or LogAppendTime where the
+	// broker set it), with millisecond precision.
+	Time time.Time
+	// Key is nil when the record has no key.
+	Key []byte
+	// Value is nil for a tombstone.
+	Value   []byte
+	Headers []Header
+}
+
+// Header is one record header (KIP-82). Keys may repeat.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Sink is where replayed records go.
+//
+// Contract:
+//   - Write is synchronous: when it returns nil, every record of batch is
+//     durable (fsynced, committed, acknowledged) and the runner may commit the
+//     offsets past it to Kafka. When it returns an error, nothing is committed
+//     and the records will be delivered again later.
+//   - batch holds records of one partition in ascending offset order. It may
+//     repeat records written before (re-delivery after a crash or a re-run):
+//     the sink must not duplicate them (at-least-once delivery + idempotent
+//     writes = effectively once).
+//   - Write is safe for concurrent use by the goroutines of different
+//     partitions; calls for one partition are never concurrent.
+//   - The sink must not keep batch or its byte slices after Write returns.
+//   - A record the sink cannot take (poison) is reported as *RecordError and
+//     nothing of that batch is written past it; the runner decides (on_error)
+//     whether to stop or to write the batch again without it.
+type Sink interface {
+	Write(ctx context.Context, batch []Record) error
+	// Finish is called once every partition of the run reached its end
+	// offset; a sink that stages output publishes it here. It is idempotent:
+	// calling it again after a crash publishes the same output.
+	Finish(ctx context.Context) error
+	// Close releases resources. It does not publish staged output.
+	Close() error
+}
+
+// RecordError reports a record the sink cannot take, with its coordinates.
+type RecordError struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Err       error
+}
+
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("record %s/%d@%d: %v", e.Topic, e.Partition, e.Offset, e.Err)
+}
+
+func (e *RecordError) Unwrap() error { return e.Err }
+
+func recordError(r *Record, err error) *RecordError {
+	return &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err}
+}
+
+// Options carries what every sink may need besides its plan section.
+type Options struct {
+	// Log receives the sink's diagnostics; default zerolog.Nop().
+	Log zerolog.Logger
+	// PlanName is recorded as provenance where the sink has room for it.
+	PlanName string
+	// RunID identifies the resolved run (plan fingerprint and offset ranges):
+	// a sink that stages output discards staging left by another run.
+	RunID string
+}
+
+// New builds the sink that cfg describes. cfg has been validated by package plan.
+func New(ctx context.Context, cfg plan.Sink, opts Options) (Sink, error) {
+	keyer, err := NewKeyer(cfg.Key)
+	if err != nil {
+		return nil, fmt.Errorf("sink key: %w", err)
+	}
+	// The constructors' errors are checked here, not passed through: a nil
+	// *File returned as Sink is a non-nil interface.
+	var s Sink
+	switch cfg.Type {
+	case "file":
+		s, err = NewFile(cfg.Path, opts.RunID)
+	case "stdout":
+		s = NewStdout(nil)
+	case "postgres":
+		s, err = NewPostgres(ctx, PostgresConfig{DSN: cfg.DSN, Table: cfg.Table, OnConflict: cfg.OnConflict, CreateTable: cfg.CreateTable, Keyer: keyer, Log: opts.Log})
+	default:
+		return nil, fmt.Errorf("unknown sink type %q", cfg.Type)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}

@@ -1,0 +1,543 @@
+// Package sinktest is the conformance suite every sink passes: writing a
+// window, re-delivering it (the same batches, overlapping ones, a whole
+// re-run), duplicate keys in one batch, concurrent partitions, cancelled
+// contexts, and crashing at a random point then resuming from an earlier
+// offset must all leave exactly the contents of one clean run.
+//
+// A sink's test file implements Harness and calls Run:
+//
+//	func TestFileConformance(t *testing.T) { sinktest.Run(t, &fileHarness{}) }
+//
+// Every run is deterministic: the records, the batch cuts and the crash
+// points come from fixed seeds.
+package sinktest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/replay-tool/replay/sinks"
+)
+
+// Harness opens the sink under test and reads back what it stored.
+type Harness interface {
+	// New opens the sink on t's target (a file, a table). The first call for
+	// a t creates a fresh, empty target; later calls with the same t reopen
+	// that same target, as a process restarted after a crash would (same
+	// path, table and run identity). Targets gives this behaviour. The suite
+	// closes every sink it opens when t ends.
+	New(t *testing.T) sinks.Sink
+	// Contents returns everything stored on t's target, one Stored.String()
+	// per stored record, in any order (the suite sorts). The suite calls it
+	// after Finish.
+	Contents(t *testing.T) []string
+}
+
+// KeyedHarness is a Harness whose sink stores one row per idempotency key
+// (a database table), so that records can share a key.
+type KeyedHarness interface {
+	Harness
+	// NewKeyed is New with keyer computing the idempotency key, and the
+	// sink's default conflict policy, under which the last offset of a key
+	// wins.
+	NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink
+}
+
+// Run runs the conformance suite against h.
+func Run(t *testing.T, h Harness) {
+	t.Run("Window", func(t *testing.T) { testWindow(t, h) })
+	t.Run("Redelivery", func(t *testing.T) { testRedelivery(t, h) })
+	t.Run("DuplicateKeyInBatch", func(t *testing.T) { testDuplicateKey(t, h) })
+	t.Run("ConcurrentPartitions", func(t *testing.T) { testConcurrent(t, h) })
+	t.Run("CancelledContext", func(t *testing.T) { testCancelled(t, h) })
+	t.Run("CrashAndResume", func(t *testing.T) { testCrashAndResume(t, h) })
+}
+
+// open opens h's sink on t's target and closes it when t ends.
+func open(t *testing.T, h Harness) sinks.Sink {
+	t.Helper()
+	s := h.New(t)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func testWindow(t *testing.T, h Harness) {
+	window := Window(1, 3)
+	s := open(t, h)
+	rng := rand.New(rand.NewPCG(1, 1))
+	for _, part := range window {
+		for _, b := range Batches(rng, part, 10) {
+			write(t, s, b)
+		}
+	}
+	finish(t, s)
+	Equal(t, "contents", h.Contents(t), Want(window))
+}
+
+// testRedelivery re-delivers batches already written, batches overlapping
+// written and new records, and then the whole window again on a reopened
+// sink (a re-run), with Finish called twice.
+func testRedelivery(t *testing.T, h Harness) {
+	window := Window(2, 3)
+	s := open(t, h)
+	rng := rand.New(rand.NewPCG(2, 1))
+	for _, part := range window {
+		half, quarter := len(part)/2, len(part)/4
+		first := Batches(rng, part[:half], 7)
+		for _, b := range first {
+			write(t, s, b)
+		}
+		for _, b := range first { // the same batches again
+			write(t, s, b)
+		}
+		for _, b := range Batches(rng, part[quarter:half+quarter], 9) { // old and new records
+			write(t, s, b)
+		}
+		for _, b := range Batches(rng, part[half:], 5) {
+			write(t, s, b)
+		}
+	}
+	finish(t, s)
+	want := Want(window)
+	Equal(t, "contents after re-delivery", h.Contents(t), want)
+
+	rerun := open(t, h)
+	for _, part := range window {
+		for _, b := range Batches(rng, part, 13) {
+			write(t, rerun, b)
+		}
+	}
+	finish(t, rerun)
+	finish(t, rerun)
+	Equal(t, "contents after a re-run", h.Contents(t), want)
+}
+
+// testDuplicateKey writes batches in which records share a key: the last
+// offset of each key must win, and sharing a key is not an error.
+func testDuplicateKey(t *testing.T, h Harness) {
+	kh, ok := h.(KeyedHarness)
+	if !ok {
+		t.Skip("the sink stores every record: it has no idempotency key to share")
+	}
+	keyer, err := sinks.NewKeyer("{{ .Partition }}/{{ .Key }}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	window := Window(3, 2)
+	s := kh.NewKeyed(t, keyer)
+	t.Cleanup(func() { _ = s.Close() })
+	last := map[string]sinks.Record{}
+	dups := 0
+	for p, part := range window {
+		if p == 0 {
+			write(t, s, part) // one batch: its duplicate keys resolved inside it
+		} else {
+			for _, b := range Batches(rand.New(rand.NewPCG(3, 1)), part, 4) {
+				write(t, s, b)
+			}
+		}
+		for _, r := range part {
+			k, err := keyer.Key(&r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, seen := last[k]; seen && p == 0 {
+				dups++
+			}
+			last[k] = r
+		}
+	}
+	if dups == 0 {
+		t.Fatal("the test window has no duplicate key in one batch: the test checks nothing")
+	}
+	finish(t, s)
+	var want []string
+	for _, r := range last {
+		want = append(want, Expect(r).String())
+	}
+	Equal(t, "contents (last offset of each key)", h.Contents(t), want)
+}
+
+// testConcurrent writes eight partitions at once, each re-delivering some of
+// its batches; run it with -race.
+func testConcurrent(t *testing.T, h Harness) {
+	window := Window(4, 8)
+	s := open(t, h)
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	errs := make([]error, len(window))
+	for p, part := range window {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(4, uint64(p)))
+			for _, b := range Batches(rng, part, 6) {
+				for range 1 + rng.IntN(2) {
+					if err := s.Write(ctx, b); err != nil {
+						errs[p] = fmt.Errorf("write partition %d at offset %d: %w", p, b[0].Offset, err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	finish(t, s)
+	Equal(t, "contents", h.Contents(t), Want(window))
+}
+
+// testCancelled checks that a Write under a cancelled context fails with the
+// context's error, and that Writes cut short by a deadline at any point
+// leave a target that a re-delivery completes.
+func testCancelled(t *testing.T, h Harness) {
+	window := Window(5, 3)
+	s := open(t, h)
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	rng := rand.New(rand.NewPCG(5, 1))
+	for p, part := range window {
+		batches := Batches(rng, part, 8)
+		for i, b := range batches {
+			if i%2 == 0 {
+				err := s.Write(cancelled, b)
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("partition %d: Write with a cancelled context returned %v, want an error wrapping context.Canceled", p, err)
+				}
+			}
+			// A deadline that may expire at any point of the Write: whatever
+			// it leaves, the re-delivery below must complete it.
+			ctx, cancel := context.WithTimeout(t.Context(), time.Duration(rng.IntN(300))*time.Microsecond)
+			_ = s.Write(ctx, b)
+			cancel()
+		}
+		for _, b := range batches { // the re-delivery after the failures
+			write(t, s, b)
+		}
+	}
+	finish(t, s)
+	Equal(t, "contents", h.Contents(t), Want(window))
+}
+
+// testCrashAndResume drops the sink at a random point without Finish (once
+// or twice), opens a new one on the same target, re-delivers every
+// partition from a random earlier offset, and compares the result with a
+// clean run on another target.
+func testCrashAndResume(t *testing.T, h Harness) {
+	for seed := uint64(10); seed < 16; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			window := Window(seed, 3)
+			var clean, resumed []string
+			t.Run("clean", func(t *testing.T) {
+				s := open(t, h)
+				rng := rand.New(rand.NewPCG(seed, 1))
+				for _, part := range window {
+					for _, b := range Batches(rng, part, 10) {
+						write(t, s, b)
+					}
+				}
+				finish(t, s)
+				clean = h.Contents(t)
+			})
+			t.Run("crashed", func(t *testing.T) { resumed = crashRun(t, h, window, seed) })
+			if t.Failed() {
+				return
+			}
+			Equal(t, "clean run", clean, Want(window))
+			Equal(t, "crash and resume vs clean run", resumed, clean)
+		})
+	}
+}
+
+// crashRun writes window in incarnations: each opens the sink on the same
+// target, resumes every partition from a random point at or before what the
+// target durably holds (as a Kafka commit lagging the writes would), writes
+// a random number of batches in a random partition order and is dropped
+// without Finish or Close, until the last one completes and finishes.
+func crashRun(t *testing.T, h Harness, window [][]sinks.Record, seed uint64) []string {
+	rng := rand.New(rand.NewPCG(seed, 2))
+	durable := make([]int, len(window)) // records of each partition the target holds
+	crashes := 1 + rng.IntN(2)
+	for c := 0; ; c++ {
+		s := open(t, h)
+		var pending [][][]sinks.Record // per partition, the batches to deliver
+		total := 0
+		for p, part := range window {
+			from := rng.IntN(durable[p] + 1)
+			bs := Batches(rng, part[from:], 9)
+			pending = append(pending, bs)
+			total += len(bs)
+		}
+		n := total // the last incarnation writes everything
+		if c < crashes {
+			n = rng.IntN(total)
+		}
+		for range n {
+			p := rng.IntN(len(window))
+			for len(pending[p]) == 0 {
+				p = (p + 1) % len(window)
+			}
+			b := pending[p][0]
+			pending[p] = pending[p][1:]
+			write(t, s, b)
+			durable[p] = indexAfter(window[p], b[len(b)-1].Offset)
+		}
+		if c == crashes {
+			finish(t, s)
+			return h.Contents(t)
+		}
+		t.Logf("crash %d after %d of %d batches", c+1, n, total)
+	}
+}
+
+func indexAfter(part []sinks.Record, offset int64) int {
+	i, _ := slices.BinarySearchFunc(part, offset, func(r sinks.Record, o int64) int {
+		return cmpInt(r.Offset, o)
+	})
+	return i + 1
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func write(t *testing.T, s sinks.Sink, b []sinks.Record) {
+	t.Helper()
+	if err := s.Write(t.Context(), b); err != nil {
+		t.Fatalf("write partition %d offsets %d..%d: %v", b[0].Partition, b[0].Offset, b[len(b)-1].Offset, err)
+	}
+}
+
+func finish(t *testing.T, s sinks.Sink) {
+	t.Helper()
+	if err := s.Finish(t.Context()); err != nil {
+		t.Fatalf("finish: %v", err)
+	}
+}
+
+// Window returns a deterministic window of records: partitions 0..n-1 of
+// topic "orders", each 20 to 60 records at increasing offsets with gaps (as
+// compaction and transaction markers leave), millisecond timestamps, Kafka
+// keys that repeat (some absent), headers (repeated keys, null values), and
+// values mixing JSON documents, text that is not JSON (quotes, newlines,
+// U+2028, invalid UTF-8), empty values and tombstones.
+//
+// No value is valid JSON spread over several lines: sinks store those
+// differently (the file sink writes them as strings to keep one record per
+// line, a database as JSON), so they belong in sink-specific tests.
+func Window(seed uint64, partitions int) [][]sinks.Record {
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	base := time.Date(2026, 11, 3, 10, 0, 0, 0, time.UTC)
+	out := make([][]sinks.Record, partitions)
+	for p := range out {
+		offset := int64(rng.IntN(1000))
+		for range 20 + rng.IntN(41) {
+			offset += 1 + int64(rng.IntN(4)/3)
+			r := sinks.Record{
+				Topic:     "orders",
+				Partition: int32(p),
+				Offset:    offset,
+				Time:      base.Add(time.Duration(offset)*time.Millisecond + time.Duration(p)*time.Second),
+				Value:     value(rng, p, offset),
+			}
+			if rng.IntN(5) > 0 {
+				r.Key = fmt.Appendf(nil, "k-%d", rng.IntN(6))
+			}
+			switch rng.IntN(4) {
+			case 1:
+				r.Headers = []sinks.Header{{Key: "trace", Value: fmt.Appendf(nil, "t-%d", offset)}}
+			case 2:
+				r.Headers = []sinks.Header{{Key: "h", Value: []byte("1")}, {Key: "h", Value: []byte("2")}, {Key: "none"}}
+			case 3:
+				r.Headers = []sinks.Header{{Key: "bin", Value: []byte{0xff, 'a', 0x01}}}
+			}
+			out[p] = append(out[p], r)
+		}
+	}
+	return out
+}
+
+func value(rng *rand.Rand, p int, offset int64) []byte {
+	switch rng.IntN(10) {
+	case 0:
+		return nil // tombstone
+	case 1:
+		return []byte{}
+	case 2:
+		return fmt.Appendf(nil, "line one\nline \"two\"\t\\ %d", offset)
+	case 3:
+		return fmt.Appendf(nil, "sep\u2028ar\xff\xfeted %d", offset)
+	case 4:
+		return fmt.Appendf(nil, `{"id": %d, "unterminated": `, offset)
+	case 5:
+		return fmt.Appendf(nil, `[%d, "x", true, null, 1.50, 12345678901234567890]`, offset)
+	case 6:
+		return fmt.Appendf(nil, `  "a JSON string %d é"  `, offset)
+	case 7:
+		return fmt.Appendf(nil, `{"id":%d,"id":%d,"s":"<tag> & \u00e9\n"}`, offset-1, offset)
+	}
+	note, _ := json.Marshal(fmt.Sprintf("note %d ü \"q\"", rng.IntN(100)))
+	return fmt.Appendf(nil, `{"id":%d,"partition":%d,"nested":{"b":[1,2],"a":%s}}`, offset, p, note)
+}
+
+// Batches cuts records into consecutive batches of 1 to max records.
+func Batches(rng *rand.Rand, records []sinks.Record, max int) [][]sinks.Record {
+	var out [][]sinks.Record
+	for len(records) > 0 {
+		n := min(1+rng.IntN(max), len(records))
+		out = append(out, records[:n])
+		records = records[n:]
+	}
+	return out
+}
+
+// Stored is one record as every sink stores it, the unit of Contents. A
+// harness decodes what it reads back (a line, a row) into a Stored and
+// returns its String.
+type Stored struct {
+	Topic     string    `json:"topic"`
+	Partition int32     `json:"partition"`
+	Offset    int64     `json:"offset"`
+	Timestamp time.Time `json:"timestamp"`
+	// Value is the value as stored: the JSON document, a JSON string (a value
+	// that is not JSON) or null (a tombstone).
+	Value json.RawMessage `json:"value"`
+	// Headers is a JSON array of {"key","value"} objects, in record order.
+	Headers json.RawMessage `json:"headers"`
+}
+
+// String is the canonical form: the coordinates, the timestamp in UTC with
+// milliseconds, and the value and headers as JSON with sorted object keys,
+// no insignificant space, and numbers as written.
+func (s Stored) String() string {
+	return fmt.Sprintf("%s/%d@%d %s value=%s headers=%s", s.Topic, s.Partition, s.Offset,
+		s.Timestamp.UTC().Format("2006-01-02T15:04:05.000Z07:00"), canonicalJSON(s.Value), canonicalJSON(s.Headers))
+}
+
+func canonicalJSON(raw json.RawMessage) string {
+	if raw == nil {
+		return "<missing>"
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return fmt.Sprintf("<invalid JSON %q: %v>", raw, err)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Sprintf("<%v>", err)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// Expect returns what a sink stores for r: the value as JSON when it is
+// valid JSON, else as a JSON string (invalid UTF-8 becoming U+FFFD), null
+// for a tombstone; header values likewise as strings or null.
+func Expect(r sinks.Record) Stored {
+	s := Stored{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Time, Value: json.RawMessage("null")}
+	switch {
+	case r.Value == nil:
+	case json.Valid(r.Value):
+		s.Value = r.Value
+	default:
+		s.Value, _ = json.Marshal(string(r.Value))
+	}
+	type header struct {
+		Key   string  `json:"key"`
+		Value *string `json:"value"`
+	}
+	hs := []header{}
+	for _, h := range r.Headers {
+		var v *string
+		if h.Value != nil {
+			v = new(string(h.Value))
+		}
+		hs = append(hs, header{h.Key, v})
+	}
+	s.Headers, _ = json.Marshal(hs)
+	return s
+}
+
+// Want returns the expected contents after writing window once.
+func Want(window [][]sinks.Record) []string {
+	var out []string
+	for _, part := range window {
+		for _, r := range part {
+			out = append(out, Expect(r).String())
+		}
+	}
+	return out
+}
+
+// Equal fails t unless got and want hold the same strings, in any order,
+// reporting the first differences.
+func Equal(t testing.TB, what string, got, want []string) {
+	t.Helper()
+	got, want = slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))
+	if slices.Equal(got, want) {
+		return
+	}
+	var missing, extra []string
+	i, j := 0, 0
+	for i < len(got) || j < len(want) {
+		switch {
+		case j == len(want) || (i < len(got) && got[i] < want[j]):
+			extra = append(extra, got[i])
+			i++
+		case i == len(got) || want[j] < got[i]:
+			missing = append(missing, want[j])
+			j++
+		default:
+			i++
+			j++
+		}
+	}
+	t.Errorf("%s: got %d records, want %d; %d missing, %d unexpected (up to 5 of each):\nmissing:\n\t%s\nunexpected:\n\t%s",
+		what, len(got), len(want), len(missing), len(extra),
+		strings.Join(missing[:min(5, len(missing))], "\n\t"), strings.Join(extra[:min(5, len(extra))], "\n\t"))
+}
+
+// Targets gives each test one target, created on first use and returned
+// again for the same test: what Harness.New needs to reopen a target.
+type Targets[T any] struct {
+	mu sync.Mutex
+	m  map[*testing.T]T
+}
+
+// Get returns t's target, calling create for the first one.
+func (ts *Targets[T]) Get(t *testing.T, create func() T) T {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if v, ok := ts.m[t]; ok {
+		return v
+	}
+	if ts.m == nil {
+		ts.m = map[*testing.T]T{}
+	}
+	v := create()
+	ts.m[t] = v
+	t.Cleanup(func() {
+		ts.mu.Lock()
+		delete(ts.m, t)
+		ts.mu.Unlock()
+	})
+	return v
+}
