@@ -55,6 +55,9 @@ func (v *validator) add(field, format string, args ...any) {
 		f = f[:i]
 		pos = v.p.pos[f]
 	}
+	if pos.Line == 0 {
+		pos = Pos{1, 1} // a missing top-level field: point at the document
+	}
 	v.out = append(v.out, Problem{File: v.p.File, Line: pos.Line, Col: pos.Col, Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
