@@ -226,7 +226,15 @@ func (r *partitionReader) records(b protocol.RecordReader, out []sinks.Record, d
 		if err != nil {
 			return out, size, err
 		}
-		if rec.Offset < r.next || rec.Offset >= r.end { // whole batches come back
+		if rec.Offset < r.next { // whole batches come back
+			closeRecord(rec)
+			continue
+		}
+		if rec.Offset >= r.end {
+			// Offsets are increasing: seeing one at or past the end proves
+			// nothing else lies in [next, end) (compacted away), so the
+			// range is done.
+			r.next = max(r.next, r.end)
 			closeRecord(rec)
 			continue
 		}

@@ -25,18 +25,24 @@ func timeWindow(from, to time.Time) string {
 // time window: "partition/offset" of every record in [from, to).
 func kcatCoords(t *testing.T, addr, topic string, from, to time.Time) []string {
 	t.Helper()
-	if _, err := exec.LookPath("kcat"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("kcat is not installed: .ci/run installs it (apt-get install -y kcat)")
-		}
-		t.Skip("KCAT NOT INSTALLED: skipping the differential test (apt-get install -y kcat)")
-	}
+	requireKcat(t)
 	out, err := exec.Command("kcat", "-C", "-b", addr, "-t", topic, "-o", fmt.Sprintf("s@%d", from.UnixMilli()),
 		"-o", fmt.Sprintf("e@%d", to.UnixMilli()), "-e", "-q", "-f", `%p/%o\n`).Output()
 	if err != nil {
 		t.Fatalf("kcat: %v", err)
 	}
 	return strings.Fields(string(out))
+}
+
+// requireKcat skips the test when kcat is missing, except in CI where it fails.
+func requireKcat(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("kcat"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("kcat is not installed: .ci/run installs it (apt-get install -y kcat)")
+		}
+		t.Skip("KCAT NOT INSTALLED: skipping a differential test (apt-get install -y kcat)")
+	}
 }
 
 // The (partition, offset) set a time window delivers equals what kcat reads
