@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -93,7 +94,15 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 		opts.Now = time.Now
 	}
 	d := &decoder{file: file, env: opts.LookupEnv, pos: map[string]Pos{}, fromEnv: map[string]bool{},
-		envRaw: map[string]string{}, bad: map[string]bool{}}
+		envRaw: map[string]string{}, bad: map[string]bool{}, ref: envRef}
+	// "{" and "}" are flow indicators in YAML, so `sasl: {password: ${PW}}`
+	// would not parse. References are rewritten to the same-length $(PW)
+	// before parsing (positions are unchanged) and expanded afterwards;
+	// skipped when the plan already contains "$(" so nothing literal changes.
+	if !bytes.Contains(data, []byte("$(")) {
+		data = envRef.ReplaceAll(data, []byte("$($1)"))
+		d.ref = envRefParen
+	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, &InvalidError{Problems: []Problem{yamlSyntaxProblem(file, err)}}
@@ -202,6 +211,8 @@ type decoder struct {
 	// bad holds the fields already reported, so that validation does not
 	// report them a second time (as missing, say).
 	bad map[string]bool
+	// ref matches an environment reference as it appears after parsing.
+	ref *regexp.Regexp
 }
 
 func (d *decoder) problem(n *yaml.Node, field, format string, args ...any) {
@@ -213,7 +224,10 @@ func (d *decoder) problemAt(line, col int, field, format string, args ...any) {
 	d.problems = append(d.problems, Problem{File: d.file, Line: line, Col: col, Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
-var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+var (
+	envRef      = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+	envRefParen = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+)
 
 // expandEnv replaces ${VAR} in every scalar value from the environment.
 // A missing variable is a problem; an empty one is allowed (explicit).
@@ -228,12 +242,12 @@ func (d *decoder) expandEnv(n *yaml.Node, path string) {
 			d.expandEnv(c, fmt.Sprintf("%s[%d]", path, i))
 		}
 	case yaml.ScalarNode:
-		if !strings.Contains(n.Value, "${") {
+		if !d.ref.MatchString(n.Value) {
 			return
 		}
 		d.fromEnv[path] = true
-		d.envRaw[path] = n.Value
-		n.Value = envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
+		d.envRaw[path] = d.ref.ReplaceAllString(n.Value, "$${$1}")
+		n.Value = d.ref.ReplaceAllStringFunc(n.Value, func(ref string) string {
 			name := ref[2 : len(ref)-1]
 			v, ok := d.env(name)
 			if !ok {

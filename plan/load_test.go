@@ -217,3 +217,20 @@ func TestLoadMissingFile(t *testing.T) {
 		t.Errorf("Load(missing file) = %v, want a wrapped fs.ErrNotExist", err)
 	}
 }
+
+// Regression: `sasl: {password: ${PW}}` (the form DESIGN.md shows) did not
+// parse, because "{" and "}" are YAML flow indicators.
+func TestEnvInFlowMapping(t *testing.T) {
+	src := strings.Replace(minimalPlan, "source:\n", "source:\n  sasl: {mechanism: SCRAM-SHA-512, username: ${KUSER}, password: ${KPASS}}\n", 1)
+	opts := testOptions()
+	opts.LookupEnv = func(k string) (string, bool) {
+		return map[string]string{"KUSER": "replay", "KPASS": "s3cret"}[k], k == "KUSER" || k == "KPASS"
+	}
+	p, err := Parse("plan.yaml", []byte(src), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Source.SASL.Username != "replay" || p.Source.SASL.Password != "s3cret" || !p.FromEnv("source.sasl.password") {
+		t.Fatalf("sasl = %+v", p.Source.SASL)
+	}
+}
