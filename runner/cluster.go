@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -30,13 +31,17 @@ type Cluster struct {
 	Client    *kafka.Client
 	Transport *kafka.Transport
 	Brokers   []string
-	dialer    *kafka.Dialer
+	// Warnings are things about the connection the caller must show the
+	// user (e.g. certificate verification turned off).
+	Warnings []string
+	dialer   *kafka.Dialer
 }
 
 // Connect builds the transport for src and checks that the cluster answers
 // (Metadata). With SASL it first authenticates once through a kafka.Dialer,
 // because the Transport path reports a wrong password only as "unexpected
-// EOF" (kafka-go #799).
+// EOF" (kafka-go #799). Errors say what to fix and never hold the
+// password; Cluster.Warnings lists insecure settings the caller must show.
 func Connect(ctx context.Context, src plan.Source) (*Cluster, error) {
 	tlsCfg, err := tlsConfig(src.TLS)
 	if err != nil {
@@ -67,6 +72,12 @@ func Connect(ctx context.Context, src plan.Source) (*Cluster, error) {
 		Brokers:   brokers,
 		dialer:    &kafka.Dialer{Timeout: 10 * time.Second, ClientID: src.ClientID, TLS: tlsCfg, SASLMechanism: mech},
 	}
+	if tlsCfg != nil && tlsCfg.InsecureSkipVerify {
+		c.Warnings = append(c.Warnings, "source.tls.insecure_skip_verify is on: the broker's certificate is not verified, so anyone on the network path can impersonate it and read the records and the SASL credentials; set source.tls.ca_file instead")
+	}
+	if src.SASL.Mechanism == "PLAIN" && tlsCfg == nil {
+		c.Warnings = append(c.Warnings, "SASL PLAIN without TLS sends the password in clear text: enable source.tls")
+	}
 	if err := c.probe(ctx, src); err != nil {
 		c.Close()
 		return nil, err
@@ -74,26 +85,82 @@ func Connect(ctx context.Context, src plan.Source) (*Cluster, error) {
 	return c, nil
 }
 
-// probe fails early with a message a person can act on.
+// probe fails early with a message a person can act on. With SASL or TLS
+// it dials every bootstrap broker in turn through the Dialer until one
+// answers: authentication and certificate problems end the probe at once,
+// unreachable brokers let it try the next.
 func (c *Cluster) probe(ctx context.Context, src plan.Source) error {
 	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	if c.dialer.SASLMechanism != nil || c.dialer.TLS != nil {
-		conn, err := c.dialer.DialContext(pctx, "tcp", c.Brokers[0])
-		if err != nil {
-			switch {
-			case errors.Is(err, kafka.SASLAuthenticationFailed):
-				return fmt.Errorf("connect to %s: SASL authentication failed for user %q (mechanism %s): check the username and password", c.Brokers[0], src.SASL.Username, src.SASL.Mechanism)
-			default:
-				return fmt.Errorf("connect to %s: %w", c.Brokers[0], err)
-			}
+		if err := c.dialProbe(pctx, src); err != nil {
+			return err
 		}
-		conn.Close()
 	}
 	if _, err := c.Client.Metadata(pctx, &kafka.MetadataRequest{Topics: []string{src.Topic}}); err != nil {
-		return fmt.Errorf("connect to %s: %w (is the broker address right and reachable?)", strings.Join(c.Brokers, ","), err)
+		return connectError(strings.Join(c.Brokers, ","), src, err)
 	}
 	return nil
+}
+
+func (c *Cluster) dialProbe(ctx context.Context, src plan.Source) error {
+	var errs []error
+	for _, b := range c.Brokers {
+		conn, err := c.dialer.DialContext(ctx, "tcp", b)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		errs = append(errs, connectError(b, src, err))
+		var op *net.OpError
+		if !errors.As(err, &op) || op.Op != "dial" || ctx.Err() != nil {
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// connectError explains a failure to connect to addr. kafka-go reports a
+// broker that hangs up on a client speaking the wrong protocol (no SASL, no
+// TLS) only as EOF, so the message says what the plan may be missing. It
+// never includes the password.
+func connectError(addr string, src plan.Source, err error) error {
+	var (
+		op      *net.OpError
+		verify  *tls.CertificateVerificationError
+		header  tls.RecordHeaderError
+		missing []string
+	)
+	switch {
+	case errors.Is(err, kafka.SASLAuthenticationFailed):
+		return fmt.Errorf("connect to %s: SASL authentication failed for user %q (mechanism %s): check source.sasl username and password", addr, src.SASL.Username, src.SASL.Mechanism)
+	case errors.As(err, &verify):
+		return fmt.Errorf("connect to %s: TLS: the broker's certificate is not trusted: %w (check source.tls.ca_file and server_name)", addr, err)
+	case errors.As(err, &header):
+		return fmt.Errorf("connect to %s: TLS handshake failed, the broker does not seem to speak TLS on this port (check the port and source.tls): %w", addr, err)
+	case errors.As(err, &op) && op.Op == "remote error" && strings.Contains(op.Err.Error(), "certificate"):
+		return fmt.Errorf("connect to %s: TLS: the broker refused the client certificate or requires one: %w (check source.tls.cert_file and key_file)", addr, err)
+	case errors.As(err, &op) && op.Op == "remote error":
+		return fmt.Errorf("connect to %s: TLS: the broker refused the connection: %w (check source.tls)", addr, err)
+	case src.TLS.Enabled && errors.Is(err, context.DeadlineExceeded) && !errors.As(err, &op):
+		// TCP connected (a dial timeout is a *net.OpError) but the handshake
+		// never finished: a plain-text listener waits for a request forever.
+		return fmt.Errorf("connect to %s: TLS: the broker did not complete the handshake in time (%w): is this port a TLS listener? check the port and source.tls", addr, err)
+	case errors.As(err, &op) && op.Op == "dial":
+		return fmt.Errorf("connect to %s: the broker is not reachable: %w (is the address right and the broker up?)", addr, err)
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		if src.SASL.Mechanism == "" {
+			missing = append(missing, "SASL authentication (source.sasl)")
+		}
+		if !src.TLS.Enabled {
+			missing = append(missing, "TLS (source.tls)")
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("connect to %s: the broker closed the connection (%w): the cluster may require %s", addr, err, strings.Join(missing, " or "))
+		}
+		return fmt.Errorf("connect to %s: the broker closed the connection (%w): check source.sasl and source.tls against the listener's settings", addr, err)
+	}
+	return fmt.Errorf("connect to %s: %w (is the broker address right and reachable?)", addr, err)
 }
 
 // Close releases idle connections.
