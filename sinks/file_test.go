@@ -1,0 +1,331 @@
+package sinks_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/sinktest"
+)
+
+// fileHarness runs the conformance suite on File: a target is an output
+// path in a test's temporary directory, reopened with the same run ID.
+type fileHarness struct {
+	paths sinktest.Targets[string]
+}
+
+func (h *fileHarness) path(t *testing.T) string {
+	return h.paths.Get(t, func() string { return filepath.Join(t.TempDir(), "out", "orders.jsonl") })
+}
+
+func (h *fileHarness) New(t *testing.T) sinks.Sink { return newFile(t, h.path(t), "run-1") }
+
+func (h *fileHarness) Contents(t *testing.T) []string {
+	data, err := os.ReadFile(h.path(t))
+	if err != nil {
+		t.Fatalf("read output: %v", err)
+	}
+	return storedLines(t, data)
+}
+
+func TestFileConformance(t *testing.T) { sinktest.Run(t, &fileHarness{}) }
+
+func newFile(t *testing.T, path, runID string) *sinks.File {
+	t.Helper()
+	f, err := sinks.NewFile(path, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+// storedLines decodes a JSONL output into canonical Stored strings, checking
+// that it is whole lines of valid UTF-8 JSON in partition and offset order.
+func storedLines(t *testing.T, data []byte) []string {
+	t.Helper()
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		t.Fatalf("output does not end with a newline: %q", data[max(0, len(data)-80):])
+	}
+	if !utf8.Valid(data) {
+		t.Fatal("output is not valid UTF-8")
+	}
+	var out []string
+	var prev sinktest.Stored
+	for i, line := range bytes.SplitAfter(data, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var s sinktest.Stored
+		if err := json.Unmarshal(line, &s); err != nil {
+			t.Fatalf("line %d: %v: %q", i+1, err, line)
+		}
+		if i > 0 && (s.Partition < prev.Partition || s.Partition == prev.Partition && s.Offset <= prev.Offset) {
+			t.Fatalf("line %d: %d@%d after %d@%d: lines must be in partition and offset order", i+1, s.Partition, s.Offset, prev.Partition, prev.Offset)
+		}
+		prev = s
+		out = append(out, s.String())
+	}
+	return out
+}
+
+// writeAll writes each partition of window in batches of up to max records.
+func writeAll(t *testing.T, s sinks.Sink, window [][]sinks.Record, seed uint64, max int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 7))
+	for _, part := range window {
+		for _, b := range sinktest.Batches(rng, part, max) {
+			if err := s.Write(t.Context(), b); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func finishFile(t *testing.T, s sinks.Sink) {
+	t.Helper()
+	if err := s.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cleanRun returns the output of one uninterrupted run of window.
+func cleanRun(t *testing.T, window [][]sinks.Record) []byte {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "clean.jsonl")
+	f := newFile(t, path, "run-1")
+	writeAll(t, f, window, 1, 10)
+	finishFile(t, f)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestFileTornLastLineRecovered(t *testing.T) {
+	window := sinktest.Window(20, 2)
+	want := cleanRun(t, window)
+	for _, tc := range []struct {
+		name string
+		from func(part []sinks.Record) int // where the resumed run re-delivers from
+	}{
+		{"resume after the torn record", func(part []sinks.Record) int { return len(part) / 2 }},
+		{"resume from an earlier offset", func(part []sinks.Record) int { return len(part) / 4 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "out.jsonl")
+			f := newFile(t, path, "run-1")
+			for _, part := range window {
+				if err := f.Write(t.Context(), part[:len(part)/2]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A crash in the middle of a write: half a line, no newline.
+			torn := sinks.AppendJSONL(nil, &window[0][len(window[0])/2])
+			staging := filepath.Join(path+".parts", "partition-0.jsonl")
+			fh, err := os.OpenFile(staging, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := fh.Write(torn[:len(torn)/2]); err != nil {
+				t.Fatal(err)
+			}
+			fh.Close()
+
+			resumed := newFile(t, path, "run-1")
+			for _, part := range window {
+				if err := resumed.Write(t.Context(), part[tc.from(part):]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			finishFile(t, resumed)
+			if got := readFile(t, path); !bytes.Equal(got, want) {
+				t.Errorf("output after a torn line differs from a clean run:\n%s", firstDiff(got, want))
+			}
+		})
+	}
+}
+
+// Regression: recovery read lines through bufio.Reader.ReadSlice and kept a
+// slice into its buffer across the next read, so a line over 1 MiB (here a
+// 200 kB binary value, escaped to 1.2 MB) was read back with its first MiB
+// overwritten: its offset was lost and the rewind failed.
+func TestFileLongLinesResume(t *testing.T) {
+	window := sinktest.Window(21, 1)
+	big := bytes.Repeat([]byte{0x01}, 200_000)
+	part := window[0]
+	for _, i := range []int{1, len(part) / 2, len(part) - 2} {
+		part[i].Value = big
+	}
+	want := cleanRun(t, window)
+	path := filepath.Join(t.TempDir(), "out.jsonl")
+	f := newFile(t, path, "run-1")
+	writeAll(t, f, window, 2, 4)
+	resumed := newFile(t, path, "run-1") // crash, reopen, re-deliver from offsets inside the file
+	for _, from := range []int{len(part) - 2, len(part) / 2, 1} {
+		if err := resumed.Write(t.Context(), part[from:]); err != nil {
+			t.Fatalf("re-deliver from %d: %v", part[from].Offset, err)
+		}
+	}
+	finishFile(t, resumed)
+	if got := readFile(t, path); !bytes.Equal(got, want) {
+		t.Errorf("output differs from a clean run:\n%s", firstDiff(got, want))
+	}
+}
+
+func TestFileByteIdenticalRuns(t *testing.T) {
+	window := sinktest.Window(22, 4)
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
+
+	fa := newFile(t, a, "run-1")
+	writeAll(t, fa, window, 1, 3)
+	finishFile(t, fa)
+
+	// Another batching, partitions written in reverse order.
+	fb := newFile(t, b, "run-1")
+	rev := slices.Clone(window)
+	slices.Reverse(rev)
+	writeAll(t, fb, rev, 2, 17)
+	finishFile(t, fb)
+
+	got, want := readFile(t, b), readFile(t, a)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("two clean runs differ:\n%s", firstDiff(got, want))
+	}
+	sinktest.Equal(t, "contents", storedLines(t, got), sinktest.Want(window))
+
+	// A re-run over the finished output rewrites the same bytes.
+	again := newFile(t, a, "run-1")
+	writeAll(t, again, window, 3, 8)
+	finishFile(t, again)
+	if got := readFile(t, a); !bytes.Equal(got, want) {
+		t.Fatalf("re-run differs:\n%s", firstDiff(got, want))
+	}
+	// Regression: the output was published from os.CreateTemp and kept its
+	// 0600 mode, unreadable by anyone but the owner.
+	st, err := os.Stat(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o644 {
+		t.Errorf("output mode %v, want 0644", st.Mode().Perm())
+	}
+	for _, leftover := range []string{a + ".parts", a + ".parts-done"} {
+		if _, err := os.Stat(leftover); !os.IsNotExist(err) {
+			t.Errorf("%s left after Finish (stat: %v)", leftover, err)
+		}
+	}
+}
+
+func TestFileStagingFromAnotherRunDiscarded(t *testing.T) {
+	old := sinktest.Window(23, 3)
+	window := sinktest.Window(24, 2)
+
+	t.Run("this run writes", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "out.jsonl")
+		writeAll(t, newFile(t, path, "run-A"), old, 1, 10) // crashed, never finished
+		f := newFile(t, path, "run-B")
+		writeAll(t, f, window, 1, 10)
+		finishFile(t, f)
+		sinktest.Equal(t, "contents", storedLines(t, readFile(t, path)), sinktest.Want(window))
+	})
+
+	// Regression: a run that wrote nothing (an empty window) published the
+	// other run's staging as its own output.
+	t.Run("this run writes nothing", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "out.jsonl")
+		writeAll(t, newFile(t, path, "run-A"), old, 1, 10)
+		f := newFile(t, path, "run-B")
+		finishFile(t, f)
+		if got := readFile(t, path); len(got) != 0 {
+			t.Errorf("output holds %d bytes of another run's staging, want an empty file", len(got))
+		}
+	})
+
+	t.Run("the same run resumes", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "out.jsonl")
+		writeAll(t, newFile(t, path, "run-A"), old, 1, 10)
+		f := newFile(t, path, "run-A") // everything was written: only Finish is left
+		finishFile(t, f)
+		sinktest.Equal(t, "contents", storedLines(t, readFile(t, path)), sinktest.Want(old))
+	})
+}
+
+func TestFileFinishWithoutStaging(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "out.jsonl")
+	f := newFile(t, path, "run-1")
+	finishFile(t, f)
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("Finish with no staging did not create the output: %v", err)
+	}
+	if st.Size() != 0 {
+		t.Fatalf("output has %d bytes, want 0", st.Size())
+	}
+
+	// A finished run's output is left alone by a Finish after a crash.
+	if err := os.WriteFile(path, []byte("published\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Leftover of a crash in the middle of removing published staging.
+	if err := os.MkdirAll(path+".parts-done", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	finishFile(t, newFile(t, path, "run-1"))
+	if got := string(readFile(t, path)); got != "published\n" {
+		t.Errorf("Finish with no staging rewrote the output: %q", got)
+	}
+	if _, err := os.Stat(path + ".parts-done"); !os.IsNotExist(err) {
+		t.Errorf("leftover staging not removed (stat: %v)", err)
+	}
+}
+
+func TestNewFileEmptyPath(t *testing.T) {
+	if _, err := sinks.NewFile("", "run-1"); err == nil {
+		t.Fatal("NewFile with an empty path succeeded")
+	}
+}
+
+// firstDiff describes where two outputs start to differ.
+func firstDiff(got, want []byte) string {
+	g, w := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
+	for i := range max(len(g), len(w)) {
+		var gl, wl string
+		if i < len(g) {
+			gl = g[i]
+		}
+		if i < len(w) {
+			wl = w[i]
+		}
+		if gl != wl {
+			return "line " + strconv.Itoa(i+1) + ":\n got: " + clip(gl) + "\nwant: " + clip(wl)
+		}
+	}
+	return "(same lines)"
+}
+
+func clip(s string) string {
+	if len(s) > 300 {
+		return s[:300] + "..."
+	}
+	return s
+}
