@@ -138,13 +138,54 @@ func (c *Cluster) commit(ctx context.Context, group, topic string, offsets map[i
 		if pr.Error == nil {
 			continue
 		}
-		if errors.Is(pr.Error, kafka.UnknownMemberId) || errors.Is(pr.Error, kafka.IllegalGeneration) || errors.Is(pr.Error, kafka.RebalanceInProgress) {
+		// UNSUPPORTED_VERSION: a standalone commit (OffsetCommit < v9) into
+		// a live KIP-848 consumer-protocol group (KAFKA-GO.md §3).
+		if errors.Is(pr.Error, kafka.UnknownMemberId) || errors.Is(pr.Error, kafka.IllegalGeneration) || errors.Is(pr.Error, kafka.RebalanceInProgress) || errors.Is(pr.Error, kafka.UnsupportedVersion) {
 			return &SafetyError{Group: group, Reason: fmt.Sprintf("the broker rejected replay's commit (%v): the group has active members; use a dedicated group", pr.Error)}
 		}
 		errs = append(errs, fmt.Sprintf("%s/%d: %v", topic, pr.Partition, pr.Error))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("commit to group %s: %s", group, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// deleteCommits removes the group's commits for parts (OffsetDelete,
+// KIP-496; the broker refuses it while members consume the topic).
+func (c *Cluster) deleteCommits(ctx context.Context, group, topic string, parts []int32) error {
+	if len(parts) == 0 {
+		return nil
+	}
+	ints := make([]int, len(parts))
+	for i, p := range parts {
+		ints[i] = int(p)
+	}
+	resp, err := c.Client.OffsetDelete(ctx, &kafka.OffsetDeleteRequest{GroupID: group, Topics: map[string][]int{topic: ints}})
+	if err != nil {
+		return fmt.Errorf("delete commits of group %s: %w", group, err)
+	}
+	if resp.Error != nil {
+		if errors.Is(resp.Error, kafka.GroupIdNotFound) {
+			return nil
+		}
+		if errors.Is(resp.Error, kafka.NonEmptyGroup) {
+			return &SafetyError{Group: group, Reason: fmt.Sprintf("the broker refused to delete its commits (%v): the group has active members; use a dedicated group", resp.Error)}
+		}
+		return fmt.Errorf("delete commits of group %s: %w", group, resp.Error)
+	}
+	var errs []string
+	for _, pr := range resp.Topics[topic] {
+		switch {
+		case pr.Error == nil:
+		case errors.Is(pr.Error, kafka.GroupSubscribedToTopic):
+			return &SafetyError{Group: group, Reason: fmt.Sprintf("the broker refused to delete its commits (%v): the group has active members; use a dedicated group", pr.Error)}
+		default:
+			errs = append(errs, fmt.Sprintf("%s/%d: %v", topic, pr.Partition, pr.Error))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("delete commits of group %s: %s", group, strings.Join(errs, "; "))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,9 +32,12 @@ func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 		Sink: j.Plan.Sink.Type, Started: j.opts.Now().UTC(), Ignored: j.Ignored, From: j.Resolution.From, To: j.Resolution.To}
 	work := context.WithoutCancel(ctx)
 	if j.Fresh {
-		if err := j.commitStarts(work); err != nil {
+		if err := j.dropDiscarded(work); err != nil {
 			return rep, err
 		}
+	}
+	if err := j.commitStarts(work); err != nil {
+		return rep, err
 	}
 	states := make([]*partitionState, len(j.Resolution.Ranges))
 	for i, r := range j.Resolution.Ranges {
@@ -56,19 +60,35 @@ func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	return rep, nil
 }
 
-// commitStarts pins a fresh resolution in the group before anything is
-// read: each partition's start offset with the range as metadata. A later
-// run finds the same ranges there, and the standalone commit fences off a
-// group that has live members.
+// commitStarts pins the ranges in the group before anything is read: each
+// partition's start offset (its checkpoint on a resume) with the range as
+// metadata. A later run finds the same ranges there, and the standalone
+// commit fences off a group that got live members since Prepare, fresh or
+// resumed, before anything reaches the sink.
 func (j *Job) commitStarts(ctx context.Context) error {
 	offsets := map[int32]int64{}
 	meta := map[int32]checkpointMeta{}
 	for _, r := range j.Resolution.Ranges {
-		offsets[r.Partition] = r.Start
+		offsets[r.Partition] = j.from(r)
 		meta[r.Partition] = j.meta(r)
 	}
 	if err := j.c.commit(ctx, j.Plan.Group, j.Resolution.Topic, offsets, meta); err != nil {
 		return fmt.Errorf("pin the resolved ranges in group %s: %w", j.Plan.Group, err)
+	}
+	return nil
+}
+
+// dropDiscarded deletes the checkpoints of a run discarded by Restart on
+// partitions outside the new ranges (commitStarts overwrites the others).
+func (j *Job) dropDiscarded(ctx context.Context) error {
+	var parts []int32
+	for _, part := range j.discarded {
+		if !slices.ContainsFunc(j.Resolution.Ranges, func(r Range) bool { return r.Partition == part }) {
+			parts = append(parts, part)
+		}
+	}
+	if err := j.c.deleteCommits(ctx, j.Plan.Group, j.Resolution.Topic, parts); err != nil {
+		return fmt.Errorf("discard the earlier run's checkpoints in group %s: %w", j.Plan.Group, err)
 	}
 	return nil
 }
@@ -226,6 +246,9 @@ func (w *partitionWorker) run(ctx context.Context) (err error) {
 // reader's position when they are all that is pending (so markers and
 // aborted data after them are committed too), else to after the last one.
 func (w *partitionWorker) flush(ctx context.Context, n int, r *partitionReader) error {
+	if err := ctx.Err(); err != nil {
+		return err // interrupted: only the in-flight batch is finished
+	}
 	chunk := w.pending[:n]
 	commitAt := chunk[n-1].Offset + 1
 	if n == len(w.pending) {

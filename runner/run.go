@@ -61,6 +61,10 @@ type Job struct {
 	// Ignored lists partitions of the topic that are not part of the run
 	// (not selected, or added after the run was resolved).
 	Ignored []int32
+	// discarded lists partitions holding checkpoints of an earlier run that
+	// Restart discards: Run deletes those the new ranges do not overwrite,
+	// or they would make every later run of this plan look like a changed plan.
+	discarded []int32
 
 	c    *Cluster
 	opts Options
@@ -124,6 +128,11 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 		return nil, err
 	}
 	job.Fresh, job.Ignored = true, job.Resolution.Unselected
+	for _, part := range all {
+		if cp := cps[part]; cp.Replay && cp.Offset >= 0 {
+			job.discarded = append(job.discarded, part)
+		}
+	}
 	return job, nil
 }
 

@@ -12,9 +12,22 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/plans"
 	"github.com/replay-tool/replay/runner"
 	"github.com/replay-tool/replay/runner/sandbox"
 )
+
+const defaultDemoPlan = "plans/demo.yaml"
+
+// writeEmbeddedDemoPlan writes the embedded demo plan to a temporary file.
+func writeEmbeddedDemoPlan() (string, error) {
+	dir, err := os.MkdirTemp("", "replay-demo-")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "demo.yaml")
+	return path, os.WriteFile(path, plans.Demo, 0o644)
+}
 
 type demoOptions struct {
 	plan       string
@@ -23,7 +36,7 @@ type demoOptions struct {
 }
 
 func (a *app) demoCmd() *cobra.Command {
-	o := demoOptions{plan: "plans/demo.yaml", records: 200000, partitions: 6}
+	o := demoOptions{plan: defaultDemoPlan, records: 200000, partitions: 6}
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the whole job on an embedded Kafka broker: seed a day of orders, replay a 2-hour window to a file",
@@ -43,6 +56,14 @@ func (a *app) demo(ctx context.Context, o demoOptions) error {
 	if o.records < 1 || o.partitions < 1 {
 		return usageError{fmt.Errorf("--records and --partitions must be at least 1")}
 	}
+	if _, err := os.Stat(o.plan); err != nil && o.plan == defaultDemoPlan {
+		// Outside a checkout: run the copy embedded in the binary.
+		if o.plan, err = writeEmbeddedDemoPlan(); err != nil {
+			return err
+		}
+	} else if err != nil { // before seeding a broker for nothing
+		return usageError{fmt.Errorf("--plan: %w", err)}
+	}
 	sb, err := sandbox.Start(0, o.partitions, "orders")
 	if err != nil {
 		return err
@@ -60,7 +81,7 @@ func (a *app) demo(ctx context.Context, o demoOptions) error {
 	if err := os.Setenv("REPLAY_DEMO_BROKERS", sb.Addr); err != nil {
 		return err
 	}
-	p, err := plan.Load(o.plan, plan.LoadOptions{})
+	p, err := loadPlanFile(o.plan)
 	if err != nil {
 		return err
 	}

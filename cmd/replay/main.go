@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,25 +31,26 @@ const (
 )
 
 func main() {
-	ctx, stop := signalContext()
-	defer stop()
 	app := newApp(os.Stdout, os.Stderr)
+	ctx, stop := signalContext(app.notify)
+	defer stop()
 	err := app.root().ExecuteContext(ctx)
 	os.Exit(app.exitCode(err))
 }
 
 // signalContext is cancelled by the first SIGINT/SIGTERM (finish the
-// in-flight batch, commit, stop); a second one exits at once.
-func signalContext() (context.Context, func()) {
+// in-flight batch, commit, stop); a second one exits at once. notify tells
+// the user (from the signal goroutine).
+func signalContext(notify func(string)) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		sig := <-ch
-		fmt.Fprintf(os.Stderr, "\n%s: finishing the in-flight batch and committing (press Ctrl-C again to quit at once)\n", sig)
+		notify(fmt.Sprintf("%s: finishing the in-flight batch and committing (press Ctrl-C again to quit at once)", sig))
 		cancel()
 		<-ch
-		fmt.Fprintln(os.Stderr, "quitting at once: the last batch may be written but not committed; a re-run re-delivers it (idempotent)")
+		notify("quitting at once: the last batch may be written but not committed; a re-run re-delivers it (idempotent)")
 		os.Exit(130)
 	}()
 	return ctx, func() { signal.Stop(ch); cancel() }
@@ -59,6 +61,9 @@ type app struct {
 	stdout, stderr io.Writer
 	log            zerolog.Logger
 	logLevel       string
+	// jsonLogs is set when stderr gets JSON log lines (not a terminal): then
+	// every stderr line of a command is JSON, notices and the final error too.
+	jsonLogs atomic.Bool
 	// exit is set by commands that decide their own exit code.
 	exit *int
 }
@@ -78,9 +83,11 @@ func (a *app) root() *cobra.Command {
 			return a.setupLog()
 		},
 	}
+	root.SetOut(a.stdout) // help and usage go to the app's streams, not straight to os.Stdout
+	root.SetErr(a.stderr)
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(a.validateCmd(), a.planCmd(), a.runCmd(), a.demoCmd(), a.sandboxCmd())
+	root.AddCommand(a.validateCmd(), a.planCmd(), a.runCmd(), a.demoCmd(), a.sandboxCmd(), a.statusCmd(), a.resetCmd(), a.schemaCmd())
 	return root
 }
 
@@ -92,11 +99,42 @@ func (a *app) setupLog() error {
 		return usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", a.logLevel)}
 	}
 	var w io.Writer = a.stderr
-	if f, ok := a.stderr.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+	f, ok := a.stderr.(*os.File)
+	terminal := ok && isatty.IsTerminal(f.Fd())
+	if terminal {
 		w = zerolog.ConsoleWriter{Out: f, TimeFormat: time.TimeOnly}
 	}
 	a.log = zerolog.New(w).Level(lvl).With().Timestamp().Logger()
+	a.jsonLogs.Store(!terminal)
 	return nil
+}
+
+// notify tells the user about something outside the command's flow (a
+// signal): a log line whatever --log-level says when logs are JSON, else a
+// plain line. It may be called from any goroutine.
+func (a *app) notify(msg string) {
+	if a.jsonLogs.Load() {
+		a.noticeLog().Warn().Msg(msg)
+		return
+	}
+	fmt.Fprintf(a.stderr, "\n%s\n", msg)
+}
+
+// noticeLog is a JSON logger on stderr that ignores --log-level.
+func (a *app) noticeLog() *zerolog.Logger {
+	l := zerolog.New(a.stderr).With().Timestamp().Logger()
+	return &l
+}
+
+// printErr prints the error that ends the command, once: as a JSON log line
+// (with the exit code) when logs are JSON, else as text after prefix.
+func (a *app) printErr(code int, prefix string, err error, hint string) int {
+	if a.jsonLogs.Load() {
+		a.noticeLog().Error().Int("exit_code", code).Msg(strings.TrimPrefix(prefix, "error: ") + err.Error())
+		return code
+	}
+	fmt.Fprintf(a.stderr, "%s%s\n%s", prefix, err, hint)
+	return code
 }
 
 // usageError marks a mistake on the command line (exit 2).
@@ -120,17 +158,13 @@ func (a *app) exitCode(err error) int {
 	}
 	switch {
 	case errors.As(err, &invalid):
-		fmt.Fprintf(a.stderr, "invalid plan:\n%s\n", err)
-		return exitInvalid
+		return a.printErr(exitInvalid, "invalid plan:\n", err, "")
 	case errors.As(err, &usage):
-		fmt.Fprintf(a.stderr, "error: %s\nRun 'replay --help' for usage.\n", err)
-		return exitInvalid
+		return a.printErr(exitInvalid, "error: ", err, "Run 'replay --help' for usage.\n")
 	case errors.As(err, &refused):
-		fmt.Fprintf(a.stderr, "refused: %s\n", err)
-		return exitRefused
+		return a.printErr(exitRefused, "refused: ", err, "")
 	}
-	fmt.Fprintf(a.stderr, "error: %s\n", err)
-	return exitFailed
+	return a.printErr(exitFailed, "error: ", err, "")
 }
 
 // args wraps cobra's argument checks as usage errors.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -17,7 +18,7 @@ import (
 // prepare loads the plan, connects and decides what a run would do; it
 // changes nothing.
 func (a *app) prepare(ctx context.Context, file string, opts runner.Options) (*runner.Job, *runner.Cluster, error) {
-	p, err := plan.Load(file, plan.LoadOptions{})
+	p, err := loadPlanFile(file)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -35,6 +36,17 @@ func (a *app) prepare(ctx context.Context, file string, opts runner.Options) (*r
 		return nil, nil, err
 	}
 	return job, c, nil
+}
+
+// loadPlanFile loads a plan file. A file that cannot be read is a usage mistake
+// (exit 2, like an invalid plan and like validate), not a failed run (1).
+func loadPlanFile(file string) (*plan.Plan, error) {
+	p, err := plan.Load(file, plan.LoadOptions{})
+	var invalid *plan.InvalidError
+	if err != nil && !errors.As(err, &invalid) {
+		return nil, usageError{err}
+	}
+	return p, err
 }
 
 func (a *app) planCmd() *cobra.Command {
@@ -90,33 +102,67 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 	}
 	defer c.Close()
 	p := job.Plan
-	printResolution(a.stdout, job)
-	sink, err := sinks.New(ctx, p.Sink, sinks.Options{Log: a.log, PlanName: p.Name, RunID: job.RunID()})
+	out := a.resultsOut(p.Sink)
+	printResolution(out, job)
+	sink, err := a.newSink(ctx, job)
 	if err != nil {
 		return nil, err
 	}
 	defer sink.Close()
 	if job.NothingToDo() && !job.Fresh {
-		if err := sink.Finish(ctx); err != nil {
+		// Run commits nothing then: it publishes output that a run which
+		// crashed after its last commit staged, and makes the report.
+		rep, err := job.Run(ctx, sink)
+		if err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(a.stdout, "nothing to do: plan %s already replayed every partition to its end (group %s); run 'replay reset' or use --restart to replay again\n", p.Name, p.Group)
-		return nil, nil
+		fmt.Fprintf(out, "nothing to do: plan %s already replayed every partition to its end (group %s); run 'replay reset' or use --restart to replay again\n", p.Name, p.Group)
+		return nil, writeReport(o.report, rep)
 	}
 	a.log.Info().Str("plan", p.Name).Int64("offsets", job.Resolution.Total()).Msg("run started")
 	rep, err := job.Run(ctx, sink)
 	if rep != nil {
-		printReport(a.stdout, rep, sinkWhere(p.Sink))
-		if o.report != "" {
-			if werr := writeJSON(o.report, rep); werr != nil {
-				err = errors.Join(err, werr)
-			}
+		printReport(out, rep, sinkWhere(p.Sink))
+		read, written, skipped := rep.Totals()
+		a.log.Info().Str("plan", p.Name).Int64("read", read).Int64("written", written).Int64("skipped", skipped).Msg("run finished")
+		if werr := writeReport(o.report, rep); werr != nil {
+			err = errors.Join(err, werr)
 		}
 	}
 	if errors.Is(err, runner.ErrInterrupted) {
 		return rep, fmt.Errorf("%w\nresume with: replay run %s", err, file)
 	}
 	return rep, err
+}
+
+// resultsOut is where run prints its tables: stdout, unless the sink is
+// stdout (then it carries the records only, for pipes): stderr on a
+// terminal, nowhere when stderr carries JSON logs.
+func (a *app) resultsOut(s plan.Sink) io.Writer {
+	switch {
+	case s.Type != "stdout":
+		return a.stdout
+	case a.jsonLogs.Load():
+		return io.Discard
+	}
+	return a.stderr
+}
+
+// newSink builds the plan's sink; the stdout sink writes to the app's stdout
+// (sinks.New would write to os.Stdout).
+func (a *app) newSink(ctx context.Context, job *runner.Job) (sinks.Sink, error) {
+	p := job.Plan
+	if p.Sink.Type == "stdout" {
+		return sinks.NewStdout(a.stdout), nil
+	}
+	return sinks.New(ctx, p.Sink, sinks.Options{Log: a.log, PlanName: p.Name, RunID: job.RunID()})
+}
+
+func writeReport(path string, rep *runner.Report) error {
+	if path == "" {
+		return nil
+	}
+	return writeJSON(path, rep)
 }
 
 func sinkWhere(s plan.Sink) string {

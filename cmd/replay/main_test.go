@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner"
+	"github.com/replay-tool/replay/runner/sandbox"
+)
+
+// execEnv makes the test binary behave as the replay command: the tests
+// that need a real process (signals, SIGKILL) re-execute themselves with it,
+// so the process under test is this package's main, built once by go test
+// (with -race when the tests are).
+const execEnv = "REPLAY_TEST_AS_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(execEnv) == "1" {
+		os.Args = append([]string{"replay"}, os.Args[1:]...)
+		main()
+		return // main exits
+	}
+	os.Exit(m.Run())
+}
+
+// result is what one invocation of the command produced.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\n--- stdout:\n%s--- stderr:\n%s", r.code, r.stdout, r.stderr)
+}
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of the
+// partition goroutines' loggers (as *os.File is).
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// replay runs the command in-process, as main does, with captured streams.
+func replay(t *testing.T, args ...string) result {
+	t.Helper()
+	var stdout, stderr syncBuffer
+	a := newApp(&stdout, &stderr)
+	root := a.root()
+	root.SetArgs(args)
+	code := a.exitCode(root.ExecuteContext(context.Background()))
+	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// command returns the replay command as a child process (see execEnv).
+func command(t *testing.T, dir string, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), execEnv+"=1")
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	return cmd, &stdout, &stderr
+}
+
+// replayProcess runs the command as a child process to completion.
+func replayProcess(t *testing.T, dir string, args ...string) result {
+	t.Helper()
+	cmd, stdout, stderr := command(t, dir, args...)
+	err := cmd.Run()
+	code := cmd.ProcessState.ExitCode()
+	if err != nil && code < 0 {
+		t.Fatalf("replay %s: %v", strings.Join(args, " "), err)
+	}
+	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// newCluster starts an embedded broker with topic orders and seeds it with
+// n order events stamped over the last 24 hours.
+func newCluster(t *testing.T, partitions int32, n int) (*sandbox.Sandbox, sandbox.Seed) {
+	t.Helper()
+	sb, err := sandbox.Start(0, partitions, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sb.Close)
+	now := time.Now().UTC().Truncate(time.Second)
+	seed := sandbox.Seed{Topic: "orders", N: n, From: now.Add(-24 * time.Hour), To: now}
+	if n > 0 {
+		if err := sandbox.Produce(context.Background(), sb.Addr, seed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sb, seed
+}
+
+// planSpec is the part of a test plan that varies.
+type planSpec struct {
+	name, addr, topic, group string
+	from, to                 time.Time
+	recordsPerSecond         int
+	sink                     string // YAML flow mapping
+}
+
+// writePlan writes a plan file into dir and returns its path.
+func writePlan(t *testing.T, dir string, s planSpec) string {
+	t.Helper()
+	if s.topic == "" {
+		s.topic = "orders"
+	}
+	if s.group == "" {
+		s.group = "replay." + s.name
+	}
+	body := fmt.Sprintf(`version: 1
+name: %s
+source: {brokers: [%q], topic: %s}
+group: %s
+window: {from: %s, to: %s}
+throttle: {records_per_second: %d}
+sink: %s
+`, s.name, s.addr, s.topic, s.group, s.from.Format(time.RFC3339), s.to.Format(time.RFC3339), s.recordsPerSecond, s.sink)
+	path := filepath.Join(dir, s.name+".yaml")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func fileSink(path string, batch int) string {
+	return fmt.Sprintf("{type: file, path: %q, batch_size: %d}", path, batch)
+}
+
+// checkpoints reads the committed offsets of the plan's group.
+func checkpoints(t *testing.T, planFile string, partitions int32) map[int32]runner.Checkpoint {
+	t.Helper()
+	p, err := plan.Load(planFile, plan.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c, err := runner.Connect(ctx, p.Source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	parts := make([]int32, partitions)
+	for i := range parts {
+		parts[i] = int32(i)
+	}
+	cps, err := c.Checkpoints(ctx, p.Group, p.Source.Topic, parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cps
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// text is stderr as a person reads it: the message of each JSON log line,
+// other lines as they are.
+func (r result) text() string {
+	var b strings.Builder
+	for _, l := range lines(r.stderr) {
+		var m struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal([]byte(l), &m) == nil && m.Message != "" {
+			l = m.Message
+		}
+		b.WriteString(l + "\n")
+	}
+	return b.String()
+}
+
+// lines splits s into its non-empty lines.
+func lines(s string) []string {
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(s))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if sc.Text() != "" {
+			out = append(out, sc.Text())
+		}
+	}
+	return out
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestExamplePlansValidate is how CI checks the example plans: every file in
+// plans/ passes `replay validate` with the environment they document.
+func TestExamplePlansValidate(t *testing.T) {
+	t.Setenv("REPLAY_DEMO_BROKERS", "127.0.0.1:9092")
+	t.Setenv("KAFKA_BROKERS", "kafka-1:9092")
+	t.Setenv("ORDERS_DSN", "postgres://replay@db:5432/shop")
+	files, err := filepath.Glob("../../plans/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 2 {
+		t.Fatalf("found only %v in plans/", files)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			r := replay(t, "validate", f)
+			if r.code != exitOK || r.stdout != "1 plan(s) valid\n" {
+				t.Errorf("want a clean exit 0, got %s", r)
+			}
+		})
+	}
+	// All at once, as CI calls it.
+	if r := replay(t, append([]string{"validate"}, files...)...); r.code != exitOK {
+		t.Errorf("replay validate plans/*: %s", r)
+	}
+}
+
+// TestExamplePlansNeedTheirEnvironment: without the variables they reference
+// the example plans are invalid, each missing variable named at its position.
+func TestExamplePlansNeedTheirEnvironment(t *testing.T) {
+	for _, v := range []string{"REPLAY_DEMO_BROKERS", "KAFKA_BROKERS", "ORDERS_DSN"} {
+		t.Setenv(v, "") // restored after the test
+		os.Unsetenv(v)
+	}
+	r := replay(t, "validate", "../../plans/demo.yaml", "../../plans/orders-to-postgres.yaml")
+	if r.code != exitInvalid {
+		t.Fatalf("want exit %d, got %s", exitInvalid, r)
+	}
+	for _, want := range []string{
+		"demo.yaml:", "source.brokers[0]: environment variable REPLAY_DEMO_BROKERS is not set",
+		"orders-to-postgres.yaml:", "environment variable KAFKA_BROKERS is not set",
+		"sink.dsn: environment variable ORDERS_DSN is not set",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, r)
+		}
+	}
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner"
+)
+
+type resetOptions struct {
+	yes bool
+}
+
+func (a *app) resetCmd() *cobra.Command {
+	var o resetOptions
+	cmd := &cobra.Command{
+		Use:   "reset PLAN",
+		Short: "Delete the replay group's committed offsets for the plan's topic, so the next run starts over",
+		Long: "reset deletes the replay group's committed offsets on the plan's topic (OffsetDelete, KIP-496): the next\n" +
+			"'replay run' resolves the window afresh and replays it from the start. It asks you to type the group name on a\n" +
+			"terminal; --yes skips the question (required when stdin is not a terminal).\n" +
+			"It refuses (exit 3) a group with active members or not Empty/Dead, and a group holding any commit replay did not\n" +
+			"make: replay never touches a live or foreign consumer group. The sink is not touched.",
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, files []string) error {
+			return a.reset(cmd, files[0], o)
+		},
+	}
+	cmd.Flags().BoolVarP(&o.yes, "yes", "y", false, "do not ask for confirmation")
+	return cmd
+}
+
+func (a *app) reset(cmd *cobra.Command, file string, o resetOptions) error {
+	ctx := cmd.Context()
+	p, err := a.loadPlan(file)
+	if err != nil {
+		return err
+	}
+	in := cmd.InOrStdin()
+	if !o.yes && !isTerminal(in) {
+		return usageError{fmt.Errorf("reset deletes the commits of group %s and needs a confirmation, but stdin is not a terminal: pass --yes to reset without asking", p.Group)}
+	}
+	c, err := runner.Connect(ctx, p.Source)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	cps, err := c.CheckReset(ctx, p)
+	if err != nil {
+		return err
+	}
+	if len(cps) == 0 {
+		fmt.Fprintf(a.stdout, "nothing to reset: group %s has no commit on %s\n", p.Group, p.Source.Topic)
+		return nil
+	}
+	if !o.yes {
+		fmt.Fprintf(a.stderr, "This deletes the commits of group %s on %s: %s.\n", p.Group, p.Source.Topic, describeCommits(cps, p))
+		ok, err := confirmReset(in, a.stderr, p.Group)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errors.New("reset cancelled: the answer was not the group name; nothing was deleted")
+		}
+	}
+	deleted, err := c.Reset(ctx, p)
+	if err != nil {
+		return err
+	}
+	if len(deleted) == 0 {
+		fmt.Fprintf(a.stdout, "nothing to reset: group %s has no commit on %s\n", p.Group, p.Source.Topic)
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "reset group %s: deleted its commits on %s: %s\n", p.Group, p.Source.Topic, describeCommits(deleted, p))
+	note := ""
+	if p.Window.From.IsRelative() || p.Window.To.IsRelative() {
+		note = " (its relative bounds move with the clock)"
+	}
+	fmt.Fprintf(a.stdout, "'replay run %s' starts over and resolves the window afresh%s\n", file, note)
+	a.log.Info().Str("plan", p.Name).Str("group", p.Group).Str("topic", p.Source.Topic).Int("partitions", len(deleted)).Msg("replay group reset")
+	return nil
+}
+
+// describeCommits says which partitions hold commits of which plan:
+// "partitions [0 1 2] of this plan (fingerprint ...)".
+func describeCommits(cps []runner.Checkpoint, p *plan.Plan) string {
+	byPlan := map[string][]int32{}
+	for _, cp := range cps {
+		who := fmt.Sprintf("plan %q (fingerprint %s)", cp.Plan, cp.Fingerprint)
+		if cp.Fingerprint == p.Fingerprint() {
+			who = fmt.Sprintf("this plan (fingerprint %s)", cp.Fingerprint)
+		}
+		byPlan[who] = append(byPlan[who], cp.Partition)
+	}
+	parts := make([]string, 0, len(byPlan))
+	for who, ps := range byPlan {
+		parts = append(parts, fmt.Sprintf("partitions %v of %s", ps, who))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, "; ")
+}
+
+// isTerminal reports whether r is an interactive terminal.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
+}
+
+// confirmReset asks for the group name on out and reads one line from in:
+// true only when it is the group name exactly.
+func confirmReset(in io.Reader, out io.Writer, group string) (bool, error) {
+	fmt.Fprintf(out, "Type the group name (%s) to confirm: ", group)
+	line, err := bufio.NewReader(in).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, fmt.Errorf("read confirmation: %w", err)
+	}
+	return strings.TrimSpace(line) == group, nil
+}

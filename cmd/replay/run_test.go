@@ -1,0 +1,89 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// TestRunReport: --report writes the JSON report on every run that gets to
+// the sink, including one with nothing left to do (a scheduler reads it after
+// each run; it was not written then, leaving a missing or stale file).
+func TestRunReport(t *testing.T) {
+	sb, seed := newCluster(t, 3, 6000)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.jsonl")
+	file := writePlan(t, dir, planSpec{name: "report", addr: sb.Addr, from: seed.From.Add(time.Hour), to: seed.From.Add(5 * time.Hour), sink: fileSink(out, 100)})
+
+	first, second := filepath.Join(dir, "first.json"), filepath.Join(dir, "second.json")
+	if r := replay(t, "run", "--report", first, file); r.code != exitOK {
+		t.Fatalf("run: %s", r)
+	}
+	written := int64(strings.Count(string(readFile(t, out)), "\n"))
+	rep := gjson.ParseBytes(readFile(t, first))
+	if got := rep.Get("partitions.#.written").Array(); len(got) != 3 || rep.Get("nothing_to_do").Bool() ||
+		got[0].Int()+got[1].Int()+got[2].Int() != written || written == 0 {
+		t.Errorf("first report does not match the %d records written: %s", written, rep.Raw)
+	}
+
+	r := replay(t, "run", "--report", second, file)
+	if r.code != exitOK || !strings.Contains(r.stdout, "nothing to do") {
+		t.Fatalf("second run: %s", r)
+	}
+	b, err := os.ReadFile(second)
+	if err != nil {
+		t.Fatalf("no report for a run with nothing to do: %v", err)
+	}
+	var rep2 struct {
+		NothingToDo bool `json:"nothing_to_do"`
+		Partitions  []struct {
+			Written int64 `json:"written"`
+			Done    bool  `json:"done"`
+		} `json:"partitions"`
+	}
+	if err := json.Unmarshal(b, &rep2); err != nil {
+		t.Fatal(err)
+	}
+	if !rep2.NothingToDo || len(rep2.Partitions) != 3 {
+		t.Errorf("second report: %s", b)
+	}
+	for _, p := range rep2.Partitions {
+		if p.Written != 0 || !p.Done {
+			t.Errorf("second report: %s", b)
+		}
+	}
+}
+
+// TestStdoutSink: with the stdout sink, stdout is the records and nothing
+// else, so `replay run preview.yaml | jq` works; the tables go elsewhere.
+func TestStdoutSink(t *testing.T) {
+	sb, seed := newCluster(t, 3, 6000)
+	dir := t.TempDir()
+	file := writePlan(t, dir, planSpec{name: "preview", addr: sb.Addr, from: seed.From.Add(time.Hour), to: seed.From.Add(3 * time.Hour), sink: "{type: stdout}"})
+	want := 0
+	for i := 0; i < seed.N; i++ {
+		if ts := seed.Timestamp(i); !ts.Before(seed.From.Add(time.Hour)) && ts.Before(seed.From.Add(3*time.Hour)) {
+			want++
+		}
+	}
+
+	r := replay(t, "run", file)
+	if r.code != exitOK {
+		t.Fatalf("run: %s", r)
+	}
+	got := lines(r.stdout)
+	for _, l := range got {
+		if !gjson.Valid(l) || !gjson.Get(l, "offset").Exists() || gjson.Get(l, "topic").String() != "orders" {
+			t.Fatalf("stdout line is not a record: %q", l)
+		}
+	}
+	if len(got) != want {
+		t.Errorf("stdout holds %d records, the window %d", len(got), want)
+	}
+	checkJSONLines(t, "stderr", r.stderr)
+}

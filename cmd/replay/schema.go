@@ -1,0 +1,339 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
+
+	"github.com/replay-tool/replay/plan"
+)
+
+func (a *app) schemaCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "schema",
+		Short: "Print the JSON Schema of a plan, for editors",
+		Long: "schema prints a JSON Schema (draft 2020-12) of the plan format, generated from the plan's types, so that editors\n" +
+			"check plans as they are written. With the YAML language server (VS Code, Neovim, ...):\n\n" +
+			"  replay schema > replay-plan.schema.json\n" +
+			"  # and as the first line of a plan:\n" +
+			"  # yaml-language-server: $schema=./replay-plan.schema.json\n\n" +
+			"The schema checks field names, types, enums and time formats; 'replay validate' checks everything.",
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := planSchema()
+			if err != nil {
+				return err
+			}
+			b, err := json.MarshalIndent(s, "", "  ")
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(a.stdout, "%s\n", b)
+			return err
+		},
+	}
+}
+
+// schema is one JSON Schema object.
+type schema = map[string]any
+
+// envPattern matches a value holding a ${VAR}, expanded when the plan is
+// loaded; a ${VAR} may stand for a value of any type.
+const envPattern = `\$\{[A-Za-z_][A-Za-z0-9_]*\}`
+
+// Patterns of the scalars the plan decodes itself (plan/types.go).
+const (
+	durationUnits = `(?:ns|us|µs|ms|s|m|h)`
+	durationRe    = `(?:[0-9]+d(?:[0-9]+(?:\.[0-9]+)?` + durationUnits + `)*|(?:[0-9]+(?:\.[0-9]+)?` + durationUnits + `)+)`
+	agoRe         = `(?:[0-9]+d(?:[0-9]+` + durationUnits + `)*|(?:[0-9]+` + durationUnits + `)+)\s+ago`
+	rfc3339Re     = `[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})`
+	timeRe        = `^\s*(?:now|` + rfc3339Re + `|-` + durationRe + `|` + agoRe + `)\s*$|` + envPattern
+)
+
+// scalarSchemas describe the plan types that decode themselves from YAML
+// (UnmarshalYAML). planSchema fails on such a type missing here.
+var scalarSchemas = map[reflect.Type]func() schema{
+	reflect.TypeFor[plan.TimeSpec](): func() schema {
+		return schema{"type": "string", "pattern": timeRe,
+			"examples": []any{"2026-11-03T10:00:00Z", "2026-11-03T12:00:00+02:00", "-2h", "24h ago", "now"}}
+	},
+	reflect.TypeFor[plan.Duration](): func() schema {
+		return schema{"type": "string", "pattern": `^` + durationRe + `$|` + envPattern, "examples": []any{"30s", "5m", "1h30m", "1d"}}
+	},
+	reflect.TypeFor[plan.ByteSize](): func() schema {
+		return schema{"anyOf": []any{
+			schema{"type": "number", "minimum": 0},
+			schema{"type": "string", "pattern": `^[0-9]+(?:\.[0-9]+)?\s*(?:B|KB|MB|GB|KiB|MiB|GiB)?$`},
+			envRef(),
+		}, "examples": []any{"5MiB", "512KiB", 1048576}}
+	},
+	reflect.TypeFor[plan.PartitionSet](): func() schema {
+		return schema{"anyOf": []any{
+			schema{"const": "all"},
+			schema{"type": "array", "items": schema{"type": "integer", "minimum": 0}, "minItems": 1, "uniqueItems": true},
+			envRef(),
+		}, "examples": []any{"all", []any{0, 3, 5}}}
+	},
+	reflect.TypeFor[plan.OffsetSpec](): func() schema {
+		return schema{"anyOf": []any{
+			schema{"enum": []any{"earliest", "latest"}},
+			schema{"type": "integer", "minimum": 0},
+			schema{"type": "string", "pattern": `^[0-9]+$`},
+			envRef(),
+		}}
+	},
+}
+
+// fieldSchemas replace the schema derived from a field's Go type, keyed
+// "Type.yaml_name". Enums list what this version accepts.
+var fieldSchemas = map[string]func() schema{
+	"Plan.version":     func() schema { return schema{"const": 1} },
+	"Plan.name":        func() schema { return schema{"type": "string", "pattern": `^[A-Za-z0-9][A-Za-z0-9._-]*$`} },
+	"Plan.group":       func() schema { return schema{"type": "string", "pattern": `^\S+$`} },
+	"Plan.on_error":    func() schema { return enumOrEnv(plan.OnErrorFail, plan.OnErrorSkip) },
+	"Source.isolation": func() schema { return enumOrEnv(plan.ReadCommitted, plan.ReadUncommitted) },
+	"Source.brokers": func() schema {
+		return schema{"anyOf": []any{
+			schema{"type": "array", "items": schema{"type": "string"}, "minItems": 1},
+			envRef(),
+		}, "examples": []any{[]any{"kafka-1:9092"}, "${KAFKA_BROKERS}"}}
+	},
+	"SASL.mechanism": func() schema { return enumOrEnv("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512") },
+	"SASL.password": func() schema {
+		return schema{"type": "string", "pattern": envPattern, "examples": []any{"${KAFKA_PASSWORD}"}}
+	},
+	"Throttle.records_per_second": func() schema { return numberOrEnv("number", 0, nil) },
+	"Sink.type":                   func() schema { return enumOrEnv("file", "postgres", "stdout") },
+	"Sink.on_conflict":            func() schema { return enumOrEnv("update", "ignore") },
+	"Sink.batch_size":             func() schema { return numberOrEnv("integer", 1, 100000) },
+}
+
+// fieldDocs are the descriptions editors show, keyed "Type.yaml_name".
+// Every field of the plan has one (schema_test.go checks).
+var fieldDocs = map[string]string{
+	"Plan.version":         "Plan format version: 1.",
+	"Plan.name":            "Unique name of the plan (letters, digits, '.', '_', '-'); part of the plan fingerprint.",
+	"Plan.description":     "What the replay is for; review metadata.",
+	"Plan.owner":           "Team or person owning the replay; review metadata.",
+	"Plan.ticket":          "Ticket or issue the replay belongs to; review metadata.",
+	"Plan.source":          "The Kafka cluster and topic to re-read.",
+	"Plan.group":           "The dedicated replay consumer group that holds the checkpoints (e.g. replay.<plan-name>); never a live consumer group.",
+	"Plan.window":          "The part of the topic to replay: a time window (from, optional to) or offsets per partition, not both.",
+	"Plan.throttle":        "Rate limits across all partitions of one process; 0 or unset is unlimited.",
+	"Plan.filter":          "Expression over key/value/headers/timestamp selecting the records to write (not available in this version).",
+	"Plan.sink":            "Where the replayed records go.",
+	"Plan.on_error":        "What happens to a record that cannot be processed: fail (default) or skip (counted in the report); dead_letter is not available in this version.",
+	"Plan.dead_letter":     "Sink for records that cannot be processed, with on_error: dead_letter (not available in this version).",
+	"Plan.allow_data_loss": "Accept a window whose start retention already deleted: replay what is left and report the gap.",
+
+	"Source.brokers":    "Bootstrap brokers, host:port; or one ${VAR} holding a comma-separated list.",
+	"Source.topic":      "The topic to replay.",
+	"Source.partitions": "Partitions to replay: all (default) or a list such as [0, 3, 5].",
+	"Source.isolation":  "read_committed (default: aborted transactions never reach the sink) or read_uncommitted.",
+	"Source.tls":        "Encrypted connection to the brokers.",
+	"Source.sasl":       "Authentication: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.",
+	"Source.client_id":  "Client id sent to the brokers, so operators can tell replay traffic apart (default replay).",
+
+	"TLS.enabled":              "Connect with TLS.",
+	"TLS.ca_file":              "PEM file of the CA certificates to trust (default: the system's).",
+	"TLS.cert_file":            "PEM client certificate, with key_file.",
+	"TLS.key_file":             "PEM private key of the client certificate, with cert_file.",
+	"TLS.server_name":          "Server name to verify the brokers' certificates against.",
+	"TLS.insecure_skip_verify": "Do not verify the brokers' certificates (testing only).",
+
+	"SASL.mechanism": "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.",
+	"SASL.username":  "SASL user name.",
+	"SASL.password":  "SASL password: must come from the environment, e.g. ${KAFKA_PASSWORD}; a literal secret is an error.",
+
+	"Window.from":              "Inclusive start: an RFC 3339 time with a zone (2026-11-03T10:00:00Z) or relative to resolution (-2h, 24h ago, now). A time without a zone or a bare number is an error.",
+	"Window.to":                "Exclusive end, in the same forms as from; unset means the high watermark when the window is resolved.",
+	"Window.offsets":           "Offset ranges [from, to) per partition number, e.g. {0: {from: 1200, to: 5000}, 1: {from: earliest, to: latest}}.",
+	"Window.strict_timestamps": "Also drop records whose own timestamp is outside [from, to) (time windows only).",
+	"Window.skew_margin":       "Widen the offset search by this much on both sides, then filter strictly by record timestamp (producer clock skew), e.g. 5m.",
+
+	"OffsetRange.from": "Inclusive start offset: a number or earliest (the log start offset).",
+	"OffsetRange.to":   "Exclusive end offset: a number or latest (the high watermark, or the last stable offset under read_committed).",
+
+	"Throttle.records_per_second": "Records per second across all partitions; 0 is unlimited.",
+	"Throttle.bytes_per_second":   "Bytes per second across all partitions, e.g. 5MiB; 0 is unlimited.",
+
+	"Sink.type":         "Sink type: file, postgres or stdout (sqlite, kafka and http are not available in this version).",
+	"Sink.path":         "Output file of a file sink: newline-delimited JSON, written atomically.",
+	"Sink.dsn":          "PostgreSQL connection string; its password must come from the environment, e.g. dsn: ${ORDERS_DSN}.",
+	"Sink.table":        "Target table of a database sink, [schema.]name.",
+	"Sink.on_conflict":  "update (default: the replayed record wins) or ignore.",
+	"Sink.create_table": "Create the table with the default layout when it is missing.",
+	"Sink.key":          "Idempotency key: a Go template over the record, e.g. '{{ .Value.id }}'; default <topic>/<partition>/<offset>.",
+	"Sink.batch_size":   "Largest number of records per durable write, and so between two commits (default 1000).",
+}
+
+// required lists the fields each struct must have; Window and Sink get
+// their conditional rules in objectRules.
+var required = map[string][]string{
+	"Plan":        {"version", "name", "source", "group", "window", "sink"},
+	"Source":      {"brokers", "topic"},
+	"SASL":        {"mechanism", "username", "password"},
+	"OffsetRange": {"from", "to"},
+	"Sink":        {"type"},
+}
+
+// objectRules adds rules across fields of one struct.
+var objectRules = map[string]func(schema){
+	// Exactly one of a time window and an offsets window.
+	"Window": func(s schema) {
+		s["oneOf"] = []any{schema{"required": []any{"from"}}, schema{"required": []any{"offsets"}}}
+	},
+	// What each sink type needs.
+	"Sink": func(s schema) {
+		needs := func(typ string, fields ...any) schema {
+			return schema{"if": schema{"properties": schema{"type": schema{"const": typ}}, "required": []any{"type"}},
+				"then": schema{"required": fields}}
+		}
+		s["allOf"] = []any{needs("file", "path"), needs("postgres", "dsn", "table")}
+	},
+}
+
+func envRef() schema { return schema{"$ref": "#/$defs/env"} }
+
+func enumOrEnv(values ...any) schema {
+	return schema{"anyOf": []any{schema{"enum": values}, envRef()}}
+}
+
+func numberOrEnv(typ string, minimum, maximum any) schema {
+	n := schema{"type": typ, "minimum": minimum}
+	if maximum != nil {
+		n["maximum"] = maximum
+	}
+	return schema{"anyOf": []any{n, envRef()}}
+}
+
+// planSchema builds the JSON Schema of plan.Plan by reflection over its
+// yaml tags and Go types.
+func planSchema() (schema, error) {
+	g := &schemaGen{defs: schema{"env": schema{"type": "string", "pattern": envPattern,
+		"description": "A ${VAR}, expanded from the environment when the plan is loaded; a missing variable is an error."}}}
+	root, err := g.object(reflect.TypeFor[plan.Plan]())
+	if err != nil {
+		return nil, err
+	}
+	out := schema{
+		"$schema":     "https://json-schema.org/draft/2020-12/schema",
+		"title":       "replay plan",
+		"description": "A replay plan: re-read a time or offset window of a Kafka topic into a sink (see README.md). Generated by 'replay schema'.",
+		"$defs":       g.defs,
+	}
+	for k, v := range root {
+		out[k] = v
+	}
+	return out, nil
+}
+
+type schemaGen struct {
+	defs schema
+}
+
+var yamlUnmarshaler = reflect.TypeFor[yaml.Unmarshaler]()
+
+// forType returns the schema of a value of type t.
+func (g *schemaGen) forType(t reflect.Type) (schema, error) {
+	if f, ok := scalarSchemas[t]; ok {
+		return f(), nil
+	}
+	if reflect.PointerTo(t).Implements(yamlUnmarshaler) {
+		return nil, fmt.Errorf("schema: %s decodes itself from YAML: describe it in scalarSchemas", t)
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return g.forType(t.Elem())
+	case reflect.Struct:
+		return g.ref(t)
+	case reflect.Slice:
+		items, err := g.forType(t.Elem())
+		if err != nil {
+			return nil, err
+		}
+		return schema{"type": "array", "items": items}, nil
+	case reflect.Map:
+		vals, err := g.forType(t.Elem())
+		if err != nil {
+			return nil, err
+		}
+		m := schema{"type": "object", "additionalProperties": vals}
+		switch t.Key().Kind() {
+		case reflect.String:
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			m["propertyNames"] = schema{"pattern": `^[0-9]+$`}
+		default:
+			return nil, fmt.Errorf("schema: no JSON Schema for map keys of type %s", t.Key())
+		}
+		return m, nil
+	case reflect.String:
+		return schema{"type": "string"}, nil
+	case reflect.Bool:
+		return schema{"anyOf": []any{schema{"type": "boolean"}, envRef()}}, nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return schema{"anyOf": []any{schema{"type": "integer"}, envRef()}}, nil
+	case reflect.Float32, reflect.Float64:
+		return schema{"anyOf": []any{schema{"type": "number"}, envRef()}}, nil
+	}
+	return nil, fmt.Errorf("schema: no JSON Schema for %s", t)
+}
+
+// ref puts the struct's schema in $defs (once) and refers to it.
+func (g *schemaGen) ref(t reflect.Type) (schema, error) {
+	name := strings.ToLower(t.Name()[:1]) + t.Name()[1:]
+	if strings.ToUpper(t.Name()) == t.Name() {
+		name = strings.ToLower(t.Name())
+	}
+	if _, done := g.defs[name]; !done {
+		g.defs[name] = schema{} // placeholder: a recursive type refers to itself
+		s, err := g.object(t)
+		if err != nil {
+			return nil, err
+		}
+		g.defs[name] = s
+	}
+	return schema{"$ref": "#/$defs/" + name}, nil
+}
+
+// object describes a struct: its yaml fields and nothing else.
+func (g *schemaGen) object(t reflect.Type) (schema, error) {
+	props := schema{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name := strings.Split(f.Tag.Get("yaml"), ",")[0]
+		if !f.IsExported() || name == "" || name == "-" {
+			continue
+		}
+		key := t.Name() + "." + name
+		var s schema
+		if override, ok := fieldSchemas[key]; ok {
+			s = override()
+		} else {
+			var err error
+			if s, err = g.forType(f.Type); err != nil {
+				return nil, fmt.Errorf("%s: %w", key, err)
+			}
+		}
+		if doc := fieldDocs[key]; doc != "" {
+			s["description"] = doc // beside a $ref too: 2020-12 allows it
+		}
+		props[name] = s
+	}
+	s := schema{"type": "object", "properties": props, "additionalProperties": false}
+	if req := required[t.Name()]; len(req) > 0 {
+		r := make([]any, len(req))
+		for i, f := range req {
+			r[i] = f
+		}
+		s["required"] = r
+	}
+	if rule := objectRules[t.Name()]; rule != nil {
+		rule(s)
+	}
+	return s, nil
+}

@@ -1,0 +1,512 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/replay-tool/replay/plan"
+)
+
+// printedSchema runs `replay schema` and decodes its output.
+func printedSchema(t *testing.T) map[string]any {
+	t.Helper()
+	code, out, errs := groupTestExec(t, "schema")
+	if code != exitOK {
+		t.Fatalf("schema exited %d: %s", code, errs)
+	}
+	var s map[string]any
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("schema output is not JSON: %v\n%s", err, out)
+	}
+	return s
+}
+
+func TestSchemaIsJSONSchema2020(t *testing.T) {
+	s := printedSchema(t)
+	if s["$schema"] != "https://json-schema.org/draft/2020-12/schema" || s["type"] != "object" {
+		t.Fatalf("$schema %v, type %v", s["$schema"], s["type"])
+	}
+	// Every keyword is one the validator below knows (all are draft 2020-12
+	// keywords), and every $ref resolves.
+	v := &schemaValidator{root: s}
+	v.check(t, s, "#")
+}
+
+// The schema names every yaml field of plan.Plan, recursively, with a
+// description: a field added to the plan without a description (or a new
+// self-decoding type without a schema) fails here.
+func TestSchemaNamesEveryPlanField(t *testing.T) {
+	s := printedSchema(t)
+	v := &schemaValidator{root: s}
+	var walk func(typ reflect.Type, node map[string]any, path string)
+	walk = func(typ reflect.Type, node map[string]any, path string) {
+		node = v.deref(node)
+		if node["additionalProperties"] != false {
+			t.Errorf("%s: additionalProperties must be false, is %v", path, node["additionalProperties"])
+		}
+		props, _ := node["properties"].(map[string]any)
+		for i := 0; i < typ.NumField(); i++ {
+			f := typ.Field(i)
+			name := strings.Split(f.Tag.Get("yaml"), ",")[0]
+			if !f.IsExported() || name == "" || name == "-" {
+				continue
+			}
+			field := strings.TrimPrefix(path+"."+name, ".")
+			prop, ok := props[name].(map[string]any)
+			if !ok {
+				t.Errorf("%s (%s.%s) is not in the schema", field, typ.Name(), f.Name)
+				continue
+			}
+			if d, _ := prop["description"].(string); d == "" {
+				t.Errorf("%s has no description: add %q to fieldDocs", field, typ.Name()+"."+name)
+			}
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Slice {
+				ft = ft.Elem()
+			}
+			switch {
+			case reflect.PointerTo(ft).Implements(yamlUnmarshaler):
+			case ft.Kind() == reflect.Struct:
+				walk(ft, prop, field)
+			case ft.Kind() == reflect.Map && ft.Elem().Kind() == reflect.Struct:
+				walk(ft.Elem(), v.deref(prop)["additionalProperties"].(map[string]any), field+".*")
+			}
+		}
+	}
+	walk(reflect.TypeFor[plan.Plan](), s, "")
+}
+
+// Every object in the schema closes its properties, so a misspelt key is
+// flagged in the editor as `replay validate` flags it.
+func TestSchemaRejectsAdditionalProperties(t *testing.T) {
+	s := printedSchema(t)
+	var visit func(node any, path string)
+	visit = func(node any, path string) {
+		switch n := node.(type) {
+		case map[string]any:
+			if _, ok := n["properties"]; ok && n["type"] == "object" && n["additionalProperties"] != false {
+				t.Errorf("%s: an object with properties must have additionalProperties: false", path)
+			}
+			for k, c := range n {
+				visit(c, path+"/"+k)
+			}
+		case []any:
+			for i, c := range n {
+				visit(c, fmt.Sprintf("%s/%d", path, i))
+			}
+		}
+	}
+	visit(s, "#")
+	v := &schemaValidator{root: s}
+	for _, key := range []string{"colour: red", "source: {brokers: [\"k:9092\"], topic: t, isolaton: read_committed}"} {
+		doc := strings.Replace(schemaTestPlan, "owner: data-platform", key, 1)
+		if strings.HasPrefix(key, "source:") {
+			doc = strings.Replace(schemaTestPlan, `source: {brokers: ["k:9092"], topic: orders}`, key, 1)
+		}
+		if errs := v.validateYAML(t, doc); len(errs) == 0 {
+			t.Errorf("a plan with %q validates", key)
+		}
+	}
+}
+
+const schemaTestPlan = `version: 1
+name: schema-test
+owner: data-platform
+source: {brokers: ["k:9092"], topic: orders}
+group: replay.schema-test
+window:
+  from: 2026-11-03T10:00:00Z
+  to: 2026-11-03T12:30:00Z
+sink: {type: file, path: out.jsonl}
+`
+
+// The example plans and the valid test plans validate against the schema.
+func TestSchemaAcceptsValidPlans(t *testing.T) {
+	v := &schemaValidator{root: printedSchema(t)}
+	files, _ := filepath.Glob("../../plans/*.yaml")
+	more, _ := filepath.Glob("../../plan/testdata/valid/*.yaml")
+	files = append(files, more...)
+	if len(files) < 3 {
+		t.Fatalf("found only %v", files)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if errs := v.validateYAML(t, string(b)); len(errs) > 0 {
+			t.Errorf("%s: %v", f, errs)
+		}
+	}
+	if errs := v.validateYAML(t, schemaTestPlan); len(errs) > 0 {
+		t.Errorf("schemaTestPlan: %v", errs)
+	}
+}
+
+// Mistakes the schema catches, named by what the plan does wrong.
+func TestSchemaRejects(t *testing.T) {
+	v := &schemaValidator{root: printedSchema(t)}
+	for _, tc := range []struct{ name, old, new string }{
+		{"zone-less time", "from: 2026-11-03T10:00:00Z", "from: 2026-11-03T10:00:00"},
+		{"bare seconds", "from: 2026-11-03T10:00:00Z", "from: 1762164000"},
+		{"time and offsets", "  to: 2026-11-03T12:30:00Z", "  offsets: {0: {from: 1, to: 2}}"},
+		{"bad isolation", "topic: orders}", "topic: orders, isolation: read-committed}"},
+		{"unavailable sink", "type: file, path: out.jsonl", "type: sqlite, path: out.db"},
+		{"file sink without path", "type: file, path: out.jsonl", "type: file"},
+		{"literal sasl password", "topic: orders}", "topic: orders, sasl: {mechanism: PLAIN, username: u, password: hunter2}}"},
+		{"duration without unit", "  to: 2026-11-03T12:30:00Z", "  skew_margin: 300"},
+		{"missing group", "group: replay.schema-test\n", ""},
+		{"version 2", "version: 1", "version: 2"},
+		{"batch size 0", "path: out.jsonl}", "path: out.jsonl, batch_size: 0}"},
+	} {
+		doc := strings.Replace(schemaTestPlan, tc.old, tc.new, 1)
+		if doc == schemaTestPlan {
+			t.Fatalf("%s: %q is not in the test plan", tc.name, tc.old)
+		}
+		if errs := v.validateYAML(t, doc); len(errs) == 0 {
+			t.Errorf("%s: the schema accepts it", tc.name)
+		}
+	}
+}
+
+// The enums list exactly what `replay validate` accepts: each value passes
+// validation, and the values the format reserves for later do not (when a
+// sink or policy becomes available, this test asks for the schema to follow).
+func TestSchemaEnumsMatchValidation(t *testing.T) {
+	s := printedSchema(t)
+	v := &schemaValidator{root: s}
+	env := func(name string) (string, bool) {
+		return map[string]string{"DSN": "postgres://u:pw@db/x", "PW": "secret"}[name], true
+	}
+	for _, tc := range []struct {
+		field    string   // problem field in plan
+		path     []string // property path in the schema
+		doc      string   // the plan, %s is the value
+		reserved []string
+	}{
+		{"source.isolation", []string{"source", "isolation"}, `source: {brokers: ["k:9092"], topic: orders, isolation: %s}`, nil},
+		{"source.sasl.mechanism", []string{"source", "sasl", "mechanism"}, `source: {brokers: ["k:9092"], topic: orders, sasl: {mechanism: %s, username: u, password: "${PW}"}}`, nil},
+		{"sink.type", []string{"sink", "type"}, "sink: {type: %s, path: out.jsonl, dsn: '${DSN}', table: t}", []string{"sqlite", "kafka", "http"}},
+		{"sink.on_conflict", []string{"sink", "on_conflict"}, "sink: {type: postgres, dsn: '${DSN}', table: t, on_conflict: %s}", []string{"replace"}},
+		{"on_error", []string{"on_error"}, "on_error: %s", []string{"dead_letter"}},
+	} {
+		values := v.enumAt(t, tc.path)
+		if len(values) == 0 {
+			t.Fatalf("%s: no enum in the schema", tc.field)
+		}
+		all := slices.Clone(values)
+		for _, r := range tc.reserved {
+			if !slices.Contains(all, r) {
+				all = append(all, r)
+			}
+		}
+		for _, val := range all {
+			doc := schemaTestPlan + "throttle: {records_per_second: 10}\n"
+			line := fmt.Sprintf(tc.doc, val)
+			key := line[:strings.Index(line, ":")+1]
+			if i := strings.Index(doc, "\n"+key); i >= 0 {
+				end := i + 1 + strings.Index(doc[i+1:], "\n")
+				doc = doc[:i+1] + line + doc[end:]
+			} else {
+				doc += line + "\n"
+			}
+			_, err := plan.Parse("enum.yaml", []byte(doc), plan.LoadOptions{LookupEnv: env, Now: func() time.Time { return time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC) }})
+			var inv *plan.InvalidError
+			if err != nil && !errors.As(err, &inv) {
+				t.Fatal(err)
+			}
+			var atField []string
+			if inv != nil {
+				for _, p := range inv.Errors() {
+					if p.Field == tc.field {
+						atField = append(atField, p.Message)
+					}
+					if p.Field != tc.field && slices.Contains(values, val) {
+						t.Errorf("%s=%s: unrelated problem in the test plan: %s", tc.field, val, p)
+					}
+				}
+			}
+			reserved := !slices.Contains(values, val)
+			switch {
+			case reserved && len(atField) == 0:
+				t.Errorf("%s: validate accepts %q now: add it to the schema's enum", tc.field, val)
+			case !reserved && len(atField) > 0:
+				t.Errorf("%s: the schema allows %q, validate rejects it: %v", tc.field, val, atField)
+			}
+		}
+	}
+}
+
+// schemaValidator checks an instance against the subset of JSON Schema
+// 2020-12 that planSchema uses, and fails on any other keyword, so the
+// schema cannot silently rely on something this test does not check.
+type schemaValidator struct {
+	root map[string]any
+}
+
+var annotationKeywords = map[string]bool{"$schema": true, "$defs": true, "title": true, "description": true, "examples": true}
+
+var assertionKeywords = map[string]bool{"$ref": true, "type": true, "enum": true, "const": true, "pattern": true, "minimum": true,
+	"maximum": true, "minItems": true, "uniqueItems": true, "items": true, "properties": true, "required": true,
+	"additionalProperties": true, "propertyNames": true, "anyOf": true, "oneOf": true, "allOf": true, "if": true, "then": true}
+
+// check verifies the schema's keywords, patterns and references.
+func (v *schemaValidator) check(t *testing.T, node any, path string) {
+	t.Helper()
+	switch n := node.(type) {
+	case map[string]any:
+		for k, c := range n {
+			switch {
+			case k == "$ref":
+				v.resolve(t, c.(string))
+			case k == "pattern":
+				if _, err := regexp.Compile(c.(string)); err != nil {
+					t.Errorf("%s: pattern: %v", path, err)
+				}
+			case k == "properties" || k == "$defs":
+				for name, sub := range c.(map[string]any) {
+					v.check(t, sub, path+"/"+k+"/"+name)
+				}
+			case annotationKeywords[k]:
+			case assertionKeywords[k]:
+				v.check(t, c, path+"/"+k)
+			default:
+				t.Errorf("%s: keyword %q is unknown to this test", path, k)
+			}
+		}
+	case []any:
+		for i, c := range n {
+			v.check(t, c, fmt.Sprintf("%s/%d", path, i))
+		}
+	}
+}
+
+func (v *schemaValidator) resolve(t *testing.T, ref string) map[string]any {
+	t.Helper()
+	name, ok := strings.CutPrefix(ref, "#/$defs/")
+	def, found := v.root["$defs"].(map[string]any)[name].(map[string]any)
+	if !ok || !found {
+		t.Fatalf("$ref %q does not resolve", ref)
+	}
+	return def
+}
+
+func (v *schemaValidator) deref(node map[string]any) map[string]any {
+	for {
+		ref, ok := node["$ref"].(string)
+		if !ok {
+			return node
+		}
+		name := strings.TrimPrefix(ref, "#/$defs/")
+		node = v.root["$defs"].(map[string]any)[name].(map[string]any)
+	}
+}
+
+// enumAt returns the enum of the property at path (inside an anyOf).
+func (v *schemaValidator) enumAt(t *testing.T, path []string) []string {
+	t.Helper()
+	node := v.root
+	for _, p := range path {
+		node = v.deref(node)["properties"].(map[string]any)[p].(map[string]any)
+	}
+	var out []string
+	for _, alt := range append([]any{node}, asSlice(node["anyOf"])...) {
+		for _, e := range asSlice(alt.(map[string]any)["enum"]) {
+			out = append(out, e.(string))
+		}
+	}
+	return out
+}
+
+func asSlice(v any) []any {
+	s, _ := v.([]any)
+	return s
+}
+
+// validateYAML decodes a plan as the YAML language server does (YAML 1.2
+// core schema: keys and timestamps are strings) and validates it.
+func (v *schemaValidator) validateYAML(t *testing.T, doc string) []string {
+	t.Helper()
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte(doc), &n); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(jsonValue(t, n.Content[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inst any
+	if err := json.Unmarshal(b, &inst); err != nil {
+		t.Fatal(err)
+	}
+	return v.validate(v.root, inst, "")
+}
+
+// jsonValue converts a YAML node to the JSON value an editor validates.
+func jsonValue(t *testing.T, n *yaml.Node) any {
+	t.Helper()
+	switch n.Kind {
+	case yaml.AliasNode:
+		return jsonValue(t, n.Alias)
+	case yaml.MappingNode:
+		out := map[string]any{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			out[n.Content[i].Value] = jsonValue(t, n.Content[i+1])
+		}
+		return out
+	case yaml.SequenceNode:
+		out := make([]any, len(n.Content))
+		for i, c := range n.Content {
+			out[i] = jsonValue(t, c)
+		}
+		return out
+	}
+	switch n.ShortTag() {
+	case "!!int", "!!float", "!!bool", "!!null":
+		var x any
+		if err := n.Decode(&x); err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	return n.Value // !!str, !!timestamp
+}
+
+func (v *schemaValidator) validate(s map[string]any, x any, at string) []string {
+	var errs []string
+	fail := func(format string, args ...any) { errs = append(errs, at+": "+fmt.Sprintf(format, args...)) }
+	if ref, ok := s["$ref"].(string); ok {
+		errs = append(errs, v.validate(v.deref(map[string]any{"$ref": ref}), x, at)...)
+	}
+	if typ, ok := s["type"].(string); ok && !hasType(x, typ) {
+		fail("want %s, got %v", typ, x)
+		return errs
+	}
+	if e, ok := s["enum"].([]any); ok && !slices.ContainsFunc(e, func(c any) bool { return reflect.DeepEqual(c, x) }) {
+		fail("%v is not one of %v", x, e)
+	}
+	if c, ok := s["const"]; ok && !reflect.DeepEqual(c, x) {
+		fail("want %v, got %v", c, x)
+	}
+	if p, ok := s["pattern"].(string); ok {
+		if str, isStr := x.(string); isStr && !regexp.MustCompile(p).MatchString(str) {
+			fail("%q does not match %s", str, p)
+		}
+	}
+	if num, isNum := x.(float64); isNum {
+		if m, ok := s["minimum"].(float64); ok && num < m {
+			fail("%v < %v", num, m)
+		}
+		if m, ok := s["maximum"].(float64); ok && num > m {
+			fail("%v > %v", num, m)
+		}
+	}
+	if arr, isArr := x.([]any); isArr {
+		if m, ok := s["minItems"].(float64); ok && float64(len(arr)) < m {
+			fail("fewer than %v items", m)
+		}
+		seen := map[string]bool{}
+		for i, item := range arr {
+			if items, ok := s["items"].(map[string]any); ok {
+				errs = append(errs, v.validate(items, item, fmt.Sprintf("%s[%d]", at, i))...)
+			}
+			b, _ := json.Marshal(item)
+			if s["uniqueItems"] == true && seen[string(b)] {
+				fail("item %s repeats", b)
+			}
+			seen[string(b)] = true
+		}
+	}
+	if obj, isObj := x.(map[string]any); isObj {
+		errs = append(errs, v.validateObject(s, obj, at)...)
+	}
+	for _, sub := range asSlice(s["allOf"]) {
+		errs = append(errs, v.validate(sub.(map[string]any), x, at)...)
+	}
+	if alts := asSlice(s["anyOf"]); len(alts) > 0 && v.matching(alts, x, at) == 0 {
+		fail("%v matches none of anyOf", x)
+	}
+	if alts := asSlice(s["oneOf"]); len(alts) > 0 && v.matching(alts, x, at) != 1 {
+		fail("%v matches %d of oneOf, want exactly 1", x, v.matching(alts, x, at))
+	}
+	if cond, ok := s["if"].(map[string]any); ok && len(v.validate(cond, x, at)) == 0 {
+		if then, ok := s["then"].(map[string]any); ok {
+			errs = append(errs, v.validate(then, x, at)...)
+		}
+	}
+	return errs
+}
+
+func (v *schemaValidator) matching(alts []any, x any, at string) int {
+	n := 0
+	for _, alt := range alts {
+		if len(v.validate(alt.(map[string]any), x, at)) == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func (v *schemaValidator) validateObject(s map[string]any, obj map[string]any, at string) []string {
+	var errs []string
+	for _, r := range asSlice(s["required"]) {
+		if _, ok := obj[r.(string)]; !ok {
+			errs = append(errs, fmt.Sprintf("%s: missing %s", at, r))
+		}
+	}
+	props, _ := s["properties"].(map[string]any)
+	for k, c := range obj {
+		if names, ok := s["propertyNames"].(map[string]any); ok {
+			errs = append(errs, v.validate(names, k, at+"."+k)...)
+		}
+		if p, ok := props[k].(map[string]any); ok {
+			errs = append(errs, v.validate(p, c, at+"."+k)...)
+			continue
+		}
+		switch ap := s["additionalProperties"].(type) {
+		case bool:
+			if !ap {
+				errs = append(errs, fmt.Sprintf("%s: unknown key %q", at, k))
+			}
+		case map[string]any:
+			errs = append(errs, v.validate(ap, c, at+"."+k)...)
+		}
+	}
+	return errs
+}
+
+func hasType(x any, typ string) bool {
+	switch typ {
+	case "object":
+		_, ok := x.(map[string]any)
+		return ok
+	case "array":
+		_, ok := x.([]any)
+		return ok
+	case "string":
+		_, ok := x.(string)
+		return ok
+	case "boolean":
+		_, ok := x.(bool)
+		return ok
+	case "number":
+		_, ok := x.(float64)
+		return ok
+	case "integer":
+		f, ok := x.(float64)
+		return ok && f == math.Trunc(f)
+	}
+	return false
+}

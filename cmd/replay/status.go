@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner"
+)
+
+type statusOptions struct {
+	output string
+}
+
+func (a *app) statusCmd() *cobra.Command {
+	o := statusOptions{output: "table"}
+	cmd := &cobra.Command{
+		Use:   "status PLAN",
+		Short: "Show a plan's progress from its replay group's commits (read-only)",
+		Long: "status reads the replay group's committed offsets for the plan's topic and the partitions' current offsets and prints,\n" +
+			"per partition, the committed offset, the fixed range, what remains and whether the commit belongs to this plan,\n" +
+			"then the overall state: not started, in progress, done, belongs to another plan, or foreign (commits replay did\n" +
+			"not make). Nothing is committed; the exit code is 0 whatever the state.",
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, files []string) error {
+			if o.output != "table" && o.output != "json" {
+				return usageError{fmt.Errorf("--output %q: want table or json", o.output)}
+			}
+			p, c, err := a.loadAndConnect(cmd.Context(), files[0])
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			pr, err := c.Progress(cmd.Context(), p)
+			if err != nil {
+				return err
+			}
+			if o.output == "json" {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(pr)
+			}
+			printProgress(a.stdout, pr, files[0])
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&o.output, "output", "o", o.output, "output format: table or json")
+	return cmd
+}
+
+// loadAndConnect loads the plan and connects to its cluster, without the
+// group checks of a run: status and reset decide what to refuse themselves.
+func (a *app) loadAndConnect(ctx context.Context, file string) (*plan.Plan, *runner.Cluster, error) {
+	p, err := a.loadPlan(file)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := runner.Connect(ctx, p.Source)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, c, nil
+}
+
+// loadPlan loads and validates the plan (offline) and logs its warnings. A
+// file that cannot be read is a usage mistake (exit 2), as for run.
+func (a *app) loadPlan(file string) (*plan.Plan, error) {
+	p, err := plan.Load(file, plan.LoadOptions{})
+	var invalid *plan.InvalidError
+	if err != nil && !errors.As(err, &invalid) {
+		return nil, usageError{err}
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range p.Warnings() {
+		a.log.Warn().Str("plan", p.Name).Msg(w.String())
+	}
+	return p, nil
+}
+
+// printProgress renders a plan's progress as a table and a state line.
+func printProgress(w io.Writer, pr *runner.Progress, file string) {
+	fmt.Fprintf(w, "plan %s (fingerprint %s)  topic %s  group %s (%s)\n", pr.Plan, pr.Fingerprint, pr.Topic, pr.Group, stringOrDash(pr.GroupState))
+	t := table(w)
+	fmt.Fprintln(t, "PARTITION\tCOMMITTED\tSTART\tEND\tREMAINING\tDONE\tLOG START\tHIGH WATERMARK\tCOMMITTED BY")
+	for _, pp := range pr.Partitions {
+		done := "-"
+		if pp.Replay {
+			done = fmt.Sprintf("%.1f%%", pp.PercentDone)
+		}
+		fmt.Fprintf(t, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", pp.Partition, offsetOrDash(pp.Committed), offsetOrDash(pp.Start), offsetOrDash(pp.End),
+			offsetOrDash(pp.Remaining), done, pp.LogStart, pp.HighWatermark, committedBy(pp))
+	}
+	if pr.Records > 0 || pr.State != runner.StateNotStarted {
+		fmt.Fprintf(t, "TOTAL\t\t\t%d\t%d\t%.1f%%\t\t\t\n", pr.Records, pr.Remaining, pr.PercentDone)
+	}
+	t.Flush()
+	for _, pp := range pr.Partitions {
+		if pp.Lost > 0 {
+			fmt.Fprintf(w, "partition %d: retention deleted %d offsets after the checkpoint %d (log start %d): a resume fails there unless the plan sets allow_data_loss\n",
+				pp.Partition, pp.Lost, pp.Committed, pp.LogStart)
+		}
+	}
+	fmt.Fprintln(w, "state: "+stateLine(pr, file))
+}
+
+func stateLine(pr *runner.Progress, file string) string {
+	switch pr.State {
+	case runner.StateNotStarted:
+		return fmt.Sprintf("not started: group %s has no commit on %s; 'replay plan %s' shows the ranges, 'replay run %s' starts", pr.Group, pr.Topic, file, file)
+	case runner.StateInProgress:
+		return fmt.Sprintf("in progress: %d of %d offsets replayed (%.1f%%), %d remaining; 'replay run %s' resumes", pr.Replayed, pr.Records, pr.PercentDone, pr.Remaining, file)
+	case runner.StateDone:
+		return fmt.Sprintf("done: every partition was replayed to its end (%d offsets); a re-run does nothing ('replay reset %s' to replay again)", pr.Records, file)
+	case runner.StateOtherPlan:
+		return fmt.Sprintf("belongs to another plan: group %s holds the checkpoints of plan %q (fingerprint %s), not of this plan (fingerprint %s); 'replay run' refuses: use --restart or 'replay reset %s' to discard them, or another group",
+			pr.Group, pr.OtherPlan, pr.OtherFingerprint, pr.Fingerprint, file)
+	case runner.StateForeign:
+		return fmt.Sprintf("foreign: group %s has commits on %s that replay did not make: it is, or was, a real consumer group; replay will neither run in it nor reset it: name a dedicated group such as replay.%s", pr.Group, pr.Topic, pr.Plan)
+	}
+	return string(pr.State)
+}
+
+func committedBy(pp runner.PartitionProgress) string {
+	switch {
+	case pp.Committed < 0:
+		return "-"
+	case !pp.Replay:
+		return "not replay"
+	case pp.ThisPlan:
+		return "this plan"
+	}
+	return fmt.Sprintf("plan %s (%s)", pp.Plan, pp.Fingerprint)
+}
+
+func offsetOrDash(o int64) string {
+	if o < 0 {
+		return "-"
+	}
+	return fmt.Sprint(o)
+}
+
+func stringOrDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,347 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/replay-tool/replay/plan"
+)
+
+// CheckGroupIdle refuses (*SafetyError) a group that has active members or
+// is in any state but Empty or Dead (DescribeGroups), and a group whose
+// state cannot be read.
+func (c *Cluster) CheckGroupIdle(ctx context.Context, group string) error {
+	return c.checkGroupIdle(ctx, group)
+}
+
+// State is where a plan stands in its replay group.
+type State string
+
+// States of a plan in its replay group.
+const (
+	// StateNotStarted: the group has no commit for the plan's topic.
+	StateNotStarted State = "not-started"
+	// StateInProgress: this plan's checkpoints are there and some partition
+	// has not reached its end; `replay run` resumes.
+	StateInProgress State = "in-progress"
+	// StateDone: every partition this plan committed reached its end.
+	StateDone State = "done"
+	// StateOtherPlan: the group holds checkpoints of another plan (or of an
+	// earlier version of this one): `replay run` refuses without --restart.
+	StateOtherPlan State = "other-plan"
+	// StateForeign: the group holds commits that replay did not make: it is,
+	// or was, a real consumer group; replay refuses to run in it or reset it.
+	StateForeign State = "foreign"
+)
+
+// PartitionProgress is one partition of a plan's topic as its replay group
+// sees it. Offsets unknown (no commit) are -1.
+type PartitionProgress struct {
+	Partition int32 `json:"partition"`
+	// Committed is the next offset to read (everything below is durable in
+	// the sink); -1 without a commit.
+	Committed int64 `json:"committed"`
+	// Replay is true when the commit carries replay's metadata.
+	Replay bool `json:"replay"`
+	// ThisPlan is true when the commit was made by this plan (same fingerprint).
+	ThisPlan    bool   `json:"this_plan"`
+	Plan        string `json:"plan,omitempty"`
+	Fingerprint string `json:"fingerprint,omitempty"`
+	// Start and End are the fixed range [Start, End) recorded with the commit.
+	Start int64 `json:"start"`
+	End   int64 `json:"end"`
+	// Remaining is End - Committed (0 when done), -1 when unknown.
+	Remaining   int64   `json:"remaining"`
+	PercentDone float64 `json:"percent_done"`
+	Done        bool    `json:"done"`
+	// LogStart and HighWatermark are the partition's offsets now.
+	LogStart      int64 `json:"log_start_offset"`
+	HighWatermark int64 `json:"high_watermark"`
+	// Lost counts offsets between the checkpoint and the log start that
+	// retention deleted before they were replayed: a resume fails on them
+	// unless the plan sets allow_data_loss.
+	Lost int64 `json:"lost_offsets,omitempty"`
+}
+
+// Progress is where a plan stands, read from its replay group's commits
+// (OffsetFetch) and the topic's offsets; reading it changes nothing.
+type Progress struct {
+	Plan        string `json:"plan"`
+	Fingerprint string `json:"fingerprint"`
+	Topic       string `json:"topic"`
+	Group       string `json:"group"`
+	// GroupState is the coordinator's state of the group (Empty, Dead,
+	// Stable, ...), or "unknown: <error>".
+	GroupState string `json:"group_state"`
+	State      State  `json:"state"`
+	// OtherPlan and OtherFingerprint name the plan whose checkpoints the
+	// group holds when State is StateOtherPlan.
+	OtherPlan        string `json:"other_plan,omitempty"`
+	OtherFingerprint string `json:"other_fingerprint,omitempty"`
+	// Partitions are the partitions the plan selects or the group committed,
+	// sorted.
+	Partitions []PartitionProgress `json:"partitions"`
+	// Records, Replayed and Remaining sum the ranges of the partitions with a
+	// replay commit; PercentDone is Replayed over Records.
+	Records     int64     `json:"records"`
+	Replayed    int64     `json:"replayed"`
+	Remaining   int64     `json:"remaining"`
+	PercentDone float64   `json:"percent_done"`
+	CheckedAt   time.Time `json:"checked_at"`
+}
+
+// Progress reads where p stands in its replay group. It never commits and
+// works whatever the group's state.
+func (c *Cluster) Progress(ctx context.Context, p *plan.Plan) (*Progress, error) {
+	topic := p.Source.Topic
+	all, err := c.partitions(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	selected, _, err := selectPartitions(p, all)
+	if err != nil {
+		return nil, err
+	}
+	cps, err := c.Checkpoints(ctx, p.Group, topic, all)
+	if err != nil {
+		return nil, err
+	}
+	var parts []int32
+	for _, part := range all {
+		if cps[part].Offset >= 0 || slices.Contains(selected, part) {
+			parts = append(parts, part)
+		}
+	}
+	offs, err := c.offsets(ctx, topic, parts, p.Source.Isolation)
+	if err != nil {
+		return nil, err
+	}
+	pr := &Progress{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: topic, Group: p.Group, CheckedAt: time.Now().UTC()}
+	if pr.GroupState, err = c.groupState(ctx, p.Group); err != nil {
+		pr.GroupState = "unknown: " + err.Error()
+	}
+	for _, part := range parts {
+		pr.Partitions = append(pr.Partitions, partitionProgress(cps[part], offs[part], pr.Fingerprint))
+	}
+	pr.summarize()
+	return pr, nil
+}
+
+func partitionProgress(cp Checkpoint, o partitionOffsets, fp string) PartitionProgress {
+	pp := PartitionProgress{Partition: cp.Partition, Committed: cp.Offset, Start: -1, End: -1, Remaining: -1,
+		LogStart: o.logStart, HighWatermark: o.hwm}
+	if cp.Offset < 0 || !cp.Replay {
+		return pp
+	}
+	pp.Replay, pp.Plan, pp.Fingerprint, pp.ThisPlan = true, cp.Plan, cp.Fingerprint, cp.Fingerprint == fp
+	pp.Start, pp.End, pp.Done = cp.Start, cp.End, cp.Done()
+	pp.Remaining = max(cp.End-cp.Offset, 0)
+	pp.PercentDone = percent(min(max(cp.Offset, cp.Start), cp.End)-cp.Start, cp.End-cp.Start)
+	if !pp.Done && cp.Offset < o.logStart {
+		pp.Lost = min(o.logStart, cp.End) - cp.Offset
+	}
+	return pp
+}
+
+// percent is done/total in percent; an empty total is 100% done.
+func percent(done, total int64) float64 {
+	if total <= 0 {
+		return 100
+	}
+	return float64(done) * 100 / float64(total)
+}
+
+// summarize sets the totals and the overall state: a commit replay did not
+// make decides first, then the first (by partition) of another plan.
+func (pr *Progress) summarize() {
+	committed, foreign, other, allDone := false, false, false, true
+	for _, pp := range pr.Partitions {
+		if pp.Committed < 0 {
+			continue
+		}
+		committed = true
+		if !pp.Replay {
+			foreign = true
+			continue
+		}
+		if !pp.ThisPlan && !other {
+			other, pr.OtherPlan, pr.OtherFingerprint = true, pp.Plan, pp.Fingerprint
+		}
+		pr.Records += pp.End - pp.Start
+		pr.Remaining += pp.Remaining
+		allDone = allDone && pp.Done
+	}
+	pr.Replayed = pr.Records - pr.Remaining
+	pr.PercentDone = percent(pr.Replayed, pr.Records)
+	switch {
+	case foreign:
+		pr.State, pr.OtherPlan, pr.OtherFingerprint = StateForeign, "", ""
+	case other:
+		pr.State = StateOtherPlan
+	case !committed:
+		pr.State, pr.PercentDone = StateNotStarted, 0
+	case allDone:
+		pr.State = StateDone
+	default:
+		pr.State = StateInProgress
+	}
+}
+
+// groupState returns the coordinator's state of the group (DescribeGroups).
+func (c *Cluster) groupState(ctx context.Context, group string) (string, error) {
+	resp, err := c.Client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+	if err != nil {
+		return "", fmt.Errorf("describe group %s: %w", group, err)
+	}
+	for _, g := range resp.Groups {
+		if g.GroupID == group {
+			if g.Error != nil {
+				return "", fmt.Errorf("describe group %s: %w", group, g.Error)
+			}
+			return g.GroupState, nil
+		}
+	}
+	return "", fmt.Errorf("describe group %s: no answer for it", group)
+}
+
+// CheckReset returns the commits Reset would delete: p's group's
+// checkpoints on p's topic, sorted by partition (none when the group never
+// committed). It refuses (*SafetyError) what Reset refuses: a group that
+// has active members or is not Empty/Dead, and a group that holds, on any
+// topic, a commit replay did not make. It changes nothing.
+func (c *Cluster) CheckReset(ctx context.Context, p *plan.Plan) ([]Checkpoint, error) {
+	if err := c.CheckGroupIdle(ctx, p.Group); err != nil {
+		return nil, err
+	}
+	if err := c.checkReplayOnly(ctx, p.Group); err != nil {
+		return nil, err
+	}
+	all, err := c.partitions(ctx, p.Source.Topic)
+	if err != nil {
+		return nil, err
+	}
+	cps, err := c.Checkpoints(ctx, p.Group, p.Source.Topic, all)
+	if err != nil {
+		return nil, err
+	}
+	var out []Checkpoint
+	for _, part := range all {
+		if cps[part].Offset >= 0 {
+			out = append(out, cps[part])
+		}
+	}
+	return out, nil
+}
+
+// checkReplayOnly refuses a group holding any commit, on any topic, without
+// replay's metadata (OffsetFetch for all topics).
+func (c *Cluster) checkReplayOnly(ctx context.Context, group string) error {
+	resp, err := c.Client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group})
+	if err != nil {
+		return fmt.Errorf("read commits of group %s: %w", group, err)
+	}
+	if resp.Error != nil {
+		if errors.Is(resp.Error, kafka.GroupIdNotFound) {
+			return nil
+		}
+		return fmt.Errorf("read commits of group %s: %w", group, resp.Error)
+	}
+	topics := make([]string, 0, len(resp.Topics))
+	for t := range resp.Topics {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	for _, t := range topics {
+		for _, po := range resp.Topics[t] {
+			if po.Error != nil || po.CommittedOffset < 0 {
+				continue
+			}
+			var m checkpointMeta
+			if json.Unmarshal([]byte(po.Metadata), &m) != nil || m.Tool != metaTool {
+				return &SafetyError{Group: group, Reason: fmt.Sprintf("it has a commit on %s/%d (offset %d) that replay did not make: it is, or was, a real consumer group, and replay never deletes its offsets", t, po.Partition, po.CommittedOffset)}
+			}
+		}
+	}
+	return nil
+}
+
+// Reset deletes p's replay group's committed offsets on p's topic
+// (OffsetDelete, KIP-496), so that the next run of p resolves its window
+// afresh and starts over. It refuses (*SafetyError) as CheckReset does, and
+// when the broker answers that the group is in use (NON_EMPTY_GROUP,
+// GROUP_SUBSCRIBED_TO_TOPIC). It returns the commits it deleted.
+func (c *Cluster) Reset(ctx context.Context, p *plan.Plan) ([]Checkpoint, error) {
+	cps, err := c.CheckReset(ctx, p)
+	if err != nil || len(cps) == 0 {
+		return nil, err
+	}
+	group, topic := p.Group, p.Source.Topic
+	parts := make([]int, len(cps))
+	for i, cp := range cps {
+		parts[i] = int(cp.Partition)
+	}
+	resp, err := c.Client.OffsetDelete(ctx, &kafka.OffsetDeleteRequest{GroupID: group, Topics: map[string][]int{topic: parts}})
+	if err != nil {
+		return nil, fmt.Errorf("delete commits of group %s on %s: %w", group, topic, err)
+	}
+	if err := deleteError(group, topic, resp); err != nil {
+		return nil, err
+	}
+	return cps, c.checkDeleted(ctx, p, cps)
+}
+
+func deleteError(group, topic string, resp *kafka.OffsetDeleteResponse) error {
+	inUse := func(err error) bool {
+		return errors.Is(err, kafka.NonEmptyGroup) || errors.Is(err, kafka.GroupSubscribedToTopic)
+	}
+	if resp.Error != nil {
+		if errors.Is(resp.Error, kafka.GroupIdNotFound) {
+			return nil // gone meanwhile: checkDeleted confirms
+		}
+		if inUse(resp.Error) {
+			return &SafetyError{Group: group, Reason: fmt.Sprintf("the broker refused to delete its offsets (%v): the group is in use", resp.Error)}
+		}
+		return fmt.Errorf("delete commits of group %s on %s: %w", group, topic, resp.Error)
+	}
+	var errs []string
+	for _, pr := range resp.Topics[topic] {
+		switch {
+		case pr.Error == nil:
+		case inUse(pr.Error):
+			return &SafetyError{Group: group, Reason: fmt.Sprintf("the broker refused to delete its offset on %s/%d (%v): a member of the group consumes the topic", topic, pr.Partition, pr.Error)}
+		default:
+			errs = append(errs, fmt.Sprintf("%s/%d: %v", topic, pr.Partition, pr.Error))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("delete commits of group %s: %s", group, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// checkDeleted reads the commits back: a reset that left one would make the
+// next run resume instead of starting over.
+func (c *Cluster) checkDeleted(ctx context.Context, p *plan.Plan, deleted []Checkpoint) error {
+	parts := make([]int32, len(deleted))
+	for i, cp := range deleted {
+		parts[i] = cp.Partition
+	}
+	cps, err := c.Checkpoints(ctx, p.Group, p.Source.Topic, parts)
+	if err != nil {
+		return fmt.Errorf("check the reset: %w", err)
+	}
+	for _, part := range parts {
+		if cps[part].Offset >= 0 {
+			return fmt.Errorf("reset group %s: the commit on %s/%d (offset %d) is still there after the broker acknowledged its deletion", p.Group, p.Source.Topic, part, cps[part].Offset)
+		}
+	}
+	return nil
+}
