@@ -4,7 +4,12 @@
 // defaults and validates plans, and never touches the network.
 package plan
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+
+	"github.com/replay-tool/replay/filter"
+)
 
 // Isolation levels accepted in source.isolation (Kafka's isolation.level, KIP-98).
 const (
@@ -40,6 +45,10 @@ type Plan struct {
 	// skip (counted in the report) or dead_letter (written to DeadLetter).
 	OnError    string `yaml:"on_error"`
 	DeadLetter *Sink  `yaml:"dead_letter"`
+	// MaxErrors stops the run when more records than this could not be
+	// processed (skipped or dead-lettered): a count, or a percentage of the
+	// records in the run's ranges. Unset: no limit.
+	MaxErrors ErrorLimit `yaml:"max_errors"`
 
 	// AllowDataLoss accepts a window whose start was already deleted by
 	// retention: the replay starts at the log start offset and reports the gap.
@@ -57,6 +66,8 @@ type Plan struct {
 	bad map[string]bool
 	// problems holds what Load found, warnings included.
 	problems []Problem
+	// filter is Filter compiled by validation (nil without a filter).
+	filter *filter.Program
 }
 
 // Source names the Kafka cluster and topic to re-read.
@@ -127,10 +138,11 @@ type Throttle struct {
 
 // Sink is where replayed records go. Which fields apply depends on Type.
 type Sink struct {
-	// Type is one of postgres, file, stdout.
+	// Type is one of file, postgres, sqlite, kafka, http, stdout.
 	Type string `yaml:"type"`
 
-	// Path is the output file of a file sink.
+	// Path is the output file of a file sink, or the database file of a
+	// sqlite sink.
 	Path string `yaml:"path"`
 
 	// DSN is the PostgreSQL connection string; a password must come from ${VAR}.
@@ -148,8 +160,34 @@ type Sink struct {
 	Key string `yaml:"key"`
 
 	// BatchSize is the largest number of records handed to the sink in one
-	// durable write, and so between two commits. Default 1000.
+	// durable write, and so between two commits. Default 1000. An http sink
+	// also posts at most this many records per request.
 	BatchSize int `yaml:"batch_size"`
+
+	// Brokers are the bootstrap addresses (host:port) of a kafka sink's
+	// target cluster: the source cluster or another one.
+	Brokers []string `yaml:"brokers"`
+	// Topic is the target topic of a kafka sink; it must exist.
+	Topic string `yaml:"topic"`
+	// TLS and SASL configure the kafka sink's connection to its cluster,
+	// independently of the source's.
+	TLS  TLS  `yaml:"tls"`
+	SASL SASL `yaml:"sasl"`
+	// KeepPartition produces each record to the target partition numbered
+	// as its source partition (mirroring) instead of hashing the key.
+	KeepPartition bool `yaml:"keep_partition"`
+
+	// URL is the endpoint an http sink POSTs batches to.
+	URL string `yaml:"url"`
+	// Headers are sent with every request of an http sink (auth, routing).
+	// Secret values (Authorization, tokens, API keys) must come from ${VAR}.
+	Headers map[string]string `yaml:"headers"`
+	// MaxRetries is how many times an http sink retries a request after a
+	// network error, a 5xx, a 408 or a 429; default 8, 0 never retries.
+	MaxRetries *int `yaml:"max_retries"`
+	// MaxRetryWait caps one wait between two attempts of an http sink,
+	// whether from the backoff or from Retry-After; default 1m.
+	MaxRetryWait Duration `yaml:"max_retry_wait"`
 }
 
 // Pos is a position in the plan file, 1-based.
@@ -160,6 +198,16 @@ func (p Pos) String() string { return fmt.Sprintf("%d:%d", p.Line, p.Col) }
 // Position returns where the value of field (a dotted path such as
 // "window.from") is written, or the zero Pos when it is not in the file.
 func (p *Plan) Position(field string) Pos { return p.pos[field] }
+
+// FilterProgram returns the plan's filter, compiled when the plan was
+// validated (compiled now for a plan built in memory); nil when the plan
+// has no filter.
+func (p *Plan) FilterProgram() (*filter.Program, error) {
+	if p.filter != nil || p.Filter == "" {
+		return p.filter, nil
+	}
+	return filter.Compile(p.Filter)
+}
 
 // FromEnv reports whether the value of field came from a ${VAR} expansion.
 func (p *Plan) FromEnv(field string) bool { return p.fromEnv[field] }
@@ -196,5 +244,37 @@ func (p *Plan) applyDefaults() {
 	}
 	if p.DeadLetter != nil && p.DeadLetter.BatchSize == 0 {
 		p.DeadLetter.BatchSize = DefaultBatchSize
+	}
+	if p.DeadLetter != nil && p.DeadLetter.OnConflict == "" {
+		// Same as the sink: a re-delivered dead letter overwrites itself.
+		p.DeadLetter.OnConflict = "update"
+	}
+	p.Sink.applyHTTPDefaults()
+	if p.DeadLetter != nil {
+		p.DeadLetter.applyHTTPDefaults()
+	}
+}
+
+// Defaults of an http sink's retries.
+const (
+	// DefaultMaxRetries rides out a restart or a short overload of the
+	// endpoint (1 to 2 minutes of backoff from 500ms, unless the write
+	// deadline ends it first) before Write fails.
+	DefaultMaxRetries = 8
+	// DefaultMaxRetryWait keeps one wait short enough that an interrupted
+	// run still finishes its in-flight batch in time.
+	DefaultMaxRetryWait = Duration(time.Minute)
+)
+
+func (s *Sink) applyHTTPDefaults() {
+	if s.Type != "http" {
+		return
+	}
+	if s.MaxRetries == nil {
+		n := DefaultMaxRetries
+		s.MaxRetries = &n
+	}
+	if s.MaxRetryWait == 0 {
+		s.MaxRetryWait = DefaultMaxRetryWait
 	}
 }

@@ -23,6 +23,10 @@ var testEnv = map[string]string{
 	"ORDERS_DSN":     "postgres://app:s3cret@db.internal:5432/orders",
 	"PGHOST":         "db.internal",
 	"RATE":           "2000",
+	// The http sink's token (testdata/valid/http-bearer.yaml).
+	"ORDERS_API_TOKEN": "t0ken",
+	// A DSN without a password (testdata/invalid/sink-field-for-another-type.yaml).
+	"ORDERS_DSN_NOPW": "postgres://app@db.internal:5432/orders",
 }
 
 func testOptions() LoadOptions {

@@ -7,17 +7,26 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"text/template"
 	"time"
+
+	"github.com/replay-tool/replay/filter"
 )
 
 // Sink types this version implements.
-var sinkTypes = []string{"file", "postgres", "stdout"}
+var sinkTypes = []string{"file", "postgres", "sqlite", "kafka", "http", "stdout"}
+
+// Sink types that write to a shared service (a database, an HTTP API): a
+// plan without a throttle for them gets a warning. Only the ones in
+// sinkTypes are checked, so sqlite and http join once they are built.
+var throttledSinkTypes = []string{"postgres", "sqlite", "http"}
 
 // Sink types the plan format reserves (DESIGN.md §5) that are not built yet.
-var plannedSinkTypes = []string{"sqlite", "kafka", "http"}
+var plannedSinkTypes []string
 
 var (
 	nameRe  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
@@ -241,8 +250,24 @@ func (v *validator) throttle() {
 	if t.BytesPerSecond < 0 {
 		v.add("throttle.bytes_per_second", "must be >= 0 (0 = unlimited)")
 	}
-	if t.RecordsPerSecond == 0 && t.BytesPerSecond == 0 && v.p.Sink.Type == "postgres" {
-		v.warn("throttle", "no throttle for a database sink: the replay writes as fast as the database accepts; set throttle.records_per_second")
+	if t.RecordsPerSecond == 0 && t.BytesPerSecond == 0 && slices.Contains(throttledSinkTypes, v.p.Sink.Type) && slices.Contains(sinkTypes, v.p.Sink.Type) {
+		what := "database"
+		if v.p.Sink.Type == "http" {
+			what = "service"
+		}
+		n := len(v.out)
+		v.warn("throttle", "no throttle for the %s sink: the replay writes as fast as the %s accepts and can starve its live traffic; set throttle.records_per_second (or bytes_per_second)", v.p.Sink.Type, what)
+		if pos, ok := v.p.pos["sink.type"]; ok && len(v.out) > n && !v.present("throttle") {
+			v.out[n].Line, v.out[n].Col = pos.Line, pos.Col // point at the sink, not at the top of the file
+		}
+	}
+	// A batch is written at once after the throttle let all its records
+	// through (the token bucket holds a tenth of a second and pays a larger
+	// batch in instalments): a batch larger than a second of the throttle
+	// turns a smooth rate into bursts and commits progress that rarely.
+	if b := v.p.Sink.BatchSize; t.RecordsPerSecond > 0 && float64(b) > t.RecordsPerSecond && !v.p.bad["sink.batch_size"] {
+		v.warn("sink.batch_size", "%d records is more than one second of throttle.records_per_second (%g): each batch waits %.1fs for the throttle, then reaches the sink all at once, and progress is committed only that often; set batch_size to at most %d",
+			b, t.RecordsPerSecond, float64(b)/t.RecordsPerSecond, max(int(t.RecordsPerSecond), 1))
 	}
 }
 
@@ -269,6 +294,7 @@ func (v *validator) sink(field string, s *Sink) {
 			v.add(field+".key", "bad template: %s: write e.g. '{{ .Value.id }}' or '{{ .Key }}'", templateError(err))
 		}
 	}
+	v.sinkFieldsApply(field, s)
 	switch s.Type {
 	case "file":
 		if s.Path == "" {
@@ -276,6 +302,12 @@ func (v *validator) sink(field string, s *Sink) {
 		}
 	case "postgres":
 		v.postgres(field, s)
+	case "sqlite":
+		v.sqlite(field, s)
+	case "kafka":
+		v.kafkaSink(field, s)
+	case "http":
+		v.httpSink(field, s)
 	}
 }
 
@@ -353,19 +385,43 @@ func dsnPassword(dsn string) (string, bool) {
 	return "", false
 }
 
+// errors checks the filter and what happens to records that cannot be
+// processed: on_error, dead_letter and max_errors.
 func (v *validator) errors() {
 	p := v.p
+	if v.present("filter") {
+		prog, err := filter.Compile(p.Filter)
+		if err != nil {
+			v.add("filter", "bad expression at %v", err)
+		}
+		p.filter = prog
+	}
 	if !v.enum("on_error", p.OnError, []string{OnErrorFail, OnErrorSkip, OnErrorDeadLetter}) {
 		return
 	}
-	if p.OnError == OnErrorDeadLetter {
-		v.add("on_error", "dead_letter is not available in this version: use fail or skip")
+	switch {
+	case p.OnError == OnErrorDeadLetter && p.DeadLetter == nil:
+		v.add("on_error", "dead_letter needs a dead_letter sink: add e.g. `dead_letter: {type: file, path: out/dead-letters.jsonl}`")
+	case p.OnError != OnErrorDeadLetter && p.DeadLetter != nil:
+		v.warn("dead_letter", "unused with on_error: %s: set on_error: dead_letter to write the records that cannot be processed there", p.OnError)
 	}
 	if p.DeadLetter != nil {
-		v.add("dead_letter", "not available in this version")
+		v.deadLetter()
 	}
-	if p.Filter != "" {
-		v.add("filter", "filters are not available in this version: remove filter")
+	if p.MaxErrors.IsSet() && p.OnError == OnErrorFail {
+		v.warn("max_errors", "has no effect with on_error: fail, which stops at the first record that cannot be processed")
+	}
+}
+
+// deadLetter checks the dead_letter sink: any stored sink but the plan's own output.
+func (v *validator) deadLetter() {
+	d := v.p.DeadLetter
+	v.sink("dead_letter", d)
+	switch {
+	case d.Type == "stdout":
+		v.add("dead_letter.type", "stdout does not keep dead letters: the partition's commit passes them once written, so they must be stored; use file (or another stored sink)")
+	case d.Type == v.p.Sink.Type && d.Type == "file" && d.Path != "" && filepath.Clean(d.Path) == filepath.Clean(v.p.Sink.Path):
+		v.add("dead_letter.path", "%s is the sink's own file: write dead letters to another file", d.Path)
 	}
 }
 
@@ -393,13 +449,20 @@ func RedactDSN(dsn string) string {
 
 // Fingerprint identifies what the plan replays: a hex SHA-256 prefix (16
 // characters) over the fields that decide which records reach which sink
-// (name, topic, partitions, isolation, group, window, key, sink target).
+// (name, topic, partitions, isolation, group, window, filter, on_error, key,
+// sink target, dead-letter target). max_errors is left out with the
+// throttle: raising it to resume a run that stopped on it keeps the run.
 // Connection settings, secrets, the throttle and review metadata are left
 // out, so tuning the throttle or rotating a password keeps a resumable run
 // resumable; changing the window or the sink does not.
 func (p *Plan) Fingerprint() string {
 	type sinkID struct {
 		Type, Path, Table, Key, OnConflict string
+		// The targets of the kafka and http sinks; omitted when empty so
+		// that the fingerprints of other plans stay as they were.
+		Topic         string `json:",omitempty"`
+		KeepPartition bool   `json:",omitempty"`
+		URL           string `json:",omitempty"`
 	}
 	canon := struct {
 		Version                      int
@@ -410,13 +473,18 @@ func (p *Plan) Fingerprint() string {
 		Skew                         time.Duration
 		Filter, OnError              string
 		Sink                         sinkID
+		DeadLetter                   *sinkID `json:",omitempty"`
 		AllowDataLoss                bool
 	}{
 		Version: p.Version, Name: p.Name, Topic: p.Source.Topic, Partitions: p.Source.Partitions.String(),
 		Iso: p.Source.Isolation, Group: p.Group, From: p.Window.From.String(), To: p.Window.To.String(),
 		Strict: p.Window.StrictTimestamps, Skew: time.Duration(p.Window.SkewMargin),
 		Filter: p.Filter, OnError: p.OnError, AllowDataLoss: p.AllowDataLoss,
-		Sink: sinkID{p.Sink.Type, p.Sink.Path, p.Sink.Table, p.Sink.Key, p.Sink.OnConflict},
+		Sink: sinkID{Type: p.Sink.Type, Path: p.Sink.Path, Table: p.Sink.Table, Key: p.Sink.Key, OnConflict: p.Sink.OnConflict,
+			Topic: p.Sink.Topic, KeepPartition: p.Sink.KeepPartition, URL: sinkEndpoint(p.Sink.URL)},
+	}
+	if d := p.DeadLetter; d != nil && p.OnError == OnErrorDeadLetter {
+		canon.DeadLetter = &sinkID{Type: d.Type, Path: d.Path, Table: d.Table, Key: d.Key, OnConflict: d.OnConflict, Topic: d.Topic, URL: d.URL}
 	}
 	if len(p.Window.Offsets) > 0 {
 		canon.Offsets = map[int32][2]string{}

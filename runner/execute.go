@@ -12,7 +12,6 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -44,10 +43,21 @@ func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 		states[i] = &partitionState{Range: r, from: j.from(r)}
 	}
 	rep.NothingToDo = j.NothingToDo()
-	err := j.readAll(ctx, sink, states)
+	closeDeadLetters, err := j.openDeadLetters(work)
+	if err != nil {
+		return rep, err
+	}
+	defer closeDeadLetters()
+	var records int64
+	for _, s := range states {
+		records += max(s.End-s.from, 0)
+	}
+	j.budget = newErrorBudget(j.Plan.MaxErrors, records)
+	err = j.readAll(ctx, sink, states)
 	for _, s := range states {
 		rep.Partitions = append(rep.Partitions, s.report())
 	}
+	rep.Added = j.addedSince(work)
 	rep.Finished = j.opts.Now().UTC()
 	if err != nil {
 		return rep, err
@@ -56,6 +66,11 @@ func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	defer cancel()
 	if err := sink.Finish(fctx); err != nil {
 		return rep, fmt.Errorf("publish sink output: %w", err)
+	}
+	if j.DeadLetters != nil {
+		if err := j.DeadLetters.Finish(fctx); err != nil {
+			return rep, fmt.Errorf("publish the dead letters: %w", err)
+		}
 	}
 	return rep, nil
 }
@@ -100,7 +115,12 @@ func (j *Job) meta(r Range) checkpointMeta {
 func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*partitionState) error {
 	log := j.opts.Log
 	throttle := NewThrottle(j.Plan.Throttle.RecordsPerSecond, int64(j.Plan.Throttle.BytesPerSecond))
+	prog, err := j.Plan.FilterProgram()
+	if err != nil {
+		return fmt.Errorf("filter: %w", err)
+	}
 	g, gctx := errgroup.WithContext(ctx)
+	var lost partitionErrors // data loss stops one partition, not the run
 	for _, s := range states {
 		if s.from >= s.End {
 			s.next.Store(s.from)
@@ -109,18 +129,22 @@ func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*partitionS
 		}
 		pl := log.With().Str("plan", j.Plan.Name).Str("topic", j.Resolution.Topic).Int32("partition", s.Partition).Logger()
 		w := &partitionWorker{job: j, sink: sink, throttle: throttle, state: s, log: pl}
-		g.Go(func() error { return w.run(gctx) })
+		w.syncer, _ = sink.(sinks.Syncer)
+		if prog != nil {
+			w.filter = sinks.NewFilter(prog)
+		}
+		g.Go(func() error { return lost.keep(w.run(gctx)) })
 	}
 	stopProgress := j.progress(states)
-	err := g.Wait()
+	err = g.Wait()
 	stopProgress()
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		return fmt.Errorf("%w: the in-flight batches were written and committed; re-run the same command to resume", ErrInterrupted)
+		err = fmt.Errorf("%w: the in-flight batches were written and committed; re-run the same command to resume", ErrInterrupted)
 	}
-	return err
+	return lost.join(err)
 }
 
 // progress logs totals every ProgressEvery until the returned func is called.
@@ -159,8 +183,10 @@ type partitionState struct {
 	next, written atomic.Int64
 	read          int64
 	skipped       map[string]int64
+	unprocessed   map[string]int64 // records that cannot be processed, by reason
 	aborted       int64
 	outside       int64
+	lost          []Gap // offsets deleted under the reader
 	started       time.Time
 	elapsed       time.Duration
 	done          bool
@@ -174,10 +200,18 @@ func (s *partitionState) skip(reason string, n int64) {
 	s.skipped[reason] += n
 }
 
+func (s *partitionState) unprocessable(reason string) {
+	if s.unprocessed == nil {
+		s.unprocessed = map[string]int64{}
+	}
+	s.unprocessed[reason]++
+}
+
 func (s *partitionState) report() PartitionReport {
 	r := PartitionReport{Partition: s.Partition, Outcome: s.Outcome, Start: s.Start, End: s.End, From: s.from,
-		Next: max(s.next.Load(), s.from), Read: s.read, Written: s.written.Load(), Skipped: s.skipped, Aborted: s.aborted,
-		OutsideWindow: s.outside, Lost: s.Lost, DurationMS: s.elapsed.Milliseconds(), Done: s.done}
+		Next: max(s.next.Load(), s.from), Read: s.read, Written: s.written.Load(), Skipped: s.skipped, Errors: s.unprocessed, Aborted: s.aborted,
+		OutsideWindow: s.outside, Detail: s.Detail, DurationMS: s.elapsed.Milliseconds(), Done: s.done}
+	r.Lost, r.LostRanges = s.lostOffsets()
 	if s.err != nil {
 		r.Error = s.err.Error()
 	}
@@ -193,6 +227,50 @@ type partitionWorker struct {
 	// pending holds fetched records not yet written.
 	pending []sinks.Record
 	last    time.Time // last commit
+	// filter is the plan's filter; nil without one (no cost per record).
+	filter *sinks.Filter
+	// dead holds the current batch's dead letters (on_error: dead_letter).
+	dead []sinks.Record
+	// pos is the reader's position after the last response received.
+	pos int64
+	// uncommitted is the offset to commit next: everything below it was
+	// written (not yet synced, for a sinks.Syncer); 0 when nothing is due.
+	uncommitted int64
+	// syncer is the sink when it batches durability (sinks.Syncer).
+	syncer sinks.Syncer
+}
+
+// commitEvery is how often a partition writing to a sinks.Syncer (the file
+// sink) forces its writes to stable storage and commits: one fsync per
+// second instead of one per batch. A crash re-delivers at most that much,
+// which the sink takes idempotently.
+const commitEvery = time.Second
+
+// committable is the offset the next commit would store.
+func (w *partitionWorker) committable() int64 { return max(w.uncommitted, w.state.next.Load()) }
+
+// commitDeferred commits the written-but-uncommitted position, if any.
+func (w *partitionWorker) commitDeferred() error {
+	if w.uncommitted <= w.state.next.Load() {
+		return nil
+	}
+	return w.commit(w.uncommitted)
+}
+
+// sync makes what was written for the partition durable in the sink and
+// the dead-letter sink, for those that batch durability (sinks.Syncer).
+func (w *partitionWorker) sync(ctx context.Context) error {
+	if w.syncer != nil {
+		if err := w.syncer.Sync(ctx, w.state.Partition); err != nil {
+			return fmt.Errorf("sink %s: sync: %w", w.job.Plan.Sink.Type, err)
+		}
+	}
+	if dl, ok := w.job.DeadLetters.(sinks.Syncer); ok && w.job.DeadLetters != nil {
+		if err := dl.Sync(ctx, w.state.Partition); err != nil {
+			return fmt.Errorf("dead-letter sink: sync: %w", err)
+		}
+	}
+	return nil
 }
 
 // flushAfter writes a partial batch of a slow partition after this long.
@@ -202,10 +280,11 @@ func (w *partitionWorker) run(ctx context.Context) (err error) {
 	s, j := w.state, w.job
 	s.started, w.last = time.Now(), time.Now()
 	s.next.Store(s.from)
-	r := newPartitionReader(j.c, j.Resolution.Topic, s.Partition, j.Plan.Source.Isolation, s.from, s.End)
+	r := w.reader()
 	defer func() {
 		s.elapsed = time.Since(s.started)
 		s.aborted = r.stats.aborted
+		s.lost = r.stats.lost
 		if err != nil && !errors.Is(err, context.Canceled) {
 			s.err = err
 			w.log.Error().Err(err).Int64("offset", s.next.Load()).Msg("partition failed")
@@ -213,29 +292,46 @@ func (w *partitionWorker) run(ctx context.Context) (err error) {
 	}()
 	w.log.Debug().Int64("from", s.from).Int64("end", s.End).Msg("partition started")
 	batch := j.Plan.Sink.BatchSize
-	for !r.done() {
+	pf := startPrefetch(ctx, r)
+	defer pf.stop() // before the deferred report reads r.stats
+	defer func() {
+		if cerr := w.commitDeferred(); err == nil {
+			err = cerr
+		}
+	}()
+	w.pos = s.from
+	for w.pos < s.End {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		before := len(w.pending)
-		if w.pending, err = r.fetch(ctx, w.pending); err != nil {
-			return err
+		var f fetched
+		select {
+		case f = <-pf.ch:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		s.read += int64(len(w.pending) - before)
+		w.pending = append(w.pending, f.recs...)
+		s.read += int64(len(f.recs))
+		w.pos = f.next
+		if f.err != nil {
+			return w.failLost(ctx, f.err)
+		}
 		for len(w.pending) >= batch {
-			if err := w.flush(ctx, batch, r); err != nil {
+			if err := w.flush(ctx, batch); err != nil {
 				return err
 			}
 		}
-		if len(w.pending) > 0 && (r.done() || time.Since(w.last) > flushAfter) {
-			if err := w.flush(ctx, len(w.pending), r); err != nil {
+		done := w.pos >= s.End
+		if len(w.pending) > 0 && (done || time.Since(w.last) > flushAfter) {
+			if err := w.flush(ctx, len(w.pending)); err != nil {
 				return err
 			}
-		} else if len(w.pending) == 0 && r.next > s.next.Load() && (r.done() || time.Since(w.last) > flushAfter) {
-			if err := w.commit(r.next); err != nil { // only markers or aborted data since the last commit
-				return err
-			}
+		} else if len(w.pending) == 0 && w.pos > w.committable() && (done || time.Since(w.last) > flushAfter) {
+			w.uncommitted = w.pos // only markers or aborted data since the last commit
 		}
+	}
+	if err := w.commitDeferred(); err != nil {
+		return err
 	}
 	s.done = true
 	w.log.Debug().Int64("written", s.written.Load()).Msg("partition done")
@@ -245,14 +341,14 @@ func (w *partitionWorker) run(ctx context.Context) (err error) {
 // flush writes the first n pending records and commits past them: to the
 // reader's position when they are all that is pending (so markers and
 // aborted data after them are committed too), else to after the last one.
-func (w *partitionWorker) flush(ctx context.Context, n int, r *partitionReader) error {
+func (w *partitionWorker) flush(ctx context.Context, n int) error {
 	if err := ctx.Err(); err != nil {
 		return err // interrupted: only the in-flight batch is finished
 	}
 	chunk := w.pending[:n]
 	commitAt := chunk[n-1].Offset + 1
 	if n == len(w.pending) {
-		commitAt = r.next
+		commitAt = w.pos
 	}
 	size := 0
 	for i := range chunk {
@@ -262,11 +358,34 @@ func (w *partitionWorker) flush(ctx context.Context, n int, r *partitionReader) 
 		return err // nothing written: the records are read again on resume
 	}
 	out := w.window(chunk)
-	if err := w.write(out); err != nil {
+	out, stop, err := w.applyFilter(out)
+	if err != nil {
+		return err // max_errors: nothing of this batch is committed
+	}
+	failed, err := w.write(out)
+	if err != nil {
 		return err
 	}
-	if err := w.commit(commitAt); err != nil {
+	if failed != nil {
+		stop = failed // the sink refused a record before the filter's failure, if any
+	}
+	if stop != nil {
+		commitAt = stop.rec.Offset // on_error: fail: commit up to the record, then stop at it
+	}
+	if err := w.writeDeadLetters(); err != nil {
 		return err
+	}
+	if stop != nil {
+		if err := w.commit(commitAt); err != nil {
+			return err
+		}
+		return stop.partitionError(w.job.Resolution.Topic)
+	}
+	w.uncommitted = commitAt
+	if w.syncer == nil || time.Since(w.last) >= commitEvery {
+		if err := w.commitDeferred(); err != nil {
+			return err
+		}
 	}
 	w.pending = append(w.pending[:0], w.pending[n:]...)
 	return nil
@@ -298,36 +417,41 @@ func (w *partitionWorker) window(chunk []sinks.Record) []sinks.Record {
 	return out
 }
 
-// write hands records to the sink with the durable-write contract; a
-// record the sink cannot take follows on_error.
-func (w *partitionWorker) write(recs []sinks.Record) error {
+// write hands records to the sink with the durable-write contract,
+// retrying transient failures (sinks.Transient). A record the sink cannot
+// take follows on_error: skipped or dead-lettered, the others are written
+// again without it; under on_error: fail, the records before it are
+// written and it is returned.
+func (w *partitionWorker) write(recs []sinks.Record) (*failure, error) {
 	j := w.job
-	ctx, cancel := context.WithTimeout(context.Background(), j.opts.FlushTimeout)
-	defer cancel()
 	for len(recs) > 0 {
-		err := w.sink.Write(ctx, recs)
+		err := w.retry("sink", func(ctx context.Context) error { return w.sink.Write(ctx, recs) })
 		if err == nil {
 			w.state.written.Add(int64(len(recs)))
-			return nil
+			return nil, nil
 		}
 		var re *sinks.RecordError
-		if !errors.As(err, &re) || j.Plan.OnError != plan.OnErrorSkip {
-			return &PartitionError{Topic: j.Resolution.Topic, Partition: w.state.Partition, Offset: recs[0].Offset, Err: fmt.Errorf("sink %s: %w", j.Plan.Sink.Type, err)}
+		if !errors.As(err, &re) {
+			return nil, &PartitionError{Topic: j.Resolution.Topic, Partition: w.state.Partition, Offset: w.state.next.Load(),
+				Err: fmt.Errorf("sink %s: %w; nothing past offset %d is committed: fix the sink and re-run the same command to resume", j.Plan.Sink.Type, err, w.state.next.Load())}
 		}
-		w.log.Warn().Err(err).Int64("offset", re.Offset).Msg("record skipped (on_error: skip)")
-		w.state.skip("sink-rejected", 1)
-		kept := recs[:0:0]
-		for _, r := range recs {
-			if r.Offset != re.Offset {
-				kept = append(kept, r)
+		i := slices.IndexFunc(recs, func(r sinks.Record) bool { return r.Offset == re.Offset })
+		if i < 0 {
+			return nil, fmt.Errorf("sink %s rejected offset %d, which is not in the batch: %w", j.Plan.Sink.Type, re.Offset, err)
+		}
+		f, err := w.unprocessable(&recs[i], reasonOf(err), err)
+		switch {
+		case err != nil:
+			return nil, err
+		case f != nil:
+			if earlier, err := w.write(recs[:i]); earlier != nil || err != nil {
+				return earlier, err
 			}
+			return f, nil
 		}
-		if len(kept) == len(recs) {
-			return fmt.Errorf("sink %s rejected offset %d, which is not in the batch: %w", j.Plan.Sink.Type, re.Offset, err)
-		}
-		recs = kept
+		recs = slices.Delete(slices.Clone(recs), i, i+1)
 	}
-	return nil
+	return nil, nil
 }
 
 // commit stores next as the partition's checkpoint; it runs only after
@@ -336,6 +460,9 @@ func (w *partitionWorker) commit(next int64) error {
 	j, s := w.job, w.state
 	ctx, cancel := context.WithTimeout(context.Background(), j.opts.FlushTimeout)
 	defer cancel()
+	if err := w.sync(ctx); err != nil {
+		return &PartitionError{Topic: j.Resolution.Topic, Partition: s.Partition, Offset: s.next.Load(), Err: err}
+	}
 	err := j.c.commit(ctx, j.Plan.Group, j.Resolution.Topic, map[int32]int64{s.Partition: next}, map[int32]checkpointMeta{s.Partition: j.meta(s.Range)})
 	if err != nil {
 		return &PartitionError{Topic: j.Resolution.Topic, Partition: s.Partition, Offset: s.next.Load(), Err: err}

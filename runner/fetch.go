@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 	"github.com/segmentio/kafka-go/protocol/fetch"
@@ -21,13 +22,19 @@ import (
 // so far, within [minFetchBytes, maxFetchBytes].
 const (
 	minFetchBytes   = 64 << 10
-	maxFetchBytes   = 1 << 20
+	maxFetchBytes   = 256 << 10
 	batchesPerFetch = 32
 	fetchMaxWait    = 500 * time.Millisecond
 	// noProgressLimit is how many fetches in a row may return nothing new
 	// while the partition holds data past our position before the reader
 	// gives up (a stuck partition is an error, never a silent hang).
 	noProgressLimit = 20
+	// maxGrowFetchBytes bounds how far the fetch size grows when a fetch
+	// returns nothing although data lies ahead (a record batch larger than
+	// the request, from a broker that does not return oversized batches,
+	// KIP-74). Kafka's message.max.bytes defaults to 1 MiB; 64 MiB is above
+	// any sane topic setting.
+	maxGrowFetchBytes = 64 << 20
 )
 
 // PartitionError is a failure of one partition, with the offset the
@@ -49,13 +56,16 @@ func (e *PartitionError) Unwrap() error { return e.Err }
 type fetchStats struct {
 	aborted int64 // records of aborted transactions dropped (read_committed)
 	control int64 // transaction markers skipped
+	lost    []Gap // offsets deleted by retention before they were read
 }
 
 // partitionReader reads [next, end) of one partition with protocol-level
 // Fetch requests through the cluster's Transport (KAFKA-GO.md §2, §6): it
 // sees control batches and aborted-transaction lists, so it can drop
 // aborted data under read_committed, skip markers, and tell exactly when the
-// range is done. OFFSET_OUT_OF_RANGE is an error, never a jump.
+// range is done. OFFSET_OUT_OF_RANGE is an error, never a silent jump: with
+// allowLoss (allow_data_loss) the reader skips to the new log start and
+// records the gap in stats.lost.
 type partitionReader struct {
 	c         *Cluster
 	topic     string
@@ -66,6 +76,12 @@ type partitionReader struct {
 	batchAvg  float64 // moving average of record batch sizes in bytes
 	stats     fetchStats
 	stuck     int
+	// allowLoss skips offsets deleted under the reader (allow_data_loss)
+	// instead of failing; growLimit bounds the fetch size (maxGrowFetchBytes).
+	allowLoss bool
+	growLimit int32
+	log       zerolog.Logger
+	arena     arena
 }
 
 func newPartitionReader(c *Cluster, topic string, partition int32, iso string, start, end int64) *partitionReader {
@@ -73,7 +89,8 @@ func newPartitionReader(c *Cluster, topic string, partition int32, iso string, s
 	if isolationLevel(iso) == kafka.ReadCommitted {
 		level = 1
 	}
-	return &partitionReader{c: c, topic: topic, partition: partition, isolation: level, next: start, end: end, maxBytes: minFetchBytes}
+	return &partitionReader{c: c, topic: topic, partition: partition, isolation: level, next: start, end: end, maxBytes: minFetchBytes,
+		growLimit: maxGrowFetchBytes, log: zerolog.Nop()}
 }
 
 // done reports whether the range is finished: offsets may have gaps, so
@@ -83,9 +100,9 @@ func (r *partitionReader) done() bool { return r.next >= r.end }
 // fetch performs one Fetch and appends the records in [next, end) to out,
 // advancing next past everything it consumed (records, markers, aborted data).
 func (r *partitionReader) fetch(ctx context.Context, out []sinks.Record) ([]sinks.Record, error) {
-	p, err := r.roundTrip(ctx)
+	p, err := r.roundTrip(ctx, r.next)
 	if err != nil {
-		return out, err
+		return out, r.fetchError(p, err)
 	}
 	before := r.next
 	out, err = r.consume(p, out)
@@ -96,18 +113,12 @@ func (r *partitionReader) fetch(ctx context.Context, out []sinks.Record) ([]sink
 		r.stuck = 0
 		return out, nil
 	}
-	if p.HighWatermark <= r.next && r.next < r.end {
-		return out, &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next,
-			Err: fmt.Errorf("the partition's high watermark %d is below the resolved end %d: the log was truncated (unclean leader election?)", p.HighWatermark, r.end)}
-	}
-	if r.stuck++; r.stuck >= noProgressLimit {
-		return out, &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next,
-			Err: fmt.Errorf("no progress after %d fetches (high watermark %d, last stable offset %d)", r.stuck, p.HighWatermark, p.LastStableOffset)}
-	}
-	return out, nil
+	return out, r.noProgress(ctx, p)
 }
 
-func (r *partitionReader) roundTrip(ctx context.Context) (*fetch.ResponsePartition, error) {
+// roundTrip fetches from offset. A partition-level error comes back with
+// the partition's answer (log start offset, high watermark).
+func (r *partitionReader) roundTrip(ctx context.Context, offset int64) (*fetch.ResponsePartition, error) {
 	req := &fetch.Request{
 		ReplicaID:      -1,
 		MaxWaitTime:    int32(fetchMaxWait / time.Millisecond),
@@ -116,19 +127,19 @@ func (r *partitionReader) roundTrip(ctx context.Context) (*fetch.ResponsePartiti
 		IsolationLevel: r.isolation,
 		SessionEpoch:   -1, // no fetch session (KIP-227)
 		Topics: []fetch.RequestTopic{{Topic: r.topic, Partitions: []fetch.RequestPartition{{
-			Partition: r.partition, CurrentLeaderEpoch: -1, FetchOffset: r.next, LogStartOffset: -1, PartitionMaxBytes: r.maxBytes,
+			Partition: r.partition, CurrentLeaderEpoch: -1, FetchOffset: offset, LogStartOffset: -1, PartitionMaxBytes: r.maxBytes,
 		}}}},
 	}
 	m, err := r.c.Transport.RoundTrip(ctx, r.c.addr(), req)
 	if err != nil {
-		return nil, fmt.Errorf("fetch %s/%d at offset %d: %w", r.topic, r.partition, r.next, err)
+		return nil, fmt.Errorf("fetch %s/%d at offset %d: %w", r.topic, r.partition, offset, err)
 	}
 	resp, ok := m.(*fetch.Response)
 	if !ok {
 		return nil, fmt.Errorf("fetch %s/%d: unexpected response %T", r.topic, r.partition, m)
 	}
 	if resp.ErrorCode != 0 {
-		return nil, fmt.Errorf("fetch %s/%d at offset %d: %w", r.topic, r.partition, r.next, kafka.Error(resp.ErrorCode))
+		return nil, fmt.Errorf("fetch %s/%d at offset %d: %w", r.topic, r.partition, offset, kafka.Error(resp.ErrorCode))
 	}
 	for _, t := range resp.Topics {
 		for i := range t.Partitions {
@@ -137,7 +148,7 @@ func (r *partitionReader) roundTrip(ctx context.Context) (*fetch.ResponsePartiti
 				continue
 			}
 			if p.ErrorCode != 0 {
-				return nil, r.partitionError(p)
+				return p, r.partitionError(p)
 			}
 			return p, nil
 		}
@@ -170,6 +181,10 @@ func (r *partitionReader) consume(p *fetch.ResponsePartition, out []sinks.Record
 	}
 	var size int
 	for _, b := range batches {
+		if base, ok := batchBase(b); ok && base > r.next {
+			// No batch holds [next, base): a hole left by compaction.
+			r.next = min(base, max(r.end, r.next))
+		}
 		if r.done() {
 			break
 		}
@@ -244,7 +259,7 @@ func (r *partitionReader) records(b protocol.RecordReader, out []sinks.Record, d
 			closeRecord(rec)
 			continue
 		}
-		sr, n, err := copyRecord(r.topic, r.partition, rec)
+		sr, n, err := r.arena.copyRecord(r.topic, r.partition, rec)
 		if err != nil {
 			return out, size, err
 		}
@@ -267,13 +282,50 @@ func (r *partitionReader) adapt(bytes, batches int) {
 	r.maxBytes = int32(min(max(r.batchAvg*batchesPerFetch, minFetchBytes), maxFetchBytes))
 }
 
-func copyRecord(topic string, partition int32, rec *protocol.Record) (sinks.Record, int, error) {
+// arena hands out the byte slices of copied records from shared chunks:
+// one allocation per chunk instead of two per record on the hot path. A
+// chunk lives as long as any record cut from it.
+type arena struct{ buf []byte }
+
+const arenaChunk = 256 << 10
+
+// take returns a slice of n bytes (nil for a null key or value: n < 0).
+func (a *arena) take(n int) []byte {
+	if n < 0 {
+		return nil
+	}
+	if n == 0 {
+		return []byte{} // empty, not null
+	}
+	if n > len(a.buf) {
+		if n > arenaChunk/4 {
+			return make([]byte, n)
+		}
+		a.buf = make([]byte, arenaChunk)
+	}
+	s := a.buf[:n:n]
+	a.buf = a.buf[n:]
+	return s
+}
+
+func (a *arena) read(b protocol.Bytes) ([]byte, error) {
+	if b == nil {
+		return nil, nil
+	}
+	s := a.take(b.Len())
+	_, err := io.ReadFull(b, s)
+	return s, err
+}
+
+// copyRecord copies rec out of kafka-go's pooled pages into a sinks.Record
+// and returns its size in bytes (key, value and headers).
+func (a *arena) copyRecord(topic string, partition int32, rec *protocol.Record) (sinks.Record, int, error) {
 	defer closeRecord(rec)
-	key, err := protocol.ReadAll(rec.Key)
+	key, err := a.read(rec.Key)
 	if err != nil {
 		return sinks.Record{}, 0, err
 	}
-	val, err := protocol.ReadAll(rec.Value)
+	val, err := a.read(rec.Value)
 	if err != nil {
 		return sinks.Record{}, 0, err
 	}
@@ -282,7 +334,12 @@ func copyRecord(topic string, partition int32, rec *protocol.Record) (sinks.Reco
 	if len(rec.Headers) > 0 {
 		hs = make([]sinks.Header, len(rec.Headers))
 		for i, h := range rec.Headers {
-			hs[i] = sinks.Header{Key: h.Key, Value: slices.Clone(h.Value)}
+			v := a.take(len(h.Value))
+			copy(v, h.Value)
+			if h.Value == nil {
+				v = nil
+			}
+			hs[i] = sinks.Header{Key: h.Key, Value: v}
 			n += len(h.Key) + len(h.Value)
 		}
 	}

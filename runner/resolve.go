@@ -7,9 +7,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
 )
 
 // Outcome says what resolution found for one partition (DESIGN.md §2).
@@ -49,6 +51,9 @@ type Range struct {
 	// Lost is the number of offsets of the window already deleted by retention
 	// (only with allow_data_loss; otherwise resolution fails).
 	Lost int64 `json:"lost_offsets,omitempty"`
+	// Detail explains an outcome that is not obvious, e.g. why a time window
+	// selects nothing in a partition that holds records.
+	Detail string `json:"detail,omitempty"`
 }
 
 // Records is the number of offsets in the range (an upper bound on records:
@@ -72,6 +77,15 @@ type Resolution struct {
 	Ranges []Range `json:"ranges"`
 	// Unselected lists partitions of the topic that the plan does not select.
 	Unselected []int32 `json:"unselected_partitions,omitempty"`
+}
+
+// logDetails warns about every partition whose outcome needs explaining.
+func (r *Resolution) logDetails(log zerolog.Logger) {
+	for _, rg := range r.Ranges {
+		if rg.Detail != "" {
+			log.Warn().Str("topic", r.Topic).Int32("partition", rg.Partition).Str("outcome", string(rg.Outcome)).Msg(rg.Detail)
+		}
+	}
 }
 
 // Total is the number of offsets to replay over all partitions.
@@ -156,6 +170,11 @@ func Resolve(ctx context.Context, c *Cluster, p *plan.Plan, now time.Time) (*Res
 	}
 	for _, part := range selected {
 		rg := timeRange(part, starts[part], endOr(ends, part), offs[part])
+		if rg.Outcome == AfterLastRecord {
+			if rg.Detail, err = c.explainAfterLast(ctx, topic, part, offs[part], p.Source.Isolation); err != nil {
+				return nil, err
+			}
+		}
 		if rg.Outcome == StartBeforeRetention {
 			first, err := c.firstRecordTime(ctx, topic, part, rg.LogStart, p.Source.Isolation)
 			if err != nil {
@@ -376,4 +395,29 @@ func (c *Cluster) listOffsets(ctx context.Context, topic string, reqs []kafka.Of
 		}
 	}
 	return out, nil
+}
+
+// explainAfterLast says why the lookup of from found no record in a
+// partition that holds records: the last records are stamped earlier, or
+// they carry no timestamp at all (-1), which no time lookup can find.
+func (c *Cluster) explainAfterLast(ctx context.Context, topic string, part int32, o partitionOffsets, iso string) (string, error) {
+	if o.lso <= o.logStart {
+		return "", nil
+	}
+	r := newPartitionReader(c, topic, part, iso, max(o.logStart, o.lso-16), o.lso)
+	var recs []sinks.Record
+	for i := 0; i < 5 && !r.done(); i++ {
+		var err error
+		if recs, err = r.fetch(ctx, recs); err != nil {
+			return "", fmt.Errorf("read the last records of %s/%d: %w", topic, part, err)
+		}
+	}
+	if len(recs) == 0 {
+		return "", nil
+	}
+	last := recs[len(recs)-1]
+	if last.Time.UnixMilli() < 0 {
+		return fmt.Sprintf("the partition holds records (offsets %d to %d) but the last one, at offset %d, carries no timestamp (-1: written by a client older than Kafka 0.10 or with timestamps turned off): a time lookup cannot find such records, so the time window selects nothing here; replay them with an offsets window", o.logStart, o.lso-1, last.Offset), nil
+	}
+	return fmt.Sprintf("no record is stamped at or after from: the last record, at offset %d, is stamped %s", last.Offset, last.Time.UTC().Format(time.RFC3339Nano)), nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
 )
 
 // ErrInterrupted is returned (wrapped) by Job.Run when its context was
@@ -28,11 +29,17 @@ type Options struct {
 	// Restart discards another plan's checkpoints in the group and starts
 	// over with a fresh resolution (the command asks for confirmation).
 	Restart bool
+	// Pinned, when set, is a resolution fixed earlier (replay plan --out):
+	// Prepare runs exactly its ranges instead of resolving the window again
+	// (see pin.go for what it refuses).
+	Pinned *Resolution
 	// ProgressEvery is the interval of progress log lines; default 10 s.
 	ProgressEvery time.Duration
 	// FlushTimeout bounds the last write and commit after an interruption;
 	// default 1 minute.
 	FlushTimeout time.Duration
+	// Retry is how sink writes failing with a transient error are retried.
+	Retry Backoff
 }
 
 func (o *Options) defaults() {
@@ -45,6 +52,7 @@ func (o *Options) defaults() {
 	if o.FlushTimeout == 0 {
 		o.FlushTimeout = time.Minute
 	}
+	o.Retry.defaults()
 }
 
 // Job is a plan bound to fixed ranges, ready to run: either a fresh
@@ -61,6 +69,12 @@ type Job struct {
 	// Ignored lists partitions of the topic that are not part of the run
 	// (not selected, or added after the run was resolved).
 	Ignored []int32
+	// DeadLetters receives the records that cannot be processed under
+	// on_error: dead_letter; when nil, Run opens the plan's dead_letter sink.
+	DeadLetters sinks.Sink
+	// Added lists the ignored partitions that the plan selects but that
+	// were created after the run was resolved.
+	Added []int32
 	// discarded lists partitions holding checkpoints of an earlier run that
 	// Restart discards: Run deletes those the new ranges do not overwrite,
 	// or they would make every later run of this plan look like a changed plan.
@@ -68,6 +82,8 @@ type Job struct {
 
 	c    *Cluster
 	opts Options
+	// budget counts records that cannot be processed against max_errors.
+	budget *errorBudget
 }
 
 // NothingToDo reports whether every partition already reached its end.
@@ -102,7 +118,8 @@ func (j *Job) RunID() string {
 // it refuses (*SafetyError) a group with active members, with commits not
 // made by replay, or with another plan's checkpoints (unless
 // opts.Restart); it resumes from this plan's checkpoints with the ranges
-// fixed by the first run; otherwise it resolves the window afresh.
+// fixed by the first run; otherwise it resolves the window afresh, or
+// takes the ranges of opts.Pinned.
 func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job, error) {
 	opts.defaults()
 	if err := c.checkGroupIdle(ctx, p.Group); err != nil {
@@ -117,6 +134,9 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 		return nil, err
 	}
 	job := &Job{Plan: p, c: c, opts: opts}
+	if opts.Pinned != nil {
+		return job, job.pin(ctx, all, cps)
+	}
 	resumable, err := classify(p, cps, opts.Restart)
 	if err != nil {
 		return nil, err
@@ -127,6 +147,7 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 	if job.Resolution, err = Resolve(ctx, c, p, opts.Now()); err != nil {
 		return nil, err
 	}
+	job.Resolution.logDetails(opts.Log)
 	job.Fresh, job.Ignored = true, job.Resolution.Unselected
 	for _, part := range all {
 		if cp := cps[part]; cp.Replay && cp.Offset >= 0 {
@@ -191,6 +212,7 @@ func (j *Job) resume(ctx context.Context, all []int32, cps map[int32]Checkpoint)
 		j.Resume[part] = next
 		j.Resolution.Ranges = append(j.Resolution.Ranges, rg)
 	}
+	j.warnAdded(j.addedAmong(j.Ignored))
 	return nil
 }
 
@@ -208,15 +230,26 @@ type PartitionReport struct {
 	// counts records the sink made durable.
 	Read    int64 `json:"read"`
 	Written int64 `json:"written"`
-	// Skipped counts records not written, by reason.
+	// Skipped counts records not written, by reason: filtered (the filter
+	// was false), outside-window (strict_timestamps), dead-lettered, and
+	// under on_error: skip the reason of Errors.
 	Skipped map[string]int64 `json:"skipped,omitempty"`
+	// Errors counts records that could not be processed, by reason:
+	// filter-error, key-error, sink-rejected.
+	Errors map[string]int64 `json:"errors,omitempty"`
 	// Aborted counts records of aborted transactions dropped (read_committed).
 	Aborted int64 `json:"aborted_records,omitempty"`
 	// OutsideWindow counts delivered records whose timestamp is outside the
 	// time window (producer clock skew; see strict_timestamps).
 	OutsideWindow int64 `json:"outside_window,omitempty"`
-	// Lost counts offsets of the window deleted by retention (allow_data_loss).
-	Lost       int64  `json:"lost_offsets,omitempty"`
+	// Lost counts offsets of the window deleted by retention or
+	// DeleteRecords before they were read; LostRanges says which. With
+	// allow_data_loss they were skipped; without, the partition stopped at
+	// the first of them (Error).
+	Lost       int64 `json:"lost_offsets,omitempty"`
+	LostRanges []Gap `json:"lost_ranges,omitempty"`
+	// Detail explains the outcome where it is not obvious (Range.Detail).
+	Detail     string `json:"detail,omitempty"`
 	DurationMS int64  `json:"duration_ms"`
 	Error      string `json:"error,omitempty"`
 	Done       bool   `json:"done"`
@@ -237,6 +270,9 @@ type Report struct {
 	Finished   time.Time         `json:"finished"`
 	Partitions []PartitionReport `json:"partitions"`
 	Ignored    []int32           `json:"ignored_partitions,omitempty"`
+	// Added lists partitions created after the ranges were resolved: the
+	// run does not read them (the ranges are fixed).
+	Added []int32 `json:"added_partitions,omitempty"`
 }
 
 // Totals sums the partition counters.

@@ -20,7 +20,7 @@ import (
 // atomically and deterministically.
 //
 // While a run is in progress, each partition's records go to its own staging
-// file in the directory Path+".parts", appended and fsynced by every Write.
+// file in the directory Path+".parts", appended by Write and fsynced by Sync.
 // A re-delivered record (offset below what the staging file already holds)
 // truncates the staging file back to that offset first, so a resume never
 // duplicates. Finish concatenates the staging files in partition order into
@@ -35,7 +35,10 @@ type File struct {
 	parts map[int32]*filePart
 }
 
-var _ Sink = (*File)(nil)
+var (
+	_ Sink   = (*File)(nil)
+	_ Syncer = (*File)(nil)
+)
 
 type filePart struct {
 	mu   sync.Mutex
@@ -175,7 +178,8 @@ func scanLines(f *os.File, before int64) (end, lastOffset int64, err error) {
 	}
 }
 
-// Write appends batch to its partition's staging file and fsyncs it.
+// Write appends batch to its partition's staging file. The records are
+// durable once Sync for the partition returns (File is a Syncer).
 func (s *File) Write(ctx context.Context, batch []Record) error {
 	if len(batch) == 0 {
 		return nil
@@ -206,13 +210,27 @@ func (s *File) Write(ctx context.Context, batch []Record) error {
 	if _, err := fp.f.WriteAt(fp.buf, fp.size); err != nil {
 		return fmt.Errorf("file sink: write partition %d: %w", batch[0].Partition, err)
 	}
-	if err := fp.f.Sync(); err != nil {
-		return fmt.Errorf("file sink: fsync partition %d: %w", batch[0].Partition, err)
-	}
 	fp.size += int64(len(fp.buf))
 	fp.next = batch[len(batch)-1].Offset + 1
 	if cap(fp.buf) > 4<<20 {
 		fp.buf = nil // do not pin a huge buffer after an outsized batch
+	}
+	return nil
+}
+
+// Sync fsyncs the partition's staging file: everything Write appended to it
+// is then on stable storage.
+func (s *File) Sync(ctx context.Context, partition int32) error {
+	s.mu.Lock()
+	fp, ok := s.parts[partition]
+	s.mu.Unlock()
+	if !ok {
+		return nil // nothing written by this process
+	}
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
+	if err := fp.f.Sync(); err != nil {
+		return fmt.Errorf("file sink: fsync partition %d: %w", partition, err)
 	}
 	return nil
 }
@@ -287,7 +305,11 @@ func (s *File) publish(ctx context.Context, parts []int32) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := appendCompleteLines(tmp, s.partPath(p)); err != nil {
+		end := int64(-1) // unknown: staging of an earlier process, scanned
+		if fp, ok := s.parts[p]; ok {
+			end = fp.size // written (and recovered) by this process: complete lines
+		}
+		if err := appendCompleteLines(tmp, s.partPath(p), end); err != nil {
 			return err
 		}
 	}
@@ -303,19 +325,21 @@ func (s *File) publish(ctx context.Context, parts []int32) error {
 	return syncDir(filepath.Dir(s.Path))
 }
 
-// appendCompleteLines copies the complete lines of the file at src to dst.
-func appendCompleteLines(dst io.Writer, src string) error {
+// appendCompleteLines copies the complete lines of the file at src to dst:
+// its first end bytes, or, with end < 0, what scanLines finds.
+func appendCompleteLines(dst io.Writer, src string, end int64) error {
 	f, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	end, _, err := scanLines(f, -1)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return err
+	if end < 0 {
+		if end, _, err = scanLines(f, -1); err != nil {
+			return err
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
 	}
 	_, err = io.Copy(dst, io.LimitReader(f, end))
 	return err

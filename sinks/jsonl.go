@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
@@ -18,8 +19,10 @@ import (
 // JSON strings (null when absent; bytes that are not UTF-8 become U+FFFD).
 // value is embedded as JSON when it is one valid JSON document on one line
 // (its invalid UTF-8 replaced and U+2028/U+2029 escaped, as in strings),
-// else written as a string; a tombstone is null. The encoding is
-// deterministic: the same record always yields the same bytes.
+// else written as a string; a tombstone is null. A dead letter (see
+// DeadLetter) also has error, source_topic, source_partition and
+// source_offset. The encoding is deterministic: the same record always
+// yields the same bytes.
 func AppendJSONL(b []byte, r *Record) []byte {
 	b = append(b, `{"topic":`...)
 	b = appendJSONString(b, r.Topic)
@@ -28,7 +31,7 @@ func AppendJSONL(b []byte, r *Record) []byte {
 	b = append(b, `,"offset":`...)
 	b = strconv.AppendInt(b, r.Offset, 10)
 	b = append(b, `,"timestamp":"`...)
-	b = r.Time.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+	b = appendTimestamp(b, r.Time)
 	b = append(b, `","key":`...)
 	b = appendBytesOrNull(b, r.Key)
 	b = append(b, `,"value":`...)
@@ -51,7 +54,11 @@ func AppendJSONL(b []byte, r *Record) []byte {
 		b = appendBytesOrNull(b, h.Value)
 		b = append(b, '}')
 	}
-	return append(b, "]}\n"...)
+	b = append(b, ']')
+	if r.meta != nil && r.meta.reason != "" {
+		b = appendDeadLetterFields(b, r)
+	}
+	return append(b, "}\n"...)
 }
 
 // isOneLineJSON reports whether v is a single valid JSON document with no raw
@@ -84,6 +91,11 @@ const gjsonMaxBytes = 64 << 10
 // Without it a JSON value carrying invalid UTF-8 made the whole line (and
 // file) invalid UTF-8, which strict JSONL readers reject.
 func appendCleanJSON(b, v []byte) []byte {
+	// Fast path: U+2028/U+2029 start with 0xE2, and utf8.Valid checks ASCII
+	// 8 bytes at a time.
+	if bytes.IndexByte(v, 0xe2) < 0 && utf8.Valid(v) {
+		return append(b, v...)
+	}
 	start := 0
 	for i := 0; i < len(v); {
 		if v[i] < utf8.RuneSelf {
@@ -177,4 +189,22 @@ func appendJSONBytes(b, s []byte) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// appendTimestamp appends t in UTC as 2006-01-02T15:04:05.000Z, what the
+// layout "2006-01-02T15:04:05.000Z07:00" gives for UTC, without the layout
+// interpretation of Time.AppendFormat (years outside 0..9999 still use it).
+func appendTimestamp(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+	}
+	hour, min, sec := t.Clock()
+	ms := t.Nanosecond() / 1e6
+	return append(b,
+		byte('0'+year/1000), byte('0'+year/100%10), byte('0'+year/10%10), byte('0'+year%10), '-',
+		byte('0'+int(month)/10), byte('0'+int(month)%10), '-', byte('0'+day/10), byte('0'+day%10), 'T',
+		byte('0'+hour/10), byte('0'+hour%10), ':', byte('0'+min/10), byte('0'+min%10), ':',
+		byte('0'+sec/10), byte('0'+sec%10), '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z')
 }

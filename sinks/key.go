@@ -49,6 +49,9 @@ type keyData struct {
 // ErrEmptyKey is returned (wrapped) when a key template renders nothing.
 var ErrEmptyKey = errors.New("key template rendered an empty key")
 
+// ErrKeyTemplate is returned (wrapped) when a key template fails on a record.
+var ErrKeyTemplate = errors.New("key template")
+
 // Key returns r's idempotency key. A template that fails on r (a missing
 // JSON field, a value that is not JSON) returns a *RecordError.
 func (k *Keyer) Key(r *Record) (string, error) {
@@ -57,7 +60,7 @@ func (k *Keyer) Key(r *Record) (string, error) {
 	}
 	d := keyData{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Time, Key: string(r.Key)}
 	if k.wantValue {
-		d.Value = templateValue(r.Value)
+		d.Value = r.parsedValue()
 	}
 	if len(r.Headers) > 0 {
 		d.Headers = make(map[string]string, len(r.Headers))
@@ -67,7 +70,7 @@ func (k *Keyer) Key(r *Record) (string, error) {
 	}
 	var b bytes.Buffer
 	if err := k.tmpl.Execute(&b, d); err != nil {
-		return "", recordError(r, fmt.Errorf("key template: %w", err))
+		return "", recordError(r, fmt.Errorf("%w: %w", ErrKeyTemplate, err))
 	}
 	s := b.String()
 	// A JSON null renders as "<no value>", also inside a longer key

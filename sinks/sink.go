@@ -26,6 +26,11 @@ type Record struct {
 	// Value is nil for a tombstone.
 	Value   []byte
 	Headers []Header
+
+	// meta is what replay learned about the record on its way: its value
+	// parsed by the filter (shared with the key template) and, for a dead
+	// letter, why it could not be processed. nil on the hot path.
+	meta *recordMeta
 }
 
 // Header is one record header (KIP-82). Keys may repeat.
@@ -39,8 +44,9 @@ type Header struct {
 // Contract:
 //   - Write is synchronous: when it returns nil, every record of batch is
 //     durable (fsynced, committed, acknowledged) and the runner may commit the
-//     offsets past it to Kafka. When it returns an error, nothing is committed
-//     and the records will be delivered again later.
+//     offsets past it to Kafka — or, for a sink that is also a Syncer, durable
+//     once Sync returns. When it returns an error, nothing is committed and
+//     the records will be delivered again later.
 //   - batch holds records of one partition in ascending offset order. It may
 //     repeat records written before (re-delivery after a crash or a re-run):
 //     the sink must not duplicate them (at-least-once delivery + idempotent
@@ -51,6 +57,15 @@ type Header struct {
 //   - A record the sink cannot take (poison) is reported as *RecordError and
 //     nothing of that batch is written past it; the runner decides (on_error)
 //     whether to stop or to write the batch again without it.
+//   - A failure that may pass by itself (the database restarting, a
+//     connection refused or reset, a timeout, HTTP 5xx or 429 once the
+//     sink's own retries are spent) must satisfy Transient: wrap it in
+//     *TransientError unless Transient recognises it already (net timeouts,
+//     ECONNREFUSED/ECONNRESET/EPIPE, context.DeadlineExceeded, pgconn
+//     connection errors and PostgreSQL classes 08, 53, 57P, 40001, 40P01).
+//     The runner retries the same batch with backoff and never skips or
+//     dead-letters a record for it. Any other error is permanent: the
+//     partition fails, nothing past the last durable write is committed.
 type Sink interface {
 	Write(ctx context.Context, batch []Record) error
 	// Finish is called once every partition of the run reached its end
@@ -59,6 +74,16 @@ type Sink interface {
 	Finish(ctx context.Context) error
 	// Close releases resources. It does not publish staged output.
 	Close() error
+}
+
+// Syncer is implemented by a sink whose Write hands records to the operating
+// system without forcing them to stable storage (the file sink appends
+// without fsync): for such a sink, records are durable only once Sync for
+// their partition returned nil. The runner calls Sync before every commit,
+// so one fsync covers many Writes. Sync is safe for concurrent use by
+// different partitions.
+type Syncer interface {
+	Sync(ctx context.Context, partition int32) error
 }
 
 // RecordError reports a record the sink cannot take, with its coordinates.
@@ -106,6 +131,18 @@ func New(ctx context.Context, cfg plan.Sink, opts Options) (Sink, error) {
 		s = NewStdout(nil)
 	case "postgres":
 		s, err = NewPostgres(ctx, PostgresConfig{DSN: cfg.DSN, Table: cfg.Table, OnConflict: cfg.OnConflict, CreateTable: cfg.CreateTable, Keyer: keyer, Log: opts.Log})
+	case "sqlite":
+		s, err = NewSQLite(ctx, SQLiteConfig{Path: cfg.Path, Table: cfg.Table, OnConflict: cfg.OnConflict, CreateTable: cfg.CreateTable, Keyer: keyer, Log: opts.Log})
+	case "kafka":
+		s, err = NewKafka(ctx, KafkaConfig{Brokers: cfg.Brokers, Topic: cfg.Topic, TLS: cfg.TLS, SASL: cfg.SASL, KeepPartition: cfg.KeepPartition,
+			Keyer: keyer, PlanName: opts.PlanName, Log: opts.Log})
+	case "http":
+		retries := plan.DefaultMaxRetries
+		if cfg.MaxRetries != nil {
+			retries = *cfg.MaxRetries
+		}
+		s, err = NewHTTP(HTTPConfig{URL: cfg.URL, Headers: cfg.Headers, BatchSize: cfg.BatchSize, MaxRetries: retries,
+			MaxRetryWait: time.Duration(cfg.MaxRetryWait), Keyer: keyer, Log: opts.Log})
 	default:
 		return nil, fmt.Errorf("unknown sink type %q", cfg.Type)
 	}

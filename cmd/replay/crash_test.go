@@ -55,7 +55,7 @@ func (p *process) result() result {
 // staged at least minLines records; the run must still be going then.
 func startUntilProgress(t *testing.T, dir, planFile, out string, minLines int) *process {
 	t.Helper()
-	cmd, stdout, stderr := command(t, dir, "run", planFile)
+	cmd, stdout, stderr := command(t, dir, "run", "--yes", planFile)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func checkFinished(t *testing.T, dir, planFile, out, cleanOut string) {
 	if _, err := os.Stat(out + ".parts"); !os.IsNotExist(err) {
 		t.Errorf("staging directory left behind after the run finished: %v", err)
 	}
-	r := replayProcess(t, dir, "run", planFile)
+	r := replayProcess(t, dir, "run", "--yes", planFile)
 	if r.code != exitOK || !strings.Contains(r.stdout, "nothing to do") {
 		t.Errorf("a third run: want exit 0 and nothing to do, got %s", r)
 	}
@@ -146,7 +146,7 @@ func checkFinished(t *testing.T, dir, planFile, out, cleanOut string) {
 func TestRunResumesAfterSIGKILL(t *testing.T) {
 	t.Parallel()
 	dir, throttled, out, clean, cleanOut := crashSetup(t)
-	if r := replayProcess(t, dir, "run", clean); r.code != exitOK {
+	if r := replayProcess(t, dir, "run", "--yes", clean); r.code != exitOK {
 		t.Fatalf("clean run: %s", r)
 	}
 
@@ -175,7 +175,7 @@ func TestRunResumesAfterSIGKILL(t *testing.T) {
 	// fsync and commit or in the middle of a write leaves them.
 	writtenNotCommitted(t, out, cleanOut, cps)
 
-	r := replayProcess(t, dir, "run", throttled)
+	r := replayProcess(t, dir, "run", "--yes", throttled)
 	if r.code != exitOK {
 		t.Fatalf("resumed run: %s", r)
 	}
@@ -227,7 +227,7 @@ func writtenNotCommitted(t *testing.T, out, cleanOut string, cps map[int32]runne
 func TestRunStopsOnSIGTERM(t *testing.T) {
 	t.Parallel()
 	dir, throttled, out, clean, cleanOut := crashSetup(t)
-	if r := replayProcess(t, dir, "run", clean); r.code != exitOK {
+	if r := replayProcess(t, dir, "run", "--yes", clean); r.code != exitOK {
 		t.Fatalf("clean run: %s", r)
 	}
 
@@ -268,7 +268,7 @@ func TestRunStopsOnSIGTERM(t *testing.T) {
 		t.Fatalf("the sink holds %d records: the run was not stopped in the middle", total)
 	}
 
-	r = replayProcess(t, dir, "run", throttled)
+	r = replayProcess(t, dir, "run", "--yes", throttled)
 	if r.code != exitOK {
 		t.Fatalf("resumed run: %s", r)
 	}

@@ -85,7 +85,7 @@ func (a *app) demo(ctx context.Context, o demoOptions) error {
 	if err != nil {
 		return err
 	}
-	rep, err := a.run(ctx, o.plan, runOptions{})
+	rep, err := a.run(ctx, o.plan, runOptions{yes: true}) // the demo asks nothing: it writes to a scratch file
 	if err != nil || rep == nil {
 		return err
 	}

@@ -42,10 +42,10 @@ func TestExitCodes(t *testing.T) {
 		{name: "validate missing file", args: []string{"validate", filepath.Join(dir, "nope.yaml")}, code: exitInvalid, stdout: []string{"nope.yaml: read plan:"}},
 		// A mistyped plan path is a usage mistake (2), as for validate, not a
 		// failed run (1) that a scheduler would retry.
-		{name: "run missing plan file", args: []string{"run", filepath.Join(dir, "nope.yaml")}, code: exitInvalid, stderr: []string{"nope.yaml"}},
+		{name: "run missing plan file", args: []string{"run", "--yes", filepath.Join(dir, "nope.yaml")}, code: exitInvalid, stderr: []string{"nope.yaml"}},
 		{name: "plan missing plan file", args: []string{"plan", filepath.Join(dir, "nope.yaml")}, code: exitInvalid, stderr: []string{"nope.yaml"}},
 		{name: "demo missing plan file", args: []string{"demo", "--records", "10", "--plan", filepath.Join(dir, "nope.yaml")}, code: exitInvalid, stderr: []string{"nope.yaml"}},
-		{name: "run invalid plan", args: []string{"run", invalid}, code: exitInvalid, stderr: []string{"invalid plan:", invalid + ":8:3:"}},
+		{name: "run invalid plan", args: []string{"run", "--yes", invalid}, code: exitInvalid, stderr: []string{"invalid plan:", invalid + ":8:3:"}},
 		{name: "unknown command", args: []string{"replai"}, code: exitInvalid, stderr: []string{`unknown command "replai"`}},
 		{name: "unknown flag", args: []string{"run", "--restrat", valid}, code: exitInvalid, stderr: []string{"unknown flag: --restrat"}},
 		{name: "bad flag value", args: []string{"demo", "--records", "many"}, code: exitInvalid, stderr: []string{`invalid argument "many"`}},
@@ -123,8 +123,9 @@ func TestRunRefusesForeignGroup(t *testing.T) {
 		}
 	}
 
-	for _, cmd := range []string{"run", "plan"} {
-		r := replay(t, cmd, file)
+	for _, args := range [][]string{{"run", "--yes", file}, {"plan", file}} {
+		cmd := args[0]
+		r := replay(t, args...)
 		if r.code != exitRefused {
 			t.Fatalf("%s: want exit %d, got %s", cmd, exitRefused, r)
 		}
@@ -151,7 +152,7 @@ func TestRunUnreachableBroker(t *testing.T) {
 	file := writePlan(t, dir, planSpec{name: "unreachable", addr: addr,
 		from: time.Now().Add(-3 * time.Hour), to: time.Now().Add(-time.Hour), sink: fileSink(filepath.Join(dir, "out.jsonl"), 100)})
 	start := time.Now()
-	r := replay(t, "run", file)
+	r := replay(t, "run", "--yes", file)
 	if r.code != exitFailed {
 		t.Fatalf("want exit %d, got %s", exitFailed, r)
 	}
@@ -170,7 +171,7 @@ func TestRunMissingTopic(t *testing.T) {
 	dir := t.TempDir()
 	file := writePlan(t, dir, planSpec{name: "missing-topic", addr: sb.Addr, topic: "ordres",
 		from: seed.From, to: seed.To, sink: fileSink(filepath.Join(dir, "out.jsonl"), 100)})
-	r := replay(t, "run", file)
+	r := replay(t, "run", "--yes", file)
 	if r.code != exitFailed {
 		t.Fatalf("want exit %d, got %s", exitFailed, r)
 	}

@@ -52,7 +52,7 @@ func TestLogs(t *testing.T) {
 	file := writePlan(t, dir, planSpec{name: "logs", addr: sb.Addr, from: from, to: to, sink: fileSink(out, 100)})
 
 	t.Run("completed run", func(t *testing.T) {
-		r := replay(t, "--log-level", "debug", "run", file)
+		r := replay(t, "--log-level", "debug", "run", "--yes", file)
 		if r.code != exitOK {
 			t.Fatalf("run: %s", r)
 		}
@@ -70,7 +70,7 @@ func TestLogs(t *testing.T) {
 		}
 	})
 	t.Run("nothing to do", func(t *testing.T) {
-		r := replay(t, "run", file)
+		r := replay(t, "run", "--yes", file)
 		if r.code != exitOK || !strings.Contains(r.stdout, "nothing to do") {
 			t.Fatalf("run: %s", r)
 		}
@@ -81,7 +81,7 @@ func TestLogs(t *testing.T) {
 	})
 	t.Run("failed run", func(t *testing.T) {
 		bad := writePlan(t, dir, planSpec{name: "logs-missing-topic", addr: sb.Addr, topic: "nope", from: from, to: to, sink: fileSink(out+"2", 100)})
-		r := replay(t, "run", bad)
+		r := replay(t, "run", "--yes", bad)
 		if r.code != exitFailed {
 			t.Fatalf("run: %s", r)
 		}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -30,11 +31,23 @@ const (
 	exitRefused = 3
 )
 
+// memoryLimit is a soft limit on the Go heap (KAFKA-GO.md §13): the GC works
+// harder near it instead of letting fetched batches pile up, which keeps the
+// peak RSS of a replay below 64 MiB whatever the window size. GOMEMLIMIT
+// overrides it.
+const memoryLimit = 48 << 20
+
 func main() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(memoryLimit)
+	}
 	app := newApp(os.Stdout, os.Stderr)
 	ctx, stop := signalContext(app.notify)
 	defer stop()
 	err := app.root().ExecuteContext(ctx)
+	if app.stopProfile != nil {
+		app.stopProfile()
+	}
 	os.Exit(app.exitCode(err))
 }
 
@@ -61,11 +74,16 @@ type app struct {
 	stdout, stderr io.Writer
 	log            zerolog.Logger
 	logLevel       string
+	// stopProfile ends a CPU profile started by --cpu-profile.
+	stopProfile func()
 	// jsonLogs is set when stderr gets JSON log lines (not a terminal): then
 	// every stderr line of a command is JSON, notices and the final error too.
 	jsonLogs atomic.Bool
 	// exit is set by commands that decide their own exit code.
 	exit *int
+	// detailedExit is plan's --detailed-exitcode: 2 then means work to do,
+	// so an invalid plan or a usage mistake exits 1 instead.
+	detailedExit bool
 }
 
 func newApp(stdout, stderr io.Writer) *app {
@@ -87,7 +105,8 @@ func (a *app) root() *cobra.Command {
 	root.SetErr(a.stderr)
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(a.validateCmd(), a.planCmd(), a.runCmd(), a.demoCmd(), a.sandboxCmd(), a.statusCmd(), a.resetCmd(), a.schemaCmd())
+	a.addProfileFlag(root)
+	root.AddCommand(a.validateCmd(), a.planCmd(), a.runCmd(), a.demoCmd(), a.sandboxCmd(), a.statusCmd(), a.resetCmd(), a.schemaCmd(), a.testCmd())
 	return root
 }
 
@@ -156,11 +175,15 @@ func (a *app) exitCode(err error) int {
 	if strings.HasPrefix(err.Error(), "unknown command") {
 		err = usageError{err}
 	}
+	invalidCode := exitInvalid
+	if a.detailedExit {
+		invalidCode = exitFailed
+	}
 	switch {
 	case errors.As(err, &invalid):
-		return a.printErr(exitInvalid, "invalid plan:\n", err, "")
+		return a.printErr(invalidCode, "invalid plan:\n", err, "")
 	case errors.As(err, &usage):
-		return a.printErr(exitInvalid, "error: ", err, "Run 'replay --help' for usage.\n")
+		return a.printErr(invalidCode, "error: ", err, "Run 'replay --help' for usage.\n")
 	case errors.As(err, &refused):
 		return a.printErr(exitRefused, "refused: ", err, "")
 	}

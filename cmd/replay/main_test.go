@@ -70,6 +70,7 @@ func replay(t *testing.T, args ...string) result {
 	a := newApp(&stdout, &stderr)
 	root := a.root()
 	root.SetArgs(args)
+	root.SetIn(strings.NewReader("")) // not a terminal, as under a scheduler, whatever runs go test
 	code := a.exitCode(root.ExecuteContext(context.Background()))
 	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
 }

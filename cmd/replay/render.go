@@ -71,6 +71,7 @@ func printReport(w io.Writer, rep *runner.Report, where string) {
 		rate = float64(written) / dur.Seconds()
 	}
 	fmt.Fprintf(w, "%d records written to %s in %s (%.0f records/s)\n", written, where, dur.Round(time.Millisecond), rate)
+	printLosses(w, rep)
 }
 
 func skipped(m map[string]int64) string {
@@ -87,4 +88,191 @@ func skipped(m map[string]int64) string {
 		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
 	}
 	return strings.Join(parts, ",")
+}
+
+// planView is what `replay plan` shows: the job's ranges with what reading
+// their ends found, the totals and the ETA at the throttle.
+type planView struct {
+	Plan        string    `json:"plan"`
+	Fingerprint string    `json:"fingerprint"`
+	Topic       string    `json:"topic"`
+	Group       string    `json:"group"`
+	ResolvedAt  time.Time `json:"resolved_at"`
+	From        time.Time `json:"from,omitzero"`
+	To          time.Time `json:"to,omitzero"`
+	// Resuming is true when the ranges come from an earlier run's
+	// checkpoints: counts, records and bytes then cover what remains.
+	Resuming bool `json:"resuming"`
+	// Pinned is the resolution file the ranges come from, if any.
+	Pinned      string          `json:"pinned_resolution,omitempty"`
+	Partitions  []planPartition `json:"partitions"`
+	Total       planTotal       `json:"total"`
+	Throttle    throttleView    `json:"throttle"`
+	ETASeconds  *int64          `json:"eta_seconds"` // null when unthrottled
+	ETA         string          `json:"eta"`         // a duration, or "unthrottled"
+	NothingToDo bool            `json:"nothing_to_do"`
+	Ignored     []int32         `json:"ignored_partitions,omitempty"`
+}
+
+type planPartition struct {
+	runner.Range
+	Records int64 `json:"records"`
+	// From is where a run starts reading (the checkpoint when resuming).
+	From      int64              `json:"from"`
+	Remaining int64              `json:"remaining"`
+	First     *runner.RecordInfo `json:"first_record"`
+	Last      *runner.RecordInfo `json:"last_record"`
+	Sampled   int                `json:"sampled_records"`
+	// Exact is true when the sample is every record of the remaining
+	// range: Bytes is then a sum, not an estimate.
+	Exact bool  `json:"exact"`
+	Bytes int64 `json:"estimated_bytes"`
+}
+
+type planTotal struct {
+	Records   int64 `json:"records"`
+	Remaining int64 `json:"remaining"`
+	Bytes     int64 `json:"estimated_bytes"`
+}
+
+type throttleView struct {
+	RecordsPerSecond float64 `json:"records_per_second"`
+	BytesPerSecond   int64   `json:"bytes_per_second"`
+}
+
+func newPlanView(job *runner.Job, samples []runner.RangeSample, pinned string) planView {
+	res, p := job.Resolution, job.Plan
+	v := planView{Plan: res.Plan, Fingerprint: res.Fingerprint, Topic: res.Topic, Group: res.Group, ResolvedAt: res.ResolvedAt,
+		From: res.From, To: res.To, Resuming: !job.Fresh, Pinned: pinned, Partitions: []planPartition{}, NothingToDo: job.NothingToDo(),
+		Ignored:  job.Ignored,
+		Throttle: throttleView{RecordsPerSecond: p.Throttle.RecordsPerSecond, BytesPerSecond: int64(p.Throttle.BytesPerSecond)}}
+	for i, r := range res.Ranges {
+		from := r.Start
+		if off, ok := job.Resume[r.Partition]; ok {
+			from = off
+		}
+		s := samples[i]
+		pp := planPartition{Range: r, Records: r.Records(), From: from, Remaining: max(r.End-from, 0),
+			First: s.First, Last: s.Last, Sampled: s.Sampled, Exact: s.Exact, Bytes: s.Bytes}
+		v.Partitions = append(v.Partitions, pp)
+		v.Total.Records += pp.Records
+		v.Total.Remaining += pp.Remaining
+		v.Total.Bytes += pp.Bytes
+	}
+	v.ETA = "unthrottled"
+	if eta, ok := runner.ETA(p.Throttle, v.Total.Remaining, v.Total.Bytes); ok {
+		secs := int64(eta / time.Second)
+		v.ETASeconds, v.ETA = &secs, eta.String()
+	}
+	return v
+}
+
+// printPlan renders a plan view as a table and a few lines.
+func printPlan(w io.Writer, v planView) {
+	fmt.Fprintf(w, "plan %s (fingerprint %s)  topic %s  group %s\n", v.Plan, v.Fingerprint, v.Topic, v.Group)
+	switch {
+	case !v.From.IsZero():
+		to := "high watermark"
+		if !v.To.IsZero() {
+			to = v.To.Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "window [%s, %s) resolved at %s\n", v.From.Format(time.RFC3339), to, v.ResolvedAt.Format(time.RFC3339))
+	case !v.Resuming || v.Pinned != "":
+		fmt.Fprintf(w, "offset window resolved at %s\n", v.ResolvedAt.Format(time.RFC3339))
+	}
+	if v.Pinned != "" {
+		fmt.Fprintf(w, "ranges pinned by %s\n", v.Pinned)
+	}
+	if v.Resuming {
+		fmt.Fprintf(w, "resuming the run recorded in the group (ranges fixed when it was first resolved): records, bytes and times cover what remains\n")
+	}
+	t := table(w)
+	fmt.Fprintln(t, "PARTITION\tSTART\tEND\tRECORDS\tREMAINING\tFIRST RECORD\tLAST RECORD\tBYTES\tOUTCOME\tLOG START\tHIGH WATERMARK")
+	for _, p := range v.Partitions {
+		fmt.Fprintf(t, "%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%d\n", p.Partition, p.Start, p.End, p.Records, p.Remaining,
+			recordTime(p.First), recordTime(p.Last), estimate(p.Bytes, p.Exact), p.Outcome, p.LogStart, p.HighWatermark)
+	}
+	exact := true
+	for _, p := range v.Partitions {
+		exact = exact && p.Exact
+	}
+	fmt.Fprintf(t, "TOTAL\t\t\t%d\t%d\t\t\t%s\n", v.Total.Records, v.Total.Remaining, estimate(v.Total.Bytes, exact))
+	t.Flush()
+	for _, p := range v.Partitions {
+		if p.Outcome != runner.StartBeforeRetention {
+			continue
+		}
+		lost := ""
+		if p.Lost > 0 {
+			lost = fmt.Sprintf(", %d offsets of the window are lost", p.Lost)
+		}
+		at := ""
+		if p.First != nil && p.First.Offset == p.LogStart {
+			at = " (written " + p.First.Timestamp.Format(timeLayout) + ")"
+		}
+		fmt.Fprintf(w, "partition %d: start-before-retention: retention deleted the start of the window; the first available offset is %d%s; allow_data_loss replays from there%s\n",
+			p.Partition, p.LogStart, at, lost)
+	}
+	if len(v.Ignored) > 0 {
+		fmt.Fprintf(w, "not part of this run: partitions %v\n", v.Ignored)
+	}
+	fmt.Fprintln(w, "eta: "+etaLine(v))
+	if v.NothingToDo {
+		fmt.Fprintln(w, "nothing to do")
+	} else {
+		fmt.Fprintf(w, "%d offsets to replay\n", v.Total.Remaining)
+	}
+}
+
+// timeLayout shows record timestamps to the millisecond, as Kafka stores them.
+const timeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+func recordTime(r *runner.RecordInfo) string {
+	if r == nil {
+		return "-"
+	}
+	return r.Timestamp.Format(timeLayout)
+}
+
+// estimate renders bytes in IEC units, "~" marking an estimate.
+func estimate(n int64, exact bool) string {
+	if exact {
+		return byteSize(n)
+	}
+	return "~" + byteSize(n)
+}
+
+func byteSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func etaLine(v planView) string {
+	if v.ETASeconds == nil {
+		return "unthrottled (the plan sets no throttle: the run goes as fast as the sink accepts)"
+	}
+	var limits []string
+	slower := ""
+	th := v.Throttle
+	if th.RecordsPerSecond > 0 {
+		limits = append(limits, fmt.Sprintf("%g records/s", th.RecordsPerSecond))
+	}
+	if th.BytesPerSecond > 0 {
+		limits = append(limits, byteSize(th.BytesPerSecond)+"/s")
+	}
+	if len(limits) == 2 {
+		slower = "; records/s is the slower limit"
+		if float64(v.Total.Bytes)/float64(th.BytesPerSecond) > float64(v.Total.Remaining)/th.RecordsPerSecond {
+			slower = "; bytes/s is the slower limit"
+		}
+	}
+	return fmt.Sprintf("%s at the throttle (%s%s)", time.Duration(*v.ETASeconds)*time.Second, strings.Join(limits, ", "), slower)
 }

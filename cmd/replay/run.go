@@ -49,30 +49,106 @@ func loadPlanFile(file string) (*plan.Plan, error) {
 	return p, err
 }
 
+type planOptions struct {
+	output       string
+	out          string
+	resolution   string
+	detailedExit bool
+}
+
 func (a *app) planCmd() *cobra.Command {
-	return &cobra.Command{
+	o := planOptions{output: "table"}
+	cmd := &cobra.Command{
 		Use:   "plan PLAN",
-		Short: "Show the per-partition offset ranges a run would read (read-only)",
-		Long:  "plan resolves the window against the cluster and prints, per partition, the start and end offsets, the record count and the outcome.\nNothing is committed and no sink is touched.",
-		Args:  args(cobra.ExactArgs(1)),
+		Short: "Show what a run would read, per partition, and how long it would take (read-only)",
+		Long: "plan resolves the window against the cluster and prints, per partition, the start and end offsets, the number of\n" +
+			"offsets (records; compaction gaps and transaction markers make it an upper bound), the timestamps of the first and\n" +
+			"last record of the range (read at each end), the bytes (key + value) estimated from those sampled records, and the\n" +
+			"outcome; then the totals and the duration at the plan's throttle. Nothing is committed and no sink is touched.\n\n" +
+			"--out FILE writes the resolution (plan fingerprint, per-partition ranges, resolved-at) as reviewable JSON;\n" +
+			"'replay run PLAN --resolution FILE' then replays exactly those ranges, and refuses if the plan changed since.\n\n" +
+			"Exit codes: 0 ok, 1 error, 2 invalid plan or usage, 3 refused for safety. With --detailed-exitcode (as terraform\n" +
+			"plan): 0 nothing to do, 2 work to do, 1 any error, including an invalid plan or usage mistake, 3 refused for safety.",
+		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, files []string) error {
-			job, c, err := a.prepare(cmd.Context(), files[0], runner.Options{})
-			if err != nil {
-				return err
+			if o.output != "table" && o.output != "json" {
+				return usageError{fmt.Errorf("--output %q: want table or json", o.output)}
 			}
-			defer c.Close()
-			printResolution(a.stdout, job)
-			if job.NothingToDo() {
-				fmt.Fprintln(a.stdout, "nothing to do")
-			}
-			return nil
+			return a.plan(cmd.Context(), files[0], o)
 		},
 	}
+	cmd.Flags().StringVarP(&o.output, "output", "o", o.output, "output format: table or json")
+	cmd.Flags().StringVar(&o.out, "out", "", "write the resolution (fingerprint, ranges, resolved-at) as JSON to this file, for review and 'replay run --resolution'")
+	cmd.Flags().StringVar(&o.resolution, "resolution", "", "show the ranges pinned by this resolution file (written by --out) instead of resolving the window again")
+	cmd.Flags().BoolVar(&a.detailedExit, "detailed-exitcode", false, "exit 0 when there is nothing to do, 2 when there is work to do, 1 on any error (invalid plans too)")
+	return cmd
+}
+
+// plan prints what a run of file would do and optionally saves the resolution.
+func (a *app) plan(ctx context.Context, file string, o planOptions) error {
+	opts, err := pinnedOptions(o.resolution)
+	if err != nil {
+		return err
+	}
+	job, c, err := a.prepare(ctx, file, opts)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	samples, err := job.Sample(ctx)
+	if err != nil {
+		return fmt.Errorf("read the ends of the ranges: %w", err)
+	}
+	v := newPlanView(job, samples, o.resolution)
+	if o.out != "" {
+		b, err := runner.MarshalResolution(job.Resolution)
+		if err == nil {
+			err = os.WriteFile(o.out, b, 0o644)
+		}
+		if err != nil {
+			return fmt.Errorf("write the resolution: %w", err)
+		}
+	}
+	if o.output == "json" {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+	} else {
+		printPlan(a.stdout, v)
+		if o.out != "" {
+			fmt.Fprintf(a.stdout, "resolution saved to %s: review it, then run 'replay run %s --resolution %s'\n", o.out, file, o.out)
+		}
+	}
+	if a.detailedExit && !v.NothingToDo {
+		code := exitInvalid // --detailed-exitcode: 2 = work to do
+		a.exit = &code
+	}
+	return nil
+}
+
+// pinnedOptions reads the resolution file of --resolution, if given. A
+// file that cannot be read or is not a resolution is a usage mistake.
+func pinnedOptions(path string) (runner.Options, error) {
+	if path == "" {
+		return runner.Options{}, nil
+	}
+	res, err := runner.ReadResolution(path)
+	if err != nil {
+		return runner.Options{}, usageError{fmt.Errorf("--resolution: %w", err)}
+	}
+	return runner.Options{Pinned: res}, nil
 }
 
 type runOptions struct {
-	restart bool
-	report  string
+	restart    bool
+	report     string
+	resolution string
+	// yes runs without asking for confirmation; otherwise in must be a
+	// terminal, where the user answers.
+	yes bool
+	in  io.Reader
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -80,23 +156,39 @@ func (a *app) runCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run PLAN",
 		Short: "Replay the plan's window into its sink, resumably",
-		Long: "run resolves the window (or resumes the run recorded in the replay group), reads exactly those offsets,\n" +
-			"writes them to the sink and commits progress to the replay group after every durable batch.\n" +
+		Long: "run resolves the window (or resumes the run recorded in the replay group), prints the ranges, asks for\n" +
+			"confirmation, then reads exactly those offsets, writes them to the sink and commits progress to the replay group\n" +
+			"after every durable batch.\n" +
+			"On a terminal it asks before writing (or discarding checkpoints with --restart) unless --yes is given. When stdin\n" +
+			"is not a terminal (schedulers, CI) it never asks and requires --yes.\n" +
+			"--resolution FILE replays exactly the ranges 'replay plan --out FILE' saved; it refuses (exit 3) when the plan's\n" +
+			"fingerprint differs from the file's or the group holds this plan's checkpoints for other ranges.\n" +
 			"SIGINT/SIGTERM finish the in-flight batch, commit and stop; re-run the same command to resume.",
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, files []string) error {
+			o.in = cmd.InOrStdin()
 			_, err := a.run(cmd.Context(), files[0], o)
 			return err
 		},
 	}
+	cmd.Flags().BoolVarP(&o.yes, "yes", "y", false, "do not ask for confirmation (required when stdin is not a terminal)")
 	cmd.Flags().BoolVar(&o.restart, "restart", false, "discard checkpoints of a previous, different version of this plan in the group and start over")
+	cmd.Flags().StringVar(&o.resolution, "resolution", "", "replay exactly the ranges of this resolution file (written by 'replay plan --out')")
 	cmd.Flags().StringVar(&o.report, "report", "", "write the run report as JSON to this file")
 	return cmd
 }
 
 // run executes one plan end to end and prints the summary.
 func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Report, error) {
-	job, c, err := a.prepare(ctx, file, runner.Options{Restart: o.restart})
+	if !o.yes && !isTerminal(o.in) {
+		return nil, usageError{errors.New("stdin is not a terminal, so replay run cannot ask for confirmation: add --yes to run without asking (schedulers, CI)")}
+	}
+	opts, err := pinnedOptions(o.resolution)
+	if err != nil {
+		return nil, err
+	}
+	opts.Restart = o.restart
+	job, c, err := a.prepare(ctx, file, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -104,6 +196,14 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 	p := job.Plan
 	out := a.resultsOut(p.Sink)
 	printResolution(out, job)
+	if o.resolution != "" {
+		fmt.Fprintf(out, "ranges pinned by %s\n", o.resolution)
+	}
+	if !o.yes {
+		if err := a.confirmRun(ctx, o.in, job); err != nil {
+			return nil, err
+		}
+	}
 	sink, err := a.newSink(ctx, job)
 	if err != nil {
 		return nil, err

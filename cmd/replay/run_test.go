@@ -21,7 +21,7 @@ func TestRunReport(t *testing.T) {
 	file := writePlan(t, dir, planSpec{name: "report", addr: sb.Addr, from: seed.From.Add(time.Hour), to: seed.From.Add(5 * time.Hour), sink: fileSink(out, 100)})
 
 	first, second := filepath.Join(dir, "first.json"), filepath.Join(dir, "second.json")
-	if r := replay(t, "run", "--report", first, file); r.code != exitOK {
+	if r := replay(t, "run", "--yes", "--report", first, file); r.code != exitOK {
 		t.Fatalf("run: %s", r)
 	}
 	written := int64(strings.Count(string(readFile(t, out)), "\n"))
@@ -31,7 +31,7 @@ func TestRunReport(t *testing.T) {
 		t.Errorf("first report does not match the %d records written: %s", written, rep.Raw)
 	}
 
-	r := replay(t, "run", "--report", second, file)
+	r := replay(t, "run", "--yes", "--report", second, file)
 	if r.code != exitOK || !strings.Contains(r.stdout, "nothing to do") {
 		t.Fatalf("second run: %s", r)
 	}
@@ -72,7 +72,7 @@ func TestStdoutSink(t *testing.T) {
 		}
 	}
 
-	r := replay(t, "run", file)
+	r := replay(t, "run", "--yes", file)
 	if r.code != exitOK {
 		t.Fatalf("run: %s", r)
 	}

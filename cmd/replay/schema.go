@@ -71,6 +71,13 @@ var scalarSchemas = map[reflect.Type]func() schema{
 			envRef(),
 		}, "examples": []any{"5MiB", "512KiB", 1048576}}
 	},
+	reflect.TypeFor[plan.ErrorLimit](): func() schema {
+		return schema{"anyOf": []any{
+			schema{"type": "integer", "minimum": 0},
+			schema{"type": "string", "pattern": `^\s*[0-9]+(?:\.[0-9]+)?\s*%\s*$`},
+			envRef(),
+		}, "examples": []any{100, "1%", "0.5%"}}
+	},
 	reflect.TypeFor[plan.PartitionSet](): func() schema {
 		return schema{"anyOf": []any{
 			schema{"const": "all"},
@@ -94,7 +101,7 @@ var fieldSchemas = map[string]func() schema{
 	"Plan.version":     func() schema { return schema{"const": 1} },
 	"Plan.name":        func() schema { return schema{"type": "string", "pattern": `^[A-Za-z0-9][A-Za-z0-9._-]*$`} },
 	"Plan.group":       func() schema { return schema{"type": "string", "pattern": `^\S+$`} },
-	"Plan.on_error":    func() schema { return enumOrEnv(plan.OnErrorFail, plan.OnErrorSkip) },
+	"Plan.on_error":    func() schema { return enumOrEnv(plan.OnErrorFail, plan.OnErrorSkip, plan.OnErrorDeadLetter) },
 	"Source.isolation": func() schema { return enumOrEnv(plan.ReadCommitted, plan.ReadUncommitted) },
 	"Source.brokers": func() schema {
 		return schema{"anyOf": []any{
@@ -107,9 +114,24 @@ var fieldSchemas = map[string]func() schema{
 		return schema{"type": "string", "pattern": envPattern, "examples": []any{"${KAFKA_PASSWORD}"}}
 	},
 	"Throttle.records_per_second": func() schema { return numberOrEnv("number", 0, nil) },
-	"Sink.type":                   func() schema { return enumOrEnv("file", "postgres", "stdout") },
+	"Sink.type":                   func() schema { return enumOrEnv("file", "postgres", "sqlite", "kafka", "http", "stdout") },
 	"Sink.on_conflict":            func() schema { return enumOrEnv("update", "ignore") },
 	"Sink.batch_size":             func() schema { return numberOrEnv("integer", 1, 100000) },
+	"Sink.brokers": func() schema {
+		return schema{"anyOf": []any{
+			schema{"type": "array", "items": schema{"type": "string"}, "minItems": 1},
+			envRef(),
+		}, "examples": []any{[]any{"kafka-1:9092"}, "${TARGET_KAFKA_BROKERS}"}}
+	},
+	"Sink.url": func() schema {
+		return schema{"type": "string", "pattern": `^https?://|` + envPattern,
+			"examples": []any{"https://orders.internal/api/replay", "${ORDERS_API_URL}"}}
+	},
+	"Sink.headers": func() schema {
+		return schema{"type": "object", "additionalProperties": schema{"type": "string"},
+			"examples": []any{schema{"Authorization": "Bearer ${ORDERS_API_TOKEN}"}}}
+	},
+	"Sink.max_retries": func() schema { return numberOrEnv("integer", 0, 100) },
 }
 
 // fieldDocs are the descriptions editors show, keyed "Type.yaml_name".
@@ -124,10 +146,11 @@ var fieldDocs = map[string]string{
 	"Plan.group":           "The dedicated replay consumer group that holds the checkpoints (e.g. replay.<plan-name>); never a live consumer group.",
 	"Plan.window":          "The part of the topic to replay: a time window (from, optional to) or offsets per partition, not both.",
 	"Plan.throttle":        "Rate limits across all partitions of one process; 0 or unset is unlimited.",
-	"Plan.filter":          "Expression over key/value/headers/timestamp selecting the records to write (not available in this version).",
+	"Plan.filter":          "Expression (expr-lang) selecting the records to write, e.g. 'value.status == \"paid\"'; it sees key, value (parsed JSON, or the raw string), headers (name to last value), timestamp, partition, offset, topic. Records it leaves out are counted and committed past.",
 	"Plan.sink":            "Where the replayed records go.",
-	"Plan.on_error":        "What happens to a record that cannot be processed: fail (default) or skip (counted in the report); dead_letter is not available in this version.",
-	"Plan.dead_letter":     "Sink for records that cannot be processed, with on_error: dead_letter (not available in this version).",
+	"Plan.on_error":        "What happens to a record that cannot be processed (the filter or the key template fails on it, the sink rejects it): fail (default: the run stops at it), skip (counted in the report) or dead_letter (written to dead_letter with the reason).",
+	"Plan.dead_letter":     "Sink for the records that cannot be processed, with on_error: dead_letter; written before the commit passes them. A file sink adds error, source_topic, source_partition and source_offset to each line.",
+	"Plan.max_errors":      "Stop the run (exit 1) when more records than this cannot be processed: a count (100) or a percentage of the records in the run's ranges (1%). Unset: no limit.",
 	"Plan.allow_data_loss": "Accept a window whose start retention already deleted: replay what is left and report the gap.",
 
 	"Source.brokers":    "Bootstrap brokers, host:port; or one ${VAR} holding a comma-separated list.",
@@ -161,14 +184,23 @@ var fieldDocs = map[string]string{
 	"Throttle.records_per_second": "Records per second across all partitions; 0 is unlimited.",
 	"Throttle.bytes_per_second":   "Bytes per second across all partitions, e.g. 5MiB; 0 is unlimited.",
 
-	"Sink.type":         "Sink type: file, postgres or stdout (sqlite, kafka and http are not available in this version).",
-	"Sink.path":         "Output file of a file sink: newline-delimited JSON, written atomically.",
-	"Sink.dsn":          "PostgreSQL connection string; its password must come from the environment, e.g. dsn: ${ORDERS_DSN}.",
-	"Sink.table":        "Target table of a database sink, [schema.]name.",
-	"Sink.on_conflict":  "update (default: the replayed record wins) or ignore.",
-	"Sink.create_table": "Create the table with the default layout when it is missing.",
-	"Sink.key":          "Idempotency key: a Go template over the record, e.g. '{{ .Value.id }}'; default <topic>/<partition>/<offset>.",
-	"Sink.batch_size":   "Largest number of records per durable write, and so between two commits (default 1000).",
+	"Sink.type":           "Sink type: file, postgres, sqlite, kafka, http or stdout.",
+	"Sink.path":           "Output file of a file sink (newline-delimited JSON, written atomically), or the database file of a sqlite sink.",
+	"Sink.dsn":            "PostgreSQL connection string; its password must come from the environment, e.g. dsn: ${ORDERS_DSN}.",
+	"Sink.table":          "Target table of a postgres or sqlite sink, [schema.]name.",
+	"Sink.on_conflict":    "postgres and sqlite: update (default: the replayed record wins) or ignore (the stored row wins).",
+	"Sink.create_table":   "postgres and sqlite: create the table with the default layout when it is missing.",
+	"Sink.key":            "Idempotency key: a Go template over the record, e.g. '{{ .Value.id }}'; default <topic>/<partition>/<offset>. The kafka sink's message key; the http sink's idempotency_key.",
+	"Sink.batch_size":     "Largest number of records per durable write, and so between two commits (default 1000); an http sink posts at most this many per request.",
+	"Sink.brokers":        "kafka: bootstrap brokers of the target cluster (the source cluster or another), host:port; or one ${VAR} holding a comma-separated list.",
+	"Sink.topic":          "kafka: the topic to produce to; it must exist.",
+	"Sink.tls":            "kafka: encrypted connection to the target cluster (independent of the source's).",
+	"Sink.sasl":           "kafka: authentication to the target cluster (independent of the source's): PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.",
+	"Sink.keep_partition": "kafka: produce each record to the partition numbered as its source partition (mirroring; the target needs at least as many partitions) instead of hashing the key.",
+	"Sink.url":            "http: the endpoint each batch is POSTed to as a JSON array.",
+	"Sink.headers":        "http: headers sent with every request; credentials (Authorization, tokens, API keys) must come from the environment, e.g. Authorization: \"Bearer ${ORDERS_API_TOKEN}\".",
+	"Sink.max_retries":    "http: retries of a request after a network error, 5xx, 408 or 429 (default 8; 0 never retries).",
+	"Sink.max_retry_wait": "http: longest wait between two attempts, from the exponential backoff or from Retry-After (default 1m).",
 }
 
 // required lists the fields each struct must have; Window and Sink get
@@ -193,7 +225,8 @@ var objectRules = map[string]func(schema){
 			return schema{"if": schema{"properties": schema{"type": schema{"const": typ}}, "required": []any{"type"}},
 				"then": schema{"required": fields}}
 		}
-		s["allOf"] = []any{needs("file", "path"), needs("postgres", "dsn", "table")}
+		s["allOf"] = []any{needs("file", "path"), needs("postgres", "dsn", "table"), needs("sqlite", "path", "table"),
+			needs("kafka", "brokers", "topic"), needs("http", "url")}
 	},
 }
 

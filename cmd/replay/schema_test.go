@@ -163,13 +163,18 @@ func TestSchemaRejects(t *testing.T) {
 		{"bare seconds", "from: 2026-11-03T10:00:00Z", "from: 1762164000"},
 		{"time and offsets", "  to: 2026-11-03T12:30:00Z", "  offsets: {0: {from: 1, to: 2}}"},
 		{"bad isolation", "topic: orders}", "topic: orders, isolation: read-committed}"},
-		{"unavailable sink", "type: file, path: out.jsonl", "type: sqlite, path: out.db"},
+		{"unknown sink type", "type: file, path: out.jsonl", "type: mysql, path: out.db"},
+		{"sqlite sink without table", "type: file, path: out.jsonl", "type: sqlite, path: out.db"},
+		{"kafka sink without topic", "type: file, path: out.jsonl", `type: kafka, brokers: ["k:9092"]`},
+		{"http sink without url", "type: file, path: out.jsonl", "type: http"},
 		{"file sink without path", "type: file, path: out.jsonl", "type: file"},
 		{"literal sasl password", "topic: orders}", "topic: orders, sasl: {mechanism: PLAIN, username: u, password: hunter2}}"},
 		{"duration without unit", "  to: 2026-11-03T12:30:00Z", "  skew_margin: 300"},
 		{"missing group", "group: replay.schema-test\n", ""},
 		{"version 2", "version: 1", "version: 2"},
 		{"batch size 0", "path: out.jsonl}", "path: out.jsonl, batch_size: 0}"},
+		{"max_errors as a fraction", "group: replay.schema-test\n", "group: replay.schema-test\non_error: skip\nmax_errors: 0.01\n"},
+		{"negative max_errors", "group: replay.schema-test\n", "group: replay.schema-test\non_error: skip\nmax_errors: -1\n"},
 	} {
 		doc := strings.Replace(schemaTestPlan, tc.old, tc.new, 1)
 		if doc == schemaTestPlan {
@@ -185,6 +190,15 @@ func TestSchemaRejects(t *testing.T) {
 // validation, and the values the format reserves for later do not (when a
 // sink or policy becomes available, this test asks for the schema to follow).
 func TestSchemaEnumsMatchValidation(t *testing.T) {
+	// sinkNeeds are the fields each sink type requires (and only those: a
+	// field another type takes is a problem).
+	sinkNeeds := map[string]string{
+		"file":     ", path: out.jsonl",
+		"postgres": ", dsn: '${DSN}', table: t",
+		"sqlite":   ", path: out.db, table: t",
+		"kafka":    `, brokers: ["k:9092"], topic: orders-fixed`,
+		"http":     ", url: 'https://svc.internal/api'",
+	}
 	s := printedSchema(t)
 	v := &schemaValidator{root: s}
 	env := func(name string) (string, bool) {
@@ -198,9 +212,9 @@ func TestSchemaEnumsMatchValidation(t *testing.T) {
 	}{
 		{"source.isolation", []string{"source", "isolation"}, `source: {brokers: ["k:9092"], topic: orders, isolation: %s}`, nil},
 		{"source.sasl.mechanism", []string{"source", "sasl", "mechanism"}, `source: {brokers: ["k:9092"], topic: orders, sasl: {mechanism: %s, username: u, password: "${PW}"}}`, nil},
-		{"sink.type", []string{"sink", "type"}, "sink: {type: %s, path: out.jsonl, dsn: '${DSN}', table: t}", []string{"sqlite", "kafka", "http"}},
+		{"sink.type", []string{"sink", "type"}, "sink: {type: %s}", []string{"mysql"}},
 		{"sink.on_conflict", []string{"sink", "on_conflict"}, "sink: {type: postgres, dsn: '${DSN}', table: t, on_conflict: %s}", []string{"replace"}},
-		{"on_error", []string{"on_error"}, "on_error: %s", []string{"dead_letter"}},
+		{"on_error", []string{"on_error"}, "on_error: %s\ndead_letter: {type: file, path: dead.jsonl}", nil},
 	} {
 		values := v.enumAt(t, tc.path)
 		if len(values) == 0 {
@@ -215,6 +229,9 @@ func TestSchemaEnumsMatchValidation(t *testing.T) {
 		for _, val := range all {
 			doc := schemaTestPlan + "throttle: {records_per_second: 10}\n"
 			line := fmt.Sprintf(tc.doc, val)
+			if tc.field == "sink.type" { // with what that type needs
+				line = fmt.Sprintf("sink: {type: %s%s}", val, sinkNeeds[val])
+			}
 			key := line[:strings.Index(line, ":")+1]
 			if i := strings.Index(doc, "\n"+key); i >= 0 {
 				end := i + 1 + strings.Index(doc[i+1:], "\n")

@@ -1,50 +1,195 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/replay-tool/replay/plan"
 )
 
+// Output formats of validate.
+const (
+	formatText   = "text"
+	formatJSON   = "json"
+	formatGitHub = "github"
+)
+
+type validateOptions struct {
+	format string
+}
+
 func (a *app) validateCmd() *cobra.Command {
-	return &cobra.Command{
+	o := validateOptions{format: formatText}
+	cmd := &cobra.Command{
 		Use:   "validate PLAN...",
 		Short: "Check plans offline: schema, types and semantics (no network)",
-		Long: "validate loads every plan and reports every problem of every file at once as file:line:col: field: message.\n" +
-			"Exit 0 when all plans are valid, 2 when any is invalid.",
+		Long: "validate loads every plan and reports every problem of every file at once.\n" +
+			"--format text (default): file:line:col: field: message, one per line, then a count.\n" +
+			"--format json: one JSON document with every problem and a verdict per file.\n" +
+			"--format github: GitHub Actions workflow commands (::error / ::warning file=,line=,col=), so a pull\n" +
+			"request shows each problem on its line; file paths are printed as given, so run it from the repository root.\n" +
+			"Warnings never fail. Exit 0 when all plans are valid, 2 when any is invalid.",
 		Args: args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, files []string) error {
-			var problems []plan.Problem
-			for _, f := range files {
-				p, err := plan.Load(f, plan.LoadOptions{})
-				var inv *plan.InvalidError
-				switch {
-				case errors.As(err, &inv):
-					problems = append(problems, inv.Problems...)
-				case err != nil:
-					problems = append(problems, plan.Problem{File: f, Message: err.Error()})
-				default:
-					problems = append(problems, p.Warnings()...)
-				}
+			if o.format != formatText && o.format != formatJSON && o.format != formatGitHub {
+				return usageError{fmt.Errorf("--format %q: want text, json or github", o.format)}
 			}
-			bad := 0
-			for _, pr := range problems {
-				fmt.Fprintln(a.stdout, pr.String())
-				if !pr.Warning {
-					bad++
-				}
+			results := validateFiles(files)
+			var err error
+			switch o.format {
+			case formatJSON:
+				err = printValidateJSON(a.stdout, results)
+			case formatGitHub:
+				printValidateGitHub(a.stdout, results)
+			default:
+				printValidateText(a.stdout, results)
 			}
-			if bad > 0 {
-				fmt.Fprintf(a.stdout, "%d problem(s) in %d plan(s)\n", bad, len(files))
+			if countProblems(results, false) > 0 {
 				code := exitInvalid
 				a.exit = &code
-				return nil
 			}
-			fmt.Fprintf(a.stdout, "%d plan(s) valid\n", len(files))
-			return nil
+			return err
 		},
 	}
+	cmd.Flags().StringVar(&o.format, "format", o.format, "output format: text, json or github (GitHub Actions annotations)")
+	return cmd
+}
+
+// fileResult is what validate found in one plan file.
+type fileResult struct {
+	File        string `json:"file"`
+	Valid       bool   `json:"valid"`
+	Name        string `json:"name,omitempty"`
+	Fingerprint string `json:"fingerprint,omitempty"`
+	Errors      int    `json:"errors"`
+	Warnings    int    `json:"warnings"`
+	problems    []plan.Problem
+}
+
+func validateFiles(files []string) []fileResult {
+	out := make([]fileResult, 0, len(files))
+	for _, f := range files {
+		r := fileResult{File: f}
+		p, err := plan.Load(f, plan.LoadOptions{})
+		var inv *plan.InvalidError
+		switch {
+		case errors.As(err, &inv):
+			r.problems = inv.Problems
+		case err != nil:
+			r.problems = []plan.Problem{{File: f, Message: err.Error()}}
+		default:
+			r.problems = p.Warnings()
+			r.Name, r.Fingerprint = p.Name, p.Fingerprint()
+		}
+		for _, pr := range r.problems {
+			if pr.Warning {
+				r.Warnings++
+			} else {
+				r.Errors++
+			}
+		}
+		r.Valid = r.Errors == 0
+		out = append(out, r)
+	}
+	return out
+}
+
+func countProblems(results []fileResult, warnings bool) int {
+	n := 0
+	for _, r := range results {
+		if warnings {
+			n += r.Warnings
+		} else {
+			n += r.Errors
+		}
+	}
+	return n
+}
+
+// summary is the last line of the text and github formats.
+func summary(results []fileResult) string {
+	if bad := countProblems(results, false); bad > 0 {
+		return fmt.Sprintf("%d problem(s) in %d plan(s)", bad, len(results))
+	}
+	return fmt.Sprintf("%d plan(s) valid", len(results))
+}
+
+func printValidateText(w io.Writer, results []fileResult) {
+	for _, r := range results {
+		for _, pr := range r.problems {
+			fmt.Fprintln(w, pr.String())
+		}
+	}
+	fmt.Fprintln(w, summary(results))
+}
+
+// jsonProblem is a problem in the json format.
+type jsonProblem struct {
+	File     string `json:"file"`
+	Line     int    `json:"line,omitempty"`
+	Column   int    `json:"column,omitempty"`
+	Field    string `json:"field,omitempty"`
+	Severity string `json:"severity"` // error or warning
+	Message  string `json:"message"`
+}
+
+func printValidateJSON(w io.Writer, results []fileResult) error {
+	doc := struct {
+		Valid    bool          `json:"valid"`
+		Errors   int           `json:"errors"`
+		Warnings int           `json:"warnings"`
+		Files    []fileResult  `json:"files"`
+		Problems []jsonProblem `json:"problems"`
+	}{Valid: countProblems(results, false) == 0, Errors: countProblems(results, false), Warnings: countProblems(results, true),
+		Files: results, Problems: []jsonProblem{}}
+	for _, r := range results {
+		for _, pr := range r.problems {
+			sev := "error"
+			if pr.Warning {
+				sev = "warning"
+			}
+			doc.Problems = append(doc.Problems, jsonProblem{File: pr.File, Line: pr.Line, Column: pr.Col, Field: pr.Field, Severity: sev, Message: pr.Message})
+		}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(doc)
+}
+
+// printValidateGitHub writes GitHub Actions workflow commands:
+// ::error file=F,line=L,col=C,title=replay validate::field: message
+func printValidateGitHub(w io.Writer, results []fileResult) {
+	for _, r := range results {
+		for _, pr := range r.problems {
+			cmd := "error"
+			if pr.Warning {
+				cmd = "warning"
+			}
+			props := "file=" + ghProperty(pr.File)
+			if pr.Line > 0 {
+				props += fmt.Sprintf(",line=%d,col=%d", pr.Line, pr.Col)
+			}
+			msg := pr.Message
+			if pr.Field != "" {
+				msg = pr.Field + ": " + msg
+			}
+			fmt.Fprintf(w, "::%s %s,title=replay validate::%s\n", cmd, props, ghData(msg))
+		}
+	}
+	fmt.Fprintln(w, summary(results))
+}
+
+// ghData escapes a workflow command's message (GitHub's escapeData).
+func ghData(s string) string {
+	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
+}
+
+// ghProperty escapes a workflow command's property value (escapeProperty).
+func ghProperty(s string) string {
+	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C").Replace(s)
 }

@@ -1,0 +1,307 @@
+//go:build linux
+
+package main
+
+// BenchmarkReplayVsKcat measures the goal of the issue: a full-day window of
+// 1,000,000 records replayed into the JSONL file sink must run at least as
+// fast as kcat reading the same window in the same run, with a peak RSS of
+// at most 64 MiB. See bench/README.md.
+//
+//	go test -run '^$' -bench ReplayVsKcat -benchtime 3x ./cmd/replay
+//
+// Setup (once): build the replay binary into a temporary directory and start
+// `replay sandbox --records N` as a separate process, so the broker's memory
+// is not counted. Each round then runs, as subprocesses and in alternating
+// order, kcat and `replay run` on a fresh plan (its own name and group), and
+// checks that both outputs hold exactly N lines.
+//
+// Environment:
+//
+//	REPLAY_BENCH_RECORDS  records to seed and replay (default 1000000)
+//	REPLAY_BENCH_BROKERS  use this already seeded broker (e.g. a running
+//	                      `replay sandbox --records N`) instead of starting one;
+//	                      it must hold exactly REPLAY_BENCH_RECORDS records in
+//	                      topic "orders", all stamped in the last 25 hours
+//
+// Reported (median over the rounds, peak RSS as the maximum): replay-rec/s,
+// kcat-rec/s, x-kcat (replay/kcat) and replay-peak-MiB / kcat-peak-MiB;
+// every round is logged too. Skipped when kcat (or kafkacat) is not installed.
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const benchTopic = "orders"
+
+type benchRun struct {
+	elapsed time.Duration
+	rssMiB  float64
+	lines   int
+}
+
+func (r benchRun) rate() float64 { return float64(r.lines) / r.elapsed.Seconds() }
+
+func BenchmarkReplayVsKcat(b *testing.B) {
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		if kcat, err = exec.LookPath("kafkacat"); err != nil {
+			b.Skip("kcat is not installed (apt-get install kcat)")
+		}
+	}
+	records := 1_000_000
+	if s := os.Getenv("REPLAY_BENCH_RECORDS"); s != "" {
+		if records, err = strconv.Atoi(s); err != nil || records < 1 {
+			b.Fatalf("REPLAY_BENCH_RECORDS=%q: want a positive number", s)
+		}
+	}
+	dir := b.TempDir()
+	bin := benchBuildReplay(b, dir)
+	addr := os.Getenv("REPLAY_BENCH_BROKERS")
+	if addr == "" {
+		addr = benchStartSandbox(b, bin, records)
+	}
+	b.Logf("broker %s, topic %s, %d records; replay %s; %s", addr, benchTopic, records, bin, kcat)
+
+	var replays, kcats []benchRun
+	round := 0
+	for b.Loop() {
+		round++
+		var k, r benchRun
+		if round%2 == 1 { // alternate the order: page cache, CPU frequency, the broker's warm-up
+			k = benchKcat(b, kcat, addr, dir)
+			r = benchReplay(b, bin, addr, dir, round)
+		} else {
+			r = benchReplay(b, bin, addr, dir, round)
+			k = benchKcat(b, kcat, addr, dir)
+		}
+		if k.lines != records || r.lines != records {
+			b.Fatalf("round %d: kcat wrote %d lines, replay %d; want %d each", round, k.lines, r.lines, records)
+		}
+		b.Logf("round %d: replay %.2fs %.0f rec/s %.1f MiB | kcat %.2fs %.0f rec/s %.1f MiB | %.2fx kcat",
+			round, r.elapsed.Seconds(), r.rate(), r.rssMiB, k.elapsed.Seconds(), k.rate(), k.rssMiB, r.rate()/k.rate())
+		replays, kcats = append(replays, r), append(kcats, k)
+	}
+
+	rates := func(rs []benchRun) []float64 {
+		out := make([]float64, len(rs))
+		for i, r := range rs {
+			out[i] = r.rate()
+		}
+		return out
+	}
+	ratios := make([]float64, len(replays))
+	for i := range replays {
+		ratios[i] = replays[i].rate() / kcats[i].rate()
+	}
+	rss := func(rs []benchRun) []float64 {
+		out := make([]float64, len(rs))
+		for i, r := range rs {
+			out[i] = r.rssMiB
+		}
+		return out
+	}
+	b.ReportMetric(0, "ns/op") // one op is two programs and a line count: meaningless
+	b.ReportMetric(benchMedian(rates(replays)), "replay-rec/s")
+	b.ReportMetric(benchMedian(rates(kcats)), "kcat-rec/s")
+	b.ReportMetric(benchMedian(ratios), "x-kcat")
+	b.ReportMetric(slices.Max(rss(replays)), "replay-peak-MiB")
+	b.ReportMetric(slices.Max(rss(kcats)), "kcat-peak-MiB")
+	b.Logf("over %d rounds (min / median / max): replay rec/s %s; kcat rec/s %s; x-kcat %s; replay peak RSS MiB %s",
+		len(replays), benchSpread(rates(replays), "%.0f"), benchSpread(rates(kcats), "%.0f"), benchSpread(ratios, "%.2f"), benchSpread(rss(replays), "%.1f"))
+}
+
+// benchBuildReplay builds this package's binary into dir.
+func benchBuildReplay(b *testing.B, dir string) string {
+	b.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		b.Fatalf("the go command is needed to build replay: %v", err)
+	}
+	bin := filepath.Join(dir, "replay")
+	cmd := exec.Command(gobin, "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// benchStartSandbox runs `replay sandbox` as its own process (port 0: a free
+// port), waits for its ready line and returns the broker address. The
+// process is interrupted at cleanup and killed if the benchmark dies.
+func benchStartSandbox(b *testing.B, bin string, records int) string {
+	b.Helper()
+	cmd := exec.Command(bin, "sandbox", "--port", "0", "--partitions", "6", "--topic", benchTopic, "--records", strconv.Itoa(records))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	exited := make(chan struct{})
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	ready := make(chan string, 1)
+	go func() {
+		defer close(exited)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			// "Kafka sandbox on 127.0.0.1:PORT: topic orders (...). Ctrl-C to stop."
+			if rest, ok := strings.CutPrefix(sc.Text(), "Kafka sandbox on "); ok {
+				addr, _, _ := strings.Cut(rest, ": ")
+				ready <- addr
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+		_ = cmd.Wait()
+	}()
+	select {
+	case addr := <-ready:
+		b.Logf("sandbox seeded %d records in %s (pid %d)", records, time.Since(start).Round(time.Millisecond), cmd.Process.Pid)
+		return addr
+	case <-exited:
+		b.Fatalf("replay sandbox exited before it was ready: %v\n%s", cmd.ProcessState, stderr.String())
+	case <-time.After(10 * time.Minute):
+		b.Fatalf("replay sandbox not ready after 10 minutes\n%s", stderr.String())
+	}
+	return ""
+}
+
+// benchKcat reads the day window (from 25 h ago to now) as kcat documents it:
+// key TAB value per line, exiting at the end offsets.
+func benchKcat(b *testing.B, kcat, addr, dir string) benchRun {
+	b.Helper()
+	now := time.Now()
+	out := filepath.Join(dir, "kcat.out")
+	cmd := exec.Command(kcat, "-C", "-b", addr, "-t", benchTopic,
+		"-o", fmt.Sprintf("s@%d", now.Add(-25*time.Hour).UnixMilli()), "-o", fmt.Sprintf("e@%d", now.UnixMilli()),
+		"-e", "-q", "-f", `%k\t%s\n`)
+	return benchRunTimed(b, cmd, out, out)
+}
+
+// benchReplay replays the same window into the file sink with a fresh plan,
+// so nothing is resumed from an earlier round.
+func benchReplay(b *testing.B, bin, addr, dir string, round int) benchRun {
+	b.Helper()
+	name := fmt.Sprintf("bench-%d-%d-%d", os.Getpid(), round, time.Now().UnixNano())
+	out := filepath.Join(dir, "replay.jsonl")
+	planFile := filepath.Join(dir, name+".yaml")
+	yaml := fmt.Sprintf(`version: 1
+name: %s
+description: BenchmarkReplayVsKcat round %d, the full day into a JSONL file.
+owner: bench
+source:
+  brokers: [%q]
+  topic: %s
+  partitions: all
+group: replay.%s
+window:
+  from: -25h
+sink:
+  type: file
+  path: %s
+`, name, round, addr, benchTopic, name, out)
+	if err := os.WriteFile(planFile, []byte(yaml), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	defer os.Remove(planFile)
+	cmd := exec.Command(bin, "run", "--yes", "--log-level", "warn", planFile)
+	return benchRunTimed(b, cmd, "", out)
+}
+
+// benchRunTimed runs cmd (stdout to file when file is set), timing it and taking
+// its peak RSS, then counts the lines of output and removes it.
+func benchRunTimed(b *testing.B, cmd *exec.Cmd, file, output string) benchRun {
+	b.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if file != "" {
+		f, err := os.Create(file)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		cmd.Stdout = f
+	}
+	start := time.Now()
+	err := cmd.Run()
+	elapsed := time.Since(start)
+	if err != nil {
+		b.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(cmd.Args, " "), err, stdout.String(), stderr.String())
+	}
+	lines, err := benchCountLines(output)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Remove(output); err != nil {
+		b.Fatal(err)
+	}
+	var rss float64
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		rss = float64(ru.Maxrss) / 1024 // KiB on Linux
+	}
+	return benchRun{elapsed: elapsed, rssMiB: rss, lines: lines}
+}
+
+func benchCountLines(path string) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	n := 0
+	for {
+		m, err := f.Read(buf)
+		n += bytes.Count(buf[:m], []byte{'\n'})
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+func benchMedian(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func benchSpread(xs []float64, format string) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf(format+" / "+format+" / "+format, slices.Min(xs), benchMedian(xs), slices.Max(xs))
+}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/replay-tool/replay/runner"
+)
+
+// errDeclined ends a run the user did not confirm (exit 1, as terraform
+// apply does when its prompt is answered with anything but yes).
+var errDeclined = errors.New("cancelled: nothing was written and no checkpoint changed")
+
+// confirmRun asks on the terminal whether to go ahead with the job whose
+// table was just printed: when it has work to do, or discards another
+// run's checkpoints (--restart). A job with nothing to do is not asked about.
+func (a *app) confirmRun(ctx context.Context, in io.Reader, job *runner.Job) error {
+	var q strings.Builder
+	if d := job.Discarded(); len(d) > 0 {
+		fmt.Fprintf(&q, "--restart discards the checkpoints of an earlier run in group %s (partitions %v). ", job.Plan.Group, d)
+	}
+	remaining := int64(0)
+	for _, r := range job.Resolution.Ranges {
+		from := r.Start
+		if off, ok := job.Resume[r.Partition]; ok {
+			from = off
+		}
+		remaining += max(r.End-from, 0)
+	}
+	if remaining == 0 && q.Len() == 0 {
+		return nil
+	}
+	fmt.Fprintf(&q, "Replay %d offsets of %s into %s?", remaining, job.Resolution.Topic, sinkWhere(job.Plan.Sink))
+	ok, err := a.ask(ctx, in, q.String())
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errDeclined
+	}
+	return nil
+}
+
+// ask prints question on stderr and reads the answer from in: y or yes
+// (any case) is a yes, anything else a no.
+func (a *app) ask(ctx context.Context, in io.Reader, question string) (bool, error) {
+	fmt.Fprintf(a.stderr, "%s [y/N] ", question)
+	answer := make(chan string, 1)
+	// A read from stdin cannot be cancelled: on a signal ask returns and
+	// the command ends, and with it the process and this goroutine.
+	go func() {
+		line, _ := bufio.NewReader(in).ReadString('\n')
+		answer <- line
+	}()
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(a.stderr)
+		return false, errDeclined
+	case line := <-answer:
+		s := strings.ToLower(strings.TrimSpace(line))
+		return s == "y" || s == "yes", nil
+	}
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replay-tool/replay/runner/sandbox"
+)
+
+func lineCount(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+// TestPlanOutAndPinnedRun: plan --out saves the resolution as reviewable
+// JSON; run --resolution replays exactly it although the topic grew since,
+// and refuses (exit 3) once the plan changed.
+func TestPlanOutAndPinnedRun(t *testing.T) {
+	sb, seed := newCluster(t, 3, 3000)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.jsonl")
+	spec := planSpec{name: "pinned", addr: sb.Addr, from: seed.From.Add(time.Hour), sink: fileSink(out, 100)}
+	spec.to = seed.To.Add(-time.Minute) // in the past but after the seed's last record: the range ends at the high watermark
+	file := writePlan(t, dir, spec)
+	resolution := filepath.Join(dir, "resolution.json")
+
+	r := replay(t, "plan", "--out", resolution, file)
+	if r.code != exitOK || !strings.Contains(r.stdout, "resolution saved to "+resolution) {
+		t.Fatalf("plan --out: %s", r)
+	}
+	var saved struct {
+		Format      string `json:"format"`
+		Plan        string `json:"plan"`
+		Fingerprint string `json:"fingerprint"`
+		ResolvedAt  string `json:"resolved_at"`
+		From, To    string
+		Ranges      []struct{ Partition, Start, End int64 }
+	}
+	b := readFile(t, resolution)
+	if err := json.Unmarshal(b, &saved); err != nil || saved.Format != "replay.resolution/v1" || saved.Plan != "pinned" || saved.Fingerprint == "" ||
+		saved.ResolvedAt == "" || saved.From == "" || saved.To == "" || len(saved.Ranges) != 3 || !strings.Contains(string(b), "\n  \"ranges\": [\n") {
+		t.Fatalf("resolution file: %v\n%s", err, b)
+	}
+	var pinned int64
+	for _, rg := range saved.Ranges {
+		pinned += rg.End - rg.Start
+	}
+
+	// Records stamped inside the window arrive late: a fresh resolution
+	// would read them, the pinned run must not.
+	late := sandbox.Seed{Topic: "orders", N: 300, From: seed.From.Add(2 * time.Hour), To: seed.From.Add(3 * time.Hour), Rand: 7}
+	if err := sandbox.Produce(context.Background(), sb.Addr, late); err != nil {
+		t.Fatal(err)
+	}
+	r = replay(t, "plan", "--resolution", resolution, file)
+	if r.code != exitOK || !strings.Contains(r.stdout, "ranges pinned by "+resolution) {
+		t.Fatalf("plan --resolution: %s", r)
+	}
+	r = replay(t, "run", "--yes", "--resolution", resolution, file)
+	if r.code != exitOK {
+		t.Fatalf("run --resolution: %s", r)
+	}
+	if n := lineCount(t, out); int64(n) != pinned {
+		t.Fatalf("the pinned run wrote %d records, the file pins %d", n, pinned)
+	}
+
+	r = replay(t, "plan", "--detailed-exitcode", "--resolution", resolution, file)
+	if r.code != exitOK || !strings.Contains(r.stdout, "resuming") || !strings.Contains(r.stdout, "nothing to do") {
+		t.Fatalf("plan --resolution after the pinned run: want exit 0, resuming with nothing to do, got %s", r)
+	}
+
+	spec.to = seed.To.Add(-2 * time.Minute)
+	writePlan(t, dir, spec)
+	r = replay(t, "run", "--yes", "--resolution", resolution, file)
+	if r.code != exitRefused || !strings.Contains(r.text(), saved.Fingerprint) || !strings.Contains(r.text(), "plan changed") {
+		t.Fatalf("changed plan: want exit %d naming the fingerprint, got %s", exitRefused, r)
+	}
+	if r := replay(t, "run", "--yes", "--resolution", filepath.Join(dir, "nope.json"), file); r.code != exitInvalid || !strings.Contains(r.text(), "--resolution") {
+		t.Fatalf("missing resolution file: want exit %d, got %s", exitInvalid, r)
+	}
+}
+
+// TestPlanDetailedExitcode: with --detailed-exitcode, 2 means work to do
+// only, so an invalid plan or a usage mistake exits 1 (as terraform plan).
+func TestPlanDetailedExitcode(t *testing.T) {
+	dir := t.TempDir()
+	invalid := filepath.Join(dir, "invalid.yaml")
+	if err := os.WriteFile(invalid, []byte(invalidPlan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"invalid plan", []string{"plan", invalid}, exitInvalid},
+		{"invalid plan, detailed", []string{"plan", "--detailed-exitcode", invalid}, exitFailed},
+		{"missing file, detailed", []string{"plan", "--detailed-exitcode", filepath.Join(dir, "nope.yaml")}, exitFailed},
+		{"bad output, detailed", []string{"plan", "--detailed-exitcode", "--output", "xml", invalid}, exitFailed},
+		{"two plans, detailed", []string{"plan", "--detailed-exitcode", invalid, invalid}, exitFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if r := replay(t, tt.args...); r.code != tt.code {
+				t.Fatalf("want exit %d, got %s", tt.code, r)
+			}
+		})
+	}
+}

@@ -1,0 +1,342 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
+)
+
+type testCmdOptions struct {
+	records string
+}
+
+func (a *app) testCmd() *cobra.Command {
+	var o testCmdOptions
+	cmd := &cobra.Command{
+		Use:   "test PLAN --records FILE",
+		Short: "Run fixture records through the plan's filter and key, offline",
+		Long: "test reads fixture records (one JSON object per line) and shows, for each, what a run would do with it: pass\n" +
+			"(with its idempotency key and the JSON line the sink would receive), filtered (the filter is false) or error\n" +
+			"(the filter or the key template fails on it, and what on_error does then). Nothing touches Kafka or the sink.\n\n" +
+			"A fixture line holds key (a string or null), value (JSON, or a string for a value that is not JSON; null or\n" +
+			"absent for a tombstone), headers ({\"name\": \"value\"} or [{\"key\": ..., \"value\": ...}]), timestamp (RFC 3339,\n" +
+			"required), and optionally topic (default: the plan's), partition (default 0), offset (default: the record's\n" +
+			"index in the file), note (free text) and expect: pass, filtered or error. The lines of a file sink's output\n" +
+			"and of a dead-letter file are fixture lines too. Blank lines and lines starting with # are ignored.\n\n" +
+			"Exit codes: 0 every record behaved as its expect says, 1 some did not, 2 invalid plan, fixture file or usage.",
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, files []string) error {
+			if o.records == "" {
+				return usageError{errors.New("--records FILE is required: the fixture records, one JSON object per line")}
+			}
+			return a.test(files[0], o)
+		},
+	}
+	cmd.Flags().StringVar(&o.records, "records", "", "fixture records, one JSON object per line (required)")
+	return cmd
+}
+
+// fixture is one line of a fixture file.
+type fixture struct {
+	Key       *string         `json:"key"`
+	Value     json.RawMessage `json:"value"`
+	Headers   json.RawMessage `json:"headers"`
+	Timestamp string          `json:"timestamp"`
+	Topic     *string         `json:"topic"`
+	Partition *int32          `json:"partition"`
+	Offset    *int64          `json:"offset"`
+	Note      string          `json:"note"`
+	Expect    string          `json:"expect"`
+	// The extra fields of a dead-letter line, accepted and ignored.
+	Error           any `json:"error"`
+	SourceTopic     any `json:"source_topic"`
+	SourcePartition any `json:"source_partition"`
+	SourceOffset    any `json:"source_offset"`
+
+	line int
+	rec  sinks.Record
+}
+
+// Outcomes of a fixture record.
+const (
+	outcomePass     = "pass"
+	outcomeFiltered = "filtered"
+	outcomeError    = "error"
+)
+
+func (a *app) test(file string, o testCmdOptions) error {
+	p, err := loadPlanFile(file)
+	if err != nil {
+		return err
+	}
+	fixtures, err := readFixtures(o.records, p.Source.Topic)
+	if err != nil {
+		return usageError{err}
+	}
+	t, err := newTester(p)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stdout, t.header())
+	counts := map[string]int{}
+	var wrong []string
+	for i := range fixtures {
+		fx := &fixtures[i]
+		got := t.run(a.stdout, fx)
+		counts[got]++
+		if fx.Expect != "" && fx.Expect != got {
+			wrong = append(wrong, fmt.Sprintf("line %d", fx.line))
+		}
+	}
+	fmt.Fprintf(a.stdout, "%d records: %d pass, %d filtered, %d error\n", len(fixtures), counts[outcomePass], counts[outcomeFiltered], counts[outcomeError])
+	if len(wrong) > 0 {
+		return fmt.Errorf("%d of %d fixture records did not behave as expected (%s of %s)", len(wrong), len(fixtures), strings.Join(wrong, ", "), o.records)
+	}
+	return nil
+}
+
+// tester runs records through a plan's filter and key template.
+type tester struct {
+	p       *plan.Plan
+	filter  *sinks.Filter
+	keyer   *sinks.Keyer
+	keyUsed bool
+}
+
+func newTester(p *plan.Plan) (*tester, error) {
+	t := &tester{p: p, keyUsed: p.Sink.Type != "file" && p.Sink.Type != "stdout"}
+	prog, err := p.FilterProgram()
+	if err != nil {
+		return nil, fmt.Errorf("filter: %w", err)
+	}
+	if prog != nil {
+		t.filter = sinks.NewFilter(prog)
+	}
+	if t.keyer, err = sinks.NewKeyer(p.Sink.Key); err != nil {
+		return nil, fmt.Errorf("sink key: %w", err)
+	}
+	return t, nil
+}
+
+func (t *tester) header() string {
+	f := "none (every record passes)"
+	if t.p.Filter != "" {
+		f = strings.TrimSpace(t.p.Filter)
+	}
+	k := "default (<topic>/<partition>/<offset>)"
+	if strings.TrimSpace(t.p.Sink.Key) != "" {
+		k = t.p.Sink.Key
+	}
+	return fmt.Sprintf("plan %s: filter %s; key %s; on_error %s", t.p.Name, f, k, t.p.OnError)
+}
+
+// run shows what a run would do with fx's record and returns the outcome.
+func (t *tester) run(w io.Writer, fx *fixture) string {
+	r := &fx.rec
+	where := fmt.Sprintf("line %d  %s/%d@%d", fx.line, r.Topic, r.Partition, r.Offset)
+	if fx.Note != "" {
+		where += "  (" + fx.Note + ")"
+	}
+	outcome, detail, reason := outcomePass, "", ""
+	if t.filter != nil {
+		switch ok, err := t.filter.Match(r); {
+		case err != nil:
+			outcome, reason = outcomeError, recordReason(err)
+		case !ok:
+			outcome = outcomeFiltered
+		}
+	}
+	if outcome == outcomePass {
+		key, err := t.keyer.Key(r)
+		switch {
+		case err == nil:
+			detail = fmt.Sprintf("key %q", key)
+		case t.keyUsed:
+			outcome, reason = outcomeError, recordReason(err)
+		default:
+			detail = fmt.Sprintf("key: %s (the %s sink does not use the key)", recordReason(err), t.p.Sink.Type)
+		}
+	}
+	mark := ""
+	if fx.Expect != "" && fx.Expect != outcome {
+		mark = fmt.Sprintf("  NOT AS EXPECTED: expect %s", fx.Expect)
+	}
+	switch outcome {
+	case outcomePass:
+		fmt.Fprintf(w, "%s  pass  %s%s\n    sink: %s", where, detail, mark, sinks.AppendJSONL(nil, r))
+	case outcomeFiltered:
+		fmt.Fprintf(w, "%s  filtered%s\n", where, mark)
+	default:
+		fmt.Fprintf(w, "%s  error  %s%s\n    %s", where, reason, mark, t.onError(r, reason))
+	}
+	return outcome
+}
+
+// onError says what on_error does with a record that cannot be processed.
+func (t *tester) onError(r *sinks.Record, reason string) string {
+	switch t.p.OnError {
+	case plan.OnErrorSkip:
+		return "on_error skip: the run counts it and goes on\n"
+	case plan.OnErrorDeadLetter:
+		dl := sinks.DeadLetter(*r, reason)
+		return "on_error dead_letter: " + string(sinks.AppendJSONL(nil, &dl))
+	}
+	return "on_error fail: the run stops at this record\n"
+}
+
+// recordReason is the reason of a *sinks.RecordError without the
+// coordinates, which the output shows already.
+func recordReason(err error) string {
+	var re *sinks.RecordError
+	if errors.As(err, &re) {
+		return re.Err.Error()
+	}
+	return err.Error()
+}
+
+// readFixtures reads a fixture file; topic is the default topic.
+func readFixtures(path, topic string) ([]fixture, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--records: %w", err)
+	}
+	defer f.Close()
+	var out []fixture
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 16<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 || line[0] == '#' {
+			continue
+		}
+		fx, err := parseFixture(line, topic, int64(len(out)))
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		fx.line = n
+		out = append(out, fx)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s holds no fixture records", path)
+	}
+	return out, nil
+}
+
+func parseFixture(line []byte, topic string, index int64) (fixture, error) {
+	var fx fixture
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&fx); err != nil {
+		return fx, fmt.Errorf("not a fixture record: %w", err)
+	}
+	switch fx.Expect {
+	case "", outcomePass, outcomeFiltered, outcomeError:
+	default:
+		return fx, fmt.Errorf("expect %q: want pass, filtered or error", fx.Expect)
+	}
+	if fx.Timestamp == "" {
+		return fx, errors.New("timestamp is missing: give the record's time in RFC 3339, e.g. 2026-11-03T10:00:00Z")
+	}
+	ts, err := time.Parse(time.RFC3339Nano, fx.Timestamp)
+	if err != nil {
+		return fx, fmt.Errorf("timestamp %q: want RFC 3339 with a zone, e.g. 2026-11-03T10:00:00Z", fx.Timestamp)
+	}
+	r := sinks.Record{Topic: topic, Offset: index, Time: ts}
+	if fx.Topic != nil {
+		r.Topic = *fx.Topic
+	}
+	if fx.Partition != nil {
+		r.Partition = *fx.Partition
+	}
+	if fx.Offset != nil {
+		r.Offset = *fx.Offset
+	}
+	if fx.Key != nil {
+		r.Key = []byte(*fx.Key)
+	}
+	if r.Value, err = fixtureValue(fx.Value); err != nil {
+		return fx, err
+	}
+	if r.Headers, err = fixtureHeaders(fx.Headers); err != nil {
+		return fx, err
+	}
+	fx.rec = r
+	return fx, nil
+}
+
+// fixtureValue: a JSON string is the raw value, null is a tombstone, any
+// other JSON is the value as written.
+func fixtureValue(raw json.RawMessage) ([]byte, error) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return nil, nil
+	case raw[0] == '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, fmt.Errorf("value: %w", err)
+		}
+		return []byte(s), nil
+	}
+	return []byte(raw), nil
+}
+
+// fixtureHeaders accepts {"name": "value"} (in name order) or
+// [{"key": "name", "value": "value"}] (in order, repeats allowed); a null
+// value is a header without a value.
+func fixtureHeaders(raw json.RawMessage) ([]sinks.Header, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if raw[0] == '{' {
+		var m map[string]*string
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, fmt.Errorf(`headers: want {"name": "value"} or [{"key": "name", "value": "value"}]: %w`, err)
+		}
+		names := make([]string, 0, len(m))
+		for k := range m {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		hs := make([]sinks.Header, len(names))
+		for i, k := range names {
+			hs[i] = sinks.Header{Key: k, Value: headerValue(m[k])}
+		}
+		return hs, nil
+	}
+	var list []struct {
+		Key   string  `json:"key"`
+		Value *string `json:"value"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, fmt.Errorf(`headers: want {"name": "value"} or [{"key": "name", "value": "value"}]: %w`, err)
+	}
+	hs := make([]sinks.Header, len(list))
+	for i, h := range list {
+		hs[i] = sinks.Header{Key: h.Key, Value: headerValue(h.Value)}
+	}
+	return hs, nil
+}
+
+func headerValue(v *string) []byte {
+	if v == nil {
+		return nil
+	}
+	return []byte(*v)
+}

@@ -1,0 +1,281 @@
+// Package filter compiles a plan's filter expression (expr-lang, see
+// https://expr-lang.org) and evaluates it over one record. It is pure: no
+// I/O, no dependency on the rest of replay, so package plan compiles the
+// expression when it validates a plan and the runner evaluates that same
+// program.
+package filter
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/vm"
+)
+
+// Env is what an expression sees of a record.
+type Env struct {
+	// Key is the record key ("" when the record has none).
+	Key string `expr:"key"`
+	// Value is the value parsed as JSON (objects as map[string]any, arrays
+	// as []any, numbers as json.Number, which expressions see as int or
+	// float64), or the raw string when it is not JSON; nil for a tombstone.
+	// A field that is missing or null reads as nil (value.a.b is nil when a
+	// is missing); a field of a value that is not an object is an error.
+	Value any `expr:"value"`
+	// Headers maps each header key to its last value.
+	Headers   map[string]string `expr:"headers"`
+	Timestamp time.Time         `expr:"timestamp"`
+	Partition int               `expr:"partition"`
+	Offset    int               `expr:"offset"`
+	Topic     string            `expr:"topic"`
+}
+
+// Names are the variables an expression may use.
+var Names = []string{"key", "value", "headers", "timestamp", "partition", "offset", "topic"}
+
+// Program is a compiled filter expression. It is immutable and safe for
+// concurrent use; evaluate it with a Matcher.
+type Program struct {
+	src  string
+	prog *vm.Program
+	// UsesValue and UsesHeaders say whether the expression reads value or
+	// headers, so that callers build them only when needed.
+	UsesValue, UsesHeaders bool
+}
+
+// Error is a compile error, positioned in the expression (1-based).
+type Error struct {
+	Line, Column int
+	Msg          string
+}
+
+func (e *Error) Error() string {
+	if e.Line == 1 {
+		return fmt.Sprintf("column %d: %s", e.Column, e.Msg)
+	}
+	return fmt.Sprintf("line %d, column %d: %s", e.Line, e.Column, e.Msg)
+}
+
+// numFunc converts JSON numbers where an expression uses a value (see
+// numberPatcher); its name cannot be written in an expression.
+const numFunc = "$num"
+
+// Compile compiles src, an expression that must return a bool. Its errors
+// are *Error.
+func Compile(src string) (*Program, error) {
+	if strings.TrimSpace(src) == "" {
+		return nil, &Error{Line: 1, Column: 1, Msg: "empty expression"}
+	}
+	uses := &usesVisitor{}
+	prog, err := expr.Compile(src,
+		expr.Env(Env{}),
+		expr.AsBool(),
+		expr.Timezone("UTC"), // date("2026-11-03 10:00") means the same instant on every machine
+		expr.Function(numFunc, func(args ...any) (any, error) { return number(args[0]), nil }, new(func(any) any)),
+		expr.Patch(uses),
+		expr.Patch(&numberPatcher{}),
+	)
+	if err != nil {
+		return nil, compileError(err)
+	}
+	return &Program{src: src, prog: prog, UsesValue: uses.value, UsesHeaders: uses.headers}, nil
+}
+
+func compileError(err error) error {
+	fe := &file.Error{Line: 1, Message: err.Error()} // not positioned: the whole expression
+	errors.As(err, &fe)
+	msg := fe.Message
+	if name, ok := strings.CutPrefix(msg, "unknown name "); ok {
+		msg += fmt.Sprintf(" (a filter sees %s; a field of the value is value.%s)", strings.Join(Names, ", "), name)
+	}
+	if strings.HasPrefix(msg, "expected bool") {
+		msg += " (a filter is true to write the record, false to leave it out)"
+	}
+	return &Error{Line: max(fe.Line, 1), Column: fe.Column + 1, Msg: msg}
+}
+
+// String returns the expression as written.
+func (p *Program) String() string { return p.src }
+
+// Matcher evaluates a Program. It reuses its virtual machine between
+// records, so it is not safe for concurrent use: one per goroutine.
+type Matcher struct {
+	p  *Program
+	vm vm.VM
+}
+
+// Matcher returns a new Matcher of p.
+func (p *Program) Matcher() *Matcher { return &Matcher{p: p} }
+
+// Match reports whether the record env describes passes the filter. An
+// expression that fails on it (a field of a value that is not JSON, a
+// result that is not a bool) returns an error that names the reason on one
+// line.
+func (m *Matcher) Match(env *Env) (bool, error) {
+	out, err := m.vm.Run(m.p.prog, env)
+	if err != nil {
+		msg := err.Error()
+		var fe *file.Error
+		if errors.As(err, &fe) {
+			msg = fe.Message
+		}
+		if t, ok := strings.CutPrefix(msg, "invalid operation: bool("); ok {
+			msg = fmt.Sprintf("the expression returned %s, not a bool", strings.TrimSuffix(t, ")"))
+		}
+		if _, raw := env.Value.(string); raw && m.p.UsesValue {
+			if msg == "invalid operation: int(string)" { // expr reading a field of a string
+				msg = "it has no fields"
+			}
+			msg = "the value is not JSON: " + msg
+		}
+		return false, errors.New(msg)
+	}
+	ok, isBool := out.(bool)
+	if !isBool {
+		return false, fmt.Errorf("the expression returned %T, not a bool", out)
+	}
+	return ok, nil
+}
+
+// usesVisitor records which record parts an expression reads.
+type usesVisitor struct{ value, headers bool }
+
+func (u *usesVisitor) Visit(node *ast.Node) {
+	if id, ok := (*node).(*ast.IdentifierNode); ok {
+		switch id.Value {
+		case "value":
+			u.value = true
+		case "headers":
+			u.headers = true
+		}
+	}
+}
+
+// numberPatcher adapts accesses to the value, so that a field read
+// behaves as a data engineer expects of JSON:
+//   - a field of a missing field, or of null (a tombstone), is nil rather
+//     than an error: value.a.b reads as value?.a?.b. A field of a value that
+//     is not an object (a string that is not JSON) is still an error;
+//   - JSON numbers are numbers: the value is decoded once with json.Number
+//     (the key template needs the number as written), and wherever an
+//     expression uses a part of it (value, value.a.b, value.items[0], # or
+//     .qty inside a predicate) the result goes through $num, which turns a
+//     json.Number into an int (or a float64) and the json.Numbers of an
+//     array into numbers, without changing the value.
+//
+// Only outermost accesses are wrapped: the walk is post-order, so a node
+// first unwraps its child and then wraps itself.
+type numberPatcher struct {
+	chains map[*ast.ChainNode]bool // the chains the patcher added
+}
+
+func (p *numberPatcher) Visit(node *ast.Node) {
+	switch n := (*node).(type) {
+	case *ast.IdentifierNode:
+		if n.Value == "value" {
+			wrap(node)
+		}
+	case *ast.PointerNode:
+		wrap(node)
+	case *ast.MemberNode:
+		n.Node = p.unwrap(n.Node)
+		if typedRoot(n.Node) || n.Method {
+			return
+		}
+		n.Optional = true
+		chain := &ast.ChainNode{Node: n}
+		if p.chains == nil {
+			p.chains = map[*ast.ChainNode]bool{}
+		}
+		p.chains[chain] = true
+		ast.Patch(node, chain)
+		wrap(node)
+	case *ast.ChainNode:
+		n.Node = p.unwrap(n.Node)
+		if !typedRoot(n.Node) {
+			wrap(node)
+		}
+	case *ast.CallNode:
+		n.Callee = p.unwrap(n.Callee) // value.id.String(): a method of json.Number
+	case *ast.SliceNode:
+		n.Node = p.unwrap(n.Node)
+		wrap(node)
+	}
+}
+
+// typedRoot reports whether an access chain starts at a variable of a
+// static type (headers, key, ...): those need no conversion and keep their
+// type for the checker.
+func typedRoot(n ast.Node) bool {
+	for {
+		switch x := n.(type) {
+		case *ast.MemberNode:
+			n = x.Node
+		case *ast.ChainNode:
+			n = x.Node
+		case *ast.IdentifierNode:
+			return x.Value != "value" && x.Value != numFunc
+		default:
+			return false
+		}
+	}
+}
+
+func wrap(node *ast.Node) {
+	ast.Patch(node, &ast.CallNode{Callee: &ast.IdentifierNode{Value: numFunc}, Arguments: []ast.Node{*node}})
+}
+
+// unwrap undoes wrap and the chain the patcher added around a member.
+func (p *numberPatcher) unwrap(n ast.Node) ast.Node {
+	if c, ok := n.(*ast.CallNode); ok {
+		if id, ok := c.Callee.(*ast.IdentifierNode); ok && id.Value == numFunc && len(c.Arguments) == 1 {
+			n = c.Arguments[0]
+		}
+	}
+	if c, ok := n.(*ast.ChainNode); ok && p.chains[c] {
+		n = c.Node
+	}
+	return n
+}
+
+// number converts a json.Number to an int when it is a whole number that
+// fits, else to a float64; an array's elements likewise (a copy: the value
+// is shared with the key template). Anything else is returned as is.
+func number(x any) any {
+	switch v := x.(type) {
+	case json.Number:
+		return convert(v)
+	case []any:
+		var out []any
+		for i, e := range v {
+			n, ok := e.(json.Number)
+			if !ok {
+				continue
+			}
+			if out == nil {
+				out = append([]any(nil), v...)
+			}
+			out[i] = convert(n)
+		}
+		if out != nil {
+			return out
+		}
+	}
+	return x
+}
+
+func convert(n json.Number) any {
+	if i, err := n.Int64(); err == nil {
+		return int(i)
+	}
+	if f, err := n.Float64(); err == nil {
+		return f
+	}
+	return string(n)
+}

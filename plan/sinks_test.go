@@ -1,0 +1,137 @@
+package plan
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const httpPlan = `version: 1
+name: orders-to-api
+source: {brokers: ["kafka-1:9092"], topic: orders}
+group: replay.orders-to-api
+window: {from: 2026-11-03T10:00:00Z}
+throttle: {records_per_second: 1000}
+sink:
+  type: http
+  url: https://orders.internal/api
+`
+
+func TestHTTPSinkDefaults(t *testing.T) {
+	p, err := Parse("plan.yaml", []byte(httpPlan), testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Sink.MaxRetries == nil || *p.Sink.MaxRetries != DefaultMaxRetries || p.Sink.MaxRetryWait != DefaultMaxRetryWait {
+		t.Errorf("max_retries %v, max_retry_wait %v: want the defaults", p.Sink.MaxRetries, p.Sink.MaxRetryWait)
+	}
+	// 0 is a choice (never retry), not "unset".
+	p, err = Parse("plan.yaml", []byte(httpPlan+"  max_retries: 0\n  max_retry_wait: 5s\n"), testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *p.Sink.MaxRetries != 0 || time.Duration(p.Sink.MaxRetryWait) != 5*time.Second {
+		t.Errorf("max_retries %d, max_retry_wait %v: want 0 and 5s as written", *p.Sink.MaxRetries, p.Sink.MaxRetryWait)
+	}
+	p, err = Parse("plan.yaml", []byte(strings.Replace(httpPlan, "type: http\n  url: https://orders.internal/api", "type: file\n  path: o.jsonl", 1)), testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Sink.MaxRetries != nil || p.Sink.MaxRetryWait != 0 {
+		t.Error("a file sink got the http sink's retry defaults")
+	}
+}
+
+// Secrets in headers and in the URL must come from the environment; other
+// headers and URLs built from ${VAR}s are fine.
+func TestHTTPSinkSecrets(t *testing.T) {
+	env := map[string]string{"TOKEN": "t0ken", "API_URL": "https://u:pw@svc/api?token=x", "PW": "pw"}
+	opts := testOptions()
+	opts.LookupEnv = func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	for _, tc := range []struct {
+		sink string
+		want string // "" for valid
+	}{
+		{"url: https://svc/api\n  headers: {Authorization: 'Bearer ${TOKEN}', X-Tenant: shop}", ""},
+		{"url: ${API_URL}", ""},
+		{"url: 'https://u:${PW}@svc/api?token=${TOKEN}'", ""},
+		{"url: https://svc/api\n  headers: {Cookie: session=abc}", "sink.headers.Cookie: a literal secret"},
+		{"url: https://svc/api\n  headers: {X-Auth-Token: abc}", "sink.headers.X-Auth-Token: a literal secret"},
+		{"url: https://svc/api\n  headers: {X-Api-Key: '${TOKEN}'}", ""},
+		{"url: 'https://svc/api?sig=abc&page=2'", "query parameter sig carries a literal secret"},
+		{"url: https://svc/api\n  headers: {x-tenant: \"a\\nb\"}", "line break"},
+		{"url: https://svc/api\n  headers: {content-type: text/plain}", "sets content-type itself"},
+	} {
+		doc := strings.Replace(httpPlan, "url: https://orders.internal/api", tc.sink, 1)
+		_, err := Parse("plan.yaml", []byte(doc), opts)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.sink, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: got %v, want %q", tc.sink, err, tc.want)
+		}
+	}
+}
+
+func TestSinkWarnings(t *testing.T) {
+	for _, tc := range []struct{ sink, want string }{
+		{"type: kafka\n  brokers: [\"kafka-1:9092\"]\n  topic: orders", "warning: sink.topic: the target is the source topic"},
+		{"type: kafka\n  brokers: [\"k:9092\"]\n  topic: t\n  sasl: {mechanism: PLAIN, username: u, password: \"${KAFKA_PASSWORD}\"}", "SASL PLAIN without TLS"},
+		{"type: http\n  url: http://svc/api\n  headers: {Authorization: 'Basic ${KAFKA_PASSWORD}'}", "sent over plain http"},
+	} {
+		doc := strings.Replace(httpPlan, "type: http\n  url: https://orders.internal/api", tc.sink, 1)
+		p, err := Parse("plan.yaml", []byte(doc), testOptions())
+		if err != nil {
+			t.Fatalf("%s: %v", tc.sink, err)
+		}
+		var all []string
+		for _, w := range p.Warnings() {
+			all = append(all, w.String())
+		}
+		if !strings.Contains(strings.Join(all, "\n"), tc.want) {
+			t.Errorf("%s: warnings %q, want %q", tc.sink, all, tc.want)
+		}
+	}
+}
+
+// The fingerprint covers where records go (the kafka topic and
+// partitioning, the http URL), not how the sink connects.
+func TestFingerprintSinkTargets(t *testing.T) {
+	const kafkaPlan = `version: 1
+name: orders-mirror
+source: {brokers: ["kafka-1:9092"], topic: orders}
+group: replay.orders-mirror
+window: {from: 2026-11-03T10:00:00Z}
+sink:
+  type: kafka
+  brokers: ["kafka-dr:9092"]
+  topic: orders-fixed
+  sasl: {mechanism: SCRAM-SHA-512, username: replay, password: "${KAFKA_PASSWORD}"}
+`
+	fp := func(doc string) string {
+		t.Helper()
+		p, err := Parse("plan.yaml", []byte(doc), testOptions())
+		if err != nil {
+			t.Fatalf("%v\n%s", err, doc)
+		}
+		return p.Fingerprint()
+	}
+	for _, tc := range []struct {
+		base, old, new string
+		changes        bool
+	}{
+		{kafkaPlan, "topic: orders-fixed", "topic: orders-fixed-2", true},
+		{kafkaPlan, "topic: orders-fixed", "topic: orders-fixed\n  keep_partition: true", true},
+		{kafkaPlan, `["kafka-dr:9092"]`, `["kafka-dr-2:9092"]`, false},
+		{kafkaPlan, "username: replay", "username: other", false},
+		{httpPlan, "https://orders.internal/api", "https://orders.internal/api/v2", true},
+		{httpPlan, "https://orders.internal/api", "https://orders.internal/api\n  headers: {X-Tenant: shop}\n  max_retries: 2", false},
+		// A token in the URL's query (from ${VAR}) may be rotated mid-run.
+		{httpPlan, "https://orders.internal/api", "'https://orders.internal/api?token=${KAFKA_PASSWORD}'", false},
+	} {
+		doc := strings.Replace(tc.base, tc.old, tc.new, 1)
+		if changed := fp(doc) != fp(tc.base); changed != tc.changes {
+			t.Errorf("%s -> %s: fingerprint changed = %v, want %v", tc.old, tc.new, changed, tc.changes)
+		}
+	}
+}

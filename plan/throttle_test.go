@@ -1,0 +1,37 @@
+package plan
+
+import (
+	"strings"
+	"testing"
+)
+
+// The semantic throttle checks are warnings: a database or HTTP sink
+// without a throttle, and a batch larger than a second of the throttle.
+func TestThrottleWarnings(t *testing.T) {
+	file := "  type: file\n  path: out/orders.jsonl\n"
+	tests := []struct {
+		name, sink, throttle string
+		want                 []string // "field at line:col"
+	}{
+		{"postgres unthrottled", "  type: postgres\n  dsn: postgres://app@db/orders\n  table: orders\n", "", []string{"throttle at 10:9"}},
+		{"sqlite unthrottled", "  type: sqlite\n  path: out/orders.db\n  table: orders\n", "", []string{"throttle at 10:9"}},
+		{"http unthrottled", "  type: http\n  url: https://svc.internal/orders\n", "", []string{"throttle at 10:9"}},
+		{"postgres zero throttle", "  type: postgres\n  dsn: postgres://app@db/orders\n  table: orders\n", "throttle: {records_per_second: 0}\n", []string{"throttle at 13:11"}},
+		{"postgres throttled by bytes", "  type: postgres\n  dsn: postgres://app@db/orders\n  table: orders\n", "throttle: {bytes_per_second: 1MiB}\n", nil},
+		{"file unthrottled", file, "", nil},
+		{"batch above a second of throttle", file, "throttle: {records_per_second: 200}\n", []string{"sink.batch_size at 10:3"}},
+		{"batch within a second of throttle", file + "  batch_size: 200\n", "throttle: {records_per_second: 200}\n", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := strings.Replace(minimalPlan, file, tt.sink, 1) + tt.throttle
+			var got []string
+			for _, w := range mustParse(t, src, testOptions()).Warnings() {
+				got = append(got, w.Field+" at "+Pos{w.Line, w.Col}.String())
+			}
+			if strings.Join(got, "; ") != strings.Join(tt.want, "; ") {
+				t.Errorf("warnings %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,216 @@
+package plan
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// sinkFields lists, for each type-specific sink field, the sink types that
+// take it. type, key and batch_size apply to every sink.
+var sinkFields = []struct {
+	name  string
+	types []string
+}{
+	{"path", []string{"file", "sqlite"}},
+	{"dsn", []string{"postgres"}},
+	{"table", []string{"postgres", "sqlite"}},
+	{"on_conflict", []string{"postgres", "sqlite"}},
+	{"create_table", []string{"postgres", "sqlite"}},
+	{"brokers", []string{"kafka"}},
+	{"topic", []string{"kafka"}},
+	{"tls", []string{"kafka"}},
+	{"sasl", []string{"kafka"}},
+	{"keep_partition", []string{"kafka"}},
+	{"url", []string{"http"}},
+	{"headers", []string{"http"}},
+	{"max_retries", []string{"http"}},
+	{"max_retry_wait", []string{"http"}},
+}
+
+// legacySinkFields were accepted, and ignored, on every sink type of the
+// first version (file, postgres, stdout): plans of those types that carry
+// them stay valid.
+var (
+	legacySinkTypes  = []string{"file", "postgres", "stdout"}
+	legacySinkFields = []string{"path", "dsn", "table", "on_conflict", "create_table"}
+)
+
+// sinkFieldsApply reports fields written for a sink type that does not use
+// them (topic: on a postgres sink, table: on a kafka sink): a setting that
+// would silently do nothing is a mistake in the plan.
+func (v *validator) sinkFieldsApply(field string, s *Sink) {
+	for _, f := range sinkFields {
+		if !v.present(field+"."+f.name) || slices.Contains(f.types, s.Type) {
+			continue
+		}
+		if slices.Contains(legacySinkTypes, s.Type) && slices.Contains(legacySinkFields, f.name) {
+			continue
+		}
+		v.add(field+"."+f.name, "does not apply to %s sink (only %s sinks take it): remove it", article(s.Type), strings.Join(f.types, " and "))
+	}
+}
+
+// article returns "a kafka", "an http".
+func article(sinkType string) string {
+	if sinkType == "http" {
+		return "an " + sinkType
+	}
+	return "a " + sinkType
+}
+
+func (v *validator) sqlite(field string, s *Sink) {
+	if s.Path == "" {
+		v.add(field+".path", "missing: the database file, e.g. out/orders.db (created when missing)")
+	}
+	if s.Table == "" {
+		v.add(field+".table", "missing: the table to upsert into")
+	} else if !tableRe.MatchString(s.Table) {
+		v.add(field+".table", "%q is not a plain table name ([schema.]name of letters, digits, _)", s.Table)
+	}
+	v.enum(field+".on_conflict", s.OnConflict, []string{"update", "ignore"})
+}
+
+// topicRe is what Kafka accepts as a topic name.
+var topicRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
+
+func (v *validator) kafkaSink(field string, s *Sink) {
+	if len(s.Brokers) == 0 {
+		v.add(field+".brokers", `missing: list the target cluster's bootstrap brokers, e.g. ["kafka-1:9092"] or ["${TARGET_KAFKA_BROKERS}"]`)
+	}
+	for i, b := range s.Brokers {
+		for _, one := range strings.Split(b, ",") {
+			if _, port, err := net.SplitHostPort(strings.TrimSpace(one)); err != nil || port == "" {
+				v.add(fmt.Sprintf("%s.brokers[%d]", field, i), "%q is not host:port: add the port, e.g. %q", one, strings.TrimSpace(one)+":9092")
+			}
+		}
+	}
+	switch {
+	case s.Topic == "":
+		v.add(field+".topic", "missing: the topic to produce to (it must exist: replay does not create topics)")
+	case !topicRe.MatchString(s.Topic) || s.Topic == "." || s.Topic == "..":
+		v.add(field+".topic", "%q is not a Kafka topic name (up to 249 letters, digits, '.', '_', '-')", s.Topic)
+	}
+	v.tls(field+".tls", s.TLS)
+	v.sasl(field+".sasl", s.SASL)
+	if s.SASL.Mechanism == "PLAIN" && !s.TLS.Enabled {
+		v.warn(field+".sasl.mechanism", "SASL PLAIN without TLS sends the password in clear text: enable %s.tls", field)
+	}
+	if s.Topic != "" && s.Topic == v.p.Source.Topic && sameBrokers(s.Brokers, v.p.Source.Brokers) {
+		v.warn(field+".topic", "the target is the source topic: the replayed records are appended to the topic being replayed, and its consumers read them again")
+	}
+}
+
+// sameBrokers reports whether two broker lists name the same addresses.
+func sameBrokers(a, b []string) bool {
+	split := func(l []string) []string {
+		var out []string
+		for _, s := range l {
+			for _, one := range strings.Split(s, ",") {
+				out = append(out, strings.ToLower(strings.TrimSpace(one)))
+			}
+		}
+		sort.Strings(out)
+		return slices.Compact(out)
+	}
+	return slices.Equal(split(a), split(b))
+}
+
+var (
+	// headerNameRe is an HTTP header field name (RFC 9110 token).
+	headerNameRe = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+	// secretHeaderRe matches the names of headers that carry credentials.
+	secretHeaderRe = regexp.MustCompile(`(?i)^(authorization|proxy-authorization|cookie)$|token|secret|passw|api-?key|api_key|signature|credential`)
+	// secretQueryRe matches URL query parameters that carry credentials.
+	secretQueryRe = regexp.MustCompile(`(?i)^(password|passwd|pwd|token|access_token|auth|api_key|apikey|key|secret|client_secret|sig|signature)$`)
+)
+
+// reservedHeaders are set by the http sink itself.
+var reservedHeaders = []string{"Idempotency-Key", "Content-Type", "Content-Length", "Host"}
+
+func (v *validator) httpSink(field string, s *Sink) {
+	v.httpURL(field+".url", s.URL)
+	names := make([]string, 0, len(s.Headers))
+	for name := range s.Headers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	plain := strings.HasPrefix(strings.ToLower(s.URL), "http:")
+	for _, name := range names {
+		f, val := field+".headers."+name, s.Headers[name]
+		switch {
+		case !headerNameRe.MatchString(name):
+			v.add(f, "%q is not an HTTP header name (letters, digits and !#$%%&'*+-.^_`|~)", name)
+		case slices.ContainsFunc(reservedHeaders, func(r string) bool { return strings.EqualFold(r, name) }):
+			v.add(f, "the http sink sets %s itself: remove it", name)
+		case strings.ContainsAny(val, "\r\n\x00"):
+			v.add(f, "the value contains a line break or NUL, which HTTP headers cannot carry")
+		case secretHeaderRe.MatchString(name) && !v.p.FromEnv(f):
+			example := `"${ORDERS_API_TOKEN}"`
+			if strings.EqualFold(name, "Authorization") {
+				example = `"Bearer ${ORDERS_API_TOKEN}"`
+			}
+			v.add(f, "a literal secret must not be written in a plan: take it from the environment, e.g. %s: %s, and export the variable", name, example)
+		case secretHeaderRe.MatchString(name) && plain:
+			v.warn(f, "sent over plain http: anyone on the network path can read the credentials; use https")
+		}
+	}
+	if s.MaxRetries != nil && (*s.MaxRetries < 0 || *s.MaxRetries > 100) {
+		v.add(field+".max_retries", "%d: want 0..100 (0 never retries)", *s.MaxRetries)
+	}
+	if d := time.Duration(s.MaxRetryWait); d < 0 || d > time.Hour {
+		v.add(field+".max_retry_wait", "%s: want a duration up to 1h, e.g. 1m", d)
+	}
+}
+
+// httpURL checks an http sink's endpoint. Credentials in it must come from
+// the environment, as a DSN's password does.
+func (v *validator) httpURL(field, raw string) {
+	if raw == "" {
+		v.add(field, "missing: the endpoint to POST to, e.g. https://orders.internal/api/replay or ${ORDERS_API_URL}")
+		return
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		v.add(field, "not a URL: %s", strings.TrimPrefix(err.Error(), "parse "))
+		return
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		v.add(field, "%q: want an http:// or https:// URL with a host", u.Redacted())
+		return
+	}
+	written := raw // the URL as written in the plan, ${VAR}s as placeholders
+	if r, ok := v.p.envRaw[field]; ok {
+		written = envRef.ReplaceAllString(r, envPlaceholder)
+	}
+	w, err := url.Parse(written)
+	if err != nil {
+		return // the ${VAR}s make up its structure: nothing literal to check
+	}
+	if pw, ok := w.User.Password(); ok && pw != "" && !strings.Contains(pw, envPlaceholder) {
+		v.add(field, "contains a literal password: take the URL (or its password) from the environment, e.g. url: ${ORDERS_API_URL}, or send credentials in headers from ${VAR}")
+	}
+	for name, vals := range w.Query() {
+		for _, val := range vals {
+			if secretQueryRe.MatchString(name) && val != "" && !strings.Contains(val, envPlaceholder) {
+				v.add(field, "the query parameter %s carries a literal secret: take the URL from the environment, e.g. url: ${ORDERS_API_URL}, or send credentials in headers from ${VAR}", name)
+			}
+		}
+	}
+}
+
+// sinkEndpoint is the part of an http sink's URL that says where records go,
+// for the fingerprint: scheme, host and path, without the user info and
+// query, which may hold credentials that are rotated during a run.
+func sinkEndpoint(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || raw == "" {
+		return raw
+	}
+	return u.Scheme + "://" + strings.ToLower(u.Host) + u.EscapedPath()
+}

@@ -1,0 +1,155 @@
+package runner
+
+import (
+	"context"
+	"math"
+	"slices"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/replay-tool/replay/plan"
+)
+
+// sampleRecords is how many records Sample reads at each end of a range.
+const sampleRecords = 100
+
+// sampleParallelism bounds the partitions sampled at once.
+const sampleParallelism = 8
+
+// RecordInfo locates one record.
+type RecordInfo struct {
+	Offset    int64     `json:"offset"`
+	Timestamp time.Time `json:"timestamp"`
+}
+
+// RangeSample is what reading the ends of one partition's range found:
+// the range still to read, [from, end), where from is the range start or
+// the checkpoint of a resumed run.
+type RangeSample struct {
+	Partition int32 `json:"partition"`
+	// First and Last are the first and the last record of the range, nil
+	// when it holds none (Last is the last record below the end: offsets may
+	// end in transaction markers or compacted gaps).
+	First *RecordInfo `json:"first_record,omitempty"`
+	Last  *RecordInfo `json:"last_record,omitempty"`
+	// Sampled counts the records read; Exact is true when they are every
+	// record of the range, so Bytes is a sum, not an estimate.
+	Sampled int  `json:"sampled_records"`
+	Exact   bool `json:"exact"`
+	// Bytes estimates the key and value bytes of the range (what
+	// throttle.bytes_per_second counts): the sample's average record size
+	// times the offsets in the range.
+	Bytes int64 `json:"estimated_bytes"`
+}
+
+// Sample reads up to sampleRecords records at each end of every
+// partition's remaining range, with the same protocol-level reader as a
+// run (under read_committed, aborted records and markers are not records),
+// to find the first and last record and to estimate the bytes. It commits
+// nothing. Samples are in the order of j.Resolution.Ranges.
+func (j *Job) Sample(ctx context.Context) ([]RangeSample, error) {
+	out := make([]RangeSample, len(j.Resolution.Ranges))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(sampleParallelism)
+	for i, r := range j.Resolution.Ranges {
+		g.Go(func() error {
+			s, err := j.c.sampleRange(gctx, j.Resolution.Topic, r.Partition, j.Plan.Source.Isolation, j.from(r), r.End, sampleRecords)
+			out[i] = s
+			return err
+		})
+	}
+	return out, g.Wait()
+}
+
+// sampled is what a sample keeps of a record.
+type sampled struct {
+	offset int64
+	time   time.Time
+	size   int64
+}
+
+// sampleRange samples [from, end) of one partition with k records at each
+// end. The last record is searched backwards from end in windows growing
+// eightfold, so a tail of markers, compacted gaps or aborted data costs a
+// few fetches, never a read of the whole range.
+func (c *Cluster) sampleRange(ctx context.Context, topic string, part int32, iso string, from, end int64, k int) (RangeSample, error) {
+	s := RangeSample{Partition: part}
+	if from >= end {
+		s.Exact = true
+		return s, nil
+	}
+	head, done, err := c.readSample(ctx, topic, part, iso, from, end, k)
+	if err != nil || len(head) == 0 {
+		s.Exact = done
+		return s, err
+	}
+	recs := head
+	if !done {
+		floor := head[len(head)-1].offset + 1 // records below are known
+		for hi, span := end, int64(k); hi > floor; span *= 8 {
+			lo := max(floor, hi-span)
+			tail, _, err := c.readSample(ctx, topic, part, iso, lo, hi, math.MaxInt)
+			if err != nil {
+				return s, err
+			}
+			if len(tail) > 0 {
+				recs = append(recs, tail[max(len(tail)-k, 0):]...)
+				break
+			}
+			hi = lo
+		}
+	}
+	var sum int64
+	for _, r := range recs {
+		sum += r.size
+	}
+	first, last := recs[0], recs[len(recs)-1]
+	s.First = &RecordInfo{Offset: first.offset, Timestamp: first.time.UTC()}
+	s.Last = &RecordInfo{Offset: last.offset, Timestamp: last.time.UTC()}
+	s.Sampled, s.Exact = len(recs), done
+	s.Bytes = sum
+	if !done {
+		s.Bytes = int64(math.Round(float64(sum) / float64(len(recs)) * float64(end-from)))
+	}
+	return s, nil
+}
+
+// readSample reads the records of [from, end) in offset order until it has
+// limit of them or the range is done; done reports that the records
+// returned are all the range holds.
+func (c *Cluster) readSample(ctx context.Context, topic string, part int32, iso string, from, end int64, limit int) ([]sampled, bool, error) {
+	r := newPartitionReader(c, topic, part, iso, from, end)
+	var out []sampled
+	for !r.done() && len(out) < limit {
+		recs, err := r.fetch(ctx, nil)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, rec := range recs { // keep the little a sample needs, not the values
+			out = append(out, sampled{offset: rec.Offset, time: rec.Time, size: int64(len(rec.Key) + len(rec.Value))})
+		}
+	}
+	if len(out) > limit {
+		return out[:limit], false, nil
+	}
+	return out, r.done(), nil
+}
+
+// ETA is how long replaying records offsets of bytes bytes takes at the
+// throttle: the slower of its records/s and bytes/s limits. ok is false
+// when the plan sets no throttle (the run goes as fast as the sink).
+func ETA(t plan.Throttle, records, bytes int64) (d time.Duration, ok bool) {
+	var secs float64
+	if t.RecordsPerSecond > 0 {
+		secs, ok = float64(records)/t.RecordsPerSecond, true
+	}
+	if t.BytesPerSecond > 0 {
+		secs, ok = max(secs, float64(bytes)/float64(t.BytesPerSecond)), true
+	}
+	return time.Duration(math.Ceil(secs)) * time.Second, ok
+}
+
+// Discarded lists the partitions whose checkpoints of an earlier run the
+// job discards when it runs (Options.Restart): the command asks first.
+func (j *Job) Discarded() []int32 { return slices.Clone(j.discarded) }

@@ -1,0 +1,182 @@
+package runner
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
+)
+
+// Reasons a record could not be processed, as counted in
+// PartitionReport.Errors (and in Skipped under on_error: skip).
+const (
+	reasonFilter = "filter-error"  // the filter expression failed on it
+	reasonKey    = "key-error"     // the key template failed or rendered nothing
+	reasonSink   = "sink-rejected" // the sink refused the row
+)
+
+// Skipped reasons besides the error reasons.
+const (
+	skipFiltered     = "filtered"      // the filter was false
+	skipDeadLettered = "dead-lettered" // written to the dead_letter sink
+)
+
+// ErrorLimitError stops a run whose records that could not be processed
+// exceed max_errors.
+type ErrorLimitError struct {
+	Count   int64  // records that could not be processed so far
+	Allowed int64  // what max_errors allows
+	Limit   string // max_errors as written
+	Records int64  // the records the percentage is taken of
+}
+
+func (e *ErrorLimitError) Error() string {
+	of := ""
+	if e.Limit != fmt.Sprint(e.Allowed) {
+		of = fmt.Sprintf(" = %d of the %d records in the run's ranges", e.Allowed, e.Records)
+	}
+	return fmt.Sprintf("max_errors exceeded: %d records could not be processed, more than max_errors %s%s; the batch with the last one is not committed: "+
+		"look at the reasons, then fix the data or the plan, or raise max_errors, and re-run the same command to resume", e.Count, e.Limit, of)
+}
+
+// errorBudget counts the records of a run that could not be processed,
+// across partitions, against max_errors.
+type errorBudget struct {
+	limit   plan.ErrorLimit
+	allowed int64 // -1: no limit
+	records int64
+	n       atomic.Int64
+}
+
+func newErrorBudget(limit plan.ErrorLimit, records int64) *errorBudget {
+	return &errorBudget{limit: limit, allowed: limit.Allowed(records), records: records}
+}
+
+// add counts one more record and fails once the count passes the limit.
+func (b *errorBudget) add() error {
+	n := b.n.Add(1)
+	if b.allowed >= 0 && n > b.allowed {
+		return &ErrorLimitError{Count: n, Allowed: b.allowed, Limit: b.limit.String(), Records: b.records}
+	}
+	return nil
+}
+
+// failure is a record that cannot be processed under on_error: fail: the
+// partition writes and commits what precedes it, then stops at it.
+type failure struct {
+	rec    *sinks.Record
+	reason string
+	err    error
+}
+
+// reasonOf classifies a *sinks.RecordError returned by a sink.
+func reasonOf(err error) string {
+	if errors.Is(err, sinks.ErrKeyTemplate) || errors.Is(err, sinks.ErrEmptyKey) {
+		return reasonKey
+	}
+	return reasonSink
+}
+
+// unprocessable handles a record that cannot be processed, per on_error:
+// skip counts it, dead_letter queues it for the dead-letter sink (written
+// before the commit passes it), fail returns it as a *failure. Skipped and
+// dead-lettered records count against max_errors.
+func (w *partitionWorker) unprocessable(r *sinks.Record, reason string, err error) (*failure, error) {
+	j, s := w.job, w.state
+	s.unprocessable(reason)
+	msg := err.Error()
+	var re *sinks.RecordError
+	if errors.As(err, &re) {
+		msg = re.Err.Error() // the coordinates are the record's own
+	}
+	switch j.Plan.OnError {
+	case plan.OnErrorSkip:
+		w.log.Warn().Int64("offset", r.Offset).Str("reason", msg).Msg("record skipped (on_error: skip)")
+		s.skip(reason, 1)
+	case plan.OnErrorDeadLetter:
+		w.log.Warn().Int64("offset", r.Offset).Str("reason", msg).Msg("record dead-lettered (on_error: dead_letter)")
+		s.skip(skipDeadLettered, 1)
+		w.dead = append(w.dead, sinks.DeadLetter(*r, msg))
+	default:
+		return &failure{rec: r, reason: reason, err: err}, nil
+	}
+	return nil, j.budget.add()
+}
+
+// partitionError reports f: the partition stopped at its record.
+func (f *failure) partitionError(topic string) error {
+	err := f.err
+	var re *sinks.RecordError
+	if !errors.As(err, &re) {
+		err = &sinks.RecordError{Topic: topic, Partition: f.rec.Partition, Offset: f.rec.Offset, Err: err}
+	}
+	return &PartitionError{Topic: topic, Partition: f.rec.Partition, Offset: f.rec.Offset,
+		Err: fmt.Errorf("%w (%s; on_error: fail stopped the partition at this record, everything before it is written and committed): "+
+			"fix the cause and re-run the same command to resume here, or set on_error: skip or dead_letter and re-run with --restart", err, f.reason)}
+}
+
+// applyFilter drops the records the filter leaves out (counted as
+// filtered) and hands those it fails on to on_error. Under on_error: fail
+// it returns the records before the failing one and the failure.
+func (w *partitionWorker) applyFilter(recs []sinks.Record) ([]sinks.Record, *failure, error) {
+	if w.filter == nil {
+		return recs, nil, nil
+	}
+	out := recs[:0] // in place: the chunk is consumed by this flush
+	for i := range recs {
+		ok, err := w.filter.Match(&recs[i])
+		if err != nil {
+			f, err := w.unprocessable(&recs[i], reasonFilter, err)
+			if f != nil || err != nil {
+				return out, f, err
+			}
+			continue
+		}
+		if !ok {
+			w.state.skip(skipFiltered, 1)
+			continue
+		}
+		out = append(out, recs[i])
+	}
+	return out, nil, nil
+}
+
+// writeDeadLetters makes the batch's dead letters durable, in offset order,
+// before the commit passes them.
+func (w *partitionWorker) writeDeadLetters() error {
+	if len(w.dead) == 0 {
+		return nil
+	}
+	j := w.job
+	slices.SortFunc(w.dead, func(a, b sinks.Record) int { return cmp.Compare(a.Offset, b.Offset) })
+	if err := w.retry("dead-letter sink", func(ctx context.Context) error { return j.DeadLetters.Write(ctx, w.dead) }); err != nil {
+		return &PartitionError{Topic: j.Resolution.Topic, Partition: w.state.Partition, Offset: w.dead[0].Offset,
+			Err: fmt.Errorf("write dead letters to the %s sink: %w; nothing past offset %d is committed: fix the dead-letter sink and re-run the same command to resume",
+				j.Plan.DeadLetter.Type, err, w.state.next.Load())}
+	}
+	clear(w.dead) // do not pin the records' bytes
+	w.dead = w.dead[:0]
+	return nil
+}
+
+// openDeadLetters opens the plan's dead-letter sink when on_error is
+// dead_letter and the caller did not set Job.DeadLetters.
+func (j *Job) openDeadLetters(ctx context.Context) (closeFn func(), err error) {
+	if j.Plan.OnError != plan.OnErrorDeadLetter || j.DeadLetters != nil {
+		return func() {}, nil
+	}
+	if j.Plan.DeadLetter == nil {
+		return nil, errors.New("on_error is dead_letter but the plan has no dead_letter sink")
+	}
+	s, err := sinks.NewDeadLetterSink(ctx, *j.Plan.DeadLetter, sinks.Options{Log: j.opts.Log, PlanName: j.Plan.Name, RunID: j.RunID()})
+	if err != nil {
+		return nil, err
+	}
+	j.DeadLetters = s
+	return func() { s.Close(); j.DeadLetters = nil }, nil
+}

@@ -1,0 +1,380 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/tidwall/gjson"
+
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/sandbox"
+	"github.com/replay-tool/replay/sinks"
+)
+
+// produceValues writes values to one partition of "orders", in order, one
+// second apart from t0; the key of value i is "k-<i>".
+func produceValues(t *testing.T, sb *sandbox.Sandbox, partition int, values ...string) {
+	t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(sb.Addr), Topic: "orders", RequiredAcks: kafka.RequireAll, Balancer: balancer(partition)}
+	defer w.Close()
+	msgs := make([]kafka.Message, len(values))
+	for i, v := range values {
+		msgs[i] = kafka.Message{Key: []byte(fmt.Sprintf("k-%d", i)), Value: []byte(v), Time: t0.Add(time.Duration(i) * time.Second)}
+	}
+	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// order is an order event with an id and a status.
+func order(id int, status string) string {
+	return fmt.Sprintf(`{"id":%d,"status":%q}`, id, status)
+}
+
+// errorPlan is a plan over all of "orders" into a file sink with the given
+// extra YAML (filter, on_error, ...).
+func errorPlan(t *testing.T, sb *sandbox.Sandbox, parts, batch int, extra string) (*plan.Plan, string) {
+	t.Helper()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.jsonl")
+	extra = strings.ReplaceAll(extra, "%DIR%", dir)
+	var offsets []string
+	for i := range parts {
+		offsets = append(offsets, fmt.Sprintf("%d: {from: earliest, to: latest}", i))
+	}
+	return testPlan(t, sb, fmt.Sprintf(`
+version: 1
+name: test-plan
+source: {brokers: ["%%ADDR%%"], topic: orders}
+group: replay.test
+window:
+  offsets: {%s}
+sink: {type: file, path: %s, batch_size: %d}
+%s
+`, strings.Join(offsets, ", "), out, batch, extra)), out
+}
+
+// prepared prepares p with fast retries and returns the job and a file sink.
+func prepared(t *testing.T, p *plan.Plan) (*Job, *sinks.File) {
+	t.Helper()
+	opts := testOptions(t)
+	opts.Retry = Backoff{Min: time.Millisecond, Max: 4 * time.Millisecond}
+	job, err := Prepare(context.Background(), connect(t, p), p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := sinks.NewFile(p.Sink.Path, job.RunID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fs.Close() })
+	return job, fs
+}
+
+// requireCommitsAtEnds checks that every partition is committed at its end.
+func requireCommitsAtEnds(t *testing.T, p *plan.Plan, rep *Report) {
+	t.Helper()
+	c := connect(t, p)
+	for _, pr := range rep.Partitions {
+		if cp := commits(t, c, p.Group, "orders", pr.Partition)[pr.Partition]; cp.Offset != pr.End {
+			t.Errorf("partition %d committed %d, want its end %d", pr.Partition, cp.Offset, pr.End)
+		}
+	}
+}
+
+func sumReports(rep *Report, field func(PartitionReport) map[string]int64) map[string]int64 {
+	out := map[string]int64{}
+	for _, pr := range rep.Partitions {
+		for k, v := range field(pr) {
+			out[k] += v
+		}
+	}
+	return out
+}
+
+// A filter writes the records it passes, counts the others as filtered and
+// commits past them, also when the last records of a partition are
+// filtered out.
+func TestFilterCountsAndCommitsPastFiltered(t *testing.T) {
+	sb := newTestCluster(t, 2, "orders")
+	produceValues(t, sb, 0, order(1, "paid"), order(2, "created"), order(3, "paid"), order(4, "shipped"), order(5, "refunded"))
+	produceValues(t, sb, 1, order(6, "created"), order(7, "paid"), `{"id":8}`, "null")
+	p, out := errorPlan(t, sb, 2, 2, `filter: value.status == "paid"`)
+	job, fs := prepared(t, p)
+	rep, err := job.Run(context.Background(), fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := readCoords(t, out), []string{"0/0", "0/2", "1/1"}; !slices.Equal(got, want) {
+		t.Fatalf("wrote %v, want the paid orders %v", got, want)
+	}
+	if got := sumReports(rep, func(p PartitionReport) map[string]int64 { return p.Skipped }); got["filtered"] != 6 || len(got) != 1 {
+		t.Errorf("skipped %v, want filtered=6", got)
+	}
+	if _, written, _ := rep.Totals(); written != 3 {
+		t.Errorf("written %d, want 3", written)
+	}
+	requireCommitsAtEnds(t, p, rep)
+}
+
+// poisonData has a value that is not JSON at 0@2; the filter cannot read
+// its status.
+func poisonData(t *testing.T, sb *sandbox.Sandbox) {
+	t.Helper()
+	produceValues(t, sb, 0, order(1, "paid"), order(2, "paid"), "not json", order(4, "paid"), order(5, "paid"))
+	produceValues(t, sb, 1, order(6, "paid"), order(7, "paid"))
+}
+
+// on_error: fail stops the partition at the poison record, named with its
+// coordinates and reason, after writing and committing what precedes it.
+func TestPoisonRecordFails(t *testing.T) {
+	sb := newTestCluster(t, 2, "orders")
+	poisonData(t, sb)
+	p, out := errorPlan(t, sb, 2, 100, `filter: value.status == "paid"`)
+	job, fs := prepared(t, p)
+	_, err := job.Run(context.Background(), fs)
+	var pe *PartitionError
+	if !errors.As(err, &pe) || pe.Partition != 0 || pe.Offset != 2 {
+		t.Fatalf("want a PartitionError for partition 0 at offset 2, got %v", err)
+	}
+	for _, want := range []string{"orders/0@2", "filter: the value is not JSON", "filter-error", "on_error: fail"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	fs.Close()
+	if cp := commits(t, connect(t, p), p.Group, "orders", 0)[0]; cp.Offset != 2 {
+		t.Errorf("partition 0 committed %d, want 2 (the poison record)", cp.Offset)
+	}
+	if got := readCoords(t, out+".parts/partition-0.jsonl"); !slices.Equal(got, []string{"0/0", "0/1"}) {
+		t.Errorf("partition 0 staged %v, want the records before the poison", got)
+	}
+}
+
+// on_error: skip counts the poison record and writes the others.
+func TestPoisonRecordSkipped(t *testing.T) {
+	sb := newTestCluster(t, 2, "orders")
+	poisonData(t, sb)
+	p, out := errorPlan(t, sb, 2, 2, "filter: value.status == \"paid\"\non_error: skip")
+	job, fs := prepared(t, p)
+	rep, err := job.Run(context.Background(), fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := readCoords(t, out), []string{"0/0", "0/1", "0/3", "0/4", "1/0", "1/1"}; !slices.Equal(got, want) {
+		t.Fatalf("wrote %v, want %v", got, want)
+	}
+	skipped := sumReports(rep, func(p PartitionReport) map[string]int64 { return p.Skipped })
+	errs := sumReports(rep, func(p PartitionReport) map[string]int64 { return p.Errors })
+	if skipped["filter-error"] != 1 || errs["filter-error"] != 1 {
+		t.Errorf("skipped %v, errors %v: want filter-error=1 in both", skipped, errs)
+	}
+	requireCommitsAtEnds(t, p, rep)
+}
+
+// rejectingSink computes every record's key like a database sink (a failing
+// template is the record's *RecordError) and rejects records whose value
+// has "reject", as a database rejects a row; it writes nothing then.
+type rejectingSink struct {
+	sinks.Sink
+	keyer *sinks.Keyer
+}
+
+func (s *rejectingSink) Write(ctx context.Context, batch []sinks.Record) error {
+	for i := range batch {
+		r := &batch[i]
+		if _, err := s.keyer.Key(r); err != nil {
+			return err
+		}
+		if strings.Contains(string(r.Value), "reject") {
+			return &sinks.RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: errors.New("row rejected: value too long")}
+		}
+	}
+	return s.Sink.Write(ctx, batch)
+}
+
+// on_error: dead_letter writes exactly the records that cannot be processed
+// (filter, key template, sink) to the dead-letter file with their reasons,
+// the others to the sink, and commits every partition at its end.
+func TestPoisonRecordsDeadLettered(t *testing.T) {
+	sb := newTestCluster(t, 2, "orders")
+	produceValues(t, sb, 0, order(1, "paid"), "not json", order(3, "paid"), `{"id":4,"status":"paid","reject":true}`, order(5, "created"), order(6, "paid"))
+	produceValues(t, sb, 1, `{"status":"paid"}`, order(8, "paid"), `{"id":9,"status":"paid","reject":1}`)
+	p, out := errorPlan(t, sb, 2, 3, "filter: value.status == \"paid\"\non_error: dead_letter\ndead_letter: {type: file, path: %DIR%/dead.jsonl}")
+	job, fs := prepared(t, p)
+	keyer, err := sinks.NewKeyer("{{ .Value.id }}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := job.Run(context.Background(), &rejectingSink{Sink: fs, keyer: keyer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := readCoords(t, out), []string{"0/0", "0/2", "0/5", "1/1"}; !slices.Equal(got, want) {
+		t.Errorf("sink holds %v, want %v", got, want)
+	}
+	dead := filepath.Join(filepath.Dir(out), "dead.jsonl")
+	want := map[string]string{"0/1": "filter: the value is not JSON", "0/3": "row rejected", "1/0": "key template", "1/2": "row rejected"}
+	b, err := os.ReadFile(dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("dead letters:\n%s\nwant %d", b, len(want))
+	}
+	for _, l := range lines {
+		r := gjson.Parse(l)
+		coord := fmt.Sprintf("%d/%d", r.Get("partition").Int(), r.Get("offset").Int())
+		reason, ok := want[coord]
+		if !ok || !strings.Contains(r.Get("error").String(), reason) {
+			t.Errorf("dead letter %s: %s, want reason %q", coord, l, reason)
+		}
+		if r.Get("source_topic").String() != "orders" || fmt.Sprintf("%d/%d", r.Get("source_partition").Int(), r.Get("source_offset").Int()) != coord {
+			t.Errorf("dead letter %s: wrong source coordinates: %s", coord, l)
+		}
+		if !r.Get("key").Exists() || !r.Get("value").Exists() || !r.Get("timestamp").Exists() {
+			t.Errorf("dead letter %s lacks the original record: %s", coord, l)
+		}
+	}
+	errs := sumReports(rep, func(p PartitionReport) map[string]int64 { return p.Errors })
+	skipped := sumReports(rep, func(p PartitionReport) map[string]int64 { return p.Skipped })
+	if errs["filter-error"] != 1 || errs["key-error"] != 1 || errs["sink-rejected"] != 2 || skipped["dead-lettered"] != 4 || skipped["filtered"] != 1 {
+		t.Errorf("errors %v, skipped %v", errs, skipped)
+	}
+	requireCommitsAtEnds(t, p, rep)
+}
+
+// More records that cannot be processed than max_errors: the run stops
+// naming the count, and the batch holding the one too many is not committed.
+func TestMaxErrorsExceeded(t *testing.T) {
+	sb := newTestCluster(t, 1, "orders")
+	var values []string
+	for i := range 30 {
+		v := order(i, "paid")
+		if i%5 == 2 {
+			v = "garbage"
+		}
+		values = append(values, v)
+	}
+	produceValues(t, sb, 0, values...)
+	p, _ := errorPlan(t, sb, 1, 5, "filter: value.status == \"paid\"\non_error: skip\nmax_errors: 3")
+	job, fs := prepared(t, p)
+	_, err := job.Run(context.Background(), fs)
+	var le *ErrorLimitError
+	if !errors.As(err, &le) || le.Count != 4 || le.Allowed != 3 {
+		t.Fatalf("want an ErrorLimitError at 4 of 3, got %v", err)
+	}
+	if !strings.Contains(err.Error(), "4 records could not be processed, more than max_errors 3") {
+		t.Errorf("message: %v", err)
+	}
+	// Batches [0,5), [5,10), [10,15) are done; [15,20) holds the fourth.
+	if cp := commits(t, connect(t, p), p.Group, "orders", 0)[0]; cp.Offset != 15 {
+		t.Errorf("committed %d, want 15", cp.Offset)
+	}
+}
+
+// flakySink fails writes as fail says, after writing the batch when
+// written is set (the write was durable, its acknowledgement was lost).
+type flakySink struct {
+	sinks.Sink
+	mu      sync.Mutex
+	calls   int
+	written bool
+	fail    func(call int) error
+}
+
+func (s *flakySink) Write(ctx context.Context, batch []sinks.Record) error {
+	s.mu.Lock()
+	s.calls++
+	err := s.fail(s.calls)
+	s.mu.Unlock()
+	if err != nil && !s.written {
+		return err
+	}
+	if werr := s.Sink.Write(ctx, batch); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// Transient sink errors are retried with backoff: the output is complete,
+// without duplicates, and nothing is skipped or dead-lettered.
+func TestTransientSinkErrorRetried(t *testing.T) {
+	sb := newTestCluster(t, 2, "orders")
+	seed(t, sb, "orders", 600, t0, time.Hour)
+	p, out := errorPlan(t, sb, 2, 50, "on_error: skip")
+	job, fs := prepared(t, p)
+	sink := &flakySink{Sink: fs, written: true, fail: func(call int) error {
+		if call%3 == 1 && call < 12 { // 4 failures, then fine
+			return fmt.Errorf("postgres sink: upsert: %w", &sinks.TransientError{Err: syscall.ECONNRESET})
+		}
+		return nil
+	}}
+	rep, err := job.Run(context.Background(), sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readCoords(t, out)
+	if len(got) != 600 || hasDup(got) {
+		t.Fatalf("wrote %d records (duplicates: %v), want 600 once each", len(got), hasDup(got))
+	}
+	if _, written, skipped := rep.Totals(); written != 600 || skipped != 0 {
+		t.Errorf("written %d, skipped %d", written, skipped)
+	}
+	requireCommitsAtEnds(t, p, rep)
+}
+
+// A permanent sink error fails the partition at once (no retries); a
+// transient one that does not pass fails it after the attempts. Either
+// way the commit never passes what the sink holds.
+func TestSinkErrorFailsPartition(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		err       error
+		wantCalls int
+		want      string
+	}{
+		{"permanent", errors.New("disk on fire"), 3, "disk on fire"},
+		{"transient that does not pass", &sinks.TransientError{Err: errors.New("503 Service Unavailable")}, 2 + 5, "gave up after 5 attempts"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := newTestCluster(t, 1, "orders")
+			seed(t, sb, "orders", 500, t0, time.Hour)
+			p, out := errorPlan(t, sb, 1, 50, "on_error: dead_letter\ndead_letter: {type: file, path: %DIR%/dead.jsonl}")
+			job, fs := prepared(t, p)
+			sink := &flakySink{Sink: fs, fail: func(call int) error {
+				if call > 2 {
+					return tc.err
+				}
+				return nil
+			}}
+			_, err := job.Run(context.Background(), sink)
+			var pe *PartitionError
+			if !errors.As(err, &pe) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "re-run the same command to resume") {
+				t.Fatalf("want a PartitionError with %q and a resume hint, got %v", tc.want, err)
+			}
+			if sink.calls != tc.wantCalls {
+				t.Errorf("%d writes, want %d", sink.calls, tc.wantCalls)
+			}
+			fs.Close()
+			cp := commits(t, connect(t, p), p.Group, "orders", 0)[0]
+			if staged := readCoords(t, out+".parts/partition-0.jsonl"); cp.Offset != 100 || len(staged) != 100 {
+				t.Errorf("committed %d, sink holds %d: want 100 and 100", cp.Offset, len(staged))
+			}
+			if _, err := os.Stat(filepath.Join(filepath.Dir(out), "dead.jsonl.parts")); err == nil {
+				t.Error("a sink failure must never be dead-lettered")
+			}
+		})
+	}
+}

@@ -1,0 +1,198 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/replay-tool/replay/plan"
+)
+
+// ResolutionFormat names the format of a resolution file, its first field.
+const ResolutionFormat = "replay.resolution/v1"
+
+// resolutionFile is the reviewable JSON file `replay plan --out` writes and
+// `replay run --resolution` reads: the format, then the Resolution's fields.
+type resolutionFile struct {
+	Format string `json:"format"`
+	*Resolution
+}
+
+// MarshalResolution renders res as an indented, reviewable resolution file.
+func MarshalResolution(res *Resolution) ([]byte, error) {
+	b, err := json.MarshalIndent(resolutionFile{Format: ResolutionFormat, Resolution: res}, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// ReadResolution reads and checks a resolution file. Unknown fields are an
+// error: the file is reviewed and may be edited by hand, and a misspelt
+// field must not be ignored silently.
+func ReadResolution(path string) (*Resolution, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read resolution: %w", err)
+	}
+	f := resolutionFile{Resolution: &Resolution{}}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("resolution file %s: %w", path, err)
+	}
+	if err := f.check(); err != nil {
+		return nil, fmt.Errorf("resolution file %s: %w", path, err)
+	}
+	return f.Resolution, nil
+}
+
+func (f resolutionFile) check() error {
+	if f.Format != ResolutionFormat {
+		return fmt.Errorf("format %q: want %q (a file written by replay plan --out)", f.Format, ResolutionFormat)
+	}
+	r := f.Resolution
+	switch {
+	case r.Plan == "" || r.Fingerprint == "" || r.Topic == "" || r.Group == "":
+		return fmt.Errorf("plan, fingerprint, topic and group are required")
+	case len(r.Ranges) == 0:
+		return fmt.Errorf("no ranges")
+	}
+	slices.SortFunc(r.Ranges, func(a, b Range) int { return cmpInt64(int64(a.Partition), int64(b.Partition)) })
+	for i, rg := range r.Ranges {
+		if i > 0 && r.Ranges[i-1].Partition == rg.Partition {
+			return fmt.Errorf("partition %d has two ranges", rg.Partition)
+		}
+		if rg.Partition < 0 || rg.Start < 0 || rg.Start > rg.End {
+			return fmt.Errorf("partition %d: range [%d, %d) is not a valid offset range", rg.Partition, rg.Start, rg.End)
+		}
+	}
+	return nil
+}
+
+// pin binds the job to opts.Pinned, a resolution fixed earlier by `replay
+// plan --out`, instead of resolving the window again. It refuses
+// (*SafetyError) a resolution made for another plan or version of the plan,
+// and a group that holds checkpoints of this plan for other ranges (an
+// earlier run that was resolved differently: finish or discard it first).
+// A range whose start (or checkpoint) retention has deleted since is a
+// *RetentionError unless the plan sets allow_data_loss.
+func (j *Job) pin(ctx context.Context, all []int32, cps map[int32]Checkpoint) error {
+	p, pinned := j.Plan, j.opts.Pinned
+	if err := checkPinnedPlan(p, pinned); err != nil {
+		return err
+	}
+	resumable, err := classify(p, cps, j.opts.Restart)
+	if err != nil {
+		return err
+	}
+	if resumable {
+		if err := samePinnedRanges(p, pinned, cps); err != nil {
+			return err
+		}
+	}
+	parts := make([]int32, 0, len(pinned.Ranges))
+	for _, rg := range pinned.Ranges {
+		if !slices.Contains(all, rg.Partition) {
+			return fmt.Errorf("the resolution pins partition %s/%d, which the topic no longer has (it has %d partitions): was it deleted and created again?", p.Source.Topic, rg.Partition, len(all))
+		}
+		parts = append(parts, rg.Partition)
+	}
+	offs, err := j.c.offsets(ctx, p.Source.Topic, parts, p.Source.Isolation)
+	if err != nil {
+		return err
+	}
+	res := *pinned
+	res.Ranges = slices.Clone(pinned.Ranges)
+	j.Resolution, j.Fresh, j.Resume = &res, !resumable, map[int32]int64{}
+	for i := range res.Ranges {
+		rg := &res.Ranges[i]
+		if resumable && cps[rg.Partition].Replay && cps[rg.Partition].Offset >= 0 {
+			j.Resume[rg.Partition] = cps[rg.Partition].Offset
+			rg.Outcome = Resumed
+		}
+		if err := j.pinRange(ctx, rg, offs[rg.Partition]); err != nil {
+			return err
+		}
+	}
+	for _, part := range all {
+		if !slices.Contains(parts, part) {
+			j.Ignored = append(j.Ignored, part)
+		}
+		if cp := cps[part]; !resumable && cp.Replay && cp.Offset >= 0 {
+			j.discarded = append(j.discarded, part)
+		}
+	}
+	j.warnAdded(j.addedAmong(j.Ignored)) // created since the resolution was saved
+	return nil
+}
+
+// pinRange checks one pinned range against the partition's offsets now.
+// The range itself never changes (its start and end are what the group's
+// checkpoints record); data lost to retention moves where reading begins.
+func (j *Job) pinRange(ctx context.Context, rg *Range, o partitionOffsets) error {
+	topic := j.Plan.Source.Topic
+	rg.LogStart, rg.HighWatermark, rg.LastStable = o.logStart, o.hwm, o.lso
+	if rg.End > o.lso {
+		return fmt.Errorf("partition %s/%d: the pinned range ends at %d but the last readable offset is now %d (high watermark %d): the log was truncated or the topic was created again; resolve afresh with replay plan --out", topic, rg.Partition, rg.End, o.lso, o.hwm)
+	}
+	from := j.from(*rg)
+	if from >= rg.End || from >= o.logStart {
+		return nil
+	}
+	if !j.Plan.AllowDataLoss {
+		first, err := j.c.firstRecordTime(ctx, topic, rg.Partition, o.logStart, j.Plan.Source.Isolation)
+		if err != nil {
+			return err
+		}
+		return &RetentionError{Topic: topic, Partition: rg.Partition, Start: from, LogStart: o.logStart, FirstTime: first}
+	}
+	next := min(o.logStart, rg.End)
+	rg.Lost += next - from
+	if rg.Outcome != Resumed {
+		rg.Outcome = StartBeforeRetention
+	}
+	j.Resume[rg.Partition] = next
+	return nil
+}
+
+// checkPinnedPlan refuses a resolution made for another plan, or for
+// another version of this plan (its fingerprint changed since).
+func checkPinnedPlan(p *plan.Plan, pinned *Resolution) error {
+	fp := p.Fingerprint()
+	switch {
+	case pinned.Fingerprint != fp || pinned.Plan != p.Name:
+		return &SafetyError{Group: p.Group, Reason: fmt.Sprintf("the resolution file was made for plan %q with fingerprint %s, but this plan is %q with fingerprint %s: the plan changed since replay plan --out; run replay plan --out again and review the new ranges", pinned.Plan, pinned.Fingerprint, p.Name, fp)}
+	case pinned.Topic != p.Source.Topic || pinned.Group != p.Group:
+		return &SafetyError{Group: p.Group, Reason: fmt.Sprintf("the resolution file is for topic %s and group %s, but the plan names topic %s and group %s", pinned.Topic, pinned.Group, p.Source.Topic, p.Group)}
+	}
+	return nil
+}
+
+// samePinnedRanges checks that this plan's checkpoints in the group record
+// exactly the pinned ranges: then the pinned run resumes from them.
+func samePinnedRanges(p *plan.Plan, pinned *Resolution, cps map[int32]Checkpoint) error {
+	parts := make([]int32, 0, len(cps))
+	for part, cp := range cps {
+		if cp.Replay && cp.Offset >= 0 {
+			parts = append(parts, part)
+		}
+	}
+	slices.Sort(parts)
+	for _, part := range parts {
+		cp := cps[part]
+		i := slices.IndexFunc(pinned.Ranges, func(r Range) bool { return r.Partition == part })
+		pin := "no range"
+		if i >= 0 {
+			if r := pinned.Ranges[i]; r.Start == cp.Start && r.End == cp.End {
+				continue
+			}
+			pin = fmt.Sprintf("[%d, %d)", pinned.Ranges[i].Start, pinned.Ranges[i].End)
+		}
+		return &SafetyError{Group: p.Group, Reason: fmt.Sprintf("it holds checkpoints of this plan for other ranges than the resolution file pins (partition %d: the group's run has [%d, %d), the file %s): an earlier run of this plan was resolved differently. Finish it with replay run without --resolution, or re-run with --restart to discard it and replay the pinned ranges", part, cp.Start, cp.End, pin)}
+	}
+	return nil
+}

@@ -1,0 +1,83 @@
+package sinks
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/replay-tool/replay/plan"
+)
+
+// DeadLetter returns r marked as a dead letter: a record that could not be
+// processed, and why. Written to a dead-letter sink it keeps its key,
+// value, headers and coordinates (so a re-delivered dead letter overwrites
+// itself, as any record does) and carries the reason: AppendJSONL adds the
+// fields error, source_topic, source_partition and source_offset; other
+// sinks get them as headers (see NewDeadLetterSink).
+func DeadLetter(r Record, reason string) Record {
+	m := recordMeta{reason: reason}
+	if r.meta != nil {
+		m.value, m.parsed = r.meta.value, r.meta.parsed
+	}
+	r.meta = &m
+	return r
+}
+
+// DeadLetterReason returns why r could not be processed; "" unless r was
+// made by DeadLetter.
+func (r *Record) DeadLetterReason() string {
+	if r.meta == nil {
+		return ""
+	}
+	return r.meta.reason
+}
+
+// HeaderError carries a dead letter's reason in a sink without JSON lines
+// (kafka, postgres, sqlite, http), after the record's own headers; the
+// source coordinates are the record's own (the kafka sink adds them as
+// provenance headers, the database sinks store them in columns).
+const HeaderError = "replay-error"
+
+// NewDeadLetterSink builds the dead-letter sink cfg describes (validated by
+// package plan). A file sink writes each dead letter as its JSON line with
+// the reason and source coordinates as extra fields; any other sink gets
+// the record with the reason appended as the header HeaderError.
+func NewDeadLetterSink(ctx context.Context, cfg plan.Sink, opts Options) (Sink, error) {
+	s, err := New(ctx, cfg, opts)
+	if err != nil {
+		return nil, fmt.Errorf("dead-letter sink: %w", err)
+	}
+	if cfg.Type == "file" || cfg.Type == "stdout" {
+		return s, nil // AppendJSONL writes the reason
+	}
+	return &headerDeadLetters{Sink: s}, nil
+}
+
+// headerDeadLetters writes dead letters to a sink that knows nothing of
+// them, with the reason and coordinates as headers.
+type headerDeadLetters struct{ Sink }
+
+func (s *headerDeadLetters) Write(ctx context.Context, batch []Record) error {
+	out := make([]Record, 0, len(batch))
+	for _, r := range batch {
+		hs := make([]Header, len(r.Headers), len(r.Headers)+1)
+		copy(hs, r.Headers)
+		r.Headers = append(hs, Header{Key: HeaderError, Value: []byte(r.DeadLetterReason())})
+		out = append(out, r)
+	}
+	return s.Sink.Write(ctx, out)
+}
+
+// appendDeadLetterFields appends the fields of a dead letter's JSON line
+// after the record's own: ,"error":...,"source_topic":...,
+// "source_partition":...,"source_offset":...
+func appendDeadLetterFields(b []byte, r *Record) []byte {
+	b = append(b, `,"error":`...)
+	b = appendJSONString(b, r.meta.reason)
+	b = append(b, `,"source_topic":`...)
+	b = appendJSONString(b, r.Topic)
+	b = append(b, `,"source_partition":`...)
+	b = strconv.AppendInt(b, int64(r.Partition), 10)
+	b = append(b, `,"source_offset":`...)
+	return strconv.AppendInt(b, r.Offset, 10)
+}

@@ -1,0 +1,426 @@
+package sinks
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/replay-tool/replay/plan"
+)
+
+// HTTPConfig configures an HTTP sink.
+type HTTPConfig struct {
+	// URL is the endpoint every request is POSTed to (http or https).
+	URL string
+	// Headers are sent with every request (authentication, routing).
+	Headers map[string]string
+	// BatchSize is the largest number of records per request; default
+	// plan.DefaultBatchSize. 1 posts every record on its own.
+	BatchSize int
+	// MaxRetries is how often a request is retried after a network error, a
+	// 5xx, a 408 or a 429; 0 never retries.
+	MaxRetries int
+	// MaxRetryWait caps one wait between attempts, from the backoff or from
+	// Retry-After; default 1m.
+	MaxRetryWait time.Duration
+	// RetryWait is the first backoff wait, doubled after each attempt;
+	// default 500ms.
+	RetryWait time.Duration
+	// RequestTimeout bounds one attempt, response included; default 30s.
+	RequestTimeout time.Duration
+	// Keyer computes each record's idempotency_key; nil means DefaultKey.
+	Keyer *Keyer
+	// Client sends the requests; default a client with Go's default
+	// transport. The sink never follows redirects, whatever the client says.
+	Client *http.Client
+	// Log receives diagnostics (every retry, at warn level); the zero value
+	// discards them.
+	Log zerolog.Logger
+}
+
+// HTTP POSTs records to an endpoint as JSON, up to BatchSize per request:
+//
+//	POST <url>
+//	Content-Type: application/json
+//	Idempotency-Key: <hex SHA-256 of the request's records>
+//
+//	[{"idempotency_key":"order-42","topic":"orders","partition":3,"offset":1200,
+//	  "timestamp":"2026-11-03T10:00:00.123Z","key":"k-1","value":{"id":42},
+//	  "headers":[{"key":"trace","value":"abc"}]}, ...]
+//
+// Each object is the record as AppendJSONL writes it (key is the Kafka
+// record key; a value that is JSON spread over several lines arrives as a
+// string, as in the file sink) preceded by idempotency_key, the record's
+// idempotency key (the key template, default "<topic>/<partition>/<offset>").
+// Records are in offset order; a request may hold several records of one
+// key, the last being the latest.
+//
+// Idempotency is the endpoint's part of the contract: it must store each
+// record under its idempotency_key so that receiving it again (a retry, a
+// resumed or repeated run, batches cut differently) changes nothing. The
+// Idempotency-Key header identifies the request's records (their keys and
+// source coordinates): a retry of a request carries the same header, a
+// request of other records (even with the same keys) never does, so an
+// endpoint that caches responses by it does not swallow an update.
+//
+// A request counts as written only after a 2xx response. Network errors,
+// timeouts, 5xx, 408 and 429 are retried up to MaxRetries times with
+// exponential backoff and jitter, waiting at least what Retry-After asks
+// (seconds or an HTTP date), each wait capped at MaxRetryWait; once the
+// retries are spent the error is a *TransientError, which the runner
+// retries later. A redirect is an error (a redirected POST may be replayed
+// as a GET), as is any other 4xx, at once: when a 400 or 422 names the
+// record it rejects, by a JSON body {"idempotency_key": "..."} or
+// {"index": n} (n is the position in the request's array), at the top level
+// or as the first element of an "errors" array, Write returns a
+// *RecordError for it; the records of the request are not written.
+//
+// Write is synchronous, safe for concurrent use (each partition's requests
+// go out in parallel), and keeps nothing of the batch. Errors and logs show
+// the URL without its query or credentials, never the headers.
+type HTTP struct {
+	client    *http.Client
+	url       string
+	where     string // the URL without query and user info, for messages
+	headers   http.Header
+	batchSize int
+	retries   int
+	maxWait   time.Duration
+	firstWait time.Duration
+	timeout   time.Duration
+	keyer     *Keyer
+	log       zerolog.Logger
+}
+
+var _ Sink = (*HTTP)(nil)
+
+// NewHTTP checks cfg; it does not contact the endpoint (a POST is the only
+// request it is known to accept).
+func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("http sink: url: %w", redactURLError(err))
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("http sink: url %s: want an http:// or https:// URL with a host", safeURL(u))
+	}
+	s := &HTTP{url: cfg.URL, where: safeURL(u), headers: http.Header{}, batchSize: cfg.BatchSize, retries: max(cfg.MaxRetries, 0),
+		maxWait: cfg.MaxRetryWait, firstWait: cfg.RetryWait, timeout: cfg.RequestTimeout, keyer: cfg.Keyer, log: cfg.Log}
+	for name, v := range cfg.Headers {
+		s.headers.Set(name, v)
+	}
+	s.headers.Set("Content-Type", "application/json")
+	if s.headers.Get("User-Agent") == "" {
+		s.headers.Set("User-Agent", "replay")
+	}
+	if s.batchSize <= 0 {
+		s.batchSize = plan.DefaultBatchSize
+	}
+	if s.maxWait <= 0 {
+		s.maxWait = time.Duration(plan.DefaultMaxRetryWait)
+	}
+	if s.firstWait <= 0 {
+		s.firstWait = 500 * time.Millisecond
+	}
+	if s.timeout <= 0 {
+		s.timeout = 30 * time.Second
+	}
+	client := http.Client{Transport: http.DefaultTransport}
+	if cfg.Client != nil {
+		client = *cfg.Client
+	}
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	s.client = &client
+	return s, nil
+}
+
+// safeURL is u without user info, query and fragment: what messages show.
+func safeURL(u *url.URL) string {
+	c := *u
+	c.User, c.RawQuery, c.ForceQuery, c.Fragment, c.RawFragment = nil, "", false, "", ""
+	if u.RawQuery != "" {
+		return c.String() + "?..."
+	}
+	return c.String()
+}
+
+// redactURLError drops the URL url.Parse quotes in its error.
+func redactURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// Write posts batch in requests of up to BatchSize records, in order, and
+// returns once every request got a 2xx. A key template failing on a record
+// returns its *RecordError before anything is sent.
+func (s *HTTP) Write(ctx context.Context, batch []Record) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("http sink: POST %s: %w", s.where, err)
+	}
+	keys := make([]string, len(batch))
+	for i := range batch {
+		k, err := s.keyer.Key(&batch[i])
+		if err != nil {
+			return err
+		}
+		keys[i] = k
+	}
+	for start := 0; start < len(batch); start += s.batchSize {
+		end := min(start+s.batchSize, len(batch))
+		if err := s.post(ctx, batch[start:end], keys[start:end]); err != nil {
+			return err
+		}
+	}
+	s.log.Debug().Str("url", s.where).Int32("partition", batch[0].Partition).
+		Int64("offset", batch[0].Offset).Int("records", len(batch)).Msg("posted")
+	return nil
+}
+
+// body is the request body: a JSON array of the records as AppendJSONL
+// writes them, each preceded by its idempotency_key.
+func body(recs []Record, keys []string) []byte {
+	b := append(make([]byte, 0, 256*len(recs)), '[')
+	var line []byte
+	for i := range recs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"idempotency_key":`...)
+		b = appendJSONString(b, keys[i])
+		line = AppendJSONL(line[:0], &recs[i]) // {...}\n
+		b = append(b, ',')
+		b = append(b, line[1:len(line)-1]...)
+	}
+	return append(b, ']')
+}
+
+// idempotencyKey identifies a request's records: their idempotency keys
+// and source coordinates (which fix their content).
+func idempotencyKey(recs []Record, keys []string) string {
+	h := sha256.New()
+	var n [8]byte
+	field := func(s string) {
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	for i := range recs {
+		field(keys[i])
+		field(recs[i].Topic)
+		binary.BigEndian.PutUint64(n[:], uint64(recs[i].Partition))
+		h.Write(n[:])
+		binary.BigEndian.PutUint64(n[:], uint64(recs[i].Offset))
+		h.Write(n[:])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// HTTPStatusError is a response that is not a 2xx.
+type HTTPStatusError struct {
+	Status int
+	// Body is the start of the response body, for the message.
+	Body string
+}
+
+func (e *HTTPStatusError) Error() string {
+	msg := fmt.Sprintf("%d %s", e.Status, http.StatusText(e.Status))
+	if e.Body != "" {
+		msg += ": " + e.Body
+	}
+	return msg
+}
+
+// attempt is the outcome of one request.
+type attempt struct {
+	err        error // nil: a 2xx
+	retry      bool  // the error may pass: try again
+	retryAfter time.Duration
+	hasAfter   bool
+	body       []byte // of a rejection
+}
+
+// post sends one request, retrying what may pass.
+func (s *HTTP) post(ctx context.Context, recs []Record, keys []string) error {
+	b := body(recs, keys)
+	idem := idempotencyKey(recs, keys)
+	for n := 0; ; n++ {
+		a := s.send(ctx, b, idem)
+		switch {
+		case a.err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return fmt.Errorf("http sink: POST %s: %w (after %d attempts, the last: %v)", s.where, ctx.Err(), n+1, a.err)
+		case !a.retry:
+			return s.rejection(recs, keys, a)
+		case n >= s.retries:
+			return &TransientError{Err: fmt.Errorf("http sink: POST %s: %d attempts failed, the last: %w", s.where, n+1, a.err)}
+		}
+		wait := s.backoff(n, a)
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			return &TransientError{Err: fmt.Errorf("http sink: POST %s: giving up after %d attempts: the next one, in %s, would be past the write deadline; the last: %w",
+				s.where, n+1, wait.Round(time.Millisecond), a.err)}
+		}
+		s.log.Warn().Str("url", s.where).Int("attempt", n+1).Dur("wait", wait).Err(a.err).
+			Int32("partition", recs[0].Partition).Int64("offset", recs[0].Offset).Msg("http sink: request failed, retrying")
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("http sink: POST %s: %w (after %d attempts, the last: %v)", s.where, ctx.Err(), n+1, a.err)
+		}
+	}
+}
+
+// backoff is the wait before attempt n+1: exponential from RetryWait with
+// jitter (half of it random, so that partitions failing together do not
+// retry together), or what Retry-After asks plus up to a tenth (at most a
+// second) of jitter; capped at MaxRetryWait either way.
+func (s *HTTP) backoff(n int, a attempt) time.Duration {
+	if a.hasAfter {
+		jitter := min(a.retryAfter/10, time.Second)
+		if jitter > 0 {
+			jitter = rand.N(jitter)
+		}
+		return min(a.retryAfter+jitter, s.maxWait)
+	}
+	d := s.maxWait
+	if n < 30 && s.firstWait<<n < s.maxWait {
+		d = s.firstWait << n
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// send makes one request.
+func (s *HTTP) send(ctx context.Context, b []byte, idem string) attempt {
+	actx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, s.url, bytes.NewReader(b))
+	if err != nil {
+		return attempt{err: redactURLError(err)}
+	}
+	req.Header = s.headers.Clone()
+	req.Header.Set("Idempotency-Key", idem)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = s.where // the query may hold a token
+		}
+		return attempt{err: err, retry: true} // network error or timeout
+	}
+	defer resp.Body.Close()
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // reuse the connection
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return attempt{}
+	}
+	a := attempt{err: &HTTPStatusError{Status: resp.StatusCode, Body: snippet(head)}, body: head}
+	switch code := resp.StatusCode; {
+	case code >= 500, code == http.StatusTooManyRequests, code == http.StatusRequestTimeout:
+		a.retry = true
+		a.retryAfter, a.hasAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	case code >= 300 && code < 400:
+		a.err = fmt.Errorf("%w: redirected to %q; the sink does not follow redirects (a redirected POST may be replayed as a GET): set url to the final address",
+			a.err, resp.Header.Get("Location"))
+	}
+	return a
+}
+
+// snippet is the start of a response body as one line of text.
+func snippet(b []byte) string {
+	s := strings.Join(strings.Fields(strings.ToValidUTF8(string(b), "\uFFFD")), " ")
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}
+
+// parseRetryAfter reads a Retry-After header: delta-seconds or an HTTP date
+// (RFC 9110 §10.2.3). A date in the past means now.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseUint(v, 10, 64); err == nil {
+		return time.Duration(min(secs, 1<<32)) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// rejection is the error for a request the endpoint refused for good: a
+// *RecordError when a 400 or 422 names the record, else a plain error.
+func (s *HTTP) rejection(recs []Record, keys []string, a attempt) error {
+	err := fmt.Errorf("http sink: POST %s: %w", s.where, a.err)
+	var se *HTTPStatusError
+	if !errors.As(a.err, &se) || se.Status != http.StatusBadRequest && se.Status != http.StatusUnprocessableEntity {
+		return err
+	}
+	if i := rejectedRecord(a.body, keys); i >= 0 {
+		return recordError(&recs[i], err)
+	}
+	return err
+}
+
+// rejectedRecord returns the position of the record a rejection names, or -1.
+func rejectedRecord(b []byte, keys []string) int {
+	type naming struct {
+		IdempotencyKey *string `json:"idempotency_key"`
+		Index          *int    `json:"index"`
+	}
+	var resp struct {
+		naming
+		Errors []naming `json:"errors"`
+	}
+	if json.Unmarshal(b, &resp) != nil {
+		return -1
+	}
+	n := resp.naming
+	if n.IdempotencyKey == nil && n.Index == nil && len(resp.Errors) > 0 {
+		n = resp.Errors[0]
+	}
+	switch {
+	case n.Index != nil && *n.Index >= 0 && *n.Index < len(keys):
+		return *n.Index
+	case n.IdempotencyKey != nil:
+		for i, k := range keys {
+			if k == *n.IdempotencyKey {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// Finish does nothing: every Write is already acknowledged.
+func (s *HTTP) Finish(context.Context) error { return nil }
+
+// Close releases idle connections.
+func (s *HTTP) Close() error {
+	s.client.CloseIdleConnections()
+	return nil
+}

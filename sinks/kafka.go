@@ -1,0 +1,390 @@
+package sinks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/replay-tool/replay/plan"
+)
+
+// Provenance headers the kafka sink adds to every message, after the
+// record's own headers (so a consumer's "last header" lookup finds them even
+// when the source was itself a replay).
+const (
+	HeaderSourceTopic     = "replay-source-topic"
+	HeaderSourcePartition = "replay-source-partition"
+	HeaderSourceOffset    = "replay-source-offset"
+	// HeaderSourceTimestamp is the record timestamp, RFC 3339 in UTC with
+	// milliseconds (also the message timestamp).
+	HeaderSourceTimestamp = "replay-source-timestamp"
+	HeaderPlan            = "replay-plan"
+)
+
+// KafkaConfig configures a Kafka sink.
+type KafkaConfig struct {
+	// Brokers are the target cluster's bootstrap addresses, host:port; an
+	// entry may hold a comma-separated list.
+	Brokers []string
+	// Topic is the target topic. It must exist: the sink does not create it.
+	Topic string
+	// TLS and SASL configure the connection to the target cluster.
+	TLS  plan.TLS
+	SASL plan.SASL
+	// KeepPartition produces each record to the partition numbered as its
+	// source partition; else the partition is chosen by the murmur2 hash of
+	// the message key, as Java producers choose it.
+	KeepPartition bool
+	// ClientID is sent to the brokers; default "replay".
+	ClientID string
+	// MaxAttempts is how often a message is sent before Write fails (with
+	// backoff from 100ms to 1s between attempts); default 10.
+	MaxAttempts int
+	// Keyer computes the message key; nil means DefaultKey.
+	Keyer *Keyer
+	// PlanName is the value of the replay-plan header.
+	PlanName string
+	// Log receives diagnostics; the zero value discards them.
+	Log zerolog.Logger
+}
+
+// Kafka produces records to a topic, of the source cluster or another one.
+//
+// Each record becomes one message: its key is the record's idempotency key
+// (the key template, default "<topic>/<partition>/<offset>"), its value and
+// headers are the record's, its timestamp is the record's timestamp
+// (CreateTime), and the provenance headers replay-source-topic,
+// replay-source-partition, replay-source-offset, replay-source-timestamp
+// and replay-plan follow the record's own headers. A tombstone stays a
+// tombstone (a null value deletes its key from a compacted topic).
+//
+// Idempotency: Kafka cannot overwrite a message, so a re-delivered record
+// (a resume after a crash, a re-run) is produced again, with the same key,
+// value and headers. Consumers see it as a duplicate of the same key: a
+// compacted target topic converges to one message per key, and consumers
+// that keep the latest value per key (or dedupe by key) end up with the same
+// state as after one clean run. Consumers that count messages do not. With
+// the hash partitioner the messages of one key all go to one partition, in
+// offset order, so the latest message of a key is the record with the
+// highest offset; with KeepPartition a key is only ordered within its
+// source partition.
+//
+// Write is synchronous: it returns once every message is acknowledged by
+// all in-sync replicas (RequiredAcks: all). It is safe for concurrent use
+// and keeps nothing of the batch: messages are built on copies of the
+// record bytes, because kafka-go may still send messages of a Write that
+// returned early on a cancelled context. Those late messages reach each
+// target partition before any later Write's, so they never overtake a
+// re-delivery.
+type Kafka struct {
+	w         *kafka.Writer
+	client    *kafka.Client
+	transport *kafka.Transport
+	topic     string
+	where     string // topic and brokers, for messages
+	keep      bool
+	keyer     *Keyer
+	planName  string
+	log       zerolog.Logger
+
+	mu         sync.Mutex
+	partitions int // of the target topic, as last seen
+}
+
+var _ Sink = (*Kafka)(nil)
+
+// kafkaMaxMessageBytes is the largest message the sink produces, the
+// brokers' default message.max.bytes less the batch overhead: a larger
+// record is a *RecordError rather than a rejected batch.
+const kafkaMaxMessageBytes = 1 << 20
+
+// NewKafka connects to the target cluster and checks that the topic exists.
+// With SASL or TLS it first dials a broker with kafka.Dialer, which reports
+// a failed authentication as such (the Transport reports "unexpected EOF").
+func NewKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
+	var brokers []string
+	for _, b := range cfg.Brokers {
+		for _, one := range strings.Split(b, ",") {
+			if one = strings.TrimSpace(one); one != "" {
+				brokers = append(brokers, one)
+			}
+		}
+	}
+	if len(brokers) == 0 || cfg.Topic == "" {
+		return nil, errors.New("kafka sink: brokers and topic are required")
+	}
+	conn, err := newKafkaConn(cfg.TLS, cfg.SASL, cfg.ClientID)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: %w", err)
+	}
+	conn.transport.MetadataTopics = []string{cfg.Topic}
+	s := &Kafka{
+		client:    &kafka.Client{Addr: kafka.TCP(brokers...), Transport: conn.transport, Timeout: 30 * time.Second},
+		transport: conn.transport,
+		topic:     cfg.Topic,
+		where:     fmt.Sprintf("topic %s on %s", cfg.Topic, strings.Join(brokers, ",")),
+		keep:      cfg.KeepPartition,
+		keyer:     cfg.Keyer,
+		planName:  cfg.PlanName,
+		log:       cfg.Log,
+	}
+	if err := s.probe(ctx, conn, brokers); err != nil {
+		conn.transport.CloseIdleConnections()
+		return nil, err
+	}
+	var balancer kafka.Balancer = kafka.Murmur2Balancer{Consistent: true}
+	if cfg.KeepPartition {
+		balancer = sourcePartitionBalancer{}
+	}
+	s.w = &kafka.Writer{
+		Addr:      kafka.TCP(brokers...),
+		Topic:     cfg.Topic,
+		Balancer:  balancer,
+		Transport: conn.transport,
+		// Acknowledged by every in-sync replica: Write's promise of
+		// durability (kafka-go's default is the leader only).
+		RequiredAcks: kafka.RequireAll,
+		BatchSize:    1000,
+		BatchBytes:   kafkaMaxMessageBytes,
+		// Write waits for its messages: a partial batch goes out after this,
+		// not after kafka-go's default second.
+		BatchTimeout:           2 * time.Millisecond,
+		MaxAttempts:            cfg.MaxAttempts, // 0: kafka-go's default, 10
+		AllowAutoTopicCreation: false,
+		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
+			s.log.Debug().Str("topic", cfg.Topic).Msgf(msg, args...)
+		}),
+	}
+	for _, w := range conn.warnings {
+		s.log.Warn().Str("topic", cfg.Topic).Msg("kafka sink: " + w)
+	}
+	s.log.Debug().Str("brokers", strings.Join(brokers, ",")).Str("topic", cfg.Topic).
+		Int("partitions", s.partitions).Bool("keep_partition", s.keep).Msg("kafka sink ready")
+	return s, nil
+}
+
+// probe fails early, with a message a person can act on, when the target
+// cluster cannot be reached, refuses the credentials or lacks the topic.
+func (s *Kafka) probe(ctx context.Context, conn *kafkaConn, brokers []string) error {
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if conn.dialer.SASLMechanism != nil || conn.dialer.TLS != nil {
+		if err := conn.dialProbe(pctx, brokers); err != nil {
+			return fmt.Errorf("kafka sink: %w", err)
+		}
+	}
+	n, err := s.topicPartitions(pctx)
+	if err != nil {
+		return err
+	}
+	s.partitions = n
+	return nil
+}
+
+// topicPartitions asks the cluster how many partitions the topic has.
+func (s *Kafka) topicPartitions(ctx context.Context) (int, error) {
+	md, err := s.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{s.topic}})
+	if err != nil {
+		return 0, fmt.Errorf("kafka sink: %s: %w (is the cluster reachable, and are sink.tls and sink.sasl right?)", s.where, err)
+	}
+	for _, t := range md.Topics {
+		switch {
+		case t.Name != s.topic:
+		case errors.Is(t.Error, kafka.UnknownTopicOrPartition):
+			return 0, fmt.Errorf("kafka sink: %s: the topic does not exist: create it first (replay does not create topics)", s.where)
+		case t.Error != nil:
+			return 0, fmt.Errorf("kafka sink: %s: %w", s.where, t.Error)
+		default:
+			return len(t.Partitions), nil
+		}
+	}
+	return 0, fmt.Errorf("kafka sink: %s: the topic does not exist: create it first (replay does not create topics)", s.where)
+}
+
+// kafkaMeta travels with a message through the Writer.
+type kafkaMeta struct {
+	partition int32 // source partition
+	index     int   // in the batch
+}
+
+// sourcePartitionBalancer sends a message to its record's source partition.
+// kafka-go's Writer ignores Message.Partition, but hands the balancer the
+// message with its WriterData.
+type sourcePartitionBalancer struct{}
+
+func (sourcePartitionBalancer) Balance(msg kafka.Message, partitions ...int) int {
+	return int(msg.WriterData.(kafkaMeta).partition)
+}
+
+// Write produces batch and returns once every message is acknowledged. A
+// key template failing on a record, or a record too large to produce,
+// returns its *RecordError before anything is produced. Other failures are
+// plain errors; messages of the batch may have been produced, and the
+// re-delivery produces them again.
+func (s *Kafka) Write(ctx context.Context, batch []Record) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("kafka sink: produce to %s: %w", s.where, err)
+	}
+	msgs, err := s.messages(batch)
+	if err != nil {
+		return err
+	}
+	if s.keep {
+		if err := s.checkPartition(ctx, batch[0].Partition); err != nil {
+			return err
+		}
+	}
+	if err := s.w.WriteMessages(ctx, msgs...); err != nil {
+		return s.writeError(ctx, batch, err)
+	}
+	s.log.Debug().Str("topic", s.topic).Int32("partition", batch[0].Partition).
+		Int64("offset", batch[0].Offset).Int("messages", len(msgs)).Msg("produced")
+	return nil
+}
+
+// messages builds the batch's messages on one copy of the record bytes.
+func (s *Kafka) messages(batch []Record) ([]kafka.Message, error) {
+	keys := make([]string, len(batch))
+	size := 0
+	for i := range batch {
+		r := &batch[i]
+		k, err := s.keyer.Key(r)
+		if err != nil {
+			return nil, err
+		}
+		keys[i] = k
+		size += len(k) + len(r.Value)
+		for _, h := range r.Headers {
+			size += len(h.Value)
+		}
+	}
+	buf := make([]byte, 0, size)
+	clone := func(b []byte) []byte { // nil stays nil: a tombstone, a null header
+		if b == nil {
+			return nil
+		}
+		buf = append(buf, b...)
+		return buf[len(buf)-len(b) : len(buf) : len(buf)]
+	}
+	msgs := make([]kafka.Message, len(batch))
+	for i := range batch {
+		r := &batch[i]
+		hs := make([]kafka.Header, 0, len(r.Headers)+5)
+		for _, h := range r.Headers {
+			hs = append(hs, kafka.Header{Key: h.Key, Value: clone(h.Value)})
+		}
+		hs = append(hs,
+			kafka.Header{Key: HeaderSourceTopic, Value: []byte(r.Topic)},
+			kafka.Header{Key: HeaderSourcePartition, Value: strconv.AppendInt(nil, int64(r.Partition), 10)},
+			kafka.Header{Key: HeaderSourceOffset, Value: strconv.AppendInt(nil, r.Offset, 10)},
+			kafka.Header{Key: HeaderSourceTimestamp, Value: r.Time.UTC().AppendFormat(nil, sqliteTimeLayout)},
+			kafka.Header{Key: HeaderPlan, Value: []byte(s.planName)},
+		)
+		msgs[i] = kafka.Message{
+			Key:        clone([]byte(keys[i])),
+			Value:      clone(r.Value),
+			Headers:    hs,
+			Time:       r.Time, // CreateTime: kafka-go would stamp a zero time with the clock
+			WriterData: kafkaMeta{partition: r.Partition, index: i},
+		}
+	}
+	return msgs, nil
+}
+
+// checkPartition makes sure the target topic has the source partition p,
+// refreshing the partition count once when it looks too small (partitions
+// may have been added).
+func (s *Kafka) checkPartition(ctx context.Context, p int32) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if int(p) < s.partitions {
+		return nil
+	}
+	n, err := s.topicPartitions(ctx)
+	if err != nil {
+		return err
+	}
+	s.partitions = n
+	if int(p) >= n {
+		return fmt.Errorf("kafka sink: keep_partition: %s has %d partitions, so source partition %d has no counterpart: add partitions to the target topic, or drop keep_partition to hash the key", s.where, n, p)
+	}
+	return nil
+}
+
+// writeError turns a failed WriteMessages into the error Write returns.
+func (s *Kafka) writeError(ctx context.Context, batch []Record, err error) error {
+	var tooLarge kafka.MessageTooLargeError
+	var werrs kafka.WriteErrors
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("kafka sink: produce to %s: %w", s.where, ctx.Err())
+	case errors.As(err, &tooLarge):
+		i := tooLarge.Message.WriterData.(kafkaMeta).index
+		return recordError(&batch[i], fmt.Errorf("kafka sink: produce to %s: the message (%d bytes of key, value and headers) is larger than %d bytes: %w",
+			s.where, len(tooLarge.Message.Key)+len(tooLarge.Message.Value), kafkaMaxMessageBytes, err))
+	case errors.As(err, &werrs):
+		failed, first := 0, -1
+		for i, e := range werrs {
+			if e != nil {
+				failed++
+				if first < 0 {
+					first = i
+				}
+			}
+		}
+		if first < 0 {
+			break
+		}
+		err = fmt.Errorf("kafka sink: produce to %s: %d of %d messages failed: %w", s.where, failed, len(werrs), werrs[first])
+		if failed == 1 && rejectsMessage(werrs[first]) {
+			return recordError(&batch[first], err)
+		}
+		return transient(err)
+	case errors.Is(err, kafka.UnknownTopicOrPartition):
+		return fmt.Errorf("kafka sink: produce to %s: %w (was the topic deleted?)", s.where, err)
+	}
+	return transient(fmt.Errorf("kafka sink: produce to %s: %w", s.where, err))
+}
+
+// rejectsMessage reports whether a broker error is about the message
+// itself, so that the message alone failing pins it as the poison record.
+func rejectsMessage(err error) bool {
+	return errors.Is(err, kafka.MessageSizeTooLarge) || errors.Is(err, kafka.InvalidRecord) ||
+		errors.Is(err, kafka.RecordListTooLarge)
+}
+
+// transient marks err as a *TransientError when it is a broker error that
+// kafka-go deems temporary (a leader election, too few in-sync replicas, a
+// timeout) and that outlasted the Writer's own retries. Network errors are
+// recognised by Transient as they are. A topic that went missing is not
+// waited for.
+func transient(err error) error {
+	var ke kafka.Error
+	if errors.As(err, &ke) && ke != kafka.UnknownTopicOrPartition && (ke.Temporary() || ke.Timeout()) {
+		return &TransientError{Err: err}
+	}
+	return err
+}
+
+// Finish does nothing: every Write is already acknowledged.
+func (s *Kafka) Finish(context.Context) error { return nil }
+
+// Close flushes and closes the producer.
+func (s *Kafka) Close() error {
+	err := s.w.Close()
+	s.transport.CloseIdleConnections()
+	if err != nil {
+		return fmt.Errorf("kafka sink: close: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,502 @@
+package sinks_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+	kafkaScram "github.com/segmentio/kafka-go/sasl/scram"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/sinktest"
+)
+
+// newKafkaCluster starts an in-process Kafka cluster (kfake speaks the real
+// protocol over TCP), closed when t ends.
+func newKafkaCluster(t *testing.T, opts ...kfake.Opt) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+var topicSeq atomic.Int64
+
+// createTopic creates a topic unique to the test with the given partitions
+// and configs, and returns its name.
+func createTopic(t *testing.T, addr string, partitions int, configs map[string]string) string {
+	t.Helper()
+	name := fmt.Sprintf("target-%d", topicSeq.Add(1))
+	var entries []kafka.ConfigEntry
+	for k, v := range configs {
+		entries = append(entries, kafka.ConfigEntry{ConfigName: k, ConfigValue: v})
+	}
+	resp, err := (&kafka.Client{Addr: kafka.TCP(addr)}).CreateTopics(t.Context(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{
+		{Topic: name, NumPartitions: partitions, ReplicationFactor: 1, ConfigEntries: entries}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := resp.Errors[name]; err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// readTopic returns every message of topic, in offset order per partition,
+// reading each partition up to its high watermark; tr and opts carry
+// SASL settings.
+func readTopic(t *testing.T, addr, topic string, tr *kafka.Transport, opts ...kgo.Opt) []*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	client := &kafka.Client{Addr: kafka.TCP(addr)}
+	if tr != nil {
+		client.Transport = tr
+	}
+	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil || len(md.Topics) != 1 || md.Topics[0].Error != nil {
+		t.Fatalf("metadata of %s: %v %+v", topic, err, md)
+	}
+	var reqs []kafka.OffsetRequest
+	for _, p := range md.Topics[0].Partitions {
+		reqs = append(reqs, kafka.LastOffsetOf(p.ID))
+	}
+	offs, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hwm := map[int32]int64{}
+	consume := map[int32]kgo.Offset{}
+	for _, po := range offs.Topics[topic] {
+		if po.Error != nil {
+			t.Fatal(po.Error)
+		}
+		if po.LastOffset > 0 {
+			hwm[int32(po.Partition)] = po.LastOffset
+			consume[int32(po.Partition)] = kgo.NewOffset().AtStart()
+		}
+	}
+	if len(hwm) == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: consume})}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []*kgo.Record
+	for len(hwm) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("reading %s: %v (still to read: %v)", topic, err, hwm)
+		}
+		if errs := fs.Errors(); len(errs) > 0 {
+			t.Fatalf("reading %s: %v", topic, errs[0].Err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			out = append(out, r)
+			if r.Offset+1 >= hwm[r.Partition] {
+				delete(hwm, r.Partition)
+			}
+		})
+	}
+	return out
+}
+
+// provenance splits a message's headers into the record's own and the
+// provenance headers the sink appended.
+func provenance(t *testing.T, r *kgo.Record) (own []kgo.RecordHeader, prov map[string]string) {
+	t.Helper()
+	names := []string{sinks.HeaderSourceTopic, sinks.HeaderSourcePartition, sinks.HeaderSourceOffset, sinks.HeaderSourceTimestamp, sinks.HeaderPlan}
+	n := len(r.Headers) - len(names)
+	if n < 0 {
+		t.Fatalf("message %d@%d has %d headers, fewer than the provenance headers", r.Partition, r.Offset, len(r.Headers))
+	}
+	prov = map[string]string{}
+	for i, name := range names {
+		if h := r.Headers[n+i]; h.Key != name {
+			t.Fatalf("message %d@%d: header %d is %q, want %q", r.Partition, r.Offset, n+i, h.Key, name)
+		}
+		prov[name] = string(r.Headers[n+i].Value)
+	}
+	return r.Headers[:n], prov
+}
+
+// storedFromMessage is the record a message carries, as the suite compares
+// it: coordinates from the provenance headers, the timestamp of the
+// message itself, and the record's own headers.
+func storedFromMessage(t *testing.T, r *kgo.Record) sinktest.Stored {
+	t.Helper()
+	own, prov := provenance(t, r)
+	part, err1 := strconv.ParseInt(prov[sinks.HeaderSourcePartition], 10, 32)
+	off, err2 := strconv.ParseInt(prov[sinks.HeaderSourceOffset], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatalf("provenance of %d@%d: %v", r.Partition, r.Offset, err)
+	}
+	s := sinktest.Stored{Topic: prov[sinks.HeaderSourceTopic], Partition: int32(part), Offset: off, Timestamp: r.Timestamp}
+	s.Value = sinktest.Expect(sinks.Record{Value: r.Value}).Value
+	hs := make([]sinks.Header, len(own))
+	for i, h := range own {
+		hs[i] = sinks.Header{Key: h.Key, Value: h.Value}
+	}
+	s.Headers = sinktest.Expect(sinks.Record{Headers: hs}).Headers
+	return s
+}
+
+// kafkaHarness runs the conformance suite on the kafka sink: a target is a
+// topic. Contents is the latest message of each key, which is what a
+// compacted topic converges to and what a consumer deduplicating by key
+// sees.
+type kafkaHarness struct {
+	addr       string
+	partitions int
+	keep       bool
+	topics     sinktest.Targets[string]
+}
+
+func (h *kafkaHarness) topic(t *testing.T) string {
+	return h.topics.Get(t, func() string { return createTopic(t, h.addr, h.partitions, nil) })
+}
+
+func (h *kafkaHarness) New(t *testing.T) sinks.Sink { return h.NewKeyed(t, nil) }
+
+func (h *kafkaHarness) NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink {
+	s, err := sinks.NewKafka(t.Context(), sinks.KafkaConfig{Brokers: []string{h.addr}, Topic: h.topic(t), KeepPartition: h.keep,
+		Keyer: keyer, PlanName: "conformance", Log: zerolog.New(zerolog.NewTestWriter(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (h *kafkaHarness) Contents(t *testing.T) []string {
+	latest := map[string]string{}
+	for _, r := range readTopic(t, h.addr, h.topic(t), nil) {
+		s := storedFromMessage(t, r)
+		if h.keep && r.Partition != s.Partition {
+			t.Errorf("record of source partition %d produced to partition %d with keep_partition", s.Partition, r.Partition)
+		}
+		latest[string(r.Key)] = s.String()
+	}
+	out := make([]string, 0, len(latest))
+	for _, s := range latest {
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestKafkaConformance(t *testing.T) {
+	c := newKafkaCluster(t)
+	addr := c.ListenAddrs()[0]
+	t.Run("hash", func(t *testing.T) { sinktest.Run(t, &kafkaHarness{addr: addr, partitions: 3}) })
+	t.Run("keep_partition", func(t *testing.T) { sinktest.Run(t, &kafkaHarness{addr: addr, partitions: 8, keep: true}) })
+}
+
+func newKafka(t *testing.T, cfg sinks.KafkaConfig) *sinks.Kafka {
+	t.Helper()
+	cfg.Log = zerolog.New(zerolog.NewTestWriter(t))
+	s, err := sinks.NewKafka(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// What a message carries: the idempotency key as its key, the record's
+// value (a tombstone stays one), its timestamp as CreateTime, its headers
+// (null values too) and then the provenance headers.
+func TestKafkaMessageForm(t *testing.T) {
+	addr := newKafkaCluster(t).ListenAddrs()[0]
+	topic := createTopic(t, addr, 1, nil)
+	keyer, err := sinks.NewKeyer("order-{{ .Value.id }}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newKafka(t, sinks.KafkaConfig{Brokers: []string{addr}, Topic: topic, Keyer: keyer, PlanName: "orders-fix"})
+	ts := time.Date(2024, 2, 29, 23, 59, 59, 987_000_000, time.UTC) // old: the source's time, not the clock's
+	r := sinks.Record{Topic: "orders", Partition: 7, Offset: 123456, Time: ts, Key: []byte("k"), Value: []byte(`{"id":42}`),
+		Headers: []sinks.Header{{Key: "trace", Value: []byte("abc")}, {Key: "none"}, {Key: "empty", Value: []byte{}}}}
+	tomb := sinks.Record{Topic: "orders", Partition: 7, Offset: 123457, Time: ts, Value: nil}
+	tombKeyer, _ := sinks.NewKeyer("{{ .Topic }}-{{ .Offset }}")
+	mustWrite(t, s, r)
+	mustWrite(t, newKafka(t, sinks.KafkaConfig{Brokers: []string{addr}, Topic: topic, Keyer: tombKeyer}), tomb)
+	msgs := readTopic(t, addr, topic, nil)
+	if len(msgs) != 2 {
+		t.Fatalf("%d messages, want 2", len(msgs))
+	}
+	m := msgs[0]
+	if string(m.Key) != "order-42" || string(m.Value) != `{"id":42}` || !m.Timestamp.Equal(ts) || m.Attrs.TimestampType() != 0 {
+		t.Errorf("message key %q value %q time %v (type %d), want order-42, the value, %v as CreateTime", m.Key, m.Value, m.Timestamp, m.Attrs.TimestampType(), ts)
+	}
+	own, prov := provenance(t, m)
+	if len(own) != 3 || own[0].Key != "trace" || string(own[0].Value) != "abc" || own[1].Value != nil || own[2].Value == nil {
+		t.Errorf("record headers = %+v, want trace=abc, none=null, empty=\"\"", own)
+	}
+	want := map[string]string{sinks.HeaderSourceTopic: "orders", sinks.HeaderSourcePartition: "7", sinks.HeaderSourceOffset: "123456",
+		sinks.HeaderSourceTimestamp: "2024-02-29T23:59:59.987Z", sinks.HeaderPlan: "orders-fix"}
+	for k, v := range want {
+		if prov[k] != v {
+			t.Errorf("header %s = %q, want %q", k, prov[k], v)
+		}
+	}
+	if m := msgs[1]; m.Value != nil || string(m.Key) != "orders-123457" {
+		t.Errorf("tombstone produced as key %q value %q, want a null value", m.Key, m.Value)
+	}
+}
+
+// A compacted target converges to one message per key however often the
+// window is replayed: the idempotency a Kafka target offers. (Compaction
+// never touches the active segment, kfake's last batch of each partition,
+// so a few duplicates remain there, as in Kafka.)
+func TestKafkaCompactedTopicConverges(t *testing.T) {
+	c := newKafkaCluster(t)
+	addr := c.ListenAddrs()[0]
+	topic := createTopic(t, addr, 3, map[string]string{"cleanup.policy": "compact", "retention.ms": "-1",
+		"delete.retention.ms": "315360000000"}) // keep the tombstones, so that all keys are compared
+	window := sinktest.Window(50, 2)
+	for run := range 3 { // a clean run and two re-runs
+		writeAll(t, newKafka(t, sinks.KafkaConfig{Brokers: []string{addr}, Topic: topic}), window, uint64(run), 9)
+	}
+	want := sinktest.Want(window)
+	if got := len(readTopic(t, addr, topic, nil)); got != 3*len(want) {
+		t.Fatalf("%d messages before compaction, want %d (3 runs)", got, 3*len(want))
+	}
+	c.Compact()
+	msgs := readTopic(t, addr, topic, nil)
+	latest := map[string]string{}
+	for _, r := range msgs {
+		latest[string(r.Key)] = storedFromMessage(t, r).String()
+	}
+	var got []string
+	for _, s := range latest {
+		got = append(got, s)
+	}
+	sinktest.Equal(t, "latest message per key after compaction", got, want)
+	if len(msgs) > len(want)+3*9 {
+		t.Errorf("%d messages after compaction, want at most %d (one per key, plus the active segments)", len(msgs), len(want)+3*9)
+	}
+}
+
+// Messages of one key land in one partition, the one a Java producer's
+// default partitioner picks (murmur2), in offset order.
+func TestKafkaHashPartitioning(t *testing.T) {
+	addr := newKafkaCluster(t).ListenAddrs()[0]
+	topic := createTopic(t, addr, 6, nil)
+	keyer, _ := sinks.NewKeyer("{{ .Key }}")
+	s := newKafka(t, sinks.KafkaConfig{Brokers: []string{addr}, Topic: topic, Keyer: keyer})
+	var batch []sinks.Record
+	for i := range 60 {
+		batch = append(batch, rec(int32(i%2), int64(i), fmt.Sprintf("k-%d", i%10), fmt.Sprintf(`{"i":%d}`, i)))
+	}
+	mustWrite(t, s, batch[:30]...)
+	mustWrite(t, s, batch[30:]...)
+	where := map[string]int32{}
+	last := map[string]int64{}
+	murmur := kafka.Murmur2Balancer{Consistent: true}
+	for _, r := range readTopic(t, addr, topic, nil) {
+		k := string(r.Key)
+		if p, seen := where[k]; seen && p != r.Partition {
+			t.Errorf("key %s in partitions %d and %d", k, p, r.Partition)
+		}
+		where[k] = r.Partition
+		if want := murmur.Balance(kafka.Message{Key: r.Key}, 0, 1, 2, 3, 4, 5); int(r.Partition) != want {
+			t.Errorf("key %s in partition %d, murmur2 says %d", k, r.Partition, want)
+		}
+		_, prov := provenance(t, r)
+		off, _ := strconv.ParseInt(prov[sinks.HeaderSourceOffset], 10, 64)
+		if off <= last[k] && last[k] != 0 {
+			t.Errorf("key %s: offset %d after %d", k, off, last[k])
+		}
+		last[k] = off
+	}
+	if len(where) != 10 {
+		t.Errorf("%d keys, want 10", len(where))
+	}
+}
+
+func TestKafkaKeepPartitionNeedsThePartition(t *testing.T) {
+	addr := newKafkaCluster(t).ListenAddrs()[0]
+	topic := createTopic(t, addr, 2, nil)
+	s := newKafka(t, sinks.KafkaConfig{Brokers: []string{addr}, Topic: topic, KeepPartition: true})
+	mustWrite(t, s, rec(1, 1, "", "{}"))
+	err := s.Write(t.Context(), []sinks.Record{rec(2, 1, "", "{}")})
+	if err == nil || !strings.Contains(err.Error(), "keep_partition") || !strings.Contains(err.Error(), "source partition 2") {
+		t.Fatalf("Write to a missing partition = %v, want an error naming keep_partition and the partition", err)
+	}
+	if n := len(readTopic(t, addr, topic, nil)); n != 1 {
+		t.Errorf("%d messages, want 1", n)
+	}
+}
+
+func TestKafkaRecordErrors(t *testing.T) {
+	addr := newKafkaCluster(t).ListenAddrs()[0]
+	topic := createTopic(t, addr, 1, nil)
+	keyer, _ := sinks.NewKeyer("{{ .Value.id }}")
+	s := newKafka(t, sinks.KafkaConfig{Brokers: []string{addr}, Topic: topic, Keyer: keyer})
+	var re *sinks.RecordError
+	err := s.Write(t.Context(), []sinks.Record{rec(3, 10, "", `{"id":1}`), rec(3, 11, "", "not json"), rec(3, 12, "", `{"id":3}`)})
+	if !errors.As(err, &re) || re.Offset != 11 || re.Partition != 3 {
+		t.Errorf("key template failure: Write = %v, want a *RecordError for orders/3@11", err)
+	}
+	huge := rec(3, 21, "", fmt.Sprintf(`{"id":2,"blob":%q}`, strings.Repeat("x", 2<<20)))
+	err = s.Write(t.Context(), []sinks.Record{rec(3, 20, "", `{"id":1}`), huge, rec(3, 22, "", `{"id":3}`)})
+	if !errors.As(err, &re) || re.Offset != 21 || !errors.Is(err, kafka.MessageSizeTooLarge) {
+		t.Errorf("record too large: Write = %v, want a *RecordError for orders/3@21", err)
+	}
+	if n := len(readTopic(t, addr, topic, nil)); n != 0 {
+		t.Errorf("%d messages produced, want none", n)
+	}
+}
+
+func TestKafkaConfigErrors(t *testing.T) {
+	addr := newKafkaCluster(t).ListenAddrs()[0]
+	for _, tc := range []struct {
+		name string
+		cfg  sinks.KafkaConfig
+		want string
+	}{
+		{"missing topic", sinks.KafkaConfig{Brokers: []string{addr}, Topic: "no-such-topic"}, "topic no-such-topic on " + addr + ": the topic does not exist: create it first"},
+		{"unreachable cluster", sinks.KafkaConfig{Brokers: []string{"127.0.0.1:1"}, Topic: "t"}, "kafka sink: topic t on 127.0.0.1:1: "},
+		{"no brokers", sinks.KafkaConfig{Topic: "t"}, "brokers and topic are required"},
+		{"bad SASL mechanism", sinks.KafkaConfig{Brokers: []string{addr}, Topic: "t", SASL: plan.SASL{Mechanism: "GSSAPI"}}, `sasl mechanism "GSSAPI"`},
+		{"missing CA file", sinks.KafkaConfig{Brokers: []string{addr}, Topic: "t", TLS: plan.TLS{Enabled: true, CAFile: "/nonexistent/ca.pem"}}, "tls ca_file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			s, err := sinks.NewKafka(ctx, tc.cfg)
+			if err == nil {
+				s.Close()
+				t.Fatal("NewKafka succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// The target cluster has its own SASL settings: a right password
+// produces, a wrong one fails at start with an error that says so (and
+// never shows the password).
+func TestKafkaSASL(t *testing.T) {
+	c := newKafkaCluster(t, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "replay", "s3cret-pw"))
+	addr := c.ListenAddrs()[0]
+	adminMech := kgo.SASL(scramAuth("replay", "s3cret-pw"))
+	admin, err := kgo.NewClient(kgo.SeedBrokers(addr), adminMech)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	topicReq := kmsg.NewCreateTopicsRequestTopic()
+	topicReq.Topic, topicReq.NumPartitions, topicReq.ReplicationFactor = "secure", 1, 1
+	req.Topics = append(req.Topics, topicReq)
+	if _, err := req.RequestWith(t.Context(), admin); err != nil {
+		t.Fatal(err)
+	}
+	good := plan.SASL{Mechanism: "SCRAM-SHA-512", Username: "replay", Password: "s3cret-pw"}
+	s := newKafka(t, sinks.KafkaConfig{Brokers: []string{addr}, Topic: "secure", SASL: good})
+	mustWrite(t, s, rec(0, 1, "", `{"ok":true}`))
+	mech, err := kafkaScram.Mechanism(kafkaScram.SHA512, "replay", "s3cret-pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(readTopic(t, addr, "secure", &kafka.Transport{SASL: mech}, adminMech)); n != 1 {
+		t.Errorf("%d messages, want 1", n)
+	}
+	bad := good
+	bad.Password = "wrong-pw-123"
+	_, err = sinks.NewKafka(t.Context(), sinks.KafkaConfig{Brokers: []string{addr}, Topic: "secure", SASL: bad})
+	if err == nil || !strings.Contains(err.Error(), `SASL authentication failed for user "replay"`) || strings.Contains(err.Error(), bad.Password) {
+		t.Errorf("wrong password: NewKafka = %v, want an authentication error without the password", err)
+	}
+}
+
+// A broker failing every produce with a retriable error (too few in-sync
+// replicas) makes Write fail with a transient error once kafka-go's own
+// retries are spent, and the messages were not acknowledged.
+func TestKafkaNotEnoughReplicasIsTransient(t *testing.T) {
+	c := newKafkaCluster(t)
+	addr := c.ListenAddrs()[0]
+	topic := createTopic(t, addr, 1, nil)
+	s := newKafka(t, sinks.KafkaConfig{Brokers: []string{addr}, Topic: topic, MaxAttempts: 3})
+	var failing atomic.Bool
+	failing.Store(true)
+	c.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !failing.Load() {
+			return nil, nil, false
+		}
+		req := kr.(*kmsg.ProduceRequest)
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = 19 // NOT_ENOUGH_REPLICAS
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	start := time.Now()
+	err := s.Write(t.Context(), []sinks.Record{rec(0, 1, "", "{}")})
+	failing.Store(false)
+	t.Logf("Write failed after %v", time.Since(start))
+	if err == nil || !sinks.Transient(err) || !errors.Is(err, kafka.NotEnoughReplicas) {
+		t.Fatalf("Write = %v, want a transient NOT_ENOUGH_REPLICAS error", err)
+	}
+	if n := len(readTopic(t, addr, topic, nil)); n != 0 {
+		t.Errorf("%d messages stored, want none", n)
+	}
+	mustWrite(t, s, rec(0, 1, "", "{}")) // the runner's retry, once the replicas are back
+}
+
+// A Write cancelled while kafka-go still holds its messages must not leave
+// the writer reading the caller's buffers: the runner reuses them.
+func TestKafkaCancelledWriteKeepsNoBuffers(t *testing.T) {
+	addr := newKafkaCluster(t).ListenAddrs()[0]
+	topic := createTopic(t, addr, 1, nil)
+	s := newKafka(t, sinks.KafkaConfig{Brokers: []string{addr}, Topic: topic})
+	value := []byte(`{"v":"original"}`)
+	r := rec(0, 1, "", "")
+	r.Value = value
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Write(ctx, []sinks.Record{r}) }()
+	cancel()
+	<-done
+	copy(value, `{"v":"CLOBBERED"}`) // as the runner's next fetch would
+	mustWrite(t, s, rec(0, 2, "", `{"v":2}`))
+	for _, m := range readTopic(t, addr, topic, nil) {
+		if strings.Contains(string(m.Value), "CLOBBERED") {
+			t.Fatalf("message %d carries bytes changed after Write returned: %s", m.Offset, m.Value)
+		}
+	}
+}
+
+func scramAuth(user, pass string) sasl.Mechanism {
+	return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
+}

@@ -1,0 +1,332 @@
+package sinks
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// SQLiteConfig configures a SQLite sink.
+type SQLiteConfig struct {
+	// Path is the database file, created (with its directory) when missing.
+	Path string
+	// Table is an SQL name, optionally qualified by a schema ("main.orders").
+	// Unquoted parts fold to lower case, "quoted" parts are taken as written.
+	Table string
+	// OnConflict is "update" (default: the replayed record wins) or "ignore"
+	// (the row already stored wins).
+	OnConflict string
+	// CreateTable creates Table with the default layout when it is missing.
+	CreateTable bool
+	// BusyTimeout is how long a Write waits for another connection (a second
+	// process on the same file) to release the write lock; default 10s.
+	BusyTimeout time.Duration
+	// Keyer computes the key column; nil means DefaultKey.
+	Keyer *Keyer
+	// Log receives diagnostics; the zero value discards them.
+	Log zerolog.Logger
+}
+
+// SQLite upserts records into one table of a local database file, one row
+// per idempotency key, with the semantics of the postgres sink:
+//
+//	"key" text primary key, "topic" text, "partition" integer,
+//	"offset" integer, "timestamp" text, "value" text, "headers" text
+//
+// timestamp is RFC 3339 in UTC with milliseconds (2026-11-03T10:00:00.123Z,
+// so text order is time order); value is the record value when it is valid
+// JSON (invalid UTF-8 replaced by U+FFFD), else the value as a JSON string,
+// NULL for a tombstone; headers is a JSON array of {"key","value"} in record
+// order. SQLite's JSON functions read both columns.
+//
+// Each Write is one transaction, committed (and fsynced: WAL journal,
+// synchronous=FULL) before it returns. Writes are serialized inside the
+// sink, so it is safe for concurrent use by the partitions of a run; other
+// processes may read the file meanwhile (WAL), and a writer in another
+// process is waited for up to BusyTimeout. Re-delivered records
+// overwrite their own rows (update) or leave them (ignore), so replaying a
+// window again leaves the same table. Duplicate keys in one batch resolve
+// as separate batches would: with update the last offset wins, with ignore
+// the first.
+type SQLite struct {
+	db     *sql.DB
+	name   string // Table as configured, for messages
+	path   string
+	keyer  *Keyer
+	upsert string
+	log    zerolog.Logger
+	// sem serializes Writes: SQLite has one writer at a time, and waiting
+	// here (unlike on a mutex) ends when the caller's context does.
+	sem chan struct{}
+}
+
+var _ Sink = (*SQLite)(nil)
+
+// defaultSQLiteBusyTimeout rides out another process's transaction without
+// holding a partition back for long.
+const defaultSQLiteBusyTimeout = 10 * time.Second
+
+// NewSQLite opens (or creates) the database file, switches it to WAL,
+// creates the table when asked, and checks that the table can take the
+// upsert (columns and a unique key).
+func NewSQLite(ctx context.Context, cfg SQLiteConfig) (*SQLite, error) {
+	if cfg.Path == "" {
+		return nil, errors.New("sqlite sink: empty path")
+	}
+	table, err := quoteTable(cfg.Table)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite sink: table %q: %w", cfg.Table, err)
+	}
+	var ignore bool
+	switch cfg.OnConflict {
+	case "", "update":
+	case "ignore":
+		ignore = true
+	default:
+		return nil, fmt.Errorf("sqlite sink: on_conflict %q: want update or ignore", cfg.OnConflict)
+	}
+	if cfg.BusyTimeout <= 0 {
+		cfg.BusyTimeout = defaultSQLiteBusyTimeout
+	}
+	dsn, err := sqliteDSN(cfg.Path, cfg.BusyTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite sink: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o755); err != nil {
+		return nil, fmt.Errorf("sqlite sink: %w", err)
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite sink: open %s: %w", cfg.Path, err)
+	}
+	// One connection: writes are serialized anyway, and the pragmas of the
+	// DSN then hold for every statement.
+	db.SetMaxOpenConns(1)
+	db.SetConnMaxIdleTime(0)
+	s := &SQLite{db: db, name: cfg.Table, path: cfg.Path, keyer: cfg.Keyer, upsert: sqliteUpsertSQL(table, ignore),
+		log: cfg.Log, sem: make(chan struct{}, 1)}
+	if err := s.prepare(ctx, table, cfg.CreateTable); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.log.Debug().Str("path", cfg.Path).Str("table", cfg.Table).Bool("ignore", ignore).Msg("sqlite sink ready")
+	return s, nil
+}
+
+// sqliteDSN is the database file as an SQLite URI with the pragmas every
+// connection needs: WAL (readers do not block the writer), FULL sync (a
+// committed transaction survives a power loss, which NORMAL does not
+// promise in WAL mode), a busy timeout, and BEGIN IMMEDIATE so that a
+// transaction takes the write lock up front instead of failing to upgrade.
+func sqliteDSN(path string, busy time.Duration) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	abs = filepath.ToSlash(abs)
+	if !strings.HasPrefix(abs, "/") {
+		abs = "/" + abs // a Windows drive: file:/C:/...
+	}
+	// In a URI, '%', '?' and '#' in the path must be escaped.
+	abs = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(abs)
+	return fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate",
+		abs, max(busy.Milliseconds(), 1)), nil
+}
+
+func (s *SQLite) prepare(ctx context.Context, table string, create bool) error {
+	if err := s.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqlite sink: open %s: %w", s.path, err)
+	}
+	var mode string
+	if err := s.db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return fmt.Errorf("sqlite sink: open %s: %w", s.path, err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("sqlite sink: open %s: the database is in %s journal mode and cannot switch to WAL (is it on a network file system?)", s.path, mode)
+	}
+	if create {
+		if _, err := s.db.ExecContext(ctx, sqliteCreateTableSQL(table)); err != nil {
+			return fmt.Errorf("sqlite sink: create table %s: %w", s.name, err)
+		}
+	}
+	// Preparing the upsert resolves the table, its columns and the ON
+	// CONFLICT target (which needs a unique key on "key").
+	stmt, err := s.db.PrepareContext(ctx, s.upsert)
+	if err != nil {
+		return fmt.Errorf("sqlite sink: check table %s: %w", s.name, err)
+	}
+	return stmt.Close()
+}
+
+func sqliteCreateTableSQL(table string) string {
+	return `CREATE TABLE IF NOT EXISTS ` + table + ` (
+	"key" TEXT NOT NULL PRIMARY KEY,
+	"topic" TEXT NOT NULL,
+	"partition" INTEGER NOT NULL,
+	"offset" INTEGER NOT NULL,
+	"timestamp" TEXT NOT NULL,
+	"value" TEXT,
+	"headers" TEXT NOT NULL
+)`
+}
+
+// sqliteUpsertSQL upserts one row. Rows are upserted in offset order, so
+// duplicate keys in a batch resolve as separate batches would. An update
+// that would change nothing is skipped, so a re-delivery does not rewrite
+// identical rows.
+func sqliteUpsertSQL(table string, ignore bool) string {
+	q := `INSERT INTO ` + table + ` ("key", "topic", "partition", "offset", "timestamp", "value", "headers")
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT ("key") DO `
+	if ignore {
+		return q + `NOTHING`
+	}
+	return q + `UPDATE SET "topic" = excluded."topic", "partition" = excluded."partition",
+	"offset" = excluded."offset", "timestamp" = excluded."timestamp",
+	"value" = excluded."value", "headers" = excluded."headers"
+WHERE ("topic", "partition", "offset", "timestamp", "value", "headers")
+	IS NOT (excluded."topic", excluded."partition", excluded."offset", excluded."timestamp", excluded."value", excluded."headers")`
+}
+
+// sqliteRow is one row of the upsert.
+type sqliteRow struct {
+	rec  *Record
+	args [7]any
+}
+
+// Write upserts batch in one transaction. A key template failing on a
+// record returns its *RecordError and writes nothing; so does a row the
+// database rejects (a constraint of a table made by hand, a value too big).
+// Any other failure is a plain error, and nothing is written.
+func (s *SQLite) Write(ctx context.Context, batch []Record) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, err)
+	}
+	rows, err := s.rows(batch)
+	if err != nil {
+		return err
+	}
+	select {
+	case s.sem <- struct{}{}:
+		defer func() { <-s.sem }()
+	case <-ctx.Done():
+		return fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, ctx.Err())
+	}
+	if err := s.upsertRows(ctx, rows); err != nil {
+		return err
+	}
+	s.log.Debug().Str("table", s.name).Int32("partition", batch[0].Partition).
+		Int64("offset", batch[0].Offset).Int("rows", len(rows)).Msg("upserted")
+	return nil
+}
+
+func (s *SQLite) rows(batch []Record) ([]sqliteRow, error) {
+	rows := make([]sqliteRow, len(batch))
+	for i := range batch {
+		r := &batch[i]
+		key, err := s.keyer.Key(r)
+		if err != nil {
+			return nil, err
+		}
+		var value any // NULL for a tombstone
+		if v := pgValue(r.Value); v.Valid {
+			value = v.String
+		}
+		rows[i] = sqliteRow{rec: r, args: [7]any{key, r.Topic, int64(r.Partition), r.Offset,
+			r.Time.UTC().Format(sqliteTimeLayout), value, pgHeaders(r.Headers)}}
+	}
+	return rows, nil
+}
+
+// sqliteTimeLayout is RFC 3339 with milliseconds; in UTC it ends in Z.
+const sqliteTimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+func (s *SQLite) upsertRows(ctx context.Context, rows []sqliteRow) (err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return sqliteTransient(fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, s.ctxErr(ctx, err)))
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	stmt, err := tx.PrepareContext(ctx, s.upsert)
+	if err != nil {
+		return sqliteTransient(fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, s.ctxErr(ctx, err)))
+	}
+	defer stmt.Close()
+	for i := range rows {
+		if _, err := stmt.ExecContext(ctx, rows[i].args[:]...); err != nil {
+			err = fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, s.ctxErr(ctx, err))
+			if sqliteRejectsData(err) {
+				return recordError(rows[i].rec, err)
+			}
+			return sqliteTransient(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return sqliteTransient(fmt.Errorf("sqlite sink: commit to %s: %w", s.name, s.ctxErr(ctx, err)))
+	}
+	return nil
+}
+
+// sqliteTransient marks err as a *TransientError when the database was
+// locked by another connection for longer than the busy timeout.
+func sqliteTransient(err error) error {
+	var e *sqlite.Error
+	if errors.As(err, &e) {
+		switch e.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			return &TransientError{Err: err}
+		}
+	}
+	return err
+}
+
+// ctxErr returns the context's error when the context ended (the driver
+// reports an interrupted statement in its own words), else err.
+func (s *SQLite) ctxErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w (%v)", cerr, err)
+	}
+	return err
+}
+
+// sqliteRejectsData reports whether err is SQLite refusing the data of one
+// row: a constraint other than the key (a NOT NULL or CHECK of a table made
+// by hand), a value too big, or a datatype mismatch (a STRICT table).
+func sqliteRejectsData(err error) bool {
+	var e *sqlite.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code() & 0xff {
+	case sqlite3.SQLITE_CONSTRAINT, sqlite3.SQLITE_TOOBIG, sqlite3.SQLITE_MISMATCH:
+		return true
+	}
+	return false
+}
+
+// Finish does nothing: every Write is already committed.
+func (s *SQLite) Finish(context.Context) error { return nil }
+
+// Close closes the database.
+func (s *SQLite) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("sqlite sink: close %s: %w", s.path, err)
+	}
+	return nil
+}

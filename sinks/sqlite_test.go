@@ -1,0 +1,377 @@
+package sinks_test
+
+import (
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/sinktest"
+)
+
+// sqliteHarness runs the conformance suite on SQLite: a target is a
+// database file in the test's temporary directory.
+type sqliteHarness struct {
+	paths sinktest.Targets[string]
+}
+
+func (h *sqliteHarness) path(t *testing.T) string {
+	return h.paths.Get(t, func() string { return filepath.Join(t.TempDir(), "replay.db") })
+}
+
+func (h *sqliteHarness) New(t *testing.T) sinks.Sink { return h.NewKeyed(t, nil) }
+
+func (h *sqliteHarness) NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink {
+	s, err := sinks.NewSQLite(t.Context(), sinks.SQLiteConfig{Path: h.path(t), Table: "orders", CreateTable: true,
+		Keyer: keyer, Log: zerolog.New(zerolog.NewTestWriter(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (h *sqliteHarness) Contents(t *testing.T) []string {
+	var out []string
+	for _, r := range readSQLite(t, h.path(t), "orders") {
+		s := sinktest.Stored{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Value: json.RawMessage("null"), Headers: json.RawMessage(r.Headers)}
+		ts, err := time.Parse(time.RFC3339Nano, r.Timestamp)
+		if err != nil {
+			t.Fatalf("row %s: timestamp %q: %v", r.Key, r.Timestamp, err)
+		}
+		s.Timestamp = ts
+		if r.Value != nil {
+			s.Value = json.RawMessage(*r.Value)
+		}
+		out = append(out, s.String())
+	}
+	return out
+}
+
+func TestSQLiteConformance(t *testing.T) { sinktest.Run(t, &sqliteHarness{}) }
+
+// sqliteRow is a row of the default layout as stored (text columns as text).
+type sqliteRow struct {
+	Key, Topic string
+	Partition  int32
+	Offset     int64
+	Timestamp  string
+	Value      *string
+	Headers    string
+}
+
+// openSQLite opens the database file for inspection, closed when t ends.
+func openSQLite(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	uri := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(filepath.ToSlash(path))
+	db, err := sql.Open("sqlite", "file:"+uri+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func readSQLite(t *testing.T, path, table string) map[string]sqliteRow {
+	t.Helper()
+	rows, err := openSQLite(t, path).QueryContext(t.Context(), `SELECT "key", "topic", "partition", "offset", "timestamp", "value", "headers" FROM `+table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]sqliteRow{}
+	for rows.Next() {
+		var r sqliteRow
+		if err := rows.Scan(&r.Key, &r.Topic, &r.Partition, &r.Offset, &r.Timestamp, &r.Value, &r.Headers); err != nil {
+			t.Fatal(err)
+		}
+		out[r.Key] = r
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func newSQLite(t *testing.T, cfg sinks.SQLiteConfig) *sinks.SQLite {
+	t.Helper()
+	cfg.Log = zerolog.New(zerolog.NewTestWriter(t))
+	s, err := sinks.NewSQLite(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func TestSQLiteDuplicateKeysInBatch(t *testing.T) {
+	keyer, err := sinks.NewKeyer("{{ .Key }}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		onConflict string
+		want       map[string]int64 // key → offset stored
+	}{
+		// The last offset of a key wins, as if the runner had cut the batch
+		// between the two.
+		{"update", map[string]int64{"a": 4, "b": 3}},
+		// The stored row wins, and within a batch the first record of a key.
+		{"ignore", map[string]int64{"a": 1, "b": 2}},
+	} {
+		t.Run(tc.onConflict, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "t.db")
+			s := newSQLite(t, sinks.SQLiteConfig{Path: path, Table: "t", CreateTable: true, Keyer: keyer, OnConflict: tc.onConflict})
+			mustWrite(t, s, rec(0, 1, "a", `{"v":1}`))
+			mustWrite(t, s, rec(0, 2, "b", `{"v":2}`), rec(0, 3, "b", `{"v":3}`), rec(0, 4, "a", `{"v":4}`))
+			rows := readSQLite(t, path, "t")
+			if len(rows) != len(tc.want) {
+				t.Fatalf("rows = %+v, want %v", rows, tc.want)
+			}
+			for k, off := range tc.want {
+				if r := rows[k]; r.Offset != off || *r.Value != fmt.Sprintf(`{"v":%d}`, off) {
+					t.Errorf("row %s: offset %d value %s, want offset %d", k, r.Offset, *r.Value, off)
+				}
+			}
+		})
+	}
+}
+
+func TestSQLiteStoredForm(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	s := newSQLite(t, sinks.SQLiteConfig{Path: path, Table: "t", CreateTable: true})
+	withHeaders := rec(0, 6, "", `{"id":6}`)
+	withHeaders.Headers = []sinks.Header{{Key: "trace", Value: []byte("abc")}, {Key: "none"}, {Key: "trace", Value: []byte("d\xffe")}}
+	withHeaders.Time = time.Date(2026, 11, 3, 11, 0, 0, 123456789, time.FixedZone("CET", 3600))
+	mustWrite(t, s,
+		rec(0, 1, "", "not json {"),
+		rec(0, 2, "", "{\n  \"multi\": \"line\"\n}"),
+		rec(0, 3, "", ""), // tombstone
+		sinks.Record{Topic: "orders", Offset: 4, Value: []byte{}, Time: time.Unix(0, 0)},
+		rec(0, 5, "", "bad \xff utf-8\nand \u2028"),
+		withHeaders,
+	)
+	rows := readSQLite(t, path, "t")
+	for key, want := range map[string]string{
+		"orders/0/1": `"not json {"`,
+		"orders/0/2": "{\n  \"multi\": \"line\"\n}", // valid JSON is stored as JSON, line breaks and all
+		"orders/0/4": `""`,
+		"orders/0/5": `"bad \ufffd utf-8\nand \u2028"`,
+		"orders/0/6": `{"id":6}`,
+	} {
+		if r, ok := rows[key]; !ok || r.Value == nil || *r.Value != want {
+			t.Errorf("%s: value %v, want %s", key, r.Value, want)
+		}
+	}
+	if r := rows["orders/0/3"]; r.Value != nil {
+		t.Errorf("tombstone stored as %q, want NULL", *r.Value)
+	}
+	r6 := rows["orders/0/6"]
+	if want := `[{"key":"trace","value":"abc"},{"key":"none","value":null},{"key":"trace","value":"d\ufffde"}]`; r6.Headers != want {
+		t.Errorf("headers = %s, want %s", r6.Headers, want)
+	}
+	if want := "2026-11-03T10:00:00.123Z"; r6.Timestamp != want {
+		t.Errorf("timestamp = %s, want %s (UTC, milliseconds)", r6.Timestamp, want)
+	}
+	if got := rows["orders/0/1"].Headers; got != "[]" {
+		t.Errorf("no headers stored as %s, want []", got)
+	}
+	// SQLite's JSON functions read the columns.
+	var id int
+	var trace string
+	if err := openSQLite(t, path).QueryRowContext(t.Context(), `SELECT value->>'id', headers->0->>'value' FROM t WHERE key = 'orders/0/6'`).Scan(&id, &trace); err != nil || id != 6 || trace != "abc" {
+		t.Errorf("JSON functions: id %d trace %q (%v)", id, trace, err)
+	}
+}
+
+func TestSQLiteWAL(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	s := newSQLite(t, sinks.SQLiteConfig{Path: path, Table: "t", CreateTable: true})
+	mustWrite(t, s, rec(0, 1, "", "{}"))
+	var mode string
+	if err := openSQLite(t, path).QueryRowContext(t.Context(), "PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+		t.Errorf("journal_mode = %q (%v), want wal", mode, err)
+	}
+	if _, err := os.Stat(path + "-wal"); err != nil {
+		t.Errorf("no write-ahead log next to the database: %v", err)
+	}
+}
+
+// Two sinks on one file, as two replay processes on one machine: the
+// busy timeout makes the second writer wait instead of failing.
+func TestSQLiteTwoSinksOneFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	a := newSQLite(t, sinks.SQLiteConfig{Path: path, Table: "t", CreateTable: true})
+	b := newSQLite(t, sinks.SQLiteConfig{Path: path, Table: "t", CreateTable: true})
+	window := sinktest.Window(40, 4)
+	var wg sync.WaitGroup
+	errs := make([]error, len(window))
+	for p, part := range window {
+		s := a
+		if p%2 == 1 {
+			s = b
+		}
+		wg.Go(func() {
+			for _, r := range part {
+				if err := s.Write(t.Context(), []sinks.Record{r}); err != nil {
+					errs[p] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(readSQLite(t, path, "t")), len(sinktest.Want(window)); got != want {
+		t.Errorf("%d rows, want %d", got, want)
+	}
+}
+
+func TestSQLiteKeyTemplateRecordError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	keyer, err := sinks.NewKeyer("{{ .Value.id }}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSQLite(t, sinks.SQLiteConfig{Path: path, Table: "t", CreateTable: true, Keyer: keyer})
+	err = s.Write(t.Context(), []sinks.Record{rec(2, 10, "", `{"id":1}`), rec(2, 11, "", "plain text"), rec(2, 12, "", `{"id":3}`)})
+	var re *sinks.RecordError
+	if !errors.As(err, &re) || re.Partition != 2 || re.Offset != 11 {
+		t.Fatalf("Write = %v, want a *RecordError for orders/2@11", err)
+	}
+	if rows := readSQLite(t, path, "t"); len(rows) != 0 {
+		t.Errorf("%d rows written, want none", len(rows))
+	}
+}
+
+// A row the table refuses (a CHECK of a table made by hand) is a
+// *RecordError for that record, and the transaction leaves nothing behind.
+func TestSQLiteRejectedRowRecordError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	db := openSQLite(t, path)
+	if _, err := db.ExecContext(t.Context(), `CREATE TABLE t (key TEXT PRIMARY KEY, topic TEXT, partition INTEGER,
+		"offset" INTEGER, "timestamp" TEXT, value TEXT CHECK (json_valid(value) AND value->>'$.qty' >= 0), headers TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	s := newSQLite(t, sinks.SQLiteConfig{Path: path, Table: "t"})
+	err := s.Write(t.Context(), []sinks.Record{rec(1, 20, "", `{"qty":1}`), rec(1, 21, "", `{"qty":-5}`), rec(1, 22, "", `{"qty":2}`)})
+	var re *sinks.RecordError
+	if !errors.As(err, &re) || re.Offset != 21 || re.Partition != 1 {
+		t.Fatalf("Write = %v, want a *RecordError for orders/1@21", err)
+	}
+	if !strings.Contains(err.Error(), "sqlite sink: upsert into t") {
+		t.Errorf("error %q does not say what was being done", err)
+	}
+	if rows := readSQLite(t, path, "t"); len(rows) != 0 {
+		t.Errorf("%d rows written, want none", len(rows))
+	}
+	mustWrite(t, s, rec(1, 20, "", `{"qty":1}`), rec(1, 22, "", `{"qty":2}`))
+	if rows := readSQLite(t, path, "t"); len(rows) != 2 {
+		t.Errorf("%d rows after writing the batch without the poison record, want 2", len(rows))
+	}
+}
+
+// A re-delivery of identical records leaves the rows untouched: the update
+// is skipped rather than rewriting the same data.
+func TestSQLiteRedeliveryDoesNotRewriteRows(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	s := newSQLite(t, sinks.SQLiteConfig{Path: path, Table: "t", CreateTable: true})
+	db := openSQLite(t, path)
+	if _, err := db.ExecContext(t.Context(), `CREATE TABLE updates (n INTEGER);
+		INSERT INTO updates VALUES (0);
+		CREATE TRIGGER count_updates AFTER UPDATE ON t BEGIN UPDATE updates SET n = n + 1; END;`); err != nil {
+		t.Fatal(err)
+	}
+	batch := sinktest.Window(31, 1)[0]
+	mustWrite(t, s, batch...)
+	mustWrite(t, s, batch...)
+	var n int
+	if err := db.QueryRowContext(t.Context(), "SELECT n FROM updates").Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d rows rewritten by an identical re-delivery (%v), want 0", n, err)
+	}
+	changed := batch[0]
+	changed.Value = []byte(`{"changed":true}`)
+	mustWrite(t, s, changed)
+	if err := db.QueryRowContext(t.Context(), "SELECT n FROM updates").Scan(&n); err != nil || n != 1 {
+		t.Errorf("%d rows updated by a changed record (%v), want 1", n, err)
+	}
+}
+
+// Paths are file names, not URIs: characters that mean something in an
+// SQLite URI are taken literally.
+func TestSQLitePathCharacters(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a dir %20 #1")
+	path := filepath.Join(dir, "orders?mode=ro#x.db")
+	s := newSQLite(t, sinks.SQLiteConfig{Path: path, Table: "orders", CreateTable: true})
+	mustWrite(t, s, rec(0, 1, "", "{}"))
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("database not at %s: %v", path, err)
+	}
+	if n := len(readSQLite(t, path, "orders")); n != 1 {
+		t.Errorf("%d rows, want 1", n)
+	}
+}
+
+func TestSQLiteConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	noKey := filepath.Join(dir, "nokey.db")
+	if _, err := openSQLite(t, noKey).ExecContext(t.Context(), `CREATE TABLE t (key TEXT, topic TEXT, partition INTEGER, "offset" INTEGER, "timestamp" TEXT, value TEXT, headers TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  sinks.SQLiteConfig
+		want string
+	}{
+		{"empty path", sinks.SQLiteConfig{Table: "t"}, "empty path"},
+		{"unknown on_conflict", sinks.SQLiteConfig{Path: filepath.Join(dir, "a.db"), Table: "t", OnConflict: "merge"}, `on_conflict "merge"`},
+		{"empty table", sinks.SQLiteConfig{Path: filepath.Join(dir, "a.db")}, `table ""`},
+		{"missing table", sinks.SQLiteConfig{Path: filepath.Join(dir, "a.db"), Table: "missing"}, "check table missing: SQL logic error: no such table"},
+		{"table without a unique key", sinks.SQLiteConfig{Path: noKey, Table: "t"}, "check table t: "},
+		{"directory as the database", sinks.SQLiteConfig{Path: dir, Table: "t", CreateTable: true}, "sqlite sink: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := sinks.NewSQLite(t.Context(), tc.cfg)
+			if err == nil {
+				s.Close()
+				t.Fatal("NewSQLite succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// A write lock held by another process past the busy timeout is a
+// transient failure: the runner writes the batch again later.
+func TestSQLiteLockedIsTransient(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	s := newSQLite(t, sinks.SQLiteConfig{Path: path, Table: "t", CreateTable: true, BusyTimeout: 100 * time.Millisecond})
+	conn, err := openSQLite(t, path).Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Write(t.Context(), []sinks.Record{rec(0, 1, "", "{}")})
+	if err == nil || !sinks.Transient(err) {
+		t.Fatalf("Write while another connection holds the write lock = %v, want a transient error", err)
+	}
+	if _, err := conn.ExecContext(t.Context(), "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, s, rec(0, 1, "", "{}"))
+}
