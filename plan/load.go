@@ -124,6 +124,8 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	p.problems = d.problems
 	p.problems = append(p.problems, p.validate(opts.Now())...)
 	sortProblems(p.problems)
+	// Messages do not quote secrets; in case one does, it is redacted here.
+	p.problems = NewRedactor(p.Secrets()...).Problems(p.problems)
 	if hasErrors(p.problems) {
 		return nil, &InvalidError{Problems: p.problems}
 	}
@@ -307,7 +309,7 @@ func (d *decoder) walk(n *yaml.Node, v reflect.Value, path string) {
 			return
 		}
 		if n.Kind != yaml.SequenceNode {
-			d.problem(n, path, "want a list, got %s", describe(n))
+			d.problem(n, path, "want a list, got %s", d.describe(n, path))
 			return
 		}
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
@@ -323,7 +325,7 @@ func (d *decoder) walk(n *yaml.Node, v reflect.Value, path string) {
 func (d *decoder) leaf(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode {
 		if !reflect.PointerTo(v.Type()).Implements(unmarshalerType) {
-			d.problem(n, path, "want %s, got %s", kindName(v.Type()), describe(n))
+			d.problem(n, path, "want %s, got %s", kindName(v.Type()), d.describe(n, path))
 			return
 		}
 	}
@@ -332,7 +334,7 @@ func (d *decoder) leaf(n *yaml.Node, v reflect.Value, path string) {
 		var ne *nodeError
 		switch {
 		case errors.As(err, &te):
-			d.problem(n, path, "want %s, got %s%s", kindName(v.Type()), describe(n), quoteHint(n, v.Type()))
+			d.problem(n, path, "want %s, got %s%s", kindName(v.Type()), d.describe(n, path), quoteHint(n, v.Type()))
 		case errors.As(err, &ne):
 			d.problemAt(ne.line, ne.col, path, "%s", ne.msg)
 		default:
@@ -369,7 +371,7 @@ func errorAt(n *yaml.Node, format string, args ...any) error {
 
 func (d *decoder) walkStruct(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind != yaml.MappingNode {
-		d.problem(n, path, "want a mapping (key: value lines), got %s", describe(n))
+		d.problem(n, path, "want a mapping (key: value lines), got %s", d.describe(n, path))
 		return
 	}
 	fields := map[string]int{}
@@ -406,7 +408,7 @@ func (d *decoder) walkStruct(n *yaml.Node, v reflect.Value, path string) {
 
 func (d *decoder) walkMap(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind != yaml.MappingNode {
-		d.problem(n, path, "want a mapping, got %s", describe(n))
+		d.problem(n, path, "want a mapping, got %s", d.describe(n, path))
 		return
 	}
 	m := reflect.MakeMap(v.Type())
@@ -429,6 +431,18 @@ func (d *decoder) walkMap(n *yaml.Node, v reflect.Value, path string) {
 		m.SetMapIndex(kv, ev)
 	}
 	v.Set(m)
+}
+
+// secretPath matches the settings that hold credentials, or contain some.
+var secretPath = regexp.MustCompile(`(^|\.)(sasl|password|headers|dsn|url)(\.|\[|$)`)
+
+// describe is describe(n), except that a value from the environment in a
+// setting that holds credentials is named by its ${VAR}, never quoted.
+func (d *decoder) describe(n *yaml.Node, path string) string {
+	if raw, ok := d.envRaw[path]; ok && n.Kind == yaml.ScalarNode && secretPath.MatchString(path) {
+		return "the value of " + raw
+	}
+	return describe(n)
 }
 
 func describe(n *yaml.Node) string {

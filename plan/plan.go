@@ -151,8 +151,25 @@ type Sink struct {
 	Table string `yaml:"table"`
 	// OnConflict is update (default: the replayed record wins) or ignore.
 	OnConflict string `yaml:"on_conflict"`
-	// CreateTable creates the table with the default layout when it is missing.
+	// CreateTable creates the table when it is missing: the default layout,
+	// or Columns with types that follow their fields.
 	CreateTable bool `yaml:"create_table"`
+	// Columns maps the columns of a database sink's table, or of a file
+	// sink's CSV, to record fields (see ParseField). Unset, a database sink
+	// uses its default layout.
+	Columns Columns `yaml:"columns"`
+	// CheckpointTable is a table of a database sink where every write also
+	// records, in the same transaction, the next offset of its partition for
+	// the group: a resume starts from the later of it and the Kafka commit.
+	CheckpointTable string `yaml:"checkpoint_table"`
+	// CopyThreshold: a postgres batch of more rows than this is loaded with
+	// COPY into a temporary table, then upserted from it. Default 1000.
+	CopyThreshold int `yaml:"copy_threshold"`
+
+	// Format is the file sink's output: jsonl (default) or csv (with Columns).
+	Format string `yaml:"format"`
+	// PerPartition writes one file per partition: Path holds {partition}.
+	PerPartition bool `yaml:"per_partition"`
 
 	// Key is the idempotency key: a Go text/template over the record
 	// ({{ .Key }}, {{ .Value.id }}, {{ index .Headers "h" }}, {{ .Partition }},
@@ -250,8 +267,29 @@ func (p *Plan) applyDefaults() {
 		p.DeadLetter.OnConflict = "update"
 	}
 	p.Sink.applyHTTPDefaults()
+	p.Sink.applyOutputDefaults()
 	if p.DeadLetter != nil {
 		p.DeadLetter.applyHTTPDefaults()
+		p.DeadLetter.applyOutputDefaults()
+	}
+}
+
+// Output defaults of the file and postgres sinks.
+const (
+	// DefaultFormat keeps whole records, readable back by `replay test`.
+	DefaultFormat = "jsonl"
+	// DefaultCopyThreshold sends the default batch (1000) as one statement,
+	// where COPY's extra round trips cost more than they save; larger
+	// batches go through COPY.
+	DefaultCopyThreshold = 1000
+)
+
+func (s *Sink) applyOutputDefaults() {
+	if s.Type == "file" && s.Format == "" {
+		s.Format = DefaultFormat
+	}
+	if s.Type == "postgres" && s.CopyThreshold == 0 {
+		s.CopyThreshold = DefaultCopyThreshold
 	}
 }
 

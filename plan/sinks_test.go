@@ -135,3 +135,92 @@ sink:
 		}
 	}
 }
+
+const columnsPlan = `version: 1
+name: orders-columns
+source: {brokers: ["kafka-1:9092"], topic: orders}
+group: replay.orders-columns
+window: {from: 2026-11-03T10:00:00Z}
+throttle: {records_per_second: 1000}
+sink:
+  type: sqlite
+  path: out/orders.db
+  table: orders
+  columns:
+    z_id: key
+    a_status: value.status
+    m_trace: header.trace-id
+`
+
+// Columns keep the order the plan writes them in (a Go map would not), and
+// each field parses.
+func TestColumnsKeepOrder(t *testing.T) {
+	p, err := Parse("plan.yaml", []byte(columnsPlan), testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := p.Sink.Columns.String()
+	if want := "z_id=key,a_status=value.status,m_trace=header.trace-id"; got != want {
+		t.Errorf("columns %s, want %s", got, want)
+	}
+	for _, tc := range []struct {
+		field string
+		want  Field
+	}{
+		{"key", Field{Kind: FieldKey}}, {"value.a.b", Field{Kind: FieldValuePath, Arg: "a.b"}},
+		{"header.trace-id", Field{Kind: FieldHeader, Arg: "trace-id"}}, {"headers", Field{Kind: FieldHeaders}},
+	} {
+		if f, err := ParseField(tc.field); err != nil || f != tc.want {
+			t.Errorf("ParseField(%q) = %+v, %v; want %+v", tc.field, f, err, tc.want)
+		}
+	}
+}
+
+// What a row or line holds is part of the fingerprint; how it is written
+// (checkpoint table, COPY threshold) is not, and a plan that sets none of
+// the new fields keeps its fingerprint.
+func TestFingerprintOutputLayout(t *testing.T) {
+	base, err := Parse("plan.yaml", []byte(strings.Replace(columnsPlan, "    m_trace: header.trace-id\n", "", 1)), testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCol, err := Parse("plan.yaml", []byte(columnsPlan), testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCkpt, err := Parse("plan.yaml", []byte(strings.Replace(columnsPlan, "    m_trace: header.trace-id\n", "  checkpoint_table: replay_checkpoints\n", 1)), testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if base.Fingerprint() == withCol.Fingerprint() {
+		t.Error("adding a column keeps the fingerprint")
+	}
+	if base.Fingerprint() != withCkpt.Fingerprint() {
+		t.Error("adding a checkpoint table changes the fingerprint")
+	}
+	jsonl, err := Parse("plan.yaml", []byte(strings.Replace(httpPlan, "type: http\n  url: https://orders.internal/api", "type: file\n  path: o.jsonl", 1)), testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	explicit, err := Parse("plan.yaml", []byte(strings.Replace(httpPlan, "type: http\n  url: https://orders.internal/api", "type: file\n  path: o.jsonl\n  format: jsonl", 1)), testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if jsonl.Fingerprint() != explicit.Fingerprint() || jsonl.Sink.Format != DefaultFormat {
+		t.Errorf("format: jsonl written out changes the fingerprint, or is not the default (%q)", jsonl.Sink.Format)
+	}
+}
+
+// With on_error: dead_letter a checkpoint table is not used to resume:
+// the plan says so.
+func TestCheckpointTableWithDeadLettersWarns(t *testing.T) {
+	doc := strings.Replace(columnsPlan, "    m_trace: header.trace-id\n", "  checkpoint_table: replay_checkpoints\non_error: dead_letter\ndead_letter: {type: file, path: out/dead.jsonl}\n", 1)
+	p, err := Parse("plan.yaml", []byte(doc), testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := p.Warnings()
+	if len(ws) != 1 || ws[0].Field != "sink.checkpoint_table" || !strings.Contains(ws[0].Message, "not used to resume") {
+		t.Errorf("warnings %v", ws)
+	}
+}

@@ -297,9 +297,7 @@ func (v *validator) sink(field string, s *Sink) {
 	v.sinkFieldsApply(field, s)
 	switch s.Type {
 	case "file":
-		if s.Path == "" {
-			v.add(field+".path", "missing: the file to write, e.g. out/orders.jsonl")
-		}
+		v.fileSink(field, s)
 	case "postgres":
 		v.postgres(field, s)
 	case "sqlite":
@@ -323,6 +321,7 @@ func (v *validator) postgres(field string, s *Sink) {
 		v.add(field+".table", "%q is not a plain table name ([schema.]name of letters, digits, _)", s.Table)
 	}
 	v.enum(field+".on_conflict", s.OnConflict, []string{"update", "ignore"})
+	v.database(field, s)
 }
 
 var templateLine = regexp.MustCompile(`^template: key:\d+(:\d+)?: `)
@@ -450,7 +449,9 @@ func RedactDSN(dsn string) string {
 // Fingerprint identifies what the plan replays: a hex SHA-256 prefix (16
 // characters) over the fields that decide which records reach which sink
 // (name, topic, partitions, isolation, group, window, filter, on_error, key,
-// sink target, dead-letter target). max_errors is left out with the
+// sink target and output layout (columns, format, per_partition), dead-letter
+// target). checkpoint_table and copy_threshold change how, not what, the sink
+// writes, and are left out. max_errors is left out with the
 // throttle: raising it to resume a run that stopped on it keeps the run.
 // Connection settings, secrets, the throttle and review metadata are left
 // out, so tuning the throttle or rotating a password keeps a resumable run
@@ -463,6 +464,19 @@ func (p *Plan) Fingerprint() string {
 		Topic         string `json:",omitempty"`
 		KeepPartition bool   `json:",omitempty"`
 		URL           string `json:",omitempty"`
+		// What a row or line holds: a resumed run must write what the
+		// first one did. Omitted when unset (jsonl for a file).
+		Columns      string `json:",omitempty"`
+		Format       string `json:",omitempty"`
+		PerPartition bool   `json:",omitempty"`
+	}
+	id := func(s *Sink) sinkID {
+		format := s.Format
+		if format == DefaultFormat {
+			format = ""
+		}
+		return sinkID{Type: s.Type, Path: s.Path, Table: s.Table, Key: s.Key, OnConflict: s.OnConflict, Topic: s.Topic,
+			KeepPartition: s.KeepPartition, URL: sinkEndpoint(s.URL), Columns: s.Columns.String(), Format: format, PerPartition: s.PerPartition}
 	}
 	canon := struct {
 		Version                      int
@@ -480,11 +494,12 @@ func (p *Plan) Fingerprint() string {
 		Iso: p.Source.Isolation, Group: p.Group, From: p.Window.From.String(), To: p.Window.To.String(),
 		Strict: p.Window.StrictTimestamps, Skew: time.Duration(p.Window.SkewMargin),
 		Filter: p.Filter, OnError: p.OnError, AllowDataLoss: p.AllowDataLoss,
-		Sink: sinkID{Type: p.Sink.Type, Path: p.Sink.Path, Table: p.Sink.Table, Key: p.Sink.Key, OnConflict: p.Sink.OnConflict,
-			Topic: p.Sink.Topic, KeepPartition: p.Sink.KeepPartition, URL: sinkEndpoint(p.Sink.URL)},
+		Sink: id(&p.Sink),
 	}
 	if d := p.DeadLetter; d != nil && p.OnError == OnErrorDeadLetter {
-		canon.DeadLetter = &sinkID{Type: d.Type, Path: d.Path, Table: d.Table, Key: d.Key, OnConflict: d.OnConflict, Topic: d.Topic, URL: d.URL}
+		dl := id(d)
+		dl.KeepPartition, dl.URL = false, d.URL // as the first version wrote them
+		canon.DeadLetter = &dl
 	}
 	if len(p.Window.Offsets) > 0 {
 		canon.Offsets = map[int32][2]string{}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -22,6 +23,11 @@ var sinkFields = []struct {
 	{"table", []string{"postgres", "sqlite"}},
 	{"on_conflict", []string{"postgres", "sqlite"}},
 	{"create_table", []string{"postgres", "sqlite"}},
+	{"columns", []string{"postgres", "sqlite", "file"}},
+	{"checkpoint_table", []string{"postgres", "sqlite"}},
+	{"copy_threshold", []string{"postgres"}},
+	{"format", []string{"file"}},
+	{"per_partition", []string{"file"}},
 	{"brokers", []string{"kafka"}},
 	{"topic", []string{"kafka"}},
 	{"tls", []string{"kafka"}},
@@ -74,7 +80,106 @@ func (v *validator) sqlite(field string, s *Sink) {
 		v.add(field+".table", "%q is not a plain table name ([schema.]name of letters, digits, _)", s.Table)
 	}
 	v.enum(field+".on_conflict", s.OnConflict, []string{"update", "ignore"})
+	v.database(field, s)
 }
+
+// database checks what the postgres and sqlite sinks share: the column
+// mapping and the checkpoint table.
+func (v *validator) database(field string, s *Sink) {
+	v.columns(field, s, true)
+	ct := s.CheckpointTable
+	switch {
+	case !v.present(field + ".checkpoint_table"):
+	case ct == "":
+		v.add(field+".checkpoint_table", "empty: name the table, e.g. replay_checkpoints, or remove the field")
+	case !tableRe.MatchString(ct):
+		v.add(field+".checkpoint_table", "%q is not a plain table name ([schema.]name of letters, digits, _)", ct)
+	case strings.EqualFold(ct, s.Table):
+		v.add(field+".checkpoint_table", "is the sink's own table: name another table, e.g. replay_checkpoints")
+	case field == "dead_letter":
+		v.add(field+".checkpoint_table", "applies to the sink only: dead letters do not say where the run is; remove it")
+	case v.p.OnError == OnErrorDeadLetter:
+		v.warn(field+".checkpoint_table", "not used to resume with on_error: dead_letter: dead letters are written after the sink's transaction, so resuming from its checkpoint could lose them; a resume starts from the Kafka commit and re-writes the records after it (idempotently)")
+	}
+	if s.Type == "postgres" && (s.CopyThreshold < 1 || s.CopyThreshold > 1000000) {
+		v.add(field+".copy_threshold", "%d: want 1..1000000 rows (batches with more rows go through COPY)", s.CopyThreshold)
+	}
+}
+
+// columnNameRe is a plain SQL column name; the database sinks fold it to
+// lower case, as SQL does.
+var columnNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// columns checks sink.columns: every field is one a record has; a database
+// sink maps its idempotency key to exactly one column (the table's unique
+// key, the target of ON CONFLICT), and its column names are plain SQL names.
+func (v *validator) columns(field string, s *Sink, db bool) {
+	f := field + ".columns"
+	keys := 0
+	folded := map[string]string{}
+	for _, c := range s.Columns {
+		cf := f + "." + c.Name
+		if _, ok := v.p.pos[cf]; !ok && c.pos.Line > 0 {
+			v.p.pos[cf] = c.pos // point problems at the column, not at columns:
+		}
+		switch fl, err := ParseField(c.Field); {
+		case err != nil:
+			v.add(cf, "%v", err)
+		case fl.Kind == FieldKey:
+			keys++
+		}
+		if !db {
+			continue
+		}
+		if !columnNameRe.MatchString(c.Name) {
+			v.add(cf, "%q is not a plain column name (letters, digits, _)", c.Name)
+			continue
+		}
+		lower := strings.ToLower(c.Name)
+		if prev, dup := folded[lower]; dup {
+			v.add(cf, "the same column as %s: unquoted SQL names fold to lower case", prev)
+		}
+		folded[lower] = c.Name
+	}
+	if !db || len(s.Columns) == 0 {
+		return
+	}
+	switch {
+	case keys == 0:
+		v.add(f, "no column holds the idempotency key: map one to key, e.g. `id: key` (the table's unique key, the target of ON CONFLICT)")
+	case keys > 1:
+		v.add(f, "%d columns hold the idempotency key: map key to one column only (the table's unique key)", keys)
+	}
+}
+
+// fileSink checks a file sink: its path, format, columns and per_partition.
+func (v *validator) fileSink(field string, s *Sink) {
+	if s.Path == "" {
+		v.add(field+".path", "missing: the file to write, e.g. out/orders.jsonl")
+	}
+	if v.enum(field+".format", s.Format, []string{"jsonl", "csv"}) {
+		switch {
+		case s.Format == "csv" && len(s.Columns) == 0 && !v.p.bad[field+".columns"]:
+			v.add(field+".columns", "missing: a csv file needs its columns, e.g. {order_id: value.id, status: value.status, offset: offset}")
+		case s.Format == "jsonl" && v.present(field+".columns"):
+			v.add(field+".columns", "applies to format: csv only (jsonl writes whole records): set format: csv, or remove columns")
+		}
+	}
+	v.columns(field, s, false)
+	pattern := strings.Contains(s.Path, PartitionPlaceholder)
+	switch {
+	case s.Path == "":
+	case s.PerPartition && !pattern:
+		ext := filepath.Ext(s.Path)
+		v.add(field+".path", "per_partition needs %s in the path, e.g. %s", PartitionPlaceholder, strings.TrimSuffix(s.Path, ext)+"-"+PartitionPlaceholder+ext)
+	case !s.PerPartition && pattern:
+		v.add(field+".path", "%s is replaced only with per_partition: true: set it, or remove %s", PartitionPlaceholder, PartitionPlaceholder)
+	}
+}
+
+// PartitionPlaceholder stands for the partition number in the path of a
+// file sink with per_partition.
+const PartitionPlaceholder = "{partition}"
 
 // topicRe is what Kafka accepts as a topic name.
 var topicRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
@@ -177,11 +282,11 @@ func (v *validator) httpURL(field, raw string) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		v.add(field, "not a URL: %s", strings.TrimPrefix(err.Error(), "parse "))
+		v.add(field, "not a URL: %s", urlErrorReason(raw, err))
 		return
 	}
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		v.add(field, "%q: want an http:// or https:// URL with a host", u.Redacted())
+		v.add(field, "%q: want an http:// or https:// URL with a host", redactedURL(u))
 		return
 	}
 	written := raw // the URL as written in the plan, ${VAR}s as placeholders

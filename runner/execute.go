@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,10 @@ func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	for i, r := range j.Resolution.Ranges {
 		states[i] = &partitionState{Range: r, from: j.from(r)}
 	}
+	if err := j.resumeFromSink(work, sink, states); err != nil {
+		return rep, err
+	}
+	j.live.Store(&liveRun{started: rep.Started, states: states}) // for Job.Progress
 	rep.NothingToDo = j.NothingToDo()
 	closeDeadLetters, err := j.openDeadLetters(work)
 	if err != nil {
@@ -124,7 +129,7 @@ func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*partitionS
 	for _, s := range states {
 		if s.from >= s.End {
 			s.next.Store(s.from)
-			s.done = true
+			s.done.Store(true)
 			continue
 		}
 		pl := log.With().Str("plan", j.Plan.Name).Str("topic", j.Resolution.Topic).Int32("partition", s.Partition).Logger()
@@ -147,8 +152,12 @@ func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*partitionS
 	return lost.join(err)
 }
 
-// progress logs totals every ProgressEvery until the returned func is called.
+// progress logs totals every ProgressEvery (none when it is negative)
+// until the returned func is called.
 func (j *Job) progress(states []*partitionState) func() {
+	if j.opts.ProgressEvery < 0 {
+		return func() {}
+	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -156,20 +165,16 @@ func (j *Job) progress(states []*partitionState) func() {
 		defer wg.Done()
 		t := time.NewTicker(j.opts.ProgressEvery)
 		defer t.Stop()
-		start, total := time.Now(), j.Resolution.Total()
+		start := time.Now()
 		for {
 			select {
 			case <-done:
 				return
 			case <-t.C:
-				var written, pos int64
-				for _, s := range states {
-					written += s.written.Load()
-					pos += s.next.Load() - s.Start
-				}
+				p := snapshot(start, states)
 				el := time.Since(start).Seconds()
-				j.opts.Log.Info().Int64("written", written).Int64("offsets_done", pos).Int64("offsets_total", total).
-					Float64("records_per_second", float64(written)/el).Msg("progress")
+				j.opts.Log.Info().Int64("written", p.Written).Int64("offsets_done", p.Replayed).Int64("offsets_total", p.Offsets).
+					Float64("records_per_second", float64(p.Written)/el).Msg("progress")
 			}
 		}
 	}()
@@ -177,27 +182,39 @@ func (j *Job) progress(states []*partitionState) func() {
 }
 
 // partitionState is one partition's live counters; the worker owns it.
+// Job.Progress reads next, written, read, done and skipped while it runs.
 type partitionState struct {
 	Range
 	from          int64
 	next, written atomic.Int64
-	read          int64
-	skipped       map[string]int64
+	read          atomic.Int64
+	skipped       map[string]int64 // guarded by mu
 	unprocessed   map[string]int64 // records that cannot be processed, by reason
 	aborted       int64
 	outside       int64
 	lost          []Gap // offsets deleted under the reader
 	started       time.Time
 	elapsed       time.Duration
-	done          bool
+	done          atomic.Bool
 	err           error
+
+	mu sync.Mutex
 }
 
 func (s *partitionState) skip(reason string, n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.skipped == nil {
 		s.skipped = map[string]int64{}
 	}
 	s.skipped[reason] += n
+}
+
+// skips returns a copy of the skipped counts (nil when there are none).
+func (s *partitionState) skips() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.skipped)
 }
 
 func (s *partitionState) unprocessable(reason string) {
@@ -209,8 +226,8 @@ func (s *partitionState) unprocessable(reason string) {
 
 func (s *partitionState) report() PartitionReport {
 	r := PartitionReport{Partition: s.Partition, Outcome: s.Outcome, Start: s.Start, End: s.End, From: s.from,
-		Next: max(s.next.Load(), s.from), Read: s.read, Written: s.written.Load(), Skipped: s.skipped, Errors: s.unprocessed, Aborted: s.aborted,
-		OutsideWindow: s.outside, Detail: s.Detail, DurationMS: s.elapsed.Milliseconds(), Done: s.done}
+		Next: max(s.next.Load(), s.from), Read: s.read.Load(), Written: s.written.Load(), Skipped: s.skips(), Errors: s.unprocessed, Aborted: s.aborted,
+		OutsideWindow: s.outside, Detail: s.Detail, DurationMS: s.elapsed.Milliseconds(), Done: s.done.Load()}
 	r.Lost, r.LostRanges = s.lostOffsets()
 	if s.err != nil {
 		r.Error = s.err.Error()
@@ -311,7 +328,7 @@ func (w *partitionWorker) run(ctx context.Context) (err error) {
 			return ctx.Err()
 		}
 		w.pending = append(w.pending, f.recs...)
-		s.read += int64(len(f.recs))
+		s.read.Add(int64(len(f.recs)))
 		w.pos = f.next
 		if f.err != nil {
 			return w.failLost(ctx, f.err)
@@ -333,7 +350,7 @@ func (w *partitionWorker) run(ctx context.Context) (err error) {
 	if err := w.commitDeferred(); err != nil {
 		return err
 	}
-	s.done = true
+	s.done.Store(true)
 	w.log.Debug().Int64("written", s.written.Load()).Msg("partition done")
 	return nil
 }

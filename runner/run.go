@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -33,7 +34,8 @@ type Options struct {
 	// Prepare runs exactly its ranges instead of resolving the window again
 	// (see pin.go for what it refuses).
 	Pinned *Resolution
-	// ProgressEvery is the interval of progress log lines; default 10 s.
+	// ProgressEvery is the interval of progress log lines; default 10 s;
+	// negative for none (the caller shows Job.Progress itself).
 	ProgressEvery time.Duration
 	// FlushTimeout bounds the last write and commit after an interruption;
 	// default 1 minute.
@@ -82,6 +84,8 @@ type Job struct {
 
 	c    *Cluster
 	opts Options
+	// live is the running (or last) run's counters, for Progress.
+	live atomic.Pointer[liveRun]
 	// budget counts records that cannot be processed against max_errors.
 	budget *errorBudget
 }

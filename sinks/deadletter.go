@@ -39,15 +39,16 @@ func (r *Record) DeadLetterReason() string {
 const HeaderError = "replay-error"
 
 // NewDeadLetterSink builds the dead-letter sink cfg describes (validated by
-// package plan). A file sink writes each dead letter as its JSON line with
-// the reason and source coordinates as extra fields; any other sink gets
-// the record with the reason appended as the header HeaderError.
+// package plan). A JSONL file sink writes each dead letter as its JSON line
+// with the reason and source coordinates as extra fields; any other sink
+// (a CSV file included) gets the record with the reason appended as the
+// header HeaderError, which a column maps as header.replay-error.
 func NewDeadLetterSink(ctx context.Context, cfg plan.Sink, opts Options) (Sink, error) {
 	s, err := New(ctx, cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("dead-letter sink: %w", err)
 	}
-	if cfg.Type == "file" || cfg.Type == "stdout" {
+	if (cfg.Type == "file" && cfg.Format != "csv") || cfg.Type == "stdout" {
 		return s, nil // AppendJSONL writes the reason
 	}
 	return &headerDeadLetters{Sink: s}, nil
@@ -67,6 +68,18 @@ func (s *headerDeadLetters) Write(ctx context.Context, batch []Record) error {
 	}
 	return s.Sink.Write(ctx, out)
 }
+
+// Sync makes the dead letters durable when the wrapped sink batches
+// durability (a CSV file): without it the runner would commit past dead
+// letters still in the page cache.
+func (s *headerDeadLetters) Sync(ctx context.Context, partition int32) error {
+	if sy, ok := s.Sink.(Syncer); ok {
+		return sy.Sync(ctx, partition)
+	}
+	return nil
+}
+
+var _ Syncer = (*headerDeadLetters)(nil)
 
 // appendDeadLetterFields appends the fields of a dead letter's JSON line
 // after the record's own: ,"error":...,"source_topic":...,

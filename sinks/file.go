@@ -2,7 +2,9 @@ package sinks
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
@@ -14,10 +16,13 @@ import (
 	"sync"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/replay-tool/replay/plan"
 )
 
-// File writes newline-delimited JSON (see AppendJSONL) to one file,
-// atomically and deterministically.
+// File writes newline-delimited JSON (see AppendJSONL), or CSV with the
+// configured columns, to one file or one file per partition, atomically and
+// deterministically.
 //
 // While a run is in progress, each partition's records go to its own staging
 // file in the directory Path+".parts", appended by Write and fsynced by Sync.
@@ -27,9 +32,22 @@ import (
 // a temporary file, fsyncs it and renames it over Path: readers of Path see
 // either the previous file or the complete new one, and the same window
 // always produces byte-identical output.
+//
+// A CSV file starts with a header row of the column names; fields are
+// quoted as RFC 4180 says (encoding/csv), lines end in LF, and NULL (a
+// missing header or path, a tombstone's value) is an empty field. Its
+// staging lines are JSON too, each holding the record's offset and its CSV
+// row, so that a re-delivery truncates them as it does JSONL. With
+// PerPartition, Path holds {partition} and Finish publishes each
+// partition's staging file as its own file, each atomically.
 type File struct {
 	Path  string
 	runID string
+	// csv holds the columns of a CSV file; nil for JSONL.
+	csv          []column
+	keyed        bool // a CSV column holds the idempotency key
+	keyer        *Keyer
+	perPartition bool
 
 	mu    sync.Mutex
 	parts map[int32]*filePart
@@ -46,6 +64,9 @@ type filePart struct {
 	next int64 // offset after the last record in the staging file
 	size int64
 	buf  []byte
+	// row and rowW encode one CSV row.
+	row  bytes.Buffer
+	rowW *csv.Writer
 }
 
 // runIDFile names the staging directory's owner: a staging directory left by
@@ -53,16 +74,61 @@ type filePart struct {
 // discarded instead of being mixed into this run's output.
 const runIDFile = "RUN"
 
-// NewFile returns a file sink writing to path. runID identifies the resolved
-// run (plan fingerprint and ranges); staging left by a different run is removed.
+// NewFile returns a file sink writing JSONL to path. runID identifies the
+// resolved run (plan fingerprint and ranges); staging left by a different
+// run is removed.
 func NewFile(path, runID string) (*File, error) {
-	if path == "" {
+	return NewFileSink(FileConfig{Path: path, RunID: runID})
+}
+
+// FileConfig configures a file sink.
+type FileConfig struct {
+	// Path is the output file; with PerPartition, a pattern holding
+	// {partition} (plan.PartitionPlaceholder).
+	Path string
+	// RunID identifies the resolved run: staging left by another is removed.
+	RunID string
+	// Format is "jsonl" (default) or "csv".
+	Format string
+	// Columns are the CSV columns (required for csv).
+	Columns plan.Columns
+	// PerPartition writes one file per partition.
+	PerPartition bool
+	// Keyer computes a CSV column holding the idempotency key; nil means
+	// DefaultKey.
+	Keyer *Keyer
+}
+
+// NewFileSink returns the file sink cfg describes.
+func NewFileSink(cfg FileConfig) (*File, error) {
+	if cfg.Path == "" {
 		return nil, errors.New("file sink: empty path")
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	s := &File{Path: cfg.Path, runID: cfg.RunID, keyer: cfg.Keyer, perPartition: cfg.PerPartition, parts: map[int32]*filePart{}}
+	if cfg.PerPartition != strings.Contains(cfg.Path, plan.PartitionPlaceholder) {
+		return nil, fmt.Errorf("file sink: path %q: one file per partition needs %s in the path, and only it", cfg.Path, plan.PartitionPlaceholder)
+	}
+	switch cfg.Format {
+	case "", "jsonl":
+		if len(cfg.Columns) > 0 {
+			return nil, errors.New("file sink: columns apply to the csv format only")
+		}
+	case "csv":
+		cols, err := parseColumns(cfg.Columns, nil, false)
+		if err != nil {
+			return nil, fmt.Errorf("file sink: %w", err)
+		}
+		if len(cols) == 0 {
+			return nil, errors.New("file sink: a csv file needs columns")
+		}
+		s.csv, s.keyed = cols, usesKey(cols)
+	default:
+		return nil, fmt.Errorf("file sink: format %q: want jsonl or csv", cfg.Format)
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o755); err != nil {
 		return nil, fmt.Errorf("file sink: %w", err)
 	}
-	return &File{Path: path, runID: runID, parts: map[int32]*filePart{}}, nil
+	return s, nil
 }
 
 func (s *File) stagingDir() string { return s.Path + ".parts" }
@@ -203,9 +269,8 @@ func (s *File) Write(ctx context.Context, batch []Record) error {
 		}
 		fp.size, fp.next = end, last+1
 	}
-	fp.buf = fp.buf[:0]
-	for i := range batch {
-		fp.buf = AppendJSONL(fp.buf, &batch[i])
+	if err := s.encode(fp, batch); err != nil {
+		return err
 	}
 	if _, err := fp.f.WriteAt(fp.buf, fp.size); err != nil {
 		return fmt.Errorf("file sink: write partition %d: %w", batch[0].Partition, err)
@@ -216,6 +281,66 @@ func (s *File) Write(ctx context.Context, batch []Record) error {
 		fp.buf = nil // do not pin a huge buffer after an outsized batch
 	}
 	return nil
+}
+
+// encode puts batch's staging lines in fp.buf: JSONL, or for a CSV file
+// {"offset":N,"csv":"<row>"}. A key template failing on a record returns
+// its *RecordError, and nothing of the batch is written.
+func (s *File) encode(fp *filePart, batch []Record) error {
+	fp.buf = fp.buf[:0]
+	if s.csv == nil {
+		for i := range batch {
+			fp.buf = AppendJSONL(fp.buf, &batch[i])
+		}
+		return nil
+	}
+	if fp.rowW == nil {
+		fp.rowW = csv.NewWriter(&fp.row)
+	}
+	fields := make([]string, len(s.csv))
+	for i := range batch {
+		r := &batch[i]
+		cs := cells{r: r}
+		if s.keyed {
+			key, err := s.keyer.Key(r)
+			if err != nil {
+				return err
+			}
+			cs.key = key
+		}
+		for c, col := range s.csv {
+			fields[c], _ = cs.text(col) // NULL is an empty field
+		}
+		fp.row.Reset()
+		if err := writeCSVRow(fp.rowW, fields); err != nil {
+			return fmt.Errorf("file sink: partition %d offset %d: %w", r.Partition, r.Offset, err)
+		}
+		fp.buf = append(fp.buf, `{"offset":`...)
+		fp.buf = strconv.AppendInt(fp.buf, r.Offset, 10)
+		fp.buf = append(fp.buf, `,"csv":`...)
+		fp.buf = appendJSONBytes(fp.buf, fp.row.Bytes())
+		fp.buf = append(fp.buf, "}\n"...)
+	}
+	return nil
+}
+
+func writeCSVRow(w *csv.Writer, fields []string) error {
+	if err := w.Write(fields); err != nil {
+		return err
+	}
+	w.Flush()
+	return w.Error()
+}
+
+// csvHeader is the header row of a CSV file.
+func (s *File) csvHeader() []byte {
+	var b bytes.Buffer
+	names := make([]string, len(s.csv))
+	for i, c := range s.csv {
+		names[i] = c.name
+	}
+	_ = writeCSVRow(csv.NewWriter(&b), names) // a bytes.Buffer does not fail
+	return b.Bytes()
 }
 
 // Sync fsyncs the partition's staging file: everything Write appended to it
@@ -236,9 +361,11 @@ func (s *File) Sync(ctx context.Context, partition int32) error {
 }
 
 // Finish publishes the staged output: partition files concatenated in
-// partition order into Path, atomically. With no staging left (a finished
-// run), it leaves Path alone, creating it empty if it does not exist.
-// Staging of another run is discarded, never published.
+// partition order into Path (after the header row of a CSV file), or with
+// PerPartition each partition's into its own file, atomically. With no
+// staging left (a finished run), it leaves the output alone, creating Path
+// empty (a CSV file with its header row) if it does not exist. Staging of
+// another run is discarded, never published.
 func (s *File) Finish(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -259,8 +386,8 @@ func (s *File) Finish(ctx context.Context) error {
 	}
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		if _, err := os.Stat(s.Path); errors.Is(err, os.ErrNotExist) {
-			return writeFileSync(s.Path, nil)
+		if _, err := os.Stat(s.Path); errors.Is(err, os.ErrNotExist) && !s.perPartition {
+			return writeFileSync(s.Path, s.header())
 		}
 		return nil
 	}
@@ -275,7 +402,13 @@ func (s *File) Finish(ctx context.Context) error {
 		}
 	}
 	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
-	if err := s.publish(ctx, parts); err != nil {
+	if s.perPartition {
+		for _, p := range parts {
+			if err := s.publish(ctx, s.partitionPath(p), []int32{p}); err != nil {
+				return fmt.Errorf("file sink: publish %s: %w", s.partitionPath(p), err)
+			}
+		}
+	} else if err := s.publish(ctx, s.Path, parts); err != nil {
 		return fmt.Errorf("file sink: publish %s: %w", s.Path, err)
 	}
 	s.closeParts()
@@ -291,14 +424,36 @@ func (s *File) Finish(ctx context.Context) error {
 // doneDir is where Finish moves the published staging directory to delete it.
 func (s *File) doneDir() string { return s.Path + ".parts-done" }
 
-func (s *File) publish(ctx context.Context, parts []int32) error {
-	tmp, err := os.CreateTemp(filepath.Dir(s.Path), "."+filepath.Base(s.Path)+".tmp-*")
+// partitionPath is the output file of partition p with PerPartition.
+func (s *File) partitionPath(p int32) string {
+	return strings.ReplaceAll(s.Path, plan.PartitionPlaceholder, strconv.Itoa(int(p)))
+}
+
+// header is what an output file starts with: the header row of a CSV file.
+func (s *File) header() []byte {
+	if s.csv == nil {
+		return nil
+	}
+	return s.csvHeader()
+}
+
+// publish writes the staged lines of parts, in order, to path: a
+// temporary file, fsynced and renamed over path.
+func (s *File) publish(ctx context.Context, path string, parts []int32) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name()) // no-op after the rename
 	defer tmp.Close()
 	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes it 0600
+		return err
+	}
+	w := bufio.NewWriterSize(tmp, 1<<20)
+	if _, err := w.Write(s.header()); err != nil {
 		return err
 	}
 	for _, p := range parts {
@@ -309,9 +464,12 @@ func (s *File) publish(ctx context.Context, parts []int32) error {
 		if fp, ok := s.parts[p]; ok {
 			end = fp.size // written (and recovered) by this process: complete lines
 		}
-		if err := appendCompleteLines(tmp, s.partPath(p), end); err != nil {
+		if err := s.appendCompleteLines(w, s.partPath(p), end); err != nil {
 			return err
 		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
 	}
 	if err := tmp.Sync(); err != nil {
 		return err
@@ -319,15 +477,16 @@ func (s *File) publish(ctx context.Context, parts []int32) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp.Name(), s.Path); err != nil {
+	if err := os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(s.Path))
+	return syncDir(filepath.Dir(path))
 }
 
-// appendCompleteLines copies the complete lines of the file at src to dst:
-// its first end bytes, or, with end < 0, what scanLines finds.
-func appendCompleteLines(dst io.Writer, src string, end int64) error {
+// appendCompleteLines copies the complete lines of the staging file at src
+// to dst: its first end bytes, or, with end < 0, what scanLines finds. A
+// CSV file gets the row of each line.
+func (s *File) appendCompleteLines(dst io.Writer, src string, end int64) error {
 	f, err := os.Open(src)
 	if err != nil {
 		return err
@@ -341,8 +500,29 @@ func appendCompleteLines(dst io.Writer, src string, end int64) error {
 			return err
 		}
 	}
-	_, err = io.Copy(dst, io.LimitReader(f, end))
-	return err
+	if s.csv == nil {
+		_, err = io.Copy(dst, io.LimitReader(f, end))
+		return err
+	}
+	r := bufio.NewReaderSize(io.LimitReader(f, end), 1<<20)
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(line) > 0 {
+			row := gjson.GetBytes(line, "csv")
+			if row.Type != gjson.String {
+				return fmt.Errorf("staging line without its csv row: the staging file is not replay's")
+			}
+			if _, err := io.WriteString(dst, row.Str); err != nil {
+				return err
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // Close closes the staging files; staged output stays for a resume.

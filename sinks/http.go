@@ -104,6 +104,9 @@ type HTTP struct {
 	timeout   time.Duration
 	keyer     *Keyer
 	log       zerolog.Logger
+	// redact hides the credentials of the headers and the URL in what the
+	// endpoint answers (a 401 body may quote the token it refused).
+	redact *plan.Redactor
 }
 
 var _ Sink = (*HTTP)(nil)
@@ -119,7 +122,8 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 		return nil, fmt.Errorf("http sink: url %s: want an http:// or https:// URL with a host", safeURL(u))
 	}
 	s := &HTTP{url: cfg.URL, where: safeURL(u), headers: http.Header{}, batchSize: cfg.BatchSize, retries: max(cfg.MaxRetries, 0),
-		maxWait: cfg.MaxRetryWait, firstWait: cfg.RetryWait, timeout: cfg.RequestTimeout, keyer: cfg.Keyer, log: cfg.Log}
+		maxWait: cfg.MaxRetryWait, firstWait: cfg.RetryWait, timeout: cfg.RequestTimeout, keyer: cfg.Keyer, log: cfg.Log,
+		redact: plan.NewRedactor(plan.Sink{URL: cfg.URL, Headers: cfg.Headers}.Secrets()...)}
 	for name, v := range cfg.Headers {
 		s.headers.Set(name, v)
 	}
@@ -335,14 +339,14 @@ func (s *HTTP) send(ctx context.Context, b []byte, idem string) attempt {
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return attempt{}
 	}
-	a := attempt{err: &HTTPStatusError{Status: resp.StatusCode, Body: snippet(head)}, body: head}
+	a := attempt{err: &HTTPStatusError{Status: resp.StatusCode, Body: snippet([]byte(s.redact.String(string(head))))}, body: head}
 	switch code := resp.StatusCode; {
 	case code >= 500, code == http.StatusTooManyRequests, code == http.StatusRequestTimeout:
 		a.retry = true
 		a.retryAfter, a.hasAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	case code >= 300 && code < 400:
 		a.err = fmt.Errorf("%w: redirected to %q; the sink does not follow redirects (a redirected POST may be replayed as a GET): set url to the final address",
-			a.err, resp.Header.Get("Location"))
+			a.err, s.redact.String(resp.Header.Get("Location")))
 	}
 	return a
 }

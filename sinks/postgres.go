@@ -9,13 +9,14 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
+
+	"github.com/replay-tool/replay/plan"
 )
 
 // PostgresConfig configures a PostgreSQL sink.
@@ -29,15 +30,38 @@ type PostgresConfig struct {
 	// OnConflict is "update" (default: the replayed record wins) or "ignore"
 	// (the row already stored wins).
 	OnConflict string
-	// CreateTable creates Table with the default layout when it is missing.
+	// CreateTable creates Table when it is missing: the default layout, or
+	// Columns with types that follow their fields.
 	CreateTable bool
+	// Columns maps the table's columns to record fields; one must hold the
+	// idempotency key. Empty means the default layout.
+	Columns plan.Columns
+	// CopyThreshold: a batch of more rows than this is loaded with COPY
+	// into a temporary table, then upserted from it; smaller batches are
+	// one statement over arrays. 0 means plan.DefaultCopyThreshold.
+	CopyThreshold int
+	// Checkpoints, when its Table is set, records the offset after each
+	// batch in that table, in the batch's transaction (see CheckpointStore).
+	Checkpoints CheckpointConfig
 	// Keyer computes the key column; nil means DefaultKey.
 	Keyer *Keyer
 	// Log receives diagnostics; the zero value discards them.
 	Log zerolog.Logger
 }
 
-// Postgres upserts records into one table, one row per idempotency key:
+// CheckpointConfig configures the checkpoint table of a database sink.
+type CheckpointConfig struct {
+	// Table is the checkpoint table, created when missing; "" for none.
+	Table string
+	// Group is the replay consumer group the checkpoints belong to.
+	Group string
+	// Fingerprint (the plan's) and RunID (the resolved run's) are stored
+	// with each checkpoint; only checkpoints of RunID are read back.
+	Fingerprint, RunID string
+}
+
+// Postgres upserts records into one table, one row per idempotency key.
+// Without a column mapping the table has the default layout:
 //
 //	key text primary key, topic text not null, partition int not null,
 //	"offset" bigint not null, "timestamp" timestamptz not null,
@@ -46,6 +70,9 @@ type PostgresConfig struct {
 // value is the record value when it is valid JSON (invalid UTF-8 in it
 // replaced by U+FFFD), else the value as a JSON string, NULL for a
 // tombstone; headers is a JSON array of {"key","value"} in record order.
+// With a mapping, each column holds the field it names (see cells.text),
+// converted to the column's type, and the column holding the key is the
+// conflict target.
 //
 // Write follows the Sink contract: it is synchronous (it returns once the
 // rows are committed), safe for concurrent use, and keeps nothing of the
@@ -53,18 +80,30 @@ type PostgresConfig struct {
 // (ignore), so replaying a window again leaves the same table. Duplicate keys
 // in one batch are resolved as separate batches would be: with update the
 // last offset wins, with ignore the first, so the result does not depend on
-// where the runner cut the batches.
+// where the runner cut the batches — nor on whether the batch went through
+// COPY.
 type Postgres struct {
-	pool    *pgxpool.Pool
-	name    string // Table as configured, for messages
-	keyer   *Keyer
-	ignore  bool
-	upsert  string
-	log     zerolog.Logger
-	secrets []string
+	pool   *pgxpool.Pool
+	name   string // Table as configured, for messages
+	table  string // quoted
+	keyer  *Keyer
+	ignore bool
+	cols   []column
+	key    int // index of the key column
+	// upsert is the statement over arrays; createTemp, copyCols and
+	// fromTemp the COPY path's; copyAbove its threshold.
+	upsert, createTemp, fromTemp string
+	copyCols                     []string
+	copyAbove                    int
+	ckpt                         *pgCheckpoints
+	log                          zerolog.Logger
+	secrets                      []string
 }
 
-var _ Sink = (*Postgres)(nil)
+var (
+	_ Sink            = (*Postgres)(nil)
+	_ CheckpointStore = (*Postgres)(nil)
+)
 
 // NewPostgres connects to cfg.DSN, creates the table when asked, and checks
 // that the table can take the upsert (columns, types, a unique key).
@@ -74,7 +113,10 @@ func NewPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres sink: table %q: %w", cfg.Table, err)
 	}
-	s := &Postgres{name: cfg.Table, keyer: cfg.Keyer, log: cfg.Log, secrets: dsnSecrets(cfg.DSN)}
+	s := &Postgres{name: cfg.Table, table: table, keyer: cfg.Keyer, log: cfg.Log, secrets: dsnSecrets(cfg.DSN), copyAbove: cfg.CopyThreshold}
+	if s.copyAbove <= 0 {
+		s.copyAbove = plan.DefaultCopyThreshold
+	}
 	switch cfg.OnConflict {
 	case "", "update":
 	case "ignore":
@@ -82,7 +124,17 @@ func NewPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	default:
 		return nil, fmt.Errorf("postgres sink: on_conflict %q: want update or ignore", cfg.OnConflict)
 	}
-	s.upsert = upsertSQL(table, s.ignore)
+	if s.cols, err = parseColumns(cfg.Columns, defaultColumns, true); err != nil {
+		return nil, fmt.Errorf("postgres sink: %w", err)
+	}
+	if s.key, err = keyColumn(s.cols); err != nil {
+		return nil, fmt.Errorf("postgres sink: %w", err)
+	}
+	if cfg.Checkpoints.Table != "" {
+		if s.ckpt, err = newPGCheckpoints(cfg.Checkpoints); err != nil {
+			return nil, fmt.Errorf("postgres sink: %w", err)
+		}
+	}
 	pcfg, err := pgxpool.ParseConfig(cfg.DSN)
 	if err != nil {
 		return nil, fmt.Errorf("postgres sink: parse dsn: %w", s.scrub(err))
@@ -93,7 +145,7 @@ func NewPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	if s.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return nil, fmt.Errorf("postgres sink: connect: %w", s.scrub(err))
 	}
-	if err := s.prepare(ctx, table, cfg.CreateTable); err != nil {
+	if err := s.prepare(ctx, cfg.CreateTable); err != nil {
 		s.pool.Close()
 		return nil, err
 	}
@@ -103,60 +155,78 @@ func NewPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	return s, nil
 }
 
-// prepare connects, creates the table when asked, and checks the upsert
-// against it: EXPLAIN plans the statement without running it, which
-// resolves the table, the columns, their types and the ON CONFLICT target.
-func (s *Postgres) prepare(ctx context.Context, table string, create bool) error {
+// prepare connects, creates the tables when asked, reads the types of the
+// mapped columns, and checks the statements against the table: EXPLAIN
+// plans a statement without running it, which resolves the table, the
+// columns, their types and the ON CONFLICT target.
+func (s *Postgres) prepare(ctx context.Context, create bool) error {
 	if err := s.pool.Ping(ctx); err != nil {
 		return fmt.Errorf("postgres sink: connect: %w", s.scrub(err))
 	}
 	if create {
-		if _, err := s.pool.Exec(ctx, createTableSQL(table)); err != nil {
+		if _, err := s.pool.Exec(ctx, createTableSQL(s.table, s.cols, s.key)); err != nil {
 			return fmt.Errorf("postgres sink: create table %s: %w", s.name, s.scrub(err))
 		}
 	}
-	if _, err := s.pool.Exec(ctx, "EXPLAIN "+s.upsert, (&pgRows{}).args()...); err != nil {
+	types, err := s.columnTypes(ctx)
+	if err != nil {
 		return fmt.Errorf("postgres sink: check table %s: %w", s.name, s.scrub(err))
+	}
+	s.upsert, s.createTemp, s.fromTemp, s.copyCols = upsertSQL(s.table, s.cols, types, s.key, s.ignore)
+	if _, err := s.pool.Exec(ctx, "EXPLAIN "+s.upsert, s.newRows(0).args()...); err != nil {
+		return fmt.Errorf("postgres sink: check table %s: %w", s.name, s.scrub(err))
+	}
+	if s.ckpt != nil {
+		if err := s.ckpt.prepare(ctx, s.pool); err != nil {
+			return fmt.Errorf("postgres sink: checkpoint table %s: %w", s.ckpt.name, s.scrub(err))
+		}
 	}
 	return nil
 }
 
-func createTableSQL(table string) string {
-	return `CREATE TABLE IF NOT EXISTS ` + table + ` (
-	"key" text PRIMARY KEY,
-	"topic" text NOT NULL,
-	"partition" int NOT NULL,
-	"offset" bigint NOT NULL,
-	"timestamp" timestamptz NOT NULL,
-	"value" jsonb,
-	"headers" jsonb NOT NULL
-)`
-}
-
-// upsertSQL is one statement over arrays (one element per row), so a batch
-// is one round trip. The rows must have distinct keys: ON CONFLICT DO UPDATE
-// fails on a key it meets twice. An update that would change nothing is
-// skipped, so a re-delivery does not rewrite (and bloat) identical rows.
-func upsertSQL(table string, ignore bool) string {
-	q := `INSERT INTO ` + table + ` AS t ("key", "topic", "partition", "offset", "timestamp", "value", "headers")
-SELECT k, tp, p, o, ts, v::jsonb, h::jsonb
-FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::timestamptz[], $6::text[], $7::text[]) AS u(k, tp, p, o, ts, v, h)
-ON CONFLICT ("key") DO `
-	if ignore {
-		return q + `NOTHING`
+// columnTypes returns the declared type of each mapped column, as SQL
+// (format_type): the values are cast to it, so that a text field can fill
+// a numeric or an enum column of a table made by hand.
+func (s *Postgres) columnTypes(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
+WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, s.table)
+	if err != nil {
+		return nil, err
 	}
-	return q + `UPDATE SET "topic" = excluded."topic", "partition" = excluded."partition",
-	"offset" = excluded."offset", "timestamp" = excluded."timestamp",
-	"value" = excluded."value", "headers" = excluded."headers"
-WHERE (t."topic", t."partition", t."offset", t."timestamp", t."value", t."headers")
-	IS DISTINCT FROM (excluded."topic", excluded."partition", excluded."offset", excluded."timestamp", excluded."value", excluded."headers")`
+	declared := map[string]string{}
+	var names []string
+	for rows.Next() {
+		var name, typ string
+		if err := rows.Scan(&name, &typ); err != nil {
+			return nil, err
+		}
+		declared[name] = typ
+		names = append(names, name)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
+		return nil, errors.New("no such table (or no access to it): create it, or set create_table: true")
+	}
+	types := make([]string, len(s.cols))
+	for i, c := range s.cols {
+		t, ok := declared[c.name]
+		if !ok {
+			return nil, fmt.Errorf("no column %q (the table has %s)", c.name, strings.Join(names, ", "))
+		}
+		types[i] = t
+	}
+	return types, nil
 }
 
-// Write upserts batch in one statement, which PostgreSQL runs as one
-// transaction committed before Write returns. A key template failing on a
-// record returns its *RecordError and writes nothing; so does a row the
-// database rejects (bad data, a constraint) when it can be pinned to one
-// record. Any other failure is a plain error, and nothing is written.
+// Write upserts batch in one transaction committed before Write returns,
+// with the batch's checkpoint when the sink has a checkpoint table. A
+// batch of more than CopyThreshold rows is copied into a temporary table
+// first. A key template failing on a record returns its *RecordError and
+// writes nothing; so does a row the database rejects (bad data, a
+// constraint) when it can be pinned to one record. Any other failure is a
+// plain error, and nothing is written.
 func (s *Postgres) Write(ctx context.Context, batch []Record) error {
 	if len(batch) == 0 {
 		return nil
@@ -168,12 +238,60 @@ func (s *Postgres) Write(ctx context.Context, batch []Record) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.pool.Exec(ctx, s.upsert, rows.args()...); err != nil {
+	if len(rows.recs) > s.copyAbove {
+		err = s.copyRows(ctx, rows, batch)
+	} else {
+		err = s.upsertRows(ctx, rows, batch)
+	}
+	if err != nil {
 		return s.upsertError(ctx, rows, err)
 	}
 	s.log.Debug().Str("table", s.name).Int32("partition", batch[0].Partition).
-		Int64("offset", batch[0].Offset).Int("rows", len(rows.keys)).Msg("upserted")
+		Int64("offset", batch[0].Offset).Int("rows", len(rows.recs)).Bool("copy", len(rows.recs) > s.copyAbove).Msg("upserted")
 	return nil
+}
+
+// upsertRows runs the upsert over arrays: one statement, or with a
+// checkpoint two statements in one round trip, which PostgreSQL runs as
+// one implicit transaction.
+func (s *Postgres) upsertRows(ctx context.Context, rows *pgRows, batch []Record) error {
+	if s.ckpt == nil {
+		_, err := s.pool.Exec(ctx, s.upsert, rows.args()...)
+		return err
+	}
+	b := &pgx.Batch{}
+	b.Queue(s.upsert, rows.args()...)
+	s.ckpt.queue(b, batch)
+	return s.pool.SendBatch(ctx, b).Close()
+}
+
+// copyRows copies the rows into a temporary table and upserts them from
+// there, with the checkpoint, in one transaction.
+func (s *Postgres) copyRows(ctx context.Context, rows *pgRows, batch []Record) (err error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	if _, err := tx.Exec(ctx, s.createTemp); err != nil {
+		return err
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"pg_temp", copyTable}, s.copyCols, rows.copySource()); err != nil {
+		return err
+	}
+	b := &pgx.Batch{}
+	b.Queue(s.fromTemp)
+	if s.ckpt != nil {
+		s.ckpt.queue(b, batch)
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 // Finish does nothing: every Write is already committed.
@@ -185,80 +303,29 @@ func (s *Postgres) Close() error {
 	return nil
 }
 
-// pgRows holds a batch as the upsert's column arrays, one key each.
-type pgRows struct {
-	recs      []*Record
-	keys      []string
-	topics    []string
-	parts     []int32
-	offsets   []int64
-	times     []time.Time
-	values    []pgtype.Text
-	headers   []string
-	positions map[string]int // key → index
+// Checkpoints returns the offsets the sink's checkpoint table holds for
+// group and topic, written by this run (CheckpointConfig.RunID); none
+// without a checkpoint table.
+func (s *Postgres) Checkpoints(ctx context.Context, group, topic string) (map[int32]int64, error) {
+	if s.ckpt == nil {
+		return nil, nil
+	}
+	out, err := s.ckpt.read(ctx, s.pool, group, topic)
+	if err != nil {
+		return nil, fmt.Errorf("postgres sink: read checkpoints from %s: %w", s.ckpt.name, s.scrub(err))
+	}
+	return out, nil
 }
 
-func (r *pgRows) args() []any {
-	// Empty slices, not nil ones: pgx sends a nil slice as NULL, and
-	// unnest(NULL) in EXPLAIN would not check the column types.
-	return []any{
-		nonNil(r.keys), nonNil(r.topics), nonNil(r.parts), nonNil(r.offsets),
-		nonNil(r.times), nonNil(r.values), nonNil(r.headers),
+// ResetCheckpoints deletes the checkpoints of group and topic.
+func (s *Postgres) ResetCheckpoints(ctx context.Context, group, topic string) error {
+	if s.ckpt == nil {
+		return nil
 	}
-}
-
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
+	if _, err := s.pool.Exec(ctx, s.ckpt.reset, group, topic); err != nil {
+		return fmt.Errorf("postgres sink: reset checkpoints in %s: %w", s.ckpt.name, s.scrub(err))
 	}
-	return s
-}
-
-// rows computes the keys of batch and resolves duplicate keys: with update
-// the last record of a key replaces the earlier ones, with ignore the first
-// one stays.
-func (s *Postgres) rows(batch []Record) (*pgRows, error) {
-	rows := &pgRows{positions: make(map[string]int, len(batch))}
-	for i := range batch {
-		r := &batch[i]
-		key, err := s.keyer.Key(r)
-		if err != nil {
-			return nil, err
-		}
-		j, dup := rows.positions[key]
-		if dup && s.ignore {
-			continue
-		}
-		if !dup {
-			j = len(rows.keys)
-			rows.positions[key] = j
-			rows.recs = append(rows.recs, nil)
-			rows.keys = append(rows.keys, key)
-			rows.topics = append(rows.topics, "")
-			rows.parts = append(rows.parts, 0)
-			rows.offsets = append(rows.offsets, 0)
-			rows.times = append(rows.times, time.Time{})
-			rows.values = append(rows.values, pgtype.Text{})
-			rows.headers = append(rows.headers, "")
-		}
-		rows.recs[j] = r
-		rows.topics[j] = r.Topic
-		rows.parts[j] = r.Partition
-		rows.offsets[j] = r.Offset
-		rows.times[j] = r.Time
-		rows.values[j] = pgValue(r.Value)
-		rows.headers[j] = pgHeaders(r.Headers)
-	}
-	return rows, nil
-}
-
-// one returns row i alone, for probing.
-func (r *pgRows) one(i int) *pgRows {
-	return &pgRows{
-		keys: r.keys[i : i+1], topics: r.topics[i : i+1], parts: r.parts[i : i+1],
-		offsets: r.offsets[i : i+1], times: r.times[i : i+1], values: r.values[i : i+1],
-		headers: r.headers[i : i+1],
-	}
+	return nil
 }
 
 // pgValue is the value column's text: the value when it is JSON, else the
@@ -329,12 +396,12 @@ func (s *Postgres) probe(ctx context.Context, rows *pgRows) (int, error) {
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // the probe is never kept
 	b := &pgx.Batch{}
-	for i := range rows.keys {
+	for i := range rows.recs {
 		b.Queue(s.upsert, rows.one(i).args()...)
 	}
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
-	for i := range rows.keys {
+	for i := range rows.recs {
 		if _, err := br.Exec(); err != nil {
 			if rejectsData(err) {
 				return i, err

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/rs/zerolog"
 
+	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/sinktest"
 )
@@ -95,6 +96,12 @@ func newPostgres(t *testing.T, cfg sinks.PostgresConfig) *sinks.Postgres {
 type pgHarness struct {
 	dsn    string
 	tables sinktest.Targets[string]
+	// copyThreshold and columns configure the sink (0 and nil: the
+	// defaults); contents selects topic, partition, offset, timestamp,
+	// value and headers as text from the table.
+	copyThreshold int
+	columns       plan.Columns
+	contents      string
 }
 
 func (h *pgHarness) table(t *testing.T) string {
@@ -104,7 +111,8 @@ func (h *pgHarness) table(t *testing.T) string {
 func (h *pgHarness) New(t *testing.T) sinks.Sink { return h.NewKeyed(t, nil) }
 
 func (h *pgHarness) NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink {
-	cfg := sinks.PostgresConfig{DSN: h.dsn, Table: h.table(t), CreateTable: true, Keyer: keyer, Log: zerolog.New(zerolog.NewTestWriter(t))}
+	cfg := sinks.PostgresConfig{DSN: h.dsn, Table: h.table(t), CreateTable: true, Keyer: keyer, Log: zerolog.New(zerolog.NewTestWriter(t)),
+		CopyThreshold: h.copyThreshold, Columns: h.columns}
 	s, err := sinks.NewPostgres(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -113,8 +121,11 @@ func (h *pgHarness) NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink {
 }
 
 func (h *pgHarness) Contents(t *testing.T) []string {
-	rows, err := pgConn(t, h.dsn).Query(t.Context(), `SELECT topic, partition, "offset", "timestamp", value::text, headers::text FROM `+
-		pgx.Identifier{h.table(t)}.Sanitize())
+	sel := h.contents
+	if sel == "" {
+		sel = `topic, partition, "offset", "timestamp", value::text, headers::text`
+	}
+	rows, err := pgConn(t, h.dsn).Query(t.Context(), `SELECT `+sel+` FROM `+pgx.Identifier{h.table(t)}.Sanitize())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,6 +86,26 @@ type Syncer interface {
 	Sync(ctx context.Context, partition int32) error
 }
 
+// CheckpointStore is implemented by a sink that can record, in the same
+// transaction as the rows of each Write, the offset after the batch for its
+// partition (the database sinks with a checkpoint table). What it records
+// is durable even when the Kafka commit that follows the Write fails, so the
+// runner resumes each partition from the later of the Kafka commit and the
+// sink's checkpoint: a failed commit re-delivers nothing the sink holds.
+//
+// Checkpoints are kept per group, topic and partition with the plan
+// fingerprint and the run identity (Options.RunID). Checkpoints returns
+// those of the sink's own run only (none when the sink has no checkpoint
+// table); within a run a checkpoint never moves back (a re-delivered batch
+// leaves it). Both methods are safe for concurrent use with Write.
+type CheckpointStore interface {
+	Checkpoints(ctx context.Context, group, topic string) (map[int32]int64, error)
+	// ResetCheckpoints forgets group's checkpoints of topic: a fresh run
+	// (a new resolution, or a restart) must not resume from an earlier
+	// run's, which may have the same identity.
+	ResetCheckpoints(ctx context.Context, group, topic string) error
+}
+
 // RecordError reports a record the sink cannot take, with its coordinates.
 type RecordError struct {
 	Topic     string
@@ -111,8 +131,12 @@ type Options struct {
 	// PlanName is recorded as provenance where the sink has room for it.
 	PlanName string
 	// RunID identifies the resolved run (plan fingerprint and offset ranges):
-	// a sink that stages output discards staging left by another run.
+	// a sink that stages output discards staging left by another run, a
+	// checkpoint table reads back only this run's checkpoints.
 	RunID string
+	// Group is the plan's replay consumer group and Fingerprint the plan's
+	// fingerprint: a checkpoint table records them with each checkpoint.
+	Group, Fingerprint string
 }
 
 // New builds the sink that cfg describes. cfg has been validated by package plan.
@@ -126,13 +150,16 @@ func New(ctx context.Context, cfg plan.Sink, opts Options) (Sink, error) {
 	var s Sink
 	switch cfg.Type {
 	case "file":
-		s, err = NewFile(cfg.Path, opts.RunID)
+		s, err = NewFileSink(FileConfig{Path: cfg.Path, RunID: opts.RunID, Format: cfg.Format, Columns: cfg.Columns,
+			PerPartition: cfg.PerPartition, Keyer: keyer})
 	case "stdout":
 		s = NewStdout(nil)
 	case "postgres":
-		s, err = NewPostgres(ctx, PostgresConfig{DSN: cfg.DSN, Table: cfg.Table, OnConflict: cfg.OnConflict, CreateTable: cfg.CreateTable, Keyer: keyer, Log: opts.Log})
+		s, err = NewPostgres(ctx, PostgresConfig{DSN: cfg.DSN, Table: cfg.Table, OnConflict: cfg.OnConflict, CreateTable: cfg.CreateTable,
+			Columns: cfg.Columns, CopyThreshold: cfg.CopyThreshold, Checkpoints: checkpointConfig(cfg, opts), Keyer: keyer, Log: opts.Log})
 	case "sqlite":
-		s, err = NewSQLite(ctx, SQLiteConfig{Path: cfg.Path, Table: cfg.Table, OnConflict: cfg.OnConflict, CreateTable: cfg.CreateTable, Keyer: keyer, Log: opts.Log})
+		s, err = NewSQLite(ctx, SQLiteConfig{Path: cfg.Path, Table: cfg.Table, OnConflict: cfg.OnConflict, CreateTable: cfg.CreateTable,
+			Columns: cfg.Columns, Checkpoints: checkpointConfig(cfg, opts), Keyer: keyer, Log: opts.Log})
 	case "kafka":
 		s, err = NewKafka(ctx, KafkaConfig{Brokers: cfg.Brokers, Topic: cfg.Topic, TLS: cfg.TLS, SASL: cfg.SASL, KeepPartition: cfg.KeepPartition,
 			Keyer: keyer, PlanName: opts.PlanName, Log: opts.Log})
@@ -150,4 +177,8 @@ func New(ctx context.Context, cfg plan.Sink, opts Options) (Sink, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+func checkpointConfig(cfg plan.Sink, opts Options) CheckpointConfig {
+	return CheckpointConfig{Table: cfg.CheckpointTable, Group: opts.Group, Fingerprint: opts.Fingerprint, RunID: opts.RunID}
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/rs/zerolog"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/replay-tool/replay/plan"
 )
 
 // SQLiteConfig configures a SQLite sink.
@@ -25,8 +27,15 @@ type SQLiteConfig struct {
 	// OnConflict is "update" (default: the replayed record wins) or "ignore"
 	// (the row already stored wins).
 	OnConflict string
-	// CreateTable creates Table with the default layout when it is missing.
+	// CreateTable creates Table when it is missing: the default layout, or
+	// Columns with types that follow their fields.
 	CreateTable bool
+	// Columns maps the table's columns to record fields; one must hold the
+	// idempotency key. Empty means the default layout.
+	Columns plan.Columns
+	// Checkpoints, when its Table is set, records the offset after each
+	// batch in that table, in the batch's transaction (see CheckpointStore).
+	Checkpoints CheckpointConfig
 	// BusyTimeout is how long a Write waits for another connection (a second
 	// process on the same file) to release the write lock; default 10s.
 	BusyTimeout time.Duration
@@ -37,7 +46,8 @@ type SQLiteConfig struct {
 }
 
 // SQLite upserts records into one table of a local database file, one row
-// per idempotency key, with the semantics of the postgres sink:
+// per idempotency key, with the semantics of the postgres sink (column
+// mapping and checkpoint table included). The default layout is:
 //
 //	"key" text primary key, "topic" text, "partition" integer,
 //	"offset" integer, "timestamp" text, "value" text, "headers" text
@@ -62,14 +72,19 @@ type SQLite struct {
 	name   string // Table as configured, for messages
 	path   string
 	keyer  *Keyer
+	cols   []column
 	upsert string
+	ckpt   *sqliteCheckpoints
 	log    zerolog.Logger
 	// sem serializes Writes: SQLite has one writer at a time, and waiting
 	// here (unlike on a mutex) ends when the caller's context does.
 	sem chan struct{}
 }
 
-var _ Sink = (*SQLite)(nil)
+var (
+	_ Sink            = (*SQLite)(nil)
+	_ CheckpointStore = (*SQLite)(nil)
+)
 
 // defaultSQLiteBusyTimeout rides out another process's transaction without
 // holding a partition back for long.
@@ -94,6 +109,20 @@ func NewSQLite(ctx context.Context, cfg SQLiteConfig) (*SQLite, error) {
 	default:
 		return nil, fmt.Errorf("sqlite sink: on_conflict %q: want update or ignore", cfg.OnConflict)
 	}
+	cols, err := parseColumns(cfg.Columns, defaultColumns, true)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite sink: %w", err)
+	}
+	key, err := keyColumn(cols)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite sink: %w", err)
+	}
+	var ckpt *sqliteCheckpoints
+	if cfg.Checkpoints.Table != "" {
+		if ckpt, err = newSQLiteCheckpoints(cfg.Checkpoints); err != nil {
+			return nil, fmt.Errorf("sqlite sink: %w", err)
+		}
+	}
 	if cfg.BusyTimeout <= 0 {
 		cfg.BusyTimeout = defaultSQLiteBusyTimeout
 	}
@@ -112,9 +141,9 @@ func NewSQLite(ctx context.Context, cfg SQLiteConfig) (*SQLite, error) {
 	// DSN then hold for every statement.
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(0)
-	s := &SQLite{db: db, name: cfg.Table, path: cfg.Path, keyer: cfg.Keyer, upsert: sqliteUpsertSQL(table, ignore),
-		log: cfg.Log, sem: make(chan struct{}, 1)}
-	if err := s.prepare(ctx, table, cfg.CreateTable); err != nil {
+	s := &SQLite{db: db, name: cfg.Table, path: cfg.Path, keyer: cfg.Keyer, cols: cols, upsert: sqliteUpsertSQL(table, cols, key, ignore),
+		ckpt: ckpt, log: cfg.Log, sem: make(chan struct{}, 1)}
+	if err := s.prepare(ctx, sqliteCreateTableSQL(table, cols, key), cfg.CreateTable); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -142,7 +171,7 @@ func sqliteDSN(path string, busy time.Duration) (string, error) {
 		abs, max(busy.Milliseconds(), 1)), nil
 }
 
-func (s *SQLite) prepare(ctx context.Context, table string, create bool) error {
+func (s *SQLite) prepare(ctx context.Context, createSQL string, create bool) error {
 	if err := s.db.PingContext(ctx); err != nil {
 		return fmt.Errorf("sqlite sink: open %s: %w", s.path, err)
 	}
@@ -154,7 +183,7 @@ func (s *SQLite) prepare(ctx context.Context, table string, create bool) error {
 		return fmt.Errorf("sqlite sink: open %s: the database is in %s journal mode and cannot switch to WAL (is it on a network file system?)", s.path, mode)
 	}
 	if create {
-		if _, err := s.db.ExecContext(ctx, sqliteCreateTableSQL(table)); err != nil {
+		if _, err := s.db.ExecContext(ctx, createSQL); err != nil {
 			return fmt.Errorf("sqlite sink: create table %s: %w", s.name, err)
 		}
 	}
@@ -164,43 +193,78 @@ func (s *SQLite) prepare(ctx context.Context, table string, create bool) error {
 	if err != nil {
 		return fmt.Errorf("sqlite sink: check table %s: %w", s.name, err)
 	}
-	return stmt.Close()
+	if err := stmt.Close(); err != nil {
+		return err
+	}
+	if s.ckpt != nil {
+		if err := s.ckpt.prepare(ctx, s.db); err != nil {
+			return fmt.Errorf("sqlite sink: checkpoint table %s: %w", s.ckpt.name, err)
+		}
+	}
+	return nil
 }
 
-func sqliteCreateTableSQL(table string) string {
-	return `CREATE TABLE IF NOT EXISTS ` + table + ` (
-	"key" TEXT NOT NULL PRIMARY KEY,
-	"topic" TEXT NOT NULL,
-	"partition" INTEGER NOT NULL,
-	"offset" INTEGER NOT NULL,
-	"timestamp" TEXT NOT NULL,
-	"value" TEXT,
-	"headers" TEXT NOT NULL
-)`
+// sqliteCreateTableSQL creates the table with a column per field: INTEGER
+// for partition and offset, TEXT for the others (JSON and timestamps
+// included); the key column is the primary key. For the default layout it
+// is the DDL of the first versions.
+func sqliteCreateTableSQL(table string, cols []column, key int) string {
+	var b strings.Builder
+	b.WriteString(`CREATE TABLE IF NOT EXISTS ` + table + ` (`)
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		typ := "TEXT"
+		if c.field.Kind == plan.FieldPartition || c.field.Kind == plan.FieldOffset {
+			typ = "INTEGER"
+		}
+		b.WriteString("\n\t" + sqliteName(c.name) + " " + typ)
+		switch {
+		case i == key:
+			b.WriteString(" NOT NULL PRIMARY KEY")
+		case c.notNull():
+			b.WriteString(" NOT NULL")
+		}
+	}
+	b.WriteString("\n)")
+	return b.String()
 }
+
+// sqliteName quotes a column name.
+func sqliteName(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
 
 // sqliteUpsertSQL upserts one row. Rows are upserted in offset order, so
 // duplicate keys in a batch resolve as separate batches would. An update
 // that would change nothing is skipped, so a re-delivery does not rewrite
 // identical rows.
-func sqliteUpsertSQL(table string, ignore bool) string {
-	q := `INSERT INTO ` + table + ` ("key", "topic", "partition", "offset", "timestamp", "value", "headers")
-VALUES (?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT ("key") DO `
-	if ignore {
+func sqliteUpsertSQL(table string, cols []column, key int, ignore bool) string {
+	names := make([]string, len(cols))
+	marks := make([]string, len(cols))
+	var set, old, new []string
+	for i, c := range cols {
+		names[i], marks[i] = sqliteName(c.name), "?"
+		if i != key {
+			set = append(set, names[i]+" = excluded."+names[i])
+			old = append(old, names[i])
+			new = append(new, "excluded."+names[i])
+		}
+	}
+	q := `INSERT INTO ` + table + ` (` + strings.Join(names, ", ") + `)
+VALUES (` + strings.Join(marks, ", ") + `)
+ON CONFLICT (` + names[key] + `) DO `
+	if ignore || len(set) == 0 {
 		return q + `NOTHING`
 	}
-	return q + `UPDATE SET "topic" = excluded."topic", "partition" = excluded."partition",
-	"offset" = excluded."offset", "timestamp" = excluded."timestamp",
-	"value" = excluded."value", "headers" = excluded."headers"
-WHERE ("topic", "partition", "offset", "timestamp", "value", "headers")
-	IS NOT (excluded."topic", excluded."partition", excluded."offset", excluded."timestamp", excluded."value", excluded."headers")`
+	return q + `UPDATE SET ` + strings.Join(set, ", ") + `
+WHERE (` + strings.Join(old, ", ") + `)
+	IS NOT (` + strings.Join(new, ", ") + `)`
 }
 
 // sqliteRow is one row of the upsert.
 type sqliteRow struct {
 	rec  *Record
-	args [7]any
+	args []any
 }
 
 // Write upserts batch in one transaction. A key template failing on a
@@ -224,7 +288,7 @@ func (s *SQLite) Write(ctx context.Context, batch []Record) error {
 	case <-ctx.Done():
 		return fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, ctx.Err())
 	}
-	if err := s.upsertRows(ctx, rows); err != nil {
+	if err := s.upsertRows(ctx, rows, batch); err != nil {
 		return err
 	}
 	s.log.Debug().Str("table", s.name).Int32("partition", batch[0].Partition).
@@ -240,20 +304,33 @@ func (s *SQLite) rows(batch []Record) ([]sqliteRow, error) {
 		if err != nil {
 			return nil, err
 		}
-		var value any // NULL for a tombstone
-		if v := pgValue(r.Value); v.Valid {
-			value = v.String
-		}
-		rows[i] = sqliteRow{rec: r, args: [7]any{key, r.Topic, int64(r.Partition), r.Offset,
-			r.Time.UTC().Format(sqliteTimeLayout), value, pgHeaders(r.Headers)}}
+		rows[i] = sqliteRow{rec: r, args: s.values(r, key)}
 	}
 	return rows, nil
 }
 
-// sqliteTimeLayout is RFC 3339 with milliseconds; in UTC it ends in Z.
-const sqliteTimeLayout = "2006-01-02T15:04:05.000Z07:00"
+// values are r's column values: integers for partition and offset, text
+// for the others (timestamps as RFC 3339 in UTC with milliseconds, which
+// sorts as time does), nil for NULL.
+func (s *SQLite) values(r *Record, key string) []any {
+	cs := cells{r: r, key: key}
+	out := make([]any, len(s.cols))
+	for i, c := range s.cols {
+		switch c.field.Kind {
+		case plan.FieldPartition:
+			out[i] = int64(r.Partition)
+		case plan.FieldOffset:
+			out[i] = r.Offset
+		default:
+			if v, ok := cs.text(c); ok {
+				out[i] = v
+			}
+		}
+	}
+	return out
+}
 
-func (s *SQLite) upsertRows(ctx context.Context, rows []sqliteRow) (err error) {
+func (s *SQLite) upsertRows(ctx context.Context, rows []sqliteRow, batch []Record) (err error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return sqliteTransient(fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, s.ctxErr(ctx, err)))
@@ -269,12 +346,17 @@ func (s *SQLite) upsertRows(ctx context.Context, rows []sqliteRow) (err error) {
 	}
 	defer stmt.Close()
 	for i := range rows {
-		if _, err := stmt.ExecContext(ctx, rows[i].args[:]...); err != nil {
+		if _, err := stmt.ExecContext(ctx, rows[i].args...); err != nil {
 			err = fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, s.ctxErr(ctx, err))
 			if sqliteRejectsData(err) {
 				return recordError(rows[i].rec, err)
 			}
 			return sqliteTransient(err)
+		}
+	}
+	if s.ckpt != nil {
+		if err := s.ckpt.write(ctx, tx, batch); err != nil {
+			return sqliteTransient(fmt.Errorf("sqlite sink: checkpoint in %s: %w", s.ckpt.name, s.ctxErr(ctx, err)))
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -323,6 +405,37 @@ func sqliteRejectsData(err error) bool {
 // Finish does nothing: every Write is already committed.
 func (s *SQLite) Finish(context.Context) error { return nil }
 
+// Checkpoints returns the offsets the sink's checkpoint table holds for
+// group and topic, written by this run (CheckpointConfig.RunID); none
+// without a checkpoint table.
+func (s *SQLite) Checkpoints(ctx context.Context, group, topic string) (map[int32]int64, error) {
+	if s.ckpt == nil {
+		return nil, nil
+	}
+	out, err := s.ckpt.read(ctx, s.db, group, topic)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite sink: read checkpoints from %s: %w", s.ckpt.name, err)
+	}
+	return out, nil
+}
+
+// ResetCheckpoints deletes the checkpoints of group and topic.
+func (s *SQLite) ResetCheckpoints(ctx context.Context, group, topic string) error {
+	if s.ckpt == nil {
+		return nil
+	}
+	select {
+	case s.sem <- struct{}{}:
+		defer func() { <-s.sem }()
+	case <-ctx.Done():
+		return fmt.Errorf("sqlite sink: reset checkpoints in %s: %w", s.ckpt.name, ctx.Err())
+	}
+	if _, err := s.db.ExecContext(ctx, s.ckpt.reset, group, topic); err != nil {
+		return fmt.Errorf("sqlite sink: reset checkpoints in %s: %w", s.ckpt.name, err)
+	}
+	return nil
+}
+
 // Close closes the database.
 func (s *SQLite) Close() error {
 	if err := s.db.Close(); err != nil {
@@ -330,3 +443,6 @@ func (s *SQLite) Close() error {
 	}
 	return nil
 }
+
+// sqliteTimeLayout is RFC 3339 with milliseconds; in UTC it ends in Z.
+const sqliteTimeLayout = "2006-01-02T15:04:05.000Z07:00"

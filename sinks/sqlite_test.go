@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/sinktest"
 )
@@ -22,6 +23,9 @@ import (
 // database file in the test's temporary directory.
 type sqliteHarness struct {
 	paths sinktest.Targets[string]
+	// columns is the sink's mapping: mappedColumns, or nil for the default
+	// layout.
+	columns plan.Columns
 }
 
 func (h *sqliteHarness) path(t *testing.T) string {
@@ -32,7 +36,7 @@ func (h *sqliteHarness) New(t *testing.T) sinks.Sink { return h.NewKeyed(t, nil)
 
 func (h *sqliteHarness) NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink {
 	s, err := sinks.NewSQLite(t.Context(), sinks.SQLiteConfig{Path: h.path(t), Table: "orders", CreateTable: true,
-		Keyer: keyer, Log: zerolog.New(zerolog.NewTestWriter(t))})
+		Columns: h.columns, Keyer: keyer, Log: zerolog.New(zerolog.NewTestWriter(t))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +45,11 @@ func (h *sqliteHarness) NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink {
 
 func (h *sqliteHarness) Contents(t *testing.T) []string {
 	var out []string
-	for _, r := range readSQLite(t, h.path(t), "orders") {
+	sel := `"key", "topic", "partition", "offset", "timestamp", "value", "headers"`
+	if h.columns != nil {
+		sel = `id, src_topic, src_partition, src_offset, ts, doc, hdrs`
+	}
+	for _, r := range readSQLiteSelect(t, h.path(t), "orders", sel) {
 		s := sinktest.Stored{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Value: json.RawMessage("null"), Headers: json.RawMessage(r.Headers)}
 		ts, err := time.Parse(time.RFC3339Nano, r.Timestamp)
 		if err != nil {
@@ -82,7 +90,14 @@ func openSQLite(t *testing.T, path string) *sql.DB {
 
 func readSQLite(t *testing.T, path, table string) map[string]sqliteRow {
 	t.Helper()
-	rows, err := openSQLite(t, path).QueryContext(t.Context(), `SELECT "key", "topic", "partition", "offset", "timestamp", "value", "headers" FROM `+table)
+	return readSQLiteSelect(t, path, table, `"key", "topic", "partition", "offset", "timestamp", "value", "headers"`)
+}
+
+// readSQLiteSelect reads the rows of a table; sel names its columns for
+// the key, topic, partition, offset, timestamp, value and headers.
+func readSQLiteSelect(t *testing.T, path, table, sel string) map[string]sqliteRow {
+	t.Helper()
+	rows, err := openSQLite(t, path).QueryContext(t.Context(), `SELECT `+sel+` FROM `+table)
 	if err != nil {
 		t.Fatal(err)
 	}

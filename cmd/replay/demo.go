@@ -33,6 +33,8 @@ type demoOptions struct {
 	plan       string
 	records    int
 	partitions int32
+	// metricsAddr is --metrics-addr, as for run.
+	metricsAddr string
 }
 
 func (a *app) demoCmd() *cobra.Command {
@@ -49,6 +51,7 @@ func (a *app) demoCmd() *cobra.Command {
 	cmd.Flags().StringVar(&o.plan, "plan", o.plan, "plan to run against the embedded broker")
 	cmd.Flags().IntVar(&o.records, "records", o.records, "number of order events to seed")
 	cmd.Flags().Int32Var(&o.partitions, "partitions", o.partitions, "partitions of the orders topic")
+	cmd.Flags().StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics of the run at http://HOST:PORT/metrics while it runs")
 	return cmd
 }
 
@@ -81,11 +84,11 @@ func (a *app) demo(ctx context.Context, o demoOptions) error {
 	if err := os.Setenv("REPLAY_DEMO_BROKERS", sb.Addr); err != nil {
 		return err
 	}
-	p, err := loadPlanFile(o.plan)
+	p, err := a.loadPlanFile(o.plan)
 	if err != nil {
 		return err
 	}
-	rep, err := a.run(ctx, o.plan, runOptions{yes: true}) // the demo asks nothing: it writes to a scratch file
+	rep, err := a.run(ctx, o.plan, runOptions{yes: true, metricsAddr: o.metricsAddr}) // the demo asks nothing: it writes to a scratch file
 	if err != nil || rep == nil {
 		return err
 	}

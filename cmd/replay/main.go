@@ -71,14 +71,21 @@ func signalContext(notify func(string)) (context.Context, func()) {
 
 // app holds what every command shares: streams and the logger.
 type app struct {
-	stdout, stderr io.Writer
-	log            zerolog.Logger
-	logLevel       string
+	// stdout and stderr redact the secrets of the loaded plan (redact.go);
+	// rawStdout carries the records of a stdout sink as they are.
+	stdout, stderr       io.Writer
+	rawStdout, rawStderr io.Writer
+	secrets              *redactor
+	log                  zerolog.Logger
+	logLevel             string
 	// stopProfile ends a CPU profile started by --cpu-profile.
 	stopProfile func()
 	// jsonLogs is set when stderr gets JSON log lines (not a terminal): then
 	// every stderr line of a command is JSON, notices and the final error too.
 	jsonLogs atomic.Bool
+	// console is where log lines go on a terminal (nil otherwise): stderr,
+	// or above the bars of the progress display (progress.go).
+	console *consoleWriter
 	// exit is set by commands that decide their own exit code.
 	exit *int
 	// detailedExit is plan's --detailed-exitcode: 2 then means work to do,
@@ -87,7 +94,9 @@ type app struct {
 }
 
 func newApp(stdout, stderr io.Writer) *app {
-	return &app{stdout: stdout, stderr: stderr, log: zerolog.Nop()}
+	s := &redactor{}
+	return &app{stdout: redactWriter{stdout, s}, stderr: redactWriter{stderr, s}, rawStdout: stdout, rawStderr: stderr,
+		secrets: s, log: zerolog.Nop()}
 }
 
 func (a *app) root() *cobra.Command {
@@ -118,10 +127,11 @@ func (a *app) setupLog() error {
 		return usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", a.logLevel)}
 	}
 	var w io.Writer = a.stderr
-	f, ok := a.stderr.(*os.File)
+	f, ok := a.rawStderr.(*os.File)
 	terminal := ok && isatty.IsTerminal(f.Fd())
 	if terminal {
-		w = zerolog.ConsoleWriter{Out: f, TimeFormat: time.TimeOnly}
+		a.console = &consoleWriter{out: a.stderr}
+		w = zerolog.ConsoleWriter{Out: a.console, TimeFormat: time.TimeOnly}
 	}
 	a.log = zerolog.New(w).Level(lvl).With().Timestamp().Logger()
 	a.jsonLogs.Store(!terminal)
@@ -134,6 +144,10 @@ func (a *app) setupLog() error {
 func (a *app) notify(msg string) {
 	if a.jsonLogs.Load() {
 		a.noticeLog().Warn().Msg(msg)
+		return
+	}
+	if a.console != nil {
+		a.console.notice(msg) // above the progress bars, if drawn
 		return
 	}
 	fmt.Fprintf(a.stderr, "\n%s\n", msg)

@@ -18,7 +18,7 @@ import (
 // prepare loads the plan, connects and decides what a run would do; it
 // changes nothing.
 func (a *app) prepare(ctx context.Context, file string, opts runner.Options) (*runner.Job, *runner.Cluster, error) {
-	p, err := loadPlanFile(file)
+	p, err := a.loadPlanFile(file)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -40,8 +40,10 @@ func (a *app) prepare(ctx context.Context, file string, opts runner.Options) (*r
 
 // loadPlanFile loads a plan file. A file that cannot be read is a usage mistake
 // (exit 2, like an invalid plan and like validate), not a failed run (1).
-func loadPlanFile(file string) (*plan.Plan, error) {
+// From then on the plan's secrets are redacted from the output.
+func (a *app) loadPlanFile(file string) (*plan.Plan, error) {
 	p, err := plan.Load(file, plan.LoadOptions{})
+	a.remember(p)
 	var invalid *plan.InvalidError
 	if err != nil && !errors.As(err, &invalid) {
 		return nil, usageError{err}
@@ -149,6 +151,8 @@ type runOptions struct {
 	// terminal, where the user answers.
 	yes bool
 	in  io.Reader
+	// metricsAddr is --metrics-addr: serve Prometheus metrics there.
+	metricsAddr string
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -175,6 +179,7 @@ func (a *app) runCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&o.restart, "restart", false, "discard checkpoints of a previous, different version of this plan in the group and start over")
 	cmd.Flags().StringVar(&o.resolution, "resolution", "", "replay exactly the ranges of this resolution file (written by 'replay plan --out')")
 	cmd.Flags().StringVar(&o.report, "report", "", "write the run report as JSON to this file")
+	cmd.Flags().StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics of the run at http://HOST:PORT/metrics while it runs (port 0: any free port, logged)")
 	return cmd
 }
 
@@ -188,6 +193,14 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 		return nil, err
 	}
 	opts.Restart = o.restart
+	if a.console != nil {
+		opts.ProgressEvery = -1 // a terminal: the progress display replaces the log lines
+	}
+	metrics, err := listenMetrics(o.metricsAddr)
+	if err != nil {
+		return nil, err
+	}
+	defer metrics.stop()
 	job, c, err := a.prepare(ctx, file, opts)
 	if err != nil {
 		return nil, err
@@ -217,15 +230,21 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 			return nil, err
 		}
 		fmt.Fprintf(out, "nothing to do: plan %s already replayed every partition to its end (group %s); run 'replay reset' or use --restart to replay again\n", p.Name, p.Group)
-		return nil, writeReport(o.report, rep)
+		return nil, a.writeReport(o.report, rep)
 	}
 	a.log.Info().Str("plan", p.Name).Int64("offsets", job.Resolution.Total()).Msg("run started")
+	metrics.serve(a, job)
+	stopProgress := func() {}
+	if !job.NothingToDo() && a.showsProgress(p.Sink) {
+		stopProgress = a.showProgress(job)
+	}
 	rep, err := job.Run(ctx, sink)
+	stopProgress()
 	if rep != nil {
 		printReport(out, rep, sinkWhere(p.Sink))
 		read, written, skipped := rep.Totals()
 		a.log.Info().Str("plan", p.Name).Int64("read", read).Int64("written", written).Int64("skipped", skipped).Msg("run finished")
-		if werr := writeReport(o.report, rep); werr != nil {
+		if werr := a.writeReport(o.report, rep); werr != nil {
 			err = errors.Join(err, werr)
 		}
 	}
@@ -253,16 +272,16 @@ func (a *app) resultsOut(s plan.Sink) io.Writer {
 func (a *app) newSink(ctx context.Context, job *runner.Job) (sinks.Sink, error) {
 	p := job.Plan
 	if p.Sink.Type == "stdout" {
-		return sinks.NewStdout(a.stdout), nil
+		return sinks.NewStdout(a.rawStdout), nil // records are data: not redacted
 	}
-	return sinks.New(ctx, p.Sink, sinks.Options{Log: a.log, PlanName: p.Name, RunID: job.RunID()})
+	return sinks.New(ctx, p.Sink, sinks.Options{Log: a.log, PlanName: p.Name, RunID: job.RunID(), Group: p.Group, Fingerprint: job.Resolution.Fingerprint})
 }
 
-func writeReport(path string, rep *runner.Report) error {
+func (a *app) writeReport(path string, rep *runner.Report) error {
 	if path == "" {
 		return nil
 	}
-	return writeJSON(path, rep)
+	return a.writeRedactedJSON(path, rep)
 }
 
 func sinkWhere(s plan.Sink) string {
@@ -273,12 +292,4 @@ func sinkWhere(s plan.Sink) string {
 		return "postgres table " + s.Table
 	}
 	return s.Type
-}
-
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
 }

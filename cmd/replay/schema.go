@@ -52,6 +52,8 @@ const (
 	agoRe         = `(?:[0-9]+d(?:[0-9]+` + durationUnits + `)*|(?:[0-9]+` + durationUnits + `)+)\s+ago`
 	rfc3339Re     = `[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})`
 	timeRe        = `^\s*(?:now|` + rfc3339Re + `|-` + durationRe + `|` + agoRe + `)\s*$|` + envPattern
+	// columnFieldRe is a record field a column maps to (plan.ParseField).
+	columnFieldRe = `^(?:key|kafka_key|value|headers|timestamp|partition|offset|topic|value\..*\S.*|header\..+)$|` + envPattern
 )
 
 // scalarSchemas describe the plan types that decode themselves from YAML
@@ -84,6 +86,10 @@ var scalarSchemas = map[reflect.Type]func() schema{
 			schema{"type": "array", "items": schema{"type": "integer", "minimum": 0}, "minItems": 1, "uniqueItems": true},
 			envRef(),
 		}, "examples": []any{"all", []any{0, 3, 5}}}
+	},
+	reflect.TypeFor[plan.Columns](): func() schema {
+		return schema{"type": "object", "additionalProperties": schema{"type": "string", "pattern": columnFieldRe},
+			"examples": []any{schema{"order_id": "key", "customer_id": "value.customer.id", "trace_id": "header.trace-id", "event_time": "timestamp"}}}
 	},
 	reflect.TypeFor[plan.OffsetSpec](): func() schema {
 		return schema{"anyOf": []any{
@@ -131,7 +137,12 @@ var fieldSchemas = map[string]func() schema{
 		return schema{"type": "object", "additionalProperties": schema{"type": "string"},
 			"examples": []any{schema{"Authorization": "Bearer ${ORDERS_API_TOKEN}"}}}
 	},
-	"Sink.max_retries": func() schema { return numberOrEnv("integer", 0, 100) },
+	"Sink.max_retries":    func() schema { return numberOrEnv("integer", 0, 100) },
+	"Sink.format":         func() schema { return enumOrEnv("jsonl", "csv") },
+	"Sink.copy_threshold": func() schema { return numberOrEnv("integer", 1, 1000000) },
+	"Sink.checkpoint_table": func() schema {
+		return schema{"type": "string", "pattern": `^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$|` + envPattern, "examples": []any{"replay_checkpoints"}}
+	},
 }
 
 // fieldDocs are the descriptions editors show, keyed "Type.yaml_name".
@@ -184,23 +195,28 @@ var fieldDocs = map[string]string{
 	"Throttle.records_per_second": "Records per second across all partitions; 0 is unlimited.",
 	"Throttle.bytes_per_second":   "Bytes per second across all partitions, e.g. 5MiB; 0 is unlimited.",
 
-	"Sink.type":           "Sink type: file, postgres, sqlite, kafka, http or stdout.",
-	"Sink.path":           "Output file of a file sink (newline-delimited JSON, written atomically), or the database file of a sqlite sink.",
-	"Sink.dsn":            "PostgreSQL connection string; its password must come from the environment, e.g. dsn: ${ORDERS_DSN}.",
-	"Sink.table":          "Target table of a postgres or sqlite sink, [schema.]name.",
-	"Sink.on_conflict":    "postgres and sqlite: update (default: the replayed record wins) or ignore (the stored row wins).",
-	"Sink.create_table":   "postgres and sqlite: create the table with the default layout when it is missing.",
-	"Sink.key":            "Idempotency key: a Go template over the record, e.g. '{{ .Value.id }}'; default <topic>/<partition>/<offset>. The kafka sink's message key; the http sink's idempotency_key.",
-	"Sink.batch_size":     "Largest number of records per durable write, and so between two commits (default 1000); an http sink posts at most this many per request.",
-	"Sink.brokers":        "kafka: bootstrap brokers of the target cluster (the source cluster or another), host:port; or one ${VAR} holding a comma-separated list.",
-	"Sink.topic":          "kafka: the topic to produce to; it must exist.",
-	"Sink.tls":            "kafka: encrypted connection to the target cluster (independent of the source's).",
-	"Sink.sasl":           "kafka: authentication to the target cluster (independent of the source's): PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.",
-	"Sink.keep_partition": "kafka: produce each record to the partition numbered as its source partition (mirroring; the target needs at least as many partitions) instead of hashing the key.",
-	"Sink.url":            "http: the endpoint each batch is POSTed to as a JSON array.",
-	"Sink.headers":        "http: headers sent with every request; credentials (Authorization, tokens, API keys) must come from the environment, e.g. Authorization: \"Bearer ${ORDERS_API_TOKEN}\".",
-	"Sink.max_retries":    "http: retries of a request after a network error, 5xx, 408 or 429 (default 8; 0 never retries).",
-	"Sink.max_retry_wait": "http: longest wait between two attempts, from the exponential backoff or from Retry-After (default 1m).",
+	"Sink.type":             "Sink type: file, postgres, sqlite, kafka, http or stdout.",
+	"Sink.path":             "Output file of a file sink (written atomically; with per_partition a pattern holding {partition}, e.g. out/orders-{partition}.csv), or the database file of a sqlite sink.",
+	"Sink.dsn":              "PostgreSQL connection string; its password must come from the environment, e.g. dsn: ${ORDERS_DSN}.",
+	"Sink.table":            "Target table of a postgres or sqlite sink, [schema.]name.",
+	"Sink.on_conflict":      "postgres and sqlite: update (default: the replayed record wins) or ignore (the stored row wins).",
+	"Sink.create_table":     "postgres and sqlite: create the table when it is missing: the default layout (key, topic, partition, offset, timestamp, value, headers), or the columns, typed after their fields (text; jsonb for value and headers; timestamptz; int and bigint for partition and offset) with the key column as primary key.",
+	"Sink.columns":          "postgres, sqlite and csv files: map column names to record fields, in order: key (the idempotency key), kafka_key, value (JSON), value.<path> (a gjson path into a JSON value, e.g. value.customer.id; NULL when missing), header.<name> (the header's last value), headers (JSON), timestamp, partition, offset, topic. A database sink must map key to one column, its unique key; unset, the default layout.",
+	"Sink.checkpoint_table": "postgres and sqlite: table (created when missing) where every write also records, in the same transaction, the partition's next offset for the group with the plan fingerprint; a resume starts from the later of it and the Kafka commit, so a failed commit re-writes nothing. Not used with on_error: dead_letter.",
+	"Sink.copy_threshold":   "postgres: batches of more rows than this are loaded with COPY into a temporary table, then upserted from it in the same transaction (default 1000).",
+	"Sink.format":           "file: jsonl (default: one JSON object per record) or csv (a header row, then one row per record with the columns; RFC 4180 quoting, LF line ends, NULL as an empty field).",
+	"Sink.per_partition":    "file: write one file per partition (path holds {partition}), each published atomically when the run completes.",
+	"Sink.key":              "Idempotency key: a Go template over the record, e.g. '{{ .Value.id }}'; default <topic>/<partition>/<offset>. The kafka sink's message key; the http sink's idempotency_key; the column mapped to key.",
+	"Sink.batch_size":       "Largest number of records per durable write, and so between two commits (default 1000); an http sink posts at most this many per request.",
+	"Sink.brokers":          "kafka: bootstrap brokers of the target cluster (the source cluster or another), host:port; or one ${VAR} holding a comma-separated list.",
+	"Sink.topic":            "kafka: the topic to produce to; it must exist.",
+	"Sink.tls":              "kafka: encrypted connection to the target cluster (independent of the source's).",
+	"Sink.sasl":             "kafka: authentication to the target cluster (independent of the source's): PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.",
+	"Sink.keep_partition":   "kafka: produce each record to the partition numbered as its source partition (mirroring; the target needs at least as many partitions) instead of hashing the key.",
+	"Sink.url":              "http: the endpoint each batch is POSTed to as a JSON array.",
+	"Sink.headers":          "http: headers sent with every request; credentials (Authorization, tokens, API keys) must come from the environment, e.g. Authorization: \"Bearer ${ORDERS_API_TOKEN}\".",
+	"Sink.max_retries":      "http: retries of a request after a network error, 5xx, 408 or 429 (default 8; 0 never retries).",
+	"Sink.max_retry_wait":   "http: longest wait between two attempts, from the exponential backoff or from Retry-After (default 1m).",
 }
 
 // required lists the fields each struct must have; Window and Sink get
@@ -225,8 +241,10 @@ var objectRules = map[string]func(schema){
 			return schema{"if": schema{"properties": schema{"type": schema{"const": typ}}, "required": []any{"type"}},
 				"then": schema{"required": fields}}
 		}
+		csvNeedsColumns := schema{"if": schema{"properties": schema{"format": schema{"const": "csv"}}, "required": []any{"format"}},
+			"then": schema{"required": []any{"columns"}}}
 		s["allOf"] = []any{needs("file", "path"), needs("postgres", "dsn", "table"), needs("sqlite", "path", "table"),
-			needs("kafka", "brokers", "topic"), needs("http", "url")}
+			needs("kafka", "brokers", "topic"), needs("http", "url"), csvNeedsColumns}
 	},
 }
 

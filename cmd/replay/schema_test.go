@@ -73,7 +73,8 @@ func TestSchemaNamesEveryPlanField(t *testing.T) {
 				t.Errorf("%s has no description: add %q to fieldDocs", field, typ.Name()+"."+name)
 			}
 			ft := f.Type
-			for ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Slice {
+			// A self-decoding slice (plan.Columns) has its own schema.
+			for (ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Slice) && !reflect.PointerTo(ft).Implements(yamlUnmarshaler) {
 				ft = ft.Elem()
 			}
 			switch {
@@ -175,6 +176,11 @@ func TestSchemaRejects(t *testing.T) {
 		{"batch size 0", "path: out.jsonl}", "path: out.jsonl, batch_size: 0}"},
 		{"max_errors as a fraction", "group: replay.schema-test\n", "group: replay.schema-test\non_error: skip\nmax_errors: 0.01\n"},
 		{"negative max_errors", "group: replay.schema-test\n", "group: replay.schema-test\non_error: skip\nmax_errors: -1\n"},
+		{"csv without columns", "path: out.jsonl}", "path: out.csv, format: csv}"},
+		{"unknown format", "path: out.jsonl}", "path: out.csv, format: parquet}"},
+		{"unknown column field", "path: out.jsonl}", "path: out.csv, format: csv, columns: {o: ofset}}"},
+		{"columns as a list", "path: out.jsonl}", "path: out.csv, format: csv, columns: [offset]}"},
+		{"copy_threshold 0", "type: file, path: out.jsonl}", "type: postgres, dsn: '${DSN}', table: t, copy_threshold: 0}"},
 	} {
 		doc := strings.Replace(schemaTestPlan, tc.old, tc.new, 1)
 		if doc == schemaTestPlan {

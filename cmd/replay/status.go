@@ -71,6 +71,7 @@ func (a *app) loadAndConnect(ctx context.Context, file string) (*plan.Plan, *run
 // file that cannot be read is a usage mistake (exit 2), as for run.
 func (a *app) loadPlan(file string) (*plan.Plan, error) {
 	p, err := plan.Load(file, plan.LoadOptions{})
+	a.remember(p)
 	var invalid *plan.InvalidError
 	if err != nil && !errors.As(err, &invalid) {
 		return nil, usageError{err}

@@ -77,7 +77,7 @@ const (
 )
 
 func (a *app) test(file string, o testCmdOptions) error {
-	p, err := loadPlanFile(file)
+	p, err := a.loadPlanFile(file)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/replay-tool/replay/runner"
+)
+
+// progressCollector exports a run's progress to Prometheus. It reads
+// Job.Progress at each scrape: the run pays nothing between scrapes, and
+// nothing is registered globally.
+type progressCollector struct {
+	progress func() runner.Snapshot
+	read, written, skipped,
+	committed, end, remaining, done *prometheus.Desc
+}
+
+func newProgressCollector(job *runner.Job) *progressCollector {
+	labels := prometheus.Labels{"plan": job.Plan.Name, "topic": job.Resolution.Topic, "group": job.Plan.Group}
+	desc := func(name, help string, variable ...string) *prometheus.Desc {
+		return prometheus.NewDesc("replay_"+name, help, variable, labels)
+	}
+	return &progressCollector{
+		progress:  job.Progress,
+		read:      desc("records_read_total", "Records of the ranges delivered by the broker."),
+		written:   desc("records_written_total", "Records written to the sink."),
+		skipped:   desc("records_skipped_total", "Records not written, by reason (filtered, outside-window, dead-lettered, and under on_error: skip the error).", "reason"),
+		committed: desc("committed_offset", "Next offset to read: every offset below it is durable in the sink and committed to the replay group.", "partition"),
+		end:       desc("end_offset", "End of the partition's range (exclusive).", "partition"),
+		remaining: desc("remaining_offsets", "Offsets of the partition's range not yet replayed.", "partition"),
+		done:      desc("partition_done", "1 when the partition reached the end of its range.", "partition"),
+	}
+}
+
+func (c *progressCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.read, c.written, c.skipped, c.committed, c.end, c.remaining, c.done} {
+		ch <- d
+	}
+}
+
+func (c *progressCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.progress()
+	ch <- prometheus.MustNewConstMetric(c.read, prometheus.CounterValue, float64(s.Read))
+	ch <- prometheus.MustNewConstMetric(c.written, prometheus.CounterValue, float64(s.Written))
+	for reason, n := range s.Skipped {
+		ch <- prometheus.MustNewConstMetric(c.skipped, prometheus.CounterValue, float64(n), reason)
+	}
+	for _, p := range s.Partitions {
+		part := strconv.Itoa(int(p.Partition))
+		done := 0.0
+		if p.Done {
+			done = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.committed, prometheus.GaugeValue, float64(p.Next), part)
+		ch <- prometheus.MustNewConstMetric(c.end, prometheus.GaugeValue, float64(p.End), part)
+		ch <- prometheus.MustNewConstMetric(c.remaining, prometheus.GaugeValue, float64(p.Remaining()), part)
+		ch <- prometheus.MustNewConstMetric(c.done, prometheus.GaugeValue, done, part)
+	}
+}
+
+// metricsServer serves /metrics for one run (--metrics-addr).
+type metricsServer struct {
+	ln  net.Listener
+	srv *http.Server
+	wg  sync.WaitGroup
+}
+
+// listenMetrics opens addr before anything runs: an address that cannot
+// be bound is a usage mistake (exit 2). Without addr it returns nil.
+func listenMetrics(addr string) (*metricsServer, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--metrics-addr: %w", err)}
+	}
+	return &metricsServer{ln: ln}, nil
+}
+
+// serve starts serving job's metrics, from a goroutine that stop waits for.
+func (m *metricsServer) serve(a *app, job *runner.Job) {
+	if m == nil {
+		return
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newProgressCollector(job), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	a.log.Info().Str("url", "http://"+m.ln.Addr().String()+"/metrics").Msg("serving Prometheus metrics")
+	m.wg.Go(func() {
+		if err := m.srv.Serve(m.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error().Err(err).Msg("metrics server failed")
+		}
+	})
+}
+
+// stop shuts the server down (scrapes in flight finish) and waits for it,
+// or closes the listener when it never served.
+func (m *metricsServer) stop() {
+	if m == nil {
+		return
+	}
+	if m.srv == nil {
+		m.ln.Close()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := m.srv.Shutdown(ctx); err != nil {
+		m.srv.Close()
+	}
+	m.wg.Wait()
+}

@@ -1,0 +1,243 @@
+package plan
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Redacted is what a secret is replaced with in messages and output.
+const Redacted = "xxxxx"
+
+// minSecretLen is the shortest value treated as a secret when redacting:
+// replacing a shorter one would garble unrelated text (offsets, words) and
+// protects nothing, a secret that short being guessable anyway.
+const minSecretLen = 4
+
+// Secrets returns the values of the plan's secret settings, as expanded
+// from the environment: the SASL passwords of the source and of a kafka
+// sink, DSN passwords, credential headers (see Sink.Secrets) and the value
+// of each ${VAR} a credential header was built from. They are what the
+// command line redacts from everything it prints, a last line of defence
+// behind messages that never quote them in the first place.
+func (p *Plan) Secrets() []string {
+	out := []string{p.Source.SASL.Password}
+	out = append(out, p.Sink.Secrets()...)
+	out = append(out, p.envSecrets("sink", &p.Sink)...)
+	if p.DeadLetter != nil {
+		out = append(out, p.DeadLetter.Secrets()...)
+		out = append(out, p.envSecrets("dead_letter", p.DeadLetter)...)
+	}
+	return secretList(out)
+}
+
+// envSecrets returns the parts of s's credential headers that came from a
+// ${VAR}: "S3cr3t" in Authorization: "Bearer ${TOKEN}".
+func (p *Plan) envSecrets(field string, s *Sink) []string {
+	var out []string
+	for name, val := range s.Headers {
+		if raw, ok := p.envRaw[field+".headers."+name]; ok && IsSecretHeader(name) {
+			out = append(out, envParts(raw, val)...)
+		}
+	}
+	return out
+}
+
+// envParts returns the values the ${VAR}s of raw took in expanded.
+func envParts(raw, expanded string) []string {
+	var re strings.Builder
+	re.WriteString("^")
+	last := 0
+	for _, m := range envRef.FindAllStringIndex(raw, -1) {
+		re.WriteString(regexp.QuoteMeta(raw[last:m[0]]) + "(.*?)")
+		last = m[1]
+	}
+	re.WriteString(regexp.QuoteMeta(raw[last:]) + "$")
+	m := regexp.MustCompile(re.String()).FindStringSubmatch(expanded)
+	if m == nil {
+		return nil
+	}
+	return m[1:]
+}
+
+// Secrets returns the values of the sink's secret settings: the SASL
+// password, the DSN's password, the values of credential headers (and the
+// credentials after an auth scheme: the token of "Bearer <token>", the
+// password of "Basic <base64>"), the password in the URL's user info and
+// the values of credential query parameters (token=, api_key=, ...).
+func (s Sink) Secrets() []string {
+	out := []string{s.SASL.Password}
+	if pw, ok := dsnPassword(s.DSN); ok {
+		out = append(out, pw)
+	}
+	for name, val := range s.Headers {
+		if IsSecretHeader(name) {
+			out = append(out, headerSecrets(val)...)
+		}
+	}
+	if u, err := url.Parse(s.URL); err == nil && s.URL != "" {
+		if pw, ok := u.User.Password(); ok {
+			out = append(out, pw)
+		}
+		for name, vals := range u.Query() {
+			if secretQueryRe.MatchString(name) {
+				out = append(out, vals...)
+			}
+		}
+	} else if m := urlUserinfo.FindStringSubmatch(s.URL); m != nil {
+		if _, pw, ok := strings.Cut(m[1], ":"); ok {
+			out = append(out, pw)
+		}
+	}
+	return secretList(out)
+}
+
+// IsSecretHeader reports whether an HTTP header of this name carries
+// credentials (Authorization, Cookie, X-Api-Key, ...): its value must come
+// from the environment and is redacted wherever replay prints.
+func IsSecretHeader(name string) bool { return secretHeaderRe.MatchString(name) }
+
+func headerSecrets(val string) []string {
+	out := []string{val}
+	scheme, cred, ok := strings.Cut(strings.TrimSpace(val), " ")
+	if !ok {
+		return out
+	}
+	cred = strings.TrimSpace(cred)
+	out = append(out, cred)
+	if strings.EqualFold(scheme, "Basic") {
+		if b, err := base64.StdEncoding.DecodeString(cred); err == nil {
+			if _, pw, ok := strings.Cut(string(b), ":"); ok {
+				out = append(out, pw)
+			}
+		}
+	}
+	return out
+}
+
+// secretList drops the values too short to redact and duplicates, and adds
+// the spellings a secret takes once unescaped from a URL or DSN.
+func secretList(in []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(s string) {
+		if len(s) >= minSecretLen && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	for _, s := range in {
+		add(s)
+		if u, err := url.PathUnescape(s); err == nil {
+			add(u)
+		}
+		if u, err := url.QueryUnescape(s); err == nil {
+			add(u)
+		}
+	}
+	return out
+}
+
+// Redactor replaces secrets in text with Redacted. The zero value and a
+// nil *Redactor replace nothing. It is safe for concurrent use.
+type Redactor struct {
+	r *strings.Replacer
+}
+
+// NewRedactor returns a Redactor for secrets (values shorter than 4
+// characters are left alone). Each is also matched as it is spelled
+// escaped in a URL, in a Go quoted string (%q) and in a JSON string.
+func NewRedactor(secrets ...string) *Redactor {
+	seen := map[string]bool{}
+	var forms []string
+	for _, s := range secrets {
+		if len(s) < minSecretLen {
+			continue
+		}
+		for _, f := range spellings(s) {
+			if f != "" && !seen[f] {
+				seen[f] = true
+				forms = append(forms, f)
+			}
+		}
+	}
+	if len(forms) == 0 {
+		return nil
+	}
+	// strings.Replacer tries the pairs in argument order at each position:
+	// longest first, so that a secret containing another goes whole.
+	sort.SliceStable(forms, func(i, j int) bool { return len(forms[i]) > len(forms[j]) })
+	pairs := make([]string, 0, 2*len(forms))
+	for _, f := range forms {
+		pairs = append(pairs, f, Redacted)
+	}
+	return &Redactor{r: strings.NewReplacer(pairs...)}
+}
+
+func spellings(s string) []string {
+	jsonInner := func(html bool) string {
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(html)
+		_ = enc.Encode(s)
+		return strings.TrimSuffix(strings.TrimSuffix(b.String(), "\n"), `"`)[1:]
+	}
+	quoted := strconv.Quote(s)
+	userinfo := strings.TrimPrefix(url.UserPassword("", s).String(), ":")
+	return []string{s, url.QueryEscape(s), url.PathEscape(s), userinfo, quoted[1 : len(quoted)-1], jsonInner(true), jsonInner(false)}
+}
+
+// String returns s with every secret replaced by Redacted.
+func (r *Redactor) String(s string) string {
+	if r == nil || r.r == nil {
+		return s
+	}
+	return r.r.Replace(s)
+}
+
+// Problems returns ps with every secret in their messages replaced.
+func (r *Redactor) Problems(ps []Problem) []Problem {
+	if r == nil {
+		return ps
+	}
+	for i := range ps {
+		ps[i].Message = r.String(ps[i].Message)
+	}
+	return ps
+}
+
+// urlErrorReason is why url.Parse refused raw, without the URL, which may
+// hold credentials; with user info in raw, also without the part of it the
+// reason quotes (an escape, a port), which may be a piece of the password.
+func urlErrorReason(raw string, err error) string {
+	msg := err.Error()
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		msg = ue.Err.Error()
+	}
+	if strings.Contains(raw, "@") {
+		msg = quotedRe.ReplaceAllString(msg, "(not shown)")
+	}
+	return msg
+}
+
+var quotedRe = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// redactedURL is u for messages: its password and the values of its query
+// parameters replaced by Redacted (url.URL.Redacted keeps the query).
+func redactedURL(u *url.URL) string {
+	c := *u
+	if c.RawQuery != "" {
+		q := c.Query()
+		for name := range q {
+			q[name] = []string{Redacted}
+		}
+		c.RawQuery = q.Encode()
+	}
+	return c.Redacted()
+}

@@ -1,0 +1,228 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/tidwall/gjson"
+
+	"github.com/replay-tool/replay/sinks"
+)
+
+// Job.Progress read while Run runs (from the sink and from another
+// goroutine, under -race) only grows, and once Run returned it equals the
+// report: interrupted half-way and run to the end.
+func TestProgressSnapshot(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		interrupt int64 // cancel at this sink write; 0: never
+	}{
+		{name: "interrupted", interrupt: 6},
+		{name: "complete"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := newTestCluster(t, 3, "orders")
+			seed(t, sb, "orders", 6000, t0, time.Hour)
+			p, out := filePlan(t, sb, timeWindow(t0.Add(5*time.Minute), t0.Add(55*time.Minute)))
+			p.Filter = `value.status != "cancelled"` // some records skipped as filtered
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			job, err := Prepare(ctx, connect(t, p), p, testOptions(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := job.Progress()
+			if !before.Started.IsZero() || before.Written != 0 || before.Replayed != 0 || before.Offsets != job.Resolution.Total() || len(before.Partitions) != 3 {
+				t.Fatalf("progress before the run: %+v", before)
+			}
+
+			var mu sync.Mutex
+			snaps := []Snapshot{before}
+			record := func() {
+				s := job.Progress()
+				mu.Lock()
+				snaps = append(snaps, s)
+				mu.Unlock()
+			}
+			stop, polled := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(polled)
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(time.Millisecond):
+						record()
+					}
+				}
+			}()
+			fs, err := sinks.NewFile(out, job.RunID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fs.Close()
+			rep, err := job.Run(ctx, &hookSink{Sink: fs, fn: func(n int64, _ []sinks.Record) error {
+				record()
+				if n == tc.interrupt {
+					cancel()
+				}
+				return nil
+			}})
+			close(stop)
+			<-polled
+			if tc.interrupt != 0 && !errors.Is(err, ErrInterrupted) {
+				t.Fatalf("want ErrInterrupted, got %v", err)
+			}
+			if tc.interrupt == 0 && err != nil {
+				t.Fatal(err)
+			}
+			final := job.Progress()
+			snaps = append(snaps, final)
+
+			mid := 0
+			for i := 1; i < len(snaps); i++ {
+				if msg := shrunk(snaps[i-1], snaps[i]); msg != "" {
+					t.Fatalf("snapshot %d after %d: %s\n%+v\n%+v", i, i-1, msg, snaps[i-1], snaps[i])
+				}
+				if snaps[i].Written > 0 && snaps[i].Written < final.Written {
+					mid++
+				}
+			}
+			if mid == 0 {
+				t.Errorf("no snapshot saw the run in progress (%d snapshots)", len(snaps))
+			}
+
+			read, written, skipped := rep.Totals()
+			if final.Read != read || final.Written != written || sum(final.Skipped) != skipped || final.Started != rep.Started {
+				t.Errorf("final snapshot totals read %d written %d skipped %d, report %d %d %d", final.Read, final.Written, sum(final.Skipped), read, written, skipped)
+			}
+			if final.Skipped["filtered"] == 0 {
+				t.Errorf("the filter skipped nothing: %+v", final.Skipped)
+			}
+			remaining := int64(0)
+			for i, pr := range rep.Partitions {
+				ps := final.Partitions[i]
+				want := PartitionSnapshot{Partition: pr.Partition, Start: pr.Start, End: pr.End, From: pr.From, Next: pr.Next,
+					Read: pr.Read, Written: pr.Written, Skipped: pr.Skipped, Done: pr.Done}
+				if !equalSnapshot(ps, want) {
+					t.Errorf("partition %d: snapshot %+v, report %+v", pr.Partition, ps, want)
+				}
+				remaining += pr.End - pr.Next
+			}
+			if final.Remaining != remaining || final.Done != (remaining == 0) || (tc.interrupt != 0) != (remaining > 0) {
+				t.Errorf("final snapshot: remaining %d done %v, the report leaves %d", final.Remaining, final.Done, remaining)
+			}
+		})
+	}
+}
+
+// shrunk says which counter of b is below a's, if any.
+func shrunk(a, b Snapshot) string {
+	switch {
+	case b.Read < a.Read, b.Written < a.Written, b.Replayed < a.Replayed, sum(b.Skipped) < sum(a.Skipped), a.Done && !b.Done:
+		return "a total went back"
+	case len(a.Partitions) != len(b.Partitions):
+		return "the partitions changed"
+	case b.Remaining != b.Offsets-b.Replayed || b.Offsets != a.Offsets:
+		return "the offsets do not add up"
+	}
+	for i, pa := range a.Partitions {
+		pb := b.Partitions[i]
+		if pb.Partition != pa.Partition || pb.Next < pa.Next || pb.Read < pa.Read || pb.Written < pa.Written ||
+			sum(pb.Skipped) < sum(pa.Skipped) || pa.Done && !pb.Done || pb.Done && pb.Next < pb.End {
+			return fmt.Sprintf("partition %d went back", pa.Partition)
+		}
+	}
+	return ""
+}
+
+func sum(m map[string]int64) (n int64) {
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func equalSnapshot(a, b PartitionSnapshot) bool {
+	return a.Partition == b.Partition && a.Start == b.Start && a.End == b.End && a.From == b.From && a.Next == b.Next &&
+		a.Read == b.Read && a.Written == b.Written && maps.Equal(a.Skipped, b.Skipped) && a.Done == b.Done
+}
+
+// lockedBuffer is a bytes.Buffer for the concurrent writes of loggers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Without a progress display (stderr is not a terminal) the run logs its
+// totals every ProgressEvery; a negative ProgressEvery logs none.
+func TestProgressLogLines(t *testing.T) {
+	for _, every := range []time.Duration{50 * time.Millisecond, -1} {
+		name := "every " + every.String()
+		if every < 0 {
+			name = "none"
+		}
+		t.Run(name, func(t *testing.T) {
+			sb := newTestCluster(t, 2, "orders")
+			seed(t, sb, "orders", 1000, t0, time.Hour)
+			p := testPlan(t, sb, fmt.Sprintf(`
+version: 1
+name: test-plan
+source: {brokers: ["%%ADDR%%"], topic: orders}
+group: replay.test
+window: {offsets: {0: {from: earliest, to: latest}, 1: {from: earliest, to: latest}}}
+throttle: {records_per_second: 2500}
+sink: {type: file, path: %s, batch_size: 50}
+`, filepath.Join(t.TempDir(), "out.jsonl")))
+			var logs lockedBuffer
+			opts := Options{Log: zerolog.New(&logs), ProgressEvery: every}
+			job, err := Prepare(context.Background(), connect(t, p), p, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fs, err := sinks.NewFile(p.Sink.Path, job.RunID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fs.Close()
+			if _, err := job.Run(context.Background(), fs); err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+				if gjson.Get(l, "message").String() != "progress" {
+					continue
+				}
+				n++
+				if gjson.Get(l, "offsets_total").Int() != 1000 || !gjson.Get(l, "written").Exists() ||
+					!gjson.Get(l, "offsets_done").Exists() || !gjson.Get(l, "records_per_second").Exists() {
+					t.Errorf("progress line: %s", l)
+				}
+			}
+			if (every > 0) != (n > 0) {
+				t.Errorf("ProgressEvery %s: %d progress lines\n%s", every, n, logs.String())
+			}
+		})
+	}
+}

@@ -1,0 +1,235 @@
+package sinks_test
+
+import (
+	"database/sql"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/sinktest"
+)
+
+// mappedColumns holds every field under a name of its own, in an order
+// unlike the default layout's.
+var mappedColumns = plan.Columns{
+	{Name: "src_offset", Field: "offset"},
+	{Name: "id", Field: "key"},
+	{Name: "doc", Field: "value"},
+	{Name: "customer", Field: "value.customer.id"},
+	{Name: "trace", Field: "header.trace"},
+	{Name: "kafka_key", Field: "kafka_key"},
+	{Name: "src_topic", Field: "topic"},
+	{Name: "src_partition", Field: "partition"},
+	{Name: "ts", Field: "timestamp"},
+	{Name: "hdrs", Field: "headers"},
+}
+
+// A mapped table passes the conformance suite, under COPY too.
+func TestPostgresColumnsConformance(t *testing.T) {
+	dsn := testDSN(t)
+	const sel = `src_topic, src_partition, src_offset, ts, doc::text, hdrs::text`
+	t.Run("arrays", func(t *testing.T) { sinktest.Run(t, &pgHarness{dsn: dsn, columns: mappedColumns, contents: sel}) })
+	t.Run("copy", func(t *testing.T) {
+		sinktest.Run(t, &pgHarness{dsn: dsn, columns: mappedColumns, contents: sel, copyThreshold: 1})
+	})
+}
+
+func TestSQLiteColumnsConformance(t *testing.T) {
+	sinktest.Run(t, &sqliteHarness{columns: mappedColumns})
+}
+
+// columnRecords exercise each field: paths that exist, are missing, are
+// null, select objects and numbers; repeated and absent headers; absent
+// keys, a value that is not JSON and a tombstone.
+func columnRecords() []sinks.Record {
+	r1 := rec(0, 1, "k-1", `{"customer":{"id":"c-7"},"n":1}`)
+	r1.Headers = []sinks.Header{{Key: "trace", Value: []byte("a")}, {Key: "trace", Value: []byte("b\xff")}}
+	r2 := rec(0, 2, "", `{"customer":{"id":12345678901234567890}}`)
+	r3 := rec(0, 3, "k-3", `{"customer":null}`)
+	r3.Headers = []sinks.Header{{Key: "trace"}}
+	r4 := rec(0, 4, "k-4", `not json`)
+	r5 := rec(0, 5, "k-5", "")
+	r6 := rec(0, 6, "k-6", `{"customer":{"id":{"a":[1, 2]}}}`)
+	return []sinks.Record{r1, r2, r3, r4, r5, r6}
+}
+
+// columnWant is what columnRecords leave in the mapped columns customer,
+// trace and kafka_key ("NULL" for NULL), by offset.
+var columnWant = map[int64][3]string{
+	1: {"c-7", "b\ufffd", "k-1"},
+	2: {"12345678901234567890", "NULL", "NULL"},
+	3: {"NULL", "NULL", "k-3"},
+	4: {"NULL", "NULL", "k-4"},
+	5: {"NULL", "NULL", "k-5"},
+	6: {`{"a":[1, 2]}`, "NULL", "k-6"},
+}
+
+func TestPostgresColumnsFields(t *testing.T) {
+	dsn := testDSN(t)
+	table := newTable(t, dsn)
+	s := newPostgres(t, sinks.PostgresConfig{DSN: dsn, Table: table, CreateTable: true, Columns: mappedColumns})
+	mustWrite(t, s, columnRecords()...)
+	conn := pgConn(t, dsn)
+	rows, err := conn.Query(t.Context(), `SELECT src_offset, customer, trace, kafka_key, id, ts FROM `+pgx.Identifier{table}.Sanitize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		var off int64
+		var customer, trace, kkey *string
+		var id string
+		var ts time.Time
+		if err := rows.Scan(&off, &customer, &trace, &kkey, &id, &ts); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if got := [3]string{deref(customer), deref(trace), deref(kkey)}; got != columnWant[off] {
+			t.Errorf("offset %d: customer, trace, kafka_key = %q, want %q", off, got, columnWant[off])
+		}
+		if id != "orders/0/"+itoa(off) || !ts.Equal(rec(0, off, "", "").Time) {
+			t.Errorf("offset %d: id %q, ts %v", off, id, ts)
+		}
+	}
+	if err := rows.Err(); err != nil || n != len(columnWant) {
+		t.Fatalf("%d rows (%v), want %d", n, err, len(columnWant))
+	}
+	// create_table types the columns after their fields, the key column
+	// as the primary key.
+	types := map[string]string{}
+	trows, err := conn.Query(t.Context(), `SELECT column_name, data_type, is_nullable FROM information_schema.columns WHERE table_name = $1`, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for trows.Next() {
+		var name, typ, null string
+		if err := trows.Scan(&name, &typ, &null); err != nil {
+			t.Fatal(err)
+		}
+		types[name] = typ + " " + null
+	}
+	for col, want := range map[string]string{
+		"id": "text NO", "src_offset": "bigint NO", "src_partition": "integer NO", "ts": "timestamp with time zone NO",
+		"doc": "jsonb YES", "hdrs": "jsonb NO", "customer": "text YES", "trace": "text YES", "kafka_key": "text YES", "src_topic": "text NO",
+	} {
+		if types[col] != want {
+			t.Errorf("column %s: %q, want %q", col, types[col], want)
+		}
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// A table made by hand with other types (numeric, a varchar, an int key)
+// takes the mapped text fields: each value is cast to its column's type,
+// through COPY as through arrays.
+func TestPostgresColumnsCastToDeclaredTypes(t *testing.T) {
+	dsn := testDSN(t)
+	conn := pgConn(t, dsn)
+	for _, threshold := range []int{1, 1000} {
+		table := newTable(t, dsn)
+		if _, err := conn.Exec(t.Context(), `CREATE TABLE `+pgx.Identifier{table}.Sanitize()+` (
+	serial_id bigint GENERATED ALWAYS AS IDENTITY,
+	order_id bigint PRIMARY KEY,
+	amount numeric(10,2) NOT NULL,
+	status varchar(20),
+	raw json,
+	written_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			t.Fatal(err)
+		}
+		keyer, err := sinks.NewKeyer("{{ .Value.id }}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newPostgres(t, sinks.PostgresConfig{DSN: dsn, Table: table, Keyer: keyer, CopyThreshold: threshold, Columns: plan.Columns{
+			{Name: "order_id", Field: "key"}, {Name: "amount", Field: "value.amount"}, {Name: "status", Field: "value.status"}}})
+		mustWrite(t, s, rec(0, 1, "", `{"id":7,"amount":12.5,"status":"paid"}`), rec(0, 2, "", `{"id":8,"amount":"3","status":null}`))
+		var sum float64
+		var n int
+		if err := conn.QueryRow(t.Context(), `SELECT sum(amount)::float8, count(status) FROM `+pgx.Identifier{table}.Sanitize()).Scan(&sum, &n); err != nil {
+			t.Fatal(err)
+		}
+		if sum != 15.5 || n != 1 {
+			t.Errorf("threshold %d: sum(amount) %v, count(status) %d; want 15.5 and 1", threshold, sum, n)
+		}
+	}
+}
+
+// Mistakes in the mapping are found when the sink opens.
+func TestPostgresColumnsErrors(t *testing.T) {
+	dsn := testDSN(t)
+	table := newTable(t, dsn)
+	newPostgres(t, sinks.PostgresConfig{DSN: dsn, Table: table, CreateTable: true})
+	for _, tc := range []struct {
+		name string
+		cols plan.Columns
+		want string
+	}{
+		{"no key column", plan.Columns{{Name: "key", Field: "value"}}, "no column holds the idempotency key"},
+		{"unknown field", plan.Columns{{Name: "key", Field: "key"}, {Name: "value", Field: "vaule"}}, `unknown field "vaule"`},
+		{"column not in the table", plan.Columns{{Name: "key", Field: "key"}, {Name: "customer", Field: "value.customer"}}, `no column "customer" (the table has key, topic`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := sinks.NewPostgres(t.Context(), sinks.PostgresConfig{DSN: dsn, Table: table, Columns: tc.cols})
+			if err == nil {
+				s.Close()
+				t.Fatal("NewPostgres succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSQLiteColumnsFields(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db.sqlite")
+	s := newSQLite(t, sinks.SQLiteConfig{Path: path, Table: "orders", CreateTable: true, Columns: mappedColumns})
+	mustWrite(t, s, columnRecords()...)
+	db := openSQLite(t, path)
+	rows, err := db.QueryContext(t.Context(), `SELECT src_offset, customer, trace, kafka_key, id, ts FROM orders`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var off int64
+		var customer, trace, kkey sql.NullString
+		var id, ts string
+		if err := rows.Scan(&off, &customer, &trace, &kkey, &id, &ts); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		null := func(s sql.NullString) string {
+			if !s.Valid {
+				return "NULL"
+			}
+			return s.String
+		}
+		if got := [3]string{null(customer), null(trace), null(kkey)}; got != columnWant[off] {
+			t.Errorf("offset %d: customer, trace, kafka_key = %q, want %q", off, got, columnWant[off])
+		}
+		if want := rec(0, off, "", "").Time.Format("2006-01-02T15:04:05.000Z07:00"); id != "orders/0/"+itoa(off) || ts != want {
+			t.Errorf("offset %d: id %q, ts %q (want %q)", off, id, ts, want)
+		}
+	}
+	if n != len(columnWant) {
+		t.Fatalf("%d rows, want %d", n, len(columnWant))
+	}
+	var ddl string
+	if err := db.QueryRowContext(t.Context(), `SELECT sql FROM sqlite_master WHERE name = 'orders'`).Scan(&ddl); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"src_offset" INTEGER NOT NULL`, `"id" TEXT NOT NULL PRIMARY KEY`, `"customer" TEXT,`, `"ts" TEXT NOT NULL`} {
+		if !strings.Contains(ddl, want) {
+			t.Errorf("created table lacks %s:\n%s", want, ddl)
+		}
+	}
+}

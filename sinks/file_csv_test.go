@@ -1,0 +1,304 @@
+package sinks_test
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/sinktest"
+)
+
+// csvColumns are the columns a CSV conformance target stores: what
+// sinktest.Stored holds, plus a key column.
+var csvColumns = plan.Columns{
+	{Name: "id", Field: "key"}, {Name: "topic", Field: "topic"}, {Name: "partition", Field: "partition"},
+	{Name: "offset", Field: "offset"}, {Name: "timestamp", Field: "timestamp"}, {Name: "value", Field: "value"},
+	{Name: "headers", Field: "headers"},
+}
+
+// outputHarness runs the conformance suite on a file sink with a format
+// and per_partition: a target is a path (a pattern with per_partition).
+type outputHarness struct {
+	paths        sinktest.Targets[string]
+	format       string
+	perPartition bool
+}
+
+func (h *outputHarness) path(t *testing.T) string {
+	return h.paths.Get(t, func() string {
+		name := "orders." + h.format
+		if h.perPartition {
+			name = "orders-{partition}." + h.format
+		}
+		return filepath.Join(t.TempDir(), "out", name)
+	})
+}
+
+func (h *outputHarness) New(t *testing.T) sinks.Sink {
+	cfg := sinks.FileConfig{Path: h.path(t), RunID: "run-1", Format: h.format, PerPartition: h.perPartition}
+	if h.format == "csv" {
+		cfg.Columns = csvColumns
+	}
+	return newFileSink(t, cfg)
+}
+
+func newFileSink(t *testing.T, cfg sinks.FileConfig) *sinks.File {
+	t.Helper()
+	s, err := sinks.NewFileSink(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// files returns the output files: the path, or each partition's.
+func (h *outputHarness) files(t *testing.T) []string {
+	if !h.perPartition {
+		return []string{h.path(t)}
+	}
+	files, err := filepath.Glob(strings.ReplaceAll(h.path(t), "{partition}", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+func (h *outputHarness) Contents(t *testing.T) []string {
+	var out []string
+	for _, f := range h.files(t) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatalf("read output: %v", err)
+		}
+		var got []string
+		if h.format == "csv" {
+			got = storedCSV(t, data)
+		} else {
+			got = storedLines(t, data)
+		}
+		if h.perPartition {
+			p := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "orders-"), "."+h.format)
+			for _, s := range got {
+				if !strings.HasPrefix(s, "orders/"+p+"@") {
+					t.Errorf("%s holds %s", f, s)
+				}
+			}
+		}
+		out = append(out, got...)
+	}
+	return out
+}
+
+// storedCSV decodes a CSV output of csvColumns into Stored strings,
+// checking its header row.
+func storedCSV(t *testing.T, data []byte) []string {
+	t.Helper()
+	rows, err := csv.NewReader(strings.NewReader(string(data))).ReadAll()
+	if err != nil {
+		t.Fatalf("output is not CSV: %v", err)
+	}
+	if len(rows) == 0 || strings.Join(rows[0], ",") != "id,topic,partition,offset,timestamp,value,headers" {
+		t.Fatalf("header row %q", rows[:min(1, len(rows))])
+	}
+	var out []string
+	for _, r := range rows[1:] {
+		p, err1 := strconv.ParseInt(r[2], 10, 32)
+		o, err2 := strconv.ParseInt(r[3], 10, 64)
+		ts, err3 := time.Parse(time.RFC3339Nano, r[4])
+		if err := errors.Join(err1, err2, err3); err != nil {
+			t.Fatalf("row %q: %v", r, err)
+		}
+		if r[0] != r[1]+"/"+r[2]+"/"+r[3] {
+			t.Errorf("row %q: key %q", r, r[0])
+		}
+		s := sinktest.Stored{Topic: r[1], Partition: int32(p), Offset: o, Timestamp: ts, Value: json.RawMessage(r[5]), Headers: json.RawMessage(r[6])}
+		if r[5] == "" {
+			s.Value = json.RawMessage("null") // a tombstone: an empty field
+		}
+		out = append(out, s.String())
+	}
+	return out
+}
+
+func TestFileCSVConformance(t *testing.T) { sinktest.Run(t, &outputHarness{format: "csv"}) }
+
+func TestFilePerPartitionConformance(t *testing.T) {
+	t.Run("jsonl", func(t *testing.T) { sinktest.Run(t, &outputHarness{format: "jsonl", perPartition: true}) })
+	t.Run("csv", func(t *testing.T) { sinktest.Run(t, &outputHarness{format: "csv", perPartition: true}) })
+}
+
+// The CSV bytes: a header row, RFC 4180 quoting (commas, quotes, line
+// breaks, leading spaces), NULL as an empty field, invalid UTF-8 replaced,
+// LF line ends; the same bytes however the records were batched.
+func TestFileCSVBytes(t *testing.T) {
+	cols := plan.Columns{{Name: "offset", Field: "offset"}, {Name: "k", Field: "kafka_key"}, {Name: "status", Field: "value.status"},
+		{Name: "n", Field: "value.n"}, {Name: "trace id", Field: "header.trace"}, {Name: "ts", Field: "timestamp"}}
+	r1 := rec(0, 1, `a,"b"`, `{"status":"paid, \"late\"\nok","n":1.50}`)
+	r1.Headers = []sinks.Header{{Key: "trace", Value: []byte(" x\xff")}}
+	r2 := rec(0, 2, "", `not json`)
+	r3 := rec(1, 9, "k3", `{"status":null,"n":[1,{"a":2}]}`)
+	want := "offset,k,status,n,trace id,ts\n" +
+		"1,\"a,\"\"b\"\"\",\"paid, \"\"late\"\"\nok\",1.50,\" x\ufffd\",2026-11-03T10:00:00.001Z\n" +
+		"2,,,,,2026-11-03T10:00:00.002Z\n" +
+		"9,k3,,\"[1,{\"\"a\"\":2}]\",,2026-11-03T10:00:00.009Z\n"
+	for _, batched := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "out.csv")
+		s := newFileSink(t, sinks.FileConfig{Path: path, RunID: "r", Format: "csv", Columns: cols})
+		if batched {
+			mustWrite(t, s, r1, r2)
+		} else {
+			mustWrite(t, s, r1)
+			mustWrite(t, s, r2)
+		}
+		mustWrite(t, s, r3)
+		if err := s.Finish(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want {
+			t.Errorf("batched=%v:\n got %q\nwant %q", batched, got, want)
+		}
+	}
+}
+
+// An empty window leaves a CSV file with its header row only; with
+// per_partition, no file.
+func TestFileCSVEmptyWindow(t *testing.T) {
+	dir := t.TempDir()
+	cols := plan.Columns{{Name: "offset", Field: "offset"}}
+	s := newFileSink(t, sinks.FileConfig{Path: filepath.Join(dir, "out.csv"), RunID: "r", Format: "csv", Columns: cols})
+	if err := s.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "out.csv")); err != nil || string(got) != "offset\n" {
+		t.Errorf("output %q (%v), want the header row", got, err)
+	}
+	pp := newFileSink(t, sinks.FileConfig{Path: filepath.Join(dir, "p-{partition}.csv"), RunID: "r", Format: "csv", Columns: cols, PerPartition: true})
+	if err := pp.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "p-*")); len(files) != 0 {
+		t.Errorf("per_partition with no records wrote %v", files)
+	}
+}
+
+// A key column whose template fails on a record reports it, and nothing of
+// the batch is staged; without a key column the template is not run.
+func TestFileCSVKeyError(t *testing.T) {
+	keyer, err := sinks.NewKeyer("{{ .Value.id }}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	s := newFileSink(t, sinks.FileConfig{Path: filepath.Join(dir, "out.csv"), RunID: "r", Format: "csv", Keyer: keyer,
+		Columns: plan.Columns{{Name: "id", Field: "key"}, {Name: "offset", Field: "offset"}}})
+	err = s.Write(t.Context(), []sinks.Record{rec(0, 1, "", `{"id":1}`), rec(0, 2, "", `plain`)})
+	var re *sinks.RecordError
+	if !errors.As(err, &re) || re.Offset != 2 {
+		t.Fatalf("Write = %v, want a *RecordError for offset 2", err)
+	}
+	mustWrite(t, s, rec(0, 1, "", `{"id":1}`))
+	if err := s.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "out.csv")); string(got) != "id,offset\n1,1\n" {
+		t.Errorf("output %q", got)
+	}
+	nokey := newFileSink(t, sinks.FileConfig{Path: filepath.Join(dir, "nokey.csv"), RunID: "r", Format: "csv", Keyer: keyer,
+		Columns: plan.Columns{{Name: "offset", Field: "offset"}}})
+	mustWrite(t, nokey, rec(0, 2, "", `plain`))
+}
+
+// Each partition's file is published on its own; the others are left
+// alone, and a second Finish (after a crash during the first) publishes
+// the same files.
+func TestFilePerPartitionFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "{partition}", "orders.jsonl")
+	s := newFileSink(t, sinks.FileConfig{Path: path, RunID: "r", PerPartition: true})
+	mustWrite(t, s, rec(0, 1, "", `{}`), rec(0, 2, "", `{}`))
+	mustWrite(t, s, rec(5, 1, "", `{}`))
+	if err := s.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*", "orders.jsonl"))
+	slices.Sort(files)
+	if want := []string{filepath.Join(dir, "0", "orders.jsonl"), filepath.Join(dir, "5", "orders.jsonl")}; !slices.Equal(files, want) {
+		t.Fatalf("files %v, want %v", files, want)
+	}
+	if got := storedLines(t, mustRead(t, files[0])); len(got) != 2 {
+		t.Errorf("partition 0: %d lines, want 2", len(got))
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestFileConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		cfg  sinks.FileConfig
+		want string
+	}{
+		{"csv without columns", sinks.FileConfig{Format: "csv"}, "needs columns"},
+		{"columns with jsonl", sinks.FileConfig{Columns: plan.Columns{{Name: "o", Field: "offset"}}}, "csv format only"},
+		{"unknown format", sinks.FileConfig{Format: "parquet"}, `format "parquet"`},
+		{"unknown field", sinks.FileConfig{Format: "csv", Columns: plan.Columns{{Name: "o", Field: "ofset"}}}, `did you mean "offset"`},
+		{"per_partition without pattern", sinks.FileConfig{PerPartition: true}, "{partition}"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Path = filepath.Join(dir, "out")
+			_, err := sinks.NewFileSink(tc.cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("NewFileSink = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// Dead letters in a CSV file carry their reason in the header
+// replay-error, and the sink stays a Syncer so the runner fsyncs them
+// before committing past them.
+func TestFileCSVDeadLetters(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dead.csv")
+	s, err := sinks.NewDeadLetterSink(t.Context(), plan.Sink{Type: "file", Path: path, Format: "csv",
+		Columns: plan.Columns{{Name: "offset", Field: "offset"}, {Name: "error", Field: "header." + sinks.HeaderError}}}, sinks.Options{RunID: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sy, ok := s.(sinks.Syncer)
+	if !ok {
+		t.Fatal("the CSV dead-letter sink is not a Syncer")
+	}
+	mustWrite(t, s, sinks.DeadLetter(rec(0, 4, "", `x`), "key template: no id"))
+	if err := sy.Sync(t.Context(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(mustRead(t, path)); got != "offset,error\n4,key template: no id\n" {
+		t.Errorf("dead letters %q", got)
+	}
+}

@@ -1,0 +1,86 @@
+package sinks_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/sinktest"
+)
+
+// With a threshold of 1 every batch of two rows or more goes through COPY:
+// the conformance suite holds for that path too.
+func TestPostgresCopyConformance(t *testing.T) {
+	sinktest.Run(t, &pgHarness{dsn: testDSN(t), copyThreshold: 1})
+}
+
+// The same window written through COPY and through the upsert over arrays
+// leaves identical tables, with duplicate keys inside batches, under both
+// conflict policies, and re-delivered on top of what the other path wrote.
+func TestPostgresCopyAndArraysSameTable(t *testing.T) {
+	dsn := testDSN(t)
+	keyer, err := sinks.NewKeyer("{{ .Partition }}/{{ .Key }}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	window := sinktest.Window(40, 3)
+	for _, onConflict := range []string{"update", "ignore"} {
+		t.Run(onConflict, func(t *testing.T) {
+			tables := map[int]map[string]pgRow{}
+			for _, threshold := range []int{1, 100000} {
+				table := newTable(t, dsn)
+				s := newPostgres(t, sinks.PostgresConfig{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer,
+					OnConflict: onConflict, CopyThreshold: threshold})
+				for _, part := range window {
+					mustWrite(t, s, part...) // one batch per partition: keys repeat inside it
+				}
+				tables[threshold] = withoutXMin(readRows(t, dsn, table))
+				// The other path re-delivering the window changes nothing.
+				other := newPostgres(t, sinks.PostgresConfig{DSN: dsn, Table: table, Keyer: keyer,
+					OnConflict: onConflict, CopyThreshold: 100001 - threshold})
+				for _, part := range window {
+					mustWrite(t, other, part[len(part)/3:]...)
+				}
+				if got := withoutXMin(readRows(t, dsn, table)); fmt.Sprint(got) != fmt.Sprint(tables[threshold]) {
+					t.Errorf("threshold %d: a re-delivery through the other path changed the table", threshold)
+				}
+			}
+			copied, arrays := tables[1], tables[100000]
+			if len(copied) == 0 || len(copied) >= len(sinktest.Want(window)) {
+				t.Fatalf("%d rows: the window has no duplicate keys to resolve", len(copied))
+			}
+			if fmt.Sprint(copied) != fmt.Sprint(arrays) {
+				t.Errorf("COPY and arrays differ:\nCOPY:   %v\narrays: %v", copied, arrays)
+			}
+		})
+	}
+}
+
+func withoutXMin(rows map[string]pgRow) map[string]pgRow {
+	for k, r := range rows {
+		r.XMin = ""
+		rows[k] = r
+	}
+	return rows
+}
+
+// A row PostgreSQL refuses inside a COPY batch is pinned to its record, as
+// in the upsert over arrays, and nothing of the batch is written.
+func TestPostgresCopyRejectedRowRecordError(t *testing.T) {
+	dsn := testDSN(t)
+	table := newTable(t, dsn)
+	s := newPostgres(t, sinks.PostgresConfig{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: 1})
+	err := s.Write(t.Context(), []sinks.Record{rec(1, 20, "k1", `{}`), rec(1, 21, "k2", `{"s":"nul \u0000 char"}`), rec(1, 22, "k3", `{}`)})
+	var re *sinks.RecordError
+	if !errors.As(err, &re) || re.Offset != 21 {
+		t.Fatalf("Write = %v, want a *RecordError for offset 21", err)
+	}
+	if rows := readRows(t, dsn, table); len(rows) != 0 {
+		t.Errorf("%d rows written, want none", len(rows))
+	}
+	mustWrite(t, s, rec(1, 20, "k1", `{}`), rec(1, 22, "k3", `{}`))
+	if rows := readRows(t, dsn, table); len(rows) != 2 {
+		t.Errorf("%d rows after the batch without the poison record, want 2", len(rows))
+	}
+}
