@@ -105,7 +105,7 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, &InvalidError{Problems: []Problem{yamlSyntaxProblem(file, err)}}
+		return nil, &InvalidError{Problems: []Problem{yamlSyntaxProblem(file, data, err)}}
 	}
 	p := &Plan{File: file}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
@@ -179,15 +179,29 @@ var yamlParserErrors = map[string]bool{
 	"found duplicate %TAG directive":         true,
 }
 
+// yamlLocated are the messages for which yaml.v3 reports the line where
+// the enclosing construct starts (a block mapping, a plain scalar), not the
+// line at fault: yamlSyntaxProblem looks for that line itself.
+var yamlLocated = map[string]bool{
+	"did not find expected key":                                    true,
+	"did not find expected '-' indicator":                          true,
+	"found a tab character that violates indentation":              true,
+	"found character that cannot start any token":                  true,
+	"mapping values are not allowed in this context":               true,
+	"found a tab character where an indentation space is expected": true,
+}
+
 // yamlHints says how to fix the syntax errors people make most.
 var yamlHints = map[string]string{
 	"did not find expected ',' or ']'":               "a [ list starting on this line is not closed: add the missing ] (or a comma between items)",
 	"did not find expected ',' or '}'":               "a { mapping starting on this line is not closed: add the missing } (or a comma between entries)",
-	"did not find expected key":                      "check the indentation of the lines below this one",
+	"did not find expected key":                      "check the indentation of this line: it must line up with the other keys of its mapping (or items of its list)",
+	"did not find expected '-' indicator":            "check the indentation of this line: the list above expects another - item here",
 	"mapping values are not allowed in this context": "check the indentation, or quote a value that contains \": \"",
+	"found character that cannot start any token":    "quote a value that starts with @ or `, which YAML reserves",
 }
 
-func yamlSyntaxProblem(file string, err error) Problem {
+func yamlSyntaxProblem(file string, data []byte, err error) Problem {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	line := 1
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
@@ -196,11 +210,55 @@ func yamlSyntaxProblem(file string, err error) Problem {
 		if yamlParserErrors[msg] {
 			line++
 		}
+		if yamlLocated[msg] {
+			if l := firstFailingLine(data, msg); l > 0 {
+				line = l
+			}
+		}
+	}
+	lines := bytes.Split(data, []byte("\n"))
+	if line <= len(lines) && tabIndented(lines[line-1]) {
+		// yaml.v3 says "found character that cannot start any token".
+		return Problem{File: file, Line: line, Col: 1, Message: fmt.Sprintf("invalid YAML: line %d is indented with a tab: YAML forbids tabs for indentation, indent with spaces", line)}
 	}
 	if h, ok := yamlHints[msg]; ok {
 		msg += ": " + h
 	}
 	return Problem{File: file, Line: line, Col: 1, Message: "invalid YAML: " + msg}
+}
+
+// tabIndented reports whether a tab is part of line's indentation.
+func tabIndented(line []byte) bool {
+	indent := line[:len(line)-len(bytes.TrimLeft(line, " \t"))]
+	return bytes.IndexByte(indent, '\t') >= 0
+}
+
+// firstFailingLine returns the first line at which the document stops
+// parsing with msg: the smallest number of leading lines that fail so, or 0.
+// Only a failure with the same message counts: a prefix that cuts a
+// multi-line list or string in two fails with another one.
+func firstFailingLine(data []byte, msg string) int {
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	if len(lines) > 5000 {
+		return 0 // not a plan someone writes by hand: keep yaml.v3's line
+	}
+	n := 0
+	for k, l := range lines {
+		n += len(l)
+		var doc yaml.Node
+		err := yaml.Unmarshal(data[:n], &doc)
+		if err == nil {
+			continue
+		}
+		got := strings.TrimPrefix(err.Error(), "yaml: ")
+		if m := yamlLine.FindStringSubmatch(got); m != nil {
+			got = strings.Replace(got, m[0], "", 1)
+		}
+		if got == msg {
+			return k + 1
+		}
+	}
+	return 0
 }
 
 type decoder struct {
@@ -422,8 +480,9 @@ func (d *decoder) walkMap(n *yaml.Node, v reflect.Value, path string) {
 		}
 		seen[k.Value] = k.Line
 		kv := reflect.New(v.Type().Key()).Elem()
-		if err := k.Decode(kv.Addr().Interface()); err != nil {
-			d.problem(k, fp, "key %q: want %s", k.Value, kindName(v.Type().Key()))
+		if err := d.mapKey(k, kv, path, fp); err != nil {
+			d.problem(k, fp, "%s", err)
+			d.bad[path] = true // the map is reported: it is not missing
 			continue
 		}
 		ev := reflect.New(v.Type().Elem()).Elem()
@@ -431,6 +490,37 @@ func (d *decoder) walkMap(n *yaml.Node, v reflect.Value, path string) {
 		m.SetMapIndex(kv, ev)
 	}
 	v.Set(m)
+}
+
+// mapKey decodes the key k of the map at path into kv. A number key may
+// be quoted ("0": is partition 0, as a person means it).
+func (d *decoder) mapKey(k *yaml.Node, kv reflect.Value, path, fp string) error {
+	if k.Decode(kv.Addr().Interface()) == nil {
+		return nil
+	}
+	switch kv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if k.Kind != yaml.ScalarNode {
+			break
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(k.Value), 10, kv.Type().Bits())
+		if err == nil {
+			kv.SetInt(n)
+			return nil
+		}
+		if errors.Is(err, strconv.ErrRange) && n > 0 {
+			what := "numbers"
+			if path == "window.offsets" {
+				what = "partition numbers"
+			}
+			return fmt.Errorf("%s is too large: %s go up to %d", k.Value, what, n)
+		}
+	}
+	what := kindName(kv.Type())
+	if path == "window.offsets" {
+		what = "a partition number (0, 1, ...)"
+	}
+	return fmt.Errorf("key %q: want %s", k.Value, what)
 }
 
 // secretPath matches the settings that hold credentials, or contain some.

@@ -65,7 +65,9 @@ func TestDefaults(t *testing.T) {
 
 func TestDefaultsDoNotOverride(t *testing.T) {
 	src := strings.Replace(minimalPlan, "  topic: orders\n", "  topic: orders\n  isolation: read_uncommitted\n  partitions: [2]\n", 1)
-	src += "  batch_size: 10\n  on_conflict: ignore\non_error: skip\n"
+	// on_conflict applies to database sinks only: a sqlite sink takes it.
+	src = strings.Replace(src, "  type: file\n", "  type: sqlite\n  table: orders\n", 1)
+	src += "  batch_size: 10\n  on_conflict: ignore\non_error: skip\nthrottle: {records_per_second: 100}\n"
 	p := mustParse(t, src, testOptions())
 	if p.Source.Isolation != ReadUncommitted || p.Source.Partitions.All || p.Sink.BatchSize != 10 ||
 		p.Sink.OnConflict != "ignore" || p.OnError != OnErrorSkip {
@@ -168,6 +170,8 @@ func TestPosition(t *testing.T) {
 	}
 }
 
+const indentHint = "check the indentation of this line: it must line up with the other keys of its mapping (or items of its list)"
+
 func TestParseDocumentShape(t *testing.T) {
 	tests := []struct {
 		name, src, want string
@@ -176,10 +180,24 @@ func TestParseDocumentShape(t *testing.T) {
 		{"comment only", "# nothing yet\n", "plan.yaml:1:1: empty plan: see the plan reference in README.md"},
 		{"list", "- version: 1\n", "plan.yaml:1:1: a plan is a mapping (key: value lines), got a list"},
 		{"scalar", "orders\n", `plan.yaml:1:1: a plan is a mapping (key: value lines), got "orders"`},
-		{"tab indentation", "version: 1\nname: x\n\tgroup: y\n", "plan.yaml:2:1: invalid YAML: found a tab character that violates indentation"},
+		// Regression: yaml.v3 reports a tab after a plain scalar at the
+		// scalar's line, and says "found character that cannot start any
+		// token" for a tab at the start of a block: say what is wrong, where.
+		{"tab indentation", "version: 1\nname: x\n\tgroup: y\n", "plan.yaml:3:1: invalid YAML: line 3 is indented with a tab: YAML forbids tabs for indentation, indent with spaces"},
+		{"tab in nested indentation", "version: 1\nsource:\n  topic: t\n\tbrokers: [a]\n", "plan.yaml:4:1: invalid YAML: line 4 is indented with a tab: YAML forbids tabs for indentation, indent with spaces"},
+		{"tab after spaces", "version: 1\nsource:\n  topic: t\n  \tbrokers: [a]\n", "plan.yaml:4:1: invalid YAML: line 4 is indented with a tab: YAML forbids tabs for indentation, indent with spaces"},
+		{"tab-indented comment", "version: 1\n\t# a comment\nname: x\n", "plan.yaml:2:1: invalid YAML: line 2 is indented with a tab: YAML forbids tabs for indentation, indent with spaces"},
+		{"reserved character", "version: 1\nname: @x\n", "plan.yaml:2:1: invalid YAML: found character that cannot start any token: quote a value that starts with @ or `, which YAML reserves"},
 		// Regression: yaml.v3 reports parser errors one line early.
 		{"unclosed mapping", "version: 1\nsource: {topic: orders\ngroup: g\n", "plan.yaml:2:1: invalid YAML: did not find expected ',' or '}': a { mapping starting on this line is not closed: add the missing } (or a comma between entries)"},
-		{"bad indentation", "version: 1\nsource:\n  topic: orders\n brokers: []\n", "plan.yaml:4:1: invalid YAML: did not find expected key: check the indentation of the lines below this one"},
+		{"bad indentation", "version: 1\nsource:\n  topic: orders\n brokers: []\n", "plan.yaml:4:1: invalid YAML: did not find expected key: " + indentHint},
+		// Regression: for a line indented deeper than its mapping, yaml.v3
+		// reports where the mapping starts (line 3, and 2 before the +1).
+		{"deeper indentation", "version: 1\nsource:\n  brokers: [a]\n   topic: orders\ngroup: g\n", "plan.yaml:4:1: invalid YAML: did not find expected key: " + indentHint},
+		{"deeper indentation after a flow mapping", "version: 1\nsink: {type: file,\n  path: x}\nsource:\n  brokers: [a]\n   topic: orders\n", "plan.yaml:6:1: invalid YAML: did not find expected key: " + indentHint},
+		{"nested mapping", "version: 1\nsink:\n  type: file\n  columns:\n    a: value\n   b: key\n", "plan.yaml:6:1: invalid YAML: did not find expected key: " + indentHint},
+		{"list item", "version: 1\nsource:\n  brokers:\n    - a\n    - b\n   - c\n", "plan.yaml:6:1: invalid YAML: did not find expected key: " + indentHint},
+		{"key after a list item", "version: 1\nbrokers:\n  - a\n  topic: t\n", "plan.yaml:4:1: invalid YAML: did not find expected '-' indicator: check the indentation of this line: the list above expects another - item here"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -233,5 +251,18 @@ func TestEnvInFlowMapping(t *testing.T) {
 	}
 	if p.Source.SASL.Username != "replay" || p.Source.SASL.Password != "s3cret" || !p.FromEnv("source.sasl.password") {
 		t.Fatalf("sasl = %+v", p.Source.SASL)
+	}
+}
+
+// Regression: a quoted partition key ("0": ...) is a partition number as
+// a person means it; it was rejected, with a spurious "window: missing".
+func TestOffsetsQuotedPartitionKey(t *testing.T) {
+	src := strings.Replace(minimalPlan, "  from: -2h\n", "  offsets:\n    \"0\": {from: 0, to: 10}\n    '3': {from: earliest, to: latest}\n    5: {from: 2, to: 4}\n", 1)
+	p := mustParse(t, src, testOptions())
+	if len(p.Window.Offsets) != 3 || p.Window.Offsets[0].To.Offset != 10 || !p.Window.Offsets[3].To.Latest || p.Window.Offsets[5].From.Offset != 2 {
+		t.Errorf("offsets %+v", p.Window.Offsets)
+	}
+	if pos := p.Position("window.offsets.0"); pos.Line != 9 {
+		t.Errorf("window.offsets.0 at %v, want line 9", pos)
 	}
 }

@@ -252,14 +252,15 @@ func (p *Plan) applyDefaults() {
 		// A record that cannot be processed stops the run: nothing is lost silently.
 		p.OnError = OnErrorFail
 	}
-	if p.Sink.BatchSize == 0 {
+	// Only an absent batch_size gets the default: a written 0 is reported.
+	if _, written := p.pos["sink.batch_size"]; p.Sink.BatchSize == 0 && !written {
 		p.Sink.BatchSize = DefaultBatchSize
 	}
 	if p.Sink.OnConflict == "" {
 		// A replay exists to overwrite what the buggy run wrote.
 		p.Sink.OnConflict = "update"
 	}
-	if p.DeadLetter != nil && p.DeadLetter.BatchSize == 0 {
+	if _, written := p.pos["dead_letter.batch_size"]; p.DeadLetter != nil && p.DeadLetter.BatchSize == 0 && !written {
 		p.DeadLetter.BatchSize = DefaultBatchSize
 	}
 	if p.DeadLetter != nil && p.DeadLetter.OnConflict == "" {

@@ -224,3 +224,37 @@ func TestCheckpointTableWithDeadLettersWarns(t *testing.T) {
 		t.Errorf("warnings %v", ws)
 	}
 }
+
+// Regression: file, postgres and stdout sinks accepted path, dsn, table,
+// on_conflict and create_table whatever their type (a legacy exception), so
+// a setting that did nothing passed validation. Defaults do not count.
+func TestSinkFieldsOfAnotherTypeOnLegacyTypes(t *testing.T) {
+	const base = `version: 1
+name: orders-fix
+source: {brokers: ["kafka-1:9092"], topic: orders}
+group: replay.orders-fix
+window: {from: 2026-11-03T10:00:00Z}
+throttle: {records_per_second: 100}
+`
+	for _, tc := range []struct{ sink, want string }{
+		{"{type: file, path: x.jsonl, table: t, dsn: '${ORDERS_DSN_NOPW}'}", "sink.table: does not apply to a file sink (only postgres and sqlite sinks take it): remove it"},
+		{"{type: file, path: x.jsonl, table: t, dsn: '${ORDERS_DSN_NOPW}'}", "sink.dsn: does not apply to a file sink (only postgres sinks take it): remove it"},
+		{"{type: file, path: x.jsonl, on_conflict: ignore}", "sink.on_conflict: does not apply to a file sink"},
+		{"{type: file, path: x.jsonl, create_table: true}", "sink.create_table: does not apply to a file sink"},
+		{"{type: postgres, dsn: '${ORDERS_DSN_NOPW}', table: t, path: x.db}", "sink.path: does not apply to a postgres sink (only file and sqlite sinks take it): remove it"},
+		{"{type: stdout, path: x.jsonl}", "sink.path: does not apply to a stdout sink"},
+		{"{type: stdout, table: t}", "sink.table: does not apply to a stdout sink"},
+		// Valid: the field belongs to the type, or is a default (on_conflict: update).
+		{"{type: file, path: x.jsonl}", ""},
+		{"{type: stdout}", ""},
+		{"{type: postgres, dsn: '${ORDERS_DSN_NOPW}', table: t, on_conflict: ignore, create_table: true}", ""},
+	} {
+		_, err := Parse("plan.yaml", []byte(base+"sink: "+tc.sink+"\n"), testOptions())
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.sink, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: got %v, want %q", tc.sink, err, tc.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -32,6 +33,9 @@ func (s *PartitionSet) UnmarshalYAML(n *yaml.Node) error {
 		var list []int32
 		for _, c := range n.Content {
 			v, err := strconv.ParseInt(c.Value, 10, 32)
+			if c.Kind == yaml.ScalarNode && errors.Is(err, strconv.ErrRange) && v > 0 {
+				return errorAt(c, "%s is too large: partition numbers go up to %d", c.Value, int32(math.MaxInt32))
+			}
 			if c.Kind != yaml.ScalarNode || err != nil || v < 0 {
 				return errorAt(c, "%s is not a partition number (0, 1, ...)", describe(c))
 			}
@@ -215,6 +219,9 @@ func (o *OffsetSpec) UnmarshalYAML(n *yaml.Node) error {
 		return nil
 	}
 	v, err := strconv.ParseInt(n.Value, 10, 64)
+	if errors.Is(err, strconv.ErrRange) && v > 0 {
+		return fmt.Errorf("offset %s is too large: offsets go up to %d", n.Value, int64(math.MaxInt64))
+	}
 	if err != nil || v < 0 {
 		return fmt.Errorf("offset %q: want earliest, latest or a number >= 0", n.Value)
 	}
@@ -253,7 +260,8 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // MarshalYAML writes the duration in Go notation.
 func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
 
-// ByteSize is a number of bytes, written as 5242880, 512KiB, 5MiB, 1GiB, 5MB.
+// ByteSize is a number of bytes, written as 5242880, 512KiB, 5MiB, 1GiB,
+// 5MB (units B, KiB, MiB, GiB, KB, MB, GB: a throttle needs no larger one).
 type ByteSize int64
 
 var byteUnits = map[string]int64{
@@ -261,6 +269,9 @@ var byteUnits = map[string]int64{
 	"KB": 1000, "MB": 1000 * 1000, "GB": 1000 * 1000 * 1000,
 	"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30,
 }
+
+// byteUnitNames lists byteUnits as they are written, for messages.
+var byteUnitNames = []string{"B", "KiB", "MiB", "GiB", "KB", "MB", "GB"}
 
 var byteSizeRe = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)$`)
 
@@ -272,15 +283,17 @@ func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 	}
 	mult, ok := byteUnits[m[2]]
 	if !ok {
-		msg := fmt.Sprintf("unknown unit %q in %q: use B, KiB, MiB, GiB, KB, MB or GB", m[2], n.Value)
-		if s := suggest(m[2], []string{"B", "KiB", "MiB", "GiB", "KB", "MB", "GB"}); s != "" {
+		msg := fmt.Sprintf("unknown unit %q in %q: use %s or %s", m[2], n.Value, strings.Join(byteUnitNames[:len(byteUnitNames)-1], ", "), byteUnitNames[len(byteUnitNames)-1])
+		// Only a unit of the same magnitude is a likely typo (mib, Mb, M):
+		// "did you mean 5KiB?" for 5TiB would change the size a billionfold.
+		if s := suggest(m[2], byteUnitNames); s != "" && strings.EqualFold(s[:1], m[2][:1]) {
 			msg += fmt.Sprintf(" (did you mean %s%s?)", m[1], s)
 		}
 		return fmt.Errorf("%s", msg)
 	}
 	v, _ := strconv.ParseFloat(m[1], 64)
 	if v*float64(mult) >= math.MaxInt64 {
-		return fmt.Errorf("byte size %q is too large", n.Value)
+		return fmt.Errorf("byte size %q is too large (8EiB or more)", n.Value)
 	}
 	*b = ByteSize(v * float64(mult))
 	return nil

@@ -196,7 +196,10 @@ func TestByteSize(t *testing.T) {
 		{in: "1GB", want: 1e9},
 		{in: "5mb", wantErr: "did you mean 5MB?"},
 		{in: "5MiBps", wantErr: `unknown unit "MiBps"`},
-		{in: "5TiB", wantErr: `unknown unit "TiB"`},
+		{in: "5TiB", wantErr: `unknown unit "TiB" in "5TiB": use B, KiB, MiB, GiB, KB, MB or GB`},
+		// Regression: a unit of another magnitude is no typo ("did you mean 99999999KiB?").
+		{in: "99999999TiB", wantErr: `use B, KiB, MiB, GiB, KB, MB or GB`},
+		{in: "5Mib", wantErr: "did you mean 5MiB?"},
 		{in: "-5MiB", wantErr: "bad byte size"},
 		{in: "fast", wantErr: "bad byte size"},
 		{in: "[5]", wantErr: "bad byte size"},
@@ -253,5 +256,14 @@ func TestDuration(t *testing.T) {
 				t.Fatalf("got %s, %v; want %s", time.Duration(d), err, tt.want)
 			}
 		})
+	}
+}
+
+func TestByteSizeNoSuggestionAcrossMagnitudes(t *testing.T) {
+	for _, in := range []string{"99999999TiB", "5PiB", "5TB"} {
+		var b ByteSize
+		if err := decodeScalar(t, in, &b); err == nil || strings.Contains(err.Error(), "did you mean") {
+			t.Errorf("%s: %v, want an unknown unit without a suggestion", in, err)
+		}
 	}
 }

@@ -33,6 +33,14 @@ var (
 	tableRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
 )
 
+// Upper bounds of the throttle and the batch size: far above what one
+// process can do, low enough to catch a typo (a rate of 1e23 records/s).
+const (
+	MaxRecordsPerSecond = 1e9
+	MaxBytesPerSecond   = ByteSize(1 << 40) // 1 TiB
+	MaxBatchSize        = 100000
+)
+
 // validate returns every semantic problem of a decoded, defaulted plan.
 func (p *Plan) validate(now time.Time) []Problem {
 	v := &validator{p: p, now: now}
@@ -244,11 +252,17 @@ func (v *validator) offsetWindow() {
 
 func (v *validator) throttle() {
 	t := v.p.Throttle
-	if t.RecordsPerSecond < 0 {
+	switch r := t.RecordsPerSecond; {
+	case r < 0:
 		v.add("throttle.records_per_second", "must be >= 0 (0 = unlimited)")
+	case !(r <= MaxRecordsPerSecond): // NaN too
+		v.add("throttle.records_per_second", "%g is above the limit of %d (1e9) records per second: write a rate up to that, or 0 (or leave it out) for unlimited", r, int64(MaxRecordsPerSecond))
 	}
-	if t.BytesPerSecond < 0 {
+	switch b := t.BytesPerSecond; {
+	case b < 0:
 		v.add("throttle.bytes_per_second", "must be >= 0 (0 = unlimited)")
+	case b > MaxBytesPerSecond:
+		v.add("throttle.bytes_per_second", "%d bytes is above the limit of 1024GiB (%d bytes) per second: write a rate up to that, e.g. 100MiB, or 0 (or leave it out) for unlimited", int64(b), int64(MaxBytesPerSecond))
 	}
 	if t.RecordsPerSecond == 0 && t.BytesPerSecond == 0 && slices.Contains(throttledSinkTypes, v.p.Sink.Type) && slices.Contains(sinkTypes, v.p.Sink.Type) {
 		what := "database"
@@ -286,8 +300,8 @@ func (v *validator) sink(field string, s *Sink) {
 			return
 		}
 	}
-	if s.BatchSize < 1 || s.BatchSize > 100000 {
-		v.add(field+".batch_size", "%d: want 1..100000 records", s.BatchSize)
+	if s.BatchSize < 1 || s.BatchSize > MaxBatchSize {
+		v.add(field+".batch_size", "%d: want 1..%d records (leave batch_size out for the default, %d)", s.BatchSize, MaxBatchSize, DefaultBatchSize)
 	}
 	if s.Key != "" {
 		if _, err := template.New("key").Parse(s.Key); err != nil {

@@ -39,23 +39,13 @@ var sinkFields = []struct {
 	{"max_retry_wait", []string{"http"}},
 }
 
-// legacySinkFields were accepted, and ignored, on every sink type of the
-// first version (file, postgres, stdout): plans of those types that carry
-// them stay valid.
-var (
-	legacySinkTypes  = []string{"file", "postgres", "stdout"}
-	legacySinkFields = []string{"path", "dsn", "table", "on_conflict", "create_table"}
-)
-
 // sinkFieldsApply reports fields written for a sink type that does not use
-// them (topic: on a postgres sink, table: on a kafka sink): a setting that
-// would silently do nothing is a mistake in the plan.
+// them (topic: on a postgres sink, table: on a file sink): a setting that
+// would silently do nothing is a mistake in the plan. Only fields written in
+// the file count: a default (on_conflict: update) is not a mistake.
 func (v *validator) sinkFieldsApply(field string, s *Sink) {
 	for _, f := range sinkFields {
 		if !v.present(field+"."+f.name) || slices.Contains(f.types, s.Type) {
-			continue
-		}
-		if slices.Contains(legacySinkTypes, s.Type) && slices.Contains(legacySinkFields, f.name) {
 			continue
 		}
 		v.add(field+"."+f.name, "does not apply to %s sink (only %s sinks take it): remove it", article(s.Type), strings.Join(f.types, " and "))

@@ -85,25 +85,29 @@ func Connect(ctx context.Context, src plan.Source) (*Cluster, error) {
 	return c, nil
 }
 
+// ProbeTimeout bounds the first exchange with the cluster (Connect).
+var ProbeTimeout = 15 * time.Second
+
 // probe fails early with a message a person can act on. With SASL or TLS
 // it dials every bootstrap broker in turn through the Dialer until one
 // answers: authentication and certificate problems end the probe at once,
 // unreachable brokers let it try the next.
 func (c *Cluster) probe(ctx context.Context, src plan.Source) error {
-	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	pctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
 	defer cancel()
+	start := time.Now()
 	if c.dialer.SASLMechanism != nil || c.dialer.TLS != nil {
-		if err := c.dialProbe(pctx, src); err != nil {
+		if err := c.dialProbe(pctx, src, start); err != nil {
 			return err
 		}
 	}
 	if _, err := c.Client.Metadata(pctx, &kafka.MetadataRequest{Topics: []string{src.Topic}}); err != nil {
-		return connectError(strings.Join(c.Brokers, ","), src, err)
+		return connectError(strings.Join(c.Brokers, ","), src, err, time.Since(start))
 	}
 	return nil
 }
 
-func (c *Cluster) dialProbe(ctx context.Context, src plan.Source) error {
+func (c *Cluster) dialProbe(ctx context.Context, src plan.Source, start time.Time) error {
 	var errs []error
 	for _, b := range c.Brokers {
 		conn, err := c.dialer.DialContext(ctx, "tcp", b)
@@ -111,7 +115,7 @@ func (c *Cluster) dialProbe(ctx context.Context, src plan.Source) error {
 			conn.Close()
 			return nil
 		}
-		errs = append(errs, connectError(b, src, err))
+		errs = append(errs, connectError(b, src, err, time.Since(start)))
 		var op *net.OpError
 		if !errors.As(err, &op) || op.Op != "dial" || ctx.Err() != nil {
 			break
@@ -123,8 +127,8 @@ func (c *Cluster) dialProbe(ctx context.Context, src plan.Source) error {
 // connectError explains a failure to connect to addr. kafka-go reports a
 // broker that hangs up on a client speaking the wrong protocol (no SASL, no
 // TLS) only as EOF, so the message says what the plan may be missing. It
-// never includes the password.
-func connectError(addr string, src plan.Source, err error) error {
+// never includes the password. waited is how long the probe waited.
+func connectError(addr string, src plan.Source, err error, waited time.Duration) error {
 	var (
 		op      *net.OpError
 		verify  *tls.CertificateVerificationError
@@ -148,6 +152,11 @@ func connectError(addr string, src plan.Source, err error) error {
 		return fmt.Errorf("connect to %s: TLS: the broker did not complete the handshake in time (%w): is this port a TLS listener? check the port and source.tls", addr, err)
 	case errors.As(err, &op) && op.Op == "dial":
 		return fmt.Errorf("connect to %s: the broker is not reachable: %w (is the address right and the broker up?)", addr, err)
+	case errors.Is(err, context.DeadlineExceeded) && !errors.As(err, &op) || errors.As(err, &op) && op.Op == "read" && op.Timeout():
+		// TCP connected, but nothing answered in Kafka's protocol: another
+		// server waits for a request in its own (PostgreSQL), or answers
+		// in it and hangs up, which kafka-go retries until the deadline.
+		return fmt.Errorf("no Kafka answer from %s within %s: is it a Kafka broker port (not, e.g., PostgreSQL or Redis)?", addr, waited.Round(time.Second))
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 		if src.SASL.Mechanism == "" {
 			missing = append(missing, "SASL authentication (source.sasl)")

@@ -31,10 +31,21 @@ func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	rep := &Report{Plan: j.Plan.Name, Fingerprint: j.Resolution.Fingerprint, Topic: j.Resolution.Topic, Group: j.Plan.Group,
 		Sink: j.Plan.Sink.Type, Started: j.opts.Now().UTC(), Ignored: j.Ignored, From: j.Resolution.From, To: j.Resolution.To}
 	work := context.WithoutCancel(ctx)
+	closeDeadLetters, err := j.openDeadLetters(work)
+	if err != nil {
+		return rep, err
+	}
+	defer closeDeadLetters()
+	if err := j.checkResume(sink); err != nil {
+		return rep, err
+	}
 	if j.Fresh {
 		if err := j.dropDiscarded(work); err != nil {
 			return rep, err
 		}
+	}
+	if err := j.syncStarts(work, sink); err != nil {
+		return rep, err
 	}
 	if err := j.commitStarts(work); err != nil {
 		return rep, err
@@ -48,11 +59,6 @@ func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	}
 	j.live.Store(&liveRun{started: rep.Started, states: states}) // for Job.Progress
 	rep.NothingToDo = j.NothingToDo()
-	closeDeadLetters, err := j.openDeadLetters(work)
-	if err != nil {
-		return rep, err
-	}
-	defer closeDeadLetters()
 	var records int64
 	for _, s := range states {
 		records += max(s.End-s.from, 0)

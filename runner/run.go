@@ -77,6 +77,11 @@ type Job struct {
 	// Added lists the ignored partitions that the plan selects but that
 	// were created after the run was resolved.
 	Added []int32
+	// committed holds, per partition of a resumed run, the offset the group
+	// held when it was prepared: the sink of an earlier process made the
+	// records below it durable (checkResume). Resume may be later (records
+	// lost to retention are skipped).
+	committed map[int32]int64
 	// discarded lists partitions holding checkpoints of an earlier run that
 	// Restart discards: Run deletes those the new ranges do not overwrite,
 	// or they would make every later run of this plan look like a changed plan.
@@ -201,9 +206,10 @@ func (j *Job) resume(ctx context.Context, all []int32, cps map[int32]Checkpoint)
 		return err
 	}
 	j.Resolution = &Resolution{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: p.Source.Topic, Group: p.Group, ResolvedAt: j.opts.Now().UTC()}
-	j.Resume = map[int32]int64{}
+	j.Resume, j.committed = map[int32]int64{}, map[int32]int64{}
 	for _, part := range parts {
 		cp, o := cps[part], offs[part]
+		j.committed[part] = cp.Offset
 		rg := Range{Partition: part, Start: cp.Start, End: cp.End, Outcome: Resumed, LogStart: o.logStart, HighWatermark: o.hwm, LastStable: o.lso}
 		next := cp.Offset
 		if next < rg.End && next < o.logStart {

@@ -79,7 +79,19 @@ func (s *headerDeadLetters) Sync(ctx context.Context, partition int32) error {
 	return nil
 }
 
-var _ Syncer = (*headerDeadLetters)(nil)
+// CheckResume checks the wrapped sink's earlier output, when it keeps one
+// that can go missing (Resumer).
+func (s *headerDeadLetters) CheckResume(points []ResumePoint) error {
+	if r, ok := s.Sink.(Resumer); ok {
+		return r.CheckResume(points)
+	}
+	return nil
+}
+
+var (
+	_ Syncer  = (*headerDeadLetters)(nil)
+	_ Resumer = (*headerDeadLetters)(nil)
+)
 
 // appendDeadLetterFields appends the fields of a dead letter's JSON line
 // after the record's own: ,"error":...,"source_topic":...,

@@ -10,10 +10,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/tidwall/gjson"
 
@@ -40,6 +42,13 @@ import (
 // row, so that a re-delivery truncates them as it does JSONL. With
 // PerPartition, Path holds {partition} and Finish publishes each
 // partition's staging file as its own file, each atomically.
+//
+// One process at a time writes an output: NewFileSink takes an exclusive
+// lock on a hidden file next to Path, .NAME.lock (flock, released by Close
+// or when the process dies), and fails at once when another process holds
+// it. A resumed run checks that the staging of the earlier process is
+// still there (CheckResume): Sync creates a partition's staging file,
+// empty if need be, before the runner commits past the partition's start.
 type File struct {
 	Path  string
 	runID string
@@ -49,13 +58,18 @@ type File struct {
 	keyer        *Keyer
 	perPartition bool
 
+	// lock keeps other processes off this output (and its staging) until
+	// Close.
+	lock *outputLock
+
 	mu    sync.Mutex
 	parts map[int32]*filePart
 }
 
 var (
-	_ Sink   = (*File)(nil)
-	_ Syncer = (*File)(nil)
+	_ Sink    = (*File)(nil)
+	_ Syncer  = (*File)(nil)
+	_ Resumer = (*File)(nil)
 )
 
 type filePart struct {
@@ -125,10 +139,130 @@ func NewFileSink(cfg FileConfig) (*File, error) {
 	default:
 		return nil, fmt.Errorf("file sink: format %q: want jsonl or csv", cfg.Format)
 	}
+	if err := checkOutputPath(cfg.Path, cfg.PerPartition); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o755); err != nil {
+		if errors.Is(err, syscall.ENOTDIR) {
+			return nil, fmt.Errorf("file sink: path %s: %s is not a directory (a file is in the way): fix the path", cfg.Path, firstNonDir(filepath.Dir(cfg.Path)))
+		}
 		return nil, fmt.Errorf("file sink: %w", err)
 	}
+	lock, err := lockOutput(s.lockPath())
+	if errors.Is(err, errLocked) {
+		return nil, fmt.Errorf("file sink: another replay process is writing %s (lock %s held%s); wait for it or stop it", absPath(cfg.Path), absPath(s.lockPath()), lockHolder(s.lockPath()))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("file sink: lock %s: %w", s.lockPath(), err)
+	}
+	s.lock = lock
 	return s, nil
+}
+
+// lockPath is the lock file that keeps a second process off the output: a
+// hidden file next to it (not in the staging directory, which a run of
+// another identity removes), there while a process writes the output.
+func (s *File) lockPath() string {
+	return filepath.Join(filepath.Dir(s.Path), "."+filepath.Base(s.Path)+".lock")
+}
+
+// lockHolder names the process holding the lock at path, as its lock file
+// records it ("" when unknown).
+func lockHolder(path string) string {
+	b, err := os.ReadFile(path)
+	if pid := strings.TrimSpace(string(b)); err == nil && pid != "" {
+		return " by process " + pid
+	}
+	return ""
+}
+
+// absPath is path made absolute for messages (path itself if it cannot be).
+func absPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
+}
+
+// checkOutputPath refuses an output path that cannot be published, before
+// the run starts (it failed at publish, after the whole window had been
+// replayed and committed): a path naming a directory, a directory in the
+// way of a partition's file of a per_partition pattern, a file in the way
+// of its directories.
+func checkOutputPath(path string, perPartition bool) error {
+	if strings.HasSuffix(path, "/") || strings.HasSuffix(path, string(filepath.Separator)) {
+		return fmt.Errorf("file sink: path %q ends in %q: it names a directory; give the file to write, e.g. %s", path, string(path[len(path)-1]), filepath.Join(path, "out.jsonl"))
+	}
+	if !perPartition {
+		st, err := os.Stat(path)
+		switch {
+		case err != nil:
+			return nil // missing (or unreadable: MkdirAll or publish says why)
+		case st.IsDir():
+			return fmt.Errorf("file sink: path %s is a directory: give the file to write, e.g. %s", absPath(path), filepath.Join(path, "out.jsonl"))
+		case !st.Mode().IsRegular():
+			return fmt.Errorf("file sink: path %s is not a regular file (%v): publishing renames a new file over it; give a file path", absPath(path), st.Mode().Type())
+		}
+		return nil
+	}
+	// Each level of the pattern holding the placeholder: what exists there
+	// for some partition must be a directory, except the last level, which
+	// must not be.
+	elems := strings.Split(filepath.ToSlash(path), "/")
+	for i, el := range elems {
+		if !strings.Contains(el, plan.PartitionPlaceholder) {
+			continue
+		}
+		prefix := strings.Join(elems[:i+1], "/")
+		literal := strings.Split(prefix, plan.PartitionPlaceholder)
+		quoted := make([]string, len(literal))
+		for j, l := range literal {
+			quoted[j] = regexp.QuoteMeta(l)
+			literal[j] = globEscape(l)
+		}
+		re := regexp.MustCompile("^" + strings.Join(quoted, "[0-9]+") + "$")
+		matches, _ := filepath.Glob(filepath.FromSlash(strings.Join(literal, "*")))
+		last := i == len(elems)-1
+		for _, m := range matches {
+			if !re.MatchString(filepath.ToSlash(m)) {
+				continue
+			}
+			st, err := os.Stat(m)
+			switch {
+			case err != nil:
+			case last && st.IsDir():
+				return fmt.Errorf("file sink: path %q: %s, a partition's output file, is a directory: remove it or change the path", path, absPath(m))
+			case !last && !st.IsDir():
+				return fmt.Errorf("file sink: path %q: %s is not a directory (a file is in the way of a partition's output): remove it or change the path", path, absPath(m))
+			}
+		}
+	}
+	return nil
+}
+
+// globEscape quotes the metacharacters of filepath.Match in s.
+func globEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`).Replace(s)
+}
+
+// firstNonDir returns the deepest existing element of dir when it is not a
+// directory: what is in the way of MkdirAll (else dir, absolute).
+func firstNonDir(dir string) string {
+	abs := absPath(dir)
+	for p := abs; ; {
+		if st, err := os.Stat(p); err == nil {
+			if !st.IsDir() {
+				return p
+			}
+			break
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			break
+		}
+		p = parent
+	}
+	return abs
 }
 
 func (s *File) stagingDir() string { return s.Path + ".parts" }
@@ -159,6 +293,9 @@ func (s *File) prepareStaging() error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	if err := syncDir(filepath.Dir(dir)); err != nil { // the staging directory's entry
+		return err
+	}
 	return writeFileSync(filepath.Join(dir, runIDFile), []byte(s.runID))
 }
 
@@ -173,7 +310,18 @@ func (s *File) part(p int32) (*filePart, error) {
 			return nil, fmt.Errorf("file sink: staging directory: %w", err)
 		}
 	}
-	f, err := os.OpenFile(s.partPath(p), os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(s.partPath(p), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err == nil {
+		// A new staging file: its directory entry must be durable before a
+		// commit relies on it (CheckResume takes a missing file for lost
+		// records).
+		if err := syncDir(s.stagingDir()); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("file sink: %w", err)
+		}
+	} else if errors.Is(err, os.ErrExist) {
+		f, err = os.OpenFile(s.partPath(p), os.O_RDWR, 0)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("file sink: %w", err)
 	}
@@ -344,13 +492,14 @@ func (s *File) csvHeader() []byte {
 }
 
 // Sync fsyncs the partition's staging file: everything Write appended to it
-// is then on stable storage.
+// is then on stable storage. It creates the staging file (empty) when this
+// process wrote nothing to the partition, so that every partition committed
+// past its start has one, also when all its records were filtered out:
+// CheckResume then tells lost staging from a partition without records.
 func (s *File) Sync(ctx context.Context, partition int32) error {
-	s.mu.Lock()
-	fp, ok := s.parts[partition]
-	s.mu.Unlock()
-	if !ok {
-		return nil // nothing written by this process
+	fp, err := s.part(partition)
+	if err != nil {
+		return err
 	}
 	fp.mu.Lock()
 	defer fp.mu.Unlock()
@@ -525,11 +674,109 @@ func (s *File) appendCompleteLines(dst io.Writer, src string, end int64) error {
 	}
 }
 
-// Close closes the staging files; staged output stays for a resume.
+// Close closes the staging files and releases the output's lock; staged
+// output stays for a resume.
 func (s *File) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.closeParts()
+	err := s.closeParts()
+	lock := s.lock
+	s.lock = nil
+	return errors.Join(err, lock.unlock())
+}
+
+// CheckResume implements Resumer. The records of a partition replayed past
+// its start must be in this run's staging (the partition's staging file
+// exists, in a staging directory of this run's identity) or, once every
+// partition is finished and Finish removed the staging, in the published
+// output (Path, or each partition's file with PerPartition). Anything else
+// means the staging was deleted or replaced by a run of another plan
+// writing to the same path, or this process resolves a relative Path
+// against another working directory than the first run did: resuming would
+// publish the remainder of the window only.
+func (s *File) CheckResume(points []ResumePoint) error {
+	var past []ResumePoint // replayed past their start
+	finished := true
+	for _, p := range points {
+		if p.Committed > p.Start {
+			past = append(past, p)
+		}
+		finished = finished && p.Committed >= p.End
+	}
+	if len(past) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dir := s.stagingDir()
+	var missing, restore string
+	var bad []ResumePoint
+	owner, err := os.ReadFile(filepath.Join(dir, runIDFile))
+	switch {
+	case err == nil && string(owner) == s.runID:
+		for _, p := range past {
+			if _, ok := s.parts[p.Partition]; ok {
+				continue // opened by this process
+			}
+			if _, err := os.Stat(s.partPath(p.Partition)); errors.Is(err, os.ErrNotExist) {
+				bad = append(bad, p)
+			} else if err != nil {
+				return fmt.Errorf("file sink: %w", err)
+			}
+		}
+		if len(bad) == 0 {
+			return nil
+		}
+		missing = fmt.Sprintf("its staging file %s is missing", absPath(s.partPath(bad[0].Partition)))
+		restore = absPath(dir)
+	case err == nil:
+		missing = fmt.Sprintf("the staging directory %s belongs to another run (identity %s, this run's is %s) writing to the same path, "+
+			"which replaced this run's staging", absPath(dir), strings.TrimSpace(string(owner)), s.runID)
+		restore = absPath(dir)
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("file sink: %w", err)
+	default:
+		if _, err := os.Stat(dir); err == nil {
+			missing = fmt.Sprintf("the staging directory %s has no %s file naming its run", absPath(dir), runIDFile)
+			restore = absPath(dir)
+			break
+		}
+		if !finished {
+			missing = fmt.Sprintf("the staging directory %s does not exist", absPath(dir))
+			restore = absPath(dir)
+			break
+		}
+		// Finished: Finish published the output and removed the staging,
+		// which is what a re-run of a finished plan finds.
+		for _, p := range past {
+			out := s.Path
+			if s.perPartition {
+				out = s.partitionPath(p.Partition)
+			}
+			if st, err := os.Stat(out); err != nil || !st.Mode().IsRegular() {
+				bad = append(bad, p)
+				if missing == "" {
+					missing = fmt.Sprintf("neither its published output %s nor the staging directory %s exists", absPath(out), absPath(dir))
+					restore = absPath(out)
+				}
+			}
+		}
+		if len(bad) == 0 {
+			return nil
+		}
+	}
+	if len(bad) == 0 {
+		bad = past
+	}
+	more := ""
+	if len(bad) > 1 {
+		more = fmt.Sprintf(" (and %d more partitions)", len(bad)-1)
+	}
+	p := bad[0]
+	return fmt.Errorf("file sink: the replay group records partition %d as replayed up to offset %d (its range is [%d, %d)), but %s%s: "+
+		"the output would lack the records before that offset. Run replay from the working directory of the first run (a relative "+
+		"sink path is resolved against it) or restore %s; or replay the window again from its start with 'replay run PLAN --restart'",
+		p.Partition, p.Committed, p.Start, p.End, missing, more, restore)
 }
 
 func (s *File) closeParts() error {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,15 +52,31 @@ func (h *outputHarness) New(t *testing.T) sinks.Sink {
 	return newFileSink(t, cfg)
 }
 
+// newFileSink opens a file sink, closed when t ends. The tests reopen an
+// output to play a process restarted after a crash: the sink opened before
+// on the same path is closed first, as the death of its process would close
+// its files and release its lock on the output.
 func newFileSink(t *testing.T, cfg sinks.FileConfig) *sinks.File {
 	t.Helper()
+	openFiles.Lock()
+	defer openFiles.Unlock()
+	if prev, ok := openFiles.m[cfg.Path]; ok {
+		_ = prev.Close()
+	}
 	s, err := sinks.NewFileSink(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	openFiles.m[cfg.Path] = s
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
+
+// openFiles is the last file sink newFileSink opened on each path.
+var openFiles = struct {
+	sync.Mutex
+	m map[string]*sinks.File
+}{m: map[string]*sinks.File{}}
 
 // files returns the output files: the path, or each partition's.
 func (h *outputHarness) files(t *testing.T) []string {

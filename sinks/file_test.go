@@ -40,12 +40,7 @@ func TestFileConformance(t *testing.T) { sinktest.Run(t, &fileHarness{}) }
 
 func newFile(t *testing.T, path, runID string) *sinks.File {
 	t.Helper()
-	f, err := sinks.NewFile(path, runID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Close() })
-	return f
+	return newFileSink(t, sinks.FileConfig{Path: path, RunID: runID})
 }
 
 // storedLines decodes a JSONL output into canonical Stored strings, checking

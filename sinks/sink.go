@@ -80,10 +80,45 @@ type Sink interface {
 // system without forcing them to stable storage (the file sink appends
 // without fsync): for such a sink, records are durable only once Sync for
 // their partition returned nil. The runner calls Sync before every commit,
-// so one fsync covers many Writes. Sync is safe for concurrent use by
-// different partitions.
+// so one fsync covers many Writes (including a commit past records that
+// were all filtered out, and the first commit of a run that starts past its
+// range start). Sync is safe for concurrent use by different partitions.
 type Syncer interface {
 	Sync(ctx context.Context, partition int32) error
+}
+
+// Resumer is implemented by a sink whose earlier output may be missing when
+// a run resumes: local files found through a path relative to the working
+// directory, staging that someone deleted, a database file created afresh.
+// Resuming then would write only the remainder of the window and publish a
+// partial output.
+//
+// Before a resumed run commits or writes anything, the runner calls
+// CheckResume once with every partition of the run (not for a fresh run).
+// For each partition with Committed > Start the sink must hold the records
+// of [Start, Committed) — in staging, or published when every partition is
+// finished (Committed >= End for all: a re-run of a finished plan).
+// CheckResume returns nil when it can, else an error saying what is
+// missing, where (absolute paths) and how to fix it: run from the working
+// directory of the first run or restore the files, or start over with
+// replay run PLAN --restart. The runner then refuses the run
+// (*runner.SafetyError, exit 3) and changes nothing.
+//
+// To make "missing" unambiguous, a Resumer that is also a Syncer leaves the
+// trace CheckResume looks for by the time Sync for a partition returns,
+// even when nothing was written to the partition (all its records filtered
+// out): the file sink creates the partition's staging file. The runner
+// calls Sync before every commit past what the group held.
+type Resumer interface {
+	CheckResume(parts []ResumePoint) error
+}
+
+// ResumePoint is one partition of a resumed run: its range [Start, End)
+// and the offset the replay group holds for it (everything below was made
+// durable by the sink of an earlier process).
+type ResumePoint struct {
+	Partition             int32
+	Start, Committed, End int64
 }
 
 // CheckpointStore is implemented by a sink that can record, in the same

@@ -79,11 +79,16 @@ type SQLite struct {
 	// sem serializes Writes: SQLite has one writer at a time, and waiting
 	// here (unlike on a mutex) ends when the caller's context does.
 	sem chan struct{}
+	// created says what this process created empty when it opened the
+	// sink: the database file, or (create_table) the table; "" when both
+	// were there. A resumed run refuses to go on then (CheckResume).
+	created string
 }
 
 var (
 	_ Sink            = (*SQLite)(nil)
 	_ CheckpointStore = (*SQLite)(nil)
+	_ Resumer         = (*SQLite)(nil)
 )
 
 // defaultSQLiteBusyTimeout rides out another process's transaction without
@@ -130,6 +135,10 @@ func NewSQLite(ctx context.Context, cfg SQLiteConfig) (*SQLite, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite sink: %w", err)
 	}
+	var created string
+	if _, err := os.Stat(cfg.Path); errors.Is(err, os.ErrNotExist) {
+		created = fmt.Sprintf("the database %s did not exist when this run opened it (this run created it, empty)", absPath(cfg.Path))
+	}
 	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o755); err != nil {
 		return nil, fmt.Errorf("sqlite sink: %w", err)
 	}
@@ -142,8 +151,8 @@ func NewSQLite(ctx context.Context, cfg SQLiteConfig) (*SQLite, error) {
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(0)
 	s := &SQLite{db: db, name: cfg.Table, path: cfg.Path, keyer: cfg.Keyer, cols: cols, upsert: sqliteUpsertSQL(table, cols, key, ignore),
-		ckpt: ckpt, log: cfg.Log, sem: make(chan struct{}, 1)}
-	if err := s.prepare(ctx, sqliteCreateTableSQL(table, cols, key), cfg.CreateTable); err != nil {
+		ckpt: ckpt, log: cfg.Log, sem: make(chan struct{}, 1), created: created}
+	if err := s.prepare(ctx, table, sqliteCreateTableSQL(table, cols, key), cfg.CreateTable); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -171,7 +180,7 @@ func sqliteDSN(path string, busy time.Duration) (string, error) {
 		abs, max(busy.Milliseconds(), 1)), nil
 }
 
-func (s *SQLite) prepare(ctx context.Context, createSQL string, create bool) error {
+func (s *SQLite) prepare(ctx context.Context, table, createSQL string, create bool) error {
 	if err := s.db.PingContext(ctx); err != nil {
 		return fmt.Errorf("sqlite sink: open %s: %w", s.path, err)
 	}
@@ -183,6 +192,14 @@ func (s *SQLite) prepare(ctx context.Context, createSQL string, create bool) err
 		return fmt.Errorf("sqlite sink: open %s: the database is in %s journal mode and cannot switch to WAL (is it on a network file system?)", s.path, mode)
 	}
 	if create {
+		if s.created == "" {
+			// Whether the table is there before CREATE TABLE IF NOT EXISTS.
+			if stmt, err := s.db.PrepareContext(ctx, "SELECT 1 FROM "+table+" LIMIT 0"); err != nil {
+				s.created = fmt.Sprintf("the table %s did not exist in the database %s when this run opened it (create_table created it, empty)", s.name, absPath(s.path))
+			} else if err := stmt.Close(); err != nil {
+				return err
+			}
+		}
 		if _, err := s.db.ExecContext(ctx, createSQL); err != nil {
 			return fmt.Errorf("sqlite sink: create table %s: %w", s.name, err)
 		}
@@ -400,6 +417,28 @@ func sqliteRejectsData(err error) bool {
 		return true
 	}
 	return false
+}
+
+// CheckResume implements Resumer: the rows of a partition replayed past its
+// start by an earlier process are in the database, unless the database file
+// or the table did not exist when this process opened the sink (a relative
+// path resolved against another working directory than the first run's, a
+// database or table deleted since). Rows are not counted: a mapped table
+// need not have a partition or offset column, and rows of other runs may
+// share it.
+func (s *SQLite) CheckResume(points []ResumePoint) error {
+	if s.created == "" {
+		return nil
+	}
+	for _, p := range points {
+		if p.Committed > p.Start {
+			return fmt.Errorf("sqlite sink: the replay group records partition %d as replayed up to offset %d (its range is [%d, %d)), but %s: "+
+				"the table would lack the rows written before that offset. Run replay from the working directory of the first run "+
+				"(a relative database path is resolved against it) or restore the database; or replay the window again from its "+
+				"start with 'replay run PLAN --restart'", p.Partition, p.Committed, p.Start, p.End, s.created)
+		}
+	}
+	return nil
 }
 
 // Finish does nothing: every Write is already committed.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -123,5 +124,35 @@ func TestRunConfirmation(t *testing.T) {
 	}
 	if r := replay(t, "run", "--restart", "--yes", changed); r.code != exitOK {
 		t.Fatalf("--restart --yes: %s", r)
+	}
+}
+
+// Regression: Ctrl-C at the [y/N] question said "finishing the in-flight
+// batch and committing" when no run was in progress: it says cancelled.
+func TestSignalAtConfirmation(t *testing.T) {
+	_, tty := openPTY(t)
+	sb, seed := newCluster(t, 1, 100)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.jsonl")
+	file := writePlan(t, dir, planSpec{name: "ask", addr: sb.Addr, from: seed.From, to: seed.To, sink: fileSink(out, 100)})
+	var stdout, stderr syncBuffer
+	cmd := exec.Command(os.Args[0], "run", file)
+	cmd.Env = append(os.Environ(), execEnv+"=1")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, &stderr, `\[y/N\]`)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	r := result{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
+	if r.code != exitFailed || !strings.Contains(r.text(), "interrupt: cancelled") || strings.Contains(r.text(), "in-flight") ||
+		!strings.Contains(r.text(), "cancelled: nothing was written and no checkpoint changed") {
+		t.Fatalf("want exit %d saying cancelled, got %s", exitFailed, r)
+	}
+	if lineCount(t, out) != 0 {
+		t.Error("records were written")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -42,7 +43,7 @@ func main() {
 		debug.SetMemoryLimit(memoryLimit)
 	}
 	app := newApp(os.Stdout, os.Stderr)
-	ctx, stop := signalContext(app.notify)
+	ctx, stop := signalContext(app.signalMessage, app.notify)
 	defer stop()
 	err := app.root().ExecuteContext(ctx)
 	if app.stopProfile != nil {
@@ -51,22 +52,42 @@ func main() {
 	os.Exit(app.exitCode(err))
 }
 
-// signalContext is cancelled by the first SIGINT/SIGTERM (finish the
-// in-flight batch, commit, stop); a second one exits at once. notify tells
-// the user (from the signal goroutine).
-func signalContext(notify func(string)) (context.Context, func()) {
+// signalContext is cancelled by the first SIGINT/SIGTERM (a run finishes
+// the in-flight batch, commits and stops); a second one exits at once.
+// message says what the first one does, "" what the second one does;
+// notify tells the user (from the signal goroutine).
+func signalContext(message func(first os.Signal) string, notify func(string)) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		sig := <-ch
-		notify(fmt.Sprintf("%s: finishing the in-flight batch and committing (press Ctrl-C again to quit at once)", sig))
+		notify(message(sig))
 		cancel()
 		<-ch
-		notify("quitting at once: the last batch may be written but not committed; a re-run re-delivers it (idempotent)")
+		if msg := message(nil); msg != "" {
+			notify(msg)
+		}
 		os.Exit(130)
 	}()
 	return ctx, func() { signal.Stop(ch); cancel() }
+}
+
+// signalMessage says what a signal does: during a run, the first one
+// finishes the in-flight batch and commits; before one (at the [y/N]
+// question, while resolving the window) nothing is in flight, and the
+// command is just cancelled. A nil sig asks about the second signal.
+func (a *app) signalMessage(sig os.Signal) string {
+	running := a.running.Load()
+	switch {
+	case sig == nil && running:
+		return "quitting at once: the last batch may be written but not committed; a re-run re-delivers it (idempotent)"
+	case sig == nil:
+		return ""
+	case running:
+		return fmt.Sprintf("%s: finishing the in-flight batch and committing (press Ctrl-C again to quit at once)", sig)
+	}
+	return fmt.Sprintf("%s: cancelled", sig)
 }
 
 // app holds what every command shares: streams and the logger.
@@ -91,6 +112,9 @@ type app struct {
 	// detailedExit is plan's --detailed-exitcode: 2 then means work to do,
 	// so an invalid plan or a usage mistake exits 1 instead.
 	detailedExit bool
+	// running is set once a run reads and writes records (after the
+	// confirmation): a signal then finishes the in-flight batch.
+	running atomic.Bool
 }
 
 func newApp(stdout, stderr io.Writer) *app {
@@ -212,4 +236,44 @@ func args(check cobra.PositionalArgs) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// choiceFlag is a string flag that takes one of a few values: a wrong one
+// is a flag error (exit 2, reported as cobra reports any flag mistake,
+// before the command runs), as for an unknown flag.
+type choiceFlag struct {
+	value   *string
+	choices []string
+}
+
+func newChoiceFlag(value *string, choices ...string) *choiceFlag {
+	return &choiceFlag{value: value, choices: choices}
+}
+
+func (f *choiceFlag) String() string { return *f.value }
+func (f *choiceFlag) Type() string   { return "string" }
+
+func (f *choiceFlag) Set(s string) error {
+	for _, c := range f.choices {
+		if s == c {
+			*f.value = s
+			return nil
+		}
+	}
+	return fmt.Errorf("want %s or %s", strings.Join(f.choices[:len(f.choices)-1], ", "), f.choices[len(f.choices)-1])
+}
+
+// portFlag is a TCP port flag: 0..65535 (0: any free port).
+type portFlag struct{ value *int }
+
+func (f portFlag) String() string { return strconv.Itoa(*f.value) }
+func (f portFlag) Type() string   { return "int" }
+
+func (f portFlag) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > 65535 {
+		return errors.New("want a port number 0..65535 (0: any free port)")
+	}
+	*f.value = n
+	return nil
 }

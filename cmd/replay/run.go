@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -73,13 +74,10 @@ func (a *app) planCmd() *cobra.Command {
 			"plan): 0 nothing to do, 2 work to do, 1 any error, including an invalid plan or usage mistake, 3 refused for safety.",
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, files []string) error {
-			if o.output != "table" && o.output != "json" {
-				return usageError{fmt.Errorf("--output %q: want table or json", o.output)}
-			}
 			return a.plan(cmd.Context(), files[0], o)
 		},
 	}
-	cmd.Flags().StringVarP(&o.output, "output", "o", o.output, "output format: table or json")
+	cmd.Flags().VarP(newChoiceFlag(&o.output, "table", "json"), "output", "o", "output format: table or json")
 	cmd.Flags().StringVar(&o.out, "out", "", "write the resolution (fingerprint, ranges, resolved-at) as JSON to this file, for review and 'replay run --resolution'")
 	cmd.Flags().StringVar(&o.resolution, "resolution", "", "show the ranges pinned by this resolution file (written by --out) instead of resolving the window again")
 	cmd.Flags().BoolVar(&a.detailedExit, "detailed-exitcode", false, "exit 0 when there is nothing to do, 2 when there is work to do, 1 on any error (invalid plans too)")
@@ -192,6 +190,9 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 	if err != nil {
 		return nil, err
 	}
+	if err := checkWritable(o.report); err != nil {
+		return nil, usageError{fmt.Errorf("--report: %w", err)}
+	}
 	opts.Restart = o.restart
 	if a.console != nil {
 		opts.ProgressEvery = -1 // a terminal: the progress display replaces the log lines
@@ -222,6 +223,7 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 		return nil, err
 	}
 	defer sink.Close()
+	a.running.Store(true) // from here a signal finishes the in-flight batch
 	if job.NothingToDo() && !job.Fresh {
 		// Run commits nothing then: it publishes output that a run which
 		// crashed after its last commit staged, and makes the report.
@@ -229,7 +231,13 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 		if err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(out, "nothing to do: plan %s already replayed every partition to its end (group %s); run 'replay reset' or use --restart to replay again\n", p.Name, p.Group)
+		msg := fmt.Sprintf("nothing to do: plan %s already replayed every partition to its end (group %s); run 'replay reset' or use --restart to replay again", p.Name, p.Group)
+		if out == io.Discard {
+			// A stdout sink with JSON logs on stderr: the log is the only place left.
+			a.log.Info().Str("plan", p.Name).Str("group", p.Group).Msg(msg)
+		} else {
+			fmt.Fprintln(out, msg)
+		}
 		return nil, a.writeReport(o.report, rep)
 	}
 	a.log.Info().Str("plan", p.Name).Int64("offsets", job.Resolution.Total()).Msg("run started")
@@ -281,7 +289,32 @@ func (a *app) writeReport(path string, rep *runner.Report) error {
 	if path == "" {
 		return nil
 	}
-	return a.writeRedactedJSON(path, rep)
+	if err := a.writeRedactedJSON(path, rep); err != nil {
+		return fmt.Errorf("--report: %w", err)
+	}
+	return nil
+}
+
+// checkWritable checks, before a run connects, that a file can be written
+// at path (os.WriteFile's way): an existing file is opened for writing
+// without changing it; a new one is created and removed again. "" is fine.
+func checkWritable(path string) error {
+	if path == "" {
+		return nil
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s is a directory: name a file, e.g. %s", path, filepath.Join(path, "report.json"))
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		if f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644); err == nil {
+			defer os.Remove(path)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 func sinkWhere(s plan.Sink) string {

@@ -86,4 +86,15 @@ func TestStdoutSink(t *testing.T) {
 		t.Errorf("stdout holds %d records, the window %d", len(got), want)
 	}
 	checkJSONLines(t, "stderr", r.stderr)
+
+	// Regression: a re-run printed nothing at all (its tables go nowhere
+	// when stderr carries JSON logs): the log says there is nothing to do.
+	r = replay(t, "run", "--yes", file)
+	if r.code != exitOK || r.stdout != "" {
+		t.Fatalf("re-run: %s", r)
+	}
+	checkJSONLines(t, "stderr of the re-run", r.stderr)
+	if !strings.Contains(r.stderr, `"level":"info"`) || !strings.Contains(r.text(), "nothing to do: plan preview already replayed every partition") {
+		t.Errorf("re-run: no info line saying there is nothing to do: %s", r)
+	}
 }

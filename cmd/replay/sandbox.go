@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,7 +28,13 @@ func (a *app) sandboxCmd() *cobra.Command {
 			"the last 24 hours. Everything is in memory and gone when it stops.",
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.partitions < 1 || o.records < 0 {
+				return usageError{fmt.Errorf("--partitions must be at least 1 and --records at least 0")}
+			}
 			sb, err := sandbox.Start(o.port, o.partitions, o.topic)
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return fmt.Errorf("%w: another process listens on port %d; pick another with --port (--port 0 takes any free port)", err, o.port)
+			}
 			if err != nil {
 				return err
 			}
@@ -42,7 +50,7 @@ func (a *app) sandboxCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().IntVar(&o.port, "port", o.port, "loopback port to listen on (0 = any free port)")
+	cmd.Flags().Var(portFlag{&o.port}, "port", "loopback port to listen on (0 = any free port)")
 	cmd.Flags().StringVar(&o.topic, "topic", o.topic, "topic to create")
 	cmd.Flags().Int32Var(&o.partitions, "partitions", o.partitions, "partitions of the topic")
 	cmd.Flags().IntVar(&o.records, "records", 0, "order events to seed, stamped over the last 24 hours")

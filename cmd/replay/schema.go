@@ -119,10 +119,15 @@ var fieldSchemas = map[string]func() schema{
 	"SASL.password": func() schema {
 		return schema{"type": "string", "pattern": envPattern, "examples": []any{"${KAFKA_PASSWORD}"}}
 	},
-	"Throttle.records_per_second": func() schema { return numberOrEnv("number", 0, nil) },
-	"Sink.type":                   func() schema { return enumOrEnv("file", "postgres", "sqlite", "kafka", "http", "stdout") },
-	"Sink.on_conflict":            func() schema { return enumOrEnv("update", "ignore") },
-	"Sink.batch_size":             func() schema { return numberOrEnv("integer", 1, 100000) },
+	"Throttle.records_per_second": func() schema { return numberOrEnv("number", 0, plan.MaxRecordsPerSecond) },
+	"Throttle.bytes_per_second": func() schema {
+		s := scalarSchemas[reflect.TypeFor[plan.ByteSize]()]()
+		s["anyOf"].([]any)[0].(schema)["maximum"] = int64(plan.MaxBytesPerSecond)
+		return s
+	},
+	"Sink.type":        func() schema { return enumOrEnv("file", "postgres", "sqlite", "kafka", "http", "stdout") },
+	"Sink.on_conflict": func() schema { return enumOrEnv("update", "ignore") },
+	"Sink.batch_size":  func() schema { return numberOrEnv("integer", 1, plan.MaxBatchSize) },
 	"Sink.brokers": func() schema {
 		return schema{"anyOf": []any{
 			schema{"type": "array", "items": schema{"type": "string"}, "minItems": 1},
@@ -192,8 +197,8 @@ var fieldDocs = map[string]string{
 	"OffsetRange.from": "Inclusive start offset: a number or earliest (the log start offset).",
 	"OffsetRange.to":   "Exclusive end offset: a number or latest (the high watermark, or the last stable offset under read_committed).",
 
-	"Throttle.records_per_second": "Records per second across all partitions; 0 is unlimited.",
-	"Throttle.bytes_per_second":   "Bytes per second across all partitions, e.g. 5MiB; 0 is unlimited.",
+	"Throttle.records_per_second": "Records per second across all partitions, up to 1e9; 0 is unlimited.",
+	"Throttle.bytes_per_second":   "Bytes per second across all partitions, e.g. 5MiB (units B, KiB, MiB, GiB, KB, MB, GB), up to 1024GiB; 0 is unlimited.",
 
 	"Sink.type":             "Sink type: file, postgres, sqlite, kafka, http or stdout.",
 	"Sink.path":             "Output file of a file sink (written atomically; with per_partition a pattern holding {partition}, e.g. out/orders-{partition}.csv), or the database file of a sqlite sink.",
@@ -207,7 +212,7 @@ var fieldDocs = map[string]string{
 	"Sink.format":           "file: jsonl (default: one JSON object per record) or csv (a header row, then one row per record with the columns; RFC 4180 quoting, LF line ends, NULL as an empty field).",
 	"Sink.per_partition":    "file: write one file per partition (path holds {partition}), each published atomically when the run completes.",
 	"Sink.key":              "Idempotency key: a Go template over the record, e.g. '{{ .Value.id }}'; default <topic>/<partition>/<offset>. The kafka sink's message key; the http sink's idempotency_key; the column mapped to key.",
-	"Sink.batch_size":       "Largest number of records per durable write, and so between two commits (default 1000); an http sink posts at most this many per request.",
+	"Sink.batch_size":       "Largest number of records per durable write, and so between two commits: 1..100000 (default 1000 when unset); an http sink posts at most this many per request.",
 	"Sink.brokers":          "kafka: bootstrap brokers of the target cluster (the source cluster or another), host:port; or one ${VAR} holding a comma-separated list.",
 	"Sink.topic":            "kafka: the topic to produce to; it must exist.",
 	"Sink.tls":              "kafka: encrypted connection to the target cluster (independent of the source's).",

@@ -28,9 +28,6 @@ func (a *app) statusCmd() *cobra.Command {
 			"not make). Nothing is committed; the exit code is 0 whatever the state.",
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, files []string) error {
-			if o.output != "table" && o.output != "json" {
-				return usageError{fmt.Errorf("--output %q: want table or json", o.output)}
-			}
 			p, c, err := a.loadAndConnect(cmd.Context(), files[0])
 			if err != nil {
 				return err
@@ -49,7 +46,7 @@ func (a *app) statusCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&o.output, "output", "o", o.output, "output format: table or json")
+	cmd.Flags().VarP(newChoiceFlag(&o.output, "table", "json"), "output", "o", "output format: table or json")
 	return cmd
 }
 
@@ -98,7 +95,16 @@ func printProgress(w io.Writer, pr *runner.Progress, file string) {
 		fmt.Fprintf(t, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", pp.Partition, offsetOrDash(pp.Committed), offsetOrDash(pp.Start), offsetOrDash(pp.End),
 			offsetOrDash(pp.Remaining), done, pp.LogStart, pp.HighWatermark, committedBy(pp))
 	}
-	if pr.Records > 0 || pr.State != runner.StateNotStarted {
+	switch {
+	case pr.State == runner.StateForeign || pr.State == runner.StateOtherPlan:
+		// replay run refuses the group: a percentage (100% of no replay
+		// commit) would read as done.
+		records, remaining := "-", "-"
+		if pr.Records > 0 {
+			records, remaining = fmt.Sprint(pr.Records), fmt.Sprint(pr.Remaining)
+		}
+		fmt.Fprintf(t, "TOTAL\t\t\t%s\t%s\trefused: %s\t\t\t\n", records, remaining, refusal(pr.State))
+	case pr.Records > 0 || pr.State != runner.StateNotStarted:
 		fmt.Fprintf(t, "TOTAL\t\t\t%d\t%d\t%.1f%%\t\t\t\n", pr.Records, pr.Remaining, pr.PercentDone)
 	}
 	t.Flush()
@@ -126,6 +132,14 @@ func stateLine(pr *runner.Progress, file string) string {
 		return fmt.Sprintf("foreign: group %s has commits on %s that replay did not make: it is, or was, a real consumer group; replay will neither run in it nor reset it: name a dedicated group such as replay.%s", pr.Group, pr.Topic, pr.Plan)
 	}
 	return string(pr.State)
+}
+
+// refusal names the state of a group that replay run refuses.
+func refusal(s runner.State) string {
+	if s == runner.StateOtherPlan {
+		return "other plan"
+	}
+	return string(s)
 }
 
 func committedBy(pp runner.PartitionProgress) string {

@@ -206,7 +206,8 @@ func recordReason(err error) string {
 	return err.Error()
 }
 
-// readFixtures reads a fixture file; topic is the default topic.
+// readFixtures reads a fixture file; topic is the default topic. Every bad
+// line is reported (file:line: reason, one per line), not just the first.
 func readFixtures(path, topic string) ([]fixture, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -214,6 +215,7 @@ func readFixtures(path, topic string) ([]fixture, error) {
 	}
 	defer f.Close()
 	var out []fixture
+	var bad []error
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 16<<20)
 	for n := 1; sc.Scan(); n++ {
@@ -223,13 +225,17 @@ func readFixtures(path, topic string) ([]fixture, error) {
 		}
 		fx, err := parseFixture(line, topic, int64(len(out)))
 		if err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+			bad = append(bad, fmt.Errorf("%s:%d: %w", path, n, err))
+			continue
 		}
 		fx.line = n
 		out = append(out, fx)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		bad = append(bad, fmt.Errorf("%s: %w", path, err))
+	}
+	if len(bad) > 0 {
+		return nil, errors.Join(bad...)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s holds no fixture records", path)

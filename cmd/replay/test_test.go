@@ -113,6 +113,24 @@ func TestTestCommand(t *testing.T) {
 			}
 		})
 	}
+	// Regression: test stopped at the first bad line; fixing a file took a
+	// run per mistake.
+	t.Run("every bad line", func(t *testing.T) {
+		bad := records + `{"value": 1}` + "\n\n" + `{"timestamp": "2026-11-03T10:00:00Z", "expect": "passed"}` + "\nnot json\n"
+		p, r := writeTestFiles(t, "", bad)
+		res := replay(t, "test", p, "--records", r)
+		if res.code != exitInvalid {
+			t.Fatalf("want exit 2: %s", res)
+		}
+		for _, want := range []string{r + ":5: timestamp is missing", r + ":7: expect \"passed\"", r + ":8: not a fixture record"} {
+			if !strings.Contains(res.text(), want) {
+				t.Errorf("stderr lacks %q: %s", want, res)
+			}
+		}
+		if strings.Contains(res.stdout, "line 1") {
+			t.Errorf("records were run despite bad lines: %s", res)
+		}
+	})
 	t.Run("no --records", func(t *testing.T) {
 		p, _ := writeTestFiles(t, "", "")
 		if res := replay(t, "test", p); res.code != exitInvalid || !strings.Contains(res.stderr, "--records FILE is required") {

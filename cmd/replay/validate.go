@@ -36,9 +36,6 @@ func (a *app) validateCmd() *cobra.Command {
 			"Warnings never fail. Exit 0 when all plans are valid, 2 when any is invalid.",
 		Args: args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, files []string) error {
-			if o.format != formatText && o.format != formatJSON && o.format != formatGitHub {
-				return usageError{fmt.Errorf("--format %q: want text, json or github", o.format)}
-			}
 			results := validateFiles(files)
 			var err error
 			switch o.format {
@@ -56,7 +53,7 @@ func (a *app) validateCmd() *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&o.format, "format", o.format, "output format: text, json or github (GitHub Actions annotations)")
+	cmd.Flags().Var(newChoiceFlag(&o.format, formatText, formatJSON, formatGitHub), "format", "output format: text, json or github (GitHub Actions annotations)")
 	return cmd
 }
 

@@ -1,0 +1,280 @@
+package sinks_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/sinktest"
+)
+
+// points is a resumed run over partitions 0 and 1, ranges [10, 20): p0
+// committed at c0, p1 at c1.
+func points(c0, c1 int64) []sinks.ResumePoint {
+	return []sinks.ResumePoint{{Partition: 0, Start: 10, Committed: c0, End: 20}, {Partition: 1, Start: 10, Committed: c1, End: 20}}
+}
+
+func wantResumeError(t *testing.T, err error, subs ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("CheckResume = nil, want an error containing %q", subs)
+	}
+	for _, s := range append(subs, "working directory of the first run", "replay run PLAN --restart") {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("CheckResume error lacks %q:\n%v", s, err)
+		}
+	}
+}
+
+// CheckResume accepts a resume only when the records of every partition
+// replayed past its start are in this run's staging, or, once every
+// partition finished, in the published output.
+func TestFileCheckResume(t *testing.T) {
+	window := sinktest.Window(31, 2)
+	// staged returns a path whose staging holds partition 0's records (a
+	// run interrupted after committing partition 0 past its start).
+	staged := func(t *testing.T, runID string) string {
+		path := filepath.Join(t.TempDir(), "out.jsonl")
+		f := newFile(t, path, runID)
+		if err := f.Write(t.Context(), window[0][:3]); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(t.Context(), 0); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+
+	t.Run("own staging", func(t *testing.T) {
+		path := staged(t, "run-1")
+		if err := newFile(t, path, "run-1").CheckResume(points(15, 10)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("nothing committed past the starts", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "out.jsonl")
+		if err := newFile(t, path, "run-1").CheckResume(points(10, 10)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("staging deleted", func(t *testing.T) {
+		path := staged(t, "run-1")
+		if err := os.RemoveAll(path + ".parts"); err != nil {
+			t.Fatal(err)
+		}
+		f := newFile(t, path, "run-1")
+		wantResumeError(t, f.CheckResume(points(15, 10)), "partition 0", "offset 15", path+".parts does not exist")
+		if _, err := os.Stat(path + ".parts"); !os.IsNotExist(err) {
+			t.Errorf("CheckResume created staging: %v", err)
+		}
+	})
+	t.Run("a partition's staging file deleted", func(t *testing.T) {
+		path := staged(t, "run-1")
+		// Partition 1 committed past its start too, but its file is gone.
+		wantResumeError(t, newFile(t, path, "run-1").CheckResume(points(15, 12)), "partition 1",
+			filepath.Join(path+".parts", "partition-1.jsonl")+" is missing")
+	})
+	t.Run("staging replaced by another run", func(t *testing.T) {
+		path := staged(t, "run-1")
+		other := newFile(t, path, "run-2")
+		if err := other.Write(t.Context(), window[1][:2]); err != nil {
+			t.Fatal(err)
+		}
+		wantResumeError(t, newFile(t, path, "run-1").CheckResume(points(15, 10)), "belongs to another run")
+	})
+	t.Run("finished and published", func(t *testing.T) {
+		path := staged(t, "run-1")
+		f := newFile(t, path, "run-1")
+		finishFile(t, f)
+		if err := newFile(t, path, "run-1").CheckResume(points(20, 20)); err != nil {
+			t.Fatalf("a finished run with its output published: %v", err)
+		}
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		wantResumeError(t, newFile(t, path, "run-1").CheckResume(points(20, 20)), "neither its published output "+path)
+	})
+	// A stale output of an earlier run does not stand for a run that has
+	// not finished: Finish publishes only when every partition is done.
+	t.Run("not finished, staging deleted, an old output", func(t *testing.T) {
+		path := staged(t, "run-1")
+		if err := os.RemoveAll(path + ".parts"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte("old\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		wantResumeError(t, newFile(t, path, "run-1").CheckResume(points(20, 10)), "does not exist")
+	})
+	t.Run("per_partition finished", func(t *testing.T) {
+		dir := t.TempDir()
+		pattern := filepath.Join(dir, "out-{partition}.jsonl")
+		f := newFileSink(t, sinks.FileConfig{Path: pattern, RunID: "run-1", PerPartition: true})
+		for p := range window {
+			if err := f.Write(t.Context(), window[p][:2]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		finishFile(t, f)
+		reopen := func() *sinks.File {
+			return newFileSink(t, sinks.FileConfig{Path: pattern, RunID: "run-1", PerPartition: true})
+		}
+		if err := reopen().CheckResume(points(20, 20)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Join(dir, "out-1.jsonl")); err != nil {
+			t.Fatal(err)
+		}
+		wantResumeError(t, reopen().CheckResume(points(20, 20)), "partition 1", filepath.Join(dir, "out-1.jsonl"))
+	})
+}
+
+// Sync leaves a staging file for a partition nothing was written to (all
+// its records filtered out), so that a resume tells it from lost staging.
+func TestFileSyncCreatesStagingFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.csv")
+	cfg := sinks.FileConfig{Path: path, RunID: "run-1", Format: "csv", Columns: plan.Columns{{Name: "offset", Field: "offset"}}}
+	f := newFileSink(t, cfg)
+	if err := f.Sync(t.Context(), 3); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(filepath.Join(path+".parts", "partition-3.jsonl"))
+	if err != nil || st.Size() != 0 {
+		t.Fatalf("staging file after Sync: %v, %v; want an empty file", st, err)
+	}
+	resumed := newFileSink(t, cfg)
+	if err := resumed.CheckResume([]sinks.ResumePoint{{Partition: 3, Start: 0, Committed: 7, End: 9}}); err != nil {
+		t.Fatal(err)
+	}
+	finishFile(t, resumed)
+	if got := string(readFile(t, path)); got != "offset\n" {
+		t.Errorf("output %q, want the header row", got)
+	}
+}
+
+// The dead-letter sinks check the wrapped sink's staging too.
+func TestDeadLetterSinkCheckResume(t *testing.T) {
+	for _, format := range []string{"jsonl", "csv"} {
+		t.Run(format, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "dead."+format)
+			cfg := plan.Sink{Type: "file", Path: path, Format: format}
+			if format == "csv" {
+				cfg.Columns = plan.Columns{{Name: "offset", Field: "offset"}}
+			}
+			s, err := sinks.NewDeadLetterSink(t.Context(), cfg, sinks.Options{RunID: "r"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			r, ok := s.(sinks.Resumer)
+			if !ok {
+				t.Fatalf("the %s dead-letter sink is not a Resumer", format)
+			}
+			wantResumeError(t, r.CheckResume(points(12, 10)), path+".parts does not exist")
+		})
+	}
+}
+
+// A second file sink on an output fails at once while the first holds it
+// (flock: another process, or another sink of this one); Close releases it
+// and removes the lock file.
+func TestFileLock(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "out.jsonl")
+	first, err := sinks.NewFile(path, "run-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	lock := filepath.Join(dir, ".out.jsonl.lock")
+	_, err = sinks.NewFile(path, "run-1")
+	want := "another replay process is writing " + path + " (lock " + lock + " held by process " + strconv.Itoa(os.Getpid()) + "); wait for it or stop it"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("second sink on the same output: %v, want %q", err, want)
+	}
+	// The second sink touched nothing: no staging.
+	if _, err := os.Stat(path + ".parts"); !os.IsNotExist(err) {
+		t.Errorf("staging after a refused second sink: %v", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(lock); !os.IsNotExist(err) {
+		t.Errorf("lock file left after Close: %v", err)
+	}
+	again, err := sinks.NewFile(path, "run-1")
+	if err != nil {
+		t.Fatalf("after Close: %v", err)
+	}
+	again.Close()
+	// Another output in the same directory is another lock.
+	a, err := sinks.NewFile(path, "run-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := sinks.NewFile(filepath.Join(dir, "other.jsonl"), "run-1")
+	if err != nil {
+		t.Fatalf("another output of the same directory: %v", err)
+	}
+	b.Close()
+}
+
+// A path that cannot be published is refused by NewFileSink, before
+// anything is written (it failed at publish, after the whole run).
+func TestFileRejectsUnpublishablePath(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"adir", "pp/7", "pp2/3/x"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pp2", "4"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name         string
+		path         string
+		perPartition bool
+		want         string
+	}{
+		{"an existing directory", filepath.Join(dir, "adir"), false, filepath.Join(dir, "adir") + " is a directory"},
+		{"ending in a slash", filepath.Join(dir, "new") + "/", false, `ends in "/"`},
+		{"a file in the way of its directory", filepath.Join(file, "out.jsonl"), false, file + " is not a directory"},
+		{"per_partition: a partition's file is a directory", filepath.Join(dir, "pp", "{partition}"), true, filepath.Join(dir, "pp", "7") + ", a partition's output file, is a directory"},
+		{"per_partition: a file in the way of a partition's directory", filepath.Join(dir, "pp2", "{partition}", "out.jsonl"), true, filepath.Join(dir, "pp2", "4") + " is not a directory"},
+		{"per_partition: ending in a slash", filepath.Join(dir, "x-{partition}") + "/", true, `ends in "/"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := sinks.NewFileSink(sinks.FileConfig{Path: tc.path, RunID: "r", PerPartition: tc.perPartition})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("NewFileSink(%q) = %v, want an error containing %q", tc.path, err, tc.want)
+			}
+		})
+	}
+	// Paths the checks must not take for a directory: a pattern whose
+	// directory holds other names, an output that exists as a file.
+	for _, tc := range []struct {
+		path         string
+		perPartition bool
+	}{{filepath.Join(dir, "pp", "out-{partition}.jsonl"), true}, {file, false}, {filepath.Join(dir, "pp2", "3", "x", "{partition}.jsonl"), true}} {
+		s, err := sinks.NewFileSink(sinks.FileConfig{Path: tc.path, RunID: "r", PerPartition: tc.perPartition})
+		if err != nil {
+			t.Errorf("NewFileSink(%q): %v", tc.path, err)
+			continue
+		}
+		if err := s.Finish(context.Background()); err != nil {
+			t.Errorf("Finish %q: %v", tc.path, err)
+		}
+		s.Close()
+	}
+}

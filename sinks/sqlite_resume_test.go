@@ -1,0 +1,57 @@
+package sinks_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
+)
+
+// A resumed run refuses a database file or a table that did not exist
+// when the sink opened (a relative path from another working directory, a
+// deleted database or table): the rows before the checkpoints are not there.
+func TestSQLiteCheckResume(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "replay.db")
+	open := func(create bool) *sinks.SQLite {
+		t.Helper()
+		s, err := sinks.NewSQLite(t.Context(), sinks.SQLiteConfig{Path: path, Table: "orders", CreateTable: create})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	first := open(true)
+	if err := first.CheckResume(points(10, 10)); err != nil {
+		t.Fatalf("nothing committed past the starts: %v", err)
+	}
+	wantResumeError(t, first.CheckResume(points(10, 13)), "partition 1", "offset 13", "the database "+path+" did not exist")
+	first.Close()
+
+	if err := open(true).CheckResume(points(15, 13)); err != nil {
+		t.Fatalf("the database of the first run: %v", err)
+	}
+	db := openSQLite(t, path)
+	if _, err := db.Exec(`DROP TABLE orders`); err != nil {
+		t.Fatal(err)
+	}
+	wantResumeError(t, open(true).CheckResume(points(15, 10)), "partition 0", "the table orders did not exist in the database "+path)
+
+	// The dead-letter wrapper asks the database too.
+	dead := filepath.Join(t.TempDir(), "dead.db")
+	s, err := sinks.NewDeadLetterSink(t.Context(), plan.Sink{Type: "sqlite", Path: dead, Table: "dead", CreateTable: true}, sinks.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r, ok := s.(sinks.Resumer)
+	if !ok {
+		t.Fatal("the sqlite dead-letter sink is not a Resumer")
+	}
+	wantResumeError(t, r.CheckResume(points(12, 10)), "the database "+dead+" did not exist")
+	if _, err := os.Stat(dead); err != nil {
+		t.Fatal(err)
+	}
+}
