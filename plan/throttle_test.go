@@ -35,3 +35,24 @@ func TestThrottleWarnings(t *testing.T) {
 		})
 	}
 }
+
+// Regression: any rate passed (records_per_second: 99999999999999999999999
+// showed as 1e+23 records/s); rates are bounded, .nan and .inf included.
+func TestThrottleBounds(t *testing.T) {
+	for _, tc := range []struct{ throttle, want string }{
+		{"{records_per_second: 1000000000}", ""},
+		{"{bytes_per_second: 1024GiB}", ""},
+		{"{records_per_second: 1000000001}", "throttle.records_per_second: 1.000000001e+09 is above the limit of 1000000000 (1e9)"},
+		{"{records_per_second: .inf}", "throttle.records_per_second: +Inf is above the limit"},
+		{"{records_per_second: .nan}", "throttle.records_per_second: not a number"},
+		{"{bytes_per_second: 1099511627777}", "throttle.bytes_per_second: 1099511627777 bytes is above the limit of 1024GiB"},
+	} {
+		_, err := Parse("plan.yaml", []byte(minimalPlan+"throttle: "+tc.throttle+"\n"), testOptions())
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.throttle, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: got %v, want %q", tc.throttle, err, tc.want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -255,7 +256,9 @@ func (v *validator) throttle() {
 	switch r := t.RecordsPerSecond; {
 	case r < 0:
 		v.add("throttle.records_per_second", "must be >= 0 (0 = unlimited)")
-	case !(r <= MaxRecordsPerSecond): // NaN too
+	case math.IsNaN(r):
+		v.add("throttle.records_per_second", "not a number: write a rate up to 1e9, or 0 (or leave it out) for unlimited")
+	case r > MaxRecordsPerSecond:
 		v.add("throttle.records_per_second", "%g is above the limit of %d (1e9) records per second: write a rate up to that, or 0 (or leave it out) for unlimited", r, int64(MaxRecordsPerSecond))
 	}
 	switch b := t.BytesPerSecond; {
