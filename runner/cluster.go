@@ -6,21 +6,17 @@ package runner
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/segmentio/kafka-go/sasl"
-	"github.com/segmentio/kafka-go/sasl/plain"
-	"github.com/segmentio/kafka-go/sasl/scram"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
 )
 
 // Cluster is a connection to the source Kafka cluster: one kafka-go
@@ -43,11 +39,11 @@ type Cluster struct {
 // EOF" (kafka-go #799). Errors say what to fix and never hold the
 // password; Cluster.Warnings lists insecure settings the caller must show.
 func Connect(ctx context.Context, src plan.Source) (*Cluster, error) {
-	tlsCfg, err := tlsConfig(src.TLS)
+	tlsCfg, err := sinks.TLSConfig(src.TLS)
 	if err != nil {
 		return nil, err
 	}
-	mech, err := saslMechanism(src.SASL)
+	mech, err := sinks.SASLMechanism(src.SASL)
 	if err != nil {
 		return nil, err
 	}
@@ -175,46 +171,6 @@ func connectError(addr string, src plan.Source, err error, waited time.Duration)
 // Close releases idle connections.
 func (c *Cluster) Close() {
 	c.Transport.CloseIdleConnections()
-}
-
-func tlsConfig(t plan.TLS) (*tls.Config, error) {
-	if !t.Enabled {
-		return nil, nil
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls ca_file %s: no PEM certificate found", t.CAFile)
-		}
-		cfg.RootCAs = pool
-	}
-	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls cert_file/key_file: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return cfg, nil
-}
-
-func saslMechanism(s plan.SASL) (sasl.Mechanism, error) {
-	switch s.Mechanism {
-	case "":
-		return nil, nil
-	case "PLAIN":
-		return plain.Mechanism{Username: s.Username, Password: s.Password}, nil
-	case "SCRAM-SHA-256":
-		return scram.Mechanism(scram.SHA256, s.Username, s.Password)
-	case "SCRAM-SHA-512":
-		return scram.Mechanism(scram.SHA512, s.Username, s.Password)
-	}
-	return nil, fmt.Errorf("sasl mechanism %q is not supported", s.Mechanism)
 }
 
 // addr is the bootstrap address handed to Transport.RoundTrip; the

@@ -32,11 +32,11 @@ type kafkaConn struct {
 }
 
 func newKafkaConn(t plan.TLS, s plan.SASL, clientID string) (*kafkaConn, error) {
-	tlsCfg, err := kafkaTLSConfig(t)
+	tlsCfg, err := TLSConfig(t)
 	if err != nil {
 		return nil, err
 	}
-	mech, err := kafkaSASLMechanism(s)
+	mech, err := SASLMechanism(s)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +59,11 @@ func newKafkaConn(t plan.TLS, s plan.SASL, clientID string) (*kafkaConn, error) 
 	return c, nil
 }
 
-func kafkaTLSConfig(t plan.TLS) (*tls.Config, error) {
+// TLSConfig builds the client TLS configuration for a plan's tls section
+// (nil when TLS is disabled): TLS 1.2 or later, the CA file as the only
+// trusted roots when given, and the client certificate for mTLS. Used for
+// the source cluster (runner) and the kafka sink's target cluster.
+func TLSConfig(t plan.TLS) (*tls.Config, error) {
 	if !t.Enabled {
 		return nil, nil
 	}
@@ -85,7 +89,9 @@ func kafkaTLSConfig(t plan.TLS) (*tls.Config, error) {
 	return cfg, nil
 }
 
-func kafkaSASLMechanism(s plan.SASL) (sasl.Mechanism, error) {
+// SASLMechanism returns the kafka-go SASL mechanism for a plan's sasl
+// section (nil when none): PLAIN (KIP-43) or SCRAM-SHA-256/512 (KIP-84).
+func SASLMechanism(s plan.SASL) (sasl.Mechanism, error) {
 	switch s.Mechanism {
 	case "":
 		return nil, nil
