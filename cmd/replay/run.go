@@ -19,14 +19,7 @@ import (
 // prepare loads the plan, connects and decides what a run would do; it
 // changes nothing.
 func (a *app) prepare(ctx context.Context, file string, opts runner.Options) (*runner.Job, *runner.Cluster, error) {
-	p, err := a.loadPlanFile(file)
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, w := range p.Warnings() {
-		a.log.Warn().Str("plan", p.Name).Msg(w.String())
-	}
-	c, err := runner.Connect(ctx, p.Source)
+	p, c, err := a.loadAndConnect(ctx, file)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 
@@ -61,18 +60,16 @@ func (a *app) loadAndConnect(ctx context.Context, file string) (*plan.Plan, *run
 	if err != nil {
 		return nil, nil, err
 	}
+	for _, w := range c.Warnings { // insecure_skip_verify, PLAIN without TLS
+		a.log.Warn().Str("plan", p.Name).Msg(w)
+	}
 	return p, c, nil
 }
 
 // loadPlan loads and validates the plan (offline) and logs its warnings. A
 // file that cannot be read is a usage mistake (exit 2), as for run.
 func (a *app) loadPlan(file string) (*plan.Plan, error) {
-	p, err := plan.Load(file, plan.LoadOptions{})
-	a.remember(p)
-	var invalid *plan.InvalidError
-	if err != nil && !errors.As(err, &invalid) {
-		return nil, usageError{err}
-	}
+	p, err := a.loadPlanFile(file)
 	if err != nil {
 		return nil, err
 	}
