@@ -287,7 +287,7 @@ func (r *partitionReader) adapt(bytes, batches int) {
 // chunk lives as long as any record cut from it.
 type arena struct{ buf []byte }
 
-const arenaChunk = 256 << 10
+const arenaChunk = 64 << 10
 
 // take returns a slice of n bytes (nil for a null key or value: n < 0).
 func (a *arena) take(n int) []byte {
