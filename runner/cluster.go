@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -24,6 +26,9 @@ import (
 // Client used for ListOffsets, commits and group checks and by the
 // protocol-level fetches of the window read.
 type Cluster struct {
+	fetchMu  sync.Mutex
+	fetchers []*kafka.Transport
+
 	Client    *kafka.Client
 	Transport *kafka.Transport
 	Brokers   []string
@@ -171,6 +176,36 @@ func connectError(addr string, src plan.Source, err error, waited time.Duration)
 // Close releases idle connections.
 func (c *Cluster) Close() {
 	c.Transport.CloseIdleConnections()
+	c.fetchMu.Lock()
+	defer c.fetchMu.Unlock()
+	for _, t := range c.fetchers {
+		if t != nil { // created on first use
+			t.CloseIdleConnections()
+		}
+	}
+}
+
+// fetchConns is how many connections per broker carry window reads. kafka-go
+// decodes each connection's responses on one goroutine, so one shared
+// connection would decode every partition's records on a single core.
+var fetchConns = 2 * runtime.GOMAXPROCS(0)
+
+// fetchTransport returns the transport that carries partition's fetches:
+// one of fetchConns transports configured like c.Transport (TLS, SASL),
+// each with its own connections, so responses decode in parallel.
+func (c *Cluster) fetchTransport(partition int32) *kafka.Transport {
+	c.fetchMu.Lock()
+	defer c.fetchMu.Unlock()
+	if c.fetchers == nil {
+		c.fetchers = make([]*kafka.Transport, max(fetchConns, 1))
+	}
+	i := int(partition) % len(c.fetchers)
+	if c.fetchers[i] == nil {
+		t := c.Transport
+		c.fetchers[i] = &kafka.Transport{DialTimeout: t.DialTimeout, IdleTimeout: t.IdleTimeout, MetadataTTL: t.MetadataTTL,
+			MetadataTopics: t.MetadataTopics, ClientID: t.ClientID, TLS: t.TLS, SASL: t.SASL}
+	}
+	return c.fetchers[i]
 }
 
 // addr is the bootstrap address handed to Transport.RoundTrip; the

@@ -130,7 +130,7 @@ func (r *partitionReader) roundTrip(ctx context.Context, offset int64) (*fetch.R
 			Partition: r.partition, CurrentLeaderEpoch: -1, FetchOffset: offset, LogStartOffset: -1, PartitionMaxBytes: r.maxBytes,
 		}}}},
 	}
-	m, err := r.c.Transport.RoundTrip(ctx, r.c.addr(), req)
+	m, err := r.c.fetchTransport(r.partition).RoundTrip(ctx, r.c.addr(), req)
 	if err != nil {
 		return nil, fmt.Errorf("fetch %s/%d at offset %d: %w", r.topic, r.partition, offset, err)
 	}

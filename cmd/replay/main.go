@@ -36,7 +36,7 @@ const (
 // harder near it instead of letting fetched batches pile up, which keeps the
 // peak RSS of a replay below 64 MiB whatever the window size. GOMEMLIMIT
 // overrides it.
-const memoryLimit = 48 << 20
+const memoryLimit = 46 << 20
 
 func main() {
 	if os.Getenv("GOMEMLIMIT") == "" {
