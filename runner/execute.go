@@ -328,10 +328,17 @@ func (w *partitionWorker) run(ctx context.Context) (err error) {
 			return err
 		}
 		var f fetched
+		var ok bool
 		select {
-		case f = <-pf.ch:
+		case f, ok = <-pf.ch:
 		case <-ctx.Done():
 			return ctx.Err()
+		}
+		if !ok { // the fetch loop ended without reaching the end: only on cancellation
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			return &PartitionError{Topic: j.Resolution.Topic, Partition: s.Partition, Offset: w.pos, Err: errors.New("the fetch loop stopped before the end of the range")}
 		}
 		w.pending = append(w.pending, f.recs...)
 		s.read.Add(int64(len(f.recs)))
