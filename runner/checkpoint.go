@@ -152,7 +152,9 @@ func (c *Cluster) commit(ctx context.Context, group, topic string, offsets map[i
 }
 
 // deleteCommits removes the group's commits for parts (OffsetDelete,
-// KIP-496; the broker refuses it while members consume the topic).
+// KIP-496). The broker refuses it while the group is in use
+// (NON_EMPTY_GROUP, GROUP_SUBSCRIBED_TO_TOPIC): that is a *SafetyError. A
+// group that no longer exists has nothing to delete.
 func (c *Cluster) deleteCommits(ctx context.Context, group, topic string, parts []int32) error {
 	if len(parts) == 0 {
 		return nil
@@ -163,23 +165,26 @@ func (c *Cluster) deleteCommits(ctx context.Context, group, topic string, parts 
 	}
 	resp, err := c.Client.OffsetDelete(ctx, &kafka.OffsetDeleteRequest{GroupID: group, Topics: map[string][]int{topic: ints}})
 	if err != nil {
-		return fmt.Errorf("delete commits of group %s: %w", group, err)
+		return fmt.Errorf("delete commits of group %s on %s: %w", group, topic, err)
+	}
+	inUse := func(err error) bool {
+		return errors.Is(err, kafka.NonEmptyGroup) || errors.Is(err, kafka.GroupSubscribedToTopic)
 	}
 	if resp.Error != nil {
-		if errors.Is(resp.Error, kafka.GroupIdNotFound) {
+		switch {
+		case errors.Is(resp.Error, kafka.GroupIdNotFound):
 			return nil
+		case inUse(resp.Error):
+			return &SafetyError{Group: group, Reason: fmt.Sprintf("the broker refused to delete its commits (%v): the group is in use; use a dedicated group", resp.Error)}
 		}
-		if errors.Is(resp.Error, kafka.NonEmptyGroup) {
-			return &SafetyError{Group: group, Reason: fmt.Sprintf("the broker refused to delete its commits (%v): the group has active members; use a dedicated group", resp.Error)}
-		}
-		return fmt.Errorf("delete commits of group %s: %w", group, resp.Error)
+		return fmt.Errorf("delete commits of group %s on %s: %w", group, topic, resp.Error)
 	}
 	var errs []string
 	for _, pr := range resp.Topics[topic] {
 		switch {
 		case pr.Error == nil:
-		case errors.Is(pr.Error, kafka.GroupSubscribedToTopic):
-			return &SafetyError{Group: group, Reason: fmt.Sprintf("the broker refused to delete its commits (%v): the group has active members; use a dedicated group", pr.Error)}
+		case inUse(pr.Error):
+			return &SafetyError{Group: group, Reason: fmt.Sprintf("the broker refused to delete its commit on %s/%d (%v): a member of the group consumes the topic", topic, pr.Partition, pr.Error)}
 		default:
 			errs = append(errs, fmt.Sprintf("%s/%d: %v", topic, pr.Partition, pr.Error))
 		}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -283,48 +282,14 @@ func (c *Cluster) Reset(ctx context.Context, p *plan.Plan) ([]Checkpoint, error)
 	if err != nil || len(cps) == 0 {
 		return nil, err
 	}
-	group, topic := p.Group, p.Source.Topic
-	parts := make([]int, len(cps))
+	parts := make([]int32, len(cps))
 	for i, cp := range cps {
-		parts[i] = int(cp.Partition)
+		parts[i] = cp.Partition
 	}
-	resp, err := c.Client.OffsetDelete(ctx, &kafka.OffsetDeleteRequest{GroupID: group, Topics: map[string][]int{topic: parts}})
-	if err != nil {
-		return nil, fmt.Errorf("delete commits of group %s on %s: %w", group, topic, err)
-	}
-	if err := deleteError(group, topic, resp); err != nil {
+	if err := c.deleteCommits(ctx, p.Group, p.Source.Topic, parts); err != nil {
 		return nil, err
 	}
 	return cps, c.checkDeleted(ctx, p, cps)
-}
-
-func deleteError(group, topic string, resp *kafka.OffsetDeleteResponse) error {
-	inUse := func(err error) bool {
-		return errors.Is(err, kafka.NonEmptyGroup) || errors.Is(err, kafka.GroupSubscribedToTopic)
-	}
-	if resp.Error != nil {
-		if errors.Is(resp.Error, kafka.GroupIdNotFound) {
-			return nil // gone meanwhile: checkDeleted confirms
-		}
-		if inUse(resp.Error) {
-			return &SafetyError{Group: group, Reason: fmt.Sprintf("the broker refused to delete its offsets (%v): the group is in use", resp.Error)}
-		}
-		return fmt.Errorf("delete commits of group %s on %s: %w", group, topic, resp.Error)
-	}
-	var errs []string
-	for _, pr := range resp.Topics[topic] {
-		switch {
-		case pr.Error == nil:
-		case inUse(pr.Error):
-			return &SafetyError{Group: group, Reason: fmt.Sprintf("the broker refused to delete its offset on %s/%d (%v): a member of the group consumes the topic", topic, pr.Partition, pr.Error)}
-		default:
-			errs = append(errs, fmt.Sprintf("%s/%d: %v", topic, pr.Partition, pr.Error))
-		}
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("delete commits of group %s: %s", group, strings.Join(errs, "; "))
-	}
-	return nil
 }
 
 // checkDeleted reads the commits back: a reset that left one would make the
