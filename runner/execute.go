@@ -491,6 +491,10 @@ func (w *partitionWorker) commit(next int64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), j.opts.FlushTimeout)
 	defer cancel()
 	if err := w.sync(ctx); err != nil {
+		// The writes since the last commit may be lost, and a later Sync can
+		// succeed without them (fsync after a writeback error): the run's
+		// deferred commit must not pass them.
+		w.uncommitted = 0
 		return &PartitionError{Topic: j.Resolution.Topic, Partition: s.Partition, Offset: s.next.Load(), Err: err}
 	}
 	err := j.c.commit(ctx, j.Plan.Group, j.Resolution.Topic, map[int32]int64{s.Partition: next}, map[int32]checkpointMeta{s.Partition: j.meta(s.Range)})

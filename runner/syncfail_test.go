@@ -1,0 +1,54 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/replay-tool/replay/sinks"
+)
+
+// fsyncgate is a file sink whose first Sync fails and later ones succeed,
+// as fsync does on Linux once a writeback error was reported: the pages
+// are marked clean, and the next fsync returns nil though the data is gone.
+type fsyncgate struct {
+	*sinks.File
+	syncs atomic.Int64
+}
+
+func (s *fsyncgate) Sync(ctx context.Context, partition int32) error {
+	if s.syncs.Add(1) == 1 {
+		return errors.New("fsync: input/output error")
+	}
+	return s.File.Sync(ctx, partition)
+}
+
+// A failed Sync means the records written since the last commit may be
+// gone: nothing may be committed past them afterwards. Regression: the
+// run's deferred commit synced again (which succeeded) and committed.
+func TestNoCommitAfterFailedSync(t *testing.T) {
+	sb := newTestCluster(t, 1, "orders")
+	seed(t, sb, "orders", 50, t0, time.Hour)
+	p, out := filePlan(t, sb, "  offsets: {0: {from: earliest, to: latest}}")
+	c := connect(t, p)
+	job, err := Prepare(context.Background(), c, p, testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := sinks.NewFile(out, job.RunID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	sink := &fsyncgate{File: fs}
+	if _, err := job.Run(context.Background(), sink); err == nil {
+		t.Fatalf("want the sync failure, got %v", err)
+	}
+	for part, cp := range commits(t, c, p.Group, "orders", 0) {
+		if cp.Offset != cp.Start {
+			t.Errorf("partition %d: committed %d past a failed sync (start %d)", part, cp.Offset, cp.Start)
+		}
+	}
+}
