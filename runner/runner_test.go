@@ -122,6 +122,9 @@ func TestWindowBeforeFirstRecordAndEmptyPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[int32]Outcome{0: BeforeFirstRecord, 1: EmptyPartition}
+	if len(job.Resolution.Ranges) != len(want) {
+		t.Fatalf("resolved %d ranges, want one per partition (%d): %+v", len(job.Resolution.Ranges), len(want), job.Resolution.Ranges)
+	}
 	for _, r := range job.Resolution.Ranges {
 		if r.Outcome != want[r.Partition] || r.Records() != 0 {
 			t.Errorf("partition %d: outcome %s with %d records, want %s and 0", r.Partition, r.Outcome, r.Records(), want[r.Partition])
