@@ -475,6 +475,9 @@ func TestPostgresRedeliveryDoesNotRewriteRows(t *testing.T) {
 	batch := sinktest.Window(31, 1)[0]
 	mustWrite(t, s, batch...)
 	before := readRows(t, dsn, table)
+	if len(before) == 0 {
+		t.Fatalf("the first delivery of %d records stored no rows", len(batch))
+	}
 	mustWrite(t, s, batch...)
 	after := readRows(t, dsn, table)
 	for k, r := range before {
