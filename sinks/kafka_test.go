@@ -490,10 +490,15 @@ func TestKafkaCancelledWriteKeepsNoBuffers(t *testing.T) {
 	<-done
 	copy(value, `{"v":"CLOBBERED"}`) // as the runner's next fetch would
 	mustWrite(t, s, rec(0, 2, "", `{"v":2}`))
+	stored := false
 	for _, m := range readTopic(t, addr, topic, nil) {
 		if strings.Contains(string(m.Value), "CLOBBERED") {
 			t.Fatalf("message %d carries bytes changed after Write returned: %s", m.Offset, m.Value)
 		}
+		stored = stored || string(m.Value) == `{"v":2}`
+	}
+	if !stored {
+		t.Fatal(`the message {"v":2} written after the cancelled one is not in the topic`)
 	}
 }
 
