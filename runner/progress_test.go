@@ -47,10 +47,11 @@ func TestProgressSnapshot(t *testing.T) {
 
 			var mu sync.Mutex
 			snaps := []Snapshot{before}
+			// Snapshots are taken under the lock, so their order in snaps is
+			// the order they were taken in (the sink hook and the poller race).
 			record := func() {
-				s := job.Progress()
 				mu.Lock()
-				snaps = append(snaps, s)
+				snaps = append(snaps, job.Progress())
 				mu.Unlock()
 			}
 			stop, polled := make(chan struct{}), make(chan struct{})
