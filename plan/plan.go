@@ -170,6 +170,15 @@ type Sink struct {
 	Format string `yaml:"format"`
 	// PerPartition writes one file per partition: Path holds {partition}.
 	PerPartition bool `yaml:"per_partition"`
+	// Order is the order of the lines of a single JSONL file: interleaved
+	// (the default) stages all partitions in one file and publishes it by a
+	// rename, so the output is written to disk once; lines of different
+	// partitions interleave, each partition's in offset order. partition
+	// groups the lines by partition, in partition order: byte-identical
+	// output for the same window, at the cost of writing it a second time
+	// when it is published. CSV files, per_partition files and dead letters
+	// are always in partition order.
+	Order string `yaml:"order"`
 
 	// Key is the idempotency key: a Go text/template over the record
 	// ({{ .Key }}, {{ .Value.id }}, {{ index .Headers "h" }}, {{ .Partition }},
@@ -268,11 +277,28 @@ func (p *Plan) applyDefaults() {
 		p.DeadLetter.OnConflict = "update"
 	}
 	p.Sink.applyHTTPDefaults()
-	p.Sink.applyOutputDefaults()
+	p.Sink.applyOutputDefaults(false)
 	if p.DeadLetter != nil {
 		p.DeadLetter.applyHTTPDefaults()
-		p.DeadLetter.applyOutputDefaults()
+		p.DeadLetter.applyOutputDefaults(true)
 	}
+}
+
+// Line orders of a file sink (Sink.Order).
+const (
+	OrderInterleaved = "interleaved"
+	OrderPartition   = "partition"
+)
+
+// defaultOrder is the line order of a file sink without order: interleaved
+// for a single JSONL file, partition for the others. A dead-letter sink is
+// always in partition order: its re-delivered partitions are rewritten, not
+// skipped (see sinks.File).
+func (s *Sink) defaultOrder(deadLetter bool) string {
+	if s.Format == "csv" || s.PerPartition || deadLetter {
+		return OrderPartition
+	}
+	return OrderInterleaved
 }
 
 // Output defaults of the file and postgres sinks.
@@ -285,9 +311,12 @@ const (
 	DefaultCopyThreshold = 1000
 )
 
-func (s *Sink) applyOutputDefaults() {
+func (s *Sink) applyOutputDefaults(deadLetter bool) {
 	if s.Type == "file" && s.Format == "" {
 		s.Format = DefaultFormat
+	}
+	if s.Type == "file" && s.Order == "" {
+		s.Order = s.defaultOrder(deadLetter)
 	}
 	if s.Type == "postgres" && s.CopyThreshold == 0 {
 		s.CopyThreshold = DefaultCopyThreshold

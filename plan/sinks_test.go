@@ -209,6 +209,20 @@ func TestFingerprintOutputLayout(t *testing.T) {
 	if jsonl.Fingerprint() != explicit.Fingerprint() || jsonl.Sink.Format != DefaultFormat {
 		t.Errorf("format: jsonl written out changes the fingerprint, or is not the default (%q)", jsonl.Sink.Format)
 	}
+	order := func(o string) *Plan {
+		t.Helper()
+		p, err := Parse("plan.yaml", []byte(strings.Replace(httpPlan, "type: http\n  url: https://orders.internal/api", "type: file\n  path: o.jsonl\n  order: "+o, 1)), testOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if in := order(OrderInterleaved); in.Fingerprint() != jsonl.Fingerprint() || jsonl.Sink.Order != OrderInterleaved {
+		t.Errorf("order: interleaved written out changes the fingerprint, or is not the default (%q)", jsonl.Sink.Order)
+	}
+	if order(OrderPartition).Fingerprint() == jsonl.Fingerprint() {
+		t.Error("order: partition keeps the fingerprint: a resume would mix staging layouts")
+	}
 }
 
 // With on_error: dead_letter a checkpoint table is not used to resume:

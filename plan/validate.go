@@ -486,14 +486,21 @@ func (p *Plan) Fingerprint() string {
 		Columns      string `json:",omitempty"`
 		Format       string `json:",omitempty"`
 		PerPartition bool   `json:",omitempty"`
+		// The line order of a file, when not its default.
+		Order string `json:",omitempty"`
 	}
-	id := func(s *Sink) sinkID {
+	id := func(s *Sink, deadLetter bool) sinkID {
 		format := s.Format
 		if format == DefaultFormat {
 			format = ""
 		}
+		order := s.Order
+		if order == s.defaultOrder(deadLetter) {
+			order = ""
+		}
 		return sinkID{Type: s.Type, Path: s.Path, Table: s.Table, Key: s.Key, OnConflict: s.OnConflict, Topic: s.Topic,
-			KeepPartition: s.KeepPartition, URL: sinkEndpoint(s.URL), Columns: s.Columns.String(), Format: format, PerPartition: s.PerPartition}
+			KeepPartition: s.KeepPartition, URL: sinkEndpoint(s.URL), Columns: s.Columns.String(), Format: format, PerPartition: s.PerPartition,
+			Order: order}
 	}
 	canon := struct {
 		Version                      int
@@ -511,10 +518,10 @@ func (p *Plan) Fingerprint() string {
 		Iso: p.Source.Isolation, Group: p.Group, From: p.Window.From.String(), To: p.Window.To.String(),
 		Strict: p.Window.StrictTimestamps, Skew: time.Duration(p.Window.SkewMargin),
 		Filter: p.Filter, OnError: p.OnError, AllowDataLoss: p.AllowDataLoss,
-		Sink: id(&p.Sink),
+		Sink: id(&p.Sink, false),
 	}
 	if d := p.DeadLetter; d != nil && p.OnError == OnErrorDeadLetter {
-		dl := id(d)
+		dl := id(d, true)
 		dl.KeepPartition, dl.URL = false, d.URL // as the first version wrote them
 		canon.DeadLetter = &dl
 	}

@@ -28,6 +28,7 @@ var sinkFields = []struct {
 	{"copy_threshold", []string{"postgres"}},
 	{"format", []string{"file"}},
 	{"per_partition", []string{"file"}},
+	{"order", []string{"file"}},
 	{"brokers", []string{"kafka"}},
 	{"topic", []string{"kafka"}},
 	{"tls", []string{"kafka"}},
@@ -156,6 +157,16 @@ func (v *validator) fileSink(field string, s *Sink) {
 		}
 	}
 	v.columns(field, s, false)
+	if v.present(field+".order") && v.enum(field+".order", s.Order, []string{OrderInterleaved, OrderPartition}) && s.Order == OrderInterleaved {
+		switch {
+		case field == "dead_letter":
+			v.add(field+".order", "dead letters are always kept in partition order: remove order")
+		case s.PerPartition:
+			v.add(field+".order", "each per_partition file holds one partition: remove order")
+		case s.Format == "csv":
+			v.add(field+".order", "a csv file is always in partition order (its rows are converted when it is published): remove order")
+		}
+	}
 	pattern := strings.Contains(s.Path, PartitionPlaceholder)
 	switch {
 	case s.Path == "":

@@ -44,6 +44,10 @@ const HeaderError = "replay-error"
 // (a CSV file included) gets the record with the reason appended as the
 // header HeaderError, which a column maps as header.replay-error.
 func NewDeadLetterSink(ctx context.Context, cfg plan.Sink, opts Options) (Sink, error) {
+	// In partition order, a re-delivered partition is rewritten rather than
+	// skipped: a resumed run may dead-letter other records than the first
+	// (a sink that rejected a record may take it now).
+	cfg.Order = plan.OrderPartition
 	s, err := New(ctx, cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("dead-letter sink: %w", err)

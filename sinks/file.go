@@ -26,14 +26,26 @@ import (
 // configured columns, to one file or one file per partition, atomically and
 // deterministically.
 //
-// While a run is in progress, each partition's records go to its own staging
-// file in the directory Path+".parts", appended by Write and fsynced by Sync.
-// A re-delivered record (offset below what the staging file already holds)
-// truncates the staging file back to that offset first, so a resume never
-// duplicates. Finish concatenates the staging files in partition order into
-// a temporary file, fsyncs it and renames it over Path: readers of Path see
-// either the previous file or the complete new one, and the same window
-// always produces byte-identical output.
+// While a run is in progress, records are staged in the directory
+// Path+".parts", appended by Write and fsynced by Sync, in one of two layouts:
+//
+//   - Interleave (one JSONL file, the default of a plan): every partition
+//     appends to one staging file, records.jsonl, so its lines interleave
+//     partitions (each partition's in offset order). A re-delivered record
+//     (offset below what the staging file holds for its partition) is
+//     dropped: the file already holds the same line. Finish fsyncs the file
+//     and publishes it by a hard link renamed over Path: the output is
+//     written to disk once. The same window always produces the same lines,
+//     in an order that depends on timing.
+//   - Otherwise each partition has its own staging file, partition-N.jsonl.
+//     A re-delivered record truncates it back to that offset first. Finish
+//     concatenates the staging files in partition order into a temporary
+//     file, fsyncs it and renames it over Path (with PerPartition, it links
+//     each JSONL staging file to its own output instead of copying it), so
+//     the same window always produces byte-identical output.
+//
+// Either way, readers of Path see either the previous file or the complete
+// new one, and a resume never duplicates a record.
 //
 // A CSV file starts with a header row of the column names; fields are
 // quoted as RFC 4180 says (encoding/csv), lines end in LF, and NULL (a
@@ -57,6 +69,7 @@ type File struct {
 	keyed        bool // a CSV column holds the idempotency key
 	keyer        *Keyer
 	perPartition bool
+	interleave   bool
 
 	// lock keeps other processes off this output (and its staging) until
 	// Close.
@@ -64,6 +77,9 @@ type File struct {
 
 	mu    sync.Mutex
 	parts map[int32]*filePart
+	// shared is the staging file of every partition with interleave, once
+	// opened by this process.
+	shared *sharedStage
 }
 
 var (
@@ -72,6 +88,8 @@ var (
 	_ Resumer = (*File)(nil)
 )
 
+// filePart is one partition's staging: its own file, or with interleave
+// only its encoding buffer (f is nil).
 type filePart struct {
 	mu   sync.Mutex
 	f    *os.File
@@ -111,6 +129,10 @@ type FileConfig struct {
 	// Keyer computes a CSV column holding the idempotency key; nil means
 	// DefaultKey.
 	Keyer *Keyer
+	// Interleave stages every partition of a single JSONL file in one file
+	// and publishes it without copying it (see File). It does not apply to
+	// CSV or PerPartition, whose staging is per partition.
+	Interleave bool
 }
 
 // NewFileSink returns the file sink cfg describes.
@@ -118,7 +140,8 @@ func NewFileSink(cfg FileConfig) (*File, error) {
 	if cfg.Path == "" {
 		return nil, errors.New("file sink: empty path")
 	}
-	s := &File{Path: cfg.Path, runID: cfg.RunID, keyer: cfg.Keyer, perPartition: cfg.PerPartition, parts: map[int32]*filePart{}}
+	s := &File{Path: cfg.Path, runID: cfg.RunID, keyer: cfg.Keyer, perPartition: cfg.PerPartition, parts: map[int32]*filePart{},
+		interleave: cfg.Interleave && !cfg.PerPartition && cfg.Format != "csv"}
 	if cfg.PerPartition != strings.Contains(cfg.Path, plan.PartitionPlaceholder) {
 		return nil, fmt.Errorf("file sink: path %q: one file per partition needs %s in the path, and only it", cfg.Path, plan.PartitionPlaceholder)
 	}
@@ -271,6 +294,17 @@ func (s *File) partPath(p int32) string {
 	return filepath.Join(s.stagingDir(), fmt.Sprintf("partition-%d.jsonl", p))
 }
 
+// sharedPath is the staging file of every partition with interleave.
+func (s *File) sharedPath() string { return filepath.Join(s.stagingDir(), "records.jsonl") }
+
+// stagingFile is the file that stages partition p.
+func (s *File) stagingFile(p int32) string {
+	if s.interleave {
+		return s.sharedPath()
+	}
+	return s.partPath(p)
+}
+
 // prepareStaging creates the staging directory, discarding one that belongs
 // to another run. Called with s.mu held.
 func (s *File) prepareStaging() error {
@@ -309,6 +343,18 @@ func (s *File) part(p int32) (*filePart, error) {
 		if err := s.prepareStaging(); err != nil {
 			return nil, fmt.Errorf("file sink: staging directory: %w", err)
 		}
+	}
+	if s.interleave {
+		if s.shared == nil {
+			st, err := openShared(s.sharedPath())
+			if err != nil {
+				return nil, fmt.Errorf("file sink: %s: %w", s.sharedPath(), err)
+			}
+			s.shared = st
+		}
+		fp := &filePart{next: -1}
+		s.parts[p] = fp
+		return fp, nil
 	}
 	f, err := os.OpenFile(s.partPath(p), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err == nil {
@@ -407,6 +453,9 @@ func (s *File) Write(ctx context.Context, batch []Record) error {
 	}
 	fp.mu.Lock()
 	defer fp.mu.Unlock()
+	if s.interleave {
+		return s.writeShared(fp, batch)
+	}
 	if fp.next > batch[0].Offset { // re-delivery: drop what will be written again
 		end, last, err := scanLines(fp.f, batch[0].Offset)
 		if err != nil {
@@ -501,6 +550,12 @@ func (s *File) Sync(ctx context.Context, partition int32) error {
 	if err != nil {
 		return err
 	}
+	if s.interleave {
+		if err := s.shared.sync(); err != nil {
+			return fmt.Errorf("file sink: fsync partition %d: %w", partition, err)
+		}
+		return nil
+	}
 	fp.mu.Lock()
 	defer fp.mu.Unlock()
 	if err := fp.f.Sync(); err != nil {
@@ -543,6 +598,12 @@ func (s *File) Finish(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("file sink: %w", err)
 	}
+	if s.interleave {
+		if err := s.publishShared(ctx); err != nil {
+			return fmt.Errorf("file sink: publish %s: %w", s.Path, err)
+		}
+		return s.dropStaging()
+	}
 	var parts []int32
 	for _, e := range entries {
 		n := strings.TrimSuffix(strings.TrimPrefix(e.Name(), "partition-"), ".jsonl")
@@ -553,6 +614,12 @@ func (s *File) Finish(ctx context.Context) error {
 	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
 	if s.perPartition {
 		for _, p := range parts {
+			if s.csv == nil {
+				if err := s.publishPart(ctx, p); err != nil {
+					return fmt.Errorf("file sink: publish %s: %w", s.partitionPath(p), err)
+				}
+				continue
+			}
 			if err := s.publish(ctx, s.partitionPath(p), []int32{p}); err != nil {
 				return fmt.Errorf("file sink: publish %s: %w", s.partitionPath(p), err)
 			}
@@ -560,11 +627,17 @@ func (s *File) Finish(ctx context.Context) error {
 	} else if err := s.publish(ctx, s.Path, parts); err != nil {
 		return fmt.Errorf("file sink: publish %s: %w", s.Path, err)
 	}
+	return s.dropStaging()
+}
+
+// dropStaging removes the published staging directory. Called with s.mu
+// held.
+func (s *File) dropStaging() error {
 	s.closeParts()
 	// Rename, then remove: os.RemoveAll is not atomic, and a crash halfway
 	// through it left a staging directory missing some partitions, which
 	// the next Finish published as the whole output.
-	if err := os.Rename(dir, s.doneDir()); err != nil {
+	if err := os.Rename(s.stagingDir(), s.doneDir()); err != nil {
 		return fmt.Errorf("file sink: %w", err)
 	}
 	return os.RemoveAll(s.doneDir())
@@ -718,7 +791,7 @@ func (s *File) CheckResume(points []ResumePoint) error {
 			if _, ok := s.parts[p.Partition]; ok {
 				continue // opened by this process
 			}
-			if _, err := os.Stat(s.partPath(p.Partition)); errors.Is(err, os.ErrNotExist) {
+			if _, err := os.Stat(s.stagingFile(p.Partition)); errors.Is(err, os.ErrNotExist) {
 				bad = append(bad, p)
 			} else if err != nil {
 				return fmt.Errorf("file sink: %w", err)
@@ -727,7 +800,7 @@ func (s *File) CheckResume(points []ResumePoint) error {
 		if len(bad) == 0 {
 			return nil
 		}
-		missing = fmt.Sprintf("its staging file %s is missing", absPath(s.partPath(bad[0].Partition)))
+		missing = fmt.Sprintf("its staging file %s is missing", absPath(s.stagingFile(bad[0].Partition)))
 		restore = absPath(dir)
 	case err == nil:
 		missing = fmt.Sprintf("the staging directory %s belongs to another run (identity %s, this run's is %s) writing to the same path, "+
@@ -782,8 +855,14 @@ func (s *File) CheckResume(points []ResumePoint) error {
 func (s *File) closeParts() error {
 	var errs []error
 	for p, fp := range s.parts {
-		errs = append(errs, fp.f.Close())
+		if fp.f != nil {
+			errs = append(errs, fp.f.Close())
+		}
 		delete(s.parts, p)
+	}
+	if s.shared != nil {
+		errs = append(errs, s.shared.f.Close())
+		s.shared = nil
 	}
 	return errors.Join(errs...)
 }

@@ -186,7 +186,7 @@ func New(ctx context.Context, cfg plan.Sink, opts Options) (Sink, error) {
 	switch cfg.Type {
 	case "file":
 		s, err = NewFileSink(FileConfig{Path: cfg.Path, RunID: opts.RunID, Format: cfg.Format, Columns: cfg.Columns,
-			PerPartition: cfg.PerPartition, Keyer: keyer})
+			PerPartition: cfg.PerPartition, Keyer: keyer, Interleave: cfg.Order == plan.OrderInterleaved})
 	case "stdout":
 		s = NewStdout(nil)
 	case "postgres":

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,17 +25,29 @@ const (
 
 // crashSetup seeds a broker and writes two plans over the same window: a
 // throttled one (a run takes a few seconds, long enough to be stopped) and a
-// clean reference one with another group and another output file.
+// clean reference one with another group and another output file, both
+// with the file sink's default line order.
 func crashSetup(t *testing.T) (dir, throttled, throttledOut, clean, cleanOut string) {
+	return crashSetupOrder(t, "")
+}
+
+// crashSetupOrder is crashSetup with the file sinks' order set (if not "").
+func crashSetupOrder(t *testing.T, order string) (dir, throttled, throttledOut, clean, cleanOut string) {
 	t.Helper()
 	sb, seed := newCluster(t, crashPartitions, crashRecords)
 	dir = t.TempDir()
 	from, to := seed.From.Add(2*time.Hour), seed.From.Add(20*time.Hour) // 37500 records
 	throttledOut = filepath.Join(dir, "out", "orders.jsonl")
 	cleanOut = filepath.Join(dir, "clean", "orders.jsonl")
+	sink := func(path string) string {
+		if order == "" {
+			return fileSink(path, 500)
+		}
+		return fmt.Sprintf("{type: file, path: %q, batch_size: 500, order: %s}", path, order)
+	}
 	throttled = writePlan(t, dir, planSpec{name: "throttled", addr: sb.Addr, from: from, to: to,
-		recordsPerSecond: 10000, sink: fileSink(throttledOut, 500)})
-	clean = writePlan(t, dir, planSpec{name: "clean", addr: sb.Addr, from: from, to: to, sink: fileSink(cleanOut, 500)})
+		recordsPerSecond: 10000, sink: sink(throttledOut)})
+	clean = writePlan(t, dir, planSpec{name: "clean", addr: sb.Addr, from: from, to: to, sink: sink(cleanOut)})
 	return dir, throttled, throttledOut, clean, cleanOut
 }
 
@@ -83,11 +96,12 @@ func startUntilProgress(t *testing.T, dir, planFile, out string, minLines int) *
 	}
 }
 
-// staged returns the offsets of the complete lines of each partition's
-// staging file of the file sink writing to out.
+// staged returns, per partition, the offsets of the complete lines staged
+// by the file sink writing to out: in each partition's staging file
+// (order: partition) or in the one staging file of all (interleaved).
 func staged(t *testing.T, out string) map[int32][]int64 {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(out+".parts", "partition-*.jsonl"))
+	files, _ := filepath.Glob(filepath.Join(out+".parts", "*.jsonl"))
 	res := map[int32][]int64{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -110,16 +124,17 @@ func staged(t *testing.T, out string) map[int32][]int64 {
 	return res
 }
 
-// checkFinished checks that the run's output equals the clean run's, byte
-// for byte, that the group committed every partition to its end, and that
-// one more run has nothing to do.
+// checkFinished checks that the run's output holds the clean run's lines,
+// each once, each partition's in offset order (and, in partition order,
+// equals it byte for byte), that the group committed every partition to its
+// end, and that one more run has nothing to do.
 func checkFinished(t *testing.T, dir, planFile, out, cleanOut string) {
 	t.Helper()
 	got, want := readFile(t, out), readFile(t, cleanOut)
 	if n := bytes.Count(want, []byte("\n")); n < 30000 {
 		t.Fatalf("the clean run wrote only %d records", n)
 	}
-	if !bytes.Equal(got, want) {
+	if !sameLines(t, got, want) {
 		t.Errorf("output after the resume (%d bytes, %d records) differs from a clean run (%d bytes, %d records)",
 			len(got), bytes.Count(got, []byte("\n")), len(want), bytes.Count(want, []byte("\n")))
 	}
@@ -145,7 +160,16 @@ func checkFinished(t *testing.T, dir, planFile, out, cleanOut string) {
 // the result is exactly one clean run's output.
 func TestRunResumesAfterSIGKILL(t *testing.T) {
 	t.Parallel()
-	dir, throttled, out, clean, cleanOut := crashSetup(t)
+	for _, order := range []string{"interleaved", "partition"} {
+		t.Run("order="+order, func(t *testing.T) {
+			t.Parallel()
+			testResumesAfterSIGKILL(t, order)
+		})
+	}
+}
+
+func testResumesAfterSIGKILL(t *testing.T, order string) {
+	dir, throttled, out, clean, cleanOut := crashSetupOrder(t, order)
 	if r := replayProcess(t, dir, "run", "--yes", clean); r.code != exitOK {
 		t.Fatalf("clean run: %s", r)
 	}
@@ -183,10 +207,36 @@ func TestRunResumesAfterSIGKILL(t *testing.T) {
 		t.Errorf("the second run did not resume:\n%s", r)
 	}
 	checkFinished(t, dir, throttled, out, cleanOut)
+	if order == "partition" && !bytes.Equal(readFile(t, out), readFile(t, cleanOut)) {
+		t.Errorf("order: partition: the output after the resume is not byte-identical to a clean run's")
+	}
 }
 
-// writtenNotCommitted appends to each partition's staging file the next
-// records after its checkpoint (as the clean run wrote them) and half a line.
+// sameLines reports whether got holds the lines of want, each once, whole
+// (ending in a newline), with each partition's in ascending offset order.
+// Lines of different partitions may interleave (the default order).
+func sameLines(t *testing.T, got, want []byte) bool {
+	t.Helper()
+	if len(got) > 0 && got[len(got)-1] != '\n' {
+		t.Errorf("the output does not end in a newline")
+		return false
+	}
+	last := map[int64]int64{}
+	gl := lines(string(got))
+	for i, l := range gl {
+		p, off := gjson.Get(l, "partition").Int(), gjson.Get(l, "offset").Int()
+		if prev, ok := last[p]; ok && off <= prev {
+			t.Errorf("line %d: partition %d offset %d after offset %d", i+1, p, off, prev)
+			return false
+		}
+		last[p] = off
+	}
+	return slices.Equal(slices.Sorted(slices.Values(gl)), slices.Sorted(slices.Values(lines(string(want)))))
+}
+
+// writtenNotCommitted appends to each partition's staging file (or, with
+// one staging file for all, to it) the next records after its checkpoint
+// (as the clean run wrote them) and half a line.
 func writtenNotCommitted(t *testing.T, out, cleanOut string, cps map[int32]runner.Checkpoint) {
 	t.Helper()
 	held := staged(t, out)
@@ -196,6 +246,25 @@ func writtenNotCommitted(t *testing.T, out, cleanOut string, cps map[int32]runne
 		if cp := cps[p]; off >= cp.Offset && len(next[p]) < 700 {
 			next[p] = append(next[p], l)
 		}
+	}
+	shared := filepath.Join(out+".parts", "records.jsonl")
+	if _, err := os.Stat(shared); err == nil {
+		// One staging file for all partitions: only its end can be torn.
+		b := readFile(t, shared)
+		b = b[:bytes.LastIndexByte(b, '\n')+1] // the kill may have torn it already
+		var tail string
+		for part, cp := range cps {
+			offs := held[part]
+			if len(offs) > 0 && offs[len(offs)-1]+1 != cp.Offset || len(next[part]) == 0 {
+				continue
+			}
+			b = append(b, strings.Join(next[part], "\n")+"\n"...)
+			tail = next[part][len(next[part])-1]
+		}
+		if err := os.WriteFile(shared, append(b, tail[:len(tail)/2]...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
 	}
 	for part, cp := range cps {
 		offs := held[part]

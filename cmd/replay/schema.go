@@ -144,6 +144,7 @@ var fieldSchemas = map[string]func() schema{
 	},
 	"Sink.max_retries":    func() schema { return numberOrEnv("integer", 0, 100) },
 	"Sink.format":         func() schema { return enumOrEnv("jsonl", "csv") },
+	"Sink.order":          func() schema { return enumOrEnv(plan.OrderInterleaved, plan.OrderPartition) },
 	"Sink.copy_threshold": func() schema { return numberOrEnv("integer", 1, 1000000) },
 	"Sink.checkpoint_table": func() schema {
 		return schema{"type": "string", "pattern": `^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$|` + envPattern, "examples": []any{"replay_checkpoints"}}
@@ -211,6 +212,7 @@ var fieldDocs = map[string]string{
 	"Sink.copy_threshold":   "postgres: batches of more rows than this are loaded with COPY into a temporary table, then upserted from it in the same transaction (default 1000).",
 	"Sink.format":           "file: jsonl (default: one JSON object per record) or csv (a header row, then one row per record with the columns; RFC 4180 quoting, LF line ends, NULL as an empty field).",
 	"Sink.per_partition":    "file: write one file per partition (path holds {partition}), each published atomically when the run completes.",
+	"Sink.order":            "file: line order of a single JSONL file: interleaved (default; partitions interleave, each in offset order; the output is written to disk once) or partition (grouped by partition: byte-identical for the same window, but written twice). CSV, per_partition and dead-letter files are always in partition order.",
 	"Sink.key":              "Idempotency key: a Go template over the record, e.g. '{{ .Value.id }}'; default <topic>/<partition>/<offset>. The kafka sink's message key; the http sink's idempotency_key; the column mapped to key.",
 	"Sink.batch_size":       "Largest number of records per durable write, and so between two commits: 1..100000 (default 1000 when unset); an http sink posts at most this many per request.",
 	"Sink.brokers":          "kafka: bootstrap brokers of the target cluster (the source cluster or another), host:port; or one ${VAR} holding a comma-separated list.",

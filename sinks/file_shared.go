@@ -1,0 +1,313 @@
+package sinks
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"syscall"
+
+	"github.com/tidwall/gjson"
+)
+
+// sharedStage is the one staging file every partition of an interleaved
+// file sink appends to (FileConfig.Interleave). Writes are serialized and
+// each is a whole batch of complete lines, so the file is always complete
+// lines up to size; a write that fails is cut off again.
+type sharedStage struct {
+	mu   sync.Mutex // guards the fields below and the writes to f
+	f    *os.File
+	size int64 // end of the last complete write
+	// next is, per partition, the offset after its last line in f: a
+	// re-delivered record below it is already there.
+	next   map[int32]int64
+	writes uint64 // writes completed
+	// broken is a failed write that could not be cut off: f may hold a torn
+	// line before later writes, so nothing more is written.
+	broken error
+
+	syncMu sync.Mutex // one fsync at a time; guards synced and syncErr
+	synced uint64     // writes covered by the last successful fsync
+	// syncErr is sticky: after a failed fsync the kernel may have dropped
+	// pages of any partition, and the next fsync would report success.
+	syncErr error
+}
+
+// openShared opens (creating it if need be) the staging file at path and
+// recovers it: a torn last line (a crash mid-write) is cut off, the
+// partitions' positions are read back, and what an earlier process left in
+// the page cache is fsynced, since a re-delivery of it is dropped and then
+// committed.
+func openShared(path string) (*sharedStage, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	created := err == nil
+	if created {
+		// Its directory entry must be durable before a commit relies on it
+		// (CheckResume takes a missing file for lost records).
+		if err := syncDir(filepath.Dir(path)); err != nil {
+			f.Close()
+			return nil, err
+		}
+	} else if errors.Is(err, os.ErrExist) {
+		f, err = os.OpenFile(path, os.O_RDWR, 0)
+	}
+	if err != nil {
+		return nil, err
+	}
+	st := &sharedStage{f: f, next: map[int32]int64{}}
+	if !created {
+		if err := st.recover(); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("recover: %w", err)
+		}
+	}
+	return st, nil
+}
+
+func (st *sharedStage) recover() error {
+	end, next, err := scanShared(st.f)
+	if err != nil {
+		return err
+	}
+	if err := st.f.Truncate(end); err != nil {
+		return err
+	}
+	st.size, st.next = end, next
+	return st.f.Sync()
+}
+
+// scanShared reads the complete lines of an interleaved staging file: it
+// returns the end of the last one and, per partition, the offset after its
+// last line. A line without partition and offset is an error: the file is
+// not replay's.
+func scanShared(f *os.File) (end int64, next map[int32]int64, err error) {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return 0, nil, err
+	}
+	next = map[int32]int64{}
+	r := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long := append([]byte(nil), line...) // the next ReadSlice reuses the buffer
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = r.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
+		if err == io.EOF {
+			return end, next, nil // a torn line without '\n' is not counted
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		res := gjson.GetManyBytes(line, "partition", "offset")
+		if res[0].Type != gjson.Number || res[1].Type != gjson.Number {
+			return 0, nil, fmt.Errorf("line at byte %d has no partition and offset: the staging file is not replay's", end)
+		}
+		end += int64(len(line))
+		next[int32(res[0].Int())] = res[1].Int() + 1
+	}
+}
+
+// writeShared appends batch to the shared staging file, without the
+// records it already holds (a re-delivery). Called with fp.mu held.
+func (s *File) writeShared(fp *filePart, batch []Record) error {
+	st := s.shared
+	p := batch[0].Partition
+	st.mu.Lock()
+	next, seen := st.next[p]
+	broken := st.broken
+	st.mu.Unlock()
+	if broken != nil {
+		return fmt.Errorf("file sink: write partition %d: an earlier write failed and could not be undone: %w", p, broken)
+	}
+	if seen {
+		batch = batch[sort.Search(len(batch), func(i int) bool { return batch[i].Offset >= next }):]
+		if len(batch) == 0 {
+			return nil
+		}
+	}
+	if err := s.encode(fp, batch); err != nil {
+		return err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if _, err := st.f.WriteAt(fp.buf, st.size); err != nil {
+		if terr := st.f.Truncate(st.size); terr != nil {
+			st.broken = terr
+		}
+		return fmt.Errorf("file sink: write partition %d: %w", p, err)
+	}
+	st.size += int64(len(fp.buf))
+	st.next[p] = batch[len(batch)-1].Offset + 1
+	st.writes++
+	if cap(fp.buf) > 4<<20 {
+		fp.buf = nil // do not pin a huge buffer after an outsized batch
+	}
+	return nil
+}
+
+// sync makes every write completed before the call durable. One fsync
+// covers the writes of all partitions, so a call whose writes an fsync
+// already covered returns at once.
+func (st *sharedStage) sync() error {
+	st.mu.Lock()
+	want := st.writes
+	st.mu.Unlock()
+	st.syncMu.Lock()
+	defer st.syncMu.Unlock()
+	if st.syncErr != nil {
+		return st.syncErr
+	}
+	if st.synced >= want {
+		return nil
+	}
+	st.mu.Lock()
+	upto := st.writes
+	st.mu.Unlock()
+	if err := st.f.Sync(); err != nil {
+		st.syncErr = err
+		return err
+	}
+	st.synced = upto
+	return nil
+}
+
+// publishShared publishes the shared staging file as Path: complete lines
+// only, fsynced, then hard-linked under a temporary name and renamed over
+// Path. The staging file left by an earlier process (a crash after the
+// last commit) is recovered first. Without a staging file (nothing was
+// written), Path is created empty. Called with s.mu held.
+func (s *File) publishShared(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	st := s.shared
+	if st == nil {
+		if _, err := os.Stat(s.sharedPath()); errors.Is(err, os.ErrNotExist) {
+			return writeFileSync(s.Path, nil)
+		}
+		var err error
+		if st, err = openShared(s.sharedPath()); err != nil {
+			return err
+		}
+		s.shared = st
+	}
+	st.mu.Lock()
+	size, broken := st.size, st.broken
+	st.mu.Unlock()
+	if broken != nil {
+		return fmt.Errorf("an earlier write failed and could not be undone: %w", broken)
+	}
+	if err := st.f.Truncate(size); err != nil {
+		return err
+	}
+	if err := st.sync(); err != nil {
+		return err
+	}
+	return s.linkOver(ctx, s.sharedPath(), s.Path, size)
+}
+
+// publishPart publishes partition p's JSONL staging file as its own output
+// file (PerPartition): complete lines only, fsynced, linked over it.
+// Called with s.mu held.
+func (s *File) publishPart(ctx context.Context, p int32) error {
+	path := s.partPath(p)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	end := int64(-1)
+	if fp, ok := s.parts[p]; ok {
+		end = fp.size // written (and recovered) by this process: complete lines
+	} else if end, _, err = scanLines(f, -1); err != nil {
+		return err
+	}
+	if err := f.Truncate(end); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	return s.linkOver(ctx, path, s.partitionPath(p), end)
+}
+
+// linkOver makes dst a hard link to src atomically: a link under a
+// temporary name in dst's directory, renamed over dst, and the directory
+// fsynced. Where the file system has no hard links, it copies src's first
+// size bytes instead (publish). src stays: a crash before the staging is
+// removed publishes it again.
+func (s *File) linkOver(ctx context.Context, src, dst string, size int64) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-link")
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := os.Link(src, tmp); err != nil {
+		if !linksUnsupported(err) {
+			return err
+		}
+		return s.copyOver(ctx, src, dst, size)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncDir(filepath.Dir(dst))
+}
+
+// copyOver publishes src's first size bytes as dst through a temporary
+// file, fsynced and renamed over dst.
+func (s *File) copyOver(ctx context.Context, src, dst string, size int64) error {
+	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	defer tmp.Close()
+	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes it 0600
+		return err
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if _, err := io.Copy(tmp, io.LimitReader(in, size)); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(dst))
+}
+
+// linksUnsupported reports whether err, from os.Link, says the file system
+// (FAT, some network and FUSE file systems) cannot hard-link the file.
+func linksUnsupported(err error) bool {
+	for _, errno := range []syscall.Errno{syscall.EPERM, syscall.EXDEV, syscall.EMLINK, syscall.ENOTSUP, syscall.EOPNOTSUPP, syscall.ENOSYS} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	return false
+}

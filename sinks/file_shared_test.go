@@ -1,0 +1,175 @@
+package sinks_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/sinktest"
+)
+
+// interleavedHarness runs the conformance suite on a File with one staging
+// file for all partitions (FileConfig.Interleave, a plan's default).
+type interleavedHarness struct {
+	paths sinktest.Targets[string]
+}
+
+func (h *interleavedHarness) path(t *testing.T) string {
+	return h.paths.Get(t, func() string { return filepath.Join(t.TempDir(), "out", "orders.jsonl") })
+}
+
+func (h *interleavedHarness) New(t *testing.T) sinks.Sink {
+	return newInterleaved(t, h.path(t), "run-1")
+}
+
+func (h *interleavedHarness) Contents(t *testing.T) []string {
+	return interleavedLines(t, readFile(t, h.path(t)))
+}
+
+func TestFileInterleavedConformance(t *testing.T) { sinktest.Run(t, &interleavedHarness{}) }
+
+func newInterleaved(t *testing.T, path, runID string) *sinks.File {
+	t.Helper()
+	return newFileSink(t, sinks.FileConfig{Path: path, RunID: runID, Interleave: true})
+}
+
+// interleavedLines decodes an interleaved JSONL output into canonical
+// Stored strings, checking that it is whole lines of JSON and that each
+// partition's lines are in ascending offset order (no duplicates).
+func interleavedLines(t *testing.T, data []byte) []string {
+	t.Helper()
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		t.Fatalf("output does not end with a newline: %q", data[max(0, len(data)-80):])
+	}
+	last := map[int32]int64{}
+	var out []string
+	for i, line := range bytes.SplitAfter(data, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var s sinktest.Stored
+		if err := json.Unmarshal(line, &s); err != nil {
+			t.Fatalf("line %d: %v: %q", i+1, err, line)
+		}
+		if prev, ok := last[s.Partition]; ok && s.Offset <= prev {
+			t.Fatalf("line %d: partition %d offset %d after offset %d: a partition's lines must be in offset order, once each", i+1, s.Partition, s.Offset, prev)
+		}
+		last[s.Partition] = s.Offset
+		out = append(out, s.String())
+	}
+	return out
+}
+
+func sharedStaging(path string) string { return filepath.Join(path+".parts", "records.jsonl") }
+
+// A crash in the middle of a write leaves a torn last line in the one
+// staging file; the records after it are lost with it and delivered again.
+func TestFileInterleavedTornLastLine(t *testing.T) {
+	window := sinktest.Window(30, 3)
+	path := filepath.Join(t.TempDir(), "out.jsonl")
+	f := newInterleaved(t, path, "run-1")
+	for _, part := range window {
+		if err := f.Write(t.Context(), part[:len(part)/2]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	torn := sinks.AppendJSONL(nil, &window[1][len(window[1])/2])
+	fh, err := os.OpenFile(sharedStaging(path), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fh.Write(torn[:len(torn)/2]); err != nil {
+		t.Fatal(err)
+	}
+	fh.Close()
+
+	resumed := newInterleaved(t, path, "run-1")
+	for _, part := range window {
+		if err := resumed.Write(t.Context(), part[len(part)/4:]); err != nil { // re-delivers a quarter
+			t.Fatal(err)
+		}
+	}
+	finishFile(t, resumed)
+	sinktest.Equal(t, "output after a torn line", interleavedLines(t, readFile(t, path)), sinktest.Want(window))
+	if _, err := os.Stat(path + ".parts"); !os.IsNotExist(err) {
+		t.Errorf("staging left after Finish: %v", err)
+	}
+}
+
+// A crash after the output was renamed into place but before the staging
+// was removed: the next Finish publishes the same output again.
+func TestFileInterleavedFinishAfterCrashInPublish(t *testing.T) {
+	window := sinktest.Window(31, 2)
+	path := filepath.Join(t.TempDir(), "out.jsonl")
+	f := newInterleaved(t, path, "run-1")
+	writeAll(t, f, window, 3, 5)
+	if err := f.Sync(t.Context(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(sharedStaging(path), path); err != nil { // what publishing did before the crash
+		t.Fatal(err)
+	}
+	again := newInterleaved(t, path, "run-1") // nothing left to write: every partition is done
+	finishFile(t, again)
+	sinktest.Equal(t, "output", interleavedLines(t, readFile(t, path)), sinktest.Want(window))
+	if _, err := os.Stat(path + ".parts"); !os.IsNotExist(err) {
+		t.Errorf("staging left after Finish: %v", err)
+	}
+}
+
+// Finish publishes the staging file itself (a hard link), not a copy: the
+// output is written to disk once.
+func TestFileInterleavedPublishesWithoutCopy(t *testing.T) {
+	window := sinktest.Window(32, 2)
+	path := filepath.Join(t.TempDir(), "out.jsonl")
+	f := newInterleaved(t, path, "run-1")
+	writeAll(t, f, window, 4, 7)
+	st, err := os.Stat(sharedStaging(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	staged := st.Sys().(*syscall.Stat_t).Ino
+	finishFile(t, f)
+	out, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ino := out.Sys().(*syscall.Stat_t).Ino; ino != staged {
+		t.Errorf("the output is inode %d, the staging file was %d: Finish copied it", ino, staged)
+	}
+	if out.Mode().Perm() != 0o644 {
+		t.Errorf("output mode %v, want 0644", out.Mode().Perm())
+	}
+	sinktest.Equal(t, "output", interleavedLines(t, readFile(t, path)), sinktest.Want(window))
+}
+
+// A staging file holding a line that is not replay's (no partition and
+// offset) is refused, not truncated or published.
+func TestFileInterleavedForeignStagingRefused(t *testing.T) {
+	window := sinktest.Window(33, 1)
+	path := filepath.Join(t.TempDir(), "out.jsonl")
+	f := newInterleaved(t, path, "run-1")
+	writeAll(t, f, window, 5, 5)
+	fh, err := os.OpenFile(sharedStaging(path), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fh.WriteString("{\"hello\":1}\n"); err != nil {
+		t.Fatal(err)
+	}
+	fh.Close()
+	before := readFile(t, sharedStaging(path))
+	resumed := newInterleaved(t, path, "run-1")
+	err = resumed.Write(t.Context(), window[0][:1])
+	if err == nil || !strings.Contains(err.Error(), "not replay's") {
+		t.Fatalf("want an error naming a staging file that is not replay's, got %v", err)
+	}
+	if got := readFile(t, sharedStaging(path)); !bytes.Equal(got, before) {
+		t.Errorf("the staging file was changed")
+	}
+}
