@@ -261,6 +261,42 @@ type partitionWorker struct {
 	uncommitted int64
 	// syncer is the sink when it batches durability (sinks.Syncer).
 	syncer sinks.Syncer
+	// pf is the partition's prefetcher, and held the arena chunks of the
+	// responses whose records are pending, oldest first: each is given back
+	// to pf once its last record is written.
+	pf   *prefetcher
+	held []heldChunks
+}
+
+// heldChunks are the arena chunks of one response and the offset of its
+// last record.
+type heldChunks struct {
+	last   int64
+	chunks [][]byte
+}
+
+// hold takes over f's records and chunks: the records are appended to
+// pending and the slice is reused; the chunks wait until the records are
+// written.
+func (w *partitionWorker) hold(f fetched) {
+	if len(f.recs) == 0 {
+		w.pf.release(f.chunks)
+		return
+	}
+	w.pending = append(w.pending, f.recs...)
+	w.held = append(w.held, heldChunks{last: f.recs[len(f.recs)-1].Offset, chunks: f.chunks})
+	w.pf.reuse(f.recs) // the reader fills it again: last use of f.recs
+}
+
+// releaseThrough gives back the chunks of the responses whose records are
+// all at or below offset, once those were written.
+func (w *partitionWorker) releaseThrough(offset int64) {
+	i := 0
+	for ; i < len(w.held) && w.held[i].last <= offset; i++ {
+		w.pf.release(w.held[i].chunks)
+		w.held[i] = heldChunks{}
+	}
+	w.held = append(w.held[:0], w.held[i:]...)
 }
 
 // commitEvery is how often a partition writing to a sinks.Syncer (the file
@@ -316,6 +352,7 @@ func (w *partitionWorker) run(ctx context.Context) (err error) {
 	w.log.Debug().Int64("from", s.from).Int64("end", s.End).Msg("partition started")
 	batch := j.Plan.Sink.BatchSize
 	pf := startPrefetch(ctx, r)
+	w.pf = pf
 	defer pf.stop() // before the deferred report reads r.stats
 	defer func() {
 		if cerr := w.commitDeferred(); err == nil {
@@ -340,8 +377,8 @@ func (w *partitionWorker) run(ctx context.Context) (err error) {
 			}
 			return &PartitionError{Topic: j.Resolution.Topic, Partition: s.Partition, Offset: w.pos, Err: errors.New("the fetch loop stopped before the end of the range")}
 		}
-		w.pending = append(w.pending, f.recs...)
 		s.read.Add(int64(len(f.recs)))
+		w.hold(f)
 		w.pos = f.next
 		if f.err != nil {
 			return w.failLost(ctx, f.err)
@@ -417,7 +454,9 @@ func (w *partitionWorker) flush(ctx context.Context, n int) error {
 			return err
 		}
 	}
+	last := w.pending[n-1].Offset
 	w.pending = append(w.pending[:0], w.pending[n:]...)
+	w.releaseThrough(last) // written and committed (or due): no longer used
 	return nil
 }
 

@@ -284,10 +284,36 @@ func (r *partitionReader) adapt(bytes, batches int) {
 
 // arena hands out the byte slices of copied records from shared chunks:
 // one allocation per chunk instead of two per record on the hot path. A
-// chunk lives as long as any record cut from it.
-type arena struct{ buf []byte }
+// chunk lives as long as any record cut from it, unless it is recycled:
+// detach hands over the chunks cut since the last call, and whoever holds
+// the records gives them back through free once no record cut from them is
+// used any more (the prefetcher's worker, after the sink wrote them).
+type arena struct {
+	buf  []byte
+	used [][]byte    // chunks cut from since the last detach
+	free chan []byte // recycled chunks; nil: none
+}
 
 const arenaChunk = 64 << 10
+
+// detach returns the chunks cut from since the last call and starts the
+// next record in a new chunk, so that no chunk is shared between two
+// callers of detach.
+func (a *arena) detach() [][]byte {
+	used := a.used
+	a.used, a.buf = nil, nil
+	return used
+}
+
+// chunk returns a recycled chunk, or a new one.
+func (a *arena) chunk() []byte {
+	select {
+	case c := <-a.free:
+		return c
+	default:
+		return make([]byte, arenaChunk)
+	}
+}
 
 // take returns a slice of n bytes (nil for a null key or value: n < 0).
 func (a *arena) take(n int) []byte {
@@ -301,7 +327,8 @@ func (a *arena) take(n int) []byte {
 		if n > arenaChunk/4 {
 			return make([]byte, n)
 		}
-		a.buf = make([]byte, arenaChunk)
+		a.buf = a.chunk()
+		a.used = append(a.used, a.buf)
 	}
 	s := a.buf[:n:n]
 	a.buf = a.buf[n:]

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime/pprof"
@@ -8,16 +9,21 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// addProfileFlag adds the hidden --cpu-profile flag: a pprof CPU profile of
-// the whole command, for performance reports (go tool pprof FILE).
+// addProfileFlag adds the hidden --cpu-profile and --mem-profile flags: a
+// pprof CPU profile of the whole command, and a heap profile written when
+// it ends (go tool pprof -sample_index=alloc_space FILE shows what was
+// allocated), for performance reports.
 func (a *app) addProfileFlag(root *cobra.Command) {
-	var path string
-	root.PersistentFlags().StringVar(&path, "cpu-profile", "", "write a pprof CPU profile of the command to this file")
+	var cpuPath, memPath string
+	root.PersistentFlags().StringVar(&cpuPath, "cpu-profile", "", "write a pprof CPU profile of the command to this file")
+	root.PersistentFlags().StringVar(&memPath, "mem-profile", "", "write a pprof heap profile to this file when the command ends")
 	_ = root.PersistentFlags().MarkHidden("cpu-profile")
+	_ = root.PersistentFlags().MarkHidden("mem-profile")
 	pre := root.PersistentPreRunE
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
-		if path != "" {
-			f, err := os.Create(path)
+		var stops []func()
+		if cpuPath != "" {
+			f, err := os.Create(cpuPath)
 			if err != nil {
 				return usageError{fmt.Errorf("--cpu-profile: %w", err)}
 			}
@@ -25,7 +31,25 @@ func (a *app) addProfileFlag(root *cobra.Command) {
 				f.Close()
 				return fmt.Errorf("--cpu-profile: %w", err)
 			}
-			a.stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+			stops = append(stops, func() { pprof.StopCPUProfile(); f.Close() })
+		}
+		if memPath != "" {
+			f, err := os.Create(memPath)
+			if err != nil {
+				return usageError{fmt.Errorf("--mem-profile: %w", err)}
+			}
+			stops = append(stops, func() {
+				if err := errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close()); err != nil {
+					fmt.Fprintf(os.Stderr, "--mem-profile: %v\n", err)
+				}
+			})
+		}
+		if len(stops) > 0 {
+			a.stopProfile = func() {
+				for _, stop := range stops {
+					stop()
+				}
+			}
 		}
 		return pre(cmd, args)
 	}
