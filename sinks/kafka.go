@@ -175,10 +175,8 @@ func NewKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 func (s *Kafka) probe(ctx context.Context, conn *kafkaConn, brokers []string) error {
 	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	if conn.dialer.SASLMechanism != nil || conn.dialer.TLS != nil {
-		if err := conn.dialProbe(pctx, brokers); err != nil {
-			return fmt.Errorf("kafka sink: %w", err)
-		}
+	if err := conn.dialProbe(pctx, brokers); err != nil {
+		return fmt.Errorf("kafka sink: %w", err)
 	}
 	n, err := s.topicPartitions(pctx)
 	if err != nil {

@@ -106,15 +106,26 @@ func SASLMechanism(s plan.SASL) (sasl.Mechanism, error) {
 }
 
 // dialProbe dials the bootstrap brokers in turn through the Dialer until
-// one answers: authentication and certificate problems end the probe at
-// once, unreachable brokers let it try the next.
+// one answers: a port that does not speak Kafka (ProbeKafka, plain TCP
+// only), authentication and certificate problems end the probe at once,
+// unreachable brokers let it try the next.
 func (c *kafkaConn) dialProbe(ctx context.Context, brokers []string) error {
 	var errs []error
 	for _, b := range brokers {
-		conn, err := c.dialer.DialContext(ctx, "tcp", b)
+		var err error
+		if c.dialer.TLS == nil {
+			err = ProbeKafka(ctx, b, c.dialer.ClientID)
+			var nk *NotKafkaError
+			if errors.As(err, &nk) {
+				return fmt.Errorf("%w: check sink.brokers", err)
+			}
+		}
 		if err == nil {
-			conn.Close()
-			return nil
+			var conn *kafka.Conn
+			if conn, err = c.dialer.DialContext(ctx, "tcp", b); err == nil {
+				conn.Close()
+				return nil
+			}
 		}
 		errs = append(errs, c.connectError(b, err))
 		var op *net.OpError

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -374,7 +375,7 @@ func TestKafkaConfigErrors(t *testing.T) {
 		want string
 	}{
 		{"missing topic", sinks.KafkaConfig{Brokers: []string{addr}, Topic: "no-such-topic"}, "topic no-such-topic on " + addr + ": the topic does not exist: create it first"},
-		{"unreachable cluster", sinks.KafkaConfig{Brokers: []string{"127.0.0.1:1"}, Topic: "t"}, "kafka sink: topic t on 127.0.0.1:1: "},
+		{"unreachable cluster", sinks.KafkaConfig{Brokers: []string{"127.0.0.1:1"}, Topic: "t"}, "kafka sink: connect to 127.0.0.1:1: the broker is not reachable"},
 		{"no brokers", sinks.KafkaConfig{Topic: "t"}, "brokers and topic are required"},
 		{"bad SASL mechanism", sinks.KafkaConfig{Brokers: []string{addr}, Topic: "t", SASL: plan.SASL{Mechanism: "GSSAPI"}}, `sasl mechanism "GSSAPI"`},
 		{"missing CA file", sinks.KafkaConfig{Brokers: []string{addr}, Topic: "t", TLS: plan.TLS{Enabled: true, CAFile: "/nonexistent/ca.pem"}}, "tls ca_file"},
@@ -504,4 +505,31 @@ func TestKafkaCancelledWriteKeepsNoBuffers(t *testing.T) {
 
 func scramAuth(user, pass string) sasl.Mechanism {
 	return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
+}
+
+// A target address that answers in another protocol (an HTTP port) is
+// refused at once with what it answered, before kafka-go reads the answer
+// as a response size and array lengths (which allocated gigabytes).
+func TestKafkaTargetNotKafka(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Read(make([]byte, 512))
+			c.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+			c.Close()
+		}
+	}()
+	_, err = sinks.NewKafka(t.Context(), sinks.KafkaConfig{Brokers: []string{l.Addr().String()}, Topic: "orders-fixed"})
+	want := l.Addr().String() + ` is not a Kafka broker: it answered "HTTP/1.1"`
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "sink.brokers") {
+		t.Fatalf("want %q and a hint at sink.brokers, got %v", want, err)
+	}
 }

@@ -113,16 +113,23 @@ func TestRunReportCheckedFirst(t *testing.T) {
 }
 
 // Regression: a broker address that is not Kafka (PostgreSQL's port, say)
-// waited, then said "context deadline exceeded".
+// waited, then said "context deadline exceeded"; kafka-go took the first
+// bytes of the answer for a response size and array lengths and allocated
+// gigabytes (1.8 GB RSS against PostgreSQL's port) until the timeout.
 func TestConnectToSomethingElse(t *testing.T) {
 	defer func(d time.Duration) { runner.ProbeTimeout = d }(runner.ProbeTimeout)
 	runner.ProbeTimeout = 2 * time.Second
 	for _, tc := range []struct {
 		name   string
 		answer []byte // nil: never answers, waits for its own protocol
+		want   string // %s is the address
 	}{
-		{"silent", nil},
-		{"answers in its own protocol and hangs up", []byte("-ERR unknown command\r\n")},
+		{"silent", nil, "no Kafka answer from %s within 2s: is it a Kafka broker port (not, e.g., PostgreSQL or Redis)?"},
+		{"answers in its own protocol and hangs up", []byte("-ERR unknown command\r\n"),
+			`%s is not a Kafka broker: it answered "-ERR unk", which is not a Kafka response`},
+		{"PostgreSQL", []byte("E\x00\x00\x00\x84SFATAL\x00"), `%s is not a Kafka broker: it answered "E\x00\x00\x00\x84SFA"`},
+		{"HTTP", []byte("HTTP/1.1 400 Bad Request\r\n\r\n"), `%s is not a Kafka broker: it answered "HTTP/1.1"`},
+		{"short answer", []byte("no"), `%s is not a Kafka broker: it answered "no"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -150,7 +157,7 @@ func TestConnectToSomethingElse(t *testing.T) {
 			file := writePlan(t, t.TempDir(), planSpec{name: "not-kafka", addr: l.Addr().String(),
 				from: time.Now().Add(-3 * time.Hour), to: time.Now().Add(-time.Hour), sink: "{type: stdout}"})
 			r := replay(t, "plan", file)
-			want := "no Kafka answer from " + l.Addr().String() + " within 2s: is it a Kafka broker port (not, e.g., PostgreSQL or Redis)?"
+			want := fmt.Sprintf(tc.want, l.Addr().String())
 			if r.code != exitFailed || !strings.Contains(r.text(), want) {
 				t.Fatalf("want %q, got %s", want, r)
 			}

@@ -1,0 +1,79 @@
+package sinks
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"time"
+)
+
+// kafkaProbeTimeout bounds the wait for one broker's answer to the probe.
+const kafkaProbeTimeout = 5 * time.Second
+
+// maxProbeResponse is the largest ApiVersions response a broker sends in
+// practice (a few hundred bytes; a few KB with every API listed).
+const maxProbeResponse = 1 << 20
+
+// NotKafkaError reports an address that answered, but not in Kafka's
+// protocol: Head is the start of its answer.
+type NotKafkaError struct {
+	Addr string
+	Head []byte
+}
+
+func (e *NotKafkaError) Error() string {
+	return fmt.Sprintf("%s is not a Kafka broker: it answered %s, which is not a Kafka response (is it, e.g., PostgreSQL, Redis or HTTP?)",
+		e.Addr, strconv.Quote(string(e.Head)))
+}
+
+// ProbeKafka checks that addr answers a Kafka ApiVersions v0 request
+// (API key 18, the first request every client sends) with a response of a
+// sane size and the same correlation ID, before kafka-go talks to it.
+// kafka-go trusts the size and array lengths of whatever comes back: an
+// HTTP server, PostgreSQL or a proxy on the port made it allocate gigabytes
+// (PostgreSQL's error message starts with 'E', a 1.1 GB "size") for 15 s.
+// Plain TCP only: with TLS the handshake fails first on such a port.
+//
+// It returns nil when the broker answers like Kafka, a *NotKafkaError when
+// it answers otherwise, and the network error (dial, EOF, timeout) as is,
+// for the caller to explain.
+func ProbeKafka(ctx context.Context, addr, clientID string) error {
+	d := net.Dialer{Timeout: 10 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	deadline := time.Now().Add(kafkaProbeTimeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	_ = conn.SetDeadline(deadline)
+	const correlationID = 0x7265706c             // "repl"
+	req := binary.BigEndian.AppendUint32(nil, 0) // size, set below
+	req = binary.BigEndian.AppendUint16(req, 18) // ApiVersions
+	req = binary.BigEndian.AppendUint16(req, 0)  // v0
+	req = binary.BigEndian.AppendUint32(req, correlationID)
+	req = binary.BigEndian.AppendUint16(req, uint16(len(clientID)))
+	req = append(req, clientID...)
+	binary.BigEndian.PutUint32(req, uint32(len(req)-4))
+	if _, err := conn.Write(req); err != nil {
+		return err
+	}
+	var head [8]byte
+	n, err := io.ReadFull(conn, head[:])
+	if err != nil {
+		if n > 0 {
+			return &NotKafkaError{Addr: addr, Head: head[:n]}
+		}
+		return err
+	}
+	size, id := binary.BigEndian.Uint32(head[:4]), binary.BigEndian.Uint32(head[4:])
+	if size < 6 || size > maxProbeResponse || id != correlationID {
+		return &NotKafkaError{Addr: addr, Head: head[:]}
+	}
+	return nil
+}
