@@ -292,7 +292,12 @@ type arena struct {
 	buf  []byte
 	used [][]byte    // chunks cut from since the last detach
 	free chan []byte // recycled chunks; nil: none
+	// hdrs is a slab the records' header slices are cut from: one
+	// allocation per headerSlab headers instead of one per record.
+	hdrs []sinks.Header
 }
+
+const headerSlab = 256
 
 const arenaChunk = 64 << 10
 
@@ -358,8 +363,11 @@ func (a *arena) copyRecord(topic string, partition int32, rec *protocol.Record) 
 	}
 	n := len(key) + len(val)
 	var hs []sinks.Header
-	if len(rec.Headers) > 0 {
-		hs = make([]sinks.Header, len(rec.Headers))
+	if n := len(rec.Headers); n > 0 {
+		if len(a.hdrs) < n {
+			a.hdrs = make([]sinks.Header, max(n, headerSlab))
+		}
+		hs, a.hdrs = a.hdrs[:n:n], a.hdrs[n:]
 		for i, h := range rec.Headers {
 			v := a.take(len(h.Value))
 			copy(v, h.Value)

@@ -44,7 +44,7 @@ const (
 // after an error (sent as the last fetched), or when ctx is cancelled.
 func startPrefetch(ctx context.Context, r *partitionReader) *prefetcher {
 	ctx, cancel := context.WithCancel(ctx)
-	p := &prefetcher{ch: make(chan fetched, 1), cancel: cancel, done: make(chan struct{}),
+	p := &prefetcher{ch: make(chan fetched), cancel: cancel, done: make(chan struct{}),
 		recs: make(chan []sinks.Record, recycledRecordSlices), chunks: make(chan []byte, recycledChunks)}
 	r.arena.free = p.chunks
 	go func() {

@@ -17,7 +17,7 @@ import (
 
 // sharedStage is the one staging file every partition of an interleaved
 // file sink appends to (FileConfig.Interleave). Writes are serialized and
-// each is a whole batch of complete lines, so the file is always complete
+// each is complete lines of one partition, so the file is always complete
 // lines up to size; a write that fails is cut off again.
 type sharedStage struct {
 	mu   sync.Mutex // guards the fields below and the writes to f
@@ -116,8 +116,15 @@ func scanShared(f *os.File) (end int64, next map[int32]int64, err error) {
 	}
 }
 
+// sharedPiece is how much of a batch writeShared encodes before writing
+// it: the encoding buffer of each partition stays this small whatever the
+// batch size.
+const sharedPiece = 128 << 10
+
 // writeShared appends batch to the shared staging file, without the
-// records it already holds (a re-delivery). Called with fp.mu held.
+// records it already holds (a re-delivery), in pieces of whole lines. A
+// failure after some pieces leaves them written: the runner delivers the
+// batch again and they are skipped. Called with fp.mu held.
 func (s *File) writeShared(fp *filePart, batch []Record) error {
 	st := s.shared
 	p := batch[0].Partition
@@ -130,27 +137,42 @@ func (s *File) writeShared(fp *filePart, batch []Record) error {
 	}
 	if seen {
 		batch = batch[sort.Search(len(batch), func(i int) bool { return batch[i].Offset >= next }):]
-		if len(batch) == 0 {
-			return nil
+	}
+	for len(batch) > 0 {
+		fp.buf = fp.buf[:0]
+		n := 0
+		for n < len(batch) && len(fp.buf) < sharedPiece {
+			fp.buf = AppendJSONL(fp.buf, &batch[n])
+			n++
 		}
+		if err := st.append(fp.buf, p, batch[n-1].Offset+1); err != nil {
+			return err
+		}
+		batch = batch[n:]
 	}
-	if err := s.encode(fp, batch); err != nil {
-		return err
+	if cap(fp.buf) > 4<<20 {
+		fp.buf = nil // do not pin a huge buffer after an outsized record
 	}
+	return nil
+}
+
+// append writes lines, complete lines of partition p ending before offset
+// next, at the end of the file.
+func (st *sharedStage) append(lines []byte, p int32, next int64) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if _, err := st.f.WriteAt(fp.buf, st.size); err != nil {
+	if st.broken != nil {
+		return fmt.Errorf("file sink: write partition %d: an earlier write failed and could not be undone: %w", p, st.broken)
+	}
+	if _, err := st.f.WriteAt(lines, st.size); err != nil {
 		if terr := st.f.Truncate(st.size); terr != nil {
 			st.broken = terr
 		}
 		return fmt.Errorf("file sink: write partition %d: %w", p, err)
 	}
-	st.size += int64(len(fp.buf))
-	st.next[p] = batch[len(batch)-1].Offset + 1
+	st.size += int64(len(lines))
+	st.next[p] = next
 	st.writes++
-	if cap(fp.buf) > 4<<20 {
-		fp.buf = nil // do not pin a huge buffer after an outsized batch
-	}
 	return nil
 }
 
