@@ -31,6 +31,9 @@ type checkpointMeta struct {
 	Fingerprint string `json:"fp"`
 	Start       int64  `json:"start"`
 	End         int64  `json:"end"`
+	// Pos is the sink's durable position for the partition at this commit
+	// (sinks.Positioner); omitted when unknown.
+	Pos int64 `json:"pos,omitempty"`
 }
 
 const metaTool = "replay"
@@ -51,6 +54,9 @@ type Checkpoint struct {
 	Plan        string
 	Fingerprint string
 	Start, End  int64
+	// Position is the sink's durable position recorded with the commit
+	// (sinks.Positioner); 0 when unknown.
+	Position int64
 }
 
 // Done reports whether the partition's range is finished.
@@ -87,7 +93,7 @@ func (c *Cluster) Checkpoints(ctx context.Context, group, topic string, parts []
 		cp := Checkpoint{Partition: int32(po.Partition), Offset: po.CommittedOffset}
 		var m checkpointMeta
 		if json.Unmarshal([]byte(po.Metadata), &m) == nil && m.Tool == metaTool {
-			cp.Replay, cp.Plan, cp.Fingerprint, cp.Start, cp.End = true, m.Plan, m.Fingerprint, m.Start, m.End
+			cp.Replay, cp.Plan, cp.Fingerprint, cp.Start, cp.End, cp.Position = true, m.Plan, m.Fingerprint, m.Start, m.End, m.Pos
 		}
 		if _, asked := out[cp.Partition]; asked {
 			out[cp.Partition] = cp

@@ -23,8 +23,10 @@ import (
 // range end as metadata. When every partition is done, sink.Finish
 // publishes the output.
 //
-// Cancelling ctx stops the run after the in-flight batch is written and
-// committed; Run then returns an error wrapping ErrInterrupted. A failing
+// A run refused or failing before it reads anything (the sink cannot
+// resume, a commit fails) returns a nil *Report. Cancelling ctx stops the
+// run after the in-flight batch is written and committed; Run then returns
+// an error wrapping ErrInterrupted. A failing
 // partition stops the others the same way and Run returns its
 // *PartitionError; nothing is ever committed past what the sink holds.
 func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
@@ -33,29 +35,29 @@ func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	work := context.WithoutCancel(ctx)
 	closeDeadLetters, err := j.openDeadLetters(work)
 	if err != nil {
-		return rep, err
+		return nil, err
 	}
 	defer closeDeadLetters()
 	if err := j.checkResume(sink); err != nil {
-		return rep, err
+		return nil, err
 	}
 	if j.Fresh {
 		if err := j.dropDiscarded(work); err != nil {
-			return rep, err
+			return nil, err
 		}
 	}
 	if err := j.syncStarts(work, sink); err != nil {
-		return rep, err
+		return nil, err
 	}
 	if err := j.commitStarts(work); err != nil {
-		return rep, err
+		return nil, err
 	}
 	states := make([]*partitionState, len(j.Resolution.Ranges))
 	for i, r := range j.Resolution.Ranges {
 		states[i] = &partitionState{Range: r, from: j.from(r)}
 	}
 	if err := j.resumeFromSink(work, sink, states); err != nil {
-		return rep, err
+		return nil, err
 	}
 	j.live.Store(&liveRun{started: rep.Started, states: states}) // for Job.Progress
 	rep.NothingToDo = j.NothingToDo()
@@ -75,14 +77,16 @@ func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	}
 	fctx, cancel := context.WithTimeout(work, j.opts.FlushTimeout)
 	defer cancel()
+	const again = "every record is staged and committed: fix the cause and re-run the same command to publish"
 	if err := sink.Finish(fctx); err != nil {
-		return rep, fmt.Errorf("publish sink output: %w", err)
+		return rep, fmt.Errorf("publish sink output: %w (%s)", err, again)
 	}
 	if j.DeadLetters != nil {
 		if err := j.DeadLetters.Finish(fctx); err != nil {
-			return rep, fmt.Errorf("publish the dead letters: %w", err)
+			return rep, fmt.Errorf("publish the dead letters: %w (%s)", err, again)
 		}
 	}
+	rep.Published = true
 	return rep, nil
 }
 
@@ -96,7 +100,11 @@ func (j *Job) commitStarts(ctx context.Context) error {
 	meta := map[int32]checkpointMeta{}
 	for _, r := range j.Resolution.Ranges {
 		offsets[r.Partition] = j.from(r)
-		meta[r.Partition] = j.meta(r)
+		m := j.meta(r)
+		if held, ok := j.committed[r.Partition]; ok && held == j.from(r) {
+			m.Pos = j.positions[r.Partition] // still what the sink holds
+		}
+		meta[r.Partition] = m
 	}
 	if err := j.c.commit(ctx, j.Plan.Group, j.Resolution.Topic, offsets, meta); err != nil {
 		return fmt.Errorf("pin the resolved ranges in group %s: %w", j.Plan.Group, err)
@@ -536,7 +544,11 @@ func (w *partitionWorker) commit(next int64) error {
 		w.uncommitted = 0
 		return &PartitionError{Topic: j.Resolution.Topic, Partition: s.Partition, Offset: s.next.Load(), Err: err}
 	}
-	err := j.c.commit(ctx, j.Plan.Group, j.Resolution.Topic, map[int32]int64{s.Partition: next}, map[int32]checkpointMeta{s.Partition: j.meta(s.Range)})
+	meta := j.meta(s.Range)
+	if p, ok := w.sink.(sinks.Positioner); ok {
+		meta.Pos = p.SyncedPosition(s.Partition) // what the sync above made durable
+	}
+	err := j.c.commit(ctx, j.Plan.Group, j.Resolution.Topic, map[int32]int64{s.Partition: next}, map[int32]checkpointMeta{s.Partition: meta})
 	if err != nil {
 		return &PartitionError{Topic: j.Resolution.Topic, Partition: s.Partition, Offset: s.next.Load(), Err: err}
 	}

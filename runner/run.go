@@ -82,6 +82,9 @@ type Job struct {
 	// records below it durable (checkResume). Resume may be later (records
 	// lost to retention are skipped).
 	committed map[int32]int64
+	// positions holds, per partition of a resumed run, the sink's durable
+	// position recorded with its commit (sinks.Positioner), when known.
+	positions map[int32]int64
 	// discarded lists partitions holding checkpoints of an earlier run that
 	// Restart discards: Run deletes those the new ranges do not overwrite,
 	// or they would make every later run of this plan look like a changed plan.
@@ -206,10 +209,10 @@ func (j *Job) resume(ctx context.Context, all []int32, cps map[int32]Checkpoint)
 		return err
 	}
 	j.Resolution = &Resolution{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: p.Source.Topic, Group: p.Group, ResolvedAt: j.opts.Now().UTC()}
-	j.Resume, j.committed = map[int32]int64{}, map[int32]int64{}
+	j.Resume, j.committed, j.positions = map[int32]int64{}, map[int32]int64{}, map[int32]int64{}
 	for _, part := range parts {
 		cp, o := cps[part], offs[part]
-		j.committed[part] = cp.Offset
+		j.committed[part], j.positions[part] = cp.Offset, cp.Position
 		rg := Range{Partition: part, Start: cp.Start, End: cp.End, Outcome: Resumed, LogStart: o.logStart, HighWatermark: o.hwm, LastStable: o.lso}
 		next := cp.Offset
 		if next < rg.End && next < o.logStart {
@@ -279,7 +282,10 @@ type Report struct {
 	Started    time.Time         `json:"started"`
 	Finished   time.Time         `json:"finished"`
 	Partitions []PartitionReport `json:"partitions"`
-	Ignored    []int32           `json:"ignored_partitions,omitempty"`
+	// Published is true once the sink published its output (Sink.Finish):
+	// a file sink's output exists only then.
+	Published bool    `json:"published"`
+	Ignored   []int32 `json:"ignored_partitions,omitempty"`
 	// Added lists partitions created after the ranges were resolved: the
 	// run does not read them (the ranges are fixed).
 	Added []int32 `json:"added_partitions,omitempty"`

@@ -24,7 +24,8 @@ func (j *Job) checkResume(sink sinks.Sink) error {
 		if !ok {
 			committed = r.Start
 		}
-		points = append(points, sinks.ResumePoint{Partition: r.Partition, Start: r.Start, Committed: committed, End: r.End})
+		points = append(points, sinks.ResumePoint{Partition: r.Partition, Start: r.Start, Committed: committed, End: r.End,
+			Position: j.positions[r.Partition]})
 	}
 	for _, s := range []struct {
 		what string

@@ -83,9 +83,10 @@ type File struct {
 }
 
 var (
-	_ Sink    = (*File)(nil)
-	_ Syncer  = (*File)(nil)
-	_ Resumer = (*File)(nil)
+	_ Sink       = (*File)(nil)
+	_ Syncer     = (*File)(nil)
+	_ Resumer    = (*File)(nil)
+	_ Positioner = (*File)(nil)
 )
 
 // filePart is one partition's staging: its own file, or with interleave
@@ -95,7 +96,9 @@ type filePart struct {
 	f    *os.File
 	next int64 // offset after the last record in the staging file
 	size int64
-	buf  []byte
+	// synced is size at the last successful Sync: durable.
+	synced int64
+	buf    []byte
 	// row and rowW encode one CSV row.
 	row  bytes.Buffer
 	rowW *csv.Writer
@@ -561,7 +564,29 @@ func (s *File) Sync(ctx context.Context, partition int32) error {
 	if err := fp.f.Sync(); err != nil {
 		return fmt.Errorf("file sink: fsync partition %d: %w", partition, err)
 	}
+	fp.synced = fp.size
 	return nil
+}
+
+// SyncedPosition implements Positioner: the size in bytes of the staging
+// file holding partition's records at its last successful Sync (with
+// interleave, the one staging file of all partitions). 0 before any.
+func (s *File) SyncedPosition(partition int32) int64 {
+	s.mu.Lock()
+	fp, ok := s.parts[partition]
+	shared := s.shared
+	s.mu.Unlock()
+	switch {
+	case shared != nil:
+		shared.syncMu.Lock()
+		defer shared.syncMu.Unlock()
+		return shared.syncedSize
+	case ok:
+		fp.mu.Lock()
+		defer fp.mu.Unlock()
+		return fp.synced
+	}
+	return 0
 }
 
 // Finish publishes the staged output: partition files concatenated in
@@ -791,16 +816,28 @@ func (s *File) CheckResume(points []ResumePoint) error {
 			if _, ok := s.parts[p.Partition]; ok {
 				continue // opened by this process
 			}
-			if _, err := os.Stat(s.stagingFile(p.Partition)); errors.Is(err, os.ErrNotExist) {
-				bad = append(bad, p)
-			} else if err != nil {
+			path := s.stagingFile(p.Partition)
+			var why string
+			st, err := os.Stat(path)
+			switch {
+			case errors.Is(err, os.ErrNotExist):
+				why = fmt.Sprintf("its staging file %s is missing", absPath(path))
+			case err != nil:
 				return fmt.Errorf("file sink: %w", err)
+			case st.Size() < p.Position:
+				why = fmt.Sprintf("its staging file %s holds %d bytes, and %d bytes of it were durable at that commit: it was truncated or emptied since",
+					absPath(path), st.Size(), p.Position)
+			default:
+				continue
 			}
+			if len(bad) == 0 {
+				missing = why
+			}
+			bad = append(bad, p)
 		}
 		if len(bad) == 0 {
 			return nil
 		}
-		missing = fmt.Sprintf("its staging file %s is missing", absPath(s.stagingFile(bad[0].Partition)))
 		restore = absPath(dir)
 	case err == nil:
 		missing = fmt.Sprintf("the staging directory %s belongs to another run (identity %s, this run's is %s) writing to the same path, "+
@@ -821,17 +858,38 @@ func (s *File) CheckResume(points []ResumePoint) error {
 		}
 		// Finished: Finish published the output and removed the staging,
 		// which is what a re-run of a finished plan finds.
+		// A JSONL output holds its staging files as they were: at least
+		// the durable positions (their sum for one file of partition-ordered
+		// parts; with interleave, each is a position in that one file).
+		var atLeast int64
 		for _, p := range past {
-			out := s.Path
-			if s.perPartition {
-				out = s.partitionPath(p.Partition)
+			if s.interleave {
+				atLeast = max(atLeast, p.Position)
+			} else {
+				atLeast += p.Position
 			}
-			if st, err := os.Stat(out); err != nil || !st.Mode().IsRegular() {
-				bad = append(bad, p)
-				if missing == "" {
-					missing = fmt.Sprintf("neither its published output %s nor the staging directory %s exists", absPath(out), absPath(dir))
-					restore = absPath(out)
-				}
+		}
+		for _, p := range past {
+			out, want := s.Path, atLeast
+			if s.perPartition {
+				out, want = s.partitionPath(p.Partition), p.Position
+			}
+			if s.csv != nil {
+				want = 0 // rows converted at publish: sizes differ
+			}
+			var why string
+			st, err := os.Stat(out)
+			switch {
+			case err != nil || !st.Mode().IsRegular():
+				why = fmt.Sprintf("neither its published output %s nor the staging directory %s exists", absPath(out), absPath(dir))
+			case st.Size() < want:
+				why = fmt.Sprintf("its published output %s holds %d bytes, fewer than the %d bytes its staging held: it was truncated or replaced since", absPath(out), st.Size(), want)
+			default:
+				continue
+			}
+			bad = append(bad, p)
+			if missing == "" {
+				missing, restore = why, absPath(out)
 			}
 		}
 		if len(bad) == 0 {

@@ -278,3 +278,72 @@ func TestFileRejectsUnpublishablePath(t *testing.T) {
 		s.Close()
 	}
 }
+
+// Staging emptied or truncated below what was durable at the last commit
+// (sinks.Positioner) is refused: the records below the commit are not read
+// again, so resuming would publish an output without them. A tail beyond
+// the durable position (written, not committed) may be cut, as a crash
+// does.
+func TestFileCheckResumeTruncatedStaging(t *testing.T) {
+	window := sinktest.Window(34, 2)
+	for _, tc := range []struct {
+		name    string
+		cfg     func(path string) sinks.FileConfig
+		staging func(path string) string
+	}{
+		{"interleaved", func(path string) sinks.FileConfig {
+			return sinks.FileConfig{Path: path, RunID: "run-1", Interleave: true}
+		},
+			func(path string) string { return filepath.Join(path+".parts", "records.jsonl") }},
+		{"partition order", func(path string) sinks.FileConfig { return sinks.FileConfig{Path: path, RunID: "run-1"} },
+			func(path string) string { return filepath.Join(path+".parts", "partition-0.jsonl") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, cut := range []struct {
+				name   string
+				size   func(durable, all int64) int64
+				refuse bool
+			}{
+				{"emptied", func(durable, all int64) int64 { return 0 }, true},
+				{"truncated below the commit", func(durable, all int64) int64 { return durable - 1 }, true},
+				{"uncommitted tail cut", func(durable, all int64) int64 { return durable }, false},
+			} {
+				t.Run(cut.name, func(t *testing.T) {
+					path := filepath.Join(t.TempDir(), "out.jsonl")
+					f := newFileSink(t, tc.cfg(path))
+					if err := f.Write(t.Context(), window[0][:5]); err != nil {
+						t.Fatal(err)
+					}
+					if err := f.Sync(t.Context(), 0); err != nil {
+						t.Fatal(err)
+					}
+					durable := f.SyncedPosition(0)
+					if err := f.Write(t.Context(), window[0][5:8]); err != nil { // written, not committed
+						t.Fatal(err)
+					}
+					st, err := os.Stat(tc.staging(path))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if durable <= 0 || durable >= st.Size() {
+						t.Fatalf("durable position %d, staging %d bytes: want 0 < durable < size", durable, st.Size())
+					}
+					f.Close()
+					if err := os.Truncate(tc.staging(path), cut.size(durable, st.Size())); err != nil {
+						t.Fatal(err)
+					}
+					committed := window[0][5].Offset
+					pts := []sinks.ResumePoint{{Partition: 0, Start: window[0][0].Offset, Committed: committed, End: committed + 100, Position: durable}}
+					err = newFileSink(t, tc.cfg(path)).CheckResume(pts)
+					if !cut.refuse {
+						if err != nil {
+							t.Fatal(err)
+						}
+						return
+					}
+					wantResumeError(t, err, "partition 0", "truncated or emptied", strconv.FormatInt(durable, 10)+" bytes")
+				})
+			}
+		})
+	}
+}

@@ -31,8 +31,10 @@ type sharedStage struct {
 	// line before later writes, so nothing more is written.
 	broken error
 
-	syncMu sync.Mutex // one fsync at a time; guards synced and syncErr
+	syncMu sync.Mutex // one fsync at a time; guards synced, syncedSize and syncErr
 	synced uint64     // writes covered by the last successful fsync
+	// syncedSize is size at the last successful fsync: durable.
+	syncedSize int64
 	// syncErr is sticky: after a failed fsync the kernel may have dropped
 	// pages of any partition, and the next fsync would report success.
 	syncErr error
@@ -78,7 +80,11 @@ func (st *sharedStage) recover() error {
 		return err
 	}
 	st.size, st.next = end, next
-	return st.f.Sync()
+	if err := st.f.Sync(); err != nil {
+		return err
+	}
+	st.syncedSize = end
+	return nil
 }
 
 // scanShared reads the complete lines of an interleaved staging file: it
@@ -192,13 +198,13 @@ func (st *sharedStage) sync() error {
 		return nil
 	}
 	st.mu.Lock()
-	upto := st.writes
+	upto, size := st.writes, st.size
 	st.mu.Unlock()
 	if err := st.f.Sync(); err != nil {
 		st.syncErr = err
 		return err
 	}
-	st.synced = upto
+	st.synced, st.syncedSize = upto, size
 	return nil
 }
 

@@ -119,6 +119,22 @@ type Resumer interface {
 type ResumePoint struct {
 	Partition             int32
 	Start, Committed, End int64
+	// Position is what the sink's Positioner said was durable for the
+	// partition when Committed was committed (0: unknown, a commit of an
+	// earlier version or of another sink).
+	Position int64
+}
+
+// Positioner is implemented by a Resumer that is also a Syncer and can say
+// how much of a partition's staging its last successful Sync made durable,
+// as a position (the file sink: bytes of the staging file). The runner
+// stores it with each commit, and on a resume passes it back in
+// ResumePoint.Position: CheckResume refuses staging that no longer reaches
+// it. Staging emptied or truncated after the commit would otherwise lose
+// the records below the commit without a word, since they are not read
+// again.
+type Positioner interface {
+	SyncedPosition(partition int32) int64
 }
 
 // CheckpointStore is implemented by a sink that can record, in the same

@@ -70,7 +70,12 @@ func printReport(w io.Writer, rep *runner.Report, where string) {
 	if dur > 0 {
 		rate = float64(written) / dur.Seconds()
 	}
-	fmt.Fprintf(w, "%d records written to %s in %s (%.0f records/s)\n", written, where, dur.Round(time.Millisecond), rate)
+	if rep.Sink == "file" && !rep.Published {
+		fmt.Fprintf(w, "%d records written to the staging of %s in %s (%.0f records/s); not published: the output appears when the run completes\n",
+			written, where, dur.Round(time.Millisecond), rate)
+	} else {
+		fmt.Fprintf(w, "%d records written to %s in %s (%.0f records/s)\n", written, where, dur.Round(time.Millisecond), rate)
+	}
 	printLosses(w, rep)
 }
 

@@ -148,3 +148,59 @@ func TestRunRefusesDirectoryPath(t *testing.T) {
 		t.Errorf("the refused run wrote into %s: %v", outDir, entries)
 	}
 }
+
+// Found by a break-it pass: a run killed mid-way, its staging file emptied
+// (or truncated below what was committed), then resumed, exited 0 with an
+// output missing every record below the commits. The commit now records
+// how much of the staging was durable; the resume is refused (exit 3),
+// changes nothing, and --restart replays the window whole.
+func TestRunRefusesTruncatedStaging(t *testing.T) {
+	t.Parallel()
+	for _, order := range []string{"interleaved", "partition"} {
+		t.Run("order="+order, func(t *testing.T) {
+			t.Parallel()
+			dir, throttled, out, clean, cleanOut := crashSetupOrder(t, order)
+			if r := replayProcess(t, dir, "run", "--yes", clean); r.code != exitOK {
+				t.Fatalf("clean run: %s", r)
+			}
+			p := startUntilProgress(t, dir, throttled, out, 5000)
+			time.Sleep(1500 * time.Millisecond) // past a commit with a durable position
+			if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			p.result()
+			files, _ := filepath.Glob(filepath.Join(out+".parts", "*.jsonl"))
+			if len(files) == 0 {
+				t.Fatal("no staging file")
+			}
+			for _, f := range files {
+				if err := os.Truncate(f, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := checkpoints(t, throttled, crashPartitions)
+			r := replayProcess(t, dir, "run", "--yes", throttled)
+			if r.code != exitRefused {
+				t.Fatalf("resume over emptied staging: want exit %d, got %s", exitRefused, r)
+			}
+			for _, want := range []string{"truncated or emptied", "replay run PLAN --restart"} {
+				if !strings.Contains(r.text(), want) {
+					t.Errorf("the refusal lacks %q:\n%s", want, r)
+				}
+			}
+			if strings.Contains(r.stdout, "records written") {
+				t.Errorf("a refused run printed a run summary:\n%s", r.stdout)
+			}
+			mustNotExist(t, out, "the refused run published")
+			for part, cp := range checkpoints(t, throttled, crashPartitions) {
+				if cp != before[part] {
+					t.Errorf("partition %d: the refused run changed the commit %+v to %+v", part, before[part], cp)
+				}
+			}
+			if r := replayProcess(t, dir, "run", "--yes", "--restart", throttled); r.code != exitOK {
+				t.Fatalf("--restart: %s", r)
+			}
+			checkFinished(t, dir, throttled, out, cleanOut)
+		})
+	}
+}
