@@ -93,7 +93,7 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	d := &decoder{file: file, env: opts.LookupEnv, pos: map[string]Pos{}, fromEnv: map[string]bool{},
+	d := &decoder{file: file, env: opts.LookupEnv, pos: map[string]Pos{}, fromEnv: map[string]bool{}, emptyEnv: map[string]string{},
 		envRaw: map[string]string{}, bad: map[string]bool{}, ref: envRef}
 	// "{" and "}" are flow indicators in YAML, so `sasl: {password: ${PW}}`
 	// would not parse. References are rewritten to the same-length $(PW)
@@ -119,7 +119,7 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	}
 	d.expandEnv(root, "")
 	d.walk(root, reflect.ValueOf(p).Elem(), "")
-	p.pos, p.fromEnv, p.envRaw, p.bad = d.pos, d.fromEnv, d.envRaw, d.bad
+	p.pos, p.fromEnv, p.envRaw, p.bad, p.emptyEnv = d.pos, d.fromEnv, d.envRaw, d.bad, d.emptyEnv
 	p.applyDefaults()
 	p.problems = d.problems
 	p.problems = append(p.problems, p.validate(opts.Now())...)
@@ -267,6 +267,7 @@ type decoder struct {
 	problems []Problem
 	pos      map[string]Pos
 	fromEnv  map[string]bool
+	emptyEnv map[string]string
 	envRaw   map[string]string
 	// bad holds the fields already reported, so that validation does not
 	// report them a second time (as missing, say).
@@ -290,7 +291,10 @@ var (
 )
 
 // expandEnv replaces ${VAR} in every scalar value from the environment.
-// A missing variable is a problem; an empty one is allowed (explicit).
+// A missing variable is a problem; an empty one is allowed (explicit), and
+// recorded in emptyEnv for a warning: a variable a CI job or a secret store
+// failed to fill silently changes the plan (${OUT_DIR}/x.jsonl becomes
+// /x.jsonl).
 func (d *decoder) expandEnv(n *yaml.Node, path string) {
 	switch n.Kind {
 	case yaml.MappingNode:
@@ -312,6 +316,8 @@ func (d *decoder) expandEnv(n *yaml.Node, path string) {
 			v, ok := d.env(name)
 			if !ok {
 				d.problem(n, path, "environment variable %s is not set: export it before running replay", name)
+			} else if v == "" {
+				d.emptyEnv[path] = name
 			}
 			return v
 		})

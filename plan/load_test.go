@@ -134,8 +134,19 @@ func TestEnvEmptyIsAllowed(t *testing.T) {
 	src := strings.Replace(minimalPlan, "name: orders-fix", "name: orders-fix${SUFFIX}", 1)
 	opts := testOptions()
 	opts.LookupEnv = func(k string) (string, bool) { return "", k == "SUFFIX" }
-	if p := mustParse(t, src, opts); p.Name != "orders-fix" || !p.FromEnv("name") {
+	p := mustParse(t, src, opts)
+	if p.Name != "orders-fix" || !p.FromEnv("name") {
 		t.Errorf("name = %q, FromEnv = %v", p.Name, p.FromEnv("name"))
+	}
+	// Allowed, but said: an unfilled variable silently changes the plan.
+	var empty []Problem
+	for _, w := range p.Warnings() {
+		if strings.Contains(w.Message, "environment variable SUFFIX is set but empty") {
+			empty = append(empty, w)
+		}
+	}
+	if len(empty) != 1 || empty[0].Field != "name" || empty[0].Line != 2 {
+		t.Errorf("want one warning about SUFFIX at name (line 2), got %v", p.Warnings())
 	}
 }
 

@@ -62,6 +62,9 @@ type Plan struct {
 	fromEnv map[string]bool
 	// envRaw holds, for those fields, the value as written (before expansion).
 	envRaw map[string]string
+	// emptyEnv maps the field paths where a ${VAR} expanded to "" to the
+	// variable's name: allowed (an optional suffix), but warned about.
+	emptyEnv map[string]string
 	// bad records the fields that failed to decode (already reported).
 	bad map[string]bool
 	// problems holds what Load found, warnings included.

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/url"
@@ -45,6 +46,10 @@ const (
 // validate returns every semantic problem of a decoded, defaulted plan.
 func (p *Plan) validate(now time.Time) []Problem {
 	v := &validator{p: p, now: now}
+	for _, field := range slices.Sorted(maps.Keys(p.emptyEnv)) {
+		name := p.emptyEnv[field]
+		v.warn(field, "environment variable %s is set but empty: check that this is intended (an unfilled variable changes the plan, e.g. ${OUT_DIR}/x.jsonl becomes /x.jsonl)", name)
+	}
 	v.top()
 	v.source()
 	v.window()
