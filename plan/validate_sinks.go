@@ -145,8 +145,11 @@ func (v *validator) columns(field string, s *Sink, db bool) {
 
 // fileSink checks a file sink: its path, format, columns and per_partition.
 func (v *validator) fileSink(field string, s *Sink) {
-	if s.Path == "" {
+	switch {
+	case s.Path == "":
 		v.add(field+".path", "missing: the file to write, e.g. out/orders.jsonl")
+	case strings.HasSuffix(s.Path, "/") || strings.HasSuffix(s.Path, string(filepath.Separator)):
+		v.add(field+".path", "%q ends in %q: it names a directory; give the file to write, e.g. %s", s.Path, s.Path[len(s.Path)-1:], filepath.Join(s.Path, "orders.jsonl"))
 	}
 	if v.enum(field+".format", s.Format, []string{"jsonl", "csv"}) {
 		switch {
