@@ -131,11 +131,33 @@ func (c *Cluster) checkGroupIdle(ctx context.Context, group string) error {
 // ILLEGAL_GENERATION when it has some, which is the fence against a live
 // group).
 func (c *Cluster) commit(ctx context.Context, group, topic string, offsets map[int32]int64, meta map[int32]checkpointMeta) error {
+	return c.commitAs(ctx, nil, group, topic, offsets, meta)
+}
+
+// member is this process's identity in a replay group it joined (run
+// --join): its commits carry it, and the broker accepts them only from the
+// member of a current (or just ended) generation.
+type member struct {
+	generation int32
+	id         string
+}
+
+// errFenced is a member's commit refused because the group moved on (a
+// rebalance gave the partition to another member): nothing is lost, the
+// new owner resumes from the last accepted commit.
+var errFenced = errors.New("the group rebalanced: another member owns the partition now")
+
+// commitAs commits as m (a joined member), or standalone when m is nil.
+func (c *Cluster) commitAs(ctx context.Context, m *member, group, topic string, offsets map[int32]int64, meta map[int32]checkpointMeta) error {
 	commits := make([]kafka.OffsetCommit, 0, len(offsets))
 	for p, off := range offsets {
 		commits = append(commits, kafka.OffsetCommit{Partition: int(p), Offset: off, Metadata: meta[p].encode()})
 	}
-	resp, err := c.Client.OffsetCommit(ctx, &kafka.OffsetCommitRequest{GroupID: group, GenerationID: -1, MemberID: "", Topics: map[string][]kafka.OffsetCommit{topic: commits}})
+	req := &kafka.OffsetCommitRequest{GroupID: group, GenerationID: -1, MemberID: "", Topics: map[string][]kafka.OffsetCommit{topic: commits}}
+	if m != nil {
+		req.GenerationID, req.MemberID = int(m.generation), m.id
+	}
+	resp, err := c.Client.OffsetCommit(ctx, req)
 	if err != nil {
 		return fmt.Errorf("commit to group %s: %w", group, err)
 	}
@@ -143,6 +165,9 @@ func (c *Cluster) commit(ctx context.Context, group, topic string, offsets map[i
 	for _, pr := range resp.Topics[topic] {
 		if pr.Error == nil {
 			continue
+		}
+		if m != nil && (errors.Is(pr.Error, kafka.UnknownMemberId) || errors.Is(pr.Error, kafka.IllegalGeneration) || errors.Is(pr.Error, kafka.RebalanceInProgress)) {
+			return fmt.Errorf("commit %s/%d to group %s: %w (%v)", topic, pr.Partition, group, errFenced, pr.Error)
 		}
 		// UNSUPPORTED_VERSION: a standalone commit (OffsetCommit < v9) into
 		// a live KIP-848 consumer-protocol group (KAFKA-GO.md §3).

@@ -548,7 +548,7 @@ func (w *partitionWorker) commit(next int64) error {
 	if p, ok := w.sink.(sinks.Positioner); ok {
 		meta.Pos = p.SyncedPosition(s.Partition) // what the sync above made durable
 	}
-	err := j.c.commit(ctx, j.Plan.Group, j.Resolution.Topic, map[int32]int64{s.Partition: next}, map[int32]checkpointMeta{s.Partition: meta})
+	err := j.c.commitAs(ctx, j.member.Load(), j.Plan.Group, j.Resolution.Topic, map[int32]int64{s.Partition: next}, map[int32]checkpointMeta{s.Partition: meta})
 	if err != nil {
 		return &PartitionError{Topic: j.Resolution.Topic, Partition: s.Partition, Offset: s.next.Load(), Err: err}
 	}

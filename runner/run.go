@@ -42,6 +42,14 @@ type Options struct {
 	FlushTimeout time.Duration
 	// Retry is how sink writes failing with a transient error are retried.
 	Retry Backoff
+	// Join prepares a run that joins the replay group with other processes
+	// of the same plan (RunJoined): the group may have members, as long as
+	// they are all such processes, and the ranges must be fixed already
+	// (the group's checkpoints of this plan, or Pinned).
+	Join bool
+	// Heartbeat is a joined member's heartbeat interval: how soon it sees a
+	// rebalance. Default 1 s.
+	Heartbeat time.Duration
 }
 
 func (o *Options) defaults() {
@@ -53,6 +61,9 @@ func (o *Options) defaults() {
 	}
 	if o.FlushTimeout == 0 {
 		o.FlushTimeout = time.Minute
+	}
+	if o.Heartbeat == 0 {
+		o.Heartbeat = time.Second
 	}
 	o.Retry.defaults()
 }
@@ -94,6 +105,9 @@ type Job struct {
 	opts Options
 	// live is the running (or last) run's counters, for Progress.
 	live atomic.Pointer[liveRun]
+	// member is set while the job runs as a member of its group
+	// (RunJoined): commits carry its generation.
+	member atomic.Pointer[member]
 	// budget counts records that cannot be processed against max_errors.
 	budget *errorBudget
 }
@@ -134,7 +148,11 @@ func (j *Job) RunID() string {
 // takes the ranges of opts.Pinned.
 func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job, error) {
 	opts.defaults()
-	if err := c.checkGroupIdle(ctx, p.Group); err != nil {
+	if opts.Join {
+		if err := c.checkGroupJoinable(ctx, p.Group, joinClientID(p.Fingerprint())); err != nil {
+			return nil, err
+		}
+	} else if err := c.checkGroupIdle(ctx, p.Group); err != nil {
 		return nil, err
 	}
 	all, err := c.partitions(ctx, p.Source.Topic)
@@ -155,6 +173,10 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 	}
 	if resumable {
 		return job, job.resume(ctx, all, cps)
+	}
+	if opts.Join {
+		return nil, &SafetyError{Group: p.Group, Reason: "--join needs the same fixed ranges in every process, and the group holds no run of this plan yet: " +
+			"resolve once with 'replay plan PLAN --out ranges.json', then start every process with 'replay run PLAN --join --resolution ranges.json'"}
 	}
 	if job.Resolution, err = Resolve(ctx, c, p, opts.Now()); err != nil {
 		return nil, err

@@ -144,6 +144,9 @@ type runOptions struct {
 	in  io.Reader
 	// metricsAddr is --metrics-addr: serve Prometheus metrics there.
 	metricsAddr string
+	// join is --join: share the plan with other processes through the
+	// replay group.
+	join bool
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -158,7 +161,11 @@ func (a *app) runCmd() *cobra.Command {
 			"is not a terminal (schedulers, CI) it never asks and requires --yes.\n" +
 			"--resolution FILE replays exactly the ranges 'replay plan --out FILE' saved; it refuses (exit 3) when the plan's\n" +
 			"fingerprint differs from the file's or the group holds this plan's checkpoints for other ranges.\n" +
-			"SIGINT/SIGTERM finish the in-flight batch, commit and stop; re-run the same command to resume.",
+			"SIGINT/SIGTERM finish the in-flight batch, commit and stop; re-run the same command to resume.\n" +
+			"--join runs the plan on several machines at once: every process joins the replay group, Kafka spreads the\n" +
+			"partitions among them, and when one stops or dies its partitions move to the others, which continue from its\n" +
+			"last commit. Start every process with the same --resolution file (or after a run of the plan is recorded in the\n" +
+			"group). postgres, kafka and http sinks only; the throttle applies to each process.",
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, files []string) error {
 			o.in = cmd.InOrStdin()
@@ -170,6 +177,7 @@ func (a *app) runCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&o.restart, "restart", false, "discard checkpoints of a previous, different version of this plan in the group and start over")
 	cmd.Flags().StringVar(&o.resolution, "resolution", "", "replay exactly the ranges of this resolution file (written by 'replay plan --out')")
 	cmd.Flags().StringVar(&o.report, "report", "", "write the run report as JSON to this file")
+	cmd.Flags().BoolVar(&o.join, "join", false, "share the plan with other 'replay run --join' processes: join the replay group and take the partitions it assigns")
 	cmd.Flags().StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics of the run at http://HOST:PORT/metrics while it runs (port 0: any free port, logged)")
 	return cmd
 }
@@ -186,7 +194,10 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 	if err := checkWritable(o.report); err != nil {
 		return nil, usageError{fmt.Errorf("--report: %w", err)}
 	}
-	opts.Restart = o.restart
+	opts.Restart, opts.Join = o.restart, o.join
+	if o.join && o.restart {
+		return nil, usageError{errors.New("--join and --restart: discarding the checkpoints other processes of the plan are using is not safe; stop them all, then --restart without --join")}
+	}
 	if a.console != nil {
 		opts.ProgressEvery = -1 // a terminal: the progress display replaces the log lines
 	}
@@ -201,6 +212,9 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 	}
 	defer c.Close()
 	p := job.Plan
+	if o.join && (p.Sink.Type == "file" || p.Sink.Type == "sqlite" || p.Sink.Type == "stdout") {
+		return nil, usageError{fmt.Errorf("--join spreads the partitions over several processes, so a %s sink would split the output among them: use a postgres, kafka or http sink", p.Sink.Type)}
+	}
 	out := a.resultsOut(p.Sink)
 	printResolution(out, job)
 	if o.resolution != "" {
@@ -217,6 +231,10 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 	}
 	defer sink.Close()
 	a.running.Store(true) // from here a signal finishes the in-flight batch
+	if job.NothingToDo() && !job.Fresh && o.join {
+		fmt.Fprintf(out, "nothing to do: plan %s already replayed every partition to its end (group %s)\n", p.Name, p.Group)
+		return nil, nil
+	}
 	if job.NothingToDo() && !job.Fresh {
 		// Run commits nothing then: it publishes output that a run which
 		// crashed after its last commit staged, and makes the report.
@@ -239,7 +257,12 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 	if !job.NothingToDo() && a.showsProgress(p.Sink) {
 		stopProgress = a.showProgress(job)
 	}
-	rep, err := job.Run(ctx, sink)
+	var rep *runner.Report
+	if o.join {
+		rep, err = job.RunJoined(ctx, sink)
+	} else {
+		rep, err = job.Run(ctx, sink)
+	}
 	stopProgress()
 	if rep != nil {
 		printReport(out, rep, sinkWhere(p.Sink))

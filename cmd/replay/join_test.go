@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// pgConn connects to the test PostgreSQL (REPLAY_TEST_POSTGRES_DSN or the
+// local one); unreachable, it skips loudly, or fails under CI.
+func pgConn(t *testing.T) (*pgx.Conn, string) {
+	t.Helper()
+	dsn := os.Getenv("REPLAY_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("PostgreSQL is unreachable and CI is set: %v", err)
+		}
+		t.Skipf("!!! SKIPPING: PostgreSQL is unreachable (%v); set REPLAY_TEST_POSTGRES_DSN !!!", err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn, dsn
+}
+
+// Two `replay run --join` processes share a plan; one is killed (SIGKILL:
+// no commit, no LeaveGroup) in the middle. The other takes over its
+// partitions once the group's session timeout expires and finishes the
+// whole window: every record once in the table, every partition committed
+// at its end, and a later run has nothing to do.
+func TestJoinSurvivesAKilledMember(t *testing.T) {
+	t.Parallel()
+	conn, dsn := pgConn(t)
+	table := fmt.Sprintf("replay_join_%d_%x", time.Now().UnixNano(), rand.Uint32())
+	t.Cleanup(func() { _, _ = conn.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	sb, seed := newCluster(t, 4, 24000)
+	dir := t.TempDir()
+	from, to := seed.From.Add(time.Hour), seed.From.Add(23*time.Hour) // 22000 records
+	planFile := writePlan(t, dir, planSpec{name: "joined", addr: sb.Addr, from: from, to: to, recordsPerSecond: 1500,
+		sink: fmt.Sprintf("{type: postgres, dsn: %q, table: %s, create_table: true, batch_size: 200}", dsn, table)})
+	ranges := filepath.Join(dir, "ranges.json")
+	if r := replayProcess(t, dir, "plan", planFile, "--out", ranges); r.code != exitOK {
+		t.Fatalf("plan --out: %s", r)
+	}
+	if r := replayProcess(t, dir, "run", "--yes", "--join", planFile); r.code != exitRefused || !strings.Contains(r.text(), "--resolution") {
+		t.Fatalf("--join without the resolution on a fresh group: want exit %d naming --resolution, got %s", exitRefused, r)
+	}
+	start := func() *process {
+		cmd, stdout, stderr := command(t, dir, "run", "--yes", "--join", "--resolution", ranges, planFile)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		p := &process{cmd: cmd, stdout: stdout, stderr: stderr, done: make(chan struct{})}
+		go func() { cmd.Wait(); close(p.done) }()
+		t.Cleanup(func() { cmd.Process.Kill(); <-p.done })
+		return p
+	}
+	rows := func() int {
+		var n int
+		if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+			return 0 // not created yet
+		}
+		return n
+	}
+	a := start()
+	time.Sleep(500 * time.Millisecond)
+	b := start()
+	deadline := time.Now().Add(30 * time.Second)
+	for rows() < 6000 {
+		select {
+		case <-a.done:
+			t.Fatalf("member a ended before it could be killed: %s", a.result())
+		case <-b.done:
+			t.Fatalf("member b ended before a was killed: %s", b.result())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no progress after 30 s: %d rows", rows())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.done:
+	case <-time.After(90 * time.Second):
+		t.Fatal("the surviving member did not finish within 90 s")
+	}
+	r := b.result()
+	if r.code != exitOK {
+		t.Fatalf("surviving member: %s", r)
+	}
+	if !strings.Contains(r.stderr+r.stdout, `"partitions":[0,1,2,3]`) {
+		t.Errorf("the survivor never took all four partitions:\n%s", r.stderr)
+	}
+	var n, distinct int
+	if err := conn.QueryRow(t.Context(), `SELECT count(*), count(DISTINCT (partition, "offset")) FROM `+table).Scan(&n, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	var want int64
+	for p, cp := range checkpoints(t, planFile, 4) {
+		if !cp.Done() {
+			t.Errorf("partition %d: committed %d, range [%d, %d): want its end", p, cp.Offset, cp.Start, cp.End)
+		}
+		want += cp.End - cp.Start
+	}
+	if int64(n) != want || int64(distinct) != want {
+		t.Errorf("table holds %d rows (%d distinct records), want %d", n, distinct, want)
+	}
+	if r := replayProcess(t, dir, "run", "--yes", "--join", "--resolution", ranges, planFile); r.code != exitOK || !strings.Contains(r.stdout, "nothing to do") {
+		t.Errorf("a run after the end: want exit 0 and nothing to do, got %s", r)
+	}
+}

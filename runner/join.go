@@ -1,0 +1,298 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/replay-tool/replay/sinks"
+)
+
+// joinClientID is the client ID of every process of the plan with
+// fingerprint fp that joins its replay group: how a joining process tells
+// its peers from a live consumer that must not share the group.
+func joinClientID(fp string) string { return "replay-join-" + fp }
+
+// Timeouts of a joined member (KAFKA-GO.md §4). A member that dies is
+// replaced after joinSessionTimeout (kfake and Kafka refuse less than 6 s);
+// a rebalance waits up to joinRebalanceTimeout for every member to finish
+// its in-flight batch and commit.
+const (
+	joinSessionTimeout   = 10 * time.Second
+	joinRebalanceTimeout = 30 * time.Second
+	// joinDonePoll is how often a member whose partitions are done checks
+	// whether the other members finished theirs.
+	joinDonePoll = time.Second
+)
+
+// checkGroupJoinable refuses, for a joining process, a group with members
+// other than processes of the same plan (clientID, see joinClientID), or
+// whose members cannot be told (KAFKA-GO.md §5: kafka-go cannot decode
+// members of modern clients).
+func (c *Cluster) checkGroupJoinable(ctx context.Context, group, clientID string) error {
+	resp, err := c.Client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+	if err != nil {
+		return fmt.Errorf("describe group %s: %w", group, err)
+	}
+	for _, g := range resp.Groups {
+		if g.GroupID != group || g.GroupState == "Empty" || g.GroupState == "Dead" || g.GroupState == "" {
+			continue
+		}
+		if g.Error != nil {
+			return &SafetyError{Group: group, Reason: fmt.Sprintf("it is %s and its members cannot be told apart (%v): it looks like a live consumer group; use a dedicated group", g.GroupState, g.Error)}
+		}
+		for _, m := range g.Members {
+			if m.ClientID != clientID {
+				return &SafetyError{Group: group, Reason: fmt.Sprintf("it is %s with a member that is not a 'replay run --join' of this plan (client id %q, host %s): it looks like a live consumer group, or a process of another plan; use a dedicated group", g.GroupState, m.ClientID, m.ClientHost)}
+			}
+		}
+	}
+	return nil
+}
+
+// joinMaxFailures bounds consecutive failed attempts to join (kafka-go
+// backs off 5 s between most of them; a rebalance in progress is paced by
+// the broker).
+const joinMaxFailures = 30
+
+// joinRetriable reports whether a failure to join the group may pass:
+// a rebalance in progress, a coordinator loading or moving, the network.
+func joinRetriable(err error) bool {
+	var kerr kafka.Error
+	var nerr net.Error
+	switch {
+	case errors.Is(err, kafka.RebalanceInProgress), errors.Is(err, kafka.UnknownMemberId), errors.Is(err, kafka.IllegalGeneration):
+		return true
+	case errors.As(err, &kerr):
+		return kerr.Temporary()
+	case errors.As(err, &nerr), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET):
+		return true
+	}
+	return false
+}
+
+// errAllDone ends a joined run: every partition of the plan reached its end.
+var errAllDone = errors.New("every partition is done")
+
+// RunJoined replays the job's ranges as one member of the plan's replay
+// group, with other processes of the same plan on other machines (run
+// --join, DESIGN §3): Kafka's group protocol spreads the partitions among
+// the members, and when one leaves or dies (after the session timeout,
+// 10 s), its partitions move to the others, which continue from its last
+// commit. Each generation, the member reads its partitions from the
+// group's checkpoints with the same workers as Run, and commits as a
+// member of that generation: a member that lost a partition to a rebalance
+// has its commits refused, never overwriting the new owner's. A member
+// whose partitions are done stays in the group (to take over from a member
+// that dies) until every partition of the plan is done; then it leaves,
+// publishes (sink.Finish) and returns.
+//
+// The sink must not stage output locally (a file or SQLite sink would
+// split the output across machines): RunJoined refuses a sinks.Resumer.
+// Cancelling ctx finishes the in-flight batches, commits them, leaves the
+// group and returns an error wrapping ErrInterrupted. A partition failing
+// fails the member, which leaves the group; the others then meet the same
+// failure or finish.
+func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
+	if _, ok := sink.(sinks.Resumer); ok {
+		return nil, fmt.Errorf("--join: the %s sink keeps its output on this machine, and the partitions are spread over several: use a postgres, kafka or http sink", j.Plan.Sink.Type)
+	}
+	rep := &Report{Plan: j.Plan.Name, Fingerprint: j.Resolution.Fingerprint, Topic: j.Resolution.Topic, Group: j.Plan.Group,
+		Sink: j.Plan.Sink.Type, Started: j.opts.Now().UTC(), Ignored: j.Ignored, From: j.Resolution.From, To: j.Resolution.To}
+	work := context.WithoutCancel(ctx)
+	closeDeadLetters, err := j.openDeadLetters(work)
+	if err != nil {
+		return nil, err
+	}
+	defer closeDeadLetters()
+	if j.Fresh {
+		// The first process pins the ranges before it joins; once a member
+		// joined, the group refuses standalone commits, and the ranges are
+		// those of the same resolution file (Prepare checked the plan).
+		var se *SafetyError
+		if err := j.commitStarts(work); err != nil && !errors.As(err, &se) {
+			return nil, err
+		}
+	}
+	dialer := *j.c.dialer
+	dialer.ClientID = joinClientID(j.Resolution.Fingerprint)
+	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID: j.Plan.Group, Brokers: j.c.Brokers, Dialer: &dialer, Topics: []string{j.Resolution.Topic},
+		HeartbeatInterval: j.opts.Heartbeat, SessionTimeout: joinSessionTimeout, RebalanceTimeout: joinRebalanceTimeout,
+		StartOffset: kafka.FirstOffset,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("join group %s: %w", j.Plan.Group, err)
+	}
+	defer cg.Close()
+	log := j.opts.Log.With().Str("plan", j.Plan.Name).Str("group", j.Plan.Group).Logger()
+	reports := map[int32]*PartitionReport{}
+	var runErr error
+	failures := 0
+	for runErr == nil {
+		gen, err := cg.Next(ctx)
+		if err != nil {
+			switch {
+			case ctx.Err() != nil:
+				runErr = fmt.Errorf("%w: left group %s; the other members take over, or re-run the same command to resume", ErrInterrupted, j.Plan.Group)
+			case joinRetriable(err) && failures < joinMaxFailures:
+				// kafka-go keeps trying (a rebalance in progress, a
+				// coordinator moving) and reports each failed attempt here.
+				failures++
+				log.Warn().Err(err).Int("attempt", failures).Msg("joining the replay group failed; trying again")
+				continue
+			default:
+				runErr = fmt.Errorf("join group %s: %w", j.Plan.Group, err)
+			}
+			break
+		}
+		failures = 0
+		j.member.Store(&member{generation: gen.ID, id: gen.MemberID})
+		var mine []int32
+		for _, pa := range gen.Assignments[j.Resolution.Topic] {
+			mine = append(mine, int32(pa.ID))
+		}
+		slices.Sort(mine)
+		log.Info().Int32("generation", gen.ID).Ints32("partitions", mine).Msg("joined the replay group")
+		ended := make(chan error, 1)
+		gen.Start(func(gctx context.Context) {
+			ended <- j.runGeneration(ctx, gctx, sink, mine, reports)
+		})
+		switch err := <-ended; {
+		case errors.Is(err, errAllDone):
+			runErr = errAllDone
+		case err != nil:
+			runErr = err
+		}
+	}
+	j.member.Store(nil)
+	cg.Close() // leave: the others take over at once
+	for _, p := range slices.Sorted(maps.Keys(reports)) {
+		rep.Partitions = append(rep.Partitions, *reports[p])
+	}
+	rep.Finished = j.opts.Now().UTC()
+	if !errors.Is(runErr, errAllDone) {
+		return rep, runErr
+	}
+	fctx, cancel := context.WithTimeout(work, j.opts.FlushTimeout)
+	defer cancel()
+	if err := sink.Finish(fctx); err != nil {
+		return rep, fmt.Errorf("finish sink output: %w", err)
+	}
+	if j.DeadLetters != nil {
+		if err := j.DeadLetters.Finish(fctx); err != nil {
+			return rep, fmt.Errorf("finish the dead letters: %w", err)
+		}
+	}
+	rep.Published = true
+	return rep, nil
+}
+
+// runGeneration replays the partitions assigned to this member in one
+// generation, from the group's checkpoints, until they are done or the
+// generation ends (gctx: a rebalance) or ctx is cancelled (a signal). With
+// its partitions done, it waits for the generation to end or for every
+// partition of the plan to be done (errAllDone). It must not return early:
+// a member whose generation function returns rejoins, which rebalances the
+// whole group (KAFKA-GO.md §4).
+func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []int32, reports map[int32]*PartitionReport) error {
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(gctx, cancel)
+	defer stop()
+	// outcome maps an error of this generation to what the member does
+	// next: stop (a signal), rejoin (a rebalance, or a commit refused after
+	// one: nil), or fail.
+	outcome := func(err error) error {
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil && errors.Is(err, ErrInterrupted):
+			return err // the in-flight batches were written and committed
+		case ctx.Err() != nil:
+			return fmt.Errorf("%w: %v", ErrInterrupted, err)
+		case gctx.Err() != nil, errors.Is(err, errFenced):
+			return nil
+		}
+		return err
+	}
+	cps, err := j.c.Checkpoints(rctx, j.Plan.Group, j.Resolution.Topic, mine)
+	if err != nil {
+		return outcome(err)
+	}
+	var states []*partitionState
+	for _, r := range j.Resolution.Ranges {
+		if !slices.Contains(mine, r.Partition) {
+			continue
+		}
+		from := r.Start
+		if cp := cps[r.Partition]; cp.Replay && cp.Fingerprint == j.Resolution.Fingerprint && cp.Offset > from {
+			from = cp.Offset
+		}
+		states = append(states, &partitionState{Range: r, from: from})
+	}
+	j.live.Store(&liveRun{started: time.Now(), states: states})
+	var records int64
+	for _, s := range states {
+		records += max(s.End-s.from, 0)
+	}
+	j.budget = newErrorBudget(j.Plan.MaxErrors, records)
+	err = j.readAll(rctx, sink, states)
+	for _, s := range states {
+		pr := s.report()
+		if prev, ok := reports[s.Partition]; ok {
+			pr.From, pr.Read, pr.Written = prev.From, prev.Read+pr.Read, prev.Written+pr.Written
+			pr.DurationMS += prev.DurationMS
+		}
+		reports[s.Partition] = &pr
+	}
+	if err != nil {
+		return outcome(err)
+	}
+	t := time.NewTicker(joinDonePoll)
+	defer t.Stop()
+	for {
+		done, err := j.allDone(rctx)
+		switch {
+		case err == nil && done:
+			return errAllDone
+		case err != nil && rctx.Err() == nil:
+			j.opts.Log.Warn().Err(err).Msg("read the group's checkpoints")
+		}
+		select {
+		case <-gctx.Done():
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("%w: this member's partitions are done; the others' are not", ErrInterrupted)
+		case <-t.C:
+		}
+	}
+}
+
+// allDone reports whether the group's checkpoints put every partition of
+// the plan at its end.
+func (j *Job) allDone(ctx context.Context) (bool, error) {
+	parts := make([]int32, 0, len(j.Resolution.Ranges))
+	for _, r := range j.Resolution.Ranges {
+		parts = append(parts, r.Partition)
+	}
+	cps, err := j.c.Checkpoints(ctx, j.Plan.Group, j.Resolution.Topic, parts)
+	if err != nil {
+		return false, err
+	}
+	for _, r := range j.Resolution.Ranges {
+		cp := cps[r.Partition]
+		if r.Start < r.End && (!cp.Replay || cp.Fingerprint != j.Resolution.Fingerprint || cp.Offset < r.End) {
+			return false, nil
+		}
+	}
+	return true, nil
+}

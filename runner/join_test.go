@@ -1,0 +1,166 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/replay-tool/replay/sinks"
+)
+
+// joinPlan is a plan over every record of a 4-partition topic into
+// PostgreSQL, throttled so that a run lasts a few seconds, with its ranges
+// resolved once (the resolution every joining process is given).
+func joinPlan(t *testing.T, records int, rate int) (*Resolution, func(t *testing.T) *Job, dbTarget) {
+	t.Helper()
+	sb := newTestCluster(t, 4, "orders")
+	seed(t, sb, "orders", records, t0, time.Hour)
+	db := postgresTarget(t)
+	section := db.sink(t)
+	p := testPlan(t, sb, `
+version: 1
+name: joined
+source: {brokers: ["%ADDR%"], topic: orders}
+group: replay.joined
+window: {offsets: {0: {from: earliest, to: latest}, 1: {from: earliest, to: latest}, 2: {from: earliest, to: latest}, 3: {from: earliest, to: latest}}}
+throttle: {records_per_second: `+strconv.Itoa(rate)+`}
+sink: {type: postgres, dsn: "`+section.DSN+`", table: `+section.Table+`, create_table: true, batch_size: 100}
+`)
+	first, err := Prepare(t.Context(), connect(t, p), p, testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := func(t *testing.T) *Job {
+		opts := testOptions(t)
+		opts.Join, opts.Pinned, opts.Heartbeat = true, first.Resolution, 200*time.Millisecond
+		job, err := Prepare(t.Context(), connect(t, p), p, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return job
+	}
+	return first.Resolution, member, db
+}
+
+func openSink(t *testing.T, job *Job) sinks.Sink {
+	t.Helper()
+	s, err := sinks.New(t.Context(), job.Plan.Sink, sinks.Options{PlanName: job.Plan.Name, RunID: job.RunID(), Group: job.Plan.Group, Fingerprint: job.Resolution.Fingerprint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// Two processes of one plan share it through the replay group (run --join,
+// DESIGN §3): Kafka spreads the partitions between them, both finish when
+// every partition is done, and the table holds every record of the window
+// once, with every partition committed at its end.
+func TestJoinedMembersShareThePlan(t *testing.T) {
+	res, member, db := joinPlan(t, 8000, 2500)
+	var mu sync.Mutex
+	did := map[int32][]int{} // partition -> members that wrote to it
+	g, ctx := errgroup.WithContext(t.Context())
+	for i := range 2 {
+		job := member(t)
+		sink := openSink(t, job)
+		g.Go(func() error {
+			if i == 1 {
+				time.Sleep(300 * time.Millisecond) // the first is running when the second joins
+			}
+			rep, err := job.RunJoined(ctx, sink)
+			if err != nil {
+				return err
+			}
+			if !rep.Published {
+				return errors.New("a member returned without finishing")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, pr := range rep.Partitions {
+				if pr.Written > 0 {
+					did[pr.Partition] = append(did[pr.Partition], i)
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	members := map[int]bool{}
+	for _, ms := range did {
+		for _, m := range ms {
+			members[m] = true
+		}
+	}
+	if len(members) != 2 {
+		t.Errorf("partitions written by members %v, want both members to have written: %v", members, did)
+	}
+	var want int64
+	for _, r := range res.Ranges {
+		want += r.End - r.Start
+	}
+	rows := db.rows(t)
+	coords := map[string]bool{}
+	for _, r := range rows {
+		coords[strings.Fields(r)[0]] = true
+	}
+	if int64(len(rows)) != want || int64(len(coords)) != want {
+		t.Errorf("table holds %d rows (%d distinct records), want %d", len(rows), len(coords), want)
+	}
+	c := connect(t, member(t).Plan)
+	parts := make([]int32, 0, len(res.Ranges))
+	for _, r := range res.Ranges {
+		parts = append(parts, r.Partition)
+	}
+	cps, err := c.Checkpoints(t.Context(), "replay.joined", "orders", parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res.Ranges {
+		if cp := cps[r.Partition]; cp.Offset != r.End || !cp.Done() {
+			t.Errorf("partition %d committed %+v, want its end %d", r.Partition, cp, r.End)
+		}
+	}
+}
+
+// A process not joining (plain run) is refused while joined members run,
+// and a joining process needs the ranges fixed.
+func TestJoinRefusals(t *testing.T) {
+	_, member, _ := joinPlan(t, 4000, 1000)
+	job := member(t)
+	opts := testOptions(t)
+	opts.Join = true // no resolution, and no run recorded in the group
+	var se *SafetyError
+	if _, err := Prepare(t.Context(), job.c, job.Plan, opts); !errors.As(err, &se) || !strings.Contains(err.Error(), "--resolution") {
+		t.Fatalf("--join on a fresh group without a resolution: want a refusal naming --resolution, got %v", err)
+	}
+	sink := openSink(t, job)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { _, err := job.RunJoined(ctx, sink); done <- err }()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if _, err := Prepare(t.Context(), job.c, job.Plan, testOptions(t)); err != nil {
+			if !errors.As(err, &se) {
+				t.Fatalf("a plain run next to a joined member: want *SafetyError, got %v", err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a plain run was never refused while a member was joined")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, ErrInterrupted) {
+		t.Errorf("cancelled member: want ErrInterrupted, got %v", err)
+	}
+}
