@@ -159,6 +159,23 @@ func TestJoinRefusals(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// Another process of the same plan may join the live group (its
+	// members are all 'replay run --join' processes of this plan).
+	if _, err := Prepare(t.Context(), job.c, job.Plan, func() Options {
+		o := testOptions(t)
+		o.Join, o.Pinned = true, job.Resolution
+		return o
+	}()); err != nil {
+		t.Fatalf("a second member of the same plan: %v", err)
+	}
+	// A process of another plan with the same group may not.
+	other := *job.Plan
+	other.Name = "other-plan"
+	oo := testOptions(t)
+	oo.Join = true
+	if _, err := Prepare(t.Context(), job.c, &other, oo); !errors.As(err, &se) || !strings.Contains(err.Error(), "not a 'replay run --join' of this plan") {
+		t.Fatalf("a member of another plan: want a refusal, got %v", err)
+	}
 	cancel()
 	if err := <-done; !errors.Is(err, ErrInterrupted) {
 		t.Errorf("cancelled member: want ErrInterrupted, got %v", err)
