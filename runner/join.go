@@ -246,8 +246,10 @@ func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []i
 	}
 	j.budget = newErrorBudget(j.Plan.MaxErrors, records)
 	err = j.readAll(rctx, sink, states)
+	moved := ctx.Err() == nil && (gctx.Err() != nil || errors.Is(err, errFenced))
 	for _, s := range states {
 		pr := s.report()
+		pr.Moved = !pr.Done && moved
 		if prev, ok := reports[s.Partition]; ok {
 			pr.From, pr.Read, pr.Written = prev.From, prev.Read+pr.Read, prev.Written+pr.Written
 			pr.DurationMS += prev.DurationMS

@@ -288,6 +288,9 @@ type PartitionReport struct {
 	DurationMS int64  `json:"duration_ms"`
 	Error      string `json:"error,omitempty"`
 	Done       bool   `json:"done"`
+	// Moved is true when a rebalance gave the partition to another member
+	// of the group (run --join) before this process finished it.
+	Moved bool `json:"moved,omitempty"`
 }
 
 // Report is the outcome of a run, per partition.

@@ -57,6 +57,8 @@ func printReport(w io.Writer, rep *runner.Report, where string) {
 		switch {
 		case p.Error != "":
 			status = "failed"
+		case !p.Done && p.Moved:
+			status = "moved"
 		case !p.Done:
 			status = "stopped"
 		}

@@ -119,6 +119,9 @@ func stateLine(pr *runner.Progress, file string) string {
 	case runner.StateNotStarted:
 		return fmt.Sprintf("not started: group %s has no commit on %s; 'replay plan %s' shows the ranges, 'replay run %s' starts", pr.Group, pr.Topic, file, file)
 	case runner.StateInProgress:
+		if g := pr.GroupState; g != "" && g != "Empty" && g != "Dead" {
+			return fmt.Sprintf("in progress: %d of %d offsets replayed (%.1f%%), %d remaining; the group is %s: processes are running it (replay run --join)", pr.Replayed, pr.Records, pr.PercentDone, pr.Remaining, g)
+		}
 		return fmt.Sprintf("in progress: %d of %d offsets replayed (%.1f%%), %d remaining; 'replay run %s' resumes", pr.Replayed, pr.Records, pr.PercentDone, pr.Remaining, file)
 	case runner.StateDone:
 		return fmt.Sprintf("done: every partition was replayed to its end (%d offsets); a re-run does nothing ('replay reset %s' to replay again)", pr.Records, file)
