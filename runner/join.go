@@ -113,6 +113,9 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 		return nil, err
 	}
 	defer closeDeadLetters()
+	if _, ok := j.DeadLetters.(sinks.Resumer); ok {
+		return nil, errors.New("--join: the dead-letter sink keeps its output on this machine, and the partitions are spread over several: use a postgres, kafka or http dead-letter sink")
+	}
 	if j.Fresh {
 		// The first process pins the ranges before it joins; once a member
 		// joined, the group refuses standalone commits, and the ranges are

@@ -215,6 +215,9 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 	if o.join && (p.Sink.Type == "file" || p.Sink.Type == "sqlite" || p.Sink.Type == "stdout") {
 		return nil, usageError{fmt.Errorf("--join spreads the partitions over several processes, so a %s sink would split the output among them: use a postgres, kafka or http sink", p.Sink.Type)}
 	}
+	if dl := p.DeadLetter; o.join && dl != nil && p.OnError == plan.OnErrorDeadLetter && (dl.Type == "file" || dl.Type == "sqlite") {
+		return nil, usageError{fmt.Errorf("--join spreads the partitions over several processes, so a %s dead-letter sink would split the dead letters among them: use a postgres, kafka or http dead-letter sink", dl.Type)}
+	}
 	out := a.resultsOut(p.Sink)
 	printResolution(out, job)
 	if o.resolution != "" {
