@@ -274,6 +274,9 @@ type partitionWorker struct {
 	// to pf once its last record is written.
 	pf   *prefetcher
 	held []heldChunks
+	// runCtx is the run's context: once it is cancelled (a signal), a
+	// failing sink is not retried (retry).
+	runCtx context.Context
 }
 
 // heldChunks are the arena chunks of one response and the offset of its
@@ -344,6 +347,7 @@ func (w *partitionWorker) sync(ctx context.Context) error {
 const flushAfter = time.Second
 
 func (w *partitionWorker) run(ctx context.Context) (err error) {
+	w.runCtx = ctx
 	s, j := w.state, w.job
 	s.started, w.last = time.Now(), time.Now()
 	s.next.Store(s.from)
@@ -502,7 +506,7 @@ func (w *partitionWorker) window(chunk []sinks.Record) []sinks.Record {
 func (w *partitionWorker) write(recs []sinks.Record) (*failure, error) {
 	j := w.job
 	for len(recs) > 0 {
-		err := w.retry("sink", func(ctx context.Context) error { return w.sink.Write(ctx, recs) })
+		err := w.retry("sink", w.sink, func(ctx context.Context) error { return w.sink.Write(ctx, recs) })
 		if err == nil {
 			w.state.written.Add(int64(len(recs)))
 			return nil, nil

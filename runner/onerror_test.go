@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -378,5 +381,112 @@ func TestSinkErrorFailsPartition(t *testing.T) {
 				t.Errorf("a sink failure must never be dead-lettered: %v", dead)
 			}
 		})
+	}
+}
+
+// selfRetrying is a flakySink that says it retries by itself (as the http
+// sink does with max_retries).
+type selfRetrying struct{ *flakySink }
+
+func (selfRetrying) RetriesItself() {}
+
+// Found by a break-it pass: the runner retried a sink that had already
+// retried by its plan's max_retries (an http sink with max_retries: 4 got
+// 25 POSTs), and the first signal waited for every retry of a failing
+// sink. Now a self-retrying sink gets one try per write, and a signal
+// starts no new try: the partition stops without committing the batch.
+func TestSinkRetriesBoundedAndStoppedBySignal(t *testing.T) {
+	transient := &sinks.TransientError{Err: errors.New("503 Service Unavailable")}
+	t.Run("self-retrying sink", func(t *testing.T) {
+		sb := newTestCluster(t, 1, "orders")
+		seed(t, sb, "orders", 500, t0, time.Hour)
+		p, _ := errorPlan(t, sb, 1, 50, "")
+		job, fs := prepared(t, p)
+		sink := selfRetrying{&flakySink{Sink: fs, fail: func(call int) error {
+			if call > 2 {
+				return transient
+			}
+			return nil
+		}}}
+		_, err := job.Run(context.Background(), sink)
+		var pe *PartitionError
+		if !errors.As(err, &pe) || !strings.Contains(err.Error(), "503") || strings.Contains(err.Error(), "gave up after") {
+			t.Fatalf("want the sink's own error, not retried, got %v", err)
+		}
+		if sink.calls != 3 {
+			t.Errorf("%d writes, want 3: two that pass, one try of the failing batch", sink.calls)
+		}
+	})
+	t.Run("signal while the sink fails", func(t *testing.T) {
+		sb := newTestCluster(t, 1, "orders")
+		seed(t, sb, "orders", 500, t0, time.Hour)
+		p, _ := errorPlan(t, sb, 1, 50, "")
+		opts := testOptions(t)
+		opts.Retry = Backoff{Attempts: 50, Min: 50 * time.Millisecond, Max: 50 * time.Millisecond}
+		job, err := Prepare(context.Background(), connect(t, p), p, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs, err := sinks.NewFile(p.Sink.Path, job.RunID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fs.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var failing atomic.Int32
+		sink := &flakySink{Sink: fs, fail: func(call int) error {
+			if call > 2 {
+				if failing.Add(1) == 3 {
+					cancel() // the signal, during the third try of the failing batch
+				}
+				return transient
+			}
+			return nil
+		}}
+		_, err = job.Run(ctx, sink)
+		if !errors.Is(err, ErrInterrupted) {
+			t.Fatalf("want ErrInterrupted, got %v", err)
+		}
+		if n := failing.Load(); n != 3 {
+			t.Errorf("the failing batch was tried %d times, want 3: none after the signal", n)
+		}
+		if cp := commits(t, connect(t, p), p.Group, "orders", 0)[0]; cp.Offset != 100 {
+			t.Errorf("committed %d, want 100: the failing batch is not committed", cp.Offset)
+		}
+	})
+}
+
+// The http sink's max_retries bounds the requests of a failing batch: the
+// runner does not retry it again (it made 5 × (max_retries+1) requests).
+func TestHTTPSinkMaxRetriesBoundsRequests(t *testing.T) {
+	var posts atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		posts.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	sb := newTestCluster(t, 1, "orders")
+	seed(t, sb, "orders", 100, t0, time.Hour)
+	p := testPlan(t, sb, `
+version: 1
+name: http-retries
+source: {brokers: ["%ADDR%"], topic: orders}
+group: replay.http-retries
+window: {offsets: {0: {from: earliest, to: latest}}}
+throttle: {records_per_second: 100000}
+sink: {type: http, url: "`+srv.URL+`", batch_size: 100, max_retries: 2, max_retry_wait: 10ms}
+`)
+	job, err := Prepare(context.Background(), connect(t, p), p, testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = job.Run(context.Background(), openSink(t, job))
+	var pe *PartitionError
+	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("want a PartitionError with the 503, got %v", err)
+	}
+	if n := posts.Load(); n != 3 {
+		t.Errorf("%d POSTs, want 3 (one try and max_retries: 2)", n)
 	}
 }

@@ -81,13 +81,16 @@ type HTTPConfig struct {
 // timeouts, 5xx, 408 and 429 are retried up to MaxRetries times with
 // exponential backoff and jitter, waiting at least what Retry-After asks
 // (seconds or an HTTP date), each wait capped at MaxRetryWait; once the
-// retries are spent the error is a *TransientError, which the runner
-// retries later. A redirect is an error (a redirected POST may be replayed
+// retries are spent the error is a *TransientError: the runner does not
+// retry it again (SelfRetrying), never skips or dead-letters it, and stops
+// the partition; a re-run resumes. A redirect is an error (a redirected POST may be replayed
 // as a GET), as is any other 4xx, at once: when a 400 or 422 names the
 // record it rejects, by a JSON body {"idempotency_key": "..."} or
 // {"index": n} (n is the position in the request's array), at the top level
 // or as the first element of an "errors" array, Write returns a
 // *RecordError for it; the records of the request are not written.
+//
+// HTTP is a SelfRetrying sink: the runner does not retry it again.
 //
 // Write is synchronous, safe for concurrent use (each partition's requests
 // go out in parallel), and keeps nothing of the batch. Errors and logs show
@@ -428,3 +431,7 @@ func (s *HTTP) Close() error {
 	s.client.CloseIdleConnections()
 	return nil
 }
+
+// RetriesItself implements SelfRetrying: Write retries by MaxRetries and
+// MaxRetryWait.
+func (s *HTTP) RetriesItself() {}

@@ -76,6 +76,15 @@ type Sink interface {
 	Close() error
 }
 
+// SelfRetrying is implemented by a sink that retries transient failures
+// itself, by the policy of its plan section (the http sink: max_retries,
+// max_retry_wait). The runner then makes one try per write, without its own
+// time limit (Options.FlushTimeout), and does not retry it: a transient
+// error it returns has already been retried as the plan says.
+type SelfRetrying interface {
+	RetriesItself()
+}
+
 // Syncer is implemented by a sink whose Write hands records to the operating
 // system without forcing them to stable storage (the file sink appends
 // without fsync): for such a sink, records are durable only once Sync for
