@@ -205,7 +205,7 @@ func classify(p *plan.Plan, cps map[int32]Checkpoint, restart bool) (bool, error
 		switch {
 		case cp.Offset < 0:
 		case !cp.Replay:
-			return false, &SafetyError{Group: p.Group, Reason: fmt.Sprintf("it has a commit on %s/%d (offset %d) that replay did not make: it is, or was, a real consumer group; name a dedicated group such as replay.%s", p.Source.Topic, part, cp.Offset, p.Name)}
+			return false, &SafetyError{Group: p.Group, Reason: fmt.Sprintf("it has a commit on %s/%d (offset %d) that replay did not make: it is, or was, a real consumer group; name a dedicated group such as %s", p.Source.Topic, part, cp.Offset, dedicatedGroup(p))}
 		case cp.Fingerprint != fp && !restart:
 			return false, &SafetyError{Group: p.Group, Reason: fmt.Sprintf("it holds checkpoints of another plan (%q, fingerprint %s; this plan is %s): the plan changed since that run. Re-run with --restart to discard them and start over, or use another group", cp.Plan, cp.Fingerprint, fp)}
 		case cp.Fingerprint == fp:
@@ -326,4 +326,12 @@ func (r *Report) Totals() (read, written, skipped int64) {
 		}
 	}
 	return
+}
+
+// dedicatedGroup suggests a group name for plan p other than its group.
+func dedicatedGroup(p *plan.Plan) string {
+	if g := "replay." + p.Name; g != p.Group {
+		return g
+	}
+	return "replay." + p.Name + "-2"
 }

@@ -308,7 +308,7 @@ func TestRunStopsOnSIGTERM(t *testing.T) {
 	if r.code != exitFailed {
 		t.Fatalf("want exit %d after SIGTERM, got %s", exitFailed, r)
 	}
-	if !strings.Contains(r.stdout+r.text(), "resume with: replay run "+throttled) {
+	if !strings.Contains(r.stdout+r.text(), "resume with: replay run "+throttled+" --yes") {
 		t.Errorf("no resume hint:\n%s", r)
 	}
 	if !strings.Contains(r.stdout, "stopped") {

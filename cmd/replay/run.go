@@ -276,7 +276,7 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 		}
 	}
 	if errors.Is(err, runner.ErrInterrupted) {
-		return rep, fmt.Errorf("%w\nresume with: replay run %s", err, file)
+		return rep, fmt.Errorf("%w\nresume with: %s", err, resumeCommand(file, o))
 	}
 	return rep, err
 }
@@ -344,4 +344,21 @@ func sinkWhere(s plan.Sink) string {
 		return "postgres table " + s.Table
 	}
 	return s.Type
+}
+
+// resumeCommand is the command that resumes an interrupted run: the same
+// plan with the flags that matter for it (--yes where the first run had it,
+// the pinned resolution, --join).
+func resumeCommand(file string, o runOptions) string {
+	cmd := "replay run " + file
+	if o.yes {
+		cmd += " --yes"
+	}
+	if o.join {
+		cmd += " --join"
+	}
+	if o.resolution != "" {
+		cmd += " --resolution " + o.resolution
+	}
+	return cmd
 }
