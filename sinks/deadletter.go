@@ -42,13 +42,17 @@ const HeaderError = "replay-error"
 // package plan). A JSONL file sink writes each dead letter as its JSON line
 // with the reason and source coordinates as extra fields; any other sink
 // (a CSV file included) gets the record with the reason appended as the
-// header HeaderError, which a column maps as header.replay-error.
+// header HeaderError, which a column maps as header.replay-error. A kafka
+// dead-letter sink produces each record under its own key (a null key stays
+// null), not the idempotency key, unless the section sets key:.
 func NewDeadLetterSink(ctx context.Context, cfg plan.Sink, opts Options) (Sink, error) {
 	// In partition order, a re-delivered partition is rewritten rather than
 	// skipped: a resumed run may dead-letter other records than the first
 	// (a sink that rejected a record may take it now).
 	cfg.Order = plan.OrderPartition
-	s, err := New(ctx, cfg, opts)
+	// A kafka dead-letter topic keeps each record's own key (unless the
+	// section sets key:), so that its records can be replayed as they were.
+	s, err := newSink(ctx, cfg, opts, cfg.Type == "kafka" && cfg.Key == "")
 	if err != nil {
 		return nil, fmt.Errorf("dead-letter sink: %w", err)
 	}

@@ -49,6 +49,10 @@ type KafkaConfig struct {
 	MaxAttempts int
 	// Keyer computes the message key; nil means DefaultKey.
 	Keyer *Keyer
+	// KeepKey makes the message key the source record's own key, as is (a
+	// null key stays null), instead of the Keyer's: a dead-letter topic
+	// keeps the records replayable as they were.
+	KeepKey bool
 	// PlanName is the value of the replay-plan header.
 	PlanName string
 	// Log receives diagnostics; the zero value discards them.
@@ -91,6 +95,7 @@ type Kafka struct {
 	where     string // topic and brokers, for messages
 	keep      bool
 	keyer     *Keyer
+	keepKey   bool
 	planName  string
 	log       zerolog.Logger
 
@@ -132,6 +137,7 @@ func NewKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 		where:     fmt.Sprintf("topic %s on %s", cfg.Topic, strings.Join(brokers, ",")),
 		keep:      cfg.KeepPartition,
 		keyer:     cfg.Keyer,
+		keepKey:   cfg.KeepKey,
 		planName:  cfg.PlanName,
 		log:       cfg.Log,
 	}
@@ -252,16 +258,20 @@ func (s *Kafka) Write(ctx context.Context, batch []Record) error {
 
 // messages builds the batch's messages on one copy of the record bytes.
 func (s *Kafka) messages(batch []Record) ([]kafka.Message, error) {
-	keys := make([]string, len(batch))
+	keys := make([][]byte, len(batch))
 	size := 0
 	for i := range batch {
 		r := &batch[i]
-		k, err := s.keyer.Key(r)
-		if err != nil {
-			return nil, err
+		if s.keepKey {
+			keys[i] = r.Key
+		} else {
+			k, err := s.keyer.Key(r)
+			if err != nil {
+				return nil, err
+			}
+			keys[i] = []byte(k)
 		}
-		keys[i] = k
-		size += len(k) + len(r.Value)
+		size += len(keys[i]) + len(r.Value)
 		for _, h := range r.Headers {
 			size += len(h.Value)
 		}
@@ -289,7 +299,7 @@ func (s *Kafka) messages(batch []Record) ([]kafka.Message, error) {
 			kafka.Header{Key: HeaderPlan, Value: []byte(s.planName)},
 		)
 		msgs[i] = kafka.Message{
-			Key:        clone([]byte(keys[i])),
+			Key:        clone(keys[i]),
 			Value:      clone(r.Value),
 			Headers:    hs,
 			Time:       r.Time, // CreateTime: kafka-go would stamp a zero time with the clock

@@ -533,3 +533,52 @@ func TestKafkaTargetNotKafka(t *testing.T) {
 		t.Fatalf("want %q and a hint at sink.brokers, got %v", want, err)
 	}
 }
+
+// Found by a break-it pass: dead letters produced to Kafka carried the
+// idempotency key (orders/0/3) instead of the record's own key, so
+// replaying the dead-letter topic re-keyed every record. A kafka
+// dead-letter sink keeps each record's key, a null key included, and adds
+// the reason header; with key: set, the template applies.
+func TestKafkaDeadLettersKeepTheirKey(t *testing.T) {
+	addr := newKafkaCluster(t).ListenAddrs()[0]
+	for _, tc := range []struct {
+		name, key string
+		want      []string // message keys; "<nil>" for a null key
+	}{
+		{"own keys", "", []string{"k3", "<nil>"}},
+		{"key template", "dl-{{ .Offset }}", []string{"dl-3", "dl-4"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			topic := createTopic(t, addr, 1, nil)
+			s, err := sinks.NewDeadLetterSink(t.Context(), plan.Sink{Type: "kafka", Brokers: []string{addr}, Topic: topic, Key: tc.key}, sinks.Options{PlanName: "p"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			recs := []sinks.Record{
+				sinks.DeadLetter(sinks.Record{Topic: "orders", Partition: 0, Offset: 3, Time: time.Now(), Key: []byte("k3"), Value: []byte("x")}, "not JSON"),
+				sinks.DeadLetter(sinks.Record{Topic: "orders", Partition: 0, Offset: 4, Time: time.Now(), Value: []byte("y")}, "not JSON"),
+			}
+			if err := s.Write(t.Context(), recs); err != nil {
+				t.Fatal(err)
+			}
+			msgs := readTopic(t, addr, topic, nil)
+			if len(msgs) != 2 {
+				t.Fatalf("%d messages, want 2", len(msgs))
+			}
+			for i, m := range msgs {
+				got := string(m.Key)
+				if m.Key == nil {
+					got = "<nil>"
+				}
+				if got != tc.want[i] {
+					t.Errorf("message %d: key %s, want %s", i, got, tc.want[i])
+				}
+				own, _ := provenance(t, m)
+				if len(own) == 0 || own[len(own)-1].Key != sinks.HeaderError || string(own[len(own)-1].Value) != "not JSON" {
+					t.Errorf("message %d: headers %+v, want the reason last", i, own)
+				}
+			}
+		})
+	}
+}

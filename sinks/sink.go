@@ -201,6 +201,12 @@ type Options struct {
 
 // New builds the sink that cfg describes. cfg has been validated by package plan.
 func New(ctx context.Context, cfg plan.Sink, opts Options) (Sink, error) {
+	return newSink(ctx, cfg, opts, false)
+}
+
+// newSink is New; keepKey makes a kafka sink keep the source record keys
+// (KafkaConfig.KeepKey).
+func newSink(ctx context.Context, cfg plan.Sink, opts Options, keepKey bool) (Sink, error) {
 	keyer, err := NewKeyer(cfg.Key)
 	if err != nil {
 		return nil, fmt.Errorf("sink key: %w", err)
@@ -222,7 +228,7 @@ func New(ctx context.Context, cfg plan.Sink, opts Options) (Sink, error) {
 			Columns: cfg.Columns, Checkpoints: checkpointConfig(cfg, opts), Keyer: keyer, Log: opts.Log})
 	case "kafka":
 		s, err = NewKafka(ctx, KafkaConfig{Brokers: cfg.Brokers, Topic: cfg.Topic, TLS: cfg.TLS, SASL: cfg.SASL, KeepPartition: cfg.KeepPartition,
-			Keyer: keyer, PlanName: opts.PlanName, Log: opts.Log})
+			Keyer: keyer, KeepKey: keepKey, PlanName: opts.PlanName, Log: opts.Log})
 	case "http":
 		retries := plan.DefaultMaxRetries
 		if cfg.MaxRetries != nil {
