@@ -295,6 +295,8 @@ type PartitionReport struct {
 
 // Report is the outcome of a run, per partition.
 type Report struct {
+	// PlanFile is the plan's path, set by the command line.
+	PlanFile    string `json:"plan_file,omitempty"`
 	Plan        string `json:"plan"`
 	Fingerprint string `json:"fingerprint"`
 	Topic       string `json:"topic"`
@@ -309,8 +311,10 @@ type Report struct {
 	Partitions []PartitionReport `json:"partitions"`
 	// Published is true once the sink published its output (Sink.Finish):
 	// a file sink's output exists only then.
-	Published bool    `json:"published"`
-	Ignored   []int32 `json:"ignored_partitions,omitempty"`
+	Published bool `json:"published"`
+	// Error is why the run failed or was refused ("" when it succeeded).
+	Error   string  `json:"error,omitempty"`
+	Ignored []int32 `json:"ignored_partitions,omitempty"`
 	// Added lists partitions created after the ranges were resolved: the
 	// run does not read them (the ranges are fixed).
 	Added []int32 `json:"added_partitions,omitempty"`

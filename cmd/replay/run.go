@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -169,7 +170,17 @@ func (a *app) runCmd() *cobra.Command {
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, files []string) error {
 			o.in = cmd.InOrStdin()
-			_, err := a.run(cmd.Context(), files[0], o)
+			started := time.Now().UTC()
+			rep, err := a.run(cmd.Context(), files[0], o)
+			var usage usageError
+			if err != nil && rep == nil && o.report != "" && !errors.As(err, &usage) {
+				// Refused or failed before reading: a scheduler still gets a
+				// report, saying why.
+				rep := &runner.Report{PlanFile: files[0], Started: started, Finished: time.Now().UTC(), Error: err.Error()}
+				if werr := a.writeReport(o.report, rep); werr != nil {
+					a.log.Warn().Err(werr).Msg("could not write the report")
+				}
+			}
 			return err
 		},
 	}
@@ -268,6 +279,10 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 	}
 	stopProgress()
 	if rep != nil {
+		rep.PlanFile = file
+		if err != nil {
+			rep.Error = err.Error()
+		}
 		printReport(out, rep, sinkWhere(p.Sink))
 		read, written, skipped := rep.Totals()
 		a.log.Info().Str("plan", p.Name).Int64("read", read).Int64("written", written).Int64("skipped", skipped).Msg("run finished")

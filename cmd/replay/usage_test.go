@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -84,22 +85,17 @@ func TestRunReportCheckedFirst(t *testing.T) {
 			t.Errorf("--report %s: want exit %d with %q before connecting, got %s", tc.report, exitInvalid, tc.want, r)
 		}
 	}
-	// A report file that can be written passes the check and is not left
-	// behind by it (the run then fails to connect).
+	// A report file that can be written passes the check; the run then
+	// fails to connect, and the report says so (replacing an older one).
 	report := filepath.Join(dir, "report.json")
-	if r := replay(t, "run", "--yes", "--report", report, file); r.code != exitFailed || !strings.Contains(r.text(), "connect to") {
-		t.Fatalf("writable --report: want the connection error, got %s", r)
-	}
-	if _, err := os.Stat(report); !os.IsNotExist(err) {
-		t.Errorf("the check left %s behind: %v", report, err)
-	}
-	// An existing report is not truncated by the check.
 	if err := os.WriteFile(report, []byte("{}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	replay(t, "run", "--yes", "--report", report, file)
-	if b, _ := os.ReadFile(report); string(b) != "{}\n" {
-		t.Errorf("the check changed the existing report: %q", b)
+	if r := replay(t, "run", "--yes", "--report", report, file); r.code != exitFailed || !strings.Contains(r.text(), "connect to") {
+		t.Fatalf("writable --report: want the connection error, got %s", r)
+	}
+	if b, _ := os.ReadFile(report); !strings.Contains(string(b), `"error": "connect to`) {
+		t.Errorf("the report of the failed run lacks its error: %q", b)
 	}
 	if os.Geteuid() != 0 { // root writes anywhere
 		ro := filepath.Join(dir, "ro")
@@ -211,4 +207,33 @@ func totalLine(s string) string {
 		}
 	}
 	return ""
+}
+
+// Found by a break-it pass: --report wrote nothing when the run failed
+// before reading (an unreachable broker, a refusal), leaving a scheduler
+// without a report. It now holds the error.
+func TestReportWrittenOnEarlyFailure(t *testing.T) {
+	dir := t.TempDir()
+	file := writePlan(t, dir, planSpec{name: "unreachable", addr: "127.0.0.1:1",
+		from: time.Now().Add(-3 * time.Hour), to: time.Now().Add(-time.Hour), sink: "{type: stdout}"})
+	report := filepath.Join(dir, "report.json")
+	r := replay(t, "run", "--yes", "--report", report, file)
+	if r.code != exitFailed {
+		t.Fatalf("want exit %d, got %s", exitFailed, r)
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatalf("no report after an early failure: %v", err)
+	}
+	var rep struct {
+		PlanFile  string `json:"plan_file"`
+		Error     string `json:"error"`
+		Published bool   `json:"published"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.PlanFile != file || !strings.Contains(rep.Error, "not reachable") || rep.Published {
+		t.Errorf("report %s: want the plan file, the error and published false", b)
+	}
 }
