@@ -96,6 +96,8 @@ type Kafka struct {
 	keep      bool
 	keyer     *Keyer
 	keepKey   bool
+	// maxBytes is the topic's max.message.bytes (maxMessageBytes).
+	maxBytes int64
 	planName  string
 	log       zerolog.Logger
 
@@ -105,10 +107,40 @@ type Kafka struct {
 
 var _ Sink = (*Kafka)(nil)
 
-// kafkaMaxMessageBytes is the largest message the sink produces, the
-// brokers' default message.max.bytes less the batch overhead: a larger
-// record is a *RecordError rather than a rejected batch.
+// kafkaMaxMessageBytes is the largest record batch the sink produces when
+// the topic's max.message.bytes cannot be read: the brokers' default.
 const kafkaMaxMessageBytes = 1 << 20
+
+// kafkaBatchOverhead is what a record batch adds to its records' bytes as
+// kafka-go counts them (the v2 batch header and record framing), kept free
+// under the topic's max.message.bytes.
+const kafkaBatchOverhead = 512
+
+// maxMessageBytes reads the topic's max.message.bytes (DescribeConfigs; the
+// broker's message.max.bytes when the topic does not set it): the largest
+// record batch the broker accepts. The sink's batches stay under it, so
+// that only a record too large by itself is refused (a *RecordError, which
+// on_error can skip) instead of every batch (MESSAGE_TOO_LARGE for all).
+// Unreadable (no DescribeConfigs permission), it is kafkaMaxMessageBytes.
+func (s *Kafka) maxMessageBytes(ctx context.Context) int64 {
+	resp, err := s.client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{
+		{ResourceType: kafka.ResourceTypeTopic, ResourceName: s.topic, ConfigNames: []string{"max.message.bytes"}}}})
+	if err != nil {
+		s.log.Debug().Err(err).Str("topic", s.topic).Msg("kafka sink: cannot read max.message.bytes; assuming 1 MiB")
+		return kafkaMaxMessageBytes
+	}
+	for _, r := range resp.Resources {
+		for _, e := range r.ConfigEntries {
+			if e.ConfigName != "max.message.bytes" {
+				continue
+			}
+			if n, err := strconv.ParseInt(e.ConfigValue, 10, 64); err == nil && n > kafkaBatchOverhead {
+				return n
+			}
+		}
+	}
+	return kafkaMaxMessageBytes
+}
 
 // NewKafka connects to the target cluster and checks that the topic exists.
 // With SASL or TLS it first dials a broker with kafka.Dialer, which reports
@@ -145,6 +177,7 @@ func NewKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 		conn.transport.CloseIdleConnections()
 		return nil, err
 	}
+	s.maxBytes = s.maxMessageBytes(ctx)
 	var balancer kafka.Balancer = kafka.Murmur2Balancer{Consistent: true}
 	if cfg.KeepPartition {
 		balancer = sourcePartitionBalancer{}
@@ -158,7 +191,7 @@ func NewKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 		// durability (kafka-go's default is the leader only).
 		RequiredAcks: kafka.RequireAll,
 		BatchSize:    1000,
-		BatchBytes:   kafkaMaxMessageBytes,
+		BatchBytes:   s.maxBytes - kafkaBatchOverhead,
 		// Write waits for its messages: a partial batch goes out after this,
 		// not after kafka-go's default second.
 		BatchTimeout:           2 * time.Millisecond,
@@ -338,8 +371,8 @@ func (s *Kafka) writeError(ctx context.Context, batch []Record, err error) error
 		return fmt.Errorf("kafka sink: produce to %s: %w", s.where, ctx.Err())
 	case errors.As(err, &tooLarge):
 		i := tooLarge.Message.WriterData.(kafkaMeta).index
-		return recordError(&batch[i], fmt.Errorf("kafka sink: produce to %s: the message (%d bytes of key, value and headers) is larger than %d bytes: %w",
-			s.where, len(tooLarge.Message.Key)+len(tooLarge.Message.Value), kafkaMaxMessageBytes, err))
+		return recordError(&batch[i], fmt.Errorf("kafka sink: produce to %s: the message (%d bytes of key and value, with headers more) is larger than the topic's max.message.bytes, %d: %w",
+			s.where, len(tooLarge.Message.Key)+len(tooLarge.Message.Value), s.maxBytes, err))
 	case errors.As(err, &werrs):
 		failed, first := 0, -1
 		for i, e := range werrs {

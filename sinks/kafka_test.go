@@ -582,3 +582,30 @@ func TestKafkaDeadLettersKeepTheirKey(t *testing.T) {
 		})
 	}
 }
+
+// Found by a break-it pass: on a topic with a small max.message.bytes,
+// every batch was refused whole (MESSAGE_TOO_LARGE for all 500 messages),
+// so no record could be pinned and on_error: skip did not help. Batches now
+// stay under the topic's limit: records that fit are produced, and a
+// record too large by itself is the *RecordError.
+func TestKafkaTopicMaxMessageBytes(t *testing.T) {
+	addr := newKafkaCluster(t).ListenAddrs()[0]
+	topic := createTopic(t, addr, 1, map[string]string{"max.message.bytes": "2000"})
+	s := newKafka(t, sinks.KafkaConfig{Brokers: []string{addr}, Topic: topic})
+	var batch []sinks.Record
+	for i := range 40 { // ~300 B each: 12 KB in all, six times the limit
+		batch = append(batch, rec(0, int64(i), "", fmt.Sprintf(`{"id":%d,"pad":%q}`, i, strings.Repeat("p", 250))))
+	}
+	if err := s.Write(t.Context(), batch); err != nil {
+		t.Fatalf("records that each fit the topic's limit: %v", err)
+	}
+	if n := len(readTopic(t, addr, topic, nil)); n != 40 {
+		t.Fatalf("%d messages produced, want 40", n)
+	}
+	big := rec(0, 41, "", fmt.Sprintf(`{"id":41,"pad":%q}`, strings.Repeat("p", 3000)))
+	var re *sinks.RecordError
+	err := s.Write(t.Context(), []sinks.Record{rec(0, 40, "", `{"id":40}`), big})
+	if !errors.As(err, &re) || re.Offset != 41 || !strings.Contains(err.Error(), "max.message.bytes, 2000") {
+		t.Errorf("a record over the topic's limit: Write = %v, want a *RecordError for offset 41 naming the limit", err)
+	}
+}
