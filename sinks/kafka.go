@@ -98,8 +98,8 @@ type Kafka struct {
 	keepKey   bool
 	// maxBytes is the topic's max.message.bytes (maxMessageBytes).
 	maxBytes int64
-	planName  string
-	log       zerolog.Logger
+	planName string
+	log      zerolog.Logger
 
 	mu         sync.Mutex
 	partitions int // of the target topic, as last seen
