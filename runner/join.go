@@ -236,8 +236,15 @@ func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []i
 		if !slices.Contains(mine, r.Partition) {
 			continue
 		}
+		cp := cps[r.Partition]
+		if cp.Replay && cp.Fingerprint == j.Resolution.Fingerprint && (cp.Start != r.Start || cp.End != r.End) {
+			// Two processes started with different resolutions (a relative
+			// window resolved twice): mixing them would replay neither.
+			return &SafetyError{Group: j.Plan.Group, Reason: fmt.Sprintf("it holds partition %d of this plan with the range [%d, %d), and this process was given [%d, %d): "+
+				"the processes of the plan were started with different resolutions; start every process with the same --resolution file", r.Partition, cp.Start, cp.End, r.Start, r.End)}
+		}
 		from := r.Start
-		if cp := cps[r.Partition]; cp.Replay && cp.Fingerprint == j.Resolution.Fingerprint && cp.Offset > from {
+		if cp.Replay && cp.Fingerprint == j.Resolution.Fingerprint && cp.Offset > from {
 			from = cp.Offset
 		}
 		states = append(states, &partitionState{Range: r, from: from})

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -179,5 +180,52 @@ func TestJoinRefusals(t *testing.T) {
 	cancel()
 	if err := <-done; !errors.Is(err, ErrInterrupted) {
 		t.Errorf("cancelled member: want ErrInterrupted, got %v", err)
+	}
+}
+
+// Two processes started with different resolutions of the same plan (a
+// relative window resolved twice) must not mix their ranges: the member
+// whose ranges differ from the group's checkpoints is refused, and the
+// other finishes its own.
+func TestJoinRefusesOtherRanges(t *testing.T) {
+	res, member, db := joinPlan(t, 4000, 4000)
+	a := member(t)
+	other := *res
+	other.Ranges = slices.Clone(res.Ranges)
+	for i := range other.Ranges {
+		other.Ranges[i].End-- // resolved a moment apart: other ends
+	}
+	opts := testOptions(t)
+	opts.Join, opts.Pinned, opts.Heartbeat = true, &other, 200*time.Millisecond
+	b, err := Prepare(t.Context(), a.c, a.Plan, opts) // before a pins its ranges
+	if err != nil {
+		t.Fatal(err)
+	}
+	aDone := make(chan error, 1)
+	go func() { _, err := a.RunJoined(t.Context(), openSink(t, a)); aDone <- err }()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if err := a.c.checkGroupIdle(t.Context(), a.Plan.Group); err != nil {
+			break // a joined
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first member never joined")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, err = b.RunJoined(t.Context(), openSink(t, b))
+	var se *SafetyError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "different resolutions") {
+		t.Fatalf("a member with other ranges: want a refusal naming different resolutions, got %v", err)
+	}
+	if err := <-aDone; err != nil {
+		t.Fatalf("the member with the group's ranges: %v", err)
+	}
+	var want int64
+	for _, r := range res.Ranges {
+		want += r.End - r.Start
+	}
+	if rows := db.rows(t); int64(len(rows)) != want {
+		t.Errorf("table holds %d rows, want %d", len(rows), want)
 	}
 }
