@@ -70,7 +70,7 @@ ON CONFLICT ("group", "topic", "partition") DO UPDATE SET
 
 // prepare creates the table when missing and checks the upsert against it.
 func (c *pgCheckpoints) prepare(ctx context.Context, pool *pgxpool.Pool) error {
-	if _, err := pool.Exec(ctx, c.create); err != nil {
+	if err := createTable(ctx, pool, c.name, c.create); err != nil {
 		return err
 	}
 	_, err := pool.Exec(ctx, "EXPLAIN "+c.upsert, c.cfg.Group, "", int32(0), int64(0), c.cfg.Fingerprint, c.cfg.RunID)

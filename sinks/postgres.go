@@ -164,7 +164,7 @@ func (s *Postgres) prepare(ctx context.Context, create bool) error {
 		return fmt.Errorf("postgres sink: connect: %w", s.scrub(err))
 	}
 	if create {
-		if _, err := s.pool.Exec(ctx, createTableSQL(s.table, s.cols, s.key)); err != nil {
+		if err := createTable(ctx, s.pool, s.table, createTableSQL(s.table, s.cols, s.key)); err != nil {
 			return fmt.Errorf("postgres sink: create table %s: %w", s.name, s.scrub(err))
 		}
 	}
@@ -530,4 +530,19 @@ func dsnSecrets(dsn string) []string {
 		}
 	}
 	return out
+}
+
+// createTable runs stmt, a CREATE TABLE IF NOT EXISTS of table, under a
+// transaction-scoped advisory lock on the table's name: processes that
+// create the same table at once (run --join) would otherwise fail on
+// PostgreSQL's catalog (23505 on pg_type_typname_nsp_index), since IF NOT
+// EXISTS does not serialize them.
+func createTable(ctx context.Context, pool *pgxpool.Pool, table, stmt string) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('replay create table ' || $1, 0))`, table); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, stmt)
+		return err
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -483,6 +484,38 @@ func TestPostgresRedeliveryDoesNotRewriteRows(t *testing.T) {
 	for k, r := range before {
 		if after[k].XMin != r.XMin {
 			t.Errorf("row %s rewritten by an identical re-delivery", k)
+		}
+	}
+}
+
+// Found by a break-it pass: processes started together (run --join) on a
+// new table with create_table failed at random on PostgreSQL's catalog
+// (23505 on pg_type_typname_nsp_index): CREATE TABLE IF NOT EXISTS does
+// not serialize them. Every one of them now gets the table.
+func TestPostgresConcurrentCreateTable(t *testing.T) {
+	dsn := testDSN(t)
+	for round := range 3 {
+		table := newTable(t, dsn)
+		ckpt := newTable(t, dsn)
+		var wg sync.WaitGroup
+		errs := make(chan error, 6)
+		for range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s, err := sinks.NewPostgres(t.Context(), sinks.PostgresConfig{DSN: dsn, Table: table, CreateTable: true,
+					Checkpoints: sinks.CheckpointConfig{Table: ckpt, Group: "g", Fingerprint: "f", RunID: "r"}})
+				if err != nil {
+					errs <- err
+					return
+				}
+				s.Close()
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("round %d: a process creating the table: %v", round, err)
 		}
 	}
 }
