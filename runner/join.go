@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -146,6 +147,11 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 			switch {
 			case ctx.Err() != nil:
 				runErr = fmt.Errorf("%w: left group %s; the other members take over, or re-run the same command to resume", ErrInterrupted, j.Plan.Group)
+			case strings.Contains(err.Error(), "unable to read metadata for member"):
+				// kafka-go, leading the group, met a member it cannot
+				// decode: not a kafka-go 'replay run --join' process.
+				runErr = &SafetyError{Group: j.Plan.Group, Reason: "a consumer that is not a 'replay run --join' process of this plan joined it (" +
+					strings.ReplaceAll(err.Error(), ": %!w(<nil>)", "") + "): it reads the topic in the group and commits over the replay's checkpoints; stop it, and give the plan a group nobody else uses"}
 			case joinRetriable(err) && failures < joinMaxFailures:
 				// kafka-go keeps trying (a rebalance in progress, a
 				// coordinator moving) and reports each failed attempt here.
@@ -226,6 +232,12 @@ func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []i
 			return nil
 		}
 		return err
+	}
+	// Every member must be a process of this plan: a live consumer that
+	// joined the group since (whose leader may even have assigned the
+	// partitions) must not share the plan's partitions and checkpoints.
+	if err := j.c.checkGroupJoinable(rctx, j.Plan.Group, joinClientID(j.Resolution.Fingerprint)); err != nil {
+		return outcome(err)
 	}
 	cps, err := j.c.Checkpoints(rctx, j.Plan.Group, j.Resolution.Topic, mine)
 	if err != nil {

@@ -3,6 +3,8 @@ package runner
 import (
 	"context"
 	"errors"
+	"io"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -227,5 +229,42 @@ func TestJoinRefusesOtherRanges(t *testing.T) {
 	}
 	if rows := db.rows(t); int64(len(rows)) != want {
 		t.Errorf("table holds %d rows, want %d", len(rows), want)
+	}
+}
+
+// Found by a break-it pass: a live consumer (kcat -G) joining the replay
+// group during a joined run was given the partitions and committed over the
+// plan's checkpoints, while the members failed with kafka-go's garbled
+// "unable to read metadata for member ... %!w(<nil>)". A member now stops
+// with a refusal that says what joined.
+func TestJoinedMemberStopsWhenAConsumerJoins(t *testing.T) {
+	requireKcat(t)
+	_, member, _ := joinPlan(t, 6000, 300)
+	job := member(t)
+	done := make(chan error, 1)
+	go func() { _, err := job.RunJoined(t.Context(), openSink(t, job)); done <- err }()
+	deadline := time.Now().Add(15 * time.Second)
+	for job.c.checkGroupIdle(t.Context(), job.Plan.Group) == nil { // until the member joined
+		if time.Now().After(deadline) {
+			t.Fatal("the member never joined")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// kcat's balanced consumer (librdkafka, classic group protocol).
+	kc := exec.Command("kcat", "-G", job.Plan.Group, "-b", job.c.Brokers[0], "-q", "-o", "beginning", "orders")
+	kc.Stdout = io.Discard
+	if err := kc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { kc.Process.Kill(); kc.Wait() }()
+	select {
+	case err := <-done:
+		var se *SafetyError
+		t.Logf("member: %v", err)
+		if !errors.As(err, &se) || !strings.Contains(err.Error(), "not a 'replay run --join'") {
+			t.Fatalf("want a refusal naming the foreign member, got %v", err)
+		}
+	case <-time.After(45 * time.Second):
+		t.Fatal("the member went on next to a foreign consumer")
 	}
 }

@@ -194,7 +194,11 @@ func samePinnedRanges(p *plan.Plan, pinned *Resolution, cps map[int32]Checkpoint
 			}
 			pin = fmt.Sprintf("[%d, %d)", pinned.Ranges[i].Start, pinned.Ranges[i].End)
 		}
-		return &SafetyError{Group: p.Group, Reason: fmt.Sprintf("it holds checkpoints of this plan for other ranges than the resolution file pins (partition %d: the group's run has [%d, %d), the file %s): an earlier run of this plan was resolved differently. Finish it with replay run without --resolution, or re-run with --restart to discard it and replay the pinned ranges", part, cp.Start, cp.End, pin)}
+		fix := "Finish it with replay run without --resolution, or re-run with --restart to discard it and replay the pinned ranges"
+		if j.opts.Join {
+			fix = "Start this process with the resolution file the other processes of the plan were given, or without --resolution to take the group's ranges"
+		}
+		return &SafetyError{Group: p.Group, Reason: fmt.Sprintf("it holds checkpoints of this plan for other ranges than the resolution file pins (partition %d: the group's run has [%d, %d), the file %s): an earlier run of this plan was resolved differently. %s", part, cp.Start, cp.End, pin, fix)}
 	}
 	return nil
 }
