@@ -90,7 +90,7 @@ func (j *Job) pin(ctx context.Context, all []int32, cps map[int32]Checkpoint) er
 		return err
 	}
 	if resumable {
-		if err := samePinnedRanges(p, pinned, cps); err != nil {
+		if err := samePinnedRanges(p, pinned, cps, j.opts.Join); err != nil {
 			return err
 		}
 	}
@@ -176,7 +176,7 @@ func checkPinnedPlan(p *plan.Plan, pinned *Resolution) error {
 
 // samePinnedRanges checks that this plan's checkpoints in the group record
 // exactly the pinned ranges: then the pinned run resumes from them.
-func samePinnedRanges(p *plan.Plan, pinned *Resolution, cps map[int32]Checkpoint) error {
+func samePinnedRanges(p *plan.Plan, pinned *Resolution, cps map[int32]Checkpoint, join bool) error {
 	parts := make([]int32, 0, len(cps))
 	for part, cp := range cps {
 		if cp.Replay && cp.Offset >= 0 {
@@ -195,7 +195,7 @@ func samePinnedRanges(p *plan.Plan, pinned *Resolution, cps map[int32]Checkpoint
 			pin = fmt.Sprintf("[%d, %d)", pinned.Ranges[i].Start, pinned.Ranges[i].End)
 		}
 		fix := "Finish it with replay run without --resolution, or re-run with --restart to discard it and replay the pinned ranges"
-		if j.opts.Join {
+		if join {
 			fix = "Start this process with the resolution file the other processes of the plan were given, or without --resolution to take the group's ranges"
 		}
 		return &SafetyError{Group: p.Group, Reason: fmt.Sprintf("it holds checkpoints of this plan for other ranges than the resolution file pins (partition %d: the group's run has [%d, %d), the file %s): an earlier run of this plan was resolved differently. %s", part, cp.Start, cp.End, pin, fix)}
