@@ -30,8 +30,7 @@ import (
 // partition stops the others the same way and Run returns its
 // *PartitionError; nothing is ever committed past what the sink holds.
 func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
-	rep := &Report{Plan: j.Plan.Name, Fingerprint: j.Resolution.Fingerprint, Topic: j.Resolution.Topic, Group: j.Plan.Group,
-		Sink: j.Plan.Sink.Type, Started: j.opts.Now().UTC(), Ignored: j.Ignored, From: j.Resolution.From, To: j.Resolution.To}
+	rep := j.newReport()
 	work := context.WithoutCancel(ctx)
 	closeDeadLetters, err := j.openDeadLetters(work)
 	if err != nil {
@@ -88,6 +87,12 @@ func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	}
 	rep.Published = true
 	return rep, nil
+}
+
+// newReport starts the report of a run of the job, now.
+func (j *Job) newReport() *Report {
+	return &Report{Plan: j.Plan.Name, Fingerprint: j.Resolution.Fingerprint, Topic: j.Resolution.Topic, Group: j.Plan.Group,
+		Sink: j.Plan.Sink.Type, Started: j.opts.Now().UTC(), Ignored: j.Ignored, From: j.Resolution.From, To: j.Resolution.To}
 }
 
 // commitStarts pins the ranges in the group before anything is read: each

@@ -106,8 +106,7 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	if _, ok := sink.(sinks.Resumer); ok {
 		return nil, fmt.Errorf("--join: the %s sink keeps its output on this machine, and the partitions are spread over several: use a postgres, kafka or http sink", j.Plan.Sink.Type)
 	}
-	rep := &Report{Plan: j.Plan.Name, Fingerprint: j.Resolution.Fingerprint, Topic: j.Resolution.Topic, Group: j.Plan.Group,
-		Sink: j.Plan.Sink.Type, Started: j.opts.Now().UTC(), Ignored: j.Ignored, From: j.Resolution.From, To: j.Resolution.To}
+	rep := j.newReport()
 	work := context.WithoutCancel(ctx)
 	closeDeadLetters, err := j.openDeadLetters(work)
 	if err != nil {

@@ -687,6 +687,31 @@ func (s *File) header() []byte {
 // publish writes the staged lines of parts, in order, to path: a
 // temporary file, fsynced and renamed over path.
 func (s *File) publish(ctx context.Context, path string, parts []int32) error {
+	return writeAtomic(path, func(f *os.File) error {
+		w := bufio.NewWriterSize(f, 1<<20)
+		if _, err := w.Write(s.header()); err != nil {
+			return err
+		}
+		for _, p := range parts {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			end := int64(-1) // unknown: staging of an earlier process, scanned
+			if fp, ok := s.parts[p]; ok {
+				end = fp.size // written (and recovered) by this process: complete lines
+			}
+			if err := s.appendCompleteLines(w, s.partPath(p), end); err != nil {
+				return err
+			}
+		}
+		return w.Flush()
+	})
+}
+
+// writeAtomic makes path the file that fill writes: a temporary file in
+// path's directory (mode 0644), fsynced and renamed over path, and the
+// directory fsynced. Readers of path see the old file or the whole new one.
+func writeAtomic(path string, fill func(*os.File) error) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -699,23 +724,7 @@ func (s *File) publish(ctx context.Context, path string, parts []int32) error {
 	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes it 0600
 		return err
 	}
-	w := bufio.NewWriterSize(tmp, 1<<20)
-	if _, err := w.Write(s.header()); err != nil {
-		return err
-	}
-	for _, p := range parts {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		end := int64(-1) // unknown: staging of an earlier process, scanned
-		if fp, ok := s.parts[p]; ok {
-			end = fp.size // written (and recovered) by this process: complete lines
-		}
-		if err := s.appendCompleteLines(w, s.partPath(p), end); err != nil {
-			return err
-		}
-	}
-	if err := w.Flush(); err != nil {
+	if err := fill(tmp); err != nil {
 		return err
 	}
 	if err := tmp.Sync(); err != nil {

@@ -294,39 +294,19 @@ func (s *File) linkOver(ctx context.Context, src, dst string, size int64) error 
 	return syncDir(filepath.Dir(dst))
 }
 
-// copyOver publishes src's first size bytes as dst through a temporary
-// file, fsynced and renamed over dst.
+// copyOver publishes src's first size bytes as dst (writeAtomic).
 func (s *File) copyOver(ctx context.Context, src, dst string, size int64) error {
-	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	defer tmp.Close()
-	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes it 0600
-		return err
-	}
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	if _, err := io.Copy(tmp, io.LimitReader(in, size)); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(dst))
+	return writeAtomic(dst, func(f *os.File) error {
+		if _, err := io.Copy(f, io.LimitReader(in, size)); err != nil {
+			return err
+		}
+		return ctx.Err()
+	})
 }
 
 // linksUnsupported reports whether err, from os.Link, says the file system
