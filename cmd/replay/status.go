@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -42,11 +43,30 @@ func (a *app) statusCmd() *cobra.Command {
 				return enc.Encode(pr)
 			}
 			printProgress(a.stdout, pr, files[0])
+			if pr.State == runner.StateDone {
+				if staged := unpublished(p.Sink); staged != "" {
+					fmt.Fprintf(a.stdout, "not published: the staged output %s is still there (the publish failed, or the run was stopped after its last commit); 'replay run %s' publishes it\n", staged, files[0])
+				}
+			}
 			return nil
 		},
 	}
 	cmd.Flags().VarP(newChoiceFlag(&o.output, "table", "json"), "output", "o", "output format: table or json")
 	return cmd
+}
+
+// unpublished returns the staging directory of a file sink's output when
+// it exists ("" otherwise): a finished run whose output is not published.
+// A relative path is resolved against the working directory, as by run.
+func unpublished(s plan.Sink) string {
+	if s.Type != "file" || s.PerPartition {
+		return ""
+	}
+	dir := s.Path + ".parts"
+	if st, err := os.Stat(dir); err == nil && st.IsDir() {
+		return dir
+	}
+	return ""
 }
 
 // loadAndConnect loads the plan and connects to its cluster, without the

@@ -221,8 +221,16 @@ func TestStatusBeforeDuringAfterRun(t *testing.T) {
 	if n := groupTestLines(t, env.out); n != env.records {
 		t.Fatalf("the output has %d records, want %d", n, env.records)
 	}
-	if code, out, _ := groupTestExec(t, "status", env.file); code != exitOK || !strings.Contains(out, "state: done") {
+	if code, out, _ := groupTestExec(t, "status", env.file); code != exitOK || !strings.Contains(out, "state: done") || strings.Contains(out, "not published") {
 		t.Fatalf("status table after the run (exit %d):\n%s", code, out)
+	}
+	// Committed to the ends, but staging left (a publish that failed):
+	// status says the output is not published and how to publish it.
+	if err := os.Mkdir(env.out+".parts", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := groupTestExec(t, "status", env.file); code != exitOK || !strings.Contains(out, "not published: the staged output "+env.out+".parts") {
+		t.Fatalf("status with staging left after the run (exit %d):\n%s", code, out)
 	}
 }
 
