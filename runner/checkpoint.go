@@ -34,6 +34,8 @@ type checkpointMeta struct {
 	// Pos is the sink's durable position for the partition at this commit
 	// (sinks.Positioner); omitted when unknown.
 	Pos int64 `json:"pos,omitempty"`
+	// DPos is the same for the dead-letter sink.
+	DPos int64 `json:"dpos,omitempty"`
 }
 
 const metaTool = "replay"
@@ -55,8 +57,9 @@ type Checkpoint struct {
 	Fingerprint string
 	Start, End  int64
 	// Position is the sink's durable position recorded with the commit
-	// (sinks.Positioner); 0 when unknown.
-	Position int64
+	// (sinks.Positioner); 0 when unknown. DeadLetterPosition is the
+	// dead-letter sink's.
+	Position, DeadLetterPosition int64
 }
 
 // Done reports whether the partition's range is finished.
@@ -93,7 +96,7 @@ func (c *Cluster) Checkpoints(ctx context.Context, group, topic string, parts []
 		cp := Checkpoint{Partition: int32(po.Partition), Offset: po.CommittedOffset}
 		var m checkpointMeta
 		if json.Unmarshal([]byte(po.Metadata), &m) == nil && m.Tool == metaTool {
-			cp.Replay, cp.Plan, cp.Fingerprint, cp.Start, cp.End, cp.Position = true, m.Plan, m.Fingerprint, m.Start, m.End, m.Pos
+			cp.Replay, cp.Plan, cp.Fingerprint, cp.Start, cp.End, cp.Position, cp.DeadLetterPosition = true, m.Plan, m.Fingerprint, m.Start, m.End, m.Pos, m.DPos
 		}
 		if _, asked := out[cp.Partition]; asked {
 			out[cp.Partition] = cp

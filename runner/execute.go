@@ -107,7 +107,7 @@ func (j *Job) commitStarts(ctx context.Context) error {
 		offsets[r.Partition] = j.from(r)
 		m := j.meta(r)
 		if held, ok := j.committed[r.Partition]; ok && held == j.from(r) {
-			m.Pos = j.positions[r.Partition] // still what the sink holds
+			m.Pos, m.DPos = j.positions[r.Partition], j.dlPositions[r.Partition] // still what the sinks hold
 		}
 		meta[r.Partition] = m
 	}
@@ -556,6 +556,9 @@ func (w *partitionWorker) commit(next int64) error {
 	meta := j.meta(s.Range)
 	if p, ok := w.sink.(sinks.Positioner); ok {
 		meta.Pos = p.SyncedPosition(s.Partition) // what the sync above made durable
+	}
+	if p, ok := j.DeadLetters.(sinks.Positioner); ok && j.DeadLetters != nil {
+		meta.DPos = p.SyncedPosition(s.Partition)
 	}
 	err := j.c.commitAs(ctx, j.member.Load(), j.Plan.Group, j.Resolution.Topic, map[int32]int64{s.Partition: next}, map[int32]checkpointMeta{s.Partition: meta})
 	if err != nil {

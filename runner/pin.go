@@ -107,13 +107,15 @@ func (j *Job) pin(ctx context.Context, all []int32, cps map[int32]Checkpoint) er
 	}
 	res := *pinned
 	res.Ranges = slices.Clone(pinned.Ranges)
-	j.Resolution, j.Fresh, j.Resume, j.committed, j.positions = &res, !resumable, map[int32]int64{}, map[int32]int64{}, map[int32]int64{}
+	j.Resolution, j.Fresh, j.Resume, j.committed = &res, !resumable, map[int32]int64{}, map[int32]int64{}
+	j.positions, j.dlPositions = map[int32]int64{}, map[int32]int64{}
 	for i := range res.Ranges {
 		rg := &res.Ranges[i]
 		if resumable && cps[rg.Partition].Replay && cps[rg.Partition].Offset >= 0 {
 			j.Resume[rg.Partition] = cps[rg.Partition].Offset
 			j.committed[rg.Partition] = cps[rg.Partition].Offset
 			j.positions[rg.Partition] = cps[rg.Partition].Position
+			j.dlPositions[rg.Partition] = cps[rg.Partition].DeadLetterPosition
 			rg.Outcome = Resumed
 		}
 		if err := j.pinRange(ctx, rg, offs[rg.Partition]); err != nil {

@@ -94,8 +94,9 @@ type Job struct {
 	// lost to retention are skipped).
 	committed map[int32]int64
 	// positions holds, per partition of a resumed run, the sink's durable
-	// position recorded with its commit (sinks.Positioner), when known.
-	positions map[int32]int64
+	// position recorded with its commit (sinks.Positioner), when known;
+	// dlPositions the dead-letter sink's.
+	positions, dlPositions map[int32]int64
 	// discarded lists partitions holding checkpoints of an earlier run that
 	// Restart discards: Run deletes those the new ranges do not overwrite,
 	// or they would make every later run of this plan look like a changed plan.
@@ -231,10 +232,10 @@ func (j *Job) resume(ctx context.Context, all []int32, cps map[int32]Checkpoint)
 		return err
 	}
 	j.Resolution = &Resolution{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: p.Source.Topic, Group: p.Group, ResolvedAt: j.opts.Now().UTC()}
-	j.Resume, j.committed, j.positions = map[int32]int64{}, map[int32]int64{}, map[int32]int64{}
+	j.Resume, j.committed, j.positions, j.dlPositions = map[int32]int64{}, map[int32]int64{}, map[int32]int64{}, map[int32]int64{}
 	for _, part := range parts {
 		cp, o := cps[part], offs[part]
-		j.committed[part], j.positions[part] = cp.Offset, cp.Position
+		j.committed[part], j.positions[part], j.dlPositions[part] = cp.Offset, cp.Position, cp.DeadLetterPosition
 		rg := Range{Partition: part, Start: cp.Start, End: cp.End, Outcome: Resumed, LogStart: o.logStart, HighWatermark: o.hwm, LastStable: o.lso}
 		next := cp.Offset
 		if next < rg.End && next < o.logStart {

@@ -30,10 +30,14 @@ func (j *Job) checkResume(sink sinks.Sink) error {
 	for _, s := range []struct {
 		what string
 		sink sinks.Sink
-	}{{"", sink}, {"dead letters: ", j.DeadLetters}} {
+		pos  map[int32]int64
+	}{{"", sink, j.positions}, {"dead letters: ", j.DeadLetters, j.dlPositions}} {
 		rs, ok := s.sink.(sinks.Resumer)
 		if !ok {
 			continue
+		}
+		for i := range points {
+			points[i].Position = s.pos[points[i].Partition]
 		}
 		if err := rs.CheckResume(points); err != nil {
 			return &SafetyError{Group: j.Plan.Group, Reason: fmt.Sprintf("it records a run of plan %s that cannot resume: %s%v", j.Plan.Name, s.what, err)}

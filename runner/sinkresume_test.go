@@ -383,3 +383,30 @@ func TestResumeAfterRangeLostToRetention(t *testing.T) {
 		t.Fatalf("after resume: %s", diff(want, got))
 	}
 }
+
+// A dead-letter staging file emptied after the interruption is refused as
+// the sink's is: the commits recorded how much of it was durable.
+func TestResumeRefusesTruncatedDeadLetterStaging(t *testing.T) {
+	sb := newTestCluster(t, 1, "orders")
+	var vals []string
+	for i := range 400 {
+		v := order(i, "paid")
+		if i%7 == 0 {
+			v = "not json"
+		}
+		vals = append(vals, v)
+	}
+	produceValues(t, sb, 0, vals...)
+	p, _ := errorPlan(t, sb, 1, 20, "filter: value.status == \"paid\"\non_error: dead_letter\ndead_letter: {type: file, path: %DIR%/dead.jsonl}")
+	dead := filepath.Join(filepath.Dir(p.Sink.Path), "dead.jsonl")
+	before := interruptRun(t, p, 6, nil)
+	staged := filepath.Join(dead+".parts", "partition-0.jsonl")
+	if st, err := os.Stat(staged); err != nil || st.Size() == 0 {
+		t.Fatalf("dead-letter staging before the truncation: %v (want some dead letters)", err)
+	}
+	if err := os.Truncate(staged, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := runResumed(t, p, testOptions(t))
+	wantRefusal(t, p, err, before, "dead letters: file sink", "truncated or emptied")
+}

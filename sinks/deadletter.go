@@ -114,3 +114,12 @@ func appendDeadLetterFields(b []byte, r *Record) []byte {
 	b = append(b, `,"source_offset":`...)
 	return strconv.AppendInt(b, r.Offset, 10)
 }
+
+// SyncedPosition passes the wrapped sink's durable position through
+// (Positioner), for a CSV dead-letter file.
+func (s *headerDeadLetters) SyncedPosition(partition int32) int64 {
+	if p, ok := s.Sink.(Positioner); ok {
+		return p.SyncedPosition(partition)
+	}
+	return 0
+}
