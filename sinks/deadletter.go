@@ -59,7 +59,20 @@ func NewDeadLetterSink(ctx context.Context, cfg plan.Sink, opts Options) (Sink, 
 	if (cfg.Type == "file" && cfg.Format != "csv") || cfg.Type == "stdout" {
 		return s, nil // AppendJSONL writes the reason
 	}
-	return &headerDeadLetters{Sink: s}, nil
+	h := &headerDeadLetters{Sink: s}
+	// The wrapper has the optional interfaces of what it wraps, and only
+	// those: a postgres dead-letter sink must not look like one that keeps
+	// local staging (Resumer, refused by run --join), and an http one must
+	// still say it retries by itself (SelfRetrying).
+	_, staged := s.(Resumer)
+	_, self := s.(SelfRetrying)
+	switch {
+	case staged:
+		return &stagedDeadLetters{h}, nil
+	case self:
+		return &selfRetryingDeadLetters{h}, nil
+	}
+	return h, nil
 }
 
 // headerDeadLetters writes dead letters to a sink that knows nothing of
@@ -77,28 +90,47 @@ func (s *headerDeadLetters) Write(ctx context.Context, batch []Record) error {
 	return s.Sink.Write(ctx, out)
 }
 
+// stagedDeadLetters is headerDeadLetters over a sink that stages its
+// output locally (a CSV file, SQLite): it is a Syncer, Resumer and
+// Positioner as the wrapped sink is.
+type stagedDeadLetters struct{ *headerDeadLetters }
+
 // Sync makes the dead letters durable when the wrapped sink batches
 // durability (a CSV file): without it the runner would commit past dead
 // letters still in the page cache.
-func (s *headerDeadLetters) Sync(ctx context.Context, partition int32) error {
+func (s *stagedDeadLetters) Sync(ctx context.Context, partition int32) error {
 	if sy, ok := s.Sink.(Syncer); ok {
 		return sy.Sync(ctx, partition)
 	}
 	return nil
 }
 
-// CheckResume checks the wrapped sink's earlier output, when it keeps one
-// that can go missing (Resumer).
-func (s *headerDeadLetters) CheckResume(points []ResumePoint) error {
-	if r, ok := s.Sink.(Resumer); ok {
-		return r.CheckResume(points)
-	}
-	return nil
+// CheckResume checks the wrapped sink's earlier output (Resumer).
+func (s *stagedDeadLetters) CheckResume(points []ResumePoint) error {
+	return s.Sink.(Resumer).CheckResume(points)
 }
 
+// SyncedPosition passes the wrapped sink's durable position through
+// (Positioner), for a CSV dead-letter file.
+func (s *stagedDeadLetters) SyncedPosition(partition int32) int64 {
+	if p, ok := s.Sink.(Positioner); ok {
+		return p.SyncedPosition(partition)
+	}
+	return 0
+}
+
+// selfRetryingDeadLetters is headerDeadLetters over a sink that retries by
+// itself (http): the runner must not retry it again.
+type selfRetryingDeadLetters struct{ *headerDeadLetters }
+
+// RetriesItself implements SelfRetrying.
+func (*selfRetryingDeadLetters) RetriesItself() {}
+
 var (
-	_ Syncer  = (*headerDeadLetters)(nil)
-	_ Resumer = (*headerDeadLetters)(nil)
+	_ Syncer       = (*stagedDeadLetters)(nil)
+	_ Resumer      = (*stagedDeadLetters)(nil)
+	_ Positioner   = (*stagedDeadLetters)(nil)
+	_ SelfRetrying = (*selfRetryingDeadLetters)(nil)
 )
 
 // appendDeadLetterFields appends the fields of a dead letter's JSON line
@@ -113,13 +145,4 @@ func appendDeadLetterFields(b []byte, r *Record) []byte {
 	b = strconv.AppendInt(b, int64(r.Partition), 10)
 	b = append(b, `,"source_offset":`...)
 	return strconv.AppendInt(b, r.Offset, 10)
-}
-
-// SyncedPosition passes the wrapped sink's durable position through
-// (Positioner), for a CSV dead-letter file.
-func (s *headerDeadLetters) SyncedPosition(partition int32) int64 {
-	if p, ok := s.Sink.(Positioner); ok {
-		return p.SyncedPosition(partition)
-	}
-	return 0
 }

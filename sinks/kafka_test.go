@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -607,5 +608,41 @@ func TestKafkaTopicMaxMessageBytes(t *testing.T) {
 	err := s.Write(t.Context(), []sinks.Record{rec(0, 40, "", `{"id":40}`), big})
 	if !errors.As(err, &re) || re.Offset != 41 || !strings.Contains(err.Error(), "max.message.bytes, 2000") {
 		t.Errorf("a record over the topic's limit: Write = %v, want a *RecordError for offset 41 naming the limit", err)
+	}
+}
+
+// Found in review: the dead-letter wrapper of header-carrying sinks always
+// looked like a sink with local staging (so run --join refused a kafka,
+// postgres or http dead-letter sink) and hid the http sink's own retries
+// (so the runner retried it again). It has the wrapped sink's optional
+// interfaces, and only those.
+func TestDeadLetterWrapperInterfaces(t *testing.T) {
+	addr := newKafkaCluster(t).ListenAddrs()[0]
+	topic := createTopic(t, addr, 1, nil)
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name                              string
+		cfg                               plan.Sink
+		resumer, syncer, positioner, self bool
+	}{
+		{"kafka", plan.Sink{Type: "kafka", Brokers: []string{addr}, Topic: topic}, false, false, false, false},
+		{"http", plan.Sink{Type: "http", URL: "http://127.0.0.1:1/dead", BatchSize: 10}, false, false, false, true},
+		{"csv file", plan.Sink{Type: "file", Path: filepath.Join(dir, "dead.csv"), Format: "csv", Columns: plan.Columns{{Name: "offset", Field: "offset"}}}, true, true, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := sinks.NewDeadLetterSink(t.Context(), tc.cfg, sinks.Options{RunID: "r"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			_, resumer := s.(sinks.Resumer)
+			_, syncer := s.(sinks.Syncer)
+			_, positioner := s.(sinks.Positioner)
+			_, self := s.(sinks.SelfRetrying)
+			if resumer != tc.resumer || syncer != tc.syncer || positioner != tc.positioner || self != tc.self {
+				t.Errorf("%T: Resumer %v Syncer %v Positioner %v SelfRetrying %v; want %v %v %v %v",
+					s, resumer, syncer, positioner, self, tc.resumer, tc.syncer, tc.positioner, tc.self)
+			}
+		})
 	}
 }
