@@ -169,7 +169,10 @@ func (c *Cluster) commitAs(ctx context.Context, m *member, group, topic string, 
 		if pr.Error == nil {
 			continue
 		}
-		if m != nil && (errors.Is(pr.Error, kafka.UnknownMemberId) || errors.Is(pr.Error, kafka.IllegalGeneration) || errors.Is(pr.Error, kafka.RebalanceInProgress)) {
+		if m != nil && (errors.Is(pr.Error, kafka.UnknownMemberId) || errors.Is(pr.Error, kafka.IllegalGeneration) || errors.Is(pr.Error, kafka.RebalanceInProgress) ||
+			errors.Is(pr.Error, kafka.NotCoordinatorForGroup) || errors.Is(pr.Error, kafka.GroupCoordinatorNotAvailable) || errors.Is(pr.Error, kafka.GroupLoadInProgress)) {
+			// The group moved on, or its coordinator is moving: the member
+			// rejoins and the partition's owner then delivers the batch again.
 			return fmt.Errorf("commit %s/%d to group %s: %w (%v)", topic, pr.Partition, group, errFenced, pr.Error)
 		}
 		// UNSUPPORTED_VERSION: a standalone commit (OffsetCommit < v9) into

@@ -128,9 +128,8 @@ func (c *Cluster) kafkaProbe(ctx context.Context, src plan.Source, start time.Ti
 			return fmt.Errorf("%w: check source.brokers", err)
 		}
 		errs = append(errs, connectError(b, src, err, time.Since(start)))
-		var op *net.OpError
-		if !errors.As(err, &op) || op.Op != "dial" || ctx.Err() != nil {
-			break
+		if ctx.Err() != nil {
+			break // unreachable, silent or hanging up: the next broker may answer
 		}
 	}
 	return errors.Join(errs...)

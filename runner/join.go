@@ -124,6 +124,15 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 		if err := j.commitStarts(work); err != nil && !errors.As(err, &se) {
 			return nil, err
 		}
+		// A checkpoint table may hold an earlier run's checkpoints under the
+		// same run identity (the group's commits expired): a plain resume
+		// would trust them. Lowering a checkpoint is always safe, also while
+		// another member writes.
+		if store, ok := sink.(sinks.CheckpointStore); ok {
+			if err := store.ResetCheckpoints(work, j.Plan.Group, j.Resolution.Topic); err != nil {
+				return nil, fmt.Errorf("reset the sink's checkpoints: %w", err)
+			}
+		}
 	}
 	dialer := *j.c.dialer
 	dialer.ClientID = joinClientID(j.Resolution.Fingerprint)

@@ -59,9 +59,9 @@ func (w *partitionWorker) retry(what string, target sinks.Sink, write func(conte
 	}
 	wait := b.Min
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), w.job.opts.FlushTimeout)
-		if self {
-			ctx, cancel = context.WithCancel(context.Background())
+		ctx, cancel := context.WithCancel(context.Background())
+		if !self {
+			ctx, cancel = context.WithTimeout(context.Background(), w.job.opts.FlushTimeout)
 		}
 		stop := context.AfterFunc(run, func() { time.AfterFunc(signalGrace, cancel) })
 		err := write(ctx)
