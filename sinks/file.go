@@ -369,7 +369,9 @@ func (s *File) part(p int32) (*filePart, error) {
 			return nil, fmt.Errorf("file sink: %w", err)
 		}
 	} else if errors.Is(err, os.ErrExist) {
-		f, err = os.OpenFile(s.partPath(p), os.O_RDWR, 0)
+		if err = unshare(s.partPath(p)); err == nil {
+			f, err = os.OpenFile(s.partPath(p), os.O_RDWR, 0)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("file sink: %w", err)
@@ -663,6 +665,11 @@ func (s *File) dropStaging() error {
 	// through it left a staging directory missing some partitions, which
 	// the next Finish published as the whole output.
 	if err := os.Rename(s.stagingDir(), s.doneDir()); err != nil {
+		return fmt.Errorf("file sink: %w", err)
+	}
+	// Durable before the removal: a power loss must not bring back a
+	// staging directory whose files are the published outputs.
+	if err := syncDir(filepath.Dir(s.stagingDir())); err != nil {
 		return fmt.Errorf("file sink: %w", err)
 	}
 	return os.RemoveAll(s.doneDir())

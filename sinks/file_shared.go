@@ -46,6 +46,9 @@ type sharedStage struct {
 // the page cache is fsynced, since a re-delivery of it is dropped and then
 // committed.
 func openShared(path string) (*sharedStage, error) {
+	if err := unshare(path); err != nil {
+		return nil, err
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	created := err == nil
 	if created {
@@ -277,6 +280,11 @@ func (s *File) linkOver(ctx context.Context, src, dst string, size int64) error 
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
+	if a, err := os.Stat(src); err == nil {
+		if b, err := os.Stat(dst); err == nil && os.SameFile(a, b) {
+			return syncDir(filepath.Dir(dst)) // published before a crash: renaming a link over itself would leave the link
+		}
+	}
 	tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-link")
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
@@ -306,6 +314,30 @@ func (s *File) copyOver(ctx context.Context, src, dst string, size int64) error 
 			return err
 		}
 		return ctx.Err()
+	})
+}
+
+// unshare gives the staging file at path an inode of its own when other
+// links share it: after a crash between publishing (a hard link to the
+// staging file) and removing the staging, the published output is that
+// same file, and writing to the staging (a rewind truncates it) would
+// change the published output in place. A missing file is fine.
+func unshare(path string) error {
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil || linkCount(fi) <= 1 {
+		return err
+	}
+	in, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	return writeAtomic(path, func(f *os.File) error {
+		_, err := io.Copy(f, in)
+		return err
 	})
 }
 

@@ -120,6 +120,46 @@ func TestFileInterleavedFinishAfterCrashInPublish(t *testing.T) {
 	if _, err := os.Stat(path + ".parts"); !os.IsNotExist(err) {
 		t.Errorf("staging left after Finish: %v", err)
 	}
+	// Renaming a link over another link of the same file is a no-op that
+	// succeeds: the temporary link must not be left next to the output.
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*tmp*")); len(left) > 0 {
+		t.Errorf("files left next to the output: %v", left)
+	}
+}
+
+// After a crash between publishing per-partition files (hard links to the
+// staging files) and removing the staging, a run of the same identity that
+// delivers a partition again (a rewind truncates its staging file) must not
+// change the published file in place: the staging file gets its own copy.
+func TestFilePublishedStagingUnshared(t *testing.T) {
+	window := sinktest.Window(35, 1)
+	dir := t.TempDir()
+	pattern := filepath.Join(dir, "out-{partition}.jsonl")
+	cfg := sinks.FileConfig{Path: pattern, RunID: "run-1", PerPartition: true}
+	f := newFileSink(t, cfg)
+	writeAll(t, f, window, 6, 5)
+	if err := f.Sync(t.Context(), 0); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out-0.jsonl")
+	if err := os.Link(filepath.Join(pattern+".parts", "partition-0.jsonl"), out); err != nil { // published, then the crash
+		t.Fatal(err)
+	}
+	published := readFile(t, out)
+	again := newFileSink(t, cfg)
+	if err := again.Write(t.Context(), window[0][:3]); err != nil { // delivered again from the start: a rewind
+		t.Fatal(err)
+	}
+	if got := readFile(t, out); !bytes.Equal(got, published) {
+		t.Fatalf("the published file changed in place: %d bytes, was %d", len(got), len(published))
+	}
+	if err := again.Write(t.Context(), window[0][3:]); err != nil {
+		t.Fatal(err)
+	}
+	finishFile(t, again)
+	if got := readFile(t, out); !bytes.Equal(got, published) {
+		t.Errorf("published again: %d bytes, want the same %d", len(got), len(published))
+	}
 }
 
 // Finish publishes the staging file itself (a hard link), not a copy: the
