@@ -80,6 +80,10 @@ type File struct {
 	// shared is the staging file of every partition with interleave, once
 	// opened by this process.
 	shared *sharedStage
+	// floor is, with interleave, the largest durable position the group's
+	// commits recorded (CheckResume): recovery may cut a damaged staging
+	// file past it, never below.
+	floor int64
 }
 
 var (
@@ -349,7 +353,7 @@ func (s *File) part(p int32) (*filePart, error) {
 	}
 	if s.interleave {
 		if s.shared == nil {
-			st, err := openShared(s.sharedPath())
+			st, err := openShared(s.sharedPath(), s.floor)
 			if err != nil {
 				return nil, fmt.Errorf("file sink: %s: %w", s.sharedPath(), err)
 			}
@@ -822,6 +826,9 @@ func (s *File) CheckResume(points []ResumePoint) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, p := range points {
+		s.floor = max(s.floor, p.Position)
+	}
 	dir := s.stagingDir()
 	var missing, restore string
 	var bad []ResumePoint

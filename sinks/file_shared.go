@@ -45,7 +45,7 @@ type sharedStage struct {
 // partitions' positions are read back, and what an earlier process left in
 // the page cache is fsynced, since a re-delivery of it is dropped and then
 // committed.
-func openShared(path string) (*sharedStage, error) {
+func openShared(path string, floor int64) (*sharedStage, error) {
 	if err := unshare(path); err != nil {
 		return nil, err
 	}
@@ -66,7 +66,7 @@ func openShared(path string) (*sharedStage, error) {
 	}
 	st := &sharedStage{f: f, next: map[int32]int64{}}
 	if !created {
-		if err := st.recover(); err != nil {
+		if err := st.recover(floor); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("recover: %w", err)
 		}
@@ -74,8 +74,8 @@ func openShared(path string) (*sharedStage, error) {
 	return st, nil
 }
 
-func (st *sharedStage) recover() error {
-	end, next, err := scanShared(st.f)
+func (st *sharedStage) recover(floor int64) error {
+	end, next, err := scanShared(st.f, floor)
 	if err != nil {
 		return err
 	}
@@ -92,9 +92,13 @@ func (st *sharedStage) recover() error {
 
 // scanShared reads the complete lines of an interleaved staging file: it
 // returns the end of the last one and, per partition, the offset after its
-// last line. A line without partition and offset is an error: the file is
-// not replay's.
-func scanShared(f *os.File) (end int64, next map[int32]int64, err error) {
+// last line. A line that is not JSON ends the file there, as a torn last
+// line does: after a power loss, a file system may keep later writes and
+// lose (or zero) earlier ones that were never fsynced. That is only allowed
+// past floor, the bytes durable at the last commit (CheckResume); below
+// it, the file is damaged. A JSON line without partition and offset, or a
+// partition's offsets going back, is an error: the file is not replay's.
+func scanShared(f *os.File, floor int64) (end int64, next map[int32]int64, err error) {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return 0, nil, err
 	}
@@ -116,12 +120,22 @@ func scanShared(f *os.File) (end int64, next map[int32]int64, err error) {
 		if err != nil {
 			return 0, nil, err
 		}
+		if !isOneLineJSON(line[:len(line)-1]) {
+			if end >= floor {
+				return end, next, nil // torn past the durable data: cut here
+			}
+			return 0, nil, fmt.Errorf("line at byte %d is not a complete record, below the %d bytes that were durable at the last commit: the staging file is damaged", end, floor)
+		}
 		res := gjson.GetManyBytes(line, "partition", "offset")
 		if res[0].Type != gjson.Number || res[1].Type != gjson.Number {
 			return 0, nil, fmt.Errorf("line at byte %d has no partition and offset: the staging file is not replay's", end)
 		}
+		p, off := int32(res[0].Int()), res[1].Int()
+		if prev, ok := next[p]; ok && off < prev {
+			return 0, nil, fmt.Errorf("line at byte %d holds partition %d offset %d after offset %d: the staging file is not replay's", end, p, off, prev-1)
+		}
 		end += int64(len(line))
-		next[int32(res[0].Int())] = res[1].Int() + 1
+		next[p] = off + 1
 	}
 }
 
@@ -226,7 +240,7 @@ func (s *File) publishShared(ctx context.Context) error {
 			return writeFileSync(s.Path, nil)
 		}
 		var err error
-		if st, err = openShared(s.sharedPath()); err != nil {
+		if st, err = openShared(s.sharedPath(), s.floor); err != nil {
 			return err
 		}
 		s.shared = st

@@ -213,3 +213,80 @@ func TestFileInterleavedForeignStagingRefused(t *testing.T) {
 		t.Errorf("the staging file was changed")
 	}
 }
+
+// Found in review: after a power loss, a file system may keep later writes
+// of the interleaved staging file and zero earlier ones that were never
+// fsynced. Recovery read the partition and offset out of such a line and
+// skipped the lost records on re-delivery. A line that is not JSON now
+// ends the file there when it lies past what the last commit made durable,
+// and is an error below it.
+func TestFileInterleavedZeroedTail(t *testing.T) {
+	window := sinktest.Window(36, 2)
+	for _, tc := range []struct {
+		name    string
+		hole    func(durable, size int64) int64 // where the zeros start
+		refused bool
+	}{
+		{"hole past the durable data", func(durable, size int64) int64 { return durable + (size-durable)/3 }, false},
+		{"hole below the durable data", func(durable, size int64) int64 { return durable / 2 }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "out.jsonl")
+			f := newInterleaved(t, path, "run-1")
+			for _, part := range window {
+				if err := f.Write(t.Context(), part[:len(part)/2]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := f.Sync(t.Context(), 0); err != nil {
+				t.Fatal(err)
+			}
+			durable := f.SyncedPosition(0)
+			for _, part := range window {
+				if err := f.Write(t.Context(), part[len(part)/2:len(part)*3/4]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.Close()
+			staging := sharedStaging(path)
+			st, err := os.Stat(staging)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fh, err := os.OpenFile(staging, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := fh.WriteAt(make([]byte, 300), tc.hole(durable, st.Size())); err != nil {
+				t.Fatal(err)
+			}
+			fh.Close()
+
+			resumed := newInterleaved(t, path, "run-1")
+			pts := []sinks.ResumePoint{
+				{Partition: 0, Start: window[0][0].Offset, Committed: window[0][len(window[0])/2].Offset, End: window[0][len(window[0])-1].Offset + 1, Position: durable},
+				{Partition: 1, Start: window[1][0].Offset, Committed: window[1][len(window[1])/2].Offset, End: window[1][len(window[1])-1].Offset + 1, Position: durable},
+			}
+			if err := resumed.CheckResume(pts); err != nil {
+				t.Fatal(err)
+			}
+			var werr error
+			for _, part := range window {
+				if werr = resumed.Write(t.Context(), part[len(part)/2:]); werr != nil {
+					break
+				}
+			}
+			if tc.refused {
+				if werr == nil || !strings.Contains(werr.Error(), "damaged") {
+					t.Fatalf("a hole below the durable data: want an error naming the damage, got %v", werr)
+				}
+				return
+			}
+			if werr != nil {
+				t.Fatal(werr)
+			}
+			finishFile(t, resumed)
+			sinktest.Equal(t, "output after a zeroed tail", interleavedLines(t, readFile(t, path)), sinktest.Want(window))
+		})
+	}
+}
