@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/tidwall/gjson"
+
+	"github.com/replay-tool/replay/plan"
 )
 
 // The reader cuts record bytes from recycled arena chunks, given back once
@@ -88,4 +91,30 @@ sink: {type: file, path: %s, batch_size: 37}
 	if bad > 0 {
 		t.Errorf("%d of %d records differ from kcat's", bad, n)
 	}
+}
+
+// Every bootstrap broker is tried in turn: one that is down or hangs up on
+// the probe does not fail the run while another answers (the runner's probe
+// stopped at the first broker that did not refuse the connection outright).
+func TestConnectTriesEveryBootstrapBroker(t *testing.T) {
+	sb := newTestCluster(t, 1, "orders")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close() // hangs up on the probe
+		}
+	}()
+	c, err := Connect(context.Background(), plan.Source{Brokers: []string{"127.0.0.1:1", l.Addr().String(), sb.Addr}, Topic: "orders"})
+	if err != nil {
+		t.Fatalf("a broker down and one hanging up before one that answers: %v", err)
+	}
+	c.Close()
 }

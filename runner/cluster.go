@@ -97,59 +97,14 @@ func (c *Cluster) probe(ctx context.Context, src plan.Source) error {
 	pctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
 	defer cancel()
 	start := time.Now()
-	if c.dialer.TLS == nil {
-		if err := c.kafkaProbe(pctx, src, start); err != nil {
-			return err
-		}
-	}
-	if c.dialer.SASLMechanism != nil || c.dialer.TLS != nil {
-		if err := c.dialProbe(pctx, src, start); err != nil {
-			return err
-		}
+	explain := func(addr string, err error) error { return connectError(addr, src, err, time.Since(start)) }
+	if err := sinks.ProbeBrokers(pctx, c.dialer, c.Brokers, "source.brokers", explain); err != nil {
+		return err
 	}
 	if _, err := c.Client.Metadata(pctx, &kafka.MetadataRequest{Topics: []string{src.Topic}}); err != nil {
 		return connectError(strings.Join(c.Brokers, ","), src, err, time.Since(start))
 	}
 	return nil
-}
-
-// kafkaProbe checks, before kafka-go talks to them, that the bootstrap
-// brokers speak Kafka (sinks.ProbeKafka): one that answers otherwise ends
-// the probe at once; unreachable ones let it try the next.
-func (c *Cluster) kafkaProbe(ctx context.Context, src plan.Source, start time.Time) error {
-	var errs []error
-	for _, b := range c.Brokers {
-		err := sinks.ProbeKafka(ctx, b, src.ClientID)
-		if err == nil {
-			return nil
-		}
-		var nk *sinks.NotKafkaError
-		if errors.As(err, &nk) {
-			return fmt.Errorf("%w: check source.brokers", err)
-		}
-		errs = append(errs, connectError(b, src, err, time.Since(start)))
-		if ctx.Err() != nil {
-			break // unreachable, silent or hanging up: the next broker may answer
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func (c *Cluster) dialProbe(ctx context.Context, src plan.Source, start time.Time) error {
-	var errs []error
-	for _, b := range c.Brokers {
-		conn, err := c.dialer.DialContext(ctx, "tcp", b)
-		if err == nil {
-			conn.Close()
-			return nil
-		}
-		errs = append(errs, connectError(b, src, err, time.Since(start)))
-		var op *net.OpError
-		if !errors.As(err, &op) || op.Op != "dial" || ctx.Err() != nil {
-			break
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // connectError explains a failure to connect to addr. kafka-go reports a

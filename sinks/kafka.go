@@ -214,7 +214,7 @@ func NewKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 func (s *Kafka) probe(ctx context.Context, conn *kafkaConn, brokers []string) error {
 	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	if err := conn.dialProbe(pctx, brokers); err != nil {
+	if err := ProbeBrokers(pctx, conn.dialer, brokers, "sink.brokers", conn.connectError); err != nil {
 		return fmt.Errorf("kafka sink: %w", err)
 	}
 	n, err := s.topicPartitions(pctx)

@@ -1,7 +1,6 @@
 package sinks
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -103,37 +102,6 @@ func SASLMechanism(s plan.SASL) (sasl.Mechanism, error) {
 		return scram.Mechanism(scram.SHA512, s.Username, s.Password)
 	}
 	return nil, fmt.Errorf("sasl mechanism %q is not supported", s.Mechanism)
-}
-
-// dialProbe dials the bootstrap brokers in turn through the Dialer until
-// one answers: a port that does not speak Kafka (ProbeKafka, plain TCP
-// only), authentication and certificate problems end the probe at once,
-// unreachable brokers let it try the next.
-func (c *kafkaConn) dialProbe(ctx context.Context, brokers []string) error {
-	var errs []error
-	for _, b := range brokers {
-		var err error
-		if c.dialer.TLS == nil {
-			err = ProbeKafka(ctx, b, c.dialer.ClientID)
-			var nk *NotKafkaError
-			if errors.As(err, &nk) {
-				return fmt.Errorf("%w: check sink.brokers", err)
-			}
-		}
-		if err == nil {
-			var conn *kafka.Conn
-			if conn, err = c.dialer.DialContext(ctx, "tcp", b); err == nil {
-				conn.Close()
-				return nil
-			}
-		}
-		errs = append(errs, c.connectError(b, err))
-		var op *net.OpError
-		if !errors.As(err, &op) || op.Op != "dial" || ctx.Err() != nil {
-			break
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // connectError explains a failure to connect to addr without the password.

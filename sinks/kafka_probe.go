@@ -3,11 +3,14 @@ package sinks
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/segmentio/kafka-go"
 )
 
 // kafkaProbeTimeout bounds the wait for one broker's answer to the probe.
@@ -76,4 +79,58 @@ func ProbeKafka(ctx context.Context, addr, clientID string) error {
 		return &NotKafkaError{Addr: addr, Head: head[:]}
 	}
 	return nil
+}
+
+// ProbeBrokers checks the bootstrap brokers in turn until one answers: on
+// plain TCP, ProbeKafka first; then a connection through d (the TLS
+// handshake and SASL authentication, when configured). It returns nil at
+// the first broker that answers. A port that answers another protocol
+// (*NotKafkaError, with field named as the setting to check), refused
+// credentials or a certificate ends the probe at once; a broker that is
+// unreachable, silent or hangs up lets it try the next. explain turns one
+// broker's error into the message the caller shows; the errors of every
+// broker tried are joined.
+func ProbeBrokers(ctx context.Context, d *kafka.Dialer, brokers []string, field string, explain func(addr string, err error) error) error {
+	var errs []error
+	for _, b := range brokers {
+		var err error
+		if d.TLS == nil {
+			err = ProbeKafka(ctx, b, d.ClientID)
+			var nk *NotKafkaError
+			if errors.As(err, &nk) {
+				return fmt.Errorf("%w: check %s", err, field)
+			}
+		}
+		if err == nil {
+			var conn *kafka.Conn
+			if conn, err = d.DialContext(ctx, "tcp", b); err == nil {
+				conn.Close()
+				return nil
+			}
+		}
+		errs = append(errs, explain(b, err))
+		if ctx.Err() != nil || !brokerMayBeOthers(err) {
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// brokerMayBeOthers reports whether err is about that one broker (down,
+// unreachable, silent, hanging up), so that another bootstrap broker may
+// answer; not an error every broker would give (credentials, TLS trust).
+func brokerMayBeOthers(err error) bool {
+	var op *net.OpError
+	var nerr net.Error
+	switch {
+	case errors.Is(err, kafka.SASLAuthenticationFailed):
+		return false
+	case errors.As(err, &op) && op.Op == "remote error": // a TLS alert
+		return false
+	case errors.As(err, &op) && (op.Op == "dial" || op.Op == "read" || op.Op == "write"):
+		return true
+	case errors.As(err, &nerr) && nerr.Timeout():
+		return true
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
