@@ -406,6 +406,24 @@ func (fp *filePart) recover() error {
 	return nil
 }
 
+// readLine reads the next line, '\n' included (io.EOF after a last line
+// without one). The line stays valid until the next call only when it fits
+// r's buffer; a longer one is copied: the next ReadSlice overwrites the
+// buffer a line points into (lines over 1 MiB, e.g. a binary value escaped
+// 6x, read a wrong offset or failed the rewind).
+func readLine(r *bufio.Reader) ([]byte, error) {
+	line, err := r.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return line, err
+	}
+	long := append([]byte(nil), line...)
+	for errors.Is(err, bufio.ErrBufferFull) {
+		line, err = r.ReadSlice('\n')
+		long = append(long, line...)
+	}
+	return long, err
+}
+
 // scanLines reads complete lines from the start of f. With before < 0 it
 // returns the end of the last complete line and that line's offset (-1 when
 // none). With before >= 0 it stops at the first line whose offset is >=
@@ -417,18 +435,7 @@ func scanLines(f *os.File, before int64) (end, lastOffset int64, err error) {
 	r := bufio.NewReaderSize(f, 1<<20)
 	lastOffset = -1
 	for {
-		line, err := r.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// Copy before reading on: the next ReadSlice overwrites the
-			// buffer that line points into (lines over 1 MiB, e.g. a binary
-			// value escaped 6x, read a wrong offset or failed the rewind).
-			long := append([]byte(nil), line...)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				line, err = r.ReadSlice('\n')
-				long = append(long, line...)
-			}
-			line = long
-		}
+		line, err := readLine(r)
 		if err == io.EOF {
 			return end, lastOffset, nil // a torn line without '\n' is not counted
 		}

@@ -105,15 +105,7 @@ func scanShared(f *os.File, floor int64) (end int64, next map[int32]int64, err e
 	next = map[int32]int64{}
 	r := bufio.NewReaderSize(f, 1<<20)
 	for {
-		line, err := r.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			long := append([]byte(nil), line...) // the next ReadSlice reuses the buffer
-			for errors.Is(err, bufio.ErrBufferFull) {
-				line, err = r.ReadSlice('\n')
-				long = append(long, line...)
-			}
-			line = long
-		}
+		line, err := readLine(r)
 		if err == io.EOF {
 			return end, next, nil // a torn line without '\n' is not counted
 		}
