@@ -16,9 +16,13 @@ import (
 type SafetyError struct {
 	Group  string
 	Reason string
+	// Err is the broker's error behind the refusal, if any.
+	Err error
 }
 
 func (e *SafetyError) Error() string { return fmt.Sprintf("refusing group %q: %s", e.Group, e.Reason) }
+
+func (e *SafetyError) Unwrap() error { return e.Err }
 
 // checkpointMeta is the commit metadata replay writes with every offset it
 // commits to the replay group: which plan made the commit and where that
@@ -110,6 +114,17 @@ func (c *Cluster) Checkpoints(ctx context.Context, group, topic string, parts []
 // members of modern clients, #1212): only the state is, and an error
 // describing the group is a refusal too.
 func (c *Cluster) checkGroupIdle(ctx context.Context, group string) error {
+	return c.checkGroupMembers(ctx, group, "")
+}
+
+// checkGroupMembers refuses a group that has members or is rebalancing,
+// unless joinID is set and every member is a 'replay run --join' process
+// with that client ID (joinClientID). A group whose state or members
+// cannot be told is refused too: kafka-go cannot decode members of modern
+// clients (#1212), and a live KIP-848 consumer group shows as Stable with
+// no members at all (KAFKA-GO.md §5), while a group of --join processes
+// always lists its kafka-go members.
+func (c *Cluster) checkGroupMembers(ctx context.Context, group, joinID string) error {
 	resp, err := c.Client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
 	if err != nil {
 		return fmt.Errorf("describe group %s: %w", group, err)
@@ -121,8 +136,16 @@ func (c *Cluster) checkGroupIdle(ctx context.Context, group string) error {
 		if g.Error != nil {
 			return &SafetyError{Group: group, Reason: fmt.Sprintf("cannot tell whether it has live members (%v): use a dedicated, unused group name such as replay.<plan-name>", g.Error)}
 		}
-		if g.GroupState != "Empty" && g.GroupState != "Dead" && g.GroupState != "" {
+		if g.GroupState == "Empty" || g.GroupState == "Dead" || g.GroupState == "" {
+			continue
+		}
+		if joinID == "" || len(g.Members) == 0 {
 			return &SafetyError{Group: group, Reason: fmt.Sprintf("it is %s with active members: it looks like a live consumer group; a replay must use a dedicated group nobody else consumes with (e.g. replay.<plan-name>)", g.GroupState)}
+		}
+		for _, m := range g.Members {
+			if m.ClientID != joinID {
+				return &SafetyError{Group: group, Reason: fmt.Sprintf("it is %s with a member that is not a 'replay run --join' of this plan (client id %q, host %s): it looks like a live consumer group, or a process of another plan; use a dedicated group", g.GroupState, m.ClientID, m.ClientHost)}
+			}
 		}
 	}
 	return nil
@@ -178,7 +201,7 @@ func (c *Cluster) commitAs(ctx context.Context, m *member, group, topic string, 
 		// UNSUPPORTED_VERSION: a standalone commit (OffsetCommit < v9) into
 		// a live KIP-848 consumer-protocol group (KAFKA-GO.md §3).
 		if errors.Is(pr.Error, kafka.UnknownMemberId) || errors.Is(pr.Error, kafka.IllegalGeneration) || errors.Is(pr.Error, kafka.RebalanceInProgress) || errors.Is(pr.Error, kafka.UnsupportedVersion) {
-			return &SafetyError{Group: group, Reason: fmt.Sprintf("the broker rejected replay's commit (%v): the group has active members; use a dedicated group", pr.Error)}
+			return &SafetyError{Group: group, Reason: fmt.Sprintf("the broker rejected replay's commit (%v): the group has active members; use a dedicated group", pr.Error), Err: pr.Error}
 		}
 		errs = append(errs, fmt.Sprintf("%s/%d: %v", topic, pr.Partition, pr.Error))
 	}

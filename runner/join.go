@@ -34,31 +34,6 @@ const (
 	joinDonePoll = time.Second
 )
 
-// checkGroupJoinable refuses, for a joining process, a group with members
-// other than processes of the same plan (clientID, see joinClientID), or
-// whose members cannot be told (KAFKA-GO.md §5: kafka-go cannot decode
-// members of modern clients).
-func (c *Cluster) checkGroupJoinable(ctx context.Context, group, clientID string) error {
-	resp, err := c.Client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
-	if err != nil {
-		return fmt.Errorf("describe group %s: %w", group, err)
-	}
-	for _, g := range resp.Groups {
-		if g.GroupID != group || g.GroupState == "Empty" || g.GroupState == "Dead" || g.GroupState == "" {
-			continue
-		}
-		if g.Error != nil {
-			return &SafetyError{Group: group, Reason: fmt.Sprintf("it is %s and its members cannot be told apart (%v): it looks like a live consumer group; use a dedicated group", g.GroupState, g.Error)}
-		}
-		for _, m := range g.Members {
-			if m.ClientID != clientID {
-				return &SafetyError{Group: group, Reason: fmt.Sprintf("it is %s with a member that is not a 'replay run --join' of this plan (client id %q, host %s): it looks like a live consumer group, or a process of another plan; use a dedicated group", g.GroupState, m.ClientID, m.ClientHost)}
-			}
-		}
-	}
-	return nil
-}
-
 // joinMaxFailures bounds consecutive failed attempts to join (kafka-go
 // backs off 5 s between most of them; a rebalance in progress is paced by
 // the broker).
@@ -120,8 +95,11 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 		// The first process pins the ranges before it joins; once a member
 		// joined, the group refuses standalone commits, and the ranges are
 		// those of the same resolution file (Prepare checked the plan).
-		var se *SafetyError
-		if err := j.commitStarts(work); err != nil && !errors.As(err, &se) {
+		// A refusal because classic members hold the group (the other
+		// processes, checked by Prepare) is expected; UNSUPPORTED_VERSION
+		// (a live KIP-848 consumer group) is not.
+		if err := j.commitStarts(work); err != nil && !errors.Is(err, kafka.UnknownMemberId) &&
+			!errors.Is(err, kafka.IllegalGeneration) && !errors.Is(err, kafka.RebalanceInProgress) {
 			return nil, err
 		}
 		// A checkpoint table may hold an earlier run's checkpoints under the
@@ -244,7 +222,7 @@ func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []i
 	// Every member must be a process of this plan: a live consumer that
 	// joined the group since (whose leader may even have assigned the
 	// partitions) must not share the plan's partitions and checkpoints.
-	if err := j.c.checkGroupJoinable(rctx, j.Plan.Group, joinClientID(j.Resolution.Fingerprint)); err != nil {
+	if err := j.c.checkGroupMembers(rctx, j.Plan.Group, joinClientID(j.Resolution.Fingerprint)); err != nil {
 		return outcome(err)
 	}
 	cps, err := j.c.Checkpoints(rctx, j.Plan.Group, j.Resolution.Topic, mine)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/replay-tool/replay/sinks"
@@ -266,5 +267,40 @@ func TestJoinedMemberStopsWhenAConsumerJoins(t *testing.T) {
 		}
 	case <-time.After(45 * time.Second):
 		t.Fatal("the member went on next to a foreign consumer")
+	}
+}
+
+// Found in review: a live consumer of the new group protocol (KIP-848;
+// franz-go's default against kfake) shows as Stable with no members to
+// kafka-go, and --join accepted the group and took its partitions. A group
+// that is not empty but lists no member is refused, joining or not.
+func TestJoinRefusesKIP848Group(t *testing.T) {
+	_, member, _ := joinPlan(t, 500, 1000)
+	job := member(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(job.c.Brokers...), kgo.ConsumerGroup(job.Plan.Group), kgo.ConsumeTopics("orders"),
+		kgo.DisableAutoCommit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			cl.PollFetches(ctx)
+		}
+	}()
+	deadline := time.Now().Add(15 * time.Second)
+	for job.c.checkGroupIdle(t.Context(), job.Plan.Group) == nil { // until the consumer is in the group
+		if time.Now().After(deadline) {
+			t.Fatal("the consumer never joined")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	opts := testOptions(t)
+	opts.Join, opts.Pinned = true, job.Resolution
+	var se *SafetyError
+	if _, err := Prepare(t.Context(), job.c, job.Plan, opts); !errors.As(err, &se) {
+		t.Fatalf("--join next to a live KIP-848 consumer: want a refusal, got %v", err)
 	}
 }

@@ -150,7 +150,7 @@ func (j *Job) RunID() string {
 func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job, error) {
 	opts.defaults()
 	if opts.Join {
-		if err := c.checkGroupJoinable(ctx, p.Group, joinClientID(p.Fingerprint())); err != nil {
+		if err := c.checkGroupMembers(ctx, p.Group, joinClientID(p.Fingerprint())); err != nil {
 			return nil, err
 		}
 	} else if err := c.checkGroupIdle(ctx, p.Group); err != nil {
