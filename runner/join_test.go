@@ -270,15 +270,15 @@ func TestJoinedMemberStopsWhenAConsumerJoins(t *testing.T) {
 	}
 }
 
-// Found in review: a live consumer of the new group protocol (KIP-848;
-// franz-go's default against kfake) shows as Stable with no members to
+// Found in review: a live consumer of the new group protocol (KIP-848,
+// franz-go's server-side balancer) shows as Stable with no members to
 // kafka-go, and --join accepted the group and took its partitions. A group
 // that is not empty but lists no member is refused, joining or not.
 func TestJoinRefusesKIP848Group(t *testing.T) {
 	_, member, _ := joinPlan(t, 500, 1000)
 	job := member(t)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(job.c.Brokers...), kgo.ConsumerGroup(job.Plan.Group), kgo.ConsumeTopics("orders"),
-		kgo.DisableAutoCommit())
+		kgo.DisableAutoCommit(), kgo.ServerSideBalancer(), kgo.Balancers(kgo.RangeBalancer()))
 	if err != nil {
 		t.Fatal(err)
 	}
