@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -100,9 +101,12 @@ type filePart struct {
 	f    *os.File
 	next int64 // offset after the last record in the staging file
 	size int64
-	// synced is size at the last successful Sync: durable.
-	synced int64
-	buf    []byte
+	// synced is size at the last successful Sync: durable. syncErr is
+	// sticky: after a failed fsync the kernel may have dropped the pages,
+	// and the next fsync would report success.
+	synced  int64
+	syncErr error
+	buf     []byte
 	// row and rowW encode one CSV row.
 	row  bytes.Buffer
 	rowW *csv.Writer
@@ -574,8 +578,12 @@ func (s *File) Sync(ctx context.Context, partition int32) error {
 	}
 	fp.mu.Lock()
 	defer fp.mu.Unlock()
+	if fp.syncErr != nil {
+		return fp.syncErr
+	}
 	if err := fp.f.Sync(); err != nil {
-		return fmt.Errorf("file sink: fsync partition %d: %w", partition, err)
+		fp.syncErr = fmt.Errorf("file sink: fsync partition %d: %w", partition, err)
+		return fp.syncErr
 	}
 	fp.synced = fp.size
 	return nil
@@ -780,7 +788,7 @@ func (s *File) appendCompleteLines(dst io.Writer, src string, end int64) error {
 	}
 	r := bufio.NewReaderSize(io.LimitReader(f, end), 1<<20)
 	for {
-		line, err := r.ReadBytes('\n')
+		line, err := readLine(r)
 		if len(line) > 0 {
 			row := gjson.GetBytes(line, "csv")
 			if row.Type != gjson.String {
@@ -834,6 +842,11 @@ func (s *File) CheckResume(points []ResumePoint) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range points {
+		if p.Committed > p.Start && p.Position == 0 {
+			// Committed by a version that recorded no position: all of
+			// the staging file may be durable; recovery cuts nothing.
+			s.floor = math.MaxInt64
+		}
 		s.floor = max(s.floor, p.Position)
 	}
 	dir := s.stagingDir()
@@ -955,24 +968,12 @@ func (s *File) closeParts() error {
 	return errors.Join(errs...)
 }
 
+// writeFileSync makes data the contents of path, durably and atomically.
 func writeFileSync(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	return writeAtomic(path, func(f *os.File) error {
+		_, err := f.Write(data)
 		return err
-	}
-	f, err := os.Open(tmp)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	f.Close()
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
+	})
 }
 
 func syncDir(dir string) error {

@@ -225,10 +225,12 @@ func TestFileInterleavedZeroedTail(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		hole    func(durable, size int64) int64 // where the zeros start
+		unknown bool                            // commits of a version that recorded no position
 		refused bool
 	}{
-		{"hole past the durable data", func(durable, size int64) int64 { return durable + (size-durable)/3 }, false},
-		{"hole below the durable data", func(durable, size int64) int64 { return durable / 2 }, true},
+		{"hole past the durable data", func(durable, size int64) int64 { return durable + (size-durable)/3 }, false, false},
+		{"hole below the durable data", func(durable, size int64) int64 { return durable / 2 }, false, true},
+		{"durable position unknown", func(durable, size int64) int64 { return durable + (size-durable)/3 }, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "out.jsonl")
@@ -266,6 +268,9 @@ func TestFileInterleavedZeroedTail(t *testing.T) {
 			pts := []sinks.ResumePoint{
 				{Partition: 0, Start: window[0][0].Offset, Committed: window[0][len(window[0])/2].Offset, End: window[0][len(window[0])-1].Offset + 1, Position: durable},
 				{Partition: 1, Start: window[1][0].Offset, Committed: window[1][len(window[1])/2].Offset, End: window[1][len(window[1])-1].Offset + 1, Position: durable},
+			}
+			if tc.unknown {
+				pts[0].Position, pts[1].Position = 0, 0
 			}
 			if err := resumed.CheckResume(pts); err != nil {
 				t.Fatal(err)

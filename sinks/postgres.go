@@ -2,7 +2,6 @@ package sinks
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -335,7 +334,7 @@ func pgValue(v []byte) pgtype.Text {
 	switch {
 	case v == nil:
 		return pgtype.Text{}
-	case json.Valid(v):
+	case isJSON(v):
 		return pgtype.Text{String: string(appendCleanJSON(nil, v)), Valid: true}
 	default:
 		return pgtype.Text{String: string(appendJSONBytes(nil, v)), Valid: true}
