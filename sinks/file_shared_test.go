@@ -120,11 +120,33 @@ func TestFileInterleavedFinishAfterCrashInPublish(t *testing.T) {
 	if _, err := os.Stat(path + ".parts"); !os.IsNotExist(err) {
 		t.Errorf("staging left after Finish: %v", err)
 	}
-	// Renaming a link over another link of the same file is a no-op that
-	// succeeds: the temporary link must not be left next to the output.
-	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*tmp*")); len(left) > 0 {
+}
+
+// After a crash between publishing (a hard link) and removing the staging,
+// the next Finish finds the output already linked to the staging file:
+// renaming a link over another link of the same file is a no-op that
+// succeeds, and the temporary link must not be left next to the output.
+// (Per partition: a staging file this process does not reopen keeps its
+// link; the interleaved file is copied apart when reopened.)
+func TestFileRepublishLeavesNoTemporaryLink(t *testing.T) {
+	window := sinktest.Window(37, 1)
+	dir := t.TempDir()
+	pattern := filepath.Join(dir, "out-{partition}.jsonl")
+	cfg := sinks.FileConfig{Path: pattern, RunID: "run-1", PerPartition: true}
+	f := newFileSink(t, cfg)
+	writeAll(t, f, window, 8, 5)
+	if err := f.Sync(t.Context(), 0); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out-0.jsonl")
+	if err := os.Link(filepath.Join(pattern+".parts", "partition-0.jsonl"), out); err != nil { // published, then the crash
+		t.Fatal(err)
+	}
+	finishFile(t, newFileSink(t, cfg)) // nothing to write: every partition is done
+	if left, _ := filepath.Glob(filepath.Join(dir, ".*tmp*")); len(left) > 0 {
 		t.Errorf("files left next to the output: %v", left)
 	}
+	sinktest.Equal(t, "output", interleavedLines(t, readFile(t, out)), sinktest.Want(window))
 }
 
 // After a crash between publishing per-partition files (hard links to the

@@ -97,14 +97,14 @@ func TestRunReportCheckedFirst(t *testing.T) {
 	if b, _ := os.ReadFile(report); !strings.Contains(string(b), `"error": "connect to`) {
 		t.Errorf("the report of the failed run lacks its error: %q", b)
 	}
-	if os.Geteuid() != 0 { // root writes anywhere
-		ro := filepath.Join(dir, "ro")
-		if err := os.Mkdir(ro, 0o555); err != nil {
-			t.Fatal(err)
-		}
-		if r := replay(t, "run", "--yes", "--report", filepath.Join(ro, "r.json"), file); r.code != exitInvalid || !strings.Contains(r.text(), "permission denied") {
-			t.Errorf("read-only directory: %s", r)
-		}
+	// A report that cannot be created: under a regular file (ENOTDIR,
+	// whatever the user; a read-only directory does not stop root).
+	blocker := filepath.Join(dir, "blocker")
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := replay(t, "run", "--yes", "--report", filepath.Join(blocker, "r.json"), file); r.code != exitInvalid || !strings.Contains(r.text(), "not a directory") {
+		t.Errorf("--report under a regular file: want exit %d naming it, got %s", exitInvalid, r)
 	}
 }
 
