@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -116,5 +117,15 @@ func TestConnectTriesEveryBootstrapBroker(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a broker down and one hanging up before one that answers: %v", err)
 	}
-	c.Close()
+	defer c.Close()
+	// kafka-go bootstraps from any address that accepts a connection, the
+	// one that hangs up included: the run leaves the failed ones out.
+	if !slices.Equal(c.Brokers, []string{sb.Addr}) || len(c.Warnings) != 2 || !strings.Contains(c.Warnings[1], l.Addr().String()) {
+		t.Errorf("bootstrap brokers %v, warnings %q: want only %s, and a warning for each broker left out", c.Brokers, c.Warnings, sb.Addr)
+	}
+	for range 20 {
+		if _, err := c.partitions(context.Background(), "orders"); err != nil {
+			t.Fatalf("metadata after the probe: %v", err)
+		}
+	}
 }

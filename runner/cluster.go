@@ -98,9 +98,15 @@ func (c *Cluster) probe(ctx context.Context, src plan.Source) error {
 	defer cancel()
 	start := time.Now()
 	explain := func(addr string, err error) error { return connectError(addr, src, err, time.Since(start)) }
-	if err := sinks.ProbeBrokers(pctx, c.dialer, c.Brokers, "source.brokers", explain); err != nil {
+	usable, skipped, err := sinks.ProbeBrokers(pctx, c.dialer, c.Brokers, "source.brokers", explain)
+	if err != nil {
 		return err
 	}
+	for _, e := range skipped {
+		c.Warnings = append(c.Warnings, fmt.Sprintf("bootstrap broker left out of this run, another one answered: %v", e))
+	}
+	c.Brokers = usable
+	c.Client.Addr = c.addr()
 	if _, err := c.Client.Metadata(pctx, &kafka.MetadataRequest{Topics: []string{src.Topic}}); err != nil {
 		return connectError(strings.Join(c.Brokers, ","), src, err, time.Since(start))
 	}

@@ -282,6 +282,9 @@ type partitionWorker struct {
 	// runCtx is the run's context: once it is cancelled (a signal), a
 	// failing sink is not retried (retry).
 	runCtx context.Context
+	// deadUnsynced is true when dead letters were written since the
+	// dead-letter sink's last sync; deadSynced once it was synced at all.
+	deadUnsynced, deadSynced bool
 }
 
 // heldChunks are the arena chunks of one response and the offset of its
@@ -340,10 +343,15 @@ func (w *partitionWorker) sync(ctx context.Context) error {
 			return fmt.Errorf("sink %s: sync: %w", w.job.Plan.Sink.Type, err)
 		}
 	}
-	if dl, ok := w.job.DeadLetters.(sinks.Syncer); ok && w.job.DeadLetters != nil {
+	// The dead-letter sink only when dead letters were written since its
+	// last sync (and once, for the trace CheckResume looks for): with a
+	// database sink the runner commits after every batch, and an fsync of
+	// an unchanged dead-letter file per batch is pure cost.
+	if dl, ok := w.job.DeadLetters.(sinks.Syncer); ok && (w.deadUnsynced || !w.deadSynced) {
 		if err := dl.Sync(ctx, w.state.Partition); err != nil {
 			return fmt.Errorf("dead-letter sink: sync: %w", err)
 		}
+		w.deadUnsynced, w.deadSynced = false, true
 	}
 	return nil
 }

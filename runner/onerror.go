@@ -159,6 +159,7 @@ func (w *partitionWorker) writeDeadLetters() error {
 			Err: fmt.Errorf("write dead letters to the %s sink: %w; nothing past offset %d is committed: fix the dead-letter sink and re-run the same command to resume",
 				j.Plan.DeadLetter.Type, err, w.state.next.Load())}
 	}
+	w.deadUnsynced = true
 	clear(w.dead) // do not pin the records' bytes
 	w.dead = w.dead[:0]
 	return nil

@@ -173,7 +173,8 @@ func NewKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 		planName:  cfg.PlanName,
 		log:       cfg.Log,
 	}
-	if err := s.probe(ctx, conn, brokers); err != nil {
+	brokers, err = s.probe(ctx, conn, brokers)
+	if err != nil {
 		conn.transport.CloseIdleConnections()
 		return nil, err
 	}
@@ -211,18 +212,23 @@ func NewKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 
 // probe fails early, with a message a person can act on, when the target
 // cluster cannot be reached, refuses the credentials or lacks the topic.
-func (s *Kafka) probe(ctx context.Context, conn *kafkaConn, brokers []string) error {
+func (s *Kafka) probe(ctx context.Context, conn *kafkaConn, brokers []string) ([]string, error) {
 	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	if err := ProbeBrokers(pctx, conn.dialer, brokers, "sink.brokers", conn.connectError); err != nil {
-		return fmt.Errorf("kafka sink: %w", err)
+	usable, skipped, err := ProbeBrokers(pctx, conn.dialer, brokers, "sink.brokers", conn.connectError)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: %w", err)
 	}
+	for _, e := range skipped {
+		s.log.Warn().Err(e).Msg("kafka sink: bootstrap broker left out, another one answered")
+	}
+	s.client.Addr = kafka.TCP(usable...)
 	n, err := s.topicPartitions(pctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.partitions = n
-	return nil
+	return usable, nil
 }
 
 // topicPartitions asks the cluster how many partitions the topic has.

@@ -90,22 +90,27 @@ func ProbeKafka(ctx context.Context, addr, clientID string) error {
 // unreachable, silent or hangs up lets it try the next. explain turns one
 // broker's error into the message the caller shows; the errors of every
 // broker tried are joined.
-func ProbeBrokers(ctx context.Context, d *kafka.Dialer, brokers []string, field string, explain func(addr string, err error) error) error {
+//
+// It returns the brokers to bootstrap from: the one that answered and
+// those after it, not tried. The ones before it failed, and kafka-go would
+// use any bootstrap address that accepts a TCP connection (one that hangs
+// up included): they are left out, and skipped says why.
+func ProbeBrokers(ctx context.Context, d *kafka.Dialer, brokers []string, field string, explain func(addr string, err error) error) (usable []string, skipped []error, err error) {
 	var errs []error
-	for _, b := range brokers {
+	for i, b := range brokers {
 		var err error
 		if d.TLS == nil {
 			err = ProbeKafka(ctx, b, d.ClientID)
 			var nk *NotKafkaError
 			if errors.As(err, &nk) {
-				return fmt.Errorf("%w: check %s", err, field)
+				return nil, nil, fmt.Errorf("%w: check %s", err, field)
 			}
 		}
 		if err == nil {
 			var conn *kafka.Conn
 			if conn, err = d.DialContext(ctx, "tcp", b); err == nil {
 				conn.Close()
-				return nil
+				return brokers[i:], errs, nil
 			}
 		}
 		errs = append(errs, explain(b, err))
@@ -113,7 +118,7 @@ func ProbeBrokers(ctx context.Context, d *kafka.Dialer, brokers []string, field 
 			break
 		}
 	}
-	return errors.Join(errs...)
+	return nil, nil, errors.Join(errs...)
 }
 
 // brokerMayBeOthers reports whether err is about that one broker (down,
