@@ -490,3 +490,50 @@ sink: {type: http, url: "`+srv.URL+`", batch_size: 100, max_retries: 2, max_retr
 		t.Errorf("%d POSTs, want 3 (one try and max_retries: 2)", n)
 	}
 }
+
+// countingSyncer counts the Syncs of a dead-letter sink.
+type countingSyncer struct {
+	sinks.Sink
+	syncs atomic.Int64
+}
+
+func (c *countingSyncer) Sync(ctx context.Context, partition int32) error {
+	c.syncs.Add(1)
+	return c.Sink.(sinks.Syncer).Sync(ctx, partition)
+}
+
+// Found in review: with a sink that commits after every batch (a
+// database), each commit fsynced the dead-letter file, also when no dead
+// letter had been written since. It is synced once per partition for its
+// trace, then only after dead letters.
+func TestDeadLetterSyncOnlyWhenWritten(t *testing.T) {
+	sb := newTestCluster(t, 1, "orders")
+	var vals []string
+	for i := range 500 {
+		v := order(i, "paid")
+		if i == 250 {
+			v = "not json" // one dead letter, in the middle
+		}
+		vals = append(vals, v)
+	}
+	produceValues(t, sb, 0, vals...)
+	p, _ := errorPlan(t, sb, 1, 50, "filter: value.status == \"paid\"\non_error: dead_letter\ndead_letter: {type: file, path: %DIR%/dead.jsonl}")
+	job, fs := prepared(t, p)
+	dl, err := sinks.NewDeadLetterSink(context.Background(), *p.DeadLetter, sinks.Options{RunID: job.RunID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dl.Close()
+	counted := &countingSyncer{Sink: dl}
+	job.DeadLetters = counted
+	main := &hookSink{Sink: fs, fn: func(int64, []sinks.Record) error { return nil }} // no Syncer: a commit per batch
+	if _, err := job.Run(context.Background(), main); err != nil {
+		t.Fatal(err)
+	}
+	if n := counted.syncs.Load(); n > 3 {
+		t.Errorf("the dead-letter sink was synced %d times for 10 batches and one dead letter, want at most 3", n)
+	}
+	if n := counted.syncs.Load(); n < 2 {
+		t.Errorf("the dead-letter sink was synced %d times: want its trace and the dead letter made durable", n)
+	}
+}
