@@ -106,8 +106,10 @@ func (j *Job) commitStarts(ctx context.Context) error {
 	for _, r := range j.Resolution.Ranges {
 		offsets[r.Partition] = j.from(r)
 		m := j.meta(r)
-		if held, ok := j.committed[r.Partition]; ok && held == j.from(r) {
-			m.Pos, m.DPos = j.positions[r.Partition], j.dlPositions[r.Partition] // still what the sinks hold
+		if _, ok := j.committed[r.Partition]; ok {
+			// What the sinks held at that commit, and still hold (a start
+			// moved past lost offsets adds nothing to the staging).
+			m.Pos, m.DPos = j.positions[r.Partition], j.dlPositions[r.Partition]
 		}
 		meta[r.Partition] = m
 	}

@@ -59,8 +59,11 @@ func (w *partitionWorker) retry(what string, target sinks.Sink, write func(conte
 	}
 	wait := b.Min
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithCancel(context.Background())
-		if !self {
+		var ctx context.Context
+		var cancel context.CancelFunc
+		if self {
+			ctx, cancel = context.WithCancel(context.Background())
+		} else {
 			ctx, cancel = context.WithTimeout(context.Background(), w.job.opts.FlushTimeout)
 		}
 		stop := context.AfterFunc(run, func() { time.AfterFunc(signalGrace, cancel) })
