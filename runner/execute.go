@@ -60,11 +60,7 @@ func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	}
 	j.live.Store(&liveRun{started: rep.Started, states: states}) // for Job.Progress
 	rep.NothingToDo = j.NothingToDo()
-	var records int64
-	for _, s := range states {
-		records += max(s.End-s.from, 0)
-	}
-	j.budget = newErrorBudget(j.Plan.MaxErrors, records)
+	j.startBudget(states)
 	err = j.readAll(ctx, sink, states)
 	for _, s := range states {
 		rep.Partitions = append(rep.Partitions, s.report())
@@ -74,19 +70,35 @@ func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	if err != nil {
 		return rep, err
 	}
+	return rep, j.publish(work, sink, rep)
+}
+
+// startBudget counts max_errors against the records of states.
+func (j *Job) startBudget(states []*partitionState) {
+	var records int64
+	for _, s := range states {
+		records += max(s.End-s.from, 0)
+	}
+	j.budget = newErrorBudget(j.Plan.MaxErrors, records)
+}
+
+// publish finishes the sink and the dead-letter sink once every partition
+// is done (Sink.Finish: a file sink publishes its staging) and marks rep
+// published.
+func (j *Job) publish(work context.Context, sink sinks.Sink, rep *Report) error {
 	fctx, cancel := context.WithTimeout(work, j.opts.FlushTimeout)
 	defer cancel()
 	const again = "every record is staged and committed: fix the cause and re-run the same command to publish"
 	if err := sink.Finish(fctx); err != nil {
-		return rep, fmt.Errorf("publish sink output: %w (%s)", err, again)
+		return fmt.Errorf("publish sink output: %w (%s)", err, again)
 	}
 	if j.DeadLetters != nil {
 		if err := j.DeadLetters.Finish(fctx); err != nil {
-			return rep, fmt.Errorf("publish the dead letters: %w (%s)", err, again)
+			return fmt.Errorf("publish the dead letters: %w (%s)", err, again)
 		}
 	}
 	rep.Published = true
-	return rep, nil
+	return nil
 }
 
 // newReport starts the report of a run of the job, now.

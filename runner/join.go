@@ -177,18 +177,7 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	if !errors.Is(runErr, errAllDone) {
 		return rep, runErr
 	}
-	fctx, cancel := context.WithTimeout(work, j.opts.FlushTimeout)
-	defer cancel()
-	if err := sink.Finish(fctx); err != nil {
-		return rep, fmt.Errorf("finish sink output: %w", err)
-	}
-	if j.DeadLetters != nil {
-		if err := j.DeadLetters.Finish(fctx); err != nil {
-			return rep, fmt.Errorf("finish the dead letters: %w", err)
-		}
-	}
-	rep.Published = true
-	return rep, nil
+	return rep, j.publish(work, sink, rep)
 }
 
 // runGeneration replays the partitions assigned to this member in one
@@ -248,11 +237,7 @@ func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []i
 		states = append(states, &partitionState{Range: r, from: from})
 	}
 	j.live.Store(&liveRun{started: time.Now(), states: states})
-	var records int64
-	for _, s := range states {
-		records += max(s.End-s.from, 0)
-	}
-	j.budget = newErrorBudget(j.Plan.MaxErrors, records)
+	j.startBudget(states)
 	err = j.readAll(rctx, sink, states)
 	moved := ctx.Err() == nil && (gctx.Err() != nil || errors.Is(err, errFenced))
 	for _, s := range states {
