@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -171,7 +172,7 @@ func (r *partitionReader) consume(p *fetch.ResponsePartition, out []sinks.Record
 		return out, nil
 	}
 	aborted := slices.Clone(p.AbortedTransactions)
-	slices.SortFunc(aborted, func(a, b fetch.ResponseTransaction) int { return cmpInt64(a.FirstOffset, b.FirstOffset) })
+	slices.SortFunc(aborted, func(a, b fetch.ResponseTransaction) int { return cmp.Compare(a.FirstOffset, b.FirstOffset) })
 	abortedProducers := map[int64]bool{}
 	var batches []protocol.RecordReader
 	if rs, ok := p.RecordSet.Records.(*protocol.RecordStream); ok {
@@ -388,16 +389,6 @@ func closeRecord(rec *protocol.Record) {
 	if rec.Value != nil {
 		rec.Value.Close()
 	}
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // firstRecordTime returns the timestamp of the first record at or after

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -61,7 +62,7 @@ func (f resolutionFile) check() error {
 	case len(r.Ranges) == 0:
 		return fmt.Errorf("no ranges")
 	}
-	slices.SortFunc(r.Ranges, func(a, b Range) int { return cmpInt64(int64(a.Partition), int64(b.Partition)) })
+	slices.SortFunc(r.Ranges, func(a, b Range) int { return cmp.Compare(a.Partition, b.Partition) })
 	for i, rg := range r.Ranges {
 		if i > 0 && r.Ranges[i-1].Partition == rg.Partition {
 			return fmt.Errorf("partition %d has two ranges", rg.Partition)
