@@ -511,16 +511,20 @@ func (w *partitionWorker) window(chunk []sinks.Record) []sinks.Record {
 	if !strict {
 		out = chunk
 	}
+	var dropped int64 // counted once per batch: skip takes a lock
 	for _, rec := range chunk {
 		inside := !rec.Time.Before(res.From) && (res.To.IsZero() || rec.Time.Before(res.To))
 		switch {
 		case inside && strict:
 			out = append(out, rec)
 		case !inside && strict:
-			w.state.skip("outside-window", 1)
+			dropped++
 		case !inside:
 			w.state.outside++
 		}
+	}
+	if dropped > 0 {
+		w.state.skip("outside-window", dropped)
 	}
 	return out
 }

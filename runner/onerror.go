@@ -128,6 +128,12 @@ func (w *partitionWorker) applyFilter(recs []sinks.Record) ([]sinks.Record, *fai
 		return recs, nil, nil
 	}
 	out := recs[:0] // in place: the chunk is consumed by this flush
+	var filtered int64 // counted once per batch: skip takes a lock
+	defer func() {
+		if filtered > 0 {
+			w.state.skip(skipFiltered, filtered)
+		}
+	}()
 	for i := range recs {
 		ok, err := w.filter.Match(&recs[i])
 		if err != nil {
@@ -138,7 +144,7 @@ func (w *partitionWorker) applyFilter(recs []sinks.Record) ([]sinks.Record, *fai
 			continue
 		}
 		if !ok {
-			w.state.skip(skipFiltered, 1)
+			filtered++
 			continue
 		}
 		out = append(out, recs[i])
