@@ -16,6 +16,8 @@ import (
 type Keyer struct {
 	tmpl      *template.Template
 	wantValue bool
+	// wantHeaders: the template reads .Headers, which costs a map per record.
+	wantHeaders bool
 }
 
 // NewKeyer compiles a key template (Go text/template). The template sees
@@ -32,7 +34,7 @@ func NewKeyer(text string) (*Keyer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Keyer{tmpl: t, wantValue: strings.Contains(text, ".Value")}, nil
+	return &Keyer{tmpl: t, wantValue: strings.Contains(text, ".Value"), wantHeaders: strings.Contains(text, ".Headers")}, nil
 }
 
 // keyData is what a key template sees.
@@ -62,7 +64,7 @@ func (k *Keyer) Key(r *Record) (string, error) {
 	if k.wantValue {
 		d.Value = r.parsedValue()
 	}
-	if len(r.Headers) > 0 {
+	if k.wantHeaders && len(r.Headers) > 0 {
 		d.Headers = make(map[string]string, len(r.Headers))
 		for _, h := range r.Headers {
 			d.Headers[h.Key] = string(h.Value)
@@ -86,7 +88,7 @@ func (k *Keyer) Key(r *Record) (string, error) {
 // rendered "1e+06" and ids above 2^53 collided), or the raw string when the
 // value is not JSON.
 func templateValue(v []byte) any {
-	if !json.Valid(v) {
+	if !isJSON(v) { // gjson: the cheap pass; Decode below would accept a valid prefix
 		return string(v)
 	}
 	dec := json.NewDecoder(bytes.NewReader(v))
