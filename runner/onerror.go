@@ -127,7 +127,7 @@ func (w *partitionWorker) applyFilter(recs []sinks.Record) ([]sinks.Record, *fai
 	if w.filter == nil {
 		return recs, nil, nil
 	}
-	out := recs[:0] // in place: the chunk is consumed by this flush
+	out := recs[:0]    // in place: the chunk is consumed by this flush
 	var filtered int64 // counted once per batch: skip takes a lock
 	defer func() {
 		if filtered > 0 {
