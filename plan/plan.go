@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/replay-tool/replay/filter"
+	"github.com/replay-tool/replay/internal/filter"
 )
 
 // Isolation levels accepted in source.isolation (Kafka's isolation.level, KIP-98).

@@ -16,7 +16,7 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/replay-tool/replay/filter"
+	"github.com/replay-tool/replay/internal/filter"
 )
 
 // Sink types this version implements.

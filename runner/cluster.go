@@ -5,10 +5,6 @@ package runner
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
-	"fmt"
-	"io"
 	"net"
 	"runtime"
 	"strings"
@@ -17,14 +13,14 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/replay-tool/replay/internal/kafkaconn"
 	"github.com/replay-tool/replay/plan"
-	"github.com/replay-tool/replay/sinks"
 )
 
 // Cluster is a connection to the source Kafka cluster: one kafka-go
 // Transport (connection pool, metadata cache, TLS and SASL) shared by the
-// Client used for ListOffsets, commits and group checks and by the
-// protocol-level fetches of the window read.
+// Client used for ListOffsets, commits and group calls, and a small pool of
+// transports for the protocol-level fetches of the window read.
 type Cluster struct {
 	fetchMu  sync.Mutex
 	fetchers []*kafka.Transport
@@ -35,130 +31,74 @@ type Cluster struct {
 	// Warnings are things about the connection the caller must show the
 	// user (e.g. certificate verification turned off).
 	Warnings []string
+	conn     *kafkaconn.Conn
 	dialer   *kafka.Dialer
 }
 
-// Connect builds the transport for src and checks that the cluster answers
-// (Metadata). With SASL it first authenticates once through a kafka.Dialer,
-// because the Transport path reports a wrong password only as "unexpected
-// EOF" (kafka-go #799). Errors say what to fix and never hold the
-// password; Cluster.Warnings lists insecure settings the caller must show.
-func Connect(ctx context.Context, src plan.Source) (*Cluster, error) {
-	tlsCfg, err := sinks.TLSConfig(src.TLS)
-	if err != nil {
-		return nil, err
-	}
-	mech, err := sinks.SASLMechanism(src.SASL)
-	if err != nil {
-		return nil, err
-	}
-	var brokers []string
-	for _, b := range src.Brokers {
-		for _, one := range strings.Split(b, ",") {
-			brokers = append(brokers, strings.TrimSpace(one))
+// DefaultProbeTimeout bounds the first exchange with the cluster (Connect).
+const DefaultProbeTimeout = 15 * time.Second
+
+// ConnectOption changes how Connect reaches the cluster.
+type ConnectOption func(*connectConfig)
+
+type connectConfig struct{ probeTimeout time.Duration }
+
+// WithProbeTimeout bounds Connect's first exchange with the cluster (the
+// bootstrap probe and the Metadata request); DefaultProbeTimeout otherwise.
+func WithProbeTimeout(d time.Duration) ConnectOption {
+	return func(c *connectConfig) {
+		if d > 0 {
+			c.probeTimeout = d
 		}
 	}
-	tr := &kafka.Transport{
-		DialTimeout:    10 * time.Second,
-		IdleTimeout:    time.Minute,
-		MetadataTTL:    10 * time.Second,
-		MetadataTopics: []string{src.Topic},
-		ClientID:       src.ClientID,
-		TLS:            tlsCfg,
-		SASL:           mech,
+}
+
+// Connect builds the transport for src and checks that the cluster answers
+// (the bootstrap probe, then Metadata). With SASL it first authenticates
+// once through a kafka.Dialer, because the Transport path reports a wrong
+// password only as "unexpected EOF". Errors say what to fix and never hold
+// the password; Cluster.Warnings lists insecure settings the caller must
+// show.
+func Connect(ctx context.Context, src plan.Source, opts ...ConnectOption) (*Cluster, error) {
+	cfg := connectConfig{probeTimeout: DefaultProbeTimeout}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	conn, err := kafkaconn.New(kafkaconn.Settings{Section: "source", Brokers: plan.BrokerList(src.Brokers),
+		TLS: src.TLS, SASL: src.SASL, ClientID: src.ClientID, MetadataTopics: []string{src.Topic}})
+	if err != nil {
+		return nil, err
 	}
 	c := &Cluster{
-		Client:    &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr, Timeout: 30 * time.Second},
-		Transport: tr,
-		Brokers:   brokers,
-		dialer:    &kafka.Dialer{Timeout: 10 * time.Second, ClientID: src.ClientID, TLS: tlsCfg, SASLMechanism: mech},
+		Client:    &kafka.Client{Addr: conn.Addr(), Transport: conn.Transport, Timeout: 30 * time.Second},
+		Transport: conn.Transport,
+		conn:      conn,
+		dialer:    conn.Dialer,
 	}
-	if tlsCfg != nil && tlsCfg.InsecureSkipVerify {
-		c.Warnings = append(c.Warnings, "source.tls.insecure_skip_verify is on: the broker's certificate is not verified, so anyone on the network path can impersonate it and read the records and the SASL credentials; set source.tls.ca_file instead")
-	}
-	if src.SASL.Mechanism == "PLAIN" && tlsCfg == nil {
-		c.Warnings = append(c.Warnings, "SASL PLAIN without TLS sends the password in clear text: enable source.tls")
-	}
-	if err := c.probe(ctx, src); err != nil {
+	if err := c.probe(ctx, src.Topic, cfg.probeTimeout); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
 }
 
-// ProbeTimeout bounds the first exchange with the cluster (Connect).
-var ProbeTimeout = 15 * time.Second
-
-// probe fails early with a message a person can act on. With SASL or TLS
-// it dials every bootstrap broker in turn through the Dialer until one
-// answers: authentication and certificate problems end the probe at once,
-// unreachable brokers let it try the next.
-func (c *Cluster) probe(ctx context.Context, src plan.Source) error {
-	pctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
-	defer cancel()
+// probe fails early with a message a person can act on: the bootstrap
+// brokers are probed in turn (kafkaconn.Conn.Probe), then the topic's
+// metadata is read from the ones that answered.
+func (c *Cluster) probe(ctx context.Context, topic string, timeout time.Duration) error {
 	start := time.Now()
-	explain := func(addr string, err error) error { return connectError(addr, src, err, time.Since(start)) }
-	usable, skipped, err := sinks.ProbeBrokers(pctx, c.dialer, c.Brokers, "source.brokers", explain)
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := c.conn.Probe(pctx, timeout)
+	c.Brokers, c.Warnings = c.conn.Brokers, c.conn.Warnings
 	if err != nil {
 		return err
 	}
-	for _, e := range skipped {
-		c.Warnings = append(c.Warnings, fmt.Sprintf("bootstrap broker left out of this run, another one answered: %v", e))
-	}
-	c.Brokers = usable
 	c.Client.Addr = c.addr()
-	if _, err := c.Client.Metadata(pctx, &kafka.MetadataRequest{Topics: []string{src.Topic}}); err != nil {
-		return connectError(strings.Join(c.Brokers, ","), src, err, time.Since(start))
+	if _, err := c.Client.Metadata(pctx, &kafka.MetadataRequest{Topics: []string{topic}}); err != nil {
+		return c.conn.Explain(strings.Join(c.Brokers, ","), err, time.Since(start))
 	}
 	return nil
-}
-
-// connectError explains a failure to connect to addr. kafka-go reports a
-// broker that hangs up on a client speaking the wrong protocol (no SASL, no
-// TLS) only as EOF, so the message says what the plan may be missing. It
-// never includes the password. waited is how long the probe waited.
-func connectError(addr string, src plan.Source, err error, waited time.Duration) error {
-	var (
-		op      *net.OpError
-		verify  *tls.CertificateVerificationError
-		header  tls.RecordHeaderError
-		missing []string
-	)
-	switch {
-	case errors.Is(err, kafka.SASLAuthenticationFailed):
-		return fmt.Errorf("connect to %s: SASL authentication failed for user %q (mechanism %s): check source.sasl username and password", addr, src.SASL.Username, src.SASL.Mechanism)
-	case errors.As(err, &verify):
-		return fmt.Errorf("connect to %s: TLS: the broker's certificate is not trusted: %w (check source.tls.ca_file and server_name)", addr, err)
-	case errors.As(err, &header):
-		return fmt.Errorf("connect to %s: TLS handshake failed, the broker does not seem to speak TLS on this port (check the port and source.tls): %w", addr, err)
-	case errors.As(err, &op) && op.Op == "remote error" && strings.Contains(op.Err.Error(), "certificate"):
-		return fmt.Errorf("connect to %s: TLS: the broker refused the client certificate or requires one: %w (check source.tls.cert_file and key_file)", addr, err)
-	case errors.As(err, &op) && op.Op == "remote error":
-		return fmt.Errorf("connect to %s: TLS: the broker refused the connection: %w (check source.tls)", addr, err)
-	case src.TLS.Enabled && errors.Is(err, context.DeadlineExceeded) && !errors.As(err, &op):
-		// TCP connected (a dial timeout is a *net.OpError) but the handshake
-		// never finished: a plain-text listener waits for a request forever.
-		return fmt.Errorf("connect to %s: TLS: the broker did not complete the handshake in time (%w): is this port a TLS listener? check the port and source.tls", addr, err)
-	case errors.As(err, &op) && op.Op == "dial":
-		return fmt.Errorf("connect to %s: the broker is not reachable: %w (is the address right and the broker up?)", addr, err)
-	case errors.Is(err, context.DeadlineExceeded) && !errors.As(err, &op) || errors.As(err, &op) && op.Op == "read" && op.Timeout():
-		// TCP connected, but nothing answered in Kafka's protocol: another
-		// server waits for a request in its own (PostgreSQL), or answers
-		// in it and hangs up, which kafka-go retries until the deadline.
-		return fmt.Errorf("no Kafka answer from %s within %s: is it a Kafka broker port (not, e.g., PostgreSQL or Redis)?", addr, waited.Round(time.Second))
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		if src.SASL.Mechanism == "" {
-			missing = append(missing, "SASL authentication (source.sasl)")
-		}
-		if !src.TLS.Enabled {
-			missing = append(missing, "TLS (source.tls)")
-		}
-		if len(missing) > 0 {
-			return fmt.Errorf("connect to %s: the broker closed the connection (%w): the cluster may require %s", addr, err, strings.Join(missing, " or "))
-		}
-		return fmt.Errorf("connect to %s: the broker closed the connection (%w): check source.sasl and source.tls against the listener's settings", addr, err)
-	}
-	return fmt.Errorf("connect to %s: %w (is the broker address right and reachable?)", addr, err)
 }
 
 // Close releases idle connections.
@@ -189,9 +129,7 @@ func (c *Cluster) fetchTransport(partition int32) *kafka.Transport {
 	}
 	i := int(partition) % len(c.fetchers)
 	if c.fetchers[i] == nil {
-		t := c.Transport
-		c.fetchers[i] = &kafka.Transport{DialTimeout: t.DialTimeout, IdleTimeout: t.IdleTimeout, MetadataTTL: t.MetadataTTL,
-			MetadataTopics: t.MetadataTopics, ClientID: t.ClientID, TLS: t.TLS, SASL: t.SASL}
+		c.fetchers[i] = c.conn.NewTransport()
 	}
 	return c.fetchers[i]
 }
@@ -199,4 +137,4 @@ func (c *Cluster) fetchTransport(partition int32) *kafka.Transport {
 // addr is the bootstrap address handed to Transport.RoundTrip; the
 // transport routes each request to the partition leader or the group
 // coordinator itself.
-func (c *Cluster) addr() net.Addr { return kafka.TCP(c.Brokers...) }
+func (c *Cluster) addr() net.Addr { return c.conn.Addr() }

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/replay-tool/replay/internal/filter"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -169,7 +170,7 @@ func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*partitionS
 		w := &partitionWorker{job: j, sink: sink, throttle: throttle, state: s, log: pl}
 		w.syncer, _ = sink.(sinks.Syncer)
 		if prog != nil {
-			w.filter = sinks.NewFilter(prog)
+			w.filter = filter.New(prog)
 		}
 		g.Go(func() error { return lost.keep(w.run(gctx)) })
 	}
@@ -278,7 +279,7 @@ type partitionWorker struct {
 	pending []sinks.Record
 	last    time.Time // last commit
 	// filter is the plan's filter; nil without one (no cost per record).
-	filter *sinks.Filter
+	filter *filter.Filter
 	// dead holds the current batch's dead letters (on_error: dead_letter).
 	dead []sinks.Record
 	// pos is the reader's position after the last response received.

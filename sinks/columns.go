@@ -1,7 +1,6 @@
 package sinks
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 )
 
@@ -181,14 +181,8 @@ func (cs *cells) path(p string) (string, bool) {
 	return res.Raw, true // a number as written, an object or array as JSON
 }
 
-// isJSON reports whether v is one valid JSON document; see isOneLineJSON
-// for why large values are checked by encoding/json.
-func isJSON(v []byte) bool {
-	if len(v) <= gjsonMaxBytes {
-		return gjson.ValidBytes(v)
-	}
-	return json.Valid(v)
-}
+// isJSON reports whether v is one valid JSON document.
+func isJSON(v []byte) bool { return record.ValidJSON(v) }
 
 // validUTF8 returns b as a string with each byte that is not UTF-8
 // replaced by U+FFFD, as the JSON encodings replace them.

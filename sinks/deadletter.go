@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 )
 
@@ -14,23 +15,7 @@ import (
 // itself, as any record does) and carries the reason: AppendJSONL adds the
 // fields error, source_topic, source_partition and source_offset; other
 // sinks get them as headers (see NewDeadLetterSink).
-func DeadLetter(r Record, reason string) Record {
-	m := recordMeta{reason: reason}
-	if r.meta != nil {
-		m.value, m.parsed = r.meta.value, r.meta.parsed
-	}
-	r.meta = &m
-	return r
-}
-
-// DeadLetterReason returns why r could not be processed; "" unless r was
-// made by DeadLetter.
-func (r *Record) DeadLetterReason() string {
-	if r.meta == nil {
-		return ""
-	}
-	return r.meta.reason
-}
+func DeadLetter(r Record, reason string) Record { return record.DeadLetter(r, reason) }
 
 // HeaderError carries a dead letter's reason in a sink without JSON lines
 // (kafka, postgres, sqlite, http), after the record's own headers; the
@@ -138,7 +123,7 @@ var (
 // "source_partition":...,"source_offset":...
 func appendDeadLetterFields(b []byte, r *Record) []byte {
 	b = append(b, `,"error":`...)
-	b = appendJSONString(b, r.meta.reason)
+	b = appendJSONString(b, r.Note.Reason)
 	b = append(b, `,"source_topic":`...)
 	b = appendJSONString(b, r.Topic)
 	b = append(b, `,"source_partition":`...)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/replay-tool/replay/filter"
+	"github.com/replay-tool/replay/internal/filter"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 )
@@ -114,7 +114,7 @@ func TestFilterSharesParsedValueWithKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := sinks.NewFilter(prog)
+	f := filter.New(prog)
 	keyer, _ := sinks.NewKeyer("{{ .Value.id }}")
 	r := sinks.Record{Topic: "orders", Partition: 3, Offset: 7, Key: []byte("k-1"), Value: []byte(`{"id": 1000000, "status": "paid"}`),
 		Headers: []sinks.Header{{Key: "h", Value: []byte("x")}, {Key: "h", Value: []byte("v")}}}
@@ -128,7 +128,7 @@ func TestFilterSharesParsedValueWithKey(t *testing.T) {
 	bad := sinks.Record{Topic: "orders", Offset: 8, Value: []byte("not json")}
 	_, err = f.Match(&bad)
 	var re *sinks.RecordError
-	var fe *sinks.FilterError
+	var fe *filter.EvalError
 	if !errors.As(err, &re) || re.Offset != 8 || !errors.As(err, &fe) {
 		t.Fatalf("want a *RecordError wrapping a *FilterError, got %v", err)
 	}

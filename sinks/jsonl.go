@@ -55,7 +55,7 @@ func AppendJSONL(b []byte, r *Record) []byte {
 		b = append(b, '}')
 	}
 	b = append(b, ']')
-	if r.meta != nil && r.meta.reason != "" {
+	if r.Note != nil && r.Note.Reason != "" {
 		b = appendDeadLetterFields(b, r)
 	}
 	return append(b, "}\n"...)

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/replay-tool/replay/internal/kafkaconn"
 	"github.com/replay-tool/replay/plan"
 )
 
@@ -146,25 +147,18 @@ func (s *Kafka) maxMessageBytes(ctx context.Context) int64 {
 // With SASL or TLS it first dials a broker with kafka.Dialer, which reports
 // a failed authentication as such (the Transport reports "unexpected EOF").
 func NewKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
-	var brokers []string
-	for _, b := range cfg.Brokers {
-		for _, one := range strings.Split(b, ",") {
-			if one = strings.TrimSpace(one); one != "" {
-				brokers = append(brokers, one)
-			}
-		}
-	}
+	brokers := plan.BrokerList(cfg.Brokers)
 	if len(brokers) == 0 || cfg.Topic == "" {
 		return nil, errors.New("kafka sink: brokers and topic are required")
 	}
-	conn, err := newKafkaConn(cfg.TLS, cfg.SASL, cfg.ClientID)
+	conn, err := kafkaconn.New(kafkaconn.Settings{Section: "sink", Brokers: brokers, TLS: cfg.TLS, SASL: cfg.SASL,
+		ClientID: cfg.ClientID, MetadataTopics: []string{cfg.Topic}})
 	if err != nil {
 		return nil, fmt.Errorf("kafka sink: %w", err)
 	}
-	conn.transport.MetadataTopics = []string{cfg.Topic}
 	s := &Kafka{
-		client:    &kafka.Client{Addr: kafka.TCP(brokers...), Transport: conn.transport, Timeout: 30 * time.Second},
-		transport: conn.transport,
+		client:    &kafka.Client{Addr: kafka.TCP(brokers...), Transport: conn.Transport, Timeout: 30 * time.Second},
+		transport: conn.Transport,
 		topic:     cfg.Topic,
 		where:     fmt.Sprintf("topic %s on %s", cfg.Topic, strings.Join(brokers, ",")),
 		keep:      cfg.KeepPartition,
@@ -173,9 +167,9 @@ func NewKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 		planName:  cfg.PlanName,
 		log:       cfg.Log,
 	}
-	brokers, err = s.probe(ctx, conn, brokers)
+	brokers, err = s.probe(ctx, conn)
 	if err != nil {
-		conn.transport.CloseIdleConnections()
+		conn.Transport.CloseIdleConnections()
 		return nil, err
 	}
 	s.maxBytes = s.maxMessageBytes(ctx)
@@ -187,7 +181,7 @@ func NewKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 		Addr:      kafka.TCP(brokers...),
 		Topic:     cfg.Topic,
 		Balancer:  balancer,
-		Transport: conn.transport,
+		Transport: conn.Transport,
 		// Acknowledged by every in-sync replica: Write's promise of
 		// durability (kafka-go's default is the leader only).
 		RequiredAcks: kafka.RequireAll,
@@ -202,7 +196,7 @@ func NewKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 			s.log.Debug().Str("topic", cfg.Topic).Msgf(msg, args...)
 		}),
 	}
-	for _, w := range conn.warnings {
+	for _, w := range conn.Warnings {
 		s.log.Warn().Str("topic", cfg.Topic).Msg("kafka sink: " + w)
 	}
 	s.log.Debug().Str("brokers", strings.Join(brokers, ",")).Str("topic", cfg.Topic).
@@ -212,17 +206,15 @@ func NewKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 
 // probe fails early, with a message a person can act on, when the target
 // cluster cannot be reached, refuses the credentials or lacks the topic.
-func (s *Kafka) probe(ctx context.Context, conn *kafkaConn, brokers []string) ([]string, error) {
-	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+func (s *Kafka) probe(ctx context.Context, conn *kafkaconn.Conn) ([]string, error) {
+	const timeout = 15 * time.Second
+	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	usable, skipped, err := ProbeBrokers(pctx, conn.dialer, brokers, "sink.brokers", conn.connectError)
-	if err != nil {
+	if err := conn.Probe(pctx, timeout); err != nil {
 		return nil, fmt.Errorf("kafka sink: %w", err)
 	}
-	for _, e := range skipped {
-		s.log.Warn().Err(e).Msg("kafka sink: bootstrap broker left out, another one answered")
-	}
-	s.client.Addr = kafka.TCP(usable...)
+	usable := conn.Brokers
+	s.client.Addr = conn.Addr()
 	n, err := s.topicPartitions(pctx)
 	if err != nil {
 		return nil, err

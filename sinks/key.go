@@ -2,7 +2,6 @@ package sinks
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -62,7 +61,7 @@ func (k *Keyer) Key(r *Record) (string, error) {
 	}
 	d := keyData{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Time, Key: string(r.Key)}
 	if k.wantValue {
-		d.Value = r.parsedValue()
+		d.Value = r.ParsedValue()
 	}
 	if k.wantHeaders && len(r.Headers) > 0 {
 		d.Headers = make(map[string]string, len(r.Headers))
@@ -81,23 +80,6 @@ func (k *Keyer) Key(r *Record) (string, error) {
 		return "", recordError(r, ErrEmptyKey)
 	}
 	return s, nil
-}
-
-// templateValue is what .Value holds: the value parsed as JSON, numbers
-// kept as json.Number so an id renders as written (as float64, 1000000
-// rendered "1e+06" and ids above 2^53 collided), or the raw string when the
-// value is not JSON.
-func templateValue(v []byte) any {
-	if !isJSON(v) { // gjson: the cheap pass; Decode below would accept a valid prefix
-		return string(v)
-	}
-	dec := json.NewDecoder(bytes.NewReader(v))
-	dec.UseNumber()
-	var x any
-	if err := dec.Decode(&x); err != nil {
-		return string(v)
-	}
-	return x
 }
 
 // DefaultKey is "<topic>/<partition>/<offset>": the record's coordinates,

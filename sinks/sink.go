@@ -10,34 +10,15 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 )
 
-// Record is one Kafka record handed to a sink.
-type Record struct {
-	Topic     string
-	Partition int32
-	Offset    int64
-	// Time is the record timestamp (CreateTime, or LogAppendTime where the
-	// broker set it), with millisecond precision.
-	Time time.Time
-	// Key is nil when the record has no key.
-	Key []byte
-	// Value is nil for a tombstone.
-	Value   []byte
-	Headers []Header
+// Record is one Kafka record handed to a sink (record.Record).
+type Record = record.Record
 
-	// meta is what replay learned about the record on its way: its value
-	// parsed by the filter (shared with the key template) and, for a dead
-	// letter, why it could not be processed. nil on the hot path.
-	meta *recordMeta
-}
-
-// Header is one record header (KIP-82). Keys may repeat.
-type Header struct {
-	Key   string
-	Value []byte
-}
+// Header is one record header (record.Header).
+type Header = record.Header
 
 // Sink is where replayed records go.
 //
@@ -166,23 +147,11 @@ type CheckpointStore interface {
 	ResetCheckpoints(ctx context.Context, group, topic string) error
 }
 
-// RecordError reports a record the sink cannot take, with its coordinates.
-type RecordError struct {
-	Topic     string
-	Partition int32
-	Offset    int64
-	Err       error
-}
+// RecordError reports a record the sink cannot take, with its coordinates
+// (record.Error).
+type RecordError = record.Error
 
-func (e *RecordError) Error() string {
-	return fmt.Sprintf("record %s/%d@%d: %v", e.Topic, e.Partition, e.Offset, e.Err)
-}
-
-func (e *RecordError) Unwrap() error { return e.Err }
-
-func recordError(r *Record, err error) *RecordError {
-	return &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err}
-}
+func recordError(r *Record, err error) *RecordError { return record.NewError(r, err) }
 
 // Options carries what every sink may need besides its plan section.
 type Options struct {

@@ -115,6 +115,9 @@ type app struct {
 	// running is set once a run reads and writes records (after the
 	// confirmation): a signal then finishes the in-flight batch.
 	running atomic.Bool
+	// probeTimeout bounds the first exchange with the source cluster
+	// (runner.DefaultProbeTimeout when zero).
+	probeTimeout time.Duration
 }
 
 func newApp(stdout, stderr io.Writer) *app {

@@ -66,8 +66,17 @@ func (s *syncBuffer) String() string {
 // replay runs the command in-process, as main does, with captured streams.
 func replay(t *testing.T, args ...string) result {
 	t.Helper()
+	return replayWith(t, nil, args...)
+}
+
+// replayWith is replay with the app adjusted by set (nil: as main builds it).
+func replayWith(t *testing.T, set func(*app), args ...string) result {
+	t.Helper()
 	var stdout, stderr syncBuffer
 	a := newApp(&stdout, &stderr)
+	if set != nil {
+		set(a)
+	}
 	root := a.root()
 	root.SetArgs(args)
 	root.SetIn(strings.NewReader("")) // not a terminal, as under a scheduler, whatever runs go test

@@ -76,7 +76,7 @@ func (a *app) loadAndConnect(ctx context.Context, file string) (*plan.Plan, *run
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := runner.Connect(ctx, p.Source)
+	c, err := runner.Connect(ctx, p.Source, runner.WithProbeTimeout(a.probeTimeout))
 	if err != nil {
 		return nil, nil, err
 	}

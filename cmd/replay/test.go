@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/replay-tool/replay/internal/filter"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 )
@@ -110,7 +111,7 @@ func (a *app) test(file string, o testCmdOptions) error {
 // tester runs records through a plan's filter and key template.
 type tester struct {
 	p       *plan.Plan
-	filter  *sinks.Filter
+	filter  *filter.Filter
 	keyer   *sinks.Keyer
 	keyUsed bool
 }
@@ -122,7 +123,7 @@ func newTester(p *plan.Plan) (*tester, error) {
 		return nil, fmt.Errorf("filter: %w", err)
 	}
 	if prog != nil {
-		t.filter = sinks.NewFilter(prog)
+		t.filter = filter.New(prog)
 	}
 	if t.keyer, err = sinks.NewKeyer(p.Sink.Key); err != nil {
 		return nil, fmt.Errorf("sink key: %w", err)

@@ -113,8 +113,6 @@ func TestRunReportCheckedFirst(t *testing.T) {
 // bytes of the answer for a response size and array lengths and allocated
 // gigabytes (1.8 GB RSS against PostgreSQL's port) until the timeout.
 func TestConnectToSomethingElse(t *testing.T) {
-	defer func(d time.Duration) { runner.ProbeTimeout = d }(runner.ProbeTimeout)
-	runner.ProbeTimeout = 2 * time.Second
 	for _, tc := range []struct {
 		name   string
 		answer []byte // nil: never answers, waits for its own protocol
@@ -152,7 +150,7 @@ func TestConnectToSomethingElse(t *testing.T) {
 			}()
 			file := writePlan(t, t.TempDir(), planSpec{name: "not-kafka", addr: l.Addr().String(),
 				from: time.Now().Add(-3 * time.Hour), to: time.Now().Add(-time.Hour), sink: "{type: stdout}"})
-			r := replay(t, "plan", file)
+			r := replayWith(t, func(a *app) { a.probeTimeout = 2 * time.Second }, "plan", file)
 			want := fmt.Sprintf(tc.want, l.Addr().String())
 			if r.code != exitFailed || !strings.Contains(r.text(), want) {
 				t.Fatalf("want %q, got %s", want, r)

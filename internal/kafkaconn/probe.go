@@ -1,4 +1,4 @@
-package sinks
+package kafkaconn
 
 import (
 	"context"

@@ -1,0 +1,89 @@
+package kafkaconn
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Probe checks the bootstrap brokers (ProbeBrokers) within timeout and
+// keeps only the usable ones in c.Brokers; a broker left out adds a
+// warning. Its error is explained (Explain) and never holds the password.
+func (c *Conn) Probe(ctx context.Context, timeout time.Duration) error {
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	explain := func(addr string, err error) error { return c.Explain(addr, err, time.Since(start)) }
+	usable, skipped, err := ProbeBrokers(pctx, c.Dialer, c.Brokers, c.Section+".brokers", explain)
+	if err != nil {
+		return err
+	}
+	for _, e := range skipped {
+		c.Warnings = append(c.Warnings, fmt.Sprintf("bootstrap broker left out of this run, another one answered: %v", e))
+	}
+	c.Brokers = usable
+	return nil
+}
+
+// Explain turns a failure to connect to addr into a message that says what
+// to check in the plan's section (c.Section). kafka-go reports a broker
+// that hangs up on a client speaking the wrong protocol (no SASL, no TLS)
+// only as EOF, so the message says what the plan may be missing. It never
+// includes the password. waited is how long the caller waited.
+func (c *Conn) Explain(addr string, err error, waited time.Duration) error {
+	var (
+		op     *net.OpError
+		verify *tls.CertificateVerificationError
+		header tls.RecordHeaderError
+		sec    = c.Section
+	)
+	switch {
+	case errors.Is(err, kafka.SASLAuthenticationFailed):
+		return fmt.Errorf("connect to %s: SASL authentication failed for user %q (mechanism %s): check %s.sasl username and password", addr, c.SASL.Username, c.SASL.Mechanism, sec)
+	case errors.As(err, &verify):
+		return fmt.Errorf("connect to %s: TLS: the broker's certificate is not trusted: %w (check %s.tls.ca_file and server_name)", addr, err, sec)
+	case errors.As(err, &header):
+		return fmt.Errorf("connect to %s: TLS handshake failed, the broker does not seem to speak TLS on this port (check the port and %s.tls): %w", addr, sec, err)
+	case errors.As(err, &op) && op.Op == "remote error" && strings.Contains(op.Err.Error(), "certificate"):
+		return fmt.Errorf("connect to %s: TLS: the broker refused the client certificate or requires one: %w (check %s.tls.cert_file and key_file)", addr, err, sec)
+	case errors.As(err, &op) && op.Op == "remote error":
+		return fmt.Errorf("connect to %s: TLS: the broker refused the connection: %w (check %s.tls)", addr, err, sec)
+	case c.TLS.Enabled && errors.Is(err, context.DeadlineExceeded) && !errors.As(err, &op):
+		// TCP connected (a dial timeout is a *net.OpError) but the handshake
+		// never finished: a plain-text listener waits for a request forever.
+		return fmt.Errorf("connect to %s: TLS: the broker did not complete the handshake in time (%w): is this port a TLS listener? check the port and %s.tls", addr, err, sec)
+	case errors.As(err, &op) && op.Op == "dial":
+		return fmt.Errorf("connect to %s: the broker is not reachable: %w (is the address right and the broker up?)", addr, err)
+	case errors.Is(err, context.DeadlineExceeded) && !errors.As(err, &op) || errors.As(err, &op) && op.Op == "read" && op.Timeout():
+		// TCP connected, but nothing answered in Kafka's protocol: another
+		// server waits for a request in its own (PostgreSQL), or answers
+		// in it and hangs up, which kafka-go retries until the deadline.
+		return fmt.Errorf("no Kafka answer from %s within %s: is it a Kafka broker port (not, e.g., PostgreSQL or Redis)?", addr, waited.Round(time.Second))
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return c.explainEOF(addr, err)
+	}
+	return fmt.Errorf("connect to %s: %w (is the broker address right and reachable?)", addr, err)
+}
+
+// explainEOF explains a broker that closed the connection: the settings
+// the plan lacks, or the ones to compare with the listener's.
+func (c *Conn) explainEOF(addr string, err error) error {
+	var missing []string
+	if c.SASL.Mechanism == "" {
+		missing = append(missing, "SASL authentication ("+c.Section+".sasl)")
+	}
+	if !c.TLS.Enabled {
+		missing = append(missing, "TLS ("+c.Section+".tls)")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("connect to %s: the broker closed the connection (%w): the cluster may require %s", addr, err, strings.Join(missing, " or "))
+	}
+	return fmt.Errorf("connect to %s: the broker closed the connection (%w): check %s.sasl and %s.tls against the listener's settings", addr, err, c.Section, c.Section)
+}

@@ -1,0 +1,126 @@
+// Package record holds the Kafka record as replay hands it from the reader
+// to the filter, the key template and the sinks, with what replay learns
+// about it on the way. It is a leaf: it imports nothing of replay.
+package record
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// Record is one Kafka record.
+type Record struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	// Time is the record timestamp (CreateTime, or LogAppendTime where the
+	// broker set it), with millisecond precision.
+	Time time.Time
+	// Key is nil when the record has no key.
+	Key []byte
+	// Value is nil for a tombstone.
+	Value   []byte
+	Headers []Header
+
+	// Note is what replay learned about the record on its way: its value
+	// parsed by the filter (shared with the key template) and, for a dead
+	// letter, why it could not be processed. nil on the hot path.
+	Note *Note
+}
+
+// Header is one record header (KIP-82). Keys may repeat.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Note is what replay learned about a record on its way to a sink.
+type Note struct {
+	// Value is Record.Value as ParseValue returns it, valid when Parsed:
+	// the filter parses a value once and the key template reuses it.
+	Value  any
+	Parsed bool
+	// Reason says why a dead letter could not be processed ("" otherwise).
+	Reason string
+}
+
+// ParsedValue returns the value as the filter and the key template see it
+// (ParseValue), parsing it unless the filter already did.
+func (r *Record) ParsedValue() any {
+	if r.Note != nil && r.Note.Parsed {
+		return r.Note.Value
+	}
+	return ParseValue(r.Value)
+}
+
+// ParseValue returns v parsed as JSON, with numbers kept as json.Number so
+// an id renders as written (as float64, 1000000 rendered "1e+06" and ids
+// above 2^53 collided), or the raw string when v is not one JSON document.
+func ParseValue(v []byte) any {
+	if !ValidJSON(v) { // the cheap pass; Decode below would accept a valid prefix
+		return string(v)
+	}
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
+	var x any
+	if err := dec.Decode(&x); err != nil {
+		return string(v)
+	}
+	return x
+}
+
+// gjsonMaxBytes bounds the nesting depth gjson can meet (and so its stack)
+// to 64 Ki levels; larger values are checked by encoding/json.
+const gjsonMaxBytes = 64 << 10
+
+// ValidJSON reports whether v is one valid JSON document.
+func ValidJSON(v []byte) bool {
+	if len(v) <= gjsonMaxBytes {
+		return gjson.ValidBytes(v)
+	}
+	return json.Valid(v)
+}
+
+// DeadLetter returns r marked as a dead letter: a record that could not be
+// processed, and why. The parsed value, when there is one, is kept.
+func DeadLetter(r Record, reason string) Record {
+	n := Note{Reason: reason}
+	if r.Note != nil {
+		n.Value, n.Parsed = r.Note.Value, r.Note.Parsed
+	}
+	r.Note = &n
+	return r
+}
+
+// DeadLetterReason returns why r could not be processed; "" unless r was
+// made by DeadLetter.
+func (r *Record) DeadLetterReason() string {
+	if r.Note == nil {
+		return ""
+	}
+	return r.Note.Reason
+}
+
+// Error reports a record that cannot be processed (a poison record): a sink
+// rejected it, the filter or the key template failed on it. Err says why.
+type Error struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Err       error
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("record %s/%d@%d: %v", e.Topic, e.Partition, e.Offset, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// NewError returns err as the failure of record r.
+func NewError(r *Record, err error) *Error {
+	return &Error{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err}
+}
