@@ -168,7 +168,7 @@ func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*partitionS
 		}
 		pl := log.With().Str("plan", j.Plan.Name).Str("topic", j.Resolution.Topic).Int32("partition", s.Partition).Logger()
 		w := &partitionWorker{job: j, sink: sink, throttle: throttle, state: s, log: pl}
-		w.syncer, _ = sink.(sinks.Syncer)
+		w.syncer = sink.Capabilities().Syncer
 		if prog != nil {
 			w.filter = filter.New(prog)
 		}
@@ -362,7 +362,7 @@ func (w *partitionWorker) sync(ctx context.Context) error {
 	// last sync (and once, for the trace CheckResume looks for): with a
 	// database sink the runner commits after every batch, and an fsync of
 	// an unchanged dead-letter file per batch is pure cost.
-	if dl, ok := w.job.DeadLetters.(sinks.Syncer); ok && (w.deadUnsynced || !w.deadSynced) {
+	if dl := sinks.CapabilitiesOf(w.job.DeadLetters).Syncer; dl != nil && (w.deadUnsynced || !w.deadSynced) {
 		if err := dl.Sync(ctx, w.state.Partition); err != nil {
 			return fmt.Errorf("dead-letter sink: sync: %w", err)
 		}
@@ -581,10 +581,10 @@ func (w *partitionWorker) commit(next int64) error {
 		return &PartitionError{Topic: j.Resolution.Topic, Partition: s.Partition, Offset: s.next.Load(), Err: err}
 	}
 	meta := j.meta(s.Range)
-	if p, ok := w.sink.(sinks.Positioner); ok {
+	if p := w.sink.Capabilities().Positioner; p != nil {
 		meta.Pos = p.SyncedPosition(s.Partition) // what the sync above made durable
 	}
-	if p, ok := j.DeadLetters.(sinks.Positioner); ok && j.DeadLetters != nil {
+	if p := sinks.CapabilitiesOf(j.DeadLetters).Positioner; p != nil {
 		meta.DPos = p.SyncedPosition(s.Partition)
 	}
 	err := j.c.commitAs(ctx, j.member.Load(), j.Plan.Group, j.Resolution.Topic, map[int32]int64{s.Partition: next}, map[int32]checkpointMeta{s.Partition: meta})

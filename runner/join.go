@@ -78,7 +78,7 @@ var errAllDone = errors.New("every partition is done")
 // fails the member, which leaves the group; the others then meet the same
 // failure or finish.
 func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
-	if _, ok := sink.(sinks.Resumer); ok {
+	if sink.Capabilities().Resumer != nil {
 		return nil, fmt.Errorf("--join: the %s sink keeps its output on this machine, and the partitions are spread over several: use a postgres, kafka or http sink", j.Plan.Sink.Type)
 	}
 	rep := j.newReport()
@@ -88,7 +88,7 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 		return nil, err
 	}
 	defer closeDeadLetters()
-	if _, ok := j.DeadLetters.(sinks.Resumer); ok {
+	if sinks.CapabilitiesOf(j.DeadLetters).Resumer != nil {
 		return nil, errors.New("--join: the dead-letter sink keeps its output on this machine, and the partitions are spread over several: use a postgres, kafka or http dead-letter sink")
 	}
 	if j.Fresh {
@@ -106,7 +106,7 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 		// same run identity (the group's commits expired): a plain resume
 		// would trust them. Lowering a checkpoint is always safe, also while
 		// another member writes.
-		if store, ok := sink.(sinks.CheckpointStore); ok {
+		if store := sink.Capabilities().Checkpoints; store != nil {
 			if err := store.ResetCheckpoints(work, j.Plan.Group, j.Resolution.Topic); err != nil {
 				return nil, fmt.Errorf("reset the sink's checkpoints: %w", err)
 			}

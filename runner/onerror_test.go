@@ -193,6 +193,10 @@ type rejectingSink struct {
 	keyer *sinks.Keyer
 }
 
+// Capabilities: none, whatever the wrapped sink declares (the runner then
+// commits after every batch).
+func (*rejectingSink) Capabilities() sinks.Capabilities { return sinks.Capabilities{} }
+
 func (s *rejectingSink) Write(ctx context.Context, batch []sinks.Record) error {
 	for i := range batch {
 		r := &batch[i]
@@ -297,6 +301,10 @@ type flakySink struct {
 	fail    func(call int) error
 }
 
+// Capabilities: none, whatever the wrapped sink declares (the runner then
+// commits after every batch).
+func (*flakySink) Capabilities() sinks.Capabilities { return sinks.Capabilities{} }
+
 func (s *flakySink) Write(ctx context.Context, batch []sinks.Record) error {
 	s.mu.Lock()
 	s.calls++
@@ -388,7 +396,9 @@ func TestSinkErrorFailsPartition(t *testing.T) {
 // sink does with max_retries).
 type selfRetrying struct{ *flakySink }
 
-func (selfRetrying) RetriesItself() {}
+func (selfRetrying) Capabilities() sinks.Capabilities {
+	return sinks.Capabilities{RetriesItself: true}
+}
 
 // Found by a break-it pass: the runner retried a sink that had already
 // retried by its plan's max_retries (an http sink with max_retries: 4 got
@@ -499,7 +509,13 @@ type countingSyncer struct {
 
 func (c *countingSyncer) Sync(ctx context.Context, partition int32) error {
 	c.syncs.Add(1)
-	return c.Sink.(sinks.Syncer).Sync(ctx, partition)
+	return c.Sink.Capabilities().Syncer.Sync(ctx, partition)
+}
+
+func (c *countingSyncer) Capabilities() sinks.Capabilities {
+	caps := c.Sink.Capabilities()
+	caps.Syncer = c
+	return caps
 }
 
 // Found in review: with a sink that commits after every batch (a

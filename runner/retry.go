@@ -39,7 +39,7 @@ const signalGrace = 10 * time.Second
 
 // retry runs write to target, each try under its own FlushTimeout, until it
 // succeeds, fails with an error that is not transient, or Attempts tries
-// failed. A sink that retries by its own policy (sinks.SelfRetrying, the
+// failed. A sink that retries by its own policy (sinks.Capabilities.RetriesItself, the
 // http sink's max_retries) gets one try, without FlushTimeout: retrying it
 // again would multiply its attempts.
 //
@@ -49,7 +49,7 @@ const signalGrace = 10 * time.Second
 func (w *partitionWorker) retry(what string, target sinks.Sink, write func(context.Context) error) error {
 	b := w.job.opts.Retry
 	attempts := b.Attempts
-	_, self := target.(sinks.SelfRetrying)
+	self := target.Capabilities().RetriesItself
 	if self {
 		attempts = 1
 	}

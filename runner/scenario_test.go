@@ -456,6 +456,8 @@ func (m *memSink) coords() []string {
 func (m *memSink) Finish(context.Context) error { m.published = true; return nil }
 func (m *memSink) Close() error                 { return nil }
 
+func (m *memSink) Capabilities() sinks.Capabilities { return sinks.Capabilities{} }
+
 // check compares the run with the scenario's expectations.
 func (sc *scenario) check(t *testing.T, c *Cluster, p *plan.Plan, rep *Report, runErr error, sink *memSink) {
 	t.Helper()

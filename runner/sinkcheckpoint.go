@@ -22,8 +22,8 @@ import (
 // checkpoints are not used, since dead letters are written after the
 // sink's transaction and a checkpoint past them could lose them.
 func (j *Job) resumeFromSink(ctx context.Context, sink sinks.Sink, states []*partitionState) error {
-	store, ok := sink.(sinks.CheckpointStore)
-	if !ok {
+	store := sink.Capabilities().Checkpoints
+	if store == nil {
 		return nil
 	}
 	group, topic := j.Plan.Group, j.Resolution.Topic

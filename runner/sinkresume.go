@@ -32,8 +32,8 @@ func (j *Job) checkResume(sink sinks.Sink) error {
 		sink sinks.Sink
 		pos  map[int32]int64
 	}{{"", sink, j.positions}, {"dead letters: ", j.DeadLetters, j.dlPositions}} {
-		rs, ok := s.sink.(sinks.Resumer)
-		if !ok {
+		rs := sinks.CapabilitiesOf(s.sink).Resumer
+		if rs == nil {
 			continue
 		}
 		for i := range points {
@@ -64,7 +64,7 @@ func (j *Job) syncStarts(ctx context.Context, sink sinks.Sink) error {
 			what string
 			sink sinks.Sink
 		}{{"sink " + j.Plan.Sink.Type, sink}, {"dead-letter sink", j.DeadLetters}} {
-			if sy, ok := s.sink.(sinks.Syncer); ok {
+			if sy := sinks.CapabilitiesOf(s.sink).Syncer; sy != nil {
 				if err := sy.Sync(ctx, r.Partition); err != nil {
 					return fmt.Errorf("%s: sync partition %d: %w", s.what, r.Partition, err)
 				}

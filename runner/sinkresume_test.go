@@ -37,19 +37,8 @@ func (s *interrupting) Write(ctx context.Context, batch []sinks.Record) error {
 	return s.Sink.Write(ctx, batch)
 }
 
-func (s *interrupting) Sync(ctx context.Context, partition int32) error {
-	if sy, ok := s.Sink.(sinks.Syncer); ok {
-		return sy.Sync(ctx, partition)
-	}
-	return nil
-}
-
-func (s *interrupting) CheckResume(points []sinks.ResumePoint) error {
-	if r, ok := s.Sink.(sinks.Resumer); ok {
-		return r.CheckResume(points)
-	}
-	return nil
-}
+// Capabilities are the wrapped sink's: interrupting changes only Write.
+func (s *interrupting) Capabilities() sinks.Capabilities { return s.Sink.Capabilities() }
 
 // openPlanSink opens p's sink for job, as replay run does.
 func openPlanSink(t *testing.T, p *plan.Plan, job *Job) sinks.Sink {

@@ -25,6 +25,12 @@ func (s *fsyncgate) Sync(ctx context.Context, partition int32) error {
 	return s.File.Sync(ctx, partition)
 }
 
+func (s *fsyncgate) Capabilities() sinks.Capabilities {
+	c := s.File.Capabilities()
+	c.Syncer = s
+	return c
+}
+
 // A failed Sync means the records written since the last commit may be
 // gone: nothing may be committed past them afterwards. Regression: the
 // run's deferred commit synced again (which succeeded) and committed.

@@ -44,20 +44,7 @@ func NewDeadLetterSink(ctx context.Context, cfg plan.Sink, opts Options) (Sink, 
 	if (cfg.Type == "file" && cfg.Format != "csv") || cfg.Type == "stdout" {
 		return s, nil // AppendJSONL writes the reason
 	}
-	h := &headerDeadLetters{Sink: s}
-	// The wrapper has the optional interfaces of what it wraps, and only
-	// those: a postgres dead-letter sink must not look like one that keeps
-	// local staging (Resumer, refused by run --join), and an http one must
-	// still say it retries by itself (SelfRetrying).
-	_, staged := s.(Resumer)
-	_, self := s.(SelfRetrying)
-	switch {
-	case staged:
-		return &stagedDeadLetters{h}, nil
-	case self:
-		return &selfRetryingDeadLetters{h}, nil
-	}
-	return h, nil
+	return &headerDeadLetters{Sink: s}, nil
 }
 
 // headerDeadLetters writes dead letters to a sink that knows nothing of
@@ -75,48 +62,15 @@ func (s *headerDeadLetters) Write(ctx context.Context, batch []Record) error {
 	return s.Sink.Write(ctx, out)
 }
 
-// stagedDeadLetters is headerDeadLetters over a sink that stages its
-// output locally (a CSV file, SQLite): it is a Syncer, Resumer and
-// Positioner as the wrapped sink is.
-type stagedDeadLetters struct{ *headerDeadLetters }
-
-// Sync makes the dead letters durable when the wrapped sink batches
-// durability (a CSV file): without it the runner would commit past dead
-// letters still in the page cache.
-func (s *stagedDeadLetters) Sync(ctx context.Context, partition int32) error {
-	if sy, ok := s.Sink.(Syncer); ok {
-		return sy.Sync(ctx, partition)
-	}
-	return nil
+// Capabilities are the wrapped sink's, but for its checkpoint table: the
+// runner keeps checkpoints in the main sink only. A CSV dead-letter file
+// still batches durability (Sync) and checks its staging on a resume, an
+// http one still retries by itself.
+func (s *headerDeadLetters) Capabilities() Capabilities {
+	c := s.Sink.Capabilities()
+	c.Checkpoints = nil
+	return c
 }
-
-// CheckResume checks the wrapped sink's earlier output (Resumer).
-func (s *stagedDeadLetters) CheckResume(points []ResumePoint) error {
-	return s.Sink.(Resumer).CheckResume(points)
-}
-
-// SyncedPosition passes the wrapped sink's durable position through
-// (Positioner), for a CSV dead-letter file.
-func (s *stagedDeadLetters) SyncedPosition(partition int32) int64 {
-	if p, ok := s.Sink.(Positioner); ok {
-		return p.SyncedPosition(partition)
-	}
-	return 0
-}
-
-// selfRetryingDeadLetters is headerDeadLetters over a sink that retries by
-// itself (http): the runner must not retry it again.
-type selfRetryingDeadLetters struct{ *headerDeadLetters }
-
-// RetriesItself implements SelfRetrying.
-func (*selfRetryingDeadLetters) RetriesItself() {}
-
-var (
-	_ Syncer       = (*stagedDeadLetters)(nil)
-	_ Resumer      = (*stagedDeadLetters)(nil)
-	_ Positioner   = (*stagedDeadLetters)(nil)
-	_ SelfRetrying = (*selfRetryingDeadLetters)(nil)
-)
 
 // appendDeadLetterFields appends the fields of a dead letter's JSON line
 // after the record's own: ,"error":...,"source_topic":...,

@@ -94,6 +94,12 @@ var (
 	_ Positioner = (*File)(nil)
 )
 
+// Capabilities declares that a file sink batches durability (Sync), can
+// say what is durable (SyncedPosition) and checks its staging on a resume.
+func (s *File) Capabilities() Capabilities {
+	return Capabilities{Syncer: s, Resumer: s, Positioner: s}
+}
+
 // filePart is one partition's staging: its own file, or with interleave
 // only its encoding buffer (f is nil).
 type filePart struct {

@@ -114,6 +114,10 @@ type HTTP struct {
 
 var _ Sink = (*HTTP)(nil)
 
+// Capabilities declares that the http sink retries by its own policy
+// (max_retries, max_retry_wait).
+func (s *HTTP) Capabilities() Capabilities { return Capabilities{RetriesItself: true} }
+
 // NewHTTP checks cfg; it does not contact the endpoint (a POST is the only
 // request it is known to accept).
 func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
@@ -432,6 +436,3 @@ func (s *HTTP) Close() error {
 	return nil
 }
 
-// RetriesItself implements SelfRetrying: Write retries by MaxRetries and
-// MaxRetryWait.
-func (s *HTTP) RetriesItself() {}

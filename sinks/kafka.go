@@ -108,6 +108,9 @@ type Kafka struct {
 
 var _ Sink = (*Kafka)(nil)
 
+// Capabilities: a kafka sink's Write is durable on return (acks=all).
+func (s *Kafka) Capabilities() Capabilities { return Capabilities{} }
+
 // kafkaMaxMessageBytes is the largest record batch the sink produces when
 // the topic's max.message.bytes cannot be read: the brokers' default.
 const kafkaMaxMessageBytes = 1 << 20

@@ -641,10 +641,8 @@ func TestDeadLetterWrapperInterfaces(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			_, resumer := s.(sinks.Resumer)
-			_, syncer := s.(sinks.Syncer)
-			_, positioner := s.(sinks.Positioner)
-			_, self := s.(sinks.SelfRetrying)
+			c := s.Capabilities()
+			resumer, syncer, positioner, self := c.Resumer != nil, c.Syncer != nil, c.Positioner != nil, c.RetriesItself
 			if resumer != tc.resumer || syncer != tc.syncer || positioner != tc.positioner || self != tc.self {
 				t.Errorf("%T: Resumer %v Syncer %v Positioner %v SelfRetrying %v; want %v %v %v %v",
 					s, resumer, syncer, positioner, self, tc.resumer, tc.syncer, tc.positioner, tc.self)

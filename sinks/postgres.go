@@ -104,6 +104,10 @@ var (
 	_ CheckpointStore = (*Postgres)(nil)
 )
 
+// Capabilities declares the checkpoint table (Checkpoints returns none
+// when the plan configures none).
+func (s *Postgres) Capabilities() Capabilities { return Capabilities{Checkpoints: s} }
+
 // NewPostgres connects to cfg.DSN, creates the table when asked, and checks
 // that the table can take the upsert (columns, types, a unique key).
 // Connection errors are returned as they are: the caller retries or fails.

@@ -55,15 +55,41 @@ type Sink interface {
 	Finish(ctx context.Context) error
 	// Close releases resources. It does not publish staged output.
 	Close() error
+	// Capabilities declares what the sink offers beyond these methods.
+	Capabilities() Capabilities
 }
 
-// SelfRetrying is implemented by a sink that retries transient failures
-// itself, by the policy of its plan section (the http sink: max_retries,
-// max_retry_wait). The runner then makes one try per write, without its own
-// time limit (Options.FlushTimeout), and does not retry it: a transient
-// error it returns has already been retried as the plan says.
-type SelfRetrying interface {
-	RetriesItself()
+// Capabilities is what a sink offers beyond Write, Finish and Close, in
+// one value: the runner reads it instead of probing the sink for optional
+// interfaces. A nil field is a capability the sink lacks. A sink that wraps
+// another declares what the wrapper itself provides (often the wrapped
+// sink's, less what the wrapper hides), never more: a wrapper that embeds a
+// Sink and adds a Sync method must also return itself as Syncer.
+type Capabilities struct {
+	// RetriesItself is set for a sink that retries transient failures by
+	// the policy of its plan section (the http sink: max_retries,
+	// max_retry_wait). The runner then makes one try per write, without
+	// its own time limit (runner Options.FlushTimeout), and does not retry
+	// it: a transient error it returns has already been retried.
+	RetriesItself bool
+	// Syncer makes written records durable (Write alone does not).
+	Syncer Syncer
+	// Resumer checks, before a resumed run, that the sink still holds the
+	// output of the earlier run.
+	Resumer Resumer
+	// Positioner says how much of a partition's staging is durable.
+	Positioner Positioner
+	// Checkpoints stores checkpoints in the sink's own transactions.
+	Checkpoints CheckpointStore
+}
+
+// CapabilitiesOf returns s.Capabilities(), or none for a nil sink (no
+// dead-letter sink configured).
+func CapabilitiesOf(s Sink) Capabilities {
+	if s == nil {
+		return Capabilities{}
+	}
+	return s.Capabilities()
 }
 
 // Syncer is implemented by a sink whose Write hands records to the operating

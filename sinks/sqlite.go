@@ -91,6 +91,10 @@ var (
 	_ Resumer         = (*SQLite)(nil)
 )
 
+// Capabilities declares the checkpoint table and the resume check of the
+// database file.
+func (s *SQLite) Capabilities() Capabilities { return Capabilities{Checkpoints: s, Resumer: s} }
+
 // defaultSQLiteBusyTimeout rides out another process's transaction without
 // holding a partition back for long.
 const defaultSQLiteBusyTimeout = 10 * time.Second

@@ -46,8 +46,8 @@ func TestSQLiteCheckResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	r, ok := s.(sinks.Resumer)
-	if !ok {
+	r := s.Capabilities().Resumer
+	if r == nil {
 		t.Fatal("the sqlite dead-letter sink is not a Resumer")
 	}
 	wantResumeError(t, r.CheckResume(points(12, 10)), "the database "+dead+" did not exist")

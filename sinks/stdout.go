@@ -18,6 +18,9 @@ type Stdout struct {
 
 var _ Sink = (*Stdout)(nil)
 
+// Capabilities: stdout offers nothing beyond Write.
+func (s *Stdout) Capabilities() Capabilities { return Capabilities{} }
+
 // NewStdout returns a sink writing to w (os.Stdout when nil).
 func NewStdout(w io.Writer) *Stdout {
 	if w == nil {

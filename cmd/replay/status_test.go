@@ -139,6 +139,10 @@ type groupTestInterruptingSink struct {
 	cancel context.CancelFunc
 }
 
+// Capabilities: none, whatever the wrapped sink declares (the runner then
+// commits after every batch).
+func (*groupTestInterruptingSink) Capabilities() sinks.Capabilities { return sinks.Capabilities{} }
+
 func (s *groupTestInterruptingSink) Write(ctx context.Context, batch []sinks.Record) error {
 	if err := s.Sink.Write(ctx, batch); err != nil {
 		return err
