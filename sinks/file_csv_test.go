@@ -304,8 +304,8 @@ func TestFileCSVDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	sy, ok := s.(sinks.Syncer)
-	if !ok {
+	sy := s.Capabilities().Syncer
+	if sy == nil {
 		t.Fatal("the CSV dead-letter sink is not a Syncer")
 	}
 	mustWrite(t, s, sinks.DeadLetter(rec(0, 4, "", `x`), "key template: no id"))

@@ -171,8 +171,8 @@ func TestDeadLetterSinkCheckResume(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			r, ok := s.(sinks.Resumer)
-			if !ok {
+			r := s.Capabilities().Resumer
+			if r == nil {
 				t.Fatalf("the %s dead-letter sink is not a Resumer", format)
 			}
 			wantResumeError(t, r.CheckResume(points(12, 10)), path+".parts does not exist")

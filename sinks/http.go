@@ -435,4 +435,3 @@ func (s *HTTP) Close() error {
 	s.client.CloseIdleConnections()
 	return nil
 }
-
