@@ -141,8 +141,8 @@ type Throttle struct {
 
 // Sink is where replayed records go. Which fields apply depends on Type.
 type Sink struct {
-	// Type is one of file, postgres, sqlite, kafka, http, stdout.
-	Type string `yaml:"type"`
+	// Type is one of the types SinkTypes lists.
+	Type SinkType `yaml:"type"`
 
 	// Path is the output file of a file sink, or the database file of a
 	// sqlite sink.
@@ -315,13 +315,13 @@ const (
 )
 
 func (s *Sink) applyOutputDefaults(deadLetter bool) {
-	if s.Type == "file" && s.Format == "" {
+	if s.Type == SinkFile && s.Format == "" {
 		s.Format = DefaultFormat
 	}
-	if s.Type == "file" && s.Order == "" {
+	if s.Type == SinkFile && s.Order == "" {
 		s.Order = s.defaultOrder(deadLetter)
 	}
-	if s.Type == "postgres" && s.CopyThreshold == 0 {
+	if s.Type == SinkPostgres && s.CopyThreshold == 0 {
 		s.CopyThreshold = DefaultCopyThreshold
 	}
 }
@@ -338,7 +338,7 @@ const (
 )
 
 func (s *Sink) applyHTTPDefaults() {
-	if s.Type != "http" {
+	if s.Type != SinkHTTP {
 		return
 	}
 	if s.MaxRetries == nil {
