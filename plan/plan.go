@@ -123,8 +123,44 @@ type Window struct {
 	SkewMargin Duration `yaml:"skew_margin"`
 }
 
-// IsTime reports whether the window is given by time bounds.
-func (w Window) IsTime() bool { return w.From.IsSet() || w.To.IsSet() }
+// WindowKind says how a window is given.
+type WindowKind int
+
+// The kinds of window. A valid plan's window is WindowTime or WindowOffsets.
+const (
+	// WindowUnset: neither time bounds nor offsets are given.
+	WindowUnset WindowKind = iota
+	// WindowTime: time bounds (From, optional To).
+	WindowTime
+	// WindowOffsets: per-partition offset ranges (Offsets).
+	WindowOffsets
+)
+
+// String returns "time", "offsets" or "unset".
+func (k WindowKind) String() string {
+	switch k {
+	case WindowTime:
+		return "time"
+	case WindowOffsets:
+		return "offsets"
+	}
+	return "unset"
+}
+
+// Kind reports how the window is given. A window with both time bounds and
+// offsets (which validation refuses) is WindowTime.
+func (w Window) Kind() WindowKind {
+	switch {
+	case w.From.IsSet() || w.To.IsSet():
+		return WindowTime
+	case len(w.Offsets) > 0:
+		return WindowOffsets
+	}
+	return WindowUnset
+}
+
+// IsTime reports whether the window is given by time bounds: Kind() == WindowTime.
+func (w Window) IsTime() bool { return w.Kind() == WindowTime }
 
 // OffsetRange is an explicit offset range [From, To) of one partition.
 type OffsetRange struct {

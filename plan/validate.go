@@ -193,7 +193,7 @@ func (v *validator) window() {
 		return
 	case !timeGiven && v.p.bad["window.offsets"]:
 		return // already reported
-	case !timeGiven && len(w.Offsets) == 0:
+	case !timeGiven && w.Kind() != WindowOffsets:
 		v.add("window", "missing: give from (and optionally to), or offsets per partition")
 		return
 	case !timeGiven:
@@ -523,7 +523,7 @@ func (p *Plan) Fingerprint() string {
 		dl.KeepPartition, dl.URL = false, d.URL // as the first version wrote them
 		canon.DeadLetter = &dl
 	}
-	if len(p.Window.Offsets) > 0 {
+	if p.Window.Kind() == WindowOffsets {
 		canon.Offsets = map[int32][2]string{}
 		for k, r := range p.Window.Offsets {
 			canon.Offsets[k] = [2]string{r.From.String(), r.To.String()}
