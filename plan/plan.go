@@ -25,7 +25,8 @@ const (
 )
 
 // Plan is one replay plan, as decoded from YAML and completed by defaults.
-// Field names are a contract (DESIGN.md §1): they may be added to, never renamed.
+// Field names are a contract with the people and tools that write plans:
+// fields may be added, never renamed.
 type Plan struct {
 	Version     int    `yaml:"version"`
 	Name        string `yaml:"name"`
