@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -223,11 +224,8 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 	}
 	defer c.Close()
 	p := job.Plan
-	if o.join && (p.Sink.Type == "file" || p.Sink.Type == "sqlite" || p.Sink.Type == "stdout") {
-		return nil, usageError{fmt.Errorf("--join spreads the partitions over several processes, so a %s sink would split the output among them: use a postgres, kafka or http sink", p.Sink.Type)}
-	}
-	if dl := p.DeadLetter; o.join && dl != nil && p.OnError == plan.OnErrorDeadLetter && (dl.Type == "file" || dl.Type == "sqlite") {
-		return nil, usageError{fmt.Errorf("--join spreads the partitions over several processes, so a %s dead-letter sink would split the dead letters among them: use a postgres, kafka or http dead-letter sink", dl.Type)}
+	if err := joinableSinks(o.join, p); err != nil {
+		return nil, err
 	}
 	out := a.resultsOut(p.Sink)
 	printResolution(out, job)
@@ -296,12 +294,48 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 	return rep, err
 }
 
+// joinableSinks refuses, under --join, a sink or dead-letter sink whose
+// output several processes cannot share (plan.SinkDescriptor.Shared): the
+// partitions are spread over the processes, and so would the output be.
+func joinableSinks(join bool, p *plan.Plan) error {
+	if !join {
+		return nil
+	}
+	shared := orList(plan.SharedSinkTypes())
+	if !sharedSink(p.Sink.Type) {
+		return usageError{fmt.Errorf("--join spreads the partitions over several processes, so a %s sink would split the output among them: use a %s sink", p.Sink.Type, shared)}
+	}
+	if dl := p.DeadLetter; dl != nil && p.OnError == plan.OnErrorDeadLetter && !sharedSink(dl.Type) {
+		return usageError{fmt.Errorf("--join spreads the partitions over several processes, so a %s dead-letter sink would split the dead letters among them: use a %s dead-letter sink", dl.Type, shared)}
+	}
+	return nil
+}
+
+// sharedSink reports whether several processes can write the output of a
+// sink of type t at once.
+func sharedSink(t plan.SinkType) bool {
+	d, ok := plan.LookupSinkType(t)
+	return ok && d.Shared
+}
+
+// orList joins sink types as "a, b or c".
+func orList(types []plan.SinkType) string {
+	s := make([]string, len(types))
+	for i, t := range types {
+		s[i] = string(t)
+	}
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+}
+
 // resultsOut is where run prints its tables: stdout, unless the sink is
 // stdout (then it carries the records only, for pipes): stderr on a
 // terminal, nowhere when stderr carries JSON logs.
 func (a *app) resultsOut(s plan.Sink) io.Writer {
 	switch {
-	case s.Type != "stdout":
+	case s.Type != plan.SinkStdout:
 		return a.stdout
 	case a.jsonLogs.Load():
 		return io.Discard
@@ -313,7 +347,7 @@ func (a *app) resultsOut(s plan.Sink) io.Writer {
 // (sinks.New would write to os.Stdout).
 func (a *app) newSink(ctx context.Context, job *runner.Job) (sinks.Sink, error) {
 	p := job.Plan
-	if p.Sink.Type == "stdout" {
+	if p.Sink.Type == plan.SinkStdout {
 		return sinks.NewStdout(a.rawStdout), nil // records are data: not redacted
 	}
 	return sinks.New(ctx, p.Sink, sinks.Options{Log: a.log, PlanName: p.Name, RunID: job.RunID(), Group: p.Group, Fingerprint: job.Resolution.Fingerprint})
@@ -353,12 +387,12 @@ func checkWritable(path string) error {
 
 func sinkWhere(s plan.Sink) string {
 	switch s.Type {
-	case "file":
+	case plan.SinkFile:
 		return s.Path
-	case "postgres":
+	case plan.SinkPostgres:
 		return "postgres table " + s.Table
 	}
-	return s.Type
+	return string(s.Type)
 }
 
 // resumeCommand is the command that resumes an interrupted run: the same
