@@ -2,16 +2,16 @@ package plan
 
 import "strings"
 
-// BrokerList flattens a plan's broker list: each entry may hold several
-// comma-separated host:port addresses (a ${KAFKA_BROKERS} expanded to
-// "k1:9092,k2:9092"). Pieces are trimmed of spaces, empty ones dropped, and
-// the order kept.
+// BrokerList returns the bootstrap addresses a list of broker entries
+// names: each entry may hold several host:port addresses separated by
+// commas (as a ${KAFKA_BROKERS} variable does). Spaces around an address
+// are trimmed, empty pieces are dropped, and the order is kept.
 func BrokerList(entries []string) []string {
 	var out []string
 	for _, e := range entries {
-		for _, one := range strings.Split(e, ",") {
-			if one = strings.TrimSpace(one); one != "" {
-				out = append(out, one)
+		for _, piece := range strings.Split(e, ",") {
+			if piece = strings.TrimSpace(piece); piece != "" {
+				out = append(out, piece)
 			}
 		}
 	}

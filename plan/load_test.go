@@ -248,7 +248,7 @@ func TestLoadMissingFile(t *testing.T) {
 	}
 }
 
-// Regression: `sasl: {password: ${PW}}` (the form DESIGN.md shows) did not
+// Regression: `sasl: {password: ${PW}}` (a flow mapping, as plans write it) did not
 // parse, because "{" and "}" are YAML flow indicators.
 func TestEnvInFlowMapping(t *testing.T) {
 	src := strings.Replace(minimalPlan, "source:\n", "source:\n  sasl: {mechanism: SCRAM-SHA-512, username: ${KUSER}, password: ${KPASS}}\n", 1)

@@ -25,7 +25,8 @@ const (
 )
 
 // Plan is one replay plan, as decoded from YAML and completed by defaults.
-// Field names are a contract (DESIGN.md §1): they may be added to, never renamed.
+// Field names are a contract with the people and tools that write plans:
+// fields may be added, never renamed.
 type Plan struct {
 	Version     int    `yaml:"version"`
 	Name        string `yaml:"name"`
@@ -123,8 +124,44 @@ type Window struct {
 	SkewMargin Duration `yaml:"skew_margin"`
 }
 
-// IsTime reports whether the window is given by time bounds.
-func (w Window) IsTime() bool { return w.From.IsSet() || w.To.IsSet() }
+// WindowKind says how a window is given.
+type WindowKind int
+
+// The kinds of window. A valid plan's window is WindowTime or WindowOffsets.
+const (
+	// WindowUnset: neither time bounds nor offsets are given.
+	WindowUnset WindowKind = iota
+	// WindowTime: time bounds (From, optional To).
+	WindowTime
+	// WindowOffsets: per-partition offset ranges (Offsets).
+	WindowOffsets
+)
+
+// String returns "time", "offsets" or "unset".
+func (k WindowKind) String() string {
+	switch k {
+	case WindowTime:
+		return "time"
+	case WindowOffsets:
+		return "offsets"
+	}
+	return "unset"
+}
+
+// Kind reports how the window is given. A window with both time bounds and
+// offsets (which validation refuses) is WindowTime.
+func (w Window) Kind() WindowKind {
+	switch {
+	case w.From.IsSet() || w.To.IsSet():
+		return WindowTime
+	case len(w.Offsets) > 0:
+		return WindowOffsets
+	}
+	return WindowUnset
+}
+
+// IsTime reports whether the window is given by time bounds: Kind() == WindowTime.
+func (w Window) IsTime() bool { return w.Kind() == WindowTime }
 
 // OffsetRange is an explicit offset range [From, To) of one partition.
 type OffsetRange struct {
@@ -141,8 +178,8 @@ type Throttle struct {
 
 // Sink is where replayed records go. Which fields apply depends on Type.
 type Sink struct {
-	// Type is one of file, postgres, sqlite, kafka, http, stdout.
-	Type string `yaml:"type"`
+	// Type is one of the types SinkTypes lists.
+	Type SinkType `yaml:"type"`
 
 	// Path is the output file of a file sink, or the database file of a
 	// sqlite sink.
@@ -315,13 +352,13 @@ const (
 )
 
 func (s *Sink) applyOutputDefaults(deadLetter bool) {
-	if s.Type == "file" && s.Format == "" {
+	if s.Type == SinkFile && s.Format == "" {
 		s.Format = DefaultFormat
 	}
-	if s.Type == "file" && s.Order == "" {
+	if s.Type == SinkFile && s.Order == "" {
 		s.Order = s.defaultOrder(deadLetter)
 	}
-	if s.Type == "postgres" && s.CopyThreshold == 0 {
+	if s.Type == SinkPostgres && s.CopyThreshold == 0 {
 		s.CopyThreshold = DefaultCopyThreshold
 	}
 }
@@ -338,7 +375,7 @@ const (
 )
 
 func (s *Sink) applyHTTPDefaults() {
-	if s.Type != "http" {
+	if s.Type != SinkHTTP {
 		return
 	}
 	if s.MaxRetries == nil {

@@ -19,16 +19,9 @@ import (
 	"github.com/replay-tool/replay/internal/filter"
 )
 
-// Sink types this version implements.
-var sinkTypes = []string{"file", "postgres", "sqlite", "kafka", "http", "stdout"}
-
-// Sink types that write to a shared service (a database, an HTTP API): a
-// plan without a throttle for them gets a warning. Only the ones in
-// sinkTypes are checked, so sqlite and http join once they are built.
-var throttledSinkTypes = []string{"postgres", "sqlite", "http"}
-
-// Sink types the plan format reserves (DESIGN.md §5) that are not built yet.
-var plannedSinkTypes []string
+// Sink types the plan format reserves that are not built yet: a plan naming
+// one is told so, instead of being told the type is unknown.
+var plannedSinkTypes []SinkType
 
 var (
 	nameRe  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
@@ -130,19 +123,26 @@ func (v *validator) source() {
 	if len(s.Brokers) == 0 {
 		v.add("source.brokers", `missing: list bootstrap brokers, e.g. ["kafka-1:9092"] or ["${KAFKA_BROKERS}"]`)
 	}
-	for i, b := range s.Brokers {
-		for _, one := range strings.Split(b, ",") {
-			if _, port, err := net.SplitHostPort(strings.TrimSpace(one)); err != nil || port == "" {
-				v.add(fmt.Sprintf("source.brokers[%d]", i), "%q is not host:port: add the port, e.g. %q", one, strings.TrimSpace(one)+":9092")
-			}
-		}
-	}
+	v.brokers("source.brokers", s.Brokers)
 	if s.Topic == "" {
 		v.add("source.topic", "missing: name the topic to replay")
 	}
 	v.enum("source.isolation", s.Isolation, []string{ReadCommitted, ReadUncommitted})
 	v.tls("source.tls", s.TLS)
 	v.sasl("source.sasl", s.SASL)
+}
+
+// brokers checks that every address of a broker list is host:port. Each
+// piece of a comma-separated entry is checked as written, an empty one
+// included: a stray comma is a mistake in the plan.
+func (v *validator) brokers(field string, list []string) {
+	for i, b := range list {
+		for _, one := range strings.Split(b, ",") {
+			if _, port, err := net.SplitHostPort(strings.TrimSpace(one)); err != nil || port == "" {
+				v.add(fmt.Sprintf("%s[%d]", field, i), "%q is not host:port: add the port, e.g. %q", one, strings.TrimSpace(one)+":9092")
+			}
+		}
+	}
 }
 
 func (v *validator) enum(field, val string, allowed []string) bool {
@@ -193,7 +193,7 @@ func (v *validator) window() {
 		return
 	case !timeGiven && v.p.bad["window.offsets"]:
 		return // already reported
-	case !timeGiven && len(w.Offsets) == 0:
+	case !timeGiven && w.Kind() != WindowOffsets:
 		v.add("window", "missing: give from (and optionally to), or offsets per partition")
 		return
 	case !timeGiven:
@@ -272,11 +272,8 @@ func (v *validator) throttle() {
 	case b > MaxBytesPerSecond:
 		v.add("throttle.bytes_per_second", "%d bytes is above the limit of 1024GiB (%d bytes) per second: write a rate up to that, e.g. 100MiB, or 0 (or leave it out) for unlimited", int64(b), int64(MaxBytesPerSecond))
 	}
-	if t.RecordsPerSecond == 0 && t.BytesPerSecond == 0 && slices.Contains(throttledSinkTypes, v.p.Sink.Type) && slices.Contains(sinkTypes, v.p.Sink.Type) {
-		what := "database"
-		if v.p.Sink.Type == "http" {
-			what = "service"
-		}
+	if d, ok := LookupSinkType(v.p.Sink.Type); ok && d.Service != "" && t.RecordsPerSecond == 0 && t.BytesPerSecond == 0 {
+		what := d.Service
 		n := len(v.out)
 		v.warn("throttle", "no throttle for the %s sink: the replay writes as fast as the %s accepts and can starve its live traffic; set throttle.records_per_second (or bytes_per_second)", v.p.Sink.Type, what)
 		if pos, ok := v.p.pos["sink.type"]; ok && len(v.out) > n && !v.present("throttle") {
@@ -294,19 +291,18 @@ func (v *validator) throttle() {
 }
 
 func (v *validator) sink(field string, s *Sink) {
-	all := append(append([]string{}, sinkTypes...), plannedSinkTypes...)
+	types := typeStrings(sinkTypeNames())
 	if s.Type == "" {
-		v.add(field+".type", "missing: one of %s", strings.Join(sinkTypes, ", "))
+		v.add(field+".type", "missing: one of %s", strings.Join(types, ", "))
 		return
 	}
-	if !v.enum(field+".type", s.Type, all) {
+	if !v.enum(field+".type", string(s.Type), append(slices.Clone(types), typeStrings(plannedSinkTypes)...)) {
 		return
 	}
-	for _, planned := range plannedSinkTypes {
-		if s.Type == planned {
-			v.add(field+".type", "the %s sink is not available in this version: use %s", s.Type, strings.Join(sinkTypes, ", "))
-			return
-		}
+	d, ok := LookupSinkType(s.Type)
+	if !ok {
+		v.add(field+".type", "the %s sink is not available in this version: use %s", s.Type, strings.Join(types, ", "))
+		return
 	}
 	if s.BatchSize < 1 || s.BatchSize > MaxBatchSize {
 		v.add(field+".batch_size", "%d: want 1..%d records (leave batch_size out for the default, %d)", s.BatchSize, MaxBatchSize, DefaultBatchSize)
@@ -317,29 +313,26 @@ func (v *validator) sink(field string, s *Sink) {
 		}
 	}
 	v.sinkFieldsApply(field, s)
+	v.sinkRequired(field, s, d)
 	switch s.Type {
-	case "file":
+	case SinkFile:
 		v.fileSink(field, s)
-	case "postgres":
+	case SinkPostgres:
 		v.postgres(field, s)
-	case "sqlite":
+	case SinkSQLite:
 		v.sqlite(field, s)
-	case "kafka":
+	case SinkKafka:
 		v.kafkaSink(field, s)
-	case "http":
+	case SinkHTTP:
 		v.httpSink(field, s)
 	}
 }
 
 func (v *validator) postgres(field string, s *Sink) {
-	if s.DSN == "" {
-		v.add(field+".dsn", "missing: add dsn: ${ORDERS_DSN} and export ORDERS_DSN=postgres://user:password@host:5432/db")
-	} else if v.literalDSNPassword(field+".dsn", s.DSN) {
+	if s.DSN != "" && v.literalDSNPassword(field+".dsn", s.DSN) {
 		v.add(field+".dsn", "contains a literal password: take the DSN (or its password) from the environment, e.g. dsn: ${ORDERS_DSN}, and export the variable")
 	}
-	if s.Table == "" {
-		v.add(field+".table", "missing: the table to upsert into")
-	} else if !tableRe.MatchString(s.Table) {
+	if s.Table != "" && !tableRe.MatchString(s.Table) {
 		v.add(field+".table", "%q is not a plain table name ([schema.]name of letters, digits, _)", s.Table)
 	}
 	v.enum(field+".on_conflict", s.OnConflict, []string{"update", "ignore"})
@@ -439,9 +432,9 @@ func (v *validator) deadLetter() {
 	d := v.p.DeadLetter
 	v.sink("dead_letter", d)
 	switch {
-	case d.Type == "stdout":
+	case d.Type == SinkStdout:
 		v.add("dead_letter.type", "stdout does not keep dead letters: the partition's commit passes them once written, so they must be stored; use file (or another stored sink)")
-	case d.Type == v.p.Sink.Type && d.Type == "file" && d.Path != "" && filepath.Clean(d.Path) == filepath.Clean(v.p.Sink.Path):
+	case d.Type == v.p.Sink.Type && d.Type == SinkFile && d.Path != "" && filepath.Clean(d.Path) == filepath.Clean(v.p.Sink.Path):
 		v.add("dead_letter.path", "%s is the sink's own file: write dead letters to another file", d.Path)
 	}
 }
@@ -503,7 +496,7 @@ func (p *Plan) Fingerprint() string {
 		if order == s.defaultOrder(deadLetter) {
 			order = ""
 		}
-		return sinkID{Type: s.Type, Path: s.Path, Table: s.Table, Key: s.Key, OnConflict: s.OnConflict, Topic: s.Topic,
+		return sinkID{Type: string(s.Type), Path: s.Path, Table: s.Table, Key: s.Key, OnConflict: s.OnConflict, Topic: s.Topic,
 			KeepPartition: s.KeepPartition, URL: sinkEndpoint(s.URL), Columns: s.Columns.String(), Format: format, PerPartition: s.PerPartition,
 			Order: order}
 	}
@@ -530,7 +523,7 @@ func (p *Plan) Fingerprint() string {
 		dl.KeepPartition, dl.URL = false, d.URL // as the first version wrote them
 		canon.DeadLetter = &dl
 	}
-	if len(p.Window.Offsets) > 0 {
+	if p.Window.Kind() == WindowOffsets {
 		canon.Offsets = map[int32][2]string{}
 		for k, r := range p.Window.Offsets {
 			canon.Offsets[k] = [2]string{r.From.String(), r.To.String()}

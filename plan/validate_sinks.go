@@ -1,10 +1,9 @@
 package plan
 
 import (
-	"fmt"
-	"net"
 	"net/url"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -12,62 +11,56 @@ import (
 	"time"
 )
 
-// sinkFields lists, for each type-specific sink field, the sink types that
-// take it. type, key and batch_size apply to every sink.
-var sinkFields = []struct {
-	name  string
-	types []string
-}{
-	{"path", []string{"file", "sqlite"}},
-	{"dsn", []string{"postgres"}},
-	{"table", []string{"postgres", "sqlite"}},
-	{"on_conflict", []string{"postgres", "sqlite"}},
-	{"create_table", []string{"postgres", "sqlite"}},
-	{"columns", []string{"postgres", "sqlite", "file"}},
-	{"checkpoint_table", []string{"postgres", "sqlite"}},
-	{"copy_threshold", []string{"postgres"}},
-	{"format", []string{"file"}},
-	{"per_partition", []string{"file"}},
-	{"order", []string{"file"}},
-	{"brokers", []string{"kafka"}},
-	{"topic", []string{"kafka"}},
-	{"tls", []string{"kafka"}},
-	{"sasl", []string{"kafka"}},
-	{"keep_partition", []string{"kafka"}},
-	{"url", []string{"http"}},
-	{"headers", []string{"http"}},
-	{"max_retries", []string{"http"}},
-	{"max_retry_wait", []string{"http"}},
-}
-
 // sinkFieldsApply reports fields written for a sink type that does not use
 // them (topic: on a postgres sink, table: on a file sink): a setting that
 // would silently do nothing is a mistake in the plan. Only fields written in
 // the file count: a default (on_conflict: update) is not a mistake.
 func (v *validator) sinkFieldsApply(field string, s *Sink) {
-	for _, f := range sinkFields {
-		if !v.present(field+"."+f.name) || slices.Contains(f.types, s.Type) {
+	for _, f := range sinkFieldTable {
+		if len(f.Types) == 0 || !v.present(field+"."+f.Name) || slices.Contains(f.Types, s.Type) {
 			continue
 		}
-		v.add(field+"."+f.name, "does not apply to %s sink (only %s sinks take it): remove it", article(s.Type), strings.Join(f.types, " and "))
+		v.add(field+"."+f.Name, "does not apply to %s sink (only %s sinks take it): remove it", article(s.Type), strings.Join(typeStrings(f.Types), " and "))
 	}
+}
+
+// sinkRequired reports the fields the sink's type requires that are not set.
+func (v *validator) sinkRequired(field string, s *Sink, d SinkDescriptor) {
+	for _, name := range d.Required {
+		if !s.isSet(name) {
+			v.add(field+"."+name, "%s", d.missing[name])
+		}
+	}
+}
+
+// isSet reports whether the field with yaml name name holds a value: a
+// non-empty string, list or map, or any other non-zero value.
+func (s *Sink) isSet(name string) bool {
+	v := reflect.ValueOf(s).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		if strings.Split(v.Type().Field(i).Tag.Get("yaml"), ",")[0] != name {
+			continue
+		}
+		switch f := v.Field(i); f.Kind() {
+		case reflect.Slice, reflect.Map, reflect.String:
+			return f.Len() > 0
+		default:
+			return !f.IsZero()
+		}
+	}
+	return false
 }
 
 // article returns "a kafka", "an http".
-func article(sinkType string) string {
-	if sinkType == "http" {
-		return "an " + sinkType
+func article(sinkType SinkType) string {
+	if sinkType == SinkHTTP {
+		return "an " + string(sinkType)
 	}
-	return "a " + sinkType
+	return "a " + string(sinkType)
 }
 
 func (v *validator) sqlite(field string, s *Sink) {
-	if s.Path == "" {
-		v.add(field+".path", "missing: the database file, e.g. out/orders.db (created when missing)")
-	}
-	if s.Table == "" {
-		v.add(field+".table", "missing: the table to upsert into")
-	} else if !tableRe.MatchString(s.Table) {
+	if s.Table != "" && !tableRe.MatchString(s.Table) {
 		v.add(field+".table", "%q is not a plain table name ([schema.]name of letters, digits, _)", s.Table)
 	}
 	v.enum(field+".on_conflict", s.OnConflict, []string{"update", "ignore"})
@@ -92,7 +85,7 @@ func (v *validator) database(field string, s *Sink) {
 	case v.p.OnError == OnErrorDeadLetter:
 		v.warn(field+".checkpoint_table", "not used to resume with on_error: dead_letter: dead letters are written after the sink's transaction, so resuming from its checkpoint could lose them; a resume starts from the Kafka commit and re-writes the records after it (idempotently)")
 	}
-	if s.Type == "postgres" && (s.CopyThreshold < 1 || s.CopyThreshold > 1000000) {
+	if s.Type == SinkPostgres && (s.CopyThreshold < 1 || s.CopyThreshold > 1000000) {
 		v.add(field+".copy_threshold", "%d: want 1..1000000 rows (batches with more rows go through COPY)", s.CopyThreshold)
 	}
 }
@@ -147,7 +140,6 @@ func (v *validator) columns(field string, s *Sink, db bool) {
 func (v *validator) fileSink(field string, s *Sink) {
 	switch {
 	case s.Path == "":
-		v.add(field+".path", "missing: the file to write, e.g. out/orders.jsonl")
 	case strings.HasSuffix(s.Path, "/") || strings.HasSuffix(s.Path, string(filepath.Separator)):
 		v.add(field+".path", "%q ends in %q: it names a directory; give the file to write, e.g. %s", s.Path, s.Path[len(s.Path)-1:], filepath.Join(s.Path, "orders.jsonl"))
 	}
@@ -189,19 +181,9 @@ const PartitionPlaceholder = "{partition}"
 var topicRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
 
 func (v *validator) kafkaSink(field string, s *Sink) {
-	if len(s.Brokers) == 0 {
-		v.add(field+".brokers", `missing: list the target cluster's bootstrap brokers, e.g. ["kafka-1:9092"] or ["${TARGET_KAFKA_BROKERS}"]`)
-	}
-	for i, b := range s.Brokers {
-		for _, one := range strings.Split(b, ",") {
-			if _, port, err := net.SplitHostPort(strings.TrimSpace(one)); err != nil || port == "" {
-				v.add(fmt.Sprintf("%s.brokers[%d]", field, i), "%q is not host:port: add the port, e.g. %q", one, strings.TrimSpace(one)+":9092")
-			}
-		}
-	}
+	v.brokers(field+".brokers", s.Brokers)
 	switch {
 	case s.Topic == "":
-		v.add(field+".topic", "missing: the topic to produce to (it must exist: replay does not create topics)")
 	case !topicRe.MatchString(s.Topic) || s.Topic == "." || s.Topic == "..":
 		v.add(field+".topic", "%q is not a Kafka topic name (up to 249 letters, digits, '.', '_', '-')", s.Topic)
 	}
@@ -215,14 +197,13 @@ func (v *validator) kafkaSink(field string, s *Sink) {
 	}
 }
 
-// sameBrokers reports whether two broker lists name the same addresses.
+// sameBrokers reports whether two broker lists name the same addresses, in
+// any order and case.
 func sameBrokers(a, b []string) bool {
 	split := func(l []string) []string {
-		var out []string
-		for _, s := range l {
-			for _, one := range strings.Split(s, ",") {
-				out = append(out, strings.ToLower(strings.TrimSpace(one)))
-			}
+		out := BrokerList(l)
+		for i := range out {
+			out[i] = strings.ToLower(out[i])
 		}
 		sort.Strings(out)
 		return slices.Compact(out)
@@ -281,8 +262,7 @@ func (v *validator) httpSink(field string, s *Sink) {
 // the environment, as a DSN's password does.
 func (v *validator) httpURL(field, raw string) {
 	if raw == "" {
-		v.add(field, "missing: the endpoint to POST to, e.g. https://orders.internal/api/replay or ${ORDERS_API_URL}")
-		return
+		return // reported by sinkRequired
 	}
 	u, err := url.Parse(raw)
 	if err != nil {

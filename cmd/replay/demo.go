@@ -92,7 +92,7 @@ func (a *app) demo(ctx context.Context, o demoOptions) error {
 	if err != nil || rep == nil {
 		return err
 	}
-	if p.Sink.Type != "file" || !p.Window.IsTime() {
+	if p.Sink.Type != plan.SinkFile || p.Window.Kind() != plan.WindowTime {
 		return nil
 	}
 	return a.verifyDemo(p, seed, rep)

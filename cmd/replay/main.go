@@ -24,7 +24,8 @@ import (
 	"github.com/replay-tool/replay/runner"
 )
 
-// Exit codes (DESIGN.md §6).
+// Exit codes, as README.md documents them: 0 done (or nothing to do), 1 the
+// run failed, 2 invalid plan or usage, 3 refused for safety.
 const (
 	exitOK      = 0
 	exitFailed  = 1
@@ -32,10 +33,10 @@ const (
 	exitRefused = 3
 )
 
-// memoryLimit is a soft limit on the Go heap (KAFKA-GO.md §13): the GC works
-// harder near it instead of letting fetched batches pile up, which keeps the
-// peak RSS of a replay below 64 MiB whatever the window size. GOMEMLIMIT
-// overrides it.
+// memoryLimit is a soft limit on the Go heap (debug.SetMemoryLimit): the GC
+// works harder near it instead of letting fetched batches pile up, which
+// keeps the peak RSS of a replay below 64 MiB whatever the window size.
+// GOMEMLIMIT overrides it.
 const memoryLimit = 46 << 20
 
 func main() {

@@ -36,7 +36,7 @@ func (a *app) showsProgress(s plan.Sink) bool {
 		return false
 	}
 	f, ok := a.rawStdout.(*os.File)
-	return s.Type != "stdout" || !ok || !isatty.IsTerminal(f.Fd())
+	return s.Type != plan.SinkStdout || !ok || !isatty.IsTerminal(f.Fd())
 }
 
 // showProgress draws job's progress on stderr while it runs, from a

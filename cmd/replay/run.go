@@ -223,11 +223,8 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 	}
 	defer c.Close()
 	p := job.Plan
-	if o.join && (p.Sink.Type == "file" || p.Sink.Type == "sqlite" || p.Sink.Type == "stdout") {
-		return nil, usageError{fmt.Errorf("--join spreads the partitions over several processes, so a %s sink would split the output among them: use a postgres, kafka or http sink", p.Sink.Type)}
-	}
-	if dl := p.DeadLetter; o.join && dl != nil && p.OnError == plan.OnErrorDeadLetter && (dl.Type == "file" || dl.Type == "sqlite") {
-		return nil, usageError{fmt.Errorf("--join spreads the partitions over several processes, so a %s dead-letter sink would split the dead letters among them: use a postgres, kafka or http dead-letter sink", dl.Type)}
+	if err := joinableSinks(o.join, p); err != nil {
+		return nil, err
 	}
 	out := a.resultsOut(p.Sink)
 	printResolution(out, job)
@@ -301,7 +298,7 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 // terminal, nowhere when stderr carries JSON logs.
 func (a *app) resultsOut(s plan.Sink) io.Writer {
 	switch {
-	case s.Type != "stdout":
+	case s.Type != plan.SinkStdout:
 		return a.stdout
 	case a.jsonLogs.Load():
 		return io.Discard
@@ -313,7 +310,7 @@ func (a *app) resultsOut(s plan.Sink) io.Writer {
 // (sinks.New would write to os.Stdout).
 func (a *app) newSink(ctx context.Context, job *runner.Job) (sinks.Sink, error) {
 	p := job.Plan
-	if p.Sink.Type == "stdout" {
+	if p.Sink.Type == plan.SinkStdout {
 		return sinks.NewStdout(a.rawStdout), nil // records are data: not redacted
 	}
 	return sinks.New(ctx, p.Sink, sinks.Options{Log: a.log, PlanName: p.Name, RunID: job.RunID(), Group: p.Group, Fingerprint: job.Resolution.Fingerprint})
@@ -353,12 +350,12 @@ func checkWritable(path string) error {
 
 func sinkWhere(s plan.Sink) string {
 	switch s.Type {
-	case "file":
+	case plan.SinkFile:
 		return s.Path
-	case "postgres":
+	case plan.SinkPostgres:
 		return "postgres table " + s.Table
 	}
-	return s.Type
+	return string(s.Type)
 }
 
 // resumeCommand is the command that resumes an interrupted run: the same

@@ -125,7 +125,7 @@ var fieldSchemas = map[string]func() schema{
 		s["anyOf"].([]any)[0].(schema)["maximum"] = int64(plan.MaxBytesPerSecond)
 		return s
 	},
-	"Sink.type":        func() schema { return enumOrEnv("file", "postgres", "sqlite", "kafka", "http", "stdout") },
+	"Sink.type":        func() schema { return enumOrEnv(sinkTypeValues()...) },
 	"Sink.on_conflict": func() schema { return enumOrEnv("update", "ignore") },
 	"Sink.batch_size":  func() schema { return numberOrEnv("integer", 1, plan.MaxBatchSize) },
 	"Sink.brokers": func() schema {
@@ -152,7 +152,8 @@ var fieldSchemas = map[string]func() schema{
 }
 
 // fieldDocs are the descriptions editors show, keyed "Type.yaml_name".
-// Every field of the plan has one (schema_test.go checks).
+// Every field of the plan has one (schema_test.go checks); the fields of a
+// sink have theirs in plan.SinkFields.
 var fieldDocs = map[string]string{
 	"Plan.version":         "Plan format version: 1.",
 	"Plan.name":            "Unique name of the plan (letters, digits, '.', '_', '-'); part of the plan fingerprint.",
@@ -200,30 +201,6 @@ var fieldDocs = map[string]string{
 
 	"Throttle.records_per_second": "Records per second across all partitions, up to 1e9; 0 is unlimited.",
 	"Throttle.bytes_per_second":   "Bytes per second across all partitions, e.g. 5MiB (units B, KiB, MiB, GiB, KB, MB, GB), up to 1024GiB; 0 is unlimited.",
-
-	"Sink.type":             "Sink type: file, postgres, sqlite, kafka, http or stdout.",
-	"Sink.path":             "Output file of a file sink (written atomically; with per_partition a pattern holding {partition}, e.g. out/orders-{partition}.csv), or the database file of a sqlite sink.",
-	"Sink.dsn":              "PostgreSQL connection string; its password must come from the environment, e.g. dsn: ${ORDERS_DSN}.",
-	"Sink.table":            "Target table of a postgres or sqlite sink, [schema.]name.",
-	"Sink.on_conflict":      "postgres and sqlite: update (default: the replayed record wins) or ignore (the stored row wins).",
-	"Sink.create_table":     "postgres and sqlite: create the table when it is missing: the default layout (key, topic, partition, offset, timestamp, value, headers), or the columns, typed after their fields (text; jsonb for value and headers; timestamptz; int and bigint for partition and offset) with the key column as primary key.",
-	"Sink.columns":          "postgres, sqlite and csv files: map column names to record fields, in order: key (the idempotency key), kafka_key, value (JSON), value.<path> (a gjson path into a JSON value, e.g. value.customer.id; NULL when missing), header.<name> (the header's last value), headers (JSON), timestamp, partition, offset, topic. A database sink must map key to one column, its unique key; unset, the default layout.",
-	"Sink.checkpoint_table": "postgres and sqlite: table (created when missing) where every write also records, in the same transaction, the partition's next offset for the group with the plan fingerprint; a resume starts from the later of it and the Kafka commit, so a failed commit re-writes nothing. Not used with on_error: dead_letter.",
-	"Sink.copy_threshold":   "postgres: batches of more rows than this are loaded with COPY into a temporary table, then upserted from it in the same transaction (default 1000).",
-	"Sink.format":           "file: jsonl (default: one JSON object per record) or csv (a header row, then one row per record with the columns; RFC 4180 quoting, LF line ends, NULL as an empty field).",
-	"Sink.per_partition":    "file: write one file per partition (path holds {partition}), each published atomically when the run completes.",
-	"Sink.order":            "file: line order of a single JSONL file: interleaved (default; partitions interleave, each in offset order; the output is written to disk once) or partition (grouped by partition: byte-identical for the same window, but written twice). CSV, per_partition and dead-letter files are always in partition order.",
-	"Sink.key":              "Idempotency key: a Go template over the record, e.g. '{{ .Value.id }}'; default <topic>/<partition>/<offset>. The kafka sink's message key; the http sink's idempotency_key; the column mapped to key.",
-	"Sink.batch_size":       "Largest number of records per durable write, and so between two commits: 1..100000 (default 1000 when unset); an http sink posts at most this many per request.",
-	"Sink.brokers":          "kafka: bootstrap brokers of the target cluster (the source cluster or another), host:port; or one ${VAR} holding a comma-separated list.",
-	"Sink.topic":            "kafka: the topic to produce to; it must exist.",
-	"Sink.tls":              "kafka: encrypted connection to the target cluster (independent of the source's).",
-	"Sink.sasl":             "kafka: authentication to the target cluster (independent of the source's): PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.",
-	"Sink.keep_partition":   "kafka: produce each record to the partition numbered as its source partition (mirroring; the target needs at least as many partitions) instead of hashing the key.",
-	"Sink.url":              "http: the endpoint each batch is POSTed to as a JSON array.",
-	"Sink.headers":          "http: headers sent with every request; credentials (Authorization, tokens, API keys) must come from the environment, e.g. Authorization: \"Bearer ${ORDERS_API_TOKEN}\".",
-	"Sink.max_retries":      "http: retries of a request after a network error, 5xx, 408 or 429 (default 8; 0 never retries).",
-	"Sink.max_retry_wait":   "http: longest wait between two attempts, from the exponential backoff or from Retry-After (default 1m).",
 }
 
 // required lists the fields each struct must have; Window and Sink get
@@ -242,17 +219,47 @@ var objectRules = map[string]func(schema){
 	"Window": func(s schema) {
 		s["oneOf"] = []any{schema{"required": []any{"from"}}, schema{"required": []any{"offsets"}}}
 	},
-	// What each sink type needs.
+	// What each sink type needs, from the sink descriptors.
 	"Sink": func(s schema) {
-		needs := func(typ string, fields ...any) schema {
-			return schema{"if": schema{"properties": schema{"type": schema{"const": typ}}, "required": []any{"type"}},
-				"then": schema{"required": fields}}
+		var rules []any
+		for _, d := range plan.SinkTypes() {
+			if len(d.Required) == 0 {
+				continue
+			}
+			rules = append(rules, schema{"description": string(d.Type) + " sink: " + d.Summary,
+				"if":   schema{"properties": schema{"type": schema{"const": string(d.Type)}}, "required": []any{"type"}},
+				"then": schema{"required": anySlice(d.Required)}})
 		}
 		csvNeedsColumns := schema{"if": schema{"properties": schema{"format": schema{"const": "csv"}}, "required": []any{"format"}},
 			"then": schema{"required": []any{"columns"}}}
-		s["allOf"] = []any{needs("file", "path"), needs("postgres", "dsn", "table"), needs("sqlite", "path", "table"),
-			needs("kafka", "brokers", "topic"), needs("http", "url"), csvNeedsColumns}
+		s["allOf"] = append(rules, csvNeedsColumns)
 	},
+}
+
+// sinkTypeValues returns the sink types, in the plan's order.
+func sinkTypeValues() []any {
+	var out []any
+	for _, d := range plan.SinkTypes() {
+		out = append(out, string(d.Type))
+	}
+	return out
+}
+
+// sinkFieldDocs maps each field of a sink to its description.
+func sinkFieldDocs() map[string]string {
+	docs := map[string]string{}
+	for _, f := range plan.SinkFields() {
+		docs[f.Name] = f.Doc
+	}
+	return docs
+}
+
+func anySlice(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
 
 func envRef() schema { return schema{"$ref": "#/$defs/env"} }
@@ -377,18 +384,18 @@ func (g *schemaGen) object(t reflect.Type) (schema, error) {
 				return nil, fmt.Errorf("%s: %w", key, err)
 			}
 		}
-		if doc := fieldDocs[key]; doc != "" {
+		doc := fieldDocs[key]
+		if t == reflect.TypeFor[plan.Sink]() {
+			doc = sinkFieldDocs()[name]
+		}
+		if doc != "" {
 			s["description"] = doc // beside a $ref too: 2020-12 allows it
 		}
 		props[name] = s
 	}
 	s := schema{"type": "object", "properties": props, "additionalProperties": false}
 	if req := required[t.Name()]; len(req) > 0 {
-		r := make([]any, len(req))
-		for i, f := range req {
-			r[i] = f
-		}
-		s["required"] = r
+		s["required"] = anySlice(req)
 	}
 	if rule := objectRules[t.Name()]; rule != nil {
 		rule(s)

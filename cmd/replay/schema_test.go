@@ -1,19 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"gopkg.in/yaml.v3"
 
 	"github.com/replay-tool/replay/plan"
@@ -38,10 +38,9 @@ func TestSchemaIsJSONSchema2020(t *testing.T) {
 	if s["$schema"] != "https://json-schema.org/draft/2020-12/schema" || s["type"] != "object" {
 		t.Fatalf("$schema %v, type %v", s["$schema"], s["type"])
 	}
-	// Every keyword is one the validator below knows (all are draft 2020-12
-	// keywords), and every $ref resolves.
-	v := &schemaValidator{root: s}
-	v.check(t, s, "#")
+	// It compiles: it is valid against the 2020-12 meta-schema, its patterns
+	// compile and every $ref resolves.
+	compiledSchema(t)
 }
 
 // The schema names every yaml field of plan.Plan, recursively, with a
@@ -49,10 +48,9 @@ func TestSchemaIsJSONSchema2020(t *testing.T) {
 // self-decoding type without a schema) fails here.
 func TestSchemaNamesEveryPlanField(t *testing.T) {
 	s := printedSchema(t)
-	v := &schemaValidator{root: s}
 	var walk func(typ reflect.Type, node map[string]any, path string)
 	walk = func(typ reflect.Type, node map[string]any, path string) {
-		node = v.deref(node)
+		node = deref(s, node)
 		if node["additionalProperties"] != false {
 			t.Errorf("%s: additionalProperties must be false, is %v", path, node["additionalProperties"])
 		}
@@ -82,7 +80,7 @@ func TestSchemaNamesEveryPlanField(t *testing.T) {
 			case ft.Kind() == reflect.Struct:
 				walk(ft, prop, field)
 			case ft.Kind() == reflect.Map && ft.Elem().Kind() == reflect.Struct:
-				walk(ft.Elem(), v.deref(prop)["additionalProperties"].(map[string]any), field+".*")
+				walk(ft.Elem(), deref(s, prop)["additionalProperties"].(map[string]any), field+".*")
 			}
 		}
 	}
@@ -110,13 +108,13 @@ func TestSchemaRejectsAdditionalProperties(t *testing.T) {
 		}
 	}
 	visit(s, "#")
-	v := &schemaValidator{root: s}
+	sch := compiledSchema(t)
 	for _, key := range []string{"colour: red", "source: {brokers: [\"k:9092\"], topic: t, isolaton: read_committed}"} {
 		doc := strings.Replace(schemaTestPlan, "owner: data-platform", key, 1)
 		if strings.HasPrefix(key, "source:") {
 			doc = strings.Replace(schemaTestPlan, `source: {brokers: ["k:9092"], topic: orders}`, key, 1)
 		}
-		if errs := v.validateYAML(t, doc); len(errs) == 0 {
+		if err := validateYAML(t, sch, doc); err == nil {
 			t.Errorf("a plan with %q validates", key)
 		}
 	}
@@ -135,7 +133,7 @@ sink: {type: file, path: out.jsonl}
 
 // The example plans and the valid test plans validate against the schema.
 func TestSchemaAcceptsValidPlans(t *testing.T) {
-	v := &schemaValidator{root: printedSchema(t)}
+	sch := compiledSchema(t)
 	files, _ := filepath.Glob("../../plans/*.yaml")
 	more, _ := filepath.Glob("../../plan/testdata/valid/*.yaml")
 	files = append(files, more...)
@@ -147,18 +145,18 @@ func TestSchemaAcceptsValidPlans(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if errs := v.validateYAML(t, string(b)); len(errs) > 0 {
-			t.Errorf("%s: %v", f, errs)
+		if err := validateYAML(t, sch, string(b)); err != nil {
+			t.Errorf("%s: %v", f, err)
 		}
 	}
-	if errs := v.validateYAML(t, schemaTestPlan); len(errs) > 0 {
-		t.Errorf("schemaTestPlan: %v", errs)
+	if err := validateYAML(t, sch, schemaTestPlan); err != nil {
+		t.Errorf("schemaTestPlan: %v", err)
 	}
 }
 
 // Mistakes the schema catches, named by what the plan does wrong.
 func TestSchemaRejects(t *testing.T) {
-	v := &schemaValidator{root: printedSchema(t)}
+	sch := compiledSchema(t)
 	for _, tc := range []struct{ name, old, new string }{
 		{"zone-less time", "from: 2026-11-03T10:00:00Z", "from: 2026-11-03T10:00:00"},
 		{"bare seconds", "from: 2026-11-03T10:00:00Z", "from: 1762164000"},
@@ -186,8 +184,38 @@ func TestSchemaRejects(t *testing.T) {
 		if doc == schemaTestPlan {
 			t.Fatalf("%s: %q is not in the test plan", tc.name, tc.old)
 		}
-		if errs := v.validateYAML(t, doc); len(errs) == 0 {
+		if err := validateYAML(t, sch, doc); err == nil {
 			t.Errorf("%s: the schema accepts it", tc.name)
+		}
+	}
+}
+
+// The schema requires, for each sink type, the fields its descriptor
+// requires: without any one of them a plan is rejected, with all of them
+// (and a throttle) it is accepted.
+func TestSchemaSinkRequiredFieldsFollowDescriptors(t *testing.T) {
+	sch := compiledSchema(t)
+	values := map[string]string{"path": "out.db", "dsn": "'${DSN}'", "table": "t", "brokers": `["k:9092"]`, "topic": "orders-fixed", "url": "'https://svc.internal/api'"}
+	for _, d := range plan.SinkTypes() {
+		fields := func(skip string) string {
+			var out string
+			for _, f := range d.Required {
+				if f != skip {
+					out += ", " + f + ": " + values[f]
+				}
+			}
+			return out
+		}
+		doc := func(skip string) string {
+			return strings.Replace(schemaTestPlan, "sink: {type: file, path: out.jsonl}", "sink: {type: "+string(d.Type)+fields(skip)+"}", 1)
+		}
+		if err := validateYAML(t, sch, doc("")); err != nil {
+			t.Errorf("%s sink with %v: %v", d.Type, d.Required, err)
+		}
+		for _, f := range d.Required {
+			if err := validateYAML(t, sch, doc(f)); err == nil {
+				t.Errorf("%s sink without %s: the schema accepts it", d.Type, f)
+			}
 		}
 	}
 }
@@ -206,7 +234,6 @@ func TestSchemaEnumsMatchValidation(t *testing.T) {
 		"http":     ", url: 'https://svc.internal/api'",
 	}
 	s := printedSchema(t)
-	v := &schemaValidator{root: s}
 	env := func(name string) (string, bool) {
 		return map[string]string{"DSN": "postgres://u:pw@db/x", "PW": "secret"}[name], true
 	}
@@ -222,7 +249,7 @@ func TestSchemaEnumsMatchValidation(t *testing.T) {
 		{"sink.on_conflict", []string{"sink", "on_conflict"}, "sink: {type: postgres, dsn: '${DSN}', table: t, on_conflict: %s}", []string{"replace"}},
 		{"on_error", []string{"on_error"}, "on_error: %s\ndead_letter: {type: file, path: dead.jsonl}", nil},
 	} {
-		values := v.enumAt(t, tc.path)
+		values := enumAt(s, tc.path)
 		if len(values) == 0 {
 			t.Fatalf("%s: no enum in the schema", tc.field)
 		}
@@ -272,77 +299,66 @@ func TestSchemaEnumsMatchValidation(t *testing.T) {
 	}
 }
 
-// schemaValidator checks an instance against the subset of JSON Schema
-// 2020-12 that planSchema uses, and fails on any other keyword, so the
-// schema cannot silently rely on something this test does not check.
-type schemaValidator struct {
-	root map[string]any
-}
-
-var annotationKeywords = map[string]bool{"$schema": true, "$defs": true, "title": true, "description": true, "examples": true}
-
-var assertionKeywords = map[string]bool{"$ref": true, "type": true, "enum": true, "const": true, "pattern": true, "minimum": true,
-	"maximum": true, "minItems": true, "uniqueItems": true, "items": true, "properties": true, "required": true,
-	"additionalProperties": true, "propertyNames": true, "anyOf": true, "oneOf": true, "allOf": true, "if": true, "then": true}
-
-// check verifies the schema's keywords, patterns and references.
-func (v *schemaValidator) check(t *testing.T, node any, path string) {
+// compiledSchema compiles the printed schema with a JSON Schema 2020-12
+// validator, which also checks it against the 2020-12 meta-schema.
+func compiledSchema(t *testing.T) *jsonschema.Schema {
 	t.Helper()
-	switch n := node.(type) {
-	case map[string]any:
-		for k, c := range n {
-			switch {
-			case k == "$ref":
-				v.resolve(t, c.(string))
-			case k == "pattern":
-				if _, err := regexp.Compile(c.(string)); err != nil {
-					t.Errorf("%s: pattern: %v", path, err)
-				}
-			case k == "properties" || k == "$defs":
-				for name, sub := range c.(map[string]any) {
-					v.check(t, sub, path+"/"+k+"/"+name)
-				}
-			case annotationKeywords[k]:
-			case assertionKeywords[k]:
-				v.check(t, c, path+"/"+k)
-			default:
-				t.Errorf("%s: keyword %q is unknown to this test", path, k)
-			}
-		}
-	case []any:
-		for i, c := range n {
-			v.check(t, c, fmt.Sprintf("%s/%d", path, i))
-		}
+	b, err := json.Marshal(printedSchema(t))
+	if err != nil {
+		t.Fatal(err)
 	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	if err := c.AddResource("replay-plan.schema.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile("replay-plan.schema.json")
+	if err != nil {
+		t.Fatalf("compile the schema: %v", err)
+	}
+	return sch
 }
 
-func (v *schemaValidator) resolve(t *testing.T, ref string) map[string]any {
+// validateYAML decodes a plan as the YAML language server does (YAML 1.2
+// core schema: keys and timestamps are strings) and validates it: nil when
+// the schema accepts it.
+func validateYAML(t *testing.T, sch *jsonschema.Schema, doc string) error {
 	t.Helper()
-	name, ok := strings.CutPrefix(ref, "#/$defs/")
-	def, found := v.root["$defs"].(map[string]any)[name].(map[string]any)
-	if !ok || !found {
-		t.Fatalf("$ref %q does not resolve", ref)
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte(doc), &n); err != nil {
+		t.Fatal(err)
 	}
-	return def
+	b, err := json.Marshal(jsonValue(t, n.Content[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sch.Validate(inst)
 }
 
-func (v *schemaValidator) deref(node map[string]any) map[string]any {
+// deref follows $refs into the schema's $defs.
+func deref(root, node map[string]any) map[string]any {
 	for {
 		ref, ok := node["$ref"].(string)
 		if !ok {
 			return node
 		}
-		name := strings.TrimPrefix(ref, "#/$defs/")
-		node = v.root["$defs"].(map[string]any)[name].(map[string]any)
+		node = root["$defs"].(map[string]any)[strings.TrimPrefix(ref, "#/$defs/")].(map[string]any)
 	}
 }
 
 // enumAt returns the enum of the property at path (inside an anyOf).
-func (v *schemaValidator) enumAt(t *testing.T, path []string) []string {
-	t.Helper()
-	node := v.root
+func enumAt(root map[string]any, path []string) []string {
+	node := root
 	for _, p := range path {
-		node = v.deref(node)["properties"].(map[string]any)[p].(map[string]any)
+		node = deref(root, node)["properties"].(map[string]any)[p].(map[string]any)
 	}
 	var out []string
 	for _, alt := range append([]any{node}, asSlice(node["anyOf"])...) {
@@ -356,25 +372,6 @@ func (v *schemaValidator) enumAt(t *testing.T, path []string) []string {
 func asSlice(v any) []any {
 	s, _ := v.([]any)
 	return s
-}
-
-// validateYAML decodes a plan as the YAML language server does (YAML 1.2
-// core schema: keys and timestamps are strings) and validates it.
-func (v *schemaValidator) validateYAML(t *testing.T, doc string) []string {
-	t.Helper()
-	var n yaml.Node
-	if err := yaml.Unmarshal([]byte(doc), &n); err != nil {
-		t.Fatal(err)
-	}
-	b, err := json.Marshal(jsonValue(t, n.Content[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var inst any
-	if err := json.Unmarshal(b, &inst); err != nil {
-		t.Fatal(err)
-	}
-	return v.validate(v.root, inst, "")
 }
 
 // jsonValue converts a YAML node to the JSON value an editor validates.
@@ -405,131 +402,4 @@ func jsonValue(t *testing.T, n *yaml.Node) any {
 		return x
 	}
 	return n.Value // !!str, !!timestamp
-}
-
-func (v *schemaValidator) validate(s map[string]any, x any, at string) []string {
-	var errs []string
-	fail := func(format string, args ...any) { errs = append(errs, at+": "+fmt.Sprintf(format, args...)) }
-	if ref, ok := s["$ref"].(string); ok {
-		errs = append(errs, v.validate(v.deref(map[string]any{"$ref": ref}), x, at)...)
-	}
-	if typ, ok := s["type"].(string); ok && !hasType(x, typ) {
-		fail("want %s, got %v", typ, x)
-		return errs
-	}
-	if e, ok := s["enum"].([]any); ok && !slices.ContainsFunc(e, func(c any) bool { return reflect.DeepEqual(c, x) }) {
-		fail("%v is not one of %v", x, e)
-	}
-	if c, ok := s["const"]; ok && !reflect.DeepEqual(c, x) {
-		fail("want %v, got %v", c, x)
-	}
-	if p, ok := s["pattern"].(string); ok {
-		if str, isStr := x.(string); isStr && !regexp.MustCompile(p).MatchString(str) {
-			fail("%q does not match %s", str, p)
-		}
-	}
-	if num, isNum := x.(float64); isNum {
-		if m, ok := s["minimum"].(float64); ok && num < m {
-			fail("%v < %v", num, m)
-		}
-		if m, ok := s["maximum"].(float64); ok && num > m {
-			fail("%v > %v", num, m)
-		}
-	}
-	if arr, isArr := x.([]any); isArr {
-		if m, ok := s["minItems"].(float64); ok && float64(len(arr)) < m {
-			fail("fewer than %v items", m)
-		}
-		seen := map[string]bool{}
-		for i, item := range arr {
-			if items, ok := s["items"].(map[string]any); ok {
-				errs = append(errs, v.validate(items, item, fmt.Sprintf("%s[%d]", at, i))...)
-			}
-			b, _ := json.Marshal(item)
-			if s["uniqueItems"] == true && seen[string(b)] {
-				fail("item %s repeats", b)
-			}
-			seen[string(b)] = true
-		}
-	}
-	if obj, isObj := x.(map[string]any); isObj {
-		errs = append(errs, v.validateObject(s, obj, at)...)
-	}
-	for _, sub := range asSlice(s["allOf"]) {
-		errs = append(errs, v.validate(sub.(map[string]any), x, at)...)
-	}
-	if alts := asSlice(s["anyOf"]); len(alts) > 0 && v.matching(alts, x, at) == 0 {
-		fail("%v matches none of anyOf", x)
-	}
-	if alts := asSlice(s["oneOf"]); len(alts) > 0 && v.matching(alts, x, at) != 1 {
-		fail("%v matches %d of oneOf, want exactly 1", x, v.matching(alts, x, at))
-	}
-	if cond, ok := s["if"].(map[string]any); ok && len(v.validate(cond, x, at)) == 0 {
-		if then, ok := s["then"].(map[string]any); ok {
-			errs = append(errs, v.validate(then, x, at)...)
-		}
-	}
-	return errs
-}
-
-func (v *schemaValidator) matching(alts []any, x any, at string) int {
-	n := 0
-	for _, alt := range alts {
-		if len(v.validate(alt.(map[string]any), x, at)) == 0 {
-			n++
-		}
-	}
-	return n
-}
-
-func (v *schemaValidator) validateObject(s map[string]any, obj map[string]any, at string) []string {
-	var errs []string
-	for _, r := range asSlice(s["required"]) {
-		if _, ok := obj[r.(string)]; !ok {
-			errs = append(errs, fmt.Sprintf("%s: missing %s", at, r))
-		}
-	}
-	props, _ := s["properties"].(map[string]any)
-	for k, c := range obj {
-		if names, ok := s["propertyNames"].(map[string]any); ok {
-			errs = append(errs, v.validate(names, k, at+"."+k)...)
-		}
-		if p, ok := props[k].(map[string]any); ok {
-			errs = append(errs, v.validate(p, c, at+"."+k)...)
-			continue
-		}
-		switch ap := s["additionalProperties"].(type) {
-		case bool:
-			if !ap {
-				errs = append(errs, fmt.Sprintf("%s: unknown key %q", at, k))
-			}
-		case map[string]any:
-			errs = append(errs, v.validate(ap, c, at+"."+k)...)
-		}
-	}
-	return errs
-}
-
-func hasType(x any, typ string) bool {
-	switch typ {
-	case "object":
-		_, ok := x.(map[string]any)
-		return ok
-	case "array":
-		_, ok := x.([]any)
-		return ok
-	case "string":
-		_, ok := x.(string)
-		return ok
-	case "boolean":
-		_, ok := x.(bool)
-		return ok
-	case "number":
-		_, ok := x.(float64)
-		return ok
-	case "integer":
-		f, ok := x.(float64)
-		return ok && f == math.Trunc(f)
-	}
-	return false
 }

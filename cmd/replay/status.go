@@ -59,7 +59,7 @@ func (a *app) statusCmd() *cobra.Command {
 // it exists ("" otherwise): a finished run whose output is not published.
 // A relative path is resolved against the working directory, as by run.
 func unpublished(s plan.Sink) string {
-	if s.Type != "file" || s.PerPartition {
+	if s.Type != plan.SinkFile || s.PerPartition {
 		return ""
 	}
 	dir := s.Path + ".parts"

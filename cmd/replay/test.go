@@ -117,7 +117,7 @@ type tester struct {
 }
 
 func newTester(p *plan.Plan) (*tester, error) {
-	t := &tester{p: p, keyUsed: p.Sink.Type != "file" && p.Sink.Type != "stdout"}
+	t := &tester{p: p, keyUsed: p.Sink.Type != plan.SinkFile && p.Sink.Type != plan.SinkStdout}
 	prog, err := p.FilterProgram()
 	if err != nil {
 		return nil, fmt.Errorf("filter: %w", err)

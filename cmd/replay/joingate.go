@@ -1,0 +1,44 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/replay-tool/replay/plan"
+)
+
+// joinableSinks refuses, under --join, a sink or dead-letter sink whose
+// output several processes cannot share (plan.SinkDescriptor.Shared): the
+// partitions are spread over the processes, and so would the output be.
+func joinableSinks(join bool, p *plan.Plan) error {
+	if !join {
+		return nil
+	}
+	shared := orList(plan.SharedSinkTypes())
+	if !sharedSink(p.Sink.Type) {
+		return usageError{fmt.Errorf("--join spreads the partitions over several processes, so a %s sink would split the output among them: use a %s sink", p.Sink.Type, shared)}
+	}
+	if dl := p.DeadLetter; dl != nil && p.OnError == plan.OnErrorDeadLetter && !sharedSink(dl.Type) {
+		return usageError{fmt.Errorf("--join spreads the partitions over several processes, so a %s dead-letter sink would split the dead letters among them: use a %s dead-letter sink", dl.Type, shared)}
+	}
+	return nil
+}
+
+// sharedSink reports whether several processes can write the output of a
+// sink of type t at once.
+func sharedSink(t plan.SinkType) bool {
+	d, ok := plan.LookupSinkType(t)
+	return ok && d.Shared
+}
+
+// orList joins sink types as "a, b or c".
+func orList(types []plan.SinkType) string {
+	s := make([]string, len(types))
+	for i, t := range types {
+		s[i] = string(t)
+	}
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+}

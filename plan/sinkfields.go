@@ -1,0 +1,52 @@
+package plan
+
+// sinkFieldTable describes every field of a sink: first the fields every
+// type takes, then, for each type-specific field, the sink types that take
+// it. It is the one place that says which sink type takes which field:
+// validation, the JSON Schema and the README's sink reference follow it.
+var sinkFieldTable = []FieldDescriptor{
+	{Name: "type", Doc: "Sink type: " + orList(typeStrings(sinkTypeNames())) + "."},
+	{Name: "key", Doc: "Idempotency key: a Go template over the record, e.g. '{{ .Value.id }}'; default <topic>/<partition>/<offset>. The kafka sink's message key; the http sink's idempotency_key; the column mapped to key."},
+	{Name: "batch_size", Doc: "Largest number of records per durable write, and so between two commits: 1..100000 (default 1000 when unset); an http sink posts at most this many per request."},
+
+	{Name: "path", Types: []SinkType{SinkFile, SinkSQLite},
+		Doc: "Output file of a file sink (written atomically; with per_partition a pattern holding {partition}, e.g. out/orders-{partition}.csv), or the database file of a sqlite sink."},
+	{Name: "dsn", Types: []SinkType{SinkPostgres},
+		Doc: "PostgreSQL connection string; its password must come from the environment, e.g. dsn: ${ORDERS_DSN}."},
+	{Name: "table", Types: []SinkType{SinkPostgres, SinkSQLite},
+		Doc: "Target table of a postgres or sqlite sink, [schema.]name."},
+	{Name: "on_conflict", Types: []SinkType{SinkPostgres, SinkSQLite},
+		Doc: "postgres and sqlite: update (default: the replayed record wins) or ignore (the stored row wins)."},
+	{Name: "create_table", Types: []SinkType{SinkPostgres, SinkSQLite},
+		Doc: "postgres and sqlite: create the table when it is missing: the default layout (key, topic, partition, offset, timestamp, value, headers), or the columns, typed after their fields (text; jsonb for value and headers; timestamptz; int and bigint for partition and offset) with the key column as primary key."},
+	{Name: "columns", Types: []SinkType{SinkPostgres, SinkSQLite, SinkFile},
+		Doc: "postgres, sqlite and csv files: map column names to record fields, in order: key (the idempotency key), kafka_key, value (JSON), value.<path> (a gjson path into a JSON value, e.g. value.customer.id; NULL when missing), header.<name> (the header's last value), headers (JSON), timestamp, partition, offset, topic. A database sink must map key to one column, its unique key; unset, the default layout."},
+	{Name: "checkpoint_table", Types: []SinkType{SinkPostgres, SinkSQLite},
+		Doc: "postgres and sqlite: table (created when missing) where every write also records, in the same transaction, the partition's next offset for the group with the plan fingerprint; a resume starts from the later of it and the Kafka commit, so a failed commit re-writes nothing. Not used with on_error: dead_letter."},
+	{Name: "copy_threshold", Types: []SinkType{SinkPostgres},
+		Doc: "postgres: batches of more rows than this are loaded with COPY into a temporary table, then upserted from it in the same transaction (default 1000)."},
+	{Name: "format", Types: []SinkType{SinkFile},
+		Doc: "file: jsonl (default: one JSON object per record) or csv (a header row, then one row per record with the columns; RFC 4180 quoting, LF line ends, NULL as an empty field)."},
+	{Name: "per_partition", Types: []SinkType{SinkFile},
+		Doc: "file: write one file per partition (path holds {partition}), each published atomically when the run completes."},
+	{Name: "order", Types: []SinkType{SinkFile},
+		Doc: "file: line order of a single JSONL file: interleaved (default; partitions interleave, each in offset order; the output is written to disk once) or partition (grouped by partition: byte-identical for the same window, but written twice). CSV, per_partition and dead-letter files are always in partition order."},
+	{Name: "brokers", Types: []SinkType{SinkKafka},
+		Doc: "kafka: bootstrap brokers of the target cluster (the source cluster or another), host:port; or one ${VAR} holding a comma-separated list."},
+	{Name: "topic", Types: []SinkType{SinkKafka},
+		Doc: "kafka: the topic to produce to; it must exist."},
+	{Name: "tls", Types: []SinkType{SinkKafka},
+		Doc: "kafka: encrypted connection to the target cluster (independent of the source's)."},
+	{Name: "sasl", Types: []SinkType{SinkKafka},
+		Doc: "kafka: authentication to the target cluster (independent of the source's): PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."},
+	{Name: "keep_partition", Types: []SinkType{SinkKafka},
+		Doc: "kafka: produce each record to the partition numbered as its source partition (mirroring; the target needs at least as many partitions) instead of hashing the key."},
+	{Name: "url", Types: []SinkType{SinkHTTP},
+		Doc: "http: the endpoint each batch is POSTed to as a JSON array."},
+	{Name: "headers", Types: []SinkType{SinkHTTP},
+		Doc: "http: headers sent with every request; credentials (Authorization, tokens, API keys) must come from the environment, e.g. Authorization: \"Bearer ${ORDERS_API_TOKEN}\"."},
+	{Name: "max_retries", Types: []SinkType{SinkHTTP},
+		Doc: "http: retries of a request after a network error, 5xx, 408 or 429 (default 8; 0 never retries)."},
+	{Name: "max_retry_wait", Types: []SinkType{SinkHTTP},
+		Doc: "http: longest wait between two attempts, from the exponential backoff or from Retry-After (default 1m)."},
+}
