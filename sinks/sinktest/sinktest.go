@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -135,7 +136,7 @@ func testDuplicateKey(t *testing.T, h Harness) {
 	window := Window(3, 2)
 	s := kh.NewKeyed(t, keyer)
 	t.Cleanup(func() { _ = s.Close() })
-	last := map[string]sinks.Record{}
+	last := map[string]record.Record{}
 	dups := 0
 	for p, part := range window {
 		if p == 0 {
@@ -263,13 +264,13 @@ func testCrashAndResume(t *testing.T, h Harness) {
 // target durably holds (as a Kafka commit lagging the writes would), writes
 // a random number of batches in a random partition order and is dropped
 // without Finish or Close, until the last one completes and finishes.
-func crashRun(t *testing.T, h Harness, window [][]sinks.Record, seed uint64) []string {
+func crashRun(t *testing.T, h Harness, window [][]record.Record, seed uint64) []string {
 	rng := rand.New(rand.NewPCG(seed, 2))
 	durable := make([]int, len(window)) // records of each partition the target holds
 	crashes := 1 + rng.IntN(2)
 	for c := 0; ; c++ {
 		s := open(t, h)
-		var pending [][][]sinks.Record // per partition, the batches to deliver
+		var pending [][][]record.Record // per partition, the batches to deliver
 		total := 0
 		for p, part := range window {
 			from := rng.IntN(durable[p] + 1)
@@ -299,8 +300,8 @@ func crashRun(t *testing.T, h Harness, window [][]sinks.Record, seed uint64) []s
 	}
 }
 
-func indexAfter(part []sinks.Record, offset int64) int {
-	i, _ := slices.BinarySearchFunc(part, offset, func(r sinks.Record, o int64) int {
+func indexAfter(part []record.Record, offset int64) int {
+	i, _ := slices.BinarySearchFunc(part, offset, func(r record.Record, o int64) int {
 		return cmpInt(r.Offset, o)
 	})
 	return i + 1
@@ -316,7 +317,7 @@ func cmpInt(a, b int64) int {
 	return 0
 }
 
-func write(t *testing.T, s sinks.Sink, b []sinks.Record) {
+func write(t *testing.T, s sinks.Sink, b []record.Record) {
 	t.Helper()
 	if err := s.Write(t.Context(), b); err != nil {
 		t.Fatalf("write partition %d offsets %d..%d: %v", b[0].Partition, b[0].Offset, b[len(b)-1].Offset, err)
@@ -340,15 +341,15 @@ func finish(t *testing.T, s sinks.Sink) {
 // No value is valid JSON spread over several lines: sinks store those
 // differently (the file sink writes them as strings to keep one record per
 // line, a database as JSON), so they belong in sink-specific tests.
-func Window(seed uint64, partitions int) [][]sinks.Record {
+func Window(seed uint64, partitions int) [][]record.Record {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	base := time.Date(2026, 11, 3, 10, 0, 0, 0, time.UTC)
-	out := make([][]sinks.Record, partitions)
+	out := make([][]record.Record, partitions)
 	for p := range out {
 		offset := int64(rng.IntN(1000))
 		for range 20 + rng.IntN(41) {
 			offset += 1 + int64(rng.IntN(4)/3)
-			r := sinks.Record{
+			r := record.Record{
 				Topic:     "orders",
 				Partition: int32(p),
 				Offset:    offset,
@@ -360,11 +361,11 @@ func Window(seed uint64, partitions int) [][]sinks.Record {
 			}
 			switch rng.IntN(4) {
 			case 1:
-				r.Headers = []sinks.Header{{Key: "trace", Value: fmt.Appendf(nil, "t-%d", offset)}}
+				r.Headers = []record.Header{{Key: "trace", Value: fmt.Appendf(nil, "t-%d", offset)}}
 			case 2:
-				r.Headers = []sinks.Header{{Key: "h", Value: []byte("1")}, {Key: "h", Value: []byte("2")}, {Key: "none"}}
+				r.Headers = []record.Header{{Key: "h", Value: []byte("1")}, {Key: "h", Value: []byte("2")}, {Key: "none"}}
 			case 3:
-				r.Headers = []sinks.Header{{Key: "bin", Value: []byte{0xff, 'a', 0x01}}}
+				r.Headers = []record.Header{{Key: "bin", Value: []byte{0xff, 'a', 0x01}}}
 			}
 			out[p] = append(out[p], r)
 		}
@@ -396,8 +397,8 @@ func value(rng *rand.Rand, p int, offset int64) []byte {
 }
 
 // Batches cuts records into consecutive batches of 1 to max records.
-func Batches(rng *rand.Rand, records []sinks.Record, max int) [][]sinks.Record {
-	var out [][]sinks.Record
+func Batches(rng *rand.Rand, records []record.Record, max int) [][]record.Record {
+	var out [][]record.Record
 	for len(records) > 0 {
 		n := min(1+rng.IntN(max), len(records))
 		out = append(out, records[:n])
@@ -451,7 +452,7 @@ func canonicalJSON(raw json.RawMessage) string {
 // Expect returns what a sink stores for r: the value as JSON when it is
 // valid JSON, else as a JSON string (invalid UTF-8 becoming U+FFFD), null
 // for a tombstone; header values likewise as strings or null.
-func Expect(r sinks.Record) Stored {
+func Expect(r record.Record) Stored {
 	s := Stored{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Time, Value: json.RawMessage("null")}
 	switch {
 	case r.Value == nil:
@@ -477,7 +478,7 @@ func Expect(r sinks.Record) Stored {
 }
 
 // Want returns the expected contents after writing window once.
-func Want(window [][]sinks.Record) []string {
+func Want(window [][]record.Record) []string {
 	var out []string
 	for _, part := range window {
 		for _, r := range part {

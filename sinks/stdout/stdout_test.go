@@ -1,4 +1,4 @@
-package sinks_test
+package stdout_test
 
 import (
 	"bytes"
@@ -7,8 +7,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/sinktest"
+	"github.com/replay-tool/replay/sinks/stdout"
 )
 
 // stdoutHarness runs the conformance suite on the stdout sink. A stream
@@ -42,7 +44,7 @@ func (h *stdoutHarness) buf(t *testing.T) *lockedBuffer {
 	return h.bufs.Get(t, func() *lockedBuffer { return &lockedBuffer{} })
 }
 
-func (h *stdoutHarness) New(t *testing.T) sinks.Sink { return sinks.NewStdout(h.buf(t)) }
+func (h *stdoutHarness) New(t *testing.T) sinks.Sink { return stdout.New(h.buf(t)) }
 
 func (h *stdoutHarness) Contents(t *testing.T) []string {
 	var out []string
@@ -62,10 +64,10 @@ func TestStdoutConformance(t *testing.T) { sinktest.Run(t, &stdoutHarness{}) }
 // A clean run prints each record exactly once, in the order written.
 func TestStdoutPrintsEachRecordOnce(t *testing.T) {
 	var buf lockedBuffer
-	s := sinks.NewStdout(&buf)
-	var recs []sinks.Record
+	s := stdout.New(&buf)
+	var recs []record.Record
 	for i := range 50 {
-		recs = append(recs, sinks.Record{Topic: "orders", Partition: 1, Offset: int64(100 + i), Value: []byte(`{"i":1}`)})
+		recs = append(recs, record.Record{Topic: "orders", Partition: 1, Offset: int64(100 + i), Value: []byte(`{"i":1}`)})
 	}
 	if err := s.Write(context.Background(), recs[:20]); err != nil {
 		t.Fatal(err)
