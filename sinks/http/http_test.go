@@ -186,8 +186,10 @@ func (h *httpHarness) Contents(t *testing.T) []string {
 }
 
 func TestHTTPConformance(t *testing.T) {
-	t.Run("reliable", func(t *testing.T) { sinktest.Run(t, &httpHarness{}) })
-	t.Run("flaky", func(t *testing.T) { sinktest.Run(t, &httpHarness{flaky: true}) })
+	t.Run("reliable", func(t *testing.T) { sinktest.RunWith(t, &httpHarness{}, sinktest.Features{Durable: sinktest.OnWrite}) })
+	t.Run("flaky", func(t *testing.T) {
+		sinktest.RunWith(t, &httpHarness{flaky: true}, sinktest.Features{Durable: sinktest.OnWrite})
+	})
 }
 
 func newHTTP(t *testing.T, cfg httpsink.Config) *httpsink.Sink {

@@ -34,9 +34,13 @@ var mappedColumns = plan.Columns{
 func TestPostgresColumnsConformance(t *testing.T) {
 	dsn := testDSN(t)
 	const sel = `src_topic, src_partition, src_offset, ts, doc::text, hdrs::text`
-	t.Run("arrays", func(t *testing.T) { sinktest.Run(t, &pgHarness{dsn: dsn, columns: mappedColumns, contents: sel}) })
+	t.Run("arrays", func(t *testing.T) {
+		h := &pgHarness{dsn: dsn, columns: mappedColumns, contents: sel}
+		sinktest.RunWith(t, h, h.features())
+	})
 	t.Run("copy", func(t *testing.T) {
-		sinktest.Run(t, &pgHarness{dsn: dsn, columns: mappedColumns, contents: sel, copyThreshold: 1})
+		h := &pgHarness{dsn: dsn, columns: mappedColumns, contents: sel, copyThreshold: 1}
+		sinktest.RunWith(t, h, h.features())
 	})
 }
 

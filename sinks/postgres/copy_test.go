@@ -14,7 +14,8 @@ import (
 // With a threshold of 1 every batch of two rows or more goes through COPY:
 // the conformance suite holds for that path too.
 func TestPostgresCopyConformance(t *testing.T) {
-	sinktest.Run(t, &pgHarness{dsn: testDSN(t), copyThreshold: 1})
+	h := &pgHarness{dsn: testDSN(t), copyThreshold: 1, checkpoints: true}
+	sinktest.RunWith(t, h, h.features())
 }
 
 // The same window written through COPY and through the upsert over arrays

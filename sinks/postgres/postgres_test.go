@@ -106,6 +106,30 @@ type pgHarness struct {
 	copyThreshold int
 	columns       plan.Columns
 	contents      string
+	// checkpoints configures a checkpoint table (a table of its own per
+	// target) for ckptGroup.
+	checkpoints bool
+	ckptTables  sinktest.Targets[string]
+}
+
+const ckptGroup = "replay.test"
+
+// features declares the postgres sink's: durable on commit, and (with
+// checkpoints) a checkpoint table.
+func (h *pgHarness) features() sinktest.Features {
+	f := sinktest.Features{Durable: sinktest.OnWrite}
+	if h.checkpoints {
+		f.CheckpointGroup = ckptGroup
+	}
+	return f
+}
+
+func (h *pgHarness) checkpointConfig(t *testing.T) sqlcheckpoint.Config {
+	if !h.checkpoints {
+		return sqlcheckpoint.Config{}
+	}
+	table := h.ckptTables.Get(t, func() string { return newTable(t, h.dsn) })
+	return sqlcheckpoint.Config{Table: table, Group: ckptGroup, Fingerprint: "f", RunID: "run-1"}
 }
 
 func (h *pgHarness) table(t *testing.T) string {
@@ -116,7 +140,7 @@ func (h *pgHarness) New(t *testing.T) sinks.Sink { return h.NewKeyed(t, nil) }
 
 func (h *pgHarness) NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink {
 	cfg := postgres.Config{DSN: h.dsn, Table: h.table(t), CreateTable: true, Keyer: keyer, Log: zerolog.New(zerolog.NewTestWriter(t)),
-		CopyThreshold: h.copyThreshold, Columns: h.columns}
+		CopyThreshold: h.copyThreshold, Columns: h.columns, Checkpoints: h.checkpointConfig(t)}
 	s, err := postgres.New(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +179,8 @@ func (h *pgHarness) Contents(t *testing.T) []string {
 }
 
 func TestPostgresConformance(t *testing.T) {
-	sinktest.Run(t, &pgHarness{dsn: testDSN(t)})
+	h := &pgHarness{dsn: testDSN(t), checkpoints: true}
+	sinktest.RunWith(t, h, h.features())
 }
 
 // pgRow is a row of the default layout; NULL reads as "NULL".

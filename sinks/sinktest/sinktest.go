@@ -4,9 +4,12 @@
 // contexts, and crashing at a random point then resuming from an earlier
 // offset must all leave exactly the contents of one clean run.
 //
-// A sink's test file implements Harness and calls Run:
+// A sink's test file implements Harness and calls RunWith with the
+// features the sink declares (Features), or Run for none:
 //
-//	func TestFileConformance(t *testing.T) { sinktest.Run(t, &fileHarness{}) }
+//	func TestSQLiteConformance(t *testing.T) {
+//		sinktest.RunWith(t, h, sinktest.Features{Durable: sinktest.OnWrite, Resumes: true, ...})
+//	}
 //
 // Every run is deterministic: the records, the batch cuts and the crash
 // points come from fixed seeds.
@@ -53,14 +56,18 @@ type KeyedHarness interface {
 	NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink
 }
 
-// Run runs the conformance suite against h.
-func Run(t *testing.T, h Harness) {
+// Run runs the conformance suite against h, declaring no features (see
+// RunWith).
+func Run(t *testing.T, h Harness) { RunWith(t, h, Features{}) }
+
+// run runs the subtests every sink passes.
+func run(t *testing.T, h Harness, f Features) {
 	t.Run("Window", func(t *testing.T) { testWindow(t, h) })
-	t.Run("Redelivery", func(t *testing.T) { testRedelivery(t, h) })
+	t.Run("Redelivery", func(t *testing.T) { testRedelivery(t, h, f) })
 	t.Run("DuplicateKeyInBatch", func(t *testing.T) { testDuplicateKey(t, h) })
-	t.Run("ConcurrentPartitions", func(t *testing.T) { testConcurrent(t, h) })
-	t.Run("CancelledContext", func(t *testing.T) { testCancelled(t, h) })
-	t.Run("CrashAndResume", func(t *testing.T) { testCrashAndResume(t, h) })
+	t.Run("ConcurrentPartitions", func(t *testing.T) { testConcurrent(t, h, f) })
+	t.Run("CancelledContext", func(t *testing.T) { testCancelled(t, h, f) })
+	t.Run("CrashAndResume", func(t *testing.T) { testCrashAndResume(t, h, f) })
 }
 
 // open opens h's sink on t's target and closes it when t ends.
@@ -87,7 +94,7 @@ func testWindow(t *testing.T, h Harness) {
 // testRedelivery re-delivers batches already written, batches overlapping
 // written and new records, and then the whole window again on a reopened
 // sink (a re-run), with Finish called twice.
-func testRedelivery(t *testing.T, h Harness) {
+func testRedelivery(t *testing.T, h Harness, f Features) {
 	window := Window(2, 3)
 	s := open(t, h)
 	rng := rand.New(rand.NewPCG(2, 1))
@@ -109,7 +116,7 @@ func testRedelivery(t *testing.T, h Harness) {
 	}
 	finish(t, s)
 	want := Want(window)
-	Equal(t, "contents after re-delivery", h.Contents(t), want)
+	Equal(t, "contents after re-delivery", distinct(f, h.Contents(t)), want)
 
 	rerun := open(t, h)
 	for _, part := range window {
@@ -119,7 +126,7 @@ func testRedelivery(t *testing.T, h Harness) {
 	}
 	finish(t, rerun)
 	finish(t, rerun)
-	Equal(t, "contents after a re-run", h.Contents(t), want)
+	Equal(t, "contents after a re-run", distinct(f, h.Contents(t)), want)
 }
 
 // testDuplicateKey writes batches in which records share a key: the last
@@ -170,7 +177,7 @@ func testDuplicateKey(t *testing.T, h Harness) {
 
 // testConcurrent writes eight partitions at once, each re-delivering some of
 // its batches; run it with -race.
-func testConcurrent(t *testing.T, h Harness) {
+func testConcurrent(t *testing.T, h Harness, f Features) {
 	window := Window(4, 8)
 	s := open(t, h)
 	ctx := t.Context()
@@ -194,13 +201,13 @@ func testConcurrent(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	finish(t, s)
-	Equal(t, "contents", h.Contents(t), Want(window))
+	Equal(t, "contents", distinct(f, h.Contents(t)), Want(window))
 }
 
 // testCancelled checks that a Write under a cancelled context fails with the
 // context's error, and that Writes cut short by a deadline at any point
 // leave a target that a re-delivery completes.
-func testCancelled(t *testing.T, h Harness) {
+func testCancelled(t *testing.T, h Harness, f Features) {
 	window := Window(5, 3)
 	s := open(t, h)
 	cancelled, cancel := context.WithCancel(t.Context())
@@ -226,14 +233,14 @@ func testCancelled(t *testing.T, h Harness) {
 		}
 	}
 	finish(t, s)
-	Equal(t, "contents", h.Contents(t), Want(window))
+	Equal(t, "contents", distinct(f, h.Contents(t)), Want(window))
 }
 
 // testCrashAndResume drops the sink at a random point without Finish (once
 // or twice), opens a new one on the same target, re-delivers every
 // partition from a random earlier offset, and compares the result with a
 // clean run on another target.
-func testCrashAndResume(t *testing.T, h Harness) {
+func testCrashAndResume(t *testing.T, h Harness, f Features) {
 	for seed := uint64(10); seed < 16; seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			window := Window(seed, 3)
@@ -249,7 +256,7 @@ func testCrashAndResume(t *testing.T, h Harness) {
 				finish(t, s)
 				clean = h.Contents(t)
 			})
-			t.Run("crashed", func(t *testing.T) { resumed = crashRun(t, h, window, seed) })
+			t.Run("crashed", func(t *testing.T) { resumed = distinct(f, crashRun(t, h, window, seed)) })
 			if t.Failed() {
 				return
 			}

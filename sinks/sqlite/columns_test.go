@@ -28,7 +28,8 @@ var mappedColumns = plan.Columns{
 }
 
 func TestSQLiteColumnsConformance(t *testing.T) {
-	sinktest.Run(t, &sqliteHarness{columns: mappedColumns})
+	h := &sqliteHarness{columns: mappedColumns}
+	sinktest.RunWith(t, h, h.features())
 }
 
 // columnRecords exercise each field: paths that exist, are missing, are

@@ -18,6 +18,7 @@ import (
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/sinktest"
+	"github.com/replay-tool/replay/sinks/sqlcheckpoint"
 	"github.com/replay-tool/replay/sinks/sqlite"
 )
 
@@ -28,7 +29,11 @@ type sqliteHarness struct {
 	// columns is the sink's mapping: mappedColumns, or nil for the default
 	// layout.
 	columns plan.Columns
+	// checkpoints configures a checkpoint table for ckptGroup.
+	checkpoints bool
 }
+
+const ckptGroup = "replay.test"
 
 func (h *sqliteHarness) path(t *testing.T) string {
 	return h.paths.Get(t, func() string { return filepath.Join(t.TempDir(), "replay.db") })
@@ -38,7 +43,7 @@ func (h *sqliteHarness) New(t *testing.T) sinks.Sink { return h.NewKeyed(t, nil)
 
 func (h *sqliteHarness) NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink {
 	s, err := sqlite.New(t.Context(), sqlite.Config{Path: h.path(t), Table: "orders", CreateTable: true,
-		Columns: h.columns, Keyer: keyer, Log: zerolog.New(zerolog.NewTestWriter(t))})
+		Columns: h.columns, Keyer: keyer, Log: zerolog.New(zerolog.NewTestWriter(t)), Checkpoints: h.checkpointConfig()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +71,33 @@ func (h *sqliteHarness) Contents(t *testing.T) []string {
 	return out
 }
 
-func TestSQLiteConformance(t *testing.T) { sinktest.Run(t, &sqliteHarness{}) }
+func (h *sqliteHarness) checkpointConfig() sqlcheckpoint.Config {
+	if !h.checkpoints {
+		return sqlcheckpoint.Config{}
+	}
+	return sqlcheckpoint.Config{Table: "replay_checkpoints", Group: ckptGroup, Fingerprint: "f", RunID: "run-1"}
+}
+
+// features declares the sqlite sink's: durable on commit, a resume check
+// of the database file, and (with checkpoints) a checkpoint table.
+func (h *sqliteHarness) features() sinktest.Features {
+	f := sinktest.Features{Durable: sinktest.OnWrite, Resumes: true, LoseOutput: func(t *testing.T) {
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			if err := os.Remove(h.path(t) + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+				t.Fatal(err)
+			}
+		}
+	}}
+	if h.checkpoints {
+		f.CheckpointGroup = ckptGroup
+	}
+	return f
+}
+
+func TestSQLiteConformance(t *testing.T) {
+	h := &sqliteHarness{checkpoints: true}
+	sinktest.RunWith(t, h, h.features())
+}
 
 // sqliteRow is a row of the default layout as stored (text columns as text).
 type sqliteRow struct {
