@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/replay-tool/replay/internal/filter"
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -276,12 +277,12 @@ type partitionWorker struct {
 	state    *partitionState
 	log      zerolog.Logger
 	// pending holds fetched records not yet written.
-	pending []sinks.Record
+	pending []record.Record
 	last    time.Time // last commit
 	// filter is the plan's filter; nil without one (no cost per record).
 	filter *filter.Filter
 	// dead holds the current batch's dead letters (on_error: dead_letter).
-	dead []sinks.Record
+	dead []record.Record
 	// pos is the reader's position after the last response received.
 	pos int64
 	// uncommitted is the offset to commit next: everything below it was
@@ -502,7 +503,7 @@ func (w *partitionWorker) flush(ctx context.Context, n int) error {
 
 // window applies the time window to records: it counts records stamped
 // outside it and, with strict_timestamps or skew_margin, drops them.
-func (w *partitionWorker) window(chunk []sinks.Record) []sinks.Record {
+func (w *partitionWorker) window(chunk []record.Record) []record.Record {
 	res, win := w.job.Resolution, w.job.Plan.Window
 	if res.From.IsZero() {
 		return chunk
@@ -535,7 +536,7 @@ func (w *partitionWorker) window(chunk []sinks.Record) []sinks.Record {
 // take follows on_error: skipped or dead-lettered, the others are written
 // again without it; under on_error: fail, the records before it are
 // written and it is returned.
-func (w *partitionWorker) write(recs []sinks.Record) (*failure, error) {
+func (w *partitionWorker) write(recs []record.Record) (*failure, error) {
 	j := w.job
 	for len(recs) > 0 {
 		err := w.retry("sink", w.sink, func(ctx context.Context) error { return w.sink.Write(ctx, recs) })
@@ -543,12 +544,12 @@ func (w *partitionWorker) write(recs []sinks.Record) (*failure, error) {
 			w.state.written.Add(int64(len(recs)))
 			return nil, nil
 		}
-		var re *sinks.RecordError
+		var re *record.Error
 		if !errors.As(err, &re) {
 			return nil, &PartitionError{Topic: j.Resolution.Topic, Partition: w.state.Partition, Offset: w.state.next.Load(),
 				Err: fmt.Errorf("sink %s: %w; nothing past offset %d is committed: fix the sink and re-run the same command to resume", j.Plan.Sink.Type, err, w.state.next.Load())}
 		}
-		i := slices.IndexFunc(recs, func(r sinks.Record) bool { return r.Offset == re.Offset })
+		i := slices.IndexFunc(recs, func(r record.Record) bool { return r.Offset == re.Offset })
 		if i < 0 {
 			return nil, fmt.Errorf("sink %s rejected offset %d, which is not in the batch: %w", j.Plan.Sink.Type, re.Offset, err)
 		}

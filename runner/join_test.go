@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/registry"
 )
 
 // joinPlan is a plan over every record of a 4-partition topic into
@@ -54,7 +55,7 @@ sink: {type: postgres, dsn: "`+section.DSN+`", table: `+section.Table+`, create_
 
 func openSink(t *testing.T, job *Job) sinks.Sink {
 	t.Helper()
-	s, err := sinks.New(t.Context(), job.Plan.Sink, sinks.Options{PlanName: job.Plan.Name, RunID: job.RunID(), Group: job.Plan.Group, Fingerprint: job.Resolution.Fingerprint})
+	s, err := registry.New(t.Context(), job.Plan.Sink, sinks.Options{PlanName: job.Plan.Name, RunID: job.RunID(), Group: job.Plan.Group, Fingerprint: job.Resolution.Fingerprint})
 	if err != nil {
 		t.Fatal(err)
 	}

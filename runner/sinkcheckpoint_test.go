@@ -17,9 +17,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/sandbox"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/registry"
 )
 
 // failCommitsAfter makes the broker refuse every OffsetCommit after the
@@ -65,7 +67,7 @@ type checkpointSink interface {
 	sinks.CheckpointStore
 }
 
-func (s *countingSink) Write(ctx context.Context, batch []sinks.Record) error {
+func (s *countingSink) Write(ctx context.Context, batch []record.Record) error {
 	err := s.checkpointSink.Write(ctx, batch)
 	if err == nil {
 		s.mu.Lock()
@@ -102,7 +104,7 @@ func sqliteTarget(t *testing.T) dbTarget {
 		return db
 	}
 	// The table and the trigger exist before the first run.
-	s, err := sinks.New(t.Context(), section(t), sinks.Options{Group: "g"})
+	s, err := registry.New(t.Context(), section(t), sinks.Options{Group: "g"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +175,7 @@ func postgresTarget(t *testing.T) dbTarget {
 	section := func(*testing.T) plan.Sink {
 		return plan.Sink{Type: "postgres", DSN: dsn, Table: table, CreateTable: true, CheckpointTable: ckpt, BatchSize: 10, CopyThreshold: 5}
 	}
-	s, err := sinks.New(t.Context(), section(t), sinks.Options{Group: "g"})
+	s, err := registry.New(t.Context(), section(t), sinks.Options{Group: "g"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +290,7 @@ func runToTable(t *testing.T, sb *sandbox.Sandbox, tg dbTarget, group string, de
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := sinks.New(t.Context(), p.Sink, sinks.Options{Group: p.Group, RunID: job.RunID(), Fingerprint: job.Resolution.Fingerprint})
+	s, err := registry.New(t.Context(), p.Sink, sinks.Options{Group: p.Group, RunID: job.RunID(), Fingerprint: job.Resolution.Fingerprint})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +324,7 @@ func TestSinkCheckpointsResetByRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := sinks.New(t.Context(), p.Sink, sinks.Options{Group: p.Group, RunID: job.RunID(), Fingerprint: job.Resolution.Fingerprint})
+	s, err := registry.New(t.Context(), p.Sink, sinks.Options{Group: p.Group, RunID: job.RunID(), Fingerprint: job.Resolution.Fingerprint})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/registry"
+	"github.com/replay-tool/replay/sinks/sqlite"
 )
 
 // interrupting wraps a sink and cancels the run after its at-th Write,
@@ -27,7 +30,7 @@ type interrupting struct {
 	writes atomic.Int64
 }
 
-func (s *interrupting) Write(ctx context.Context, batch []sinks.Record) error {
+func (s *interrupting) Write(ctx context.Context, batch []record.Record) error {
 	if n := s.writes.Add(1); n == s.at {
 		if s.before != nil {
 			s.before()
@@ -43,7 +46,7 @@ func (s *interrupting) Capabilities() sinks.Capabilities { return s.Sink.Capabil
 // openPlanSink opens p's sink for job, as replay run does.
 func openPlanSink(t *testing.T, p *plan.Plan, job *Job) sinks.Sink {
 	t.Helper()
-	s, err := sinks.New(t.Context(), p.Sink, sinks.Options{PlanName: p.Name, RunID: job.RunID(), Group: p.Group, Fingerprint: job.Resolution.Fingerprint})
+	s, err := registry.New(t.Context(), p.Sink, sinks.Options{PlanName: p.Name, RunID: job.RunID(), Group: p.Group, Fingerprint: job.Resolution.Fingerprint})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +313,7 @@ sink: {type: sqlite, path: %s, table: orders, create_table: true, batch_size: 50
 					}
 				}
 			} else {
-				s, err := sinks.NewSQLite(t.Context(), sinks.SQLiteConfig{Path: db, Table: "orders"})
+				s, err := sqlite.New(t.Context(), sqlite.Config{Path: db, Table: "orders"})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -2,8 +2,6 @@ package sinks
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
@@ -14,8 +12,8 @@ import (
 // value, headers and coordinates (so a re-delivered dead letter overwrites
 // itself, as any record does) and carries the reason: AppendJSONL adds the
 // fields error, source_topic, source_partition and source_offset; other
-// sinks get them as headers (see NewDeadLetterSink).
-func DeadLetter(r Record, reason string) Record { return record.DeadLetter(r, reason) }
+// sinks get them as headers (WithDeadLetterHeaders).
+func DeadLetter(r record.Record, reason string) record.Record { return record.DeadLetter(r, reason) }
 
 // HeaderError carries a dead letter's reason in a sink without JSON lines
 // (kafka, postgres, sqlite, http), after the record's own headers; the
@@ -23,40 +21,46 @@ func DeadLetter(r Record, reason string) Record { return record.DeadLetter(r, re
 // provenance headers, the database sinks store them in columns).
 const HeaderError = "replay-error"
 
-// NewDeadLetterSink builds the dead-letter sink cfg describes (validated by
-// package plan). A JSONL file sink writes each dead letter as its JSON line
-// with the reason and source coordinates as extra fields; any other sink
-// (a CSV file included) gets the record with the reason appended as the
-// header HeaderError, which a column maps as header.replay-error. A kafka
-// dead-letter sink produces each record under its own key (a null key stays
-// null), not the idempotency key, unless the section sets key:.
-func NewDeadLetterSink(ctx context.Context, cfg plan.Sink, opts Options) (Sink, error) {
-	// In partition order, a re-delivered partition is rewritten rather than
-	// skipped: a resumed run may dead-letter other records than the first
-	// (a sink that rejected a record may take it now).
+// DeadLetterConfig returns cfg, a dead-letter sink's section, as the sink
+// is built: in partition order, so that a re-delivered partition is
+// rewritten rather than skipped (a resumed run may dead-letter other records
+// than the first: a sink that rejected a record may take it now).
+func DeadLetterConfig(cfg plan.Sink) plan.Sink {
 	cfg.Order = plan.OrderPartition
-	// A kafka dead-letter topic keeps each record's own key (unless the
-	// section sets key:), so that its records can be replayed as they were.
-	s, err := newSink(ctx, cfg, opts, cfg.Type == "kafka" && cfg.Key == "")
-	if err != nil {
-		return nil, fmt.Errorf("dead-letter sink: %w", err)
-	}
-	if (cfg.Type == "file" && cfg.Format != "csv") || cfg.Type == "stdout" {
-		return s, nil // AppendJSONL writes the reason
-	}
-	return &headerDeadLetters{Sink: s}, nil
+	return cfg
 }
+
+// DeadLetterKeepsKey reports whether a dead-letter sink cfg produces each
+// record under its own Kafka key (a null key stays null) instead of the
+// idempotency key: a kafka dead-letter topic without key:, so that its
+// records can be replayed as they were.
+func DeadLetterKeepsKey(cfg plan.Sink) bool { return cfg.Type == "kafka" && cfg.Key == "" }
+
+// DeadLetterInLine reports whether the sink cfg describes writes a dead
+// letter's reason and source coordinates itself, as fields of its JSON line
+// (a JSONL file, stdout); any other sink (a CSV file included) needs
+// WithDeadLetterHeaders.
+func DeadLetterInLine(cfg plan.Sink) bool {
+	return (cfg.Type == "file" && cfg.Format != "csv") || cfg.Type == "stdout"
+}
+
+// WithDeadLetterHeaders wraps s, a sink that knows nothing of dead
+// letters, so that each record it writes carries its dead-letter reason as
+// the header HeaderError after its own headers (a column maps it as
+// header.replay-error). The wrapper declares s's capabilities less its
+// checkpoint table.
+func WithDeadLetterHeaders(s Sink) Sink { return &headerDeadLetters{Sink: s} }
 
 // headerDeadLetters writes dead letters to a sink that knows nothing of
 // them, with the reason and coordinates as headers.
 type headerDeadLetters struct{ Sink }
 
-func (s *headerDeadLetters) Write(ctx context.Context, batch []Record) error {
-	out := make([]Record, 0, len(batch))
+func (s *headerDeadLetters) Write(ctx context.Context, batch []record.Record) error {
+	out := make([]record.Record, 0, len(batch))
 	for _, r := range batch {
-		hs := make([]Header, len(r.Headers), len(r.Headers)+1)
+		hs := make([]record.Header, len(r.Headers), len(r.Headers)+1)
 		copy(hs, r.Headers)
-		r.Headers = append(hs, Header{Key: HeaderError, Value: []byte(r.DeadLetterReason())})
+		r.Headers = append(hs, record.Header{Key: HeaderError, Value: []byte(r.DeadLetterReason())})
 		out = append(out, r)
 	}
 	return s.Sink.Write(ctx, out)
@@ -70,18 +74,4 @@ func (s *headerDeadLetters) Capabilities() Capabilities {
 	c := s.Sink.Capabilities()
 	c.Checkpoints = nil
 	return c
-}
-
-// appendDeadLetterFields appends the fields of a dead letter's JSON line
-// after the record's own: ,"error":...,"source_topic":...,
-// "source_partition":...,"source_offset":...
-func appendDeadLetterFields(b []byte, r *Record) []byte {
-	b = append(b, `,"error":`...)
-	b = appendJSONString(b, r.Note.Reason)
-	b = append(b, `,"source_topic":`...)
-	b = appendJSONString(b, r.Topic)
-	b = append(b, `,"source_partition":`...)
-	b = strconv.AppendInt(b, int64(r.Partition), 10)
-	b = append(b, `,"source_offset":`...)
-	return strconv.AppendInt(b, r.Offset, 10)
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/template"
 	"time"
+
+	"github.com/replay-tool/replay/internal/record"
 )
 
 // Keyer computes the idempotency key of a record: the identity under which
@@ -54,8 +56,8 @@ var ErrEmptyKey = errors.New("key template rendered an empty key")
 var ErrKeyTemplate = errors.New("key template")
 
 // Key returns r's idempotency key. A template that fails on r (a missing
-// JSON field, a value that is not JSON) returns a *RecordError.
-func (k *Keyer) Key(r *Record) (string, error) {
+// JSON field, a value that is not JSON) returns a *record.Error.
+func (k *Keyer) Key(r *record.Record) (string, error) {
 	if k == nil || k.tmpl == nil {
 		return DefaultKey(r), nil
 	}
@@ -71,20 +73,20 @@ func (k *Keyer) Key(r *Record) (string, error) {
 	}
 	var b bytes.Buffer
 	if err := k.tmpl.Execute(&b, d); err != nil {
-		return "", recordError(r, fmt.Errorf("%w: %w", ErrKeyTemplate, err))
+		return "", record.NewError(r, fmt.Errorf("%w: %w", ErrKeyTemplate, err))
 	}
 	s := b.String()
 	// A JSON null renders as "<no value>", also inside a longer key
 	// ("order-<no value>"): such keys would make distinct records collide.
 	if s == "" || strings.Contains(s, "<no value>") {
-		return "", recordError(r, ErrEmptyKey)
+		return "", record.NewError(r, ErrEmptyKey)
 	}
 	return s, nil
 }
 
 // DefaultKey is "<topic>/<partition>/<offset>": the record's coordinates,
 // unique in a topic, so replaying a record twice writes the same row.
-func DefaultKey(r *Record) string {
+func DefaultKey(r *record.Record) string {
 	b := make([]byte, 0, len(r.Topic)+24)
 	b = append(b, r.Topic...)
 	b = append(b, '/')

@@ -5,12 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replay-tool/replay/internal/filter"
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/sinks"
 )
 
-func keyRecord(value string) *sinks.Record {
-	r := &sinks.Record{Topic: "orders", Partition: 3, Offset: 1200, Time: time.Date(2026, 11, 3, 10, 0, 0, 0, time.UTC),
-		Key: []byte("k-1"), Headers: []sinks.Header{{Key: "tenant", Value: []byte("a")}, {Key: "tenant", Value: []byte("b")}}}
+func keyRecord(value string) *record.Record {
+	r := &record.Record{Topic: "orders", Partition: 3, Offset: 1200, Time: time.Date(2026, 11, 3, 10, 0, 0, 0, time.UTC),
+		Key: []byte("k-1"), Headers: []record.Header{{Key: "tenant", Value: []byte("a")}, {Key: "tenant", Value: []byte("b")}}}
 	if value != "" {
 		r.Value = []byte(value)
 	}
@@ -94,7 +96,7 @@ func TestKeyTemplateErrors(t *testing.T) {
 				r.Key = nil
 			}
 			got, err := k.Key(r)
-			var re *sinks.RecordError
+			var re *record.Error
 			if !errors.As(err, &re) {
 				t.Fatalf("Key = %q, %v; want a *RecordError", got, err)
 			}
@@ -111,5 +113,31 @@ func TestKeyTemplateErrors(t *testing.T) {
 func TestNewKeyerParseError(t *testing.T) {
 	if _, err := sinks.NewKeyer("{{ .Value.id "); err == nil {
 		t.Fatal("NewKeyer accepted an unterminated action")
+	}
+}
+
+// The filter parses the value once; the key template reuses that parse.
+func TestFilterSharesParsedValueWithKey(t *testing.T) {
+	prog, err := filter.Compile(`value.status == "paid" && headers.h == "v" && key == "k-1" && partition == 3`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filter.New(prog)
+	keyer, _ := sinks.NewKeyer("{{ .Value.id }}")
+	r := record.Record{Topic: "orders", Partition: 3, Offset: 7, Key: []byte("k-1"), Value: []byte(`{"id": 1000000, "status": "paid"}`),
+		Headers: []record.Header{{Key: "h", Value: []byte("x")}, {Key: "h", Value: []byte("v")}}}
+	if ok, err := f.Match(&r); !ok || err != nil {
+		t.Fatalf("Match = %v, %v", ok, err)
+	}
+	r.Value = []byte(`{"id": 2}`) // changed behind the filter's back: the key still sees the parse
+	if k, err := keyer.Key(&r); k != "1000000" || err != nil {
+		t.Fatalf("Key = %q, %v; want the id parsed by the filter, as written", k, err)
+	}
+	bad := record.Record{Topic: "orders", Offset: 8, Value: []byte("not json")}
+	_, err = f.Match(&bad)
+	var re *record.Error
+	var fe *filter.EvalError
+	if !errors.As(err, &re) || re.Offset != 8 || !errors.As(err, &fe) {
+		t.Fatalf("want a *RecordError wrapping a *FilterError, got %v", err)
 	}
 }

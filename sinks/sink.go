@@ -5,20 +5,11 @@ package sinks
 
 import (
 	"context"
-	"fmt"
-	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/replay-tool/replay/internal/record"
-	"github.com/replay-tool/replay/plan"
 )
-
-// Record is one Kafka record handed to a sink (record.Record).
-type Record = record.Record
-
-// Header is one record header (record.Header).
-type Header = record.Header
 
 // Sink is where replayed records go.
 //
@@ -35,7 +26,7 @@ type Header = record.Header
 //   - Write is safe for concurrent use by the goroutines of different
 //     partitions; calls for one partition are never concurrent.
 //   - The sink must not keep batch or its byte slices after Write returns.
-//   - A record the sink cannot take (poison) is reported as *RecordError and
+//   - A record the sink cannot take (poison) is reported as *record.Error and
 //     nothing of that batch is written past it; the runner decides (on_error)
 //     whether to stop or to write the batch again without it.
 //   - A failure that may pass by itself (the database restarting, a
@@ -48,7 +39,7 @@ type Header = record.Header
 //     dead-letters a record for it. Any other error is permanent: the
 //     partition fails, nothing past the last durable write is committed.
 type Sink interface {
-	Write(ctx context.Context, batch []Record) error
+	Write(ctx context.Context, batch []record.Record) error
 	// Finish is called once every partition of the run reached its end
 	// offset; a sink that stages output publishes it here. It is idempotent:
 	// calling it again after a crash publishes the same output.
@@ -173,12 +164,6 @@ type CheckpointStore interface {
 	ResetCheckpoints(ctx context.Context, group, topic string) error
 }
 
-// RecordError reports a record the sink cannot take, with its coordinates
-// (record.Error).
-type RecordError = record.Error
-
-func recordError(r *Record, err error) *RecordError { return record.NewError(r, err) }
-
 // Options carries what every sink may need besides its plan section.
 type Options struct {
 	// Log receives the sink's diagnostics; default zerolog.Nop().
@@ -192,54 +177,4 @@ type Options struct {
 	// Group is the plan's replay consumer group and Fingerprint the plan's
 	// fingerprint: a checkpoint table records them with each checkpoint.
 	Group, Fingerprint string
-}
-
-// New builds the sink that cfg describes. cfg has been validated by package plan.
-func New(ctx context.Context, cfg plan.Sink, opts Options) (Sink, error) {
-	return newSink(ctx, cfg, opts, false)
-}
-
-// newSink is New; keepKey makes a kafka sink keep the source record keys
-// (KafkaConfig.KeepKey).
-func newSink(ctx context.Context, cfg plan.Sink, opts Options, keepKey bool) (Sink, error) {
-	keyer, err := NewKeyer(cfg.Key)
-	if err != nil {
-		return nil, fmt.Errorf("sink key: %w", err)
-	}
-	// The constructors' errors are checked here, not passed through: a nil
-	// *File returned as Sink is a non-nil interface.
-	var s Sink
-	switch cfg.Type {
-	case "file":
-		s, err = NewFileSink(FileConfig{Path: cfg.Path, RunID: opts.RunID, Format: cfg.Format, Columns: cfg.Columns,
-			PerPartition: cfg.PerPartition, Keyer: keyer, Interleave: cfg.Order == plan.OrderInterleaved})
-	case "stdout":
-		s = NewStdout(nil)
-	case "postgres":
-		s, err = NewPostgres(ctx, PostgresConfig{DSN: cfg.DSN, Table: cfg.Table, OnConflict: cfg.OnConflict, CreateTable: cfg.CreateTable,
-			Columns: cfg.Columns, CopyThreshold: cfg.CopyThreshold, Checkpoints: checkpointConfig(cfg, opts), Keyer: keyer, Log: opts.Log})
-	case "sqlite":
-		s, err = NewSQLite(ctx, SQLiteConfig{Path: cfg.Path, Table: cfg.Table, OnConflict: cfg.OnConflict, CreateTable: cfg.CreateTable,
-			Columns: cfg.Columns, Checkpoints: checkpointConfig(cfg, opts), Keyer: keyer, Log: opts.Log})
-	case "kafka":
-		s, err = NewKafka(ctx, KafkaConfig{Brokers: cfg.Brokers, Topic: cfg.Topic, TLS: cfg.TLS, SASL: cfg.SASL, KeepPartition: cfg.KeepPartition,
-			Keyer: keyer, KeepKey: keepKey, PlanName: opts.PlanName, Log: opts.Log})
-	case "http":
-		retries := plan.DefaultMaxRetries
-		if cfg.MaxRetries != nil {
-			retries = *cfg.MaxRetries
-		}
-		s, err = NewHTTP(HTTPConfig{URL: cfg.URL, Headers: cfg.Headers, BatchSize: cfg.BatchSize, MaxRetries: retries,
-			MaxRetryWait: time.Duration(cfg.MaxRetryWait), Keyer: keyer, Log: opts.Log})
-	default:
-		return nil, fmt.Errorf("unknown sink type %q", cfg.Type)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-func checkpointConfig(cfg plan.Sink, opts Options) CheckpointConfig {
-	return CheckpointConfig{Table: cfg.CheckpointTable, Group: opts.Group, Fingerprint: opts.Fingerprint, RunID: opts.RunID}
 }

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/replay-tool/replay/internal/record"
 )
 
 // TransientError marks a sink failure that may pass by itself (see the Sink
@@ -24,10 +25,10 @@ func (e *TransientError) Unwrap() error { return e.Err }
 // a connection refused, reset, aborted or cut short, a pgconn connection
 // error, or a PostgreSQL error of class 08 (connection), 53 (insufficient
 // resources), 57P (shutdown) or a serialization failure or deadlock. A
-// *RecordError (one record the sink cannot take) and a cancelled context
+// *record.Error (one record the sink cannot take) and a cancelled context
 // never are.
 func Transient(err error) bool {
-	var re *RecordError
+	var re *record.Error
 	switch {
 	case err == nil, errors.As(err, &re), errors.Is(err, context.Canceled):
 		return false

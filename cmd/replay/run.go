@@ -15,6 +15,8 @@ import (
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/registry"
+	"github.com/replay-tool/replay/sinks/stdout"
 )
 
 // prepare loads the plan, connects and decides what a run would do; it
@@ -307,13 +309,13 @@ func (a *app) resultsOut(s plan.Sink) io.Writer {
 }
 
 // newSink builds the plan's sink; the stdout sink writes to the app's stdout
-// (sinks.New would write to os.Stdout).
+// (registry.New would write to os.Stdout).
 func (a *app) newSink(ctx context.Context, job *runner.Job) (sinks.Sink, error) {
 	p := job.Plan
 	if p.Sink.Type == plan.SinkStdout {
-		return sinks.NewStdout(a.rawStdout), nil // records are data: not redacted
+		return stdout.New(a.rawStdout), nil // records are data: not redacted
 	}
-	return sinks.New(ctx, p.Sink, sinks.Options{Log: a.log, PlanName: p.Name, RunID: job.RunID(), Group: p.Group, Fingerprint: job.Resolution.Fingerprint})
+	return registry.New(ctx, p.Sink, sinks.Options{Log: a.log, PlanName: p.Name, RunID: job.RunID(), Group: p.Group, Fingerprint: job.Resolution.Fingerprint})
 }
 
 func (a *app) writeReport(path string, rep *runner.Report) error {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner"
 	"github.com/replay-tool/replay/runner/sandbox"
@@ -143,7 +144,7 @@ type groupTestInterruptingSink struct {
 // commits after every batch).
 func (*groupTestInterruptingSink) Capabilities() sinks.Capabilities { return sinks.Capabilities{} }
 
-func (s *groupTestInterruptingSink) Write(ctx context.Context, batch []sinks.Record) error {
+func (s *groupTestInterruptingSink) Write(ctx context.Context, batch []record.Record) error {
 	if err := s.Sink.Write(ctx, batch); err != nil {
 		return err
 	}

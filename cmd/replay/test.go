@@ -15,8 +15,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/replay-tool/replay/internal/filter"
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/encode"
 )
 
 type testCmdOptions struct {
@@ -67,7 +69,7 @@ type fixture struct {
 	SourceOffset    any `json:"source_offset"`
 
 	line int
-	rec  sinks.Record
+	rec  record.Record
 }
 
 // Outcomes of a fixture record.
@@ -176,7 +178,7 @@ func (t *tester) run(w io.Writer, fx *fixture) string {
 	}
 	switch outcome {
 	case outcomePass:
-		fmt.Fprintf(w, "%s  pass  %s%s\n    sink: %s", where, detail, mark, sinks.AppendJSONL(nil, r))
+		fmt.Fprintf(w, "%s  pass  %s%s\n    sink: %s", where, detail, mark, encode.AppendJSONL(nil, r))
 	case outcomeFiltered:
 		fmt.Fprintf(w, "%s  filtered%s\n", where, mark)
 	default:
@@ -186,21 +188,21 @@ func (t *tester) run(w io.Writer, fx *fixture) string {
 }
 
 // onError says what on_error does with a record that cannot be processed.
-func (t *tester) onError(r *sinks.Record, reason string) string {
+func (t *tester) onError(r *record.Record, reason string) string {
 	switch t.p.OnError {
 	case plan.OnErrorSkip:
 		return "on_error skip: the run counts it and goes on\n"
 	case plan.OnErrorDeadLetter:
 		dl := sinks.DeadLetter(*r, reason)
-		return "on_error dead_letter: " + string(sinks.AppendJSONL(nil, &dl))
+		return "on_error dead_letter: " + string(encode.AppendJSONL(nil, &dl))
 	}
 	return "on_error fail: the run stops at this record\n"
 }
 
-// recordReason is the reason of a *sinks.RecordError without the
+// recordReason is the reason of a *record.Error without the
 // coordinates, which the output shows already.
 func recordReason(err error) string {
-	var re *sinks.RecordError
+	var re *record.Error
 	if errors.As(err, &re) {
 		return re.Err.Error()
 	}
@@ -263,7 +265,7 @@ func parseFixture(line []byte, topic string, index int64) (fixture, error) {
 	if err != nil {
 		return fx, fmt.Errorf("timestamp %q: want RFC 3339 with a zone, e.g. 2026-11-03T10:00:00Z", fx.Timestamp)
 	}
-	r := sinks.Record{Topic: topic, Offset: index, Time: ts}
+	r := record.Record{Topic: topic, Offset: index, Time: ts}
 	if fx.Topic != nil {
 		r.Topic = *fx.Topic
 	}
@@ -306,7 +308,7 @@ func fixtureValue(raw json.RawMessage) ([]byte, error) {
 // fixtureHeaders accepts {"name": "value"} (in name order) or
 // [{"key": "name", "value": "value"}] (in order, repeats allowed); a null
 // value is a header without a value.
-func fixtureHeaders(raw json.RawMessage) ([]sinks.Header, error) {
+func fixtureHeaders(raw json.RawMessage) ([]record.Header, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
@@ -321,9 +323,9 @@ func fixtureHeaders(raw json.RawMessage) ([]sinks.Header, error) {
 			names = append(names, k)
 		}
 		sort.Strings(names)
-		hs := make([]sinks.Header, len(names))
+		hs := make([]record.Header, len(names))
 		for i, k := range names {
-			hs[i] = sinks.Header{Key: k, Value: headerValue(m[k])}
+			hs[i] = record.Header{Key: k, Value: headerValue(m[k])}
 		}
 		return hs, nil
 	}
@@ -334,9 +336,9 @@ func fixtureHeaders(raw json.RawMessage) ([]sinks.Header, error) {
 	if err := json.Unmarshal(raw, &list); err != nil {
 		return nil, fmt.Errorf(`headers: want {"name": "value"} or [{"key": "name", "value": "value"}]: %w`, err)
 	}
-	hs := make([]sinks.Header, len(list))
+	hs := make([]record.Header, len(list))
 	for i, h := range list {
-		hs[i] = sinks.Header{Key: h.Key, Value: headerValue(h.Value)}
+		hs[i] = record.Header{Key: h.Key, Value: headerValue(h.Value)}
 	}
 	return hs, nil
 }

@@ -4,9 +4,12 @@
 // contexts, and crashing at a random point then resuming from an earlier
 // offset must all leave exactly the contents of one clean run.
 //
-// A sink's test file implements Harness and calls Run:
+// A sink's test file implements Harness and calls RunWith with the
+// features the sink declares (Features), or Run for none:
 //
-//	func TestFileConformance(t *testing.T) { sinktest.Run(t, &fileHarness{}) }
+//	func TestSQLiteConformance(t *testing.T) {
+//		sinktest.RunWith(t, h, sinktest.Features{Durable: sinktest.OnWrite, Resumes: true, ...})
+//	}
 //
 // Every run is deterministic: the records, the batch cuts and the crash
 // points come from fixed seeds.
@@ -25,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -52,14 +56,18 @@ type KeyedHarness interface {
 	NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink
 }
 
-// Run runs the conformance suite against h.
-func Run(t *testing.T, h Harness) {
+// Run runs the conformance suite against h, declaring no features (see
+// RunWith).
+func Run(t *testing.T, h Harness) { RunWith(t, h, Features{}) }
+
+// run runs the subtests every sink passes.
+func run(t *testing.T, h Harness, f Features) {
 	t.Run("Window", func(t *testing.T) { testWindow(t, h) })
-	t.Run("Redelivery", func(t *testing.T) { testRedelivery(t, h) })
+	t.Run("Redelivery", func(t *testing.T) { testRedelivery(t, h, f) })
 	t.Run("DuplicateKeyInBatch", func(t *testing.T) { testDuplicateKey(t, h) })
-	t.Run("ConcurrentPartitions", func(t *testing.T) { testConcurrent(t, h) })
-	t.Run("CancelledContext", func(t *testing.T) { testCancelled(t, h) })
-	t.Run("CrashAndResume", func(t *testing.T) { testCrashAndResume(t, h) })
+	t.Run("ConcurrentPartitions", func(t *testing.T) { testConcurrent(t, h, f) })
+	t.Run("CancelledContext", func(t *testing.T) { testCancelled(t, h, f) })
+	t.Run("CrashAndResume", func(t *testing.T) { testCrashAndResume(t, h, f) })
 }
 
 // open opens h's sink on t's target and closes it when t ends.
@@ -86,7 +94,7 @@ func testWindow(t *testing.T, h Harness) {
 // testRedelivery re-delivers batches already written, batches overlapping
 // written and new records, and then the whole window again on a reopened
 // sink (a re-run), with Finish called twice.
-func testRedelivery(t *testing.T, h Harness) {
+func testRedelivery(t *testing.T, h Harness, f Features) {
 	window := Window(2, 3)
 	s := open(t, h)
 	rng := rand.New(rand.NewPCG(2, 1))
@@ -108,7 +116,7 @@ func testRedelivery(t *testing.T, h Harness) {
 	}
 	finish(t, s)
 	want := Want(window)
-	Equal(t, "contents after re-delivery", h.Contents(t), want)
+	Equal(t, "contents after re-delivery", distinct(f, h.Contents(t)), want)
 
 	rerun := open(t, h)
 	for _, part := range window {
@@ -118,7 +126,7 @@ func testRedelivery(t *testing.T, h Harness) {
 	}
 	finish(t, rerun)
 	finish(t, rerun)
-	Equal(t, "contents after a re-run", h.Contents(t), want)
+	Equal(t, "contents after a re-run", distinct(f, h.Contents(t)), want)
 }
 
 // testDuplicateKey writes batches in which records share a key: the last
@@ -135,7 +143,7 @@ func testDuplicateKey(t *testing.T, h Harness) {
 	window := Window(3, 2)
 	s := kh.NewKeyed(t, keyer)
 	t.Cleanup(func() { _ = s.Close() })
-	last := map[string]sinks.Record{}
+	last := map[string]record.Record{}
 	dups := 0
 	for p, part := range window {
 		if p == 0 {
@@ -169,7 +177,7 @@ func testDuplicateKey(t *testing.T, h Harness) {
 
 // testConcurrent writes eight partitions at once, each re-delivering some of
 // its batches; run it with -race.
-func testConcurrent(t *testing.T, h Harness) {
+func testConcurrent(t *testing.T, h Harness, f Features) {
 	window := Window(4, 8)
 	s := open(t, h)
 	ctx := t.Context()
@@ -193,13 +201,13 @@ func testConcurrent(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	finish(t, s)
-	Equal(t, "contents", h.Contents(t), Want(window))
+	Equal(t, "contents", distinct(f, h.Contents(t)), Want(window))
 }
 
 // testCancelled checks that a Write under a cancelled context fails with the
 // context's error, and that Writes cut short by a deadline at any point
 // leave a target that a re-delivery completes.
-func testCancelled(t *testing.T, h Harness) {
+func testCancelled(t *testing.T, h Harness, f Features) {
 	window := Window(5, 3)
 	s := open(t, h)
 	cancelled, cancel := context.WithCancel(t.Context())
@@ -225,14 +233,14 @@ func testCancelled(t *testing.T, h Harness) {
 		}
 	}
 	finish(t, s)
-	Equal(t, "contents", h.Contents(t), Want(window))
+	Equal(t, "contents", distinct(f, h.Contents(t)), Want(window))
 }
 
 // testCrashAndResume drops the sink at a random point without Finish (once
 // or twice), opens a new one on the same target, re-delivers every
 // partition from a random earlier offset, and compares the result with a
 // clean run on another target.
-func testCrashAndResume(t *testing.T, h Harness) {
+func testCrashAndResume(t *testing.T, h Harness, f Features) {
 	for seed := uint64(10); seed < 16; seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			window := Window(seed, 3)
@@ -248,7 +256,7 @@ func testCrashAndResume(t *testing.T, h Harness) {
 				finish(t, s)
 				clean = h.Contents(t)
 			})
-			t.Run("crashed", func(t *testing.T) { resumed = crashRun(t, h, window, seed) })
+			t.Run("crashed", func(t *testing.T) { resumed = distinct(f, crashRun(t, h, window, seed)) })
 			if t.Failed() {
 				return
 			}
@@ -263,13 +271,13 @@ func testCrashAndResume(t *testing.T, h Harness) {
 // target durably holds (as a Kafka commit lagging the writes would), writes
 // a random number of batches in a random partition order and is dropped
 // without Finish or Close, until the last one completes and finishes.
-func crashRun(t *testing.T, h Harness, window [][]sinks.Record, seed uint64) []string {
+func crashRun(t *testing.T, h Harness, window [][]record.Record, seed uint64) []string {
 	rng := rand.New(rand.NewPCG(seed, 2))
 	durable := make([]int, len(window)) // records of each partition the target holds
 	crashes := 1 + rng.IntN(2)
 	for c := 0; ; c++ {
 		s := open(t, h)
-		var pending [][][]sinks.Record // per partition, the batches to deliver
+		var pending [][][]record.Record // per partition, the batches to deliver
 		total := 0
 		for p, part := range window {
 			from := rng.IntN(durable[p] + 1)
@@ -299,8 +307,8 @@ func crashRun(t *testing.T, h Harness, window [][]sinks.Record, seed uint64) []s
 	}
 }
 
-func indexAfter(part []sinks.Record, offset int64) int {
-	i, _ := slices.BinarySearchFunc(part, offset, func(r sinks.Record, o int64) int {
+func indexAfter(part []record.Record, offset int64) int {
+	i, _ := slices.BinarySearchFunc(part, offset, func(r record.Record, o int64) int {
 		return cmpInt(r.Offset, o)
 	})
 	return i + 1
@@ -316,7 +324,7 @@ func cmpInt(a, b int64) int {
 	return 0
 }
 
-func write(t *testing.T, s sinks.Sink, b []sinks.Record) {
+func write(t *testing.T, s sinks.Sink, b []record.Record) {
 	t.Helper()
 	if err := s.Write(t.Context(), b); err != nil {
 		t.Fatalf("write partition %d offsets %d..%d: %v", b[0].Partition, b[0].Offset, b[len(b)-1].Offset, err)
@@ -340,15 +348,15 @@ func finish(t *testing.T, s sinks.Sink) {
 // No value is valid JSON spread over several lines: sinks store those
 // differently (the file sink writes them as strings to keep one record per
 // line, a database as JSON), so they belong in sink-specific tests.
-func Window(seed uint64, partitions int) [][]sinks.Record {
+func Window(seed uint64, partitions int) [][]record.Record {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	base := time.Date(2026, 11, 3, 10, 0, 0, 0, time.UTC)
-	out := make([][]sinks.Record, partitions)
+	out := make([][]record.Record, partitions)
 	for p := range out {
 		offset := int64(rng.IntN(1000))
 		for range 20 + rng.IntN(41) {
 			offset += 1 + int64(rng.IntN(4)/3)
-			r := sinks.Record{
+			r := record.Record{
 				Topic:     "orders",
 				Partition: int32(p),
 				Offset:    offset,
@@ -360,11 +368,11 @@ func Window(seed uint64, partitions int) [][]sinks.Record {
 			}
 			switch rng.IntN(4) {
 			case 1:
-				r.Headers = []sinks.Header{{Key: "trace", Value: fmt.Appendf(nil, "t-%d", offset)}}
+				r.Headers = []record.Header{{Key: "trace", Value: fmt.Appendf(nil, "t-%d", offset)}}
 			case 2:
-				r.Headers = []sinks.Header{{Key: "h", Value: []byte("1")}, {Key: "h", Value: []byte("2")}, {Key: "none"}}
+				r.Headers = []record.Header{{Key: "h", Value: []byte("1")}, {Key: "h", Value: []byte("2")}, {Key: "none"}}
 			case 3:
-				r.Headers = []sinks.Header{{Key: "bin", Value: []byte{0xff, 'a', 0x01}}}
+				r.Headers = []record.Header{{Key: "bin", Value: []byte{0xff, 'a', 0x01}}}
 			}
 			out[p] = append(out[p], r)
 		}
@@ -396,8 +404,8 @@ func value(rng *rand.Rand, p int, offset int64) []byte {
 }
 
 // Batches cuts records into consecutive batches of 1 to max records.
-func Batches(rng *rand.Rand, records []sinks.Record, max int) [][]sinks.Record {
-	var out [][]sinks.Record
+func Batches(rng *rand.Rand, records []record.Record, max int) [][]record.Record {
+	var out [][]record.Record
 	for len(records) > 0 {
 		n := min(1+rng.IntN(max), len(records))
 		out = append(out, records[:n])
@@ -451,7 +459,7 @@ func canonicalJSON(raw json.RawMessage) string {
 // Expect returns what a sink stores for r: the value as JSON when it is
 // valid JSON, else as a JSON string (invalid UTF-8 becoming U+FFFD), null
 // for a tombstone; header values likewise as strings or null.
-func Expect(r sinks.Record) Stored {
+func Expect(r record.Record) Stored {
 	s := Stored{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Time, Value: json.RawMessage("null")}
 	switch {
 	case r.Value == nil:
@@ -477,7 +485,7 @@ func Expect(r sinks.Record) Stored {
 }
 
 // Want returns the expected contents after writing window once.
-func Want(window [][]sinks.Record) []string {
+func Want(window [][]record.Record) []string {
 	var out []string
 	for _, part := range window {
 		for _, r := range part {

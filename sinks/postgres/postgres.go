@@ -1,4 +1,6 @@
-package sinks
+// Package postgres is the sink that upserts records into a PostgreSQL
+// table, one row per idempotency key.
+package postgres
 
 import (
 	"context"
@@ -11,15 +13,18 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/encode"
+	"github.com/replay-tool/replay/sinks/sqlcheckpoint"
 )
 
-// PostgresConfig configures a PostgreSQL sink.
-type PostgresConfig struct {
+// Config configures a PostgreSQL sink.
+type Config struct {
 	// DSN is a libpq connection string, URL or key=value. Its password never
 	// appears in errors or logs.
 	DSN string
@@ -40,26 +45,15 @@ type PostgresConfig struct {
 	// one statement over arrays. 0 means plan.DefaultCopyThreshold.
 	CopyThreshold int
 	// Checkpoints, when its Table is set, records the offset after each
-	// batch in that table, in the batch's transaction (see CheckpointStore).
-	Checkpoints CheckpointConfig
+	// batch in that table, in the batch's transaction (see sinks.CheckpointStore).
+	Checkpoints sqlcheckpoint.Config
 	// Keyer computes the key column; nil means DefaultKey.
-	Keyer *Keyer
+	Keyer *sinks.Keyer
 	// Log receives diagnostics; the zero value discards them.
 	Log zerolog.Logger
 }
 
-// CheckpointConfig configures the checkpoint table of a database sink.
-type CheckpointConfig struct {
-	// Table is the checkpoint table, created when missing; "" for none.
-	Table string
-	// Group is the replay consumer group the checkpoints belong to.
-	Group string
-	// Fingerprint (the plan's) and RunID (the resolved run's) are stored
-	// with each checkpoint; only checkpoints of RunID are read back.
-	Fingerprint, RunID string
-}
-
-// Postgres upserts records into one table, one row per idempotency key.
+// Sink upserts records into one table, one row per idempotency key.
 // Without a column mapping the table has the default layout:
 //
 //	key text primary key, topic text not null, partition int not null,
@@ -81,42 +75,42 @@ type CheckpointConfig struct {
 // last offset wins, with ignore the first, so the result does not depend on
 // where the runner cut the batches — nor on whether the batch went through
 // COPY.
-type Postgres struct {
+type Sink struct {
 	pool   *pgxpool.Pool
 	name   string // Table as configured, for messages
 	table  string // quoted
-	keyer  *Keyer
+	keyer  *sinks.Keyer
 	ignore bool
-	cols   []column
+	cols   []encode.Column
 	key    int // index of the key column
 	// upsert is the statement over arrays; createTemp, copyCols and
 	// fromTemp the COPY path's; copyAbove its threshold.
 	upsert, createTemp, fromTemp string
 	copyCols                     []string
 	copyAbove                    int
-	ckpt                         *pgCheckpoints
+	ckpt                         *sqlcheckpoint.Postgres
 	log                          zerolog.Logger
 	secrets                      []string
 }
 
 var (
-	_ Sink            = (*Postgres)(nil)
-	_ CheckpointStore = (*Postgres)(nil)
+	_ sinks.Sink            = (*Sink)(nil)
+	_ sinks.CheckpointStore = (*Sink)(nil)
 )
 
 // Capabilities declares the checkpoint table (Checkpoints returns none
 // when the plan configures none).
-func (s *Postgres) Capabilities() Capabilities { return Capabilities{Checkpoints: s} }
+func (s *Sink) Capabilities() sinks.Capabilities { return sinks.Capabilities{Checkpoints: s} }
 
-// NewPostgres connects to cfg.DSN, creates the table when asked, and checks
+// New connects to cfg.DSN, creates the table when asked, and checks
 // that the table can take the upsert (columns, types, a unique key).
 // Connection errors are returned as they are: the caller retries or fails.
-func NewPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
-	table, err := quoteTable(cfg.Table)
+func New(ctx context.Context, cfg Config) (*Sink, error) {
+	table, err := encode.QuoteTable(cfg.Table)
 	if err != nil {
 		return nil, fmt.Errorf("postgres sink: table %q: %w", cfg.Table, err)
 	}
-	s := &Postgres{name: cfg.Table, table: table, keyer: cfg.Keyer, log: cfg.Log, secrets: dsnSecrets(cfg.DSN), copyAbove: cfg.CopyThreshold}
+	s := &Sink{name: cfg.Table, table: table, keyer: cfg.Keyer, log: cfg.Log, secrets: dsnSecrets(cfg.DSN), copyAbove: cfg.CopyThreshold}
 	if s.copyAbove <= 0 {
 		s.copyAbove = plan.DefaultCopyThreshold
 	}
@@ -127,14 +121,14 @@ func NewPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	default:
 		return nil, fmt.Errorf("postgres sink: on_conflict %q: want update or ignore", cfg.OnConflict)
 	}
-	if s.cols, err = parseColumns(cfg.Columns, defaultColumns, true); err != nil {
+	if s.cols, err = encode.ParseColumns(cfg.Columns, encode.DefaultColumns(), true); err != nil {
 		return nil, fmt.Errorf("postgres sink: %w", err)
 	}
-	if s.key, err = keyColumn(s.cols); err != nil {
+	if s.key, err = encode.KeyColumn(s.cols); err != nil {
 		return nil, fmt.Errorf("postgres sink: %w", err)
 	}
 	if cfg.Checkpoints.Table != "" {
-		if s.ckpt, err = newPGCheckpoints(cfg.Checkpoints); err != nil {
+		if s.ckpt, err = sqlcheckpoint.NewPostgres(cfg.Checkpoints); err != nil {
 			return nil, fmt.Errorf("postgres sink: %w", err)
 		}
 	}
@@ -162,7 +156,7 @@ func NewPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 // mapped columns, and checks the statements against the table: EXPLAIN
 // plans a statement without running it, which resolves the table, the
 // columns, their types and the ON CONFLICT target.
-func (s *Postgres) prepare(ctx context.Context, create bool) error {
+func (s *Sink) prepare(ctx context.Context, create bool) error {
 	if err := s.pool.Ping(ctx); err != nil {
 		return fmt.Errorf("postgres sink: connect: %w", s.scrub(err))
 	}
@@ -180,8 +174,8 @@ func (s *Postgres) prepare(ctx context.Context, create bool) error {
 		return fmt.Errorf("postgres sink: check table %s: %w", s.name, s.scrub(err))
 	}
 	if s.ckpt != nil {
-		if err := s.ckpt.prepare(ctx, s.pool); err != nil {
-			return fmt.Errorf("postgres sink: checkpoint table %s: %w", s.ckpt.name, s.scrub(err))
+		if err := s.ckpt.Prepare(ctx, s.pool, func(ctx context.Context, stmt string) error { return createTable(ctx, s.pool, s.ckpt.Name, stmt) }); err != nil {
+			return fmt.Errorf("postgres sink: checkpoint table %s: %w", s.ckpt.Name, s.scrub(err))
 		}
 	}
 	return nil
@@ -190,7 +184,7 @@ func (s *Postgres) prepare(ctx context.Context, create bool) error {
 // columnTypes returns the declared type of each mapped column, as SQL
 // (format_type): the values are cast to it, so that a text field can fill
 // a numeric or an enum column of a table made by hand.
-func (s *Postgres) columnTypes(ctx context.Context) ([]string, error) {
+func (s *Sink) columnTypes(ctx context.Context) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
 WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, s.table)
 	if err != nil {
@@ -214,9 +208,9 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER
 	}
 	types := make([]string, len(s.cols))
 	for i, c := range s.cols {
-		t, ok := declared[c.name]
+		t, ok := declared[c.Name]
 		if !ok {
-			return nil, fmt.Errorf("no column %q (the table has %s)", c.name, strings.Join(names, ", "))
+			return nil, fmt.Errorf("no column %q (the table has %s)", c.Name, strings.Join(names, ", "))
 		}
 		types[i] = t
 	}
@@ -226,11 +220,11 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER
 // Write upserts batch in one transaction committed before Write returns,
 // with the batch's checkpoint when the sink has a checkpoint table. A
 // batch of more than CopyThreshold rows is copied into a temporary table
-// first. A key template failing on a record returns its *RecordError and
+// first. A key template failing on a record returns its *record.Error and
 // writes nothing; so does a row the database rejects (bad data, a
 // constraint) when it can be pinned to one record. Any other failure is a
 // plain error, and nothing is written.
-func (s *Postgres) Write(ctx context.Context, batch []Record) error {
+func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if len(batch) == 0 {
 		return nil
 	}
@@ -257,20 +251,20 @@ func (s *Postgres) Write(ctx context.Context, batch []Record) error {
 // upsertRows runs the upsert over arrays: one statement, or with a
 // checkpoint two statements in one round trip, which PostgreSQL runs as
 // one implicit transaction.
-func (s *Postgres) upsertRows(ctx context.Context, rows *pgRows, batch []Record) error {
+func (s *Sink) upsertRows(ctx context.Context, rows *pgRows, batch []record.Record) error {
 	if s.ckpt == nil {
 		_, err := s.pool.Exec(ctx, s.upsert, rows.args()...)
 		return err
 	}
 	b := &pgx.Batch{}
 	b.Queue(s.upsert, rows.args()...)
-	s.ckpt.queue(b, batch)
+	s.ckpt.Queue(b, batch)
 	return s.pool.SendBatch(ctx, b).Close()
 }
 
 // copyRows copies the rows into a temporary table and upserts them from
 // there, with the checkpoint, in one transaction.
-func (s *Postgres) copyRows(ctx context.Context, rows *pgRows, batch []Record) (err error) {
+func (s *Sink) copyRows(ctx context.Context, rows *pgRows, batch []record.Record) (err error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return err
@@ -289,7 +283,7 @@ func (s *Postgres) copyRows(ctx context.Context, rows *pgRows, batch []Record) (
 	b := &pgx.Batch{}
 	b.Queue(s.fromTemp)
 	if s.ckpt != nil {
-		s.ckpt.queue(b, batch)
+		s.ckpt.Queue(b, batch)
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return err
@@ -298,72 +292,43 @@ func (s *Postgres) copyRows(ctx context.Context, rows *pgRows, batch []Record) (
 }
 
 // Finish does nothing: every Write is already committed.
-func (s *Postgres) Finish(context.Context) error { return nil }
+func (s *Sink) Finish(context.Context) error { return nil }
 
 // Close closes the connection pool.
-func (s *Postgres) Close() error {
+func (s *Sink) Close() error {
 	s.pool.Close()
 	return nil
 }
 
 // Checkpoints returns the offsets the sink's checkpoint table holds for
-// group and topic, written by this run (CheckpointConfig.RunID); none
+// group and topic, written by this run (sqlcheckpoint.Config.RunID); none
 // without a checkpoint table.
-func (s *Postgres) Checkpoints(ctx context.Context, group, topic string) (map[int32]int64, error) {
+func (s *Sink) Checkpoints(ctx context.Context, group, topic string) (map[int32]int64, error) {
 	if s.ckpt == nil {
 		return nil, nil
 	}
-	out, err := s.ckpt.read(ctx, s.pool, group, topic)
+	out, err := s.ckpt.Read(ctx, s.pool, group, topic)
 	if err != nil {
-		return nil, fmt.Errorf("postgres sink: read checkpoints from %s: %w", s.ckpt.name, s.scrub(err))
+		return nil, fmt.Errorf("postgres sink: read checkpoints from %s: %w", s.ckpt.Name, s.scrub(err))
 	}
 	return out, nil
 }
 
 // ResetCheckpoints deletes the checkpoints of group and topic.
-func (s *Postgres) ResetCheckpoints(ctx context.Context, group, topic string) error {
+func (s *Sink) ResetCheckpoints(ctx context.Context, group, topic string) error {
 	if s.ckpt == nil {
 		return nil
 	}
-	if _, err := s.pool.Exec(ctx, s.ckpt.reset, group, topic); err != nil {
-		return fmt.Errorf("postgres sink: reset checkpoints in %s: %w", s.ckpt.name, s.scrub(err))
+	if _, err := s.pool.Exec(ctx, s.ckpt.Reset, group, topic); err != nil {
+		return fmt.Errorf("postgres sink: reset checkpoints in %s: %w", s.ckpt.Name, s.scrub(err))
 	}
 	return nil
 }
 
-// pgValue is the value column's text: the value when it is JSON, else the
-// value as a JSON string (the same encoding as the file sink), NULL for a
-// tombstone.
-func pgValue(v []byte) pgtype.Text {
-	switch {
-	case v == nil:
-		return pgtype.Text{}
-	case isJSON(v):
-		return pgtype.Text{String: string(appendCleanJSON(nil, v)), Valid: true}
-	default:
-		return pgtype.Text{String: string(appendJSONBytes(nil, v)), Valid: true}
-	}
-}
-
-func pgHeaders(hs []Header) string {
-	b := append(make([]byte, 0, 64), '[')
-	for i, h := range hs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"key":`...)
-		b = appendJSONString(b, h.Key)
-		b = append(b, `,"value":`...)
-		b = appendBytesOrNull(b, h.Value)
-		b = append(b, '}')
-	}
-	return string(append(b, ']'))
-}
-
 // upsertError turns a failed upsert into the error Write returns: a
-// *RecordError when the database rejected the data of one row, found by
+// *record.Error when the database rejected the data of one row, found by
 // probing the rows one by one, else a plain error.
-func (s *Postgres) upsertError(ctx context.Context, rows *pgRows, err error) error {
+func (s *Sink) upsertError(ctx context.Context, rows *pgRows, err error) error {
 	err = fmt.Errorf("postgres sink: upsert into %s: %w", s.name, s.scrub(err))
 	if !rejectsData(err) || ctx.Err() != nil {
 		return err
@@ -372,7 +337,7 @@ func (s *Postgres) upsertError(ctx context.Context, rows *pgRows, err error) err
 	if i < 0 {
 		return err
 	}
-	return recordError(rows.recs[i], fmt.Errorf("postgres sink: upsert into %s: %w", s.name, s.scrub(rowErr)))
+	return record.NewError(rows.recs[i], fmt.Errorf("postgres sink: upsert into %s: %w", s.name, s.scrub(rowErr)))
 }
 
 // rejectsData reports whether err is the database refusing the data of a
@@ -392,7 +357,7 @@ func rejectsData(err error) bool {
 // rolled back, so nothing is written. The server skips every statement after
 // the first failure, so the first error names the row. It returns -1 when
 // no single row fails on its own.
-func (s *Postgres) probe(ctx context.Context, rows *pgRows) (int, error) {
+func (s *Sink) probe(ctx context.Context, rows *pgRows) (int, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return -1, nil
@@ -415,65 +380,9 @@ func (s *Postgres) probe(ctx context.Context, rows *pgRows) (int, error) {
 	return -1, nil
 }
 
-// quoteTable parses an SQL name, "name" or "schema.name", and returns it
-// quoted. Unquoted parts fold to lower case, as PostgreSQL folds them.
-func quoteTable(name string) (string, error) {
-	var parts pgx.Identifier
-	for rest := name; ; {
-		var part string
-		if strings.HasPrefix(rest, `"`) {
-			var b strings.Builder
-			i := 1
-			for ; i < len(rest); i++ {
-				if rest[i] == '"' {
-					if i+1 < len(rest) && rest[i+1] == '"' {
-						b.WriteByte('"')
-						i++
-						continue
-					}
-					break
-				}
-				b.WriteByte(rest[i])
-			}
-			if i >= len(rest) {
-				return "", errors.New("unterminated quoted identifier")
-			}
-			part, rest = b.String(), rest[i+1:]
-		} else {
-			end := strings.IndexAny(rest, `."`)
-			if end < 0 {
-				end = len(rest)
-			}
-			part, rest = asciiLower(rest[:end]), rest[end:]
-		}
-		if part == "" || strings.ContainsRune(part, 0) || strings.TrimSpace(part) != part {
-			return "", errors.New(`want name or schema.name, each part non-empty ("quoted" to keep case or special characters)`)
-		}
-		parts = append(parts, part)
-		if rest == "" {
-			break
-		}
-		if rest[0] != '.' || len(parts) == 2 {
-			return "", errors.New(`want name or schema.name ("quoted" to keep case or special characters)`)
-		}
-		rest = rest[1:]
-	}
-	return parts.Sanitize(), nil
-}
-
-func asciiLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
-}
-
 // scrub hides the DSN's password in err's message (pgx redacts it on a best
 // effort basis; a malformed DSN can still be quoted whole by url.Parse).
-func (s *Postgres) scrub(err error) error {
+func (s *Sink) scrub(err error) error {
 	if err == nil || len(s.secrets) == 0 {
 		return err
 	}

@@ -1,8 +1,6 @@
-package sinks_test
+package postgres_test
 
 import (
-	"database/sql"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,8 +8,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/postgres"
 	"github.com/replay-tool/replay/sinks/sinktest"
 )
 
@@ -34,29 +34,29 @@ var mappedColumns = plan.Columns{
 func TestPostgresColumnsConformance(t *testing.T) {
 	dsn := testDSN(t)
 	const sel = `src_topic, src_partition, src_offset, ts, doc::text, hdrs::text`
-	t.Run("arrays", func(t *testing.T) { sinktest.Run(t, &pgHarness{dsn: dsn, columns: mappedColumns, contents: sel}) })
-	t.Run("copy", func(t *testing.T) {
-		sinktest.Run(t, &pgHarness{dsn: dsn, columns: mappedColumns, contents: sel, copyThreshold: 1})
+	t.Run("arrays", func(t *testing.T) {
+		h := &pgHarness{dsn: dsn, columns: mappedColumns, contents: sel}
+		sinktest.RunWith(t, h, h.features())
 	})
-}
-
-func TestSQLiteColumnsConformance(t *testing.T) {
-	sinktest.Run(t, &sqliteHarness{columns: mappedColumns})
+	t.Run("copy", func(t *testing.T) {
+		h := &pgHarness{dsn: dsn, columns: mappedColumns, contents: sel, copyThreshold: 1}
+		sinktest.RunWith(t, h, h.features())
+	})
 }
 
 // columnRecords exercise each field: paths that exist, are missing, are
 // null, select objects and numbers; repeated and absent headers; absent
 // keys, a value that is not JSON and a tombstone.
-func columnRecords() []sinks.Record {
+func columnRecords() []record.Record {
 	r1 := rec(0, 1, "k-1", `{"customer":{"id":"c-7"},"n":1}`)
-	r1.Headers = []sinks.Header{{Key: "trace", Value: []byte("a")}, {Key: "trace", Value: []byte("b\xff")}}
+	r1.Headers = []record.Header{{Key: "trace", Value: []byte("a")}, {Key: "trace", Value: []byte("b\xff")}}
 	r2 := rec(0, 2, "", `{"customer":{"id":12345678901234567890}}`)
 	r3 := rec(0, 3, "k-3", `{"customer":null}`)
-	r3.Headers = []sinks.Header{{Key: "trace"}}
+	r3.Headers = []record.Header{{Key: "trace"}}
 	r4 := rec(0, 4, "k-4", `not json`)
 	r5 := rec(0, 5, "k-5", "")
 	r6 := rec(0, 6, "k-6", `{"customer":{"id":{"a":[1, 2]}}}`)
-	return []sinks.Record{r1, r2, r3, r4, r5, r6}
+	return []record.Record{r1, r2, r3, r4, r5, r6}
 }
 
 // columnWant is what columnRecords leave in the mapped columns customer,
@@ -70,10 +70,12 @@ var columnWant = map[int64][3]string{
 	6: {`{"a":[1, 2]}`, "NULL", "k-6"},
 }
 
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
 func TestPostgresColumnsFields(t *testing.T) {
 	dsn := testDSN(t)
 	table := newTable(t, dsn)
-	s := newPostgres(t, sinks.PostgresConfig{DSN: dsn, Table: table, CreateTable: true, Columns: mappedColumns})
+	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Columns: mappedColumns})
 	mustWrite(t, s, columnRecords()...)
 	conn := pgConn(t, dsn)
 	rows, err := conn.Query(t.Context(), `SELECT src_offset, customer, trace, kafka_key, id, ts FROM `+pgx.Identifier{table}.Sanitize())
@@ -124,8 +126,6 @@ func TestPostgresColumnsFields(t *testing.T) {
 	}
 }
 
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
 // A table made by hand with other types (numeric, a varchar, an int key)
 // takes the mapped text fields: each value is cast to its column's type,
 // through COPY as through arrays.
@@ -147,7 +147,7 @@ func TestPostgresColumnsCastToDeclaredTypes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := newPostgres(t, sinks.PostgresConfig{DSN: dsn, Table: table, Keyer: keyer, CopyThreshold: threshold, Columns: plan.Columns{
+		s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, Keyer: keyer, CopyThreshold: threshold, Columns: plan.Columns{
 			{Name: "order_id", Field: "key"}, {Name: "amount", Field: "value.amount"}, {Name: "status", Field: "value.status"}}})
 		mustWrite(t, s, rec(0, 1, "", `{"id":7,"amount":12.5,"status":"paid"}`), rec(0, 2, "", `{"id":8,"amount":"3","status":null}`))
 		var sum float64
@@ -165,7 +165,7 @@ func TestPostgresColumnsCastToDeclaredTypes(t *testing.T) {
 func TestPostgresColumnsErrors(t *testing.T) {
 	dsn := testDSN(t)
 	table := newTable(t, dsn)
-	newPostgres(t, sinks.PostgresConfig{DSN: dsn, Table: table, CreateTable: true})
+	newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true})
 	for _, tc := range []struct {
 		name string
 		cols plan.Columns
@@ -176,7 +176,7 @@ func TestPostgresColumnsErrors(t *testing.T) {
 		{"column not in the table", plan.Columns{{Name: "key", Field: "key"}, {Name: "customer", Field: "value.customer"}}, `no column "customer" (the table has key, topic`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := sinks.NewPostgres(t.Context(), sinks.PostgresConfig{DSN: dsn, Table: table, Columns: tc.cols})
+			s, err := postgres.New(t.Context(), postgres.Config{DSN: dsn, Table: table, Columns: tc.cols})
 			if err == nil {
 				s.Close()
 				t.Fatal("NewPostgres succeeded")
@@ -185,51 +185,5 @@ func TestPostgresColumnsErrors(t *testing.T) {
 				t.Errorf("error %q does not contain %q", err, tc.want)
 			}
 		})
-	}
-}
-
-func TestSQLiteColumnsFields(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "db.sqlite")
-	s := newSQLite(t, sinks.SQLiteConfig{Path: path, Table: "orders", CreateTable: true, Columns: mappedColumns})
-	mustWrite(t, s, columnRecords()...)
-	db := openSQLite(t, path)
-	rows, err := db.QueryContext(t.Context(), `SELECT src_offset, customer, trace, kafka_key, id, ts FROM orders`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	n := 0
-	for rows.Next() {
-		var off int64
-		var customer, trace, kkey sql.NullString
-		var id, ts string
-		if err := rows.Scan(&off, &customer, &trace, &kkey, &id, &ts); err != nil {
-			t.Fatal(err)
-		}
-		n++
-		null := func(s sql.NullString) string {
-			if !s.Valid {
-				return "NULL"
-			}
-			return s.String
-		}
-		if got := [3]string{null(customer), null(trace), null(kkey)}; got != columnWant[off] {
-			t.Errorf("offset %d: customer, trace, kafka_key = %q, want %q", off, got, columnWant[off])
-		}
-		if want := rec(0, off, "", "").Time.Format("2006-01-02T15:04:05.000Z07:00"); id != "orders/0/"+itoa(off) || ts != want {
-			t.Errorf("offset %d: id %q, ts %q (want %q)", off, id, ts, want)
-		}
-	}
-	if n != len(columnWant) {
-		t.Fatalf("%d rows, want %d", n, len(columnWant))
-	}
-	var ddl string
-	if err := db.QueryRowContext(t.Context(), `SELECT sql FROM sqlite_master WHERE name = 'orders'`).Scan(&ddl); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{`"src_offset" INTEGER NOT NULL`, `"id" TEXT NOT NULL PRIMARY KEY`, `"customer" TEXT,`, `"ts" TEXT NOT NULL`} {
-		if !strings.Contains(ddl, want) {
-			t.Errorf("created table lacks %s:\n%s", want, ddl)
-		}
 	}
 }

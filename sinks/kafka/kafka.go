@@ -1,4 +1,5 @@
-package sinks
+// Package kafka is the sink that produces records to a Kafka topic.
+package kafka
 
 import (
 	"context"
@@ -13,7 +14,10 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/replay-tool/replay/internal/kafkaconn"
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/encode"
 )
 
 // Provenance headers the kafka sink adds to every message, after the
@@ -29,8 +33,8 @@ const (
 	HeaderPlan            = "replay-plan"
 )
 
-// KafkaConfig configures a Kafka sink.
-type KafkaConfig struct {
+// Config configures a Kafka sink.
+type Config struct {
 	// Brokers are the target cluster's bootstrap addresses, host:port; an
 	// entry may hold a comma-separated list.
 	Brokers []string
@@ -49,7 +53,7 @@ type KafkaConfig struct {
 	// backoff from 100ms to 1s between attempts); default 10.
 	MaxAttempts int
 	// Keyer computes the message key; nil means DefaultKey.
-	Keyer *Keyer
+	Keyer *sinks.Keyer
 	// KeepKey makes the message key the source record's own key, as is (a
 	// null key stays null), instead of the Keyer's: a dead-letter topic
 	// keeps the records replayable as they were.
@@ -88,14 +92,14 @@ type KafkaConfig struct {
 // returned early on a cancelled context. Those late messages reach each
 // target partition before any later Write's, so they never overtake a
 // re-delivery.
-type Kafka struct {
+type Sink struct {
 	w         *kafka.Writer
 	client    *kafka.Client
 	transport *kafka.Transport
 	topic     string
 	where     string // topic and brokers, for messages
 	keep      bool
-	keyer     *Keyer
+	keyer     *sinks.Keyer
 	keepKey   bool
 	// maxBytes is the topic's max.message.bytes (maxMessageBytes).
 	maxBytes int64
@@ -106,10 +110,10 @@ type Kafka struct {
 	partitions int // of the target topic, as last seen
 }
 
-var _ Sink = (*Kafka)(nil)
+var _ sinks.Sink = (*Sink)(nil)
 
 // Capabilities: a kafka sink's Write is durable on return (acks=all).
-func (s *Kafka) Capabilities() Capabilities { return Capabilities{} }
+func (s *Sink) Capabilities() sinks.Capabilities { return sinks.Capabilities{} }
 
 // kafkaMaxMessageBytes is the largest record batch the sink produces when
 // the topic's max.message.bytes cannot be read: the brokers' default.
@@ -123,10 +127,10 @@ const kafkaBatchOverhead = 512
 // maxMessageBytes reads the topic's max.message.bytes (DescribeConfigs; the
 // broker's message.max.bytes when the topic does not set it): the largest
 // record batch the broker accepts. The sink's batches stay under it, so
-// that only a record too large by itself is refused (a *RecordError, which
+// that only a record too large by itself is refused (a *record.Error, which
 // on_error can skip) instead of every batch (MESSAGE_TOO_LARGE for all).
 // Unreadable (no DescribeConfigs permission), it is kafkaMaxMessageBytes.
-func (s *Kafka) maxMessageBytes(ctx context.Context) int64 {
+func (s *Sink) maxMessageBytes(ctx context.Context) int64 {
 	resp, err := s.client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{
 		{ResourceType: kafka.ResourceTypeTopic, ResourceName: s.topic, ConfigNames: []string{"max.message.bytes"}}}})
 	if err != nil {
@@ -146,10 +150,10 @@ func (s *Kafka) maxMessageBytes(ctx context.Context) int64 {
 	return kafkaMaxMessageBytes
 }
 
-// NewKafka connects to the target cluster and checks that the topic exists.
+// New connects to the target cluster and checks that the topic exists.
 // With SASL or TLS it first dials a broker with kafka.Dialer, which reports
 // a failed authentication as such (the Transport reports "unexpected EOF").
-func NewKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
+func New(ctx context.Context, cfg Config) (*Sink, error) {
 	brokers := plan.BrokerList(cfg.Brokers)
 	if len(brokers) == 0 || cfg.Topic == "" {
 		return nil, errors.New("kafka sink: brokers and topic are required")
@@ -159,7 +163,7 @@ func NewKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka sink: %w", err)
 	}
-	s := &Kafka{
+	s := &Sink{
 		client:    &kafka.Client{Addr: kafka.TCP(brokers...), Transport: conn.Transport, Timeout: 30 * time.Second},
 		transport: conn.Transport,
 		topic:     cfg.Topic,
@@ -209,7 +213,7 @@ func NewKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 
 // probe fails early, with a message a person can act on, when the target
 // cluster cannot be reached, refuses the credentials or lacks the topic.
-func (s *Kafka) probe(ctx context.Context, conn *kafkaconn.Conn) ([]string, error) {
+func (s *Sink) probe(ctx context.Context, conn *kafkaconn.Conn) ([]string, error) {
 	const timeout = 15 * time.Second
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -227,7 +231,7 @@ func (s *Kafka) probe(ctx context.Context, conn *kafkaconn.Conn) ([]string, erro
 }
 
 // topicPartitions asks the cluster how many partitions the topic has.
-func (s *Kafka) topicPartitions(ctx context.Context) (int, error) {
+func (s *Sink) topicPartitions(ctx context.Context) (int, error) {
 	md, err := s.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{s.topic}})
 	if err != nil {
 		return 0, fmt.Errorf("kafka sink: %s: %w (is the cluster reachable, and are sink.tls and sink.sasl right?)", s.where, err)
@@ -263,10 +267,10 @@ func (sourcePartitionBalancer) Balance(msg kafka.Message, partitions ...int) int
 
 // Write produces batch and returns once every message is acknowledged. A
 // key template failing on a record, or a record too large to produce,
-// returns its *RecordError before anything is produced. Other failures are
+// returns its *record.Error before anything is produced. Other failures are
 // plain errors; messages of the batch may have been produced, and the
 // re-delivery produces them again.
-func (s *Kafka) Write(ctx context.Context, batch []Record) error {
+func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if len(batch) == 0 {
 		return nil
 	}
@@ -291,7 +295,7 @@ func (s *Kafka) Write(ctx context.Context, batch []Record) error {
 }
 
 // messages builds the batch's messages on one copy of the record bytes.
-func (s *Kafka) messages(batch []Record) ([]kafka.Message, error) {
+func (s *Sink) messages(batch []record.Record) ([]kafka.Message, error) {
 	keys := make([][]byte, len(batch))
 	size := 0
 	for i := range batch {
@@ -329,7 +333,7 @@ func (s *Kafka) messages(batch []Record) ([]kafka.Message, error) {
 			kafka.Header{Key: HeaderSourceTopic, Value: []byte(r.Topic)},
 			kafka.Header{Key: HeaderSourcePartition, Value: strconv.AppendInt(nil, int64(r.Partition), 10)},
 			kafka.Header{Key: HeaderSourceOffset, Value: strconv.AppendInt(nil, r.Offset, 10)},
-			kafka.Header{Key: HeaderSourceTimestamp, Value: r.Time.UTC().AppendFormat(nil, sqliteTimeLayout)},
+			kafka.Header{Key: HeaderSourceTimestamp, Value: r.Time.UTC().AppendFormat(nil, encode.TimeLayout)},
 			kafka.Header{Key: HeaderPlan, Value: []byte(s.planName)},
 		)
 		msgs[i] = kafka.Message{
@@ -346,7 +350,7 @@ func (s *Kafka) messages(batch []Record) ([]kafka.Message, error) {
 // checkPartition makes sure the target topic has the source partition p,
 // refreshing the partition count once when it looks too small (partitions
 // may have been added).
-func (s *Kafka) checkPartition(ctx context.Context, p int32) error {
+func (s *Sink) checkPartition(ctx context.Context, p int32) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if int(p) < s.partitions {
@@ -364,7 +368,7 @@ func (s *Kafka) checkPartition(ctx context.Context, p int32) error {
 }
 
 // writeError turns a failed WriteMessages into the error Write returns.
-func (s *Kafka) writeError(ctx context.Context, batch []Record, err error) error {
+func (s *Sink) writeError(ctx context.Context, batch []record.Record, err error) error {
 	var tooLarge kafka.MessageTooLargeError
 	var werrs kafka.WriteErrors
 	switch {
@@ -372,7 +376,7 @@ func (s *Kafka) writeError(ctx context.Context, batch []Record, err error) error
 		return fmt.Errorf("kafka sink: produce to %s: %w", s.where, ctx.Err())
 	case errors.As(err, &tooLarge):
 		i := tooLarge.Message.WriterData.(kafkaMeta).index
-		return recordError(&batch[i], fmt.Errorf("kafka sink: produce to %s: the message (%d bytes of key and value, with headers more) is larger than the topic's max.message.bytes, %d: %w",
+		return record.NewError(&batch[i], fmt.Errorf("kafka sink: produce to %s: the message (%d bytes of key and value, with headers more) is larger than the topic's max.message.bytes, %d: %w",
 			s.where, len(tooLarge.Message.Key)+len(tooLarge.Message.Value), s.maxBytes, err))
 	case errors.As(err, &werrs):
 		failed, first := 0, -1
@@ -389,7 +393,7 @@ func (s *Kafka) writeError(ctx context.Context, batch []Record, err error) error
 		}
 		err = fmt.Errorf("kafka sink: produce to %s: %d of %d messages failed: %w", s.where, failed, len(werrs), werrs[first])
 		if failed == 1 && rejectsMessage(werrs[first]) {
-			return recordError(&batch[first], err)
+			return record.NewError(&batch[first], err)
 		}
 		return transient(err)
 	case errors.Is(err, kafka.UnknownTopicOrPartition):
@@ -413,16 +417,16 @@ func rejectsMessage(err error) bool {
 func transient(err error) error {
 	var ke kafka.Error
 	if errors.As(err, &ke) && ke != kafka.UnknownTopicOrPartition && (ke.Temporary() || ke.Timeout()) {
-		return &TransientError{Err: err}
+		return &sinks.TransientError{Err: err}
 	}
 	return err
 }
 
 // Finish does nothing: every Write is already acknowledged.
-func (s *Kafka) Finish(context.Context) error { return nil }
+func (s *Sink) Finish(context.Context) error { return nil }
 
 // Close flushes and closes the producer.
-func (s *Kafka) Close() error {
+func (s *Sink) Close() error {
 	err := s.w.Close()
 	s.transport.CloseIdleConnections()
 	if err != nil {

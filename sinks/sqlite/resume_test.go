@@ -1,4 +1,4 @@
-package sinks_test
+package sqlite_test
 
 import (
 	"os"
@@ -7,6 +7,8 @@ import (
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/registry"
+	"github.com/replay-tool/replay/sinks/sqlite"
 )
 
 // A resumed run refuses a database file or a table that did not exist
@@ -14,9 +16,9 @@ import (
 // deleted database or table): the rows before the checkpoints are not there.
 func TestSQLiteCheckResume(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "replay.db")
-	open := func(create bool) *sinks.SQLite {
+	open := func(create bool) *sqlite.Sink {
 		t.Helper()
-		s, err := sinks.NewSQLite(t.Context(), sinks.SQLiteConfig{Path: path, Table: "orders", CreateTable: create})
+		s, err := sqlite.New(t.Context(), sqlite.Config{Path: path, Table: "orders", CreateTable: create})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,7 +43,7 @@ func TestSQLiteCheckResume(t *testing.T) {
 
 	// The dead-letter wrapper asks the database too.
 	dead := filepath.Join(t.TempDir(), "dead.db")
-	s, err := sinks.NewDeadLetterSink(t.Context(), plan.Sink{Type: "sqlite", Path: dead, Table: "dead", CreateTable: true}, sinks.Options{})
+	s, err := registry.NewDeadLetter(t.Context(), plan.Sink{Type: "sqlite", Path: dead, Table: "dead", CreateTable: true}, sinks.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package sinks
+package postgres
 
 import (
 	"fmt"
@@ -9,15 +9,17 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks/encode"
 )
 
 // The statements of the postgres sink and the batches they take.
 
 // pgParamType is the type a column's values are sent as; JSON is sent as
 // text and cast to the column's type (jsonb in a created table).
-func pgParamType(c column) string {
-	switch c.field.Kind {
+func pgParamType(c encode.Column) string {
+	switch c.Field.Kind {
 	case plan.FieldTimestamp:
 		return "timestamptz"
 	case plan.FieldPartition:
@@ -31,7 +33,7 @@ func pgParamType(c column) string {
 // createTableSQL creates the table with a column per field, typed after the
 // field; the key column is the primary key. For the default layout it is
 // the DDL of the first versions.
-func createTableSQL(table string, cols []column, key int) string {
+func createTableSQL(table string, cols []encode.Column, key int) string {
 	var b strings.Builder
 	b.WriteString(`CREATE TABLE IF NOT EXISTS ` + table + ` (`)
 	for i, c := range cols {
@@ -39,14 +41,14 @@ func createTableSQL(table string, cols []column, key int) string {
 			b.WriteString(",")
 		}
 		typ := pgParamType(c)
-		if c.isJSON() {
+		if c.IsJSON() {
 			typ = "jsonb"
 		}
-		b.WriteString("\n\t" + pgx.Identifier{c.name}.Sanitize() + " " + typ)
+		b.WriteString("\n\t" + pgx.Identifier{c.Name}.Sanitize() + " " + typ)
 		switch {
 		case i == key:
 			b.WriteString(" PRIMARY KEY")
-		case c.notNull():
+		case c.NotNull():
 			b.WriteString(" NOT NULL")
 		}
 	}
@@ -67,7 +69,7 @@ const copyTable = "replay_batch"
 // The rows must have distinct keys: ON CONFLICT DO UPDATE fails on a key
 // it meets twice. An update that would change nothing is skipped, so a
 // re-delivery does not rewrite (and bloat) identical rows.
-func upsertSQL(table string, cols []column, types []string, key int, ignore bool) (upsert, createTemp, fromTemp string, copyCols []string) {
+func upsertSQL(table string, cols []encode.Column, types []string, key int, ignore bool) (upsert, createTemp, fromTemp string, copyCols []string) {
 	names := make([]string, len(cols))
 	sel := make([]string, len(cols))
 	params := make([]string, len(cols))
@@ -75,7 +77,7 @@ func upsertSQL(table string, cols []column, types []string, key int, ignore bool
 	copyCols = make([]string, len(cols))
 	for i, c := range cols {
 		u := "c" + strconv.Itoa(i+1)
-		names[i] = pgx.Identifier{c.name}.Sanitize()
+		names[i] = pgx.Identifier{c.Name}.Sanitize()
 		sel[i] = u + "::" + types[i]
 		params[i] = fmt.Sprintf("$%d::%s[]", i+1, pgParamType(c))
 		temp[i] = u + " " + pgParamType(c)
@@ -113,9 +115,9 @@ WHERE (` + strings.Join(old, ", ") + `)
 
 // pgRows holds a batch as the upsert's column arrays, one row per key.
 type pgRows struct {
-	cols []column
-	recs []*Record // the record of each row
-	vals []pgArray // one per column
+	cols []encode.Column
+	recs []*record.Record // the record of each row
+	vals []pgArray        // one per column
 }
 
 // pgArray holds one column's values in the slice of its field's kind:
@@ -129,11 +131,11 @@ type pgArray struct {
 	bigs  []int64
 }
 
-func (s *Postgres) newRows(n int) *pgRows {
-	r := &pgRows{cols: s.cols, recs: make([]*Record, 0, n), vals: make([]pgArray, len(s.cols))}
+func (s *Sink) newRows(n int) *pgRows {
+	r := &pgRows{cols: s.cols, recs: make([]*record.Record, 0, n), vals: make([]pgArray, len(s.cols))}
 	for i, c := range s.cols {
 		a := &r.vals[i]
-		a.kind = c.field.Kind
+		a.kind = c.Field.Kind
 		switch a.kind {
 		case plan.FieldTimestamp:
 			a.times = make([]time.Time, 0, n)
@@ -149,12 +151,12 @@ func (s *Postgres) newRows(n int) *pgRows {
 }
 
 // add appends the row of r, whose idempotency key is key.
-func (rows *pgRows) add(r *Record, key string) {
+func (rows *pgRows) add(r *record.Record, key string) {
 	rows.recs = append(rows.recs, r)
-	cs := cells{r: r, key: key}
+	cs := encode.Cells{Record: r, Key: key}
 	for i, c := range rows.cols {
 		a := &rows.vals[i]
-		switch c.field.Kind {
+		switch c.Field.Kind {
 		case plan.FieldTimestamp:
 			a.times = append(a.times, r.Time)
 		case plan.FieldPartition:
@@ -162,7 +164,7 @@ func (rows *pgRows) add(r *Record, key string) {
 		case plan.FieldOffset:
 			a.bigs = append(a.bigs, r.Offset)
 		default:
-			v, ok := cs.text(c)
+			v, ok := cs.Text(c)
 			a.text = append(a.text, pgtype.Text{String: v, Valid: ok})
 		}
 	}
@@ -231,7 +233,7 @@ func nonNil[T any](s []T) []T {
 // rows computes the keys of batch and resolves duplicate keys: with update
 // the last record of a key replaces the earlier ones, with ignore the first
 // one stays.
-func (s *Postgres) rows(batch []Record) (*pgRows, error) {
+func (s *Sink) rows(batch []record.Record) (*pgRows, error) {
 	keys := make([]string, len(batch))
 	winner := make(map[string]int, len(batch)) // key → index in batch
 	order := make([]int, 0, len(batch))        // first index of each key

@@ -1,4 +1,4 @@
-package sinks_test
+package kafka_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	kafkasink "github.com/replay-tool/replay/sinks/kafka"
+	"github.com/replay-tool/replay/sinks/registry"
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 	kafkaScram "github.com/segmentio/kafka-go/sasl/scram"
@@ -21,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/sinktest"
@@ -126,7 +129,7 @@ func readTopic(t *testing.T, addr, topic string, tr *kafka.Transport, opts ...kg
 // provenance headers the sink appended.
 func provenance(t *testing.T, r *kgo.Record) (own []kgo.RecordHeader, prov map[string]string) {
 	t.Helper()
-	names := []string{sinks.HeaderSourceTopic, sinks.HeaderSourcePartition, sinks.HeaderSourceOffset, sinks.HeaderSourceTimestamp, sinks.HeaderPlan}
+	names := []string{kafkasink.HeaderSourceTopic, kafkasink.HeaderSourcePartition, kafkasink.HeaderSourceOffset, kafkasink.HeaderSourceTimestamp, kafkasink.HeaderPlan}
 	n := len(r.Headers) - len(names)
 	if n < 0 {
 		t.Fatalf("message %d@%d has %d headers, fewer than the provenance headers", r.Partition, r.Offset, len(r.Headers))
@@ -147,18 +150,18 @@ func provenance(t *testing.T, r *kgo.Record) (own []kgo.RecordHeader, prov map[s
 func storedFromMessage(t *testing.T, r *kgo.Record) sinktest.Stored {
 	t.Helper()
 	own, prov := provenance(t, r)
-	part, err1 := strconv.ParseInt(prov[sinks.HeaderSourcePartition], 10, 32)
-	off, err2 := strconv.ParseInt(prov[sinks.HeaderSourceOffset], 10, 64)
+	part, err1 := strconv.ParseInt(prov[kafkasink.HeaderSourcePartition], 10, 32)
+	off, err2 := strconv.ParseInt(prov[kafkasink.HeaderSourceOffset], 10, 64)
 	if err := errors.Join(err1, err2); err != nil {
 		t.Fatalf("provenance of %d@%d: %v", r.Partition, r.Offset, err)
 	}
-	s := sinktest.Stored{Topic: prov[sinks.HeaderSourceTopic], Partition: int32(part), Offset: off, Timestamp: r.Timestamp}
-	s.Value = sinktest.Expect(sinks.Record{Value: r.Value}).Value
-	hs := make([]sinks.Header, len(own))
+	s := sinktest.Stored{Topic: prov[kafkasink.HeaderSourceTopic], Partition: int32(part), Offset: off, Timestamp: r.Timestamp}
+	s.Value = sinktest.Expect(record.Record{Value: r.Value}).Value
+	hs := make([]record.Header, len(own))
 	for i, h := range own {
-		hs[i] = sinks.Header{Key: h.Key, Value: h.Value}
+		hs[i] = record.Header{Key: h.Key, Value: h.Value}
 	}
-	s.Headers = sinktest.Expect(sinks.Record{Headers: hs}).Headers
+	s.Headers = sinktest.Expect(record.Record{Headers: hs}).Headers
 	return s
 }
 
@@ -180,7 +183,7 @@ func (h *kafkaHarness) topic(t *testing.T) string {
 func (h *kafkaHarness) New(t *testing.T) sinks.Sink { return h.NewKeyed(t, nil) }
 
 func (h *kafkaHarness) NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink {
-	s, err := sinks.NewKafka(t.Context(), sinks.KafkaConfig{Brokers: []string{h.addr}, Topic: h.topic(t), KeepPartition: h.keep,
+	s, err := kafkasink.New(t.Context(), kafkasink.Config{Brokers: []string{h.addr}, Topic: h.topic(t), KeepPartition: h.keep,
 		Keyer: keyer, PlanName: "conformance", Log: zerolog.New(zerolog.NewTestWriter(t))})
 	if err != nil {
 		t.Fatal(err)
@@ -207,14 +210,18 @@ func (h *kafkaHarness) Contents(t *testing.T) []string {
 func TestKafkaConformance(t *testing.T) {
 	c := newKafkaCluster(t)
 	addr := c.ListenAddrs()[0]
-	t.Run("hash", func(t *testing.T) { sinktest.Run(t, &kafkaHarness{addr: addr, partitions: 3}) })
-	t.Run("keep_partition", func(t *testing.T) { sinktest.Run(t, &kafkaHarness{addr: addr, partitions: 8, keep: true}) })
+	t.Run("hash", func(t *testing.T) {
+		sinktest.RunWith(t, &kafkaHarness{addr: addr, partitions: 3}, sinktest.Features{Durable: sinktest.OnWrite})
+	})
+	t.Run("keep_partition", func(t *testing.T) {
+		sinktest.RunWith(t, &kafkaHarness{addr: addr, partitions: 8, keep: true}, sinktest.Features{Durable: sinktest.OnWrite})
+	})
 }
 
-func newKafka(t *testing.T, cfg sinks.KafkaConfig) *sinks.Kafka {
+func newKafka(t *testing.T, cfg kafkasink.Config) *kafkasink.Sink {
 	t.Helper()
 	cfg.Log = zerolog.New(zerolog.NewTestWriter(t))
-	s, err := sinks.NewKafka(t.Context(), cfg)
+	s, err := kafkasink.New(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,14 +239,14 @@ func TestKafkaMessageForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newKafka(t, sinks.KafkaConfig{Brokers: []string{addr}, Topic: topic, Keyer: keyer, PlanName: "orders-fix"})
+	s := newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic, Keyer: keyer, PlanName: "orders-fix"})
 	ts := time.Date(2024, 2, 29, 23, 59, 59, 987_000_000, time.UTC) // old: the source's time, not the clock's
-	r := sinks.Record{Topic: "orders", Partition: 7, Offset: 123456, Time: ts, Key: []byte("k"), Value: []byte(`{"id":42}`),
-		Headers: []sinks.Header{{Key: "trace", Value: []byte("abc")}, {Key: "none"}, {Key: "empty", Value: []byte{}}}}
-	tomb := sinks.Record{Topic: "orders", Partition: 7, Offset: 123457, Time: ts, Value: nil}
+	r := record.Record{Topic: "orders", Partition: 7, Offset: 123456, Time: ts, Key: []byte("k"), Value: []byte(`{"id":42}`),
+		Headers: []record.Header{{Key: "trace", Value: []byte("abc")}, {Key: "none"}, {Key: "empty", Value: []byte{}}}}
+	tomb := record.Record{Topic: "orders", Partition: 7, Offset: 123457, Time: ts, Value: nil}
 	tombKeyer, _ := sinks.NewKeyer("{{ .Topic }}-{{ .Offset }}")
 	mustWrite(t, s, r)
-	mustWrite(t, newKafka(t, sinks.KafkaConfig{Brokers: []string{addr}, Topic: topic, Keyer: tombKeyer}), tomb)
+	mustWrite(t, newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic, Keyer: tombKeyer}), tomb)
 	msgs := readTopic(t, addr, topic, nil)
 	if len(msgs) != 2 {
 		t.Fatalf("%d messages, want 2", len(msgs))
@@ -252,8 +259,8 @@ func TestKafkaMessageForm(t *testing.T) {
 	if len(own) != 3 || own[0].Key != "trace" || string(own[0].Value) != "abc" || own[1].Value != nil || own[2].Value == nil {
 		t.Errorf("record headers = %+v, want trace=abc, none=null, empty=\"\"", own)
 	}
-	want := map[string]string{sinks.HeaderSourceTopic: "orders", sinks.HeaderSourcePartition: "7", sinks.HeaderSourceOffset: "123456",
-		sinks.HeaderSourceTimestamp: "2024-02-29T23:59:59.987Z", sinks.HeaderPlan: "orders-fix"}
+	want := map[string]string{kafkasink.HeaderSourceTopic: "orders", kafkasink.HeaderSourcePartition: "7", kafkasink.HeaderSourceOffset: "123456",
+		kafkasink.HeaderSourceTimestamp: "2024-02-29T23:59:59.987Z", kafkasink.HeaderPlan: "orders-fix"}
 	for k, v := range want {
 		if prov[k] != v {
 			t.Errorf("header %s = %q, want %q", k, prov[k], v)
@@ -275,7 +282,7 @@ func TestKafkaCompactedTopicConverges(t *testing.T) {
 		"delete.retention.ms": "315360000000"}) // keep the tombstones, so that all keys are compared
 	window := sinktest.Window(50, 2)
 	for run := range 3 { // a clean run and two re-runs
-		writeAll(t, newKafka(t, sinks.KafkaConfig{Brokers: []string{addr}, Topic: topic}), window, uint64(run), 9)
+		writeAll(t, newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic}), window, uint64(run), 9)
 	}
 	want := sinktest.Want(window)
 	if got := len(readTopic(t, addr, topic, nil)); got != 3*len(want) {
@@ -303,8 +310,8 @@ func TestKafkaHashPartitioning(t *testing.T) {
 	addr := newKafkaCluster(t).ListenAddrs()[0]
 	topic := createTopic(t, addr, 6, nil)
 	keyer, _ := sinks.NewKeyer("{{ .Key }}")
-	s := newKafka(t, sinks.KafkaConfig{Brokers: []string{addr}, Topic: topic, Keyer: keyer})
-	var batch []sinks.Record
+	s := newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic, Keyer: keyer})
+	var batch []record.Record
 	for i := range 60 {
 		batch = append(batch, rec(int32(i%2), int64(i), fmt.Sprintf("k-%d", i%10), fmt.Sprintf(`{"i":%d}`, i)))
 	}
@@ -323,7 +330,7 @@ func TestKafkaHashPartitioning(t *testing.T) {
 			t.Errorf("key %s in partition %d, murmur2 says %d", k, r.Partition, want)
 		}
 		_, prov := provenance(t, r)
-		off, _ := strconv.ParseInt(prov[sinks.HeaderSourceOffset], 10, 64)
+		off, _ := strconv.ParseInt(prov[kafkasink.HeaderSourceOffset], 10, 64)
 		if off <= last[k] && last[k] != 0 {
 			t.Errorf("key %s: offset %d after %d", k, off, last[k])
 		}
@@ -337,9 +344,9 @@ func TestKafkaHashPartitioning(t *testing.T) {
 func TestKafkaKeepPartitionNeedsThePartition(t *testing.T) {
 	addr := newKafkaCluster(t).ListenAddrs()[0]
 	topic := createTopic(t, addr, 2, nil)
-	s := newKafka(t, sinks.KafkaConfig{Brokers: []string{addr}, Topic: topic, KeepPartition: true})
+	s := newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic, KeepPartition: true})
 	mustWrite(t, s, rec(1, 1, "", "{}"))
-	err := s.Write(t.Context(), []sinks.Record{rec(2, 1, "", "{}")})
+	err := s.Write(t.Context(), []record.Record{rec(2, 1, "", "{}")})
 	if err == nil || !strings.Contains(err.Error(), "keep_partition") || !strings.Contains(err.Error(), "source partition 2") {
 		t.Fatalf("Write to a missing partition = %v, want an error naming keep_partition and the partition", err)
 	}
@@ -352,16 +359,16 @@ func TestKafkaRecordErrors(t *testing.T) {
 	addr := newKafkaCluster(t).ListenAddrs()[0]
 	topic := createTopic(t, addr, 1, nil)
 	keyer, _ := sinks.NewKeyer("{{ .Value.id }}")
-	s := newKafka(t, sinks.KafkaConfig{Brokers: []string{addr}, Topic: topic, Keyer: keyer})
-	var re *sinks.RecordError
-	err := s.Write(t.Context(), []sinks.Record{rec(3, 10, "", `{"id":1}`), rec(3, 11, "", "not json"), rec(3, 12, "", `{"id":3}`)})
+	s := newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic, Keyer: keyer})
+	var re *record.Error
+	err := s.Write(t.Context(), []record.Record{rec(3, 10, "", `{"id":1}`), rec(3, 11, "", "not json"), rec(3, 12, "", `{"id":3}`)})
 	if !errors.As(err, &re) || re.Offset != 11 || re.Partition != 3 {
-		t.Errorf("key template failure: Write = %v, want a *RecordError for orders/3@11", err)
+		t.Errorf("key template failure: Write = %v, want a *record.Error for orders/3@11", err)
 	}
 	huge := rec(3, 21, "", fmt.Sprintf(`{"id":2,"blob":%q}`, strings.Repeat("x", 2<<20)))
-	err = s.Write(t.Context(), []sinks.Record{rec(3, 20, "", `{"id":1}`), huge, rec(3, 22, "", `{"id":3}`)})
+	err = s.Write(t.Context(), []record.Record{rec(3, 20, "", `{"id":1}`), huge, rec(3, 22, "", `{"id":3}`)})
 	if !errors.As(err, &re) || re.Offset != 21 || !errors.Is(err, kafka.MessageSizeTooLarge) {
-		t.Errorf("record too large: Write = %v, want a *RecordError for orders/3@21", err)
+		t.Errorf("record too large: Write = %v, want a *record.Error for orders/3@21", err)
 	}
 	if n := len(readTopic(t, addr, topic, nil)); n != 0 {
 		t.Errorf("%d messages produced, want none", n)
@@ -372,19 +379,19 @@ func TestKafkaConfigErrors(t *testing.T) {
 	addr := newKafkaCluster(t).ListenAddrs()[0]
 	for _, tc := range []struct {
 		name string
-		cfg  sinks.KafkaConfig
+		cfg  kafkasink.Config
 		want string
 	}{
-		{"missing topic", sinks.KafkaConfig{Brokers: []string{addr}, Topic: "no-such-topic"}, "topic no-such-topic on " + addr + ": the topic does not exist: create it first"},
-		{"unreachable cluster", sinks.KafkaConfig{Brokers: []string{"127.0.0.1:1"}, Topic: "t"}, "kafka sink: connect to 127.0.0.1:1: the broker is not reachable"},
-		{"no brokers", sinks.KafkaConfig{Topic: "t"}, "brokers and topic are required"},
-		{"bad SASL mechanism", sinks.KafkaConfig{Brokers: []string{addr}, Topic: "t", SASL: plan.SASL{Mechanism: "GSSAPI"}}, `sasl mechanism "GSSAPI"`},
-		{"missing CA file", sinks.KafkaConfig{Brokers: []string{addr}, Topic: "t", TLS: plan.TLS{Enabled: true, CAFile: "/nonexistent/ca.pem"}}, "tls ca_file"},
+		{"missing topic", kafkasink.Config{Brokers: []string{addr}, Topic: "no-such-topic"}, "topic no-such-topic on " + addr + ": the topic does not exist: create it first"},
+		{"unreachable cluster", kafkasink.Config{Brokers: []string{"127.0.0.1:1"}, Topic: "t"}, "kafka sink: connect to 127.0.0.1:1: the broker is not reachable"},
+		{"no brokers", kafkasink.Config{Topic: "t"}, "brokers and topic are required"},
+		{"bad SASL mechanism", kafkasink.Config{Brokers: []string{addr}, Topic: "t", SASL: plan.SASL{Mechanism: "GSSAPI"}}, `sasl mechanism "GSSAPI"`},
+		{"missing CA file", kafkasink.Config{Brokers: []string{addr}, Topic: "t", TLS: plan.TLS{Enabled: true, CAFile: "/nonexistent/ca.pem"}}, "tls ca_file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
-			s, err := sinks.NewKafka(ctx, tc.cfg)
+			s, err := kafkasink.New(ctx, tc.cfg)
 			if err == nil {
 				s.Close()
 				t.Fatal("NewKafka succeeded")
@@ -416,7 +423,7 @@ func TestKafkaSASL(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := plan.SASL{Mechanism: "SCRAM-SHA-512", Username: "replay", Password: "s3cret-pw"}
-	s := newKafka(t, sinks.KafkaConfig{Brokers: []string{addr}, Topic: "secure", SASL: good})
+	s := newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: "secure", SASL: good})
 	mustWrite(t, s, rec(0, 1, "", `{"ok":true}`))
 	mech, err := kafkaScram.Mechanism(kafkaScram.SHA512, "replay", "s3cret-pw")
 	if err != nil {
@@ -427,7 +434,7 @@ func TestKafkaSASL(t *testing.T) {
 	}
 	bad := good
 	bad.Password = "wrong-pw-123"
-	_, err = sinks.NewKafka(t.Context(), sinks.KafkaConfig{Brokers: []string{addr}, Topic: "secure", SASL: bad})
+	_, err = kafkasink.New(t.Context(), kafkasink.Config{Brokers: []string{addr}, Topic: "secure", SASL: bad})
 	if err == nil || !strings.Contains(err.Error(), `SASL authentication failed for user "replay"`) || strings.Contains(err.Error(), bad.Password) {
 		t.Errorf("wrong password: NewKafka = %v, want an authentication error without the password", err)
 	}
@@ -440,7 +447,7 @@ func TestKafkaNotEnoughReplicasIsTransient(t *testing.T) {
 	c := newKafkaCluster(t)
 	addr := c.ListenAddrs()[0]
 	topic := createTopic(t, addr, 1, nil)
-	s := newKafka(t, sinks.KafkaConfig{Brokers: []string{addr}, Topic: topic, MaxAttempts: 3})
+	s := newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic, MaxAttempts: 3})
 	var failing atomic.Bool
 	failing.Store(true)
 	c.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
@@ -464,7 +471,7 @@ func TestKafkaNotEnoughReplicasIsTransient(t *testing.T) {
 		return resp, nil, true
 	})
 	start := time.Now()
-	err := s.Write(t.Context(), []sinks.Record{rec(0, 1, "", "{}")})
+	err := s.Write(t.Context(), []record.Record{rec(0, 1, "", "{}")})
 	failing.Store(false)
 	t.Logf("Write failed after %v", time.Since(start))
 	if err == nil || !sinks.Transient(err) || !errors.Is(err, kafka.NotEnoughReplicas) {
@@ -481,7 +488,7 @@ func TestKafkaNotEnoughReplicasIsTransient(t *testing.T) {
 func TestKafkaCancelledWriteKeepsNoBuffers(t *testing.T) {
 	addr := newKafkaCluster(t).ListenAddrs()[0]
 	topic := createTopic(t, addr, 1, nil)
-	s := newKafka(t, sinks.KafkaConfig{Brokers: []string{addr}, Topic: topic})
+	s := newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic})
 	mustWrite(t, s, rec(0, 0, "", `{"v":0}`)) // metadata and connections ready: the next Write reaches kafka-go
 	for i := range 3 {
 		value := []byte(`{"v":"original"}`)
@@ -489,7 +496,7 @@ func TestKafkaCancelledWriteKeepsNoBuffers(t *testing.T) {
 		r.Value = value
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
-		go func() { done <- s.Write(ctx, []sinks.Record{r}) }()
+		go func() { done <- s.Write(ctx, []record.Record{r}) }()
 		time.Sleep(500 * time.Microsecond) // inside kafka-go's batch timeout: it holds the message
 		cancel()
 		<-done
@@ -534,7 +541,7 @@ func TestKafkaTargetNotKafka(t *testing.T) {
 			c.Close()
 		}
 	}()
-	_, err = sinks.NewKafka(t.Context(), sinks.KafkaConfig{Brokers: []string{l.Addr().String()}, Topic: "orders-fixed"})
+	_, err = kafkasink.New(t.Context(), kafkasink.Config{Brokers: []string{l.Addr().String()}, Topic: "orders-fixed"})
 	want := l.Addr().String() + ` is not a Kafka broker: it answered "HTTP/1.1"`
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "sink.brokers") {
 		t.Fatalf("want %q and a hint at sink.brokers, got %v", want, err)
@@ -557,14 +564,14 @@ func TestKafkaDeadLettersKeepTheirKey(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			topic := createTopic(t, addr, 1, nil)
-			s, err := sinks.NewDeadLetterSink(t.Context(), plan.Sink{Type: "kafka", Brokers: []string{addr}, Topic: topic, Key: tc.key}, sinks.Options{PlanName: "p"})
+			s, err := registry.NewDeadLetter(t.Context(), plan.Sink{Type: "kafka", Brokers: []string{addr}, Topic: topic, Key: tc.key}, sinks.Options{PlanName: "p"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { s.Close() })
-			recs := []sinks.Record{
-				sinks.DeadLetter(sinks.Record{Topic: "orders", Partition: 0, Offset: 3, Time: time.Now(), Key: []byte("k3"), Value: []byte("x")}, "not JSON"),
-				sinks.DeadLetter(sinks.Record{Topic: "orders", Partition: 0, Offset: 4, Time: time.Now(), Value: []byte("y")}, "not JSON"),
+			recs := []record.Record{
+				sinks.DeadLetter(record.Record{Topic: "orders", Partition: 0, Offset: 3, Time: time.Now(), Key: []byte("k3"), Value: []byte("x")}, "not JSON"),
+				sinks.DeadLetter(record.Record{Topic: "orders", Partition: 0, Offset: 4, Time: time.Now(), Value: []byte("y")}, "not JSON"),
 			}
 			if err := s.Write(t.Context(), recs); err != nil {
 				t.Fatal(err)
@@ -594,12 +601,12 @@ func TestKafkaDeadLettersKeepTheirKey(t *testing.T) {
 // every batch was refused whole (MESSAGE_TOO_LARGE for all 500 messages),
 // so no record could be pinned and on_error: skip did not help. Batches now
 // stay under the topic's limit: records that fit are produced, and a
-// record too large by itself is the *RecordError.
+// record too large by itself is the *record.Error.
 func TestKafkaTopicMaxMessageBytes(t *testing.T) {
 	addr := newKafkaCluster(t).ListenAddrs()[0]
 	topic := createTopic(t, addr, 1, map[string]string{"max.message.bytes": "2000"})
-	s := newKafka(t, sinks.KafkaConfig{Brokers: []string{addr}, Topic: topic})
-	var batch []sinks.Record
+	s := newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic})
+	var batch []record.Record
 	for i := range 40 { // ~300 B each: 12 KB in all, six times the limit
 		batch = append(batch, rec(0, int64(i), "", fmt.Sprintf(`{"id":%d,"pad":%q}`, i, strings.Repeat("p", 250))))
 	}
@@ -610,10 +617,10 @@ func TestKafkaTopicMaxMessageBytes(t *testing.T) {
 		t.Fatalf("%d messages produced, want 40", n)
 	}
 	big := rec(0, 41, "", fmt.Sprintf(`{"id":41,"pad":%q}`, strings.Repeat("p", 3000)))
-	var re *sinks.RecordError
-	err := s.Write(t.Context(), []sinks.Record{rec(0, 40, "", `{"id":40}`), big})
+	var re *record.Error
+	err := s.Write(t.Context(), []record.Record{rec(0, 40, "", `{"id":40}`), big})
 	if !errors.As(err, &re) || re.Offset != 41 || !strings.Contains(err.Error(), "max.message.bytes, 2000") {
-		t.Errorf("a record over the topic's limit: Write = %v, want a *RecordError for offset 41 naming the limit", err)
+		t.Errorf("a record over the topic's limit: Write = %v, want a *record.Error for offset 41 naming the limit", err)
 	}
 }
 
@@ -636,7 +643,7 @@ func TestDeadLetterWrapperInterfaces(t *testing.T) {
 		{"csv file", plan.Sink{Type: "file", Path: filepath.Join(dir, "dead.csv"), Format: "csv", Columns: plan.Columns{{Name: "offset", Field: "offset"}}}, true, true, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := sinks.NewDeadLetterSink(t.Context(), tc.cfg, sinks.Options{RunID: "r"})
+			s, err := registry.NewDeadLetter(t.Context(), tc.cfg, sinks.Options{RunID: "r"})
 			if err != nil {
 				t.Fatal(err)
 			}

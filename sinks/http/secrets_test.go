@@ -1,4 +1,4 @@
-package sinks_test
+package http_test
 
 import (
 	"encoding/json"
@@ -8,7 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/internal/record"
+	httpsink "github.com/replay-tool/replay/sinks/http"
 )
 
 // Regression: an endpoint that quotes the credentials it refused in its
@@ -22,10 +23,10 @@ func TestHTTPResponseDoesNotEchoCredentials(t *testing.T) {
 				"error": "invalid token " + r.Header.Get("Authorization") + ", key " + r.Header.Get("X-Api-Key") + ", query " + r.URL.RawQuery})
 		}))
 		t.Cleanup(srv.Close)
-		s := newHTTP(t, sinks.HTTPConfig{URL: srv.URL + "/hook?token=Qs3cr3t-tok", MaxRetries: 0,
+		s := newHTTP(t, httpsink.Config{URL: srv.URL + "/hook?token=Qs3cr3t-tok", MaxRetries: 0,
 			Headers: map[string]string{"Authorization": "Bearer Hs3cr3t-tok", "X-Api-Key": "Ks3cr3t-key"}})
-		err := s.Write(t.Context(), []sinks.Record{rec(0, 1, "", "{}")})
-		var se *sinks.HTTPStatusError
+		err := s.Write(t.Context(), []record.Record{rec(0, 1, "", "{}")})
+		var se *httpsink.StatusError
 		if !errors.As(err, &se) || se.Status != code {
 			t.Fatalf("Write = %v, want a %d", err, code)
 		}

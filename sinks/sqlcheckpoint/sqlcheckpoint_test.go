@@ -1,4 +1,4 @@
-package sinks_test
+package sqlcheckpoint_test
 
 import (
 	"context"
@@ -12,7 +12,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/postgres"
+	"github.com/replay-tool/replay/sinks/sqlcheckpoint"
+	"github.com/replay-tool/replay/sinks/sqlite"
 )
 
 // checkpointSink is a sink with a checkpoint table.
@@ -45,7 +49,7 @@ func testCheckpoints(t *testing.T, open func(t *testing.T, runID string, copyThr
 	want(s, "after a re-delivery", map[int32]int64{0: 16, 3: 8})
 
 	// The next batch moves the checkpoint on from there.
-	if err := s.Write(ctx, []sinks.Record{rec(3, 8, "", `{}`), rec(3, 9, "", `{}`)}); err != nil {
+	if err := s.Write(ctx, []record.Record{rec(3, 8, "", `{}`), rec(3, 9, "", `{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	want(s, "after more writes", map[int32]int64{0: 16, 3: 10})
@@ -69,16 +73,16 @@ func TestPostgresCheckpoints(t *testing.T) {
 	dsn := testDSN(t)
 	table, ckpt := newTable(t, dsn), newTable(t, dsn)
 	testCheckpoints(t, func(t *testing.T, runID string, threshold int) checkpointSink {
-		return newPostgres(t, sinks.PostgresConfig{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: threshold,
-			Checkpoints: sinks.CheckpointConfig{Table: ckpt, Group: "replay.test", Fingerprint: "fp", RunID: runID}})
+		return newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: threshold,
+			Checkpoints: sqlcheckpoint.Config{Table: ckpt, Group: "replay.test", Fingerprint: "fp", RunID: runID}})
 	})
 }
 
 func TestSQLiteCheckpoints(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "db.sqlite")
 	testCheckpoints(t, func(t *testing.T, runID string, _ int) checkpointSink {
-		return newSQLite(t, sinks.SQLiteConfig{Path: path, Table: "orders", CreateTable: true,
-			Checkpoints: sinks.CheckpointConfig{Table: "replay_checkpoints", Group: "replay.test", Fingerprint: "fp", RunID: runID}})
+		return newSQLite(t, sqlite.Config{Path: path, Table: "orders", CreateTable: true,
+			Checkpoints: sqlcheckpoint.Config{Table: "replay_checkpoints", Group: "replay.test", Fingerprint: "fp", RunID: runID}})
 	})
 }
 
@@ -88,13 +92,13 @@ func TestSQLiteCheckpoints(t *testing.T) {
 func TestPostgresCheckpointSameTransaction(t *testing.T) {
 	dsn := testDSN(t)
 	table, ckpt := newTable(t, dsn), newTable(t, dsn)
-	s := newPostgres(t, sinks.PostgresConfig{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: 3,
-		Checkpoints: sinks.CheckpointConfig{Table: ckpt, Group: "g", RunID: "r"}})
+	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: 3,
+		Checkpoints: sqlcheckpoint.Config{Table: ckpt, Group: "g", RunID: "r"}})
 	conn := pgConn(t, dsn)
 	rng := rand.New(rand.NewPCG(7, 7))
 	next := int64(0)
 	for range 40 {
-		var batch []sinks.Record
+		var batch []record.Record
 		for range 1 + rng.IntN(6) {
 			batch = append(batch, rec(0, next, "", `{}`))
 			next++
@@ -119,8 +123,8 @@ func TestPostgresCheckpointSameTransaction(t *testing.T) {
 }
 
 func TestCheckpointTableNeedsGroup(t *testing.T) {
-	_, err := sinks.NewSQLite(t.Context(), sinks.SQLiteConfig{Path: filepath.Join(t.TempDir(), "db"), Table: "t", CreateTable: true,
-		Checkpoints: sinks.CheckpointConfig{Table: "replay_checkpoints"}})
+	_, err := sqlite.New(t.Context(), sqlite.Config{Path: filepath.Join(t.TempDir(), "db"), Table: "t", CreateTable: true,
+		Checkpoints: sqlcheckpoint.Config{Table: "replay_checkpoints"}})
 	if err == nil || !strings.Contains(err.Error(), "no consumer group") {
 		t.Errorf("NewSQLite = %v, want an error about the missing group", err)
 	}
@@ -132,13 +136,13 @@ func TestPostgresCheckpointRejectedRow(t *testing.T) {
 	dsn := testDSN(t)
 	for _, threshold := range []int{1, 1000} {
 		table, ckpt := newTable(t, dsn), newTable(t, dsn)
-		s := newPostgres(t, sinks.PostgresConfig{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: threshold,
-			Checkpoints: sinks.CheckpointConfig{Table: ckpt, Group: "g", RunID: "r"}})
+		s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: threshold,
+			Checkpoints: sqlcheckpoint.Config{Table: ckpt, Group: "g", RunID: "r"}})
 		mustWrite(t, s, rec(1, 19, "", `{}`))
-		err := s.Write(t.Context(), []sinks.Record{rec(1, 20, "", `{}`), rec(1, 21, "", `{"s":"\u0000"}`), rec(1, 22, "", `{}`)})
-		var re *sinks.RecordError
+		err := s.Write(t.Context(), []record.Record{rec(1, 20, "", `{}`), rec(1, 21, "", `{"s":"\u0000"}`), rec(1, 22, "", `{}`)})
+		var re *record.Error
 		if !errors.As(err, &re) || re.Offset != 21 {
-			t.Fatalf("threshold %d: Write = %v, want a *RecordError for offset 21", threshold, err)
+			t.Fatalf("threshold %d: Write = %v, want a *record.Error for offset 21", threshold, err)
 		}
 		cps, err := s.Checkpoints(t.Context(), "g", "orders")
 		if err != nil || !maps.Equal(cps, map[int32]int64{1: 20}) {

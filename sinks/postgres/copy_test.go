@@ -1,18 +1,21 @@
-package sinks_test
+package postgres_test
 
 import (
 	"errors"
 	"fmt"
 	"testing"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/postgres"
 	"github.com/replay-tool/replay/sinks/sinktest"
 )
 
 // With a threshold of 1 every batch of two rows or more goes through COPY:
 // the conformance suite holds for that path too.
 func TestPostgresCopyConformance(t *testing.T) {
-	sinktest.Run(t, &pgHarness{dsn: testDSN(t), copyThreshold: 1})
+	h := &pgHarness{dsn: testDSN(t), copyThreshold: 1, checkpoints: true}
+	sinktest.RunWith(t, h, h.features())
 }
 
 // The same window written through COPY and through the upsert over arrays
@@ -30,14 +33,14 @@ func TestPostgresCopyAndArraysSameTable(t *testing.T) {
 			tables := map[int]map[string]pgRow{}
 			for _, threshold := range []int{1, 100000} {
 				table := newTable(t, dsn)
-				s := newPostgres(t, sinks.PostgresConfig{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer,
+				s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer,
 					OnConflict: onConflict, CopyThreshold: threshold})
 				for _, part := range window {
 					mustWrite(t, s, part...) // one batch per partition: keys repeat inside it
 				}
 				tables[threshold] = withoutXMin(readRows(t, dsn, table))
 				// The other path re-delivering the window changes nothing.
-				other := newPostgres(t, sinks.PostgresConfig{DSN: dsn, Table: table, Keyer: keyer,
+				other := newPostgres(t, postgres.Config{DSN: dsn, Table: table, Keyer: keyer,
 					OnConflict: onConflict, CopyThreshold: 100001 - threshold})
 				for _, part := range window {
 					mustWrite(t, other, part[len(part)/3:]...)
@@ -70,11 +73,11 @@ func withoutXMin(rows map[string]pgRow) map[string]pgRow {
 func TestPostgresCopyRejectedRowRecordError(t *testing.T) {
 	dsn := testDSN(t)
 	table := newTable(t, dsn)
-	s := newPostgres(t, sinks.PostgresConfig{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: 1})
-	err := s.Write(t.Context(), []sinks.Record{rec(1, 20, "k1", `{}`), rec(1, 21, "k2", `{"s":"nul \u0000 char"}`), rec(1, 22, "k3", `{}`)})
-	var re *sinks.RecordError
+	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: 1})
+	err := s.Write(t.Context(), []record.Record{rec(1, 20, "k1", `{}`), rec(1, 21, "k2", `{"s":"nul \u0000 char"}`), rec(1, 22, "k3", `{}`)})
+	var re *record.Error
 	if !errors.As(err, &re) || re.Offset != 21 {
-		t.Fatalf("Write = %v, want a *RecordError for offset 21", err)
+		t.Fatalf("Write = %v, want a *record.Error for offset 21", err)
 	}
 	if rows := readRows(t, dsn, table); len(rows) != 0 {
 		t.Errorf("%d rows written, want none", len(rows))

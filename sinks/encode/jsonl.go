@@ -1,4 +1,8 @@
-package sinks
+// Package encode holds the encodings every sink driver may use: JSON lines,
+// the timestamp layout, SQL identifier quoting, and the evaluation of a
+// plan's column mapping into cell values. It knows no driver: a driver
+// converts the neutral values to its own types.
+package encode
 
 import (
 	"bytes"
@@ -7,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/tidwall/gjson"
 )
 
@@ -23,25 +28,25 @@ import (
 // DeadLetter) also has error, source_topic, source_partition and
 // source_offset. The encoding is deterministic: the same record always
 // yields the same bytes.
-func AppendJSONL(b []byte, r *Record) []byte {
+func AppendJSONL(b []byte, r *record.Record) []byte {
 	b = append(b, `{"topic":`...)
-	b = appendJSONString(b, r.Topic)
+	b = AppendJSONString(b, r.Topic)
 	b = append(b, `,"partition":`...)
 	b = strconv.AppendInt(b, int64(r.Partition), 10)
 	b = append(b, `,"offset":`...)
 	b = strconv.AppendInt(b, r.Offset, 10)
 	b = append(b, `,"timestamp":"`...)
-	b = appendTimestamp(b, r.Time)
+	b = AppendTimestamp(b, r.Time)
 	b = append(b, `","key":`...)
 	b = appendBytesOrNull(b, r.Key)
 	b = append(b, `,"value":`...)
 	switch {
 	case r.Value == nil:
 		b = append(b, "null"...)
-	case isOneLineJSON(r.Value):
+	case IsOneLineJSON(r.Value):
 		b = appendCleanJSON(b, bytes.TrimSpace(r.Value))
 	default:
-		b = appendJSONBytes(b, r.Value)
+		b = AppendJSONBytes(b, r.Value)
 	}
 	b = append(b, `,"headers":[`...)
 	for i, h := range r.Headers {
@@ -49,19 +54,19 @@ func AppendJSONL(b []byte, r *Record) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"key":`...)
-		b = appendJSONString(b, h.Key)
+		b = AppendJSONString(b, h.Key)
 		b = append(b, `,"value":`...)
 		b = appendBytesOrNull(b, h.Value)
 		b = append(b, '}')
 	}
 	b = append(b, ']')
 	if r.Note != nil && r.Note.Reason != "" {
-		b = appendDeadLetterFields(b, r)
+		b = AppendDeadLetterFields(b, r)
 	}
 	return append(b, "}\n"...)
 }
 
-// isOneLineJSON reports whether v is a single valid JSON document with no raw
+// IsOneLineJSON reports whether v is a single valid JSON document with no raw
 // line breaks (which would split a JSONL line). Values up to
 // gjsonMaxBytes are checked with gjson.ValidBytes (same verdicts as
 // encoding/json.Valid on ordinary values, a fraction of the cost: it is what
@@ -70,7 +75,7 @@ func AppendJSONL(b []byte, r *Record) []byte {
 // overflow the goroutine stack, a fatal error no recover catches: larger
 // values go to encoding/json.Valid, which stops at depth 10000. The choice
 // depends only on the value, so output stays deterministic.
-func isOneLineJSON(v []byte) bool {
+func IsOneLineJSON(v []byte) bool {
 	if len(v) == 0 || bytes.IndexByte(v, '\n') >= 0 || bytes.IndexByte(v, '\r') >= 0 {
 		return false
 	}
@@ -126,7 +131,7 @@ func appendBytesOrNull(b, v []byte) []byte {
 	if v == nil {
 		return append(b, "null"...)
 	}
-	return appendJSONBytes(b, v)
+	return AppendJSONBytes(b, v)
 }
 
 const hexDigits = "0123456789abcdef"
@@ -139,11 +144,12 @@ var safe = func() (t [utf8.RuneSelf]bool) {
 	return t
 }()
 
-func appendJSONString(b []byte, s string) []byte { return appendJSONBytes(b, []byte(s)) }
+// AppendJSONString appends s as a JSON string (see AppendJSONBytes).
+func AppendJSONString(b []byte, s string) []byte { return AppendJSONBytes(b, []byte(s)) }
 
-// appendJSONBytes appends s as a JSON string, escaping as encoding/json does
+// AppendJSONBytes appends s as a JSON string, escaping as encoding/json does
 // (without its HTML escaping) and replacing invalid UTF-8 with U+FFFD.
-func appendJSONBytes(b, s []byte) []byte {
+func AppendJSONBytes(b, s []byte) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -191,14 +197,14 @@ func appendJSONBytes(b, s []byte) []byte {
 	return append(b, '"')
 }
 
-// appendTimestamp appends t in UTC as 2006-01-02T15:04:05.000Z, what the
+// AppendTimestamp appends t in UTC as 2006-01-02T15:04:05.000Z, what the
 // layout "2006-01-02T15:04:05.000Z07:00" gives for UTC, without the layout
 // interpretation of Time.AppendFormat (years outside 0..9999 still use it).
-func appendTimestamp(b []byte, t time.Time) []byte {
+func AppendTimestamp(b []byte, t time.Time) []byte {
 	t = t.UTC()
 	year, month, day := t.Date()
 	if year < 0 || year > 9999 {
-		return t.AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+		return t.AppendFormat(b, TimeLayout)
 	}
 	hour, min, sec := t.Clock()
 	ms := t.Nanosecond() / 1e6
@@ -207,4 +213,23 @@ func appendTimestamp(b []byte, t time.Time) []byte {
 		byte('0'+int(month)/10), byte('0'+int(month)%10), '-', byte('0'+day/10), byte('0'+day%10), 'T',
 		byte('0'+hour/10), byte('0'+hour%10), ':', byte('0'+min/10), byte('0'+min%10), ':',
 		byte('0'+sec/10), byte('0'+sec%10), '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z')
+}
+
+// TimeLayout is RFC 3339 with milliseconds, the one timestamp layout of
+// every sink: in UTC it ends in Z (2026-11-03T10:00:00.123Z), so text order
+// is time order.
+const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// AppendDeadLetterFields appends the fields of a dead letter's JSON line
+// after the record's own: ,"error":...,"source_topic":...,
+// "source_partition":...,"source_offset":...
+func AppendDeadLetterFields(b []byte, r *record.Record) []byte {
+	b = append(b, `,"error":`...)
+	b = AppendJSONString(b, r.Note.Reason)
+	b = append(b, `,"source_topic":`...)
+	b = AppendJSONString(b, r.Topic)
+	b = append(b, `,"source_partition":`...)
+	b = strconv.AppendInt(b, int64(r.Partition), 10)
+	b = append(b, `,"source_offset":`...)
+	return strconv.AppendInt(b, r.Offset, 10)
 }

@@ -1,4 +1,4 @@
-package sinks_test
+package postgres_test
 
 import (
 	"context"
@@ -16,9 +16,12 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/rs/zerolog"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/postgres"
 	"github.com/replay-tool/replay/sinks/sinktest"
+	"github.com/replay-tool/replay/sinks/sqlcheckpoint"
 )
 
 const defaultTestDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
@@ -82,10 +85,10 @@ func newTable(t *testing.T, dsn string) string {
 	return name
 }
 
-func newPostgres(t *testing.T, cfg sinks.PostgresConfig) *sinks.Postgres {
+func newPostgres(t *testing.T, cfg postgres.Config) *postgres.Sink {
 	t.Helper()
 	cfg.Log = zerolog.New(zerolog.NewTestWriter(t))
-	s, err := sinks.NewPostgres(t.Context(), cfg)
+	s, err := postgres.New(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +106,30 @@ type pgHarness struct {
 	copyThreshold int
 	columns       plan.Columns
 	contents      string
+	// checkpoints configures a checkpoint table (a table of its own per
+	// target) for ckptGroup.
+	checkpoints bool
+	ckptTables  sinktest.Targets[string]
+}
+
+const ckptGroup = "replay.test"
+
+// features declares the postgres sink's: durable on commit, and (with
+// checkpoints) a checkpoint table.
+func (h *pgHarness) features() sinktest.Features {
+	f := sinktest.Features{Durable: sinktest.OnWrite}
+	if h.checkpoints {
+		f.CheckpointGroup = ckptGroup
+	}
+	return f
+}
+
+func (h *pgHarness) checkpointConfig(t *testing.T) sqlcheckpoint.Config {
+	if !h.checkpoints {
+		return sqlcheckpoint.Config{}
+	}
+	table := h.ckptTables.Get(t, func() string { return newTable(t, h.dsn) })
+	return sqlcheckpoint.Config{Table: table, Group: ckptGroup, Fingerprint: "f", RunID: "run-1"}
 }
 
 func (h *pgHarness) table(t *testing.T) string {
@@ -112,9 +139,9 @@ func (h *pgHarness) table(t *testing.T) string {
 func (h *pgHarness) New(t *testing.T) sinks.Sink { return h.NewKeyed(t, nil) }
 
 func (h *pgHarness) NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink {
-	cfg := sinks.PostgresConfig{DSN: h.dsn, Table: h.table(t), CreateTable: true, Keyer: keyer, Log: zerolog.New(zerolog.NewTestWriter(t)),
-		CopyThreshold: h.copyThreshold, Columns: h.columns}
-	s, err := sinks.NewPostgres(t.Context(), cfg)
+	cfg := postgres.Config{DSN: h.dsn, Table: h.table(t), CreateTable: true, Keyer: keyer, Log: zerolog.New(zerolog.NewTestWriter(t)),
+		CopyThreshold: h.copyThreshold, Columns: h.columns, Checkpoints: h.checkpointConfig(t)}
+	s, err := postgres.New(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +179,8 @@ func (h *pgHarness) Contents(t *testing.T) []string {
 }
 
 func TestPostgresConformance(t *testing.T) {
-	sinktest.Run(t, &pgHarness{dsn: testDSN(t)})
+	h := &pgHarness{dsn: testDSN(t), checkpoints: true}
+	sinktest.RunWith(t, h, h.features())
 }
 
 // pgRow is a row of the default layout; NULL reads as "NULL".
@@ -193,8 +221,8 @@ func readRows(t *testing.T, dsn, table string) map[string]pgRow {
 	return out
 }
 
-func rec(partition int32, offset int64, key, value string) sinks.Record {
-	r := sinks.Record{Topic: "orders", Partition: partition, Offset: offset,
+func rec(partition int32, offset int64, key, value string) record.Record {
+	r := record.Record{Topic: "orders", Partition: partition, Offset: offset,
 		Time: time.Date(2026, 11, 3, 10, 0, 0, 0, time.UTC).Add(time.Duration(offset) * time.Millisecond)}
 	if key != "" {
 		r.Key = []byte(key)
@@ -205,7 +233,7 @@ func rec(partition int32, offset int64, key, value string) sinks.Record {
 	return r
 }
 
-func mustWrite(t *testing.T, s sinks.Sink, batch ...sinks.Record) {
+func mustWrite(t *testing.T, s sinks.Sink, batch ...record.Record) {
 	t.Helper()
 	if err := s.Write(t.Context(), batch); err != nil {
 		t.Fatal(err)
@@ -216,9 +244,9 @@ func TestPostgresRunTwiceSameRows(t *testing.T) {
 	dsn := testDSN(t)
 	table := newTable(t, dsn)
 	window := sinktest.Window(30, 3)
-	writeAll(t, newPostgres(t, sinks.PostgresConfig{DSN: dsn, Table: table, CreateTable: true}), window, 1, 10)
+	writeAll(t, newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true}), window, 1, 10)
 	first := readRows(t, dsn, table)
-	writeAll(t, newPostgres(t, sinks.PostgresConfig{DSN: dsn, Table: table, CreateTable: true}), window, 2, 7)
+	writeAll(t, newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true}), window, 2, 7)
 	second := readRows(t, dsn, table)
 	if n := len(sinktest.Want(window)); len(first) != n {
 		t.Fatalf("first run stored %d rows, want %d", len(first), n)
@@ -246,7 +274,7 @@ func TestPostgresDuplicateKeyInBatchLastWins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newPostgres(t, sinks.PostgresConfig{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer})
+	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer})
 	mustWrite(t, s, rec(0, 1, "a", `{"v":1}`), rec(0, 2, "b", `{"v":2}`), rec(0, 3, "a", `{"v":3}`), rec(0, 4, "a", `{"v":4}`))
 	rows := readRows(t, dsn, table)
 	if len(rows) != 2 || rows["a"].Offset != 4 || rows["a"].Value != `{"v": 4}` || rows["b"].Offset != 2 {
@@ -261,7 +289,7 @@ func TestPostgresOnConflictIgnoreKeepsFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newPostgres(t, sinks.PostgresConfig{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer, OnConflict: "ignore"})
+	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer, OnConflict: "ignore"})
 	mustWrite(t, s, rec(0, 1, "a", `{"v":1}`))
 	mustWrite(t, s, rec(0, 2, "a", `{"v":2}`), rec(0, 3, "b", `{"v":3}`), rec(0, 4, "b", `{"v":4}`))
 	rows := readRows(t, dsn, table)
@@ -275,14 +303,14 @@ func TestPostgresOnConflictIgnoreKeepsFirst(t *testing.T) {
 func TestPostgresValueEncoding(t *testing.T) {
 	dsn := testDSN(t)
 	table := newTable(t, dsn)
-	s := newPostgres(t, sinks.PostgresConfig{DSN: dsn, Table: table, CreateTable: true})
+	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true})
 	withHeaders := rec(0, 6, "", `{"id":6}`)
-	withHeaders.Headers = []sinks.Header{{Key: "trace", Value: []byte("abc")}, {Key: "none"}, {Key: "trace", Value: []byte("d\xffe")}}
+	withHeaders.Headers = []record.Header{{Key: "trace", Value: []byte("abc")}, {Key: "none"}, {Key: "trace", Value: []byte("d\xffe")}}
 	mustWrite(t, s,
 		rec(0, 1, "", "not json {"),
 		rec(0, 2, "", "{\n  \"multi\": \"line\"\n}"),
 		rec(0, 3, "", ""), // tombstone
-		sinks.Record{Topic: "orders", Offset: 4, Value: []byte{}, Time: time.Unix(0, 0)},
+		record.Record{Topic: "orders", Offset: 4, Value: []byte{}, Time: time.Unix(0, 0)},
 		rec(0, 5, "", "bad \xff utf-8\nand \u2028"),
 		withHeaders,
 	)
@@ -330,11 +358,11 @@ func TestPostgresKeyTemplateRecordError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newPostgres(t, sinks.PostgresConfig{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer})
-	err = s.Write(t.Context(), []sinks.Record{rec(2, 10, "", `{"id":1}`), rec(2, 11, "", "plain text"), rec(2, 12, "", `{"id":3}`)})
-	var re *sinks.RecordError
+	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer})
+	err = s.Write(t.Context(), []record.Record{rec(2, 10, "", `{"id":1}`), rec(2, 11, "", "plain text"), rec(2, 12, "", `{"id":3}`)})
+	var re *record.Error
 	if !errors.As(err, &re) || re.Partition != 2 || re.Offset != 11 || re.Topic != "orders" {
-		t.Fatalf("Write = %v, want a *RecordError for orders/2@11", err)
+		t.Fatalf("Write = %v, want a *record.Error for orders/2@11", err)
 	}
 	if rows := readRows(t, dsn, table); len(rows) != 0 {
 		t.Errorf("%d rows written, want none", len(rows))
@@ -349,7 +377,7 @@ func TestPostgresRejectedRowRecordError(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		bad  sinks.Record
+		bad  record.Record
 	}{
 		{"JSON PostgreSQL refuses", rec(1, 21, "k2", `{"s":"nul \u0000 char"}`)},
 		{"key with a NUL byte", rec(1, 21, "k\x002", `{}`)},
@@ -357,11 +385,11 @@ func TestPostgresRejectedRowRecordError(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			table := newTable(t, dsn)
-			s := newPostgres(t, sinks.PostgresConfig{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer})
-			err := s.Write(t.Context(), []sinks.Record{rec(1, 20, "k1", `{}`), tc.bad, rec(1, 22, "k3", `{}`)})
-			var re *sinks.RecordError
+			s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer})
+			err := s.Write(t.Context(), []record.Record{rec(1, 20, "k1", `{}`), tc.bad, rec(1, 22, "k3", `{}`)})
+			var re *record.Error
 			if !errors.As(err, &re) || re.Offset != 21 || re.Partition != 1 {
-				t.Fatalf("Write = %v, want a *RecordError for orders/1@21", err)
+				t.Fatalf("Write = %v, want a *record.Error for orders/1@21", err)
 			}
 			if !strings.Contains(err.Error(), "postgres sink: upsert into "+table) {
 				t.Errorf("error %q does not say what was being done", err)
@@ -400,7 +428,7 @@ func TestPostgresPasswordNeverInErrors(t *testing.T) {
 		"postgres://127.0.0.1:1/test?password=" + secret + "&sslmode=disable&connect_timeout=2",
 	} {
 		var logs strings.Builder
-		_, err := sinks.NewPostgres(t.Context(), sinks.PostgresConfig{DSN: dsn, Table: "orders", Log: zerolog.New(&logs)})
+		_, err := postgres.New(t.Context(), postgres.Config{DSN: dsn, Table: "orders", Log: zerolog.New(&logs)})
 		if err == nil {
 			t.Errorf("NewPostgres(%s) succeeded", strings.ReplaceAll(dsn, secret, "xxxxx"))
 			continue
@@ -418,20 +446,20 @@ func TestPostgresConfigErrors(t *testing.T) {
 	dsn := testDSN(t)
 	for _, tc := range []struct {
 		name string
-		cfg  sinks.PostgresConfig
+		cfg  postgres.Config
 		want string
 	}{
-		{"unknown on_conflict", sinks.PostgresConfig{Table: "orders", OnConflict: "merge"}, `on_conflict "merge"`},
-		{"empty table", sinks.PostgresConfig{}, `table ""`},
-		{"three-part table", sinks.PostgresConfig{Table: "a.b.c"}, `table "a.b.c"`},
-		{"empty schema", sinks.PostgresConfig{Table: ".orders"}, `table ".orders"`},
-		{"unterminated quote", sinks.PostgresConfig{Table: `"orders`}, "unterminated"},
-		{"quote inside a name", sinks.PostgresConfig{Table: `ord"ers"`}, `table "ord\"ers\""`},
-		{"missing table", sinks.PostgresConfig{Table: "replay_test_no_such_table"}, "check table replay_test_no_such_table"},
+		{"unknown on_conflict", postgres.Config{Table: "orders", OnConflict: "merge"}, `on_conflict "merge"`},
+		{"empty table", postgres.Config{}, `table ""`},
+		{"three-part table", postgres.Config{Table: "a.b.c"}, `table "a.b.c"`},
+		{"empty schema", postgres.Config{Table: ".orders"}, `table ".orders"`},
+		{"unterminated quote", postgres.Config{Table: `"orders`}, "unterminated"},
+		{"quote inside a name", postgres.Config{Table: `ord"ers"`}, `table "ord\"ers\""`},
+		{"missing table", postgres.Config{Table: "replay_test_no_such_table"}, "check table replay_test_no_such_table"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.DSN = dsn
-			s, err := sinks.NewPostgres(t.Context(), tc.cfg)
+			s, err := postgres.New(t.Context(), tc.cfg)
 			if err == nil {
 				s.Close()
 				t.Fatal("NewPostgres succeeded")
@@ -458,7 +486,7 @@ func TestPostgresTableNames(t *testing.T) {
 		{schema + `."Mixed Case.Name"`, "Mixed Case.Name"},
 		{`"` + schema + `"."we""ird"`, `we"ird`},
 	} {
-		s := newPostgres(t, sinks.PostgresConfig{DSN: dsn, Table: tc.table, CreateTable: true})
+		s := newPostgres(t, postgres.Config{DSN: dsn, Table: tc.table, CreateTable: true})
 		mustWrite(t, s, rec(0, 1, "", `{}`))
 		var n int
 		if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM "+pgx.Identifier{schema, tc.want}.Sanitize()).Scan(&n); err != nil || n != 1 {
@@ -472,7 +500,7 @@ func TestPostgresTableNames(t *testing.T) {
 func TestPostgresRedeliveryDoesNotRewriteRows(t *testing.T) {
 	dsn := testDSN(t)
 	table := newTable(t, dsn)
-	s := newPostgres(t, sinks.PostgresConfig{DSN: dsn, Table: table, CreateTable: true})
+	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true})
 	batch := sinktest.Window(31, 1)[0]
 	mustWrite(t, s, batch...)
 	before := readRows(t, dsn, table)
@@ -503,8 +531,8 @@ func TestPostgresConcurrentCreateTable(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				s, err := sinks.NewPostgres(t.Context(), sinks.PostgresConfig{DSN: dsn, Table: table, CreateTable: true,
-					Checkpoints: sinks.CheckpointConfig{Table: ckpt, Group: "g", Fingerprint: "f", RunID: "r"}})
+				s, err := postgres.New(t.Context(), postgres.Config{DSN: dsn, Table: table, CreateTable: true,
+					Checkpoints: sqlcheckpoint.Config{Table: ckpt, Group: "g", Fingerprint: "f", RunID: "r"}})
 				if err != nil {
 					errs <- err
 					return

@@ -1,4 +1,4 @@
-package sinks_test
+package sqlite_test
 
 import (
 	"database/sql"
@@ -14,9 +14,12 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/sinktest"
+	"github.com/replay-tool/replay/sinks/sqlcheckpoint"
+	"github.com/replay-tool/replay/sinks/sqlite"
 )
 
 // sqliteHarness runs the conformance suite on SQLite: a target is a
@@ -26,7 +29,11 @@ type sqliteHarness struct {
 	// columns is the sink's mapping: mappedColumns, or nil for the default
 	// layout.
 	columns plan.Columns
+	// checkpoints configures a checkpoint table for ckptGroup.
+	checkpoints bool
 }
+
+const ckptGroup = "replay.test"
 
 func (h *sqliteHarness) path(t *testing.T) string {
 	return h.paths.Get(t, func() string { return filepath.Join(t.TempDir(), "replay.db") })
@@ -35,8 +42,8 @@ func (h *sqliteHarness) path(t *testing.T) string {
 func (h *sqliteHarness) New(t *testing.T) sinks.Sink { return h.NewKeyed(t, nil) }
 
 func (h *sqliteHarness) NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink {
-	s, err := sinks.NewSQLite(t.Context(), sinks.SQLiteConfig{Path: h.path(t), Table: "orders", CreateTable: true,
-		Columns: h.columns, Keyer: keyer, Log: zerolog.New(zerolog.NewTestWriter(t))})
+	s, err := sqlite.New(t.Context(), sqlite.Config{Path: h.path(t), Table: "orders", CreateTable: true,
+		Columns: h.columns, Keyer: keyer, Log: zerolog.New(zerolog.NewTestWriter(t)), Checkpoints: h.checkpointConfig()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +71,33 @@ func (h *sqliteHarness) Contents(t *testing.T) []string {
 	return out
 }
 
-func TestSQLiteConformance(t *testing.T) { sinktest.Run(t, &sqliteHarness{}) }
+func (h *sqliteHarness) checkpointConfig() sqlcheckpoint.Config {
+	if !h.checkpoints {
+		return sqlcheckpoint.Config{}
+	}
+	return sqlcheckpoint.Config{Table: "replay_checkpoints", Group: ckptGroup, Fingerprint: "f", RunID: "run-1"}
+}
+
+// features declares the sqlite sink's: durable on commit, a resume check
+// of the database file, and (with checkpoints) a checkpoint table.
+func (h *sqliteHarness) features() sinktest.Features {
+	f := sinktest.Features{Durable: sinktest.OnWrite, Resumes: true, LoseOutput: func(t *testing.T) {
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			if err := os.Remove(h.path(t) + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+				t.Fatal(err)
+			}
+		}
+	}}
+	if h.checkpoints {
+		f.CheckpointGroup = ckptGroup
+	}
+	return f
+}
+
+func TestSQLiteConformance(t *testing.T) {
+	h := &sqliteHarness{checkpoints: true}
+	sinktest.RunWith(t, h, h.features())
+}
 
 // sqliteRow is a row of the default layout as stored (text columns as text).
 type sqliteRow struct {
@@ -116,10 +149,10 @@ func readSQLiteSelect(t *testing.T, path, table, sel string) map[string]sqliteRo
 	return out
 }
 
-func newSQLite(t *testing.T, cfg sinks.SQLiteConfig) *sinks.SQLite {
+func newSQLite(t *testing.T, cfg sqlite.Config) *sqlite.Sink {
 	t.Helper()
 	cfg.Log = zerolog.New(zerolog.NewTestWriter(t))
-	s, err := sinks.NewSQLite(t.Context(), cfg)
+	s, err := sqlite.New(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +177,7 @@ func TestSQLiteDuplicateKeysInBatch(t *testing.T) {
 	} {
 		t.Run(tc.onConflict, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "t.db")
-			s := newSQLite(t, sinks.SQLiteConfig{Path: path, Table: "t", CreateTable: true, Keyer: keyer, OnConflict: tc.onConflict})
+			s := newSQLite(t, sqlite.Config{Path: path, Table: "t", CreateTable: true, Keyer: keyer, OnConflict: tc.onConflict})
 			mustWrite(t, s, rec(0, 1, "a", `{"v":1}`))
 			mustWrite(t, s, rec(0, 2, "b", `{"v":2}`), rec(0, 3, "b", `{"v":3}`), rec(0, 4, "a", `{"v":4}`))
 			rows := readSQLite(t, path, "t")
@@ -162,15 +195,15 @@ func TestSQLiteDuplicateKeysInBatch(t *testing.T) {
 
 func TestSQLiteStoredForm(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "t.db")
-	s := newSQLite(t, sinks.SQLiteConfig{Path: path, Table: "t", CreateTable: true})
+	s := newSQLite(t, sqlite.Config{Path: path, Table: "t", CreateTable: true})
 	withHeaders := rec(0, 6, "", `{"id":6}`)
-	withHeaders.Headers = []sinks.Header{{Key: "trace", Value: []byte("abc")}, {Key: "none"}, {Key: "trace", Value: []byte("d\xffe")}}
+	withHeaders.Headers = []record.Header{{Key: "trace", Value: []byte("abc")}, {Key: "none"}, {Key: "trace", Value: []byte("d\xffe")}}
 	withHeaders.Time = time.Date(2026, 11, 3, 11, 0, 0, 123456789, time.FixedZone("CET", 3600))
 	mustWrite(t, s,
 		rec(0, 1, "", "not json {"),
 		rec(0, 2, "", "{\n  \"multi\": \"line\"\n}"),
 		rec(0, 3, "", ""), // tombstone
-		sinks.Record{Topic: "orders", Offset: 4, Value: []byte{}, Time: time.Unix(0, 0)},
+		record.Record{Topic: "orders", Offset: 4, Value: []byte{}, Time: time.Unix(0, 0)},
 		rec(0, 5, "", "bad \xff utf-8\nand \u2028"),
 		withHeaders,
 	)
@@ -209,7 +242,7 @@ func TestSQLiteStoredForm(t *testing.T) {
 
 func TestSQLiteWAL(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "t.db")
-	s := newSQLite(t, sinks.SQLiteConfig{Path: path, Table: "t", CreateTable: true})
+	s := newSQLite(t, sqlite.Config{Path: path, Table: "t", CreateTable: true})
 	mustWrite(t, s, rec(0, 1, "", "{}"))
 	var mode string
 	if err := openSQLite(t, path).QueryRowContext(t.Context(), "PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
@@ -224,8 +257,8 @@ func TestSQLiteWAL(t *testing.T) {
 // busy timeout makes the second writer wait instead of failing.
 func TestSQLiteTwoSinksOneFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "t.db")
-	a := newSQLite(t, sinks.SQLiteConfig{Path: path, Table: "t", CreateTable: true})
-	b := newSQLite(t, sinks.SQLiteConfig{Path: path, Table: "t", CreateTable: true})
+	a := newSQLite(t, sqlite.Config{Path: path, Table: "t", CreateTable: true})
+	b := newSQLite(t, sqlite.Config{Path: path, Table: "t", CreateTable: true})
 	window := sinktest.Window(40, 4)
 	var wg sync.WaitGroup
 	errs := make([]error, len(window))
@@ -236,7 +269,7 @@ func TestSQLiteTwoSinksOneFile(t *testing.T) {
 		}
 		wg.Go(func() {
 			for _, r := range part {
-				if err := s.Write(t.Context(), []sinks.Record{r}); err != nil {
+				if err := s.Write(t.Context(), []record.Record{r}); err != nil {
 					errs[p] = err
 					return
 				}
@@ -258,11 +291,11 @@ func TestSQLiteKeyTemplateRecordError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newSQLite(t, sinks.SQLiteConfig{Path: path, Table: "t", CreateTable: true, Keyer: keyer})
-	err = s.Write(t.Context(), []sinks.Record{rec(2, 10, "", `{"id":1}`), rec(2, 11, "", "plain text"), rec(2, 12, "", `{"id":3}`)})
-	var re *sinks.RecordError
+	s := newSQLite(t, sqlite.Config{Path: path, Table: "t", CreateTable: true, Keyer: keyer})
+	err = s.Write(t.Context(), []record.Record{rec(2, 10, "", `{"id":1}`), rec(2, 11, "", "plain text"), rec(2, 12, "", `{"id":3}`)})
+	var re *record.Error
 	if !errors.As(err, &re) || re.Partition != 2 || re.Offset != 11 {
-		t.Fatalf("Write = %v, want a *RecordError for orders/2@11", err)
+		t.Fatalf("Write = %v, want a *record.Error for orders/2@11", err)
 	}
 	if rows := readSQLite(t, path, "t"); len(rows) != 0 {
 		t.Errorf("%d rows written, want none", len(rows))
@@ -270,7 +303,7 @@ func TestSQLiteKeyTemplateRecordError(t *testing.T) {
 }
 
 // A row the table refuses (a CHECK of a table made by hand) is a
-// *RecordError for that record, and the transaction leaves nothing behind.
+// *record.Error for that record, and the transaction leaves nothing behind.
 func TestSQLiteRejectedRowRecordError(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "t.db")
 	db := openSQLite(t, path)
@@ -278,11 +311,11 @@ func TestSQLiteRejectedRowRecordError(t *testing.T) {
 		"offset" INTEGER, "timestamp" TEXT, value TEXT CHECK (json_valid(value) AND value->>'$.qty' >= 0), headers TEXT)`); err != nil {
 		t.Fatal(err)
 	}
-	s := newSQLite(t, sinks.SQLiteConfig{Path: path, Table: "t"})
-	err := s.Write(t.Context(), []sinks.Record{rec(1, 20, "", `{"qty":1}`), rec(1, 21, "", `{"qty":-5}`), rec(1, 22, "", `{"qty":2}`)})
-	var re *sinks.RecordError
+	s := newSQLite(t, sqlite.Config{Path: path, Table: "t"})
+	err := s.Write(t.Context(), []record.Record{rec(1, 20, "", `{"qty":1}`), rec(1, 21, "", `{"qty":-5}`), rec(1, 22, "", `{"qty":2}`)})
+	var re *record.Error
 	if !errors.As(err, &re) || re.Offset != 21 || re.Partition != 1 {
-		t.Fatalf("Write = %v, want a *RecordError for orders/1@21", err)
+		t.Fatalf("Write = %v, want a *record.Error for orders/1@21", err)
 	}
 	if !strings.Contains(err.Error(), "sqlite sink: upsert into t") {
 		t.Errorf("error %q does not say what was being done", err)
@@ -300,7 +333,7 @@ func TestSQLiteRejectedRowRecordError(t *testing.T) {
 // is skipped rather than rewriting the same data.
 func TestSQLiteRedeliveryDoesNotRewriteRows(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "t.db")
-	s := newSQLite(t, sinks.SQLiteConfig{Path: path, Table: "t", CreateTable: true})
+	s := newSQLite(t, sqlite.Config{Path: path, Table: "t", CreateTable: true})
 	db := openSQLite(t, path)
 	if _, err := db.ExecContext(t.Context(), `CREATE TABLE updates (n INTEGER);
 		INSERT INTO updates VALUES (0);
@@ -327,7 +360,7 @@ func TestSQLiteRedeliveryDoesNotRewriteRows(t *testing.T) {
 func TestSQLitePathCharacters(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "a dir %20 #1")
 	path := filepath.Join(dir, "orders?mode=ro#x.db")
-	s := newSQLite(t, sinks.SQLiteConfig{Path: path, Table: "orders", CreateTable: true})
+	s := newSQLite(t, sqlite.Config{Path: path, Table: "orders", CreateTable: true})
 	mustWrite(t, s, rec(0, 1, "", "{}"))
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("database not at %s: %v", path, err)
@@ -345,18 +378,18 @@ func TestSQLiteConfigErrors(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		cfg  sinks.SQLiteConfig
+		cfg  sqlite.Config
 		want string
 	}{
-		{"empty path", sinks.SQLiteConfig{Table: "t"}, "empty path"},
-		{"unknown on_conflict", sinks.SQLiteConfig{Path: filepath.Join(dir, "a.db"), Table: "t", OnConflict: "merge"}, `on_conflict "merge"`},
-		{"empty table", sinks.SQLiteConfig{Path: filepath.Join(dir, "a.db")}, `table ""`},
-		{"missing table", sinks.SQLiteConfig{Path: filepath.Join(dir, "a.db"), Table: "missing"}, "check table missing: SQL logic error: no such table"},
-		{"table without a unique key", sinks.SQLiteConfig{Path: noKey, Table: "t"}, "check table t: "},
-		{"directory as the database", sinks.SQLiteConfig{Path: dir, Table: "t", CreateTable: true}, "sqlite sink: "},
+		{"empty path", sqlite.Config{Table: "t"}, "empty path"},
+		{"unknown on_conflict", sqlite.Config{Path: filepath.Join(dir, "a.db"), Table: "t", OnConflict: "merge"}, `on_conflict "merge"`},
+		{"empty table", sqlite.Config{Path: filepath.Join(dir, "a.db")}, `table ""`},
+		{"missing table", sqlite.Config{Path: filepath.Join(dir, "a.db"), Table: "missing"}, "check table missing: SQL logic error: no such table"},
+		{"table without a unique key", sqlite.Config{Path: noKey, Table: "t"}, "check table t: "},
+		{"directory as the database", sqlite.Config{Path: dir, Table: "t", CreateTable: true}, "sqlite sink: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := sinks.NewSQLite(t.Context(), tc.cfg)
+			s, err := sqlite.New(t.Context(), tc.cfg)
 			if err == nil {
 				s.Close()
 				t.Fatal("NewSQLite succeeded")
@@ -372,7 +405,7 @@ func TestSQLiteConfigErrors(t *testing.T) {
 // transient failure: the runner writes the batch again later.
 func TestSQLiteLockedIsTransient(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "t.db")
-	s := newSQLite(t, sinks.SQLiteConfig{Path: path, Table: "t", CreateTable: true, BusyTimeout: 100 * time.Millisecond})
+	s := newSQLite(t, sqlite.Config{Path: path, Table: "t", CreateTable: true, BusyTimeout: 100 * time.Millisecond})
 	conn, err := openSQLite(t, path).Conn(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -381,7 +414,7 @@ func TestSQLiteLockedIsTransient(t *testing.T) {
 	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
 		t.Fatal(err)
 	}
-	err = s.Write(t.Context(), []sinks.Record{rec(0, 1, "", "{}")})
+	err = s.Write(t.Context(), []record.Record{rec(0, 1, "", "{}")})
 	if err == nil || !sinks.Transient(err) {
 		t.Fatalf("Write while another connection holds the write lock = %v, want a transient error", err)
 	}

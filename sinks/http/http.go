@@ -1,4 +1,6 @@
-package sinks
+// Package http is the sink that POSTs batches of records as JSON to an
+// HTTP endpoint.
+package http
 
 import (
 	"bytes"
@@ -19,11 +21,14 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/encode"
 )
 
-// HTTPConfig configures an HTTP sink.
-type HTTPConfig struct {
+// Config configures an HTTP sink.
+type Config struct {
 	// URL is the endpoint every request is POSTed to (http or https).
 	URL string
 	// Headers are sent with every request (authentication, routing).
@@ -43,7 +48,7 @@ type HTTPConfig struct {
 	// RequestTimeout bounds one attempt, response included; default 30s.
 	RequestTimeout time.Duration
 	// Keyer computes each record's idempotency_key; nil means DefaultKey.
-	Keyer *Keyer
+	Keyer *sinks.Keyer
 	// Client sends the requests; default a client with Go's default
 	// transport. The sink never follows redirects, whatever the client says.
 	Client *http.Client
@@ -88,14 +93,14 @@ type HTTPConfig struct {
 // record it rejects, by a JSON body {"idempotency_key": "..."} or
 // {"index": n} (n is the position in the request's array), at the top level
 // or as the first element of an "errors" array, Write returns a
-// *RecordError for it; the records of the request are not written.
+// *record.Error for it; the records of the request are not written.
 //
 // HTTP is a SelfRetrying sink: the runner does not retry it again.
 //
 // Write is synchronous, safe for concurrent use (each partition's requests
 // go out in parallel), and keeps nothing of the batch. Errors and logs show
 // the URL without its query or credentials, never the headers.
-type HTTP struct {
+type Sink struct {
 	client    *http.Client
 	url       string
 	where     string // the URL without query and user info, for messages
@@ -105,22 +110,22 @@ type HTTP struct {
 	maxWait   time.Duration
 	firstWait time.Duration
 	timeout   time.Duration
-	keyer     *Keyer
+	keyer     *sinks.Keyer
 	log       zerolog.Logger
 	// redact hides the credentials of the headers and the URL in what the
 	// endpoint answers (a 401 body may quote the token it refused).
 	redact *plan.Redactor
 }
 
-var _ Sink = (*HTTP)(nil)
+var _ sinks.Sink = (*Sink)(nil)
 
 // Capabilities declares that the http sink retries by its own policy
 // (max_retries, max_retry_wait).
-func (s *HTTP) Capabilities() Capabilities { return Capabilities{RetriesItself: true} }
+func (s *Sink) Capabilities() sinks.Capabilities { return sinks.Capabilities{RetriesItself: true} }
 
-// NewHTTP checks cfg; it does not contact the endpoint (a POST is the only
+// New checks cfg; it does not contact the endpoint (a POST is the only
 // request it is known to accept).
-func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
+func New(cfg Config) (*Sink, error) {
 	u, err := url.Parse(cfg.URL)
 	if err != nil {
 		return nil, fmt.Errorf("http sink: url: %w", redactURLError(err))
@@ -128,7 +133,7 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
 		return nil, fmt.Errorf("http sink: url %s: want an http:// or https:// URL with a host", safeURL(u))
 	}
-	s := &HTTP{url: cfg.URL, where: safeURL(u), headers: http.Header{}, batchSize: cfg.BatchSize, retries: max(cfg.MaxRetries, 0),
+	s := &Sink{url: cfg.URL, where: safeURL(u), headers: http.Header{}, batchSize: cfg.BatchSize, retries: max(cfg.MaxRetries, 0),
 		maxWait: cfg.MaxRetryWait, firstWait: cfg.RetryWait, timeout: cfg.RequestTimeout, keyer: cfg.Keyer, log: cfg.Log,
 		redact: plan.NewRedactor(plan.Sink{URL: cfg.URL, Headers: cfg.Headers}.Secrets()...)}
 	for name, v := range cfg.Headers {
@@ -180,8 +185,8 @@ func redactURLError(err error) error {
 
 // Write posts batch in requests of up to BatchSize records, in order, and
 // returns once every request got a 2xx. A key template failing on a record
-// returns its *RecordError before anything is sent.
-func (s *HTTP) Write(ctx context.Context, batch []Record) error {
+// returns its *record.Error before anything is sent.
+func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if len(batch) == 0 {
 		return nil
 	}
@@ -209,7 +214,7 @@ func (s *HTTP) Write(ctx context.Context, batch []Record) error {
 
 // body is the request body: a JSON array of the records as AppendJSONL
 // writes them, each preceded by its idempotency_key.
-func body(recs []Record, keys []string) []byte {
+func body(recs []record.Record, keys []string) []byte {
 	b := append(make([]byte, 0, 256*len(recs)), '[')
 	var line []byte
 	for i := range recs {
@@ -217,8 +222,8 @@ func body(recs []Record, keys []string) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"idempotency_key":`...)
-		b = appendJSONString(b, keys[i])
-		line = AppendJSONL(line[:0], &recs[i]) // {...}\n
+		b = encode.AppendJSONString(b, keys[i])
+		line = encode.AppendJSONL(line[:0], &recs[i]) // {...}\n
 		b = append(b, ',')
 		b = append(b, line[1:len(line)-1]...)
 	}
@@ -227,7 +232,7 @@ func body(recs []Record, keys []string) []byte {
 
 // idempotencyKey identifies a request's records: their idempotency keys
 // and source coordinates (which fix their content).
-func idempotencyKey(recs []Record, keys []string) string {
+func idempotencyKey(recs []record.Record, keys []string) string {
 	h := sha256.New()
 	var n [8]byte
 	field := func(s string) {
@@ -246,14 +251,14 @@ func idempotencyKey(recs []Record, keys []string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// HTTPStatusError is a response that is not a 2xx.
-type HTTPStatusError struct {
+// StatusError is a response that is not a 2xx.
+type StatusError struct {
 	Status int
 	// Body is the start of the response body, for the message.
 	Body string
 }
 
-func (e *HTTPStatusError) Error() string {
+func (e *StatusError) Error() string {
 	msg := fmt.Sprintf("%d %s", e.Status, http.StatusText(e.Status))
 	if e.Body != "" {
 		msg += ": " + e.Body
@@ -271,7 +276,7 @@ type attempt struct {
 }
 
 // post sends one request, retrying what may pass.
-func (s *HTTP) post(ctx context.Context, recs []Record, keys []string) error {
+func (s *Sink) post(ctx context.Context, recs []record.Record, keys []string) error {
 	b := body(recs, keys)
 	idem := idempotencyKey(recs, keys)
 	for n := 0; ; n++ {
@@ -284,11 +289,11 @@ func (s *HTTP) post(ctx context.Context, recs []Record, keys []string) error {
 		case !a.retry:
 			return s.rejection(recs, keys, a)
 		case n >= s.retries:
-			return &TransientError{Err: fmt.Errorf("http sink: POST %s: %d attempts failed, the last: %w", s.where, n+1, a.err)}
+			return &sinks.TransientError{Err: fmt.Errorf("http sink: POST %s: %d attempts failed, the last: %w", s.where, n+1, a.err)}
 		}
 		wait := s.backoff(n, a)
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
-			return &TransientError{Err: fmt.Errorf("http sink: POST %s: giving up after %d attempts: the next one, in %s, would be past the write deadline; the last: %w",
+			return &sinks.TransientError{Err: fmt.Errorf("http sink: POST %s: giving up after %d attempts: the next one, in %s, would be past the write deadline; the last: %w",
 				s.where, n+1, wait.Round(time.Millisecond), a.err)}
 		}
 		s.log.Warn().Str("url", s.where).Int("attempt", n+1).Dur("wait", wait).Err(a.err).
@@ -307,7 +312,7 @@ func (s *HTTP) post(ctx context.Context, recs []Record, keys []string) error {
 // jitter (half of it random, so that partitions failing together do not
 // retry together), or what Retry-After asks plus up to a tenth (at most a
 // second) of jitter; capped at MaxRetryWait either way.
-func (s *HTTP) backoff(n int, a attempt) time.Duration {
+func (s *Sink) backoff(n int, a attempt) time.Duration {
 	if a.hasAfter {
 		jitter := min(a.retryAfter/10, time.Second)
 		if jitter > 0 {
@@ -323,7 +328,7 @@ func (s *HTTP) backoff(n int, a attempt) time.Duration {
 }
 
 // send makes one request.
-func (s *HTTP) send(ctx context.Context, b []byte, idem string) attempt {
+func (s *Sink) send(ctx context.Context, b []byte, idem string) attempt {
 	actx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, s.url, bytes.NewReader(b))
@@ -346,7 +351,7 @@ func (s *HTTP) send(ctx context.Context, b []byte, idem string) attempt {
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return attempt{}
 	}
-	a := attempt{err: &HTTPStatusError{Status: resp.StatusCode, Body: snippet([]byte(s.redact.String(string(head))))}, body: head}
+	a := attempt{err: &StatusError{Status: resp.StatusCode, Body: snippet([]byte(s.redact.String(string(head))))}, body: head}
 	switch code := resp.StatusCode; {
 	case code >= 500, code == http.StatusTooManyRequests, code == http.StatusRequestTimeout:
 		a.retry = true
@@ -384,15 +389,15 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 }
 
 // rejection is the error for a request the endpoint refused for good: a
-// *RecordError when a 400 or 422 names the record, else a plain error.
-func (s *HTTP) rejection(recs []Record, keys []string, a attempt) error {
+// *record.Error when a 400 or 422 names the record, else a plain error.
+func (s *Sink) rejection(recs []record.Record, keys []string, a attempt) error {
 	err := fmt.Errorf("http sink: POST %s: %w", s.where, a.err)
-	var se *HTTPStatusError
+	var se *StatusError
 	if !errors.As(a.err, &se) || se.Status != http.StatusBadRequest && se.Status != http.StatusUnprocessableEntity {
 		return err
 	}
 	if i := rejectedRecord(a.body, keys); i >= 0 {
-		return recordError(&recs[i], err)
+		return record.NewError(&recs[i], err)
 	}
 	return err
 }
@@ -428,10 +433,10 @@ func rejectedRecord(b []byte, keys []string) int {
 }
 
 // Finish does nothing: every Write is already acknowledged.
-func (s *HTTP) Finish(context.Context) error { return nil }
+func (s *Sink) Finish(context.Context) error { return nil }
 
 // Close releases idle connections.
-func (s *HTTP) Close() error {
+func (s *Sink) Close() error {
 	s.client.CloseIdleConnections()
 	return nil
 }

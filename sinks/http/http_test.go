@@ -1,4 +1,4 @@
-package sinks_test
+package http_test
 
 import (
 	"context"
@@ -17,7 +17,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/sinks"
+	httpsink "github.com/replay-tool/replay/sinks/http"
 	"github.com/replay-tool/replay/sinks/sinktest"
 )
 
@@ -163,7 +165,7 @@ func (h *httpHarness) endpoint(t *testing.T) *endpoint {
 func (h *httpHarness) New(t *testing.T) sinks.Sink { return h.NewKeyed(t, nil) }
 
 func (h *httpHarness) NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink {
-	s, err := sinks.NewHTTP(sinks.HTTPConfig{URL: h.endpoint(t).srv.URL + "/records", BatchSize: 4, MaxRetries: 8,
+	s, err := httpsink.New(httpsink.Config{URL: h.endpoint(t).srv.URL + "/records", BatchSize: 4, MaxRetries: 8,
 		RetryWait: time.Millisecond, MaxRetryWait: 10 * time.Millisecond, Keyer: keyer, Log: zerolog.New(zerolog.NewTestWriter(t))})
 	if err != nil {
 		t.Fatal(err)
@@ -184,17 +186,19 @@ func (h *httpHarness) Contents(t *testing.T) []string {
 }
 
 func TestHTTPConformance(t *testing.T) {
-	t.Run("reliable", func(t *testing.T) { sinktest.Run(t, &httpHarness{}) })
-	t.Run("flaky", func(t *testing.T) { sinktest.Run(t, &httpHarness{flaky: true}) })
+	t.Run("reliable", func(t *testing.T) { sinktest.RunWith(t, &httpHarness{}, sinktest.Features{Durable: sinktest.OnWrite}) })
+	t.Run("flaky", func(t *testing.T) {
+		sinktest.RunWith(t, &httpHarness{flaky: true}, sinktest.Features{Durable: sinktest.OnWrite})
+	})
 }
 
-func newHTTP(t *testing.T, cfg sinks.HTTPConfig) *sinks.HTTP {
+func newHTTP(t *testing.T, cfg httpsink.Config) *httpsink.Sink {
 	t.Helper()
 	cfg.Log = zerolog.New(zerolog.NewTestWriter(t))
 	if cfg.RetryWait == 0 {
 		cfg.RetryWait = time.Millisecond
 	}
-	s, err := sinks.NewHTTP(cfg)
+	s, err := httpsink.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,11 +209,11 @@ func newHTTP(t *testing.T, cfg sinks.HTTPConfig) *sinks.HTTP {
 func TestHTTPRequestForm(t *testing.T) {
 	e := newEndpoint(t)
 	keyer, _ := sinks.NewKeyer("order-{{ .Value.id }}")
-	s := newHTTP(t, sinks.HTTPConfig{URL: e.srv.URL, BatchSize: 2, Keyer: keyer,
+	s := newHTTP(t, httpsink.Config{URL: e.srv.URL, BatchSize: 2, Keyer: keyer,
 		Headers: map[string]string{"Authorization": "Bearer t0ken", "X-Tenant": "shop"}})
 	r1 := rec(0, 1, "k", `{"id":1}`)
-	r1.Headers = []sinks.Header{{Key: "trace", Value: []byte("abc")}}
-	batch := []sinks.Record{r1, rec(0, 2, "", `{"id":2}`), rec(0, 3, "", `{"id":1,"v":2}`)}
+	r1.Headers = []record.Header{{Key: "trace", Value: []byte("abc")}}
+	batch := []record.Record{r1, rec(0, 2, "", `{"id":2}`), rec(0, 3, "", `{"id":1,"v":2}`)}
 	mustWrite(t, s, batch...)
 	if e.count() != 2 {
 		t.Fatalf("%d requests for 3 records at batch_size 2, want 2", e.count())
@@ -245,7 +249,7 @@ func TestHTTPRequestForm(t *testing.T) {
 func TestHTTPIdempotencyKeyCoversTheRecords(t *testing.T) {
 	e := newEndpoint(t)
 	keyer, _ := sinks.NewKeyer("{{ .Value.id }}")
-	s := newHTTP(t, sinks.HTTPConfig{URL: e.srv.URL, Keyer: keyer})
+	s := newHTTP(t, httpsink.Config{URL: e.srv.URL, Keyer: keyer})
 	mustWrite(t, s, rec(0, 1, "", `{"id":7,"v":1}`))
 	mustWrite(t, s, rec(0, 9, "", `{"id":7,"v":2}`))
 	if a, b := e.headers[0].Get("Idempotency-Key"), e.headers[1].Get("Idempotency-Key"); a == b {
@@ -276,7 +280,7 @@ func TestHTTPRetries(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEndpoint(t, tc.faults...)
-			s := newHTTP(t, sinks.HTTPConfig{URL: e.srv.URL, MaxRetries: 8, MaxRetryWait: tc.maxWait})
+			s := newHTTP(t, httpsink.Config{URL: e.srv.URL, MaxRetries: 8, MaxRetryWait: tc.maxWait})
 			start := time.Now()
 			mustWrite(t, s, rec(0, 1, "", `{"id":1}`))
 			took := time.Since(start)
@@ -292,7 +296,7 @@ func TestHTTPRetries(t *testing.T) {
 
 func TestHTTPBackoffGrows(t *testing.T) {
 	e := newEndpoint(t, status(503, ""), status(503, ""), status(503, ""), status(503, ""))
-	s := newHTTP(t, sinks.HTTPConfig{URL: e.srv.URL, MaxRetries: 8, RetryWait: 40 * time.Millisecond})
+	s := newHTTP(t, httpsink.Config{URL: e.srv.URL, MaxRetries: 8, RetryWait: 40 * time.Millisecond})
 	mustWrite(t, s, rec(0, 1, "", "{}"))
 	// Waits of 40, 80, 160, 320ms, each with up to half of it as jitter.
 	for i, want := range []time.Duration{20, 40, 80, 160} {
@@ -308,9 +312,9 @@ func TestHTTPGivesUp(t *testing.T) {
 		always[i] = status(503, "")
 	}
 	e := newEndpoint(t, always...)
-	s := newHTTP(t, sinks.HTTPConfig{URL: e.srv.URL, MaxRetries: 3})
-	err := s.Write(t.Context(), []sinks.Record{rec(0, 1, "", "{}")})
-	var se *sinks.HTTPStatusError
+	s := newHTTP(t, httpsink.Config{URL: e.srv.URL, MaxRetries: 3})
+	err := s.Write(t.Context(), []record.Record{rec(0, 1, "", "{}")})
+	var se *httpsink.StatusError
 	if !errors.As(err, &se) || se.Status != 503 || !sinks.Transient(err) || !strings.Contains(err.Error(), "4 attempts failed") {
 		t.Fatalf("Write = %v, want a transient 503 after 4 attempts", err)
 	}
@@ -318,7 +322,7 @@ func TestHTTPGivesUp(t *testing.T) {
 		t.Errorf("%d requests, want 4 (1 + max_retries 3)", e.count())
 	}
 	e2 := newEndpoint(t, status(503, ""))
-	if err := newHTTP(t, sinks.HTTPConfig{URL: e2.srv.URL, MaxRetries: 0}).Write(t.Context(), []sinks.Record{rec(0, 1, "", "{}")}); err == nil || e2.count() != 1 {
+	if err := newHTTP(t, httpsink.Config{URL: e2.srv.URL, MaxRetries: 0}).Write(t.Context(), []record.Record{rec(0, 1, "", "{}")}); err == nil || e2.count() != 1 {
 		t.Errorf("max_retries 0: Write = %v after %d requests, want an error after 1", err, e2.count())
 	}
 }
@@ -327,7 +331,7 @@ func TestHTTPGivesUp(t *testing.T) {
 // record rejects that record; otherwise the whole request is refused.
 func TestHTTPClientErrors(t *testing.T) {
 	keyer, _ := sinks.NewKeyer("{{ .Value.id }}")
-	batch := []sinks.Record{rec(4, 10, "", `{"id":"a"}`), rec(4, 11, "", `{"id":"b"}`), rec(4, 12, "", `{"id":"c"}`)}
+	batch := []record.Record{rec(4, 10, "", `{"id":"a"}`), rec(4, 11, "", `{"id":"b"}`), rec(4, 12, "", `{"id":"c"}`)}
 	answer := func(code int, body string) fault {
 		return func(w http.ResponseWriter, _ func()) bool { w.WriteHeader(code); io.WriteString(w, body); return true }
 	}
@@ -352,9 +356,9 @@ func TestHTTPClientErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEndpoint(t, tc.answer)
-			s := newHTTP(t, sinks.HTTPConfig{URL: e.srv.URL, MaxRetries: 8, Keyer: keyer})
+			s := newHTTP(t, httpsink.Config{URL: e.srv.URL, MaxRetries: 8, Keyer: keyer})
 			err := s.Write(t.Context(), batch)
-			var re *sinks.RecordError
+			var re *record.Error
 			switch {
 			case err == nil:
 				t.Fatal("Write succeeded")
@@ -365,7 +369,7 @@ func TestHTTPClientErrors(t *testing.T) {
 			case tc.offset < 0 && errors.As(err, &re):
 				t.Errorf("Write = %v, want a plain error", err)
 			case tc.offset >= 0 && (!errors.As(err, &re) || re.Offset != tc.offset || re.Partition != 4):
-				t.Errorf("Write = %v, want a *RecordError for orders/4@%d", err, tc.offset)
+				t.Errorf("Write = %v, want a *record.Error for orders/4@%d", err, tc.offset)
 			}
 			if len(e.stored()) != 0 {
 				t.Errorf("%d records stored", len(e.stored()))
@@ -380,11 +384,11 @@ func TestHTTPCancelStopsRetries(t *testing.T) {
 		always[i] = status(503, "")
 	}
 	e := newEndpoint(t, always...)
-	s := newHTTP(t, sinks.HTTPConfig{URL: e.srv.URL, MaxRetries: 100, RetryWait: 20 * time.Millisecond})
+	s := newHTTP(t, httpsink.Config{URL: e.srv.URL, MaxRetries: 100, RetryWait: 20 * time.Millisecond})
 	ctx, cancel := context.WithCancel(t.Context())
 	time.AfterFunc(150*time.Millisecond, cancel)
 	start := time.Now()
-	err := s.Write(ctx, []sinks.Record{rec(0, 1, "", "{}")})
+	err := s.Write(ctx, []record.Record{rec(0, 1, "", "{}")})
 	if !errors.Is(err, context.Canceled) || time.Since(start) > time.Second {
 		t.Fatalf("Write = %v after %v, want context.Canceled soon after 150ms", err, time.Since(start))
 	}
@@ -399,11 +403,11 @@ func TestHTTPCancelStopsRetries(t *testing.T) {
 // gives up at once with a transient error.
 func TestHTTPDeadlineBeforeNextAttempt(t *testing.T) {
 	e := newEndpoint(t, status(429, "30"))
-	s := newHTTP(t, sinks.HTTPConfig{URL: e.srv.URL, MaxRetries: 8})
+	s := newHTTP(t, httpsink.Config{URL: e.srv.URL, MaxRetries: 8})
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
 	start := time.Now()
-	err := s.Write(ctx, []sinks.Record{rec(0, 1, "", "{}")})
+	err := s.Write(ctx, []record.Record{rec(0, 1, "", "{}")})
 	if err == nil || !sinks.Transient(err) || !strings.Contains(err.Error(), "past the write deadline") || time.Since(start) > time.Second {
 		t.Fatalf("Write = %v after %v, want a transient error at once", err, time.Since(start))
 	}
@@ -415,7 +419,7 @@ func TestHTTPRequestTimeout(t *testing.T) {
 	hang := func(http.ResponseWriter, func()) bool { <-release; return true }
 	e := newEndpoint(t, hang)
 	t.Cleanup(func() { close(release) }) // before the server closes: it waits for its handlers
-	s := newHTTP(t, sinks.HTTPConfig{URL: e.srv.URL, MaxRetries: 2, RequestTimeout: 100 * time.Millisecond})
+	s := newHTTP(t, httpsink.Config{URL: e.srv.URL, MaxRetries: 2, RequestTimeout: 100 * time.Millisecond})
 	mustWrite(t, s, rec(0, 1, "", "{}"))
 	if e.count() != 2 || len(e.stored()) != 1 {
 		t.Errorf("%d requests, %d stored, want 2 and 1", e.count(), len(e.stored()))
@@ -431,12 +435,12 @@ func TestHTTPSecretsNotShown(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens: connection refused
 	var logs strings.Builder
-	s, err := sinks.NewHTTP(sinks.HTTPConfig{URL: "http://user:pa55word@" + addr + "/hook?token=t0psecret", MaxRetries: 1, RetryWait: time.Millisecond,
+	s, err := httpsink.New(httpsink.Config{URL: "http://user:pa55word@" + addr + "/hook?token=t0psecret", MaxRetries: 1, RetryWait: time.Millisecond,
 		Headers: map[string]string{"Authorization": "Bearer s3cr3t"}, Log: zerolog.New(&logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = s.Write(t.Context(), []sinks.Record{rec(0, 1, "", "{}")})
+	err = s.Write(t.Context(), []record.Record{rec(0, 1, "", "{}")})
 	if err == nil || !sinks.Transient(err) {
 		t.Fatalf("Write = %v, want a transient connection error", err)
 	}
@@ -449,7 +453,7 @@ func TestHTTPSecretsNotShown(t *testing.T) {
 		t.Errorf("error %q does not name the endpoint", err)
 	}
 	for _, bad := range []string{"ftp://host/x", "http:///path", "://nope"} {
-		if _, err := sinks.NewHTTP(sinks.HTTPConfig{URL: bad}); err == nil {
+		if _, err := httpsink.New(httpsink.Config{URL: bad}); err == nil {
 			t.Errorf("NewHTTP(%q) succeeded", bad)
 		}
 	}

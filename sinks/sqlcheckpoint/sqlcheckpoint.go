@@ -1,4 +1,7 @@
-package sinks
+// Package sqlcheckpoint is the checkpoint table of the database sinks
+// (postgres, sqlite): the offset after each batch, written in the batch's
+// transaction (see sinks.CheckpointStore).
+package sqlcheckpoint
 
 import (
 	"context"
@@ -8,10 +11,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/sinks/encode"
 )
 
-// The checkpoint table of the database sinks, one row per group, topic and
-// partition:
+// The checkpoint table has one row per group, topic and partition:
 //
 //	"group" text, "topic" text, "partition" int (the primary key),
 //	"next_offset" bigint, "fingerprint" text, "run_id" text, "updated_at"
@@ -20,34 +24,49 @@ import (
 // never moves back within a run (a re-delivered batch leaves it), and is
 // replaced by the first batch of another run.
 
-func checkpointBatch(batch []Record) (topic string, partition int32, next int64) {
+// Config configures the checkpoint table of a database sink.
+type Config struct {
+	// Table is the checkpoint table, created when missing; "" for none.
+	Table string
+	// Group is the replay consumer group the checkpoints belong to.
+	Group string
+	// Fingerprint (the plan's) and RunID (the resolved run's) are stored
+	// with each checkpoint; only checkpoints of RunID are read back.
+	Fingerprint, RunID string
+}
+
+func checkpointBatch(batch []record.Record) (topic string, partition int32, next int64) {
 	return batch[0].Topic, batch[0].Partition, batch[len(batch)-1].Offset + 1
 }
 
-func checkCheckpointConfig(cfg CheckpointConfig) error {
+func checkConfig(cfg Config) error {
 	if cfg.Group == "" {
 		return fmt.Errorf("checkpoint table %s: no consumer group to record checkpoints for", cfg.Table)
 	}
 	return nil
 }
 
-// pgCheckpoints is the checkpoint table of a postgres sink.
-type pgCheckpoints struct {
-	name                string // as configured, for messages
-	cfg                 CheckpointConfig
+// Postgres is the checkpoint table of a postgres sink.
+type Postgres struct {
+	// Name is the table as configured, for messages.
+	Name string
+	// Reset deletes the checkpoints of a group ($1) and topic ($2).
+	Reset               string
+	cfg                 Config
 	create, upsert, sel string
-	reset               string
 }
 
-func newPGCheckpoints(cfg CheckpointConfig) (*pgCheckpoints, error) {
-	if err := checkCheckpointConfig(cfg); err != nil {
+// NewPostgres builds the statements of cfg's table; an error when cfg has
+// no group or the table name does not parse.
+func NewPostgres(cfg Config) (*Postgres, error) {
+	if err := checkConfig(cfg); err != nil {
 		return nil, err
 	}
-	t, err := quoteTable(cfg.Table)
+	t, err := encode.QuoteTable(cfg.Table)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint table %q: %w", cfg.Table, err)
 	}
-	return &pgCheckpoints{name: cfg.Table, cfg: cfg,
+	return &Postgres{Name: cfg.Table, cfg: cfg,
 		create: `CREATE TABLE IF NOT EXISTS ` + t + ` (
 	"group" text NOT NULL,
 	"topic" text NOT NULL,
@@ -64,26 +83,30 @@ ON CONFLICT ("group", "topic", "partition") DO UPDATE SET
 	"next_offset" = CASE WHEN c."run_id" = excluded."run_id" THEN GREATEST(c."next_offset", excluded."next_offset") ELSE excluded."next_offset" END,
 	"fingerprint" = excluded."fingerprint", "run_id" = excluded."run_id", "updated_at" = excluded."updated_at"`,
 		sel:   `SELECT "partition", "next_offset" FROM ` + t + ` WHERE "group" = $1 AND "topic" = $2 AND "run_id" = $3`,
-		reset: `DELETE FROM ` + t + ` WHERE "group" = $1 AND "topic" = $2`,
+		Reset: `DELETE FROM ` + t + ` WHERE "group" = $1 AND "topic" = $2`,
 	}, nil
 }
 
-// prepare creates the table when missing and checks the upsert against it.
-func (c *pgCheckpoints) prepare(ctx context.Context, pool *pgxpool.Pool) error {
-	if err := createTable(ctx, pool, c.name, c.create); err != nil {
+// Prepare creates the table when missing, running its CREATE TABLE IF NOT
+// EXISTS statement through create (the sink serializes table creation),
+// and checks the upsert against it.
+func (c *Postgres) Prepare(ctx context.Context, pool *pgxpool.Pool, create func(ctx context.Context, stmt string) error) error {
+	if err := create(ctx, c.create); err != nil {
 		return err
 	}
 	_, err := pool.Exec(ctx, "EXPLAIN "+c.upsert, c.cfg.Group, "", int32(0), int64(0), c.cfg.Fingerprint, c.cfg.RunID)
 	return err
 }
 
-// queue adds batch's checkpoint to b.
-func (c *pgCheckpoints) queue(b *pgx.Batch, batch []Record) {
+// Queue adds batch's checkpoint to b, to run in the batch's transaction.
+func (c *Postgres) Queue(b *pgx.Batch, batch []record.Record) {
 	topic, part, next := checkpointBatch(batch)
 	b.Queue(c.upsert, c.cfg.Group, topic, part, next, c.cfg.Fingerprint, c.cfg.RunID)
 }
 
-func (c *pgCheckpoints) read(ctx context.Context, pool *pgxpool.Pool, group, topic string) (map[int32]int64, error) {
+// Read returns the checkpoints of group and topic written by the run of
+// the table's Config.RunID.
+func (c *Postgres) Read(ctx context.Context, pool *pgxpool.Pool, group, topic string) (map[int32]int64, error) {
 	rows, err := pool.Query(ctx, c.sel, group, topic, c.cfg.RunID)
 	if err != nil {
 		return nil, err
@@ -98,23 +121,27 @@ func (c *pgCheckpoints) read(ctx context.Context, pool *pgxpool.Pool, group, top
 	return out, err
 }
 
-// sqliteCheckpoints is the checkpoint table of a sqlite sink.
-type sqliteCheckpoints struct {
-	name                string
-	cfg                 CheckpointConfig
+// SQLite is the checkpoint table of a sqlite sink.
+type SQLite struct {
+	// Name is the table as configured, for messages.
+	Name string
+	// Reset deletes the checkpoints of a group (?1) and topic (?2).
+	Reset               string
+	cfg                 Config
 	create, upsert, sel string
-	reset               string
 }
 
-func newSQLiteCheckpoints(cfg CheckpointConfig) (*sqliteCheckpoints, error) {
-	if err := checkCheckpointConfig(cfg); err != nil {
+// NewSQLite builds the statements of cfg's table; an error when cfg has no
+// group or the table name does not parse.
+func NewSQLite(cfg Config) (*SQLite, error) {
+	if err := checkConfig(cfg); err != nil {
 		return nil, err
 	}
-	t, err := quoteTable(cfg.Table)
+	t, err := encode.QuoteTable(cfg.Table)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint table %q: %w", cfg.Table, err)
 	}
-	return &sqliteCheckpoints{name: cfg.Table, cfg: cfg,
+	return &SQLite{Name: cfg.Table, cfg: cfg,
 		create: `CREATE TABLE IF NOT EXISTS ` + t + ` (
 	"group" TEXT NOT NULL,
 	"topic" TEXT NOT NULL,
@@ -131,11 +158,12 @@ ON CONFLICT ("group", "topic", "partition") DO UPDATE SET
 	"next_offset" = CASE WHEN "run_id" = excluded."run_id" THEN max("next_offset", excluded."next_offset") ELSE excluded."next_offset" END,
 	"fingerprint" = excluded."fingerprint", "run_id" = excluded."run_id", "updated_at" = excluded."updated_at"`,
 		sel:   `SELECT "partition", "next_offset" FROM ` + t + ` WHERE "group" = ? AND "topic" = ? AND "run_id" = ?`,
-		reset: `DELETE FROM ` + t + ` WHERE "group" = ? AND "topic" = ?`,
+		Reset: `DELETE FROM ` + t + ` WHERE "group" = ? AND "topic" = ?`,
 	}, nil
 }
 
-func (c *sqliteCheckpoints) prepare(ctx context.Context, db *sql.DB) error {
+// Prepare creates the table when missing and checks the upsert against it.
+func (c *SQLite) Prepare(ctx context.Context, db *sql.DB) error {
 	if _, err := db.ExecContext(ctx, c.create); err != nil {
 		return err
 	}
@@ -146,14 +174,16 @@ func (c *sqliteCheckpoints) prepare(ctx context.Context, db *sql.DB) error {
 	return stmt.Close()
 }
 
-// write records batch's checkpoint in tx.
-func (c *sqliteCheckpoints) write(ctx context.Context, tx *sql.Tx, batch []Record) error {
+// Write records batch's checkpoint in tx.
+func (c *SQLite) Write(ctx context.Context, tx *sql.Tx, batch []record.Record) error {
 	topic, part, next := checkpointBatch(batch)
 	_, err := tx.ExecContext(ctx, c.upsert, c.cfg.Group, topic, int64(part), next, c.cfg.Fingerprint, c.cfg.RunID)
 	return err
 }
 
-func (c *sqliteCheckpoints) read(ctx context.Context, db *sql.DB, group, topic string) (map[int32]int64, error) {
+// Read returns the checkpoints of group and topic written by the run of
+// the table's Config.RunID.
+func (c *SQLite) Read(ctx context.Context, db *sql.DB, group, topic string) (map[int32]int64, error) {
 	rows, err := db.QueryContext(ctx, c.sel, group, topic, c.cfg.RunID)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,6 @@
-package sinks
+// Package sqlite is the sink that upserts records into a table of a local
+// SQLite database file, one row per idempotency key.
+package sqlite
 
 import (
 	"context"
@@ -14,11 +16,15 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/encode"
+	"github.com/replay-tool/replay/sinks/sqlcheckpoint"
 )
 
-// SQLiteConfig configures a SQLite sink.
-type SQLiteConfig struct {
+// Config configures a SQLite sink.
+type Config struct {
 	// Path is the database file, created (with its directory) when missing.
 	Path string
 	// Table is an SQL name, optionally qualified by a schema ("main.orders").
@@ -34,18 +40,18 @@ type SQLiteConfig struct {
 	// idempotency key. Empty means the default layout.
 	Columns plan.Columns
 	// Checkpoints, when its Table is set, records the offset after each
-	// batch in that table, in the batch's transaction (see CheckpointStore).
-	Checkpoints CheckpointConfig
+	// batch in that table, in the batch's transaction (see sinks.CheckpointStore).
+	Checkpoints sqlcheckpoint.Config
 	// BusyTimeout is how long a Write waits for another connection (a second
 	// process on the same file) to release the write lock; default 10s.
 	BusyTimeout time.Duration
 	// Keyer computes the key column; nil means DefaultKey.
-	Keyer *Keyer
+	Keyer *sinks.Keyer
 	// Log receives diagnostics; the zero value discards them.
 	Log zerolog.Logger
 }
 
-// SQLite upserts records into one table of a local database file, one row
+// Sink upserts records into one table of a local database file, one row
 // per idempotency key, with the semantics of the postgres sink (column
 // mapping and checkpoint table included). The default layout is:
 //
@@ -67,14 +73,14 @@ type SQLiteConfig struct {
 // window again leaves the same table. Duplicate keys in one batch resolve
 // as separate batches would: with update the last offset wins, with ignore
 // the first.
-type SQLite struct {
+type Sink struct {
 	db     *sql.DB
 	name   string // Table as configured, for messages
 	path   string
-	keyer  *Keyer
-	cols   []column
+	keyer  *sinks.Keyer
+	cols   []encode.Column
 	upsert string
-	ckpt   *sqliteCheckpoints
+	ckpt   *sqlcheckpoint.SQLite
 	log    zerolog.Logger
 	// sem serializes Writes: SQLite has one writer at a time, and waiting
 	// here (unlike on a mutex) ends when the caller's context does.
@@ -86,27 +92,29 @@ type SQLite struct {
 }
 
 var (
-	_ Sink            = (*SQLite)(nil)
-	_ CheckpointStore = (*SQLite)(nil)
-	_ Resumer         = (*SQLite)(nil)
+	_ sinks.Sink            = (*Sink)(nil)
+	_ sinks.CheckpointStore = (*Sink)(nil)
+	_ sinks.Resumer         = (*Sink)(nil)
 )
 
 // Capabilities declares the checkpoint table and the resume check of the
 // database file.
-func (s *SQLite) Capabilities() Capabilities { return Capabilities{Checkpoints: s, Resumer: s} }
+func (s *Sink) Capabilities() sinks.Capabilities {
+	return sinks.Capabilities{Checkpoints: s, Resumer: s}
+}
 
-// defaultSQLiteBusyTimeout rides out another process's transaction without
+// defaultBusyTimeout rides out another process's transaction without
 // holding a partition back for long.
-const defaultSQLiteBusyTimeout = 10 * time.Second
+const defaultBusyTimeout = 10 * time.Second
 
-// NewSQLite opens (or creates) the database file, switches it to WAL,
+// New opens (or creates) the database file, switches it to WAL,
 // creates the table when asked, and checks that the table can take the
 // upsert (columns and a unique key).
-func NewSQLite(ctx context.Context, cfg SQLiteConfig) (*SQLite, error) {
+func New(ctx context.Context, cfg Config) (*Sink, error) {
 	if cfg.Path == "" {
 		return nil, errors.New("sqlite sink: empty path")
 	}
-	table, err := quoteTable(cfg.Table)
+	table, err := encode.QuoteTable(cfg.Table)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite sink: table %q: %w", cfg.Table, err)
 	}
@@ -118,22 +126,22 @@ func NewSQLite(ctx context.Context, cfg SQLiteConfig) (*SQLite, error) {
 	default:
 		return nil, fmt.Errorf("sqlite sink: on_conflict %q: want update or ignore", cfg.OnConflict)
 	}
-	cols, err := parseColumns(cfg.Columns, defaultColumns, true)
+	cols, err := encode.ParseColumns(cfg.Columns, encode.DefaultColumns(), true)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite sink: %w", err)
 	}
-	key, err := keyColumn(cols)
+	key, err := encode.KeyColumn(cols)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite sink: %w", err)
 	}
-	var ckpt *sqliteCheckpoints
+	var ckpt *sqlcheckpoint.SQLite
 	if cfg.Checkpoints.Table != "" {
-		if ckpt, err = newSQLiteCheckpoints(cfg.Checkpoints); err != nil {
+		if ckpt, err = sqlcheckpoint.NewSQLite(cfg.Checkpoints); err != nil {
 			return nil, fmt.Errorf("sqlite sink: %w", err)
 		}
 	}
 	if cfg.BusyTimeout <= 0 {
-		cfg.BusyTimeout = defaultSQLiteBusyTimeout
+		cfg.BusyTimeout = defaultBusyTimeout
 	}
 	dsn, err := sqliteDSN(cfg.Path, cfg.BusyTimeout)
 	if err != nil {
@@ -154,7 +162,7 @@ func NewSQLite(ctx context.Context, cfg SQLiteConfig) (*SQLite, error) {
 	// DSN then hold for every statement.
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(0)
-	s := &SQLite{db: db, name: cfg.Table, path: cfg.Path, keyer: cfg.Keyer, cols: cols, upsert: sqliteUpsertSQL(table, cols, key, ignore),
+	s := &Sink{db: db, name: cfg.Table, path: cfg.Path, keyer: cfg.Keyer, cols: cols, upsert: sqliteUpsertSQL(table, cols, key, ignore),
 		ckpt: ckpt, log: cfg.Log, sem: make(chan struct{}, 1), created: created}
 	if err := s.prepare(ctx, table, sqliteCreateTableSQL(table, cols, key), cfg.CreateTable); err != nil {
 		db.Close()
@@ -184,7 +192,7 @@ func sqliteDSN(path string, busy time.Duration) (string, error) {
 		abs, max(busy.Milliseconds(), 1)), nil
 }
 
-func (s *SQLite) prepare(ctx context.Context, table, createSQL string, create bool) error {
+func (s *Sink) prepare(ctx context.Context, table, createSQL string, create bool) error {
 	if err := s.db.PingContext(ctx); err != nil {
 		return fmt.Errorf("sqlite sink: open %s: %w", s.path, err)
 	}
@@ -218,8 +226,8 @@ func (s *SQLite) prepare(ctx context.Context, table, createSQL string, create bo
 		return err
 	}
 	if s.ckpt != nil {
-		if err := s.ckpt.prepare(ctx, s.db); err != nil {
-			return fmt.Errorf("sqlite sink: checkpoint table %s: %w", s.ckpt.name, err)
+		if err := s.ckpt.Prepare(ctx, s.db); err != nil {
+			return fmt.Errorf("sqlite sink: checkpoint table %s: %w", s.ckpt.Name, err)
 		}
 	}
 	return nil
@@ -229,7 +237,7 @@ func (s *SQLite) prepare(ctx context.Context, table, createSQL string, create bo
 // for partition and offset, TEXT for the others (JSON and timestamps
 // included); the key column is the primary key. For the default layout it
 // is the DDL of the first versions.
-func sqliteCreateTableSQL(table string, cols []column, key int) string {
+func sqliteCreateTableSQL(table string, cols []encode.Column, key int) string {
 	var b strings.Builder
 	b.WriteString(`CREATE TABLE IF NOT EXISTS ` + table + ` (`)
 	for i, c := range cols {
@@ -237,14 +245,14 @@ func sqliteCreateTableSQL(table string, cols []column, key int) string {
 			b.WriteString(",")
 		}
 		typ := "TEXT"
-		if c.field.Kind == plan.FieldPartition || c.field.Kind == plan.FieldOffset {
+		if c.Field.Kind == plan.FieldPartition || c.Field.Kind == plan.FieldOffset {
 			typ = "INTEGER"
 		}
-		b.WriteString("\n\t" + sqliteName(c.name) + " " + typ)
+		b.WriteString("\n\t" + encode.QuoteIdent(c.Name) + " " + typ)
 		switch {
 		case i == key:
 			b.WriteString(" NOT NULL PRIMARY KEY")
-		case c.notNull():
+		case c.NotNull():
 			b.WriteString(" NOT NULL")
 		}
 	}
@@ -252,19 +260,16 @@ func sqliteCreateTableSQL(table string, cols []column, key int) string {
 	return b.String()
 }
 
-// sqliteName quotes a column name.
-func sqliteName(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
-
 // sqliteUpsertSQL upserts one row. Rows are upserted in offset order, so
 // duplicate keys in a batch resolve as separate batches would. An update
 // that would change nothing is skipped, so a re-delivery does not rewrite
 // identical rows.
-func sqliteUpsertSQL(table string, cols []column, key int, ignore bool) string {
+func sqliteUpsertSQL(table string, cols []encode.Column, key int, ignore bool) string {
 	names := make([]string, len(cols))
 	marks := make([]string, len(cols))
 	var set, old, new []string
 	for i, c := range cols {
-		names[i], marks[i] = sqliteName(c.name), "?"
+		names[i], marks[i] = encode.QuoteIdent(c.Name), "?"
 		if i != key {
 			set = append(set, names[i]+" = excluded."+names[i])
 			old = append(old, names[i])
@@ -284,15 +289,15 @@ WHERE (` + strings.Join(old, ", ") + `)
 
 // sqliteRow is one row of the upsert.
 type sqliteRow struct {
-	rec  *Record
+	rec  *record.Record
 	args []any
 }
 
 // Write upserts batch in one transaction. A key template failing on a
-// record returns its *RecordError and writes nothing; so does a row the
+// record returns its *record.Error and writes nothing; so does a row the
 // database rejects (a constraint of a table made by hand, a value too big).
 // Any other failure is a plain error, and nothing is written.
-func (s *SQLite) Write(ctx context.Context, batch []Record) error {
+func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if len(batch) == 0 {
 		return nil
 	}
@@ -317,7 +322,7 @@ func (s *SQLite) Write(ctx context.Context, batch []Record) error {
 	return nil
 }
 
-func (s *SQLite) rows(batch []Record) ([]sqliteRow, error) {
+func (s *Sink) rows(batch []record.Record) ([]sqliteRow, error) {
 	rows := make([]sqliteRow, len(batch))
 	for i := range batch {
 		r := &batch[i]
@@ -333,17 +338,17 @@ func (s *SQLite) rows(batch []Record) ([]sqliteRow, error) {
 // values are r's column values: integers for partition and offset, text
 // for the others (timestamps as RFC 3339 in UTC with milliseconds, which
 // sorts as time does), nil for NULL.
-func (s *SQLite) values(r *Record, key string) []any {
-	cs := cells{r: r, key: key}
+func (s *Sink) values(r *record.Record, key string) []any {
+	cs := encode.Cells{Record: r, Key: key}
 	out := make([]any, len(s.cols))
 	for i, c := range s.cols {
-		switch c.field.Kind {
+		switch c.Field.Kind {
 		case plan.FieldPartition:
 			out[i] = int64(r.Partition)
 		case plan.FieldOffset:
 			out[i] = r.Offset
 		default:
-			if v, ok := cs.text(c); ok {
+			if v, ok := cs.Text(c); ok {
 				out[i] = v
 			}
 		}
@@ -351,7 +356,7 @@ func (s *SQLite) values(r *Record, key string) []any {
 	return out
 }
 
-func (s *SQLite) upsertRows(ctx context.Context, rows []sqliteRow, batch []Record) (err error) {
+func (s *Sink) upsertRows(ctx context.Context, rows []sqliteRow, batch []record.Record) (err error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return sqliteTransient(fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, s.ctxErr(ctx, err)))
@@ -370,14 +375,14 @@ func (s *SQLite) upsertRows(ctx context.Context, rows []sqliteRow, batch []Recor
 		if _, err := stmt.ExecContext(ctx, rows[i].args...); err != nil {
 			err = fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, s.ctxErr(ctx, err))
 			if sqliteRejectsData(err) {
-				return recordError(rows[i].rec, err)
+				return record.NewError(rows[i].rec, err)
 			}
 			return sqliteTransient(err)
 		}
 	}
 	if s.ckpt != nil {
-		if err := s.ckpt.write(ctx, tx, batch); err != nil {
-			return sqliteTransient(fmt.Errorf("sqlite sink: checkpoint in %s: %w", s.ckpt.name, s.ctxErr(ctx, err)))
+		if err := s.ckpt.Write(ctx, tx, batch); err != nil {
+			return sqliteTransient(fmt.Errorf("sqlite sink: checkpoint in %s: %w", s.ckpt.Name, s.ctxErr(ctx, err)))
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -393,7 +398,7 @@ func sqliteTransient(err error) error {
 	if errors.As(err, &e) {
 		switch e.Code() & 0xff {
 		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-			return &TransientError{Err: err}
+			return &sinks.TransientError{Err: err}
 		}
 	}
 	return err
@@ -401,7 +406,7 @@ func sqliteTransient(err error) error {
 
 // ctxErr returns the context's error when the context ended (the driver
 // reports an interrupted statement in its own words), else err.
-func (s *SQLite) ctxErr(ctx context.Context, err error) error {
+func (s *Sink) ctxErr(ctx context.Context, err error) error {
 	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 		return fmt.Errorf("%w (%v)", cerr, err)
 	}
@@ -430,7 +435,7 @@ func sqliteRejectsData(err error) bool {
 // database or table deleted since). Rows are not counted: a mapped table
 // need not have a partition or offset column, and rows of other runs may
 // share it.
-func (s *SQLite) CheckResume(points []ResumePoint) error {
+func (s *Sink) CheckResume(points []sinks.ResumePoint) error {
 	if s.created == "" {
 		return nil
 	}
@@ -446,24 +451,24 @@ func (s *SQLite) CheckResume(points []ResumePoint) error {
 }
 
 // Finish does nothing: every Write is already committed.
-func (s *SQLite) Finish(context.Context) error { return nil }
+func (s *Sink) Finish(context.Context) error { return nil }
 
 // Checkpoints returns the offsets the sink's checkpoint table holds for
-// group and topic, written by this run (CheckpointConfig.RunID); none
+// group and topic, written by this run (sqlcheckpoint.Config.RunID); none
 // without a checkpoint table.
-func (s *SQLite) Checkpoints(ctx context.Context, group, topic string) (map[int32]int64, error) {
+func (s *Sink) Checkpoints(ctx context.Context, group, topic string) (map[int32]int64, error) {
 	if s.ckpt == nil {
 		return nil, nil
 	}
-	out, err := s.ckpt.read(ctx, s.db, group, topic)
+	out, err := s.ckpt.Read(ctx, s.db, group, topic)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite sink: read checkpoints from %s: %w", s.ckpt.name, err)
+		return nil, fmt.Errorf("sqlite sink: read checkpoints from %s: %w", s.ckpt.Name, err)
 	}
 	return out, nil
 }
 
 // ResetCheckpoints deletes the checkpoints of group and topic.
-func (s *SQLite) ResetCheckpoints(ctx context.Context, group, topic string) error {
+func (s *Sink) ResetCheckpoints(ctx context.Context, group, topic string) error {
 	if s.ckpt == nil {
 		return nil
 	}
@@ -471,21 +476,27 @@ func (s *SQLite) ResetCheckpoints(ctx context.Context, group, topic string) erro
 	case s.sem <- struct{}{}:
 		defer func() { <-s.sem }()
 	case <-ctx.Done():
-		return fmt.Errorf("sqlite sink: reset checkpoints in %s: %w", s.ckpt.name, ctx.Err())
+		return fmt.Errorf("sqlite sink: reset checkpoints in %s: %w", s.ckpt.Name, ctx.Err())
 	}
-	if _, err := s.db.ExecContext(ctx, s.ckpt.reset, group, topic); err != nil {
-		return fmt.Errorf("sqlite sink: reset checkpoints in %s: %w", s.ckpt.name, err)
+	if _, err := s.db.ExecContext(ctx, s.ckpt.Reset, group, topic); err != nil {
+		return fmt.Errorf("sqlite sink: reset checkpoints in %s: %w", s.ckpt.Name, err)
 	}
 	return nil
 }
 
 // Close closes the database.
-func (s *SQLite) Close() error {
+func (s *Sink) Close() error {
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("sqlite sink: close %s: %w", s.path, err)
 	}
 	return nil
 }
 
-// sqliteTimeLayout is RFC 3339 with milliseconds; in UTC it ends in Z.
-const sqliteTimeLayout = "2006-01-02T15:04:05.000Z07:00"
+// absPath is path made absolute for a message, or path as it is when the
+// working directory is unknown.
+func absPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
+}

@@ -1,0 +1,57 @@
+// Package stdout is the sink that prints records as JSON lines to a
+// stream, for previews and pipes.
+package stdout
+
+import (
+	"context"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/encode"
+)
+
+// Sink writes records as JSONL (see encode.AppendJSONL) to a stream, for previews
+// and pipes. It cannot take back what it printed, so a resumed run may print
+// a record twice: use it for looking, not for delivery.
+type Sink struct {
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte
+}
+
+var _ sinks.Sink = (*Sink)(nil)
+
+// Capabilities: stdout offers nothing beyond Write.
+func (s *Sink) Capabilities() sinks.Capabilities { return sinks.Capabilities{} }
+
+// New returns a sink writing to w (os.Stdout when nil).
+func New(w io.Writer) *Sink {
+	if w == nil {
+		w = os.Stdout
+	}
+	return &Sink{w: w}
+}
+
+// Write prints batch, one JSON object per line.
+func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.buf = s.buf[:0]
+	for i := range batch {
+		s.buf = encode.AppendJSONL(s.buf, &batch[i])
+	}
+	_, err := s.w.Write(s.buf)
+	return err
+}
+
+// Finish does nothing: every Write is already printed.
+func (s *Sink) Finish(context.Context) error { return nil }
+
+// Close does nothing.
+func (s *Sink) Close() error { return nil }
