@@ -65,9 +65,13 @@ func checkOutputPath(path string, perPartition bool) error {
 		}
 		return nil
 	}
-	// Each level of the pattern holding the placeholder: what exists there
-	// for some partition must be a directory, except the last level, which
-	// must not be.
+	return checkPartitionPaths(path)
+}
+
+// checkPartitionPaths checks each level of the per_partition pattern path
+// that holds the placeholder: what exists there for some partition must be
+// a directory, except at the last level, where it must not be.
+func checkPartitionPaths(path string) error {
 	elems := strings.Split(filepath.ToSlash(path), "/")
 	for i, el := range elems {
 		if !strings.Contains(el, plan.PartitionPlaceholder) {

@@ -33,8 +33,9 @@ type ResumeError struct {
 }
 
 // Error says what is missing and the ways out: run from the first run's
-// working directory, restore the files, or replay the window from its
-// start (the command that does it is named as the CLI spells it).
+// working directory, restore Restore, or replay the window from its start,
+// for now in the words of the CLI's command for it; a caller that words
+// its own remedy builds it from the fields.
 func (e *ResumeError) Error() string {
 	more := ""
 	if e.More > 0 {
@@ -45,6 +46,8 @@ func (e *ResumeError) Error() string {
 		"sink path is resolved against it) or restore %s; or replay the window again from its start with 'replay run PLAN --restart'",
 		e.Partition, e.Committed, e.Start, e.End, e.Missing, more, e.Restore)
 }
+
+var _ error = (*ResumeError)(nil)
 
 // resumeError is the *ResumeError of bad, the partitions missing records.
 func resumeError(bad []ResumePoint, missing, restore string) error {

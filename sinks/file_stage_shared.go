@@ -13,7 +13,8 @@ import (
 // partition's in offset order. A re-delivered record (offset below what the
 // file holds for its partition) is dropped: the file already holds the same
 // line. Finish publishes the file by a hard link: the output is written to
-// disk once.
+// disk once. Its lines are the output's, JSONL (AppendJSONL), encoded in
+// pieces of a batch (sharedPiece): the interleaved layout serves JSONL only.
 type sharedStager struct {
 	mu  *sync.Mutex // File.mu
 	dir string
