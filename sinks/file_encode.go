@@ -1,0 +1,200 @@
+package sinks
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/tidwall/gjson"
+)
+
+// encoder is the format of a file sink: how records become the lines of a
+// staging file, and staging lines the lines of the output. Every staging
+// line is one JSON object holding the record's "offset", whatever the
+// format, so that a re-delivery can cut the staging back to an offset.
+//
+// One encoder serves every partition and keeps no state of its own: the
+// buffers of a partition (lineBuf) are passed in by whoever holds that
+// partition's lock. It is safe for concurrent use.
+type encoder interface {
+	// header is what an output file starts with (nil for none).
+	header() []byte
+	// encode puts batch's staging lines in lb.buf, replacing what it held.
+	// A record it cannot encode (a key template failing on it returns its
+	// *RecordError) fails the whole batch: nothing of it is in lb.buf.
+	encode(lb *lineBuf, batch []Record) error
+	// lineOffset is the Kafka offset of a staging line, false when the line
+	// holds none.
+	lineOffset(line []byte) (int64, bool)
+	// verbatim reports whether the output's lines are the staging lines
+	// byte for byte: a staging file can then be published as it is.
+	verbatim() bool
+	// copyLines writes the output lines of the complete staging lines src
+	// holds to dst.
+	copyLines(dst io.Writer, src io.Reader) error
+}
+
+var (
+	_ encoder = jsonlEncoder{}
+	_ encoder = (*csvEncoder)(nil)
+)
+
+// lineBuf is the encoding buffer of one partition.
+type lineBuf struct {
+	buf []byte
+	// row encodes a CSV row; nil until a CSV encoder needs it.
+	row *csvRow
+}
+
+// release drops an outsized buffer: one huge batch or record must not pin
+// its memory for the rest of the run.
+func (lb *lineBuf) release() {
+	if cap(lb.buf) > 4<<20 {
+		lb.buf = nil
+	}
+}
+
+// stagedOffset is the "offset" of a staging line (see encoder.lineOffset).
+func stagedOffset(line []byte) (int64, bool) {
+	off := gjson.GetBytes(line, "offset")
+	return off.Int(), off.Exists()
+}
+
+// jsonlEncoder writes newline-delimited JSON (AppendJSONL): the staging
+// lines are the output lines.
+type jsonlEncoder struct{}
+
+func (jsonlEncoder) header() []byte { return nil }
+
+func (jsonlEncoder) encode(lb *lineBuf, batch []Record) error {
+	lb.buf = lb.buf[:0]
+	for i := range batch {
+		lb.buf = AppendJSONL(lb.buf, &batch[i])
+	}
+	return nil
+}
+
+func (jsonlEncoder) lineOffset(line []byte) (int64, bool) { return stagedOffset(line) }
+
+func (jsonlEncoder) verbatim() bool { return true }
+
+func (jsonlEncoder) copyLines(dst io.Writer, src io.Reader) error {
+	_, err := io.Copy(dst, src)
+	return err
+}
+
+// csvEncoder writes CSV with a header row of the column names; fields are
+// quoted as RFC 4180 says (encoding/csv), lines end in LF, and NULL is an
+// empty field. Its staging lines are {"offset":N,"csv":"<row>"}.
+type csvEncoder struct {
+	cols  []column
+	keyed bool // a column holds the idempotency key
+	keyer *Keyer
+}
+
+// csvRow is the buffers of one partition that encode a CSV row.
+type csvRow struct {
+	b      bytes.Buffer
+	w      *csv.Writer
+	fields []string
+}
+
+func (e *csvEncoder) header() []byte {
+	var b bytes.Buffer
+	names := make([]string, len(e.cols))
+	for i, c := range e.cols {
+		names[i] = c.name
+	}
+	_ = writeCSVRow(csv.NewWriter(&b), names) // a bytes.Buffer does not fail
+	return b.Bytes()
+}
+
+func (e *csvEncoder) encode(lb *lineBuf, batch []Record) error {
+	lb.buf = lb.buf[:0]
+	if lb.row == nil {
+		lb.row = &csvRow{fields: make([]string, len(e.cols))}
+		lb.row.w = csv.NewWriter(&lb.row.b)
+	}
+	row := lb.row
+	for i := range batch {
+		r := &batch[i]
+		cs := cells{r: r}
+		if e.keyed {
+			key, err := e.keyer.Key(r)
+			if err != nil {
+				return err
+			}
+			cs.key = key
+		}
+		for c, col := range e.cols {
+			row.fields[c], _ = cs.text(col) // NULL is an empty field
+		}
+		row.b.Reset()
+		if err := writeCSVRow(row.w, row.fields); err != nil {
+			return fmt.Errorf("file sink: partition %d offset %d: %w", r.Partition, r.Offset, err)
+		}
+		lb.buf = append(lb.buf, `{"offset":`...)
+		lb.buf = strconv.AppendInt(lb.buf, r.Offset, 10)
+		lb.buf = append(lb.buf, `,"csv":`...)
+		lb.buf = appendJSONBytes(lb.buf, row.b.Bytes())
+		lb.buf = append(lb.buf, "}\n"...)
+	}
+	return nil
+}
+
+func (e *csvEncoder) lineOffset(line []byte) (int64, bool) { return stagedOffset(line) }
+
+func (e *csvEncoder) verbatim() bool { return false }
+
+// copyLines writes the row of each staging line.
+func (e *csvEncoder) copyLines(dst io.Writer, src io.Reader) error {
+	r := bufio.NewReaderSize(src, 1<<20)
+	for {
+		line, err := readLine(r)
+		if len(line) > 0 {
+			row := gjson.GetBytes(line, "csv")
+			if row.Type != gjson.String {
+				return errors.New("staging line without its csv row: the staging file is not replay's")
+			}
+			if _, err := io.WriteString(dst, row.Str); err != nil {
+				return err
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func writeCSVRow(w *csv.Writer, fields []string) error {
+	if err := w.Write(fields); err != nil {
+		return err
+	}
+	w.Flush()
+	return w.Error()
+}
+
+// readLine reads the next line, '\n' included (io.EOF after a last line
+// without one). The line stays valid until the next call only when it fits
+// r's buffer; a longer one is copied: the next ReadSlice overwrites the
+// buffer a line points into (lines over 1 MiB, e.g. a binary value escaped
+// 6x, read a wrong offset or failed the rewind).
+func readLine(r *bufio.Reader) ([]byte, error) {
+	line, err := r.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return line, err
+	}
+	long := append([]byte(nil), line...)
+	for errors.Is(err, bufio.ErrBufferFull) {
+		line, err = r.ReadSlice('\n')
+		long = append(long, line...)
+	}
+	return long, err
+}

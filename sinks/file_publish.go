@@ -1,0 +1,339 @@
+package sinks
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/replay-tool/replay/plan"
+)
+
+// output is what Finish publishes the staging as: one file at path, or
+// with perPartition one file per partition (path holds {partition}), in
+// the format of enc.
+type output struct {
+	path         string
+	perPartition bool
+	enc          encoder
+}
+
+// output is the sink's output.
+func (s *File) output() output {
+	return output{path: s.Path, perPartition: s.perPartition, enc: s.enc}
+}
+
+// partitionPath is the output file of partition p with perPartition.
+func (o output) partitionPath(p int32) string {
+	return strings.ReplaceAll(o.path, plan.PartitionPlaceholder, strconv.Itoa(int(p)))
+}
+
+// Finish publishes the staged output: partition files concatenated in
+// partition order into Path (after the header row of a CSV file), or with
+// PerPartition each partition's into its own file, atomically. With no
+// staging left (a finished run), it leaves the output alone, creating Path
+// empty (a CSV file with its header row) if it does not exist. Staging of
+// another run is discarded, never published.
+func (s *File) Finish(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dir := s.stagingDir()
+	if err := os.RemoveAll(s.doneDir()); err != nil {
+		return fmt.Errorf("file sink: %w", err)
+	}
+	if !s.stage.active() {
+		// Nothing written by this process: staging left by another run must
+		// not be published as this run's output (it was, when this run's
+		// window was empty). prepareStaging discards it; this run's own
+		// staging (a resume after a crash) is kept.
+		if _, err := os.Stat(dir); err == nil {
+			if err := s.prepareStaging(); err != nil {
+				return fmt.Errorf("file sink: staging directory: %w", err)
+			}
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(s.Path); errors.Is(err, os.ErrNotExist) && !s.perPartition {
+			return writeFileSync(s.Path, s.enc.header())
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("file sink: %w", err)
+	}
+	if err := s.stage.publish(ctx, s.output(), entries); err != nil {
+		return err
+	}
+	return s.dropStaging()
+}
+
+// dropStaging removes the published staging directory. Called with s.mu
+// held.
+func (s *File) dropStaging() error {
+	s.stage.close()
+	// Rename, then remove: os.RemoveAll is not atomic, and a crash halfway
+	// through it left a staging directory missing some partitions, which
+	// the next Finish published as the whole output.
+	if err := os.Rename(s.stagingDir(), s.doneDir()); err != nil {
+		return fmt.Errorf("file sink: %w", err)
+	}
+	// Durable before the removal: a power loss must not bring back a
+	// staging directory whose files are the published outputs.
+	if err := syncDir(filepath.Dir(s.stagingDir())); err != nil {
+		return fmt.Errorf("file sink: %w", err)
+	}
+	return os.RemoveAll(s.doneDir())
+}
+
+// publish publishes the partitions' staging files: concatenated in
+// partition order into out (a temporary file renamed over it), so that the
+// same window always produces byte-identical output; with perPartition each
+// as its own file, a JSONL one by a hard link instead of a copy.
+func (st *partStager) publish(ctx context.Context, out output, entries []os.DirEntry) error {
+	var parts []int32
+	for _, e := range entries {
+		n := strings.TrimSuffix(strings.TrimPrefix(e.Name(), "partition-"), ".jsonl")
+		if p, err := strconv.ParseInt(n, 10, 32); err == nil && n != e.Name() {
+			parts = append(parts, int32(p))
+		}
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+	if !out.perPartition {
+		if err := st.concat(ctx, out.path, out.enc, parts); err != nil {
+			return fmt.Errorf("file sink: publish %s: %w", out.path, err)
+		}
+		return nil
+	}
+	for _, p := range parts {
+		var err error
+		if out.enc.verbatim() {
+			err = st.link(ctx, p, out.partitionPath(p))
+		} else {
+			err = st.concat(ctx, out.partitionPath(p), out.enc, []int32{p})
+		}
+		if err != nil {
+			return fmt.Errorf("file sink: publish %s: %w", out.partitionPath(p), err)
+		}
+	}
+	return nil
+}
+
+// concat writes the output lines of the staging files of parts, in order,
+// after enc's header to path: a temporary file, fsynced and renamed over
+// path.
+func (st *partStager) concat(ctx context.Context, path string, enc encoder, parts []int32) error {
+	return writeAtomic(path, func(f *os.File) error {
+		w := bufio.NewWriterSize(f, 1<<20)
+		if _, err := w.Write(enc.header()); err != nil {
+			return err
+		}
+		for _, p := range parts {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := st.appendCompleteLines(w, p); err != nil {
+				return err
+			}
+		}
+		return w.Flush()
+	})
+}
+
+// appendCompleteLines writes the output lines of the complete lines of
+// partition p's staging file to dst.
+func (st *partStager) appendCompleteLines(dst io.Writer, p int32) error {
+	f, err := os.Open(st.file(p))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	end := st.end(p)
+	if end < 0 {
+		if end, _, err = scanLines(f, st.enc, -1); err != nil {
+			return err
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+	}
+	return st.enc.copyLines(dst, io.LimitReader(f, end))
+}
+
+// link publishes partition p's JSONL staging file as the output file dst:
+// complete lines only, fsynced, linked over it.
+func (st *partStager) link(ctx context.Context, p int32, dst string) error {
+	path := st.file(p)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	end := st.end(p)
+	if end < 0 {
+		if end, _, err = scanLines(f, st.enc, -1); err != nil {
+			return err
+		}
+	}
+	if err := f.Truncate(end); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	return linkOver(ctx, path, dst, end)
+}
+
+// publish publishes the staging file as out: complete lines only, fsynced,
+// then hard-linked under a temporary name and renamed over out. The
+// staging file left by an earlier process (a crash after the last commit)
+// is recovered first. Without a staging file (nothing was written), out is
+// created empty.
+func (st *sharedStager) publish(ctx context.Context, out output, _ []os.DirEntry) error {
+	if err := st.publishFile(ctx, out.path); err != nil {
+		return fmt.Errorf("file sink: publish %s: %w", out.path, err)
+	}
+	return nil
+}
+
+func (st *sharedStager) publishFile(ctx context.Context, dst string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if st.shared == nil {
+		if _, err := os.Stat(st.path()); errors.Is(err, os.ErrNotExist) {
+			return writeFileSync(dst, nil)
+		}
+		sh, err := openShared(st.path(), st.floor)
+		if err != nil {
+			return err
+		}
+		st.shared = sh
+	}
+	sh := st.shared
+	sh.mu.Lock()
+	size, broken := sh.size, sh.broken
+	sh.mu.Unlock()
+	if broken != nil {
+		return fmt.Errorf("an earlier write failed and could not be undone: %w", broken)
+	}
+	if err := sh.f.Truncate(size); err != nil {
+		return err
+	}
+	if err := sh.sync(); err != nil {
+		return err
+	}
+	return linkOver(ctx, st.path(), dst, size)
+}
+
+// linkOver makes dst a hard link to src atomically: a link under a
+// temporary name in dst's directory, renamed over dst, and the directory
+// fsynced. Where the file system has no hard links, it copies src's first
+// size bytes instead (copyOver). src stays: a crash before the staging is
+// removed publishes it again.
+func linkOver(ctx context.Context, src, dst string, size int64) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	if a, err := os.Stat(src); err == nil {
+		if b, err := os.Stat(dst); err == nil && os.SameFile(a, b) {
+			return syncDir(filepath.Dir(dst)) // published before a crash: renaming a link over itself would leave the link
+		}
+	}
+	tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-link")
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := os.Link(src, tmp); err != nil {
+		if !linksUnsupported(err) {
+			return err
+		}
+		return copyOver(ctx, src, dst, size)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncDir(filepath.Dir(dst))
+}
+
+// copyOver publishes src's first size bytes as dst (writeAtomic).
+func copyOver(ctx context.Context, src, dst string, size int64) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	return writeAtomic(dst, func(f *os.File) error {
+		if _, err := io.Copy(f, io.LimitReader(in, size)); err != nil {
+			return err
+		}
+		return ctx.Err()
+	})
+}
+
+// linksUnsupported reports whether err, from os.Link, says the file system
+// (FAT, some network and FUSE file systems) cannot hard-link the file.
+func linksUnsupported(err error) bool {
+	for _, errno := range []syscall.Errno{syscall.EPERM, syscall.EXDEV, syscall.EMLINK, syscall.ENOTSUP, syscall.EOPNOTSUPP, syscall.ENOSYS} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	return false
+}
+
+// writeAtomic makes path the file that fill writes: a temporary file in
+// path's directory (mode 0644), fsynced and renamed over path, and the
+// directory fsynced. Readers of path see the old file or the whole new one.
+func writeAtomic(path string, fill func(*os.File) error) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	defer tmp.Close()
+	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes it 0600
+		return err
+	}
+	if err := fill(tmp); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// writeFileSync makes data the contents of path, durably and atomically.
+func writeFileSync(path string, data []byte) error {
+	return writeAtomic(path, func(f *os.File) error {
+		_, err := f.Write(data)
+		return err
+	})
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

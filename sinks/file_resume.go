@@ -1,0 +1,342 @@
+package sinks
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// ResumeError is a file sink's refusal to resume (CheckResume): the replay
+// group records Partition as replayed up to offset Committed, but its
+// records before that offset are neither in this run's staging nor in the
+// published output, so resuming would publish the remainder of the window
+// only.
+type ResumeError struct {
+	// Partition, Committed, Start and End are the first partition missing
+	// records: its committed offset and its range [Start, End).
+	Partition             int32
+	Committed, Start, End int64
+	// Missing says what is missing or wrong, naming absolute paths.
+	Missing string
+	// More is how many other partitions miss records too.
+	More int
+	// Restore is the absolute path to restore: the staging directory, or
+	// the published output.
+	Restore string
+}
+
+// Error says what is missing and the ways out: run from the first run's
+// working directory, restore Restore, or replay the window from its start,
+// for now in the words of the CLI's command for it; a caller that words
+// its own remedy builds it from the fields.
+func (e *ResumeError) Error() string {
+	more := ""
+	if e.More > 0 {
+		more = fmt.Sprintf(" (and %d more partitions)", e.More)
+	}
+	return fmt.Sprintf("file sink: the replay group records partition %d as replayed up to offset %d (its range is [%d, %d)), but %s%s: "+
+		"the output would lack the records before that offset. Run replay from the working directory of the first run (a relative "+
+		"sink path is resolved against it) or restore %s; or replay the window again from its start with 'replay run PLAN --restart'",
+		e.Partition, e.Committed, e.Start, e.End, e.Missing, more, e.Restore)
+}
+
+var _ error = (*ResumeError)(nil)
+
+// resumeError is the *ResumeError of bad, the partitions missing records.
+func resumeError(bad []ResumePoint, missing, restore string) error {
+	p := bad[0]
+	return &ResumeError{Partition: p.Partition, Committed: p.Committed, Start: p.Start, End: p.End,
+		Missing: missing, More: len(bad) - 1, Restore: restore}
+}
+
+// CheckResume implements Resumer. The records of a partition replayed past
+// its start must be in this run's staging (the partition's staging file
+// exists, in a staging directory of this run's identity) or, once every
+// partition is finished and Finish removed the staging, in the published
+// output (Path, or each partition's file with PerPartition). Anything else
+// means the staging was deleted or replaced by a run of another plan
+// writing to the same path, or this process resolves a relative Path
+// against another working directory than the first run did: resuming would
+// publish the remainder of the window only. It returns a *ResumeError then.
+func (s *File) CheckResume(points []ResumePoint) error {
+	var past []ResumePoint // replayed past their start
+	finished := true
+	for _, p := range points {
+		if p.Committed > p.Start {
+			past = append(past, p)
+		}
+		finished = finished && p.Committed >= p.End
+	}
+	if len(past) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stage.setFloor(durableFloor(points))
+	dir := s.stagingDir()
+	owner, err := os.ReadFile(filepath.Join(dir, runIDFile))
+	switch {
+	case err == nil && string(owner) == s.runID:
+		return s.checkStaging(past)
+	case err == nil:
+		return resumeError(past, fmt.Sprintf("the staging directory %s belongs to another run (identity %s, this run's is %s) writing to the same path, "+
+			"which replaced this run's staging", absPath(dir), strings.TrimSpace(string(owner)), s.runID), absPath(dir))
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("file sink: %w", err)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		return resumeError(past, fmt.Sprintf("the staging directory %s has no %s file naming its run", absPath(dir), runIDFile), absPath(dir))
+	}
+	if !finished {
+		return resumeError(past, fmt.Sprintf("the staging directory %s does not exist", absPath(dir)), absPath(dir))
+	}
+	// Finished: Finish published the output and removed the staging, which
+	// is what a re-run of a finished plan finds.
+	return s.checkPublished(past)
+}
+
+// durableFloor is the largest durable position the commits of points
+// recorded: recovery may cut a damaged staging file past it, never below.
+func durableFloor(points []ResumePoint) int64 {
+	var floor int64
+	for _, p := range points {
+		if p.Committed > p.Start && p.Position == 0 {
+			// Committed by a version that recorded no position: all of
+			// the staging file may be durable; recovery cuts nothing.
+			floor = math.MaxInt64
+		}
+		floor = max(floor, p.Position)
+	}
+	return floor
+}
+
+// checkStaging checks that this run's staging holds the durable positions
+// of past. Called with s.mu held.
+func (s *File) checkStaging(past []ResumePoint) error {
+	var bad []ResumePoint
+	var missing string
+	for _, p := range past {
+		if s.stage.opened(p.Partition) != nil {
+			continue // opened by this process
+		}
+		path := s.stage.file(p.Partition)
+		var why string
+		st, err := os.Stat(path)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			why = fmt.Sprintf("its staging file %s is missing", absPath(path))
+		case err != nil:
+			return fmt.Errorf("file sink: %w", err)
+		case st.Size() < p.Position:
+			why = fmt.Sprintf("its staging file %s holds %d bytes, and %d bytes of it were durable at that commit: it was truncated or emptied since",
+				absPath(path), st.Size(), p.Position)
+		default:
+			continue
+		}
+		if len(bad) == 0 {
+			missing = why
+		}
+		bad = append(bad, p)
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return resumeError(bad, missing, absPath(s.stagingDir()))
+}
+
+// checkPublished checks that the published output holds the durable
+// positions of past: a JSONL output holds its staging files as they were
+// (a CSV file's rows were converted at publish: only that it exists).
+// Called with s.mu held.
+func (s *File) checkPublished(past []ResumePoint) error {
+	out := s.output()
+	atLeast := s.stage.published(past)
+	var bad []ResumePoint
+	var missing, restore string
+	for _, p := range past {
+		path, want := out.path, atLeast
+		if out.perPartition {
+			path, want = out.partitionPath(p.Partition), p.Position
+		}
+		if !out.enc.verbatim() {
+			want = 0 // rows converted at publish: sizes differ
+		}
+		var why string
+		st, err := os.Stat(path)
+		switch {
+		case err != nil || !st.Mode().IsRegular():
+			why = fmt.Sprintf("neither its published output %s nor the staging directory %s exists", absPath(path), absPath(s.stagingDir()))
+		case st.Size() < want:
+			why = fmt.Sprintf("its published output %s holds %d bytes, fewer than the %d bytes its staging held: it was truncated or replaced since", absPath(path), st.Size(), want)
+		default:
+			continue
+		}
+		bad = append(bad, p)
+		if missing == "" {
+			missing, restore = why, absPath(path)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return resumeError(bad, missing, restore)
+}
+
+// recoverPart recovers a partition's staging file left by an earlier
+// process: it drops a torn last line (a crash mid-write) and finds the
+// offset after the last complete record.
+func recoverPart(fp *filePart, enc encoder) error {
+	end, last, err := scanLines(fp.f, enc, -1)
+	if err != nil {
+		return err
+	}
+	if err := fp.f.Truncate(end); err != nil {
+		return err
+	}
+	fp.size = end
+	if last >= 0 {
+		fp.next = last + 1
+	}
+	return nil
+}
+
+// scanLines reads complete lines from the start of f, a partition's
+// staging file. With before < 0 it returns the end of the last complete
+// line and that line's offset (-1 when none). With before >= 0 it stops at
+// the first line whose offset is >= before and returns where that line
+// starts.
+func scanLines(f *os.File, enc encoder, before int64) (end, lastOffset int64, err error) {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return 0, -1, err
+	}
+	r := bufio.NewReaderSize(f, 1<<20)
+	lastOffset = -1
+	for {
+		line, err := readLine(r)
+		if err == io.EOF {
+			return end, lastOffset, nil // a torn line without '\n' is not counted
+		}
+		if err != nil {
+			return 0, -1, err
+		}
+		off, ok := enc.lineOffset(line)
+		if !ok {
+			return 0, -1, fmt.Errorf("line at byte %d has no offset: the staging file is not replay's", end)
+		}
+		if before >= 0 && off >= before {
+			return end, lastOffset, nil
+		}
+		end += int64(len(line))
+		lastOffset = off
+	}
+}
+
+// openShared opens (creating it if need be) the staging file at path and
+// recovers it: a torn last line (a crash mid-write) is cut off, the
+// partitions' positions are read back, and what an earlier process left in
+// the page cache is fsynced, since a re-delivery of it is dropped and then
+// committed.
+func openShared(path string, floor int64) (*sharedStage, error) {
+	f, created, err := createStagingFile(path)
+	if err != nil {
+		return nil, err
+	}
+	st := &sharedStage{f: f, next: map[int32]int64{}}
+	if !created {
+		if err := st.recover(floor); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("recover: %w", err)
+		}
+	}
+	return st, nil
+}
+
+// recover cuts the staging file after its last complete line, reads the
+// partitions' positions back and fsyncs it (see openShared).
+func (st *sharedStage) recover(floor int64) error {
+	end, next, err := scanShared(st.f, floor)
+	if err != nil {
+		return err
+	}
+	if err := st.f.Truncate(end); err != nil {
+		return err
+	}
+	st.size, st.next = end, next
+	if err := st.f.Sync(); err != nil {
+		return err
+	}
+	st.syncedSize = end
+	return nil
+}
+
+// scanShared reads the complete lines of an interleaved staging file: it
+// returns the end of the last one and, per partition, the offset after its
+// last line. A line that is not JSON ends the file there, as a torn last
+// line does: after a power loss, a file system may keep later writes and
+// lose (or zero) earlier ones that were never fsynced. That is only allowed
+// past floor, the bytes durable at the last commit (CheckResume); below
+// it, the file is damaged. A JSON line without partition and offset, or a
+// partition's offsets going back, is an error: the file is not replay's.
+func scanShared(f *os.File, floor int64) (end int64, next map[int32]int64, err error) {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return 0, nil, err
+	}
+	next = map[int32]int64{}
+	r := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := readLine(r)
+		if err == io.EOF {
+			return end, next, nil // a torn line without '\n' is not counted
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		if !isOneLineJSON(line[:len(line)-1]) {
+			if end >= floor {
+				return end, next, nil // torn past the durable data: cut here
+			}
+			return 0, nil, fmt.Errorf("line at byte %d is not a complete record, below the %d bytes that were durable at the last commit: the staging file is damaged", end, floor)
+		}
+		res := gjson.GetManyBytes(line, "partition", "offset")
+		if res[0].Type != gjson.Number || res[1].Type != gjson.Number {
+			return 0, nil, fmt.Errorf("line at byte %d has no partition and offset: the staging file is not replay's", end)
+		}
+		p, off := int32(res[0].Int()), res[1].Int()
+		if prev, ok := next[p]; ok && off < prev {
+			return 0, nil, fmt.Errorf("line at byte %d holds partition %d offset %d after offset %d: the staging file is not replay's", end, p, off, prev-1)
+		}
+		end += int64(len(line))
+		next[p] = off + 1
+	}
+}
+
+// unshare gives the staging file at path an inode of its own when other
+// links share it: after a crash between publishing (a hard link to the
+// staging file) and removing the staging, the published output is that
+// same file, and writing to the staging (a rewind truncates it) would
+// change the published output in place. A missing file is fine.
+func unshare(path string) error {
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil || linkCount(fi) <= 1 {
+		return err
+	}
+	in, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	return writeAtomic(path, func(f *os.File) error {
+		_, err := io.Copy(f, in)
+		return err
+	})
+}

@@ -1,0 +1,139 @@
+package sinks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// stager keeps a file sink's staging: the files in the staging directory
+// that Write appends to and Sync fsyncs while a run is in progress, until
+// Finish publishes them. File holds one, chosen at construction:
+// partStager (a staging file per partition) or sharedStager (one staging
+// file that every partition appends to).
+//
+// open, opened, active, published, publish, setFloor and close are called
+// with File.mu held; write with the partition's filePart.mu held. sync and
+// synced are called without either, concurrently with Write and Sync for
+// any partition (synced takes File.mu itself to look the partition up).
+type stager interface {
+	// opened returns partition p's staging when this process opened it,
+	// else nil.
+	opened(p int32) *filePart
+	// active reports whether this process opened any staging.
+	active() bool
+	// open opens partition p's staging, recovering what an earlier process
+	// left there. The staging directory exists.
+	open(p int32) (*filePart, error)
+	// file is the staging file that holds partition p's records.
+	file(p int32) string
+	// write appends batch, records of fp's partition in offset order, to
+	// the staging, minus or in place of the records of a re-delivery.
+	write(fp *filePart, batch []Record) error
+	// sync makes what write appended for partition p durable.
+	sync(fp *filePart, p int32) error
+	// synced is the size of the staging file holding partition p at its
+	// last successful sync (0 before any).
+	synced(p int32) int64
+	// setFloor records the bytes that were durable at the last commit:
+	// recovery may cut a damaged staging file past them, never below.
+	setFloor(floor int64)
+	// published is the size the one output file (not PerPartition) holds
+	// at least, when the durable positions of past were published.
+	published(past []ResumePoint) int64
+	// publish makes the staging, whose directory holds entries, the
+	// output out.
+	publish(ctx context.Context, out output, entries []os.DirEntry) error
+	// close closes the staging files; they stay on disk.
+	close() error
+}
+
+// filePart is one partition's staging: its own staging file (partStager),
+// or only its encoding buffer (sharedStager: f is nil).
+type filePart struct {
+	mu   sync.Mutex
+	f    *os.File
+	next int64 // offset after the last record in the staging file
+	size int64
+	// synced is size at the last successful Sync: durable. syncErr is
+	// sticky: after a failed fsync the kernel may have dropped the pages,
+	// and the next fsync would report success.
+	synced  int64
+	syncErr error
+	lb      lineBuf
+}
+
+// runIDFile names the staging directory's owner: a staging directory left by
+// a run with another identity (another plan, or a restarted resolution) is
+// discarded instead of being mixed into this run's output.
+const runIDFile = "RUN"
+
+// part returns partition p's staging, opening it (and the staging
+// directory, for the first partition) on first use.
+func (s *File) part(p int32) (*filePart, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fp := s.stage.opened(p); fp != nil {
+		return fp, nil
+	}
+	if !s.stage.active() {
+		if err := s.prepareStaging(); err != nil {
+			return nil, fmt.Errorf("file sink: staging directory: %w", err)
+		}
+	}
+	return s.stage.open(p)
+}
+
+// prepareStaging creates the staging directory, discarding one that belongs
+// to another run. Called with s.mu held.
+func (s *File) prepareStaging() error {
+	dir := s.stagingDir()
+	owner, err := os.ReadFile(filepath.Join(dir, runIDFile))
+	switch {
+	case err == nil && string(owner) == s.runID:
+		return nil
+	case err == nil || !errors.Is(err, os.ErrNotExist):
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+	default:
+		if _, statErr := os.Stat(dir); statErr == nil {
+			if err := os.RemoveAll(dir); err != nil {
+				return err
+			}
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := syncDir(filepath.Dir(dir)); err != nil { // the staging directory's entry
+		return err
+	}
+	return writeFileSync(filepath.Join(dir, runIDFile), []byte(s.runID))
+}
+
+// createStagingFile opens the staging file at path, creating it when it
+// does not exist (created): its directory entry is then made durable
+// before a commit relies on it (CheckResume takes a missing file for lost
+// records). A file that exists gets an inode of its own first (unshare).
+func createStagingFile(path string) (f *os.File, created bool, err error) {
+	if err := unshare(path); err != nil {
+		return nil, false, err
+	}
+	f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err == nil {
+		if err := syncDir(filepath.Dir(path)); err != nil {
+			f.Close()
+			return nil, false, err
+		}
+		return f, true, nil
+	}
+	if !errors.Is(err, os.ErrExist) {
+		return nil, false, err
+	}
+	f, err = os.OpenFile(path, os.O_RDWR, 0)
+	return f, false, err
+}
