@@ -18,7 +18,8 @@ import (
 
 // Eventually calls cond every tick until it returns true, and fails t
 // (t.Fatalf) when timeout passes first; msgAndArgs, a format and its
-// arguments, say what was awaited. cond runs on the calling goroutine, so it
+// arguments, say what was awaited (or one func() string, called then, to
+// say how far it got). cond runs on the calling goroutine, so it
 // may call t.Fatal itself to stop early (say, when the process it waits on
 // ended). It reports whether cond became true, for a t whose Fatalf returns.
 func Eventually(t TB, timeout, tick time.Duration, cond func() bool, msgAndArgs ...any) bool {
@@ -67,6 +68,9 @@ func message(msgAndArgs []any) string {
 	case len(msgAndArgs) == 0:
 		return "condition never held"
 	case len(msgAndArgs) == 1:
+		if f, ok := msgAndArgs[0].(func() string); ok {
+			return f()
+		}
 		return fmt.Sprint(msgAndArgs[0])
 	}
 	if format, ok := msgAndArgs[0].(string); ok {

@@ -152,6 +152,12 @@ func TestEventually(t *testing.T) {
 	if len(f.failed) != 1 || !strings.Contains(f.failed[0], "file x to appear") {
 		t.Errorf("failures %q: want one naming what was awaited", f.failed)
 	}
+	calls := 0
+	testenv.Eventually(&f, 10*time.Millisecond, time.Millisecond, func() bool { calls++; return false },
+		func() string { return fmt.Sprintf("%d calls", calls) })
+	if len(f.failed) != 2 || !strings.Contains(f.failed[1], fmt.Sprintf("%d calls", calls)) {
+		t.Errorf("failures %q: want the message made at the time out", f.failed)
+	}
 }
 
 func TestWaitFor(t *testing.T) {
