@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/sandbox"
 	"github.com/replay-tool/replay/sinks"
@@ -434,14 +435,8 @@ func groupReader(t *testing.T, sb *sandbox.Sandbox, group string) *kafka.Reader 
 
 func waitGroupEmpty(t *testing.T, c *Cluster, group string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		if c.checkGroupIdle(context.Background(), group) == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("group %s still has members", group)
+	testenv.Eventually(t, 15*time.Second, 50*time.Millisecond, func() bool { return c.checkGroupIdle(context.Background(), group) == nil },
+		"group %s still has members", group)
 }
 
 // A group with a live consumer-group member is refused by Prepare; and a

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os/exec"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/registry"
 )
@@ -76,8 +78,12 @@ func TestJoinedMembersShareThePlan(t *testing.T) {
 		job := member(t)
 		sink := openSink(t, job)
 		g.Go(func() error {
-			if i == 1 {
-				time.Sleep(300 * time.Millisecond) // the first is running when the second joins
+			if i == 1 { // the first is running (in the group) when the second joins
+				wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+				defer cancel()
+				if err := testenv.WaitFor(wctx, 20*time.Millisecond, func() bool { return job.c.checkGroupIdle(wctx, job.Plan.Group) != nil }); err != nil {
+					return fmt.Errorf("the first member never joined: %w", err)
+				}
 			}
 			rep, err := job.RunJoined(ctx, sink)
 			if err != nil {
@@ -151,19 +157,13 @@ func TestJoinRefusals(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { _, err := job.RunJoined(ctx, sink); done <- err }()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if _, err := Prepare(t.Context(), job.c, job.Plan, testOptions(t)); err != nil {
-			if !errors.As(err, &se) {
-				t.Fatalf("a plain run next to a joined member: want *SafetyError, got %v", err)
-			}
-			break
+	testenv.Eventually(t, 15*time.Second, 100*time.Millisecond, func() bool {
+		_, err := Prepare(t.Context(), job.c, job.Plan, testOptions(t))
+		if err != nil && !errors.As(err, &se) {
+			t.Fatalf("a plain run next to a joined member: want *SafetyError, got %v", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("a plain run was never refused while a member was joined")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err != nil
+	}, "a plain run was never refused while a member was joined")
 	// Another process of the same plan may join the live group (its
 	// members are all 'replay run --join' processes of this plan).
 	if _, err := Prepare(t.Context(), job.c, job.Plan, func() Options {
@@ -207,16 +207,8 @@ func TestJoinRefusesOtherRanges(t *testing.T) {
 	}
 	aDone := make(chan error, 1)
 	go func() { _, err := a.RunJoined(t.Context(), openSink(t, a)); aDone <- err }()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if err := a.c.checkGroupIdle(t.Context(), a.Plan.Group); err != nil {
-			break // a joined
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first member never joined")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(t, 15*time.Second, 50*time.Millisecond, func() bool { return a.c.checkGroupIdle(t.Context(), a.Plan.Group) != nil },
+		"the first member never joined")
 	_, err = b.RunJoined(t.Context(), openSink(t, b))
 	var se *SafetyError
 	if !errors.As(err, &se) || !strings.Contains(err.Error(), "different resolutions") {
@@ -245,13 +237,8 @@ func TestJoinedMemberStopsWhenAConsumerJoins(t *testing.T) {
 	job := member(t)
 	done := make(chan error, 1)
 	go func() { _, err := job.RunJoined(t.Context(), openSink(t, job)); done <- err }()
-	deadline := time.Now().Add(15 * time.Second)
-	for job.c.checkGroupIdle(t.Context(), job.Plan.Group) == nil { // until the member joined
-		if time.Now().After(deadline) {
-			t.Fatal("the member never joined")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(t, 15*time.Second, 50*time.Millisecond, func() bool { return job.c.checkGroupIdle(t.Context(), job.Plan.Group) != nil },
+		"the member never joined")
 	// kcat's balanced consumer (librdkafka, classic group protocol).
 	kc := exec.Command("kcat", "-G", job.Plan.Group, "-b", job.c.Brokers[0], "-q", "-o", "beginning", "orders")
 	kc.Stdout = io.Discard
@@ -291,13 +278,8 @@ func TestJoinRefusesKIP848Group(t *testing.T) {
 			cl.PollFetches(ctx)
 		}
 	}()
-	deadline := time.Now().Add(15 * time.Second)
-	for job.c.checkGroupIdle(t.Context(), job.Plan.Group) == nil { // until the consumer is in the group
-		if time.Now().After(deadline) {
-			t.Fatal("the consumer never joined")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(t, 15*time.Second, 50*time.Millisecond, func() bool { return job.c.checkGroupIdle(t.Context(), job.Plan.Group) != nil },
+		"the consumer never joined")
 	opts := testOptions(t)
 	opts.Join, opts.Pinned = true, job.Resolution
 	var se *SafetyError

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/registry"
@@ -244,10 +245,10 @@ func TestResumeAfterPartitionAllFiltered(t *testing.T) {
 	// Stop once partition 1 (nothing but filtered records) is committed
 	// at its end, and partition 0 is in the middle.
 	cps := interruptRun(t, p, 3, func() {
-		deadline := time.Now().Add(20 * time.Second)
-		for commits(t, c, p.Group, "orders", 1)[1].Offset != 5 && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
+		// On the sink's goroutine: a time out is reported by the check after the run.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = testenv.WaitFor(ctx, 20*time.Millisecond, func() bool { return commits(t, c, p.Group, "orders", 1)[1].Offset == 5 })
 	})
 	if cps[1].Offset != 5 || cps[0].Offset >= cps[0].End {
 		t.Fatalf("commits %v: want partition 1 finished, 0 not", cps)

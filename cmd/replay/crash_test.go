@@ -15,6 +15,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/runner"
 )
 
@@ -75,9 +76,9 @@ func startUntilProgress(t *testing.T, dir, planFile, out string, minLines int) *
 	p := &process{cmd: cmd, stdout: stdout, stderr: stderr, done: make(chan struct{})}
 	go func() { cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() { cmd.Process.Kill(); <-p.done })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		n := 0
+	n := 0
+	testenv.Eventually(t, 30*time.Second, 10*time.Millisecond, func() bool {
+		n = 0
 		for _, recs := range staged(t, out) {
 			n += len(recs)
 		}
@@ -86,14 +87,9 @@ func startUntilProgress(t *testing.T, dir, planFile, out string, minLines int) *
 			t.Fatalf("the run ended before it could be stopped (%d records staged): %s", n, p.result())
 		default:
 		}
-		if n >= minLines {
-			return p
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no progress after 30 s: %d records staged", n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return n >= minLines
+	}, func() string { return fmt.Sprintf("%d records staged, want %d", n, minLines) })
+	return p
 }
 
 // staged returns, per partition, the offsets of the complete lines staged

@@ -14,7 +14,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/replay-tool/replay/runner/sandbox"
+	"github.com/replay-tool/replay/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden/* from the current output")
@@ -140,7 +140,7 @@ func TestPlanOutcomes(t *testing.T) {
 	tests := []struct {
 		name       string
 		partitions int32
-		setup      func(t *testing.T, sb *sandbox.Sandbox)
+		setup      func(t *testing.T, sb *testenv.Kafka)
 		window     string
 		extra      string
 		work       bool
@@ -149,20 +149,20 @@ func TestPlanOutcomes(t *testing.T) {
 		// 1 is small enough to be read whole (bytes exact); the ETA is the
 		// slower of the two limits.
 		{name: "in-range", partitions: 2, work: true,
-			setup: func(t *testing.T, sb *sandbox.Sandbox) {
+			setup: func(t *testing.T, sb *testenv.Kafka) {
 				produceGolden(t, sb.Addr, 0, 0, 500)
 				produceGolden(t, sb.Addr, 1, 0, 50)
 			},
 			window: fmt.Sprintf("  from: %s\n  to: %s", minutes(10), minutes(400)),
 			extra:  "throttle: {records_per_second: 50, bytes_per_second: 2KiB}\n"},
 		{name: "empty-partition", partitions: 1,
-			setup:  func(t *testing.T, sb *sandbox.Sandbox) {},
+			setup:  func(t *testing.T, sb *testenv.Kafka) {},
 			window: fmt.Sprintf("  from: %s\n  to: %s", minutes(0), minutes(60))},
 		{name: "window-after-last-record", partitions: 1,
-			setup:  func(t *testing.T, sb *sandbox.Sandbox) { produceGolden(t, sb.Addr, 0, 0, 50) },
+			setup:  func(t *testing.T, sb *testenv.Kafka) { produceGolden(t, sb.Addr, 0, 0, 50) },
 			window: fmt.Sprintf("  from: %s\n  to: %s", minutes(120), minutes(180))},
 		{name: "window-before-first-record", partitions: 1,
-			setup:  func(t *testing.T, sb *sandbox.Sandbox) { produceGolden(t, sb.Addr, 0, 0, 50) },
+			setup:  func(t *testing.T, sb *testenv.Kafka) { produceGolden(t, sb.Addr, 0, 0, 50) },
 			window: fmt.Sprintf("  from: %s\n  to: %s", minutes(-120), minutes(-60))},
 		// Retention deleted offsets 0..19; the plan accepts the loss.
 		{name: "start-before-retention", partitions: 1, work: true,
@@ -176,11 +176,7 @@ func TestPlanOutcomes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sb, err := sandbox.Start(0, tt.partitions, "orders")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(sb.Close)
+			sb := testenv.NewKafka(t, testenv.Partitions(tt.partitions), testenv.Topics("orders"))
 			tt.setup(t, sb)
 			file := goldenPlan(t, sb.Addr, tt.name, tt.window, tt.extra)
 			r := replay(t, "plan", file)
@@ -204,7 +200,7 @@ func TestPlanOutcomes(t *testing.T) {
 	}
 }
 
-func retentionSetup(t *testing.T, sb *sandbox.Sandbox) {
+func retentionSetup(t *testing.T, sb *testenv.Kafka) {
 	produceGolden(t, sb.Addr, 0, 0, 100)
 	if err := sb.DeleteRecords("orders", 0, 20); err != nil {
 		t.Fatal(err)

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -12,28 +10,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-)
 
-// pgConn connects to the test PostgreSQL (REPLAY_TEST_POSTGRES_DSN or the
-// local one); unreachable, it skips loudly, or fails under CI.
-func pgConn(t *testing.T) (*pgx.Conn, string) {
-	t.Helper()
-	dsn := os.Getenv("REPLAY_TEST_POSTGRES_DSN")
-	if dsn == "" {
-		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("PostgreSQL is unreachable and CI is set: %v", err)
-		}
-		t.Skipf("!!! SKIPPING: PostgreSQL is unreachable (%v); set REPLAY_TEST_POSTGRES_DSN !!!", err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	return conn, dsn
-}
+	"github.com/replay-tool/replay/internal/testenv"
+)
 
 // Two `replay run --join` processes share a plan; one is killed (SIGKILL:
 // no commit, no LeaveGroup) in the middle. The other takes over its
@@ -42,9 +21,13 @@ func pgConn(t *testing.T) (*pgx.Conn, string) {
 // at its end, and a later run has nothing to do.
 func TestJoinSurvivesAKilledMember(t *testing.T) {
 	t.Parallel()
-	conn, dsn := pgConn(t)
-	table := fmt.Sprintf("replay_join_%d_%x", time.Now().UnixNano(), rand.Uint32())
-	t.Cleanup(func() { _, _ = conn.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	dsn := testenv.Postgres(t)
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	const table = "replay_join"
 	sb, seed := newCluster(t, 4, 24000)
 	dir := t.TempDir()
 	from, to := seed.From.Add(time.Hour), seed.From.Add(23*time.Hour) // 22000 records
@@ -74,23 +57,23 @@ func TestJoinSurvivesAKilledMember(t *testing.T) {
 		}
 		return n
 	}
-	a := start()
-	time.Sleep(500 * time.Millisecond)
-	b := start()
-	deadline := time.Now().Add(30 * time.Second)
-	for rows() < 6000 {
+	// running fails t when p ended: it had to be killed, or to take over.
+	running := func(p *process, name string) {
 		select {
-		case <-a.done:
-			t.Fatalf("member a ended before it could be killed: %s", a.result())
-		case <-b.done:
-			t.Fatalf("member b ended before a was killed: %s", b.result())
+		case <-p.done:
+			t.Fatalf("member %s ended too early: %s", name, p.result())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no progress after 30 s: %d rows", rows())
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
+	a := start()
+	testenv.Eventually(t, 30*time.Second, 20*time.Millisecond, func() bool { running(a, "a"); return rows() > 0 },
+		"member a to write its first rows") // so a is running when b joins
+	b := start()
+	testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, func() bool {
+		running(a, "a")
+		running(b, "b")
+		return rows() >= 6000
+	}, "6000 rows in the table before a is killed")
 	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

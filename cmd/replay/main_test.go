@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner"
 	"github.com/replay-tool/replay/runner/sandbox"
@@ -109,19 +110,13 @@ func replayProcess(t *testing.T, dir string, args ...string) result {
 
 // newCluster starts an embedded broker with topic orders and seeds it with
 // n order events stamped over the last 24 hours.
-func newCluster(t *testing.T, partitions int32, n int) (*sandbox.Sandbox, sandbox.Seed) {
+func newCluster(t *testing.T, partitions int32, n int) (*testenv.Kafka, sandbox.Seed) {
 	t.Helper()
-	sb, err := sandbox.Start(0, partitions, "orders")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sb.Close)
+	sb := testenv.NewKafka(t, testenv.Partitions(partitions), testenv.Topics("orders"))
 	now := time.Now().UTC().Truncate(time.Second)
 	seed := sandbox.Seed{Topic: "orders", N: n, From: now.Add(-24 * time.Hour), To: now}
 	if n > 0 {
-		if err := sandbox.Produce(context.Background(), sb.Addr, seed); err != nil {
-			t.Fatal(err)
-		}
+		sb.Seed(t, seed)
 	}
 	return sb, seed
 }

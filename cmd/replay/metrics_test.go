@@ -15,6 +15,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/replay-tool/replay/internal/testenv"
 )
 
 // gateWriter holds the write of the run's last summary line until the
@@ -91,17 +93,15 @@ func TestMetrics(t *testing.T) {
 	defer release() // a failed test lets the command end
 
 	var url string
-	for deadline := time.Now().Add(10 * time.Second); url == ""; time.Sleep(10 * time.Millisecond) {
+	testenv.Eventually(t, 10*time.Second, 10*time.Millisecond, func() bool {
 		for _, l := range lines(stderr.String()) {
 			var m struct{ Message, URL string }
 			if json.Unmarshal([]byte(l), &m) == nil && m.Message == "serving Prometheus metrics" {
 				url = m.URL
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no metrics address logged:\n%s", stderr.String())
-		}
-	}
+		return url != ""
+	}, func() string { return "no metrics address logged:\n" + stderr.String() })
 	if !strings.HasPrefix(url, "http://127.0.0.1:") || strings.HasSuffix(url, ":0/metrics") {
 		t.Fatalf("logged metrics URL %q: want the bound port", url)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/runner"
 )
 
@@ -50,13 +51,9 @@ func snap(next0, next1 int64) runner.Snapshot {
 // waitFor waits until the display drew a line matching re.
 func waitFor(t *testing.T, out *syncBuffer, re string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !regexp.MustCompile(re).MatchString(out.String()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no line matches %q:\n%s", re, out)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	rx := regexp.MustCompile(re)
+	testenv.Eventually(t, 5*time.Second, 5*time.Millisecond, func() bool { return rx.MatchString(out.String()) },
+		func() string { return fmt.Sprintf("no line matches %q:\n%s", re, out) })
 }
 
 // The progress display, forced on a buffer (mpb then draws each frame

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/runner"
 )
 
@@ -151,13 +153,11 @@ func TestResetRefusesActiveGroup(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _, _ = r.FetchMessage(ctx) }() // joins the group; never commits
-	deadline := time.Now().Add(30 * time.Second)
-	for pr := env.status(t, env.file); pr.GroupState != "Stable"; pr = env.status(t, env.file) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the consumer did not join the group: state %q", pr.GroupState)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	var state string
+	testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, func() bool {
+		state = env.status(t, env.file).GroupState
+		return state == "Stable"
+	}, func() string { return fmt.Sprintf("the consumer did not join the group: state %q", state) })
 	code, out, errs := groupTestExec(t, "reset", "--yes", env.file)
 	if code != exitRefused || !strings.Contains(errs, "active members") {
 		t.Fatalf("reset of a group with a live member: exit %d, want %d:\n%s%s", code, exitRefused, out, errs)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -60,10 +59,7 @@ func TestPlanOutAndPinnedRun(t *testing.T) {
 
 	// Records stamped inside the window arrive late: a fresh resolution
 	// would read them, the pinned run must not.
-	late := sandbox.Seed{Topic: "orders", N: 300, From: seed.From.Add(2 * time.Hour), To: seed.From.Add(3 * time.Hour), Rand: 7}
-	if err := sandbox.Produce(context.Background(), sb.Addr, late); err != nil {
-		t.Fatal(err)
-	}
+	sb.Seed(t, sandbox.Seed{Topic: "orders", N: 300, From: seed.From.Add(2 * time.Hour), To: seed.From.Add(3 * time.Hour), Rand: 7})
 	r = replay(t, "plan", "--resolution", resolution, file)
 	if r.code != exitOK || !strings.Contains(r.stdout, "ranges pinned by "+resolution) {
 		t.Fatalf("plan --resolution: %s", r)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/runner"
 )
 
@@ -54,13 +55,8 @@ func secretVars(t *testing.T, brokers, saslBrokers, echo string) {
 // one user whose password is not the one the plans give.
 func newSASLCluster(t *testing.T) string {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.SeedTopics(1, "orders", "orders2"),
-		kfake.Superuser("SCRAM-SHA-256", "alice", "right-password"), kfake.Superuser("PLAIN", "sinkuser", "right-password"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c.ListenAddrs()[0]
+	return testenv.NewKafka(t, testenv.Topics("orders", "orders2"), testenv.Kfake(kfake.EnableSASL(),
+		kfake.Superuser("SCRAM-SHA-256", "alice", "right-password"), kfake.Superuser("PLAIN", "sinkuser", "right-password"))).Addr
 }
 
 // echoEndpoint answers every request with status, quoting the credentials

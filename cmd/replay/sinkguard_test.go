@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/replay-tool/replay/internal/testenv"
 )
 
 // guardSetup seeds a broker and writes a plan throttled to rps records per
@@ -164,7 +166,14 @@ func TestRunRefusesTruncatedStaging(t *testing.T) {
 				t.Fatalf("clean run: %s", r)
 			}
 			p := startUntilProgress(t, dir, throttled, out, 5000)
-			time.Sleep(1500 * time.Millisecond) // past a commit with a durable position
+			testenv.Eventually(t, 30*time.Second, 20*time.Millisecond, func() bool {
+				for _, cp := range checkpoints(t, throttled, crashPartitions) {
+					if cp.Replay && cp.Position > 0 {
+						return true
+					}
+				}
+				return false
+			}, "a commit recording the staging's durable position")
 			if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}

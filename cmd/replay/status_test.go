@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner"
 	"github.com/replay-tool/replay/runner/sandbox"
@@ -26,7 +27,7 @@ import (
 // groupTestEnv is an embedded broker with a seeded topic "orders" and a
 // plan file replaying all of it into a JSONL file, in group replay.test.
 type groupTestEnv struct {
-	sb      *sandbox.Sandbox
+	sb      *testenv.Kafka
 	file    string // the plan
 	out     string // the file sink's output
 	records int
@@ -38,15 +39,9 @@ const groupTestGroup = "replay.test"
 // newGroupTestEnv seeds records order events over the hour starting 48 h ago.
 func newGroupTestEnv(t *testing.T, partitions int32, records int) *groupTestEnv {
 	t.Helper()
-	sb, err := sandbox.Start(0, partitions, "orders")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sb.Close)
+	sb := testenv.NewKafka(t, testenv.Partitions(partitions), testenv.Topics("orders"))
 	from := time.Now().UTC().Add(-48 * time.Hour).Truncate(time.Hour)
-	if err := sandbox.Produce(context.Background(), sb.Addr, sandbox.Seed{Topic: "orders", N: records, From: from, To: from.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
+	sb.Seed(t, sandbox.Seed{Topic: "orders", N: records, From: from, To: from.Add(time.Hour)})
 	env := &groupTestEnv{sb: sb, records: records, from: from.Add(-time.Hour)}
 	env.file, env.out = env.writePlan(t, "group-test", env.from)
 	return env

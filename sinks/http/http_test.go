@@ -393,7 +393,7 @@ func TestHTTPCancelStopsRetries(t *testing.T) {
 		t.Fatalf("Write = %v after %v, want context.Canceled soon after 150ms", err, time.Since(start))
 	}
 	n := e.count()
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // kept: a quiet period of ten retry waits in which no request may come, not an event
 	if e.count() != n {
 		t.Errorf("%d more requests after Write returned", e.count()-n)
 	}

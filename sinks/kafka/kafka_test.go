@@ -497,7 +497,7 @@ func TestKafkaCancelledWriteKeepsNoBuffers(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- s.Write(ctx, []record.Record{r}) }()
-		time.Sleep(500 * time.Microsecond) // inside kafka-go's batch timeout: it holds the message
+		time.Sleep(500 * time.Microsecond) // kept (no event shows it): inside kafka-go's batch timeout: it holds the message
 		cancel()
 		<-done
 		copy(value, `{"v":"CLOBBERED"}`) // as the runner's next fetch would

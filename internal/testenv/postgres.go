@@ -1,0 +1,87 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// DefaultPostgresDSN is the test database when REPLAY_TEST_POSTGRES_DSN is
+// not set: a local server with trust authentication.
+const DefaultPostgresDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// Postgres returns the DSN of a schema of the test database that only this
+// test uses: created empty, first on the search_path of every connection
+// made with the DSN (so unqualified table names land in it), and dropped
+// with everything in it when t ends. The database is REPLAY_TEST_POSTGRES_DSN,
+// else DefaultPostgresDSN. When it is unreachable the test is skipped,
+// loudly, or fails when CI is set.
+func Postgres(t testing.TB) string {
+	t.Helper()
+	base := os.Getenv("REPLAY_TEST_POSTGRES_DSN")
+	if base == "" {
+		base = DefaultPostgresDSN
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		unreachable(t, base, err)
+	}
+	defer conn.Close(context.Background())
+	schema := fmt.Sprintf("test_%d_%x", time.Now().UnixNano(), rand.Uint32())
+	ident := pgx.Identifier{schema}.Sanitize()
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+ident); err != nil {
+		t.Fatalf("create schema %s: %v", schema, err)
+	}
+	t.Cleanup(func() { dropSchema(t, base, ident) })
+	return withSearchPath(base, schema)
+}
+
+// unreachable skips t (fails it under CI) for a database it cannot reach.
+func unreachable(t testing.TB, dsn string, err error) {
+	t.Helper()
+	where := "the test database"
+	if c, perr := pgconn.ParseConfig(dsn); perr == nil {
+		where = fmt.Sprintf("%s:%d/%s", c.Host, c.Port, c.Database)
+	}
+	if inCI() {
+		t.Fatalf("PostgreSQL at %s is unreachable and CI is set, so the test fails: %v", where, err)
+	}
+	t.Skipf("!!! SKIPPING: PostgreSQL at %s is unreachable (%v). Start it "+
+		"(pg_ctlcluster --skip-systemctl-redirect <version> main start) or set REPLAY_TEST_POSTGRES_DSN. !!!", where, err)
+}
+
+func dropSchema(t testing.TB, dsn, ident string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Errorf("drop schema %s: %v", ident, err)
+		return
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+ident+" CASCADE"); err != nil {
+		t.Errorf("drop schema %s: %v", ident, err)
+	}
+}
+
+// withSearchPath adds search_path=schema to dsn, a URL or a keyword/value
+// string; pgx sends it as a run-time parameter when it connects.
+func withSearchPath(dsn, schema string) string {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		q := u.Query()
+		q.Set("search_path", schema)
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return strings.TrimSpace(dsn) + " search_path=" + schema
+}
