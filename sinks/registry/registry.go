@@ -9,6 +9,7 @@ import (
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/file"
 	httpsink "github.com/replay-tool/replay/sinks/http"
 	"github.com/replay-tool/replay/sinks/kafka"
 	"github.com/replay-tool/replay/sinks/postgres"
@@ -34,7 +35,7 @@ type constructor func(ctx context.Context, sp spec) (sinks.Sink, error)
 // constructors is the closed set of sink types.
 var constructors = map[string]constructor{
 	"file": func(_ context.Context, sp spec) (sinks.Sink, error) {
-		return ok(sinks.NewFileForPlan(sp.cfg, sp.opts, sp.keyer))
+		return ok(file.New(fileConfig(sp)))
 	},
 	"stdout": func(context.Context, spec) (sinks.Sink, error) { return stdout.New(nil), nil },
 	"postgres": func(ctx context.Context, sp spec) (sinks.Sink, error) {
@@ -94,6 +95,12 @@ func build(ctx context.Context, cfg plan.Sink, opts sinks.Options, keepKey bool)
 
 func checkpointConfig(sp spec) sqlcheckpoint.Config {
 	return sqlcheckpoint.Config{Table: sp.cfg.CheckpointTable, Group: sp.opts.Group, Fingerprint: sp.opts.Fingerprint, RunID: sp.opts.RunID}
+}
+
+func fileConfig(sp spec) file.Config {
+	c := sp.cfg
+	return file.Config{Path: c.Path, RunID: sp.opts.RunID, Format: c.Format, Columns: c.Columns, PerPartition: c.PerPartition,
+		Keyer: sp.keyer, Interleave: c.Order == plan.OrderInterleaved}
 }
 
 func postgresConfig(sp spec) postgres.Config {
