@@ -333,7 +333,7 @@ const (
 // defaultOrder is the line order of a file sink without order: interleaved
 // for a single JSONL file, partition for the others. A dead-letter sink is
 // always in partition order: its re-delivered partitions are rewritten, not
-// skipped (see sinks.File).
+// skipped (see the file sink, package sinks/file).
 func (s *Sink) defaultOrder(deadLetter bool) string {
 	if s.Format == "csv" || s.PerPartition || deadLetter {
 		return OrderPartition

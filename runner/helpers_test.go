@@ -17,6 +17,7 @@ import (
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/sandbox"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/file"
 )
 
 // t0 is the start of seeded data in tests: recent, so kfake's default
@@ -91,7 +92,7 @@ func runPlan(t *testing.T, ctx context.Context, p *plan.Plan, sink sinks.Sink) (
 		return nil, nil, err
 	}
 	if sink == nil {
-		fs, err := sinks.NewFile(p.Sink.Path, job.RunID())
+		fs, err := file.NewJSONL(p.Sink.Path, job.RunID())
 		if err != nil {
 			t.Fatal(err)
 		}

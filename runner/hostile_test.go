@@ -25,7 +25,7 @@ import (
 	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/sandbox"
-	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/file"
 )
 
 // hostilePlan is filePlan with a chosen topic, extra source fields (each
@@ -468,7 +468,7 @@ func TestRefusesLiveGroup(t *testing.T) {
 	}
 	r = groupReader(t, sb, p.Group) // joins between plan and run
 	defer r.Close()
-	fs, err := sinks.NewFile(out, job.RunID())
+	fs, err := file.NewJSONL(out, job.RunID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,7 +506,7 @@ func TestRefusesLiveGroupOnResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, _ := sinks.NewFile(out, job.RunID())
+	fs, _ := file.NewJSONL(out, job.RunID())
 	_, err = job.Run(ctx, &hookSink{Sink: fs, fn: func(n int64, _ []record.Record) error {
 		if n == 2 {
 			cancel()
@@ -524,7 +524,7 @@ func TestRefusesLiveGroupOnResume(t *testing.T) {
 	}
 	r := groupReader(t, sb, p.Group)
 	defer r.Close()
-	fs, _ = sinks.NewFile(out, job.RunID())
+	fs, _ = file.NewJSONL(out, job.RunID())
 	defer fs.Close()
 	var writes int
 	_, err = job.Run(context.Background(), &hookSink{Sink: fs, fn: func(int64, []record.Record) error { writes++; return nil }})
@@ -555,7 +555,7 @@ func TestInterruptFinishesOnlyInFlightBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, _ := sinks.NewFile(out, job.RunID())
+	fs, _ := file.NewJSONL(out, job.RunID())
 	defer fs.Close()
 	sink := &hookSink{Sink: fs, fn: func(n int64, _ []record.Record) error {
 		if n == 1 {
@@ -631,7 +631,7 @@ func TestRefusesLiveFranzGoGroup(t *testing.T) {
 			}
 			m = kgoMember(t, sb, p.Group, tc.serverSide)
 			defer m.Close()
-			fs, _ := sinks.NewFile(out, job.RunID())
+			fs, _ := file.NewJSONL(out, job.RunID())
 			defer fs.Close()
 			if _, err := job.Run(context.Background(), fs); !errors.As(err, &se) {
 				t.Fatalf("run into a group that became live: want *SafetyError, got %v", err)
@@ -698,7 +698,7 @@ func TestRefusesOtherPlanCheckpoints(t *testing.T) {
 	if !job.Fresh {
 		t.Fatal("a restart must resolve afresh")
 	}
-	fs, _ := sinks.NewFile(out, job.RunID())
+	fs, _ := file.NewJSONL(out, job.RunID())
 	rep, err := job.Run(context.Background(), fs)
 	fs.Close()
 	if err != nil {
@@ -739,7 +739,7 @@ func TestRestartWithFewerPartitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, _ := sinks.NewFile(out, job.RunID())
+	fs, _ := file.NewJSONL(out, job.RunID())
 	rep, err := job.Run(context.Background(), fs)
 	fs.Close()
 	if err != nil {
@@ -796,7 +796,7 @@ func TestWindowEndIsSnapshot(t *testing.T) {
 				}
 				want = append(want, spanCoords(r.Partition, 0, r.End)...)
 			}
-			fs, _ := sinks.NewFile(out, job.RunID())
+			fs, _ := file.NewJSONL(out, job.RunID())
 			defer fs.Close()
 			sink := &hookSink{Sink: fs, fn: func(n int64, _ []record.Record) error {
 				if n != 1 {

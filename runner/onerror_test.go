@@ -23,6 +23,7 @@ import (
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/sandbox"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/file"
 	"github.com/replay-tool/replay/sinks/registry"
 )
 
@@ -70,7 +71,7 @@ sink: {type: file, path: %s, batch_size: %d}
 }
 
 // prepared prepares p with fast retries and returns the job and a file sink.
-func prepared(t *testing.T, p *plan.Plan) (*Job, *sinks.File) {
+func prepared(t *testing.T, p *plan.Plan) (*Job, *file.Sink) {
 	t.Helper()
 	opts := testOptions(t)
 	opts.Retry = Backoff{Min: time.Millisecond, Max: 4 * time.Millisecond}
@@ -78,7 +79,7 @@ func prepared(t *testing.T, p *plan.Plan) (*Job, *sinks.File) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, err := sinks.NewFile(p.Sink.Path, job.RunID())
+	fs, err := file.NewJSONL(p.Sink.Path, job.RunID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,7 +440,7 @@ func TestSinkRetriesBoundedAndStoppedBySignal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fs, err := sinks.NewFile(p.Sink.Path, job.RunID())
+		fs, err := file.NewJSONL(p.Sink.Path, job.RunID())
 		if err != nil {
 			t.Fatal(err)
 		}

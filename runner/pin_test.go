@@ -14,7 +14,7 @@ import (
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/sandbox"
-	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/file"
 )
 
 // pinPlan is an offsets plan over all of partitions 0 and 1 (to: latest,
@@ -97,7 +97,7 @@ func TestPinnedRunReplaysTheFile(t *testing.T) {
 	if !job.Fresh || job.Resolution.Total() != res.Total() || !job.Resolution.ResolvedAt.Equal(res.ResolvedAt) {
 		t.Fatalf("pinned job: fresh %v, %d offsets resolved at %s; want the file's %d at %s", job.Fresh, job.Resolution.Total(), job.Resolution.ResolvedAt, res.Total(), res.ResolvedAt)
 	}
-	fs, _ := sinks.NewFile(out, job.RunID())
+	fs, _ := file.NewJSONL(out, job.RunID())
 	_, err = job.Run(context.Background(), fs)
 	fs.Close()
 	if err != nil {
@@ -153,7 +153,7 @@ func TestPinnedRefusesOtherRanges(t *testing.T) {
 		t.Fatalf("restart: err %v", err)
 	}
 	os.Remove(out)
-	fs, _ := sinks.NewFile(out, job.RunID())
+	fs, _ := file.NewJSONL(out, job.RunID())
 	_, err = job.Run(context.Background(), fs)
 	fs.Close()
 	if err != nil {
@@ -193,7 +193,7 @@ func TestPinnedRangeBelowLogStart(t *testing.T) {
 	if r0.Start != 0 || r0.Lost != 50 || r0.Outcome != StartBeforeRetention || job.Resume[0] != 50 {
 		t.Fatalf("partition 0: %+v, reading from %d; want the pinned start 0, 50 lost, reading from 50", r0, job.Resume[0])
 	}
-	fs, _ := sinks.NewFile(out, job.RunID())
+	fs, _ := file.NewJSONL(out, job.RunID())
 	_, err = job.Run(context.Background(), fs)
 	fs.Close()
 	if err != nil {

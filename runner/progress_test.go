@@ -16,7 +16,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/replay-tool/replay/internal/record"
-	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/file"
 )
 
 // Job.Progress read while Run runs (from the sink and from another
@@ -67,7 +67,7 @@ func TestProgressSnapshot(t *testing.T) {
 					}
 				}
 			}()
-			fs, err := sinks.NewFile(out, job.RunID())
+			fs, err := file.NewJSONL(out, job.RunID())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -203,7 +203,7 @@ sink: {type: file, path: %s, batch_size: 50}
 			if err != nil {
 				t.Fatal(err)
 			}
-			fs, err := sinks.NewFile(p.Sink.Path, job.RunID())
+			fs, err := file.NewJSONL(p.Sink.Path, job.RunID())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/file"
 )
 
 func timeWindow(from, to time.Time) string {
@@ -214,7 +215,7 @@ func TestRetentionDuringRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, _ := sinks.NewFile(out, job.RunID())
+	fs, _ := file.NewJSONL(out, job.RunID())
 	sink := &hookSink{Sink: fs, fn: func(n int64, b []record.Record) error {
 		if n == 1 { // the reader is at most one fetch (a 2000-record batch) ahead
 			return sb.DeleteRecords("orders", 0, 4999)
@@ -250,7 +251,7 @@ func TestInterruptAndResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, _ := sinks.NewFile(out, job.RunID())
+	fs, _ := file.NewJSONL(out, job.RunID())
 	_, err = job.Run(ctx, &hookSink{Sink: fs, fn: func(n int64, _ []record.Record) error {
 		if n == 7 {
 			cancel()

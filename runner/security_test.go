@@ -25,7 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/replay-tool/replay/plan"
-	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/file"
 )
 
 // Users of the secured test cluster, one per mechanism. The passwords are
@@ -274,7 +274,7 @@ func replaySecure(t *testing.T, p *plan.Plan) (*Cluster, error) {
 	if err != nil {
 		return c, err
 	}
-	fs, err := sinks.NewFile(p.Sink.Path, job.RunID())
+	fs, err := file.NewJSONL(p.Sink.Path, job.RunID())
 	if err != nil {
 		t.Fatal(err)
 	}

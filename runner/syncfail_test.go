@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/file"
 )
 
 // fsyncgate is a file sink whose first Sync fails and later ones succeed,
 // as fsync does on Linux once a writeback error was reported: the pages
 // are marked clean, and the next fsync returns nil though the data is gone.
 type fsyncgate struct {
-	*sinks.File
+	*file.Sink
 	syncs atomic.Int64
 }
 
@@ -22,11 +23,11 @@ func (s *fsyncgate) Sync(ctx context.Context, partition int32) error {
 	if s.syncs.Add(1) == 1 {
 		return errors.New("fsync: input/output error")
 	}
-	return s.File.Sync(ctx, partition)
+	return s.Sink.Sync(ctx, partition)
 }
 
 func (s *fsyncgate) Capabilities() sinks.Capabilities {
-	c := s.File.Capabilities()
+	c := s.Sink.Capabilities()
 	c.Syncer = s
 	return c
 }
@@ -43,12 +44,12 @@ func TestNoCommitAfterFailedSync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, err := sinks.NewFile(out, job.RunID())
+	fs, err := file.NewJSONL(out, job.RunID())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fs.Close()
-	sink := &fsyncgate{File: fs}
+	sink := &fsyncgate{Sink: fs}
 	if _, err := job.Run(context.Background(), sink); err == nil {
 		t.Fatalf("want the sync failure, got %v", err)
 	}

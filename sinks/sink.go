@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/plan"
 )
 
 // Sink is where replayed records go.
@@ -177,4 +178,21 @@ type Options struct {
 	// Group is the plan's replay consumer group and Fingerprint the plan's
 	// fingerprint: a checkpoint table records them with each checkpoint.
 	Group, Fingerprint string
+}
+
+// Spec is what a driver builds a sink from (each driver's Open): the
+// validated plan section, the run's options and the section's compiled key
+// template.
+type Spec struct {
+	// Plan is the sink's section of a plan validated by package plan.
+	Plan plan.Sink
+	// Options are the run's (logger, plan name, run identity, group).
+	Options Options
+	// Keyer computes the idempotency key the section's key template
+	// describes (the default key without one).
+	Keyer *Keyer
+	// KeepKey is set for a kafka dead-letter sink without key:
+	// (DeadLetterKeepsKey): it produces each record under its own key (a
+	// null key stays null), not the idempotency key.
+	KeepKey bool
 }

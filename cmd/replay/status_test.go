@@ -22,6 +22,7 @@ import (
 	"github.com/replay-tool/replay/runner"
 	"github.com/replay-tool/replay/runner/sandbox"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/file"
 )
 
 // groupTestEnv is an embedded broker with a seeded topic "orders" and a
@@ -95,11 +96,11 @@ func (e *groupTestEnv) status(t *testing.T, file string) runner.Progress {
 	return pr
 }
 
-// run prepares and runs the plan in file with the library; stopAfter > 0
+// run prepares and runs the plan in planPath with the library; stopAfter > 0
 // interrupts it (like SIGINT) once the sink made that many writes durable.
-func (e *groupTestEnv) run(t *testing.T, file string, stopAfter int64) (*runner.Job, error) {
+func (e *groupTestEnv) run(t *testing.T, planPath string, stopAfter int64) (*runner.Job, error) {
 	t.Helper()
-	p, err := plan.Load(file, plan.LoadOptions{})
+	p, err := plan.Load(planPath, plan.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func (e *groupTestEnv) run(t *testing.T, file string, stopAfter int64) (*runner.
 	if err != nil {
 		return nil, err
 	}
-	fs, err := sinks.NewFile(p.Sink.Path, job.RunID())
+	fs, err := file.NewJSONL(p.Sink.Path, job.RunID())
 	if err != nil {
 		t.Fatal(err)
 	}

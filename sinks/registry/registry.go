@@ -5,53 +5,31 @@ package registry
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/file"
 	httpsink "github.com/replay-tool/replay/sinks/http"
 	"github.com/replay-tool/replay/sinks/kafka"
 	"github.com/replay-tool/replay/sinks/postgres"
-	"github.com/replay-tool/replay/sinks/sqlcheckpoint"
 	"github.com/replay-tool/replay/sinks/sqlite"
 	"github.com/replay-tool/replay/sinks/stdout"
 )
 
-// spec is what a constructor builds a sink from: the validated plan
-// section, the run's options, the compiled key template, and whether a
-// kafka sink keeps the source record keys (kafka.Config.KeepKey).
-type spec struct {
-	cfg     plan.Sink
-	opts    sinks.Options
-	keyer   *sinks.Keyer
-	keepKey bool
-}
+// constructor builds one type of sink from its validated plan section
+// (a driver's Open). It returns a nil Sink interface with its error, never
+// a typed nil pointer.
+type constructor func(ctx context.Context, sp sinks.Spec) (sinks.Sink, error)
 
-// constructor builds one type of sink. It returns a nil Sink interface
-// with its error, never a typed nil pointer.
-type constructor func(ctx context.Context, sp spec) (sinks.Sink, error)
-
-// constructors is the closed set of sink types.
-var constructors = map[string]constructor{
-	"file": func(_ context.Context, sp spec) (sinks.Sink, error) {
-		return ok(sinks.NewFileForPlan(sp.cfg, sp.opts, sp.keyer))
-	},
-	"stdout": func(context.Context, spec) (sinks.Sink, error) { return stdout.New(nil), nil },
-	"postgres": func(ctx context.Context, sp spec) (sinks.Sink, error) {
-		return ok(postgres.New(ctx, postgresConfig(sp)))
-	},
-	"sqlite": func(ctx context.Context, sp spec) (sinks.Sink, error) { return ok(sqlite.New(ctx, sqliteConfig(sp))) },
-	"kafka":  func(ctx context.Context, sp spec) (sinks.Sink, error) { return ok(kafka.New(ctx, kafkaConfig(sp))) },
-	"http":   func(_ context.Context, sp spec) (sinks.Sink, error) { return ok(httpsink.New(httpConfig(sp))) },
-}
-
-// ok returns s as a Sink, or a nil Sink with err: a nil *T returned as
-// Sink would be a non-nil interface.
-func ok[T sinks.Sink](s T, err error) (sinks.Sink, error) {
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
+// constructors is the closed set of sink types, one driver each; every
+// type plan.SinkTypes describes has an entry, and only those.
+var constructors = map[plan.SinkType]constructor{
+	plan.SinkFile:     file.Open,
+	plan.SinkStdout:   stdout.Open,
+	plan.SinkPostgres: postgres.Open,
+	plan.SinkSQLite:   sqlite.Open,
+	plan.SinkKafka:    kafka.Open,
+	plan.SinkHTTP:     httpsink.Open,
 }
 
 // New builds the sink that cfg describes. cfg has been validated by
@@ -85,41 +63,9 @@ func build(ctx context.Context, cfg plan.Sink, opts sinks.Options, keepKey bool)
 	if err != nil {
 		return nil, fmt.Errorf("sink key: %w", err)
 	}
-	c, found := constructors[string(cfg.Type)]
+	c, found := constructors[cfg.Type]
 	if !found {
 		return nil, fmt.Errorf("unknown sink type %q", cfg.Type)
 	}
-	return c(ctx, spec{cfg: cfg, opts: opts, keyer: keyer, keepKey: keepKey})
-}
-
-func checkpointConfig(sp spec) sqlcheckpoint.Config {
-	return sqlcheckpoint.Config{Table: sp.cfg.CheckpointTable, Group: sp.opts.Group, Fingerprint: sp.opts.Fingerprint, RunID: sp.opts.RunID}
-}
-
-func postgresConfig(sp spec) postgres.Config {
-	c := sp.cfg
-	return postgres.Config{DSN: c.DSN, Table: c.Table, OnConflict: c.OnConflict, CreateTable: c.CreateTable, Columns: c.Columns,
-		CopyThreshold: c.CopyThreshold, Checkpoints: checkpointConfig(sp), Keyer: sp.keyer, Log: sp.opts.Log}
-}
-
-func sqliteConfig(sp spec) sqlite.Config {
-	c := sp.cfg
-	return sqlite.Config{Path: c.Path, Table: c.Table, OnConflict: c.OnConflict, CreateTable: c.CreateTable, Columns: c.Columns,
-		Checkpoints: checkpointConfig(sp), Keyer: sp.keyer, Log: sp.opts.Log}
-}
-
-func kafkaConfig(sp spec) kafka.Config {
-	c := sp.cfg
-	return kafka.Config{Brokers: c.Brokers, Topic: c.Topic, TLS: c.TLS, SASL: c.SASL, KeepPartition: c.KeepPartition,
-		Keyer: sp.keyer, KeepKey: sp.keepKey, PlanName: sp.opts.PlanName, Log: sp.opts.Log}
-}
-
-func httpConfig(sp spec) httpsink.Config {
-	c := sp.cfg
-	retries := plan.DefaultMaxRetries
-	if c.MaxRetries != nil {
-		retries = *c.MaxRetries
-	}
-	return httpsink.Config{URL: c.URL, Headers: c.Headers, BatchSize: c.BatchSize, MaxRetries: retries,
-		MaxRetryWait: time.Duration(c.MaxRetryWait), Keyer: sp.keyer, Log: sp.opts.Log}
+	return c(ctx, sinks.Spec{Plan: cfg, Options: opts, Keyer: keyer, KeepKey: keepKey})
 }

@@ -1,4 +1,4 @@
-package sinks
+package file
 
 import (
 	"fmt"
@@ -6,17 +6,21 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+
+	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/encode"
 )
 
 // sharedStager stages every partition in one file, records.jsonl
-// (FileConfig.Interleave), so its lines interleave partitions, each
+// (Config.Interleave), so its lines interleave partitions, each
 // partition's in offset order. A re-delivered record (offset below what the
 // file holds for its partition) is dropped: the file already holds the same
 // line. Finish publishes the file by a hard link: the output is written to
 // disk once. Its lines are the output's, JSONL (AppendJSONL), encoded in
 // pieces of a batch (sharedPiece): the interleaved layout serves JSONL only.
 type sharedStager struct {
-	mu  *sync.Mutex // File.mu
+	mu  *sync.Mutex // Sink.mu
 	dir string
 	// parts holds each partition's encoding buffer (filePart.f is nil),
 	// guarded by mu.
@@ -69,7 +73,7 @@ const sharedPiece = 128 << 10
 // holds (a re-delivery), in pieces of whole lines. A failure after some
 // pieces leaves them written: the runner delivers the batch again and they
 // are skipped.
-func (st *sharedStager) write(fp *filePart, batch []Record) error {
+func (st *sharedStager) write(fp *filePart, batch []record.Record) error {
 	sh := st.shared
 	p := batch[0].Partition
 	sh.mu.Lock()
@@ -86,7 +90,7 @@ func (st *sharedStager) write(fp *filePart, batch []Record) error {
 		fp.lb.buf = fp.lb.buf[:0]
 		n := 0
 		for n < len(batch) && len(fp.lb.buf) < sharedPiece {
-			fp.lb.buf = AppendJSONL(fp.lb.buf, &batch[n])
+			fp.lb.buf = encode.AppendJSONL(fp.lb.buf, &batch[n])
 			n++
 		}
 		if err := sh.append(fp.lb.buf, p, batch[n-1].Offset+1); err != nil {
@@ -120,7 +124,7 @@ func (st *sharedStager) synced(int32) int64 {
 
 // published is the largest durable position: each is a position in the
 // one staging file, which the output is.
-func (st *sharedStager) published(past []ResumePoint) int64 {
+func (st *sharedStager) published(past []sinks.ResumePoint) int64 {
 	var n int64
 	for _, p := range past {
 		n = max(n, p.Position)

@@ -1,4 +1,4 @@
-package sinks
+package file
 
 import (
 	"context"
@@ -10,10 +10,13 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/encode"
 )
 
-// File writes newline-delimited JSON (see AppendJSONL), or CSV with the
+// Sink writes newline-delimited JSON (see AppendJSONL), or CSV with the
 // configured columns, to one file or one file per partition, atomically and
 // deterministically.
 //
@@ -46,7 +49,7 @@ import (
 // PerPartition, Path holds {partition} and Finish publishes each
 // partition's staging file as its own file, each atomically.
 //
-// One process at a time writes an output: NewFileSink takes an exclusive
+// One process at a time writes an output: New takes an exclusive
 // lock on a hidden file next to Path, .NAME.lock (flock, released by Close
 // or when the process dies), and fails at once when another process holds
 // it. A resumed run checks that the staging of the earlier process is
@@ -55,7 +58,7 @@ import (
 //
 // Write, Sync and SyncedPosition are safe for concurrent use, for
 // different partitions or the same.
-type File struct {
+type Sink struct {
 	Path         string
 	runID        string
 	perPartition bool
@@ -73,27 +76,27 @@ type File struct {
 }
 
 var (
-	_ Sink       = (*File)(nil)
-	_ Syncer     = (*File)(nil)
-	_ Resumer    = (*File)(nil)
-	_ Positioner = (*File)(nil)
+	_ sinks.Sink       = (*Sink)(nil)
+	_ sinks.Syncer     = (*Sink)(nil)
+	_ sinks.Resumer    = (*Sink)(nil)
+	_ sinks.Positioner = (*Sink)(nil)
 )
 
 // Capabilities declares that a file sink batches durability (Sync), can
 // say what is durable (SyncedPosition) and checks its staging on a resume.
-func (s *File) Capabilities() Capabilities {
-	return Capabilities{Syncer: s, Resumer: s, Positioner: s}
+func (s *Sink) Capabilities() sinks.Capabilities {
+	return sinks.Capabilities{Syncer: s, Resumer: s, Positioner: s}
 }
 
-// NewFile returns a file sink writing JSONL to path. runID identifies the
+// NewJSONL returns a file sink writing JSONL to path. runID identifies the
 // resolved run (plan fingerprint and ranges); staging left by a different
 // run is removed.
-func NewFile(path, runID string) (*File, error) {
-	return NewFileSink(FileConfig{Path: path, RunID: runID})
+func NewJSONL(path, runID string) (*Sink, error) {
+	return New(Config{Path: path, RunID: runID})
 }
 
-// FileConfig configures a file sink.
-type FileConfig struct {
+// Config configures a file sink.
+type Config struct {
 	// Path is the output file; with PerPartition, a pattern holding
 	// {partition} (plan.PartitionPlaceholder).
 	Path string
@@ -107,16 +110,16 @@ type FileConfig struct {
 	PerPartition bool
 	// Keyer computes a CSV column holding the idempotency key; nil means
 	// DefaultKey.
-	Keyer *Keyer
+	Keyer *sinks.Keyer
 	// Interleave stages every partition of a single JSONL file in one file
-	// and publishes it without copying it (see File). It does not apply to
+	// and publishes it without copying it (see Sink). It does not apply to
 	// CSV or PerPartition, whose staging is per partition.
 	Interleave bool
 }
 
-// NewFileSink returns the file sink cfg describes, holding the lock of its
+// New returns the file sink cfg describes, holding the lock of its
 // output until Close.
-func NewFileSink(cfg FileConfig) (*File, error) {
+func New(cfg Config) (*Sink, error) {
 	if cfg.Path == "" {
 		return nil, errors.New("file sink: empty path")
 	}
@@ -127,7 +130,7 @@ func NewFileSink(cfg FileConfig) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &File{Path: cfg.Path, runID: cfg.RunID, perPartition: cfg.PerPartition, enc: enc}
+	s := &Sink{Path: cfg.Path, runID: cfg.RunID, perPartition: cfg.PerPartition, enc: enc}
 	if cfg.Interleave && !cfg.PerPartition && cfg.Format != "csv" {
 		s.stage = newSharedStager(&s.mu, s.stagingDir())
 	} else {
@@ -154,7 +157,7 @@ func NewFileSink(cfg FileConfig) (*File, error) {
 }
 
 // newEncoder returns the encoder of cfg.Format.
-func newEncoder(cfg FileConfig) (encoder, error) {
+func newEncoder(cfg Config) (encoder, error) {
 	switch cfg.Format {
 	case "", "jsonl":
 		if len(cfg.Columns) > 0 {
@@ -162,14 +165,14 @@ func newEncoder(cfg FileConfig) (encoder, error) {
 		}
 		return jsonlEncoder{}, nil
 	case "csv":
-		cols, err := parseColumns(cfg.Columns, nil, false)
+		cols, err := encode.ParseColumns(cfg.Columns, nil, false)
 		if err != nil {
 			return nil, fmt.Errorf("file sink: %w", err)
 		}
 		if len(cols) == 0 {
 			return nil, errors.New("file sink: a csv file needs columns")
 		}
-		return &csvEncoder{cols: cols, keyed: usesKey(cols), keyer: cfg.Keyer}, nil
+		return &csvEncoder{cols: cols, keyed: encode.UsesKey(cols), keyer: cfg.Keyer}, nil
 	default:
 		return nil, fmt.Errorf("file sink: format %q: want jsonl or csv", cfg.Format)
 	}
@@ -177,9 +180,9 @@ func newEncoder(cfg FileConfig) (encoder, error) {
 
 // Write appends batch, records of one partition in offset order, to the
 // partition's staging. The records are durable once Sync for the partition
-// returns (File is a Syncer). A key template failing on a record (CSV)
-// returns its *RecordError, and nothing of the batch is written.
-func (s *File) Write(ctx context.Context, batch []Record) error {
+// returns (Sink is a Syncer). A key template failing on a record (CSV)
+// returns its *record.Error, and nothing of the batch is written.
+func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if len(batch) == 0 {
 		return nil
 	}
@@ -200,7 +203,7 @@ func (s *File) Write(ctx context.Context, batch []Record) error {
 // process wrote nothing to the partition, so that every partition committed
 // past its start has one, also when all its records were filtered out:
 // CheckResume then tells lost staging from a partition without records.
-func (s *File) Sync(ctx context.Context, partition int32) error {
+func (s *Sink) Sync(ctx context.Context, partition int32) error {
 	fp, err := s.part(partition)
 	if err != nil {
 		return err
@@ -211,13 +214,13 @@ func (s *File) Sync(ctx context.Context, partition int32) error {
 // SyncedPosition implements Positioner: the size in bytes of the staging
 // file holding partition's records at its last successful Sync (with
 // interleave, the one staging file of all partitions). 0 before any.
-func (s *File) SyncedPosition(partition int32) int64 {
+func (s *Sink) SyncedPosition(partition int32) int64 {
 	return s.stage.synced(partition)
 }
 
 // Close closes the staging files and releases the output's lock; staged
 // output stays for a resume.
-func (s *File) Close() error {
+func (s *Sink) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	err := s.stage.close()

@@ -1,4 +1,4 @@
-package sinks
+package file
 
 import (
 	"fmt"
@@ -14,15 +14,15 @@ import (
 // (see stager), the directory Finish moves it to before removing it, and the
 // lock file.
 
-func (s *File) stagingDir() string { return s.Path + ".parts" }
+func (s *Sink) stagingDir() string { return s.Path + ".parts" }
 
 // doneDir is where Finish moves the published staging directory to delete it.
-func (s *File) doneDir() string { return s.Path + ".parts-done" }
+func (s *Sink) doneDir() string { return s.Path + ".parts-done" }
 
 // lockPath is the lock file that keeps a second process off the output: a
 // hidden file next to it (not in the staging directory, which a run of
 // another identity removes), there while a process writes the output.
-func (s *File) lockPath() string {
+func (s *Sink) lockPath() string {
 	return filepath.Join(filepath.Dir(s.Path), "."+filepath.Base(s.Path)+".lock")
 }
 

@@ -1,4 +1,4 @@
-package sinks_test
+package file_test
 
 import (
 	"context"
@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
-	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/file"
 )
 
 // BenchmarkFileWrite measures the hot path of a file sink: Write of a batch
@@ -18,16 +19,16 @@ func BenchmarkFileWrite(b *testing.B) {
 	cols := plan.Columns{{Name: "partition", Field: "partition"}, {Name: "offset", Field: "offset"}, {Name: "value", Field: "value"}}
 	for _, c := range []struct {
 		name string
-		cfg  sinks.FileConfig
+		cfg  file.Config
 	}{
-		{"jsonl", sinks.FileConfig{Path: "out.jsonl"}},
-		{"jsonl interleaved", sinks.FileConfig{Path: "out.jsonl", Interleave: true}},
-		{"csv", sinks.FileConfig{Path: "out.csv", Format: "csv", Columns: cols}},
+		{"jsonl", file.Config{Path: "out.jsonl"}},
+		{"jsonl interleaved", file.Config{Path: "out.jsonl", Interleave: true}},
+		{"csv", file.Config{Path: "out.csv", Format: "csv", Columns: cols}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			cfg := c.cfg
 			cfg.Path, cfg.RunID = filepath.Join(b.TempDir(), cfg.Path), "bench"
-			s, err := sinks.NewFileSink(cfg)
+			s, err := file.New(cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -58,12 +59,12 @@ func BenchmarkFileWrite(b *testing.B) {
 	}
 }
 
-func benchBatches(partitions, size int) [][]sinks.Record {
+func benchBatches(partitions, size int) [][]record.Record {
 	t := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	batches := make([][]sinks.Record, partitions)
+	batches := make([][]record.Record, partitions)
 	for p := range batches {
 		for i := 0; i < size; i++ {
-			batches[p] = append(batches[p], sinks.Record{Topic: "orders", Partition: int32(p), Time: t,
+			batches[p] = append(batches[p], record.Record{Topic: "orders", Partition: int32(p), Time: t,
 				Key: []byte(fmt.Sprint("k", i)), Value: []byte(fmt.Sprintf(`{"id":%d,"amount":12.5,"note":"some text"}`, i))})
 		}
 	}

@@ -1,4 +1,4 @@
-package sinks_test
+package file_test
 
 import (
 	"bytes"
@@ -12,11 +12,14 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/encode"
+	"github.com/replay-tool/replay/sinks/file"
 	"github.com/replay-tool/replay/sinks/sinktest"
 )
 
-// fileHarness runs the conformance suite on File: a target is an output
+// fileHarness runs the conformance suite on file.Sink: a target is an output
 // path in a test's temporary directory, reopened with the same run ID.
 type fileHarness struct {
 	paths sinktest.Targets[string]
@@ -36,11 +39,26 @@ func (h *fileHarness) Contents(t *testing.T) []string {
 	return storedLines(t, data)
 }
 
-func TestFileConformance(t *testing.T) { sinktest.Run(t, &fileHarness{}) }
+func TestFileConformance(t *testing.T) {
+	h := &fileHarness{}
+	sinktest.RunWith(t, h, features(h.path))
+}
 
-func newFile(t *testing.T, path, runID string) *sinks.File {
+// features declares a file sink's, for a harness whose target t is the
+// output path(t): durable once Sync returns, a resume check of the staging,
+// and synced positions (bytes of a staging file). Losing the output
+// removes the staging directory, as a cleanup between two runs would.
+func features(path func(t *testing.T) string) sinktest.Features {
+	return sinktest.Features{Durable: sinktest.OnSync, Resumes: true, Positions: true, LoseOutput: func(t *testing.T) {
+		if err := os.RemoveAll(path(t) + ".parts"); err != nil {
+			t.Fatal(err)
+		}
+	}}
+}
+
+func newFile(t *testing.T, path, runID string) *file.Sink {
 	t.Helper()
-	return newFileSink(t, sinks.FileConfig{Path: path, RunID: runID})
+	return newFileSink(t, file.Config{Path: path, RunID: runID})
 }
 
 // storedLines decodes a JSONL output into canonical Stored strings, checking
@@ -73,7 +91,7 @@ func storedLines(t *testing.T, data []byte) []string {
 }
 
 // writeAll writes each partition of window in batches of up to max records.
-func writeAll(t *testing.T, s sinks.Sink, window [][]sinks.Record, seed uint64, max int) {
+func writeAll(t *testing.T, s sinks.Sink, window [][]record.Record, seed uint64, max int) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 7))
 	for _, part := range window {
@@ -93,7 +111,7 @@ func finishFile(t *testing.T, s sinks.Sink) {
 }
 
 // cleanRun returns the output of one uninterrupted run of window.
-func cleanRun(t *testing.T, window [][]sinks.Record) []byte {
+func cleanRun(t *testing.T, window [][]record.Record) []byte {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "clean.jsonl")
 	f := newFile(t, path, "run-1")
@@ -120,10 +138,10 @@ func TestFileTornLastLineRecovered(t *testing.T) {
 	want := cleanRun(t, window)
 	for _, tc := range []struct {
 		name string
-		from func(part []sinks.Record) int // where the resumed run re-delivers from
+		from func(part []record.Record) int // where the resumed run re-delivers from
 	}{
-		{"resume after the torn record", func(part []sinks.Record) int { return len(part) / 2 }},
-		{"resume from an earlier offset", func(part []sinks.Record) int { return len(part) / 4 }},
+		{"resume after the torn record", func(part []record.Record) int { return len(part) / 2 }},
+		{"resume from an earlier offset", func(part []record.Record) int { return len(part) / 4 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "out.jsonl")
@@ -134,7 +152,7 @@ func TestFileTornLastLineRecovered(t *testing.T) {
 				}
 			}
 			// A crash in the middle of a write: half a line, no newline.
-			torn := sinks.AppendJSONL(nil, &window[0][len(window[0])/2])
+			torn := encode.AppendJSONL(nil, &window[0][len(window[0])/2])
 			staging := filepath.Join(path+".parts", "partition-0.jsonl")
 			fh, err := os.OpenFile(staging, os.O_WRONLY|os.O_APPEND, 0)
 			if err != nil {
@@ -295,8 +313,8 @@ func TestFileFinishWithoutStaging(t *testing.T) {
 }
 
 func TestNewFileEmptyPath(t *testing.T) {
-	if _, err := sinks.NewFile("", "run-1"); err == nil {
-		t.Fatal("NewFile with an empty path succeeded")
+	if _, err := file.NewJSONL("", "run-1"); err == nil {
+		t.Fatal("NewJSONL with an empty path succeeded")
 	}
 }
 

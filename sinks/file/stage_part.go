@@ -1,17 +1,20 @@
-package sinks
+package file
 
 import (
 	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
+
+	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/sinks"
 )
 
 // partStager stages each partition in its own file, partition-N.jsonl. A
 // re-delivered record truncates the file back to its offset first, so the
 // file always holds the partition's records in offset order, each once.
 type partStager struct {
-	mu    *sync.Mutex // File.mu
+	mu    *sync.Mutex // Sink.mu
 	dir   string
 	enc   encoder
 	parts map[int32]*filePart // guarded by mu
@@ -47,7 +50,7 @@ func (st *partStager) open(p int32) (*filePart, error) {
 	return fp, nil
 }
 
-func (st *partStager) write(fp *filePart, batch []Record) error {
+func (st *partStager) write(fp *filePart, batch []record.Record) error {
 	if fp.next > batch[0].Offset { // re-delivery: drop what will be written again
 		end, last, err := scanLines(fp.f, st.enc, batch[0].Offset)
 		if err != nil {
@@ -98,7 +101,7 @@ func (st *partStager) synced(p int32) int64 {
 
 // published is the sum of the durable positions: the output concatenates
 // the partitions' staging files.
-func (st *partStager) published(past []ResumePoint) int64 {
+func (st *partStager) published(past []sinks.ResumePoint) int64 {
 	var n int64
 	for _, p := range past {
 		n += p.Position

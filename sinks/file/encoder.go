@@ -1,4 +1,4 @@
-package sinks
+package file
 
 import (
 	"bufio"
@@ -10,6 +10,10 @@ import (
 	"strconv"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/encode"
 )
 
 // encoder is the format of a file sink: how records become the lines of a
@@ -25,8 +29,8 @@ type encoder interface {
 	header() []byte
 	// encode puts batch's staging lines in lb.buf, replacing what it held.
 	// A record it cannot encode (a key template failing on it returns its
-	// *RecordError) fails the whole batch: nothing of it is in lb.buf.
-	encode(lb *lineBuf, batch []Record) error
+	// *record.Error) fails the whole batch: nothing of it is in lb.buf.
+	encode(lb *lineBuf, batch []record.Record) error
 	// lineOffset is the Kafka offset of a staging line, false when the line
 	// holds none.
 	lineOffset(line []byte) (int64, bool)
@@ -70,10 +74,10 @@ type jsonlEncoder struct{}
 
 func (jsonlEncoder) header() []byte { return nil }
 
-func (jsonlEncoder) encode(lb *lineBuf, batch []Record) error {
+func (jsonlEncoder) encode(lb *lineBuf, batch []record.Record) error {
 	lb.buf = lb.buf[:0]
 	for i := range batch {
-		lb.buf = AppendJSONL(lb.buf, &batch[i])
+		lb.buf = encode.AppendJSONL(lb.buf, &batch[i])
 	}
 	return nil
 }
@@ -91,9 +95,9 @@ func (jsonlEncoder) copyLines(dst io.Writer, src io.Reader) error {
 // quoted as RFC 4180 says (encoding/csv), lines end in LF, and NULL is an
 // empty field. Its staging lines are {"offset":N,"csv":"<row>"}.
 type csvEncoder struct {
-	cols  []column
+	cols  []encode.Column
 	keyed bool // a column holds the idempotency key
-	keyer *Keyer
+	keyer *sinks.Keyer
 }
 
 // csvRow is the buffers of one partition that encode a CSV row.
@@ -107,13 +111,13 @@ func (e *csvEncoder) header() []byte {
 	var b bytes.Buffer
 	names := make([]string, len(e.cols))
 	for i, c := range e.cols {
-		names[i] = c.name
+		names[i] = c.Name
 	}
 	_ = writeCSVRow(csv.NewWriter(&b), names) // a bytes.Buffer does not fail
 	return b.Bytes()
 }
 
-func (e *csvEncoder) encode(lb *lineBuf, batch []Record) error {
+func (e *csvEncoder) encode(lb *lineBuf, batch []record.Record) error {
 	lb.buf = lb.buf[:0]
 	if lb.row == nil {
 		lb.row = &csvRow{fields: make([]string, len(e.cols))}
@@ -122,16 +126,16 @@ func (e *csvEncoder) encode(lb *lineBuf, batch []Record) error {
 	row := lb.row
 	for i := range batch {
 		r := &batch[i]
-		cs := cells{r: r}
+		cs := encode.Cells{Record: r}
 		if e.keyed {
 			key, err := e.keyer.Key(r)
 			if err != nil {
 				return err
 			}
-			cs.key = key
+			cs.Key = key
 		}
 		for c, col := range e.cols {
-			row.fields[c], _ = cs.text(col) // NULL is an empty field
+			row.fields[c], _ = cs.Text(col) // NULL is an empty field
 		}
 		row.b.Reset()
 		if err := writeCSVRow(row.w, row.fields); err != nil {
@@ -140,7 +144,7 @@ func (e *csvEncoder) encode(lb *lineBuf, batch []Record) error {
 		lb.buf = append(lb.buf, `{"offset":`...)
 		lb.buf = strconv.AppendInt(lb.buf, r.Offset, 10)
 		lb.buf = append(lb.buf, `,"csv":`...)
-		lb.buf = appendJSONBytes(lb.buf, row.b.Bytes())
+		lb.buf = encode.AppendJSONBytes(lb.buf, row.b.Bytes())
 		lb.buf = append(lb.buf, "}\n"...)
 	}
 	return nil

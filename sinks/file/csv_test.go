@@ -1,4 +1,4 @@
-package sinks_test
+package file_test
 
 import (
 	"encoding/csv"
@@ -13,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/file"
+	"github.com/replay-tool/replay/sinks/registry"
 	"github.com/replay-tool/replay/sinks/sinktest"
 )
 
@@ -45,7 +48,7 @@ func (h *outputHarness) path(t *testing.T) string {
 }
 
 func (h *outputHarness) New(t *testing.T) sinks.Sink {
-	cfg := sinks.FileConfig{Path: h.path(t), RunID: "run-1", Format: h.format, PerPartition: h.perPartition}
+	cfg := file.Config{Path: h.path(t), RunID: "run-1", Format: h.format, PerPartition: h.perPartition}
 	if h.format == "csv" {
 		cfg.Columns = csvColumns
 	}
@@ -56,14 +59,14 @@ func (h *outputHarness) New(t *testing.T) sinks.Sink {
 // output to play a process restarted after a crash: the sink opened before
 // on the same path is closed first, as the death of its process would close
 // its files and release its lock on the output.
-func newFileSink(t *testing.T, cfg sinks.FileConfig) *sinks.File {
+func newFileSink(t *testing.T, cfg file.Config) *file.Sink {
 	t.Helper()
 	openFiles.Lock()
 	defer openFiles.Unlock()
 	if prev, ok := openFiles.m[cfg.Path]; ok {
 		_ = prev.Close()
 	}
-	s, err := sinks.NewFileSink(cfg)
+	s, err := file.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,8 +78,8 @@ func newFileSink(t *testing.T, cfg sinks.FileConfig) *sinks.File {
 // openFiles is the last file sink newFileSink opened on each path.
 var openFiles = struct {
 	sync.Mutex
-	m map[string]*sinks.File
-}{m: map[string]*sinks.File{}}
+	m map[string]*file.Sink
+}{m: map[string]*file.Sink{}}
 
 // files returns the output files: the path, or each partition's.
 func (h *outputHarness) files(t *testing.T) []string {
@@ -147,11 +150,18 @@ func storedCSV(t *testing.T, data []byte) []string {
 	return out
 }
 
-func TestFileCSVConformance(t *testing.T) { sinktest.Run(t, &outputHarness{format: "csv"}) }
+func TestFileCSVConformance(t *testing.T) {
+	h := &outputHarness{format: "csv"}
+	sinktest.RunWith(t, h, features(h.path))
+}
 
 func TestFilePerPartitionConformance(t *testing.T) {
-	t.Run("jsonl", func(t *testing.T) { sinktest.Run(t, &outputHarness{format: "jsonl", perPartition: true}) })
-	t.Run("csv", func(t *testing.T) { sinktest.Run(t, &outputHarness{format: "csv", perPartition: true}) })
+	for _, format := range []string{"jsonl", "csv"} {
+		t.Run(format, func(t *testing.T) {
+			h := &outputHarness{format: format, perPartition: true}
+			sinktest.RunWith(t, h, features(h.path))
+		})
+	}
 }
 
 // The CSV bytes: a header row, RFC 4180 quoting (commas, quotes, line
@@ -161,7 +171,7 @@ func TestFileCSVBytes(t *testing.T) {
 	cols := plan.Columns{{Name: "offset", Field: "offset"}, {Name: "k", Field: "kafka_key"}, {Name: "status", Field: "value.status"},
 		{Name: "n", Field: "value.n"}, {Name: "trace id", Field: "header.trace"}, {Name: "ts", Field: "timestamp"}}
 	r1 := rec(0, 1, `a,"b"`, `{"status":"paid, \"late\"\nok","n":1.50}`)
-	r1.Headers = []sinks.Header{{Key: "trace", Value: []byte(" x\xff")}}
+	r1.Headers = []record.Header{{Key: "trace", Value: []byte(" x\xff")}}
 	r2 := rec(0, 2, "", `not json`)
 	r3 := rec(1, 9, "k3", `{"status":null,"n":[1,{"a":2}]}`)
 	want := "offset,k,status,n,trace id,ts\n" +
@@ -170,7 +180,7 @@ func TestFileCSVBytes(t *testing.T) {
 		"9,k3,,\"[1,{\"\"a\"\":2}]\",,2026-11-03T10:00:00.009Z\n"
 	for _, batched := range []bool{false, true} {
 		path := filepath.Join(t.TempDir(), "out.csv")
-		s := newFileSink(t, sinks.FileConfig{Path: path, RunID: "r", Format: "csv", Columns: cols})
+		s := newFileSink(t, file.Config{Path: path, RunID: "r", Format: "csv", Columns: cols})
 		if batched {
 			mustWrite(t, s, r1, r2)
 		} else {
@@ -196,14 +206,14 @@ func TestFileCSVBytes(t *testing.T) {
 func TestFileCSVEmptyWindow(t *testing.T) {
 	dir := t.TempDir()
 	cols := plan.Columns{{Name: "offset", Field: "offset"}}
-	s := newFileSink(t, sinks.FileConfig{Path: filepath.Join(dir, "out.csv"), RunID: "r", Format: "csv", Columns: cols})
+	s := newFileSink(t, file.Config{Path: filepath.Join(dir, "out.csv"), RunID: "r", Format: "csv", Columns: cols})
 	if err := s.Finish(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := os.ReadFile(filepath.Join(dir, "out.csv")); err != nil || string(got) != "offset\n" {
 		t.Errorf("output %q (%v), want the header row", got, err)
 	}
-	pp := newFileSink(t, sinks.FileConfig{Path: filepath.Join(dir, "p-{partition}.csv"), RunID: "r", Format: "csv", Columns: cols, PerPartition: true})
+	pp := newFileSink(t, file.Config{Path: filepath.Join(dir, "p-{partition}.csv"), RunID: "r", Format: "csv", Columns: cols, PerPartition: true})
 	if err := pp.Finish(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -220,10 +230,10 @@ func TestFileCSVKeyError(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	s := newFileSink(t, sinks.FileConfig{Path: filepath.Join(dir, "out.csv"), RunID: "r", Format: "csv", Keyer: keyer,
+	s := newFileSink(t, file.Config{Path: filepath.Join(dir, "out.csv"), RunID: "r", Format: "csv", Keyer: keyer,
 		Columns: plan.Columns{{Name: "id", Field: "key"}, {Name: "offset", Field: "offset"}}})
-	err = s.Write(t.Context(), []sinks.Record{rec(0, 1, "", `{"id":1}`), rec(0, 2, "", `plain`)})
-	var re *sinks.RecordError
+	err = s.Write(t.Context(), []record.Record{rec(0, 1, "", `{"id":1}`), rec(0, 2, "", `plain`)})
+	var re *record.Error
 	if !errors.As(err, &re) || re.Offset != 2 {
 		t.Fatalf("Write = %v, want a *RecordError for offset 2", err)
 	}
@@ -234,7 +244,7 @@ func TestFileCSVKeyError(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(dir, "out.csv")); string(got) != "id,offset\n1,1\n" {
 		t.Errorf("output %q", got)
 	}
-	nokey := newFileSink(t, sinks.FileConfig{Path: filepath.Join(dir, "nokey.csv"), RunID: "r", Format: "csv", Keyer: keyer,
+	nokey := newFileSink(t, file.Config{Path: filepath.Join(dir, "nokey.csv"), RunID: "r", Format: "csv", Keyer: keyer,
 		Columns: plan.Columns{{Name: "offset", Field: "offset"}}})
 	mustWrite(t, nokey, rec(0, 2, "", `plain`))
 }
@@ -245,7 +255,7 @@ func TestFileCSVKeyError(t *testing.T) {
 func TestFilePerPartitionFiles(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "{partition}", "orders.jsonl")
-	s := newFileSink(t, sinks.FileConfig{Path: path, RunID: "r", PerPartition: true})
+	s := newFileSink(t, file.Config{Path: path, RunID: "r", PerPartition: true})
 	mustWrite(t, s, rec(0, 1, "", `{}`), rec(0, 2, "", `{}`))
 	mustWrite(t, s, rec(5, 1, "", `{}`))
 	if err := s.Finish(t.Context()); err != nil {
@@ -274,20 +284,20 @@ func TestFileConfigErrors(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		name string
-		cfg  sinks.FileConfig
+		cfg  file.Config
 		want string
 	}{
-		{"csv without columns", sinks.FileConfig{Format: "csv"}, "needs columns"},
-		{"columns with jsonl", sinks.FileConfig{Columns: plan.Columns{{Name: "o", Field: "offset"}}}, "csv format only"},
-		{"unknown format", sinks.FileConfig{Format: "parquet"}, `format "parquet"`},
-		{"unknown field", sinks.FileConfig{Format: "csv", Columns: plan.Columns{{Name: "o", Field: "ofset"}}}, `did you mean "offset"`},
-		{"per_partition without pattern", sinks.FileConfig{PerPartition: true}, "{partition}"},
+		{"csv without columns", file.Config{Format: "csv"}, "needs columns"},
+		{"columns with jsonl", file.Config{Columns: plan.Columns{{Name: "o", Field: "offset"}}}, "csv format only"},
+		{"unknown format", file.Config{Format: "parquet"}, `format "parquet"`},
+		{"unknown field", file.Config{Format: "csv", Columns: plan.Columns{{Name: "o", Field: "ofset"}}}, `did you mean "offset"`},
+		{"per_partition without pattern", file.Config{PerPartition: true}, "{partition}"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Path = filepath.Join(dir, "out")
-			_, err := sinks.NewFileSink(tc.cfg)
+			_, err := file.New(tc.cfg)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("NewFileSink = %v, want an error containing %q", err, tc.want)
+				t.Errorf("file.New = %v, want an error containing %q", err, tc.want)
 			}
 		})
 	}
@@ -298,7 +308,7 @@ func TestFileConfigErrors(t *testing.T) {
 // before committing past them.
 func TestFileCSVDeadLetters(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "dead.csv")
-	s, err := sinks.NewDeadLetterSink(t.Context(), plan.Sink{Type: "file", Path: path, Format: "csv",
+	s, err := registry.NewDeadLetter(t.Context(), plan.Sink{Type: "file", Path: path, Format: "csv",
 		Columns: plan.Columns{{Name: "offset", Field: "offset"}, {Name: "error", Field: "header." + sinks.HeaderError}}}, sinks.Options{RunID: "r"})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package sinks_test
+package file_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/file"
+	"github.com/replay-tool/replay/sinks/registry"
 	"github.com/replay-tool/replay/sinks/sinktest"
 )
 
@@ -114,15 +116,15 @@ func TestFileCheckResume(t *testing.T) {
 	t.Run("per_partition finished", func(t *testing.T) {
 		dir := t.TempDir()
 		pattern := filepath.Join(dir, "out-{partition}.jsonl")
-		f := newFileSink(t, sinks.FileConfig{Path: pattern, RunID: "run-1", PerPartition: true})
+		f := newFileSink(t, file.Config{Path: pattern, RunID: "run-1", PerPartition: true})
 		for p := range window {
 			if err := f.Write(t.Context(), window[p][:2]); err != nil {
 				t.Fatal(err)
 			}
 		}
 		finishFile(t, f)
-		reopen := func() *sinks.File {
-			return newFileSink(t, sinks.FileConfig{Path: pattern, RunID: "run-1", PerPartition: true})
+		reopen := func() *file.Sink {
+			return newFileSink(t, file.Config{Path: pattern, RunID: "run-1", PerPartition: true})
 		}
 		if err := reopen().CheckResume(points(20, 20)); err != nil {
 			t.Fatal(err)
@@ -138,7 +140,7 @@ func TestFileCheckResume(t *testing.T) {
 // its records filtered out), so that a resume tells it from lost staging.
 func TestFileSyncCreatesStagingFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "out.csv")
-	cfg := sinks.FileConfig{Path: path, RunID: "run-1", Format: "csv", Columns: plan.Columns{{Name: "offset", Field: "offset"}}}
+	cfg := file.Config{Path: path, RunID: "run-1", Format: "csv", Columns: plan.Columns{{Name: "offset", Field: "offset"}}}
 	f := newFileSink(t, cfg)
 	if err := f.Sync(t.Context(), 3); err != nil {
 		t.Fatal(err)
@@ -166,7 +168,7 @@ func TestDeadLetterSinkCheckResume(t *testing.T) {
 			if format == "csv" {
 				cfg.Columns = plan.Columns{{Name: "offset", Field: "offset"}}
 			}
-			s, err := sinks.NewDeadLetterSink(t.Context(), cfg, sinks.Options{RunID: "r"})
+			s, err := registry.NewDeadLetter(t.Context(), cfg, sinks.Options{RunID: "r"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -186,13 +188,13 @@ func TestDeadLetterSinkCheckResume(t *testing.T) {
 func TestFileLock(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "out.jsonl")
-	first, err := sinks.NewFile(path, "run-1")
+	first, err := file.NewJSONL(path, "run-1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer first.Close()
 	lock := filepath.Join(dir, ".out.jsonl.lock")
-	_, err = sinks.NewFile(path, "run-1")
+	_, err = file.NewJSONL(path, "run-1")
 	want := "another replay process is writing " + path + " (lock " + lock + " held by process " + strconv.Itoa(os.Getpid()) + "); wait for it or stop it"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("second sink on the same output: %v, want %q", err, want)
@@ -207,30 +209,30 @@ func TestFileLock(t *testing.T) {
 	if _, err := os.Stat(lock); !os.IsNotExist(err) {
 		t.Errorf("lock file left after Close: %v", err)
 	}
-	again, err := sinks.NewFile(path, "run-1")
+	again, err := file.NewJSONL(path, "run-1")
 	if err != nil {
 		t.Fatalf("after Close: %v", err)
 	}
 	again.Close()
 	// Another output in the same directory is another lock.
-	a, err := sinks.NewFile(path, "run-1")
+	a, err := file.NewJSONL(path, "run-1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := sinks.NewFile(filepath.Join(dir, "other.jsonl"), "run-1")
+	b, err := file.NewJSONL(filepath.Join(dir, "other.jsonl"), "run-1")
 	if err != nil {
 		t.Fatalf("another output of the same directory: %v", err)
 	}
 	b.Close()
 }
 
-// A path that cannot be published is refused by NewFileSink, before
+// A path that cannot be published is refused by New, before
 // anything is written (it failed at publish, after the whole run).
 func TestFileRejectsUnpublishablePath(t *testing.T) {
 	dir := t.TempDir()
-	file := filepath.Join(dir, "file")
-	if err := os.WriteFile(file, nil, 0o644); err != nil {
+	blocker := filepath.Join(dir, "file")
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range []string{"adir", "pp/7", "pp2/3/x"} {
@@ -249,15 +251,15 @@ func TestFileRejectsUnpublishablePath(t *testing.T) {
 	}{
 		{"an existing directory", filepath.Join(dir, "adir"), false, filepath.Join(dir, "adir") + " is a directory"},
 		{"ending in a slash", filepath.Join(dir, "new") + "/", false, `ends in "/"`},
-		{"a file in the way of its directory", filepath.Join(file, "out.jsonl"), false, file + " is not a directory"},
+		{"a file in the way of its directory", filepath.Join(blocker, "out.jsonl"), false, blocker + " is not a directory"},
 		{"per_partition: a partition's file is a directory", filepath.Join(dir, "pp", "{partition}"), true, filepath.Join(dir, "pp", "7") + ", a partition's output file, is a directory"},
 		{"per_partition: a file in the way of a partition's directory", filepath.Join(dir, "pp2", "{partition}", "out.jsonl"), true, filepath.Join(dir, "pp2", "4") + " is not a directory"},
 		{"per_partition: ending in a slash", filepath.Join(dir, "x-{partition}") + "/", true, `ends in "/"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := sinks.NewFileSink(sinks.FileConfig{Path: tc.path, RunID: "r", PerPartition: tc.perPartition})
+			_, err := file.New(file.Config{Path: tc.path, RunID: "r", PerPartition: tc.perPartition})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("NewFileSink(%q) = %v, want an error containing %q", tc.path, err, tc.want)
+				t.Fatalf("file.New(%q) = %v, want an error containing %q", tc.path, err, tc.want)
 			}
 		})
 	}
@@ -266,10 +268,10 @@ func TestFileRejectsUnpublishablePath(t *testing.T) {
 	for _, tc := range []struct {
 		path         string
 		perPartition bool
-	}{{filepath.Join(dir, "pp", "out-{partition}.jsonl"), true}, {file, false}, {filepath.Join(dir, "pp2", "3", "x", "{partition}.jsonl"), true}} {
-		s, err := sinks.NewFileSink(sinks.FileConfig{Path: tc.path, RunID: "r", PerPartition: tc.perPartition})
+	}{{filepath.Join(dir, "pp", "out-{partition}.jsonl"), true}, {blocker, false}, {filepath.Join(dir, "pp2", "3", "x", "{partition}.jsonl"), true}} {
+		s, err := file.New(file.Config{Path: tc.path, RunID: "r", PerPartition: tc.perPartition})
 		if err != nil {
-			t.Errorf("NewFileSink(%q): %v", tc.path, err)
+			t.Errorf("file.New(%q): %v", tc.path, err)
 			continue
 		}
 		if err := s.Finish(context.Background()); err != nil {
@@ -288,14 +290,14 @@ func TestFileCheckResumeTruncatedStaging(t *testing.T) {
 	window := sinktest.Window(34, 2)
 	for _, tc := range []struct {
 		name    string
-		cfg     func(path string) sinks.FileConfig
+		cfg     func(path string) file.Config
 		staging func(path string) string
 	}{
-		{"interleaved", func(path string) sinks.FileConfig {
-			return sinks.FileConfig{Path: path, RunID: "run-1", Interleave: true}
+		{"interleaved", func(path string) file.Config {
+			return file.Config{Path: path, RunID: "run-1", Interleave: true}
 		},
 			func(path string) string { return filepath.Join(path+".parts", "records.jsonl") }},
-		{"partition order", func(path string) sinks.FileConfig { return sinks.FileConfig{Path: path, RunID: "run-1"} },
+		{"partition order", func(path string) file.Config { return file.Config{Path: path, RunID: "run-1"} },
 			func(path string) string { return filepath.Join(path+".parts", "partition-0.jsonl") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package sinks
+package file
 
 import (
 	"bufio"
@@ -26,7 +26,7 @@ type output struct {
 }
 
 // output is the sink's output.
-func (s *File) output() output {
+func (s *Sink) output() output {
 	return output{path: s.Path, perPartition: s.perPartition, enc: s.enc}
 }
 
@@ -41,7 +41,7 @@ func (o output) partitionPath(p int32) string {
 // staging left (a finished run), it leaves the output alone, creating Path
 // empty (a CSV file with its header row) if it does not exist. Staging of
 // another run is discarded, never published.
-func (s *File) Finish(ctx context.Context) error {
+func (s *Sink) Finish(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	dir := s.stagingDir()
@@ -77,7 +77,7 @@ func (s *File) Finish(ctx context.Context) error {
 
 // dropStaging removes the published staging directory. Called with s.mu
 // held.
-func (s *File) dropStaging() error {
+func (s *Sink) dropStaging() error {
 	s.stage.close()
 	// Rename, then remove: os.RemoveAll is not atomic, and a crash halfway
 	// through it left a staging directory missing some partitions, which

@@ -1,4 +1,4 @@
-package sinks_test
+package file_test
 
 import (
 	"bytes"
@@ -10,11 +10,13 @@ import (
 	"testing"
 
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/encode"
+	"github.com/replay-tool/replay/sinks/file"
 	"github.com/replay-tool/replay/sinks/sinktest"
 )
 
-// interleavedHarness runs the conformance suite on a File with one staging
-// file for all partitions (FileConfig.Interleave, a plan's default).
+// interleavedHarness runs the conformance suite on a file.Sink with one staging
+// file for all partitions (Config.Interleave, a plan's default).
 type interleavedHarness struct {
 	paths sinktest.Targets[string]
 }
@@ -31,11 +33,14 @@ func (h *interleavedHarness) Contents(t *testing.T) []string {
 	return interleavedLines(t, readFile(t, h.path(t)))
 }
 
-func TestFileInterleavedConformance(t *testing.T) { sinktest.Run(t, &interleavedHarness{}) }
+func TestFileInterleavedConformance(t *testing.T) {
+	h := &interleavedHarness{}
+	sinktest.RunWith(t, h, features(h.path))
+}
 
-func newInterleaved(t *testing.T, path, runID string) *sinks.File {
+func newInterleaved(t *testing.T, path, runID string) *file.Sink {
 	t.Helper()
-	return newFileSink(t, sinks.FileConfig{Path: path, RunID: runID, Interleave: true})
+	return newFileSink(t, file.Config{Path: path, RunID: runID, Interleave: true})
 }
 
 // interleavedLines decodes an interleaved JSONL output into canonical
@@ -78,7 +83,7 @@ func TestFileInterleavedTornLastLine(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	torn := sinks.AppendJSONL(nil, &window[1][len(window[1])/2])
+	torn := encode.AppendJSONL(nil, &window[1][len(window[1])/2])
 	fh, err := os.OpenFile(sharedStaging(path), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +137,7 @@ func TestFileRepublishLeavesNoTemporaryLink(t *testing.T) {
 	window := sinktest.Window(37, 1)
 	dir := t.TempDir()
 	pattern := filepath.Join(dir, "out-{partition}.jsonl")
-	cfg := sinks.FileConfig{Path: pattern, RunID: "run-1", PerPartition: true}
+	cfg := file.Config{Path: pattern, RunID: "run-1", PerPartition: true}
 	f := newFileSink(t, cfg)
 	writeAll(t, f, window, 8, 5)
 	if err := f.Sync(t.Context(), 0); err != nil {
@@ -157,7 +162,7 @@ func TestFilePublishedStagingUnshared(t *testing.T) {
 	window := sinktest.Window(35, 1)
 	dir := t.TempDir()
 	pattern := filepath.Join(dir, "out-{partition}.jsonl")
-	cfg := sinks.FileConfig{Path: pattern, RunID: "run-1", PerPartition: true}
+	cfg := file.Config{Path: pattern, RunID: "run-1", PerPartition: true}
 	f := newFileSink(t, cfg)
 	writeAll(t, f, window, 6, 5)
 	if err := f.Sync(t.Context(), 0); err != nil {

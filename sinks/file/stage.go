@@ -1,4 +1,4 @@
-package sinks
+package file
 
 import (
 	"context"
@@ -7,18 +7,21 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/sinks"
 )
 
 // stager keeps a file sink's staging: the files in the staging directory
 // that Write appends to and Sync fsyncs while a run is in progress, until
-// Finish publishes them. File holds one, chosen at construction:
+// Finish publishes them. Sink holds one, chosen at construction:
 // partStager (a staging file per partition) or sharedStager (one staging
 // file that every partition appends to).
 //
 // open, opened, active, published, publish, setFloor and close are called
-// with File.mu held; write with the partition's filePart.mu held. sync and
+// with Sink.mu held; write with the partition's filePart.mu held. sync and
 // synced are called without either, concurrently with Write and Sync for
-// any partition (synced takes File.mu itself to look the partition up).
+// any partition (synced takes Sink.mu itself to look the partition up).
 type stager interface {
 	// opened returns partition p's staging when this process opened it,
 	// else nil.
@@ -32,7 +35,7 @@ type stager interface {
 	file(p int32) string
 	// write appends batch, records of fp's partition in offset order, to
 	// the staging, minus or in place of the records of a re-delivery.
-	write(fp *filePart, batch []Record) error
+	write(fp *filePart, batch []record.Record) error
 	// sync makes what write appended for partition p durable.
 	sync(fp *filePart, p int32) error
 	// synced is the size of the staging file holding partition p at its
@@ -43,7 +46,7 @@ type stager interface {
 	setFloor(floor int64)
 	// published is the size the one output file (not PerPartition) holds
 	// at least, when the durable positions of past were published.
-	published(past []ResumePoint) int64
+	published(past []sinks.ResumePoint) int64
 	// publish makes the staging, whose directory holds entries, the
 	// output out.
 	publish(ctx context.Context, out output, entries []os.DirEntry) error
@@ -73,7 +76,7 @@ const runIDFile = "RUN"
 
 // part returns partition p's staging, opening it (and the staging
 // directory, for the first partition) on first use.
-func (s *File) part(p int32) (*filePart, error) {
+func (s *Sink) part(p int32) (*filePart, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if fp := s.stage.opened(p); fp != nil {
@@ -89,7 +92,7 @@ func (s *File) part(p int32) (*filePart, error) {
 
 // prepareStaging creates the staging directory, discarding one that belongs
 // to another run. Called with s.mu held.
-func (s *File) prepareStaging() error {
+func (s *Sink) prepareStaging() error {
 	dir := s.stagingDir()
 	owner, err := os.ReadFile(filepath.Join(dir, runIDFile))
 	switch {

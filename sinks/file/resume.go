@@ -1,4 +1,4 @@
-package sinks
+package file
 
 import (
 	"bufio"
@@ -11,6 +11,9 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/encode"
 )
 
 // ResumeError is a file sink's refusal to resume (CheckResume): the replay
@@ -50,7 +53,7 @@ func (e *ResumeError) Error() string {
 var _ error = (*ResumeError)(nil)
 
 // resumeError is the *ResumeError of bad, the partitions missing records.
-func resumeError(bad []ResumePoint, missing, restore string) error {
+func resumeError(bad []sinks.ResumePoint, missing, restore string) error {
 	p := bad[0]
 	return &ResumeError{Partition: p.Partition, Committed: p.Committed, Start: p.Start, End: p.End,
 		Missing: missing, More: len(bad) - 1, Restore: restore}
@@ -65,8 +68,8 @@ func resumeError(bad []ResumePoint, missing, restore string) error {
 // writing to the same path, or this process resolves a relative Path
 // against another working directory than the first run did: resuming would
 // publish the remainder of the window only. It returns a *ResumeError then.
-func (s *File) CheckResume(points []ResumePoint) error {
-	var past []ResumePoint // replayed past their start
+func (s *Sink) CheckResume(points []sinks.ResumePoint) error {
+	var past []sinks.ResumePoint // replayed past their start
 	finished := true
 	for _, p := range points {
 		if p.Committed > p.Start {
@@ -104,7 +107,7 @@ func (s *File) CheckResume(points []ResumePoint) error {
 
 // durableFloor is the largest durable position the commits of points
 // recorded: recovery may cut a damaged staging file past it, never below.
-func durableFloor(points []ResumePoint) int64 {
+func durableFloor(points []sinks.ResumePoint) int64 {
 	var floor int64
 	for _, p := range points {
 		if p.Committed > p.Start && p.Position == 0 {
@@ -119,8 +122,8 @@ func durableFloor(points []ResumePoint) int64 {
 
 // checkStaging checks that this run's staging holds the durable positions
 // of past. Called with s.mu held.
-func (s *File) checkStaging(past []ResumePoint) error {
-	var bad []ResumePoint
+func (s *Sink) checkStaging(past []sinks.ResumePoint) error {
+	var bad []sinks.ResumePoint
 	var missing string
 	for _, p := range past {
 		if s.stage.opened(p.Partition) != nil {
@@ -155,10 +158,10 @@ func (s *File) checkStaging(past []ResumePoint) error {
 // positions of past: a JSONL output holds its staging files as they were
 // (a CSV file's rows were converted at publish: only that it exists).
 // Called with s.mu held.
-func (s *File) checkPublished(past []ResumePoint) error {
+func (s *Sink) checkPublished(past []sinks.ResumePoint) error {
 	out := s.output()
 	atLeast := s.stage.published(past)
-	var bad []ResumePoint
+	var bad []sinks.ResumePoint
 	var missing, restore string
 	for _, p := range past {
 		path, want := out.path, atLeast
@@ -298,7 +301,7 @@ func scanShared(f *os.File, floor int64) (end int64, next map[int32]int64, err e
 		if err != nil {
 			return 0, nil, err
 		}
-		if !isOneLineJSON(line[:len(line)-1]) {
+		if !encode.IsOneLineJSON(line[:len(line)-1]) {
 			if end >= floor {
 				return end, next, nil // torn past the durable data: cut here
 			}

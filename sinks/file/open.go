@@ -1,0 +1,21 @@
+package file
+
+import (
+	"context"
+
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
+)
+
+// Open builds the file sink sp describes (a validated plan section of type
+// file), holding the lock of its output until Close. On error the Sink is
+// nil.
+func Open(_ context.Context, sp sinks.Spec) (sinks.Sink, error) {
+	c := sp.Plan
+	s, err := New(Config{Path: c.Path, RunID: sp.Options.RunID, Format: c.Format, Columns: c.Columns, PerPartition: c.PerPartition,
+		Keyer: sp.Keyer, Interleave: c.Order == plan.OrderInterleaved})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}

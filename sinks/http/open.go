@@ -1,0 +1,26 @@
+package http
+
+import (
+	"context"
+	"time"
+
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
+)
+
+// Open builds the http sink sp describes (a validated plan section of type
+// http); without max_retries it retries plan.DefaultMaxRetries times. On
+// error the Sink is nil.
+func Open(_ context.Context, sp sinks.Spec) (sinks.Sink, error) {
+	c := sp.Plan
+	retries := plan.DefaultMaxRetries
+	if c.MaxRetries != nil {
+		retries = *c.MaxRetries
+	}
+	s, err := New(Config{URL: c.URL, Headers: c.Headers, BatchSize: c.BatchSize, MaxRetries: retries,
+		MaxRetryWait: time.Duration(c.MaxRetryWait), Keyer: sp.Keyer, Log: sp.Options.Log})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}

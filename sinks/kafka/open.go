@@ -1,0 +1,19 @@
+package kafka
+
+import (
+	"context"
+
+	"github.com/replay-tool/replay/sinks"
+)
+
+// Open builds the kafka sink sp describes (a validated plan section of
+// type kafka), connecting to its cluster. On error the Sink is nil.
+func Open(ctx context.Context, sp sinks.Spec) (sinks.Sink, error) {
+	c := sp.Plan
+	s, err := New(ctx, Config{Brokers: c.Brokers, Topic: c.Topic, TLS: c.TLS, SASL: c.SASL, KeepPartition: c.KeepPartition,
+		Keyer: sp.Keyer, KeepKey: sp.KeepKey, PlanName: sp.Options.PlanName, Log: sp.Options.Log})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
