@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/replay-tool/replay/internal/filter"
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -168,7 +169,7 @@ func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*partitionS
 		}
 		pl := log.With().Str("plan", j.Plan.Name).Str("topic", j.Resolution.Topic).Int32("partition", s.Partition).Logger()
 		w := &partitionWorker{job: j, sink: sink, throttle: throttle, state: s, log: pl}
-		w.syncer = sink.Capabilities().Syncer
+		w.commits = j.newCommitter(sink, s)
 		if prog != nil {
 			w.filter = filter.New(prog)
 		}
@@ -276,19 +277,15 @@ type partitionWorker struct {
 	state    *partitionState
 	log      zerolog.Logger
 	// pending holds fetched records not yet written.
-	pending []sinks.Record
-	last    time.Time // last commit
+	pending []record.Record
 	// filter is the plan's filter; nil without one (no cost per record).
 	filter *filter.Filter
 	// dead holds the current batch's dead letters (on_error: dead_letter).
-	dead []sinks.Record
+	dead []record.Record
 	// pos is the reader's position after the last response received.
 	pos int64
-	// uncommitted is the offset to commit next: everything below it was
-	// written (not yet synced, for a sinks.Syncer); 0 when nothing is due.
-	uncommitted int64
-	// syncer is the sink when it batches durability (sinks.Syncer).
-	syncer sinks.Syncer
+	// commits owns what is written, synced and committed.
+	commits *committer
 	// pf is the partition's prefetcher, and held the arena chunks of the
 	// responses whose records are pending, oldest first: each is given back
 	// to pf once its last record is written.
@@ -297,9 +294,6 @@ type partitionWorker struct {
 	// runCtx is the run's context: once it is cancelled (a signal), a
 	// failing sink is not retried (retry).
 	runCtx context.Context
-	// deadUnsynced is true when dead letters were written since the
-	// dead-letter sink's last sync; deadSynced once it was synced at all.
-	deadUnsynced, deadSynced bool
 }
 
 // heldChunks are the arena chunks of one response and the offset of its
@@ -333,51 +327,13 @@ func (w *partitionWorker) releaseThrough(offset int64) {
 	w.held = append(w.held[:0], w.held[i:]...)
 }
 
-// commitEvery is how often a partition writing to a sinks.Syncer (the file
-// sink) forces its writes to stable storage and commits: one fsync per
-// second instead of one per batch. A crash re-delivers at most that much,
-// which the sink takes idempotently.
-const commitEvery = time.Second
-
-// committable is the offset the next commit would store.
-func (w *partitionWorker) committable() int64 { return max(w.uncommitted, w.state.next.Load()) }
-
-// commitDeferred commits the written-but-uncommitted position, if any.
-func (w *partitionWorker) commitDeferred() error {
-	if w.uncommitted <= w.state.next.Load() {
-		return nil
-	}
-	return w.commit(w.uncommitted)
-}
-
-// sync makes what was written for the partition durable in the sink and
-// the dead-letter sink, for those that batch durability (sinks.Syncer).
-func (w *partitionWorker) sync(ctx context.Context) error {
-	if w.syncer != nil {
-		if err := w.syncer.Sync(ctx, w.state.Partition); err != nil {
-			return fmt.Errorf("sink %s: sync: %w", w.job.Plan.Sink.Type, err)
-		}
-	}
-	// The dead-letter sink only when dead letters were written since its
-	// last sync (and once, for the trace CheckResume looks for): with a
-	// database sink the runner commits after every batch, and an fsync of
-	// an unchanged dead-letter file per batch is pure cost.
-	if dl := sinks.CapabilitiesOf(w.job.DeadLetters).Syncer; dl != nil && (w.deadUnsynced || !w.deadSynced) {
-		if err := dl.Sync(ctx, w.state.Partition); err != nil {
-			return fmt.Errorf("dead-letter sink: sync: %w", err)
-		}
-		w.deadUnsynced, w.deadSynced = false, true
-	}
-	return nil
-}
-
 // flushAfter writes a partial batch of a slow partition after this long.
 const flushAfter = time.Second
 
 func (w *partitionWorker) run(ctx context.Context) (err error) {
 	w.runCtx = ctx
 	s, j := w.state, w.job
-	s.started, w.last = time.Now(), time.Now()
+	s.started, w.commits.last = time.Now(), time.Now()
 	s.next.Store(s.from)
 	r := w.reader()
 	defer func() {
@@ -395,7 +351,7 @@ func (w *partitionWorker) run(ctx context.Context) (err error) {
 	w.pf = pf
 	defer pf.stop() // before the deferred report reads r.stats
 	defer func() {
-		if cerr := w.commitDeferred(); err == nil {
+		if cerr := w.commits.Commit(); err == nil {
 			err = cerr
 		}
 	}()
@@ -429,15 +385,15 @@ func (w *partitionWorker) run(ctx context.Context) (err error) {
 			}
 		}
 		done := w.pos >= s.End
-		if len(w.pending) > 0 && (done || time.Since(w.last) > flushAfter) {
+		if len(w.pending) > 0 && (done || w.commits.Since(time.Now()) > flushAfter) {
 			if err := w.flush(ctx, len(w.pending)); err != nil {
 				return err
 			}
-		} else if len(w.pending) == 0 && w.pos > w.committable() && (done || time.Since(w.last) > flushAfter) {
-			w.uncommitted = w.pos // only markers or aborted data since the last commit
+		} else if len(w.pending) == 0 && w.pos > w.commits.Committable() && (done || w.commits.Since(time.Now()) > flushAfter) {
+			w.commits.Wrote(w.pos) // only markers or aborted data since the last commit
 		}
 	}
-	if err := w.commitDeferred(); err != nil {
+	if err := w.commits.Commit(); err != nil {
 		return err
 	}
 	s.done.Store(true)
@@ -483,14 +439,14 @@ func (w *partitionWorker) flush(ctx context.Context, n int) error {
 		return err
 	}
 	if stop != nil {
-		if err := w.commit(commitAt); err != nil {
+		if err := w.commits.CommitAt(commitAt); err != nil {
 			return err
 		}
 		return stop.partitionError(w.job.Resolution.Topic)
 	}
-	w.uncommitted = commitAt
-	if w.syncer == nil || time.Since(w.last) >= commitEvery {
-		if err := w.commitDeferred(); err != nil {
+	w.commits.Wrote(commitAt)
+	if w.commits.Due(time.Now()) {
+		if err := w.commits.Commit(); err != nil {
 			return err
 		}
 	}
@@ -502,7 +458,7 @@ func (w *partitionWorker) flush(ctx context.Context, n int) error {
 
 // window applies the time window to records: it counts records stamped
 // outside it and, with strict_timestamps or skew_margin, drops them.
-func (w *partitionWorker) window(chunk []sinks.Record) []sinks.Record {
+func (w *partitionWorker) window(chunk []record.Record) []record.Record {
 	res, win := w.job.Resolution, w.job.Plan.Window
 	if res.From.IsZero() {
 		return chunk
@@ -535,7 +491,7 @@ func (w *partitionWorker) window(chunk []sinks.Record) []sinks.Record {
 // take follows on_error: skipped or dead-lettered, the others are written
 // again without it; under on_error: fail, the records before it are
 // written and it is returned.
-func (w *partitionWorker) write(recs []sinks.Record) (*failure, error) {
+func (w *partitionWorker) write(recs []record.Record) (*failure, error) {
 	j := w.job
 	for len(recs) > 0 {
 		err := w.retry("sink", w.sink, func(ctx context.Context) error { return w.sink.Write(ctx, recs) })
@@ -543,12 +499,12 @@ func (w *partitionWorker) write(recs []sinks.Record) (*failure, error) {
 			w.state.written.Add(int64(len(recs)))
 			return nil, nil
 		}
-		var re *sinks.RecordError
+		var re *record.Error
 		if !errors.As(err, &re) {
 			return nil, &PartitionError{Topic: j.Resolution.Topic, Partition: w.state.Partition, Offset: w.state.next.Load(),
 				Err: fmt.Errorf("sink %s: %w; nothing past offset %d is committed: fix the sink and re-run the same command to resume", j.Plan.Sink.Type, err, w.state.next.Load())}
 		}
-		i := slices.IndexFunc(recs, func(r sinks.Record) bool { return r.Offset == re.Offset })
+		i := slices.IndexFunc(recs, func(r record.Record) bool { return r.Offset == re.Offset })
 		if i < 0 {
 			return nil, fmt.Errorf("sink %s rejected offset %d, which is not in the batch: %w", j.Plan.Sink.Type, re.Offset, err)
 		}
@@ -567,31 +523,15 @@ func (w *partitionWorker) write(recs []sinks.Record) (*failure, error) {
 	return nil, nil
 }
 
-// commit stores next as the partition's checkpoint; it runs only after
-// the sink made everything below next durable.
-func (w *partitionWorker) commit(next int64) error {
-	j, s := w.job, w.state
-	ctx, cancel := context.WithTimeout(context.Background(), j.opts.FlushTimeout)
-	defer cancel()
-	if err := w.sync(ctx); err != nil {
-		// The writes since the last commit may be lost, and a later Sync can
-		// succeed without them (fsync after a writeback error): the run's
-		// deferred commit must not pass them.
-		w.uncommitted = 0
-		return &PartitionError{Topic: j.Resolution.Topic, Partition: s.Partition, Offset: s.next.Load(), Err: err}
-	}
-	meta := j.meta(s.Range)
-	if p := w.sink.Capabilities().Positioner; p != nil {
-		meta.Pos = p.SyncedPosition(s.Partition) // what the sync above made durable
-	}
-	if p := sinks.CapabilitiesOf(j.DeadLetters).Positioner; p != nil {
-		meta.DPos = p.SyncedPosition(s.Partition)
-	}
-	err := j.c.commitAs(ctx, j.member.Load(), j.Plan.Group, j.Resolution.Topic, map[int32]int64{s.Partition: next}, map[int32]checkpointMeta{s.Partition: meta})
-	if err != nil {
-		return &PartitionError{Topic: j.Resolution.Topic, Partition: s.Partition, Offset: s.next.Load(), Err: err}
-	}
-	s.next.Store(next)
-	w.last = time.Now()
-	return nil
+// newCommitter builds the committer of s's partition: it commits as this
+// process's member of the group (run --join) or standalone, with the plan's
+// metadata and the sinks' positions.
+func (j *Job) newCommitter(sink sinks.Sink, s *partitionState) *committer {
+	return &committer{topic: j.Resolution.Topic, partition: s.Partition, sinkName: "sink " + j.Plan.Sink.Type,
+		sink: sink.Capabilities(), dead: sinks.CapabilitiesOf(j.DeadLetters), timeout: j.opts.FlushTimeout, committed: &s.next,
+		commit: func(ctx context.Context, next, pos, deadPos int64) error {
+			meta := j.meta(s.Range)
+			meta.Pos, meta.DPos = pos, deadPos
+			return j.c.commitAs(ctx, j.member.Load(), j.Plan.Group, j.Resolution.Topic, map[int32]int64{s.Partition: next}, map[int32]checkpointMeta{s.Partition: meta})
+		}}
 }

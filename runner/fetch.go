@@ -9,12 +9,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 	"github.com/segmentio/kafka-go/protocol/fetch"
-
-	"github.com/replay-tool/replay/sinks"
 )
 
 // Fetch sizes. A response holds whole record batches and kafka-go decodes
@@ -100,7 +99,7 @@ func (r *partitionReader) done() bool { return r.next >= r.end }
 
 // fetch performs one Fetch and appends the records in [next, end) to out,
 // advancing next past everything it consumed (records, markers, aborted data).
-func (r *partitionReader) fetch(ctx context.Context, out []sinks.Record) ([]sinks.Record, error) {
+func (r *partitionReader) fetch(ctx context.Context, out []record.Record) ([]record.Record, error) {
 	p, err := r.roundTrip(ctx, r.next)
 	if err != nil {
 		return out, r.fetchError(p, err)
@@ -167,7 +166,7 @@ func (r *partitionReader) partitionError(p *fetch.ResponsePartition) error {
 }
 
 // consume walks the record batches of one response.
-func (r *partitionReader) consume(p *fetch.ResponsePartition, out []sinks.Record) ([]sinks.Record, error) {
+func (r *partitionReader) consume(p *fetch.ResponsePartition, out []record.Record) ([]record.Record, error) {
 	if p.RecordSet.Records == nil {
 		return out, nil
 	}
@@ -233,7 +232,7 @@ func (r *partitionReader) controlBatch(b *protocol.ControlBatch, abortedProducer
 	}
 }
 
-func (r *partitionReader) records(b protocol.RecordReader, out []sinks.Record, drop bool, size int) ([]sinks.Record, int, error) {
+func (r *partitionReader) records(b protocol.RecordReader, out []record.Record, drop bool, size int) ([]record.Record, int, error) {
 	for {
 		rec, err := b.ReadRecord()
 		if errors.Is(err, io.EOF) {
@@ -295,7 +294,7 @@ type arena struct {
 	free chan []byte // recycled chunks; nil: none
 	// hdrs is a slab the records' header slices are cut from: one
 	// allocation per headerSlab headers instead of one per record.
-	hdrs []sinks.Header
+	hdrs []record.Header
 }
 
 const headerSlab = 256
@@ -350,23 +349,23 @@ func (a *arena) read(b protocol.Bytes) ([]byte, error) {
 	return s, err
 }
 
-// copyRecord copies rec out of kafka-go's pooled pages into a sinks.Record
+// copyRecord copies rec out of kafka-go's pooled pages into a record.Record
 // and returns its size in bytes (key, value and headers).
-func (a *arena) copyRecord(topic string, partition int32, rec *protocol.Record) (sinks.Record, int, error) {
+func (a *arena) copyRecord(topic string, partition int32, rec *protocol.Record) (record.Record, int, error) {
 	defer closeRecord(rec)
 	key, err := a.read(rec.Key)
 	if err != nil {
-		return sinks.Record{}, 0, err
+		return record.Record{}, 0, err
 	}
 	val, err := a.read(rec.Value)
 	if err != nil {
-		return sinks.Record{}, 0, err
+		return record.Record{}, 0, err
 	}
 	n := len(key) + len(val)
-	var hs []sinks.Header
+	var hs []record.Header
 	if n := len(rec.Headers); n > 0 {
 		if len(a.hdrs) < n {
-			a.hdrs = make([]sinks.Header, max(n, headerSlab))
+			a.hdrs = make([]record.Header, max(n, headerSlab))
 		}
 		hs, a.hdrs = a.hdrs[:n:n], a.hdrs[n:]
 		for i, h := range rec.Headers {
@@ -375,11 +374,11 @@ func (a *arena) copyRecord(topic string, partition int32, rec *protocol.Record) 
 			if h.Value == nil {
 				v = nil
 			}
-			hs[i] = sinks.Header{Key: h.Key, Value: v}
+			hs[i] = record.Header{Key: h.Key, Value: v}
 			n += len(h.Key) + len(h.Value)
 		}
 	}
-	return sinks.Record{Topic: topic, Partition: partition, Offset: rec.Offset, Time: rec.Time, Key: key, Value: val, Headers: hs}, n, nil
+	return record.Record{Topic: topic, Partition: partition, Offset: rec.Offset, Time: rec.Time, Key: key, Value: val, Headers: hs}, n, nil
 }
 
 func closeRecord(rec *protocol.Record) {

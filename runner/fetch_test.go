@@ -25,9 +25,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/sandbox"
-	"github.com/replay-tool/replay/sinks"
 )
 
 // scriptedBatch is one record batch of a scripted log.
@@ -142,7 +142,7 @@ func readScripted(t *testing.T, l *scriptedLog, start, end int64, tune func(*par
 	if tune != nil {
 		tune(r)
 	}
-	var recs []sinks.Record
+	var recs []record.Record
 	for !r.done() {
 		if recs, err = r.fetch(ctx, recs); err != nil {
 			break

@@ -186,7 +186,7 @@ func (w *partitionWorker) failLost(ctx context.Context, err error) error {
 		ferr = w.flush(ctx, len(w.pending))
 	}
 	if ferr == nil {
-		ferr = w.commitDeferred()
+		ferr = w.commits.Commit()
 	}
 	if ferr != nil {
 		return errors.Join(err, ferr)

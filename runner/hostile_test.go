@@ -21,6 +21,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/sandbox"
 	"github.com/replay-tool/replay/sinks"
@@ -478,7 +479,7 @@ func TestRefusesLiveGroup(t *testing.T) {
 	}
 	defer fs.Close()
 	var wrote bool
-	_, err = job.Run(context.Background(), &hookSink{Sink: fs, fn: func(int64, []sinks.Record) error { wrote = true; return nil }})
+	_, err = job.Run(context.Background(), &hookSink{Sink: fs, fn: func(int64, []record.Record) error { wrote = true; return nil }})
 	if !errors.As(err, &se) || se.Group != p.Group {
 		t.Fatalf("run into a group that became live: want *SafetyError, got %v", err)
 	}
@@ -511,7 +512,7 @@ func TestRefusesLiveGroupOnResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	fs, _ := sinks.NewFile(out, job.RunID())
-	_, err = job.Run(ctx, &hookSink{Sink: fs, fn: func(n int64, _ []sinks.Record) error {
+	_, err = job.Run(ctx, &hookSink{Sink: fs, fn: func(n int64, _ []record.Record) error {
 		if n == 2 {
 			cancel()
 		}
@@ -531,7 +532,7 @@ func TestRefusesLiveGroupOnResume(t *testing.T) {
 	fs, _ = sinks.NewFile(out, job.RunID())
 	defer fs.Close()
 	var writes int
-	_, err = job.Run(context.Background(), &hookSink{Sink: fs, fn: func(int64, []sinks.Record) error { writes++; return nil }})
+	_, err = job.Run(context.Background(), &hookSink{Sink: fs, fn: func(int64, []record.Record) error { writes++; return nil }})
 	var se *SafetyError
 	if !errors.As(err, &se) {
 		t.Fatalf("resume into a group that became live: want *SafetyError, got %v", err)
@@ -561,7 +562,7 @@ func TestInterruptFinishesOnlyInFlightBatch(t *testing.T) {
 	}
 	fs, _ := sinks.NewFile(out, job.RunID())
 	defer fs.Close()
-	sink := &hookSink{Sink: fs, fn: func(n int64, _ []sinks.Record) error {
+	sink := &hookSink{Sink: fs, fn: func(n int64, _ []record.Record) error {
 		if n == 1 {
 			cancel()
 		}
@@ -802,7 +803,7 @@ func TestWindowEndIsSnapshot(t *testing.T) {
 			}
 			fs, _ := sinks.NewFile(out, job.RunID())
 			defer fs.Close()
-			sink := &hookSink{Sink: fs, fn: func(n int64, _ []sinks.Record) error {
+			sink := &hookSink{Sink: fs, fn: func(n int64, _ []record.Record) error {
 				if n != 1 {
 					return nil
 				}

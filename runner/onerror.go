@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 )
@@ -69,12 +70,12 @@ func (b *errorBudget) add() error {
 // failure is a record that cannot be processed under on_error: fail: the
 // partition writes and commits what precedes it, then stops at it.
 type failure struct {
-	rec    *sinks.Record
+	rec    *record.Record
 	reason string
 	err    error
 }
 
-// reasonOf classifies a *sinks.RecordError returned by a sink.
+// reasonOf classifies a *record.Error returned by a sink.
 func reasonOf(err error) string {
 	if errors.Is(err, sinks.ErrKeyTemplate) || errors.Is(err, sinks.ErrEmptyKey) {
 		return reasonKey
@@ -86,11 +87,11 @@ func reasonOf(err error) string {
 // skip counts it, dead_letter queues it for the dead-letter sink (written
 // before the commit passes it), fail returns it as a *failure. Skipped and
 // dead-lettered records count against max_errors.
-func (w *partitionWorker) unprocessable(r *sinks.Record, reason string, err error) (*failure, error) {
+func (w *partitionWorker) unprocessable(r *record.Record, reason string, err error) (*failure, error) {
 	j, s := w.job, w.state
 	s.unprocessable(reason)
 	msg := err.Error()
-	var re *sinks.RecordError
+	var re *record.Error
 	if errors.As(err, &re) {
 		msg = re.Err.Error() // the coordinates are the record's own
 	}
@@ -111,9 +112,9 @@ func (w *partitionWorker) unprocessable(r *sinks.Record, reason string, err erro
 // partitionError reports f: the partition stopped at its record.
 func (f *failure) partitionError(topic string) error {
 	err := f.err
-	var re *sinks.RecordError
+	var re *record.Error
 	if !errors.As(err, &re) {
-		err = &sinks.RecordError{Topic: topic, Partition: f.rec.Partition, Offset: f.rec.Offset, Err: err}
+		err = &record.Error{Topic: topic, Partition: f.rec.Partition, Offset: f.rec.Offset, Err: err}
 	}
 	return &PartitionError{Topic: topic, Partition: f.rec.Partition, Offset: f.rec.Offset,
 		Err: fmt.Errorf("%w (%s; on_error: fail stopped the partition at this record, everything before it is written and committed): "+
@@ -123,7 +124,7 @@ func (f *failure) partitionError(topic string) error {
 // applyFilter drops the records the filter leaves out (counted as
 // filtered) and hands those it fails on to on_error. Under on_error: fail
 // it returns the records before the failing one and the failure.
-func (w *partitionWorker) applyFilter(recs []sinks.Record) ([]sinks.Record, *failure, error) {
+func (w *partitionWorker) applyFilter(recs []record.Record) ([]record.Record, *failure, error) {
 	if w.filter == nil {
 		return recs, nil, nil
 	}
@@ -159,13 +160,13 @@ func (w *partitionWorker) writeDeadLetters() error {
 		return nil
 	}
 	j := w.job
-	slices.SortFunc(w.dead, func(a, b sinks.Record) int { return cmp.Compare(a.Offset, b.Offset) })
+	slices.SortFunc(w.dead, func(a, b record.Record) int { return cmp.Compare(a.Offset, b.Offset) })
 	if err := w.retry("dead-letter sink", j.DeadLetters, func(ctx context.Context) error { return j.DeadLetters.Write(ctx, w.dead) }); err != nil {
 		return &PartitionError{Topic: j.Resolution.Topic, Partition: w.state.Partition, Offset: w.dead[0].Offset,
 			Err: fmt.Errorf("write dead letters to the %s sink: %w; nothing past offset %d is committed: fix the dead-letter sink and re-run the same command to resume",
 				j.Plan.DeadLetter.Type, err, w.state.next.Load())}
 	}
-	w.deadUnsynced = true
+	w.commits.WroteDeadLetters()
 	clear(w.dead) // do not pin the records' bytes
 	w.dead = w.dead[:0]
 	return nil

@@ -19,6 +19,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/tidwall/gjson"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/sandbox"
 	"github.com/replay-tool/replay/sinks"
@@ -197,14 +198,14 @@ type rejectingSink struct {
 // commits after every batch).
 func (*rejectingSink) Capabilities() sinks.Capabilities { return sinks.Capabilities{} }
 
-func (s *rejectingSink) Write(ctx context.Context, batch []sinks.Record) error {
+func (s *rejectingSink) Write(ctx context.Context, batch []record.Record) error {
 	for i := range batch {
 		r := &batch[i]
 		if _, err := s.keyer.Key(r); err != nil {
 			return err
 		}
 		if strings.Contains(string(r.Value), "reject") {
-			return &sinks.RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: errors.New("row rejected: value too long")}
+			return &record.Error{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: errors.New("row rejected: value too long")}
 		}
 	}
 	return s.Sink.Write(ctx, batch)
@@ -305,7 +306,7 @@ type flakySink struct {
 // commits after every batch).
 func (*flakySink) Capabilities() sinks.Capabilities { return sinks.Capabilities{} }
 
-func (s *flakySink) Write(ctx context.Context, batch []sinks.Record) error {
+func (s *flakySink) Write(ctx context.Context, batch []record.Record) error {
 	s.mu.Lock()
 	s.calls++
 	err := s.fail(s.calls)
@@ -542,7 +543,7 @@ func TestDeadLetterSyncOnlyWhenWritten(t *testing.T) {
 	defer dl.Close()
 	counted := &countingSyncer{Sink: dl}
 	job.DeadLetters = counted
-	main := &hookSink{Sink: fs, fn: func(int64, []sinks.Record) error { return nil }} // no Syncer: a commit per batch
+	main := &hookSink{Sink: fs, fn: func(int64, []record.Record) error { return nil }} // no Syncer: a commit per batch
 	if _, err := job.Run(context.Background(), main); err != nil {
 		t.Fatal(err)
 	}

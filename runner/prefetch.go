@@ -3,13 +3,13 @@ package runner
 import (
 	"context"
 
-	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/internal/record"
 )
 
 // fetched is one Fetch response's worth of records and the reader's
 // position after it (records, markers and aborted data consumed).
 type fetched struct {
-	recs []sinks.Record
+	recs []record.Record
 	next int64
 	err  error
 	// chunks hold the bytes of recs and of no other fetched (arena.detach):
@@ -28,8 +28,8 @@ type prefetcher struct {
 	ch     chan fetched
 	cancel context.CancelFunc
 	done   chan struct{}
-	recs   chan []sinks.Record // record slices to fill again
-	chunks chan []byte         // the reader's arena.free
+	recs   chan []record.Record // record slices to fill again
+	chunks chan []byte          // the reader's arena.free
 }
 
 // Recycled buffers kept per partition: enough for the records and chunks
@@ -45,13 +45,13 @@ const (
 func startPrefetch(ctx context.Context, r *partitionReader) *prefetcher {
 	ctx, cancel := context.WithCancel(ctx)
 	p := &prefetcher{ch: make(chan fetched), cancel: cancel, done: make(chan struct{}),
-		recs: make(chan []sinks.Record, recycledRecordSlices), chunks: make(chan []byte, recycledChunks)}
+		recs: make(chan []record.Record, recycledRecordSlices), chunks: make(chan []byte, recycledChunks)}
 	r.arena.free = p.chunks
 	go func() {
 		defer close(p.done)
 		defer close(p.ch)
 		for !r.done() {
-			var out []sinks.Record
+			var out []record.Record
 			select {
 			case out = <-p.recs:
 			default:
@@ -73,7 +73,7 @@ func startPrefetch(ctx context.Context, r *partitionReader) *prefetcher {
 
 // reuse gives back a slice of records the worker has copied out of: the
 // reader fills it again (its records' bytes are not touched).
-func (p *prefetcher) reuse(recs []sinks.Record) {
+func (p *prefetcher) reuse(recs []record.Record) {
 	if cap(recs) == 0 {
 		return
 	}

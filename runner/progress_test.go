@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/tidwall/gjson"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -49,7 +50,7 @@ func TestProgressSnapshot(t *testing.T) {
 			snaps := []Snapshot{before}
 			// Snapshots are taken under the lock, so their order in snaps is
 			// the order they were taken in (the sink hook and the poller race).
-			record := func() {
+			recordSnap := func() {
 				mu.Lock()
 				snaps = append(snaps, job.Progress())
 				mu.Unlock()
@@ -62,7 +63,7 @@ func TestProgressSnapshot(t *testing.T) {
 					case <-stop:
 						return
 					case <-time.After(time.Millisecond):
-						record()
+						recordSnap()
 					}
 				}
 			}()
@@ -71,8 +72,8 @@ func TestProgressSnapshot(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer fs.Close()
-			rep, err := job.Run(ctx, &hookSink{Sink: fs, fn: func(n int64, _ []sinks.Record) error {
-				record()
+			rep, err := job.Run(ctx, &hookSink{Sink: fs, fn: func(n int64, _ []record.Record) error {
+				recordSnap()
 				if n == tc.interrupt {
 					cancel()
 				}

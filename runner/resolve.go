@@ -10,8 +10,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
-	"github.com/replay-tool/replay/sinks"
 )
 
 // Outcome says what resolution found for one partition (DESIGN.md §2).
@@ -405,7 +405,7 @@ func (c *Cluster) explainAfterLast(ctx context.Context, topic string, part int32
 		return "", nil
 	}
 	r := newPartitionReader(c, topic, part, iso, max(o.logStart, o.lso-16), o.lso)
-	var recs []sinks.Record
+	var recs []record.Record
 	for i := 0; i < 5 && !r.done(); i++ {
 		var err error
 		if recs, err = r.fetch(ctx, recs); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -188,10 +189,10 @@ func TestStartBeforeRetention(t *testing.T) {
 type hookSink struct {
 	sinks.Sink
 	writes atomic.Int64
-	fn     func(n int64, batch []sinks.Record) error
+	fn     func(n int64, batch []record.Record) error
 }
 
-func (h *hookSink) Write(ctx context.Context, batch []sinks.Record) error {
+func (h *hookSink) Write(ctx context.Context, batch []record.Record) error {
 	if err := h.fn(h.writes.Add(1), batch); err != nil {
 		return err
 	}
@@ -214,7 +215,7 @@ func TestRetentionDuringRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	fs, _ := sinks.NewFile(out, job.RunID())
-	sink := &hookSink{Sink: fs, fn: func(n int64, b []sinks.Record) error {
+	sink := &hookSink{Sink: fs, fn: func(n int64, b []record.Record) error {
 		if n == 1 { // the reader is at most one fetch (a 2000-record batch) ahead
 			return sb.DeleteRecords("orders", 0, 4999)
 		}
@@ -250,7 +251,7 @@ func TestInterruptAndResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	fs, _ := sinks.NewFile(out, job.RunID())
-	_, err = job.Run(ctx, &hookSink{Sink: fs, fn: func(n int64, _ []sinks.Record) error {
+	_, err = job.Run(ctx, &hookSink{Sink: fs, fn: func(n int64, _ []record.Record) error {
 		if n == 7 {
 			cancel()
 		}

@@ -31,6 +31,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"gopkg.in/yaml.v3"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/sandbox"
 	"github.com/replay-tool/replay/sinks"
@@ -60,7 +61,7 @@ type scenario struct {
 	// Actions run inside a sink write, while the run is in progress.
 	Actions []action `yaml:"actions"`
 	// Reject lists records ("p/o") the sink refuses as poison
-	// (*sinks.RecordError), as a database refuses a row.
+	// (*record.Error), as a database refuses a row.
 	Reject []string `yaml:"reject"`
 	Expect expect   `yaml:"expect"`
 }
@@ -417,7 +418,7 @@ type memSink struct {
 	published bool
 }
 
-func (m *memSink) Write(_ context.Context, batch []sinks.Record) error {
+func (m *memSink) Write(_ context.Context, batch []record.Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.writes == nil {
@@ -434,7 +435,7 @@ func (m *memSink) Write(_ context.Context, batch []sinks.Record) error {
 	}
 	for _, r := range batch {
 		if slices.Contains(m.reject, fmt.Sprintf("%d/%d", r.Partition, r.Offset)) {
-			return &sinks.RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: errors.New("row rejected")}
+			return &record.Error{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: errors.New("row rejected")}
 		}
 	}
 	for _, r := range batch {

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/sandbox"
 	"github.com/replay-tool/replay/sinks"
@@ -65,7 +66,7 @@ type checkpointSink interface {
 	sinks.CheckpointStore
 }
 
-func (s *countingSink) Write(ctx context.Context, batch []sinks.Record) error {
+func (s *countingSink) Write(ctx context.Context, batch []record.Record) error {
 	err := s.checkpointSink.Write(ctx, batch)
 	if err == nil {
 		s.mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 )
@@ -27,7 +28,7 @@ type interrupting struct {
 	writes atomic.Int64
 }
 
-func (s *interrupting) Write(ctx context.Context, batch []sinks.Record) error {
+func (s *interrupting) Write(ctx context.Context, batch []record.Record) error {
 	if n := s.writes.Add(1); n == s.at {
 		if s.before != nil {
 			s.before()
