@@ -15,6 +15,7 @@ import (
 
 	"github.com/replay-tool/replay/internal/filter"
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -289,7 +290,7 @@ type partitionWorker struct {
 	// pf is the partition's prefetcher, and held the arena chunks of the
 	// responses whose records are pending, oldest first: each is given back
 	// to pf once its last record is written.
-	pf   *prefetcher
+	pf   *source.Prefetcher
 	held []heldChunks
 	// runCtx is the run's context: once it is cancelled (a signal), a
 	// failing sink is not retried (retry).
@@ -306,14 +307,14 @@ type heldChunks struct {
 // hold takes over f's records and chunks: the records are appended to
 // pending and the slice is reused; the chunks wait until the records are
 // written.
-func (w *partitionWorker) hold(f fetched) {
-	if len(f.recs) == 0 {
-		w.pf.release(f.chunks)
+func (w *partitionWorker) hold(f source.Fetched) {
+	if len(f.Recs) == 0 {
+		w.pf.Release(f.Chunks)
 		return
 	}
-	w.pending = append(w.pending, f.recs...)
-	w.held = append(w.held, heldChunks{last: f.recs[len(f.recs)-1].Offset, chunks: f.chunks})
-	w.pf.reuse(f.recs) // the reader fills it again: last use of f.recs
+	w.pending = append(w.pending, f.Recs...)
+	w.held = append(w.held, heldChunks{last: f.Recs[len(f.Recs)-1].Offset, chunks: f.Chunks})
+	w.pf.Reuse(f.Recs) // the reader fills it again: last use of f.Recs
 }
 
 // releaseThrough gives back the chunks of the responses whose records are
@@ -321,7 +322,7 @@ func (w *partitionWorker) hold(f fetched) {
 func (w *partitionWorker) releaseThrough(offset int64) {
 	i := 0
 	for ; i < len(w.held) && w.held[i].last <= offset; i++ {
-		w.pf.release(w.held[i].chunks)
+		w.pf.Release(w.held[i].chunks)
 		w.held[i] = heldChunks{}
 	}
 	w.held = append(w.held[:0], w.held[i:]...)
@@ -338,8 +339,8 @@ func (w *partitionWorker) run(ctx context.Context) (err error) {
 	r := w.reader()
 	defer func() {
 		s.elapsed = time.Since(s.started)
-		s.aborted = r.stats.aborted
-		s.lost = r.stats.lost
+		st := r.Stats()
+		s.aborted, s.lost = st.Aborted, st.Lost
 		if err != nil && !errors.Is(err, context.Canceled) {
 			s.err = err
 			w.log.Error().Err(err).Int64("offset", s.next.Load()).Msg("partition failed")
@@ -347,9 +348,9 @@ func (w *partitionWorker) run(ctx context.Context) (err error) {
 	}()
 	w.log.Debug().Int64("from", s.from).Int64("end", s.End).Msg("partition started")
 	batch := j.Plan.Sink.BatchSize
-	pf := startPrefetch(ctx, r)
+	pf := source.Prefetch(ctx, r)
 	w.pf = pf
-	defer pf.stop() // before the deferred report reads r.stats
+	defer pf.Stop() // before the deferred report reads r.Stats
 	defer func() {
 		if cerr := w.commits.Commit(); err == nil {
 			err = cerr
@@ -360,10 +361,10 @@ func (w *partitionWorker) run(ctx context.Context) (err error) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		var f fetched
+		var f source.Fetched
 		var ok bool
 		select {
-		case f, ok = <-pf.ch:
+		case f, ok = <-pf.C():
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -373,11 +374,11 @@ func (w *partitionWorker) run(ctx context.Context) (err error) {
 			}
 			return &PartitionError{Topic: j.Resolution.Topic, Partition: s.Partition, Offset: w.pos, Err: errors.New("the fetch loop stopped before the end of the range")}
 		}
-		s.read.Add(int64(len(f.recs)))
+		s.read.Add(int64(len(f.Recs)))
 		w.hold(f)
-		w.pos = f.next
-		if f.err != nil {
-			return w.failLost(ctx, f.err)
+		w.pos = f.Next
+		if f.Err != nil {
+			return w.failLost(ctx, f.Err)
 		}
 		for len(w.pending) >= batch {
 			if err := w.flush(ctx, batch); err != nil {

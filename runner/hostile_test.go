@@ -653,7 +653,7 @@ func TestRefusesForeignCommits(t *testing.T) {
 	seed(t, sb, "orders", 300, t0, time.Hour)
 	p, _ := filePlan(t, sb, timeWindow(t0, t0.Add(30*time.Minute)))
 	c := connect(t, p)
-	resp, err := c.Client.OffsetCommit(context.Background(), &kafka.OffsetCommitRequest{GroupID: p.Group, GenerationID: -1,
+	resp, err := (&kafka.Client{Addr: kafka.TCP(sb.Addr)}).OffsetCommit(context.Background(), &kafka.OffsetCommitRequest{GroupID: p.Group, GenerationID: -1,
 		Topics: map[string][]kafka.OffsetCommit{"orders": {{Partition: 1, Offset: 42}}}})
 	if err != nil || resp.Topics["orders"][0].Error != nil {
 		t.Fatalf("foreign commit: %v %v", err, resp)
@@ -819,7 +819,7 @@ func TestWindowEndIsSnapshot(t *testing.T) {
 			if got := readCoords(t, out); !slices.Equal(sorted(got), sorted(want)) {
 				t.Fatalf("delivered %d records, want %d: %s", len(got), len(want), diff(want, got))
 			}
-			now, err := c.offsets(context.Background(), "orders", []int32{0, 1, 2}, plan.ReadCommitted)
+			now, err := c.ListOffsets(context.Background(), "orders", []int32{0, 1, 2}, plan.ReadCommitted)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -827,7 +827,7 @@ func TestWindowEndIsSnapshot(t *testing.T) {
 			grown := false
 			for _, pr := range rep.Partitions {
 				ends[pr.Partition] = pr.End
-				grown = grown || now[pr.Partition].hwm > pr.End
+				grown = grown || now[pr.Partition].HighWatermark > pr.End
 			}
 			if !grown {
 				t.Fatal("no record was produced during the run: the test tests nothing")

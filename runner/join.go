@@ -4,16 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"net"
 	"slices"
-	"strings"
-	"syscall"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
+	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -38,22 +33,6 @@ const (
 // backs off 5 s between most of them; a rebalance in progress is paced by
 // the broker).
 const joinMaxFailures = 30
-
-// joinRetriable reports whether a failure to join the group may pass:
-// a rebalance in progress, a coordinator loading or moving, the network.
-func joinRetriable(err error) bool {
-	var kerr kafka.Error
-	var nerr net.Error
-	switch {
-	case errors.Is(err, kafka.RebalanceInProgress), errors.Is(err, kafka.UnknownMemberId), errors.Is(err, kafka.IllegalGeneration):
-		return true
-	case errors.As(err, &kerr):
-		return kerr.Temporary()
-	case errors.As(err, &nerr), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET):
-		return true
-	}
-	return false
-}
 
 // errAllDone ends a joined run: every partition of the plan reached its end.
 var errAllDone = errors.New("every partition is done")
@@ -98,8 +77,8 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 		// A refusal because classic members hold the group (the other
 		// processes, checked by Prepare) is expected; UNSUPPORTED_VERSION
 		// (a live KIP-848 consumer group) is not.
-		if err := j.commitStarts(work); err != nil && !errors.Is(err, kafka.UnknownMemberId) &&
-			!errors.Is(err, kafka.IllegalGeneration) && !errors.Is(err, kafka.RebalanceInProgress) {
+		var inUse *source.GroupInUseError
+		if err := j.commitStarts(work); err != nil && !(errors.As(err, &inUse) && inUse.Members) {
 			return nil, err
 		}
 		// A checkpoint table may hold an earlier run's checkpoints under the
@@ -112,15 +91,10 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 			}
 		}
 	}
-	dialer := *j.c.dialer
-	dialer.ClientID = joinClientID(j.Resolution.Fingerprint)
-	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
-		ID: j.Plan.Group, Brokers: j.c.Brokers, Dialer: &dialer, Topics: []string{j.Resolution.Topic},
-		HeartbeatInterval: j.opts.Heartbeat, SessionTimeout: joinSessionTimeout, RebalanceTimeout: joinRebalanceTimeout,
-		StartOffset: kafka.FirstOffset,
-	})
+	cg, err := j.c.Join(source.JoinConfig{Group: j.Plan.Group, Topic: j.Resolution.Topic, ClientID: joinClientID(j.Resolution.Fingerprint),
+		Heartbeat: j.opts.Heartbeat, SessionTimeout: joinSessionTimeout, RebalanceTimeout: joinRebalanceTimeout})
 	if err != nil {
-		return nil, fmt.Errorf("join group %s: %w", j.Plan.Group, err)
+		return nil, err
 	}
 	defer cg.Close()
 	log := j.opts.Log.With().Str("plan", j.Plan.Name).Str("group", j.Plan.Group).Logger()
@@ -129,16 +103,17 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	failures := 0
 	for runErr == nil {
 		gen, err := cg.Next(ctx)
+		var foreign *source.ForeignMemberError
 		if err != nil {
 			switch {
 			case ctx.Err() != nil:
 				runErr = fmt.Errorf("%w: left group %s; the other members take over, or re-run the same command to resume", ErrInterrupted, j.Plan.Group)
-			case strings.Contains(err.Error(), "unable to read metadata for member"):
+			case errors.As(err, &foreign):
 				// kafka-go, leading the group, met a member it cannot
-				// decode: not a kafka-go 'replay run --join' process.
+				// decode: not a joined replay process.
 				runErr = &SafetyError{Group: j.Plan.Group, Reason: "a consumer that is not a 'replay run --join' process of this plan joined it (" +
-					strings.ReplaceAll(err.Error(), ": %!w(<nil>)", "") + "): it reads the topic in the group and commits over the replay's checkpoints; stop it, and give the plan a group nobody else uses"}
-			case joinRetriable(err) && failures < joinMaxFailures:
+					foreign.Error() + "): it reads the topic in the group and commits over the replay's checkpoints; stop it, and give the plan a group nobody else uses"}
+			case source.Retriable(err) && failures < joinMaxFailures:
 				// kafka-go keeps trying (a rebalance in progress, a
 				// coordinator moving) and reports each failed attempt here.
 				failures++
@@ -150,13 +125,9 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 			break
 		}
 		failures = 0
-		j.member.Store(&member{generation: gen.ID, id: gen.MemberID})
-		var mine []int32
-		for _, pa := range gen.Assignments[j.Resolution.Topic] {
-			mine = append(mine, int32(pa.ID))
-		}
-		slices.Sort(mine)
-		log.Info().Int32("generation", gen.ID).Ints32("partitions", mine).Msg("joined the replay group")
+		j.member.Store(&gen.Member)
+		mine := gen.Partitions
+		log.Info().Int32("generation", gen.Generation).Ints32("partitions", mine).Msg("joined the replay group")
 		ended := make(chan error, 1)
 		gen.Start(func(gctx context.Context) {
 			ended <- j.runGeneration(ctx, gctx, sink, mine, reports)
@@ -203,7 +174,7 @@ func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []i
 			return err // the in-flight batches were written and committed
 		case ctx.Err() != nil:
 			return fmt.Errorf("%w: %v", ErrInterrupted, err)
-		case gctx.Err() != nil, errors.Is(err, errFenced):
+		case gctx.Err() != nil, errors.Is(err, source.ErrFenced):
 			return nil
 		}
 		return err
@@ -239,7 +210,7 @@ func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []i
 	j.live.Store(&liveRun{started: time.Now(), states: states})
 	j.startBudget(states)
 	err = j.readAll(rctx, sink, states)
-	moved := ctx.Err() == nil && (gctx.Err() != nil || errors.Is(err, errFenced))
+	moved := ctx.Err() == nil && (gctx.Err() != nil || errors.Is(err, source.ErrFenced))
 	for _, s := range states {
 		pr := s.report()
 		pr.Moved = !pr.Done && moved

@@ -2,8 +2,6 @@ package runner
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"time"
 )
@@ -40,7 +38,7 @@ func (j *Job) addedAmong(parts []int32) []int32 {
 func (j *Job) addedSince(ctx context.Context) []int32 {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	all, err := j.c.freshPartitions(ctx, j.Resolution.Topic)
+	all, err := j.c.FreshPartitions(ctx, j.Resolution.Topic)
 	if err != nil {
 		j.opts.Log.Debug().Err(err).Msg("list partitions after the run")
 		return j.Added
@@ -62,34 +60,4 @@ func (j *Job) warnAdded(added []int32) {
 	j.Added = append(j.Added, added...)
 	j.opts.Log.Warn().Str("plan", j.Plan.Name).Str("topic", j.Resolution.Topic).Ints32("partitions", added).
 		Msg("partitions were added to the topic after the run was resolved: this run does not read them (the ranges are fixed); replay them with another plan if the window needs them")
-}
-
-// freshPartitions asks a broker for the topic's partitions, bypassing the
-// Transport's metadata cache (MetadataTTL), which would hide partitions
-// created in the last seconds.
-func (c *Cluster) freshPartitions(ctx context.Context, topic string) ([]int32, error) {
-	var errs []error
-	for _, b := range c.Brokers {
-		conn, err := c.dialer.DialContext(ctx, "tcp", b)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if dl, ok := ctx.Deadline(); ok {
-			_ = conn.SetDeadline(dl)
-		}
-		ps, err := conn.ReadPartitions(topic)
-		conn.Close()
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		parts := make([]int32, 0, len(ps))
-		for _, p := range ps {
-			parts = append(parts, int32(p.ID))
-		}
-		slices.Sort(parts)
-		return parts, nil
-	}
-	return nil, fmt.Errorf("partitions of %s: %w", topic, errors.Join(errs...))
 }

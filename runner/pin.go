@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/source"
 )
 
 // ResolutionFormat names the format of a resolution file, its first field.
@@ -102,7 +103,7 @@ func (j *Job) pin(ctx context.Context, all []int32, cps map[int32]Checkpoint) er
 		}
 		parts = append(parts, rg.Partition)
 	}
-	offs, err := j.c.offsets(ctx, p.Source.Topic, parts, p.Source.Isolation)
+	offs, err := j.c.ListOffsets(ctx, p.Source.Topic, parts, p.Source.Isolation)
 	if err != nil {
 		return err
 	}
@@ -138,24 +139,24 @@ func (j *Job) pin(ctx context.Context, all []int32, cps map[int32]Checkpoint) er
 // pinRange checks one pinned range against the partition's offsets now.
 // The range itself never changes (its start and end are what the group's
 // checkpoints record); data lost to retention moves where reading begins.
-func (j *Job) pinRange(ctx context.Context, rg *Range, o partitionOffsets) error {
+func (j *Job) pinRange(ctx context.Context, rg *Range, o source.Offsets) error {
 	topic := j.Plan.Source.Topic
-	rg.LogStart, rg.HighWatermark, rg.LastStable = o.logStart, o.hwm, o.lso
-	if rg.End > o.lso {
-		return fmt.Errorf("partition %s/%d: the pinned range ends at %d but the last readable offset is now %d (high watermark %d): the log was truncated or the topic was created again; resolve afresh with replay plan --out", topic, rg.Partition, rg.End, o.lso, o.hwm)
+	rg.LogStart, rg.HighWatermark, rg.LastStable = o.LogStart, o.HighWatermark, o.LastStable
+	if rg.End > o.LastStable {
+		return fmt.Errorf("partition %s/%d: the pinned range ends at %d but the last readable offset is now %d (high watermark %d): the log was truncated or the topic was created again; resolve afresh with replay plan --out", topic, rg.Partition, rg.End, o.LastStable, o.HighWatermark)
 	}
 	from := j.from(*rg)
-	if from >= rg.End || from >= o.logStart {
+	if from >= rg.End || from >= o.LogStart {
 		return nil
 	}
 	if !j.Plan.AllowDataLoss {
-		first, err := j.c.firstRecordTime(ctx, topic, rg.Partition, o.logStart, j.Plan.Source.Isolation)
+		first, err := j.c.FirstRecordTime(ctx, topic, rg.Partition, o.LogStart, j.Plan.Source.Isolation)
 		if err != nil {
 			return err
 		}
-		return &RetentionError{Topic: topic, Partition: rg.Partition, Start: from, LogStart: o.logStart, FirstTime: first}
+		return &RetentionError{Topic: topic, Partition: rg.Partition, Start: from, LogStart: o.LogStart, FirstTime: first}
 	}
-	next := min(o.logStart, rg.End)
+	next := min(o.LogStart, rg.End)
 	rg.Lost += next - from
 	if rg.Outcome != Resumed {
 		rg.Outcome = StartBeforeRetention

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -108,7 +109,7 @@ type Job struct {
 	live atomic.Pointer[liveRun]
 	// member is set while the job runs as a member of its group
 	// (RunJoined): commits carry its generation.
-	member atomic.Pointer[member]
+	member atomic.Pointer[source.Member]
 	// budget counts records that cannot be processed against max_errors.
 	budget *errorBudget
 }
@@ -156,7 +157,7 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 	} else if err := c.checkGroupIdle(ctx, p.Group); err != nil {
 		return nil, err
 	}
-	all, err := c.partitions(ctx, p.Source.Topic)
+	all, err := c.Partitions(ctx, p.Source.Topic)
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +228,7 @@ func (j *Job) resume(ctx context.Context, all []int32, cps map[int32]Checkpoint)
 			j.Ignored = append(j.Ignored, part)
 		}
 	}
-	offs, err := j.c.offsets(ctx, p.Source.Topic, parts, p.Source.Isolation)
+	offs, err := j.c.ListOffsets(ctx, p.Source.Topic, parts, p.Source.Isolation)
 	if err != nil {
 		return err
 	}
@@ -236,14 +237,14 @@ func (j *Job) resume(ctx context.Context, all []int32, cps map[int32]Checkpoint)
 	for _, part := range parts {
 		cp, o := cps[part], offs[part]
 		j.committed[part], j.positions[part], j.dlPositions[part] = cp.Offset, cp.Position, cp.DeadLetterPosition
-		rg := Range{Partition: part, Start: cp.Start, End: cp.End, Outcome: Resumed, LogStart: o.logStart, HighWatermark: o.hwm, LastStable: o.lso}
+		rg := Range{Partition: part, Start: cp.Start, End: cp.End, Outcome: Resumed, LogStart: o.LogStart, HighWatermark: o.HighWatermark, LastStable: o.LastStable}
 		next := cp.Offset
-		if next < rg.End && next < o.logStart {
+		if next < rg.End && next < o.LogStart {
 			if !p.AllowDataLoss {
-				return &RetentionError{Topic: p.Source.Topic, Partition: part, Start: next, LogStart: o.logStart}
+				return &RetentionError{Topic: p.Source.Topic, Partition: part, Start: next, LogStart: o.LogStart}
 			}
-			rg.Lost = min(o.logStart, rg.End) - next
-			next = min(o.logStart, rg.End)
+			rg.Lost = min(o.LogStart, rg.End) - next
+			next = min(o.LogStart, rg.End)
 		}
 		j.Resume[part] = next
 		j.Resolution.Ranges = append(j.Resolution.Ranges, rg)
