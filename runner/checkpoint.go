@@ -9,20 +9,6 @@ import (
 	"github.com/replay-tool/replay/runner/source"
 )
 
-// SafetyError is a refusal to touch a consumer group or to run a plan
-// because doing so could corrupt someone else's progress or mix two plans.
-// The command line exits with code 3 on it.
-type SafetyError struct {
-	Group  string
-	Reason string
-	// Err is the broker's error behind the refusal, if any.
-	Err error
-}
-
-func (e *SafetyError) Error() string { return fmt.Sprintf("refusing group %q: %s", e.Group, e.Reason) }
-
-func (e *SafetyError) Unwrap() error { return e.Err }
-
 // checkpointMeta is the commit metadata replay writes with every offset it
 // commits to the replay group: which plan made the commit and where that
 // partition's range ends, so `replay status` and a resumed run find the
@@ -123,7 +109,7 @@ func (c *Cluster) checkGroupMembers(ctx context.Context, group, joinID string) e
 	}
 	for _, m := range g.Members {
 		if m.ClientID != joinID {
-			return &SafetyError{Group: group, Reason: fmt.Sprintf("it is %s with a member that is not a 'replay run --join' of this plan (client id %q, host %s): it looks like a live consumer group, or a process of another plan; use a dedicated group", g.State, m.ClientID, m.ClientHost)}
+			return &SafetyError{Group: group, Hint: HintJoinedOnly, Reason: fmt.Sprintf("it is %s with a member that is not a joined process of this plan (client id %q, host %s): it looks like a live consumer group, or a process of another plan; use a dedicated group", g.State, m.ClientID, m.ClientHost)}
 		}
 	}
 	return nil

@@ -95,7 +95,7 @@ func wantCommits(t *testing.T, c *Cluster, p *plan.Plan, want map[int32]int64) {
 }
 
 // ---------------------------------------------------------------------------
-// Transactions (KAFKA-GO.md §6).
+// Transactions: aborted data and markers under both isolation levels.
 
 // txnLayout is what seedTxns writes. Partition 0:
 //
@@ -315,7 +315,7 @@ func TestOpenTransactionAtResolution(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------
-// Compression (KAFKA-GO.md §8).
+// Compression: every codec kafka-go decodes.
 
 // An offsets window starting inside a compressed batch (batches of 100,
 // from: 150) delivers exactly from 150 on, nothing of the batch before it,
@@ -409,7 +409,7 @@ func checkCompressed(t *testing.T, addr, topic string, codec uint8) {
 }
 
 // ---------------------------------------------------------------------------
-// Group safety (DESIGN.md §1, §3).
+// Group safety: replay never shares a group with a live consumer.
 
 // groupReader joins group as a live kafka-go consumer-group member of
 // orders and fetches one message (without committing), so the group is
@@ -581,7 +581,7 @@ func TestInterruptFinishesOnlyInFlightBatch(t *testing.T) {
 
 // kgoMember joins group as a live franz-go member of orders (the classic
 // protocol, or KIP-848 with serverSide) and polls one record, without
-// committing. kafka-go cannot decode these members (#1212) and sees no
+// committing. kafka-go cannot decode these members (kafka-go #1212) and sees no
 // members at all in a KIP-848 group.
 func kgoMember(t *testing.T, sb *sandbox.Sandbox, group string, serverSide bool) *kgo.Client {
 	t.Helper()
@@ -770,7 +770,7 @@ func TestRestartWithFewerPartitions(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------
-// The window end is a snapshot (DESIGN.md §2: the replay does not chase
+// The window end is a snapshot (the replay does not chase
 // the topic).
 
 // Records produced while the run is in progress (on the first sink write)

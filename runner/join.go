@@ -17,7 +17,7 @@ import (
 // its peers from a live consumer that must not share the group.
 func joinClientID(fp string) string { return "replay-join-" + fp }
 
-// Timeouts of a joined member (KAFKA-GO.md §4). A member that dies is
+// Timeouts of a joined member. A member that dies is
 // replaced after joinSessionTimeout (kfake and Kafka refuse less than 6 s);
 // a rebalance waits up to joinRebalanceTimeout for every member to finish
 // its in-flight batch and commit.
@@ -39,7 +39,7 @@ var errAllDone = errors.New("every partition is done")
 
 // RunJoined replays the job's ranges as one member of the plan's replay
 // group, with other processes of the same plan on other machines (run
-// --join, DESIGN §3): Kafka's group protocol spreads the partitions among
+// --join): Kafka's group protocol spreads the partitions among
 // the members, and when one leaves or dies (after the session timeout,
 // 10 s), its partitions move to the others, which continue from its last
 // commit. Each generation, the member reads its partitions from the
@@ -58,7 +58,7 @@ var errAllDone = errors.New("every partition is done")
 // failure or finish.
 func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	if sink.Capabilities().Resumer != nil {
-		return nil, fmt.Errorf("--join: the %s sink keeps its output on this machine, and the partitions are spread over several: use a postgres, kafka or http sink", j.Plan.Sink.Type)
+		return nil, &LocalOutputError{Sink: j.Plan.Sink.Type}
 	}
 	rep := j.newReport()
 	work := context.WithoutCancel(ctx)
@@ -68,7 +68,7 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	}
 	defer closeDeadLetters()
 	if sinks.CapabilitiesOf(j.DeadLetters).Resumer != nil {
-		return nil, errors.New("--join: the dead-letter sink keeps its output on this machine, and the partitions are spread over several: use a postgres, kafka or http dead-letter sink")
+		return nil, &LocalOutputError{Sink: j.Plan.DeadLetter.Type, DeadLetters: true}
 	}
 	if j.Fresh {
 		// The first process pins the ranges before it joins; once a member
@@ -111,7 +111,7 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 			case errors.As(err, &foreign):
 				// kafka-go, leading the group, met a member it cannot
 				// decode: not a joined replay process.
-				runErr = &SafetyError{Group: j.Plan.Group, Reason: "a consumer that is not a 'replay run --join' process of this plan joined it (" +
+				runErr = &SafetyError{Group: j.Plan.Group, Hint: HintJoinedOnly, Reason: "a consumer that is not a joined process of this plan joined it (" +
 					foreign.Error() + "): it reads the topic in the group and commits over the replay's checkpoints; stop it, and give the plan a group nobody else uses"}
 			case source.Retriable(err) && failures < joinMaxFailures:
 				// kafka-go keeps trying (a rebalance in progress, a
@@ -157,7 +157,7 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 // its partitions done, it waits for the generation to end or for every
 // partition of the plan to be done (errAllDone). It must not return early:
 // a member whose generation function returns rejoins, which rebalances the
-// whole group (KAFKA-GO.md §4).
+// whole group.
 func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []int32, reports map[int32]*PartitionReport) error {
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -198,8 +198,8 @@ func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []i
 		if cp.Replay && cp.Fingerprint == j.Resolution.Fingerprint && (cp.Start != r.Start || cp.End != r.End) {
 			// Two processes started with different resolutions (a relative
 			// window resolved twice): mixing them would replay neither.
-			return &SafetyError{Group: j.Plan.Group, Reason: fmt.Sprintf("it holds partition %d of this plan with the range [%d, %d), and this process was given [%d, %d): "+
-				"the processes of the plan were started with different resolutions; start every process with the same --resolution file", r.Partition, cp.Start, cp.End, r.Start, r.End)}
+			return &SafetyError{Group: j.Plan.Group, Hint: HintSameResolution, Reason: fmt.Sprintf("it holds partition %d of this plan with the range [%d, %d), and this process was given [%d, %d): "+
+				"the processes of the plan were started with different resolutions", r.Partition, cp.Start, cp.End, r.Start, r.End)}
 		}
 		from := r.Start
 		if cp.Replay && cp.Fingerprint == j.Resolution.Fingerprint && cp.Offset > from {

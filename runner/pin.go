@@ -54,7 +54,7 @@ func ReadResolution(path string) (*Resolution, error) {
 
 func (f resolutionFile) check() error {
 	if f.Format != ResolutionFormat {
-		return fmt.Errorf("format %q: want %q (a file written by replay plan --out)", f.Format, ResolutionFormat)
+		return fmt.Errorf("format %q: want %q (a file written by MarshalResolution)", f.Format, ResolutionFormat)
 	}
 	r := f.Resolution
 	switch {
@@ -143,7 +143,7 @@ func (j *Job) pinRange(ctx context.Context, rg *Range, o source.Offsets) error {
 	topic := j.Plan.Source.Topic
 	rg.LogStart, rg.HighWatermark, rg.LastStable = o.LogStart, o.HighWatermark, o.LastStable
 	if rg.End > o.LastStable {
-		return fmt.Errorf("partition %s/%d: the pinned range ends at %d but the last readable offset is now %d (high watermark %d): the log was truncated or the topic was created again; resolve afresh with replay plan --out", topic, rg.Partition, rg.End, o.LastStable, o.HighWatermark)
+		return withHint(fmt.Errorf("partition %s/%d: the pinned range ends at %d but the last readable offset is now %d (high watermark %d): the log was truncated or the topic was created again; resolve the window afresh", topic, rg.Partition, rg.End, o.LastStable, o.HighWatermark), HintResolveAgain)
 	}
 	from := j.from(*rg)
 	if from >= rg.End || from >= o.LogStart {
@@ -171,7 +171,7 @@ func checkPinnedPlan(p *plan.Plan, pinned *Resolution) error {
 	fp := p.Fingerprint()
 	switch {
 	case pinned.Fingerprint != fp || pinned.Plan != p.Name:
-		return &SafetyError{Group: p.Group, Reason: fmt.Sprintf("the resolution file was made for plan %q with fingerprint %s, but this plan is %q with fingerprint %s: the plan changed since replay plan --out; run replay plan --out again and review the new ranges", pinned.Plan, pinned.Fingerprint, p.Name, fp)}
+		return &SafetyError{Group: p.Group, Hint: HintResolveAgain, Reason: fmt.Sprintf("the resolution file was made for plan %q with fingerprint %s, but this plan is %q with fingerprint %s: the plan changed since the file was written", pinned.Plan, pinned.Fingerprint, p.Name, fp)}
 	case pinned.Topic != p.Source.Topic || pinned.Group != p.Group:
 		return &SafetyError{Group: p.Group, Reason: fmt.Sprintf("the resolution file is for topic %s and group %s, but the plan names topic %s and group %s", pinned.Topic, pinned.Group, p.Source.Topic, p.Group)}
 	}
@@ -198,11 +198,11 @@ func samePinnedRanges(p *plan.Plan, pinned *Resolution, cps map[int32]Checkpoint
 			}
 			pin = fmt.Sprintf("[%d, %d)", pinned.Ranges[i].Start, pinned.Ranges[i].End)
 		}
-		fix := "Finish it with replay run without --resolution, or re-run with --restart to discard it and replay the pinned ranges"
+		hint := HintFinishOrRestart
 		if join {
-			fix = "Start this process with the resolution file the other processes of the plan were given, or without --resolution to take the group's ranges"
+			hint = HintJoinedFile
 		}
-		return &SafetyError{Group: p.Group, Reason: fmt.Sprintf("it holds checkpoints of this plan for other ranges than the resolution file pins (partition %d: the group's run has [%d, %d), the file %s): an earlier run of this plan was resolved differently. %s", part, cp.Start, cp.End, pin, fix)}
+		return &SafetyError{Group: p.Group, Hint: hint, Reason: fmt.Sprintf("it holds checkpoints of this plan for other ranges than the resolution file pins (partition %d: the group's run has [%d, %d), the file %s): an earlier run of this plan was resolved differently", part, cp.Start, cp.End, pin)}
 	}
 	return nil
 }

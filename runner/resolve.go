@@ -12,7 +12,7 @@ import (
 	"github.com/replay-tool/replay/runner/source"
 )
 
-// Outcome says what resolution found for one partition (DESIGN.md §2).
+// Outcome says what resolution found for one partition.
 type Outcome string
 
 // Partition outcomes.
@@ -114,7 +114,7 @@ func (e *RetentionError) Error() string {
 	return fmt.Sprintf("partition %s/%d: the window starts before the log start offset: retention deleted it; the first offset still available is %d%s. Narrow the window to start at or after it, or set allow_data_loss: true to replay what is left", e.Topic, e.Partition, e.LogStart, at)
 }
 
-// Resolve fixes p's window to per-partition offset ranges (DESIGN.md §2):
+// Resolve fixes p's window to per-partition offset ranges:
 // start = ListOffsets(from), the first offset whose timestamp is >= from;
 // end = ListOffsets(to), or the high watermark (the last stable offset
 // under read_committed) when to is unset or no record is that late. A

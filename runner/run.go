@@ -177,8 +177,7 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 		return job, job.resume(ctx, all, cps)
 	}
 	if opts.Join {
-		return nil, &SafetyError{Group: p.Group, Reason: "--join needs the same fixed ranges in every process, and the group holds no run of this plan yet: " +
-			"resolve once with 'replay plan PLAN --out ranges.json', then start every process with 'replay run PLAN --join --resolution ranges.json'"}
+		return nil, &SafetyError{Group: p.Group, Hint: HintResolveOnce, Reason: "a joined run needs the same fixed ranges in every process, and the group holds no run of this plan yet"}
 	}
 	if job.Resolution, err = Resolve(ctx, c, p, opts.Now()); err != nil {
 		return nil, err
@@ -209,7 +208,7 @@ func classify(p *plan.Plan, cps map[int32]Checkpoint, restart bool) (bool, error
 		case !cp.Replay:
 			return false, &SafetyError{Group: p.Group, Reason: fmt.Sprintf("it has a commit on %s/%d (offset %d) that replay did not make: it is, or was, a real consumer group; name a dedicated group such as %s", p.Source.Topic, part, cp.Offset, dedicatedGroup(p))}
 		case cp.Fingerprint != fp && !restart:
-			return false, &SafetyError{Group: p.Group, Reason: fmt.Sprintf("it holds checkpoints of another plan (%q, fingerprint %s; this plan is %s): the plan changed since that run. Re-run with --restart to discard them and start over, or use another group", cp.Plan, cp.Fingerprint, fp)}
+			return false, &SafetyError{Group: p.Group, Hint: HintRestart, Reason: fmt.Sprintf("it holds checkpoints of another plan (%q, fingerprint %s; this plan is %s): the plan changed since that run; discard them and start over, or use another group", cp.Plan, cp.Fingerprint, fp)}
 		case cp.Fingerprint == fp:
 			mine = true
 		}

@@ -226,9 +226,22 @@ func (a *app) exitCode(err error) int {
 	case errors.As(err, &usage):
 		return a.printErr(invalidCode, "error: ", err, "Run 'replay --help' for usage.\n")
 	case errors.As(err, &refused):
-		return a.printErr(exitRefused, "refused: ", err, "")
+		return a.printHinted(exitRefused, "refused: ", err)
 	}
-	return a.printErr(exitFailed, "error: ", err, "")
+	return a.printHinted(exitFailed, "error: ", err)
+}
+
+// printHinted prints err with its runner hint worded for the command line:
+// on a line of its own, or after the message in a JSON log line.
+func (a *app) printHinted(code int, prefix string, err error) int {
+	hint := hintText(runner.HintOf(err))
+	if hint == "" {
+		return a.printErr(code, prefix, err, "")
+	}
+	if a.jsonLogs.Load() {
+		return a.printErr(code, prefix, fmt.Errorf("%w. %s", err, hint), "")
+	}
+	return a.printErr(code, prefix, err, hint+"\n")
 }
 
 // args wraps cobra's argument checks as usage errors.

@@ -8,7 +8,7 @@
 // Broker errors come back wrapped with what was being done; the ones the
 // caller acts on are typed (*PartitionError, *DataLossError,
 // *GroupInUseError, *ForeignMemberError) or sentinels (ErrFenced,
-// ErrOffsetOutOfRange). Every request goes through Cluster.call, the one
+// ErrOffsetOutOfRange). Every request goes through one helper (call), the one
 // place where requests are made and their errors classified.
 package source
 

@@ -40,7 +40,7 @@ func (e *DataLossError) Error() string {
 		e.Lost, e.Lost.Len(), e.LogStart, e.Lost.From)
 }
 
-func (e *DataLossError) Unwrap() error { return kafka.OffsetOutOfRange }
+func (e *DataLossError) Unwrap() error { return ErrOffsetOutOfRange }
 
 // fetchError handles a failed fetch. OFFSET_OUT_OF_RANGE below the log
 // start means records of the window were deleted under the reader: with
