@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"math"
-	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -150,7 +149,3 @@ func ETA(t plan.Throttle, records, bytes int64) (d time.Duration, ok bool) {
 	}
 	return time.Duration(math.Ceil(secs)) * time.Second, ok
 }
-
-// Discarded lists the partitions whose checkpoints of an earlier run the
-// job discards when it runs (Options.Restart): the command asks first.
-func (j *Job) Discarded() []int32 { return slices.Clone(j.discarded) }

@@ -136,7 +136,7 @@ func Resolve(ctx context.Context, c *Cluster, p *plan.Plan, now time.Time) (*Res
 		return nil, err
 	}
 	res := &Resolution{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: topic, Group: p.Group, ResolvedAt: now.UTC(), Unselected: unselected}
-	if len(p.Window.Offsets) > 0 {
+	if !p.Window.IsTime() {
 		for _, part := range selected {
 			rg, err := offsetRange(topic, part, p.Window.Offsets[part], offs[part], p.AllowDataLoss)
 			if err != nil {
@@ -162,26 +162,40 @@ func Resolve(ctx context.Context, c *Cluster, p *plan.Plan, now time.Time) (*Res
 		}
 	}
 	for _, part := range selected {
-		rg := timeRange(part, starts[part], endOr(ends, part), offs[part])
-		if rg.Outcome == AfterLastRecord {
-			if rg.Detail, err = c.explainAfterLast(ctx, topic, part, offs[part], p.Source.Isolation); err != nil {
-				return nil, err
-			}
-		}
-		if rg.Outcome == StartBeforeRetention {
-			first, err := c.FirstRecordTime(ctx, topic, part, rg.LogStart, p.Source.Isolation)
-			if err != nil {
-				return nil, err
-			}
-			if first.Before(res.From.Add(-margin)) {
-				rg.Outcome = InRange // the deleted records were older than the window
-			} else if !p.AllowDataLoss {
-				return nil, &RetentionError{Topic: topic, Partition: part, Start: rg.Start, LogStart: rg.LogStart, FirstTime: first}
-			}
+		rg, err := c.checkTimeRange(ctx, p, timeRange(part, starts[part], endOr(ends, part), offs[part]), res.From.Add(-margin))
+		if err != nil {
+			return nil, err
 		}
 		res.Ranges = append(res.Ranges, rg)
 	}
 	return res, nil
+}
+
+// checkTimeRange explains a range after the last record, and decides
+// whether a range starting at the log start lost records of the window
+// (starting at from) to retention: a *RetentionError unless the plan
+// allows data loss.
+func (c *Cluster) checkTimeRange(ctx context.Context, p *plan.Plan, rg Range, from time.Time) (Range, error) {
+	topic, part := p.Source.Topic, rg.Partition
+	var err error
+	if rg.Outcome == AfterLastRecord {
+		o := source.Offsets{LogStart: rg.LogStart, HighWatermark: rg.HighWatermark, LastStable: rg.LastStable}
+		if rg.Detail, err = c.explainAfterLast(ctx, topic, part, o, p.Source.Isolation); err != nil {
+			return rg, err
+		}
+	}
+	if rg.Outcome == StartBeforeRetention {
+		first, err := c.FirstRecordTime(ctx, topic, part, rg.LogStart, p.Source.Isolation)
+		if err != nil {
+			return rg, err
+		}
+		if first.Before(from) {
+			rg.Outcome = InRange // the deleted records were older than the window
+		} else if !p.AllowDataLoss {
+			return rg, &RetentionError{Topic: topic, Partition: part, Start: rg.Start, LogStart: rg.LogStart, FirstTime: first}
+		}
+	}
+	return rg, nil
 }
 
 func endOr(ends map[int32]int64, p int32) int64 {
@@ -255,14 +269,14 @@ func offsetRange(topic string, part int32, w plan.OffsetRange, o source.Offsets,
 
 func selectPartitions(p *plan.Plan, all []int32) (selected, unselected []int32, err error) {
 	want := p.Source.Partitions.List
-	if len(p.Window.Offsets) > 0 {
+	if !p.Window.IsTime() {
 		want = want[:0:0]
 		for part := range p.Window.Offsets {
 			want = append(want, part)
 		}
 		slices.Sort(want)
 	}
-	if p.Source.Partitions.All && len(p.Window.Offsets) == 0 || len(want) == 0 {
+	if p.Source.Partitions.All && p.Window.IsTime() || len(want) == 0 {
 		return all, nil, nil
 	}
 	for _, part := range want {

@@ -63,6 +63,10 @@ func (s Seed) Timestamp(i int) time.Time {
 	return s.From.Add(time.Duration(float64(span) * float64(i) / float64(s.N))).Truncate(time.Millisecond)
 }
 
+// seedBatchBytes bounds a seeded record batch to about 2000 order events
+// (the batches tests reason about: a fetch returns whole batches).
+const seedBatchBytes = 640 << 10
+
 // Produce writes the seeded records to addr with franz-go's client
 // (acks from all in-sync replicas, no compression, key-hashed partitions
 // with the hash kafka-go's and Sarama's producers use, every record's
@@ -71,6 +75,7 @@ func (s Seed) Timestamp(i int) time.Time {
 func Produce(ctx context.Context, addr string, s Seed) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(s.Topic), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.DisableIdempotentWrite(), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.ProducerBatchMaxBytes(seedBatchBytes),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(kgo.SaramaCompatHasher(fnv32a))))
 	if err != nil {
 		return fmt.Errorf("seed %s: %w", s.Topic, err)
