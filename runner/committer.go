@@ -138,3 +138,44 @@ func (c *committer) sync(ctx context.Context) error {
 	}
 	return nil
 }
+
+// syncStarts makes a sink that batches durability (sinks.Syncer) hold
+// what commitStarts is about to commit past the group's checkpoint (a
+// start moved past records lost to retention, with allow_data_loss): the
+// file sink then has the partition's staging file, empty, which
+// CheckResume looks for on the next resume.
+func (j *Job) syncStarts(ctx context.Context, sink sinks.Sink) error {
+	for _, r := range j.Resolution.Ranges {
+		held, ok := j.committed[r.Partition]
+		if !ok {
+			held = r.Start
+		}
+		if j.from(r) <= held {
+			continue
+		}
+		for _, s := range []struct {
+			what string
+			sink sinks.Sink
+		}{{"sink " + j.Plan.Sink.Type, sink}, {"dead-letter sink", j.DeadLetters}} {
+			if sy := sinks.CapabilitiesOf(s.sink).Syncer; sy != nil {
+				if err := sy.Sync(ctx, r.Partition); err != nil {
+					return fmt.Errorf("%s: sync partition %d: %w", s.what, r.Partition, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// newCommitter builds the committer of s's partition: it commits as this
+// process's member of the group (run --join) or standalone, with the plan's
+// metadata and the sinks' positions.
+func (j *Job) newCommitter(sink sinks.Sink, s *partitionState) *committer {
+	return &committer{topic: j.Resolution.Topic, partition: s.Partition, sinkName: "sink " + j.Plan.Sink.Type,
+		sink: sink.Capabilities(), dead: sinks.CapabilitiesOf(j.DeadLetters), timeout: j.opts.FlushTimeout, committed: &s.next,
+		commit: func(ctx context.Context, next, pos, deadPos int64) error {
+			meta := j.meta(s.Range)
+			meta.Pos, meta.DPos = pos, deadPos
+			return j.c.commitAs(ctx, j.member.Load(), j.Plan.Group, j.Resolution.Topic, map[int32]int64{s.Partition: next}, map[int32]checkpointMeta{s.Partition: meta})
+		}}
+}

@@ -47,34 +47,6 @@ func (j *Job) checkResume(sink sinks.Sink) error {
 	return nil
 }
 
-// syncStarts makes a sink that batches durability (sinks.Syncer) hold
-// what commitStarts is about to commit past the group's checkpoint (a
-// start moved past records lost to retention, with allow_data_loss): the
-// file sink then has the partition's staging file, empty, which
-// CheckResume looks for on the next resume.
-func (j *Job) syncStarts(ctx context.Context, sink sinks.Sink) error {
-	for _, r := range j.Resolution.Ranges {
-		held, ok := j.committed[r.Partition]
-		if !ok {
-			held = r.Start
-		}
-		if j.from(r) <= held {
-			continue
-		}
-		for _, s := range []struct {
-			what string
-			sink sinks.Sink
-		}{{"sink " + j.Plan.Sink.Type, sink}, {"dead-letter sink", j.DeadLetters}} {
-			if sy := sinks.CapabilitiesOf(s.sink).Syncer; sy != nil {
-				if err := sy.Sync(ctx, r.Partition); err != nil {
-					return fmt.Errorf("%s: sync partition %d: %w", s.what, r.Partition, err)
-				}
-			}
-		}
-	}
-	return nil
-}
-
 // resumeFromSink reconciles the Kafka commits with the checkpoints a sink
 // keeps in its own transactions (sinks.CheckpointStore, a database sink with
 // checkpoint_table). A Kafka commit that failed after the sink committed a

@@ -284,19 +284,6 @@ func (w *partitionWorker) write(recs []record.Record) (*failure, error) {
 	return nil, nil
 }
 
-// newCommitter builds the committer of s's partition: it commits as this
-// process's member of the group (run --join) or standalone, with the plan's
-// metadata and the sinks' positions.
-func (j *Job) newCommitter(sink sinks.Sink, s *partitionState) *committer {
-	return &committer{topic: j.Resolution.Topic, partition: s.Partition, sinkName: "sink " + j.Plan.Sink.Type,
-		sink: sink.Capabilities(), dead: sinks.CapabilitiesOf(j.DeadLetters), timeout: j.opts.FlushTimeout, committed: &s.next,
-		commit: func(ctx context.Context, next, pos, deadPos int64) error {
-			meta := j.meta(s.Range)
-			meta.Pos, meta.DPos = pos, deadPos
-			return j.c.commitAs(ctx, j.member.Load(), j.Plan.Group, j.Resolution.Topic, map[int32]int64{s.Partition: next}, map[int32]checkpointMeta{s.Partition: meta})
-		}}
-}
-
 // reader builds the worker's partition reader with the plan's data-loss
 // policy and the partition's logger.
 func (w *partitionWorker) reader() *source.Reader {

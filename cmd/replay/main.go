@@ -24,7 +24,8 @@ import (
 	"github.com/replay-tool/replay/runner"
 )
 
-// Exit codes (DESIGN.md §6).
+// Exit codes: 0 done, 1 failed, 2 invalid plan or usage, 3 refused (a
+// *runner.SafetyError).
 const (
 	exitOK      = 0
 	exitFailed  = 1
@@ -32,7 +33,7 @@ const (
 	exitRefused = 3
 )
 
-// memoryLimit is a soft limit on the Go heap (KAFKA-GO.md §13): the GC works
+// memoryLimit is a soft limit on the Go heap: the GC works
 // harder near it instead of letting fetched batches pile up, which keeps the
 // peak RSS of a replay below 64 MiB whatever the window size. GOMEMLIMIT
 // overrides it.
