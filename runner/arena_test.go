@@ -26,6 +26,7 @@ import (
 // must equal what kcat, an independent client, reads.
 func TestRecordBytesMatchKcat(t *testing.T) {
 	requireKcat(t)
+	const arenaChunk = 64 << 10 // the reader's chunk size (package source)
 	const partitions, n = 3, 3000
 	sb := newTestCluster(t, partitions, "orders")
 	sizes := []int{1, 90, 700, 5000, arenaChunk/4 + 1, arenaChunk + 3, 33}
@@ -124,7 +125,7 @@ func TestConnectTriesEveryBootstrapBroker(t *testing.T) {
 		t.Errorf("bootstrap brokers %v, warnings %q: want only %s, and a warning for each broker left out", c.Brokers, c.Warnings, sb.Addr)
 	}
 	for range 20 {
-		if _, err := c.partitions(context.Background(), "orders"); err != nil {
+		if _, err := c.Partitions(context.Background(), "orders"); err != nil {
 			t.Fatalf("metadata after the probe: %v", err)
 		}
 	}

@@ -2,16 +2,13 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/source"
 )
 
 // CheckGroupIdle refuses (*SafetyError) a group that has active members or
@@ -101,7 +98,7 @@ type Progress struct {
 // works whatever the group's state.
 func (c *Cluster) Progress(ctx context.Context, p *plan.Plan) (*Progress, error) {
 	topic := p.Source.Topic
-	all, err := c.partitions(ctx, topic)
+	all, err := c.Partitions(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +116,7 @@ func (c *Cluster) Progress(ctx context.Context, p *plan.Plan) (*Progress, error)
 			parts = append(parts, part)
 		}
 	}
-	offs, err := c.offsets(ctx, topic, parts, p.Source.Isolation)
+	offs, err := c.ListOffsets(ctx, topic, parts, p.Source.Isolation)
 	if err != nil {
 		return nil, err
 	}
@@ -134,9 +131,9 @@ func (c *Cluster) Progress(ctx context.Context, p *plan.Plan) (*Progress, error)
 	return pr, nil
 }
 
-func partitionProgress(cp Checkpoint, o partitionOffsets, fp string) PartitionProgress {
+func partitionProgress(cp Checkpoint, o source.Offsets, fp string) PartitionProgress {
 	pp := PartitionProgress{Partition: cp.Partition, Committed: cp.Offset, Start: -1, End: -1, Remaining: -1,
-		LogStart: o.logStart, HighWatermark: o.hwm}
+		LogStart: o.LogStart, HighWatermark: o.HighWatermark}
 	if cp.Offset < 0 || !cp.Replay {
 		return pp
 	}
@@ -144,8 +141,8 @@ func partitionProgress(cp Checkpoint, o partitionOffsets, fp string) PartitionPr
 	pp.Start, pp.End, pp.Done = cp.Start, cp.End, cp.Done()
 	pp.Remaining = max(cp.End-cp.Offset, 0)
 	pp.PercentDone = percent(min(max(cp.Offset, cp.Start), cp.End)-cp.Start, cp.End-cp.Start)
-	if !pp.Done && cp.Offset < o.logStart {
-		pp.Lost = min(o.logStart, cp.End) - cp.Offset
+	if !pp.Done && cp.Offset < o.LogStart {
+		pp.Lost = min(o.LogStart, cp.End) - cp.Offset
 	}
 	return pp
 }
@@ -196,19 +193,16 @@ func (pr *Progress) summarize() {
 
 // groupState returns the coordinator's state of the group (DescribeGroups).
 func (c *Cluster) groupState(ctx context.Context, group string) (string, error) {
-	resp, err := c.Client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
-	if err != nil {
-		return "", fmt.Errorf("describe group %s: %w", group, err)
+	g, err := c.DescribeGroup(ctx, group)
+	switch {
+	case err != nil:
+		return "", err
+	case g == nil:
+		return "", fmt.Errorf("describe group %s: no answer for it", group)
+	case g.Err != nil:
+		return "", fmt.Errorf("describe group %s: %w", group, g.Err)
 	}
-	for _, g := range resp.Groups {
-		if g.GroupID == group {
-			if g.Error != nil {
-				return "", fmt.Errorf("describe group %s: %w", group, g.Error)
-			}
-			return g.GroupState, nil
-		}
-	}
-	return "", fmt.Errorf("describe group %s: no answer for it", group)
+	return g.State, nil
 }
 
 // CheckReset returns the commits Reset would delete: p's group's
@@ -223,7 +217,7 @@ func (c *Cluster) CheckReset(ctx context.Context, p *plan.Plan) ([]Checkpoint, e
 	if err := c.checkReplayOnly(ctx, p.Group); err != nil {
 		return nil, err
 	}
-	all, err := c.partitions(ctx, p.Source.Topic)
+	all, err := c.Partitions(ctx, p.Source.Topic)
 	if err != nil {
 		return nil, err
 	}
@@ -243,29 +237,14 @@ func (c *Cluster) CheckReset(ctx context.Context, p *plan.Plan) ([]Checkpoint, e
 // checkReplayOnly refuses a group holding any commit, on any topic, without
 // replay's metadata (OffsetFetch for all topics).
 func (c *Cluster) checkReplayOnly(ctx context.Context, group string) error {
-	resp, err := c.Client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group})
+	all, err := c.CommittedAll(ctx, group)
 	if err != nil {
-		return fmt.Errorf("read commits of group %s: %w", group, err)
+		return err
 	}
-	if resp.Error != nil {
-		if errors.Is(resp.Error, kafka.GroupIdNotFound) {
-			return nil
-		}
-		return fmt.Errorf("read commits of group %s: %w", group, resp.Error)
-	}
-	topics := make([]string, 0, len(resp.Topics))
-	for t := range resp.Topics {
-		topics = append(topics, t)
-	}
-	sort.Strings(topics)
-	for _, t := range topics {
-		for _, po := range resp.Topics[t] {
-			if po.Error != nil || po.CommittedOffset < 0 {
-				continue
-			}
-			var m checkpointMeta
-			if json.Unmarshal([]byte(po.Metadata), &m) != nil || m.Tool != metaTool {
-				return &SafetyError{Group: group, Reason: fmt.Sprintf("it has a commit on %s/%d (offset %d) that replay did not make: it is, or was, a real consumer group, and replay never deletes its offsets", t, po.Partition, po.CommittedOffset)}
+	for _, t := range slices.Sorted(maps.Keys(all)) {
+		for _, cm := range all[t] {
+			if !checkpointOf(cm).Replay {
+				return &SafetyError{Group: group, Reason: fmt.Sprintf("it has a commit on %s/%d (offset %d) that replay did not make: it is, or was, a real consumer group, and replay never deletes its offsets", t, cm.Partition, cm.Offset)}
 			}
 		}
 	}

@@ -96,7 +96,7 @@ func wantCommits(t *testing.T, c *Cluster, p *plan.Plan, want map[int32]int64) {
 }
 
 // ---------------------------------------------------------------------------
-// Transactions (KAFKA-GO.md §6).
+// Transactions: aborted data and markers under both isolation levels.
 
 // txnLayout is what seedTxns writes. Partition 0:
 //
@@ -316,7 +316,7 @@ func TestOpenTransactionAtResolution(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------
-// Compression (KAFKA-GO.md §8).
+// Compression: every codec kafka-go decodes.
 
 // An offsets window starting inside a compressed batch (batches of 100,
 // from: 150) delivers exactly from 150 on, nothing of the batch before it,
@@ -410,7 +410,7 @@ func checkCompressed(t *testing.T, addr, topic string, codec uint8) {
 }
 
 // ---------------------------------------------------------------------------
-// Group safety (DESIGN.md §1, §3).
+// Group safety: replay never shares a group with a live consumer.
 
 // groupReader joins group as a live kafka-go consumer-group member of
 // orders and fetches one message (without committing), so the group is
@@ -576,7 +576,7 @@ func TestInterruptFinishesOnlyInFlightBatch(t *testing.T) {
 
 // kgoMember joins group as a live franz-go member of orders (the classic
 // protocol, or KIP-848 with serverSide) and polls one record, without
-// committing. kafka-go cannot decode these members (#1212) and sees no
+// committing. kafka-go cannot decode these members (kafka-go #1212) and sees no
 // members at all in a KIP-848 group.
 func kgoMember(t *testing.T, sb *sandbox.Sandbox, group string, serverSide bool) *kgo.Client {
 	t.Helper()
@@ -648,7 +648,7 @@ func TestRefusesForeignCommits(t *testing.T) {
 	seed(t, sb, "orders", 300, t0, time.Hour)
 	p, _ := filePlan(t, sb, timeWindow(t0, t0.Add(30*time.Minute)))
 	c := connect(t, p)
-	resp, err := c.Client.OffsetCommit(context.Background(), &kafka.OffsetCommitRequest{GroupID: p.Group, GenerationID: -1,
+	resp, err := (&kafka.Client{Addr: kafka.TCP(sb.Addr)}).OffsetCommit(context.Background(), &kafka.OffsetCommitRequest{GroupID: p.Group, GenerationID: -1,
 		Topics: map[string][]kafka.OffsetCommit{"orders": {{Partition: 1, Offset: 42}}}})
 	if err != nil || resp.Topics["orders"][0].Error != nil {
 		t.Fatalf("foreign commit: %v %v", err, resp)
@@ -765,7 +765,7 @@ func TestRestartWithFewerPartitions(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------
-// The window end is a snapshot (DESIGN.md §2: the replay does not chase
+// The window end is a snapshot (the replay does not chase
 // the topic).
 
 // Records produced while the run is in progress (on the first sink write)
@@ -814,7 +814,7 @@ func TestWindowEndIsSnapshot(t *testing.T) {
 			if got := readCoords(t, out); !slices.Equal(sorted(got), sorted(want)) {
 				t.Fatalf("delivered %d records, want %d: %s", len(got), len(want), diff(want, got))
 			}
-			now, err := c.offsets(context.Background(), "orders", []int32{0, 1, 2}, plan.ReadCommitted)
+			now, err := c.ListOffsets(context.Background(), "orders", []int32{0, 1, 2}, plan.ReadCommitted)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -822,7 +822,7 @@ func TestWindowEndIsSnapshot(t *testing.T) {
 			grown := false
 			for _, pr := range rep.Partitions {
 				ends[pr.Partition] = pr.End
-				grown = grown || now[pr.Partition].hwm > pr.End
+				grown = grown || now[pr.Partition].HighWatermark > pr.End
 			}
 			if !grown {
 				t.Fatal("no record was produced during the run: the test tests nothing")

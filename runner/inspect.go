@@ -3,12 +3,12 @@ package runner
 import (
 	"context"
 	"math"
-	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/source"
 )
 
 // sampleRecords is how many records Sample reads at each end of a range.
@@ -119,10 +119,10 @@ func (c *Cluster) sampleRange(ctx context.Context, topic string, part int32, iso
 // limit of them or the range is done; done reports that the records
 // returned are all the range holds.
 func (c *Cluster) readSample(ctx context.Context, topic string, part int32, iso string, from, end int64, limit int) ([]sampled, bool, error) {
-	r := newPartitionReader(c, topic, part, iso, from, end)
+	r := c.NewReader(source.ReaderConfig{Topic: topic, Partition: part, Isolation: iso, Start: from, End: end})
 	var out []sampled
-	for !r.done() && len(out) < limit {
-		recs, err := r.fetch(ctx, nil)
+	for !r.Done() && len(out) < limit {
+		recs, err := r.Fetch(ctx, nil)
 		if err != nil {
 			return nil, false, err
 		}
@@ -133,7 +133,7 @@ func (c *Cluster) readSample(ctx context.Context, topic string, part int32, iso 
 	if len(out) > limit {
 		return out[:limit], false, nil
 	}
-	return out, r.done(), nil
+	return out, r.Done(), nil
 }
 
 // ETA is how long replaying records offsets of bytes bytes takes at the
@@ -149,7 +149,3 @@ func ETA(t plan.Throttle, records, bytes int64) (d time.Duration, ok bool) {
 	}
 	return time.Duration(math.Ceil(secs)) * time.Second, ok
 }
-
-// Discarded lists the partitions whose checkpoints of an earlier run the
-// job discards when it runs (Options.Restart): the command asks first.
-func (j *Job) Discarded() []int32 { return slices.Clone(j.discarded) }

@@ -4,16 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"net"
 	"slices"
-	"strings"
-	"syscall"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
+	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -22,7 +17,7 @@ import (
 // its peers from a live consumer that must not share the group.
 func joinClientID(fp string) string { return "replay-join-" + fp }
 
-// Timeouts of a joined member (KAFKA-GO.md §4). A member that dies is
+// Timeouts of a joined member. A member that dies is
 // replaced after joinSessionTimeout (kfake and Kafka refuse less than 6 s);
 // a rebalance waits up to joinRebalanceTimeout for every member to finish
 // its in-flight batch and commit.
@@ -39,28 +34,12 @@ const (
 // the broker).
 const joinMaxFailures = 30
 
-// joinRetriable reports whether a failure to join the group may pass:
-// a rebalance in progress, a coordinator loading or moving, the network.
-func joinRetriable(err error) bool {
-	var kerr kafka.Error
-	var nerr net.Error
-	switch {
-	case errors.Is(err, kafka.RebalanceInProgress), errors.Is(err, kafka.UnknownMemberId), errors.Is(err, kafka.IllegalGeneration):
-		return true
-	case errors.As(err, &kerr):
-		return kerr.Temporary()
-	case errors.As(err, &nerr), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET):
-		return true
-	}
-	return false
-}
-
 // errAllDone ends a joined run: every partition of the plan reached its end.
 var errAllDone = errors.New("every partition is done")
 
 // RunJoined replays the job's ranges as one member of the plan's replay
 // group, with other processes of the same plan on other machines (run
-// --join, DESIGN §3): Kafka's group protocol spreads the partitions among
+// --join): Kafka's group protocol spreads the partitions among
 // the members, and when one leaves or dies (after the session timeout,
 // 10 s), its partitions move to the others, which continue from its last
 // commit. Each generation, the member reads its partitions from the
@@ -79,7 +58,7 @@ var errAllDone = errors.New("every partition is done")
 // failure or finish.
 func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	if sink.Capabilities().Resumer != nil {
-		return nil, fmt.Errorf("--join: the %s sink keeps its output on this machine, and the partitions are spread over several: use a postgres, kafka or http sink", j.Plan.Sink.Type)
+		return nil, &LocalOutputError{Sink: j.Plan.Sink.Type}
 	}
 	rep := j.newReport()
 	work := context.WithoutCancel(ctx)
@@ -89,85 +68,19 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	}
 	defer closeDeadLetters()
 	if sinks.CapabilitiesOf(j.DeadLetters).Resumer != nil {
-		return nil, errors.New("--join: the dead-letter sink keeps its output on this machine, and the partitions are spread over several: use a postgres, kafka or http dead-letter sink")
+		return nil, &LocalOutputError{Sink: j.Plan.DeadLetter.Type, DeadLetters: true}
 	}
-	if j.Fresh {
-		// The first process pins the ranges before it joins; once a member
-		// joined, the group refuses standalone commits, and the ranges are
-		// those of the same resolution file (Prepare checked the plan).
-		// A refusal because classic members hold the group (the other
-		// processes, checked by Prepare) is expected; UNSUPPORTED_VERSION
-		// (a live KIP-848 consumer group) is not.
-		if err := j.commitStarts(work); err != nil && !errors.Is(err, kafka.UnknownMemberId) &&
-			!errors.Is(err, kafka.IllegalGeneration) && !errors.Is(err, kafka.RebalanceInProgress) {
-			return nil, err
-		}
-		// A checkpoint table may hold an earlier run's checkpoints under the
-		// same run identity (the group's commits expired): a plain resume
-		// would trust them. Lowering a checkpoint is always safe, also while
-		// another member writes.
-		if store := sink.Capabilities().Checkpoints; store != nil {
-			if err := store.ResetCheckpoints(work, j.Plan.Group, j.Resolution.Topic); err != nil {
-				return nil, fmt.Errorf("reset the sink's checkpoints: %w", err)
-			}
-		}
+	if err := j.pinJoined(work, sink); err != nil {
+		return nil, err
 	}
-	dialer := *j.c.dialer
-	dialer.ClientID = joinClientID(j.Resolution.Fingerprint)
-	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
-		ID: j.Plan.Group, Brokers: j.c.Brokers, Dialer: &dialer, Topics: []string{j.Resolution.Topic},
-		HeartbeatInterval: j.opts.Heartbeat, SessionTimeout: joinSessionTimeout, RebalanceTimeout: joinRebalanceTimeout,
-		StartOffset: kafka.FirstOffset,
-	})
+	cg, err := j.c.Join(source.JoinConfig{Group: j.Plan.Group, Topic: j.Resolution.Topic, ClientID: joinClientID(j.Resolution.Fingerprint),
+		Heartbeat: j.opts.Heartbeat, SessionTimeout: joinSessionTimeout, RebalanceTimeout: joinRebalanceTimeout})
 	if err != nil {
-		return nil, fmt.Errorf("join group %s: %w", j.Plan.Group, err)
+		return nil, err
 	}
 	defer cg.Close()
-	log := j.opts.Log.With().Str("plan", j.Plan.Name).Str("group", j.Plan.Group).Logger()
 	reports := map[int32]*PartitionReport{}
-	var runErr error
-	failures := 0
-	for runErr == nil {
-		gen, err := cg.Next(ctx)
-		if err != nil {
-			switch {
-			case ctx.Err() != nil:
-				runErr = fmt.Errorf("%w: left group %s; the other members take over, or re-run the same command to resume", ErrInterrupted, j.Plan.Group)
-			case strings.Contains(err.Error(), "unable to read metadata for member"):
-				// kafka-go, leading the group, met a member it cannot
-				// decode: not a kafka-go 'replay run --join' process.
-				runErr = &SafetyError{Group: j.Plan.Group, Reason: "a consumer that is not a 'replay run --join' process of this plan joined it (" +
-					strings.ReplaceAll(err.Error(), ": %!w(<nil>)", "") + "): it reads the topic in the group and commits over the replay's checkpoints; stop it, and give the plan a group nobody else uses"}
-			case joinRetriable(err) && failures < joinMaxFailures:
-				// kafka-go keeps trying (a rebalance in progress, a
-				// coordinator moving) and reports each failed attempt here.
-				failures++
-				log.Warn().Err(err).Int("attempt", failures).Msg("joining the replay group failed; trying again")
-				continue
-			default:
-				runErr = fmt.Errorf("join group %s: %w", j.Plan.Group, err)
-			}
-			break
-		}
-		failures = 0
-		j.member.Store(&member{generation: gen.ID, id: gen.MemberID})
-		var mine []int32
-		for _, pa := range gen.Assignments[j.Resolution.Topic] {
-			mine = append(mine, int32(pa.ID))
-		}
-		slices.Sort(mine)
-		log.Info().Int32("generation", gen.ID).Ints32("partitions", mine).Msg("joined the replay group")
-		ended := make(chan error, 1)
-		gen.Start(func(gctx context.Context) {
-			ended <- j.runGeneration(ctx, gctx, sink, mine, reports)
-		})
-		switch err := <-ended; {
-		case errors.Is(err, errAllDone):
-			runErr = errAllDone
-		case err != nil:
-			runErr = err
-		}
-	}
+	runErr := j.memberOf(ctx, cg, sink, reports)
 	j.member.Store(nil)
 	cg.Close() // leave: the others take over at once
 	for _, p := range slices.Sorted(maps.Keys(reports)) {
@@ -186,7 +99,7 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 // its partitions done, it waits for the generation to end or for every
 // partition of the plan to be done (errAllDone). It must not return early:
 // a member whose generation function returns rejoins, which rebalances the
-// whole group (KAFKA-GO.md §4).
+// whole group.
 func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []int32, reports map[int32]*PartitionReport) error {
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -203,7 +116,7 @@ func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []i
 			return err // the in-flight batches were written and committed
 		case ctx.Err() != nil:
 			return fmt.Errorf("%w: %v", ErrInterrupted, err)
-		case gctx.Err() != nil, errors.Is(err, errFenced):
+		case gctx.Err() != nil, errors.Is(err, source.ErrFenced):
 			return nil
 		}
 		return err
@@ -218,28 +131,50 @@ func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []i
 	if err != nil {
 		return outcome(err)
 	}
+	states, err := j.generationStates(mine, cps)
+	if err != nil {
+		return err
+	}
+	j.live.Store(&liveRun{started: time.Now(), states: states})
+	j.startBudget(states)
+	err = j.readAll(rctx, sink, states)
+	moved := ctx.Err() == nil && (gctx.Err() != nil || errors.Is(err, source.ErrFenced))
+	mergeReports(reports, states, moved)
+	if err != nil {
+		return outcome(err)
+	}
+	return j.awaitAllDone(ctx, gctx, rctx)
+}
+
+// generationStates are the partitions of mine to read in a generation,
+// each from its checkpoint in the group. A checkpoint of this plan for
+// another range is a refusal: two processes started with different
+// resolutions (a relative window resolved twice), and mixing them would
+// replay neither.
+func (j *Job) generationStates(mine []int32, cps map[int32]Checkpoint) ([]*partitionState, error) {
 	var states []*partitionState
 	for _, r := range j.Resolution.Ranges {
 		if !slices.Contains(mine, r.Partition) {
 			continue
 		}
 		cp := cps[r.Partition]
-		if cp.Replay && cp.Fingerprint == j.Resolution.Fingerprint && (cp.Start != r.Start || cp.End != r.End) {
-			// Two processes started with different resolutions (a relative
-			// window resolved twice): mixing them would replay neither.
-			return &SafetyError{Group: j.Plan.Group, Reason: fmt.Sprintf("it holds partition %d of this plan with the range [%d, %d), and this process was given [%d, %d): "+
-				"the processes of the plan were started with different resolutions; start every process with the same --resolution file", r.Partition, cp.Start, cp.End, r.Start, r.End)}
+		ours := cp.Replay && cp.Fingerprint == j.Resolution.Fingerprint
+		if ours && (cp.Start != r.Start || cp.End != r.End) {
+			return nil, &SafetyError{Group: j.Plan.Group, Hint: HintSameResolution, Reason: fmt.Sprintf("it holds partition %d of this plan with the range [%d, %d), and this process was given [%d, %d): "+
+				"the processes of the plan were started with different resolutions", r.Partition, cp.Start, cp.End, r.Start, r.End)}
 		}
 		from := r.Start
-		if cp.Replay && cp.Fingerprint == j.Resolution.Fingerprint && cp.Offset > from {
+		if ours && cp.Offset > from {
 			from = cp.Offset
 		}
 		states = append(states, &partitionState{Range: r, from: from})
 	}
-	j.live.Store(&liveRun{started: time.Now(), states: states})
-	j.startBudget(states)
-	err = j.readAll(rctx, sink, states)
-	moved := ctx.Err() == nil && (gctx.Err() != nil || errors.Is(err, errFenced))
+	return states, nil
+}
+
+// mergeReports adds a generation's partition reports to those of the
+// earlier generations; moved marks the unfinished ones as taken over.
+func mergeReports(reports map[int32]*PartitionReport, states []*partitionState, moved bool) {
 	for _, s := range states {
 		pr := s.report()
 		pr.Moved = !pr.Done && moved
@@ -249,9 +184,12 @@ func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []i
 		}
 		reports[s.Partition] = &pr
 	}
-	if err != nil {
-		return outcome(err)
-	}
+}
+
+// awaitAllDone keeps a member whose partitions are done in the group until
+// every partition of the plan is done (errAllDone), the generation ends
+// (nil: rejoin) or ctx is cancelled.
+func (j *Job) awaitAllDone(ctx, gctx, rctx context.Context) error {
 	t := time.NewTicker(joinDonePoll)
 	defer t.Stop()
 	for {
@@ -290,4 +228,79 @@ func (j *Job) allDone(ctx context.Context) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// pinJoined pins a fresh run's ranges before this process joins the group.
+func (j *Job) pinJoined(work context.Context, sink sinks.Sink) error {
+	if !j.Fresh {
+		return nil
+	}
+	// The first process pins the ranges before it joins; once a member
+	// joined, the group refuses standalone commits, and the ranges are
+	// those of the same resolution file (Prepare checked the plan).
+	// A refusal because classic members hold the group (the other
+	// processes, checked by Prepare) is expected; UNSUPPORTED_VERSION
+	// (a live KIP-848 consumer group) is not.
+	var inUse *source.GroupInUseError
+	if err := j.commitStarts(work); err != nil && !(errors.As(err, &inUse) && inUse.Members) {
+		return err
+	}
+	// A checkpoint table may hold an earlier run's checkpoints under the
+	// same run identity (the group's commits expired): a plain resume
+	// would trust them. Lowering a checkpoint is always safe, also while
+	// another member writes.
+	if store := sink.Capabilities().Checkpoints; store != nil {
+		if err := store.ResetCheckpoints(work, j.Plan.Group, j.Resolution.Topic); err != nil {
+			return fmt.Errorf("reset the sink's checkpoints: %w", err)
+		}
+	}
+	return nil
+}
+
+// memberOf takes part in cg's generations until the member fails, is
+// interrupted, or every partition of the plan is done (errAllDone); the
+// partitions' reports of every generation are merged into reports.
+func (j *Job) memberOf(ctx context.Context, cg *source.Membership, sink sinks.Sink, reports map[int32]*PartitionReport) error {
+	log := j.opts.Log.With().Str("plan", j.Plan.Name).Str("group", j.Plan.Group).Logger()
+	var runErr error
+	failures := 0
+	for runErr == nil {
+		gen, err := cg.Next(ctx)
+		var foreign *source.ForeignMemberError
+		if err != nil {
+			switch {
+			case ctx.Err() != nil:
+				runErr = fmt.Errorf("%w: left group %s; the other members take over, or re-run the same command to resume", ErrInterrupted, j.Plan.Group)
+			case errors.As(err, &foreign):
+				// kafka-go, leading the group, met a member it cannot
+				// decode: not a joined replay process.
+				runErr = &SafetyError{Group: j.Plan.Group, Hint: HintJoinedOnly, Reason: "a consumer that is not a joined process of this plan joined it (" +
+					foreign.Error() + "): it reads the topic in the group and commits over the replay's checkpoints; stop it, and give the plan a group nobody else uses"}
+			case source.Retriable(err) && failures < joinMaxFailures:
+				// kafka-go keeps trying (a rebalance in progress, a
+				// coordinator moving) and reports each failed attempt here.
+				failures++
+				log.Warn().Err(err).Int("attempt", failures).Msg("joining the replay group failed; trying again")
+				continue
+			default:
+				runErr = fmt.Errorf("join group %s: %w", j.Plan.Group, err)
+			}
+			break
+		}
+		failures = 0
+		j.member.Store(&gen.Member)
+		mine := gen.Partitions
+		log.Info().Int32("generation", gen.Generation).Ints32("partitions", mine).Msg("joined the replay group")
+		ended := make(chan error, 1)
+		gen.Start(func(gctx context.Context) {
+			ended <- j.runGeneration(ctx, gctx, sink, mine, reports)
+		})
+		switch err := <-ended; {
+		case errors.Is(err, errAllDone):
+			runErr = errAllDone
+		case err != nil:
+			runErr = err
+		}
+	}
+	return runErr
 }

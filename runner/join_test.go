@@ -66,7 +66,7 @@ func openSink(t *testing.T, job *Job) sinks.Sink {
 }
 
 // Two processes of one plan share it through the replay group (run --join,
-// DESIGN §3): Kafka spreads the partitions between them, both finish when
+// the group protocol): Kafka spreads the partitions between them, both finish when
 // every partition is done, and the table holds every record of the window
 // once, with every partition committed at its end.
 func TestJoinedMembersShareThePlan(t *testing.T) {
@@ -150,8 +150,8 @@ func TestJoinRefusals(t *testing.T) {
 	opts := testOptions(t)
 	opts.Join = true // no resolution, and no run recorded in the group
 	var se *SafetyError
-	if _, err := Prepare(t.Context(), job.c, job.Plan, opts); !errors.As(err, &se) || !strings.Contains(err.Error(), "--resolution") {
-		t.Fatalf("--join on a fresh group without a resolution: want a refusal naming --resolution, got %v", err)
+	if _, err := Prepare(t.Context(), job.c, job.Plan, opts); !errors.As(err, &se) || se.Hint != HintResolveOnce || !strings.Contains(err.Error(), "same fixed ranges") {
+		t.Fatalf("--join on a fresh group without a resolution: want a refusal hinting at one resolution file, got %v", err)
 	}
 	sink := openSink(t, job)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -178,7 +178,7 @@ func TestJoinRefusals(t *testing.T) {
 	other.Name = "other-plan"
 	oo := testOptions(t)
 	oo.Join = true
-	if _, err := Prepare(t.Context(), job.c, &other, oo); !errors.As(err, &se) || !strings.Contains(err.Error(), "not a 'replay run --join' of this plan") {
+	if _, err := Prepare(t.Context(), job.c, &other, oo); !errors.As(err, &se) || se.Hint != HintJoinedOnly || !strings.Contains(err.Error(), "not a joined process of this plan") {
 		t.Fatalf("a member of another plan: want a refusal, got %v", err)
 	}
 	cancel()
@@ -211,7 +211,7 @@ func TestJoinRefusesOtherRanges(t *testing.T) {
 		"the first member never joined")
 	_, err = b.RunJoined(t.Context(), openSink(t, b))
 	var se *SafetyError
-	if !errors.As(err, &se) || !strings.Contains(err.Error(), "different resolutions") {
+	if !errors.As(err, &se) || se.Hint != HintSameResolution || !strings.Contains(err.Error(), "different resolutions") {
 		t.Fatalf("a member with other ranges: want a refusal naming different resolutions, got %v", err)
 	}
 	if err := <-aDone; err != nil {
@@ -250,7 +250,7 @@ func TestJoinedMemberStopsWhenAConsumerJoins(t *testing.T) {
 	case err := <-done:
 		var se *SafetyError
 		t.Logf("member: %v", err)
-		if !errors.As(err, &se) || !strings.Contains(err.Error(), "not a 'replay run --join'") {
+		if !errors.As(err, &se) || se.Hint != HintJoinedOnly || !strings.Contains(err.Error(), "not a joined process") {
 			t.Fatalf("want a refusal naming the foreign member, got %v", err)
 		}
 	case <-time.After(45 * time.Second):

@@ -118,8 +118,8 @@ func (f *failure) partitionError(topic string) error {
 		err = &record.Error{Topic: topic, Partition: f.rec.Partition, Offset: f.rec.Offset, Err: err}
 	}
 	return &PartitionError{Topic: topic, Partition: f.rec.Partition, Offset: f.rec.Offset,
-		Err: fmt.Errorf("%w (%s; on_error: fail stopped the partition at this record, everything before it is written and committed): "+
-			"fix the cause and re-run the same command to resume here, or set on_error: skip or dead_letter and re-run with --restart", err, f.reason)}
+		Err: withHint(fmt.Errorf("%w (%s; on_error: fail stopped the partition at this record, everything before it is written and committed): "+
+			"fix the cause and re-run the same command to resume here, or set on_error: skip or dead_letter and replay the window again from its start", err, f.reason), HintRestart)}
 }
 
 // applyFilter drops the records the filter leaves out (counted as
@@ -167,7 +167,7 @@ func (w *partitionWorker) writeDeadLetters() error {
 			Err: fmt.Errorf("write dead letters to the %s sink: %w; nothing past offset %d is committed: fix the dead-letter sink and re-run the same command to resume",
 				j.Plan.DeadLetter.Type, err, w.state.next.Load())}
 	}
-	w.deadUnsynced = true
+	w.commits.WroteDeadLetters()
 	clear(w.dead) // do not pin the records' bytes
 	w.dead = w.dead[:0]
 	return nil

@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/source"
 )
 
 // ResolutionFormat names the format of a resolution file, its first field.
@@ -53,7 +54,7 @@ func ReadResolution(path string) (*Resolution, error) {
 
 func (f resolutionFile) check() error {
 	if f.Format != ResolutionFormat {
-		return fmt.Errorf("format %q: want %q (a file written by replay plan --out)", f.Format, ResolutionFormat)
+		return fmt.Errorf("format %q: want %q (a file written by MarshalResolution)", f.Format, ResolutionFormat)
 	}
 	r := f.Resolution
 	switch {
@@ -102,7 +103,7 @@ func (j *Job) pin(ctx context.Context, all []int32, cps map[int32]Checkpoint) er
 		}
 		parts = append(parts, rg.Partition)
 	}
-	offs, err := j.c.offsets(ctx, p.Source.Topic, parts, p.Source.Isolation)
+	offs, err := j.c.ListOffsets(ctx, p.Source.Topic, parts, p.Source.Isolation)
 	if err != nil {
 		return err
 	}
@@ -138,24 +139,24 @@ func (j *Job) pin(ctx context.Context, all []int32, cps map[int32]Checkpoint) er
 // pinRange checks one pinned range against the partition's offsets now.
 // The range itself never changes (its start and end are what the group's
 // checkpoints record); data lost to retention moves where reading begins.
-func (j *Job) pinRange(ctx context.Context, rg *Range, o partitionOffsets) error {
+func (j *Job) pinRange(ctx context.Context, rg *Range, o source.Offsets) error {
 	topic := j.Plan.Source.Topic
-	rg.LogStart, rg.HighWatermark, rg.LastStable = o.logStart, o.hwm, o.lso
-	if rg.End > o.lso {
-		return fmt.Errorf("partition %s/%d: the pinned range ends at %d but the last readable offset is now %d (high watermark %d): the log was truncated or the topic was created again; resolve afresh with replay plan --out", topic, rg.Partition, rg.End, o.lso, o.hwm)
+	rg.LogStart, rg.HighWatermark, rg.LastStable = o.LogStart, o.HighWatermark, o.LastStable
+	if rg.End > o.LastStable {
+		return withHint(fmt.Errorf("partition %s/%d: the pinned range ends at %d but the last readable offset is now %d (high watermark %d): the log was truncated or the topic was created again; resolve the window afresh", topic, rg.Partition, rg.End, o.LastStable, o.HighWatermark), HintResolveAgain)
 	}
 	from := j.from(*rg)
-	if from >= rg.End || from >= o.logStart {
+	if from >= rg.End || from >= o.LogStart {
 		return nil
 	}
 	if !j.Plan.AllowDataLoss {
-		first, err := j.c.firstRecordTime(ctx, topic, rg.Partition, o.logStart, j.Plan.Source.Isolation)
+		first, err := j.c.FirstRecordTime(ctx, topic, rg.Partition, o.LogStart, j.Plan.Source.Isolation)
 		if err != nil {
 			return err
 		}
-		return &RetentionError{Topic: topic, Partition: rg.Partition, Start: from, LogStart: o.logStart, FirstTime: first}
+		return &RetentionError{Topic: topic, Partition: rg.Partition, Start: from, LogStart: o.LogStart, FirstTime: first}
 	}
-	next := min(o.logStart, rg.End)
+	next := min(o.LogStart, rg.End)
 	rg.Lost += next - from
 	if rg.Outcome != Resumed {
 		rg.Outcome = StartBeforeRetention
@@ -170,7 +171,7 @@ func checkPinnedPlan(p *plan.Plan, pinned *Resolution) error {
 	fp := p.Fingerprint()
 	switch {
 	case pinned.Fingerprint != fp || pinned.Plan != p.Name:
-		return &SafetyError{Group: p.Group, Reason: fmt.Sprintf("the resolution file was made for plan %q with fingerprint %s, but this plan is %q with fingerprint %s: the plan changed since replay plan --out; run replay plan --out again and review the new ranges", pinned.Plan, pinned.Fingerprint, p.Name, fp)}
+		return &SafetyError{Group: p.Group, Hint: HintResolveAgain, Reason: fmt.Sprintf("the resolution file was made for plan %q with fingerprint %s, but this plan is %q with fingerprint %s: the plan changed since the file was written", pinned.Plan, pinned.Fingerprint, p.Name, fp)}
 	case pinned.Topic != p.Source.Topic || pinned.Group != p.Group:
 		return &SafetyError{Group: p.Group, Reason: fmt.Sprintf("the resolution file is for topic %s and group %s, but the plan names topic %s and group %s", pinned.Topic, pinned.Group, p.Source.Topic, p.Group)}
 	}
@@ -197,11 +198,11 @@ func samePinnedRanges(p *plan.Plan, pinned *Resolution, cps map[int32]Checkpoint
 			}
 			pin = fmt.Sprintf("[%d, %d)", pinned.Ranges[i].Start, pinned.Ranges[i].End)
 		}
-		fix := "Finish it with replay run without --resolution, or re-run with --restart to discard it and replay the pinned ranges"
+		hint := HintFinishOrRestart
 		if join {
-			fix = "Start this process with the resolution file the other processes of the plan were given, or without --resolution to take the group's ranges"
+			hint = HintJoinedFile
 		}
-		return &SafetyError{Group: p.Group, Reason: fmt.Sprintf("it holds checkpoints of this plan for other ranges than the resolution file pins (partition %d: the group's run has [%d, %d), the file %s): an earlier run of this plan was resolved differently. %s", part, cp.Start, cp.End, pin, fix)}
+		return &SafetyError{Group: p.Group, Hint: hint, Reason: fmt.Sprintf("it holds checkpoints of this plan for other ranges than the resolution file pins (partition %d: the group's run has [%d, %d), the file %s): an earlier run of this plan was resolved differently", part, cp.Start, cp.End, pin)}
 	}
 	return nil
 }

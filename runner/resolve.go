@@ -2,19 +2,17 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/segmentio/kafka-go"
 
-	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/source"
 )
 
-// Outcome says what resolution found for one partition (DESIGN.md §2).
+// Outcome says what resolution found for one partition.
 type Outcome string
 
 // Partition outcomes.
@@ -116,12 +114,7 @@ func (e *RetentionError) Error() string {
 	return fmt.Sprintf("partition %s/%d: the window starts before the log start offset: retention deleted it; the first offset still available is %d%s. Narrow the window to start at or after it, or set allow_data_loss: true to replay what is left", e.Topic, e.Partition, e.LogStart, at)
 }
 
-// partitionOffsets are one partition's offsets at resolution time.
-type partitionOffsets struct {
-	logStart, hwm, lso int64
-}
-
-// Resolve fixes p's window to per-partition offset ranges (DESIGN.md §2):
+// Resolve fixes p's window to per-partition offset ranges:
 // start = ListOffsets(from), the first offset whose timestamp is >= from;
 // end = ListOffsets(to), or the high watermark (the last stable offset
 // under read_committed) when to is unset or no record is that late. A
@@ -130,7 +123,7 @@ type partitionOffsets struct {
 // *RetentionError unless the plan sets allow_data_loss.
 func Resolve(ctx context.Context, c *Cluster, p *plan.Plan, now time.Time) (*Resolution, error) {
 	topic := p.Source.Topic
-	all, err := c.partitions(ctx, topic)
+	all, err := c.Partitions(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -138,12 +131,12 @@ func Resolve(ctx context.Context, c *Cluster, p *plan.Plan, now time.Time) (*Res
 	if err != nil {
 		return nil, err
 	}
-	offs, err := c.offsets(ctx, topic, selected, p.Source.Isolation)
+	offs, err := c.ListOffsets(ctx, topic, selected, p.Source.Isolation)
 	if err != nil {
 		return nil, err
 	}
 	res := &Resolution{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: topic, Group: p.Group, ResolvedAt: now.UTC(), Unselected: unselected}
-	if len(p.Window.Offsets) > 0 {
+	if !p.Window.IsTime() {
 		for _, part := range selected {
 			rg, err := offsetRange(topic, part, p.Window.Offsets[part], offs[part], p.AllowDataLoss)
 			if err != nil {
@@ -158,37 +151,51 @@ func Resolve(ctx context.Context, c *Cluster, p *plan.Plan, now time.Time) (*Res
 		res.To = p.Window.To.At(now).UTC()
 	}
 	margin := time.Duration(p.Window.SkewMargin)
-	starts, err := c.offsetsForTime(ctx, topic, selected, res.From.Add(-margin), p.Source.Isolation)
+	starts, err := c.OffsetsAt(ctx, topic, selected, res.From.Add(-margin), p.Source.Isolation)
 	if err != nil {
 		return nil, err
 	}
 	ends := map[int32]int64{}
 	if !res.To.IsZero() {
-		if ends, err = c.offsetsForTime(ctx, topic, selected, res.To.Add(margin), p.Source.Isolation); err != nil {
+		if ends, err = c.OffsetsAt(ctx, topic, selected, res.To.Add(margin), p.Source.Isolation); err != nil {
 			return nil, err
 		}
 	}
 	for _, part := range selected {
-		rg := timeRange(part, starts[part], endOr(ends, part), offs[part])
-		if rg.Outcome == AfterLastRecord {
-			if rg.Detail, err = c.explainAfterLast(ctx, topic, part, offs[part], p.Source.Isolation); err != nil {
-				return nil, err
-			}
-		}
-		if rg.Outcome == StartBeforeRetention {
-			first, err := c.firstRecordTime(ctx, topic, part, rg.LogStart, p.Source.Isolation)
-			if err != nil {
-				return nil, err
-			}
-			if first.Before(res.From.Add(-margin)) {
-				rg.Outcome = InRange // the deleted records were older than the window
-			} else if !p.AllowDataLoss {
-				return nil, &RetentionError{Topic: topic, Partition: part, Start: rg.Start, LogStart: rg.LogStart, FirstTime: first}
-			}
+		rg, err := c.checkTimeRange(ctx, p, timeRange(part, starts[part], endOr(ends, part), offs[part]), res.From.Add(-margin))
+		if err != nil {
+			return nil, err
 		}
 		res.Ranges = append(res.Ranges, rg)
 	}
 	return res, nil
+}
+
+// checkTimeRange explains a range after the last record, and decides
+// whether a range starting at the log start lost records of the window
+// (starting at from) to retention: a *RetentionError unless the plan
+// allows data loss.
+func (c *Cluster) checkTimeRange(ctx context.Context, p *plan.Plan, rg Range, from time.Time) (Range, error) {
+	topic, part := p.Source.Topic, rg.Partition
+	var err error
+	if rg.Outcome == AfterLastRecord {
+		o := source.Offsets{LogStart: rg.LogStart, HighWatermark: rg.HighWatermark, LastStable: rg.LastStable}
+		if rg.Detail, err = c.explainAfterLast(ctx, topic, part, o, p.Source.Isolation); err != nil {
+			return rg, err
+		}
+	}
+	if rg.Outcome == StartBeforeRetention {
+		first, err := c.FirstRecordTime(ctx, topic, part, rg.LogStart, p.Source.Isolation)
+		if err != nil {
+			return rg, err
+		}
+		if first.Before(from) {
+			rg.Outcome = InRange // the deleted records were older than the window
+		} else if !p.AllowDataLoss {
+			return rg, &RetentionError{Topic: topic, Partition: part, Start: rg.Start, LogStart: rg.LogStart, FirstTime: first}
+		}
+	}
+	return rg, nil
 }
 
 func endOr(ends map[int32]int64, p int32) int64 {
@@ -200,12 +207,12 @@ func endOr(ends map[int32]int64, p int32) int64 {
 
 // timeRange maps the ListOffsets answers for from (start, -1 = none) and to
 // (end, -1 = none or unset) to a range.
-func timeRange(part int32, start, end int64, o partitionOffsets) Range {
-	rg := Range{Partition: part, LogStart: o.logStart, HighWatermark: o.hwm, LastStable: o.lso}
-	upper := o.lso
+func timeRange(part int32, start, end int64, o source.Offsets) Range {
+	rg := Range{Partition: part, LogStart: o.LogStart, HighWatermark: o.HighWatermark, LastStable: o.LastStable}
+	upper := o.LastStable
 	switch {
-	case o.hwm == o.logStart:
-		rg.Start, rg.End, rg.Outcome = o.hwm, o.hwm, EmptyPartition
+	case o.HighWatermark == o.LogStart:
+		rg.Start, rg.End, rg.Outcome = o.HighWatermark, o.HighWatermark, EmptyPartition
 		return rg
 	case start < 0: // no record at or after from
 		rg.Start, rg.End, rg.Outcome = upper, upper, AfterLastRecord
@@ -217,44 +224,44 @@ func timeRange(part int32, start, end int64, o partitionOffsets) Range {
 	start = min(start, end)
 	rg.Start, rg.End, rg.Outcome = start, end, InRange
 	switch {
-	case start == o.logStart && o.logStart > 0:
+	case start == o.LogStart && o.LogStart > 0:
 		// ListOffsets clamps a time before the first stored record to the log
 		// start: the window may have begun in deleted data. Resolve checks the
 		// first record's timestamp to decide.
 		rg.Outcome = StartBeforeRetention
-	case start == end && end == o.logStart:
+	case start == end && end == o.LogStart:
 		rg.Outcome = BeforeFirstRecord
 	}
 	return rg
 }
 
-func offsetRange(topic string, part int32, w plan.OffsetRange, o partitionOffsets, allowLoss bool) (Range, error) {
-	rg := Range{Partition: part, LogStart: o.logStart, HighWatermark: o.hwm, LastStable: o.lso, Outcome: InRange}
+func offsetRange(topic string, part int32, w plan.OffsetRange, o source.Offsets, allowLoss bool) (Range, error) {
+	rg := Range{Partition: part, LogStart: o.LogStart, HighWatermark: o.HighWatermark, LastStable: o.LastStable, Outcome: InRange}
 	pick := func(s plan.OffsetSpec) int64 {
 		switch {
 		case s.Earliest:
-			return o.logStart
+			return o.LogStart
 		case s.Latest:
-			return o.lso
+			return o.LastStable
 		}
 		return s.Offset
 	}
 	rg.Start, rg.End = pick(w.From), pick(w.To)
-	if rg.End > o.lso {
-		return rg, fmt.Errorf("partition %s/%d: window end %d is beyond the last readable offset %d (high watermark %d, last stable offset %d): those records do not exist yet; use to: latest or a lower offset", topic, part, rg.End, o.lso, o.hwm, o.lso)
+	if rg.End > o.LastStable {
+		return rg, fmt.Errorf("partition %s/%d: window end %d is beyond the last readable offset %d (high watermark %d, last stable offset %d): those records do not exist yet; use to: latest or a lower offset", topic, part, rg.End, o.LastStable, o.HighWatermark, o.LastStable)
 	}
 	if rg.Start > rg.End {
 		return rg, fmt.Errorf("partition %s/%d: window start %d is after its end %d", topic, part, rg.Start, rg.End)
 	}
-	if rg.Start < o.logStart {
+	if rg.Start < o.LogStart {
 		if !allowLoss {
-			return rg, &RetentionError{Topic: topic, Partition: part, Start: rg.Start, LogStart: o.logStart}
+			return rg, &RetentionError{Topic: topic, Partition: part, Start: rg.Start, LogStart: o.LogStart}
 		}
-		rg.Lost = min(o.logStart, rg.End) - rg.Start
-		rg.Start = min(o.logStart, rg.End)
+		rg.Lost = min(o.LogStart, rg.End) - rg.Start
+		rg.Start = min(o.LogStart, rg.End)
 		rg.Outcome = StartBeforeRetention
 	}
-	if o.hwm == o.logStart {
+	if o.HighWatermark == o.LogStart {
 		rg.Outcome = EmptyPartition
 	}
 	return rg, nil
@@ -262,14 +269,14 @@ func offsetRange(topic string, part int32, w plan.OffsetRange, o partitionOffset
 
 func selectPartitions(p *plan.Plan, all []int32) (selected, unselected []int32, err error) {
 	want := p.Source.Partitions.List
-	if len(p.Window.Offsets) > 0 {
+	if !p.Window.IsTime() {
 		want = want[:0:0]
 		for part := range p.Window.Offsets {
 			want = append(want, part)
 		}
 		slices.Sort(want)
 	}
-	if p.Source.Partitions.All && len(p.Window.Offsets) == 0 || len(want) == 0 {
+	if p.Source.Partitions.All && p.Window.IsTime() || len(want) == 0 {
 		return all, nil, nil
 	}
 	for _, part := range want {
@@ -285,139 +292,23 @@ func selectPartitions(p *plan.Plan, all []int32) (selected, unselected []int32, 
 	return want, unselected, nil
 }
 
-// partitions returns the topic's partition numbers, sorted.
-func (c *Cluster) partitions(ctx context.Context, topic string) ([]int32, error) {
-	md, err := c.Client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
-	if err != nil {
-		return nil, fmt.Errorf("metadata for topic %s: %w", topic, err)
-	}
-	for _, t := range md.Topics {
-		if t.Name != topic {
-			continue
-		}
-		if t.Error != nil {
-			if errors.Is(t.Error, kafka.UnknownTopicOrPartition) {
-				return nil, fmt.Errorf("topic %s does not exist on %v: check source.topic and source.brokers", topic, c.Brokers)
-			}
-			return nil, fmt.Errorf("metadata for topic %s: %w", topic, t.Error)
-		}
-		parts := make([]int32, 0, len(t.Partitions))
-		for _, p := range t.Partitions {
-			parts = append(parts, int32(p.ID))
-		}
-		slices.Sort(parts)
-		if len(parts) == 0 {
-			break
-		}
-		return parts, nil
-	}
-	return nil, fmt.Errorf("topic %s does not exist on %v: check source.topic and source.brokers", topic, c.Brokers)
-}
-
-func isolationLevel(iso string) kafka.IsolationLevel {
-	if iso == plan.ReadUncommitted {
-		return kafka.ReadUncommitted
-	}
-	return kafka.ReadCommitted
-}
-
-// offsets returns each partition's log start offset, high watermark and
-// last stable offset (equal to the high watermark under read_uncommitted).
-func (c *Cluster) offsets(ctx context.Context, topic string, parts []int32, iso string) (map[int32]partitionOffsets, error) {
-	req := func(level kafka.IsolationLevel, first bool) (map[int32]kafka.PartitionOffsets, error) {
-		var reqs []kafka.OffsetRequest
-		for _, p := range parts {
-			if first {
-				reqs = append(reqs, kafka.FirstOffsetOf(int(p)))
-			}
-			reqs = append(reqs, kafka.LastOffsetOf(int(p)))
-		}
-		return c.listOffsets(ctx, topic, reqs, level)
-	}
-	ru, err := req(kafka.ReadUncommitted, true)
-	if err != nil {
-		return nil, err
-	}
-	rc := ru
-	if iso == plan.ReadCommitted {
-		if rc, err = req(kafka.ReadCommitted, false); err != nil {
-			return nil, err
-		}
-	}
-	out := make(map[int32]partitionOffsets, len(parts))
-	for _, p := range parts {
-		o := partitionOffsets{logStart: ru[p].FirstOffset, hwm: ru[p].LastOffset, lso: rc[p].LastOffset}
-		if o.lso < 0 || o.lso > o.hwm {
-			o.lso = o.hwm
-		}
-		out[p] = o
-	}
-	return out, nil
-}
-
-// offsetsForTime returns, per partition, the first offset whose timestamp
-// is >= t, or -1 when there is none (ListOffsets by timestamp, KIP-79).
-// One timestamp per request: kafka-go merges answers keyed by offset.
-func (c *Cluster) offsetsForTime(ctx context.Context, topic string, parts []int32, t time.Time, iso string) (map[int32]int64, error) {
-	reqs := make([]kafka.OffsetRequest, 0, len(parts))
-	for _, p := range parts {
-		reqs = append(reqs, kafka.TimeOffsetOf(int(p), t))
-	}
-	res, err := c.listOffsets(ctx, topic, reqs, isolationLevel(iso))
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[int32]int64, len(parts))
-	for _, p := range parts {
-		out[p] = -1
-		for off := range res[p].Offsets { // one requested time: at most one entry
-			out[p] = off
-		}
-	}
-	return out, nil
-}
-
-func (c *Cluster) listOffsets(ctx context.Context, topic string, reqs []kafka.OffsetRequest, level kafka.IsolationLevel) (map[int32]kafka.PartitionOffsets, error) {
-	resp, err := c.Client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}, IsolationLevel: level})
-	if err != nil {
-		return nil, fmt.Errorf("list offsets of %s: %w", topic, err)
-	}
-	out := map[int32]kafka.PartitionOffsets{}
-	for _, po := range resp.Topics[topic] {
-		if po.Error != nil {
-			return nil, fmt.Errorf("list offsets of %s/%d: %w", topic, po.Partition, po.Error)
-		}
-		out[int32(po.Partition)] = po
-	}
-	for _, r := range reqs {
-		if _, ok := out[int32(r.Partition)]; !ok {
-			return nil, fmt.Errorf("list offsets of %s/%d: no answer from the broker", topic, r.Partition)
-		}
-	}
-	return out, nil
-}
-
 // explainAfterLast says why the lookup of from found no record in a
 // partition that holds records: the last records are stamped earlier, or
 // they carry no timestamp at all (-1), which no time lookup can find.
-func (c *Cluster) explainAfterLast(ctx context.Context, topic string, part int32, o partitionOffsets, iso string) (string, error) {
-	if o.lso <= o.logStart {
+func (c *Cluster) explainAfterLast(ctx context.Context, topic string, part int32, o source.Offsets, iso string) (string, error) {
+	if o.LastStable <= o.LogStart {
 		return "", nil
 	}
-	r := newPartitionReader(c, topic, part, iso, max(o.logStart, o.lso-16), o.lso)
-	var recs []record.Record
-	for i := 0; i < 5 && !r.done(); i++ {
-		var err error
-		if recs, err = r.fetch(ctx, recs); err != nil {
-			return "", fmt.Errorf("read the last records of %s/%d: %w", topic, part, err)
-		}
+	recs, err := c.LastRecords(ctx, topic, part, o.LogStart, o.LastStable, 16, iso)
+	if err != nil {
+		return "", fmt.Errorf("read the last records of %s/%d: %w", topic, part, err)
 	}
 	if len(recs) == 0 {
 		return "", nil
 	}
 	last := recs[len(recs)-1]
 	if last.Time.UnixMilli() < 0 {
-		return fmt.Sprintf("the partition holds records (offsets %d to %d) but the last one, at offset %d, carries no timestamp (-1: written by a client older than Kafka 0.10 or with timestamps turned off): a time lookup cannot find such records, so the time window selects nothing here; replay them with an offsets window", o.logStart, o.lso-1, last.Offset), nil
+		return fmt.Sprintf("the partition holds records (offsets %d to %d) but the last one, at offset %d, carries no timestamp (-1: written by a client older than Kafka 0.10 or with timestamps turned off): a time lookup cannot find such records, so the time window selects nothing here; replay them with an offsets window", o.LogStart, o.LastStable-1, last.Offset), nil
 	}
 	return fmt.Sprintf("no record is stamped at or after from: the last record, at offset %d, is stamped %s", last.Offset, last.Time.UTC().Format(time.RFC3339Nano)), nil
 }

@@ -2,341 +2,211 @@ package runner
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"sort"
-	"sync/atomic"
-	"time"
+	"slices"
+	"sync"
 
-	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
 
-	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/internal/filter"
 	"github.com/replay-tool/replay/sinks"
 )
 
-// ErrInterrupted is returned (wrapped) by Job.Run when its context was
-// cancelled (a signal): the in-flight batch was written and committed, and
-// re-running the same plan resumes from there.
-var ErrInterrupted = errors.New("interrupted")
-
-// Options changes how a plan is prepared and run.
-type Options struct {
-	// Log receives progress and diagnostics; default zerolog.Nop().
-	Log zerolog.Logger
-	// Now is the clock for relative windows; default time.Now.
-	Now func() time.Time
-	// Restart discards another plan's checkpoints in the group and starts
-	// over with a fresh resolution (the command asks for confirmation).
-	Restart bool
-	// Pinned, when set, is a resolution fixed earlier (replay plan --out):
-	// Prepare runs exactly its ranges instead of resolving the window again
-	// (see pin.go for what it refuses).
-	Pinned *Resolution
-	// ProgressEvery is the interval of progress log lines; default 10 s;
-	// negative for none (the caller shows Job.Progress itself).
-	ProgressEvery time.Duration
-	// FlushTimeout bounds the last write and commit after an interruption;
-	// default 1 minute.
-	FlushTimeout time.Duration
-	// Retry is how sink writes failing with a transient error are retried.
-	Retry Backoff
-	// Join prepares a run that joins the replay group with other processes
-	// of the same plan (RunJoined): the group may have members, as long as
-	// they are all such processes, and the ranges must be fixed already
-	// (the group's checkpoints of this plan, or Pinned).
-	Join bool
-	// Heartbeat is a joined member's heartbeat interval: how soon it sees a
-	// rebalance. Default 1 s.
-	Heartbeat time.Duration
-}
-
-func (o *Options) defaults() {
-	if o.Now == nil {
-		o.Now = time.Now
+// Run replays the job's ranges into sink. Every partition is read by its
+// own goroutine from its start (or checkpoint) to its end, throttled, and
+// written in batches; after each batch the sink made durable, the next
+// offset is committed to the replay group with the plan fingerprint and the
+// range end as metadata. When every partition is done, sink.Finish
+// publishes the output.
+//
+// A run refused or failing before it reads anything (the sink cannot
+// resume, a commit fails) returns a nil *Report. Cancelling ctx stops the
+// run after the in-flight batch is written and committed; Run then returns
+// an error wrapping ErrInterrupted. A failing
+// partition stops the others the same way and Run returns its
+// *PartitionError; nothing is ever committed past what the sink holds.
+func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
+	rep := j.newReport()
+	work := context.WithoutCancel(ctx)
+	closeDeadLetters, err := j.openDeadLetters(work)
+	if err != nil {
+		return nil, err
 	}
-	if o.ProgressEvery == 0 {
-		o.ProgressEvery = 10 * time.Second
+	defer closeDeadLetters()
+	if err := j.checkResume(sink); err != nil {
+		return nil, err
 	}
-	if o.FlushTimeout == 0 {
-		o.FlushTimeout = time.Minute
-	}
-	if o.Heartbeat == 0 {
-		o.Heartbeat = time.Second
-	}
-	o.Retry.defaults()
-}
-
-// Job is a plan bound to fixed ranges, ready to run: either a fresh
-// resolution or the ranges of an interrupted run found in the group's
-// checkpoints.
-type Job struct {
-	Plan       *plan.Plan
-	Resolution *Resolution
-	// Resume holds, per partition, the offset to continue from (the
-	// committed offset); absent partitions start at their range start.
-	Resume map[int32]int64
-	// Fresh is true when no run of this plan has committed yet.
-	Fresh bool
-	// Ignored lists partitions of the topic that are not part of the run
-	// (not selected, or added after the run was resolved).
-	Ignored []int32
-	// DeadLetters receives the records that cannot be processed under
-	// on_error: dead_letter; when nil, Run opens the plan's dead_letter sink.
-	DeadLetters sinks.Sink
-	// Added lists the ignored partitions that the plan selects but that
-	// were created after the run was resolved.
-	Added []int32
-	// committed holds, per partition of a resumed run, the offset the group
-	// held when it was prepared: the sink of an earlier process made the
-	// records below it durable (checkResume). Resume may be later (records
-	// lost to retention are skipped).
-	committed map[int32]int64
-	// positions holds, per partition of a resumed run, the sink's durable
-	// position recorded with its commit (sinks.Positioner), when known;
-	// dlPositions the dead-letter sink's.
-	positions, dlPositions map[int32]int64
-	// discarded lists partitions holding checkpoints of an earlier run that
-	// Restart discards: Run deletes those the new ranges do not overwrite,
-	// or they would make every later run of this plan look like a changed plan.
-	discarded []int32
-
-	c    *Cluster
-	opts Options
-	// live is the running (or last) run's counters, for Progress.
-	live atomic.Pointer[liveRun]
-	// member is set while the job runs as a member of its group
-	// (RunJoined): commits carry its generation.
-	member atomic.Pointer[member]
-	// budget counts records that cannot be processed against max_errors.
-	budget *errorBudget
-}
-
-// NothingToDo reports whether every partition already reached its end.
-func (j *Job) NothingToDo() bool {
-	for _, r := range j.Resolution.Ranges {
-		if j.from(r) < r.End {
-			return false
-		}
-	}
-	return true
-}
-
-func (j *Job) from(r Range) int64 {
-	if off, ok := j.Resume[r.Partition]; ok {
-		return off
-	}
-	return r.Start
-}
-
-// RunID identifies the resolved run: the plan fingerprint and the fixed
-// ranges. Sinks that stage output use it to discard another run's staging.
-func (j *Job) RunID() string {
-	h := sha256.New()
-	fmt.Fprint(h, j.Resolution.Fingerprint)
-	for _, r := range j.Resolution.Ranges {
-		fmt.Fprintf(h, "|%d:%d-%d", r.Partition, r.Start, r.End)
-	}
-	return hex.EncodeToString(h.Sum(nil)[:8])
-}
-
-// Prepare decides what a run of p would do, without changing anything:
-// it refuses (*SafetyError) a group with active members, with commits not
-// made by replay, or with another plan's checkpoints (unless
-// opts.Restart); it resumes from this plan's checkpoints with the ranges
-// fixed by the first run; otherwise it resolves the window afresh, or
-// takes the ranges of opts.Pinned.
-func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job, error) {
-	opts.defaults()
-	if opts.Join {
-		if err := c.checkGroupMembers(ctx, p.Group, joinClientID(p.Fingerprint())); err != nil {
+	if j.Fresh {
+		if err := j.dropDiscarded(work); err != nil {
 			return nil, err
 		}
-	} else if err := c.checkGroupIdle(ctx, p.Group); err != nil {
+	}
+	if err := j.syncStarts(work, sink); err != nil {
 		return nil, err
 	}
-	all, err := c.partitions(ctx, p.Source.Topic)
+	if err := j.commitStarts(work); err != nil {
+		return nil, err
+	}
+	states := make([]*partitionState, len(j.Resolution.Ranges))
+	for i, r := range j.Resolution.Ranges {
+		states[i] = &partitionState{Range: r, from: j.from(r)}
+	}
+	if err := j.resumeFromSink(work, sink, states); err != nil {
+		return nil, err
+	}
+	j.live.Store(&liveRun{started: rep.Started, states: states}) // for Job.Progress
+	rep.NothingToDo = j.NothingToDo()
+	j.startBudget(states)
+	err = j.readAll(ctx, sink, states)
+	for _, s := range states {
+		rep.Partitions = append(rep.Partitions, s.report())
+	}
+	rep.Added = j.addedSince(work)
+	rep.Finished = j.opts.Now().UTC()
 	if err != nil {
-		return nil, err
+		return rep, err
 	}
-	cps, err := c.Checkpoints(ctx, p.Group, p.Source.Topic, all)
-	if err != nil {
-		return nil, err
-	}
-	job := &Job{Plan: p, c: c, opts: opts}
-	if opts.Pinned != nil {
-		return job, job.pin(ctx, all, cps)
-	}
-	resumable, err := classify(p, cps, opts.Restart)
-	if err != nil {
-		return nil, err
-	}
-	if resumable {
-		return job, job.resume(ctx, all, cps)
-	}
-	if opts.Join {
-		return nil, &SafetyError{Group: p.Group, Reason: "--join needs the same fixed ranges in every process, and the group holds no run of this plan yet: " +
-			"resolve once with 'replay plan PLAN --out ranges.json', then start every process with 'replay run PLAN --join --resolution ranges.json'"}
-	}
-	if job.Resolution, err = Resolve(ctx, c, p, opts.Now()); err != nil {
-		return nil, err
-	}
-	job.Resolution.logDetails(opts.Log)
-	job.Fresh, job.Ignored = true, job.Resolution.Unselected
-	for _, part := range all {
-		if cp := cps[part]; cp.Replay && cp.Offset >= 0 {
-			job.discarded = append(job.discarded, part)
-		}
-	}
-	return job, nil
+	return rep, j.publish(work, sink, rep)
 }
 
-// classify checks the group's commits: true when they are this plan's.
-func classify(p *plan.Plan, cps map[int32]Checkpoint, restart bool) (bool, error) {
-	fp := p.Fingerprint()
-	parts := make([]int32, 0, len(cps))
-	for part := range cps {
-		parts = append(parts, part)
+// startBudget counts max_errors against the records of states.
+func (j *Job) startBudget(states []*partitionState) {
+	var records int64
+	for _, s := range states {
+		records += max(s.End-s.from, 0)
 	}
-	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
-	mine := false
-	for _, part := range parts {
-		cp := cps[part]
-		switch {
-		case cp.Offset < 0:
-		case !cp.Replay:
-			return false, &SafetyError{Group: p.Group, Reason: fmt.Sprintf("it has a commit on %s/%d (offset %d) that replay did not make: it is, or was, a real consumer group; name a dedicated group such as %s", p.Source.Topic, part, cp.Offset, dedicatedGroup(p))}
-		case cp.Fingerprint != fp && !restart:
-			return false, &SafetyError{Group: p.Group, Reason: fmt.Sprintf("it holds checkpoints of another plan (%q, fingerprint %s; this plan is %s): the plan changed since that run. Re-run with --restart to discard them and start over, or use another group", cp.Plan, cp.Fingerprint, fp)}
-		case cp.Fingerprint == fp:
-			mine = true
-		}
-	}
-	return mine && !restart, nil
+	j.budget = newErrorBudget(j.Plan.MaxErrors, records)
 }
 
-// resume rebuilds the ranges from the checkpoints of an earlier run.
-func (j *Job) resume(ctx context.Context, all []int32, cps map[int32]Checkpoint) error {
-	p := j.Plan
-	var parts []int32
-	for _, part := range all {
-		if cp := cps[part]; cp.Replay && cp.Offset >= 0 {
-			parts = append(parts, part)
-		} else {
-			j.Ignored = append(j.Ignored, part)
+// publish finishes the sink and the dead-letter sink once every partition
+// is done (Sink.Finish: a file sink publishes its staging) and marks rep
+// published.
+func (j *Job) publish(work context.Context, sink sinks.Sink, rep *Report) error {
+	fctx, cancel := context.WithTimeout(work, j.opts.FlushTimeout)
+	defer cancel()
+	const again = "every record is staged and committed: fix the cause and re-run the same command to publish"
+	if err := sink.Finish(fctx); err != nil {
+		return fmt.Errorf("publish sink output: %w (%s)", err, again)
+	}
+	if j.DeadLetters != nil {
+		if err := j.DeadLetters.Finish(fctx); err != nil {
+			return fmt.Errorf("publish the dead letters: %w (%s)", err, again)
 		}
 	}
-	offs, err := j.c.offsets(ctx, p.Source.Topic, parts, p.Source.Isolation)
-	if err != nil {
-		return err
-	}
-	j.Resolution = &Resolution{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: p.Source.Topic, Group: p.Group, ResolvedAt: j.opts.Now().UTC()}
-	j.Resume, j.committed, j.positions, j.dlPositions = map[int32]int64{}, map[int32]int64{}, map[int32]int64{}, map[int32]int64{}
-	for _, part := range parts {
-		cp, o := cps[part], offs[part]
-		j.committed[part], j.positions[part], j.dlPositions[part] = cp.Offset, cp.Position, cp.DeadLetterPosition
-		rg := Range{Partition: part, Start: cp.Start, End: cp.End, Outcome: Resumed, LogStart: o.logStart, HighWatermark: o.hwm, LastStable: o.lso}
-		next := cp.Offset
-		if next < rg.End && next < o.logStart {
-			if !p.AllowDataLoss {
-				return &RetentionError{Topic: p.Source.Topic, Partition: part, Start: next, LogStart: o.logStart}
-			}
-			rg.Lost = min(o.logStart, rg.End) - next
-			next = min(o.logStart, rg.End)
-		}
-		j.Resume[part] = next
-		j.Resolution.Ranges = append(j.Resolution.Ranges, rg)
-	}
-	j.warnAdded(j.addedAmong(j.Ignored))
+	rep.Published = true
 	return nil
 }
 
-// PartitionReport is what happened to one partition in a run.
-type PartitionReport struct {
-	Partition int32   `json:"partition"`
-	Outcome   Outcome `json:"outcome"`
-	Start     int64   `json:"start"`
-	End       int64   `json:"end"`
-	// From is where this run started reading (the checkpoint on a resume);
-	// Next is the next offset to read when it stopped (all below is durable).
-	From int64 `json:"from"`
-	Next int64 `json:"next"`
-	// Read counts records delivered by the broker within the range; Written
-	// counts records the sink made durable.
-	Read    int64 `json:"read"`
-	Written int64 `json:"written"`
-	// Skipped counts records not written, by reason: filtered (the filter
-	// was false), outside-window (strict_timestamps), dead-lettered, and
-	// under on_error: skip the reason of Errors.
-	Skipped map[string]int64 `json:"skipped,omitempty"`
-	// Errors counts records that could not be processed, by reason:
-	// filter-error, key-error, sink-rejected.
-	Errors map[string]int64 `json:"errors,omitempty"`
-	// Aborted counts records of aborted transactions dropped (read_committed).
-	Aborted int64 `json:"aborted_records,omitempty"`
-	// OutsideWindow counts delivered records whose timestamp is outside the
-	// time window (producer clock skew; see strict_timestamps).
-	OutsideWindow int64 `json:"outside_window,omitempty"`
-	// Lost counts offsets of the window deleted by retention or
-	// DeleteRecords before they were read; LostRanges says which. With
-	// allow_data_loss they were skipped; without, the partition stopped at
-	// the first of them (Error).
-	Lost       int64 `json:"lost_offsets,omitempty"`
-	LostRanges []Gap `json:"lost_ranges,omitempty"`
-	// Detail explains the outcome where it is not obvious (Range.Detail).
-	Detail     string `json:"detail,omitempty"`
-	DurationMS int64  `json:"duration_ms"`
-	Error      string `json:"error,omitempty"`
-	Done       bool   `json:"done"`
-	// Moved is true when a rebalance gave the partition to another member
-	// of the group (run --join) before this process finished it.
-	Moved bool `json:"moved,omitempty"`
+// newReport starts the report of a run of the job, now.
+func (j *Job) newReport() *Report {
+	return &Report{Plan: j.Plan.Name, Fingerprint: j.Resolution.Fingerprint, Topic: j.Resolution.Topic, Group: j.Plan.Group,
+		Sink: j.Plan.Sink.Type, Started: j.opts.Now().UTC(), Ignored: j.Ignored, From: j.Resolution.From, To: j.Resolution.To}
 }
 
-// Report is the outcome of a run, per partition.
-type Report struct {
-	// PlanFile is the plan's path, set by the command line.
-	PlanFile    string `json:"plan_file,omitempty"`
-	Plan        string `json:"plan"`
-	Fingerprint string `json:"fingerprint"`
-	Topic       string `json:"topic"`
-	Group       string `json:"group"`
-	Sink        string `json:"sink"`
-	NothingToDo bool   `json:"nothing_to_do"`
-	// From and To are the time window's bounds (zero for an offsets window).
-	From       time.Time         `json:"from,omitzero"`
-	To         time.Time         `json:"to,omitzero"`
-	Started    time.Time         `json:"started"`
-	Finished   time.Time         `json:"finished"`
-	Partitions []PartitionReport `json:"partitions"`
-	// Published is true once the sink published its output (Sink.Finish):
-	// a file sink's output exists only then.
-	Published bool `json:"published"`
-	// Error is why the run failed or was refused ("" when it succeeded).
-	Error   string  `json:"error,omitempty"`
-	Ignored []int32 `json:"ignored_partitions,omitempty"`
-	// Added lists partitions created after the ranges were resolved: the
-	// run does not read them (the ranges are fixed).
-	Added []int32 `json:"added_partitions,omitempty"`
+// commitStarts pins the ranges in the group before anything is read: each
+// partition's start offset (its checkpoint on a resume) with the range as
+// metadata. A later run finds the same ranges there, and the standalone
+// commit fences off a group that got live members since Prepare, fresh or
+// resumed, before anything reaches the sink.
+func (j *Job) commitStarts(ctx context.Context) error {
+	offsets := map[int32]int64{}
+	meta := map[int32]checkpointMeta{}
+	for _, r := range j.Resolution.Ranges {
+		offsets[r.Partition] = j.from(r)
+		m := j.meta(r)
+		if _, ok := j.committed[r.Partition]; ok {
+			// What the sinks held at that commit, and still hold (a start
+			// moved past lost offsets adds nothing to the staging).
+			m.Pos, m.DPos = j.positions[r.Partition], j.dlPositions[r.Partition]
+		}
+		meta[r.Partition] = m
+	}
+	if err := j.c.commit(ctx, j.Plan.Group, j.Resolution.Topic, offsets, meta); err != nil {
+		return fmt.Errorf("pin the resolved ranges in group %s: %w", j.Plan.Group, err)
+	}
+	return nil
 }
 
-// Totals sums the partition counters.
-func (r *Report) Totals() (read, written, skipped int64) {
-	for _, p := range r.Partitions {
-		read += p.Read
-		written += p.Written
-		for _, n := range p.Skipped {
-			skipped += n
+// dropDiscarded deletes the checkpoints of a run discarded by Restart on
+// partitions outside the new ranges (commitStarts overwrites the others).
+func (j *Job) dropDiscarded(ctx context.Context) error {
+	var parts []int32
+	for _, part := range j.discarded {
+		if !slices.ContainsFunc(j.Resolution.Ranges, func(r Range) bool { return r.Partition == part }) {
+			parts = append(parts, part)
 		}
 	}
-	return
+	if err := j.c.deleteCommits(ctx, j.Plan.Group, j.Resolution.Topic, parts); err != nil {
+		return fmt.Errorf("discard the earlier run's checkpoints in group %s: %w", j.Plan.Group, err)
+	}
+	return nil
 }
 
-// dedicatedGroup suggests a group name for plan p other than its group.
-func dedicatedGroup(p *plan.Plan) string {
-	if g := "replay." + p.Name; g != p.Group {
-		return g
+func (j *Job) meta(r Range) checkpointMeta {
+	return checkpointMeta{Tool: metaTool, Plan: j.Plan.Name, Fingerprint: j.Resolution.Fingerprint, Start: r.Start, End: r.End}
+}
+
+func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*partitionState) error {
+	log := j.opts.Log
+	throttle := NewThrottle(j.Plan.Throttle.RecordsPerSecond, int64(j.Plan.Throttle.BytesPerSecond))
+	prog, err := j.Plan.FilterProgram()
+	if err != nil {
+		return fmt.Errorf("filter: %w", err)
 	}
-	return "replay." + p.Name + "-2"
+	g, gctx := errgroup.WithContext(ctx)
+	var lost partitionErrors // data loss stops one partition, not the run
+	for _, s := range states {
+		if s.from >= s.End {
+			s.next.Store(s.from)
+			s.done.Store(true)
+			continue
+		}
+		pl := log.With().Str("plan", j.Plan.Name).Str("topic", j.Resolution.Topic).Int32("partition", s.Partition).Logger()
+		w := &partitionWorker{job: j, sink: sink, throttle: throttle, state: s, log: pl}
+		w.commits = j.newCommitter(sink, s)
+		if prog != nil {
+			w.filter = filter.New(prog)
+		}
+		g.Go(func() error { return lost.keep(w.run(gctx)) })
+	}
+	stopProgress := j.progress(states)
+	err = g.Wait()
+	stopProgress()
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		err = fmt.Errorf("%w: the in-flight batches were written and committed; re-run the same command to resume", ErrInterrupted)
+	}
+	return lost.join(err)
+}
+
+// partitionErrors collects failures that stop one partition but let the
+// others run to their end (records deleted under the reader): the run
+// still fails, once the other partitions are done.
+type partitionErrors struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+// keep takes err when it is a partition's data loss and returns nil then.
+func (l *partitionErrors) keep(err error) error {
+	if !isDataLoss(err) {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.errs = append(l.errs, err)
+	return nil
+}
+
+// join adds the kept errors to err.
+func (l *partitionErrors) join(err error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.errs) == 0 {
+		return err
+	}
+	return errors.Join(append(slices.Clone(l.errs), err)...)
 }

@@ -1,6 +1,6 @@
 package runner
 
-// The scenario suite (issue 5): every file in testdata/scenarios is a topic
+// The scenario suite: every file in testdata/scenarios is a topic
 // layout, a plan, things that happen during the run, and what must come out
 // of it: the (partition, offset) set the sink holds, the commits, the
 // report. Each scenario runs against its own kfake cluster over TCP.

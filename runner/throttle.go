@@ -8,7 +8,7 @@ import (
 )
 
 // Throttle holds token buckets on records/s and bytes/s shared by every
-// partition of a process (DESIGN.md §4). A nil *Throttle, or a zero limit,
+// partition of a process. A nil *Throttle, or a zero limit,
 // means unlimited.
 type Throttle struct {
 	records, bytes *rate.Limiter

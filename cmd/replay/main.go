@@ -24,8 +24,8 @@ import (
 	"github.com/replay-tool/replay/runner"
 )
 
-// Exit codes, as README.md documents them: 0 done (or nothing to do), 1 the
-// run failed, 2 invalid plan or usage, 3 refused for safety.
+// Exit codes: 0 done, 1 failed, 2 invalid plan or usage, 3 refused (a
+// *runner.SafetyError).
 const (
 	exitOK      = 0
 	exitFailed  = 1
@@ -33,10 +33,10 @@ const (
 	exitRefused = 3
 )
 
-// memoryLimit is a soft limit on the Go heap (debug.SetMemoryLimit): the GC
-// works harder near it instead of letting fetched batches pile up, which
-// keeps the peak RSS of a replay below 64 MiB whatever the window size.
-// GOMEMLIMIT overrides it.
+// memoryLimit is a soft limit on the Go heap: the GC works
+// harder near it instead of letting fetched batches pile up, which keeps the
+// peak RSS of a replay below 64 MiB whatever the window size. GOMEMLIMIT
+// overrides it.
 const memoryLimit = 46 << 20
 
 func main() {
@@ -227,9 +227,22 @@ func (a *app) exitCode(err error) int {
 	case errors.As(err, &usage):
 		return a.printErr(invalidCode, "error: ", err, "Run 'replay --help' for usage.\n")
 	case errors.As(err, &refused):
-		return a.printErr(exitRefused, "refused: ", err, "")
+		return a.printHinted(exitRefused, "refused: ", err)
 	}
-	return a.printErr(exitFailed, "error: ", err, "")
+	return a.printHinted(exitFailed, "error: ", err)
+}
+
+// printHinted prints err with its runner hint worded for the command line:
+// on a line of its own, or after the message in a JSON log line.
+func (a *app) printHinted(code int, prefix string, err error) int {
+	hint := hintText(runner.HintOf(err))
+	if hint == "" {
+		return a.printErr(code, prefix, err, "")
+	}
+	if a.jsonLogs.Load() {
+		return a.printErr(code, prefix, fmt.Errorf("%w. %s", err, hint), "")
+	}
+	return a.printErr(code, prefix, err, hint+"\n")
 }
 
 // args wraps cobra's argument checks as usage errors.

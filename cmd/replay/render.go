@@ -283,3 +283,25 @@ func etaLine(v planView) string {
 	}
 	return fmt.Sprintf("%s at the throttle (%s%s)", time.Duration(*v.ETASeconds)*time.Second, strings.Join(limits, ", "), slower)
 }
+
+// hintText words a runner error's hint with the command line's flags ("" for
+// none).
+func hintText(h runner.Hint) string {
+	switch h {
+	case runner.HintRestart:
+		return "Re-run with --restart to discard the checkpoints and replay the window from its start."
+	case runner.HintResolveOnce:
+		return "Resolve once with 'replay plan PLAN --out ranges.json', then start every process with 'replay run PLAN --join --resolution ranges.json'."
+	case runner.HintSameResolution:
+		return "Start every process with the same --resolution file."
+	case runner.HintResolveAgain:
+		return "Run replay plan --out again and review the new ranges."
+	case runner.HintFinishOrRestart:
+		return "Finish it with replay run without --resolution, or re-run with --restart to discard it and replay the pinned ranges."
+	case runner.HintJoinedFile:
+		return "Start this process with the resolution file the other processes of the plan were given, or without --resolution to take the group's ranges."
+	case runner.HintJoinedOnly:
+		return "Only 'replay run --join' processes of this plan may share its group."
+	}
+	return ""
+}

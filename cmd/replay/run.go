@@ -273,6 +273,9 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 	var rep *runner.Report
 	if o.join {
 		rep, err = job.RunJoined(ctx, sink)
+		if le := (*runner.LocalOutputError)(nil); errors.As(err, &le) {
+			err = fmt.Errorf("--join: %w", err)
+		}
 	} else {
 		rep, err = job.Run(ctx, sink)
 	}

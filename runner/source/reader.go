@@ -1,4 +1,4 @@
-package runner
+package source
 
 import (
 	"cmp"
@@ -52,21 +52,40 @@ func (e *PartitionError) Error() string {
 
 func (e *PartitionError) Unwrap() error { return e.Err }
 
-// fetchStats counts what a reader passed over.
-type fetchStats struct {
-	aborted int64 // records of aborted transactions dropped (read_committed)
-	control int64 // transaction markers skipped
-	lost    []Gap // offsets deleted by retention before they were read
+// Stats counts what a reader passed over.
+type Stats struct {
+	// Aborted counts records of aborted transactions dropped (read_committed).
+	Aborted int64
+	// Control counts transaction markers skipped.
+	Control int64
+	// Lost are offsets deleted by retention before they were read.
+	Lost []Gap
 }
 
-// partitionReader reads [next, end) of one partition with protocol-level
-// Fetch requests through the cluster's Transport (KAFKA-GO.md §2, §6): it
-// sees control batches and aborted-transaction lists, so it can drop
-// aborted data under read_committed, skip markers, and tell exactly when the
-// range is done. OFFSET_OUT_OF_RANGE is an error, never a silent jump: with
-// allowLoss (allow_data_loss) the reader skips to the new log start and
-// records the gap in stats.lost.
-type partitionReader struct {
+// ReaderConfig is what a Reader reads.
+type ReaderConfig struct {
+	Topic     string
+	Partition int32
+	// Isolation is plan.ReadCommitted or plan.ReadUncommitted.
+	Isolation string
+	// Start and End bound the range [Start, End) to read.
+	Start, End int64
+	// AllowLoss skips offsets deleted under the reader (allow_data_loss)
+	// instead of failing with a *DataLossError.
+	AllowLoss bool
+	// Log receives the reader's warnings and debug messages; zerolog.Nop()
+	// when unset.
+	Log *zerolog.Logger
+}
+
+// Reader reads [Start, End) of one partition with protocol-level Fetch
+// requests through the cluster's transport: it sees control batches and
+// aborted-transaction lists, so it can drop aborted data under
+// read_committed, skip markers, and tell exactly when the range is done.
+// OFFSET_OUT_OF_RANGE is an error, never a silent jump: with AllowLoss the
+// reader skips to the new log start and records the gap in its Stats. A
+// Reader is used by one goroutine at a time.
+type Reader struct {
 	c         *Cluster
 	topic     string
 	partition int32
@@ -74,7 +93,7 @@ type partitionReader struct {
 	next, end int64
 	maxBytes  int32
 	batchAvg  float64 // moving average of record batch sizes in bytes
-	stats     fetchStats
+	stats     Stats
 	stuck     int
 	// allowLoss skips offsets deleted under the reader (allow_data_loss)
 	// instead of failing; growLimit bounds the fetch size (maxGrowFetchBytes).
@@ -84,22 +103,36 @@ type partitionReader struct {
 	arena     arena
 }
 
-func newPartitionReader(c *Cluster, topic string, partition int32, iso string, start, end int64) *partitionReader {
+// NewReader returns a reader of cfg's range; it sends nothing until Fetch.
+func (c *Cluster) NewReader(cfg ReaderConfig) *Reader {
 	var level int8
-	if isolationLevel(iso) == kafka.ReadCommitted {
+	if isolationLevel(cfg.Isolation) == kafka.ReadCommitted {
 		level = 1
 	}
-	return &partitionReader{c: c, topic: topic, partition: partition, isolation: level, next: start, end: end, maxBytes: minFetchBytes,
-		growLimit: maxGrowFetchBytes, log: zerolog.Nop()}
+	log := zerolog.Nop()
+	if cfg.Log != nil {
+		log = *cfg.Log
+	}
+	return &Reader{c: c, topic: cfg.Topic, partition: cfg.Partition, isolation: level, next: cfg.Start, end: cfg.End, maxBytes: minFetchBytes,
+		allowLoss: cfg.AllowLoss, growLimit: maxGrowFetchBytes, log: log}
 }
 
-// done reports whether the range is finished: offsets may have gaps, so
+// Done reports whether the range is finished: offsets may have gaps, so
 // done means the next offset to read is at or past the end.
-func (r *partitionReader) done() bool { return r.next >= r.end }
+func (r *Reader) Done() bool { return r.next >= r.end }
 
-// fetch performs one Fetch and appends the records in [next, end) to out,
-// advancing next past everything it consumed (records, markers, aborted data).
-func (r *partitionReader) fetch(ctx context.Context, out []record.Record) ([]record.Record, error) {
+// Next is the next offset to read: every offset below it was delivered or
+// passed over (markers, aborted data, compacted or lost offsets).
+func (r *Reader) Next() int64 { return r.next }
+
+// Stats returns what the reader passed over so far.
+func (r *Reader) Stats() Stats { return r.stats }
+
+// Fetch performs one Fetch and appends the records in [Next, End) to out,
+// advancing Next past everything it consumed (records, markers, aborted
+// data). The records' bytes are the reader's (see Prefetch for recycling
+// them); a failure is a *PartitionError.
+func (r *Reader) Fetch(ctx context.Context, out []record.Record) ([]record.Record, error) {
 	p, err := r.roundTrip(ctx, r.next)
 	if err != nil {
 		return out, r.fetchError(p, err)
@@ -118,7 +151,7 @@ func (r *partitionReader) fetch(ctx context.Context, out []record.Record) ([]rec
 
 // roundTrip fetches from offset. A partition-level error comes back with
 // the partition's answer (log start offset, high watermark).
-func (r *partitionReader) roundTrip(ctx context.Context, offset int64) (*fetch.ResponsePartition, error) {
+func (r *Reader) roundTrip(ctx context.Context, offset int64) (*fetch.ResponsePartition, error) {
 	req := &fetch.Request{
 		ReplicaID:      -1,
 		MaxWaitTime:    int32(fetchMaxWait / time.Millisecond),
@@ -130,7 +163,9 @@ func (r *partitionReader) roundTrip(ctx context.Context, offset int64) (*fetch.R
 			Partition: r.partition, CurrentLeaderEpoch: -1, FetchOffset: offset, LogStartOffset: -1, PartitionMaxBytes: r.maxBytes,
 		}}}},
 	}
-	m, err := r.c.fetchTransport(r.partition).RoundTrip(ctx, r.c.addr(), req)
+	m, err := call(ctx, "fetch", func(ctx context.Context) (protocol.Message, error) {
+		return r.c.fetchTransport(r.partition).RoundTrip(ctx, r.c.addr(), req)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("fetch %s/%d at offset %d: %w", r.topic, r.partition, offset, err)
 	}
@@ -156,7 +191,7 @@ func (r *partitionReader) roundTrip(ctx context.Context, offset int64) (*fetch.R
 	return nil, fmt.Errorf("fetch %s/%d: the response does not mention the partition", r.topic, r.partition)
 }
 
-func (r *partitionReader) partitionError(p *fetch.ResponsePartition) error {
+func (r *Reader) partitionError(p *fetch.ResponsePartition) error {
 	kerr := kafka.Error(p.ErrorCode)
 	if errors.Is(kerr, kafka.OffsetOutOfRange) {
 		return &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next,
@@ -166,7 +201,7 @@ func (r *partitionReader) partitionError(p *fetch.ResponsePartition) error {
 }
 
 // consume walks the record batches of one response.
-func (r *partitionReader) consume(p *fetch.ResponsePartition, out []record.Record) ([]record.Record, error) {
+func (r *Reader) consume(p *fetch.ResponsePartition, out []record.Record) ([]record.Record, error) {
 	if p.RecordSet.Records == nil {
 		return out, nil
 	}
@@ -185,7 +220,7 @@ func (r *partitionReader) consume(p *fetch.ResponsePartition, out []record.Recor
 			// No batch holds [next, base): a hole left by compaction.
 			r.next = min(base, max(r.end, r.next))
 		}
-		if r.done() {
+		if r.Done() {
 			break
 		}
 		var err error
@@ -212,7 +247,7 @@ func (r *partitionReader) consume(p *fetch.ResponsePartition, out []record.Recor
 
 // controlBatch skips a transaction marker; an ABORT marker closes its
 // producer's aborted range.
-func (r *partitionReader) controlBatch(b *protocol.ControlBatch, abortedProducers map[int64]bool) error {
+func (r *Reader) controlBatch(b *protocol.ControlBatch, abortedProducers map[int64]bool) error {
 	for {
 		cr, err := b.ReadControlRecord()
 		if errors.Is(err, io.EOF) {
@@ -227,12 +262,12 @@ func (r *partitionReader) controlBatch(b *protocol.ControlBatch, abortedProducer
 		if cr.Type == 0 { // ABORT
 			delete(abortedProducers, b.ProducerID)
 		}
-		r.stats.control++
+		r.stats.Control++
 		r.next = min(cr.Offset+1, max(r.end, r.next))
 	}
 }
 
-func (r *partitionReader) records(b protocol.RecordReader, out []record.Record, drop bool, size int) ([]record.Record, int, error) {
+func (r *Reader) records(b protocol.RecordReader, out []record.Record, drop bool, size int) ([]record.Record, int, error) {
 	for {
 		rec, err := b.ReadRecord()
 		if errors.Is(err, io.EOF) {
@@ -255,7 +290,7 @@ func (r *partitionReader) records(b protocol.RecordReader, out []record.Record, 
 		}
 		r.next = rec.Offset + 1
 		if drop {
-			r.stats.aborted++
+			r.stats.Aborted++
 			closeRecord(rec)
 			continue
 		}
@@ -269,7 +304,7 @@ func (r *partitionReader) records(b protocol.RecordReader, out []record.Record, 
 }
 
 // adapt sizes the next request to about batchesPerFetch batches.
-func (r *partitionReader) adapt(bytes, batches int) {
+func (r *Reader) adapt(bytes, batches int) {
 	if batches == 0 || bytes == 0 {
 		return
 	}
@@ -280,128 +315,4 @@ func (r *partitionReader) adapt(bytes, batches int) {
 		r.batchAvg = 0.8*r.batchAvg + 0.2*avg
 	}
 	r.maxBytes = int32(min(max(r.batchAvg*batchesPerFetch, minFetchBytes), maxFetchBytes))
-}
-
-// arena hands out the byte slices of copied records from shared chunks:
-// one allocation per chunk instead of two per record on the hot path. A
-// chunk lives as long as any record cut from it, unless it is recycled:
-// detach hands over the chunks cut since the last call, and whoever holds
-// the records gives them back through free once no record cut from them is
-// used any more (the prefetcher's worker, after the sink wrote them).
-type arena struct {
-	buf  []byte
-	used [][]byte    // chunks cut from since the last detach
-	free chan []byte // recycled chunks; nil: none
-	// hdrs is a slab the records' header slices are cut from: one
-	// allocation per headerSlab headers instead of one per record.
-	hdrs []record.Header
-}
-
-const headerSlab = 256
-
-const arenaChunk = 64 << 10
-
-// detach returns the chunks cut from since the last call and starts the
-// next record in a new chunk, so that no chunk is shared between two
-// callers of detach.
-func (a *arena) detach() [][]byte {
-	used := a.used
-	a.used, a.buf = nil, nil
-	return used
-}
-
-// chunk returns a recycled chunk, or a new one.
-func (a *arena) chunk() []byte {
-	select {
-	case c := <-a.free:
-		return c
-	default:
-		return make([]byte, arenaChunk)
-	}
-}
-
-// take returns a slice of n bytes (nil for a null key or value: n < 0).
-func (a *arena) take(n int) []byte {
-	if n < 0 {
-		return nil
-	}
-	if n == 0 {
-		return []byte{} // empty, not null
-	}
-	if n > len(a.buf) {
-		if n > arenaChunk/4 {
-			return make([]byte, n)
-		}
-		a.buf = a.chunk()
-		a.used = append(a.used, a.buf)
-	}
-	s := a.buf[:n:n]
-	a.buf = a.buf[n:]
-	return s
-}
-
-func (a *arena) read(b protocol.Bytes) ([]byte, error) {
-	if b == nil {
-		return nil, nil
-	}
-	s := a.take(b.Len())
-	_, err := io.ReadFull(b, s)
-	return s, err
-}
-
-// copyRecord copies rec out of kafka-go's pooled pages into a record.Record
-// and returns its size in bytes (key, value and headers).
-func (a *arena) copyRecord(topic string, partition int32, rec *protocol.Record) (record.Record, int, error) {
-	defer closeRecord(rec)
-	key, err := a.read(rec.Key)
-	if err != nil {
-		return record.Record{}, 0, err
-	}
-	val, err := a.read(rec.Value)
-	if err != nil {
-		return record.Record{}, 0, err
-	}
-	n := len(key) + len(val)
-	var hs []record.Header
-	if n := len(rec.Headers); n > 0 {
-		if len(a.hdrs) < n {
-			a.hdrs = make([]record.Header, max(n, headerSlab))
-		}
-		hs, a.hdrs = a.hdrs[:n:n], a.hdrs[n:]
-		for i, h := range rec.Headers {
-			v := a.take(len(h.Value))
-			copy(v, h.Value)
-			if h.Value == nil {
-				v = nil
-			}
-			hs[i] = record.Header{Key: h.Key, Value: v}
-			n += len(h.Key) + len(h.Value)
-		}
-	}
-	return record.Record{Topic: topic, Partition: partition, Offset: rec.Offset, Time: rec.Time, Key: key, Value: val, Headers: hs}, n, nil
-}
-
-func closeRecord(rec *protocol.Record) {
-	if rec.Key != nil {
-		rec.Key.Close()
-	}
-	if rec.Value != nil {
-		rec.Value.Close()
-	}
-}
-
-// firstRecordTime returns the timestamp of the first record at or after
-// offset (the zero time when the partition has none).
-func (c *Cluster) firstRecordTime(ctx context.Context, topic string, partition int32, offset int64, iso string) (time.Time, error) {
-	r := newPartitionReader(c, topic, partition, iso, offset, offset+1<<20)
-	for i := 0; i < 5; i++ {
-		recs, err := r.fetch(ctx, nil)
-		if err != nil {
-			return time.Time{}, err
-		}
-		if len(recs) > 0 {
-			return recs[0].Time, nil
-		}
-	}
-	return time.Time{}, nil
 }

@@ -1,4 +1,4 @@
-package runner
+package source
 
 // Reader tests on layouts kfake cannot produce, built at the protocol
 // level: kfake's Fetch handler is replaced by a scripted log that answers
@@ -127,9 +127,13 @@ func span(from, to int64) []int64 {
 
 // readScripted reads [start, end) of the scripted log with a partition
 // reader and returns the offsets delivered.
-func readScripted(t *testing.T, l *scriptedLog, start, end int64, tune func(*partitionReader)) ([]int64, *partitionReader, error) {
+func readScripted(t *testing.T, l *scriptedLog, start, end int64, tune func(*Reader)) ([]int64, *Reader, error) {
 	t.Helper()
-	sb := newTestCluster(t, 1, "orders")
+	sb, err := sandbox.Start(0, 1, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sb.Close)
 	l.install(t, sb)
 	c, err := Connect(context.Background(), plan.Source{Brokers: []string{sb.Addr}, Topic: "orders"})
 	if err != nil {
@@ -138,13 +142,13 @@ func readScripted(t *testing.T, l *scriptedLog, start, end int64, tune func(*par
 	t.Cleanup(c.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	r := newPartitionReader(c, "orders", 0, plan.ReadUncommitted, start, end)
+	r := c.NewReader(ReaderConfig{Topic: "orders", Partition: 0, Isolation: plan.ReadUncommitted, Start: start, End: end})
 	if tune != nil {
 		tune(r)
 	}
 	var recs []record.Record
-	for !r.done() {
-		if recs, err = r.fetch(ctx, recs); err != nil {
+	for !r.Done() {
+		if recs, err = r.Fetch(ctx, recs); err != nil {
 			break
 		}
 	}
@@ -237,7 +241,7 @@ func TestReaderGrowsFetchSizeForOversizedBatch(t *testing.T) {
 	})
 	t.Run("above-the-limit", func(t *testing.T) {
 		l := log()
-		got, _, err := readScripted(t, l, 0, 7, func(r *partitionReader) { r.growLimit = 128 << 10 })
+		got, _, err := readScripted(t, l, 0, 7, func(r *Reader) { r.growLimit = 128 << 10 })
 		var pe *PartitionError
 		if !errors.As(err, &pe) || pe.Offset != 5 || !strings.Contains(err.Error(), "larger than replay's fetch limit of 131072 bytes") {
 			t.Fatalf("want a PartitionError at offset 5 naming the fetch limit, got %v", err)
@@ -260,18 +264,18 @@ func TestReaderLogStartPassesReader(t *testing.T) {
 		if !errors.As(err, &de) || de.Lost != (Gap{From: 3, To: 8}) || de.LogStart != 8 {
 			t.Fatalf("want a DataLossError for [3, 8), got %v", err)
 		}
-		if len(r.stats.lost) != 1 || r.next != 3 {
-			t.Fatalf("reader at %d with gaps %v", r.next, r.stats.lost)
+		if len(r.stats.Lost) != 1 || r.next != 3 {
+			t.Fatalf("reader at %d with gaps %v", r.next, r.stats.Lost)
 		}
 	})
 	t.Run("allow-data-loss", func(t *testing.T) {
 		l := &scriptedLog{batches: batches, hwm: 20, logStart: 8}
-		got, r, err := readScripted(t, l, 3, 20, func(r *partitionReader) { r.allowLoss = true })
+		got, r, err := readScripted(t, l, 3, 20, func(r *Reader) { r.allowLoss = true })
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !equalInts(got, span(8, 20)) || len(r.stats.lost) != 1 || r.stats.lost[0] != (Gap{From: 3, To: 8}) {
-			t.Fatalf("delivered %v with gaps %v", got, r.stats.lost)
+		if !equalInts(got, span(8, 20)) || len(r.stats.Lost) != 1 || r.stats.Lost[0] != (Gap{From: 3, To: 8}) {
+			t.Fatalf("delivered %v with gaps %v", got, r.stats.Lost)
 		}
 	})
 }
@@ -287,3 +291,6 @@ func equalInts(a, b []int64) bool {
 	}
 	return true
 }
+
+// t0 is the timestamp of the scripted records' batches.
+var t0 = time.Now().UTC().Add(-48 * time.Hour).Truncate(time.Hour)

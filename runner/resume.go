@@ -8,6 +8,45 @@ import (
 	"github.com/replay-tool/replay/sinks"
 )
 
+// checkResume refuses (*SafetyError) to resume a run whose earlier output
+// the sink, or the dead-letter sink, no longer holds (sinks.Resumer): the
+// staging of a file sink deleted or found through a relative path from
+// another working directory, a SQLite database created afresh. Resuming
+// would write the remainder of the window only and publish a partial
+// output. It runs before anything is committed or written; a fresh run has
+// nothing to check.
+func (j *Job) checkResume(sink sinks.Sink) error {
+	if j.Fresh || len(j.committed) == 0 {
+		return nil
+	}
+	points := make([]sinks.ResumePoint, 0, len(j.Resolution.Ranges))
+	for _, r := range j.Resolution.Ranges {
+		committed, ok := j.committed[r.Partition]
+		if !ok {
+			committed = r.Start
+		}
+		points = append(points, sinks.ResumePoint{Partition: r.Partition, Start: r.Start, Committed: committed, End: r.End,
+			Position: j.positions[r.Partition]})
+	}
+	for _, s := range []struct {
+		what string
+		sink sinks.Sink
+		pos  map[int32]int64
+	}{{"", sink, j.positions}, {"dead letters: ", j.DeadLetters, j.dlPositions}} {
+		rs := sinks.CapabilitiesOf(s.sink).Resumer
+		if rs == nil {
+			continue
+		}
+		for i := range points {
+			points[i].Position = s.pos[points[i].Partition]
+		}
+		if err := rs.CheckResume(points); err != nil {
+			return &SafetyError{Group: j.Plan.Group, Reason: fmt.Sprintf("it records a run of plan %s that cannot resume: %s%v", j.Plan.Name, s.what, err)}
+		}
+	}
+	return nil
+}
+
 // resumeFromSink reconciles the Kafka commits with the checkpoints a sink
 // keeps in its own transactions (sinks.CheckpointStore, a database sink with
 // checkpoint_table). A Kafka commit that failed after the sink committed a

@@ -1,11 +1,9 @@
-package runner
+package source
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
@@ -27,7 +25,7 @@ func (g Gap) String() string { return fmt.Sprintf("[%d, %d)", g.From, g.To) }
 // DataLossError reports offsets of the window that retention or
 // DeleteRecords removed while the run was reading the partition: the read
 // hit OFFSET_OUT_OF_RANGE below the new log start. It wraps
-// kafka.OffsetOutOfRange.
+// ErrOffsetOutOfRange.
 type DataLossError struct {
 	Topic     string
 	Partition int32
@@ -42,18 +40,18 @@ func (e *DataLossError) Error() string {
 		e.Lost, e.Lost.Len(), e.LogStart, e.Lost.From)
 }
 
-func (e *DataLossError) Unwrap() error { return kafka.OffsetOutOfRange }
+func (e *DataLossError) Unwrap() error { return ErrOffsetOutOfRange }
 
 // fetchError handles a failed fetch. OFFSET_OUT_OF_RANGE below the log
 // start means records of the window were deleted under the reader: with
 // allowLoss it moves to the new log start, records the gap and returns nil;
 // otherwise it is a *DataLossError naming the lost offsets.
-func (r *partitionReader) fetchError(p *fetch.ResponsePartition, err error) error {
+func (r *Reader) fetchError(p *fetch.ResponsePartition, err error) error {
 	if p == nil || !errors.Is(kafka.Error(p.ErrorCode), kafka.OffsetOutOfRange) || p.LogStartOffset <= r.next {
 		return err
 	}
 	gap := Gap{From: r.next, To: min(p.LogStartOffset, r.end)}
-	r.stats.lost = append(r.stats.lost, gap)
+	r.stats.Lost = append(r.stats.Lost, gap)
 	if !r.allowLoss {
 		return &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next,
 			Err: &DataLossError{Topic: r.topic, Partition: r.partition, Lost: gap, LogStart: p.LogStartOffset}}
@@ -66,7 +64,7 @@ func (r *partitionReader) fetchError(p *fetch.ResponsePartition, err error) erro
 }
 
 // noProgress decides what a fetch that moved nothing means.
-func (r *partitionReader) noProgress(ctx context.Context, p *fetch.ResponsePartition) error {
+func (r *Reader) noProgress(ctx context.Context, p *fetch.ResponsePartition) error {
 	upper := p.HighWatermark // the end of what the broker serves us
 	if r.isolation == 1 && p.LastStableOffset >= 0 {
 		upper = min(upper, p.LastStableOffset)
@@ -104,7 +102,7 @@ func (r *partitionReader) noProgress(ctx context.Context, p *fetch.ResponseParti
 // offset is >= x, so a probe at x returns this batch exactly while x is
 // inside it: a binary search finds the batch's last offset, and next moves
 // past it (the offsets in between have no record). Always moves next.
-func (r *partitionReader) skipCompactedTail(ctx context.Context, base, upper int64) error {
+func (r *Reader) skipCompactedTail(ctx context.Context, base, upper int64) error {
 	inside := func(x int64) (bool, error) {
 		p, err := r.roundTrip(ctx, x)
 		if err != nil {
@@ -162,90 +160,4 @@ func batchBase(b protocol.RecordReader) (int64, bool) {
 		return b.BaseOffset, true
 	}
 	return 0, false
-}
-
-// reader builds the worker's partition reader with the plan's data-loss
-// policy and the partition's logger.
-func (w *partitionWorker) reader() *partitionReader {
-	j, s := w.job, w.state
-	r := newPartitionReader(j.c, j.Resolution.Topic, s.Partition, j.Plan.Source.Isolation, s.from, s.End)
-	r.allowLoss, r.log = j.Plan.AllowDataLoss, w.log
-	return r
-}
-
-// failLost ends a partition whose records were deleted under the reader.
-// The records already fetched are written and committed first: they exist
-// nowhere else any more, and then the checkpoint stands exactly at the
-// first lost offset that the error names.
-func (w *partitionWorker) failLost(ctx context.Context, err error) error {
-	if !isDataLoss(err) {
-		return err
-	}
-	var ferr error
-	if len(w.pending) > 0 {
-		ferr = w.flush(ctx, len(w.pending))
-	}
-	if ferr == nil {
-		ferr = w.commitDeferred()
-	}
-	if ferr != nil {
-		return errors.Join(err, ferr)
-	}
-	return err
-}
-
-// isDataLoss reports whether err is exactly a partition's data loss (and
-// not also a sink or commit failure).
-func isDataLoss(err error) bool {
-	pe, ok := err.(*PartitionError)
-	if !ok {
-		return false
-	}
-	_, ok = pe.Err.(*DataLossError)
-	return ok
-}
-
-// partitionErrors collects failures that stop one partition but let the
-// others run to their end (records deleted under the reader): the run
-// still fails, once the other partitions are done.
-type partitionErrors struct {
-	mu   sync.Mutex
-	errs []error
-}
-
-// keep takes err when it is a partition's data loss and returns nil then.
-func (l *partitionErrors) keep(err error) error {
-	if !isDataLoss(err) {
-		return err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.errs = append(l.errs, err)
-	return nil
-}
-
-// join adds the kept errors to err.
-func (l *partitionErrors) join(err error) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.errs) == 0 {
-		return err
-	}
-	return errors.Join(append(slices.Clone(l.errs), err)...)
-}
-
-// lostOffsets returns how many offsets of the window were lost, and where:
-// a start deleted before the run (Range.Lost, allow_data_loss) and what
-// was deleted under the reader.
-func (s *partitionState) lostOffsets() (int64, []Gap) {
-	var gaps []Gap
-	if s.Lost > 0 {
-		gaps = append(gaps, Gap{From: s.from - s.Lost, To: s.from})
-	}
-	gaps = append(gaps, s.lost...)
-	var n int64
-	for _, g := range gaps {
-		n += g.Len()
-	}
-	return n, gaps
 }

@@ -1,0 +1,181 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/replay-tool/replay/sinks"
+)
+
+// commitEvery is how often a partition writing to a sinks.Syncer (the file
+// sink) forces its writes to stable storage and commits: one fsync per
+// second instead of one per batch. A crash re-delivers at most that much,
+// which the sink takes idempotently.
+const commitEvery = time.Second
+
+// commitFunc stores next as a partition's checkpoint, with the sink's and
+// the dead-letter sink's durable positions (sinks.Positioner; 0 when
+// unknown). It is called only after both sinks made everything below next
+// durable.
+type commitFunc func(ctx context.Context, next, pos, deadPos int64) error
+
+// committer owns one partition's durability rules: what was written, what
+// was synced, what may be committed, and when. The partition worker tells
+// it what it wrote (Wrote, WroteDeadLetters) and asks it to commit; the
+// committer syncs the sink and the dead-letter sink (when they batch
+// durability) before every commit, reads their positions and commits
+// through an injected function. It is used by one goroutine.
+//
+// Rules:
+//   - a commit always follows a successful sync of the sink (when it is a
+//     sinks.Syncer) and of the dead-letter sink when dead letters were
+//     written since its last sync (and once, so the trace CheckResume looks
+//     for exists);
+//   - a failed sync forbids committing past what was committed: the writes
+//     since may be lost, and a later sync can succeed without them (fsync
+//     after a writeback error);
+//   - the committed offset never decreases.
+type committer struct {
+	topic     string
+	partition int32
+	// sinkName names the sink in errors ("sink file").
+	sinkName string
+	sink     sinks.Capabilities
+	dead     sinks.Capabilities
+	commit   commitFunc
+	// timeout bounds one sync and commit; they run on their own context so
+	// that an interrupted run still commits its in-flight batch.
+	timeout time.Duration
+	// committed is the last committed offset (the next to read), read by
+	// Job.Progress while the partition runs.
+	committed *atomic.Int64
+	// uncommitted is the offset to commit next: everything below it was
+	// written (not yet synced, for a sinks.Syncer); 0 when nothing is due.
+	uncommitted int64
+	// deadUnsynced is true when dead letters were written since the
+	// dead-letter sink's last sync; deadSynced once it was synced at all.
+	deadUnsynced, deadSynced bool
+	last                     time.Time // last commit (or the start)
+}
+
+// Wrote records that everything below next is written to the sinks
+// (records, dead letters) or needs no write (markers, aborted data).
+func (c *committer) Wrote(next int64) { c.uncommitted = next }
+
+// WroteDeadLetters records that dead letters were written: the next
+// commit syncs the dead-letter sink first.
+func (c *committer) WroteDeadLetters() { c.deadUnsynced = true }
+
+// Committed is the last committed offset.
+func (c *committer) Committed() int64 { return c.committed.Load() }
+
+// Committable is the offset the next commit would store.
+func (c *committer) Committable() int64 { return max(c.uncommitted, c.committed.Load()) }
+
+// Since is how long ago the last commit was (or the committer started).
+func (c *committer) Since(now time.Time) time.Duration { return now.Sub(c.last) }
+
+// Due reports whether a write should be committed at once: always for a
+// sink durable on Write, every commitEvery for a sinks.Syncer.
+func (c *committer) Due(now time.Time) bool {
+	return c.sink.Syncer == nil || c.Since(now) >= commitEvery
+}
+
+// Commit commits what was written and not yet committed, if anything.
+func (c *committer) Commit() error {
+	if c.uncommitted <= c.committed.Load() {
+		return nil
+	}
+	return c.CommitAt(c.uncommitted)
+}
+
+// CommitAt syncs the sinks and stores next (never below what is
+// committed) as the partition's checkpoint. Errors are *PartitionError.
+func (c *committer) CommitAt(next int64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	if err := c.sync(ctx); err != nil {
+		// The writes since the last commit may be lost, and a later Sync can
+		// succeed without them: no deferred commit may pass them.
+		c.uncommitted = 0
+		return &PartitionError{Topic: c.topic, Partition: c.partition, Offset: c.committed.Load(), Err: err}
+	}
+	next = max(next, c.committed.Load())
+	var pos, deadPos int64
+	if p := c.sink.Positioner; p != nil {
+		pos = p.SyncedPosition(c.partition) // what the sync above made durable
+	}
+	if p := c.dead.Positioner; p != nil {
+		deadPos = p.SyncedPosition(c.partition)
+	}
+	if err := c.commit(ctx, next, pos, deadPos); err != nil {
+		return &PartitionError{Topic: c.topic, Partition: c.partition, Offset: c.committed.Load(), Err: err}
+	}
+	c.committed.Store(next)
+	c.last = time.Now()
+	return nil
+}
+
+// sync makes what was written for the partition durable in the sink and
+// the dead-letter sink, for those that batch durability (sinks.Syncer).
+func (c *committer) sync(ctx context.Context) error {
+	if c.sink.Syncer != nil {
+		if err := c.sink.Syncer.Sync(ctx, c.partition); err != nil {
+			return fmt.Errorf("%s: sync: %w", c.sinkName, err)
+		}
+	}
+	// The dead-letter sink only when dead letters were written since its
+	// last sync (and once, for the trace CheckResume looks for): with a
+	// database sink the runner commits after every batch, and an fsync of
+	// an unchanged dead-letter file per batch is pure cost.
+	if dl := c.dead.Syncer; dl != nil && (c.deadUnsynced || !c.deadSynced) {
+		if err := dl.Sync(ctx, c.partition); err != nil {
+			return fmt.Errorf("dead-letter sink: sync: %w", err)
+		}
+		c.deadUnsynced, c.deadSynced = false, true
+	}
+	return nil
+}
+
+// syncStarts makes a sink that batches durability (sinks.Syncer) hold
+// what commitStarts is about to commit past the group's checkpoint (a
+// start moved past records lost to retention, with allow_data_loss): the
+// file sink then has the partition's staging file, empty, which
+// CheckResume looks for on the next resume.
+func (j *Job) syncStarts(ctx context.Context, sink sinks.Sink) error {
+	for _, r := range j.Resolution.Ranges {
+		held, ok := j.committed[r.Partition]
+		if !ok {
+			held = r.Start
+		}
+		if j.from(r) <= held {
+			continue
+		}
+		for _, s := range []struct {
+			what string
+			sink sinks.Sink
+		}{{"sink " + j.Plan.Sink.Type, sink}, {"dead-letter sink", j.DeadLetters}} {
+			if sy := sinks.CapabilitiesOf(s.sink).Syncer; sy != nil {
+				if err := sy.Sync(ctx, r.Partition); err != nil {
+					return fmt.Errorf("%s: sync partition %d: %w", s.what, r.Partition, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// newCommitter builds the committer of s's partition: it commits as this
+// process's member of the group (run --join) or standalone, with the plan's
+// metadata and the sinks' positions.
+func (j *Job) newCommitter(sink sinks.Sink, s *partitionState) *committer {
+	return &committer{topic: j.Resolution.Topic, partition: s.Partition, sinkName: "sink " + j.Plan.Sink.Type,
+		sink: sink.Capabilities(), dead: sinks.CapabilitiesOf(j.DeadLetters), timeout: j.opts.FlushTimeout, committed: &s.next,
+		commit: func(ctx context.Context, next, pos, deadPos int64) error {
+			meta := j.meta(s.Range)
+			meta.Pos, meta.DPos = pos, deadPos
+			return j.c.commitAs(ctx, j.member.Load(), j.Plan.Group, j.Resolution.Topic, map[int32]int64{s.Partition: next}, map[int32]checkpointMeta{s.Partition: meta})
+		}}
+}

@@ -1,0 +1,165 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/replay-tool/replay/sinks"
+)
+
+// fakeSyncer records the calls of a sink that batches durability; its
+// position is the number of successful syncs, and fail makes the next sync
+// fail.
+type fakeSyncer struct {
+	name  string
+	calls *[]string
+	syncs int64
+	fail  bool
+}
+
+func (f *fakeSyncer) Sync(_ context.Context, _ int32) error {
+	*f.calls = append(*f.calls, "sync "+f.name)
+	if f.fail {
+		f.fail = false
+		return errors.New("fsync: input/output error")
+	}
+	f.syncs++
+	return nil
+}
+
+func (f *fakeSyncer) SyncedPosition(int32) int64 { return f.syncs * 10 }
+
+type fakeCommit struct {
+	next, pos, deadPos int64
+}
+
+// newTestCommitter returns a committer over a fake sink (and dead-letter
+// sink when dead) whose commits are recorded in order with the syncs.
+func newTestCommitter(dead bool) (*committer, *fakeSyncer, *fakeSyncer, *[]string, *[]fakeCommit) {
+	calls, commits := &[]string{}, &[]fakeCommit{}
+	s := &fakeSyncer{name: "sink", calls: calls}
+	d := &fakeSyncer{name: "dead", calls: calls}
+	c := &committer{topic: "orders", partition: 3, sinkName: "sink file", timeout: time.Second, committed: &atomic.Int64{},
+		sink: sinks.Capabilities{Syncer: s, Positioner: s},
+		commit: func(_ context.Context, next, pos, deadPos int64) error {
+			*calls = append(*calls, "commit")
+			*commits = append(*commits, fakeCommit{next, pos, deadPos})
+			return nil
+		}}
+	if dead {
+		c.dead = sinks.Capabilities{Syncer: d, Positioner: d}
+	}
+	return c, s, d, calls, commits
+}
+
+func TestCommitterCommitFollowsSync(t *testing.T) {
+	c, _, _, calls, commits := newTestCommitter(false)
+	c.Wrote(5)
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"sync sink", "commit"}; !slices.Equal(*calls, want) {
+		t.Fatalf("calls %v, want %v", *calls, want)
+	}
+	if got := (*commits)[0]; got.next != 5 || c.Committed() != 5 {
+		t.Fatalf("committed %+v (Committed %d), want next 5", got, c.Committed())
+	}
+	// Nothing new written: no sync, no commit.
+	if err := c.Commit(); err != nil || len(*calls) != 2 {
+		t.Fatalf("an empty commit synced or committed: %v %v", *calls, err)
+	}
+}
+
+// A failed sync means the writes since the last commit may be lost:
+// neither that commit nor a later deferred one may pass them, though the
+// next sync succeeds.
+func TestCommitterFailedSyncForbidsCommit(t *testing.T) {
+	c, s, _, _, commits := newTestCommitter(false)
+	c.Wrote(5)
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	c.Wrote(9)
+	s.fail = true
+	var pe *PartitionError
+	if err := c.Commit(); !errors.As(err, &pe) || pe.Offset != 5 || pe.Partition != 3 {
+		t.Fatalf("want a *PartitionError at offset 5, got %v", err)
+	}
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if len(*commits) != 1 || c.Committed() != 5 || c.Committable() != 5 {
+		t.Fatalf("committed past a failed sync: %+v, Committed %d, Committable %d", *commits, c.Committed(), c.Committable())
+	}
+}
+
+func TestCommitterDeadLettersSyncedWhenWritten(t *testing.T) {
+	c, _, _, calls, _ := newTestCommitter(true)
+	for _, next := range []int64{1, 2, 3} {
+		c.Wrote(next)
+		if next == 3 {
+			c.WroteDeadLetters()
+		}
+		if err := c.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Once for the trace, then only after dead letters were written.
+	want := []string{"sync sink", "sync dead", "commit", "sync sink", "commit", "sync sink", "sync dead", "commit"}
+	if !slices.Equal(*calls, want) {
+		t.Fatalf("calls %v, want %v", *calls, want)
+	}
+}
+
+func TestCommitterNeverDecreases(t *testing.T) {
+	c, _, _, _, commits := newTestCommitter(false)
+	c.Wrote(8)
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CommitAt(4); err != nil {
+		t.Fatal(err)
+	}
+	for i, cm := range *commits {
+		if cm.next < 8 {
+			t.Fatalf("commit %d stored %d below the committed 8", i, cm.next)
+		}
+	}
+	if c.Committed() != 8 {
+		t.Fatalf("Committed %d, want 8", c.Committed())
+	}
+}
+
+func TestCommitterRecordsPositions(t *testing.T) {
+	c, _, _, _, commits := newTestCommitter(true)
+	c.Wrote(2)
+	c.WroteDeadLetters()
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	c.Wrote(4)
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	want := []fakeCommit{{2, 10, 10}, {4, 20, 10}}
+	if !slices.Equal(*commits, want) {
+		t.Fatalf("commits %+v, want %+v (positions read after each sync)", *commits, want)
+	}
+}
+
+func TestCommitterDue(t *testing.T) {
+	c, _, _, _, _ := newTestCommitter(false)
+	now := time.Now()
+	c.last = now
+	if c.Due(now) || !c.Due(now.Add(commitEvery)) {
+		t.Fatal("a sinks.Syncer is due every commitEvery")
+	}
+	c.sink = sinks.Capabilities{}
+	if !c.Due(now) {
+		t.Fatal("a sink durable on Write is always due")
+	}
+}

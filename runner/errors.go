@@ -1,0 +1,113 @@
+package runner
+
+import (
+	"fmt"
+)
+
+// SafetyError is a refusal to touch a consumer group or to run a plan
+// because doing so could corrupt someone else's progress or mix two plans.
+// The command line exits with code 3 on it.
+type SafetyError struct {
+	Group  string
+	Reason string
+	// Hint is what the user can do about it; the caller words it.
+	Hint Hint
+	// Err is the broker's error behind the refusal, if any.
+	Err error
+}
+
+func (e *SafetyError) Error() string { return fmt.Sprintf("refusing group %q: %s", e.Group, e.Reason) }
+
+func (e *SafetyError) Unwrap() error { return e.Err }
+
+// Hint names what a person can do about an error, for the caller to word
+// (the command line names its flags). The zero Hint says nothing.
+type Hint string
+
+// Hints of the runner's errors.
+const (
+	HintNone Hint = ""
+	// HintRestart: discard the group's checkpoints and replay the window
+	// from its start (Options.Restart).
+	HintRestart Hint = "restart"
+	// HintResolveOnce: a joined run on a fresh group needs the same fixed
+	// ranges in every process: resolve once to a resolution file
+	// (MarshalResolution) and start every process with it.
+	HintResolveOnce Hint = "resolve-once"
+	// HintSameResolution: start every joined process with the same
+	// resolution file.
+	HintSameResolution Hint = "same-resolution"
+	// HintResolveAgain: the resolution file no longer fits the plan or the
+	// topic: resolve the window again and review the new ranges.
+	HintResolveAgain Hint = "resolve-again"
+	// HintFinishOrRestart: the group's run has other ranges than the
+	// resolution file: finish that run without the file, or restart with it.
+	HintFinishOrRestart Hint = "finish-or-restart"
+	// HintJoinedFile: a joined process was given other ranges than the
+	// group's: use the other processes' resolution file, or none.
+	HintJoinedFile Hint = "joined-file"
+	// HintJoinedOnly: only joined processes of the plan may share its group.
+	HintJoinedOnly Hint = "joined-only"
+)
+
+// hinted is an error with a Hint.
+type hinted struct {
+	err  error
+	hint Hint
+}
+
+func (e *hinted) Error() string { return e.err.Error() }
+
+func (e *hinted) Unwrap() error { return e.err }
+
+// withHint attaches h to err (nil stays nil).
+func withHint(err error, h Hint) error {
+	if err == nil {
+		return nil
+	}
+	return &hinted{err: err, hint: h}
+}
+
+// HintOf returns the hint of the first error in err's chain that has one:
+// a *SafetyError's, or one the runner attached.
+func HintOf(err error) Hint {
+	for err != nil {
+		switch e := err.(type) {
+		case *SafetyError:
+			if e.Hint != HintNone {
+				return e.Hint
+			}
+		case *hinted:
+			return e.hint
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if h := HintOf(e); h != HintNone {
+					return h
+				}
+			}
+			return HintNone
+		default:
+			return HintNone
+		}
+	}
+	return HintNone
+}
+
+// LocalOutputError refuses a joined run (RunJoined) into a sink that keeps
+// its output on this machine while the partitions are spread over several.
+type LocalOutputError struct {
+	// Sink is the sink's type; DeadLetters is true for the dead-letter sink.
+	Sink        string
+	DeadLetters bool
+}
+
+func (e *LocalOutputError) Error() string {
+	if e.DeadLetters {
+		return "the dead-letter sink keeps its output on this machine, and the partitions are spread over several: use a postgres, kafka or http dead-letter sink"
+	}
+	return fmt.Sprintf("the %s sink keeps its output on this machine, and the partitions are spread over several: use a postgres, kafka or http sink", e.Sink)
+}

@@ -1,0 +1,322 @@
+package runner
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/source"
+	"github.com/replay-tool/replay/sinks"
+)
+
+// ErrInterrupted is returned (wrapped) by Job.Run when its context was
+// cancelled (a signal): the in-flight batch was written and committed, and
+// re-running the same plan resumes from there.
+var ErrInterrupted = errors.New("interrupted")
+
+// Options changes how a plan is prepared and run.
+type Options struct {
+	// Log receives progress and diagnostics; default zerolog.Nop().
+	Log zerolog.Logger
+	// Now is the clock for relative windows; default time.Now.
+	Now func() time.Time
+	// Restart discards another plan's checkpoints in the group and starts
+	// over with a fresh resolution (the command asks for confirmation).
+	Restart bool
+	// Pinned, when set, is a resolution fixed earlier (replay plan --out):
+	// Prepare runs exactly its ranges instead of resolving the window again
+	// (see pin.go for what it refuses).
+	Pinned *Resolution
+	// ProgressEvery is the interval of progress log lines; default 10 s;
+	// negative for none (the caller shows Job.Progress itself).
+	ProgressEvery time.Duration
+	// FlushTimeout bounds the last write and commit after an interruption;
+	// default 1 minute.
+	FlushTimeout time.Duration
+	// Retry is how sink writes failing with a transient error are retried.
+	Retry Backoff
+	// Join prepares a run that joins the replay group with other processes
+	// of the same plan (RunJoined): the group may have members, as long as
+	// they are all such processes, and the ranges must be fixed already
+	// (the group's checkpoints of this plan, or Pinned).
+	Join bool
+	// Heartbeat is a joined member's heartbeat interval: how soon it sees a
+	// rebalance. Default 1 s.
+	Heartbeat time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.ProgressEvery == 0 {
+		o.ProgressEvery = 10 * time.Second
+	}
+	if o.FlushTimeout == 0 {
+		o.FlushTimeout = time.Minute
+	}
+	if o.Heartbeat == 0 {
+		o.Heartbeat = time.Second
+	}
+	o.Retry.defaults()
+}
+
+// Job is a plan bound to fixed ranges, ready to run: either a fresh
+// resolution or the ranges of an interrupted run found in the group's
+// checkpoints.
+type Job struct {
+	Plan       *plan.Plan
+	Resolution *Resolution
+	// Resume holds, per partition, the offset to continue from (the
+	// committed offset); absent partitions start at their range start.
+	Resume map[int32]int64
+	// Fresh is true when no run of this plan has committed yet.
+	Fresh bool
+	// Ignored lists partitions of the topic that are not part of the run
+	// (not selected, or added after the run was resolved).
+	Ignored []int32
+	// DeadLetters receives the records that cannot be processed under
+	// on_error: dead_letter; when nil, Run opens the plan's dead_letter sink.
+	DeadLetters sinks.Sink
+	// Added lists the ignored partitions that the plan selects but that
+	// were created after the run was resolved.
+	Added []int32
+	// committed holds, per partition of a resumed run, the offset the group
+	// held when it was prepared: the sink of an earlier process made the
+	// records below it durable (checkResume). Resume may be later (records
+	// lost to retention are skipped).
+	committed map[int32]int64
+	// positions holds, per partition of a resumed run, the sink's durable
+	// position recorded with its commit (sinks.Positioner), when known;
+	// dlPositions the dead-letter sink's.
+	positions, dlPositions map[int32]int64
+	// discarded lists partitions holding checkpoints of an earlier run that
+	// Restart discards: Run deletes those the new ranges do not overwrite,
+	// or they would make every later run of this plan look like a changed plan.
+	discarded []int32
+
+	c    *Cluster
+	opts Options
+	// live is the running (or last) run's counters, for Progress.
+	live atomic.Pointer[liveRun]
+	// member is set while the job runs as a member of its group
+	// (RunJoined): commits carry its generation.
+	member atomic.Pointer[source.Member]
+	// budget counts records that cannot be processed against max_errors.
+	budget *errorBudget
+}
+
+// NothingToDo reports whether every partition already reached its end.
+func (j *Job) NothingToDo() bool {
+	for _, r := range j.Resolution.Ranges {
+		if j.from(r) < r.End {
+			return false
+		}
+	}
+	return true
+}
+
+func (j *Job) from(r Range) int64 {
+	if off, ok := j.Resume[r.Partition]; ok {
+		return off
+	}
+	return r.Start
+}
+
+// RunID identifies the resolved run: the plan fingerprint and the fixed
+// ranges. Sinks that stage output use it to discard another run's staging.
+func (j *Job) RunID() string {
+	h := sha256.New()
+	fmt.Fprint(h, j.Resolution.Fingerprint)
+	for _, r := range j.Resolution.Ranges {
+		fmt.Fprintf(h, "|%d:%d-%d", r.Partition, r.Start, r.End)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// Prepare decides what a run of p would do, without changing anything:
+// it refuses (*SafetyError) a group with active members, with commits not
+// made by replay, or with another plan's checkpoints (unless
+// opts.Restart); it resumes from this plan's checkpoints with the ranges
+// fixed by the first run; otherwise it resolves the window afresh, or
+// takes the ranges of opts.Pinned.
+func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job, error) {
+	opts.defaults()
+	if opts.Join {
+		if err := c.checkGroupMembers(ctx, p.Group, joinClientID(p.Fingerprint())); err != nil {
+			return nil, err
+		}
+	} else if err := c.checkGroupIdle(ctx, p.Group); err != nil {
+		return nil, err
+	}
+	all, err := c.Partitions(ctx, p.Source.Topic)
+	if err != nil {
+		return nil, err
+	}
+	cps, err := c.Checkpoints(ctx, p.Group, p.Source.Topic, all)
+	if err != nil {
+		return nil, err
+	}
+	job := &Job{Plan: p, c: c, opts: opts}
+	if opts.Pinned != nil {
+		return job, job.pin(ctx, all, cps)
+	}
+	resumable, err := classify(p, cps, opts.Restart)
+	if err != nil {
+		return nil, err
+	}
+	if resumable {
+		return job, job.resume(ctx, all, cps)
+	}
+	if opts.Join {
+		return nil, &SafetyError{Group: p.Group, Hint: HintResolveOnce, Reason: "a joined run needs the same fixed ranges in every process, and the group holds no run of this plan yet"}
+	}
+	if job.Resolution, err = Resolve(ctx, c, p, opts.Now()); err != nil {
+		return nil, err
+	}
+	job.Resolution.logDetails(opts.Log)
+	job.Fresh, job.Ignored = true, job.Resolution.Unselected
+	for _, part := range all {
+		if cp := cps[part]; cp.Replay && cp.Offset >= 0 {
+			job.discarded = append(job.discarded, part)
+		}
+	}
+	return job, nil
+}
+
+// classify checks the group's commits: true when they are this plan's.
+func classify(p *plan.Plan, cps map[int32]Checkpoint, restart bool) (bool, error) {
+	fp := p.Fingerprint()
+	parts := make([]int32, 0, len(cps))
+	for part := range cps {
+		parts = append(parts, part)
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+	mine := false
+	for _, part := range parts {
+		cp := cps[part]
+		switch {
+		case cp.Offset < 0:
+		case !cp.Replay:
+			return false, &SafetyError{Group: p.Group, Reason: fmt.Sprintf("it has a commit on %s/%d (offset %d) that replay did not make: it is, or was, a real consumer group; name a dedicated group such as %s", p.Source.Topic, part, cp.Offset, dedicatedGroup(p))}
+		case cp.Fingerprint != fp && !restart:
+			return false, &SafetyError{Group: p.Group, Hint: HintRestart, Reason: fmt.Sprintf("it holds checkpoints of another plan (%q, fingerprint %s; this plan is %s): the plan changed since that run; discard them and start over, or use another group", cp.Plan, cp.Fingerprint, fp)}
+		case cp.Fingerprint == fp:
+			mine = true
+		}
+	}
+	return mine && !restart, nil
+}
+
+// resume rebuilds the ranges from the checkpoints of an earlier run.
+func (j *Job) resume(ctx context.Context, all []int32, cps map[int32]Checkpoint) error {
+	p := j.Plan
+	var parts []int32
+	for _, part := range all {
+		if cp := cps[part]; cp.Replay && cp.Offset >= 0 {
+			parts = append(parts, part)
+		} else {
+			j.Ignored = append(j.Ignored, part)
+		}
+	}
+	offs, err := j.c.ListOffsets(ctx, p.Source.Topic, parts, p.Source.Isolation)
+	if err != nil {
+		return err
+	}
+	j.Resolution = &Resolution{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: p.Source.Topic, Group: p.Group, ResolvedAt: j.opts.Now().UTC()}
+	j.Resume, j.committed, j.positions, j.dlPositions = map[int32]int64{}, map[int32]int64{}, map[int32]int64{}, map[int32]int64{}
+	for _, part := range parts {
+		cp, o := cps[part], offs[part]
+		j.committed[part], j.positions[part], j.dlPositions[part] = cp.Offset, cp.Position, cp.DeadLetterPosition
+		rg := Range{Partition: part, Start: cp.Start, End: cp.End, Outcome: Resumed, LogStart: o.LogStart, HighWatermark: o.HighWatermark, LastStable: o.LastStable}
+		next := cp.Offset
+		if next < rg.End && next < o.LogStart {
+			if !p.AllowDataLoss {
+				return &RetentionError{Topic: p.Source.Topic, Partition: part, Start: next, LogStart: o.LogStart}
+			}
+			rg.Lost = min(o.LogStart, rg.End) - next
+			next = min(o.LogStart, rg.End)
+		}
+		j.Resume[part] = next
+		j.Resolution.Ranges = append(j.Resolution.Ranges, rg)
+	}
+	j.warnAdded(j.addedAmong(j.Ignored))
+	return nil
+}
+
+// dedicatedGroup suggests a group name for plan p other than its group.
+func dedicatedGroup(p *plan.Plan) string {
+	if g := "replay." + p.Name; g != p.Group {
+		return g
+	}
+	return "replay." + p.Name + "-2"
+}
+
+// selects reports whether the plan reads partition part of its topic.
+func (j *Job) selects(part int32) bool {
+	p := j.Plan
+	switch {
+	case !p.Window.IsTime(): // an offsets window names its partitions
+		_, ok := p.Window.Offsets[part]
+		return ok
+	case p.Source.Partitions.All || len(p.Source.Partitions.List) == 0:
+		return true
+	}
+	return slices.Contains(p.Source.Partitions.List, part)
+}
+
+// addedAmong returns the partitions of parts that the plan selects and
+// that have no range: they were created after the ranges were resolved.
+func (j *Job) addedAmong(parts []int32) []int32 {
+	var added []int32
+	for _, part := range parts {
+		if j.selects(part) && !slices.ContainsFunc(j.Resolution.Ranges, func(r Range) bool { return r.Partition == part }) {
+			added = append(added, part)
+		}
+	}
+	return added
+}
+
+// addedSince lists the partitions created while the job ran (or since it
+// was resolved), in addition to j.Added, and warns about the new ones.
+// The run never reads them: the ranges are fixed. A failed metadata
+// request only costs the warning.
+func (j *Job) addedSince(ctx context.Context) []int32 {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	all, err := j.c.FreshPartitions(ctx, j.Resolution.Topic)
+	if err != nil {
+		j.opts.Log.Debug().Err(err).Msg("list partitions after the run")
+		return j.Added
+	}
+	var fresh []int32
+	for _, part := range j.addedAmong(all) {
+		if !slices.Contains(j.Added, part) {
+			fresh = append(fresh, part)
+		}
+	}
+	j.warnAdded(fresh)
+	return slices.Sorted(slices.Values(j.Added))
+}
+
+func (j *Job) warnAdded(added []int32) {
+	if len(added) == 0 {
+		return
+	}
+	j.Added = append(j.Added, added...)
+	j.opts.Log.Warn().Str("plan", j.Plan.Name).Str("topic", j.Resolution.Topic).Ints32("partitions", added).
+		Msg("partitions were added to the topic after the run was resolved: this run does not read them (the ranges are fixed); replay them with another plan if the window needs them")
+}
+
+// Discarded lists the partitions whose checkpoints of an earlier run the
+// job discards when it runs (Options.Restart): the command asks first.
+func (j *Job) Discarded() []int32 { return slices.Clone(j.discarded) }

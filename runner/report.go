@@ -1,0 +1,281 @@
+package runner
+
+import (
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Snapshot is a run's progress at one moment (Job.Progress): per partition
+// and in total. Every counter only grows while Run runs; after Run returned,
+// the snapshot equals its Report.
+type Snapshot struct {
+	// Started is when Run started; zero before.
+	Started    time.Time           `json:"started,omitzero"`
+	Partitions []PartitionSnapshot `json:"partitions"`
+	// Read, Written and Skipped sum the partitions' counters.
+	Read    int64            `json:"read"`
+	Written int64            `json:"written"`
+	Skipped map[string]int64 `json:"skipped,omitempty"`
+	// Offsets is the size of the ranges; Replayed the offsets below the
+	// committed positions; Remaining the rest (Offsets - Replayed).
+	Offsets   int64 `json:"offsets"`
+	Replayed  int64 `json:"replayed"`
+	Remaining int64 `json:"remaining"`
+	// Done is true when every partition reached its end.
+	Done bool `json:"done"`
+}
+
+// PartitionSnapshot is one partition's progress.
+type PartitionSnapshot struct {
+	Partition int32 `json:"partition"`
+	// Start and End bound the range; From is where this run started (the
+	// checkpoint on a resume); Next is the committed position: every offset
+	// below it is durable in the sink.
+	Start int64 `json:"start"`
+	End   int64 `json:"end"`
+	From  int64 `json:"from"`
+	Next  int64 `json:"next"`
+	// Read counts records delivered by the broker, Written those handed to
+	// the sink, Skipped those left out by reason (as in PartitionReport).
+	Read    int64            `json:"read"`
+	Written int64            `json:"written"`
+	Skipped map[string]int64 `json:"skipped,omitempty"`
+	Done    bool             `json:"done"`
+}
+
+// Offsets is the size of the partition's range.
+func (p PartitionSnapshot) Offsets() int64 { return max(p.End-p.Start, 0) }
+
+// Replayed is the number of offsets of the range below Next.
+func (p PartitionSnapshot) Replayed() int64 { return min(max(p.Next-p.Start, 0), p.Offsets()) }
+
+// Remaining is the number of offsets of the range from Next to End.
+func (p PartitionSnapshot) Remaining() int64 { return p.Offsets() - p.Replayed() }
+
+// liveRun is what Job.Progress reads: the counters of the running (or
+// last) run.
+type liveRun struct {
+	started time.Time
+	states  []*partitionState
+}
+
+// Progress returns the job's progress now. It is safe to call from any
+// goroutine while Run runs, and costs the run nothing: it reads the
+// counters the partition workers keep. Before Run, it reports the ranges
+// with nothing done.
+func (j *Job) Progress() Snapshot {
+	if live := j.live.Load(); live != nil {
+		return snapshot(live.started, live.states)
+	}
+	states := make([]*partitionState, len(j.Resolution.Ranges))
+	for i, r := range j.Resolution.Ranges {
+		states[i] = &partitionState{Range: r, from: j.from(r)}
+	}
+	return snapshot(time.Time{}, states)
+}
+
+func snapshot(started time.Time, states []*partitionState) Snapshot {
+	s := Snapshot{Started: started, Partitions: make([]PartitionSnapshot, 0, len(states)), Done: true}
+	for _, st := range states {
+		// done before next: a partition seen done is seen at its end.
+		done := st.done.Load()
+		p := PartitionSnapshot{Partition: st.Partition, Start: st.Start, End: st.End, From: st.from,
+			Next: max(st.next.Load(), st.from), Read: st.read.Load(), Written: st.written.Load(), Skipped: st.skips(), Done: done}
+		s.Partitions = append(s.Partitions, p)
+		s.Read += p.Read
+		s.Written += p.Written
+		for reason, n := range p.Skipped {
+			if s.Skipped == nil {
+				s.Skipped = map[string]int64{}
+			}
+			s.Skipped[reason] += n
+		}
+		s.Offsets += p.Offsets()
+		s.Replayed += p.Replayed()
+		s.Done = s.Done && done
+	}
+	s.Remaining = s.Offsets - s.Replayed
+	return s
+}
+
+// PartitionReport is what happened to one partition in a run.
+type PartitionReport struct {
+	Partition int32   `json:"partition"`
+	Outcome   Outcome `json:"outcome"`
+	Start     int64   `json:"start"`
+	End       int64   `json:"end"`
+	// From is where this run started reading (the checkpoint on a resume);
+	// Next is the next offset to read when it stopped (all below is durable).
+	From int64 `json:"from"`
+	Next int64 `json:"next"`
+	// Read counts records delivered by the broker within the range; Written
+	// counts records the sink made durable.
+	Read    int64 `json:"read"`
+	Written int64 `json:"written"`
+	// Skipped counts records not written, by reason: filtered (the filter
+	// was false), outside-window (strict_timestamps), dead-lettered, and
+	// under on_error: skip the reason of Errors.
+	Skipped map[string]int64 `json:"skipped,omitempty"`
+	// Errors counts records that could not be processed, by reason:
+	// filter-error, key-error, sink-rejected.
+	Errors map[string]int64 `json:"errors,omitempty"`
+	// Aborted counts records of aborted transactions dropped (read_committed).
+	Aborted int64 `json:"aborted_records,omitempty"`
+	// OutsideWindow counts delivered records whose timestamp is outside the
+	// time window (producer clock skew; see strict_timestamps).
+	OutsideWindow int64 `json:"outside_window,omitempty"`
+	// Lost counts offsets of the window deleted by retention or
+	// DeleteRecords before they were read; LostRanges says which. With
+	// allow_data_loss they were skipped; without, the partition stopped at
+	// the first of them (Error).
+	Lost       int64 `json:"lost_offsets,omitempty"`
+	LostRanges []Gap `json:"lost_ranges,omitempty"`
+	// Detail explains the outcome where it is not obvious (Range.Detail).
+	Detail     string `json:"detail,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
+	Error      string `json:"error,omitempty"`
+	Done       bool   `json:"done"`
+	// Moved is true when a rebalance gave the partition to another member
+	// of the group (run --join) before this process finished it.
+	Moved bool `json:"moved,omitempty"`
+}
+
+// Report is the outcome of a run, per partition.
+type Report struct {
+	// PlanFile is the plan's path, set by the command line.
+	PlanFile    string `json:"plan_file,omitempty"`
+	Plan        string `json:"plan"`
+	Fingerprint string `json:"fingerprint"`
+	Topic       string `json:"topic"`
+	Group       string `json:"group"`
+	Sink        string `json:"sink"`
+	NothingToDo bool   `json:"nothing_to_do"`
+	// From and To are the time window's bounds (zero for an offsets window).
+	From       time.Time         `json:"from,omitzero"`
+	To         time.Time         `json:"to,omitzero"`
+	Started    time.Time         `json:"started"`
+	Finished   time.Time         `json:"finished"`
+	Partitions []PartitionReport `json:"partitions"`
+	// Published is true once the sink published its output (Sink.Finish):
+	// a file sink's output exists only then.
+	Published bool `json:"published"`
+	// Error is why the run failed or was refused ("" when it succeeded).
+	Error   string  `json:"error,omitempty"`
+	Ignored []int32 `json:"ignored_partitions,omitempty"`
+	// Added lists partitions created after the ranges were resolved: the
+	// run does not read them (the ranges are fixed).
+	Added []int32 `json:"added_partitions,omitempty"`
+}
+
+// Totals sums the partition counters.
+func (r *Report) Totals() (read, written, skipped int64) {
+	for _, p := range r.Partitions {
+		read += p.Read
+		written += p.Written
+		for _, n := range p.Skipped {
+			skipped += n
+		}
+	}
+	return
+}
+
+// progress logs totals every ProgressEvery (none when it is negative)
+// until the returned func is called.
+func (j *Job) progress(states []*partitionState) func() {
+	if j.opts.ProgressEvery < 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(j.opts.ProgressEvery)
+		defer t.Stop()
+		start := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				p := snapshot(start, states)
+				el := time.Since(start).Seconds()
+				j.opts.Log.Info().Int64("written", p.Written).Int64("offsets_done", p.Replayed).Int64("offsets_total", p.Offsets).
+					Float64("records_per_second", float64(p.Written)/el).Msg("progress")
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// partitionState is one partition's live counters; the worker owns it.
+// Job.Progress reads next, written, read, done and skipped while it runs.
+type partitionState struct {
+	Range
+	from          int64
+	next, written atomic.Int64
+	read          atomic.Int64
+	skipped       map[string]int64 // guarded by mu
+	unprocessed   map[string]int64 // records that cannot be processed, by reason
+	aborted       int64
+	outside       int64
+	lost          []Gap // offsets deleted under the reader
+	started       time.Time
+	elapsed       time.Duration
+	done          atomic.Bool
+	err           error
+
+	mu sync.Mutex
+}
+
+func (s *partitionState) skip(reason string, n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.skipped == nil {
+		s.skipped = map[string]int64{}
+	}
+	s.skipped[reason] += n
+}
+
+// skips returns a copy of the skipped counts (nil when there are none).
+func (s *partitionState) skips() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.skipped)
+}
+
+func (s *partitionState) unprocessable(reason string) {
+	if s.unprocessed == nil {
+		s.unprocessed = map[string]int64{}
+	}
+	s.unprocessed[reason]++
+}
+
+func (s *partitionState) report() PartitionReport {
+	r := PartitionReport{Partition: s.Partition, Outcome: s.Outcome, Start: s.Start, End: s.End, From: s.from,
+		Next: max(s.next.Load(), s.from), Read: s.read.Load(), Written: s.written.Load(), Skipped: s.skips(), Errors: s.unprocessed, Aborted: s.aborted,
+		OutsideWindow: s.outside, Detail: s.Detail, DurationMS: s.elapsed.Milliseconds(), Done: s.done.Load()}
+	r.Lost, r.LostRanges = s.lostOffsets()
+	if s.err != nil {
+		r.Error = s.err.Error()
+	}
+	return r
+}
+
+// lostOffsets returns how many offsets of the window were lost, and where:
+// a start deleted before the run (Range.Lost, allow_data_loss) and what
+// was deleted under the reader.
+func (s *partitionState) lostOffsets() (int64, []Gap) {
+	var gaps []Gap
+	if s.Lost > 0 {
+		gaps = append(gaps, Gap{From: s.from - s.Lost, To: s.from})
+	}
+	gaps = append(gaps, s.lost...)
+	var n int64
+	for _, g := range gaps {
+		n += g.Len()
+	}
+	return n, gaps
+}

@@ -1,0 +1,153 @@
+// Package source is replay's only client of the source Kafka cluster: the
+// connection, the broker calls that resolve a window (partitions, offsets
+// by time, log start and end), the bounded partition reader, and the group
+// calls that read and store checkpoints (committed offsets with metadata,
+// a joined member's commits, offset deletion, group descriptions).
+//
+// Its API takes and returns plain values; no kafka-go type appears in it.
+// Broker errors come back wrapped with what was being done; the ones the
+// caller acts on are typed (*PartitionError, *DataLossError,
+// *GroupInUseError, *ForeignMemberError) or sentinels (ErrFenced,
+// ErrOffsetOutOfRange). Every request goes through one helper (call), the one
+// place where requests are made and their errors classified.
+package source
+
+import (
+	"context"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/replay-tool/replay/internal/kafkaconn"
+	"github.com/replay-tool/replay/plan"
+)
+
+// Cluster is a connection to the source Kafka cluster: one transport
+// (connection pool, metadata cache, TLS and SASL) shared by the client used
+// for ListOffsets, commits and group calls, and a small pool of transports
+// for the protocol-level fetches of the window read. It is safe for
+// concurrent use.
+type Cluster struct {
+	fetchMu  sync.Mutex
+	fetchers []*kafka.Transport
+
+	client    *kafka.Client
+	transport *kafka.Transport
+	// Brokers are the bootstrap brokers that answered the probe.
+	Brokers []string
+	// Warnings are things about the connection the caller must show the
+	// user (e.g. certificate verification turned off).
+	Warnings []string
+	conn     *kafkaconn.Conn
+	dialer   *kafka.Dialer
+}
+
+// DefaultProbeTimeout bounds the first exchange with the cluster (Connect).
+const DefaultProbeTimeout = 15 * time.Second
+
+// ConnectOption changes how Connect reaches the cluster.
+type ConnectOption func(*connectConfig)
+
+type connectConfig struct{ probeTimeout time.Duration }
+
+// WithProbeTimeout bounds Connect's first exchange with the cluster (the
+// bootstrap probe and the Metadata request); DefaultProbeTimeout otherwise.
+func WithProbeTimeout(d time.Duration) ConnectOption {
+	return func(c *connectConfig) {
+		if d > 0 {
+			c.probeTimeout = d
+		}
+	}
+}
+
+// Connect builds the transport for src and checks that the cluster answers
+// (the bootstrap probe, then Metadata). With SASL it first authenticates
+// once through a kafka.Dialer, because the Transport path reports a wrong
+// password only as "unexpected EOF". Errors say what to fix and never hold
+// the password; Cluster.Warnings lists insecure settings the caller must
+// show.
+func Connect(ctx context.Context, src plan.Source, opts ...ConnectOption) (*Cluster, error) {
+	cfg := connectConfig{probeTimeout: DefaultProbeTimeout}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	conn, err := kafkaconn.New(kafkaconn.Settings{Section: "source", Brokers: plan.BrokerList(src.Brokers),
+		TLS: src.TLS, SASL: src.SASL, ClientID: src.ClientID, MetadataTopics: []string{src.Topic}})
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{
+		client:    &kafka.Client{Addr: conn.Addr(), Transport: conn.Transport, Timeout: 30 * time.Second},
+		transport: conn.Transport,
+		conn:      conn,
+		dialer:    conn.Dialer,
+	}
+	if err := c.probe(ctx, src.Topic, cfg.probeTimeout); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// probe fails early with a message a person can act on: the bootstrap
+// brokers are probed in turn (kafkaconn.Conn.Probe), then the topic's
+// metadata is read from the ones that answered.
+func (c *Cluster) probe(ctx context.Context, topic string, timeout time.Duration) error {
+	start := time.Now()
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := c.conn.Probe(pctx, timeout)
+	c.Brokers, c.Warnings = c.conn.Brokers, c.conn.Warnings
+	if err != nil {
+		return err
+	}
+	c.client.Addr = c.addr()
+	if _, err := call(pctx, "metadata", func(ctx context.Context) (*kafka.MetadataResponse, error) {
+		return c.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	}); err != nil {
+		return c.conn.Explain(strings.Join(c.Brokers, ","), err, time.Since(start))
+	}
+	return nil
+}
+
+// Close releases idle connections.
+func (c *Cluster) Close() {
+	c.transport.CloseIdleConnections()
+	c.fetchMu.Lock()
+	defer c.fetchMu.Unlock()
+	for _, t := range c.fetchers {
+		if t != nil { // created on first use
+			t.CloseIdleConnections()
+		}
+	}
+}
+
+// fetchConns is how many connections per broker carry window reads. kafka-go
+// decodes each connection's responses on one goroutine, so one shared
+// connection would decode every partition's records on a single core.
+var fetchConns = 2 * runtime.GOMAXPROCS(0)
+
+// fetchTransport returns the transport that carries partition's fetches:
+// one of fetchConns transports configured like c.transport (TLS, SASL),
+// each with its own connections, so responses decode in parallel.
+func (c *Cluster) fetchTransport(partition int32) *kafka.Transport {
+	c.fetchMu.Lock()
+	defer c.fetchMu.Unlock()
+	if c.fetchers == nil {
+		c.fetchers = make([]*kafka.Transport, max(fetchConns, 1))
+	}
+	i := int(partition) % len(c.fetchers)
+	if c.fetchers[i] == nil {
+		c.fetchers[i] = c.conn.NewTransport()
+	}
+	return c.fetchers[i]
+}
+
+// addr is the bootstrap address handed to Transport.RoundTrip; the
+// transport routes each request to the partition leader or the group
+// coordinator itself.
+func (c *Cluster) addr() net.Addr { return c.conn.Addr() }

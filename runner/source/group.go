@@ -1,0 +1,269 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Committed is a group's commit for one partition.
+type Committed struct {
+	Partition int32
+	// Offset is the committed offset; -1 when the group has no commit for
+	// the partition.
+	Offset int64
+	// Metadata is the string stored with the commit.
+	Metadata string
+}
+
+// Commit is an offset to store for one partition, with its metadata.
+type Commit struct {
+	Offset   int64
+	Metadata string
+}
+
+// Member is this process's identity in a group it joined: its commits
+// carry it, and the broker accepts them only from the member of a current
+// (or just ended) generation.
+type Member struct {
+	Generation int32
+	ID         string
+}
+
+// ErrFenced is a member's commit refused because the group moved on (a
+// rebalance gave the partition to another member, or the coordinator is
+// moving): nothing is lost, the new owner resumes from the last accepted
+// commit.
+var ErrFenced = errors.New("the group rebalanced: another member owns the partition now")
+
+// GroupInUseError is a standalone commit or an offset deletion that the
+// broker refused because the group is in use.
+type GroupInUseError struct {
+	Group string
+	// Op is "commit" or "delete".
+	Op    string
+	Topic string
+	// Partition is the partition refused, -1 for the whole request.
+	Partition int32
+	// Members is true when the answer shows classic group members
+	// (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS for a
+	// commit; NON_EMPTY_GROUP, GROUP_SUBSCRIBED_TO_TOPIC for a deletion),
+	// false for UNSUPPORTED_VERSION: a standalone commit into a live
+	// consumer-protocol group (KIP-848).
+	Members bool
+	// Err is the broker's error.
+	Err error
+}
+
+func (e *GroupInUseError) Error() string {
+	if e.Partition < 0 {
+		return fmt.Sprintf("%s offsets of group %s: the group is in use: %v", e.Op, e.Group, e.Err)
+	}
+	return fmt.Sprintf("%s offsets of group %s on %s/%d: the group is in use: %v", e.Op, e.Group, e.Topic, e.Partition, e.Err)
+}
+
+func (e *GroupInUseError) Unwrap() error { return e.Err }
+
+// Committed reads the group's committed offsets for the partitions
+// (OffsetFetch). A group that never committed has Offset -1 everywhere; so
+// has a partition the broker does not know.
+func (c *Cluster) Committed(ctx context.Context, group, topic string, parts []int32) (map[int32]Committed, error) {
+	ints := make([]int, len(parts))
+	for i, p := range parts {
+		ints[i] = int(p)
+	}
+	resp, err := c.offsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ints}})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int32]Committed, len(parts))
+	for _, p := range parts {
+		out[p] = Committed{Partition: p, Offset: -1}
+	}
+	if resp == nil {
+		return out, nil
+	}
+	for _, po := range resp.Topics[topic] {
+		if po.Error != nil {
+			if errors.Is(po.Error, kafka.UnknownTopicOrPartition) {
+				continue
+			}
+			return nil, fmt.Errorf("read commit of group %s for %s/%d: %w", group, topic, po.Partition, po.Error)
+		}
+		if _, asked := out[int32(po.Partition)]; asked {
+			out[int32(po.Partition)] = Committed{Partition: int32(po.Partition), Offset: po.CommittedOffset, Metadata: po.Metadata}
+		}
+	}
+	return out, nil
+}
+
+// CommittedAll reads the group's commits on every topic (OffsetFetch),
+// by topic; partitions without a commit or with an error are left out.
+func (c *Cluster) CommittedAll(ctx context.Context, group string) (map[string][]Committed, error) {
+	resp, err := c.offsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group})
+	if err != nil || resp == nil {
+		return nil, err
+	}
+	out := map[string][]Committed{}
+	for t, pos := range resp.Topics {
+		for _, po := range pos {
+			if po.Error != nil || po.CommittedOffset < 0 {
+				continue
+			}
+			out[t] = append(out[t], Committed{Partition: int32(po.Partition), Offset: po.CommittedOffset, Metadata: po.Metadata})
+		}
+	}
+	return out, nil
+}
+
+// offsetFetch sends req; a group that does not exist answers nil.
+func (c *Cluster) offsetFetch(ctx context.Context, req *kafka.OffsetFetchRequest) (*kafka.OffsetFetchResponse, error) {
+	resp, err := call(ctx, "offset fetch", func(ctx context.Context) (*kafka.OffsetFetchResponse, error) {
+		return c.client.OffsetFetch(ctx, req)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read commits of group %s: %w", req.GroupID, err)
+	}
+	if resp.Error != nil {
+		if errors.Is(resp.Error, kafka.GroupIdNotFound) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read commits of group %s: %w", req.GroupID, resp.Error)
+	}
+	return resp, nil
+}
+
+// Commit stores offsets for the group (OffsetCommit): as m, a joined
+// member, or standalone when m is nil (generation -1, no member id: the
+// group must have no live members, and the broker rejects the commit when
+// it has some, which is the fence against a live group).
+//
+// A member's commit refused because the group moved on wraps ErrFenced; a
+// standalone commit refused because the group is in use is a
+// *GroupInUseError.
+func (c *Cluster) Commit(ctx context.Context, m *Member, group, topic string, offsets map[int32]Commit) error {
+	commits := make([]kafka.OffsetCommit, 0, len(offsets))
+	for p, o := range offsets {
+		commits = append(commits, kafka.OffsetCommit{Partition: int(p), Offset: o.Offset, Metadata: o.Metadata})
+	}
+	req := &kafka.OffsetCommitRequest{GroupID: group, GenerationID: -1, MemberID: "", Topics: map[string][]kafka.OffsetCommit{topic: commits}}
+	if m != nil {
+		req.GenerationID, req.MemberID = int(m.Generation), m.ID
+	}
+	resp, err := call(ctx, "offset commit", func(ctx context.Context) (*kafka.OffsetCommitResponse, error) {
+		return c.client.OffsetCommit(ctx, req)
+	})
+	if err != nil {
+		return fmt.Errorf("commit to group %s: %w", group, err)
+	}
+	var errs []string
+	for _, pr := range resp.Topics[topic] {
+		if pr.Error == nil {
+			continue
+		}
+		members := errors.Is(pr.Error, kafka.UnknownMemberId) || errors.Is(pr.Error, kafka.IllegalGeneration) || errors.Is(pr.Error, kafka.RebalanceInProgress)
+		if m != nil && (members || errors.Is(pr.Error, kafka.NotCoordinatorForGroup) || errors.Is(pr.Error, kafka.GroupCoordinatorNotAvailable) || errors.Is(pr.Error, kafka.GroupLoadInProgress)) {
+			// The group moved on, or its coordinator is moving: the member
+			// rejoins and the partition's owner then delivers the batch again.
+			return fmt.Errorf("commit %s/%d to group %s: %w (%v)", topic, pr.Partition, group, ErrFenced, pr.Error)
+		}
+		if members || errors.Is(pr.Error, kafka.UnsupportedVersion) {
+			return &GroupInUseError{Group: group, Op: "commit", Topic: topic, Partition: int32(pr.Partition), Members: members, Err: pr.Error}
+		}
+		errs = append(errs, fmt.Sprintf("%s/%d: %v", topic, pr.Partition, pr.Error))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("commit to group %s: %s", group, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// DeleteOffsets removes the group's commits for parts (OffsetDelete,
+// KIP-496). The broker refuses it while the group is in use
+// (NON_EMPTY_GROUP, GROUP_SUBSCRIBED_TO_TOPIC): that is a
+// *GroupInUseError. A group that no longer exists has nothing to delete.
+func (c *Cluster) DeleteOffsets(ctx context.Context, group, topic string, parts []int32) error {
+	if len(parts) == 0 {
+		return nil
+	}
+	ints := make([]int, len(parts))
+	for i, p := range parts {
+		ints[i] = int(p)
+	}
+	resp, err := call(ctx, "offset delete", func(ctx context.Context) (*kafka.OffsetDeleteResponse, error) {
+		return c.client.OffsetDelete(ctx, &kafka.OffsetDeleteRequest{GroupID: group, Topics: map[string][]int{topic: ints}})
+	})
+	if err != nil {
+		return fmt.Errorf("delete commits of group %s on %s: %w", group, topic, err)
+	}
+	inUse := func(err error) bool {
+		return errors.Is(err, kafka.NonEmptyGroup) || errors.Is(err, kafka.GroupSubscribedToTopic)
+	}
+	if resp.Error != nil {
+		switch {
+		case errors.Is(resp.Error, kafka.GroupIdNotFound):
+			return nil
+		case inUse(resp.Error):
+			return &GroupInUseError{Group: group, Op: "delete", Topic: topic, Partition: -1, Members: true, Err: resp.Error}
+		}
+		return fmt.Errorf("delete commits of group %s on %s: %w", group, topic, resp.Error)
+	}
+	var errs []string
+	for _, pr := range resp.Topics[topic] {
+		switch {
+		case pr.Error == nil:
+		case inUse(pr.Error):
+			return &GroupInUseError{Group: group, Op: "delete", Topic: topic, Partition: int32(pr.Partition), Members: true, Err: pr.Error}
+		default:
+			errs = append(errs, fmt.Sprintf("%s/%d: %v", topic, pr.Partition, pr.Error))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("delete commits of group %s: %s", group, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// Group is a group as its coordinator describes it.
+type Group struct {
+	// State is the coordinator's state: Empty, Dead, Stable,
+	// PreparingRebalance, ... ("" when unknown).
+	State string
+	// Members are the classic-protocol members. kafka-go cannot decode the
+	// members of some modern clients (kafka-go #1212), and a live
+	// consumer-protocol group (KIP-848) shows as Stable with none.
+	Members []GroupMember
+	// Err is the coordinator's error for the group: its state and members
+	// are then unknown.
+	Err error
+}
+
+// GroupMember is one member of a group.
+type GroupMember struct {
+	ClientID, ClientHost string
+}
+
+// DescribeGroup describes the group (DescribeGroups); nil when the
+// coordinator's answer does not mention it.
+func (c *Cluster) DescribeGroup(ctx context.Context, group string) (*Group, error) {
+	resp, err := call(ctx, "describe groups", func(ctx context.Context) (*kafka.DescribeGroupsResponse, error) {
+		return c.client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("describe group %s: %w", group, err)
+	}
+	for _, g := range resp.Groups {
+		if g.GroupID != group {
+			continue
+		}
+		out := &Group{State: g.GroupState, Err: g.Error}
+		for _, m := range g.Members {
+			out.Members = append(out.Members, GroupMember{ClientID: m.ClientID, ClientHost: m.ClientHost})
+		}
+		return out, nil
+	}
+	return nil, nil
+}

@@ -1,0 +1,203 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/plan"
+)
+
+// Offsets are one partition's offsets at one moment.
+type Offsets struct {
+	// LogStart is the first offset still stored.
+	LogStart int64
+	// HighWatermark is the offset after the last replicated record.
+	HighWatermark int64
+	// LastStable is the read_committed upper bound (KIP-98); equal to the
+	// high watermark under read_uncommitted.
+	LastStable int64
+}
+
+// Partitions returns the topic's partition numbers, sorted. A topic that
+// does not exist (or has no partition) is an error naming the brokers.
+func (c *Cluster) Partitions(ctx context.Context, topic string) ([]int32, error) {
+	md, err := call(ctx, "metadata", func(ctx context.Context) (*kafka.MetadataResponse, error) {
+		return c.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("metadata for topic %s: %w", topic, err)
+	}
+	for _, t := range md.Topics {
+		if t.Name != topic {
+			continue
+		}
+		if t.Error != nil {
+			if errors.Is(t.Error, kafka.UnknownTopicOrPartition) {
+				return nil, fmt.Errorf("topic %s does not exist on %v: check source.topic and source.brokers", topic, c.Brokers)
+			}
+			return nil, fmt.Errorf("metadata for topic %s: %w", topic, t.Error)
+		}
+		parts := make([]int32, 0, len(t.Partitions))
+		for _, p := range t.Partitions {
+			parts = append(parts, int32(p.ID))
+		}
+		slices.Sort(parts)
+		if len(parts) == 0 {
+			break
+		}
+		return parts, nil
+	}
+	return nil, fmt.Errorf("topic %s does not exist on %v: check source.topic and source.brokers", topic, c.Brokers)
+}
+
+// FreshPartitions asks a broker for the topic's partitions, bypassing the
+// Transport's metadata cache (MetadataTTL), which would hide partitions
+// created in the last seconds.
+func (c *Cluster) FreshPartitions(ctx context.Context, topic string) ([]int32, error) {
+	var errs []error
+	for _, b := range c.Brokers {
+		conn, err := call(ctx, "dial", func(ctx context.Context) (*kafka.Conn, error) { return c.dialer.DialContext(ctx, "tcp", b) })
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if dl, ok := ctx.Deadline(); ok {
+			_ = conn.SetDeadline(dl)
+		}
+		ps, err := call(ctx, "read partitions", func(context.Context) ([]kafka.Partition, error) { return conn.ReadPartitions(topic) })
+		conn.Close()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		parts := make([]int32, 0, len(ps))
+		for _, p := range ps {
+			parts = append(parts, int32(p.ID))
+		}
+		slices.Sort(parts)
+		return parts, nil
+	}
+	return nil, fmt.Errorf("partitions of %s: %w", topic, errors.Join(errs...))
+}
+
+func isolationLevel(iso string) kafka.IsolationLevel {
+	if iso == plan.ReadUncommitted {
+		return kafka.ReadUncommitted
+	}
+	return kafka.ReadCommitted
+}
+
+// ListOffsets returns each partition's log start offset, high watermark
+// and last stable offset under isolation (plan.ReadCommitted or
+// plan.ReadUncommitted).
+func (c *Cluster) ListOffsets(ctx context.Context, topic string, parts []int32, isolation string) (map[int32]Offsets, error) {
+	req := func(level kafka.IsolationLevel, first bool) (map[int32]kafka.PartitionOffsets, error) {
+		var reqs []kafka.OffsetRequest
+		for _, p := range parts {
+			if first {
+				reqs = append(reqs, kafka.FirstOffsetOf(int(p)))
+			}
+			reqs = append(reqs, kafka.LastOffsetOf(int(p)))
+		}
+		return c.listOffsets(ctx, topic, reqs, level)
+	}
+	ru, err := req(kafka.ReadUncommitted, true)
+	if err != nil {
+		return nil, err
+	}
+	rc := ru
+	if isolation == plan.ReadCommitted {
+		if rc, err = req(kafka.ReadCommitted, false); err != nil {
+			return nil, err
+		}
+	}
+	out := make(map[int32]Offsets, len(parts))
+	for _, p := range parts {
+		o := Offsets{LogStart: ru[p].FirstOffset, HighWatermark: ru[p].LastOffset, LastStable: rc[p].LastOffset}
+		if o.LastStable < 0 || o.LastStable > o.HighWatermark {
+			o.LastStable = o.HighWatermark
+		}
+		out[p] = o
+	}
+	return out, nil
+}
+
+// OffsetsAt returns, per partition, the first offset whose timestamp is
+// >= t, or -1 when there is none (ListOffsets by timestamp, KIP-79).
+// One timestamp per request: kafka-go merges answers keyed by offset.
+func (c *Cluster) OffsetsAt(ctx context.Context, topic string, parts []int32, t time.Time, isolation string) (map[int32]int64, error) {
+	reqs := make([]kafka.OffsetRequest, 0, len(parts))
+	for _, p := range parts {
+		reqs = append(reqs, kafka.TimeOffsetOf(int(p), t))
+	}
+	res, err := c.listOffsets(ctx, topic, reqs, isolationLevel(isolation))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int32]int64, len(parts))
+	for _, p := range parts {
+		out[p] = -1
+		for off := range res[p].Offsets { // one requested time: at most one entry
+			out[p] = off
+		}
+	}
+	return out, nil
+}
+
+func (c *Cluster) listOffsets(ctx context.Context, topic string, reqs []kafka.OffsetRequest, level kafka.IsolationLevel) (map[int32]kafka.PartitionOffsets, error) {
+	resp, err := call(ctx, "list offsets", func(ctx context.Context) (*kafka.ListOffsetsResponse, error) {
+		return c.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}, IsolationLevel: level})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list offsets of %s: %w", topic, err)
+	}
+	out := map[int32]kafka.PartitionOffsets{}
+	for _, po := range resp.Topics[topic] {
+		if po.Error != nil {
+			return nil, fmt.Errorf("list offsets of %s/%d: %w", topic, po.Partition, po.Error)
+		}
+		out[int32(po.Partition)] = po
+	}
+	for _, r := range reqs {
+		if _, ok := out[int32(r.Partition)]; !ok {
+			return nil, fmt.Errorf("list offsets of %s/%d: no answer from the broker", topic, r.Partition)
+		}
+	}
+	return out, nil
+}
+
+// FirstRecordTime returns the timestamp of the first record at or after
+// offset (the zero time when the partition has none).
+func (c *Cluster) FirstRecordTime(ctx context.Context, topic string, partition int32, offset int64, isolation string) (time.Time, error) {
+	r := c.NewReader(ReaderConfig{Topic: topic, Partition: partition, Isolation: isolation, Start: offset, End: offset + 1<<20})
+	for i := 0; i < 5; i++ {
+		recs, err := r.Fetch(ctx, nil)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if len(recs) > 0 {
+			return recs[0].Time, nil
+		}
+	}
+	return time.Time{}, nil
+}
+
+// LastRecords reads the records of [max(from, end-n), end), at most five
+// fetches' worth: what a caller inspects to explain an empty time lookup.
+func (c *Cluster) LastRecords(ctx context.Context, topic string, partition int32, from, end int64, n int64, isolation string) ([]record.Record, error) {
+	r := c.NewReader(ReaderConfig{Topic: topic, Partition: partition, Isolation: isolation, Start: max(from, end-n), End: end})
+	var recs []record.Record
+	for i := 0; i < 5 && !r.Done(); i++ {
+		var err error
+		if recs, err = r.Fetch(ctx, recs); err != nil {
+			return recs, err
+		}
+	}
+	return recs, nil
+}

@@ -1,0 +1,325 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/replay-tool/replay/internal/filter"
+	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/runner/source"
+	"github.com/replay-tool/replay/sinks"
+	"github.com/rs/zerolog"
+)
+
+type partitionWorker struct {
+	job      *Job
+	sink     sinks.Sink
+	throttle *Throttle
+	state    *partitionState
+	log      zerolog.Logger
+	// pending holds fetched records not yet written.
+	pending []record.Record
+	// filter is the plan's filter; nil without one (no cost per record).
+	filter *filter.Filter
+	// dead holds the current batch's dead letters (on_error: dead_letter).
+	dead []record.Record
+	// pos is the reader's position after the last response received.
+	pos int64
+	// commits owns what is written, synced and committed.
+	commits *committer
+	// pf is the partition's prefetcher, and held the arena chunks of the
+	// responses whose records are pending, oldest first: each is given back
+	// to pf once its last record is written.
+	pf   *source.Prefetcher
+	held []heldChunks
+	// runCtx is the run's context: once it is cancelled (a signal), a
+	// failing sink is not retried (retry).
+	runCtx context.Context
+}
+
+// heldChunks are the arena chunks of one response and the offset of its
+// last record.
+type heldChunks struct {
+	last   int64
+	chunks [][]byte
+}
+
+// hold takes over f's records and chunks: the records are appended to
+// pending and the slice is reused; the chunks wait until the records are
+// written.
+func (w *partitionWorker) hold(f source.Fetched) {
+	if len(f.Recs) == 0 {
+		w.pf.Release(f.Chunks)
+		return
+	}
+	w.pending = append(w.pending, f.Recs...)
+	w.held = append(w.held, heldChunks{last: f.Recs[len(f.Recs)-1].Offset, chunks: f.Chunks})
+	w.pf.Reuse(f.Recs) // the reader fills it again: last use of f.Recs
+}
+
+// releaseThrough gives back the chunks of the responses whose records are
+// all at or below offset, once those were written.
+func (w *partitionWorker) releaseThrough(offset int64) {
+	i := 0
+	for ; i < len(w.held) && w.held[i].last <= offset; i++ {
+		w.pf.Release(w.held[i].chunks)
+		w.held[i] = heldChunks{}
+	}
+	w.held = append(w.held[:0], w.held[i:]...)
+}
+
+// flushAfter writes a partial batch of a slow partition after this long.
+const flushAfter = time.Second
+
+func (w *partitionWorker) run(ctx context.Context) (err error) {
+	w.runCtx = ctx
+	s, j := w.state, w.job
+	s.started, w.commits.last = time.Now(), time.Now()
+	s.next.Store(s.from)
+	r := w.reader()
+	defer func() {
+		s.elapsed = time.Since(s.started)
+		st := r.Stats()
+		s.aborted, s.lost = st.Aborted, st.Lost
+		if err != nil && !errors.Is(err, context.Canceled) {
+			s.err = err
+			w.log.Error().Err(err).Int64("offset", s.next.Load()).Msg("partition failed")
+		}
+	}()
+	w.log.Debug().Int64("from", s.from).Int64("end", s.End).Msg("partition started")
+	pf := source.Prefetch(ctx, r)
+	w.pf = pf
+	defer pf.Stop() // before the deferred report reads r.Stats
+	defer func() {
+		if cerr := w.commits.Commit(); err == nil {
+			err = cerr
+		}
+	}()
+	w.pos = s.from
+	for w.pos < s.End {
+		if err := w.receive(ctx); err != nil {
+			return err
+		}
+		if err := w.flushDue(ctx, j.Plan.Sink.BatchSize); err != nil {
+			return err
+		}
+	}
+	if err := w.commits.Commit(); err != nil {
+		return err
+	}
+	s.done.Store(true)
+	w.log.Debug().Int64("written", s.written.Load()).Msg("partition done")
+	return nil
+}
+
+// receive waits for the next response of the fetch loop and takes its
+// records over (pending); the reader's position moves past it.
+func (w *partitionWorker) receive(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var f source.Fetched
+	var ok bool
+	select {
+	case f, ok = <-w.pf.C():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if !ok { // the fetch loop ended without reaching the end: only on cancellation
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return &PartitionError{Topic: w.job.Resolution.Topic, Partition: w.state.Partition, Offset: w.pos, Err: errors.New("the fetch loop stopped before the end of the range")}
+	}
+	w.state.read.Add(int64(len(f.Recs)))
+	w.hold(f)
+	w.pos = f.Next
+	if f.Err != nil {
+		return w.failLost(ctx, f.Err)
+	}
+	return nil
+}
+
+// flushDue writes every full batch pending, and what is left once the
+// range is done or after flushAfter; with nothing pending, markers or
+// aborted data read since the last commit become committable then.
+func (w *partitionWorker) flushDue(ctx context.Context, batch int) error {
+	for len(w.pending) >= batch {
+		if err := w.flush(ctx, batch); err != nil {
+			return err
+		}
+	}
+	due := w.pos >= w.state.End || w.commits.Since(time.Now()) > flushAfter
+	switch {
+	case len(w.pending) > 0 && due:
+		return w.flush(ctx, len(w.pending))
+	case len(w.pending) == 0 && w.pos > w.commits.Committable() && due:
+		w.commits.Wrote(w.pos) // only markers or aborted data since the last commit
+	}
+	return nil
+}
+
+// flush writes the first n pending records and commits past them: to the
+// reader's position when they are all that is pending (so markers and
+// aborted data after them are committed too), else to after the last one.
+func (w *partitionWorker) flush(ctx context.Context, n int) error {
+	if err := ctx.Err(); err != nil {
+		return err // interrupted: only the in-flight batch is finished
+	}
+	chunk := w.pending[:n]
+	commitAt := chunk[n-1].Offset + 1
+	if n == len(w.pending) {
+		commitAt = w.pos
+	}
+	size := 0
+	for i := range chunk {
+		size += len(chunk[i].Key) + len(chunk[i].Value)
+	}
+	if err := w.throttle.Wait(ctx, n, size); err != nil {
+		return err // nothing written: the records are read again on resume
+	}
+	out := w.window(chunk)
+	out, stop, err := w.applyFilter(out)
+	if err != nil {
+		return err // max_errors: nothing of this batch is committed
+	}
+	failed, err := w.write(out)
+	if err != nil {
+		return err
+	}
+	if failed != nil {
+		stop = failed // the sink refused a record before the filter's failure, if any
+	}
+	if stop != nil {
+		commitAt = stop.rec.Offset // on_error: fail: commit up to the record, then stop at it
+	}
+	if err := w.writeDeadLetters(); err != nil {
+		return err
+	}
+	if stop != nil {
+		if err := w.commits.CommitAt(commitAt); err != nil {
+			return err
+		}
+		return stop.partitionError(w.job.Resolution.Topic)
+	}
+	w.commits.Wrote(commitAt)
+	if w.commits.Due(time.Now()) {
+		if err := w.commits.Commit(); err != nil {
+			return err
+		}
+	}
+	last := w.pending[n-1].Offset
+	w.pending = append(w.pending[:0], w.pending[n:]...)
+	w.releaseThrough(last) // written and committed (or due): no longer used
+	return nil
+}
+
+// window applies the time window to records: it counts records stamped
+// outside it and, with strict_timestamps or skew_margin, drops them.
+func (w *partitionWorker) window(chunk []record.Record) []record.Record {
+	res, win := w.job.Resolution, w.job.Plan.Window
+	if res.From.IsZero() {
+		return chunk
+	}
+	strict := win.StrictTimestamps || win.SkewMargin > 0
+	out := chunk[:0:0]
+	if !strict {
+		out = chunk
+	}
+	var dropped int64 // counted once per batch: skip takes a lock
+	for _, rec := range chunk {
+		inside := !rec.Time.Before(res.From) && (res.To.IsZero() || rec.Time.Before(res.To))
+		switch {
+		case inside && strict:
+			out = append(out, rec)
+		case !inside && strict:
+			dropped++
+		case !inside:
+			w.state.outside++
+		}
+	}
+	if dropped > 0 {
+		w.state.skip("outside-window", dropped)
+	}
+	return out
+}
+
+// write hands records to the sink with the durable-write contract,
+// retrying transient failures (sinks.Transient). A record the sink cannot
+// take follows on_error: skipped or dead-lettered, the others are written
+// again without it; under on_error: fail, the records before it are
+// written and it is returned.
+func (w *partitionWorker) write(recs []record.Record) (*failure, error) {
+	j := w.job
+	for len(recs) > 0 {
+		err := w.retry("sink", w.sink, func(ctx context.Context) error { return w.sink.Write(ctx, recs) })
+		if err == nil {
+			w.state.written.Add(int64(len(recs)))
+			return nil, nil
+		}
+		var re *record.Error
+		if !errors.As(err, &re) {
+			return nil, &PartitionError{Topic: j.Resolution.Topic, Partition: w.state.Partition, Offset: w.state.next.Load(),
+				Err: fmt.Errorf("sink %s: %w; nothing past offset %d is committed: fix the sink and re-run the same command to resume", j.Plan.Sink.Type, err, w.state.next.Load())}
+		}
+		i := slices.IndexFunc(recs, func(r record.Record) bool { return r.Offset == re.Offset })
+		if i < 0 {
+			return nil, fmt.Errorf("sink %s rejected offset %d, which is not in the batch: %w", j.Plan.Sink.Type, re.Offset, err)
+		}
+		f, err := w.unprocessable(&recs[i], reasonOf(err), err)
+		switch {
+		case err != nil:
+			return nil, err
+		case f != nil:
+			if earlier, err := w.write(recs[:i]); earlier != nil || err != nil {
+				return earlier, err
+			}
+			return f, nil
+		}
+		recs = slices.Delete(slices.Clone(recs), i, i+1)
+	}
+	return nil, nil
+}
+
+// reader builds the worker's partition reader with the plan's data-loss
+// policy and the partition's logger.
+func (w *partitionWorker) reader() *source.Reader {
+	j, s := w.job, w.state
+	return j.c.NewReader(source.ReaderConfig{Topic: j.Resolution.Topic, Partition: s.Partition, Isolation: j.Plan.Source.Isolation,
+		Start: s.from, End: s.End, AllowLoss: j.Plan.AllowDataLoss, Log: &w.log})
+}
+
+// failLost ends a partition whose records were deleted under the reader.
+// The records already fetched are written and committed first: they exist
+// nowhere else any more, and then the checkpoint stands exactly at the
+// first lost offset that the error names.
+func (w *partitionWorker) failLost(ctx context.Context, err error) error {
+	if !isDataLoss(err) {
+		return err
+	}
+	var ferr error
+	if len(w.pending) > 0 {
+		ferr = w.flush(ctx, len(w.pending))
+	}
+	if ferr == nil {
+		ferr = w.commits.Commit()
+	}
+	if ferr != nil {
+		return errors.Join(err, ferr)
+	}
+	return err
+}
+
+// isDataLoss reports whether err is exactly a partition's data loss (and
+// not also a sink or commit failure).
+func isDataLoss(err error) bool {
+	pe, ok := err.(*PartitionError)
+	if !ok {
+		return false
+	}
+	_, ok = pe.Err.(*DataLossError)
+	return ok
+}
