@@ -10,7 +10,7 @@ import (
 // It is an alias of string, so that code which stores or concatenates a
 // sink type as a plain string keeps compiling; compare it with the
 // constants below rather than with string literals.
-type SinkType = string
+type SinkType string
 
 // The sink types this version implements.
 const (

@@ -156,7 +156,7 @@ func (j *Job) syncStarts(ctx context.Context, sink sinks.Sink) error {
 		for _, s := range []struct {
 			what string
 			sink sinks.Sink
-		}{{"sink " + j.Plan.Sink.Type, sink}, {"dead-letter sink", j.DeadLetters}} {
+		}{{"sink " + string(j.Plan.Sink.Type), sink}, {"dead-letter sink", j.DeadLetters}} {
 			if sy := sinks.CapabilitiesOf(s.sink).Syncer; sy != nil {
 				if err := sy.Sync(ctx, r.Partition); err != nil {
 					return fmt.Errorf("%s: sync partition %d: %w", s.what, r.Partition, err)
@@ -171,7 +171,7 @@ func (j *Job) syncStarts(ctx context.Context, sink sinks.Sink) error {
 // process's member of the group (run --join) or standalone, with the plan's
 // metadata and the sinks' positions.
 func (j *Job) newCommitter(sink sinks.Sink, s *partitionState) *committer {
-	return &committer{topic: j.Resolution.Topic, partition: s.Partition, sinkName: "sink " + j.Plan.Sink.Type,
+	return &committer{topic: j.Resolution.Topic, partition: s.Partition, sinkName: "sink " + string(j.Plan.Sink.Type),
 		sink: sink.Capabilities(), dead: sinks.CapabilitiesOf(j.DeadLetters), timeout: j.opts.FlushTimeout, committed: &s.next,
 		commit: func(ctx context.Context, next, pos, deadPos int64) error {
 			meta := j.meta(s.Range)

@@ -58,7 +58,7 @@ var errAllDone = errors.New("every partition is done")
 // failure or finish.
 func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	if sink.Capabilities().Resumer != nil {
-		return nil, &LocalOutputError{Sink: j.Plan.Sink.Type}
+		return nil, &LocalOutputError{Sink: string(j.Plan.Sink.Type)}
 	}
 	rep := j.newReport()
 	work := context.WithoutCancel(ctx)
@@ -68,7 +68,7 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	}
 	defer closeDeadLetters()
 	if sinks.CapabilitiesOf(j.DeadLetters).Resumer != nil {
-		return nil, &LocalOutputError{Sink: j.Plan.DeadLetter.Type, DeadLetters: true}
+		return nil, &LocalOutputError{Sink: string(j.Plan.DeadLetter.Type), DeadLetters: true}
 	}
 	if err := j.pinJoined(work, sink); err != nil {
 		return nil, err

@@ -101,7 +101,7 @@ func (j *Job) publish(work context.Context, sink sinks.Sink, rep *Report) error 
 // newReport starts the report of a run of the job, now.
 func (j *Job) newReport() *Report {
 	return &Report{Plan: j.Plan.Name, Fingerprint: j.Resolution.Fingerprint, Topic: j.Resolution.Topic, Group: j.Plan.Group,
-		Sink: j.Plan.Sink.Type, Started: j.opts.Now().UTC(), Ignored: j.Ignored, From: j.Resolution.From, To: j.Resolution.To}
+		Sink: string(j.Plan.Sink.Type), Started: j.opts.Now().UTC(), Ignored: j.Ignored, From: j.Resolution.From, To: j.Resolution.To}
 }
 
 // commitStarts pins the ranges in the group before anything is read: each

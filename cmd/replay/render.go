@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner"
 )
 
@@ -72,7 +73,7 @@ func printReport(w io.Writer, rep *runner.Report, where string) {
 	if dur > 0 {
 		rate = float64(written) / dur.Seconds()
 	}
-	if rep.Sink == "file" && !rep.Published {
+	if rep.Sink == string(plan.SinkFile) && !rep.Published {
 		fmt.Fprintf(w, "%d records written to the staging of %s in %s (%.0f records/s); not published: the output appears when the run completes\n",
 			written, where, dur.Round(time.Millisecond), rate)
 	} else {
