@@ -23,7 +23,11 @@ import (
 //   - batch holds records of one partition in ascending offset order. It may
 //     repeat records written before (re-delivery after a crash or a re-run):
 //     the sink must not duplicate them (at-least-once delivery + idempotent
-//     writes = effectively once).
+//     writes = effectively once). After a Write of a partition failed, the
+//     next Write of that partition starts at or before the failed batch's
+//     first offset: a sink may take the offsets it holds as contiguous (the
+//     file sink's interleaved staging skips a re-delivered record below the
+//     partition's last staged offset).
 //   - Write is safe for concurrent use by the goroutines of different
 //     partitions; calls for one partition are never concurrent.
 //   - The sink must not keep batch or its byte slices after Write returns.
