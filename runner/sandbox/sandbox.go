@@ -6,13 +6,12 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"math/rand/v2"
 	"strconv"
 	"time"
 
+	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Sandbox is a running in-process Kafka cluster.
@@ -63,38 +62,35 @@ func (s Seed) Timestamp(i int) time.Time {
 	return s.From.Add(time.Duration(float64(span) * float64(i) / float64(s.N))).Truncate(time.Millisecond)
 }
 
-// seedBatchBytes bounds a seeded record batch to about 2000 order events
-// (the batches tests reason about: a fetch returns whole batches).
-const seedBatchBytes = 640 << 10
-
-// Produce writes the seeded records to addr with franz-go's client
-// (acks from all in-sync replicas, no compression, key-hashed partitions
-// with the hash kafka-go's and Sarama's producers use, every record's
-// timestamp set so records carry their CreateTime, not the producer's
-// clock). Timestamps increase with the offset in every partition.
+// Produce writes the seeded records to addr with kafka-go's Writer
+// (RequiredAcks all, key-hashed partitions, every Message.Time set so
+// records carry their CreateTime, not the producer's clock). Timestamps
+// increase with the offset in every partition.
 func Produce(ctx context.Context, addr string, s Seed) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(s.Topic), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.DisableIdempotentWrite(), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(5*time.Millisecond),
-		kgo.ProducerBatchMaxBytes(seedBatchBytes),
-		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(kgo.SaramaCompatHasher(fnv32a))))
-	if err != nil {
-		return fmt.Errorf("seed %s: %w", s.Topic, err)
+	w := &kafka.Writer{
+		Addr:         kafka.TCP(addr),
+		Topic:        s.Topic,
+		Balancer:     &kafka.Hash{},
+		RequiredAcks: kafka.RequireAll,
+		BatchSize:    2000,
+		BatchBytes:   4 << 20,
+		BatchTimeout: 5 * time.Millisecond,
 	}
-	defer cl.Close()
+	defer w.Close()
 	seed := s.Rand
 	if seed == 0 {
 		seed = 1
 	}
 	rng := rand.New(rand.NewPCG(seed, seed))
 	const chunk = 20000
-	recs := make([]*kgo.Record, 0, chunk)
+	msgs := make([]kafka.Message, 0, chunk)
 	for i := 0; i < s.N; i++ {
-		recs = append(recs, Order(rng, i, s.Timestamp(i)))
-		if len(recs) == chunk || i == s.N-1 {
-			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		msgs = append(msgs, Order(rng, i, s.Timestamp(i)))
+		if len(msgs) == chunk || i == s.N-1 {
+			if err := w.WriteMessages(ctx, msgs...); err != nil {
 				return fmt.Errorf("seed %s: %w", s.Topic, err)
 			}
-			recs = recs[:0]
+			msgs = msgs[:0]
 		}
 	}
 	return nil
@@ -102,23 +98,16 @@ func Produce(ctx context.Context, addr string, s Seed) error {
 
 // Order returns the i-th order event: key "ord-<i>", a JSON value of about
 // 280 bytes, a trace header, timestamp ts.
-func Order(rng *rand.Rand, i int, ts time.Time) *kgo.Record {
+func Order(rng *rand.Rand, i int, ts time.Time) kafka.Message {
 	id := "ord-" + strconv.Itoa(i)
 	v := fmt.Sprintf(`{"id":%q,"customer":"cus-%05d","status":%q,"amount":%.2f,"currency":%q,"items":%d,`+
 		`"created_at":%q,"channel":"web","shipping":{"country":"DE","city":"Berlin","zip":"10%03d"},"fx_rate":%.6f,"note":"replay demo order"}`,
 		id, rng.IntN(50000), statuses[rng.IntN(len(statuses))], float64(rng.IntN(100000))/100, currencies[rng.IntN(len(currencies))],
 		1+rng.IntN(9), ts.UTC().Format(time.RFC3339Nano), rng.IntN(1000), 0.5+rng.Float64())
-	return &kgo.Record{
-		Key:       []byte(id),
-		Value:     []byte(v),
-		Timestamp: ts,
-		Headers:   []kgo.RecordHeader{{Key: "trace-id", Value: []byte(fmt.Sprintf("%016x", rng.Uint64()))}},
+	return kafka.Message{
+		Key:     []byte(id),
+		Value:   []byte(v),
+		Time:    ts,
+		Headers: []kafka.Header{{Key: "trace-id", Value: []byte(fmt.Sprintf("%016x", rng.Uint64()))}},
 	}
-}
-
-// fnv32a is the key hash of kafka-go's Hash balancer (and Sarama's).
-func fnv32a(key []byte) uint32 {
-	h := fnv.New32a()
-	h.Write(key)
-	return h.Sum32()
 }
