@@ -12,7 +12,8 @@ type SafetyError struct {
 	Reason string
 	// Hint is what the user can do about it; the caller words it.
 	Hint Hint
-	// Err is the broker's error behind the refusal, if any.
+	// Err is the error behind the refusal, if any: the broker's, or the
+	// sink's refusal to resume (sinks.Resumer).
 	Err error
 }
 

@@ -8,7 +8,8 @@ import (
 	"github.com/replay-tool/replay/sinks"
 )
 
-// checkResume refuses (*SafetyError) to resume a run whose earlier output
+// checkResume refuses (*SafetyError with HintRestart, the sink's error in
+// its chain) to resume a run whose earlier output
 // the sink, or the dead-letter sink, no longer holds (sinks.Resumer): the
 // staging of a file sink deleted or found through a relative path from
 // another working directory, a SQLite database created afresh. Resuming
@@ -41,7 +42,8 @@ func (j *Job) checkResume(sink sinks.Sink) error {
 			points[i].Position = s.pos[points[i].Partition]
 		}
 		if err := rs.CheckResume(points); err != nil {
-			return &SafetyError{Group: j.Plan.Group, Reason: fmt.Sprintf("it records a run of plan %s that cannot resume: %s%v", j.Plan.Name, s.what, err)}
+			return &SafetyError{Group: j.Plan.Group, Hint: HintRestart, Err: err,
+				Reason: fmt.Sprintf("it records a run of plan %s that cannot resume: %s%v", j.Plan.Name, s.what, err)}
 		}
 	}
 	return nil

@@ -109,10 +109,18 @@ func wantRefusal(t *testing.T, p *plan.Plan, err error, before map[int32]Checkpo
 	if !errors.As(err, &se) {
 		t.Fatalf("want a *SafetyError refusing the resume, got %v", err)
 	}
-	for _, s := range append(subs, "replay run PLAN --restart", "working directory of the first run") {
+	for _, s := range append(subs, "working directory of the first run", "replay the window again from its start") {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("the refusal lacks %q:\n%v", s, err)
 		}
+	}
+	// The way out is a typed hint for the caller to word, and the sink's own
+	// refusal stays in the chain.
+	if h := HintOf(err); h != HintRestart {
+		t.Errorf("the refusal's hint is %q, want %q", h, HintRestart)
+	}
+	if se.Err == nil {
+		t.Errorf("the refusal does not carry the sink's error: %v", err)
 	}
 	var parts []int32
 	for part := range before {

@@ -112,9 +112,10 @@ type Syncer interface {
 // finished (Committed >= End for all: a re-run of a finished plan).
 // CheckResume returns nil when it can, else an error saying what is
 // missing, where (absolute paths) and how to fix it: run from the working
-// directory of the first run or restore the files, or start over with
-// replay run PLAN --restart. The runner then refuses the run
-// (*runner.SafetyError, exit 3) and changes nothing.
+// directory of the first run or restore the files, or replay the window
+// from its start (without naming how: the caller words that). The runner
+// then refuses the run (*runner.SafetyError with a restart hint, the
+// sink's error in its chain; exit 3) and changes nothing.
 //
 // To make "missing" unambiguous, a Resumer that is also a Syncer leaves the
 // trace CheckResume looks for by the time Sync for a partition returns,

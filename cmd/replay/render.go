@@ -290,7 +290,7 @@ func etaLine(v planView) string {
 func hintText(h runner.Hint) string {
 	switch h {
 	case runner.HintRestart:
-		return "Re-run with --restart to discard the checkpoints and replay the window from its start."
+		return "Re-run with 'replay run PLAN --restart' to discard the checkpoints and replay the window from its start."
 	case runner.HintResolveOnce:
 		return "Resolve once with 'replay plan PLAN --out ranges.json', then start every process with 'replay run PLAN --join --resolution ranges.json'."
 	case runner.HintSameResolution:

@@ -2,6 +2,7 @@ package file_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -26,10 +27,19 @@ func wantResumeError(t *testing.T, err error, subs ...string) {
 	if err == nil {
 		t.Fatalf("CheckResume = nil, want an error containing %q", subs)
 	}
-	for _, s := range append(subs, "working directory of the first run", "replay run PLAN --restart") {
+	var re *file.ResumeError
+	if !errors.As(err, &re) {
+		t.Errorf("CheckResume error is a %T, want a *file.ResumeError: %v", err, err)
+	}
+	for _, s := range append(subs, "working directory of the first run", "replay the window again from its start") {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("CheckResume error lacks %q:\n%v", s, err)
 		}
+	}
+	// The library names no flag of the command line: the caller words the
+	// restart.
+	if strings.Contains(err.Error(), "--") {
+		t.Errorf("CheckResume error names a flag:\n%v", err)
 	}
 }
 

@@ -36,9 +36,8 @@ type ResumeError struct {
 }
 
 // Error says what is missing and the ways out: run from the first run's
-// working directory, restore Restore, or replay the window from its start,
-// for now in the words of the CLI's command for it; a caller that words
-// its own remedy builds it from the fields.
+// working directory, restore Restore, or replay the window from its start
+// (the caller words how: the runner's refusal carries a restart hint).
 func (e *ResumeError) Error() string {
 	more := ""
 	if e.More > 0 {
@@ -46,7 +45,7 @@ func (e *ResumeError) Error() string {
 	}
 	return fmt.Sprintf("file sink: the replay group records partition %d as replayed up to offset %d (its range is [%d, %d)), but %s%s: "+
 		"the output would lack the records before that offset. Run replay from the working directory of the first run (a relative "+
-		"sink path is resolved against it) or restore %s; or replay the window again from its start with 'replay run PLAN --restart'",
+		"sink path is resolved against it) or restore %s; or replay the window again from its start",
 		e.Partition, e.Committed, e.Start, e.End, e.Missing, more, e.Restore)
 }
 

@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	"errors"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/sinktest"
+	"github.com/replay-tool/replay/sinks/sqlite"
 )
 
 // Test helpers shared by this package's tests.
@@ -55,10 +57,19 @@ func wantResumeError(t *testing.T, err error, subs ...string) {
 	if err == nil {
 		t.Fatalf("CheckResume = nil, want an error containing %q", subs)
 	}
-	for _, s := range append(subs, "working directory of the first run", "replay run PLAN --restart") {
+	var re *sqlite.ResumeError
+	if !errors.As(err, &re) {
+		t.Errorf("CheckResume error is a %T, want a *sqlite.ResumeError: %v", err, err)
+	}
+	for _, s := range append(subs, "working directory of the first run", "replay the window again from its start") {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("CheckResume error lacks %q:\n%v", s, err)
 		}
+	}
+	// The library names no flag of the command line: the caller words the
+	// restart.
+	if strings.Contains(err.Error(), "--") {
+		t.Errorf("CheckResume error names a flag:\n%v", err)
 	}
 }
 

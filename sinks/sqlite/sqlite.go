@@ -428,23 +428,46 @@ func sqliteRejectsData(err error) bool {
 	return false
 }
 
+// ResumeError is a SQLite sink's refusal to resume (CheckResume): the
+// replay group records Partition as replayed up to offset Committed, but
+// the database file or the table did not exist when this process opened
+// the sink, so the table lacks the rows written before that offset.
+type ResumeError struct {
+	// Partition, Committed, Start and End are the first partition replayed
+	// past its start: its committed offset and its range [Start, End).
+	Partition             int32
+	Committed, Start, End int64
+	// Missing says what did not exist, naming the database's absolute path.
+	Missing string
+}
+
+// Error says what is missing and the ways out: run from the first run's
+// working directory, restore the database, or replay the window from its
+// start (the caller words how: the runner's refusal carries a restart
+// hint).
+func (e *ResumeError) Error() string {
+	return fmt.Sprintf("sqlite sink: the replay group records partition %d as replayed up to offset %d (its range is [%d, %d)), but %s: "+
+		"the table would lack the rows written before that offset. Run replay from the working directory of the first run "+
+		"(a relative database path is resolved against it) or restore the database; or replay the window again from its start",
+		e.Partition, e.Committed, e.Start, e.End, e.Missing)
+}
+
+var _ error = (*ResumeError)(nil)
+
 // CheckResume implements Resumer: the rows of a partition replayed past its
 // start by an earlier process are in the database, unless the database file
 // or the table did not exist when this process opened the sink (a relative
 // path resolved against another working directory than the first run's, a
 // database or table deleted since). Rows are not counted: a mapped table
 // need not have a partition or offset column, and rows of other runs may
-// share it.
+// share it. It returns a *ResumeError then.
 func (s *Sink) CheckResume(points []sinks.ResumePoint) error {
 	if s.created == "" {
 		return nil
 	}
 	for _, p := range points {
 		if p.Committed > p.Start {
-			return fmt.Errorf("sqlite sink: the replay group records partition %d as replayed up to offset %d (its range is [%d, %d)), but %s: "+
-				"the table would lack the rows written before that offset. Run replay from the working directory of the first run "+
-				"(a relative database path is resolved against it) or restore the database; or replay the window again from its "+
-				"start with 'replay run PLAN --restart'", p.Partition, p.Committed, p.Start, p.End, s.created)
+			return &ResumeError{Partition: p.Partition, Committed: p.Committed, Start: p.Start, End: p.End, Missing: s.created}
 		}
 	}
 	return nil
