@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,4 +85,25 @@ func withSearchPath(dsn, schema string) string {
 		return u.String()
 	}
 	return strings.TrimSpace(dsn) + " search_path=" + schema
+}
+
+// TableName returns a table name no other call in this process returns
+// (replay_test_<n>): tables of one test, or of the subtests sharing its
+// Postgres schema, do not collide. The schema drops them with it.
+func TableName() string {
+	return fmt.Sprintf("replay_test_%d", tableSeq.Add(1))
+}
+
+var tableSeq atomic.Int64
+
+// PgConn opens a plain connection to dsn for inspecting tables, closed when
+// t ends.
+func PgConn(t testing.TB, dsn string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatalf("connect to the test database: %v", err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
 }

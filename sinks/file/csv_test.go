@@ -170,10 +170,10 @@ func TestFilePerPartitionConformance(t *testing.T) {
 func TestFileCSVBytes(t *testing.T) {
 	cols := plan.Columns{{Name: "offset", Field: "offset"}, {Name: "k", Field: "kafka_key"}, {Name: "status", Field: "value.status"},
 		{Name: "n", Field: "value.n"}, {Name: "trace id", Field: "header.trace"}, {Name: "ts", Field: "timestamp"}}
-	r1 := rec(0, 1, `a,"b"`, `{"status":"paid, \"late\"\nok","n":1.50}`)
+	r1 := sinktest.Rec(0, 1, `a,"b"`, `{"status":"paid, \"late\"\nok","n":1.50}`)
 	r1.Headers = []record.Header{{Key: "trace", Value: []byte(" x\xff")}}
-	r2 := rec(0, 2, "", `not json`)
-	r3 := rec(1, 9, "k3", `{"status":null,"n":[1,{"a":2}]}`)
+	r2 := sinktest.Rec(0, 2, "", `not json`)
+	r3 := sinktest.Rec(1, 9, "k3", `{"status":null,"n":[1,{"a":2}]}`)
 	want := "offset,k,status,n,trace id,ts\n" +
 		"1,\"a,\"\"b\"\"\",\"paid, \"\"late\"\"\nok\",1.50,\" x\ufffd\",2026-11-03T10:00:00.001Z\n" +
 		"2,,,,,2026-11-03T10:00:00.002Z\n" +
@@ -182,12 +182,12 @@ func TestFileCSVBytes(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "out.csv")
 		s := newFileSink(t, file.Config{Path: path, RunID: "r", Format: "csv", Columns: cols})
 		if batched {
-			mustWrite(t, s, r1, r2)
+			sinktest.MustWrite(t, s, r1, r2)
 		} else {
-			mustWrite(t, s, r1)
-			mustWrite(t, s, r2)
+			sinktest.MustWrite(t, s, r1)
+			sinktest.MustWrite(t, s, r2)
 		}
-		mustWrite(t, s, r3)
+		sinktest.MustWrite(t, s, r3)
 		if err := s.Finish(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -232,12 +232,12 @@ func TestFileCSVKeyError(t *testing.T) {
 	dir := t.TempDir()
 	s := newFileSink(t, file.Config{Path: filepath.Join(dir, "out.csv"), RunID: "r", Format: "csv", Keyer: keyer,
 		Columns: plan.Columns{{Name: "id", Field: "key"}, {Name: "offset", Field: "offset"}}})
-	err = s.Write(t.Context(), []record.Record{rec(0, 1, "", `{"id":1}`), rec(0, 2, "", `plain`)})
+	err = s.Write(t.Context(), []record.Record{sinktest.Rec(0, 1, "", `{"id":1}`), sinktest.Rec(0, 2, "", `plain`)})
 	var re *record.Error
 	if !errors.As(err, &re) || re.Offset != 2 {
 		t.Fatalf("Write = %v, want a *RecordError for offset 2", err)
 	}
-	mustWrite(t, s, rec(0, 1, "", `{"id":1}`))
+	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "", `{"id":1}`))
 	if err := s.Finish(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestFileCSVKeyError(t *testing.T) {
 	}
 	nokey := newFileSink(t, file.Config{Path: filepath.Join(dir, "nokey.csv"), RunID: "r", Format: "csv", Keyer: keyer,
 		Columns: plan.Columns{{Name: "offset", Field: "offset"}}})
-	mustWrite(t, nokey, rec(0, 2, "", `plain`))
+	sinktest.MustWrite(t, nokey, sinktest.Rec(0, 2, "", `plain`))
 }
 
 // Each partition's file is published on its own; the others are left
@@ -256,8 +256,8 @@ func TestFilePerPartitionFiles(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "{partition}", "orders.jsonl")
 	s := newFileSink(t, file.Config{Path: path, RunID: "r", PerPartition: true})
-	mustWrite(t, s, rec(0, 1, "", `{}`), rec(0, 2, "", `{}`))
-	mustWrite(t, s, rec(5, 1, "", `{}`))
+	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "", `{}`), sinktest.Rec(0, 2, "", `{}`))
+	sinktest.MustWrite(t, s, sinktest.Rec(5, 1, "", `{}`))
 	if err := s.Finish(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func TestFileCSVDeadLetters(t *testing.T) {
 	if sy == nil {
 		t.Fatal("the CSV dead-letter sink is not a Syncer")
 	}
-	mustWrite(t, s, sinks.DeadLetter(rec(0, 4, "", `x`), "key template: no id"))
+	sinktest.MustWrite(t, s, sinks.DeadLetter(sinktest.Rec(0, 4, "", `x`), "key template: no id"))
 	if err := sy.Sync(t.Context(), 0); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package file_test
 import (
 	"bytes"
 	"encoding/json"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -90,19 +89,6 @@ func storedLines(t *testing.T, data []byte) []string {
 	return out
 }
 
-// writeAll writes each partition of window in batches of up to max records.
-func writeAll(t *testing.T, s sinks.Sink, window [][]record.Record, seed uint64, max int) {
-	t.Helper()
-	rng := rand.New(rand.NewPCG(seed, 7))
-	for _, part := range window {
-		for _, b := range sinktest.Batches(rng, part, max) {
-			if err := s.Write(t.Context(), b); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-}
-
 func finishFile(t *testing.T, s sinks.Sink) {
 	t.Helper()
 	if err := s.Finish(t.Context()); err != nil {
@@ -115,7 +101,7 @@ func cleanRun(t *testing.T, window [][]record.Record) []byte {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "clean.jsonl")
 	f := newFile(t, path, "run-1")
-	writeAll(t, f, window, 1, 10)
+	sinktest.WriteAll(t, f, window, 1, 10)
 	finishFile(t, f)
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -191,7 +177,7 @@ func TestFileLongLinesResume(t *testing.T) {
 	want := cleanRun(t, window)
 	path := filepath.Join(t.TempDir(), "out.jsonl")
 	f := newFile(t, path, "run-1")
-	writeAll(t, f, window, 2, 4)
+	sinktest.WriteAll(t, f, window, 2, 4)
 	resumed := newFile(t, path, "run-1") // crash, reopen, re-deliver from offsets inside the file
 	for _, from := range []int{len(part) - 2, len(part) / 2, 1} {
 		if err := resumed.Write(t.Context(), part[from:]); err != nil {
@@ -210,14 +196,14 @@ func TestFileByteIdenticalRuns(t *testing.T) {
 	a, b := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
 
 	fa := newFile(t, a, "run-1")
-	writeAll(t, fa, window, 1, 3)
+	sinktest.WriteAll(t, fa, window, 1, 3)
 	finishFile(t, fa)
 
 	// Another batching, partitions written in reverse order.
 	fb := newFile(t, b, "run-1")
 	rev := slices.Clone(window)
 	slices.Reverse(rev)
-	writeAll(t, fb, rev, 2, 17)
+	sinktest.WriteAll(t, fb, rev, 2, 17)
 	finishFile(t, fb)
 
 	got, want := readFile(t, b), readFile(t, a)
@@ -228,7 +214,7 @@ func TestFileByteIdenticalRuns(t *testing.T) {
 
 	// A re-run over the finished output rewrites the same bytes.
 	again := newFile(t, a, "run-1")
-	writeAll(t, again, window, 3, 8)
+	sinktest.WriteAll(t, again, window, 3, 8)
 	finishFile(t, again)
 	if got := readFile(t, a); !bytes.Equal(got, want) {
 		t.Fatalf("re-run differs:\n%s", firstDiff(got, want))
@@ -255,9 +241,9 @@ func TestFileStagingFromAnotherRunDiscarded(t *testing.T) {
 
 	t.Run("this run writes", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "out.jsonl")
-		writeAll(t, newFile(t, path, "run-A"), old, 1, 10) // crashed, never finished
+		sinktest.WriteAll(t, newFile(t, path, "run-A"), old, 1, 10) // crashed, never finished
 		f := newFile(t, path, "run-B")
-		writeAll(t, f, window, 1, 10)
+		sinktest.WriteAll(t, f, window, 1, 10)
 		finishFile(t, f)
 		sinktest.Equal(t, "contents", storedLines(t, readFile(t, path)), sinktest.Want(window))
 	})
@@ -266,7 +252,7 @@ func TestFileStagingFromAnotherRunDiscarded(t *testing.T) {
 	// other run's staging as its own output.
 	t.Run("this run writes nothing", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "out.jsonl")
-		writeAll(t, newFile(t, path, "run-A"), old, 1, 10)
+		sinktest.WriteAll(t, newFile(t, path, "run-A"), old, 1, 10)
 		f := newFile(t, path, "run-B")
 		finishFile(t, f)
 		if got := readFile(t, path); len(got) != 0 {
@@ -276,7 +262,7 @@ func TestFileStagingFromAnotherRunDiscarded(t *testing.T) {
 
 	t.Run("the same run resumes", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "out.jsonl")
-		writeAll(t, newFile(t, path, "run-A"), old, 1, 10)
+		sinktest.WriteAll(t, newFile(t, path, "run-A"), old, 1, 10)
 		f := newFile(t, path, "run-A") // everything was written: only Finish is left
 		finishFile(t, f)
 		sinktest.Equal(t, "contents", storedLines(t, readFile(t, path)), sinktest.Want(old))

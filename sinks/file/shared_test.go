@@ -112,7 +112,7 @@ func TestFileInterleavedFinishAfterCrashInPublish(t *testing.T) {
 	window := sinktest.Window(31, 2)
 	path := filepath.Join(t.TempDir(), "out.jsonl")
 	f := newInterleaved(t, path, "run-1")
-	writeAll(t, f, window, 3, 5)
+	sinktest.WriteAll(t, f, window, 3, 5)
 	if err := f.Sync(t.Context(), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestFileRepublishLeavesNoTemporaryLink(t *testing.T) {
 	pattern := filepath.Join(dir, "out-{partition}.jsonl")
 	cfg := file.Config{Path: pattern, RunID: "run-1", PerPartition: true}
 	f := newFileSink(t, cfg)
-	writeAll(t, f, window, 8, 5)
+	sinktest.WriteAll(t, f, window, 8, 5)
 	if err := f.Sync(t.Context(), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestFilePublishedStagingUnshared(t *testing.T) {
 	pattern := filepath.Join(dir, "out-{partition}.jsonl")
 	cfg := file.Config{Path: pattern, RunID: "run-1", PerPartition: true}
 	f := newFileSink(t, cfg)
-	writeAll(t, f, window, 6, 5)
+	sinktest.WriteAll(t, f, window, 6, 5)
 	if err := f.Sync(t.Context(), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestFileInterleavedPublishesWithoutCopy(t *testing.T) {
 	window := sinktest.Window(32, 2)
 	path := filepath.Join(t.TempDir(), "out.jsonl")
 	f := newInterleaved(t, path, "run-1")
-	writeAll(t, f, window, 4, 7)
+	sinktest.WriteAll(t, f, window, 4, 7)
 	st, err := os.Stat(sharedStaging(path))
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +221,7 @@ func TestFileInterleavedForeignStagingRefused(t *testing.T) {
 	window := sinktest.Window(33, 1)
 	path := filepath.Join(t.TempDir(), "out.jsonl")
 	f := newInterleaved(t, path, "run-1")
-	writeAll(t, f, window, 5, 5)
+	sinktest.WriteAll(t, f, window, 5, 5)
 	fh, err := os.OpenFile(sharedStaging(path), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)

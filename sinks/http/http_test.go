@@ -211,10 +211,10 @@ func TestHTTPRequestForm(t *testing.T) {
 	keyer, _ := sinks.NewKeyer("order-{{ .Value.id }}")
 	s := newHTTP(t, httpsink.Config{URL: e.srv.URL, BatchSize: 2, Keyer: keyer,
 		Headers: map[string]string{"Authorization": "Bearer t0ken", "X-Tenant": "shop"}})
-	r1 := rec(0, 1, "k", `{"id":1}`)
+	r1 := sinktest.Rec(0, 1, "k", `{"id":1}`)
 	r1.Headers = []record.Header{{Key: "trace", Value: []byte("abc")}}
-	batch := []record.Record{r1, rec(0, 2, "", `{"id":2}`), rec(0, 3, "", `{"id":1,"v":2}`)}
-	mustWrite(t, s, batch...)
+	batch := []record.Record{r1, sinktest.Rec(0, 2, "", `{"id":2}`), sinktest.Rec(0, 3, "", `{"id":1,"v":2}`)}
+	sinktest.MustWrite(t, s, batch...)
 	if e.count() != 2 {
 		t.Fatalf("%d requests for 3 records at batch_size 2, want 2", e.count())
 	}
@@ -234,7 +234,7 @@ func TestHTTPRequestForm(t *testing.T) {
 	}
 	// The same records give the same Idempotency-Key, other records another.
 	first := e.headers[0].Get("Idempotency-Key")
-	mustWrite(t, s, batch[:2]...)
+	sinktest.MustWrite(t, s, batch[:2]...)
 	if again := e.headers[2].Get("Idempotency-Key"); again != first {
 		t.Errorf("re-delivered request: Idempotency-Key %s, first time %s", again, first)
 	}
@@ -250,8 +250,8 @@ func TestHTTPIdempotencyKeyCoversTheRecords(t *testing.T) {
 	e := newEndpoint(t)
 	keyer, _ := sinks.NewKeyer("{{ .Value.id }}")
 	s := newHTTP(t, httpsink.Config{URL: e.srv.URL, Keyer: keyer})
-	mustWrite(t, s, rec(0, 1, "", `{"id":7,"v":1}`))
-	mustWrite(t, s, rec(0, 9, "", `{"id":7,"v":2}`))
+	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "", `{"id":7,"v":1}`))
+	sinktest.MustWrite(t, s, sinktest.Rec(0, 9, "", `{"id":7,"v":2}`))
 	if a, b := e.headers[0].Get("Idempotency-Key"), e.headers[1].Get("Idempotency-Key"); a == b {
 		t.Errorf("two versions of key 7 sent with one Idempotency-Key %s", a)
 	}
@@ -282,7 +282,7 @@ func TestHTTPRetries(t *testing.T) {
 			e := newEndpoint(t, tc.faults...)
 			s := newHTTP(t, httpsink.Config{URL: e.srv.URL, MaxRetries: 8, MaxRetryWait: tc.maxWait})
 			start := time.Now()
-			mustWrite(t, s, rec(0, 1, "", `{"id":1}`))
+			sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "", `{"id":1}`))
 			took := time.Since(start)
 			if e.count() != tc.requests || len(e.stored()) != 1 {
 				t.Errorf("%d requests, %d records stored, want %d and 1", e.count(), len(e.stored()), tc.requests)
@@ -297,7 +297,7 @@ func TestHTTPRetries(t *testing.T) {
 func TestHTTPBackoffGrows(t *testing.T) {
 	e := newEndpoint(t, status(503, ""), status(503, ""), status(503, ""), status(503, ""))
 	s := newHTTP(t, httpsink.Config{URL: e.srv.URL, MaxRetries: 8, RetryWait: 40 * time.Millisecond})
-	mustWrite(t, s, rec(0, 1, "", "{}"))
+	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "", "{}"))
 	// Waits of 40, 80, 160, 320ms, each with up to half of it as jitter.
 	for i, want := range []time.Duration{20, 40, 80, 160} {
 		if got := e.times[i+1].Sub(e.times[i]); got < want*time.Millisecond || got > 2*want*time.Millisecond+200*time.Millisecond {
@@ -313,7 +313,7 @@ func TestHTTPGivesUp(t *testing.T) {
 	}
 	e := newEndpoint(t, always...)
 	s := newHTTP(t, httpsink.Config{URL: e.srv.URL, MaxRetries: 3})
-	err := s.Write(t.Context(), []record.Record{rec(0, 1, "", "{}")})
+	err := s.Write(t.Context(), []record.Record{sinktest.Rec(0, 1, "", "{}")})
 	var se *httpsink.StatusError
 	if !errors.As(err, &se) || se.Status != 503 || !sinks.Transient(err) || !strings.Contains(err.Error(), "4 attempts failed") {
 		t.Fatalf("Write = %v, want a transient 503 after 4 attempts", err)
@@ -322,7 +322,7 @@ func TestHTTPGivesUp(t *testing.T) {
 		t.Errorf("%d requests, want 4 (1 + max_retries 3)", e.count())
 	}
 	e2 := newEndpoint(t, status(503, ""))
-	if err := newHTTP(t, httpsink.Config{URL: e2.srv.URL, MaxRetries: 0}).Write(t.Context(), []record.Record{rec(0, 1, "", "{}")}); err == nil || e2.count() != 1 {
+	if err := newHTTP(t, httpsink.Config{URL: e2.srv.URL, MaxRetries: 0}).Write(t.Context(), []record.Record{sinktest.Rec(0, 1, "", "{}")}); err == nil || e2.count() != 1 {
 		t.Errorf("max_retries 0: Write = %v after %d requests, want an error after 1", err, e2.count())
 	}
 }
@@ -331,7 +331,7 @@ func TestHTTPGivesUp(t *testing.T) {
 // record rejects that record; otherwise the whole request is refused.
 func TestHTTPClientErrors(t *testing.T) {
 	keyer, _ := sinks.NewKeyer("{{ .Value.id }}")
-	batch := []record.Record{rec(4, 10, "", `{"id":"a"}`), rec(4, 11, "", `{"id":"b"}`), rec(4, 12, "", `{"id":"c"}`)}
+	batch := []record.Record{sinktest.Rec(4, 10, "", `{"id":"a"}`), sinktest.Rec(4, 11, "", `{"id":"b"}`), sinktest.Rec(4, 12, "", `{"id":"c"}`)}
 	answer := func(code int, body string) fault {
 		return func(w http.ResponseWriter, _ func()) bool { w.WriteHeader(code); io.WriteString(w, body); return true }
 	}
@@ -388,7 +388,7 @@ func TestHTTPCancelStopsRetries(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	time.AfterFunc(150*time.Millisecond, cancel)
 	start := time.Now()
-	err := s.Write(ctx, []record.Record{rec(0, 1, "", "{}")})
+	err := s.Write(ctx, []record.Record{sinktest.Rec(0, 1, "", "{}")})
 	if !errors.Is(err, context.Canceled) || time.Since(start) > time.Second {
 		t.Fatalf("Write = %v after %v, want context.Canceled soon after 150ms", err, time.Since(start))
 	}
@@ -407,7 +407,7 @@ func TestHTTPDeadlineBeforeNextAttempt(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
 	start := time.Now()
-	err := s.Write(ctx, []record.Record{rec(0, 1, "", "{}")})
+	err := s.Write(ctx, []record.Record{sinktest.Rec(0, 1, "", "{}")})
 	if err == nil || !sinks.Transient(err) || !strings.Contains(err.Error(), "past the write deadline") || time.Since(start) > time.Second {
 		t.Fatalf("Write = %v after %v, want a transient error at once", err, time.Since(start))
 	}
@@ -420,7 +420,7 @@ func TestHTTPRequestTimeout(t *testing.T) {
 	e := newEndpoint(t, hang)
 	t.Cleanup(func() { close(release) }) // before the server closes: it waits for its handlers
 	s := newHTTP(t, httpsink.Config{URL: e.srv.URL, MaxRetries: 2, RequestTimeout: 100 * time.Millisecond})
-	mustWrite(t, s, rec(0, 1, "", "{}"))
+	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "", "{}"))
 	if e.count() != 2 || len(e.stored()) != 1 {
 		t.Errorf("%d requests, %d stored, want 2 and 1", e.count(), len(e.stored()))
 	}
@@ -440,7 +440,7 @@ func TestHTTPSecretsNotShown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = s.Write(t.Context(), []record.Record{rec(0, 1, "", "{}")})
+	err = s.Write(t.Context(), []record.Record{sinktest.Rec(0, 1, "", "{}")})
 	if err == nil || !sinks.Transient(err) {
 		t.Fatalf("Write = %v, want a transient connection error", err)
 	}

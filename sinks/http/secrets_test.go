@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/replay-tool/replay/sinks/sinktest"
+
 	"github.com/replay-tool/replay/internal/record"
 	httpsink "github.com/replay-tool/replay/sinks/http"
 )
@@ -25,7 +27,7 @@ func TestHTTPResponseDoesNotEchoCredentials(t *testing.T) {
 		t.Cleanup(srv.Close)
 		s := newHTTP(t, httpsink.Config{URL: srv.URL + "/hook?token=Qs3cr3t-tok", MaxRetries: 0,
 			Headers: map[string]string{"Authorization": "Bearer Hs3cr3t-tok", "X-Api-Key": "Ks3cr3t-key"}})
-		err := s.Write(t.Context(), []record.Record{rec(0, 1, "", "{}")})
+		err := s.Write(t.Context(), []record.Record{sinktest.Rec(0, 1, "", "{}")})
 		var se *httpsink.StatusError
 		if !errors.As(err, &se) || se.Status != code {
 			t.Fatalf("Write = %v, want a %d", err, code)

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replay-tool/replay/internal/testenv"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/replay-tool/replay/internal/record"
@@ -32,7 +34,7 @@ var mappedColumns = plan.Columns{
 
 // A mapped table passes the conformance suite, under COPY too.
 func TestPostgresColumnsConformance(t *testing.T) {
-	dsn := testDSN(t)
+	dsn := testenv.Postgres(t)
 	const sel = `src_topic, src_partition, src_offset, ts, doc::text, hdrs::text`
 	t.Run("arrays", func(t *testing.T) {
 		h := &pgHarness{dsn: dsn, columns: mappedColumns, contents: sel}
@@ -48,14 +50,14 @@ func TestPostgresColumnsConformance(t *testing.T) {
 // null, select objects and numbers; repeated and absent headers; absent
 // keys, a value that is not JSON and a tombstone.
 func columnRecords() []record.Record {
-	r1 := rec(0, 1, "k-1", `{"customer":{"id":"c-7"},"n":1}`)
+	r1 := sinktest.Rec(0, 1, "k-1", `{"customer":{"id":"c-7"},"n":1}`)
 	r1.Headers = []record.Header{{Key: "trace", Value: []byte("a")}, {Key: "trace", Value: []byte("b\xff")}}
-	r2 := rec(0, 2, "", `{"customer":{"id":12345678901234567890}}`)
-	r3 := rec(0, 3, "k-3", `{"customer":null}`)
+	r2 := sinktest.Rec(0, 2, "", `{"customer":{"id":12345678901234567890}}`)
+	r3 := sinktest.Rec(0, 3, "k-3", `{"customer":null}`)
 	r3.Headers = []record.Header{{Key: "trace"}}
-	r4 := rec(0, 4, "k-4", `not json`)
-	r5 := rec(0, 5, "k-5", "")
-	r6 := rec(0, 6, "k-6", `{"customer":{"id":{"a":[1, 2]}}}`)
+	r4 := sinktest.Rec(0, 4, "k-4", `not json`)
+	r5 := sinktest.Rec(0, 5, "k-5", "")
+	r6 := sinktest.Rec(0, 6, "k-6", `{"customer":{"id":{"a":[1, 2]}}}`)
 	return []record.Record{r1, r2, r3, r4, r5, r6}
 }
 
@@ -73,11 +75,11 @@ var columnWant = map[int64][3]string{
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func TestPostgresColumnsFields(t *testing.T) {
-	dsn := testDSN(t)
-	table := newTable(t, dsn)
+	dsn := testenv.Postgres(t)
+	table := testenv.TableName()
 	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Columns: mappedColumns})
-	mustWrite(t, s, columnRecords()...)
-	conn := pgConn(t, dsn)
+	sinktest.MustWrite(t, s, columnRecords()...)
+	conn := testenv.PgConn(t, dsn)
 	rows, err := conn.Query(t.Context(), `SELECT src_offset, customer, trace, kafka_key, id, ts FROM `+pgx.Identifier{table}.Sanitize())
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +97,7 @@ func TestPostgresColumnsFields(t *testing.T) {
 		if got := [3]string{deref(customer), deref(trace), deref(kkey)}; got != columnWant[off] {
 			t.Errorf("offset %d: customer, trace, kafka_key = %q, want %q", off, got, columnWant[off])
 		}
-		if id != "orders/0/"+itoa(off) || !ts.Equal(rec(0, off, "", "").Time) {
+		if id != "orders/0/"+itoa(off) || !ts.Equal(sinktest.Rec(0, off, "", "").Time) {
 			t.Errorf("offset %d: id %q, ts %v", off, id, ts)
 		}
 	}
@@ -130,10 +132,10 @@ func TestPostgresColumnsFields(t *testing.T) {
 // takes the mapped text fields: each value is cast to its column's type,
 // through COPY as through arrays.
 func TestPostgresColumnsCastToDeclaredTypes(t *testing.T) {
-	dsn := testDSN(t)
-	conn := pgConn(t, dsn)
+	dsn := testenv.Postgres(t)
+	conn := testenv.PgConn(t, dsn)
 	for _, threshold := range []int{1, 1000} {
-		table := newTable(t, dsn)
+		table := testenv.TableName()
 		if _, err := conn.Exec(t.Context(), `CREATE TABLE `+pgx.Identifier{table}.Sanitize()+` (
 	serial_id bigint GENERATED ALWAYS AS IDENTITY,
 	order_id bigint PRIMARY KEY,
@@ -149,7 +151,7 @@ func TestPostgresColumnsCastToDeclaredTypes(t *testing.T) {
 		}
 		s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, Keyer: keyer, CopyThreshold: threshold, Columns: plan.Columns{
 			{Name: "order_id", Field: "key"}, {Name: "amount", Field: "value.amount"}, {Name: "status", Field: "value.status"}}})
-		mustWrite(t, s, rec(0, 1, "", `{"id":7,"amount":12.5,"status":"paid"}`), rec(0, 2, "", `{"id":8,"amount":"3","status":null}`))
+		sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "", `{"id":7,"amount":12.5,"status":"paid"}`), sinktest.Rec(0, 2, "", `{"id":8,"amount":"3","status":null}`))
 		var sum float64
 		var n int
 		if err := conn.QueryRow(t.Context(), `SELECT sum(amount)::float8, count(status) FROM `+pgx.Identifier{table}.Sanitize()).Scan(&sum, &n); err != nil {
@@ -163,8 +165,8 @@ func TestPostgresColumnsCastToDeclaredTypes(t *testing.T) {
 
 // Mistakes in the mapping are found when the sink opens.
 func TestPostgresColumnsErrors(t *testing.T) {
-	dsn := testDSN(t)
-	table := newTable(t, dsn)
+	dsn := testenv.Postgres(t)
+	table := testenv.TableName()
 	newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true})
 	for _, tc := range []struct {
 		name string

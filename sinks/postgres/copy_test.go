@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/replay-tool/replay/internal/testenv"
+
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/postgres"
@@ -14,7 +16,7 @@ import (
 // With a threshold of 1 every batch of two rows or more goes through COPY:
 // the conformance suite holds for that path too.
 func TestPostgresCopyConformance(t *testing.T) {
-	h := &pgHarness{dsn: testDSN(t), copyThreshold: 1, checkpoints: true}
+	h := &pgHarness{dsn: testenv.Postgres(t), copyThreshold: 1, checkpoints: true}
 	sinktest.RunWith(t, h, h.features())
 }
 
@@ -22,7 +24,7 @@ func TestPostgresCopyConformance(t *testing.T) {
 // leaves identical tables, with duplicate keys inside batches, under both
 // conflict policies, and re-delivered on top of what the other path wrote.
 func TestPostgresCopyAndArraysSameTable(t *testing.T) {
-	dsn := testDSN(t)
+	dsn := testenv.Postgres(t)
 	keyer, err := sinks.NewKeyer("{{ .Partition }}/{{ .Key }}")
 	if err != nil {
 		t.Fatal(err)
@@ -32,18 +34,18 @@ func TestPostgresCopyAndArraysSameTable(t *testing.T) {
 		t.Run(onConflict, func(t *testing.T) {
 			tables := map[int]map[string]pgRow{}
 			for _, threshold := range []int{1, 100000} {
-				table := newTable(t, dsn)
+				table := testenv.TableName()
 				s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer,
 					OnConflict: onConflict, CopyThreshold: threshold})
 				for _, part := range window {
-					mustWrite(t, s, part...) // one batch per partition: keys repeat inside it
+					sinktest.MustWrite(t, s, part...) // one batch per partition: keys repeat inside it
 				}
 				tables[threshold] = withoutXMin(readRows(t, dsn, table))
 				// The other path re-delivering the window changes nothing.
 				other := newPostgres(t, postgres.Config{DSN: dsn, Table: table, Keyer: keyer,
 					OnConflict: onConflict, CopyThreshold: 100001 - threshold})
 				for _, part := range window {
-					mustWrite(t, other, part[len(part)/3:]...)
+					sinktest.MustWrite(t, other, part[len(part)/3:]...)
 				}
 				if got := withoutXMin(readRows(t, dsn, table)); fmt.Sprint(got) != fmt.Sprint(tables[threshold]) {
 					t.Errorf("threshold %d: a re-delivery through the other path changed the table", threshold)
@@ -71,10 +73,10 @@ func withoutXMin(rows map[string]pgRow) map[string]pgRow {
 // A row PostgreSQL refuses inside a COPY batch is pinned to its record, as
 // in the upsert over arrays, and nothing of the batch is written.
 func TestPostgresCopyRejectedRowRecordError(t *testing.T) {
-	dsn := testDSN(t)
-	table := newTable(t, dsn)
+	dsn := testenv.Postgres(t)
+	table := testenv.TableName()
 	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: 1})
-	err := s.Write(t.Context(), []record.Record{rec(1, 20, "k1", `{}`), rec(1, 21, "k2", `{"s":"nul \u0000 char"}`), rec(1, 22, "k3", `{}`)})
+	err := s.Write(t.Context(), []record.Record{sinktest.Rec(1, 20, "k1", `{}`), sinktest.Rec(1, 21, "k2", `{"s":"nul \u0000 char"}`), sinktest.Rec(1, 22, "k3", `{}`)})
 	var re *record.Error
 	if !errors.As(err, &re) || re.Offset != 21 {
 		t.Fatalf("Write = %v, want a *record.Error for offset 21", err)
@@ -82,7 +84,7 @@ func TestPostgresCopyRejectedRowRecordError(t *testing.T) {
 	if rows := readRows(t, dsn, table); len(rows) != 0 {
 		t.Errorf("%d rows written, want none", len(rows))
 	}
-	mustWrite(t, s, rec(1, 20, "k1", `{}`), rec(1, 22, "k3", `{}`))
+	sinktest.MustWrite(t, s, sinktest.Rec(1, 20, "k1", `{}`), sinktest.Rec(1, 22, "k3", `{}`))
 	if rows := readRows(t, dsn, table); len(rows) != 2 {
 		t.Errorf("%d rows after the batch without the poison record, want 2", len(rows))
 	}

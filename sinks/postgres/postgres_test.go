@@ -6,14 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/replay-tool/replay/internal/testenv"
+
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/rs/zerolog"
 
 	"github.com/replay-tool/replay/internal/record"
@@ -23,67 +23,6 @@ import (
 	"github.com/replay-tool/replay/sinks/sinktest"
 	"github.com/replay-tool/replay/sinks/sqlcheckpoint"
 )
-
-const defaultTestDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-
-// testDSN returns the DSN of the test database (REPLAY_TEST_POSTGRES_DSN,
-// else a local trust-auth server). When it is unreachable the test fails
-// under CI, and is skipped loudly elsewhere.
-func testDSN(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("REPLAY_TEST_POSTGRES_DSN")
-	if dsn == "" {
-		dsn = defaultTestDSN
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err == nil {
-		conn.Close(ctx)
-		return dsn
-	}
-	where := "the test database"
-	if c, perr := pgconn.ParseConfig(dsn); perr == nil {
-		where = fmt.Sprintf("%s:%d/%s", c.Host, c.Port, c.Database)
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("PostgreSQL at %s is unreachable and CI is set, so the postgres sink tests fail: %v", where, err)
-	}
-	t.Skipf("!!! SKIPPING postgres sink tests: PostgreSQL at %s is unreachable (%v). Start it "+
-		"(pg_ctlcluster --skip-systemctl-redirect <version> main start) or set REPLAY_TEST_POSTGRES_DSN. !!!", where, err)
-	return ""
-}
-
-// pgConn opens a plain connection for inspecting tables.
-func pgConn(t *testing.T, dsn string) *pgx.Conn {
-	t.Helper()
-	conn, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	return conn
-}
-
-// newTable returns a table name unique to this test run, dropped when t ends.
-func newTable(t *testing.T, dsn string) string {
-	t.Helper()
-	name := fmt.Sprintf("replay_test_%d_%x", time.Now().UnixNano(), rand.Uint32())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("drop table %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{name}.Sanitize()); err != nil {
-			t.Errorf("drop table %s: %v", name, err)
-		}
-	})
-	return name
-}
 
 func newPostgres(t *testing.T, cfg postgres.Config) *postgres.Sink {
 	t.Helper()
@@ -128,12 +67,12 @@ func (h *pgHarness) checkpointConfig(t *testing.T) sqlcheckpoint.Config {
 	if !h.checkpoints {
 		return sqlcheckpoint.Config{}
 	}
-	table := h.ckptTables.Get(t, func() string { return newTable(t, h.dsn) })
+	table := h.ckptTables.Get(t, func() string { return testenv.TableName() })
 	return sqlcheckpoint.Config{Table: table, Group: ckptGroup, Fingerprint: "f", RunID: "run-1"}
 }
 
 func (h *pgHarness) table(t *testing.T) string {
-	return h.tables.Get(t, func() string { return newTable(t, h.dsn) })
+	return h.tables.Get(t, func() string { return testenv.TableName() })
 }
 
 func (h *pgHarness) New(t *testing.T) sinks.Sink { return h.NewKeyed(t, nil) }
@@ -153,7 +92,7 @@ func (h *pgHarness) Contents(t *testing.T) []string {
 	if sel == "" {
 		sel = `topic, partition, "offset", "timestamp", value::text, headers::text`
 	}
-	rows, err := pgConn(t, h.dsn).Query(t.Context(), `SELECT `+sel+` FROM `+pgx.Identifier{h.table(t)}.Sanitize())
+	rows, err := testenv.PgConn(t, h.dsn).Query(t.Context(), `SELECT `+sel+` FROM `+pgx.Identifier{h.table(t)}.Sanitize())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +118,7 @@ func (h *pgHarness) Contents(t *testing.T) []string {
 }
 
 func TestPostgresConformance(t *testing.T) {
-	h := &pgHarness{dsn: testDSN(t), checkpoints: true}
+	h := &pgHarness{dsn: testenv.Postgres(t), checkpoints: true}
 	sinktest.RunWith(t, h, h.features())
 }
 
@@ -199,7 +138,7 @@ type pgRow struct {
 
 func readRows(t *testing.T, dsn, table string) map[string]pgRow {
 	t.Helper()
-	rows, err := pgConn(t, dsn).Query(t.Context(), `SELECT key, topic, partition, "offset", "timestamp", value::text,
+	rows, err := testenv.PgConn(t, dsn).Query(t.Context(), `SELECT key, topic, partition, "offset", "timestamp", value::text,
 		jsonb_typeof(value), value #>> '{}', headers::text, xmin::text FROM `+pgx.Identifier{table}.Sanitize())
 	if err != nil {
 		t.Fatal(err)
@@ -221,32 +160,13 @@ func readRows(t *testing.T, dsn, table string) map[string]pgRow {
 	return out
 }
 
-func rec(partition int32, offset int64, key, value string) record.Record {
-	r := record.Record{Topic: "orders", Partition: partition, Offset: offset,
-		Time: time.Date(2026, 11, 3, 10, 0, 0, 0, time.UTC).Add(time.Duration(offset) * time.Millisecond)}
-	if key != "" {
-		r.Key = []byte(key)
-	}
-	if value != "" {
-		r.Value = []byte(value)
-	}
-	return r
-}
-
-func mustWrite(t *testing.T, s sinks.Sink, batch ...record.Record) {
-	t.Helper()
-	if err := s.Write(t.Context(), batch); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestPostgresRunTwiceSameRows(t *testing.T) {
-	dsn := testDSN(t)
-	table := newTable(t, dsn)
+	dsn := testenv.Postgres(t)
+	table := testenv.TableName()
 	window := sinktest.Window(30, 3)
-	writeAll(t, newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true}), window, 1, 10)
+	sinktest.WriteAll(t, newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true}), window, 1, 10)
 	first := readRows(t, dsn, table)
-	writeAll(t, newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true}), window, 2, 7)
+	sinktest.WriteAll(t, newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true}), window, 2, 7)
 	second := readRows(t, dsn, table)
 	if n := len(sinktest.Want(window)); len(first) != n {
 		t.Fatalf("first run stored %d rows, want %d", len(first), n)
@@ -268,14 +188,14 @@ func TestPostgresRunTwiceSameRows(t *testing.T) {
 }
 
 func TestPostgresDuplicateKeyInBatchLastWins(t *testing.T) {
-	dsn := testDSN(t)
-	table := newTable(t, dsn)
+	dsn := testenv.Postgres(t)
+	table := testenv.TableName()
 	keyer, err := sinks.NewKeyer("{{ .Key }}")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer})
-	mustWrite(t, s, rec(0, 1, "a", `{"v":1}`), rec(0, 2, "b", `{"v":2}`), rec(0, 3, "a", `{"v":3}`), rec(0, 4, "a", `{"v":4}`))
+	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "a", `{"v":1}`), sinktest.Rec(0, 2, "b", `{"v":2}`), sinktest.Rec(0, 3, "a", `{"v":3}`), sinktest.Rec(0, 4, "a", `{"v":4}`))
 	rows := readRows(t, dsn, table)
 	if len(rows) != 2 || rows["a"].Offset != 4 || rows["a"].Value != `{"v": 4}` || rows["b"].Offset != 2 {
 		t.Errorf("rows = %+v, want a@4 and b@2", rows)
@@ -283,15 +203,15 @@ func TestPostgresDuplicateKeyInBatchLastWins(t *testing.T) {
 }
 
 func TestPostgresOnConflictIgnoreKeepsFirst(t *testing.T) {
-	dsn := testDSN(t)
-	table := newTable(t, dsn)
+	dsn := testenv.Postgres(t)
+	table := testenv.TableName()
 	keyer, err := sinks.NewKeyer("{{ .Key }}")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer, OnConflict: "ignore"})
-	mustWrite(t, s, rec(0, 1, "a", `{"v":1}`))
-	mustWrite(t, s, rec(0, 2, "a", `{"v":2}`), rec(0, 3, "b", `{"v":3}`), rec(0, 4, "b", `{"v":4}`))
+	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "a", `{"v":1}`))
+	sinktest.MustWrite(t, s, sinktest.Rec(0, 2, "a", `{"v":2}`), sinktest.Rec(0, 3, "b", `{"v":3}`), sinktest.Rec(0, 4, "b", `{"v":4}`))
 	rows := readRows(t, dsn, table)
 	// Within a batch too the first record of a key stays, as it would if the
 	// runner had cut the batch between the two.
@@ -301,17 +221,17 @@ func TestPostgresOnConflictIgnoreKeepsFirst(t *testing.T) {
 }
 
 func TestPostgresValueEncoding(t *testing.T) {
-	dsn := testDSN(t)
-	table := newTable(t, dsn)
+	dsn := testenv.Postgres(t)
+	table := testenv.TableName()
 	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true})
-	withHeaders := rec(0, 6, "", `{"id":6}`)
+	withHeaders := sinktest.Rec(0, 6, "", `{"id":6}`)
 	withHeaders.Headers = []record.Header{{Key: "trace", Value: []byte("abc")}, {Key: "none"}, {Key: "trace", Value: []byte("d\xffe")}}
-	mustWrite(t, s,
-		rec(0, 1, "", "not json {"),
-		rec(0, 2, "", "{\n  \"multi\": \"line\"\n}"),
-		rec(0, 3, "", ""), // tombstone
+	sinktest.MustWrite(t, s,
+		sinktest.Rec(0, 1, "", "not json {"),
+		sinktest.Rec(0, 2, "", "{\n  \"multi\": \"line\"\n}"),
+		sinktest.Rec(0, 3, "", ""), // tombstone
 		record.Record{Topic: "orders", Offset: 4, Value: []byte{}, Time: time.Unix(0, 0)},
-		rec(0, 5, "", "bad \xff utf-8\nand \u2028"),
+		sinktest.Rec(0, 5, "", "bad \xff utf-8\nand \u2028"),
 		withHeaders,
 	)
 	rows := readRows(t, dsn, table)
@@ -352,14 +272,14 @@ func deref(s *string) string {
 }
 
 func TestPostgresKeyTemplateRecordError(t *testing.T) {
-	dsn := testDSN(t)
-	table := newTable(t, dsn)
+	dsn := testenv.Postgres(t)
+	table := testenv.TableName()
 	keyer, err := sinks.NewKeyer("{{ .Value.id }}")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer})
-	err = s.Write(t.Context(), []record.Record{rec(2, 10, "", `{"id":1}`), rec(2, 11, "", "plain text"), rec(2, 12, "", `{"id":3}`)})
+	err = s.Write(t.Context(), []record.Record{sinktest.Rec(2, 10, "", `{"id":1}`), sinktest.Rec(2, 11, "", "plain text"), sinktest.Rec(2, 12, "", `{"id":3}`)})
 	var re *record.Error
 	if !errors.As(err, &re) || re.Partition != 2 || re.Offset != 11 || re.Topic != "orders" {
 		t.Fatalf("Write = %v, want a *record.Error for orders/2@11", err)
@@ -370,7 +290,7 @@ func TestPostgresKeyTemplateRecordError(t *testing.T) {
 }
 
 func TestPostgresRejectedRowRecordError(t *testing.T) {
-	dsn := testDSN(t)
+	dsn := testenv.Postgres(t)
 	keyer, err := sinks.NewKeyer("{{ .Key }}")
 	if err != nil {
 		t.Fatal(err)
@@ -379,14 +299,14 @@ func TestPostgresRejectedRowRecordError(t *testing.T) {
 		name string
 		bad  record.Record
 	}{
-		{"JSON PostgreSQL refuses", rec(1, 21, "k2", `{"s":"nul \u0000 char"}`)},
-		{"key with a NUL byte", rec(1, 21, "k\x002", `{}`)},
-		{"key too long for the index", rec(1, 21, randomText(20000), `{}`)},
+		{"JSON PostgreSQL refuses", sinktest.Rec(1, 21, "k2", `{"s":"nul \u0000 char"}`)},
+		{"key with a NUL byte", sinktest.Rec(1, 21, "k\x002", `{}`)},
+		{"key too long for the index", sinktest.Rec(1, 21, randomText(20000), `{}`)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			table := newTable(t, dsn)
+			table := testenv.TableName()
 			s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer})
-			err := s.Write(t.Context(), []record.Record{rec(1, 20, "k1", `{}`), tc.bad, rec(1, 22, "k3", `{}`)})
+			err := s.Write(t.Context(), []record.Record{sinktest.Rec(1, 20, "k1", `{}`), tc.bad, sinktest.Rec(1, 22, "k3", `{}`)})
 			var re *record.Error
 			if !errors.As(err, &re) || re.Offset != 21 || re.Partition != 1 {
 				t.Fatalf("Write = %v, want a *record.Error for orders/1@21", err)
@@ -398,7 +318,7 @@ func TestPostgresRejectedRowRecordError(t *testing.T) {
 				t.Errorf("%d rows written, want none", len(rows))
 			}
 			// Without the poison record the batch goes through.
-			mustWrite(t, s, rec(1, 20, "k1", `{}`), rec(1, 22, "k3", `{}`))
+			sinktest.MustWrite(t, s, sinktest.Rec(1, 20, "k1", `{}`), sinktest.Rec(1, 22, "k3", `{}`))
 			if rows := readRows(t, dsn, table); len(rows) != 2 {
 				t.Errorf("%d rows after writing the batch without the poison record, want 2", len(rows))
 			}
@@ -443,7 +363,7 @@ func TestPostgresPasswordNeverInErrors(t *testing.T) {
 }
 
 func TestPostgresConfigErrors(t *testing.T) {
-	dsn := testDSN(t)
+	dsn := testenv.Postgres(t)
 	for _, tc := range []struct {
 		name string
 		cfg  postgres.Config
@@ -474,8 +394,8 @@ func TestPostgresConfigErrors(t *testing.T) {
 // Table names are SQL names: unquoted parts fold to lower case, quoted parts
 // keep case and special characters, and a schema may qualify the name.
 func TestPostgresTableNames(t *testing.T) {
-	dsn := testDSN(t)
-	conn := pgConn(t, dsn)
+	dsn := testenv.Postgres(t)
+	conn := testenv.PgConn(t, dsn)
 	schema := fmt.Sprintf("replay_test_schema_%x", rand.Uint32())
 	if _, err := conn.Exec(t.Context(), "CREATE SCHEMA "+schema); err != nil {
 		t.Fatal(err)
@@ -487,7 +407,7 @@ func TestPostgresTableNames(t *testing.T) {
 		{`"` + schema + `"."we""ird"`, `we"ird`},
 	} {
 		s := newPostgres(t, postgres.Config{DSN: dsn, Table: tc.table, CreateTable: true})
-		mustWrite(t, s, rec(0, 1, "", `{}`))
+		sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "", `{}`))
 		var n int
 		if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM "+pgx.Identifier{schema, tc.want}.Sanitize()).Scan(&n); err != nil || n != 1 {
 			t.Errorf("table %s: %d rows in %s.%q (%v), want 1", tc.table, n, schema, tc.want, err)
@@ -498,16 +418,16 @@ func TestPostgresTableNames(t *testing.T) {
 // A re-delivery of identical records leaves the rows untouched: the update
 // is skipped rather than rewriting (and bloating) the same data.
 func TestPostgresRedeliveryDoesNotRewriteRows(t *testing.T) {
-	dsn := testDSN(t)
-	table := newTable(t, dsn)
+	dsn := testenv.Postgres(t)
+	table := testenv.TableName()
 	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true})
 	batch := sinktest.Window(31, 1)[0]
-	mustWrite(t, s, batch...)
+	sinktest.MustWrite(t, s, batch...)
 	before := readRows(t, dsn, table)
 	if len(before) == 0 {
 		t.Fatalf("the first delivery of %d records stored no rows", len(batch))
 	}
-	mustWrite(t, s, batch...)
+	sinktest.MustWrite(t, s, batch...)
 	after := readRows(t, dsn, table)
 	for k, r := range before {
 		if after[k].XMin != r.XMin {
@@ -521,10 +441,10 @@ func TestPostgresRedeliveryDoesNotRewriteRows(t *testing.T) {
 // (23505 on pg_type_typname_nsp_index): CREATE TABLE IF NOT EXISTS does
 // not serialize them. Every one of them now gets the table.
 func TestPostgresConcurrentCreateTable(t *testing.T) {
-	dsn := testDSN(t)
+	dsn := testenv.Postgres(t)
 	for round := range 3 {
-		table := newTable(t, dsn)
-		ckpt := newTable(t, dsn)
+		table := testenv.TableName()
+		ckpt := testenv.TableName()
 		var wg sync.WaitGroup
 		errs := make(chan error, 6)
 		for range 6 {

@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replay-tool/replay/internal/testenv"
+
+	"github.com/replay-tool/replay/sinks/sinktest"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/replay-tool/replay/internal/record"
@@ -41,15 +45,15 @@ func testCheckpoints(t *testing.T, open func(t *testing.T, runID string, copyThr
 	}
 	s := open(t, "run-1", 2)
 	want(s, "before any write", map[int32]int64{})
-	mustWrite(t, s, rec(0, 10, "", `{}`), rec(0, 11, "", `{}`))
-	mustWrite(t, s, rec(0, 12, "", `{}`), rec(0, 13, "", `{}`), rec(0, 15, "", `{}`)) // through COPY
-	mustWrite(t, s, rec(3, 7, "", `{}`))
+	sinktest.MustWrite(t, s, sinktest.Rec(0, 10, "", `{}`), sinktest.Rec(0, 11, "", `{}`))
+	sinktest.MustWrite(t, s, sinktest.Rec(0, 12, "", `{}`), sinktest.Rec(0, 13, "", `{}`), sinktest.Rec(0, 15, "", `{}`)) // through COPY
+	sinktest.MustWrite(t, s, sinktest.Rec(3, 7, "", `{}`))
 	want(s, "after writes", map[int32]int64{0: 16, 3: 8})
-	mustWrite(t, s, rec(0, 10, "", `{}`)) // a re-delivery does not move it back
+	sinktest.MustWrite(t, s, sinktest.Rec(0, 10, "", `{}`)) // a re-delivery does not move it back
 	want(s, "after a re-delivery", map[int32]int64{0: 16, 3: 8})
 
 	// The next batch moves the checkpoint on from there.
-	if err := s.Write(ctx, []record.Record{rec(3, 8, "", `{}`), rec(3, 9, "", `{}`)}); err != nil {
+	if err := s.Write(ctx, []record.Record{sinktest.Rec(3, 8, "", `{}`), sinktest.Rec(3, 9, "", `{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	want(s, "after more writes", map[int32]int64{0: 16, 3: 10})
@@ -58,7 +62,7 @@ func testCheckpoints(t *testing.T, open func(t *testing.T, runID string, copyThr
 	// as it writes.
 	other := open(t, "run-2", 1000)
 	want(other, "another run", map[int32]int64{})
-	mustWrite(t, other, rec(0, 3, "", `{}`))
+	sinktest.MustWrite(t, other, sinktest.Rec(0, 3, "", `{}`))
 	want(other, "another run after a write", map[int32]int64{0: 4})
 	want(s, "the first run after another run's write", map[int32]int64{3: 10})
 
@@ -70,8 +74,8 @@ func testCheckpoints(t *testing.T, open func(t *testing.T, runID string, copyThr
 }
 
 func TestPostgresCheckpoints(t *testing.T) {
-	dsn := testDSN(t)
-	table, ckpt := newTable(t, dsn), newTable(t, dsn)
+	dsn := testenv.Postgres(t)
+	table, ckpt := testenv.TableName(), testenv.TableName()
 	testCheckpoints(t, func(t *testing.T, runID string, threshold int) checkpointSink {
 		return newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: threshold,
 			Checkpoints: sqlcheckpoint.Config{Table: ckpt, Group: "replay.test", Fingerprint: "fp", RunID: runID}})
@@ -90,17 +94,17 @@ func TestSQLiteCheckpoints(t *testing.T) {
 // short at random points by their deadline, the table never holds a
 // checkpoint past the rows it holds.
 func TestPostgresCheckpointSameTransaction(t *testing.T) {
-	dsn := testDSN(t)
-	table, ckpt := newTable(t, dsn), newTable(t, dsn)
+	dsn := testenv.Postgres(t)
+	table, ckpt := testenv.TableName(), testenv.TableName()
 	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: 3,
 		Checkpoints: sqlcheckpoint.Config{Table: ckpt, Group: "g", RunID: "r"}})
-	conn := pgConn(t, dsn)
+	conn := testenv.PgConn(t, dsn)
 	rng := rand.New(rand.NewPCG(7, 7))
 	next := int64(0)
 	for range 40 {
 		var batch []record.Record
 		for range 1 + rng.IntN(6) {
-			batch = append(batch, rec(0, next, "", `{}`))
+			batch = append(batch, sinktest.Rec(0, next, "", `{}`))
 			next++
 		}
 		wctx, cancel := context.WithTimeout(t.Context(), time.Duration(rng.IntN(2000))*time.Microsecond)
@@ -133,13 +137,13 @@ func TestCheckpointTableNeedsGroup(t *testing.T) {
 // A row PostgreSQL refuses is pinned to its record with a checkpoint
 // table too, through both paths, and the checkpoint does not move.
 func TestPostgresCheckpointRejectedRow(t *testing.T) {
-	dsn := testDSN(t)
+	dsn := testenv.Postgres(t)
 	for _, threshold := range []int{1, 1000} {
-		table, ckpt := newTable(t, dsn), newTable(t, dsn)
+		table, ckpt := testenv.TableName(), testenv.TableName()
 		s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: threshold,
 			Checkpoints: sqlcheckpoint.Config{Table: ckpt, Group: "g", RunID: "r"}})
-		mustWrite(t, s, rec(1, 19, "", `{}`))
-		err := s.Write(t.Context(), []record.Record{rec(1, 20, "", `{}`), rec(1, 21, "", `{"s":"\u0000"}`), rec(1, 22, "", `{}`)})
+		sinktest.MustWrite(t, s, sinktest.Rec(1, 19, "", `{}`))
+		err := s.Write(t.Context(), []record.Record{sinktest.Rec(1, 20, "", `{}`), sinktest.Rec(1, 21, "", `{"s":"\u0000"}`), sinktest.Rec(1, 22, "", `{}`)})
 		var re *record.Error
 		if !errors.As(err, &re) || re.Offset != 21 {
 			t.Fatalf("threshold %d: Write = %v, want a *record.Error for offset 21", threshold, err)

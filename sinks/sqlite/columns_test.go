@@ -36,14 +36,14 @@ func TestSQLiteColumnsConformance(t *testing.T) {
 // null, select objects and numbers; repeated and absent headers; absent
 // keys, a value that is not JSON and a tombstone.
 func columnRecords() []record.Record {
-	r1 := rec(0, 1, "k-1", `{"customer":{"id":"c-7"},"n":1}`)
+	r1 := sinktest.Rec(0, 1, "k-1", `{"customer":{"id":"c-7"},"n":1}`)
 	r1.Headers = []record.Header{{Key: "trace", Value: []byte("a")}, {Key: "trace", Value: []byte("b\xff")}}
-	r2 := rec(0, 2, "", `{"customer":{"id":12345678901234567890}}`)
-	r3 := rec(0, 3, "k-3", `{"customer":null}`)
+	r2 := sinktest.Rec(0, 2, "", `{"customer":{"id":12345678901234567890}}`)
+	r3 := sinktest.Rec(0, 3, "k-3", `{"customer":null}`)
 	r3.Headers = []record.Header{{Key: "trace"}}
-	r4 := rec(0, 4, "k-4", `not json`)
-	r5 := rec(0, 5, "k-5", "")
-	r6 := rec(0, 6, "k-6", `{"customer":{"id":{"a":[1, 2]}}}`)
+	r4 := sinktest.Rec(0, 4, "k-4", `not json`)
+	r5 := sinktest.Rec(0, 5, "k-5", "")
+	r6 := sinktest.Rec(0, 6, "k-6", `{"customer":{"id":{"a":[1, 2]}}}`)
 	return []record.Record{r1, r2, r3, r4, r5, r6}
 }
 
@@ -61,7 +61,7 @@ var columnWant = map[int64][3]string{
 func TestSQLiteColumnsFields(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "db.sqlite")
 	s := newSQLite(t, sqlite.Config{Path: path, Table: "orders", CreateTable: true, Columns: mappedColumns})
-	mustWrite(t, s, columnRecords()...)
+	sinktest.MustWrite(t, s, columnRecords()...)
 	db := openSQLite(t, path)
 	rows, err := db.QueryContext(t.Context(), `SELECT src_offset, customer, trace, kafka_key, id, ts FROM orders`)
 	if err != nil {
@@ -86,7 +86,7 @@ func TestSQLiteColumnsFields(t *testing.T) {
 		if got := [3]string{null(customer), null(trace), null(kkey)}; got != columnWant[off] {
 			t.Errorf("offset %d: customer, trace, kafka_key = %q, want %q", off, got, columnWant[off])
 		}
-		if want := rec(0, off, "", "").Time.Format("2006-01-02T15:04:05.000Z07:00"); id != "orders/0/"+itoa(off) || ts != want {
+		if want := sinktest.Rec(0, off, "", "").Time.Format("2006-01-02T15:04:05.000Z07:00"); id != "orders/0/"+itoa(off) || ts != want {
 			t.Errorf("offset %d: id %q, ts %q (want %q)", off, id, ts, want)
 		}
 	}

@@ -178,8 +178,8 @@ func TestSQLiteDuplicateKeysInBatch(t *testing.T) {
 		t.Run(tc.onConflict, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "t.db")
 			s := newSQLite(t, sqlite.Config{Path: path, Table: "t", CreateTable: true, Keyer: keyer, OnConflict: tc.onConflict})
-			mustWrite(t, s, rec(0, 1, "a", `{"v":1}`))
-			mustWrite(t, s, rec(0, 2, "b", `{"v":2}`), rec(0, 3, "b", `{"v":3}`), rec(0, 4, "a", `{"v":4}`))
+			sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "a", `{"v":1}`))
+			sinktest.MustWrite(t, s, sinktest.Rec(0, 2, "b", `{"v":2}`), sinktest.Rec(0, 3, "b", `{"v":3}`), sinktest.Rec(0, 4, "a", `{"v":4}`))
 			rows := readSQLite(t, path, "t")
 			if len(rows) != len(tc.want) {
 				t.Fatalf("rows = %+v, want %v", rows, tc.want)
@@ -196,15 +196,15 @@ func TestSQLiteDuplicateKeysInBatch(t *testing.T) {
 func TestSQLiteStoredForm(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "t.db")
 	s := newSQLite(t, sqlite.Config{Path: path, Table: "t", CreateTable: true})
-	withHeaders := rec(0, 6, "", `{"id":6}`)
+	withHeaders := sinktest.Rec(0, 6, "", `{"id":6}`)
 	withHeaders.Headers = []record.Header{{Key: "trace", Value: []byte("abc")}, {Key: "none"}, {Key: "trace", Value: []byte("d\xffe")}}
 	withHeaders.Time = time.Date(2026, 11, 3, 11, 0, 0, 123456789, time.FixedZone("CET", 3600))
-	mustWrite(t, s,
-		rec(0, 1, "", "not json {"),
-		rec(0, 2, "", "{\n  \"multi\": \"line\"\n}"),
-		rec(0, 3, "", ""), // tombstone
+	sinktest.MustWrite(t, s,
+		sinktest.Rec(0, 1, "", "not json {"),
+		sinktest.Rec(0, 2, "", "{\n  \"multi\": \"line\"\n}"),
+		sinktest.Rec(0, 3, "", ""), // tombstone
 		record.Record{Topic: "orders", Offset: 4, Value: []byte{}, Time: time.Unix(0, 0)},
-		rec(0, 5, "", "bad \xff utf-8\nand \u2028"),
+		sinktest.Rec(0, 5, "", "bad \xff utf-8\nand \u2028"),
 		withHeaders,
 	)
 	rows := readSQLite(t, path, "t")
@@ -243,7 +243,7 @@ func TestSQLiteStoredForm(t *testing.T) {
 func TestSQLiteWAL(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "t.db")
 	s := newSQLite(t, sqlite.Config{Path: path, Table: "t", CreateTable: true})
-	mustWrite(t, s, rec(0, 1, "", "{}"))
+	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "", "{}"))
 	var mode string
 	if err := openSQLite(t, path).QueryRowContext(t.Context(), "PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
 		t.Errorf("journal_mode = %q (%v), want wal", mode, err)
@@ -292,7 +292,7 @@ func TestSQLiteKeyTemplateRecordError(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newSQLite(t, sqlite.Config{Path: path, Table: "t", CreateTable: true, Keyer: keyer})
-	err = s.Write(t.Context(), []record.Record{rec(2, 10, "", `{"id":1}`), rec(2, 11, "", "plain text"), rec(2, 12, "", `{"id":3}`)})
+	err = s.Write(t.Context(), []record.Record{sinktest.Rec(2, 10, "", `{"id":1}`), sinktest.Rec(2, 11, "", "plain text"), sinktest.Rec(2, 12, "", `{"id":3}`)})
 	var re *record.Error
 	if !errors.As(err, &re) || re.Partition != 2 || re.Offset != 11 {
 		t.Fatalf("Write = %v, want a *record.Error for orders/2@11", err)
@@ -312,7 +312,7 @@ func TestSQLiteRejectedRowRecordError(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newSQLite(t, sqlite.Config{Path: path, Table: "t"})
-	err := s.Write(t.Context(), []record.Record{rec(1, 20, "", `{"qty":1}`), rec(1, 21, "", `{"qty":-5}`), rec(1, 22, "", `{"qty":2}`)})
+	err := s.Write(t.Context(), []record.Record{sinktest.Rec(1, 20, "", `{"qty":1}`), sinktest.Rec(1, 21, "", `{"qty":-5}`), sinktest.Rec(1, 22, "", `{"qty":2}`)})
 	var re *record.Error
 	if !errors.As(err, &re) || re.Offset != 21 || re.Partition != 1 {
 		t.Fatalf("Write = %v, want a *record.Error for orders/1@21", err)
@@ -323,7 +323,7 @@ func TestSQLiteRejectedRowRecordError(t *testing.T) {
 	if rows := readSQLite(t, path, "t"); len(rows) != 0 {
 		t.Errorf("%d rows written, want none", len(rows))
 	}
-	mustWrite(t, s, rec(1, 20, "", `{"qty":1}`), rec(1, 22, "", `{"qty":2}`))
+	sinktest.MustWrite(t, s, sinktest.Rec(1, 20, "", `{"qty":1}`), sinktest.Rec(1, 22, "", `{"qty":2}`))
 	if rows := readSQLite(t, path, "t"); len(rows) != 2 {
 		t.Errorf("%d rows after writing the batch without the poison record, want 2", len(rows))
 	}
@@ -341,15 +341,15 @@ func TestSQLiteRedeliveryDoesNotRewriteRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	batch := sinktest.Window(31, 1)[0]
-	mustWrite(t, s, batch...)
-	mustWrite(t, s, batch...)
+	sinktest.MustWrite(t, s, batch...)
+	sinktest.MustWrite(t, s, batch...)
 	var n int
 	if err := db.QueryRowContext(t.Context(), "SELECT n FROM updates").Scan(&n); err != nil || n != 0 {
 		t.Errorf("%d rows rewritten by an identical re-delivery (%v), want 0", n, err)
 	}
 	changed := batch[0]
 	changed.Value = []byte(`{"changed":true}`)
-	mustWrite(t, s, changed)
+	sinktest.MustWrite(t, s, changed)
 	if err := db.QueryRowContext(t.Context(), "SELECT n FROM updates").Scan(&n); err != nil || n != 1 {
 		t.Errorf("%d rows updated by a changed record (%v), want 1", n, err)
 	}
@@ -361,7 +361,7 @@ func TestSQLitePathCharacters(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "a dir %20 #1")
 	path := filepath.Join(dir, "orders?mode=ro#x.db")
 	s := newSQLite(t, sqlite.Config{Path: path, Table: "orders", CreateTable: true})
-	mustWrite(t, s, rec(0, 1, "", "{}"))
+	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "", "{}"))
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("database not at %s: %v", path, err)
 	}
@@ -414,12 +414,12 @@ func TestSQLiteLockedIsTransient(t *testing.T) {
 	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
 		t.Fatal(err)
 	}
-	err = s.Write(t.Context(), []record.Record{rec(0, 1, "", "{}")})
+	err = s.Write(t.Context(), []record.Record{sinktest.Rec(0, 1, "", "{}")})
 	if err == nil || !sinks.Transient(err) {
 		t.Fatalf("Write while another connection holds the write lock = %v, want a transient error", err)
 	}
 	if _, err := conn.ExecContext(t.Context(), "ROLLBACK"); err != nil {
 		t.Fatal(err)
 	}
-	mustWrite(t, s, rec(0, 1, "", "{}"))
+	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "", "{}"))
 }
