@@ -704,7 +704,7 @@ func TestRefusesOtherPlanCheckpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := kcatCoords(t, sb.Addr, "orders", fromB, toB)
+	want := testenv.KcatCoords(t, sb.Addr, "orders", -1, fromB, toB)
 	if got := readCoords(t, out); !slices.Equal(sorted(got), sorted(want)) || len(got) != len(want) {
 		t.Fatalf("after restart: %s", diff(want, got))
 	}
@@ -746,7 +746,7 @@ func TestRestartWithFewerPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var want []string
-	for _, s := range kcatCoords(t, sb.Addr, "orders", from, to) {
+	for _, s := range testenv.KcatCoords(t, sb.Addr, "orders", -1, from, to) {
 		if !strings.HasPrefix(s, "1/") {
 			want = append(want, s)
 		}
@@ -883,7 +883,7 @@ func TestSelectedPartitions(t *testing.T) {
 		t.Fatalf("ranges for %v, report for %d partitions: want [0 2]", parts, len(rep.Partitions))
 	}
 	var want []string
-	for _, s := range kcatCoords(t, sb.Addr, "orders", from, to) {
+	for _, s := range testenv.KcatCoords(t, sb.Addr, "orders", -1, from, to) {
 		if strings.HasPrefix(s, "0/") || strings.HasPrefix(s, "2/") {
 			want = append(want, s)
 		}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replay-tool/replay/internal/testenv"
+
 	"github.com/segmentio/kafka-go"
 
 	"github.com/replay-tool/replay/internal/record"
@@ -21,19 +23,6 @@ import (
 
 func timeWindow(from, to time.Time) string {
 	return fmt.Sprintf("  from: %s\n  to: %s", from.Format(time.RFC3339), to.Format(time.RFC3339))
-}
-
-// kcatCoords returns what kcat, an independent client, reads for the same
-// time window: "partition/offset" of every record in [from, to).
-func kcatCoords(t *testing.T, addr, topic string, from, to time.Time) []string {
-	t.Helper()
-	requireKcat(t)
-	out, err := exec.Command("kcat", "-C", "-b", addr, "-t", topic, "-o", fmt.Sprintf("s@%d", from.UnixMilli()),
-		"-o", fmt.Sprintf("e@%d", to.UnixMilli()), "-e", "-q", "-f", `%p/%o\n`).Output()
-	if err != nil {
-		t.Fatalf("kcat: %v", err)
-	}
-	return strings.Fields(string(out))
 }
 
 // requireKcat skips the test when kcat is missing, except in CI where it fails.
@@ -59,7 +48,7 @@ func TestTimeWindowMatchesKcat(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := readCoords(t, out)
-	want := kcatCoords(t, sb.Addr, "orders", from, to)
+	want := testenv.KcatCoords(t, sb.Addr, "orders", -1, from, to)
 	if len(want) == 0 {
 		t.Fatal("kcat read nothing: the test data is wrong")
 	}
@@ -284,7 +273,7 @@ func TestInterruptAndResume(t *testing.T) {
 		t.Fatal("no partition resumed from a checkpoint: the interruption came too late to test anything")
 	}
 	got := readCoords(t, out)
-	want := kcatCoords(t, sb.Addr, "orders", t0.Add(5*time.Minute), t0.Add(55*time.Minute))
+	want := testenv.KcatCoords(t, sb.Addr, "orders", -1, t0.Add(5*time.Minute), t0.Add(55*time.Minute))
 	if !slices.Equal(sorted(got), sorted(want)) {
 		t.Fatalf("after resume: %s", diff(want, got))
 	}

@@ -4,14 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/replay-tool/replay/internal/testenv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -151,27 +152,10 @@ func queryRows(t *testing.T, db *sql.DB, q string) []string {
 }
 
 func postgresTarget(t *testing.T) dbTarget {
-	dsn := os.Getenv("REPLAY_TEST_POSTGRES_DSN")
-	if dsn == "" {
-		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("PostgreSQL is unreachable and CI is set: %v", err)
-		}
-		t.Skipf("!!! SKIPPING: PostgreSQL is unreachable (%v); set REPLAY_TEST_POSTGRES_DSN !!!", err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	suffix := fmt.Sprintf("%d_%x", time.Now().UnixNano(), rand.Uint32())
+	dsn := testenv.Postgres(t) // a schema of this test, dropped with its tables
+	conn := testenv.PgConn(t, dsn)
+	suffix := strings.TrimPrefix(testenv.TableName(), "replay_test_")
 	table, ckpt, counter := "replay_test_"+suffix, "replay_test_ckpt_"+suffix, "replay_test_inserts_"+suffix
-	t.Cleanup(func() {
-		for _, name := range []string{table, ckpt, counter} {
-			_, _ = conn.Exec(context.Background(), "DROP TABLE IF EXISTS "+name)
-		}
-	})
 	section := func(*testing.T) plan.Sink {
 		return plan.Sink{Type: "postgres", DSN: dsn, Table: table, CreateTable: true, CheckpointTable: ckpt, BatchSize: 10, CopyThreshold: 5}
 	}
@@ -187,7 +171,6 @@ BEGIN INSERT INTO `+counter+` VALUES (1); RETURN NEW; END $$;
 CREATE TRIGGER count_inserts BEFORE INSERT ON `+table+` FOR EACH ROW EXECUTE FUNCTION `+fn+`();`); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = conn.Exec(context.Background(), "DROP FUNCTION IF EXISTS "+fn+" CASCADE") })
 	return dbTarget{
 		sink: section,
 		inserts: func(t *testing.T) int {
