@@ -1,0 +1,84 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/replay-tool/replay/sinks"
+)
+
+// ResumeError is a SQLite sink's refusal to resume (CheckResume): the
+// replay group records Partition as replayed up to offset Committed, but
+// the database file or the table did not exist when this process opened
+// the sink, so the table lacks the rows written before that offset.
+type ResumeError struct {
+	// Partition, Committed, Start and End are the first partition replayed
+	// past its start: its committed offset and its range [Start, End).
+	Partition             int32
+	Committed, Start, End int64
+	// Missing says what did not exist, naming the database's absolute path.
+	Missing string
+}
+
+// Error says what is missing and the ways out: run from the first run's
+// working directory, restore the database, or replay the window from its
+// start (the caller words how: the runner's refusal carries a restart
+// hint).
+func (e *ResumeError) Error() string {
+	return fmt.Sprintf("sqlite sink: the replay group records partition %d as replayed up to offset %d (its range is [%d, %d)), but %s: "+
+		"the table would lack the rows written before that offset. Run replay from the working directory of the first run "+
+		"(a relative database path is resolved against it) or restore the database; or replay the window again from its start",
+		e.Partition, e.Committed, e.Start, e.End, e.Missing)
+}
+
+var _ error = (*ResumeError)(nil)
+
+// CheckResume implements Resumer: the rows of a partition replayed past its
+// start by an earlier process are in the database, unless the database file
+// or the table did not exist when this process opened the sink (a relative
+// path resolved against another working directory than the first run's, a
+// database or table deleted since). Rows are not counted: a mapped table
+// need not have a partition or offset column, and rows of other runs may
+// share it. It returns a *ResumeError then.
+func (s *Sink) CheckResume(points []sinks.ResumePoint) error {
+	if s.created == "" {
+		return nil
+	}
+	for _, p := range points {
+		if p.Committed > p.Start {
+			return &ResumeError{Partition: p.Partition, Committed: p.Committed, Start: p.Start, End: p.End, Missing: s.created}
+		}
+	}
+	return nil
+}
+
+// Checkpoints returns the offsets the sink's checkpoint table holds for
+// group and topic, written by this run (sqlcheckpoint.Config.RunID); none
+// without a checkpoint table.
+func (s *Sink) Checkpoints(ctx context.Context, group, topic string) (map[int32]int64, error) {
+	if s.ckpt == nil {
+		return nil, nil
+	}
+	out, err := s.ckpt.Read(ctx, s.db, group, topic)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite sink: read checkpoints from %s: %w", s.ckpt.Name, err)
+	}
+	return out, nil
+}
+
+// ResetCheckpoints deletes the checkpoints of group and topic.
+func (s *Sink) ResetCheckpoints(ctx context.Context, group, topic string) error {
+	if s.ckpt == nil {
+		return nil
+	}
+	select {
+	case s.sem <- struct{}{}:
+		defer func() { <-s.sem }()
+	case <-ctx.Done():
+		return fmt.Errorf("sqlite sink: reset checkpoints in %s: %w", s.ckpt.Name, ctx.Err())
+	}
+	if _, err := s.db.ExecContext(ctx, s.ckpt.Reset, group, topic); err != nil {
+		return fmt.Errorf("sqlite sink: reset checkpoints in %s: %w", s.ckpt.Name, err)
+	}
+	return nil
+}
