@@ -245,8 +245,8 @@ func TestKafkaMessageForm(t *testing.T) {
 		Headers: []record.Header{{Key: "trace", Value: []byte("abc")}, {Key: "none"}, {Key: "empty", Value: []byte{}}}}
 	tomb := record.Record{Topic: "orders", Partition: 7, Offset: 123457, Time: ts, Value: nil}
 	tombKeyer, _ := sinks.NewKeyer("{{ .Topic }}-{{ .Offset }}")
-	sinktest.MustWrite(t, s, r)
-	sinktest.MustWrite(t, newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic, Keyer: tombKeyer}), tomb)
+	mustWrite(t, s, r)
+	mustWrite(t, newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic, Keyer: tombKeyer}), tomb)
 	msgs := readTopic(t, addr, topic, nil)
 	if len(msgs) != 2 {
 		t.Fatalf("%d messages, want 2", len(msgs))
@@ -282,7 +282,7 @@ func TestKafkaCompactedTopicConverges(t *testing.T) {
 		"delete.retention.ms": "315360000000"}) // keep the tombstones, so that all keys are compared
 	window := sinktest.Window(50, 2)
 	for run := range 3 { // a clean run and two re-runs
-		sinktest.WriteAll(t, newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic}), window, uint64(run), 9)
+		writeAll(t, newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic}), window, uint64(run), 9)
 	}
 	want := sinktest.Want(window)
 	if got := len(readTopic(t, addr, topic, nil)); got != 3*len(want) {
@@ -313,10 +313,10 @@ func TestKafkaHashPartitioning(t *testing.T) {
 	s := newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic, Keyer: keyer})
 	var batch []record.Record
 	for i := range 60 {
-		batch = append(batch, sinktest.Rec(int32(i%2), int64(i), fmt.Sprintf("k-%d", i%10), fmt.Sprintf(`{"i":%d}`, i)))
+		batch = append(batch, rec(int32(i%2), int64(i), fmt.Sprintf("k-%d", i%10), fmt.Sprintf(`{"i":%d}`, i)))
 	}
-	sinktest.MustWrite(t, s, batch[:30]...)
-	sinktest.MustWrite(t, s, batch[30:]...)
+	mustWrite(t, s, batch[:30]...)
+	mustWrite(t, s, batch[30:]...)
 	where := map[string]int32{}
 	last := map[string]int64{}
 	murmur := kafka.Murmur2Balancer{Consistent: true}
@@ -345,8 +345,8 @@ func TestKafkaKeepPartitionNeedsThePartition(t *testing.T) {
 	addr := newKafkaCluster(t).ListenAddrs()[0]
 	topic := createTopic(t, addr, 2, nil)
 	s := newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic, KeepPartition: true})
-	sinktest.MustWrite(t, s, sinktest.Rec(1, 1, "", "{}"))
-	err := s.Write(t.Context(), []record.Record{sinktest.Rec(2, 1, "", "{}")})
+	mustWrite(t, s, rec(1, 1, "", "{}"))
+	err := s.Write(t.Context(), []record.Record{rec(2, 1, "", "{}")})
 	if err == nil || !strings.Contains(err.Error(), "keep_partition") || !strings.Contains(err.Error(), "source partition 2") {
 		t.Fatalf("Write to a missing partition = %v, want an error naming keep_partition and the partition", err)
 	}
@@ -361,12 +361,12 @@ func TestKafkaRecordErrors(t *testing.T) {
 	keyer, _ := sinks.NewKeyer("{{ .Value.id }}")
 	s := newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic, Keyer: keyer})
 	var re *record.Error
-	err := s.Write(t.Context(), []record.Record{sinktest.Rec(3, 10, "", `{"id":1}`), sinktest.Rec(3, 11, "", "not json"), sinktest.Rec(3, 12, "", `{"id":3}`)})
+	err := s.Write(t.Context(), []record.Record{rec(3, 10, "", `{"id":1}`), rec(3, 11, "", "not json"), rec(3, 12, "", `{"id":3}`)})
 	if !errors.As(err, &re) || re.Offset != 11 || re.Partition != 3 {
 		t.Errorf("key template failure: Write = %v, want a *record.Error for orders/3@11", err)
 	}
-	huge := sinktest.Rec(3, 21, "", fmt.Sprintf(`{"id":2,"blob":%q}`, strings.Repeat("x", 2<<20)))
-	err = s.Write(t.Context(), []record.Record{sinktest.Rec(3, 20, "", `{"id":1}`), huge, sinktest.Rec(3, 22, "", `{"id":3}`)})
+	huge := rec(3, 21, "", fmt.Sprintf(`{"id":2,"blob":%q}`, strings.Repeat("x", 2<<20)))
+	err = s.Write(t.Context(), []record.Record{rec(3, 20, "", `{"id":1}`), huge, rec(3, 22, "", `{"id":3}`)})
 	if !errors.As(err, &re) || re.Offset != 21 || !errors.Is(err, kafka.MessageSizeTooLarge) {
 		t.Errorf("record too large: Write = %v, want a *record.Error for orders/3@21", err)
 	}
@@ -424,7 +424,7 @@ func TestKafkaSASL(t *testing.T) {
 	}
 	good := plan.SASL{Mechanism: "SCRAM-SHA-512", Username: "replay", Password: "s3cret-pw"}
 	s := newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: "secure", SASL: good})
-	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "", `{"ok":true}`))
+	mustWrite(t, s, rec(0, 1, "", `{"ok":true}`))
 	mech, err := kafkaScram.Mechanism(kafkaScram.SHA512, "replay", "s3cret-pw")
 	if err != nil {
 		t.Fatal(err)
@@ -471,7 +471,7 @@ func TestKafkaNotEnoughReplicasIsTransient(t *testing.T) {
 		return resp, nil, true
 	})
 	start := time.Now()
-	err := s.Write(t.Context(), []record.Record{sinktest.Rec(0, 1, "", "{}")})
+	err := s.Write(t.Context(), []record.Record{rec(0, 1, "", "{}")})
 	failing.Store(false)
 	t.Logf("Write failed after %v", time.Since(start))
 	if err == nil || !sinks.Transient(err) || !errors.Is(err, kafka.NotEnoughReplicas) {
@@ -480,7 +480,7 @@ func TestKafkaNotEnoughReplicasIsTransient(t *testing.T) {
 	if n := len(readTopic(t, addr, topic, nil)); n != 0 {
 		t.Errorf("%d messages stored, want none", n)
 	}
-	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "", "{}")) // the runner's retry, once the replicas are back
+	mustWrite(t, s, rec(0, 1, "", "{}")) // the runner's retry, once the replicas are back
 }
 
 // A Write cancelled while kafka-go still holds its messages must not leave
@@ -489,10 +489,10 @@ func TestKafkaCancelledWriteKeepsNoBuffers(t *testing.T) {
 	addr := newKafkaCluster(t).ListenAddrs()[0]
 	topic := createTopic(t, addr, 1, nil)
 	s := newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic})
-	sinktest.MustWrite(t, s, sinktest.Rec(0, 0, "", `{"v":0}`)) // metadata and connections ready: the next Write reaches kafka-go
+	mustWrite(t, s, rec(0, 0, "", `{"v":0}`)) // metadata and connections ready: the next Write reaches kafka-go
 	for i := range 3 {
 		value := []byte(`{"v":"original"}`)
-		r := sinktest.Rec(0, int64(2*i+1), "", "")
+		r := rec(0, int64(2*i+1), "", "")
 		r.Value = value
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
@@ -501,7 +501,7 @@ func TestKafkaCancelledWriteKeepsNoBuffers(t *testing.T) {
 		cancel()
 		<-done
 		copy(value, `{"v":"CLOBBERED"}`) // as the runner's next fetch would
-		sinktest.MustWrite(t, s, sinktest.Rec(0, int64(2*i+2), "", fmt.Sprintf(`{"v":%d}`, 2*i+2)))
+		mustWrite(t, s, rec(0, int64(2*i+2), "", fmt.Sprintf(`{"v":%d}`, 2*i+2)))
 	}
 	stored := 0
 	for _, m := range readTopic(t, addr, topic, nil) {
@@ -608,7 +608,7 @@ func TestKafkaTopicMaxMessageBytes(t *testing.T) {
 	s := newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic})
 	var batch []record.Record
 	for i := range 40 { // ~300 B each: 12 KB in all, six times the limit
-		batch = append(batch, sinktest.Rec(0, int64(i), "", fmt.Sprintf(`{"id":%d,"pad":%q}`, i, strings.Repeat("p", 250))))
+		batch = append(batch, rec(0, int64(i), "", fmt.Sprintf(`{"id":%d,"pad":%q}`, i, strings.Repeat("p", 250))))
 	}
 	if err := s.Write(t.Context(), batch); err != nil {
 		t.Fatalf("records that each fit the topic's limit: %v", err)
@@ -616,9 +616,9 @@ func TestKafkaTopicMaxMessageBytes(t *testing.T) {
 	if n := len(readTopic(t, addr, topic, nil)); n != 40 {
 		t.Fatalf("%d messages produced, want 40", n)
 	}
-	big := sinktest.Rec(0, 41, "", fmt.Sprintf(`{"id":41,"pad":%q}`, strings.Repeat("p", 3000)))
+	big := rec(0, 41, "", fmt.Sprintf(`{"id":41,"pad":%q}`, strings.Repeat("p", 3000)))
 	var re *record.Error
-	err := s.Write(t.Context(), []record.Record{sinktest.Rec(0, 40, "", `{"id":40}`), big})
+	err := s.Write(t.Context(), []record.Record{rec(0, 40, "", `{"id":40}`), big})
 	if !errors.As(err, &re) || re.Offset != 41 || !strings.Contains(err.Error(), "max.message.bytes, 2000") {
 		t.Errorf("a record over the topic's limit: Write = %v, want a *record.Error for offset 41 naming the limit", err)
 	}
