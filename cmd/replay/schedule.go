@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/replay-tool/replay/plan"
@@ -153,4 +155,64 @@ func scheduleSummary(p *plan.Plan, r *scheduleReport) string {
 		return "ran 1 interval; " + next
 	}
 	return fmt.Sprintf("ran %d intervals; %s", len(r.Intervals), next)
+}
+
+// scheduleStatus prints where a schedule stands: the intervals done (the
+// latest with the ranges its commits record), the one running, the due
+// ones and the next one not yet due.
+func (a *app) scheduleStatus(ctx context.Context, c *runner.Cluster, p *plan.Plan, output string) error {
+	now := a.now()
+	st, err := c.Schedule(ctx, p, now)
+	if err != nil {
+		return err
+	}
+	if output == "json" {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	w, loc := p.Window, p.Window.Location()
+	fmt.Fprintf(a.stdout, "plan %s (fingerprint %s)  topic %s  group %s  schedule every %s in %s from %s, delay %s\n", p.Name, p.Fingerprint(),
+		p.Source.Topic, p.Group, w.Every, loc, w.FirstInterval().Start.In(loc).Format(time.RFC3339), time.Duration(w.Delay))
+	t := table(a.stdout)
+	fmt.Fprintln(t, "INTERVAL\tSTATE\tRANGES (partition:start-end@committed)")
+	ranges := func() string {
+		var parts []string
+		for _, r := range st.Ranges {
+			parts = append(parts, fmt.Sprintf("%d:%d-%d@%d", r.Partition, r.Start, r.End, st.Committed[r.Partition]))
+		}
+		return strings.Join(parts, " ")
+	}
+	if st.Last != nil {
+		earlier := 0
+		for iv := w.FirstInterval(); iv.Start.Before(st.Last.Start); iv = w.NextInterval(iv) {
+			earlier++
+		}
+		if earlier > 0 {
+			fmt.Fprintf(t, "%d earlier\tdone\t(the commits keep the latest interval's ranges)\n", earlier)
+		}
+		fmt.Fprintf(t, "%s\tdone\t%s\n", *st.Last, ranges())
+	}
+	iv := st.Next
+	if st.Running != nil {
+		fmt.Fprintf(t, "%s\trunning (or interrupted)\t%s\n", *st.Running, ranges())
+		iv = w.NextInterval(iv)
+	}
+	shown := 0
+	for ; w.Due(iv, now) && shown < 5; iv = w.NextInterval(iv) {
+		fmt.Fprintf(t, "%s\tdue since %s\t-\n", iv, w.DueAt(iv).In(loc).Format(time.RFC3339))
+		shown++
+	}
+	more := st.Due - shown
+	if st.Running != nil {
+		more--
+	}
+	if more > 0 {
+		fmt.Fprintf(t, "... %d more\tdue\t-\n", more)
+		for ; w.Due(iv, now); iv = w.NextInterval(iv) {
+		}
+	}
+	fmt.Fprintf(t, "%s\tnot yet due (due at %s)\t-\n", iv, w.DueAt(iv).In(loc).Format(time.RFC3339))
+	t.Flush()
+	return nil
 }

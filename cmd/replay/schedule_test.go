@@ -236,6 +236,14 @@ func TestScheduleCatchUpCrash(t *testing.T) {
 	if !strings.Contains(stdout.String(), "interval 1 of 3 due") || !strings.Contains(stdout.String(), "interval 2 of 3 due") {
 		t.Fatalf("the first invocation did not catch up in order:\n%s", stdout)
 	}
+	st := replay(t, "status", planFile, "--at", at)
+	for _, want := range []string{"[2026-11-29T01:00:00Z, 2026-11-29T02:00:00Z)  running (or interrupted)", "[2026-11-29T02:00:00Z, 2026-11-29T03:00:00Z)  due since 2026-11-29T03:00:00Z",
+		"[2026-11-29T03:00:00Z, 2026-11-29T04:00:00Z)  not yet due (due at 2026-11-29T04:00:00Z)"} {
+		if st.code != 0 || !strings.Contains(st.stdout, want) {
+			t.Fatalf("status after the kill: want %q in\n%s", want, st)
+		}
+	}
+	t.Logf("replay status after the kill:\n%s", st.stdout)
 	rep := filepath.Join(dir, "rerun.json")
 	res := replay(t, "run", planFile, "--yes", "--at", at, "--report", rep)
 	if res.code != 0 || !strings.Contains(res.stdout, "ran 2 intervals") {
