@@ -109,7 +109,8 @@ type SASL struct {
 }
 
 // Window is the part of the topic to replay: exactly one of a time window
-// (From, optional To) or per-partition Offsets.
+// (From, optional To), per-partition Offsets, or a schedule (Every, Zone,
+// Start, Delay) of contiguous calendar intervals.
 type Window struct {
 	// From is inclusive: the first offset whose timestamp is >= From.
 	From TimeSpec `yaml:"from"`
@@ -122,12 +123,26 @@ type Window struct {
 	// SkewMargin widens the offset search by this much on both sides, then
 	// filters strictly by record timestamp (producer clock skew).
 	SkewMargin Duration `yaml:"skew_margin"`
+
+	// Every makes the window a schedule of intervals this long, aligned to
+	// the wall clock of Zone (see Every).
+	Every Every `yaml:"every"`
+	// Zone is the IANA time zone the intervals align to (a day is midnight
+	// to midnight there); default UTC.
+	Zone string `yaml:"zone"`
+	// Start is the first interval's start, an absolute time on an interval
+	// boundary: catch-up never goes earlier.
+	Start TimeSpec `yaml:"start"`
+	// Delay is how long after its end an interval becomes due, so that
+	// late producers have written its records; default 0.
+	Delay Duration `yaml:"delay"`
 }
 
 // WindowKind says how a window is given.
 type WindowKind int
 
-// The kinds of window. A valid plan's window is WindowTime or WindowOffsets.
+// The kinds of window. A valid plan's window is WindowTime, WindowOffsets
+// or WindowSchedule.
 const (
 	// WindowUnset: neither time bounds nor offsets are given.
 	WindowUnset WindowKind = iota
@@ -135,11 +150,16 @@ const (
 	WindowTime
 	// WindowOffsets: per-partition offset ranges (Offsets).
 	WindowOffsets
+	// WindowSchedule: calendar intervals (Every, Zone, Start, Delay), each
+	// replayed once it is due.
+	WindowSchedule
 )
 
-// String returns "time", "offsets" or "unset".
+// String returns "time", "offsets", "schedule" or "unset".
 func (k WindowKind) String() string {
 	switch k {
+	case WindowSchedule:
+		return "schedule"
 	case WindowTime:
 		return "time"
 	case WindowOffsets:
@@ -149,9 +169,12 @@ func (k WindowKind) String() string {
 }
 
 // Kind reports how the window is given. A window with both time bounds and
-// offsets (which validation refuses) is WindowTime.
+// offsets (which validation refuses) is WindowTime; one with a schedule
+// field (every, start) is WindowSchedule, whatever else it has.
 func (w Window) Kind() WindowKind {
 	switch {
+	case w.Every.IsSet() || w.Start.IsSet():
+		return WindowSchedule
 	case w.From.IsSet() || w.To.IsSet():
 		return WindowTime
 	case len(w.Offsets) > 0:

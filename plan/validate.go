@@ -187,6 +187,15 @@ func (v *validator) sasl(field string, s SASL) {
 func (v *validator) window() {
 	w := v.p.Window
 	timeGiven := v.present("window.from") || v.present("window.to")
+	if v.present("window.every") || v.present("window.start") {
+		v.schedule()
+		return
+	}
+	for _, f := range []string{"window.delay", "window.zone"} {
+		if v.present(f) {
+			v.add(f, "applies to a schedule only (every, start)")
+		}
+	}
 	switch {
 	case timeGiven && v.present("window.offsets"):
 		v.add("window", "give either from/to (a time window) or offsets, not both")
@@ -511,6 +520,10 @@ func (p *Plan) Fingerprint() string {
 		Sink                         sinkID
 		DeadLetter                   *sinkID `json:",omitempty"`
 		AllowDataLoss                bool
+		// A schedule's intervals (every, zone, start): the schedule, not
+		// each interval, so that every interval resumes the same progress.
+		// delay is left out: it decides when, not which, records replay.
+		Schedule string `json:",omitempty"`
 	}{
 		Version: p.Version, Name: p.Name, Topic: p.Source.Topic, Partitions: p.Source.Partitions.String(),
 		Iso: p.Source.Isolation, Group: p.Group, From: p.Window.From.String(), To: p.Window.To.String(),
@@ -522,6 +535,9 @@ func (p *Plan) Fingerprint() string {
 		dl := id(d, true)
 		dl.KeepPartition, dl.URL = false, d.URL // as the first version wrote them
 		canon.DeadLetter = &dl
+	}
+	if w := p.Window; w.Kind() == WindowSchedule {
+		canon.Schedule = w.Every.String() + "|" + w.Location().String() + "|" + w.Start.At(time.Time{}).UTC().Format(time.RFC3339Nano)
 	}
 	if p.Window.Kind() == WindowOffsets {
 		canon.Offsets = map[int32][2]string{}

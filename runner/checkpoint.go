@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/replay-tool/replay/runner/source"
 )
@@ -25,6 +26,9 @@ type checkpointMeta struct {
 	Pos int64 `json:"pos,omitempty"`
 	// DPos is the same for the dead-letter sink.
 	DPos int64 `json:"dpos,omitempty"`
+	// Iv is the start of the schedule interval the range belongs to (RFC
+	// 3339, UTC); omitted for a plan without a schedule.
+	Iv string `json:"iv,omitempty"`
 }
 
 const metaTool = "replay"
@@ -49,6 +53,9 @@ type Checkpoint struct {
 	// (sinks.Positioner); 0 when unknown. DeadLetterPosition is the
 	// dead-letter sink's.
 	Position, DeadLetterPosition int64
+	// Interval is the start of the schedule interval the range belongs to;
+	// zero for a plan without a schedule.
+	Interval time.Time
 }
 
 // Done reports whether the partition's range is finished.
@@ -74,6 +81,9 @@ func checkpointOf(cm source.Committed) Checkpoint {
 	var m checkpointMeta
 	if json.Unmarshal([]byte(cm.Metadata), &m) == nil && m.Tool == metaTool {
 		cp.Replay, cp.Plan, cp.Fingerprint, cp.Start, cp.End, cp.Position, cp.DeadLetterPosition = true, m.Plan, m.Fingerprint, m.Start, m.End, m.Pos, m.DPos
+		if t, err := time.Parse(time.RFC3339, m.Iv); err == nil {
+			cp.Interval = t.UTC()
+		}
 	}
 	return cp
 }

@@ -29,6 +29,10 @@ type Options struct {
 	Log zerolog.Logger
 	// Now is the clock for relative windows; default time.Now.
 	Now func() time.Time
+	// At, when set, is the logical now: relative windows and schedules are
+	// evaluated as if it were At (a scheduler's logical date), while Now
+	// still times the run.
+	At time.Time
 	// Restart discards another plan's checkpoints in the group and starts
 	// over with a fresh resolution (the command asks for confirmation).
 	Restart bool
@@ -52,6 +56,14 @@ type Options struct {
 	// Heartbeat is a joined member's heartbeat interval: how soon it sees a
 	// rebalance. Default 1 s.
 	Heartbeat time.Duration
+}
+
+// logicalNow is At when set, else Now().
+func (o *Options) logicalNow() time.Time {
+	if !o.At.IsZero() {
+		return o.At
+	}
+	return o.Now()
 }
 
 func (o *Options) defaults() {
@@ -90,6 +102,10 @@ type Job struct {
 	// Added lists the ignored partitions that the plan selects but that
 	// were created after the run was resolved.
 	Added []int32
+	// Interval is the schedule interval the job replays (a plan with a
+	// schedule window); nil otherwise. Its start goes into every commit's
+	// metadata.
+	Interval *plan.Interval
 	// committed holds, per partition of a resumed run, the offset the group
 	// held when it was prepared: the sink of an earlier process made the
 	// records below it durable (checkResume). Resume may be later (records
@@ -180,7 +196,7 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 	if opts.Join {
 		return nil, &SafetyError{Group: p.Group, Hint: HintResolveOnce, Reason: "a joined run needs the same fixed ranges in every process, and the group holds no run of this plan yet"}
 	}
-	if job.Resolution, err = Resolve(ctx, c, p, opts.Now()); err != nil {
+	if job.Resolution, err = Resolve(ctx, c, p, opts.logicalNow()); err != nil {
 		return nil, err
 	}
 	job.Resolution.logDetails(opts.Log)
@@ -265,7 +281,7 @@ func dedicatedGroup(p *plan.Plan) string {
 func (j *Job) selects(part int32) bool {
 	p := j.Plan
 	switch {
-	case !p.Window.IsTime(): // an offsets window names its partitions
+	case p.Window.Kind() == plan.WindowOffsets: // an offsets window names its partitions
 		_, ok := p.Window.Offsets[part]
 		return ok
 	case p.Source.Partitions.All || len(p.Source.Partitions.List) == 0:

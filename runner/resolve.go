@@ -269,14 +269,15 @@ func offsetRange(topic string, part int32, w plan.OffsetRange, o source.Offsets,
 
 func selectPartitions(p *plan.Plan, all []int32) (selected, unselected []int32, err error) {
 	want := p.Source.Partitions.List
-	if !p.Window.IsTime() {
+	offsetsWindow := p.Window.Kind() == plan.WindowOffsets
+	if offsetsWindow {
 		want = want[:0:0]
 		for part := range p.Window.Offsets {
 			want = append(want, part)
 		}
 		slices.Sort(want)
 	}
-	if p.Source.Partitions.All && p.Window.IsTime() || len(want) == 0 {
+	if p.Source.Partitions.All && !offsetsWindow || len(want) == 0 {
 		return all, nil, nil
 	}
 	for _, part := range want {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -144,7 +145,11 @@ func (j *Job) dropDiscarded(ctx context.Context) error {
 }
 
 func (j *Job) meta(r Range) checkpointMeta {
-	return checkpointMeta{Tool: metaTool, Plan: j.Plan.Name, Fingerprint: j.Resolution.Fingerprint, Start: r.Start, End: r.End}
+	m := checkpointMeta{Tool: metaTool, Plan: j.Plan.Name, Fingerprint: j.Resolution.Fingerprint, Start: r.Start, End: r.End}
+	if j.Interval != nil {
+		m.Iv = j.Interval.Start.UTC().Format(time.RFC3339)
+	}
+	return m
 }
 
 func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*partitionState) error {

@@ -119,6 +119,9 @@ type app struct {
 	// probeTimeout bounds the first exchange with the source cluster
 	// (runner.DefaultProbeTimeout when zero).
 	probeTimeout time.Duration
+	// at is --at: the logical now of relative windows and schedules (zero:
+	// the clock).
+	at time.Time
 }
 
 func newApp(stdout, stderr io.Writer) *app {
@@ -143,6 +146,7 @@ func (a *app) root() *cobra.Command {
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	a.addProfileFlag(root)
+	root.PersistentFlags().Var(timeFlag{&a.at}, "at", "behave as if it were this RFC 3339 time (a scheduler's logical date): relative windows and schedules are resolved against it")
 	root.AddCommand(a.validateCmd(), a.planCmd(), a.runCmd(), a.demoCmd(), a.sandboxCmd(), a.statusCmd(), a.resetCmd(), a.schemaCmd(), a.testCmd())
 	return root
 }
@@ -278,6 +282,34 @@ func (f *choiceFlag) Set(s string) error {
 		}
 	}
 	return fmt.Errorf("want %s or %s", strings.Join(f.choices[:len(f.choices)-1], ", "), f.choices[len(f.choices)-1])
+}
+
+// timeFlag is an RFC 3339 time with a zone.
+type timeFlag struct{ value *time.Time }
+
+func (f timeFlag) String() string {
+	if f.value.IsZero() {
+		return ""
+	}
+	return f.value.Format(time.RFC3339)
+}
+func (f timeFlag) Type() string { return "time" }
+
+func (f timeFlag) Set(s string) error {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return fmt.Errorf("want an RFC 3339 time with a zone, e.g. 2026-11-30T04:00:00Z, got %q", s)
+	}
+	*f.value = t
+	return nil
+}
+
+// now is the logical now: --at, else the clock.
+func (a *app) now() time.Time {
+	if !a.at.IsZero() {
+		return a.at
+	}
+	return time.Now()
 }
 
 // portFlag is a TCP port flag: 0..65535 (0: any free port).

@@ -27,6 +27,7 @@ func (a *app) prepare(ctx context.Context, file string, opts runner.Options) (*r
 		return nil, nil, err
 	}
 	opts.Log = a.log
+	opts.At = a.at
 	job, err := runner.Prepare(ctx, c, p, opts)
 	if err != nil {
 		c.Close()
@@ -39,7 +40,7 @@ func (a *app) prepare(ctx context.Context, file string, opts runner.Options) (*r
 // (exit 2, like an invalid plan and like validate), not a failed run (1).
 // From then on the plan's secrets are redacted from the output.
 func (a *app) loadPlanFile(file string) (*plan.Plan, error) {
-	p, err := plan.Load(file, plan.LoadOptions{})
+	p, err := plan.Load(file, plan.LoadOptions{Now: a.now})
 	a.remember(p)
 	var invalid *plan.InvalidError
 	if err != nil && !errors.As(err, &invalid) {
@@ -150,6 +151,11 @@ type runOptions struct {
 	// join is --join: share the plan with other processes through the
 	// replay group.
 	join bool
+	// interval is --interval: re-run the schedule interval holding it.
+	interval string
+	// maxIntervals is --max-intervals: at most this many intervals per
+	// invocation (0: every due one).
+	maxIntervals int
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -191,6 +197,8 @@ func (a *app) runCmd() *cobra.Command {
 	cmd.Flags().StringVar(&o.resolution, "resolution", "", "replay exactly the ranges of this resolution file (written by 'replay plan --out')")
 	cmd.Flags().StringVar(&o.report, "report", "", "write the run report as JSON to this file")
 	cmd.Flags().BoolVar(&o.join, "join", false, "share the plan with other 'replay run --join' processes: join the replay group and take the partitions it assigns")
+	cmd.Flags().StringVar(&o.interval, "interval", "", "schedule plans: re-run the interval that contains (or starts at) this RFC 3339 time, without moving the schedule's progress")
+	cmd.Flags().IntVar(&o.maxIntervals, "max-intervals", 0, "schedule plans: run at most this many due intervals in this invocation (0: all, oldest first)")
 	cmd.Flags().StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics of the run at http://HOST:PORT/metrics while it runs (port 0: any free port, logged)")
 	return cmd
 }
@@ -219,12 +227,23 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 		return nil, err
 	}
 	defer metrics.stop()
-	job, c, err := a.prepare(ctx, file, opts)
+	opts.At = a.at
+	p, c, err := a.loadAndConnect(ctx, file)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	p := job.Plan
+	if p.Window.IsSchedule() {
+		return a.runSchedule(ctx, c, p, file, o, opts)
+	}
+	if o.interval != "" || o.maxIntervals != 0 {
+		return nil, usageError{fmt.Errorf("--interval and --max-intervals apply to a plan with a schedule window (every, start); %s has a %s window", file, p.Window.Kind())}
+	}
+	opts.Log = a.log
+	job, err := runner.Prepare(ctx, c, p, opts)
+	if err != nil {
+		return nil, err
+	}
 	if err := joinableSinks(o.join, p); err != nil {
 		return nil, err
 	}
@@ -238,6 +257,14 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 			return nil, err
 		}
 	}
+	return a.runJob(ctx, job, file, o, metrics)
+}
+
+// runJob writes a prepared job into a new sink, prints its summary and
+// writes its report.
+func (a *app) runJob(ctx context.Context, job *runner.Job, file string, o runOptions, metrics *metricsServer) (*runner.Report, error) {
+	p := job.Plan
+	out := a.resultsOut(p.Sink)
 	sink, err := a.newSink(ctx, job)
 	if err != nil {
 		return nil, err
@@ -321,7 +348,7 @@ func (a *app) newSink(ctx context.Context, job *runner.Job) (sinks.Sink, error) 
 	return registry.New(ctx, p.Sink, sinks.Options{Log: a.log, PlanName: p.Name, RunID: job.RunID(), Group: p.Group, Fingerprint: job.Resolution.Fingerprint})
 }
 
-func (a *app) writeReport(path string, rep *runner.Report) error {
+func (a *app) writeReport(path string, rep any) error {
 	if path == "" {
 		return nil
 	}

@@ -63,6 +63,9 @@ var scalarSchemas = map[reflect.Type]func() schema{
 		return schema{"type": "string", "pattern": timeRe,
 			"examples": []any{"2026-11-03T10:00:00Z", "2026-11-03T12:00:00+02:00", "-2h", "24h ago", "now"}}
 	},
+	reflect.TypeFor[plan.Every](): func() schema {
+		return schema{"type": "string", "pattern": `^([1-9][0-9]*[mhd])$|` + envPattern, "examples": []any{"15m", "1h", "1d"}}
+	},
 	reflect.TypeFor[plan.Duration](): func() schema {
 		return schema{"type": "string", "pattern": `^` + durationRe + `$|` + envPattern, "examples": []any{"30s", "5m", "1h30m", "1d"}}
 	},
@@ -162,7 +165,7 @@ var fieldDocs = map[string]string{
 	"Plan.ticket":          "Ticket or issue the replay belongs to; review metadata.",
 	"Plan.source":          "The Kafka cluster and topic to re-read.",
 	"Plan.group":           "The dedicated replay consumer group that holds the checkpoints (e.g. replay.<plan-name>); never a live consumer group.",
-	"Plan.window":          "The part of the topic to replay: a time window (from, optional to) or offsets per partition, not both.",
+	"Plan.window":          "The part of the topic to replay: a time window (from, optional to), offsets per partition, or a schedule of calendar intervals (every, zone, start, delay); exactly one.",
 	"Plan.throttle":        "Rate limits across all partitions of one process; 0 or unset is unlimited.",
 	"Plan.filter":          "Expression (expr-lang) selecting the records to write, e.g. 'value.status == \"paid\"'; it sees key, value (parsed JSON, or the raw string), headers (name to last value), timestamp, partition, offset, topic. Records it leaves out are counted and committed past.",
 	"Plan.sink":            "Where the replayed records go.",
@@ -194,6 +197,10 @@ var fieldDocs = map[string]string{
 	"Window.to":                "Exclusive end, in the same forms as from; unset means the high watermark when the window is resolved.",
 	"Window.offsets":           "Offset ranges [from, to) per partition number, e.g. {0: {from: 1200, to: 5000}, 1: {from: earliest, to: latest}}.",
 	"Window.strict_timestamps": "Also drop records whose own timestamp is outside [from, to) (time windows only).",
+	"Window.every":             "Schedule: the length of each interval in a calendar unit (minutes dividing an hour, hours dividing a day, or days), aligned to the wall clock of zone, e.g. 1h or 1d.",
+	"Window.zone":              "Schedule: the IANA time zone the intervals align to (a day is midnight to midnight there, 23 or 25 hours on DST days); default UTC.",
+	"Window.start":             "Schedule: the first interval's start, an RFC 3339 time on an interval boundary; catch-up never goes earlier.",
+	"Window.delay":             "Schedule: an interval is due once its end is this far in the past (late producers), e.g. 10m; default 0.",
 	"Window.skew_margin":       "Widen the offset search by this much on both sides, then filter strictly by record timestamp (producer clock skew), e.g. 5m.",
 
 	"OffsetRange.from": "Inclusive start offset: a number or earliest (the log start offset).",
@@ -215,9 +222,9 @@ var required = map[string][]string{
 
 // objectRules adds rules across fields of one struct.
 var objectRules = map[string]func(schema){
-	// Exactly one of a time window and an offsets window.
+	// Exactly one of a time window, an offsets window and a schedule.
 	"Window": func(s schema) {
-		s["oneOf"] = []any{schema{"required": []any{"from"}}, schema{"required": []any{"offsets"}}}
+		s["oneOf"] = []any{schema{"required": []any{"from"}}, schema{"required": []any{"offsets"}}, schema{"required": []any{"every", "start"}}}
 	},
 	// What each sink type needs, from the sink descriptors.
 	"Sink": func(s schema) {

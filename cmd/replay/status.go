@@ -33,6 +33,9 @@ func (a *app) statusCmd() *cobra.Command {
 				return err
 			}
 			defer c.Close()
+			if p.Window.IsSchedule() {
+				return a.scheduleStatus(cmd.Context(), c, p, o.output)
+			}
 			pr, err := c.Progress(cmd.Context(), p)
 			if err != nil {
 				return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -36,7 +37,7 @@ func (a *app) validateCmd() *cobra.Command {
 			"Warnings never fail. Exit 0 when all plans are valid, 2 when any is invalid.",
 		Args: args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, files []string) error {
-			results := validateFiles(files)
+			results := validateFiles(files, a.now)
 			var err error
 			switch o.format {
 			case formatJSON:
@@ -68,11 +69,11 @@ type fileResult struct {
 	problems    []plan.Problem
 }
 
-func validateFiles(files []string) []fileResult {
+func validateFiles(files []string, now func() time.Time) []fileResult {
 	out := make([]fileResult, 0, len(files))
 	for _, f := range files {
 		r := fileResult{File: f}
-		p, err := plan.Load(f, plan.LoadOptions{})
+		p, err := plan.Load(f, plan.LoadOptions{Now: now})
 		var inv *plan.InvalidError
 		switch {
 		case errors.As(err, &inv):
