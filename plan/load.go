@@ -120,6 +120,7 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	d.expandEnv(root, "")
 	d.walk(root, reflect.ValueOf(p).Elem(), "")
 	p.pos, p.fromEnv, p.envRaw, p.bad, p.emptyEnv = d.pos, d.fromEnv, d.envRaw, d.bad, d.emptyEnv
+	p.Window.OffsetsAll = d.offsetsAll
 	p.applyDefaults()
 	p.problems = d.problems
 	p.problems = append(p.problems, p.validate(opts.Now())...)
@@ -274,6 +275,8 @@ type decoder struct {
 	bad map[string]bool
 	// ref matches an environment reference as it appears after parsing.
 	ref *regexp.Regexp
+	// offsetsAll is window.offsets.all, decoded apart from the partitions.
+	offsetsAll *OffsetRange
 }
 
 func (d *decoder) problem(n *yaml.Node, field, format string, args ...any) {
@@ -485,6 +488,12 @@ func (d *decoder) walkMap(n *yaml.Node, v reflect.Value, path string) {
 			continue
 		}
 		seen[k.Value] = k.Line
+		if path == "window.offsets" && k.Value == "all" {
+			// One range for every partition: Window.OffsetsAll.
+			d.offsetsAll = &OffsetRange{}
+			d.walk(val, reflect.ValueOf(d.offsetsAll).Elem(), fp)
+			continue
+		}
 		kv := reflect.New(v.Type().Key()).Elem()
 		if err := d.mapKey(k, kv, path, fp); err != nil {
 			d.problem(k, fp, "%s", err)
@@ -524,7 +533,7 @@ func (d *decoder) mapKey(k *yaml.Node, kv reflect.Value, path, fp string) error 
 	}
 	what := kindName(kv.Type())
 	if path == "window.offsets" {
-		what = "a partition number (0, 1, ...)"
+		what = "a partition number (0, 1, ...) or all"
 	}
 	return fmt.Errorf("key %q: want %s", k.Value, what)
 }

@@ -118,17 +118,25 @@ type Window struct {
 	To TimeSpec `yaml:"to"`
 	// Offsets gives explicit per-partition offset ranges [from, to).
 	Offsets map[int32]OffsetRange `yaml:"offsets"`
+	// OffsetsAll is written offsets: {all: {from, to}}: one range for every
+	// partition source.partitions selects, instead of per-partition keys
+	// (validation refuses both).
+	OffsetsAll *OffsetRange `yaml:"-"`
 	// StrictTimestamps also drops records whose own timestamp is outside [From, To).
 	StrictTimestamps bool `yaml:"strict_timestamps"`
 	// SkewMargin widens the offset search by this much on both sides, then
 	// filters strictly by record timestamp (producer clock skew).
 	SkewMargin Duration `yaml:"skew_margin"`
+	// Last is a calendar window instead of From and To: the last N whole
+	// minutes, hours or days before resolution, in Zone (see Last).
+	Last Last `yaml:"last"`
 
 	// Every makes the window a schedule of intervals this long, aligned to
 	// the wall clock of Zone (see Every).
 	Every Every `yaml:"every"`
 	// Zone is the IANA time zone the intervals align to (a day is midnight
-	// to midnight there); default UTC.
+	// to midnight there), and of the calendar bounds today, yesterday and
+	// Last; default UTC.
 	Zone string `yaml:"zone"`
 	// Start is the first interval's start, an absolute time on an interval
 	// boundary: catch-up never goes earlier.
@@ -146,7 +154,7 @@ type WindowKind int
 const (
 	// WindowUnset: neither time bounds nor offsets are given.
 	WindowUnset WindowKind = iota
-	// WindowTime: time bounds (From, optional To).
+	// WindowTime: time bounds (From, optional To) or Last.
 	WindowTime
 	// WindowOffsets: per-partition offset ranges (Offsets).
 	WindowOffsets
@@ -175,15 +183,24 @@ func (w Window) Kind() WindowKind {
 	switch {
 	case w.Every.IsSet() || w.Start.IsSet():
 		return WindowSchedule
-	case w.From.IsSet() || w.To.IsSet():
+	case w.From.IsSet() || w.To.IsSet() || w.Last.IsSet():
 		return WindowTime
-	case len(w.Offsets) > 0:
+	case len(w.Offsets) > 0 || w.OffsetsAll != nil:
 		return WindowOffsets
 	}
 	return WindowUnset
 }
 
-// IsTime reports whether the window is given by time bounds: Kind() == WindowTime.
+// OffsetRangeOf returns the offsets window's range of partition part:
+// OffsetsAll when set, else its entry in Offsets.
+func (w Window) OffsetRangeOf(part int32) OffsetRange {
+	if w.OffsetsAll != nil {
+		return *w.OffsetsAll
+	}
+	return w.Offsets[part]
+}
+
+// IsTime reports whether the window is given by time bounds (or last): Kind() == WindowTime.
 func (w Window) IsTime() bool { return w.Kind() == WindowTime }
 
 // OffsetRange is an explicit offset range [From, To) of one partition.

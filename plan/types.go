@@ -72,14 +72,20 @@ func (s PartitionSet) String() string {
 }
 
 // TimeSpec is a window bound: an absolute RFC 3339 time with an explicit
-// zone, or a time relative to the moment of resolution ("-2h", "90m ago",
-// "now"). A zone-less time or a bare number is rejected: seconds and
-// milliseconds mix-ups silently replay the wrong data.
+// zone, a time relative to the moment of resolution ("-2h", "90m ago",
+// "now"), or a calendar day relative to it ("today", "yesterday": that
+// day's midnight in the window's zone). A zone-less time or a bare number
+// is rejected: seconds and milliseconds mix-ups silently replay the wrong
+// data.
 type TimeSpec struct {
 	raw   string
 	abs   time.Time
 	rel   time.Duration // negative: in the past
 	isRel bool
+	// isDay marks today/yesterday: midnight days days from the day of
+	// resolution (0 or -1).
+	isDay bool
+	days  int
 }
 
 var relAgo = regexp.MustCompile(`^(\d+[a-zµ]+(?:\d+[a-zµ]+)*)\s+ago$`)
@@ -92,6 +98,10 @@ func ParseTimeSpec(s string) (TimeSpec, error) {
 		return TimeSpec{}, fmt.Errorf("empty time")
 	case s == "now":
 		return TimeSpec{raw: s, isRel: true}, nil
+	case s == "today":
+		return TimeSpec{raw: s, isRel: true, isDay: true}, nil
+	case s == "yesterday":
+		return TimeSpec{raw: s, isRel: true, isDay: true, days: -1}, nil
 	case isNumber(s):
 		return TimeSpec{}, fmt.Errorf("bare number %s is ambiguous (seconds or milliseconds since the epoch?): write an RFC 3339 time with a zone, e.g. %s", s, epochHint(s))
 	case strings.HasPrefix(s, "-"):
@@ -117,7 +127,7 @@ func ParseTimeSpec(s string) (TimeSpec, error) {
 			return TimeSpec{}, fmt.Errorf("time %q has no zone, so it would mean different instants on different machines: add one, e.g. %sZ for UTC or %s+02:00", s, pad(s), pad(s))
 		}
 	}
-	return TimeSpec{}, fmt.Errorf("cannot parse %q as a time: want RFC 3339 with a zone (2026-11-03T10:00:00Z) or a relative time (-2h, 24h ago, now)", s)
+	return TimeSpec{}, fmt.Errorf("cannot parse %q as a time: want RFC 3339 with a zone (2026-11-03T10:00:00Z) or a relative time (-2h, 24h ago, now, today, yesterday)", s)
 }
 
 func pad(s string) string {
@@ -187,8 +197,21 @@ func (t TimeSpec) IsRelative() bool { return t.isRel }
 // String returns the bound as written.
 func (t TimeSpec) String() string { return t.raw }
 
-// At returns the instant the bound denotes when resolved at now.
-func (t TimeSpec) At(now time.Time) time.Time {
+// IsCalendar reports whether the bound is a calendar day (today,
+// yesterday), which depends on the window's zone.
+func (t TimeSpec) IsCalendar() bool { return t.isDay }
+
+// At returns the instant the bound denotes when resolved at now, with
+// calendar days in UTC; see AtIn.
+func (t TimeSpec) At(now time.Time) time.Time { return t.AtIn(now, time.UTC) }
+
+// AtIn returns the instant the bound denotes when resolved at now; today
+// and yesterday are midnight in loc.
+func (t TimeSpec) AtIn(now time.Time, loc *time.Location) time.Time {
+	if t.isDay {
+		lt := now.In(loc)
+		return time.Date(lt.Year(), lt.Month(), lt.Day()+t.days, 0, 0, 0, 0, loc).UTC()
+	}
 	if t.isRel {
 		return now.Add(t.rel)
 	}

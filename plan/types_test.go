@@ -40,7 +40,7 @@ func TestParseTimeSpec(t *testing.T) {
 		{in: "-2x", wantErr: `relative time "-2x"`},
 		{in: "-d", wantErr: `relative time "-d"`},
 		{in: "2h", wantErr: "cannot parse"},
-		{in: "yesterday", wantErr: "cannot parse"},
+		{in: "tomorrow", wantErr: "today, yesterday"},
 		{in: "nan", wantErr: "cannot parse"},
 		{in: "2 hours ago", wantErr: "cannot parse"},
 	}

@@ -186,24 +186,26 @@ func (v *validator) sasl(field string, s SASL) {
 
 func (v *validator) window() {
 	w := v.p.Window
-	timeGiven := v.present("window.from") || v.present("window.to")
+	timeGiven := v.present("window.from") || v.present("window.to") || v.present("window.last")
 	if v.present("window.every") || v.present("window.start") {
 		v.schedule()
 		return
 	}
-	for _, f := range []string{"window.delay", "window.zone"} {
-		if v.present(f) {
-			v.add(f, "applies to a schedule only (every, start)")
-		}
+	if v.present("window.delay") {
+		v.add("window.delay", "applies to a schedule only (every, start)")
 	}
+	v.zoneOnly()
 	switch {
+	case v.present("window.last"):
+		v.lastWindow()
+		return
 	case timeGiven && v.present("window.offsets"):
 		v.add("window", "give either from/to (a time window) or offsets, not both")
 		return
-	case !timeGiven && v.p.bad["window.offsets"]:
+	case !timeGiven && v.p.bad["window.offsets"] && w.Kind() != WindowOffsets:
 		return // already reported
 	case !timeGiven && w.Kind() != WindowOffsets:
-		v.add("window", "missing: give from (and optionally to), or offsets per partition")
+		v.add("window", "missing: give from (and optionally to), last, or offsets per partition")
 		return
 	case !timeGiven:
 		v.offsetWindow()
@@ -212,15 +214,14 @@ func (v *validator) window() {
 		return // a bound that did not parse is already reported
 	}
 	if !w.From.IsSet() {
-		v.add("window.from", "missing: a time window needs from (inclusive), e.g. 2026-11-03T10:00:00Z or -2h")
+		v.add("window.from", "missing: a time window needs from (inclusive), e.g. 2026-11-03T10:00:00Z, -2h or yesterday")
 		return
 	}
-	from := w.From.At(v.now)
+	from, to := w.Bounds(v.now)
 	if from.After(v.now) {
 		v.add("window.from", "%s is in the future: nothing would be replayed", from.Format(time.RFC3339))
 	}
 	if w.To.IsSet() {
-		to := w.To.At(v.now)
 		if !from.Before(to) {
 			v.add("window.to", "%s is not after from (%s), so the window is empty: to is exclusive and must be later than from", to.Format(time.RFC3339), from.Format(time.RFC3339))
 		}
@@ -238,30 +239,42 @@ func (v *validator) offsetWindow() {
 	if w.SkewMargin != 0 {
 		v.add("window.skew_margin", "applies to a time window only")
 	}
+	if w.OffsetsAll != nil {
+		if len(w.Offsets) > 0 {
+			v.add("window.offsets.all", "all gives every partition the same range: drop the per-partition keys, or drop all and list every partition")
+		}
+		v.offsetRange("window.offsets.all", *w.OffsetsAll)
+		return
+	}
 	if !v.p.Source.Partitions.All && len(v.p.Source.Partitions.List) > 0 {
-		v.add("source.partitions", "an offsets window names its own partitions: drop source.partitions")
+		v.add("source.partitions", "an offsets window names its own partitions: drop source.partitions (or use offsets: {all: ...} for the partitions it selects)")
 	}
 	for part, r := range w.Offsets {
 		f := fmt.Sprintf("window.offsets.%d", part)
 		if part < 0 {
 			v.add(f, "partition %d: partitions are numbered from 0", part)
 		}
-		if v.p.bad[f+".from"] || v.p.bad[f+".to"] {
-			continue // already reported
-		}
-		if !r.From.IsSet() || !r.To.IsSet() {
-			v.add(f, "give both from and to (numbers, earliest or latest)")
-			continue
-		}
-		if r.From.Latest {
-			v.add(f+".from", "latest as the start replays nothing: use earliest or an offset")
-		}
-		if r.To.Earliest {
-			v.add(f+".to", "earliest as the end replays nothing: use latest or an offset")
-		}
-		if !r.From.Earliest && !r.From.Latest && !r.To.Earliest && !r.To.Latest && r.From.Offset >= r.To.Offset {
-			v.add(f, "from %d must be below to %d (to is exclusive)", r.From.Offset, r.To.Offset)
-		}
+		v.offsetRange(f, r)
+	}
+}
+
+// offsetRange checks one range of an offsets window, at field f.
+func (v *validator) offsetRange(f string, r OffsetRange) {
+	if v.p.bad[f+".from"] || v.p.bad[f+".to"] || v.p.bad[f] {
+		return // already reported
+	}
+	if !r.From.IsSet() || !r.To.IsSet() {
+		v.add(f, "give both from and to (numbers, earliest or latest)")
+		return
+	}
+	if r.From.Latest {
+		v.add(f+".from", "latest as the start replays nothing: use earliest or an offset")
+	}
+	if r.To.Earliest {
+		v.add(f+".to", "earliest as the end replays nothing: use latest or an offset")
+	}
+	if !r.From.Earliest && !r.From.Latest && !r.To.Earliest && !r.To.Latest && r.From.Offset >= r.To.Offset {
+		v.add(f, "from %d must be below to %d (to is exclusive)", r.From.Offset, r.To.Offset)
 	}
 }
 
@@ -514,16 +527,22 @@ func (p *Plan) Fingerprint() string {
 		Name, Topic, Partitions, Iso string
 		Group, From, To              string
 		Offsets                      map[int32][2]string
-		Strict                       bool
-		Skew                         time.Duration
-		Filter, OnError              string
-		Sink                         sinkID
-		DeadLetter                   *sinkID `json:",omitempty"`
-		AllowDataLoss                bool
+		// offsets: {all: ...}; omitted otherwise.
+		OffsetsAll      *[2]string `json:",omitempty"`
+		Strict          bool
+		Skew            time.Duration
+		Filter, OnError string
+		Sink            sinkID
+		DeadLetter      *sinkID `json:",omitempty"`
+		AllowDataLoss   bool
 		// A schedule's intervals (every, zone, start): the schedule, not
 		// each interval, so that every interval resumes the same progress.
 		// delay is left out: it decides when, not which, records replay.
 		Schedule string `json:",omitempty"`
+		// A calendar window (last, today, yesterday) as written, with its
+		// zone: like -2h, the words, not the instants they resolve to.
+		Last string `json:",omitempty"`
+		Zone string `json:",omitempty"`
 	}{
 		Version: p.Version, Name: p.Name, Topic: p.Source.Topic, Partitions: p.Source.Partitions.String(),
 		Iso: p.Source.Isolation, Group: p.Group, From: p.Window.From.String(), To: p.Window.To.String(),
@@ -538,6 +557,12 @@ func (p *Plan) Fingerprint() string {
 	}
 	if w := p.Window; w.Kind() == WindowSchedule {
 		canon.Schedule = w.Every.String() + "|" + w.Location().String() + "|" + w.Start.At(time.Time{}).UTC().Format(time.RFC3339Nano)
+	}
+	if w := p.Window; w.Kind() == WindowTime && w.IsCalendar() {
+		canon.Last, canon.Zone = w.Last.String(), w.Location().String()
+	}
+	if r := p.Window.OffsetsAll; r != nil && p.Window.Kind() == WindowOffsets {
+		canon.OffsetsAll = &[2]string{r.From.String(), r.To.String()}
 	}
 	if p.Window.Kind() == WindowOffsets {
 		canon.Offsets = map[int32][2]string{}

@@ -281,7 +281,7 @@ func dedicatedGroup(p *plan.Plan) string {
 func (j *Job) selects(part int32) bool {
 	p := j.Plan
 	switch {
-	case p.Window.Kind() == plan.WindowOffsets: // an offsets window names its partitions
+	case p.Window.Kind() == plan.WindowOffsets && p.Window.OffsetsAll == nil: // an offsets window names its partitions
 		_, ok := p.Window.Offsets[part]
 		return ok
 	case p.Source.Partitions.All || len(p.Source.Partitions.List) == 0:

@@ -138,7 +138,7 @@ func Resolve(ctx context.Context, c *Cluster, p *plan.Plan, now time.Time) (*Res
 	res := &Resolution{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: topic, Group: p.Group, ResolvedAt: now.UTC(), Unselected: unselected}
 	if !p.Window.IsTime() {
 		for _, part := range selected {
-			rg, err := offsetRange(topic, part, p.Window.Offsets[part], offs[part], p.AllowDataLoss)
+			rg, err := offsetRange(topic, part, p.Window.OffsetRangeOf(part), offs[part], p.AllowDataLoss)
 			if err != nil {
 				return nil, err
 			}
@@ -146,10 +146,7 @@ func Resolve(ctx context.Context, c *Cluster, p *plan.Plan, now time.Time) (*Res
 		}
 		return res, nil
 	}
-	res.From = p.Window.From.At(now).UTC()
-	if p.Window.To.IsSet() {
-		res.To = p.Window.To.At(now).UTC()
-	}
+	res.From, res.To = p.Window.Bounds(now)
 	margin := time.Duration(p.Window.SkewMargin)
 	starts, err := c.OffsetsAt(ctx, topic, selected, res.From.Add(-margin), p.Source.Isolation)
 	if err != nil {
@@ -269,7 +266,7 @@ func offsetRange(topic string, part int32, w plan.OffsetRange, o source.Offsets,
 
 func selectPartitions(p *plan.Plan, all []int32) (selected, unselected []int32, err error) {
 	want := p.Source.Partitions.List
-	offsetsWindow := p.Window.Kind() == plan.WindowOffsets
+	offsetsWindow := p.Window.Kind() == plan.WindowOffsets && p.Window.OffsetsAll == nil
 	if offsetsWindow {
 		want = want[:0:0]
 		for part := range p.Window.Offsets {

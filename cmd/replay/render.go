@@ -108,6 +108,9 @@ type planView struct {
 	ResolvedAt  time.Time `json:"resolved_at"`
 	From        time.Time `json:"from,omitzero"`
 	To          time.Time `json:"to,omitzero"`
+	// Relative is the window as written when it depends on the moment of
+	// resolution (from: -2h, last: 1d in Europe/Berlin).
+	Relative string `json:"window_relative,omitempty"`
 	// Resuming is true when the ranges come from an earlier run's
 	// checkpoints: counts, records and bytes then cover what remains.
 	Resuming bool `json:"resuming"`
@@ -151,7 +154,7 @@ type throttleView struct {
 func newPlanView(job *runner.Job, samples []runner.RangeSample, pinned string) planView {
 	res, p := job.Resolution, job.Plan
 	v := planView{Plan: res.Plan, Fingerprint: res.Fingerprint, Topic: res.Topic, Group: res.Group, ResolvedAt: res.ResolvedAt,
-		From: res.From, To: res.To, Resuming: !job.Fresh, Pinned: pinned, Partitions: []planPartition{}, NothingToDo: job.NothingToDo(),
+		From: res.From, To: res.To, Relative: p.Window.Relative(), Resuming: !job.Fresh, Pinned: pinned, Partitions: []planPartition{}, NothingToDo: job.NothingToDo(),
 		Ignored:  job.Ignored,
 		Throttle: throttleView{RecordsPerSecond: p.Throttle.RecordsPerSecond, BytesPerSecond: int64(p.Throttle.BytesPerSecond)}}
 	for i, r := range res.Ranges {
@@ -184,7 +187,11 @@ func printPlan(w io.Writer, v planView) {
 		if !v.To.IsZero() {
 			to = v.To.Format(time.RFC3339)
 		}
-		fmt.Fprintf(w, "window [%s, %s) resolved at %s\n", v.From.Format(time.RFC3339), to, v.ResolvedAt.Format(time.RFC3339))
+		rel := ""
+		if v.Relative != "" {
+			rel = " (" + v.Relative + ")"
+		}
+		fmt.Fprintf(w, "window [%s, %s)%s resolved at %s\n", v.From.Format(time.RFC3339), to, rel, v.ResolvedAt.Format(time.RFC3339))
 	case !v.Resuming || v.Pinned != "":
 		fmt.Fprintf(w, "offset window resolved at %s\n", v.ResolvedAt.Format(time.RFC3339))
 	}

@@ -82,7 +82,7 @@ func (a *app) reset(cmd *cobra.Command, file string, o resetOptions) error {
 	}
 	fmt.Fprintf(a.stdout, "reset group %s: deleted its commits on %s: %s\n", p.Group, p.Source.Topic, describeCommits(deleted, p))
 	note := ""
-	if p.Window.From.IsRelative() || p.Window.To.IsRelative() {
+	if p.Window.From.IsRelative() || p.Window.To.IsRelative() || p.Window.Last.IsSet() {
 		note = " (its relative bounds move with the clock)"
 	}
 	fmt.Fprintf(a.stdout, "'replay run %s' starts over and resolves the window afresh%s\n", file, note)

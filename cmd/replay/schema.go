@@ -51,7 +51,7 @@ const (
 	durationRe    = `(?:[0-9]+d(?:[0-9]+(?:\.[0-9]+)?` + durationUnits + `)*|(?:[0-9]+(?:\.[0-9]+)?` + durationUnits + `)+)`
 	agoRe         = `(?:[0-9]+d(?:[0-9]+` + durationUnits + `)*|(?:[0-9]+` + durationUnits + `)+)\s+ago`
 	rfc3339Re     = `[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})`
-	timeRe        = `^\s*(?:now|` + rfc3339Re + `|-` + durationRe + `|` + agoRe + `)\s*$|` + envPattern
+	timeRe        = `^\s*(?:now|today|yesterday|` + rfc3339Re + `|-` + durationRe + `|` + agoRe + `)\s*$|` + envPattern
 	// columnFieldRe is a record field a column maps to (plan.ParseField).
 	columnFieldRe = `^(?:key|kafka_key|value|headers|timestamp|partition|offset|topic|value\..*\S.*|header\..+)$|` + envPattern
 )
@@ -62,6 +62,9 @@ var scalarSchemas = map[reflect.Type]func() schema{
 	reflect.TypeFor[plan.TimeSpec](): func() schema {
 		return schema{"type": "string", "pattern": timeRe,
 			"examples": []any{"2026-11-03T10:00:00Z", "2026-11-03T12:00:00+02:00", "-2h", "24h ago", "now"}}
+	},
+	reflect.TypeFor[plan.Last](): func() schema {
+		return schema{"type": "string", "pattern": `^([1-9][0-9]*[mhd])$|` + envPattern, "examples": []any{"1h", "1d", "7d"}}
 	},
 	reflect.TypeFor[plan.Every](): func() schema {
 		return schema{"type": "string", "pattern": `^([1-9][0-9]*[mhd])$|` + envPattern, "examples": []any{"15m", "1h", "1d"}}
@@ -193,12 +196,13 @@ var fieldDocs = map[string]string{
 	"SASL.username":  "SASL user name.",
 	"SASL.password":  "SASL password: must come from the environment, e.g. ${KAFKA_PASSWORD}; a literal secret is an error.",
 
-	"Window.from":              "Inclusive start: an RFC 3339 time with a zone (2026-11-03T10:00:00Z) or relative to resolution (-2h, 24h ago, now). A time without a zone or a bare number is an error.",
+	"Window.from":              "Inclusive start: an RFC 3339 time with a zone (2026-11-03T10:00:00Z) or relative to resolution (-2h, 24h ago, now), or a calendar day (today, yesterday: midnight in zone). A time without a zone or a bare number is an error.",
 	"Window.to":                "Exclusive end, in the same forms as from; unset means the high watermark when the window is resolved.",
-	"Window.offsets":           "Offset ranges [from, to) per partition number, e.g. {0: {from: 1200, to: 5000}, 1: {from: earliest, to: latest}}.",
+	"Window.offsets":           "Offset ranges [from, to) per partition number, e.g. {0: {from: 1200, to: 5000}, 1: {from: earliest, to: latest}}, or one range for every partition: {all: {from: 4990, to: latest}}.",
 	"Window.strict_timestamps": "Also drop records whose own timestamp is outside [from, to) (time windows only).",
+	"Window.last":              "A calendar window instead of from/to: the last N whole minutes, hours or days before resolution, aligned in zone (at 10:17, 1h is [09:00, 10:00) and 1d is yesterday).",
 	"Window.every":             "Schedule: the length of each interval in a calendar unit (minutes dividing an hour, hours dividing a day, or days), aligned to the wall clock of zone, e.g. 1h or 1d.",
-	"Window.zone":              "Schedule: the IANA time zone the intervals align to (a day is midnight to midnight there, 23 or 25 hours on DST days); default UTC.",
+	"Window.zone":              "The IANA time zone a schedule's intervals, last and the bounds today/yesterday align to (a day is midnight to midnight there, 23 or 25 hours on DST days); default UTC.",
 	"Window.start":             "Schedule: the first interval's start, an RFC 3339 time on an interval boundary; catch-up never goes earlier.",
 	"Window.delay":             "Schedule: an interval is due once its end is this far in the past (late producers), e.g. 10m; default 0.",
 	"Window.skew_margin":       "Widen the offset search by this much on both sides, then filter strictly by record timestamp (producer clock skew), e.g. 5m.",
@@ -339,6 +343,9 @@ func (g *schemaGen) forType(t reflect.Type) (schema, error) {
 		case reflect.String:
 		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 			m["propertyNames"] = schema{"pattern": `^[0-9]+$`}
+			if t == reflect.TypeFor[map[int32]plan.OffsetRange]() {
+				m["propertyNames"] = schema{"pattern": `^(?:[0-9]+|all)$`} // window.offsets: {all: ...}
+			}
 		default:
 			return nil, fmt.Errorf("schema: no JSON Schema for map keys of type %s", t.Key())
 		}

@@ -1,0 +1,142 @@
+package plan
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Last is a calendar window ending at the last boundary of its unit before
+// the moment of resolution: N whole minutes, hours or days (30m, 1h, 6h,
+// 1d, 7d), aligned to the unit on the wall clock of the window's zone.
+// Resolved at 10:17, last: 1h is [09:00, 10:00) and last: 1d is
+// yesterday, midnight to midnight (23 or 25 hours on the days daylight
+// saving time changes).
+type Last struct {
+	raw  string
+	n    int
+	unit byte // 'm', 'h' or 'd'
+}
+
+var lastRe = regexp.MustCompile(`^([0-9]+)([mhd])$`)
+
+// ParseLast parses a calendar window length; see Last.
+func ParseLast(s string) (Last, error) {
+	m := lastRe.FindStringSubmatch(s)
+	if m == nil {
+		return Last{}, fmt.Errorf("%q is not a calendar length: want a number of whole minutes, hours or days, e.g. 30m, 1h or 1d", s)
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil || n <= 0 || n > 100000 {
+		return Last{}, fmt.Errorf("%q: want 1 to 100000 %s", s, map[byte]string{'m': "minutes", 'h': "hours", 'd': "days"}[m[2][0]])
+	}
+	return Last{raw: s, n: n, unit: m[2][0]}, nil
+}
+
+// UnmarshalYAML parses a scalar with ParseLast.
+func (l *Last) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("want a length such as 1h or 1d")
+	}
+	v, err := ParseLast(n.Value)
+	if err != nil {
+		return err
+	}
+	*l = v
+	return nil
+}
+
+// MarshalYAML writes the length as written in the plan.
+func (l Last) MarshalYAML() (any, error) { return l.raw, nil }
+
+// IsSet reports whether the length was given.
+func (l Last) IsSet() bool { return l.raw != "" }
+
+// String returns the length as written.
+func (l Last) String() string { return l.raw }
+
+// Span returns [from, to) of the window resolved at now in loc: to is now
+// rounded down to the unit on loc's wall clock, from is n units earlier
+// (whole days in loc for d).
+func (l Last) Span(now time.Time, loc *time.Location) (from, to time.Time) {
+	if l.unit == 'd' {
+		lt := now.In(loc)
+		to = time.Date(lt.Year(), lt.Month(), lt.Day(), 0, 0, 0, 0, loc)
+		return time.Date(lt.Year(), lt.Month(), lt.Day()-l.n, 0, 0, 0, 0, loc).UTC(), to.UTC()
+	}
+	unit := time.Minute
+	if l.unit == 'h' {
+		unit = time.Hour
+	}
+	to = Every{n: 1, unit: l.unit}.floor(now, loc)
+	return to.Add(-time.Duration(l.n) * unit), to
+}
+
+// IsCalendar reports whether the window depends on its zone: last, or a
+// today/yesterday bound.
+func (w Window) IsCalendar() bool {
+	return w.Last.IsSet() || w.From.IsCalendar() || w.To.IsCalendar()
+}
+
+// Bounds resolves a time window at now: from, and to (zero when unset:
+// the high watermark). Relative bounds are taken from now; today,
+// yesterday and last from the wall clock of the window's zone.
+func (w Window) Bounds(now time.Time) (from, to time.Time) {
+	loc := w.Location()
+	if w.Last.IsSet() {
+		return w.Last.Span(now, loc)
+	}
+	from = w.From.AtIn(now, loc).UTC()
+	if w.To.IsSet() {
+		to = w.To.AtIn(now, loc).UTC()
+	}
+	return from, to
+}
+
+// lastWindow checks a last window: nothing else gives its bounds.
+func (v *validator) lastWindow() {
+	for _, f := range []string{"window.from", "window.to", "window.offsets"} {
+		if v.present(f) {
+			v.add(f, "last gives the whole window (last: 1h is the last whole hour): drop %s, or drop last for a from/to window", f[len("window."):])
+		}
+	}
+}
+
+// zoneOnly checks zone outside a schedule: it applies to calendar windows.
+func (v *validator) zoneOnly() {
+	w := v.p.Window
+	if !v.present("window.zone") {
+		return
+	}
+	if !w.IsCalendar() {
+		v.add("window.zone", "applies to a schedule (every, start) or a calendar window (from: yesterday, to: today, last: 1d) only")
+		return
+	}
+	if _, err := time.LoadLocation(w.Zone); err != nil {
+		v.add("window.zone", "unknown time zone %q: use an IANA name such as Europe/Berlin, America/New_York or UTC", w.Zone)
+	}
+}
+
+// Relative describes a window that depends on the moment of resolution as
+// written in the plan ("last: 1d in Europe/Berlin", "from: -2h", "from:
+// yesterday, to: today in UTC"); "" for absolute bounds, offsets and
+// schedules.
+func (w Window) Relative() string {
+	if w.Kind() != WindowTime || !w.Last.IsSet() && !w.From.IsRelative() && !w.To.IsRelative() {
+		return ""
+	}
+	s := "last: " + w.Last.String()
+	if !w.Last.IsSet() {
+		s = "from: " + w.From.String()
+		if w.To.IsSet() {
+			s += ", to: " + w.To.String()
+		}
+	}
+	if w.IsCalendar() {
+		s += " in " + w.Location().String()
+	}
+	return s
+}
