@@ -168,3 +168,20 @@ func TestOffsetsAll(t *testing.T) {
 		})
 	}
 }
+
+// TestScheduleFileSinkRefused: a schedule republishes a file sink's path
+// every interval, so it is refused, for the sink and the dead letters.
+func TestScheduleFileSinkRefused(t *testing.T) {
+	body := strings.Replace(schedulePlan("{every: 1h, start: 2026-11-01T00:00:00Z}"), "sink: {type: stdout}",
+		"sink: {type: file, path: out/x.jsonl}\non_error: dead_letter\ndead_letter: {type: file, path: out/dead.jsonl}", 1)
+	_, err := Parse("p.yaml", []byte(body), LoadOptions{Now: scheduleNow})
+	var inv *InvalidError
+	if !errors.As(err, &inv) {
+		t.Fatalf("Parse: %v, want an *InvalidError", err)
+	}
+	for _, f := range []string{"sink.type", "dead_letter.type"} {
+		if want := f + ": a file sink publishes its path once per interval, so with a schedule the file would hold the last interval only: use a postgres, sqlite, kafka or http sink"; !strings.Contains(inv.Error(), want) {
+			t.Errorf("problems:\n%s\nwant %q", inv.Error(), want)
+		}
+	}
+}

@@ -189,6 +189,11 @@ func (v *validator) schedule() {
 			v.add(f, "a schedule (every, start) replays its own intervals: drop %s, or drop every/start for a one-off window", f[len("window."):])
 		}
 	}
+	for _, f := range []string{"sink", "dead_letter"} {
+		if s := v.p.sinkAt(f); s != nil && s.Type == SinkFile {
+			v.add(f+".type", "a file sink publishes its path once per interval, so with a schedule the file would hold the last interval only: use a postgres, sqlite, kafka or http sink")
+		}
+	}
 	if w.StrictTimestamps {
 		v.add("window.strict_timestamps", "applies to a from/to window only: a schedule's intervals are contiguous in offsets, so each record belongs to exactly one interval")
 	}
@@ -230,4 +235,12 @@ func (v *validator) schedule() {
 		v.add("window.start", "%s is not aligned to every %s in %s: use the boundary before it, %s, or after it, %s",
 			w.Start.String(), w.Every, loc, before.In(loc).Format(time.RFC3339), after.In(loc).Format(time.RFC3339))
 	}
+}
+
+// sinkAt returns the sink at field "sink" or "dead_letter" (nil when absent).
+func (p *Plan) sinkAt(field string) *Sink {
+	if field == "sink" {
+		return &p.Sink
+	}
+	return p.DeadLetter
 }
