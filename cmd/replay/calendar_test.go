@@ -78,3 +78,21 @@ func TestPlanOffsetsAll(t *testing.T) {
 		}
 	}
 }
+
+// TestDetailedExitcodeUsageErrorAnyOrder: a usage error exits 1 under
+// --detailed-exitcode whether the flag comes before or after the mistake
+// (the flag parser stops at the first unknown flag).
+func TestDetailedExitcodeUsageErrorAnyOrder(t *testing.T) {
+	for _, args := range [][]string{
+		{"plan", "--detailed-exitcode", "--bogus", "p.yaml"},
+		{"plan", "--bogus", "--detailed-exitcode", "p.yaml"},
+		{"plan", "p.yaml", "--bogus", "--detailed-exitcode"},
+	} {
+		if res := replay(t, args...); res.code != 1 || !strings.Contains(res.stderr, "unknown flag: --bogus") {
+			t.Errorf("replay %s: exit %d, want 1\n%s", strings.Join(args, " "), res.code, res)
+		}
+	}
+	if res := replay(t, "plan", "--bogus", "p.yaml"); res.code != 2 {
+		t.Errorf("without --detailed-exitcode: exit %d, want 2 (a usage error)", res.code)
+	}
+}

@@ -119,6 +119,9 @@ type app struct {
 	// probeTimeout bounds the first exchange with the source cluster
 	// (runner.DefaultProbeTimeout when zero).
 	probeTimeout time.Duration
+	// args are the command-line arguments when they are not os.Args[1:]
+	// (tests).
+	args []string
 	// at is --at: the logical now of relative windows and schedules (zero:
 	// the clock).
 	at time.Time
@@ -144,7 +147,23 @@ func (a *app) root() *cobra.Command {
 	root.SetOut(a.stdout) // help and usage go to the app's streams, not straight to os.Stdout
 	root.SetErr(a.stderr)
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		// The flag parser stops at the first mistake: a --detailed-exitcode
+		// after it must still make the usage error exit 1, not 2.
+		args := a.args
+		if args == nil {
+			args = os.Args[1:]
+		}
+		for _, arg := range args {
+			if arg == "--" {
+				break
+			}
+			if arg == "--detailed-exitcode" || arg == "--detailed-exitcode=true" {
+				a.detailedExit = true
+			}
+		}
+		return usageError{err}
+	})
 	a.addProfileFlag(root)
 	root.PersistentFlags().Var(timeFlag{&a.at}, "at", "behave as if it were this RFC 3339 time (a scheduler's logical date): relative windows and schedules are resolved against it")
 	root.AddCommand(a.validateCmd(), a.planCmd(), a.runCmd(), a.demoCmd(), a.sandboxCmd(), a.statusCmd(), a.resetCmd(), a.schemaCmd(), a.testCmd())

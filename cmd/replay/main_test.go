@@ -80,6 +80,7 @@ func replayWith(t *testing.T, set func(*app), args ...string) result {
 	}
 	root := a.root()
 	root.SetArgs(args)
+	a.args = args
 	root.SetIn(strings.NewReader("")) // not a terminal, as under a scheduler, whatever runs go test
 	code := a.exitCode(root.ExecuteContext(context.Background()))
 	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
