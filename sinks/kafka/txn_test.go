@@ -8,9 +8,12 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 	kafkasink "github.com/replay-tool/replay/sinks/kafka"
 	"github.com/replay-tool/replay/sinks/sinktest"
@@ -229,4 +232,25 @@ func controlRecords(t *testing.T, addr, topic string) int {
 		}
 	}
 	return n
+}
+
+// A principal without the TransactionalId ACL is told so by New, with the
+// ACLs to grant, before anything is produced.
+func TestKafkaExactlyOnceTransactionalIDACL(t *testing.T) {
+	all := func(res kmsg.ACLResourceType, name string) kfake.ACL {
+		return kfake.ACL{Resource: res, Name: name, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: kmsg.ACLOperationAll, Allow: true}
+	}
+	c := newKafkaCluster(t, kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("SCRAM-SHA-512", "admin", "admin-pw"),
+		kfake.User("SCRAM-SHA-512", "replay", "replay-pw", all(kmsg.ACLResourceTypeTopic, "*"), all(kmsg.ACLResourceTypeGroup, "*"),
+			all(kmsg.ACLResourceTypeCluster, "kafka-cluster")),
+		kfake.SeedTopics(1, "orders", "target"))
+	addr := c.ListenAddrs()[0]
+	_, err := kafkasink.New(t.Context(), kafkasink.Config{Brokers: []string{addr}, Topic: "target", PlanName: "orders",
+		SASL:        plan.SASL{Mechanism: "SCRAM-SHA-512", Username: "replay", Password: "replay-pw"},
+		ExactlyOnce: true, Group: "replay.orders", SourceTopic: "orders", Partitions: []int32{0}})
+	want := "refuses transactional id replay-orders-"
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "grant it Write and Describe on TransactionalId") {
+		t.Fatalf("New without the TransactionalId ACL: %v, want an error containing %q and the ACLs to grant", err, want)
+	}
+	t.Log(err)
 }
