@@ -2,13 +2,9 @@ package kafka
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -17,43 +13,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/replay-tool/replay/internal/kafkaconn"
+	"github.com/replay-tool/replay/sinks"
 )
 
 // DefaultTransactionTimeout is the exactly-once sink's transaction.timeout.ms:
 // a transaction left open longer (a process frozen mid-batch) is aborted by
 // the broker's transaction coordinator.
 const DefaultTransactionTimeout = time.Minute
-
-// DefaultTransactionalID is the prefix of the exactly-once sink's
-// transactional ids when the plan sets none: replay-<plan>-<8 hex digits of
-// the SHA-256 of the group>. It is stable across restarts and plan edits
-// (the group is the replay's identity), so a restarted run fences any
-// earlier process of the same replay still producing.
-func DefaultTransactionalID(planName, group string) string {
-	sum := sha256.Sum256([]byte(group))
-	return "replay-" + planName + "-" + hex.EncodeToString(sum[:4])
-}
-
-// FencedError is returned by Write of an exactly-once sink when another
-// producer with the same transactional id took over (PRODUCER_FENCED,
-// KIP-98): another process of the same replay runs, or ran after this one
-// stalled. This process's open transaction is aborted; nothing it
-// produced in it becomes visible to read_committed consumers.
-type FencedError struct {
-	// TransactionalID is the fenced producer's transactional id.
-	TransactionalID string
-	Err             error
-}
-
-func (e *FencedError) Error() string {
-	return fmt.Sprintf("kafka sink: transactional id %s was fenced by another producer with the same id: another process of this replay is running (or ran after this one stalled); this one stopped, and its open transaction is aborted (%v)", e.TransactionalID, e.Err)
-}
-
-func (e *FencedError) Unwrap() error { return e.Err }
 
 // txnCommitter produces the exactly-once sink's batches: one transactional
 // kgo client per source partition (transactional id <prefix>-<partition>),
@@ -78,38 +45,6 @@ type txnCommitter struct {
 	// committed last (read back at start, lowered by reset): records below
 	// it are in the target already and are not produced again.
 	committed map[int32]int64
-}
-
-// kgoOpts builds the connection options of a kgo client from the sink's
-// settings.
-func kgoOpts(cfg Config, brokers []string) ([]kgo.Opt, error) {
-	opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ClientID(clientID(cfg.ClientID))}
-	if cfg.TLS.Enabled {
-		tc, err := kafkaconn.TLSConfig(cfg.TLS)
-		if err != nil {
-			return nil, fmt.Errorf("kafka sink: tls: %w", err)
-		}
-		opts = append(opts, kgo.DialTLSConfig(tc))
-	}
-	switch cfg.SASL.Mechanism {
-	case "":
-	case "PLAIN":
-		opts = append(opts, kgo.SASL(plain.Auth{User: cfg.SASL.Username, Pass: cfg.SASL.Password}.AsMechanism()))
-	case "SCRAM-SHA-256":
-		opts = append(opts, kgo.SASL(scram.Auth{User: cfg.SASL.Username, Pass: cfg.SASL.Password}.AsSha256Mechanism()))
-	case "SCRAM-SHA-512":
-		opts = append(opts, kgo.SASL(scram.Auth{User: cfg.SASL.Username, Pass: cfg.SASL.Password}.AsSha512Mechanism()))
-	default:
-		return nil, fmt.Errorf("kafka sink: sasl: mechanism %q is not supported", cfg.SASL.Mechanism)
-	}
-	return opts, nil
-}
-
-func clientID(id string) string {
-	if id == "" {
-		return "replay"
-	}
-	return id
 }
 
 // newTxnCommitter starts a transactional producer for each partition of
@@ -240,17 +175,18 @@ func (t *txnCommitter) write(ctx context.Context, p int32, next int64, recs []*k
 	if err != nil {
 		return err
 	}
+	began := time.Now()
 	if err := cl.BeginTransaction(); err != nil {
-		return t.failed(ctx, cl, p, next, err, false)
+		return t.failed(ctx, cl, p, next, err, began, false)
 	}
 	if pe := produceFailure(cl.ProduceSync(ctx, recs...)); pe != nil {
-		return t.failed(ctx, cl, p, next, pe, false)
+		return t.failed(ctx, cl, p, next, pe, began, false)
 	}
 	if err := t.commitOffsets(ctx, cl, p, next); err != nil {
-		return t.failed(ctx, cl, p, next, err, false)
+		return t.failed(ctx, cl, p, next, err, began, false)
 	}
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		if err = t.failed(ctx, cl, p, next, err, true); err != nil {
+		if err = t.failed(ctx, cl, p, next, err, began, true); err != nil {
 			return err
 		}
 	}
@@ -361,7 +297,7 @@ func retryTxnRequest(ctx context.Context, fn func() error) error {
 // an EndTxn whose answer was lost did commit (the group's stable offset
 // reached next); else err, transient unless it is permanent, so that the
 // runner writes the batch again in a new transaction.
-func (t *txnCommitter) failed(ctx context.Context, cl *kgo.Client, p int32, next int64, err error, ending bool) error {
+func (t *txnCommitter) failed(ctx context.Context, cl *kgo.Client, p int32, next int64, err error, began time.Time, ending bool) error {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if aerr := cl.AbortBufferedRecords(actx); aerr == nil {
@@ -375,11 +311,14 @@ func (t *txnCommitter) failed(ctx context.Context, cl *kgo.Client, p int32, next
 	if pe, ok := err.(*produceError); ok && fenced(err) {
 		err = pe.err
 	}
-	if fenced(err) {
+	_, _, perr := cl.ProducerID(actx)
+	switch {
+	case (fenced(err) || fenced(perr)) && time.Since(began) >= t.timeout:
+		return t.timedOut(actx, cl, p, err)
+	case fenced(err):
 		t.drop(p, cl)
 		return &FencedError{TransactionalID: id, Err: err}
-	}
-	if _, _, perr := cl.ProducerID(actx); fenced(perr) {
+	case fenced(perr):
 		t.drop(p, cl)
 		return &FencedError{TransactionalID: id, Err: perr}
 	}
@@ -402,6 +341,22 @@ func (t *txnCommitter) failed(ctx context.Context, cl *kgo.Client, p int32, next
 	return transientTxn(fmt.Errorf("kafka sink: transaction of %s to %s (aborted; the batch is written again): %w", id, t.where, err))
 }
 
+// timedOut handles a transaction that outlived transaction.timeout.ms: the
+// broker aborted it and bumped the producer's epoch, which the producer
+// cannot tell from a fencing. The client is replaced (a new producer id
+// epoch; should another process have taken the id meanwhile, it is fenced
+// in turn and stops) and what the group holds is read again, so that the
+// retry produces nothing a later transaction of another process committed.
+func (t *txnCommitter) timedOut(ctx context.Context, cl *kgo.Client, p int32, err error) error {
+	t.drop(p, cl)
+	if cps, cerr := t.checkpoints(ctx); cerr == nil {
+		t.mu.Lock()
+		t.committed[p] = max(t.committed[p], cps[p])
+		t.mu.Unlock()
+	}
+	return &sinks.TransientError{Err: fmt.Errorf("kafka sink: the transaction of %s outlived its timeout (%v) and the broker aborted it; the batch is written again in a new one: %w", t.id(p), t.timeout, err)}
+}
+
 // fenced reports whether err says another producer took the transactional
 // id over: PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH that kgo could not
 // recover from.
@@ -417,110 +372,6 @@ func (t *txnCommitter) drop(p int32, cl *kgo.Client) {
 	}
 	t.mu.Unlock()
 	cl.Close()
-}
-
-// stable reads the group's committed offset of p on the target cluster,
-// waiting for pending transactions (OffsetFetch with RequireStable,
-// KIP-447), when its metadata is this run's.
-func (t *txnCommitter) stable(ctx context.Context, p int32) (int64, bool) {
-	cps, err := t.checkpoints(ctx)
-	if err != nil {
-		return 0, false
-	}
-	off, ok := cps[p]
-	return off, ok
-}
-
-// checkpoints returns the offsets the group holds on the target cluster for
-// the source topic whose commit metadata is this run's (the same plan
-// fingerprint and range as t.meta), waiting for pending transactional
-// commits to settle (RequireStable).
-func (t *txnCommitter) checkpoints(ctx context.Context) (map[int32]int64, error) {
-	var resp kadm.OffsetResponses
-	err := retryTxnRequest(ctx, func() error {
-		var err error
-		resp, err = t.admin.FetchOffsets(kadm.RequireStable(ctx), t.group)
-		if err == nil {
-			err = resp.Error()
-		}
-		return err
-	})
-	if errors.Is(err, kerr.GroupIDNotFound) {
-		return map[int32]int64{}, nil // no commit yet
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kafka sink: read the offsets of group %s on %s: %w", t.group, t.where, err)
-	}
-	out := map[int32]int64{}
-	for p, o := range resp[t.topic] {
-		// An offset at the range start (a fresh run's, or reset's) says
-		// nothing was committed.
-		if o.Err == nil && o.At >= 0 && o.Metadata != "" && o.Metadata == t.meta(p) && o.At > rangeStart(o.Metadata) {
-			out[p] = o.At
-		}
-	}
-	return out, nil
-}
-
-// reset commits each partition's range start for the group on the target
-// cluster (a standalone OffsetCommit), so that a fresh run does not resume
-// from an earlier run's offsets of the same identity.
-func (t *txnCommitter) reset(ctx context.Context, starts map[int32]int64) error {
-	if len(starts) == 0 {
-		return nil
-	}
-	parts := make([]int32, 0, len(starts))
-	for p := range starts {
-		parts = append(parts, p)
-	}
-	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
-	os := kadm.Offsets{}
-	for _, p := range parts {
-		os.Add(kadm.Offset{Topic: t.topic, Partition: p, At: starts[p], LeaderEpoch: -1, Metadata: t.meta(p)})
-	}
-	resp, err := t.admin.CommitOffsets(ctx, t.group, os)
-	if err == nil {
-		err = resp.Error()
-	}
-	if err != nil {
-		return fmt.Errorf("kafka sink: reset the offsets of group %s on %s: %w", t.group, t.where, err)
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	maps.Copy(t.committed, starts)
-	return nil
-}
-
-// partitions returns the source partitions the sink knows of: the run's,
-// and those it committed offsets for.
-func (t *txnCommitter) partitions(run []int32) []int32 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	seen := map[int32]bool{}
-	for _, p := range run {
-		seen[p] = true
-	}
-	for p := range t.committed {
-		seen[p] = true
-	}
-	out := make([]int32, 0, len(seen))
-	for p := range seen {
-		out = append(out, p)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
-}
-
-// rangeStart reads the range start from the runner's commit metadata
-// (JSON with "start"); -1 when it has none.
-func rangeStart(meta string) int64 {
-	var m struct {
-		Start *int64 `json:"start"`
-	}
-	if json.Unmarshal([]byte(meta), &m) != nil || m.Start == nil {
-		return -1
-	}
-	return *m.Start
 }
 
 func (t *txnCommitter) close() {

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -13,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 	kafkasink "github.com/replay-tool/replay/sinks/kafka"
@@ -253,4 +256,58 @@ func TestKafkaExactlyOnceTransactionalIDACL(t *testing.T) {
 		t.Fatalf("New without the TransactionalId ACL: %v, want an error containing %q and the ACLs to grant", err, want)
 	}
 	t.Log(err)
+}
+
+// A transaction that outlives transaction.timeout.ms is aborted by the
+// broker: Write aborts too and fails with a transient error (the runner
+// writes the batch again), not a fencing; the retry commits the batch once.
+func TestKafkaExactlyOnceTransactionTimeout(t *testing.T) {
+	c := newKafkaCluster(t)
+	addr := c.ListenAddrs()[0]
+	createTopicNamed(t, addr, "orders", 1)
+	topic := createTopic(t, addr, 1, nil)
+	s, err := kafkasink.New(t.Context(), kafkasink.Config{Brokers: []string{addr}, Topic: topic, PlanName: "orders",
+		Log: zerolog.New(zerolog.NewTestWriter(t)), ExactlyOnce: true, TransactionalID: "replay-timeout", Group: "replay.orders",
+		SourceTopic: "orders", Partitions: []int32{0}, TransactionTimeout: 200 * time.Millisecond,
+		CommitMetadata: func(int32) string { return `{"tool":"replay","plan":"orders","start":0,"end":1000}` }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	admin := kadm.NewClient(newClient(t, addr))
+	var once atomic.Bool
+	// The first AddOffsetsToTxn waits until the broker aborted the
+	// transaction for its timeout.
+	c.ControlKey(int16(kmsg.AddOffsetsToTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
+		if !once.CompareAndSwap(false, true) {
+			return nil, nil, false
+		}
+		c.SleepControl(func() {
+			_ = testenv.WaitFor(t.Context(), 10*time.Millisecond, func() bool {
+				d, err := admin.DescribeTransactions(t.Context(), "replay-timeout-0")
+				return err == nil && d["replay-timeout-0"].State != "Ongoing"
+			})
+		})
+		return nil, nil, false
+	})
+	err = s.Write(t.Context(), eosWindow(0, 10))
+	var fe *kafkasink.FencedError
+	if err == nil || errors.As(err, &fe) || !sinks.Transient(err) {
+		t.Fatalf("Write of a timed-out transaction: %v, want a transient error", err)
+	}
+	t.Log(err)
+	mustWrite(t, s, eosWindow(0, 10)...)
+	if n := len(readIsolated(t, addr, topic, kgo.ReadCommitted())); n != 10 {
+		t.Fatalf("read_committed: %d messages, want 10", n)
+	}
+}
+
+func newClient(t *testing.T, addr string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }

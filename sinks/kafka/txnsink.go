@@ -2,18 +2,82 @@ package kafka
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/replay-tool/replay/internal/kafkaconn"
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/sinks"
 )
 
 var _ sinks.CheckpointStore = (*Sink)(nil)
+
+// DefaultTransactionalID is the prefix of the exactly-once sink's
+// transactional ids when the plan sets none: replay-<plan>-<8 hex digits of
+// the SHA-256 of the group>. It is stable across restarts and plan edits
+// (the group is the replay's identity), so a restarted run fences any
+// earlier process of the same replay still producing.
+func DefaultTransactionalID(planName, group string) string {
+	sum := sha256.Sum256([]byte(group))
+	return "replay-" + planName + "-" + hex.EncodeToString(sum[:4])
+}
+
+// FencedError is returned by Write of an exactly-once sink when another
+// producer with the same transactional id took over (PRODUCER_FENCED,
+// KIP-98): another process of the same replay runs, or ran after this one
+// stalled. This process's open transaction is aborted; nothing it
+// produced in it becomes visible to read_committed consumers.
+type FencedError struct {
+	// TransactionalID is the fenced producer's transactional id.
+	TransactionalID string
+	Err             error
+}
+
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("kafka sink: transactional id %s was fenced by another producer with the same id: another process of this replay is running (or ran after this one stalled); this one stopped, and its open transaction is aborted (%v)", e.TransactionalID, e.Err)
+}
+
+func (e *FencedError) Unwrap() error { return e.Err }
+
+// kgoOpts builds the connection options of a kgo client from the sink's
+// settings.
+func kgoOpts(cfg Config, brokers []string) ([]kgo.Opt, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ClientID(clientID(cfg.ClientID))}
+	if cfg.TLS.Enabled {
+		tc, err := kafkaconn.TLSConfig(cfg.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("kafka sink: tls: %w", err)
+		}
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
+	switch cfg.SASL.Mechanism {
+	case "":
+	case "PLAIN":
+		opts = append(opts, kgo.SASL(plain.Auth{User: cfg.SASL.Username, Pass: cfg.SASL.Password}.AsMechanism()))
+	case "SCRAM-SHA-256":
+		opts = append(opts, kgo.SASL(scram.Auth{User: cfg.SASL.Username, Pass: cfg.SASL.Password}.AsSha256Mechanism()))
+	case "SCRAM-SHA-512":
+		opts = append(opts, kgo.SASL(scram.Auth{User: cfg.SASL.Username, Pass: cfg.SASL.Password}.AsSha512Mechanism()))
+	default:
+		return nil, fmt.Errorf("kafka sink: sasl: mechanism %q is not supported", cfg.SASL.Mechanism)
+	}
+	return opts, nil
+}
+
+func clientID(id string) string {
+	if id == "" {
+		return "replay"
+	}
+	return id
+}
 
 // writeTxn is Write of an exactly-once sink: the batch's messages and the
 // group's offset after the batch in one transaction of the partition's
