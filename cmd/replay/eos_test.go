@@ -131,6 +131,61 @@ func checkGroupAtEnds(t *testing.T, planFile string) {
 	}
 }
 
+// TestExactlyOnceOtherCluster: with the target on another cluster, the
+// transactions keep the group's offsets there (the target has an empty
+// topic named like the source), the runner commits to the source cluster;
+// runs killed at random moments and resumed deliver each record once, and
+// both clusters' groups end at the range ends.
+func TestExactlyOnceOtherCluster(t *testing.T) {
+	t.Parallel()
+	src, seed := newCluster(t, eosPartitions, 8000)
+	dst := testenv.NewKafka(t, testenv.Partitions(eosPartitions), testenv.Topics("orders", "orders-eos"))
+	dir := t.TempDir()
+	seed.To = eosWindowEnd
+	planFile := writePlan(t, dir, planSpec{name: "eos-x", addr: src.Addr, from: seed.From.Add(-time.Hour), to: seed.To,
+		recordsPerSecond: 8000, sink: fmt.Sprintf("{type: kafka, brokers: [%q], topic: orders-eos, keep_partition: true, exactly_once: true, batch_size: 200}", dst.Addr)})
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
+	killed := 0
+	for range 3 {
+		cmd, _, stderr := command(t, dir, "run", "--yes", planFile)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(time.Duration(100+rng.IntN(300)) * time.Millisecond):
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			<-done
+			killed++
+		}
+		if code := cmd.ProcessState.ExitCode(); code != -1 && code != exitOK {
+			t.Fatalf("run exited %d: %s", code, stderr)
+		}
+	}
+	t.Logf("%d of 3 runs killed; on the target before the last run: %d records", killed, len(readCommitted(t, dst, "orders-eos", kgo.ReadCommitted())))
+	if r := replayProcess(t, dir, "run", "--yes", planFile); r.code != exitOK {
+		t.Fatalf("the last run: %s", r)
+	}
+	var source []*kgo.Record
+	for _, r := range src.ReadTopic(t, "orders") {
+		if r.Timestamp.Before(eosWindowEnd) {
+			source = append(source, r)
+		}
+	}
+	if got := readCommitted(t, dst, "orders-eos", kgo.ReadCommitted()); len(got) != len(source) {
+		t.Errorf("read_committed: %d records on the target cluster, want %d, each once", len(got), len(source))
+	}
+	checkGroupAtEnds(t, planFile)
+	ends := checkpoints(t, planFile, eosPartitions)
+	for p, o := range dst.Committed(t, "replay.eos-x", "orders") {
+		if o.At != ends[p].End {
+			t.Errorf("target cluster: group at %d on partition %d, want the range end %d", o.At, p, ends[p].End)
+		}
+	}
+}
+
 // eosKills is the number of kills of TestExactlyOnceSurvivesSIGKILL and
 // the records it replays: 10 over 20000 by default, REPLAY_SOAK_KILLS and
 // REPLAY_SOAK_RECORDS for a longer soak.
