@@ -218,7 +218,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	s.maxBytes = s.maxMessageBytes(ctx)
 	if cfg.ExactlyOnce {
 		s.parts = cfg.Partitions
-		if s.txn, err = newTxnCommitter(ctx, cfg, brokers, s.where); err != nil {
+		if s.txn, err = newTxnCommitter(ctx, cfg, brokers, s.where, s.maxBytes-kafkaBatchOverhead); err != nil {
 			conn.Transport.CloseIdleConnections()
 			return nil, err
 		}

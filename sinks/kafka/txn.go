@@ -53,11 +53,14 @@ type txnCommitter struct {
 // cluster can hold the group's offsets for the source topic. A target
 // without transactions, or a principal without the TransactionalId ACL,
 // fails here, before anything is produced.
-func newTxnCommitter(ctx context.Context, cfg Config, brokers []string, where string) (*txnCommitter, error) {
+func newTxnCommitter(ctx context.Context, cfg Config, brokers []string, where string, maxBatch int64) (*txnCommitter, error) {
 	base, err := kgoOpts(cfg, brokers)
 	if err != nil {
 		return nil, err
 	}
+	// Record batches stay under the topic's max.message.bytes, as the
+	// at-least-once Writer's do.
+	base = append(base, kgo.ProducerBatchMaxBytes(int32(min(maxBatch, 1<<30))))
 	prefix := cfg.TransactionalID
 	if prefix == "" {
 		prefix = DefaultTransactionalID(cfg.PlanName, cfg.Group)

@@ -311,3 +311,34 @@ func newClient(t *testing.T, addr string) *kgo.Client {
 	t.Cleanup(cl.Close)
 	return cl
 }
+
+// The exactly-once sink's record batches stay under the topic's
+// max.message.bytes, as the at-least-once sink's do, and a record too large
+// by itself is the *record.Error, with nothing of its batch committed.
+func TestKafkaExactlyOnceTopicMaxMessageBytes(t *testing.T) {
+	c := newKafkaCluster(t)
+	addr := c.ListenAddrs()[0]
+	createTopicNamed(t, addr, "orders", 1)
+	topic := createTopic(t, addr, 1, map[string]string{"max.message.bytes": "2000"})
+	s, err := eosSink(t, addr, topic, "replay-size")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var batch []record.Record
+	for i := range 40 { // ~300 B each: 12 KB in all, six times the limit
+		batch = append(batch, rec(0, int64(i), "", fmt.Sprintf(`{"id":%d,"pad":%q}`, i, strings.Repeat("p", 250))))
+	}
+	if err := s.Write(t.Context(), batch); err != nil {
+		t.Fatalf("records that each fit the topic's limit: %v", err)
+	}
+	big := rec(0, 41, "", fmt.Sprintf(`{"id":41,"pad":%q}`, strings.Repeat("p", 3000)))
+	var re *record.Error
+	err = s.Write(t.Context(), []record.Record{rec(0, 40, "", `{"id":40}`), big})
+	if !errors.As(err, &re) || re.Offset != 41 || !strings.Contains(err.Error(), "max.message.bytes, 2000") {
+		t.Errorf("a record over the topic's limit: Write = %v, want a *record.Error for offset 41 naming the limit", err)
+	}
+	if n := len(readIsolated(t, addr, topic, kgo.ReadCommitted())); n != 40 {
+		t.Fatalf("read_committed: %d messages, want 40", n)
+	}
+}
