@@ -164,7 +164,9 @@ func TestExactlyOnceOtherCluster(t *testing.T) {
 			t.Fatalf("run exited %d: %s", code, stderr)
 		}
 	}
-	t.Logf("%d of 3 runs killed; on the target before the last run: %d records", killed, len(readCommitted(t, dst, "orders-eos", kgo.ReadCommitted())))
+	// (A read_committed read now could wait: a killed run may have left a
+	// transaction open until the next run fences its producer.)
+	t.Logf("%d of 3 runs killed", killed)
 	if r := replayProcess(t, dir, "run", "--yes", planFile); r.code != exitOK {
 		t.Fatalf("the last run: %s", r)
 	}
