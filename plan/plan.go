@@ -282,6 +282,16 @@ type Sink struct {
 	// KeepPartition produces each record to the target partition numbered
 	// as its source partition (mirroring) instead of hashing the key.
 	KeepPartition bool `yaml:"keep_partition"`
+	// ExactlyOnce makes a kafka sink produce each batch in one Kafka
+	// transaction (KIP-98) together with the replay group's offsets for it
+	// (AddOffsetsToTxn, TxnOffsetCommit): a read_committed consumer of the
+	// target sees each source record once, whatever happens to the run.
+	// Default false.
+	ExactlyOnce bool `yaml:"exactly_once"`
+	// TransactionalID is the prefix of the exactly-once sink's transactional
+	// ids (one per source partition: <prefix>-<partition>); default
+	// replay-<plan name>-<hash of the group>.
+	TransactionalID string `yaml:"transactional_id"`
 
 	// URL is the endpoint an http sink POSTs batches to.
 	URL string `yaml:"url"`

@@ -487,8 +487,8 @@ func RedactDSN(dsn string) string {
 // characters) over the fields that decide which records reach which sink
 // (name, topic, partitions, isolation, group, window, filter, on_error, key,
 // sink target and output layout (columns, format, per_partition), dead-letter
-// target). checkpoint_table and copy_threshold change how, not what, the sink
-// writes, and are left out. max_errors is left out with the
+// target, a kafka sink's exactly_once). checkpoint_table, copy_threshold and
+// transactional_id change how, not what, the sink writes, and are left out. max_errors is left out with the
 // throttle: raising it to resume a run that stopped on it keeps the run.
 // Connection settings, secrets, the throttle and review metadata are left
 // out, so tuning the throttle or rotating a password keeps a resumable run
@@ -500,7 +500,10 @@ func (p *Plan) Fingerprint() string {
 		// that the fingerprints of other plans stay as they were.
 		Topic         string `json:",omitempty"`
 		KeepPartition bool   `json:",omitempty"`
-		URL           string `json:",omitempty"`
+		// Whether the target's read_committed consumers see each record
+		// once: a resumed run must deliver as the first one did.
+		ExactlyOnce bool   `json:",omitempty"`
+		URL         string `json:",omitempty"`
 		// What a row or line holds: a resumed run must write what the
 		// first one did. Omitted when unset (jsonl for a file).
 		Columns      string `json:",omitempty"`
@@ -519,7 +522,7 @@ func (p *Plan) Fingerprint() string {
 			order = ""
 		}
 		return sinkID{Type: string(s.Type), Path: s.Path, Table: s.Table, Key: s.Key, OnConflict: s.OnConflict, Topic: s.Topic,
-			KeepPartition: s.KeepPartition, URL: sinkEndpoint(s.URL), Columns: s.Columns.String(), Format: format, PerPartition: s.PerPartition,
+			KeepPartition: s.KeepPartition, ExactlyOnce: s.ExactlyOnce, URL: sinkEndpoint(s.URL), Columns: s.Columns.String(), Format: format, PerPartition: s.PerPartition,
 			Order: order}
 	}
 	canon := struct {

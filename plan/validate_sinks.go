@@ -192,8 +192,32 @@ func (v *validator) kafkaSink(field string, s *Sink) {
 	if s.SASL.Mechanism == "PLAIN" && !s.TLS.Enabled {
 		v.warn(field+".sasl.mechanism", "SASL PLAIN without TLS sends the password in clear text: enable %s.tls", field)
 	}
+	v.exactlyOnce(field, s)
 	if s.Topic != "" && s.Topic == v.p.Source.Topic && sameBrokers(s.Brokers, v.p.Source.Brokers) {
 		v.warn(field+".topic", "the target is the source topic: the replayed records are appended to the topic being replayed, and its consumers read them again")
+	}
+}
+
+// transactionalIDRe is what the exactly-once sink accepts as the prefix of
+// its transactional ids: printable, no spaces, short enough for the suffix.
+var transactionalIDRe = regexp.MustCompile(`^[A-Za-z0-9._:+-]{1,200}$`)
+
+// exactlyOnce checks a kafka sink's exactly_once and transactional_id.
+func (v *validator) exactlyOnce(field string, s *Sink) {
+	switch {
+	case s.TransactionalID != "" && !s.ExactlyOnce:
+		v.add(field+".transactional_id", "only applies with exactly_once: true: set exactly_once: true, or remove transactional_id")
+	case s.TransactionalID != "" && !transactionalIDRe.MatchString(s.TransactionalID):
+		v.add(field+".transactional_id", "%q: want up to 200 letters, digits, '.', '_', ':', '+', '-'", s.TransactionalID)
+	}
+	if !s.ExactlyOnce {
+		return
+	}
+	switch {
+	case field == "dead_letter":
+		v.add(field+".exactly_once", "a dead-letter sink is written after the sink's transaction, so it cannot be part of it: remove exactly_once here")
+	case v.p.OnError == OnErrorDeadLetter:
+		v.add(field+".exactly_once", "not with on_error: dead_letter: dead letters are written outside the transaction that commits the replay group's offsets, so a crash could lose them; use on_error: skip or fail")
 	}
 }
 

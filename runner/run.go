@@ -144,6 +144,20 @@ func (j *Job) dropDiscarded(ctx context.Context) error {
 	return nil
 }
 
+// CommitMetadata returns the metadata the runner commits to the replay
+// group with the offset of partition (the plan, its fingerprint and the
+// partition's range: JSON), for a sink that commits the group's offsets in
+// its own transactions (sinks.Options.CommitMetadata); "" for a partition
+// outside the job's ranges.
+func (j *Job) CommitMetadata(partition int32) string {
+	for _, r := range j.Resolution.Ranges {
+		if r.Partition == partition {
+			return j.meta(r).encode()
+		}
+	}
+	return ""
+}
+
 func (j *Job) meta(r Range) checkpointMeta {
 	m := checkpointMeta{Tool: metaTool, Plan: j.Plan.Name, Fingerprint: j.Resolution.Fingerprint, Start: r.Start, End: r.End}
 	if j.Interval != nil {

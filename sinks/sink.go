@@ -183,6 +183,17 @@ type Options struct {
 	// Group is the plan's replay consumer group and Fingerprint the plan's
 	// fingerprint: a checkpoint table records them with each checkpoint.
 	Group, Fingerprint string
+	// Topic is the source topic and Partitions are the source partitions of
+	// the run (its resolved ranges): the exactly-once kafka sink commits
+	// the group's offsets for them, and opens one transactional producer
+	// per partition.
+	Topic      string
+	Partitions []int32
+	// CommitMetadata returns the commit metadata the runner writes with the
+	// group's offset for a partition of the run (plan, fingerprint, range):
+	// a sink committing offsets to the group itself writes the same; nil
+	// when unknown.
+	CommitMetadata func(partition int32) string
 }
 
 // Spec is what a driver builds a sink from (each driver's Open): the

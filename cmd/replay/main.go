@@ -22,6 +22,7 @@ import (
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner"
+	kafkasink "github.com/replay-tool/replay/sinks/kafka"
 )
 
 // Exit codes: 0 done, 1 failed, 2 invalid plan or usage, 3 refused (a
@@ -237,6 +238,7 @@ func (a *app) exitCode(err error) int {
 	var invalid *plan.InvalidError
 	var refused *runner.SafetyError
 	var usage usageError
+	var fenced *kafkasink.FencedError
 	if strings.HasPrefix(err.Error(), "unknown command") {
 		err = usageError{err}
 	}
@@ -251,6 +253,10 @@ func (a *app) exitCode(err error) int {
 		return a.printErr(invalidCode, "error: ", err, "Run 'replay --help' for usage.\n")
 	case errors.As(err, &refused):
 		return a.printHinted(exitRefused, "refused: ", err)
+	case errors.As(err, &fenced):
+		// Another process of the same replay holds the transactional id:
+		// this one must stop, as for a group in use.
+		return a.printErr(exitRefused, "refused: ", err, "Another process runs this replay: let it finish, or stop it and re-run the same command to resume.\n")
 	}
 	return a.printHinted(exitFailed, "error: ", err)
 }

@@ -345,7 +345,12 @@ func (a *app) newSink(ctx context.Context, job *runner.Job) (sinks.Sink, error) 
 	if p.Sink.Type == plan.SinkStdout {
 		return stdout.New(a.rawStdout), nil // records are data: not redacted
 	}
-	return registry.New(ctx, p.Sink, sinks.Options{Log: a.log, PlanName: p.Name, RunID: job.RunID(), Group: p.Group, Fingerprint: job.Resolution.Fingerprint})
+	parts := make([]int32, len(job.Resolution.Ranges))
+	for i, r := range job.Resolution.Ranges {
+		parts[i] = r.Partition
+	}
+	return registry.New(ctx, p.Sink, sinks.Options{Log: a.log, PlanName: p.Name, RunID: job.RunID(), Group: p.Group, Fingerprint: job.Resolution.Fingerprint,
+		Topic: job.Resolution.Topic, Partitions: parts, CommitMetadata: job.CommitMetadata})
 }
 
 func (a *app) writeReport(path string, rep any) error {

@@ -62,6 +62,20 @@ type Config struct {
 	PlanName string
 	// Log receives diagnostics; the zero value discards them.
 	Log zerolog.Logger
+
+	// ExactlyOnce produces each Write in one Kafka transaction together
+	// with Group's offset after the batch for SourceTopic (KIP-98); see
+	// Sink. TransactionalID is the prefix of the transactional ids (default
+	// DefaultTransactionalID), Partitions the source partitions whose
+	// producers start in New, CommitMetadata the metadata of each offset
+	// commit, TransactionTimeout the transaction.timeout.ms (default
+	// DefaultTransactionTimeout).
+	ExactlyOnce        bool
+	TransactionalID    string
+	Group, SourceTopic string
+	Partitions         []int32
+	CommitMetadata     func(partition int32) string
+	TransactionTimeout time.Duration
 }
 
 // Kafka produces records to a topic, of the source cluster or another one.
@@ -84,6 +98,18 @@ type Config struct {
 // offset order, so the latest message of a key is the record with the
 // highest offset; with KeepPartition a key is only ordered within its
 // source partition.
+//
+// Exactly once (Config.ExactlyOnce): each Write is one Kafka transaction
+// of the source partition's transactional producer (transactional id
+// <prefix>-<partition>) holding the batch's messages and the replay
+// group's offset after the batch (AddOffsetsToTxn, TxnOffsetCommit), kept
+// on the target cluster. A read_committed consumer of the target sees
+// each source record once: a Write that fails or a process that dies
+// mid-transaction leaves an aborted transaction, invisible to it, and the
+// sink is a sinks.CheckpointStore reading the group's offsets back with
+// RequireStable (KIP-447), so a resume starts after the last committed
+// transaction. A producer fenced by another process with the same id
+// fails Write with *FencedError.
 //
 // Write is synchronous: it returns once every message is acknowledged by
 // all in-sync replicas (RequiredAcks: all). It is safe for concurrent use
@@ -108,12 +134,22 @@ type Sink struct {
 
 	mu         sync.Mutex
 	partitions int // of the target topic, as last seen
+
+	// txn produces in transactions (exactly once); nil: at least once.
+	txn   *txnCommitter
+	parts []int32 // source partitions of the run
 }
 
 var _ sinks.Sink = (*Sink)(nil)
 
-// Capabilities: a kafka sink's Write is durable on return (acks=all).
-func (s *Sink) Capabilities() sinks.Capabilities { return sinks.Capabilities{} }
+// Capabilities: a kafka sink's Write is durable on return (acks=all); an
+// exactly-once sink keeps checkpoints in its transactions.
+func (s *Sink) Capabilities() sinks.Capabilities {
+	if s.txn != nil {
+		return sinks.Capabilities{Checkpoints: s}
+	}
+	return sinks.Capabilities{}
+}
 
 // kafkaMaxMessageBytes is the largest record batch the sink produces when
 // the topic's max.message.bytes cannot be read: the brokers' default.
@@ -180,6 +216,13 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		return nil, err
 	}
 	s.maxBytes = s.maxMessageBytes(ctx)
+	if cfg.ExactlyOnce {
+		s.parts = cfg.Partitions
+		if s.txn, err = newTxnCommitter(ctx, cfg, brokers, s.where, s.maxBytes-kafkaBatchOverhead); err != nil {
+			conn.Transport.CloseIdleConnections()
+			return nil, err
+		}
+	}
 	var balancer kafka.Balancer = kafka.Murmur2Balancer{Consistent: true}
 	if cfg.KeepPartition {
 		balancer = sourcePartitionBalancer{}
@@ -285,6 +328,9 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 		if err := s.checkPartition(ctx, batch[0].Partition); err != nil {
 			return err
 		}
+	}
+	if s.txn != nil {
+		return s.writeTxn(ctx, batch, msgs)
 	}
 	if err := s.w.WriteMessages(ctx, msgs...); err != nil {
 		return s.writeError(ctx, batch, err)
@@ -428,6 +474,9 @@ func (s *Sink) Finish(context.Context) error { return nil }
 // Close flushes and closes the producer.
 func (s *Sink) Close() error {
 	err := s.w.Close()
+	if s.txn != nil {
+		s.txn.close()
+	}
 	s.transport.CloseIdleConnections()
 	if err != nil {
 		return fmt.Errorf("kafka sink: close: %w", err)

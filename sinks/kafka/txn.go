@@ -1,0 +1,390 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/replay-tool/replay/sinks"
+)
+
+// DefaultTransactionTimeout is the exactly-once sink's transaction.timeout.ms:
+// a transaction left open longer (a process frozen mid-batch) is aborted by
+// the broker's transaction coordinator.
+const DefaultTransactionTimeout = time.Minute
+
+// txnCommitter produces the exactly-once sink's batches: one transactional
+// kgo client per source partition (transactional id <prefix>-<partition>),
+// so that partitions commit concurrently and a partition's zombie is
+// fenced by whichever process writes the partition next.
+type txnCommitter struct {
+	base    []kgo.Opt // seed brokers, TLS, SASL, client id
+	prefix  string
+	group   string
+	topic   string // source topic: the group's offsets are for it
+	topicID [16]byte
+	target  string
+	timeout time.Duration
+	meta    func(int32) string
+	where   string
+	admin   *kadm.Client
+	adminCl *kgo.Client
+
+	mu        sync.Mutex
+	producers map[int32]*kgo.Client
+	// committed is, per partition, the offset this run's transactions
+	// committed last (read back at start, lowered by reset): records below
+	// it are in the target already and are not produced again.
+	committed map[int32]int64
+}
+
+// newTxnCommitter starts a transactional producer for each partition of
+// cfg.Partitions (InitProducerID: this fences an earlier process with the
+// same ids and aborts its open transactions) and checks that the target
+// cluster can hold the group's offsets for the source topic. A target
+// without transactions, or a principal without the TransactionalId ACL,
+// fails here, before anything is produced.
+func newTxnCommitter(ctx context.Context, cfg Config, brokers []string, where string, maxBatch int64) (*txnCommitter, error) {
+	base, err := kgoOpts(cfg, brokers)
+	if err != nil {
+		return nil, err
+	}
+	// Record batches stay under the topic's max.message.bytes, as the
+	// at-least-once Writer's do.
+	base = append(base, kgo.ProducerBatchMaxBytes(int32(min(maxBatch, 1<<30))))
+	prefix := cfg.TransactionalID
+	if prefix == "" {
+		prefix = DefaultTransactionalID(cfg.PlanName, cfg.Group)
+	}
+	t := &txnCommitter{base: base, prefix: prefix, group: cfg.Group, topic: cfg.SourceTopic, target: cfg.Topic,
+		timeout: cfg.TransactionTimeout, meta: cfg.CommitMetadata, where: where, producers: map[int32]*kgo.Client{}, committed: map[int32]int64{}}
+	if t.timeout == 0 {
+		t.timeout = DefaultTransactionTimeout
+	}
+	if t.meta == nil {
+		t.meta = func(int32) string { return "" }
+	}
+	if t.group == "" || t.topic == "" {
+		return nil, errors.New("kafka sink: exactly_once needs the replay group and the source topic")
+	}
+	if t.adminCl, err = kgo.NewClient(base...); err != nil {
+		return nil, fmt.Errorf("kafka sink: %w", err)
+	}
+	t.admin = kadm.NewClient(t.adminCl)
+	if err := t.start(ctx, cfg.Partitions); err != nil {
+		t.close()
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *txnCommitter) start(ctx context.Context, parts []int32) error {
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	details, err := t.admin.ListTopics(sctx, t.topic)
+	if err != nil {
+		return fmt.Errorf("kafka sink: exactly_once: read topic %s on %s: %w", t.topic, t.where, err)
+	}
+	d, ok := details[t.topic]
+	if !ok || d.Err != nil || len(d.Partitions) < maxPartition(parts)+1 {
+		return fmt.Errorf("kafka sink: exactly_once keeps the replay group's offsets on the target cluster, in the transaction of each batch, and Kafka keeps offsets only for a topic the cluster has: the source topic %s (with at least %d partitions) is not on the target cluster of %s: create it there (it stays empty), or produce to the source cluster", t.topic, maxPartition(parts)+1, t.where)
+	}
+	t.topicID = d.ID
+	for _, p := range parts {
+		if _, err := t.producer(sctx, p); err != nil {
+			return err
+		}
+	}
+	// The producers fenced (and so settled) any transaction of an earlier
+	// process: what the group holds now is final.
+	cps, err := t.checkpoints(sctx)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	maps.Copy(t.committed, cps)
+	return nil
+}
+
+// committedOf returns the offset this run's transactions committed for p.
+func (t *txnCommitter) committedOf(p int32) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.committed[p]
+}
+
+func maxPartition(parts []int32) int {
+	m := -1
+	for _, p := range parts {
+		m = max(m, int(p))
+	}
+	return m
+}
+
+// id is the transactional id of source partition p.
+func (t *txnCommitter) id(p int32) string { return t.prefix + "-" + strconv.Itoa(int(p)) }
+
+// producer returns partition p's transactional client, starting it
+// (InitProducerID) the first time.
+func (t *txnCommitter) producer(ctx context.Context, p int32) (*kgo.Client, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if cl, ok := t.producers[p]; ok {
+		return cl, nil
+	}
+	id := t.id(p)
+	cl, err := kgo.NewClient(append(t.base[:len(t.base):len(t.base)],
+		kgo.TransactionalID(id), kgo.TransactionTimeout(t.timeout), kgo.DefaultProduceTopic(t.target),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0),
+		kgo.MaxBufferedRecords(1<<20))...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: %w", err)
+	}
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		cl.Close()
+		return nil, t.initError(id, err)
+	}
+	t.producers[p] = cl
+	return cl, nil
+}
+
+// initError explains a failed InitProducerID.
+func (t *txnCommitter) initError(id string, err error) error {
+	switch {
+	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed):
+		return fmt.Errorf("kafka sink: exactly_once: the target cluster (%s) refuses transactional id %s to this principal (%w): grant it Write and Describe on TransactionalId %s (or the prefix %s) and IdempotentWrite on the cluster, or set exactly_once: false", t.where, id, err, id, t.prefix)
+	case errors.Is(err, kerr.UnsupportedVersion), errors.Is(err, kerr.CoordinatorNotAvailable), errors.Is(err, kerr.TransactionCoordinatorFenced):
+		return fmt.Errorf("kafka sink: exactly_once: the target cluster (%s) does not run transactions (%w): it needs Kafka 0.11 or later with a transaction state log (transaction.state.log.replication.factor no more than its brokers), or set exactly_once: false", t.where, err)
+	case errors.Is(err, kerr.ProducerFenced):
+		return &FencedError{TransactionalID: id, Err: err}
+	}
+	return fmt.Errorf("kafka sink: exactly_once: start the transactional producer %s on %s: %w", id, t.where, err)
+}
+
+// write produces recs (all of source partition p) and commits the group's
+// offset next for p in one transaction.
+func (t *txnCommitter) write(ctx context.Context, p int32, next int64, recs []*kgo.Record) error {
+	cl, err := t.producer(ctx, p)
+	if err != nil {
+		return err
+	}
+	began := time.Now()
+	if err := cl.BeginTransaction(); err != nil {
+		return t.failed(ctx, cl, p, next, err, began, false)
+	}
+	if pe := produceFailure(cl.ProduceSync(ctx, recs...)); pe != nil {
+		return t.failed(ctx, cl, p, next, pe, began, false)
+	}
+	if err := t.commitOffsets(ctx, cl, p, next); err != nil {
+		return t.failed(ctx, cl, p, next, err, began, false)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		if err = t.failed(ctx, cl, p, next, err, began, true); err != nil {
+			return err
+		}
+	}
+	t.mu.Lock()
+	t.committed[p] = max(t.committed[p], next)
+	t.mu.Unlock()
+	return nil
+}
+
+// produceError is a failed produce of a transaction's records: how many
+// failed, and the first of them (its index in the batch).
+type produceError struct {
+	err           error
+	failed, first int
+}
+
+// produceFailure returns the failure of a ProduceSync, or nil.
+func produceFailure(rs kgo.ProduceResults) *produceError {
+	var pe *produceError
+	for i, r := range rs {
+		if r.Err == nil {
+			continue
+		}
+		if pe == nil {
+			pe = &produceError{err: r.Err, first: i}
+		}
+		pe.failed++
+	}
+	return pe
+}
+
+func (e *produceError) Error() string { return e.err.Error() }
+func (e *produceError) Unwrap() error { return e.err }
+
+// commitOffsets adds the group to the transaction (AddOffsetsToTxn, to the
+// transaction coordinator) and commits next for p in it (TxnOffsetCommit,
+// to the group coordinator), with the producer's id and epoch and the
+// runner's commit metadata.
+func (t *txnCommitter) commitOffsets(ctx context.Context, cl *kgo.Client, p int32, next int64) error {
+	pid, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		return err
+	}
+	id := t.id(p)
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = id, pid, epoch, t.group
+	if err := retryTxnRequest(ctx, func() error {
+		resp, err := add.RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.ErrorCode)
+	}); err != nil {
+		return fmt.Errorf("add the offsets of group %s to the transaction: %w", t.group, err)
+	}
+	meta := t.meta(p)
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = id, t.group, pid, epoch
+	req.Generation, req.MemberID = -1, ""
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic, rt.TopicID = t.topic, t.topicID
+	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = p, next, -1, &meta
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	err = retryTxnRequest(ctx, func() error {
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("commit offset %d of %s/%d for group %s in the transaction: %w", next, t.topic, p, t.group, err)
+	}
+	return nil
+}
+
+// retryTxnRequest retries fn while the coordinator answers with a
+// retriable error (CONCURRENT_TRANSACTIONS while the previous transaction's
+// markers are written, a coordinator loading or moving).
+func retryTxnRequest(ctx context.Context, fn func() error) error {
+	wait := 5 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err := fn()
+		var ke *kerr.Error
+		if err == nil || !errors.As(err, &ke) || !ke.Retriable || attempt >= 20 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
+}
+
+// failed aborts the open transaction after err and says what Write
+// returns: a *FencedError when another producer took the id over; nil when
+// an EndTxn whose answer was lost did commit (the group's stable offset
+// reached next); else err, transient unless it is permanent, so that the
+// runner writes the batch again in a new transaction.
+func (t *txnCommitter) failed(ctx context.Context, cl *kgo.Client, p int32, next int64, err error, began time.Time, ending bool) error {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if aerr := cl.AbortBufferedRecords(actx); aerr == nil {
+		// kgo re-initialises the producer id with its current id and epoch
+		// when the epoch was bumped (KIP-360): that succeeds after the
+		// broker aborted a timed-out transaction, and fails with
+		// PRODUCER_FENCED when another producer took the id over.
+		_ = cl.EndTransaction(actx, kgo.TryAbort)
+	}
+	id := t.id(p)
+	if pe, ok := err.(*produceError); ok && fenced(err) {
+		err = pe.err
+	}
+	_, _, perr := cl.ProducerID(actx)
+	switch {
+	case (fenced(err) || fenced(perr)) && time.Since(began) >= t.timeout:
+		return t.timedOut(actx, cl, p, err)
+	case fenced(err):
+		t.drop(p, cl)
+		return &FencedError{TransactionalID: id, Err: err}
+	case fenced(perr):
+		t.drop(p, cl)
+		return &FencedError{TransactionalID: id, Err: perr}
+	}
+	if errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+		return fmt.Errorf("kafka sink: transaction of %s: %w", id, err)
+	}
+	if pe, ok := err.(*produceError); ok {
+		return pe // Sink.writeTxn tells a refused record from a transient failure
+	}
+	if ending {
+		if off, ok := t.stable(actx, p); ok && off >= next {
+			return nil // the commit went through; its answer was lost
+		}
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("kafka sink: produce to %s: %w", t.where, ctx.Err())
+	}
+	// The client is kept: a new one would fence whichever process holds
+	// the id now, where kgo's recovery keeps the epoch and is refused.
+	return transientTxn(fmt.Errorf("kafka sink: transaction of %s to %s (aborted; the batch is written again): %w", id, t.where, err))
+}
+
+// timedOut handles a transaction that outlived transaction.timeout.ms: the
+// broker aborted it and bumped the producer's epoch, which the producer
+// cannot tell from a fencing. The client is replaced (a new producer id
+// epoch; should another process have taken the id meanwhile, it is fenced
+// in turn and stops) and what the group holds is read again, so that the
+// retry produces nothing a later transaction of another process committed.
+func (t *txnCommitter) timedOut(ctx context.Context, cl *kgo.Client, p int32, err error) error {
+	t.drop(p, cl)
+	if cps, cerr := t.checkpoints(ctx); cerr == nil {
+		t.mu.Lock()
+		t.committed[p] = max(t.committed[p], cps[p])
+		t.mu.Unlock()
+	}
+	return &sinks.TransientError{Err: fmt.Errorf("kafka sink: the transaction of %s outlived its timeout (%v) and the broker aborted it; the batch is written again in a new one: %w", t.id(p), t.timeout, err)}
+}
+
+// fenced reports whether err says another producer took the transactional
+// id over: PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH that kgo could not
+// recover from.
+func fenced(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)
+}
+
+// drop closes partition p's client so the next write starts a new one.
+func (t *txnCommitter) drop(p int32, cl *kgo.Client) {
+	t.mu.Lock()
+	if t.producers[p] == cl {
+		delete(t.producers, p)
+	}
+	t.mu.Unlock()
+	cl.Close()
+}
+
+func (t *txnCommitter) close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for p, cl := range t.producers {
+		cl.Close()
+		delete(t.producers, p)
+	}
+	if t.adminCl != nil {
+		t.adminCl.Close()
+	}
+}

@@ -1,0 +1,120 @@
+package kafka
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// The replay group's offsets on the target cluster, as the exactly-once
+// sink's transactions commit them.
+
+// stable reads the group's committed offset of p on the target cluster,
+// waiting for pending transactions (OffsetFetch with RequireStable,
+// KIP-447), when its metadata is this run's.
+func (t *txnCommitter) stable(ctx context.Context, p int32) (int64, bool) {
+	cps, err := t.checkpoints(ctx)
+	if err != nil {
+		return 0, false
+	}
+	off, ok := cps[p]
+	return off, ok
+}
+
+// checkpoints returns the offsets the group holds on the target cluster for
+// the source topic whose commit metadata is this run's (the same plan
+// fingerprint and range as t.meta), waiting for pending transactional
+// commits to settle (RequireStable).
+func (t *txnCommitter) checkpoints(ctx context.Context) (map[int32]int64, error) {
+	var resp kadm.OffsetResponses
+	err := retryTxnRequest(ctx, func() error {
+		var err error
+		resp, err = t.admin.FetchOffsets(kadm.RequireStable(ctx), t.group)
+		if err == nil {
+			err = resp.Error()
+		}
+		return err
+	})
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return map[int32]int64{}, nil // no commit yet
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: read the offsets of group %s on %s: %w", t.group, t.where, err)
+	}
+	out := map[int32]int64{}
+	for p, o := range resp[t.topic] {
+		// An offset at the range start (a fresh run's, or reset's) says
+		// nothing was committed.
+		if o.Err == nil && o.At >= 0 && o.Metadata != "" && o.Metadata == t.meta(p) && o.At > rangeStart(o.Metadata) {
+			out[p] = o.At
+		}
+	}
+	return out, nil
+}
+
+// reset commits each partition's range start for the group on the target
+// cluster (a standalone OffsetCommit), so that a fresh run does not resume
+// from an earlier run's offsets of the same identity.
+func (t *txnCommitter) reset(ctx context.Context, starts map[int32]int64) error {
+	if len(starts) == 0 {
+		return nil
+	}
+	parts := make([]int32, 0, len(starts))
+	for p := range starts {
+		parts = append(parts, p)
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+	os := kadm.Offsets{}
+	for _, p := range parts {
+		os.Add(kadm.Offset{Topic: t.topic, Partition: p, At: starts[p], LeaderEpoch: -1, Metadata: t.meta(p)})
+	}
+	resp, err := t.admin.CommitOffsets(ctx, t.group, os)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("kafka sink: reset the offsets of group %s on %s: %w", t.group, t.where, err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	maps.Copy(t.committed, starts)
+	return nil
+}
+
+// partitions returns the source partitions the sink knows of: the run's,
+// and those it committed offsets for.
+func (t *txnCommitter) partitions(run []int32) []int32 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	seen := map[int32]bool{}
+	for _, p := range run {
+		seen[p] = true
+	}
+	for p := range t.committed {
+		seen[p] = true
+	}
+	out := make([]int32, 0, len(seen))
+	for p := range seen {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// rangeStart reads the range start from the runner's commit metadata
+// (JSON with "start"); -1 when it has none.
+func rangeStart(meta string) int64 {
+	var m struct {
+		Start *int64 `json:"start"`
+	}
+	if json.Unmarshal([]byte(meta), &m) != nil || m.Start == nil {
+		return -1
+	}
+	return *m.Start
+}

@@ -1,0 +1,196 @@
+package kafka
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/replay-tool/replay/internal/kafkaconn"
+	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/sinks"
+)
+
+var _ sinks.CheckpointStore = (*Sink)(nil)
+
+// DefaultTransactionalID is the prefix of the exactly-once sink's
+// transactional ids when the plan sets none: replay-<plan>-<8 hex digits of
+// the SHA-256 of the group>. It is stable across restarts and plan edits
+// (the group is the replay's identity), so a restarted run fences any
+// earlier process of the same replay still producing.
+func DefaultTransactionalID(planName, group string) string {
+	sum := sha256.Sum256([]byte(group))
+	return "replay-" + planName + "-" + hex.EncodeToString(sum[:4])
+}
+
+// FencedError is returned by Write of an exactly-once sink when another
+// producer with the same transactional id took over (PRODUCER_FENCED,
+// KIP-98): another process of the same replay runs, or ran after this one
+// stalled. This process's open transaction is aborted; nothing it
+// produced in it becomes visible to read_committed consumers.
+type FencedError struct {
+	// TransactionalID is the fenced producer's transactional id.
+	TransactionalID string
+	Err             error
+}
+
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("kafka sink: transactional id %s was fenced by another producer with the same id: another process of this replay is running (or ran after this one stalled); this one stopped, and its open transaction is aborted (%v)", e.TransactionalID, e.Err)
+}
+
+func (e *FencedError) Unwrap() error { return e.Err }
+
+// kgoOpts builds the connection options of a kgo client from the sink's
+// settings.
+func kgoOpts(cfg Config, brokers []string) ([]kgo.Opt, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ClientID(clientID(cfg.ClientID))}
+	if cfg.TLS.Enabled {
+		tc, err := kafkaconn.TLSConfig(cfg.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("kafka sink: tls: %w", err)
+		}
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
+	switch cfg.SASL.Mechanism {
+	case "":
+	case "PLAIN":
+		opts = append(opts, kgo.SASL(plain.Auth{User: cfg.SASL.Username, Pass: cfg.SASL.Password}.AsMechanism()))
+	case "SCRAM-SHA-256":
+		opts = append(opts, kgo.SASL(scram.Auth{User: cfg.SASL.Username, Pass: cfg.SASL.Password}.AsSha256Mechanism()))
+	case "SCRAM-SHA-512":
+		opts = append(opts, kgo.SASL(scram.Auth{User: cfg.SASL.Username, Pass: cfg.SASL.Password}.AsSha512Mechanism()))
+	default:
+		return nil, fmt.Errorf("kafka sink: sasl: mechanism %q is not supported", cfg.SASL.Mechanism)
+	}
+	return opts, nil
+}
+
+func clientID(id string) string {
+	if id == "" {
+		return "replay"
+	}
+	return id
+}
+
+// writeTxn is Write of an exactly-once sink: the batch's messages and the
+// group's offset after the batch in one transaction of the partition's
+// transactional producer. Nothing of a failed Write is visible to
+// read_committed consumers.
+func (s *Sink) writeTxn(ctx context.Context, batch []record.Record, msgs []kafka.Message) error {
+	p := batch[0].Partition
+	// Records an earlier transaction of this run committed are in the
+	// target already: a re-delivery produces only the rest.
+	done := s.txn.committedOf(p)
+	skip := 0
+	for skip < len(batch) && batch[skip].Offset < done {
+		skip++
+	}
+	if skip == len(batch) {
+		return nil
+	}
+	batch, msgs = batch[skip:], msgs[skip:]
+	limit := s.maxBytes - kafkaBatchOverhead
+	recs := make([]*kgo.Record, len(msgs))
+	parts := make([]int, s.partitionCount())
+	for i := range parts {
+		parts[i] = i
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		size := int64(len(m.Key) + len(m.Value))
+		for _, h := range m.Headers {
+			size += int64(len(h.Key) + len(h.Value))
+		}
+		if size > limit {
+			return record.NewError(&batch[i], fmt.Errorf("kafka sink: produce to %s: the message (%d bytes of key, value and headers) is larger than the topic's max.message.bytes, %d", s.where, size, s.maxBytes))
+		}
+		r := &kgo.Record{Key: m.Key, Value: m.Value, Timestamp: m.Time, Headers: make([]kgo.RecordHeader, len(m.Headers))}
+		for j, h := range m.Headers {
+			r.Headers[j] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+		}
+		if s.keep {
+			r.Partition = p
+		} else {
+			// The at-least-once Writer's partitioner, so that both paths
+			// put a key on the same partition.
+			r.Partition = int32(kafka.Murmur2Balancer{Consistent: true}.Balance(*m, parts...))
+		}
+		recs[i] = r
+	}
+	next := batch[len(batch)-1].Offset + 1
+	err := s.txn.write(ctx, p, next, recs)
+	var pe *produceError
+	if errors.As(err, &pe) {
+		return s.txnProduceError(batch, pe)
+	}
+	return err
+}
+
+// partitionCount is the target topic's partition count, as last seen.
+func (s *Sink) partitionCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.partitions
+}
+
+// txnProduceError pins a produce failure on the one record the broker
+// refused (a *record.Error) when only one was; the transaction is aborted
+// either way.
+func (s *Sink) txnProduceError(batch []record.Record, pe *produceError) error {
+	err := fmt.Errorf("kafka sink: produce to %s: %d of %d messages failed (the transaction is aborted): %w", s.where, pe.failed, len(batch), pe.err)
+	var ke *kerr.Error
+	if pe.failed == 1 && errors.As(pe.err, &ke) && (ke == kerr.MessageTooLarge || ke == kerr.CorruptMessage || ke == kerr.InvalidRecord || ke == kerr.RecordListTooLarge) {
+		return record.NewError(&batch[pe.first], err)
+	}
+	return transientTxn(err)
+}
+
+// transientTxn marks a failed transaction as transient (the runner writes
+// the batch again, in a new transaction) unless the broker's answer says
+// trying again cannot help.
+func transientTxn(err error) error {
+	var ke *kerr.Error
+	var fe *FencedError
+	switch {
+	case errors.As(err, &fe):
+		return err
+	case errors.As(err, &ke) && (ke == kerr.TopicAuthorizationFailed || ke == kerr.GroupAuthorizationFailed ||
+		ke == kerr.TransactionalIDAuthorizationFailed || ke == kerr.UnknownTopicOrPartition):
+		return err
+	}
+	return &sinks.TransientError{Err: err}
+}
+
+// Checkpoints returns, for an exactly-once sink, the offsets the group
+// holds on the target cluster for topic that this run committed in its
+// transactions (OffsetFetch with RequireStable: a transaction still being
+// completed is waited for). Other sinks, groups and topics have none.
+func (s *Sink) Checkpoints(ctx context.Context, group, topic string) (map[int32]int64, error) {
+	if s.txn == nil || group != s.txn.group || topic != s.txn.topic {
+		return nil, nil
+	}
+	return s.txn.checkpoints(ctx)
+}
+
+// ResetCheckpoints commits each partition's range start for the group on
+// the target cluster (a fresh run must not resume from an earlier run's
+// offsets); nothing for other sinks, groups and topics.
+func (s *Sink) ResetCheckpoints(ctx context.Context, group, topic string) error {
+	if s.txn == nil || group != s.txn.group || topic != s.txn.topic {
+		return nil
+	}
+	starts := map[int32]int64{}
+	for _, p := range s.txn.partitions(s.parts) {
+		if start := rangeStart(s.txn.meta(p)); start >= 0 {
+			starts[p] = start
+		}
+	}
+	return s.txn.reset(ctx, starts)
+}
