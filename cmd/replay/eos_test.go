@@ -34,6 +34,16 @@ func eosSetup(t *testing.T, n, rps int) (sb *testenv.Kafka, dir, planFile string
 	t.Helper()
 	sb, seed := newCluster(t, eosPartitions, n)
 	seed.To = eosWindowEnd
+	// Records with a null key, an empty key and a binary key on every
+	// partition: the target must keep each key as it is.
+	var odd []*kgo.Record
+	for p := range int32(eosPartitions) {
+		for i, key := range [][]byte{nil, {}, {0, 0xff, 'k'}} {
+			odd = append(odd, &kgo.Record{Partition: p, Key: key, Value: []byte(fmt.Sprintf("odd-%d-%d", p, i)),
+				Timestamp: seed.From.Add(-time.Minute)})
+		}
+	}
+	sb.Produce(t, "orders", odd...)
 	sb.CreateTopic(t, "orders-eos", eosPartitions, nil)
 	dir = t.TempDir()
 	planFile = writePlan(t, dir, planSpec{name: "eos", addr: sb.Addr, from: seed.From.Add(-time.Hour), to: seed.To,
@@ -57,9 +67,10 @@ func readCommitted(t *testing.T, sb *testenv.Kafka, topic string, level kgo.Isol
 
 // checkExactlyOnce checks that a read_committed read of orders-eos holds
 // every source record once, in source order per partition (keep_partition),
-// with the source's key-less value and headers byte for byte, followed by
-// the provenance headers; and that kcat, reading read_committed, counts the
-// same records.
+// with the source's key (a null key null, an empty key empty), value,
+// timestamp and headers byte for byte, followed by the provenance headers
+// and the idempotency key's; and that kcat, reading read_committed, counts
+// the same records.
 func checkExactlyOnce(t *testing.T, sb *testenv.Kafka) {
 	t.Helper()
 	var source []*kgo.Record
@@ -80,11 +91,12 @@ func checkExactlyOnce(t *testing.T, sb *testenv.Kafka) {
 	last := map[int32]int64{}
 	for _, r := range target {
 		hs := r.Headers
-		if len(hs) < 5 {
-			t.Fatalf("target %d@%d: %d headers, want the provenance headers", r.Partition, r.Offset, len(hs))
+		const nprov = 6 // the provenance headers and replay-key
+		if len(hs) < nprov || hs[len(hs)-1].Key != kafkasink.HeaderKey {
+			t.Fatalf("target %d@%d: headers %v, want the provenance headers and %s last", r.Partition, r.Offset, hs, kafkasink.HeaderKey)
 		}
 		prov := map[string]string{}
-		for _, h := range hs[len(hs)-5:] {
+		for _, h := range hs[len(hs)-nprov:] {
 			prov[h.Key] = string(h.Value)
 		}
 		coord := prov[kafkasink.HeaderSourcePartition] + "/" + prov[kafkasink.HeaderSourceOffset]
@@ -96,8 +108,12 @@ func checkExactlyOnce(t *testing.T, sb *testenv.Kafka) {
 			t.Fatalf("target %d@%d: source record %s delivered twice", r.Partition, r.Offset, coord)
 		case src.Partition != r.Partition || src.Offset <= last[r.Partition]-1 && last[r.Partition] > 0:
 			t.Fatalf("target %d@%d: source record %s out of order", r.Partition, r.Offset, coord)
-		case !bytes.Equal(src.Value, r.Value) || !sameHeaders(src.Headers, hs[:len(hs)-5]) || !src.Timestamp.Equal(r.Timestamp):
+		case (src.Key == nil) != (r.Key == nil) || !bytes.Equal(src.Key, r.Key):
+			t.Fatalf("target %d@%d: key %q (null %v), want the source record %s's %q (null %v)", r.Partition, r.Offset, r.Key, r.Key == nil, coord, src.Key, src.Key == nil)
+		case !bytes.Equal(src.Value, r.Value) || !sameHeaders(src.Headers, hs[:len(hs)-nprov]) || !src.Timestamp.Equal(r.Timestamp):
 			t.Fatalf("target %d@%d differs from source record %s", r.Partition, r.Offset, coord)
+		case prov[kafkasink.HeaderKey] != coord2key(coord):
+			t.Fatalf("target %d@%d: %s %q, want the default idempotency key of %s", r.Partition, r.Offset, kafkasink.HeaderKey, prov[kafkasink.HeaderKey], coord)
 		}
 		seen[coord] = true
 		last[r.Partition] = src.Offset + 1
@@ -107,6 +123,10 @@ func checkExactlyOnce(t *testing.T, sb *testenv.Kafka) {
 		t.Errorf("kcat read_committed: %d records in the target, want %d", len(kc), len(source))
 	}
 }
+
+// coord2key is the default idempotency key of the orders record at
+// coord ("<partition>/<offset>").
+func coord2key(coord string) string { return "orders/" + coord }
 
 func sameHeaders(a, b []kgo.RecordHeader) bool {
 	if len(a) != len(b) {

@@ -31,6 +31,12 @@ const (
 	// milliseconds (also the message timestamp).
 	HeaderSourceTimestamp = "replay-source-timestamp"
 	HeaderPlan            = "replay-plan"
+	// HeaderKey carries the record's idempotency key (the key template,
+	// default "<topic>/<partition>/<offset>") in an exactly-once sink's
+	// messages, after the other provenance headers: their message key is
+	// the source record's own, since a read_committed consumer needs no
+	// key to tell a re-delivery from a new record.
+	HeaderKey = "replay-key"
 )
 
 // Config configures a Kafka sink.
@@ -108,7 +114,11 @@ type Config struct {
 // mid-transaction leaves an aborted transaction, invisible to it, and the
 // sink is a sinks.CheckpointStore reading the group's offsets back with
 // RequireStable (KIP-447), so a resume starts after the last committed
-// transaction. A producer fenced by another process with the same id
+// transaction. Its messages keep the source record's own key (a null key
+// stays null) and carry the idempotency key in the HeaderKey header;
+// without KeepPartition a keyed message goes where murmur2 of that key
+// puts it, a key-less one to its source partition modulo the target's
+// partition count. A producer fenced by another process with the same id
 // fails Write with *FencedError.
 //
 // Write is synchronous: it returns once every message is acknowledged by
@@ -343,17 +353,28 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 // messages builds the batch's messages on one copy of the record bytes.
 func (s *Sink) messages(batch []record.Record) ([]kafka.Message, error) {
 	keys := make([][]byte, len(batch))
+	// An exactly-once sink's message keeps the source record's key; the
+	// idempotency key goes in the HeaderKey header.
+	var idem []string
+	if s.txn != nil {
+		idem = make([]string, len(batch))
+	}
 	size := 0
 	for i := range batch {
 		r := &batch[i]
-		if s.keepKey {
+		if s.keepKey || idem != nil {
 			keys[i] = r.Key
-		} else {
+		}
+		if !s.keepKey {
 			k, err := s.keyer.Key(r)
 			if err != nil {
 				return nil, err
 			}
-			keys[i] = []byte(k)
+			if idem != nil {
+				idem[i] = k
+			} else {
+				keys[i] = []byte(k)
+			}
 		}
 		size += len(keys[i]) + len(r.Value)
 		for _, h := range r.Headers {
@@ -371,7 +392,7 @@ func (s *Sink) messages(batch []record.Record) ([]kafka.Message, error) {
 	msgs := make([]kafka.Message, len(batch))
 	for i := range batch {
 		r := &batch[i]
-		hs := make([]kafka.Header, 0, len(r.Headers)+5)
+		hs := make([]kafka.Header, 0, len(r.Headers)+6)
 		for _, h := range r.Headers {
 			hs = append(hs, kafka.Header{Key: h.Key, Value: clone(h.Value)})
 		}
@@ -382,6 +403,9 @@ func (s *Sink) messages(batch []record.Record) ([]kafka.Message, error) {
 			kafka.Header{Key: HeaderSourceTimestamp, Value: r.Time.UTC().AppendFormat(nil, encode.TimeLayout)},
 			kafka.Header{Key: HeaderPlan, Value: []byte(s.planName)},
 		)
+		if idem != nil {
+			hs = append(hs, kafka.Header{Key: HeaderKey, Value: []byte(idem[i])})
+		}
 		msgs[i] = kafka.Message{
 			Key:        clone(keys[i]),
 			Value:      clone(r.Value),

@@ -126,10 +126,14 @@ func readTopic(t *testing.T, addr, topic string, tr *kafka.Transport, opts ...kg
 }
 
 // provenance splits a message's headers into the record's own and the
-// provenance headers the sink appended.
+// provenance headers the sink appended (with the idempotency key's of an
+// exactly-once sink).
 func provenance(t *testing.T, r *kgo.Record) (own []kgo.RecordHeader, prov map[string]string) {
 	t.Helper()
 	names := []string{kafkasink.HeaderSourceTopic, kafkasink.HeaderSourcePartition, kafkasink.HeaderSourceOffset, kafkasink.HeaderSourceTimestamp, kafkasink.HeaderPlan}
+	if l := len(r.Headers); l > 0 && r.Headers[l-1].Key == kafkasink.HeaderKey {
+		names = append(names, kafkasink.HeaderKey) // an exactly-once sink's message
+	}
 	n := len(r.Headers) - len(names)
 	if n < 0 {
 		t.Fatalf("message %d@%d has %d headers, fewer than the provenance headers", r.Partition, r.Offset, len(r.Headers))

@@ -45,13 +45,15 @@ func (h *eosHarness) NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink {
 
 func (h *eosHarness) New(t *testing.T) sinks.Sink { return h.NewKeyed(t, nil) }
 
-// Contents are the latest message of each key a read_committed consumer
-// sees, as for the at-least-once sink (the suite's notion of a kafka
-// target's contents); the tests of this file count every message.
+// Contents are the latest message of each idempotency key (the replay-key
+// header: the message key is the source record's) a read_committed
+// consumer sees, as for the at-least-once sink (the suite's notion of a
+// kafka target's contents); the tests of this file count every message.
 func (h *eosHarness) Contents(t *testing.T) []string {
 	latest := map[string]string{}
 	for _, r := range readIsolated(t, h.addr, h.topic(t), kgo.ReadCommitted()) {
-		latest[string(r.Key)] = storedFromMessage(t, r).String()
+		_, prov := provenance(t, r)
+		latest[prov[kafkasink.HeaderKey]] = storedFromMessage(t, r).String()
 	}
 	out := make([]string, 0, len(latest))
 	for _, s := range latest {

@@ -115,13 +115,7 @@ func (s *Sink) writeTxn(ctx context.Context, batch []record.Record, msgs []kafka
 		for j, h := range m.Headers {
 			r.Headers[j] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 		}
-		if s.keep {
-			r.Partition = p
-		} else {
-			// The at-least-once Writer's partitioner, so that both paths
-			// put a key on the same partition.
-			r.Partition = int32(kafka.Murmur2Balancer{Consistent: true}.Balance(*m, parts...))
-		}
+		r.Partition = txnPartition(s.keep, m, p, parts)
 		recs[i] = r
 	}
 	next := batch[len(batch)-1].Offset + 1
@@ -131,6 +125,22 @@ func (s *Sink) writeTxn(ctx context.Context, batch []record.Record, msgs []kafka
 		return s.txnProduceError(batch, pe)
 	}
 	return err
+}
+
+// txnPartition chooses the target partition of an exactly-once message of
+// source partition p: p itself with keep_partition; else murmur2 of the
+// message key (the source record's own), as the Java producer chooses it
+// (an empty key is hashed too); a null key goes to p modulo the target's
+// partition count, so that the records of a source partition keep their
+// order in the target.
+func txnPartition(keep bool, m *kafka.Message, p int32, parts []int) int32 {
+	switch {
+	case keep:
+		return p
+	case m.Key == nil:
+		return p % int32(len(parts))
+	}
+	return int32(kafka.Murmur2Balancer{Consistent: true}.Balance(*m, parts...))
 }
 
 // partitionCount is the target topic's partition count, as last seen.
