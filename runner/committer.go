@@ -110,7 +110,14 @@ func (c *committer) CommitAt(next int64) error {
 	if p := c.dead.Positioner; p != nil {
 		deadPos = p.SyncedPosition(c.partition)
 	}
-	if err := c.commit(ctx, next, pos, deadPos); err != nil {
+	commit := func() error { return c.commit(ctx, next, pos, deadPos) }
+	if oc := c.sink.Offsets; oc != nil {
+		// The sink's transactions commit the group's offsets where the
+		// runner would: a standalone commit of a stalled process could
+		// move them back past another process's.
+		commit = func() error { return oc.CommitOffset(ctx, c.partition, next) }
+	}
+	if err := commit(); err != nil {
 		return &PartitionError{Topic: c.topic, Partition: c.partition, Offset: c.committed.Load(), Err: err}
 	}
 	c.committed.Store(next)

@@ -163,3 +163,40 @@ func TestCommitterDue(t *testing.T) {
 		t.Fatal("a sink durable on Write is always due")
 	}
 }
+
+// fakeOffsets is a sink whose transactions commit the group's offsets
+// (sinks.OffsetCommitter): it records what the runner asks it to commit.
+type fakeOffsets struct {
+	calls *[]string
+	next  []int64
+}
+
+func (f *fakeOffsets) CommitOffset(_ context.Context, p int32, next int64) error {
+	*f.calls = append(*f.calls, "sink commit")
+	f.next = append(f.next, next)
+	return nil
+}
+
+// A sink whose transactions commit the group's offsets on the cluster the
+// runner commits to is the group's only committer: the runner's own
+// commit, which a stalled process could make late, after another process
+// committed further, is never made; the state still moves.
+func TestCommitterLeavesTheCommitToASinkThatCommitsOffsets(t *testing.T) {
+	c, _, _, calls, commits := newTestCommitter(false)
+	oc := &fakeOffsets{calls: calls}
+	c.sink.Offsets = oc
+	c.Wrote(5)
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	c.Wrote(9)
+	if err := c.CommitAt(9); err != nil {
+		t.Fatal(err)
+	}
+	if len(*commits) != 0 || !slices.Equal(oc.next, []int64{5, 9}) || c.Committed() != 9 {
+		t.Fatalf("runner commits %v, sink commits %v, Committed %d: want the sink's 5 and 9 only, Committed 9", *commits, oc.next, c.Committed())
+	}
+	if want := []string{"sync sink", "sink commit", "sync sink", "sink commit"}; !slices.Equal(*calls, want) {
+		t.Fatalf("calls %v, want %v", *calls, want)
+	}
+}

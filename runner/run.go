@@ -144,6 +144,16 @@ func (j *Job) dropDiscarded(ctx context.Context) error {
 	return nil
 }
 
+// SourceClusterID is the source cluster's id (Metadata's ClusterID), where
+// the runner commits the replay group's offsets; "" when unknown
+// (sinks.Options.SourceClusterID).
+func (j *Job) SourceClusterID() string {
+	if j.c == nil || j.c.Cluster == nil {
+		return ""
+	}
+	return j.c.ID
+}
+
 // CommitMetadata returns the metadata the runner commits to the replay
 // group with the offset of partition (the plan, its fingerprint and the
 // partition's range: JSON), for a sink that commits the group's offsets in

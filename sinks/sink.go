@@ -77,6 +77,25 @@ type Capabilities struct {
 	Positioner Positioner
 	// Checkpoints stores checkpoints in the sink's own transactions.
 	Checkpoints CheckpointStore
+	// Offsets is set for a sink whose transactions commit the replay
+	// group's offsets on the very cluster (and group) the runner commits
+	// to: the runner then makes no standalone commit of its own, which a
+	// process that stalled after its transaction could make late, after
+	// another process fenced it and committed further, moving the group's
+	// offset back. The runner commits through Offsets instead.
+	Offsets OffsetCommitter
+}
+
+// OffsetCommitter is implemented by a sink whose transactions commit the
+// replay group's offsets (the exactly-once kafka sink with the target on
+// the source cluster). CommitOffset commits next as partition's offset in
+// a transaction of the sink's, fenced like its writes, unless the sink's
+// transactions committed next or more already (the usual case: the Write
+// before committed it): an advance past records that produced nothing
+// (filtered out, markers, aborted data). It returns the sink's typed error
+// when the sink was fenced, and is called by partition's goroutine only.
+type OffsetCommitter interface {
+	CommitOffset(ctx context.Context, partition int32, next int64) error
 }
 
 // CapabilitiesOf returns s.Capabilities(), or none for a nil sink (no
@@ -194,6 +213,11 @@ type Options struct {
 	// a sink committing offsets to the group itself writes the same; nil
 	// when unknown.
 	CommitMetadata func(partition int32) string
+	// SourceClusterID is the id of the source cluster (Metadata's
+	// ClusterID), where the runner commits the replay group's offsets; ""
+	// when unknown. A sink committing the group's offsets itself declares
+	// Capabilities.Offsets only on that cluster.
+	SourceClusterID string
 }
 
 // Spec is what a driver builds a sink from (each driver's Open): the

@@ -350,7 +350,7 @@ func (a *app) newSink(ctx context.Context, job *runner.Job) (sinks.Sink, error) 
 		parts[i] = r.Partition
 	}
 	return registry.New(ctx, p.Sink, sinks.Options{Log: a.log, PlanName: p.Name, RunID: job.RunID(), Group: p.Group, Fingerprint: job.Resolution.Fingerprint,
-		Topic: job.Resolution.Topic, Partitions: parts, CommitMetadata: job.CommitMetadata})
+		Topic: job.Resolution.Topic, Partitions: parts, CommitMetadata: job.CommitMetadata, SourceClusterID: job.SourceClusterID()})
 }
 
 func (a *app) writeReport(path string, rep any) error {

@@ -3,6 +3,9 @@ package testenv
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,6 +49,9 @@ func Kfake(opts ...kfake.Opt) KafkaOption {
 	return func(c *kafkaConfig) { c.opts = append(c.opts, opts...) }
 }
 
+// clusterSeq numbers the clusters NewKafka starts.
+var clusterSeq atomic.Int64
+
 // NewKafka starts a cluster for t and closes it in t.Cleanup.
 func NewKafka(t testing.TB, opts ...KafkaOption) *Kafka {
 	t.Helper()
@@ -53,7 +59,9 @@ func NewKafka(t testing.TB, opts ...KafkaOption) *Kafka {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	kopts := []kfake.Opt{kfake.NumBrokers(1)} // later options win: Kfake(kfake.NumBrokers(3)) overrides
+	// A cluster id of its own (kfake's default is the same for all): a
+	// sink tells the source cluster from another one by it.
+	kopts := []kfake.Opt{kfake.NumBrokers(1), kfake.ClusterID(fmt.Sprintf("testenv-%d-%d", os.Getpid(), clusterSeq.Add(1)))} // later options win: Kfake(kfake.NumBrokers(3)) overrides
 	if len(cfg.topics) > 0 {
 		kopts = append(kopts, kfake.SeedTopics(cfg.partitions, cfg.topics...))
 	}

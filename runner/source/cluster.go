@@ -39,6 +39,9 @@ type Cluster struct {
 	transport *kafka.Transport
 	// Brokers are the bootstrap brokers that answered the probe.
 	Brokers []string
+	// ID is the cluster id the brokers report (Metadata's ClusterID); ""
+	// when they report none.
+	ID string
 	// Warnings are things about the connection the caller must show the
 	// user (e.g. certificate verification turned off).
 	Warnings []string
@@ -106,11 +109,13 @@ func (c *Cluster) probe(ctx context.Context, topic string, timeout time.Duration
 		return err
 	}
 	c.client.Addr = c.addr()
-	if _, err := call(pctx, "metadata", func(ctx context.Context) (*kafka.MetadataResponse, error) {
+	md, err := call(pctx, "metadata", func(ctx context.Context) (*kafka.MetadataResponse, error) {
 		return c.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
-	}); err != nil {
+	})
+	if err != nil {
 		return c.conn.Explain(strings.Join(c.Brokers, ","), err, time.Since(start))
 	}
+	c.ID = md.ClusterID
 	return nil
 }
 

@@ -82,6 +82,11 @@ type Config struct {
 	Partitions         []int32
 	CommitMetadata     func(partition int32) string
 	TransactionTimeout time.Duration
+	// SourceClusterID is the id of the cluster the runner commits the
+	// group's offsets to (sinks.Options.SourceClusterID): when the target
+	// cluster reports the same id, the sink is the group's only committer
+	// (sinks.Capabilities.Offsets).
+	SourceClusterID string
 }
 
 // Kafka produces records to a topic, of the source cluster or another one.
@@ -153,9 +158,13 @@ type Sink struct {
 var _ sinks.Sink = (*Sink)(nil)
 
 // Capabilities: a kafka sink's Write is durable on return (acks=all); an
-// exactly-once sink keeps checkpoints in its transactions.
+// exactly-once sink keeps checkpoints in its transactions, and on the
+// source cluster commits every offset of the group (sinks.OffsetCommitter).
 func (s *Sink) Capabilities() sinks.Capabilities {
-	if s.txn != nil {
+	switch {
+	case s.txn != nil && s.txn.onSource:
+		return sinks.Capabilities{Checkpoints: s, Offsets: s}
+	case s.txn != nil:
 		return sinks.Capabilities{Checkpoints: s}
 	}
 	return sinks.Capabilities{}

@@ -13,7 +13,7 @@ func Open(ctx context.Context, sp sinks.Spec) (sinks.Sink, error) {
 	s, err := New(ctx, Config{Brokers: c.Brokers, Topic: c.Topic, TLS: c.TLS, SASL: c.SASL, KeepPartition: c.KeepPartition,
 		Keyer: sp.Keyer, KeepKey: sp.KeepKey, PlanName: sp.Options.PlanName, Log: sp.Options.Log,
 		ExactlyOnce: c.ExactlyOnce, TransactionalID: c.TransactionalID, Group: sp.Options.Group, SourceTopic: sp.Options.Topic,
-		Partitions: sp.Options.Partitions, CommitMetadata: sp.Options.CommitMetadata})
+		Partitions: sp.Options.Partitions, CommitMetadata: sp.Options.CommitMetadata, SourceClusterID: sp.Options.SourceClusterID})
 	if err != nil {
 		return nil, err
 	}

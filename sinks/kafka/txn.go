@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/replay-tool/replay/sinks"
 )
@@ -37,7 +38,14 @@ type txnCommitter struct {
 	meta    func(int32) string
 	where   string
 	admin   *kadm.Client
+	// adminCl is capped at Kafka 3.9's request versions: it ends the
+	// transactions holding offsets only with EndTxn v4, which keeps the
+	// producer's epoch (v5 bumps it, behind kgo's back).
 	adminCl *kgo.Client
+	// onSource is set when the target cluster is the one the runner
+	// commits the group's offsets to (the same cluster id): the sink's
+	// transactions are then the group's only commits.
+	onSource bool
 
 	mu        sync.Mutex
 	producers map[int32]*kgo.Client
@@ -76,13 +84,21 @@ func newTxnCommitter(ctx context.Context, cfg Config, brokers []string, where st
 	if t.group == "" || t.topic == "" {
 		return nil, errors.New("kafka sink: exactly_once needs the replay group and the source topic")
 	}
-	if t.adminCl, err = kgo.NewClient(base...); err != nil {
+	if t.adminCl, err = kgo.NewClient(append(base[:len(base):len(base)], kgo.MaxVersions(kversion.V3_9_0()))...); err != nil {
 		return nil, fmt.Errorf("kafka sink: %w", err)
 	}
 	t.admin = kadm.NewClient(t.adminCl)
 	if err := t.start(ctx, cfg.Partitions); err != nil {
 		t.close()
 		return nil, err
+	}
+	if cfg.SourceClusterID != "" {
+		md, err := t.admin.BrokerMetadata(ctx)
+		if err != nil {
+			t.close()
+			return nil, fmt.Errorf("kafka sink: exactly_once: read the cluster id of %s: %w", where, err)
+		}
+		t.onSource = md.Cluster == cfg.SourceClusterID
 	}
 	return t, nil
 }
@@ -185,7 +201,7 @@ func (t *txnCommitter) write(ctx context.Context, p int32, next int64, recs []*k
 	if pe := produceFailure(cl.ProduceSync(ctx, recs...)); pe != nil {
 		return t.failed(ctx, cl, p, next, pe, began, false)
 	}
-	if err := t.commitOffsets(ctx, cl, p, next); err != nil {
+	if err := t.commitOffsets(ctx, cl, cl, p, next); err != nil {
 		return t.failed(ctx, cl, p, next, err, began, false)
 	}
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
@@ -227,8 +243,8 @@ func (e *produceError) Unwrap() error { return e.err }
 // commitOffsets adds the group to the transaction (AddOffsetsToTxn, to the
 // transaction coordinator) and commits next for p in it (TxnOffsetCommit,
 // to the group coordinator), with the producer's id and epoch and the
-// runner's commit metadata.
-func (t *txnCommitter) commitOffsets(ctx context.Context, cl *kgo.Client, p int32, next int64) error {
+// runner's commit metadata; the requests go through via.
+func (t *txnCommitter) commitOffsets(ctx context.Context, cl, via *kgo.Client, p int32, next int64) error {
 	pid, epoch, err := cl.ProducerID(ctx)
 	if err != nil {
 		return err
@@ -237,7 +253,7 @@ func (t *txnCommitter) commitOffsets(ctx context.Context, cl *kgo.Client, p int3
 	add := kmsg.NewPtrAddOffsetsToTxnRequest()
 	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = id, pid, epoch, t.group
 	if err := retryTxnRequest(ctx, func() error {
-		resp, err := add.RequestWith(ctx, cl)
+		resp, err := add.RequestWith(ctx, via)
 		if err != nil {
 			return err
 		}
@@ -256,7 +272,7 @@ func (t *txnCommitter) commitOffsets(ctx context.Context, cl *kgo.Client, p int3
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	err = retryTxnRequest(ctx, func() error {
-		resp, err := req.RequestWith(ctx, cl)
+		resp, err := req.RequestWith(ctx, via)
 		if err != nil {
 			return err
 		}

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"maps"
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // The replay group's offsets on the target cluster, as the exactly-once
@@ -117,4 +120,54 @@ func rangeStart(meta string) int64 {
 		return -1
 	}
 	return *m.Start
+}
+
+// commitOnly commits next for p in a transaction of p's producer holding
+// only the offset (AddOffsetsToTxn, TxnOffsetCommit, EndTxn), unless the
+// sink's transactions committed next or more already. kgo ends only the
+// transactions it produced in, so this one is ended with a raw EndTxn v4
+// (adminCl), which leaves the producer's epoch as kgo knows it.
+func (t *txnCommitter) commitOnly(ctx context.Context, p int32, next int64) error {
+	if t.committedOf(p) >= next {
+		return nil
+	}
+	cl, err := t.producer(ctx, p)
+	if err != nil {
+		return err
+	}
+	err = t.commitOffsets(ctx, cl, t.adminCl, p, next)
+	if err == nil {
+		err = t.endTxn(ctx, cl, p, true)
+	}
+	if err != nil {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = t.endTxn(actx, cl, p, false)
+		if fenced(err) {
+			t.drop(p, cl)
+			return &FencedError{TransactionalID: t.id(p), Err: err}
+		}
+		return transientTxn(fmt.Errorf("kafka sink: commit the offset of %s/%d on %s (the transaction is aborted): %w", t.topic, p, t.where, err))
+	}
+	t.mu.Lock()
+	t.committed[p] = max(t.committed[p], next)
+	t.mu.Unlock()
+	return nil
+}
+
+// endTxn commits or aborts p's offsets-only transaction (EndTxn).
+func (t *txnCommitter) endTxn(ctx context.Context, cl *kgo.Client, p int32, commit bool) error {
+	pid, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		return err
+	}
+	req := kmsg.NewPtrEndTxnRequest()
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = t.id(p), pid, epoch, commit
+	return retryTxnRequest(ctx, func() error {
+		resp, err := req.RequestWith(ctx, t.adminCl)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.ErrorCode)
+	})
 }

@@ -18,7 +18,10 @@ import (
 	"github.com/replay-tool/replay/sinks"
 )
 
-var _ sinks.CheckpointStore = (*Sink)(nil)
+var (
+	_ sinks.CheckpointStore = (*Sink)(nil)
+	_ sinks.OffsetCommitter = (*Sink)(nil)
+)
 
 // DefaultTransactionalID is the prefix of the exactly-once sink's
 // transactional ids when the plan sets none: replay-<plan>-<8 hex digits of
@@ -176,6 +179,18 @@ func transientTxn(err error) error {
 		return err
 	}
 	return &sinks.TransientError{Err: err}
+}
+
+// CommitOffset commits next as the group's offset of source partition p in
+// a transaction of p's producer holding no records (an advance past
+// records that produced nothing: filtered out, markers), unless the sink's
+// transactions committed next or more already. A fenced producer returns
+// *FencedError; other failures are transient.
+func (s *Sink) CommitOffset(ctx context.Context, p int32, next int64) error {
+	if s.txn == nil {
+		return errors.New("kafka sink: CommitOffset needs exactly_once")
+	}
+	return s.txn.commitOnly(ctx, p, next)
 }
 
 // Checkpoints returns, for an exactly-once sink, the offsets the group

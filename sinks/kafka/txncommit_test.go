@@ -1,0 +1,79 @@
+package kafka_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	kafkasink "github.com/replay-tool/replay/sinks/kafka"
+)
+
+// eosSinkOn is eosSink with the source cluster's id.
+func eosSinkOn(t *testing.T, addr, topic, id, sourceCluster string) *kafkasink.Sink {
+	t.Helper()
+	s, err := kafkasink.New(t.Context(), kafkasink.Config{Brokers: []string{addr}, Topic: topic, PlanName: "orders",
+		Log: zerolog.New(zerolog.NewTestWriter(t)), ExactlyOnce: true, TransactionalID: id, Group: "replay.orders",
+		SourceTopic: "orders", Partitions: []int32{0}, SourceClusterID: sourceCluster,
+		CommitMetadata: func(int32) string { return `{"tool":"replay","plan":"orders","start":0,"end":1000}` }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// On the source cluster (the same cluster id) the exactly-once sink is the
+// group's only committer (Capabilities.Offsets); on another it is not.
+// CommitOffset of an advance past records that produced nothing commits it
+// in a transaction of its own, which leaves the producer usable (its
+// epoch as kgo knows it) and which a fenced sink cannot make.
+func TestKafkaExactlyOnceCommitOffset(t *testing.T) {
+	c := newKafkaCluster(t, kfake.ClusterID("source-1"))
+	addr := c.ListenAddrs()[0]
+	createTopicNamed(t, addr, "orders", 1)
+	topic := createTopic(t, addr, 1, nil)
+	if other := eosSinkOn(t, addr, topic, "replay-other", "source-2"); other.Capabilities().Offsets != nil {
+		t.Fatal("a sink on another cluster than the source declares Offsets")
+	}
+	first := eosSinkOn(t, addr, topic, "replay-commit", "source-1")
+	oc := first.Capabilities().Offsets
+	if oc == nil {
+		t.Fatal("a sink on the source cluster does not declare Offsets")
+	}
+	mustWrite(t, first, eosWindow(0, 10)...)
+	committed := func(s *kafkasink.Sink) int64 {
+		t.Helper()
+		cps, err := s.Checkpoints(t.Context(), "replay.orders", "orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cps[0]
+	}
+	for _, next := range []int64{10, 25, 20} { // 10, 20: committed already
+		if err := oc.CommitOffset(t.Context(), 0, next); err != nil {
+			t.Fatalf("CommitOffset %d: %v", next, err)
+		}
+	}
+	if got := committed(first); got != 25 {
+		t.Fatalf("the group holds %d, want 25", got)
+	}
+	mustWrite(t, first, eosWindow(25, 30)...) // the producer still works
+	if got := committed(first); got != 30 {
+		t.Fatalf("after a write: the group holds %d, want 30", got)
+	}
+	second := eosSinkOn(t, addr, topic, "replay-commit", "source-1")
+	err := oc.CommitOffset(t.Context(), 0, 40)
+	var fe *kafkasink.FencedError
+	if !errors.As(err, &fe) {
+		t.Fatalf("CommitOffset of a fenced sink: %v, want *FencedError", err)
+	}
+	if got := committed(second); got != 30 {
+		t.Fatalf("after the fenced commit: the group holds %d, want 30", got)
+	}
+	if got := readIsolated(t, addr, topic, kgo.ReadCommitted()); len(got) != 15 {
+		t.Fatalf("read_committed: %d messages, want 15", len(got))
+	}
+}
