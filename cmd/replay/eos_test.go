@@ -32,10 +32,11 @@ var eosWindowEnd = time.Now().UTC().Truncate(time.Second)
 // a second (0: unthrottled).
 func eosSetup(t *testing.T, n, rps int) (sb *testenv.Kafka, dir, planFile string) {
 	t.Helper()
-	sb, seed := newCluster(t, eosPartitions, n)
-	seed.To = eosWindowEnd
-	// Records with a null key, an empty key and a binary key on every
-	// partition: the target must keep each key as it is.
+	sb, seed := newCluster(t, eosPartitions, 0)
+	seed.N = n
+	// First, records with a null key, an empty key and a binary key on
+	// every partition (the target must keep each key as it is): the
+	// seeded records run past the window end.
 	var odd []*kgo.Record
 	for p := range int32(eosPartitions) {
 		for i, key := range [][]byte{nil, {}, {0, 0xff, 'k'}} {
@@ -44,6 +45,8 @@ func eosSetup(t *testing.T, n, rps int) (sb *testenv.Kafka, dir, planFile string
 		}
 	}
 	sb.Produce(t, "orders", odd...)
+	sb.Seed(t, seed)
+	seed.To = eosWindowEnd
 	sb.CreateTopic(t, "orders-eos", eosPartitions, nil)
 	dir = t.TempDir()
 	planFile = writePlan(t, dir, planSpec{name: "eos", addr: sb.Addr, from: seed.From.Add(-time.Hour), to: seed.To,
