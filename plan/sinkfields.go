@@ -42,7 +42,7 @@ var sinkFieldTable = []FieldDescriptor{
 	{Name: "keep_partition", Types: []SinkType{SinkKafka},
 		Doc: "kafka: produce each record to the partition numbered as its source partition (mirroring; the target needs at least as many partitions) instead of hashing the key."},
 	{Name: "exactly_once", Types: []SinkType{SinkKafka},
-		Doc: "kafka: produce each batch in one Kafka transaction together with the replay group's offsets for it (default false): consumers reading with isolation.level=read_committed see each source record exactly once, whatever happens to the run. Needs a target that supports transactions and, with ACLs, Write and Describe on the TransactionalId and IdempotentWrite on the cluster. Not with on_error: dead_letter, a dead-letter sink or run --join."},
+		Doc: "kafka: produce each batch in one Kafka transaction together with the replay group's offsets for it (default false): consumers reading with isolation.level=read_committed see each source record exactly once, whatever happens to the run. Needs a target that supports transactions and, with ACLs, Write and Describe on the TransactionalId and IdempotentWrite on the cluster. Not with on_error: dead_letter or a dead-letter sink."},
 	{Name: "transactional_id", Types: []SinkType{SinkKafka},
 		Doc: "kafka with exactly_once: prefix of the transactional ids, one per source partition (<prefix>-<partition>); default replay-<plan name>-<hash of the group>. A later run with the same ids fences any earlier process still producing."},
 	{Name: "url", Types: []SinkType{SinkHTTP},

@@ -116,7 +116,7 @@ func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []i
 			return err // the in-flight batches were written and committed
 		case ctx.Err() != nil:
 			return fmt.Errorf("%w: %v", ErrInterrupted, err)
-		case gctx.Err() != nil, errors.Is(err, source.ErrFenced):
+		case gctx.Err() != nil, errors.Is(err, source.ErrFenced), errors.Is(err, sinks.ErrPartitionLost):
 			return nil
 		}
 		return err
@@ -138,7 +138,7 @@ func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []i
 	j.live.Store(&liveRun{started: time.Now(), states: states})
 	j.startBudget(states)
 	err = j.readAll(rctx, sink, states)
-	moved := ctx.Err() == nil && (gctx.Err() != nil || errors.Is(err, source.ErrFenced))
+	moved := ctx.Err() == nil && (gctx.Err() != nil || errors.Is(err, source.ErrFenced) || errors.Is(err, sinks.ErrPartitionLost))
 	mergeReports(reports, states, moved)
 	if err != nil {
 		return outcome(err)

@@ -154,6 +154,16 @@ func (j *Job) SourceClusterID() string {
 	return j.c.ID
 }
 
+// Member returns the generation and member id this process has in the
+// replay group while it runs joined (RunJoined), else -1 and ""
+// (sinks.Options.Member).
+func (j *Job) Member() (generation int32, memberID string) {
+	if m := j.member.Load(); m != nil {
+		return m.Generation, m.ID
+	}
+	return -1, ""
+}
+
 // CommitMetadata returns the metadata the runner commits to the replay
 // group with the offset of partition (the plan, its fingerprint and the
 // partition's range: JSON), for a sink that commits the group's offsets in

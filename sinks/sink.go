@@ -5,6 +5,7 @@ package sinks
 
 import (
 	"context"
+	"errors"
 
 	"github.com/rs/zerolog"
 
@@ -218,7 +219,22 @@ type Options struct {
 	// when unknown. A sink committing the group's offsets itself declares
 	// Capabilities.Offsets only on that cluster.
 	SourceClusterID string
+	// Member is set when the process runs as one member of the replay
+	// group (run --join): it returns the member's current generation and
+	// member id (-1 and "" between generations). A sink committing the
+	// group's offsets itself commits as that member (TxnOffsetCommit v3+,
+	// KIP-447), starts a partition's producer only when it first writes
+	// the partition in a generation (starting it fences whoever wrote it
+	// before), and fails a Write or CommitOffset of a partition the member
+	// lost with an error wrapping ErrPartitionLost.
+	Member func() (generation int32, memberID string)
 }
+
+// ErrPartitionLost is wrapped by the error of a sink's Write or
+// CommitOffset of a partition that another member of the replay group owns
+// now (run --join: a rebalance moved it): nothing of the call is kept, and
+// the new owner resumes from the group's last commit.
+var ErrPartitionLost = errors.New("another member of the replay group owns the partition now")
 
 // Spec is what a driver builds a sink from (each driver's Open): the
 // validated plan section, the run's options and the section's compiled key

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -18,9 +17,6 @@ func joinableSinks(join bool, p *plan.Plan) error {
 	shared := orList(plan.SharedSinkTypes())
 	if !sharedSink(p.Sink.Type) {
 		return usageError{fmt.Errorf("--join spreads the partitions over several processes, so a %s sink would split the output among them: use a %s sink", p.Sink.Type, shared)}
-	}
-	if p.Sink.ExactlyOnce {
-		return usageError{errors.New("--join does not support an exactly_once kafka sink: its transactions commit the replay group's offsets without a member generation, which a group with joined members refuses; run one process, or set exactly_once: false")}
 	}
 	if dl := p.DeadLetter; dl != nil && p.OnError == plan.OnErrorDeadLetter && !sharedSink(dl.Type) {
 		return usageError{fmt.Errorf("--join spreads the partitions over several processes, so a %s dead-letter sink would split the dead letters among them: use a %s dead-letter sink", dl.Type, shared)}

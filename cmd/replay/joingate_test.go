@@ -60,16 +60,11 @@ func TestJoinableSinks(t *testing.T) {
 	}
 }
 
-// An exactly-once kafka sink is refused under --join: its transactions
-// commit the group's offsets without a member generation.
-func TestJoinRefusesExactlyOnce(t *testing.T) {
+// An exactly-once kafka sink is accepted under --join: its transactions
+// commit the group's offsets as the process's member of the group.
+func TestJoinAcceptsExactlyOnce(t *testing.T) {
 	p := &plan.Plan{Sink: plan.Sink{Type: plan.SinkKafka, ExactlyOnce: true}, OnError: plan.OnErrorFail}
-	err := joinableSinks(true, p)
-	var usage usageError
-	if !errors.As(err, &usage) || err.Error() != "--join does not support an exactly_once kafka sink: its transactions commit the replay group's offsets without a member generation, which a group with joined members refuses; run one process, or set exactly_once: false" {
-		t.Fatalf("joinableSinks = %v, want the usage error", err)
-	}
-	if err := joinableSinks(false, p); err != nil {
-		t.Fatalf("without --join: %v", err)
+	if err := joinableSinks(true, p); err != nil {
+		t.Fatalf("joinableSinks = %v, want nil", err)
 	}
 }

@@ -265,7 +265,7 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 func (a *app) runJob(ctx context.Context, job *runner.Job, file string, o runOptions, metrics *metricsServer) (*runner.Report, error) {
 	p := job.Plan
 	out := a.resultsOut(p.Sink)
-	sink, err := a.newSink(ctx, job)
+	sink, err := a.newSink(ctx, job, o.join)
 	if err != nil {
 		return nil, err
 	}
@@ -339,8 +339,9 @@ func (a *app) resultsOut(s plan.Sink) io.Writer {
 }
 
 // newSink builds the plan's sink; the stdout sink writes to the app's stdout
-// (registry.New would write to os.Stdout).
-func (a *app) newSink(ctx context.Context, job *runner.Job) (sinks.Sink, error) {
+// (registry.New would write to os.Stdout). Under --join (join) the sink
+// learns the process's member of the group.
+func (a *app) newSink(ctx context.Context, job *runner.Job, join bool) (sinks.Sink, error) {
 	p := job.Plan
 	if p.Sink.Type == plan.SinkStdout {
 		return stdout.New(a.rawStdout), nil // records are data: not redacted
@@ -349,8 +350,12 @@ func (a *app) newSink(ctx context.Context, job *runner.Job) (sinks.Sink, error) 
 	for i, r := range job.Resolution.Ranges {
 		parts[i] = r.Partition
 	}
-	return registry.New(ctx, p.Sink, sinks.Options{Log: a.log, PlanName: p.Name, RunID: job.RunID(), Group: p.Group, Fingerprint: job.Resolution.Fingerprint,
-		Topic: job.Resolution.Topic, Partitions: parts, CommitMetadata: job.CommitMetadata, SourceClusterID: job.SourceClusterID()})
+	opts := sinks.Options{Log: a.log, PlanName: p.Name, RunID: job.RunID(), Group: p.Group, Fingerprint: job.Resolution.Fingerprint,
+		Topic: job.Resolution.Topic, Partitions: parts, CommitMetadata: job.CommitMetadata, SourceClusterID: job.SourceClusterID()}
+	if join {
+		opts.Member = job.Member
+	}
+	return registry.New(ctx, p.Sink, opts)
 }
 
 func (a *app) writeReport(path string, rep any) error {

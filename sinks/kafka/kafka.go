@@ -73,7 +73,7 @@ type Config struct {
 	// with Group's offset after the batch for SourceTopic (KIP-98); see
 	// Sink. TransactionalID is the prefix of the transactional ids (default
 	// DefaultTransactionalID), Partitions the source partitions whose
-	// producers start in New, CommitMetadata the metadata of each offset
+	// producers start in New (without Member), CommitMetadata the metadata of each offset
 	// commit, TransactionTimeout the transaction.timeout.ms (default
 	// DefaultTransactionTimeout).
 	ExactlyOnce        bool
@@ -87,6 +87,9 @@ type Config struct {
 	// cluster reports the same id, the sink is the group's only committer
 	// (sinks.Capabilities.Offsets).
 	SourceClusterID string
+	// Member is the process's member of the replay group under run --join
+	// (sinks.Options.Member); nil otherwise.
+	Member func() (generation int32, memberID string)
 }
 
 // Kafka produces records to a topic, of the source cluster or another one.

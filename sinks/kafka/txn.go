@@ -47,8 +47,14 @@ type txnCommitter struct {
 	// transactions are then the group's only commits.
 	onSource bool
 
+	// member is the process's member of the group under run --join; nil
+	// otherwise. Producers then start lazily, once per generation.
+	member func() (generation int32, memberID string)
+
 	mu        sync.Mutex
 	producers map[int32]*kgo.Client
+	// gens is, under run --join, the generation each producer started in.
+	gens map[int32]int32
 	// committed is, per partition, the offset this run's transactions
 	// committed last (read back at start, lowered by reset): records below
 	// it are in the target already and are not produced again.
@@ -57,7 +63,8 @@ type txnCommitter struct {
 
 // newTxnCommitter starts a transactional producer for each partition of
 // cfg.Partitions (InitProducerID: this fences an earlier process with the
-// same ids and aborts its open transactions) and checks that the target
+// same ids and aborts its open transactions; under run --join, cfg.Member
+// set, each starts on its first write in a generation instead) and checks that the target
 // cluster can hold the group's offsets for the source topic. A target
 // without transactions, or a principal without the TransactionalId ACL,
 // fails here, before anything is produced.
@@ -74,7 +81,8 @@ func newTxnCommitter(ctx context.Context, cfg Config, brokers []string, where st
 		prefix = DefaultTransactionalID(cfg.PlanName, cfg.Group)
 	}
 	t := &txnCommitter{base: base, prefix: prefix, group: cfg.Group, topic: cfg.SourceTopic, target: cfg.Topic,
-		timeout: cfg.TransactionTimeout, meta: cfg.CommitMetadata, where: where, producers: map[int32]*kgo.Client{}, committed: map[int32]int64{}}
+		timeout: cfg.TransactionTimeout, meta: cfg.CommitMetadata, where: where, producers: map[int32]*kgo.Client{}, committed: map[int32]int64{},
+		member: cfg.Member, gens: map[int32]int32{}}
 	if t.timeout == 0 {
 		t.timeout = DefaultTransactionTimeout
 	}
@@ -115,6 +123,9 @@ func (t *txnCommitter) start(ctx context.Context, parts []int32) error {
 		return fmt.Errorf("kafka sink: exactly_once keeps the replay group's offsets on the target cluster, in the transaction of each batch, and Kafka keeps offsets only for a topic the cluster has: the source topic %s (with at least %d partitions) is not on the target cluster of %s: create it there (it stays empty), or produce to the source cluster", t.topic, maxPartition(parts)+1, t.where)
 	}
 	t.topicID = d.ID
+	if t.member != nil {
+		parts = nil // each member fences only the partitions it is given
+	}
 	for _, p := range parts {
 		if _, err := t.producer(sctx, p); err != nil {
 			return err
@@ -151,13 +162,45 @@ func maxPartition(parts []int32) int {
 func (t *txnCommitter) id(p int32) string { return t.prefix + "-" + strconv.Itoa(int(p)) }
 
 // producer returns partition p's transactional client, starting it
-// (InitProducerID) the first time.
+// (InitProducerID) the first time; under run --join, the first time in
+// each generation (the member that wrote p before is fenced), reading what
+// the group holds for p once it did.
 func (t *txnCommitter) producer(ctx context.Context, p int32) (*kgo.Client, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if cl, ok := t.producers[p]; ok {
-		return cl, nil
+	gen := int32(-1)
+	if t.member != nil {
+		if gen, _ = t.member(); gen < 0 {
+			return nil, &lostError{id: t.id(p), err: errors.New("no generation")}
+		}
 	}
+	if cl, ok := t.producers[p]; ok && (t.member == nil || t.gens[p] == gen) {
+		return cl, nil
+	} else if ok {
+		cl.Close()
+		delete(t.producers, p)
+	}
+	cl, err := t.initProducer(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if t.member != nil {
+		t.mu.Unlock()
+		cps, err := t.checkpoints(ctx)
+		t.mu.Lock()
+		if err != nil {
+			cl.Close()
+			return nil, transientTxn(err)
+		}
+		t.committed[p] = max(t.committed[p], cps[p])
+		t.gens[p] = gen
+	}
+	t.producers[p] = cl
+	return cl, nil
+}
+
+// initProducer starts partition p's transactional client (InitProducerID).
+func (t *txnCommitter) initProducer(ctx context.Context, p int32) (*kgo.Client, error) {
 	id := t.id(p)
 	cl, err := kgo.NewClient(append(t.base[:len(t.base):len(t.base)],
 		kgo.TransactionalID(id), kgo.TransactionTimeout(t.timeout), kgo.DefaultProduceTopic(t.target),
@@ -170,7 +213,6 @@ func (t *txnCommitter) producer(ctx context.Context, p int32) (*kgo.Client, erro
 		cl.Close()
 		return nil, t.initError(id, err)
 	}
-	t.producers[p] = cl
 	return cl, nil
 }
 
@@ -265,6 +307,11 @@ func (t *txnCommitter) commitOffsets(ctx context.Context, cl, via *kgo.Client, p
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
 	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = id, t.group, pid, epoch
 	req.Generation, req.MemberID = -1, ""
+	if t.member != nil && t.onSource {
+		// As the member the group gave p to: a member that lost p is
+		// refused (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID).
+		req.Generation, req.MemberID = t.member()
+	}
 	rt := kmsg.NewTxnOffsetCommitRequestTopic()
 	rt.Topic, rt.TopicID = t.topic, t.topicID
 	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
@@ -331,6 +378,9 @@ func (t *txnCommitter) failed(ctx context.Context, cl *kgo.Client, p int32, next
 		err = pe.err
 	}
 	_, _, perr := cl.ProducerID(actx)
+	if lerr := t.lost(p, cl, err, perr); lerr != nil {
+		return lerr
+	}
 	switch {
 	case (fenced(err) || fenced(perr)) && time.Since(began) >= t.timeout:
 		return t.timedOut(actx, cl, p, err)
@@ -374,6 +424,36 @@ func (t *txnCommitter) timedOut(ctx context.Context, cl *kgo.Client, p int32, er
 		t.mu.Unlock()
 	}
 	return &sinks.TransientError{Err: fmt.Errorf("kafka sink: the transaction of %s outlived its timeout (%v) and the broker aborted it; the batch is written again in a new one: %w", t.id(p), t.timeout, err)}
+}
+
+// lostError is a Write or CommitOffset of a partition that another member
+// of the group owns now (run --join); it wraps sinks.ErrPartitionLost.
+type lostError struct {
+	id  string
+	err error
+}
+
+func (e *lostError) Error() string {
+	return fmt.Sprintf("kafka sink: transaction of %s: %v (%v)", e.id, sinks.ErrPartitionLost, e.err)
+}
+
+func (e *lostError) Unwrap() []error { return []error{sinks.ErrPartitionLost, e.err} }
+
+// lost returns, under run --join, a *lostError when err or perr says that
+// the member lost p: the group refused its generation or member id, or
+// the new owner's producer fenced this one; nil otherwise.
+func (t *txnCommitter) lost(p int32, cl *kgo.Client, err, perr error) error {
+	if t.member == nil {
+		return nil
+	}
+	for _, e := range []error{err, perr} {
+		if e != nil && (fenced(e) || errors.Is(e, kerr.IllegalGeneration) || errors.Is(e, kerr.UnknownMemberID) ||
+			errors.Is(e, kerr.FencedInstanceID) || errors.Is(e, kerr.RebalanceInProgress)) {
+			t.drop(p, cl)
+			return &lostError{id: t.id(p), err: e}
+		}
+	}
+	return nil
 }
 
 // fenced reports whether err says another producer took the transactional

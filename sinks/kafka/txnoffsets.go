@@ -143,6 +143,9 @@ func (t *txnCommitter) commitOnly(ctx context.Context, p int32, next int64) erro
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		_ = t.endTxn(actx, cl, p, false)
+		if lerr := t.lost(p, cl, err, nil); lerr != nil {
+			return lerr
+		}
 		if fenced(err) {
 			t.drop(p, cl)
 			return &FencedError{TransactionalID: t.id(p), Err: err}
