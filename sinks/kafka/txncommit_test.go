@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/replay-tool/replay/sinks"
 	kafkasink "github.com/replay-tool/replay/sinks/kafka"
 )
 
@@ -75,5 +76,37 @@ func TestKafkaExactlyOnceCommitOffset(t *testing.T) {
 	}
 	if got := readIsolated(t, addr, topic, kgo.ReadCommitted()); len(got) != 15 {
 		t.Fatalf("read_committed: %d messages, want 15", len(got))
+	}
+}
+
+// Under run --join a Write commits as the process's member: one the group
+// does not know (it lost its partitions) is refused, and Write fails with
+// sinks.ErrPartitionLost (not transient: the member rejoins), its records
+// invisible to read_committed consumers. No producer starts before the
+// first Write (starting one fences the partition's owner).
+func TestKafkaExactlyOnceJoinedMemberLostPartition(t *testing.T) {
+	c := newKafkaCluster(t, kfake.ClusterID("source-1"))
+	addr := c.ListenAddrs()[0]
+	createTopicNamed(t, addr, "orders", 1)
+	topic := createTopic(t, addr, 1, nil)
+	owner := eosSinkOn(t, addr, topic, "replay-join", "source-1")
+	mustWrite(t, owner, eosWindow(0, 5)...)
+	s, err := kafkasink.New(t.Context(), kafkasink.Config{Brokers: []string{addr}, Topic: topic, PlanName: "orders",
+		Log: zerolog.New(zerolog.NewTestWriter(t)), ExactlyOnce: true, TransactionalID: "replay-join", Group: "replay.orders",
+		SourceTopic: "orders", Partitions: []int32{0}, SourceClusterID: "source-1",
+		Member:         func() (int32, string) { return 7, "replay-join-gone" },
+		CommitMetadata: func(int32) string { return `{"tool":"replay","plan":"orders","start":0,"end":1000}` }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mustWrite(t, owner, eosWindow(5, 10)...) // not fenced by the joined sink's start
+	err = s.Write(t.Context(), eosWindow(10, 20))
+	if !errors.Is(err, sinks.ErrPartitionLost) || sinks.Transient(err) {
+		t.Fatalf("Write of a member the group does not know: %v, want sinks.ErrPartitionLost, not transient", err)
+	}
+	t.Logf("refused: %v", err)
+	if got := readIsolated(t, addr, topic, kgo.ReadCommitted()); len(got) != 10 {
+		t.Fatalf("read_committed: %d messages, want the owner's 10", len(got))
 	}
 }
