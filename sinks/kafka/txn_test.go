@@ -1,6 +1,8 @@
 package kafka_test
 
 import (
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -317,6 +319,8 @@ func newClient(t *testing.T, addr string) *kgo.Client {
 // The exactly-once sink's record batches stay under the topic's
 // max.message.bytes, as the at-least-once sink's do, and a record too large
 // by itself is the *record.Error, with nothing of its batch committed.
+// (Without the cap, the producer puts a Write's records in batches over
+// the limit, and the broker refuses them all.)
 func TestKafkaExactlyOnceTopicMaxMessageBytes(t *testing.T) {
 	c := newKafkaCluster(t)
 	addr := c.ListenAddrs()[0]
@@ -329,7 +333,11 @@ func TestKafkaExactlyOnceTopicMaxMessageBytes(t *testing.T) {
 	defer s.Close()
 	var batch []record.Record
 	for i := range 40 { // ~300 B each: 12 KB in all, six times the limit
-		batch = append(batch, rec(0, int64(i), "", fmt.Sprintf(`{"id":%d,"pad":%q}`, i, strings.Repeat("p", 250))))
+		// Random padding: the producer compresses, and repeated bytes
+		// would shrink a batch of all 40 under the limit.
+		pad := make([]byte, 125)
+		_, _ = crand.Read(pad)
+		batch = append(batch, rec(0, int64(i), "", fmt.Sprintf(`{"id":%d,"pad":%q}`, i, hex.EncodeToString(pad))))
 	}
 	if err := s.Write(t.Context(), batch); err != nil {
 		t.Fatalf("records that each fit the topic's limit: %v", err)
