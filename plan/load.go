@@ -7,6 +7,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,7 +44,11 @@ func (p Problem) String() string {
 
 // InvalidError is returned by Load and Validate when a plan has problems.
 // It lists every problem found, errors and warnings, in file order.
-type InvalidError struct{ Problems []Problem }
+type InvalidError struct {
+	Problems []Problem
+	// UnsetEnv lists the variables left unset (LoadOptions.AllowUnsetEnv).
+	UnsetEnv []string
+}
 
 func (e *InvalidError) Error() string {
 	lines := make([]string, 0, len(e.Problems))
@@ -72,6 +77,11 @@ type LoadOptions struct {
 	LookupEnv func(string) (string, bool)
 	// Now is the clock for relative times and "in the future" checks; default time.Now.
 	Now func() time.Time
+	// AllowUnsetEnv makes an unset ${VAR} no problem, for offline checks
+	// (validate, test): it expands to nothing, the problems of the fields
+	// holding it are dropped (they cannot be checked without its value),
+	// and Plan.UnsetEnv lists the variables. Such a plan must not be run.
+	AllowUnsetEnv bool
 }
 
 // Load reads, decodes, defaults and validates the plan in file. Every problem
@@ -94,7 +104,7 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 		opts.Now = time.Now
 	}
 	d := &decoder{file: file, env: opts.LookupEnv, pos: map[string]Pos{}, fromEnv: map[string]bool{}, emptyEnv: map[string]string{},
-		envRaw: map[string]string{}, bad: map[string]bool{}, ref: envRef}
+		envRaw: map[string]string{}, bad: map[string]bool{}, ref: envRef, allowUnset: opts.AllowUnsetEnv, unset: map[string][]string{}}
 	// "{" and "}" are flow indicators in YAML, so `sasl: {password: ${PW}}`
 	// would not parse. References are rewritten to the same-length $(PW)
 	// before parsing (positions are unchanged) and expanded afterwards;
@@ -124,14 +134,19 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	p.applyDefaults()
 	p.problems = d.problems
 	p.problems = append(p.problems, p.validate(opts.Now())...)
+	p.problems, p.unsetEnv = dropUnset(p.problems, d.unset)
 	sortProblems(p.problems)
 	// Messages do not quote secrets; in case one does, it is redacted here.
 	p.problems = NewRedactor(p.Secrets()...).Problems(p.problems)
 	if hasErrors(p.problems) {
-		return nil, &InvalidError{Problems: p.problems}
+		return nil, &InvalidError{Problems: p.problems, UnsetEnv: p.unsetEnv}
 	}
 	return p, nil
 }
+
+// UnsetEnv lists the ${VAR}s of the plan that were unset when it was
+// loaded with LoadOptions.AllowUnsetEnv, sorted; nil otherwise.
+func (p *Plan) UnsetEnv() []string { return p.unsetEnv }
 
 // Warnings returns the problems that do not make the plan invalid.
 func (p *Plan) Warnings() []Problem {
@@ -277,6 +292,10 @@ type decoder struct {
 	ref *regexp.Regexp
 	// offsetsAll is window.offsets.all, decoded apart from the partitions.
 	offsetsAll *OffsetRange
+	// allowUnset is LoadOptions.AllowUnsetEnv; unset maps the fields
+	// holding an unset variable to its names.
+	allowUnset bool
+	unset      map[string][]string
 }
 
 func (d *decoder) problem(n *yaml.Node, field, format string, args ...any) {
@@ -317,9 +336,12 @@ func (d *decoder) expandEnv(n *yaml.Node, path string) {
 		n.Value = d.ref.ReplaceAllStringFunc(n.Value, func(ref string) string {
 			name := ref[2 : len(ref)-1]
 			v, ok := d.env(name)
-			if !ok {
+			switch {
+			case !ok && d.allowUnset:
+				d.unset[path] = append(d.unset[path], name)
+			case !ok:
 				d.problem(n, path, "environment variable %s is not set: export it before running replay", name)
-			} else if v == "" {
+			case v == "":
 				d.emptyEnv[path] = name
 			}
 			return v
@@ -331,6 +353,33 @@ func (d *decoder) expandEnv(n *yaml.Node, path string) {
 		// let YAML resolve the expanded text (a number, a bool, ...).
 		n.Tag = ""
 	}
+}
+
+// dropUnset drops the problems of the fields holding an unset variable (or
+// inside them: brokers[0]), and returns the variables' names, sorted.
+func dropUnset(problems []Problem, unset map[string][]string) ([]Problem, []string) {
+	if len(unset) == 0 {
+		return problems, nil
+	}
+	var names []string
+	for _, ns := range unset {
+		names = append(names, ns...)
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	kept := problems[:0]
+	for _, pr := range problems {
+		drop := false
+		for path := range unset {
+			if pr.Field == path || strings.HasPrefix(pr.Field, path+".") || strings.HasPrefix(pr.Field, path+"[") {
+				drop = true
+			}
+		}
+		if !drop {
+			kept = append(kept, pr)
+		}
+	}
+	return kept, names
 }
 
 func join(path, key string) string {

@@ -277,3 +277,31 @@ func TestOffsetsQuotedPartitionKey(t *testing.T) {
 		t.Errorf("window.offsets.0 at %v, want line 9", pos)
 	}
 }
+
+// TestEnvUnsetOffline: with AllowUnsetEnv, an unset variable is no
+// problem: the fields holding it are not checked, the others are, and
+// UnsetEnv lists the variables.
+func TestEnvUnsetOffline(t *testing.T) {
+	src := strings.Replace(minimalPlan, `brokers: ["kafka-1:9092"]`, "brokers: ${KAFKA_BROKERS}", 1)
+	src = strings.Replace(src, "path: out/orders.jsonl", "path: ${OUT_DIR}/orders.jsonl", 1)
+	opts := testOptions()
+	opts.LookupEnv = func(string) (string, bool) { return "", false }
+	opts.AllowUnsetEnv = true
+	p := mustParse(t, src, opts)
+	if got := strings.Join(p.UnsetEnv(), ","); got != "KAFKA_BROKERS,OUT_DIR" {
+		t.Errorf("UnsetEnv = %q", got)
+	}
+	// Another field's problem is still found, with the variables listed.
+	bad := strings.Replace(src, "from: -2h", "from: -2x", 1)
+	_, err := Parse("plan.yaml", []byte(bad), opts)
+	var inv *InvalidError
+	if !errors.As(err, &inv) || len(inv.Problems) != 1 || inv.Problems[0].Field != "window.from" || strings.Join(inv.UnsetEnv, ",") != "KAFKA_BROKERS,OUT_DIR" {
+		t.Errorf("want only the window.from problem with the variables, got %v (unset %v)", err, inv)
+	}
+	// Without AllowUnsetEnv both are problems, as before.
+	opts.AllowUnsetEnv = false
+	got := parseProblems(t, src, opts)
+	if !strings.Contains(got, "environment variable KAFKA_BROKERS is not set") || !strings.Contains(got, "environment variable OUT_DIR is not set") {
+		t.Errorf("without AllowUnsetEnv: %s", got)
+	}
+}

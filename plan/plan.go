@@ -63,6 +63,8 @@ type Plan struct {
 	fromEnv map[string]bool
 	// envRaw holds, for those fields, the value as written (before expansion).
 	envRaw map[string]string
+	// unsetEnv lists the variables left unset (LoadOptions.AllowUnsetEnv).
+	unsetEnv []string
 	// emptyEnv maps the field paths where a ${VAR} expanded to "" to the
 	// variable's name: allowed (an optional suffix), but warned about.
 	emptyEnv map[string]string

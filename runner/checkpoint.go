@@ -98,7 +98,8 @@ func (c *Cluster) checkGroupIdle(ctx context.Context, group string) error {
 
 // checkGroupMembers refuses a group that has members or is rebalancing,
 // unless joinID is set and every member is a joined process of this plan
-// with that client ID (joinClientID). A group whose state or members
+// with that client ID (joinClientID, or a Hold's). A group another run
+// holds (Hold) is refused naming the holder. A group whose state or members
 // cannot be told is refused too: kafka-go cannot decode members of modern
 // clients (kafka-go #1212), and a live KIP-848 consumer group shows as
 // Stable with no members at all, while a group of joined processes always
@@ -113,6 +114,11 @@ func (c *Cluster) checkGroupMembers(ctx context.Context, group, joinID string) e
 	}
 	if g.State == "Empty" || g.State == "Dead" || g.State == "" {
 		return nil
+	}
+	for _, m := range g.Members {
+		if h, ok := parseHolder(m); ok && m.ClientID != joinID {
+			return heldError(group, h)
+		}
 	}
 	if joinID == "" || len(g.Members) == 0 {
 		return &SafetyError{Group: group, Reason: fmt.Sprintf("it is %s with active members: it looks like a live consumer group; a replay must use a dedicated group nobody else consumes with (e.g. replay.<plan-name>)", g.State)}

@@ -56,6 +56,11 @@ type Options struct {
 	// Heartbeat is a joined member's heartbeat interval: how soon it sees a
 	// rebalance. Default 1 s.
 	Heartbeat time.Duration
+	// Hold, when set, is this process's hold on the plan's group
+	// (HoldGroup): the group may have this process as its member, the
+	// commits carry its generation, and Run stops with ErrHoldLost when it
+	// ends.
+	Hold *Hold
 }
 
 // logicalNow is At when set, else Now().

@@ -27,7 +27,20 @@ import (
 // an error wrapping ErrInterrupted. A failing
 // partition stops the others the same way and Run returns its
 // *PartitionError; nothing is ever committed past what the sink holds.
+// With Options.Hold, the commits are the hold's member's, and a hold that
+// ends stops the run with an error wrapping ErrHoldLost.
 func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
+	ctx, unhold, member := j.holdsFor(ctx)
+	defer unhold()
+	j.member.Store(member)
+	rep, err := j.run(ctx, sink)
+	if j.holdLost() {
+		err = errors.Join(ErrHoldLost, err)
+	}
+	return rep, err
+}
+
+func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	rep := j.newReport()
 	work := context.WithoutCancel(ctx)
 	closeDeadLetters, err := j.openDeadLetters(work)
@@ -123,7 +136,7 @@ func (j *Job) commitStarts(ctx context.Context) error {
 		}
 		meta[r.Partition] = m
 	}
-	if err := j.c.commit(ctx, j.Plan.Group, j.Resolution.Topic, offsets, meta); err != nil {
+	if err := j.c.commitAs(ctx, j.member.Load(), j.Plan.Group, j.Resolution.Topic, offsets, meta); err != nil {
 		return fmt.Errorf("pin the resolved ranges in group %s: %w", j.Plan.Group, err)
 	}
 	return nil

@@ -94,10 +94,14 @@ func (c *Cluster) Schedule(ctx context.Context, p *plan.Plan, now time.Time) (*S
 // that late. The first interval starts at the first offset stamped at or
 // after the schedule's start. It returns a nil Job when no interval is
 // due, with the state saying when the next one is. The group checks are
-// Prepare's.
+// Prepare's; with Options.Hold, the group's member is this process.
 func PrepareScheduled(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job, *ScheduleState, error) {
 	opts.defaults()
-	if err := c.checkGroupIdle(ctx, p.Group); err != nil {
+	holder := ""
+	if opts.Hold != nil {
+		holder = opts.Hold.clientID()
+	}
+	if err := c.checkGroupMembers(ctx, p.Group, holder); err != nil {
 		return nil, nil, err
 	}
 	all, err := c.Partitions(ctx, p.Source.Topic)

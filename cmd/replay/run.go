@@ -370,10 +370,14 @@ func (a *app) writeReport(path string, rep any) error {
 
 // checkWritable checks, before a run connects, that a file can be written
 // at path (os.WriteFile's way): an existing file is opened for writing
-// without changing it; a new one is created and removed again. "" is fine.
+// without changing it; a new one is created and removed again; a missing
+// directory is created (as the file sink creates its own). "" is fine.
 func checkWritable(path string) error {
 	if path == "" {
 		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("create the directory of %s: %w", path, err)
 	}
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return fmt.Errorf("%s is a directory: name a file, e.g. %s", path, filepath.Join(path, "report.json"))

@@ -20,7 +20,8 @@ func TestRunReport(t *testing.T) {
 	out := filepath.Join(dir, "out.jsonl")
 	file := writePlan(t, dir, planSpec{name: "report", addr: sb.Addr, from: seed.From.Add(time.Hour), to: seed.From.Add(5 * time.Hour), sink: fileSink(out, 100)})
 
-	first, second := filepath.Join(dir, "first.json"), filepath.Join(dir, "second.json")
+	// The report's directory does not exist yet: the run creates it.
+	first, second := filepath.Join(dir, "reports", "2026-11", "first.json"), filepath.Join(dir, "second.json")
 	if r := replay(t, "run", "--yes", "--report", first, file); r.code != exitOK {
 		t.Fatalf("run: %s", r)
 	}

@@ -39,13 +39,16 @@ func (a *app) sandboxCmd() *cobra.Command {
 				return err
 			}
 			defer sb.Close()
+			span := ""
 			if o.records > 0 {
 				now := time.Now().UTC().Truncate(time.Second)
-				if err := sandbox.Produce(cmd.Context(), sb.Addr, sandbox.Seed{Topic: o.topic, N: o.records, From: now.Add(-24 * time.Hour), To: now}); err != nil {
+				from := now.Add(-24 * time.Hour)
+				if err := sandbox.Produce(cmd.Context(), sb.Addr, sandbox.Seed{Topic: o.topic, N: o.records, From: from, To: now}); err != nil {
 					return err
 				}
+				span = fmt.Sprintf(" stamped %s to %s UTC", from.Format("2006-01-02T15:04:05"), now.Format("2006-01-02T15:04:05"))
 			}
-			fmt.Fprintf(a.stdout, "Kafka sandbox on %s: topic %s (%d partitions, %d records). Ctrl-C to stop.\n", sb.Addr, o.topic, o.partitions, o.records)
+			fmt.Fprintf(a.stdout, "Kafka sandbox on %s: topic %s (partitions 0-%d, %d records%s). Ctrl-C to stop.\n", sb.Addr, o.topic, o.partitions-1, o.records, span)
 			<-cmd.Context().Done()
 			return nil
 		},

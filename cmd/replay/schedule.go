@@ -89,6 +89,14 @@ func (a *app) scheduleLoop(ctx context.Context, c *runner.Cluster, p *plan.Plan,
 		return err
 	}
 	defer metrics.stop()
+	// The run holds the schedule's group while it runs: a second
+	// invocation (another cron host, a retried task) is refused naming it.
+	hold, err := runner.HoldGroup(ctx, c, p)
+	if err != nil {
+		return err
+	}
+	defer hold.Release()
+	opts.Hold = hold
 	for n := 0; o.maxIntervals == 0 || n < o.maxIntervals; n++ {
 		job, st, err := runner.PrepareScheduled(ctx, c, p, opts)
 		if err != nil {

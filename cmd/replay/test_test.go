@@ -144,3 +144,18 @@ func TestTestCommand(t *testing.T) {
 		}
 	})
 }
+
+// TestTestCommandUnsetEnv: replay test is offline: the brokers and DSN
+// variables unset here are not needed, and a notice names them.
+func TestTestCommandUnsetEnv(t *testing.T) {
+	for _, v := range []string{"KAFKA_BROKERS", "ORDERS_DSN"} {
+		t.Setenv(v, "") // restored after the test
+		os.Unsetenv(v)
+	}
+	f := "../../plans/orders-to-postgres.yaml"
+	fixtures := "../../plans/testdata/orders-to-postgres.records.jsonl"
+	res := replay(t, "test", f, "--records", fixtures)
+	if want := "notice: " + f + ": needs KAFKA_BROKERS, ORDERS_DSN (unset here)"; res.code != exitOK || !strings.Contains(res.stderr, want) || strings.Contains(res.stdout, "NOT AS EXPECTED") {
+		t.Fatalf("want exit 0 with %q: %s", want, res)
+	}
+}

@@ -78,7 +78,6 @@ func TestRunReportCheckedFirst(t *testing.T) {
 		from: time.Now().Add(-3 * time.Hour), to: time.Now().Add(-time.Hour), sink: fileSink(filepath.Join(dir, "out.jsonl"), 100)})
 	for _, tc := range []struct{ report, want string }{
 		{dir, "--report: " + dir + " is a directory: name a file, e.g. " + filepath.Join(dir, "report.json")},
-		{filepath.Join(dir, "no-such-dir", "report.json"), "--report: open " + filepath.Join(dir, "no-such-dir", "report.json") + ": no such file or directory"},
 	} {
 		r := replay(t, "run", "--yes", "--report", tc.report, file)
 		if r.code != exitInvalid || !strings.Contains(r.text(), tc.want) || strings.Contains(r.text(), "connect") {
@@ -103,7 +102,8 @@ func TestRunReportCheckedFirst(t *testing.T) {
 	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if r := replay(t, "run", "--yes", "--report", filepath.Join(blocker, "r.json"), file); r.code != exitInvalid || !strings.Contains(r.text(), "not a directory") {
+	if r := replay(t, "run", "--yes", "--report", filepath.Join(blocker, "sub", "r.json"), file); r.code != exitInvalid || !strings.Contains(r.text(), "--report: create the directory of "+filepath.Join(blocker, "sub", "r.json")) ||
+		!strings.Contains(r.text(), "not a directory") {
 		t.Errorf("--report under a regular file: want exit %d naming it, got %s", exitInvalid, r)
 	}
 }

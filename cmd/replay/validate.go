@@ -66,23 +66,30 @@ type fileResult struct {
 	Fingerprint string `json:"fingerprint,omitempty"`
 	Errors      int    `json:"errors"`
 	Warnings    int    `json:"warnings"`
-	problems    []plan.Problem
+	// NeedsEnv lists the ${VAR}s the plan needs that are unset here: the
+	// fields holding them were checked for what can be without their
+	// values, and the fingerprint is left out (it depends on them).
+	NeedsEnv []string `json:"needs_env,omitempty"`
+	problems []plan.Problem
 }
 
 func validateFiles(files []string, now func() time.Time) []fileResult {
 	out := make([]fileResult, 0, len(files))
 	for _, f := range files {
 		r := fileResult{File: f}
-		p, err := plan.Load(f, plan.LoadOptions{Now: now})
+		p, err := plan.Load(f, plan.LoadOptions{Now: now, AllowUnsetEnv: true})
 		var inv *plan.InvalidError
 		switch {
 		case errors.As(err, &inv):
-			r.problems = inv.Problems
+			r.problems, r.NeedsEnv = inv.Problems, inv.UnsetEnv
 		case err != nil:
 			r.problems = []plan.Problem{{File: f, Message: err.Error()}}
 		default:
-			r.problems = p.Warnings()
-			r.Name, r.Fingerprint = p.Name, p.Fingerprint()
+			r.problems, r.NeedsEnv = p.Warnings(), p.UnsetEnv()
+			r.Name = p.Name
+			if len(r.NeedsEnv) == 0 {
+				r.Fingerprint = p.Fingerprint()
+			}
 		}
 		for _, pr := range r.problems {
 			if pr.Warning {
@@ -117,10 +124,19 @@ func summary(results []fileResult) string {
 	return fmt.Sprintf("%d plan(s) valid", len(results))
 }
 
+// needsEnv is the notice for the variables a plan needs and that are
+// unset here.
+func needsEnv(names []string) string {
+	return fmt.Sprintf("needs %s (unset here): the fields holding them were checked without their values", strings.Join(names, ", "))
+}
+
 func printValidateText(w io.Writer, results []fileResult) {
 	for _, r := range results {
 		for _, pr := range r.problems {
 			fmt.Fprintln(w, pr.String())
+		}
+		if len(r.NeedsEnv) > 0 {
+			fmt.Fprintf(w, "%s: notice: %s\n", r.File, needsEnv(r.NeedsEnv))
 		}
 	}
 	fmt.Fprintln(w, summary(results))
@@ -177,6 +193,9 @@ func printValidateGitHub(w io.Writer, results []fileResult) {
 				msg = pr.Field + ": " + msg
 			}
 			fmt.Fprintf(w, "::%s %s,title=replay validate::%s\n", cmd, props, ghData(msg))
+		}
+		if len(r.NeedsEnv) > 0 {
+			fmt.Fprintf(w, "::notice file=%s,title=replay validate::%s\n", ghProperty(r.File), ghData(needsEnv(r.NeedsEnv)))
 		}
 	}
 	fmt.Fprintln(w, summary(results))

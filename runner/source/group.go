@@ -243,7 +243,8 @@ type Group struct {
 
 // GroupMember is one member of a group.
 type GroupMember struct {
-	ClientID, ClientHost string
+	// MemberID is the coordinator's ID of the member.
+	MemberID, ClientID, ClientHost string
 }
 
 // DescribeGroup describes the group (DescribeGroups); nil when the
@@ -261,7 +262,7 @@ func (c *Cluster) DescribeGroup(ctx context.Context, group string) (*Group, erro
 		}
 		out := &Group{State: g.GroupState, Err: g.Error}
 		for _, m := range g.Members {
-			out.Members = append(out.Members, GroupMember{ClientID: m.ClientID, ClientHost: m.ClientHost})
+			out.Members = append(out.Members, GroupMember{MemberID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost})
 		}
 		return out, nil
 	}

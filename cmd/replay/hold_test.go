@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replay-tool/replay/internal/testenv"
+)
+
+// TestScheduleHoldRefusesASecondRun: while a scheduled run runs, a second
+// process of the same plan (another directory, as another cron host would
+// be) and a reset are refused (exit 3) naming the first's host and pid;
+// once the first ended, the second runs the next interval.
+func TestScheduleHoldRefusesASecondRun(t *testing.T) {
+	_, dir, planFile, db := scheduleSetup(t, 3000, schedT0, schedT0.Add(2*time.Hour),
+		fmt.Sprintf("{every: 1h, start: %s}", schedT0.Format(time.RFC3339)), "throttle: {records_per_second: 1500}")
+	at := schedT0.Add(2 * time.Hour).Format(time.RFC3339)
+	cmd, stdout, stderr := command(t, dir, "run", planFile, "--yes", "--at", at, "--max-intervals", "1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	first := &process{cmd: cmd, stdout: stdout, stderr: stderr, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(first.done) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-first.done })
+	testenv.Eventually(t, 20*time.Second, 10*time.Millisecond, func() bool {
+		select {
+		case <-first.done:
+			t.Fatalf("the first run ended before the second started: %s", first.result())
+		default:
+		}
+		for _, cp := range checkpoints(t, planFile, 3) {
+			if cp.Offset > cp.Start {
+				return true
+			}
+		}
+		return false
+	}, "the first run never committed")
+	host, _ := os.Hostname()
+	holder := fmt.Sprintf("a run of this plan holds it (host %s, pid %d, since ", host, cmd.Process.Pid)
+	second := replayProcess(t, t.TempDir(), "run", planFile, "--yes", "--at", at)
+	if second.code != exitRefused || !strings.Contains(second.stderr, holder) {
+		t.Fatalf("second run while the first holds the plan: want exit 3 with %q, got %s", holder, second)
+	}
+	t.Logf("second run: %s", strings.TrimSpace(second.stderr))
+	reset := replay(t, "reset", planFile, "--yes")
+	if reset.code != exitRefused || !strings.Contains(reset.stderr, holder) {
+		t.Fatalf("reset while a run holds the plan: want exit 3 with %q, got %s", holder, reset)
+	}
+	if r := first.result(); r.code != 0 || !strings.Contains(r.stdout, "ran 1 interval") {
+		t.Fatalf("first run: %s", r)
+	}
+	again := replayProcess(t, t.TempDir(), "run", planFile, "--yes", "--at", at)
+	if again.code != 0 || !strings.Contains(again.stdout, "ran 1 interval") {
+		t.Fatalf("second run after the first ended: %s", again)
+	}
+	if keys := sinkKeys(t, db); len(keys) != 3000 {
+		t.Fatalf("the sink holds %d keys, want 3000", len(keys))
+	}
+}
+
+// TestScheduleHoldTwoAtOnce: two processes of one scheduled plan started
+// at the same moment: one runs, the other is refused naming it.
+func TestScheduleHoldTwoAtOnce(t *testing.T) {
+	_, dir, planFile, _ := scheduleSetup(t, 1500, schedT0, schedT0.Add(time.Hour),
+		fmt.Sprintf("{every: 1h, start: %s}", schedT0.Format(time.RFC3339)), "throttle: {records_per_second: 1500}")
+	at := schedT0.Add(time.Hour).Format(time.RFC3339)
+	var procs []*process
+	for range 2 {
+		cmd, stdout, stderr := command(t, dir, "run", planFile, "--yes", "--at", at)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		p := &process{cmd: cmd, stdout: stdout, stderr: stderr, done: make(chan struct{})}
+		go func() { cmd.Wait(); close(p.done) }()
+		t.Cleanup(func() { cmd.Process.Kill(); <-p.done })
+		procs = append(procs, p)
+	}
+	a, b := procs[0].result(), procs[1].result()
+	codes := fmt.Sprint(min(a.code, b.code), max(a.code, b.code))
+	if codes != "0 3" {
+		t.Fatalf("want one run to succeed and one refused (exit 3), got\n%s\n%s", a, b)
+	}
+	won, lost := procs[0], b
+	if a.code == exitRefused {
+		won, lost = procs[1], a
+	}
+	if want := fmt.Sprintf("pid %d, since", won.cmd.Process.Pid); !strings.Contains(lost.stderr, want) {
+		t.Fatalf("the refused run does not name the other (%q): %s", want, lost)
+	}
+}

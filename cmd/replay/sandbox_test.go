@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+)
+
+// TestSandboxWalkthrough: README's sandbox steps. The banner names the
+// seeded span (UTC) and partitions, and plans/sandbox-to-sqlite.yaml finds
+// records there.
+func TestSandboxWalkthrough(t *testing.T) {
+	cmd, _, stderr := command(t, t.TempDir(), "sandbox", "--port", "0", "--partitions", "3", "--records", "2400")
+	cmd.Stdout = nil
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		if sc.Scan() {
+			lines <- sc.Text()
+		}
+		io.Copy(io.Discard, out)
+	}()
+	var banner string
+	select {
+	case banner = <-lines:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no banner: %s", stderr)
+	}
+	re := regexp.MustCompile(`^Kafka sandbox on (127\.0\.0\.1:\d+): topic orders \(partitions 0-2, 2400 records stamped (\S+) to (\S+) UTC\)\. Ctrl-C to stop\.$`)
+	m := re.FindStringSubmatch(banner)
+	if m == nil {
+		t.Fatalf("banner %q", banner)
+	}
+	from, err1 := time.Parse("2006-01-02T15:04:05", m[2])
+	to, err2 := time.Parse("2006-01-02T15:04:05", m[3])
+	if err1 != nil || err2 != nil || to.Sub(from) != 24*time.Hour || time.Since(to) > time.Minute {
+		t.Fatalf("banner span %s to %s", m[2], m[3])
+	}
+	t.Logf("%s", banner)
+	t.Setenv("KAFKA_BROKERS", m[1])
+	dir := t.TempDir()
+	plan, err := filepath.Abs("../../plans/sandbox-to-sqlite.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd, _ := os.Getwd()
+	if err := os.Chdir(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chdir(wd)
+	r := replay(t, "run", "--yes", plan)
+	// 2400 records over 24 h: about 200 in two hours.
+	w := regexp.MustCompile(`(\d+) records written to sqlite`).FindStringSubmatch(r.stdout)
+	if r.code != 0 || w == nil || len(w[1]) < 2 {
+		t.Fatalf("the sandbox plan found no records: %s", r)
+	}
+	t.Logf("%s", r.stdout)
+}

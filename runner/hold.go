@@ -1,0 +1,226 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/source"
+)
+
+// holdPrefix starts the client ID of a process holding its plan's replay
+// group (Hold); the rest names the plan's fingerprint, the host, the
+// process ID and the start time, separated by holdSep.
+const (
+	holdPrefix = "replay-hold"
+	holdSep    = "/"
+)
+
+// holdSettle bounds how long two processes that joined at the same moment
+// take to find out which one holds the group.
+const holdSettle = 30 * time.Second
+
+// Holder is the process holding a plan's replay group, as its client ID
+// names it.
+type Holder struct {
+	Fingerprint, Host string
+	PID               int
+	Since             time.Time
+	memberID          string
+}
+
+func (h Holder) clientID() string {
+	return strings.Join([]string{holdPrefix, h.Fingerprint, h.Host, strconv.Itoa(h.PID), h.Since.UTC().Format(time.RFC3339Nano)}, holdSep)
+}
+
+// parseHolder decodes a holder's client ID; ok is false for any other.
+func parseHolder(m source.GroupMember) (Holder, bool) {
+	f := strings.Split(m.ClientID, holdSep)
+	if len(f) != 5 || f[0] != holdPrefix {
+		return Holder{}, false
+	}
+	pid, err := strconv.Atoi(f[3])
+	since, err2 := time.Parse(time.RFC3339Nano, f[4])
+	if err != nil || err2 != nil {
+		return Holder{}, false
+	}
+	return Holder{Fingerprint: f[1], Host: f[2], PID: pid, Since: since, memberID: m.MemberID}, true
+}
+
+func (h Holder) String() string {
+	return fmt.Sprintf("host %s, pid %d, since %s", h.Host, h.PID, h.Since.UTC().Format(time.RFC3339))
+}
+
+// heldError is the refusal of a group another process holds.
+func heldError(group string, h Holder) *SafetyError {
+	return &SafetyError{Group: group, Reason: fmt.Sprintf("a run of this plan holds it (%s): two runs of one plan at once would replay the same interval twice; wait for it to end (a holder that died lets go after %s)", h, joinSessionTimeout)}
+}
+
+// Hold is a run's hold on its plan's replay group: the process is the
+// group's only member (the classic group protocol) for the duration of the
+// run, so that a second run of the plan, from any machine, is refused
+// (checkGroupMembers names the holder), and the run's commits carry the
+// membership's generation. A hold that dies is released by the
+// coordinator after the session timeout (10 s). When the membership ends
+// (the session expired while the process was paused, the coordinator
+// moved), the run stops, and the broker refuses its
+// commits (source.ErrFenced).
+type Hold struct {
+	group  string
+	self   Holder
+	cg     *source.Membership
+	member source.Member
+	// lost ends when the membership ends before Release.
+	lost context.Context
+	// release ends the generation's function; done is closed when it
+	// returned.
+	release context.CancelFunc
+	done    chan struct{}
+	once    sync.Once
+}
+
+// HoldGroup makes this process the holder of p's replay group: it refuses
+// (*SafetyError) a group another run holds, naming it, or any other group
+// with members, then joins it. Of two processes joining at once, the one
+// that started first keeps the group and the other is refused. Release
+// leaves the group.
+func HoldGroup(ctx context.Context, c *Cluster, p *plan.Plan) (*Hold, error) {
+	host, _ := os.Hostname()
+	self := Holder{Fingerprint: p.Fingerprint(), Host: host, PID: os.Getpid(), Since: time.Now().UTC()}
+	if err := c.checkGroupIdle(ctx, p.Group); err != nil {
+		return nil, err
+	}
+	cg, err := c.Join(source.JoinConfig{Group: p.Group, Topic: p.Source.Topic, ClientID: self.clientID(),
+		Heartbeat: time.Second, SessionTimeout: joinSessionTimeout, RebalanceTimeout: joinRebalanceTimeout})
+	if err != nil {
+		return nil, err
+	}
+	h := &Hold{group: p.Group, self: self, cg: cg}
+	sctx, cancel := context.WithTimeout(ctx, holdSettle)
+	defer cancel()
+	if err := h.settle(sctx, c); err != nil {
+		cg.Close()
+		return nil, err
+	}
+	return h, nil
+}
+
+// settle joins generations until this process is the group's only member,
+// or another holder that started earlier is found.
+func (h *Hold) settle(ctx context.Context, c *Cluster) error {
+	for failures := 0; ; {
+		gen, err := h.cg.Next(ctx)
+		if err != nil {
+			if ctx.Err() == nil && source.Retriable(err) && failures < joinMaxFailures {
+				failures++
+				continue
+			}
+			return fmt.Errorf("hold group %s: %w", h.group, err)
+		}
+		g, err := c.DescribeGroup(ctx, h.group)
+		if err != nil {
+			return err
+		}
+		alone, err := h.alone(g, gen.ID)
+		if err != nil {
+			return err
+		}
+		rctx, release := context.WithCancel(context.Background())
+		started, done := make(chan struct{}), make(chan struct{})
+		var gctx context.Context
+		gen.Start(func(c context.Context) {
+			gctx = c
+			close(started)
+			defer close(done)
+			select {
+			case <-c.Done():
+			case <-rctx.Done():
+			}
+		})
+		<-started
+		if alone {
+			h.member, h.release, h.done = gen.Member, release, done
+			// gctx ends on Release too; lost only while the hold stands.
+			lost, lose := context.WithCancel(context.Background())
+			context.AfterFunc(gctx, func() {
+				if rctx.Err() == nil {
+					lose()
+				}
+			})
+			h.lost = lost
+			return nil
+		}
+		// Another process joined at the same moment and started later:
+		// the generation ends when it leaves.
+		select {
+		case <-gctx.Done():
+		case <-ctx.Done():
+		}
+		release()
+		<-done
+	}
+}
+
+// alone reports whether this member (memberID) is the group's only one; a
+// holder of this plan that started earlier is a refusal, one that started
+// later is waited for. Other members are refused as checkGroupMembers does.
+func (h *Hold) alone(g *source.Group, memberID string) (bool, error) {
+	if g == nil || g.Err != nil {
+		return false, fmt.Errorf("hold group %s: cannot describe it", h.group)
+	}
+	alone := true
+	for _, m := range g.Members {
+		if m.MemberID == memberID {
+			continue
+		}
+		other, ok := parseHolder(m)
+		switch {
+		case !ok:
+			return false, &SafetyError{Group: h.group, Hint: HintJoinedOnly, Reason: fmt.Sprintf("a member that is not a run of this plan joined it (client id %q, host %s): use a dedicated group", m.ClientID, m.ClientHost)}
+		case other.Since.Before(h.self.Since) || other.Since.Equal(h.self.Since) && other.memberID < memberID:
+			return false, heldError(h.group, other)
+		}
+		alone = false
+	}
+	return alone, nil
+}
+
+// clientID is the hold's client ID: PrepareScheduled accepts the group
+// with this process as its member.
+func (h *Hold) clientID() string { return h.self.clientID() }
+
+// Release leaves the group: the next run of the plan may start at once.
+func (h *Hold) Release() {
+	h.once.Do(func() {
+		h.release()
+		<-h.done
+		h.cg.Close()
+	})
+}
+
+// ErrHoldLost is a run stopped because its hold on the replay group ended
+// (its session expired, the coordinator moved): another run may hold the
+// plan now, and the broker refuses the stopped run's commits. Re-running
+// resumes from the last accepted commit.
+var ErrHoldLost = errors.New("this run lost its hold on the replay group (its session expired or the coordinator moved) and stopped without committing further")
+
+// holdsFor returns the member the job's commits carry and a context that
+// ends when the hold is lost; the member is nil without a hold.
+func (j *Job) holdsFor(ctx context.Context) (context.Context, context.CancelFunc, *source.Member) {
+	h := j.opts.Hold
+	if h == nil {
+		return ctx, func() {}, nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(h.lost, cancel)
+	return ctx, func() { stop(); cancel() }, &h.member
+}
+
+// holdLost reports whether the job's hold ended before Release.
+func (j *Job) holdLost() bool { return j.opts.Hold != nil && j.opts.Hold.lost.Err() != nil }
