@@ -2,10 +2,12 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
 
+	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -48,6 +50,9 @@ type committer struct {
 	// timeout bounds one sync and commit; they run on their own context so
 	// that an interrupted run still commits its in-flight batch.
 	timeout time.Duration
+	// retryBudget is the plan's retry.max_elapsed: a commit may retry that
+	// long, whatever timeout says.
+	retryBudget time.Duration
 	// committed is the last committed offset (the next to read), read by
 	// Job.Progress while the partition runs.
 	committed *atomic.Int64
@@ -110,8 +115,17 @@ func (c *committer) CommitAt(next int64) error {
 	if p := c.dead.Positioner; p != nil {
 		deadPos = p.SyncedPosition(c.partition)
 	}
-	if err := c.commit(ctx, next, pos, deadPos); err != nil {
-		return &PartitionError{Topic: c.topic, Partition: c.partition, Offset: c.committed.Load(), Err: err}
+	// The commit rides out the source cluster's bad minutes: its retries
+	// (source.RetryPolicy) may take the plan's retry budget.
+	cctx, ccancel := context.WithTimeout(context.Background(), max(c.timeout, c.retryBudget+source.DefaultRequestTimeout))
+	defer ccancel()
+	if err := c.commit(cctx, next, pos, deadPos); err != nil {
+		perr := &PartitionError{Topic: c.topic, Partition: c.partition, Offset: c.committed.Load(), Err: err}
+		var re *source.RetryError
+		if errors.As(err, &re) {
+			return withHint(perr, HintResume)
+		}
+		return perr
 	}
 	c.committed.Store(next)
 	c.last = time.Now()
@@ -173,6 +187,7 @@ func (j *Job) syncStarts(ctx context.Context, sink sinks.Sink) error {
 func (j *Job) newCommitter(sink sinks.Sink, s *partitionState) *committer {
 	return &committer{topic: j.Resolution.Topic, partition: s.Partition, sinkName: "sink " + string(j.Plan.Sink.Type),
 		sink: sink.Capabilities(), dead: sinks.CapabilitiesOf(j.DeadLetters), timeout: j.opts.FlushTimeout, committed: &s.next,
+		retryBudget: time.Duration(j.Plan.Retry.MaxElapsed),
 		commit: func(ctx context.Context, next, pos, deadPos int64) error {
 			meta := j.meta(s.Range)
 			meta.Pos, meta.DPos = pos, deadPos

@@ -48,6 +48,11 @@ type Options struct {
 	FlushTimeout time.Duration
 	// Retry is how sink writes failing with a transient error are retried.
 	Retry Backoff
+	// SourceRetry tunes how broker calls to the source cluster are retried
+	// (request timeout, settle delay, backoff; source.RetryPolicy's
+	// defaults when zero). Its MaxElapsed is ignored: the plan's
+	// retry.max_elapsed sets it.
+	SourceRetry source.RetryPolicy
 	// Join prepares a run that joins the replay group with other processes
 	// of the same plan (RunJoined): the group may have members, as long as
 	// they are all such processes, and the ranges must be fixed already
@@ -167,6 +172,9 @@ func (j *Job) RunID() string {
 // takes the ranges of opts.Pinned.
 func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job, error) {
 	opts.defaults()
+	rp := opts.SourceRetry
+	rp.MaxElapsed = time.Duration(p.Retry.MaxElapsed)
+	c.SetRetry(rp)
 	if opts.Join {
 		if err := c.checkGroupMembers(ctx, p.Group, joinClientID(p.Fingerprint())); err != nil {
 			return nil, err
