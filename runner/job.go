@@ -164,6 +164,17 @@ func (j *Job) RunID() string {
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
+// applyRetry makes c's broker calls retry as p's retry section says, with
+// opts.SourceRetry's tuning.
+func applyRetry(c *Cluster, p *plan.Plan, opts Options) {
+	if c == nil || c.Cluster == nil {
+		return
+	}
+	rp := opts.SourceRetry
+	rp.MaxElapsed = time.Duration(p.Retry.MaxElapsed)
+	c.SetRetry(rp)
+}
+
 // Prepare decides what a run of p would do, without changing anything:
 // it refuses (*SafetyError) a group with active members, with commits not
 // made by replay, or with another plan's checkpoints (unless
@@ -172,9 +183,7 @@ func (j *Job) RunID() string {
 // takes the ranges of opts.Pinned.
 func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job, error) {
 	opts.defaults()
-	rp := opts.SourceRetry
-	rp.MaxElapsed = time.Duration(p.Retry.MaxElapsed)
-	c.SetRetry(rp)
+	applyRetry(c, p, opts)
 	if opts.Join {
 		if err := c.checkGroupMembers(ctx, p.Group, joinClientID(p.Fingerprint())); err != nil {
 			return nil, err

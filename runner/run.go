@@ -28,6 +28,7 @@ import (
 // partition stops the others the same way and Run returns its
 // *PartitionError; nothing is ever committed past what the sink holds.
 func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
+	applyRetry(j.c, j.Plan, j.opts) // also for jobs prepared by the schedule
 	rep := j.newReport()
 	work := context.WithoutCancel(ctx)
 	closeDeadLetters, err := j.openDeadLetters(work)
