@@ -38,8 +38,11 @@ type Plan struct {
 	Group    string   `yaml:"group"`
 	Window   Window   `yaml:"window"`
 	Throttle Throttle `yaml:"throttle"`
-	Filter   string   `yaml:"filter"`
-	Sink     Sink     `yaml:"sink"`
+	// Retry bounds how long the run rides out the source cluster's errors
+	// that may pass (a leader or coordinator moving, a dropped connection).
+	Retry  Retry  `yaml:"retry"`
+	Filter string `yaml:"filter"`
+	Sink   Sink   `yaml:"sink"`
 
 	// OnError decides what happens to a record that cannot be processed
 	// (a key template that fails on it, a row the sink rejects): fail (default),
@@ -218,6 +221,22 @@ type Throttle struct {
 	BytesPerSecond   ByteSize `yaml:"bytes_per_second"`
 }
 
+// DefaultRetryMaxElapsed is Retry.MaxElapsed when the plan leaves it out.
+const DefaultRetryMaxElapsed = 5 * time.Minute
+
+// MaxRetryMaxElapsed bounds Retry.MaxElapsed: a cluster down for longer
+// than a day needs a person, not a waiting run.
+const MaxRetryMaxElapsed = 24 * time.Hour
+
+// Retry says how broker calls to the source cluster that fail with an
+// error Kafka calls retriable are retried.
+type Retry struct {
+	// MaxElapsed is how long one request (a fetch, a commit, an offset
+	// lookup) may keep failing, from its first failure, before the run
+	// fails; default DefaultRetryMaxElapsed, 0 fails at the first error.
+	MaxElapsed Duration `yaml:"max_elapsed"`
+}
+
 // Sink is where replayed records go. Which fields apply depends on Type.
 type Sink struct {
 	// Type is one of the types SinkTypes lists.
@@ -348,6 +367,10 @@ func (p *Plan) applyDefaults() {
 	}
 	if p.Source.ClientID == "" {
 		p.Source.ClientID = "replay"
+	}
+	if _, written := p.pos["retry.max_elapsed"]; p.Retry.MaxElapsed == 0 && !written {
+		// A cluster's bad minutes (a broker restart, a leader election) pass.
+		p.Retry.MaxElapsed = Duration(DefaultRetryMaxElapsed)
 	}
 	if p.OnError == "" {
 		// A record that cannot be processed stops the run: nothing is lost silently.

@@ -47,6 +47,7 @@ func (p *Plan) validate(now time.Time) []Problem {
 	v.source()
 	v.window()
 	v.throttle()
+	v.retry()
 	v.sink("sink", &p.Sink)
 	v.errors()
 	return v.out
@@ -278,6 +279,12 @@ func (v *validator) offsetRange(f string, r OffsetRange) {
 	}
 }
 
+func (v *validator) retry() {
+	if d := time.Duration(v.p.Retry.MaxElapsed); d > MaxRetryMaxElapsed {
+		v.add("retry.max_elapsed", "%s is above the limit of 24h: write e.g. 5m (the default), or 0s to fail at the first broker error", d)
+	}
+}
+
 func (v *validator) throttle() {
 	t := v.p.Throttle
 	switch r := t.RecordsPerSecond; {
@@ -490,8 +497,8 @@ func RedactDSN(dsn string) string {
 // target, a kafka sink's exactly_once). checkpoint_table, copy_threshold and
 // transactional_id change how, not what, the sink writes, and are left out. max_errors is left out with the
 // throttle: raising it to resume a run that stopped on it keeps the run.
-// Connection settings, secrets, the throttle and review metadata are left
-// out, so tuning the throttle or rotating a password keeps a resumable run
+// Connection settings, secrets, the throttle, retry and review metadata
+// are left out, so tuning the throttle or rotating a password keeps a resumable run
 // resumable; changing the window or the sink does not.
 func (p *Plan) Fingerprint() string {
 	type sinkID struct {

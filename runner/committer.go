@@ -2,10 +2,12 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
 
+	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -48,6 +50,9 @@ type committer struct {
 	// timeout bounds one sync and commit; they run on their own context so
 	// that an interrupted run still commits its in-flight batch.
 	timeout time.Duration
+	// retryBudget is the plan's retry.max_elapsed: a commit may retry that
+	// long, whatever timeout says.
+	retryBudget time.Duration
 	// committed is the last committed offset (the next to read), read by
 	// Job.Progress while the partition runs.
 	committed *atomic.Int64
@@ -110,7 +115,11 @@ func (c *committer) CommitAt(next int64) error {
 	if p := c.dead.Positioner; p != nil {
 		deadPos = p.SyncedPosition(c.partition)
 	}
-	commit := func() error { return c.commit(ctx, next, pos, deadPos) }
+	// The commit rides out the source cluster's bad minutes: its retries
+	// (source.RetryPolicy) may take the plan's retry budget.
+	cctx, ccancel := context.WithTimeout(context.Background(), max(c.timeout, c.retryBudget+source.DefaultRequestTimeout))
+	defer ccancel()
+	commit := func() error { return c.commit(cctx, next, pos, deadPos) }
 	if oc := c.sink.Offsets; oc != nil {
 		// The sink's transactions commit the group's offsets where the
 		// runner would: a standalone commit of a stalled process could
@@ -118,7 +127,12 @@ func (c *committer) CommitAt(next int64) error {
 		commit = func() error { return oc.CommitOffset(ctx, c.partition, next) }
 	}
 	if err := commit(); err != nil {
-		return &PartitionError{Topic: c.topic, Partition: c.partition, Offset: c.committed.Load(), Err: err}
+		perr := &PartitionError{Topic: c.topic, Partition: c.partition, Offset: c.committed.Load(), Err: err}
+		var re *source.RetryError
+		if errors.As(err, &re) {
+			return withHint(perr, HintResume)
+		}
+		return perr
 	}
 	c.committed.Store(next)
 	c.last = time.Now()
@@ -180,6 +194,7 @@ func (j *Job) syncStarts(ctx context.Context, sink sinks.Sink) error {
 func (j *Job) newCommitter(sink sinks.Sink, s *partitionState) *committer {
 	return &committer{topic: j.Resolution.Topic, partition: s.Partition, sinkName: "sink " + string(j.Plan.Sink.Type),
 		sink: sink.Capabilities(), dead: sinks.CapabilitiesOf(j.DeadLetters), timeout: j.opts.FlushTimeout, committed: &s.next,
+		retryBudget: time.Duration(j.Plan.Retry.MaxElapsed),
 		commit: func(ctx context.Context, next, pos, deadPos int64) error {
 			meta := j.meta(s.Range)
 			meta.Pos, meta.DPos = pos, deadPos

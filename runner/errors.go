@@ -49,6 +49,11 @@ const (
 	HintJoinedFile Hint = "joined-file"
 	// HintJoinedOnly: only joined processes of the plan may share its group.
 	HintJoinedOnly Hint = "joined-only"
+	// HintResume: the source cluster failed for longer than the plan's
+	// retry budget; everything before the reported offsets is in the sink
+	// and committed: run the plan again once the cluster is healthy, and
+	// it resumes there.
+	HintResume Hint = "resume"
 )
 
 // hinted is an error with a Hint.

@@ -48,6 +48,11 @@ type Options struct {
 	FlushTimeout time.Duration
 	// Retry is how sink writes failing with a transient error are retried.
 	Retry Backoff
+	// SourceRetry tunes how broker calls to the source cluster are retried
+	// (request timeout, settle delay, backoff; source.RetryPolicy's
+	// defaults when zero). Its MaxElapsed is ignored: the plan's
+	// retry.max_elapsed sets it.
+	SourceRetry source.RetryPolicy
 	// Join prepares a run that joins the replay group with other processes
 	// of the same plan (RunJoined): the group may have members, as long as
 	// they are all such processes, and the ranges must be fixed already
@@ -164,6 +169,17 @@ func (j *Job) RunID() string {
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
+// applyRetry makes c's broker calls retry as p's retry section says, with
+// opts.SourceRetry's tuning.
+func applyRetry(c *Cluster, p *plan.Plan, opts Options) {
+	if c == nil || c.Cluster == nil {
+		return
+	}
+	rp := opts.SourceRetry
+	rp.MaxElapsed = time.Duration(p.Retry.MaxElapsed)
+	c.SetRetry(rp)
+}
+
 // Prepare decides what a run of p would do, without changing anything:
 // it refuses (*SafetyError) a group with active members, with commits not
 // made by replay, or with another plan's checkpoints (unless
@@ -172,6 +188,7 @@ func (j *Job) RunID() string {
 // takes the ranges of opts.Pinned.
 func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job, error) {
 	opts.defaults()
+	applyRetry(c, p, opts)
 	if opts.Join {
 		if err := c.checkGroupMembers(ctx, p.Group, joinClientID(p.Fingerprint())); err != nil {
 			return nil, err

@@ -30,6 +30,7 @@ import (
 // With Options.Hold, the commits are the hold's member's, and a hold that
 // ends stops the run with an error wrapping ErrHoldLost.
 func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
+	applyRetry(j.c, j.Plan, j.opts) // also for jobs prepared by the schedule
 	ctx, unhold, member := j.holdsFor(ctx)
 	defer unhold()
 	j.member.Store(member)

@@ -259,6 +259,7 @@ group: replay.sinkckpt
 window:
   offsets: {0: {from: earliest, to: latest}, 1: {from: earliest, to: latest}}
 throttle: {records_per_second: 100000}
+retry: {max_elapsed: 0s} # the refused commits fail the run at once
 sink: {type: file, path: unused.jsonl, batch_size: 10}
 `
 

@@ -292,12 +292,15 @@ func (w *partitionWorker) reader() *source.Reader {
 		Start: s.from, End: s.End, AllowLoss: j.Plan.AllowDataLoss, Log: &w.log})
 }
 
-// failLost ends a partition whose records were deleted under the reader.
-// The records already fetched are written and committed first: they exist
-// nowhere else any more, and then the checkpoint stands exactly at the
-// first lost offset that the error names.
+// failLost ends a partition whose read failed: records deleted under the
+// reader, or the source cluster failing for longer than the retry budget.
+// The records already fetched are written and committed first (after a
+// data loss they exist nowhere else any more): the checkpoint then stands
+// exactly at the offset the error names, which a resume starts from.
 func (w *partitionWorker) failLost(ctx context.Context, err error) error {
-	if !isDataLoss(err) {
+	var re *source.RetryError
+	budget := errors.As(err, &re)
+	if !isDataLoss(err) && !budget {
 		return err
 	}
 	var ferr error
@@ -309,6 +312,11 @@ func (w *partitionWorker) failLost(ctx context.Context, err error) error {
 	}
 	if ferr != nil {
 		return errors.Join(err, ferr)
+	}
+	if pe, ok := err.(*PartitionError); ok && budget {
+		// The reader's position may be past what the sink holds; the
+		// commit above stores exactly what it holds.
+		return withHint(&PartitionError{Topic: pe.Topic, Partition: pe.Partition, Offset: w.commits.Committed(), Err: pe.Err}, HintResume)
 	}
 	return err
 }

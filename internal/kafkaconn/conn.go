@@ -48,6 +48,9 @@ type Conn struct {
 	Dialer *kafka.Dialer
 	// Warnings are insecure settings the caller must show the user.
 	Warnings []string
+	// probed is set once Probe succeeded: the brokers took these
+	// settings, so a closed connection afterwards is no settings mistake.
+	probed bool
 }
 
 // Timeouts of every connection; a request's own timeout is the caller's.

@@ -25,6 +25,7 @@ func (c *Conn) Probe(ctx context.Context, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
+	c.probed = true
 	for _, e := range skipped {
 		c.Warnings = append(c.Warnings, fmt.Sprintf("bootstrap broker left out of this run, another one answered: %v", e))
 	}
@@ -75,6 +76,16 @@ func (c *Conn) Explain(addr string, err error, waited time.Duration) error {
 // explainEOF explains a broker that closed the connection: the settings
 // the plan lacks, or the ones to compare with the listener's.
 func (c *Conn) explainEOF(addr string, err error) error {
+	if c.probed && c.SASL.Mechanism != "" {
+		// The probe authenticated with these settings: the connection
+		// dropped.
+		return fmt.Errorf("connect to %s: the broker closed the connection after it had accepted this client's settings (%w): the connection dropped (a broker restart or a network failure); try again when the cluster is healthy", addr, err)
+	}
+	if c.probed && c.SASL.Mechanism == "" {
+		// The probe spoke Kafka, but a broker answers it before
+		// authentication: a missing SASL section looks the same as a drop.
+		return fmt.Errorf("connect to %s: the broker answered, then closed the connection (%w): the cluster may require SASL authentication (%s.sasl), or the connection dropped (a broker restart or a network failure)", addr, err, c.Section)
+	}
 	var missing []string
 	if c.SASL.Mechanism == "" {
 		missing = append(missing, "SASL authentication ("+c.Section+".sasl)")

@@ -66,3 +66,19 @@ func TestNewWarnsAboutInsecureSettings(t *testing.T) {
 		t.Error("an unknown SASL mechanism must be refused")
 	}
 }
+
+// A connection closed after the probe succeeded is a dropped connection,
+// not a settings mistake, once the probe authenticated; without SASL the
+// message names both what it may be.
+func TestExplainDropAfterProbe(t *testing.T) {
+	c := &Conn{Settings: Settings{Section: "source", SASL: plan.SASL{Mechanism: "PLAIN", Username: "u", Password: "s3cret"}}, probed: true}
+	got := c.Explain("k:9092", io.ErrUnexpectedEOF, time.Second).Error()
+	if !strings.Contains(got, "the connection dropped") || strings.Contains(got, "check source.sasl") || strings.Contains(got, "s3cret") {
+		t.Errorf("authenticated probe: %s", got)
+	}
+	c = &Conn{Settings: Settings{Section: "source"}, probed: true}
+	got = c.Explain("k:9092", io.EOF, time.Second).Error()
+	if !strings.Contains(got, "may require SASL authentication (source.sasl), or the connection dropped") || strings.Contains(got, "TLS") {
+		t.Errorf("probe without SASL: %s", got)
+	}
+}

@@ -3,20 +3,209 @@ package source
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
+	"os"
 	"syscall"
+	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
+// RetryPolicy says how a broker call that fails with an error Kafka calls
+// retriable is retried: a leader or coordinator moving or loading, a
+// request timed out, a dropped or refused connection.
+type RetryPolicy struct {
+	// MaxElapsed is how long one request may keep failing, from its first
+	// failure, before the call gives up with a *RetryError; 0 retries
+	// nothing.
+	MaxElapsed time.Duration
+	// RequestTimeout bounds each attempt: a request left unanswered this
+	// long is abandoned and retried. Default DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// SettleDelay is the least wait before a commit whose attempt timed out
+	// or lost its connection is sent again: the attempt may still reach
+	// the coordinator, and must land before the retry does. Default
+	// DefaultSettleDelay.
+	SettleDelay time.Duration
+	// MinBackoff is the first wait, doubled after each failure up to
+	// MaxBackoff; each wait is jittered down by up to half. Defaults 100 ms
+	// and 5 s.
+	MinBackoff, MaxBackoff time.Duration
+}
+
+// DefaultRequestTimeout bounds one attempt of a broker call.
+const DefaultRequestTimeout = 30 * time.Second
+
+// DefaultSettleDelay is RetryPolicy.SettleDelay's default: above Kafka's
+// offsets.commit.timeout.ms (5 s), within which a broker finishes or fails
+// a commit it has read.
+const DefaultSettleDelay = 6 * time.Second
+
+// opFetch names a reader's Fetch in call.
+const opFetch = "fetch"
+
+// opCommit names OffsetCommit in call: its attempts of unknown outcome
+// settle before a retry.
+const opCommit = "offset commit"
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	if p.RequestTimeout <= 0 {
+		p.RequestTimeout = DefaultRequestTimeout
+	}
+	if p.SettleDelay <= 0 {
+		p.SettleDelay = DefaultSettleDelay
+	}
+	if p.MinBackoff <= 0 {
+		p.MinBackoff = 100 * time.Millisecond
+	}
+	if p.MaxBackoff <= 0 {
+		p.MaxBackoff = 5 * time.Second
+	}
+	return p
+}
+
+// RetryError is a broker call that kept failing with retriable errors
+// until its budget (RetryPolicy.MaxElapsed) was spent. Err is the last
+// error.
+type RetryError struct {
+	// Op names the request: "fetch", "list offsets", "offset commit", ...
+	Op       string
+	Attempts int
+	Elapsed  time.Duration
+	Budget   time.Duration
+	Err      error
+}
+
+func (e *RetryError) Error() string {
+	return fmt.Sprintf("%s failed %d times in %s, which spends the retry budget of %s (retry.max_elapsed); last error: %v",
+		e.Op, e.Attempts, e.Elapsed.Round(time.Millisecond), e.Budget, e.Err)
+}
+
+func (e *RetryError) Unwrap() error { return e.Err }
+
 // call makes one request to the cluster: every broker call of the source
-// side goes through it, so that the classification of its errors (and any
-// retry policy) lives in one place. op names the request for the caller's
-// error messages; call itself adds nothing to a successful answer.
-func call[T any](ctx context.Context, op string, do func(context.Context) (T, error)) (T, error) {
-	_ = op // the request's name, for a retry policy or metrics
-	return do(ctx)
+// side goes through it. Each attempt runs under the policy's
+// RequestTimeout; a retriable failure (retriable) refreshes the transports
+// (a new connection, fresh metadata and coordinator) and is tried again
+// after a capped exponential backoff with jitter, until MaxElapsed from the
+// first failure has passed: then the last error comes back as a
+// *RetryError. Other errors and ctx's end come back as they are. op names
+// the request. do must report in-answer errors that may pass (a partition
+// whose leader moves) as errors, for call to see them.
+func call[T any](ctx context.Context, c *Cluster, op string, do func(context.Context) (T, error)) (T, error) {
+	p := c.retryPolicy().withDefaults()
+	var first time.Time
+	wait := p.MinBackoff
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, p.RequestTimeout)
+		v, err := do(actx)
+		timedOut := err != nil && actx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return v, err
+		}
+		if timedOut {
+			err = &timeoutError{op: op, after: p.RequestTimeout, err: err}
+		}
+		err = explainRouting(err)
+		if !retriable(err) || p.MaxElapsed <= 0 {
+			return v, err
+		}
+		now := time.Now()
+		if first.IsZero() {
+			first = now
+		}
+		if now.Sub(first) >= p.MaxElapsed {
+			return v, &RetryError{Op: op, Attempts: attempt, Elapsed: now.Sub(first), Budget: p.MaxElapsed, Err: err}
+		}
+		c.retries.Add(1)
+		if op != opFetch { // a reader refreshes its own transport
+			c.refresh()
+		}
+		d := min(wait/2+rand.N(wait/2+1), p.MaxElapsed-now.Sub(first))
+		if op == opCommit && unknownOutcome(err) {
+			d = max(d, p.SettleDelay) // the attempt may still land: let it
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return v, err
+		}
+		wait = min(2*wait, p.MaxBackoff)
+	}
+}
+
+// routingError is a request kafka-go could not route because its cached
+// metadata lacks the topic, the partition or its leader (kafka-go's
+// protocol.ErrNoTopic, ErrNoPartition, ErrNoLeader): during a leader
+// election, after LEADER_NOT_AVAILABLE or a dropped Metadata request. The
+// topic was seen before the request, so it passes with fresh metadata.
+type routingError struct{ err error }
+
+func (e *routingError) Error() string {
+	return fmt.Sprintf("the cluster's metadata shows no leader for the partition now (a leader election, or LEADER_NOT_AVAILABLE): %v", e.err)
+}
+
+func (e *routingError) Unwrap() error { return e.err }
+
+func explainRouting(err error) error {
+	var re *routingError
+	if errors.As(err, &re) {
+		return err
+	}
+	if errors.Is(err, protocol.ErrNoTopic) || errors.Is(err, protocol.ErrNoPartition) || errors.Is(err, protocol.ErrNoLeader) {
+		return &routingError{err: err}
+	}
+	return err
+}
+
+// timeoutError is an attempt left unanswered for the request timeout.
+type timeoutError struct {
+	op    string
+	after time.Duration
+	err   error
+}
+
+func (e *timeoutError) Error() string {
+	return fmt.Sprintf("no answer to %s within %s: %v", e.op, e.after, e.err)
+}
+
+func (e *timeoutError) Unwrap() error { return e.err }
+
+// unknownOutcome reports whether a failed attempt may still have reached
+// the broker: it timed out, or its connection failed after it was sent.
+func unknownOutcome(err error) bool {
+	var kerrv kafka.Error
+	return retriable(err) && !errors.As(err, &kerrv) && !errors.Is(err, syscall.ECONNREFUSED) && !errors.As(err, new(*routingError))
+}
+
+// retriable reports whether a broker call's failure may pass: a Kafka error
+// code whose Retriable flag the protocol sets (kerr's table, by numeric
+// code), an attempt timed out, or the network (refused, reset, EOF).
+func retriable(err error) bool {
+	var te *timeoutError
+	var kerrv kafka.Error
+	var nerr net.Error
+	switch {
+	case errors.As(err, &te), errors.Is(err, ErrNoAnswer), errors.As(err, new(*routingError)):
+		return true
+	case errors.As(err, &kerrv):
+		return kerr.IsRetriable(kerr.ErrorForCode(int16(kerrv)))
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, net.ErrClosed),
+		errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
+		return true
+	case errors.As(err, &nerr):
+		return true
+	}
+	return false
 }
 
 // ErrOffsetOutOfRange is the broker's OFFSET_OUT_OF_RANGE: the offset read

@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -47,6 +48,10 @@ type Cluster struct {
 	Warnings []string
 	conn     *kafkaconn.Conn
 	dialer   *kafka.Dialer
+	// policy is how call retries; the zero policy (during Connect's probe)
+	// retries nothing.
+	policy  atomic.Pointer[RetryPolicy]
+	retries atomic.Int64
 }
 
 // DefaultProbeTimeout bounds the first exchange with the cluster (Connect).
@@ -55,7 +60,17 @@ const DefaultProbeTimeout = 15 * time.Second
 // ConnectOption changes how Connect reaches the cluster.
 type ConnectOption func(*connectConfig)
 
-type connectConfig struct{ probeTimeout time.Duration }
+type connectConfig struct {
+	probeTimeout time.Duration
+	retry        RetryPolicy
+}
+
+// WithRetry sets how the cluster's broker calls retry errors that may pass
+// (RetryPolicy); without it, nothing is retried. Connect's own probe is
+// never retried: a wrong address or TLS setting fails at once.
+func WithRetry(p RetryPolicy) ConnectOption {
+	return func(c *connectConfig) { c.retry = p }
+}
 
 // WithProbeTimeout bounds Connect's first exchange with the cluster (the
 // bootstrap probe and the Metadata request); DefaultProbeTimeout otherwise.
@@ -93,8 +108,31 @@ func Connect(ctx context.Context, src plan.Source, opts ...ConnectOption) (*Clus
 		c.Close()
 		return nil, err
 	}
+	c.policy.Store(&cfg.retry)
 	return c, nil
 }
+
+// SetRetry changes how the cluster's broker calls retry (WithRetry): a
+// run sets its plan's retry section.
+func (c *Cluster) SetRetry(p RetryPolicy) { c.policy.Store(&p) }
+
+// retryPolicy is the policy call follows now.
+func (c *Cluster) retryPolicy() RetryPolicy {
+	if p := c.policy.Load(); p != nil {
+		return *p
+	}
+	return RetryPolicy{}
+}
+
+// Retries is how many broker calls failed with a retriable error and were
+// tried again since Connect.
+func (c *Cluster) Retries() int64 { return c.retries.Load() }
+
+// refresh drops the client transport's connection pool after a retriable
+// failure: the next request dials anew and reads fresh metadata (partition
+// leaders, group coordinators). Requests in flight keep their connections
+// until they end. A reader refreshes its own fetch transport.
+func (c *Cluster) refresh() { c.transport.CloseIdleConnections() }
 
 // probe fails early with a message a person can act on: the bootstrap
 // brokers are probed in turn (kafkaconn.Conn.Probe), then the topic's
@@ -109,7 +147,15 @@ func (c *Cluster) probe(ctx context.Context, topic string, timeout time.Duration
 		return err
 	}
 	c.client.Addr = c.addr()
-	md, err := call(pctx, "metadata", func(ctx context.Context) (*kafka.MetadataResponse, error) {
+	if c.conn.SASL.Mechanism != "" {
+		// The probe authenticated: a Metadata request that fails now met a
+		// dropped connection or a cluster in trouble, retried until the
+		// probe's deadline. Without SASL, a closed connection may mean the
+		// cluster requires it: that fails at once.
+		c.policy.Store(&RetryPolicy{MaxElapsed: timeout, RequestTimeout: timeout})
+		defer c.policy.Store(&RetryPolicy{})
+	}
+	md, err := call(pctx, c, "metadata", func(ctx context.Context) (*kafka.MetadataResponse, error) {
 		return c.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
 	})
 	if err != nil {

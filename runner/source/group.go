@@ -121,8 +121,22 @@ func (c *Cluster) CommittedAll(ctx context.Context, group string) (map[string][]
 
 // offsetFetch sends req; a group that does not exist answers nil.
 func (c *Cluster) offsetFetch(ctx context.Context, req *kafka.OffsetFetchRequest) (*kafka.OffsetFetchResponse, error) {
-	resp, err := call(ctx, "offset fetch", func(ctx context.Context) (*kafka.OffsetFetchResponse, error) {
-		return c.client.OffsetFetch(ctx, req)
+	resp, err := call(ctx, c, "offset fetch", func(ctx context.Context) (*kafka.OffsetFetchResponse, error) {
+		resp, err := c.client.OffsetFetch(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		if resp.Error != nil && retriable(resp.Error) {
+			return nil, resp.Error // the coordinator moving or loading
+		}
+		for t, pos := range resp.Topics {
+			for _, po := range pos {
+				if po.Error != nil && !errors.Is(po.Error, kafka.UnknownTopicOrPartition) && retriable(po.Error) {
+					return nil, fmt.Errorf("%s/%d: %w", t, po.Partition, po.Error)
+				}
+			}
+		}
+		return resp, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read commits of group %s: %w", req.GroupID, err)
@@ -143,8 +157,46 @@ func (c *Cluster) offsetFetch(ctx context.Context, req *kafka.OffsetFetchRequest
 //
 // A member's commit refused because the group moved on wraps ErrFenced; a
 // standalone commit refused because the group is in use is a
-// *GroupInUseError.
+// *GroupInUseError. A standalone commit the coordinator cannot take yet
+// (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...) is retried (call).
+//
+// Ordering: the caller has at most one Commit of a partition in flight, and
+// an attempt whose outcome is unknown (it timed out or its connection
+// dropped: it may still reach the coordinator) is retried only after
+// RetryPolicy.SettleDelay, so it can no longer land after the retry or
+// after a later commit; kafka-go closes the connection of a request that
+// timed out, and a broker finishes a commit it read within
+// offsets.commit.timeout.ms (5 s by default). Committed offsets thus never
+// move back, and a Commit that returned leaves no earlier one on its way.
 func (c *Cluster) Commit(ctx context.Context, m *Member, group, topic string, offsets map[int32]Commit) error {
+	req := commitRequest(m, group, topic, offsets)
+	resp, err := call(ctx, c, opCommit, func(ctx context.Context) (*kafka.OffsetCommitResponse, error) {
+		resp, err := c.client.OffsetCommit(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		if m != nil {
+			return resp, nil // a member's coordinator errors fence it (below)
+		}
+		for _, pr := range resp.Topics[topic] {
+			if pr.Error != nil && retriable(pr.Error) {
+				return nil, fmt.Errorf("%s/%d: %w", topic, pr.Partition, pr.Error) // the coordinator moving or loading
+			}
+		}
+		return resp, nil
+	})
+	if err != nil {
+		return fmt.Errorf("commit to group %s: %w", group, err)
+	}
+	if err := commitErrors(m, group, topic, resp); err != nil {
+		return err
+	}
+	return nil
+}
+
+// commitRequest is the OffsetCommit of offsets: as m, or standalone
+// (generation -1, no member id) when m is nil.
+func commitRequest(m *Member, group, topic string, offsets map[int32]Commit) *kafka.OffsetCommitRequest {
 	commits := make([]kafka.OffsetCommit, 0, len(offsets))
 	for p, o := range offsets {
 		commits = append(commits, kafka.OffsetCommit{Partition: int(p), Offset: o.Offset, Metadata: o.Metadata})
@@ -153,12 +205,11 @@ func (c *Cluster) Commit(ctx context.Context, m *Member, group, topic string, of
 	if m != nil {
 		req.GenerationID, req.MemberID = int(m.Generation), m.ID
 	}
-	resp, err := call(ctx, "offset commit", func(ctx context.Context) (*kafka.OffsetCommitResponse, error) {
-		return c.client.OffsetCommit(ctx, req)
-	})
-	if err != nil {
-		return fmt.Errorf("commit to group %s: %w", group, err)
-	}
+	return req
+}
+
+// commitErrors classifies the partitions' errors of a commit's answer.
+func commitErrors(m *Member, group, topic string, resp *kafka.OffsetCommitResponse) error {
 	var errs []string
 	for _, pr := range resp.Topics[topic] {
 		if pr.Error == nil {
@@ -193,7 +244,7 @@ func (c *Cluster) DeleteOffsets(ctx context.Context, group, topic string, parts 
 	for i, p := range parts {
 		ints[i] = int(p)
 	}
-	resp, err := call(ctx, "offset delete", func(ctx context.Context) (*kafka.OffsetDeleteResponse, error) {
+	resp, err := call(ctx, c, "offset delete", func(ctx context.Context) (*kafka.OffsetDeleteResponse, error) {
 		return c.client.OffsetDelete(ctx, &kafka.OffsetDeleteRequest{GroupID: group, Topics: map[string][]int{topic: ints}})
 	})
 	if err != nil {
@@ -250,7 +301,7 @@ type GroupMember struct {
 // DescribeGroup describes the group (DescribeGroups); nil when the
 // coordinator's answer does not mention it.
 func (c *Cluster) DescribeGroup(ctx context.Context, group string) (*Group, error) {
-	resp, err := call(ctx, "describe groups", func(ctx context.Context) (*kafka.DescribeGroupsResponse, error) {
+	resp, err := call(ctx, c, "describe groups", func(ctx context.Context) (*kafka.DescribeGroupsResponse, error) {
 		return c.client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
 	})
 	if err != nil {

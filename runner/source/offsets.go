@@ -27,8 +27,19 @@ type Offsets struct {
 // Partitions returns the topic's partition numbers, sorted. A topic that
 // does not exist (or has no partition) is an error naming the brokers.
 func (c *Cluster) Partitions(ctx context.Context, topic string) ([]int32, error) {
-	md, err := call(ctx, "metadata", func(ctx context.Context) (*kafka.MetadataResponse, error) {
-		return c.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	md, err := call(ctx, c, "metadata", func(ctx context.Context) (*kafka.MetadataResponse, error) {
+		md, err := c.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range md.Topics {
+			// A topic without a leader yet (LEADER_NOT_AVAILABLE) is retried;
+			// an unknown topic is the plan's mistake and fails at once.
+			if t.Name == topic && t.Error != nil && !errors.Is(t.Error, kafka.UnknownTopicOrPartition) && retriable(t.Error) {
+				return nil, fmt.Errorf("topic %s: %w", topic, t.Error)
+			}
+		}
+		return md, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("metadata for topic %s: %w", topic, err)
@@ -62,16 +73,17 @@ func (c *Cluster) Partitions(ctx context.Context, topic string) ([]int32, error)
 func (c *Cluster) FreshPartitions(ctx context.Context, topic string) ([]int32, error) {
 	var errs []error
 	for _, b := range c.Brokers {
-		conn, err := call(ctx, "dial", func(ctx context.Context) (*kafka.Conn, error) { return c.dialer.DialContext(ctx, "tcp", b) })
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if dl, ok := ctx.Deadline(); ok {
-			_ = conn.SetDeadline(dl)
-		}
-		ps, err := call(ctx, "read partitions", func(context.Context) ([]kafka.Partition, error) { return conn.ReadPartitions(topic) })
-		conn.Close()
+		ps, err := call(ctx, c, "read partitions", func(ctx context.Context) ([]kafka.Partition, error) {
+			conn, err := c.dialer.DialContext(ctx, "tcp", b)
+			if err != nil {
+				return nil, err
+			}
+			defer conn.Close()
+			if dl, ok := ctx.Deadline(); ok {
+				_ = conn.SetDeadline(dl)
+			}
+			return conn.ReadPartitions(topic)
+		})
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -151,16 +163,25 @@ func (c *Cluster) OffsetsAt(ctx context.Context, topic string, parts []int32, t 
 }
 
 func (c *Cluster) listOffsets(ctx context.Context, topic string, reqs []kafka.OffsetRequest, level kafka.IsolationLevel) (map[int32]kafka.PartitionOffsets, error) {
-	resp, err := call(ctx, "list offsets", func(ctx context.Context) (*kafka.ListOffsetsResponse, error) {
-		return c.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}, IsolationLevel: level})
+	resp, err := call(ctx, c, "list offsets", func(ctx context.Context) (*kafka.ListOffsetsResponse, error) {
+		resp, err := c.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}, IsolationLevel: level})
+		if err != nil {
+			return nil, err
+		}
+		for _, po := range resp.Topics[topic] {
+			if err := listOffsetsError(po.Error); err != nil && retriable(err) {
+				return nil, fmt.Errorf("partition %d: %w", po.Partition, err) // call retries the whole request
+			}
+		}
+		return resp, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list offsets of %s: %w", topic, err)
 	}
 	out := map[int32]kafka.PartitionOffsets{}
 	for _, po := range resp.Topics[topic] {
-		if po.Error != nil {
-			return nil, fmt.Errorf("list offsets of %s/%d: %w", topic, po.Partition, po.Error)
+		if err := listOffsetsError(po.Error); err != nil {
+			return nil, fmt.Errorf("list offsets of %s/%d: %w", topic, po.Partition, err)
 		}
 		out[int32(po.Partition)] = po
 	}
@@ -200,4 +221,19 @@ func (c *Cluster) LastRecords(ctx context.Context, topic string, partition int32
 		}
 	}
 	return recs, nil
+}
+
+// ErrNoAnswer is a request that got no answer: kafka-go reports a
+// ListOffsets sub-request that failed on the way (a dropped connection, a
+// timeout) as the partition's UNKNOWN_SERVER_ERROR (-1), dropping the real
+// error. It is retried like a dropped connection.
+var ErrNoAnswer = errors.New("no answer from the broker for the partition (the connection dropped or the request timed out)")
+
+// listOffsetsError is a ListOffsets partition's error, with kafka-go's
+// stand-in for a failed sub-request (-1) named for what it is.
+func listOffsetsError(err error) error {
+	if errors.Is(err, kafka.Unknown) {
+		return ErrNoAnswer
+	}
+	return err
 }

@@ -163,32 +163,55 @@ func (r *Reader) roundTrip(ctx context.Context, offset int64) (*fetch.ResponsePa
 			Partition: r.partition, CurrentLeaderEpoch: -1, FetchOffset: offset, LogStartOffset: -1, PartitionMaxBytes: r.maxBytes,
 		}}}},
 	}
-	m, err := call(ctx, "fetch", func(ctx context.Context) (protocol.Message, error) {
-		return r.c.fetchTransport(r.partition).RoundTrip(ctx, r.c.addr(), req)
+	var part *fetch.ResponsePartition
+	_, err := call(ctx, r.c, opFetch, func(ctx context.Context) (struct{}, error) {
+		part = nil
+		tr := r.c.fetchTransport(r.partition)
+		m, err := tr.RoundTrip(ctx, r.c.addr(), req)
+		if err == nil {
+			part, err = r.answer(m)
+		}
+		if err == nil && part.ErrorCode != 0 && retriable(kafka.Error(part.ErrorCode)) {
+			err = kafka.Error(part.ErrorCode) // a leader moving: call retries
+		}
+		if err != nil && retriable(explainRouting(err)) {
+			tr.CloseIdleConnections() // the retry dials anew, with fresh metadata
+		}
+		return struct{}{}, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("fetch %s/%d at offset %d: %w", r.topic, r.partition, offset, err)
+		var re *RetryError
+		if !errors.As(err, &re) {
+			err = fmt.Errorf("fetch: %w", err)
+		}
+		if re != nil || part == nil {
+			return nil, &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next, Err: err}
+		}
 	}
+	if part.ErrorCode != 0 {
+		return part, r.partitionError(part)
+	}
+	return part, nil
+}
+
+// answer finds the partition in a fetch response; a top-level error code
+// comes back as a kafka.Error.
+func (r *Reader) answer(m protocol.Message) (*fetch.ResponsePartition, error) {
 	resp, ok := m.(*fetch.Response)
 	if !ok {
-		return nil, fmt.Errorf("fetch %s/%d: unexpected response %T", r.topic, r.partition, m)
+		return nil, fmt.Errorf("unexpected response %T", m)
 	}
 	if resp.ErrorCode != 0 {
-		return nil, fmt.Errorf("fetch %s/%d at offset %d: %w", r.topic, r.partition, offset, kafka.Error(resp.ErrorCode))
+		return nil, kafka.Error(resp.ErrorCode)
 	}
 	for _, t := range resp.Topics {
 		for i := range t.Partitions {
-			p := &t.Partitions[i]
-			if t.Topic != r.topic || p.Partition != r.partition {
-				continue
+			if p := &t.Partitions[i]; t.Topic == r.topic && p.Partition == r.partition {
+				return p, nil
 			}
-			if p.ErrorCode != 0 {
-				return p, r.partitionError(p)
-			}
-			return p, nil
 		}
 	}
-	return nil, fmt.Errorf("fetch %s/%d: the response does not mention the partition", r.topic, r.partition)
+	return nil, errors.New("the response does not mention the partition")
 }
 
 func (r *Reader) partitionError(p *fetch.ResponsePartition) error {

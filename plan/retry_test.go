@@ -1,0 +1,35 @@
+package plan
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRetry: retry.max_elapsed defaults to 5m when absent, keeps a written
+// 0s (fail at the first broker error), refuses more than 24h and a
+// bare number, and leaves the fingerprint alone.
+func TestRetry(t *testing.T) {
+	if got := time.Duration(mustParse(t, minimalPlan, LoadOptions{}).Retry.MaxElapsed); got != DefaultRetryMaxElapsed {
+		t.Errorf("default max_elapsed %s, want %s", got, DefaultRetryMaxElapsed)
+	}
+	if got := mustParse(t, minimalPlan+"retry: {max_elapsed: 0s}\n", LoadOptions{}).Retry.MaxElapsed; got != 0 {
+		t.Errorf("written 0s became %s", time.Duration(got))
+	}
+	if got := time.Duration(mustParse(t, minimalPlan+"retry: {max_elapsed: 90s}\n", LoadOptions{}).Retry.MaxElapsed); got != 90*time.Second {
+		t.Errorf("90s became %s", got)
+	}
+	for src, want := range map[string]string{
+		"retry: {max_elapsed: 25h}\n": "retry.max_elapsed: 25h0m0s is above the limit of 24h",
+		"retry: {max_elapsed: 300}\n": "has no unit",
+		"retry: {max_retries: 3}\n":   "max_retries",
+	} {
+		if got := parseProblems(t, minimalPlan+src, LoadOptions{}); !strings.Contains(got, want) {
+			t.Errorf("%q: problems %q, want %q", src, got, want)
+		}
+	}
+	a := mustParse(t, minimalPlan, LoadOptions{}).Fingerprint()
+	if b := mustParse(t, minimalPlan+"retry: {max_elapsed: 1h}\n", LoadOptions{}).Fingerprint(); a != b {
+		t.Errorf("retry changed the fingerprint: %s != %s", a, b)
+	}
+}

@@ -1,0 +1,86 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+)
+
+// TestRetriableFollowsKafkasTable checks the classification of call:
+// Kafka's Retriable flag by numeric code, kafka-go's routing and
+// no-answer stand-ins, and the network.
+func TestRetriableFollowsKafkasTable(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{kafka.NotLeaderForPartition, true}, {kafka.LeaderNotAvailable, true}, {kafka.UnknownTopicOrPartition, true},
+		{kafka.RequestTimedOut, true}, {kafka.NotCoordinatorForGroup, true}, {kafka.GroupLoadInProgress, true},
+		{kafka.GroupCoordinatorNotAvailable, true}, {fmt.Errorf("p 0: %w", kafka.NotLeaderForPartition), true},
+		{kafka.OffsetOutOfRange, false}, {kafka.Unknown, false}, {kafka.GroupAuthorizationFailed, false}, {kafka.IllegalGeneration, false},
+		{ErrNoAnswer, true}, {io.ErrUnexpectedEOF, true}, {syscall.ECONNRESET, true}, {syscall.ECONNREFUSED, true},
+		{explainRouting(protocol.ErrNoPartition), true}, {errors.New("boom"), false}, {context.Canceled, false},
+	} {
+		if got := retriable(tc.err); got != tc.want {
+			t.Errorf("retriable(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestCallRetriesUntilTheBudget: a retriable failure is retried with
+// backoff, an answer ends the loop, and a failure that lasts gives up
+// with a *RetryError once MaxElapsed has passed.
+func TestCallRetriesUntilTheBudget(t *testing.T) {
+	c := &Cluster{}
+	c.SetRetry(RetryPolicy{MaxElapsed: 200 * time.Millisecond, MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
+	c.transport = &kafka.Transport{}
+	n := 0
+	v, err := call(context.Background(), c, "list offsets", func(context.Context) (int, error) {
+		if n++; n < 3 {
+			return 0, kafka.NotLeaderForPartition
+		}
+		return 7, nil
+	})
+	if v != 7 || err != nil || n != 3 {
+		t.Fatalf("call = %d, %v after %d attempts; want 7, nil after 3", v, err, n)
+	}
+	start := time.Now()
+	_, err = call(context.Background(), c, "list offsets", func(context.Context) (int, error) { return 0, kafka.GroupLoadInProgress })
+	var re *RetryError
+	if !errors.As(err, &re) || !errors.Is(err, kafka.GroupLoadInProgress) {
+		t.Fatalf("want a *RetryError wrapping the last error, got %v", err)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond || d > 2*time.Second {
+		t.Errorf("gave up after %s, want about the 200ms budget", d)
+	}
+	n = 0
+	_, err = call(context.Background(), c, "list offsets", func(context.Context) (int, error) { n++; return 0, kafka.OffsetOutOfRange })
+	if n != 1 || !errors.Is(err, kafka.OffsetOutOfRange) {
+		t.Errorf("a non-retriable error was tried %d times (%v), want once", n, err)
+	}
+}
+
+// TestCallTimesOutAnUnansweredRequest: an attempt that gets no answer is
+// abandoned after RequestTimeout and retried.
+func TestCallTimesOutAnUnansweredRequest(t *testing.T) {
+	c := &Cluster{transport: &kafka.Transport{}}
+	c.SetRetry(RetryPolicy{MaxElapsed: time.Second, RequestTimeout: 50 * time.Millisecond, MinBackoff: time.Millisecond})
+	n := 0
+	v, err := call(context.Background(), c, "fetch", func(ctx context.Context) (int, error) {
+		if n++; n == 1 {
+			<-ctx.Done() // never answered
+			return 0, ctx.Err()
+		}
+		return 1, nil
+	})
+	if v != 1 || err != nil || n != 2 {
+		t.Fatalf("call = %d, %v after %d attempts; want 1, nil after 2", v, err, n)
+	}
+}
