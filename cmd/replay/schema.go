@@ -228,9 +228,10 @@ var required = map[string][]string{
 
 // objectRules adds rules across fields of one struct.
 var objectRules = map[string]func(schema){
-	// Exactly one of a time window, an offsets window and a schedule.
+	// Exactly one of a time window, an offsets window, a schedule and a
+	// calendar window (last).
 	"Window": func(s schema) {
-		s["oneOf"] = []any{schema{"required": []any{"from"}}, schema{"required": []any{"offsets"}}, schema{"required": []any{"every", "start"}}}
+		s["oneOf"] = []any{schema{"required": []any{"from"}}, schema{"required": []any{"offsets"}}, schema{"required": []any{"every", "start"}}, schema{"required": []any{"last"}}}
 	},
 	// What each sink type needs, from the sink descriptors.
 	"Sink": func(s schema) {
