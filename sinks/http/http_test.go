@@ -176,8 +176,8 @@ func (h *httpHarness) NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink {
 func (h *httpHarness) Contents(t *testing.T) []string {
 	var out []string
 	for key, obj := range h.endpoint(t).stored() {
-		var s sinktest.Stored
-		if err := json.Unmarshal(obj, &s); err != nil {
+		s, err := sinktest.StoredLine(obj)
+		if err != nil {
 			t.Fatalf("record %s: %v", key, err)
 		}
 		out = append(out, s.String())
