@@ -37,9 +37,19 @@ func (h *fileHarness) Contents(t *testing.T) []string {
 	return storedLines(t, data)
 }
 
+func (h *fileHarness) Records(t *testing.T) []record.Record {
+	data, err := os.ReadFile(h.path(t))
+	if err != nil {
+		t.Fatalf("read output: %v", err)
+	}
+	return sinktest.DecodeLines(t, data)
+}
+
 func TestFileConformance(t *testing.T) {
 	h := &fileHarness{}
-	sinktest.RunWith(t, h, features(h.path))
+	f := features(h.path)
+	f.Contents = true
+	sinktest.RunWith(t, h, f)
 }
 
 // features declares a file sink's, for a harness whose target t is the
