@@ -54,20 +54,55 @@ var (
 // with a *record.Error wrapping ErrNotJSON or ErrNotText when f cannot
 // write r's value, and appends nothing then.
 func AppendJSONLAs(b []byte, r *record.Record, f ValueFormat) ([]byte, error) {
-	if f == FormatAuto || f == "" || r.Value == nil {
-		return AppendJSONL(b, r), nil
+	if err := CheckValueFormat(r, f); err != nil {
+		return b, err
+	}
+	if f == "" {
+		f = FormatAuto
+	}
+	return appendJSONL(b, r, f), nil
+}
+
+// CheckValueFormat returns the *record.Error (wrapping ErrNotJSON or
+// ErrNotText) of a record whose value format f cannot write, else nil. A
+// sink checks a whole batch before it writes any of it.
+func CheckValueFormat(r *record.Record, f ValueFormat) error {
+	if r.Value == nil {
+		return nil
 	}
 	switch f {
 	case FormatJSON:
 		if !embeddable(r.Value) {
-			return b, record.NewError(r, ErrNotJSON)
+			return record.NewError(r, ErrNotJSON)
 		}
 	case FormatText:
 		if !utf8.Valid(r.Value) {
-			return b, record.NewError(r, ErrNotText)
+			return record.NewError(r, ErrNotText)
 		}
 	}
-	return appendJSONL(b, r, f), nil
+	return nil
+}
+
+// CheckBatch is CheckValueFormat of each record of batch: the first error.
+func CheckBatch(batch []record.Record, f ValueFormat) error {
+	if f != FormatJSON && f != FormatText {
+		return nil
+	}
+	for i := range batch {
+		if err := CheckValueFormat(&batch[i], f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AppendJSONLChecked is AppendJSONLAs for a record CheckValueFormat
+// accepted.
+func AppendJSONLChecked(b []byte, r *record.Record, f ValueFormat) []byte {
+	if f == "" {
+		f = FormatAuto
+	}
+	return appendJSONL(b, r, f)
 }
 
 // embeddable reports whether v, written verbatim into a line, reads back as
