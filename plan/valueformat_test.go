@@ -55,3 +55,18 @@ func TestValueFormat(t *testing.T) {
 		t.Errorf("sqlite with value_format: %v, want it refused", err)
 	}
 }
+
+// A window bound finer than a millisecond is refused with the two nearest
+// millisecond forms: Kafka timestamps are milliseconds.
+func TestWindowBoundFinerThanMillisecond(t *testing.T) {
+	doc := strings.Replace(valueFormatPlan, "to: 2026-11-03T11:00:00Z", "to: 2026-11-03T11:00:00.0005Z", 1)
+	_, err := Parse("plan.yaml", []byte(doc), testOptions())
+	want := `"2026-11-03T11:00:00.0005Z" is finer than a millisecond, the precision of Kafka timestamps: write 2026-11-03T11:00:00.000Z or 2026-11-03T11:00:00.001Z`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want %q", err, want)
+	}
+	doc = strings.Replace(valueFormatPlan, "to: 2026-11-03T11:00:00Z", "to: 2026-11-03T12:00:00.123000+01:00", 1)
+	if _, err := Parse("plan.yaml", []byte(doc), testOptions()); err != nil {
+		t.Fatalf("a whole millisecond written with more digits: %v", err)
+	}
+}
