@@ -269,6 +269,10 @@ type Sink struct {
 
 	// Format is the file sink's output: jsonl (default) or csv (with Columns).
 	Format string `yaml:"format"`
+	// ValueFormat is how a JSONL file, stdout or http sink (or dead-letter
+	// sink) writes record values: auto (default), json, text or base64
+	// (ValueFormats); unset is auto.
+	ValueFormat string `yaml:"value_format"`
 	// PerPartition writes one file per partition: Path holds {partition}.
 	PerPartition bool `yaml:"per_partition"`
 	// Order is the order of the lines of a single JSONL file: interleaved

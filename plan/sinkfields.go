@@ -27,6 +27,8 @@ var sinkFieldTable = []FieldDescriptor{
 		Doc: "postgres: batches of more rows than this are loaded with COPY into a temporary table, then upserted from it in the same transaction (default 1000)."},
 	{Name: "format", Types: []SinkType{SinkFile},
 		Doc: "file: jsonl (default: one JSON object per record) or csv (a header row, then one row per record with the columns; RFC 4180 quoting, LF line ends, NULL as an empty field)."},
+	{Name: "value_format", Types: []SinkType{SinkFile, SinkStdout, SinkHTTP},
+		Doc: "file (jsonl), stdout, http and their dead letters: how each value is written: auto (default: JSON embedded, other UTF-8 text as a string, other bytes as base64 marked value_encoding: base64), json (a value that cannot be embedded byte for byte is a bad record, on_error), text (a string; not UTF-8 is a bad record) or base64 (every value)."},
 	{Name: "per_partition", Types: []SinkType{SinkFile},
 		Doc: "file: write one file per partition (path holds {partition}), each published atomically when the run completes."},
 	{Name: "order", Types: []SinkType{SinkFile},

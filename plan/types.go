@@ -119,6 +119,14 @@ func ParseTimeSpec(s string) (TimeSpec, error) {
 		return TimeSpec{raw: s, rel: -d, isRel: true}, nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
+	if err == nil && t.Nanosecond()%int(time.Millisecond) != 0 {
+		// Kafka timestamps (and ListOffsets by time, KIP-79) are whole
+		// milliseconds: a finer bound would silently round.
+		const ms = "2006-01-02T15:04:05.000Z07:00"
+		down := t.Truncate(time.Millisecond)
+		return TimeSpec{}, fmt.Errorf("time %q is finer than a millisecond, the precision of Kafka timestamps: write %s or %s",
+			s, down.Format(ms), down.Add(time.Millisecond).Format(ms))
+	}
 	if err == nil {
 		return TimeSpec{raw: s, abs: t}, nil
 	}

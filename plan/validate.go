@@ -343,6 +343,7 @@ func (v *validator) sink(field string, s *Sink) {
 	}
 	v.sinkFieldsApply(field, s)
 	v.sinkRequired(field, s, d)
+	v.valueFormat(field, s)
 	switch s.Type {
 	case SinkFile:
 		v.fileSink(field, s)
@@ -518,6 +519,9 @@ func (p *Plan) Fingerprint() string {
 		PerPartition bool   `json:",omitempty"`
 		// The line order of a file, when not its default.
 		Order string `json:",omitempty"`
+		// How a line writes values, when not auto: a resumed run must
+		// write the same form.
+		ValueFormat string `json:",omitempty"`
 	}
 	id := func(s *Sink, deadLetter bool) sinkID {
 		format := s.Format
@@ -528,7 +532,11 @@ func (p *Plan) Fingerprint() string {
 		if order == s.defaultOrder(deadLetter) {
 			order = ""
 		}
-		return sinkID{Type: string(s.Type), Path: s.Path, Table: s.Table, Key: s.Key, OnConflict: s.OnConflict, Topic: s.Topic,
+		valueFormat := s.ValueFormat
+		if valueFormat == "auto" {
+			valueFormat = ""
+		}
+		return sinkID{ValueFormat: valueFormat, Type: string(s.Type), Path: s.Path, Table: s.Table, Key: s.Key, OnConflict: s.OnConflict, Topic: s.Topic,
 			KeepPartition: s.KeepPartition, ExactlyOnce: s.ExactlyOnce, URL: sinkEndpoint(s.URL), Columns: s.Columns.String(), Format: format, PerPartition: s.PerPartition,
 			Order: order}
 	}

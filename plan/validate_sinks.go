@@ -136,6 +136,20 @@ func (v *validator) columns(field string, s *Sink, db bool) {
 	}
 }
 
+// ValueFormats are the values of a sink's value_format; "" is auto.
+var ValueFormats = []string{"auto", "json", "text", "base64"}
+
+// valueFormat checks value_format where the sink type takes it: one of
+// ValueFormats, and not with a csv file (its cells are text).
+func (v *validator) valueFormat(field string, s *Sink) {
+	if s.ValueFormat == "" || !v.enum(field+".value_format", s.ValueFormat, ValueFormats) {
+		return
+	}
+	if s.Type == SinkFile && s.Format == "csv" && s.ValueFormat != "auto" {
+		v.add(field+".value_format", "applies to format: jsonl only (csv cells are text): remove value_format, or use format: jsonl")
+	}
+}
+
 // fileSink checks a file sink: its path, format, columns and per_partition.
 func (v *validator) fileSink(field string, s *Sink) {
 	switch {

@@ -34,7 +34,8 @@ func (a *app) testCmd() *cobra.Command {
 			"(with its idempotency key and the JSON line the sink would receive), filtered (the filter is false) or error\n" +
 			"(the filter or the key template fails on it, and what on_error does then). Nothing touches Kafka or the sink.\n\n" +
 			"A fixture line holds key (a string or null), value (JSON, or a string for a value that is not JSON; null or\n" +
-			"absent for a tombstone), headers ({\"name\": \"value\"} or [{\"key\": ..., \"value\": ...}]), timestamp (RFC 3339,\n" +
+			"absent for a tombstone), key_encoding and value_encoding (base64 or json, as a sink's lines mark them), headers\n" +
+			"({\"name\": \"value\"} or [{\"key\": ..., \"value\": ..., \"value_encoding\": ...}]), timestamp (RFC 3339,\n" +
 			"required), and optionally topic (default: the plan's), partition (default 0), offset (default: the record's\n" +
 			"index in the file), note (free text) and expect: pass, filtered or error. The lines of a file sink's output\n" +
 			"and of a dead-letter file are fixture lines too. Blank lines and lines starting with # are ignored.\n\n" +
@@ -53,15 +54,19 @@ func (a *app) testCmd() *cobra.Command {
 
 // fixture is one line of a fixture file.
 type fixture struct {
-	Key       *string         `json:"key"`
-	Value     json.RawMessage `json:"value"`
-	Headers   json.RawMessage `json:"headers"`
-	Timestamp string          `json:"timestamp"`
-	Topic     *string         `json:"topic"`
-	Partition *int32          `json:"partition"`
-	Offset    *int64          `json:"offset"`
-	Note      string          `json:"note"`
-	Expect    string          `json:"expect"`
+	Key     *string         `json:"key"`
+	Value   json.RawMessage `json:"value"`
+	Headers json.RawMessage `json:"headers"`
+	// KeyEncoding and ValueEncoding are the marks of the sinks' JSONL form
+	// (encode.DecodeField): "base64", "json" or none.
+	KeyEncoding   string  `json:"key_encoding"`
+	ValueEncoding string  `json:"value_encoding"`
+	Timestamp     string  `json:"timestamp"`
+	Topic         *string `json:"topic"`
+	Partition     *int32  `json:"partition"`
+	Offset        *int64  `json:"offset"`
+	Note          string  `json:"note"`
+	Expect        string  `json:"expect"`
 	// The extra fields of a dead-letter line, accepted and ignored.
 	Error           any `json:"error"`
 	SourceTopic     any `json:"source_topic"`
@@ -287,7 +292,13 @@ func parseFixture(line []byte, topic string, index int64) (fixture, error) {
 	if fx.Key != nil {
 		r.Key = []byte(*fx.Key)
 	}
-	if r.Value, err = fixtureValue(fx.Value); err != nil {
+	if fx.KeyEncoding != "" {
+		raw, _ := json.Marshal(fx.Key)
+		if r.Key, err = encode.DecodeField(raw, fx.KeyEncoding); err != nil {
+			return fx, fmt.Errorf("key: %w", err)
+		}
+	}
+	if r.Value, err = fixtureValue(fx.Value, fx.ValueEncoding); err != nil {
 		return fx, err
 	}
 	if r.Headers, err = fixtureHeaders(fx.Headers); err != nil {
@@ -298,9 +309,17 @@ func parseFixture(line []byte, topic string, index int64) (fixture, error) {
 }
 
 // fixtureValue: a JSON string is the raw value, null is a tombstone, any
-// other JSON is the value as written.
-func fixtureValue(raw json.RawMessage) ([]byte, error) {
+// other JSON is the value as written; a value_encoding mark (base64, json)
+// decodes as the sinks' lines do (encode.DecodeField).
+func fixtureValue(raw json.RawMessage, encoding string) ([]byte, error) {
 	raw = bytes.TrimSpace(raw)
+	if encoding != "" {
+		v, err := encode.DecodeField(raw, encoding)
+		if err != nil {
+			return nil, fmt.Errorf("value: %w", err)
+		}
+		return v, nil
+	}
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
 		return nil, nil
@@ -339,15 +358,28 @@ func fixtureHeaders(raw json.RawMessage) ([]record.Header, error) {
 		return hs, nil
 	}
 	var list []struct {
-		Key   string  `json:"key"`
-		Value *string `json:"value"`
+		Key           json.RawMessage `json:"key"`
+		KeyEncoding   string          `json:"key_encoding"`
+		Value         json.RawMessage `json:"value"`
+		ValueEncoding string          `json:"value_encoding"`
 	}
 	if err := json.Unmarshal(raw, &list); err != nil {
 		return nil, fmt.Errorf(`headers: want {"name": "value"} or [{"key": "name", "value": "value"}]: %w`, err)
 	}
 	hs := make([]record.Header, len(list))
 	for i, h := range list {
-		hs[i] = record.Header{Key: h.Key, Value: headerValue(h.Value)}
+		k, err := encode.DecodeField(h.Key, h.KeyEncoding)
+		if err != nil || k == nil {
+			return nil, fmt.Errorf(`headers: header %d: want "key" a string: %w`, i+1, errors.Join(err, errors.New("no key")))
+		}
+		if h.Key[0] != '"' && h.KeyEncoding == "" {
+			return nil, fmt.Errorf(`headers: header %d: want "key" a string, not %s`, i+1, h.Key)
+		}
+		v, err := encode.DecodeField(h.Value, h.ValueEncoding)
+		if err != nil {
+			return nil, fmt.Errorf("headers: header %d value: %w", i+1, err)
+		}
+		hs[i] = record.Header{Key: string(k), Value: v}
 	}
 	return hs, nil
 }

@@ -15,20 +15,32 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// AppendJSONL appends r as one line of newline-delimited JSON:
+// AppendJSONL appends r as one line of newline-delimited JSON, its value in
+// the auto format (see AppendJSONLAs):
 //
 //	{"topic":"orders","partition":3,"offset":1200,"timestamp":"2026-11-03T10:00:00.123Z",
 //	 "key":"k-1","value":{"id":1},"headers":[{"key":"trace","value":"abc"}]}
 //
-// timestamp is RFC 3339 in UTC with milliseconds. key and header values are
-// JSON strings (null when absent; bytes that are not UTF-8 become U+FFFD).
-// value is embedded as JSON when it is one valid JSON document on one line
-// (its invalid UTF-8 replaced and U+2028/U+2029 escaped, as in strings),
-// else written as a string; a tombstone is null. A dead letter (see
-// DeadLetter) also has error, source_topic, source_partition and
-// source_offset. The encoding is deterministic: the same record always
-// yields the same bytes.
-func AppendJSONL(b []byte, r *record.Record) []byte {
+// timestamp is RFC 3339 in UTC with milliseconds. The encoding is lossless
+// (DecodeJSONL gives back the record's bytes):
+//
+//   - key: null when absent, a JSON string when it is UTF-8, else standard
+//     base64 in a string followed by "key_encoding":"base64".
+//   - value: null for a tombstone; the value itself when it is one line of
+//     JSON that reads back byte for byte (UTF-8, no surrounding white space,
+//     no U+2028/U+2029), followed by "value_encoding":"json" when that JSON
+//     is a string or the literal null; else a JSON string when it is UTF-8;
+//     else base64 followed by "value_encoding":"base64".
+//   - headers: in record order, each {"key":...,"value":...} with the value
+//     as a key is written (its own "value_encoding":"base64"; a header key
+//     that is not UTF-8 gets "key_encoding":"base64").
+//
+// A dead letter (see DeadLetter) also has error, source_topic,
+// source_partition and source_offset. The encoding is deterministic: the
+// same record always yields the same bytes.
+func AppendJSONL(b []byte, r *record.Record) []byte { return appendJSONL(b, r, FormatAuto) }
+
+func appendJSONL(b []byte, r *record.Record, f ValueFormat) []byte {
 	b = append(b, `{"topic":`...)
 	b = AppendJSONString(b, r.Topic)
 	b = append(b, `,"partition":`...)
@@ -38,28 +50,9 @@ func AppendJSONL(b []byte, r *record.Record) []byte {
 	b = append(b, `,"timestamp":"`...)
 	b = AppendTimestamp(b, r.Time)
 	b = append(b, `","key":`...)
-	b = appendBytesOrNull(b, r.Key)
-	b = append(b, `,"value":`...)
-	switch {
-	case r.Value == nil:
-		b = append(b, "null"...)
-	case IsOneLineJSON(r.Value):
-		b = appendCleanJSON(b, bytes.TrimSpace(r.Value))
-	default:
-		b = AppendJSONBytes(b, r.Value)
-	}
-	b = append(b, `,"headers":[`...)
-	for i, h := range r.Headers {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"key":`...)
-		b = AppendJSONString(b, h.Key)
-		b = append(b, `,"value":`...)
-		b = appendBytesOrNull(b, h.Value)
-		b = append(b, '}')
-	}
-	b = append(b, ']')
+	b = appendTextOrBase64(b, r.Key, "key_encoding")
+	b = appendValue(b, r.Value, f)
+	b = appendHeaders(b, r.Headers)
 	if r.Note != nil && r.Note.Reason != "" {
 		b = AppendDeadLetterFields(b, r)
 	}

@@ -70,14 +70,17 @@ func stagedOffset(line []byte) (int64, bool) {
 
 // jsonlEncoder writes newline-delimited JSON (AppendJSONL): the staging
 // lines are the output lines.
-type jsonlEncoder struct{}
+type jsonlEncoder struct{ format encode.ValueFormat }
 
 func (jsonlEncoder) header() []byte { return nil }
 
-func (jsonlEncoder) encode(lb *lineBuf, batch []record.Record) error {
+func (e jsonlEncoder) encode(lb *lineBuf, batch []record.Record) error {
+	if err := encode.CheckBatch(batch, e.format); err != nil {
+		return err
+	}
 	lb.buf = lb.buf[:0]
 	for i := range batch {
-		lb.buf = encode.AppendJSONL(lb.buf, &batch[i])
+		lb.buf = encode.AppendJSONLChecked(lb.buf, &batch[i], e.format)
 	}
 	return nil
 }

@@ -115,6 +115,10 @@ type Config struct {
 	// and publishes it without copying it (see Sink). It does not apply to
 	// CSV or PerPartition, whose staging is per partition.
 	Interleave bool
+	// ValueFormat is how a JSONL file writes values (the plan's
+	// value_format); "" is auto. A value it cannot write is a bad record
+	// (*record.Error). CSV cells ignore it.
+	ValueFormat encode.ValueFormat
 }
 
 // New returns the file sink cfg describes, holding the lock of its
@@ -132,7 +136,7 @@ func New(cfg Config) (*Sink, error) {
 	}
 	s := &Sink{Path: cfg.Path, runID: cfg.RunID, perPartition: cfg.PerPartition, enc: enc}
 	if cfg.Interleave && !cfg.PerPartition && cfg.Format != "csv" {
-		s.stage = newSharedStager(&s.mu, s.stagingDir())
+		s.stage = newSharedStager(&s.mu, s.stagingDir(), cfg.ValueFormat)
 	} else {
 		s.stage = newPartStager(&s.mu, s.stagingDir(), enc)
 	}
@@ -163,7 +167,7 @@ func newEncoder(cfg Config) (encoder, error) {
 		if len(cfg.Columns) > 0 {
 			return nil, errors.New("file sink: columns apply to the csv format only")
 		}
-		return jsonlEncoder{}, nil
+		return jsonlEncoder{format: cfg.ValueFormat}, nil
 	case "csv":
 		cols, err := encode.ParseColumns(cfg.Columns, nil, false)
 		if err != nil {

@@ -2,7 +2,6 @@ package file_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,9 +37,19 @@ func (h *fileHarness) Contents(t *testing.T) []string {
 	return storedLines(t, data)
 }
 
+func (h *fileHarness) Records(t *testing.T) []record.Record {
+	data, err := os.ReadFile(h.path(t))
+	if err != nil {
+		t.Fatalf("read output: %v", err)
+	}
+	return sinktest.DecodeLines(t, data)
+}
+
 func TestFileConformance(t *testing.T) {
 	h := &fileHarness{}
-	sinktest.RunWith(t, h, features(h.path))
+	f := features(h.path)
+	f.Contents = true
+	sinktest.RunWith(t, h, f)
 }
 
 // features declares a file sink's, for a harness whose target t is the
@@ -76,8 +85,8 @@ func storedLines(t *testing.T, data []byte) []string {
 		if len(line) == 0 {
 			continue
 		}
-		var s sinktest.Stored
-		if err := json.Unmarshal(line, &s); err != nil {
+		s, err := sinktest.StoredLine(line)
+		if err != nil {
 			t.Fatalf("line %d: %v: %q", i+1, err, line)
 		}
 		if i > 0 && (s.Partition < prev.Partition || s.Partition == prev.Partition && s.Offset <= prev.Offset) {

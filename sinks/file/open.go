@@ -5,6 +5,7 @@ import (
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/encode"
 )
 
 // Open builds the file sink sp describes (a validated plan section of type
@@ -13,7 +14,8 @@ import (
 func Open(_ context.Context, sp sinks.Spec) (sinks.Sink, error) {
 	c := sp.Plan
 	s, err := New(Config{Path: c.Path, RunID: sp.Options.RunID, Format: c.Format, Columns: c.Columns, PerPartition: c.PerPartition,
-		Keyer: sp.Keyer, Interleave: c.Order == plan.OrderInterleaved})
+		Keyer: sp.Keyer, Interleave: c.Order == plan.OrderInterleaved,
+		ValueFormat: encode.ValueFormat(c.ValueFormat)})
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package file_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,8 +56,8 @@ func interleavedLines(t *testing.T, data []byte) []string {
 		if len(line) == 0 {
 			continue
 		}
-		var s sinktest.Stored
-		if err := json.Unmarshal(line, &s); err != nil {
+		s, err := sinktest.StoredLine(line)
+		if err != nil {
 			t.Fatalf("line %d: %v: %q", i+1, err, line)
 		}
 		if prev, ok := last[s.Partition]; ok && s.Offset <= prev {

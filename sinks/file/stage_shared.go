@@ -20,8 +20,9 @@ import (
 // disk once. Its lines are the output's, JSONL (AppendJSONL), encoded in
 // pieces of a batch (sharedPiece): the interleaved layout serves JSONL only.
 type sharedStager struct {
-	mu  *sync.Mutex // Sink.mu
-	dir string
+	mu     *sync.Mutex // Sink.mu
+	dir    string
+	format encode.ValueFormat // of the values (CheckBatch before any piece)
 	// parts holds each partition's encoding buffer (filePart.f is nil),
 	// guarded by mu.
 	parts map[int32]*filePart
@@ -36,8 +37,8 @@ type sharedStager struct {
 
 var _ stager = (*sharedStager)(nil)
 
-func newSharedStager(mu *sync.Mutex, dir string) *sharedStager {
-	return &sharedStager{mu: mu, dir: dir, parts: map[int32]*filePart{}}
+func newSharedStager(mu *sync.Mutex, dir string, format encode.ValueFormat) *sharedStager {
+	return &sharedStager{mu: mu, dir: dir, format: format, parts: map[int32]*filePart{}}
 }
 
 // path is the staging file.
@@ -74,6 +75,9 @@ const sharedPiece = 128 << 10
 // pieces leaves them written: the runner delivers the batch again and they
 // are skipped.
 func (st *sharedStager) write(fp *filePart, batch []record.Record) error {
+	if err := encode.CheckBatch(batch, st.format); err != nil {
+		return err // before any piece: a bad record writes nothing
+	}
 	sh := st.shared
 	p := batch[0].Partition
 	sh.mu.Lock()
@@ -90,7 +94,7 @@ func (st *sharedStager) write(fp *filePart, batch []record.Record) error {
 		fp.lb.buf = fp.lb.buf[:0]
 		n := 0
 		for n < len(batch) && len(fp.lb.buf) < sharedPiece {
-			fp.lb.buf = encode.AppendJSONL(fp.lb.buf, &batch[n])
+			fp.lb.buf = encode.AppendJSONLChecked(fp.lb.buf, &batch[n], st.format)
 			n++
 		}
 		if err := sh.append(fp.lb.buf, p, batch[n-1].Offset+1); err != nil {

@@ -41,6 +41,9 @@ type Config struct {
 	RetryWait time.Duration
 	// RequestTimeout bounds one attempt, response included; default 30s.
 	RequestTimeout time.Duration
+	// ValueFormat is how values are written (the plan's value_format); ""
+	// is auto. A value it cannot write is a bad record (*record.Error).
+	ValueFormat encode.ValueFormat
 	// Keyer computes each record's idempotency_key; nil means DefaultKey.
 	Keyer *sinks.Keyer
 	// Client sends the requests; default a client with Go's default
@@ -100,6 +103,7 @@ type Sink struct {
 	where     string // the URL without query and user info, for messages
 	headers   http.Header
 	batchSize int
+	format    encode.ValueFormat
 	retries   int
 	maxWait   time.Duration
 	firstWait time.Duration
@@ -127,7 +131,7 @@ func New(cfg Config) (*Sink, error) {
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
 		return nil, fmt.Errorf("http sink: url %s: want an http:// or https:// URL with a host", safeURL(u))
 	}
-	s := &Sink{url: cfg.URL, where: safeURL(u), headers: http.Header{}, batchSize: cfg.BatchSize, retries: max(cfg.MaxRetries, 0),
+	s := &Sink{url: cfg.URL, where: safeURL(u), headers: http.Header{}, batchSize: cfg.BatchSize, format: cfg.ValueFormat, retries: max(cfg.MaxRetries, 0),
 		maxWait: cfg.MaxRetryWait, firstWait: cfg.RetryWait, timeout: cfg.RequestTimeout, keyer: cfg.Keyer, log: cfg.Log,
 		redact: plan.NewRedactor(plan.Sink{URL: cfg.URL, Headers: cfg.Headers}.Secrets()...)}
 	for name, v := range cfg.Headers {
@@ -187,6 +191,9 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("http sink: POST %s: %w", s.where, err)
 	}
+	if err := encode.CheckBatch(batch, s.format); err != nil {
+		return err
+	}
 	keys := make([]string, len(batch))
 	for i := range batch {
 		k, err := s.keyer.Key(&batch[i])
@@ -208,7 +215,7 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 
 // body is the request body: a JSON array of the records as AppendJSONL
 // writes them, each preceded by its idempotency_key.
-func body(recs []record.Record, keys []string) []byte {
+func body(recs []record.Record, keys []string, f encode.ValueFormat) []byte {
 	b := append(make([]byte, 0, 256*len(recs)), '[')
 	var line []byte
 	for i := range recs {
@@ -217,7 +224,7 @@ func body(recs []record.Record, keys []string) []byte {
 		}
 		b = append(b, `{"idempotency_key":`...)
 		b = encode.AppendJSONString(b, keys[i])
-		line = encode.AppendJSONL(line[:0], &recs[i]) // {...}\n
+		line = encode.AppendJSONLChecked(line[:0], &recs[i], f) // {...}\n
 		b = append(b, ',')
 		b = append(b, line[1:len(line)-1]...)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/encode"
 	httpsink "github.com/replay-tool/replay/sinks/http"
 	"github.com/replay-tool/replay/sinks/sinktest"
 )
@@ -110,16 +111,17 @@ func (e *endpoint) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		return
 	}
+	var raws []json.RawMessage // each object as the sink wrote it
+	_ = json.Unmarshal(body, &raws)
 	store := func() {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		for _, o := range objs {
+		for i, o := range objs {
 			var key string
 			if err := json.Unmarshal(o["idempotency_key"], &key); err != nil || key == "" {
 				e.t.Errorf("object without idempotency_key: %s", o["idempotency_key"])
 			}
-			b, _ := json.Marshal(o)
-			e.records[key] = b // in request order: the last record of a key wins
+			e.records[key] = raws[i] // in request order: the last record of a key wins
 		}
 	}
 	if n < len(e.faults) && e.faults[n](w, store) {
@@ -176,8 +178,8 @@ func (h *httpHarness) NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink {
 func (h *httpHarness) Contents(t *testing.T) []string {
 	var out []string
 	for key, obj := range h.endpoint(t).stored() {
-		var s sinktest.Stored
-		if err := json.Unmarshal(obj, &s); err != nil {
+		s, err := sinktest.StoredLine(obj)
+		if err != nil {
 			t.Fatalf("record %s: %v", key, err)
 		}
 		out = append(out, s.String())
@@ -185,8 +187,22 @@ func (h *httpHarness) Contents(t *testing.T) []string {
 	return out
 }
 
+func (h *httpHarness) Records(t *testing.T) []record.Record {
+	var out []record.Record
+	for key, obj := range h.endpoint(t).stored() {
+		r, err := encode.DecodeJSONL(obj)
+		if err != nil {
+			t.Fatalf("record %s: %v", key, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
 func TestHTTPConformance(t *testing.T) {
-	t.Run("reliable", func(t *testing.T) { sinktest.RunWith(t, &httpHarness{}, sinktest.Features{Durable: sinktest.OnWrite}) })
+	t.Run("reliable", func(t *testing.T) {
+		sinktest.RunWith(t, &httpHarness{}, sinktest.Features{Durable: sinktest.OnWrite, Contents: true})
+	})
 	t.Run("flaky", func(t *testing.T) {
 		sinktest.RunWith(t, &httpHarness{flaky: true}, sinktest.Features{Durable: sinktest.OnWrite})
 	})

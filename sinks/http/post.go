@@ -44,7 +44,7 @@ type attempt struct {
 
 // post sends one request, retrying what may pass.
 func (s *Sink) post(ctx context.Context, recs []record.Record, keys []string) error {
-	b := body(recs, keys)
+	b := body(recs, keys, s.format)
 	idem := idempotencyKey(recs, keys)
 	for n := 0; ; n++ {
 		a := s.send(ctx, b, idem)

@@ -44,6 +44,11 @@ type Features struct {
 	// CheckpointGroup is the group the harness's sinks record checkpoints
 	// for (a checkpoint table configured); "" for a sink without one.
 	CheckpointGroup string
+	// Contents is set for a sink whose harness is a ContentsHarness: the
+	// Contents group writes Corpus and reads every byte back. Unset, the
+	// sink does not yet promise to keep arbitrary bytes (postgres, sqlite
+	// and kafka today).
+	Contents bool
 }
 
 // RunWith runs the conformance suite against h, with the subtests of
@@ -58,6 +63,15 @@ func RunWith(t *testing.T, h Harness, f Features) {
 	}
 	if f.Resumes {
 		t.Run("ResumeRefusal", func(t *testing.T) { testResumeRefusal(t, h, f) })
+	}
+	if f.Contents {
+		t.Run("Contents", func(t *testing.T) {
+			ch, ok := h.(ContentsHarness)
+			if !ok {
+				t.Fatal("Features.Contents is set but the harness is no ContentsHarness")
+			}
+			testContents(t, ch)
+		})
 	}
 	if f.CheckpointGroup != "" {
 		t.Run("CheckpointStore", func(t *testing.T) { testCheckpoints(t, h, f.CheckpointGroup) })

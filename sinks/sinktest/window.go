@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/sinks/encode"
 )
 
 // Window returns a deterministic window of records: partitions 0..n-1 of
@@ -224,4 +225,15 @@ func (ts *Targets[T]) Get(t *testing.T, create func() T) T {
 		ts.mu.Unlock()
 	})
 	return v
+}
+
+// StoredLine is the Stored of one line a text sink wrote (AppendJSONL's
+// form), decoded with encode.DecodeJSONL: the record's original bytes, as
+// Expect renders them, so a line that does not give them back differs.
+func StoredLine(line []byte) (Stored, error) {
+	r, err := encode.DecodeJSONL(line)
+	if err != nil {
+		return Stored{}, err
+	}
+	return Expect(r), nil
 }

@@ -2,7 +2,6 @@ package stdout_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"testing"
 	"unicode/utf8"
 
@@ -25,8 +24,8 @@ func storedLines(t *testing.T, data []byte) []string {
 		if len(line) == 0 {
 			continue
 		}
-		var s sinktest.Stored
-		if err := json.Unmarshal(line, &s); err != nil {
+		s, err := sinktest.StoredLine(line)
+		if err != nil {
 			t.Fatalf("line %d: %v: %q", i+1, err, line)
 		}
 		if i > 0 && (s.Partition < prev.Partition || s.Partition == prev.Partition && s.Offset <= prev.Offset) {

@@ -4,8 +4,13 @@ import (
 	"context"
 
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/encode"
 )
 
-// Open builds the stdout sink (a plan section of type stdout has nothing
-// to translate): it writes to os.Stdout. It does not fail.
-func Open(context.Context, sinks.Spec) (sinks.Sink, error) { return New(nil), nil }
+// Open builds the stdout sink of a plan section of type stdout (its
+// value_format): it writes to os.Stdout. It does not fail.
+func Open(_ context.Context, sp sinks.Spec) (sinks.Sink, error) {
+	s := New(nil)
+	s.Format = encode.ValueFormat(sp.Plan.ValueFormat)
+	return s, nil
+}

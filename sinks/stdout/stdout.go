@@ -20,6 +20,8 @@ type Sink struct {
 	mu  sync.Mutex
 	w   io.Writer
 	buf []byte
+	// Format is how values are written (the plan's value_format); "" is auto.
+	Format encode.ValueFormat
 }
 
 var _ sinks.Sink = (*Sink)(nil)
@@ -42,9 +44,12 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := encode.CheckBatch(batch, s.Format); err != nil {
+		return err
+	}
 	s.buf = s.buf[:0]
 	for i := range batch {
-		s.buf = encode.AppendJSONL(s.buf, &batch[i])
+		s.buf = encode.AppendJSONLChecked(s.buf, &batch[i], s.Format)
 	}
 	_, err := s.w.Write(s.buf)
 	return err

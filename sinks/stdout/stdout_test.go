@@ -56,10 +56,14 @@ func (h *stdoutHarness) Contents(t *testing.T) []string {
 	return out
 }
 
+func (h *stdoutHarness) Records(t *testing.T) []record.Record {
+	return sinktest.DecodeLines(t, h.buf(t).bytes())
+}
+
 // The suite compares the distinct lines only where it re-delivers
 // (Duplicates): a record printed twice in a clean run fails it.
 func TestStdoutConformance(t *testing.T) {
-	sinktest.RunWith(t, &stdoutHarness{}, sinktest.Features{Durable: sinktest.OnWrite, Duplicates: true})
+	sinktest.RunWith(t, &stdoutHarness{}, sinktest.Features{Durable: sinktest.OnWrite, Duplicates: true, Contents: true})
 }
 
 // A clean run prints each record exactly once, in the order written.

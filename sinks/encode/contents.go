@@ -1,0 +1,182 @@
+package encode
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"unicode/utf8"
+
+	"github.com/replay-tool/replay/internal/record"
+)
+
+// ValueFormat is how a text sink writes a record's value (the plan's
+// sink.value_format): auto (the zero value), json, text or base64.
+type ValueFormat string
+
+// The value formats. Every form is lossless: DecodeJSONL gives back the
+// original bytes.
+const (
+	// FormatAuto embeds a JSON value as JSON, writes other UTF-8 text as a
+	// JSON string, and any other bytes as base64 (value_encoding "base64").
+	FormatAuto ValueFormat = "auto"
+	// FormatJSON embeds every value as JSON; a value that cannot be
+	// embedded byte for byte is a bad record (ErrNotJSON).
+	FormatJSON ValueFormat = "json"
+	// FormatText writes every value as a JSON string; a value that is not
+	// UTF-8 is a bad record (ErrNotText).
+	FormatText ValueFormat = "text"
+	// FormatBase64 writes every value as standard base64 (RFC 4648, with
+	// padding), marked value_encoding "base64".
+	FormatBase64 ValueFormat = "base64"
+)
+
+// The encodings a line names in value_encoding or key_encoding. A field
+// without one is JSON (an object, array, number, true or false), text (a
+// JSON string: its UTF-8 bytes) or null (a tombstone, a null key).
+const (
+	// EncodingBase64 marks a JSON string holding the bytes in standard base64.
+	EncodingBase64 = "base64"
+	// EncodingJSON marks a value embedded as JSON whose JSON text is a
+	// string or the literal null, which without the mark would read as text
+	// or a tombstone.
+	EncodingJSON = "json"
+)
+
+// Errors of a value that the forced value format cannot write; a sink
+// returns them wrapped in a *record.Error, so they follow on_error.
+var (
+	ErrNotJSON = errors.New("value_format json: the value is not one line of JSON that can be embedded byte for byte " +
+		"(it is not JSON, or it has surrounding white space, a line break, U+2028/U+2029 or bytes that are not UTF-8)")
+	ErrNotText = errors.New("value_format text: the value is not UTF-8 text")
+)
+
+// AppendJSONLAs is AppendJSONL with the value written in format f; it fails
+// with a *record.Error wrapping ErrNotJSON or ErrNotText when f cannot
+// write r's value, and appends nothing then.
+func AppendJSONLAs(b []byte, r *record.Record, f ValueFormat) ([]byte, error) {
+	if err := CheckValueFormat(r, f); err != nil {
+		return b, err
+	}
+	if f == "" {
+		f = FormatAuto
+	}
+	return appendJSONL(b, r, f), nil
+}
+
+// CheckValueFormat returns the *record.Error (wrapping ErrNotJSON or
+// ErrNotText) of a record whose value format f cannot write, else nil. A
+// sink checks a whole batch before it writes any of it.
+func CheckValueFormat(r *record.Record, f ValueFormat) error {
+	if r.Value == nil {
+		return nil
+	}
+	switch f {
+	case FormatJSON:
+		if !embeddable(r.Value) {
+			return record.NewError(r, ErrNotJSON)
+		}
+	case FormatText:
+		if !utf8.Valid(r.Value) {
+			return record.NewError(r, ErrNotText)
+		}
+	}
+	return nil
+}
+
+// CheckBatch is CheckValueFormat of each record of batch: the first error.
+func CheckBatch(batch []record.Record, f ValueFormat) error {
+	if f != FormatJSON && f != FormatText {
+		return nil
+	}
+	for i := range batch {
+		if err := CheckValueFormat(&batch[i], f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AppendJSONLChecked is AppendJSONLAs for a record CheckValueFormat
+// accepted.
+func AppendJSONLChecked(b []byte, r *record.Record, f ValueFormat) []byte {
+	if f == "" {
+		f = FormatAuto
+	}
+	return appendJSONL(b, r, f)
+}
+
+// embeddable reports whether v, written verbatim into a line, reads back as
+// the same bytes: one line of JSON, UTF-8 throughout, without surrounding
+// white space (which a JSON reader drops) or U+2028/U+2029 (which a line
+// escapes).
+func embeddable(v []byte) bool {
+	if len(v) == 0 || isJSONSpace(v[0]) || isJSONSpace(v[len(v)-1]) || !IsOneLineJSON(v) {
+		return false
+	}
+	if bytes.IndexByte(v, 0xe2) >= 0 && (bytes.Contains(v, []byte("\u2028")) || bytes.Contains(v, []byte("\u2029"))) {
+		return false
+	}
+	return utf8.Valid(v)
+}
+
+func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// appendValue appends `,"value":...` (and its value_encoding) in format f.
+func appendValue(b, v []byte, f ValueFormat) []byte {
+	b = append(b, `,"value":`...)
+	switch {
+	case v == nil:
+		return append(b, "null"...)
+	case f == FormatBase64:
+		return appendBase64(b, v, "value_encoding")
+	case f == FormatText:
+		return AppendJSONBytes(b, v)
+	case embeddable(v):
+		b = append(b, v...)
+		if v[0] == '"' || v[0] == 'n' { // a JSON string, or null
+			b = append(b, `,"value_encoding":"json"`...)
+		}
+		return b
+	}
+	return appendTextOrBase64(b, v, "value_encoding")
+}
+
+// appendTextOrBase64 appends v as a JSON string when it is UTF-8, else as
+// base64 followed by ,"<mark>":"base64"; nil is null.
+func appendTextOrBase64(b, v []byte, mark string) []byte {
+	switch {
+	case v == nil:
+		return append(b, "null"...)
+	case utf8.Valid(v):
+		return AppendJSONBytes(b, v)
+	}
+	return appendBase64(b, v, mark)
+}
+
+func appendBase64(b, v []byte, mark string) []byte {
+	b = append(b, '"')
+	b = base64.StdEncoding.AppendEncode(b, v)
+	b = append(b, `","`...)
+	b = append(b, mark...)
+	return append(b, `":"base64"`...)
+}
+
+// appendHeaders appends `,"headers":[...]`.
+func appendHeaders(b []byte, hs []record.Header) []byte {
+	b = append(b, `,"headers":[`...)
+	for i, h := range hs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"key":`...)
+		if utf8.ValidString(h.Key) {
+			b = AppendJSONString(b, h.Key)
+		} else {
+			b = appendBase64(b, []byte(h.Key), "key_encoding")
+		}
+		b = append(b, `,"value":`...)
+		b = appendTextOrBase64(b, h.Value, "value_encoding")
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
