@@ -232,6 +232,25 @@ func (t *txnCommitter) initError(id string, err error) error {
 // write produces recs (all of source partition p) and commits the group's
 // offset next for p in one transaction.
 func (t *txnCommitter) write(ctx context.Context, p int32, next int64, recs []*kgo.Record) error {
+	err := t.writeOnce(ctx, p, next, recs, false)
+	if errors.Is(err, errSequence) {
+		// The broker refused the producer's sequence numbers: the
+		// transaction was aborted, and a producer in that state cannot go
+		// on. A new one (a new epoch, sequences from 0) writes the batch
+		// again, once.
+		err = t.writeOnce(ctx, p, next, recs, true)
+	}
+	return err
+}
+
+// errSequence marks a transaction aborted because the broker refused the
+// producer's sequence numbers (OUT_OF_ORDER_SEQUENCE_NUMBER).
+var errSequence = errors.New("the broker refused the producer's sequence numbers")
+
+// writeOnce is one try of write. On OUT_OF_ORDER_SEQUENCE_NUMBER it aborts
+// the transaction and drops the producer, and returns an error wrapping
+// errSequence unless last.
+func (t *txnCommitter) writeOnce(ctx context.Context, p int32, next int64, recs []*kgo.Record, last bool) error {
 	cl, err := t.producer(ctx, p)
 	if err != nil {
 		return err
@@ -241,7 +260,12 @@ func (t *txnCommitter) write(ctx context.Context, p int32, next int64, recs []*k
 		return t.failed(ctx, cl, p, next, err, began, false)
 	}
 	if pe := produceFailure(cl.ProduceSync(ctx, recs...)); pe != nil {
-		return t.failed(ctx, cl, p, next, pe, began, false)
+		ferr := t.failed(ctx, cl, p, next, pe, began, false)
+		if !last && errors.Is(pe.err, kerr.OutOfOrderSequenceNumber) && !errors.As(ferr, new(*FencedError)) && !errors.Is(ferr, sinks.ErrPartitionLost) {
+			t.drop(p, cl)
+			return fmt.Errorf("%w: %w", errSequence, ferr)
+		}
+		return ferr
 	}
 	if err := t.commitOffsets(ctx, cl, cl, p, next); err != nil {
 		return t.failed(ctx, cl, p, next, err, began, false)
