@@ -185,3 +185,19 @@ func TestScheduleFileSinkRefused(t *testing.T) {
 		}
 	}
 }
+
+// Found by a new user: a scheduled sqlite sink with a relative path, run
+// from another directory, wrote its intervals to a second database.
+func TestScheduleRelativeSQLitePathRefused(t *testing.T) {
+	body := strings.Replace(schedulePlan("{every: 1h, start: 2026-11-01T00:00:00Z}"), "sink: {type: stdout}",
+		"sink: {type: sqlite, path: out/x.db, table: t, create_table: true}", 1)
+	_, err := Parse("p.yaml", []byte(body), LoadOptions{Now: scheduleNow})
+	var inv *InvalidError
+	if !errors.As(err, &inv) || !strings.Contains(inv.Error(), `sink.path: "out/x.db" is relative: with a schedule`) {
+		t.Fatalf("Parse: %v, want the relative path refused", err)
+	}
+	abs := strings.Replace(body, "path: out/x.db", "path: /var/lib/replay/x.db", 1)
+	if _, err := Parse("p.yaml", []byte(abs), LoadOptions{Now: scheduleNow}); err != nil {
+		t.Fatalf("an absolute path: %v", err)
+	}
+}

@@ -2,8 +2,10 @@ package plan
 
 import (
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	// The Go toolchain's copy of the IANA time zone database: zones resolve
@@ -192,6 +194,13 @@ func (v *validator) schedule() {
 	for _, f := range []string{"sink", "dead_letter"} {
 		if s := v.p.sinkAt(f); s != nil && s.Type == SinkFile {
 			v.add(f+".type", "a file sink publishes its path once per interval, so with a schedule the file would hold the last interval only: use a postgres, sqlite, kafka or http sink")
+		}
+		// Each interval is a new run: a relative database path resolves
+		// against the working directory of each invocation (cron's is the
+		// home directory), and an invocation from elsewhere would start a
+		// new database holding only its intervals.
+		if s := v.p.sinkAt(f); s != nil && s.Type == SinkSQLite && s.Path != "" && !filepath.IsAbs(s.Path) && !strings.Contains(s.Path, "${") {
+			v.add(f+".path", "%q is relative: with a schedule every invocation opens it from its own working directory, and one started elsewhere would write its intervals to another database; use an absolute path, e.g. /var/lib/replay/%s", s.Path, filepath.Base(s.Path))
 		}
 	}
 	if w.StrictTimestamps {
