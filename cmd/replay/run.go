@@ -83,6 +83,9 @@ func (a *app) planCmd() *cobra.Command {
 
 // plan prints what a run of file would do and optionally saves the resolution.
 func (a *app) plan(ctx context.Context, file string, o planOptions) error {
+	if p, err := a.loadPlanFile(file); err == nil && p.Window.IsSchedule() {
+		return a.planSchedule(ctx, file, o)
+	}
 	opts, err := pinnedOptions(o.resolution)
 	if err != nil {
 		return err

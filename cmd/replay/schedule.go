@@ -169,15 +169,48 @@ func scheduleSummary(p *plan.Plan, r *scheduleReport) string {
 // latest with the ranges its commits record), the one running, the due
 // ones and the next one not yet due.
 func (a *app) scheduleStatus(ctx context.Context, c *runner.Cluster, p *plan.Plan, output string) error {
-	now := a.now()
-	st, err := c.Schedule(ctx, p, now)
+	_, err := a.printSchedule(ctx, c, p, output)
+	return err
+}
+
+// planSchedule is replay plan for a scheduled plan: the intervals, as
+// status lists them (a schedule has no single window to resolve). With
+// --detailed-exitcode it exits 2 when an interval is due or unfinished.
+// A resolution file pins one window's ranges, so --out and --resolution
+// do not apply.
+func (a *app) planSchedule(ctx context.Context, file string, o planOptions) error {
+	if o.out != "" || o.resolution != "" {
+		return usageError{fmt.Errorf("--out and --resolution pin one window's ranges; plan %s is a schedule, whose intervals are resolved one by one as they are run: drop the flag (replay plan lists the intervals)", file)}
+	}
+	p, c, err := a.loadAndConnect(ctx, file)
 	if err != nil {
 		return err
 	}
+	defer c.Close()
+	work, err := a.printSchedule(ctx, c, p, o.output)
+	if err != nil {
+		return err
+	}
+	if a.detailedExit && work {
+		code := exitInvalid // --detailed-exitcode: 2 = work to do
+		a.exit = &code
+	}
+	return nil
+}
+
+// printSchedule prints the schedule's intervals and reports whether one is
+// due or unfinished (work for replay run).
+func (a *app) printSchedule(ctx context.Context, c *runner.Cluster, p *plan.Plan, output string) (bool, error) {
+	now := a.now()
+	st, err := c.Schedule(ctx, p, now)
+	if err != nil {
+		return false, err
+	}
+	work := st.Due > 0 || st.Running != nil
 	if output == "json" {
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(st)
+		return work, enc.Encode(st)
 	}
 	w, loc := p.Window, p.Window.Location()
 	fmt.Fprintf(a.stdout, "plan %s (fingerprint %s)  topic %s  group %s  schedule every %s in %s from %s, delay %s\n", p.Name, p.Fingerprint(),
@@ -222,5 +255,5 @@ func (a *app) scheduleStatus(ctx context.Context, c *runner.Cluster, p *plan.Pla
 	}
 	fmt.Fprintf(t, "%s\tnot yet due (due at %s)\t-\n", iv, w.DueAt(iv).In(loc).Format(time.RFC3339))
 	t.Flush()
-	return nil
+	return work, nil
 }

@@ -362,3 +362,26 @@ func TestScheduleDelay(t *testing.T) {
 		t.Fatalf("at the delay: %s", res)
 	}
 }
+
+// Found by a new user: replay plan resolved a schedule as a one-off window
+// and said "nothing to do" (exit 0 under --detailed-exitcode) while
+// intervals were due. It lists the intervals and exits 2 while one is due.
+func TestPlanSchedule(t *testing.T) {
+	_, _, planFile, _ := scheduleSetup(t, 300, schedT0, schedT0.Add(3*time.Hour),
+		fmt.Sprintf("{every: 1h, zone: UTC, start: %s}", schedT0.Format(time.RFC3339)))
+	at := schedT0.Add(2 * time.Hour).Format(time.RFC3339)
+	res := replay(t, "plan", planFile, "--detailed-exitcode", "--at", at)
+	if res.code != exitInvalid || !strings.Contains(res.stdout, "due since") || strings.Contains(res.text(), "nothing to do") {
+		t.Fatalf("two due intervals: want exit 2 listing them, got %s", res)
+	}
+	if r := replay(t, "run", planFile, "--yes", "--at", at); r.code != 0 {
+		t.Fatal(r)
+	}
+	res = replay(t, "plan", planFile, "--detailed-exitcode", "--at", at)
+	if res.code != 0 || !strings.Contains(res.stdout, "done") || !strings.Contains(res.stdout, "not yet due") {
+		t.Fatalf("nothing due: want exit 0 with the intervals, got %s", res)
+	}
+	if r := replay(t, "plan", planFile, "--out", filepath.Join(t.TempDir(), "r.json"), "--at", at); r.code != exitInvalid || !strings.Contains(r.text(), "is a schedule") {
+		t.Fatalf("--out on a schedule: want a usage error, got %s", r)
+	}
+}
