@@ -262,8 +262,13 @@ func (w *partitionWorker) write(recs []record.Record) (*failure, error) {
 		}
 		var re *record.Error
 		if !errors.As(err, &re) {
+			advice := "fix the sink and re-run the same command to resume"
+			if errors.Is(err, sinks.ErrFenced) {
+				// Re-running now would fence the process that runs.
+				advice = "the process that fenced this one carries on: let it finish (replay status shows its progress), and re-run only if it fails"
+			}
 			return nil, &PartitionError{Topic: j.Resolution.Topic, Partition: w.state.Partition, Offset: w.state.next.Load(),
-				Err: fmt.Errorf("sink %s: %w; nothing past offset %d is committed: fix the sink and re-run the same command to resume", j.Plan.Sink.Type, err, w.state.next.Load())}
+				Err: fmt.Errorf("sink %s: %w; nothing past offset %d is committed: %s", j.Plan.Sink.Type, err, w.state.next.Load(), advice)}
 		}
 		i := slices.IndexFunc(recs, func(r record.Record) bool { return r.Offset == re.Offset })
 		if i < 0 {

@@ -236,6 +236,11 @@ type Options struct {
 // the new owner resumes from the group's last commit.
 var ErrPartitionLost = errors.New("another member of the replay group owns the partition now")
 
+// ErrFenced is wrapped by a Write that another process of the same plan
+// fenced (a transactional producer with the same transactional id,
+// KIP-98): that process runs now, and this one must stop without a retry.
+var ErrFenced = errors.New("another process of this plan took over")
+
 // Spec is what a driver builds a sink from (each driver's Open): the
 // validated plan section, the run's options and the section's compiled key
 // template.

@@ -301,6 +301,9 @@ func TestExactlyOnceFencedProcess(t *testing.T) {
 		t.Fatalf("the fenced run: want exit 3 naming the transactional id, got %s", r)
 	}
 	t.Logf("fenced run:\n%s", r.stderr)
+	if strings.Contains(r.stderr, "re-run the same command to resume") || !strings.Contains(r.stderr, "let it finish") {
+		t.Errorf("the fenced run must not advise re-running while the other process runs: %s", r.stderr)
+	}
 	if second.code != exitOK {
 		t.Fatalf("the second run: %s", second)
 	}

@@ -48,7 +48,8 @@ func (e *FencedError) Error() string {
 	return fmt.Sprintf("kafka sink: transactional id %s was fenced by another producer with the same id: another process of this replay is running (or ran after this one stalled); this one stopped, and its open transaction is aborted (%v)", e.TransactionalID, e.Err)
 }
 
-func (e *FencedError) Unwrap() error { return e.Err }
+// Unwrap returns the broker's error and sinks.ErrFenced.
+func (e *FencedError) Unwrap() []error { return []error{sinks.ErrFenced, e.Err} }
 
 // kgoOpts builds the connection options of a kgo client from the sink's
 // settings.
