@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"time"
 
@@ -16,6 +17,9 @@ type sandboxOptions struct {
 	topic      string
 	partitions int32
 	records    int
+	// create are empty topics to create besides topic (a kafka sink's
+	// target), with the same number of partitions.
+	create []string
 }
 
 func (a *app) sandboxCmd() *cobra.Command {
@@ -31,7 +35,12 @@ func (a *app) sandboxCmd() *cobra.Command {
 			if o.partitions < 1 || o.records < 0 {
 				return usageError{fmt.Errorf("--partitions must be at least 1 and --records at least 0")}
 			}
-			sb, err := sandbox.Start(o.port, o.partitions, o.topic)
+			for _, t := range o.create {
+				if t == "" || t == o.topic {
+					return usageError{fmt.Errorf("--create-topic %q: name a topic other than --topic %s", t, o.topic)}
+				}
+			}
+			sb, err := sandbox.Start(o.port, o.partitions, append([]string{o.topic}, o.create...)...)
 			if errors.Is(err, syscall.EADDRINUSE) {
 				return fmt.Errorf("%w: another process listens on port %d; pick another with --port (--port 0 takes any free port)", err, o.port)
 			}
@@ -48,7 +57,11 @@ func (a *app) sandboxCmd() *cobra.Command {
 				}
 				span = fmt.Sprintf(" stamped %s to %s UTC", from.Format("2006-01-02T15:04:05"), now.Format("2006-01-02T15:04:05"))
 			}
-			fmt.Fprintf(a.stdout, "Kafka sandbox on %s: topic %s (partitions 0-%d, %d records%s). Ctrl-C to stop.\n", sb.Addr, o.topic, o.partitions-1, o.records, span)
+			empty := ""
+			if len(o.create) > 0 {
+				empty = fmt.Sprintf("; empty topics %s", strings.Join(o.create, ", "))
+			}
+			fmt.Fprintf(a.stdout, "Kafka sandbox on %s: topic %s (partitions 0-%d, %d records%s)%s. Ctrl-C to stop.\n", sb.Addr, o.topic, o.partitions-1, o.records, span, empty)
 			<-cmd.Context().Done()
 			return nil
 		},
@@ -57,5 +70,6 @@ func (a *app) sandboxCmd() *cobra.Command {
 	cmd.Flags().StringVar(&o.topic, "topic", o.topic, "topic to create")
 	cmd.Flags().Int32Var(&o.partitions, "partitions", o.partitions, "partitions of the topic")
 	cmd.Flags().IntVar(&o.records, "records", 0, "order events to seed, stamped over the last 24 hours")
+	cmd.Flags().StringSliceVar(&o.create, "create-topic", nil, "also create these empty topics, with as many partitions (a kafka sink's target: replay does not create topics); repeat or separate with commas")
 	return cmd
 }

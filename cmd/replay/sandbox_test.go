@@ -6,8 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/replay-tool/replay/internal/testenv"
 )
 
 // TestSandboxWalkthrough: README's sandbox steps. The banner names the
@@ -67,4 +70,35 @@ func TestSandboxWalkthrough(t *testing.T) {
 		t.Fatalf("the sandbox plan found no records: %s", r)
 	}
 	t.Logf("%s", r.stdout)
+}
+
+// Found by a new user: the exactly-once walkthrough needs a target topic,
+// and the sandbox (no auto-creation) had no way to make one.
+func TestSandboxCreatesTargetTopics(t *testing.T) {
+	cmd, _, stderr := command(t, t.TempDir(), "sandbox", "--port", "0", "--partitions", "2", "--create-topic", "orders-copy,orders-retry")
+	cmd.Stdout = nil
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() {
+		t.Fatalf("no banner: %s", stderr)
+	}
+	banner := sc.Text()
+	go io.Copy(io.Discard, out)
+	m := regexp.MustCompile(`^Kafka sandbox on (127\.0\.0\.1:\d+): .*; empty topics orders-copy, orders-retry\. Ctrl-C to stop\.$`).FindStringSubmatch(banner)
+	if m == nil {
+		t.Fatalf("banner %q", banner)
+	}
+	meta := string(testenv.Kcat(t, "-b", m[1], "-L", "-J"))
+	for _, topic := range []string{"orders", "orders-copy", "orders-retry"} {
+		if !strings.Contains(meta, `"topic":"`+topic+`"`) {
+			t.Errorf("topic %s missing from the sandbox's metadata: %s", topic, meta)
+		}
+	}
 }
