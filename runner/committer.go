@@ -124,7 +124,7 @@ func (c *committer) CommitAt(next int64) error {
 		// The sink's transactions commit the group's offsets where the
 		// runner would: a standalone commit of a stalled process could
 		// move them back past another process's.
-		commit = func() error { return oc.CommitOffset(ctx, c.partition, next) }
+		commit = func() error { return oc.CommitOffset(cctx, c.partition, next) }
 	}
 	if err := commit(); err != nil {
 		perr := &PartitionError{Topic: c.topic, Partition: c.partition, Offset: c.committed.Load(), Err: err}
