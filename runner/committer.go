@@ -127,6 +127,10 @@ func (c *committer) CommitAt(next int64) error {
 		commit = func() error { return oc.CommitOffset(cctx, c.partition, next) }
 	}
 	if err := commit(); err != nil {
+		// Everything below next is durable (the sync succeeded), and the
+		// failed commit may still have landed: a later commit of this
+		// partition must not store less.
+		c.uncommitted = max(c.uncommitted, next)
 		perr := &PartitionError{Topic: c.topic, Partition: c.partition, Offset: c.committed.Load(), Err: err}
 		var re *source.RetryError
 		if errors.As(err, &re) {

@@ -200,3 +200,32 @@ func TestCommitterLeavesTheCommitToASinkThatCommitsOffsets(t *testing.T) {
 		t.Fatalf("calls %v, want %v", *calls, want)
 	}
 }
+
+// Found in review: a commit that failed after its sync (a timeout whose
+// outcome is unknown: it may have landed) was followed by the worker's
+// deferred Commit of a lower offset, which could move the group back.
+func TestCommitterFailedCommitNotFollowedByALowerOne(t *testing.T) {
+	c, _, _, _, commits := newTestCommitter(false)
+	inner := c.commit
+	fail := true
+	c.commit = func(ctx context.Context, next, pos, deadPos int64) error {
+		_ = inner(ctx, next, pos, deadPos) // recorded: it may have landed
+		if fail {
+			return errors.New("request timed out")
+		}
+		return nil
+	}
+	c.Wrote(5)
+	if err := c.CommitAt(9); err == nil {
+		t.Fatal("CommitAt: want the commit's error")
+	}
+	fail = false
+	if err := c.Commit(); err != nil { // the worker's deferred commit
+		t.Fatal(err)
+	}
+	for i, cm := range *commits {
+		if cm.next < 9 {
+			t.Fatalf("commit %d stored %d after a commit of 9 that may have landed", i, cm.next)
+		}
+	}
+}
