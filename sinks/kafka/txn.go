@@ -59,6 +59,11 @@ type txnCommitter struct {
 	// committed last (read back at start, lowered by reset): records below
 	// it are in the target already and are not produced again.
 	committed map[int32]int64
+	// unsure holds the partitions whose last transaction's outcome is
+	// unknown (its EndTxn answer was lost and the group's offset could not
+	// be read back): committed may be too low for them, so the next write
+	// reads the group again before it skips anything (settled).
+	unsure map[int32]bool
 }
 
 // newTxnCommitter starts a transactional producer for each partition of
@@ -81,7 +86,7 @@ func newTxnCommitter(ctx context.Context, cfg Config, brokers []string, where st
 		prefix = DefaultTransactionalID(cfg.PlanName, cfg.Group)
 	}
 	t := &txnCommitter{base: base, prefix: prefix, group: cfg.Group, topic: cfg.SourceTopic, target: cfg.Topic,
-		timeout: cfg.TransactionTimeout, meta: cfg.CommitMetadata, where: where, producers: map[int32]*kgo.Client{}, committed: map[int32]int64{},
+		timeout: cfg.TransactionTimeout, meta: cfg.CommitMetadata, where: where, producers: map[int32]*kgo.Client{}, committed: map[int32]int64{}, unsure: map[int32]bool{},
 		member: cfg.Member, gens: map[int32]int32{}}
 	if t.timeout == 0 {
 		t.timeout = DefaultTransactionTimeout
@@ -148,6 +153,33 @@ func (t *txnCommitter) committedOf(p int32) int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.committed[p]
+}
+
+// settled is committedOf once the outcome of p's last transaction is known:
+// for an unsure partition it reads the group's stable offset first, so a
+// transaction that committed although its answer was lost is not produced
+// again. It fails (transient) while the offset cannot be read.
+func (t *txnCommitter) settled(ctx context.Context, p int32) (int64, error) {
+	t.mu.Lock()
+	unsure := t.unsure[p]
+	t.mu.Unlock()
+	if unsure {
+		cps, err := t.checkpoints(ctx)
+		if err != nil {
+			return 0, transientTxn(fmt.Errorf("kafka sink: read back the group's offset of partition %d, whose last transaction's outcome is unknown: %w", p, err))
+		}
+		t.mu.Lock()
+		t.committed[p] = max(t.committed[p], cps[p])
+		delete(t.unsure, p)
+		t.mu.Unlock()
+	}
+	return t.committedOf(p), nil
+}
+
+func (t *txnCommitter) markUnsure(p int32) {
+	t.mu.Lock()
+	t.unsure[p] = true
+	t.mu.Unlock()
 }
 
 func maxPartition(parts []int32) int {
@@ -422,8 +454,15 @@ func (t *txnCommitter) failed(ctx context.Context, cl *kgo.Client, p int32, next
 		return pe // Sink.writeTxn tells a refused record from a transient failure
 	}
 	if ending {
-		if off, ok := t.stable(actx, p); ok && off >= next {
+		// A context of its own: the abort above may have used actx up.
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		off, ok, serr := t.stable(sctx, p)
+		scancel()
+		if serr == nil && ok && off >= next {
 			return nil // the commit went through; its answer was lost
+		}
+		if serr != nil {
+			t.markUnsure(p) // the next write reads the group again first
 		}
 	}
 	if ctx.Err() != nil {
@@ -446,6 +485,8 @@ func (t *txnCommitter) timedOut(ctx context.Context, cl *kgo.Client, p int32, er
 		t.mu.Lock()
 		t.committed[p] = max(t.committed[p], cps[p])
 		t.mu.Unlock()
+	} else {
+		t.markUnsure(p) // the retry reads the group again before it skips
 	}
 	return &sinks.TransientError{Err: fmt.Errorf("kafka sink: the transaction of %s outlived its timeout (%v) and the broker aborted it; the batch is written again in a new one: %w", t.id(p), t.timeout, err)}
 }

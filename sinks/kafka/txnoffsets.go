@@ -21,13 +21,13 @@ import (
 // stable reads the group's committed offset of p on the target cluster,
 // waiting for pending transactions (OffsetFetch with RequireStable,
 // KIP-447), when its metadata is this run's.
-func (t *txnCommitter) stable(ctx context.Context, p int32) (int64, bool) {
+func (t *txnCommitter) stable(ctx context.Context, p int32) (int64, bool, error) {
 	cps, err := t.checkpoints(ctx)
 	if err != nil {
-		return 0, false
+		return 0, false, err
 	}
 	off, ok := cps[p]
-	return off, ok
+	return off, ok, nil
 }
 
 // checkpoints returns the offsets the group holds on the target cluster for
@@ -128,7 +128,11 @@ func rangeStart(meta string) int64 {
 // transactions it produced in, so this one is ended with a raw EndTxn v4
 // (adminCl), which leaves the producer's epoch as kgo knows it.
 func (t *txnCommitter) commitOnly(ctx context.Context, p int32, next int64) error {
-	if t.committedOf(p) >= next {
+	done, err := t.settled(ctx, p)
+	if err != nil {
+		return err
+	}
+	if done >= next {
 		return nil
 	}
 	cl, err := t.producer(ctx, p)

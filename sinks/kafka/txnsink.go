@@ -91,7 +91,10 @@ func (s *Sink) writeTxn(ctx context.Context, batch []record.Record, msgs []kafka
 	p := batch[0].Partition
 	// Records an earlier transaction of this run committed are in the
 	// target already: a re-delivery produces only the rest.
-	done := s.txn.committedOf(p)
+	done, err := s.txn.settled(ctx, p)
+	if err != nil {
+		return err
+	}
 	skip := 0
 	for skip < len(batch) && batch[skip].Offset < done {
 		skip++
@@ -123,7 +126,7 @@ func (s *Sink) writeTxn(ctx context.Context, batch []record.Record, msgs []kafka
 		recs[i] = r
 	}
 	next := batch[len(batch)-1].Offset + 1
-	err := s.txn.write(ctx, p, next, recs)
+	err = s.txn.write(ctx, p, next, recs)
 	var pe *produceError
 	if errors.As(err, &pe) {
 		return s.txnProduceError(batch, pe)
