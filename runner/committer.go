@@ -83,9 +83,13 @@ func (c *committer) Committable() int64 { return max(c.uncommitted, c.committed.
 func (c *committer) Since(now time.Time) time.Duration { return now.Sub(c.last) }
 
 // Due reports whether a write should be committed at once: always for a
-// sink durable on Write, every commitEvery for a sinks.Syncer.
+// sink durable on Write, every commitEvery for a sinks.Syncer and for a
+// sink whose transactions commit the group's offsets (sinks.OffsetCommitter:
+// each batch's transaction holds the offset after its records already; an
+// advance past the markers after them would cost a transaction of its own
+// per batch).
 func (c *committer) Due(now time.Time) bool {
-	return c.sink.Syncer == nil || c.Since(now) >= commitEvery
+	return c.sink.Syncer == nil && c.sink.Offsets == nil || c.Since(now) >= commitEvery
 }
 
 // Commit commits what was written and not yet committed, if anything.

@@ -162,6 +162,12 @@ func TestCommitterDue(t *testing.T) {
 	if !c.Due(now) {
 		t.Fatal("a sink durable on Write is always due")
 	}
+	// Found in review: an exactly-once kafka sink ran a second, offsets-only
+	// transaction after every batch followed by transaction markers.
+	c.sink = sinks.Capabilities{Offsets: &fakeOffsets{calls: &[]string{}}}
+	if c.Due(now) || !c.Due(now.Add(commitEvery)) {
+		t.Fatal("a sink committing offsets in its own transactions is due every commitEvery")
+	}
 }
 
 // fakeOffsets is a sink whose transactions commit the group's offsets
