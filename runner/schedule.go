@@ -164,7 +164,15 @@ func (j *Job) intervalRanges(ctx context.Context, all []int32, cps map[int32]Che
 	}
 	starts := map[int32]int64{}
 	if len(lookup) > 0 {
-		if starts, err = j.c.OffsetsAt(ctx, topic, lookup, iv.Start, p.Source.Isolation); err != nil {
+		// A partition without checkpoints while others have them (added to
+		// the topic, or newly selected, after the schedule started) starts
+		// at the schedule's start: from iv.Start, its records of the earlier
+		// intervals would belong to none.
+		from := iv.Start
+		if len(lookup) < len(selected) {
+			from = p.Window.FirstInterval().Start
+		}
+		if starts, err = j.c.OffsetsAt(ctx, topic, lookup, from, p.Source.Isolation); err != nil {
 			return err
 		}
 	}
