@@ -152,7 +152,7 @@ func TestEnvEmptyIsAllowed(t *testing.T) {
 
 func TestEnvDSNPasswordFromVariable(t *testing.T) {
 	src := strings.Replace(minimalPlan, "  type: file\n  path: out/orders.jsonl\n",
-		"  type: postgres\n  dsn: postgres://app:${PGPASSWORD}@${PGHOST}/orders\n  table: orders\n", 1)
+		"  type: postgres\n  dsn: postgres://app:${PGPASSWORD}@${PGHOST}/orders\n  table: orders\n  overwrite: true\n", 1)
 	opts := testOptions()
 	opts.LookupEnv = func(k string) (string, bool) { return "v", true }
 	p := mustParse(t, src, opts)
@@ -222,7 +222,7 @@ func TestParseDocumentShape(t *testing.T) {
 
 func TestInvalidErrorLists(t *testing.T) {
 	src := strings.Replace(minimalPlan, "  type: file\n  path: out/orders.jsonl\n",
-		"  type: postgres\n  dsn: ${ORDERS_DSN}\n  table: orders\n", 1) + "on_error: oops\n"
+		"  type: postgres\n  dsn: ${ORDERS_DSN}\n  table: orders\n  on_conflict: ignore\n", 1) + "on_error: oops\n"
 	_, err := Parse("plan.yaml", []byte(src), testOptions())
 	var inv *InvalidError
 	if !errors.As(err, &inv) {

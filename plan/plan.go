@@ -266,6 +266,28 @@ type Sink struct {
 	// CopyThreshold: a postgres batch of more rows than this is loaded with
 	// COPY into a temporary table, then upserted from it. Default 1000.
 	CopyThreshold int `yaml:"copy_threshold"`
+	// OnTombstone is what a database sink does with a tombstone (a record
+	// whose value is null): write (default: a row with a NULL value),
+	// delete (remove the key's row, in order with the batch's upserts: the
+	// semantics of a compacted or CDC topic) or skip (counted, not
+	// written). OnTombstones lists them.
+	OnTombstone string `yaml:"on_tombstone"`
+	// Version names the record field (as in Columns: offset, timestamp,
+	// value.<path>, header.<name>) that guards a database sink's upserts:
+	// a stored row changes only when the incoming version is greater than
+	// the stored one; equal is an unchanged duplicate, smaller a stale
+	// update, both counted. Empty: no guard.
+	Version string `yaml:"version"`
+	// Overwrite acknowledges that the sink replaces what it finds: a file
+	// sink may replace a file replay did not write, and a database sink
+	// with on_conflict: update and no version may overwrite rows that are
+	// newer than the replayed records (no warning).
+	Overwrite bool `yaml:"overwrite"`
+	// Connections is how many connections a postgres or http sink writes
+	// through at once: 1..64, default 1. Records are sharded by
+	// idempotency key, so one key always goes through one connection and
+	// keeps its order.
+	Connections int `yaml:"connections"`
 
 	// Format is the file sink's output: jsonl (default) or csv (with Columns).
 	Format string `yaml:"format"`
@@ -352,6 +374,20 @@ func (p *Plan) FilterProgram() (*filter.Program, error) {
 
 // FromEnv reports whether the value of field came from a ${VAR} expansion.
 func (p *Plan) FromEnv(field string) bool { return p.fromEnv[field] }
+
+// The values of a database sink's on_tombstone.
+const (
+	OnTombstoneWrite  = "write"
+	OnTombstoneDelete = "delete"
+	OnTombstoneSkip   = "skip"
+)
+
+// OnTombstones are the values of a database sink's on_tombstone; "" is
+// write.
+var OnTombstones = []string{OnTombstoneWrite, OnTombstoneDelete, OnTombstoneSkip}
+
+// MaxConnections bounds a sink's connections.
+const MaxConnections = 64
 
 // DefaultBatchSize is the sink batch size when the plan sets none: large
 // enough to amortise a database round trip and a commit, small enough that a

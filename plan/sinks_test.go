@@ -228,7 +228,7 @@ func TestFingerprintOutputLayout(t *testing.T) {
 // With on_error: dead_letter a checkpoint table is not used to resume:
 // the plan says so.
 func TestCheckpointTableWithDeadLettersWarns(t *testing.T) {
-	doc := strings.Replace(columnsPlan, "    m_trace: header.trace-id\n", "  checkpoint_table: replay_checkpoints\non_error: dead_letter\ndead_letter: {type: file, path: out/dead.jsonl}\n", 1)
+	doc := strings.Replace(columnsPlan, "    m_trace: header.trace-id\n", "  checkpoint_table: replay_checkpoints\n  overwrite: true\non_error: dead_letter\ndead_letter: {type: file, path: out/dead.jsonl}\n", 1)
 	p, err := Parse("plan.yaml", []byte(doc), testOptions())
 	if err != nil {
 		t.Fatal(err)

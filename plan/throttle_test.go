@@ -27,6 +27,9 @@ func TestThrottleWarnings(t *testing.T) {
 			src := strings.Replace(minimalPlan, file, tt.sink, 1) + tt.throttle
 			var got []string
 			for _, w := range mustParse(t, src, testOptions()).Warnings() {
+				if w.Field == "sink.on_conflict" {
+					continue // the upsert warning, tested on its own
+				}
 				got = append(got, w.Field+" at "+Pos{w.Line, w.Col}.String())
 			}
 			if strings.Join(got, "; ") != strings.Join(tt.want, "; ") {

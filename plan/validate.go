@@ -366,6 +366,7 @@ func (v *validator) postgres(field string, s *Sink) {
 		v.add(field+".table", "%q is not a plain table name ([schema.]name of letters, digits, _)", s.Table)
 	}
 	v.enum(field+".on_conflict", s.OnConflict, []string{"update", "ignore"})
+	v.connections(field, s)
 	v.database(field, s)
 }
 
@@ -522,6 +523,10 @@ func (p *Plan) Fingerprint() string {
 		// How a line writes values, when not auto: a resumed run must
 		// write the same form.
 		ValueFormat string `json:",omitempty"`
+		// What a tombstone does (when not write) and the field guarding
+		// upserts: a resumed run must apply the same rules.
+		OnTombstone string `json:",omitempty"`
+		Version     string `json:",omitempty"`
 	}
 	id := func(s *Sink, deadLetter bool) sinkID {
 		format := s.Format
@@ -536,7 +541,11 @@ func (p *Plan) Fingerprint() string {
 		if valueFormat == "auto" {
 			valueFormat = ""
 		}
-		return sinkID{ValueFormat: valueFormat, Type: string(s.Type), Path: s.Path, Table: s.Table, Key: s.Key, OnConflict: s.OnConflict, Topic: s.Topic,
+		onTombstone := s.OnTombstone
+		if onTombstone == OnTombstoneWrite {
+			onTombstone = ""
+		}
+		return sinkID{OnTombstone: onTombstone, Version: s.Version, ValueFormat: valueFormat, Type: string(s.Type), Path: s.Path, Table: s.Table, Key: s.Key, OnConflict: s.OnConflict, Topic: s.Topic,
 			KeepPartition: s.KeepPartition, ExactlyOnce: s.ExactlyOnce, URL: sinkEndpoint(s.URL), Columns: s.Columns.String(), Format: format, PerPartition: s.PerPartition,
 			Order: order}
 	}

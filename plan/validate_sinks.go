@@ -85,8 +85,44 @@ func (v *validator) database(field string, s *Sink) {
 	case v.p.OnError == OnErrorDeadLetter:
 		v.warn(field+".checkpoint_table", "not used to resume with on_error: dead_letter: dead letters are written after the sink's transaction, so resuming from its checkpoint could lose them; a resume starts from the Kafka commit and re-writes the records after it (idempotently)")
 	}
+	if v.present(field + ".on_tombstone") {
+		v.enum(field+".on_tombstone", s.OnTombstone, OnTombstones)
+	}
+	v.version(field, s)
 	if s.Type == SinkPostgres && (s.CopyThreshold < 1 || s.CopyThreshold > 1000000) {
 		v.add(field+".copy_threshold", "%d: want 1..1000000 rows (batches with more rows go through COPY)", s.CopyThreshold)
+	}
+}
+
+// version checks a database sink's version field, and warns where an
+// upsert may rewind rows: on_conflict: update without version (a replay of
+// last week's records overwrites this week's rows) unless overwrite says
+// so, and version: offset under a key that can move between partitions.
+func (v *validator) version(field string, s *Sink) {
+	f := field + ".version"
+	if s.Version == "" {
+		if v.present(f) {
+			v.add(f, "empty: name the field that orders a key's updates, e.g. value.updated_at, or remove version")
+			return
+		}
+		if field == "sink" && s.OnConflict != "ignore" && !s.Overwrite {
+			v.warn(field+".on_conflict", "update without version: a replayed record overwrites its row even when the row is newer (the live pipeline may have updated it since); add version: <field> (e.g. value.updated_at) to change rows only for a greater version, or overwrite: true to accept it")
+		}
+		return
+	}
+	fl, err := ParseField(s.Version)
+	if err != nil {
+		v.add(f, "%v", err)
+		return
+	}
+	switch fl.Kind {
+	case FieldOffset, FieldTimestamp, FieldValuePath, FieldHeader:
+	default:
+		v.add(f, "%q cannot order updates: want offset, timestamp, value.<path> or header.<name>", s.Version)
+		return
+	}
+	if fl.Kind == FieldOffset && s.Key != "" {
+		v.warn(f, "offsets order updates only within one partition: with key %q a key may move between partitions, and a record of another partition with a smaller offset would be taken for stale; prefer a field of the value, e.g. value.updated_at", s.Key)
 	}
 }
 
@@ -263,6 +299,7 @@ var reservedHeaders = []string{"Idempotency-Key", "Content-Type", "Content-Lengt
 
 func (v *validator) httpSink(field string, s *Sink) {
 	v.httpURL(field+".url", s.URL)
+	v.connections(field, s)
 	names := make([]string, 0, len(s.Headers))
 	for name := range s.Headers {
 		names = append(names, name)
@@ -340,4 +377,11 @@ func sinkEndpoint(raw string) string {
 		return raw
 	}
 	return u.Scheme + "://" + strings.ToLower(u.Host) + u.EscapedPath()
+}
+
+// connections checks a sink's connections: unset is 1.
+func (v *validator) connections(field string, s *Sink) {
+	if v.present(field+".connections") && (s.Connections < 1 || s.Connections > MaxConnections) {
+		v.add(field+".connections", "%d: want 1..%d connections", s.Connections, MaxConnections)
+	}
 }

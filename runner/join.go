@@ -86,7 +86,7 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	for _, p := range slices.Sorted(maps.Keys(reports)) {
 		rep.Partitions = append(rep.Partitions, *reports[p])
 	}
-	rep.Finished = j.opts.Now().UTC()
+	j.finish(rep, sink)
 	if !errors.Is(runErr, errAllDone) {
 		return rep, runErr
 	}
@@ -135,7 +135,7 @@ func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []i
 	if err != nil {
 		return err
 	}
-	j.live.Store(&liveRun{started: time.Now(), states: states})
+	j.live.Store(&liveRun{started: time.Now(), states: states, sink: sink})
 	j.startBudget(states)
 	err = j.readAll(rctx, sink, states)
 	moved := ctx.Err() == nil && (gctx.Err() != nil || errors.Is(err, source.ErrFenced) || errors.Is(err, sinks.ErrPartitionLost))

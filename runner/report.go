@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/replay-tool/replay/sinks"
 )
 
 // Snapshot is a run's progress at one moment (Job.Progress): per partition
@@ -25,6 +27,9 @@ type Snapshot struct {
 	Remaining int64 `json:"remaining"`
 	// Done is true when every partition reached its end.
 	Done bool `json:"done"`
+	// SinkOutcomes is what the sink's durable writes did so far, for a
+	// sink that can tell (Report.SinkOutcomes); nil otherwise.
+	SinkOutcomes *sinks.Outcomes `json:"sink_outcomes,omitempty"`
 }
 
 // PartitionSnapshot is one partition's progress.
@@ -59,6 +64,7 @@ func (p PartitionSnapshot) Remaining() int64 { return p.Offsets() - p.Replayed()
 type liveRun struct {
 	started time.Time
 	states  []*partitionState
+	sink    sinks.Sink // nil before the run opened it
 }
 
 // Progress returns the job's progress now. It is safe to call from any
@@ -67,7 +73,9 @@ type liveRun struct {
 // with nothing done.
 func (j *Job) Progress() Snapshot {
 	if live := j.live.Load(); live != nil {
-		return snapshot(live.started, live.states)
+		s := snapshot(live.started, live.states)
+		s.SinkOutcomes = outcomesOf(live.sink)
+		return s
 	}
 	states := make([]*partitionState, len(j.Resolution.Ranges))
 	for i, r := range j.Resolution.Ranges {
@@ -167,6 +175,30 @@ type Report struct {
 	// Added lists partitions created after the ranges were resolved: the
 	// run does not read them (the ranges are fixed).
 	Added []int32 `json:"added_partitions,omitempty"`
+	// SinkOutcomes says what the sink's durable writes did with the
+	// records (inserted, updated, unchanged, ...), for a sink that can tell
+	// (sinks.Capabilities.Outcomes); nil for the others, whose Written
+	// counts records handed to the sink and made durable.
+	SinkOutcomes *sinks.Outcomes `json:"sink_outcomes,omitempty"`
+	// DeadLetterOutcomes is the same for the dead-letter sink.
+	DeadLetterOutcomes *sinks.Outcomes `json:"dead_letter_outcomes,omitempty"`
+}
+
+// outcomesOf returns the outcomes sink counted, nil when it counts none.
+func outcomesOf(sink sinks.Sink) *sinks.Outcomes {
+	c := sinks.CapabilitiesOf(sink).Outcomes
+	if c == nil {
+		return nil
+	}
+	o := c.Outcomes()
+	return &o
+}
+
+// finish stamps the report's end and the sinks' outcomes.
+func (j *Job) finish(rep *Report, sink sinks.Sink) {
+	rep.Finished = j.opts.Now().UTC()
+	rep.SinkOutcomes = outcomesOf(sink)
+	rep.DeadLetterOutcomes = outcomesOf(j.DeadLetters)
 }
 
 // Totals sums the partition counters.

@@ -70,7 +70,7 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	if err := j.resumeFromSink(work, sink, states); err != nil {
 		return nil, err
 	}
-	j.live.Store(&liveRun{started: rep.Started, states: states}) // for Job.Progress
+	j.live.Store(&liveRun{started: rep.Started, states: states, sink: sink}) // for Job.Progress
 	rep.NothingToDo = j.NothingToDo()
 	j.startBudget(states)
 	err = j.readAll(ctx, sink, states)
@@ -78,7 +78,7 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 		rep.Partitions = append(rep.Partitions, s.report())
 	}
 	rep.Added = j.addedSince(work)
-	rep.Finished = j.opts.Now().UTC()
+	j.finish(rep, sink)
 	if err != nil {
 		return rep, err
 	}

@@ -85,6 +85,66 @@ type Capabilities struct {
 	// another process fenced it and committed further, moving the group's
 	// offset back. The runner commits through Offsets instead.
 	Offsets OffsetCommitter
+	// Outcomes is set for a sink that can tell what each durable write did
+	// to the rows it touched (the database sinks: inserted, updated,
+	// unchanged, ...): the runner puts its counts in the summary, the
+	// report and the metrics.
+	Outcomes OutcomeCounter
+}
+
+// Outcomes counts what a sink's durable writes did with their records, as
+// the sink's store reported it (PostgreSQL's RETURNING, SQLite's changes).
+// A record re-delivered (a retry, a resume) is counted again, as what its
+// write did that time (unchanged, say). Only writes made durable count: a
+// transaction rolled back counts nothing.
+type Outcomes struct {
+	// Inserted records created a row; Updated changed a stored row.
+	Inserted int64 `json:"inserted"`
+	Updated  int64 `json:"updated"`
+	// Unchanged records met a row already holding the same contents (a
+	// re-run, a re-delivery): nothing was written.
+	Unchanged int64 `json:"unchanged"`
+	// Ignored records met a stored row that the sink keeps by the plan's
+	// choice (on_conflict: ignore), whatever its contents.
+	Ignored int64 `json:"ignored"`
+	// Deleted tombstones removed a row (on_tombstone: delete); Absent
+	// tombstones found no row to remove.
+	Deleted int64 `json:"deleted"`
+	Absent  int64 `json:"absent,omitempty"`
+	// Stale records carried a smaller version than the stored row's and
+	// Duplicate an equal one (sink.version): the row was left unchanged.
+	Stale     int64 `json:"stale,omitempty"`
+	Duplicate int64 `json:"duplicate,omitempty"`
+	// Collisions counts records whose idempotency key another source
+	// record of the run produced before (both wrote one row); FirstCollision
+	// names the first such pair ("topic/partition/offset and
+	// topic/partition/offset: key K"), "" when none.
+	Collisions     int64  `json:"key_collisions,omitempty"`
+	FirstCollision string `json:"first_key_collision,omitempty"`
+}
+
+// Add adds o's counts to the receiver's (FirstCollision: the receiver's
+// when it has one).
+func (s *Outcomes) Add(o Outcomes) {
+	s.Inserted += o.Inserted
+	s.Updated += o.Updated
+	s.Unchanged += o.Unchanged
+	s.Ignored += o.Ignored
+	s.Deleted += o.Deleted
+	s.Absent += o.Absent
+	s.Stale += o.Stale
+	s.Duplicate += o.Duplicate
+	s.Collisions += o.Collisions
+	if s.FirstCollision == "" {
+		s.FirstCollision = o.FirstCollision
+	}
+}
+
+// OutcomeCounter is implemented by a sink that counts its Outcomes.
+// Outcomes returns the counts since the sink was opened; it is safe for
+// concurrent use with Write.
+type OutcomeCounter interface {
+	Outcomes() Outcomes
 }
 
 // OffsetCommitter is implemented by a sink whose transactions commit the

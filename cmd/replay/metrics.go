@@ -24,6 +24,7 @@ type progressCollector struct {
 	progress func() runner.Snapshot
 	read, written, skipped,
 	committed, end, remaining, done *prometheus.Desc
+	outcomes *prometheus.Desc
 }
 
 func newProgressCollector(job *runner.Job) *progressCollector {
@@ -40,11 +41,12 @@ func newProgressCollector(job *runner.Job) *progressCollector {
 		end:       desc("end_offset", "End of the partition's range (exclusive).", "partition"),
 		remaining: desc("remaining_offsets", "Offsets of the partition's range not yet replayed.", "partition"),
 		done:      desc("partition_done", "1 when the partition reached the end of its range.", "partition"),
+		outcomes:  desc("sink_records_total", "Records of the sink's durable writes by what they did to the stored rows (inserted, updated, unchanged, ignored, deleted, absent, stale, duplicate), for sinks that can tell (the database sinks).", "outcome"),
 	}
 }
 
 func (c *progressCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.read, c.written, c.skipped, c.committed, c.end, c.remaining, c.done} {
+	for _, d := range []*prometheus.Desc{c.read, c.written, c.skipped, c.committed, c.end, c.remaining, c.done, c.outcomes} {
 		ch <- d
 	}
 }
@@ -55,6 +57,11 @@ func (c *progressCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.written, prometheus.CounterValue, float64(s.Written))
 	for reason, n := range s.Skipped {
 		ch <- prometheus.MustNewConstMetric(c.skipped, prometheus.CounterValue, float64(n), reason)
+	}
+	if o := s.SinkOutcomes; o != nil {
+		for _, kv := range outcomeCounts(o, true) {
+			ch <- prometheus.MustNewConstMetric(c.outcomes, prometheus.CounterValue, float64(kv.n), kv.name)
+		}
 	}
 	for _, p := range s.Partitions {
 		part := strconv.Itoa(int(p.Partition))

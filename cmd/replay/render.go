@@ -10,6 +10,7 @@ import (
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner"
+	"github.com/replay-tool/replay/sinks"
 )
 
 func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
@@ -79,6 +80,8 @@ func printReport(w io.Writer, rep *runner.Report, where string) {
 	} else {
 		fmt.Fprintf(w, "%d records written to %s in %s (%.0f records/s)\n", written, where, dur.Round(time.Millisecond), rate)
 	}
+	printOutcomes(w, "sink", rep.SinkOutcomes)
+	printOutcomes(w, "dead letters", rep.DeadLetterOutcomes)
 	printLosses(w, rep)
 }
 
@@ -314,4 +317,41 @@ func hintText(h runner.Hint) string {
 		return "The source cluster kept failing for longer than retry.max_elapsed: once it is healthy, re-run the same command to resume from the committed offsets (or raise retry.max_elapsed to ride out longer outages)."
 	}
 	return ""
+}
+
+type outcomeCount struct {
+	name string
+	n    int64
+}
+
+// outcomeCounts lists o's counts by name: inserted, updated, unchanged and
+// ignored always, the others when they are not zero (all with every).
+func outcomeCounts(o *sinks.Outcomes, every bool) []outcomeCount {
+	all := []outcomeCount{{"inserted", o.Inserted}, {"updated", o.Updated}, {"unchanged", o.Unchanged}, {"ignored", o.Ignored},
+		{"deleted", o.Deleted}, {"absent", o.Absent}, {"stale", o.Stale}, {"duplicate", o.Duplicate}}
+	out := all[:4:4]
+	for _, c := range all[4:] {
+		if every || c.n != 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// printOutcomes says what the durable writes of a sink that can tell did
+// with the records ("sink: 0 inserted, 0 updated, 6 unchanged, 0
+// ignored"), and names the first idempotency-key collision; nothing for a
+// sink that cannot tell.
+func printOutcomes(w io.Writer, what string, o *sinks.Outcomes) {
+	if o == nil {
+		return
+	}
+	parts := []string{}
+	for _, c := range outcomeCounts(o, false) {
+		parts = append(parts, fmt.Sprintf("%d %s", c.n, c.name))
+	}
+	fmt.Fprintf(w, "%s: %s\n", what, strings.Join(parts, ", "))
+	if o.Collisions > 0 {
+		fmt.Fprintf(w, "warning: %d records shared an idempotency key with an earlier record of the run and overwrote its row (first: %s): make the key template unique, e.g. add {{ .Partition }} and {{ .Offset }}\n", o.Collisions, o.FirstCollision)
+	}
 }
