@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"reflect"
 	"regexp"
@@ -95,6 +96,12 @@ func Load(file string, opts LoadOptions) (*Plan, error) {
 	return Parse(file, data, opts)
 }
 
+// isEmptyDocument reports whether n is the root of an empty YAML document
+// (a trailing --- with nothing, or only comments, after it).
+func isEmptyDocument(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null" && n.Value == ""
+}
+
 // Parse is Load for a plan already in memory; file names it in messages.
 func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	if opts.LookupEnv == nil {
@@ -108,13 +115,27 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	// "{" and "}" are flow indicators in YAML, so `sasl: {password: ${PW}}`
 	// would not parse. References are rewritten to the same-length $(PW)
 	// before parsing (positions are unchanged) and expanded afterwards;
-	// skipped when the plan already contains "$(" so nothing literal changes.
-	if !bytes.Contains(data, []byte("$(")) {
-		data = envRef.ReplaceAll(data, []byte("$($1)"))
-		d.ref = envRefParen
+	// The first form the plan does not already contain is taken, so nothing
+	// literal changes ("costs $(USD)" in a description keeps the next form).
+	for _, alt := range envRefAlternates {
+		if !bytes.Contains(data, []byte(alt.open)) {
+			data = envRef.ReplaceAll(data, []byte(alt.open+"$1"+alt.close))
+			d.ref = alt.re
+			break
+		}
 	}
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		return nil, &InvalidError{Problems: []Problem{yamlSyntaxProblem(file, data, err)}}
+	}
+	// yaml.v3 reads the first document only: a second one would be ignored
+	// without a word, though a reviewer reads it as part of the plan.
+	var next yaml.Node
+	if err := dec.Decode(&next); err == nil && len(next.Content) > 0 && !isEmptyDocument(next.Content[0]) {
+		return nil, &InvalidError{Problems: []Problem{{File: file, Line: next.Content[0].Line, Col: next.Content[0].Column,
+			Message: "a second YAML document (after ---): a plan file holds one plan; move this one to a file of its own, or remove the ---"}}}
+	} else if err != nil && !errors.Is(err, io.EOF) {
 		return nil, &InvalidError{Problems: []Problem{yamlSyntaxProblem(file, data, err)}}
 	}
 	p := &Plan{File: file}
@@ -308,8 +329,18 @@ func (d *decoder) problemAt(line, col int, field, format string, args ...any) {
 }
 
 var (
-	envRef      = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-	envRefParen = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+	envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+	// envRefAlternates are same-length forms of ${VAR} that YAML reads as
+	// plain text, tried in order.
+	envRefAlternates = []struct {
+		open, close string
+		re          *regexp.Regexp
+	}{
+		{"$(", ")", regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)},
+		{"$<", ">", regexp.MustCompile(`\$<([A-Za-z_][A-Za-z0-9_]*)>`)},
+		{"$~", "~", regexp.MustCompile(`\$~([A-Za-z_][A-Za-z0-9_]*)~`)},
+		{"$^", "^", regexp.MustCompile(`\$\^([A-Za-z_][A-Za-z0-9_]*)\^`)},
+	}
 )
 
 // expandEnv replaces ${VAR} in every scalar value from the environment.

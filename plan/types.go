@@ -154,12 +154,17 @@ var numberRe = regexp.MustCompile(`^[-+]?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$`)
 
 func isNumber(s string) bool { return numberRe.MatchString(s) }
 
+// TimeLayoutMillis formats a time as RFC 3339 with its milliseconds
+// (none when they are zero): Kafka's timestamps are milliseconds.
+const TimeLayoutMillis = "2006-01-02T15:04:05.999Z07:00"
+
 func epochHint(s string) string {
 	v, _ := strconv.ParseFloat(s, 64)
 	if math.Abs(v) > 1e11 { // milliseconds
-		return time.UnixMilli(int64(v)).UTC().Format(time.RFC3339) + " if it was milliseconds"
+		return time.UnixMilli(int64(v)).UTC().Format(TimeLayoutMillis) + " if it was milliseconds"
 	}
-	return time.Unix(int64(v), 0).UTC().Format(time.RFC3339) + " if it was seconds"
+	sec, frac := math.Modf(v)
+	return time.UnixMilli(int64(sec)*1000+int64(math.Round(frac*1000))).UTC().Format(TimeLayoutMillis) + " if it was seconds"
 }
 
 // parseDuration extends time.ParseDuration with a day unit ("1d", "2d12h").

@@ -127,6 +127,8 @@ func (v *validator) source() {
 	v.brokers("source.brokers", s.Brokers)
 	if s.Topic == "" {
 		v.add("source.topic", "missing: name the topic to replay")
+	} else if problem := TopicNameProblem(s.Topic); problem != "" {
+		v.add("source.topic", "%s", problem)
 	}
 	v.enum("source.isolation", s.Isolation, []string{ReadCommitted, ReadUncommitted})
 	v.tls("source.tls", s.TLS)
@@ -337,8 +339,12 @@ func (v *validator) sink(field string, s *Sink) {
 		v.add(field+".batch_size", "%d: want 1..%d records (leave batch_size out for the default, %d)", s.BatchSize, MaxBatchSize, DefaultBatchSize)
 	}
 	if s.Key != "" {
-		if _, err := template.New("key").Parse(s.Key); err != nil {
+		if t, err := template.New("key").Parse(s.Key); err != nil {
 			v.add(field+".key", "bad template: %s: write e.g. '{{ .Value.id }}' or '{{ .Key }}'", templateError(err))
+		} else if problem := keyFieldProblem(t.Tree.Root); problem != "" {
+			v.add(field+".key", "%s", problem)
+		} else {
+			v.keyUnique(field, s, t.Tree.Root)
 		}
 	}
 	v.sinkFieldsApply(field, s)
@@ -600,4 +606,32 @@ func (p *Plan) Fingerprint() string {
 	b, _ := json.Marshal(canon) // map keys are sorted: deterministic
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
+}
+
+// maxTopicName is the longest topic name Kafka accepts (Topic.java,
+// MAX_NAME_LENGTH).
+const maxTopicName = 249
+
+// TopicNameProblem says why Kafka would refuse name as a topic name: its
+// legal characters are ASCII letters, digits, '.', '_' and '-', at most
+// 249 of them, and "." and ".." are reserved (Topic.validate). "" when
+// the name is legal. A plan names one topic: a comma-separated list is
+// not a list of topics.
+func TopicNameProblem(name string) string {
+	switch {
+	case name == "." || name == "..":
+		return fmt.Sprintf("%q is not a topic name Kafka allows (\".\" and \"..\" are reserved)", name)
+	case len(name) > maxTopicName:
+		return fmt.Sprintf("a topic name has at most %d characters; this one has %d", maxTopicName, len(name))
+	}
+	for _, r := range name {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
+			continue
+		}
+		if r == ',' || r == ' ' {
+			return fmt.Sprintf("%q is not a topic name (Kafka allows letters, digits, '.', '_' and '-'): a plan replays one topic; write one plan per topic", name)
+		}
+		return fmt.Sprintf("%q is not a topic name Kafka allows: %q is not a letter, digit, '.', '_' or '-'", name, r)
+	}
+	return ""
 }
