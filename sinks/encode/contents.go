@@ -163,7 +163,17 @@ func appendBase64(b, v []byte, mark string) []byte {
 
 // appendHeaders appends `,"headers":[...]`.
 func appendHeaders(b []byte, hs []record.Header) []byte {
-	b = append(b, `,"headers":[`...)
+	b = append(b, `,"headers":`...)
+	return AppendHeaderArray(b, hs)
+}
+
+// AppendHeaderArray appends hs as a JSON array of {"key","value"}
+// objects in record order, duplicates kept: a header value that is UTF-8
+// as a string, null as null, any other bytes as base64 followed by
+// "value_encoding":"base64" (a key that is not UTF-8 likewise, with
+// "key_encoding"). It is lossless: DecodeJSONL reads it back.
+func AppendHeaderArray(b []byte, hs []record.Header) []byte {
+	b = append(b, '[')
 	for i, h := range hs {
 		if i > 0 {
 			b = append(b, ',')

@@ -150,32 +150,41 @@ func storedCSV(t *testing.T, data []byte) []string {
 	return out
 }
 
+// csvHarness is an outputHarness of CSV files, which hold text only
+// (TestCSVRefusesBytesItCannotHold).
+type csvHarness struct{ *outputHarness }
+
+func (csvHarness) TextOnly() {}
+
 func TestFileCSVConformance(t *testing.T) {
 	h := &outputHarness{format: "csv"}
-	sinktest.RunWith(t, h, features(h.path))
+	sinktest.RunWith(t, csvHarness{h}, features(h.path))
 }
 
 func TestFilePerPartitionConformance(t *testing.T) {
 	for _, format := range []string{"jsonl", "csv"} {
 		t.Run(format, func(t *testing.T) {
 			h := &outputHarness{format: format, perPartition: true}
+			if format == "csv" {
+				sinktest.RunWith(t, csvHarness{h}, features(h.path))
+				return
+			}
 			sinktest.RunWith(t, h, features(h.path))
 		})
 	}
 }
 
 // The CSV bytes: a header row, RFC 4180 quoting (commas, quotes, line
-// breaks, leading spaces), NULL as an empty field, invalid UTF-8 replaced,
-// LF line ends; the same bytes however the records were batched.
+// breaks, leading spaces), NULL as an empty field, LF line ends; the same bytes however the records were batched.
 func TestFileCSVBytes(t *testing.T) {
 	cols := plan.Columns{{Name: "offset", Field: "offset"}, {Name: "k", Field: "kafka_key"}, {Name: "status", Field: "value.status"},
 		{Name: "n", Field: "value.n"}, {Name: "trace id", Field: "header.trace"}, {Name: "ts", Field: "timestamp"}}
 	r1 := sinktest.Rec(0, 1, `a,"b"`, `{"status":"paid, \"late\"\nok","n":1.50}`)
-	r1.Headers = []record.Header{{Key: "trace", Value: []byte(" x\xff")}}
+	r1.Headers = []record.Header{{Key: "trace", Value: []byte(" x\u00fc")}}
 	r2 := sinktest.Rec(0, 2, "", `not json`)
 	r3 := sinktest.Rec(1, 9, "k3", `{"status":null,"n":[1,{"a":2}]}`)
 	want := "offset,k,status,n,trace id,ts\n" +
-		"1,\"a,\"\"b\"\"\",\"paid, \"\"late\"\"\nok\",1.50,\" x\ufffd\",2026-11-03T10:00:00.001Z\n" +
+		"1,\"a,\"\"b\"\"\",\"paid, \"\"late\"\"\nok\",1.50,\" x\u00fc\",2026-11-03T10:00:00.001Z\n" +
 		"2,,,,,2026-11-03T10:00:00.002Z\n" +
 		"9,k3,,\"[1,{\"\"a\"\":2}]\",,2026-11-03T10:00:00.009Z\n"
 	for _, batched := range []bool{false, true} {
@@ -328,4 +337,66 @@ func TestFileCSVDeadLetters(t *testing.T) {
 	if got := string(mustRead(t, path)); got != "offset,error\n4,key template: no id\n" {
 		t.Errorf("dead letters %q", got)
 	}
+}
+
+// A CSV cell holds text: bytes that are not UTF-8 make the record a bad
+// record naming the column, never a cell with U+FFFD in it.
+func TestCSVRefusesBytesItCannotHold(t *testing.T) {
+	cols := plan.Columns{{Name: "id", Field: "key"}, {Name: "payload", Field: "value"}, {Name: "k", Field: "kafka_key"}, {Name: "trace", Field: "header.trace"}}
+	tests := []struct {
+		name   string
+		rec    record.Record
+		column string // "" when the record must be written
+	}{
+		{"utf-8 everywhere", record.Record{Value: []byte(`{"a":"ü"}`), Key: []byte("k"), Headers: []record.Header{{Key: "trace", Value: []byte("t")}}}, ""},
+		{"binary value", record.Record{Value: []byte{0x00, 0x01, 0xff, 0xfe}}, "payload"},
+		{"binary key", record.Record{Value: []byte(`1`), Key: []byte{0xc3, 0x28}}, "k"},
+		{"binary header", record.Record{Value: []byte(`1`), Headers: []record.Header{{Key: "trace", Value: []byte{0xff}}}}, "trace"},
+		{"binary header not mapped", record.Record{Value: []byte(`1`), Headers: []record.Header{{Key: "other", Value: []byte{0xff}}}}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newFileSink(t, file.Config{Path: filepath.Join(t.TempDir(), "o.csv"), RunID: "run-1", Format: "csv", Columns: cols})
+			r := tt.rec
+			r.Topic, r.Partition, r.Offset = "orders", 0, 7
+			err := s.Write(t.Context(), []record.Record{r})
+			var re *record.Error
+			switch {
+			case tt.column == "" && err != nil:
+				t.Fatalf("Write: %v", err)
+			case tt.column != "" && !errors.As(err, &re):
+				t.Fatalf("Write: %v, want a *record.Error", err)
+			case tt.column != "" && (re.Offset != 7 || !strings.Contains(err.Error(), "column "+tt.column+":") || !strings.Contains(err.Error(), "not UTF-8")):
+				t.Errorf("error %q does not name column %s and offset 7", err, tt.column)
+			}
+		})
+	}
+}
+
+// The headers column is JSON and keeps every byte: a header value that is
+// not UTF-8 is base64 with its value_encoding.
+func TestCSVHeadersColumnIsLossless(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "o.csv")
+	s := newFileSink(t, file.Config{Path: path, RunID: "run-1", Format: "csv", Columns: plan.Columns{{Name: "offset", Field: "offset"}, {Name: "headers", Field: "headers"}}})
+	r := sinktest.Rec(0, 3, "k", `1`)
+	r.Headers = []record.Header{{Key: "bin", Value: []byte{0x00, 0xff, 0x80}}, {Key: "bin", Value: []byte("ü")}, {Key: "none"}}
+	sinktest.MustWrite(t, s, r)
+	if err := s.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(strings.NewReader(string(must(os.ReadFile(path))))).ReadAll()
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("rows %q: %v", rows, err)
+	}
+	want := `[{"key":"bin","value":"AP+A","value_encoding":"base64"},{"key":"bin","value":"ü"},{"key":"none","value":null}]`
+	if rows[1][1] != want {
+		t.Errorf("headers cell %s, want %s", rows[1][1], want)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

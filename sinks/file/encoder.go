@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/encode"
 )
@@ -138,6 +140,14 @@ func (e *csvEncoder) encode(lb *lineBuf, batch []record.Record) error {
 			cs.Key = key
 		}
 		for c, col := range e.cols {
+			if err := csvLossless(r, col); err != nil {
+				return err
+			}
+			if col.Field.Kind == plan.FieldHeaders {
+				// Lossless: bytes that are not UTF-8 as base64 with value_encoding.
+				row.fields[c] = string(encode.AppendHeaderArray(nil, r.Headers))
+				continue
+			}
 			row.fields[c], _ = cs.Text(col) // NULL is an empty field
 		}
 		row.b.Reset()
@@ -204,4 +214,32 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 		long = append(long, line...)
 	}
 	return long, err
+}
+
+// csvLossless checks that the bytes col takes from r can be written to a
+// CSV cell as they are: a CSV file is text, and bytes that are not UTF-8
+// would reach it as U+FFFD. Such a record is a bad record (*record.Error),
+// which on_error decides about; a JSONL file writes them as base64. The
+// headers column is lossless JSON (encode.AppendHeaderArray).
+func csvLossless(r *record.Record, col encode.Column) error {
+	bad := func(what string) error {
+		return record.NewError(r, fmt.Errorf("column %s: the record's %s is not UTF-8 text, which a CSV cell cannot hold byte for byte: write it with format: jsonl (base64, value_encoding), or map another field", col.Name, what))
+	}
+	switch col.Field.Kind {
+	case plan.FieldKafkaKey:
+		if !utf8.Valid(r.Key) {
+			return bad("key")
+		}
+	case plan.FieldValue, plan.FieldValuePath:
+		if !utf8.Valid(r.Value) {
+			return bad("value")
+		}
+	case plan.FieldHeader:
+		for _, h := range r.Headers {
+			if h.Key == col.Field.Arg && !utf8.Valid(h.Value) {
+				return bad("header " + strconv.Quote(h.Key))
+			}
+		}
+	}
+	return nil
 }

@@ -118,7 +118,7 @@ func syncAll(t *testing.T, s sinks.Sink, f Features, partitions int) {
 // a sink reopened on the target and finished without a write must hold
 // exactly those records.
 func testSyncThenCrash(t *testing.T, h Harness, f Features) {
-	window := Window(40, 3)
+	window := windowFor(h, 40, 3)
 	s := h.New(t)
 	rng := rand.New(rand.NewPCG(40, 1))
 	var written [][]record.Record
@@ -141,7 +141,7 @@ func testSyncThenCrash(t *testing.T, h Harness, f Features) {
 // testPositions checks that SyncedPosition of each partition never
 // decreases across Writes (re-deliveries included) and Syncs.
 func testPositions(t *testing.T, h Harness) {
-	window := Window(41, 2)
+	window := windowFor(h, 41, 2)
 	s := open(t, h)
 	c := s.Capabilities()
 	if c.Positioner == nil || c.Syncer == nil {
@@ -192,7 +192,7 @@ func testResumeRefusal(t *testing.T, h Harness, f Features) {
 	if f.LoseOutput == nil {
 		t.Fatal("the sink is declared a Resumer without Features.LoseOutput")
 	}
-	window := Window(42, 2)
+	window := windowFor(h, 42, 2)
 	s := h.New(t)
 	var points []sinks.ResumePoint
 	for _, part := range window {
@@ -224,7 +224,7 @@ func testResumeRefusal(t *testing.T, h Harness, f Features) {
 // partition's checkpoint is the offset after its batch, a re-delivered
 // earlier batch leaves it, and ResetCheckpoints forgets them.
 func testCheckpoints(t *testing.T, h Harness, group string) {
-	window := Window(43, 2)
+	window := windowFor(h, 43, 2)
 	s := open(t, h)
 	cs := s.Capabilities().Checkpoints
 	if cs == nil {

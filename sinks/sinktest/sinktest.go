@@ -76,7 +76,7 @@ func open(t *testing.T, h Harness) sinks.Sink {
 }
 
 func testWindow(t *testing.T, h Harness) {
-	window := Window(1, 3)
+	window := windowFor(h, 1, 3)
 	s := open(t, h)
 	rng := rand.New(rand.NewPCG(1, 1))
 	for _, part := range window {
@@ -92,7 +92,7 @@ func testWindow(t *testing.T, h Harness) {
 // written and new records, and then the whole window again on a reopened
 // sink (a re-run), with Finish called twice.
 func testRedelivery(t *testing.T, h Harness, f Features) {
-	window := Window(2, 3)
+	window := windowFor(h, 2, 3)
 	s := open(t, h)
 	rng := rand.New(rand.NewPCG(2, 1))
 	for _, part := range window {
@@ -137,7 +137,7 @@ func testDuplicateKey(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	window := Window(3, 2)
+	window := windowFor(h, 3, 2)
 	s := kh.NewKeyed(t, keyer)
 	t.Cleanup(func() { _ = s.Close() })
 	last := map[string]record.Record{}
@@ -175,7 +175,7 @@ func testDuplicateKey(t *testing.T, h Harness) {
 // testConcurrent writes eight partitions at once, each re-delivering some of
 // its batches; run it with -race.
 func testConcurrent(t *testing.T, h Harness, f Features) {
-	window := Window(4, 8)
+	window := windowFor(h, 4, 8)
 	s := open(t, h)
 	ctx := t.Context()
 	var wg sync.WaitGroup
@@ -205,7 +205,7 @@ func testConcurrent(t *testing.T, h Harness, f Features) {
 // context's error, and that Writes cut short by a deadline at any point
 // leave a target that a re-delivery completes.
 func testCancelled(t *testing.T, h Harness, f Features) {
-	window := Window(5, 3)
+	window := windowFor(h, 5, 3)
 	s := open(t, h)
 	cancelled, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -245,7 +245,7 @@ func testCancelled(t *testing.T, h Harness, f Features) {
 func testCrashAndResume(t *testing.T, h Harness, f Features) {
 	for seed := uint64(10); seed < 16; seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			window := Window(seed, 3)
+			window := windowFor(h, seed, 3)
 			var clean, resumed []string
 			t.Run("clean", func(t *testing.T) {
 				s := open(t, h)

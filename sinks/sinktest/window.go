@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/sinks/encode"
@@ -236,4 +237,38 @@ func StoredLine(line []byte) (Stored, error) {
 		return Stored{}, err
 	}
 	return Expect(r), nil
+}
+
+// TextHarness is a Harness whose sink stores text only and refuses bytes
+// that are not UTF-8 as bad records (a CSV file: a cell has no room to say
+// how it is encoded). The suite's windows then hold UTF-8 records only;
+// the refusal itself belongs in the sink's own tests.
+type TextHarness interface {
+	Harness
+	TextOnly()
+}
+
+// windowFor is Window(seed, partitions), for h: with every key, value and
+// header value that is not UTF-8 made UTF-8 for a TextHarness.
+func windowFor(h Harness, seed uint64, partitions int) [][]record.Record {
+	w := Window(seed, partitions)
+	if _, ok := h.(TextHarness); !ok {
+		return w
+	}
+	text := func(b []byte) []byte {
+		if b == nil || utf8.Valid(b) {
+			return b
+		}
+		return []byte(strings.ToValidUTF8(string(b), "?"))
+	}
+	for _, part := range w {
+		for i := range part {
+			r := &part[i]
+			r.Key, r.Value = text(r.Key), text(r.Value)
+			for j := range r.Headers {
+				r.Headers[j].Value = text(r.Headers[j].Value)
+			}
+		}
+	}
+	return w
 }
