@@ -296,6 +296,12 @@ type Options struct {
 // the new owner resumes from the group's last commit.
 var ErrPartitionLost = errors.New("another member of the replay group owns the partition now")
 
+// ErrRefused is wrapped by the error of a sink that refuses to start
+// because it would destroy something it did not write (a file at the
+// output path that replay did not publish): the run changes nothing and
+// exits as refused for safety.
+var ErrRefused = errors.New("refused for safety")
+
 // ErrFenced is wrapped by a Write that another process of the same plan
 // fenced (a transactional producer with the same transactional id,
 // KIP-98): that process runs now, and this one must stop without a retry.

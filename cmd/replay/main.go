@@ -22,6 +22,7 @@ import (
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner"
+	"github.com/replay-tool/replay/sinks"
 	kafkasink "github.com/replay-tool/replay/sinks/kafka"
 )
 
@@ -252,6 +253,8 @@ func (a *app) exitCode(err error) int {
 	case errors.As(err, &usage):
 		return a.printErr(invalidCode, "error: ", err, "Run 'replay --help' for usage.\n")
 	case errors.As(err, &refused):
+		return a.printHinted(exitRefused, "refused: ", err)
+	case errors.Is(err, sinks.ErrRefused):
 		return a.printHinted(exitRefused, "refused: ", err)
 	case errors.As(err, &fenced):
 		// Another process of the same replay holds the transactional id:

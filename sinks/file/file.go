@@ -62,6 +62,7 @@ type Sink struct {
 	Path         string
 	runID        string
 	perPartition bool
+	partitions   []int32
 	// enc is the format (JSONL or CSV), stage the staging layout.
 	enc   encoder
 	stage stager
@@ -119,6 +120,12 @@ type Config struct {
 	// value_format); "" is auto. A value it cannot write is a bad record
 	// (*record.Error). CSV cells ignore it.
 	ValueFormat encode.ValueFormat
+	// Overwrite lets the sink replace a file at the output path that
+	// replay did not publish (refused otherwise, with sinks.ErrRefused).
+	Overwrite bool
+	// Partitions are the partitions of the run: with PerPartition and an
+	// empty window, Finish publishes an empty file for each.
+	Partitions []int32
 }
 
 // New returns the file sink cfg describes, holding the lock of its
@@ -134,13 +141,16 @@ func New(cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{Path: cfg.Path, runID: cfg.RunID, perPartition: cfg.PerPartition, enc: enc}
+	s := &Sink{Path: cfg.Path, runID: cfg.RunID, perPartition: cfg.PerPartition, partitions: cfg.Partitions, enc: enc}
 	if cfg.Interleave && !cfg.PerPartition && cfg.Format != "csv" {
 		s.stage = newSharedStager(&s.mu, s.stagingDir(), cfg.ValueFormat)
 	} else {
 		s.stage = newPartStager(&s.mu, s.stagingDir(), enc)
 	}
 	if err := checkOutputPath(cfg.Path, cfg.PerPartition); err != nil {
+		return nil, err
+	}
+	if err := checkForeign(cfg, s.stagingDir()); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o755); err != nil {

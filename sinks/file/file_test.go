@@ -2,6 +2,7 @@ package file_test
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -291,16 +292,19 @@ func TestFileFinishWithoutStaging(t *testing.T) {
 	}
 
 	// A finished run's output is left alone by a Finish after a crash.
-	if err := os.WriteFile(path, []byte("published\n"), 0o644); err != nil {
-		t.Fatal(err)
+	sinktest.WriteAll(t, newFile(t, path, "run-2"), sinktest.Window(5, 1), 1, 10)
+	finishFile(t, newFile(t, path, "run-2"))
+	published := readFile(t, path)
+	if len(published) == 0 {
+		t.Fatal("run-2 published nothing")
 	}
 	// Leftover of a crash in the middle of removing published staging.
 	if err := os.MkdirAll(path+".parts-done", 0o755); err != nil {
 		t.Fatal(err)
 	}
-	finishFile(t, newFile(t, path, "run-1"))
-	if got := string(readFile(t, path)); got != "published\n" {
-		t.Errorf("Finish with no staging rewrote the output: %q", got)
+	finishFile(t, newFile(t, path, "run-2"))
+	if got := readFile(t, path); string(got) != string(published) {
+		t.Errorf("Finish with no staging rewrote the output of its own run: %d bytes, want %d", len(got), len(published))
 	}
 	if _, err := os.Stat(path + ".parts-done"); !os.IsNotExist(err) {
 		t.Errorf("leftover staging not removed (stat: %v)", err)
@@ -336,4 +340,61 @@ func clip(s string) string {
 		return s[:300] + "..."
 	}
 	return s
+}
+
+// The output is the window and nothing else: an empty window publishes an
+// empty file over what another run published there, and a file replay did
+// not write is refused (sinks.ErrRefused) unless overwrite says so.
+func TestFileOutputIsTheWindow(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "out.jsonl")
+	sinktest.WriteAll(t, newFile(t, path, "run-1"), sinktest.Window(6, 2), 1, 10)
+	finishFile(t, newFile(t, path, "run-1"))
+	if len(readFile(t, path)) == 0 {
+		t.Fatal("run-1 published nothing")
+	}
+	// Another run (another window) with no records: an empty file.
+	finishFile(t, newFile(t, path, "run-empty"))
+	if got := readFile(t, path); len(got) != 0 {
+		t.Errorf("an empty window left %d bytes of another run's output", len(got))
+	}
+
+	// A file replay did not write.
+	foreign := filepath.Join(dir, "mine.jsonl")
+	if err := os.WriteFile(foreign, []byte("my notes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := file.New(file.Config{Path: foreign, RunID: "run-1"})
+	if !errors.Is(err, sinks.ErrRefused) || !strings.Contains(err.Error(), "overwrite: true") {
+		t.Fatalf("New over a foreign file: %v, want sinks.ErrRefused naming overwrite: true", err)
+	}
+	if got := string(readFile(t, foreign)); got != "my notes\n" {
+		t.Fatalf("the refusal changed the file: %q", got)
+	}
+	// A file replay published, then changed by hand.
+	if err := os.WriteFile(path, []byte("edited\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := file.New(file.Config{Path: path, RunID: "run-1"}); !errors.Is(err, sinks.ErrRefused) {
+		t.Fatalf("New over an edited output: %v, want sinks.ErrRefused", err)
+	}
+	s := newFileSink(t, file.Config{Path: foreign, RunID: "run-1", Overwrite: true})
+	finishFile(t, s)
+	if got := readFile(t, foreign); len(got) != 0 {
+		t.Errorf("overwrite: true with an empty window left %q", got)
+	}
+	// Per partition: an empty window publishes an empty file per partition.
+	pattern := filepath.Join(dir, "pp", "o-{partition}.jsonl")
+	finishFile(t, newFileSink(t, file.Config{Path: pattern, RunID: "r", PerPartition: true, Partitions: []int32{0, 2}}))
+	for _, p := range []string{"o-0.jsonl", "o-2.jsonl"} {
+		if st, err := os.Stat(filepath.Join(dir, "pp", p)); err != nil || st.Size() != 0 {
+			t.Errorf("%s: %v, want an empty file", p, err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pp", "o-7.jsonl"), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := file.New(file.Config{Path: pattern, RunID: "r2", PerPartition: true}); !errors.Is(err, sinks.ErrRefused) {
+		t.Errorf("New over a foreign partition file: %v, want sinks.ErrRefused", err)
+	}
 }

@@ -121,7 +121,8 @@ func TestFileCheckResume(t *testing.T) {
 		if err := os.WriteFile(path, []byte("old\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		wantResumeError(t, newFile(t, path, "run-1").CheckResume(points(20, 10)), "does not exist")
+		f := newFileSink(t, file.Config{Path: path, RunID: "run-1", Overwrite: true})
+		wantResumeError(t, f.CheckResume(points(20, 10)), "does not exist")
 	})
 	t.Run("per_partition finished", func(t *testing.T) {
 		dir := t.TempDir()
@@ -279,7 +280,7 @@ func TestFileRejectsUnpublishablePath(t *testing.T) {
 		path         string
 		perPartition bool
 	}{{filepath.Join(dir, "pp", "out-{partition}.jsonl"), true}, {blocker, false}, {filepath.Join(dir, "pp2", "3", "x", "{partition}.jsonl"), true}} {
-		s, err := file.New(file.Config{Path: tc.path, RunID: "r", PerPartition: tc.perPartition})
+		s, err := file.New(file.Config{Path: tc.path, RunID: "r", PerPartition: tc.perPartition, Overwrite: true})
 		if err != nil {
 			t.Errorf("file.New(%q): %v", tc.path, err)
 			continue

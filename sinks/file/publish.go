@@ -37,10 +37,12 @@ func (o output) partitionPath(p int32) string {
 
 // Finish publishes the staged output: partition files concatenated in
 // partition order into Path (after the header row of a CSV file), or with
-// PerPartition each partition's into its own file, atomically. With no
-// staging left (a finished run), it leaves the output alone, creating Path
-// empty (a CSV file with its header row) if it does not exist. Staging of
-// another run is discarded, never published.
+// PerPartition each partition's into its own file, atomically, and records
+// next to each its provenance (.NAME.replay). With no staging (an empty
+// window), it publishes an empty file (a CSV file's header row) at each
+// output path, unless the file there is what this run published already (a
+// re-run of a finished plan). Staging of another run is discarded, never
+// published.
 func (s *Sink) Finish(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -61,16 +63,16 @@ func (s *Sink) Finish(ctx context.Context) error {
 	}
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		if _, err := os.Stat(s.Path); errors.Is(err, os.ErrNotExist) && !s.perPartition {
-			return writeFileSync(s.Path, s.enc.header())
-		}
-		return nil
+		return s.publishEmpty()
 	}
 	if err != nil {
 		return fmt.Errorf("file sink: %w", err)
 	}
 	if err := s.stage.publish(ctx, s.output(), entries); err != nil {
 		return err
+	}
+	if err := s.markOutputs(entries); err != nil {
+		return fmt.Errorf("file sink: %w", err)
 	}
 	return s.dropStaging()
 }
@@ -98,14 +100,7 @@ func (s *Sink) dropStaging() error {
 // same window always produces byte-identical output; with perPartition each
 // as its own file, a JSONL one by a hard link instead of a copy.
 func (st *partStager) publish(ctx context.Context, out output, entries []os.DirEntry) error {
-	var parts []int32
-	for _, e := range entries {
-		n := strings.TrimSuffix(strings.TrimPrefix(e.Name(), "partition-"), ".jsonl")
-		if p, err := strconv.ParseInt(n, 10, 32); err == nil && n != e.Name() {
-			parts = append(parts, int32(p))
-		}
-	}
-	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+	parts := stagedPartitions(entries)
 	if !out.perPartition {
 		if err := st.concat(ctx, out.path, out.enc, parts); err != nil {
 			return fmt.Errorf("file sink: publish %s: %w", out.path, err)
@@ -124,6 +119,20 @@ func (st *partStager) publish(ctx context.Context, out output, entries []os.DirE
 		}
 	}
 	return nil
+}
+
+// stagedPartitions returns the partitions of the staging files among
+// entries (partition-N.jsonl), in partition order.
+func stagedPartitions(entries []os.DirEntry) []int32 {
+	var parts []int32
+	for _, e := range entries {
+		n := strings.TrimSuffix(strings.TrimPrefix(e.Name(), "partition-"), ".jsonl")
+		if p, err := strconv.ParseInt(n, 10, 32); err == nil && n != e.Name() {
+			parts = append(parts, int32(p))
+		}
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+	return parts
 }
 
 // concat writes the output lines of the staging files of parts, in order,

@@ -1,0 +1,149 @@
+package file
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
+)
+
+// provenance is what a file sink records, next to each file it published
+// (.NAME.replay), about it: the run that published it and the file's size
+// and modification time then. A file at an output path whose provenance
+// does not match it was not written by replay, or was changed since: a
+// run refuses to replace it unless the plan says overwrite: true.
+type provenance struct {
+	Run   string `json:"run"`
+	Size  int64  `json:"size"`
+	ModNS int64  `json:"mtime_ns"`
+}
+
+// provenancePath is the provenance file of the output file out.
+func provenancePath(out string) string {
+	return filepath.Join(filepath.Dir(out), "."+filepath.Base(out)+".replay")
+}
+
+// readProvenance returns the provenance of out when it matches the file
+// there (size and modification time as recorded): "", false when out was
+// not published by replay, or changed since.
+func readProvenance(out string) (run string, ok bool) {
+	st, err := os.Stat(out)
+	if err != nil {
+		return "", false
+	}
+	b, err := os.ReadFile(provenancePath(out))
+	if err != nil {
+		return "", false
+	}
+	var p provenance
+	if json.Unmarshal(b, &p) != nil || p.Size != st.Size() || p.ModNS != st.ModTime().UnixNano() {
+		return "", false
+	}
+	return p.Run, true
+}
+
+// markPublished records that run published out as it is now.
+func markPublished(out, run string) error {
+	st, err := os.Stat(out)
+	if err != nil {
+		return err
+	}
+	b, _ := json.Marshal(provenance{Run: run, Size: st.Size(), ModNS: st.ModTime().UnixNano()})
+	return writeFileSync(provenancePath(out), append(b, '\n'))
+}
+
+// checkForeign refuses output files at cfg's path(s) that replay did not
+// publish (or that changed since), unless cfg.Overwrite: publishing would
+// replace them. A path with staging (a run in progress or interrupted
+// there) is replay's.
+func checkForeign(cfg Config, staging string) error {
+	if cfg.Overwrite {
+		return nil
+	}
+	if _, err := os.Stat(staging); err == nil {
+		return nil
+	}
+	paths := []string{cfg.Path}
+	if cfg.PerPartition {
+		matches, _ := filepath.Glob(strings.ReplaceAll(globEscape(cfg.Path), globEscape(plan.PartitionPlaceholder), "*"))
+		paths = paths[:0]
+		for _, m := range matches {
+			if isPartitionPath(cfg.Path, m) {
+				paths = append(paths, m)
+			}
+		}
+	}
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil || !st.Mode().IsRegular() {
+			continue // missing; a directory or device is checkOutputPath's to refuse
+		}
+		if _, ok := readProvenance(p); !ok {
+			return fmt.Errorf("%w: file sink: %s holds a file that replay did not write, or that changed since replay published it (no matching %s): the run would replace it. Move it away or choose another path; or set overwrite: true in the sink to replace it",
+				sinks.ErrRefused, absPath(p), filepath.Base(provenancePath(p)))
+		}
+	}
+	return nil
+}
+
+// isPartitionPath reports whether path is pattern with {partition} replaced
+// by a partition number.
+func isPartitionPath(pattern, path string) bool {
+	before, after, _ := strings.Cut(pattern, plan.PartitionPlaceholder)
+	n, ok := strings.CutPrefix(path, before)
+	if !ok {
+		return false
+	}
+	n, ok = strings.CutSuffix(n, after)
+	if !ok {
+		return false
+	}
+	_, err := strconv.ParseUint(n, 10, 31)
+	return err == nil
+}
+
+// markOutputs records the provenance of the files Finish published from
+// the staging entries.
+func (s *Sink) markOutputs(entries []os.DirEntry) error {
+	if !s.perPartition {
+		return markPublished(s.Path, s.runID)
+	}
+	for _, p := range stagedPartitions(entries) {
+		if err := markPublished(s.output().partitionPath(p), s.runID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// publishEmpty publishes the output of a run that staged nothing (an empty
+// window): an empty file (a CSV file's header row) at each output path
+// (with per_partition, one per partition of the run), replacing what is
+// there, unless the file there is what this very run published already (a
+// re-run of a finished plan).
+func (s *Sink) publishEmpty() error {
+	paths := []string{s.Path}
+	if s.perPartition {
+		paths = paths[:0]
+		for _, p := range s.partitions {
+			paths = append(paths, s.output().partitionPath(p))
+		}
+	}
+	for _, path := range paths {
+		if run, ok := readProvenance(path); ok && run == s.runID {
+			continue
+		}
+		if err := writeFileSync(path, s.enc.header()); err != nil {
+			return fmt.Errorf("file sink: publish %s: %w", path, err)
+		}
+		if err := markPublished(path, s.runID); err != nil {
+			return fmt.Errorf("file sink: %w", err)
+		}
+	}
+	return nil
+}
