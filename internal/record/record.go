@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 )
@@ -114,8 +115,27 @@ type Error struct {
 	Err       error
 }
 
+// MaxErrorText bounds the text of an Error's cause: a sink that rejects a
+// row may quote the whole row (PostgreSQL's "Failing row contains ..."),
+// and a record of megabytes must not become a log line, a summary or a
+// dead letter's reason of that size. The coordinates name the record.
+const MaxErrorText = 512
+
 func (e *Error) Error() string {
-	return fmt.Sprintf("record %s/%d@%d: %v", e.Topic, e.Partition, e.Offset, e.Err)
+	return fmt.Sprintf("record %s/%d@%d: %s", e.Topic, e.Partition, e.Offset, Excerpt(fmt.Sprint(e.Err), MaxErrorText))
+}
+
+// Excerpt returns s cut to at most n bytes (at a UTF-8 boundary) followed by
+// how many bytes were left out; s itself when it is not longer.
+func Excerpt(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d more bytes)", s[:cut], len(s)-cut)
 }
 
 func (e *Error) Unwrap() error { return e.Err }

@@ -3,7 +3,9 @@ package record
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestParseValue(t *testing.T) {
@@ -40,5 +42,18 @@ func TestDeadLetterKeepsParsedValue(t *testing.T) {
 	e := NewError(&d, errors.ErrUnsupported)
 	if e.Error() != "record t/0@7: unsupported operation" || !errors.Is(e, errors.ErrUnsupported) {
 		t.Errorf("error %q", e)
+	}
+}
+
+// A cause that quotes a huge row is cut; the coordinates stay.
+func TestErrorTextIsBounded(t *testing.T) {
+	r := &Record{Topic: "orders", Partition: 2, Offset: 77}
+	long := "value too long: Failing row contains (" + strings.Repeat("é", 100000) + ")"
+	msg := NewError(r, errors.New(long)).Error()
+	if !strings.HasPrefix(msg, "record orders/2@77: value too long") || len(msg) > MaxErrorText+100 || !strings.Contains(msg, "more bytes)") || !utf8.ValidString(msg) {
+		t.Errorf("message of %d bytes: %.120q...", len(msg), msg)
+	}
+	if short := NewError(r, errors.New("bad")).Error(); short != "record orders/2@77: bad" {
+		t.Errorf("short message changed: %q", short)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/encode"
+	"github.com/rs/zerolog"
 )
 
 // Sink writes newline-delimited JSON (see AppendJSONL), or CSV with the
@@ -63,6 +64,7 @@ type Sink struct {
 	runID        string
 	perPartition bool
 	partitions   []int32
+	log          zerolog.Logger
 	// enc is the format (JSONL or CSV), stage the staging layout.
 	enc   encoder
 	stage stager
@@ -126,6 +128,9 @@ type Config struct {
 	// Partitions are the partitions of the run: with PerPartition and an
 	// empty window, Finish publishes an empty file for each.
 	Partitions []int32
+	// Log receives the sink's notices (staging of another run discarded);
+	// default none.
+	Log zerolog.Logger
 }
 
 // New returns the file sink cfg describes, holding the lock of its
@@ -141,7 +146,7 @@ func New(cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{Path: cfg.Path, runID: cfg.RunID, perPartition: cfg.PerPartition, partitions: cfg.Partitions, enc: enc}
+	s := &Sink{Path: cfg.Path, runID: cfg.RunID, perPartition: cfg.PerPartition, partitions: cfg.Partitions, log: cfg.Log, enc: enc}
 	if cfg.Interleave && !cfg.PerPartition && cfg.Format != "csv" {
 		s.stage = newSharedStager(&s.mu, s.stagingDir(), cfg.ValueFormat)
 	} else {

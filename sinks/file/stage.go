@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/replay-tool/replay/internal/record"
@@ -99,11 +100,14 @@ func (s *Sink) prepareStaging() error {
 	case err == nil && string(owner) == s.runID:
 		return nil
 	case err == nil || !errors.Is(err, os.ErrNotExist):
+		s.log.Info().Str("staging", absPath(dir)).Str("run", strings.TrimSpace(string(owner))).Str("this_run", s.runID).
+			Msg("file sink: discarding staging left by another run (another plan, window or resolution): it is never published as this run's output")
 		if err := os.RemoveAll(dir); err != nil {
 			return err
 		}
 	default:
 		if _, statErr := os.Stat(dir); statErr == nil {
+			s.log.Info().Str("staging", absPath(dir)).Msg("file sink: discarding staging without a run identity (left by an older version or a crash while it was created)")
 			if err := os.RemoveAll(dir); err != nil {
 				return err
 			}
