@@ -405,6 +405,12 @@ func dropUnset(problems []Problem, unset map[string][]string) ([]Problem, []stri
 			if pr.Field == path || strings.HasPrefix(pr.Field, path+".") || strings.HasPrefix(pr.Field, path+"[") {
 				drop = true
 			}
+			// A warning about a whole section (no throttle) is not known to
+			// hold while one of its fields is unset: throttle:
+			// {records_per_second: ${RATE}} is a throttle.
+			if pr.Warning && strings.HasPrefix(path, pr.Field+".") {
+				drop = true
+			}
 		}
 		if !drop {
 			kept = append(kept, pr)

@@ -80,3 +80,25 @@ func TestEnvExpansionBesideDollarParen(t *testing.T) {
 		t.Errorf("password %q, description %q", p.Source.SASL.Password, p.Description)
 	}
 }
+
+// A throttle whose rate comes from an unset variable is a throttle:
+// validate without the variable must not warn that there is none.
+func TestUnsetThrottleVariableIsNotAMissingThrottle(t *testing.T) {
+	const file = "  type: file\n  path: out/orders.jsonl\n"
+	src := strings.Replace(minimalPlan, file, "  type: postgres\n  dsn: postgres://app@db/orders\n  table: t\n  overwrite: true\n", 1) +
+		"throttle: {records_per_second: ${RATE}}\n"
+	opts := testOptions()
+	opts.AllowUnsetEnv = true
+	opts.LookupEnv = func(string) (string, bool) { return "", false }
+	for _, w := range mustParse(t, src, opts).Warnings() {
+		t.Errorf("warning %s", w)
+	}
+	opts.LookupEnv = func(string) (string, bool) { return "0", true }
+	var warned bool
+	for _, w := range mustParse(t, src, opts).Warnings() {
+		warned = warned || w.Field == "throttle"
+	}
+	if !warned {
+		t.Error("RATE=0 is no throttle: want the warning")
+	}
+}
