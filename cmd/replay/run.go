@@ -183,11 +183,12 @@ func (a *app) runCmd() *cobra.Command {
 			o.in = cmd.InOrStdin()
 			started := time.Now().UTC()
 			rep, err := a.run(cmd.Context(), files[0], o)
-			var usage usageError
-			if err != nil && rep == nil && o.report != "" && !errors.As(err, &usage) {
-				// Refused or failed before reading: a scheduler still gets a
-				// report, saying why.
+			var badPath reportPathError
+			if err != nil && rep == nil && o.report != "" && !errors.As(err, &badPath) {
+				// Refused, failed before reading, or started wrongly (no
+				// --yes): a scheduler still gets a report, saying why.
 				rep := &runner.Report{PlanFile: files[0], Started: started, Finished: time.Now().UTC(), Error: err.Error()}
+				a.identify(rep, files[0])
 				if werr := a.writeReport(o.report, rep); werr != nil {
 					a.log.Warn().Err(werr).Msg("could not write the report")
 				}
@@ -206,6 +207,23 @@ func (a *app) runCmd() *cobra.Command {
 	return cmd
 }
 
+// reportPathError marks a --report path that cannot be written: no report
+// can say so.
+type reportPathError struct{ error }
+
+func (e reportPathError) Unwrap() error { return e.error }
+
+// identify fills what the report of a run that never started says about
+// its plan (name, fingerprint, topic, group, sink), when the plan file is
+// valid; a report without them cannot be matched to the plan.
+func (a *app) identify(rep *runner.Report, file string) {
+	p, err := plan.Load(file, plan.LoadOptions{Now: a.now})
+	if err != nil {
+		return
+	}
+	rep.Plan, rep.Fingerprint, rep.Topic, rep.Group, rep.Sink = p.Name, p.Fingerprint(), p.Source.Topic, p.Group, string(p.Sink.Type)
+}
+
 // run executes one plan end to end and prints the summary.
 func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Report, error) {
 	if !o.yes && !isTerminal(o.in) {
@@ -216,7 +234,7 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 		return nil, err
 	}
 	if err := checkWritable(o.report); err != nil {
-		return nil, usageError{fmt.Errorf("--report: %w", err)}
+		return nil, usageError{reportPathError{fmt.Errorf("--report: %w", err)}}
 	}
 	opts.Restart, opts.Join = o.restart, o.join
 	if o.join && o.restart {

@@ -99,3 +99,38 @@ func TestStdoutSink(t *testing.T) {
 		t.Errorf("re-run: no info line saying there is nothing to do: %s", r)
 	}
 }
+
+// A run that never starts still leaves a report a scheduler can match to
+// its plan: missing --yes (exit 2) and a refusal (exit 3: a file at the
+// output path that replay did not write, which stays as it was).
+func TestReportOfARunThatNeverStarted(t *testing.T) {
+	sb, seed := newCluster(t, 2, 200)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.jsonl")
+	if err := os.WriteFile(out, []byte("someone's notes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file := writePlan(t, dir, planSpec{name: "never-started", addr: sb.Addr, from: seed.From, to: seed.From.Add(time.Hour), sink: fileSink(out, 100)})
+	check := func(rep, wantErr string) {
+		t.Helper()
+		r := gjson.ParseBytes(readFile(t, rep))
+		if r.Get("plan").Str != "never-started" || r.Get("fingerprint").Str == "" || r.Get("group").Str == "" || r.Get("topic").Str == "" ||
+			!strings.Contains(r.Get("error").Str, wantErr) {
+			t.Errorf("report %s: %s, want the plan's identity and an error with %q", filepath.Base(rep), r.Raw, wantErr)
+		}
+	}
+	noYes := filepath.Join(dir, "no-yes.json")
+	if r := replay(t, "run", "--report", noYes, file); r.code != exitInvalid {
+		t.Fatalf("run without --yes: %s", r)
+	}
+	check(noYes, "add --yes")
+	refused := filepath.Join(dir, "refused.json")
+	r := replay(t, "run", "--yes", "--report", refused, file)
+	if r.code != exitRefused || !strings.Contains(r.stderr, "replay did not write") || !strings.Contains(r.stderr, "overwrite: true") {
+		t.Fatalf("run over a foreign file: %s", r)
+	}
+	check(refused, "replay did not write")
+	if got := string(readFile(t, out)); got != "someone's notes\n" {
+		t.Errorf("the refused run changed the file: %q", got)
+	}
+}
