@@ -180,7 +180,9 @@ func applyRetry(c *Cluster, p *plan.Plan, opts Options) {
 	c.SetRetry(rp)
 }
 
-// Prepare decides what a run of p would do, without changing anything:
+// Prepare decides what a run of p would do, without changing anything
+// (a window that retention cut is a *CutError, returned with the job that
+// shows its ranges, which must not run):
 // it refuses (*SafetyError) a group with active members, with commits not
 // made by replay, or with another plan's checkpoints (unless
 // opts.Restart); it resumes from this plan's checkpoints with the ranges
@@ -219,6 +221,12 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 		return nil, &SafetyError{Group: p.Group, Hint: HintResolveOnce, Reason: "a joined run needs the same fixed ranges in every process, and the group holds no run of this plan yet"}
 	}
 	if job.Resolution, err = Resolve(ctx, c, p, opts.logicalNow()); err != nil {
+		if cut := (*CutError)(nil); errors.As(err, &cut) {
+			// The job cannot run; its ranges show the reviewer where
+			// retention cut the window.
+			job.Fresh, job.Ignored = true, job.Resolution.Unselected
+			return job, err
+		}
 		return nil, err
 	}
 	job.Resolution.logDetails(opts.Log)
@@ -285,6 +293,9 @@ func (j *Job) resume(ctx context.Context, all []int32, cps map[int32]Checkpoint)
 			next = min(o.LogStart, rg.End)
 		}
 		j.Resume[part] = next
+		if next < rg.End {
+			j.c.noteOpenTransaction(ctx, p, &rg)
+		}
 		j.Resolution.Ranges = append(j.Resolution.Ranges, rg)
 	}
 	j.warnAdded(j.addedAmong(j.Ignored))

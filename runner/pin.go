@@ -142,10 +142,13 @@ func (j *Job) pin(ctx context.Context, all []int32, cps map[int32]Checkpoint) er
 func (j *Job) pinRange(ctx context.Context, rg *Range, o source.Offsets) error {
 	topic := j.Plan.Source.Topic
 	rg.LogStart, rg.HighWatermark, rg.LastStable = o.LogStart, o.HighWatermark, o.LastStable
-	if rg.End > o.LastStable {
-		return withHint(fmt.Errorf("partition %s/%d: the pinned range ends at %d but the last readable offset is now %d (high watermark %d): the log was truncated or the topic was created again; resolve the window afresh", topic, rg.Partition, rg.End, o.LastStable, o.HighWatermark), HintResolveAgain)
+	if rg.End > o.HighWatermark {
+		return withHint(fmt.Errorf("partition %s/%d: the pinned range ends at %d but the high watermark is now %d (last stable offset %d): the log was truncated or the topic was created again; resolve the window afresh", topic, rg.Partition, rg.End, o.HighWatermark, o.LastStable), HintResolveAgain)
 	}
 	from := j.from(*rg)
+	if from < rg.End {
+		j.c.noteOpenTransaction(ctx, j.Plan, rg)
+	}
 	if from >= rg.End || from >= o.LogStart {
 		return nil
 	}

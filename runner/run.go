@@ -243,9 +243,10 @@ type partitionErrors struct {
 	errs []error
 }
 
-// keep takes err when it is a partition's data loss and returns nil then.
+// keep takes err when it is a partition's data loss or open transaction
+// (stopsOnePartition) and returns nil then.
 func (l *partitionErrors) keep(err error) error {
-	if !isDataLoss(err) {
+	if !stopsOnePartition(err) {
 		return err
 	}
 	l.mu.Lock()
