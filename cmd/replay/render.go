@@ -126,6 +126,9 @@ type planView struct {
 	// AllowDataLoss is the plan's allow_data_loss: without it, a
 	// start-before-retention row is refused.
 	AllowDataLoss bool `json:"-"`
+	// Refused is set when the plan cannot run as resolved (retention cut
+	// the window): the table shows why.
+	Refused bool `json:"-"`
 }
 
 type planPartition struct {
@@ -250,9 +253,12 @@ func printPlan(w io.Writer, v planView) {
 		fmt.Fprintf(w, "not part of this run: partitions %v\n", v.Ignored)
 	}
 	fmt.Fprintln(w, "eta: "+etaLine(v))
-	if v.NothingToDo {
+	switch {
+	case v.Refused:
+		fmt.Fprintln(w, "nothing can be replayed as the window stands: see the error below")
+	case v.NothingToDo:
 		fmt.Fprintln(w, "nothing to do")
-	} else {
+	default:
 		fmt.Fprintf(w, "%d offsets to replay\n", v.Total.Remaining)
 	}
 }

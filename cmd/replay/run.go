@@ -106,6 +106,7 @@ func (a *app) plan(ctx context.Context, file string, o planOptions) error {
 	if prepErr != nil {
 		// Retention cut the window: the table shows where, then the error
 		// says what to do; nothing is saved.
+		v.Refused = true
 		if o.output == "json" {
 			enc := json.NewEncoder(a.stdout)
 			enc.SetIndent("", "  ")
