@@ -89,6 +89,9 @@ func (j *Job) pin(ctx context.Context, all []int32, cps map[int32]Checkpoint) er
 	if err := checkPinnedPlan(p, pinned); err != nil {
 		return err
 	}
+	if pinned.TopicID != "" && j.topicID != "" && pinned.TopicID != j.topicID {
+		return (&IncarnationError{Topic: p.Source.Topic, Group: p.Group, Recorded: pinned.TopicID, Now: j.topicID, Where: "the resolution file was written", Pinned: true}).refuse()
+	}
 	if err := j.checkPinnedRanges(ctx, all); err != nil {
 		return err
 	}
@@ -114,6 +117,7 @@ func (j *Job) pin(ctx context.Context, all []int32, cps map[int32]Checkpoint) er
 	}
 	res := *pinned
 	res.Ranges = slices.Clone(pinned.Ranges)
+	res.TopicID = j.topicID
 	j.Resolution, j.Fresh, j.Resume, j.committed = &res, !resumable, map[int32]int64{}, map[int32]int64{}
 	j.positions, j.dlPositions = map[int32]int64{}, map[int32]int64{}
 	for i := range res.Ranges {

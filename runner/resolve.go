@@ -74,8 +74,12 @@ type Resolution struct {
 	Plan        string    `json:"plan"`
 	Fingerprint string    `json:"fingerprint"`
 	Topic       string    `json:"topic"`
-	Group       string    `json:"group"`
-	ResolvedAt  time.Time `json:"resolved_at"`
+	// TopicID is the topic's ID at resolution (KIP-516), "" when the
+	// brokers report none: a topic deleted and created again under the
+	// same name has another, and the ranges are refused for it.
+	TopicID    string    `json:"topic_id,omitempty"`
+	Group      string    `json:"group"`
+	ResolvedAt time.Time `json:"resolved_at"`
 	// From and To are the time bounds used (zero for an offsets window; To is
 	// zero when the window runs to the high watermark).
 	From time.Time `json:"from,omitzero"`
@@ -149,7 +153,11 @@ func Resolve(ctx context.Context, c *Cluster, p *plan.Plan, now time.Time) (*Res
 	if err != nil {
 		return nil, err
 	}
-	res := &Resolution{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: topic, Group: p.Group, ResolvedAt: now.UTC(), Unselected: unselected}
+	topicID, err := c.TopicID(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	res := &Resolution{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: topic, TopicID: topicID, Group: p.Group, ResolvedAt: now.UTC(), Unselected: unselected}
 	var cut []error // retention: every partition is resolved, then refused
 	if !p.Window.IsTime() {
 		for _, part := range selected {

@@ -182,3 +182,37 @@ func TestPinnedResolutionChecked(t *testing.T) {
 		t.Fatalf("the untouched file: %s", r)
 	}
 }
+
+// TestRecreatedTopicRefused: a resolution file records the topic's ID; after
+// the topic was deleted and created again under the same name, a run with
+// the file is refused (exit 3) naming both IDs, instead of replaying the new
+// topic's offsets into the old rows.
+func TestRecreatedTopicRefused(t *testing.T) {
+	sb, seed := newCluster(t, 2, 400)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.jsonl")
+	file := writePlan(t, dir, planSpec{name: "recreated", addr: sb.Addr, from: seed.From, to: seed.To.Add(-time.Minute), sink: fileSink(out, 100)})
+	resolution := filepath.Join(dir, "resolution.json")
+	if r := replay(t, "plan", "--out", resolution, file); r.code != exitOK {
+		t.Fatalf("plan --out: %s", r)
+	}
+	var saved struct {
+		TopicID string `json:"topic_id"`
+	}
+	if err := json.Unmarshal(readFile(t, resolution), &saved); err != nil || len(saved.TopicID) != 22 {
+		t.Fatalf("resolution file: topic_id %q (%v)", saved.TopicID, err)
+	}
+	if r := replay(t, "run", "--yes", "--resolution", resolution, file); r.code != exitOK {
+		t.Fatalf("run: %s", r)
+	}
+	if err := sb.DeleteTopic("orders"); err != nil {
+		t.Fatal(err)
+	}
+	sb.CreateTopic(t, "orders", 2, nil)
+	sb.Seed(t, sandbox.Seed{Topic: "orders", N: 600, From: seed.From, To: seed.To, Rand: 3})
+	r := replay(t, "run", "--yes", "--resolution", resolution, file)
+	if r.code != exitRefused || !strings.Contains(r.text(), saved.TopicID) || !strings.Contains(r.text(), "deleted and created again") {
+		t.Fatalf("want exit %d naming topic id %s, got %s", exitRefused, saved.TopicID, r)
+	}
+	t.Logf("refusal: %s", r.text())
+}
