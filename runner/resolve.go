@@ -71,9 +71,9 @@ func (r Range) Records() int64 { return r.End - r.Start }
 // at one moment. It never changes during a run: the topic keeps growing, the
 // replay does not chase it.
 type Resolution struct {
-	Plan        string    `json:"plan"`
-	Fingerprint string    `json:"fingerprint"`
-	Topic       string    `json:"topic"`
+	Plan        string `json:"plan"`
+	Fingerprint string `json:"fingerprint"`
+	Topic       string `json:"topic"`
 	// TopicID is the topic's ID at resolution (KIP-516), "" when the
 	// brokers report none: a topic deleted and created again under the
 	// same name has another, and the ranges are refused for it.
