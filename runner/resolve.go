@@ -240,7 +240,7 @@ func (c *Cluster) noteOpenTransaction(ctx context.Context, p *plan.Plan, rg *Ran
 	if i := strings.Index(rg.Detail, openTxnNote); i >= 0 { // an earlier note (a pinned file)
 		rg.Detail = strings.TrimSuffix(rg.Detail[:i], "; ")
 	}
-	if p.Source.Isolation != plan.ReadCommitted || rg.LastStable >= rg.End || c == nil || c.Cluster == nil {
+	if p.Source.Isolation != plan.ReadCommitted || rg.LastStable >= rg.End || rg.Start >= rg.End || c == nil || c.Cluster == nil {
 		return
 	}
 	rg.OpenTransaction = true

@@ -210,7 +210,7 @@ var fieldDocs = map[string]string{
 	"Window.skew_margin":       "Widen the offset search by this much on both sides, then filter strictly by record timestamp (producer clock skew), e.g. 5m.",
 
 	"OffsetRange.from": "Inclusive start offset: a number or earliest (the log start offset).",
-	"OffsetRange.to":   "Exclusive end offset: a number or latest (the high watermark, or the last stable offset under read_committed).",
+	"OffsetRange.to":   "Exclusive end offset: a number or latest (the high watermark at resolution; under read_committed a run waits for a transaction open below it, see source.open_transaction_timeout).",
 
 	"Retry.max_elapsed":           "How long one broker call to the source cluster may keep failing with retriable errors before the run fails (exit 1, resumable), e.g. 5m (default), up to 24h; 0s fails at the first error.",
 	"Throttle.records_per_second": "Records per second across all partitions, up to 1e9; 0 is unlimited.",
