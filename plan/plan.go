@@ -93,6 +93,12 @@ type Source struct {
 	SASL      SASL   `yaml:"sasl"`
 	// ClientID is sent to the brokers so operators can tell replay traffic apart.
 	ClientID string `yaml:"client_id"`
+	// OpenTransactionTimeout is how long, under read_committed, a partition
+	// whose reading caught up with its last stable offset (KIP-98) below the
+	// range end waits for an open transaction to end before the run fails
+	// (exit 1, resumable); default DefaultOpenTransactionTimeout, 0 fails at
+	// once. Not part of the fingerprint.
+	OpenTransactionTimeout Duration `yaml:"open_transaction_timeout"`
 }
 
 // TLS configures an encrypted connection. Files are PEM encoded.
@@ -227,6 +233,17 @@ const DefaultRetryMaxElapsed = 5 * time.Minute
 // MaxRetryMaxElapsed bounds Retry.MaxElapsed: a cluster down for longer
 // than a day needs a person, not a waiting run.
 const MaxRetryMaxElapsed = 24 * time.Hour
+
+// DefaultOpenTransactionTimeout is Source.OpenTransactionTimeout when the
+// plan leaves it out: a little above Kafka's default transaction.timeout.ms
+// (1 minute) times the default transaction.max.timeout.ms ratio, long
+// enough for a slow producer, short enough for a stuck one to be noticed.
+const DefaultOpenTransactionTimeout = 5 * time.Minute
+
+// MaxOpenTransactionTimeout bounds Source.OpenTransactionTimeout: Kafka
+// aborts a transaction after transaction.max.timeout.ms (15 minutes by
+// default) at the latest; a day covers any broker setting.
+const MaxOpenTransactionTimeout = 24 * time.Hour
 
 // Retry says how broker calls to the source cluster that fail with an
 // error Kafka calls retriable are retried.
@@ -411,6 +428,10 @@ func (p *Plan) applyDefaults() {
 	if _, written := p.pos["retry.max_elapsed"]; p.Retry.MaxElapsed == 0 && !written {
 		// A cluster's bad minutes (a broker restart, a leader election) pass.
 		p.Retry.MaxElapsed = Duration(DefaultRetryMaxElapsed)
+	}
+	if _, written := p.pos["source.open_transaction_timeout"]; p.Source.OpenTransactionTimeout == 0 && !written {
+		// A producer's transaction may take a while to commit.
+		p.Source.OpenTransactionTimeout = Duration(DefaultOpenTransactionTimeout)
 	}
 	if p.OnError == "" {
 		// A record that cannot be processed stops the run: nothing is lost silently.

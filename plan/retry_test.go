@@ -33,3 +33,38 @@ func TestRetry(t *testing.T) {
 		t.Errorf("retry changed the fingerprint: %s != %s", a, b)
 	}
 }
+
+// TestOpenTransactionTimeout: source.open_transaction_timeout defaults to
+// 5m when absent, keeps a written 0s (fail at once), refuses more than 24h,
+// warns under read_uncommitted (nothing waits there), and leaves the
+// fingerprint alone.
+func TestOpenTransactionTimeout(t *testing.T) {
+	withTimeout := func(v string) string {
+		return strings.Replace(minimalPlan, "  topic: orders\n", "  topic: orders\n  open_transaction_timeout: "+v+"\n", 1)
+	}
+	if got := time.Duration(mustParse(t, minimalPlan, LoadOptions{}).Source.OpenTransactionTimeout); got != DefaultOpenTransactionTimeout {
+		t.Errorf("default %s, want %s", got, DefaultOpenTransactionTimeout)
+	}
+	if got := mustParse(t, withTimeout("0s"), LoadOptions{}).Source.OpenTransactionTimeout; got != 0 {
+		t.Errorf("written 0s became %s", time.Duration(got))
+	}
+	if got := time.Duration(mustParse(t, withTimeout("30s"), LoadOptions{}).Source.OpenTransactionTimeout); got != 30*time.Second {
+		t.Errorf("30s became %s", got)
+	}
+	for src, want := range map[string]string{
+		withTimeout("25h"): "source.open_transaction_timeout: 25h0m0s is above the limit of 24h",
+		withTimeout("300"): "has no unit",
+	} {
+		if got := parseProblems(t, src, LoadOptions{}); !strings.Contains(got, want) {
+			t.Errorf("%q: problems %q, want %q", src, got, want)
+		}
+	}
+	p := mustParse(t, strings.Replace(withTimeout("1m"), "  topic: orders\n", "  topic: orders\n  isolation: read_uncommitted\n", 1), LoadOptions{})
+	if ws := p.Warnings(); len(ws) != 1 || ws[0].Field != "source.open_transaction_timeout" {
+		t.Errorf("read_uncommitted: warnings %v, want one at source.open_transaction_timeout", ws)
+	}
+	a := mustParse(t, minimalPlan, LoadOptions{}).Fingerprint()
+	if b := mustParse(t, withTimeout("1h"), LoadOptions{}).Fingerprint(); a != b {
+		t.Errorf("open_transaction_timeout changed the fingerprint: %s != %s", a, b)
+	}
+}

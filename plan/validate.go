@@ -285,6 +285,12 @@ func (v *validator) retry() {
 	if d := time.Duration(v.p.Retry.MaxElapsed); d > MaxRetryMaxElapsed {
 		v.add("retry.max_elapsed", "%s is above the limit of 24h: write e.g. 5m (the default), or 0s to fail at the first broker error", d)
 	}
+	if d := time.Duration(v.p.Source.OpenTransactionTimeout); d > MaxOpenTransactionTimeout {
+		v.add("source.open_transaction_timeout", "%s is above the limit of 24h: write e.g. 5m (the default), or 0s to fail as soon as an open transaction holds a partition back", d)
+	}
+	if _, written := v.p.pos["source.open_transaction_timeout"]; written && v.p.Source.Isolation == ReadUncommitted {
+		v.warn("source.open_transaction_timeout", "applies to read_committed only: under read_uncommitted nothing waits for open transactions; remove it")
+	}
 }
 
 func (v *validator) throttle() {

@@ -29,6 +29,9 @@ type checkpointMeta struct {
 	// Iv is the start of the schedule interval the range belongs to (RFC
 	// 3339, UTC); omitted for a plan without a schedule.
 	Iv string `json:"iv,omitempty"`
+	// Tid is the topic's ID (KIP-516, 22 characters) the range was
+	// resolved on; omitted when the brokers report none.
+	Tid string `json:"tid,omitempty"`
 }
 
 const metaTool = "replay"
@@ -56,6 +59,9 @@ type Checkpoint struct {
 	// Interval is the start of the schedule interval the range belongs to;
 	// zero for a plan without a schedule.
 	Interval time.Time
+	// TopicID is the ID of the topic the range was resolved on (KIP-516);
+	// "" when unknown.
+	TopicID string
 }
 
 // Done reports whether the partition's range is finished.
@@ -81,6 +87,7 @@ func checkpointOf(cm source.Committed) Checkpoint {
 	var m checkpointMeta
 	if json.Unmarshal([]byte(cm.Metadata), &m) == nil && m.Tool == metaTool {
 		cp.Replay, cp.Plan, cp.Fingerprint, cp.Start, cp.End, cp.Position, cp.DeadLetterPosition = true, m.Plan, m.Fingerprint, m.Start, m.End, m.Pos, m.DPos
+		cp.TopicID = m.Tid
 		if t, err := time.Parse(time.RFC3339, m.Iv); err == nil {
 			cp.Interval = t.UTC()
 		}

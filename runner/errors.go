@@ -54,6 +54,11 @@ const (
 	// and committed: run the plan again once the cluster is healthy, and
 	// it resumes there.
 	HintResume Hint = "resume"
+	// HintOpenTransaction: an open transaction held a partition back for
+	// longer than source.open_transaction_timeout; everything before it is
+	// in the sink and committed: run the plan again once the transaction
+	// ended (or with a longer timeout), and it resumes there.
+	HintOpenTransaction Hint = "open-transaction"
 )
 
 // hinted is an error with a Hint.

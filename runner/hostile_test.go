@@ -25,6 +25,7 @@ import (
 	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/sandbox"
+	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks/file"
 )
 
@@ -265,53 +266,209 @@ func TestTransactionalWindow(t *testing.T) {
 	}
 }
 
-// A transaction still open at resolution time: under read_committed the
-// range ends at the last stable offset (before the open transaction), the
-// run does not wait for it, and nothing of it is delivered. Under
-// read_uncommitted the range ends at the high watermark and includes it.
-func TestOpenTransactionAtResolution(t *testing.T) {
-	sb := newTestCluster(t, 2, "orders")
+// openTxnLayout seeds txnLayout, leaves a transaction open on partition 0
+// at offsets 11-12, and then commits records of other producers after it: a
+// second transactional producer (13-14, its marker 15) and a plain one
+// (16). Under read_committed the last stable offset stays at 11 until the
+// open transaction ends; the high watermark is 17.
+func openTxnLayout(t *testing.T, sb *sandbox.Sandbox) *txnProducer {
+	t.Helper()
 	tp := seedTxns(t, sb)
 	if got := tp.transaction(0, false, kgo.TryAbort, "open-a", "open-b"); !slices.Equal(got, []int64{11, 12}) {
 		t.Fatalf("open transaction at %v, want [11 12]", got)
 	}
-	const lso, hwm = 11, 13
-	tests := []struct {
-		name, source, window string
-		end                  int64
-		want                 [][]string
-	}{
-		{"read_committed/latest", "", "  offsets: {0: {from: earliest, to: latest}}", lso,
-			[][]string{p0Plain, p0Committed}},
-		{"read_committed/time-window", ", partitions: [0]", fmt.Sprintf("  from: %s", t0.Add(-time.Hour).Format(time.RFC3339)), lso,
-			[][]string{p0Plain, p0Committed}},
-		{"read_uncommitted/latest", ", isolation: read_uncommitted", "  offsets: {0: {from: earliest, to: latest}}", hwm,
-			[][]string{p0Plain, p0Aborted, p0Committed, {"0/11", "0/12"}}},
+	other, err := kgo.NewClient(kgo.SeedBrokers(sb.Addr), kgo.DefaultProduceTopic("orders"), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.TransactionalID("other-txn"), kgo.TransactionTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
+	defer other.Close()
+	if err := other.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	got := tp.produce(other, 0, "after-a", "after-b")
+	if err := other.EndTransaction(context.Background(), kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if got = append(got, tp.produce(tp.plain, 0, "after-plain")...); !slices.Equal(got, []int64{13, 14, 16}) {
+		t.Fatalf("records after the open transaction at %v, want [13 14 16]", got)
+	}
+	return tp
+}
+
+// kcatCommitted is what kcat reads of partition 0 of orders under
+// read_committed, as "partition/offset".
+func kcatCommitted(t *testing.T, sb *sandbox.Sandbox) []string {
+	t.Helper()
+	out := testenv.Kcat(t, "-C", "-b", sb.Addr, "-t", "orders", "-p", "0", "-o", "beginning", "-e", "-q",
+		"-X", "isolation.level=read_committed", "-f", "%p/%o\n")
+	return strings.Fields(string(out))
+}
+
+var openTxnWindows = []struct{ name, source, window string }{
+	{"latest", "", "  offsets: {0: {from: earliest, to: latest}}"},
+	{"time-window", ", partitions: [0]", fmt.Sprintf("  from: %s", t0.Add(-time.Hour).Format(time.RFC3339))},
+}
+
+// A transaction open at resolution, with committed records after it: under
+// read_committed the range ends at the high watermark, the run delivers
+// what is stable and waits; once the transaction commits, the run finishes
+// with exactly what a read_committed consumer (kcat) reads. Under
+// read_uncommitted the range ends at the high watermark and nothing waits.
+func TestOpenTransactionWaits(t *testing.T) {
+	const lso, hwm = 11, 17
+	for _, w := range openTxnWindows {
+		t.Run(w.name, func(t *testing.T) {
+			sb := newTestCluster(t, 2, "orders")
+			tp := openTxnLayout(t, sb)
 			out := t.TempDir() + "/out.jsonl"
-			p := hostilePlan(t, sb, "orders", tc.source, tc.window, out)
-			p.Group = "replay." + strings.NewReplacer("/", "-", "_", "-").Replace(tc.name)
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			p := hostilePlan(t, sb, "orders", w.source+", open_transaction_timeout: 1m", w.window, out)
+			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 			defer cancel()
-			job, rep, err := runPlan(t, ctx, p, nil)
+			c := connect(t, p)
+			job, err := Prepare(ctx, c, p, testOptions(t))
 			if err != nil {
-				t.Fatalf("run: %v", err)
+				t.Fatal(err)
 			}
 			r := job.Resolution.Ranges[0]
-			if r.End != tc.end || r.HighWatermark != hwm || r.LastStable != lso && p.Source.Isolation == plan.ReadCommitted {
-				t.Fatalf("resolved %+v, want end %d (high watermark %d, last stable offset %d)", r, tc.end, hwm, lso)
+			if r.End != hwm || r.LastStable != lso || !r.OpenTransaction || len(r.Producers) != 1 || r.Producers[0].TransactionalID != "seed-txn" || r.Producers[0].TxnStartOffset != lso {
+				t.Fatalf("resolved %+v, want end %d past the last stable offset %d, producer seed-txn named", r, hwm, lso)
 			}
-			want := slices.Concat(tc.want...)
-			if got := readCoords(t, out); !slices.Equal(sorted(got), sorted(want)) {
-				t.Fatalf("delivered %v: %s", sorted(got), diff(want, got))
+			fs, err := file.NewJSONL(out, job.RunID())
+			if err != nil {
+				t.Fatal(err)
 			}
-			if pr := rep.Partitions[0]; !pr.Done || pr.Next != tc.end {
-				t.Fatalf("report: next %d done %v, want %d", pr.Next, pr.Done, tc.end)
+			defer fs.Close()
+			type result struct {
+				rep *Report
+				err error
 			}
-			wantCommits(t, connect(t, p), p, map[int32]int64{0: tc.end})
+			done := make(chan result, 1)
+			go func() { rep, err := job.Run(ctx, fs); done <- result{rep, err} }()
+			// What is stable is delivered and committed while the run waits.
+			testenv.Eventually(t, 20*time.Second, 100*time.Millisecond, func() bool {
+				return commits(t, c, p.Group, "orders", 0)[0].Offset == lso
+			}, "the records before the open transaction committed (offset %d)", lso)
+			select {
+			case res := <-done:
+				t.Fatalf("the run ended while the transaction is open: %v", res.err)
+			case <-time.After(time.Second):
+			}
+			if err := tp.txn.EndTransaction(context.Background(), kgo.TryCommit); err != nil {
+				t.Fatal(err)
+			}
+			res := <-done
+			if res.err != nil {
+				t.Fatalf("run: %v", res.err)
+			}
+			want := kcatCommitted(t, sb)
+			if got := readCoords(t, out); !slices.Equal(sorted(got), sorted(want)) || len(want) != 11 {
+				t.Fatalf("delivered %v, kcat reads %v: %s", sorted(got), want, diff(want, got))
+			}
+			if pr := res.rep.Partitions[0]; !pr.Done || pr.Next != hwm {
+				t.Fatalf("report: next %d done %v, want %d", pr.Next, pr.Done, hwm)
+			}
+			wantCommits(t, c, p, map[int32]int64{0: hwm})
 		})
+	}
+	t.Run("read_uncommitted", func(t *testing.T) {
+		sb := newTestCluster(t, 2, "orders")
+		openTxnLayout(t, sb)
+		out := t.TempDir() + "/out.jsonl"
+		p := hostilePlan(t, sb, "orders", ", isolation: read_uncommitted", "  offsets: {0: {from: earliest, to: latest}}", out)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		job, _, err := runPlan(t, ctx, p, nil)
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+		if r := job.Resolution.Ranges[0]; r.End != hwm || r.OpenTransaction {
+			t.Fatalf("resolved %+v, want end %d, nothing to wait for", r, hwm)
+		}
+		want := slices.Concat(p0Plain, p0Aborted, p0Committed, []string{"0/11", "0/12", "0/13", "0/14", "0/16"})
+		if got := readCoords(t, out); !slices.Equal(sorted(got), sorted(want)) {
+			t.Fatalf("delivered %v: %s", sorted(got), diff(want, got))
+		}
+	})
+}
+
+// A transaction that stays open past source.open_transaction_timeout fails
+// the partition: what is before it is delivered and committed, the error
+// names the partition, the last stable offset and the high watermark, and a
+// run after the transaction committed resumes and finishes exactly.
+func TestOpenTransactionTimeout(t *testing.T) {
+	const lso, hwm = 11, 17
+	for _, w := range openTxnWindows {
+		t.Run(w.name, func(t *testing.T) {
+			sb := newTestCluster(t, 2, "orders")
+			tp := openTxnLayout(t, sb)
+			out := t.TempDir() + "/out.jsonl"
+			p := hostilePlan(t, sb, "orders", w.source+", open_transaction_timeout: 2s", w.window, out)
+			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+			defer cancel()
+			start := time.Now()
+			_, rep, err := runPlan(t, ctx, p, nil)
+			var ote *source.OpenTransactionError
+			if !errors.As(err, &ote) || ote.Partition != 0 || ote.LastStable != lso || ote.HighWatermark != hwm || len(ote.Producers) != 1 {
+				t.Fatalf("run: %v, want an open transaction at %d (high watermark %d) with its producer", err, lso, hwm)
+			}
+			if HintOf(err) != HintOpenTransaction {
+				t.Errorf("hint %q, want %q", HintOf(err), HintOpenTransaction)
+			}
+			for _, s := range []string{"orders/0 at offset 11", "last stable offset of orders/0 at 11", "high watermark 17", "transactional id seed-txn"} {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not say %q", err, s)
+				}
+			}
+			if el := time.Since(start); el < 2*time.Second {
+				t.Errorf("failed after %s, before the timeout of 2s", el)
+			}
+			if pr := rep.Partitions[0]; pr.Done || pr.Next != lso {
+				t.Errorf("report: next %d done %v, want %d and not done", pr.Next, pr.Done, lso)
+			}
+			if cp := commits(t, connect(t, p), p.Group, "orders", 0)[0]; cp.Offset != lso {
+				t.Fatalf("committed %d, want %d", cp.Offset, lso)
+			}
+			// The transaction commits; the same plan resumes and finishes.
+			if err := tp.txn.EndTransaction(context.Background(), kgo.TryCommit); err != nil {
+				t.Fatal(err)
+			}
+			job, rep, err := runPlan(t, ctx, p, nil)
+			if err != nil {
+				t.Fatalf("resume: %v", err)
+			}
+			if job.Fresh || job.Resume[0] != lso {
+				t.Fatalf("resumed fresh=%v from %d, want from %d", job.Fresh, job.Resume[0], lso)
+			}
+			want := kcatCommitted(t, sb)
+			if got := readCoords(t, out); !slices.Equal(sorted(got), sorted(want)) || len(want) != 11 {
+				t.Fatalf("delivered %v, kcat reads %v: %s", sorted(got), want, diff(want, got))
+			}
+			if pr := rep.Partitions[0]; !pr.Done || pr.Next != hwm {
+				t.Fatalf("report: next %d done %v, want %d", pr.Next, pr.Done, hwm)
+			}
+			wantCommits(t, connect(t, p), p, map[int32]int64{0: hwm})
+		})
+	}
+}
+
+// An offsets window ending past the last stable offset (inside the open
+// transaction's span) resolves; one ending past the high watermark does
+// not exist yet.
+func TestOpenTransactionOffsetEnd(t *testing.T) {
+	sb := newTestCluster(t, 2, "orders")
+	openTxnLayout(t, sb)
+	p := hostilePlan(t, sb, "orders", "", "  offsets: {0: {from: 0, to: 15}}", t.TempDir()+"/out.jsonl")
+	job, err := Prepare(context.Background(), connect(t, p), p, testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := job.Resolution.Ranges[0]; r.End != 15 || !r.OpenTransaction || !strings.Contains(r.Detail, "last stable offset at 11") {
+		t.Fatalf("resolved %+v, want end 15 with the open transaction noted", r)
+	}
+	p = hostilePlan(t, sb, "orders", "", "  offsets: {0: {from: 0, to: 18}}", t.TempDir()+"/out.jsonl")
+	if _, err := Prepare(context.Background(), connect(t, p), p, testOptions(t)); err == nil || !strings.Contains(err.Error(), "beyond the high watermark 17") {
+		t.Fatalf("prepare: %v, want the end beyond the high watermark", err)
 	}
 }
 

@@ -54,7 +54,19 @@ func (j *Job) Sample(ctx context.Context) ([]RangeSample, error) {
 	g.SetLimit(sampleParallelism)
 	for i, r := range j.Resolution.Ranges {
 		g.Go(func() error {
-			s, err := j.c.sampleRange(gctx, j.Resolution.Topic, r.Partition, j.Plan.Source.Isolation, j.from(r), r.End, sampleRecords)
+			// Offsets below the log start are gone (a window retention
+			// cut); under read_committed nothing past the last stable
+			// offset can be read yet (an open transaction).
+			from, end := max(j.from(r), r.LogStart), r.End
+			if j.Plan.Source.Isolation == plan.ReadCommitted && r.LastStable < end {
+				end = max(r.LastStable, from)
+			}
+			s, err := j.c.sampleRange(gctx, j.Resolution.Topic, r.Partition, j.Plan.Source.Isolation, from, end, sampleRecords)
+			if end < r.End && s.Sampled > 0 {
+				// The bytes of what cannot be read yet are estimated.
+				s.Exact = false
+				s.Bytes = int64(math.Round(float64(s.Bytes) / float64(max(end-from, 1)) * float64(r.End-from)))
+			}
 			out[i] = s
 			return err
 		})

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"sync/atomic"
@@ -139,6 +140,9 @@ type Job struct {
 	member atomic.Pointer[source.Member]
 	// budget counts records that cannot be processed against max_errors.
 	budget *errorBudget
+	// topicID is the topic's ID when the job was prepared (KIP-516); ""
+	// when the brokers report none.
+	topicID string
 }
 
 // NothingToDo reports whether every partition already reached its end.
@@ -180,7 +184,9 @@ func applyRetry(c *Cluster, p *plan.Plan, opts Options) {
 	c.SetRetry(rp)
 }
 
-// Prepare decides what a run of p would do, without changing anything:
+// Prepare decides what a run of p would do, without changing anything
+// (a window that retention cut is a *CutError, returned with the job that
+// shows its ranges, which must not run):
 // it refuses (*SafetyError) a group with active members, with commits not
 // made by replay, or with another plan's checkpoints (unless
 // opts.Restart); it resumes from this plan's checkpoints with the ranges
@@ -204,7 +210,16 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 	if err != nil {
 		return nil, err
 	}
-	job := &Job{Plan: p, c: c, opts: opts}
+	topicID, err := c.TopicID(ctx, p.Source.Topic)
+	if err != nil {
+		return nil, err
+	}
+	if !opts.Restart {
+		if err := checkIncarnation(p, cps, topicID); err != nil {
+			return nil, err
+		}
+	}
+	job := &Job{Plan: p, c: c, opts: opts, topicID: topicID}
 	if opts.Pinned != nil {
 		return job, job.pin(ctx, all, cps)
 	}
@@ -219,6 +234,12 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 		return nil, &SafetyError{Group: p.Group, Hint: HintResolveOnce, Reason: "a joined run needs the same fixed ranges in every process, and the group holds no run of this plan yet"}
 	}
 	if job.Resolution, err = Resolve(ctx, c, p, opts.logicalNow()); err != nil {
+		if cut := (*CutError)(nil); errors.As(err, &cut) {
+			// The job cannot run; its ranges show the reviewer where
+			// retention cut the window.
+			job.Fresh, job.Ignored = true, job.Resolution.Unselected
+			return job, err
+		}
 		return nil, err
 	}
 	job.Resolution.logDetails(opts.Log)
@@ -270,7 +291,7 @@ func (j *Job) resume(ctx context.Context, all []int32, cps map[int32]Checkpoint)
 	if err != nil {
 		return err
 	}
-	j.Resolution = &Resolution{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: p.Source.Topic, Group: p.Group, ResolvedAt: j.opts.Now().UTC()}
+	j.Resolution = &Resolution{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: p.Source.Topic, TopicID: j.topicID, Group: p.Group, ResolvedAt: j.opts.Now().UTC()}
 	j.Resume, j.committed, j.positions, j.dlPositions = map[int32]int64{}, map[int32]int64{}, map[int32]int64{}, map[int32]int64{}
 	for _, part := range parts {
 		cp, o := cps[part], offs[part]
@@ -285,6 +306,9 @@ func (j *Job) resume(ctx context.Context, all []int32, cps map[int32]Checkpoint)
 			next = min(o.LogStart, rg.End)
 		}
 		j.Resume[part] = next
+		if next < rg.End {
+			j.c.noteOpenTransaction(ctx, p, &rg)
+		}
 		j.Resolution.Ranges = append(j.Resolution.Ranges, rg)
 	}
 	j.warnAdded(j.addedAmong(j.Ignored))
@@ -358,3 +382,76 @@ func (j *Job) warnAdded(added []int32) {
 // Discarded lists the partitions whose checkpoints of an earlier run the
 // job discards when it runs (Options.Restart): the command asks first.
 func (j *Job) Discarded() []int32 { return slices.Clone(j.discarded) }
+
+// IncarnationError refuses ranges resolved on another incarnation of the
+// topic: it was deleted and created again under the same name (KIP-516
+// topic IDs differ). Its offsets name other records, so resuming would
+// read another log, and a sink keyed by topic, partition and offset would
+// have the new records overwrite the old ones. It comes wrapped in a
+// *SafetyError (refused: the command line exits 3).
+type IncarnationError struct {
+	Topic, Group string
+	// Recorded is the topic ID the checkpoints or the resolution file
+	// record (Where says which), Now the topic's ID now.
+	Recorded, Now, Where string
+	// Pinned is true when a resolution file records the old ID.
+	Pinned bool
+}
+
+func (e *IncarnationError) Error() string {
+	return fmt.Sprintf("topic %s was deleted and created again since %s: that was on topic ID %s, and the topic now has ID %s; its offsets now name other records, so replaying them would read another log and, in a sink keyed by topic, partition and offset, write the new records over the old ones. %s",
+		e.Topic, e.Where, e.Recorded, e.Now, e.advice())
+}
+
+func (e *IncarnationError) advice() string {
+	if e.Pinned {
+		return "Replay the new topic with a new resolution file, into another sink or after clearing the rows of the old one"
+	}
+	return "Replay the new topic under another group (or into another sink), or re-run with --restart to replay it from scratch in this one"
+}
+
+// refuse wraps e in the *SafetyError the command line reports (exit 3).
+func (e *IncarnationError) refuse() error {
+	se := &SafetyError{Group: e.Group, Reason: e.Error(), Err: e}
+	if e.Pinned {
+		se.Hint = HintResolveAgain
+	}
+	return se
+}
+
+// checkIncarnation refuses (*IncarnationError) checkpoints of the group
+// made on another incarnation of the topic (their metadata records its ID).
+// Kafka drops a deleted topic's commits from every group, so these are
+// commits a run made after the topic was created again, with the ranges of
+// the old one.
+func checkIncarnation(p *plan.Plan, cps map[int32]Checkpoint, topicID string) error {
+	if topicID == "" {
+		return nil
+	}
+	parts := slices.Sorted(maps.Keys(cps))
+	for _, part := range parts {
+		if cp := cps[part]; cp.Replay && cp.Offset >= 0 && cp.TopicID != "" && cp.TopicID != topicID {
+			return (&IncarnationError{Topic: p.Source.Topic, Group: p.Group, Recorded: cp.TopicID, Now: topicID,
+				Where: fmt.Sprintf("the group's checkpoints were made (partition %d at offset %d)", part, cp.Offset)}).refuse()
+		}
+	}
+	return nil
+}
+
+// checkSameTopic re-reads the topic's ID at the end of a run: a topic
+// deleted and created again while the run read it is an
+// *IncarnationError, before anything is published.
+func (j *Job) checkSameTopic(ctx context.Context) error {
+	if j.Resolution.TopicID == "" {
+		return nil
+	}
+	id, err := j.c.TopicID(ctx, j.Resolution.Topic)
+	if err != nil {
+		return fmt.Errorf("check the topic's ID at the end of the run: %w", err)
+	}
+	if id != "" && id != j.Resolution.TopicID {
+		return (&IncarnationError{Topic: j.Resolution.Topic, Group: j.Plan.Group, Recorded: j.Resolution.TopicID, Now: id,
+			Where: "this run resolved its ranges (during the run: records of both may have reached the sink, and nothing was published)"}).refuse()
+	}
+	return nil
+}

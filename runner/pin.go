@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/source"
@@ -78,13 +79,20 @@ func (f resolutionFile) check() error {
 // pin binds the job to opts.Pinned, a resolution fixed earlier by `replay
 // plan --out`, instead of resolving the window again. It refuses
 // (*SafetyError) a resolution made for another plan or version of the plan,
-// and a group that holds checkpoints of this plan for other ranges (an
+// one whose ranges lie outside what the plan's window can resolve to (a
+// hand-edited file: checkPinnedRanges), and a group that holds checkpoints of this plan for other ranges (an
 // earlier run that was resolved differently: finish or discard it first).
 // A range whose start (or checkpoint) retention has deleted since is a
 // *RetentionError unless the plan sets allow_data_loss.
 func (j *Job) pin(ctx context.Context, all []int32, cps map[int32]Checkpoint) error {
 	p, pinned := j.Plan, j.opts.Pinned
 	if err := checkPinnedPlan(p, pinned); err != nil {
+		return err
+	}
+	if pinned.TopicID != "" && j.topicID != "" && pinned.TopicID != j.topicID {
+		return (&IncarnationError{Topic: p.Source.Topic, Group: p.Group, Recorded: pinned.TopicID, Now: j.topicID, Where: "the resolution file was written", Pinned: true}).refuse()
+	}
+	if err := j.checkPinnedRanges(ctx, all); err != nil {
 		return err
 	}
 	resumable, err := classify(p, cps, j.opts.Restart)
@@ -109,6 +117,7 @@ func (j *Job) pin(ctx context.Context, all []int32, cps map[int32]Checkpoint) er
 	}
 	res := *pinned
 	res.Ranges = slices.Clone(pinned.Ranges)
+	res.TopicID = j.topicID
 	j.Resolution, j.Fresh, j.Resume, j.committed = &res, !resumable, map[int32]int64{}, map[int32]int64{}
 	j.positions, j.dlPositions = map[int32]int64{}, map[int32]int64{}
 	for i := range res.Ranges {
@@ -142,10 +151,13 @@ func (j *Job) pin(ctx context.Context, all []int32, cps map[int32]Checkpoint) er
 func (j *Job) pinRange(ctx context.Context, rg *Range, o source.Offsets) error {
 	topic := j.Plan.Source.Topic
 	rg.LogStart, rg.HighWatermark, rg.LastStable = o.LogStart, o.HighWatermark, o.LastStable
-	if rg.End > o.LastStable {
-		return withHint(fmt.Errorf("partition %s/%d: the pinned range ends at %d but the last readable offset is now %d (high watermark %d): the log was truncated or the topic was created again; resolve the window afresh", topic, rg.Partition, rg.End, o.LastStable, o.HighWatermark), HintResolveAgain)
+	if rg.End > o.HighWatermark {
+		return withHint(fmt.Errorf("partition %s/%d: the pinned range ends at %d but the high watermark is now %d (last stable offset %d): the log was truncated or the topic was created again; resolve the window afresh", topic, rg.Partition, rg.End, o.HighWatermark, o.LastStable), HintResolveAgain)
 	}
 	from := j.from(*rg)
+	if from < rg.End {
+		j.c.noteOpenTransaction(ctx, j.Plan, rg)
+	}
 	if from >= rg.End || from >= o.LogStart {
 		return nil
 	}
@@ -205,4 +217,117 @@ func samePinnedRanges(p *plan.Plan, pinned *Resolution, cps map[int32]Checkpoint
 		return &SafetyError{Group: p.Group, Hint: hint, Reason: fmt.Sprintf("it holds checkpoints of this plan for other ranges than the resolution file pins (partition %d: the group's run has [%d, %d), the file %s): an earlier run of this plan was resolved differently", part, cp.Start, cp.End, pin)}
 	}
 	return nil
+}
+
+// checkPinnedRanges refuses (*SafetyError) a resolution file whose window
+// or ranges are not what the plan's window can resolve to: a file edited by
+// hand after review, or made for another window. The ranges of a file
+// `replay plan --out` wrote always pass, however much the topic grew since:
+//   - a time window's bounds must be the plan's, evaluated at the file's
+//     resolved_at (which may not lie in the future);
+//   - every partition must be one the plan selects;
+//   - a range must lie inside the offsets the window gives now: from the
+//     first offset stamped at or after from (any start when retention
+//     deleted the partition's head since: pinRange decides about that) to
+//     the first offset stamped at or after to, or the high watermark; an
+//     offsets window's fixed offsets bound its ranges the same way.
+//
+// An empty range passes anywhere up to the high watermark: it replays
+// nothing.
+func (j *Job) checkPinnedRanges(ctx context.Context, all []int32) error {
+	p, pinned := j.Plan, j.opts.Pinned
+	if p.Window.IsSchedule() {
+		return nil
+	}
+	refuse := func(format string, args ...any) error {
+		return &SafetyError{Group: p.Group, Hint: HintResolveAgain, Reason: "the resolution file does not fit the plan's window: " + fmt.Sprintf(format, args...) + "; the file was edited after it was written, or was made for another window"}
+	}
+	topic := p.Source.Topic
+	selected, _, err := selectPartitions(p, all)
+	if err != nil {
+		return err
+	}
+	parts := make([]int32, 0, len(pinned.Ranges))
+	for _, rg := range pinned.Ranges {
+		if !slices.Contains(selected, rg.Partition) {
+			if !slices.Contains(all, rg.Partition) {
+				continue // pin says the topic lost it
+			}
+			return refuse("it has a range for partition %s/%d, [%d, %d), which the plan does not select (it selects %v)", topic, rg.Partition, rg.Start, rg.End, selected)
+		}
+		parts = append(parts, rg.Partition)
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	offs, err := j.c.ListOffsets(ctx, topic, parts, plan.ReadUncommitted)
+	if err != nil {
+		return err
+	}
+	lo, hi := map[int32]int64{}, map[int32]int64{}
+	for _, part := range parts {
+		lo[part], hi[part] = 0, offs[part].HighWatermark
+	}
+	window := "the offsets window"
+	if p.Window.IsTime() {
+		if pinned.ResolvedAt.After(j.opts.Now().Add(time.Minute)) {
+			return refuse("its resolved_at %s lies in the future", pinned.ResolvedAt.Format(time.RFC3339Nano))
+		}
+		from, to := p.Window.Bounds(pinned.ResolvedAt)
+		if !from.Equal(pinned.From) || !to.Equal(pinned.To) {
+			return refuse("its window is [%s, %s), but the plan's window resolved at the file's resolved_at %s is [%s, %s)",
+				timeOrDash(pinned.From), timeOrDash(pinned.To), pinned.ResolvedAt.Format(time.RFC3339Nano), timeOrDash(from), timeOrDash(to))
+		}
+		window = fmt.Sprintf("the window [%s, %s)", timeOrDash(from), timeOrDash(to))
+		margin := time.Duration(p.Window.SkewMargin)
+		starts, err := j.c.OffsetsAt(ctx, topic, parts, from.Add(-margin), plan.ReadUncommitted)
+		if err != nil {
+			return err
+		}
+		for _, part := range parts {
+			if s := starts[part]; s >= 0 && s > offs[part].LogStart {
+				lo[part] = s // at the log start, retention may have deleted the real start
+			}
+		}
+		if !to.IsZero() {
+			ends, err := j.c.OffsetsAt(ctx, topic, parts, to.Add(margin), plan.ReadUncommitted)
+			if err != nil {
+				return err
+			}
+			for _, part := range parts {
+				if e := ends[part]; e >= 0 {
+					hi[part] = min(hi[part], e)
+				}
+			}
+		}
+	} else {
+		for _, part := range parts {
+			w := p.Window.OffsetRangeOf(part)
+			if !w.From.Earliest && !w.From.Latest {
+				lo[part] = w.From.Offset
+			}
+			if !w.To.Earliest && !w.To.Latest {
+				hi[part] = min(hi[part], w.To.Offset)
+			}
+		}
+	}
+	for _, rg := range pinned.Ranges {
+		if !slices.Contains(parts, rg.Partition) {
+			continue
+		}
+		l, h := lo[rg.Partition], hi[rg.Partition]
+		empty := rg.Start == rg.End && rg.End <= offs[rg.Partition].HighWatermark
+		if !empty && (rg.Start < l || rg.End > h) {
+			return refuse("partition %s/%d: its range [%d, %d) lies outside [%d, %d), the offsets %s can resolve to now (%d offsets instead of at most %d)",
+				topic, rg.Partition, rg.Start, rg.End, l, h, window, rg.End-rg.Start, max(h-l, 0))
+		}
+	}
+	return nil
+}
+
+func timeOrDash(t time.Time) string {
+	if t.IsZero() {
+		return "high watermark"
+	}
+	return t.UTC().Format(time.RFC3339Nano)
 }

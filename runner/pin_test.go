@@ -232,3 +232,53 @@ func TestReadResolutionRejects(t *testing.T) {
 		})
 	}
 }
+
+// A hand-edited resolution file of an offsets window is refused (a
+// *SafetyError naming the partition and the range) when a range reaches
+// past the window's fixed end or below its fixed start, or pins a
+// partition the plan does not select; the untouched file passes.
+func TestPinnedRangesChecked(t *testing.T) {
+	sb := newTestCluster(t, 3, "orders")
+	seed(t, sb, "orders", 600, t0, time.Hour)
+	out := filepath.Join(t.TempDir(), "out.jsonl")
+	p := testPlan(t, sb, fmt.Sprintf(`
+version: 1
+name: pinned
+source: {brokers: ["%%ADDR%%"], topic: orders}
+group: replay.pinned
+window:
+  offsets: {0: {from: 10, to: 50}, 1: {from: earliest, to: latest}}
+sink: {type: file, path: %s, batch_size: 100}
+`, out))
+	c := connect(t, p)
+	res := saveResolution(t, c, p)
+	tests := []struct {
+		name string
+		edit func(r *Resolution)
+		want string // "" passes
+	}{
+		{"untouched", func(r *Resolution) {}, ""},
+		{"narrowed", func(r *Resolution) { r.Ranges[0].Start = 20 }, ""},
+		{"end past to", func(r *Resolution) { r.Ranges[0].End = 60 }, "partition orders/0: its range [10, 60) lies outside [10, 50)"},
+		{"start below from", func(r *Resolution) { r.Ranges[0].Start = 5 }, "partition orders/0: its range [5, 50) lies outside [10, 50)"},
+		{"end past latest", func(r *Resolution) { r.Ranges[1].End = r.Ranges[1].HighWatermark + 5 }, "partition orders/1: its range"},
+		{"partition not selected", func(r *Resolution) {
+			r.Ranges = append(r.Ranges, Range{Partition: 2, Start: 0, End: 10})
+		}, "partition orders/2, [0, 10), which the plan does not select"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			edited := *res
+			edited.Ranges = slices.Clone(res.Ranges)
+			tt.edit(&edited)
+			_, err := Prepare(context.Background(), c, p, pinned(t, &edited))
+			var se *SafetyError
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("prepare: %v", err)
+			case tt.want != "" && (!errors.As(err, &se) || !strings.Contains(err.Error(), tt.want) || HintOf(err) != HintResolveAgain):
+				t.Fatalf("prepare: %v, want a refusal saying %q", err, tt.want)
+			}
+		})
+	}
+}

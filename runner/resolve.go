@@ -2,8 +2,10 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -52,6 +54,13 @@ type Range struct {
 	// Detail explains an outcome that is not obvious, e.g. why a time window
 	// selects nothing in a partition that holds records.
 	Detail string `json:"detail,omitempty"`
+	// OpenTransaction is true when, under read_committed, the range ends
+	// past the last stable offset: a transaction is open there (KIP-98),
+	// and a run waits for it to end (source.open_transaction_timeout).
+	// Producers are the producers with a transaction open on the partition,
+	// where the broker tells them (DescribeProducers, KIP-664).
+	OpenTransaction bool              `json:"open_transaction,omitempty"`
+	Producers       []source.Producer `json:"open_producers,omitempty"`
 }
 
 // Records is the number of offsets in the range (an upper bound on records:
@@ -62,11 +71,15 @@ func (r Range) Records() int64 { return r.End - r.Start }
 // at one moment. It never changes during a run: the topic keeps growing, the
 // replay does not chase it.
 type Resolution struct {
-	Plan        string    `json:"plan"`
-	Fingerprint string    `json:"fingerprint"`
-	Topic       string    `json:"topic"`
-	Group       string    `json:"group"`
-	ResolvedAt  time.Time `json:"resolved_at"`
+	Plan        string `json:"plan"`
+	Fingerprint string `json:"fingerprint"`
+	Topic       string `json:"topic"`
+	// TopicID is the topic's ID at resolution (KIP-516), "" when the
+	// brokers report none: a topic deleted and created again under the
+	// same name has another, and the ranges are refused for it.
+	TopicID    string    `json:"topic_id,omitempty"`
+	Group      string    `json:"group"`
+	ResolvedAt time.Time `json:"resolved_at"`
 	// From and To are the time bounds used (zero for an offsets window; To is
 	// zero when the window runs to the high watermark).
 	From time.Time `json:"from,omitzero"`
@@ -116,11 +129,16 @@ func (e *RetentionError) Error() string {
 
 // Resolve fixes p's window to per-partition offset ranges:
 // start = ListOffsets(from), the first offset whose timestamp is >= from;
-// end = ListOffsets(to), or the high watermark (the last stable offset
-// under read_committed) when to is unset or no record is that late. A
-// window with no record at or after from is empty at the high watermark,
-// never the whole topic. A start that retention already deleted is a
-// *RetentionError unless the plan sets allow_data_loss.
+// end = ListOffsets(to), or the high watermark when to is unset or no
+// record is that late. The lookups by time read the whole log
+// (read_uncommitted): under read_committed a lookup answers nothing for a
+// record past the last stable offset, which would end the range before an
+// open transaction and drop the committed records after it. A range that
+// ends past the last stable offset is marked (Range.OpenTransaction): a run
+// waits for the transaction to end. A window with no record at or after
+// from is empty at the high watermark, never the whole topic. A start that
+// retention already deleted is a *RetentionError unless the plan sets
+// allow_data_loss.
 func Resolve(ctx context.Context, c *Cluster, p *plan.Plan, now time.Time) (*Resolution, error) {
 	topic := p.Source.Topic
 	all, err := c.Partitions(ctx, topic)
@@ -135,37 +153,110 @@ func Resolve(ctx context.Context, c *Cluster, p *plan.Plan, now time.Time) (*Res
 	if err != nil {
 		return nil, err
 	}
-	res := &Resolution{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: topic, Group: p.Group, ResolvedAt: now.UTC(), Unselected: unselected}
+	topicID, err := c.TopicID(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	res := &Resolution{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: topic, TopicID: topicID, Group: p.Group, ResolvedAt: now.UTC(), Unselected: unselected}
+	var cut []error // retention: every partition is resolved, then refused
 	if !p.Window.IsTime() {
 		for _, part := range selected {
 			rg, err := offsetRange(topic, part, p.Window.OffsetRangeOf(part), offs[part], p.AllowDataLoss)
+			if re := (*RetentionError)(nil); errors.As(err, &re) {
+				cut, err = append(cut, err), nil
+			}
 			if err != nil {
 				return nil, err
 			}
 			res.Ranges = append(res.Ranges, rg)
 		}
-		return res, nil
+		return res, c.finishResolution(ctx, p, res, cut)
 	}
 	res.From, res.To = p.Window.Bounds(now)
 	margin := time.Duration(p.Window.SkewMargin)
-	starts, err := c.OffsetsAt(ctx, topic, selected, res.From.Add(-margin), p.Source.Isolation)
+	starts, err := c.OffsetsAt(ctx, topic, selected, res.From.Add(-margin), plan.ReadUncommitted)
 	if err != nil {
 		return nil, err
 	}
 	ends := map[int32]int64{}
 	if !res.To.IsZero() {
-		if ends, err = c.OffsetsAt(ctx, topic, selected, res.To.Add(margin), p.Source.Isolation); err != nil {
+		if ends, err = c.OffsetsAt(ctx, topic, selected, res.To.Add(margin), plan.ReadUncommitted); err != nil {
 			return nil, err
 		}
 	}
 	for _, part := range selected {
 		rg, err := c.checkTimeRange(ctx, p, timeRange(part, starts[part], endOr(ends, part), offs[part]), res.From.Add(-margin))
+		if re := (*RetentionError)(nil); errors.As(err, &re) {
+			cut, err = append(cut, err), nil
+		}
 		if err != nil {
 			return nil, err
 		}
 		res.Ranges = append(res.Ranges, rg)
 	}
-	return res, nil
+	return res, c.finishResolution(ctx, p, res, cut)
+}
+
+// CutError is a resolution refused because retention already deleted the
+// start of the window in some partitions (each a *RetentionError) and the
+// plan does not set allow_data_loss. Resolution holds every partition's
+// range, the refused ones with outcome start-before-retention, for the
+// reviewer to see (replay plan prints the table, then the error).
+type CutError struct {
+	Resolution *Resolution
+	Errs       []error
+}
+
+func (e *CutError) Error() string {
+	msgs := make([]string, len(e.Errs))
+	for i, err := range e.Errs {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func (e *CutError) Unwrap() []error { return e.Errs }
+
+// finishResolution notes the ranges an open transaction holds back, and
+// returns a *CutError when retention cut the window (cut).
+func (c *Cluster) finishResolution(ctx context.Context, p *plan.Plan, res *Resolution, cut []error) error {
+	for i := range res.Ranges {
+		c.noteOpenTransaction(ctx, p, &res.Ranges[i])
+	}
+	if len(cut) > 0 {
+		return &CutError{Resolution: res, Errs: cut}
+	}
+	return nil
+}
+
+// openTxnNote starts the Detail of a range an open transaction holds back.
+const openTxnNote = "open transaction: "
+
+// noteOpenTransaction marks a range that ends past its partition's last
+// stable offset under read_committed (Range.OpenTransaction), naming the
+// producers where the broker tells them, and says so in its Detail.
+func (c *Cluster) noteOpenTransaction(ctx context.Context, p *plan.Plan, rg *Range) {
+	rg.OpenTransaction, rg.Producers = false, nil
+	if i := strings.Index(rg.Detail, openTxnNote); i >= 0 { // an earlier note (a pinned file)
+		rg.Detail = strings.TrimSuffix(rg.Detail[:i], "; ")
+	}
+	if p.Source.Isolation != plan.ReadCommitted || rg.LastStable >= rg.End || rg.Start >= rg.End || c == nil || c.Cluster == nil {
+		return
+	}
+	rg.OpenTransaction = true
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rg.Producers, _ = c.OpenProducers(dctx, p.Source.Topic, rg.Partition) // best effort: for the reviewer
+	who := ""
+	if len(rg.Producers) > 0 {
+		who = " (" + rg.Producers[0].String() + ")"
+	}
+	note := fmt.Sprintf(openTxnNote+"a transaction%s holds the last stable offset at %d, below the range end %d (high watermark %d): a run delivers the records before it and waits up to %s (source.open_transaction_timeout) for it to end; the committed records after it are never skipped",
+		who, rg.LastStable, rg.End, rg.HighWatermark, time.Duration(p.Source.OpenTransactionTimeout))
+	if rg.Detail != "" {
+		note = rg.Detail + "; " + note
+	}
+	rg.Detail = note
 }
 
 // checkTimeRange explains a range after the last record, and decides
@@ -186,10 +277,17 @@ func (c *Cluster) checkTimeRange(ctx context.Context, p *plan.Plan, rg Range, fr
 		if err != nil {
 			return rg, err
 		}
-		if first.Before(from) {
+		switch {
+		case first.Before(from):
 			rg.Outcome = InRange // the deleted records were older than the window
-		} else if !p.AllowDataLoss {
+		case !p.AllowDataLoss:
 			return rg, &RetentionError{Topic: topic, Partition: part, Start: rg.Start, LogStart: rg.LogStart, FirstTime: first}
+		default:
+			// Which of the deleted offsets were stamped in the window is
+			// gone with them: all of [0, log start) may have been.
+			rg.Lost = rg.LogStart
+			rg.Detail = fmt.Sprintf("retention deleted the start of the window: the first record still stored, at offset %d, is stamped %s, at or after from; allow_data_loss replays from there; up to %d offsets of the window ([0, %d)) are lost (their timestamps went with them)",
+				rg.LogStart, first.UTC().Format(time.RFC3339Nano), rg.LogStart, rg.LogStart)
 		}
 	}
 	return rg, nil
@@ -203,10 +301,11 @@ func endOr(ends map[int32]int64, p int32) int64 {
 }
 
 // timeRange maps the ListOffsets answers for from (start, -1 = none) and to
-// (end, -1 = none or unset) to a range.
+// (end, -1 = none or unset) to a range, which never ends past the high
+// watermark.
 func timeRange(part int32, start, end int64, o source.Offsets) Range {
 	rg := Range{Partition: part, LogStart: o.LogStart, HighWatermark: o.HighWatermark, LastStable: o.LastStable}
-	upper := o.LastStable
+	upper := o.HighWatermark
 	switch {
 	case o.HighWatermark == o.LogStart:
 		rg.Start, rg.End, rg.Outcome = o.HighWatermark, o.HighWatermark, EmptyPartition
@@ -239,22 +338,24 @@ func offsetRange(topic string, part int32, w plan.OffsetRange, o source.Offsets,
 		case s.Earliest:
 			return o.LogStart
 		case s.Latest:
-			return o.LastStable
+			return o.HighWatermark
 		}
 		return s.Offset
 	}
 	rg.Start, rg.End = pick(w.From), pick(w.To)
-	if rg.End > o.LastStable {
-		return rg, fmt.Errorf("partition %s/%d: window end %d is beyond the last readable offset %d (high watermark %d, last stable offset %d): those records do not exist yet; use to: latest or a lower offset", topic, part, rg.End, o.LastStable, o.HighWatermark, o.LastStable)
+	if rg.End > o.HighWatermark {
+		return rg, fmt.Errorf("partition %s/%d: window end %d is beyond the high watermark %d (last stable offset %d): those records do not exist yet; use to: latest or a lower offset", topic, part, rg.End, o.HighWatermark, o.LastStable)
 	}
 	if rg.Start > rg.End {
 		return rg, fmt.Errorf("partition %s/%d: window start %d is after its end %d", topic, part, rg.Start, rg.End)
 	}
 	if rg.Start < o.LogStart {
 		if !allowLoss {
+			rg.Outcome = StartBeforeRetention
 			return rg, &RetentionError{Topic: topic, Partition: part, Start: rg.Start, LogStart: o.LogStart}
 		}
 		rg.Lost = min(o.LogStart, rg.End) - rg.Start
+		rg.Detail = fmt.Sprintf("retention deleted offsets [%d, %d) of the window: allow_data_loss replays from %d; the %d offsets are lost", rg.Start, rg.Start+rg.Lost, rg.Start+rg.Lost, rg.Lost)
 		rg.Start = min(o.LogStart, rg.End)
 		rg.Outcome = StartBeforeRetention
 	}

@@ -82,6 +82,9 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	if err != nil {
 		return rep, err
 	}
+	if err := j.checkSameTopic(work); err != nil {
+		return rep, err
+	}
 	return rep, j.publish(work, sink, rep)
 }
 
@@ -193,7 +196,7 @@ func (j *Job) CommitMetadata(partition int32) string {
 }
 
 func (j *Job) meta(r Range) checkpointMeta {
-	m := checkpointMeta{Tool: metaTool, Plan: j.Plan.Name, Fingerprint: j.Resolution.Fingerprint, Start: r.Start, End: r.End}
+	m := checkpointMeta{Tool: metaTool, Plan: j.Plan.Name, Fingerprint: j.Resolution.Fingerprint, Start: r.Start, End: r.End, Tid: j.Resolution.TopicID}
 	if j.Interval != nil {
 		m.Iv = j.Interval.Start.UTC().Format(time.RFC3339)
 	}
@@ -243,9 +246,10 @@ type partitionErrors struct {
 	errs []error
 }
 
-// keep takes err when it is a partition's data loss and returns nil then.
+// keep takes err when it is a partition's data loss or open transaction
+// (stopsOnePartition) and returns nil then.
 func (l *partitionErrors) keep(err error) error {
-	if !isDataLoss(err) {
+	if !stopsOnePartition(err) {
 		return err
 	}
 	l.mu.Lock()

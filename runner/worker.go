@@ -294,17 +294,21 @@ func (w *partitionWorker) write(recs []record.Record) (*failure, error) {
 func (w *partitionWorker) reader() *source.Reader {
 	j, s := w.job, w.state
 	return j.c.NewReader(source.ReaderConfig{Topic: j.Resolution.Topic, Partition: s.Partition, Isolation: j.Plan.Source.Isolation,
-		Start: s.from, End: s.End, AllowLoss: j.Plan.AllowDataLoss, Log: &w.log})
+		Start: s.from, End: s.End, AllowLoss: j.Plan.AllowDataLoss, Log: &w.log,
+		WaitOpenTransactions: true, OpenTransactionTimeout: time.Duration(j.Plan.Source.OpenTransactionTimeout)})
 }
 
 // failLost ends a partition whose read failed: records deleted under the
-// reader, or the source cluster failing for longer than the retry budget.
+// reader, the source cluster failing for longer than the retry budget, or
+// an open transaction holding the partition for longer than
+// source.open_transaction_timeout.
 // The records already fetched are written and committed first (after a
 // data loss they exist nowhere else any more): the checkpoint then stands
 // exactly at the offset the error names, which a resume starts from.
 func (w *partitionWorker) failLost(ctx context.Context, err error) error {
 	var re *source.RetryError
-	budget := errors.As(err, &re)
+	var ote *source.OpenTransactionError
+	budget := errors.As(err, &re) || errors.As(err, &ote)
 	if !isDataLoss(err) && !budget {
 		return err
 	}
@@ -321,9 +325,28 @@ func (w *partitionWorker) failLost(ctx context.Context, err error) error {
 	if pe, ok := err.(*PartitionError); ok && budget {
 		// The reader's position may be past what the sink holds; the
 		// commit above stores exactly what it holds.
-		return withHint(&PartitionError{Topic: pe.Topic, Partition: pe.Partition, Offset: w.commits.Committed(), Err: pe.Err}, HintResume)
+		hint := HintResume
+		if ote != nil {
+			hint = HintOpenTransaction
+		}
+		return withHint(&PartitionError{Topic: pe.Topic, Partition: pe.Partition, Offset: w.commits.Committed(), Err: pe.Err}, hint)
 	}
 	return err
+}
+
+// stopsOnePartition reports whether err ends one partition and lets the
+// others run to their end: a data loss, or an open transaction that did not
+// end in time.
+func stopsOnePartition(err error) bool {
+	if h, ok := err.(*hinted); ok && h.hint == HintOpenTransaction {
+		err = h.err
+	}
+	pe, ok := err.(*PartitionError)
+	if !ok {
+		return false
+	}
+	_, ok = pe.Err.(*source.OpenTransactionError)
+	return ok || isDataLoss(err)
 }
 
 // isDataLoss reports whether err is exactly a partition's data loss (and

@@ -206,3 +206,32 @@ func retentionSetup(t *testing.T, sb *testenv.Kafka) {
 		t.Fatal(err)
 	}
 }
+
+// TestPlanRetentionCutShowsTable: `replay plan` on a window retention
+// already cut, without allow_data_loss, prints the table with its
+// start-before-retention rows (text and JSON), then the error, and exits 1;
+// `replay run` refuses the same way, before touching the sink.
+func TestPlanRetentionCutShowsTable(t *testing.T) {
+	for _, tt := range []struct{ name, window string }{
+		{"time", fmt.Sprintf("  from: %s\n  to: %s", minutes(-60), minutes(50))},
+		{"offsets", "  offsets: {0: {from: 5, to: 60}}"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			sb := testenv.NewKafka(t, testenv.Topics("orders"))
+			retentionSetup(t, sb)
+			file := goldenPlan(t, sb.Addr, "retention-cut-"+tt.name, tt.window, "")
+			r := replay(t, "plan", file)
+			if r.code != exitFailed || !strings.Contains(r.stderr, "the window starts before the log start offset") {
+				t.Fatalf("plan: want exit 1 with the retention error: %s", r)
+			}
+			checkGolden(t, "plan-retention-cut-"+tt.name+".txt", mask(r.stdout))
+			r = replay(t, "plan", "-o", "json", file)
+			if r.code != exitFailed || !json.Valid([]byte(r.stdout)) || !strings.Contains(r.stdout, `"outcome": "start-before-retention"`) {
+				t.Fatalf("plan -o json: want exit 1 and the JSON table: %s", r)
+			}
+			if r := replay(t, "run", "--yes", file); r.code != exitFailed || !strings.Contains(r.stdout+r.stderr, "start-before-retention") {
+				t.Fatalf("run: want exit 1 showing the start-before-retention row: %s", r)
+			}
+		})
+	}
+}

@@ -126,6 +126,12 @@ type planView struct {
 	ETA         string          `json:"eta"`         // a duration, or "unthrottled"
 	NothingToDo bool            `json:"nothing_to_do"`
 	Ignored     []int32         `json:"ignored_partitions,omitempty"`
+	// AllowDataLoss is the plan's allow_data_loss: without it, a
+	// start-before-retention row is refused.
+	AllowDataLoss bool `json:"-"`
+	// Refused is set when the plan cannot run as resolved (retention cut
+	// the window): the table shows why.
+	Refused bool `json:"-"`
 }
 
 type planPartition struct {
@@ -158,7 +164,7 @@ func newPlanView(job *runner.Job, samples []runner.RangeSample, pinned string) p
 	res, p := job.Resolution, job.Plan
 	v := planView{Plan: res.Plan, Fingerprint: res.Fingerprint, Topic: res.Topic, Group: res.Group, ResolvedAt: res.ResolvedAt,
 		From: res.From, To: res.To, Relative: p.Window.Relative(), Resuming: !job.Fresh, Pinned: pinned, Partitions: []planPartition{}, NothingToDo: job.NothingToDo(),
-		Ignored:  job.Ignored,
+		Ignored: job.Ignored, AllowDataLoss: p.AllowDataLoss,
 		Throttle: throttleView{RecordsPerSecond: p.Throttle.RecordsPerSecond, BytesPerSecond: int64(p.Throttle.BytesPerSecond)}}
 	for i, r := range res.Ranges {
 		from := r.Start
@@ -217,27 +223,45 @@ func printPlan(w io.Writer, v planView) {
 	fmt.Fprintf(t, "TOTAL\t\t\t%d\t%d\t\t\t%s\n", v.Total.Records, v.Total.Remaining, estimate(v.Total.Bytes, exact))
 	t.Flush()
 	for _, p := range v.Partitions {
+		if p.OpenTransaction {
+			who := ""
+			if len(p.Producers) > 0 {
+				who = " (" + p.Producers[0].String() + ")"
+			}
+			fmt.Fprintf(w, "partition %d: open-transaction: a transaction%s holds the last stable offset at %d, below the end %d (high watermark %d): a run delivers what is before it and waits for it to end (source.open_transaction_timeout)\n",
+				p.Partition, who, p.LastStable, p.End, p.HighWatermark)
+		}
 		if p.Outcome != runner.StartBeforeRetention {
 			continue
 		}
 		lost := ""
-		if p.Lost > 0 {
+		switch {
+		case p.Lost > 0 && !v.From.IsZero():
+			lost = fmt.Sprintf(", up to %d offsets of the window are lost", p.Lost)
+		case p.Lost > 0:
 			lost = fmt.Sprintf(", %d offsets of the window are lost", p.Lost)
 		}
 		at := ""
 		if p.First != nil && p.First.Offset == p.LogStart {
 			at = " (written " + p.First.Timestamp.Format(timeLayout) + ")"
 		}
-		fmt.Fprintf(w, "partition %d: start-before-retention: retention deleted the start of the window; the first available offset is %d%s; allow_data_loss replays from there%s\n",
-			p.Partition, p.LogStart, at, lost)
+		then := "allow_data_loss replays from there" + lost
+		if !v.AllowDataLoss {
+			then = "refused: set allow_data_loss: true to replay from there, or narrow the window"
+		}
+		fmt.Fprintf(w, "partition %d: start-before-retention: retention deleted the start of the window; the first available offset is %d%s; %s\n",
+			p.Partition, p.LogStart, at, then)
 	}
 	if len(v.Ignored) > 0 {
 		fmt.Fprintf(w, "not part of this run: partitions %v\n", v.Ignored)
 	}
 	fmt.Fprintln(w, "eta: "+etaLine(v))
-	if v.NothingToDo {
+	switch {
+	case v.Refused:
+		fmt.Fprintln(w, "nothing can be replayed as the window stands: see the error below")
+	case v.NothingToDo:
 		fmt.Fprintln(w, "nothing to do")
-	} else {
+	default:
 		fmt.Fprintf(w, "%d offsets to replay\n", v.Total.Remaining)
 	}
 }
@@ -315,6 +339,8 @@ func hintText(h runner.Hint) string {
 		return "Only 'replay run --join' processes of this plan may share its group."
 	case runner.HintResume:
 		return "The source cluster kept failing for longer than retry.max_elapsed: once it is healthy, re-run the same command to resume from the committed offsets (or raise retry.max_elapsed to ride out longer outages)."
+	case runner.HintOpenTransaction:
+		return "A producer left a transaction open: once it commits or aborts (or the broker times it out), re-run the same command to resume from the committed offsets (or raise source.open_transaction_timeout to wait longer)."
 	}
 	return ""
 }

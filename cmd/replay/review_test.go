@@ -115,3 +115,104 @@ func TestPlanDetailedExitcode(t *testing.T) {
 		})
 	}
 }
+
+// TestPinnedResolutionChecked: a resolution file edited by hand after
+// review is refused (exit 3) with the partition and the offending range
+// named, before anything is written: a range that reaches past the window's
+// end or starts before its start, a window that is not the plan's. The
+// untouched file runs.
+func TestPinnedResolutionChecked(t *testing.T) {
+	sb, seed := newCluster(t, 3, 3000)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.jsonl")
+	spec := planSpec{name: "pinned", addr: sb.Addr, from: seed.From.Add(6 * time.Hour), to: seed.From.Add(12 * time.Hour), sink: fileSink(out, 100)}
+	file := writePlan(t, dir, spec)
+	resolution := filepath.Join(dir, "resolution.json")
+	if r := replay(t, "plan", "--out", resolution, file); r.code != exitOK {
+		t.Fatalf("plan --out: %s", r)
+	}
+	orig := readFile(t, resolution)
+	edit := func(t *testing.T, change func(f map[string]any, ranges []any)) string {
+		t.Helper()
+		var f map[string]any
+		if err := json.Unmarshal(orig, &f); err != nil {
+			t.Fatal(err)
+		}
+		change(f, f["ranges"].([]any))
+		b, err := json.MarshalIndent(f, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "edited.json")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	set := func(i int, key string, v float64) func(map[string]any, []any) {
+		return func(_ map[string]any, rs []any) { rs[i].(map[string]any)[key] = v }
+	}
+	tests := []struct {
+		name   string
+		change func(map[string]any, []any)
+		want   []string
+	}{
+		{"end past the window", set(1, "end", 1000), []string{"partition orders/1", "its range [", ", 1000) lies outside ["}},
+		{"start before the window", set(2, "start", 0), []string{"partition orders/2", "its range [0, ", "lies outside ["}},
+		{"another window", func(f map[string]any, _ []any) { f["to"] = seed.To.Format(time.RFC3339) }, []string{"its window is [", "the plan's window resolved at"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := edit(t, tt.change)
+			r := replay(t, "run", "--yes", "--resolution", path, file)
+			if r.code != exitRefused || !strings.Contains(r.text(), "does not fit the plan's window") {
+				t.Fatalf("want exit %d refusing the file, got %s", exitRefused, r)
+			}
+			for _, s := range tt.want {
+				if !strings.Contains(r.text(), s) {
+					t.Errorf("the refusal does not say %q: %s", s, r.text())
+				}
+			}
+			if lineCount(t, out) != 0 {
+				t.Fatalf("a refused file wrote records")
+			}
+		})
+	}
+	if r := replay(t, "run", "--yes", "--resolution", resolution, file); r.code != exitOK {
+		t.Fatalf("the untouched file: %s", r)
+	}
+}
+
+// TestRecreatedTopicRefused: a resolution file records the topic's ID; after
+// the topic was deleted and created again under the same name, a run with
+// the file is refused (exit 3) naming both IDs, instead of replaying the new
+// topic's offsets into the old rows.
+func TestRecreatedTopicRefused(t *testing.T) {
+	sb, seed := newCluster(t, 2, 400)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.jsonl")
+	file := writePlan(t, dir, planSpec{name: "recreated", addr: sb.Addr, from: seed.From, to: seed.To.Add(-time.Minute), sink: fileSink(out, 100)})
+	resolution := filepath.Join(dir, "resolution.json")
+	if r := replay(t, "plan", "--out", resolution, file); r.code != exitOK {
+		t.Fatalf("plan --out: %s", r)
+	}
+	var saved struct {
+		TopicID string `json:"topic_id"`
+	}
+	if err := json.Unmarshal(readFile(t, resolution), &saved); err != nil || len(saved.TopicID) != 22 {
+		t.Fatalf("resolution file: topic_id %q (%v)", saved.TopicID, err)
+	}
+	if r := replay(t, "run", "--yes", "--resolution", resolution, file); r.code != exitOK {
+		t.Fatalf("run: %s", r)
+	}
+	if err := sb.DeleteTopic("orders"); err != nil {
+		t.Fatal(err)
+	}
+	sb.CreateTopic(t, "orders", 2, nil)
+	sb.Seed(t, sandbox.Seed{Topic: "orders", N: 600, From: seed.From, To: seed.To, Rand: 3})
+	r := replay(t, "run", "--yes", "--resolution", resolution, file)
+	if r.code != exitRefused || !strings.Contains(r.text(), saved.TopicID) || !strings.Contains(r.text(), "deleted and created again") {
+		t.Fatalf("want exit %d naming topic id %s, got %s", exitRefused, saved.TopicID, r)
+	}
+	t.Logf("refusal: %s", r.text())
+}

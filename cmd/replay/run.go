@@ -29,6 +29,9 @@ func (a *app) prepare(ctx context.Context, file string, opts runner.Options) (*r
 	opts.Log = a.log
 	opts.At = a.at
 	job, err := runner.Prepare(ctx, c, p, opts)
+	if cut := (*runner.CutError)(nil); errors.As(err, &cut) && job != nil {
+		return job, c, err // the ranges show where retention cut the window
+	}
 	if err != nil {
 		c.Close()
 		return nil, nil, err
@@ -90,16 +93,31 @@ func (a *app) plan(ctx context.Context, file string, o planOptions) error {
 	if err != nil {
 		return err
 	}
-	job, c, err := a.prepare(ctx, file, opts)
-	if err != nil {
-		return err
+	job, c, prepErr := a.prepare(ctx, file, opts)
+	if job == nil {
+		return prepErr
 	}
 	defer c.Close()
 	samples, err := job.Sample(ctx)
 	if err != nil {
-		return fmt.Errorf("read the ends of the ranges: %w", err)
+		return errors.Join(prepErr, fmt.Errorf("read the ends of the ranges: %w", err))
 	}
 	v := newPlanView(job, samples, o.resolution)
+	if prepErr != nil {
+		// Retention cut the window: the table shows where, then the error
+		// says what to do; nothing is saved.
+		v.Refused = true
+		if o.output == "json" {
+			enc := json.NewEncoder(a.stdout)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(v); err != nil {
+				return err
+			}
+		} else {
+			printPlan(a.stdout, v)
+		}
+		return prepErr
+	}
 	if o.out != "" {
 		b, err := runner.MarshalResolution(job.Resolution)
 		if err == nil {
@@ -262,6 +280,9 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 	}
 	opts.Log = a.log
 	job, err := runner.Prepare(ctx, c, p, opts)
+	if cut := (*runner.CutError)(nil); errors.As(err, &cut) && job != nil {
+		printResolution(a.resultsOut(p.Sink), job) // where retention cut the window
+	}
 	if err != nil {
 		return nil, err
 	}

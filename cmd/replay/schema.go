@@ -178,13 +178,14 @@ var fieldDocs = map[string]string{
 	"Plan.max_errors":      "Stop the run (exit 1) when more records than this cannot be processed: a count (100) or a percentage of the records in the run's ranges (1%). Unset: no limit.",
 	"Plan.allow_data_loss": "Accept a window whose start retention already deleted: replay what is left and report the gap.",
 
-	"Source.brokers":    "Bootstrap brokers, host:port; or one ${VAR} holding a comma-separated list.",
-	"Source.topic":      "The topic to replay.",
-	"Source.partitions": "Partitions to replay: all (default) or a list such as [0, 3, 5].",
-	"Source.isolation":  "read_committed (default: aborted transactions never reach the sink) or read_uncommitted.",
-	"Source.tls":        "Encrypted connection to the brokers.",
-	"Source.sasl":       "Authentication: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.",
-	"Source.client_id":  "Client id sent to the brokers, so operators can tell replay traffic apart (default replay).",
+	"Source.brokers":                  "Bootstrap brokers, host:port; or one ${VAR} holding a comma-separated list.",
+	"Source.topic":                    "The topic to replay.",
+	"Source.partitions":               "Partitions to replay: all (default) or a list such as [0, 3, 5].",
+	"Source.isolation":                "read_committed (default: aborted transactions never reach the sink) or read_uncommitted.",
+	"Source.tls":                      "Encrypted connection to the brokers.",
+	"Source.sasl":                     "Authentication: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.",
+	"Source.client_id":                "Client id sent to the brokers, so operators can tell replay traffic apart (default replay).",
+	"Source.open_transaction_timeout": "read_committed: how long a partition held back by an open transaction (its last stable offset below the range end) waits for it to end before the run fails (exit 1, resumable), e.g. 5m (default), up to 24h; 0s fails at once.",
 
 	"TLS.enabled":              "Connect with TLS.",
 	"TLS.ca_file":              "PEM file of the CA certificates to trust (default: the system's).",
@@ -209,7 +210,7 @@ var fieldDocs = map[string]string{
 	"Window.skew_margin":       "Widen the offset search by this much on both sides, then filter strictly by record timestamp (producer clock skew), e.g. 5m.",
 
 	"OffsetRange.from": "Inclusive start offset: a number or earliest (the log start offset).",
-	"OffsetRange.to":   "Exclusive end offset: a number or latest (the high watermark, or the last stable offset under read_committed).",
+	"OffsetRange.to":   "Exclusive end offset: a number or latest (the high watermark at resolution; under read_committed a run waits for a transaction open below it, see source.open_transaction_timeout).",
 
 	"Retry.max_elapsed":           "How long one broker call to the source cluster may keep failing with retriable errors before the run fails (exit 1, resumable), e.g. 5m (default), up to 24h; 0s fails at the first error.",
 	"Throttle.records_per_second": "Records per second across all partitions, up to 1e9; 0 is unlimited.",

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/replay-tool/replay/internal/kafkaconn"
 	"github.com/replay-tool/replay/plan"
@@ -52,6 +53,10 @@ type Cluster struct {
 	// retries nothing.
 	policy  atomic.Pointer[RetryPolicy]
 	retries atomic.Int64
+	// kcl is a franz-go client for what kafka-go cannot ask (admin.go),
+	// made on first use.
+	kmu sync.Mutex
+	kcl *kgo.Client
 }
 
 // DefaultProbeTimeout bounds the first exchange with the cluster (Connect).
@@ -168,6 +173,12 @@ func (c *Cluster) probe(ctx context.Context, topic string, timeout time.Duration
 // Close releases idle connections.
 func (c *Cluster) Close() {
 	c.transport.CloseIdleConnections()
+	c.kmu.Lock()
+	if c.kcl != nil {
+		c.kcl.Close()
+		c.kcl = nil
+	}
+	c.kmu.Unlock()
 	c.fetchMu.Lock()
 	defer c.fetchMu.Unlock()
 	for _, t := range c.fetchers {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
@@ -68,6 +70,9 @@ func (r *Reader) noProgress(ctx context.Context, p *fetch.ResponsePartition) err
 	upper := p.HighWatermark // the end of what the broker serves us
 	if r.isolation == 1 && p.LastStableOffset >= 0 {
 		upper = min(upper, p.LastStableOffset)
+	}
+	if r.waitTxn && r.isolation == 1 && p.LastStableOffset >= 0 && p.LastStableOffset <= r.next && r.next < min(r.end, p.HighWatermark) {
+		return r.openTransaction(ctx, p)
 	}
 	if p.HighWatermark <= r.next && r.next < r.end {
 		return &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next,
@@ -160,4 +165,80 @@ func batchBase(b protocol.RecordReader) (int64, bool) {
 		return b.BaseOffset, true
 	}
 	return 0, false
+}
+
+// OpenTransactionError reports a partition whose range ends past its last
+// stable offset (KIP-98) and whose last stable offset did not move for the
+// open-transaction timeout: a transaction is open there (a stuck or slow
+// producer), and read_committed reading cannot pass it until it commits or
+// aborts. Everything below LastStable was read.
+type OpenTransactionError struct {
+	Topic     string
+	Partition int32
+	// LastStable is the partition's last stable offset, HighWatermark its
+	// high watermark, End the range end; LastStable < End <= HighWatermark
+	// or End > HighWatermark > LastStable.
+	LastStable, HighWatermark, End int64
+	// Waited is how long the reader waited at LastStable; Timeout is
+	// source.open_transaction_timeout.
+	Waited, Timeout time.Duration
+	// Producers are the producers with a transaction open on the partition,
+	// where the broker tells them (DescribeProducers); none when it does not.
+	Producers []Producer
+}
+
+func (e *OpenTransactionError) Error() string {
+	who := ""
+	if len(e.Producers) > 0 {
+		names := make([]string, len(e.Producers))
+		for i, p := range e.Producers {
+			names[i] = p.String()
+		}
+		who = " (" + strings.Join(names, "; ") + ")"
+	}
+	return fmt.Sprintf("an open transaction%s holds the last stable offset of %s/%d at %d, below the range end %d (high watermark %d): waited %s (source.open_transaction_timeout %s) and it is still open. The committed records after it cannot be read under read_committed until the transaction commits or aborts (the broker aborts it after the producer's transaction.timeout.ms). Everything before offset %d is in the sink and committed",
+		who, e.Topic, e.Partition, e.LastStable, e.End, e.HighWatermark, e.Waited.Round(time.Millisecond), e.Timeout, e.LastStable)
+}
+
+// openTransaction handles a fetch that returned nothing because the
+// reader reached the partition's last stable offset below the range end:
+// it waits (returns nil) while the last stable offset stood at the
+// reader's position for less than the timeout, and fails with an
+// *OpenTransactionError after that.
+func (r *Reader) openTransaction(ctx context.Context, p *fetch.ResponsePartition) error {
+	now := time.Now()
+	r.stuck = 0
+	if r.blockedAt != r.next {
+		r.blockedAt, r.blockedSince = r.next, now
+		ev := r.log.Warn().Int64("last_stable_offset", p.LastStableOffset).Int64("high_watermark", p.HighWatermark).Int64("end", r.end).Dur("timeout", r.txnTimeout)
+		if ps := r.producers(ctx); len(ps) > 0 {
+			ev = ev.Str("producer", ps[0].String())
+		}
+		ev.Msgf("an open transaction holds the partition at its last stable offset %d, below the range end %d: the records before it are delivered; waiting up to %s (source.open_transaction_timeout) for the transaction to end", p.LastStableOffset, r.end, r.txnTimeout)
+	}
+	if waited := now.Sub(r.blockedSince); waited >= r.txnTimeout {
+		return &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next, Err: &OpenTransactionError{Topic: r.topic, Partition: r.partition,
+			LastStable: p.LastStableOffset, HighWatermark: p.HighWatermark, End: r.end, Waited: waited, Timeout: r.txnTimeout, Producers: r.producers(ctx)}}
+	}
+	// A broker holds such a fetch for MaxWaitTime; one that answers at
+	// once is not asked again at once.
+	t := time.NewTimer(min(100*time.Millisecond, r.txnTimeout-now.Sub(r.blockedSince)))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// producers asks which producers hold a transaction open on the partition,
+// for messages: a failure gives none.
+func (r *Reader) producers(ctx context.Context) []Producer {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ps, err := r.c.OpenProducers(ctx, r.topic, r.partition)
+	if err != nil {
+		r.log.Debug().Err(err).Msg("describe the producers of the open transaction")
+	}
+	return ps
 }

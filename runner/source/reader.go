@@ -76,6 +76,14 @@ type ReaderConfig struct {
 	// Log receives the reader's warnings and debug messages; zerolog.Nop()
 	// when unset.
 	Log *zerolog.Logger
+	// WaitOpenTransactions, under read_committed, makes a reader that
+	// reached the partition's last stable offset below End (a transaction
+	// is open there, KIP-98) wait for it to move, for up to
+	// OpenTransactionTimeout at one offset: then Fetch fails with an
+	// *OpenTransactionError (0 fails at the first such fetch). Without it,
+	// such fetches count as fetches without progress.
+	WaitOpenTransactions   bool
+	OpenTransactionTimeout time.Duration
 }
 
 // Reader reads [Start, End) of one partition with protocol-level Fetch
@@ -101,6 +109,13 @@ type Reader struct {
 	growLimit int32
 	log       zerolog.Logger
 	arena     arena
+	// waitTxn and txnTimeout are ReaderConfig's; blockedAt is the offset
+	// at which an open transaction holds the reader since blockedSince
+	// (-1: none).
+	waitTxn      bool
+	txnTimeout   time.Duration
+	blockedAt    int64
+	blockedSince time.Time
 }
 
 // NewReader returns a reader of cfg's range; it sends nothing until Fetch.
@@ -114,7 +129,8 @@ func (c *Cluster) NewReader(cfg ReaderConfig) *Reader {
 		log = *cfg.Log
 	}
 	return &Reader{c: c, topic: cfg.Topic, partition: cfg.Partition, isolation: level, next: cfg.Start, end: cfg.End, maxBytes: minFetchBytes,
-		allowLoss: cfg.AllowLoss, growLimit: maxGrowFetchBytes, log: log}
+		allowLoss: cfg.AllowLoss, growLimit: maxGrowFetchBytes, log: log,
+		waitTxn: cfg.WaitOpenTransactions, txnTimeout: cfg.OpenTransactionTimeout, blockedAt: -1}
 }
 
 // Done reports whether the range is finished: offsets may have gaps, so
