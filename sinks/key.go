@@ -38,6 +38,10 @@ func NewKeyer(text string) (*Keyer, error) {
 	return &Keyer{tmpl: t, wantValue: strings.Contains(text, ".Value"), wantHeaders: strings.Contains(text, ".Headers")}, nil
 }
 
+// Templated reports whether k has a key template (false for nil and for
+// the default key).
+func (k *Keyer) Templated() bool { return k != nil && k.tmpl != nil }
+
 // keyData is what a key template sees.
 type keyData struct {
 	Topic     string
