@@ -179,7 +179,9 @@ type kafkaHarness struct {
 
 func (h *kafkaHarness) topic(t *testing.T) string {
 	// Room for the Contents corpus's 1 MiB value.
-	return h.topics.Get(t, func() string { return createTopic(t, h.addr, h.partitions, map[string]string{"max.message.bytes": "8388608"}) })
+	return h.topics.Get(t, func() string {
+		return createTopic(t, h.addr, h.partitions, map[string]string{"max.message.bytes": "8388608"})
+	})
 }
 
 func (h *kafkaHarness) New(t *testing.T) sinks.Sink { return h.NewKeyed(t, nil) }
