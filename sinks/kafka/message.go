@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -82,9 +83,7 @@ func messageSize(r *kgo.Record) int64 {
 }
 
 // records builds the messages of batch, the same for both producers (at
-// least once and exactly once), on one copy of the record bytes (the
-// runner reuses them once Write returns, while a cancelled produce may
-// still send):
+// least once and exactly once):
 //
 //   - key: the source record's key as is (a null key stays null, an empty
 //     key stays empty), unless the plan's key: template replaces it (the
@@ -95,34 +94,24 @@ func messageSize(r *kgo.Record) int64 {
 //     the idempotency key;
 //   - the partition is Partition of the message key over n partitions.
 //
+// The messages share the record bytes (no copy): both producers' Write
+// returns only once kgo finished every message (ProduceSync waits for all
+// promises, a cancelled one included), so nothing of the batch is read
+// after Write returns, when the runner reuses it.
+//
 // A key template failing on a record, and a record larger than limit
 // bytes (messageSize), return its *record.Error.
 func (s *Sink) records(batch []record.Record, n int, limit int64) ([]*kgo.Record, error) {
-	size, nh := 0, 0
+	nh := 0
 	for i := range batch {
-		r := &batch[i]
-		size += len(r.Key) + len(r.Value) + len(r.Topic) + len(s.planName) + 64
-		for _, h := range r.Headers {
-			size += len(h.Value)
-		}
-		nh += len(r.Headers) + 6
+		nh += len(batch[i].Headers) + 6
 	}
-	buf := make([]byte, 0, size)
-	// clone copies b to buf; nil stays nil (a tombstone, a null header).
-	// A slice taken before buf grows keeps pointing at the earlier array.
-	clone := func(b []byte) []byte {
-		if b == nil {
-			return nil
-		}
-		buf = append(buf, b...)
-		return buf[len(buf)-len(b) : len(buf) : len(buf)]
-	}
+	// buf holds what the sink adds (provenance values, idempotency keys);
+	// a slice taken before buf grows keeps pointing at the earlier array.
+	buf := make([]byte, 0, len(batch)*(len(batch[0].Topic)+64))
 	mark := func(from int) []byte { return buf[from:len(buf):len(buf)] }
-	str := func(v string) []byte {
-		at := len(buf)
-		buf = append(buf, v...)
-		return mark(at)
-	}
+	topic, topicBytes := "", []byte(nil)
+	plan := []byte(s.planName)
 	headers := make([]kgo.RecordHeader, 0, nh)
 	out := make([]kgo.Record, len(batch))
 	ptrs := make([]*kgo.Record, len(batch))
@@ -131,7 +120,10 @@ func (s *Sink) records(batch []record.Record, n int, limit int64) ([]*kgo.Record
 		m := &out[i]
 		from := len(headers)
 		for _, h := range r.Headers {
-			headers = append(headers, kgo.RecordHeader{Key: h.Key, Value: clone(h.Value)})
+			headers = append(headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		if r.Topic != topic || topicBytes == nil {
+			topic, topicBytes = r.Topic, []byte(r.Topic)
 		}
 		at := len(buf)
 		buf = strconv.AppendInt(buf, int64(r.Partition), 10)
@@ -140,7 +132,7 @@ func (s *Sink) records(batch []record.Record, n int, limit int64) ([]*kgo.Record
 		buf = strconv.AppendInt(buf, r.Offset, 10)
 		off := mark(at)
 		at = len(buf)
-		buf = r.Time.UTC().AppendFormat(buf, encode.TimeLayout)
+		buf = appendTime(buf, r.Time)
 		ts := mark(at)
 		at = len(buf)
 		if s.templated {
@@ -154,20 +146,20 @@ func (s *Sink) records(batch []record.Record, n int, limit int64) ([]*kgo.Record
 		}
 		idem := mark(at)
 		headers = append(headers,
-			kgo.RecordHeader{Key: HeaderSourceTopic, Value: str(r.Topic)},
+			kgo.RecordHeader{Key: HeaderSourceTopic, Value: topicBytes},
 			kgo.RecordHeader{Key: HeaderSourcePartition, Value: part},
 			kgo.RecordHeader{Key: HeaderSourceOffset, Value: off},
 			kgo.RecordHeader{Key: HeaderSourceTimestamp, Value: ts},
-			kgo.RecordHeader{Key: HeaderPlan, Value: str(s.planName)},
+			kgo.RecordHeader{Key: HeaderPlan, Value: plan},
 			kgo.RecordHeader{Key: HeaderKey, Value: idem},
 		)
 		m.Headers = headers[from:len(headers):len(headers)]
 		if s.templated {
 			m.Key = idem
 		} else {
-			m.Key = clone(r.Key)
+			m.Key = r.Key
 		}
-		m.Value = clone(r.Value)
+		m.Value = r.Value
 		m.Timestamp = r.Time // CreateTime: the source record's
 		m.Partition = Partition(s.keep, m.Key, r.Partition, n)
 		if size := messageSize(m); size > limit {
@@ -176,6 +168,41 @@ func (s *Sink) records(batch []record.Record, n int, limit int64) ([]*kgo.Record
 		ptrs[i] = m
 	}
 	return ptrs, nil
+}
+
+// appendTime appends t in UTC as encode.TimeLayout does
+// (2006-01-02T15:04:05.000Z), without time.Format's layout parsing; years
+// outside 0..9999 take the general path.
+func appendTime(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.AppendFormat(b, encode.TimeLayout)
+	}
+	hour, minute, sec := t.Clock()
+	ms := t.Nanosecond() / 1e6
+	d := func(b []byte, v, width int) []byte {
+		var x [4]byte
+		for i := width - 1; i >= 0; i-- {
+			x[i] = byte('0' + v%10)
+			v /= 10
+		}
+		return append(b, x[:width]...)
+	}
+	b = d(b, year, 4)
+	b = append(b, '-')
+	b = d(b, int(month), 2)
+	b = append(b, '-')
+	b = d(b, day, 2)
+	b = append(b, 'T')
+	b = d(b, hour, 2)
+	b = append(b, ':')
+	b = d(b, minute, 2)
+	b = append(b, ':')
+	b = d(b, sec, 2)
+	b = append(b, '.')
+	b = d(b, ms, 3)
+	return append(b, 'Z')
 }
 
 // appendDefaultKey appends sinks.DefaultKey(r) without a string.
