@@ -6,7 +6,7 @@ package plan
 // validation, the JSON Schema and the README's sink reference follow it.
 var sinkFieldTable = []FieldDescriptor{
 	{Name: "type", Doc: "Sink type: " + orList(typeStrings(sinkTypeNames())) + "."},
-	{Name: "key", Doc: "Idempotency key: a Go template over the record, e.g. '{{ .Value.id }}'; default <topic>/<partition>/<offset>. The kafka sink's message key; the http sink's idempotency_key; the column mapped to key."},
+	{Name: "key", Doc: "Idempotency key: a Go template over the record, e.g. '{{ .Value.id }}'; default <topic>/<partition>/<offset>. The kafka sink's replay-key header (and, when set, its message key in place of the source key); the http sink's idempotency_key; the column mapped to key."},
 	{Name: "batch_size", Doc: "Largest number of records per durable write, and so between two commits: 1..100000 (default 1000 when unset); an http sink posts at most this many per request."},
 
 	{Name: "path", Types: []SinkType{SinkFile, SinkSQLite},

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"text/template/parse"
 	"time"
 
 	"github.com/replay-tool/replay/internal/record"
@@ -19,6 +20,10 @@ type Keyer struct {
 	wantValue bool
 	// wantHeaders: the template reads .Headers, which costs a map per record.
 	wantHeaders bool
+	// field renders a template that is one record field and nothing else
+	// ({{ .Key }}, {{ .Topic }}, {{ .Partition }}, {{ .Offset }}) without
+	// executing it; nil for other templates.
+	field func(r *record.Record) string
 }
 
 // NewKeyer compiles a key template (Go text/template). The template sees
@@ -35,8 +40,40 @@ func NewKeyer(text string) (*Keyer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Keyer{tmpl: t, wantValue: strings.Contains(text, ".Value"), wantHeaders: strings.Contains(text, ".Headers")}, nil
+	return &Keyer{tmpl: t, wantValue: strings.Contains(text, ".Value"), wantHeaders: strings.Contains(text, ".Headers"), field: fieldOnly(t)}, nil
 }
+
+// fieldOnly returns the renderer of a template that is exactly one action
+// printing .Key, .Topic, .Partition or .Offset (as text/template prints
+// them), or nil.
+func fieldOnly(t *template.Template) func(r *record.Record) string {
+	if t.Tree == nil || t.Root == nil || len(t.Root.Nodes) != 1 {
+		return nil
+	}
+	a, ok := t.Root.Nodes[0].(*parse.ActionNode)
+	if !ok || len(a.Pipe.Decl) != 0 || len(a.Pipe.Cmds) != 1 || len(a.Pipe.Cmds[0].Args) != 1 {
+		return nil
+	}
+	f, ok := a.Pipe.Cmds[0].Args[0].(*parse.FieldNode)
+	if !ok || len(f.Ident) != 1 {
+		return nil
+	}
+	switch f.Ident[0] {
+	case "Key":
+		return func(r *record.Record) string { return string(r.Key) }
+	case "Topic":
+		return func(r *record.Record) string { return r.Topic }
+	case "Partition":
+		return func(r *record.Record) string { return strconv.FormatInt(int64(r.Partition), 10) }
+	case "Offset":
+		return func(r *record.Record) string { return strconv.FormatInt(r.Offset, 10) }
+	}
+	return nil
+}
+
+// Templated reports whether k has a key template (false for nil and for
+// the default key).
+func (k *Keyer) Templated() bool { return k != nil && k.tmpl != nil }
 
 // keyData is what a key template sees.
 type keyData struct {
@@ -61,6 +98,9 @@ func (k *Keyer) Key(r *record.Record) (string, error) {
 	if k == nil || k.tmpl == nil {
 		return DefaultKey(r), nil
 	}
+	if k.field != nil {
+		return checkKey(r, k.field(r))
+	}
 	d := keyData{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Time, Key: string(r.Key)}
 	if k.wantValue {
 		d.Value = r.ParsedValue()
@@ -75,7 +115,11 @@ func (k *Keyer) Key(r *record.Record) (string, error) {
 	if err := k.tmpl.Execute(&b, d); err != nil {
 		return "", record.NewError(r, fmt.Errorf("%w: %w", ErrKeyTemplate, err))
 	}
-	s := b.String()
+	return checkKey(r, b.String())
+}
+
+// checkKey refuses a key that rendered empty or with "<no value>".
+func checkKey(r *record.Record, s string) (string, error) {
 	// A JSON null renders as "<no value>", also inside a longer key
 	// ("order-<no value>"): such keys would make distinct records collide.
 	if s == "" || strings.Contains(s, "<no value>") {

@@ -42,6 +42,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/replay-tool/replay/internal/testenv"
+	"github.com/replay-tool/replay/runner/sandbox"
 )
 
 const benchTopic = "orders"
@@ -304,4 +307,100 @@ func benchSpread(xs []float64, format string) string {
 		return "-"
 	}
 	return fmt.Sprintf(format+" / "+format+" / "+format, slices.Min(xs), benchMedian(xs), slices.Max(xs))
+}
+
+// BenchmarkKafkaSinkVsKcat measures the kafka sink (at least once) against
+// kcat copying the same topic, `kcat -C … | kcat -P …` (key and value; kcat
+// drops the headers), on one in-process broker, in the same run:
+//
+//	go test -run '^$' -bench KafkaSinkVsKcat -benchtime 5x ./cmd/replay
+//
+// Each round runs, in an order that rotates, the kcat pipe, replay with the
+// default message key (the source key) and replay with key: '{{ .Key }}',
+// each into a fresh target topic with a fresh plan, and checks that every
+// target holds every record. REPLAY_BENCH_KAFKA_RECORDS sets the records
+// (default 200000, 4 partitions); REPLAY_BENCH_CPU_PROFILE=DIR writes a CPU
+// profile of each replay run there. Reported (median over the rounds):
+// kcat-rec/s, default-rec/s, key-rec/s, and x-kcat-default / x-kcat-key
+// (kcat's wall time ÷ replay's, per round; above 1: replay is faster).
+func BenchmarkKafkaSinkVsKcat(b *testing.B) {
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		b.Skip("kcat is not installed (apt-get install kcat)")
+	}
+	records := 200_000
+	if s := os.Getenv("REPLAY_BENCH_KAFKA_RECORDS"); s != "" {
+		if records, err = strconv.Atoi(s); err != nil || records < 1 {
+			b.Fatalf("REPLAY_BENCH_KAFKA_RECORDS=%q: want a positive number", s)
+		}
+	}
+	sb := testenv.NewKafka(b, testenv.Partitions(eosPartitions), testenv.Topics("orders"))
+	end := time.Now().UTC().Truncate(time.Second)
+	seed := sb.Seed(b, sandbox.Seed{Topic: "orders", N: records, From: end.Add(-24 * time.Hour), To: end})
+	dir := b.TempDir()
+	replayRun := func(kind string, round int, key string) time.Duration {
+		name := fmt.Sprintf("bench-kafka-%s-%d", kind, round)
+		sb.CreateTopic(b, name, eosPartitions, nil)
+		extra := ""
+		if key != "" {
+			extra = fmt.Sprintf(", key: %q", key)
+		}
+		body := fmt.Sprintf("version: 1\nname: %s\nsource: {brokers: [%q], topic: orders}\ngroup: replay.%s\nwindow: {from: %s, to: %s}\nsink: {type: kafka, brokers: [%q], topic: %s%s}\n",
+			name, sb.Addr, name, seed.From.Add(-time.Hour).Format(time.RFC3339), end.Format(time.RFC3339), sb.Addr, name, extra)
+		path := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		args := []string{"run", "--yes", "--log-level", "warn", path}
+		if pdir := os.Getenv("REPLAY_BENCH_CPU_PROFILE"); pdir != "" {
+			args = append(args, "--cpu-profile", filepath.Join(pdir, name+".pprof"))
+		}
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), execEnv+"=1")
+		start := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%s: %v\n%s", name, err, out)
+		}
+		elapsed := time.Since(start)
+		benchCheckCount(b, sb, name, records)
+		return elapsed
+	}
+	kcatRun := func(round int) time.Duration {
+		topic := fmt.Sprintf("bench-kafka-kcat-%d", round)
+		sb.CreateTopic(b, topic, eosPartitions, nil)
+		pipe := fmt.Sprintf("%s -C -b %s -t orders -e -q -K '\\t' | %s -P -b %s -t %s -K '\\t'", kcat, sb.Addr, kcat, sb.Addr, topic)
+		start := time.Now()
+		if out, err := exec.Command("sh", "-c", pipe).CombinedOutput(); err != nil {
+			b.Fatalf("kcat pipe: %v\n%s", err, out)
+		}
+		elapsed := time.Since(start)
+		benchCheckCount(b, sb, topic, records)
+		return elapsed
+	}
+	var kc, def, key, xDef, xKey []float64
+	round := 0
+	for b.Loop() {
+		round++
+		var k, d, y time.Duration
+		steps := []func(){
+			func() { k = kcatRun(round) },
+			func() { d = replayRun("default", round, "") },
+			func() { y = replayRun("key", round, "{{ .Key }}") },
+		}
+		for i := range steps { // rotate the order: the broker's warm-up, page cache, CPU frequency
+			steps[(i+round)%len(steps)]()
+		}
+		rate := func(d time.Duration) float64 { return float64(records) / d.Seconds() }
+		kc, def, key = append(kc, rate(k)), append(def, rate(d)), append(key, rate(y))
+		xDef, xKey = append(xDef, k.Seconds()/d.Seconds()), append(xKey, k.Seconds()/y.Seconds())
+		b.Logf("round %d: kcat pipe %.2fs %.0f rec/s | replay default key %.2fs %.0f rec/s (%.2fx kcat) | replay key '{{ .Key }}' %.2fs %.0f rec/s (%.2fx kcat)",
+			round, k.Seconds(), rate(k), d.Seconds(), rate(d), xDef[len(xDef)-1], y.Seconds(), rate(y), xKey[len(xKey)-1])
+	}
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(benchMedian(kc), "kcat-rec/s")
+	b.ReportMetric(benchMedian(def), "default-rec/s")
+	b.ReportMetric(benchMedian(key), "key-rec/s")
+	b.ReportMetric(benchMedian(xDef), "x-kcat-default")
+	b.ReportMetric(benchMedian(xKey), "x-kcat-key")
+	b.Logf("over %d rounds (min / median / max): x-kcat default %s; x-kcat key %s", len(xDef), benchSpread(xDef, "%.2f"), benchSpread(xKey, "%.2f"))
 }

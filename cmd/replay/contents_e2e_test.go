@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/internal/testenv"
+	kafkasink "github.com/replay-tool/replay/sinks/kafka"
 	"github.com/replay-tool/replay/sinks/sinktest"
 )
 
@@ -59,3 +62,114 @@ func TestReplayKeepsRecordContents(t *testing.T) {
 }
 
 func bytesSame(a, b []byte) bool { return string(a) == string(b) && (a == nil) == (b == nil) }
+
+// The contents corpus, spread over three source partitions, replayed to a
+// Kafka topic: kcat reads from the target the same key and value bytes
+// (null apart from empty), timestamps (CreateTime) as from the source, and
+// kgo the same headers (order, repeats, binary and null values) followed
+// by the provenance headers; each message sits in the partition the Java
+// producer's murmur2 gives its key (a null key: its source partition
+// modulo the target's), or with keep_partition in its source partition.
+func TestReplayToKafkaKeepsRecordContents(t *testing.T) {
+	sb := testenv.NewKafka(t)
+	big := map[string]string{"max.message.bytes": "8388608"}
+	sb.CreateTopic(t, "orders", 3, big)
+	corpus := sinktest.Corpus()
+	cl := sb.Client(t, kgo.ProducerBatchMaxBytes(8<<20), kgo.ProducerLinger(0), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for i, r := range corpus {
+		kr := &kgo.Record{Topic: "orders", Partition: int32(i % 3), Key: r.Key, Value: r.Value, Timestamp: r.Time}
+		for _, h := range r.Headers {
+			kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		err := cl.ProduceSync(ctx, kr).FirstErr()
+		cancel()
+		if err != nil {
+			t.Fatalf("produce corpus record %d: %v", i, err)
+		}
+	}
+	src := map[string]*kgo.Record{} // by partition@offset
+	for _, r := range sb.ReadTopic(t, "orders") {
+		src[fmt.Sprintf("%d@%d", r.Partition, r.Offset)] = r
+	}
+	srcKcat := map[string]testenv.KcatRecord{}
+	for _, k := range testenv.KcatRecords(t, sb.Addr, "orders", -1) {
+		srcKcat[fmt.Sprintf("%d@%d", k.Partition, k.Offset)] = k
+	}
+	if len(src) != len(corpus) || len(srcKcat) != len(corpus) {
+		t.Fatalf("source: kgo reads %d records, kcat %d; want %d", len(src), len(srcKcat), len(corpus))
+	}
+	java := kgo.StickyKeyPartitioner(nil).ForTopic("copy")
+	for _, tc := range []struct {
+		name string
+		keep bool
+	}{{"hashed", false}, {"keep_partition", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			target := "copy-" + tc.name
+			sb.CreateTopic(t, target, 3, big)
+			dir := t.TempDir()
+			from := corpus[0].Time
+			file := writePlan(t, dir, planSpec{name: "contents-" + strings.ReplaceAll(tc.name, "_", "-"), addr: sb.Addr, from: from, to: from.Add(time.Minute),
+				sink: fmt.Sprintf("{type: kafka, brokers: [%q], topic: %s, keep_partition: %v, batch_size: 4}", sb.Addr, target, tc.keep)})
+			if r := replay(t, "run", "--yes", file); r.code != exitOK {
+				t.Fatalf("run: %s", r)
+			}
+			msgs := sb.ReadTopic(t, target)
+			kc := testenv.KcatRecords(t, sb.Addr, target, -1)
+			if len(msgs) != len(corpus) || len(kc) != len(corpus) {
+				t.Fatalf("target: kgo reads %d messages, kcat %d; want %d", len(msgs), len(kc), len(corpus))
+			}
+			byCoord := map[string]*kgo.Record{}
+			for _, m := range msgs {
+				byCoord[fmt.Sprintf("%d@%d", m.Partition, m.Offset)] = m
+			}
+			for _, k := range kc {
+				m := byCoord[fmt.Sprintf("%d@%d", k.Partition, k.Offset)]
+				if m == nil {
+					t.Fatalf("kcat reads %d@%d, kgo does not", k.Partition, k.Offset)
+				}
+				hs := m.Headers
+				if len(hs) < 6 || hs[len(hs)-6].Key != kafkasink.HeaderSourceTopic || hs[len(hs)-1].Key != kafkasink.HeaderKey {
+					t.Fatalf("target %d@%d: headers %v, want the provenance headers last", k.Partition, k.Offset, hs)
+				}
+				coord := string(hs[len(hs)-5].Value) + "@" + string(hs[len(hs)-4].Value)
+				s, sk := src[coord], srcKcat[coord]
+				if s == nil {
+					t.Fatalf("target %d@%d: provenance %s names no source record", k.Partition, k.Offset, coord)
+				}
+				if want := "orders/" + strings.Replace(coord, "@", "/", 1); string(hs[len(hs)-1].Value) != want {
+					t.Errorf("target %d@%d: %s %q, want %q", k.Partition, k.Offset, kafkasink.HeaderKey, hs[len(hs)-1].Value, want)
+				}
+				if !bytesSame(k.Key, sk.Key) || !bytesSame(k.Value, sk.Value) || k.Timestamp != sk.Timestamp {
+					t.Errorf("source %s: kcat reads key %q (null %v), %d value bytes (null %v) at %d from the target; %q (null %v), %d (null %v) at %d from the source",
+						coord, k.Key, k.Key == nil, len(k.Value), k.Value == nil, k.Timestamp, sk.Key, sk.Key == nil, len(sk.Value), sk.Value == nil, sk.Timestamp)
+				}
+				if m.Attrs.TimestampType() != 0 {
+					t.Errorf("target %d@%d: timestamp type %d, want CreateTime", k.Partition, k.Offset, m.Attrs.TimestampType())
+				}
+				own := hs[:len(hs)-6]
+				if len(own) != len(s.Headers) {
+					t.Errorf("source %s: %d headers in the target, want %d", coord, len(own), len(s.Headers))
+				} else {
+					for j, h := range s.Headers {
+						if own[j].Key != h.Key || !bytesSame(own[j].Value, h.Value) {
+							t.Errorf("source %s header %d: %q=%q (null %v), want %q=%q (null %v)", coord, j, own[j].Key, own[j].Value, own[j].Value == nil, h.Key, h.Value, h.Value == nil)
+						}
+					}
+				}
+				want := s.Partition
+				switch {
+				case tc.keep:
+				case s.Key == nil:
+					want = s.Partition % 3
+				default:
+					want = int32(java.Partition(&kgo.Record{Key: s.Key}, 3))
+				}
+				if k.Partition != want {
+					t.Errorf("source %s (key %q, null %v): target partition %d, want %d", coord, s.Key, s.Key == nil, k.Partition, want)
+				}
+			}
+		})
+	}
+}

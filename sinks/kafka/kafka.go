@@ -12,12 +12,13 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/replay-tool/replay/internal/kafkaconn"
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
-	"github.com/replay-tool/replay/sinks/encode"
 )
 
 // Provenance headers the kafka sink adds to every message, after the
@@ -137,14 +138,17 @@ type Config struct {
 // target partition before any later Write's, so they never overtake a
 // re-delivery.
 type Sink struct {
-	w         *kafka.Writer
+	// cl is the at-least-once producer (nil with exactly once).
+	cl        *kgo.Client
 	client    *kafka.Client
 	transport *kafka.Transport
 	topic     string
 	where     string // topic and brokers, for messages
 	keep      bool
 	keyer     *sinks.Keyer
-	keepKey   bool
+	// templated: the plan's key: template makes the message key (else the
+	// message key is the source record's own).
+	templated bool
 	// maxBytes is the topic's max.message.bytes (maxMessageBytes).
 	maxBytes int64
 	planName string
@@ -228,7 +232,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		where:     fmt.Sprintf("topic %s on %s", cfg.Topic, strings.Join(brokers, ",")),
 		keep:      cfg.KeepPartition,
 		keyer:     cfg.Keyer,
-		keepKey:   cfg.KeepKey,
+		templated: !cfg.KeepKey && cfg.Keyer.Templated(),
 		planName:  cfg.PlanName,
 		log:       cfg.Log,
 	}
@@ -245,28 +249,11 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 			return nil, err
 		}
 	}
-	var balancer kafka.Balancer = kafka.Murmur2Balancer{Consistent: true}
-	if cfg.KeepPartition {
-		balancer = sourcePartitionBalancer{}
-	}
-	s.w = &kafka.Writer{
-		Addr:      kafka.TCP(brokers...),
-		Topic:     cfg.Topic,
-		Balancer:  balancer,
-		Transport: conn.Transport,
-		// Acknowledged by every in-sync replica: Write's promise of
-		// durability (kafka-go's default is the leader only).
-		RequiredAcks: kafka.RequireAll,
-		BatchSize:    1000,
-		BatchBytes:   s.maxBytes - kafkaBatchOverhead,
-		// Write waits for its messages: a partial batch goes out after this,
-		// not after kafka-go's default second.
-		BatchTimeout:           2 * time.Millisecond,
-		MaxAttempts:            cfg.MaxAttempts, // 0: kafka-go's default, 10
-		AllowAutoTopicCreation: false,
-		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
-			s.log.Debug().Str("topic", cfg.Topic).Msgf(msg, args...)
-		}),
+	if !cfg.ExactlyOnce {
+		if s.cl, err = newProducer(cfg, brokers, s.maxBytes-kafkaBatchOverhead); err != nil {
+			conn.Transport.CloseIdleConnections()
+			return nil, err
+		}
 	}
 	for _, w := range conn.Warnings {
 		s.log.Warn().Str("topic", cfg.Topic).Msg("kafka sink: " + w)
@@ -274,6 +261,40 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	s.log.Debug().Str("brokers", strings.Join(brokers, ",")).Str("topic", cfg.Topic).
 		Int("partitions", s.partitions).Bool("keep_partition", s.keep).Msg("kafka sink ready")
 	return s, nil
+}
+
+// deliveryTimeout bounds how long the at-least-once producer tries a
+// message before Write fails (transient): a broker that keeps answering
+// without taking the records cannot hang a run.
+const deliveryTimeout = 2 * time.Minute
+
+// newProducer starts the at-least-once producer: idempotent (KIP-98's
+// producer ids and sequence numbers, so a retried produce request is not
+// written twice), acknowledged by every in-sync replica (acks=all: Write's
+// promise of durability), uncompressed (the broker applies the topic's
+// compression.type), record batches under maxBatch bytes, each message to
+// the partition records chose, sent at once (no linger: Write waits for
+// its messages). A message is tried cfg.MaxAttempts times (default 10) with
+// backoff from 100ms to 1s (Write bounds the whole by deliveryTimeout).
+func newProducer(cfg Config, brokers []string, maxBatch int64) (*kgo.Client, error) {
+	opts, err := kgoOpts(cfg, brokers)
+	if err != nil {
+		return nil, err
+	}
+	attempts := cfg.MaxAttempts
+	if attempts <= 0 {
+		attempts = 10
+	}
+	opts = append(opts, kgo.DefaultProduceTopic(cfg.Topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.ProducerBatchMaxBytes(int32(min(maxBatch, 1<<30))), kgo.ProducerLinger(0),
+		kgo.RecordRetries(attempts-1), kgo.MaxBufferedRecords(1<<20),
+		kgo.RetryBackoffFn(func(tries int) time.Duration { return min(100*time.Millisecond<<max(tries-1, 0), time.Second) }))
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: %w", err)
+	}
+	return cl, nil
 }
 
 // probe fails early, with a message a person can act on, when the target
@@ -315,21 +336,6 @@ func (s *Sink) topicPartitions(ctx context.Context) (int, error) {
 	return 0, fmt.Errorf("kafka sink: %s: the topic does not exist: create it first (replay does not create topics)", s.where)
 }
 
-// kafkaMeta travels with a message through the Writer.
-type kafkaMeta struct {
-	partition int32 // source partition
-	index     int   // in the batch
-}
-
-// sourcePartitionBalancer sends a message to its record's source partition.
-// kafka-go's Writer ignores Message.Partition, but hands the balancer the
-// message with its WriterData.
-type sourcePartitionBalancer struct{}
-
-func (sourcePartitionBalancer) Balance(msg kafka.Message, partitions ...int) int {
-	return int(msg.WriterData.(kafkaMeta).partition)
-}
-
 // Write produces batch and returns once every message is acknowledged. A
 // key template failing on a record, or a record too large to produce,
 // returns its *record.Error before anything is produced. Other failures are
@@ -342,91 +348,28 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("kafka sink: produce to %s: %w", s.where, err)
 	}
-	msgs, err := s.messages(batch)
-	if err != nil {
-		return err
-	}
 	if s.keep {
 		if err := s.checkPartition(ctx, batch[0].Partition); err != nil {
 			return err
 		}
 	}
 	if s.txn != nil {
-		return s.writeTxn(ctx, batch, msgs)
+		return s.writeTxn(ctx, batch)
 	}
-	if err := s.w.WriteMessages(ctx, msgs...); err != nil {
-		return s.writeError(ctx, batch, err)
+	recs, err := s.records(batch, s.partitionCount(), s.maxBytes-kafkaBatchOverhead)
+	if err != nil {
+		return err
+	}
+	// kgo's own delivery timeout counts from the record timestamp (the
+	// source's, long past): the context bounds the produce instead.
+	pctx, cancel := context.WithTimeout(ctx, deliveryTimeout)
+	defer cancel()
+	if pe := produceFailure(s.cl.ProduceSync(pctx, recs...)); pe != nil {
+		return s.produceError(ctx, batch, pe)
 	}
 	s.log.Debug().Str("topic", s.topic).Int32("partition", batch[0].Partition).
-		Int64("offset", batch[0].Offset).Int("messages", len(msgs)).Msg("produced")
+		Int64("offset", batch[0].Offset).Int("messages", len(recs)).Msg("produced")
 	return nil
-}
-
-// messages builds the batch's messages on one copy of the record bytes.
-func (s *Sink) messages(batch []record.Record) ([]kafka.Message, error) {
-	keys := make([][]byte, len(batch))
-	// An exactly-once sink's message keeps the source record's key; the
-	// idempotency key goes in the HeaderKey header.
-	var idem []string
-	if s.txn != nil {
-		idem = make([]string, len(batch))
-	}
-	size := 0
-	for i := range batch {
-		r := &batch[i]
-		if s.keepKey || idem != nil {
-			keys[i] = r.Key
-		}
-		if !s.keepKey {
-			k, err := s.keyer.Key(r)
-			if err != nil {
-				return nil, err
-			}
-			if idem != nil {
-				idem[i] = k
-			} else {
-				keys[i] = []byte(k)
-			}
-		}
-		size += len(keys[i]) + len(r.Value)
-		for _, h := range r.Headers {
-			size += len(h.Value)
-		}
-	}
-	buf := make([]byte, 0, size)
-	clone := func(b []byte) []byte { // nil stays nil: a tombstone, a null header
-		if b == nil {
-			return nil
-		}
-		buf = append(buf, b...)
-		return buf[len(buf)-len(b) : len(buf) : len(buf)]
-	}
-	msgs := make([]kafka.Message, len(batch))
-	for i := range batch {
-		r := &batch[i]
-		hs := make([]kafka.Header, 0, len(r.Headers)+6)
-		for _, h := range r.Headers {
-			hs = append(hs, kafka.Header{Key: h.Key, Value: clone(h.Value)})
-		}
-		hs = append(hs,
-			kafka.Header{Key: HeaderSourceTopic, Value: []byte(r.Topic)},
-			kafka.Header{Key: HeaderSourcePartition, Value: strconv.AppendInt(nil, int64(r.Partition), 10)},
-			kafka.Header{Key: HeaderSourceOffset, Value: strconv.AppendInt(nil, r.Offset, 10)},
-			kafka.Header{Key: HeaderSourceTimestamp, Value: r.Time.UTC().AppendFormat(nil, encode.TimeLayout)},
-			kafka.Header{Key: HeaderPlan, Value: []byte(s.planName)},
-		)
-		if idem != nil {
-			hs = append(hs, kafka.Header{Key: HeaderKey, Value: []byte(idem[i])})
-		}
-		msgs[i] = kafka.Message{
-			Key:        clone(keys[i]),
-			Value:      clone(r.Value),
-			Headers:    hs,
-			Time:       r.Time, // CreateTime: kafka-go would stamp a zero time with the clock
-			WriterData: kafkaMeta{partition: r.Partition, index: i},
-		}
-	}
-	return msgs, nil
 }
 
 // checkPartition makes sure the target topic has the source partition p,
@@ -449,59 +392,32 @@ func (s *Sink) checkPartition(ctx context.Context, p int32) error {
 	return nil
 }
 
-// writeError turns a failed WriteMessages into the error Write returns.
-func (s *Sink) writeError(ctx context.Context, batch []record.Record, err error) error {
-	var tooLarge kafka.MessageTooLargeError
-	var werrs kafka.WriteErrors
+// produceError turns a failed ProduceSync into the error Write returns: the
+// record itself when the broker refused it alone (too large, invalid), a
+// *sinks.TransientError when Kafka deems the failure retriable (a leader
+// election, too few in-sync replicas, a timeout) and it outlasted the
+// producer's own retries; else the error as is (a topic that went missing
+// is not waited for).
+func (s *Sink) produceError(ctx context.Context, batch []record.Record, pe *produceError) error {
+	err := fmt.Errorf("kafka sink: produce to %s: %d of %d messages failed: %w", s.where, pe.failed, len(batch), pe.err)
+	var ke *kerr.Error
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("kafka sink: produce to %s: %w", s.where, ctx.Err())
-	case errors.As(err, &tooLarge):
-		i := tooLarge.Message.WriterData.(kafkaMeta).index
-		return record.NewError(&batch[i], fmt.Errorf("kafka sink: produce to %s: the message (%d bytes of key and value, with headers more) is larger than the topic's max.message.bytes, %d: %w",
-			s.where, len(tooLarge.Message.Key)+len(tooLarge.Message.Value), s.maxBytes, err))
-	case errors.As(err, &werrs):
-		failed, first := 0, -1
-		for i, e := range werrs {
-			if e != nil {
-				failed++
-				if first < 0 {
-					first = i
-				}
-			}
-		}
-		if first < 0 {
-			break
-		}
-		err = fmt.Errorf("kafka sink: produce to %s: %d of %d messages failed: %w", s.where, failed, len(werrs), werrs[first])
-		if failed == 1 && rejectsMessage(werrs[first]) {
-			return record.NewError(&batch[first], err)
-		}
-		return transient(err)
-	case errors.Is(err, kafka.UnknownTopicOrPartition):
-		return fmt.Errorf("kafka sink: produce to %s: %w (was the topic deleted?)", s.where, err)
+	case pe.failed == 1 && errors.As(pe.err, &ke) && rejectsMessage(ke):
+		return record.NewError(&batch[pe.first], err)
+	case errors.Is(pe.err, kerr.UnknownTopicOrPartition):
+		return fmt.Errorf("%w (was the topic deleted?)", err)
+	case errors.As(pe.err, &ke) && !ke.Retriable:
+		return err
 	}
-	return transient(fmt.Errorf("kafka sink: produce to %s: %w", s.where, err))
+	return &sinks.TransientError{Err: err}
 }
 
 // rejectsMessage reports whether a broker error is about the message
 // itself, so that the message alone failing pins it as the poison record.
-func rejectsMessage(err error) bool {
-	return errors.Is(err, kafka.MessageSizeTooLarge) || errors.Is(err, kafka.InvalidRecord) ||
-		errors.Is(err, kafka.RecordListTooLarge)
-}
-
-// transient marks err as a *TransientError when it is a broker error that
-// kafka-go deems temporary (a leader election, too few in-sync replicas, a
-// timeout) and that outlasted the Writer's own retries. Network errors are
-// recognised by Transient as they are. A topic that went missing is not
-// waited for.
-func transient(err error) error {
-	var ke kafka.Error
-	if errors.As(err, &ke) && ke != kafka.UnknownTopicOrPartition && (ke.Temporary() || ke.Timeout()) {
-		return &sinks.TransientError{Err: err}
-	}
-	return err
+func rejectsMessage(ke *kerr.Error) bool {
+	return ke == kerr.MessageTooLarge || ke == kerr.CorruptMessage || ke == kerr.InvalidRecord || ke == kerr.RecordListTooLarge
 }
 
 // Finish does nothing: every Write is already acknowledged.
@@ -509,13 +425,12 @@ func (s *Sink) Finish(context.Context) error { return nil }
 
 // Close flushes and closes the producer.
 func (s *Sink) Close() error {
-	err := s.w.Close()
+	if s.cl != nil {
+		s.cl.Close()
+	}
 	if s.txn != nil {
 		s.txn.close()
 	}
 	s.transport.CloseIdleConnections()
-	if err != nil {
-		return fmt.Errorf("kafka sink: close: %w", err)
-	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 	kafkaScram "github.com/segmentio/kafka-go/sasl/scram"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -126,14 +127,10 @@ func readTopic(t *testing.T, addr, topic string, tr *kafka.Transport, opts ...kg
 }
 
 // provenance splits a message's headers into the record's own and the
-// provenance headers the sink appended (with the idempotency key's of an
-// exactly-once sink).
+// provenance headers the sink appended, the idempotency key's last.
 func provenance(t *testing.T, r *kgo.Record) (own []kgo.RecordHeader, prov map[string]string) {
 	t.Helper()
-	names := []string{kafkasink.HeaderSourceTopic, kafkasink.HeaderSourcePartition, kafkasink.HeaderSourceOffset, kafkasink.HeaderSourceTimestamp, kafkasink.HeaderPlan}
-	if l := len(r.Headers); l > 0 && r.Headers[l-1].Key == kafkasink.HeaderKey {
-		names = append(names, kafkasink.HeaderKey) // an exactly-once sink's message
-	}
+	names := []string{kafkasink.HeaderSourceTopic, kafkasink.HeaderSourcePartition, kafkasink.HeaderSourceOffset, kafkasink.HeaderSourceTimestamp, kafkasink.HeaderPlan, kafkasink.HeaderKey}
 	n := len(r.Headers) - len(names)
 	if n < 0 {
 		t.Fatalf("message %d@%d has %d headers, fewer than the provenance headers", r.Partition, r.Offset, len(r.Headers))
@@ -170,9 +167,9 @@ func storedFromMessage(t *testing.T, r *kgo.Record) sinktest.Stored {
 }
 
 // kafkaHarness runs the conformance suite on the kafka sink: a target is a
-// topic. Contents is the latest message of each key, which is what a
-// compacted topic converges to and what a consumer deduplicating by key
-// sees.
+// topic. Contents is the latest message of each idempotency key (the
+// replay-key header), which is what a consumer deduplicating by it sees
+// (and, with a key template, what a compacted topic converges to).
 type kafkaHarness struct {
 	addr       string
 	partitions int
@@ -181,7 +178,10 @@ type kafkaHarness struct {
 }
 
 func (h *kafkaHarness) topic(t *testing.T) string {
-	return h.topics.Get(t, func() string { return createTopic(t, h.addr, h.partitions, nil) })
+	// Room for the Contents corpus's 1 MiB value.
+	return h.topics.Get(t, func() string {
+		return createTopic(t, h.addr, h.partitions, map[string]string{"max.message.bytes": "8388608"})
+	})
 }
 
 func (h *kafkaHarness) New(t *testing.T) sinks.Sink { return h.NewKeyed(t, nil) }
@@ -202,7 +202,8 @@ func (h *kafkaHarness) Contents(t *testing.T) []string {
 		if h.keep && r.Partition != s.Partition {
 			t.Errorf("record of source partition %d produced to partition %d with keep_partition", s.Partition, r.Partition)
 		}
-		latest[string(r.Key)] = s.String()
+		_, prov := provenance(t, r)
+		latest[prov[kafkasink.HeaderKey]] = s.String()
 	}
 	out := make([]string, 0, len(latest))
 	for _, s := range latest {
@@ -211,14 +212,31 @@ func (h *kafkaHarness) Contents(t *testing.T) []string {
 	return out
 }
 
+// Records is the Contents group's read-back: each message as the record
+// it carries (coordinates from the provenance headers), key, value and
+// the record's own headers as produced.
+func (h *kafkaHarness) Records(t *testing.T) []record.Record {
+	var out []record.Record
+	for _, m := range readTopic(t, h.addr, h.topic(t), nil) {
+		st := storedFromMessage(t, m)
+		own, _ := provenance(t, m)
+		r := record.Record{Topic: st.Topic, Partition: st.Partition, Offset: st.Offset, Time: m.Timestamp, Key: m.Key, Value: m.Value}
+		for _, h := range own {
+			r.Headers = append(r.Headers, record.Header{Key: h.Key, Value: h.Value})
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
 func TestKafkaConformance(t *testing.T) {
 	c := newKafkaCluster(t)
 	addr := c.ListenAddrs()[0]
 	t.Run("hash", func(t *testing.T) {
-		sinktest.RunWith(t, &kafkaHarness{addr: addr, partitions: 3}, sinktest.Features{Durable: sinktest.OnWrite})
+		sinktest.RunWith(t, &kafkaHarness{addr: addr, partitions: 3}, sinktest.Features{Durable: sinktest.OnWrite, Contents: true})
 	})
 	t.Run("keep_partition", func(t *testing.T) {
-		sinktest.RunWith(t, &kafkaHarness{addr: addr, partitions: 8, keep: true}, sinktest.Features{Durable: sinktest.OnWrite})
+		sinktest.RunWith(t, &kafkaHarness{addr: addr, partitions: 8, keep: true}, sinktest.Features{Durable: sinktest.OnWrite, Contents: true})
 	})
 }
 
@@ -276,7 +294,10 @@ func TestKafkaMessageForm(t *testing.T) {
 }
 
 // A compacted target converges to one message per key however often the
-// window is replayed: the idempotency a Kafka target offers. (Compaction
+// window is replayed: the idempotency a Kafka target offers. The key here
+// is the default idempotency key, made the message key by a key template
+// (without one, the message keeps the source key, and the target converges
+// to the latest record of each source key, as the source does). (Compaction
 // never touches the active segment, kfake's last batch of each partition,
 // so a few duplicates remain there, as in Kafka.)
 func TestKafkaCompactedTopicConverges(t *testing.T) {
@@ -285,8 +306,12 @@ func TestKafkaCompactedTopicConverges(t *testing.T) {
 	topic := createTopic(t, addr, 3, map[string]string{"cleanup.policy": "compact", "retention.ms": "-1",
 		"delete.retention.ms": "315360000000"}) // keep the tombstones, so that all keys are compared
 	window := sinktest.Window(50, 2)
+	coords, err := sinks.NewKeyer("{{ .Topic }}/{{ .Partition }}/{{ .Offset }}")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for run := range 3 { // a clean run and two re-runs
-		writeAll(t, newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic}), window, uint64(run), 9)
+		writeAll(t, newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic, Keyer: coords}), window, uint64(run), 9)
 	}
 	want := sinktest.Want(window)
 	if got := len(readTopic(t, addr, topic, nil)); got != 3*len(want) {
@@ -371,7 +396,7 @@ func TestKafkaRecordErrors(t *testing.T) {
 	}
 	huge := rec(3, 21, "", fmt.Sprintf(`{"id":2,"blob":%q}`, strings.Repeat("x", 2<<20)))
 	err = s.Write(t.Context(), []record.Record{rec(3, 20, "", `{"id":1}`), huge, rec(3, 22, "", `{"id":3}`)})
-	if !errors.As(err, &re) || re.Offset != 21 || !errors.Is(err, kafka.MessageSizeTooLarge) {
+	if !errors.As(err, &re) || re.Offset != 21 || !errors.Is(err, kerr.MessageTooLarge) {
 		t.Errorf("record too large: Write = %v, want a *record.Error for orders/3@21", err)
 	}
 	if n := len(readTopic(t, addr, topic, nil)); n != 0 {
@@ -463,7 +488,7 @@ func TestKafkaNotEnoughReplicasIsTransient(t *testing.T) {
 		resp := req.ResponseKind().(*kmsg.ProduceResponse)
 		for _, rt := range req.Topics {
 			st := kmsg.NewProduceResponseTopic()
-			st.Topic = rt.Topic
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
 			for _, rp := range rt.Partitions {
 				sp := kmsg.NewProduceResponseTopicPartition()
 				sp.Partition = rp.Partition
@@ -478,7 +503,7 @@ func TestKafkaNotEnoughReplicasIsTransient(t *testing.T) {
 	err := s.Write(t.Context(), []record.Record{rec(0, 1, "", "{}")})
 	failing.Store(false)
 	t.Logf("Write failed after %v", time.Since(start))
-	if err == nil || !sinks.Transient(err) || !errors.Is(err, kafka.NotEnoughReplicas) {
+	if err == nil || !sinks.Transient(err) || !errors.Is(err, kerr.NotEnoughReplicas) {
 		t.Fatalf("Write = %v, want a transient NOT_ENOUGH_REPLICAS error", err)
 	}
 	if n := len(readTopic(t, addr, topic, nil)); n != 0 {

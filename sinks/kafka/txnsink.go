@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -87,7 +86,7 @@ func clientID(id string) string {
 // group's offset after the batch in one transaction of the partition's
 // transactional producer. Nothing of a failed Write is visible to
 // read_committed consumers.
-func (s *Sink) writeTxn(ctx context.Context, batch []record.Record, msgs []kafka.Message) error {
+func (s *Sink) writeTxn(ctx context.Context, batch []record.Record) error {
 	p := batch[0].Partition
 	// Records an earlier transaction of this run committed are in the
 	// target already: a re-delivery produces only the rest.
@@ -102,28 +101,10 @@ func (s *Sink) writeTxn(ctx context.Context, batch []record.Record, msgs []kafka
 	if skip == len(batch) {
 		return nil
 	}
-	batch, msgs = batch[skip:], msgs[skip:]
-	limit := s.maxBytes - kafkaBatchOverhead
-	recs := make([]*kgo.Record, len(msgs))
-	parts := make([]int, s.partitionCount())
-	for i := range parts {
-		parts[i] = i
-	}
-	for i := range msgs {
-		m := &msgs[i]
-		size := int64(len(m.Key) + len(m.Value))
-		for _, h := range m.Headers {
-			size += int64(len(h.Key) + len(h.Value))
-		}
-		if size > limit {
-			return record.NewError(&batch[i], fmt.Errorf("kafka sink: produce to %s: the message (%d bytes of key, value and headers) is larger than the topic's max.message.bytes, %d", s.where, size, s.maxBytes))
-		}
-		r := &kgo.Record{Key: m.Key, Value: m.Value, Timestamp: m.Time, Headers: make([]kgo.RecordHeader, len(m.Headers))}
-		for j, h := range m.Headers {
-			r.Headers[j] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
-		}
-		r.Partition = txnPartition(s.keep, m, p, parts)
-		recs[i] = r
+	batch = batch[skip:]
+	recs, err := s.records(batch, s.partitionCount(), s.maxBytes-kafkaBatchOverhead)
+	if err != nil {
+		return err
 	}
 	next := batch[len(batch)-1].Offset + 1
 	err = s.txn.write(ctx, p, next, recs)
@@ -132,22 +113,6 @@ func (s *Sink) writeTxn(ctx context.Context, batch []record.Record, msgs []kafka
 		return s.txnProduceError(batch, pe)
 	}
 	return err
-}
-
-// txnPartition chooses the target partition of an exactly-once message of
-// source partition p: p itself with keep_partition; else murmur2 of the
-// message key (the source record's own), as the Java producer chooses it
-// (an empty key is hashed too); a null key goes to p modulo the target's
-// partition count, so that the records of a source partition keep their
-// order in the target.
-func txnPartition(keep bool, m *kafka.Message, p int32, parts []int) int32 {
-	switch {
-	case keep:
-		return p
-	case m.Key == nil:
-		return p % int32(len(parts))
-	}
-	return int32(kafka.Murmur2Balancer{Consistent: true}.Balance(*m, parts...))
 }
 
 // partitionCount is the target topic's partition count, as last seen.
@@ -163,7 +128,7 @@ func (s *Sink) partitionCount() int {
 func (s *Sink) txnProduceError(batch []record.Record, pe *produceError) error {
 	err := fmt.Errorf("kafka sink: produce to %s: %d of %d messages failed (the transaction is aborted): %w", s.where, pe.failed, len(batch), pe.err)
 	var ke *kerr.Error
-	if pe.failed == 1 && errors.As(pe.err, &ke) && (ke == kerr.MessageTooLarge || ke == kerr.CorruptMessage || ke == kerr.InvalidRecord || ke == kerr.RecordListTooLarge) {
+	if pe.failed == 1 && errors.As(pe.err, &ke) && rejectsMessage(ke) {
 		return record.NewError(&batch[pe.first], err)
 	}
 	return transientTxn(err)

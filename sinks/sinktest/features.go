@@ -46,8 +46,8 @@ type Features struct {
 	CheckpointGroup string
 	// Contents is set for a sink whose harness is a ContentsHarness: the
 	// Contents group writes Corpus and reads every byte back. Unset, the
-	// sink does not yet promise to keep arbitrary bytes (postgres, sqlite
-	// and kafka today).
+	// sink does not yet promise to keep arbitrary bytes (postgres and
+	// sqlite today).
 	Contents bool
 }
 

@@ -1,0 +1,225 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/encode"
+)
+
+// Murmur2 is the 32-bit murmur2 hash of b as the Java client computes it
+// (org.apache.kafka.common.utils.Utils.murmur2, seed 0x9747b28c), the hash
+// of the Java producer's default partitioner.
+func Murmur2(b []byte) int32 {
+	const (
+		seed uint32 = 0x9747b28c
+		m    uint32 = 0x5bd1e995
+		r           = 24
+	)
+	n := len(b)
+	h := seed ^ uint32(n)
+	for i := 0; i+4 <= n; i += 4 {
+		k := uint32(b[i]) | uint32(b[i+1])<<8 | uint32(b[i+2])<<16 | uint32(b[i+3])<<24
+		k *= m
+		k ^= k >> r
+		k *= m
+		h *= m
+		h ^= k
+	}
+	switch tail := b[n&^3:]; len(tail) {
+	case 3:
+		h ^= uint32(tail[2]) << 16
+		fallthrough
+	case 2:
+		h ^= uint32(tail[1]) << 8
+		fallthrough
+	case 1:
+		h ^= uint32(tail[0])
+		h *= m
+	}
+	h ^= h >> 13
+	h *= m
+	h ^= h >> 15
+	return int32(h)
+}
+
+// Partition is the target partition of a message whose key is key (nil: a
+// null key), from source partition src, on a target topic of n
+// partitions: src itself with keep (keep_partition); else, for a key (an
+// empty key too), murmur2 of the key with the sign bit cleared, modulo n,
+// as the Java producer's default partitioner (BuiltInPartitioner,
+// Utils.toPositive(Utils.murmur2(key)) % n) puts it; for a null key,
+// src modulo n. The Java producer sends key-less records to one "sticky"
+// partition per batch (KIP-480, KIP-794); replay's batches are of one
+// source partition, so it sticks to the partition that keeps their source
+// order, and a re-delivery lands where the first delivery did.
+func Partition(keep bool, key []byte, src int32, n int) int32 {
+	switch {
+	case keep:
+		return src
+	case n <= 0:
+		return 0
+	case key == nil:
+		return src % int32(n)
+	}
+	return int32(int64(Murmur2(key)&0x7fffffff) % int64(n))
+}
+
+// messageSize is what a message adds to a record batch, as the sink's
+// limit check counts it: key, value, and header keys and values.
+func messageSize(r *kgo.Record) int64 {
+	size := int64(len(r.Key) + len(r.Value))
+	for _, h := range r.Headers {
+		size += int64(len(h.Key) + len(h.Value))
+	}
+	return size
+}
+
+// records builds the messages of batch, the same for both producers (at
+// least once and exactly once):
+//
+//   - key: the source record's key as is (a null key stays null, an empty
+//     key stays empty), unless the plan's key: template replaces it (the
+//     message key is then the template's result);
+//   - value, headers (order, repeats, null and binary values kept) and
+//     timestamp (as CreateTime) are the source record's;
+//   - the provenance headers follow the record's own, then HeaderKey with
+//     the idempotency key;
+//   - the partition is Partition of the message key over n partitions.
+//
+// The messages share the record bytes (no copy): both producers' Write
+// returns only once kgo finished every message (ProduceSync waits for all
+// promises, a cancelled one included), so nothing of the batch is read
+// after Write returns, when the runner reuses it.
+//
+// A key template failing on a record, and a record larger than limit
+// bytes (messageSize), return its *record.Error.
+func (s *Sink) records(batch []record.Record, n int, limit int64) ([]*kgo.Record, error) {
+	nh := 0
+	for i := range batch {
+		nh += len(batch[i].Headers) + 6
+	}
+	// buf holds what the sink adds (provenance values, idempotency keys);
+	// a slice taken before buf grows keeps pointing at the earlier array.
+	buf := make([]byte, 0, len(batch)*(len(batch[0].Topic)+64))
+	mark := func(from int) []byte { return buf[from:len(buf):len(buf)] }
+	topic, topicBytes := "", []byte(nil)
+	plan := []byte(s.planName)
+	headers := make([]kgo.RecordHeader, 0, nh)
+	out := make([]kgo.Record, len(batch))
+	ptrs := make([]*kgo.Record, len(batch))
+	for i := range batch {
+		r := &batch[i]
+		m := &out[i]
+		from := len(headers)
+		for _, h := range r.Headers {
+			headers = append(headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		if r.Topic != topic || topicBytes == nil {
+			topic, topicBytes = r.Topic, []byte(r.Topic)
+		}
+		at := len(buf)
+		buf = strconv.AppendInt(buf, int64(r.Partition), 10)
+		part := mark(at)
+		at = len(buf)
+		buf = strconv.AppendInt(buf, r.Offset, 10)
+		off := mark(at)
+		at = len(buf)
+		buf = appendTime(buf, r.Time)
+		ts := mark(at)
+		at = len(buf)
+		if s.templated {
+			k, err := s.keyer.Key(r)
+			if err != nil {
+				return nil, s.keyError(r, err)
+			}
+			buf = append(buf, k...)
+		} else {
+			buf = appendDefaultKey(buf, r)
+		}
+		idem := mark(at)
+		headers = append(headers,
+			kgo.RecordHeader{Key: HeaderSourceTopic, Value: topicBytes},
+			kgo.RecordHeader{Key: HeaderSourcePartition, Value: part},
+			kgo.RecordHeader{Key: HeaderSourceOffset, Value: off},
+			kgo.RecordHeader{Key: HeaderSourceTimestamp, Value: ts},
+			kgo.RecordHeader{Key: HeaderPlan, Value: plan},
+			kgo.RecordHeader{Key: HeaderKey, Value: idem},
+		)
+		m.Headers = headers[from:len(headers):len(headers)]
+		if s.templated {
+			m.Key = idem
+		} else {
+			m.Key = r.Key
+		}
+		m.Value = r.Value
+		m.Timestamp = r.Time // CreateTime: the source record's
+		m.Partition = Partition(s.keep, m.Key, r.Partition, n)
+		if size := messageSize(m); size > limit {
+			return nil, record.NewError(r, fmt.Errorf("kafka sink: produce to %s: the message (%d bytes of key, value and headers) is larger than the topic's max.message.bytes, %d: %w", s.where, size, s.maxBytes, kerr.MessageTooLarge))
+		}
+		ptrs[i] = m
+	}
+	return ptrs, nil
+}
+
+// appendTime appends t in UTC as encode.TimeLayout does
+// (2006-01-02T15:04:05.000Z), without time.Format's layout parsing; years
+// outside 0..9999 take the general path.
+func appendTime(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.AppendFormat(b, encode.TimeLayout)
+	}
+	hour, minute, sec := t.Clock()
+	ms := t.Nanosecond() / 1e6
+	d := func(b []byte, v, width int) []byte {
+		var x [4]byte
+		for i := width - 1; i >= 0; i-- {
+			x[i] = byte('0' + v%10)
+			v /= 10
+		}
+		return append(b, x[:width]...)
+	}
+	b = d(b, year, 4)
+	b = append(b, '-')
+	b = d(b, int(month), 2)
+	b = append(b, '-')
+	b = d(b, day, 2)
+	b = append(b, 'T')
+	b = d(b, hour, 2)
+	b = append(b, ':')
+	b = d(b, minute, 2)
+	b = append(b, ':')
+	b = d(b, sec, 2)
+	b = append(b, '.')
+	b = d(b, ms, 3)
+	return append(b, 'Z')
+}
+
+// appendDefaultKey appends sinks.DefaultKey(r) without a string.
+func appendDefaultKey(b []byte, r *record.Record) []byte {
+	b = append(b, r.Topic...)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(r.Partition), 10)
+	b = append(b, '/')
+	return strconv.AppendInt(b, r.Offset, 10)
+}
+
+// keyError explains a key template that rendered nothing on a null key:
+// the kafka sink keeps the source key without key:.
+func (s *Sink) keyError(r *record.Record, err error) error {
+	var re *record.Error
+	if r.Key == nil && errors.As(err, &re) && errors.Is(err, sinks.ErrEmptyKey) {
+		return record.NewError(r, fmt.Errorf("kafka sink: %w, and the record's key is null (a key template replaces the message key): drop key: to keep each record's own key, a null key included", re.Err))
+	}
+	return err
+}
