@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -132,6 +133,9 @@ type Job struct {
 
 	c    *Cluster
 	opts Options
+	// batch coalesces the partitions' commits (commitBatcher).
+	batchMu sync.Mutex
+	batch   *commitBatcher
 	// live is the running (or last) run's counters, for Progress.
 	live atomic.Pointer[liveRun]
 	// member is set while the job runs as a member of its group

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/replay-tool/replay/internal/kafkaconn"
 	"github.com/replay-tool/replay/plan"
@@ -38,6 +39,10 @@ type Cluster struct {
 
 	client    *kafka.Client
 	transport *kafka.Transport
+	// ctl is the control client (control): commits and ListOffsets,
+	// batched, with the coordinator cached; started on first use.
+	ctlMu sync.Mutex
+	ctl   *kgo.Client
 	// Brokers are the bootstrap brokers that answered the probe.
 	Brokers []string
 	// ID is the cluster id the brokers report (Metadata's ClusterID); ""
@@ -165,9 +170,10 @@ func (c *Cluster) probe(ctx context.Context, topic string, timeout time.Duration
 	return nil
 }
 
-// Close releases idle connections.
+// Close releases idle connections and the control client's.
 func (c *Cluster) Close() {
 	c.transport.CloseIdleConnections()
+	c.closeControl()
 	c.fetchMu.Lock()
 	defer c.fetchMu.Unlock()
 	for _, t := range c.fetchers {

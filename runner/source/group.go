@@ -171,7 +171,7 @@ func (c *Cluster) offsetFetch(ctx context.Context, req *kafka.OffsetFetchRequest
 func (c *Cluster) Commit(ctx context.Context, m *Member, group, topic string, offsets map[int32]Commit) error {
 	req := commitRequest(m, group, topic, offsets)
 	resp, err := call(ctx, c, opCommit, func(ctx context.Context) (*kafka.OffsetCommitResponse, error) {
-		resp, err := c.client.OffsetCommit(ctx, req)
+		resp, err := c.offsetCommit(ctx, req)
 		if err != nil {
 			return nil, err
 		}
