@@ -136,8 +136,19 @@ func (c *Cluster) Retries() int64 { return c.retries.Load() }
 // refresh drops the client transport's connection pool after a retriable
 // failure: the next request dials anew and reads fresh metadata (partition
 // leaders, group coordinators). Requests in flight keep their connections
-// until they end. A reader refreshes its own fetch transport.
-func (c *Cluster) refresh() { c.transport.CloseIdleConnections() }
+// until they end. The control client forgets the topic's metadata (it
+// would keep a LEADER_NOT_AVAILABLE for MetadataMinAge); it forgets a
+// coordinator that moved by itself. A reader refreshes its own fetch
+// transport.
+func (c *Cluster) refresh() {
+	c.transport.CloseIdleConnections()
+	c.ctlMu.Lock()
+	ctl := c.ctl
+	c.ctlMu.Unlock()
+	if ctl != nil && c.conn != nil && len(c.conn.MetadataTopics) > 0 {
+		ctl.PurgeTopicsFromClient(c.conn.MetadataTopics...)
+	}
+}
 
 // probe fails early with a message a person can act on: the bootstrap
 // brokers are probed in turn (kafkaconn.Conn.Probe), then the topic's
