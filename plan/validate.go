@@ -103,6 +103,8 @@ func (v *validator) top() {
 		v.add("name", "missing: give the plan a unique name, e.g. orders-fx-fix-2026-11-03")
 	case !nameRe.MatchString(p.Name):
 		v.add("name", "%q: use letters, digits, '.', '_' and '-' only", p.Name)
+	default:
+		v.checkCommitMetadata(p.Name)
 	}
 	switch {
 	case p.Group == "":

@@ -29,6 +29,13 @@ type ConnectOption = source.ConnectOption
 // bootstrap probe and the Metadata request); DefaultProbeTimeout otherwise.
 func WithProbeTimeout(d time.Duration) ConnectOption { return source.WithProbeTimeout(d) }
 
+// WithRetryOf makes the cluster's broker calls retry what Kafka calls
+// retriable as p's retry section says (retry.max_elapsed), as a run's do:
+// status and reset ride out a coordinator moving the same way.
+func WithRetryOf(p *plan.Plan) ConnectOption {
+	return source.WithRetry(source.RetryPolicy{MaxElapsed: time.Duration(p.Retry.MaxElapsed)})
+}
+
 // Connect connects to src's cluster and checks that it answers
 // (source.Connect): errors say what to fix and never hold the password.
 func Connect(ctx context.Context, src plan.Source, opts ...ConnectOption) (*Cluster, error) {

@@ -200,12 +200,27 @@ func (j *Job) syncStarts(ctx context.Context, sink sinks.Sink) error {
 // process's member of the group (run --join) or standalone, with the plan's
 // metadata and the sinks' positions.
 func (j *Job) newCommitter(sink sinks.Sink, s *partitionState) *committer {
+	b := j.commitBatcher()
 	return &committer{topic: j.Resolution.Topic, partition: s.Partition, sinkName: "sink " + string(j.Plan.Sink.Type),
 		sink: sink.Capabilities(), dead: sinks.CapabilitiesOf(j.DeadLetters), timeout: j.opts.FlushTimeout, committed: &s.next,
 		retryBudget: time.Duration(j.Plan.Retry.MaxElapsed),
 		commit: func(ctx context.Context, next, pos, deadPos int64) error {
 			meta := j.meta(s.Range)
 			meta.Pos, meta.DPos = pos, deadPos
-			return j.c.commitAs(ctx, j.member.Load(), j.Plan.Group, j.Resolution.Topic, map[int32]int64{s.Partition: next}, map[int32]checkpointMeta{s.Partition: meta})
+			return b.commit(ctx, j.member.Load(), s.Partition, next, meta)
 		}}
+}
+
+// commitBatcher returns the job's commit batcher (commitBatcher): the
+// partitions' commits of a run go out together, one OffsetCommit per tick.
+func (j *Job) commitBatcher() *commitBatcher {
+	j.batchMu.Lock()
+	defer j.batchMu.Unlock()
+	if j.batch == nil {
+		j.batch = &commitBatcher{linger: lingerFor(len(j.Resolution.Ranges)),
+			send: func(ctx context.Context, m *source.Member, offsets map[int32]int64, meta map[int32]checkpointMeta) error {
+				return j.c.commitAs(ctx, m, j.Plan.Group, j.Resolution.Topic, offsets, meta)
+			}}
+	}
+	return j.batch
 }

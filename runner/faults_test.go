@@ -3,7 +3,9 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -149,15 +151,34 @@ func checkExact(t *testing.T, r faultRun, want []string) {
 	}
 }
 
+// faultChunks is how many chunks of 100 orders TestFaults replays (two
+// thirds of them lie in its window): 160 by default, REPLAY_FAULT_CHUNKS
+// for a longer table (README's figures use 1600).
+func faultChunks(t *testing.T) int {
+	v := os.Getenv("REPLAY_FAULT_CHUNKS")
+	if v == "" {
+		return 160
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 10 {
+		t.Fatalf("REPLAY_FAULT_CHUNKS=%q: want a number of chunks, at least 10", v)
+	}
+	return n
+}
+
 // TestFaults injects each retriable error kind, dropped connections and
 // stalls into about 5% of the source side's requests (Fetch, ListOffsets,
 // Metadata, FindCoordinator, OffsetCommit, OffsetFetch), then all of them at
-// once: every run must end with exactly kcat's records in the sink, its
-// commits at the ranges' ends, within 3x the fault-free run's time.
+// once (about 5% of the requests in all, every kind injected at least
+// once): every run must end with exactly kcat's records in the
+// sink, its commits at the ranges' ends, within 3x the fault-free run's
+// time, with no resume. `go test ./runner -run 'TestFaults$' -v` prints the
+// table README's reliability section shows.
 func TestFaults(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	sb := newTestCluster(t, 4, "orders")
-	seedChunks(t, sb, 160, 100)
+	chunks := faultChunks(t)
+	seedChunks(t, sb, chunks, 100)
 	want := testenv.KcatCoords(t, sb.Addr, "orders", -1, t0.Add(10*time.Minute), t0.Add(50*time.Minute))
 	base := runFaultPlan(t, sb.Addr, dsn, "base", faultWindow)
 	checkExact(t, base, want)
@@ -167,28 +188,37 @@ func TestFaults(t *testing.T) {
 		cases = append(cases, []testenv.FaultKind{k})
 	}
 	cases = append(cases, testenv.AllFaultKinds)
-	table := []string{"| fault kind | injected | retries | run time | extra time |", "|---|---|---|---|---|",
-		fmt.Sprintf("| none | 0 | %d | %s | 0 |", base.retries, base.elapsed.Round(time.Millisecond))}
+	table := []string{fmt.Sprintf("%d records, 4 partitions, PostgreSQL sink:", len(want)), "",
+		"| fault kind (5% of requests) | injected | retries | run time | ratio to fault-free |", "|---|---|---|---|---|",
+		fmt.Sprintf("| none | 0 | %d | %s | 1.00 |", base.retries, base.elapsed.Round(time.Millisecond))}
 	for i, kinds := range cases {
 		name := string(kinds[0])
 		if len(kinds) > 1 {
-			name = "all"
+			name = "all at once"
 		}
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
 			// About 5% of the requests fail: all at once, each request
-			// draws from the six kinds that apply to it.
-			rate := 0.05
+			// draws from the six kinds that apply to it, and each kind
+			// fails at least its tenth request.
+			cfg := testenv.FaultsConfig{Rate: 0.05, Kinds: kinds, Stall: faultStall, Seed: uint64(i + 1)}
 			if len(kinds) > 1 {
-				rate /= 6
+				cfg.Rate, cfg.EachKind = cfg.Rate/6, 10
 			}
-			f := testenv.NewFaults(sb.Cluster, testenv.FaultsConfig{Rate: rate, Kinds: kinds, Stall: faultStall, Seed: uint64(i + 1)})
+			f := testenv.NewFaults(sb.Cluster, cfg)
 			r := runFaultPlan(t, sb.Addr, dsn, fmt.Sprintf("k%d", i), faultWindow)
 			n := f.Injected()
+			var missing []string
+			for _, k := range kinds {
+				if f.InjectedKind(k) == 0 {
+					missing = append(missing, string(k))
+				}
+			}
 			f.Stop()
 			checkExact(t, r, want)
-			table = append(table, fmt.Sprintf("| %s | %d | %d | %s | %s |", name, n, r.retries, r.elapsed.Round(time.Millisecond), (r.elapsed-base.elapsed).Round(time.Millisecond)))
-			if n == 0 {
-				t.Errorf("no fault was injected")
+			ratio := float64(r.elapsed) / float64(base.elapsed)
+			table = append(table, fmt.Sprintf("| %s | %d | %d | %s | %.2f |", name, n, r.retries, r.elapsed.Round(time.Millisecond), ratio))
+			if len(missing) > 0 {
+				t.Errorf("no fault of kind %s was injected", strings.Join(missing, ", "))
 			}
 			if r.elapsed > 3*base.elapsed {
 				t.Errorf("run took %s, more than 3x the fault-free %s", r.elapsed, base.elapsed)

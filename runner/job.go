@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -133,6 +134,9 @@ type Job struct {
 
 	c    *Cluster
 	opts Options
+	// batch coalesces the partitions' commits (commitBatcher).
+	batchMu sync.Mutex
+	batch   *commitBatcher
 	// live is the running (or last) run's counters, for Progress.
 	live atomic.Pointer[liveRun]
 	// member is set while the job runs as a member of its group

@@ -49,7 +49,7 @@ func (a *app) reset(cmd *cobra.Command, file string, o resetOptions) error {
 	if !o.yes && !isTerminal(in) {
 		return usageError{fmt.Errorf("reset deletes the commits of group %s and needs a confirmation, but stdin is not a terminal: pass --yes to reset without asking", p.Group)}
 	}
-	c, err := runner.Connect(ctx, p.Source, runner.WithProbeTimeout(a.probeTimeout))
+	c, err := runner.Connect(ctx, p.Source, runner.WithProbeTimeout(a.probeTimeout), runner.WithRetryOf(p))
 	if err != nil {
 		return err
 	}

@@ -79,7 +79,7 @@ func (a *app) loadAndConnect(ctx context.Context, file string) (*plan.Plan, *run
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := runner.Connect(ctx, p.Source, runner.WithProbeTimeout(a.probeTimeout))
+	c, err := runner.Connect(ctx, p.Source, runner.WithProbeTimeout(a.probeTimeout), runner.WithRetryOf(p))
 	if err != nil {
 		return nil, nil, err
 	}

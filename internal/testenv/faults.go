@@ -67,6 +67,10 @@ type FaultsConfig struct {
 	Stall time.Duration
 	// Seed makes the draws repeatable (default 1).
 	Seed uint64
+	// EachKind makes sure every kind is injected at least once: a kind
+	// none of whose first EachKind-1 matching requests drew a fault fails
+	// the next one. 0: draws only.
+	EachKind int
 }
 
 // Faults injects failures into a kfake cluster's answers at a rate, through
@@ -79,7 +83,11 @@ type Faults struct {
 	mu      sync.Mutex
 	rng     *rand.Rand
 	rate    float64
+	each    int
+	seen    map[FaultKind]int // matching requests, by kind
+	hit     map[FaultKind]bool
 	handles []*kfake.FaultHandle
+	byKind  map[FaultKind][]*kfake.FaultHandle
 	drops   atomic.Int64
 	stalls  atomic.Int64
 }
@@ -89,24 +97,27 @@ func NewFaults(c *kfake.Cluster, cfg FaultsConfig) *Faults {
 	if cfg.Seed == 0 {
 		cfg.Seed = 1
 	}
-	f := &Faults{c: c, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed)), rate: cfg.Rate}
+	f := &Faults{c: c, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed)), rate: cfg.Rate, byKind: map[FaultKind][]*kfake.FaultHandle{},
+		each: cfg.EachKind, seen: map[FaultKind]int{}, hit: map[FaultKind]bool{}}
 	for _, k := range cfg.Kinds {
 		switch k {
 		case FaultDrop:
-			f.control(func(kmsg.Request) (kmsg.Response, error, bool) {
+			f.control(k, func(kmsg.Request) (kmsg.Response, error, bool) {
 				f.drops.Add(1)
 				return nil, errors.New("testenv: connection dropped"), true
 			})
 		case FaultStall:
-			f.control(func(kmsg.Request) (kmsg.Response, error, bool) {
+			f.control(k, func(kmsg.Request) (kmsg.Response, error, bool) {
 				f.stalls.Add(1)
 				c.SleepControl(func() { time.Sleep(cfg.Stall) })
 				return nil, nil, false // then answered, to a client that may have left
 			})
 		default:
 			for _, key := range faultKeys[k] {
-				f.handles = append(f.handles, c.Fault(kfake.Fault{Keys: []kmsg.Key{key}, Err: faultCodes[k], Count: -1,
-					TopLevel: key == kmsg.FindCoordinator || key == kmsg.OffsetFetch, When: func(kmsg.Request) bool { return f.draw() }}))
+				h := c.Fault(kfake.Fault{Keys: []kmsg.Key{key}, Err: faultCodes[k], Count: -1,
+					TopLevel: key == kmsg.FindCoordinator || key == kmsg.OffsetFetch, When: func(kmsg.Request) bool { return f.draw(k) }})
+				f.handles = append(f.handles, h)
+				f.byKind[k] = append(f.byKind[k], h)
 			}
 		}
 	}
@@ -114,11 +125,11 @@ func NewFaults(c *kfake.Cluster, cfg FaultsConfig) *Faults {
 }
 
 // control installs fn on every request of connKeys, for the drawn share.
-func (f *Faults) control(fn func(kmsg.Request) (kmsg.Response, error, bool)) {
+func (f *Faults) control(k FaultKind, fn func(kmsg.Request) (kmsg.Response, error, bool)) {
 	for _, key := range connKeys {
 		f.c.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
 			f.c.KeepControl()
-			if !f.draw() {
+			if !f.draw(k) {
 				return nil, nil, false
 			}
 			return fn(req)
@@ -126,20 +137,38 @@ func (f *Faults) control(fn func(kmsg.Request) (kmsg.Response, error, bool)) {
 	}
 }
 
-// draw decides whether one request fails.
-func (f *Faults) draw() bool {
+// draw decides whether one request fails with a fault of kind k.
+func (f *Faults) draw(k FaultKind) bool {
 	if f.stopped.Load() {
 		return false
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.rng.Float64() < f.rate
+	f.seen[k]++
+	fail := f.rng.Float64() < f.rate || f.each > 0 && !f.hit[k] && f.seen[k] >= f.each
+	f.hit[k] = f.hit[k] || fail
+	return fail
 }
 
 // Injected is how many faults were injected so far, all kinds together.
 func (f *Faults) Injected() int64 {
 	n := f.drops.Load() + f.stalls.Load()
 	for _, h := range f.handles {
+		n += int64(h.Hits())
+	}
+	return n
+}
+
+// InjectedKind is how many faults of kind k were injected so far.
+func (f *Faults) InjectedKind(k FaultKind) int64 {
+	switch k {
+	case FaultDrop:
+		return f.drops.Load()
+	case FaultStall:
+		return f.stalls.Load()
+	}
+	var n int64
+	for _, h := range f.byKind[k] {
 		n += int64(h.Hits())
 	}
 	return n

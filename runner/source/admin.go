@@ -12,10 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
-
-	"github.com/replay-tool/replay/internal/kafkaconn"
 )
 
 // The few requests kafka-go v0.4.51 cannot make (it knows Metadata up to
@@ -23,42 +19,9 @@ import (
 // client of the same brokers, TLS and SASL settings, made on first use.
 // They go through call like every other request.
 
-// kclient returns the cluster's franz-go client, creating it on first use.
-func (c *Cluster) kclient() (*kgo.Client, error) {
-	c.kmu.Lock()
-	defer c.kmu.Unlock()
-	if c.kcl != nil {
-		return c.kcl, nil
-	}
-	s := c.conn.Settings
-	opts := []kgo.Opt{kgo.SeedBrokers(c.Brokers...), kgo.ClientID(s.ClientID),
-		// call retries (with fresh connections) within the plan's budget.
-		kgo.RequestRetries(0), kgo.RetryTimeout(DefaultRequestTimeout), kgo.MetadataMinAge(time.Second)}
-	if s.TLS.Enabled {
-		tc, err := kafkaconn.TLSConfig(s.TLS)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, kgo.DialTLSConfig(tc))
-	}
-	switch u, p := s.SASL.Username, s.SASL.Password; s.SASL.Mechanism {
-	case "":
-	case "PLAIN":
-		opts = append(opts, kgo.SASL(plain.Auth{User: u, Pass: p}.AsMechanism()))
-	case "SCRAM-SHA-256":
-		opts = append(opts, kgo.SASL(scram.Auth{User: u, Pass: p}.AsSha256Mechanism()))
-	case "SCRAM-SHA-512":
-		opts = append(opts, kgo.SASL(scram.Auth{User: u, Pass: p}.AsSha512Mechanism()))
-	default:
-		return nil, fmt.Errorf("sasl mechanism %q is not supported", s.SASL.Mechanism)
-	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, err
-	}
-	c.kcl = cl
-	return cl, nil
-}
+// kclient returns the cluster's franz-go client: the control client,
+// which also carries commits and ListOffsets.
+func (c *Cluster) kclient() (*kgo.Client, error) { return c.control() }
 
 // asKafkaError maps a franz-go broker error to kafka-go's type, which call
 // classifies by Kafka's retriable flag.

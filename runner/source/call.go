@@ -14,6 +14,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // RetryPolicy says how a broker call that fails with an error Kafka calls
@@ -101,19 +102,40 @@ func call[T any](ctx context.Context, c *Cluster, op string, do func(context.Con
 	p := c.retryPolicy().withDefaults()
 	var first time.Time
 	wait := p.MinBackoff
+	// unsettled is when the last commit attempt of unknown outcome ended:
+	// a commit that gives up waits until it cannot land any more (settle).
+	var unsettled time.Time
+	settle := func() {
+		if !unsettled.IsZero() {
+			time.Sleep(time.Until(unsettled.Add(p.SettleDelay)))
+		}
+	}
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, p.RequestTimeout)
 		v, err := do(actx)
 		timedOut := err != nil && actx.Err() != nil && ctx.Err() == nil
 		cancel()
-		if err == nil || ctx.Err() != nil {
+		if err == nil {
+			return v, nil
+		}
+		if ctx.Err() != nil {
+			if op == opCommit {
+				unsettled = time.Now() // cut off mid-request: it may land
+				settle()
+			}
 			return v, err
 		}
 		if timedOut {
 			err = &timeoutError{op: op, after: p.RequestTimeout, err: err}
 		}
 		err = explainRouting(err)
+		if op == opCommit && unknownOutcome(err) {
+			unsettled = time.Now()
+		} else {
+			unsettled = time.Time{}
+		}
 		if !retriable(err) || p.MaxElapsed <= 0 {
+			settle()
 			return v, err
 		}
 		now := time.Now()
@@ -121,6 +143,7 @@ func call[T any](ctx context.Context, c *Cluster, op string, do func(context.Con
 			first = now
 		}
 		if now.Sub(first) >= p.MaxElapsed {
+			settle()
 			return v, &RetryError{Op: op, Attempts: attempt, Elapsed: now.Sub(first), Budget: p.MaxElapsed, Err: err}
 		}
 		c.retries.Add(1)
@@ -128,7 +151,7 @@ func call[T any](ctx context.Context, c *Cluster, op string, do func(context.Con
 			c.refresh()
 		}
 		d := min(wait/2+rand.N(wait/2+1), p.MaxElapsed-now.Sub(first))
-		if op == opCommit && unknownOutcome(err) {
+		if !unsettled.IsZero() {
 			d = max(d, p.SettleDelay) // the attempt may still land: let it
 		}
 		t := time.NewTimer(d)
@@ -136,6 +159,7 @@ func call[T any](ctx context.Context, c *Cluster, op string, do func(context.Con
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
+			settle()
 			return v, err
 		}
 		wait = min(2*wait, p.MaxBackoff)
@@ -183,7 +207,7 @@ func (e *timeoutError) Unwrap() error { return e.err }
 // the broker: it timed out, or its connection failed after it was sent.
 func unknownOutcome(err error) bool {
 	var kerrv kafka.Error
-	return retriable(err) && !errors.As(err, &kerrv) && !errors.Is(err, syscall.ECONNREFUSED) && !errors.As(err, new(*routingError))
+	return retriable(err) && !errors.As(err, &kerrv) && !errors.As(err, new(*kerr.Error)) && !errors.Is(err, syscall.ECONNREFUSED) && !errors.As(err, new(*routingError))
 }
 
 // retriable reports whether a broker call's failure may pass: a Kafka error
@@ -198,6 +222,12 @@ func retriable(err error) bool {
 		return true
 	case errors.As(err, &kerrv):
 		return kerr.IsRetriable(kerr.ErrorForCode(int16(kerrv)))
+	case errors.As(err, new(*kerr.Error)): // the control client's (control.go)
+		return kerr.IsRetriable(err)
+	case errors.Is(err, kgo.ErrClientClosed):
+		return false
+	case kgo.IsRetryableBrokerErr(err):
+		return true
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED),
 		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, net.ErrClosed),
 		errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded):

@@ -84,3 +84,43 @@ func TestCallTimesOutAnUnansweredRequest(t *testing.T) {
 		t.Fatalf("call = %d, %v after %d attempts; want 1, nil after 2", v, err, n)
 	}
 }
+
+// TestCallCommitSettlesWhenItGivesUp: a commit whose last attempt timed out
+// (it may still land) returns only once SettleDelay has passed since that
+// attempt, whether it gives up because the budget is spent or because its
+// context ended; a commit refused with an answer returns at once.
+func TestCallCommitSettlesWhenItGivesUp(t *testing.T) {
+	const settle = 300 * time.Millisecond
+	c := &Cluster{transport: &kafka.Transport{}}
+	c.SetRetry(RetryPolicy{MaxElapsed: 100 * time.Millisecond, RequestTimeout: 20 * time.Millisecond, SettleDelay: settle,
+		MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	var lastEnd time.Time
+	unanswered := func(ctx context.Context) (int, error) {
+		<-ctx.Done()
+		lastEnd = time.Now()
+		return 0, ctx.Err()
+	}
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration // of the caller's context; 0 none
+	}{{"budget spent", 0}, {"context ended", 50 * time.Millisecond}} {
+		ctx := context.Background()
+		if tc.timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, tc.timeout)
+			defer cancel()
+		}
+		_, err := call(ctx, c, opCommit, unanswered)
+		if err == nil {
+			t.Fatalf("%s: a commit never answered succeeded", tc.name)
+		}
+		if d := time.Since(lastEnd); d < settle-10*time.Millisecond {
+			t.Errorf("%s: returned %s after its last attempt (%v), want at least the settle delay %s", tc.name, d, err, settle)
+		}
+	}
+	start := time.Now()
+	_, err := call(context.Background(), c, opCommit, func(context.Context) (int, error) { return 0, kafka.GroupLoadInProgress })
+	if err == nil || time.Since(start) > settle {
+		t.Errorf("a commit refused with an answer took %s (%v), want no settle wait", time.Since(start), err)
+	}
+}

@@ -39,6 +39,10 @@ type Cluster struct {
 
 	client    *kafka.Client
 	transport *kafka.Transport
+	// ctl is the control client (control): commits and ListOffsets,
+	// batched, with the coordinator cached; started on first use.
+	ctlMu sync.Mutex
+	ctl   *kgo.Client
 	// Brokers are the bootstrap brokers that answered the probe.
 	Brokers []string
 	// ID is the cluster id the brokers report (Metadata's ClusterID); ""
@@ -53,10 +57,6 @@ type Cluster struct {
 	// retries nothing.
 	policy  atomic.Pointer[RetryPolicy]
 	retries atomic.Int64
-	// kcl is a franz-go client for what kafka-go cannot ask (admin.go),
-	// made on first use.
-	kmu sync.Mutex
-	kcl *kgo.Client
 }
 
 // DefaultProbeTimeout bounds the first exchange with the cluster (Connect).
@@ -136,8 +136,19 @@ func (c *Cluster) Retries() int64 { return c.retries.Load() }
 // refresh drops the client transport's connection pool after a retriable
 // failure: the next request dials anew and reads fresh metadata (partition
 // leaders, group coordinators). Requests in flight keep their connections
-// until they end. A reader refreshes its own fetch transport.
-func (c *Cluster) refresh() { c.transport.CloseIdleConnections() }
+// until they end. The control client forgets the topic's metadata (it
+// would keep a LEADER_NOT_AVAILABLE for MetadataMinAge); it forgets a
+// coordinator that moved by itself. A reader refreshes its own fetch
+// transport.
+func (c *Cluster) refresh() {
+	c.transport.CloseIdleConnections()
+	c.ctlMu.Lock()
+	ctl := c.ctl
+	c.ctlMu.Unlock()
+	if ctl != nil && c.conn != nil && len(c.conn.MetadataTopics) > 0 {
+		ctl.PurgeTopicsFromClient(c.conn.MetadataTopics...)
+	}
+}
 
 // probe fails early with a message a person can act on: the bootstrap
 // brokers are probed in turn (kafkaconn.Conn.Probe), then the topic's
@@ -170,15 +181,10 @@ func (c *Cluster) probe(ctx context.Context, topic string, timeout time.Duration
 	return nil
 }
 
-// Close releases idle connections.
+// Close releases idle connections and the control client's.
 func (c *Cluster) Close() {
 	c.transport.CloseIdleConnections()
-	c.kmu.Lock()
-	if c.kcl != nil {
-		c.kcl.Close()
-		c.kcl = nil
-	}
-	c.kmu.Unlock()
+	c.closeControl()
 	c.fetchMu.Lock()
 	defer c.fetchMu.Unlock()
 	for _, t := range c.fetchers {

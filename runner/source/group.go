@@ -171,7 +171,7 @@ func (c *Cluster) offsetFetch(ctx context.Context, req *kafka.OffsetFetchRequest
 func (c *Cluster) Commit(ctx context.Context, m *Member, group, topic string, offsets map[int32]Commit) error {
 	req := commitRequest(m, group, topic, offsets)
 	resp, err := call(ctx, c, opCommit, func(ctx context.Context) (*kafka.OffsetCommitResponse, error) {
-		resp, err := c.client.OffsetCommit(ctx, req)
+		resp, err := c.offsetCommit(ctx, req)
 		if err != nil {
 			return nil, err
 		}
@@ -245,7 +245,11 @@ func (c *Cluster) DeleteOffsets(ctx context.Context, group, topic string, parts 
 		ints[i] = int(p)
 	}
 	resp, err := call(ctx, c, "offset delete", func(ctx context.Context) (*kafka.OffsetDeleteResponse, error) {
-		return c.client.OffsetDelete(ctx, &kafka.OffsetDeleteRequest{GroupID: group, Topics: map[string][]int{topic: ints}})
+		resp, err := c.client.OffsetDelete(ctx, &kafka.OffsetDeleteRequest{GroupID: group, Topics: map[string][]int{topic: ints}})
+		if err == nil && resp.Error != nil && retriable(resp.Error) {
+			return nil, resp.Error // the coordinator moving or loading
+		}
+		return resp, err
 	})
 	if err != nil {
 		return fmt.Errorf("delete commits of group %s on %s: %w", group, topic, err)
@@ -302,7 +306,16 @@ type GroupMember struct {
 // coordinator's answer does not mention it.
 func (c *Cluster) DescribeGroup(ctx context.Context, group string) (*Group, error) {
 	resp, err := call(ctx, c, "describe groups", func(ctx context.Context) (*kafka.DescribeGroupsResponse, error) {
-		return c.client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+		resp, err := c.client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range resp.Groups {
+			if g.GroupID == group && g.Error != nil && retriable(g.Error) {
+				return nil, g.Error // the coordinator moving or loading
+			}
+		}
+		return resp, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("describe group %s: %w", group, err)

@@ -164,7 +164,7 @@ func (c *Cluster) OffsetsAt(ctx context.Context, topic string, parts []int32, t 
 
 func (c *Cluster) listOffsets(ctx context.Context, topic string, reqs []kafka.OffsetRequest, level kafka.IsolationLevel) (map[int32]kafka.PartitionOffsets, error) {
 	resp, err := call(ctx, c, "list offsets", func(ctx context.Context) (*kafka.ListOffsetsResponse, error) {
-		resp, err := c.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}, IsolationLevel: level})
+		resp, err := c.listOffsetsBatched(ctx, topic, reqs, level) // one request per leader
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,143 @@
+package runner
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/replay-tool/replay/runner/source"
+)
+
+// commitLinger is the longest the commit batcher gathers the partitions'
+// commits before it sends them in one OffsetCommit: at 1500 partitions one
+// request per tick instead of one per partition. The gathering grows with
+// the number of partitions the job runs (lingerPerCommit each after the
+// first), so a few partitions wait a few milliseconds and a single one not
+// at all (batcherFor).
+const (
+	commitLinger    = 50 * time.Millisecond
+	lingerPerCommit = time.Millisecond
+)
+
+// commitBatcher coalesces the commits of a job's partitions into one
+// OffsetCommit request per tick (commitLinger) to the group's coordinator.
+// It sends one request at a time: commits that come while one is in flight
+// go in the next. Each partition's committer waits for the answer of the
+// request that carried its commit before it commits again, so a partition
+// has at most one commit in flight, and a request carries at most one
+// offset per partition: committed offsets never decrease (the committer
+// never asks for less than it committed). Commits made as different group
+// members (a rebalance between them) never share a request.
+type commitBatcher struct {
+	// send commits offsets with their metadata as m (nil: standalone).
+	send func(ctx context.Context, m *source.Member, offsets map[int32]int64, meta map[int32]checkpointMeta) error
+	// linger is the gathering time before each request.
+	linger time.Duration
+
+	mu      sync.Mutex
+	pending []*pendingCommit
+	running bool // a sender goroutine is active
+	// requests counts the requests sent (for tests and figures).
+	requests int
+}
+
+// lingerFor is the gathering time of a job running partitions partitions.
+func lingerFor(partitions int) time.Duration {
+	return min(commitLinger, time.Duration(max(partitions-1, 0))*lingerPerCommit)
+}
+
+// pendingCommit is one partition's commit waiting for its request.
+type pendingCommit struct {
+	member    *source.Member
+	partition int32
+	next      int64
+	meta      checkpointMeta
+	deadline  time.Time // zero: none
+	done      chan error
+}
+
+// commit queues partition's commit of next and waits for the answer of the
+// request that carries it. It waits even after ctx ends (the request may
+// be on its way): the request's own context ends at the latest deadline of
+// the commits it carries, and a commit of unknown outcome settles before
+// the answer comes back (source.RetryPolicy.SettleDelay).
+func (b *commitBatcher) commit(ctx context.Context, m *source.Member, partition int32, next int64, meta checkpointMeta) error {
+	pc := &pendingCommit{member: m, partition: partition, next: next, meta: meta, done: make(chan error, 1)}
+	if dl, ok := ctx.Deadline(); ok {
+		pc.deadline = dl
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.pending = append(b.pending, pc)
+	if !b.running {
+		b.running = true
+		go b.loop()
+	}
+	b.mu.Unlock()
+	return <-pc.done
+}
+
+// loop sends what is pending, one request at a time, until nothing is.
+func (b *commitBatcher) loop() {
+	for {
+		if b.linger > 0 {
+			time.Sleep(b.linger)
+		}
+		b.mu.Lock()
+		batch := b.pending
+		b.pending = nil
+		if len(batch) == 0 {
+			b.running = false
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		b.flush(batch)
+	}
+}
+
+// flush sends batch: one request per member (in practice one), each
+// partition once.
+func (b *commitBatcher) flush(batch []*pendingCommit) {
+	for len(batch) > 0 {
+		m := batch[0].member
+		var these, rest []*pendingCommit
+		offsets, metas := map[int32]int64{}, map[int32]checkpointMeta{}
+		var deadline time.Time
+		none := false // a commit without a deadline: the request has none
+		for _, pc := range batch {
+			if _, dup := offsets[pc.partition]; pc.member != m || dup {
+				rest = append(rest, pc) // dup: cannot happen (a committer waits), kept for the next request
+				continue
+			}
+			these = append(these, pc)
+			offsets[pc.partition], metas[pc.partition] = pc.next, pc.meta
+			none = none || pc.deadline.IsZero()
+			if pc.deadline.After(deadline) {
+				deadline = pc.deadline
+			}
+		}
+		ctx, cancel := context.Background(), context.CancelFunc(func() {})
+		if !none {
+			ctx, cancel = context.WithDeadline(ctx, deadline)
+		}
+		b.mu.Lock()
+		b.requests++
+		b.mu.Unlock()
+		err := b.send(ctx, m, offsets, metas)
+		cancel()
+		for _, pc := range these {
+			pc.done <- err
+		}
+		batch = rest
+	}
+}
+
+// Requests is how many requests the batcher sent.
+func (b *commitBatcher) Requests() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.requests
+}

@@ -1,0 +1,110 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/replay-tool/replay/runner/source"
+)
+
+// TestCommitBatcherCoalesces: 40 partitions committing increasing offsets
+// concurrently share requests; a request carries each partition at most
+// once, a partition never has two commits in flight, its offsets reach the
+// coordinator in order, and each commit gets its request's answer.
+func TestCommitBatcherCoalesces(t *testing.T) {
+	const parts, rounds = 40, 10
+	var mu sync.Mutex
+	inflight := map[int32]bool{}
+	last := map[int32]int64{}
+	var bad []string
+	b := &commitBatcher{linger: lingerFor(parts), send: func(ctx context.Context, m *source.Member, offsets map[int32]int64, meta map[int32]checkpointMeta) error {
+		mu.Lock()
+		for p, off := range offsets {
+			if inflight[p] {
+				bad = append(bad, "two commits in flight")
+			}
+			if off < last[p] {
+				bad = append(bad, "offset decreased")
+			}
+			if meta[p].End != int64(p) {
+				bad = append(bad, "metadata of another partition")
+			}
+			inflight[p], last[p] = true, off
+		}
+		mu.Unlock()
+		time.Sleep(2 * time.Millisecond) // the coordinator's answer
+		mu.Lock()
+		for p := range offsets {
+			inflight[p] = false
+		}
+		mu.Unlock()
+		if offsets[7] == 5 {
+			return errors.New("refused")
+		}
+		return nil
+	}}
+	var wg sync.WaitGroup
+	errs := make([]int, parts)
+	for p := range int32(parts) {
+		wg.Go(func() {
+			for i := range int64(rounds) {
+				if err := b.commit(context.Background(), nil, p, i+1, checkpointMeta{End: int64(p)}); err != nil {
+					errs[p]++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, s := range bad {
+		t.Error(s)
+	}
+	if n := b.Requests(); n >= parts*rounds/4 {
+		t.Errorf("%d requests for %d commits, want them coalesced", n, parts*rounds)
+	}
+	if errs[7] != 1 {
+		t.Errorf("partition 7 saw %d errors, want the one of its refused request", errs[7])
+	}
+	for p := range int32(parts) {
+		if last[p] != rounds {
+			t.Errorf("partition %d last committed %d, want %d", p, last[p], rounds)
+		}
+	}
+	t.Logf("%d commits in %d requests", parts*rounds, b.Requests())
+}
+
+// TestCommitBatcherKeepsMembersApart: commits made as different members
+// (a rebalance between them) never share a request.
+func TestCommitBatcherKeepsMembersApart(t *testing.T) {
+	m1, m2 := &source.Member{Generation: 1, ID: "a"}, &source.Member{Generation: 2, ID: "a"}
+	var mu sync.Mutex
+	var mixed bool
+	seen := map[*source.Member]int{}
+	b := &commitBatcher{linger: 20 * time.Millisecond, send: func(ctx context.Context, m *source.Member, offsets map[int32]int64, _ map[int32]checkpointMeta) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for p := range offsets {
+			if (p%2 == 0) != (m == m1) {
+				mixed = true
+			}
+		}
+		seen[m]++
+		return nil
+	}}
+	var wg sync.WaitGroup
+	for p := range int32(6) {
+		wg.Go(func() {
+			m := m2
+			if p%2 == 0 {
+				m = m1
+			}
+			_ = b.commit(context.Background(), m, p, 1, checkpointMeta{})
+		})
+	}
+	wg.Wait()
+	if mixed || seen[m1] == 0 || seen[m2] == 0 {
+		t.Errorf("members mixed in a request: %v, requests per member %v", mixed, seen)
+	}
+}
