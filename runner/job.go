@@ -196,6 +196,9 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 	} else if err := c.checkGroupIdle(ctx, p.Group); err != nil {
 		return nil, err
 	}
+	if err := c.checkRunnable(ctx, p); err != nil {
+		return nil, err
+	}
 	all, err := c.Partitions(ctx, p.Source.Topic)
 	if err != nil {
 		return nil, err
@@ -229,6 +232,13 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 		}
 	}
 	return job, nil
+}
+
+// checkRunnable refuses, as reset does, a group that holds a commit replay
+// did not make on any topic, not only on the plan's: it is, or was, a real
+// consumer group.
+func (c *Cluster) checkRunnable(ctx context.Context, p *plan.Plan) error {
+	return c.checkReplayOnly(ctx, p.Group, "replay never runs in it: name a dedicated group such as "+dedicatedGroup(p))
 }
 
 // classify checks the group's commits: true when they are this plan's.

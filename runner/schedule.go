@@ -104,6 +104,9 @@ func PrepareScheduled(ctx context.Context, c *Cluster, p *plan.Plan, opts Option
 	if err := c.checkGroupMembers(ctx, p.Group, holder); err != nil {
 		return nil, nil, err
 	}
+	if err := c.checkRunnable(ctx, p); err != nil {
+		return nil, nil, err
+	}
 	all, err := c.Partitions(ctx, p.Source.Topic)
 	if err != nil {
 		return nil, nil, err
@@ -270,6 +273,9 @@ func PrepareInterval(ctx context.Context, c *Cluster, p *plan.Plan, at time.Time
 	}
 	if now := opts.logicalNow(); !p.Window.Due(iv, now) {
 		return nil, &IntervalError{At: at, Reason: fmt.Sprintf("its interval %s is not due until %s", iv, p.Window.DueAt(iv).Format(time.RFC3339))}
+	}
+	if err := c.checkRunnable(ctx, p); err != nil {
+		return nil, err
 	}
 	all, err := c.Partitions(ctx, p.Source.Topic)
 	if err != nil {

@@ -152,7 +152,11 @@ func stateLine(pr *runner.Progress, file string) string {
 		return fmt.Sprintf("belongs to another plan: group %s holds the checkpoints of plan %q (fingerprint %s), not of this plan (fingerprint %s); 'replay run' refuses: use --restart or 'replay reset %s' to discard them, or another group",
 			pr.Group, pr.OtherPlan, pr.OtherFingerprint, pr.Fingerprint, file)
 	case runner.StateForeign:
-		return fmt.Sprintf("foreign: group %s has commits on %s that replay did not make: it is, or was, a real consumer group; replay will neither run in it nor reset it: name a dedicated group such as replay.%s", pr.Group, pr.Topic, pr.Plan)
+		where := pr.Topic
+		if pr.Foreign != nil {
+			where = pr.Foreign.String()
+		}
+		return fmt.Sprintf("foreign: group %s has commits on %s that replay did not make: it is, or was, a real consumer group; replay will neither run in it nor reset it: name a dedicated group such as replay.%s", pr.Group, where, pr.Plan)
 	}
 	return string(pr.State)
 }
