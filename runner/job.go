@@ -193,7 +193,7 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 		if err := c.checkGroupMembers(ctx, p.Group, joinClientID(p.Fingerprint())); err != nil {
 			return nil, err
 		}
-	} else if err := c.checkGroupIdle(ctx, p.Group); err != nil {
+	} else if err := c.checkGroupMembers(ctx, p.Group, opts.holderID()); err != nil {
 		return nil, err
 	}
 	if err := c.checkRunnable(ctx, p); err != nil {

@@ -97,11 +97,7 @@ func (c *Cluster) Schedule(ctx context.Context, p *plan.Plan, now time.Time) (*S
 // Prepare's; with Options.Hold, the group's member is this process.
 func PrepareScheduled(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job, *ScheduleState, error) {
 	opts.defaults()
-	holder := ""
-	if opts.Hold != nil {
-		holder = opts.Hold.clientID()
-	}
-	if err := c.checkGroupMembers(ctx, p.Group, holder); err != nil {
+	if err := c.checkGroupMembers(ctx, p.Group, opts.holderID()); err != nil {
 		return nil, nil, err
 	}
 	if err := c.checkRunnable(ctx, p); err != nil {

@@ -243,6 +243,20 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 		return nil, usageError{fmt.Errorf("--interval and --max-intervals apply to a plan with a schedule window (every, start); %s has a %s window", file, p.Window.Kind())}
 	}
 	opts.Log = a.log
+	if !o.join && !(p.Sink.Type == plan.SinkKafka && p.Sink.ExactlyOnce) {
+		// The run holds its plan's group while it runs: a second run of the
+		// plan, from any machine or directory, and a reset, are refused
+		// naming it; a run that loses the hold stops without committing.
+		// An exactly-once kafka sink resets the group's offsets with
+		// standalone commits, which a held group refuses; its
+		// transactional ids fence a second process instead.
+		hold, err := runner.HoldGroup(ctx, c, p)
+		if err != nil {
+			return nil, err
+		}
+		defer hold.Release()
+		opts.Hold = hold
+	}
 	job, err := runner.Prepare(ctx, c, p, opts)
 	if err != nil {
 		return nil, err
