@@ -54,6 +54,10 @@ const (
 	// and committed: run the plan again once the cluster is healthy, and
 	// it resumes there.
 	HintResume Hint = "resume"
+	// HintExpired: the group lost the commits of a run whose progress is
+	// recorded elsewhere: continue from the sink's own checkpoints
+	// (Options.ResumeFromSink), or start over (Options.Restart).
+	HintExpired Hint = "expired"
 )
 
 // hinted is an error with a Hint.

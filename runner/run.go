@@ -52,6 +52,9 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 		return nil, err
 	}
 	defer closeDeadLetters()
+	if err := j.checkSinkRecord(work, sink); err != nil {
+		return nil, err
+	}
 	if err := j.checkResume(sink); err != nil {
 		return nil, err
 	}
@@ -73,6 +76,15 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	if err := j.resumeFromSink(work, sink, states); err != nil {
 		return nil, err
 	}
+	j.saveRecord(RecordRunning, j.from)
+	next := func(r Range) int64 {
+		for _, s := range states {
+			if s.Partition == r.Partition {
+				return max(s.next.Load(), s.from)
+			}
+		}
+		return j.from(r)
+	}
 	j.live.Store(&liveRun{started: rep.Started, states: states}) // for Job.Progress
 	rep.NothingToDo = j.NothingToDo()
 	j.startBudget(states)
@@ -83,9 +95,16 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	rep.Added = j.addedSince(work)
 	rep.Finished = j.opts.Now().UTC()
 	if err != nil {
+		j.saveRecord(RecordStopped, next)
 		return rep, err
 	}
-	return rep, j.publish(work, sink, rep)
+	err = j.publish(work, sink, rep)
+	if err != nil {
+		j.saveRecord(RecordStopped, next)
+	} else {
+		j.saveRecord(RecordDone, next)
+	}
+	return rep, err
 }
 
 // startBudget counts max_errors against the records of states.
