@@ -284,3 +284,45 @@ func TestExpiredOffsetsSinkTableOnly(t *testing.T) {
 		t.Errorf("the table has %d rows (%d keys), want 3000", rows, keys)
 	}
 }
+
+// TestExpiredOffsetsOnePartition: the commit of one partition is deleted
+// (OffsetDelete) while the others stay: the run is refused naming that
+// partition only, and --resume-from-sink takes it back with its recorded
+// range and finishes exactly.
+func TestExpiredOffsetsOnePartition(t *testing.T) {
+	e := newExpiredEnv(t, 3000)
+	e.interrupted(t, 600)
+	before := checkpoints(t, e.planFile, 3)
+	set := kadm.TopicsSet{}
+	set.Add("orders", 1)
+	resp, err := e.sb.Admin(t).DeleteOffsets(t.Context(), "replay.expired", set)
+	if err != nil || resp.Error() != nil {
+		t.Fatalf("delete offsets: %v %v", err, resp.Error())
+	}
+	r := replayProcess(t, e.dir, "run", "--yes", e.planFile)
+	want := fmt.Sprintf("no commits for partitions [1] of orders, but the local run record")
+	if r.code != exitRefused || !strings.Contains(r.text(), want) || !strings.Contains(r.text(), fmt.Sprintf("1 [%d, %d) at ", before[1].Start, before[1].End)) {
+		t.Fatalf("run with partition 1's commit deleted: want exit %d with %q, got %s", exitRefused, want, r)
+	}
+	sinkAt := e.sinkCheckpoints(t)
+	report := filepath.Join(e.dir, "resume.json")
+	if r := replayProcess(t, e.dir, "run", "--yes", "--resume-from-sink", "--report", report, e.planFile); r.code != exitOK {
+		t.Fatalf("--resume-from-sink: %s", r)
+	}
+	rep, written := readReportTotals(t, report)
+	var left int64
+	for p, cp := range before {
+		left += cp.End - max(cp.Offset, sinkAt[p])
+	}
+	if len(rep.Partitions) != 3 || written != left {
+		t.Errorf("--resume-from-sink ran %d partitions and wrote %d records, want 3 and %d", len(rep.Partitions), written, left)
+	}
+	if rows, keys := e.rows(t); rows != 3000 || keys != 3000 {
+		t.Errorf("the table has %d rows (%d keys), want 3000", rows, keys)
+	}
+	for p, cp := range checkpoints(t, e.planFile, 3) {
+		if !cp.Done() || cp.End != before[p].End {
+			t.Errorf("partition %d: committed %d of [%d, %d), want its end %d", p, cp.Offset, cp.Start, cp.End, before[p].End)
+		}
+	}
+}
