@@ -85,6 +85,10 @@ type Progress struct {
 	// Foreign is the first commit replay did not make, on any topic of the
 	// group, when State is StateForeign.
 	Foreign *ForeignCommit `json:"foreign_commit,omitempty"`
+	// Record is this machine's record of the plan's run (RunRecord) when
+	// the group has no commit of it (its offsets expired or were deleted);
+	// the caller sets it.
+	Record *RunRecord `json:"run_record,omitempty"`
 	// Partitions are the partitions the plan selects or the group committed,
 	// sorted.
 	Partitions []PartitionProgress `json:"partitions"`

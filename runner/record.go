@@ -118,6 +118,20 @@ func readRecord(dir, clusterID string, p *plan.Plan) (*RunRecord, error) {
 	return r, nil
 }
 
+// ReadRunRecord reads this machine's record of p's run on c from dir (see
+// Options.StateDir); nil when there is none, or only a reset one.
+func ReadRunRecord(dir string, c *Cluster, p *plan.Plan) (*RunRecord, error) {
+	id := ""
+	if c != nil && c.Cluster != nil {
+		id = c.ID
+	}
+	r, err := readRecord(dir, id, p)
+	if err != nil || !r.progress() {
+		return nil, err
+	}
+	return r, nil
+}
+
 // write stores r in dir atomically (a temporary file renamed over it).
 func (r *RunRecord) write(dir string) error {
 	r.Format, r.UpdatedAt = RecordFormat, time.Now().UTC()

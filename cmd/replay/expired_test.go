@@ -174,6 +174,10 @@ func TestExpiredOffsetsRefusedThenResumedFromSink(t *testing.T) {
 		}
 	}
 	t.Logf("refusal: %s", strings.TrimSpace(msg))
+	if code, out, errs := groupTestExec(t, "status", e.planFile); code != exitOK || !strings.Contains(out, "state: commits lost: group replay.expired has no commit on orders, but the local run record") ||
+		!strings.Contains(out, "--resume-from-sink") {
+		t.Errorf("status of a group that lost its commits: exit %d:\n%s%s", code, out, errs)
+	}
 	if rows, _ := e.rows(t); rows == 0 {
 		t.Fatal("the sink is empty")
 	}
