@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/replay-tool/replay/internal/testenv"
+	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks/file"
 )
@@ -74,6 +75,58 @@ func TestHoldLostStopsTheRun(t *testing.T) {
 	for part, cp := range after {
 		if cp.Done() {
 			t.Errorf("partition %d is done (%d): the run did not stop early", part, cp.Offset)
+		}
+	}
+}
+
+// TestHoldRestartDropsDiscarded: a held --restart run of a changed plan
+// that reads fewer partitions deletes the earlier run's checkpoints on the
+// others (the hold leaves the group for it: the broker refuses to delete
+// the commits of a topic a member subscribes to), keeps its hold, and the
+// group ends with this plan's commits only.
+func TestHoldRestartDropsDiscarded(t *testing.T) {
+	sb := newTestCluster(t, 3, "orders")
+	seed(t, sb, "orders", 600, t0, time.Hour)
+	window := "  from: " + t0.Format(time.RFC3339) + "\n  to: " + t0.Add(time.Hour).Format(time.RFC3339)
+	p, _ := filePlan(t, sb, window)
+	if _, _, err := runPlan(t, context.Background(), p, nil); err != nil {
+		t.Fatal(err)
+	}
+	changed := *p
+	changed.Source.Partitions = plan.PartitionSet{List: []int32{0}}
+	c := connect(t, &changed)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hold, err := HoldGroup(ctx, c, &changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Release()
+	opts := testOptions(t)
+	opts.Hold, opts.Restart = hold, true
+	job, err := Prepare(ctx, c, &changed, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := file.NewJSONL(p.Sink.Path+".2", job.RunID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	if _, err := job.Run(ctx, fs); err != nil {
+		t.Fatalf("held restart: %v", err)
+	}
+	g, err := c.DescribeGroup(ctx, p.Group)
+	if err != nil || g == nil || len(g.Members) != 1 {
+		t.Fatalf("after the run the hold is not the group's only member: %+v %v", g, err)
+	}
+	cps := commits(t, c, p.Group, "orders", 0, 1, 2)
+	if cp := cps[0]; cp.Fingerprint != changed.Fingerprint() || !cp.Done() {
+		t.Errorf("partition 0: %+v, want this plan's commit at its end", cp)
+	}
+	for _, part := range []int32{1, 2} {
+		if cps[part].Offset >= 0 {
+			t.Errorf("partition %d: the earlier run's commit %d is still there", part, cps[part].Offset)
 		}
 	}
 }
