@@ -103,7 +103,7 @@ func TestRunHoldRefusesASecondRun(t *testing.T) {
 	sb, seed := newCluster(t, 3, 3000)
 	dir := t.TempDir()
 	planFile := writePlan(t, dir, planSpec{name: "held", addr: sb.Addr, from: seed.From, to: seed.To,
-		recordsPerSecond: 1500, sink: fileSink("out.jsonl", 50)})
+		recordsPerSecond: 400, sink: fileSink("out.jsonl", 50)})
 	cmd, stdout, stderr := command(t, dir, "run", "--yes", planFile)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -142,6 +142,11 @@ func TestRunHoldRefusesASecondRun(t *testing.T) {
 		t.Fatalf("second run while the first holds the plan: want exit 3 with %q, got %s", holder, second)
 	}
 	t.Logf("second run: %s", strings.TrimSpace(second.stderr))
+	select {
+	case <-first.done:
+		t.Fatalf("the first run ended before the second one did: the test proves nothing\nfirst: %s", first.result())
+	default:
+	}
 	if _, err := os.Stat(filepath.Join(other, "out.jsonl.parts")); err == nil {
 		t.Errorf("the refused run staged output in its directory")
 	}
