@@ -59,6 +59,10 @@ const (
 	// in the sink and committed: run the plan again once the transaction
 	// ended (or with a longer timeout), and it resumes there.
 	HintOpenTransaction Hint = "open-transaction"
+	// HintExpired: the group lost the commits of a run whose progress is
+	// recorded elsewhere: continue from the sink's own checkpoints
+	// (Options.ResumeFromSink), or start over (Options.Restart).
+	HintExpired Hint = "expired"
 )
 
 // hinted is an error with a Hint.

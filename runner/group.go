@@ -82,6 +82,13 @@ type Progress struct {
 	// group holds when State is StateOtherPlan.
 	OtherPlan        string `json:"other_plan,omitempty"`
 	OtherFingerprint string `json:"other_fingerprint,omitempty"`
+	// Foreign is the first commit replay did not make, on any topic of the
+	// group, when State is StateForeign.
+	Foreign *ForeignCommit `json:"foreign_commit,omitempty"`
+	// Record is this machine's record of the plan's run (RunRecord) when
+	// the group has no commit of it (its offsets expired or were deleted);
+	// the caller sets it.
+	Record *RunRecord `json:"run_record,omitempty"`
 	// Partitions are the partitions the plan selects or the group committed,
 	// sorted.
 	Partitions []PartitionProgress `json:"partitions"`
@@ -128,6 +135,14 @@ func (c *Cluster) Progress(ctx context.Context, p *plan.Plan) (*Progress, error)
 		pr.Partitions = append(pr.Partitions, partitionProgress(cps[part], offs[part], pr.Fingerprint))
 	}
 	pr.summarize()
+	// A commit replay did not make on another topic makes the group
+	// foreign too: run and reset refuse it.
+	if pr.Foreign, err = c.foreignCommit(ctx, p.Group); err != nil {
+		return nil, err
+	}
+	if pr.Foreign != nil {
+		pr.State, pr.OtherPlan, pr.OtherFingerprint = StateForeign, "", ""
+	}
 	return pr, nil
 }
 
@@ -214,7 +229,7 @@ func (c *Cluster) CheckReset(ctx context.Context, p *plan.Plan) ([]Checkpoint, e
 	if err := c.CheckGroupIdle(ctx, p.Group); err != nil {
 		return nil, err
 	}
-	if err := c.checkReplayOnly(ctx, p.Group); err != nil {
+	if err := c.checkReplayOnly(ctx, p.Group, "replay never deletes its offsets"); err != nil {
 		return nil, err
 	}
 	all, err := c.Partitions(ctx, p.Source.Topic)
@@ -235,20 +250,43 @@ func (c *Cluster) CheckReset(ctx context.Context, p *plan.Plan) ([]Checkpoint, e
 }
 
 // checkReplayOnly refuses a group holding any commit, on any topic, without
-// replay's metadata (OffsetFetch for all topics).
-func (c *Cluster) checkReplayOnly(ctx context.Context, group string) error {
-	all, err := c.CommittedAll(ctx, group)
-	if err != nil {
+// replay's metadata (OffsetFetch for all topics); advice ends the reason.
+// run and reset refuse such a group alike.
+func (c *Cluster) checkReplayOnly(ctx context.Context, group, advice string) error {
+	cm, err := c.foreignCommit(ctx, group)
+	if err != nil || cm == nil {
 		return err
 	}
+	return &SafetyError{Group: group, Reason: fmt.Sprintf("it has a commit on %s that replay did not make: it is, or was, a real consumer group, and %s", cm, advice)}
+}
+
+// ForeignCommit is a commit in a replay group that replay did not make.
+type ForeignCommit struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+}
+
+func (f ForeignCommit) String() string {
+	return fmt.Sprintf("%s/%d (offset %d)", f.Topic, f.Partition, f.Offset)
+}
+
+// foreignCommit returns the first (by topic, then partition) commit of the
+// group, on any topic, without replay's metadata; nil when there is none.
+func (c *Cluster) foreignCommit(ctx context.Context, group string) (*ForeignCommit, error) {
+	all, err := c.CommittedAll(ctx, group)
+	if err != nil {
+		return nil, err
+	}
 	for _, t := range slices.Sorted(maps.Keys(all)) {
-		for _, cm := range all[t] {
-			if !checkpointOf(cm).Replay {
-				return &SafetyError{Group: group, Reason: fmt.Sprintf("it has a commit on %s/%d (offset %d) that replay did not make: it is, or was, a real consumer group, and replay never deletes its offsets", t, cm.Partition, cm.Offset)}
+		cms := slices.SortedFunc(slices.Values(all[t]), func(a, b source.Committed) int { return int(a.Partition) - int(b.Partition) })
+		for _, cm := range cms {
+			if cm.Offset >= 0 && !checkpointOf(cm).Replay {
+				return &ForeignCommit{Topic: t, Partition: cm.Partition, Offset: cm.Offset}, nil
 			}
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // Reset deletes p's replay group's committed offsets on p's topic

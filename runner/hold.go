@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/replay-tool/replay/plan"
@@ -74,6 +75,8 @@ func heldError(group string, h Holder) *SafetyError {
 type Hold struct {
 	group  string
 	self   Holder
+	c      *Cluster
+	cfg    source.JoinConfig
 	cg     *source.Membership
 	member source.Member
 	// lost ends when the membership ends before Release.
@@ -93,22 +96,103 @@ type Hold struct {
 func HoldGroup(ctx context.Context, c *Cluster, p *plan.Plan) (*Hold, error) {
 	host, _ := os.Hostname()
 	self := Holder{Fingerprint: p.Fingerprint(), Host: host, PID: os.Getpid(), Since: time.Now().UTC()}
+	if err := c.letGoOfDead(ctx, p.Group, self); err != nil {
+		return nil, err
+	}
 	if err := c.checkGroupIdle(ctx, p.Group); err != nil {
 		return nil, err
 	}
-	cg, err := c.Join(source.JoinConfig{Group: p.Group, Topic: p.Source.Topic, ClientID: self.clientID(),
-		Heartbeat: time.Second, SessionTimeout: joinSessionTimeout, RebalanceTimeout: joinRebalanceTimeout})
-	if err != nil {
+	// Never join a group that is, or was, a real consumer group.
+	if err := c.checkRunnable(ctx, p); err != nil {
 		return nil, err
 	}
-	h := &Hold{group: p.Group, self: self, cg: cg}
-	sctx, cancel := context.WithTimeout(ctx, holdSettle)
-	defer cancel()
-	if err := h.settle(sctx, c); err != nil {
-		cg.Close()
+	h := &Hold{group: p.Group, self: self, c: c, cfg: source.JoinConfig{Group: p.Group, Topic: p.Source.Topic, ClientID: self.clientID(),
+		Heartbeat: time.Second, SessionTimeout: joinSessionTimeout, RebalanceTimeout: joinRebalanceTimeout}}
+	if err := h.join(ctx); err != nil {
 		return nil, err
 	}
 	return h, nil
+}
+
+// letGoOfDead removes from the group the holders of self's plan that ran
+// on this host in a process that no longer exists (killed, or a machine
+// that rebooted with the same name): otherwise the coordinator keeps them
+// until their session times out, and a run resumed at once after a kill
+// is refused. A holder on another host, or whose process still exists, is
+// left alone (and refused by the checks that follow).
+func (c *Cluster) letGoOfDead(ctx context.Context, group string, self Holder) error {
+	g, err := c.DescribeGroup(ctx, group)
+	if err != nil || g == nil || g.Err != nil {
+		return nil // the group checks that follow refuse it
+	}
+	for _, m := range g.Members {
+		h, ok := parseHolder(m)
+		if !ok || h.Host != self.Host || h.Fingerprint != self.Fingerprint || processExists(h.PID) {
+			continue
+		}
+		if err := c.RemoveMember(ctx, group, m.MemberID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// processExists reports whether a process with the ID runs on this
+// machine (signal 0); this process does not count (its hold is not made
+// yet, so one naming its ID is a dead process's whose ID came back).
+func processExists(pid int) bool {
+	if pid <= 0 || pid == os.Getpid() {
+		return false
+	}
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	err = proc.Signal(syscall.Signal(0))
+	return !errors.Is(err, os.ErrProcessDone) && !errors.Is(err, syscall.ESRCH)
+}
+
+// join joins the group and settles the hold.
+func (h *Hold) join(ctx context.Context) error {
+	cg, err := h.c.Join(h.cfg)
+	if err != nil {
+		return err
+	}
+	h.cg = cg
+	sctx, cancel := context.WithTimeout(ctx, holdSettle)
+	defer cancel()
+	if err := h.settle(sctx, h.c); err != nil {
+		cg.Close()
+		h.cg = nil
+		return err
+	}
+	return nil
+}
+
+// leaveFor leaves the group while fn runs, then holds it again, as the
+// same holder (a run of the plan that joined meanwhile started later: it
+// loses its generation and is waited for). The broker refuses to delete
+// the commits of a topic a member of the group subscribes to
+// (GROUP_SUBSCRIBED_TO_TOPIC), and the hold's membership subscribes to the
+// plan's topic. It must not be called while a job runs under the hold.
+func (h *Hold) leaveFor(ctx context.Context, fn func() error) error {
+	h.leave()
+	err := fn()
+	if jerr := h.join(ctx); jerr != nil {
+		return errors.Join(err, jerr)
+	}
+	return err
+}
+
+// leave ends the hold's generation and leaves the group.
+func (h *Hold) leave() {
+	if h.cg == nil {
+		return
+	}
+	h.release()
+	<-h.done
+	h.cg.Close()
+	h.cg = nil
 }
 
 // settle joins generations until this process is the group's only member,
@@ -197,11 +281,7 @@ func (h *Hold) clientID() string { return h.self.clientID() }
 
 // Release leaves the group: the next run of the plan may start at once.
 func (h *Hold) Release() {
-	h.once.Do(func() {
-		h.release()
-		<-h.done
-		h.cg.Close()
-	})
+	h.once.Do(h.leave)
 }
 
 // ErrHoldLost is a run stopped because its hold on the replay group ended
@@ -209,6 +289,15 @@ func (h *Hold) Release() {
 // plan now, and the broker refuses the stopped run's commits. Re-running
 // resumes from the last accepted commit.
 var ErrHoldLost = errors.New("this run lost its hold on the replay group (its session expired or the coordinator moved) and stopped without committing further")
+
+// holderID is the client ID of the hold's member (opts.Hold), "" without
+// a hold: the group checks accept that member as this process.
+func (o *Options) holderID() string {
+	if o.Hold == nil {
+		return ""
+	}
+	return o.Hold.clientID()
+}
 
 // holdsFor returns the member the job's commits carry and a context that
 // ends when the hold is lost; the member is nil without a hold.

@@ -63,6 +63,16 @@ type Options struct {
 	// Heartbeat is a joined member's heartbeat interval: how soon it sees a
 	// rebalance. Default 1 s.
 	Heartbeat time.Duration
+	// StateDir, when set, is where plain runs keep their local run records
+	// (RunRecord, under StateDir/runs): a run whose group lost its commits
+	// while a record says the plan made progress is refused
+	// (*ExpiredError in a *SafetyError) instead of starting over.
+	StateDir string
+	// ResumeFromSink continues a plan whose group lost its commits from the
+	// sink's own checkpoints (sinks.CheckpointStore) instead of refusing,
+	// with the ranges the run record (or Pinned) fixed; Restart starts over
+	// instead.
+	ResumeFromSink bool
 	// Hold, when set, is this process's hold on the plan's group
 	// (HoldGroup): the group may have this process as its member, the
 	// commits carry its generation, and Run stops with ErrHoldLost when it
@@ -131,6 +141,12 @@ type Job struct {
 	// Restart discards: Run deletes those the new ranges do not overwrite,
 	// or they would make every later run of this plan look like a changed plan.
 	discarded []int32
+	// record is the local record of the plan's run (Options.StateDir), nil
+	// without one; checkSink asks Run to refuse a fresh run when the sink's
+	// checkpoint table records progress of it (the group lost its commits);
+	// fromSink is Options.ResumeFromSink for a group without commits.
+	record              *RunRecord
+	checkSink, fromSink bool
 
 	c    *Cluster
 	opts Options
@@ -203,7 +219,10 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 		if err := c.checkGroupMembers(ctx, p.Group, joinClientID(p.Fingerprint())); err != nil {
 			return nil, err
 		}
-	} else if err := c.checkGroupIdle(ctx, p.Group); err != nil {
+	} else if err := c.checkGroupMembers(ctx, p.Group, opts.holderID()); err != nil {
+		return nil, err
+	}
+	if err := c.checkRunnable(ctx, p); err != nil {
 		return nil, err
 	}
 	all, err := c.Partitions(ctx, p.Source.Topic)
@@ -224,18 +243,38 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 		}
 	}
 	job := &Job{Plan: p, c: c, opts: opts, topicID: topicID}
+	if job.recordsRuns() {
+		if job.record, err = readRecord(opts.StateDir, job.SourceClusterID(), p); err != nil {
+			return nil, err
+		}
+	}
 	if opts.Pinned != nil {
-		return job, job.pin(ctx, all, cps)
+		err := job.pin(ctx, all, cps)
+		if err == nil && job.Fresh {
+			err = job.withoutCommits()
+		}
+		return job, err
 	}
 	resumable, err := classify(p, cps, opts.Restart)
 	if err != nil {
 		return nil, err
 	}
 	if resumable {
-		return job, job.resume(ctx, all, cps)
+		if err := job.resume(ctx, all, cps); err != nil {
+			return job, err
+		}
+		return job, job.partlyLost(ctx, cps)
 	}
 	if opts.Join {
 		return nil, &SafetyError{Group: p.Group, Hint: HintResolveOnce, Reason: "a joined run needs the same fixed ranges in every process, and the group holds no run of this plan yet"}
+	}
+	if rec := job.record; rec.progress() && !anyCommit(cps) {
+		// The group lost the commits of a recorded run: refuse, or take the
+		// ranges it fixed (never a wider resolution).
+		if !opts.Restart && !opts.ResumeFromSink {
+			return nil, job.recordRefusal(rec.Ranges)
+		}
+		return job, job.fromRecord(ctx, all)
 	}
 	if job.Resolution, err = Resolve(ctx, c, p, opts.logicalNow()); err != nil {
 		if cut := (*CutError)(nil); errors.As(err, &cut) {
@@ -253,7 +292,19 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 			job.discarded = append(job.discarded, part)
 		}
 	}
+	if !anyCommit(cps) {
+		if err := job.withoutCommits(); err != nil {
+			return nil, err
+		}
+	}
 	return job, nil
+}
+
+// checkRunnable refuses, as reset does, a group that holds a commit replay
+// did not make on any topic, not only on the plan's: it is, or was, a real
+// consumer group.
+func (c *Cluster) checkRunnable(ctx context.Context, p *plan.Plan) error {
+	return c.checkReplayOnly(ctx, p.Group, "replay never runs in it: name a dedicated group such as "+dedicatedGroup(p))
 }
 
 // classify checks the group's commits: true when they are this plan's.

@@ -31,6 +31,9 @@ import (
 // ends stops the run with an error wrapping ErrHoldLost.
 func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	applyRetry(j.c, j.Plan, j.opts) // also for jobs prepared by the schedule
+	if err := j.dropDiscardedHeld(ctx); err != nil {
+		return nil, err
+	}
 	ctx, unhold, member := j.holdsFor(ctx)
 	defer unhold()
 	j.member.Store(member)
@@ -49,10 +52,13 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 		return nil, err
 	}
 	defer closeDeadLetters()
+	if err := j.checkSinkRecord(work, sink); err != nil {
+		return nil, err
+	}
 	if err := j.checkResume(sink); err != nil {
 		return nil, err
 	}
-	if j.Fresh {
+	if j.Fresh && j.opts.Hold == nil {
 		if err := j.dropDiscarded(work); err != nil {
 			return nil, err
 		}
@@ -70,6 +76,15 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	if err := j.resumeFromSink(work, sink, states); err != nil {
 		return nil, err
 	}
+	j.saveRecord(RecordRunning, j.from)
+	next := func(r Range) int64 {
+		for _, s := range states {
+			if s.Partition == r.Partition {
+				return max(s.next.Load(), s.from)
+			}
+		}
+		return j.from(r)
+	}
 	j.live.Store(&liveRun{started: rep.Started, states: states, sink: sink}) // for Job.Progress
 	rep.NothingToDo = j.NothingToDo()
 	j.startBudget(states)
@@ -80,12 +95,20 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	rep.Added = j.addedSince(work)
 	j.finish(rep, sink)
 	if err != nil {
+		j.saveRecord(RecordStopped, next)
 		return rep, err
 	}
 	if err := j.checkSameTopic(work); err != nil {
+		j.saveRecord(RecordStopped, next)
 		return rep, err
 	}
-	return rep, j.publish(work, sink, rep)
+	err = j.publish(work, sink, rep)
+	if err != nil {
+		j.saveRecord(RecordStopped, next)
+	} else {
+		j.saveRecord(RecordDone, next)
+	}
+	return rep, err
 }
 
 // startBudget counts max_errors against the records of states.
@@ -146,15 +169,31 @@ func (j *Job) commitStarts(ctx context.Context) error {
 	return nil
 }
 
-// dropDiscarded deletes the checkpoints of a run discarded by Restart on
-// partitions outside the new ranges (commitStarts overwrites the others).
-func (j *Job) dropDiscarded(ctx context.Context) error {
+// dropDiscardedHeld is dropDiscarded for a fresh job run under a hold: the
+// hold leaves the group for the deletion (the broker refuses to delete the
+// commits of a topic a member subscribes to) and holds it again.
+func (j *Job) dropDiscardedHeld(ctx context.Context) error {
+	if !j.Fresh || j.opts.Hold == nil || len(j.dropParts()) == 0 {
+		return nil
+	}
+	return j.opts.Hold.leaveFor(ctx, func() error { return j.dropDiscarded(context.WithoutCancel(ctx)) })
+}
+
+// dropParts are the discarded partitions outside the new ranges.
+func (j *Job) dropParts() []int32 {
 	var parts []int32
 	for _, part := range j.discarded {
 		if !slices.ContainsFunc(j.Resolution.Ranges, func(r Range) bool { return r.Partition == part }) {
 			parts = append(parts, part)
 		}
 	}
+	return parts
+}
+
+// dropDiscarded deletes the checkpoints of a run discarded by Restart on
+// partitions outside the new ranges (commitStarts overwrites the others).
+func (j *Job) dropDiscarded(ctx context.Context) error {
+	parts := j.dropParts()
 	if err := j.c.deleteCommits(ctx, j.Plan.Group, j.Resolution.Topic, parts); err != nil {
 		return fmt.Errorf("discard the earlier run's checkpoints in group %s: %w", j.Plan.Group, err)
 	}

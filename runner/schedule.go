@@ -97,11 +97,10 @@ func (c *Cluster) Schedule(ctx context.Context, p *plan.Plan, now time.Time) (*S
 // Prepare's; with Options.Hold, the group's member is this process.
 func PrepareScheduled(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job, *ScheduleState, error) {
 	opts.defaults()
-	holder := ""
-	if opts.Hold != nil {
-		holder = opts.Hold.clientID()
+	if err := c.checkGroupMembers(ctx, p.Group, opts.holderID()); err != nil {
+		return nil, nil, err
 	}
-	if err := c.checkGroupMembers(ctx, p.Group, holder); err != nil {
+	if err := c.checkRunnable(ctx, p); err != nil {
 		return nil, nil, err
 	}
 	all, err := c.Partitions(ctx, p.Source.Topic)
@@ -270,6 +269,9 @@ func PrepareInterval(ctx context.Context, c *Cluster, p *plan.Plan, at time.Time
 	}
 	if now := opts.logicalNow(); !p.Window.Due(iv, now) {
 		return nil, &IntervalError{At: at, Reason: fmt.Sprintf("its interval %s is not due until %s", iv, p.Window.DueAt(iv).Format(time.RFC3339))}
+	}
+	if err := c.checkRunnable(ctx, p); err != nil {
+		return nil, err
 	}
 	all, err := c.Partitions(ctx, p.Source.Topic)
 	if err != nil {

@@ -88,7 +88,7 @@ func (a *app) demo(ctx context.Context, o demoOptions) error {
 	if err != nil {
 		return err
 	}
-	rep, err := a.run(ctx, o.plan, runOptions{yes: true, metricsAddr: o.metricsAddr}) // the demo asks nothing: it writes to a scratch file
+	rep, err := a.run(ctx, o.plan, runOptions{yes: true, metricsAddr: o.metricsAddr, noRecord: true}) // the demo asks nothing: it writes to a scratch file
 	if err != nil || rep == nil {
 		return err
 	}

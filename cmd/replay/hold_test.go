@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +90,86 @@ func TestScheduleHoldTwoAtOnce(t *testing.T) {
 	}
 	if want := fmt.Sprintf("pid %d, since", won.cmd.Process.Pid); !strings.Contains(lost.stderr, want) {
 		t.Fatalf("the refused run does not name the other (%q): %s", want, lost)
+	}
+}
+
+// TestRunHoldRefusesASecondRun: a plain run holds its plan's group: a
+// second run of the plan from another directory (where its relative file
+// sink would write a second output) and a reset are refused (exit 3)
+// naming the first's host and pid, and the group's commits never go
+// backwards; once the first ended, the second runs (and finds nothing to
+// do).
+func TestRunHoldRefusesASecondRun(t *testing.T) {
+	sb, seed := newCluster(t, 3, 3000)
+	dir := t.TempDir()
+	planFile := writePlan(t, dir, planSpec{name: "held", addr: sb.Addr, from: seed.From, to: seed.To,
+		recordsPerSecond: 400, sink: fileSink("out.jsonl", 50)})
+	cmd, stdout, stderr := command(t, dir, "run", "--yes", planFile)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	first := &process{cmd: cmd, stdout: stdout, stderr: stderr, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(first.done) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-first.done })
+	seen := map[int32]int64{}
+	backwards := func() {
+		for p, cp := range checkpoints(t, planFile, 3) {
+			if cp.Offset < seen[p] {
+				t.Errorf("partition %d: the group's commit went back from %d to %d", p, seen[p], cp.Offset)
+			}
+			seen[p] = max(seen[p], cp.Offset)
+		}
+	}
+	testenv.Eventually(t, 20*time.Second, 10*time.Millisecond, func() bool {
+		select {
+		case <-first.done:
+			t.Fatalf("the first run ended before the second started: %s", first.result())
+		default:
+		}
+		for _, cp := range checkpoints(t, planFile, 3) {
+			if cp.Offset > cp.Start {
+				return true
+			}
+		}
+		return false
+	}, "the first run never committed")
+	backwards()
+	host, _ := os.Hostname()
+	holder := fmt.Sprintf("a run of this plan holds it (host %s, pid %d, since ", host, cmd.Process.Pid)
+	other := t.TempDir()
+	second := replayProcess(t, other, "run", "--yes", planFile)
+	if second.code != exitRefused || !strings.Contains(second.stderr, holder) {
+		t.Fatalf("second run while the first holds the plan: want exit 3 with %q, got %s", holder, second)
+	}
+	t.Logf("second run: %s", strings.TrimSpace(second.stderr))
+	select {
+	case <-first.done:
+		t.Fatalf("the first run ended before the second one did: the test proves nothing\nfirst: %s", first.result())
+	default:
+	}
+	if _, err := os.Stat(filepath.Join(other, "out.jsonl.parts")); err == nil {
+		t.Errorf("the refused run staged output in its directory")
+	}
+	backwards()
+	reset := replay(t, "reset", planFile, "--yes")
+	if reset.code != exitRefused || !strings.Contains(reset.stderr, holder) {
+		t.Fatalf("reset while a run holds the plan: want exit 3 with %q, got %s", holder, reset)
+	}
+	backwards()
+	if r := first.result(); r.code != 0 {
+		t.Fatalf("first run: %s", r)
+	}
+	backwards()
+	for p, cp := range checkpoints(t, planFile, 3) {
+		if !cp.Done() {
+			t.Errorf("partition %d: committed %d, want its end %d", p, cp.Offset, cp.End)
+		}
+	}
+	if n := len(lines(string(readFile(t, filepath.Join(dir, "out.jsonl"))))); n != 3000 {
+		t.Errorf("the output has %d records, want 3000", n)
+	}
+	again := replayProcess(t, dir, "run", "--yes", planFile)
+	if again.code != 0 || !strings.Contains(again.stdout, "nothing to do") {
+		t.Fatalf("second run after the first ended: %s", again)
 	}
 }

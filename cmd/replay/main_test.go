@@ -32,7 +32,16 @@ func TestMain(m *testing.M) {
 		main()
 		return // main exits
 	}
-	os.Exit(m.Run())
+	// Local run records of the tests' plans go to a directory of this test
+	// binary (its child processes inherit it), never the user's.
+	dir, err := os.MkdirTemp("", "replay-state-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv(stateEnv, dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // result is what one invocation of the command produced.

@@ -60,7 +60,7 @@ func (a *app) reset(cmd *cobra.Command, file string, o resetOptions) error {
 	}
 	if len(cps) == 0 {
 		fmt.Fprintf(a.stdout, "nothing to reset: group %s has no commit on %s\n", p.Group, p.Source.Topic)
-		return nil
+		return a.forgetRun(c, p, file)
 	}
 	if !o.yes {
 		fmt.Fprintf(a.stderr, "This deletes the commits of group %s on %s: %s.\n", p.Group, p.Source.Topic, describeCommits(cps, p))
@@ -78,7 +78,10 @@ func (a *app) reset(cmd *cobra.Command, file string, o resetOptions) error {
 	}
 	if len(deleted) == 0 {
 		fmt.Fprintf(a.stdout, "nothing to reset: group %s has no commit on %s\n", p.Group, p.Source.Topic)
-		return nil
+		return a.forgetRun(c, p, file)
+	}
+	if err := a.forgetRun(c, p, ""); err != nil {
+		return err
 	}
 	fmt.Fprintf(a.stdout, "reset group %s: deleted its commits on %s: %s\n", p.Group, p.Source.Topic, describeCommits(deleted, p))
 	note := ""
@@ -87,6 +90,19 @@ func (a *app) reset(cmd *cobra.Command, file string, o resetOptions) error {
 	}
 	fmt.Fprintf(a.stdout, "'replay run %s' starts over and resolves the window afresh%s\n", file, note)
 	a.log.Info().Str("plan", p.Name).Str("group", p.Group).Str("topic", p.Source.Topic).Int("partitions", len(deleted)).Msg("replay group reset")
+	return nil
+}
+
+// forgetRun marks this machine's record of p's run reset, so that the next
+// run resolves the window afresh instead of refusing a group without
+// commits. With file set, it says so when there was a record with progress.
+func (a *app) forgetRun(c *runner.Cluster, p *plan.Plan, file string) error {
+	if err := runner.ForgetRun(stateDir(), c, p); err != nil {
+		return fmt.Errorf("mark the local run record reset: %w", err)
+	}
+	if file != "" {
+		fmt.Fprintf(a.stdout, "'replay run %s' starts over and resolves the window afresh\n", file)
+	}
 	return nil
 }
 

@@ -113,8 +113,18 @@ func TestResetRefusesForeignGroup(t *testing.T) {
 					t.Errorf("partition %d: commit changed from %d to %d", i, before.Partitions[i].Committed, after.Partitions[i].Committed)
 				}
 			}
-			if tc.topic == "orders" && after.State != runner.StateForeign {
+			if after.State != runner.StateForeign {
 				t.Errorf("status: state %s, want foreign", after.State)
+			}
+			want := fmt.Sprintf("%s/%d (offset 7)", tc.topic, partition)
+			code, out, errs = groupTestExec(t, "status", env.file)
+			if code != exitOK || !strings.Contains(out, "foreign: group "+groupTestGroup+" has commits on "+want) || strings.Contains(out, "replay reset") {
+				t.Errorf("status of a foreign group: exit %d, want the foreign state naming %s and no reset advice:\n%s%s", code, want, out, errs)
+			}
+			// run refuses the group alike, naming the foreign commit.
+			code, out, errs = groupTestExec(t, "run", "--yes", "--restart", env.file)
+			if code != exitRefused || !strings.Contains(errs, "commit on "+want+" that replay did not make") {
+				t.Fatalf("run in a foreign group: exit %d, want %d naming %s:\n%s%s", code, exitRefused, want, out, errs)
 			}
 		})
 	}

@@ -177,6 +177,11 @@ type runOptions struct {
 	// maxIntervals is --max-intervals: at most this many intervals per
 	// invocation (0: every due one).
 	maxIntervals int
+	// resumeFromSink is --resume-from-sink: continue a plan whose group
+	// lost its commits from the sink's checkpoint table.
+	resumeFromSink bool
+	// noRecord keeps no local run record (the demo's throwaway broker).
+	noRecord bool
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -215,7 +220,8 @@ func (a *app) runCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVarP(&o.yes, "yes", "y", false, "do not ask for confirmation (required when stdin is not a terminal)")
-	cmd.Flags().BoolVar(&o.restart, "restart", false, "discard checkpoints of a previous, different version of this plan in the group and start over")
+	cmd.Flags().BoolVar(&o.restart, "restart", false, "discard checkpoints of a previous, different version of this plan in the group and start over (a group that lost its commits: the recorded ranges from their start)")
+	cmd.Flags().BoolVar(&o.resumeFromSink, "resume-from-sink", false, "the group lost its commits (expired offsets): continue from the sink's own checkpoints (postgres or sqlite with checkpoint_table)")
 	cmd.Flags().StringVar(&o.resolution, "resolution", "", "replay exactly the ranges of this resolution file (written by 'replay plan --out')")
 	cmd.Flags().StringVar(&o.report, "report", "", "write the run report as JSON to this file")
 	cmd.Flags().BoolVar(&o.join, "join", false, "share the plan with other 'replay run --join' processes: join the replay group and take the partitions it assigns")
@@ -254,9 +260,15 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 	if err := checkWritable(o.report); err != nil {
 		return nil, usageError{reportPathError{fmt.Errorf("--report: %w", err)}}
 	}
-	opts.Restart, opts.Join = o.restart, o.join
+	opts.Restart, opts.Join, opts.ResumeFromSink = o.restart, o.join, o.resumeFromSink
 	if o.join && o.restart {
 		return nil, usageError{errors.New("--join and --restart: discarding the checkpoints other processes of the plan are using is not safe; stop them all, then --restart without --join")}
+	}
+	if o.resumeFromSink && (o.restart || o.join) {
+		return nil, usageError{errors.New("--resume-from-sink continues a plain run from the sink's checkpoints: it does not combine with --restart (start over) or --join")}
+	}
+	if !o.noRecord {
+		opts.StateDir = stateDir()
 	}
 	if a.console != nil {
 		opts.ProgressEvery = -1 // a terminal: the progress display replaces the log lines
@@ -278,7 +290,24 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 	if o.interval != "" || o.maxIntervals != 0 {
 		return nil, usageError{fmt.Errorf("--interval and --max-intervals apply to a plan with a schedule window (every, start); %s has a %s window", file, p.Window.Kind())}
 	}
+	if o.resumeFromSink && !keepsCheckpoints(p) {
+		return nil, usageError{fmt.Errorf("--resume-from-sink: the %s sink of %s keeps no checkpoints of its own: only a postgres or sqlite sink with checkpoint_table does (and not with on_error: dead_letter); use --restart to start over", p.Sink.Type, file)}
+	}
 	opts.Log = a.log
+	if !o.join && !(p.Sink.Type == plan.SinkKafka && p.Sink.ExactlyOnce) {
+		// The run holds its plan's group while it runs: a second run of the
+		// plan, from any machine or directory, and a reset, are refused
+		// naming it; a run that loses the hold stops without committing.
+		// An exactly-once kafka sink resets the group's offsets with
+		// standalone commits, which a held group refuses; its
+		// transactional ids fence a second process instead.
+		hold, err := runner.HoldGroup(ctx, c, p)
+		if err != nil {
+			return nil, err
+		}
+		defer hold.Release()
+		opts.Hold = hold
+	}
 	job, err := runner.Prepare(ctx, c, p, opts)
 	if cut := (*runner.CutError)(nil); errors.As(err, &cut) && job != nil {
 		printResolution(a.resultsOut(p.Sink), job) // where retention cut the window
@@ -365,6 +394,13 @@ func (a *app) runJob(ctx context.Context, job *runner.Job, file string, o runOpt
 		return rep, fmt.Errorf("%w\nresume with: %s", err, resumeCommand(file, o))
 	}
 	return rep, err
+}
+
+// keepsCheckpoints reports whether p's sink records checkpoints of its own
+// that a run uses (a database sink with checkpoint_table, without dead
+// letters).
+func keepsCheckpoints(p *plan.Plan) bool {
+	return (p.Sink.Type == plan.SinkPostgres || p.Sink.Type == plan.SinkSQLite) && p.Sink.CheckpointTable != "" && p.OnError != plan.OnErrorDeadLetter
 }
 
 // resultsOut is where run prints its tables: stdout, unless the sink is

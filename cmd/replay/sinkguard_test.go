@@ -86,8 +86,10 @@ func TestRunRefusesResumeFromAnotherDirectory(t *testing.T) {
 }
 
 // Regression: two `replay run` of the same file-sink plan both proceeded,
-// writing the same staging files. The second fails at once (exit 1) and
-// changes nothing; the first completes to a clean run's output.
+// writing the same staging files. The second is refused at once (exit 3:
+// the first holds the plan's group, before the lock next to the output is
+// even tried) and changes nothing; the first completes to a clean run's
+// output.
 func TestRunRefusesConcurrentRun(t *testing.T) {
 	t.Parallel()
 	outDir := filepath.Join(t.TempDir(), "out")
@@ -102,12 +104,12 @@ func TestRunRefusesConcurrentRun(t *testing.T) {
 		t.Fatalf("the first run ended before the second one did: the test proves nothing\nfirst: %s\nsecond: %s", p.result(), r)
 	default:
 	}
-	if r.code != exitFailed {
-		t.Fatalf("a second run of the same plan: want exit %d, got %s", exitFailed, r)
+	if r.code != exitRefused {
+		t.Fatalf("a second run of the same plan: want exit %d, got %s", exitRefused, r)
 	}
 	lock := filepath.Join(outDir, ".orders.jsonl.lock")
-	want := "another replay process is writing " + out + " (lock " + lock +
-		" held by process " + strconv.Itoa(p.cmd.Process.Pid) + "); wait for it or stop it"
+	host, _ := os.Hostname()
+	want := "a run of this plan holds it (host " + host + ", pid " + strconv.Itoa(p.cmd.Process.Pid) + ", since "
 	if !strings.Contains(r.text(), want) {
 		t.Errorf("the second run's error lacks %q:\n%s", want, r)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -39,6 +40,11 @@ func (a *app) statusCmd() *cobra.Command {
 			pr, err := c.Progress(cmd.Context(), p)
 			if err != nil {
 				return err
+			}
+			if pr.State == runner.StateNotStarted {
+				if pr.Record, err = runner.ReadRunRecord(stateDir(), c, p); err != nil {
+					return err
+				}
 			}
 			if o.output == "json" {
 				enc := json.NewEncoder(a.stdout)
@@ -140,6 +146,10 @@ func printProgress(w io.Writer, pr *runner.Progress, file string) {
 func stateLine(pr *runner.Progress, file string) string {
 	switch pr.State {
 	case runner.StateNotStarted:
+		if r := pr.Record; r != nil {
+			return fmt.Sprintf("commits lost: group %s has no commit on %s, but the local run record %s (%s, written %s) records progress of this plan: the group's offsets probably expired (offsets.retention.minutes) or were deleted; 'replay run %s' refuses: add --resume-from-sink to continue from the sink's checkpoint table, or --restart to start over",
+				pr.Group, pr.Topic, r.Path(), r.State, r.UpdatedAt.UTC().Format(time.RFC3339), file)
+		}
 		return fmt.Sprintf("not started: group %s has no commit on %s; 'replay plan %s' shows the ranges, 'replay run %s' starts", pr.Group, pr.Topic, file, file)
 	case runner.StateInProgress:
 		if g := pr.GroupState; g != "" && g != "Empty" && g != "Dead" {
@@ -152,7 +162,11 @@ func stateLine(pr *runner.Progress, file string) string {
 		return fmt.Sprintf("belongs to another plan: group %s holds the checkpoints of plan %q (fingerprint %s), not of this plan (fingerprint %s); 'replay run' refuses: use --restart or 'replay reset %s' to discard them, or another group",
 			pr.Group, pr.OtherPlan, pr.OtherFingerprint, pr.Fingerprint, file)
 	case runner.StateForeign:
-		return fmt.Sprintf("foreign: group %s has commits on %s that replay did not make: it is, or was, a real consumer group; replay will neither run in it nor reset it: name a dedicated group such as replay.%s", pr.Group, pr.Topic, pr.Plan)
+		where := pr.Topic
+		if pr.Foreign != nil {
+			where = pr.Foreign.String()
+		}
+		return fmt.Sprintf("foreign: group %s has commits on %s that replay did not make: it is, or was, a real consumer group; replay will neither run in it nor reset it: name a dedicated group such as replay.%s", pr.Group, where, pr.Plan)
 	}
 	return string(pr.State)
 }

@@ -24,7 +24,11 @@ type Sandbox struct {
 // Start starts a one-broker cluster on 127.0.0.1:port (0 = any free port)
 // with the given topics created with partitions each. Close it when done.
 func Start(port int, partitions int32, topics ...string) (*Sandbox, error) {
-	opts := []kfake.Opt{kfake.NumBrokers(1)} // kfake listens on 127.0.0.1 only
+	// A cluster id of its own, as a real cluster has: a run's local record
+	// (keyed by cluster id, group and plan) of an earlier sandbox must not
+	// stand for this one.
+	id := fmt.Sprintf("sandbox-%016x", rand.Uint64())
+	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.ClusterID(id)} // kfake listens on 127.0.0.1 only
 	if port != 0 {
 		opts = append(opts, kfake.Ports(port))
 	}

@@ -332,3 +332,26 @@ func (c *Cluster) DescribeGroup(ctx context.Context, group string) (*Group, erro
 	}
 	return nil, nil
 }
+
+// RemoveMember removes a member from the group (LeaveGroup v3+, KIP-345,
+// naming its member ID): the coordinator forgets it at once instead of
+// after its session timeout. A member the coordinator no longer knows
+// (UNKNOWN_MEMBER_ID) is not an error.
+func (c *Cluster) RemoveMember(ctx context.Context, group, memberID string) error {
+	resp, err := call(ctx, c, "leave group", func(ctx context.Context) (*kafka.LeaveGroupResponse, error) {
+		return c.client.LeaveGroup(ctx, &kafka.LeaveGroupRequest{GroupID: group, Members: []kafka.LeaveGroupRequestMember{{ID: memberID}}})
+	})
+	if err != nil {
+		return fmt.Errorf("remove member %s from group %s: %w", memberID, group, err)
+	}
+	errs := []error{resp.Error}
+	for _, m := range resp.Members {
+		errs = append(errs, m.Error)
+	}
+	for _, e := range errs {
+		if e != nil && !errors.Is(e, kafka.UnknownMemberId) {
+			return fmt.Errorf("remove member %s from group %s: %w", memberID, group, e)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,132 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/replay-tool/replay/internal/testenv"
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/source"
+	"github.com/replay-tool/replay/sinks/file"
+)
+
+// TestHoldLostStopsTheRun: a plain run holding its plan's group that loses
+// the hold (another member joined, which ends the hold's generation) stops
+// with ErrHoldLost and commits nothing further; the group's commits stay
+// where they were, short of the ends.
+func TestHoldLostStopsTheRun(t *testing.T) {
+	sb := newTestCluster(t, 3, "orders")
+	seed(t, sb, "orders", 3000, t0, time.Hour)
+	p, out := filePlan(t, sb, "  from: "+t0.Format(time.RFC3339)+"\n  to: "+t0.Add(time.Hour).Format(time.RFC3339))
+	p.Throttle.RecordsPerSecond = 600
+	c := connect(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hold, err := HoldGroup(ctx, c, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Release()
+	opts := testOptions(t)
+	opts.Hold = hold
+	job, err := Prepare(ctx, c, p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := file.NewJSONL(out, job.RunID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	errc := make(chan error, 1)
+	go func() { _, err := job.Run(ctx, fs); errc <- err }()
+	testenv.Eventually(t, 20*time.Second, 10*time.Millisecond, func() bool {
+		for _, cp := range commits(t, c, p.Group, "orders", 0, 1, 2) {
+			if cp.Offset > cp.Start {
+				return true
+			}
+		}
+		return false
+	}, "the run never committed")
+	// Another member joins: the hold's generation ends.
+	m, err := c.Join(source.JoinConfig{Group: p.Group, Topic: "orders", ClientID: "intruder", Heartbeat: time.Second,
+		SessionTimeout: joinSessionTimeout, RebalanceTimeout: joinRebalanceTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	go m.Next(ctx)
+	select {
+	case err = <-errc:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run did not stop after losing its hold")
+	}
+	if !errors.Is(err, ErrHoldLost) {
+		t.Fatalf("run after losing the hold: %v, want ErrHoldLost", err)
+	}
+	after := commits(t, c, p.Group, "orders", 0, 1, 2)
+	time.Sleep(2 * time.Second)
+	if again := commits(t, c, p.Group, "orders", 0, 1, 2); !maps.Equal(after, again) {
+		t.Fatalf("the group's commits moved after the run stopped: %v then %v", after, again)
+	}
+	for part, cp := range after {
+		if cp.Done() {
+			t.Errorf("partition %d is done (%d): the run did not stop early", part, cp.Offset)
+		}
+	}
+}
+
+// TestHoldRestartDropsDiscarded: a held --restart run of a changed plan
+// that reads fewer partitions deletes the earlier run's checkpoints on the
+// others (the hold leaves the group for it: the broker refuses to delete
+// the commits of a topic a member subscribes to), keeps its hold, and the
+// group ends with this plan's commits only.
+func TestHoldRestartDropsDiscarded(t *testing.T) {
+	sb := newTestCluster(t, 3, "orders")
+	seed(t, sb, "orders", 600, t0, time.Hour)
+	window := "  from: " + t0.Format(time.RFC3339) + "\n  to: " + t0.Add(time.Hour).Format(time.RFC3339)
+	p, _ := filePlan(t, sb, window)
+	if _, _, err := runPlan(t, context.Background(), p, nil); err != nil {
+		t.Fatal(err)
+	}
+	changed := *p
+	changed.Source.Partitions = plan.PartitionSet{List: []int32{0}}
+	c := connect(t, &changed)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hold, err := HoldGroup(ctx, c, &changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Release()
+	opts := testOptions(t)
+	opts.Hold, opts.Restart = hold, true
+	job, err := Prepare(ctx, c, &changed, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := file.NewJSONL(p.Sink.Path+".2", job.RunID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	if _, err := job.Run(ctx, fs); err != nil {
+		t.Fatalf("held restart: %v", err)
+	}
+	g, err := c.DescribeGroup(ctx, p.Group)
+	if err != nil || g == nil || len(g.Members) != 1 {
+		t.Fatalf("after the run the hold is not the group's only member: %+v %v", g, err)
+	}
+	cps := commits(t, c, p.Group, "orders", 0, 1, 2)
+	if cp := cps[0]; cp.Fingerprint != changed.Fingerprint() || !cp.Done() {
+		t.Errorf("partition 0: %+v, want this plan's commit at its end", cp)
+	}
+	for _, part := range []int32{1, 2} {
+		if cps[part].Offset >= 0 {
+			t.Errorf("partition %d: the earlier run's commit %d is still there", part, cps[part].Offset)
+		}
+	}
+}
