@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/replay-tool/replay/internal/filter"
+	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -73,7 +74,7 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	j.live.Store(&liveRun{started: rep.Started, states: states}) // for Job.Progress
 	rep.NothingToDo = j.NothingToDo()
 	j.startBudget(states)
-	err = j.readAll(ctx, sink, states)
+	err = j.readAll(ctx, sink, states, j.Plan.Throttle)
 	for _, s := range states {
 		rep.Partitions = append(rep.Partitions, s.report())
 	}
@@ -200,9 +201,12 @@ func (j *Job) meta(r Range) checkpointMeta {
 	return m
 }
 
-func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*partitionState) error {
+// readAll replays states into sink, one worker per partition, under limit
+// (the plan's throttle, or a joined member's share of it).
+func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*partitionState, limit plan.Throttle) error {
 	log := j.opts.Log
-	throttle := NewThrottle(j.Plan.Throttle.RecordsPerSecond, int64(j.Plan.Throttle.BytesPerSecond))
+	throttle := NewThrottle(limit)
+	j.warnThinThrottle(limit, states)
 	prog, err := j.Plan.FilterProgram()
 	if err != nil {
 		return fmt.Errorf("filter: %w", err)
@@ -262,4 +266,23 @@ func (l *partitionErrors) join(err error) error {
 		return err
 	}
 	return errors.Join(append(slices.Clone(l.errs), err)...)
+}
+
+// warnThinThrottle warns when limit spreads its records over so many
+// partitions that each writes (and commits) less often than max_batch_wait.
+func (j *Job) warnThinThrottle(limit plan.Throttle, states []*partitionState) {
+	n := 0
+	for _, s := range states {
+		if s.from < s.End {
+			n++
+		}
+	}
+	if limit.RecordsPerSecond <= 0 || n == 0 {
+		return
+	}
+	if every := float64(n) / limit.RecordsPerSecond; every > time.Duration(limit.MaxBatchWait).Seconds() {
+		j.opts.Log.Warn().Float64("records_per_second", limit.RecordsPerSecond).Int("partitions", n).
+			Msgf("the throttle gives each of %d partitions %.2g records/s: each writes and commits one record about every %.1fs, more than max_batch_wait (%s)",
+				n, limit.RecordsPerSecond/float64(n), every, time.Duration(limit.MaxBatchWait))
+	}
 }
