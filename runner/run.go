@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -234,7 +235,7 @@ func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*partitionS
 		err = ctx.Err()
 	}
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		err = fmt.Errorf("%w: the in-flight batches were written and committed; re-run the same command to resume", ErrInterrupted)
+		err = fmt.Errorf("%w: %s; re-run the same command to resume", ErrInterrupted, interruptedOutcome(j.Resolution.Topic, states))
 	}
 	return lost.join(err)
 }
@@ -285,4 +286,33 @@ func (j *Job) warnThinThrottle(limit plan.Throttle, states []*partitionState) {
 			Msgf("the throttle gives each of %d partitions %.2g records/s: each writes and commits one record about every %.1fs, more than max_batch_wait (%s)",
 				n, limit.RecordsPerSecond/float64(n), every, time.Duration(limit.MaxBatchWait))
 	}
+}
+
+// interruptedOutcome says what an interrupted run left in the sink and the
+// group, from what each partition did: every write finished and was
+// committed, or some were abandoned with the sink failing (not committed,
+// delivered again on resume), or written but not committed (the commit
+// failed; delivered again, idempotently).
+func interruptedOutcome(topic string, states []*partitionState) string {
+	var abandoned, uncommitted []string
+	for _, s := range states {
+		at := fmt.Sprintf("%s/%d at offset %d", topic, s.Partition, s.next.Load())
+		switch {
+		case s.abandoned.Load():
+			abandoned = append(abandoned, at)
+		case s.uncommitted.Load():
+			uncommitted = append(uncommitted, at)
+		}
+	}
+	if len(abandoned) == 0 && len(uncommitted) == 0 {
+		return "the in-flight batches were written and committed"
+	}
+	var parts []string
+	if len(abandoned) > 0 {
+		parts = append(parts, "the sink was failing, so the batch in flight was not written (or not confirmed) and is not committed on "+strings.Join(abandoned, ", "))
+	}
+	if len(uncommitted) > 0 {
+		parts = append(parts, "records were written but their commit failed on "+strings.Join(uncommitted, ", "))
+	}
+	return strings.Join(parts, "; ") + " (the other partitions' in-flight batches were written and committed); the offsets named are what the group holds, and a resume delivers what follows them again (idempotently)"
 }

@@ -106,9 +106,11 @@ func (w *partitionWorker) run(ctx context.Context) (err error) {
 	w.pf = pf
 	defer pf.Stop() // before the deferred report reads r.Stats
 	defer func() {
-		if cerr := w.commits.Commit(); err == nil {
+		cerr := w.commits.Commit()
+		if err == nil {
 			err = cerr
 		}
+		s.uncommitted.Store(w.commits.Committable() > w.commits.Committed())
 	}()
 	w.pos = s.from
 	for w.pos < s.End {
@@ -282,7 +284,7 @@ func (w *partitionWorker) window(chunk []record.Record) []record.Record {
 func (w *partitionWorker) write(recs []record.Record) (*failure, error) {
 	j := w.job
 	for len(recs) > 0 {
-		err := w.retry("sink", w.sink, func(ctx context.Context) error { return w.sink.Write(ctx, recs) })
+		err := w.retry("sink", w.sink, time.Duration(j.Plan.Sink.Retry.MaxElapsed), func(ctx context.Context) error { return w.sink.Write(ctx, recs) })
 		if err == nil {
 			w.state.written.Add(int64(len(recs)))
 			return nil, nil
@@ -294,8 +296,12 @@ func (w *partitionWorker) write(recs []record.Record) (*failure, error) {
 				// Re-running now would fence the process that runs.
 				advice = "the process that fenced this one carries on: let it finish (replay status shows its progress), and re-run only if it fails"
 			}
-			return nil, &PartitionError{Topic: j.Resolution.Topic, Partition: w.state.Partition, Offset: w.state.next.Load(),
+			perr := &PartitionError{Topic: j.Resolution.Topic, Partition: w.state.Partition, Offset: w.state.next.Load(),
 				Err: fmt.Errorf("sink %s: %w; nothing past offset %d is committed: %s", j.Plan.Sink.Type, err, w.state.next.Load(), advice)}
+			if re := (*SinkRetryError)(nil); errors.As(err, &re) {
+				return nil, withHint(perr, HintSinkResume)
+			}
+			return nil, perr
 		}
 		i := slices.IndexFunc(recs, func(r record.Record) bool { return r.Offset == re.Offset })
 		if i < 0 {

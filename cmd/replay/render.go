@@ -310,6 +310,8 @@ func hintText(h runner.Hint) string {
 		return "Start this process with the resolution file the other processes of the plan were given, or without --resolution to take the group's ranges."
 	case runner.HintJoinedOnly:
 		return "Only 'replay run --join' processes of this plan may share its group."
+	case runner.HintSinkResume:
+		return "The sink kept failing for longer than sink.retry.max_elapsed: once it is healthy, re-run the same command to resume from the committed offsets (or raise sink.retry.max_elapsed to ride out longer outages)."
 	case runner.HintResume:
 		return "The source cluster kept failing for longer than retry.max_elapsed: once it is healthy, re-run the same command to resume from the committed offsets (or raise retry.max_elapsed to ride out longer outages)."
 	}

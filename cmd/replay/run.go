@@ -322,7 +322,7 @@ func (a *app) runJob(ctx context.Context, job *runner.Job, file string, o runOpt
 			err = errors.Join(err, werr)
 		}
 	}
-	if errors.Is(err, runner.ErrInterrupted) {
+	if h := runner.HintOf(err); errors.Is(err, runner.ErrInterrupted) || h == runner.HintResume || h == runner.HintSinkResume {
 		return rep, fmt.Errorf("%w\nresume with: %s", err, resumeCommand(file, o))
 	}
 	return rep, err
