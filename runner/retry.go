@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -105,12 +106,13 @@ func (w *partitionWorker) retry(what string, target sinks.Sink, budget time.Dura
 		switch {
 		case err == nil:
 			return nil
-		case !sinks.Transient(err):
-			return err
-		case run.Err() != nil:
+		case run.Err() != nil && (sinks.Transient(err) || errors.Is(err, context.Canceled)):
+			// Failing when the run was stopped, or cut off by signalGrace.
 			w.state.abandoned.Store(true)
 			w.log.Warn().Err(err).Msgf("%s: failing when the run was stopped: not retried; the batch is not committed and is delivered again on resume", what)
 			return fmt.Errorf("%w: the %s still failed when the run was stopped, so it was not retried (the batch is not committed and is delivered again on resume): %w", context.Canceled, what, err)
+		case !sinks.Transient(err):
+			return err
 		case self:
 			return err // retried by its own policy already
 		}

@@ -295,6 +295,7 @@ func (j *Job) warnThinThrottle(limit plan.Throttle, states []*partitionState) {
 // failed; delivered again, idempotently).
 func interruptedOutcome(topic string, states []*partitionState) string {
 	var abandoned, uncommitted []string
+	fine := 0
 	for _, s := range states {
 		at := fmt.Sprintf("%s/%d at offset %d", topic, s.Partition, s.next.Load())
 		switch {
@@ -302,6 +303,8 @@ func interruptedOutcome(topic string, states []*partitionState) string {
 			abandoned = append(abandoned, at)
 		case s.uncommitted.Load():
 			uncommitted = append(uncommitted, at)
+		case s.from < s.End:
+			fine++
 		}
 	}
 	if len(abandoned) == 0 && len(uncommitted) == 0 {
@@ -314,5 +317,8 @@ func interruptedOutcome(topic string, states []*partitionState) string {
 	if len(uncommitted) > 0 {
 		parts = append(parts, "records were written but their commit failed on "+strings.Join(uncommitted, ", "))
 	}
-	return strings.Join(parts, "; ") + " (the other partitions' in-flight batches were written and committed); the offsets named are what the group holds, and a resume delivers what follows them again (idempotently)"
+	if fine > 0 {
+		parts = append(parts, "the other partitions' in-flight batches were written and committed")
+	}
+	return strings.Join(parts, "; ") + "; the offsets named are what the group holds, and a resume delivers what follows them again (idempotently)"
 }

@@ -272,7 +272,7 @@ func (a *app) runJob(ctx context.Context, job *runner.Job, file string, o runOpt
 	if err != nil {
 		return nil, err
 	}
-	defer sink.Close()
+	defer a.closeSink(ctx, sink)
 	a.running.Store(true) // from here a signal finishes the in-flight batch
 	if job.NothingToDo() && !job.Fresh && o.join {
 		fmt.Fprintf(out, "nothing to do: plan %s already replayed every partition to its end (group %s)\n", p.Name, p.Group)
@@ -422,4 +422,28 @@ func resumeCommand(file string, o runOptions) string {
 		cmd += " --resolution " + o.resolution
 	}
 	return cmd
+}
+
+// closeSink closes sink; after an interruption (ctx done) it waits at most
+// runner.SinkCloseGrace for it: a sink whose server stopped answering (a
+// database frozen mid-failover) must not hold the process past the time
+// the documentation gives a signal. Everything committed is durable
+// already; closing only releases connections.
+func (a *app) closeSink(ctx context.Context, sink sinks.Sink) {
+	if ctx.Err() == nil {
+		sink.Close()
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sink.Close()
+	}()
+	t := time.NewTimer(runner.SinkCloseGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		a.log.Warn().Dur("waited", runner.SinkCloseGrace).Msg("the sink did not close in time after the signal; exiting without waiting for it (everything committed is in the sink)")
+	}
 }
