@@ -29,18 +29,17 @@ func (b *Backoff) defaults() {
 	}
 }
 
+// SignalTime is how soon after the first signal (SIGINT, SIGTERM) a run
+// ends, even with a sink that hangs: the time the documentation gives.
+const SignalTime = 10 * time.Second
+
 // signalGrace is how long a write in flight when the run is cancelled (a
 // signal) may still take before it is cancelled too: the first signal
 // finishes the in-flight batch, but a hanging sink must not hold it for
-// minutes. With the commit and closing the sink (closeGrace), a run ends
-// within signalGrace+closeGrace of the signal.
-const signalGrace = 8 * time.Second
-
-// SinkCloseGrace is how long a command may wait for a sink to close after
-// an interrupted run: a sink whose server stopped answering must not hold
-// the process past the time the documentation gives a signal (10 s, with
-// signalGrace).
-const SinkCloseGrace = 2 * time.Second
+// minutes. What is left of SignalTime is for the sink to give up the
+// cancelled write, the commit, and closing the sink (bounded by the
+// command, see SignalTime).
+const signalGrace = 7 * time.Second
 
 // SinkRetryError is a sink write that kept failing with transient errors
 // until the sink's retry budget (sink.retry.max_elapsed) was spent. Err is

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -272,7 +273,9 @@ func (a *app) runJob(ctx context.Context, job *runner.Job, file string, o runOpt
 	if err != nil {
 		return nil, err
 	}
-	defer a.closeSink(ctx, sink)
+	var stopped atomic.Int64 // when ctx was cancelled (the signal), in Unix nanoseconds
+	context.AfterFunc(ctx, func() { stopped.Store(time.Now().UnixNano()) })
+	defer func() { a.closeSink(ctx, sink, time.Unix(0, stopped.Load())) }()
 	a.running.Store(true) // from here a signal finishes the in-flight batch
 	if job.NothingToDo() && !job.Fresh && o.join {
 		fmt.Fprintf(out, "nothing to do: plan %s already replayed every partition to its end (group %s)\n", p.Name, p.Group)
@@ -424,12 +427,13 @@ func resumeCommand(file string, o runOptions) string {
 	return cmd
 }
 
-// closeSink closes sink; after an interruption (ctx done) it waits at most
-// runner.SinkCloseGrace for it: a sink whose server stopped answering (a
-// database frozen mid-failover) must not hold the process past the time
-// the documentation gives a signal. Everything committed is durable
-// already; closing only releases connections.
-func (a *app) closeSink(ctx context.Context, sink sinks.Sink) {
+// closeSink closes sink; after an interruption (ctx cancelled at stopped)
+// it waits for it only until runner.SignalTime after the signal (less a
+// margin to exit, and at least a moment): a sink whose server stopped
+// answering (a database frozen mid-failover) must not hold the process
+// past the time the documentation gives a signal. Everything committed is
+// durable already; closing only releases connections.
+func (a *app) closeSink(ctx context.Context, sink sinks.Sink, stopped time.Time) {
 	if ctx.Err() == nil {
 		sink.Close()
 		return
@@ -439,11 +443,12 @@ func (a *app) closeSink(ctx context.Context, sink sinks.Sink) {
 		defer close(done)
 		sink.Close()
 	}()
-	t := time.NewTimer(runner.SinkCloseGrace)
+	wait := max(time.Until(stopped.Add(runner.SignalTime-500*time.Millisecond)), 200*time.Millisecond)
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-done:
 	case <-t.C:
-		a.log.Warn().Dur("waited", runner.SinkCloseGrace).Msg("the sink did not close in time after the signal; exiting without waiting for it (everything committed is in the sink)")
+		a.log.Warn().Dur("waited", wait).Msg("the sink did not close in time after the signal; exiting without waiting for it (everything committed is in the sink)")
 	}
 }

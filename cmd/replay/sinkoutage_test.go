@@ -3,8 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/url"
+	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -228,6 +232,128 @@ func TestSinkOutageSignal(t *testing.T) {
 		t.Errorf("no resume command:\n%s", text)
 	}
 	o.checkCommitsMatchTable()
+	if r := replayProcess(t, o.dir, "run", "--yes", o.plan); r.code != exitOK {
+		t.Fatalf("resumed run: %s", r)
+	}
+	o.checkExact(6000)
+}
+
+// freezeProxy forwards TCP connections to target until freeze: from then
+// on it forwards nothing more in either direction and new connections get
+// no answer, as from a database server that stopped (SIGSTOP, a VM paused
+// mid-failover): the kernel still accepts, nothing replies.
+type freezeProxy struct {
+	ln     net.Listener
+	target string
+	frozen atomic.Bool
+}
+
+func newFreezeProxy(t *testing.T, target string) *freezeProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &freezeProxy{ln: ln, target: target}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); p.frozen.Store(false); wg.Wait() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); p.handle(c) }()
+		}
+	}()
+	return p
+}
+
+func (p *freezeProxy) handle(c net.Conn) {
+	defer c.Close()
+	for p.frozen.Load() { // a new connection while frozen: no answer
+		time.Sleep(10 * time.Millisecond)
+	}
+	s, err := net.Dial("tcp", p.target)
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	done := make(chan struct{}, 2)
+	pipe := func(dst, src net.Conn) {
+		defer func() { done <- struct{}{} }()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			for n > 0 && p.frozen.Load() {
+				time.Sleep(10 * time.Millisecond) // held, never forwarded while frozen
+			}
+			if n > 0 {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	go pipe(s, c)
+	go pipe(c, s)
+	<-done
+}
+
+// SIGINT while the database is frozen (it accepts connections and answers
+// nothing, cancel requests included) ends within the documented 10 s, with
+// a message that says the batches in flight were not committed; the
+// commits match the table, and a resume finishes.
+func TestSinkFrozenSignal(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Postgres(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := newFreezeProxy(t, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	o := newOutage(t, 6000, 1000, nil, "")
+	// The plan's sink goes through the proxy; the test's own session does not.
+	body, err := os.ReadFile(o.plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct, _ := url.Parse(dsn)
+	viaProxy := strings.Replace(string(body), "@"+direct.Host+"/", "@"+u.Host+"/", 1)
+	if viaProxy == string(body) {
+		t.Fatalf("the plan's DSN does not name %s:\n%s", direct.Host, body)
+	}
+	if err := os.WriteFile(o.plan, []byte(viaProxy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := o.start(500)
+	proxy.frozen.Store(true)
+	time.Sleep(500 * time.Millisecond) // the writes in flight now hang
+	start := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	r := p.result()
+	took := time.Since(start)
+	t.Logf("ended %s after SIGINT:\n%s", took.Round(time.Millisecond), r.text())
+	if r.code != exitFailed {
+		t.Fatalf("want exit %d after SIGINT, got %s", exitFailed, r)
+	}
+	if took > 10500*time.Millisecond {
+		t.Errorf("the run took %s to stop after SIGINT, want at most 10 s", took)
+	}
+	text := r.text()
+	if !strings.Contains(text, "the sink was failing, so the batch in flight was not written (or not confirmed) and is not committed on orders/") ||
+		strings.Contains(text, "interrupted: the in-flight batches were written and committed") {
+		t.Errorf("the message does not say the batches in flight were abandoned:\n%s", text)
+	}
+	o.checkCommitsMatchTable()
+	proxy.frozen.Store(false)
 	if r := replayProcess(t, o.dir, "run", "--yes", o.plan); r.code != exitOK {
 		t.Fatalf("resumed run: %s", r)
 	}
