@@ -174,11 +174,11 @@ func (a *app) runCmd() *cobra.Command {
 			"is not a terminal (schedulers, CI) it never asks and requires --yes.\n" +
 			"--resolution FILE replays exactly the ranges 'replay plan --out FILE' saved; it refuses (exit 3) when the plan's\n" +
 			"fingerprint differs from the file's or the group holds this plan's checkpoints for other ranges.\n" +
-			"SIGINT/SIGTERM finish the in-flight batch, commit and stop; re-run the same command to resume.\n" +
+			"SIGINT/SIGTERM finish the in-flight batch, commit and stop within 10 s; re-run the same command to resume.\n" +
 			"--join runs the plan on several machines at once: every process joins the replay group, Kafka spreads the\n" +
 			"partitions among them, and when one stops or dies its partitions move to the others, which continue from its\n" +
 			"last commit. Start every process with the same --resolution file (or after a run of the plan is recorded in the\n" +
-			"group). postgres, kafka and http sinks only; the throttle applies to each process.",
+			"group). postgres, kafka and http sinks only; the throttle is the whole group's, each process taking the share of its partitions.",
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, files []string) error {
 			o.in = cmd.InOrStdin()
