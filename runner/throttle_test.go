@@ -270,7 +270,7 @@ sink: {type: file, path: unused.jsonl}
 // total may run late on a loaded machine, never early.
 func TestThrottleRunEverySecond(t *testing.T) {
 	// 1000 records at 200/s: 5 s less the burst let through at once.
-	runThrottled(t, 4, 250, 200, 4900*time.Millisecond, 7*time.Second)
+	runThrottled(t, 4, 250, 200, 4850*time.Millisecond, 7*time.Second)
 }
 
 // The long version: 4 partitions × 2500 records at 100 records/s, about
