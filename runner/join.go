@@ -113,7 +113,7 @@ func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []i
 		case err == nil:
 			return nil
 		case ctx.Err() != nil && errors.Is(err, ErrInterrupted):
-			return err // the in-flight batches were written and committed
+			return err // readAll says what the in-flight batches became
 		case ctx.Err() != nil:
 			return fmt.Errorf("%w: %v", ErrInterrupted, err)
 		case gctx.Err() != nil, errors.Is(err, source.ErrFenced), errors.Is(err, sinks.ErrPartitionLost):

@@ -188,9 +188,33 @@ func (t *Throttle) Take(ctx context.Context, recs []record.Record) (int, error) 
 	defer timer.Stop()
 	select {
 	case <-timer.C:
+		t.woke(now.Add(d))
 		return n, nil
 	case <-ctx.Done():
 		return 0, ctx.Err()
+	}
+}
+
+// lateAfter is how late a write may start after its reservation before
+// the throttle counts it as delivered late.
+const lateAfter = 2 * time.Millisecond
+
+// woke notes that a write reserved for at starts now. A write that starts
+// late (the machine stalled: GC, a busy CPU) reaches the sink together
+// with the writes reserved after it, which already spends what the
+// buckets earned meanwhile: a bucket with no reservation queued past now
+// is emptied, so the stall is not followed by a burst as well.
+func (t *Throttle) woke(at time.Time) {
+	now := t.now()
+	if now.Sub(at) < lateAfter {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, b := range []*bucket{&t.records, &t.bytes} {
+		if b.rate > 0 && now.After(b.last) {
+			b.tokens, b.last = min(b.tokens, 0), now
+		}
 	}
 }
 
