@@ -31,6 +31,11 @@ const throttleBurst = 50 * time.Millisecond
 type Throttle struct {
 	mu             sync.Mutex
 	records, bytes bucket
+	// recordsSent and bytesSent are what the writes of the last second
+	// started with, at the instants they really started: the buckets pace
+	// the writes, these hold the limit when the machine stalled and
+	// delayed writes start together.
+	recordsSent, bytesSent sentLog
 	// maxWait is plan.Throttle.MaxBatchWait.
 	maxWait time.Duration
 	// active counts the partitions writing through the throttle: a
@@ -98,7 +103,10 @@ func NewThrottle(t plan.Throttle) *Throttle {
 	if wait <= 0 {
 		wait = plan.DefaultMaxBatchWait
 	}
-	return &Throttle{records: newBucket(t.RecordsPerSecond), bytes: newBucket(float64(t.BytesPerSecond)), maxWait: wait, now: time.Now}
+	th := &Throttle{records: newBucket(t.RecordsPerSecond), bytes: newBucket(float64(t.BytesPerSecond)), maxWait: wait, now: time.Now}
+	th.recordsSent.max = th.records.rate + th.records.burst
+	th.bytesSent.max = th.bytes.rate + th.bytes.burst
+	return th
 }
 
 // MaxWait is the longest a partition should go without writing and
@@ -182,40 +190,101 @@ func (t *Throttle) Take(ctx context.Context, recs []record.Record) (int, error) 
 	now := t.now()
 	d := t.reserve(now, n, size).Sub(now)
 	if d <= 0 {
-		return n, ctx.Err()
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		return n, t.admit(ctx, n, size)
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
 	case <-timer.C:
-		t.woke(now.Add(d))
-		return n, nil
+		return n, t.admit(ctx, n, size)
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
 }
 
-// lateAfter is how late a write may start after its reservation before
-// the throttle counts it as delivered late.
-const lateAfter = 2 * time.Millisecond
-
-// woke notes that a write reserved for at starts now. A write that starts
-// late (the machine stalled: GC, a busy CPU) reaches the sink together
-// with the writes reserved after it, which already spends what the
-// buckets earned meanwhile: a bucket with no reservation queued past now
-// is emptied, so the stall is not followed by a burst as well.
-func (t *Throttle) woke(at time.Time) {
-	now := t.now()
-	if now.Sub(at) < lateAfter {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, b := range []*bucket{&t.records, &t.bytes} {
-		if b.rate > 0 && now.After(b.last) {
-			b.tokens, b.last = min(b.tokens, 0), now
+// admit waits, after the buckets let a write of n records and size bytes
+// through, until the writes started in the last second leave room for it
+// (sentLog), and records it as started now. Without a stall it is free.
+func (t *Throttle) admit(ctx context.Context, n, size int) error {
+	for {
+		t.mu.Lock()
+		now := t.now()
+		d := max(t.recordsSent.delay(now, float64(n)), t.bytesSent.delay(now, float64(size)))
+		if d <= 0 {
+			t.recordsSent.add(now, float64(n))
+			t.bytesSent.add(now, float64(size))
+			t.mu.Unlock()
+			return nil
+		}
+		t.mu.Unlock()
+		timer := time.NewTimer(d)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
 		}
 	}
+}
+
+// sentLog is what writes started with in the last second, oldest first:
+// a sliding window over the instants the writes really started. max 0
+// means unlimited.
+type sentLog struct {
+	max  float64 // most per second: the limit plus the burst
+	at   []time.Time
+	n    []float64
+	sum  float64
+	head int
+}
+
+// expire drops the writes that started a second or more before now: no
+// window [s, s+1s) holding now holds them.
+func (l *sentLog) expire(now time.Time) {
+	cut := now.Add(-time.Second)
+	for l.head < len(l.at) && !l.at[l.head].After(cut) {
+		l.sum -= l.n[l.head]
+		l.head++
+	}
+	if l.head == len(l.at) || l.head > 1024 && l.head > len(l.at)/2 {
+		l.at, l.n = append(l.at[:0], l.at[l.head:]...), append(l.n[:0], l.n[l.head:]...)
+		l.head = 0
+	}
+	if l.head == len(l.at) {
+		l.sum = 0 // no drift from float sums
+	}
+}
+
+// delay is how long from now until n more fit in the second before; 0
+// when they fit now. n alone above max fits once the log is empty.
+func (l *sentLog) delay(now time.Time, n float64) time.Duration {
+	if l.max <= 0 {
+		return 0
+	}
+	l.expire(now)
+	if l.sum+n <= l.max || l.head == len(l.at) {
+		return 0
+	}
+	need := l.sum + n - l.max
+	for i := l.head; i < len(l.at); i++ {
+		need -= l.n[i]
+		if need <= 0 || i == len(l.at)-1 {
+			return l.at[i].Add(time.Second).Sub(now) + time.Millisecond
+		}
+	}
+	return time.Millisecond
+}
+
+func (l *sentLog) add(now time.Time, n float64) {
+	if l.max <= 0 || n == 0 {
+		return
+	}
+	l.at = append(l.at, now)
+	l.n = append(l.n, n)
+	l.sum += n
 }
 
 // throttleShare is the part of limit t that a member of a joined run
