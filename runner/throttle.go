@@ -25,7 +25,9 @@ const throttleBurst = 50 * time.Millisecond
 // sliding second at most the limit plus the burst is written, whatever the
 // batch size and the number of partitions, and each partition writes at
 // least about every max_batch_wait. Partitions wait in the order they ask
-// (a reservation queue), so they share the rate evenly.
+// (a reservation queue), so they share the rate evenly. A log of the
+// writes started in the last second (sentLog) holds the limit when the
+// machine stalls and delayed writes start together.
 //
 // A nil *Throttle, or one without limits, lets everything through at once.
 type Throttle struct {
