@@ -225,7 +225,22 @@ type OffsetRange struct {
 type Throttle struct {
 	RecordsPerSecond float64  `yaml:"records_per_second"`
 	BytesPerSecond   ByteSize `yaml:"bytes_per_second"`
+	// MaxBatchWait is, under a records or bytes limit, the longest a
+	// partition goes without writing and committing what it read (writes
+	// are cut smaller to keep it); default DefaultMaxBatchWait, within
+	// [MinMaxBatchWait, MaxMaxBatchWait]. Without a limit it does nothing.
+	MaxBatchWait Duration `yaml:"max_batch_wait"`
 }
+
+// Bounds and default of Throttle.MaxBatchWait.
+const (
+	DefaultMaxBatchWait = time.Second
+	MinMaxBatchWait     = 10 * time.Millisecond
+	MaxMaxBatchWait     = time.Hour
+)
+
+// Limited reports whether t sets a records or bytes limit.
+func (t Throttle) Limited() bool { return t.RecordsPerSecond > 0 || t.BytesPerSecond > 0 }
 
 // DefaultRetryMaxElapsed is Retry.MaxElapsed when the plan leaves it out.
 const DefaultRetryMaxElapsed = 5 * time.Minute
@@ -251,6 +266,20 @@ type Retry struct {
 	// MaxElapsed is how long one request (a fetch, a commit, an offset
 	// lookup) may keep failing, from its first failure, before the run
 	// fails; default DefaultRetryMaxElapsed, 0 fails at the first error.
+	MaxElapsed Duration `yaml:"max_elapsed"`
+}
+
+// DefaultSinkRetryMaxElapsed is SinkRetry.MaxElapsed when the plan leaves
+// it out: long enough for a database failover or a broker restart.
+const DefaultSinkRetryMaxElapsed = 5 * time.Minute
+
+// SinkRetry says how long writes to a sink that fail with a transient
+// error (a lost connection, a failover, lock contention) are retried.
+type SinkRetry struct {
+	// MaxElapsed is how long one batch may keep failing, from its first
+	// failure, before the partition fails; default
+	// DefaultSinkRetryMaxElapsed, at most MaxRetryMaxElapsed, 0 fails at
+	// the first error.
 	MaxElapsed Duration `yaml:"max_elapsed"`
 }
 
@@ -368,6 +397,10 @@ type Sink struct {
 	// MaxRetryWait caps one wait between two attempts of an http sink,
 	// whether from the backoff or from Retry-After; default 1m.
 	MaxRetryWait Duration `yaml:"max_retry_wait"`
+
+	// Retry bounds the retries of writes that fail with a transient error
+	// (every sink type; an http sink's own retries stop at it too).
+	Retry SinkRetry `yaml:"retry"`
 }
 
 // Pos is a position in the plan file, 1-based.
@@ -451,6 +484,16 @@ func (p *Plan) applyDefaults() {
 	if p.DeadLetter != nil && p.DeadLetter.OnConflict == "" {
 		// Same as the sink: a re-delivered dead letter overwrites itself.
 		p.DeadLetter.OnConflict = "update"
+	}
+	if _, written := p.pos["throttle.max_batch_wait"]; p.Throttle.MaxBatchWait == 0 && !written {
+		p.Throttle.MaxBatchWait = Duration(DefaultMaxBatchWait)
+	}
+	if _, written := p.pos["sink.retry.max_elapsed"]; p.Sink.Retry.MaxElapsed == 0 && !written {
+		// A database failover or a broker restart passes.
+		p.Sink.Retry.MaxElapsed = Duration(DefaultSinkRetryMaxElapsed)
+	}
+	if _, written := p.pos["dead_letter.retry.max_elapsed"]; p.DeadLetter != nil && p.DeadLetter.Retry.MaxElapsed == 0 && !written {
+		p.DeadLetter.Retry.MaxElapsed = Duration(DefaultSinkRetryMaxElapsed)
 	}
 	p.Sink.applyHTTPDefaults()
 	p.Sink.applyOutputDefaults(false)

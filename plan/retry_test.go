@@ -68,3 +68,37 @@ func TestOpenTransactionTimeout(t *testing.T) {
 		t.Errorf("open_transaction_timeout changed the fingerprint: %s != %s", a, b)
 	}
 }
+
+// TestSinkRetry: sink.retry.max_elapsed (and the dead-letter sink's)
+// defaults to 5m when absent, keeps a written 0s, refuses more than 24h and
+// a negative duration, is taken by every sink type, and leaves the
+// fingerprint alone.
+func TestSinkRetry(t *testing.T) {
+	p := mustParse(t, minimalPlan, LoadOptions{})
+	if got := time.Duration(p.Sink.Retry.MaxElapsed); got != DefaultSinkRetryMaxElapsed {
+		t.Errorf("default sink.retry.max_elapsed %s, want %s", got, DefaultSinkRetryMaxElapsed)
+	}
+	dl := minimalPlan + "on_error: dead_letter\ndead_letter: {type: file, path: out/dead.jsonl}\n"
+	if got := time.Duration(mustParse(t, dl, LoadOptions{}).DeadLetter.Retry.MaxElapsed); got != DefaultSinkRetryMaxElapsed {
+		t.Errorf("default dead_letter.retry.max_elapsed %s, want %s", got, DefaultSinkRetryMaxElapsed)
+	}
+	if got := mustParse(t, minimalPlan+"  retry: {max_elapsed: 0s}\n", LoadOptions{}).Sink.Retry.MaxElapsed; got != 0 {
+		t.Errorf("written 0s became %s", time.Duration(got))
+	}
+	if got := time.Duration(mustParse(t, minimalPlan+"  retry: {max_elapsed: 20m}\n", LoadOptions{}).Sink.Retry.MaxElapsed); got != 20*time.Minute {
+		t.Errorf("20m became %s", got)
+	}
+	for src, want := range map[string]string{
+		"  retry: {max_elapsed: 25h}\n": "sink.retry.max_elapsed: 25h0m0s: want a duration up to 24h",
+		"  retry: {max_elapsed: -1s}\n": "sink.retry.max_elapsed: bad duration",
+		"  retry: {attempts: 3}\n":      "attempts",
+	} {
+		if got := parseProblems(t, minimalPlan+src, LoadOptions{}); !strings.Contains(got, want) {
+			t.Errorf("%q: problems %q, want %q", src, got, want)
+		}
+	}
+	a := p.Fingerprint()
+	if b := mustParse(t, minimalPlan+"  retry: {max_elapsed: 1h}\n", LoadOptions{}).Fingerprint(); a != b {
+		t.Errorf("sink.retry changed the fingerprint: %s != %s", a, b)
+	}
+}

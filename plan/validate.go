@@ -319,14 +319,32 @@ func (v *validator) throttle() {
 			v.out[n].Line, v.out[n].Col = pos.Line, pos.Col // point at the sink, not at the top of the file
 		}
 	}
-	// A batch is written at once after the throttle let all its records
-	// through (the token bucket holds a tenth of a second and pays a larger
-	// batch in instalments): a batch larger than a second of the throttle
-	// turns a smooth rate into bursts and commits progress that rarely.
-	if b := v.p.Sink.BatchSize; t.RecordsPerSecond > 0 && float64(b) > t.RecordsPerSecond && !v.p.bad["sink.batch_size"] {
-		v.warn("sink.batch_size", "%d records is more than one second of throttle.records_per_second (%g): each batch waits %.1fs for the throttle, then reaches the sink all at once, and progress is committed only that often; set batch_size to at most %d",
-			b, t.RecordsPerSecond, float64(b)/t.RecordsPerSecond, max(int(t.RecordsPerSecond), 1))
+	if d := time.Duration(t.MaxBatchWait); (d < MinMaxBatchWait || d > MaxMaxBatchWait) && !v.p.bad["throttle.max_batch_wait"] {
+		v.add("throttle.max_batch_wait", "%s: want a duration from 10ms to 1h, e.g. 1s (the default): the longest a throttled partition goes without writing and committing", d)
 	}
+	// Under a throttle each write is cut to its share of the rate, so a
+	// large batch_size no longer turns into bursts; but a rate spread over
+	// more partitions than it has records per max_batch_wait makes each
+	// partition write (and commit) only every partitions/rate seconds.
+	// The partitions are known here only when the plan lists them.
+	if n := v.listedPartitions(); t.RecordsPerSecond > 0 && n > 0 && time.Duration(t.MaxBatchWait) > 0 {
+		if every := float64(n) / t.RecordsPerSecond; every > time.Duration(t.MaxBatchWait).Seconds() {
+			v.warn("throttle.records_per_second", "%g records/s over the %d partitions of the plan is %.2g records/s per partition: each partition writes and commits one record about every %.1fs, more than max_batch_wait (%s); raise the rate or replay fewer partitions at once",
+				t.RecordsPerSecond, n, t.RecordsPerSecond/float64(n), every, time.Duration(t.MaxBatchWait))
+		}
+	}
+}
+
+// listedPartitions is the number of partitions the plan names (a list in
+// source.partitions, or per-partition offsets); 0 when it reads them all.
+func (v *validator) listedPartitions() int {
+	switch p := v.p; {
+	case !p.Source.Partitions.All && len(p.Source.Partitions.List) > 0:
+		return len(p.Source.Partitions.List)
+	case p.Window.OffsetsAll == nil && len(p.Window.Offsets) > 0:
+		return len(p.Window.Offsets)
+	}
+	return 0
 }
 
 func (v *validator) sink(field string, s *Sink) {
@@ -345,6 +363,9 @@ func (v *validator) sink(field string, s *Sink) {
 	}
 	if s.BatchSize < 1 || s.BatchSize > MaxBatchSize {
 		v.add(field+".batch_size", "%d: want 1..%d records (leave batch_size out for the default, %d)", s.BatchSize, MaxBatchSize, DefaultBatchSize)
+	}
+	if d := time.Duration(s.Retry.MaxElapsed); d < 0 || d > MaxRetryMaxElapsed {
+		v.add(field+".retry.max_elapsed", "%s: want a duration up to 24h, e.g. 5m (the default), or 0s to fail at the first transient error", d)
 	}
 	if s.Key != "" {
 		if t, err := template.New("key").Parse(s.Key); err != nil {

@@ -63,6 +63,11 @@ const (
 	// recorded elsewhere: continue from the sink's own checkpoints
 	// (Options.ResumeFromSink), or start over (Options.Restart).
 	HintExpired Hint = "expired"
+	// HintSinkResume: the sink kept failing with transient errors for
+	// longer than the plan's sink.retry.max_elapsed; everything before the
+	// reported offsets is in the sink and committed: run the plan again
+	// once the sink is healthy, and it resumes there.
+	HintSinkResume Hint = "sink-resume"
 )
 
 // hinted is an error with a Hint.

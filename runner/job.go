@@ -48,7 +48,9 @@ type Options struct {
 	// FlushTimeout bounds the last write and commit after an interruption;
 	// default 1 minute.
 	FlushTimeout time.Duration
-	// Retry is how sink writes failing with a transient error are retried.
+	// Retry tunes the backoff of sink writes failing with a transient
+	// error; the plan's sink.retry.max_elapsed (dead_letter.retry for the
+	// dead-letter sink) bounds how long they are retried.
 	Retry Backoff
 	// SourceRetry tunes how broker calls to the source cluster are retried
 	// (request timeout, settle delay, backoff; source.RetryPolicy's

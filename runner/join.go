@@ -113,7 +113,7 @@ func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []i
 		case err == nil:
 			return nil
 		case ctx.Err() != nil && errors.Is(err, ErrInterrupted):
-			return err // the in-flight batches were written and committed
+			return err // readAll says what the in-flight batches became
 		case ctx.Err() != nil:
 			return fmt.Errorf("%w: %v", ErrInterrupted, err)
 		case gctx.Err() != nil, errors.Is(err, source.ErrFenced), errors.Is(err, sinks.ErrPartitionLost):
@@ -137,7 +137,14 @@ func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []i
 	}
 	j.live.Store(&liveRun{started: time.Now(), states: states, sink: sink})
 	j.startBudget(states)
-	err = j.readAll(rctx, sink, states)
+	// The plan's throttle is the whole group's: this member takes the share
+	// of the partitions it was assigned, anew at every rebalance.
+	limit := throttleShare(j.Plan.Throttle, len(states), len(j.Resolution.Ranges))
+	if limit.Limited() {
+		j.opts.Log.Info().Str("plan", j.Plan.Name).Int("assigned", len(states)).Int("partitions", len(j.Resolution.Ranges)).
+			Float64("records_per_second", limit.RecordsPerSecond).Int64("bytes_per_second", int64(limit.BytesPerSecond)).Msg("throttle share of this member")
+	}
+	err = j.readAll(rctx, sink, states, limit)
 	moved := ctx.Err() == nil && (gctx.Err() != nil || errors.Is(err, source.ErrFenced) || errors.Is(err, sinks.ErrPartitionLost))
 	mergeReports(reports, states, moved)
 	if err != nil {

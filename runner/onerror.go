@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
@@ -162,7 +163,7 @@ func (w *partitionWorker) writeDeadLetters() error {
 	}
 	j := w.job
 	slices.SortFunc(w.dead, func(a, b record.Record) int { return cmp.Compare(a.Offset, b.Offset) })
-	if err := w.retry("dead-letter sink", j.DeadLetters, func(ctx context.Context) error { return j.DeadLetters.Write(ctx, w.dead) }); err != nil {
+	if err := w.retry("dead-letter sink", j.DeadLetters, time.Duration(j.Plan.DeadLetter.Retry.MaxElapsed), func(ctx context.Context) error { return j.DeadLetters.Write(ctx, w.dead) }); err != nil {
 		return &PartitionError{Topic: j.Resolution.Topic, Partition: w.state.Partition, Offset: w.dead[0].Offset,
 			Err: fmt.Errorf("write dead letters to the %s sink: %w; nothing past offset %d is committed: fix the dead-letter sink and re-run the same command to resume",
 				j.Plan.DeadLetter.Type, err, w.state.next.Load())}

@@ -258,6 +258,12 @@ type partitionState struct {
 	elapsed       time.Duration
 	done          atomic.Bool
 	err           error
+	// abandoned: a write was left unfinished when the run was stopped (the
+	// sink was failing); uncommitted: records were written that the
+	// partition's last commit does not cover (it failed). Both only tell
+	// the final message of an interrupted run what really happened.
+	abandoned   atomic.Bool
+	uncommitted atomic.Bool
 
 	mu sync.Mutex
 }

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -10,19 +11,16 @@ import (
 )
 
 // Backoff says how a sink write that failed with a transient error
-// (sinks.Transient) is retried.
+// (sinks.Transient) is retried: a capped exponential backoff with jitter,
+// until the plan's sink.retry.max_elapsed (plan.SinkRetry) has passed since
+// the batch first failed.
 type Backoff struct {
-	// Attempts is the number of tries in all; default 5.
-	Attempts int
 	// Min is the first wait, doubled after each try up to Max; defaults
 	// 200 ms and 5 s. Each wait is jittered down by up to half.
 	Min, Max time.Duration
 }
 
 func (b *Backoff) defaults() {
-	if b.Attempts == 0 {
-		b.Attempts = 5
-	}
 	if b.Min == 0 {
 		b.Min = 200 * time.Millisecond
 	}
@@ -31,66 +29,105 @@ func (b *Backoff) defaults() {
 	}
 }
 
+// SignalTime is how soon after the first signal (SIGINT, SIGTERM) a run
+// ends, even with a sink that hangs: the time the documentation gives.
+const SignalTime = 10 * time.Second
+
 // signalGrace is how long a write in flight when the run is cancelled (a
 // signal) may still take before it is cancelled too: the first signal
 // finishes the in-flight batch, but a hanging sink must not hold it for
-// minutes.
-const signalGrace = 10 * time.Second
+// minutes. What is left of SignalTime is for the sink to give up the
+// cancelled write, the commit, and closing the sink (bounded by the
+// command, see SignalTime).
+const signalGrace = 7 * time.Second
+
+// SinkRetryError is a sink write that kept failing with transient errors
+// until the sink's retry budget (sink.retry.max_elapsed) was spent. Err is
+// the last error.
+type SinkRetryError struct {
+	// What names the target: "sink", "dead-letter sink".
+	What     string
+	Attempts int
+	Elapsed  time.Duration
+	Budget   time.Duration
+	Err      error
+}
+
+func (e *SinkRetryError) Error() string {
+	field := "sink.retry.max_elapsed"
+	if e.What != "sink" {
+		field = "dead_letter.retry.max_elapsed"
+	}
+	return fmt.Sprintf("write failed %d times in %s, which spends the retry budget of %s (%s); last error: %v",
+		e.Attempts, e.Elapsed.Round(time.Millisecond), e.Budget, field, e.Err)
+}
+
+func (e *SinkRetryError) Unwrap() error { return e.Err }
 
 // retry runs write to target, each try under its own FlushTimeout, until it
-// succeeds, fails with an error that is not transient, or Attempts tries
-// failed. A sink that retries by its own policy (sinks.Capabilities.RetriesItself, the
-// http sink's max_retries) gets one try, without FlushTimeout: retrying it
-// again would multiply its attempts.
+// succeeds, fails with an error that is not transient, or has kept failing
+// for budget (the target's sink.retry.max_elapsed) since its first failure:
+// then the last error comes back in a *SinkRetryError. The waits between
+// tries double from Backoff.Min to Backoff.Max, jittered; the last one is
+// cut to end with the budget, for one more try.
+//
+// A sink that retries by its own policy (sinks.Capabilities.RetriesItself, the
+// http sink's max_retries) gets one try, under a deadline of the budget
+// plus FlushTimeout, which its own retries respect: retrying it again
+// would multiply its attempts.
 //
 // The run's cancellation (a signal) lets the try in flight finish, for up
 // to signalGrace, but starts no other: the batch is then not committed,
-// and a resume delivers it again.
-func (w *partitionWorker) retry(what string, target sinks.Sink, write func(context.Context) error) error {
+// and a resume delivers it again; the partition is marked abandoned for
+// the final message.
+func (w *partitionWorker) retry(what string, target sinks.Sink, budget time.Duration, write func(context.Context) error) error {
 	b := w.job.opts.Retry
-	attempts := b.Attempts
 	self := target.Capabilities().RetriesItself
-	if self {
-		attempts = 1
-	}
 	run := w.runCtx
 	if run == nil {
 		run = context.Background()
 	}
 	wait := b.Min
+	var first time.Time
 	for attempt := 1; ; attempt++ {
-		var ctx context.Context
-		var cancel context.CancelFunc
+		limit := w.job.opts.FlushTimeout
 		if self {
-			ctx, cancel = context.WithCancel(context.Background())
-		} else {
-			ctx, cancel = context.WithTimeout(context.Background(), w.job.opts.FlushTimeout)
+			limit += budget
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), limit)
 		stop := context.AfterFunc(run, func() { time.AfterFunc(signalGrace, cancel) })
 		err := write(ctx)
 		stop()
 		cancel()
+		if first.IsZero() {
+			first = time.Now()
+		}
 		switch {
 		case err == nil:
 			return nil
-		case !sinks.Transient(err):
-			return err
-		case run.Err() != nil:
+		case run.Err() != nil && (sinks.Transient(err) || errors.Is(err, context.Canceled)):
+			// Failing when the run was stopped, or cut off by signalGrace.
+			w.state.abandoned.Store(true)
 			w.log.Warn().Err(err).Msgf("%s: failing when the run was stopped: not retried; the batch is not committed and is delivered again on resume", what)
 			return fmt.Errorf("%w: the %s still failed when the run was stopped, so it was not retried (the batch is not committed and is delivered again on resume): %w", context.Canceled, what, err)
-		case attempt >= attempts:
-			if self {
-				return err
-			}
-			return fmt.Errorf("%w (transient, gave up after %d attempts)", err, attempt)
+		case !sinks.Transient(err):
+			return err
+		case self:
+			return err // retried by its own policy already
 		}
-		d := wait/2 + rand.N(wait/2+1)
-		w.log.Warn().Err(err).Int("attempt", attempt).Dur("retry_in", d).Msgf("%s: transient error, retrying", what)
+		elapsed := time.Since(first)
+		left := budget - elapsed
+		if left <= 0 {
+			return &SinkRetryError{What: what, Attempts: attempt, Elapsed: elapsed, Budget: budget, Err: err}
+		}
+		d := min(wait/2+rand.N(wait/2+1), left)
+		w.log.Warn().Err(err).Int("attempt", attempt).Dur("retry_in", d).Dur("budget_left", left).Msgf("%s: transient error, retrying", what)
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
 		case <-run.Done():
 			t.Stop()
+			w.state.abandoned.Store(true)
 			w.log.Warn().Err(err).Msgf("%s: failing when the run was stopped: not retried; the batch is not committed and is delivered again on resume", what)
 			return fmt.Errorf("%w: the %s failed and the run was stopped before it was retried (the batch is not committed and is delivered again on resume): %w", context.Canceled, what, err)
 		}

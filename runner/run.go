@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/replay-tool/replay/internal/filter"
+	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -88,7 +90,7 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	j.live.Store(&liveRun{started: rep.Started, states: states, sink: sink}) // for Job.Progress
 	rep.NothingToDo = j.NothingToDo()
 	j.startBudget(states)
-	err = j.readAll(ctx, sink, states)
+	err = j.readAll(ctx, sink, states, j.Plan.Throttle)
 	for _, s := range states {
 		rep.Partitions = append(rep.Partitions, s.report())
 	}
@@ -242,9 +244,12 @@ func (j *Job) meta(r Range) checkpointMeta {
 	return m
 }
 
-func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*partitionState) error {
+// readAll replays states into sink, one worker per partition, under limit
+// (the plan's throttle, or a joined member's share of it).
+func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*partitionState, limit plan.Throttle) error {
 	log := j.opts.Log
-	throttle := NewThrottle(j.Plan.Throttle.RecordsPerSecond, int64(j.Plan.Throttle.BytesPerSecond))
+	throttle := NewThrottle(limit)
+	j.warnThinThrottle(limit, states)
 	prog, err := j.Plan.FilterProgram()
 	if err != nil {
 		return fmt.Errorf("filter: %w", err)
@@ -272,7 +277,7 @@ func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*partitionS
 		err = ctx.Err()
 	}
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		err = fmt.Errorf("%w: the in-flight batches were written and committed; re-run the same command to resume", ErrInterrupted)
+		err = fmt.Errorf("%w: %s; re-run the same command to resume", ErrInterrupted, interruptedOutcome(j.Resolution.Topic, states))
 	}
 	return lost.join(err)
 }
@@ -305,4 +310,58 @@ func (l *partitionErrors) join(err error) error {
 		return err
 	}
 	return errors.Join(append(slices.Clone(l.errs), err)...)
+}
+
+// warnThinThrottle warns when limit spreads its records over so many
+// partitions that each writes (and commits) less often than max_batch_wait.
+func (j *Job) warnThinThrottle(limit plan.Throttle, states []*partitionState) {
+	n := 0
+	for _, s := range states {
+		if s.from < s.End {
+			n++
+		}
+	}
+	if limit.RecordsPerSecond <= 0 || n == 0 {
+		return
+	}
+	if every := float64(n) / limit.RecordsPerSecond; every > time.Duration(limit.MaxBatchWait).Seconds() {
+		j.opts.Log.Warn().Float64("records_per_second", limit.RecordsPerSecond).Int("partitions", n).
+			Msgf("the throttle gives each of %d partitions %.2g records/s: each writes and commits one record about every %.1fs, more than max_batch_wait (%s)",
+				n, limit.RecordsPerSecond/float64(n), every, time.Duration(limit.MaxBatchWait))
+	}
+}
+
+// interruptedOutcome says what an interrupted run left in the sink and the
+// group, from what each partition did: every write finished and was
+// committed, or some were abandoned with the sink failing (not committed,
+// delivered again on resume), or written but not committed (the commit
+// failed; delivered again, idempotently).
+func interruptedOutcome(topic string, states []*partitionState) string {
+	var abandoned, uncommitted []string
+	fine := 0
+	for _, s := range states {
+		at := fmt.Sprintf("%s/%d at offset %d", topic, s.Partition, s.next.Load())
+		switch {
+		case s.abandoned.Load():
+			abandoned = append(abandoned, at)
+		case s.uncommitted.Load():
+			uncommitted = append(uncommitted, at)
+		case s.from < s.End:
+			fine++
+		}
+	}
+	if len(abandoned) == 0 && len(uncommitted) == 0 {
+		return "the in-flight batches were written and committed"
+	}
+	var parts []string
+	if len(abandoned) > 0 {
+		parts = append(parts, "the sink was failing, so the batch in flight was not written (or not confirmed) and is not committed on "+strings.Join(abandoned, ", "))
+	}
+	if len(uncommitted) > 0 {
+		parts = append(parts, "records were written but their commit failed on "+strings.Join(uncommitted, ", "))
+	}
+	if fine > 0 {
+		parts = append(parts, "the other partitions' in-flight batches were written and committed")
+	}
+	return strings.Join(parts, "; ") + "; the offsets named are what the group holds, and a resume delivers what follows them again (idempotently)"
 }

@@ -2,55 +2,308 @@ package runner
 
 import (
 	"context"
-	"math"
+	"sync"
+	"sync/atomic"
+	"time"
 
-	"golang.org/x/time/rate"
+	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/plan"
 )
 
-// Throttle holds token buckets on records/s and bytes/s shared by every
-// partition of a process. A nil *Throttle, or a zero limit,
-// means unlimited.
+// throttleBurst is how much of its rate a bucket holds: the most that can
+// pass at once after an idle moment. In any second at most the limit plus
+// this much reaches the sink; it is half of the tenth of a second the
+// documentation promises, so that a write that starts a few milliseconds
+// late (a busy machine) does not push a second over it.
+const throttleBurst = 50 * time.Millisecond
+
+// Throttle paces the records (and bytes) the partitions of a process hand
+// to the sink, under records/s and bytes/s limits shared by all of them.
+// Each write is cut to at most a burst's worth (throttleBurst of the rate)
+// and to the partition's share of max_batch_wait, and takes its tokens from
+// both buckets at one instant, right before it reaches the sink: in any
+// sliding second at most the limit plus the burst is written, whatever the
+// batch size and the number of partitions, and each partition writes at
+// least about every max_batch_wait. Partitions wait in the order they ask
+// (a reservation queue), so they share the rate evenly. A log of the
+// writes started in the last second (sentLog) holds the limit when the
+// machine stalls and delayed writes start together.
+//
+// A nil *Throttle, or one without limits, lets everything through at once.
 type Throttle struct {
-	records, bytes *rate.Limiter
+	mu             sync.Mutex
+	records, bytes bucket
+	// recordsSent and bytesSent are what the writes of the last second
+	// started with, at the instants they really started: the buckets pace
+	// the writes, these hold the limit when the machine stalled and
+	// delayed writes start together.
+	recordsSent, bytesSent sentLog
+	// maxWait is plan.Throttle.MaxBatchWait.
+	maxWait time.Duration
+	// active counts the partitions writing through the throttle: a
+	// partition's write is cut to its share of maxWait.
+	active atomic.Int32
+	// now is the clock (tests).
+	now func() time.Time
 }
 
-// NewThrottle returns a throttle for the given limits (0 = unlimited). The
-// buckets hold a tenth of a second of tokens (at least one), so the rate
-// over any 10 s stays within a few percent of the limit; a batch larger than
-// the bucket is paid for in instalments.
-func NewThrottle(recordsPerSecond float64, bytesPerSecond int64) *Throttle {
-	t := &Throttle{}
-	if recordsPerSecond > 0 {
-		t.records = rate.NewLimiter(rate.Limit(recordsPerSecond), max(int(recordsPerSecond/10), 1))
-	}
-	if bytesPerSecond > 0 {
-		t.bytes = rate.NewLimiter(rate.Limit(bytesPerSecond), max(int(bytesPerSecond/10), 1))
-	}
-	return t
+// bucket is one token bucket with reservations: tokens are taken at the
+// instant the reservation is due, so a bucket with a queue of reservations
+// has its last one in the future. rate 0 means unlimited.
+type bucket struct {
+	rate, burst float64 // tokens per second; tokens held at most
+	tokens      float64 // at last
+	last        time.Time
 }
 
-// Wait blocks until n records of size bytes may pass, or ctx is done.
-func (t *Throttle) Wait(ctx context.Context, n, size int) error {
+func newBucket(perSecond float64) bucket {
+	if perSecond <= 0 {
+		return bucket{}
+	}
+	return bucket{rate: perSecond, burst: max(perSecond*throttleBurst.Seconds(), 1), tokens: max(perSecond*throttleBurst.Seconds(), 1)}
+}
+
+// ready is the earliest instant at or after t when n tokens are there.
+func (b *bucket) ready(t time.Time, n float64) time.Time {
+	if b.rate == 0 {
+		return t
+	}
+	if b.last.IsZero() {
+		b.last = t
+	}
+	start := t
+	if b.last.After(start) {
+		start = b.last // a queue: after the last reservation
+	}
+	have := min(b.burst, b.tokens+b.rate*start.Sub(b.last).Seconds())
+	if have >= n {
+		return start
+	}
+	return start.Add(time.Duration((n - have) / b.rate * float64(time.Second)))
+}
+
+// take takes n tokens at at (no earlier than ready(.., n) said). A request
+// above the burst (one record larger than it) is paid in full, never
+// credited beyond it.
+func (b *bucket) take(at time.Time, n float64) {
+	if b.rate == 0 {
+		return
+	}
+	if at.After(b.last) {
+		b.tokens = min(max(b.burst, n), b.tokens+b.rate*at.Sub(b.last).Seconds())
+		b.last = at
+	}
+	b.tokens -= n
+}
+
+// NewThrottle returns the throttle of limit t (nil when t sets no limit).
+func NewThrottle(t plan.Throttle) *Throttle {
+	if !t.Limited() {
+		return nil
+	}
+	wait := time.Duration(t.MaxBatchWait)
+	if wait <= 0 {
+		wait = plan.DefaultMaxBatchWait
+	}
+	th := &Throttle{records: newBucket(t.RecordsPerSecond), bytes: newBucket(float64(t.BytesPerSecond)), maxWait: wait, now: time.Now}
+	th.recordsSent.max = th.records.rate + th.records.burst
+	th.bytesSent.max = th.bytes.rate + th.bytes.burst
+	return th
+}
+
+// MaxWait is the longest a partition should go without writing and
+// committing under the throttle; 0 for a nil throttle.
+func (t *Throttle) MaxWait() time.Duration {
 	if t == nil {
-		return nil
+		return 0
 	}
-	if err := waitN(ctx, t.records, n); err != nil {
-		return err
-	}
-	return waitN(ctx, t.bytes, size)
+	return t.maxWait
 }
 
-// waitN is WaitN for any n: rate.Limiter refuses n above its burst.
-func waitN(ctx context.Context, l *rate.Limiter, n int) error {
-	if l == nil || l.Limit() == rate.Inf || l.Limit() == math.MaxFloat64 {
-		return nil
+// join counts a partition that writes through the throttle until leave.
+func (t *Throttle) join() {
+	if t != nil {
+		t.active.Add(1)
 	}
-	for n > 0 {
-		step := min(n, l.Burst())
-		if err := l.WaitN(ctx, step); err != nil {
-			return err
+}
+
+func (t *Throttle) leave() {
+	if t != nil {
+		t.active.Add(-1)
+	}
+}
+
+// recordSize is what a record costs of bytes/s: its key and value.
+func recordSize(r *record.Record) int { return len(r.Key) + len(r.Value) }
+
+// chunk is how many of recs (at least one) the next write carries: at most
+// a burst, and at most a share of max_batch_wait's tokens among the active
+// partitions, in records and in bytes; and their size.
+func (t *Throttle) chunk(recs []record.Record) (n, size int) {
+	n = len(recs)
+	if t == nil || n == 0 {
+		return n, 0
+	}
+	share := float64(max(t.active.Load(), 1))
+	// rate and burst never change: read without the lock.
+	if r := t.records.rate; r > 0 {
+		n = min(n, max(int(min(t.records.burst, r*t.maxWait.Seconds()/share)), 1))
+	}
+	limit := -1.0
+	if r := t.bytes.rate; r > 0 {
+		limit = max(min(t.bytes.burst, r*t.maxWait.Seconds()/share), 1)
+	}
+	for i := 0; i < n; i++ {
+		s := recordSize(&recs[i])
+		if i > 0 && limit >= 0 && float64(size+s) > limit {
+			return i, size
 		}
-		n -= step
+		size += s
 	}
-	return nil
+	return n, size
+}
+
+// reserve takes n records and size bytes from both buckets at the earliest
+// instant, at or after now, when both have them, and returns that instant.
+func (t *Throttle) reserve(now time.Time, n, size int) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at := t.records.ready(now, float64(n))
+	if b := t.bytes.ready(now, float64(size)); b.After(at) {
+		at = b
+	}
+	t.records.take(at, float64(n))
+	t.bytes.take(at, float64(size))
+	return at
+}
+
+// Take cuts the next write from the front of recs (at least one record,
+// see chunk), waits until the throttle lets it through and returns its
+// length. Without limits it returns len(recs) at once. ctx ending first
+// returns its error: nothing may be written then (the tokens stay taken).
+func (t *Throttle) Take(ctx context.Context, recs []record.Record) (int, error) {
+	if t == nil {
+		return len(recs), nil
+	}
+	n, size := t.chunk(recs)
+	if n == 0 {
+		return 0, nil
+	}
+	now := t.now()
+	d := t.reserve(now, n, size).Sub(now)
+	if d <= 0 {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		return n, t.admit(ctx, n, size)
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return n, t.admit(ctx, n, size)
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// admit waits, after the buckets let a write of n records and size bytes
+// through, until the writes started in the last second leave room for it
+// (sentLog), and records it as started now. Without a stall it is free.
+func (t *Throttle) admit(ctx context.Context, n, size int) error {
+	for {
+		t.mu.Lock()
+		now := t.now()
+		d := max(t.recordsSent.delay(now, float64(n)), t.bytesSent.delay(now, float64(size)))
+		if d <= 0 {
+			t.recordsSent.add(now, float64(n))
+			t.bytesSent.add(now, float64(size))
+			t.mu.Unlock()
+			return nil
+		}
+		t.mu.Unlock()
+		timer := time.NewTimer(d)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// sentLog is what writes started with in the last second, oldest first:
+// a sliding window over the instants the writes really started. max 0
+// means unlimited.
+type sentLog struct {
+	max  float64 // most per second: the limit plus the burst
+	at   []time.Time
+	n    []float64
+	sum  float64
+	head int
+}
+
+// expire drops the writes that started a second or more before now: no
+// window [s, s+1s) holding now holds them.
+func (l *sentLog) expire(now time.Time) {
+	cut := now.Add(-time.Second)
+	for l.head < len(l.at) && !l.at[l.head].After(cut) {
+		l.sum -= l.n[l.head]
+		l.head++
+	}
+	if l.head == len(l.at) || l.head > 1024 && l.head > len(l.at)/2 {
+		l.at, l.n = append(l.at[:0], l.at[l.head:]...), append(l.n[:0], l.n[l.head:]...)
+		l.head = 0
+	}
+	if l.head == len(l.at) {
+		l.sum = 0 // no drift from float sums
+	}
+}
+
+// delay is how long from now until n more fit in the second before; 0
+// when they fit now. n alone above max fits once the log is empty.
+func (l *sentLog) delay(now time.Time, n float64) time.Duration {
+	if l.max <= 0 {
+		return 0
+	}
+	l.expire(now)
+	if l.sum+n <= l.max || l.head == len(l.at) {
+		return 0
+	}
+	need := l.sum + n - l.max
+	for i := l.head; i < len(l.at); i++ {
+		need -= l.n[i]
+		if need <= 0 || i == len(l.at)-1 {
+			return l.at[i].Add(time.Second).Sub(now) + time.Millisecond
+		}
+	}
+	return time.Millisecond
+}
+
+func (l *sentLog) add(now time.Time, n float64) {
+	if l.max <= 0 || n == 0 {
+		return
+	}
+	l.at = append(l.at, now)
+	l.n = append(l.n, n)
+	l.sum += n
+}
+
+// throttleShare is the part of limit t that a member of a joined run
+// (run --join) takes when it was assigned assigned of the plan's total
+// partitions: the plan's limit is the whole group's. A share never rounds
+// down to 0 (unlimited); max_batch_wait is not divided.
+func throttleShare(t plan.Throttle, assigned, total int) plan.Throttle {
+	if total <= 0 || assigned >= total {
+		return t
+	}
+	f := float64(max(assigned, 0)) / float64(total)
+	out := t
+	if t.RecordsPerSecond > 0 {
+		out.RecordsPerSecond = max(t.RecordsPerSecond*f, 1e-3)
+	}
+	if t.BytesPerSecond > 0 {
+		out.BytesPerSecond = plan.ByteSize(max(int64(float64(t.BytesPerSecond)*f), 1))
+	}
+	return out
 }

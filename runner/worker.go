@@ -71,8 +71,18 @@ func (w *partitionWorker) releaseThrough(offset int64) {
 	w.held = append(w.held[:0], w.held[i:]...)
 }
 
-// flushAfter writes a partial batch of a slow partition after this long.
+// flushAfter writes a partial batch of a slow partition after this long;
+// under a throttle, its max_batch_wait instead.
 const flushAfter = time.Second
+
+// flushWait is how long a partial batch may wait: flushAfter, or the
+// throttle's max_batch_wait.
+func (w *partitionWorker) flushWait() time.Duration {
+	if d := w.throttle.MaxWait(); d > 0 {
+		return d
+	}
+	return flushAfter
+}
 
 func (w *partitionWorker) run(ctx context.Context) (err error) {
 	w.runCtx = ctx
@@ -90,13 +100,17 @@ func (w *partitionWorker) run(ctx context.Context) (err error) {
 		}
 	}()
 	w.log.Debug().Int64("from", s.from).Int64("end", s.End).Msg("partition started")
+	w.throttle.join()
+	defer w.throttle.leave()
 	pf := source.Prefetch(ctx, r)
 	w.pf = pf
 	defer pf.Stop() // before the deferred report reads r.Stats
 	defer func() {
-		if cerr := w.commits.Commit(); err == nil {
+		cerr := w.commits.Commit()
+		if err == nil {
 			err = cerr
 		}
+		s.uncommitted.Store(w.commits.Committable() > w.commits.Committed())
 	}()
 	w.pos = s.from
 	for w.pos < s.End {
@@ -152,7 +166,7 @@ func (w *partitionWorker) flushDue(ctx context.Context, batch int) error {
 			return err
 		}
 	}
-	due := w.pos >= w.state.End || w.commits.Since(time.Now()) > flushAfter
+	due := w.pos >= w.state.End || w.commits.Since(time.Now()) > w.flushWait()
 	switch {
 	case len(w.pending) > 0 && due:
 		return w.flush(ctx, len(w.pending))
@@ -162,10 +176,30 @@ func (w *partitionWorker) flushDue(ctx context.Context, batch int) error {
 	return nil
 }
 
-// flush writes the first n pending records and commits past them: to the
-// reader's position when they are all that is pending (so markers and
-// aborted data after them are committed too), else to after the last one.
+// flush writes the first n pending records, in writes the throttle cuts
+// (each waits for its tokens right before it reaches the sink; one write
+// without a throttle), and commits past them (flushChunk).
 func (w *partitionWorker) flush(ctx context.Context, n int) error {
+	for n > 0 {
+		if err := ctx.Err(); err != nil {
+			return err // interrupted: only the in-flight write is finished
+		}
+		k, err := w.throttle.Take(ctx, w.pending[:n])
+		if err != nil {
+			return err // nothing written: the records are read again on resume
+		}
+		if err := w.flushChunk(ctx, k); err != nil {
+			return err
+		}
+		n -= k
+	}
+	return nil
+}
+
+// flushChunk writes the first n pending records and commits past them: to
+// the reader's position when they are all that is pending (so markers and
+// aborted data after them are committed too), else to after the last one.
+func (w *partitionWorker) flushChunk(ctx context.Context, n int) error {
 	if err := ctx.Err(); err != nil {
 		return err // interrupted: only the in-flight batch is finished
 	}
@@ -173,13 +207,6 @@ func (w *partitionWorker) flush(ctx context.Context, n int) error {
 	commitAt := chunk[n-1].Offset + 1
 	if n == len(w.pending) {
 		commitAt = w.pos
-	}
-	size := 0
-	for i := range chunk {
-		size += len(chunk[i].Key) + len(chunk[i].Value)
-	}
-	if err := w.throttle.Wait(ctx, n, size); err != nil {
-		return err // nothing written: the records are read again on resume
 	}
 	out := w.window(chunk)
 	out, stop, err := w.applyFilter(out)
@@ -206,7 +233,9 @@ func (w *partitionWorker) flush(ctx context.Context, n int) error {
 		return stop.partitionError(w.job.Resolution.Topic)
 	}
 	w.commits.Wrote(commitAt)
-	if w.commits.Due(time.Now()) {
+	// Under a throttle a partition commits at least every max_batch_wait,
+	// also into a sink that batches durability.
+	if now := time.Now(); w.commits.Due(now) || w.throttle != nil && w.commits.Since(now) >= w.throttle.MaxWait() {
 		if err := w.commits.Commit(); err != nil {
 			return err
 		}
@@ -255,7 +284,7 @@ func (w *partitionWorker) window(chunk []record.Record) []record.Record {
 func (w *partitionWorker) write(recs []record.Record) (*failure, error) {
 	j := w.job
 	for len(recs) > 0 {
-		err := w.retry("sink", w.sink, func(ctx context.Context) error { return w.sink.Write(ctx, recs) })
+		err := w.retry("sink", w.sink, time.Duration(j.Plan.Sink.Retry.MaxElapsed), func(ctx context.Context) error { return w.sink.Write(ctx, recs) })
 		if err == nil {
 			w.state.written.Add(int64(len(recs)))
 			return nil, nil
@@ -267,8 +296,12 @@ func (w *partitionWorker) write(recs []record.Record) (*failure, error) {
 				// Re-running now would fence the process that runs.
 				advice = "the process that fenced this one carries on: let it finish (replay status shows its progress), and re-run only if it fails"
 			}
-			return nil, &PartitionError{Topic: j.Resolution.Topic, Partition: w.state.Partition, Offset: w.state.next.Load(),
+			perr := &PartitionError{Topic: j.Resolution.Topic, Partition: w.state.Partition, Offset: w.state.next.Load(),
 				Err: fmt.Errorf("sink %s: %w; nothing past offset %d is committed: %s", j.Plan.Sink.Type, err, w.state.next.Load(), advice)}
+			if re := (*SinkRetryError)(nil); errors.As(err, &re) {
+				return nil, withHint(perr, HintSinkResume)
+			}
+			return nil, perr
 		}
 		i := slices.IndexFunc(recs, func(r record.Record) bool { return r.Offset == re.Offset })
 		if i < 0 {

@@ -24,7 +24,8 @@ func (e *TransientError) Unwrap() error { return e.Err }
 // itself: a *TransientError, a timeout (net.Error, context.DeadlineExceeded),
 // a connection refused, reset, aborted or cut short, a pgconn connection
 // error, or a PostgreSQL error of class 08 (connection), 53 (insufficient
-// resources), 57P (shutdown) or a serialization failure or deadlock. A
+// resources), 57P (shutdown), a serialization failure, a deadlock or a lock
+// not available in lock_timeout (55P03: a migration holding the table). A
 // *record.Error (one record the sink cannot take) and a cancelled context
 // never are.
 func Transient(err error) bool {
@@ -40,7 +41,7 @@ func Transient(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		c := pgErr.Code
-		return strings.HasPrefix(c, "08") || strings.HasPrefix(c, "53") || strings.HasPrefix(c, "57P") || c == "40001" || c == "40P01"
+		return strings.HasPrefix(c, "08") || strings.HasPrefix(c, "53") || strings.HasPrefix(c, "57P") || c == "40001" || c == "40P01" || c == "55P03"
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {

@@ -45,6 +45,7 @@ func TestTransient(t *testing.T) {
 		{"postgres connection failure", &pgconn.PgError{Code: "08006"}, true},
 		{"postgres too many connections", &pgconn.PgError{Code: "53300"}, true},
 		{"postgres serialization failure", &pgconn.PgError{Code: "40001"}, true},
+		{"postgres lock not available (lock_timeout)", &pgconn.PgError{Code: "55P03"}, true},
 		{"postgres unique violation", &pgconn.PgError{Code: "23505"}, false},
 		{"postgres bad data", &pgconn.PgError{Code: "22P02"}, false},
 		{"a record error is never transient", rec, false},

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -196,11 +197,11 @@ func (a *app) runCmd() *cobra.Command {
 			"is not a terminal (schedulers, CI) it never asks and requires --yes.\n" +
 			"--resolution FILE replays exactly the ranges 'replay plan --out FILE' saved; it refuses (exit 3) when the plan's\n" +
 			"fingerprint differs from the file's or the group holds this plan's checkpoints for other ranges.\n" +
-			"SIGINT/SIGTERM finish the in-flight batch, commit and stop; re-run the same command to resume.\n" +
+			"SIGINT/SIGTERM finish the in-flight batch, commit and stop within 10 s; re-run the same command to resume.\n" +
 			"--join runs the plan on several machines at once: every process joins the replay group, Kafka spreads the\n" +
 			"partitions among them, and when one stops or dies its partitions move to the others, which continue from its\n" +
 			"last commit. Start every process with the same --resolution file (or after a run of the plan is recorded in the\n" +
-			"group). postgres, kafka and http sinks only; the throttle applies to each process.",
+			"group). postgres, kafka and http sinks only; the throttle is the whole group's, each process taking the share of its partitions.",
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, files []string) error {
 			o.in = cmd.InOrStdin()
@@ -340,7 +341,9 @@ func (a *app) runJob(ctx context.Context, job *runner.Job, file string, o runOpt
 	if err != nil {
 		return nil, err
 	}
-	defer sink.Close()
+	var stopped atomic.Int64 // when ctx was cancelled (the signal), in Unix nanoseconds
+	context.AfterFunc(ctx, func() { stopped.Store(time.Now().UnixNano()) })
+	defer func() { a.closeSink(ctx, sink, time.Unix(0, stopped.Load())) }()
 	a.running.Store(true) // from here a signal finishes the in-flight batch
 	if job.NothingToDo() && !job.Fresh && o.join {
 		fmt.Fprintf(out, "nothing to do: plan %s already replayed every partition to its end (group %s)\n", p.Name, p.Group)
@@ -390,7 +393,7 @@ func (a *app) runJob(ctx context.Context, job *runner.Job, file string, o runOpt
 			err = errors.Join(err, werr)
 		}
 	}
-	if errors.Is(err, runner.ErrInterrupted) {
+	if h := runner.HintOf(err); errors.Is(err, runner.ErrInterrupted) || h == runner.HintResume || h == runner.HintSinkResume {
 		return rep, fmt.Errorf("%w\nresume with: %s", err, resumeCommand(file, o))
 	}
 	return rep, err
@@ -497,4 +500,30 @@ func resumeCommand(file string, o runOptions) string {
 		cmd += " --resolution " + o.resolution
 	}
 	return cmd
+}
+
+// closeSink closes sink; after an interruption (ctx cancelled at stopped)
+// it waits for it only until runner.SignalTime after the signal (less a
+// margin to exit, and at least a moment): a sink whose server stopped
+// answering (a database frozen mid-failover) must not hold the process
+// past the time the documentation gives a signal. Everything committed is
+// durable already; closing only releases connections.
+func (a *app) closeSink(ctx context.Context, sink sinks.Sink, stopped time.Time) {
+	if ctx.Err() == nil {
+		sink.Close()
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sink.Close()
+	}()
+	wait := max(time.Until(stopped.Add(runner.SignalTime-500*time.Millisecond)), 200*time.Millisecond)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		a.log.Warn().Dur("waited", wait).Msg("the sink did not close in time after the signal; exiting without waiting for it (everything committed is in the sink)")
+	}
 }

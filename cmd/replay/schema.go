@@ -169,7 +169,7 @@ var fieldDocs = map[string]string{
 	"Plan.source":          "The Kafka cluster and topic to re-read.",
 	"Plan.group":           "The dedicated replay consumer group that holds the checkpoints (e.g. replay.<plan-name>); never a live consumer group.",
 	"Plan.window":          "The part of the topic to replay: a time window (from, optional to), offsets per partition, or a schedule of calendar intervals (every, zone, start, delay); exactly one.",
-	"Plan.throttle":        "Rate limits across all partitions of one process; 0 or unset is unlimited.",
+	"Plan.throttle":        "Rate limits across all partitions of one process (of the whole group under run --join); 0 or unset is unlimited.",
 	"Plan.retry":           "How the run rides out the source cluster's errors that may pass (a leader or coordinator moving or loading, a request timed out, a dropped connection): retried with backoff.",
 	"Plan.filter":          "Expression (expr-lang) selecting the records to write, e.g. 'value.status == \"paid\"'; it sees key, value (parsed JSON, or the raw string), headers (name to last value), timestamp, partition, offset, topic. Records it leaves out are counted and committed past.",
 	"Plan.sink":            "Where the replayed records go.",
@@ -215,6 +215,8 @@ var fieldDocs = map[string]string{
 	"Retry.max_elapsed":           "How long one broker call to the source cluster may keep failing with retriable errors before the run fails (exit 1, resumable), e.g. 5m (default), up to 24h; 0s fails at the first error.",
 	"Throttle.records_per_second": "Records per second across all partitions, up to 1e9; 0 is unlimited.",
 	"Throttle.bytes_per_second":   "Bytes per second across all partitions, e.g. 5MiB (units B, KiB, MiB, GiB, KB, MB, GB), up to 1024GiB; 0 is unlimited.",
+	"Throttle.max_batch_wait":     "Under a limit, the longest a partition goes without writing and committing (writes are cut to keep it), 10ms to 1h; default 1s.",
+	"SinkRetry.max_elapsed":       "How long one batch may keep failing with transient sink errors, from its first failure, before the partition fails (exit 1, resumable), e.g. 5m (default), up to 24h; 0s fails at the first error.",
 }
 
 // required lists the fields each struct must have; Window and Sink get
