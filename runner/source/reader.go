@@ -116,6 +116,8 @@ type Reader struct {
 	txnTimeout   time.Duration
 	blockedAt    int64
 	blockedSince time.Time
+	// warnedAppendTime: warnLogAppendTime warned already.
+	warnedAppendTime bool
 }
 
 // NewReader returns a reader of cfg's range; it sends nothing until Fetch.
@@ -272,6 +274,7 @@ func (r *Reader) consume(p *fetch.ResponsePartition, out []record.Record) ([]rec
 				aborted = aborted[1:]
 			}
 			drop := r.isolation == 1 && b.Attributes.Transactional() && abortedProducers[b.ProducerID]
+			r.warnLogAppendTime(b)
 			out, size, err = r.records(b, out, drop, size)
 		default:
 			out, size, err = r.records(b, out, false, size)
@@ -282,6 +285,23 @@ func (r *Reader) consume(p *fetch.ResponsePartition, out []record.Record) ([]rec
 	}
 	r.adapt(size, len(batches))
 	return out, nil
+}
+
+// logAppendTime is the timestampType bit of a record batch's attributes
+// (KIP-32): set, the broker stamped the batch with its append time.
+const logAppendTime protocol.Attributes = 1 << 3
+
+// warnLogAppendTime warns, once per reader, that a LOG_APPEND_TIME batch's
+// records carry their producer's timestamps: Kafka's record timestamp is
+// then the batch's MaxTimestamp (the broker's append time, which
+// ListOffsets by time uses), but kafka-go's decoder does not keep it.
+func (r *Reader) warnLogAppendTime(b *protocol.RecordBatch) {
+	if r.warnedAppendTime || b.Attributes&logAppendTime == 0 {
+		return
+	}
+	r.warnedAppendTime = true
+	r.log.Warn().Str("topic", r.topic).Int32("partition", r.partition).Int64("offset", b.BaseOffset).
+		Msg("the topic stamps records with LogAppendTime, but records are read with their producer's timestamps (CreateTime): the window's offsets were resolved by append time, and strict_timestamps and the timestamps written compare the producer's")
 }
 
 // controlBatch skips a transaction marker; an ABORT marker closes its

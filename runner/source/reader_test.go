@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -36,6 +37,7 @@ type scriptedBatch struct {
 	last    int64   // last offset of the batch (header), >= the last record
 	offsets []int64 // offsets that hold a record
 	value   int     // value size of each record
+	attrs   int16   // batch attributes
 }
 
 // scriptedLog serves Fetch for topic orders, partition 0.
@@ -109,7 +111,7 @@ func encodeBatch(b scriptedBatch) []byte {
 	}
 	first := t0.UnixMilli()
 	batch := kmsg.RecordBatch{FirstOffset: b.base, PartitionLeaderEpoch: -1, Magic: 2, LastOffsetDelta: int32(b.last - b.base),
-		FirstTimestamp: first, MaxTimestamp: first + b.last - b.base, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1,
+		Attributes: b.attrs, FirstTimestamp: first, MaxTimestamp: first + b.last - b.base, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1,
 		NumRecords: int32(len(b.offsets)), Records: raw}
 	batch.Length = int32(len(batch.AppendTo(nil)) - 12)
 	enc := batch.AppendTo(nil)
@@ -294,3 +296,41 @@ func equalInts(a, b []int64) bool {
 
 // t0 is the timestamp of the scripted records' batches.
 var t0 = time.Now().UTC().Add(-48 * time.Hour).Truncate(time.Hour)
+
+// A LogAppendTime batch (timestampType bit set) is read with its
+// producer's timestamps, since kafka-go drops the batch's MaxTimestamp
+// that Kafka gives its records: the reader says so, once.
+func TestReaderWarnsOfLogAppendTime(t *testing.T) {
+	sb, err := sandbox.Start(0, 1, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sb.Close)
+	l := &scriptedLog{batches: []scriptedBatch{
+		{base: 0, last: 2, offsets: span(0, 3), value: 10, attrs: 0x08},
+		{base: 3, last: 5, offsets: span(3, 6), value: 10, attrs: 0x08},
+	}, hwm: 6}
+	l.install(t, sb)
+	c, err := Connect(context.Background(), plan.Source{Brokers: []string{sb.Addr}, Topic: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	var logs strings.Builder
+	log := zerolog.New(&logs)
+	r := c.NewReader(ReaderConfig{Topic: "orders", Partition: 0, Isolation: plan.ReadUncommitted, Start: 0, End: 6, Log: &log})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var recs []record.Record
+	for !r.Done() {
+		if recs, err = r.Fetch(ctx, recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(recs) != 6 {
+		t.Fatalf("%d records, want 6", len(recs))
+	}
+	if n := strings.Count(logs.String(), "LogAppendTime"); n != 1 {
+		t.Errorf("%d warnings about LogAppendTime, want 1: %s", n, logs.String())
+	}
+}

@@ -33,10 +33,10 @@ const (
 	HeaderSourceTimestamp = "replay-source-timestamp"
 	HeaderPlan            = "replay-plan"
 	// HeaderKey carries the record's idempotency key (the key template,
-	// default "<topic>/<partition>/<offset>") in an exactly-once sink's
-	// messages, after the other provenance headers: their message key is
-	// the source record's own, since a read_committed consumer needs no
-	// key to tell a re-delivery from a new record.
+	// default "<topic>/<partition>/<offset>") in every message, after the
+	// other provenance headers: the message key is the source record's own
+	// unless a key template replaces it, so a consumer tells a re-delivery
+	// from a new record by this header.
 	HeaderKey = "replay-key"
 )
 
@@ -51,19 +51,24 @@ type Config struct {
 	TLS  plan.TLS
 	SASL plan.SASL
 	// KeepPartition produces each record to the partition numbered as its
-	// source partition; else the partition is chosen by the murmur2 hash of
-	// the message key, as Java producers choose it.
+	// source partition; else the partition is Partition's: murmur2 of the
+	// message key as the Java producer chooses it, a null key's source
+	// partition modulo the target's partition count.
 	KeepPartition bool
 	// ClientID is sent to the brokers; default "replay".
 	ClientID string
 	// MaxAttempts is how often a message is sent before Write fails (with
-	// backoff from 100ms to 1s between attempts); default 10.
+	// backoff from 100ms to 1s between attempts); default 10. At least
+	// once only; Write gives up after deliveryTimeout in any case.
 	MaxAttempts int
-	// Keyer computes the message key; nil means DefaultKey.
+	// Keyer computes the idempotency key (the HeaderKey header); nil means
+	// DefaultKey. A Keyer with a template (key: in the plan) also replaces
+	// the message key with its result; without one the message keeps the
+	// source record's key.
 	Keyer *sinks.Keyer
-	// KeepKey makes the message key the source record's own key, as is (a
-	// null key stays null), instead of the Keyer's: a dead-letter topic
-	// keeps the records replayable as they were.
+	// KeepKey keeps the source record's own key as the message key even
+	// with a key template (sinks.Spec.KeepKey: a kafka dead-letter sink
+	// without key:, which keeps dead letters replayable as they were).
 	KeepKey bool
 	// PlanName is the value of the replay-plan header.
 	PlanName string
@@ -95,24 +100,24 @@ type Config struct {
 
 // Kafka produces records to a topic, of the source cluster or another one.
 //
-// Each record becomes one message: its key is the record's idempotency key
-// (the key template, default "<topic>/<partition>/<offset>"), its value and
-// headers are the record's, its timestamp is the record's timestamp
-// (CreateTime), and the provenance headers replay-source-topic,
-// replay-source-partition, replay-source-offset, replay-source-timestamp
-// and replay-plan follow the record's own headers. A tombstone stays a
-// tombstone (a null value deletes its key from a compacted topic).
+// Each record becomes one message (records, for both producers): its key
+// is the record's own (a null key stays null) unless a key template
+// replaces it, its value and headers are the record's, its timestamp is
+// the record's timestamp (CreateTime), and the provenance headers
+// replay-source-topic, replay-source-partition, replay-source-offset,
+// replay-source-timestamp, replay-plan and replay-key (the idempotency
+// key) follow the record's own headers. A tombstone stays a tombstone (a
+// null value deletes its key from a compacted topic). The partition is
+// Partition's.
 //
 // Idempotency: Kafka cannot overwrite a message, so a re-delivered record
-// (a resume after a crash, a re-run) is produced again, with the same key,
-// value and headers. Consumers see it as a duplicate of the same key: a
-// compacted target topic converges to one message per key, and consumers
-// that keep the latest value per key (or dedupe by key) end up with the same
-// state as after one clean run. Consumers that count messages do not. With
-// the hash partitioner the messages of one key all go to one partition, in
-// offset order, so the latest message of a key is the record with the
-// highest offset; with KeepPartition a key is only ordered within its
-// source partition.
+// (a resume after a crash, a re-run) is produced again, the same message
+// (key, value, headers, replay-key). Consumers that dedupe by replay-key,
+// or keep the latest value per key (a compacted target topic), end up with
+// the same state as after one clean run. Consumers that count messages do
+// not. With the hash partitioner the messages of one key all go to one
+// partition, in offset order; with KeepPartition a key is only ordered
+// within its source partition.
 //
 // Exactly once (Config.ExactlyOnce): each Write is one Kafka transaction
 // of the source partition's transactional producer (transactional id
@@ -123,20 +128,13 @@ type Config struct {
 // mid-transaction leaves an aborted transaction, invisible to it, and the
 // sink is a sinks.CheckpointStore reading the group's offsets back with
 // RequireStable (KIP-447), so a resume starts after the last committed
-// transaction. Its messages keep the source record's own key (a null key
-// stays null) and carry the idempotency key in the HeaderKey header;
-// without KeepPartition a keyed message goes where murmur2 of that key
-// puts it, a key-less one to its source partition modulo the target's
-// partition count. A producer fenced by another process with the same id
-// fails Write with *FencedError.
+// transaction. Its messages are built as at least once. A producer fenced
+// by another process with the same id fails Write with *FencedError.
 //
 // Write is synchronous: it returns once every message is acknowledged by
-// all in-sync replicas (RequiredAcks: all). It is safe for concurrent use
-// and keeps nothing of the batch: messages are built on copies of the
-// record bytes, because kafka-go may still send messages of a Write that
-// returned early on a cancelled context. Those late messages reach each
-// target partition before any later Write's, so they never overtake a
-// re-delivery.
+// all in-sync replicas (acks=all), by an idempotent franz-go producer. It
+// is safe for concurrent use and keeps nothing of the batch: it returns
+// only once the producer finished every message, a cancelled Write too.
 type Sink struct {
 	// cl is the at-least-once producer (nil with exactly once).
 	cl        *kgo.Client
@@ -182,7 +180,7 @@ func (s *Sink) Capabilities() sinks.Capabilities {
 const kafkaMaxMessageBytes = 1 << 20
 
 // kafkaBatchOverhead is what a record batch adds to its records' bytes as
-// kafka-go counts them (the v2 batch header and record framing), kept free
+// the producer counts them (the v2 batch header and record framing), kept free
 // under the topic's max.message.bytes.
 const kafkaBatchOverhead = 512
 
