@@ -15,7 +15,10 @@ import (
 // Keyer computes the idempotency key of a record: the identity under which
 // a sink stores it, so a re-delivered record overwrites itself.
 type Keyer struct {
-	tmpl      *template.Template
+	tmpl *template.Template
+	// fast renders the template without decoding the value when it is
+	// text and plain fields only (fastKey); nil: always Execute.
+	fast      []keyPart
 	wantValue bool
 	// wantHeaders: the template reads .Headers, which costs a map per record.
 	wantHeaders bool
@@ -35,7 +38,7 @@ func NewKeyer(text string) (*Keyer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Keyer{tmpl: t, wantValue: strings.Contains(text, ".Value"), wantHeaders: strings.Contains(text, ".Headers")}, nil
+	return &Keyer{tmpl: t, fast: fastParts(t), wantValue: strings.Contains(text, ".Value"), wantHeaders: strings.Contains(text, ".Headers")}, nil
 }
 
 // keyData is what a key template sees.
@@ -61,6 +64,11 @@ func (k *Keyer) Key(r *record.Record) (string, error) {
 	if k == nil || k.tmpl == nil {
 		return DefaultKey(r), nil
 	}
+	if k.fast != nil && (r.Note == nil || !r.Note.Parsed) {
+		if s, ok := fastKey(k.fast, r); ok {
+			return checkKey(r, s)
+		}
+	}
 	d := keyData{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Time, Key: string(r.Key)}
 	if k.wantValue {
 		d.Value = r.ParsedValue()
@@ -75,7 +83,11 @@ func (k *Keyer) Key(r *record.Record) (string, error) {
 	if err := k.tmpl.Execute(&b, d); err != nil {
 		return "", record.NewError(r, fmt.Errorf("%w: %w", ErrKeyTemplate, err))
 	}
-	s := b.String()
+	return checkKey(r, b.String())
+}
+
+// checkKey refuses a rendered key that is empty or holds "<no value>".
+func checkKey(r *record.Record, s string) (string, error) {
 	// A JSON null renders as "<no value>", also inside a longer key
 	// ("order-<no value>"): such keys would make distinct records collide.
 	if s == "" || strings.Contains(s, "<no value>") {
