@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 
 	"github.com/klauspost/compress/zstd"
@@ -47,7 +48,7 @@ func init() {
 
 // zstdDecoder decodes whole frames (DecodeAll is safe for concurrent use);
 // it keeps its state between batches, unlike a pooled streaming decoder.
-var zstdDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(fetchConns), zstd.WithDecoderMaxMemory(maxDecodedBatch))
+var zstdDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(runtime.GOMAXPROCS(0)), zstd.WithDecoderMaxMemory(maxDecodedBatch))
 
 // batchCodec is a compress.Codec whose readers decompress a record batch
 // at once; writers are the wrapped codec's (the kafka sink's producer).
