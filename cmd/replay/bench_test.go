@@ -2,17 +2,22 @@
 
 package main
 
-// BenchmarkReplayVsKcat measures the goal of the issue: a full-day window of
-// 1,000,000 records replayed into the JSONL file sink must run at least as
-// fast as kcat reading the same window in the same run, with a peak RSS of
-// at most 64 MiB. See bench/README.md.
+// BenchmarkReplayVsKcat measures replay against kcat on the file path: a
+// full-day window of 1,000,000 records replayed into the JSONL file sink
+// must run at least as fast as kcat reading the same window in the same
+// run, with a peak RSS of at most 64 MiB. Each variant (benchVariants) is
+// a sub-benchmark with its own seeded broker: uncompressed, zstd and lz4
+// topics of 6 partitions, 1000 partitions, and batch_size 10000. See
+// bench/README.md.
 //
 //	go test -run '^$' -bench ReplayVsKcat -benchtime 3x ./cmd/replay
+//	go test -run '^$' -bench 'ReplayVsKcat/zstd' -benchtime 5x ./cmd/replay
 //
-// Setup (once): build the replay binary into a temporary directory and start
-// `replay sandbox --records N` as a separate process, so the broker's memory
-// is not counted. Each round then runs, as subprocesses and in alternating
-// order, kcat and `replay run` on a fresh plan (its own name and group), and
+// Setup (once per variant): build the replay binary into a temporary
+// directory and start `replay sandbox --records N --partitions P
+// --compression C` as a separate process, so the broker's memory is not
+// counted. Each round then runs, as subprocesses and in alternating order,
+// kcat and `replay run` on a fresh plan (its own name and group), and
 // checks that both outputs hold exactly N lines.
 //
 // Environment:
@@ -21,11 +26,13 @@ package main
 //	REPLAY_BENCH_BROKERS  use this already seeded broker (e.g. a running
 //	                      `replay sandbox --records N`) instead of starting one;
 //	                      it must hold exactly REPLAY_BENCH_RECORDS records in
-//	                      topic "orders", all stamped in the last 25 hours
+//	                      topic "orders", all stamped in the last 25 hours;
+//	                      select the variant it was seeded for with -bench
 //
 // Reported (median over the rounds, peak RSS as the maximum): replay-rec/s,
-// kcat-rec/s, x-kcat (replay/kcat) and replay-peak-MiB / kcat-peak-MiB;
-// every round is logged too. Skipped when kcat (or kafkacat) is not installed.
+// kcat-rec/s, x-kcat (replay/kcat), replay-peak-MiB / kcat-peak-MiB and
+// replay-GCs (GC cycles of a replay run, from GODEBUG=gctrace=1); every
+// round is logged too. Skipped when kcat (or kafkacat) is not installed.
 
 import (
 	"bufio"
