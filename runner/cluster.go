@@ -19,6 +19,22 @@ type Cluster struct {
 	*source.Cluster
 }
 
+// SoftMemoryLimit is a soft limit on the Go heap derived from what a run
+// keeps alive by design: the readers' FetchBudget (fetches in flight and
+// records not yet written, over all partitions) and workingSetFixed (the
+// decompression and encoding buffers, the runtime), twice over, the room
+// the GC needs between cycles (GOGC=100). The live heap stays near half of
+// it, so the GC never runs back to back, and the heap stays near it, so
+// the peak RSS of a replay stays under 64 MiB whatever the batch size,
+// codec or number of partitions.
+func SoftMemoryLimit() int64 { return 2 * (source.FetchBudget + workingSetFixed) }
+
+// workingSetFixed is what a run keeps alive besides FetchBudget: up to
+// eight decompression buffers of a batch (about 5 MiB for 600 KiB
+// batches), the recycled arena chunks (4 MiB), the sink's encoding
+// buffers, the runtime and the command line.
+const workingSetFixed = 14 << 20
+
 // DefaultProbeTimeout bounds the first exchange with the cluster (Connect).
 const DefaultProbeTimeout = source.DefaultProbeTimeout
 

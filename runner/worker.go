@@ -35,6 +35,9 @@ type partitionWorker struct {
 	// to pf once its last record is written.
 	pf   *source.Prefetcher
 	held []heldChunks
+	// starved: the reader waits for memory (source.FetchBudget), so the
+	// records pending are written without waiting for a full batch.
+	starved bool
 	// runCtx is the run's context: once it is cancelled (a signal), a
 	// failing sink is not retried (retry).
 	runCtx context.Context
@@ -55,8 +58,12 @@ func (w *partitionWorker) hold(f source.Fetched) {
 		w.pf.Release(f.Chunks)
 		return
 	}
-	w.pending = append(w.pending, f.Recs...)
 	w.held = append(w.held, heldChunks{last: f.Recs[len(f.Recs)-1].Offset, chunks: f.Chunks})
+	if w.pending == nil {
+		w.pending = f.Recs // taken over; it goes back to the reader once written (flush)
+		return
+	}
+	w.pending = append(w.pending, f.Recs...)
 	w.pf.Reuse(f.Recs) // the reader fills it again: last use of f.Recs
 }
 
@@ -149,6 +156,7 @@ func (w *partitionWorker) receive(ctx context.Context) error {
 		return &PartitionError{Topic: w.job.Resolution.Topic, Partition: w.state.Partition, Offset: w.pos, Err: errors.New("the fetch loop stopped before the end of the range")}
 	}
 	w.state.read.Add(int64(len(f.Recs)))
+	w.starved = w.starved || f.Starved
 	w.hold(f)
 	w.pos = f.Next
 	if f.Err != nil {
@@ -167,6 +175,15 @@ func (w *partitionWorker) flushDue(ctx context.Context, batch int) error {
 		}
 	}
 	due := w.pos >= w.state.End || w.commits.Since(time.Now()) > w.flushWait()
+	if w.starved {
+		w.starved = false
+		if len(w.pending) > 0 {
+			if err := w.flush(ctx, len(w.pending)); err != nil {
+				return err
+			}
+			return nil
+		}
+	}
 	switch {
 	case len(w.pending) > 0 && due:
 		return w.flush(ctx, len(w.pending))
@@ -241,7 +258,15 @@ func (w *partitionWorker) flushChunk(ctx context.Context, n int) error {
 		}
 	}
 	last := w.pending[n-1].Offset
+	before := len(w.pending)
 	w.pending = append(w.pending[:0], w.pending[n:]...)
+	clear(w.pending[len(w.pending):before]) // no stale record keeps a released chunk alive
+	if len(w.pending) == 0 {
+		// Between batches a partition holds no slice: with thousands of
+		// partitions, batch-sized slices would outgrow the fetch budget.
+		w.pf.Reuse(w.pending)
+		w.pending = nil
+	}
 	w.releaseThrough(last) // written and committed (or due): no longer used
 	return nil
 }

@@ -16,7 +16,10 @@ import (
 // Keyer computes the idempotency key of a record: the identity under which
 // a sink stores it, so a re-delivered record overwrites itself.
 type Keyer struct {
-	tmpl      *template.Template
+	tmpl *template.Template
+	// fast renders the template without decoding the value when it is
+	// text and plain fields only (fastKey); nil: always Execute.
+	fast      []keyPart
 	wantValue bool
 	// wantHeaders: the template reads .Headers, which costs a map per record.
 	wantHeaders bool
@@ -40,7 +43,7 @@ func NewKeyer(text string) (*Keyer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Keyer{tmpl: t, wantValue: strings.Contains(text, ".Value"), wantHeaders: strings.Contains(text, ".Headers"), field: fieldOnly(t)}, nil
+	return &Keyer{tmpl: t, fast: fastParts(t), wantValue: strings.Contains(text, ".Value"), wantHeaders: strings.Contains(text, ".Headers"), field: fieldOnly(t)}, nil
 }
 
 // fieldOnly returns the renderer of a template that is exactly one action
@@ -100,6 +103,11 @@ func (k *Keyer) Key(r *record.Record) (string, error) {
 	}
 	if k.field != nil {
 		return checkKey(r, k.field(r))
+	}
+	if k.fast != nil && (r.Note == nil || !r.Note.Parsed) {
+		if s, ok := fastKey(k.fast, r); ok {
+			return checkKey(r, s)
+		}
 	}
 	d := keyData{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Time, Key: string(r.Key)}
 	if k.wantValue {

@@ -2,17 +2,22 @@
 
 package main
 
-// BenchmarkReplayVsKcat measures the goal of the issue: a full-day window of
-// 1,000,000 records replayed into the JSONL file sink must run at least as
-// fast as kcat reading the same window in the same run, with a peak RSS of
-// at most 64 MiB. See bench/README.md.
+// BenchmarkReplayVsKcat measures replay against kcat on the file path: a
+// full-day window of 1,000,000 records replayed into the JSONL file sink
+// must run at least as fast as kcat reading the same window in the same
+// run, with a peak RSS of at most 64 MiB. Each variant (benchVariants) is
+// a sub-benchmark with its own seeded broker: uncompressed, zstd and lz4
+// topics of 6 partitions, 1000 partitions, and batch_size 10000. See
+// bench/README.md.
 //
 //	go test -run '^$' -bench ReplayVsKcat -benchtime 3x ./cmd/replay
+//	go test -run '^$' -bench 'ReplayVsKcat/zstd' -benchtime 5x ./cmd/replay
 //
-// Setup (once): build the replay binary into a temporary directory and start
-// `replay sandbox --records N` as a separate process, so the broker's memory
-// is not counted. Each round then runs, as subprocesses and in alternating
-// order, kcat and `replay run` on a fresh plan (its own name and group), and
+// Setup (once per variant): build the replay binary into a temporary
+// directory and start `replay sandbox --records N --partitions P
+// --compression C` as a separate process, so the broker's memory is not
+// counted. Each round then runs, as subprocesses and in alternating order,
+// kcat and `replay run` on a fresh plan (its own name and group), and
 // checks that both outputs hold exactly N lines.
 //
 // Environment:
@@ -21,11 +26,13 @@ package main
 //	REPLAY_BENCH_BROKERS  use this already seeded broker (e.g. a running
 //	                      `replay sandbox --records N`) instead of starting one;
 //	                      it must hold exactly REPLAY_BENCH_RECORDS records in
-//	                      topic "orders", all stamped in the last 25 hours
+//	                      topic "orders", all stamped in the last 25 hours;
+//	                      select the variant it was seeded for with -bench
 //
 // Reported (median over the rounds, peak RSS as the maximum): replay-rec/s,
-// kcat-rec/s, x-kcat (replay/kcat) and replay-peak-MiB / kcat-peak-MiB;
-// every round is logged too. Skipped when kcat (or kafkacat) is not installed.
+// kcat-rec/s, x-kcat (replay/kcat), replay-peak-MiB / kcat-peak-MiB and
+// replay-GCs (GC cycles of a replay run, from GODEBUG=gctrace=1); every
+// round is logged too. Skipped when kcat (or kafkacat) is not installed.
 
 import (
 	"bufio"
@@ -53,9 +60,30 @@ type benchRun struct {
 	elapsed time.Duration
 	rssMiB  float64
 	lines   int
+	// gcs counts GC cycles (gctrace lines on stderr); replay only.
+	gcs int
 }
 
 func (r benchRun) rate() float64 { return float64(r.lines) / r.elapsed.Seconds() }
+
+// benchVariant is one row of the benchmark: how the topic is seeded and
+// how the plan writes it.
+type benchVariant struct {
+	name        string
+	compression string // sandbox --compression
+	partitions  int
+	batchSize   int // sink.batch_size; 0: the default
+}
+
+// benchVariants are the rows BenchmarkReplayVsKcat runs, each against its
+// own seeded broker, with kcat in the same rounds.
+var benchVariants = []benchVariant{
+	{name: "none-6p", compression: "none", partitions: 6},
+	{name: "zstd-6p", compression: "zstd", partitions: 6},
+	{name: "lz4-6p", compression: "lz4", partitions: 6},
+	{name: "none-1000p", compression: "none", partitions: 1000},
+	{name: "none-6p-batch10000", compression: "none", partitions: 6, batchSize: 10000},
+}
 
 func BenchmarkReplayVsKcat(b *testing.B) {
 	kcat, err := exec.LookPath("kcat")
@@ -72,11 +100,17 @@ func BenchmarkReplayVsKcat(b *testing.B) {
 	}
 	dir := b.TempDir()
 	bin := benchBuildReplay(b, dir)
+	for _, v := range benchVariants {
+		b.Run(v.name, func(b *testing.B) { benchReplayVsKcat(b, v, kcat, bin, dir, records) })
+	}
+}
+
+func benchReplayVsKcat(b *testing.B, v benchVariant, kcat, bin, dir string, records int) {
 	addr := os.Getenv("REPLAY_BENCH_BROKERS")
 	if addr == "" {
-		addr = benchStartSandbox(b, bin, records)
+		addr = benchStartSandbox(b, bin, records, v)
 	}
-	b.Logf("broker %s, topic %s, %d records; replay %s; %s", addr, benchTopic, records, bin, kcat)
+	b.Logf("broker %s, topic %s, %d records, %d partitions, compression %s; replay %s; %s", addr, benchTopic, records, v.partitions, v.compression, bin, kcat)
 
 	var replays, kcats []benchRun
 	round := 0
@@ -85,16 +119,16 @@ func BenchmarkReplayVsKcat(b *testing.B) {
 		var k, r benchRun
 		if round%2 == 1 { // alternate the order: page cache, CPU frequency, the broker's warm-up
 			k = benchKcat(b, kcat, addr, dir)
-			r = benchReplay(b, bin, addr, dir, round)
+			r = benchReplay(b, bin, addr, dir, round, v)
 		} else {
-			r = benchReplay(b, bin, addr, dir, round)
+			r = benchReplay(b, bin, addr, dir, round, v)
 			k = benchKcat(b, kcat, addr, dir)
 		}
 		if k.lines != records || r.lines != records {
 			b.Fatalf("round %d: kcat wrote %d lines, replay %d; want %d each", round, k.lines, r.lines, records)
 		}
-		b.Logf("round %d: replay %.2fs %.0f rec/s %.1f MiB | kcat %.2fs %.0f rec/s %.1f MiB | %.2fx kcat",
-			round, r.elapsed.Seconds(), r.rate(), r.rssMiB, k.elapsed.Seconds(), k.rate(), k.rssMiB, r.rate()/k.rate())
+		b.Logf("round %d: replay %.2fs %.0f rec/s %.1f MiB %d GCs | kcat %.2fs %.0f rec/s %.1f MiB | %.2fx kcat",
+			round, r.elapsed.Seconds(), r.rate(), r.rssMiB, r.gcs, k.elapsed.Seconds(), k.rate(), k.rssMiB, r.rate()/k.rate())
 		replays, kcats = append(replays, r), append(kcats, k)
 	}
 
@@ -116,14 +150,19 @@ func BenchmarkReplayVsKcat(b *testing.B) {
 		}
 		return out
 	}
+	gcs := make([]float64, len(replays))
+	for i, r := range replays {
+		gcs[i] = float64(r.gcs)
+	}
 	b.ReportMetric(0, "ns/op") // one op is two programs and a line count: meaningless
 	b.ReportMetric(benchMedian(rates(replays)), "replay-rec/s")
 	b.ReportMetric(benchMedian(rates(kcats)), "kcat-rec/s")
 	b.ReportMetric(benchMedian(ratios), "x-kcat")
 	b.ReportMetric(slices.Max(rss(replays)), "replay-peak-MiB")
 	b.ReportMetric(slices.Max(rss(kcats)), "kcat-peak-MiB")
-	b.Logf("over %d rounds (min / median / max): replay rec/s %s; kcat rec/s %s; x-kcat %s; replay peak RSS MiB %s",
-		len(replays), benchSpread(rates(replays), "%.0f"), benchSpread(rates(kcats), "%.0f"), benchSpread(ratios, "%.2f"), benchSpread(rss(replays), "%.1f"))
+	b.ReportMetric(benchMedian(gcs), "replay-GCs")
+	b.Logf("%s over %d rounds (min / median / max): replay rec/s %s; kcat rec/s %s; x-kcat %s; replay peak RSS MiB %s; replay GC cycles %s",
+		v.name, len(replays), benchSpread(rates(replays), "%.0f"), benchSpread(rates(kcats), "%.0f"), benchSpread(ratios, "%.2f"), benchSpread(rss(replays), "%.1f"), benchSpread(gcs, "%.0f"))
 }
 
 // benchBuildReplay builds this package's binary into dir.
@@ -144,9 +183,10 @@ func benchBuildReplay(b *testing.B, dir string) string {
 // benchStartSandbox runs `replay sandbox` as its own process (port 0: a free
 // port), waits for its ready line and returns the broker address. The
 // process is interrupted at cleanup and killed if the benchmark dies.
-func benchStartSandbox(b *testing.B, bin string, records int) string {
+func benchStartSandbox(b *testing.B, bin string, records int, v benchVariant) string {
 	b.Helper()
-	cmd := exec.Command(bin, "sandbox", "--port", "0", "--partitions", "6", "--topic", benchTopic, "--records", strconv.Itoa(records))
+	cmd := exec.Command(bin, "sandbox", "--port", "0", "--partitions", strconv.Itoa(v.partitions), "--compression", v.compression,
+		"--topic", benchTopic, "--records", strconv.Itoa(records))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -208,7 +248,7 @@ func benchKcat(b *testing.B, kcat, addr, dir string) benchRun {
 
 // benchReplay replays the same window into the file sink with a fresh plan,
 // so nothing is resumed from an earlier round.
-func benchReplay(b *testing.B, bin, addr, dir string, round int) benchRun {
+func benchReplay(b *testing.B, bin, addr, dir string, round int, v benchVariant) benchRun {
 	b.Helper()
 	name := fmt.Sprintf("bench-%d-%d-%d", os.Getpid(), round, time.Now().UnixNano())
 	out := filepath.Join(dir, "replay.jsonl")
@@ -228,11 +268,15 @@ sink:
   type: file
   path: %s
 `, name, round, addr, benchTopic, name, out)
+	if v.batchSize > 0 {
+		yaml += fmt.Sprintf("  batch_size: %d\n", v.batchSize)
+	}
 	if err := os.WriteFile(planFile, []byte(yaml), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	defer os.Remove(planFile)
 	cmd := exec.Command(bin, "run", "--yes", "--log-level", "warn", planFile)
+	cmd.Env = append(os.Environ(), "GODEBUG=gctrace=1") // one "gc N @..." line per cycle on stderr
 	return benchRunTimed(b, cmd, "", out)
 }
 
@@ -267,7 +311,13 @@ func benchRunTimed(b *testing.B, cmd *exec.Cmd, file, output string) benchRun {
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		rss = float64(ru.Maxrss) / 1024 // KiB on Linux
 	}
-	return benchRun{elapsed: elapsed, rssMiB: rss, lines: lines}
+	gcs := 0
+	for line := range strings.Lines(stderr.String()) {
+		if strings.HasPrefix(line, "gc ") {
+			gcs++
+		}
+	}
+	return benchRun{elapsed: elapsed, rssMiB: rss, lines: lines, gcs: gcs}
 }
 
 func benchCountLines(path string) (int, error) {

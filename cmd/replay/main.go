@@ -35,15 +35,12 @@ const (
 	exitRefused = 3
 )
 
-// memoryLimit is a soft limit on the Go heap: the GC works
-// harder near it instead of letting fetched batches pile up, which keeps the
-// peak RSS of a replay below 64 MiB whatever the window size. GOMEMLIMIT
-// overrides it.
-const memoryLimit = 46 << 20
-
 func main() {
+	// What is alive is bounded by design (runner.SoftMemoryLimit); the soft
+	// limit only keeps garbage from growing the heap past it. GOMEMLIMIT
+	// overrides it.
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(memoryLimit)
+		debug.SetMemoryLimit(runner.SoftMemoryLimit())
 	}
 	app := newApp(os.Stdout, os.Stderr)
 	ctx, stop := signalContext(app.signalMessage, app.notify)

@@ -17,6 +17,9 @@ type sandboxOptions struct {
 	topic      string
 	partitions int32
 	records    int
+	// compression is the codec of the seeded record batches ("" or none:
+	// uncompressed).
+	compression string
 	// create are empty topics to create besides topic (a kafka sink's
 	// target), with the same number of partitions.
 	create []string
@@ -40,6 +43,10 @@ func (a *app) sandboxCmd() *cobra.Command {
 					return usageError{fmt.Errorf("--create-topic %q: name a topic other than --topic %s", t, o.topic)}
 				}
 			}
+			codec, err := sandbox.Codec(o.compression)
+			if err != nil {
+				return usageError{err}
+			}
 			sb, err := sandbox.Start(o.port, o.partitions, append([]string{o.topic}, o.create...)...)
 			if errors.Is(err, syscall.EADDRINUSE) {
 				return fmt.Errorf("%w: another process listens on port %d; pick another with --port (--port 0 takes any free port)", err, o.port)
@@ -52,7 +59,7 @@ func (a *app) sandboxCmd() *cobra.Command {
 			if o.records > 0 {
 				now := time.Now().UTC().Truncate(time.Second)
 				from := now.Add(-24 * time.Hour)
-				if err := sandbox.Produce(cmd.Context(), sb.Addr, sandbox.Seed{Topic: o.topic, N: o.records, From: from, To: now}); err != nil {
+				if err := sandbox.Produce(cmd.Context(), sb.Addr, sandbox.Seed{Topic: o.topic, N: o.records, From: from, To: now, Compression: codec}); err != nil {
 					return err
 				}
 				span = fmt.Sprintf(" stamped %s to %s UTC", from.Format("2006-01-02T15:04:05"), now.Format("2006-01-02T15:04:05"))
@@ -70,6 +77,7 @@ func (a *app) sandboxCmd() *cobra.Command {
 	cmd.Flags().StringVar(&o.topic, "topic", o.topic, "topic to create")
 	cmd.Flags().Int32Var(&o.partitions, "partitions", o.partitions, "partitions of the topic")
 	cmd.Flags().IntVar(&o.records, "records", 0, "order events to seed, stamped over the last 24 hours")
+	cmd.Flags().StringVar(&o.compression, "compression", "none", "codec of the seeded record batches: none, gzip, snappy, lz4 or zstd")
 	cmd.Flags().StringSliceVar(&o.create, "create-topic", nil, "also create these empty topics, with as many partitions (a kafka sink's target: replay does not create topics); repeat or separate with commas")
 	return cmd
 }

@@ -47,6 +47,10 @@ type Program struct {
 	// UsesValue and UsesHeaders say whether the expression reads value or
 	// headers, so that callers build them only when needed.
 	UsesValue, UsesHeaders bool
+	// fields are the top-level fields of the value the expression reads,
+	// when it reads nothing else of it (valueFields): the filter then looks
+	// them up instead of decoding the whole value. nil: decode it.
+	fields []string
 }
 
 // Error is a compile error, positioned in the expression (1-based).
@@ -84,7 +88,7 @@ func Compile(src string) (*Program, error) {
 	if err != nil {
 		return nil, compileError(err)
 	}
-	return &Program{src: src, prog: prog, UsesValue: uses.value, UsesHeaders: uses.headers}, nil
+	return &Program{src: src, prog: prog, UsesValue: uses.value, UsesHeaders: uses.headers, fields: valueFields(src)}, nil
 }
 
 func compileError(err error) error {

@@ -23,10 +23,20 @@ func New(prog *Program) *Filter {
 func (f *Filter) Match(r *record.Record) (bool, error) {
 	f.env = Env{Key: string(r.Key), Timestamp: r.Time, Partition: int(r.Partition), Offset: int(r.Offset), Topic: r.Topic}
 	if f.prog.UsesValue {
-		if r.Note == nil || !r.Note.Parsed {
-			r.Note = &record.Note{Value: record.ParseValue(r.Value), Parsed: true}
+		var partial map[string]any
+		fast := false
+		if f.prog.fields != nil && (r.Note == nil || !r.Note.Parsed) {
+			partial, fast = partialValue(r.Value, f.prog.fields)
 		}
-		f.env.Value = r.Note.Value
+		switch {
+		case fast:
+			f.env.Value = partial // only what the expression reads: not kept for the key template
+		default:
+			if r.Note == nil || !r.Note.Parsed {
+				r.Note = &record.Note{Value: record.ParseValue(r.Value), Parsed: true}
+			}
+			f.env.Value = r.Note.Value
+		}
 		if r.Value == nil {
 			f.env.Value = nil // a tombstone, not an empty string
 		}

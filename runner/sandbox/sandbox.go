@@ -58,6 +58,9 @@ type Seed struct {
 	From, To time.Time
 	// Rand seeds the content (default 1): the same seed gives the same data.
 	Rand uint64
+	// Compression is the codec of the produced record batches (Kafka's
+	// compression.type: gzip, snappy, lz4, zstd); zero: uncompressed.
+	Compression kafka.Compression
 }
 
 // Timestamp returns the CreateTime of the i-th seeded record.
@@ -79,6 +82,7 @@ func Produce(ctx context.Context, addr string, s Seed) error {
 		BatchSize:    2000,
 		BatchBytes:   4 << 20,
 		BatchTimeout: 5 * time.Millisecond,
+		Compression:  s.Compression,
 	}
 	defer w.Close()
 	seed := s.Rand
@@ -114,4 +118,23 @@ func Order(rng *rand.Rand, i int, ts time.Time) kafka.Message {
 		Time:    ts,
 		Headers: []kafka.Header{{Key: "trace-id", Value: []byte(fmt.Sprintf("%016x", rng.Uint64()))}},
 	}
+}
+
+// Codec maps a codec name (Kafka's compression.type) to kafka-go's
+// codec: "" or none is 0 (uncompressed); anything else but gzip, snappy,
+// lz4 and zstd is an error that lists them.
+func Codec(name string) (kafka.Compression, error) {
+	switch name {
+	case "", "none":
+		return 0, nil
+	case "gzip":
+		return kafka.Gzip, nil
+	case "snappy":
+		return kafka.Snappy, nil
+	case "lz4":
+		return kafka.Lz4, nil
+	case "zstd":
+		return kafka.Zstd, nil
+	}
+	return 0, fmt.Errorf("--compression %q: want none, gzip, snappy, lz4 or zstd", name)
 }

@@ -23,7 +23,7 @@ type arena struct {
 	hdrs []record.Header
 }
 
-const headerSlab = 256
+const headerSlab = 32
 
 const arenaChunk = 64 << 10
 
@@ -56,7 +56,9 @@ func (a *arena) take(n int) []byte {
 	}
 	if n > len(a.buf) {
 		if n > arenaChunk/4 {
-			return make([]byte, n)
+			big := make([]byte, n)
+			a.used = append(a.used, big) // held and charged like a chunk, never recycled
+			return big
 		}
 		a.buf = a.chunk()
 		a.used = append(a.used, a.buf)

@@ -36,6 +36,9 @@ import (
 type Cluster struct {
 	fetchMu  sync.Mutex
 	fetchers []*kafka.Transport
+	// mem is what the readers share (FetchBudget), made once.
+	memOnce sync.Once
+	mem     *readerMemory
 
 	client    *kafka.Client
 	transport *kafka.Transport

@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"sync"
 
 	"github.com/replay-tool/replay/internal/record"
 )
@@ -16,50 +17,64 @@ type Fetched struct {
 	// Chunks hold the bytes of Recs and of no other Fetched: give them
 	// back with Prefetcher.Release once Recs are no longer used.
 	Chunks [][]byte
+	// Starved says that the readers' memory (FetchBudget) is used up and
+	// that this partition's next fetch waits for some to be released: the
+	// worker should write the records it holds now rather than wait for a
+	// full batch. A starved Fetched carries no records.
+	Starved bool
 }
 
 // Prefetcher keeps one Fetch in flight ahead of a partition's writer: while
 // the worker writes and commits one response, the next is on its way. It
 // owns the reader; the reader must not be used until Stop returns.
 //
-// It recycles what the worker is done with: the slices of records (Reuse)
-// and the arena chunks their bytes were cut from (Release), which would
-// otherwise be garbage after every response.
+// Every response is charged to the Cluster's FetchBudget until the worker
+// gives its chunks back (Release), and the buffers it recycles (record
+// slices, arena chunks) are shared by all partitions of the Cluster, so
+// memory does not grow with the number of partitions.
 type Prefetcher struct {
 	ch     chan Fetched
 	cancel context.CancelFunc
 	done   chan struct{}
-	recs   chan []record.Record // record slices to fill again
-	chunks chan []byte          // the reader's arena.free
+	mem    *readerMemory
+	// held maps the first chunk of each response not yet released to the
+	// bytes it was charged.
+	mu   sync.Mutex
+	held map[*byte]int64
 }
-
-// Recycled buffers kept per partition: enough for the records and chunks
-// in flight between a reader and its worker (a batch pending, one response
-// ahead); the GC takes the rest.
-const (
-	recycledRecordSlices = 2
-	recycledChunks       = 8
-)
 
 // Prefetch starts the fetch loop of r; it ends after the range is done,
 // after an error (sent as the last Fetched), or when ctx is cancelled. Its
 // responses come on C.
 func Prefetch(ctx context.Context, r *Reader) *Prefetcher {
 	ctx, cancel := context.WithCancel(ctx)
-	p := &Prefetcher{ch: make(chan Fetched), cancel: cancel, done: make(chan struct{}),
-		recs: make(chan []record.Record, recycledRecordSlices), chunks: make(chan []byte, recycledChunks)}
-	r.arena.free = p.chunks
+	mem := r.c.memory()
+	p := &Prefetcher{ch: make(chan Fetched), cancel: cancel, done: make(chan struct{}), mem: mem, held: map[*byte]int64{}}
+	r.arena.free = mem.chunks
 	go func() {
 		defer close(p.done)
 		defer close(p.ch)
 		for !r.Done() {
+			reserve := fetchReserve(r.maxBytes)
+			if !mem.budget.tryAcquire(reserve) {
+				select {
+				case p.ch <- Fetched{Next: r.next, Starved: true}:
+				case <-ctx.Done():
+					return
+				}
+				if mem.budget.acquire(ctx, reserve) != nil {
+					return
+				}
+			}
 			var out []record.Record
 			select {
-			case out = <-p.recs:
+			case out = <-mem.recs:
 			default:
 			}
 			recs, err := r.Fetch(ctx, out)
 			f := Fetched{Recs: recs, Next: r.next, Err: err, Chunks: r.arena.detach()}
+			p.charge(f)
+			mem.budget.release(reserve) // the response itself is decoded and gone
 			select {
 			case p.ch <- f:
 			case <-ctx.Done():
@@ -73,36 +88,75 @@ func Prefetch(ctx context.Context, r *Reader) *Prefetcher {
 	return p
 }
 
+// charge charges f's chunks and records to the budget until Release.
+func (p *Prefetcher) charge(f Fetched) {
+	if len(f.Chunks) == 0 {
+		return // no bytes held (no records, or only empty keys and values): the slices are recycled
+	}
+	n := int64(len(f.Recs)) * recordCost
+	for _, c := range f.Chunks {
+		n += int64(cap(c))
+	}
+	p.mem.budget.charge(n)
+	p.mu.Lock()
+	p.held[unsafeFirst(f.Chunks[0])] = n
+	p.mu.Unlock()
+}
+
+func unsafeFirst(c []byte) *byte { return &c[:1][0] }
+
 // C delivers the responses in order; it is closed when the loop ends.
 func (p *Prefetcher) C() <-chan Fetched { return p.ch }
 
-// Reuse gives back a slice of records the worker has copied out of: the
+// Reuse gives back a slice of records the worker has copied out of: a
 // reader fills it again (its records' bytes are not touched).
 func (p *Prefetcher) Reuse(recs []record.Record) {
 	if cap(recs) == 0 {
 		return
 	}
+	clear(recs[:cap(recs)]) // the slice must not keep the records' bytes alive
 	select {
-	case p.recs <- recs[:0]:
+	case p.mem.recs <- recs[:0]:
 	default:
 	}
 }
 
 // Release gives back the chunks of a Fetched whose records are no longer
 // used: written by the sink (which keeps no byte slice of a batch), dead
-// lettered or dropped. The reader cuts new records from them.
+// lettered or dropped. Their bytes return to the budget and readers cut
+// new records from them.
 func (p *Prefetcher) Release(chunks [][]byte) {
+	if len(chunks) == 0 {
+		return
+	}
+	p.mu.Lock()
+	n, ok := p.held[unsafeFirst(chunks[0])]
+	delete(p.held, unsafeFirst(chunks[0]))
+	p.mu.Unlock()
+	if !ok {
+		return // released already (Stop)
+	}
+	p.mem.budget.release(n)
 	for _, c := range chunks {
+		if cap(c) != arenaChunk {
+			continue // a large record's own slice
+		}
 		select {
-		case p.chunks <- c:
+		case p.mem.chunks <- c[:arenaChunk]:
 		default:
-			return
 		}
 	}
 }
 
-// Stop cancels the fetch in flight and waits for the loop to end.
+// Stop cancels the fetch in flight, waits for the loop to end and gives
+// back to the budget whatever the worker did not release.
 func (p *Prefetcher) Stop() {
 	p.cancel()
 	<-p.done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, n := range p.held {
+		p.mem.budget.release(n)
+		delete(p.held, k)
+	}
 }

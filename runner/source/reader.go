@@ -151,7 +151,16 @@ func (r *Reader) Stats() Stats { return r.stats }
 // data). The records' bytes are the reader's (see Prefetch for recycling
 // them); a failure is a *PartitionError.
 func (r *Reader) Fetch(ctx context.Context, out []record.Record) ([]record.Record, error) {
+	// A token for the request on the wire, taken outside call: waiting for
+	// it is not part of an attempt's deadline.
+	inFlight := r.c.memory().inFlight
+	select {
+	case inFlight <- struct{}{}:
+	case <-ctx.Done():
+		return out, &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next, Err: ctx.Err()}
+	}
 	p, err := r.roundTrip(ctx, r.next)
+	<-inFlight
 	if err != nil {
 		return out, r.fetchError(p, err)
 	}

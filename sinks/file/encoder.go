@@ -56,12 +56,33 @@ type lineBuf struct {
 	row *csvRow
 }
 
-// release drops an outsized buffer: one huge batch or record must not pin
-// its memory for the rest of the run.
-func (lb *lineBuf) release() {
-	if cap(lb.buf) > 4<<20 {
-		lb.buf = nil
+// lineBufs are encoding buffers shared by all partitions: a partition
+// holds one only while it encodes a batch, so memory does not grow with the
+// number of partitions.
+var lineBufs = make(chan []byte, 8)
+
+// reset empties lb.buf, taking a shared buffer when it has none.
+func (lb *lineBuf) reset() {
+	if lb.buf == nil {
+		select {
+		case lb.buf = <-lineBufs:
+		default:
+		}
 	}
+	lb.buf = lb.buf[:0]
+}
+
+// release gives the buffer back to the shared ones; an outsized buffer is
+// dropped: one huge batch or record must not pin its memory for the rest
+// of the run.
+func (lb *lineBuf) release() {
+	if lb.buf != nil && cap(lb.buf) <= 4<<20 {
+		select {
+		case lineBufs <- lb.buf[:0]:
+		default:
+		}
+	}
+	lb.buf = nil
 }
 
 // stagedOffset is the "offset" of a staging line (see encoder.lineOffset).
@@ -80,7 +101,7 @@ func (e jsonlEncoder) encode(lb *lineBuf, batch []record.Record) error {
 	if err := encode.CheckBatch(batch, e.format); err != nil {
 		return err
 	}
-	lb.buf = lb.buf[:0]
+	lb.reset()
 	for i := range batch {
 		lb.buf = encode.AppendJSONLChecked(lb.buf, &batch[i], e.format)
 	}
@@ -123,7 +144,7 @@ func (e *csvEncoder) header() []byte {
 }
 
 func (e *csvEncoder) encode(lb *lineBuf, batch []record.Record) error {
-	lb.buf = lb.buf[:0]
+	lb.reset()
 	if lb.row == nil {
 		lb.row = &csvRow{fields: make([]string, len(e.cols))}
 		lb.row.w = csv.NewWriter(&lb.row.b)

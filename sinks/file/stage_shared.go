@@ -91,7 +91,7 @@ func (st *sharedStager) write(fp *filePart, batch []record.Record) error {
 		batch = batch[sort.Search(len(batch), func(i int) bool { return batch[i].Offset >= next }):]
 	}
 	for len(batch) > 0 {
-		fp.lb.buf = fp.lb.buf[:0]
+		fp.lb.reset()
 		n := 0
 		for n < len(batch) && len(fp.lb.buf) < sharedPiece {
 			fp.lb.buf = encode.AppendJSONLChecked(fp.lb.buf, &batch[n], st.format)
