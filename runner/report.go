@@ -42,8 +42,8 @@ type PartitionSnapshot struct {
 	End   int64 `json:"end"`
 	From  int64 `json:"from"`
 	Next  int64 `json:"next"`
-	// Read counts records delivered by the broker, Written those handed to
-	// the sink, Skipped those left out by reason (as in PartitionReport).
+	// Read counts records processed (as in PartitionReport), Written those
+	// handed to the sink, Skipped those left out by reason.
 	Read    int64            `json:"read"`
 	Written int64            `json:"written"`
 	Skipped map[string]int64 `json:"skipped,omitempty"`
@@ -118,8 +118,10 @@ type PartitionReport struct {
 	// Next is the next offset to read when it stopped (all below is durable).
 	From int64 `json:"from"`
 	Next int64 `json:"next"`
-	// Read counts records delivered by the broker within the range; Written
-	// counts records the sink made durable.
+	// Read counts records of the range the run processed (took from the
+	// broker through the window, the filter and the sink; records fetched
+	// ahead and not yet processed when it stopped are not counted);
+	// Written counts records the sink made durable.
 	Read    int64 `json:"read"`
 	Written int64 `json:"written"`
 	// Skipped counts records not written, by reason: filtered (the filter

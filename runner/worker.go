@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/replay-tool/replay/internal/filter"
@@ -155,7 +156,6 @@ func (w *partitionWorker) receive(ctx context.Context) error {
 		}
 		return &PartitionError{Topic: w.job.Resolution.Topic, Partition: w.state.Partition, Offset: w.pos, Err: errors.New("the fetch loop stopped before the end of the range")}
 	}
-	w.state.read.Add(int64(len(f.Recs)))
 	w.starved = w.starved || f.Starved
 	w.hold(f)
 	w.pos = f.Next
@@ -237,6 +237,14 @@ func (w *partitionWorker) flushChunk(ctx context.Context, n int) error {
 	if failed != nil {
 		stop = failed // the sink refused a record before the filter's failure, if any
 	}
+	// Read counts records taken through the window, the filter and the
+	// sink (up to a record that stops the partition), not records fetched
+	// ahead and still pending: after a stop it says how far the run got.
+	processed := n
+	if stop != nil {
+		processed = sort.Search(n, func(i int) bool { return chunk[i].Offset > stop.rec.Offset })
+	}
+	w.state.read.Add(int64(processed))
 	if stop != nil {
 		commitAt = stop.rec.Offset // on_error: fail: commit up to the record, then stop at it
 	}
