@@ -163,7 +163,16 @@ func appendBase64(b, v []byte, mark string) []byte {
 
 // appendHeaders appends `,"headers":[...]`.
 func appendHeaders(b []byte, hs []record.Header) []byte {
-	b = append(b, `,"headers":[`...)
+	return AppendHeadersJSON(append(b, `,"headers":`...), hs)
+}
+
+// AppendHeadersJSON appends hs as the "headers" array of a JSONL line
+// (AppendJSONL): [{"key":"trace","value":"abc"}, ...] in record order,
+// repeated keys kept, a null value as null, a value (or key) that is not
+// UTF-8 as standard base64 marked "value_encoding" ("key_encoding"):
+// "base64". DecodeJSONL reads it back to the original bytes.
+func AppendHeadersJSON(b []byte, hs []record.Header) []byte {
+	b = append(b, '[')
 	for i, h := range hs {
 		if i > 0 {
 			b = append(b, ',')
