@@ -79,13 +79,13 @@ type column struct {
 func defaultLayout() []column {
 	return []column{
 		{name: "key", field: plan.Field{Kind: plan.FieldKey}},
-		{name: "kafka_key", field: plan.Field{Kind: plan.FieldKafkaKey}},
 		{name: "topic", field: plan.Field{Kind: plan.FieldTopic}},
 		{name: "partition", field: plan.Field{Kind: plan.FieldPartition}},
 		{name: "offset", field: plan.Field{Kind: plan.FieldOffset}},
 		{name: "timestamp", field: plan.Field{Kind: plan.FieldTimestamp}},
 		{name: "value", field: plan.Field{Kind: plan.FieldValue}, form: formJSONOnly},
 		{name: "value_bytes", field: plan.Field{Kind: plan.FieldValue}},
+		{name: "kafka_key", field: plan.Field{Kind: plan.FieldKafkaKey}},
 		{name: "headers", field: plan.Field{Kind: plan.FieldHeaders}},
 	}
 }

@@ -63,13 +63,13 @@ type Config struct {
 // mapping and checkpoint table included). The default layout is:
 //
 //	"key"         TEXT NOT NULL PRIMARY KEY  -- the idempotency key
-//	"kafka_key"   BLOB                       -- the record key's bytes; NULL for a null key
 //	"topic"       TEXT NOT NULL
 //	"partition"   INTEGER NOT NULL
 //	"offset"      INTEGER NOT NULL
 //	"timestamp"   TEXT NOT NULL              -- RFC 3339, UTC, milliseconds
 //	"value"       TEXT                       -- the value when it is JSON (UTF-8), else NULL
 //	"value_bytes" BLOB                       -- the value's bytes; NULL for a tombstone
+//	"kafka_key"   BLOB                       -- the record key's bytes; NULL for a null key
 //	"headers"     TEXT NOT NULL              -- JSON array, as the JSONL lines write it
 //	"replay_version"                         -- with Version only: the record's version
 //

@@ -464,7 +464,7 @@ func TestSQLiteConfigErrors(t *testing.T) {
 		{"unknown on_conflict", sqlite.Config{Path: filepath.Join(dir, "a.db"), Table: "t", OnConflict: "merge"}, `on_conflict "merge"`},
 		{"empty table", sqlite.Config{Path: filepath.Join(dir, "a.db")}, `table ""`},
 		{"missing table", sqlite.Config{Path: filepath.Join(dir, "a.db"), Table: "missing"}, "check table missing: no such table in "},
-		{"table of the first layout", sqlite.Config{Path: oldLayout, Table: "t", CreateTable: true}, `lacks the column(s) kafka_key, value_bytes of the default layout (it was created by an earlier version of replay, whose value column could not keep bytes that are not JSON text): add them with ALTER TABLE t ADD COLUMN "kafka_key" BLOB; ALTER TABLE t ADD COLUMN "value_bytes" BLOB;`},
+		{"table of the first layout", sqlite.Config{Path: oldLayout, Table: "t", CreateTable: true}, `lacks the column(s) value_bytes, kafka_key of the default layout (it was created by an earlier version of replay, whose value column could not keep bytes that are not JSON text): add them with ALTER TABLE t ADD COLUMN "value_bytes" BLOB; ALTER TABLE t ADD COLUMN "kafka_key" BLOB;`},
 		{"version column missing", sqlite.Config{Path: noKey, Table: "t", Version: "offset", Columns: plan.Columns{{Name: "key", Field: "key"}}}, "table t has no column replay_version"},
 		{"unknown on_tombstone", sqlite.Config{Path: filepath.Join(dir, "a.db"), Table: "t", OnTombstone: "drop"}, `on_tombstone "drop": want write, delete, skip`},
 		{"version that cannot order", sqlite.Config{Path: filepath.Join(dir, "a.db"), Table: "t", Version: "kafka_key"}, `version "kafka_key" cannot order updates`},
