@@ -198,12 +198,12 @@ func TestSQLiteVersionGuard(t *testing.T) {
 
 	s := newSQLite(t, cfg)
 	replayed := []record.Record{
-		sinktest.Rec(0, 1, "a", `{"v":7,"s":"old"}`),          // stale: 7 < 9
+		sinktest.Rec(0, 1, "a", `{"v":7,"s":"old"}`),            // stale: 7 < 9
 		sinktest.Rec(0, 2, "b", `{"v":"2026-11-03","s":"old"}`), // stale: text order
-		sinktest.Rec(0, 3, "c", `{"v":5,"s":"same"}`),         // duplicate
-		sinktest.Rec(0, 4, "d", `{"v":1,"s":"new"}`),          // inserted
-		sinktest.Rec(0, 5, "d", `{"v":2,"s":"newer"}`),        // updated
-		sinktest.Rec(0, 6, "a", ""),                           // a tombstone without a version deletes
+		sinktest.Rec(0, 3, "c", `{"v":5,"s":"same"}`),           // duplicate
+		sinktest.Rec(0, 4, "d", `{"v":1,"s":"new"}`),            // inserted
+		sinktest.Rec(0, 5, "d", `{"v":2,"s":"newer"}`),          // updated
+		sinktest.Rec(0, 6, "a", ""),                             // a tombstone without a version deletes
 	}
 	replayed[5].Headers = nil
 	sinktest.MustWrite(t, s, replayed[:5]...)
