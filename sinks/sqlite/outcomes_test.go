@@ -250,3 +250,44 @@ func TestSQLiteVersionGuard(t *testing.T) {
 		t.Errorf("Write of a record without a version = %v, want its *record.Error wrapping ErrNoVersion", err)
 	}
 }
+
+// Large batches go through multi-row inserts; a key already stored, a
+// key twice in the batch or a refused row fall back to row-by-row writes
+// with the same results and counts.
+func TestSQLiteLargeBatches(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	s := newSQLite(t, sqlite.Config{Path: path, Table: "t", CreateTable: true, Keyer: mustKeyer(t, "{{ .Key }}")})
+	var batch []record.Record
+	for i := range 300 {
+		batch = append(batch, sinktest.Rec(0, int64(i), fmt.Sprintf("k%d", i%290), fmt.Sprintf(`{"n":%d}`, i))) // k0..k9 twice
+	}
+	sinktest.MustWrite(t, s, batch...)
+	wantOutcomes(t, s, sinks.Outcomes{Inserted: 290, Updated: 10})
+	rows := readSQLite(t, path, "t")
+	if len(rows) != 290 || rows["k5"].Offset != 295 || rows["k200"].Offset != 200 {
+		t.Fatalf("%d rows, k5@%d, k200@%d; want 290, k5@295, k200@200", len(rows), rows["k5"].Offset, rows["k200"].Offset)
+	}
+	batch[150].Value = []byte(`{"changed":true}`)
+	sinktest.MustWrite(t, s, append(batch, sinktest.Rec(0, 300, "new", `{}`))...)
+	// k0..k9 are rewritten twice each (to the first record, back to the second).
+	wantOutcomes(t, s, sinks.Outcomes{Inserted: 291, Updated: 31, Unchanged: 279})
+
+	db := openSQLite(t, path)
+	if _, err := db.ExecContext(t.Context(), `CREATE TRIGGER refuse BEFORE INSERT ON t WHEN NEW."offset" = 1100 BEGIN SELECT RAISE(ABORT, 'refused'); END`); err != nil {
+		t.Fatal(err)
+	}
+	var fresh []record.Record
+	for i := 1000; i < 1200; i++ {
+		fresh = append(fresh, sinktest.Rec(0, int64(i), fmt.Sprintf("f%d", i), `{}`))
+	}
+	err := s.Write(t.Context(), fresh)
+	var re *record.Error
+	if !errors.As(err, &re) || re.Offset != 1100 {
+		t.Fatalf("Write = %v, want the *record.Error of offset 1100", err)
+	}
+	if n := len(readSQLite(t, path, "t")); n != 291 {
+		t.Errorf("%d rows after the refused batch, want 291", n)
+	}
+	// k0..k9 are rewritten twice each (to the first record, back to the second).
+	wantOutcomes(t, s, sinks.Outcomes{Inserted: 291, Updated: 31, Unchanged: 279})
+}

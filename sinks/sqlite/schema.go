@@ -22,10 +22,13 @@ type statements struct {
 	// delete deletes a key's row (with a version, unless the row's is
 	// greater).
 	delete *sql.Stmt
+	// insertMany inserts chunkRows rows, doing nothing for a key that is
+	// there; savepoint, release and rollbackTo bracket it.
+	insertMany, savepoint, release, rollbackTo *sql.Stmt
 }
 
 func (st *statements) close() {
-	for _, s := range []*sql.Stmt{st.insert, st.update, st.lookup, st.delete} {
+	for _, s := range []*sql.Stmt{st.insert, st.update, st.lookup, st.delete, st.insertMany, st.savepoint, st.release, st.rollbackTo} {
 		if s != nil {
 			_ = s.Close()
 		}
@@ -97,6 +100,10 @@ func (s *Sink) prepare(ctx context.Context, table string, defaultLayout, create 
 		{&s.stmts.update, s.updateSQL(table)},
 		{&s.stmts.lookup, s.lookupSQL(table)},
 		{&s.stmts.delete, s.deleteSQL(table)},
+		{&s.stmts.insertMany, s.insertManySQL(table, chunkRows)},
+		{&s.stmts.savepoint, "SAVEPOINT replay_chunk"},
+		{&s.stmts.release, "RELEASE replay_chunk"},
+		{&s.stmts.rollbackTo, "ROLLBACK TO replay_chunk"},
 	} {
 		if p.sql == "" {
 			continue
@@ -117,15 +124,28 @@ func (s *Sink) prepare(ctx context.Context, table string, defaultLayout, create 
 	return nil
 }
 
-// insertSQL inserts a row, the columns bound as ?1, ?2, ... in order;
+// insertSQL inserts a row, the columns bound in order (plain ?, which
+// binds faster than ?NNN);
 // a conflict on the key does nothing (changes() tells).
 func (s *Sink) insertSQL(table string) string {
 	names := make([]string, len(s.cols))
 	marks := make([]string, len(s.cols))
 	for i, c := range s.cols {
-		names[i], marks[i] = c.quoted, fmt.Sprintf("?%d", i+1)
+		names[i], marks[i] = c.quoted, "?"
 	}
 	return `INSERT INTO ` + table + ` (` + strings.Join(names, ", ") + `) VALUES (` + strings.Join(marks, ", ") + `)
+ON CONFLICT (` + s.cols[s.key].quoted + `) DO NOTHING`
+}
+
+// insertManySQL is insertSQL for n rows in one statement.
+func (s *Sink) insertManySQL(table string, n int) string {
+	names := make([]string, len(s.cols))
+	marks := make([]string, len(s.cols))
+	for i, c := range s.cols {
+		names[i], marks[i] = c.quoted, "?"
+	}
+	row := "(" + strings.Join(marks, ", ") + ")"
+	return `INSERT INTO ` + table + ` (` + strings.Join(names, ", ") + `) VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ") + `
 ON CONFLICT (` + s.cols[s.key].quoted + `) DO NOTHING`
 }
 

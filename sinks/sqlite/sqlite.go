@@ -132,6 +132,7 @@ type Sink struct {
 	tombstone string
 	ignore    bool
 	stmts     statements
+	chunkKeys map[string]struct{} // chunk's scratch (under sem)
 	ckpt      *sqlcheckpoint.SQLite
 	log       zerolog.Logger
 	// sem serializes Writes: SQLite has one writer at a time, and waiting
@@ -240,7 +241,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(0)
 	s := &Sink{db: db, name: cfg.Table, path: cfg.Path, keyer: cfg.Keyer, cols: cols, key: key, version: -1, prov: [3]int{-1, -1, -1},
-		tombstone: cfg.OnTombstone, ignore: ignore, ckpt: ckpt, log: cfg.Log, sem: make(chan struct{}, 1), created: created}
+		tombstone: cfg.OnTombstone, ignore: ignore, chunkKeys: make(map[string]struct{}, chunkRows), ckpt: ckpt, log: cfg.Log, sem: make(chan struct{}, 1), created: created}
 	for i, c := range cols {
 		switch {
 		case c.form == formVersion:

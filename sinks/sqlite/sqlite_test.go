@@ -164,7 +164,7 @@ type sqliteRow struct {
 }
 
 // openSQLite opens the database file for inspection, closed when t ends.
-func openSQLite(t *testing.T, path string) *sql.DB {
+func openSQLite(t testing.TB, path string) *sql.DB {
 	t.Helper()
 	uri := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(filepath.ToSlash(path))
 	db, err := sql.Open("sqlite", "file:"+uri+"?_pragma=busy_timeout(10000)")

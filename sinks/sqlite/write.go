@@ -88,7 +88,7 @@ func (s *Sink) rows(batch []record.Record) ([]sqliteRow, error) {
 			}
 		}
 		if row.op != opSkip {
-			row.args = args[i*len(s.cols) : (i+1)*len(s.cols) : (i+1)*len(s.cols)]
+			row.args = args[i*len(s.cols) : (i+1)*len(s.cols)] // capacity to the end: insertChunk takes consecutive rows
 			if err := s.values(r, key, row.args); err != nil {
 				return nil, err
 			}
@@ -129,9 +129,36 @@ func (s *Sink) writeRows(ctx context.Context, rows []sqliteRow, batch []record.R
 		}
 	}()
 	st := s.txStatements(ctx, tx)
-	for i := range rows {
+	// The statements run without the context's cancellation: the driver
+	// would start a goroutine watching it for each one. The transaction
+	// still ends with the context (database/sql rolls it back), and the
+	// loop checks it every few hundred rows.
+	rctx := context.WithoutCancel(ctx)
+	fast := st.insertMany != nil
+	for i := 0; i < len(rows); i++ {
+		if i%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return fail("upsert into", err)
+			}
+		}
+		if fast {
+			if n := s.chunk(rows[i:]); n > 0 {
+				ok, err := s.insertChunk(rctx, &st, rows[i:i+n])
+				if err != nil {
+					return fail("upsert into", err)
+				}
+				if ok {
+					out.Inserted += int64(n)
+					i += n - 1
+					continue
+				}
+				// A key of the chunk has a row (a re-run): the rest of the
+				// batch goes row by row.
+				fast = false
+			}
+		}
 		row := &rows[i]
-		if err := s.writeRow(ctx, &st, row, &out); err != nil {
+		if err := s.writeRow(rctx, &st, row, &out); err != nil {
 			err = fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, s.ctxErr(ctx, err))
 			if sqliteRejectsData(err) {
 				return sinks.Outcomes{}, record.NewError(row.rec, err)
@@ -150,11 +177,60 @@ func (s *Sink) writeRows(ctx context.Context, rows []sqliteRow, batch []record.R
 	return out, nil
 }
 
+// chunkRows is how many rows one multi-row INSERT takes: enough to spread
+// a statement's cost, few enough to bind quickly.
+const chunkRows = 64
+
+// chunk returns chunkRows when rows starts with that many upserts of
+// distinct keys, else 0.
+func (s *Sink) chunk(rows []sqliteRow) int {
+	if len(rows) < chunkRows {
+		return 0
+	}
+	clear(s.chunkKeys)
+	for i := range chunkRows {
+		r := &rows[i]
+		if r.op != opUpsert {
+			return 0
+		}
+		if _, dup := s.chunkKeys[r.key]; dup {
+			return 0
+		}
+		s.chunkKeys[r.key] = struct{}{}
+	}
+	return chunkRows
+}
+
+// insertChunk inserts rows (chunkRows of them, distinct keys) with one
+// statement inside a savepoint. It reports false, having rolled the
+// savepoint back, when a key already had a row or SQLite refused a row:
+// the rows are then written one by one, which tells them apart.
+func (s *Sink) insertChunk(ctx context.Context, st *statements, rows []sqliteRow) (bool, error) {
+	if _, err := st.savepoint.ExecContext(ctx); err != nil {
+		return false, err
+	}
+	args := rows[0].args[:len(rows)*len(s.cols)] // the rows' args are consecutive
+	n, err := changes(st.insertMany.ExecContext(ctx, args...))
+	if err == nil && n == int64(len(rows)) {
+		_, err = st.release.ExecContext(ctx)
+		return err == nil, err
+	}
+	if err != nil && !sqliteRejectsData(err) {
+		return false, err
+	}
+	if _, err := st.rollbackTo.ExecContext(ctx); err != nil {
+		return false, err
+	}
+	_, err = st.release.ExecContext(ctx)
+	return false, err
+}
+
 // txStatements are the prepared statements in tx.
 func (s *Sink) txStatements(ctx context.Context, tx *sql.Tx) statements {
 	var st statements
 	for _, p := range []struct{ from, to **sql.Stmt }{
 		{&s.stmts.insert, &st.insert}, {&s.stmts.update, &st.update}, {&s.stmts.lookup, &st.lookup}, {&s.stmts.delete, &st.delete},
+		{&s.stmts.insertMany, &st.insertMany}, {&s.stmts.savepoint, &st.savepoint}, {&s.stmts.release, &st.release}, {&s.stmts.rollbackTo, &st.rollbackTo},
 	} {
 		if *p.from != nil {
 			*p.to = tx.StmtContext(ctx, *p.from)
