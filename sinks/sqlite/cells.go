@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -31,14 +32,39 @@ func cellError(r *record.Record, c *column, format string, args ...any) error {
 	return record.NewError(r, fmt.Errorf("sqlite sink: column %s: %s: %w", c.name, fmt.Sprintf(format, args...), ErrChanged))
 }
 
+// arena holds the text cells of one batch. Strings cut from it (and from
+// the records' bytes) are not copies: they live while the batch's Write
+// runs, and bytes once handed out are never written again (a full chunk
+// is replaced, not reused).
+type arena struct{ buf []byte }
+
+// text returns the bytes appended by f as a string that shares them.
+func (a *arena) text(f func([]byte) []byte) string {
+	if cap(a.buf)-len(a.buf) < 512 {
+		a.buf = make([]byte, 0, 64<<10)
+	}
+	start := len(a.buf)
+	a.buf = f(a.buf)
+	return bytesString(a.buf[start:])
+}
+
+// bytesString is b as a string without a copy; b must not change while the
+// string is used (record bytes do not change during a Write).
+func bytesString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
 // cell is r's value for column c as bound to the statement: nil (NULL), a
 // string (TEXT), []byte (BLOB) or int64/float64; or the *record.Error of
 // a value the column would change (see Sink for the rules).
-func cell(c *column, r *record.Record, key string) (any, error) {
+func cell(c *column, r *record.Record, key string, a *arena) (any, error) {
 	switch c.form {
 	case formJSONOnly:
 		if r.Value != nil && utf8.Valid(r.Value) && record.ValidJSON(r.Value) {
-			return string(r.Value), nil
+			return bytesString(r.Value), nil
 		}
 		return nil, nil
 	case formVersion:
@@ -61,9 +87,12 @@ func cell(c *column, r *record.Record, key string) (any, error) {
 	case plan.FieldOffset:
 		return intCell(c, r, r.Offset)
 	case plan.FieldTimestamp:
-		return string(encode.AppendTimestamp(nil, r.Time)), nil
+		return a.text(func(b []byte) []byte { return encode.AppendTimestamp(b, r.Time) }), nil
 	case plan.FieldHeaders:
-		return string(encode.AppendHeadersJSON(nil, r.Headers)), nil
+		if len(r.Headers) == 0 {
+			return "[]", nil
+		}
+		return a.text(func(b []byte) []byte { return encode.AppendHeadersJSON(b, r.Headers) }), nil
 	case plan.FieldKafkaKey:
 		return bytesCell(c, r, r.Key)
 	case plan.FieldHeader:
@@ -84,7 +113,7 @@ func cell(c *column, r *record.Record, key string) (any, error) {
 			return r.Value, nil // a BLOB: SQLite converts no BLOB, whatever the affinity
 		}
 		if record.ValidJSON(r.Value) {
-			return textCell(c, r, string(r.Value))
+			return textCell(c, r, bytesString(r.Value))
 		}
 		return string(encode.AppendJSONBytes(nil, r.Value)), nil // a JSON string: never numeric text
 	case plan.FieldValuePath:
@@ -131,7 +160,7 @@ func bytesCell(c *column, r *record.Record, b []byte) (any, error) {
 	case !utf8.Valid(b):
 		return b, nil
 	}
-	return textCell(c, r, string(b))
+	return textCell(c, r, bytesString(b))
 }
 
 // intCell is n for column c: a REAL column holds integers up to 2^53

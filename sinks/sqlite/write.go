@@ -72,6 +72,7 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 func (s *Sink) rows(batch []record.Record) ([]sqliteRow, error) {
 	rows := make([]sqliteRow, len(batch))
 	args := make([]any, len(batch)*len(s.cols))
+	var a arena
 	for i := range batch {
 		r := &batch[i]
 		key, err := s.keyer.Key(r)
@@ -89,7 +90,7 @@ func (s *Sink) rows(batch []record.Record) ([]sqliteRow, error) {
 		}
 		if row.op != opSkip {
 			row.args = args[i*len(s.cols) : (i+1)*len(s.cols)] // capacity to the end: insertChunk takes consecutive rows
-			if err := s.values(r, key, row.args); err != nil {
+			if err := s.values(r, key, row.args, &a); err != nil {
 				return nil, err
 			}
 			if s.version >= 0 && row.op == opUpsert && row.args[s.version] == nil {
@@ -102,9 +103,9 @@ func (s *Sink) rows(batch []record.Record) ([]sqliteRow, error) {
 }
 
 // values fills out with r's cells, in column order.
-func (s *Sink) values(r *record.Record, key string, out []any) error {
+func (s *Sink) values(r *record.Record, key string, out []any, a *arena) error {
 	for i := range s.cols {
-		v, err := cell(&s.cols[i], r, key)
+		v, err := cell(&s.cols[i], r, key, a)
 		if err != nil {
 			return err
 		}
