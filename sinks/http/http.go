@@ -145,7 +145,7 @@ func New(cfg Config) (*Sink, error) {
 		return nil, fmt.Errorf("http sink: connections %d: want 1..%d", cfg.Connections, plan.MaxConnections)
 	}
 	s := &Sink{url: cfg.URL, where: safeURL(u), headers: http.Header{}, batchSize: cfg.BatchSize, format: cfg.ValueFormat, retries: max(cfg.MaxRetries, 0),
-		conns: max(cfg.Connections, 1),
+		conns:   max(cfg.Connections, 1),
 		maxWait: cfg.MaxRetryWait, firstWait: cfg.RetryWait, timeout: cfg.RequestTimeout, keyer: cfg.Keyer, log: cfg.Log,
 		redact: plan.NewRedactor(plan.Sink{URL: cfg.URL, Headers: cfg.Headers}.Secrets()...)}
 	for name, v := range cfg.Headers {
