@@ -298,19 +298,25 @@ func shardOf(key string, n int) int {
 }
 
 // body is the request body: a JSON array of the records as AppendJSONL
-// writes them, each preceded by its idempotency_key.
+// writes them, each preceded by its idempotency_key. Each record's line is
+// appended in place (its opening brace becomes the comma after the key,
+// its newline is dropped), so no byte is copied twice.
 func body(recs []record.Record, keys []string, f encode.ValueFormat) []byte {
-	b := append(make([]byte, 0, 256*len(recs)), '[')
-	var line []byte
+	n := 2
+	for i := range recs {
+		n += 160 + len(keys[i]) + len(recs[i].Key) + len(recs[i].Value)
+	}
+	b := append(make([]byte, 0, n), '[')
 	for i := range recs {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, `{"idempotency_key":`...)
 		b = encode.AppendJSONString(b, keys[i])
-		line = encode.AppendJSONLChecked(line[:0], &recs[i], f) // {...}\n
-		b = append(b, ',')
-		b = append(b, line[1:len(line)-1]...)
+		at := len(b)
+		b = encode.AppendJSONLChecked(b, &recs[i], f) // {...}\n
+		b[at] = ','
+		b = b[:len(b)-1]
 	}
 	return append(b, ']')
 }
