@@ -125,24 +125,11 @@ type Sink struct {
 	redact *plan.Redactor
 }
 
-var (
-	_ sinks.Sink   = (*Sink)(nil)
-	_ sinks.Syncer = (*Sink)(nil)
-)
+var _ sinks.Sink = (*Sink)(nil)
 
 // Capabilities declares that the http sink retries by its own policy
-// (max_retries, max_retry_wait), and a Syncer (see Sync).
-func (s *Sink) Capabilities() sinks.Capabilities {
-	return sinks.Capabilities{RetriesItself: true, Syncer: s}
-}
-
-// Sync returns nil at once: every record Write accepted was acknowledged
-// by the endpoint (a 2xx) before Write returned. Declaring it lets the
-// runner commit the group's offsets once a second rather than after every
-// batch (an OffsetCommit round trip per request, which halved the rate of
-// small batches); a crash then re-delivers at most a second of records,
-// which the endpoint takes idempotently (the contract above).
-func (s *Sink) Sync(context.Context, int32) error { return nil }
+// (max_retries, max_retry_wait).
+func (s *Sink) Capabilities() sinks.Capabilities { return sinks.Capabilities{RetriesItself: true} }
 
 // New checks cfg; it does not contact the endpoint (a POST is the only
 // request it is known to accept).
