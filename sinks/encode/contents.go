@@ -163,16 +163,15 @@ func appendBase64(b, v []byte, mark string) []byte {
 
 // appendHeaders appends `,"headers":[...]`.
 func appendHeaders(b []byte, hs []record.Header) []byte {
-	b = append(b, `,"headers":`...)
-	return AppendHeaderArray(b, hs)
+	return AppendHeadersJSON(append(b, `,"headers":`...), hs)
 }
 
-// AppendHeaderArray appends hs as a JSON array of {"key","value"}
-// objects in record order, duplicates kept: a header value that is UTF-8
-// as a string, null as null, any other bytes as base64 followed by
-// "value_encoding":"base64" (a key that is not UTF-8 likewise, with
-// "key_encoding"). It is lossless: DecodeJSONL reads it back.
-func AppendHeaderArray(b []byte, hs []record.Header) []byte {
+// AppendHeadersJSON appends hs as the "headers" array of a JSONL line
+// (AppendJSONL): [{"key":"trace","value":"abc"}, ...] in record order,
+// repeated keys kept, a null value as null, a value (or key) that is not
+// UTF-8 as standard base64 marked "value_encoding" ("key_encoding"):
+// "base64". DecodeJSONL reads it back to the original bytes.
+func AppendHeadersJSON(b []byte, hs []record.Header) []byte {
 	b = append(b, '[')
 	for i, h := range hs {
 		if i > 0 {

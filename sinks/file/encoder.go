@@ -166,7 +166,7 @@ func (e *csvEncoder) encode(lb *lineBuf, batch []record.Record) error {
 			}
 			if col.Field.Kind == plan.FieldHeaders {
 				// Lossless: bytes that are not UTF-8 as base64 with value_encoding.
-				row.fields[c] = string(encode.AppendHeaderArray(nil, r.Headers))
+				row.fields[c] = string(encode.AppendHeadersJSON(nil, r.Headers))
 				continue
 			}
 			row.fields[c], _ = cs.Text(col) // NULL is an empty field
@@ -241,7 +241,7 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 // CSV cell as they are: a CSV file is text, and bytes that are not UTF-8
 // would reach it as U+FFFD. Such a record is a bad record (*record.Error),
 // which on_error decides about; a JSONL file writes them as base64. The
-// headers column is lossless JSON (encode.AppendHeaderArray).
+// headers column is lossless JSON (encode.AppendHeadersJSON).
 func csvLossless(r *record.Record, col encode.Column) error {
 	bad := func(what string) error {
 		return record.NewError(r, fmt.Errorf("column %s: the record's %s is not UTF-8 text, which a CSV cell cannot hold byte for byte: write it with format: jsonl (base64, value_encoding), or map another field", col.Name, what))

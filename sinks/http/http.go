@@ -9,8 +9,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -46,8 +48,15 @@ type Config struct {
 	ValueFormat encode.ValueFormat
 	// Keyer computes each record's idempotency_key; nil means DefaultKey.
 	Keyer *sinks.Keyer
-	// Client sends the requests; default a client with Go's default
-	// transport. The sink never follows redirects, whatever the client says.
+	// Connections is how many requests of one Write go out at once
+	// (sink.connections, 1..plan.MaxConnections; 0 is 1). Records are
+	// sharded by idempotency key, so all records of a key go through one
+	// connection, in order.
+	Connections int
+	// Client sends the requests; default a client with a transport like
+	// Go's default that keeps enough idle connections to the endpoint for
+	// every partition and connection. The sink never follows redirects,
+	// whatever the client says.
 	Client *http.Client
 	// Log receives diagnostics (every retry, at warn level); the zero value
 	// discards them.
@@ -108,6 +117,7 @@ type Sink struct {
 	maxWait   time.Duration
 	firstWait time.Duration
 	timeout   time.Duration
+	conns     int
 	keyer     *sinks.Keyer
 	log       zerolog.Logger
 	// redact hides the credentials of the headers and the URL in what the
@@ -131,7 +141,11 @@ func New(cfg Config) (*Sink, error) {
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
 		return nil, fmt.Errorf("http sink: url %s: want an http:// or https:// URL with a host", safeURL(u))
 	}
+	if cfg.Connections < 0 || cfg.Connections > plan.MaxConnections {
+		return nil, fmt.Errorf("http sink: connections %d: want 1..%d", cfg.Connections, plan.MaxConnections)
+	}
 	s := &Sink{url: cfg.URL, where: safeURL(u), headers: http.Header{}, batchSize: cfg.BatchSize, format: cfg.ValueFormat, retries: max(cfg.MaxRetries, 0),
+		conns:   max(cfg.Connections, 1),
 		maxWait: cfg.MaxRetryWait, firstWait: cfg.RetryWait, timeout: cfg.RequestTimeout, keyer: cfg.Keyer, log: cfg.Log,
 		redact: plan.NewRedactor(plan.Sink{URL: cfg.URL, Headers: cfg.Headers}.Secrets()...)}
 	for name, v := range cfg.Headers {
@@ -153,7 +167,7 @@ func New(cfg Config) (*Sink, error) {
 	if s.timeout <= 0 {
 		s.timeout = 30 * time.Second
 	}
-	client := http.Client{Transport: http.DefaultTransport}
+	client := http.Client{Transport: defaultTransport}
 	if cfg.Client != nil {
 		client = *cfg.Client
 	}
@@ -181,9 +195,26 @@ func redactURLError(err error) error {
 	return err
 }
 
-// Write posts batch in requests of up to BatchSize records, in order, and
-// returns once every request got a 2xx. A key template failing on a record
-// returns its *record.Error before anything is sent.
+// defaultTransport is Go's default transport keeping up to 256 idle
+// connections per host (Go's keeps 2): the partitions of a run and their
+// connections each reuse one instead of dialing anew for every request.
+var defaultTransport = func() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 256
+	t.MaxIdleConns = 256
+	return t
+}()
+
+// Write posts batch in requests of up to BatchSize records and returns
+// once every request got a 2xx. With Connections above 1 the records are
+// sharded by idempotency key (FNV-1a of the key, modulo Connections): each
+// shard's requests go out in order on their own connection, the shards at
+// once, so a key's records keep their order. A key template failing on a
+// record returns its *record.Error before anything is sent. When a
+// request fails, Write waits for the other shards and returns the failure
+// (the first shard's, by shard order): the batch is not written as a whole,
+// though other shards' requests may have been received (the runner writes
+// the batch again; the endpoint is idempotent).
 func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if len(batch) == 0 {
 		return nil
@@ -202,31 +233,90 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 		}
 		keys[i] = k
 	}
-	for start := 0; start < len(batch); start += s.batchSize {
-		end := min(start+s.batchSize, len(batch))
-		if err := s.post(ctx, batch[start:end], keys[start:end]); err != nil {
+	if s.conns == 1 || len(batch) == 1 {
+		if err := s.postAll(ctx, batch, keys); err != nil {
 			return err
 		}
+	} else if err := s.postSharded(ctx, batch, keys); err != nil {
+		return err
 	}
 	s.log.Debug().Str("url", s.where).Int32("partition", batch[0].Partition).
 		Int64("offset", batch[0].Offset).Int("records", len(batch)).Msg("posted")
 	return nil
 }
 
+// postAll posts recs in order, in requests of up to BatchSize.
+func (s *Sink) postAll(ctx context.Context, recs []record.Record, keys []string) error {
+	for start := 0; start < len(recs); start += s.batchSize {
+		end := min(start+s.batchSize, len(recs))
+		if err := s.post(ctx, recs[start:end], keys[start:end]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// postSharded splits batch by shard of key (order kept in each shard) and
+// posts the shards at once.
+func (s *Sink) postSharded(ctx context.Context, batch []record.Record, keys []string) error {
+	shards := make([]struct {
+		recs []record.Record
+		keys []string
+	}, s.conns)
+	for i := range batch {
+		sh := &shards[shardOf(keys[i], s.conns)]
+		sh.recs = append(sh.recs, batch[i])
+		sh.keys = append(sh.keys, keys[i])
+	}
+	errs := make([]error, s.conns)
+	var wg sync.WaitGroup
+	for i := range shards {
+		if len(shards[i].recs) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.postAll(ctx, shards[i].recs, shards[i].keys)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// shardOf is the shard of an idempotency key among n: FNV-1a, so that a
+// key has the same shard in every Write and every run.
+func shardOf(key string, n int) int {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return int(h.Sum32() % uint32(n))
+}
+
 // body is the request body: a JSON array of the records as AppendJSONL
-// writes them, each preceded by its idempotency_key.
+// writes them, each preceded by its idempotency_key. Each record's line is
+// appended in place (its opening brace becomes the comma after the key,
+// its newline is dropped), so no byte is copied twice.
 func body(recs []record.Record, keys []string, f encode.ValueFormat) []byte {
-	b := append(make([]byte, 0, 256*len(recs)), '[')
-	var line []byte
+	n := 2
+	for i := range recs {
+		n += 160 + len(keys[i]) + len(recs[i].Key) + len(recs[i].Value)
+	}
+	b := append(make([]byte, 0, n), '[')
 	for i := range recs {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, `{"idempotency_key":`...)
 		b = encode.AppendJSONString(b, keys[i])
-		line = encode.AppendJSONLChecked(line[:0], &recs[i], f) // {...}\n
-		b = append(b, ',')
-		b = append(b, line[1:len(line)-1]...)
+		at := len(b)
+		b = encode.AppendJSONLChecked(b, &recs[i], f) // {...}\n
+		b[at] = ','
+		b = b[:len(b)-1]
 	}
 	return append(b, ']')
 }

@@ -50,7 +50,7 @@ func columnRecords() []record.Record {
 // columnWant is what columnRecords leave in the mapped columns customer,
 // trace and kafka_key ("NULL" for NULL), by offset.
 var columnWant = map[int64][3]string{
-	1: {"c-7", "b\ufffd", "k-1"},
+	1: {"c-7", "b\xff", "k-1"}, // header and Kafka key columns are BLOBs: the bytes as they are
 	2: {"12345678901234567890", "NULL", "NULL"},
 	3: {"NULL", "NULL", "k-3"},
 	4: {"NULL", "NULL", "k-4"},
@@ -97,7 +97,7 @@ func TestSQLiteColumnsFields(t *testing.T) {
 	if err := db.QueryRowContext(t.Context(), `SELECT sql FROM sqlite_master WHERE name = 'orders'`).Scan(&ddl); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"src_offset" INTEGER NOT NULL`, `"id" TEXT NOT NULL PRIMARY KEY`, `"customer" TEXT,`, `"ts" TEXT NOT NULL`} {
+	for _, want := range []string{`"src_offset" INTEGER NOT NULL`, `"id" TEXT NOT NULL PRIMARY KEY`, `"customer" TEXT,`, `"ts" TEXT NOT NULL`, `"trace" BLOB`, `"kafka_key" BLOB`} {
 		if !strings.Contains(ddl, want) {
 			t.Errorf("created table lacks %s:\n%s", want, ddl)
 		}

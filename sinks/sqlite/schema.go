@@ -2,14 +2,40 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"sort"
 	"strings"
-
-	"github.com/replay-tool/replay/plan"
-	"github.com/replay-tool/replay/sinks/encode"
 )
 
-func (s *Sink) prepare(ctx context.Context, table, createSQL string, create bool) error {
+// statements are the sink's prepared statements (on its one connection).
+type statements struct {
+	// insert inserts a row, doing nothing when the key is there.
+	insert *sql.Stmt
+	// update rewrites a key's row when its contents differ (and, with a
+	// version, when the record's is greater).
+	update *sql.Stmt
+	// lookup reads a stored row's provenance and how the record's version
+	// compares with the row's (1 greater or no stored version, 0 equal, -1
+	// smaller).
+	lookup *sql.Stmt
+	// delete deletes a key's row (with a version, unless the row's is
+	// greater).
+	delete *sql.Stmt
+	// insertMany inserts chunkRows rows, doing nothing for a key that is
+	// there; savepoint, release and rollbackTo bracket it.
+	insertMany, savepoint, release, rollbackTo *sql.Stmt
+}
+
+func (st *statements) close() {
+	for _, s := range []*sql.Stmt{st.insert, st.update, st.lookup, st.delete, st.insertMany, st.savepoint, st.release, st.rollbackTo} {
+		if s != nil {
+			_ = s.Close()
+		}
+	}
+}
+
+func (s *Sink) prepare(ctx context.Context, table string, defaultLayout, create bool) error {
 	if err := s.db.PingContext(ctx); err != nil {
 		return fmt.Errorf("sqlite sink: open %s: %w", s.path, err)
 	}
@@ -20,86 +46,164 @@ func (s *Sink) prepare(ctx context.Context, table, createSQL string, create bool
 	if !strings.EqualFold(mode, "wal") {
 		return fmt.Errorf("sqlite sink: open %s: the database is in %s journal mode and cannot switch to WAL (is it on a network file system?)", s.path, mode)
 	}
-	if create {
-		if s.created == "" {
-			// Whether the table is there before CREATE TABLE IF NOT EXISTS.
-			if stmt, err := s.db.PrepareContext(ctx, "SELECT 1 FROM "+table+" LIMIT 0"); err != nil {
-				s.created = fmt.Sprintf("the table %s did not exist in the database %s when this run opened it (create_table created it, empty)", s.name, absPath(s.path))
-			} else if err := stmt.Close(); err != nil {
-				return err
-			}
-		}
-		if _, err := s.db.ExecContext(ctx, createSQL); err != nil {
-			return fmt.Errorf("sqlite sink: create table %s: %w", s.name, err)
-		}
-	}
-	// Preparing the upsert resolves the table, its columns and the ON
-	// CONFLICT target (which needs a unique key on "key").
-	stmt, err := s.db.PrepareContext(ctx, s.upsert)
+	schema, name := splitTable(table)
+	types, strict, found, err := tableInfo(ctx, s.db, schema, name)
 	if err != nil {
 		return fmt.Errorf("sqlite sink: check table %s: %w", s.name, err)
 	}
-	if err := stmt.Close(); err != nil {
-		return err
+	if !found && create {
+		if s.created == "" {
+			s.created = fmt.Sprintf("the table %s did not exist in the database %s when this run opened it (create_table created it, empty)", s.name, absPath(s.path))
+		}
+		if _, err := s.db.ExecContext(ctx, createTableSQL(table, s.cols, s.key)); err != nil {
+			return fmt.Errorf("sqlite sink: create table %s: %w", s.name, err)
+		}
+		if types, strict, found, err = tableInfo(ctx, s.db, schema, name); err != nil {
+			return fmt.Errorf("sqlite sink: check table %s: %w", s.name, err)
+		}
+	}
+	if !found {
+		return fmt.Errorf("sqlite sink: check table %s: no such table in %s: create it, or set create_table: true", s.name, absPath(s.path))
+	}
+	var missing []string
+	for i := range s.cols {
+		c := &s.cols[i]
+		t, ok := types[strings.ToLower(c.name)]
+		if !ok {
+			missing = append(missing, c.name)
+			continue
+		}
+		c.aff = affinityOf(t, strict)
+	}
+	if len(missing) > 0 {
+		if defaultLayout {
+			return fmt.Errorf("sqlite sink: %w", oldLayoutError(s.name, missing))
+		}
+		have := make([]string, 0, len(types))
+		for n := range types {
+			have = append(have, n)
+		}
+		sort.Strings(have)
+		hint := "map fields only to columns the table has"
+		if len(missing) == 1 && missing[0] == VersionColumn {
+			hint = fmt.Sprintf("add it with ALTER TABLE %s ADD COLUMN %s", s.name, VersionColumn)
+		}
+		return fmt.Errorf("sqlite sink: table %s has no column %s (it has %s): %s", s.name, strings.Join(missing, ", "), strings.Join(have, ", "), hint)
+	}
+	// Preparing the statements resolves the table, its columns and the ON
+	// CONFLICT target (which needs a unique key on the key column).
+	for _, p := range []struct {
+		to  **sql.Stmt
+		sql string
+	}{
+		{&s.stmts.insert, s.insertSQL(table)},
+		{&s.stmts.update, s.updateSQL(table)},
+		{&s.stmts.lookup, s.lookupSQL(table)},
+		{&s.stmts.delete, s.deleteSQL(table)},
+		{&s.stmts.insertMany, s.insertManySQL(table, chunkRows)},
+		{&s.stmts.savepoint, "SAVEPOINT replay_chunk"},
+		{&s.stmts.release, "RELEASE replay_chunk"},
+		{&s.stmts.rollbackTo, "ROLLBACK TO replay_chunk"},
+	} {
+		if p.sql == "" {
+			continue
+		}
+		st, err := s.db.PrepareContext(ctx, p.sql)
+		if err != nil {
+			s.stmts.close()
+			return fmt.Errorf("sqlite sink: check table %s: %w", s.name, err)
+		}
+		*p.to = st
 	}
 	if s.ckpt != nil {
 		if err := s.ckpt.Prepare(ctx, s.db); err != nil {
+			s.stmts.close()
 			return fmt.Errorf("sqlite sink: checkpoint table %s: %w", s.ckpt.Name, err)
 		}
 	}
 	return nil
 }
 
-// sqliteCreateTableSQL creates the table with a column per field: INTEGER
-// for partition and offset, TEXT for the others (JSON and timestamps
-// included); the key column is the primary key. For the default layout it
-// is the DDL of the first versions.
-func sqliteCreateTableSQL(table string, cols []encode.Column, key int) string {
-	var b strings.Builder
-	b.WriteString(`CREATE TABLE IF NOT EXISTS ` + table + ` (`)
-	for i, c := range cols {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		typ := "TEXT"
-		if c.Field.Kind == plan.FieldPartition || c.Field.Kind == plan.FieldOffset {
-			typ = "INTEGER"
-		}
-		b.WriteString("\n\t" + encode.QuoteIdent(c.Name) + " " + typ)
-		switch {
-		case i == key:
-			b.WriteString(" NOT NULL PRIMARY KEY")
-		case c.NotNull():
-			b.WriteString(" NOT NULL")
-		}
+// insertSQL inserts a row, the columns bound in order (plain ?, which
+// binds faster than ?NNN);
+// a conflict on the key does nothing (changes() tells).
+func (s *Sink) insertSQL(table string) string {
+	names := make([]string, len(s.cols))
+	marks := make([]string, len(s.cols))
+	for i, c := range s.cols {
+		names[i], marks[i] = c.quoted, "?"
 	}
-	b.WriteString("\n)")
-	return b.String()
+	return `INSERT INTO ` + table + ` (` + strings.Join(names, ", ") + `) VALUES (` + strings.Join(marks, ", ") + `)
+ON CONFLICT (` + s.cols[s.key].quoted + `) DO NOTHING`
 }
 
-// sqliteUpsertSQL upserts one row. Rows are upserted in offset order, so
-// duplicate keys in a batch resolve as separate batches would. An update
-// that would change nothing is skipped, so a re-delivery does not rewrite
-// identical rows.
-func sqliteUpsertSQL(table string, cols []encode.Column, key int, ignore bool) string {
-	names := make([]string, len(cols))
-	marks := make([]string, len(cols))
+// insertManySQL is insertSQL for n rows in one statement.
+func (s *Sink) insertManySQL(table string, n int) string {
+	names := make([]string, len(s.cols))
+	marks := make([]string, len(s.cols))
+	for i, c := range s.cols {
+		names[i], marks[i] = c.quoted, "?"
+	}
+	row := "(" + strings.Join(marks, ", ") + ")"
+	return `INSERT INTO ` + table + ` (` + strings.Join(names, ", ") + `) VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ") + `
+ON CONFLICT (` + s.cols[s.key].quoted + `) DO NOTHING`
+}
+
+// updateSQL rewrites the key's row with the same parameters as insertSQL,
+// only when a column differs, and with a version only for a greater one;
+// "" when the table has no column besides the key or conflicts are
+// ignored.
+func (s *Sink) updateSQL(table string) string {
 	var set, old, new []string
-	for i, c := range cols {
-		names[i], marks[i] = encode.QuoteIdent(c.Name), "?"
-		if i != key {
-			set = append(set, names[i]+" = excluded."+names[i])
-			old = append(old, names[i])
-			new = append(new, "excluded."+names[i])
+	for i, c := range s.cols {
+		if i != s.key {
+			set = append(set, fmt.Sprintf("%s = ?%d", c.quoted, i+1))
+			old = append(old, c.quoted)
+			new = append(new, fmt.Sprintf("?%d", i+1))
 		}
 	}
-	q := `INSERT INTO ` + table + ` (` + strings.Join(names, ", ") + `)
-VALUES (` + strings.Join(marks, ", ") + `)
-ON CONFLICT (` + names[key] + `) DO `
-	if ignore || len(set) == 0 {
-		return q + `NOTHING`
+	if len(set) == 0 || s.ignore {
+		return ""
 	}
-	return q + `UPDATE SET ` + strings.Join(set, ", ") + `
-WHERE (` + strings.Join(old, ", ") + `)
-	IS NOT (` + strings.Join(new, ", ") + `)`
+	q := `UPDATE ` + table + ` SET ` + strings.Join(set, ", ") + `
+WHERE ` + s.cols[s.key].quoted + fmt.Sprintf(" = ?%d", s.key+1) + ` AND (` + strings.Join(old, ", ") + `) IS NOT (` + strings.Join(new, ", ") + `)`
+	if s.version >= 0 {
+		v := s.cols[s.version].quoted
+		q += fmt.Sprintf(` AND (%s IS NULL OR ?%d > %s)`, v, s.version+1, v)
+	}
+	return q
+}
+
+// lookupSQL reads, for the key ?1, the row's topic, partition and offset
+// (NULL for a column the layout lacks) and how the version ?2 (with a
+// version only) compares with the row's.
+func (s *Sink) lookupSQL(table string) string {
+	sel := make([]string, 0, 4)
+	for _, i := range s.prov {
+		if i < 0 {
+			sel = append(sel, "NULL")
+		} else {
+			sel = append(sel, s.cols[i].quoted)
+		}
+	}
+	cmp := "1"
+	if s.version >= 0 {
+		v := s.cols[s.version].quoted
+		cmp = fmt.Sprintf("CASE WHEN %s IS NULL OR ?2 > %s THEN 1 WHEN ?2 = %s THEN 0 ELSE -1 END", v, v, v)
+	}
+	return `SELECT ` + strings.Join(append(sel, cmp), ", ") + ` FROM ` + table + ` WHERE ` + s.cols[s.key].quoted + ` = ?1`
+}
+
+// deleteSQL deletes the key ?1's row; with a version, bound as ?2 (NULL:
+// the tombstone has none), not a row whose version is greater.
+func (s *Sink) deleteSQL(table string) string {
+	if s.tombstone != "delete" {
+		return ""
+	}
+	q := `DELETE FROM ` + table + ` WHERE ` + s.cols[s.key].quoted + ` = ?1`
+	if s.version >= 0 {
+		v := s.cols[s.version].quoted
+		return q + fmt.Sprintf(` AND (%s IS NULL OR ?2 IS NULL OR ?2 >= %s)`, v, v)
+	}
+	return q
 }

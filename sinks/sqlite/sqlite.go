@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -36,6 +37,15 @@ type Config struct {
 	// Columns maps the table's columns to record fields; one must hold the
 	// idempotency key. Empty means the default layout.
 	Columns plan.Columns
+	// OnTombstone is what a tombstone does: plan.OnTombstoneWrite (""
+	// too: a row with NULL value columns), plan.OnTombstoneDelete (the
+	// key's row is deleted, in order with the batch's upserts) or
+	// plan.OnTombstoneSkip (nothing is written; counted as ignored).
+	OnTombstone string
+	// Version names the field that orders a key's updates (plan.ParseField:
+	// offset, timestamp, value.<path>, header.<name>), stored in the column
+	// replay_version; empty: no guard (see Sink).
+	Version string
 	// Checkpoints, when its Table is set, records the offset after each
 	// batch in that table, in the batch's transaction (see sinks.CheckpointStore).
 	Checkpoints sqlcheckpoint.Config
@@ -52,14 +62,54 @@ type Config struct {
 // per idempotency key, with the semantics of the postgres sink (column
 // mapping and checkpoint table included). The default layout is:
 //
-//	"key" text primary key, "topic" text, "partition" integer,
-//	"offset" integer, "timestamp" text, "value" text, "headers" text
+//	"key"         TEXT NOT NULL PRIMARY KEY  -- the idempotency key
+//	"topic"       TEXT NOT NULL
+//	"partition"   INTEGER NOT NULL
+//	"offset"      INTEGER NOT NULL
+//	"timestamp"   TEXT NOT NULL              -- RFC 3339, UTC, milliseconds
+//	"value"       TEXT                       -- the value when it is JSON (UTF-8), else NULL
+//	"value_bytes" BLOB                       -- the value's bytes; NULL for a tombstone
+//	"kafka_key"   BLOB                       -- the record key's bytes; NULL for a null key
+//	"headers"     TEXT NOT NULL              -- JSON array, as the JSONL lines write it
+//	"replay_version"                         -- with Version only: the record's version
 //
-// timestamp is RFC 3339 in UTC with milliseconds (2026-11-03T10:00:00.123Z,
-// so text order is time order); value is the record value when it is valid
-// JSON (invalid UTF-8 replaced by U+FFFD), else the value as a JSON string,
-// NULL for a tombstone; headers is a JSON array of {"key","value"} in record
-// order. SQLite's JSON functions read both columns.
+// value_bytes and kafka_key hold the exact bytes (SQLite keeps a BLOB as
+// it is, NUL bytes and all; an empty value is a zero-length BLOB, X”, and
+// only a tombstone is NULL: tell them apart with IS NULL, as database/sql
+// scans both into a nil []byte). value is the same bytes as TEXT when they
+// are one JSON document, for SQLite's JSON functions (value->>'id');
+// NULL otherwise. headers is AppendHeadersJSON's array: repeated keys kept
+// in record order, a value that is not UTF-8 in base64 with
+// "value_encoding":"base64" (DecodeHeaders reads it back). timestamp sorts
+// as time does.
+//
+// A column mapping (Columns) binds each field by the affinity of its
+// column in the table: in a BLOB column (declared BLOB or without a type)
+// kafka_key, value and header.<name> are the raw bytes; in any other a
+// value is its JSON text (a value that is not JSON as a JSON string), and
+// bytes that are not UTF-8 are bound as a BLOB of the bytes, which SQLite
+// never converts (typeof(col) = 'blob' tells them; a STRICT TEXT column
+// refuses them: a bad record). SQLite converts text that
+// reads as a number in a column with INTEGER, REAL or NUMERIC affinity;
+// text that would not read back the same ("007", "1e3", an integer beyond
+// 64 bits, one a REAL would round) is a bad record (*record.Error wrapping
+// ErrChanged, naming the column) and is never written changed. A STRICT
+// table's refusals are bad records too. create_table makes kafka_key and
+// header columns BLOB.
+//
+// OnTombstone delete deletes the key's row; skip writes nothing. With
+// Version, a stored row changes only when the record's version is greater
+// than its replay_version (or that is NULL): an equal one is a duplicate,
+// a smaller one stale; a tombstone deletes when its version is not smaller
+// (or it has none). Versions compare as SQLite compares values: numbers
+// numerically, text bytewise, any number before any text.
+//
+// The sink counts what its committed transactions did (Outcomes):
+// inserted, updated, unchanged (a row already holding the same contents),
+// ignored (on_conflict: ignore, or a skipped tombstone), deleted, absent,
+// stale, duplicate, and the records whose key's row came from another
+// topic or partition (a key collision; the default layout and mappings
+// with topic and partition columns).
 //
 // Each Write is one transaction, committed (and fsynced: WAL journal,
 // synchronous=FULL) before it returns. Writes are serialized inside the
@@ -71,14 +121,20 @@ type Config struct {
 // as separate batches would: with update the last offset wins, with ignore
 // the first.
 type Sink struct {
-	db     *sql.DB
-	name   string // Table as configured, for messages
-	path   string
-	keyer  *sinks.Keyer
-	cols   []encode.Column
-	upsert string
-	ckpt   *sqlcheckpoint.SQLite
-	log    zerolog.Logger
+	db        *sql.DB
+	name      string // Table as configured, for messages
+	path      string
+	keyer     *sinks.Keyer
+	cols      []column
+	key       int // the key column
+	version   int // the replay_version column, -1 without Version
+	prov      [3]int
+	tombstone string
+	ignore    bool
+	stmts     statements
+	chunkKeys map[string]struct{} // chunk's scratch (under sem)
+	ckpt      *sqlcheckpoint.SQLite
+	log       zerolog.Logger
 	// sem serializes Writes: SQLite has one writer at a time, and waiting
 	// here (unlike on a mutex) ends when the caller's context does.
 	sem chan struct{}
@@ -86,18 +142,30 @@ type Sink struct {
 	// sink: the database file, or (create_table) the table; "" when both
 	// were there. A resumed run refuses to go on then (CheckResume).
 	created string
+
+	mu  sync.Mutex
+	out sinks.Outcomes
 }
 
 var (
 	_ sinks.Sink            = (*Sink)(nil)
 	_ sinks.CheckpointStore = (*Sink)(nil)
 	_ sinks.Resumer         = (*Sink)(nil)
+	_ sinks.OutcomeCounter  = (*Sink)(nil)
 )
 
-// Capabilities declares the checkpoint table and the resume check of the
-// database file.
+// Capabilities declares the checkpoint table, the resume check of the
+// database file and the outcome counts.
 func (s *Sink) Capabilities() sinks.Capabilities {
-	return sinks.Capabilities{Checkpoints: s, Resumer: s}
+	return sinks.Capabilities{Checkpoints: s, Resumer: s, Outcomes: s}
+}
+
+// Outcomes returns what the committed transactions did since the sink
+// was opened.
+func (s *Sink) Outcomes() sinks.Outcomes {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out
 }
 
 // defaultBusyTimeout rides out another process's transaction without
@@ -123,13 +191,26 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	default:
 		return nil, fmt.Errorf("sqlite sink: on_conflict %q: want update or ignore", cfg.OnConflict)
 	}
-	cols, err := encode.ParseColumns(cfg.Columns, encode.DefaultColumns(), true)
+	cols, err := layout(cfg.Columns, cfg.Version)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite sink: %w", err)
 	}
-	key, err := encode.KeyColumn(cols)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite sink: %w", err)
+	key := -1
+	for i, c := range cols {
+		if c.form == formField && c.field.Kind == plan.FieldKey {
+			if key >= 0 {
+				return nil, fmt.Errorf("sqlite sink: columns %s and %s both hold the idempotency key: map key to one column", cols[key].name, c.name)
+			}
+			key = i
+		}
+	}
+	if key < 0 {
+		return nil, errors.New("sqlite sink: no column holds the idempotency key: map one to key")
+	}
+	switch cfg.OnTombstone {
+	case "", plan.OnTombstoneWrite, plan.OnTombstoneDelete, plan.OnTombstoneSkip:
+	default:
+		return nil, fmt.Errorf("sqlite sink: on_tombstone %q: want %s", cfg.OnTombstone, strings.Join(plan.OnTombstones, ", "))
 	}
 	var ckpt *sqlcheckpoint.SQLite
 	if cfg.Checkpoints.Table != "" {
@@ -159,9 +240,22 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	// DSN then hold for every statement.
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(0)
-	s := &Sink{db: db, name: cfg.Table, path: cfg.Path, keyer: cfg.Keyer, cols: cols, upsert: sqliteUpsertSQL(table, cols, key, ignore),
-		ckpt: ckpt, log: cfg.Log, sem: make(chan struct{}, 1), created: created}
-	if err := s.prepare(ctx, table, sqliteCreateTableSQL(table, cols, key), cfg.CreateTable); err != nil {
+	s := &Sink{db: db, name: cfg.Table, path: cfg.Path, keyer: cfg.Keyer, cols: cols, key: key, version: -1, prov: [3]int{-1, -1, -1},
+		tombstone: cfg.OnTombstone, ignore: ignore, chunkKeys: make(map[string]struct{}, chunkRows), ckpt: ckpt, log: cfg.Log, sem: make(chan struct{}, 1), created: created}
+	for i, c := range cols {
+		switch {
+		case c.form == formVersion:
+			s.version = i
+		case c.form != formField:
+		case c.field.Kind == plan.FieldTopic && s.prov[0] < 0:
+			s.prov[0] = i
+		case c.field.Kind == plan.FieldPartition && s.prov[1] < 0:
+			s.prov[1] = i
+		case c.field.Kind == plan.FieldOffset && s.prov[2] < 0:
+			s.prov[2] = i
+		}
+	}
+	if err := s.prepare(ctx, table, len(cfg.Columns) == 0, cfg.CreateTable); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -194,6 +288,7 @@ func (s *Sink) Finish(context.Context) error { return nil }
 
 // Close closes the database.
 func (s *Sink) Close() error {
+	s.stmts.close()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("sqlite sink: close %s: %w", s.path, err)
 	}

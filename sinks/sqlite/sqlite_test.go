@@ -11,12 +11,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/encode"
 	"github.com/replay-tool/replay/sinks/sinktest"
 	"github.com/replay-tool/replay/sinks/sqlcheckpoint"
 	"github.com/replay-tool/replay/sinks/sqlite"
@@ -52,21 +54,73 @@ func (h *sqliteHarness) NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink {
 
 func (h *sqliteHarness) Contents(t *testing.T) []string {
 	var out []string
-	sel := `"key", "topic", "partition", "offset", "timestamp", "value", "headers"`
+	sel := `"key", "topic", "partition", "offset", "timestamp", value_bytes, "headers"`
 	if h.columns != nil {
 		sel = `id, src_topic, src_partition, src_offset, ts, doc, hdrs`
 	}
 	for _, r := range readSQLiteSelect(t, h.path(t), "orders", sel) {
-		s := sinktest.Stored{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Value: json.RawMessage("null"), Headers: json.RawMessage(r.Headers)}
+		s := sinktest.Stored{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Value: json.RawMessage("null")}
 		ts, err := time.Parse(time.RFC3339Nano, r.Timestamp)
 		if err != nil {
 			t.Fatalf("row %s: timestamp %q: %v", r.Key, r.Timestamp, err)
 		}
 		s.Timestamp = ts
 		if r.Value != nil {
-			s.Value = json.RawMessage(*r.Value)
+			if h.columns != nil {
+				if v := []byte(*r.Value); utf8.Valid(v) {
+					s.Value = json.RawMessage(v) // doc: the value as JSON text
+				} else if v, ok := encode.ValueJSON(v); ok {
+					s.Value = json.RawMessage(v) // bytes that are not UTF-8: a BLOB of them
+				}
+			} else if v, ok := encode.ValueJSON([]byte(*r.Value)); ok {
+				s.Value = json.RawMessage(v)
+			}
 		}
+		hs, err := sqlite.DecodeHeaders(r.Headers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Headers = json.RawMessage(encode.HeadersJSON(hs))
 		out = append(out, s.String())
+	}
+	return out
+}
+
+// Records reads the default layout back to the original bytes, as README
+// says: kafka_key and value_bytes are the key's and the value's bytes (IS
+// NULL tells a null key or a tombstone from an empty one), headers decode
+// with DecodeHeaders.
+func (h *sqliteHarness) Records(t *testing.T) []record.Record {
+	rows, err := openSQLite(t, h.path(t)).QueryContext(t.Context(), `SELECT kafka_key, kafka_key IS NULL, "topic", "partition", "offset", "timestamp",
+		value_bytes, value_bytes IS NULL, "headers" FROM orders`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []record.Record
+	for rows.Next() {
+		var r record.Record
+		var keyNull, valueNull bool
+		var ts, hs string
+		if err := rows.Scan(&r.Key, &keyNull, &r.Topic, &r.Partition, &r.Offset, &ts, &r.Value, &valueNull, &hs); err != nil {
+			t.Fatal(err)
+		}
+		if r.Key == nil && !keyNull {
+			r.Key = []byte{}
+		}
+		if r.Value == nil && !valueNull {
+			r.Value = []byte{}
+		}
+		if r.Time, err = time.Parse(time.RFC3339Nano, ts); err != nil {
+			t.Fatal(err)
+		}
+		if r.Headers, err = sqlite.DecodeHeaders(hs); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
@@ -81,7 +135,7 @@ func (h *sqliteHarness) checkpointConfig() sqlcheckpoint.Config {
 // features declares the sqlite sink's: durable on commit, a resume check
 // of the database file, and (with checkpoints) a checkpoint table.
 func (h *sqliteHarness) features() sinktest.Features {
-	f := sinktest.Features{Durable: sinktest.OnWrite, Resumes: true, LoseOutput: func(t *testing.T) {
+	f := sinktest.Features{Durable: sinktest.OnWrite, Resumes: true, Contents: h.columns == nil, LoseOutput: func(t *testing.T) {
 		for _, suffix := range []string{"", "-wal", "-shm"} {
 			if err := os.Remove(h.path(t) + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 				t.Fatal(err)
@@ -110,7 +164,7 @@ type sqliteRow struct {
 }
 
 // openSQLite opens the database file for inspection, closed when t ends.
-func openSQLite(t *testing.T, path string) *sql.DB {
+func openSQLite(t testing.TB, path string) *sql.DB {
 	t.Helper()
 	uri := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(filepath.ToSlash(path))
 	db, err := sql.Open("sqlite", "file:"+uri+"?_pragma=busy_timeout(10000)")
@@ -193,38 +247,50 @@ func TestSQLiteDuplicateKeysInBatch(t *testing.T) {
 	}
 }
 
+// The default layout: value_bytes and kafka_key hold the bytes, value the
+// JSON (NULL for anything else), headers the JSONL array.
 func TestSQLiteStoredForm(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "t.db")
 	s := newSQLite(t, sqlite.Config{Path: path, Table: "t", CreateTable: true})
-	withHeaders := sinktest.Rec(0, 6, "", `{"id":6}`)
+	withHeaders := sinktest.Rec(0, 6, "k\x00\xff", `{"id":6}`)
 	withHeaders.Headers = []record.Header{{Key: "trace", Value: []byte("abc")}, {Key: "none"}, {Key: "trace", Value: []byte("d\xffe")}}
 	withHeaders.Time = time.Date(2026, 11, 3, 11, 0, 0, 123456789, time.FixedZone("CET", 3600))
 	sinktest.MustWrite(t, s,
 		sinktest.Rec(0, 1, "", "not json {"),
 		sinktest.Rec(0, 2, "", "{\n  \"multi\": \"line\"\n}"),
 		sinktest.Rec(0, 3, "", ""), // tombstone
-		record.Record{Topic: "orders", Offset: 4, Value: []byte{}, Time: time.Unix(0, 0)},
-		sinktest.Rec(0, 5, "", "bad \xff utf-8\nand \u2028"),
+		record.Record{Topic: "orders", Offset: 4, Key: []byte{}, Value: []byte{}, Time: time.Unix(0, 0)},
+		sinktest.Rec(0, 5, "", "bad \xff utf-8\nand \u2028\x00"),
 		withHeaders,
 	)
-	rows := readSQLite(t, path, "t")
-	for key, want := range map[string]string{
-		"orders/0/1": `"not json {"`,
-		"orders/0/2": "{\n  \"multi\": \"line\"\n}", // valid JSON is stored as JSON, line breaks and all
-		"orders/0/4": `""`,
-		"orders/0/5": `"bad \ufffd utf-8\nand \u2028"`,
-		"orders/0/6": `{"id":6}`,
+	db := openSQLite(t, path)
+	for key, want := range map[string]struct {
+		value, bytes, kafkaKey string // "NULL" for NULL
+	}{
+		"orders/0/1": {"NULL", "not json {", "NULL"},
+		"orders/0/2": {"{\n  \"multi\": \"line\"\n}", "{\n  \"multi\": \"line\"\n}", "NULL"}, // JSON as it is, line breaks and all
+		"orders/0/3": {"NULL", "NULL", "NULL"},
+		"orders/0/4": {"NULL", "", ""},
+		"orders/0/5": {"NULL", "bad \xff utf-8\nand \u2028\x00", "NULL"},
+		"orders/0/6": {`{"id":6}`, `{"id":6}`, "k\x00\xff"},
 	} {
-		if r, ok := rows[key]; !ok || r.Value == nil || *r.Value != want {
-			t.Errorf("%s: value %v, want %s", key, r.Value, want)
+		var got [3]string
+		err := db.QueryRowContext(t.Context(), `SELECT coalesce(value, 'NULL'), CASE WHEN value_bytes IS NULL THEN 'NULL' ELSE value_bytes END,
+			CASE WHEN kafka_key IS NULL THEN 'NULL' ELSE kafka_key END FROM t WHERE key = ?`, key).Scan(&got[0], &got[1], &got[2])
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		if got != [3]string{want.value, want.bytes, want.kafkaKey} {
+			t.Errorf("%s: value, value_bytes, kafka_key = %q, want %q", key, got, want)
 		}
 	}
-	if r := rows["orders/0/3"]; r.Value != nil {
-		t.Errorf("tombstone stored as %q, want NULL", *r.Value)
-	}
+	rows := readSQLite(t, path, "t")
 	r6 := rows["orders/0/6"]
-	if want := `[{"key":"trace","value":"abc"},{"key":"none","value":null},{"key":"trace","value":"d\ufffde"}]`; r6.Headers != want {
+	if want := `[{"key":"trace","value":"abc"},{"key":"none","value":null},{"key":"trace","value":"ZP9l","value_encoding":"base64"}]`; r6.Headers != want {
 		t.Errorf("headers = %s, want %s", r6.Headers, want)
+	}
+	if hs, err := sqlite.DecodeHeaders(r6.Headers); err != nil || len(hs) != 3 || string(hs[2].Value) != "d\xffe" || hs[1].Value != nil {
+		t.Errorf("DecodeHeaders = %q, %v", hs, err)
 	}
 	if want := "2026-11-03T10:00:00.123Z"; r6.Timestamp != want {
 		t.Errorf("timestamp = %s, want %s (UTC, milliseconds)", r6.Timestamp, want)
@@ -235,8 +301,17 @@ func TestSQLiteStoredForm(t *testing.T) {
 	// SQLite's JSON functions read the columns.
 	var id int
 	var trace string
-	if err := openSQLite(t, path).QueryRowContext(t.Context(), `SELECT value->>'id', headers->0->>'value' FROM t WHERE key = 'orders/0/6'`).Scan(&id, &trace); err != nil || id != 6 || trace != "abc" {
+	if err := db.QueryRowContext(t.Context(), `SELECT value->>'id', headers->0->>'value' FROM t WHERE key = 'orders/0/6'`).Scan(&id, &trace); err != nil || id != 6 || trace != "abc" {
 		t.Errorf("JSON functions: id %d trace %q (%v)", id, trace, err)
+	}
+	var ddl string
+	if err := db.QueryRowContext(t.Context(), `SELECT sql FROM sqlite_master WHERE name = 't'`).Scan(&ddl); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"kafka_key" BLOB,`, `"value" TEXT,`, `"value_bytes" BLOB,`, `"headers" TEXT NOT NULL`} {
+		if !strings.Contains(ddl, want) {
+			t.Errorf("created table lacks %s:\n%s", want, ddl)
+		}
 	}
 }
 
@@ -308,7 +383,7 @@ func TestSQLiteRejectedRowRecordError(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "t.db")
 	db := openSQLite(t, path)
 	if _, err := db.ExecContext(t.Context(), `CREATE TABLE t (key TEXT PRIMARY KEY, topic TEXT, partition INTEGER,
-		"offset" INTEGER, "timestamp" TEXT, value TEXT CHECK (json_valid(value) AND value->>'$.qty' >= 0), headers TEXT)`); err != nil {
+		"offset" INTEGER, "timestamp" TEXT, value TEXT CHECK (json_valid(value) AND value->>'$.qty' >= 0), headers TEXT, kafka_key BLOB, value_bytes BLOB)`); err != nil {
 		t.Fatal(err)
 	}
 	s := newSQLite(t, sqlite.Config{Path: path, Table: "t"})
@@ -373,7 +448,11 @@ func TestSQLitePathCharacters(t *testing.T) {
 func TestSQLiteConfigErrors(t *testing.T) {
 	dir := t.TempDir()
 	noKey := filepath.Join(dir, "nokey.db")
-	if _, err := openSQLite(t, noKey).ExecContext(t.Context(), `CREATE TABLE t (key TEXT, topic TEXT, partition INTEGER, "offset" INTEGER, "timestamp" TEXT, value TEXT, headers TEXT)`); err != nil {
+	if _, err := openSQLite(t, noKey).ExecContext(t.Context(), `CREATE TABLE t (key TEXT, kafka_key BLOB, topic TEXT, partition INTEGER, "offset" INTEGER, "timestamp" TEXT, value TEXT, value_bytes BLOB, headers TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	oldLayout := filepath.Join(dir, "old.db")
+	if _, err := openSQLite(t, oldLayout).ExecContext(t.Context(), `CREATE TABLE t (key TEXT PRIMARY KEY, topic TEXT, partition INTEGER, "offset" INTEGER, "timestamp" TEXT, value TEXT, headers TEXT)`); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -384,7 +463,11 @@ func TestSQLiteConfigErrors(t *testing.T) {
 		{"empty path", sqlite.Config{Table: "t"}, "empty path"},
 		{"unknown on_conflict", sqlite.Config{Path: filepath.Join(dir, "a.db"), Table: "t", OnConflict: "merge"}, `on_conflict "merge"`},
 		{"empty table", sqlite.Config{Path: filepath.Join(dir, "a.db")}, `table ""`},
-		{"missing table", sqlite.Config{Path: filepath.Join(dir, "a.db"), Table: "missing"}, "check table missing: SQL logic error: no such table"},
+		{"missing table", sqlite.Config{Path: filepath.Join(dir, "a.db"), Table: "missing"}, "check table missing: no such table in "},
+		{"table of the first layout", sqlite.Config{Path: oldLayout, Table: "t", CreateTable: true}, `lacks the column(s) value_bytes, kafka_key of the default layout (it was created by an earlier version of replay, whose value column could not keep bytes that are not JSON text): add them with ALTER TABLE t ADD COLUMN "value_bytes" BLOB; ALTER TABLE t ADD COLUMN "kafka_key" BLOB;`},
+		{"version column missing", sqlite.Config{Path: noKey, Table: "t", Version: "offset", Columns: plan.Columns{{Name: "key", Field: "key"}}}, "table t has no column replay_version"},
+		{"unknown on_tombstone", sqlite.Config{Path: filepath.Join(dir, "a.db"), Table: "t", OnTombstone: "drop"}, `on_tombstone "drop": want write, delete, skip`},
+		{"version that cannot order", sqlite.Config{Path: filepath.Join(dir, "a.db"), Table: "t", Version: "kafka_key"}, `version "kafka_key" cannot order updates`},
 		{"table without a unique key", sqlite.Config{Path: noKey, Table: "t"}, "check table t: "},
 		{"directory as the database", sqlite.Config{Path: dir, Table: "t", CreateTable: true}, "sqlite sink: "},
 	} {

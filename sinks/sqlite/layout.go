@@ -1,0 +1,266 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks/encode"
+)
+
+// VersionColumn is the column that holds a record's version (sink.version)
+// in every layout: the default one and a column mapping alike.
+const VersionColumn = "replay_version"
+
+// form is how a column's cell is bound.
+type form int
+
+const (
+	// formField: by the field and the target column's affinity (see cell).
+	formField form = iota
+	// formJSONOnly: the value's bytes as TEXT when they are one JSON
+	// document in UTF-8, else NULL (the default layout's value column).
+	formJSONOnly
+	// formVersion: the version field (replay_version).
+	formVersion
+)
+
+// affinity is an SQLite column's type affinity (SQLite's "Datatypes In
+// SQLite", section 3.1), which decides how a bound value is converted.
+type affinity int
+
+const (
+	affBlob    affinity = iota // no conversion (BLOB, no type, ANY in a STRICT table)
+	affText                    // numbers become text
+	affNumeric                 // numeric text becomes INTEGER or REAL
+	affInteger                 // as NUMERIC
+	affReal                    // as NUMERIC, integers stored as REAL
+)
+
+func (a affinity) String() string {
+	return [...]string{"BLOB", "TEXT", "NUMERIC", "INTEGER", "REAL"}[a]
+}
+
+// affinityOf is the affinity SQLite gives a declared column type, by its
+// rules in order: INT, then CHAR/CLOB/TEXT, then BLOB or no type, then
+// REAL/FLOA/DOUB, else NUMERIC. In a STRICT table ANY converts nothing.
+func affinityOf(decl string, strict bool) affinity {
+	t := strings.ToUpper(decl)
+	switch {
+	case strict && t == "ANY":
+		return affBlob
+	case strings.Contains(t, "INT"):
+		return affInteger
+	case strings.Contains(t, "CHAR"), strings.Contains(t, "CLOB"), strings.Contains(t, "TEXT"):
+		return affText
+	case strings.Contains(t, "BLOB"), t == "":
+		return affBlob
+	case strings.Contains(t, "REAL"), strings.Contains(t, "FLOA"), strings.Contains(t, "DOUB"):
+		return affReal
+	}
+	return affNumeric
+}
+
+// column is one column of the sink's table: its name, the record field it
+// holds, how it is bound, and the affinity of the table's column.
+type column struct {
+	name   string
+	quoted string
+	field  plan.Field
+	form   form
+	aff    affinity
+}
+
+// defaultLayout is the table without a column mapping (see Sink).
+func defaultLayout() []column {
+	return []column{
+		{name: "key", field: plan.Field{Kind: plan.FieldKey}},
+		{name: "topic", field: plan.Field{Kind: plan.FieldTopic}},
+		{name: "partition", field: plan.Field{Kind: plan.FieldPartition}},
+		{name: "offset", field: plan.Field{Kind: plan.FieldOffset}},
+		{name: "timestamp", field: plan.Field{Kind: plan.FieldTimestamp}},
+		{name: "value", field: plan.Field{Kind: plan.FieldValue}, form: formJSONOnly},
+		{name: "value_bytes", field: plan.Field{Kind: plan.FieldValue}},
+		{name: "kafka_key", field: plan.Field{Kind: plan.FieldKafkaKey}},
+		{name: "headers", field: plan.Field{Kind: plan.FieldHeaders}},
+	}
+}
+
+// layout is the sink's columns: the default layout, or the plan's
+// mapping, plus replay_version when version is set (its field parsed).
+func layout(mapping plan.Columns, version string) ([]column, error) {
+	var cols []column
+	if len(mapping) == 0 {
+		cols = defaultLayout()
+	} else {
+		enc, err := encode.ParseColumns(mapping, nil, true)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range enc {
+			if c.Name == VersionColumn {
+				return nil, fmt.Errorf("column %s: the name is the version column's (sink.version fills it): map the field to another column", c.Name)
+			}
+			cols = append(cols, column{name: c.Name, field: c.Field})
+		}
+	}
+	if version != "" {
+		f, err := plan.ParseField(version)
+		if err != nil {
+			return nil, fmt.Errorf("version: %w", err)
+		}
+		switch f.Kind {
+		case plan.FieldOffset, plan.FieldTimestamp, plan.FieldValuePath, plan.FieldHeader:
+		default:
+			return nil, fmt.Errorf("version %q cannot order updates: want offset, timestamp, value.<path> or header.<name>", version)
+		}
+		cols = append(cols, column{name: VersionColumn, field: f, form: formVersion})
+	}
+	for i := range cols {
+		cols[i].quoted = encode.QuoteIdent(cols[i].name)
+		cols[i].aff = createdAffinity(cols[i])
+	}
+	return cols, nil
+}
+
+// createdType is the declared type create_table gives a column: INTEGER
+// for partition and offset, BLOB for the bytes of the Kafka key, of a
+// header and of value_bytes (kept exactly), no type for replay_version
+// (numbers compare as numbers, text as text), TEXT for the others.
+func createdType(c column) string {
+	switch {
+	case c.form == formVersion:
+		return ""
+	case c.form == formJSONOnly:
+		return "TEXT"
+	}
+	switch c.field.Kind {
+	case plan.FieldPartition, plan.FieldOffset:
+		return "INTEGER"
+	case plan.FieldKafkaKey, plan.FieldHeader:
+		return "BLOB"
+	case plan.FieldValue:
+		if c.name == "value_bytes" {
+			return "BLOB"
+		}
+	}
+	return "TEXT"
+}
+
+func createdAffinity(c column) affinity { return affinityOf(createdType(c), false) }
+
+// createTableSQL creates the table with createdType's types; the key
+// column is the primary key.
+func createTableSQL(table string, cols []column, key int) string {
+	var b strings.Builder
+	b.WriteString(`CREATE TABLE IF NOT EXISTS ` + table + ` (`)
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString("\n\t" + c.quoted)
+		if t := createdType(c); t != "" {
+			b.WriteString(" " + t)
+		}
+		switch {
+		case i == key:
+			b.WriteString(" NOT NULL PRIMARY KEY")
+		case c.form == formField && (encode.Column{Name: c.name, Field: c.field}).NotNull():
+			b.WriteString(" NOT NULL")
+		}
+	}
+	b.WriteString("\n)")
+	return b.String()
+}
+
+// tableInfo reads the declared types of table's columns and whether it is
+// STRICT; found is false when the table does not exist.
+func tableInfo(ctx context.Context, db *sql.DB, schema, name string) (types map[string]string, strict, found bool, err error) {
+	rows, err := db.QueryContext(ctx, `SELECT name, type FROM pragma_table_xinfo(?, ?)`, name, schema)
+	if err != nil {
+		return nil, false, false, err
+	}
+	defer rows.Close()
+	types = map[string]string{}
+	for rows.Next() {
+		var n, t string
+		if err := rows.Scan(&n, &t); err != nil {
+			return nil, false, false, err
+		}
+		types[strings.ToLower(n)] = t
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, false, err
+	}
+	if len(types) == 0 {
+		return nil, false, false, nil
+	}
+	var s int
+	err = db.QueryRowContext(ctx, `SELECT "strict" FROM pragma_table_list WHERE schema = ? AND name = ?`, schema, name).Scan(&s)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, false, false, err
+	}
+	return types, s != 0, true, nil
+}
+
+// splitTable returns the schema ("main" when none) and the name of an SQL
+// table name as encode.QuoteTable parses it.
+func splitTable(quoted string) (schema, name string) {
+	parts := splitQuoted(quoted)
+	if len(parts) == 2 {
+		return parts[0], parts[1]
+	}
+	return "main", parts[0]
+}
+
+// splitQuoted splits `"a"."b"` (QuoteTable's output) into a, b.
+func splitQuoted(q string) []string {
+	var parts []string
+	var cur strings.Builder
+	in := false
+	for i := 0; i < len(q); i++ {
+		switch c := q[i]; {
+		case c == '"' && in && i+1 < len(q) && q[i+1] == '"':
+			cur.WriteByte('"')
+			i++
+		case c == '"':
+			in = !in
+		case c == '.' && !in:
+			parts = append(parts, cur.String())
+			cur.Reset()
+		default:
+			cur.WriteByte(c)
+		}
+	}
+	return append(parts, cur.String())
+}
+
+// oldLayoutError refuses a table made by the first versions of the sink
+// (no kafka_key and value_bytes columns), which cannot hold bytes exactly.
+func oldLayoutError(name string, missing []string) error {
+	var alter []string
+	for _, m := range missing {
+		t := "BLOB"
+		if m == VersionColumn {
+			t = ""
+		}
+		alter = append(alter, strings.TrimSpace(fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s;", name, encode.QuoteIdent(m), t)))
+	}
+	return fmt.Errorf("table %s lacks the column(s) %s of the default layout (it was created by an earlier version of replay, whose value column could not keep bytes that are not JSON text): "+
+		"add them with %s (the rows written before then keep value_bytes NULL until they are replayed again), or map the existing columns with sink.columns",
+		name, strings.Join(missing, ", "), strings.Join(alter, " "))
+}
+
+// DecodeHeaders reads a headers column (AppendHeadersJSON's array) back
+// into the record's headers, with their original bytes.
+func DecodeHeaders(text string) ([]record.Header, error) {
+	r, err := encode.DecodeJSONL([]byte(`{"headers":` + text + `}`))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite sink: headers: %w", err)
+	}
+	return r.Headers, nil
+}
