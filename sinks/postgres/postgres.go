@@ -233,7 +233,7 @@ func (s *Sink) layout(cfg Config) error {
 			return fmt.Errorf("version %q cannot order updates: want offset, timestamp, value.<path> or header.<name>", cfg.Version)
 		}
 		for i, c := range s.cols {
-			if c.field == f && !c.bytes && !c.jsonOrNull {
+			if !s.defaults && c.field == f {
 				s.ver = i
 			}
 		}

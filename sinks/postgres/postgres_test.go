@@ -47,6 +47,8 @@ type pgHarness struct {
 	contents      string
 	// ddl, when set, creates each target table by hand (%s is its name).
 	ddl string
+	// connections configures the sink's connections (0: one).
+	connections int
 	// checkpoints configures a checkpoint table (a table of its own per
 	// target) for ckptGroup.
 	checkpoints bool
@@ -89,7 +91,7 @@ func (h *pgHarness) New(t *testing.T) sinks.Sink { return h.NewKeyed(t, nil) }
 
 func (h *pgHarness) NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink {
 	cfg := postgres.Config{DSN: h.dsn, Table: h.table(t), CreateTable: true, Keyer: keyer, Log: zerolog.New(zerolog.NewTestWriter(t)),
-		CopyThreshold: h.copyThreshold, Columns: h.columns, Checkpoints: h.checkpointConfig(t)}
+		CopyThreshold: h.copyThreshold, Columns: h.columns, Checkpoints: h.checkpointConfig(t), Connections: h.connections}
 	s, err := postgres.New(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)

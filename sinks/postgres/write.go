@@ -312,7 +312,7 @@ func (s *Sink) writeShard(ctx context.Context, conn *pgxpool.Conn, sh shard, bat
 		return other.err // another shard's error, already explained
 	}
 	if err != nil {
-		return s.upsertError(ctx, sh.up, err)
+		return s.upsertError(ctx, conn, sh.up, err)
 	}
 	s.count(out)
 	return nil
@@ -351,12 +351,12 @@ func (s *Sink) count(o sinks.Outcomes) {
 // upsertError turns a failed write into the error Write returns: a
 // *record.Error when the database rejected the data of one row, found by
 // probing the rows one by one, else a plain error.
-func (s *Sink) upsertError(ctx context.Context, rows *pgRows, err error) error {
+func (s *Sink) upsertError(ctx context.Context, conn *pgxpool.Conn, rows *pgRows, err error) error {
 	err = fmt.Errorf("postgres sink: upsert into %s: %w", s.name, s.scrub(err))
 	if !rejectsData(err) || ctx.Err() != nil || rows.len() == 0 {
 		return err
 	}
-	i, rowErr := s.probe(ctx, rows)
+	i, rowErr := s.probe(ctx, conn, rows)
 	if i < 0 {
 		return err
 	}
@@ -380,13 +380,14 @@ func rejectsData(err error) bool {
 	return strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23") || pgErr.Code == "54000"
 }
 
-// probe finds the row the database rejects: it upserts the rows one
+// probe finds the row the database rejects, on conn (the Write's own
+// connection: a sharded Write holds all it may use): it upserts the rows one
 // statement each, pipelined in one round trip inside a transaction that is
 // rolled back, so nothing is written. The server skips every statement after
 // the first failure, so the first error names the row. It returns -1 when
 // no single row fails on its own.
-func (s *Sink) probe(ctx context.Context, rows *pgRows) (int, error) {
-	tx, err := s.pool.Begin(ctx)
+func (s *Sink) probe(ctx context.Context, conn *pgxpool.Conn, rows *pgRows) (int, error) {
+	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return -1, nil
 	}
