@@ -84,12 +84,13 @@ func (sh sqlShape) build() statements {
 	st.createTemp = `CREATE TEMP TABLE IF NOT EXISTS ` + copyTable + ` (` + strings.Join(temp, ", ") + `) ON COMMIT DELETE ROWS`
 	arrays := `SELECT * FROM unnest(` + strings.Join(params, ", ") + `) AS u(` + strings.Join(st.copyCols, ", ") + `)`
 	st.upsert = sh.upsertSQL(arrays, names)
-	st.copyUpsert = sh.upsertSQL(`SELECT * FROM pg_temp.`+copyTable, names)
+	st.copyUpsert = sh.upsertSQL("", names)
 	st.remove = sh.removeSQL()
 	return st
 }
 
-// upsertSQL is the upsert of the rows src selects, as one statement that
+// upsertSQL is the upsert of the rows src selects (the COPY table when
+// src is ""; it needs no CTE), as one statement that
 // returns what it did: inserted, updated, stale, duplicate, key
 // collisions and the first collision. The rows must have distinct keys
 // (ON CONFLICT DO UPDATE fails on a key it meets twice). An update that
@@ -105,7 +106,13 @@ func (sh sqlShape) upsertSQL(src string, names []string) string {
 	key := names[sh.key]
 	withOld := sh.ver >= 0 && !sh.ignore || sh.hasProv()
 	var b strings.Builder
-	b.WriteString("WITH src AS (" + src + "),\n")
+	from := "src"
+	if src == "" {
+		from = "pg_temp." + copyTable
+		b.WriteString("WITH ")
+	} else {
+		b.WriteString("WITH src AS (" + src + "),\n")
+	}
 	if withOld {
 		b.WriteString("old AS (SELECT t." + key + " AS k")
 		if sh.ver >= 0 {
@@ -114,9 +121,9 @@ func (sh sqlShape) upsertSQL(src string, names []string) string {
 		if sh.hasProv() {
 			b.WriteString(", t." + names[sh.prov[0]] + " AS tp, t." + names[sh.prov[1]] + " AS pa, t." + names[sh.prov[2]] + " AS os")
 		}
-		b.WriteString(" FROM " + sh.table + " t WHERE t." + key + " IN (SELECT " + exprs[sh.key] + " FROM src s)),\n")
+		b.WriteString(" FROM " + sh.table + " t WHERE t." + key + " IN (SELECT " + exprs[sh.key] + " FROM " + from + " s)),\n")
 	}
-	b.WriteString("ins AS (INSERT INTO " + sh.table + " AS t (" + strings.Join(names, ", ") + ")\nSELECT " + strings.Join(exprs, ", ") + " FROM src s\n")
+	b.WriteString("ins AS (INSERT INTO " + sh.table + " AS t (" + strings.Join(names, ", ") + ")\nSELECT " + strings.Join(exprs, ", ") + " FROM " + from + " s\n")
 	b.WriteString(sh.onConflictSQL(names))
 	b.WriteString("\nRETURNING t." + key + " AS k, (t.xmax = 0) AS fresh)\n")
 	zero := "0::bigint"
@@ -134,7 +141,7 @@ func (sh sqlShape) upsertSQL(src string, names []string) string {
 			" || ': key ' || " + exprs[sh.key] + " ORDER BY " + os + ") FILTER (WHERE " + collides + "))[1]"
 	}
 	b.WriteString("SELECT count(i.k) FILTER (WHERE i.fresh), count(i.k) FILTER (WHERE NOT i.fresh), " + stale + ", " + dup + ", " + coll + ", " + first +
-		"\nFROM src s LEFT JOIN ins i ON i.k = " + exprs[sh.key])
+		"\nFROM " + from + " s LEFT JOIN ins i ON i.k = " + exprs[sh.key])
 	if withOld {
 		b.WriteString(" LEFT JOIN old o ON o.k = " + exprs[sh.key])
 	}
@@ -193,6 +200,10 @@ type pgRows struct {
 	cols []pgColumn
 	recs []*record.Record // the record of each row
 	vals []colVals        // one per column
+	// cells is add's scratch row; arena holds the bytes add encodes
+	// (headers JSON), cut into the rows' cells.
+	cells []cell
+	arena []byte
 }
 
 // colVals holds one column's values in the slice of its sendKind.
@@ -232,7 +243,11 @@ func newRows(cols []pgColumn, n int) *pgRows {
 // must have a version when the sink has a version column ver.
 func (rows *pgRows) add(r *record.Record, key string, ver int, needVersion bool) error {
 	cs := encode.Cells{Record: r, Key: key}
-	cells := make([]cell, len(rows.cols))
+	if rows.cells == nil {
+		rows.cells = make([]cell, len(rows.cols))
+	}
+	cells := rows.cells
+	clear(cells)
 	for i := range rows.cols {
 		c := &rows.cols[i]
 		var err error
@@ -240,6 +255,18 @@ func (rows *pgRows) add(r *record.Record, key string, ver int, needVersion bool)
 		case sendTime:
 			err = c.checkTime(r.Time)
 		case sendInt4, sendInt8:
+		case sendJSON:
+			if c.field.Kind == plan.FieldHeaders {
+				// Into the arena: one allocation per batch, not per row.
+				if cap(rows.arena)-len(rows.arena) < 64+len(r.Headers)*48 {
+					rows.arena = make([]byte, 0, max(64<<10, 2*(64+len(r.Headers)*48)))
+				}
+				start := len(rows.arena)
+				rows.arena = headersJSON(rows.arena, r.Headers)
+				cells[i] = cell{bytes: rows.arena[start:len(rows.arena):len(rows.arena)]}
+				break
+			}
+			cells[i], err = c.cellOf(r, key, &cs)
 		default:
 			cells[i], err = c.cellOf(r, key, &cs)
 		}

@@ -184,6 +184,11 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		}
 		pcfg.ConnConfig.RuntimeParams["application_name"] = name
 	}
+	// The upsert of a large batch costs enough for PostgreSQL to compile
+	// it (JIT), which takes longer than running it.
+	if _, set := pcfg.ConnConfig.RuntimeParams["jit"]; !set {
+		pcfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
 	if s.connections > 1 {
 		pcfg.MaxConns = int32(s.connections)
 	}

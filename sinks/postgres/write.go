@@ -129,8 +129,8 @@ func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 		firstUpAfterT int // its first upsert after lastTomb, -1 if none
 	}
 	w := &writePlan{shards: make([]shard, s.connections)}
-	ops := make(map[string]*keyOps, len(batch))
-	var order []string
+	index := make(map[string]int, len(batch)) // key → its keyOps in ops
+	ops := make([]keyOps, 0, len(batch))
 	keys := make([]string, len(batch))
 	for i := range batch {
 		r := &batch[i]
@@ -148,12 +148,13 @@ func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 			return nil, s.recordError(r, fmt.Errorf("the idempotency key %q %s: a text column cannot hold it; change the key template (a binary Kafka key: printf \"%%x\" .Key)", excerpt(key), why))
 		}
 		keys[i] = key
-		o := ops[key]
-		if o == nil {
-			o = &keyOps{first: i, lastTomb: -1, firstUp: -1, firstUpAfterT: -1}
-			ops[key] = o
-			order = append(order, key)
+		at, seen := index[key]
+		if !seen {
+			at = len(ops)
+			index[key] = at
+			ops = append(ops, keyOps{first: i, lastTomb: -1, firstUp: -1, firstUpAfterT: -1})
 		}
+		o := &ops[at]
 		o.last = i
 		if tomb && s.onTombstone == plan.OnTombstoneDelete {
 			o.lastTomb, o.firstUpAfterT = i, -1
@@ -166,19 +167,21 @@ func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 			}
 		}
 	}
-	rowsOf := func(rs **pgRows) *pgRows {
+	rowsOf := func(rs **pgRows, n int) *pgRows {
 		if *rs == nil {
-			*rs = newRows(s.cols, 0)
+			*rs = newRows(s.cols, n)
 		}
 		return *rs
 	}
-	for _, key := range order {
-		o := ops[key]
+	var up, del int
+	for at := range ops {
+		o := &ops[at]
+		key := keys[o.first]
 		sh := &w.shards[0]
 		if s.connections > 1 {
 			sh = &w.shards[maphash.String(shardSeed, key)%uint64(s.connections)]
 		}
-		del, up := -1, -1
+		del, up = -1, -1
 		switch {
 		case !s.ignore && o.last == o.lastTomb:
 			del = o.last
@@ -190,12 +193,12 @@ func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 			up = o.firstUp
 		}
 		if del >= 0 {
-			if err := rowsOf(&sh.del).add(&batch[del], key, s.ver, false); err != nil {
+			if err := rowsOf(&sh.del, 0).add(&batch[del], key, s.ver, false); err != nil {
 				return nil, s.recordError(&batch[del], err)
 			}
 		}
 		if up >= 0 {
-			if err := rowsOf(&sh.up).add(&batch[up], key, s.ver, batch[up].Value != nil); err != nil {
+			if err := rowsOf(&sh.up, len(ops)/s.connections+1).add(&batch[up], key, s.ver, batch[up].Value != nil); err != nil {
 				return nil, s.recordError(&batch[up], err)
 			}
 		}
