@@ -104,6 +104,9 @@ func (sh sqlShape) upsertSQL(src string, names []string) string {
 		exprs[i] = c.expr("s", i)
 	}
 	key := names[sh.key]
+	if sh.ver < 0 && !sh.ignore {
+		return sh.plainUpsertSQL(src, names, exprs)
+	}
 	withOld := sh.ver >= 0 && !sh.ignore || sh.hasProv()
 	var b strings.Builder
 	from := "src"
@@ -145,6 +148,36 @@ func (sh sqlShape) upsertSQL(src string, names []string) string {
 	if withOld {
 		b.WriteString(" LEFT JOIN old o ON o.k = " + exprs[sh.key])
 	}
+	return b.String()
+}
+
+// plainUpsertSQL is upsertSQL for on_conflict: update without a version:
+// a row that is not returned is unchanged (same contents, so the same
+// topic and partition: no collision), so only the updated rows need their
+// old provenance, read in the same statement (which sees the table as it
+// was before it): a fresh load and a re-run read no old rows.
+func (sh sqlShape) plainUpsertSQL(src string, names, exprs []string) string {
+	key := names[sh.key]
+	var b strings.Builder
+	from := "src"
+	if src == "" {
+		from = "pg_temp." + copyTable
+		b.WriteString("WITH ")
+	} else {
+		b.WriteString("WITH src AS (" + src + "),\n")
+	}
+	b.WriteString("ins AS (INSERT INTO " + sh.table + " AS t (" + strings.Join(names, ", ") + ")\nSELECT " + strings.Join(exprs, ", ") + " FROM " + from + " s\n")
+	b.WriteString(sh.onConflictSQL(names))
+	b.WriteString("\nRETURNING t." + key + " AS k, (t.xmax = 0) AS fresh")
+	if !sh.hasProv() {
+		b.WriteString(")\nSELECT count(*) FILTER (WHERE fresh), count(*) FILTER (WHERE NOT fresh), 0::bigint, 0::bigint, 0::bigint, NULL::text FROM ins")
+		return b.String()
+	}
+	tp, pa, os := names[sh.prov[0]], names[sh.prov[1]], names[sh.prov[2]]
+	b.WriteString(", t." + tp + " AS tp, t." + pa + " AS pa, t." + os + " AS os),\n")
+	b.WriteString("old AS (SELECT t." + key + " AS k, t." + tp + " AS tp, t." + pa + " AS pa, t." + os + " AS os FROM " + sh.table + " t JOIN ins i ON t." + key + " = i.k AND NOT i.fresh),\n")
+	b.WriteString("coll AS (SELECT o.tp || '/' || o.pa || '/' || o.os || ' and ' || i.tp || '/' || i.pa || '/' || i.os || ': key ' || i.k AS pair, i.os FROM old o JOIN ins i ON i.k = o.k WHERE (o.tp, o.pa) IS DISTINCT FROM (i.tp, i.pa))\n")
+	b.WriteString("SELECT (SELECT count(*) FILTER (WHERE fresh) FROM ins), (SELECT count(*) FILTER (WHERE NOT fresh) FROM ins), 0::bigint, 0::bigint, (SELECT count(*) FROM coll), (SELECT pair FROM coll ORDER BY os LIMIT 1)")
 	return b.String()
 }
 
