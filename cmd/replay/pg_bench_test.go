@@ -19,6 +19,7 @@ package main
 //	REPLAY_BENCH_PG_BATCHES  batch sizes to run, comma separated (default 1000,10000)
 //	REPLAY_BENCH_PG_KEYS     key templates: "default" and/or "id" ('{{ .Value.id }}'), comma separated (default "default,id")
 //	REPLAY_BENCH_GOMEMLIMIT  GOMEMLIMIT for the replay process (default: unset, main's own limit)
+//	REPLAY_BENCH_PG_COPY_THRESHOLD  the plan's copy_threshold (default: unset, the plan's default)
 //
 // Reported per sub-benchmark (median over the rounds): x-copy-fresh and
 // x-copy-rerun (peer wall ÷ replay wall: above 1 = replay faster), and the
@@ -118,6 +119,9 @@ func benchReplayPG(b *testing.B, bin, addr, dir, dsn, table, key, batch string, 
 	keyLine := ""
 	if key == "id" {
 		keyLine = "  key: '{{ .Value.id }}'\n"
+	}
+	if ct := os.Getenv("REPLAY_BENCH_PG_COPY_THRESHOLD"); ct != "" {
+		keyLine += "  copy_threshold: " + ct + "\n"
 	}
 	planFile := filepath.Join(dir, name+".yaml")
 	yaml := fmt.Sprintf(`version: 1
