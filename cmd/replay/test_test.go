@@ -14,6 +14,7 @@ func TestExamplePlanFixtures(t *testing.T) {
 	t.Setenv("REPLAY_DEMO_BROKERS", "127.0.0.1:9092")
 	t.Setenv("KAFKA_BROKERS", "kafka-1:9092")
 	t.Setenv("ORDERS_DSN", "postgres://replay@db:5432/shop")
+	t.Setenv("CUSTOMERS_DSN", "postgres://replay@db:5432/crm")
 	t.Setenv("TARGET_KAFKA_BROKERS", "kafka-dr-1:9093,kafka-dr-2:9093")
 	t.Setenv("TARGET_KAFKA_PASSWORD", "s3cret")
 	t.Setenv("ORDERS_API_URL", "https://orders.internal/api/replay")

@@ -16,39 +16,20 @@ import (
 
 // The statements of the postgres sink and the batches they take.
 
-// pgParamType is the type a column's values are sent as; JSON is sent as
-// text and cast to the column's type (jsonb in a created table).
-func pgParamType(c encode.Column) string {
-	switch c.Field.Kind {
-	case plan.FieldTimestamp:
-		return "timestamptz"
-	case plan.FieldPartition:
-		return "int"
-	case plan.FieldOffset:
-		return "bigint"
-	}
-	return "text"
-}
-
 // createTableSQL creates the table with a column per field, typed after the
-// field; the key column is the primary key. For the default layout it is
-// the DDL of the first versions.
-func createTableSQL(table string, cols []encode.Column, key int) string {
+// field; the key column is the primary key.
+func createTableSQL(table string, cols []pgColumn, key int) string {
 	var b strings.Builder
 	b.WriteString(`CREATE TABLE IF NOT EXISTS ` + table + ` (`)
 	for i, c := range cols {
 		if i > 0 {
 			b.WriteString(",")
 		}
-		typ := pgParamType(c)
-		if c.IsJSON() {
-			typ = "jsonb"
-		}
-		b.WriteString("\n\t" + pgx.Identifier{c.Name}.Sanitize() + " " + typ)
+		b.WriteString("\n\t" + c.quoted() + " " + c.createType())
 		switch {
 		case i == key:
 			b.WriteString(" PRIMARY KEY")
-		case c.NotNull():
+		case c.notNull():
 			b.WriteString(" NOT NULL")
 		}
 	}
@@ -56,118 +37,322 @@ func createTableSQL(table string, cols []encode.Column, key int) string {
 	return b.String()
 }
 
-// copyTable is the temporary table a large batch is copied into; it lives
-// until the end of the batch's transaction.
+// copyTable is the temporary table a large batch is copied into; each
+// connection creates it once (ON COMMIT DELETE ROWS empties it at the end
+// of every transaction).
 const copyTable = "replay_batch"
 
-// upsertSQL returns the statements that write a batch: upsert, one
-// statement over arrays (one element per row, so a batch is one round
-// trip); and the COPY path: createTemp makes a temporary table of the
-// values as sent, copyCols are its columns, and fromTemp upserts from it.
-// Each value is cast to its column's declared type.
-//
-// The rows must have distinct keys: ON CONFLICT DO UPDATE fails on a key
-// it meets twice. An update that would change nothing is skipped, so a
-// re-delivery does not rewrite (and bloat) identical rows.
-func upsertSQL(table string, cols []encode.Column, types []string, key int, ignore bool) (upsert, createTemp, fromTemp string, copyCols []string) {
-	names := make([]string, len(cols))
-	sel := make([]string, len(cols))
-	params := make([]string, len(cols))
-	temp := make([]string, len(cols))
-	copyCols = make([]string, len(cols))
-	for i, c := range cols {
-		u := "c" + strconv.Itoa(i+1)
-		names[i] = pgx.Identifier{c.Name}.Sanitize()
-		sel[i] = u + "::" + types[i]
-		params[i] = fmt.Sprintf("$%d::%s[]", i+1, pgParamType(c))
-		temp[i] = u + " " + pgParamType(c)
-		copyCols[i] = u
-	}
-	insert := `INSERT INTO ` + table + ` AS t (` + strings.Join(names, ", ") + `)
-SELECT ` + strings.Join(sel, ", ")
-	conflict := "\n" + onConflictSQL(names, key, ignore)
-	upsert = insert + `
-FROM unnest(` + strings.Join(params, ", ") + `) AS u(` + strings.Join(copyCols, ", ") + `)` + conflict
-	createTemp = `CREATE TEMP TABLE ` + copyTable + ` (` + strings.Join(temp, ", ") + `) ON COMMIT DROP`
-	fromTemp = insert + `
-FROM pg_temp.` + copyTable + conflict
-	return upsert, createTemp, fromTemp, copyCols
+// statements are the SQL of one sink, built once at open.
+type statements struct {
+	// upsert reads the rows from arrays ($1..$n, one per column), copyUpsert
+	// from the COPY table; both return one row of counts (scanCounts).
+	upsert, copyUpsert string
+	// remove deletes the keys of $1 (with their versions in $2) and
+	// returns the counts of scanRemoved.
+	remove string
+	// createTemp creates the COPY table; copyCols are its columns.
+	createTemp string
+	copyCols   []string
 }
 
-func onConflictSQL(names []string, key int, ignore bool) string {
-	q := `ON CONFLICT (` + names[key] + `) DO `
+// sqlShape is what the statements need to know of the sink.
+type sqlShape struct {
+	table  string
+	cols   []pgColumn
+	key    int
+	ver    int    // the version column, -1 without
+	prov   [3]int // topic, partition, offset columns; -1 when not mapped
+	ignore bool
+}
+
+func (sh sqlShape) hasProv() bool { return sh.prov[0] >= 0 && sh.prov[1] >= 0 && sh.prov[2] >= 0 }
+
+func (sh sqlShape) build() statements {
+	var st statements
+	n := len(sh.cols)
+	names := make([]string, n)
+	params := make([]string, n)
+	temp := make([]string, n)
+	st.copyCols = make([]string, n)
+	for i, c := range sh.cols {
+		u := "c" + strconv.Itoa(i+1)
+		names[i] = c.quoted()
+		params[i] = fmt.Sprintf("$%d::%s[]", i+1, c.send.sql())
+		temp[i] = u + " " + c.send.sql()
+		st.copyCols[i] = u
+	}
+	st.createTemp = `CREATE TEMP TABLE IF NOT EXISTS ` + copyTable + ` (` + strings.Join(temp, ", ") + `) ON COMMIT DELETE ROWS`
+	arrays := `SELECT * FROM unnest(` + strings.Join(params, ", ") + `) AS u(` + strings.Join(st.copyCols, ", ") + `)`
+	st.upsert = sh.upsertSQL(arrays, names)
+	st.copyUpsert = sh.upsertSQL("", names)
+	st.remove = sh.removeSQL()
+	return st
+}
+
+// upsertSQL is the upsert of the rows src selects (the COPY table when
+// src is ""; it needs no CTE), as one statement that
+// returns what it did: inserted, updated, stale, duplicate, key
+// collisions and the first collision. The rows must have distinct keys
+// (ON CONFLICT DO UPDATE fails on a key it meets twice). An update that
+// would change nothing is skipped, so a re-delivery does not rewrite (and
+// bloat) identical rows; with a version column, only a greater version
+// updates. The old rows are read in the same statement (all parts of a
+// WITH see one snapshot), for the stale, duplicate and collision counts.
+func (sh sqlShape) upsertSQL(src string, names []string) string {
+	exprs := make([]string, len(sh.cols))
+	for i, c := range sh.cols {
+		exprs[i] = c.expr("s", i)
+	}
+	key := names[sh.key]
+	if sh.ver < 0 && !sh.ignore {
+		return sh.plainUpsertSQL(src, names, exprs)
+	}
+	withOld := sh.ver >= 0 && !sh.ignore || sh.hasProv()
+	var b strings.Builder
+	from := "src"
+	if src == "" {
+		from = "pg_temp." + copyTable
+		b.WriteString("WITH ")
+	} else {
+		b.WriteString("WITH src AS (" + src + "),\n")
+	}
+	if withOld {
+		b.WriteString("old AS (SELECT t." + key + " AS k")
+		if sh.ver >= 0 {
+			b.WriteString(", t." + names[sh.ver] + " AS v")
+		}
+		if sh.hasProv() {
+			b.WriteString(", t." + names[sh.prov[0]] + " AS tp, t." + names[sh.prov[1]] + " AS pa, t." + names[sh.prov[2]] + " AS os")
+		}
+		b.WriteString(" FROM " + sh.table + " t WHERE t." + key + " IN (SELECT " + exprs[sh.key] + " FROM " + from + " s)),\n")
+	}
+	b.WriteString("ins AS (INSERT INTO " + sh.table + " AS t (" + strings.Join(names, ", ") + ")\nSELECT " + strings.Join(exprs, ", ") + " FROM " + from + " s\n")
+	b.WriteString(sh.onConflictSQL(names))
+	b.WriteString("\nRETURNING t." + key + " AS k, (t.xmax = 0) AS fresh)\n")
+	zero := "0::bigint"
+	stale, dup, coll, first := zero, zero, zero, "NULL::text"
+	if sh.ver >= 0 && !sh.ignore {
+		v := exprs[sh.ver]
+		stale = "count(*) FILTER (WHERE i.k IS NULL AND o.v > " + v + ")"
+		dup = "count(*) FILTER (WHERE i.k IS NULL AND o.v = " + v + ")"
+	}
+	if sh.hasProv() {
+		tp, pa, os := exprs[sh.prov[0]], exprs[sh.prov[1]], exprs[sh.prov[2]]
+		collides := "o.k IS NOT NULL AND (o.tp, o.pa) IS DISTINCT FROM (" + tp + ", " + pa + ")"
+		coll = "count(*) FILTER (WHERE " + collides + ")"
+		first = "(array_agg(o.tp || '/' || o.pa || '/' || o.os || ' and ' || " + tp + " || '/' || " + pa + " || '/' || " + os +
+			" || ': key ' || " + exprs[sh.key] + " ORDER BY " + os + ") FILTER (WHERE " + collides + "))[1]"
+	}
+	b.WriteString("SELECT count(i.k) FILTER (WHERE i.fresh), count(i.k) FILTER (WHERE NOT i.fresh), " + stale + ", " + dup + ", " + coll + ", " + first +
+		"\nFROM " + from + " s LEFT JOIN ins i ON i.k = " + exprs[sh.key])
+	if withOld {
+		b.WriteString(" LEFT JOIN old o ON o.k = " + exprs[sh.key])
+	}
+	return b.String()
+}
+
+// plainUpsertSQL is upsertSQL for on_conflict: update without a version:
+// a row that is not returned is unchanged (same contents, so the same
+// topic and partition: no collision), so only the updated rows need their
+// old provenance, read in the same statement (which sees the table as it
+// was before it): a fresh load and a re-run read no old rows.
+func (sh sqlShape) plainUpsertSQL(src string, names, exprs []string) string {
+	key := names[sh.key]
+	var b strings.Builder
+	from := "src"
+	if src == "" {
+		from = "pg_temp." + copyTable
+		b.WriteString("WITH ")
+	} else {
+		b.WriteString("WITH src AS (" + src + "),\n")
+	}
+	b.WriteString("ins AS (INSERT INTO " + sh.table + " AS t (" + strings.Join(names, ", ") + ")\nSELECT " + strings.Join(exprs, ", ") + " FROM " + from + " s\n")
+	b.WriteString(sh.onConflictSQL(names))
+	b.WriteString("\nRETURNING t." + key + " AS k, (t.xmax = 0) AS fresh")
+	if !sh.hasProv() {
+		b.WriteString(")\nSELECT count(*) FILTER (WHERE fresh), count(*) FILTER (WHERE NOT fresh), 0::bigint, 0::bigint, 0::bigint, NULL::text FROM ins")
+		return b.String()
+	}
+	tp, pa, os := names[sh.prov[0]], names[sh.prov[1]], names[sh.prov[2]]
+	b.WriteString(", t." + tp + " AS tp, t." + pa + " AS pa, t." + os + " AS os),\n")
+	b.WriteString("old AS (SELECT t." + key + " AS k, t." + tp + " AS tp, t." + pa + " AS pa, t." + os + " AS os FROM " + sh.table + " t JOIN ins i ON t." + key + " = i.k AND NOT i.fresh),\n")
+	b.WriteString("coll AS (SELECT o.tp || '/' || o.pa || '/' || o.os || ' and ' || i.tp || '/' || i.pa || '/' || i.os || ': key ' || i.k AS pair, i.os FROM old o JOIN ins i ON i.k = o.k WHERE (o.tp, o.pa) IS DISTINCT FROM (i.tp, i.pa))\n")
+	b.WriteString("SELECT (SELECT count(*) FILTER (WHERE fresh) FROM ins), (SELECT count(*) FILTER (WHERE NOT fresh) FROM ins), 0::bigint, 0::bigint, (SELECT count(*) FROM coll), (SELECT pair FROM coll ORDER BY os LIMIT 1)")
+	return b.String()
+}
+
+func (sh sqlShape) onConflictSQL(names []string) string {
+	q := `ON CONFLICT (` + names[sh.key] + `) DO `
 	var set, old, new []string
 	for i, n := range names {
-		if i == key {
+		if i == sh.key {
 			continue
 		}
 		set = append(set, n+" = excluded."+n)
 		old = append(old, "t."+n)
 		new = append(new, "excluded."+n)
 	}
-	if ignore || len(set) == 0 {
+	if sh.ignore || len(set) == 0 {
 		return q + `NOTHING`
 	}
+	where := ""
+	if sh.ver >= 0 {
+		v := names[sh.ver]
+		where = "(t." + v + " IS NULL OR excluded." + v + " IS NULL OR t." + v + " < excluded." + v + ") AND "
+	}
 	return q + `UPDATE SET ` + strings.Join(set, ", ") + `
-WHERE (` + strings.Join(old, ", ") + `)
-	IS DISTINCT FROM (` + strings.Join(new, ", ") + `)`
+WHERE ` + where + `(` + strings.Join(old, ", ") + `) IS DISTINCT FROM (` + strings.Join(new, ", ") + `)`
 }
 
-// pgRows holds a batch as the upsert's column arrays, one row per key.
+// removeSQL deletes the rows of the keys in $1; with a version column, a
+// row whose stored version is not smaller than the tombstone's ($2) stays
+// (stale or duplicate), and a tombstone without a version deletes. It
+// returns deleted, stale, duplicate.
+func (sh sqlShape) removeSQL() string {
+	kc := sh.cols[sh.key]
+	key := kc.quoted()
+	d := "SELECT * FROM unnest($1::" + kc.send.sql() + "[]) AS d(c" + strconv.Itoa(sh.key+1) + ")"
+	if sh.ver >= 0 {
+		vc := sh.cols[sh.ver]
+		d = "SELECT * FROM unnest($1::" + kc.send.sql() + "[], $2::" + vc.send.sql() + "[]) AS d(c" + strconv.Itoa(sh.key+1) + ", c" + strconv.Itoa(sh.ver+1) + ")"
+	}
+	k := kc.expr("d", sh.key)
+	if sh.ver < 0 {
+		return "WITH d AS (" + d + "),\ndel AS (DELETE FROM " + sh.table + " t USING d WHERE t." + key + " = " + k + " RETURNING 1)\nSELECT count(*), 0::bigint, 0::bigint FROM del"
+	}
+	vn := sh.cols[sh.ver].quoted()
+	v := sh.cols[sh.ver].expr("d", sh.ver)
+	return "WITH d AS (" + d + "),\nold AS (SELECT t." + key + " AS k, t." + vn + " AS v FROM " + sh.table + " t WHERE t." + key + " IN (SELECT " + k + " FROM d)),\n" +
+		"del AS (DELETE FROM " + sh.table + " t USING d WHERE t." + key + " = " + k + " AND (" + v + " IS NULL OR t." + vn + " IS NULL OR t." + vn + " < " + v + ") RETURNING t." + key + " AS k)\n" +
+		"SELECT count(x.k), count(*) FILTER (WHERE x.k IS NULL AND o.v > " + v + "), count(*) FILTER (WHERE x.k IS NULL AND o.v = " + v + ")\n" +
+		"FROM d LEFT JOIN del x ON x.k = " + k + " LEFT JOIN old o ON o.k = " + k
+}
+
+// pgRows holds rows as the statements' column arrays, one row per key.
 type pgRows struct {
-	cols []encode.Column
+	cols []pgColumn
 	recs []*record.Record // the record of each row
-	vals []pgArray        // one per column
+	vals []colVals        // one per column
+	// cells is add's scratch row; arena holds the bytes add encodes
+	// (headers JSON), cut into the rows' cells.
+	cells []cell
+	arena []byte
 }
 
-// pgArray holds one column's values in the slice of its field's kind:
-// times for timestamp, ints for partition, bigs for offset, text for the
-// others.
-type pgArray struct {
-	kind  plan.FieldKind
+// colVals holds one column's values in the slice of its sendKind.
+type colVals struct {
+	kind  sendKind
 	text  []pgtype.Text
+	bytes [][]byte
 	times []time.Time
-	ints  []int32
-	bigs  []int64
+	i4    []int32
+	i8    []int64
 }
 
-func (s *Sink) newRows(n int) *pgRows {
-	r := &pgRows{cols: s.cols, recs: make([]*record.Record, 0, n), vals: make([]pgArray, len(s.cols))}
-	for i, c := range s.cols {
+func newRows(cols []pgColumn, n int) *pgRows {
+	r := &pgRows{cols: cols, recs: make([]*record.Record, 0, n), vals: make([]colVals, len(cols))}
+	for i, c := range cols {
 		a := &r.vals[i]
-		a.kind = c.Field.Kind
+		a.kind = c.send
 		switch a.kind {
-		case plan.FieldTimestamp:
-			a.times = make([]time.Time, 0, n)
-		case plan.FieldPartition:
-			a.ints = make([]int32, 0, n)
-		case plan.FieldOffset:
-			a.bigs = make([]int64, 0, n)
-		default:
+		case sendText:
 			a.text = make([]pgtype.Text, 0, n)
+		case sendBytes, sendJSON:
+			a.bytes = make([][]byte, 0, n)
+		case sendTime:
+			a.times = make([]time.Time, 0, n)
+		case sendInt4:
+			a.i4 = make([]int32, 0, n)
+		case sendInt8:
+			a.i8 = make([]int64, 0, n)
 		}
 	}
 	return r
 }
 
-// add appends the row of r, whose idempotency key is key.
-func (rows *pgRows) add(r *record.Record, key string) {
-	rows.recs = append(rows.recs, r)
+// add appends the row of r, whose idempotency key is key; a value that
+// cannot be stored exactly is an error saying why, and nothing is appended.
+// needVersion is set for an upsert of a record that is no tombstone: it
+// must have a version when the sink has a version column ver.
+func (rows *pgRows) add(r *record.Record, key string, ver int, needVersion bool) error {
 	cs := encode.Cells{Record: r, Key: key}
-	for i, c := range rows.cols {
-		a := &rows.vals[i]
-		switch c.Field.Kind {
-		case plan.FieldTimestamp:
-			a.times = append(a.times, r.Time)
-		case plan.FieldPartition:
-			a.ints = append(a.ints, r.Partition)
-		case plan.FieldOffset:
-			a.bigs = append(a.bigs, r.Offset)
+	if rows.cells == nil {
+		rows.cells = make([]cell, len(rows.cols))
+	}
+	cells := rows.cells
+	clear(cells)
+	for i := range rows.cols {
+		c := &rows.cols[i]
+		var err error
+		switch c.send {
+		case sendTime:
+			err = c.checkTime(r.Time)
+		case sendInt4, sendInt8:
+		case sendJSON:
+			if c.field.Kind == plan.FieldHeaders {
+				// Into the arena: one allocation per batch, not per row.
+				if cap(rows.arena)-len(rows.arena) < 64+len(r.Headers)*48 {
+					rows.arena = make([]byte, 0, max(64<<10, 2*(64+len(r.Headers)*48)))
+				}
+				start := len(rows.arena)
+				rows.arena = headersJSON(rows.arena, r.Headers)
+				cells[i] = cell{bytes: rows.arena[start:len(rows.arena):len(rows.arena)]}
+				break
+			}
+			cells[i], err = c.cellOf(r, key, &cs)
 		default:
-			v, ok := cs.Text(c)
-			a.text = append(a.text, pgtype.Text{String: v, Valid: ok})
+			cells[i], err = c.cellOf(r, key, &cs)
+		}
+		if err == nil && i == ver && needVersion && c.send != sendTime && c.send != sendInt4 && c.send != sendInt8 && cells[i].null {
+			err = fmt.Errorf("version %s: the record has no value for it, so it cannot be ordered against the stored row", c.fieldSpec())
+		}
+		if err != nil {
+			return err
 		}
 	}
+	rows.recs = append(rows.recs, r)
+	for i := range rows.cols {
+		a := &rows.vals[i]
+		switch a.kind {
+		case sendText:
+			a.text = append(a.text, pgtype.Text{String: cells[i].text, Valid: !cells[i].null})
+		case sendBytes, sendJSON:
+			a.bytes = append(a.bytes, cells[i].bytes)
+		case sendTime:
+			a.times = append(a.times, r.Time)
+		case sendInt4:
+			a.i4 = append(a.i4, r.Partition)
+		case sendInt8:
+			if rows.cols[i].field.Kind == plan.FieldPartition {
+				a.i8 = append(a.i8, int64(r.Partition))
+			} else {
+				a.i8 = append(a.i8, r.Offset)
+			}
+		}
+	}
+	return nil
+}
+
+// fieldSpec is the column's field as a plan writes it.
+func (c pgColumn) fieldSpec() string {
+	switch c.field.Kind {
+	case plan.FieldOffset:
+		return "offset"
+	case plan.FieldTimestamp:
+		return "timestamp"
+	case plan.FieldValuePath:
+		return "value." + c.field.Arg
+	case plan.FieldHeader:
+		return "header." + c.field.Arg
+	}
+	return fieldName(c.field)
+}
+
+func (rows *pgRows) len() int {
+	if rows == nil {
+		return 0
+	}
+	return len(rows.recs)
 }
 
 func (rows *pgRows) args() []any {
@@ -180,27 +365,34 @@ func (rows *pgRows) args() []any {
 
 // arg is the column's array. Empty slices, not nil ones: pgx sends a nil
 // slice as NULL, and unnest(NULL) in EXPLAIN would not check the types.
-func (a *pgArray) arg() any {
+func (a *colVals) arg() any {
 	switch a.kind {
-	case plan.FieldTimestamp:
+	case sendBytes, sendJSON:
+		return nonNil(a.bytes)
+	case sendTime:
 		return nonNil(a.times)
-	case plan.FieldPartition:
-		return nonNil(a.ints)
-	case plan.FieldOffset:
-		return nonNil(a.bigs)
+	case sendInt4:
+		return nonNil(a.i4)
+	case sendInt8:
+		return nonNil(a.i8)
 	}
 	return nonNil(a.text)
 }
 
 // value is row i's value as CopyFrom takes it.
-func (a *pgArray) value(i int) any {
+func (a *colVals) value(i int) any {
 	switch a.kind {
-	case plan.FieldTimestamp:
+	case sendBytes, sendJSON:
+		if a.bytes[i] == nil {
+			return nil
+		}
+		return a.bytes[i]
+	case sendTime:
 		return a.times[i]
-	case plan.FieldPartition:
-		return a.ints[i]
-	case plan.FieldOffset:
-		return a.bigs[i]
+	case sendInt4:
+		return a.i4[i]
+	case sendInt8:
+		return a.i8[i]
 	}
 	if !a.text[i].Valid {
 		return nil
@@ -210,12 +402,12 @@ func (a *pgArray) value(i int) any {
 
 func (rows *pgRows) copySource() pgx.CopyFromSource {
 	i := -1
+	row := make([]any, len(rows.vals))
 	return pgx.CopyFromFunc(func() ([]any, error) {
 		i++
 		if i >= len(rows.recs) {
 			return nil, nil
 		}
-		row := make([]any, len(rows.vals))
 		for c := range rows.vals {
 			row[c] = rows.vals[c].value(i)
 		}
@@ -230,49 +422,23 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-// rows computes the keys of batch and resolves duplicate keys: with update
-// the last record of a key replaces the earlier ones, with ignore the first
-// one stays.
-func (s *Sink) rows(batch []record.Record) (*pgRows, error) {
-	keys := make([]string, len(batch))
-	winner := make(map[string]int, len(batch)) // key → index in batch
-	order := make([]int, 0, len(batch))        // first index of each key
-	for i := range batch {
-		key, err := s.keyer.Key(&batch[i])
-		if err != nil {
-			return nil, err
-		}
-		keys[i] = key
-		if _, dup := winner[key]; !dup {
-			order = append(order, i)
-		} else if s.ignore {
-			continue
-		}
-		winner[key] = i
-	}
-	rows := s.newRows(len(order))
-	for _, first := range order {
-		i := winner[keys[first]]
-		rows.add(&batch[i], keys[i])
-	}
-	return rows, nil
-}
-
 // one returns row i alone, for probing.
 func (rows *pgRows) one(i int) *pgRows {
-	out := &pgRows{cols: rows.cols, recs: rows.recs[i : i+1], vals: make([]pgArray, len(rows.vals))}
+	out := &pgRows{cols: rows.cols, recs: rows.recs[i : i+1], vals: make([]colVals, len(rows.vals))}
 	for c, a := range rows.vals {
 		o := &out.vals[c]
 		o.kind = a.kind
 		switch a.kind {
-		case plan.FieldTimestamp:
-			o.times = a.times[i : i+1]
-		case plan.FieldPartition:
-			o.ints = a.ints[i : i+1]
-		case plan.FieldOffset:
-			o.bigs = a.bigs[i : i+1]
-		default:
+		case sendText:
 			o.text = a.text[i : i+1]
+		case sendBytes, sendJSON:
+			o.bytes = a.bytes[i : i+1]
+		case sendTime:
+			o.times = a.times[i : i+1]
+		case sendInt4:
+			o.i4 = a.i4[i : i+1]
+		case sendInt8:
+			o.i8 = a.i8[i : i+1]
 		}
 	}
 	return out

@@ -75,8 +75,12 @@ func withoutXMin(rows map[string]pgRow) map[string]pgRow {
 func TestPostgresCopyRejectedRowRecordError(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	table := testenv.TableName()
-	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: 1})
-	err := s.Write(t.Context(), []record.Record{sinktest.Rec(1, 20, "k1", `{}`), sinktest.Rec(1, 21, "k2", `{"s":"nul \u0000 char"}`), sinktest.Rec(1, 22, "k3", `{}`)})
+	keyer, err := sinks.NewKeyer("{{ .Key }}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: 1, Keyer: keyer})
+	err = s.Write(t.Context(), []record.Record{sinktest.Rec(1, 20, "k1", `{}`), sinktest.Rec(1, 21, randomText(20000), `{}`), sinktest.Rec(1, 22, "k3", `{}`)})
 	var re *record.Error
 	if !errors.As(err, &re) || re.Offset != 21 {
 		t.Fatalf("Write = %v, want a *record.Error for offset 21", err)

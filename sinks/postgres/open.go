@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"strings"
 
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/sqlcheckpoint"
@@ -12,9 +13,23 @@ import (
 func Open(ctx context.Context, sp sinks.Spec) (sinks.Sink, error) {
 	c := sp.Plan
 	s, err := New(ctx, Config{DSN: c.DSN, Table: c.Table, OnConflict: c.OnConflict, CreateTable: c.CreateTable, Columns: c.Columns,
-		CopyThreshold: c.CopyThreshold, Checkpoints: sqlcheckpoint.ConfigOf(sp), Keyer: sp.Keyer, Log: sp.Options.Log})
+		CopyThreshold: c.CopyThreshold, OnTombstone: c.OnTombstone, Version: c.Version, Connections: c.Connections,
+		ApplicationName: applicationName(sp.Options.PlanName), Checkpoints: sqlcheckpoint.ConfigOf(sp), Keyer: sp.Keyer, Log: sp.Options.Log})
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// applicationName is the application_name of a plan's connections:
+// "replay:<plan name>", cut to the 63 bytes PostgreSQL keeps.
+func applicationName(plan string) string {
+	name := "replay"
+	if plan != "" {
+		name += ":" + plan
+	}
+	if len(name) > 63 {
+		name = strings.ToValidUTF8(name[:63], "")
+	}
+	return name
 }

@@ -5,7 +5,10 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -27,7 +30,8 @@ type Config struct {
 	// (the row already stored wins).
 	OnConflict string
 	// CreateTable creates Table when it is missing: the default layout, or
-	// Columns with types that follow their fields.
+	// Columns with types that follow their fields. A table that exists is
+	// used as it is (no CREATE privilege needed).
 	CreateTable bool
 	// Columns maps the table's columns to record fields; one must hold the
 	// idempotency key. Empty means the default layout.
@@ -36,6 +40,19 @@ type Config struct {
 	// into a temporary table, then upserted from it; smaller batches are
 	// one statement over arrays. 0 means plan.DefaultCopyThreshold.
 	CopyThreshold int
+	// OnTombstone is what a tombstone does: plan.OnTombstoneWrite ("" too:
+	// a row with a NULL value), plan.OnTombstoneDelete (removes the key's
+	// row) or plan.OnTombstoneSkip (not written, counted as ignored).
+	OnTombstone string
+	// Version is the record field (as in Columns) that guards upserts:
+	// a stored row changes only for a greater version. "" means no guard.
+	Version string
+	// Connections is how many connections a Write shards its keys over,
+	// 1..plan.MaxConnections; 0 means 1.
+	Connections int
+	// ApplicationName is set as application_name on every connection
+	// unless the DSN sets one; "" means "replay".
+	ApplicationName string
 	// Checkpoints, when its Table is set, records the offset after each
 	// batch in that table, in the batch's transaction (see sinks.CheckpointStore).
 	Checkpoints sqlcheckpoint.Config
@@ -46,65 +63,89 @@ type Config struct {
 }
 
 // Sink upserts records into one table, one row per idempotency key.
-// Without a column mapping the table has the default layout:
+// Without a column mapping the table has the default layout (README,
+// "PostgreSQL sink"):
 //
 //	key text primary key, topic text not null, partition int not null,
 //	"offset" bigint not null, "timestamp" timestamptz not null,
-//	value jsonb, headers jsonb not null
+//	value jsonb, value_bytes bytea, kafka_key bytea, headers jsonb not null
+//	[, replay_version bigint | timestamptz | jsonb]
 //
-// value is the record value when it is valid JSON (invalid UTF-8 in it
-// replaced by U+FFFD), else the value as a JSON string, NULL for a
-// tombstone; headers is a JSON array of {"key","value"} in record order.
-// With a mapping, each column holds the field it names (see cells.text),
-// converted to the column's type, and the column holding the key is the
-// conflict target.
+// value_bytes and kafka_key are the exact bytes (NULL for a tombstone, a
+// null key); value is the value as jsonb when it is JSON that jsonb takes,
+// else NULL; headers is a JSON array of {"key","value"} in record order, a
+// key or value that is not UTF-8 text without NUL in base64 marked with
+// "key_encoding"/"value_encoding": "base64" (ReadRecords reads it all
+// back). With a mapping, each column holds the field it names: a bytea
+// column the raw bytes, a text column the text (a value that is not UTF-8,
+// or that the column would cut, round or overflow, is a bad record), and
+// the column holding the key is the conflict target.
 //
 // Write follows the Sink contract: it is synchronous (it returns once the
 // rows are committed), safe for concurrent use, and keeps nothing of the
-// batch. Re-delivered records overwrite their own rows (update) or leave them
-// (ignore), so replaying a window again leaves the same table. Duplicate keys
-// in one batch are resolved as separate batches would be: with update the
-// last offset wins, with ignore the first, so the result does not depend on
-// where the runner cut the batches — nor on whether the batch went through
-// COPY.
+// batch. Re-delivered records leave their own rows unchanged (update) or
+// leave them (ignore), so replaying a window again leaves the same table.
+// The result does not depend on where the runner cut the batches, nor on
+// whether a batch went through COPY.
 type Sink struct {
-	pool   *pgxpool.Pool
-	name   string // Table as configured, for messages
-	table  string // quoted
-	keyer  *sinks.Keyer
-	ignore bool
-	cols   []encode.Column
-	key    int // index of the key column
-	// upsert is the statement over arrays; createTemp, copyCols and
-	// fromTemp the COPY path's; copyAbove its threshold.
-	upsert, createTemp, fromTemp string
-	copyCols                     []string
-	copyAbove                    int
-	ckpt                         *sqlcheckpoint.Postgres
-	log                          zerolog.Logger
-	secrets                      []string
+	pool        *pgxpool.Pool
+	name        string // Table as configured, for messages
+	table       string // quoted
+	keyer       *sinks.Keyer
+	ignore      bool
+	onTombstone string
+	cols        []pgColumn
+	key         int // index of the key column
+	ver         int // index of the version column, -1 without
+	defaults    bool
+	st          statements
+	copyAbove   int
+	connections int
+	acquire     sync.Mutex // held while a sharded Write acquires its connections
+	ckpt        *sqlcheckpoint.Postgres
+	log         zerolog.Logger
+	secrets     []string
+
+	outMu sync.Mutex
+	out   sinks.Outcomes
 }
 
 var (
 	_ sinks.Sink            = (*Sink)(nil)
 	_ sinks.CheckpointStore = (*Sink)(nil)
+	_ sinks.OutcomeCounter  = (*Sink)(nil)
 )
 
 // Capabilities declares the checkpoint table (Checkpoints returns none
-// when the plan configures none).
-func (s *Sink) Capabilities() sinks.Capabilities { return sinks.Capabilities{Checkpoints: s} }
+// when the plan configures none) and the outcome counts.
+func (s *Sink) Capabilities() sinks.Capabilities {
+	return sinks.Capabilities{Checkpoints: s, Outcomes: s}
+}
 
-// New connects to cfg.DSN, creates the table when asked, and checks
-// that the table can take the upsert (columns, types, a unique key).
-// Connection errors are returned as they are: the caller retries or fails.
+// Outcomes returns what the committed writes did since the sink was
+// opened, as PostgreSQL reported it.
+func (s *Sink) Outcomes() sinks.Outcomes {
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	return s.out
+}
+
+// New connects to cfg.DSN, creates the table when asked and missing, and
+// checks that the table can take the upsert (columns, types, a unique
+// key). Connection errors are returned as they are: the caller retries or
+// fails.
 func New(ctx context.Context, cfg Config) (*Sink, error) {
 	table, err := encode.QuoteTable(cfg.Table)
 	if err != nil {
 		return nil, fmt.Errorf("postgres sink: table %q: %w", cfg.Table, err)
 	}
-	s := &Sink{name: cfg.Table, table: table, keyer: cfg.Keyer, log: cfg.Log, secrets: dsnSecrets(cfg.DSN), copyAbove: cfg.CopyThreshold}
+	s := &Sink{name: cfg.Table, table: table, keyer: cfg.Keyer, log: cfg.Log, secrets: dsnSecrets(cfg.DSN), copyAbove: cfg.CopyThreshold,
+		connections: max(cfg.Connections, 1), ver: -1}
 	if s.copyAbove <= 0 {
 		s.copyAbove = plan.DefaultCopyThreshold
+	}
+	if s.connections > plan.MaxConnections {
+		return nil, fmt.Errorf("postgres sink: connections %d: want 1..%d", cfg.Connections, plan.MaxConnections)
 	}
 	switch cfg.OnConflict {
 	case "", "update":
@@ -113,10 +154,15 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	default:
 		return nil, fmt.Errorf("postgres sink: on_conflict %q: want update or ignore", cfg.OnConflict)
 	}
-	if s.cols, err = encode.ParseColumns(cfg.Columns, encode.DefaultColumns(), true); err != nil {
-		return nil, fmt.Errorf("postgres sink: %w", err)
+	switch cfg.OnTombstone {
+	case "", plan.OnTombstoneWrite:
+		s.onTombstone = plan.OnTombstoneWrite
+	case plan.OnTombstoneDelete, plan.OnTombstoneSkip:
+		s.onTombstone = cfg.OnTombstone
+	default:
+		return nil, fmt.Errorf("postgres sink: on_tombstone %q: want write, delete or skip", cfg.OnTombstone)
 	}
-	if s.key, err = encode.KeyColumn(s.cols); err != nil {
+	if err := s.layout(cfg); err != nil {
 		return nil, fmt.Errorf("postgres sink: %w", err)
 	}
 	if cfg.Checkpoints.Table != "" {
@@ -131,6 +177,28 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	if p := pcfg.ConnConfig.Password; p != "" {
 		s.secrets = append(s.secrets, p)
 	}
+	if _, set := pcfg.ConnConfig.RuntimeParams["application_name"]; !set {
+		name := cfg.ApplicationName
+		if name == "" {
+			name = "replay"
+		}
+		pcfg.ConnConfig.RuntimeParams["application_name"] = name
+	}
+	// The upsert of a large batch costs enough for PostgreSQL to compile
+	// it (JIT), which takes longer than running it.
+	if _, set := pcfg.ConnConfig.RuntimeParams["jit"]; !set {
+		pcfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
+	if s.connections > 1 {
+		pcfg.MaxConns = int32(s.connections)
+	}
+	pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if s.st.createTemp == "" { // while prepare inspects the table
+			return nil
+		}
+		_, err := c.Exec(ctx, s.st.createTemp)
+		return err
+	}
 	if s.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return nil, fmt.Errorf("postgres sink: connect: %w", s.scrub(err))
 	}
@@ -140,8 +208,59 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	}
 	c := pcfg.ConnConfig
 	s.log.Debug().Str("host", c.Host).Uint16("port", c.Port).Str("database", c.Database).
-		Str("user", c.User).Str("table", cfg.Table).Bool("ignore", s.ignore).Msg("postgres sink ready")
+		Str("user", c.User).Str("table", cfg.Table).Bool("ignore", s.ignore).Int("connections", s.connections).Msg("postgres sink ready")
 	return s, nil
+}
+
+// layout sets the columns: the default layout or the mapping, plus the
+// version column.
+func (s *Sink) layout(cfg Config) error {
+	if len(cfg.Columns) == 0 {
+		s.defaults = true
+		s.cols = slices.Clone(defaultLayout)
+	} else {
+		mapped, err := encode.ParseColumns(cfg.Columns, nil, true)
+		if err != nil {
+			return err
+		}
+		for _, c := range mapped {
+			s.cols = append(s.cols, pgColumn{name: c.Name, field: c.Field})
+		}
+	}
+	if cfg.Version != "" {
+		f, err := plan.ParseField(cfg.Version)
+		if err != nil {
+			return fmt.Errorf("version: %w", err)
+		}
+		switch f.Kind {
+		case plan.FieldOffset, plan.FieldTimestamp, plan.FieldValuePath, plan.FieldHeader:
+		default:
+			return fmt.Errorf("version %q cannot order updates: want offset, timestamp, value.<path> or header.<name>", cfg.Version)
+		}
+		for i, c := range s.cols {
+			if !s.defaults && c.field == f {
+				s.ver = i
+			}
+		}
+		if s.ver < 0 {
+			s.cols = append(s.cols, pgColumn{name: versionColumn, field: f})
+			s.ver = len(s.cols) - 1
+		}
+	}
+	key := -1
+	for i, c := range s.cols {
+		if c.field.Kind == plan.FieldKey {
+			if key >= 0 {
+				return fmt.Errorf("columns %s and %s both hold the idempotency key: map key to one column", s.cols[key].name, c.name)
+			}
+			key = i
+		}
+	}
+	if key < 0 {
+		return fmt.Errorf("no column holds the idempotency key: map one to key")
+	}
+	s.key = key
+	return nil
 }
 
 // Finish does nothing: every Write is already committed.

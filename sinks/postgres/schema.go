@@ -8,12 +8,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/replay-tool/replay/plan"
 )
 
-// prepare connects, creates the tables when asked, reads the types of the
-// mapped columns, and checks the statements against the table: EXPLAIN
-// plans a statement without running it, which resolves the table, the
-// columns, their types and the ON CONFLICT target.
+// prepare connects, creates the tables when asked and missing, reads the
+// declared type of each column, builds the statements, and checks them
+// against the table: EXPLAIN plans a statement without running it, which
+// resolves the table, the columns, their types and the ON CONFLICT target.
 func (s *Sink) prepare(ctx context.Context, create bool) error {
 	if err := s.pool.Ping(ctx); err != nil {
 		return fmt.Errorf("postgres sink: connect: %w", s.scrub(err))
@@ -23,12 +25,19 @@ func (s *Sink) prepare(ctx context.Context, create bool) error {
 			return fmt.Errorf("postgres sink: create table %s: %w", s.name, s.scrub(err))
 		}
 	}
-	types, err := s.columnTypes(ctx)
-	if err != nil {
+	if err := s.columnTypes(ctx); err != nil {
 		return fmt.Errorf("postgres sink: check table %s: %w", s.name, s.scrub(err))
 	}
-	s.upsert, s.createTemp, s.fromTemp, s.copyCols = upsertSQL(s.table, s.cols, types, s.key, s.ignore)
-	if _, err := s.pool.Exec(ctx, "EXPLAIN "+s.upsert, s.newRows(0).args()...); err != nil {
+	sh := sqlShape{table: s.table, cols: s.cols, key: s.key, ver: s.ver, prov: [3]int{-1, -1, -1}, ignore: s.ignore}
+	for i, c := range s.cols {
+		for j, k := range []plan.FieldKind{plan.FieldTopic, plan.FieldPartition, plan.FieldOffset} {
+			if c.field.Kind == k && sh.prov[j] < 0 {
+				sh.prov[j] = i
+			}
+		}
+	}
+	s.st = sh.build()
+	if _, err := s.pool.Exec(ctx, "EXPLAIN "+s.st.upsert, newRows(s.cols, 0).args()...); err != nil {
 		return fmt.Errorf("postgres sink: check table %s: %w", s.name, s.scrub(err))
 	}
 	if s.ckpt != nil {
@@ -36,43 +45,63 @@ func (s *Sink) prepare(ctx context.Context, create bool) error {
 			return fmt.Errorf("postgres sink: checkpoint table %s: %w", s.ckpt.Name, s.scrub(err))
 		}
 	}
+	// The connections opened so far lack the COPY table: new ones create it.
+	s.pool.Reset()
 	return nil
 }
 
-// columnTypes returns the declared type of each mapped column, as SQL
-// (format_type): the values are cast to it, so that a text field can fill
-// a numeric or an enum column of a table made by hand.
-func (s *Sink) columnTypes(ctx context.Context) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
+// columnTypes reads the declared type of each column (format_type and the
+// type's name and modifier, for the checks of check.go) and chooses how
+// its values travel. A default-layout table of an earlier version, without
+// the columns that keep the bytes, is refused with the statement that
+// adds them: writing it would store another shape than documented.
+func (s *Sink) columnTypes(ctx context.Context) error {
+	rows, err := s.pool.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), coalesce(bt.typname, t.typname), a.atttypmod
+FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid LEFT JOIN pg_type bt ON t.typtype = 'd' AND bt.oid = t.typbasetype
 WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, s.table)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	declared := map[string]string{}
+	declared := map[string]declType{}
 	var names []string
 	for rows.Next() {
-		var name, typ string
-		if err := rows.Scan(&name, &typ); err != nil {
-			return nil, err
+		var name string
+		var d declType
+		if err := rows.Scan(&name, &d.sql, &d.base, &d.typmod); err != nil {
+			return err
 		}
-		declared[name] = typ
+		declared[name] = d
 		names = append(names, name)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	if len(names) == 0 {
-		return nil, errors.New("no such table (or no access to it): create it, or set create_table: true")
+		return errors.New("no such table (or no access to it): create it, or set create_table: true")
 	}
-	types := make([]string, len(s.cols))
-	for i, c := range s.cols {
-		t, ok := declared[c.Name]
+	var missing, add []string
+	for i := range s.cols {
+		c := &s.cols[i]
+		d, ok := declared[c.name]
 		if !ok {
-			return nil, fmt.Errorf("no column %q (the table has %s)", c.Name, strings.Join(names, ", "))
+			missing = append(missing, c.name)
+			add = append(add, "ADD COLUMN "+c.quoted()+" "+c.createType())
+			continue
 		}
-		types[i] = t
+		c.decl = d
+		c.chooseSend()
+		if c.bytes && c.send != sendBytes || c.jsonOrNull && c.send != sendJSON {
+			return fmt.Errorf("column %s is %s: the default layout wants %s", c.name, d.sql, c.createType())
+		}
 	}
-	return types, nil
+	switch {
+	case len(missing) == 0:
+		return nil
+	case s.defaults || len(missing) == 1 && s.ver >= 0 && missing[0] == versionColumn:
+		return fmt.Errorf("the table has no column %s (it has %s; a table of an earlier replay version lacks value_bytes and kafka_key, which keep the exact bytes): "+
+			"add them with ALTER TABLE %s %s, or write to a new table", strings.Join(missing, ", "), strings.Join(names, ", "), s.table, strings.Join(add, ", "))
+	}
+	return fmt.Errorf("no column %s (the table has %s)", strings.Join(missing, ", "), strings.Join(names, ", "))
 }
 
 // createTable runs stmt, a CREATE TABLE IF NOT EXISTS of table, under a
@@ -80,7 +109,18 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER
 // create the same table at once (run --join) would otherwise fail on
 // PostgreSQL's catalog (23505 on pg_type_typname_nsp_index), since IF NOT
 // EXISTS does not serialize them.
+//
+// A table that exists is not created again: CREATE TABLE IF NOT EXISTS
+// needs the CREATE privilege on the schema even then, which a role that
+// only writes rows lacks.
 func createTable(ctx context.Context, pool *pgxpool.Pool, table, stmt string) error {
+	var exists bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil {
+		return err
+	}
+	if exists {
+		return nil
+	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('replay create table ' || $1, 0))`, table); err != nil {
 			return err

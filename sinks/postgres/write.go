@@ -4,21 +4,35 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
 )
 
-// Write upserts batch in one transaction committed before Write returns,
-// with the batch's checkpoint when the sink has a checkpoint table. A
-// batch of more than CopyThreshold rows is copied into a temporary table
-// first. A key template failing on a record returns its *record.Error and
-// writes nothing; so does a row the database rejects (bad data, a
-// constraint) when it can be pinned to one record. Any other failure is a
-// plain error, and nothing is written.
+// Write writes batch and returns once it is committed. Records of one
+// key are applied in offset order as separate batches would be, but as one
+// net change per key: with on_conflict: update the key's last record wins
+// (a tombstone under on_tombstone: delete removes the row); with ignore
+// the first upsert after the key's last tombstone (or the first record
+// when there is none) is inserted when the key has no row. With
+// connections: N > 1 the keys are sharded over N connections, one
+// transaction each, run at once; the checkpoint (if any) is written in
+// the transaction of the first shard, which commits only after every
+// other shard committed, so a checkpoint never covers rows that are not
+// durable.
+//
+// A key template failing on a record, or a value the table cannot hold
+// exactly, returns the record's *record.Error and writes nothing; so does
+// a row the database rejects (bad data, a constraint) when it can be
+// pinned to one record. Any other failure is a plain error.
 func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if len(batch) == 0 {
 		return nil
@@ -26,41 +40,296 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("postgres sink: upsert into %s: %w", s.name, err)
 	}
-	rows, err := s.rows(batch)
+	w, err := s.plan(batch)
 	if err != nil {
 		return err
 	}
-	if len(rows.recs) > s.copyAbove {
-		err = s.copyRows(ctx, rows, batch)
+	var conns []*pgxpool.Conn
+	if len(w.shards) > 1 {
+		s.acquire.Lock() // all of a Write's connections at once: Writes cannot hold part each and wait for the rest
+	}
+	for range w.shards {
+		c, err := s.pool.Acquire(ctx)
+		if err != nil {
+			for _, c := range conns {
+				c.Release()
+			}
+			if len(w.shards) > 1 {
+				s.acquire.Unlock()
+			}
+			return fmt.Errorf("postgres sink: connect: %w", s.scrub(err))
+		}
+		conns = append(conns, c)
+	}
+	if len(w.shards) > 1 {
+		s.acquire.Unlock()
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	if len(w.shards) == 1 {
+		err = s.writeShard(ctx, conns[0], w.shards[0], batch, nil)
 	} else {
-		err = s.upsertRows(ctx, rows, batch)
+		err = s.writeShards(ctx, conns, w, batch)
 	}
 	if err != nil {
-		return s.upsertError(ctx, rows, err)
+		return err
 	}
+	s.count(w.superseded)
 	s.log.Debug().Str("table", s.name).Int32("partition", batch[0].Partition).
-		Int64("offset", batch[0].Offset).Int("rows", len(rows.recs)).Bool("copy", len(rows.recs) > s.copyAbove).Msg("upserted")
+		Int64("offset", batch[0].Offset).Int("records", len(batch)).Int("shards", len(w.shards)).Msg("upserted")
 	return nil
 }
 
-// upsertRows runs the upsert over arrays: one statement, or with a
-// checkpoint two statements in one round trip, which PostgreSQL runs as
-// one implicit transaction.
-func (s *Sink) upsertRows(ctx context.Context, rows *pgRows, batch []record.Record) error {
-	if s.ckpt == nil {
-		_, err := s.pool.Exec(ctx, s.upsert, rows.args()...)
-		return err
+// writeShards runs the shards at once; the first, which carries the
+// checkpoint, commits after the others did.
+func (s *Sink) writeShards(ctx context.Context, conns []*pgxpool.Conn, w *writePlan, batch []record.Record) error {
+	others := make(chan error, 1)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		return s.writeShard(gctx, conns[0], w.shards[0], batch, func() error {
+			if err := <-others; err != nil {
+				return othersFailed{err}
+			}
+			return nil
+		})
+	})
+	var rest errgroup.Group
+	for i := 1; i < len(w.shards); i++ {
+		rest.Go(func() error { return s.writeShard(gctx, conns[i], w.shards[i], nil, nil) })
 	}
-	b := &pgx.Batch{}
-	b.Queue(s.upsert, rows.args()...)
-	s.ckpt.Queue(b, batch)
-	return s.pool.SendBatch(ctx, b).Close()
+	others <- rest.Wait()
+	return g.Wait()
 }
 
-// copyRows copies the rows into a temporary table and upserts them from
-// there, with the checkpoint, in one transaction.
-func (s *Sink) copyRows(ctx context.Context, rows *pgRows, batch []record.Record) (err error) {
-	tx, err := s.pool.Begin(ctx)
+// shard is the part of a batch that one connection writes.
+type shard struct {
+	up, del *pgRows
+}
+
+// writePlan is a batch resolved into shards of net changes per key.
+type writePlan struct {
+	shards []shard
+	// superseded counts the records another record of the same key
+	// replaced within the batch.
+	superseded sinks.Outcomes
+}
+
+var shardSeed = maphash.MakeSeed()
+
+// plan computes the keys of batch and each key's net change.
+func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
+	type keyOps struct {
+		first         int // index of the key's first record
+		last          int // its last record
+		lastTomb      int // its last tombstone (delete mode), -1 if none
+		firstUp       int // its first upsert, -1 if none
+		firstUpAfterT int // its first upsert after lastTomb, -1 if none
+	}
+	w := &writePlan{shards: make([]shard, s.connections)}
+	index := make(map[string]int, len(batch)) // key → its keyOps in ops
+	ops := make([]keyOps, 0, len(batch))
+	keys := make([]string, len(batch))
+	for i := range batch {
+		r := &batch[i]
+		tomb := r.Value == nil
+		if tomb && s.onTombstone == plan.OnTombstoneSkip {
+			w.superseded.Ignored++
+			keys[i] = "\x00skip"
+			continue
+		}
+		key, err := s.keyer.Key(r)
+		if err != nil {
+			return nil, err
+		}
+		if why := badText([]byte(key)); why != "" {
+			return nil, s.recordError(r, fmt.Errorf("the idempotency key %q %s: a text column cannot hold it; change the key template (a binary Kafka key: printf \"%%x\" .Key)", excerpt(key), why))
+		}
+		keys[i] = key
+		at, seen := index[key]
+		if !seen {
+			at = len(ops)
+			index[key] = at
+			ops = append(ops, keyOps{first: i, lastTomb: -1, firstUp: -1, firstUpAfterT: -1})
+		}
+		o := &ops[at]
+		o.last = i
+		if tomb && s.onTombstone == plan.OnTombstoneDelete {
+			o.lastTomb, o.firstUpAfterT = i, -1
+		} else {
+			if o.firstUp < 0 {
+				o.firstUp = i
+			}
+			if o.lastTomb >= 0 && o.firstUpAfterT < 0 {
+				o.firstUpAfterT = i
+			}
+		}
+	}
+	rowsOf := func(rs **pgRows, n int) *pgRows {
+		if *rs == nil {
+			*rs = newRows(s.cols, n)
+		}
+		return *rs
+	}
+	var up, del int
+	for at := range ops {
+		o := &ops[at]
+		key := keys[o.first]
+		sh := &w.shards[0]
+		if s.connections > 1 {
+			sh = &w.shards[maphash.String(shardSeed, key)%uint64(s.connections)]
+		}
+		del, up = -1, -1
+		switch {
+		case !s.ignore && o.last == o.lastTomb:
+			del = o.last
+		case !s.ignore:
+			up = o.last
+		case o.lastTomb >= 0:
+			del, up = o.lastTomb, o.firstUpAfterT
+		default:
+			up = o.firstUp
+		}
+		if del >= 0 {
+			if err := rowsOf(&sh.del, 0).add(&batch[del], key, s.ver, false); err != nil {
+				return nil, s.recordError(&batch[del], err)
+			}
+		}
+		if up >= 0 {
+			if err := rowsOf(&sh.up, len(ops)/s.connections+1).add(&batch[up], key, s.ver, batch[up].Value != nil); err != nil {
+				return nil, s.recordError(&batch[up], err)
+			}
+		}
+		// The key's other records were replaced within the batch.
+		for i := o.first; i <= o.last; i++ {
+			if i == del || i == up || keys[i] != key {
+				continue
+			}
+			switch {
+			case batch[i].Value == nil && s.onTombstone == plan.OnTombstoneDelete:
+				w.superseded.Deleted++
+			case s.ignore:
+				w.superseded.Ignored++
+			default:
+				w.superseded.Updated++
+			}
+		}
+	}
+	// Shards without rows are left out, but the first stays when it carries
+	// the checkpoint.
+	out := w.shards[:0]
+	for i, sh := range w.shards {
+		if sh.up.len()+sh.del.len() > 0 || i == 0 && s.ckpt != nil {
+			out = append(out, sh)
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, shard{})
+	}
+	w.shards = out
+	return w, nil
+}
+
+// writeShard writes one shard in one transaction with, when batch is set,
+// the batch's checkpoint; wait, when set, is called before the commit and
+// its error rolls the transaction back. The shard's outcomes are counted
+// once it is committed. A batch of at most copy_threshold rows and no wait
+// is one round trip (an implicit transaction); a larger one is copied into
+// the COPY table first.
+func (s *Sink) writeShard(ctx context.Context, conn *pgxpool.Conn, sh shard, batch []record.Record, wait func() error) error {
+	useCopy := sh.up.len() > s.copyAbove
+	var out sinks.Outcomes
+	b := &pgx.Batch{}
+	if sh.del.len() > 0 {
+		args := []any{sh.del.vals[s.key].arg()}
+		if s.ver >= 0 {
+			args = append(args, sh.del.vals[s.ver].arg())
+		}
+		n := int64(sh.del.len())
+		b.Queue(s.st.remove, args...).QueryRow(func(row pgx.Row) error {
+			var deleted, stale, dup int64
+			if err := row.Scan(&deleted, &stale, &dup); err != nil {
+				return err
+			}
+			out.Deleted += deleted
+			out.Stale += stale
+			out.Duplicate += dup
+			out.Absent += n - deleted - stale - dup
+			return nil
+		})
+	}
+	if sh.up.len() > 0 {
+		stmt, args := s.st.upsert, sh.up.args()
+		if useCopy {
+			stmt, args = s.st.copyUpsert, nil
+		}
+		n := int64(sh.up.len())
+		b.Queue(stmt, args...).QueryRow(func(row pgx.Row) error {
+			var ins, upd, stale, dup, coll int64
+			var first *string
+			if err := row.Scan(&ins, &upd, &stale, &dup, &coll, &first); err != nil {
+				return err
+			}
+			out.Inserted += ins
+			out.Updated += upd
+			out.Stale += stale
+			out.Duplicate += dup
+			if s.ignore {
+				out.Ignored += n - ins - upd - stale - dup
+			} else {
+				out.Unchanged += n - ins - upd - stale - dup
+			}
+			out.Collisions += coll
+			if first != nil {
+				out.FirstCollision = *first
+			}
+			return nil
+		})
+	}
+	if batch != nil && s.ckpt != nil {
+		s.ckpt.Queue(b, batch)
+	}
+	var err error
+	if !useCopy && wait == nil {
+		err = conn.SendBatch(ctx, b).Close()
+	} else {
+		err = s.inTx(ctx, conn, func(tx pgx.Tx) error {
+			if useCopy {
+				if _, err := tx.CopyFrom(ctx, pgx.Identifier{copyTable}, s.st.copyCols, sh.up.copySource()); err != nil {
+					return err
+				}
+			}
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return err
+			}
+			if wait != nil {
+				return wait()
+			}
+			return nil
+		})
+	}
+	var other othersFailed
+	if errors.As(err, &other) {
+		return other.err // another shard's error, already explained
+	}
+	if err != nil {
+		return s.upsertError(ctx, conn, sh.up, err)
+	}
+	s.count(out)
+	return nil
+}
+
+// othersFailed carries the error of another shard of the Write into the
+// first shard, whose transaction it rolls back.
+type othersFailed struct{ err error }
+
+func (e othersFailed) Error() string { return e.err.Error() }
+
+// inTx runs f in a transaction on conn, committed when f returns nil.
+func (s *Sink) inTx(ctx context.Context, conn *pgxpool.Conn, f func(pgx.Tx) error) (err error) {
+	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return err
 	}
@@ -69,42 +338,43 @@ func (s *Sink) copyRows(ctx context.Context, rows *pgRows, batch []record.Record
 			_ = tx.Rollback(context.WithoutCancel(ctx))
 		}
 	}()
-	if _, err := tx.Exec(ctx, s.createTemp); err != nil {
-		return err
-	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"pg_temp", copyTable}, s.copyCols, rows.copySource()); err != nil {
-		return err
-	}
-	b := &pgx.Batch{}
-	b.Queue(s.fromTemp)
-	if s.ckpt != nil {
-		s.ckpt.Queue(b, batch)
-	}
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	if err := f(tx); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)
 }
 
-// upsertError turns a failed upsert into the error Write returns: a
+// count adds o to the sink's outcomes.
+func (s *Sink) count(o sinks.Outcomes) {
+	s.outMu.Lock()
+	s.out.Add(o)
+	s.outMu.Unlock()
+}
+
+// upsertError turns a failed write into the error Write returns: a
 // *record.Error when the database rejected the data of one row, found by
 // probing the rows one by one, else a plain error.
-func (s *Sink) upsertError(ctx context.Context, rows *pgRows, err error) error {
+func (s *Sink) upsertError(ctx context.Context, conn *pgxpool.Conn, rows *pgRows, err error) error {
 	err = fmt.Errorf("postgres sink: upsert into %s: %w", s.name, s.scrub(err))
-	if !rejectsData(err) || ctx.Err() != nil {
+	if !rejectsData(err) || ctx.Err() != nil || rows.len() == 0 {
 		return err
 	}
-	i, rowErr := s.probe(ctx, rows)
+	i, rowErr := s.probe(ctx, conn, rows)
 	if i < 0 {
 		return err
 	}
-	return record.NewError(rows.recs[i], fmt.Errorf("postgres sink: upsert into %s: %w", s.name, s.scrub(rowErr)))
+	return s.recordError(rows.recs[i], s.scrub(rowErr))
+}
+
+// recordError is r's *record.Error for why, which follows on_error.
+func (s *Sink) recordError(r *record.Record, why error) error {
+	return record.NewError(r, fmt.Errorf("postgres sink: upsert into %s: %w", s.name, why))
 }
 
 // rejectsData reports whether err is the database refusing the data of a
 // row: a data exception (class 22: bad encoding, a value out of range, JSON
-// that PostgreSQL does not take such as \u0000), an integrity constraint
-// violation (class 23), or a row too big for an index (54000).
+// that PostgreSQL does not take), an integrity constraint violation (class
+// 23), or a row too big for an index (54000).
 func rejectsData(err error) bool {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
@@ -113,20 +383,21 @@ func rejectsData(err error) bool {
 	return strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23") || pgErr.Code == "54000"
 }
 
-// probe finds the row the database rejects: it upserts the rows one
+// probe finds the row the database rejects, on conn (the Write's own
+// connection: a sharded Write holds all it may use): it upserts the rows one
 // statement each, pipelined in one round trip inside a transaction that is
 // rolled back, so nothing is written. The server skips every statement after
 // the first failure, so the first error names the row. It returns -1 when
 // no single row fails on its own.
-func (s *Sink) probe(ctx context.Context, rows *pgRows) (int, error) {
-	tx, err := s.pool.Begin(ctx)
+func (s *Sink) probe(ctx context.Context, conn *pgxpool.Conn, rows *pgRows) (int, error) {
+	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return -1, nil
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // the probe is never kept
 	b := &pgx.Batch{}
 	for i := range rows.recs {
-		b.Queue(s.upsert, rows.one(i).args()...)
+		b.Queue(s.st.upsert, rows.one(i).args()...)
 	}
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()

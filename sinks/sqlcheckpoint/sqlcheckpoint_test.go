@@ -140,10 +140,20 @@ func TestPostgresCheckpointRejectedRow(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	for _, threshold := range []int{1, 1000} {
 		table, ckpt := testenv.TableName(), testenv.TableName()
-		s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: threshold,
+		keyer, kerr := sinks.NewKeyer("{{ .Key }}")
+		if kerr != nil {
+			t.Fatal(kerr)
+		}
+		s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: threshold, Keyer: keyer,
 			Checkpoints: sqlcheckpoint.Config{Table: ckpt, Group: "g", RunID: "r"}})
-		sinktest.MustWrite(t, s, sinktest.Rec(1, 19, "", `{}`))
-		err := s.Write(t.Context(), []record.Record{sinktest.Rec(1, 20, "", `{}`), sinktest.Rec(1, 21, "", `{"s":"\u0000"}`), sinktest.Rec(1, 22, "", `{}`)})
+		sinktest.MustWrite(t, s, sinktest.Rec(1, 19, "a", `{}`))
+		// A key too long for the primary key's index: PostgreSQL refuses the row.
+		rng := rand.New(rand.NewPCG(21, 21))
+		long := make([]byte, 20000)
+		for i := range long {
+			long[i] = 'a' + byte(rng.IntN(26))
+		}
+		err := s.Write(t.Context(), []record.Record{sinktest.Rec(1, 20, "b", `{}`), sinktest.Rec(1, 21, string(long), `{}`), sinktest.Rec(1, 22, "c", `{}`)})
 		var re *record.Error
 		if !errors.As(err, &re) || re.Offset != 21 {
 			t.Fatalf("threshold %d: Write = %v, want a *record.Error for offset 21", threshold, err)

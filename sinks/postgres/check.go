@@ -1,0 +1,130 @@
+package postgres
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// The checks that keep a value from being changed on its way into a
+// column: a cast to varchar(n) cuts a longer text, numeric(p,s) rounds to
+// s decimals, real and double precision round to their precision,
+// timestamp(p) rounds to p decimals of a second. Each returns the reason
+// as an error naming the column; the sink makes it a *record.Error, which
+// follows on_error. Types not listed are converted by PostgreSQL, which
+// rejects what it cannot convert (an integer out of range, a malformed
+// number) rather than changing it.
+
+// check returns why text value s would not be stored as it is in c.
+func (c *pgColumn) check(s string) error {
+	mod := c.decl.typmod
+	switch c.decl.base {
+	case "varchar", "bpchar":
+		if mod < 4 {
+			return nil
+		}
+		if n, max := utf8.RuneCountInString(s), int(mod-4); n > max {
+			return fmt.Errorf("column %s (%s): the %s has %d characters, more than %d; it would be cut: widen the column or map another field", c.name, c.decl.sql, fieldName(c.field), n, max)
+		}
+	case "int2", "int4", "int8":
+		bits := map[string]int{"int2": 16, "int4": 32, "int8": 64}[c.decl.base]
+		if _, err := strconv.ParseInt(strings.TrimSpace(s), 10, bits); err != nil {
+			why := "is not an integer"
+			if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+				why = fmt.Sprintf("is out of the range of %s", c.decl.sql)
+			}
+			return fmt.Errorf("column %s (%s): the %s %q %s", c.name, c.decl.sql, fieldName(c.field), excerpt(s), why)
+		}
+	case "numeric":
+		if mod < 4 {
+			return nil
+		}
+		prec, scale := int((mod-4)>>16&0xffff), int(int16((mod-4)&0xffff))
+		intDigits, fracDigits, ok := decimalDigits(s)
+		if !ok {
+			return nil // not a plain number: PostgreSQL decides (NaN, Infinity, or an error)
+		}
+		if fracDigits > scale {
+			return fmt.Errorf("column %s (%s): the %s %s has %d decimals, more than %d; it would be rounded", c.name, c.decl.sql, fieldName(c.field), excerpt(s), fracDigits, scale)
+		}
+		if intDigits > prec-scale {
+			return fmt.Errorf("column %s (%s): the %s %s has %d digits before the point, more than %d; it would overflow", c.name, c.decl.sql, fieldName(c.field), excerpt(s), intDigits, prec-scale)
+		}
+	case "float4", "float8":
+		bits := 64
+		if c.decl.base == "float4" {
+			bits = 32
+		}
+		t := strings.TrimSpace(s)
+		want, ok := new(big.Rat).SetString(t)
+		if !ok {
+			return nil // NaN, Infinity or not a number: PostgreSQL decides
+		}
+		f, err := strconv.ParseFloat(t, bits)
+		if err != nil || math.IsInf(f, 0) {
+			return fmt.Errorf("column %s (%s): the %s %s is out of its range", c.name, c.decl.sql, fieldName(c.field), excerpt(s))
+		}
+		got, _ := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, bits))
+		if got == nil || got.Cmp(want) != 0 {
+			return fmt.Errorf("column %s (%s): the %s %s would be rounded to %s; use numeric", c.name, c.decl.sql, fieldName(c.field), excerpt(s), strconv.FormatFloat(f, 'g', -1, bits))
+		}
+	}
+	return nil
+}
+
+// checkTime returns why t would be rounded in c (timestamp(p) with p < 3:
+// a record's timestamp has milliseconds).
+func (c *pgColumn) checkTime(t time.Time) error {
+	if c.decl.base != "timestamptz" && c.decl.base != "timestamp" || c.decl.typmod < 0 {
+		return nil
+	}
+	p := int(c.decl.typmod)
+	unit := time.Duration(math.Pow10(9 - min(p, 6)))
+	if t.Sub(t.Truncate(time.Second))%unit != 0 {
+		return fmt.Errorf("column %s (%s): the timestamp %s has more than %d decimals of a second; it would be rounded", c.name, c.decl.sql, t.UTC().Format(time.RFC3339Nano), p)
+	}
+	return nil
+}
+
+// decimalDigits returns the significant digits of decimal number s before
+// and after the point (leading zeros of the integer part and trailing
+// zeros of the fraction do not count), after its exponent is applied.
+func decimalDigits(s string) (intDigits, fracDigits int, ok bool) {
+	s = strings.TrimSpace(s)
+	s = strings.TrimLeft(s, "+-")
+	mant, exp := s, 0
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.Atoi(s[i+1:])
+		if err != nil {
+			return 0, 0, false
+		}
+		mant, exp = s[:i], e
+	}
+	ip, fp, _ := strings.Cut(mant, ".")
+	if ip == "" && fp == "" || strings.Trim(ip+fp, "0123456789") != "" {
+		return 0, 0, false
+	}
+	digits := strings.TrimLeft(ip+fp, "0")
+	point := len(ip) - (len(ip+fp) - len(digits)) + exp // digits before the point
+	digits = strings.TrimRight(digits, "0")
+	if digits == "" {
+		return 0, 0, true
+	}
+	return max(point, 0), max(len(digits)-point, 0), true
+}
+
+// excerpt bounds a value quoted in an error.
+func excerpt(s string) string {
+	if len(s) <= 40 {
+		return s
+	}
+	cut := 40
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}

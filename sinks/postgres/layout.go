@@ -1,0 +1,364 @@
+package postgres
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/tidwall/gjson"
+
+	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks/encode"
+)
+
+// The default layout: the table a plan without columns writes, one row per
+// idempotency key. value_bytes and kafka_key hold the exact bytes; value is
+// the value as jsonb when it is JSON PostgreSQL takes (else NULL), for
+// queries; headers keeps every header, binary values and repeated keys
+// included.
+var defaultLayout = []pgColumn{
+	{name: "key", field: plan.Field{Kind: plan.FieldKey}},
+	{name: "topic", field: plan.Field{Kind: plan.FieldTopic}},
+	{name: "partition", field: plan.Field{Kind: plan.FieldPartition}},
+	{name: "offset", field: plan.Field{Kind: plan.FieldOffset}},
+	{name: "timestamp", field: plan.Field{Kind: plan.FieldTimestamp}},
+	{name: "value", field: plan.Field{Kind: plan.FieldValue}, jsonOrNull: true},
+	{name: "value_bytes", field: plan.Field{Kind: plan.FieldValue}, bytes: true},
+	{name: "kafka_key", field: plan.Field{Kind: plan.FieldKafkaKey}, bytes: true},
+	{name: "headers", field: plan.Field{Kind: plan.FieldHeaders}},
+}
+
+// versionColumn is the column the default layout (or a mapping without a
+// column of the version's field) keeps the version in.
+const versionColumn = "replay_version"
+
+// pgColumn is one column the sink writes: the record field it holds, the
+// type the table declares, and how its values are sent.
+type pgColumn struct {
+	name  string
+	field plan.Field
+	// jsonOrNull: the value as jsonb when it is JSON PostgreSQL takes,
+	// else NULL (the default layout's value; its bytes are in value_bytes).
+	jsonOrNull bool
+	// bytes: created as bytea (value_bytes, kafka_key).
+	bytes bool
+	decl  declType
+	send  sendKind
+}
+
+// declType is a column's declared type as pg_attribute has it.
+type declType struct {
+	sql    string // format_type: varchar(10), numeric(8,2), ...
+	base   string // pg_type.typname: varchar, numeric, int4, ...
+	typmod int32
+}
+
+// sendKind is the type a column's values travel in (the COPY table's
+// column type, the arrays' element type).
+type sendKind int
+
+const (
+	sendText sendKind = iota
+	sendBytes
+	sendJSON
+	sendTime
+	sendInt4
+	sendInt8
+)
+
+func (k sendKind) sql() string {
+	return [...]string{"text", "bytea", "jsonb", "timestamptz", "int4", "int8"}[k]
+}
+
+// createType is the type create_table gives a column of the field.
+func (c pgColumn) createType() string {
+	switch {
+	case c.bytes, c.field.Kind == plan.FieldKafkaKey:
+		return "bytea"
+	case c.field.Kind == plan.FieldTimestamp:
+		return "timestamptz"
+	case c.field.Kind == plan.FieldPartition:
+		return "int"
+	case c.field.Kind == plan.FieldOffset:
+		return "bigint"
+	case c.field.Kind == plan.FieldValue, c.field.Kind == plan.FieldHeaders, c.field.Kind == plan.FieldValuePath && c.name == versionColumn:
+		return "jsonb"
+	case c.field.Kind == plan.FieldHeader && c.name == versionColumn:
+		return "jsonb"
+	}
+	return "text"
+}
+
+// notNull reports whether the field always has a value.
+func (c pgColumn) notNull() bool {
+	return encode.Column{Name: c.name, Field: c.field}.NotNull() && !c.bytes
+}
+
+func (c pgColumn) quoted() string { return pgx.Identifier{c.name}.Sanitize() }
+
+// chooseSend picks how the column's values travel, given its declared type.
+func (c *pgColumn) chooseSend() {
+	k := c.field.Kind
+	switch c.decl.base {
+	case "bytea":
+		c.send = sendBytes
+		return
+	case "jsonb", "json":
+		c.send = sendJSON
+		return
+	case "timestamptz", "timestamp", "date":
+		if k == plan.FieldTimestamp {
+			c.send = sendTime
+			return
+		}
+	case "int4", "int8", "int2", "numeric":
+		switch k {
+		case plan.FieldPartition:
+			c.send = sendInt4
+			return
+		case plan.FieldOffset:
+			c.send = sendInt8
+			return
+		}
+	}
+	c.send = sendText
+}
+
+// expr is the column's value in a row of alias (the COPY table or the
+// arrays), converted to the declared type where the sent type is another.
+func (c pgColumn) expr(alias string, i int) string {
+	u := alias + ".c" + strconv.Itoa(i+1)
+	if c.decl.base == c.send.sql() || c.send == sendText && (c.decl.base == "varchar" || c.decl.base == "bpchar") {
+		return u
+	}
+	return u + "::" + c.decl.sql
+}
+
+// cell is one column value of one row, as sent.
+type cell struct {
+	text  string
+	bytes []byte
+	null  bool
+}
+
+// badText returns why s cannot be stored as PostgreSQL text exactly, ""
+// when it can: text holds UTF-8 without NUL.
+func badText(s []byte) string {
+	if !utf8.Valid(s) {
+		return "holds bytes that are not UTF-8"
+	}
+	if bytes.IndexByte(s, 0) >= 0 {
+		return "holds a NUL byte"
+	}
+	return ""
+}
+
+// jsonbOK reports whether v is JSON that jsonb takes: valid UTF-8 JSON
+// without \u0000 (jsonb has no NUL in strings).
+func jsonbOK(v []byte) bool {
+	return v != nil && record.ValidJSON(v) && utf8.Valid(v) && !bytes.Contains(v, []byte(`\u0000`))
+}
+
+// cellOf computes the column's value for r, whose idempotency key is key.
+// The error is the reason the value cannot be stored exactly.
+func (c *pgColumn) cellOf(r *record.Record, key string, cs *encode.Cells) (cell, error) {
+	k := c.field.Kind
+	switch c.send {
+	case sendBytes:
+		var b []byte
+		switch k {
+		case plan.FieldValue:
+			b = r.Value
+		case plan.FieldKafkaKey:
+			b = r.Key
+		case plan.FieldHeader:
+			h, ok := lastHeader(r, c.field.Arg)
+			if !ok {
+				return cell{null: true}, nil
+			}
+			b = h
+		default:
+			s, ok := cs.Text(encode.Column{Name: c.name, Field: c.field})
+			if !ok {
+				return cell{null: true}, nil
+			}
+			b = []byte(s)
+		}
+		if b == nil {
+			return cell{null: true}, nil
+		}
+		return cell{bytes: b}, nil
+	case sendJSON:
+		return c.jsonCell(r, key, cs)
+	case sendTime, sendInt4, sendInt8:
+		return cell{}, nil // taken from the record directly
+	}
+	raw, ok, err := c.rawText(r, key, cs)
+	if err != nil || !ok {
+		return cell{null: !ok}, err
+	}
+	if why := badText(raw); why != "" {
+		return cell{}, fmt.Errorf("column %s (%s): the %s %s; map it to a bytea column to keep its bytes", c.name, c.decl.sql, fieldName(c.field), why)
+	}
+	s := string(raw)
+	if err := c.check(s); err != nil {
+		return cell{}, err
+	}
+	return cell{text: s}, nil
+}
+
+// rawText is the field's bytes for a text column: the key, topic, Kafka
+// key and header values as they are, the value as it is, a value path's
+// text, the rest as encode.Cells writes them.
+func (c *pgColumn) rawText(r *record.Record, key string, cs *encode.Cells) ([]byte, bool, error) {
+	switch c.field.Kind {
+	case plan.FieldKey:
+		return []byte(key), true, nil
+	case plan.FieldKafkaKey:
+		return r.Key, r.Key != nil, nil
+	case plan.FieldValue:
+		return r.Value, r.Value != nil, nil
+	case plan.FieldHeader:
+		h, ok := lastHeader(r, c.field.Arg)
+		return h, ok && h != nil, nil
+	case plan.FieldHeaders:
+		return headersJSON(nil, r.Headers), true, nil
+	case plan.FieldValuePath:
+		if r.Value == nil || !jsonbOK(r.Value) {
+			return nil, false, nil
+		}
+		res := gjson.GetBytes(r.Value, c.field.Arg)
+		switch res.Type {
+		case gjson.Null:
+			return nil, false, nil
+		case gjson.String:
+			return []byte(res.Str), true, nil
+		}
+		return []byte(res.Raw), true, nil
+	}
+	s, ok := cs.Text(encode.Column{Name: c.name, Field: c.field})
+	return []byte(s), ok, nil
+}
+
+// jsonCell is the column's value as JSON text for a jsonb column.
+func (c *pgColumn) jsonCell(r *record.Record, key string, cs *encode.Cells) (cell, error) {
+	switch c.field.Kind {
+	case plan.FieldValue:
+		v := r.Value
+		switch {
+		case v == nil:
+			return cell{null: true}, nil
+		case jsonbOK(v):
+			return cell{bytes: v}, nil
+		case c.jsonOrNull:
+			return cell{null: true}, nil
+		case badText(v) == "":
+			return cell{bytes: encode.AppendJSONBytes(nil, v)}, nil // text as a JSON string
+		}
+		return cell{}, fmt.Errorf("column %s (%s): the value is not JSON and not UTF-8 text; map value to a bytea column to keep its bytes", c.name, c.decl.sql)
+	case plan.FieldHeaders:
+		return cell{bytes: headersJSON(nil, r.Headers)}, nil
+	case plan.FieldValuePath:
+		if r.Value == nil || !jsonbOK(r.Value) {
+			return cell{null: true}, nil
+		}
+		res := gjson.GetBytes(r.Value, c.field.Arg)
+		if !res.Exists() || res.Type == gjson.Null {
+			return cell{null: true}, nil
+		}
+		return cell{bytes: []byte(res.Raw)}, nil
+	case plan.FieldPartition:
+		return cell{bytes: strconv.AppendInt(nil, int64(r.Partition), 10)}, nil
+	case plan.FieldOffset:
+		return cell{bytes: strconv.AppendInt(nil, r.Offset, 10)}, nil
+	case plan.FieldHeader:
+		h, ok := lastHeader(r, c.field.Arg)
+		if !ok || h == nil {
+			return cell{null: true}, nil
+		}
+		if c.name == versionColumn && isJSONNumber(h) {
+			return cell{bytes: h}, nil // a number orders as a number
+		}
+	}
+	raw, ok, err := c.rawText(r, key, cs)
+	if err != nil || !ok {
+		return cell{null: !ok}, err
+	}
+	if why := badText(raw); why != "" {
+		return cell{}, fmt.Errorf("column %s (%s): the %s %s; map it to a bytea column to keep its bytes", c.name, c.decl.sql, fieldName(c.field), why)
+	}
+	return cell{bytes: encode.AppendJSONBytes(nil, raw)}, nil
+}
+
+func isJSONNumber(b []byte) bool {
+	return len(b) > 0 && (b[0] == '-' || '0' <= b[0] && b[0] <= '9') && gjson.ValidBytes(b) && gjson.ParseBytes(b).Type == gjson.Number
+}
+
+// lastHeader is the value of r's last header named name.
+func lastHeader(r *record.Record, name string) ([]byte, bool) {
+	for i := len(r.Headers) - 1; i >= 0; i-- {
+		if r.Headers[i].Key == name {
+			return r.Headers[i].Value, true
+		}
+	}
+	return nil, false
+}
+
+func fieldName(f plan.Field) string {
+	switch f.Kind {
+	case plan.FieldKey:
+		return "idempotency key"
+	case plan.FieldKafkaKey:
+		return "Kafka key"
+	case plan.FieldValue:
+		return "value"
+	case plan.FieldValuePath:
+		return "value." + f.Arg
+	case plan.FieldHeader:
+		return "header " + strconv.Quote(f.Arg)
+	}
+	return "field"
+}
+
+// headersJSON appends hs as a JSON array of {"key","value"} objects in
+// record order, as the text sinks write them, where a key or value that
+// jsonb cannot hold as a string (not UTF-8, or with a NUL byte) is
+// standard base64 marked "key_encoding"/"value_encoding": "base64". A null
+// value is null. encode.DecodeField reads each back.
+func headersJSON(b []byte, hs []record.Header) []byte {
+	b = append(b, '[')
+	for i, h := range hs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"key":`...)
+		if badText([]byte(h.Key)) == "" {
+			b = encode.AppendJSONString(b, h.Key)
+		} else {
+			b = appendBase64(b, []byte(h.Key), "key_encoding")
+		}
+		b = append(b, `,"value":`...)
+		switch {
+		case h.Value == nil:
+			b = append(b, "null"...)
+		case badText(h.Value) == "":
+			b = encode.AppendJSONBytes(b, h.Value)
+		default:
+			b = appendBase64(b, h.Value, "value_encoding")
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+func appendBase64(b, v []byte, mark string) []byte {
+	b = append(b, '"')
+	b = base64.StdEncoding.AppendEncode(b, v)
+	b = append(b, `","`...)
+	b = append(b, mark...)
+	return append(b, `":"base64"`...)
+}
