@@ -62,7 +62,7 @@ func BenchmarkPostgresVsCopy(b *testing.B) {
 	keys := benchList("REPLAY_BENCH_PG_KEYS", "default,id")
 	dir := b.TempDir()
 	bin := benchBuildReplay(b, dir)
-	addr := benchStartSandbox(b, bin, records)
+	addr := benchStartSandbox(b, bin, records, benchVariants[0])
 	b.Logf("broker %s, %d records; replay %s", addr, records, bin)
 	for _, key := range keys {
 		for _, batch := range batches {
