@@ -269,3 +269,42 @@ func TestReadCountsProcessedRecords(t *testing.T) {
 		t.Errorf("read %d of %d: want the part processed before the interruption", read, total)
 	}
 }
+
+// The group's offsets are read back at the end of a run: a partition whose
+// committed offset is below where it ended (a commit that landed late) is
+// committed at its end again; one at its end is left alone.
+func TestConfirmCommitsAtTheEnd(t *testing.T) {
+	sb := newTestCluster(t, 2, "orders")
+	seed(t, sb, "orders", 2000, t0, time.Hour)
+	p, _ := filePlan(t, sb, timeWindow(t0, t0.Add(time.Hour)))
+	c := connect(t, p)
+	job, rep, err := runPlan(t, context.Background(), p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends := map[int32]int64{}
+	for _, pr := range rep.Partitions {
+		ends[pr.Partition] = pr.Next
+	}
+	// A late commit moves partition 1 back.
+	r1 := job.Resolution.Ranges[1]
+	if err := c.commitAs(context.Background(), nil, p.Group, "orders", map[int32]int64{r1.Partition: r1.Start + 1}, map[int32]checkpointMeta{r1.Partition: job.meta(r1)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := commits(t, c, p.Group, "orders", r1.Partition)[r1.Partition].Offset; got != r1.Start+1 {
+		t.Fatalf("the late commit did not land: %d", got)
+	}
+	fs, err := file.NewJSONL(filepath.Join(t.TempDir(), "x.jsonl"), job.RunID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	if err := job.confirmCommits(context.Background(), fs, ends); err != nil {
+		t.Fatal(err)
+	}
+	for part, cp := range commits(t, c, p.Group, "orders", 0, 1) {
+		if cp.Offset != ends[part] {
+			t.Errorf("partition %d: committed %d after the read-back, want its end %d", part, cp.Offset, ends[part])
+		}
+	}
+}

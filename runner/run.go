@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -104,6 +105,14 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 		j.saveRecord(RecordStopped, next)
 		return rep, err
 	}
+	ends := map[int32]int64{}
+	for _, s := range states {
+		ends[s.Partition] = max(s.next.Load(), s.from)
+	}
+	if err := j.confirmCommits(work, sink, ends); err != nil {
+		j.saveRecord(RecordStopped, next)
+		return rep, err
+	}
 	err = j.publish(work, sink, rep)
 	if err != nil {
 		j.saveRecord(RecordStopped, next)
@@ -111,6 +120,46 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 		j.saveRecord(RecordDone, next)
 	}
 	return rep, err
+}
+
+// confirmCommits reads the group's offsets back once every partition is
+// done, before the run declares itself done: a commit of this run whose
+// attempt timed out may have landed after a later one (the settle delay
+// before each retry is meant to prevent it; this is the check), leaving a
+// partition's committed offset below where it ended, so that a re-run
+// would take the finished plan for one in progress. Such a partition is
+// committed again at its end. A sink that commits the group's offsets in
+// its own transactions (the exactly-once kafka sink) is left alone: a
+// standalone commit could move a fenced process's group.
+func (j *Job) confirmCommits(ctx context.Context, sink sinks.Sink, ends map[int32]int64) error {
+	if sinks.CapabilitiesOf(sink).Offsets != nil || len(ends) == 0 {
+		return nil
+	}
+	parts := slices.Sorted(maps.Keys(ends))
+	cps, err := j.c.Checkpoints(ctx, j.Plan.Group, j.Resolution.Topic, parts)
+	if err != nil {
+		return fmt.Errorf("read back the group's offsets at the end of the run: %w", err)
+	}
+	offsets := map[int32]int64{}
+	meta := map[int32]checkpointMeta{}
+	for _, r := range j.Resolution.Ranges {
+		end, ok := ends[r.Partition]
+		if !ok {
+			continue
+		}
+		if got := cps[r.Partition].Offset; got < end {
+			j.opts.Log.Warn().Int32("partition", r.Partition).Int64("committed", got).Int64("end", end).
+				Msg("the group's offset is below where the partition ended (a commit landed late): committing the end again")
+			offsets[r.Partition], meta[r.Partition] = end, j.meta(r)
+		}
+	}
+	if len(offsets) == 0 {
+		return nil
+	}
+	if err := j.c.commitAs(ctx, j.member.Load(), j.Plan.Group, j.Resolution.Topic, offsets, meta); err != nil {
+		return fmt.Errorf("commit the ends again in group %s: %w", j.Plan.Group, err)
+	}
+	return nil
 }
 
 // startBudget counts max_errors against the records of states.
