@@ -122,15 +122,32 @@ func (c *Cluster) checkGroupMembers(ctx context.Context, group, joinID string) e
 	if g.State == "Empty" || g.State == "Dead" || g.State == "" {
 		return nil
 	}
+	self, holding := parseHolder(source.GroupMember{ClientID: joinID})
+	// later is a run of the same plan that joined after this process took
+	// its hold (two started at once): it refuses itself and leaves, and
+	// until it has left it is no reason to refuse the holder.
+	later := func(m source.GroupMember) bool {
+		h, ok := parseHolder(m)
+		return ok && holding && m.ClientID != joinID && h.Fingerprint == self.Fingerprint && h.Since.After(self.Since)
+	}
+	members := make([]source.GroupMember, 0, len(g.Members))
 	for _, m := range g.Members {
+		if !later(m) {
+			members = append(members, m)
+		}
+	}
+	if len(g.Members) > 0 && len(members) == 0 {
+		return nil // only later runs of this plan, leaving
+	}
+	for _, m := range members {
 		if h, ok := parseHolder(m); ok && m.ClientID != joinID {
 			return heldError(group, h)
 		}
 	}
-	if joinID == "" || len(g.Members) == 0 {
+	if joinID == "" || len(members) == 0 {
 		return &SafetyError{Group: group, Reason: fmt.Sprintf("it is %s with active members: it looks like a live consumer group; a replay must use a dedicated group nobody else consumes with (e.g. replay.<plan-name>)", g.State)}
 	}
-	for _, m := range g.Members {
+	for _, m := range members {
 		if m.ClientID != joinID {
 			return &SafetyError{Group: group, Hint: HintJoinedOnly, Reason: fmt.Sprintf("it is %s with a member that is not a joined process of this plan (client id %q, host %s): it looks like a live consumer group, or a process of another plan; use a dedicated group", g.State, m.ClientID, m.ClientHost)}
 		}
