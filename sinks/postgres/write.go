@@ -96,9 +96,13 @@ func (s *Sink) writeShards(ctx context.Context, conns []*pgxpool.Conn, w *writeP
 			return nil
 		})
 	})
+	// The other shards run under the Write's context, not the group's: a
+	// failure of the first shard must not cancel another shard whose
+	// implicit transaction the server may already have committed, which
+	// would leave rows in the table that the outcomes never counted.
 	var rest errgroup.Group
 	for i := 1; i < len(w.shards); i++ {
-		rest.Go(func() error { return s.writeShard(gctx, conns[i], w.shards[i], nil, nil) })
+		rest.Go(func() error { return s.writeShard(ctx, conns[i], w.shards[i], nil, nil) })
 	}
 	others <- rest.Wait()
 	return g.Wait()
