@@ -7,14 +7,19 @@ import (
 )
 
 // KgoOpts returns the options of a franz-go client that reaches the cluster
-// as c does (seed brokers, client id, TLS, SASL); brokers overrides the
-// seed brokers when given (the ones that answered the probe). The caller
-// adds its own retry and timeout options.
-func (c *Conn) KgoOpts(brokers ...string) ([]kgo.Opt, error) {
+// as the settings say (seed brokers, client id, TLS, SASL); brokers
+// overrides the seed brokers when given (the ones that answered the
+// probe). The caller adds its own retry and timeout options. A Conn has
+// them through its Settings.
+func (c Settings) KgoOpts(brokers ...string) ([]kgo.Opt, error) {
 	if len(brokers) == 0 {
 		brokers = c.Brokers
 	}
-	opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ClientID(c.ClientID)}
+	id := c.ClientID
+	if id == "" {
+		id = "replay"
+	}
+	opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ClientID(id)}
 	tc, err := TLSConfig(c.TLS)
 	if err != nil {
 		return nil, err

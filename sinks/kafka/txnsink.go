@@ -9,8 +9,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/replay-tool/replay/internal/kafkaconn"
 	"github.com/replay-tool/replay/internal/record"
@@ -51,35 +49,14 @@ func (e *FencedError) Error() string {
 func (e *FencedError) Unwrap() []error { return []error{sinks.ErrFenced, e.Err} }
 
 // kgoOpts builds the connection options of a kgo client from the sink's
-// settings.
+// settings (kafkaconn.Settings.KgoOpts, as the source side's client).
 func kgoOpts(cfg Config, brokers []string) ([]kgo.Opt, error) {
-	opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ClientID(clientID(cfg.ClientID))}
-	if cfg.TLS.Enabled {
-		tc, err := kafkaconn.TLSConfig(cfg.TLS)
-		if err != nil {
-			return nil, fmt.Errorf("kafka sink: tls: %w", err)
-		}
-		opts = append(opts, kgo.DialTLSConfig(tc))
-	}
-	switch cfg.SASL.Mechanism {
-	case "":
-	case "PLAIN":
-		opts = append(opts, kgo.SASL(plain.Auth{User: cfg.SASL.Username, Pass: cfg.SASL.Password}.AsMechanism()))
-	case "SCRAM-SHA-256":
-		opts = append(opts, kgo.SASL(scram.Auth{User: cfg.SASL.Username, Pass: cfg.SASL.Password}.AsSha256Mechanism()))
-	case "SCRAM-SHA-512":
-		opts = append(opts, kgo.SASL(scram.Auth{User: cfg.SASL.Username, Pass: cfg.SASL.Password}.AsSha512Mechanism()))
-	default:
-		return nil, fmt.Errorf("kafka sink: sasl: mechanism %q is not supported", cfg.SASL.Mechanism)
+	st := kafkaconn.Settings{Section: "sink", Brokers: brokers, TLS: cfg.TLS, SASL: cfg.SASL, ClientID: cfg.ClientID}
+	opts, err := st.KgoOpts()
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: %w", err)
 	}
 	return opts, nil
-}
-
-func clientID(id string) string {
-	if id == "" {
-		return "replay"
-	}
-	return id
 }
 
 // writeTxn is Write of an exactly-once sink: the batch's messages and the
