@@ -28,13 +28,8 @@ func DecodeJSONL(line []byte) (record.Record, error) {
 		KeyEncoding   string          `json:"key_encoding"`
 		Value         json.RawMessage `json:"value"`
 		ValueEncoding string          `json:"value_encoding"`
-		Headers       []struct {
-			Key           json.RawMessage `json:"key"`
-			KeyEncoding   string          `json:"key_encoding"`
-			Value         json.RawMessage `json:"value"`
-			ValueEncoding string          `json:"value_encoding"`
-		} `json:"headers"`
-		Error *string `json:"error"`
+		Headers       []headerField   `json:"headers"`
+		Error         *string         `json:"error"`
 	}
 	if err := json.Unmarshal(line, &l); err != nil {
 		return record.Record{}, fmt.Errorf("not a JSON line: %w", err)
@@ -52,21 +47,48 @@ func DecodeJSONL(line []byte) (record.Record, error) {
 	if r.Value, err = DecodeField(l.Value, l.ValueEncoding); err != nil {
 		return r, fmt.Errorf("value: %w", err)
 	}
-	for i, h := range l.Headers {
-		k, err := DecodeField(h.Key, h.KeyEncoding)
-		if err != nil || k == nil {
-			return r, fmt.Errorf("header %d key: %w", i, errors.Join(err, errors.New("want a string")))
-		}
-		v, err := DecodeField(h.Value, h.ValueEncoding)
-		if err != nil {
-			return r, fmt.Errorf("header %d value: %w", i, err)
-		}
-		r.Headers = append(r.Headers, record.Header{Key: string(k), Value: v})
+	if r.Headers, err = decodeHeaders(l.Headers); err != nil {
+		return r, err
 	}
 	if l.Error != nil {
 		r = record.DeadLetter(r, *l.Error)
 	}
 	return r, nil
+}
+
+// headerField is one header of AppendHeadersJSON's array.
+type headerField struct {
+	Key           json.RawMessage `json:"key"`
+	KeyEncoding   string          `json:"key_encoding"`
+	Value         json.RawMessage `json:"value"`
+	ValueEncoding string          `json:"value_encoding"`
+}
+
+// DecodeHeadersJSON reads AppendHeadersJSON's array (a JSONL line's
+// headers, a database sink's headers column) back into headers with
+// their original bytes, in order.
+func DecodeHeadersJSON(b []byte) ([]record.Header, error) {
+	var hs []headerField
+	if err := json.Unmarshal(b, &hs); err != nil {
+		return nil, fmt.Errorf("headers: %w", err)
+	}
+	return decodeHeaders(hs)
+}
+
+func decodeHeaders(hs []headerField) ([]record.Header, error) {
+	var out []record.Header
+	for i, h := range hs {
+		k, err := DecodeField(h.Key, h.KeyEncoding)
+		if err != nil || k == nil {
+			return nil, fmt.Errorf("header %d key: %w", i, errors.Join(err, errors.New("want a string")))
+		}
+		v, err := DecodeField(h.Value, h.ValueEncoding)
+		if err != nil {
+			return nil, fmt.Errorf("header %d value: %w", i, err)
+		}
+		out = append(out, record.Header{Key: string(k), Value: v})
+	}
+	return out, nil
 }
 
 // DecodeField returns the bytes a key, value or header field of a line

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -60,27 +59,4 @@ func ReadRecords(ctx context.Context, q Querier, table string) ([]record.Record,
 // a column mapped to headers): a JSON array of {"key","value"} objects
 // whose key or value is base64 where "key_encoding" or "value_encoding"
 // says "base64"; a null value is a header without a value.
-func DecodeHeaders(b []byte) ([]record.Header, error) {
-	var hs []struct {
-		Key           json.RawMessage `json:"key"`
-		KeyEncoding   string          `json:"key_encoding"`
-		Value         json.RawMessage `json:"value"`
-		ValueEncoding string          `json:"value_encoding"`
-	}
-	if err := json.Unmarshal(b, &hs); err != nil {
-		return nil, err
-	}
-	var out []record.Header
-	for i, h := range hs {
-		k, err := encode.DecodeField(h.Key, h.KeyEncoding)
-		if err != nil {
-			return nil, fmt.Errorf("header %d key: %w", i, err)
-		}
-		v, err := encode.DecodeField(h.Value, h.ValueEncoding)
-		if err != nil {
-			return nil, fmt.Errorf("header %d value: %w", i, err)
-		}
-		out = append(out, record.Header{Key: string(k), Value: v})
-	}
-	return out, nil
-}
+func DecodeHeaders(b []byte) ([]record.Header, error) { return encode.DecodeHeadersJSON(b) }

@@ -258,9 +258,9 @@ func oldLayoutError(name string, missing []string) error {
 // DecodeHeaders reads a headers column (AppendHeadersJSON's array) back
 // into the record's headers, with their original bytes.
 func DecodeHeaders(text string) ([]record.Header, error) {
-	r, err := encode.DecodeJSONL([]byte(`{"headers":` + text + `}`))
+	hs, err := encode.DecodeHeadersJSON([]byte(text))
 	if err != nil {
-		return nil, fmt.Errorf("sqlite sink: headers: %w", err)
+		return nil, fmt.Errorf("sqlite sink: %w", err)
 	}
-	return r.Headers, nil
+	return hs, nil
 }
