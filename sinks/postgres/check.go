@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/replay-tool/replay/internal/record"
 )
 
 // The checks that keep a value from being changed on its way into a
@@ -117,14 +119,5 @@ func decimalDigits(s string) (intDigits, fracDigits int, ok bool) {
 	return max(point, 0), max(len(digits)-point, 0), true
 }
 
-// excerpt bounds a value quoted in an error.
-func excerpt(s string) string {
-	if len(s) <= 40 {
-		return s
-	}
-	cut := 40
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+// excerpt bounds a value quoted in a message (record.Excerpt).
+func excerpt(s string) string { return record.Excerpt(s, 40) }

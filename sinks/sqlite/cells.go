@@ -324,10 +324,5 @@ func versionCell(c *column, r *record.Record) (any, error) {
 	return nil, nil
 }
 
-// excerpt bounds a value quoted in a message.
-func excerpt(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
-}
+// excerpt bounds a value quoted in a message (record.Excerpt).
+func excerpt(s string) string { return record.Excerpt(s, 64) }
