@@ -20,22 +20,7 @@ import (
 // reads back, through the documented decoding, as the exact key and value
 // bytes kcat reads from the source, and the headers a Kafka client reads.
 func TestReplayKeepsRecordContents(t *testing.T) {
-	sb := testenv.NewKafka(t)
-	sb.CreateTopic(t, "orders", 1, map[string]string{"max.message.bytes": "8388608"})
-	corpus := sinktest.Corpus()
-	cl := sb.Client(t, kgo.ProducerBatchMaxBytes(8<<20), kgo.ProducerLinger(0), kgo.RequiredAcks(kgo.AllISRAcks()))
-	for _, r := range corpus {
-		kr := &kgo.Record{Topic: "orders", Key: r.Key, Value: r.Value, Timestamp: r.Time}
-		for _, h := range r.Headers {
-			kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-		err := cl.ProduceSync(ctx, kr).FirstErr()
-		cancel()
-		if err != nil {
-			t.Fatalf("produce offset %d: %v", r.Offset, err)
-		}
-	}
+	sb, corpus := seedCorpus(t, 1)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out.jsonl")
 	from := corpus[0].Time
@@ -43,11 +28,44 @@ func TestReplayKeepsRecordContents(t *testing.T) {
 	if r := replay(t, "run", "--yes", file); r.code != exitOK {
 		t.Fatalf("run: %s", r)
 	}
-	got := sinktest.DecodeLines(t, readFile(t, out))
+	compareWithSource(t, sb, corpus, sinktest.DecodeLines(t, readFile(t, out)))
+}
+
+// seedCorpus produces sinktest.Corpus with kgo, in order, to a new topic
+// orders with the given partitions (record i to partition i mod
+// partitions), on a new broker.
+func seedCorpus(t *testing.T, partitions int32) (*testenv.Kafka, []record.Record) {
+	t.Helper()
+	sb := testenv.NewKafka(t)
+	sb.CreateTopic(t, "orders", partitions, map[string]string{"max.message.bytes": "8388608"})
+	corpus := sinktest.Corpus()
+	cl := sb.Client(t, kgo.ProducerBatchMaxBytes(8<<20), kgo.ProducerLinger(0), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for i, r := range corpus {
+		kr := &kgo.Record{Topic: "orders", Partition: int32(i) % partitions, Key: r.Key, Value: r.Value, Timestamp: r.Time}
+		for _, h := range r.Headers {
+			kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		err := cl.ProduceSync(ctx, kr).FirstErr()
+		cancel()
+		if err != nil {
+			t.Fatalf("produce corpus record %d: %v", i, err)
+		}
+	}
+	return sb, corpus
+}
+
+// compareWithSource checks got, what a sink holds of the one-partition
+// corpus topic read back in offset order, against kcat's view of the
+// source (key and value bytes, null apart from empty, timestamps) and
+// kgo's (headers), and that kcat reads the bytes that were produced.
+func compareWithSource(t *testing.T, sb *testenv.Kafka, corpus, got []record.Record) {
+	t.Helper()
 	kc := testenv.KcatRecords(t, sb.Addr, "orders", 0)
 	src := sb.ReadTopic(t, "orders")
 	if len(got) != len(corpus) || len(kc) != len(corpus) || len(src) != len(corpus) {
-		t.Fatalf("%d lines, kcat read %d records, kgo %d; want %d", len(got), len(kc), len(src), len(corpus))
+		t.Fatalf("the sink holds %d records, kcat read %d, kgo %d; want %d", len(got), len(kc), len(src), len(corpus))
 	}
 	for i, k := range kc {
 		want := record.Record{Topic: "orders", Offset: k.Offset, Time: time.UnixMilli(k.Timestamp), Key: k.Key, Value: k.Value}
@@ -71,24 +89,8 @@ func bytesSame(a, b []byte) bool { return string(a) == string(b) && (a == nil) =
 // producer's murmur2 gives its key (a null key: its source partition
 // modulo the target's), or with keep_partition in its source partition.
 func TestReplayToKafkaKeepsRecordContents(t *testing.T) {
-	sb := testenv.NewKafka(t)
+	sb, corpus := seedCorpus(t, 3)
 	big := map[string]string{"max.message.bytes": "8388608"}
-	sb.CreateTopic(t, "orders", 3, big)
-	corpus := sinktest.Corpus()
-	cl := sb.Client(t, kgo.ProducerBatchMaxBytes(8<<20), kgo.ProducerLinger(0), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	for i, r := range corpus {
-		kr := &kgo.Record{Topic: "orders", Partition: int32(i % 3), Key: r.Key, Value: r.Value, Timestamp: r.Time}
-		for _, h := range r.Headers {
-			kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-		err := cl.ProduceSync(ctx, kr).FirstErr()
-		cancel()
-		if err != nil {
-			t.Fatalf("produce corpus record %d: %v", i, err)
-		}
-	}
 	src := map[string]*kgo.Record{} // by partition@offset
 	for _, r := range sb.ReadTopic(t, "orders") {
 		src[fmt.Sprintf("%d@%d", r.Partition, r.Offset)] = r

@@ -1,19 +1,15 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/sinks/postgres"
-	"github.com/replay-tool/replay/sinks/sinktest"
 )
 
 // The contents corpus produced with kgo and replayed by `replay run` into
@@ -23,22 +19,7 @@ import (
 // the rows inserted, and a second run with another group inserts nothing.
 func TestReplayKeepsRecordContentsPostgres(t *testing.T) {
 	dsn := testenv.Postgres(t)
-	sb := testenv.NewKafka(t)
-	sb.CreateTopic(t, "orders", 1, map[string]string{"max.message.bytes": "8388608"})
-	corpus := sinktest.Corpus()
-	cl := sb.Client(t, kgo.ProducerBatchMaxBytes(8<<20), kgo.ProducerLinger(0), kgo.RequiredAcks(kgo.AllISRAcks()))
-	for _, r := range corpus {
-		kr := &kgo.Record{Topic: "orders", Key: r.Key, Value: r.Value, Timestamp: r.Time}
-		for _, h := range r.Headers {
-			kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-		err := cl.ProduceSync(ctx, kr).FirstErr()
-		cancel()
-		if err != nil {
-			t.Fatalf("produce offset %d: %v", r.Offset, err)
-		}
-	}
+	sb, corpus := seedCorpus(t, 1)
 	dir := t.TempDir()
 	table := testenv.TableName()
 	from := corpus[0].Time
@@ -58,16 +39,5 @@ func TestReplayKeepsRecordContentsPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.SortFunc(got, func(a, b record.Record) int { return int(a.Offset - b.Offset) })
-	kc := testenv.KcatRecords(t, sb.Addr, "orders", 0)
-	src := sb.ReadTopic(t, "orders")
-	if len(got) != len(corpus) || len(kc) != len(corpus) || len(src) != len(corpus) {
-		t.Fatalf("%d rows, kcat read %d records, kgo %d; want %d", len(got), len(kc), len(src), len(corpus))
-	}
-	for i, k := range kc {
-		want := record.Record{Topic: "orders", Offset: k.Offset, Time: time.UnixMilli(k.Timestamp).UTC(), Key: k.Key, Value: k.Value}
-		for _, h := range src[i].Headers {
-			want.Headers = append(want.Headers, record.Header{Key: h.Key, Value: h.Value})
-		}
-		sinktest.CompareContents(t, got[i], want)
-	}
+	compareWithSource(t, sb, corpus, got)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
 	"path/filepath"
@@ -9,11 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/replay-tool/replay/internal/record"
-	"github.com/replay-tool/replay/internal/testenv"
-	"github.com/replay-tool/replay/sinks/sinktest"
 	"github.com/replay-tool/replay/sinks/sqlite"
 )
 
@@ -23,22 +18,7 @@ import (
 // Kafka client reads; the summary counts what SQLite did, and a re-run
 // changes nothing.
 func TestReplayToSQLiteKeepsRecordContents(t *testing.T) {
-	sb := testenv.NewKafka(t)
-	sb.CreateTopic(t, "orders", 1, map[string]string{"max.message.bytes": "8388608"})
-	corpus := sinktest.Corpus()
-	cl := sb.Client(t, kgo.ProducerBatchMaxBytes(8<<20), kgo.ProducerLinger(0), kgo.RequiredAcks(kgo.AllISRAcks()))
-	for _, r := range corpus {
-		kr := &kgo.Record{Topic: "orders", Key: r.Key, Value: r.Value, Timestamp: r.Time}
-		for _, h := range r.Headers {
-			kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-		err := cl.ProduceSync(ctx, kr).FirstErr()
-		cancel()
-		if err != nil {
-			t.Fatalf("produce offset %d: %v", r.Offset, err)
-		}
-	}
+	sb, corpus := seedCorpus(t, 1)
 	dir := t.TempDir()
 	db := filepath.Join(dir, "replay.db")
 	from := corpus[0].Time
@@ -51,22 +31,7 @@ func TestReplayToSQLiteKeepsRecordContents(t *testing.T) {
 	if want := fmt.Sprintf("sink: %d inserted, 0 updated, 0 unchanged, 0 ignored", len(corpus)); !strings.Contains(r.stdout+r.stderr, want) {
 		t.Errorf("the run does not say %q:\n%s", want, r)
 	}
-	got := readSQLiteRecords(t, db)
-	kc := testenv.KcatRecords(t, sb.Addr, "orders", 0)
-	src := sb.ReadTopic(t, "orders")
-	if len(got) != len(corpus) || len(kc) != len(corpus) || len(src) != len(corpus) {
-		t.Fatalf("%d rows, kcat read %d records, kgo %d; want %d", len(got), len(kc), len(src), len(corpus))
-	}
-	for i, k := range kc {
-		want := record.Record{Topic: "orders", Offset: k.Offset, Time: time.UnixMilli(k.Timestamp), Key: k.Key, Value: k.Value}
-		for _, h := range src[i].Headers {
-			want.Headers = append(want.Headers, record.Header{Key: h.Key, Value: h.Value})
-		}
-		sinktest.CompareContents(t, got[i], want)
-		if !bytesSame(k.Value, corpus[i].Value) || !bytesSame(k.Key, corpus[i].Key) {
-			t.Errorf("offset %d: kcat reads other bytes than were produced", k.Offset)
-		}
-	}
+	compareWithSource(t, sb, corpus, readSQLiteRecords(t, db))
 
 	// The same window again (another plan, so another group): nothing
 	// changes, and the summary says so.
