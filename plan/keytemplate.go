@@ -15,48 +15,74 @@ var KeyFields = []string{"Topic", "Partition", "Offset", "Timestamp", "Key", "Va
 // scalarKeyFields have no fields of their own: .Key.id is a mistake.
 var scalarKeyFields = []string{"Topic", "Partition", "Offset", "Key"}
 
-// keyFieldProblem checks the fields a key template reads against what it
-// sees, so that `{{ .value.id }}` is refused by validate instead of failing
-// on every record of the run. Only the pipelines evaluated with the record
-// as dot are checked: inside with and range, dot is something else.
-func keyFieldProblem(root *parse.ListNode) string {
-	var problem string
-	var walk func(n parse.Node)
-	walk = func(n parse.Node) {
-		if problem != "" || n == nil {
-			return
-		}
+// fieldUse is one field path a template reads (.Value.id: [Value id]);
+// onRecord is false inside with and range, where dot is something else.
+type fieldUse struct {
+	ident    []string
+	onRecord bool
+}
+
+// templateFields lists the field paths the template under root reads, in
+// order.
+func templateFields(root *parse.ListNode) []fieldUse {
+	var uses []fieldUse
+	var walk func(n parse.Node, onRecord bool)
+	walk = func(n parse.Node, onRecord bool) {
 		switch n := n.(type) {
 		case *parse.ListNode:
-			for _, c := range n.Nodes {
-				walk(c)
+			if n != nil {
+				for _, c := range n.Nodes {
+					walk(c, onRecord)
+				}
 			}
 		case *parse.ActionNode:
-			walk(n.Pipe)
+			walk(n.Pipe, onRecord)
 		case *parse.PipeNode:
-			for _, c := range n.Cmds {
-				walk(c)
+			if n != nil {
+				for _, c := range n.Cmds {
+					walk(c, onRecord)
+				}
 			}
 		case *parse.CommandNode:
 			for _, a := range n.Args {
-				walk(a)
+				walk(a, onRecord)
 			}
 		case *parse.IfNode:
-			walk(n.Pipe)
-			walk(n.List)
-			walk(n.ElseList)
+			walk(n.Pipe, onRecord)
+			walk(n.List, onRecord)
+			walk(n.ElseList, onRecord)
 		case *parse.WithNode:
-			walk(n.Pipe) // its body sees another dot
+			walk(n.Pipe, onRecord)
+			walk(n.List, false) // its body sees another dot
+			walk(n.ElseList, onRecord)
 		case *parse.RangeNode:
-			walk(n.Pipe)
+			walk(n.Pipe, onRecord)
+			walk(n.List, false)
+			walk(n.ElseList, onRecord)
 		case *parse.FieldNode:
-			problem = keyFieldPathProblem(n.Ident)
+			uses = append(uses, fieldUse{ident: n.Ident, onRecord: onRecord})
 		case *parse.ChainNode:
-			walk(n.Node)
+			walk(n.Node, onRecord)
 		}
 	}
-	walk(root)
-	return problem
+	walk(root, true)
+	return uses
+}
+
+// keyFieldProblem checks the fields a key template reads against what it
+// sees, so that `{{ .value.id }}` is refused by validate instead of failing
+// on every record of the run. Only the fields read with the record as dot
+// are checked: inside with and range, dot is something else.
+func keyFieldProblem(root *parse.ListNode) string {
+	for _, u := range templateFields(root) {
+		if !u.onRecord {
+			continue
+		}
+		if problem := keyFieldPathProblem(u.ident); problem != "" {
+			return problem
+		}
+	}
+	return ""
 }
 
 // keyFieldPathProblem checks one field path (.Value.id: [Value id]).
@@ -84,46 +110,11 @@ func keyFieldPathProblem(ident []string) string {
 // keyReads reports which of the record's fields a key template reads.
 func keyReads(root *parse.ListNode) map[string]bool {
 	reads := map[string]bool{}
-	var walk func(n parse.Node)
-	walk = func(n parse.Node) {
-		switch n := n.(type) {
-		case *parse.ListNode:
-			if n != nil {
-				for _, c := range n.Nodes {
-					walk(c)
-				}
-			}
-		case *parse.ActionNode:
-			walk(n.Pipe)
-		case *parse.PipeNode:
-			if n != nil {
-				for _, c := range n.Cmds {
-					walk(c)
-				}
-			}
-		case *parse.CommandNode:
-			for _, a := range n.Args {
-				walk(a)
-			}
-		case *parse.IfNode:
-			walk(n.Pipe)
-			walk(n.List)
-			walk(n.ElseList)
-		case *parse.WithNode:
-			walk(n.Pipe)
-			walk(n.List)
-			walk(n.ElseList)
-		case *parse.RangeNode:
-			walk(n.Pipe)
-			walk(n.List)
-			walk(n.ElseList)
-		case *parse.FieldNode:
-			reads[n.Ident[0]] = true
-		case *parse.ChainNode:
-			walk(n.Node)
+	for _, u := range templateFields(root) {
+		if u.onRecord && len(u.ident) > 0 {
+			reads[u.ident[0]] = true
 		}
 	}
-	walk(root)
 	return reads
 }
 
