@@ -32,6 +32,9 @@ const (
 	FieldPartition
 	FieldOffset
 	FieldTopic
+	// FieldTimestampType is the record's timestamp type (KIP-32):
+	// "CreateTime" or "LogAppendTime".
+	FieldTimestampType
 )
 
 // Field is a parsed column field: its kind and, for value.<path> and
@@ -45,14 +48,15 @@ type Field struct {
 var plainFields = map[string]FieldKind{
 	"key": FieldKey, "kafka_key": FieldKafkaKey, "value": FieldValue, "headers": FieldHeaders,
 	"timestamp": FieldTimestamp, "partition": FieldPartition, "offset": FieldOffset, "topic": FieldTopic,
+	"timestamp_type": FieldTimestampType,
 }
 
 // fieldNames lists what a column can map to, for messages.
-const fieldNames = "key, kafka_key, value, value.<path>, header.<name>, headers, timestamp, partition, offset or topic"
+const fieldNames = "key, kafka_key, value, value.<path>, header.<name>, headers, timestamp, timestamp_type, partition, offset or topic"
 
 // ParseField parses a column's field: key, kafka_key, value,
 // value.<gjson path> (value.customer.id), header.<name>, headers,
-// timestamp, partition, offset or topic.
+// timestamp, timestamp_type, partition, offset or topic.
 func ParseField(s string) (Field, error) {
 	if k, ok := plainFields[s]; ok {
 		return Field{Kind: k}, nil

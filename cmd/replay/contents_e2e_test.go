@@ -175,3 +175,67 @@ func TestReplayToKafkaKeepsRecordContents(t *testing.T) {
 		})
 	}
 }
+
+// A topic whose batches the broker stamped with its append time
+// (LOG_APPEND_TIME, KIP-32) replays with the time Kafka gives such a
+// record, its batch's MaxTimestamp, not the producer's first timestamp plus
+// the record's delta, and says so in timestamp_type; CreateTime batches
+// keep their records' own times. kcat (librdkafka) and kgo read the same
+// times and types from the source. The broker serves the batches as Kafka
+// stores them (testenv.ServeBatches: kfake's own stamping leaves a stale
+// CRC); metadata, offsets and commits are kfake's, of the same offsets.
+func TestReplayLogAppendTime(t *testing.T) {
+	sb := testenv.NewKafka(t)
+	sb.CreateTopic(t, "orders", 1, nil)
+	created := time.Now().Add(-10 * time.Minute).Truncate(time.Millisecond)
+	appended := created.Add(3 * time.Minute)
+	var all []*kgo.Record
+	batch := func(n int, key string) []*kgo.Record {
+		var recs []*kgo.Record
+		for i := range n { // the producer's times a second apart
+			recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprintf("%s-%d", key, i)), Value: []byte(`{"i":1}`), Timestamp: created.Add(time.Duration(i) * time.Second)})
+		}
+		all = append(all, recs...)
+		return recs
+	}
+	const logAppendTime = 0x08
+	a, c, b := batch(3, "a"), batch(2, "c"), batch(2, "b")
+	sb.Produce(t, "orders", all...)
+	sb.ServeBatches(t, "orders", 0, 7,
+		testenv.EncodeBatch(0, logAppendTime, appended, a...),
+		testenv.EncodeBatch(3, 0, c[1].Timestamp, c...),
+		testenv.EncodeBatch(5, logAppendTime, appended.Add(time.Second), b...))
+
+	src := sb.ReadTopic(t, "orders")
+	kc := testenv.KcatRecords(t, sb.Addr, "orders", 0)
+	if len(src) != 7 || len(kc) != 7 {
+		t.Fatalf("kgo reads %d records, kcat %d; want 7", len(src), len(kc))
+	}
+	if src[1].Attrs.TimestampType() != 1 || !src[1].Timestamp.Equal(appended) || kc[1].Timestamp != appended.UnixMilli() {
+		t.Fatalf("kgo reads record 1 at %v (type %d), kcat at %d: want the append time %v", src[1].Timestamp, src[1].Attrs.TimestampType(), kc[1].Timestamp, appended)
+	}
+
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.jsonl")
+	file := writePlan(t, dir, planSpec{name: "append-time", addr: sb.Addr, from: created.Add(-time.Hour), to: time.Now().Add(-time.Second), sink: fileSink(out, 2)})
+	if r := replay(t, "run", "--yes", file); r.code != exitOK {
+		t.Fatalf("run: %s", r)
+	}
+	lines := strings.Split(strings.TrimSpace(string(readFile(t, out))), "\n")
+	got := sinktest.DecodeLines(t, readFile(t, out))
+	if len(got) != 7 {
+		t.Fatalf("the file holds %d records, want 7", len(got))
+	}
+	for i, g := range got {
+		wantType, wantName := record.CreateTime, "CreateTime"
+		if src[i].Attrs.TimestampType() == 1 {
+			wantType, wantName = record.LogAppendTime, "LogAppendTime"
+		}
+		if g.Offset != kc[i].Offset || g.Time.UnixMilli() != kc[i].Timestamp || !g.Time.Equal(src[i].Timestamp) || g.TimestampType != wantType {
+			t.Errorf("offset %d: replay wrote %v (%v); kcat reads %d, kgo %v (%s)", g.Offset, g.Time, g.TimestampType, kc[i].Timestamp, src[i].Timestamp, wantName)
+		}
+		if !strings.Contains(lines[i], `"timestamp_type":"`+wantName+`"`) {
+			t.Errorf("line %d lacks timestamp_type %s: %s", i, wantName, lines[i])
+		}
+	}
+}

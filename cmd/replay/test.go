@@ -59,9 +59,11 @@ type fixture struct {
 	Headers json.RawMessage `json:"headers"`
 	// KeyEncoding and ValueEncoding are the marks of the sinks' JSONL form
 	// (encode.DecodeField): "base64", "json" or none.
-	KeyEncoding   string  `json:"key_encoding"`
-	ValueEncoding string  `json:"value_encoding"`
-	Timestamp     string  `json:"timestamp"`
+	KeyEncoding   string `json:"key_encoding"`
+	ValueEncoding string `json:"value_encoding"`
+	Timestamp     string `json:"timestamp"`
+	// TimestampType is CreateTime (the default) or LogAppendTime.
+	TimestampType string  `json:"timestamp_type"`
 	Topic         *string `json:"topic"`
 	Partition     *int32  `json:"partition"`
 	Offset        *int64  `json:"offset"`
@@ -280,6 +282,13 @@ func parseFixture(line []byte, topic string, index int64) (fixture, error) {
 		return fx, fmt.Errorf("timestamp %q: want RFC 3339 with a zone, e.g. 2026-11-03T10:00:00Z", fx.Timestamp)
 	}
 	r := record.Record{Topic: topic, Offset: index, Time: ts}
+	switch fx.TimestampType {
+	case "", "CreateTime":
+	case "LogAppendTime":
+		r.TimestampType = record.LogAppendTime
+	default:
+		return fx, fmt.Errorf("timestamp_type %q: want CreateTime or LogAppendTime", fx.TimestampType)
+	}
 	if fx.Topic != nil {
 		r.Topic = *fx.Topic
 	}

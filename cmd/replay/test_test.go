@@ -73,7 +73,7 @@ func TestTestCommand(t *testing.T) {
 		}
 		for _, want := range []string{
 			`line 1  orders/0@0  pass  key "7"`,
-			`sink: {"topic":"orders","partition":0,"offset":0,"timestamp":"2026-11-03T10:00:00.000Z","key":"a","value":{"id": 7, "status": "paid"},"headers":[{"key":"trace","value":"x"}]}`,
+			`sink: {"topic":"orders","partition":0,"offset":0,"timestamp":"2026-11-03T10:00:00.000Z","timestamp_type":"CreateTime","key":"a","value":{"id": 7, "status": "paid"},"headers":[{"key":"trace","value":"x"}]}`,
 			"line 3  orders/0@1  filtered",
 			"line 4  orders/4@99  error  filter: the value is not JSON",
 			`on_error dead_letter: {"topic":"orders","partition":4,"offset":99,`,

@@ -17,9 +17,12 @@ import (
 type Record struct {
 	Topic     string
 	Partition int32
-	Offset    int64
-	// Time is the record timestamp (CreateTime, or LogAppendTime where the
-	// broker set it), with millisecond precision.
+	// TimestampType says which time Time is.
+	TimestampType TimestampType
+	Offset        int64
+	// Time is the record timestamp, with millisecond precision: the
+	// producer's (CreateTime), or, in a LOG_APPEND_TIME batch, the batch's
+	// MaxTimestamp, the broker's append time (KIP-32).
 	Time time.Time
 	// Key is nil when the record has no key.
 	Key []byte
@@ -31,6 +34,26 @@ type Record struct {
 	// parsed by the filter (shared with the key template) and, for a dead
 	// letter, why it could not be processed. nil on the hot path.
 	Note *Note
+}
+
+// TimestampType is the timestamp type of a record's batch (KIP-32), the
+// attributes' timestampType bit.
+type TimestampType uint8
+
+const (
+	// CreateTime: the timestamp is the producer's.
+	CreateTime TimestampType = 0
+	// LogAppendTime: the broker stamped the batch with its append time
+	// (the topic's message.timestamp.type is LogAppendTime).
+	LogAppendTime TimestampType = 1
+)
+
+// String returns Kafka's name of t: "CreateTime" or "LogAppendTime".
+func (t TimestampType) String() string {
+	if t == LogAppendTime {
+		return "LogAppendTime"
+	}
+	return "CreateTime"
 }
 
 // Header is one record header (KIP-82). Keys may repeat.

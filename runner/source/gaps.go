@@ -9,7 +9,6 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
-	"github.com/segmentio/kafka-go/protocol/fetch"
 )
 
 // Gap is a span [From, To) of offsets of the window that were deleted
@@ -48,7 +47,7 @@ func (e *DataLossError) Unwrap() error { return ErrOffsetOutOfRange }
 // start means records of the window were deleted under the reader: with
 // allowLoss it moves to the new log start, records the gap and returns nil;
 // otherwise it is a *DataLossError naming the lost offsets.
-func (r *Reader) fetchError(p *fetch.ResponsePartition, err error) error {
+func (r *Reader) fetchError(p *fetchPartition, err error) error {
 	if p == nil || !errors.Is(kafka.Error(p.ErrorCode), kafka.OffsetOutOfRange) || p.LogStartOffset <= r.next {
 		return err
 	}
@@ -66,7 +65,7 @@ func (r *Reader) fetchError(p *fetch.ResponsePartition, err error) error {
 }
 
 // noProgress decides what a fetch that moved nothing means.
-func (r *Reader) noProgress(ctx context.Context, p *fetch.ResponsePartition) error {
+func (r *Reader) noProgress(ctx context.Context, p *fetchPartition) error {
 	upper := p.HighWatermark // the end of what the broker serves us
 	if r.isolation == 1 && p.LastStableOffset >= 0 {
 		upper = min(upper, p.LastStableOffset)
@@ -142,7 +141,7 @@ func (r *Reader) skipCompactedTail(ctx context.Context, base, upper int64) error
 
 // firstBatchBase returns the base offset of the first record batch of a
 // fetch answer.
-func firstBatchBase(p *fetch.ResponsePartition) (int64, bool) {
+func firstBatchBase(p *fetchPartition) (int64, bool) {
 	switch rs := p.RecordSet.Records.(type) {
 	case nil:
 		return 0, false
@@ -205,7 +204,7 @@ func (e *OpenTransactionError) Error() string {
 // it waits (returns nil) while the last stable offset stood at the
 // reader's position for less than the timeout, and fails with an
 // *OpenTransactionError after that.
-func (r *Reader) openTransaction(ctx context.Context, p *fetch.ResponsePartition) error {
+func (r *Reader) openTransaction(ctx context.Context, p *fetchPartition) error {
 	now := time.Now()
 	r.stuck = 0
 	if r.blockedAt != r.next {

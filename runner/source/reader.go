@@ -116,8 +116,6 @@ type Reader struct {
 	txnTimeout   time.Duration
 	blockedAt    int64
 	blockedSince time.Time
-	// warnedAppendTime: warnLogAppendTime warned already.
-	warnedAppendTime bool
 }
 
 // NewReader returns a reader of cfg's range; it sends nothing until Fetch.
@@ -178,7 +176,7 @@ func (r *Reader) Fetch(ctx context.Context, out []record.Record) ([]record.Recor
 
 // roundTrip fetches from offset. A partition-level error comes back with
 // the partition's answer (log start offset, high watermark).
-func (r *Reader) roundTrip(ctx context.Context, offset int64) (*fetch.ResponsePartition, error) {
+func (r *Reader) roundTrip(ctx context.Context, offset int64) (*fetchPartition, error) {
 	req := &fetch.Request{
 		ReplicaID:      -1,
 		MaxWaitTime:    int32(fetchMaxWait / time.Millisecond),
@@ -190,7 +188,7 @@ func (r *Reader) roundTrip(ctx context.Context, offset int64) (*fetch.ResponsePa
 			Partition: r.partition, CurrentLeaderEpoch: -1, FetchOffset: offset, LogStartOffset: -1, PartitionMaxBytes: r.maxBytes,
 		}}}},
 	}
-	var part *fetch.ResponsePartition
+	var part *fetchPartition
 	_, err := call(ctx, r.c, opFetch, func(ctx context.Context) (struct{}, error) {
 		part = nil
 		tr := r.c.fetchTransport(r.partition)
@@ -223,8 +221,8 @@ func (r *Reader) roundTrip(ctx context.Context, offset int64) (*fetch.ResponsePa
 
 // answer finds the partition in a fetch response; a top-level error code
 // comes back as a kafka.Error.
-func (r *Reader) answer(m protocol.Message) (*fetch.ResponsePartition, error) {
-	resp, ok := m.(*fetch.Response)
+func (r *Reader) answer(m protocol.Message) (*fetchPartition, error) {
+	resp, ok := m.(*fetchResponse)
 	if !ok {
 		return nil, fmt.Errorf("unexpected response %T", m)
 	}
@@ -241,7 +239,7 @@ func (r *Reader) answer(m protocol.Message) (*fetch.ResponsePartition, error) {
 	return nil, errors.New("the response does not mention the partition")
 }
 
-func (r *Reader) partitionError(p *fetch.ResponsePartition) error {
+func (r *Reader) partitionError(p *fetchPartition) error {
 	kerr := kafka.Error(p.ErrorCode)
 	if errors.Is(kerr, kafka.OffsetOutOfRange) {
 		return &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next,
@@ -251,7 +249,7 @@ func (r *Reader) partitionError(p *fetch.ResponsePartition) error {
 }
 
 // consume walks the record batches of one response.
-func (r *Reader) consume(p *fetch.ResponsePartition, out []record.Record) ([]record.Record, error) {
+func (r *Reader) consume(p *fetchPartition, out []record.Record) ([]record.Record, error) {
 	if p.RecordSet.Records == nil {
 		return out, nil
 	}
@@ -283,10 +281,18 @@ func (r *Reader) consume(p *fetch.ResponsePartition, out []record.Record) ([]rec
 				aborted = aborted[1:]
 			}
 			drop := r.isolation == 1 && b.Attributes.Transactional() && abortedProducers[b.ProducerID]
-			r.warnLogAppendTime(b)
-			out, size, err = r.records(b, out, drop, size)
+			stamp := stampCreateTime
+			if b.Attributes&attrLogAppendTime != 0 {
+				t, ok := p.RecordSet.appendTime(b.BaseOffset)
+				if !ok {
+					err = fmt.Errorf("the LOG_APPEND_TIME batch at offset %d has no MaxTimestamp", b.BaseOffset)
+					break
+				}
+				stamp = t
+			}
+			out, size, err = r.records(b, out, drop, stamp, size)
 		default:
-			out, size, err = r.records(b, out, false, size)
+			out, size, err = r.records(b, out, false, stampCreateTime, size)
 		}
 		if err != nil {
 			return out, &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next, Err: fmt.Errorf("decode record batch: %w", err)}
@@ -296,22 +302,8 @@ func (r *Reader) consume(p *fetch.ResponsePartition, out []record.Record) ([]rec
 	return out, nil
 }
 
-// logAppendTime is the timestampType bit of a record batch's attributes
-// (KIP-32): set, the broker stamped the batch with its append time.
-const logAppendTime protocol.Attributes = 1 << 3
-
-// warnLogAppendTime warns, once per reader, that a LOG_APPEND_TIME batch's
-// records carry their producer's timestamps: Kafka's record timestamp is
-// then the batch's MaxTimestamp (the broker's append time, which
-// ListOffsets by time uses), but kafka-go's decoder does not keep it.
-func (r *Reader) warnLogAppendTime(b *protocol.RecordBatch) {
-	if r.warnedAppendTime || b.Attributes&logAppendTime == 0 {
-		return
-	}
-	r.warnedAppendTime = true
-	r.log.Warn().Str("topic", r.topic).Int32("partition", r.partition).Int64("offset", b.BaseOffset).
-		Msg("the topic stamps records with LogAppendTime, but records are read with their producer's timestamps (CreateTime): the window's offsets were resolved by append time, and strict_timestamps and the timestamps written compare the producer's")
-}
+// stampCreateTime is records' stamp argument for a CreateTime batch.
+const stampCreateTime int64 = -1 << 63
 
 // controlBatch skips a transaction marker; an ABORT marker closes its
 // producer's aborted range.
@@ -335,7 +327,10 @@ func (r *Reader) controlBatch(b *protocol.ControlBatch, abortedProducers map[int
 	}
 }
 
-func (r *Reader) records(b protocol.RecordReader, out []record.Record, drop bool, size int) ([]record.Record, int, error) {
+// records appends b's records in [next, end). stamp is the batch's
+// MaxTimestamp (ms) when it is a LOG_APPEND_TIME batch, whose records all
+// carry it (KIP-32), else stampCreateTime.
+func (r *Reader) records(b protocol.RecordReader, out []record.Record, drop bool, stamp int64, size int) ([]record.Record, int, error) {
 	for {
 		rec, err := b.ReadRecord()
 		if errors.Is(err, io.EOF) {
@@ -365,6 +360,9 @@ func (r *Reader) records(b protocol.RecordReader, out []record.Record, drop bool
 		sr, n, err := r.arena.copyRecord(r.topic, r.partition, rec)
 		if err != nil {
 			return out, size, err
+		}
+		if stamp != stampCreateTime {
+			sr.Time, sr.TimestampType = time.UnixMilli(stamp), record.LogAppendTime
 		}
 		size += n
 		out = append(out, sr)

@@ -22,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -131,6 +130,18 @@ func span(from, to int64) []int64 {
 // reader and returns the offsets delivered.
 func readScripted(t *testing.T, l *scriptedLog, start, end int64, tune func(*Reader)) ([]int64, *Reader, error) {
 	t.Helper()
+	recs, r, err := readScriptedRecords(t, l, start, end, tune)
+	var offs []int64
+	for _, rec := range recs {
+		offs = append(offs, rec.Offset)
+	}
+	return offs, r, err
+}
+
+// readScriptedRecords reads [start, end) of the scripted log with a
+// partition reader and returns the records delivered.
+func readScriptedRecords(t *testing.T, l *scriptedLog, start, end int64, tune func(*Reader)) ([]record.Record, *Reader, error) {
+	t.Helper()
 	sb, err := sandbox.Start(0, 1, "orders")
 	if err != nil {
 		t.Fatal(err)
@@ -154,11 +165,7 @@ func readScripted(t *testing.T, l *scriptedLog, start, end int64, tune func(*Rea
 			break
 		}
 	}
-	var offs []int64
-	for _, rec := range recs {
-		offs = append(offs, rec.Offset)
-	}
-	return offs, r, err
+	return recs, r, err
 }
 
 // A batch whose last records were compacted away keeps its header's last
@@ -297,40 +304,35 @@ func equalInts(a, b []int64) bool {
 // t0 is the timestamp of the scripted records' batches.
 var t0 = time.Now().UTC().Add(-48 * time.Hour).Truncate(time.Hour)
 
-// A LogAppendTime batch (timestampType bit set) is read with its
-// producer's timestamps, since kafka-go drops the batch's MaxTimestamp
-// that Kafka gives its records: the reader says so, once.
-func TestReaderWarnsOfLogAppendTime(t *testing.T) {
-	sb, err := sandbox.Start(0, 1, "orders")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sb.Close)
+// Every record of a LOG_APPEND_TIME batch (timestampType bit set) carries
+// the batch's MaxTimestamp, the broker's append time, as Kafka gives it
+// (KIP-32), whatever its own timestamp delta says; a CreateTime batch's
+// records keep first timestamp plus delta. Compressed batches too: the
+// batch header is not compressed.
+func TestReaderStampsLogAppendTime(t *testing.T) {
 	l := &scriptedLog{batches: []scriptedBatch{
-		{base: 0, last: 2, offsets: span(0, 3), value: 10, attrs: 0x08},
-		{base: 3, last: 5, offsets: span(3, 6), value: 10, attrs: 0x08},
-	}, hwm: 6}
-	l.install(t, sb)
-	c, err := Connect(context.Background(), plan.Source{Brokers: []string{sb.Addr}, Topic: "orders"})
+		{base: 0, last: 2, offsets: span(0, 3), value: 10, attrs: attrLogAppendTime},
+		{base: 3, last: 5, offsets: span(3, 6), value: 10},
+		{base: 6, last: 9, offsets: []int64{6, 9}, value: 10, attrs: attrLogAppendTime},
+	}, hwm: 10}
+	recs, _, err := readScriptedRecords(t, l, 0, 10, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.Close)
-	var logs strings.Builder
-	log := zerolog.New(&logs)
-	r := c.NewReader(ReaderConfig{Topic: "orders", Partition: 0, Isolation: plan.ReadUncommitted, Start: 0, End: 6, Log: &log})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var recs []record.Record
-	for !r.Done() {
-		if recs, err = r.Fetch(ctx, recs); err != nil {
-			t.Fatal(err)
+	if len(recs) != 8 {
+		t.Fatalf("%d records, want 8", len(recs))
+	}
+	first := t0.UnixMilli()
+	for _, rec := range recs {
+		want, wantType := first+rec.Offset-3, record.CreateTime // scripted deltas: offset - base
+		switch {
+		case rec.Offset < 3:
+			want, wantType = first+2, record.LogAppendTime // MaxTimestamp: first + last - base
+		case rec.Offset >= 6:
+			want, wantType = first+3, record.LogAppendTime
 		}
-	}
-	if len(recs) != 6 {
-		t.Fatalf("%d records, want 6", len(recs))
-	}
-	if n := strings.Count(logs.String(), "LogAppendTime"); n != 1 {
-		t.Errorf("%d warnings about LogAppendTime, want 1: %s", n, logs.String())
+		if rec.Time.UnixMilli() != want || rec.TimestampType != wantType {
+			t.Errorf("offset %d: %d (%v), want %d (%v)", rec.Offset, rec.Time.UnixMilli(), rec.TimestampType, want, wantType)
+		}
 	}
 }

@@ -88,7 +88,7 @@ func UsesKey(cols []Column) bool {
 // NotNull reports whether the field always has a value.
 func (c Column) NotNull() bool {
 	switch c.Field.Kind {
-	case plan.FieldKey, plan.FieldTopic, plan.FieldPartition, plan.FieldOffset, plan.FieldTimestamp, plan.FieldHeaders:
+	case plan.FieldKey, plan.FieldTopic, plan.FieldPartition, plan.FieldOffset, plan.FieldTimestamp, plan.FieldTimestampType, plan.FieldHeaders:
 		return true
 	}
 	return false
@@ -121,7 +121,8 @@ type Cells struct {
 //     as its text, a number as written, true or false, an object or array as
 //     JSON; NULL when the value is not JSON or the path selects nothing or null
 //   - header.<name>: the last value of that header; NULL when absent
-//   - timestamp: RFC 3339 in UTC with milliseconds; partition, offset: decimal
+//   - timestamp: RFC 3339 in UTC with milliseconds; timestamp_type:
+//     CreateTime or LogAppendTime; partition, offset: decimal
 //
 // Bytes that are not UTF-8 in keys and header values become U+FFFD (the
 // idempotency key is taken as it is: it is the row's identity).
@@ -153,6 +154,8 @@ func (cs *Cells) Text(c Column) (string, bool) {
 		return HeadersJSON(r.Headers), true
 	case plan.FieldTimestamp:
 		return string(AppendTimestamp(nil, r.Time)), true
+	case plan.FieldTimestampType:
+		return r.TimestampType.String(), true
 	case plan.FieldPartition:
 		return strconv.FormatInt(int64(r.Partition), 10), true
 	case plan.FieldOffset:

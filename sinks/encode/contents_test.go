@@ -4,15 +4,17 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks/encode"
 )
 
 // Each form of a value, key and header as the line writes it (the README's
 // sink reference shows these lines).
 func TestJSONLForms(t *testing.T) {
-	const head = `{"topic":"t","partition":0,"offset":7,"timestamp":"2026-11-03T10:00:00.123Z",`
+	const head = `{"topic":"t","partition":0,"offset":7,"timestamp":"2026-11-03T10:00:00.123Z","timestamp_type":"CreateTime",`
 	for _, tc := range []struct {
 		name string
 		rec  record.Record
@@ -69,5 +71,36 @@ func TestJSONLFormatRefusals(t *testing.T) {
 		if !errors.As(err, &re) || !errors.Is(err, tc.want) || re.Offset != 5 || string(line) != "x" {
 			t.Errorf("%s %q: %q, %v; want a *record.Error wrapping %v", tc.f, tc.value, line, err, tc.want)
 		}
+	}
+}
+
+// timestamp_type maps to Kafka's name of the record's timestamp type in a
+// column (CSV, database sinks), as in a JSON line.
+func TestTimestampTypeColumn(t *testing.T) {
+	f, err := plan.ParseField("timestamp_type")
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := encode.Column{Name: "ts_type", Field: f}
+	if !col.NotNull() {
+		t.Error("timestamp_type may be null")
+	}
+	for _, tc := range []struct {
+		typ  record.TimestampType
+		want string
+	}{{record.CreateTime, "CreateTime"}, {record.LogAppendTime, "LogAppendTime"}} {
+		r := record.Record{Topic: "t", Offset: 1, Time: time.UnixMilli(1), TimestampType: tc.typ}
+		cs := encode.Cells{Record: &r}
+		if got, ok := cs.Text(col); !ok || got != tc.want {
+			t.Errorf("%v: %q (%v), want %q", tc.typ, got, ok, tc.want)
+		}
+		line := encode.AppendJSONL(nil, &r)
+		back, err := encode.DecodeJSONL(line)
+		if err != nil || back.TimestampType != tc.typ || !strings.Contains(string(line), `"timestamp_type":"`+tc.want+`"`) {
+			t.Errorf("%v: line %s reads back as %v (%v)", tc.typ, line, back.TimestampType, err)
+		}
+	}
+	if _, err := encode.DecodeJSONL([]byte(`{"topic":"t","timestamp":"2026-11-03T10:00:00.000Z","timestamp_type":"AppendTime","value":null}`)); err == nil || !strings.Contains(err.Error(), "timestamp_type") {
+		t.Errorf("an unknown timestamp_type: %v, want an error naming it", err)
 	}
 }

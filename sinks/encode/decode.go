@@ -24,6 +24,7 @@ func DecodeJSONL(line []byte) (record.Record, error) {
 		Partition     int32           `json:"partition"`
 		Offset        int64           `json:"offset"`
 		Timestamp     string          `json:"timestamp"`
+		TimestampType string          `json:"timestamp_type"`
 		Key           json.RawMessage `json:"key"`
 		KeyEncoding   string          `json:"key_encoding"`
 		Value         json.RawMessage `json:"value"`
@@ -40,6 +41,13 @@ func DecodeJSONL(line []byte) (record.Record, error) {
 		if r.Time, err = time.Parse(time.RFC3339Nano, l.Timestamp); err != nil {
 			return r, fmt.Errorf("timestamp: %w", err)
 		}
+	}
+	switch l.TimestampType {
+	case "", "CreateTime":
+	case "LogAppendTime":
+		r.TimestampType = record.LogAppendTime
+	default:
+		return r, fmt.Errorf("timestamp_type: %q is neither CreateTime nor LogAppendTime", l.TimestampType)
 	}
 	if r.Key, err = DecodeField(l.Key, l.KeyEncoding); err != nil {
 		return r, fmt.Errorf("key: %w", err)

@@ -19,10 +19,13 @@ import (
 // the auto format (see AppendJSONLAs):
 //
 //	{"topic":"orders","partition":3,"offset":1200,"timestamp":"2026-11-03T10:00:00.123Z",
-//	 "key":"k-1","value":{"id":1},"headers":[{"key":"trace","value":"abc"}]}
+//	 "timestamp_type":"CreateTime","key":"k-1","value":{"id":1},
+//	 "headers":[{"key":"trace","value":"abc"}]}
 //
-// timestamp is RFC 3339 in UTC with milliseconds. The encoding is lossless
-// (DecodeJSONL gives back the record's bytes):
+// timestamp is RFC 3339 in UTC with milliseconds; timestamp_type is
+// CreateTime (the producer's time) or LogAppendTime (the broker's append
+// time, KIP-32). The encoding is lossless (DecodeJSONL gives back the
+// record's bytes):
 //
 //   - key: null when absent, a JSON string when it is UTF-8, else standard
 //     base64 in a string followed by "key_encoding":"base64".
@@ -49,7 +52,11 @@ func appendJSONL(b []byte, r *record.Record, f ValueFormat) []byte {
 	b = strconv.AppendInt(b, r.Offset, 10)
 	b = append(b, `,"timestamp":"`...)
 	b = AppendTimestamp(b, r.Time)
-	b = append(b, `","key":`...)
+	if r.TimestampType == record.LogAppendTime {
+		b = append(b, `","timestamp_type":"LogAppendTime","key":`...)
+	} else {
+		b = append(b, `","timestamp_type":"CreateTime","key":`...)
+	}
 	b = appendTextOrBase64(b, r.Key, "key_encoding")
 	b = appendValue(b, r.Value, f)
 	b = appendHeaders(b, r.Headers)

@@ -102,7 +102,7 @@ func TestAppendJSONLHostileInputs(t *testing.T) {
 func TestAppendJSONLExactBytes(t *testing.T) {
 	r := record.Record{Topic: "orders", Partition: 3, Offset: 1200, Time: ts, Key: []byte("k-1"), Value: []byte(`{"id":1}`),
 		Headers: []record.Header{{Key: "trace", Value: []byte("abc")}, {Key: "none"}}}
-	want := `{"topic":"orders","partition":3,"offset":1200,"timestamp":"2026-11-03T10:00:00.123Z","key":"k-1","value":{"id":1},` +
+	want := `{"topic":"orders","partition":3,"offset":1200,"timestamp":"2026-11-03T10:00:00.123Z","timestamp_type":"CreateTime","key":"k-1","value":{"id":1},` +
 		`"headers":[{"key":"trace","value":"abc"},{"key":"none","value":null}]}` + "\n"
 	if got := string(encode.AppendJSONL(nil, &r)); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)

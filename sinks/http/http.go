@@ -70,7 +70,8 @@ type Config struct {
 //	Idempotency-Key: <hex SHA-256 of the request's records>
 //
 //	[{"idempotency_key":"order-42","topic":"orders","partition":3,"offset":1200,
-//	  "timestamp":"2026-11-03T10:00:00.123Z","key":"k-1","value":{"id":42},
+//	  "timestamp":"2026-11-03T10:00:00.123Z","timestamp_type":"CreateTime",
+//	  "key":"k-1","value":{"id":42},
 //	  "headers":[{"key":"trace","value":"abc"}]}, ...]
 //
 // Each object is the record as AppendJSONL writes it (key is the Kafka

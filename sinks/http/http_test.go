@@ -244,7 +244,7 @@ func TestHTTPRequestForm(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]any{"idempotency_key": "order-1", "topic": "orders", "partition": 0.0, "offset": 3.0,
-		"timestamp": "2026-11-03T10:00:00.003Z", "key": nil, "value": map[string]any{"id": 1.0, "v": 2.0}, "headers": []any{}}
+		"timestamp": "2026-11-03T10:00:00.003Z", "timestamp_type": "CreateTime", "key": nil, "value": map[string]any{"id": 1.0, "v": 2.0}, "headers": []any{}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("record order-1 (the latest of its key) = %v, want %v", got, want)
 	}

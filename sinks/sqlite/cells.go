@@ -82,6 +82,8 @@ func cell(c *column, r *record.Record, key string, a *arena) (any, error) {
 		return textCell(c, r, key)
 	case plan.FieldTopic:
 		return textCell(c, r, r.Topic)
+	case plan.FieldTimestampType:
+		return textCell(c, r, r.TimestampType.String())
 	case plan.FieldPartition:
 		return intCell(c, r, int64(r.Partition))
 	case plan.FieldOffset:
