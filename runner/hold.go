@@ -2,6 +2,8 @@ package runner
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -17,7 +19,8 @@ import (
 
 // holdPrefix starts the client ID of a process holding its plan's replay
 // group (Hold); the rest names the plan's fingerprint, the host, the
-// process ID and the start time, separated by holdSep.
+// process ID, the start time and the process's machine (localMachine),
+// separated by holdSep.
 const (
 	holdPrefix = "replay-hold"
 	holdSep    = "/"
@@ -33,17 +36,43 @@ type Holder struct {
 	Fingerprint, Host string
 	PID               int
 	Since             time.Time
-	memberID          string
+	// Machine tells apart processes whose PIDs can be compared: a hash of
+	// the kernel's boot ID and the PID namespace (localMachine); "" where
+	// they are unknown (not Linux, or a holder of an earlier version).
+	Machine  string
+	memberID string
 }
 
 func (h Holder) clientID() string {
-	return strings.Join([]string{holdPrefix, h.Fingerprint, h.Host, strconv.Itoa(h.PID), h.Since.UTC().Format(time.RFC3339Nano)}, holdSep)
+	return strings.Join([]string{holdPrefix, h.Fingerprint, h.Host, strconv.Itoa(h.PID), h.Since.UTC().Format(time.RFC3339Nano), h.Machine}, holdSep)
 }
+
+// localMachine identifies the set of processes this process can see by
+// PID: a short hash of /proc/sys/kernel/random/boot_id (changes at every
+// boot) and of the PID namespace (/proc/self/ns/pid: each container has
+// its own). Two containers may share a host name (a pod's name reused, a
+// --hostname flag) while a PID of one means nothing in the other; "" when
+// either is unknown.
+var localMachine = sync.OnceValue(func() string {
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(string(boot)) + " " + ns))
+	return hex.EncodeToString(sum[:6])
+})
 
 // parseHolder decodes a holder's client ID; ok is false for any other.
 func parseHolder(m source.GroupMember) (Holder, bool) {
 	f := strings.Split(m.ClientID, holdSep)
-	if len(f) != 5 || f[0] != holdPrefix {
+	if len(f) == 5 {
+		f = append(f, "") // a holder of an earlier version: no machine
+	}
+	if len(f) != 6 || f[0] != holdPrefix {
 		return Holder{}, false
 	}
 	pid, err := strconv.Atoi(f[3])
@@ -51,7 +80,7 @@ func parseHolder(m source.GroupMember) (Holder, bool) {
 	if err != nil || err2 != nil {
 		return Holder{}, false
 	}
-	return Holder{Fingerprint: f[1], Host: f[2], PID: pid, Since: since, memberID: m.MemberID}, true
+	return Holder{Fingerprint: f[1], Host: f[2], PID: pid, Since: since, Machine: f[5], memberID: m.MemberID}, true
 }
 
 func (h Holder) String() string {
@@ -95,7 +124,7 @@ type Hold struct {
 // leaves the group.
 func HoldGroup(ctx context.Context, c *Cluster, p *plan.Plan) (*Hold, error) {
 	host, _ := os.Hostname()
-	self := Holder{Fingerprint: p.Fingerprint(), Host: host, PID: os.Getpid(), Since: time.Now().UTC()}
+	self := Holder{Fingerprint: p.Fingerprint(), Host: host, PID: os.Getpid(), Since: time.Now().UTC(), Machine: localMachine()}
 	if err := c.letGoOfDead(ctx, p.Group, self); err != nil {
 		return nil, err
 	}
@@ -115,11 +144,13 @@ func HoldGroup(ctx context.Context, c *Cluster, p *plan.Plan) (*Hold, error) {
 }
 
 // letGoOfDead removes from the group the holders of self's plan that ran
-// on this host in a process that no longer exists (killed, or a machine
-// that rebooted with the same name): otherwise the coordinator keeps them
-// until their session times out, and a run resumed at once after a kill
-// is refused. A holder on another host, or whose process still exists, is
-// left alone (and refused by the checks that follow).
+// on this machine (the same host name, boot and PID namespace:
+// localMachine) in a process that no longer exists (killed): otherwise the
+// coordinator keeps them until their session times out, and a run resumed
+// at once after a kill is refused. Any other holder is left alone, and
+// refused by the checks that follow until its session times out: one on
+// another host, in another container or boot (its PID means nothing
+// here), of unknown machine, or whose process still exists.
 func (c *Cluster) letGoOfDead(ctx context.Context, group string, self Holder) error {
 	g, err := c.DescribeGroup(ctx, group)
 	if err != nil || g == nil || g.Err != nil {
@@ -127,7 +158,7 @@ func (c *Cluster) letGoOfDead(ctx context.Context, group string, self Holder) er
 	}
 	for _, m := range g.Members {
 		h, ok := parseHolder(m)
-		if !ok || h.Host != self.Host || h.Fingerprint != self.Fingerprint || processExists(h.PID) {
+		if !ok || h.Host != self.Host || h.Machine == "" || h.Machine != self.Machine || h.Fingerprint != self.Fingerprint || processExists(h.PID) {
 			continue
 		}
 		if err := c.RemoveMember(ctx, group, m.MemberID); err != nil {

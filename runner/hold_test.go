@@ -3,7 +3,11 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,5 +132,67 @@ func TestHoldRestartDropsDiscarded(t *testing.T) {
 		if cps[part].Offset >= 0 {
 			t.Errorf("partition %d: the earlier run's commit %d is still there", part, cps[part].Offset)
 		}
+	}
+}
+
+// A holder whose process is gone is let go of at once only when its PID
+// can be checked here: the same host name, boot and PID namespace
+// (localMachine). One of the same host name in another container or boot
+// (another machine hash), or of an earlier version (none), is refused and
+// named until its session times out; the same hash, a dead PID, is
+// removed and the hold is taken.
+func TestHoldLetsGoOnlyOfDeadHoldersOfThisMachine(t *testing.T) {
+	if localMachine() == "" {
+		t.Skip("no boot ID or PID namespace to tell machines apart")
+	}
+	sb := newTestCluster(t, 1, "orders")
+	seed(t, sb, "orders", 10, t0, time.Minute)
+	p, _ := filePlan(t, sb, "  from: "+t0.Format(time.RFC3339)+"\n  to: "+t0.Add(time.Minute).Format(time.RFC3339))
+	c := connect(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	for _, tc := range []struct {
+		name, machine string
+		letGo         bool
+	}{{"another container", "0123456789ab", false}, {"an earlier version", "", false}, {"this machine", localMachine(), true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := Holder{Fingerprint: p.Fingerprint(), Host: host, PID: dead.Process.Pid, Since: time.Now().UTC(), Machine: tc.machine}
+			id := h.clientID()
+			if tc.machine == "" {
+				id = strings.TrimSuffix(id, holdSep) // the five fields an earlier version wrote
+			}
+			m, err := c.Join(source.JoinConfig{Group: p.Group, Topic: "orders", ClientID: id, Heartbeat: time.Second,
+				SessionTimeout: joinSessionTimeout, RebalanceTimeout: joinRebalanceTimeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			go m.Next(ctx)
+			testenv.Eventually(t, 20*time.Second, 20*time.Millisecond, func() bool {
+				g, err := c.DescribeGroup(ctx, p.Group)
+				return err == nil && g != nil && len(g.Members) == 1
+			}, "the stand-in holder never joined")
+			hold, err := HoldGroup(ctx, c, p)
+			if tc.letGo {
+				if err != nil {
+					t.Fatalf("a dead holder of this machine was not let go of: %v", err)
+				}
+				hold.Release()
+				return
+			}
+			var se *SafetyError
+			if err == nil {
+				hold.Release()
+				t.Fatal("a holder whose PID cannot be checked here was removed")
+			}
+			if !errors.As(err, &se) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", dead.Process.Pid)) {
+				t.Fatalf("HoldGroup: %v, want a refusal naming the holder", err)
+			}
+		})
 	}
 }
