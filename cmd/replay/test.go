@@ -282,12 +282,8 @@ func parseFixture(line []byte, topic string, index int64) (fixture, error) {
 		return fx, fmt.Errorf("timestamp %q: want RFC 3339 with a zone, e.g. 2026-11-03T10:00:00Z", fx.Timestamp)
 	}
 	r := record.Record{Topic: topic, Offset: index, Time: ts}
-	switch fx.TimestampType {
-	case "", "CreateTime":
-	case "LogAppendTime":
-		r.TimestampType = record.LogAppendTime
-	default:
-		return fx, fmt.Errorf("timestamp_type %q: want CreateTime or LogAppendTime", fx.TimestampType)
+	if r.TimestampType, err = record.ParseTimestampType(fx.TimestampType); err != nil {
+		return fx, fmt.Errorf("timestamp_type: %w", err)
 	}
 	if fx.Topic != nil {
 		r.Topic = *fx.Topic

@@ -56,6 +56,19 @@ func (t TimestampType) String() string {
 	return "CreateTime"
 }
 
+// ParseTimestampType reads Kafka's name of a timestamp type, as String
+// writes it; "" is CreateTime. Any other name is an error saying which
+// names there are.
+func ParseTimestampType(s string) (TimestampType, error) {
+	switch s {
+	case "", "CreateTime":
+		return CreateTime, nil
+	case "LogAppendTime":
+		return LogAppendTime, nil
+	}
+	return CreateTime, fmt.Errorf("%q is neither CreateTime nor LogAppendTime", s)
+}
+
 // Header is one record header (KIP-82). Keys may repeat.
 type Header struct {
 	Key   string

@@ -42,12 +42,8 @@ func DecodeJSONL(line []byte) (record.Record, error) {
 			return r, fmt.Errorf("timestamp: %w", err)
 		}
 	}
-	switch l.TimestampType {
-	case "", "CreateTime":
-	case "LogAppendTime":
-		r.TimestampType = record.LogAppendTime
-	default:
-		return r, fmt.Errorf("timestamp_type: %q is neither CreateTime nor LogAppendTime", l.TimestampType)
+	if r.TimestampType, err = record.ParseTimestampType(l.TimestampType); err != nil {
+		return r, fmt.Errorf("timestamp_type: %w", err)
 	}
 	if r.Key, err = DecodeField(l.Key, l.KeyEncoding); err != nil {
 		return r, fmt.Errorf("key: %w", err)
