@@ -51,6 +51,18 @@ var plainFields = map[string]FieldKind{
 	"timestamp_type": FieldTimestampType,
 }
 
+// PlainFields returns the names of the fields without an argument
+// (key, timestamp, ...), sorted: with value.<path> and header.<name>, what
+// a column can map to (ParseField).
+func PlainFields() []string {
+	names := make([]string, 0, len(plainFields))
+	for n := range plainFields {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
 // fieldNames lists what a column can map to, for messages.
 const fieldNames = "key, kafka_key, value, value.<path>, header.<name>, headers, timestamp, timestamp_type, partition, offset or topic"
 
@@ -89,12 +101,7 @@ func suggestField(s string) string {
 		}
 		return ""
 	}
-	names := make([]string, 0, len(plainFields))
-	for n := range plainFields {
-		names = append(names, n)
-	}
-	sort.Strings(names) // the hint must not depend on map order
-	return suggest(s, names)
+	return suggest(s, PlainFields()) // sorted: the hint must not depend on map order
 }
 
 // Column is one output column of a sink: a table column or a CSV column.

@@ -667,9 +667,12 @@ func structName(path string) string {
 	return path
 }
 
-// suggest returns the candidate closest to s, if it is close enough to be a
-// typo (a third of its letters wrong, plus one) or s is part of it
-// ("committed" for read_committed).
+// Suggest returns the candidate closest to s, if it is close enough to be
+// a typo (a third of its letters wrong, plus one, ignoring case) or s is
+// part of it ("committed" for read_committed); "" when none is. Candidates
+// are tried in order: the first of two equally close wins.
+func Suggest(s string, candidates []string) string { return suggest(s, candidates) }
+
 func suggest(s string, candidates []string) string {
 	s = strings.ToLower(s)
 	best, bestD := "", len(s)/3+2

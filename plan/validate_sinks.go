@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"net/url"
 	"path/filepath"
 	"reflect"
@@ -94,6 +95,10 @@ func (v *validator) database(field string, s *Sink) {
 	}
 }
 
+// versionFields are the fields that can order a key's updates, for
+// messages.
+const versionFields = "offset, timestamp, value.<path> or header.<name>"
+
 // version checks a database sink's version field, and warns where an
 // upsert may rewind rows: on_conflict: update without version (a replay of
 // last week's records overwrites this week's rows) unless overwrite says
@@ -112,14 +117,24 @@ func (v *validator) version(field string, s *Sink) {
 	}
 	fl, err := ParseField(s.Version)
 	if err != nil {
-		v.add(f, "%v", err)
+		// The hint names only fields that can order updates.
+		msg := fmt.Sprintf("unknown field %q: want %s", s.Version, versionFields)
+		if hint := suggest(s.Version, []string{"offset", "timestamp"}); hint != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", hint)
+		} else if hint := suggestField(s.Version); strings.HasPrefix(hint, "value.") || strings.HasPrefix(hint, "header.") {
+			msg += fmt.Sprintf(" (did you mean %q?)", hint)
+		}
+		v.add(f, "%s", msg)
 		return
 	}
 	switch fl.Kind {
 	case FieldOffset, FieldTimestamp, FieldValuePath, FieldHeader:
 	default:
-		v.add(f, "%q cannot order updates: want offset, timestamp, value.<path> or header.<name>", s.Version)
+		v.add(f, "%q cannot order updates: want %s", s.Version, versionFields)
 		return
+	}
+	if fl.Kind == FieldTimestamp {
+		v.warn(f, "timestamps order updates only to the millisecond, and on a topic with message.timestamp.type=LogAppendTime every record of a batch carries the batch's time: of two updates of a key with one timestamp the first wins (an equal version is a duplicate); prefer a field of the value that the producer increments, e.g. value.updated_at")
 	}
 	if fl.Kind == FieldOffset && s.Key != "" {
 		v.warn(f, "offsets order updates only within one partition: with key %q a key may move between partitions, and a record of another partition with a smaller offset would be taken for stale; prefer a field of the value, e.g. value.updated_at", s.Key)

@@ -120,7 +120,7 @@ func (f *failure) partitionError(topic string) error {
 	}
 	return &PartitionError{Topic: topic, Partition: f.rec.Partition, Offset: f.rec.Offset,
 		Err: withHint(fmt.Errorf("%w (%s; on_error: fail stopped the partition at this record, everything before it is written and committed): "+
-			"fix the cause and re-run the same command to resume here, or set on_error: skip or dead_letter and replay the window again from its start", err, f.reason), HintRestart)}
+			"fix the cause and re-run the same command to resume here; or, to pass over such records, set on_error: skip or dead_letter (a changed plan: restart the window, as follows)", err, f.reason), HintRestart)}
 }
 
 // applyFilter drops the records the filter leaves out (counted as

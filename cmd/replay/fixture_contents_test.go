@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/replay-tool/replay/internal/record"
@@ -20,6 +21,35 @@ func TestFixtureReadsSinkLines(t *testing.T) {
 			}
 			fx.rec.Note = nil
 			sinktest.CompareContents(t, fx.rec, r)
+		}
+	}
+}
+
+// A fixture line that does not parse says which field is wrong and what
+// it holds, and a misspelt field gets the nearest name; timestamp_type
+// takes Kafka's two names, null or nothing (CreateTime), never "".
+func TestFixtureErrorsNameTheField(t *testing.T) {
+	const ts = `"timestamp":"2026-11-03T10:00:00Z","value":{"id":1}`
+	for _, tc := range []struct{ line, want string }{
+		{`{` + ts + `,"timestamp_type":5}`, `timestamp_type: a JSON number where "CreateTime" or "LogAppendTime" belongs`},
+		{`{` + ts + `,"timestamp_typ":"CreateTime"}`, `unknown field "timestamp_typ": a fixture line has `},
+		{`{` + ts + `,"timestamp_typ":"CreateTime"}`, `(did you mean "timestamp_type"?)`},
+		{`{` + ts + `,"timestamp_type":""}`, `timestamp_type "": want CreateTime or LogAppendTime`},
+		{`{` + ts + `,"timestamp_type":"AppendTime"}`, `timestamp_type "AppendTime": want CreateTime or LogAppendTime`},
+		{`{` + ts + `,"partition":"3"}`, `partition: a JSON string where an integer belongs`},
+	} {
+		_, err := parseFixture([]byte(tc.line), "orders", 0)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.line, err, tc.want)
+		}
+	}
+	for line, want := range map[string]record.TimestampType{
+		`{` + ts + `}`: record.CreateTime, `{` + ts + `,"timestamp_type":null}`: record.CreateTime,
+		`{` + ts + `,"timestamp_type":"CreateTime"}`: record.CreateTime, `{` + ts + `,"timestamp_type":"LogAppendTime"}`: record.LogAppendTime,
+	} {
+		fx, err := parseFixture([]byte(line), "orders", 0)
+		if err != nil || fx.rec.TimestampType != want {
+			t.Errorf("%s: %v (%v), want %v", line, fx.rec.TimestampType, err, want)
 		}
 	}
 }

@@ -52,9 +52,11 @@ const (
 	agoRe         = `(?:[0-9]+d(?:[0-9]+` + durationUnits + `)*|(?:[0-9]+` + durationUnits + `)+)\s+ago`
 	rfc3339Re     = `[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})`
 	timeRe        = `^\s*(?:now|today|yesterday|` + rfc3339Re + `|-` + durationRe + `|` + agoRe + `)\s*$|` + envPattern
-	// columnFieldRe is a record field a column maps to (plan.ParseField).
-	columnFieldRe = `^(?:key|kafka_key|value|headers|timestamp|partition|offset|topic|value\..*\S.*|header\..+)$|` + envPattern
 )
+
+// columnFieldRe is a record field a column maps to (plan.ParseField): a
+// plain field (plan.PlainFields), value.<path> or header.<name>.
+var columnFieldRe = `^(?:` + strings.Join(plan.PlainFields(), "|") + `|value\..*\S.*|header\..+)$|` + envPattern
 
 // scalarSchemas describe the plan types that decode themselves from YAML
 // (UnmarshalYAML). planSchema fails on such a type missing here.

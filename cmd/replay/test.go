@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,8 +65,8 @@ type fixture struct {
 	KeyEncoding   string `json:"key_encoding"`
 	ValueEncoding string `json:"value_encoding"`
 	Timestamp     string `json:"timestamp"`
-	// TimestampType is CreateTime (the default) or LogAppendTime.
-	TimestampType string  `json:"timestamp_type"`
+	// TimestampType is CreateTime (absent or null) or LogAppendTime.
+	TimestampType *string `json:"timestamp_type"`
 	Topic         *string `json:"topic"`
 	Partition     *int32  `json:"partition"`
 	Offset        *int64  `json:"offset"`
@@ -262,12 +265,45 @@ func readFixtures(path, topic string) ([]fixture, error) {
 	return out, nil
 }
 
+// fixtureFields are the fields of a fixture line and what each holds, for
+// messages.
+var fixtureFields = map[string]string{
+	"key": "a string or null", "value": "any JSON (a string is the raw value, null a tombstone)",
+	"headers": `an array of {"key": ..., "value": ...}`, "key_encoding": `"base64" or "json"`, "value_encoding": `"base64" or "json"`,
+	"timestamp": "an RFC 3339 string, e.g. 2026-11-03T10:00:00Z", "timestamp_type": `"CreateTime" or "LogAppendTime"`,
+	"topic": "a string", "partition": "an integer", "offset": "an integer", "note": "a string", "expect": `"pass", "filtered" or "error"`,
+	"error": "anything (a dead letter's)", "source_topic": "anything (a dead letter's)", "source_partition": "anything (a dead letter's)",
+	"source_offset": "anything (a dead letter's)",
+}
+
+// fixtureSyntaxError explains a fixture line encoding/json refused: the
+// field of the wrong JSON type and what it holds, or the unknown field
+// and the nearest known one.
+func fixtureSyntaxError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		if want, ok := fixtureFields[te.Field]; ok {
+			return fmt.Errorf("%s: a JSON %s where %s belongs", te.Field, te.Value, want)
+		}
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name, _ = strconv.Unquote(name)
+		names := slices.Sorted(maps.Keys(fixtureFields))
+		msg := fmt.Sprintf("unknown field %q: a fixture line has %s", name, strings.Join(names, ", "))
+		if hint := plan.Suggest(name, names); hint != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", hint)
+		}
+		return errors.New(msg)
+	}
+	return fmt.Errorf("not a fixture record: %w", err)
+}
+
 func parseFixture(line []byte, topic string, index int64) (fixture, error) {
 	var fx fixture
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&fx); err != nil {
-		return fx, fmt.Errorf("not a fixture record: %w", err)
+		return fx, fixtureSyntaxError(err)
 	}
 	switch fx.Expect {
 	case "", outcomePass, outcomeFiltered, outcomeError:
@@ -282,8 +318,10 @@ func parseFixture(line []byte, topic string, index int64) (fixture, error) {
 		return fx, fmt.Errorf("timestamp %q: want RFC 3339 with a zone, e.g. 2026-11-03T10:00:00Z", fx.Timestamp)
 	}
 	r := record.Record{Topic: topic, Offset: index, Time: ts}
-	if r.TimestampType, err = record.ParseTimestampType(fx.TimestampType); err != nil {
-		return fx, fmt.Errorf("timestamp_type: %w", err)
+	if fx.TimestampType != nil {
+		if r.TimestampType, err = record.ParseTimestampType(*fx.TimestampType); err != nil || *fx.TimestampType == "" {
+			return fx, fmt.Errorf("timestamp_type %q: want CreateTime or LogAppendTime (or leave it out: CreateTime)", *fx.TimestampType)
+		}
 	}
 	if fx.Topic != nil {
 		r.Topic = *fx.Topic

@@ -101,7 +101,7 @@ func TestTestCommand(t *testing.T) {
 		}
 	})
 	for _, tc := range []struct{ name, records, want string }{
-		{"unknown field", `{"value": 1, "timestamp": "2026-11-03T10:00:00Z", "expct": "pass"}`, "records.jsonl:1: not a fixture record: json: unknown field"},
+		{"unknown field", `{"value": 1, "timestamp": "2026-11-03T10:00:00Z", "expct": "pass"}`, "records.jsonl:1: unknown field"},
 		{"bad expect", `{"timestamp": "2026-11-03T10:00:00Z", "expect": "passed"}`, "want pass, filtered or error"},
 		{"no timestamp", `{"value": 1}`, "timestamp is missing"},
 		{"zone-less timestamp", `{"timestamp": "2026-11-03T10:00:00"}`, "want RFC 3339 with a zone"},
