@@ -63,6 +63,16 @@ type committer struct {
 	// dead-letter sink's last sync; deadSynced once it was synced at all.
 	deadUnsynced, deadSynced bool
 	last                     time.Time // last commit (or the start)
+	// behind is the commit running behind the worker (CommitBehind),
+	// nil when none: at most one is in flight.
+	behind *behindCommit
+}
+
+// behindCommit is a commit of next sent by CommitBehind; done receives its
+// answer once.
+type behindCommit struct {
+	next int64
+	done chan error
 }
 
 // Wrote records that everything below next is written to the sinks
@@ -92,24 +102,97 @@ func (c *committer) Due(now time.Time) bool {
 	return c.sink.Syncer == nil && c.sink.Offsets == nil || c.Since(now) >= commitEvery
 }
 
-// Commit commits what was written and not yet committed, if anything.
+// Commit commits what was written and not yet committed, if anything,
+// after the commit running behind (CommitBehind) was answered.
 func (c *committer) Commit() error {
+	if err := c.wait(); err != nil {
+		return err
+	}
 	if c.uncommitted <= c.committed.Load() {
 		return nil
 	}
 	return c.CommitAt(c.uncommitted)
 }
 
+// CommitsBehind reports whether the worker may go on writing while a
+// commit is in flight (CommitBehind): the sink is durable on Write, so
+// each Write's records are durable before their commit is sent, and the
+// runner commits the group's offsets (no sinks.Syncer, no
+// sinks.OffsetCommitter, whose syncs and transactions run on the
+// partition's sink as its Writes do).
+func (c *committer) CommitsBehind() bool { return c.sink.Syncer == nil && c.sink.Offsets == nil }
+
+// CommitBehind commits what was written without waiting for the answer,
+// so that the partition's next Write overlaps the OffsetCommit round trip
+// (and the commit batcher's gathering). Only for a sink durable on Write
+// (CommitsBehind): everything below the offset it sends is durable when it
+// is called. The dead-letter sink's sync and the positions are read before
+// it returns, as CommitAt does. At most one commit is in flight: while it
+// is, CommitBehind only collects its answer when it came, and the offsets
+// written since go in the next commit (this call's or a later one's; Commit
+// and CommitAt wait for the one in flight first). The error is that of the
+// commit before, answered since the last call, or of the sync.
+func (c *committer) CommitBehind() error {
+	if b := c.behind; b != nil {
+		select {
+		case err := <-b.done:
+			c.behind = nil
+			if err := c.settle(b.next, err); err != nil {
+				return err
+			}
+		default:
+			return nil // in flight: the next commit carries what is written since
+		}
+	}
+	if c.uncommitted <= c.committed.Load() {
+		return nil
+	}
+	next, send, err := c.prepare(c.uncommitted)
+	if err != nil {
+		return err
+	}
+	b := &behindCommit{next: next, done: make(chan error, 1)}
+	c.behind, c.last = b, time.Now()
+	go func() { b.done <- send() }()
+	return nil
+}
+
+// wait waits for the commit in flight (CommitBehind), if any, and settles
+// it.
+func (c *committer) wait() error {
+	b := c.behind
+	if b == nil {
+		return nil
+	}
+	c.behind = nil
+	return c.settle(b.next, <-b.done)
+}
+
 // CommitAt syncs the sinks and stores next (never below what is
-// committed) as the partition's checkpoint. Errors are *PartitionError.
+// committed) as the partition's checkpoint, after the commit in flight
+// (CommitBehind) was answered. Errors are *PartitionError.
 func (c *committer) CommitAt(next int64) error {
+	if err := c.wait(); err != nil {
+		return err
+	}
+	next, send, err := c.prepare(next)
+	if err != nil {
+		return err
+	}
+	return c.settle(next, send())
+}
+
+// prepare syncs the sinks and reads their positions for a commit of next
+// (never below what is committed); send makes the commit and may run on
+// another goroutine (it touches no state of c).
+func (c *committer) prepare(next int64) (int64, func() error, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	if err := c.sync(ctx); err != nil {
 		// The writes since the last commit may be lost, and a later Sync can
 		// succeed without them: no deferred commit may pass them.
 		c.uncommitted = 0
-		return &PartitionError{Topic: c.topic, Partition: c.partition, Offset: c.committed.Load(), Err: err}
+		return 0, nil, &PartitionError{Topic: c.topic, Partition: c.partition, Offset: c.committed.Load(), Err: err}
 	}
 	next = max(next, c.committed.Load())
 	var pos, deadPos int64
@@ -121,16 +204,29 @@ func (c *committer) CommitAt(next int64) error {
 	}
 	// The commit rides out the source cluster's bad minutes: its retries
 	// (source.RetryPolicy) may take the plan's retry budget.
-	cctx, ccancel := context.WithTimeout(context.Background(), max(c.timeout, c.retryBudget+source.DefaultRequestTimeout))
-	defer ccancel()
-	commit := func() error { return c.commit(cctx, next, pos, deadPos) }
+	timeout := max(c.timeout, c.retryBudget+source.DefaultRequestTimeout)
+	commit, partition := c.commit, c.partition
+	send := func() error {
+		cctx, ccancel := context.WithTimeout(context.Background(), timeout)
+		defer ccancel()
+		return commit(cctx, next, pos, deadPos)
+	}
 	if oc := c.sink.Offsets; oc != nil {
 		// The sink's transactions commit the group's offsets where the
 		// runner would: a standalone commit of a stalled process could
 		// move them back past another process's.
-		commit = func() error { return oc.CommitOffset(cctx, c.partition, next) }
+		send = func() error {
+			cctx, ccancel := context.WithTimeout(context.Background(), timeout)
+			defer ccancel()
+			return oc.CommitOffset(cctx, partition, next)
+		}
 	}
-	if err := commit(); err != nil {
+	return next, send, nil
+}
+
+// settle records the answer err to the commit of next.
+func (c *committer) settle(next int64, err error) error {
+	if err != nil {
 		// Everything below next is durable (the sync succeeded), and the
 		// failed commit may still have landed: a later commit of this
 		// partition must not store less.
@@ -142,7 +238,7 @@ func (c *committer) CommitAt(next int64) error {
 		}
 		return perr
 	}
-	c.committed.Store(next)
+	c.committed.Store(max(next, c.committed.Load()))
 	c.last = time.Now()
 	return nil
 }

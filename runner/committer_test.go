@@ -235,3 +235,89 @@ func TestCommitterFailedCommitNotFollowedByALowerOne(t *testing.T) {
 		}
 	}
 }
+
+// A sink durable on Write commits behind the worker: CommitBehind returns
+// while its commit is in flight, a second one meanwhile sends nothing, and
+// Commit waits for the answer before it commits what was written since.
+// The commits never decrease and each follows its write.
+func TestCommitterCommitBehind(t *testing.T) {
+	c, _, _, _, commits := newTestCommitter(false)
+	c.sink = sinks.Capabilities{}
+	if !c.CommitsBehind() {
+		t.Fatal("a sink durable on Write commits behind")
+	}
+	inner := c.commit
+	release := make(chan struct{})
+	sent := make(chan int64, 10)
+	c.commit = func(ctx context.Context, next, pos, deadPos int64) error {
+		sent <- next
+		select {
+		case <-release:
+		case <-time.After(10 * time.Second):
+			return errors.New("never released")
+		}
+		return inner(ctx, next, pos, deadPos)
+	}
+	c.Wrote(5)
+	if err := c.CommitBehind(); err != nil { // returns with the commit blocked
+		t.Fatal(err)
+	}
+	if got := <-sent; got != 5 {
+		t.Fatalf("sent %d, want 5", got)
+	}
+	c.Wrote(9)
+	if err := c.CommitBehind(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Committed() != 0 || len(sent) != 0 {
+		t.Fatalf("Committed %d with the first commit unanswered, %d commits sent meanwhile; want 0 and none", c.Committed(), len(sent))
+	}
+	close(release)
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []fakeCommit{{5, 0, 0}, {9, 0, 0}}; !slices.Equal(*commits, want) || c.Committed() != 9 {
+		t.Fatalf("commits %+v (Committed %d), want %+v", *commits, c.Committed(), want)
+	}
+	for _, caps := range []sinks.Capabilities{{Syncer: &fakeSyncer{calls: &[]string{}}}, {Offsets: &fakeOffsets{calls: &[]string{}}}} {
+		c.sink = caps
+		if c.CommitsBehind() {
+			t.Fatalf("%+v commits behind: its syncs and transactions run on the sink with its Writes", caps)
+		}
+	}
+}
+
+// A commit behind that failed is returned by the next call, and no commit
+// after it stores less than it did (it may have landed).
+func TestCommitterCommitBehindFailure(t *testing.T) {
+	c, _, _, _, commits := newTestCommitter(false)
+	c.sink = sinks.Capabilities{}
+	inner := c.commit
+	fail := true
+	c.commit = func(ctx context.Context, next, pos, deadPos int64) error {
+		_ = inner(ctx, next, pos, deadPos)
+		if fail {
+			return errors.New("request timed out")
+		}
+		return nil
+	}
+	c.Wrote(9)
+	if err := c.CommitBehind(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CommitAt(7); err == nil { // waits for the answer of 9
+		t.Fatal("CommitAt after a failed commit behind: want its error")
+	}
+	fail = false
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for i, cm := range *commits {
+		if cm.next < 9 {
+			t.Fatalf("commit %d stored %d after a commit of 9 that may have landed", i, cm.next)
+		}
+	}
+	if c.Committed() != 9 {
+		t.Fatalf("Committed %d, want 9", c.Committed())
+	}
+}

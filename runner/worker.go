@@ -190,6 +190,11 @@ func (w *partitionWorker) flushDue(ctx context.Context, batch int) error {
 	case len(w.pending) == 0 && w.pos > w.commits.Committable() && due:
 		w.commits.Wrote(w.pos) // only markers or aborted data since the last commit
 	}
+	if w.commits.CommitsBehind() {
+		// What the last batch left for the commit in flight goes out once
+		// that one is answered, without waiting for another batch.
+		return w.commits.CommitBehind()
+	}
 	return nil
 }
 
@@ -260,7 +265,14 @@ func (w *partitionWorker) flushChunk(ctx context.Context, n int) error {
 	w.commits.Wrote(commitAt)
 	// Under a throttle a partition commits at least every max_batch_wait,
 	// also into a sink that batches durability.
-	if now := time.Now(); w.commits.Due(now) || w.throttle != nil && w.commits.Since(now) >= w.throttle.MaxWait() {
+	switch now := time.Now(); {
+	case w.commits.CommitsBehind():
+		// Durable on Write: the commit goes out while the next batch is
+		// written (one in flight).
+		if err := w.commits.CommitBehind(); err != nil {
+			return err
+		}
+	case w.commits.Due(now) || w.throttle != nil && w.commits.Since(now) >= w.throttle.MaxWait():
 		if err := w.commits.Commit(); err != nil {
 			return err
 		}

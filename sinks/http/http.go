@@ -303,9 +303,14 @@ func shardOf(key string, n int) int {
 // appended in place (its opening brace becomes the comma after the key,
 // its newline is dropped), so no byte is copied twice.
 func body(recs []record.Record, keys []string, f encode.ValueFormat) []byte {
+	// The size is estimated up front (headers included: the buffer grew,
+	// doubling, on every request of records with headers).
 	n := 2
 	for i := range recs {
 		n += 160 + len(keys[i]) + len(recs[i].Key) + len(recs[i].Value)
+		for _, h := range recs[i].Headers {
+			n += 40 + len(h.Key) + len(h.Value)
+		}
 	}
 	b := append(make([]byte, 0, n), '[')
 	for i := range recs {

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -355,12 +356,99 @@ func (rows *pgRows) len() int {
 	return len(rows.recs)
 }
 
+// args are the upsert's arguments, one array per column. Each is a
+// sizedArray: the first one's encoding makes room for all of them at once
+// (pgx would grow its buffer from 256 bytes, doubling, for every batch).
 func (rows *pgRows) args() []any {
 	out := make([]any, len(rows.vals))
-	for i := range rows.vals {
-		out[i] = rows.vals[i].arg()
+	need := 0
+	for i := len(rows.vals) - 1; i >= 0; i-- {
+		a := &rows.vals[i]
+		need += a.encodedSize()
+		out[i] = a.sized(need)
 	}
 	return out
+}
+
+// encodedSize is about what the column's array takes in PostgreSQL's
+// binary array format (a header, then a length and the bytes of each
+// element); more is harmless, less makes the buffer grow once more.
+func (a *colVals) encodedSize() int {
+	const header = 20 // flags, element type, dimensions, bounds
+	switch a.kind {
+	case sendBytes, sendJSON:
+		n := header
+		for _, b := range a.bytes {
+			n += 5 + len(b) // the length, jsonb's version byte, the bytes
+		}
+		return n
+	case sendTime, sendInt8:
+		return header + 12*max(len(a.times), len(a.i8))
+	case sendInt4:
+		return header + 8*len(a.i4)
+	}
+	n := header
+	for _, t := range a.text {
+		n += 4 + len(t.String)
+	}
+	return n
+}
+
+// sized is arg() as a sizedArray whose encoding first makes room for need
+// bytes.
+func (a *colVals) sized(need int) any {
+	switch a.kind {
+	case sendBytes, sendJSON:
+		return sizedArray[[]byte]{nonNil(a.bytes), need}
+	case sendTime:
+		return sizedArray[time.Time]{nonNil(a.times), need}
+	case sendInt4:
+		return sizedArray[int32]{nonNil(a.i4), need}
+	case sendInt8:
+		return sizedArray[int64]{nonNil(a.i8), need}
+	}
+	return sizedArray[pgtype.Text]{nonNil(a.text), need}
+}
+
+// sizedArray is an array argument that reserves needed bytes in the
+// encoding buffer before pgx encodes its elements as it would encode the
+// slice itself (tryWrapSized): the bytes sent are the same. Each element
+// type is its own Go type, so pgx's plan cache (by OID and Go type) never
+// hands one column's plan to another's slice.
+type sizedArray[T any] struct {
+	elems  []T
+	needed int
+}
+
+func (a sizedArray[T]) unwrap() (any, int) { return a.elems, a.needed }
+
+func (a sizedArray[T]) need() int { return a.needed }
+
+// sizer is every sizedArray.
+type sizer interface {
+	unwrap() (any, int)
+	need() int
+}
+
+// tryWrapSized is a pgtype.TryWrapEncodePlanFunc for sizedArray: its plan
+// grows the buffer, then runs the plan of the slice.
+func tryWrapSized(value any) (pgtype.WrappedEncodePlanNextSetter, any, bool) {
+	a, ok := value.(sizer)
+	if !ok {
+		return nil, nil, false
+	}
+	elems, _ := a.unwrap()
+	return &growPlan{}, elems, true
+}
+
+// growPlan is the encode plan of a sizedArray.
+type growPlan struct{ next pgtype.EncodePlan }
+
+func (p *growPlan) SetNext(next pgtype.EncodePlan) { p.next = next }
+
+func (p *growPlan) Encode(value any, buf []byte) ([]byte, error) {
+	elems, need := value.(sizer).unwrap()
+	return p.next.Encode(elems, slices.Grow(buf, need))
 }
 
 // arg is the column's array. Empty slices, not nil ones: pgx sends a nil

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -193,6 +194,8 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		pcfg.MaxConns = int32(s.connections)
 	}
 	pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		m := c.TypeMap()
+		m.TryWrapEncodePlanFuncs = append([]pgtype.TryWrapEncodePlanFunc{tryWrapSized}, m.TryWrapEncodePlanFuncs...)
 		if s.st.createTemp == "" { // while prepare inspects the table
 			return nil
 		}
