@@ -101,8 +101,11 @@ type Reader struct {
 	next, end int64
 	maxBytes  int32
 	batchAvg  float64 // moving average of record batch sizes in bytes
-	stats     Stats
-	stuck     int
+	// ratio is the moving average of what a fetched byte of a record set
+	// decodes to in record bytes (fetchReserve); 0 before the first.
+	ratio float64
+	stats Stats
+	stuck int
 	// allowLoss skips offsets deleted under the reader (allow_data_loss)
 	// instead of failing; growLimit bounds the fetch size (maxGrowFetchBytes).
 	allowLoss bool
@@ -358,6 +361,14 @@ func (r *Reader) consumeV2(p *fetchPartition, out []record.Record) ([]record.Rec
 		r.next = max(r.next, min(b.last()+1, max(r.end, r.next)))
 	}
 	r.adapt(size, batches)
+	if wire := len(p.RecordSet.raw.b); wire > 0 && size > 0 {
+		ratio := float64(size) / float64(wire)
+		if r.ratio == 0 {
+			r.ratio = ratio
+		} else {
+			r.ratio = 0.8*r.ratio + 0.2*ratio
+		}
+	}
 	return out, nil
 }
 
