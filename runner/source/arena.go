@@ -83,7 +83,8 @@ func (a *arena) read(b protocol.Bytes) ([]byte, error) {
 	return s, err
 }
 
-// copyRecord copies rec out of kafka-go's pooled pages into a record.Record
+// copyRecord copies rec (a record set older than magic 2, decoded by
+// kafka-go) out of kafka-go's pooled pages into a record.Record
 // and returns its size in bytes (key, value and headers).
 func (a *arena) copyRecord(topic string, partition int32, rec *protocol.Record) (record.Record, int, error) {
 	defer closeRecord(rec)

@@ -16,10 +16,10 @@ import (
 	"github.com/segmentio/kafka-go/protocol/fetch"
 )
 
-// Fetch sizes. A response holds whole record batches and kafka-go decodes
-// each into its own 64 KiB pages, so memory follows the number of batches
-// per response: the request size adapts to about 32 batches of the size seen
-// so far, within [minFetchBytes, maxFetchBytes].
+// Fetch sizes. A response's record set is read whole into one buffer and
+// its batches are walked in place (batch.go), so memory follows the bytes
+// per response: the request size adapts to about 32 batches of the size
+// seen so far, within [minFetchBytes, maxFetchBytes].
 const (
 	minFetchBytes   = 64 << 10
 	maxFetchBytes   = 256 << 10
