@@ -108,6 +108,21 @@ func allV2(set []byte) bool {
 	return true
 }
 
+// recordCount is the number of records the whole batches of set declare
+// (their headers' counts), to size the slice they are read into at once.
+func recordCount(set []byte) int {
+	n := 0
+	for len(set) >= batchHeaderBytes {
+		size := int64(int32(binary.BigEndian.Uint32(set[batchLengthAt:]))) + batchLengthAt + 4
+		if size < batchHeaderBytes || size > int64(len(set)) {
+			break
+		}
+		n += int(max(int32(binary.BigEndian.Uint32(set[batchCountAt:])), 0))
+		set = set[size:]
+	}
+	return n
+}
+
 // decompress returns b's records section uncompressed, in buf's out
 // buffer when the batch is compressed.
 func (b *v2Batch) decompress(buf *decodeBuf) ([]byte, error) {
