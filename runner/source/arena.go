@@ -2,6 +2,7 @@ package source
 
 import (
 	"io"
+	"time"
 
 	"github.com/segmentio/kafka-go/protocol"
 
@@ -21,7 +22,12 @@ type arena struct {
 	// hdrs is a slab the records' header slices are cut from: one
 	// allocation per headerSlab headers instead of one per record.
 	hdrs []record.Header
+	// hkeys interns header keys (records of a topic tend to repeat them),
+	// up to maxHeaderKeys of them.
+	hkeys map[string]string
 }
+
+const maxHeaderKeys = 256
 
 const headerSlab = 32
 
@@ -77,7 +83,8 @@ func (a *arena) read(b protocol.Bytes) ([]byte, error) {
 	return s, err
 }
 
-// copyRecord copies rec out of kafka-go's pooled pages into a record.Record
+// copyRecord copies rec (a record set older than magic 2, decoded by
+// kafka-go) out of kafka-go's pooled pages into a record.Record
 // and returns its size in bytes (key, value and headers).
 func (a *arena) copyRecord(topic string, partition int32, rec *protocol.Record) (record.Record, int, error) {
 	defer closeRecord(rec)
@@ -107,6 +114,57 @@ func (a *arena) copyRecord(topic string, partition int32, rec *protocol.Record) 
 		}
 	}
 	return record.Record{Topic: topic, Partition: partition, Offset: rec.Offset, Time: rec.Time, Key: key, Value: val, Headers: hs}, n, nil
+}
+
+// bytes copies src into the arena (nil stays nil: null).
+func (a *arena) bytes(src []byte) []byte {
+	if src == nil {
+		return nil
+	}
+	s := a.take(len(src))
+	copy(s, src)
+	return s
+}
+
+// headerKey returns key as a string, interned.
+func (a *arena) headerKey(key []byte) string {
+	if k, ok := a.hkeys[string(key)]; ok {
+		return k
+	}
+	k := string(key)
+	if a.hkeys == nil {
+		a.hkeys = map[string]string{}
+	}
+	if len(a.hkeys) < maxHeaderKeys {
+		a.hkeys[k] = k
+	}
+	return k
+}
+
+// copyV2 copies a record of a magic-2 batch (batch.go) out of the fetched
+// bytes into a record.Record and returns its size in bytes (key, value and
+// headers).
+func (a *arena) copyV2(topic string, partition int32, rec *v2Record) (record.Record, int, error) {
+	key, val := a.bytes(rec.key), a.bytes(rec.value)
+	n := len(key) + len(val)
+	var hs []record.Header
+	if rec.nhdrs > 0 {
+		if len(a.hdrs) < rec.nhdrs {
+			a.hdrs = make([]record.Header, max(rec.nhdrs, headerSlab))
+		}
+		hs, a.hdrs = a.hdrs[:rec.nhdrs:rec.nhdrs], a.hdrs[rec.nhdrs:]
+		p := rec.headers
+		for i := range hs {
+			k, v, rest, err := nextHeader(p)
+			if err != nil {
+				return record.Record{}, 0, err
+			}
+			p = rest
+			hs[i] = record.Header{Key: a.headerKey(k), Value: a.bytes(v)}
+			n += len(k) + len(v)
+		}
+	}
+	return record.Record{Topic: topic, Partition: partition, Offset: rec.offset, Time: time.UnixMilli(rec.time), Key: key, Value: val, Headers: hs}, n, nil
 }
 
 func closeRecord(rec *protocol.Record) {

@@ -32,8 +32,13 @@ const recordCost = 2 * int64(unsafe.Sizeof(record.Record{}))
 // fetchReserve is what a fetch of maxBytes reserves before it is sent: an
 // estimate of what its response decodes to (the record bytes in arena
 // chunks, one chunk partly used, the records themselves), so that the
-// fetches in flight together stay within the budget once decoded.
-func fetchReserve(maxBytes int32) int64 { return 2*int64(maxBytes) + arenaChunk }
+// fetches in flight together stay within the budget once decoded. ratio
+// is what a byte of the partition's record sets decoded to so far (above
+// 1 for compressed batches: a 256 KiB zstd fetch of JSON decodes to about
+// 1 MiB of records).
+func fetchReserve(maxBytes int32, ratio float64) int64 {
+	return 2*int64(float64(maxBytes)*max(ratio, 1)) + arenaChunk
+}
 
 // memBudget is a counting semaphore of bytes (FetchBudget). Waiters are
 // served in order, one wake-up each: with thousands of partitions waiting,

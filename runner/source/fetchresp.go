@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"sync"
+	"slices"
 
 	"github.com/segmentio/kafka-go/protocol"
 	"github.com/segmentio/kafka-go/protocol/fetch"
@@ -53,16 +53,21 @@ type fetchPartition struct {
 	RecordSet            batchSet                    `kafka:"min=v0,max=v11"`
 }
 
-// batchSet is a partition's record set (kafka-go's decoding) and the
-// MaxTimestamp of each of its LOG_APPEND_TIME batches.
+// batchSet is a partition's record set and the MaxTimestamp of each of its
+// LOG_APPEND_TIME batches. A record set whose batches are all of magic 2
+// (every broker since Kafka 0.11) is kept as it came, in raw, and walked
+// by the reader itself (batch.go); an older one is decoded by kafka-go
+// (protocol.RecordSet) and its LOG_APPEND_TIME batches noted.
 type batchSet struct {
 	protocol.RecordSet
-	// appendTimes are the LOG_APPEND_TIME batches of magic 2 in log order.
+	// raw holds the bytes of a record set of magic 2 (nil otherwise):
+	// give it back with release once its records are copied out.
+	raw *setBuf
+	// appendTimes are the LOG_APPEND_TIME batches of magic 2 in log order,
+	// for a record set kafka-go decoded.
 	appendTimes []batchTime
 }
 
-// batchTime is a LOG_APPEND_TIME batch's base offset and MaxTimestamp
-// (milliseconds since the epoch).
 type batchTime struct {
 	base, maxTimestamp int64
 }
@@ -79,37 +84,68 @@ const (
 	attrLogAppendTime = 1 << 3
 )
 
-// setBufs recycles the buffers a record set is read into: kafka-go copies
-// the batches into its own pages as it decodes them.
-var setBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+// setBuf holds a fetched record set's bytes (b, without the size).
+type setBuf struct{ b []byte }
+
+// setBufs recycles the buffers record sets are read into: a bounded free
+// list (not a sync.Pool, which a GC cycle empties), each kept under
+// keptDecodeBytes.
+var setBufs = make(chan *setBuf, 32)
+
+func getSetBuf() *setBuf {
+	select {
+	case b := <-setBufs:
+		return b
+	default:
+		return &setBuf{}
+	}
+}
+
+// release gives the record set's buffer back; the batches and records read
+// from it must no longer be used.
+func (s *batchSet) release() {
+	b := s.raw
+	s.raw = nil
+	if b == nil || cap(b.b) > keptDecodeBytes {
+		return
+	}
+	b.b = b.b[:0]
+	select {
+	case setBufs <- b:
+	default:
+	}
+}
 
 // ReadFrom reads a record set as fetch responses v0 to v11 carry it (an
 // int32 size, -1 for none, then the batches; the last may be cut short by
-// the fetch size). It notes the LOG_APPEND_TIME batches and leaves the
-// decoding to protocol.RecordSet.
+// the fetch size). A record set of magic 2 is kept in raw; an older one is
+// decoded by protocol.RecordSet, with its LOG_APPEND_TIME batches noted.
 func (s *batchSet) ReadFrom(r io.Reader) (int64, error) {
 	s.appendTimes = s.appendTimes[:0]
-	buf := setBufs.Get().(*bytes.Buffer)
-	defer func() {
-		if buf.Cap() <= 4<<20 {
-			buf.Reset()
-			setBufs.Put(buf)
-		}
-	}()
-	buf.Reset()
-	if _, err := io.CopyN(buf, r, 4); err != nil {
-		return int64(buf.Len()), err
+	s.release()
+	var sz [4]byte
+	if n, err := io.ReadFull(r, sz[:]); err != nil {
+		return int64(n), err
 	}
-	size := int32(binary.BigEndian.Uint32(buf.Bytes()))
-	if size > 0 {
-		buf.Grow(int(size))
-		if _, err := io.CopyN(buf, r, int64(size)); err != nil {
-			return int64(buf.Len()), fmt.Errorf("read record set: %w", err)
-		}
-		s.appendTimes = scanAppendTimes(buf.Bytes()[4:], s.appendTimes)
+	size := int32(binary.BigEndian.Uint32(sz[:]))
+	if size <= 0 {
+		s.Records = nil
+		return 4, nil
 	}
-	read := int64(buf.Len())
-	_, err := s.RecordSet.ReadFrom(buf)
+	buf := getSetBuf()
+	buf.b = slices.Grow(buf.b[:0], int(size))[:size]
+	if n, err := io.ReadFull(r, buf.b); err != nil {
+		return 4 + int64(n), fmt.Errorf("read record set: %w", err)
+	}
+	read := 4 + int64(size)
+	if allV2(buf.b) {
+		s.Records, s.raw = nil, buf
+		return read, nil
+	}
+	s.appendTimes = scanAppendTimes(buf.b, s.appendTimes)
+	_, err := s.RecordSet.ReadFrom(io.MultiReader(bytes.NewReader(sz[:]), bytes.NewReader(buf.b)))
+	s.raw = buf
+	s.release()
 	return read, err
 }
 

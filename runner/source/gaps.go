@@ -109,6 +109,9 @@ func (r *Reader) noProgress(ctx context.Context, p *fetchPartition) error {
 func (r *Reader) skipCompactedTail(ctx context.Context, base, upper int64) error {
 	inside := func(x int64) (bool, error) {
 		p, err := r.roundTrip(ctx, x)
+		if p != nil {
+			defer p.RecordSet.release()
+		}
 		if err != nil {
 			return false, r.fetchError(p, err)
 		}
@@ -142,6 +145,10 @@ func (r *Reader) skipCompactedTail(ctx context.Context, base, upper int64) error
 // firstBatchBase returns the base offset of the first record batch of a
 // fetch answer.
 func firstBatchBase(p *fetchPartition) (int64, bool) {
+	if p.RecordSet.raw != nil {
+		b, _, ok, err := nextBatch(p.RecordSet.raw.b)
+		return b.base, ok && err == nil
+	}
 	switch rs := p.RecordSet.Records.(type) {
 	case nil:
 		return 0, false

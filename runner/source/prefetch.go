@@ -55,7 +55,7 @@ func Prefetch(ctx context.Context, r *Reader) *Prefetcher {
 		defer close(p.done)
 		defer close(p.ch)
 		for !r.Done() {
-			reserve := fetchReserve(r.maxBytes)
+			reserve := fetchReserve(r.maxBytes, r.ratio)
 			if !mem.budget.tryAcquire(reserve) {
 				select {
 				case p.ch <- Fetched{Next: r.next, Starved: true}:

@@ -16,10 +16,10 @@ import (
 	"github.com/segmentio/kafka-go/protocol/fetch"
 )
 
-// Fetch sizes. A response holds whole record batches and kafka-go decodes
-// each into its own 64 KiB pages, so memory follows the number of batches
-// per response: the request size adapts to about 32 batches of the size seen
-// so far, within [minFetchBytes, maxFetchBytes].
+// Fetch sizes. A response's record set is read whole into one buffer and
+// its batches are walked in place (batch.go), so memory follows the bytes
+// per response: the request size adapts to about 32 batches of the size
+// seen so far, within [minFetchBytes, maxFetchBytes].
 const (
 	minFetchBytes   = 64 << 10
 	maxFetchBytes   = 256 << 10
@@ -101,8 +101,11 @@ type Reader struct {
 	next, end int64
 	maxBytes  int32
 	batchAvg  float64 // moving average of record batch sizes in bytes
-	stats     Stats
-	stuck     int
+	// ratio is the moving average of what a fetched byte of a record set
+	// decodes to in record bytes (fetchReserve); 0 before the first.
+	ratio float64
+	stats Stats
+	stuck int
 	// allowLoss skips offsets deleted under the reader (allow_data_loss)
 	// instead of failing; growLimit bounds the fetch size (maxGrowFetchBytes).
 	allowLoss bool
@@ -159,6 +162,9 @@ func (r *Reader) Fetch(ctx context.Context, out []record.Record) ([]record.Recor
 	}
 	p, err := r.roundTrip(ctx, r.next)
 	<-inFlight
+	if p != nil {
+		defer p.RecordSet.release()
+	}
 	if err != nil {
 		return out, r.fetchError(p, err)
 	}
@@ -250,6 +256,9 @@ func (r *Reader) partitionError(p *fetchPartition) error {
 
 // consume walks the record batches of one response.
 func (r *Reader) consume(p *fetchPartition, out []record.Record) ([]record.Record, error) {
+	if p.RecordSet.raw != nil {
+		return r.consumeV2(p, out)
+	}
 	if p.RecordSet.Records == nil {
 		return out, nil
 	}
@@ -300,6 +309,145 @@ func (r *Reader) consume(p *fetchPartition, out []record.Record) ([]record.Recor
 	}
 	r.adapt(size, len(batches))
 	return out, nil
+}
+
+// consumeV2 walks the record batches of a record set of magic 2 in place
+// (batch.go).
+func (r *Reader) consumeV2(p *fetchPartition, out []record.Record) ([]record.Record, error) {
+	set := p.RecordSet.raw.b
+	var aborted []fetch.ResponseTransaction
+	var abortedProducers map[int64]bool
+	if r.isolation == 1 && len(p.AbortedTransactions) > 0 {
+		aborted = slices.Clone(p.AbortedTransactions)
+		slices.SortFunc(aborted, func(a, b fetch.ResponseTransaction) int { return cmp.Compare(a.FirstOffset, b.FirstOffset) })
+		abortedProducers = map[int64]bool{}
+	}
+	// The slice grows once, to what the batches declare, instead of
+	// doubling from empty: with many partitions the doublings were most of
+	// the record slices' memory.
+	out = slices.Grow(out, min(recordCount(set), 1<<16))
+	var size, batches int
+	for !r.Done() {
+		b, rest, ok, err := nextBatch(set)
+		if err != nil {
+			return out, &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next, Err: fmt.Errorf("decode record batch: %w", err)}
+		}
+		if !ok {
+			break
+		}
+		set = rest
+		batches++
+		if b.base > r.next {
+			// No batch holds [next, base): a hole left by compaction.
+			r.next = min(b.base, max(r.end, r.next))
+			if r.Done() {
+				break
+			}
+		}
+		if b.last() < r.next {
+			continue // whole batches come back: this one was read before
+		}
+		if b.control() {
+			err = r.controlV2(&b, abortedProducers)
+		} else {
+			for len(aborted) > 0 && aborted[0].FirstOffset <= b.base {
+				abortedProducers[aborted[0].ProducerID] = true
+				aborted = aborted[1:]
+			}
+			drop := r.isolation == 1 && b.transactional() && abortedProducers[b.producerID]
+			out, size, err = r.recordsV2(&b, out, drop, size)
+		}
+		if err != nil {
+			return out, &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next, Err: fmt.Errorf("decode record batch: %w", err)}
+		}
+		// The batch's offsets after its last record (compaction removed
+		// them; the header keeps the last offset) hold nothing either.
+		r.next = max(r.next, min(b.last()+1, max(r.end, r.next)))
+	}
+	r.adapt(size, batches)
+	if wire := len(p.RecordSet.raw.b); wire > 0 && size > 0 {
+		ratio := float64(size) / float64(wire)
+		if r.ratio == 0 {
+			r.ratio = ratio
+		} else {
+			r.ratio = 0.8*r.ratio + 0.2*ratio
+		}
+	}
+	return out, nil
+}
+
+// controlV2 skips a transaction marker; an ABORT marker closes its
+// producer's aborted range.
+func (r *Reader) controlV2(b *v2Batch, abortedProducers map[int64]bool) error {
+	data := b.records // control batches are never compressed
+	for len(data) > 0 {
+		rec, rest, err := nextRecord(b, data)
+		if err != nil {
+			return err
+		}
+		data = rest
+		if rec.offset < r.next {
+			continue
+		}
+		typ, err := controlType(rec.key)
+		if err != nil {
+			return err
+		}
+		if typ == 0 { // ABORT
+			delete(abortedProducers, b.producerID)
+		}
+		r.stats.Control++
+		r.next = min(rec.offset+1, max(r.end, r.next))
+	}
+	return nil
+}
+
+// recordsV2 appends b's records in [next, end), copied into the arena.
+// Records of a LOG_APPEND_TIME batch all carry its MaxTimestamp (KIP-32).
+func (r *Reader) recordsV2(b *v2Batch, out []record.Record, drop bool, size int) ([]record.Record, int, error) {
+	data := b.records
+	if b.attrs&attrCompression != 0 {
+		buf := getDecodeBuf()
+		defer putDecodeBuf(buf)
+		var err error
+		if data, err = b.decompress(buf); err != nil {
+			return out, size, err
+		}
+	}
+	appendTime := b.attrs&attrLogAppendTime != 0
+	for i := int32(0); i < b.count && len(data) > 0; i++ {
+		rec, rest, err := nextRecord(b, data)
+		if err != nil {
+			return out, size, err
+		}
+		data = rest
+		if rec.offset < r.next { // whole batches come back
+			continue
+		}
+		if rec.offset >= r.end {
+			// Offsets are increasing: nothing else lies in [next, end).
+			r.next = max(r.next, r.end)
+			break
+		}
+		r.next = rec.offset + 1
+		if drop {
+			r.stats.Aborted++
+			continue
+		}
+		if appendTime {
+			rec.time = b.maxTime
+		}
+		sr, n, err := r.arena.copyV2(r.topic, r.partition, &rec)
+		if err != nil {
+			return out, size, err
+		}
+		if appendTime {
+			sr.TimestampType = record.LogAppendTime
+		}
+		size += n
+		out = append(out, sr)
+	}
+	return out, size, nil
 }
 
 // stampCreateTime is records' stamp argument for a CreateTime batch.

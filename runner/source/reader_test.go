@@ -5,7 +5,7 @@ package source
 // with hand-encoded record batches the way a broker does (the first batch
 // whose last offset is >= the fetch offset, then whole batches up to the
 // requested size). The reader still talks the real protocol over TCP and
-// decodes with kafka-go.
+// decodes the record batches as the reader does for any broker.
 //
 // kfake cannot produce these because its log cleaner rewrites a batch's
 // lastOffsetDelta to its last surviving record (Kafka keeps the header, so

@@ -1,0 +1,82 @@
+package source
+
+import (
+	"bytes"
+	"hash/crc32"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// A batch walked in place gives each record's offset, timestamp, key,
+// value and headers as encoded, null (length -1) apart from empty, and a
+// batch whose bytes do not match its CRC-32C is an error, not records.
+func TestBatchWalk(t *testing.T) {
+	first := t0.UnixMilli()
+	recs := []kmsg.Record{
+		{TimestampDelta64: 0, OffsetDelta: 0, Key: []byte("k0"), Value: []byte("v0"), Headers: []kmsg.Header{{Key: "h", Value: []byte("x")}, {Key: "n", Value: nil}, {Key: "e", Value: []byte{}}}},
+		{TimestampDelta64: 7, OffsetDelta: 2, Key: nil, Value: []byte{}},
+		{TimestampDelta64: 9, OffsetDelta: 3, Key: []byte{}, Value: nil},
+	}
+	var raw []byte
+	for _, r := range recs {
+		r.Length = int32(len(r.AppendTo(nil)) - 1)
+		raw = r.AppendTo(raw)
+	}
+	kb := kmsg.RecordBatch{FirstOffset: 40, PartitionLeaderEpoch: -1, Magic: 2, LastOffsetDelta: 5, FirstTimestamp: first, MaxTimestamp: first + 9,
+		ProducerID: 77, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(len(recs)), Records: raw}
+	kb.Length = int32(len(kb.AppendTo(nil)) - 12)
+	enc := kb.AppendTo(nil)
+	kb.CRC = int32(crc32.Checksum(enc[21:], crc32.MakeTable(crc32.Castagnoli)))
+	enc = kb.AppendTo(nil)
+
+	b, rest, ok, err := nextBatch(append(enc, 1, 2, 3))
+	if err != nil || !ok || !bytes.Equal(rest, []byte{1, 2, 3}) {
+		t.Fatalf("nextBatch: ok %v, err %v, rest %v", ok, err, rest)
+	}
+	if b.base != 40 || b.last() != 45 || b.producerID != 77 || b.count != 3 || b.maxTime != first+9 {
+		t.Fatalf("header: %+v", b)
+	}
+	var a arena
+	p := b.records
+	var got []string
+	for range b.count {
+		rec, next, err := nextRecord(&b, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p = next
+		r, _, err := a.copyV2("t", 0, &rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := func(v []byte) string {
+			if v == nil {
+				return "null"
+			}
+			return "'" + string(v) + "'"
+		}
+		line := []string{r.Time.Sub(t0).String(), s(r.Key), s(r.Value)}
+		for _, h := range r.Headers {
+			line = append(line, h.Key+"="+s(h.Value))
+		}
+		got = append(got, strings.Join(append([]string{string(rune('0' + r.Offset - 40))}, line...), " "))
+	}
+	want := []string{"0 0s 'k0' 'v0' h='x' n=null e=''", "2 7ms null ''", "3 9ms '' null"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(p) != 0 {
+		t.Errorf("%d bytes left after the records", len(p))
+	}
+
+	if _, _, ok, err := nextBatch(enc[:len(enc)-1]); ok || err != nil {
+		t.Errorf("a batch cut short: ok %v, err %v; want neither", ok, err)
+	}
+	bad := bytes.Clone(enc)
+	bad[len(bad)-1] ^= 1
+	if _, _, _, err := nextBatch(bad); err == nil || !strings.Contains(err.Error(), "crc32") {
+		t.Errorf("a batch with a flipped bit: %v, want a checksum error", err)
+	}
+}
