@@ -280,6 +280,35 @@ sink:
 	return benchRunTimed(b, cmd, "", out)
 }
 
+// benchSampleHWM returns the last VmHWM (peak resident set, KiB) read
+// from /proc/PID/status, every 5 ms until stop is closed. The child's
+// rusage Maxrss is not its own peak: os/exec starts children with
+// CLONE_VM, and the kernel carries the parent's peak RSS into the child's
+// at exec (a benchmark process that held a peer's rows reported that as
+// replay's). VmHWM belongs to the child's own address space.
+func benchSampleHWM(pid int, stop <-chan struct{}) int64 {
+	var last int64
+	path := fmt.Sprintf("/proc/%d/status", pid)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if b, err := os.ReadFile(path); err == nil {
+			for line := range strings.Lines(string(b)) {
+				if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+					if n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64); err == nil && n > last {
+						last = n
+					}
+				}
+			}
+		}
+		select {
+		case <-stop:
+			return last
+		case <-tick.C:
+		}
+	}
+}
+
 // benchRunTimed runs cmd (stdout to file when file is set), timing it and taking
 // its peak RSS, then counts the lines of output and removes it.
 func benchRunTimed(b *testing.B, cmd *exec.Cmd, file, output string) benchRun {
@@ -295,7 +324,16 @@ func benchRunTimed(b *testing.B, cmd *exec.Cmd, file, output string) benchRun {
 		cmd.Stdout = f
 	}
 	start := time.Now()
-	err := cmd.Run()
+	err := cmd.Start()
+	var hwm int64
+	if err == nil {
+		stop := make(chan struct{})
+		sampled := make(chan int64)
+		go func() { sampled <- benchSampleHWM(cmd.Process.Pid, stop) }()
+		err = cmd.Wait()
+		close(stop)
+		hwm = <-sampled
+	}
 	elapsed := time.Since(start)
 	if err != nil {
 		b.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(cmd.Args, " "), err, stdout.String(), stderr.String())
@@ -307,9 +345,9 @@ func benchRunTimed(b *testing.B, cmd *exec.Cmd, file, output string) benchRun {
 	if err := os.Remove(output); err != nil {
 		b.Fatal(err)
 	}
-	var rss float64
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		rss = float64(ru.Maxrss) / 1024 // KiB on Linux
+	rss := float64(hwm) / 1024
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && hwm == 0 {
+		rss = float64(ru.Maxrss) / 1024 // KiB on Linux; see benchSampleHWM
 	}
 	gcs := 0
 	for line := range strings.Lines(stderr.String()) {
