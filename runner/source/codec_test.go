@@ -192,3 +192,21 @@ func BenchmarkBatchDecode(b *testing.B) {
 		}
 	}
 }
+
+// The lz4 frame decoder meets bytes a broker served: whatever they are,
+// it returns an error or output, never a panic, and never more than
+// maxDecodedBatch.
+func FuzzDecodeLz4(f *testing.F) {
+	var frame bytes.Buffer
+	w := lz4.NewWriter(&frame)
+	_, _ = w.Write(bytes.Repeat([]byte(`{"id":1,"status":"paid"}`), 200))
+	_ = w.Close()
+	f.Add(frame.Bytes())
+	f.Add([]byte{0x04, 0x22, 0x4d, 0x18, 0x60, 0x40, 0x82})
+	f.Fuzz(func(t *testing.T, src []byte) {
+		out, err := decodeLz4(nil, src)
+		if err == nil && len(out) > maxDecodedBatch {
+			t.Fatalf("%d bytes decoded", len(out))
+		}
+	})
+}
