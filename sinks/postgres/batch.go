@@ -48,6 +48,14 @@ type statements struct {
 	// upsert reads the rows from arrays ($1..$n, one per column), copyUpsert
 	// from the COPY table; both return one row of counts (scanCounts).
 	upsert, copyUpsert string
+	// upsertSame and copyUpsertSame are upsert and copyUpsert that leave
+	// out, before the INSERT, the rows identical to the stored ones (read
+	// in the statement's snapshot), with the same counts: ON CONFLICT DO
+	// UPDATE locks every conflicting row before its WHERE says that nothing
+	// changes, a write (and WAL) per unchanged row of a re-run; the
+	// NOT EXISTS probe costs a fresh load an index lookup per row instead.
+	// "" for on_conflict: ignore (DO NOTHING locks nothing).
+	upsertSame, copyUpsertSame string
 	// remove deletes the keys of $1 (with their versions in $2) and
 	// returns the counts of scanRemoved.
 	remove string
@@ -84,8 +92,12 @@ func (sh sqlShape) build() statements {
 	}
 	st.createTemp = `CREATE TEMP TABLE IF NOT EXISTS ` + copyTable + ` (` + strings.Join(temp, ", ") + `) ON COMMIT DELETE ROWS`
 	arrays := `SELECT * FROM unnest(` + strings.Join(params, ", ") + `) AS u(` + strings.Join(st.copyCols, ", ") + `)`
-	st.upsert = sh.upsertSQL(arrays, names)
-	st.copyUpsert = sh.upsertSQL("", names)
+	st.upsert = sh.upsertSQL(arrays, names, false)
+	st.copyUpsert = sh.upsertSQL("", names, false)
+	if !sh.ignore {
+		st.upsertSame = sh.upsertSQL(arrays, names, true)
+		st.copyUpsertSame = sh.upsertSQL("", names, true)
+	}
 	st.remove = sh.removeSQL()
 	return st
 }
@@ -99,14 +111,22 @@ func (sh sqlShape) build() statements {
 // bloat) identical rows; with a version column, only a greater version
 // updates. The old rows are read in the same statement (all parts of a
 // WITH see one snapshot), for the stale, duplicate and collision counts.
-func (sh sqlShape) upsertSQL(src string, names []string) string {
+//
+// skipSame leaves out the rows identical to the stored ones before the
+// INSERT (see statements.upsertSame); they count as unchanged (or
+// duplicate, with a version) as they do when the upsert skips them.
+func (sh sqlShape) upsertSQL(src string, names []string, skipSame bool) string {
 	exprs := make([]string, len(sh.cols))
 	for i, c := range sh.cols {
 		exprs[i] = c.expr("s", i)
 	}
 	key := names[sh.key]
+	same := ""
+	if skipSame {
+		same = sh.sameSQL(names, exprs)
+	}
 	if sh.ver < 0 && !sh.ignore {
-		return sh.plainUpsertSQL(src, names, exprs)
+		return sh.plainUpsertSQL(src, names, exprs, same)
 	}
 	withOld := sh.ver >= 0 && !sh.ignore || sh.hasProv()
 	var b strings.Builder
@@ -127,7 +147,7 @@ func (sh sqlShape) upsertSQL(src string, names []string) string {
 		}
 		b.WriteString(" FROM " + sh.table + " t WHERE t." + key + " IN (SELECT " + exprs[sh.key] + " FROM " + from + " s)),\n")
 	}
-	b.WriteString("ins AS (INSERT INTO " + sh.table + " AS t (" + strings.Join(names, ", ") + ")\nSELECT " + strings.Join(exprs, ", ") + " FROM " + from + " s\n")
+	b.WriteString("ins AS (INSERT INTO " + sh.table + " AS t (" + strings.Join(names, ", ") + ")\nSELECT " + strings.Join(exprs, ", ") + " FROM " + from + " s" + same + "\n")
 	b.WriteString(sh.onConflictSQL(names))
 	b.WriteString("\nRETURNING t." + key + " AS k, (t.xmax = 0) AS fresh)\n")
 	zero := "0::bigint"
@@ -157,7 +177,7 @@ func (sh sqlShape) upsertSQL(src string, names []string) string {
 // topic and partition: no collision), so only the updated rows need their
 // old provenance, read in the same statement (which sees the table as it
 // was before it): a fresh load and a re-run read no old rows.
-func (sh sqlShape) plainUpsertSQL(src string, names, exprs []string) string {
+func (sh sqlShape) plainUpsertSQL(src string, names, exprs []string, same string) string {
 	key := names[sh.key]
 	var b strings.Builder
 	from := "src"
@@ -167,7 +187,7 @@ func (sh sqlShape) plainUpsertSQL(src string, names, exprs []string) string {
 	} else {
 		b.WriteString("WITH src AS (" + src + "),\n")
 	}
-	b.WriteString("ins AS (INSERT INTO " + sh.table + " AS t (" + strings.Join(names, ", ") + ")\nSELECT " + strings.Join(exprs, ", ") + " FROM " + from + " s\n")
+	b.WriteString("ins AS (INSERT INTO " + sh.table + " AS t (" + strings.Join(names, ", ") + ")\nSELECT " + strings.Join(exprs, ", ") + " FROM " + from + " s" + same + "\n")
 	b.WriteString(sh.onConflictSQL(names))
 	b.WriteString("\nRETURNING t." + key + " AS k, (t.xmax = 0) AS fresh")
 	if !sh.hasProv() {
@@ -180,6 +200,25 @@ func (sh sqlShape) plainUpsertSQL(src string, names, exprs []string) string {
 	b.WriteString("coll AS (SELECT o.tp || '/' || o.pa || '/' || o.os || ' and ' || i.tp || '/' || i.pa || '/' || i.os || ': key ' || i.k AS pair, i.os FROM old o JOIN ins i ON i.k = o.k WHERE (o.tp, o.pa) IS DISTINCT FROM (i.tp, i.pa))\n")
 	b.WriteString("SELECT (SELECT count(*) FILTER (WHERE fresh) FROM ins), (SELECT count(*) FILTER (WHERE NOT fresh) FROM ins), 0::bigint, 0::bigint, (SELECT count(*) FROM coll), (SELECT pair FROM coll ORDER BY os LIMIT 1)")
 	return b.String()
+}
+
+// sameSQL is the WHERE clause that leaves out of the INSERT's SELECT the
+// rows of s identical to the stored row of their key: the comparison of
+// onConflictSQL's WHERE, made before the INSERT, without a row lock.
+func (sh sqlShape) sameSQL(names, exprs []string) string {
+	var old, new []string
+	for i, n := range names {
+		if i == sh.key {
+			continue
+		}
+		old = append(old, "o."+n)
+		new = append(new, exprs[i])
+	}
+	if len(old) == 0 {
+		return ""
+	}
+	return " WHERE NOT EXISTS (SELECT 1 FROM " + sh.table + " o WHERE o." + names[sh.key] + " = " + exprs[sh.key] +
+		" AND (" + strings.Join(old, ", ") + ") IS NOT DISTINCT FROM (" + strings.Join(new, ", ") + "))"
 }
 
 func (sh sqlShape) onConflictSQL(names []string) string {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -100,6 +101,9 @@ type Sink struct {
 	ver         int // index of the version column, -1 without
 	defaults    bool
 	st          statements
+	// mostlySame: the last upsert found most of its rows unchanged, stale
+	// or duplicate (statements.upsertSame).
+	mostlySame  atomic.Bool
 	copyAbove   int
 	connections int
 	acquire     sync.Mutex // held while a sharded Write acquires its connections

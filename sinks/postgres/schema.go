@@ -37,8 +37,13 @@ func (s *Sink) prepare(ctx context.Context, create bool) error {
 		}
 	}
 	s.st = sh.build()
-	if _, err := s.pool.Exec(ctx, "EXPLAIN "+s.st.upsert, newRows(s.cols, 0).args()...); err != nil {
-		return fmt.Errorf("postgres sink: check table %s: %w", s.name, s.scrub(err))
+	for _, stmt := range []string{s.st.upsert, s.st.upsertSame} {
+		if stmt == "" {
+			continue
+		}
+		if _, err := s.pool.Exec(ctx, "EXPLAIN "+stmt, newRows(s.cols, 0).args()...); err != nil {
+			return fmt.Errorf("postgres sink: check table %s: %w", s.name, s.scrub(err))
+		}
 	}
 	if s.ckpt != nil {
 		if err := s.ckpt.Prepare(ctx, s.pool, func(ctx context.Context, stmt string) error { return createTable(ctx, s.pool, s.ckpt.Name, stmt) }); err != nil {

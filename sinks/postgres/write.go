@@ -265,9 +265,18 @@ func (s *Sink) writeShard(ctx context.Context, conn *pgxpool.Conn, sh shard, bat
 		})
 	}
 	if sh.up.len() > 0 {
+		// A batch after one that found most of its rows unchanged (a
+		// re-run, a replay over a table that holds the window) leaves the
+		// identical rows out before it upserts.
+		same := s.st.upsertSame != "" && s.mostlySame.Load()
 		stmt, args := s.st.upsert, sh.up.args()
-		if useCopy {
+		switch {
+		case useCopy && same:
+			stmt, args = s.st.copyUpsertSame, nil
+		case useCopy:
 			stmt, args = s.st.copyUpsert, nil
+		case same:
+			stmt = s.st.upsertSame
 		}
 		n := int64(sh.up.len())
 		b.Queue(stmt, args...).QueryRow(func(row pgx.Row) error {
@@ -285,6 +294,7 @@ func (s *Sink) writeShard(ctx context.Context, conn *pgxpool.Conn, sh shard, bat
 			} else {
 				out.Unchanged += n - ins - upd - stale - dup
 			}
+			s.mostlySame.Store(2*(n-ins-upd) > n)
 			out.Collisions += coll
 			if first != nil {
 				out.FirstCollision = *first
