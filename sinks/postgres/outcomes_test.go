@@ -79,6 +79,13 @@ func TestPostgresOutcomes(t *testing.T) {
 			before = ign.Outcomes()
 			sinktest.MustWrite(t, ign, sinktest.Rec(0, 8, "a", `{"v":8}`), sinktest.Rec(0, 9, "f", `{"v":9}`), sinktest.Rec(0, 10, "f", `{"v":10}`))
 			wantOutcomes(t, "ignore", delta(ign, before), sinks.Outcomes{Inserted: 1, Ignored: 2})
+
+			// A sink opened on a table that holds rows starts by leaving out
+			// the identical ones: its first batch counts as any other.
+			again := newPostgres(t, postgres.Config{DSN: dsn, Table: table, Keyer: keyer, CopyThreshold: threshold})
+			before = again.Outcomes()
+			sinktest.MustWrite(t, again, sinktest.Rec(0, 4, "a", `{"v":4}`), sinktest.Rec(0, 11, "b", `{"v":11}`), sinktest.Rec(0, 12, "g", `{"v":12}`))
+			wantOutcomes(t, "first batch into a full table", delta(again, before), sinks.Outcomes{Inserted: 1, Updated: 1, Unchanged: 1})
 		})
 	}
 }

@@ -102,7 +102,8 @@ type Sink struct {
 	defaults    bool
 	st          statements
 	// mostlySame: the last upsert found most of its rows unchanged, stale
-	// or duplicate (statements.upsertSame).
+	// or duplicate, or, before the first, the table held rows at open
+	// (statements.upsertSame).
 	mostlySame  atomic.Bool
 	copyAbove   int
 	connections int
