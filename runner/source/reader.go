@@ -1,7 +1,6 @@
 package source
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -262,9 +261,7 @@ func (r *Reader) consume(p *fetchPartition, out []record.Record) ([]record.Recor
 	if p.RecordSet.Records == nil {
 		return out, nil
 	}
-	aborted := slices.Clone(p.AbortedTransactions)
-	slices.SortFunc(aborted, func(a, b fetch.ResponseTransaction) int { return cmp.Compare(a.FirstOffset, b.FirstOffset) })
-	abortedProducers := map[int64]bool{}
+	aborted := newAbortedTxns(r.isolation == 1, p.AbortedTransactions)
 	var batches []protocol.RecordReader
 	if rs, ok := p.RecordSet.Records.(*protocol.RecordStream); ok {
 		batches = rs.Records
@@ -281,15 +278,16 @@ func (r *Reader) consume(p *fetchPartition, out []record.Record) ([]record.Recor
 			break
 		}
 		var err error
+		if base, ok := batchBase(b); ok {
+			// kafka-go keeps no batch's last offset: a transaction starts
+			// at a batch's base offset, and a marker batch holds one record.
+			aborted.upTo(base)
+		}
 		switch b := b.(type) {
 		case *protocol.ControlBatch:
-			err = r.controlBatch(b, abortedProducers)
+			err = r.controlBatch(b, aborted)
 		case *protocol.RecordBatch:
-			for len(aborted) > 0 && aborted[0].FirstOffset <= b.BaseOffset {
-				abortedProducers[aborted[0].ProducerID] = true
-				aborted = aborted[1:]
-			}
-			drop := r.isolation == 1 && b.Attributes.Transactional() && abortedProducers[b.ProducerID]
+			drop := aborted.drop(b.Attributes.Transactional(), b.ProducerID)
 			stamp := stampCreateTime
 			if b.Attributes&attrLogAppendTime != 0 {
 				t, ok := p.RecordSet.appendTime(b.BaseOffset)
@@ -315,13 +313,7 @@ func (r *Reader) consume(p *fetchPartition, out []record.Record) ([]record.Recor
 // (batch.go).
 func (r *Reader) consumeV2(p *fetchPartition, out []record.Record) ([]record.Record, error) {
 	set := p.RecordSet.raw.b
-	var aborted []fetch.ResponseTransaction
-	var abortedProducers map[int64]bool
-	if r.isolation == 1 && len(p.AbortedTransactions) > 0 {
-		aborted = slices.Clone(p.AbortedTransactions)
-		slices.SortFunc(aborted, func(a, b fetch.ResponseTransaction) int { return cmp.Compare(a.FirstOffset, b.FirstOffset) })
-		abortedProducers = map[int64]bool{}
-	}
+	aborted := newAbortedTxns(r.isolation == 1, p.AbortedTransactions)
 	// The slice grows once, to what the batches declare, instead of
 	// doubling from empty: with many partitions the doublings were most of
 	// the record slices' memory.
@@ -347,14 +339,11 @@ func (r *Reader) consumeV2(p *fetchPartition, out []record.Record) ([]record.Rec
 		if b.last() < r.next {
 			continue // whole batches come back: this one was read before
 		}
+		aborted.upTo(b.last())
 		if b.control() {
-			err = r.controlV2(&b, abortedProducers)
+			err = r.controlV2(&b, aborted)
 		} else {
-			for len(aborted) > 0 && aborted[0].FirstOffset <= b.base {
-				abortedProducers[aborted[0].ProducerID] = true
-				aborted = aborted[1:]
-			}
-			drop := r.isolation == 1 && b.transactional() && abortedProducers[b.producerID]
+			drop := aborted.drop(b.transactional(), b.producerID)
 			out, size, err = r.recordsV2(&b, out, drop, size)
 		}
 		if err != nil {
@@ -378,7 +367,7 @@ func (r *Reader) consumeV2(p *fetchPartition, out []record.Record) ([]record.Rec
 
 // controlV2 skips a transaction marker; an ABORT marker closes its
 // producer's aborted range.
-func (r *Reader) controlV2(b *v2Batch, abortedProducers map[int64]bool) error {
+func (r *Reader) controlV2(b *v2Batch, aborted *abortedTxns) error {
 	data := b.records // control batches are never compressed
 	for len(data) > 0 {
 		rec, rest, err := nextRecord(b, data)
@@ -394,7 +383,7 @@ func (r *Reader) controlV2(b *v2Batch, abortedProducers map[int64]bool) error {
 			return err
 		}
 		if typ == 0 { // ABORT
-			delete(abortedProducers, b.producerID)
+			aborted.ended(b.producerID)
 		}
 		r.stats.Control++
 		r.next = min(rec.offset+1, max(r.end, r.next))
@@ -455,7 +444,7 @@ const stampCreateTime int64 = -1 << 63
 
 // controlBatch skips a transaction marker; an ABORT marker closes its
 // producer's aborted range.
-func (r *Reader) controlBatch(b *protocol.ControlBatch, abortedProducers map[int64]bool) error {
+func (r *Reader) controlBatch(b *protocol.ControlBatch, aborted *abortedTxns) error {
 	for {
 		cr, err := b.ReadControlRecord()
 		if errors.Is(err, io.EOF) {
@@ -468,7 +457,7 @@ func (r *Reader) controlBatch(b *protocol.ControlBatch, abortedProducers map[int
 			continue
 		}
 		if cr.Type == 0 { // ABORT
-			delete(abortedProducers, b.ProducerID)
+			aborted.ended(b.ProducerID)
 		}
 		r.stats.Control++
 		r.next = min(cr.Offset+1, max(r.end, r.next))

@@ -14,9 +14,11 @@ package source
 // and it returns oversized batches (KIP-74) like every broker since 0.10.1.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"hash/crc32"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -37,7 +39,16 @@ type scriptedBatch struct {
 	offsets []int64 // offsets that hold a record
 	value   int     // value size of each record
 	attrs   int16   // batch attributes
+	// producer is the batch's producer id (-1 when 0: none); a control
+	// batch (attrs 0x30) holds markers, ABORT unless commit.
+	producer int64
+	commit   bool
 }
+
+// scriptedTxn is an aborted transaction of a scripted log, named in the
+// responses of fetches at or below its last offset (its marker), as a
+// broker names the aborted transactions that overlap the fetched range.
+type scriptedTxn struct{ producer, first, last int64 }
 
 // scriptedLog serves Fetch for topic orders, partition 0.
 type scriptedLog struct {
@@ -47,6 +58,10 @@ type scriptedLog struct {
 	fetches  atomic.Int64
 	encoded  [][]byte
 	logStart int64
+	aborted  []scriptedTxn
+	// firstFetchBatches bounds the batches of the first response (0: no
+	// bound).
+	firstFetchBatches int
 }
 
 func (l *scriptedLog) install(t *testing.T, sb *sandbox.Sandbox) {
@@ -69,6 +84,13 @@ func (l *scriptedLog) install(t *testing.T, sb *sandbox.Sandbox) {
 					sp.ErrorCode = kerr.OffsetOutOfRange.Code
 				} else {
 					sp.RecordBatches = l.serve(rp.FetchOffset, int(min(rp.PartitionMaxBytes, req.MaxBytes)))
+					for _, a := range l.aborted {
+						if rp.FetchOffset <= a.last {
+							at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+							at.ProducerID, at.FirstOffset = a.producer, a.first
+							sp.AbortedTransactions = append(sp.AbortedTransactions, at)
+						}
+					}
 				}
 				st.Partitions = append(st.Partitions, sp)
 			}
@@ -81,7 +103,12 @@ func (l *scriptedLog) install(t *testing.T, sb *sandbox.Sandbox) {
 // serve returns the batches a broker returns for a fetch at offset.
 func (l *scriptedLog) serve(offset int64, maxBytes int) []byte {
 	var out []byte
+	n := 0
+	first := l.fetches.Load() == 1
 	for i, b := range l.batches {
+		if first && l.firstFetchBatches > 0 && n == l.firstFetchBatches {
+			break
+		}
 		if b.last < offset {
 			continue
 		}
@@ -95,6 +122,7 @@ func (l *scriptedLog) serve(offset int64, maxBytes int) []byte {
 			}
 		}
 		out = append(out, enc...)
+		n++
 	}
 	return out
 }
@@ -105,12 +133,18 @@ func encodeBatch(b scriptedBatch) []byte {
 	var raw []byte
 	for _, off := range b.offsets {
 		r := kmsg.Record{TimestampDelta64: off - b.base, OffsetDelta: int32(off - b.base), Value: []byte(strings.Repeat("v", b.value))}
+		if b.attrs&0x20 != 0 { // a marker: key version 0, type 0 (ABORT) or 1 (COMMIT)
+			r.Key, r.Value = []byte{0, 0, 0, 0}, []byte{0, 0, 0, 0, 0, 0}
+			if b.commit {
+				r.Key[3] = 1
+			}
+		}
 		r.Length = int32(len(r.AppendTo(nil)) - 1) // the rest after a 1-byte zero length
 		raw = r.AppendTo(raw)
 	}
 	first := t0.UnixMilli()
 	batch := kmsg.RecordBatch{FirstOffset: b.base, PartitionLeaderEpoch: -1, Magic: 2, LastOffsetDelta: int32(b.last - b.base),
-		Attributes: b.attrs, FirstTimestamp: first, MaxTimestamp: first + b.last - b.base, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1,
+		Attributes: b.attrs, FirstTimestamp: first, MaxTimestamp: first + b.last - b.base, ProducerID: cmp.Or(b.producer, -1), ProducerEpoch: -1, FirstSequence: -1,
 		NumRecords: int32(len(b.offsets)), Records: raw}
 	batch.Length = int32(len(batch.AppendTo(nil)) - 12)
 	enc := batch.AppendTo(nil)
@@ -334,5 +368,37 @@ func TestReaderStampsLogAppendTime(t *testing.T) {
 		if rec.Time.UnixMilli() != want || rec.TimestampType != wantType {
 			t.Errorf("offset %d: %d (%v), want %d (%v)", rec.Offset, rec.Time.UnixMilli(), rec.TimestampType, want, wantType)
 		}
+	}
+}
+
+// Under read_committed, an aborted transaction whose data a fetch read
+// and whose ABORT marker opens the next response (which names the
+// transaction again: its range reaches the fetch offset) ends at that
+// marker: the producer's next, committed, transaction in the same
+// response is delivered, not dropped as aborted.
+func TestReaderAbortMarkerOpensResponse(t *testing.T) {
+	const p = 7
+	l := &scriptedLog{batches: []scriptedBatch{
+		{base: 0, last: 2, offsets: span(0, 3), value: 10, attrs: 0x10, producer: p},    // aborted data
+		{base: 3, last: 3, offsets: []int64{3}, attrs: 0x30, producer: p},               // ABORT
+		{base: 4, last: 6, offsets: span(4, 7), value: 10, attrs: 0x10, producer: p},    // committed data
+		{base: 7, last: 7, offsets: []int64{7}, attrs: 0x30, producer: p, commit: true}, // COMMIT
+	}, hwm: 8, aborted: []scriptedTxn{{producer: p, first: 0, last: 3}}, firstFetchBatches: 1}
+	recs, r, err := readScriptedRecords(t, l, 0, 8, func(r *Reader) { r.isolation = 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offs []int64
+	for _, rec := range recs {
+		offs = append(offs, rec.Offset)
+	}
+	if !slices.Equal(offs, []int64{4, 5, 6}) {
+		t.Errorf("read_committed delivered %v, want the committed transaction's [4 5 6]", offs)
+	}
+	if st := r.Stats(); st.Aborted != 3 || st.Control != 2 {
+		t.Errorf("stats %+v: want 3 aborted records and 2 markers passed over", st)
+	}
+	if l.fetches.Load() < 2 {
+		t.Errorf("%d fetches: the marker must open a response of its own", l.fetches.Load())
 	}
 }
