@@ -71,7 +71,10 @@ func nextBatch(set []byte) (b v2Batch, rest []byte, ok bool, err error) {
 	if n > int64(len(set)) {
 		return b, nil, false, nil // cut short by the fetch size
 	}
-	if set[batchMagicAt] != 2 || n < batchHeaderBytes {
+	if n < batchHeaderBytes {
+		return b, nil, false, fmt.Errorf("record batch at offset %d declares %d bytes, fewer than a batch header's %d", int64(binary.BigEndian.Uint64(set)), n, batchHeaderBytes)
+	}
+	if set[batchMagicAt] != 2 {
 		return b, nil, false, fmt.Errorf("record batch of magic %d at offset %d in a record set of magic 2", set[batchMagicAt], int64(binary.BigEndian.Uint64(set)))
 	}
 	raw := set[:n]
@@ -91,13 +94,29 @@ func nextBatch(set []byte) (b v2Batch, rest []byte, ok bool, err error) {
 	return b, set[n:], true, nil
 }
 
+// batchSpan is the length of the batch (or message set entry: all magics
+// are framed alike, offset and size, then the magic byte at the same
+// place) at the start of set, and whether set holds it whole. A length
+// field too small to reach past the magic byte (corrupt or hostile) is
+// not whole either, so no walk over set can loop or slice backwards.
+func batchSpan(set []byte) (int, bool) {
+	if len(set) <= batchMagicAt {
+		return 0, false
+	}
+	n := int64(int32(binary.BigEndian.Uint32(set[batchLengthAt:]))) + batchLengthAt + 4
+	if n <= batchMagicAt || n > int64(len(set)) {
+		return 0, false
+	}
+	return int(n), true
+}
+
 // allV2 reports whether every whole batch of set is of magic 2 (the
-// record sets of brokers since Kafka 0.11); older message sets are framed
-// alike (offset, size, then the magic byte at the same place).
+// record sets of brokers since Kafka 0.11). A set whose framing breaks
+// counts as magic 2: nextBatch reports what is wrong with it.
 func allV2(set []byte) bool {
-	for len(set) > batchMagicAt {
-		n := int64(int32(binary.BigEndian.Uint32(set[batchLengthAt:]))) + batchLengthAt + 4
-		if n > int64(len(set)) {
+	for {
+		n, ok := batchSpan(set)
+		if !ok {
 			return true
 		}
 		if set[batchMagicAt] != 2 {
@@ -105,22 +124,20 @@ func allV2(set []byte) bool {
 		}
 		set = set[n:]
 	}
-	return true
 }
 
 // recordCount is the number of records the whole batches of set declare
 // (their headers' counts), to size the slice they are read into at once.
 func recordCount(set []byte) int {
 	n := 0
-	for len(set) >= batchHeaderBytes {
-		size := int64(int32(binary.BigEndian.Uint32(set[batchLengthAt:]))) + batchLengthAt + 4
-		if size < batchHeaderBytes || size > int64(len(set)) {
-			break
+	for {
+		size, ok := batchSpan(set)
+		if !ok || size < batchHeaderBytes {
+			return n
 		}
 		n += int(max(int32(binary.BigEndian.Uint32(set[batchCountAt:])), 0))
 		set = set[size:]
 	}
-	return n
 }
 
 // decompress returns b's records section uncompressed, in buf's out

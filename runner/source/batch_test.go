@@ -2,9 +2,11 @@ package source
 
 import (
 	"bytes"
+	"encoding/binary"
 	"hash/crc32"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -118,4 +120,32 @@ func FuzzRecordsSection(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A record set whose first length field is corrupt (too small to reach
+// past its own header, or negative) ends every walk over it: the framing
+// scans stop, and the reader's walk reports the batch.
+func TestCorruptBatchLength(t *testing.T) {
+	for _, length := range []int32{-12, -100, 0, 4, 40} {
+		set := make([]byte, 80)
+		binary.BigEndian.PutUint32(set[batchLengthAt:], uint32(length))
+		set[batchMagicAt] = 2
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if !allV2(set) {
+				t.Errorf("length %d: allV2 false", length)
+			}
+			recordCount(set)
+			scanAppendTimes(set, nil)
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("length %d: a scan of the record set never ended", length)
+		}
+		if _, _, ok, err := nextBatch(set); ok || err == nil {
+			t.Errorf("length %d: nextBatch ok %v, err %v; want an error", length, ok, err)
+		}
+	}
 }

@@ -152,10 +152,10 @@ func (s *batchSet) ReadFrom(r io.Reader) (int64, error) {
 // scanAppendTimes appends the base offset and MaxTimestamp of each whole
 // magic-2 batch of set whose timestamp type is LOG_APPEND_TIME.
 func scanAppendTimes(set []byte, out []batchTime) []batchTime {
-	for len(set) > batchMagicAt {
-		n := int64(int32(binary.BigEndian.Uint32(set[batchLengthAt:]))) + batchLengthAt + 4
-		if n <= batchMagicAt || n > int64(len(set)) {
-			break // a batch cut short by the fetch size, or not a batch
+	for {
+		n, ok := batchSpan(set)
+		if !ok {
+			return out // a batch cut short by the fetch size, or not a batch
 		}
 		// Message sets of magic 0 and 1 (before KIP-98) are framed alike
 		// (offset, size) and skipped: their timestamps are kafka-go's.
@@ -167,7 +167,6 @@ func scanAppendTimes(set []byte, out []batchTime) []batchTime {
 		}
 		set = set[n:]
 	}
-	return out
 }
 
 // appendTime returns the MaxTimestamp of the LOG_APPEND_TIME batch at base
