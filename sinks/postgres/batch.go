@@ -72,6 +72,42 @@ type sqlShape struct {
 	ver    int    // the version column, -1 without
 	prov   [3]int // topic, partition, offset columns; -1 when not mapped
 	ignore bool
+	// exactBytes: the layout stores the value's exact bytes in a column of
+	// its own (the default layout's value_bytes), so its jsonb columns
+	// need no comparison as text (sameText).
+	exactBytes bool
+}
+
+// sameText reports whether the column's values are compared as text to
+// tell a changed row: the equality of numeric, float, json(b) and citext
+// is not identity (1.0 = 1.00, {"n":1} = {"n":1.0}, 'A' = 'a'), and a
+// record whose cell differs only so would be counted unchanged and leave
+// the old text in the row. json has no equality operator at all.
+func (sh sqlShape) sameText(c pgColumn) bool {
+	switch c.decl.base {
+	case "numeric", "float4", "float8", "json", "citext":
+		return true
+	case "jsonb":
+		return !sh.exactBytes
+	}
+	return false
+}
+
+// compared returns the non-key columns of a row as its change test
+// compares them: old (alias.name, or its text) and the incoming values
+// (newOf(i), or their text).
+func (sh sqlShape) compared(names []string, alias string, newOf func(i int) string) (old, new []string) {
+	for i, n := range names {
+		if i == sh.key {
+			continue
+		}
+		o, v := alias+"."+n, newOf(i)
+		if sh.sameText(sh.cols[i]) {
+			o, v = "("+o+")::text", "("+v+")::text"
+		}
+		old, new = append(old, o), append(new, v)
+	}
+	return old, new
 }
 
 func (sh sqlShape) hasProv() bool { return sh.prov[0] >= 0 && sh.prov[1] >= 0 && sh.prov[2] >= 0 }
@@ -203,35 +239,33 @@ func (sh sqlShape) plainUpsertSQL(src string, names, exprs []string, same string
 }
 
 // sameSQL is the WHERE clause that leaves out of the INSERT's SELECT the
-// rows of s identical to the stored row of their key: the comparison of
-// onConflictSQL's WHERE, made before the INSERT, without a row lock.
+// rows of s the upsert would not change: identical to the stored row of
+// their key, or, with a version, not newer than it (the test of
+// onConflictSQL's WHERE, made before the INSERT, without a row lock).
 func (sh sqlShape) sameSQL(names, exprs []string) string {
-	var old, new []string
-	for i, n := range names {
-		if i == sh.key {
-			continue
-		}
-		old = append(old, "o."+n)
-		new = append(new, exprs[i])
-	}
+	old, new := sh.compared(names, "o", func(i int) string { return exprs[i] })
 	if len(old) == 0 {
 		return ""
 	}
-	return " WHERE NOT EXISTS (SELECT 1 FROM " + sh.table + " o WHERE o." + names[sh.key] + " = " + exprs[sh.key] +
-		" AND (" + strings.Join(old, ", ") + ") IS NOT DISTINCT FROM (" + strings.Join(new, ", ") + "))"
+	same := "(" + strings.Join(old, ", ") + ") IS NOT DISTINCT FROM (" + strings.Join(new, ", ") + ")"
+	if sh.ver >= 0 {
+		// A row whose stored version is not smaller stays as it is
+		// (stale or duplicate: onConflictSQL's WHERE), whatever it holds.
+		v := names[sh.ver]
+		same = "(" + same + " OR (o." + v + " IS NOT NULL AND " + exprs[sh.ver] + " IS NOT NULL AND o." + v + " >= " + exprs[sh.ver] + "))"
+	}
+	return " WHERE NOT EXISTS (SELECT 1 FROM " + sh.table + " o WHERE o." + names[sh.key] + " = " + exprs[sh.key] + " AND " + same + ")"
 }
 
 func (sh sqlShape) onConflictSQL(names []string) string {
 	q := `ON CONFLICT (` + names[sh.key] + `) DO `
-	var set, old, new []string
+	var set []string
 	for i, n := range names {
-		if i == sh.key {
-			continue
+		if i != sh.key {
+			set = append(set, n+" = excluded."+n)
 		}
-		set = append(set, n+" = excluded."+n)
-		old = append(old, "t."+n)
-		new = append(new, "excluded."+n)
 	}
+	old, new := sh.compared(names, "t", func(i int) string { return "excluded." + names[i] })
 	if sh.ignore || len(set) == 0 {
 		return q + `NOTHING`
 	}

@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -200,5 +201,41 @@ func TestPostgresColumnsErrors(t *testing.T) {
 				t.Errorf("error %q does not contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A cell whose text changes while its type's equality calls it the same
+// (numeric 1.0 and 1.00, jsonb {"n":1} and {"n":1.0}) is an update, never
+// "unchanged" with the old text left in the row: the change test compares
+// such columns as text, in the upsert and in the filter of identical rows.
+func TestPostgresUpdateOnTextChange(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	for _, threshold := range []int{1, 1000} {
+		table := testenv.TableName()
+		if _, err := conn.Exec(t.Context(), `CREATE TABLE `+pgx.Identifier{table}.Sanitize()+` (id text PRIMARY KEY, amt numeric, doc jsonb)`); err != nil {
+			t.Fatal(err)
+		}
+		s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, Keyer: mustKeyer(t, "{{ .Key }}"), CopyThreshold: threshold, Columns: plan.Columns{
+			{Name: "id", Field: "key"}, {Name: "amt", Field: "value.amt"}, {Name: "doc", Field: "value.d"}}})
+		// The second batch finds its row the same and turns on the filter
+		// of identical rows for the third.
+		for i, v := range []string{`{"amt":1.0,"d":{"n":1}}`, `{"amt":1.0,"d":{"n":1}}`, `{"amt":1.00,"d":{"n":1.0}}`} {
+			before := s.Outcomes()
+			sinktest.MustWrite(t, s, sinktest.Rec(0, int64(i), "a", v))
+			want := [...]sinks.Outcomes{{Inserted: 1}, {Unchanged: 1}, {Updated: 1}}[i]
+			wantOutcomes(t, fmt.Sprintf("threshold %d, write %d", threshold, i), delta(s, before), want)
+		}
+		var amt, doc string
+		if err := conn.QueryRow(t.Context(), `SELECT amt::text, doc::text FROM `+pgx.Identifier{table}.Sanitize()).Scan(&amt, &doc); err != nil {
+			t.Fatal(err)
+		}
+		if amt != "1.00" || doc != `{"n": 1.0}` {
+			t.Errorf("threshold %d: the row holds amt %s, doc %s; want 1.00 and {\"n\": 1.0}", threshold, amt, doc)
+		}
 	}
 }

@@ -28,7 +28,7 @@ func (s *Sink) prepare(ctx context.Context, create bool) error {
 	if err := s.columnTypes(ctx); err != nil {
 		return fmt.Errorf("postgres sink: check table %s: %w", s.name, s.scrub(err))
 	}
-	sh := sqlShape{table: s.table, cols: s.cols, key: s.key, ver: s.ver, prov: [3]int{-1, -1, -1}, ignore: s.ignore}
+	sh := sqlShape{table: s.table, cols: s.cols, key: s.key, ver: s.ver, prov: [3]int{-1, -1, -1}, ignore: s.ignore, exactBytes: s.defaults}
 	for i, c := range s.cols {
 		for j, k := range []plan.FieldKind{plan.FieldTopic, plan.FieldPartition, plan.FieldOffset} {
 			if c.field.Kind == k && sh.prov[j] < 0 {
