@@ -239,3 +239,22 @@ func TestPostgresUpdateOnTextChange(t *testing.T) {
 		}
 	}
 }
+
+// A column declared json is refused when the sink opens: its values would
+// travel as jsonb, keys reordered and repeated ones dropped.
+func TestPostgresJSONColumnRefused(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	conn := testenv.PgConn(t, dsn)
+	table := testenv.TableName()
+	if _, err := conn.Exec(t.Context(), `CREATE TABLE `+pgx.Identifier{table}.Sanitize()+` (id text PRIMARY KEY, doc json)`); err != nil {
+		t.Fatal(err)
+	}
+	s, err := postgres.New(t.Context(), postgres.Config{DSN: dsn, Table: table, Columns: plan.Columns{{Name: "id", Field: "key"}, {Name: "doc", Field: "value"}}})
+	if err == nil {
+		s.Close()
+		t.Fatal("a json column was accepted")
+	}
+	if !strings.Contains(err.Error(), "column doc is json") || !strings.Contains(err.Error(), "jsonb") {
+		t.Errorf("error %q does not name the column and the way out", err)
+	}
+}

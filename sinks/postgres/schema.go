@@ -102,6 +102,11 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER
 			continue
 		}
 		c.decl = d
+		if d.base == "json" {
+			// Values travel as jsonb, which reorders keys and drops
+			// repeated ones: a json column would not hold the value's text.
+			return fmt.Errorf("column %s is json, whose text replay cannot keep as the record has it: make it jsonb (PostgreSQL's normalized JSON) or text (the exact text)", c.name)
+		}
 		c.chooseSend()
 		if c.bytes && c.send != sendBytes || c.jsonOrNull && c.send != sendJSON {
 			return fmt.Errorf("column %s is %s: the default layout wants %s", c.name, d.sql, c.createType())
