@@ -303,7 +303,12 @@ func (j *Job) newCommitter(sink sinks.Sink, s *partitionState) *committer {
 		commit: func(ctx context.Context, next, pos, deadPos int64) error {
 			meta := j.meta(s.Range)
 			meta.Pos, meta.DPos = pos, deadPos
-			return b.commit(ctx, j.member.Load(), s.Partition, next, meta)
+			if err := b.commit(ctx, j.member.Load(), s.Partition, next, meta); err != nil {
+				return err
+			}
+			s.pos.Store(pos)
+			s.deadPos.Store(deadPos)
+			return nil
 		}}
 }
 

@@ -272,7 +272,8 @@ func TestReadCountsProcessedRecords(t *testing.T) {
 
 // The group's offsets are read back at the end of a run: a partition whose
 // committed offset is below where it ended (a commit that landed late) is
-// committed at its end again; one at its end is left alone.
+// committed at its end again, with the sinks' positions of its last
+// commit; one at its end is left alone.
 func TestConfirmCommitsAtTheEnd(t *testing.T) {
 	sb := newTestCluster(t, 2, "orders")
 	seed(t, sb, "orders", 2000, t0, time.Hour)
@@ -282,9 +283,9 @@ func TestConfirmCommitsAtTheEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ends := map[int32]int64{}
+	ends := map[int32]partitionEnd{}
 	for _, pr := range rep.Partitions {
-		ends[pr.Partition] = pr.Next
+		ends[pr.Partition] = partitionEnd{next: pr.Next, pos: 4242 + int64(pr.Partition), deadPos: 7}
 	}
 	// A late commit moves partition 1 back.
 	r1 := job.Resolution.Ranges[1]
@@ -303,8 +304,11 @@ func TestConfirmCommitsAtTheEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	for part, cp := range commits(t, c, p.Group, "orders", 0, 1) {
-		if cp.Offset != ends[part] {
-			t.Errorf("partition %d: committed %d after the read-back, want its end %d", part, cp.Offset, ends[part])
+		if cp.Offset != ends[part].next {
+			t.Errorf("partition %d: committed %d after the read-back, want its end %d", part, cp.Offset, ends[part].next)
 		}
+	}
+	if cp := commits(t, c, p.Group, "orders", r1.Partition)[r1.Partition]; cp.Position != ends[r1.Partition].pos || cp.DeadLetterPosition != 7 {
+		t.Errorf("partition %d committed again with positions %d/%d, want %d/7: a resume would not see what the sinks hold", r1.Partition, cp.Position, cp.DeadLetterPosition, ends[r1.Partition].pos)
 	}
 }

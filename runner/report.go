@@ -251,15 +251,19 @@ type partitionState struct {
 	from          int64
 	next, written atomic.Int64
 	read          atomic.Int64
-	skipped       map[string]int64 // guarded by mu
-	unprocessed   map[string]int64 // records that cannot be processed, by reason
-	aborted       int64
-	outside       int64
-	lost          []Gap // offsets deleted under the reader
-	started       time.Time
-	elapsed       time.Duration
-	done          atomic.Bool
-	err           error
+	// pos and deadPos are the sinks' positions (sinks.Positioner) the last
+	// successful commit stored with next: a commit of the end again
+	// (confirmCommits) carries them too.
+	pos, deadPos atomic.Int64
+	skipped      map[string]int64 // guarded by mu
+	unprocessed  map[string]int64 // records that cannot be processed, by reason
+	aborted      int64
+	outside      int64
+	lost         []Gap // offsets deleted under the reader
+	started      time.Time
+	elapsed      time.Duration
+	done         atomic.Bool
+	err          error
 	// abandoned: a write was left unfinished when the run was stopped (the
 	// sink was failing); uncommitted: records were written that the
 	// partition's last commit does not cover (it failed). Both only tell

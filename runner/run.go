@@ -105,9 +105,9 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 		j.saveRecord(RecordStopped, next)
 		return rep, err
 	}
-	ends := map[int32]int64{}
+	ends := map[int32]partitionEnd{}
 	for _, s := range states {
-		ends[s.Partition] = max(s.next.Load(), s.from)
+		ends[s.Partition] = partitionEnd{next: max(s.next.Load(), s.from), pos: s.pos.Load(), deadPos: s.deadPos.Load()}
 	}
 	if err := j.confirmCommits(work, sink, ends); err != nil {
 		j.saveRecord(RecordStopped, next)
@@ -131,7 +131,11 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 // committed again at its end. A sink that commits the group's offsets in
 // its own transactions (the exactly-once kafka sink) is left alone: a
 // standalone commit could move a fenced process's group.
-func (j *Job) confirmCommits(ctx context.Context, sink sinks.Sink, ends map[int32]int64) error {
+// partitionEnd is where a partition ended: its next offset and the sinks'
+// positions its last commit stored.
+type partitionEnd struct{ next, pos, deadPos int64 }
+
+func (j *Job) confirmCommits(ctx context.Context, sink sinks.Sink, ends map[int32]partitionEnd) error {
 	if sinks.CapabilitiesOf(sink).Offsets != nil || len(ends) == 0 {
 		return nil
 	}
@@ -147,10 +151,12 @@ func (j *Job) confirmCommits(ctx context.Context, sink sinks.Sink, ends map[int3
 		if !ok {
 			continue
 		}
-		if got := cps[r.Partition].Offset; got < end {
-			j.opts.Log.Warn().Int32("partition", r.Partition).Int64("committed", got).Int64("end", end).
+		if got := cps[r.Partition].Offset; got < end.next {
+			j.opts.Log.Warn().Int32("partition", r.Partition).Int64("committed", got).Int64("end", end.next).
 				Msg("the group's offset is below where the partition ended (a commit landed late): committing the end again")
-			offsets[r.Partition], meta[r.Partition] = end, j.meta(r)
+			m := j.meta(r)
+			m.Pos, m.DPos = end.pos, end.deadPos // what the sinks held at that end's commit
+			offsets[r.Partition], meta[r.Partition] = end.next, m
 		}
 	}
 	if len(offsets) == 0 {
