@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/replay-tool/replay/internal/testenv"
 )
 
 func TestMemBudget(t *testing.T) {
@@ -19,7 +21,13 @@ func TestMemBudget(t *testing.T) {
 			}
 			got <- i
 		}()
-		time.Sleep(20 * time.Millisecond)
+		// The next waiter queues only after this one did, however late its
+		// goroutine runs.
+		testenv.Eventually(t, 10*time.Second, time.Millisecond, func() bool {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			return len(b.waiters) == i+1
+		}, "waiter %d never queued", i)
 	}
 	select {
 	case i := <-got:
