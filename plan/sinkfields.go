@@ -24,7 +24,7 @@ var sinkFieldTable = []FieldDescriptor{
 	{Name: "checkpoint_table", Types: []SinkType{SinkPostgres, SinkSQLite},
 		Doc: "postgres and sqlite: table (created when missing) where every write also records, in the same transaction, the partition's next offset for the group with the plan fingerprint; a resume starts from the later of it and the Kafka commit, so a failed commit re-writes nothing. Not used with on_error: dead_letter."},
 	{Name: "copy_threshold", Types: []SinkType{SinkPostgres},
-		Doc: "postgres: batches of more rows than this are loaded with COPY into a temporary table, then upserted from it in the same transaction (default 1000)."},
+		Doc: "postgres: batches of more rows than this are loaded with COPY into a temporary table, then upserted from it in the same transaction (default 100). While the table holds none of the keys written (a fresh load), a batch of any size is copied into the table itself."},
 	{Name: "on_tombstone", Types: []SinkType{SinkPostgres, SinkSQLite},
 		Doc: "postgres and sqlite: what a tombstone (null value) does: write (default: a row with a NULL value), delete (removes the key's row, in order with the batch's upserts: compacted and CDC topics) or skip (counted, not written)."},
 	{Name: "version", Types: []SinkType{SinkPostgres, SinkSQLite},

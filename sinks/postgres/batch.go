@@ -2,12 +2,10 @@ package postgres
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/replay-tool/replay/internal/record"
@@ -62,6 +60,9 @@ type statements struct {
 	// createTemp creates the COPY table; copyCols are its columns.
 	createTemp string
 	copyCols   []string
+	// copyTemp copies a binary stream of rows into the COPY table,
+	// copyInto into the table itself (copyReader).
+	copyTemp, copyInto string
 }
 
 // sqlShape is what the statements need to know of the sink.
@@ -95,10 +96,13 @@ func (sh sqlShape) sameText(c pgColumn) bool {
 
 // compared returns the non-key columns of a row as its change test
 // compares them: old (alias.name, or its text) and the incoming values
-// (newOf(i), or their text).
+// (newOf(i), or their text). The default layout's value column is left
+// out: it is a function of value_bytes (the same bytes make the same
+// jsonb), which is compared, and jsonb equality walks both documents, the
+// most costly part of the test on a re-run.
 func (sh sqlShape) compared(names []string, alias string, newOf func(i int) string) (old, new []string) {
 	for i, n := range names {
-		if i == sh.key {
+		if i == sh.key || sh.exactBytes && sh.cols[i].jsonOrNull {
 			continue
 		}
 		o, v := alias+"."+n, newOf(i)
@@ -127,6 +131,8 @@ func (sh sqlShape) build() statements {
 		st.copyCols[i] = u
 	}
 	st.createTemp = `CREATE TEMP TABLE IF NOT EXISTS ` + copyTable + ` (` + strings.Join(temp, ", ") + `) ON COMMIT DELETE ROWS`
+	st.copyTemp = copySQL("pg_temp."+copyTable, st.copyCols)
+	st.copyInto = copySQL(sh.table, names)
 	arrays := `SELECT * FROM unnest(` + strings.Join(params, ", ") + `) AS u(` + strings.Join(st.copyCols, ", ") + `)`
 	st.upsert = sh.upsertSQL(arrays, names, false)
 	st.copyUpsert = sh.upsertSQL("", names, false)
@@ -331,7 +337,7 @@ func newRows(cols []pgColumn, n int) *pgRows {
 		switch a.kind {
 		case sendText:
 			a.text = make([]pgtype.Text, 0, n)
-		case sendBytes, sendJSON:
+		case sendBytes, sendJSON, sendJSONText:
 			a.bytes = make([][]byte, 0, n)
 		case sendTime:
 			a.times = make([]time.Time, 0, n)
@@ -390,7 +396,7 @@ func (rows *pgRows) add(r *record.Record, key string, ver int, needVersion bool)
 		switch a.kind {
 		case sendText:
 			a.text = append(a.text, pgtype.Text{String: cells[i].text, Valid: !cells[i].null})
-		case sendBytes, sendJSON:
+		case sendBytes, sendJSON, sendJSONText:
 			a.bytes = append(a.bytes, cells[i].bytes)
 		case sendTime:
 			a.times = append(a.times, r.Time)
@@ -429,16 +435,15 @@ func (rows *pgRows) len() int {
 	return len(rows.recs)
 }
 
-// args are the upsert's arguments, one array per column. Each is a
-// sizedArray: the first one's encoding makes room for all of them at once
-// (pgx would grow its buffer from 256 bytes, doubling, for every batch).
+// args are the upsert's arguments, one array per column (colArray): the
+// first one's encoding makes room for all of them at once.
 func (rows *pgRows) args() []any {
 	out := make([]any, len(rows.vals))
 	need := 0
 	for i := len(rows.vals) - 1; i >= 0; i-- {
 		a := &rows.vals[i]
 		need += a.encodedSize()
-		out[i] = a.sized(need)
+		out[i] = colArray{vals: a, need: need}
 	}
 	return out
 }
@@ -449,7 +454,7 @@ func (rows *pgRows) args() []any {
 func (a *colVals) encodedSize() int {
 	const header = 20 // flags, element type, dimensions, bounds
 	switch a.kind {
-	case sendBytes, sendJSON:
+	case sendBytes, sendJSON, sendJSONText:
 		n := header
 		for _, b := range a.bytes {
 			n += 5 + len(b) // the length, jsonb's version byte, the bytes
@@ -467,122 +472,6 @@ func (a *colVals) encodedSize() int {
 	return n
 }
 
-// sized is arg() as a sizedArray whose encoding first makes room for need
-// bytes.
-func (a *colVals) sized(need int) any {
-	switch a.kind {
-	case sendBytes, sendJSON:
-		return sizedArray[[]byte]{nonNil(a.bytes), need}
-	case sendTime:
-		return sizedArray[time.Time]{nonNil(a.times), need}
-	case sendInt4:
-		return sizedArray[int32]{nonNil(a.i4), need}
-	case sendInt8:
-		return sizedArray[int64]{nonNil(a.i8), need}
-	}
-	return sizedArray[pgtype.Text]{nonNil(a.text), need}
-}
-
-// sizedArray is an array argument that reserves needed bytes in the
-// encoding buffer before pgx encodes its elements as it would encode the
-// slice itself (tryWrapSized): the bytes sent are the same. Each element
-// type is its own Go type, so pgx's plan cache (by OID and Go type) never
-// hands one column's plan to another's slice.
-type sizedArray[T any] struct {
-	elems  []T
-	needed int
-}
-
-func (a sizedArray[T]) unwrap() (any, int) { return a.elems, a.needed }
-
-func (a sizedArray[T]) need() int { return a.needed }
-
-// sizer is every sizedArray.
-type sizer interface {
-	unwrap() (any, int)
-	need() int
-}
-
-// tryWrapSized is a pgtype.TryWrapEncodePlanFunc for sizedArray: its plan
-// grows the buffer, then runs the plan of the slice.
-func tryWrapSized(value any) (pgtype.WrappedEncodePlanNextSetter, any, bool) {
-	a, ok := value.(sizer)
-	if !ok {
-		return nil, nil, false
-	}
-	elems, _ := a.unwrap()
-	return &growPlan{}, elems, true
-}
-
-// growPlan is the encode plan of a sizedArray.
-type growPlan struct{ next pgtype.EncodePlan }
-
-func (p *growPlan) SetNext(next pgtype.EncodePlan) { p.next = next }
-
-func (p *growPlan) Encode(value any, buf []byte) ([]byte, error) {
-	elems, need := value.(sizer).unwrap()
-	return p.next.Encode(elems, slices.Grow(buf, need))
-}
-
-// arg is the column's array. Empty slices, not nil ones: pgx sends a nil
-// slice as NULL, and unnest(NULL) in EXPLAIN would not check the types.
-func (a *colVals) arg() any {
-	switch a.kind {
-	case sendBytes, sendJSON:
-		return nonNil(a.bytes)
-	case sendTime:
-		return nonNil(a.times)
-	case sendInt4:
-		return nonNil(a.i4)
-	case sendInt8:
-		return nonNil(a.i8)
-	}
-	return nonNil(a.text)
-}
-
-// value is row i's value as CopyFrom takes it.
-func (a *colVals) value(i int) any {
-	switch a.kind {
-	case sendBytes, sendJSON:
-		if a.bytes[i] == nil {
-			return nil
-		}
-		return a.bytes[i]
-	case sendTime:
-		return a.times[i]
-	case sendInt4:
-		return a.i4[i]
-	case sendInt8:
-		return a.i8[i]
-	}
-	if !a.text[i].Valid {
-		return nil
-	}
-	return a.text[i].String
-}
-
-func (rows *pgRows) copySource() pgx.CopyFromSource {
-	i := -1
-	row := make([]any, len(rows.vals))
-	return pgx.CopyFromFunc(func() ([]any, error) {
-		i++
-		if i >= len(rows.recs) {
-			return nil, nil
-		}
-		for c := range rows.vals {
-			row[c] = rows.vals[c].value(i)
-		}
-		return row, nil
-	})
-}
-
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
-}
-
 // one returns row i alone, for probing.
 func (rows *pgRows) one(i int) *pgRows {
 	out := &pgRows{cols: rows.cols, recs: rows.recs[i : i+1], vals: make([]colVals, len(rows.vals))}
@@ -592,7 +481,7 @@ func (rows *pgRows) one(i int) *pgRows {
 		switch a.kind {
 		case sendText:
 			o.text = a.text[i : i+1]
-		case sendBytes, sendJSON:
+		case sendBytes, sendJSON, sendJSONText:
 			o.bytes = a.bytes[i : i+1]
 		case sendTime:
 			o.times = a.times[i : i+1]

@@ -53,8 +53,9 @@ type pgColumn struct {
 // declType is a column's declared type as pg_attribute has it.
 type declType struct {
 	sql    string // format_type: varchar(10), numeric(8,2), ...
-	base   string // pg_type.typname: varchar, numeric, int4, ...
+	base   string // pg_type.typname: varchar, numeric, int4, ... (a domain's base type)
 	typmod int32
+	domain bool // the column's type is a domain over base
 }
 
 // sendKind is the type a column's values travel in (the COPY table's
@@ -68,10 +69,15 @@ const (
 	sendTime
 	sendInt4
 	sendInt8
+	// sendJSONText: JSON for a jsonb column that the change test does not
+	// compare (the default layout's value, a function of value_bytes),
+	// sent as text and cast to jsonb in the INSERT: a re-run's rows that
+	// the change test leaves out are never parsed as JSON.
+	sendJSONText
 )
 
 func (k sendKind) sql() string {
-	return [...]string{"text", "bytea", "jsonb", "timestamptz", "int4", "int8"}[k]
+	return [...]string{"text", "bytea", "jsonb", "timestamptz", "int4", "int8", "text"}[k]
 }
 
 // createType is the type create_table gives a column of the field.
@@ -109,6 +115,9 @@ func (c *pgColumn) chooseSend() {
 		return
 	case "jsonb", "json":
 		c.send = sendJSON
+		if c.jsonOrNull {
+			c.send = sendJSONText
+		}
 		return
 	case "timestamptz", "timestamp", "date":
 		if k == plan.FieldTimestamp {
@@ -126,6 +135,13 @@ func (c *pgColumn) chooseSend() {
 		}
 	}
 	c.send = sendText
+}
+
+// sentAsDeclared reports whether the column's values travel in its
+// declared type, so COPY into the table itself stores what the upsert
+// stores (no cast between them).
+func (c pgColumn) sentAsDeclared() bool {
+	return !c.decl.domain && (c.decl.base == c.send.sql() || c.send == sendJSONText && c.decl.base == "jsonb")
 }
 
 // expr is the column's value in a row of alias (the COPY table or the
@@ -192,7 +208,7 @@ func (c *pgColumn) cellOf(r *record.Record, key string, cs *encode.Cells) (cell,
 			return cell{null: true}, nil
 		}
 		return cell{bytes: b}, nil
-	case sendJSON:
+	case sendJSON, sendJSONText:
 		return c.jsonCell(r, key, cs)
 	case sendTime, sendInt4, sendInt8:
 		return cell{}, nil // taken from the record directly

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -40,7 +39,10 @@ type Config struct {
 	Columns plan.Columns
 	// CopyThreshold: a batch of more rows than this is loaded with COPY
 	// into a temporary table, then upserted from it; smaller batches are
-	// one statement over arrays. 0 means plan.DefaultCopyThreshold.
+	// one statement over arrays. 0 means plan.DefaultCopyThreshold. While
+	// the table holds none of the keys written (an empty table at open,
+	// and after every batch whose rows were all inserted), a batch of any
+	// size is copied into the table itself.
 	CopyThreshold int
 	// OnTombstone is what a tombstone does: plan.OnTombstoneWrite ("" too:
 	// a row with a NULL value), plan.OnTombstoneDelete (removes the key's
@@ -104,7 +106,13 @@ type Sink struct {
 	// mostlySame: the last upsert found most of its rows unchanged, stale
 	// or duplicate, or, before the first, the table held rows at open
 	// (statements.upsertSame).
-	mostlySame  atomic.Bool
+	mostlySame atomic.Bool
+	// fresh: the last upsert inserted every row, or, before the first, the
+	// table was empty at open; direct: every column's values travel in its
+	// declared type. Together they let a batch be copied straight into the
+	// table (copyShard).
+	fresh       atomic.Bool
+	direct      bool
 	copyAbove   int
 	connections int
 	acquire     sync.Mutex // held while a sharded Write acquires its connections
@@ -199,8 +207,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		pcfg.MaxConns = int32(s.connections)
 	}
 	pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		m := c.TypeMap()
-		m.TryWrapEncodePlanFuncs = append([]pgtype.TryWrapEncodePlanFunc{tryWrapSized}, m.TryWrapEncodePlanFuncs...)
+		registerArrays(c.TypeMap())
 		if s.st.createTemp == "" { // while prepare inspects the table
 			return nil
 		}

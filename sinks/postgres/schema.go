@@ -37,6 +37,10 @@ func (s *Sink) prepare(ctx context.Context, create bool) error {
 		}
 	}
 	s.st = sh.build()
+	s.direct = true
+	for _, c := range s.cols {
+		s.direct = s.direct && c.sentAsDeclared()
+	}
 	for _, stmt := range []string{s.st.upsert, s.st.upsertSame} {
 		if stmt == "" {
 			continue
@@ -53,6 +57,7 @@ func (s *Sink) prepare(ctx context.Context, create bool) error {
 		return fmt.Errorf("postgres sink: check table %s: %w", s.name, s.scrub(err))
 	}
 	s.mostlySame.Store(rows)
+	s.fresh.Store(!rows)
 	if s.ckpt != nil {
 		if err := s.ckpt.Prepare(ctx, s.pool, func(ctx context.Context, stmt string) error { return createTable(ctx, s.pool, s.ckpt.Name, stmt) }); err != nil {
 			return fmt.Errorf("postgres sink: checkpoint table %s: %w", s.ckpt.Name, s.scrub(err))
@@ -69,7 +74,7 @@ func (s *Sink) prepare(ctx context.Context, create bool) error {
 // the columns that keep the bytes, is refused with the statement that
 // adds them: writing it would store another shape than documented.
 func (s *Sink) columnTypes(ctx context.Context) error {
-	rows, err := s.pool.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), coalesce(bt.typname, t.typname), a.atttypmod
+	rows, err := s.pool.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), coalesce(bt.typname, t.typname), a.atttypmod, t.typtype = 'd'
 FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid LEFT JOIN pg_type bt ON t.typtype = 'd' AND bt.oid = t.typbasetype
 WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, s.table)
 	if err != nil {
@@ -80,7 +85,7 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER
 	for rows.Next() {
 		var name string
 		var d declType
-		if err := rows.Scan(&name, &d.sql, &d.base, &d.typmod); err != nil {
+		if err := rows.Scan(&name, &d.sql, &d.base, &d.typmod, &d.domain); err != nil {
 			return err
 		}
 		declared[name] = d
@@ -108,7 +113,7 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER
 			return fmt.Errorf("column %s is json, whose text replay cannot keep as the record has it: make it jsonb (PostgreSQL's normalized JSON) or text (the exact text)", c.name)
 		}
 		c.chooseSend()
-		if c.bytes && c.send != sendBytes || c.jsonOrNull && c.send != sendJSON {
+		if c.bytes && c.send != sendBytes || c.jsonOrNull && c.send != sendJSONText {
 			return fmt.Errorf("column %s is %s: the default layout wants %s", c.name, d.sql, c.createType())
 		}
 	}

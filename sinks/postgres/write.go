@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -239,17 +240,27 @@ func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 // writeShard writes one shard in one transaction with, when batch is set,
 // the batch's checkpoint; wait, when set, is called before the commit and
 // its error rolls the transaction back. The shard's outcomes are counted
-// once it is committed. A batch of at most copy_threshold rows and no wait
-// is one round trip (an implicit transaction); a larger one is copied into
-// the COPY table first.
+// once it is committed. While the table holds none of the keys the sink
+// writes (fresh), the shard is copied straight into the table
+// (copyShard). Else a batch of at most copy_threshold rows and no wait is
+// one round trip (an implicit transaction); a larger one is streamed into
+// the COPY table first (copyReader).
 func (s *Sink) writeShard(ctx context.Context, conn *pgxpool.Conn, sh shard, batch []record.Record, wait func() error) error {
+	if wait != nil {
+		wait = sync.OnceValue(wait) // a COPY that fell back may have waited already
+	}
+	if s.direct && sh.del.len() == 0 && sh.up.len() > 0 && s.fresh.Load() {
+		if done, err := s.copyShard(ctx, conn, sh, batch, wait); done {
+			return err
+		}
+	}
 	useCopy := sh.up.len() > s.copyAbove
 	var out sinks.Outcomes
 	b := &pgx.Batch{}
 	if sh.del.len() > 0 {
-		args := []any{sh.del.vals[s.key].arg()}
+		args := []any{colArray{vals: &sh.del.vals[s.key]}}
 		if s.ver >= 0 {
-			args = append(args, sh.del.vals[s.ver].arg())
+			args = append(args, colArray{vals: &sh.del.vals[s.ver]})
 		}
 		n := int64(sh.del.len())
 		b.Queue(s.st.remove, args...).QueryRow(func(row pgx.Row) error {
@@ -295,6 +306,7 @@ func (s *Sink) writeShard(ctx context.Context, conn *pgxpool.Conn, sh shard, bat
 				out.Unchanged += n - ins - upd - stale - dup
 			}
 			s.mostlySame.Store(2*(n-ins-upd) > n)
+			s.fresh.Store(ins == n)
 			out.Collisions += coll
 			if first != nil {
 				out.FirstCollision = *first
@@ -311,7 +323,7 @@ func (s *Sink) writeShard(ctx context.Context, conn *pgxpool.Conn, sh shard, bat
 	} else {
 		err = s.inTx(ctx, conn, func(tx pgx.Tx) error {
 			if useCopy {
-				if _, err := tx.CopyFrom(ctx, pgx.Identifier{copyTable}, s.st.copyCols, sh.up.copySource()); err != nil {
+				if _, err := tx.Conn().PgConn().CopyFrom(ctx, &copyReader{rows: sh.up}, s.st.copyTemp); err != nil {
 					return err
 				}
 			}
@@ -333,6 +345,55 @@ func (s *Sink) writeShard(ctx context.Context, conn *pgxpool.Conn, sh shard, bat
 	}
 	s.count(out)
 	return nil
+}
+
+// copyShard writes a shard of rows whose keys the table does not hold (a
+// fresh load, as the last upsert found) with one COPY into the table
+// itself, the checkpoint (when batch is set) and wait in the same
+// transaction, as writeShard does: an INSERT without ON CONFLICT costs the
+// server about half of what the upsert from the COPY table costs, and the
+// counts need no statement: every row is inserted. done is false, with
+// nothing written, when the table refused a row (one of the keys is stored
+// after all, bad data: rejectsData): the caller then upserts the shard,
+// which counts the stored keys as the upsert does and names a bad row.
+func (s *Sink) copyShard(ctx context.Context, conn *pgxpool.Conn, sh shard, batch []record.Record, wait func() error) (done bool, err error) {
+	var b *pgx.Batch
+	if batch != nil && s.ckpt != nil {
+		b = &pgx.Batch{}
+		s.ckpt.Queue(b, batch)
+	}
+	if b == nil && wait == nil {
+		_, err = conn.Conn().PgConn().CopyFrom(ctx, &copyReader{rows: sh.up, intoTable: true}, s.st.copyInto) // its own implicit transaction
+	} else {
+		err = s.inTx(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Conn().PgConn().CopyFrom(ctx, &copyReader{rows: sh.up, intoTable: true}, s.st.copyInto); err != nil {
+				return err
+			}
+			if b != nil {
+				if err := tx.SendBatch(ctx, b).Close(); err != nil {
+					return err
+				}
+			}
+			if wait != nil {
+				return wait()
+			}
+			return nil
+		})
+	}
+	var other othersFailed
+	switch {
+	case errors.As(err, &other):
+		return true, other.err
+	case err != nil && rejectsData(err) && ctx.Err() == nil:
+		s.fresh.Store(false)
+		s.log.Debug().Str("table", s.name).Err(s.scrub(err)).Msg("copy into the table refused a row; upserting the batch")
+		return false, nil
+	case err != nil:
+		return true, fmt.Errorf("postgres sink: copy into %s: %w", s.name, s.scrub(err))
+	}
+	s.count(sinks.Outcomes{Inserted: int64(sh.up.len())})
+	s.log.Debug().Str("table", s.name).Int("rows", sh.up.len()).Msg("copied into the table")
+	return true, nil
 }
 
 // othersFailed carries the error of another shard of the Write into the

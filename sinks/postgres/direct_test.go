@@ -1,0 +1,180 @@
+package postgres_test
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/rs/zerolog"
+
+	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/internal/testenv"
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/postgres"
+	"github.com/replay-tool/replay/sinks/sinktest"
+)
+
+// logLines is a zerolog writer that keeps the messages, for tests that
+// check which way the sink wrote.
+type logLines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// count returns how many lines carry msg, and empties the log.
+func (l *logLines) count(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := strings.Count(l.buf.String(), `"message":"`+msg+`"`)
+	l.buf.Reset()
+	return n
+}
+
+const (
+	copiedMsg   = "copied into the table"
+	refusedMsg  = "copy into the table refused a row; upserting the batch"
+	upsertedMsg = "upserted"
+)
+
+func newLogged(t *testing.T, cfg postgres.Config) (*postgres.Sink, *logLines) {
+	t.Helper()
+	l := &logLines{}
+	cfg.Log = zerolog.New(zerolog.MultiLevelWriter(l, zerolog.NewTestWriter(t))).Level(zerolog.DebugLevel)
+	s, err := postgres.New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s, l
+}
+
+func keyed(from, to int, value func(i int) string) []record.Record {
+	var out []record.Record
+	for i := from; i < to; i++ {
+		out = append(out, sinktest.Rec(int32(i%3), int64(i), fmt.Sprint("k", i), value(i)))
+	}
+	return out
+}
+
+func plainValue(i int) string { return fmt.Sprintf(`{"i":%d,"n":1.50}`, i) }
+
+// A fresh load is copied straight into the table, small batches and
+// large, and stores exactly the rows the upsert stores.
+func TestPostgresFreshLoadCopiesIntoTable(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	keyer := mustKeyer(t, "{{ .Key }}")
+	batches := [][]record.Record{keyed(0, 1, plainValue), keyed(1, 40, plainValue), keyed(40, 2000, plainValue)}
+	batches[1][7].Value = nil                        // a tombstone: NULL value
+	batches[1][8].Value = []byte("\xff\x00not json") // bytes only
+	batches[1][9].Headers = []record.Header{{Key: "h", Value: []byte("\x00")}, {Key: "h"}}
+
+	fresh := testenv.TableName()
+	s, log := newLogged(t, postgres.Config{DSN: dsn, Table: fresh, CreateTable: true, Keyer: keyer})
+	for i, b := range batches {
+		sinktest.MustWrite(t, s, b...)
+		if n := log.count(copiedMsg); n != 1 {
+			t.Fatalf("batch %d: %d COPY into the table, want 1", i, n)
+		}
+	}
+	wantOutcomes(t, "fresh load", s.Outcomes(), sinks.Outcomes{Inserted: 2000})
+
+	// The same batches upserted: a table that holds a row at open starts
+	// with the upsert, and that row, stored again in every batch, keeps
+	// each batch on it.
+	upserted := testenv.TableName()
+	u, ulog := newLogged(t, postgres.Config{DSN: dsn, Table: upserted, CreateTable: true, Keyer: keyer})
+	sentinel := sinktest.Rec(0, 99999, "sentinel", `{}`)
+	sinktest.MustWrite(t, u, sentinel)
+	ulog.count("")
+	u2, ulog2 := newLogged(t, postgres.Config{DSN: dsn, Table: upserted, Keyer: keyer})
+	for _, b := range batches {
+		sinktest.MustWrite(t, u2, append([]record.Record{sentinel}, b...)...)
+	}
+	if n := ulog2.count(copiedMsg); n != 0 {
+		t.Fatalf("%d COPY into a table that holds the batches' keys", n)
+	}
+	got, want := withoutXMin(readRows(t, dsn, fresh)), withoutXMin(readRows(t, dsn, upserted))
+	delete(want, "sentinel")
+	if len(got) != 2000 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("%d rows copied, %d upserted; they differ:\ncopied:   %.400v\nupserted: %.400v", len(got), len(want), got, want)
+	}
+	var same bool
+	if err := testenv.PgConn(t, dsn).QueryRow(t.Context(), `SELECT bool_and(a.value_bytes IS NOT DISTINCT FROM b.value_bytes AND a.kafka_key IS NOT DISTINCT FROM b.kafka_key)
+FROM `+pgx.Identifier{fresh}.Sanitize()+` a JOIN `+pgx.Identifier{upserted}.Sanitize()+` b USING (key)`).Scan(&same); err != nil || !same {
+		t.Errorf("value_bytes / kafka_key differ between the paths (%v)", err)
+	}
+}
+
+// A batch meeting stored keys falls back to the upsert, which counts them;
+// once an upsert inserts every row again, the load is copied again.
+func TestPostgresCopyFallsBackOnStoredKeys(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	table := testenv.TableName()
+	s, log := newLogged(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: mustKeyer(t, "{{ .Key }}")})
+	sinktest.MustWrite(t, s, keyed(0, 10, plainValue)...)
+	if n := log.count(copiedMsg); n != 1 {
+		t.Fatalf("%d COPY into the empty table, want 1", n)
+	}
+
+	before := s.Outcomes()
+	overlap := keyed(5, 15, plainValue)
+	overlap[1].Value = []byte(`{"i":6,"changed":true}`)
+	sinktest.MustWrite(t, s, overlap...)
+	wantOutcomes(t, "a batch over 5 stored keys", delta(s, before), sinks.Outcomes{Inserted: 5, Updated: 1, Unchanged: 4})
+	if n := log.count(refusedMsg); n != 1 {
+		t.Fatalf("%d fallbacks, want 1", n)
+	}
+
+	before = s.Outcomes()
+	sinktest.MustWrite(t, s, keyed(15, 25, plainValue)...)
+	wantOutcomes(t, "new keys after the fallback", delta(s, before), sinks.Outcomes{Inserted: 10})
+	if n := log.count(copiedMsg); n != 0 {
+		t.Fatalf("%d COPY right after a batch that met stored keys, want the upsert", n)
+	}
+	sinktest.MustWrite(t, s, keyed(25, 35, plainValue)...)
+	if n := log.count(copiedMsg); n != 1 {
+		t.Fatalf("%d COPY after an upsert that inserted every row, want 1", n)
+	}
+	rows := readRows(t, dsn, table)
+	if len(rows) != 35 || rows["k6"].Value != `{"i": 6, "changed": true}` || rows["k5"].Offset != 5 {
+		t.Errorf("%d rows, k6 %+v, k5 %+v; want 35, k6 changed", len(rows), rows["k6"], rows["k5"])
+	}
+}
+
+// Columns whose values travel in another type than declared (numeric,
+// varchar, a domain) are cast by the upsert, never copied as sent.
+func TestPostgresCastColumnsNeverCopied(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	conn := testenv.PgConn(t, dsn)
+	if _, err := conn.Exec(t.Context(), `DO $$ BEGIN CREATE DOMAIN replay_test_text AS text CHECK (VALUE <> ''); EXCEPTION WHEN duplicate_object THEN NULL; END $$`); err != nil {
+		t.Fatal(err)
+	}
+	for _, ddl := range []string{"n numeric", "n varchar(20)", "n replay_test_text"} {
+		t.Run(ddl, func(t *testing.T) {
+			table := testenv.TableName()
+			if _, err := conn.Exec(t.Context(), `CREATE TABLE `+pgx.Identifier{table}.Sanitize()+` (k text PRIMARY KEY, `+ddl+`)`); err != nil {
+				t.Fatal(err)
+			}
+			s, log := newLogged(t, postgres.Config{DSN: dsn, Table: table, Keyer: mustKeyer(t, "{{ .Key }}"),
+				Columns: plan.Columns{{Name: "k", Field: "key"}, {Name: "n", Field: "value.n"}}})
+			sinktest.MustWrite(t, s, keyed(0, 20, plainValue)...)
+			if n := log.count(copiedMsg); n != 0 {
+				t.Errorf("%d COPY into a table whose column n is cast", n)
+			}
+			var n string
+			if err := conn.QueryRow(t.Context(), `SELECT n::text FROM `+pgx.Identifier{table}.Sanitize()+` WHERE k = 'k3'`).Scan(&n); err != nil || n != "1.50" {
+				t.Errorf("n = %q (%v), want 1.50", n, err)
+			}
+		})
+	}
+}
