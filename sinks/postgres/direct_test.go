@@ -178,3 +178,37 @@ func TestPostgresCastColumnsNeverCopied(t *testing.T) {
 		})
 	}
 }
+
+// A table with row-level security, a rule or a trigger of its own is
+// never copied into (COPY ignores rules and RLS refuses it, and only the
+// upsert sees what a trigger did): the upsert writes it, with the same rows.
+// (An INSERT rule makes the sink refuse the table at open: ON CONFLICT
+// cannot be used with it.)
+func TestPostgresTablesNotCopiedInto(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	conn := testenv.PgConn(t, dsn)
+	for name, ddl := range map[string]string{
+		"row-level security": `ALTER TABLE %[1]s ENABLE ROW LEVEL SECURITY; CREATE POLICY p_all ON %[1]s USING (true) WITH CHECK (true)`,
+		"rule":               `CREATE TABLE %[2]s (key text); CREATE RULE r_log AS ON DELETE TO %[1]s DO ALSO INSERT INTO %[2]s VALUES (old.key)`,
+		"trigger": `CREATE FUNCTION %[2]s() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN new.headers := new.headers; RETURN new; END $$;
+CREATE TRIGGER t_same BEFORE INSERT ON %[1]s FOR EACH ROW EXECUTE FUNCTION %[2]s()`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			table, aux := testenv.TableName(), testenv.TableName()
+			probe, _ := newLogged(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true}) // the default layout
+			probe.Close()
+			if _, err := conn.Exec(t.Context(), fmt.Sprintf(ddl, pgx.Identifier{table}.Sanitize(), pgx.Identifier{aux}.Sanitize())); err != nil {
+				t.Fatal(err)
+			}
+			s, log := newLogged(t, postgres.Config{DSN: dsn, Table: table})
+			sinktest.MustWrite(t, s, keyed(0, 150, plainValue)...)
+			if n := log.count(copiedMsg); n != 0 {
+				t.Errorf("%d COPY into a table with %s", n, name)
+			}
+			wantOutcomes(t, name, s.Outcomes(), sinks.Outcomes{Inserted: 150})
+			if rows := readRows(t, dsn, table); len(rows) != 150 {
+				t.Errorf("%d rows, want 150", len(rows))
+			}
+		})
+	}
+}

@@ -174,9 +174,136 @@ func badText(s []byte) string {
 }
 
 // jsonbOK reports whether v is JSON that jsonb takes: valid UTF-8 JSON
-// without \u0000 (jsonb has no NUL in strings).
+// that jsonbFits.
 func jsonbOK(v []byte) bool {
-	return v != nil && record.ValidJSON(v) && utf8.Valid(v) && !bytes.Contains(v, []byte(`\u0000`))
+	return v != nil && record.ValidJSON(v) && utf8.Valid(v) && jsonbFits(v)
+}
+
+// The limits of PostgreSQL's numeric, which jsonb stores numbers in: at
+// most 131072 digits before the decimal point and a display scale of at
+// most 16383 (NUMERIC_WEIGHT_MAX, NUMERIC_DSCALE_MAX).
+const (
+	numericMaxIntDigits = 131072
+	numericMaxScale     = 16383
+)
+
+// jsonbFits reports whether jsonb takes doc, valid JSON, as it is: no
+// \u0000 (jsonb has no NUL in strings), no \u escape of a lone UTF-16
+// surrogate, no number beyond numeric's limits. jsonb refuses the others
+// ("invalid input syntax for type json", "value overflows numeric
+// format").
+func jsonbFits(doc []byte) bool {
+	for i := 0; i < len(doc); i++ {
+		switch c := doc[i]; {
+		case c == '"':
+			for i++; doc[i] != '"'; i++ {
+				if doc[i] != '\\' {
+					continue
+				}
+				i++
+				if doc[i] != 'u' {
+					continue
+				}
+				u := hex4(doc[i+1 : i+5])
+				i += 4
+				switch {
+				case u == 0:
+					return false
+				case u >= 0xdc00 && u <= 0xdfff:
+					return false // a low surrogate without its high one
+				case u >= 0xd800 && u <= 0xdbff:
+					if i+6 >= len(doc) || doc[i+1] != '\\' || doc[i+2] != 'u' {
+						return false
+					}
+					if lo := hex4(doc[i+3 : i+7]); lo < 0xdc00 || lo > 0xdfff {
+						return false
+					}
+					i += 6
+				}
+			}
+		case c == '-' || c >= '0' && c <= '9':
+			n := jsonNumberEnd(doc, i)
+			if !numericFits(doc[i:n]) {
+				return false
+			}
+			i = n - 1
+		}
+	}
+	return true
+}
+
+// hex4 is the value of four hex digits (valid JSON has them).
+func hex4(h []byte) int {
+	n := 0
+	for _, c := range h {
+		n <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			n |= int(c - '0')
+		case c >= 'a' && c <= 'f':
+			n |= int(c-'a') + 10
+		default:
+			n |= int(c-'A') + 10
+		}
+	}
+	return n
+}
+
+// jsonNumberEnd returns the end of the JSON number that starts at i.
+func jsonNumberEnd(doc []byte, i int) int {
+	for i < len(doc) {
+		switch c := doc[i]; {
+		case c >= '0' && c <= '9', c == '-', c == '+', c == '.', c == 'e', c == 'E':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// numericFits reports whether numeric takes the JSON number n: its digits
+// before the decimal point (from the first non-zero digit, with the
+// exponent) and its scale (fraction digits as written less the exponent)
+// within numeric's limits.
+func numericFits(n []byte) bool {
+	if n[0] == '-' {
+		n = n[1:]
+	}
+	mant, exp := n, 0
+	if e := bytes.IndexAny(n, "eE"); e >= 0 {
+		mant = n[:e]
+		digits := n[e+1:]
+		neg := digits[0] == '-'
+		if digits[0] == '-' || digits[0] == '+' {
+			digits = digits[1:]
+		}
+		for _, c := range digits {
+			exp = exp*10 + int(c-'0')
+			if exp > 1<<24 {
+				return false // far beyond either limit
+			}
+		}
+		if neg {
+			exp = -exp
+		}
+	}
+	intPart, frac := mant, []byte(nil)
+	if dot := bytes.IndexByte(mant, '.'); dot >= 0 {
+		intPart, frac = mant[:dot], mant[dot+1:]
+	}
+	if len(frac)-exp > numericMaxScale {
+		return false
+	}
+	// The position of the first non-zero digit: > 0 in the integer part,
+	// <= 0 in the fraction (0.05: -1); none: the number is zero.
+	pos, nonzero := 0, false
+	if t := bytes.TrimLeft(intPart, "0"); len(t) > 0 {
+		pos, nonzero = len(t), true
+	} else if t := bytes.TrimLeft(frac, "0"); len(t) > 0 {
+		pos, nonzero = -(len(frac) - len(t)), true
+	}
+	return !nonzero || pos+exp <= numericMaxIntDigits
 }
 
 // cellOf computes the column's value for r, whose idempotency key is key.
@@ -272,6 +399,8 @@ func (c *pgColumn) jsonCell(r *record.Record, key string, cs *encode.Cells) (cel
 			return cell{bytes: v}, nil
 		case c.jsonOrNull:
 			return cell{null: true}, nil
+		case record.ValidJSON(v) && utf8.Valid(v):
+			return cell{}, fmt.Errorf("column %s (%s): the value is JSON that jsonb cannot hold as it is (a \\u0000, a lone UTF-16 surrogate, or a number beyond numeric's range); map value to a text or bytea column to keep it", c.name, c.decl.sql)
 		case badText(v) == "":
 			return cell{bytes: encode.AppendJSONBytes(nil, v)}, nil // text as a JSON string
 		}

@@ -109,8 +109,11 @@ type Sink struct {
 	mostlySame atomic.Bool
 	// fresh: the last upsert inserted every row, or, before the first, the
 	// table was empty at open; direct: every column's values travel in its
-	// declared type. Together they let a batch be copied straight into the
-	// table (copyShard).
+	// declared type, and the table is a plain one without row-level
+	// security, rules or triggers of its own (COPY ignores rules and RLS
+	// refuses it; a trigger may skip or change a row, which only the
+	// upsert's RETURNING sees). Together they let a batch be copied
+	// straight into the table (copyShard).
 	fresh       atomic.Bool
 	direct      bool
 	copyAbove   int

@@ -245,7 +245,8 @@ func TestPostgresOnConflictIgnoreKeepsFirst(t *testing.T) {
 
 // The default layout keeps every value's bytes in value_bytes and the
 // key's in kafka_key; value is jsonb only for JSON that jsonb takes (NULL
-// otherwise: not JSON, invalid UTF-8, a \u0000 escape); headers keep binary
+// otherwise: not JSON, invalid UTF-8, a \u0000 escape, a lone surrogate, a
+// number beyond numeric); headers keep binary
 // values in base64. ReadRecords gives back the exact records.
 func TestPostgresValueEncoding(t *testing.T) {
 	dsn := testenv.Postgres(t)
@@ -261,11 +262,16 @@ func TestPostgresValueEncoding(t *testing.T) {
 		sinktest.Rec(0, 5, "", "bad \xff utf-8\nand \u2028"),
 		withHeaders,
 		sinktest.Rec(0, 7, "", `{"s":"nul \u0000 char"}`),
+		sinktest.Rec(0, 8, "", `{"a":"\ud800"}`),                       // a lone surrogate: jsonb refuses it
+		sinktest.Rec(0, 9, "", `{"n":1e400000}`),                       // beyond numeric
+		sinktest.Rec(0, 10, "", `{"n":1.5e-16383}`),                    // a scale beyond numeric's
+		sinktest.Rec(0, 11, "", `["\ud83d\ude00",1e131071,"\\u0000"]`), // a surrogate pair, numeric's largest, an escaped backslash: jsonb takes them
 	}
 	sinktest.MustWrite(t, s, written...)
 	rows := readRows(t, dsn, table)
 	for key, typ := range map[string]string{"orders/0/1": "NULL", "orders/0/2": "object", "orders/0/3": "NULL", "orders/0/4": "NULL",
-		"orders/0/5": "NULL", "orders/0/6": "object", "orders/0/7": "NULL"} {
+		"orders/0/5": "NULL", "orders/0/6": "object", "orders/0/7": "NULL", "orders/0/8": "NULL", "orders/0/9": "NULL", "orders/0/10": "NULL",
+		"orders/0/11": "array"} {
 		if r, ok := rows[key]; !ok || r.ValueType != typ {
 			t.Errorf("%s: value %s of type %s, want %s", key, r.Value, r.ValueType, typ)
 		}

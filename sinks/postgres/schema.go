@@ -37,7 +37,11 @@ func (s *Sink) prepare(ctx context.Context, create bool) error {
 		}
 	}
 	s.st = sh.build()
-	s.direct = true
+	if err := s.pool.QueryRow(ctx, `SELECT c.relkind = 'r' AND NOT c.relrowsecurity AND NOT c.relhasrules
+	AND NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = c.oid AND NOT g.tgisinternal)
+FROM pg_class c WHERE c.oid = to_regclass($1)`, s.table).Scan(&s.direct); err != nil {
+		return fmt.Errorf("postgres sink: check table %s: %w", s.name, s.scrub(err))
+	}
 	for _, c := range s.cols {
 		s.direct = s.direct && c.sentAsDeclared()
 	}

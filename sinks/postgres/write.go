@@ -362,11 +362,13 @@ func (s *Sink) copyShard(ctx context.Context, conn *pgxpool.Conn, sh shard, batc
 		b = &pgx.Batch{}
 		s.ckpt.Queue(b, batch)
 	}
+	var tag pgconn.CommandTag
 	if b == nil && wait == nil {
-		_, err = conn.Conn().PgConn().CopyFrom(ctx, &copyReader{rows: sh.up, intoTable: true}, s.st.copyInto) // its own implicit transaction
+		tag, err = conn.Conn().PgConn().CopyFrom(ctx, &copyReader{rows: sh.up, intoTable: true}, s.st.copyInto) // its own implicit transaction
 	} else {
 		err = s.inTx(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Conn().PgConn().CopyFrom(ctx, &copyReader{rows: sh.up, intoTable: true}, s.st.copyInto); err != nil {
+			var err error
+			if tag, err = tx.Conn().PgConn().CopyFrom(ctx, &copyReader{rows: sh.up, intoTable: true}, s.st.copyInto); err != nil {
 				return err
 			}
 			if b != nil {
@@ -384,16 +386,27 @@ func (s *Sink) copyShard(ctx context.Context, conn *pgxpool.Conn, sh shard, batc
 	switch {
 	case errors.As(err, &other):
 		return true, other.err
-	case err != nil && rejectsData(err) && ctx.Err() == nil:
+	case err != nil && (rejectsData(err) || unsupported(err)) && ctx.Err() == nil:
 		s.fresh.Store(false)
 		s.log.Debug().Str("table", s.name).Err(s.scrub(err)).Msg("copy into the table refused a row; upserting the batch")
 		return false, nil
 	case err != nil:
 		return true, fmt.Errorf("postgres sink: copy into %s: %w", s.name, s.scrub(err))
 	}
-	s.count(sinks.Outcomes{Inserted: int64(sh.up.len())})
-	s.log.Debug().Str("table", s.name).Int("rows", sh.up.len()).Msg("copied into the table")
+	// COPY counts the rows it inserted; with no trigger on the table that
+	// is every row, but the count is PostgreSQL's.
+	n := min(tag.RowsAffected(), int64(sh.up.len()))
+	s.count(sinks.Outcomes{Inserted: n, Ignored: int64(sh.up.len()) - n})
+	s.log.Debug().Str("table", s.name).Int("rows", sh.up.len()).Int64("inserted", n).Msg("copied into the table")
 	return true, nil
+}
+
+// unsupported reports whether err is PostgreSQL refusing the statement as
+// a feature it does not support on the table (class 0A: COPY into a table
+// with row-level security, say).
+func unsupported(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "0A")
 }
 
 // othersFailed carries the error of another shard of the Write into the
