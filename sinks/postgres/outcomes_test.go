@@ -247,3 +247,28 @@ func TestPostgresOldLayoutRefused(t *testing.T) {
 		t.Fatalf("New on the old layout: %v, want the ALTER TABLE that adds value_bytes and kafka_key", err)
 	}
 }
+
+// With a version, records of one key inside one batch resolve as separate
+// batches would: a later record with a smaller version is stale, not the
+// row's new contents, through arrays and COPY, with one connection or
+// several.
+func TestPostgresVersionOrderInsideBatch(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	for _, cfg := range []postgres.Config{{CopyThreshold: 1}, {CopyThreshold: 1000}, {Connections: 3}} {
+		t.Run(fmt.Sprintf("copy above %d, %d connections", cfg.CopyThreshold, max(cfg.Connections, 1)), func(t *testing.T) {
+			table := testenv.TableName()
+			cfg.DSN, cfg.Table, cfg.CreateTable, cfg.Keyer, cfg.Version = dsn, table, true, mustKeyer(t, "{{ .Key }}"), "value.v"
+			s := newPostgres(t, cfg)
+			v := func(off int64, key string, v int) record.Record {
+				return sinktest.Rec(0, off, key, fmt.Sprintf(`{"v":%d}`, v))
+			}
+			sinktest.MustWrite(t, s, v(0, "stored", 9))
+			before := s.Outcomes()
+			sinktest.MustWrite(t, s, v(1, "a", 5), v(2, "b", 1), v(3, "a", 3), v(4, "b", 2), v(5, "a", 5), v(6, "stored", 7), v(7, "stored", 9), v(8, "b", 4))
+			if got, want := rowKeys(t, dsn, table), "a@1,b@8,stored@0"; got != want {
+				t.Errorf("rows %s, want %s", got, want)
+			}
+			wantOutcomes(t, "one batch", delta(s, before), sinks.Outcomes{Inserted: 2, Updated: 2, Stale: 2, Duplicate: 2})
+		})
+	}
+}

@@ -109,9 +109,14 @@ func (s *Sink) writeShards(ctx context.Context, conns []*pgxpool.Conn, w *writeP
 	return g.Wait()
 }
 
-// shard is the part of a batch that one connection writes.
+// shard is the part of a batch that one connection writes: deletes, then
+// upserts. more holds, with a version column, the later upserts of keys
+// that have several in the batch, in rounds of one row per key, upserted
+// after up in order: the database compares each one's version with what
+// the one before it left, as separate batches would.
 type shard struct {
 	up, del *pgRows
+	more    []*pgRows
 }
 
 // writePlan is a batch resolved into shards of net changes per key.
@@ -126,6 +131,9 @@ var shardSeed = maphash.MakeSeed()
 
 // plan computes the keys of batch and each key's net change.
 func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
+	if s.ver >= 0 && !s.ignore && s.onTombstone != plan.OnTombstoneDelete {
+		return s.planRounds(batch)
+	}
 	type keyOps struct {
 		first         int // index of the key's first record
 		last          int // its last record
@@ -237,6 +245,63 @@ func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 	return w, nil
 }
 
+// planRounds is plan for a sink with a version column (on_conflict:
+// update, tombstones written or skipped): a key's records are not
+// collapsed into its last one, whose version need not be the greatest
+// (a replay of an out-of-order topic), but upserted in offset order, the
+// key's first record in the shard's up, its second in more[0], and so on.
+func (s *Sink) planRounds(batch []record.Record) (*writePlan, error) {
+	w := &writePlan{shards: make([]shard, s.connections)}
+	seen := make(map[string]int, len(batch)) // key → its records so far
+	for i := range batch {
+		r := &batch[i]
+		if r.Value == nil && s.onTombstone == plan.OnTombstoneSkip {
+			w.superseded.Ignored++
+			continue
+		}
+		key, err := s.keyer.Key(r)
+		if err != nil {
+			return nil, err
+		}
+		if why := badText([]byte(key)); why != "" {
+			return nil, s.recordError(r, fmt.Errorf("the idempotency key %q %s: a text column cannot hold it; change the key template (a binary Kafka key: printf \"%%x\" .Key)", excerpt(key), why))
+		}
+		sh := &w.shards[0]
+		if s.connections > 1 {
+			sh = &w.shards[maphash.String(shardSeed, key)%uint64(s.connections)]
+		}
+		round := seen[key]
+		seen[key] = round + 1
+		var rows *pgRows
+		switch {
+		case round == 0:
+			if sh.up == nil {
+				sh.up = newRows(s.cols, len(batch)/s.connections+1)
+			}
+			rows = sh.up
+		default:
+			if len(sh.more) < round {
+				sh.more = append(sh.more, newRows(s.cols, 0))
+			}
+			rows = sh.more[round-1]
+		}
+		if err := rows.add(r, key, s.ver, r.Value != nil); err != nil {
+			return nil, s.recordError(r, err)
+		}
+	}
+	out := w.shards[:0]
+	for i, sh := range w.shards {
+		if sh.up.len() > 0 || i == 0 && s.ckpt != nil {
+			out = append(out, sh)
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, shard{})
+	}
+	w.shards = out
+	return w, nil
+}
+
 // writeShard writes one shard in one transaction with, when batch is set,
 // the batch's checkpoint; wait, when set, is called before the commit and
 // its error rolls the transaction back. The shard's outcomes are counted
@@ -249,7 +314,7 @@ func (s *Sink) writeShard(ctx context.Context, conn *pgxpool.Conn, sh shard, bat
 	if wait != nil {
 		wait = sync.OnceValue(wait) // a COPY that fell back may have waited already
 	}
-	if s.direct && sh.del.len() == 0 && sh.up.len() > 0 && s.fresh.Load() {
+	if s.direct && sh.del.len() == 0 && len(sh.more) == 0 && sh.up.len() > 0 && s.fresh.Load() {
 		if done, err := s.copyShard(ctx, conn, sh, batch, wait); done {
 			return err
 		}
@@ -289,30 +354,14 @@ func (s *Sink) writeShard(ctx context.Context, conn *pgxpool.Conn, sh shard, bat
 		case same:
 			stmt = s.st.upsertSame
 		}
-		n := int64(sh.up.len())
-		b.Queue(stmt, args...).QueryRow(func(row pgx.Row) error {
-			var ins, upd, stale, dup, coll int64
-			var first *string
-			if err := row.Scan(&ins, &upd, &stale, &dup, &coll, &first); err != nil {
-				return err
+		s.queueUpsert(b, &out, stmt, args, sh.up.len())
+		for _, rows := range sh.more {
+			stmt := s.st.upsert
+			if same {
+				stmt = s.st.upsertSame
 			}
-			out.Inserted += ins
-			out.Updated += upd
-			out.Stale += stale
-			out.Duplicate += dup
-			if s.ignore {
-				out.Ignored += n - ins - upd - stale - dup
-			} else {
-				out.Unchanged += n - ins - upd - stale - dup
-			}
-			s.mostlySame.Store(2*(n-ins-upd) > n)
-			s.fresh.Store(ins == n)
-			out.Collisions += coll
-			if first != nil {
-				out.FirstCollision = *first
-			}
-			return nil
-		})
+			s.queueUpsert(b, &out, stmt, rows.args(), rows.len())
+		}
 	}
 	if batch != nil && s.ckpt != nil {
 		s.ckpt.Queue(b, batch)
@@ -341,10 +390,41 @@ func (s *Sink) writeShard(ctx context.Context, conn *pgxpool.Conn, sh shard, bat
 		return other.err // another shard's error, already explained
 	}
 	if err != nil {
-		return s.upsertError(ctx, conn, sh.up, err)
+		return s.upsertError(ctx, conn, append([]*pgRows{sh.up}, sh.more...), err)
 	}
 	s.count(out)
 	return nil
+}
+
+// queueUpsert queues the upsert stmt of n rows (args: their arrays, or
+// none from the COPY table) in b; its counts are added to out.
+func (s *Sink) queueUpsert(b *pgx.Batch, out *sinks.Outcomes, stmt string, args []any, rows int) {
+	{
+		n := int64(rows)
+		b.Queue(stmt, args...).QueryRow(func(row pgx.Row) error {
+			var ins, upd, stale, dup, coll int64
+			var first *string
+			if err := row.Scan(&ins, &upd, &stale, &dup, &coll, &first); err != nil {
+				return err
+			}
+			out.Inserted += ins
+			out.Updated += upd
+			out.Stale += stale
+			out.Duplicate += dup
+			if s.ignore {
+				out.Ignored += n - ins - upd - stale - dup
+			} else {
+				out.Unchanged += n - ins - upd - stale - dup
+			}
+			s.mostlySame.Store(2*(n-ins-upd) > n)
+			s.fresh.Store(ins == n)
+			if first != nil && out.FirstCollision == "" {
+				out.FirstCollision = *first
+			}
+			out.Collisions += coll
+			return nil
+		})
+	}
 }
 
 // copyShard writes a shard of rows whose keys the table does not hold (a
@@ -441,13 +521,20 @@ func (s *Sink) count(o sinks.Outcomes) {
 
 // upsertError turns a failed write into the error Write returns: a
 // *record.Error when the database rejected the data of one row, found by
-// probing the rows one by one, else a plain error.
-func (s *Sink) upsertError(ctx context.Context, conn *pgxpool.Conn, rows *pgRows, err error) error {
+// probing the rows (of every round, in order) one by one, else a plain
+// error.
+func (s *Sink) upsertError(ctx context.Context, conn *pgxpool.Conn, rounds []*pgRows, err error) error {
 	err = fmt.Errorf("postgres sink: upsert into %s: %w", s.name, s.scrub(err))
-	if !rejectsData(err) || ctx.Err() != nil || rows.len() == 0 {
+	var all []*pgRows
+	for _, r := range rounds {
+		if r.len() > 0 {
+			all = append(all, r)
+		}
+	}
+	if !rejectsData(err) || ctx.Err() != nil || len(all) == 0 {
 		return err
 	}
-	i, rowErr := s.probe(ctx, conn, rows)
+	rows, i, rowErr := s.probe(ctx, conn, all)
 	if i < 0 {
 		return err
 	}
@@ -475,27 +562,31 @@ func rejectsData(err error) bool {
 // connection: a sharded Write holds all it may use): it upserts the rows one
 // statement each, pipelined in one round trip inside a transaction that is
 // rolled back, so nothing is written. The server skips every statement after
-// the first failure, so the first error names the row. It returns -1 when
-// no single row fails on its own.
-func (s *Sink) probe(ctx context.Context, conn *pgxpool.Conn, rows *pgRows) (int, error) {
+// the first failure, so the first error names the row: row i of the
+// returned rounds. i is -1 when no single row fails on its own.
+func (s *Sink) probe(ctx context.Context, conn *pgxpool.Conn, rounds []*pgRows) (*pgRows, int, error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return -1, nil
+		return nil, -1, nil
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // the probe is never kept
 	b := &pgx.Batch{}
-	for i := range rows.recs {
-		b.Queue(s.st.upsert, rows.one(i).args()...)
+	for _, rows := range rounds {
+		for i := range rows.recs {
+			b.Queue(s.st.upsert, rows.one(i).args()...)
+		}
 	}
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
-	for i := range rows.recs {
-		if _, err := br.Exec(); err != nil {
-			if rejectsData(err) {
-				return i, err
+	for _, rows := range rounds {
+		for i := range rows.recs {
+			if _, err := br.Exec(); err != nil {
+				if rejectsData(err) {
+					return rows, i, err
+				}
+				return nil, -1, nil
 			}
-			return -1, nil
 		}
 	}
-	return -1, nil
+	return nil, -1, nil
 }
