@@ -97,7 +97,13 @@ var ErrKeyTemplate = errors.New("key template")
 
 // Key returns r's idempotency key. A template that fails on r (a missing
 // JSON field, a value that is not JSON) returns a *record.Error.
-func (k *Keyer) Key(r *record.Record) (string, error) {
+func (k *Keyer) Key(r *record.Record) (string, error) { return k.KeyKnownJSON(r, 0) }
+
+// KeyKnownJSON is Key for a caller that already checked r.Value with
+// record.ValidJSON: validJSON is 1 when it is valid JSON, -1 when it is
+// not, 0 when unknown (Key). A sink that validates the value anyway saves
+// the key template's own check.
+func (k *Keyer) KeyKnownJSON(r *record.Record, validJSON int8) (string, error) {
 	if k == nil || k.tmpl == nil {
 		return DefaultKey(r), nil
 	}
@@ -105,7 +111,7 @@ func (k *Keyer) Key(r *record.Record) (string, error) {
 		return checkKey(r, k.field(r))
 	}
 	if k.fast != nil && (r.Note == nil || !r.Note.Parsed) {
-		if s, ok := fastKey(k.fast, r); ok {
+		if s, ok := fastKey(k.fast, r, validJSON); ok {
 			return checkKey(r, s)
 		}
 	}

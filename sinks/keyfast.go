@@ -69,17 +69,22 @@ func fastParts(t *template.Template) []keyPart {
 // winning as in encoding/json. Anything else (a value that is not JSON, a
 // missing field, null, an object, an escaped string) returns false, and
 // the caller renders the template on the decoded value, with its errors.
-func fastKey(parts []keyPart, r *record.Record) (string, bool) {
+//
+// validJSON is what the caller knows of r.Value: ValidJSON's answer (1
+// valid, -1 not), or 0 when it has not checked.
+func fastKey(parts []keyPart, r *record.Record, validJSON int8) (string, bool) {
 	var b strings.Builder
-	checked := false
 	for _, p := range parts {
 		switch {
 		case p.path != nil:
-			if !checked {
-				if !record.ValidJSON(r.Value) {
-					return "", false
+			if validJSON == 0 {
+				validJSON = -1
+				if record.ValidJSON(r.Value) {
+					validJSON = 1
 				}
-				checked = true
+			}
+			if validJSON < 0 {
+				return "", false
 			}
 			s, ok := lookupScalar(r.Value, p.path)
 			if !ok {

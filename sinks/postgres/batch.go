@@ -354,7 +354,7 @@ func newRows(cols []pgColumn, n int) *pgRows {
 // cannot be stored exactly is an error saying why, and nothing is appended.
 // needVersion is set for an upsert of a record that is no tombstone: it
 // must have a version when the sink has a version column ver.
-func (rows *pgRows) add(r *record.Record, key string, ver int, needVersion bool) error {
+func (rows *pgRows) add(r *record.Record, key string, ver int, needVersion bool, vj *valueJSON) error {
 	cs := encode.Cells{Record: r, Key: key}
 	if rows.cells == nil {
 		rows.cells = make([]cell, len(rows.cols))
@@ -379,9 +379,9 @@ func (rows *pgRows) add(r *record.Record, key string, ver int, needVersion bool)
 				cells[i] = cell{bytes: rows.arena[start:len(rows.arena):len(rows.arena)]}
 				break
 			}
-			cells[i], err = c.cellOf(r, key, &cs)
+			cells[i], err = c.cellOf(r, key, &cs, vj)
 		default:
-			cells[i], err = c.cellOf(r, key, &cs)
+			cells[i], err = c.cellOf(r, key, &cs, vj)
 		}
 		if err == nil && i == ver && needVersion && c.send != sendTime && c.send != sendInt4 && c.send != sendInt8 && cells[i].null {
 			err = fmt.Errorf("version %s: the record has no value for it, so it cannot be ordered against the stored row", c.fieldSpec())

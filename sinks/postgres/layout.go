@@ -176,7 +176,29 @@ func badText(s []byte) string {
 // jsonbOK reports whether v is JSON that jsonb takes: valid UTF-8 JSON
 // that jsonbFits.
 func jsonbOK(v []byte) bool {
-	return v != nil && record.ValidJSON(v) && utf8.Valid(v) && jsonbFits(v)
+	var m valueJSON
+	return m.jsonbOK(v)
+}
+
+// valueJSON holds what record.ValidJSON said of one record's value, so
+// that the key template and the columns that read the value as JSON check
+// it once: 0 not yet asked, 1 valid, -1 not.
+type valueJSON struct{ valid int8 }
+
+// check returns whether v (the record's value) is valid JSON.
+func (m *valueJSON) check(v []byte) bool {
+	if m.valid == 0 {
+		m.valid = -1
+		if record.ValidJSON(v) {
+			m.valid = 1
+		}
+	}
+	return m.valid > 0
+}
+
+// jsonbOK is jsonbOK for the record's value v.
+func (m *valueJSON) jsonbOK(v []byte) bool {
+	return v != nil && m.check(v) && utf8.Valid(v) && jsonbFits(v)
 }
 
 // The limits of PostgreSQL's numeric, which jsonb stores numbers in: at
@@ -193,6 +215,11 @@ const (
 // ("invalid input syntax for type json", "value overflows numeric
 // format").
 func jsonbFits(doc []byte) bool {
+	// Most values have no escape, no exponent and too few bytes for a
+	// number beyond numeric's limits: they need no walk.
+	if len(doc) <= numericMaxScale && bytes.IndexByte(doc, '\\') < 0 && !maybeExponent(doc) {
+		return true
+	}
 	for i := 0; i < len(doc); i++ {
 		switch c := doc[i]; {
 		case c == '"':
@@ -230,6 +257,24 @@ func jsonbFits(doc []byte) bool {
 		}
 	}
 	return true
+}
+
+// maybeExponent reports whether doc has an e or E right after a digit, as
+// a number's exponent has (or a string's text).
+func maybeExponent(doc []byte) bool {
+	for _, e := range []byte{'e', 'E'} {
+		for rest := doc; ; {
+			i := bytes.IndexByte(rest, e)
+			if i < 0 {
+				break
+			}
+			if i > 0 && rest[i-1] >= '0' && rest[i-1] <= '9' {
+				return true
+			}
+			rest = rest[i+1:]
+		}
+	}
+	return false
 }
 
 // hex4 is the value of four hex digits (valid JSON has them).
@@ -308,7 +353,7 @@ func numericFits(n []byte) bool {
 
 // cellOf computes the column's value for r, whose idempotency key is key.
 // The error is the reason the value cannot be stored exactly.
-func (c *pgColumn) cellOf(r *record.Record, key string, cs *encode.Cells) (cell, error) {
+func (c *pgColumn) cellOf(r *record.Record, key string, cs *encode.Cells, vj *valueJSON) (cell, error) {
 	k := c.field.Kind
 	switch c.send {
 	case sendBytes:
@@ -336,11 +381,11 @@ func (c *pgColumn) cellOf(r *record.Record, key string, cs *encode.Cells) (cell,
 		}
 		return cell{bytes: b}, nil
 	case sendJSON, sendJSONText:
-		return c.jsonCell(r, key, cs)
+		return c.jsonCell(r, key, cs, vj)
 	case sendTime, sendInt4, sendInt8:
 		return cell{}, nil // taken from the record directly
 	}
-	raw, ok, err := c.rawText(r, key, cs)
+	raw, ok, err := c.rawText(r, key, cs, vj)
 	if err != nil || !ok {
 		return cell{null: !ok}, err
 	}
@@ -357,7 +402,7 @@ func (c *pgColumn) cellOf(r *record.Record, key string, cs *encode.Cells) (cell,
 // rawText is the field's bytes for a text column: the key, topic, Kafka
 // key and header values as they are, the value as it is, a value path's
 // text, the rest as encode.Cells writes them.
-func (c *pgColumn) rawText(r *record.Record, key string, cs *encode.Cells) ([]byte, bool, error) {
+func (c *pgColumn) rawText(r *record.Record, key string, cs *encode.Cells, vj *valueJSON) ([]byte, bool, error) {
 	switch c.field.Kind {
 	case plan.FieldKey:
 		return []byte(key), true, nil
@@ -371,7 +416,7 @@ func (c *pgColumn) rawText(r *record.Record, key string, cs *encode.Cells) ([]by
 	case plan.FieldHeaders:
 		return headersJSON(nil, r.Headers), true, nil
 	case plan.FieldValuePath:
-		if r.Value == nil || !jsonbOK(r.Value) {
+		if r.Value == nil || !vj.jsonbOK(r.Value) {
 			return nil, false, nil
 		}
 		res := gjson.GetBytes(r.Value, c.field.Arg)
@@ -388,18 +433,18 @@ func (c *pgColumn) rawText(r *record.Record, key string, cs *encode.Cells) ([]by
 }
 
 // jsonCell is the column's value as JSON text for a jsonb column.
-func (c *pgColumn) jsonCell(r *record.Record, key string, cs *encode.Cells) (cell, error) {
+func (c *pgColumn) jsonCell(r *record.Record, key string, cs *encode.Cells, vj *valueJSON) (cell, error) {
 	switch c.field.Kind {
 	case plan.FieldValue:
 		v := r.Value
 		switch {
 		case v == nil:
 			return cell{null: true}, nil
-		case jsonbOK(v):
+		case vj.jsonbOK(v):
 			return cell{bytes: v}, nil
 		case c.jsonOrNull:
 			return cell{null: true}, nil
-		case record.ValidJSON(v) && utf8.Valid(v):
+		case vj.check(v) && utf8.Valid(v):
 			return cell{}, fmt.Errorf("column %s (%s): the value is JSON that jsonb cannot hold as it is (a \\u0000, a lone UTF-16 surrogate, or a number beyond numeric's range); map value to a text or bytea column to keep it", c.name, c.decl.sql)
 		case badText(v) == "":
 			return cell{bytes: encode.AppendJSONBytes(nil, v)}, nil // text as a JSON string
@@ -408,7 +453,7 @@ func (c *pgColumn) jsonCell(r *record.Record, key string, cs *encode.Cells) (cel
 	case plan.FieldHeaders:
 		return cell{bytes: headersJSON(nil, r.Headers)}, nil
 	case plan.FieldValuePath:
-		if r.Value == nil || !jsonbOK(r.Value) {
+		if r.Value == nil || !vj.jsonbOK(r.Value) {
 			return cell{null: true}, nil
 		}
 		res := gjson.GetBytes(r.Value, c.field.Arg)
@@ -429,7 +474,7 @@ func (c *pgColumn) jsonCell(r *record.Record, key string, cs *encode.Cells) (cel
 			return cell{bytes: h}, nil // a number orders as a number
 		}
 	}
-	raw, ok, err := c.rawText(r, key, cs)
+	raw, ok, err := c.rawText(r, key, cs, vj)
 	if err != nil || !ok {
 		return cell{null: !ok}, err
 	}

@@ -116,6 +116,7 @@ type Sink struct {
 	// straight into the table (copyShard).
 	fresh       atomic.Bool
 	direct      bool
+	valueJSON   bool // a column reads the value as JSON (valueOnce)
 	copyAbove   int
 	connections int
 	acquire     sync.Mutex // held while a sharded Write acquires its connections

@@ -145,6 +145,7 @@ func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 	index := make(map[string]int, len(batch)) // key → its keyOps in ops
 	ops := make([]keyOps, 0, len(batch))
 	keys := make([]string, len(batch))
+	vjs := make([]valueJSON, len(batch))
 	for i := range batch {
 		r := &batch[i]
 		tomb := r.Value == nil
@@ -153,7 +154,7 @@ func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 			keys[i] = "\x00skip"
 			continue
 		}
-		key, err := s.keyer.Key(r)
+		key, err := s.keyer.KeyKnownJSON(r, s.valueOnce(r, &vjs[i]))
 		if err != nil {
 			return nil, err
 		}
@@ -206,12 +207,12 @@ func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 			up = o.firstUp
 		}
 		if del >= 0 {
-			if err := rowsOf(&sh.del, 0).add(&batch[del], key, s.ver, false); err != nil {
+			if err := rowsOf(&sh.del, 0).add(&batch[del], key, s.ver, false, &vjs[del]); err != nil {
 				return nil, s.recordError(&batch[del], err)
 			}
 		}
 		if up >= 0 {
-			if err := rowsOf(&sh.up, len(ops)/s.connections+1).add(&batch[up], key, s.ver, batch[up].Value != nil); err != nil {
+			if err := rowsOf(&sh.up, len(ops)/s.connections+1).add(&batch[up], key, s.ver, batch[up].Value != nil, &vjs[up]); err != nil {
 				return nil, s.recordError(&batch[up], err)
 			}
 		}
@@ -245,6 +246,16 @@ func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 	return w, nil
 }
 
+// valueOnce checks r's value with record.ValidJSON into vj when a column
+// reads the value as JSON anyway, and returns what the key template may
+// take as known (sinks.Keyer.KeyKnownJSON).
+func (s *Sink) valueOnce(r *record.Record, vj *valueJSON) int8 {
+	if s.valueJSON && r.Value != nil {
+		vj.check(r.Value)
+	}
+	return vj.valid
+}
+
 // planRounds is plan for a sink with a version column (on_conflict:
 // update, tombstones written or skipped): a key's records are not
 // collapsed into its last one, whose version need not be the greatest
@@ -259,7 +270,8 @@ func (s *Sink) planRounds(batch []record.Record) (*writePlan, error) {
 			w.superseded.Ignored++
 			continue
 		}
-		key, err := s.keyer.Key(r)
+		var vj valueJSON
+		key, err := s.keyer.KeyKnownJSON(r, s.valueOnce(r, &vj))
 		if err != nil {
 			return nil, err
 		}
@@ -285,7 +297,7 @@ func (s *Sink) planRounds(batch []record.Record) (*writePlan, error) {
 			}
 			rows = sh.more[round-1]
 		}
-		if err := rows.add(r, key, s.ver, r.Value != nil); err != nil {
+		if err := rows.add(r, key, s.ver, r.Value != nil, &vj); err != nil {
 			return nil, s.recordError(r, err)
 		}
 	}
