@@ -113,9 +113,9 @@ func TestPostgresConnectionsConformance(t *testing.T) {
 	sinktest.RunWith(t, h, h.features())
 }
 
-// A failing shard rolls back the checkpoint: the shards that committed
-// hold rows, but the checkpoint does not cover a batch that is not all
-// durable, and the error is the record's.
+// A failing shard rolls back every shard and the checkpoint: a batch with
+// a row the database refuses leaves nothing in the table, and the error
+// is the record's.
 func TestPostgresConnectionsCheckpointOnlyWhenAllCommitted(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	table, ckpt := testenv.TableName(), testenv.TableName()
@@ -141,6 +141,10 @@ func TestPostgresConnectionsCheckpointOnlyWhenAllCommitted(t *testing.T) {
 	if cps, err := s.Checkpoints(t.Context(), "g", "orders"); err != nil || cps[0] != 20 {
 		t.Fatalf("checkpoints after a failed shard %v (%v), want partition 0 still at 20", cps, err)
 	}
+	var rows int
+	if err := testenv.PgConn(t, dsn).QueryRow(t.Context(), `SELECT count(*) FROM `+pgx.Identifier{table}.Sanitize()).Scan(&rows); err != nil || rows != 20 {
+		t.Fatalf("%d rows after the failed batch (%v), want the first batch's 20: no shard of it may stay", rows, err)
+	}
 	bad[5].Key = []byte("k25")
 	sinktest.MustWrite(t, s, bad...)
 	if cps, err := s.Checkpoints(t.Context(), "g", "orders"); err != nil || cps[0] != 40 {
@@ -150,8 +154,8 @@ func TestPostgresConnectionsCheckpointOnlyWhenAllCommitted(t *testing.T) {
 	if err := testenv.PgConn(t, dsn).QueryRow(t.Context(), `SELECT count(*) FROM `+pgx.Identifier{table}.Sanitize()).Scan(&n); err != nil || n != 40 {
 		t.Errorf("%d rows (%v), want 40", n, err)
 	}
-	if o := s.Outcomes(); o.Inserted != 40 {
-		t.Errorf("outcomes %+v, want 40 inserted in all (a re-written shard counts as unchanged)", o)
+	if o := s.Outcomes(); o.Inserted != 40 || o.Unchanged != 0 {
+		t.Errorf("outcomes %+v, want 40 inserted in all and nothing unchanged (the failed batch wrote nothing)", o)
 	}
 }
 

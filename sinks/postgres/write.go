@@ -84,29 +84,66 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	return nil
 }
 
-// writeShards runs the shards at once; the first, which carries the
-// checkpoint, commits after the others did.
+// writeShards runs the shards at once, each in a transaction of its own,
+// and commits none of them before every shard's statements ran: a row
+// the database refuses (or any other failure) in one shard rolls them all
+// back, so a failed batch leaves nothing in the table. Then the others
+// commit, and the first, which carries the checkpoint, commits only after
+// they did. A commit itself failing (a connection lost at that moment)
+// can still leave the shards that committed; the checkpoint then does not
+// cover them, and a re-run finds their rows unchanged.
 func (s *Sink) writeShards(ctx context.Context, conns []*pgxpool.Conn, w *writePlan, batch []record.Record) error {
-	others := make(chan error, 1)
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		return s.writeShard(gctx, conns[0], w.shards[0], batch, func() error {
-			if err := <-others; err != nil {
-				return othersFailed{err}
+	n := len(w.shards)
+	ready := make(chan error, n) // each shard, once: nil when its statements ran, else its error
+	decided := make(chan struct{})
+	var verdict error // the first shard's error; read after decided is closed
+	go func() {
+		for range n {
+			if err := <-ready; err != nil && verdict == nil {
+				verdict = err
 			}
-			return nil
-		})
-	})
-	// The other shards run under the Write's context, not the group's: a
-	// failure of the first shard must not cancel another shard whose
-	// implicit transaction the server may already have committed, which
-	// would leave rows in the table that the outcomes never counted.
-	var rest errgroup.Group
-	for i := 1; i < len(w.shards); i++ {
-		rest.Go(func() error { return s.writeShard(ctx, conns[i], w.shards[i], nil, nil) })
+		}
+		close(decided)
+	}()
+	barrier := func() error {
+		ready <- nil
+		<-decided
+		if verdict != nil {
+			return othersFailed{verdict}
+		}
+		return nil
 	}
-	others <- rest.Wait()
-	return g.Wait()
+	// The shards run under the Write's context: a failure of one must not
+	// cancel another whose commit the server may already have made.
+	var rest errgroup.Group
+	for i := 1; i < n; i++ {
+		rest.Go(func() error {
+			reached := false
+			err := s.writeShard(ctx, conns[i], w.shards[i], nil, func() error { reached = true; return barrier() })
+			if !reached {
+				ready <- err
+			}
+			return err
+		})
+	}
+	reached := false
+	err := s.writeShard(ctx, conns[0], w.shards[0], batch, func() error {
+		reached = true
+		if err := barrier(); err != nil {
+			return err
+		}
+		if err := rest.Wait(); err != nil {
+			return othersFailed{err}
+		}
+		return nil
+	})
+	if !reached {
+		ready <- err
+	}
+	if rerr := rest.Wait(); err == nil {
+		err = rerr
+	}
+	return err
 }
 
 // shard is the part of a batch that one connection writes: deletes, then
