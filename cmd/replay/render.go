@@ -382,6 +382,6 @@ func printOutcomes(w io.Writer, what string, o *sinks.Outcomes) {
 	}
 	fmt.Fprintf(w, "%s: %s\n", what, strings.Join(parts, ", "))
 	if o.Collisions > 0 {
-		fmt.Fprintf(w, "warning: %d records shared an idempotency key with an earlier record of the run and overwrote its row (first: %s): make the key template unique, e.g. add {{ .Partition }} and {{ .Offset }}\n", o.Collisions, o.FirstCollision)
+		fmt.Fprintf(w, "warning: %d records shared an idempotency key with a record of another partition or topic (first: %s): one row holds both, the later one or, with a version, the newer; make the key template unique, e.g. add {{ .Partition }} and {{ .Offset }}\n", o.Collisions, o.FirstCollision)
 	}
 }
