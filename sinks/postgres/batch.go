@@ -77,6 +77,21 @@ type sqlShape struct {
 	// its own (the default layout's value_bytes), so its jsonb columns
 	// need no comparison as text (sameText).
 	exactBytes bool
+	// triggers: the table has triggers of its own, one of which may skip
+	// a row (a BEFORE trigger returning NULL): the statements then count
+	// the rows neither written nor stored before (skippedSQL).
+	triggers bool
+}
+
+// skippedSQL is the upsert's seventh count: the rows of from (alias s) that
+// the INSERT neither inserted nor updated and whose key had no row before
+// the statement (its snapshot does not see its own writes): a trigger
+// skipped them. 0 for a table without triggers of its own.
+func (sh sqlShape) skippedSQL(from, key, keyExpr string) string {
+	if !sh.triggers {
+		return "0::bigint"
+	}
+	return "(SELECT count(*) FROM " + from + " s WHERE NOT EXISTS (SELECT 1 FROM ins i WHERE i.k = " + keyExpr + ") AND NOT EXISTS (SELECT 1 FROM " + sh.table + " o WHERE o." + key + " = " + keyExpr + "))"
 }
 
 // sameText reports whether the column's values are compared as text to
@@ -147,7 +162,7 @@ func (sh sqlShape) build() statements {
 // upsertSQL is the upsert of the rows src selects (the COPY table when
 // src is ""; it needs no CTE), as one statement that
 // returns what it did: inserted, updated, stale, duplicate, key
-// collisions and the first collision. The rows must have distinct keys
+// collisions, the first collision, and the rows a trigger skipped. The rows must have distinct keys
 // (ON CONFLICT DO UPDATE fails on a key it meets twice). An update that
 // would change nothing is skipped, so a re-delivery does not rewrite (and
 // bloat) identical rows; with a version column, only a greater version
@@ -207,7 +222,7 @@ func (sh sqlShape) upsertSQL(src string, names []string, skipSame bool) string {
 			" || ': key ' || " + exprs[sh.key] + " ORDER BY " + os + ") FILTER (WHERE " + collides + "))[1]"
 	}
 	b.WriteString("SELECT count(i.k) FILTER (WHERE i.fresh), count(i.k) FILTER (WHERE NOT i.fresh), " + stale + ", " + dup + ", " + coll + ", " + first +
-		"\nFROM " + from + " s LEFT JOIN ins i ON i.k = " + exprs[sh.key])
+		", " + sh.skippedSQL(from, key, exprs[sh.key]) + "\nFROM " + from + " s LEFT JOIN ins i ON i.k = " + exprs[sh.key])
 	if withOld {
 		b.WriteString(" LEFT JOIN old o ON o.k = " + exprs[sh.key])
 	}
@@ -233,14 +248,15 @@ func (sh sqlShape) plainUpsertSQL(src string, names, exprs []string, same string
 	b.WriteString(sh.onConflictSQL(names))
 	b.WriteString("\nRETURNING t." + key + " AS k, (t.xmax = 0) AS fresh")
 	if !sh.hasProv() {
-		b.WriteString(")\nSELECT count(*) FILTER (WHERE fresh), count(*) FILTER (WHERE NOT fresh), 0::bigint, 0::bigint, 0::bigint, NULL::text FROM ins")
+		b.WriteString(")\nSELECT count(*) FILTER (WHERE fresh), count(*) FILTER (WHERE NOT fresh), 0::bigint, 0::bigint, 0::bigint, NULL::text, " + sh.skippedSQL(from, key, exprs[sh.key]) + " FROM ins")
 		return b.String()
 	}
 	tp, pa, os := names[sh.prov[0]], names[sh.prov[1]], names[sh.prov[2]]
 	b.WriteString(", t." + tp + " AS tp, t." + pa + " AS pa, t." + os + " AS os),\n")
 	b.WriteString("old AS (SELECT t." + key + " AS k, t." + tp + " AS tp, t." + pa + " AS pa, t." + os + " AS os FROM " + sh.table + " t JOIN ins i ON t." + key + " = i.k AND NOT i.fresh),\n")
 	b.WriteString("coll AS (SELECT o.tp || '/' || o.pa || '/' || o.os || ' and ' || i.tp || '/' || i.pa || '/' || i.os || ': key ' || i.k AS pair, i.os FROM old o JOIN ins i ON i.k = o.k WHERE (o.tp, o.pa) IS DISTINCT FROM (i.tp, i.pa))\n")
-	b.WriteString("SELECT (SELECT count(*) FILTER (WHERE fresh) FROM ins), (SELECT count(*) FILTER (WHERE NOT fresh) FROM ins), 0::bigint, 0::bigint, (SELECT count(*) FROM coll), (SELECT pair FROM coll ORDER BY os LIMIT 1)")
+	b.WriteString("SELECT (SELECT count(*) FILTER (WHERE fresh) FROM ins), (SELECT count(*) FILTER (WHERE NOT fresh) FROM ins), 0::bigint, 0::bigint, (SELECT count(*) FROM coll), (SELECT pair FROM coll ORDER BY os LIMIT 1), " +
+		sh.skippedSQL(from, key, exprs[sh.key]))
 	return b.String()
 }
 

@@ -212,3 +212,39 @@ CREATE TRIGGER t_same BEFORE INSERT ON %[1]s FOR EACH ROW EXECUTE FUNCTION %[2]s
 		})
 	}
 }
+
+// A row a BEFORE trigger skips is counted ignored, not inserted nor
+// unchanged, on every statement the sink has: arrays and COPY, with a
+// version, with on_conflict: ignore, fresh and re-run.
+func TestPostgresTriggerSkippedRowsCounted(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	conn := testenv.PgConn(t, dsn)
+	for name, cfg := range map[string]postgres.Config{"arrays": {}, "COPY": {CopyThreshold: 1}, "version": {Version: "offset"}, "ignore": {OnConflict: "ignore", CopyThreshold: 1}} {
+		t.Run(name, func(t *testing.T) {
+			table, fn := testenv.TableName(), testenv.TableName()
+			cfg.DSN, cfg.Table, cfg.Keyer = dsn, table, mustKeyer(t, "{{ .Key }}")
+			probe, _ := newLogged(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Version: cfg.Version})
+			probe.Close()
+			if _, err := conn.Exec(t.Context(), fmt.Sprintf(`CREATE FUNCTION %[2]s() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF new.key = 'k5' THEN RETURN NULL; END IF; RETURN new; END $$;
+CREATE TRIGGER t_skip BEFORE INSERT ON %[1]s FOR EACH ROW EXECUTE FUNCTION %[2]s()`, pgx.Identifier{table}.Sanitize(), pgx.Identifier{fn}.Sanitize())); err != nil {
+				t.Fatal(err)
+			}
+			s, _ := newLogged(t, cfg)
+			sinktest.MustWrite(t, s, keyed(0, 10, plainValue)...)
+			wantOutcomes(t, "fresh", s.Outcomes(), sinks.Outcomes{Inserted: 9, Ignored: 1})
+			before := s.Outcomes()
+			sinktest.MustWrite(t, s, keyed(0, 10, plainValue)...)
+			want := sinks.Outcomes{Unchanged: 9, Ignored: 1}
+			switch {
+			case cfg.OnConflict == "ignore":
+				want = sinks.Outcomes{Ignored: 10}
+			case cfg.Version != "":
+				want = sinks.Outcomes{Duplicate: 9, Ignored: 1}
+			}
+			wantOutcomes(t, "re-run", delta(s, before), want)
+			if rows := readRows(t, dsn, table); len(rows) != 9 {
+				t.Errorf("%d rows, want 9", len(rows))
+			}
+		})
+	}
+}

@@ -28,7 +28,17 @@ func (s *Sink) prepare(ctx context.Context, create bool) error {
 	if err := s.columnTypes(ctx); err != nil {
 		return fmt.Errorf("postgres sink: check table %s: %w", s.name, s.scrub(err))
 	}
-	sh := sqlShape{table: s.table, cols: s.cols, key: s.key, ver: s.ver, prov: [3]int{-1, -1, -1}, ignore: s.ignore, exactBytes: s.defaults}
+	// COPY into the table itself needs a plain table without row-level
+	// security (which refuses COPY), rules (which COPY ignores) or triggers
+	// of its own (one may skip or change a row, which only the upsert's
+	// counts see).
+	var plainTable, triggers bool
+	if err := s.pool.QueryRow(ctx, `SELECT c.relkind = 'r' AND NOT c.relrowsecurity AND NOT c.relhasrules,
+	EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = c.oid AND NOT g.tgisinternal)
+FROM pg_class c WHERE c.oid = to_regclass($1)`, s.table).Scan(&plainTable, &triggers); err != nil {
+		return fmt.Errorf("postgres sink: check table %s: %w", s.name, s.scrub(err))
+	}
+	sh := sqlShape{table: s.table, cols: s.cols, key: s.key, ver: s.ver, prov: [3]int{-1, -1, -1}, ignore: s.ignore, exactBytes: s.defaults, triggers: triggers}
 	for i, c := range s.cols {
 		for j, k := range []plan.FieldKind{plan.FieldTopic, plan.FieldPartition, plan.FieldOffset} {
 			if c.field.Kind == k && sh.prov[j] < 0 {
@@ -37,11 +47,7 @@ func (s *Sink) prepare(ctx context.Context, create bool) error {
 		}
 	}
 	s.st = sh.build()
-	if err := s.pool.QueryRow(ctx, `SELECT c.relkind = 'r' AND NOT c.relrowsecurity AND NOT c.relhasrules
-	AND NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = c.oid AND NOT g.tgisinternal)
-FROM pg_class c WHERE c.oid = to_regclass($1)`, s.table).Scan(&s.direct); err != nil {
-		return fmt.Errorf("postgres sink: check table %s: %w", s.name, s.scrub(err))
-	}
+	s.direct = plainTable && !triggers
 	for _, c := range s.cols {
 		s.direct = s.direct && c.sentAsDeclared()
 		s.valueJSON = s.valueJSON || c.field.Kind == plan.FieldValuePath ||

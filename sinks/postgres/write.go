@@ -451,19 +451,20 @@ func (s *Sink) queueUpsert(b *pgx.Batch, out *sinks.Outcomes, stmt string, args 
 	{
 		n := int64(rows)
 		b.Queue(stmt, args...).QueryRow(func(row pgx.Row) error {
-			var ins, upd, stale, dup, coll int64
+			var ins, upd, stale, dup, coll, skipped int64
 			var first *string
-			if err := row.Scan(&ins, &upd, &stale, &dup, &coll, &first); err != nil {
+			if err := row.Scan(&ins, &upd, &stale, &dup, &coll, &first, &skipped); err != nil {
 				return err
 			}
 			out.Inserted += ins
 			out.Updated += upd
 			out.Stale += stale
 			out.Duplicate += dup
+			out.Ignored += skipped // a trigger skipped them
 			if s.ignore {
-				out.Ignored += n - ins - upd - stale - dup
+				out.Ignored += n - ins - upd - stale - dup - skipped
 			} else {
-				out.Unchanged += n - ins - upd - stale - dup
+				out.Unchanged += n - ins - upd - stale - dup - skipped
 			}
 			s.mostlySame.Store(2*(n-ins-upd) > n)
 			s.fresh.Store(ins == n)
