@@ -291,3 +291,32 @@ func TestSQLiteLargeBatches(t *testing.T) {
 	// k0..k9 are rewritten twice each (to the first record, back to the second).
 	wantOutcomes(t, s, sinks.Outcomes{Inserted: 291, Updated: 31, Unchanged: 279})
 }
+
+// A row a trigger of the table skips (RAISE(IGNORE)) is counted ignored,
+// fresh and on a re-run, in chunks and row by row, and the run goes on.
+func TestSQLiteTriggerSkippedRowsCounted(t *testing.T) {
+	for _, n := range []int{10, 200} { // below and above a chunk of rows
+		t.Run(fmt.Sprint(n, " rows"), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "t.db")
+			probe := newSQLite(t, sqlite.Config{Path: path, Table: "orders", CreateTable: true})
+			probe.Close()
+			db := openSQLite(t, path)
+			if _, err := db.Exec(`CREATE TRIGGER skip_k5 BEFORE INSERT ON orders WHEN new.key = 'k5' BEGIN SELECT RAISE(IGNORE); END`); err != nil {
+				t.Fatal(err)
+			}
+			var batch []record.Record
+			for i := range n {
+				batch = append(batch, sinktest.Rec(0, int64(i), fmt.Sprint("k", i), fmt.Sprintf(`{"i":%d}`, i)))
+			}
+			s := newSQLite(t, sqlite.Config{Path: path, Table: "orders", Keyer: mustKeyer(t, "{{ .Key }}")})
+			sinktest.MustWrite(t, s, batch...)
+			wantOutcomes(t, s, sinks.Outcomes{Inserted: int64(n - 1), Ignored: 1})
+			sinktest.MustWrite(t, s, batch...)
+			wantOutcomes(t, s, sinks.Outcomes{Inserted: int64(n - 1), Unchanged: int64(n - 1), Ignored: 2})
+			var rows int
+			if err := db.QueryRow(`SELECT count(*) FROM orders`).Scan(&rows); err != nil || rows != n-1 {
+				t.Errorf("%d rows (%v), want %d", rows, err, n-1)
+			}
+		})
+	}
+}

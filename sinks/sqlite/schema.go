@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/replay-tool/replay/sinks/encode"
 )
 
 // statements are the sink's prepared statements (on its one connection).
@@ -64,6 +66,11 @@ func (s *Sink) prepare(ctx context.Context, table string, defaultLayout, create 
 	}
 	if !found {
 		return fmt.Errorf("sqlite sink: check table %s: no such table in %s: create it, or set create_table: true", s.name, absPath(s.path))
+	}
+	// A trigger of the table may skip a row (RAISE(IGNORE)): writeRow then
+	// tells a skipped row from a stored one.
+	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM `+encode.QuoteIdent(schema)+`.sqlite_schema WHERE type = 'trigger' AND tbl_name = ?)`, name).Scan(&s.triggers); err != nil {
+		return fmt.Errorf("sqlite sink: check table %s: %w", s.name, err)
 	}
 	var missing []string
 	for i := range s.cols {

@@ -131,6 +131,7 @@ type Sink struct {
 	prov      [3]int
 	tombstone string
 	ignore    bool
+	triggers  bool // the table has triggers: one may skip a row (writeRow)
 	stmts     statements
 	chunkKeys map[string]struct{} // chunk's scratch (under sem)
 	ckpt      *sqlcheckpoint.SQLite
