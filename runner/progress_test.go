@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/sinks/file"
 )
 
@@ -159,24 +159,6 @@ func equalSnapshot(a, b PartitionSnapshot) bool {
 		a.Read == b.Read && a.Written == b.Written && maps.Equal(a.Skipped, b.Skipped) && a.Done == b.Done
 }
 
-// lockedBuffer is a bytes.Buffer for the concurrent writes of loggers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // Without a progress display (stderr is not a terminal) the run logs its
 // totals every ProgressEvery; a negative ProgressEvery logs none.
 func TestProgressLogLines(t *testing.T) {
@@ -197,7 +179,7 @@ window: {offsets: {0: {from: earliest, to: latest}, 1: {from: earliest, to: late
 throttle: {records_per_second: 2500}
 sink: {type: file, path: %s, batch_size: 50}
 `, filepath.Join(t.TempDir(), "out.jsonl")))
-			var logs lockedBuffer
+			var logs testenv.Buffer
 			opts := Options{Log: zerolog.New(&logs), ProgressEvery: every}
 			job, err := Prepare(context.Background(), connect(t, p), p, opts)
 			if err != nil {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/replay-tool/replay/internal/testenv"
 )
 
 // openPTY opens a pseudo-terminal pair: what is written to master arrives
@@ -58,7 +60,7 @@ func replayOnTerminal(t *testing.T, input string, args ...string) result {
 	if _, err := master.WriteString(input); err != nil {
 		t.Fatal(err)
 	}
-	var stdout, stderr syncBuffer
+	var stdout, stderr testenv.Buffer
 	a := newApp(&stdout, &stderr)
 	root := a.root()
 	root.SetArgs(args)
@@ -135,7 +137,7 @@ func TestSignalAtConfirmation(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out.jsonl")
 	file := writePlan(t, dir, planSpec{name: "ask", addr: sb.Addr, from: seed.From, to: seed.To, sink: fileSink(out, 100)})
-	var stdout, stderr syncBuffer
+	var stdout, stderr testenv.Buffer
 	cmd := exec.Command(os.Args[0], "run", file)
 	cmd.Env = append(os.Environ(), execEnv+"=1")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, &stdout, &stderr

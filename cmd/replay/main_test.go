@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -54,25 +53,6 @@ func (r result) String() string {
 	return fmt.Sprintf("exit %d\n--- stdout:\n%s--- stderr:\n%s", r.code, r.stdout, r.stderr)
 }
 
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of the
-// partition goroutines' loggers (as *os.File is).
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // replay runs the command in-process, as main does, with captured streams.
 func replay(t *testing.T, args ...string) result {
 	t.Helper()
@@ -82,7 +62,7 @@ func replay(t *testing.T, args ...string) result {
 // replayWith is replay with the app adjusted by set (nil: as main builds it).
 func replayWith(t *testing.T, set func(*app), args ...string) result {
 	t.Helper()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testenv.Buffer
 	a := newApp(&stdout, &stderr)
 	if set != nil {
 		set(a)

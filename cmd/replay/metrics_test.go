@@ -22,7 +22,7 @@ import (
 // gateWriter holds the write of the run's last summary line until the
 // test opens the gate: the run is over, its metrics server still up.
 type gateWriter struct {
-	syncBuffer
+	testenv.Buffer
 	reached, open chan struct{}
 	once          sync.Once
 }
@@ -32,7 +32,7 @@ func (g *gateWriter) Write(b []byte) (int, error) {
 		g.once.Do(func() { close(g.reached) })
 		<-g.open
 	}
-	return g.syncBuffer.Write(b)
+	return g.Buffer.Write(b)
 }
 
 // scrape reads the metric families of url (nil when nothing answers).
@@ -82,7 +82,7 @@ func TestMetrics(t *testing.T) {
 	f.Close()
 
 	stdout := &gateWriter{reached: make(chan struct{}), open: make(chan struct{})}
-	var stderr syncBuffer
+	var stderr testenv.Buffer
 	a := newApp(stdout, &stderr)
 	root := a.root()
 	root.SetArgs([]string{"run", "--yes", "--metrics-addr", "127.0.0.1:0", file})

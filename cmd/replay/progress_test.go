@@ -49,7 +49,7 @@ func snap(next0, next1 int64) runner.Snapshot {
 }
 
 // waitFor waits until the display drew a line matching re.
-func waitFor(t *testing.T, out *syncBuffer, re string) {
+func waitFor(t *testing.T, out *testenv.Buffer, re string) {
 	t.Helper()
 	rx := regexp.MustCompile(re)
 	testenv.Eventually(t, 5*time.Second, 5*time.Millisecond, func() bool { return rx.MatchString(out.String()) },
@@ -61,7 +61,7 @@ func waitFor(t *testing.T, out *syncBuffer, re string) {
 // total, with offsets done/total, records written, rate and ETA; at the
 // end a finished partition reads done, an unfinished one stopped.
 func TestProgressDisplay(t *testing.T) {
-	var out syncBuffer
+	var out testenv.Buffer
 	run := &fakeRun{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	d := newProgressDisplay(&out, "orders", snap(0, 10), progressOptions{now: run.clock, width: 160})
 	waitFor(t, &out, `(?m)^ *orders/1 .* 0/200 offsets +0% +0 written +0 rec/s +ETA -$`)
@@ -99,7 +99,7 @@ func lastFrame(s string, n int) []string {
 // Log lines written while the display is drawn print above the bars, in
 // the order written; after it they go to stderr again.
 func TestProgressConsole(t *testing.T) {
-	var out, stderr syncBuffer
+	var out, stderr testenv.Buffer
 	w := &consoleWriter{out: &stderr}
 	d := newProgressDisplay(&out, "orders", snap(0, 10), progressOptions{width: 160})
 	w.divert(d.p)

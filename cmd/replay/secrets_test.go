@@ -180,7 +180,7 @@ func TestCommandRedactsPlanSecrets(t *testing.T) {
 	file := secretPlan(t, dir, "p", `{brokers: ["k:9092"], topic: orders, sasl: {mechanism: SCRAM-SHA-256, username: u, password: "${SRC_PASSWORD}"}}`,
 		`{type: postgres, dsn: "${ORDERS_DSN}", table: t}`, "")
 	for _, terminalLike := range []bool{false, true} {
-		var stdout, stderr syncBuffer
+		var stdout, stderr testenv.Buffer
 		a := newApp(&stdout, &stderr)
 		a.logLevel = "debug"
 		if err := a.setupLog(); err != nil {

@@ -1,10 +1,8 @@
 package postgres_test
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -18,25 +16,14 @@ import (
 	"github.com/replay-tool/replay/sinks/sinktest"
 )
 
-// logLines is a zerolog writer that keeps the messages, for tests that
-// check which way the sink wrote.
-type logLines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
+// logLines keeps a sink's log messages, for tests that check which way
+// the sink wrote.
+type logLines struct{ testenv.Buffer }
 
 // count returns how many lines carry msg, and empties the log.
 func (l *logLines) count(msg string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := strings.Count(l.buf.String(), `"message":"`+msg+`"`)
-	l.buf.Reset()
+	n := strings.Count(l.String(), `"message":"`+msg+`"`)
+	l.Reset()
 	return n
 }
 

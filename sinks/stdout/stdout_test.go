@@ -3,11 +3,10 @@ package stdout_test
 import (
 	"bytes"
 	"context"
-	"slices"
-	"sync"
 	"testing"
 
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/sinktest"
 	"github.com/replay-tool/replay/sinks/stdout"
@@ -20,35 +19,18 @@ import (
 // of the record, so a duplicate is byte-identical). TestStdoutPrintsEachRecordOnce
 // checks that a clean run prints every record exactly once.
 type stdoutHarness struct {
-	bufs sinktest.Targets[*lockedBuffer]
+	bufs sinktest.Targets[*testenv.Buffer]
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.b.Bytes())
-}
-
-func (h *stdoutHarness) buf(t *testing.T) *lockedBuffer {
-	return h.bufs.Get(t, func() *lockedBuffer { return &lockedBuffer{} })
+func (h *stdoutHarness) buf(t *testing.T) *testenv.Buffer {
+	return h.bufs.Get(t, func() *testenv.Buffer { return &testenv.Buffer{} })
 }
 
 func (h *stdoutHarness) New(t *testing.T) sinks.Sink { return stdout.New(h.buf(t)) }
 
 func (h *stdoutHarness) Contents(t *testing.T) []string {
 	var out []string
-	for _, line := range bytes.SplitAfter(h.buf(t).bytes(), []byte("\n")) {
+	for _, line := range bytes.SplitAfter(h.buf(t).Bytes(), []byte("\n")) {
 		if len(line) > 0 {
 			out = append(out, storedLines(t, line)...)
 		}
@@ -57,7 +39,7 @@ func (h *stdoutHarness) Contents(t *testing.T) []string {
 }
 
 func (h *stdoutHarness) Records(t *testing.T) []record.Record {
-	return sinktest.DecodeLines(t, h.buf(t).bytes())
+	return sinktest.DecodeLines(t, h.buf(t).Bytes())
 }
 
 // The suite compares the distinct lines only where it re-delivers
@@ -68,7 +50,7 @@ func TestStdoutConformance(t *testing.T) {
 
 // A clean run prints each record exactly once, in the order written.
 func TestStdoutPrintsEachRecordOnce(t *testing.T) {
-	var buf lockedBuffer
+	var buf testenv.Buffer
 	s := stdout.New(&buf)
 	var recs []record.Record
 	for i := range 50 {
@@ -80,7 +62,7 @@ func TestStdoutPrintsEachRecordOnce(t *testing.T) {
 	if err := s.Write(context.Background(), recs[20:]); err != nil {
 		t.Fatal(err)
 	}
-	got := storedLines(t, buf.bytes())
+	got := storedLines(t, buf.Bytes())
 	if len(got) != 50 {
 		t.Fatalf("printed %d lines, want 50", len(got))
 	}
