@@ -166,6 +166,44 @@ type writePlan struct {
 
 var shardSeed = maphash.MakeSeed()
 
+// shardOf is the shard that writes key: always the same one for a key,
+// so its records keep their order.
+func (w *writePlan) shardOf(key string) *shard {
+	if len(w.shards) == 1 {
+		return &w.shards[0]
+	}
+	return &w.shards[maphash.String(shardSeed, key)%uint64(len(w.shards))]
+}
+
+// dropEmpty leaves out the shards without rows, but the first stays when
+// it carries the checkpoint (ckpt), and one stays in any case.
+func (w *writePlan) dropEmpty(ckpt bool) {
+	out := w.shards[:0]
+	for i, sh := range w.shards {
+		if sh.up.len()+sh.del.len() > 0 || i == 0 && ckpt {
+			out = append(out, sh)
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, shard{})
+	}
+	w.shards = out
+}
+
+// keyOf is r's idempotency key, with vj (what is known of r's value as
+// JSON) shared with the columns; a key a text column cannot hold is r's
+// *record.Error.
+func (s *Sink) keyOf(r *record.Record, vj *valueJSON) (string, error) {
+	key, err := s.keyer.KeyKnownJSON(r, s.valueOnce(r, vj))
+	if err != nil {
+		return "", err
+	}
+	if why := badText([]byte(key)); why != "" {
+		return "", s.recordError(r, fmt.Errorf("the idempotency key %q %s: a text column cannot hold it; change the key template (a binary Kafka key: printf \"%%x\" .Key)", excerpt(key), why))
+	}
+	return key, nil
+}
+
 // plan computes the keys of batch and each key's net change.
 func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 	if s.ver >= 0 && !s.ignore && s.onTombstone != plan.OnTombstoneDelete {
@@ -191,12 +229,9 @@ func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 			keys[i] = "\x00skip"
 			continue
 		}
-		key, err := s.keyer.KeyKnownJSON(r, s.valueOnce(r, &vjs[i]))
+		key, err := s.keyOf(r, &vjs[i])
 		if err != nil {
 			return nil, err
-		}
-		if why := badText([]byte(key)); why != "" {
-			return nil, s.recordError(r, fmt.Errorf("the idempotency key %q %s: a text column cannot hold it; change the key template (a binary Kafka key: printf \"%%x\" .Key)", excerpt(key), why))
 		}
 		keys[i] = key
 		at, seen := index[key]
@@ -228,10 +263,7 @@ func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 	for at := range ops {
 		o := &ops[at]
 		key := keys[o.first]
-		sh := &w.shards[0]
-		if s.connections > 1 {
-			sh = &w.shards[maphash.String(shardSeed, key)%uint64(s.connections)]
-		}
+		sh := w.shardOf(key)
 		del, up = -1, -1
 		switch {
 		case !s.ignore && o.last == o.lastTomb:
@@ -268,18 +300,7 @@ func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 			}
 		}
 	}
-	// Shards without rows are left out, but the first stays when it carries
-	// the checkpoint.
-	out := w.shards[:0]
-	for i, sh := range w.shards {
-		if sh.up.len()+sh.del.len() > 0 || i == 0 && s.ckpt != nil {
-			out = append(out, sh)
-		}
-	}
-	if len(out) == 0 {
-		out = append(out, shard{})
-	}
-	w.shards = out
+	w.dropEmpty(s.ckpt != nil)
 	return w, nil
 }
 
@@ -308,17 +329,11 @@ func (s *Sink) planRounds(batch []record.Record) (*writePlan, error) {
 			continue
 		}
 		var vj valueJSON
-		key, err := s.keyer.KeyKnownJSON(r, s.valueOnce(r, &vj))
+		key, err := s.keyOf(r, &vj)
 		if err != nil {
 			return nil, err
 		}
-		if why := badText([]byte(key)); why != "" {
-			return nil, s.recordError(r, fmt.Errorf("the idempotency key %q %s: a text column cannot hold it; change the key template (a binary Kafka key: printf \"%%x\" .Key)", excerpt(key), why))
-		}
-		sh := &w.shards[0]
-		if s.connections > 1 {
-			sh = &w.shards[maphash.String(shardSeed, key)%uint64(s.connections)]
-		}
+		sh := w.shardOf(key)
 		round := seen[key]
 		seen[key] = round + 1
 		var rows *pgRows
@@ -338,16 +353,7 @@ func (s *Sink) planRounds(batch []record.Record) (*writePlan, error) {
 			return nil, s.recordError(r, err)
 		}
 	}
-	out := w.shards[:0]
-	for i, sh := range w.shards {
-		if sh.up.len() > 0 || i == 0 && s.ckpt != nil {
-			out = append(out, sh)
-		}
-	}
-	if len(out) == 0 {
-		out = append(out, shard{})
-	}
-	w.shards = out
+	w.dropEmpty(s.ckpt != nil)
 	return w, nil
 }
 
@@ -448,33 +454,31 @@ func (s *Sink) writeShard(ctx context.Context, conn *pgxpool.Conn, sh shard, bat
 // queueUpsert queues the upsert stmt of n rows (args: their arrays, or
 // none from the COPY table) in b; its counts are added to out.
 func (s *Sink) queueUpsert(b *pgx.Batch, out *sinks.Outcomes, stmt string, args []any, rows int) {
-	{
-		n := int64(rows)
-		b.Queue(stmt, args...).QueryRow(func(row pgx.Row) error {
-			var ins, upd, stale, dup, coll, skipped int64
-			var first *string
-			if err := row.Scan(&ins, &upd, &stale, &dup, &coll, &first, &skipped); err != nil {
-				return err
-			}
-			out.Inserted += ins
-			out.Updated += upd
-			out.Stale += stale
-			out.Duplicate += dup
-			out.Ignored += skipped // a trigger skipped them
-			if s.ignore {
-				out.Ignored += n - ins - upd - stale - dup - skipped
-			} else {
-				out.Unchanged += n - ins - upd - stale - dup - skipped
-			}
-			s.mostlySame.Store(2*(n-ins-upd) > n)
-			s.fresh.Store(ins == n)
-			if first != nil && out.FirstCollision == "" {
-				out.FirstCollision = *first
-			}
-			out.Collisions += coll
-			return nil
-		})
-	}
+	n := int64(rows)
+	b.Queue(stmt, args...).QueryRow(func(row pgx.Row) error {
+		var ins, upd, stale, dup, coll, skipped int64
+		var first *string
+		if err := row.Scan(&ins, &upd, &stale, &dup, &coll, &first, &skipped); err != nil {
+			return err
+		}
+		out.Inserted += ins
+		out.Updated += upd
+		out.Stale += stale
+		out.Duplicate += dup
+		out.Ignored += skipped // a trigger skipped them
+		if s.ignore {
+			out.Ignored += n - ins - upd - stale - dup - skipped
+		} else {
+			out.Unchanged += n - ins - upd - stale - dup - skipped
+		}
+		s.mostlySame.Store(2*(n-ins-upd) > n)
+		s.fresh.Store(ins == n)
+		if first != nil && out.FirstCollision == "" {
+			out.FirstCollision = *first
+		}
+		out.Collisions += coll
+		return nil
+	})
 }
 
 // copyShard writes a shard of rows whose keys the table does not hold (a
@@ -534,9 +538,16 @@ func (s *Sink) copyShard(ctx context.Context, conn *pgxpool.Conn, sh shard, batc
 // unsupported reports whether err is PostgreSQL refusing the statement as
 // a feature it does not support on the table (class 0A: COPY into a table
 // with row-level security, say).
-func unsupported(err error) bool {
+func unsupported(err error) bool { return strings.HasPrefix(sqlState(err), "0A") }
+
+// sqlState is the SQLSTATE of a PostgreSQL error in err's chain, "" for
+// any other error.
+func sqlState(err error) string {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "0A")
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
 }
 
 // othersFailed carries the error of another shard of the Write into the
@@ -601,11 +612,8 @@ func (s *Sink) recordError(r *record.Record, why error) error {
 // that PostgreSQL does not take), an integrity constraint violation (class
 // 23), or a row too big for an index (54000).
 func rejectsData(err error) bool {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return false
-	}
-	return strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23") || pgErr.Code == "54000"
+	code := sqlState(err)
+	return strings.HasPrefix(code, "22") || strings.HasPrefix(code, "23") || code == "54000"
 }
 
 // probe finds the row the database rejects, on conn (the Write's own
