@@ -124,13 +124,21 @@ func TestCommitterNeverDecreases(t *testing.T) {
 	if err := c.CommitAt(4); err != nil {
 		t.Fatal(err)
 	}
-	for i, cm := range *commits {
-		if cm.next < 8 {
-			t.Fatalf("commit %d stored %d below the committed 8", i, cm.next)
+	wantNeverBelow(t, c, *commits, 8)
+}
+
+// wantNeverBelow fails t when any commit stored less than next (each
+// test's first commit is of next: a lower one later would undo a commit
+// that may have landed), or when c did not end at next.
+func wantNeverBelow(t *testing.T, c *committer, commits []fakeCommit, next int64) {
+	t.Helper()
+	for i, cm := range commits {
+		if cm.next < next {
+			t.Fatalf("commit %d stored %d below a commit of %d that may have landed", i, cm.next, next)
 		}
 	}
-	if c.Committed() != 8 {
-		t.Fatalf("Committed %d, want 8", c.Committed())
+	if c.Committed() != next {
+		t.Fatalf("Committed %d, want %d", c.Committed(), next)
 	}
 }
 
@@ -317,12 +325,5 @@ func TestCommitterCommitBehindFailure(t *testing.T) {
 	if err := c.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	for i, cm := range *commits {
-		if cm.next < 9 {
-			t.Fatalf("commit %d stored %d after a commit of 9 that may have landed", i, cm.next)
-		}
-	}
-	if c.Committed() != 9 {
-		t.Fatalf("Committed %d, want 9", c.Committed())
-	}
+	wantNeverBelow(t, c, *commits, 9)
 }

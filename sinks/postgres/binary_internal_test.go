@@ -114,7 +114,14 @@ func nonEmpty[T any](s []T, n int) []T {
 func TestColArrayCodec(t *testing.T) {
 	m := pgtype.NewMap()
 	registerArrays(m)
-	registerArrays(m) // twice is once
+	registerArrays(m) // twice is once: no arrayCodec wraps another
+	for k := sendText; k <= sendJSONText; k++ {
+		typ, _ := m.TypeForOID(k.arrayOID())
+		c, ok := typ.Codec.(arrayCodec)
+		if _, twice := c.Codec.(arrayCodec); !ok || twice {
+			t.Errorf("%s[]: codec %T wrapping %T, want arrayCodec once", k.sql(), typ.Codec, c.Codec)
+		}
+	}
 	vals := testVals()
 	args := (&pgRows{vals: vals}).args()
 	var buf []byte
