@@ -229,15 +229,27 @@ func EncodeBatch(base int64, attrs int16, maxTimestamp time.Time, recs ...*kgo.R
 		for _, h := range r.Headers {
 			kr.Headers = append(kr.Headers, kmsg.Header{Key: h.Key, Value: h.Value})
 		}
-		kr.Length = int32(len(kr.AppendTo(nil)) - 1) // what follows a one-byte zero length
-		raw = kr.AppendTo(raw)
+		raw = AppendRecord(raw, kr)
 	}
-	batch := kmsg.RecordBatch{FirstOffset: base, PartitionLeaderEpoch: -1, Magic: 2, Attributes: attrs, LastOffsetDelta: int32(len(recs) - 1),
+	return SealBatch(kmsg.RecordBatch{FirstOffset: base, PartitionLeaderEpoch: -1, Magic: 2, Attributes: attrs, LastOffsetDelta: int32(len(recs) - 1),
 		FirstTimestamp: first, MaxTimestamp: maxTimestamp.UnixMilli(), ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1,
-		NumRecords: int32(len(recs)), Records: raw}
-	batch.Length = int32(len(batch.AppendTo(nil)) - 12)
-	batch.CRC = int32(crc32.Checksum(batch.AppendTo(nil)[21:], crc32.MakeTable(crc32.Castagnoli)))
-	return batch.AppendTo(nil)
+		NumRecords: int32(len(recs)), Records: raw})
+}
+
+// AppendRecord appends r, a record of a v2 batch, to raw with its Length
+// set from the rest.
+func AppendRecord(raw []byte, r kmsg.Record) []byte {
+	r.Length = int32(len(r.AppendTo(nil)) - 1) // what follows a one-byte zero length
+	return r.AppendTo(raw)
+}
+
+// SealBatch returns the encoding of b, a v2 record batch, with its Length
+// and its CRC (CRC-32C of everything after the CRC field, KIP-98) set from
+// the rest, as a broker stores it.
+func SealBatch(b kmsg.RecordBatch) []byte {
+	b.Length = int32(len(b.AppendTo(nil)) - 12) // what follows FirstOffset and Length
+	b.CRC = int32(crc32.Checksum(b.AppendTo(nil)[21:], crc32.MakeTable(crc32.Castagnoli)))
+	return b.AppendTo(nil)
 }
 
 // ServeBatches makes the cluster answer every Fetch from now on with the

@@ -3,11 +3,11 @@ package source
 import (
 	"bytes"
 	"encoding/binary"
-	"hash/crc32"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -23,15 +23,10 @@ func TestBatchWalk(t *testing.T) {
 	}
 	var raw []byte
 	for _, r := range recs {
-		r.Length = int32(len(r.AppendTo(nil)) - 1)
-		raw = r.AppendTo(raw)
+		raw = testenv.AppendRecord(raw, r)
 	}
-	kb := kmsg.RecordBatch{FirstOffset: 40, PartitionLeaderEpoch: -1, Magic: 2, LastOffsetDelta: 5, FirstTimestamp: first, MaxTimestamp: first + 9,
-		ProducerID: 77, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(len(recs)), Records: raw}
-	kb.Length = int32(len(kb.AppendTo(nil)) - 12)
-	enc := kb.AppendTo(nil)
-	kb.CRC = int32(crc32.Checksum(enc[21:], crc32.MakeTable(crc32.Castagnoli)))
-	enc = kb.AppendTo(nil)
+	enc := testenv.SealBatch(kmsg.RecordBatch{FirstOffset: 40, PartitionLeaderEpoch: -1, Magic: 2, LastOffsetDelta: 5, FirstTimestamp: first, MaxTimestamp: first + 9,
+		ProducerID: 77, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(len(recs)), Records: raw})
 
 	b, rest, ok, err := nextBatch(append(enc, 1, 2, 3))
 	if err != nil || !ok || !bytes.Equal(rest, []byte{1, 2, 3}) {
@@ -93,8 +88,7 @@ func FuzzRecordsSection(f *testing.F) {
 		{TimestampDelta64: 3, OffsetDelta: 0, Key: []byte("k"), Value: []byte("v"), Headers: []kmsg.Header{{Key: "h", Value: []byte("x")}, {Key: "n"}}},
 		{OffsetDelta: 1, Value: []byte{}},
 	} {
-		r.Length = int32(len(r.AppendTo(nil)) - 1)
-		seed = r.AppendTo(seed)
+		seed = testenv.AppendRecord(seed, r)
 	}
 	f.Add(seed, int32(2))
 	f.Add([]byte{0x02, 0x00, 0x00, 0x00, 0x01, 0x01}, int32(1))

@@ -17,7 +17,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"hash/crc32"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -28,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/sandbox"
 )
@@ -139,17 +139,12 @@ func encodeBatch(b scriptedBatch) []byte {
 				r.Key[3] = 1
 			}
 		}
-		r.Length = int32(len(r.AppendTo(nil)) - 1) // the rest after a 1-byte zero length
-		raw = r.AppendTo(raw)
+		raw = testenv.AppendRecord(raw, r)
 	}
 	first := t0.UnixMilli()
-	batch := kmsg.RecordBatch{FirstOffset: b.base, PartitionLeaderEpoch: -1, Magic: 2, LastOffsetDelta: int32(b.last - b.base),
+	return testenv.SealBatch(kmsg.RecordBatch{FirstOffset: b.base, PartitionLeaderEpoch: -1, Magic: 2, LastOffsetDelta: int32(b.last - b.base),
 		Attributes: b.attrs, FirstTimestamp: first, MaxTimestamp: first + b.last - b.base, ProducerID: cmp.Or(b.producer, -1), ProducerEpoch: -1, FirstSequence: -1,
-		NumRecords: int32(len(b.offsets)), Records: raw}
-	batch.Length = int32(len(batch.AppendTo(nil)) - 12)
-	enc := batch.AppendTo(nil)
-	batch.CRC = int32(crc32.Checksum(enc[21:], crc32.MakeTable(crc32.Castagnoli)))
-	return batch.AppendTo(nil)
+		NumRecords: int32(len(b.offsets)), Records: raw})
 }
 
 func span(from, to int64) []int64 {
