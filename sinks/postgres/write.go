@@ -21,14 +21,16 @@ import (
 // Write writes batch and returns once it is committed. Records of one
 // key are applied in offset order as separate batches would be, but as one
 // net change per key: with on_conflict: update the key's last record wins
-// (a tombstone under on_tombstone: delete removes the row); with ignore
+// (a tombstone under on_tombstone: delete removes the row), except with a
+// version, where each of a key's records is upserted in turn (planRounds)
+// and the greatest version wins; with ignore
 // the first upsert after the key's last tombstone (or the first record
 // when there is none) is inserted when the key has no row. With
 // connections: N > 1 the keys are sharded over N connections, one
-// transaction each, run at once; the checkpoint (if any) is written in
-// the transaction of the first shard, which commits only after every
-// other shard committed, so a checkpoint never covers rows that are not
-// durable.
+// transaction each, run at once and held before their commits until all
+// ran (writeShards); the checkpoint (if any) is written in the
+// transaction of the first shard, which commits only after every other
+// shard committed, so a checkpoint never covers rows that are not durable.
 //
 // A key template failing on a record, or a value the table cannot hold
 // exactly, returns the record's *record.Error and writes nothing; so does
