@@ -422,14 +422,17 @@ func (s *Sink) writeShard(ctx context.Context, conn *pgxpool.Conn, sh shard, bat
 		// re-run, a replay over a table that holds the window) leaves the
 		// identical rows out before it upserts.
 		same := s.st.upsertSame != "" && s.mostlySame.Load()
-		stmt, args := s.st.upsert, sh.up.args()
+		var stmt string
+		var args []any // the arrays, not built for rows that go through COPY
 		switch {
 		case useCopy && same:
-			stmt, args = s.st.copyUpsertSame, nil
+			stmt = s.st.copyUpsertSame
 		case useCopy:
-			stmt, args = s.st.copyUpsert, nil
+			stmt = s.st.copyUpsert
 		case same:
-			stmt = s.st.upsertSame
+			stmt, args = s.st.upsertSame, sh.up.args()
+		default:
+			stmt, args = s.st.upsert, sh.up.args()
 		}
 		s.queueUpsert(b, &out, stmt, args, sh.up.len())
 		for _, rows := range sh.more {
