@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
+	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks/encode"
 )
 
@@ -27,10 +29,17 @@ type statements struct {
 	// insertMany inserts chunkRows rows, doing nothing for a key that is
 	// there; savepoint, release and rollbackTo bracket it.
 	insertMany, savepoint, release, rollbackTo *sql.Stmt
+	// insertShared is insertMany binding fewer values (see sharedChunk);
+	// nil when the layout has nothing to share.
+	insertShared *sql.Stmt
+	// batchSavepoint, batchRelease and batchRollbackTo bracket one batch
+	// of a group commit.
+	batchSavepoint, batchRelease, batchRollbackTo *sql.Stmt
 }
 
 func (st *statements) close() {
-	for _, s := range []*sql.Stmt{st.insert, st.update, st.lookup, st.delete, st.insertMany, st.savepoint, st.release, st.rollbackTo} {
+	for _, s := range []*sql.Stmt{st.insert, st.update, st.lookup, st.delete, st.insertMany, st.savepoint, st.release, st.rollbackTo,
+		st.batchSavepoint, st.batchRelease, st.batchRollbackTo, st.insertShared} {
 		if s != nil {
 			_ = s.Close()
 		}
@@ -97,6 +106,11 @@ func (s *Sink) prepare(ctx context.Context, table string, defaultLayout, create 
 		}
 		return fmt.Errorf("sqlite sink: table %s has no column %s (it has %s): %s", s.name, strings.Join(missing, ", "), strings.Join(have, ", "), hint)
 	}
+	var encoding string
+	if err := s.db.QueryRowContext(ctx, "PRAGMA encoding").Scan(&encoding); err != nil {
+		return fmt.Errorf("sqlite sink: open %s: %w", s.path, err)
+	}
+	s.shared = newSharedChunk(s.cols, strings.EqualFold(encoding, "UTF-8"))
 	// Preparing the statements resolves the table, its columns and the ON
 	// CONFLICT target (which needs a unique key on the key column).
 	for _, p := range []struct {
@@ -108,9 +122,13 @@ func (s *Sink) prepare(ctx context.Context, table string, defaultLayout, create 
 		{&s.stmts.lookup, s.lookupSQL(table)},
 		{&s.stmts.delete, s.deleteSQL(table)},
 		{&s.stmts.insertMany, s.insertManySQL(table, chunkRows)},
+		{&s.stmts.insertShared, s.shared.insertSQL(table, s.cols, s.key, chunkRows)},
 		{&s.stmts.savepoint, "SAVEPOINT replay_chunk"},
 		{&s.stmts.release, "RELEASE replay_chunk"},
 		{&s.stmts.rollbackTo, "ROLLBACK TO replay_chunk"},
+		{&s.stmts.batchSavepoint, "SAVEPOINT replay_batch"},
+		{&s.stmts.batchRelease, "RELEASE replay_batch"},
+		{&s.stmts.batchRollbackTo, "ROLLBACK TO replay_batch"},
 	} {
 		if p.sql == "" {
 			continue
@@ -154,6 +172,119 @@ func (s *Sink) insertManySQL(table string, n int) string {
 	row := "(" + strings.Join(marks, ", ") + ")"
 	return `INSERT INTO ` + table + ` (` + strings.Join(names, ", ") + `) VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ") + `
 ON CONFLICT (` + s.cols[s.key].quoted + `) DO NOTHING`
+}
+
+// sharedChunk is how a multi-row INSERT binds fewer values than a
+// parameter per cell: the columns whose cell is the same in every row of
+// a chunk (topic and partition: a batch is one partition's) are bound once,
+// and the default layout's value column, when every row's value is JSON,
+// is CAST(<the row's value_bytes parameter> AS TEXT), the same bytes
+// (in a UTF-8 database, where that cast converts nothing) without
+// binding them twice. The zero value (nothing to share) is unused.
+type sharedChunk struct {
+	consts []int // columns bound once per chunk, as ?1, ?2, ...
+	perRow []int // columns bound per row, in order
+	json   int   // the formJSONOnly column, -1 without one
+	blob   int   // the column binding the value's raw bytes, for json
+}
+
+// newSharedChunk plans the shared statement for cols; nil when nothing
+// would be shared.
+func newSharedChunk(cols []column, utf8DB bool) *sharedChunk {
+	sc := &sharedChunk{json: -1, blob: -1}
+	for i, c := range cols {
+		switch {
+		case c.form == formField && c.field.Kind == plan.FieldValue && c.aff == affBlob && sc.blob < 0:
+			sc.blob = i
+		}
+	}
+	for i, c := range cols {
+		switch {
+		case c.form == formJSONOnly && sc.json < 0 && sc.blob >= 0 && utf8DB:
+			sc.json = i
+		case c.form == formField && (c.field.Kind == plan.FieldTopic || c.field.Kind == plan.FieldPartition):
+			sc.consts = append(sc.consts, i)
+		default:
+			sc.perRow = append(sc.perRow, i)
+		}
+	}
+	if len(sc.consts) == 0 && sc.json < 0 {
+		return nil
+	}
+	return sc
+}
+
+// insertSQL is the chunk's INSERT for n rows; "" for a nil sc. The rows
+// are a VALUES list of the per-row columns, selected from with the
+// constants before them and the cast among them, so that every parameter
+// is a plain ? in the order args binds them (a ?NNN parameter makes the
+// driver look up each parameter's name, which costs more than the binds
+// it saves).
+func (sc *sharedChunk) insertSQL(table string, cols []column, key, n int) string {
+	if sc == nil {
+		return ""
+	}
+	var names, sel []string
+	for _, i := range sc.consts {
+		names = append(names, cols[i].quoted)
+		sel = append(sel, "?")
+	}
+	for j, i := range sc.perRow {
+		names = append(names, cols[i].quoted)
+		sel = append(sel, fmt.Sprintf("column%d", j+1))
+	}
+	if sc.json >= 0 {
+		names = append(names, cols[sc.json].quoted)
+		sel = append(sel, fmt.Sprintf("CAST(column%d AS TEXT)", slices.Index(sc.perRow, sc.blob)+1))
+	}
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(sc.perRow)), ", ") + ")"
+	// WHERE true: an INSERT ... SELECT needs a WHERE before ON CONFLICT,
+	// which SQLite would otherwise read as a join's constraint.
+	return `INSERT INTO ` + table + ` (` + strings.Join(names, ", ") + `) SELECT ` + strings.Join(sel, ", ") +
+		` FROM (VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ") + `) WHERE true
+ON CONFLICT (` + cols[key].quoted + `) DO NOTHING`
+}
+
+// args appends rows' parameters for insertSQL to dst, and reports false
+// (appending nothing) when the rows cannot share: a constant column that
+// differs between them, or a value that is not JSON.
+func (sc *sharedChunk) args(dst []any, rows []sqliteRow) ([]any, bool) {
+	first := rows[0].args
+	for r := range rows {
+		a := rows[r].args
+		if sc.json >= 0 && a[sc.json] == nil {
+			return dst, false
+		}
+		for _, i := range sc.consts {
+			if !sameCell(a[i], first[i]) {
+				return dst, false
+			}
+		}
+	}
+	for _, i := range sc.consts {
+		dst = append(dst, first[i])
+	}
+	for r := range rows {
+		a := rows[r].args
+		for _, i := range sc.perRow {
+			dst = append(dst, a[i])
+		}
+	}
+	return dst, true
+}
+
+// sameCell reports whether a and b are the same string or int64 cell
+// (false for any other kind: a []byte cannot be compared with ==).
+func sameCell(a, b any) bool {
+	switch x := a.(type) {
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case int64:
+		y, ok := b.(int64)
+		return ok && x == y
+	}
+	return false
 }
 
 // updateSQL rewrites the key's row with the same parameters as insertSQL,

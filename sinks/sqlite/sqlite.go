@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -111,9 +112,11 @@ type Config struct {
 // topic or partition (a key collision; the default layout and mappings
 // with topic and partition columns).
 //
-// Each Write is one transaction, committed (and fsynced: WAL journal,
-// synchronous=FULL) before it returns. Writes are serialized inside the
-// sink, so it is safe for concurrent use by the partitions of a run; other
+// Each Write is committed (and fsynced: WAL journal, synchronous=FULL)
+// before it returns, in a transaction of its own or shared with the
+// Writes of other goroutines waiting at the same time (group commit, see
+// Write). Writes are serialized inside the sink, so it is safe for
+// concurrent use by the partitions of a run; other
 // processes may read the file meanwhile (WAL), and a writer in another
 // process is waited for up to BusyTimeout. Re-delivered records
 // overwrite their own rows (update) or leave them (ignore), so replaying a
@@ -134,11 +137,35 @@ type Sink struct {
 	triggers  bool // the table has triggers: one may skip a row (writeRow)
 	stmts     statements
 	chunkKeys map[string]struct{} // chunk's scratch (under sem)
-	ckpt      *sqlcheckpoint.SQLite
-	log       zerolog.Logger
-	// sem serializes Writes: SQLite has one writer at a time, and waiting
-	// here (unlike on a mutex) ends when the caller's context does.
+	shared    *sharedChunk        // nil: the layout shares nothing in a chunk
+	// sharedArgs is insertChunk's scratch (the writer's).
+	sharedArgs []any
+	ckpt       *sqlcheckpoint.SQLite
+	log        zerolog.Logger
+	// sem serializes the writer's transactions and ResetCheckpoints:
+	// SQLite has one writer at a time, and waiting here (unlike on a
+	// mutex) ends when the caller's context does.
 	sem chan struct{}
+	// reqs hands Writes to the writer goroutine (unbuffered: a request is
+	// either taken or, when its context ends first, never seen); quit
+	// stops it (Close), and writerDone is closed when it has stopped.
+	reqs       chan *writeReq
+	quit       chan struct{}
+	writerDone chan struct{}
+	closeOnce  sync.Once
+	// ckptDB is the checkpointer's connection; walKick (capacity 1) wakes
+	// it after a commit, and ckptDone is closed when it has stopped.
+	ckptDB   *sql.DB
+	walKick  chan struct{}
+	ckptDone chan struct{}
+	// commits counts the writer's commits; copiedThrough is the count a
+	// checkpoint pass found all copied, walFrames the WAL's pages after
+	// the last pass, and ckptPass (capacity 1) tells of a pass.
+	commits, copiedThrough atomic.Uint64
+	walFrames              atomic.Int64
+	passWhole              atomic.Bool // the last pass copied the whole WAL
+	ckptPass               chan struct{}
+	restartFrames          int64 // restartCheckpointFrames, but in tests
 	// created says what this process created empty when it opened the
 	// sink: the database file, or (create_table) the table; "" when both
 	// were there. A resumed run refuses to go on then (CheckResume).
@@ -242,7 +269,10 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(0)
 	s := &Sink{db: db, name: cfg.Table, path: cfg.Path, keyer: cfg.Keyer, cols: cols, key: key, version: -1, prov: [3]int{-1, -1, -1},
-		tombstone: cfg.OnTombstone, ignore: ignore, chunkKeys: make(map[string]struct{}, chunkRows), ckpt: ckpt, log: cfg.Log, sem: make(chan struct{}, 1), created: created}
+		tombstone: cfg.OnTombstone, ignore: ignore, chunkKeys: make(map[string]struct{}, chunkRows), ckpt: ckpt, log: cfg.Log, sem: make(chan struct{}, 1), created: created,
+		reqs: make(chan *writeReq), quit: make(chan struct{}), writerDone: make(chan struct{}),
+		walKick: make(chan struct{}, 1), ckptDone: make(chan struct{}), ckptPass: make(chan struct{}, 1),
+		restartFrames: restartCheckpointFrames}
 	for i, c := range cols {
 		switch {
 		case c.form == formVersion:
@@ -260,6 +290,21 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		db.Close()
 		return nil, err
 	}
+	// The checkpointer's connection, opened once the file is in WAL mode.
+	ckptDB, err := sql.Open("sqlite", dsn)
+	if err == nil {
+		ckptDB.SetMaxOpenConns(1)
+		ckptDB.SetConnMaxIdleTime(0)
+		err = ckptDB.PingContext(ctx)
+	}
+	if err != nil {
+		s.stmts.close()
+		db.Close()
+		return nil, fmt.Errorf("sqlite sink: open %s: %w", cfg.Path, err)
+	}
+	s.ckptDB = ckptDB
+	go s.writer()
+	go s.checkpointer()
 	s.log.Debug().Str("path", cfg.Path).Str("table", cfg.Table).Bool("ignore", ignore).Msg("sqlite sink ready")
 	return s, nil
 }
@@ -267,8 +312,10 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 // sqliteDSN is the database file as an SQLite URI with the pragmas every
 // connection needs: WAL (readers do not block the writer), FULL sync (a
 // committed transaction survives a power loss, which NORMAL does not
-// promise in WAL mode), a busy timeout, and BEGIN IMMEDIATE so that a
-// transaction takes the write lock up front instead of failing to upgrade.
+// promise in WAL mode), a busy timeout, BEGIN IMMEDIATE so that a
+// transaction takes the write lock up front instead of failing to upgrade,
+// and a commit that checkpoints only when the WAL has grown to
+// fallbackCheckpointFrames (the checkpointer goroutine does it before).
 func sqliteDSN(path string, busy time.Duration) (string, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -280,15 +327,105 @@ func sqliteDSN(path string, busy time.Duration) (string, error) {
 	}
 	// In a URI, '%', '?' and '#' in the path must be escaped.
 	abs = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(abs)
-	return fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate",
-		abs, max(busy.Milliseconds(), 1)), nil
+	return fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=wal_autocheckpoint(%d)&_txlock=immediate",
+		abs, max(busy.Milliseconds(), 1), fallbackCheckpointFrames), nil
+}
+
+// fallbackCheckpointFrames is the WAL size, in pages, past which a commit
+// checkpoints itself (SQLite's wal_autocheckpoint, 1000 by default): the
+// checkpointer keeps the WAL below it unless it falls behind, and 32 MiB
+// of 4 KiB pages bounds the WAL if it does.
+const fallbackCheckpointFrames = 8192
+
+// restartCheckpointFrames is the WAL size, in pages, from which the
+// writer lets the WAL start over (16 MiB of 4 KiB pages; see
+// awaitCheckpoint).
+const restartCheckpointFrames = 4096
+
+// restartWait bounds the writer's wait for a checkpoint (awaitCheckpoint).
+const restartWait = time.Second
+
+// checkpointer copies committed pages from the WAL into the database file
+// (a PASSIVE checkpoint, which never blocks the writer) on its own
+// connection after every commit, so that the writer's commits do not:
+// with SQLite's default a commit that finds 1000 pages in the WAL copies
+// them itself, a third of the writer's time on a bulk load.
+func (s *Sink) checkpointer() {
+	defer close(s.ckptDone)
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-s.walKick:
+		}
+		gen := s.commits.Load()
+		var busy, frames, copied int
+		err := s.ckptDB.QueryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied)
+		if err != nil {
+			// The commits' own checkpoint (fallbackCheckpointFrames) and
+			// Close's still bound the WAL.
+			s.log.Debug().Err(err).Str("path", s.path).Msg("background checkpoint failed")
+			continue
+		}
+		s.walFrames.Store(int64(frames))
+		s.passWhole.Store(copied == frames)
+		if copied == frames {
+			s.copiedThrough.Store(gen)
+		}
+		select {
+		case s.ckptPass <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// awaitCheckpoint holds the writer, once the WAL has restartCheckpointFrames
+// pages, until the checkpointer has copied every commit (at most
+// restartWait, and not when its last pass left pages behind for a reader
+// of another process): the writer then begins a transaction finding the
+// WAL copied, which is when SQLite starts the WAL over. Without the wait
+// it always begins while a pass is copying, and the WAL grows until the
+// commits' own fallback checkpoint.
+func (s *Sink) awaitCheckpoint() {
+	if s.walFrames.Load() < s.restartFrames || !s.passWhole.Load() {
+		return
+	}
+	timeout := time.NewTimer(restartWait)
+	defer timeout.Stop()
+	for s.copiedThrough.Load() < s.commits.Load() {
+		select {
+		case <-s.ckptPass:
+			if !s.passWhole.Load() {
+				return // a reader holds pages back: the WAL cannot start over
+			}
+		case <-timeout.C:
+			return
+		case <-s.quit:
+			return
+		}
+	}
+	s.walFrames.Store(0)
+}
+
+// kickCheckpointer counts a commit and tells the checkpointer.
+func (s *Sink) kickCheckpointer() {
+	s.commits.Add(1)
+	select {
+	case s.walKick <- struct{}{}:
+	default:
+	}
 }
 
 // Finish does nothing: every Write is already committed.
 func (s *Sink) Finish(context.Context) error { return nil }
 
-// Close closes the database.
+// Close stops the sink's writer (a Write it has taken is finished first;
+// a Write still waiting returns an error) and closes the database.
 func (s *Sink) Close() error {
+	s.closeOnce.Do(func() { close(s.quit) })
+	<-s.writerDone
+	<-s.ckptDone
+	_ = s.ckptDB.Close() // before db: the last connection's close checkpoints what is left and removes the WAL
 	s.stmts.close()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("sqlite sink: close %s: %w", s.path, err)

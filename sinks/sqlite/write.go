@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -40,6 +41,14 @@ type sqliteRow struct {
 // made by hand, a STRICT column's type, a value too big). Any other failure
 // is a plain error, and nothing is written. The outcomes are counted once
 // the transaction is committed.
+//
+// Writes from several goroutines (the partitions of a run) that wait for
+// one another share a transaction: the sink's writer takes the batches
+// that wait while it commits, up to groupRows rows, and writes each in a
+// savepoint of one transaction (group commit). A batch that fails on its
+// own data rolls back its savepoint only and returns its error; the
+// others commit, and each Write returns once the commit holding its batch
+// is durable.
 func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if len(batch) == 0 {
 		return nil
@@ -51,22 +60,172 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if err != nil {
 		return err
 	}
+	req := &writeReq{ctx: ctx, rows: rows, batch: batch, done: make(chan struct{})}
 	select {
-	case s.sem <- struct{}{}:
-		defer func() { <-s.sem }()
+	case s.reqs <- req:
 	case <-ctx.Done():
 		return fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, ctx.Err())
+	case <-s.quit:
+		return fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, errClosed)
 	}
-	out, err := s.writeRows(ctx, rows, batch)
-	if err != nil {
-		return err
+	// Taken: the writer ends it promptly once ctx ends (it checks between
+	// batches and every few hundred rows), and its answer says whether the
+	// batch was committed.
+	<-req.done
+	if req.err != nil {
+		return req.err
 	}
-	s.mu.Lock()
-	s.out.Add(out)
-	s.mu.Unlock()
 	s.log.Debug().Str("table", s.name).Int32("partition", batch[0].Partition).
 		Int64("offset", batch[0].Offset).Int("rows", len(rows)).Msg("upserted")
 	return nil
+}
+
+// errClosed is a Write after Close.
+var errClosed = errors.New("the sink is closed")
+
+// groupRows bounds the rows of one group commit: a few batches of the
+// default size, so a transaction (and the WAL it writes before a
+// checkpoint) stays a few MiB. A single larger batch is one group.
+const groupRows = 8192
+
+// writeReq is a Write handed to the sink's writer.
+type writeReq struct {
+	ctx   context.Context
+	rows  []sqliteRow
+	batch []record.Record
+	// err is the Write's answer, set before done is closed.
+	err  error
+	done chan struct{}
+	out  sinks.Outcomes
+}
+
+// writer runs the Writes handed to it until Close: one group commit at a
+// time, of the request it waited for and those waiting behind it.
+func (s *Sink) writer() {
+	defer close(s.writerDone)
+	var group []*writeReq
+	for {
+		select {
+		case req := <-s.reqs:
+			group = append(group[:0], req)
+		case <-s.quit:
+			return
+		}
+		rows := len(group[0].rows)
+	more:
+		for rows < groupRows {
+			select {
+			case req := <-s.reqs:
+				group = append(group, req)
+				rows += len(req.rows)
+			default:
+				break more
+			}
+		}
+		s.awaitCheckpoint()
+		s.sem <- struct{}{}
+		s.writeGroup(group)
+		<-s.sem
+		s.kickCheckpointer()
+		for _, r := range group {
+			close(r.done)
+		}
+		clear(group)
+	}
+}
+
+// writeGroup writes group's batches in one transaction, each in its own
+// savepoint, and sets each request's err (nil: committed, and its
+// outcomes counted).
+func (s *Sink) writeGroup(group []*writeReq) {
+	// The transaction ends early only when every request's context has
+	// ended; a request whose context ends alone is left out (between
+	// batches) or rolled back to its savepoint (inside its batch).
+	tctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var live atomic.Int32
+	live.Store(int32(len(group)))
+	for _, r := range group {
+		stop := context.AfterFunc(r.ctx, func() {
+			if live.Add(-1) == 0 {
+				cancel()
+			}
+		})
+		defer stop()
+	}
+	failAll := func(err error) {
+		for _, r := range group {
+			if r.err == nil {
+				r.err = err
+			}
+		}
+	}
+	tx, err := s.db.BeginTx(tctx, nil)
+	if err != nil {
+		failAll(sqliteTransient(fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, s.ctxErr(group[0].ctx, err))))
+		return
+	}
+	st := s.txStatements(tctx, tx)
+	// The statements run without cancellation: the driver would start a
+	// goroutine watching the context for each one. writeBatch checks the
+	// request's context every few hundred rows instead.
+	sctx := context.WithoutCancel(tctx)
+	written := 0
+	for _, r := range group {
+		if err := r.ctx.Err(); err != nil {
+			r.err = fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, err)
+			continue
+		}
+		if _, err := st.batchSavepoint.ExecContext(sctx); err != nil {
+			_ = tx.Rollback()
+			failAll(sqliteTransient(fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, s.ctxErr(r.ctx, err))))
+			return
+		}
+		out, err := s.writeBatch(r.ctx, sctx, tx, &st, r.rows, r.batch)
+		if err != nil && (r.ctx.Err() != nil || isRecordError(err)) {
+			// The batch's own failure: the others go on without it.
+			r.err = err
+			if _, err := st.batchRollbackTo.ExecContext(sctx); err != nil {
+				_ = tx.Rollback()
+				failAll(sqliteTransient(fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, err)))
+				return
+			}
+		} else if err != nil {
+			_ = tx.Rollback()
+			failAll(err)
+			return
+		}
+		if _, err := st.batchRelease.ExecContext(sctx); err != nil {
+			_ = tx.Rollback()
+			failAll(sqliteTransient(fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, err)))
+			return
+		}
+		if r.err == nil {
+			r.out = out
+			written++
+		}
+	}
+	if written == 0 {
+		_ = tx.Rollback()
+		return
+	}
+	if err := tx.Commit(); err != nil {
+		failAll(sqliteTransient(fmt.Errorf("sqlite sink: commit to %s: %w", s.name, s.ctxErr(group[0].ctx, err))))
+		return
+	}
+	s.mu.Lock()
+	for _, r := range group {
+		if r.err == nil {
+			s.out.Add(r.out)
+		}
+	}
+	s.mu.Unlock()
+}
+
+// isRecordError reports whether err is a record's own (*record.Error).
+func isRecordError(err error) bool {
+	var re *record.Error
+	return errors.As(err, &re)
 }
 
 func (s *Sink) rows(batch []record.Record) ([]sqliteRow, error) {
@@ -114,39 +273,25 @@ func (s *Sink) values(r *record.Record, key string, out []any, a *arena) error {
 	return nil
 }
 
-// writeRows runs rows' statements in one transaction and returns what
-// they did.
-func (s *Sink) writeRows(ctx context.Context, rows []sqliteRow, batch []record.Record) (out sinks.Outcomes, err error) {
-	fail := func(what string, err error) (sinks.Outcomes, error) {
-		return sinks.Outcomes{}, sqliteTransient(fmt.Errorf("sqlite sink: %s %s: %w", what, s.name, s.ctxErr(ctx, err)))
+// writeBatch runs rows' statements (one batch's) in tx, then the batch's
+// checkpoint, and returns what they did. ctx is the batch's Write's;
+// sctx, which is never cancelled, runs the statements.
+func (s *Sink) writeBatch(ctx, sctx context.Context, tx *sql.Tx, st *statements, rows []sqliteRow, batch []record.Record) (out sinks.Outcomes, err error) {
+	fail := func(err error) (sinks.Outcomes, error) {
+		return sinks.Outcomes{}, sqliteTransient(fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, s.ctxErr(ctx, err)))
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fail("upsert into", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	st := s.txStatements(ctx, tx)
-	// The statements run without the context's cancellation: the driver
-	// would start a goroutine watching it for each one. The transaction
-	// still ends with the context (database/sql rolls it back), and the
-	// loop checks it every few hundred rows.
-	rctx := context.WithoutCancel(ctx)
 	fast := st.insertMany != nil
 	for i := 0; i < len(rows); i++ {
 		if i%256 == 0 {
 			if err := ctx.Err(); err != nil {
-				return fail("upsert into", err)
+				return fail(err)
 			}
 		}
 		if fast {
 			if n := s.chunk(rows[i:]); n > 0 {
-				ok, err := s.insertChunk(rctx, &st, rows[i:i+n])
+				ok, err := s.insertChunk(sctx, st, rows[i:i+n])
 				if err != nil {
-					return fail("upsert into", err)
+					return fail(err)
 				}
 				if ok {
 					out.Inserted += int64(n)
@@ -159,7 +304,7 @@ func (s *Sink) writeRows(ctx context.Context, rows []sqliteRow, batch []record.R
 			}
 		}
 		row := &rows[i]
-		if err := s.writeRow(rctx, &st, row, &out); err != nil {
+		if err := s.writeRow(sctx, st, row, &out); err != nil {
 			err = fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, s.ctxErr(ctx, err))
 			if sqliteRejectsData(err) {
 				return sinks.Outcomes{}, record.NewError(row.rec, err)
@@ -168,12 +313,9 @@ func (s *Sink) writeRows(ctx context.Context, rows []sqliteRow, batch []record.R
 		}
 	}
 	if s.ckpt != nil {
-		if err := s.ckpt.Write(ctx, tx, batch); err != nil {
+		if err := s.ckpt.Write(sctx, tx, batch); err != nil {
 			return sinks.Outcomes{}, sqliteTransient(fmt.Errorf("sqlite sink: checkpoint in %s: %w", s.ckpt.Name, s.ctxErr(ctx, err)))
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fail("commit to", err)
 	}
 	return out, nil
 }
@@ -210,8 +352,15 @@ func (s *Sink) insertChunk(ctx context.Context, st *statements, rows []sqliteRow
 	if _, err := st.savepoint.ExecContext(ctx); err != nil {
 		return false, err
 	}
-	args := rows[0].args[:len(rows)*len(s.cols)] // the rows' args are consecutive
-	n, err := changes(st.insertMany.ExecContext(ctx, args...))
+	stmt, args := st.insertMany, rows[0].args[:len(rows)*len(s.cols)] // the rows' args are consecutive
+	if st.insertShared != nil {
+		var ok bool
+		if s.sharedArgs, ok = s.shared.args(s.sharedArgs[:0], rows); ok {
+			stmt, args = st.insertShared, s.sharedArgs
+		}
+	}
+	n, err := changes(stmt.ExecContext(ctx, args...))
+	clear(s.sharedArgs)
 	if err == nil && n == int64(len(rows)) {
 		_, err = st.release.ExecContext(ctx)
 		return err == nil, err
@@ -232,6 +381,7 @@ func (s *Sink) txStatements(ctx context.Context, tx *sql.Tx) statements {
 	for _, p := range []struct{ from, to **sql.Stmt }{
 		{&s.stmts.insert, &st.insert}, {&s.stmts.update, &st.update}, {&s.stmts.lookup, &st.lookup}, {&s.stmts.delete, &st.delete},
 		{&s.stmts.insertMany, &st.insertMany}, {&s.stmts.savepoint, &st.savepoint}, {&s.stmts.release, &st.release}, {&s.stmts.rollbackTo, &st.rollbackTo},
+		{&s.stmts.insertShared, &st.insertShared}, {&s.stmts.batchSavepoint, &st.batchSavepoint}, {&s.stmts.batchRelease, &st.batchRelease}, {&s.stmts.batchRollbackTo, &st.batchRollbackTo},
 	} {
 		if *p.from != nil {
 			*p.to = tx.StmtContext(ctx, *p.from)

@@ -1,0 +1,318 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/sinktest"
+)
+
+func openInternal(t *testing.T, cfg Config) *Sink {
+	t.Helper()
+	cfg.Log = zerolog.New(zerolog.NewTestWriter(t))
+	if cfg.BusyTimeout == 0 {
+		cfg.BusyTimeout = 20 * time.Second
+	}
+	s, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func inspect(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(20000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// partitionBatch is n records of partition p from offset 0, keys p-0,
+// p-1, ...; the one at bad (if in range) has a negative qty.
+func partitionBatch(p int32, n, bad int) []record.Record {
+	recs := make([]record.Record, n)
+	for i := range n {
+		qty := 1
+		if i == bad {
+			qty = -1
+		}
+		recs[i] = sinktest.Rec(p, int64(i), fmt.Sprintf("%d-%d", p, i), fmt.Sprintf(`{"qty":%d}`, qty))
+	}
+	return recs
+}
+
+// holdWriteLock takes the database's write lock from another connection
+// until the returned func is called.
+func holdWriteLock(t *testing.T, path string) (release func()) {
+	t.Helper()
+	conn, err := inspect(t, path).Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if _, err := conn.ExecContext(context.Background(), "COMMIT"); err != nil {
+			t.Error(err)
+		}
+		conn.Close()
+	}
+}
+
+// Writes that wait for one another share a transaction (group commit),
+// and a batch the table refuses fails alone: its savepoint is rolled
+// back, the other batches of its group are committed and counted.
+func TestSQLiteGroupCommitFailsOnlyTheBadBatch(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	db := inspect(t, path)
+	if _, err := db.ExecContext(t.Context(), `CREATE TABLE t (key TEXT PRIMARY KEY, topic TEXT, partition INTEGER,
+		"offset" INTEGER, "timestamp" TEXT, value TEXT CHECK (value->>'$.qty' >= 0), headers TEXT, kafka_key BLOB, value_bytes BLOB)`); err != nil {
+		t.Fatal(err)
+	}
+	s := openInternal(t, Config{Path: path, Table: "t"})
+	release := holdWriteLock(t, path)
+	// The first Write is taken by the writer, which waits for the lock;
+	// the next five queue behind it and make one group once it is done.
+	errs := make([]error, 6)
+	var wg sync.WaitGroup
+	write := func(p int32, recs []record.Record) {
+		defer wg.Done()
+		errs[p] = s.Write(t.Context(), recs)
+	}
+	wg.Add(1)
+	go write(0, partitionBatch(0, 100, -1))
+	time.Sleep(200 * time.Millisecond)
+	for p := int32(1); p < 6; p++ {
+		bad := -1
+		if p == 3 {
+			bad = 70 // past the first chunk: the chunk and the rows before it are rolled back too
+		}
+		wg.Add(1)
+		go write(p, partitionBatch(p, 100, bad))
+	}
+	time.Sleep(300 * time.Millisecond)
+	release()
+	wg.Wait()
+	for p, err := range errs {
+		var re *record.Error
+		switch {
+		case p == 3 && (!errors.As(err, &re) || re.Partition != 3 || re.Offset != 70):
+			t.Errorf("partition 3's Write = %v, want the *record.Error of orders/3@70", err)
+		case p != 3 && err != nil:
+			t.Errorf("partition %d's Write = %v, want nil: another batch's bad record failed it", p, err)
+		}
+	}
+	if got := s.commits.Load(); got != 2 {
+		t.Errorf("%d commits, want 2 (the first Write, then the five that waited)", got)
+	}
+	var n, bad int
+	if err := db.QueryRowContext(t.Context(), `SELECT count(*), count(*) FILTER (WHERE partition = 3) FROM t`).Scan(&n, &bad); err != nil {
+		t.Fatal(err)
+	}
+	if n != 500 || bad != 0 {
+		t.Errorf("the table holds %d rows, %d of partition 3; want 500 and none", n, bad)
+	}
+	if got := s.Outcomes(); got != (sinks.Outcomes{Inserted: 500}) {
+		t.Errorf("outcomes %+v, want 500 inserted", got)
+	}
+	// The failed batch, without its bad record, goes through after all.
+	if err := s.Write(t.Context(), partitionBatch(3, 70, -1)); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Outcomes(); got.Inserted != 570 {
+		t.Errorf("outcomes %+v after the retry, want 570 inserted", got)
+	}
+}
+
+// A Write whose context ends while it waits returns at once and writes
+// nothing; the Writes it waited with are not disturbed.
+func TestSQLiteGroupCommitCancelledWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	s := openInternal(t, Config{Path: path, Table: "t", CreateTable: true})
+	release := holdWriteLock(t, path)
+	done := make(chan error, 1)
+	go func() { done <- s.Write(t.Context(), partitionBatch(0, 10, -1)) }()
+	time.Sleep(200 * time.Millisecond)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancelled := make(chan error, 1)
+	go func() { cancelled <- s.Write(ctx, partitionBatch(1, 10, -1)) }()
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-cancelled:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the cancelled Write = %v, want context.Canceled", err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("the cancelled Write returned after %v", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the cancelled Write did not return while the writer waited for the lock")
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatalf("the other Write = %v", err)
+	}
+	var n, p1 int
+	if err := inspect(t, path).QueryRowContext(t.Context(), `SELECT count(*), count(*) FILTER (WHERE partition = 1) FROM t`).Scan(&n, &p1); err != nil {
+		t.Fatal(err)
+	}
+	if n != 10 || p1 != 0 {
+		t.Errorf("%d rows, %d of the cancelled Write; want 10 and none", n, p1)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(t.Context(), partitionBatch(2, 1, -1)); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("Write after Close = %v, want an error saying the sink is closed", err)
+	}
+}
+
+// The checkpointer copies the WAL into the database between commits and
+// lets the WAL start over, so that the WAL stays near restartFrames pages
+// however much a run writes; every committed row can be read meanwhile,
+// and the file is whole after Close.
+func TestSQLiteCheckpointerBoundsTheWAL(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	s := openInternal(t, Config{Path: path, Table: "t", CreateTable: true})
+	s.restartFrames = 64 // 256 KiB of pages
+	db := inspect(t, path)
+	value := `{"pad":"` + strings.Repeat("x", 2000) + `"}`
+	var maxWAL int64
+	for b := range 60 {
+		recs := make([]record.Record, 100)
+		for i := range recs {
+			recs[i] = sinktest.Rec(0, int64(b*100+i), fmt.Sprintf("k%d", b*100+i), value)
+		}
+		if err := s.Write(t.Context(), recs); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := db.QueryRowContext(t.Context(), "SELECT count(*) FROM t").Scan(&n); err != nil || n != (b+1)*100 {
+			t.Fatalf("after batch %d another connection reads %d rows (%v), want %d", b, n, err, (b+1)*100)
+		}
+		if fi, err := os.Stat(path + "-wal"); err == nil {
+			maxWAL = max(maxWAL, fi.Size())
+		}
+	}
+	// 60 batches of ~0.5 MiB: without the WAL starting over it would hold
+	// all of them (30 MiB).
+	if maxWAL > 6<<20 {
+		t.Errorf("the WAL grew to %d MiB, want it to start over near %d pages", maxWAL>>20, s.restartFrames)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var check string
+	var n int
+	if err := db.QueryRowContext(t.Context(), "PRAGMA integrity_check").Scan(&check); err != nil || check != "ok" {
+		t.Errorf("integrity_check = %q (%v)", check, err)
+	}
+	if err := db.QueryRowContext(t.Context(), "SELECT count(*) FROM t").Scan(&n); err != nil || n != 6000 {
+		t.Errorf("%d rows after Close (%v), want 6000", n, err)
+	}
+}
+
+// In a UTF-16 database the value column is bound as text (a CAST of the
+// bytes would read them as UTF-16); in a UTF-8 one the chunks cast
+// value_bytes. Either way value holds the value's text exactly.
+func TestSQLiteSharedChunkValueText(t *testing.T) {
+	for _, enc := range []string{"UTF-8", "UTF-16le"} {
+		t.Run(enc, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "t.db")
+			if _, err := inspect(t, path).ExecContext(t.Context(), "PRAGMA encoding = '"+enc+"'; CREATE TABLE x (a)"); err != nil {
+				t.Fatal(err)
+			}
+			s := openInternal(t, Config{Path: path, Table: "t", CreateTable: true})
+			if (s.shared != nil && s.shared.json >= 0) != (enc == "UTF-8") {
+				t.Fatalf("the chunks cast value_bytes in a %s database: %v", enc, s.shared != nil && s.shared.json >= 0)
+			}
+			recs := make([]record.Record, 200)
+			for i := range recs {
+				recs[i] = sinktest.Rec(1, int64(i), fmt.Sprintf("k%d", i), fmt.Sprintf(`{"i":%d,"s":"é✓ %d"}`, i, i))
+			}
+			if err := s.Write(t.Context(), recs); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := inspect(t, path).QueryContext(t.Context(), `SELECT "offset", value, typeof(value), value_bytes, topic, partition FROM t`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			n := 0
+			for rows.Next() {
+				var off, part int64
+				var value, typ, topic string
+				var raw []byte
+				if err := rows.Scan(&off, &value, &typ, &raw, &topic, &part); err != nil {
+					t.Fatal(err)
+				}
+				want := string(recs[off].Value)
+				if value != want || typ != "text" || string(raw) != want || topic != "orders" || part != 1 {
+					t.Errorf("offset %d: value %q (%s), value_bytes %q, %s/%d; want %q as text, orders/1", off, value, typ, raw, topic, part, want)
+				}
+				n++
+			}
+			if n != len(recs) {
+				t.Errorf("%d rows, want %d", n, len(recs))
+			}
+		})
+	}
+}
+
+// A reader of another process that keeps an old snapshot holds the
+// checkpoint back: the writer does not wait for the WAL to start over
+// then, and the Writes go on at their pace.
+func TestSQLiteCheckpointerHeldBackByReader(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	s := openInternal(t, Config{Path: path, Table: "t", CreateTable: true})
+	s.restartFrames = 16
+	value := `{"pad":"` + strings.Repeat("x", 2000) + `"}`
+	batch := func(b int) []record.Record {
+		recs := make([]record.Record, 50)
+		for i := range recs {
+			recs[i] = sinktest.Rec(0, int64(b*50+i), fmt.Sprintf("k%d", b*50+i), value)
+		}
+		return recs
+	}
+	if err := s.Write(t.Context(), batch(0)); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := inspect(t, path).BeginTx(t.Context(), &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Rollback()
+	var n int
+	if err := reader.QueryRowContext(t.Context(), "SELECT count(*) FROM t").Scan(&n); err != nil || n != 50 {
+		t.Fatalf("the reader sees %d rows (%v), want 50", n, err)
+	}
+	start := time.Now()
+	for b := 1; b < 20; b++ {
+		if err := s.Write(t.Context(), batch(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("19 Writes took %v behind a reader: the writer waited for a checkpoint the reader holds back", d)
+	}
+}
