@@ -497,3 +497,39 @@ func TestPostgresConcurrentCreateTable(t *testing.T) {
 		}
 	}
 }
+
+// create_table makes a text key column COLLATE "C" (byte order, and a
+// primary key cheaper to keep than under a locale), in the default layout
+// and in a mapping; keys that sort differently under a locale are stored
+// and found again as they are.
+func TestPostgresCreatedKeyIsCollateC(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	for _, cols := range []plan.Columns{nil, {{Name: "id", Field: "key"}, {Name: "doc", Field: "value"}}} {
+		table := testenv.TableName()
+		recs := []record.Record{sinktest.Rec(0, 0, "b", `{"n":1}`), sinktest.Rec(0, 1, "B", `{"n":2}`), sinktest.Rec(0, 2, "é", `{"n":3}`), sinktest.Rec(0, 3, "a", `{"n":4}`)}
+		s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Columns: cols, Keyer: mustKeyer(t, "{{ .Key }}")})
+		sinktest.MustWrite(t, s, recs...)
+		col := "key"
+		if cols != nil {
+			col = "id"
+		}
+		var collation string
+		if err := testenv.PgConn(t, dsn).QueryRow(t.Context(), `SELECT c.collname FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation
+			WHERE a.attrelid = $1::regclass AND a.attname = $2`, table, col).Scan(&collation); err != nil {
+			t.Fatal(err)
+		}
+		if collation != "C" {
+			t.Errorf("columns %v: the key column's collation is %q, want C", cols, collation)
+		}
+		var order string
+		if err := testenv.PgConn(t, dsn).QueryRow(t.Context(), `SELECT string_agg(`+col+`, ',' ORDER BY `+col+`) FROM `+table).Scan(&order); err != nil {
+			t.Fatal(err)
+		}
+		if order != "B,a,b,é" {
+			t.Errorf("columns %v: keys in order %q, want byte order B,a,b,é", cols, order)
+		}
+		if got := s.Outcomes(); got.Inserted != 4 {
+			t.Errorf("outcomes %+v, want 4 inserted", got)
+		}
+	}
+}
