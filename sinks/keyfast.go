@@ -106,6 +106,21 @@ func fastKey(parts []keyPart, r *record.Record, validJSON int8) (string, bool) {
 	return b.String(), true
 }
 
+// plainName reports whether name is a gjson path of one member as it is:
+// letters, digits, '_' and '-' (no wildcard, modifier or escape).
+func plainName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // lookupScalar follows path through the objects of doc (valid JSON) and
 // returns the scalar it reaches as text/template prints its decoded form.
 func lookupScalar(doc []byte, path []string) (string, bool) {
@@ -113,6 +128,16 @@ func lookupScalar(doc []byte, path []string) (string, bool) {
 	for _, name := range path {
 		if !cur.IsObject() {
 			return "", false
+		}
+		if plainName(name) && strings.IndexByte(cur.Raw, '\\') < 0 && strings.Count(cur.Raw, `"`+name+`"`) == 1 {
+			// The name occurs once, unescaped: no duplicate member to
+			// prefer the last of, so the first match (gjson's) is the one,
+			// and the lookup stops there instead of walking every member.
+			cur = gjson.Get(cur.Raw, name)
+			if !cur.Exists() {
+				return "", false
+			}
+			continue
 		}
 		var found gjson.Result
 		ok, escaped := false, false

@@ -32,6 +32,7 @@ var keyFastValues = []string{
 	`{"id":"\ud800"}`, "{\"id\":\"\xff\"}", `{"i\u0064":7}`, `{"id":7,"i\u0064":8}`, `{"customer":{"id":7,"id":"x"}}`,
 	`{"customer":"flat"}`, `{"customer":null}`, `{"customer":{"id":null}}`, `{"a":{"b":{"c":"deep"}}}`, `{"a":{"b":[1]}}`,
 	`{"id":1} trailing`, `{"id":1}{"id":2}`, ` {"id" : 9 } `, `{"id":"<no value>"}`, `{"id":"a\tb"}`, `{"id":"a\"b"}`,
+	`{"x":{"id":1}}`, `{"idx":1,"id":2}`, `{"id2":1}`, `{"x":"id","id":3}`, `{"a":{"b":{"c":1},"c":2}}`, `{"customer":{"x":{"id":1}},"id":5}`,
 }
 
 // The fast path gives exactly the key (or the kind of error) of the full
