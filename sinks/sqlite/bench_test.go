@@ -26,7 +26,8 @@ import (
 
 // benchPython is the peer: python3's sqlite3 module (C SQLite) upserting
 // the same rows into a table of the same DDL with executemany, in one
-// transaction, with the sink's pragmas (WAL, synchronous=FULL). It prints
+// transaction, in WAL mode with synchronous=FULL (the durability the sink
+// gives: it syncs the WAL after its commits before a Write returns). It prints
 // the seconds from BEGIN to the end of COMMIT; loading the rows is not
 // timed.
 const benchPython = `

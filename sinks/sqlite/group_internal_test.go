@@ -316,3 +316,84 @@ func TestSQLiteCheckpointerHeldBackByReader(t *testing.T) {
 		t.Errorf("19 Writes took %v behind a reader: the writer waited for a checkpoint the reader holds back", d)
 	}
 }
+
+// A Write returns once the WAL was synced after its commit, not at the
+// commit: while the sync waits, the Write does; the writer meanwhile
+// commits the next group.
+func TestSQLiteWriteWaitsForTheWALSync(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	s := openInternal(t, Config{Path: path, Table: "t", CreateTable: true})
+	if s.wal == nil {
+		t.Fatal("the sink syncs no WAL file of its own")
+	}
+	entered, release := make(chan struct{}, 8), make(chan struct{})
+	var once sync.Once
+	s.wal.syncFile = func(f *os.File) error {
+		entered <- struct{}{}
+		once.Do(func() { <-release }) // the first sync waits for the test
+		return f.Sync()
+	}
+	first := make(chan error, 1)
+	go func() { first <- s.Write(t.Context(), partitionBatch(0, 10, -1)) }()
+	select {
+	case <-entered:
+	case err := <-first:
+		t.Fatalf("the Write returned (%v) without a sync of the WAL", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no sync of the WAL after the commit")
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("the Write returned (%v) before the WAL sync after its commit ended", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// The writer is not held by the sync: the next group commits (and
+	// can be read) while the first still waits.
+	second := make(chan error, 1)
+	go func() { second <- s.Write(t.Context(), partitionBatch(1, 10, -1)) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for n := 0; n != 20; {
+		if err := inspect(t, path).QueryRowContext(t.Context(), "SELECT count(*) FROM t").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d rows committed while a sync waits, want 20", n)
+		}
+	}
+	if got := s.Outcomes(); got.Inserted != 0 {
+		t.Errorf("outcomes %+v counted before any sync ended", got)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Outcomes(); got.Inserted != 20 {
+		t.Errorf("outcomes %+v, want 20 inserted", got)
+	}
+}
+
+// A failed sync of the WAL fails the Writes that waited for it, counts
+// none of them, and fails every later Write: what reached the disk is
+// not known.
+func TestSQLiteFailedWALSyncFailsTheSink(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	s := openInternal(t, Config{Path: path, Table: "t", CreateTable: true})
+	if err := s.Write(t.Context(), partitionBatch(0, 10, -1)); err != nil {
+		t.Fatal(err)
+	}
+	s.wal.syncFile = func(*os.File) error { return errors.New("input/output error") }
+	err := s.Write(t.Context(), partitionBatch(1, 10, -1))
+	if err == nil || !strings.Contains(err.Error(), "sync the WAL") || !strings.Contains(err.Error(), "input/output error") {
+		t.Fatalf("Write with a failing sync = %v, want the sync's error", err)
+	}
+	s.wal.syncFile = (*os.File).Sync
+	if err2 := s.Write(t.Context(), partitionBatch(2, 10, -1)); err2 == nil || err2.Error() != err.Error() {
+		t.Errorf("Write after a failed sync = %v, want the same error", err2)
+	}
+	if got := s.Outcomes(); got.Inserted != 10 {
+		t.Errorf("outcomes %+v, want the 10 synced before the failure", got)
+	}
+}

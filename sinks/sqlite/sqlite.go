@@ -112,10 +112,13 @@ type Config struct {
 // topic or partition (a key collision; the default layout and mappings
 // with topic and partition columns).
 //
-// Each Write is committed (and fsynced: WAL journal, synchronous=FULL)
-// before it returns, in a transaction of its own or shared with the
-// Writes of other goroutines waiting at the same time (group commit, see
-// Write). Writes are serialized inside the sink, so it is safe for
+// Each Write is committed and durable before it returns: in a
+// transaction of its own or shared with the Writes of other goroutines
+// waiting at the same time (group commit, see Write), in WAL mode, with
+// the WAL file synced after the commit (by the sink's syncer, while the
+// next group is written; or, where the sink cannot open the WAL file, by
+// the commit itself, synchronous=FULL). A second connection checkpoints
+// the WAL into the database file meanwhile. Writes are serialized inside the sink, so it is safe for
 // concurrent use by the partitions of a run; other
 // processes may read the file meanwhile (WAL), and a writer in another
 // process is waited for up to BusyTimeout. Re-delivered records
@@ -166,6 +169,14 @@ type Sink struct {
 	passWhole              atomic.Bool // the last pass copied the whole WAL
 	ckptPass               chan struct{}
 	restartFrames          int64 // restartCheckpointFrames, but in tests
+	// wal is the WAL file the syncer syncs after commits (nil: the
+	// commits sync it themselves, synchronous=FULL); toSync hands it the
+	// committed groups, syncDone is closed when it has stopped, and
+	// syncErr is a failed sync, which fails every Write after it.
+	wal      *walFile
+	toSync   chan []*writeReq
+	syncDone chan struct{}
+	syncErr  stickyErr
 	// created says what this process created empty when it opened the
 	// sink: the database file, or (create_table) the table; "" when both
 	// were there. A resumed run refuses to go on then (CheckResume).
@@ -272,6 +283,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		tombstone: cfg.OnTombstone, ignore: ignore, chunkKeys: make(map[string]struct{}, chunkRows), ckpt: ckpt, log: cfg.Log, sem: make(chan struct{}, 1), created: created,
 		reqs: make(chan *writeReq), quit: make(chan struct{}), writerDone: make(chan struct{}),
 		walKick: make(chan struct{}, 1), ckptDone: make(chan struct{}), ckptPass: make(chan struct{}, 1),
+		toSync: make(chan []*writeReq, 64), syncDone: make(chan struct{}),
 		restartFrames: restartCheckpointFrames}
 	for i, c := range cols {
 		switch {
@@ -303,7 +315,19 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		return nil, fmt.Errorf("sqlite sink: open %s: %w", cfg.Path, err)
 	}
 	s.ckptDB = ckptDB
+	// Commits leave the WAL to the syncer (see syncer) once the sink has
+	// the WAL file open; a connection the pool would open again gets the
+	// DSN's synchronous=FULL, which is safe.
+	if wal, err := openWAL(cfg.Path); err != nil {
+		s.log.Debug().Err(err).Str("path", cfg.Path).Msg("commits sync the WAL themselves")
+	} else if _, err := db.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); err != nil {
+		wal.close()
+		s.log.Debug().Err(err).Str("path", cfg.Path).Msg("commits sync the WAL themselves")
+	} else {
+		s.wal = wal
+	}
 	go s.writer()
+	go s.syncer()
 	go s.checkpointer()
 	s.log.Debug().Str("path", cfg.Path).Str("table", cfg.Table).Bool("ignore", ignore).Msg("sqlite sink ready")
 	return s, nil
@@ -424,7 +448,9 @@ func (s *Sink) Finish(context.Context) error { return nil }
 func (s *Sink) Close() error {
 	s.closeOnce.Do(func() { close(s.quit) })
 	<-s.writerDone
+	<-s.syncDone
 	<-s.ckptDone
+	s.wal.close()
 	_ = s.ckptDB.Close() // before db: the last connection's close checkpoints what is left and removes the WAL
 	s.stmts.close()
 	if err := s.db.Close(); err != nil {

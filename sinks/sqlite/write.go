@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"modernc.org/sqlite"
@@ -103,11 +105,12 @@ type writeReq struct {
 // time, of the request it waited for and those waiting behind it.
 func (s *Sink) writer() {
 	defer close(s.writerDone)
-	var group []*writeReq
+	defer close(s.toSync) // the syncer acknowledges what it holds, then stops
 	for {
+		var group []*writeReq
 		select {
 		case req := <-s.reqs:
-			group = append(group[:0], req)
+			group = append(group, req)
 		case <-s.quit:
 			return
 		}
@@ -124,20 +127,144 @@ func (s *Sink) writer() {
 		}
 		s.awaitCheckpoint()
 		s.sem <- struct{}{}
-		s.writeGroup(group)
+		committed := s.writeGroup(group)
 		<-s.sem
-		s.kickCheckpointer()
-		for _, r := range group {
-			close(r.done)
+		if committed {
+			s.kickCheckpointer()
 		}
-		clear(group)
+		if committed && s.wal != nil {
+			s.toSync <- group // acknowledged once the WAL is synced
+			continue
+		}
+		s.acknowledge(group, nil)
+	}
+}
+
+// acknowledge answers group's Writes: those without an error of their own
+// get syncErr, or (nil) have their outcomes counted.
+func (s *Sink) acknowledge(group []*writeReq, syncErr error) {
+	s.mu.Lock()
+	for _, r := range group {
+		if r.err == nil && syncErr != nil {
+			r.err = syncErr
+		}
+		if r.err == nil {
+			s.out.Add(r.out)
+		}
+	}
+	s.mu.Unlock()
+	for _, r := range group {
+		close(r.done)
+	}
+}
+
+// syncer makes the writer's commits durable: it takes the groups committed
+// so far, syncs the WAL file once (fdatasync) and acknowledges their
+// Writes, while the writer goes on with the next group. The writer's
+// connection runs synchronous=NORMAL, so a commit writes the WAL without
+// syncing it: SQLite's WAL is safe from corruption so, and a commit's
+// frames are durable once the WAL file is synced after it, which is what
+// synchronous=FULL does inside the commit. A failed sync fails the Writes
+// waiting for it and every later one (a failed fsync may have dropped the
+// pages it could not write: the sink cannot tell what is on disk).
+func (s *Sink) syncer() {
+	defer close(s.syncDone)
+	for group := range s.toSync {
+		groups := [][]*writeReq{group}
+	more:
+		for {
+			select {
+			case g, ok := <-s.toSync:
+				if !ok {
+					break more
+				}
+				groups = append(groups, g)
+			default:
+				break more
+			}
+		}
+		err := s.syncErr.Load()
+		if err == nil {
+			if e := s.wal.sync(); e != nil {
+				e = fmt.Errorf("sqlite sink: sync the WAL of %s: %w; the last writes may be lost: replay the window again", s.path, e)
+				s.syncErr.set(e)
+			}
+			err = s.syncErr.Load()
+		}
+		for _, g := range groups {
+			s.acknowledge(g, err)
+		}
+	}
+}
+
+// stickyErr is an error that, once set, stays.
+type stickyErr struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (e *stickyErr) Load() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err
+}
+
+// set sets the error unless one was set before.
+func (e *stickyErr) set(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err == nil {
+		e.err = err
+	}
+}
+
+// walFile is the database's WAL file, opened to be synced.
+type walFile struct {
+	path string
+	f    *os.File
+	// syncFile syncs f: (*os.File).Sync, but in tests.
+	syncFile func(*os.File) error
+}
+
+// openWAL opens path's WAL file (there once the database is in WAL mode
+// and was read).
+func openWAL(path string) (*walFile, error) {
+	f, err := os.OpenFile(path+"-wal", os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &walFile{path: path + "-wal", f: f, syncFile: (*os.File).Sync}, nil
+}
+
+// sync syncs the WAL file, after checking that the file open is still the
+// one at its path (SQLite removes the WAL only when its last connection
+// closes, which the sink's own connections prevent; a sync of a removed
+// file would make nothing durable).
+func (w *walFile) sync() error {
+	open, err := w.f.Stat()
+	if err != nil {
+		return err
+	}
+	now, err := os.Stat(w.path)
+	if err != nil {
+		return err
+	}
+	if !os.SameFile(open, now) {
+		return fmt.Errorf("%s was replaced while the sink wrote to it", w.path)
+	}
+	return w.syncFile(w.f)
+}
+
+func (w *walFile) close() {
+	if w != nil {
+		_ = w.f.Close()
 	}
 }
 
 // writeGroup writes group's batches in one transaction, each in its own
-// savepoint, and sets each request's err (nil: committed, and its
-// outcomes counted).
-func (s *Sink) writeGroup(group []*writeReq) {
+// savepoint, and sets each request's err (nil: committed) and outcomes;
+// it reports whether it committed.
+func (s *Sink) writeGroup(group []*writeReq) (committed bool) {
 	// The transaction ends early only when every request's context has
 	// ended; a request whose context ends alone is left out (between
 	// batches) or rolled back to its savepoint (inside its batch).
@@ -153,6 +280,12 @@ func (s *Sink) writeGroup(group []*writeReq) {
 		})
 		defer stop()
 	}
+	if err := s.syncErr.Load(); err != nil {
+		for _, r := range group {
+			r.err = err
+		}
+		return false
+	}
 	failAll := func(err error) {
 		for _, r := range group {
 			if r.err == nil {
@@ -163,7 +296,7 @@ func (s *Sink) writeGroup(group []*writeReq) {
 	tx, err := s.db.BeginTx(tctx, nil)
 	if err != nil {
 		failAll(sqliteTransient(fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, s.ctxErr(group[0].ctx, err))))
-		return
+		return false
 	}
 	st := s.txStatements(tctx, tx)
 	// The statements run without cancellation: the driver would start a
@@ -179,7 +312,7 @@ func (s *Sink) writeGroup(group []*writeReq) {
 		if _, err := st.batchSavepoint.ExecContext(sctx); err != nil {
 			_ = tx.Rollback()
 			failAll(sqliteTransient(fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, s.ctxErr(r.ctx, err))))
-			return
+			return false
 		}
 		out, err := s.writeBatch(r.ctx, sctx, tx, &st, r.rows, r.batch)
 		if err != nil && (r.ctx.Err() != nil || isRecordError(err)) {
@@ -188,17 +321,17 @@ func (s *Sink) writeGroup(group []*writeReq) {
 			if _, err := st.batchRollbackTo.ExecContext(sctx); err != nil {
 				_ = tx.Rollback()
 				failAll(sqliteTransient(fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, err)))
-				return
+				return false
 			}
 		} else if err != nil {
 			_ = tx.Rollback()
 			failAll(err)
-			return
+			return false
 		}
 		if _, err := st.batchRelease.ExecContext(sctx); err != nil {
 			_ = tx.Rollback()
 			failAll(sqliteTransient(fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, err)))
-			return
+			return false
 		}
 		if r.err == nil {
 			r.out = out
@@ -207,19 +340,13 @@ func (s *Sink) writeGroup(group []*writeReq) {
 	}
 	if written == 0 {
 		_ = tx.Rollback()
-		return
+		return false
 	}
 	if err := tx.Commit(); err != nil {
 		failAll(sqliteTransient(fmt.Errorf("sqlite sink: commit to %s: %w", s.name, s.ctxErr(group[0].ctx, err))))
-		return
+		return false
 	}
-	s.mu.Lock()
-	for _, r := range group {
-		if r.err == nil {
-			s.out.Add(r.out)
-		}
-	}
-	s.mu.Unlock()
+	return true
 }
 
 // isRecordError reports whether err is a record's own (*record.Error).
