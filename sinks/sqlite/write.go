@@ -42,7 +42,7 @@ type sqliteRow struct {
 // (ErrNoVersion), and a row the database rejects (a constraint of a table
 // made by hand, a STRICT column's type, a value too big). Any other failure
 // is a plain error, and nothing is written. The outcomes are counted once
-// the transaction is committed.
+// the transaction is committed and durable.
 //
 // Writes from several goroutines (the partitions of a run) that wait for
 // one another share a transaction: the sink's writer takes the batches
@@ -50,7 +50,8 @@ type sqliteRow struct {
 // savepoint of one transaction (group commit). A batch that fails on its
 // own data rolls back its savepoint only and returns its error; the
 // others commit, and each Write returns once the commit holding its batch
-// is durable.
+// is durable (the syncer has synced the WAL after it). After a failed sync
+// every Write fails with that sync's error.
 func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if len(batch) == 0 {
 		return nil
