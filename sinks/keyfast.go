@@ -6,6 +6,7 @@ import (
 	"text/template"
 	"text/template/parse"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -90,7 +91,7 @@ func fastKey(parts []keyPart, r *record.Record, validJSON int8) (string, bool) {
 			if !ok {
 				return "", false
 			}
-			b.WriteString(s)
+			b.WriteString(s) // a copy: s shares r.Value's bytes
 		case p.field == "Key":
 			b.Write(r.Key)
 		case p.field == "Topic":
@@ -123,8 +124,13 @@ func plainName(name string) bool {
 
 // lookupScalar follows path through the objects of doc (valid JSON) and
 // returns the scalar it reaches as text/template prints its decoded form.
+// The string shares doc's bytes (gjson.ParseBytes would copy the whole
+// document for it): the caller copies it before doc may change.
 func lookupScalar(doc []byte, path []string) (string, bool) {
-	cur := gjson.ParseBytes(doc)
+	if len(doc) == 0 {
+		return "", false
+	}
+	cur := gjson.Parse(unsafe.String(unsafe.SliceData(doc), len(doc)))
 	for _, name := range path {
 		if !cur.IsObject() {
 			return "", false
