@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -168,6 +169,17 @@ func badText(s []byte) string {
 		return "holds bytes that are not UTF-8"
 	}
 	if bytes.IndexByte(s, 0) >= 0 {
+		return "holds a NUL byte"
+	}
+	return ""
+}
+
+// badString is badText for a string.
+func badString(s string) string {
+	if !utf8.ValidString(s) {
+		return "holds bytes that are not UTF-8"
+	}
+	if strings.IndexByte(s, 0) >= 0 {
 		return "holds a NUL byte"
 	}
 	return ""
@@ -385,14 +397,26 @@ func (c *pgColumn) cellOf(r *record.Record, key string, cs *encode.Cells, vj *va
 	case sendTime, sendInt4, sendInt8:
 		return cell{}, nil // taken from the record directly
 	}
-	raw, ok, err := c.rawText(r, key, cs, vj)
-	if err != nil || !ok {
-		return cell{null: !ok}, err
+	var s string
+	switch k {
+	case plan.FieldKey, plan.FieldTopic: // strings already: no copy to bytes and back
+		s = key
+		if k == plan.FieldTopic {
+			s = r.Topic
+		}
+		if why := badString(s); why != "" {
+			return cell{}, fmt.Errorf("column %s (%s): the %s %s; map it to a bytea column to keep its bytes", c.name, c.decl.sql, fieldName(c.field), why)
+		}
+	default:
+		raw, ok, err := c.rawText(r, key, cs, vj)
+		if err != nil || !ok {
+			return cell{null: !ok}, err
+		}
+		if why := badText(raw); why != "" {
+			return cell{}, fmt.Errorf("column %s (%s): the %s %s; map it to a bytea column to keep its bytes", c.name, c.decl.sql, fieldName(c.field), why)
+		}
+		s = string(raw)
 	}
-	if why := badText(raw); why != "" {
-		return cell{}, fmt.Errorf("column %s (%s): the %s %s; map it to a bytea column to keep its bytes", c.name, c.decl.sql, fieldName(c.field), why)
-	}
-	s := string(raw)
 	if err := c.check(s); err != nil {
 		return cell{}, err
 	}
