@@ -81,10 +81,22 @@ func holdWriteLock(t *testing.T, path string) (release func()) {
 // and a batch the table refuses fails alone: its savepoint is rolled
 // back, the other batches of its group are committed and counted.
 func TestSQLiteGroupCommitFailsOnlyTheBadBatch(t *testing.T) {
+	const table = `CREATE TABLE t (key TEXT PRIMARY KEY, topic TEXT, partition INTEGER,
+		"offset" INTEGER, "timestamp" TEXT, value TEXT %s, headers TEXT, kafka_key BLOB, value_bytes BLOB)`
+	for name, ddl := range map[string]string{
+		"check": fmt.Sprintf(table, "CHECK (value->>'$.qty' >= 0)"),
+		// RAISE(ROLLBACK) ends the whole transaction, not only the statement.
+		"trigger rollback": fmt.Sprintf(table, "") + `; CREATE TRIGGER no BEFORE INSERT ON t WHEN NEW.value->>'$.qty' < 0 BEGIN SELECT RAISE(ROLLBACK, 'negative qty'); END`,
+		"trigger abort":    fmt.Sprintf(table, "") + `; CREATE TRIGGER no BEFORE INSERT ON t WHEN NEW.value->>'$.qty' < 0 BEGIN SELECT RAISE(ABORT, 'negative qty'); END`,
+	} {
+		t.Run(name, func(t *testing.T) { testGroupCommitFailsOnlyTheBadBatch(t, ddl) })
+	}
+}
+
+func testGroupCommitFailsOnlyTheBadBatch(t *testing.T, ddl string) {
 	path := filepath.Join(t.TempDir(), "t.db")
 	db := inspect(t, path)
-	if _, err := db.ExecContext(t.Context(), `CREATE TABLE t (key TEXT PRIMARY KEY, topic TEXT, partition INTEGER,
-		"offset" INTEGER, "timestamp" TEXT, value TEXT CHECK (value->>'$.qty' >= 0), headers TEXT, kafka_key BLOB, value_bytes BLOB)`); err != nil {
+	if _, err := db.ExecContext(t.Context(), ddl); err != nil {
 		t.Fatal(err)
 	}
 	s := openInternal(t, Config{Path: path, Table: "t"})
@@ -275,6 +287,31 @@ func TestSQLiteSharedChunkValueText(t *testing.T) {
 			if n != len(recs) {
 				t.Errorf("%d rows, want %d", n, len(recs))
 			}
+			// A key that is not UTF-8 is stored as it is in a UTF-8
+			// database; a UTF-16 one would change it (and merge keys
+			// that differ in their invalid bytes): a bad record.
+			bad := []record.Record{sinktest.Rec(2, 0, "\xff\xfe", `{"n":1}`), sinktest.Rec(2, 1, "\xff\xfd", `{"n":2}`)}
+			k, err := sinks.NewKeyer("{{ .Key }}")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.keyer = k
+			err = s.Write(t.Context(), bad)
+			var re *record.Error
+			if enc == "UTF-8" {
+				if err != nil {
+					t.Fatalf("Write of keys that are not UTF-8 = %v", err)
+				}
+				var keys []byte
+				if err := inspect(t, path).QueryRowContext(t.Context(), `SELECT group_concat(hex(key), ',') FROM (SELECT key FROM t WHERE partition = 2 ORDER BY "offset")`).Scan(&keys); err != nil {
+					t.Fatal(err)
+				}
+				if string(keys) != "FFFE,FFFD" {
+					t.Errorf("stored keys %s, want FFFE,FFFD", keys)
+				}
+			} else if !errors.As(err, &re) || re.Offset != 0 || !errors.Is(err, ErrChanged) || !strings.Contains(err.Error(), "UTF-16") {
+				t.Errorf("Write of keys that are not UTF-8 into a UTF-16 database = %v, want the bad record orders/2@0 saying why", err)
+			}
 		})
 	}
 }
@@ -395,5 +432,31 @@ func TestSQLiteFailedWALSyncFailsTheSink(t *testing.T) {
 	}
 	if got := s.Outcomes(); got.Inserted != 10 {
 		t.Errorf("outcomes %+v, want the 10 synced before the failure", got)
+	}
+}
+
+// The syncer syncs the WAL SQLite writes: next to the database file the
+// path's symbolic links lead to, not a stray file next to the link.
+func TestSQLiteSyncsTheWALOfALinkedDatabase(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "real"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	target, link := filepath.Join(dir, "real", "t.db"), filepath.Join(dir, "link.db")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(link+"-wal", nil, 0o644); err != nil { // a stray file where the link's WAL would be
+		t.Fatal(err)
+	}
+	s := openInternal(t, Config{Path: link, Table: "t", CreateTable: true})
+	if s.wal == nil {
+		t.Fatal("the sink syncs no WAL file of its own")
+	}
+	if got, want := s.wal.path, target+"-wal"; got != want {
+		t.Errorf("the syncer syncs %s, want %s", got, want)
+	}
+	if err := s.Write(t.Context(), partitionBatch(0, 10, -1)); err != nil {
+		t.Fatal(err)
 	}
 }

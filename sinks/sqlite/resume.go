@@ -40,16 +40,41 @@ var _ error = (*ResumeError)(nil)
 // database or table deleted since). Rows are not counted: a mapped table
 // need not have a partition or offset column, and rows of other runs may
 // share it. It returns a *ResumeError then.
+//
+// Refusing, it removes what this process created (the table, or the
+// database file once the sink is closed), so that a retry of the same run
+// (a scheduler's) finds it missing again and is refused again, instead of
+// taking the empty table it left for the one the earlier rows are in.
 func (s *Sink) CheckResume(points []sinks.ResumePoint) error {
 	if s.created == "" {
 		return nil
 	}
 	for _, p := range points {
 		if p.Committed > p.Start {
+			s.undoCreate()
 			return &ResumeError{Partition: p.Partition, Committed: p.Committed, Start: p.Start, End: p.End, Missing: s.created}
 		}
 	}
 	return nil
+}
+
+// undoCreate removes the database file this process created (at Close)
+// or the table it created, while they are still empty.
+func (s *Sink) undoCreate() {
+	if s.createdFile {
+		s.removeFile = true
+		return
+	}
+	if s.createdTable == "" {
+		return
+	}
+	var empty bool
+	if err := s.db.QueryRow(`SELECT NOT EXISTS (SELECT 1 FROM ` + s.createdTable + `)`).Scan(&empty); err != nil || !empty {
+		return
+	}
+	if _, err := s.db.Exec(`DROP TABLE ` + s.createdTable); err != nil {
+		s.log.Warn().Err(err).Str("table", s.name).Msg("could not drop the table this run created before refusing to resume; drop it by hand")
+	}
 }
 
 // Checkpoints returns the offsets the sink's checkpoint table holds for

@@ -31,7 +31,18 @@ func TestSQLiteCheckResume(t *testing.T) {
 	}
 	wantResumeError(t, first.CheckResume(points(10, 13)), "partition 1", "offset 13", "the database "+path+" did not exist")
 	first.Close()
+	// Refusing, the sink removed the file it created: a retry of the same
+	// run is refused again, not handed an empty table.
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("the database the refused run created is still there (%v)", err)
+	}
+	wantResumeError(t, open(true).CheckResume(points(10, 13)), "the database "+path+" did not exist")
 
+	fresh := open(true)
+	if err := fresh.CheckResume(points(10, 10)); err != nil {
+		t.Fatal(err)
+	}
+	fresh.Close()
 	if err := open(true).CheckResume(points(15, 13)); err != nil {
 		t.Fatalf("the database of the first run: %v", err)
 	}
@@ -40,6 +51,11 @@ func TestSQLiteCheckResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantResumeError(t, open(true).CheckResume(points(15, 10)), "partition 0", "the table orders did not exist in the database "+path)
+	// The table it created is dropped again, so a retry is refused too.
+	wantResumeError(t, open(true).CheckResume(points(15, 10)), "partition 0", "the table orders did not exist in the database "+path)
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the database file, which was there, is gone: %v", err)
+	}
 
 	// The dead-letter wrapper asks the database too.
 	dead := filepath.Join(t.TempDir(), "dead.db")

@@ -32,14 +32,10 @@ type statements struct {
 	// insertShared is insertMany binding fewer values (see sharedChunk);
 	// nil when the layout has nothing to share.
 	insertShared *sql.Stmt
-	// batchSavepoint, batchRelease and batchRollbackTo bracket one batch
-	// of a group commit.
-	batchSavepoint, batchRelease, batchRollbackTo *sql.Stmt
 }
 
 func (st *statements) close() {
-	for _, s := range []*sql.Stmt{st.insert, st.update, st.lookup, st.delete, st.insertMany, st.savepoint, st.release, st.rollbackTo,
-		st.batchSavepoint, st.batchRelease, st.batchRollbackTo, st.insertShared} {
+	for _, s := range []*sql.Stmt{st.insert, st.update, st.lookup, st.delete, st.insertMany, st.savepoint, st.release, st.rollbackTo, st.insertShared} {
 		if s != nil {
 			_ = s.Close()
 		}
@@ -65,6 +61,7 @@ func (s *Sink) prepare(ctx context.Context, table string, defaultLayout, create 
 	if !found && create {
 		if s.created == "" {
 			s.created = fmt.Sprintf("the table %s did not exist in the database %s when this run opened it (create_table created it, empty)", s.name, absPath(s.path))
+			s.createdTable = table
 		}
 		if _, err := s.db.ExecContext(ctx, createTableSQL(table, s.cols, s.key)); err != nil {
 			return fmt.Errorf("sqlite sink: create table %s: %w", s.name, err)
@@ -110,7 +107,8 @@ func (s *Sink) prepare(ctx context.Context, table string, defaultLayout, create 
 	if err := s.db.QueryRowContext(ctx, "PRAGMA encoding").Scan(&encoding); err != nil {
 		return fmt.Errorf("sqlite sink: open %s: %w", s.path, err)
 	}
-	s.shared = newSharedChunk(s.cols, strings.EqualFold(encoding, "UTF-8"))
+	s.encoding, s.utf16 = encoding, !strings.EqualFold(encoding, "UTF-8")
+	s.shared = newSharedChunk(s.cols, !s.utf16)
 	// Preparing the statements resolves the table, its columns and the ON
 	// CONFLICT target (which needs a unique key on the key column).
 	for _, p := range []struct {
@@ -126,9 +124,6 @@ func (s *Sink) prepare(ctx context.Context, table string, defaultLayout, create 
 		{&s.stmts.savepoint, "SAVEPOINT replay_chunk"},
 		{&s.stmts.release, "RELEASE replay_chunk"},
 		{&s.stmts.rollbackTo, "ROLLBACK TO replay_chunk"},
-		{&s.stmts.batchSavepoint, "SAVEPOINT replay_batch"},
-		{&s.stmts.batchRelease, "RELEASE replay_batch"},
-		{&s.stmts.batchRollbackTo, "ROLLBACK TO replay_batch"},
 	} {
 		if p.sql == "" {
 			continue

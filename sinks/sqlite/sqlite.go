@@ -141,6 +141,10 @@ type Sink struct {
 	stmts     statements
 	chunkKeys map[string]struct{} // chunk's scratch (under sem)
 	shared    *sharedChunk        // nil: the layout shares nothing in a chunk
+	// encoding is the database's text encoding (PRAGMA encoding); utf16:
+	// it is not UTF-8, and text that is not UTF-8 is refused (values).
+	encoding string
+	utf16    bool
 	// sharedArgs is insertChunk's scratch (the writer's).
 	sharedArgs []any
 	ckpt       *sqlcheckpoint.SQLite
@@ -181,6 +185,12 @@ type Sink struct {
 	// sink: the database file, or (create_table) the table; "" when both
 	// were there. A resumed run refuses to go on then (CheckResume).
 	created string
+	// createdFile: this process created the database file; createdTable:
+	// it created the table (quoted), in a file that was there. removeFile:
+	// CheckResume refused, and Close removes the file it created.
+	createdFile  bool
+	createdTable string
+	removeFile   bool
 
 	mu  sync.Mutex
 	out sinks.Outcomes
@@ -280,7 +290,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(0)
 	s := &Sink{db: db, name: cfg.Table, path: cfg.Path, keyer: cfg.Keyer, cols: cols, key: key, version: -1, prov: [3]int{-1, -1, -1},
-		tombstone: cfg.OnTombstone, ignore: ignore, chunkKeys: make(map[string]struct{}, chunkRows), ckpt: ckpt, log: cfg.Log, sem: make(chan struct{}, 1), created: created,
+		tombstone: cfg.OnTombstone, ignore: ignore, chunkKeys: make(map[string]struct{}, chunkRows), ckpt: ckpt, log: cfg.Log, sem: make(chan struct{}, 1), created: created, createdFile: created != "",
 		reqs: make(chan *writeReq), quit: make(chan struct{}), writerDone: make(chan struct{}),
 		walKick: make(chan struct{}, 1), ckptDone: make(chan struct{}), ckptPass: make(chan struct{}, 1),
 		toSync: make(chan []*writeReq, 64), syncDone: make(chan struct{}),
@@ -338,8 +348,10 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 // committed transaction survives a power loss, which NORMAL does not
 // promise in WAL mode), a busy timeout, BEGIN IMMEDIATE so that a
 // transaction takes the write lock up front instead of failing to upgrade,
-// and a commit that checkpoints only when the WAL has grown to
-// fallbackCheckpointFrames (the checkpointer goroutine does it before).
+// a commit that checkpoints only when the WAL has grown to
+// fallbackCheckpointFrames (the checkpointer goroutine does it before),
+// and statement journals in memory (a chunk's savepoint keeps a few pages;
+// no temporary file in SQLite's temp directory).
 func sqliteDSN(path string, busy time.Duration) (string, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -351,7 +363,7 @@ func sqliteDSN(path string, busy time.Duration) (string, error) {
 	}
 	// In a URI, '%', '?' and '#' in the path must be escaped.
 	abs = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(abs)
-	return fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=wal_autocheckpoint(%d)&_txlock=immediate",
+	return fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=wal_autocheckpoint(%d)&_pragma=temp_store(MEMORY)&_txlock=immediate",
 		abs, max(busy.Milliseconds(), 1), fallbackCheckpointFrames), nil
 }
 
@@ -455,6 +467,13 @@ func (s *Sink) Close() error {
 	s.stmts.close()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("sqlite sink: close %s: %w", s.path, err)
+	}
+	if s.removeFile {
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			if err := os.Remove(s.path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("sqlite sink: remove %s, which this run created before refusing to resume: %w", s.path+suffix, err)
+			}
+		}
 	}
 	return nil
 }

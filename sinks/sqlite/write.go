@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -46,11 +48,11 @@ type sqliteRow struct {
 //
 // Writes from several goroutines (the partitions of a run) that wait for
 // one another share a transaction: the sink's writer takes the batches
-// that wait while it commits, up to groupRows rows, and writes each in a
-// savepoint of one transaction (group commit). A batch that fails on its
-// own data rolls back its savepoint only and returns its error; the
-// others commit, and each Write returns once the commit holding its batch
-// is durable (the syncer has synced the WAL after it). After a failed sync
+// that wait while it commits, up to groupRows rows, and writes them in one
+// transaction (group commit). A batch that fails on its own data returns
+// its error, and the transaction is written again without it: the others
+// commit, and each Write returns once the commit holding its batch is
+// durable (the syncer has synced the WAL after it). After a failed sync
 // every Write fails with that sync's error.
 func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if len(batch) == 0 {
@@ -100,6 +102,9 @@ type writeReq struct {
 	err  error
 	done chan struct{}
 	out  sinks.Outcomes
+	// rowByRow: a chunk of it ended the transaction; it is written again
+	// one row at a time (writeGroup).
+	rowByRow bool
 }
 
 // writer runs the Writes handed to it until Close: one group commit at a
@@ -160,7 +165,7 @@ func (s *Sink) acknowledge(group []*writeReq, syncErr error) {
 }
 
 // syncer makes the writer's commits durable: it takes the groups committed
-// so far, syncs the WAL file once (fdatasync) and acknowledges their
+// so far, syncs the WAL file once (fsync) and acknowledges their
 // Writes, while the writer goes on with the next group. The writer's
 // connection runs synchronous=NORMAL, so a commit writes the WAL without
 // syncing it: SQLite's WAL is safe from corruption so, and a commit's
@@ -228,8 +233,13 @@ type walFile struct {
 }
 
 // openWAL opens path's WAL file (there once the database is in WAL mode
-// and was read).
+// and was read). SQLite names it after the database file with symbolic
+// links resolved, and so does openWAL.
 func openWAL(path string) (*walFile, error) {
+	path, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return nil, err
+	}
 	f, err := os.OpenFile(path+"-wal", os.O_RDWR, 0)
 	if err != nil {
 		return nil, err
@@ -262,13 +272,22 @@ func (w *walFile) close() {
 	}
 }
 
-// writeGroup writes group's batches in one transaction, each in its own
-// savepoint, and sets each request's err (nil: committed) and outcomes;
-// it reports whether it committed.
+// writeGroup writes group's batches in one transaction and sets each
+// request's err (nil: committed) and outcomes; it reports whether it
+// committed. A batch that fails on its own (a record the table refuses,
+// its Write's context ended) rolls the transaction back, and the group is
+// written again without it: the others commit, and no savepoint spans a
+// batch (SQLite's statement journal would then hold every page a batch
+// changed, spilling to a temporary file).
 func (s *Sink) writeGroup(group []*writeReq) (committed bool) {
+	if err := s.syncErr.Load(); err != nil {
+		for _, r := range group {
+			r.err = err
+		}
+		return false
+	}
 	// The transaction ends early only when every request's context has
-	// ended; a request whose context ends alone is left out (between
-	// batches) or rolled back to its savepoint (inside its batch).
+	// ended; a request whose context ends alone is left out.
 	tctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var live atomic.Int32
@@ -281,12 +300,27 @@ func (s *Sink) writeGroup(group []*writeReq) (committed bool) {
 		})
 		defer stop()
 	}
-	if err := s.syncErr.Load(); err != nil {
-		for _, r := range group {
-			r.err = err
+	// Each attempt but the last ends one request (with its error) or
+	// makes it go row by row (to find its record), so this ends.
+	for range 2*len(group) + 1 {
+		committed, again := s.tryGroup(tctx, group)
+		if !again {
+			return committed
 		}
-		return false
 	}
+	for _, r := range group {
+		if r.err == nil {
+			r.err = fmt.Errorf("sqlite sink: upsert into %s: the batches of a transaction kept failing", s.name)
+		}
+	}
+	return false
+}
+
+// tryGroup writes the requests of group that have no error yet in one
+// transaction. again: one of them failed on its own (its err is set, or
+// it is to go row by row), the transaction was rolled back, and the group
+// is to be written again.
+func (s *Sink) tryGroup(tctx context.Context, group []*writeReq) (committed, again bool) {
 	failAll := func(err error) {
 		for _, r := range group {
 			if r.err == nil {
@@ -297,7 +331,7 @@ func (s *Sink) writeGroup(group []*writeReq) (committed bool) {
 	tx, err := s.db.BeginTx(tctx, nil)
 	if err != nil {
 		failAll(sqliteTransient(fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, s.ctxErr(group[0].ctx, err))))
-		return false
+		return false, false
 	}
 	st := s.txStatements(tctx, tx)
 	// The statements run without cancellation: the driver would start a
@@ -306,49 +340,47 @@ func (s *Sink) writeGroup(group []*writeReq) (committed bool) {
 	sctx := context.WithoutCancel(tctx)
 	written := 0
 	for _, r := range group {
+		if r.err != nil {
+			continue
+		}
 		if err := r.ctx.Err(); err != nil {
 			r.err = fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, err)
 			continue
 		}
-		if _, err := st.batchSavepoint.ExecContext(sctx); err != nil {
-			_ = tx.Rollback()
-			failAll(sqliteTransient(fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, s.ctxErr(r.ctx, err))))
-			return false
-		}
-		out, err := s.writeBatch(r.ctx, sctx, tx, &st, r.rows, r.batch)
-		if err != nil && (r.ctx.Err() != nil || isRecordError(err)) {
-			// The batch's own failure: the others go on without it.
-			r.err = err
-			if _, err := st.batchRollbackTo.ExecContext(sctx); err != nil {
-				_ = tx.Rollback()
-				failAll(sqliteTransient(fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, err)))
-				return false
-			}
-		} else if err != nil {
-			_ = tx.Rollback()
-			failAll(err)
-			return false
-		}
-		if _, err := st.batchRelease.ExecContext(sctx); err != nil {
-			_ = tx.Rollback()
-			failAll(sqliteTransient(fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, err)))
-			return false
-		}
-		if r.err == nil {
+		out, err := s.writeBatch(r.ctx, sctx, tx, &st, r)
+		switch {
+		case err == nil:
 			r.out = out
 			written++
+			continue
+		case errors.Is(err, errTxLost) && !r.rowByRow:
+			// A statement of a chunk rolled the transaction back (a
+			// trigger's RAISE(ROLLBACK)): row by row, the record is found.
+			r.rowByRow = true
+		case r.ctx.Err() != nil || isRecordError(err):
+			r.err = err
+		default:
+			_ = tx.Rollback()
+			failAll(err)
+			return false, false
 		}
+		_ = tx.Rollback() // may be gone already (RAISE(ROLLBACK))
+		return false, true
 	}
 	if written == 0 {
 		_ = tx.Rollback()
-		return false
+		return false, false
 	}
 	if err := tx.Commit(); err != nil {
 		failAll(sqliteTransient(fmt.Errorf("sqlite sink: commit to %s: %w", s.name, s.ctxErr(group[0].ctx, err))))
-		return false
+		return false, false
 	}
-	return true
+	return true, false
 }
+
+// errTxLost is a chunk's statement failing in a way that ended the whole
+// transaction, not only the statement.
+var errTxLost = errors.New("the statement rolled the transaction back")
 
 // isRecordError reports whether err is a record's own (*record.Error).
 func isRecordError(err error) bool {
@@ -396,6 +428,11 @@ func (s *Sink) values(r *record.Record, key string, out []any, a *arena) error {
 		if err != nil {
 			return err
 		}
+		if t, ok := v.(string); ok && s.utf16 && !utf8.ValidString(t) {
+			// SQLite would convert the text to UTF-16, each invalid byte
+			// to U+FFFD: keys that differ would become one.
+			return record.NewError(r, fmt.Errorf("sqlite sink: column %s: the text is not UTF-8, and this database stores text as %s, which would change it: %w; use a UTF-8 database (PRAGMA encoding before the first table) or a BLOB column", s.cols[i].name, s.encoding, ErrChanged))
+		}
 		out[i] = v
 	}
 	return nil
@@ -404,11 +441,12 @@ func (s *Sink) values(r *record.Record, key string, out []any, a *arena) error {
 // writeBatch runs rows' statements (one batch's) in tx, then the batch's
 // checkpoint, and returns what they did. ctx is the batch's Write's;
 // sctx, which is never cancelled, runs the statements.
-func (s *Sink) writeBatch(ctx, sctx context.Context, tx *sql.Tx, st *statements, rows []sqliteRow, batch []record.Record) (out sinks.Outcomes, err error) {
+func (s *Sink) writeBatch(ctx, sctx context.Context, tx *sql.Tx, st *statements, r *writeReq) (out sinks.Outcomes, err error) {
+	rows, batch := r.rows, r.batch
 	fail := func(err error) (sinks.Outcomes, error) {
 		return sinks.Outcomes{}, sqliteTransient(fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, s.ctxErr(ctx, err)))
 	}
-	fast := st.insertMany != nil
+	fast := st.insertMany != nil && !r.rowByRow
 	for i := 0; i < len(rows); i++ {
 		if i%256 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -496,8 +534,11 @@ func (s *Sink) insertChunk(ctx context.Context, st *statements, rows []sqliteRow
 	if err != nil && !sqliteRejectsData(err) {
 		return false, err
 	}
-	if _, err := st.rollbackTo.ExecContext(ctx); err != nil {
-		return false, err
+	if _, rerr := st.rollbackTo.ExecContext(ctx); rerr != nil {
+		if err != nil {
+			return false, fmt.Errorf("%w: %v", errTxLost, err)
+		}
+		return false, rerr
 	}
 	_, err = st.release.ExecContext(ctx)
 	return false, err
@@ -509,7 +550,7 @@ func (s *Sink) txStatements(ctx context.Context, tx *sql.Tx) statements {
 	for _, p := range []struct{ from, to **sql.Stmt }{
 		{&s.stmts.insert, &st.insert}, {&s.stmts.update, &st.update}, {&s.stmts.lookup, &st.lookup}, {&s.stmts.delete, &st.delete},
 		{&s.stmts.insertMany, &st.insertMany}, {&s.stmts.savepoint, &st.savepoint}, {&s.stmts.release, &st.release}, {&s.stmts.rollbackTo, &st.rollbackTo},
-		{&s.stmts.insertShared, &st.insertShared}, {&s.stmts.batchSavepoint, &st.batchSavepoint}, {&s.stmts.batchRelease, &st.batchRelease}, {&s.stmts.batchRollbackTo, &st.batchRollbackTo},
+		{&s.stmts.insertShared, &st.insertShared},
 	} {
 		if *p.from != nil {
 			*p.to = tx.StmtContext(ctx, *p.from)
