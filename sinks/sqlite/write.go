@@ -192,7 +192,7 @@ func (s *Sink) syncer() {
 		err := s.syncErr.Load()
 		if err == nil {
 			if e := s.wal.sync(); e != nil {
-				e = fmt.Errorf("sqlite sink: sync the WAL of %s: %w; the last writes may be lost: replay the window again", s.path, e)
+				e = fmt.Errorf("sqlite sink: sync the WAL of %s: %w; the batches since the last sync are not committed: re-run to resume from there", s.path, e)
 				s.syncErr.set(e)
 			}
 			err = s.syncErr.Load()
