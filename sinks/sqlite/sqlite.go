@@ -275,8 +275,13 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		return nil, fmt.Errorf("sqlite sink: %w", err)
 	}
 	var created string
-	if _, err := os.Stat(cfg.Path); errors.Is(err, os.ErrNotExist) {
+	switch fi, err := os.Stat(cfg.Path); {
+	case errors.Is(err, os.ErrNotExist):
 		created = fmt.Sprintf("the database %s did not exist when this run opened it (this run created it, empty)", absPath(cfg.Path))
+	case err == nil && fi.IsDir():
+		return nil, fmt.Errorf("sqlite sink: path %s is a directory: give the database file's path (e.g. %s)", absPath(cfg.Path), filepath.Join(cfg.Path, "replay.db"))
+	case err == nil && !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("sqlite sink: path %s is not a regular file (%s): give a database file's path", absPath(cfg.Path), fi.Mode().Type())
 	}
 	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o755); err != nil {
 		return nil, fmt.Errorf("sqlite sink: %w", err)
