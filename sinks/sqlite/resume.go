@@ -41,10 +41,12 @@ var _ error = (*ResumeError)(nil)
 // need not have a partition or offset column, and rows of other runs may
 // share it. It returns a *ResumeError then.
 //
-// Refusing, it removes what this process created (the table, or the
-// database file once the sink is closed), so that a retry of the same run
-// (a scheduler's) finds it missing again and is refused again, instead of
-// taking the empty table it left for the one the earlier rows are in.
+// Refusing, it drops the table this process created (still empty), so
+// that a retry of the same run (a scheduler's) finds the table missing
+// again and is refused again, instead of taking the empty table it left
+// for the one the earlier rows are in. A database file it created stays
+// (empty but for the checkpoint table): removing a file another process
+// may have opened meanwhile could lose that process's rows.
 func (s *Sink) CheckResume(points []sinks.ResumePoint) error {
 	if s.created == "" {
 		return nil
@@ -58,13 +60,8 @@ func (s *Sink) CheckResume(points []sinks.ResumePoint) error {
 	return nil
 }
 
-// undoCreate removes the database file this process created (at Close)
-// or the table it created, while they are still empty.
+// undoCreate drops the table this process created, while it is empty.
 func (s *Sink) undoCreate() {
-	if s.createdFile {
-		s.removeFile = true
-		return
-	}
 	if s.createdTable == "" {
 		return
 	}

@@ -31,12 +31,13 @@ func TestSQLiteCheckResume(t *testing.T) {
 	}
 	wantResumeError(t, first.CheckResume(points(10, 13)), "partition 1", "offset 13", "the database "+path+" did not exist")
 	first.Close()
-	// Refusing, the sink removed the file it created: a retry of the same
+	// Refusing, the sink dropped the table it created: a retry of the same
 	// run is refused again, not handed an empty table.
-	if _, err := os.Stat(path); !os.IsNotExist(err) {
-		t.Fatalf("the database the refused run created is still there (%v)", err)
+	var tables int
+	if err := openSQLite(t, path).QueryRow(`SELECT count(*) FROM sqlite_schema WHERE name = 'orders'`).Scan(&tables); err != nil || tables != 0 {
+		t.Fatalf("the table the refused run created is still there (%d, %v)", tables, err)
 	}
-	wantResumeError(t, open(true).CheckResume(points(10, 13)), "the database "+path+" did not exist")
+	wantResumeError(t, open(true).CheckResume(points(10, 13)), "the table orders did not exist in the database "+path)
 
 	fresh := open(true)
 	if err := fresh.CheckResume(points(10, 10)); err != nil {

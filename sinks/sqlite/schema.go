@@ -59,9 +59,9 @@ func (s *Sink) prepare(ctx context.Context, table string, defaultLayout, create 
 		return fmt.Errorf("sqlite sink: check table %s: %w", s.name, err)
 	}
 	if !found && create {
+		s.createdTable = table
 		if s.created == "" {
 			s.created = fmt.Sprintf("the table %s did not exist in the database %s when this run opened it (create_table created it, empty)", s.name, absPath(s.path))
-			s.createdTable = table
 		}
 		if _, err := s.db.ExecContext(ctx, createTableSQL(table, s.cols, s.key)); err != nil {
 			return fmt.Errorf("sqlite sink: create table %s: %w", s.name, err)

@@ -185,12 +185,9 @@ type Sink struct {
 	// sink: the database file, or (create_table) the table; "" when both
 	// were there. A resumed run refuses to go on then (CheckResume).
 	created string
-	// createdFile: this process created the database file; createdTable:
-	// it created the table (quoted), in a file that was there. removeFile:
-	// CheckResume refused, and Close removes the file it created.
-	createdFile  bool
+	// createdTable is the table (quoted) create_table created at open;
+	// "" when it was there.
 	createdTable string
-	removeFile   bool
 
 	mu  sync.Mutex
 	out sinks.Outcomes
@@ -295,7 +292,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(0)
 	s := &Sink{db: db, name: cfg.Table, path: cfg.Path, keyer: cfg.Keyer, cols: cols, key: key, version: -1, prov: [3]int{-1, -1, -1},
-		tombstone: cfg.OnTombstone, ignore: ignore, chunkKeys: make(map[string]struct{}, chunkRows), ckpt: ckpt, log: cfg.Log, sem: make(chan struct{}, 1), created: created, createdFile: created != "",
+		tombstone: cfg.OnTombstone, ignore: ignore, chunkKeys: make(map[string]struct{}, chunkRows), ckpt: ckpt, log: cfg.Log, sem: make(chan struct{}, 1), created: created,
 		reqs: make(chan *writeReq), quit: make(chan struct{}), writerDone: make(chan struct{}),
 		walKick: make(chan struct{}, 1), ckptDone: make(chan struct{}), ckptPass: make(chan struct{}, 1),
 		toSync: make(chan []*writeReq, 64), syncDone: make(chan struct{}),
@@ -472,13 +469,6 @@ func (s *Sink) Close() error {
 	s.stmts.close()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("sqlite sink: close %s: %w", s.path, err)
-	}
-	if s.removeFile {
-		for _, suffix := range []string{"", "-wal", "-shm"} {
-			if err := os.Remove(s.path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("sqlite sink: remove %s, which this run created before refusing to resume: %w", s.path+suffix, err)
-			}
-		}
 	}
 	return nil
 }

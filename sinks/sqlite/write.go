@@ -428,7 +428,7 @@ func (s *Sink) values(r *record.Record, key string, out []any, a *arena) error {
 		if err != nil {
 			return err
 		}
-		if t, ok := v.(string); ok && s.utf16 && !utf8.ValidString(t) {
+		if t, ok := v.(string); s.utf16 && ok && !utf8.ValidString(t) {
 			// SQLite would convert the text to UTF-16, each invalid byte
 			// to U+FFFD: keys that differ would become one.
 			return record.NewError(r, fmt.Errorf("sqlite sink: column %s: the text is not UTF-8, and this database stores text as %s, which would change it: %w; use a UTF-8 database (PRAGMA encoding before the first table) or a BLOB column", s.cols[i].name, s.encoding, ErrChanged))
