@@ -111,7 +111,9 @@ func testGroupCommitFailsOnlyTheBadBatch(t *testing.T, ddl string) {
 	}
 	wg.Add(1)
 	go write(0, partitionBatch(0, 100, -1))
-	time.Sleep(200 * time.Millisecond)
+	// Time for the Writes to reach the writer (a few ms of work each): a
+	// generous margin, so that a loaded machine does not split the group.
+	time.Sleep(500 * time.Millisecond)
 	for p := int32(1); p < 6; p++ {
 		bad := -1
 		if p == 3 {
@@ -120,7 +122,7 @@ func testGroupCommitFailsOnlyTheBadBatch(t *testing.T, ddl string) {
 		wg.Add(1)
 		go write(p, partitionBatch(p, 100, bad))
 	}
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(time.Second)
 	release()
 	wg.Wait()
 	for p, err := range errs {
