@@ -58,6 +58,17 @@ func partitionBatch(p int32, n, bad int) []record.Record {
 	return recs
 }
 
+// paddedBatch is the b-th batch of n records of partition 0 with values of
+// 2 KB (half a page each), keys k<offset>.
+func paddedBatch(b, n int) []record.Record {
+	value := `{"pad":"` + strings.Repeat("x", 2000) + `"}`
+	recs := make([]record.Record, n)
+	for i := range recs {
+		recs[i] = sinktest.Rec(0, int64(b*n+i), fmt.Sprintf("k%d", b*n+i), value)
+	}
+	return recs
+}
+
 // holdWriteLock takes the database's write lock from another connection
 // until the returned func is called.
 func holdWriteLock(t *testing.T, path string) (release func()) {
@@ -210,14 +221,9 @@ func TestSQLiteCheckpointerBoundsTheWAL(t *testing.T) {
 	s := openInternal(t, Config{Path: path, Table: "t", CreateTable: true})
 	s.restartFrames = 64 // 256 KiB of pages
 	db := inspect(t, path)
-	value := `{"pad":"` + strings.Repeat("x", 2000) + `"}`
 	var maxWAL int64
 	for b := range 60 {
-		recs := make([]record.Record, 100)
-		for i := range recs {
-			recs[i] = sinktest.Rec(0, int64(b*100+i), fmt.Sprintf("k%d", b*100+i), value)
-		}
-		if err := s.Write(t.Context(), recs); err != nil {
+		if err := s.Write(t.Context(), paddedBatch(b, 100)); err != nil {
 			t.Fatal(err)
 		}
 		var n int
@@ -325,14 +331,7 @@ func TestSQLiteCheckpointerHeldBackByReader(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "t.db")
 	s := openInternal(t, Config{Path: path, Table: "t", CreateTable: true})
 	s.restartFrames = 16
-	value := `{"pad":"` + strings.Repeat("x", 2000) + `"}`
-	batch := func(b int) []record.Record {
-		recs := make([]record.Record, 50)
-		for i := range recs {
-			recs[i] = sinktest.Rec(0, int64(b*50+i), fmt.Sprintf("k%d", b*50+i), value)
-		}
-		return recs
-	}
+	batch := func(b int) []record.Record { return paddedBatch(b, 50) }
 	if err := s.Write(t.Context(), batch(0)); err != nil {
 		t.Fatal(err)
 	}
