@@ -265,6 +265,12 @@ func (t *txnCommitter) initError(id string, err error) error {
 // offset next for p in one transaction.
 func (t *txnCommitter) write(ctx context.Context, p int32, next int64, recs []*kgo.Record) error {
 	err := t.writeOnce(ctx, p, next, recs, false)
+	// A transaction that ended as an abort although its commit was asked
+	// is written again in a new one, a few times, before the runner's
+	// retries take over.
+	for tries := 1; errors.Is(err, errNotCommitted) && tries < notCommittedTries && ctx.Err() == nil; tries++ {
+		err = t.writeOnce(ctx, p, next, recs, false)
+	}
 	if errors.Is(err, errSequence) {
 		// The broker refused the producer's sequence numbers: the
 		// transaction was aborted, and a producer in that state cannot go
@@ -278,6 +284,19 @@ func (t *txnCommitter) write(ctx context.Context, p int32, next int64, recs []*k
 // errSequence marks a transaction aborted because the broker refused the
 // producer's sequence numbers (OUT_OF_ORDER_SEQUENCE_NUMBER).
 var errSequence = errors.New("the broker refused the producer's sequence numbers")
+
+// errNotCommitted marks a transaction whose commit was asked and answered
+// without an error, yet which did not commit: the group's stable offset
+// (OffsetFetch with RequireStable, KIP-447) stayed below the batch's end.
+// kgo's EndTransaction can do this: under KIP-890 part 2 it turns a commit
+// into an abort, and returns nil, when its own bookkeeping misses that a
+// produce of the transaction succeeded.
+var errNotCommitted = errors.New("the transaction ended as an abort although its commit was asked")
+
+// notCommittedTries is how many transactions one write makes for a batch
+// whose commits end as aborts (errNotCommitted) before it fails
+// transient.
+const notCommittedTries = 3
 
 // writeOnce is one try of write. On OUT_OF_ORDER_SEQUENCE_NUMBER it aborts
 // the transaction and drops the producer, and returns an error wrapping
@@ -306,10 +325,38 @@ func (t *txnCommitter) writeOnce(ctx context.Context, p int32, next int64, recs 
 		if err = t.failed(ctx, cl, p, next, err, began, true); err != nil {
 			return err
 		}
+	} else if err := t.verifyCommitted(ctx, p, next); err != nil {
+		return err
 	}
 	t.mu.Lock()
 	t.committed[p] = max(t.committed[p], next)
 	t.mu.Unlock()
+	return nil
+}
+
+// verifyCommitted reads back the group's stable offset of p after an
+// EndTransaction(TryCommit) that returned nil: the batch counts as written
+// only when the offset reached next. An offset below next means the
+// transaction ended as an abort (errNotCommitted: the records are hidden
+// from read_committed consumers and the batch is written again); an offset
+// that cannot be read leaves the outcome unknown, so p is marked unsure
+// (the next write reads the group again before it skips anything) and the
+// error is transient.
+func (t *txnCommitter) verifyCommitted(ctx context.Context, p int32, next int64) error {
+	vctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	off, ok, err := t.stable(vctx, p)
+	cancel()
+	switch {
+	case err != nil:
+		t.markUnsure(p)
+		return transientTxn(fmt.Errorf("kafka sink: transaction of %s to %s: committed, but the group's offset could not be read back to confirm it (the batch is written again; what committed is skipped): %w", t.id(p), t.where, err))
+	case !ok || off < next:
+		held := "no offset of this run"
+		if ok {
+			held = "offset " + strconv.FormatInt(off, 10)
+		}
+		return transientTxn(fmt.Errorf("kafka sink: transaction of %s to %s: %w: group %s holds %s for %s/%d, not %d (nothing of it is visible to read_committed consumers; the batch is written again)", t.id(p), t.where, errNotCommitted, t.group, held, t.topic, p, next))
+	}
 	return nil
 }
 

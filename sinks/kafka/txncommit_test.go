@@ -2,11 +2,16 @@ package kafka_test
 
 import (
 	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/replay-tool/replay/sinks"
 	kafkasink "github.com/replay-tool/replay/sinks/kafka"
@@ -108,5 +113,67 @@ func TestKafkaExactlyOnceJoinedMemberLostPartition(t *testing.T) {
 	t.Logf("refused: %v", err)
 	if got := readIsolated(t, addr, topic, kgo.ReadCommitted()); len(got) != 10 {
 		t.Fatalf("read_committed: %d messages, want the owner's 10", len(got))
+	}
+}
+
+// A commit that ends as an abort although EndTransaction returned nil (kgo
+// does this under KIP-890 part 2 when its bookkeeping misses a successful
+// produce; here the broker is handed an abort in place of the commit) is
+// caught by reading the group's offset back: the batch is written again in
+// a new transaction, and every record is read_committed exactly once.
+func TestKafkaExactlyOnceCommitEndedAsAbort(t *testing.T) {
+	c := newKafkaCluster(t)
+	addr := c.ListenAddrs()[0]
+	createTopicNamed(t, addr, "orders", 1)
+	topic := createTopic(t, addr, 1, nil)
+	s := eosSinkOn(t, addr, topic, "replay-silent-abort", "")
+	mustWrite(t, s, eosWindow(0, 5)...)
+	var turned atomic.Int32
+	c.KeepControl()
+	c.ControlKey(int16(kmsg.EndTxn), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		if req := kr.(*kmsg.EndTxnRequest); req.Commit && turned.Add(1) <= 2 {
+			req.Commit = false // the broker aborts; kgo's EndTransaction returns nil
+		}
+		return nil, nil, false
+	})
+	mustWrite(t, s, eosWindow(5, 10)...)
+	if n := turned.Load(); n < 3 {
+		t.Fatalf("%d EndTxn commit requests, want 3: two turned into aborts, then the batch committed in a third transaction", n)
+	}
+	var offs []int64
+	for _, r := range readIsolated(t, addr, topic, kgo.ReadCommitted()) {
+		_, prov := provenance(t, r)
+		o, _ := strconv.ParseInt(prov[kafkasink.HeaderSourceOffset], 10, 64)
+		offs = append(offs, o)
+	}
+	if want := []int64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}; !slices.Equal(offs, want) {
+		t.Fatalf("read_committed source offsets %v, want %v", offs, want)
+	}
+	cps, err := s.Checkpoints(t.Context(), "replay.orders", "orders")
+	if err != nil || cps[0] != 10 {
+		t.Fatalf("group offset %v (%v), want 10", cps, err)
+	}
+}
+
+// A commit that keeps ending as an abort fails the Write transient after
+// a few transactions, and commits nothing of it.
+func TestKafkaExactlyOnceCommitAlwaysEndedAsAbort(t *testing.T) {
+	c := newKafkaCluster(t)
+	addr := c.ListenAddrs()[0]
+	createTopicNamed(t, addr, "orders", 1)
+	topic := createTopic(t, addr, 1, nil)
+	s := eosSinkOn(t, addr, topic, "replay-always-abort", "")
+	c.KeepControl()
+	c.ControlKey(int16(kmsg.EndTxn), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		kr.(*kmsg.EndTxnRequest).Commit = false
+		return nil, nil, false
+	})
+	err := s.Write(t.Context(), eosWindow(0, 5))
+	if err == nil || !sinks.Transient(err) || !strings.Contains(err.Error(), "ended as an abort") {
+		t.Fatalf("Write whose commits all end as aborts: %v, want a transient error saying so", err)
+	}
+	t.Log(err)
+	if n := len(readIsolated(t, addr, topic, kgo.ReadCommitted())); n != 0 {
+		t.Fatalf("read_committed: %d messages, want none", n)
 	}
 }
