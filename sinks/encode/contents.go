@@ -1,7 +1,6 @@
 package encode
 
 import (
-	"bytes"
 	"encoding/base64"
 	"errors"
 	"unicode/utf8"
@@ -109,17 +108,7 @@ func AppendJSONLChecked(b []byte, r *record.Record, f ValueFormat) []byte {
 // the same bytes: one line of JSON, UTF-8 throughout, without surrounding
 // white space (which a JSON reader drops) or U+2028/U+2029 (which a line
 // escapes).
-func embeddable(v []byte) bool {
-	if len(v) == 0 || isJSONSpace(v[0]) || isJSONSpace(v[len(v)-1]) || !IsOneLineJSON(v) {
-		return false
-	}
-	if bytes.IndexByte(v, 0xe2) >= 0 && (bytes.Contains(v, []byte("\u2028")) || bytes.Contains(v, []byte("\u2029"))) {
-		return false
-	}
-	return utf8.Valid(v)
-}
-
-func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+func embeddable(v []byte) bool { return embeddableJSON(v) }
 
 // appendValue appends `,"value":...` (and its value_encoding) in format f.
 func appendValue(b, v []byte, f ValueFormat) []byte {
