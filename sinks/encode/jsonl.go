@@ -153,6 +153,10 @@ func AppendJSONBytes(b, s []byte) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		if n := plainRun(s[i:]); n > 0 { // 8 bytes at a time
+			i += n
+			continue
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if safe[c] {

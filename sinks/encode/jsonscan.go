@@ -145,6 +145,31 @@ const (
 	msb = 0x8080808080808080
 )
 
+// plainMask has the high bit of each of x's 8 bytes that is below 0x20, a
+// quote, a backslash or 0x80 or more: the bytes a JSON string cannot carry
+// as they are. The lowest bit set is exact (a borrow runs only upwards
+// from a byte that set it).
+func plainMask(x uint64) uint64 {
+	q := x ^ (lsb * '"')
+	b := x ^ (lsb * '\\')
+	return ((x-lsb*0x20)&^x | (q-lsb)&^q | (b-lsb)&^b | x) & msb
+}
+
+// plainRun returns how many of s's leading bytes a JSON string carries as
+// they are (printable ASCII other than quote and backslash), counted in
+// whole 8-byte words up to the first word that holds another byte, from
+// which the count is exact.
+func plainRun(s []byte) int {
+	i := 0
+	for i+8 <= len(s) {
+		if m := plainMask(binary.LittleEndian.Uint64(s[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+		i += 8
+	}
+	return i
+}
+
 // scanString scans the rest of a JSON string whose opening quote is before
 // v[i]: it returns the index after the closing quote, and false for a
 // control character, a bad escape, invalid UTF-8, U+2028 or U+2029, or no
@@ -153,14 +178,7 @@ func scanString(v []byte, i int) (int, bool) {
 	n := len(v)
 	for {
 		for i+8 <= n {
-			x := binary.LittleEndian.Uint64(v[i:])
-			q := x ^ (lsb * '"')
-			b := x ^ (lsb * '\\')
-			// The high bit of each byte below 0x20, quote, backslash or
-			// byte of 0x80 or more. The lowest one set is exact (a borrow
-			// runs only upwards from a byte that set it): the scan goes
-			// on from that byte.
-			if m := ((x-lsb*0x20)&^x | (q-lsb)&^q | (b-lsb)&^b | x) & msb; m != 0 {
+			if m := plainMask(binary.LittleEndian.Uint64(v[i:])); m != 0 {
 				i += bits.TrailingZeros64(m) >> 3
 				break
 			}

@@ -108,3 +108,29 @@ func BenchmarkEmbeddable(b *testing.B) {
 		}
 	})
 }
+
+// AppendJSONBytes skips plain ASCII 8 bytes at a time: a byte to escape
+// (or a rune to check) at any position of a word is still seen, and the
+// string reads back as the input (each invalid UTF-8 byte as U+FFFD).
+func TestAppendJSONBytesAlignment(t *testing.T) {
+	specials := []string{`"`, `\`, "\x00", "\n", "\x1f", "\x7f", "é", "日", "🎉", "\u2028", "\u2029", "\xff", "\xe2\x80", "<&>"}
+	for _, sp := range specials {
+		for pos := 0; pos < 20; pos++ {
+			s := strings.Repeat("a", pos) + sp + strings.Repeat("b", 19-pos)
+			out := AppendJSONBytes(nil, []byte(s))
+			var back string
+			if err := json.Unmarshal(out, &back); err != nil || !utf8.Valid(out) || bytes.ContainsAny(out, "\n\u2028\u2029") {
+				t.Fatalf("AppendJSONBytes(%q) = %q: not one line of valid JSON (%v)", s, out, err)
+			}
+			var want strings.Builder
+			for i := 0; i < len(s); {
+				r, size := utf8.DecodeRuneInString(s[i:])
+				want.WriteRune(r) // RuneError for an invalid byte
+				i += size
+			}
+			if back != want.String() {
+				t.Errorf("AppendJSONBytes(%q) reads back as %q, want %q", s, back, want.String())
+			}
+		}
+	}
+}
