@@ -151,3 +151,25 @@ func FuzzAppendJSONL(f *testing.F) {
 		}
 	})
 }
+
+// Every line parses with encoding/json, whatever the value's nesting: the
+// line's own object is one more level than the value.
+func TestAppendJSONLLineParsesAtTheDepthLimit(t *testing.T) {
+	for _, depth := range []int{9998, 9999, 10000} {
+		// depth levels around a number, and depth levels whose innermost
+		// is an empty array.
+		for inner, v := range map[string]string{
+			"1":  strings.Repeat("[", depth) + "1" + strings.Repeat("]", depth),
+			"[]": strings.Repeat("[", depth-1) + "[]" + strings.Repeat("]", depth-1),
+		} {
+			r := record.Record{Topic: "orders", Time: ts, Value: []byte(v)}
+			line := encode.AppendJSONL(nil, &r)
+			var parsed struct {
+				Value json.RawMessage `json:"value"`
+			}
+			if err := json.Unmarshal(line, &parsed); err != nil {
+				t.Errorf("value of %d levels (innermost %q): the line does not parse: %v", depth, inner, err)
+			}
+		}
+	}
+}

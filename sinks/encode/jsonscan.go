@@ -33,6 +33,9 @@ value:
 	}
 	switch v[i] {
 	case '{':
+		if len(stack) == maxDepth { // an empty one counts too
+			return false
+		}
 		i++
 		for i < n && isBlank(v[i]) {
 			i++
@@ -41,12 +44,12 @@ value:
 			i++
 			goto after
 		}
-		if len(stack) == maxDepth {
-			return false
-		}
 		stack = append(stack, '}')
 		goto key
 	case '[':
+		if len(stack) == maxDepth { // an empty one counts too
+			return false
+		}
 		i++
 		for i < n && isBlank(v[i]) {
 			i++
@@ -54,9 +57,6 @@ value:
 		if i < n && v[i] == ']' {
 			i++
 			goto after
-		}
-		if len(stack) == maxDepth {
-			return false
 		}
 		stack = append(stack, ']')
 		goto value
@@ -127,10 +127,12 @@ key:
 	goto value
 }
 
-// maxDepth is the deepest nesting embeddableJSON accepts, encoding/json's
-// limit: a deeper value is written as a string, so that every line of a
-// JSONL file parses with Go's encoding/json.
-const maxDepth = 10000
+// maxDepth is the deepest nesting embeddableJSON accepts (every object and
+// array counts, an empty one too): one below encoding/json's limit of
+// 10000, because the line's own object is one more level. A deeper value
+// is written as a string, so that every line of a JSONL file parses with
+// Go's encoding/json.
+const maxDepth = 9999
 
 // isBlank reports whether c is whitespace a one-line JSON document may hold
 // between tokens.

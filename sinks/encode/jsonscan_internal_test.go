@@ -11,13 +11,15 @@ import (
 )
 
 // embeddableReference is embeddableJSON's definition, spelt out with the
-// standard library: one document encoding/json.Valid accepts (which
-// includes its nesting limit of 10000 levels), no
-// surrounding white space, no raw line break, UTF-8, no U+2028/U+2029.
+// standard library: one document encoding/json.Valid accepts, also as the
+// value of an object (the line: encoding/json refuses more than 10000
+// levels of nesting), no surrounding white space, no raw line break,
+// UTF-8, no U+2028/U+2029.
 func embeddableReference(v []byte) bool {
 	space := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 	return len(v) > 0 && !space(v[0]) && !space(v[len(v)-1]) &&
-		!bytes.ContainsAny(v, "\n\r\u2028\u2029") && utf8.Valid(v) && json.Valid(v)
+		!bytes.ContainsAny(v, "\n\r\u2028\u2029") && utf8.Valid(v) && json.Valid(v) &&
+		json.Valid(append(append([]byte(`{"value":`), v...), '}'))
 }
 
 var embeddableCases = []struct {
@@ -48,13 +50,20 @@ func TestEmbeddableJSON(t *testing.T) {
 			t.Errorf("case %q: the reference says %v, the case %v", c.v, ref, c.want)
 		}
 	}
-	for _, depth := range []int{maxDepth - 1, maxDepth, maxDepth + 1, 100000} {
-		v := []byte(strings.Repeat(`[{"a":`, depth/2) + strings.Repeat("[", depth%2) + "1" + strings.Repeat("]", depth%2) + strings.Repeat("}]", depth/2))
-		if got, want := embeddableJSON(v), embeddableReference(v); got != want || got != (depth <= maxDepth) {
-			t.Errorf("%d levels of nesting: %v, the reference %v", depth, got, want)
-		}
-		if embeddableJSON(v[1:]) || embeddableJSON(v[:len(v)-1]) {
-			t.Errorf("%d levels of nesting, one bracket short: embeddable", depth)
+	// Every object and array counts, an empty innermost one too.
+	for _, depth := range []int{maxDepth - 1, maxDepth, maxDepth + 1, 10000, 100000} {
+		for _, inner := range []string{"1", "[]", "{}"} {
+			d := depth
+			if inner != "1" {
+				d-- // the empty container is the innermost level
+			}
+			v := []byte(strings.Repeat(`[{"a":`, d/2) + strings.Repeat("[", d%2) + inner + strings.Repeat("]", d%2) + strings.Repeat("}]", d/2))
+			if got, want := embeddableJSON(v), embeddableReference(v); got != want || got != (depth <= maxDepth) {
+				t.Errorf("%d levels of nesting (innermost %s): %v, the reference %v", depth, inner, got, want)
+			}
+			if embeddableJSON(v[1:]) || embeddableJSON(v[:len(v)-1]) {
+				t.Errorf("%d levels of nesting (innermost %s), one bracket short: embeddable", depth, inner)
+			}
 		}
 	}
 }
