@@ -185,6 +185,10 @@ var errMalformedRecord = errors.New("malformed record")
 
 // varint reads a zigzag varint (Kafka's varint and varlong).
 func varint(p []byte) (int64, []byte, error) {
+	if len(p) > 0 && p[0] < 0x80 { // one byte, as most lengths and deltas are
+		x := int64(p[0])
+		return x>>1 ^ -(x & 1), p[1:], nil // zigzag
+	}
 	v, n := binary.Varint(p)
 	if n <= 0 {
 		return 0, nil, errMalformedRecord

@@ -3,6 +3,7 @@ package source
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -140,6 +141,29 @@ func TestCorruptBatchLength(t *testing.T) {
 		}
 		if _, _, ok, err := nextBatch(set); ok || err == nil {
 			t.Errorf("length %d: nextBatch ok %v, err %v; want an error", length, ok, err)
+		}
+	}
+}
+
+// varint reads what binary.Varint reads (zigzag, KIP-98's record fields),
+// the one-byte fast path included, and refuses what it refuses.
+func TestVarintMatchesBinaryVarint(t *testing.T) {
+	var inputs [][]byte
+	for b := 0; b < 256; b++ {
+		inputs = append(inputs, []byte{byte(b)}, []byte{byte(b), 0x01}, []byte{byte(b), 0x80})
+	}
+	for _, v := range []int64{0, 1, -1, 63, -64, 64, -65, 8191, -8192, 1 << 40, -(1 << 40), math.MaxInt64, math.MinInt64} {
+		inputs = append(inputs, binary.AppendVarint(nil, v), binary.AppendVarint([]byte{}, v)[:1])
+	}
+	inputs = append(inputs, nil, []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01})
+	for _, in := range inputs {
+		want, n := binary.Varint(in)
+		got, rest, err := varint(in)
+		if (err != nil) != (n <= 0) {
+			t.Fatalf("varint(%x): err %v, binary.Varint read %d bytes", in, err, n)
+		}
+		if err == nil && (got != want || len(rest) != len(in)-n) {
+			t.Fatalf("varint(%x) = %d with %d bytes left, binary.Varint %d with %d", in, got, len(rest), want, len(in)-n)
 		}
 	}
 }
