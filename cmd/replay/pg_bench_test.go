@@ -75,11 +75,15 @@ func BenchmarkPostgresVsCopy(b *testing.B) {
 					var peer, first, second benchRun
 					table := fmt.Sprintf("bench_%d_%d", os.Getpid(), time.Now().UnixNano())
 					if round%2 == 1 {
+						benchCheckpoint(b, dsn)
 						peer = benchCopyPeer(b, dsn, addr, records)
 					}
+					benchCheckpoint(b, dsn)
 					first = benchReplayPG(b, bin, addr, dir, dsn, table, key, batch, round, 0)
+					benchCheckpoint(b, dsn)
 					second = benchReplayPG(b, bin, addr, dir, dsn, table, key, batch, round, 1)
 					if round%2 == 0 {
+						benchCheckpoint(b, dsn)
 						peer = benchCopyPeer(b, dsn, addr, records)
 					}
 					benchDropTable(b, dsn, table)
@@ -162,6 +166,30 @@ sink:
 		b.Fatal(err)
 	}
 	return r
+}
+
+// benchCheckpoint starts each timed run on a database with no dirty
+// buffers and no vacuum of an earlier round's table in progress: a
+// CHECKPOINT (the previous run's writes are flushed now, not by a
+// checkpoint in the middle of the next one) after waiting for autovacuum
+// workers to finish, at most 30 s.
+func benchCheckpoint(b *testing.B, dsn string) {
+	b.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'`).Scan(&n); err != nil || n == 0 {
+			break
+		}
+	}
+	if _, err := conn.Exec(ctx, "CHECKPOINT"); err != nil {
+		b.Logf("CHECKPOINT: %v (the run starts without it)", err)
+	}
 }
 
 func benchDropTable(b *testing.B, dsn, table string) {
