@@ -153,14 +153,13 @@ func AppendJSONBytes(b, s []byte) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		if n := plainRun(s[i:]); n > 0 { // 8 bytes at a time
-			i += n
-			continue
-		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if safe[c] {
-				i++
+				// A plain byte: the plain ASCII after it is skipped 8
+				// bytes at a time (text of other scripts does not pay
+				// for the check).
+				i += 1 + plainRun(s[i+1:])
 				continue
 			}
 			b = append(b, s[start:i]...)

@@ -175,17 +175,11 @@ func plainRun(s []byte) int {
 // scanString scans the rest of a JSON string whose opening quote is before
 // v[i]: it returns the index after the closing quote, and false for a
 // control character, a bad escape, invalid UTF-8, U+2028 or U+2029, or no
-// closing quote. Plain ASCII is checked 8 bytes at a time.
+// closing quote. Plain ASCII is checked 8 bytes at a time (plainRun).
 func scanString(v []byte, i int) (int, bool) {
 	n := len(v)
+	i += plainRun(v[i:])
 	for {
-		for i+8 <= n {
-			if m := plainMask(binary.LittleEndian.Uint64(v[i:])); m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-				break
-			}
-			i += 8
-		}
 		if i >= n {
 			return i, false
 		}
@@ -210,7 +204,10 @@ func scanString(v []byte, i int) (int, bool) {
 		case c < 0x20:
 			return i, false
 		case c < utf8.RuneSelf:
-			i++
+			// A plain byte: the plain ASCII after it is skipped 8 bytes
+			// at a time (text of other scripts does not pay for the
+			// check).
+			i += 1 + plainRun(v[i+1:])
 		default:
 			r, size := utf8.DecodeRune(v[i:])
 			if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {

@@ -107,6 +107,15 @@ func BenchmarkEmbeddable(b *testing.B) {
 			}
 		}
 	})
+	b.Run("scan-cyrillic", func(b *testing.B) { // strings of another script: the 8-byte skip must not cost them
+		doc := []byte(`{"id":"ord-1","note":"Привет, мир! Это повтор окна топика","city":"Москва","tag":"测试"}`)
+		b.SetBytes(int64(len(doc)))
+		for b.Loop() {
+			if !embeddableJSON(doc) {
+				b.Fatal("not embeddable")
+			}
+		}
+	})
 	b.Run("gjson+passes", func(b *testing.B) {
 		b.SetBytes(int64(len(doc)))
 		for b.Loop() {
@@ -141,5 +150,23 @@ func TestAppendJSONBytesAlignment(t *testing.T) {
 				t.Errorf("AppendJSONBytes(%q) reads back as %q, want %q", s, back, want.String())
 			}
 		}
+	}
+}
+
+// BenchmarkAppendJSONBytes writes a string of plain ASCII and one of
+// Cyrillic and Chinese text.
+func BenchmarkAppendJSONBytes(b *testing.B) {
+	for name, s := range map[string]string{
+		"ascii":    `replay demo order with a somewhat longer note, "quoted" and plain`,
+		"cyrillic": `Привет, мир! Это повтор окна топика Кафки с записью каждого сообщения. 你好世界，这是一个测试。`,
+	} {
+		b.Run(name, func(b *testing.B) {
+			in := []byte(s)
+			b.SetBytes(int64(len(in)))
+			var out []byte
+			for b.Loop() {
+				out = AppendJSONBytes(out[:0], in)
+			}
+		})
 	}
 }
