@@ -104,12 +104,6 @@ func AppendJSONLChecked(b []byte, r *record.Record, f ValueFormat) []byte {
 	return appendJSONL(b, r, f)
 }
 
-// embeddable reports whether v, written verbatim into a line, reads back as
-// the same bytes: one line of JSON, UTF-8 throughout, without surrounding
-// white space (which a JSON reader drops) or U+2028/U+2029 (which a line
-// escapes).
-func embeddable(v []byte) bool { return embeddableJSON(v) }
-
 // appendValue appends `,"value":...` (and its value_encoding) in format f.
 func appendValue(b, v []byte, f ValueFormat) []byte {
 	b = append(b, `,"value":`...)

@@ -6,14 +6,15 @@ import (
 	"unicode/utf8"
 )
 
-// embeddableJSON reports whether v can be copied into a JSONL line as it
-// is: one JSON document (RFC 8259, what encoding/json.Valid accepts) with
-// no whitespace before or after it, no raw line break (only spaces and
+// embeddable reports whether v, written verbatim into a JSONL line, reads
+// back as the same bytes: one JSON document (RFC 8259, what
+// encoding/json.Valid accepts) with no whitespace before or after it
+// (which a JSON reader drops), no raw line break (only spaces and
 // tabs separate its tokens), valid UTF-8 throughout and no U+2028 or
 // U+2029 (JavaScript line terminators, which some JSONL readers split
 // on), nested at most maxDepth levels. It is one pass over v without
 // recursion: a deeply nested value costs no stack.
-func embeddableJSON(v []byte) bool {
+func embeddable(v []byte) bool {
 	n := len(v)
 	if n == 0 || isBlank(v[0]) || isBlank(v[n-1]) {
 		return false
@@ -127,7 +128,7 @@ key:
 	goto value
 }
 
-// maxDepth is the deepest nesting embeddableJSON accepts (every object and
+// maxDepth is the deepest nesting embeddable accepts (every object and
 // array counts, an empty one too): one below encoding/json's limit of
 // 10000, because the line's own object is one more level. A deeper value
 // is written as a string, so that every line of a JSONL file parses with

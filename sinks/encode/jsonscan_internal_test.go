@@ -10,7 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// embeddableReference is embeddableJSON's definition, spelt out with the
+// embeddableReference is embeddable's definition, spelt out with the
 // standard library: one document encoding/json.Valid accepts, also as the
 // value of an object (the line: encoding/json refuses more than 10000
 // levels of nesting), no surrounding white space, no raw line break,
@@ -43,8 +43,8 @@ var embeddableCases = []struct {
 
 func TestEmbeddableJSON(t *testing.T) {
 	for _, c := range embeddableCases {
-		if got := embeddableJSON([]byte(c.v)); got != c.want {
-			t.Errorf("embeddableJSON(%q) = %v, want %v", c.v, got, c.want)
+		if got := embeddable([]byte(c.v)); got != c.want {
+			t.Errorf("embeddable(%q) = %v, want %v", c.v, got, c.want)
 		}
 		if ref := embeddableReference([]byte(c.v)); ref != c.want {
 			t.Errorf("case %q: the reference says %v, the case %v", c.v, ref, c.want)
@@ -58,10 +58,10 @@ func TestEmbeddableJSON(t *testing.T) {
 				d-- // the empty container is the innermost level
 			}
 			v := []byte(strings.Repeat(`[{"a":`, d/2) + strings.Repeat("[", d%2) + inner + strings.Repeat("]", d%2) + strings.Repeat("}]", d/2))
-			if got, want := embeddableJSON(v), embeddableReference(v); got != want || got != (depth <= maxDepth) {
+			if got, want := embeddable(v), embeddableReference(v); got != want || got != (depth <= maxDepth) {
 				t.Errorf("%d levels of nesting (innermost %s): %v, the reference %v", depth, inner, got, want)
 			}
-			if embeddableJSON(v[1:]) || embeddableJSON(v[:len(v)-1]) {
+			if embeddable(v[1:]) || embeddable(v[:len(v)-1]) {
 				t.Errorf("%d levels of nesting (innermost %s), one bracket short: embeddable", depth, inner)
 			}
 		}
@@ -76,8 +76,8 @@ func FuzzEmbeddableJSON(f *testing.F) {
 		f.Add([]byte(c.v))
 	}
 	f.Fuzz(func(t *testing.T, v []byte) {
-		if got, want := embeddableJSON(v), embeddableReference(v); got != want {
-			t.Fatalf("embeddableJSON(%q) = %v, the reference %v", v, got, want)
+		if got, want := embeddable(v), embeddableReference(v); got != want {
+			t.Fatalf("embeddable(%q) = %v, the reference %v", v, got, want)
 		}
 	})
 }
@@ -87,8 +87,8 @@ func TestEmbeddableJSONStringScanAlignment(t *testing.T) {
 	for _, sp := range specials {
 		for pos := 0; pos < 24; pos++ {
 			v := []byte(`["` + strings.Repeat("a", pos) + sp + strings.Repeat("b", 24-pos) + `"]`)
-			if got, want := embeddableJSON(v), embeddableReference(v); got != want {
-				t.Errorf("embeddableJSON(%q) = %v, the reference %v", v, got, want)
+			if got, want := embeddable(v), embeddableReference(v); got != want {
+				t.Errorf("embeddable(%q) = %v, the reference %v", v, got, want)
 			}
 		}
 	}
@@ -102,7 +102,7 @@ func BenchmarkEmbeddable(b *testing.B) {
 	b.Run("scan", func(b *testing.B) {
 		b.SetBytes(int64(len(doc)))
 		for b.Loop() {
-			if !embeddableJSON(doc) {
+			if !embeddable(doc) {
 				b.Fatal("not embeddable")
 			}
 		}
@@ -111,7 +111,7 @@ func BenchmarkEmbeddable(b *testing.B) {
 		doc := []byte(`{"id":"ord-1","note":"Привет, мир! Это повтор окна топика","city":"Москва","tag":"测试"}`)
 		b.SetBytes(int64(len(doc)))
 		for b.Loop() {
-			if !embeddableJSON(doc) {
+			if !embeddable(doc) {
 				b.Fatal("not embeddable")
 			}
 		}
