@@ -397,25 +397,23 @@ func (c *pgColumn) cellOf(r *record.Record, key string, cs *encode.Cells, vj *va
 	case sendTime, sendInt4, sendInt8:
 		return cell{}, nil // taken from the record directly
 	}
-	var s string
+	var s, why string
 	switch k {
-	case plan.FieldKey, plan.FieldTopic: // strings already: no copy to bytes and back
-		s = key
-		if k == plan.FieldTopic {
-			s = r.Topic
-		}
-		if why := badString(s); why != "" {
-			return cell{}, fmt.Errorf("column %s (%s): the %s %s; map it to a bytea column to keep its bytes", c.name, c.decl.sql, fieldName(c.field), why)
-		}
+	case plan.FieldKey: // strings already: no copy to bytes and back
+		s, why = key, badString(key)
+	case plan.FieldTopic:
+		s, why = r.Topic, badString(r.Topic)
 	default:
 		raw, ok, err := c.rawText(r, key, cs, vj)
 		if err != nil || !ok {
 			return cell{null: !ok}, err
 		}
-		if why := badText(raw); why != "" {
-			return cell{}, fmt.Errorf("column %s (%s): the %s %s; map it to a bytea column to keep its bytes", c.name, c.decl.sql, fieldName(c.field), why)
+		if why = badText(raw); why == "" {
+			s = string(raw)
 		}
-		s = string(raw)
+	}
+	if why != "" {
+		return cell{}, fmt.Errorf("column %s (%s): the %s %s; map it to a bytea column to keep its bytes", c.name, c.decl.sql, fieldName(c.field), why)
 	}
 	if err := c.check(s); err != nil {
 		return cell{}, err
