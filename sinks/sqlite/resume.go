@@ -60,16 +60,30 @@ func (s *Sink) CheckResume(points []sinks.ResumePoint) error {
 	return nil
 }
 
-// undoCreate drops the table this process created, while it is empty.
+// undoCreate drops the table this process created, while it is empty. The
+// check and the drop are one write transaction (BEGIN IMMEDIATE, the
+// DSN's): a row another process inserts is either seen, and the table
+// kept, or waits until the table is gone.
 func (s *Sink) undoCreate() {
 	if s.createdTable == "" {
 		return
 	}
-	var empty bool
-	if err := s.db.QueryRow(`SELECT NOT EXISTS (SELECT 1 FROM ` + s.createdTable + `)`).Scan(&empty); err != nil || !empty {
-		return
-	}
-	if _, err := s.db.Exec(`DROP TABLE ` + s.createdTable); err != nil {
+	err := func() error {
+		tx, err := s.db.Begin()
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback() }() // a no-op after Commit
+		var empty bool
+		if err := tx.QueryRow(`SELECT NOT EXISTS (SELECT 1 FROM ` + s.createdTable + `)`).Scan(&empty); err != nil || !empty {
+			return err
+		}
+		if _, err := tx.Exec(`DROP TABLE ` + s.createdTable); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}()
+	if err != nil {
 		s.log.Warn().Err(err).Str("table", s.name).Msg("could not drop the table this run created before refusing to resume; drop it by hand")
 	}
 }

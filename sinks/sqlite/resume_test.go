@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
@@ -72,5 +73,40 @@ func TestSQLiteCheckResume(t *testing.T) {
 	wantResumeError(t, r.CheckResume(points(12, 10)), "the database "+dead+" did not exist")
 	if _, err := os.Stat(dead); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The table a refused run drops is checked empty in the same write
+// transaction: a row another process is inserting meanwhile is waited for
+// and keeps the table, instead of being dropped with it.
+func TestSQLiteRefusedResumeKeepsARowInsertedMeanwhile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "replay.db")
+	s, err := sqlite.New(t.Context(), sqlite.Config{Path: path, Table: "orders", CreateTable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	db := openSQLite(t, path)
+	other, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.ExecContext(t.Context(), `INSERT INTO orders (key, topic, partition, "offset", "timestamp", headers) VALUES ('other', 'orders', 0, 3, '2026-11-03T10:00:00.000Z', '[]')`); err != nil {
+		t.Fatal(err)
+	}
+	refused := make(chan error, 1)
+	go func() { refused <- s.CheckResume(points(10, 13)) }()
+	time.Sleep(300 * time.Millisecond) // CheckResume is under way, waiting for the lock
+	if _, err := other.ExecContext(t.Context(), "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	wantResumeError(t, <-refused, "partition 1")
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM orders WHERE key = 'other'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the row inserted while the refused run checked its table: %d (%v), want it kept", n, err)
 	}
 }
