@@ -116,28 +116,39 @@ func TestKafkaExactlyOnceJoinedMemberLostPartition(t *testing.T) {
 	}
 }
 
-// A commit that ends as an abort although EndTransaction returned nil (kgo
-// does this under KIP-890 part 2 when its bookkeeping misses a successful
-// produce; here the broker is handed an abort in place of the commit) is
-// caught by reading the group's offset back: the batch is written again in
-// a new transaction, and every record is read_committed exactly once.
-func TestKafkaExactlyOnceCommitEndedAsAbort(t *testing.T) {
+// eosSinkTurningCommits is an exactly-once sink of its own cluster whose
+// broker is handed an abort in place of each of the first turns EndTxn
+// commits after the sink wrote from..to (as kgo's EndTransaction does when
+// it turns a commit into an abort and returns nil); commits counts the
+// EndTxn commit requests from then on.
+func eosSinkTurningCommits(t *testing.T, id string, from, to int64, turns int32) (s *kafkasink.Sink, addr, topic string, commits *atomic.Int32) {
+	t.Helper()
 	c := newKafkaCluster(t)
-	addr := c.ListenAddrs()[0]
+	addr = c.ListenAddrs()[0]
 	createTopicNamed(t, addr, "orders", 1)
-	topic := createTopic(t, addr, 1, nil)
-	s := eosSinkOn(t, addr, topic, "replay-silent-abort", "")
-	mustWrite(t, s, eosWindow(0, 5)...)
-	var turned atomic.Int32
+	topic = createTopic(t, addr, 1, nil)
+	s = eosSinkOn(t, addr, topic, id, "")
+	if to > from {
+		mustWrite(t, s, eosWindow(from, to)...)
+	}
+	commits = new(atomic.Int32)
 	c.KeepControl()
 	c.ControlKey(int16(kmsg.EndTxn), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		if req := kr.(*kmsg.EndTxnRequest); req.Commit && turned.Add(1) <= 2 {
+		if req := kr.(*kmsg.EndTxnRequest); req.Commit && commits.Add(1) <= turns {
 			req.Commit = false // the broker aborts; kgo's EndTransaction returns nil
 		}
 		return nil, nil, false
 	})
+	return s, addr, topic, commits
+}
+
+// A commit that ends as an abort although EndTransaction returned nil is
+// caught by reading the group's offset back: the batch is written again in
+// a new transaction, and every record is read_committed exactly once.
+func TestKafkaExactlyOnceCommitEndedAsAbort(t *testing.T) {
+	s, addr, topic, commits := eosSinkTurningCommits(t, "replay-silent-abort", 0, 5, 2)
 	mustWrite(t, s, eosWindow(5, 10)...)
-	if n := turned.Load(); n < 3 {
+	if n := commits.Load(); n != 3 {
 		t.Fatalf("%d EndTxn commit requests, want 3: two turned into aborts, then the batch committed in a third transaction", n)
 	}
 	var offs []int64
@@ -156,23 +167,17 @@ func TestKafkaExactlyOnceCommitEndedAsAbort(t *testing.T) {
 }
 
 // A commit that keeps ending as an abort fails the Write transient after
-// a few transactions, and commits nothing of it.
+// three transactions, and commits nothing of it.
 func TestKafkaExactlyOnceCommitAlwaysEndedAsAbort(t *testing.T) {
-	c := newKafkaCluster(t)
-	addr := c.ListenAddrs()[0]
-	createTopicNamed(t, addr, "orders", 1)
-	topic := createTopic(t, addr, 1, nil)
-	s := eosSinkOn(t, addr, topic, "replay-always-abort", "")
-	c.KeepControl()
-	c.ControlKey(int16(kmsg.EndTxn), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		kr.(*kmsg.EndTxnRequest).Commit = false
-		return nil, nil, false
-	})
+	s, addr, topic, commits := eosSinkTurningCommits(t, "replay-always-abort", 0, 0, 1<<30)
 	err := s.Write(t.Context(), eosWindow(0, 5))
 	if err == nil || !sinks.Transient(err) || !strings.Contains(err.Error(), "ended as an abort") {
 		t.Fatalf("Write whose commits all end as aborts: %v, want a transient error saying so", err)
 	}
 	t.Log(err)
+	if n := commits.Load(); n != 3 {
+		t.Errorf("%d EndTxn commit requests, want 3 (the Write's transactions)", n)
+	}
 	if n := len(readIsolated(t, addr, topic, kgo.ReadCommitted())); n != 0 {
 		t.Fatalf("read_committed: %d messages, want none", n)
 	}
