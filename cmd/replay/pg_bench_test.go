@@ -157,10 +157,7 @@ sink:
 	}
 	out := filepath.Join(dir, name+".out")
 	r := benchRunTimed(b, cmd, out, out)
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
+	conn := benchConnect(b, dsn)
 	defer conn.Close(context.Background())
 	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&r.lines); err != nil {
 		b.Fatal(err)
@@ -176,10 +173,7 @@ sink:
 func benchCheckpoint(b *testing.B, dsn string) {
 	b.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
+	conn := benchConnect(b, dsn)
 	defer conn.Close(ctx)
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		var n int
@@ -192,11 +186,18 @@ func benchCheckpoint(b *testing.B, dsn string) {
 	}
 }
 
-func benchDropTable(b *testing.B, dsn, table string) {
+// benchConnect connects to dsn; the caller closes the connection.
+func benchConnect(b *testing.B, dsn string) *pgx.Conn {
+	b.Helper()
 	conn, err := pgx.Connect(context.Background(), dsn)
 	if err != nil {
 		b.Fatal(err)
 	}
+	return conn
+}
+
+func benchDropTable(b *testing.B, dsn, table string) {
+	conn := benchConnect(b, dsn)
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(context.Background(), "DROP TABLE IF EXISTS "+table); err != nil {
 		b.Fatal(err)
@@ -209,10 +210,7 @@ func benchDropTable(b *testing.B, dsn, table string) {
 func benchCopyPeer(b *testing.B, dsn, addr string, records int) benchRun {
 	b.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
+	conn := benchConnect(b, dsn)
 	defer conn.Close(ctx)
 	table := fmt.Sprintf("bench_peer_%d_%d", os.Getpid(), time.Now().UnixNano())
 	if _, err := conn.Exec(ctx, `CREATE TABLE `+table+` (key text, topic text, partition int, "offset" bigint, "timestamp" timestamptz,
