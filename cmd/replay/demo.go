@@ -59,6 +59,7 @@ func (a *app) demo(ctx context.Context, o demoOptions) error {
 	if o.records < 1 || o.partitions < 1 {
 		return usageError{fmt.Errorf("--records and --partitions must be at least 1")}
 	}
+	liftSoftMemoryLimit() // the embedded broker holds every seeded record
 	if _, err := os.Stat(o.plan); err != nil && o.plan == defaultDemoPlan {
 		// Outside a checkout: run the copy embedded in the binary.
 		if o.plan, err = writeEmbeddedDemoPlan(); err != nil {

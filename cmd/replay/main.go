@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -50,6 +51,19 @@ func main() {
 		app.stopProfile()
 	}
 	os.Exit(app.exitCode(err))
+}
+
+// liftSoftMemoryLimit removes main's soft heap limit (unless GOMEMLIMIT
+// set one) for a command that runs the embedded broker: the broker keeps
+// every record of its topics in memory (about 100 MiB for 250,000
+// records), a live heap far above a run's bounded working set, and under
+// the run's limit its GC ran without pause: `replay sandbox` spent about
+// half its CPU in the collector while serving fetches, CPU that the
+// clients reading from it on the same machine did not get.
+func liftSoftMemoryLimit() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(math.MaxInt64)
+	}
 }
 
 // signalContext is cancelled by the first SIGINT/SIGTERM (a run finishes

@@ -43,6 +43,7 @@ func (a *app) sandboxCmd() *cobra.Command {
 					return usageError{fmt.Errorf("--create-topic %q: name a topic other than --topic %s", t, o.topic)}
 				}
 			}
+			liftSoftMemoryLimit()
 			codec, err := sandbox.Codec(o.compression)
 			if err != nil {
 				return usageError{err}
