@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs every same-run benchmark of the repository serially (one at a time,
+# so none takes CPU from another's timed runs) and prints each one's
+# summary lines: the README's performance table, regenerated.
+#
+#   bash bench/all.sh [ROUNDS] [OUT_DIR]
+#
+# ROUNDS is each benchmark's -benchtime (default 5, i.e. 5x); OUT_DIR keeps
+# the full output of each benchmark (default: a new temporary directory).
+# It needs kcat, python3 and the PostgreSQL the tests use (see README.md);
+# a benchmark whose peer is missing says it skipped. On the 2-core
+# development machine the whole script takes 25-35 minutes at 5 rounds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+rounds="${1:-5}"
+out="${2:-$(mktemp -d -t replay-bench.XXXXXX)}"
+mkdir -p "$out"
+export REPLAY_BENCH_HTTP_RECORDS="${REPLAY_BENCH_HTTP_RECORDS:-200000}"
+
+run() { # name package pattern
+	local name=$1 pkg=$2 pattern=$3
+	echo "== $name: go test -run '^\$' -bench '$pattern' -benchtime ${rounds}x $pkg ($(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1-3 /proc/loadavg))"
+	if ! go test -run '^$' -bench "$pattern" -benchtime "${rounds}x" -timeout 60m "$pkg" >"$out/$name.txt" 2>&1; then
+		echo "FAILED: see $out/$name.txt"
+		tail -20 "$out/$name.txt"
+		return 1
+	fi
+	# The per-row summaries ("... (min / median / max) ...") and the metric lines.
+	grep -E 'min / median / max|^Benchmark|SKIP' "$out/$name.txt" | sed -E 's/^[[:space:]]+//'
+}
+
+status=0
+run jsonl ./cmd/replay 'ReplayVsKcat' || status=1
+run postgres ./cmd/replay 'PostgresVsCopy' || status=1
+run kafka ./cmd/replay 'KafkaSinkVsKcat' || status=1
+run http ./cmd/replay 'HTTPSinkVsGoClient' || status=1
+run sqlite ./sinks/sqlite 'SQLiteVsExecutemany' || status=1
+echo "== done $(date -u +%H:%M:%S) UTC; full output in $out"
+exit $status
