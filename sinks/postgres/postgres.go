@@ -248,8 +248,10 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 // The server keeps at most 8 MiB of freed heap per connection; other
 // allocators (musl) are unaffected. A DBA can do the same for every client
 // with GLIBC_TUNABLES=glibc.malloc.trim_threshold=… in the server's
-// environment. A failure is logged at debug level, not an error.
-const backendMallocWarmup = `SELECT length(repeat('x', 4194304))`
+// environment. The statement carries a comment that says so for a DBA
+// reading the server's log. A failure is logged at debug level, not an
+// error.
+const backendMallocWarmup = `/* replay: keep this connection's heap between batches (glibc trim threshold) */ SELECT length(repeat('x', 4194304))`
 
 // layout sets the columns: the default layout or the mapping, plus the
 // version column.
