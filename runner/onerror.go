@@ -164,9 +164,14 @@ func (w *partitionWorker) writeDeadLetters() error {
 	j := w.job
 	slices.SortFunc(w.dead, func(a, b record.Record) int { return cmp.Compare(a.Offset, b.Offset) })
 	if err := w.retry("dead-letter sink", j.DeadLetters, time.Duration(j.Plan.DeadLetter.Retry.MaxElapsed), func(ctx context.Context) error { return j.DeadLetters.Write(ctx, w.dead) }); err != nil {
+		advice := "fix the dead-letter sink and re-run the same command to resume"
+		next, cerr := w.commitBeforeFailure()
+		if cerr != nil {
+			advice = fmt.Sprintf("committing the batches before it failed too (%v); %s", cerr, advice)
+		}
 		return &PartitionError{Topic: j.Resolution.Topic, Partition: w.state.Partition, Offset: w.dead[0].Offset,
-			Err: fmt.Errorf("write dead letters to the %s sink: %w; nothing past offset %d is committed: fix the dead-letter sink and re-run the same command to resume",
-				j.Plan.DeadLetter.Type, err, w.state.next.Load())}
+			Err: fmt.Errorf("write dead letters to the %s sink: %w; nothing past offset %d is committed: %s",
+				j.Plan.DeadLetter.Type, err, next, advice)}
 	}
 	w.commits.WroteDeadLetters()
 	clear(w.dead) // do not pin the records' bytes

@@ -321,6 +321,17 @@ func (w *partitionWorker) window(chunk []record.Record) []record.Record {
 	return out
 }
 
+// commitBeforeFailure commits what the partition wrote before a sink
+// failure, as the partition does when it stops (run's deferred Commit),
+// after the commit in flight (CommitBehind) is answered: the failure's
+// message then names the offset the group holds once the run has stopped,
+// not one from before those commits landed. It returns the committed
+// offset and the commit's error.
+func (w *partitionWorker) commitBeforeFailure() (int64, error) {
+	err := w.commits.Commit()
+	return w.state.next.Load(), err
+}
+
 // write hands records to the sink with the durable-write contract,
 // retrying transient failures (sinks.Transient). A record the sink cannot
 // take follows on_error: skipped or dead-lettered, the others are written
@@ -341,8 +352,12 @@ func (w *partitionWorker) write(recs []record.Record) (*failure, error) {
 				// Re-running now would fence the process that runs.
 				advice = "the process that fenced this one carries on: let it finish (replay status shows its progress), and re-run only if it fails"
 			}
-			perr := &PartitionError{Topic: j.Resolution.Topic, Partition: w.state.Partition, Offset: w.state.next.Load(),
-				Err: fmt.Errorf("sink %s: %w; nothing past offset %d is committed: %s", j.Plan.Sink.Type, err, w.state.next.Load(), advice)}
+			next, cerr := w.commitBeforeFailure()
+			if cerr != nil && !errors.Is(err, sinks.ErrFenced) {
+				advice = fmt.Sprintf("committing the batches before it failed too (%v); %s", cerr, advice)
+			}
+			perr := &PartitionError{Topic: j.Resolution.Topic, Partition: w.state.Partition, Offset: next,
+				Err: fmt.Errorf("sink %s: %w; nothing past offset %d is committed: %s", j.Plan.Sink.Type, err, next, advice)}
 			if re := (*SinkRetryError)(nil); errors.As(err, &re) {
 				return nil, withHint(perr, HintSinkResume)
 			}

@@ -1,0 +1,85 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/sinks"
+)
+
+// failingSink is durable on Write (its commits run behind the next
+// Write) and fails its failOn-th Write with a plain error.
+type failingSink struct {
+	failOn int32
+	writes atomic.Int32
+}
+
+func (s *failingSink) Write(_ context.Context, recs []record.Record) error {
+	if s.writes.Add(1) == s.failOn {
+		return errors.New("disk on fire")
+	}
+	return nil
+}
+func (s *failingSink) Finish(context.Context) error     { return nil }
+func (s *failingSink) Close() error                     { return nil }
+func (s *failingSink) Capabilities() sinks.Capabilities { return sinks.Capabilities{} }
+
+// A sink failure says how far the partition is committed: the commit of
+// the batches before it, in flight when the sink failed, is answered
+// first, so the offset in the message is the group's committed offset
+// once the run has stopped, not one from before that commit landed.
+func TestSinkFailureNamesTheCommittedOffset(t *testing.T) {
+	sb := newTestCluster(t, 1, "orders")
+	seed(t, sb, "orders", 500, t0, time.Hour)
+	// Every OffsetCommit takes 300 ms: the commit of the first batch is in
+	// flight while the second and third batches are written.
+	sb.ControlKey(int16(kmsg.OffsetCommit), func(kmsg.Request) (kmsg.Response, error, bool) {
+		sb.KeepControl()
+		sb.SleepControl(func() { time.Sleep(300 * time.Millisecond) })
+		return nil, nil, false
+	})
+	p := testPlan(t, sb, `
+version: 1
+name: failmsg
+source: {brokers: ["%ADDR%"], topic: orders}
+group: replay.failmsg
+window: {offsets: {all: {from: earliest, to: latest}}}
+sink: {type: file, path: unused.jsonl, batch_size: 100}
+`)
+	_, _, err := runPlan(t, context.Background(), p, &failingSink{failOn: 3})
+	if err == nil {
+		t.Fatal("the run succeeded; want the sink's failure")
+	}
+	m := regexp.MustCompile(`nothing past offset (\d+) is committed`).FindStringSubmatch(err.Error())
+	if m == nil {
+		t.Fatalf("error %q does not say how far the partition is committed", err)
+	}
+	said, _ := strconv.ParseInt(m[1], 10, 64)
+	cl, cerr := kgo.NewClient(kgo.SeedBrokers(sb.Addr))
+	if cerr != nil {
+		t.Fatal(cerr)
+	}
+	defer cl.Close()
+	offs, ferr := kadm.NewClient(cl).FetchOffsets(context.Background(), "replay.failmsg")
+	if ferr != nil {
+		t.Fatal(ferr)
+	}
+	o, ok := offs.Lookup("orders", 0)
+	if !ok || o.Err != nil {
+		t.Fatalf("no committed offset of orders/0 (%v)", o.Err)
+	}
+	t.Logf("error: %v; committed: %d", err, o.At)
+	if said != o.At || said < 100 {
+		t.Errorf("the error says nothing past offset %d is committed; the group holds %d (at least the first batch, 100, was written and committed)", said, o.At)
+	}
+}
