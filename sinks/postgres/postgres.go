@@ -243,8 +243,8 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 // frees a batch's memory, and takes it again for the next batch: about
 // 100 brk calls a batch of 1000 rows, each a TLB flush on every core the
 // process ran on, and the pages faulted in again. On the 2-core virtual
-// development machine that was most of the server's CPU for a fresh
-// load (24,000 brk calls for 250,000 rows; about 100 with the warm-up).
+// development machine that was about a third of the server's CPU for a
+// fresh load (24,000 brk calls for 250,000 rows; about 100 with it).
 // The server keeps at most 8 MiB of freed heap per connection; other
 // allocators (musl) are unaffected. A DBA can do the same for every client
 // with GLIBC_TUNABLES=glibc.malloc.trim_threshold=… in the server's
