@@ -26,7 +26,11 @@ func writeEmbeddedDemoPlan() (string, error) {
 		return "", err
 	}
 	path := filepath.Join(dir, "demo.yaml")
-	return path, os.WriteFile(path, plans.Demo, 0o644)
+	if err := os.WriteFile(path, plans.Demo, 0o644); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return path, nil
 }
 
 type demoOptions struct {
@@ -65,6 +69,7 @@ func (a *app) demo(ctx context.Context, o demoOptions) error {
 		if o.plan, err = writeEmbeddedDemoPlan(); err != nil {
 			return err
 		}
+		defer os.RemoveAll(filepath.Dir(o.plan)) // the temporary directory writeEmbeddedDemoPlan made
 	} else if err != nil { // before seeding a broker for nothing
 		return usageError{fmt.Errorf("--plan: %w", err)}
 	}

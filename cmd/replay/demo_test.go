@@ -40,3 +40,20 @@ func TestDemo(t *testing.T) {
 		t.Errorf("staging directory left behind: %v", err)
 	}
 }
+
+// Outside a checkout the demo runs the plan embedded in the binary, from a
+// temporary directory it removes when it is done.
+func TestDemoOutsideACheckout(t *testing.T) {
+	t.Setenv("REPLAY_DEMO_BROKERS", "")
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	dir := t.TempDir() // no plans/demo.yaml here
+	r := replayProcess(t, dir, "demo", "--records", "20000")
+	if r.code != exitOK || !strings.Contains(r.stdout, "check passed") {
+		t.Fatalf("want exit 0 and the check's verdict, got %s", r)
+	}
+	left, err := filepath.Glob(filepath.Join(tmp, "replay-demo-*"))
+	if err != nil || len(left) > 0 {
+		t.Errorf("the demo left %v in TMPDIR (%v)", left, err)
+	}
+}
