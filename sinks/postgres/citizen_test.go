@@ -257,3 +257,21 @@ func TestPostgresCreateTableWithoutCreatePrivilege(t *testing.T) {
 		t.Errorf("creating a table without the privilege: %v, want permission denied", err)
 	}
 }
+
+// A connection that cannot create the sink's temporary COPY table (a
+// read-only session here) fails with a message that names that table,
+// not with a bare CREATE TABLE error about a table the user never named.
+func TestPostgresTempTableRefusedIsNamed(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	table := testenv.TableName()
+	newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true})
+	ro := dsnWith(t, dsn, "options", "-cdefault_transaction_read_only=on")
+	s, err := postgres.New(t.Context(), postgres.Config{DSN: ro, Table: table, CreateTable: true})
+	if err == nil {
+		t.Cleanup(func() { _ = s.Close() })
+		err = s.Write(t.Context(), []record.Record{sinktest.Rec(0, 1, "a", `{}`)})
+	}
+	if err == nil || !strings.Contains(err.Error(), "temporary COPY table replay_batch") || !strings.Contains(err.Error(), "read-only") {
+		t.Errorf("a read-only session: %v, want an error naming the temporary COPY table and the read-only transaction", err)
+	}
+}

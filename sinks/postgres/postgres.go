@@ -218,8 +218,10 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		if s.st.createTemp == "" { // while prepare inspects the table
 			return nil
 		}
-		_, err := c.Exec(ctx, s.st.createTemp)
-		return err
+		if _, err := c.Exec(ctx, s.st.createTemp); err != nil {
+			return fmt.Errorf("create the connection's temporary COPY table %s (the role needs TEMPORARY on the database, and a transaction that can write): %w", copyTable, err)
+		}
+		return nil
 	}
 	if s.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return nil, fmt.Errorf("postgres sink: connect: %w", s.scrub(err))
