@@ -5,6 +5,7 @@ import (
 	"errors"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -81,5 +82,54 @@ sink: {type: file, path: unused.jsonl, batch_size: 100}
 	t.Logf("error: %v; committed: %d", err, o.At)
 	if said != o.At || said < 100 {
 		t.Errorf("the error says nothing past offset %d is committed; the group holds %d (at least the first batch, 100, was written and committed)", said, o.At)
+	}
+}
+
+// A sink failure whose commit of the batches before it fails too makes
+// that commit once: the partition's stop does not send it again (a
+// broker that keeps refusing commits would take the retry budget twice).
+func TestSinkFailureCommitsOnce(t *testing.T) {
+	sb := newTestCluster(t, 1, "orders")
+	seed(t, sb, "orders", 500, t0, time.Hour)
+	var commits atomic.Int32
+	sb.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		sb.KeepControl()
+		if commits.Add(1) == 1 {
+			return nil, nil, false // the first commit lands (the partition's start)
+		}
+		sb.SleepControl(func() { time.Sleep(300 * time.Millisecond) }) // in flight until the third Write failed
+		r := req.(*kmsg.OffsetCommitRequest)
+		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = 30 // GROUP_AUTHORIZATION_FAILED: not retriable
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	p := testPlan(t, sb, `
+version: 1
+name: failonce
+source: {brokers: ["%ADDR%"], topic: orders}
+group: replay.failonce
+window: {offsets: {all: {from: earliest, to: latest}}}
+sink: {type: file, path: unused.jsonl, batch_size: 100}
+`)
+	// The commit of the first batch goes out behind the second Write and
+	// is refused; the third Write fails, and the worker collects the
+	// refusal then. Nothing may send that commit again.
+	_, _, err := runPlan(t, context.Background(), p, &failingSink{failOn: 3})
+	if err == nil || !strings.Contains(err.Error(), "disk on fire") || !strings.Contains(err.Error(), "Group Authorization Failed") {
+		t.Fatalf("error %v, want the sink's failure and the refused commit", err)
+	}
+	t.Logf("error: %v; %d OffsetCommit requests", err, commits.Load())
+	if n := commits.Load(); n != 2 {
+		t.Errorf("%d OffsetCommit requests, want 2 (the one that landed, the refused one once)", n)
 	}
 }

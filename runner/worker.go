@@ -42,6 +42,10 @@ type partitionWorker struct {
 	// runCtx is the run's context: once it is cancelled (a signal), a
 	// failing sink is not retried (retry).
 	runCtx context.Context
+	// committedAtFailure: commitBeforeFailure made the partition's last
+	// commit, so run does not make it again (a commit that failed would
+	// spend its retry budget twice).
+	committedAtFailure bool
 }
 
 // heldChunks are the arena chunks of one response and the offset of its
@@ -114,9 +118,11 @@ func (w *partitionWorker) run(ctx context.Context) (err error) {
 	w.pf = pf
 	defer pf.Stop() // before the deferred report reads r.Stats
 	defer func() {
-		cerr := w.commits.Commit()
-		if err == nil {
-			err = cerr
+		if !w.committedAtFailure {
+			cerr := w.commits.Commit()
+			if err == nil {
+				err = cerr
+			}
 		}
 		s.uncommitted.Store(w.commits.Committable() > w.commits.Committed())
 	}()
@@ -326,8 +332,10 @@ func (w *partitionWorker) window(chunk []record.Record) []record.Record {
 // after the commit in flight (CommitBehind) is answered: the failure's
 // message then names the offset the group holds once the run has stopped,
 // not one from before those commits landed. It returns the committed
-// offset and the commit's error.
+// offset and the commit's error. The partition stops after it: run does
+// not commit again.
 func (w *partitionWorker) commitBeforeFailure() (int64, error) {
+	w.committedAtFailure = true
 	err := w.commits.Commit()
 	return w.state.next.Load(), err
 }
