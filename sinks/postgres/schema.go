@@ -151,7 +151,7 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER
 func createTable(ctx context.Context, pool *pgxpool.Pool, table, stmt string) error {
 	var exists bool
 	if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil {
-		return err
+		return fmt.Errorf("looking up whether it exists: %w", err)
 	}
 	if exists {
 		return nil
