@@ -6,9 +6,12 @@ package main
 // the same run: a Go loop (franz-go consumer + pgx CopyFrom, one binary
 // COPY stream) that reads the same window and copies the same rows (the
 // default layout's columns, computed the same way) into a plain table
-// without indexes. Each round runs the peer and `replay run` in
-// alternating order; the replay writes a fresh table ("fresh"), then runs
-// again into the full table ("rerun": every row unchanged).
+// without indexes. There is one sub-benchmark per key template; each of
+// its rounds runs the peer once and, for every batch size, `replay run`
+// into a fresh table ("fresh"), then again into the full table ("rerun":
+// every row unchanged). The peer runs first in odd rounds and last in even
+// ones, and the batch sizes take turns at going first, so that batch sizes
+// compare within one round, not across minutes of a shared machine.
 //
 //	go test -run '^$' -bench PostgresVsCopy -benchtime 3x ./cmd/replay
 //
@@ -21,11 +24,12 @@ package main
 //	REPLAY_BENCH_GOMEMLIMIT  GOMEMLIMIT for the replay process (default: unset, main's own limit)
 //	REPLAY_BENCH_PG_COPY_THRESHOLD  the plan's copy_threshold (default: unset, the plan's default)
 //
-// Reported per sub-benchmark (median over the rounds): x-copy-fresh and
-// x-copy-rerun (peer wall ÷ replay wall: above 1 = replay faster),
-// replay-fresh-s and replay-rerun-s (replay's own wall seconds: batch
-// sizes compare on these, since each sub-benchmark's peer runs are its
-// own), and the replay's peak RSS.
+// Reported per sub-benchmark and batch size B (median over the rounds):
+// x-copy-fresh-bB and x-copy-rerun-bB (peer wall ÷ replay wall: above 1 =
+// replay faster), replay-fresh-s-bB and replay-rerun-s-bB (replay's own
+// wall seconds), x-b1000-fresh-bB and x-b1000-rerun-bB (the first batch
+// size's wall ÷ B's in the same round: above 1 = B faster), and the
+// replay's peak RSS.
 
 import (
 	"context"
@@ -67,51 +71,78 @@ func BenchmarkPostgresVsCopy(b *testing.B) {
 	addr := benchStartSandbox(b, bin, records, benchVariants[0])
 	b.Logf("broker %s, %d records; replay %s", addr, records, bin)
 	for _, key := range keys {
-		for _, batch := range batches {
-			b.Run(fmt.Sprintf("key=%s/batch=%s", key, batch), func(b *testing.B) {
-				var fresh, rerun []float64
-				var freshSec, rerunSec []float64 // replay's own wall times, to compare batch sizes
-				var rss []float64
-				round := 0
-				for b.Loop() {
-					round++
-					var peer, first, second benchRun
-					table := fmt.Sprintf("bench_%d_%d", os.Getpid(), time.Now().UnixNano())
-					if round%2 == 1 {
-						benchCheckpoint(b, dsn)
-						peer = benchCopyPeer(b, dsn, addr, records)
-					}
+		b.Run("key="+key, func(b *testing.B) {
+			// Per batch size: ratios to the round's peer, replay's own wall
+			// seconds, and per round the first batch size's wall time ÷
+			// this one's (above 1 = this one faster), fresh and re-run.
+			type series struct{ fresh, rerun, freshSec, rerunSec, freshVsFirst, rerunVsFirst []float64 }
+			per := make([]series, len(batches))
+			var rss []float64
+			round := 0
+			for b.Loop() {
+				round++
+				// The order rotates over the rounds: the peer first or last,
+				// and the batch sizes starting at a different one each round.
+				var peer benchRun
+				runPeer := func() {
 					benchCheckpoint(b, dsn)
-					first = benchReplayPG(b, bin, addr, dir, dsn, table, key, batch, round, 0)
-					benchCheckpoint(b, dsn)
-					second = benchReplayPG(b, bin, addr, dir, dsn, table, key, batch, round, 1)
-					if round%2 == 0 {
-						benchCheckpoint(b, dsn)
-						peer = benchCopyPeer(b, dsn, addr, records)
-					}
-					benchDropTable(b, dsn, table)
-					if first.lines != records || second.lines != records {
-						b.Fatalf("round %d: the table holds %d rows after the first run, %d after the second; want %d", round, first.lines, second.lines, records)
-					}
-					fresh = append(fresh, peer.elapsed.Seconds()/first.elapsed.Seconds())
-					rerun = append(rerun, peer.elapsed.Seconds()/second.elapsed.Seconds())
-					freshSec = append(freshSec, first.elapsed.Seconds())
-					rerunSec = append(rerunSec, second.elapsed.Seconds())
-					rss = append(rss, first.rssMiB, second.rssMiB)
-					b.Logf("round %d: peer COPY %.2fs | replay fresh %.2fs (%.2fx, %.1f MiB) | rerun %.2fs (%.2fx, %.1f MiB)", round,
-						peer.elapsed.Seconds(), first.elapsed.Seconds(), fresh[len(fresh)-1], first.rssMiB,
-						second.elapsed.Seconds(), rerun[len(rerun)-1], second.rssMiB)
+					peer = benchCopyPeer(b, dsn, addr, records)
 				}
-				b.ReportMetric(0, "ns/op")
-				b.ReportMetric(benchMedian(fresh), "x-copy-fresh")
-				b.ReportMetric(benchMedian(rerun), "x-copy-rerun")
-				b.ReportMetric(benchMedian(freshSec), "replay-fresh-s")
-				b.ReportMetric(benchMedian(rerunSec), "replay-rerun-s")
-				b.ReportMetric(slices.Max(rss), "replay-peak-MiB")
-				b.Logf("over %d rounds (min / median / max): fresh %s, rerun %s; replay's wall seconds: fresh %s, rerun %s", len(fresh),
-					benchSpread(fresh, "%.2f"), benchSpread(rerun, "%.2f"), benchSpread(freshSec, "%.2f"), benchSpread(rerunSec, "%.2f"))
-			})
-		}
+				if round%2 == 1 {
+					runPeer()
+				}
+				first := make([]benchRun, len(batches))
+				second := make([]benchRun, len(batches))
+				for k := range batches {
+					i := (k + round/2) % len(batches)
+					table := fmt.Sprintf("bench_%d_%d", os.Getpid(), time.Now().UnixNano())
+					benchCheckpoint(b, dsn)
+					first[i] = benchReplayPG(b, bin, addr, dir, dsn, table, key, batches[i], round, 0)
+					benchCheckpoint(b, dsn)
+					second[i] = benchReplayPG(b, bin, addr, dir, dsn, table, key, batches[i], round, 1)
+					benchDropTable(b, dsn, table)
+					if first[i].lines != records || second[i].lines != records {
+						b.Fatalf("round %d, batch %s: the table holds %d rows after the first run, %d after the second; want %d", round, batches[i], first[i].lines, second[i].lines, records)
+					}
+				}
+				if round%2 == 0 {
+					runPeer()
+				}
+				line := fmt.Sprintf("round %d: peer COPY %.2fs", round, peer.elapsed.Seconds())
+				for i := range batches {
+					f, r := first[i].elapsed.Seconds(), second[i].elapsed.Seconds()
+					sr := &per[i]
+					sr.fresh = append(sr.fresh, peer.elapsed.Seconds()/f)
+					sr.rerun = append(sr.rerun, peer.elapsed.Seconds()/r)
+					sr.freshSec = append(sr.freshSec, f)
+					sr.rerunSec = append(sr.rerunSec, r)
+					sr.freshVsFirst = append(sr.freshVsFirst, first[0].elapsed.Seconds()/f)
+					sr.rerunVsFirst = append(sr.rerunVsFirst, second[0].elapsed.Seconds()/r)
+					rss = append(rss, first[i].rssMiB, second[i].rssMiB)
+					line += fmt.Sprintf(" | batch %s: fresh %.2fs (%.2fx, %.1f MiB), rerun %.2fs (%.2fx, %.1f MiB)", batches[i],
+						f, sr.fresh[len(sr.fresh)-1], first[i].rssMiB, r, sr.rerun[len(sr.rerun)-1], second[i].rssMiB)
+				}
+				b.Log(line)
+			}
+			b.ReportMetric(0, "ns/op")
+			for i, batch := range batches {
+				sr := per[i]
+				b.ReportMetric(benchMedian(sr.fresh), "x-copy-fresh-b"+batch)
+				b.ReportMetric(benchMedian(sr.rerun), "x-copy-rerun-b"+batch)
+				b.ReportMetric(benchMedian(sr.freshSec), "replay-fresh-s-b"+batch)
+				b.ReportMetric(benchMedian(sr.rerunSec), "replay-rerun-s-b"+batch)
+				vs := ""
+				if i > 0 {
+					b.ReportMetric(benchMedian(sr.freshVsFirst), "x-b"+batches[0]+"-fresh-b"+batch)
+					b.ReportMetric(benchMedian(sr.rerunVsFirst), "x-b"+batches[0]+"-rerun-b"+batch)
+					vs = fmt.Sprintf("; batch %s's wall ÷ this one's, same round: fresh %s, rerun %s", batches[0],
+						benchSpread(sr.freshVsFirst, "%.2f"), benchSpread(sr.rerunVsFirst, "%.2f"))
+				}
+				b.Logf("batch %s over %d rounds (min / median / max): fresh %s, rerun %s; replay's wall seconds: fresh %s, rerun %s%s", batch, len(sr.fresh),
+					benchSpread(sr.fresh, "%.2f"), benchSpread(sr.rerun, "%.2f"), benchSpread(sr.freshSec, "%.2f"), benchSpread(sr.rerunSec, "%.2f"), vs)
+			}
+			b.ReportMetric(slices.Max(rss), "replay-peak-MiB")
+		})
 	}
 }
 
