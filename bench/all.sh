@@ -19,8 +19,14 @@ out="${2:-$(mktemp -d -t replay-bench.XXXXXX)}"
 mkdir -p "$out"
 export REPLAY_BENCH_HTTP_RECORDS="${REPLAY_BENCH_HTTP_RECORDS:-200000}"
 
+# steal prints the CPU time (s, all cores) the hypervisor gave other
+# guests so far: the 8th field of /proc/stat's cpu line, in USER_HZ ticks.
+steal() { awk -v hz="$(getconf CLK_TCK)" '/^cpu /{printf "%.1f", $9 / hz}' /proc/stat; }
+
 run() { # name package pattern
 	local name=$1 pkg=$2 pattern=$3
+	local stolen
+	stolen=$(steal)
 	echo "== $name: go test -run '^\$' -bench '$pattern' -benchtime ${rounds}x $pkg ($(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1-3 /proc/loadavg))"
 	# -v: without it go test prints nothing of a skipped benchmark.
 	if ! go test -v -run '^$' -bench "$pattern" -benchtime "${rounds}x" -timeout 60m "$pkg" >"$out/$name.txt" 2>&1; then
@@ -30,6 +36,9 @@ run() { # name package pattern
 	fi
 	# The per-row summaries ("... (min / median / max) ...") and the metric lines.
 	grep -E 'min / median / max|^Benchmark.*[[:space:]]+[0-9]+[[:space:]]' "$out/$name.txt" | sed -E 's/^[[:space:]]+//'
+	# On a virtual machine, CPU time taken by other guests slows both sides
+	# of a round unevenly; a run that lost much of it is worth repeating.
+	echo "(CPU time stolen by the hypervisor during it: $(awk -v a="$stolen" -v b="$(steal)" 'BEGIN{printf "%.1f", b - a}') s)"
 	# A skipped benchmark (its peer is missing) is a row the table lacks.
 	if grep -q -- '--- SKIP' "$out/$name.txt"; then
 		echo "SKIPPED:"
