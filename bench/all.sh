@@ -9,8 +9,8 @@
 # the full output of each benchmark (default: a new temporary directory).
 # It needs kcat, python3 and the PostgreSQL the tests use (see README.md);
 # a benchmark whose peer is missing says it skipped, and the script then
-# exits 1. On the 2-core
-# development machine the whole script took 8 minutes at 5 rounds.
+# exits 1. At 5 rounds the whole script took 8 minutes on one 2-core
+# development machine and 5 on another.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,7 +20,7 @@ mkdir -p "$out"
 export REPLAY_BENCH_HTTP_RECORDS="${REPLAY_BENCH_HTTP_RECORDS:-200000}"
 
 # steal prints the CPU time (s, all cores) the hypervisor gave other
-# guests so far: the 8th field of /proc/stat's cpu line, in USER_HZ ticks.
+# guests so far: the 8th number of /proc/stat's cpu line, in USER_HZ ticks.
 steal() { awk -v hz="$(getconf CLK_TCK)" '/^cpu /{printf "%.1f", $9 / hz}' /proc/stat; }
 
 run() { # name package pattern
