@@ -102,6 +102,19 @@ type sqlShape struct {
 // 35 ms of the server's time per batch instead of 4.
 const keyProbe = " OFFSET 0"
 
+// probeKey is expr (the batch's key, as the INSERT writes it) as the
+// lookups compare it with the key column: for a character(n) column,
+// cast to bpchar (without a length, so nothing is cut), since text =
+// character compares as text, which the column's index cannot answer: each
+// lookup would then read the whole table. The other types' expressions are
+// the column's type already, or one its index answers (text for varchar).
+func (sh sqlShape) probeKey(expr string) string {
+	if sh.cols[sh.key].decl.base == "bpchar" {
+		return expr + "::pg_catalog.bpchar"
+	}
+	return expr
+}
+
 // skippedSQL is the upsert's seventh count: the rows of from (alias s) that
 // the INSERT neither inserted nor updated and whose key had no row before
 // the statement (its snapshot does not see its own writes): a trigger
@@ -110,7 +123,7 @@ func (sh sqlShape) skippedSQL(from, key, keyExpr string) string {
 	if !sh.triggers {
 		return "0::bigint"
 	}
-	return "(SELECT count(*) FROM " + from + " s WHERE NOT EXISTS (SELECT 1 FROM ins i WHERE i.k = " + keyExpr + ") AND NOT EXISTS (SELECT 1 FROM " + sh.table + " o WHERE o." + key + " = " + keyExpr + keyProbe + "))"
+	return "(SELECT count(*) FROM " + from + " s WHERE NOT EXISTS (SELECT 1 FROM ins i WHERE i.k = " + keyExpr + ") AND NOT EXISTS (SELECT 1 FROM " + sh.table + " o WHERE o." + key + " = " + sh.probeKey(keyExpr) + keyProbe + "))"
 }
 
 // sameText reports whether the column's values are compared as text to
@@ -214,14 +227,18 @@ func (sh sqlShape) upsertSQL(src string, names []string, skipSame bool) string {
 		b.WriteString("WITH src AS (" + src + "),\n")
 	}
 	if withOld {
-		b.WriteString("old AS (SELECT t." + key + " AS k")
+		// The stored row of each key of the batch, once: keys the column
+		// holds as equal (1.0 and 1.00 in a numeric column) are one key.
+		// Only the columns read: a role may hold SELECT on those alone.
+		cols := []string{"t." + key + " AS k"}
 		if sh.ver >= 0 {
-			b.WriteString(", t." + names[sh.ver] + " AS v")
+			cols = append(cols, "t."+names[sh.ver]+" AS v")
 		}
 		if sh.hasProv() {
-			b.WriteString(", t." + names[sh.prov[0]] + " AS tp, t." + names[sh.prov[1]] + " AS pa, t." + names[sh.prov[2]] + " AS os")
+			cols = append(cols, "t."+names[sh.prov[0]]+" AS tp", "t."+names[sh.prov[1]]+" AS pa", "t."+names[sh.prov[2]]+" AS os")
 		}
-		b.WriteString(" FROM " + from + " s CROSS JOIN LATERAL (SELECT * FROM " + sh.table + " t WHERE t." + key + " = " + exprs[sh.key] + keyProbe + ") t),\n")
+		b.WriteString("old AS (SELECT t.* FROM (SELECT DISTINCT " + sh.probeKey(exprs[sh.key]) + " AS k FROM " + from + " s) d CROSS JOIN LATERAL (SELECT " +
+			strings.Join(cols, ", ") + " FROM " + sh.table + " t WHERE t." + key + " = d.k" + keyProbe + ") t),\n")
 	}
 	b.WriteString("ins AS (INSERT INTO " + sh.table + " AS t (" + strings.Join(names, ", ") + ")\nSELECT " + strings.Join(exprs, ", ") + " FROM " + from + " s" + same + "\n")
 	b.WriteString(sh.onConflictSQL(names))
@@ -272,7 +289,7 @@ func (sh sqlShape) plainUpsertSQL(src string, names, exprs []string, same string
 	}
 	tp, pa, os := names[sh.prov[0]], names[sh.prov[1]], names[sh.prov[2]]
 	b.WriteString(", t." + tp + " AS tp, t." + pa + " AS pa, t." + os + " AS os),\n")
-	b.WriteString("old AS (SELECT t." + key + " AS k, t." + tp + " AS tp, t." + pa + " AS pa, t." + os + " AS os FROM ins i CROSS JOIN LATERAL (SELECT * FROM " + sh.table + " t WHERE t." + key + " = i.k" + keyProbe + ") t WHERE NOT i.fresh),\n")
+	b.WriteString("old AS (SELECT t.* FROM ins i CROSS JOIN LATERAL (SELECT t." + key + " AS k, t." + tp + " AS tp, t." + pa + " AS pa, t." + os + " AS os FROM " + sh.table + " t WHERE t." + key + " = i.k" + keyProbe + ") t WHERE NOT i.fresh),\n")
 	b.WriteString("coll AS (SELECT o.tp || '/' || o.pa || '/' || o.os || ' and ' || i.tp || '/' || i.pa || '/' || i.os || ': key ' || i.k AS pair, i.os FROM old o JOIN ins i ON i.k = o.k WHERE (o.tp, o.pa) IS DISTINCT FROM (i.tp, i.pa))\n")
 	b.WriteString("SELECT (SELECT count(*) FILTER (WHERE fresh) FROM ins), (SELECT count(*) FILTER (WHERE NOT fresh) FROM ins), 0::bigint, 0::bigint, (SELECT count(*) FROM coll), (SELECT pair FROM coll ORDER BY os LIMIT 1), " +
 		sh.skippedSQL(from, key, exprs[sh.key]))
@@ -295,7 +312,7 @@ func (sh sqlShape) sameSQL(names, exprs []string) string {
 		v := names[sh.ver]
 		same = "(" + same + " OR (o." + v + " IS NOT NULL AND " + exprs[sh.ver] + " IS NOT NULL AND o." + v + " >= " + exprs[sh.ver] + "))"
 	}
-	return " WHERE NOT EXISTS (SELECT 1 FROM " + sh.table + " o WHERE o." + names[sh.key] + " = " + exprs[sh.key] + " AND " + same + keyProbe + ")"
+	return " WHERE NOT EXISTS (SELECT 1 FROM " + sh.table + " o WHERE o." + names[sh.key] + " = " + sh.probeKey(exprs[sh.key]) + " AND " + same + keyProbe + ")"
 }
 
 func (sh sqlShape) onConflictSQL(names []string) string {

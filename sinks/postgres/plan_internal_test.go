@@ -9,6 +9,7 @@ import (
 
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/internal/testenv"
+	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/sinktest"
 )
@@ -19,18 +20,34 @@ import (
 // anti join over a sequential scan of the whole table (35 ms per 1000-row
 // batch of a re-run, measured, against 4 ms by index), no plan of the
 // sink's upserts reads the table by a sequential scan. Checked for the
-// default layout (provenance counts: the old rows of updated keys) and
-// with a version column (the old rows of every key).
+// default layout (provenance counts: the old rows of updated keys), with a
+// version column (the old rows of every key), and for a character(12) key
+// column, which text = character comparisons cannot look up by its index.
 func TestPostgresStatementsProbeTheKeyIndex(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	keyer, err := sinks.NewKeyer("{{ .Key }}")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, version := range []string{"", "offset"} {
-		t.Run("version="+version, func(t *testing.T) {
+	charCols := plan.Columns{{Name: "id", Field: "key"}, {Name: "payload", Field: "value"}, {Name: "tp", Field: "topic"}, {Name: "pa", Field: "partition"}, {Name: "os", Field: "offset"}}
+	for _, c := range []struct {
+		name, version, ddl string
+		cols               plan.Columns
+	}{
+		{name: "default"},
+		{name: "version", version: "offset"},
+		{name: "char-key", cols: charCols, ddl: `CREATE TABLE %s (id char(12) PRIMARY KEY, payload text, tp text NOT NULL, pa int NOT NULL, os bigint NOT NULL)`},
+		{name: "char-key-version", cols: charCols, version: "offset",
+			ddl: `CREATE TABLE %s (id char(12) PRIMARY KEY, payload text, tp text NOT NULL, pa int NOT NULL, os bigint NOT NULL, replay_version bigint)`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			table := testenv.TableName()
-			s, err := New(t.Context(), Config{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer, Version: version})
+			if c.ddl != "" {
+				if _, err := testenv.PgConn(t, dsn).Exec(t.Context(), fmt.Sprintf(c.ddl, table)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s, err := New(t.Context(), Config{DSN: dsn, Table: table, CreateTable: c.ddl == "", Keyer: keyer, Version: c.version, Columns: c.cols})
 			if err != nil {
 				t.Fatal(err)
 			}
