@@ -252,8 +252,8 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 // allocators (musl) are unaffected. A DBA can do the same for every client
 // with GLIBC_TUNABLES=glibc.malloc.trim_threshold=… in the server's
 // environment. The statement carries a comment that says so for a DBA
-// reading the server's log; its functions are pg_catalog's, whatever the
-// search_path; random() keeps the planner from folding the constant, which
+// reading the server's log; its functions and operators are pg_catalog's,
+// whatever the search_path; random() keeps the planner from folding the constant, which
 // would copy the 4 MiB once more. repeat() copies its string once per
 // repetition, so the string is 64 bytes (65,536 copies, not 4 Mi), and
 // octet_length() does not count characters: 5-8 ms of the server's time
@@ -261,7 +261,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 // \timing, on the development machine). A failure (a statement_timeout
 // shorter than that, say) is logged at debug level, not an error.
 var backendMallocWarmup = `/* replay: keep this connection's heap between batches (glibc trim threshold) */ ` +
-	`SELECT pg_catalog.octet_length(pg_catalog.repeat('` + strings.Repeat("x", 64) + `', 65536 + (pg_catalog.random() * 0)::int))`
+	`SELECT pg_catalog.octet_length(pg_catalog.repeat('` + strings.Repeat("x", 64) + `', 65536 OPERATOR(pg_catalog.+) (pg_catalog.random() OPERATOR(pg_catalog.*) 0)::int))`
 
 // layout sets the columns: the default layout or the mapping, plus the
 // version column.
