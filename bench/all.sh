@@ -30,6 +30,13 @@ run() { # name package pattern
 	echo "== $name: go test -run '^\$' -bench '$pattern' -benchtime ${rounds}x $pkg ($(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1-3 /proc/loadavg))"
 	# -v: without it go test prints nothing of a skipped benchmark.
 	if ! go test -v -run '^$' -bench "$pattern" -benchtime "${rounds}x" -timeout 60m "$pkg" >"$out/$name.txt" 2>&1; then
+		# Ctrl-C stops the script, not only the benchmark running: go test
+		# exits 1 on SIGINT, not by the signal, so bash would go on to the
+		# next one (and runs no INT trap: it takes the signal as handled).
+		if grep -q '^signal: interrupt' "$out/$name.txt"; then
+			echo "interrupted; full output in $out"
+			exit 130
+		fi
 		echo "FAILED: see $out/$name.txt"
 		tail -20 "$out/$name.txt"
 		return 1
