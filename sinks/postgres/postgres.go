@@ -203,6 +203,18 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		}
 		pcfg.ConnConfig.RuntimeParams["application_name"] = name
 	}
+	// The sink sends text as UTF-8 (pgx's encoders, the records' bytes).
+	// Unset, client_encoding is the database's: in a LATIN1 database the
+	// server took UTF-8 bytes for LATIN1 and stored "café" as "cafÃ©".
+	// With UTF8 it converts, and refuses (a data error, so a bad record) a
+	// character the database's encoding lacks.
+	switch enc := pcfg.ConnConfig.RuntimeParams["client_encoding"]; strings.ToUpper(strings.ReplaceAll(enc, "-", "")) {
+	case "":
+		pcfg.ConnConfig.RuntimeParams["client_encoding"] = "UTF8"
+	case "UTF8", "UNICODE":
+	default:
+		return nil, fmt.Errorf("postgres sink: the dsn sets client_encoding=%s: the sink sends UTF-8 text; remove the setting (PostgreSQL converts to the database's encoding)", enc)
+	}
 	// The upsert of a large batch costs enough for PostgreSQL to compile
 	// it (JIT), which takes longer than running it.
 	if _, set := pcfg.ConnConfig.RuntimeParams["jit"]; !set {
