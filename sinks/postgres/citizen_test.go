@@ -271,7 +271,8 @@ func TestPostgresTempTableRefusedIsNamed(t *testing.T) {
 		t.Cleanup(func() { _ = s.Close() })
 		err = s.Write(t.Context(), []record.Record{sinktest.Rec(0, 1, "a", `{}`)})
 	}
-	if err == nil || !strings.Contains(err.Error(), "temporary COPY table replay_batch") || !strings.Contains(err.Error(), "read-only") {
-		t.Errorf("a read-only session: %v, want an error naming the temporary COPY table and the read-only transaction", err)
+	if err == nil || !strings.Contains(err.Error(), "temporary COPY table replay_batch") || !strings.Contains(err.Error(), "read-only") ||
+		!strings.Contains(err.Error(), "a transaction that can write") {
+		t.Errorf("a read-only session: %v, want an error naming the temporary COPY table, the read-only transaction and what the sink needs", err)
 	}
 }

@@ -232,7 +232,13 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 			return nil
 		}
 		if _, err := c.Exec(ctx, s.st.createTemp); err != nil {
-			return fmt.Errorf("create the connection's temporary COPY table %s (the role needs TEMPORARY on the database, and a transaction that can write): %w", copyTable, err)
+			// The rights it needs, when it was refused for want of them
+			// (42501: insufficient privilege; 25006: a read-only
+			// transaction), not on a timeout or a lost connection.
+			if code := sqlState(err); code == "42501" || code == "25006" {
+				return fmt.Errorf("create the connection's temporary COPY table %s (the role needs TEMPORARY on the database, and a transaction that can write): %w", copyTable, err)
+			}
+			return fmt.Errorf("create the connection's temporary COPY table %s: %w", copyTable, err)
 		}
 		return nil
 	}
