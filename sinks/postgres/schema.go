@@ -32,11 +32,17 @@ func (s *Sink) prepare(ctx context.Context, create bool) error {
 	// security (which refuses COPY), rules (which COPY ignores) or triggers
 	// of its own (one may skip or change a row, which only the upsert's
 	// counts see).
-	var plainTable, triggers bool
+	var plainTable, triggers, partitioned bool
 	if err := s.pool.QueryRow(ctx, `SELECT c.relkind = 'r' AND NOT c.relrowsecurity AND NOT c.relhasrules,
-	EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = c.oid AND NOT g.tgisinternal)
-FROM pg_class c WHERE c.oid = to_regclass($1)`, s.table).Scan(&plainTable, &triggers); err != nil {
+	EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = c.oid AND NOT g.tgisinternal), c.relkind = 'p'
+FROM pg_class c WHERE c.oid = to_regclass($1)`, s.table).Scan(&plainTable, &triggers, &partitioned); err != nil {
 		return fmt.Errorf("postgres sink: check table %s: %w", s.name, s.scrub(err))
+	}
+	// The upserts tell inserted rows from updated ones by xmax, which
+	// PostgreSQL does not return from a partitioned table ("cannot
+	// retrieve a system column in this context", at the first write).
+	if partitioned {
+		return fmt.Errorf("postgres sink: table %s is partitioned, which the sink cannot upsert into with honest counts (PostgreSQL does not return a partitioned table's xmax, which tells an inserted row from an updated one); write to one of its partitions, or to a plain table", s.name)
 	}
 	sh := sqlShape{table: s.table, cols: s.cols, key: s.key, ver: s.ver, prov: [3]int{-1, -1, -1}, ignore: s.ignore, exactBytes: s.defaults, triggers: triggers}
 	for i, c := range s.cols {
