@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -97,21 +98,8 @@ func TestSinkFailureCommitsOnce(t *testing.T) {
 		if commits.Add(1) == 1 {
 			return nil, nil, false // the first commit lands (the partition's start)
 		}
-		sb.SleepControl(func() { time.Sleep(300 * time.Millisecond) }) // in flight until the third Write failed
-		r := req.(*kmsg.OffsetCommitRequest)
-		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
-		for _, rt := range r.Topics {
-			st := kmsg.NewOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewOffsetCommitResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = 30 // GROUP_AUTHORIZATION_FAILED: not retriable
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		sb.SleepControl(func() { time.Sleep(300 * time.Millisecond) })           // in flight until the third Write failed
+		return refusedCommit(req, kerr.GroupAuthorizationFailed.Code), nil, true // not retriable
 	})
 	p := testPlan(t, sb, `
 version: 1

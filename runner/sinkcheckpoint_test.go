@@ -38,21 +38,27 @@ func failCommitsAfter(sb *sandbox.Sandbox, n int64) (stop func()) {
 		if !failing.Load() || left.Add(-1) >= 0 {
 			return nil, nil, false
 		}
-		req := kreq.(*kmsg.OffsetCommitRequest)
-		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewOffsetCommitResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.RequestTimedOut.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return refusedCommit(kreq, kerr.RequestTimedOut.Code), nil, true
 	})
 	return func() { failing.Store(false) }
+}
+
+// refusedCommit answers the OffsetCommit request kreq with code for every
+// partition it names.
+func refusedCommit(kreq kmsg.Request, code int16) *kmsg.OffsetCommitResponse {
+	req := kreq.(*kmsg.OffsetCommitRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetCommitResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetCommitResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = rp.Partition, code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }
 
 // countingSink records every record delivered to the sink it wraps, which
