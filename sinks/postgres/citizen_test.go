@@ -215,17 +215,40 @@ func TestPostgresCreateTableWithoutCreatePrivilege(t *testing.T) {
 	conn := testenv.PgConn(t, dsn)
 	table, ckpt := testenv.TableName(), testenv.TableName()
 	newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Checkpoints: sqlcheckpoint.Config{Table: ckpt, Group: "g", Fingerprint: "f", RunID: "r"}})
-	var schema string
+	role, schema := loginRole(t, dsn, "replay_writer")
+	for _, stmt := range []string{
+		`REVOKE CREATE ON SCHEMA ` + pgx.Identifier{schema}.Sanitize() + ` FROM PUBLIC`,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + pgx.Identifier{table}.Sanitize() + `, ` + pgx.Identifier{ckpt}.Sanitize() + ` TO ` + role,
+	} {
+		if _, err := conn.Exec(t.Context(), stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	var canCreate bool
+	if err := conn.QueryRow(t.Context(), `SELECT has_schema_privilege($1, $2, 'CREATE')`, role, schema).Scan(&canCreate); err != nil || canCreate {
+		t.Fatalf("the role may create in %s (%v): the test proves nothing", schema, err)
+	}
+	roleDSN := dsnWith(t, dsn, "user", role)
+	s := newPostgres(t, postgres.Config{DSN: roleDSN, Table: table, CreateTable: true, Checkpoints: sqlcheckpoint.Config{Table: ckpt, Group: "g", Fingerprint: "f", RunID: "r"}})
+	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "", `{}`))
+	// A missing table still needs the privilege, and says so.
+	_, err := postgres.New(t.Context(), postgres.Config{DSN: roleDSN, Table: testenv.TableName(), CreateTable: true})
+	if err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Errorf("creating a table without the privilege: %v, want permission denied", err)
+	}
+}
+
+// loginRole creates a role named prefix plus a random suffix that may log
+// in and use the tests' schema (returned too), and drops it, with
+// whatever was granted to it, when t ends.
+func loginRole(t *testing.T, dsn, prefix string) (role, schema string) {
+	t.Helper()
+	conn := testenv.PgConn(t, dsn)
 	if err := conn.QueryRow(t.Context(), `SELECT current_schema()`).Scan(&schema); err != nil {
 		t.Fatal(err)
 	}
-	role := fmt.Sprintf("replay_writer_%x", rand.Uint64())
-	for _, stmt := range []string{
-		`CREATE ROLE ` + role + ` LOGIN`,
-		`REVOKE CREATE ON SCHEMA ` + pgx.Identifier{schema}.Sanitize() + ` FROM PUBLIC`,
-		`GRANT USAGE ON SCHEMA ` + pgx.Identifier{schema}.Sanitize() + ` TO ` + role,
-		`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + pgx.Identifier{table}.Sanitize() + `, ` + pgx.Identifier{ckpt}.Sanitize() + ` TO ` + role,
-	} {
+	role = fmt.Sprintf("%s_%x", prefix, rand.Uint64())
+	for _, stmt := range []string{`CREATE ROLE ` + role + ` LOGIN`, `GRANT USAGE ON SCHEMA ` + pgx.Identifier{schema}.Sanitize() + ` TO ` + role} {
 		if _, err := conn.Exec(t.Context(), stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
 		}
@@ -244,18 +267,7 @@ func TestPostgresCreateTableWithoutCreatePrivilege(t *testing.T) {
 			}
 		}
 	})
-	var canCreate bool
-	if err := conn.QueryRow(t.Context(), `SELECT has_schema_privilege($1, $2, 'CREATE')`, role, schema).Scan(&canCreate); err != nil || canCreate {
-		t.Fatalf("the role may create in %s (%v): the test proves nothing", schema, err)
-	}
-	roleDSN := dsnWith(t, dsn, "user", role)
-	s := newPostgres(t, postgres.Config{DSN: roleDSN, Table: table, CreateTable: true, Checkpoints: sqlcheckpoint.Config{Table: ckpt, Group: "g", Fingerprint: "f", RunID: "r"}})
-	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "", `{}`))
-	// A missing table still needs the privilege, and says so.
-	_, err := postgres.New(t.Context(), postgres.Config{DSN: roleDSN, Table: testenv.TableName(), CreateTable: true})
-	if err == nil || !strings.Contains(err.Error(), "permission denied") {
-		t.Errorf("creating a table without the privilege: %v, want permission denied", err)
-	}
+	return role, schema
 }
 
 // A connection that cannot create the sink's temporary COPY table (a

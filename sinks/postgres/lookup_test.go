@@ -1,9 +1,6 @@
 package postgres_test
 
 import (
-	"context"
-	"fmt"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -24,30 +21,7 @@ var provenanceColumns = plan.Columns{{Name: "id", Field: "key"}, {Name: "tp", Fi
 func TestPostgresColumnPrivilegesSuffice(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	conn := testenv.PgConn(t, dsn)
-	var schema string
-	if err := conn.QueryRow(t.Context(), `SELECT current_schema()`).Scan(&schema); err != nil {
-		t.Fatal(err)
-	}
-	role := fmt.Sprintf("replay_columns_%x", rand.Uint64())
-	for _, stmt := range []string{`CREATE ROLE ` + role + ` LOGIN`, `GRANT USAGE ON SCHEMA ` + pgx.Identifier{schema}.Sanitize() + ` TO ` + role} {
-		if _, err := conn.Exec(t.Context(), stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		c, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("drop role %s: %v", role, err)
-			return
-		}
-		defer c.Close(ctx)
-		for _, stmt := range []string{`DROP OWNED BY ` + role, `DROP ROLE ` + role} {
-			if _, err := c.Exec(ctx, stmt); err != nil {
-				t.Errorf("%s: %v", stmt, err)
-			}
-		}
-	})
+	role, _ := loginRole(t, dsn, "replay_columns")
 	for _, version := range []string{"", "offset"} {
 		t.Run("version="+version, func(t *testing.T) {
 			table := testenv.TableName()
