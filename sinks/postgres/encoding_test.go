@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -29,11 +30,12 @@ func TestPostgresNonUTF8Database(t *testing.T) {
 		t.Skipf("cannot create a LATIN1 database here: %v", err)
 	}
 	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), `DROP DATABASE `+db+` WITH (FORCE)`) })
-	latin1 := strings.Replace(dsn, "/test?", "/"+db+"?", 1)
-	if latin1 == dsn {
-		t.Fatalf("cannot point %s at another database", dsn)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
 	}
-	latin1 = dsnWith(t, latin1, "search_path", "public")
+	u.Path = "/" + db
+	latin1 := dsnWith(t, u.String(), "search_path", "public")
 	table := testenv.TableName()
 	s := newPostgres(t, postgres.Config{DSN: latin1, Table: table, CreateTable: true, CopyThreshold: 1})
 	r := sinktest.Rec(0, 1, "k1", `{"s":"café"}`)
@@ -47,7 +49,7 @@ func TestPostgresNonUTF8Database(t *testing.T) {
 	if v != "café" || h != "crème" {
 		t.Errorf("read back value %q and header %q, want \"café\" and \"crème\"", v, h)
 	}
-	err := s.Write(t.Context(), []record.Record{sinktest.Rec(0, 2, "k2", `{"s":"5 €"}`)})
+	err = s.Write(t.Context(), []record.Record{sinktest.Rec(0, 2, "k2", `{"s":"5 €"}`)})
 	var rerr *record.Error
 	if !errors.As(err, &rerr) {
 		t.Errorf("a value LATIN1 cannot hold: %v, want a bad record", err)
