@@ -93,20 +93,10 @@ func TestPostgresStatementsProbeTheKeyIndex(t *testing.T) {
 // explain returns PostgreSQL's plan of stmt (EXPLAIN, which runs nothing).
 func explain(t *testing.T, conn *pgx.Conn, stmt string, args []any) string {
 	t.Helper()
-	rows, err := conn.Query(t.Context(), "EXPLAIN "+stmt, args...)
+	rows, _ := conn.Query(t.Context(), "EXPLAIN "+stmt, args...)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		t.Fatalf("EXPLAIN: %v\n%s", err, stmt)
 	}
-	var b strings.Builder
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		b.WriteString(line + "\n")
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatalf("EXPLAIN: %v\n%s", err, stmt)
-	}
-	return b.String()
+	return strings.Join(lines, "\n") + "\n"
 }

@@ -43,19 +43,9 @@ func TestPostgresWarmupIgnoresSearchPath(t *testing.T) {
 	}
 	s := newPostgres(t, postgres.Config{DSN: dsnWith(t, dsn, "search_path", schema+",pg_catalog,public"), Table: testenv.TableName(), CreateTable: true})
 	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "a", `{}`))
-	var calls []string
-	rows, err := conn.Query(t.Context(), `SELECT name FROM `+sc+`.calls`)
+	rows, _ := conn.Query(t.Context(), `SELECT name FROM `+sc+`.calls`)
+	calls, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			t.Fatal(err)
-		}
-		calls = append(calls, name)
-	}
-	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
 	if len(calls) != 0 {
