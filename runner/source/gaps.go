@@ -9,6 +9,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
+
+	"github.com/replay-tool/replay/plan"
 )
 
 // Gap is a span [From, To) of offsets of the window that were deleted
@@ -46,18 +48,31 @@ func (e *DataLossError) Unwrap() error { return ErrOffsetOutOfRange }
 // fetchError handles a failed fetch. OFFSET_OUT_OF_RANGE below the log
 // start means records of the window were deleted under the reader: with
 // allowLoss it moves to the new log start, records the gap and returns nil;
-// otherwise it is a *DataLossError naming the lost offsets.
-func (r *Reader) fetchError(p *fetchPartition, err error) error {
-	if p == nil || !errors.Is(kafka.Error(p.ErrorCode), kafka.OffsetOutOfRange) || p.LogStartOffset <= r.next {
+// otherwise it is a *DataLossError naming the lost offsets. Kafka's own
+// broker answers an out-of-range fetch with log start offset and high
+// watermark -1 (unknown), so the log start then comes from ListOffsets.
+func (r *Reader) fetchError(ctx context.Context, p *fetchPartition, err error) error {
+	if p == nil || !errors.Is(kafka.Error(p.ErrorCode), kafka.OffsetOutOfRange) {
 		return err
 	}
-	gap := Gap{From: r.next, To: min(p.LogStartOffset, r.end)}
+	logStart := p.LogStartOffset
+	if logStart < 0 {
+		offs, lerr := r.c.ListOffsets(ctx, r.topic, []int32{r.partition}, plan.ReadUncommitted)
+		if lerr != nil {
+			return errors.Join(err, fmt.Errorf("the partition's log start offset: %w", lerr))
+		}
+		logStart = offs[r.partition].LogStart
+	}
+	if logStart <= r.next {
+		return err
+	}
+	gap := Gap{From: r.next, To: min(logStart, r.end)}
 	r.stats.Lost = append(r.stats.Lost, gap)
 	if !r.allowLoss {
 		return &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next,
-			Err: &DataLossError{Topic: r.topic, Partition: r.partition, Lost: gap, LogStart: p.LogStartOffset}}
+			Err: &DataLossError{Topic: r.topic, Partition: r.partition, Lost: gap, LogStart: logStart}}
 	}
-	r.log.Warn().Int64("lost_from", gap.From).Int64("lost_to", gap.To).Int64("log_start_offset", p.LogStartOffset).
+	r.log.Warn().Int64("lost_from", gap.From).Int64("lost_to", gap.To).Int64("log_start_offset", logStart).
 		Msgf("offsets %s were deleted before they were read: skipped (allow_data_loss)", gap)
 	r.next = gap.To
 	r.stuck = 0
@@ -113,7 +128,7 @@ func (r *Reader) skipCompactedTail(ctx context.Context, base, upper int64) error
 			defer p.RecordSet.release()
 		}
 		if err != nil {
-			return false, r.fetchError(p, err)
+			return false, r.fetchError(ctx, p, err)
 		}
 		b, ok := firstBatchBase(p)
 		return ok && b == base, nil

@@ -165,7 +165,7 @@ func (r *Reader) Fetch(ctx context.Context, out []record.Record) ([]record.Recor
 		defer p.RecordSet.release()
 	}
 	if err != nil {
-		return out, r.fetchError(p, err)
+		return out, r.fetchError(ctx, p, err)
 	}
 	before := r.next
 	out, err = r.consume(p, out)
