@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,14 +22,44 @@ import (
 	"github.com/replay-tool/replay/runner/sandbox"
 )
 
-// Kafka is an in-process Kafka cluster (kfake) listening on the loopback
-// interface, closed when the test that started it ends.
+// KafkaBrokersEnv names the environment variable that points the tests at
+// a real Kafka cluster: a comma-separated list of host:port, as
+// scripts/test-kafka prints it. Unset, every test starts its own kfake
+// cluster in-process.
+const KafkaBrokersEnv = "REPLAY_TEST_KAFKA_BROKERS"
+
+// RealBrokers returns the brokers of the real cluster the tests run
+// against, or nil when KafkaBrokersEnv is unset (kfake).
+func RealBrokers() []string {
+	v := strings.TrimSpace(os.Getenv(KafkaBrokersEnv))
+	if v == "" {
+		return nil
+	}
+	var out []string
+	for _, b := range strings.Split(v, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// Kafka is the cluster a test runs against: an in-process kfake cluster
+// listening on the loopback interface, closed when the test that started
+// it ends, or, with KafkaBrokersEnv set, the real cluster it names, which
+// the test has to itself until it ends (see NewKafka).
 type Kafka struct {
+	// Cluster is the kfake cluster; nil on a real cluster. Its hooks
+	// (ControlKey, SleepControl...) exist only there: a test that uses them
+	// asks NewKafka for NeedsKfake.
 	*kfake.Cluster
 	// Addr is the first broker's address, host:port; Addrs are all of them.
 	Addr  string
 	Addrs []string
 }
+
+// Real reports whether k is a real Kafka cluster rather than kfake.
+func (k *Kafka) Real() bool { return k.Cluster == nil }
 
 // KafkaOption configures NewKafka.
 type KafkaOption func(*kafkaConfig)
@@ -36,6 +68,7 @@ type kafkaConfig struct {
 	partitions int32
 	topics     []string
 	opts       []kfake.Opt
+	kfakeOnly  string
 }
 
 // Partitions sets the partition count of the Topics (default 1).
@@ -47,20 +80,52 @@ func Topics(names ...string) KafkaOption {
 }
 
 // Kfake passes options to kfake.NewCluster (SASL, brokers, ports, configs,
-// ControlKey hooks...). The default is one broker.
+// ControlKey hooks...). The default is one broker. A test that passes any
+// runs on kfake only: on a real cluster it is skipped.
 func Kfake(opts ...kfake.Opt) KafkaOption {
-	return func(c *kafkaConfig) { c.opts = append(c.opts, opts...) }
+	return func(c *kafkaConfig) {
+		c.opts = append(c.opts, opts...)
+		if c.kfakeOnly == "" {
+			c.kfakeOnly = "it configures kfake itself (SASL, several brokers...)"
+		}
+	}
 }
+
+// NeedsKfake marks a test that uses kfake's hooks, which a real broker
+// does not have (answers rewritten or delayed by ControlKey and
+// SleepControl, injected faults, hand-served batches): with
+// KafkaBrokersEnv set it is skipped, saying why.
+func NeedsKfake(why string) KafkaOption { return func(c *kafkaConfig) { c.kfakeOnly = why } }
 
 // clusterSeq numbers the clusters NewKafka starts.
 var clusterSeq atomic.Int64
 
-// NewKafka starts a cluster for t and closes it in t.Cleanup.
+// NewKafka returns the cluster t runs against: a kfake cluster of its own,
+// closed in t.Cleanup, or with KafkaBrokersEnv set the real cluster, which
+// t then has to itself until it ends. On the real cluster NewKafka first
+// waits for the test that holds it (tests marked Parallel take turns),
+// then deletes every topic and consumer group left by earlier tests, so
+// that each test starts, as on kfake, from an empty cluster; a second call
+// within the same test (or one of its subtests) keeps what is there. The
+// Topics are created with Partitions partitions.
 func NewKafka(t testing.TB, opts ...KafkaOption) *Kafka {
 	t.Helper()
 	cfg := kafkaConfig{partitions: 1}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if brokers := RealBrokers(); brokers != nil {
+		if cfg.kfakeOnly != "" {
+			t.Skipf("kfake only: %s", cfg.kfakeOnly)
+		}
+		k := &Kafka{Addr: brokers[0], Addrs: brokers}
+		if claimReal(t) {
+			k.reset(t)
+		}
+		for _, topic := range cfg.topics {
+			k.CreateTopic(t, topic, cfg.partitions, nil)
+		}
+		return k
 	}
 	// A cluster id of its own (kfake's default is the same for all): a
 	// sink tells the source cluster from another one by it.
@@ -75,6 +140,79 @@ func NewKafka(t testing.TB, opts ...KafkaOption) *Kafka {
 	t.Cleanup(c.Close)
 	addrs := c.ListenAddrs()
 	return &Kafka{Cluster: c, Addr: addrs[0], Addrs: addrs}
+}
+
+// The real cluster is one test's at a time: realHolder is the name of the
+// test that has it ("" when none), realFree is signalled when it ends.
+var (
+	realMu     sync.Mutex
+	realFree   = sync.NewCond(&realMu)
+	realHolder string
+)
+
+// claimReal waits until the real cluster is free or already t's (t is the
+// holder or a subtest of it) and reports whether t just claimed it, in
+// which case it is released when t ends.
+func claimReal(t testing.TB) bool {
+	realMu.Lock()
+	defer realMu.Unlock()
+	name := t.Name()
+	for realHolder != "" {
+		if name == realHolder || strings.HasPrefix(name, realHolder+"/") {
+			return false
+		}
+		realFree.Wait()
+	}
+	realHolder = name
+	t.Cleanup(func() {
+		realMu.Lock()
+		realHolder = ""
+		realMu.Unlock()
+		realFree.Broadcast()
+	})
+	return true
+}
+
+// reset deletes every topic but Kafka's internal ones, and every consumer
+// group, and waits until the cluster no longer lists them.
+func (k *Kafka) reset(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	adm := k.Admin(t)
+	groups, err := adm.ListGroups(ctx)
+	if err != nil {
+		t.Fatalf("reset the real cluster: list groups: %v", err)
+	}
+	if names := groups.Groups(); len(names) > 0 {
+		resp, err := adm.DeleteGroups(ctx, names...)
+		if err != nil {
+			t.Fatalf("reset the real cluster: delete groups: %v", err)
+		}
+		for g, r := range resp {
+			if r.Err != nil && !errors.Is(r.Err, kerr.GroupIDNotFound) {
+				t.Fatalf("reset the real cluster: delete group %s: %v (a process of an earlier test may still be a member)", g, r.Err)
+			}
+		}
+	}
+	for {
+		topics, err := adm.ListTopics(ctx)
+		if err != nil {
+			t.Fatalf("reset the real cluster: list topics: %v", err)
+		}
+		names := topics.Names()
+		if len(names) == 0 {
+			return
+		}
+		if _, err := adm.DeleteTopics(ctx, names...); err != nil {
+			t.Fatalf("reset the real cluster: delete topics %v: %v", names, err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("reset the real cluster: topics %v still listed after 60 s", names)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // Client returns a franz-go client of the cluster, closed when t ends; opts
@@ -96,7 +234,9 @@ func (k *Kafka) Admin(t testing.TB, opts ...kgo.Opt) *kadm.Client {
 }
 
 // CreateTopic creates topic with partitions partitions and the given topic
-// configs (nil: the defaults).
+// configs (nil: the defaults). On a real cluster it retries while a topic
+// of the same name deleted by the reset is still being removed, and the
+// replication factor is the cluster's default.
 func (k *Kafka) CreateTopic(t testing.TB, topic string, partitions int32, configs map[string]string) {
 	t.Helper()
 	var cfg map[string]*string
@@ -106,13 +246,96 @@ func (k *Kafka) CreateTopic(t testing.TB, topic string, partitions int32, config
 		}
 		cfg[key] = kadm.StringPtr(v)
 	}
-	resp, err := k.Admin(t).CreateTopic(t.Context(), partitions, 1, cfg, topic)
+	rf := int16(1)
+	if k.Real() {
+		rf = -1
+	}
+	adm := k.Admin(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := adm.CreateTopic(t.Context(), partitions, rf, cfg, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err == nil {
+			break
+		}
+		if k.Real() && errors.Is(err, kerr.TopicAlreadyExists) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+	if k.Real() {
+		k.waitLeaders(t, topic, partitions)
+	}
+}
+
+// waitLeaders waits until every partition of topic has a leader in the
+// cluster's metadata: a real cluster creates a topic's partitions after
+// it answered CreateTopics.
+func (k *Kafka) waitLeaders(t testing.TB, topic string, partitions int32) {
+	t.Helper()
+	adm := k.Admin(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		md, err := adm.Metadata(t.Context(), topic)
+		if err == nil {
+			td := md.Topics[topic]
+			ready := td.Err == nil && int32(len(td.Partitions)) == partitions
+			for _, p := range td.Partitions {
+				ready = ready && p.Err == nil && p.Leader >= 0
+			}
+			if ready {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("topic %s: its %d partitions have no leader after 30 s (%v)", topic, partitions, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// DeleteRecords moves the log start offset of topic's partition to offset
+// (DeleteRecords, KIP-107), as retention would.
+func (k *Kafka) DeleteRecords(topic string, partition int32, offset int64) error {
+	if !k.Real() {
+		return k.Cluster.DeleteRecords(topic, partition, offset)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Addrs...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: topic, Partition: partition, At: offset})
+	resp, err := kadm.NewClient(cl).DeleteRecords(ctx, offs)
+	if err != nil {
+		return err
+	}
+	return resp.Error()
+}
+
+// DeleteTopic deletes topic.
+func (k *Kafka) DeleteTopic(topic string) error {
+	if !k.Real() {
+		return k.Cluster.DeleteTopic(topic)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Addrs...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).DeleteTopic(ctx, topic)
 	if err == nil {
 		err = resp.Err
 	}
-	if err != nil {
-		t.Fatalf("create topic %s: %v", topic, err)
-	}
+	return err
 }
 
 // Produce writes recs to topic with acks from all replicas, each to its
