@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/source"
 )
@@ -97,24 +99,34 @@ func heldError(group string, h Holder) *SafetyError {
 // run, so that a second run of the plan, from any machine, is refused
 // (checkGroupMembers names the holder), and the run's commits carry the
 // membership's generation. A hold that dies is released by the
-// coordinator after the session timeout (10 s). When the membership ends
-// (the session expired while the process was paused, the coordinator
-// moved), the run stops, and the broker refuses its
-// commits (source.ErrFenced).
+// coordinator after the session timeout (10 s). The hold's heartbeats ride
+// out a coordinator that moves, loads or drops its connection (retried
+// within retry.max_elapsed); a generation that ends while the session
+// lasts (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION: a process that joined
+// at the same moment) is joined again as the same holder, and the run's
+// commits carry the new generation. Only when the membership cannot be
+// kept (the session expired while the process was paused, an earlier
+// holder or another consumer joined) does the run stop, and the broker
+// refuses its commits (source.ErrFenced).
 type Hold struct {
-	group  string
-	self   Holder
-	c      *Cluster
-	cfg    source.JoinConfig
-	cg     *source.Membership
-	member source.Member
+	group string
+	self  Holder
+	c     *Cluster
+	cfg   source.JoinConfig
+	cg    *source.Membership
+
+	mu     sync.Mutex
+	member *source.Member
+	// follow, while a job runs under the hold, makes its commits carry a
+	// new generation's member.
+	follow func(*source.Member)
+	log    zerolog.Logger
 	// lost ends when the membership ends before Release.
 	lost context.Context
-	// release ends the generation's function; done is closed when it
-	// returned.
-	release context.CancelFunc
-	done    chan struct{}
-	once    sync.Once
+	// stop ends the keeper (keep); done is closed when it returned.
+	stop context.CancelFunc
+	done chan struct{}
+	once sync.Once
 }
 
 // HoldGroup makes this process the holder of p's replay group: it refuses
@@ -135,7 +147,7 @@ func HoldGroup(ctx context.Context, c *Cluster, p *plan.Plan) (*Hold, error) {
 	if err := c.checkRunnable(ctx, p); err != nil {
 		return nil, err
 	}
-	h := &Hold{group: p.Group, self: self, c: c, cfg: source.JoinConfig{Group: p.Group, Topic: p.Source.Topic, ClientID: self.clientID(),
+	h := &Hold{group: p.Group, self: self, c: c, log: zerolog.Nop(), cfg: source.JoinConfig{Group: p.Group, Topic: p.Source.Topic, ClientID: self.clientID(),
 		Heartbeat: time.Second, SessionTimeout: joinSessionTimeout, RebalanceTimeout: joinRebalanceTimeout}}
 	if err := h.join(ctx); err != nil {
 		return nil, err
@@ -183,21 +195,73 @@ func processExists(pid int) bool {
 	return !errors.Is(err, os.ErrProcessDone) && !errors.Is(err, syscall.ESRCH)
 }
 
-// join joins the group and settles the hold.
+// join joins the group, settles the hold and starts its keeper.
 func (h *Hold) join(ctx context.Context) error {
 	cg, err := h.c.Join(h.cfg)
 	if err != nil {
 		return err
 	}
 	h.cg = cg
-	sctx, cancel := context.WithTimeout(ctx, holdSettle)
-	defer cancel()
-	if err := h.settle(sctx, h.c); err != nil {
+	gen, err := h.settle(ctx)
+	if err != nil {
 		cg.Close()
 		h.cg = nil
 		return err
 	}
+	h.mu.Lock()
+	h.member = &gen.Member
+	h.mu.Unlock()
+	kctx, stop := context.WithCancel(context.Background())
+	lost, lose := context.WithCancel(context.Background())
+	h.lost, h.stop, h.done = lost, stop, make(chan struct{})
+	go func() {
+		defer close(h.done)
+		h.keep(kctx, gen, lose)
+	}()
 	return nil
+}
+
+// keep holds the group from generation gen on until stop: a generation
+// that ends (the coordinator said the member lost its place, or the
+// heartbeats' retries were spent) is joined again as the same holder; when
+// that fails, lose ends the hold.
+func (h *Hold) keep(ctx context.Context, gen *source.Generation, lose context.CancelFunc) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-gen.Done():
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		h.logger().Warn().Err(gen.Ended()).Str("group", h.group).Int32("generation", gen.Generation).
+			Msg("the hold's generation ended; joining the replay group again as the same holder")
+		next, err := h.settle(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			h.logger().Error().Err(err).Str("group", h.group).Msg("the hold on the replay group is lost")
+			lose()
+			return
+		}
+		gen = next
+		h.mu.Lock()
+		h.member = &gen.Member
+		if h.follow != nil {
+			h.follow(h.member)
+		}
+		h.mu.Unlock()
+		h.logger().Info().Str("group", h.group).Int32("generation", gen.Generation).Msg("holding the replay group again")
+	}
+}
+
+func (h *Hold) logger() *zerolog.Logger {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	l := h.log
+	return &l
 }
 
 // leaveFor leaves the group while fn runs, then holds it again, as the
@@ -215,77 +279,77 @@ func (h *Hold) leaveFor(ctx context.Context, fn func() error) error {
 	return err
 }
 
-// leave ends the hold's generation and leaves the group.
+// leave stops the keeper and leaves the group.
 func (h *Hold) leave() {
 	if h.cg == nil {
 		return
 	}
-	h.release()
+	h.stop()
 	<-h.done
 	h.cg.Close()
 	h.cg = nil
 }
 
 // settle joins generations until this process is the group's only member,
-// or another holder that started earlier is found.
-func (h *Hold) settle(ctx context.Context, c *Cluster) error {
+// or another holder that started earlier is found: a holder that started
+// later is waited for (for up to holdSettle), as are the leftovers of this
+// process's own joins whose answers were lost (removed). The generation it
+// returns runs until the group moves on or the membership is closed.
+func (h *Hold) settle(ctx context.Context) (*source.Generation, error) {
+	deadline := time.Now().Add(holdSettle)
 	for failures := 0; ; {
 		gen, err := h.cg.Next(ctx)
 		if err != nil {
 			if ctx.Err() == nil && source.Retriable(err) && failures < joinMaxFailures {
 				failures++
+				h.logger().Warn().Err(err).Str("group", h.group).Int("attempt", failures).Msg("joining the replay group failed; trying again")
 				continue
 			}
-			return fmt.Errorf("hold group %s: %w", h.group, err)
+			return nil, fmt.Errorf("hold group %s: %w", h.group, err)
 		}
-		g, err := c.DescribeGroup(ctx, h.group)
-		if err != nil {
-			return err
-		}
-		alone, err := h.alone(g, gen.ID)
-		if err != nil {
-			return err
-		}
-		rctx, release := context.WithCancel(context.Background())
-		started, done := make(chan struct{}), make(chan struct{})
-		var gctx context.Context
+		quit := make(chan struct{})
 		gen.Start(func(c context.Context) {
-			gctx = c
-			close(started)
-			defer close(done)
 			select {
 			case <-c.Done():
-			case <-rctx.Done():
+			case <-quit:
 			}
 		})
-		<-started
+		g, err := h.c.DescribeGroup(ctx, h.group)
+		if err != nil {
+			close(quit)
+			return nil, err
+		}
+		alone, err := h.alone(ctx, g, gen.ID)
+		if err != nil {
+			close(quit)
+			return nil, err
+		}
 		if alone {
-			h.member, h.release, h.done = gen.Member, release, done
-			// gctx ends on Release too; lost only while the hold stands.
-			lost, lose := context.WithCancel(context.Background())
-			context.AfterFunc(gctx, func() {
-				if rctx.Err() == nil {
-					lose()
-				}
-			})
-			h.lost = lost
-			return nil
+			return gen, nil
 		}
 		// Another process joined at the same moment and started later:
 		// the generation ends when it leaves.
+		t := time.NewTimer(time.Until(deadline))
 		select {
-		case <-gctx.Done():
+		case <-gen.Done():
 		case <-ctx.Done():
+		case <-t.C:
 		}
-		release()
-		<-done
+		t.Stop()
+		close(quit)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("hold group %s: another process still shares it after %s", h.group, holdSettle)
+		}
 	}
 }
 
 // alone reports whether this member (memberID) is the group's only one; a
 // holder of this plan that started earlier is a refusal, one that started
 // later is waited for. Other members are refused as checkGroupMembers does.
-func (h *Hold) alone(g *source.Group, memberID string) (bool, error) {
+func (h *Hold) alone(ctx context.Context, g *source.Group, memberID string) (bool, error) {
 	if g == nil || g.Err != nil {
 		return false, fmt.Errorf("hold group %s: cannot describe it", h.group)
 	}
@@ -298,6 +362,12 @@ func (h *Hold) alone(g *source.Group, memberID string) (bool, error) {
 		switch {
 		case !ok:
 			return false, &SafetyError{Group: h.group, Hint: HintJoinedOnly, Reason: fmt.Sprintf("a member that is not a run of this plan joined it (client id %q, host %s): use a dedicated group", m.ClientID, m.ClientHost)}
+		case m.ClientID == h.self.clientID():
+			// This process, joined by an attempt whose answer was lost:
+			// let go of it (the group then rebalances).
+			if err := h.c.RemoveMember(ctx, h.group, m.MemberID); err != nil {
+				return false, err
+			}
 		case other.Since.Before(h.self.Since) || other.Since.Equal(h.self.Since) && other.memberID < memberID:
 			return false, heldError(h.group, other)
 		}
@@ -331,15 +401,29 @@ func (o *Options) holderID() string {
 }
 
 // holdsFor returns the member the job's commits carry and a context that
-// ends when the hold is lost; the member is nil without a hold.
+// ends when the hold is lost; the member is nil without a hold. Under a
+// hold, the job's commits carry each new generation the hold joins, and
+// the hold and the source cluster's retries log to the job's logger.
 func (j *Job) holdsFor(ctx context.Context) (context.Context, context.CancelFunc, *source.Member) {
+	j.sayRetries()
 	h := j.opts.Hold
 	if h == nil {
 		return ctx, func() {}, nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(h.lost, cancel)
-	return ctx, func() { stop(); cancel() }, &h.member
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.log = j.opts.Log
+	h.follow = func(m *source.Member) { j.member.Store(m) }
+	j.member.Store(h.member)
+	return ctx, func() {
+		stop()
+		cancel()
+		h.mu.Lock()
+		h.follow = nil
+		h.mu.Unlock()
+	}, h.member
 }
 
 // holdLost reports whether the job's hold ended before Release.

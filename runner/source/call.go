@@ -99,7 +99,18 @@ func (e *RetryError) Unwrap() error { return e.Err }
 // the request. do must report in-answer errors that may pass (a partition
 // whose leader moves) as errors, for call to see them.
 func call[T any](ctx context.Context, c *Cluster, op string, do func(context.Context) (T, error)) (T, error) {
+	return callWithin(ctx, c, op, nil, do)
+}
+
+// callWithin is call with each attempt under within(RequestTimeout)
+// instead of RequestTimeout (nil: RequestTimeout): a JoinGroup waits for
+// the other members, a heartbeat must be retried while the session lasts.
+func callWithin[T any](ctx context.Context, c *Cluster, op string, within func(time.Duration) time.Duration, do func(context.Context) (T, error)) (T, error) {
 	p := c.retryPolicy().withDefaults()
+	timeout := p.RequestTimeout
+	if within != nil {
+		timeout = within(timeout)
+	}
 	var first time.Time
 	wait := p.MinBackoff
 	// unsettled is when the last commit attempt of unknown outcome ended:
@@ -111,7 +122,7 @@ func call[T any](ctx context.Context, c *Cluster, op string, do func(context.Con
 		}
 	}
 	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, p.RequestTimeout)
+		actx, cancel := context.WithTimeout(ctx, timeout)
 		v, err := do(actx)
 		timedOut := err != nil && actx.Err() != nil && ctx.Err() == nil
 		cancel()
@@ -126,7 +137,7 @@ func call[T any](ctx context.Context, c *Cluster, op string, do func(context.Con
 			return v, err
 		}
 		if timedOut {
-			err = &timeoutError{op: op, after: p.RequestTimeout, err: err}
+			err = &timeoutError{op: op, after: timeout, err: err}
 		}
 		err = explainRouting(err)
 		if op == opCommit && unknownOutcome(err) {
@@ -150,10 +161,13 @@ func call[T any](ctx context.Context, c *Cluster, op string, do func(context.Con
 		if op != opFetch { // a reader refreshes its own transport
 			c.refresh()
 		}
-		d := min(wait/2+rand.N(wait/2+1), p.MaxElapsed-now.Sub(first))
+		left := p.MaxElapsed - now.Sub(first)
+		d := min(wait/2+rand.N(wait/2+1), left)
 		if !unsettled.IsZero() {
 			d = max(d, p.SettleDelay) // the attempt may still land: let it
 		}
+		c.logger().Warn().Err(err).Str("request", op).Int("attempt", attempt).Dur("retry_in", d).Dur("budget_left", left).
+			Msg("source cluster: retriable error, retrying")
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
@@ -218,6 +232,8 @@ func retriable(err error) bool {
 	var kerrv kafka.Error
 	var nerr net.Error
 	switch {
+	case errors.As(err, new(*permanentError)):
+		return false
 	case errors.As(err, &te), errors.Is(err, ErrNoAnswer), errors.As(err, new(*routingError)):
 		return true
 	case errors.As(err, &kerrv):
@@ -245,11 +261,13 @@ var ErrOffsetOutOfRange error = kafka.OffsetOutOfRange
 
 // Retriable reports whether a failure to join a group, or of a group call,
 // may pass: a rebalance in progress, a coordinator loading or moving, the
-// network.
+// network. A call that spent its retry budget (*RetryError) may not.
 func Retriable(err error) bool {
 	var kerr kafka.Error
 	var nerr net.Error
 	switch {
+	case errors.As(err, new(*RetryError)):
+		return false // retried for the whole budget already
 	case errors.Is(err, kafka.RebalanceInProgress), errors.Is(err, kafka.UnknownMemberId), errors.Is(err, kafka.IllegalGeneration):
 		return true
 	case errors.As(err, &kerr):

@@ -14,13 +14,18 @@ package source
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"net"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -60,6 +65,8 @@ type Cluster struct {
 	// retries nothing.
 	policy  atomic.Pointer[RetryPolicy]
 	retries atomic.Int64
+	// log receives each retry (call); nil logs nothing.
+	log atomic.Pointer[zerolog.Logger]
 }
 
 // DefaultProbeTimeout bounds the first exchange with the cluster (Connect).
@@ -136,6 +143,19 @@ func (c *Cluster) retryPolicy() RetryPolicy {
 // tried again since Connect.
 func (c *Cluster) Retries() int64 { return c.retries.Load() }
 
+// SetLog makes every retry of a broker call (call) a warning on l, with
+// the request, the attempt, the wait and what is left of the budget.
+func (c *Cluster) SetLog(l zerolog.Logger) { c.log.Store(&l) }
+
+// logger is where call logs its retries.
+func (c *Cluster) logger() *zerolog.Logger {
+	if l := c.log.Load(); l != nil {
+		return l
+	}
+	nop := zerolog.Nop()
+	return &nop
+}
+
 // refresh drops the client transport's connection pool after a retriable
 // failure: the next request dials anew and reads fresh metadata (partition
 // leaders, group coordinators). Requests in flight keep their connections
@@ -166,23 +186,59 @@ func (c *Cluster) probe(ctx context.Context, topic string, timeout time.Duration
 		return err
 	}
 	c.client.Addr = c.addr()
-	if c.conn.SASL.Mechanism != "" {
-		// The probe authenticated: a Metadata request that fails now met a
-		// dropped connection or a cluster in trouble, retried until the
-		// probe's deadline. Without SASL, a closed connection may mean the
-		// cluster requires it: that fails at once.
-		c.policy.Store(&RetryPolicy{MaxElapsed: timeout, RequestTimeout: timeout})
-		defer c.policy.Store(&RetryPolicy{})
+	// The probe spoke Kafka with the brokers: a Metadata request that
+	// fails now met a dropped connection, a slow broker or a cluster in
+	// trouble, and is retried (each attempt under a third of the timeout)
+	// until the probe's deadline. Without SASL, a broker that closes every
+	// connection may require it: the retries then stop after
+	// probeDropBudget, and the message says so.
+	budget := timeout
+	if c.conn.SASL.Mechanism == "" {
+		budget = min(timeout, probeDropBudget)
 	}
+	c.policy.Store(&RetryPolicy{MaxElapsed: timeout, RequestTimeout: timeout / 3, MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second})
+	defer c.policy.Store(&RetryPolicy{})
+	var dropped time.Time
 	md, err := call(pctx, c, "metadata", func(ctx context.Context) (*kafka.MetadataResponse, error) {
-		return c.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+		md, err := c.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+		if closedConn(err) {
+			if dropped.IsZero() {
+				dropped = time.Now()
+			}
+			if time.Since(dropped) >= budget {
+				return nil, &permanentError{err: err} // every attempt closed: not a drop
+			}
+		}
+		return md, err
 	})
 	if err != nil {
+		var te *timeoutError
+		if errors.As(err, &te) || errors.Is(err, context.DeadlineExceeded) && !closedConn(err) {
+			return fmt.Errorf("the brokers %s answered the probe, but not the Metadata request for topic %s within %s (%w): the cluster may be overloaded or restarting; try again when it is healthy",
+				strings.Join(c.Brokers, ","), topic, time.Since(start).Round(time.Second), err)
+		}
 		return c.conn.Explain(strings.Join(c.Brokers, ","), err, time.Since(start))
 	}
 	c.ID = md.ClusterID
 	return nil
 }
+
+// probeDropBudget is how long Connect retries a Metadata request whose
+// connection the broker closes, without SASL: a drop passes within it, a
+// broker that requires SASL closes every one.
+const probeDropBudget = 2 * time.Second
+
+// closedConn reports whether err is a connection the broker closed.
+func closedConn(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// permanentError is a failure call must not retry.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+
+func (e *permanentError) Unwrap() error { return e.err }
 
 // Close releases idle connections and the control client's.
 func (c *Cluster) Close() {

@@ -33,10 +33,12 @@ type Member struct {
 	ID         string
 }
 
-// ErrFenced is a member's commit refused because the group moved on (a
-// rebalance gave the partition to another member, or the coordinator is
-// moving): nothing is lost, the new owner resumes from the last accepted
-// commit.
+// ErrFenced is a member's commit refused because the member lost its
+// place in the group (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
+// REBALANCE_IN_PROGRESS, FENCED_INSTANCE_ID: a rebalance gave the
+// partition to another member, or the session expired): nothing is lost,
+// the new owner resumes from the last accepted commit. A coordinator
+// moving or loading is retried (call), never a fence.
 var ErrFenced = errors.New("the group rebalanced: another member owns the partition now")
 
 // GroupInUseError is a standalone commit or an offset deletion that the
@@ -155,10 +157,12 @@ func (c *Cluster) offsetFetch(ctx context.Context, req *kafka.OffsetFetchRequest
 // group must have no live members, and the broker rejects the commit when
 // it has some, which is the fence against a live group).
 //
-// A member's commit refused because the group moved on wraps ErrFenced; a
-// standalone commit refused because the group is in use is a
-// *GroupInUseError. A standalone commit the coordinator cannot take yet
-// (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...) is retried (call).
+// A member's commit refused because the member lost its place wraps
+// ErrFenced; a standalone commit refused because the group is in use is a
+// *GroupInUseError. A commit the coordinator cannot take yet
+// (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
+// REQUEST_TIMED_OUT), a member's or standalone, is retried (call) with the
+// coordinator found again.
 //
 // Ordering: the caller has at most one Commit of a partition in flight, and
 // an attempt whose outcome is unknown (it timed out or its connection
@@ -175,11 +179,11 @@ func (c *Cluster) Commit(ctx context.Context, m *Member, group, topic string, of
 		if err != nil {
 			return nil, err
 		}
-		if m != nil {
-			return resp, nil // a member's coordinator errors fence it (below)
-		}
 		for _, pr := range resp.Topics[topic] {
-			if pr.Error != nil && retriable(pr.Error) {
+			// A member's commit is refused only when the member lost its
+			// place (commitErrors); the coordinator moving, loading or
+			// timing out is retried, as a standalone commit's.
+			if pr.Error != nil && retriable(pr.Error) && !(m != nil && lostPlace(pr.Error)) {
 				return nil, fmt.Errorf("%s/%d: %w", topic, pr.Partition, pr.Error) // the coordinator moving or loading
 			}
 		}
@@ -216,9 +220,9 @@ func commitErrors(m *Member, group, topic string, resp *kafka.OffsetCommitRespon
 			continue
 		}
 		members := errors.Is(pr.Error, kafka.UnknownMemberId) || errors.Is(pr.Error, kafka.IllegalGeneration) || errors.Is(pr.Error, kafka.RebalanceInProgress)
-		if m != nil && (members || errors.Is(pr.Error, kafka.NotCoordinatorForGroup) || errors.Is(pr.Error, kafka.GroupCoordinatorNotAvailable) || errors.Is(pr.Error, kafka.GroupLoadInProgress)) {
-			// The group moved on, or its coordinator is moving: the member
-			// rejoins and the partition's owner then delivers the batch again.
+		if m != nil && lostPlace(pr.Error) {
+			// The group moved on: the member rejoins and the partition's
+			// owner then delivers the batch again.
 			return fmt.Errorf("commit %s/%d to group %s: %w (%v)", topic, pr.Partition, group, ErrFenced, pr.Error)
 		}
 		if members || errors.Is(pr.Error, kafka.UnsupportedVersion) {
@@ -336,22 +340,12 @@ func (c *Cluster) DescribeGroup(ctx context.Context, group string) (*Group, erro
 // RemoveMember removes a member from the group (LeaveGroup v3+, KIP-345,
 // naming its member ID): the coordinator forgets it at once instead of
 // after its session timeout. A member the coordinator no longer knows
-// (UNKNOWN_MEMBER_ID) is not an error.
+// (UNKNOWN_MEMBER_ID) is not an error. The coordinator moving, loading or
+// dropping the connection is retried (call).
 func (c *Cluster) RemoveMember(ctx context.Context, group, memberID string) error {
-	resp, err := call(ctx, c, "leave group", func(ctx context.Context) (*kafka.LeaveGroupResponse, error) {
-		return c.client.LeaveGroup(ctx, &kafka.LeaveGroupRequest{GroupID: group, Members: []kafka.LeaveGroupRequestMember{{ID: memberID}}})
-	})
+	cl, err := c.control()
 	if err != nil {
 		return fmt.Errorf("remove member %s from group %s: %w", memberID, group, err)
 	}
-	errs := []error{resp.Error}
-	for _, m := range resp.Members {
-		errs = append(errs, m.Error)
-	}
-	for _, e := range errs {
-		if e != nil && !errors.Is(e, kafka.UnknownMemberId) {
-			return fmt.Errorf("remove member %s from group %s: %w", memberID, group, e)
-		}
-	}
-	return nil
+	return c.leave(ctx, cl, group, memberID)
 }
