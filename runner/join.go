@@ -70,6 +70,7 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	if sinks.CapabilitiesOf(j.DeadLetters).Resumer != nil {
 		return nil, &LocalOutputError{Sink: string(j.Plan.DeadLetter.Type), DeadLetters: true}
 	}
+	j.sayRetries()
 	if err := j.pinJoined(work, sink); err != nil {
 		return nil, err
 	}

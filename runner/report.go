@@ -30,6 +30,9 @@ type Snapshot struct {
 	// SinkOutcomes is what the sink's durable writes did so far, for a
 	// sink that can tell (Report.SinkOutcomes); nil otherwise.
 	SinkOutcomes *sinks.Outcomes `json:"sink_outcomes,omitempty"`
+	// SourceRetries counts the source cluster's requests that failed with
+	// an error that may pass and were tried again (Report.SourceRetries).
+	SourceRetries int64 `json:"source_retries,omitempty"`
 }
 
 // PartitionSnapshot is one partition's progress.
@@ -75,13 +78,37 @@ func (j *Job) Progress() Snapshot {
 	if live := j.live.Load(); live != nil {
 		s := snapshot(live.started, live.states)
 		s.SinkOutcomes = outcomesOf(live.sink)
+		s.SourceRetries = j.sourceRetries()
 		return s
 	}
 	states := make([]*partitionState, len(j.Resolution.Ranges))
 	for i, r := range j.Resolution.Ranges {
 		states[i] = &partitionState{Range: r, from: j.from(r)}
 	}
-	return snapshot(time.Time{}, states)
+	s := snapshot(time.Time{}, states)
+	s.SourceRetries = j.sourceRetries()
+	return s
+}
+
+// sourceRetries is how many requests to the source cluster were retried
+// since it was connected: the run's, its preparation's and its hold's.
+func (j *Job) sourceRetries() int64 {
+	if j.c == nil || j.c.Cluster == nil {
+		return 0
+	}
+	return j.c.Retries()
+}
+
+// sayRetries makes every later retry of a source request a warning in the
+// job's log, and says how many its preparation and hold needed so far.
+func (j *Job) sayRetries() {
+	if j.c == nil || j.c.Cluster == nil {
+		return
+	}
+	j.c.SetLog(j.opts.Log.With().Str("plan", j.Plan.Name).Logger())
+	if n := j.c.Retries(); n > 0 {
+		j.opts.Log.Warn().Str("plan", j.Plan.Name).Int64("retries", n).Msg("source cluster: requests retried before the run started")
+	}
 }
 
 func snapshot(started time.Time, states []*partitionState) Snapshot {
@@ -184,6 +211,11 @@ type Report struct {
 	SinkOutcomes *sinks.Outcomes `json:"sink_outcomes,omitempty"`
 	// DeadLetterOutcomes is the same for the dead-letter sink.
 	DeadLetterOutcomes *sinks.Outcomes `json:"dead_letter_outcomes,omitempty"`
+	// SourceRetries counts the source cluster's requests (fetches, commits,
+	// group calls, heartbeats) that failed with an error that may pass
+	// and were tried again, since the cluster was connected; each one is
+	// also a warning in the log.
+	SourceRetries int64 `json:"source_retries,omitempty"`
 }
 
 // outcomesOf returns the outcomes sink counted, nil when it counts none.
@@ -199,6 +231,7 @@ func outcomesOf(sink sinks.Sink) *sinks.Outcomes {
 // finish stamps the report's end and the sinks' outcomes.
 func (j *Job) finish(rep *Report, sink sinks.Sink) {
 	rep.Finished = j.opts.Now().UTC()
+	rep.SourceRetries = j.sourceRetries()
 	rep.SinkOutcomes = outcomesOf(sink)
 	rep.DeadLetterOutcomes = outcomesOf(j.DeadLetters)
 }

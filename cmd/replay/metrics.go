@@ -24,7 +24,7 @@ type progressCollector struct {
 	progress func() runner.Snapshot
 	read, written, skipped,
 	committed, end, remaining, done *prometheus.Desc
-	outcomes *prometheus.Desc
+	outcomes, retries *prometheus.Desc
 }
 
 func newProgressCollector(job *runner.Job) *progressCollector {
@@ -41,12 +41,13 @@ func newProgressCollector(job *runner.Job) *progressCollector {
 		end:       desc("end_offset", "End of the partition's range (exclusive).", "partition"),
 		remaining: desc("remaining_offsets", "Offsets of the partition's range not yet replayed.", "partition"),
 		done:      desc("partition_done", "1 when the partition reached the end of its range.", "partition"),
+		retries:   desc("source_retries_total", "Requests to the source cluster (fetches, commits, group calls, heartbeats) that failed with an error that may pass and were tried again."),
 		outcomes:  desc("sink_records_total", "Records of the sink's durable writes by what they did to the stored rows (inserted, updated, unchanged, ignored, deleted, absent, stale, duplicate), for sinks that can tell (the database sinks).", "outcome"),
 	}
 }
 
 func (c *progressCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.read, c.written, c.skipped, c.committed, c.end, c.remaining, c.done, c.outcomes} {
+	for _, d := range []*prometheus.Desc{c.read, c.written, c.skipped, c.committed, c.end, c.remaining, c.done, c.outcomes, c.retries} {
 		ch <- d
 	}
 }
@@ -55,6 +56,7 @@ func (c *progressCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.progress()
 	ch <- prometheus.MustNewConstMetric(c.read, prometheus.CounterValue, float64(s.Read))
 	ch <- prometheus.MustNewConstMetric(c.written, prometheus.CounterValue, float64(s.Written))
+	ch <- prometheus.MustNewConstMetric(c.retries, prometheus.CounterValue, float64(s.SourceRetries))
 	for reason, n := range s.Skipped {
 		ch <- prometheus.MustNewConstMetric(c.skipped, prometheus.CounterValue, float64(n), reason)
 	}
