@@ -3,6 +3,7 @@ package testenv
 import (
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +34,11 @@ const (
 var AllFaultKinds = []FaultKind{FaultNotLeader, FaultLeaderNotAvailable, FaultUnknownTopic, FaultRequestTimedOut,
 	FaultNotCoordinator, FaultLoadInProgress, FaultCoordinatorNotAvail, FaultDrop, FaultStall}
 
+// groupKeys are the requests of a group's member (the hold of a plain run,
+// a --join member) and of the group's checks: the coordinator answers them.
+var groupKeys = []kmsg.Key{kmsg.FindCoordinator, kmsg.OffsetCommit, kmsg.OffsetFetch,
+	kmsg.JoinGroup, kmsg.SyncGroup, kmsg.Heartbeat, kmsg.LeaveGroup}
+
 // faultKeys are the requests each error kind is injected into: the ones a
 // broker answers with that code.
 var faultKeys = map[FaultKind][]kmsg.Key{
@@ -40,10 +46,15 @@ var faultKeys = map[FaultKind][]kmsg.Key{
 	FaultLeaderNotAvailable:  {kmsg.Fetch, kmsg.ListOffsets, kmsg.Metadata},
 	FaultUnknownTopic:        {kmsg.Fetch, kmsg.ListOffsets},
 	FaultRequestTimedOut:     {kmsg.Fetch, kmsg.ListOffsets, kmsg.OffsetCommit},
-	FaultNotCoordinator:      {kmsg.FindCoordinator, kmsg.OffsetCommit, kmsg.OffsetFetch},
-	FaultLoadInProgress:      {kmsg.FindCoordinator, kmsg.OffsetCommit, kmsg.OffsetFetch},
-	FaultCoordinatorNotAvail: {kmsg.FindCoordinator, kmsg.OffsetCommit, kmsg.OffsetFetch},
+	FaultNotCoordinator:      groupKeys,
+	FaultLoadInProgress:      groupKeys,
+	FaultCoordinatorNotAvail: groupKeys,
 }
+
+// topLevel are the requests whose error code is the answer's, not a
+// partition's.
+var topLevel = map[kmsg.Key]bool{kmsg.FindCoordinator: true, kmsg.OffsetFetch: true, kmsg.JoinGroup: true,
+	kmsg.SyncGroup: true, kmsg.Heartbeat: true, kmsg.LeaveGroup: true}
 
 var faultCodes = map[FaultKind]*kerr.Error{
 	FaultNotLeader: kerr.NotLeaderForPartition, FaultLeaderNotAvailable: kerr.LeaderNotAvailable,
@@ -53,8 +64,8 @@ var faultCodes = map[FaultKind]*kerr.Error{
 }
 
 // connKeys are the requests dropped connections and stalls hit: every
-// request of the source side of a run.
-var connKeys = []kmsg.Key{kmsg.Fetch, kmsg.ListOffsets, kmsg.Metadata, kmsg.FindCoordinator, kmsg.OffsetCommit, kmsg.OffsetFetch}
+// request of the source side of a run, the group member's included.
+var connKeys = append([]kmsg.Key{kmsg.Fetch, kmsg.ListOffsets, kmsg.Metadata}, groupKeys...)
 
 // FaultsConfig says what Faults injects.
 type FaultsConfig struct {
@@ -71,6 +82,18 @@ type FaultsConfig struct {
 	// none of whose first EachKind-1 matching requests drew a fault fails
 	// the next one. 0: draws only.
 	EachKind int
+	// EachKey applies EachKind to every request key of every kind: each
+	// request the kind applies to (JoinGroup, Heartbeat, ...) is failed
+	// at least once.
+	EachKey bool
+	// Keys, when set, limits the faults to these requests.
+	Keys []kmsg.Key
+}
+
+// draw is one kind's draws on one request key (EachKey), or on all (0).
+type draw struct {
+	kind FaultKind
+	key  kmsg.Key
 }
 
 // Faults injects failures into a kfake cluster's answers at a rate, through
@@ -84,8 +107,11 @@ type Faults struct {
 	rng     *rand.Rand
 	rate    float64
 	each    int
-	seen    map[FaultKind]int // matching requests, by kind
-	hit     map[FaultKind]bool
+	eachKey bool
+	keys    []kmsg.Key
+	seen    map[draw]int // matching requests, by kind (and key with eachKey)
+	hit     map[draw]bool
+	byKey   map[kmsg.Key]int64
 	handles []*kfake.FaultHandle
 	byKind  map[FaultKind][]*kfake.FaultHandle
 	drops   atomic.Int64
@@ -98,7 +124,7 @@ func NewFaults(c *kfake.Cluster, cfg FaultsConfig) *Faults {
 		cfg.Seed = 1
 	}
 	f := &Faults{c: c, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed)), rate: cfg.Rate, byKind: map[FaultKind][]*kfake.FaultHandle{},
-		each: cfg.EachKind, seen: map[FaultKind]int{}, hit: map[FaultKind]bool{}}
+		each: cfg.EachKind, eachKey: cfg.EachKey, keys: cfg.Keys, seen: map[draw]int{}, hit: map[draw]bool{}, byKey: map[kmsg.Key]int64{}}
 	for _, k := range cfg.Kinds {
 		switch k {
 		case FaultDrop:
@@ -113,9 +139,9 @@ func NewFaults(c *kfake.Cluster, cfg FaultsConfig) *Faults {
 				return nil, nil, false // then answered, to a client that may have left
 			})
 		default:
-			for _, key := range faultKeys[k] {
+			for _, key := range f.only(faultKeys[k]) {
 				h := c.Fault(kfake.Fault{Keys: []kmsg.Key{key}, Err: faultCodes[k], Count: -1,
-					TopLevel: key == kmsg.FindCoordinator || key == kmsg.OffsetFetch, When: func(kmsg.Request) bool { return f.draw(k) }})
+					TopLevel: topLevel[key], When: func(kmsg.Request) bool { return f.draw(k, key) }})
 				f.handles = append(f.handles, h)
 				f.byKind[k] = append(f.byKind[k], h)
 			}
@@ -126,10 +152,10 @@ func NewFaults(c *kfake.Cluster, cfg FaultsConfig) *Faults {
 
 // control installs fn on every request of connKeys, for the drawn share.
 func (f *Faults) control(k FaultKind, fn func(kmsg.Request) (kmsg.Response, error, bool)) {
-	for _, key := range connKeys {
+	for _, key := range f.only(connKeys) {
 		f.c.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
 			f.c.KeepControl()
-			if !f.draw(k) {
+			if !f.draw(k, key) {
 				return nil, nil, false
 			}
 			return fn(req)
@@ -137,17 +163,46 @@ func (f *Faults) control(k FaultKind, fn func(kmsg.Request) (kmsg.Response, erro
 	}
 }
 
-// draw decides whether one request fails with a fault of kind k.
-func (f *Faults) draw(k FaultKind) bool {
+// only is keys limited to FaultsConfig.Keys.
+func (f *Faults) only(keys []kmsg.Key) []kmsg.Key {
+	if f.keys == nil {
+		return keys
+	}
+	var out []kmsg.Key
+	for _, k := range keys {
+		if slices.Contains(f.keys, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// draw decides whether one request (key) fails with a fault of kind k.
+func (f *Faults) draw(k FaultKind, key kmsg.Key) bool {
 	if f.stopped.Load() {
 		return false
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.seen[k]++
-	fail := f.rng.Float64() < f.rate || f.each > 0 && !f.hit[k] && f.seen[k] >= f.each
-	f.hit[k] = f.hit[k] || fail
+	d := draw{kind: k}
+	if f.eachKey {
+		d.key = key
+	}
+	f.seen[d]++
+	fail := f.rng.Float64() < f.rate || f.each > 0 && !f.hit[d] && f.seen[d] >= f.each
+	f.hit[d] = f.hit[d] || fail
+	if fail {
+		f.byKey[key]++
+	}
 	return fail
+}
+
+// InjectedKey is how many faults, of any kind, were injected into
+// requests of key so far.
+func (f *Faults) InjectedKey(key kmsg.Key) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.byKey[key]
 }
 
 // Injected is how many faults were injected so far, all kinds together.
