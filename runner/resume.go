@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
@@ -20,6 +21,34 @@ func (j *Job) checkResume(sink sinks.Sink) error {
 	if j.Fresh || len(j.committed) == 0 {
 		return nil
 	}
+	for _, s := range j.resumedSinks(sink) {
+		rs := sinks.CapabilitiesOf(s.sink).Resumer
+		if rs == nil {
+			continue
+		}
+		if err := rs.CheckResume(j.resumePoints(s.pos)); err != nil {
+			return &SafetyError{Group: j.Plan.Group, Hint: HintRestart, Err: err,
+				Reason: fmt.Sprintf("it records a run of plan %s that cannot resume: %s%v", j.Plan.Name, s.what, err)}
+		}
+	}
+	return nil
+}
+
+// resumedSink is the sink or the dead-letter sink of a resumed run, with
+// the positions the group's commits recorded for it.
+type resumedSink struct {
+	what string // "" or "dead letters: ", for messages
+	sink sinks.Sink
+	pos  map[int32]int64
+}
+
+func (j *Job) resumedSinks(sink sinks.Sink) []resumedSink {
+	return []resumedSink{{"", sink, j.positions}, {"dead letters: ", j.DeadLetters, j.dlPositions}}
+}
+
+// resumePoints are the partitions of a resumed run, with the sink's
+// positions pos.
+func (j *Job) resumePoints(pos map[int32]int64) []sinks.ResumePoint {
 	points := make([]sinks.ResumePoint, 0, len(j.Resolution.Ranges))
 	for _, r := range j.Resolution.Ranges {
 		committed, ok := j.committed[r.Partition]
@@ -27,24 +56,71 @@ func (j *Job) checkResume(sink sinks.Sink) error {
 			committed = r.Start
 		}
 		points = append(points, sinks.ResumePoint{Partition: r.Partition, Start: r.Start, Committed: committed, End: r.End,
-			Position: j.positions[r.Partition]})
+			Position: pos[r.Partition]})
 	}
-	for _, s := range []struct {
-		what string
-		sink sinks.Sink
-		pos  map[int32]int64
-	}{{"", sink, j.positions}, {"dead letters: ", j.DeadLetters, j.dlPositions}} {
-		rs := sinks.CapabilitiesOf(s.sink).Resumer
-		if rs == nil {
+	return points
+}
+
+// reconcile resumes each partition whose output a sink (or the
+// dead-letter sink) no longer holds up to the group's commit
+// (sinks.Reconciler: a table dropped, truncated, restored from a backup, a
+// replica that lagged taking over) where the sink's output really ends,
+// with a warning naming what the sink found: the records from there are
+// written again, which idempotent writes make safe, instead of being
+// missing from a run that succeeds. commitStarts then commits that start to
+// the group. A rewind below the first offset the topic still stores is a
+// *RetentionError without allow_data_loss. It runs after checkResume and
+// before anything is committed or written; a fresh run has nothing to
+// reconcile.
+func (j *Job) reconcile(ctx context.Context, sink sinks.Sink) error {
+	if j.Fresh || len(j.committed) == 0 {
+		return nil
+	}
+	for _, s := range j.resumedSinks(sink) {
+		rc := sinks.CapabilitiesOf(s.sink).Reconciler
+		if rc == nil {
 			continue
 		}
-		for i := range points {
-			points[i].Position = s.pos[points[i].Partition]
+		rewinds, err := rc.Reconcile(ctx, j.Plan.Group, j.Resolution.Topic, j.resumePoints(s.pos))
+		if err != nil {
+			return fmt.Errorf("%scheck what the sink holds before resuming: %w", s.what, err)
 		}
-		if err := rs.CheckResume(points); err != nil {
-			return &SafetyError{Group: j.Plan.Group, Hint: HintRestart, Err: err,
-				Reason: fmt.Sprintf("it records a run of plan %s that cannot resume: %s%v", j.Plan.Name, s.what, err)}
+		for _, rw := range rewinds {
+			if err := j.rewind(s, rw); err != nil {
+				return err
+			}
 		}
+	}
+	return nil
+}
+
+// rewind resumes rw's partition at rw.From, when that is below where it
+// would resume.
+func (j *Job) rewind(s resumedSink, rw sinks.Rewind) error {
+	i := slices.IndexFunc(j.Resolution.Ranges, func(r Range) bool { return r.Partition == rw.Partition })
+	if i < 0 {
+		return nil
+	}
+	r := j.Resolution.Ranges[i]
+	from := max(rw.From, r.Start)
+	if from >= j.from(r) {
+		return nil
+	}
+	if from < r.LogStart {
+		if !j.Plan.AllowDataLoss {
+			return &RetentionError{Topic: j.Resolution.Topic, Partition: r.Partition, Start: from, LogStart: r.LogStart}
+		}
+		from = r.LogStart
+	}
+	j.opts.Log.Warn().Str("topic", j.Resolution.Topic).Int32("partition", r.Partition).Int64("kafka_commit", j.from(r)).
+		Int64("resume_at", from).Msgf("%sthe sink no longer holds what the group's commit records as written: %s; writing the partition again from offset %d (idempotent writes leave each record once)",
+		s.what, rw.Reason, from)
+	if j.Resume == nil {
+		j.Resume = map[int32]int64{}
+	}
+	j.Resume[r.Partition] = from
+	if s.pos != nil {
+		s.pos[r.Partition] = rw.Position
 	}
 	return nil
 }

@@ -61,6 +61,9 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	if err := j.checkResume(sink); err != nil {
 		return nil, err
 	}
+	if err := j.reconcile(work, sink); err != nil {
+		return nil, err
+	}
 	if j.Fresh && j.opts.Hold == nil {
 		if err := j.dropDiscarded(work); err != nil {
 			return nil, err

@@ -74,8 +74,11 @@ type Capabilities struct {
 	// Resumer checks, before a resumed run, that the sink still holds the
 	// output of the earlier run.
 	Resumer Resumer
-	// Positioner says how much of a partition's staging is durable.
+	// Positioner says how much of a partition's output is durable.
 	Positioner Positioner
+	// Reconciler tells, on a resume, where the sink's output of each
+	// partition really ends, when that can be below the group's commit.
+	Reconciler Reconciler
 	// Checkpoints stores checkpoints in the sink's own transactions.
 	Checkpoints CheckpointStore
 	// Offsets is set for a sink whose transactions commit the replay
@@ -218,16 +221,53 @@ type ResumePoint struct {
 	Position int64
 }
 
-// Positioner is implemented by a Resumer that is also a Syncer and can say
-// how much of a partition's staging its last successful Sync made durable,
-// as a position (the file sink: bytes of the staging file). The runner
-// stores it with each commit, and on a resume passes it back in
+// Positioner is implemented by a sink that can say how much of a
+// partition's output its durable writes hold, as a position: the file
+// sink, bytes of the staging file its last successful Sync made durable;
+// the database sinks, the offset after the last batch they committed. The
+// runner stores it with each commit, and on a resume passes it back in
 // ResumePoint.Position: CheckResume refuses staging that no longer reaches
-// it. Staging emptied or truncated after the commit would otherwise lose
-// the records below the commit without a word, since they are not read
-// again.
+// it, Reconcile rewinds a table that no longer does. Output emptied or
+// truncated after the commit would otherwise lose the records below the
+// commit without a word, since they are not read again. 0 is "nothing
+// known. SyncedPosition is safe for concurrent use with Write and Sync; a
+// Reconciler also reports, before the first write of a resumed partition,
+// the position its commit recorded (or its Rewind's).
 type Positioner interface {
 	SyncedPosition(partition int32) int64
+}
+
+// Reconciler is implemented by a sink whose durable output can fall
+// behind the replay group's commits between two processes without the
+// sink's own staging telling (the database sinks): a table dropped and
+// created again, truncated, restored from a backup, or a failover to a
+// replica that lags. Resuming at the group's commits would then leave the
+// records below them missing.
+//
+// Before a resumed run commits or writes anything (after CheckResume, not
+// for a fresh run), the runner calls Reconcile once with the replay group,
+// the topic and every partition of the run. It returns a Rewind for each
+// partition whose output the sink no longer holds up to Committed: From is
+// where the sink's output of the partition ends now (the offset after its checkpoint, or Start when it
+// holds nothing it can vouch for). The sink leaves its own state (a
+// checkpoint table) consistent with From before it returns. The runner
+// resumes each such partition at From and commits that to the group: the
+// records of [From, Committed) are written again, which the sink's
+// idempotent writes make safe. An error is a failure to tell (the
+// database unreachable): the runner fails the run and changes nothing.
+type Reconciler interface {
+	Reconcile(ctx context.Context, group, topic string, parts []ResumePoint) ([]Rewind, error)
+}
+
+// Rewind is a partition whose output a sink no longer holds up to the
+// group's commit (Reconciler): resume it at From, with Position the sink's
+// durable position there (0 at the range start), and Reason, saying what
+// the sink found, for the log.
+type Rewind struct {
+	Partition int32
+	From      int64
+	Position  int64
+	Reason    string
 }
 
 // CheckpointStore is implemented by a sink that can record, in the same
@@ -301,6 +341,14 @@ var ErrPartitionLost = errors.New("another member of the replay group owns the p
 // output path that replay did not publish): the run changes nothing and
 // exits as refused for safety.
 var ErrRefused = errors.New("refused for safety")
+
+// ErrLost is wrapped by the error of a sink that finds output it had made
+// durable gone during the run (the file sink's staging deleted or cut
+// short): the records below the group's commits are no longer all in the
+// sink, and resuming cannot bring them back. Nothing more is committed or
+// published; the run is refused (exit 3) with a hint to replay the window
+// from its start.
+var ErrLost = errors.New("the sink lost records it had made durable")
 
 // ErrFenced is wrapped by a Write that another process of the same plan
 // fenced (a transactional producer with the same transactional id,

@@ -122,8 +122,12 @@ type Sink struct {
 	connections int
 	acquire     sync.Mutex // held while a sharded Write acquires its connections
 	ckpt        *sqlcheckpoint.Postgres
-	log         zerolog.Logger
-	secrets     []string
+	// created: the table did not exist when the sink was opened
+	// (create_table created it); pos is what the sink reports durable.
+	created bool
+	pos     sqlcheckpoint.Positions
+	log     zerolog.Logger
+	secrets []string
 
 	outMu sync.Mutex
 	out   sinks.Outcomes
@@ -133,12 +137,16 @@ var (
 	_ sinks.Sink            = (*Sink)(nil)
 	_ sinks.CheckpointStore = (*Sink)(nil)
 	_ sinks.OutcomeCounter  = (*Sink)(nil)
+	_ sinks.Positioner      = (*Sink)(nil)
+	_ sinks.Reconciler      = (*Sink)(nil)
 )
 
 // Capabilities declares the checkpoint table (Checkpoints returns none
-// when the plan configures none) and the outcome counts.
+// when the plan configures none), the outcome counts, and the durable
+// positions and resume reconciliation that keep a resume from trusting
+// commits the table no longer backs.
 func (s *Sink) Capabilities() sinks.Capabilities {
-	return sinks.Capabilities{Checkpoints: s, Outcomes: s}
+	return sinks.Capabilities{Checkpoints: s, Outcomes: s, Positioner: s, Reconciler: s}
 }
 
 // Outcomes returns what the committed writes did since the sink was

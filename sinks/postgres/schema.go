@@ -21,6 +21,9 @@ func (s *Sink) prepare(ctx context.Context, create bool) error {
 		return fmt.Errorf("postgres sink: connect: %w", s.scrub(err))
 	}
 	if create {
+		if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NULL`, s.table).Scan(&s.created); err != nil {
+			return fmt.Errorf("postgres sink: check table %s: %w", s.name, s.scrub(err))
+		}
 		if err := createTable(ctx, s.pool, s.table, createTableSQL(s.table, s.cols, s.key)); err != nil {
 			return fmt.Errorf("postgres sink: create table %s: %w", s.name, s.scrub(err))
 		}

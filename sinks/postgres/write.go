@@ -81,6 +81,7 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 		return err
 	}
 	s.count(w.superseded)
+	s.pos.Wrote(batch)
 	s.log.Debug().Str("table", s.name).Int32("partition", batch[0].Partition).
 		Int64("offset", batch[0].Offset).Int("records", len(batch)).Int("shards", len(w.shards)).Msg("upserted")
 	return nil

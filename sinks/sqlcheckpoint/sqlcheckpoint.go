@@ -50,10 +50,11 @@ func checkConfig(cfg Config) error {
 type Postgres struct {
 	// Name is the table as configured, for messages.
 	Name string
-	// Reset deletes the checkpoints of a group ($1) and topic ($2).
-	Reset               string
-	cfg                 Config
-	create, upsert, sel string
+	// Reset deletes the checkpoints of a group ($1) and topic ($2);
+	// ResetPartition only that of partition $3.
+	Reset, ResetPartition string
+	cfg                   Config
+	create, upsert, sel   string
 }
 
 // NewPostgres builds the statements of cfg's table; an error when cfg has
@@ -82,8 +83,9 @@ VALUES ($1, $2, $3, $4, $5, $6, now())
 ON CONFLICT ("group", "topic", "partition") DO UPDATE SET
 	"next_offset" = CASE WHEN c."run_id" = excluded."run_id" THEN GREATEST(c."next_offset", excluded."next_offset") ELSE excluded."next_offset" END,
 	"fingerprint" = excluded."fingerprint", "run_id" = excluded."run_id", "updated_at" = excluded."updated_at"`,
-		sel:   `SELECT "partition", "next_offset" FROM ` + t + ` WHERE "group" = $1 AND "topic" = $2 AND "run_id" = $3`,
-		Reset: `DELETE FROM ` + t + ` WHERE "group" = $1 AND "topic" = $2`,
+		sel:            `SELECT "partition", "next_offset" FROM ` + t + ` WHERE "group" = $1 AND "topic" = $2 AND "run_id" = $3`,
+		Reset:          `DELETE FROM ` + t + ` WHERE "group" = $1 AND "topic" = $2`,
+		ResetPartition: `DELETE FROM ` + t + ` WHERE "group" = $1 AND "topic" = $2 AND "partition" = $3`,
 	}, nil
 }
 
@@ -125,10 +127,11 @@ func (c *Postgres) Read(ctx context.Context, pool *pgxpool.Pool, group, topic st
 type SQLite struct {
 	// Name is the table as configured, for messages.
 	Name string
-	// Reset deletes the checkpoints of a group (?1) and topic (?2).
-	Reset               string
-	cfg                 Config
-	create, upsert, sel string
+	// Reset deletes the checkpoints of a group (?1) and topic (?2);
+	// ResetPartition only that of partition ?3.
+	Reset, ResetPartition string
+	cfg                   Config
+	create, upsert, sel   string
 }
 
 // NewSQLite builds the statements of cfg's table; an error when cfg has no
@@ -157,8 +160,9 @@ VALUES (?, ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 ON CONFLICT ("group", "topic", "partition") DO UPDATE SET
 	"next_offset" = CASE WHEN "run_id" = excluded."run_id" THEN max("next_offset", excluded."next_offset") ELSE excluded."next_offset" END,
 	"fingerprint" = excluded."fingerprint", "run_id" = excluded."run_id", "updated_at" = excluded."updated_at"`,
-		sel:   `SELECT "partition", "next_offset" FROM ` + t + ` WHERE "group" = ? AND "topic" = ? AND "run_id" = ?`,
-		Reset: `DELETE FROM ` + t + ` WHERE "group" = ? AND "topic" = ?`,
+		sel:            `SELECT "partition", "next_offset" FROM ` + t + ` WHERE "group" = ? AND "topic" = ? AND "run_id" = ?`,
+		Reset:          `DELETE FROM ` + t + ` WHERE "group" = ? AND "topic" = ?`,
+		ResetPartition: `DELETE FROM ` + t + ` WHERE "group" = ? AND "topic" = ? AND "partition" = ?`,
 	}, nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/encode"
+	"github.com/replay-tool/replay/sinks/sqlcheckpoint"
 )
 
 // ResumeError is a SQLite sink's refusal to resume (CheckResume): the
@@ -86,6 +88,67 @@ func (s *Sink) undoCreate() {
 	if err != nil {
 		s.log.Warn().Err(err).Str("table", s.name).Msg("could not drop the table this run created before refusing to resume; drop it by hand")
 	}
+}
+
+// SyncedPosition implements Positioner: the offset after the last batch
+// of partition the sink committed (its checkpoint, with a checkpoint
+// table), or what the resumed run's commits recorded; 0 when nothing is
+// known.
+func (s *Sink) SyncedPosition(partition int32) int64 { return s.pos.Of(partition) }
+
+// Reconcile implements Reconciler, after CheckResume refused a database
+// or table this process created: it finds whether the table still holds
+// what the group's commits recorded as written (sqlcheckpoint.Rewinds: a
+// table emptied, a database file restored from a copy whose checkpoints
+// are behind) and returns where the partitions it lost start again. The
+// checkpoints of the partitions that start again at their range start are
+// deleted, so that the checkpoint left by the lost rows does not make a
+// later resume skip past them.
+func (s *Sink) Reconcile(ctx context.Context, group, topic string, points []sinks.ResumePoint) ([]sinks.Rewind, error) {
+	f := sqlcheckpoint.Facts{Table: s.name, Created: s.created != ""}
+	if !f.Created {
+		table, err := encode.QuoteTable(s.name)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite sink: table %q: %w", s.name, err)
+		}
+		var rows bool
+		if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM `+table+`)`).Scan(&rows); err != nil {
+			return nil, fmt.Errorf("sqlite sink: check table %s: %w", s.name, err)
+		}
+		f.Empty = !rows
+	}
+	if s.ckpt != nil {
+		cps, err := s.Checkpoints(ctx, group, topic)
+		if err != nil {
+			return nil, err
+		}
+		f.Checkpoints, f.CheckpointTable = cps, s.ckpt.Name
+	}
+	rewinds := sqlcheckpoint.Rewinds(points, f)
+	for _, rw := range rewinds {
+		if s.ckpt == nil || rw.Position > 0 {
+			continue
+		}
+		if err := s.resetPartition(ctx, group, topic, rw.Partition); err != nil {
+			return nil, err
+		}
+	}
+	s.pos.Seed(points, rewinds)
+	return rewinds, nil
+}
+
+// resetPartition deletes partition's checkpoint of group and topic.
+func (s *Sink) resetPartition(ctx context.Context, group, topic string, partition int32) error {
+	select {
+	case s.sem <- struct{}{}:
+		defer func() { <-s.sem }()
+	case <-ctx.Done():
+		return fmt.Errorf("sqlite sink: reset the checkpoint of partition %d in %s: %w", partition, s.ckpt.Name, ctx.Err())
+	}
+	if _, err := s.db.ExecContext(ctx, s.ckpt.ResetPartition, group, topic, int64(partition)); err != nil {
+		return fmt.Errorf("sqlite sink: reset the checkpoint of partition %d in %s: %w", partition, s.ckpt.Name, err)
+	}
+	return nil
 }
 
 // Checkpoints returns the offsets the sink's checkpoint table holds for

@@ -188,6 +188,8 @@ type Sink struct {
 	// createdTable is the table (quoted) create_table created at open;
 	// "" when it was there.
 	createdTable string
+	// pos is what the sink reports durable (Positioner).
+	pos sqlcheckpoint.Positions
 
 	mu  sync.Mutex
 	out sinks.Outcomes
@@ -198,12 +200,15 @@ var (
 	_ sinks.CheckpointStore = (*Sink)(nil)
 	_ sinks.Resumer         = (*Sink)(nil)
 	_ sinks.OutcomeCounter  = (*Sink)(nil)
+	_ sinks.Positioner      = (*Sink)(nil)
+	_ sinks.Reconciler      = (*Sink)(nil)
 )
 
-// Capabilities declares the checkpoint table, the resume check of the
-// database file and the outcome counts.
+// Capabilities declares the checkpoint table, the resume checks of the
+// database file and the table (CheckResume, Reconcile, with the durable
+// positions they compare) and the outcome counts.
 func (s *Sink) Capabilities() sinks.Capabilities {
-	return sinks.Capabilities{Checkpoints: s, Resumer: s, Outcomes: s}
+	return sinks.Capabilities{Checkpoints: s, Resumer: s, Outcomes: s, Positioner: s, Reconciler: s}
 }
 
 // Outcomes returns what the committed transactions did since the sink

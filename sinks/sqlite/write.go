@@ -80,6 +80,7 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if req.err != nil {
 		return req.err
 	}
+	s.pos.Wrote(batch)
 	s.log.Debug().Str("table", s.name).Int32("partition", batch[0].Partition).
 		Int64("offset", batch[0].Offset).Int("rows", len(rows)).Msg("upserted")
 	return nil
