@@ -41,6 +41,11 @@ func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	defer unhold()
 	j.member.Store(member)
 	rep, err := j.run(ctx, sink)
+	if errors.Is(err, sinks.ErrLost) && HintOf(err) == HintNone {
+		// A sink lost what it made durable (sinks.ErrLost): a resume
+		// cannot bring it back, only a replay of the window.
+		err = withHint(err, HintRestart)
+	}
 	if j.holdLost() {
 		err = errors.Join(ErrHoldLost, err)
 	}
@@ -187,11 +192,15 @@ func (j *Job) publish(work context.Context, sink sinks.Sink, rep *Report) error 
 	fctx, cancel := context.WithTimeout(work, j.opts.FlushTimeout)
 	defer cancel()
 	const again = "every record is staged and committed: fix the cause and re-run the same command to publish"
-	if err := sink.Finish(fctx); err != nil {
+	if err := sink.Finish(fctx); errors.Is(err, sinks.ErrLost) {
+		return withHint(fmt.Errorf("publish sink output: %w", err), HintRestart)
+	} else if err != nil {
 		return fmt.Errorf("publish sink output: %w (%s)", err, again)
 	}
 	if j.DeadLetters != nil {
-		if err := j.DeadLetters.Finish(fctx); err != nil {
+		if err := j.DeadLetters.Finish(fctx); errors.Is(err, sinks.ErrLost) {
+			return withHint(fmt.Errorf("publish the dead letters: %w", err), HintRestart)
+		} else if err != nil {
 			return fmt.Errorf("publish the dead letters: %w (%s)", err, again)
 		}
 	}

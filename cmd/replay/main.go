@@ -28,7 +28,8 @@ import (
 )
 
 // Exit codes: 0 done, 1 failed, 2 invalid plan or usage, 3 refused (a
-// *runner.SafetyError).
+// *runner.SafetyError, a sink's refusal, a sink that lost records it had
+// made durable).
 const (
 	exitOK      = 0
 	exitFailed  = 1
@@ -266,6 +267,10 @@ func (a *app) exitCode(err error) int {
 	case errors.As(err, &refused):
 		return a.printHinted(exitRefused, "refused: ", err)
 	case errors.Is(err, sinks.ErrRefused):
+		return a.printHinted(exitRefused, "refused: ", err)
+	case errors.Is(err, sinks.ErrLost):
+		// The sink lost records below the group's commits: neither this
+		// run nor a resume can publish a whole output.
 		return a.printHinted(exitRefused, "refused: ", err)
 	case errors.As(err, &fenced):
 		// Another process of the same replay holds the transactional id:

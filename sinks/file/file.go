@@ -76,6 +76,9 @@ type Sink struct {
 	// mu serializes opening, publishing and closing the staging; the
 	// stager's partition maps are guarded by it.
 	mu sync.Mutex
+	// resumed: CheckResume found an unfinished run's staging, which must
+	// stay until Finish publishes it. Guarded by mu.
+	resumed bool
 }
 
 var (
@@ -227,7 +230,10 @@ func (s *Sink) Sync(ctx context.Context, partition int32) error {
 	if err != nil {
 		return err
 	}
-	return s.stage.sync(fp, partition)
+	if err := s.stage.sync(fp, partition); err != nil {
+		return err
+	}
+	return s.checkStaged(partition)
 }
 
 // SyncedPosition implements Positioner: the size in bytes of the staging

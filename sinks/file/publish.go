@@ -47,6 +47,12 @@ func (s *Sink) Finish(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	dir := s.stagingDir()
+	if err := s.checkStagingDir(); err != nil {
+		return err
+	}
+	if err := s.checkOpened(); err != nil {
+		return err
+	}
 	if err := os.RemoveAll(s.doneDir()); err != nil {
 		return fmt.Errorf("file sink: %w", err)
 	}
@@ -81,6 +87,7 @@ func (s *Sink) Finish(ctx context.Context) error {
 // held.
 func (s *Sink) dropStaging() error {
 	s.stage.close()
+	s.resumed = false
 	// Rename, then remove: os.RemoveAll is not atomic, and a crash halfway
 	// through it left a staging directory missing some partitions, which
 	// the next Finish published as the whole output.

@@ -86,7 +86,9 @@ func (s *Sink) CheckResume(points []sinks.ResumePoint) error {
 	owner, err := os.ReadFile(filepath.Join(dir, runIDFile))
 	switch {
 	case err == nil && string(owner) == s.runID:
-		return s.checkStaging(past)
+		err := s.checkStaging(past)
+		s.resumed = err == nil && !finished
+		return err
 	case err == nil:
 		return resumeError(past, fmt.Sprintf("the staging directory %s belongs to another run (identity %s, this run's is %s) writing to the same path, "+
 			"which replaced this run's staging", absPath(dir), strings.TrimSpace(string(owner)), s.runID), absPath(dir))

@@ -83,6 +83,9 @@ func (s *Sink) part(p int32) (*filePart, error) {
 	if fp := s.stage.opened(p); fp != nil {
 		return fp, nil
 	}
+	if err := s.checkStagingDir(); err != nil {
+		return nil, err
+	}
 	if !s.stage.active() {
 		if err := s.prepareStaging(); err != nil {
 			return nil, fmt.Errorf("file sink: staging directory: %w", err)
