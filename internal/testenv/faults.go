@@ -26,46 +26,79 @@ const (
 	FaultNotCoordinator      FaultKind = "NOT_COORDINATOR"
 	FaultLoadInProgress      FaultKind = "COORDINATOR_LOAD_IN_PROGRESS"
 	FaultCoordinatorNotAvail FaultKind = "COORDINATOR_NOT_AVAILABLE"
+	FaultConcurrentTxns      FaultKind = "CONCURRENT_TRANSACTIONS"
 	FaultDrop                FaultKind = "dropped connection"
 	FaultStall               FaultKind = "stall"
 )
 
-// AllFaultKinds lists every kind.
+// AllFaultKinds lists every kind that the source side's requests draw
+// (each is injected into a plain run); TxnFaultKinds adds the kinds only a
+// transactional producer's requests draw.
 var AllFaultKinds = []FaultKind{FaultNotLeader, FaultLeaderNotAvailable, FaultUnknownTopic, FaultRequestTimedOut,
 	FaultNotCoordinator, FaultLoadInProgress, FaultCoordinatorNotAvail, FaultDrop, FaultStall}
+
+// TxnFaultKinds are the kinds only the transaction APIs draw.
+var TxnFaultKinds = []FaultKind{FaultConcurrentTxns}
+
+// EveryFaultKind is AllFaultKinds and TxnFaultKinds: every kind, for a run
+// whose sink produces in transactions to the faulted cluster.
+var EveryFaultKind = append(slices.Clip(AllFaultKinds), TxnFaultKinds...)
 
 // groupKeys are the requests of a group's member (the hold of a plain run,
 // a --join member) and of the group's checks: the coordinator answers them.
 var groupKeys = []kmsg.Key{kmsg.FindCoordinator, kmsg.OffsetCommit, kmsg.OffsetFetch,
 	kmsg.JoinGroup, kmsg.SyncGroup, kmsg.Heartbeat, kmsg.LeaveGroup}
 
+// txnKeys are the requests of a transactional producer (the exactly-once
+// kafka sink) besides Produce: InitProducerID, AddPartitionsToTxn,
+// AddOffsetsToTxn and EndTxn go to the transaction coordinator,
+// TxnOffsetCommit to the group coordinator.
+var txnKeys = []kmsg.Key{kmsg.InitProducerID, kmsg.AddPartitionsToTxn, kmsg.AddOffsetsToTxn, kmsg.TxnOffsetCommit, kmsg.EndTxn}
+
+// TxnKeys returns the transaction APIs (txnKeys) and Produce.
+func TxnKeys() []kmsg.Key { return append(slices.Clone(txnKeys), kmsg.Produce) }
+
+// GroupKeys returns the requests of a group's member and of the group's
+// checks (groupKeys).
+func GroupKeys() []kmsg.Key { return slices.Clone(groupKeys) }
+
 // faultKeys are the requests each error kind is injected into: the ones a
-// broker answers with that code.
+// broker answers with that code (Kafka's own handlers: a coordinator that
+// moved or loads answers every coordinator request so, a transaction
+// coordinator completing the previous transaction's markers answers
+// CONCURRENT_TRANSACTIONS; REQUEST_TIMED_OUT on Produce, OffsetCommit and
+// TxnOffsetCommit comes after the broker applied the request, as a
+// replication timeout does).
 var faultKeys = map[FaultKind][]kmsg.Key{
-	FaultNotLeader:           {kmsg.Fetch, kmsg.ListOffsets},
+	FaultNotLeader:           {kmsg.Fetch, kmsg.ListOffsets, kmsg.Produce},
 	FaultLeaderNotAvailable:  {kmsg.Fetch, kmsg.ListOffsets, kmsg.Metadata},
 	FaultUnknownTopic:        {kmsg.Fetch, kmsg.ListOffsets},
-	FaultRequestTimedOut:     {kmsg.Fetch, kmsg.ListOffsets, kmsg.OffsetCommit},
-	FaultNotCoordinator:      groupKeys,
-	FaultLoadInProgress:      groupKeys,
-	FaultCoordinatorNotAvail: groupKeys,
+	FaultRequestTimedOut:     {kmsg.Fetch, kmsg.ListOffsets, kmsg.OffsetCommit, kmsg.Produce, kmsg.TxnOffsetCommit},
+	FaultNotCoordinator:      append(slices.Clip(groupKeys), txnKeys...),
+	FaultLoadInProgress:      append(slices.Clip(groupKeys), txnKeys...),
+	FaultCoordinatorNotAvail: append(slices.Clip(groupKeys), txnKeys...),
+	FaultConcurrentTxns:      {kmsg.InitProducerID, kmsg.AddPartitionsToTxn, kmsg.AddOffsetsToTxn, kmsg.EndTxn},
 }
 
 // topLevel are the requests whose error code is the answer's, not a
-// partition's.
+// partition's. (AddPartitionsToTxn and TxnOffsetCommit answer per
+// partition: AddPartitionsToTxn's top-level code exists only from v4, which
+// brokers send, so a client's answer would drop it.)
 var topLevel = map[kmsg.Key]bool{kmsg.FindCoordinator: true, kmsg.OffsetFetch: true, kmsg.JoinGroup: true,
-	kmsg.SyncGroup: true, kmsg.Heartbeat: true, kmsg.LeaveGroup: true}
+	kmsg.SyncGroup: true, kmsg.Heartbeat: true, kmsg.LeaveGroup: true,
+	kmsg.InitProducerID: true, kmsg.AddOffsetsToTxn: true, kmsg.EndTxn: true}
 
 var faultCodes = map[FaultKind]*kerr.Error{
 	FaultNotLeader: kerr.NotLeaderForPartition, FaultLeaderNotAvailable: kerr.LeaderNotAvailable,
 	FaultUnknownTopic: kerr.UnknownTopicOrPartition, FaultRequestTimedOut: kerr.RequestTimedOut,
 	FaultNotCoordinator: kerr.NotCoordinator, FaultLoadInProgress: kerr.CoordinatorLoadInProgress,
-	FaultCoordinatorNotAvail: kerr.CoordinatorNotAvailable,
+	FaultCoordinatorNotAvail: kerr.CoordinatorNotAvailable, FaultConcurrentTxns: kerr.ConcurrentTransactions,
 }
 
 // connKeys are the requests dropped connections and stalls hit: every
-// request of the source side of a run, the group member's included.
-var connKeys = append([]kmsg.Key{kmsg.Fetch, kmsg.ListOffsets, kmsg.Metadata}, groupKeys...)
+// request of the source side of a run, the group member's included, and
+// every request of a transactional producer.
+var connKeys = slices.Concat([]kmsg.Key{kmsg.Fetch, kmsg.ListOffsets, kmsg.Metadata}, groupKeys, txnKeys, []kmsg.Key{kmsg.Produce})
 
 // FaultsConfig says what Faults injects.
 type FaultsConfig struct {
