@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -96,6 +99,13 @@ type Config struct {
 	// Member is the process's member of the replay group under run --join
 	// (sinks.Options.Member); nil otherwise.
 	Member func() (generation int32, memberID string)
+	// RetryBudget is how long a call of the exactly-once sink outside
+	// Write (starting its transactional producers in New, reading and
+	// resetting the checkpoints) may keep failing with transient errors,
+	// from its first failure, before it fails: the plan's
+	// sink.retry.max_elapsed, which bounds the runner's retries of Write.
+	// 0 fails at the first error.
+	RetryBudget time.Duration
 }
 
 // Kafka produces records to a topic, of the source cluster or another one.
@@ -154,6 +164,9 @@ type Sink struct {
 
 	mu         sync.Mutex
 	partitions int // of the target topic, as last seen
+
+	// retries counts the sink's own retries (Retries).
+	retries atomic.Int64
 
 	// txn produces in transactions (exactly once); nil: at least once.
 	txn   *txnCommitter
@@ -242,7 +255,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	s.maxBytes = s.maxMessageBytes(ctx)
 	if cfg.ExactlyOnce {
 		s.parts = cfg.Partitions
-		if s.txn, err = newTxnCommitter(ctx, cfg, brokers, s.where, s.maxBytes-kafkaBatchOverhead); err != nil {
+		if s.txn, err = newTxnCommitter(ctx, cfg, brokers, s.where, s.maxBytes-kafkaBatchOverhead, &s.retries); err != nil {
 			conn.Transport.CloseIdleConnections()
 			return nil, err
 		}
@@ -306,12 +319,51 @@ func (s *Sink) probe(ctx context.Context, conn *kafkaconn.Conn) ([]string, error
 	}
 	usable := conn.Brokers
 	s.client.Addr = conn.Addr()
-	n, err := s.topicPartitions(pctx)
+	n, err := s.topicPartitionsAfterProbe(pctx, conn.SASL.Mechanism != "")
 	if err != nil {
 		return nil, err
 	}
 	s.partitions = n
 	return usable, nil
+}
+
+// probeDropWindow is how long, without SASL, the first Metadata request
+// after the probe is retried while the broker closes its connections: a
+// drop passes within it, a broker that requires SASL closes every one.
+const probeDropWindow = 2 * time.Second
+
+// topicPartitionsAfterProbe is topicPartitions retried, until ctx ends,
+// while the broker answers with an error that may pass (a leader election)
+// or the connection drops; without SASL (sasl false), drops only for
+// probeDropWindow, after which the message keeps its SASL hint. Each retry
+// is counted (Retries) and logged.
+func (s *Sink) topicPartitionsAfterProbe(ctx context.Context, sasl bool) (int, error) {
+	wait := 50 * time.Millisecond
+	var dropped time.Time
+	for attempt := 1; ; attempt++ {
+		n, err := s.topicPartitions(ctx)
+		var ke kafka.Error
+		closed := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+		if closed && dropped.IsZero() {
+			dropped = time.Now()
+		}
+		switch {
+		case err == nil:
+			return n, nil
+		case closed && !sasl && time.Since(dropped) >= probeDropWindow:
+			return 0, err
+		case !closed && !(errors.As(err, &ke) && ke.Temporary()):
+			return 0, err
+		}
+		s.retries.Add(1)
+		s.log.Warn().Err(err).Int("attempt", attempt).Dur("retry_in", wait).Msg("kafka sink: metadata of the target topic: retriable error, retrying")
+		select {
+		case <-ctx.Done():
+			return 0, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
 }
 
 // topicPartitions asks the cluster how many partitions the topic has.

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"time"
 
 	"github.com/replay-tool/replay/sinks"
 )
@@ -14,7 +15,7 @@ func Open(ctx context.Context, sp sinks.Spec) (sinks.Sink, error) {
 		Keyer: sp.Keyer, KeepKey: sp.KeepKey, PlanName: sp.Options.PlanName, Log: sp.Options.Log,
 		ExactlyOnce: c.ExactlyOnce, TransactionalID: c.TransactionalID, Group: sp.Options.Group, SourceTopic: sp.Options.Topic,
 		Partitions: sp.Options.Partitions, CommitMetadata: sp.Options.CommitMetadata, SourceClusterID: sp.Options.SourceClusterID,
-		Member: sp.Options.Member})
+		Member: sp.Options.Member, RetryBudget: time.Duration(c.Retry.MaxElapsed)})
 	if err != nil {
 		return nil, err
 	}

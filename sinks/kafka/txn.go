@@ -7,8 +7,10 @@ import (
 	"maps"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -22,6 +24,11 @@ import (
 // a transaction left open longer (a process frozen mid-batch) is aborted by
 // the broker's transaction coordinator.
 const DefaultTransactionTimeout = time.Minute
+
+// txnRetryTimeout bounds franz-go's own retries of one request of the
+// exactly-once sink (its default, 30 s, would overrun a short
+// sink.retry.max_elapsed many times over).
+const txnRetryTimeout = 5 * time.Second
 
 // txnCommitter produces the exactly-once sink's batches: one transactional
 // kgo client per source partition (transactional id <prefix>-<partition>),
@@ -51,6 +58,13 @@ type txnCommitter struct {
 	// otherwise. Producers then start lazily, once per generation.
 	member func() (generation int32, memberID string)
 
+	// budget is how long a call outside Write may keep failing (again);
+	// retries counts the sink's own retries (Sink.Retries), each logged
+	// to log.
+	budget  time.Duration
+	retries *atomic.Int64
+	log     zerolog.Logger
+
 	mu        sync.Mutex
 	producers map[int32]*kgo.Client
 	// gens is, under run --join, the generation each producer started in.
@@ -73,21 +87,24 @@ type txnCommitter struct {
 // cluster can hold the group's offsets for the source topic. A target
 // without transactions, or a principal without the TransactionalId ACL,
 // fails here, before anything is produced.
-func newTxnCommitter(ctx context.Context, cfg Config, brokers []string, where string, maxBatch int64) (*txnCommitter, error) {
+func newTxnCommitter(ctx context.Context, cfg Config, brokers []string, where string, maxBatch int64, retries *atomic.Int64) (*txnCommitter, error) {
 	base, err := kgoOpts(cfg, brokers)
 	if err != nil {
 		return nil, err
 	}
 	// Record batches stay under the topic's max.message.bytes, as the
 	// at-least-once Writer's do.
-	base = append(base, kgo.ProducerBatchMaxBytes(int32(min(maxBatch, 1<<30))))
+	// kgo retries a failed request by itself for up to txnRetryTimeout;
+	// the sink's retries (again) and the runner's, which log and count
+	// each, take over after it, within sink.retry.max_elapsed.
+	base = append(base, kgo.ProducerBatchMaxBytes(int32(min(maxBatch, 1<<30))), kgo.RetryTimeout(txnRetryTimeout))
 	prefix := cfg.TransactionalID
 	if prefix == "" {
 		prefix = DefaultTransactionalID(cfg.PlanName, cfg.Group)
 	}
 	t := &txnCommitter{base: base, prefix: prefix, group: cfg.Group, topic: cfg.SourceTopic, target: cfg.Topic,
 		timeout: cfg.TransactionTimeout, meta: cfg.CommitMetadata, where: where, producers: map[int32]*kgo.Client{}, committed: map[int32]int64{}, unsure: map[int32]bool{},
-		member: cfg.Member, gens: map[int32]int32{}}
+		member: cfg.Member, gens: map[int32]int32{}, budget: cfg.RetryBudget, log: cfg.Log, retries: retries}
 	if t.timeout == 0 {
 		t.timeout = DefaultTransactionTimeout
 	}
@@ -101,12 +118,19 @@ func newTxnCommitter(ctx context.Context, cfg Config, brokers []string, where st
 		return nil, fmt.Errorf("kafka sink: %w", err)
 	}
 	t.admin = kadm.NewClient(t.adminCl)
-	if err := t.start(ctx, cfg.Partitions); err != nil {
+	if err := t.again(ctx, "start the transactional producers", func(ctx context.Context) error { return t.start(ctx, cfg.Partitions) }); err != nil {
 		t.close()
 		return nil, err
 	}
 	if cfg.SourceClusterID != "" {
-		md, err := t.admin.BrokerMetadata(ctx)
+		var md kadm.Metadata
+		err := t.again(ctx, "read the cluster id", func(ctx context.Context) error {
+			var err error
+			if md, err = t.admin.BrokerMetadata(ctx); err != nil && retriable(err) {
+				err = &sinks.TransientError{Err: err}
+			}
+			return err
+		})
 		if err != nil {
 			t.close()
 			return nil, fmt.Errorf("kafka sink: exactly_once: read the cluster id of %s: %w", where, err)
@@ -121,9 +145,17 @@ func (t *txnCommitter) start(ctx context.Context, parts []int32) error {
 	defer cancel()
 	details, err := t.admin.ListTopics(sctx, t.topic)
 	if err != nil {
-		return fmt.Errorf("kafka sink: exactly_once: read topic %s on %s: %w", t.topic, t.where, err)
+		err = fmt.Errorf("kafka sink: exactly_once: read topic %s on %s: %w", t.topic, t.where, err)
+		if retriable(err) {
+			return &sinks.TransientError{Err: err}
+		}
+		return err
 	}
 	d, ok := details[t.topic]
+	if ok && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) && retriable(d.Err) {
+		// A leader election, a cluster loading: not a missing topic.
+		return &sinks.TransientError{Err: fmt.Errorf("kafka sink: exactly_once: read topic %s on %s: %w", t.topic, t.where, d.Err)}
+	}
 	if !ok || d.Err != nil || len(d.Partitions) < maxPartition(parts)+1 {
 		return fmt.Errorf("kafka sink: exactly_once keeps the replay group's offsets on the target cluster, in the transaction of each batch, and Kafka keeps offsets only for a topic the cluster has: the source topic %s (with at least %d partitions) is not on the target cluster of %s: create it there (it stays empty), or produce to the source cluster", t.topic, maxPartition(parts)+1, t.where)
 	}
@@ -253,10 +285,20 @@ func (t *txnCommitter) initError(id string, err error) error {
 	switch {
 	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed):
 		return fmt.Errorf("kafka sink: exactly_once: the target cluster (%s) refuses transactional id %s to this principal (%w): grant it Write and Describe on TransactionalId %s (or the prefix %s) and IdempotentWrite on the cluster, or set exactly_once: false", t.where, id, err, id, t.prefix)
-	case errors.Is(err, kerr.UnsupportedVersion), errors.Is(err, kerr.CoordinatorNotAvailable), errors.Is(err, kerr.TransactionCoordinatorFenced):
+	case errors.Is(err, kerr.UnsupportedVersion), errors.Is(err, kerr.TransactionCoordinatorFenced):
 		return fmt.Errorf("kafka sink: exactly_once: the target cluster (%s) does not run transactions (%w): it needs Kafka 0.11 or later with a transaction state log (transaction.state.log.replication.factor no more than its brokers), or set exactly_once: false", t.where, err)
 	case errors.Is(err, kerr.ProducerFenced):
 		return &FencedError{TransactionalID: id, Err: err}
+	case retriable(err):
+		// A coordinator that moved, loads or is not available yet,
+		// CONCURRENT_TRANSACTIONS while an earlier process's transaction
+		// is aborted, a dropped connection: kgo's own retries ran out,
+		// the caller's (again, the runner's) go on.
+		msg := ""
+		if errors.Is(err, kerr.CoordinatorNotAvailable) {
+			msg = " (if it lasts, the cluster may not run transactions: it needs a transaction state log, transaction.state.log.replication.factor no more than its brokers)"
+		}
+		return &sinks.TransientError{Err: fmt.Errorf("kafka sink: exactly_once: start the transactional producer %s on %s%s: %w", id, t.where, msg, err)}
 	}
 	return fmt.Errorf("kafka sink: exactly_once: start the transactional producer %s on %s: %w", id, t.where, err)
 }
@@ -269,6 +311,7 @@ func (t *txnCommitter) write(ctx context.Context, p int32, next int64, recs []*k
 	// is written again in a new one, a few times, before the runner's
 	// retries take over.
 	for tries := 1; errors.Is(err, errNotCommitted) && tries < notCommittedTries && ctx.Err() == nil; tries++ {
+		t.retried(err, p, tries)
 		err = t.writeOnce(ctx, p, next, recs, false)
 	}
 	if errors.Is(err, errSequence) {
@@ -276,9 +319,17 @@ func (t *txnCommitter) write(ctx context.Context, p int32, next int64, recs []*k
 		// transaction was aborted, and a producer in that state cannot go
 		// on. A new one (a new epoch, sequences from 0) writes the batch
 		// again, once.
+		t.retried(err, p, 1)
 		err = t.writeOnce(ctx, p, next, recs, true)
 	}
 	return err
+}
+
+// retried counts and logs a transaction of p's batch written again within
+// one write, after err.
+func (t *txnCommitter) retried(err error, p int32, attempt int) {
+	t.retries.Add(1)
+	t.log.Warn().Err(err).Str("transactional_id", t.id(p)).Int("attempt", attempt).Msg("kafka sink: the batch's transaction did not commit: writing it again in a new one")
 }
 
 // errSequence marks a transaction aborted because the broker refused the
@@ -397,7 +448,7 @@ func (t *txnCommitter) commitOffsets(ctx context.Context, cl, via *kgo.Client, p
 	id := t.id(p)
 	add := kmsg.NewPtrAddOffsetsToTxnRequest()
 	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = id, pid, epoch, t.group
-	if err := retryTxnRequest(ctx, func() error {
+	if err := t.retryRequest(ctx, "AddOffsetsToTxn of "+id, func() error {
 		resp, err := add.RequestWith(ctx, via)
 		if err != nil {
 			return err
@@ -421,7 +472,7 @@ func (t *txnCommitter) commitOffsets(ctx context.Context, cl, via *kgo.Client, p
 	rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = p, next, -1, &meta
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	err = retryTxnRequest(ctx, func() error {
+	err = t.retryRequest(ctx, "TxnOffsetCommit of "+id, func() error {
 		resp, err := req.RequestWith(ctx, via)
 		if err != nil {
 			return err
@@ -439,26 +490,6 @@ func (t *txnCommitter) commitOffsets(ctx context.Context, cl, via *kgo.Client, p
 		return fmt.Errorf("commit offset %d of %s/%d for group %s in the transaction: %w", next, t.topic, p, t.group, err)
 	}
 	return nil
-}
-
-// retryTxnRequest retries fn while the coordinator answers with a
-// retriable error (CONCURRENT_TRANSACTIONS while the previous transaction's
-// markers are written, a coordinator loading or moving).
-func retryTxnRequest(ctx context.Context, fn func() error) error {
-	wait := 5 * time.Millisecond
-	for attempt := 0; ; attempt++ {
-		err := fn()
-		var ke *kerr.Error
-		if err == nil || !errors.As(err, &ke) || !ke.Retriable || attempt >= 20 {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 500*time.Millisecond)
-	}
 }
 
 // failed aborts the open transaction after err and says what Write

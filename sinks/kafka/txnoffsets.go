@@ -36,7 +36,7 @@ func (t *txnCommitter) stable(ctx context.Context, p int32) (int64, bool, error)
 // commits to settle (RequireStable).
 func (t *txnCommitter) checkpoints(ctx context.Context) (map[int32]int64, error) {
 	var resp kadm.OffsetResponses
-	err := retryTxnRequest(ctx, func() error {
+	err := t.retryRequest(ctx, "OffsetFetch of group "+t.group, func() error {
 		var err error
 		resp, err = t.admin.FetchOffsets(kadm.RequireStable(ctx), t.group)
 		if err == nil {
@@ -77,10 +77,13 @@ func (t *txnCommitter) reset(ctx context.Context, starts map[int32]int64) error 
 	for _, p := range parts {
 		os.Add(kadm.Offset{Topic: t.topic, Partition: p, At: starts[p], LeaderEpoch: -1, Metadata: t.meta(p)})
 	}
-	resp, err := t.admin.CommitOffsets(ctx, t.group, os)
-	if err == nil {
-		err = resp.Error()
-	}
+	err := t.retryRequest(ctx, "OffsetCommit of group "+t.group, func() error {
+		resp, err := t.admin.CommitOffsets(ctx, t.group, os)
+		if err == nil {
+			err = resp.Error()
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("kafka sink: reset the offsets of group %s on %s: %w", t.group, t.where, err)
 	}
@@ -170,7 +173,7 @@ func (t *txnCommitter) endTxn(ctx context.Context, cl *kgo.Client, p int32, comm
 	}
 	req := kmsg.NewPtrEndTxnRequest()
 	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = t.id(p), pid, epoch, commit
-	return retryTxnRequest(ctx, func() error {
+	return t.retryRequest(ctx, "EndTxn of "+t.id(p), func() error {
 		resp, err := req.RequestWith(ctx, t.adminCl)
 		if err != nil {
 			return err

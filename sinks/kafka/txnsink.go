@@ -56,7 +56,11 @@ func kgoOpts(cfg Config, brokers []string) ([]kgo.Opt, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka sink: %w", err)
 	}
-	return opts, nil
+	// New builds kgo clients only after the cluster answered a Metadata
+	// request with these TLS and SASL settings: a connection the broker
+	// closes at its first answer dropped (a broker restart, a network
+	// failure), and is retried as any drop, not taken for missing SASL.
+	return append(opts, kgo.AlwaysRetryEOF()), nil
 }
 
 // writeTxn is Write of an exactly-once sink: the batch's messages and the
@@ -147,7 +151,21 @@ func (s *Sink) Checkpoints(ctx context.Context, group, topic string) (map[int32]
 	if s.txn == nil || group != s.txn.group || topic != s.txn.topic {
 		return nil, nil
 	}
-	return s.txn.checkpoints(ctx)
+	var cps map[int32]int64
+	err := s.txn.again(ctx, "read the group's offsets", func(ctx context.Context) error {
+		var err error
+		cps, err = s.txn.checkpoints(ctx)
+		return transientIf(err)
+	})
+	return cps, err
+}
+
+// transientIf marks err transient when it may pass by itself (retriable).
+func transientIf(err error) error {
+	if err != nil && retriable(err) {
+		return &sinks.TransientError{Err: err}
+	}
+	return err
 }
 
 // ResetCheckpoints commits each partition's range start for the group on
@@ -163,5 +181,5 @@ func (s *Sink) ResetCheckpoints(ctx context.Context, group, topic string) error 
 			starts[p] = start
 		}
 	}
-	return s.txn.reset(ctx, starts)
+	return s.txn.again(ctx, "reset the group's offsets", func(ctx context.Context) error { return transientIf(s.txn.reset(ctx, starts)) })
 }

@@ -1,0 +1,117 @@
+package kafka_test
+
+import (
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/replay-tool/replay/internal/testenv"
+	kafkasink "github.com/replay-tool/replay/sinks/kafka"
+)
+
+// failFirst makes the cluster fail the first n InitProducerID requests:
+// with code, or by closing the connection when code is nil.
+func failFirst(c *kfake.Cluster, n int32, code *kerr.Error) *atomic.Int32 {
+	var seen atomic.Int32
+	c.ControlKey(int16(kmsg.InitProducerID), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if seen.Add(1) > n {
+			return nil, nil, false
+		}
+		if code == nil {
+			return nil, errors.New("testenv: connection dropped"), true
+		}
+		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ErrorCode = code.Code
+		return resp, nil, true
+	})
+	return &seen
+}
+
+// eosSinkBudget is eosSink with a retry budget and its log kept.
+func eosSinkBudget(t *testing.T, addr, topic, id string, budget time.Duration) (*kafkasink.Sink, *testenv.Buffer, error) {
+	buf := &testenv.Buffer{}
+	s, err := kafkasink.New(t.Context(), kafkasink.Config{Brokers: []string{addr}, Topic: topic, PlanName: "orders",
+		Log: zerolog.New(zerolog.MultiLevelWriter(buf, zerolog.NewTestWriter(t))), ExactlyOnce: true, TransactionalID: id,
+		Group: "replay.orders", SourceTopic: "orders", Partitions: []int32{0}, RetryBudget: budget,
+		CommitMetadata: func(int32) string { return `{"tool":"replay","plan":"orders","start":0,"end":1000}` }})
+	return s, buf, err
+}
+
+// The exactly-once sink's InitProducerID, answered with a dropped
+// connection or an error Kafka calls retriable more often than franz-go
+// retries it by itself, is retried within the sink's retry budget, each
+// retry counted and logged; New succeeds and the sink writes exactly
+// once. Before, a drop failed New at once with franz-go's "is SASL
+// missing?", and COORDINATOR_NOT_AVAILABLE with "does not run
+// transactions".
+func TestKafkaExactlyOnceStartRidesOutFaults(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		n    int32
+		code *kerr.Error
+	}{
+		{"dropped connection", 3, nil},
+		{"COORDINATOR_NOT_AVAILABLE", 8, kerr.CoordinatorNotAvailable},
+	} {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			c := newKafkaCluster(t)
+			addr := c.ListenAddrs()[0]
+			createTopicNamed(t, addr, "orders", 1)
+			topic := createTopic(t, addr, 1, nil)
+			seen := failFirst(c, tc.n, tc.code)
+			start := time.Now()
+			s, log, err := eosSinkBudget(t, addr, topic, "replay-start", time.Minute)
+			if err != nil {
+				t.Fatalf("New after %d failed InitProducerIDs: %v", tc.n, err)
+			}
+			defer s.Close()
+			t.Logf("%d InitProducerIDs, %d retries of the sink, %s", seen.Load(), s.Retries(), time.Since(start).Round(time.Millisecond))
+			if seen.Load() <= tc.n {
+				t.Fatalf("%d InitProducerIDs, want more than the %d failed", seen.Load(), tc.n)
+			}
+			mustWrite(t, s, eosWindow(0, 10)...)
+			if n := len(readIsolated(t, addr, topic, kgo.ReadCommitted())); n != 10 {
+				t.Fatalf("read_committed: %d messages, want 10", n)
+			}
+			if tc.code != nil && (s.Retries() == 0 || !strings.Contains(log.String(), "transient error, retrying")) {
+				t.Errorf("%d retries counted, log %q: want the sink's retries counted and logged", s.Retries(), log.String())
+			}
+		})
+	}
+}
+
+// An InitProducerID that keeps failing retriably fails New once the
+// sink's retry budget is spent, with a *RetryError that names the call,
+// the budget's field, the last error and how to resume.
+func TestKafkaExactlyOnceStartBudgetSpent(t *testing.T) {
+	c := newKafkaCluster(t)
+	addr := c.ListenAddrs()[0]
+	createTopicNamed(t, addr, "orders", 1)
+	topic := createTopic(t, addr, 1, nil)
+	failFirst(c, 1<<30, kerr.CoordinatorNotAvailable)
+	start := time.Now()
+	_, _, err := eosSinkBudget(t, addr, topic, "replay-spent", time.Second)
+	t.Logf("after %s: %v", time.Since(start).Round(time.Millisecond), err)
+	var re *kafkasink.RetryError
+	if !errors.As(err, &re) || re.Attempts < 2 {
+		t.Fatalf("New: %v, want a *kafkasink.RetryError after two attempts or more", err)
+	}
+	for _, want := range []string{"start the transactional producers", "sink.retry.max_elapsed", "COORDINATOR_NOT_AVAILABLE",
+		"re-run the same command to resume", "may not run transactions"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q", want)
+		}
+	}
+	if strings.Contains(err.Error(), "SASL") {
+		t.Errorf("error mentions SASL: %v", err)
+	}
+}

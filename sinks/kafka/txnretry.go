@@ -1,0 +1,139 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/replay-tool/replay/sinks"
+)
+
+// Retries of the exactly-once sink's calls to the target cluster.
+//
+// Inside Write, a failed transaction is aborted and Write fails transient:
+// the runner writes the batch again in a new transaction, within
+// sink.retry.max_elapsed, and counts each try. kgo retries by itself what
+// it can within one transaction: a produce that failed retriably (with the
+// same sequence numbers, which the broker deduplicates), AddPartitionsToTxn
+// and EndTxn on CONCURRENT_TRANSACTIONS or a coordinator that moved or
+// loads. The sink's own requests (AddOffsetsToTxn, TxnOffsetCommit, a raw
+// EndTxn, OffsetFetch) are retried in place a few times (retryRequest).
+//
+// Outside Write there is no runner to retry: starting the producers
+// (InitProducerID, which fences an earlier process and must precede the
+// read of the group's offsets) and reading or resetting the checkpoints
+// are retried by the sink itself (again), within the same budget.
+
+// retriable reports whether err, from a request to the target cluster,
+// may pass by itself: an error Kafka calls retriable (a coordinator that
+// moved, loads or is not available, a leader election, a timeout),
+// CONCURRENT_TRANSACTIONS (the coordinator still writes the previous
+// transaction's markers), or the connection dropped or timed out. New
+// reaches this only after the cluster answered with the plan's TLS and SASL
+// settings, so a connection closed at its first answer is a drop, not
+// missing SASL.
+func retriable(err error) bool {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Retriable || ke == kerr.ConcurrentTransactions
+	}
+	return errors.Is(err, io.EOF) || sinks.Transient(err)
+}
+
+// requestTries is how often retryRequest sends one request.
+const requestTries = 20
+
+// retryRequest sends a request of the transaction or group coordinator
+// (fn) again while it fails retriably, up to requestTries times with a
+// short backoff (5 ms doubling to 500 ms), each retry counted and logged:
+// a coordinator loading or moving, CONCURRENT_TRANSACTIONS while the
+// previous transaction's markers are written, a dropped connection. The
+// requests it sends are idempotent within the transaction.
+func (t *txnCommitter) retryRequest(ctx context.Context, what string, fn func() error) error {
+	wait := 5 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil || !retriable(err) || attempt >= requestTries || ctx.Err() != nil {
+			return err
+		}
+		t.retries.Add(1)
+		t.log.Warn().Err(err).Int("attempt", attempt).Dur("retry_in", wait).Msgf("kafka sink: %s: retriable error, retrying", what)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
+}
+
+// again runs fn, a call of the sink outside Write, until it succeeds,
+// fails with an error that is not transient, or has kept failing for the
+// sink's retry budget (sink.retry.max_elapsed) since its first failure:
+// then it returns a *RetryError. The waits double from 200 ms to 5 s,
+// jittered down by up to half, the last cut to end with the budget; each
+// retry is counted (Sink.Retries) and logged.
+func (t *txnCommitter) again(ctx context.Context, what string, fn func(context.Context) error) error {
+	wait := 200 * time.Millisecond
+	var first time.Time
+	for attempt := 1; ; attempt++ {
+		err := fn(ctx)
+		if first.IsZero() {
+			first = time.Now()
+		}
+		if err == nil || !sinks.Transient(err) || ctx.Err() != nil {
+			return err
+		}
+		elapsed := time.Since(first)
+		left := t.budget - elapsed
+		if left <= 0 {
+			return &RetryError{What: what, Where: t.where, Attempts: attempt, Elapsed: elapsed, Budget: t.budget, Err: err}
+		}
+		d := min(wait/2+rand.N(wait/2+1), left)
+		t.retries.Add(1)
+		t.log.Warn().Err(err).Int("attempt", attempt).Dur("retry_in", d).Dur("budget_left", left).Msgf("kafka sink: %s: transient error, retrying", what)
+		timer := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return err
+		case <-timer.C:
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// RetryError is a call of the exactly-once sink outside Write (starting
+// its transactional producers, reading or resetting the group's offsets on
+// the target cluster) that kept failing with transient errors until the
+// sink's retry budget was spent. Such a call comes before the run writes
+// anything: the replay group's offsets are where the last run left them.
+type RetryError struct {
+	// What names the call; Where the target topic and cluster.
+	What, Where string
+	Attempts    int
+	Elapsed     time.Duration
+	Budget      time.Duration
+	Err         error
+}
+
+func (e *RetryError) Error() string {
+	return fmt.Sprintf("kafka sink: exactly_once: %s on %s failed %d times in %s, which spends the retry budget of %s (sink.retry.max_elapsed); last error: %v; this run produced and committed nothing, so the replay group's offsets stand where the last run left them: once the target cluster is healthy, re-run the same command to resume from them (or raise sink.retry.max_elapsed to ride out longer outages)",
+		e.What, e.Where, e.Attempts, e.Elapsed.Round(time.Millisecond), e.Budget, e.Err)
+}
+
+func (e *RetryError) Unwrap() error { return e.Err }
+
+// Retries is how many times the sink retried a request or a call by
+// itself since New, each logged: the Metadata of the target topic after
+// the probe, and for the exactly-once sink its coordinator requests
+// (retryRequest), its calls outside Write (again) and a transaction
+// written again within one Write. The runner's retries of a failed Write
+// are not included, nor the retries franz-go makes inside one request or
+// one produce.
+func (s *Sink) Retries() int64 { return s.retries.Load() }
