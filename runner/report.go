@@ -33,6 +33,10 @@ type Snapshot struct {
 	// SourceRetries counts the source cluster's requests that failed with
 	// an error that may pass and were tried again (Report.SourceRetries).
 	SourceRetries int64 `json:"source_retries,omitempty"`
+	// SinkRetries and DeadLetterRetries count the writes to the sink and
+	// to the dead-letter sink tried again (Report.SinkRetries).
+	SinkRetries       int64 `json:"sink_retries,omitempty"`
+	DeadLetterRetries int64 `json:"dead_letter_retries,omitempty"`
 }
 
 // PartitionSnapshot is one partition's progress.
@@ -79,6 +83,8 @@ func (j *Job) Progress() Snapshot {
 		s := snapshot(live.started, live.states)
 		s.SinkOutcomes = outcomesOf(live.sink)
 		s.SourceRetries = j.sourceRetries()
+		s.SinkRetries += ownRetries(live.sink)
+		s.DeadLetterRetries += ownRetries(j.DeadLetters)
 		return s
 	}
 	states := make([]*partitionState, len(j.Resolution.Ranges))
@@ -129,6 +135,8 @@ func snapshot(started time.Time, states []*partitionState) Snapshot {
 		}
 		s.Offsets += p.Offsets()
 		s.Replayed += p.Replayed()
+		s.SinkRetries += st.sinkRetries.Load()
+		s.DeadLetterRetries += st.deadRetries.Load()
 		s.Done = s.Done && done
 	}
 	s.Remaining = s.Offsets - s.Replayed
@@ -177,6 +185,11 @@ type PartitionReport struct {
 	// Moved is true when a rebalance gave the partition to another member
 	// of the group (run --join) before this process finished it.
 	Moved bool `json:"moved,omitempty"`
+	// SinkRetries and DeadLetterRetries count the partition's writes to
+	// the sink and to the dead-letter sink tried again after a transient
+	// error (Report.SinkRetries).
+	SinkRetries       int64 `json:"sink_retries,omitempty"`
+	DeadLetterRetries int64 `json:"dead_letter_retries,omitempty"`
 }
 
 // Report is the outcome of a run, per partition.
@@ -216,6 +229,30 @@ type Report struct {
 	// and were tried again, since the cluster was connected; each one is
 	// also a warning in the log.
 	SourceRetries int64 `json:"source_retries,omitempty"`
+	// SinkRetries counts the writes to the sink that failed with a
+	// transient error and were tried again (one per try made again, within
+	// sink.retry.max_elapsed), and the calls and requests the sink retried
+	// by itself and counts (sinkRetryCounter: the exactly-once kafka
+	// sink's start, checkpoints and coordinator requests); each one is
+	// also a warning in the log. Retries inside a client library (kgo's
+	// within one request, pgx's) are not counted. DeadLetterRetries is the
+	// same for the dead-letter sink.
+	SinkRetries       int64 `json:"sink_retries,omitempty"`
+	DeadLetterRetries int64 `json:"dead_letter_retries,omitempty"`
+}
+
+// sinkRetryCounter is a sink that retries some of its calls by itself
+// and counts them (the kafka sink: Retries, since it was opened, its
+// start before the run included).
+type sinkRetryCounter interface{ Retries() int64 }
+
+// ownRetries is what sink counts of its own retries, 0 when it counts
+// none.
+func ownRetries(sink sinks.Sink) int64 {
+	if c, ok := sink.(sinkRetryCounter); ok {
+		return c.Retries()
+	}
+	return 0
 }
 
 // outcomesOf returns the outcomes sink counted, nil when it counts none.
@@ -232,6 +269,11 @@ func outcomesOf(sink sinks.Sink) *sinks.Outcomes {
 func (j *Job) finish(rep *Report, sink sinks.Sink) {
 	rep.Finished = j.opts.Now().UTC()
 	rep.SourceRetries = j.sourceRetries()
+	rep.SinkRetries, rep.DeadLetterRetries = ownRetries(sink), ownRetries(j.DeadLetters)
+	for _, p := range rep.Partitions {
+		rep.SinkRetries += p.SinkRetries
+		rep.DeadLetterRetries += p.DeadLetterRetries
+	}
 	rep.SinkOutcomes = outcomesOf(sink)
 	rep.DeadLetterOutcomes = outcomesOf(j.DeadLetters)
 }
@@ -303,8 +345,19 @@ type partitionState struct {
 	// the final message of an interrupted run what really happened.
 	abandoned   atomic.Bool
 	uncommitted atomic.Bool
+	// sinkRetries and deadRetries count the writes tried again (retry).
+	sinkRetries, deadRetries atomic.Int64
 
 	mu sync.Mutex
+}
+
+// retried counts a write to what ("sink", "dead-letter sink") tried again.
+func (s *partitionState) retried(what string) {
+	if what == "sink" {
+		s.sinkRetries.Add(1)
+	} else {
+		s.deadRetries.Add(1)
+	}
 }
 
 func (s *partitionState) skip(reason string, n int64) {
@@ -333,7 +386,8 @@ func (s *partitionState) unprocessable(reason string) {
 func (s *partitionState) report() PartitionReport {
 	r := PartitionReport{Partition: s.Partition, Outcome: s.Outcome, Start: s.Start, End: s.End, From: s.from,
 		Next: max(s.next.Load(), s.from), Read: s.read.Load(), Written: s.written.Load(), Skipped: s.skips(), Errors: s.unprocessed, Aborted: s.aborted,
-		OutsideWindow: s.outside, Detail: s.Detail, DurationMS: s.elapsed.Milliseconds(), Done: s.done.Load()}
+		OutsideWindow: s.outside, Detail: s.Detail, DurationMS: s.elapsed.Milliseconds(), Done: s.done.Load(),
+		SinkRetries: s.sinkRetries.Load(), DeadLetterRetries: s.deadRetries.Load()}
 	r.Lost, r.LostRanges = s.lostOffsets()
 	if s.err != nil {
 		r.Error = s.err.Error()

@@ -71,6 +71,10 @@ func (e *SinkRetryError) Unwrap() error { return e.Err }
 // tries double from Backoff.Min to Backoff.Max, jittered; the last one is
 // cut to end with the budget, for one more try.
 //
+// Each retry is logged and counted (the report's sink_retries or
+// dead_letter_retries): one per try made again, so a batch written on its
+// third try counts two.
+//
 // A sink that retries by its own policy (sinks.Capabilities.RetriesItself, the
 // http sink's max_retries) gets one try, under a deadline of the budget
 // plus FlushTimeout, which its own retries respect: retrying it again
@@ -121,6 +125,7 @@ func (w *partitionWorker) retry(what string, target sinks.Sink, budget time.Dura
 			return &SinkRetryError{What: what, Attempts: attempt, Elapsed: elapsed, Budget: budget, Err: err}
 		}
 		d := min(wait/2+rand.N(wait/2+1), left)
+		w.state.retried(what)
 		w.log.Warn().Err(err).Int("attempt", attempt).Dur("retry_in", d).Dur("budget_left", left).Msgf("%s: transient error, retrying", what)
 		t := time.NewTimer(d)
 		select {

@@ -24,7 +24,7 @@ type progressCollector struct {
 	progress func() runner.Snapshot
 	read, written, skipped,
 	committed, end, remaining, done *prometheus.Desc
-	outcomes, retries *prometheus.Desc
+	outcomes, retries, sinkRetries, deadRetries *prometheus.Desc
 }
 
 func newProgressCollector(job *runner.Job) *progressCollector {
@@ -33,21 +33,23 @@ func newProgressCollector(job *runner.Job) *progressCollector {
 		return prometheus.NewDesc("replay_"+name, help, variable, labels)
 	}
 	return &progressCollector{
-		progress:  job.Progress,
-		read:      desc("records_read_total", "Records of the ranges delivered by the broker."),
-		written:   desc("records_written_total", "Records written to the sink."),
-		skipped:   desc("records_skipped_total", "Records not written, by reason (filtered, outside-window, dead-lettered, and under on_error: skip the error).", "reason"),
-		committed: desc("committed_offset", "Next offset to read: every offset below it is durable in the sink and committed to the replay group.", "partition"),
-		end:       desc("end_offset", "End of the partition's range (exclusive).", "partition"),
-		remaining: desc("remaining_offsets", "Offsets of the partition's range not yet replayed.", "partition"),
-		done:      desc("partition_done", "1 when the partition reached the end of its range.", "partition"),
-		retries:   desc("source_retries_total", "Requests to the source cluster (fetches, commits, group calls, heartbeats) that failed with an error that may pass and were tried again."),
-		outcomes:  desc("sink_records_total", "Records of the sink's durable writes by what they did to the stored rows (inserted, updated, unchanged, ignored, deleted, absent, stale, duplicate), for sinks that can tell (the database sinks).", "outcome"),
+		progress:    job.Progress,
+		read:        desc("records_read_total", "Records of the ranges delivered by the broker."),
+		written:     desc("records_written_total", "Records written to the sink."),
+		skipped:     desc("records_skipped_total", "Records not written, by reason (filtered, outside-window, dead-lettered, and under on_error: skip the error).", "reason"),
+		committed:   desc("committed_offset", "Next offset to read: every offset below it is durable in the sink and committed to the replay group.", "partition"),
+		end:         desc("end_offset", "End of the partition's range (exclusive).", "partition"),
+		remaining:   desc("remaining_offsets", "Offsets of the partition's range not yet replayed.", "partition"),
+		done:        desc("partition_done", "1 when the partition reached the end of its range.", "partition"),
+		retries:     desc("source_retries_total", "Requests to the source cluster (fetches, commits, group calls, heartbeats) that failed with an error that may pass and were tried again."),
+		sinkRetries: desc("sink_retries_total", "Writes to the sink that failed with a transient error and were tried again (one per try made again), and the calls the sink retried by itself (the exactly-once kafka sink's start, checkpoints and coordinator requests)."),
+		deadRetries: desc("dead_letter_retries_total", "Writes to the dead-letter sink that failed with a transient error and were tried again (one per try made again)."),
+		outcomes:    desc("sink_records_total", "Records of the sink's durable writes by what they did to the stored rows (inserted, updated, unchanged, ignored, deleted, absent, stale, duplicate), for sinks that can tell (the database sinks).", "outcome"),
 	}
 }
 
 func (c *progressCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.read, c.written, c.skipped, c.committed, c.end, c.remaining, c.done, c.outcomes, c.retries} {
+	for _, d := range []*prometheus.Desc{c.read, c.written, c.skipped, c.committed, c.end, c.remaining, c.done, c.outcomes, c.retries, c.sinkRetries, c.deadRetries} {
 		ch <- d
 	}
 }
@@ -57,6 +59,8 @@ func (c *progressCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.read, prometheus.CounterValue, float64(s.Read))
 	ch <- prometheus.MustNewConstMetric(c.written, prometheus.CounterValue, float64(s.Written))
 	ch <- prometheus.MustNewConstMetric(c.retries, prometheus.CounterValue, float64(s.SourceRetries))
+	ch <- prometheus.MustNewConstMetric(c.sinkRetries, prometheus.CounterValue, float64(s.SinkRetries))
+	ch <- prometheus.MustNewConstMetric(c.deadRetries, prometheus.CounterValue, float64(s.DeadLetterRetries))
 	for reason, n := range s.Skipped {
 		ch <- prometheus.MustNewConstMetric(c.skipped, prometheus.CounterValue, float64(n), reason)
 	}
