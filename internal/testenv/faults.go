@@ -81,11 +81,13 @@ var faultKeys = map[FaultKind][]kmsg.Key{
 }
 
 // topLevel are the requests whose error code is the answer's, not a
-// partition's. (AddPartitionsToTxn and TxnOffsetCommit answer per
-// partition: AddPartitionsToTxn's top-level code exists only from v4, which
-// brokers send, so a client's answer would drop it.)
-var topLevel = map[kmsg.Key]bool{kmsg.FindCoordinator: true, kmsg.OffsetFetch: true, kmsg.JoinGroup: true,
-	kmsg.SyncGroup: true, kmsg.Heartbeat: true, kmsg.LeaveGroup: true,
+// partition's, in every version. FindCoordinator and OffsetFetch are not:
+// their top-level code exists only up to v3 and v7, and a later answer
+// carries it per coordinator key and per group, where kfake's entity
+// faults put it (a top-level fault answered them with no coordinator and
+// no group at all, which a client reads as "no offsets"); AddPartitionsToTxn
+// and TxnOffsetCommit answer per partition.
+var topLevel = map[kmsg.Key]bool{kmsg.JoinGroup: true, kmsg.SyncGroup: true, kmsg.Heartbeat: true, kmsg.LeaveGroup: true,
 	kmsg.InitProducerID: true, kmsg.AddOffsetsToTxn: true, kmsg.EndTxn: true}
 
 var faultCodes = map[FaultKind]*kerr.Error{

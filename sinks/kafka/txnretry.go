@@ -50,7 +50,8 @@ const requestTries = 20
 
 // retryRequest sends a request of the transaction or group coordinator
 // (fn) again while it fails retriably, up to requestTries times with a
-// short backoff (5 ms doubling to 500 ms), each retry counted and logged:
+// short backoff (5 ms doubling to 500 ms), each retry counted and logged
+// (but a stable read's wait for a transaction, UNSTABLE_OFFSET_COMMIT):
 // a coordinator loading or moving, CONCURRENT_TRANSACTIONS while the
 // previous transaction's markers are written, a dropped connection. The
 // requests it sends are idempotent within the transaction.
@@ -61,8 +62,14 @@ func (t *txnCommitter) retryRequest(ctx context.Context, what string, fn func() 
 		if err == nil || !retriable(err) || attempt >= requestTries || ctx.Err() != nil {
 			return err
 		}
-		t.retries.Add(1)
-		t.log.Warn().Err(err).Int("attempt", attempt).Dur("retry_in", wait).Msgf("kafka sink: %s: retriable error, retrying", what)
+		if errors.Is(err, kerr.UnstableOffsetCommit) {
+			// A read with RequireStable waiting for a transaction's
+			// markers (KIP-447): the way it works, not a failure.
+			t.log.Debug().Err(err).Int("attempt", attempt).Msgf("kafka sink: %s: waiting for a transaction to complete", what)
+		} else {
+			t.retries.Add(1)
+			t.log.Warn().Err(err).Int("attempt", attempt).Dur("retry_in", wait).Msgf("kafka sink: %s: retriable error, retrying", what)
+		}
 		select {
 		case <-ctx.Done():
 			return err
