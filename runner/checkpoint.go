@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/replay-tool/replay/runner/source"
@@ -96,9 +97,8 @@ func checkpointOf(cm source.Committed) Checkpoint {
 }
 
 // checkGroupIdle refuses a group that has members or is rebalancing
-// (DescribeGroups). Member lists are not trusted (kafka-go cannot decode
-// members of modern clients, kafka-go #1212): only the state is, and an
-// error describing the group is a refusal too.
+// (DescribeGroups, ConsumerGroupDescribe): a state other than Empty or
+// Dead is a refusal, and so is an error describing the group.
 func (c *Cluster) checkGroupIdle(ctx context.Context, group string) error {
 	return c.checkGroupMembers(ctx, group, "")
 }
@@ -106,11 +106,9 @@ func (c *Cluster) checkGroupIdle(ctx context.Context, group string) error {
 // checkGroupMembers refuses a group that has members or is rebalancing,
 // unless joinID is set and every member is a joined process of this plan
 // with that client ID (joinClientID, or a Hold's). A group another run
-// holds (Hold) is refused naming the holder. A group whose state or members
-// cannot be told is refused too: kafka-go cannot decode members of modern
-// clients (kafka-go #1212), and a live KIP-848 consumer group shows as
-// Stable with no members at all, while a group of joined processes always
-// lists its kafka-go members.
+// holds (Hold) is refused naming the holder. A group whose state cannot be
+// told is refused too, and so is a group of KIP-848's consumer protocol
+// that is not Empty: replay's members are classic ones.
 func (c *Cluster) checkGroupMembers(ctx context.Context, group, joinID string) error {
 	g, err := c.DescribeGroup(ctx, group)
 	if err != nil || g == nil {
@@ -119,8 +117,13 @@ func (c *Cluster) checkGroupMembers(ctx context.Context, group, joinID string) e
 	if g.Err != nil {
 		return &SafetyError{Group: group, Reason: fmt.Sprintf("cannot tell whether it has live members (%v): use a dedicated, unused group name such as replay.<plan-name>", g.Err)}
 	}
-	if g.State == "Empty" || g.State == "Dead" || g.State == "" {
+	if strings.EqualFold(g.State, "Empty") || strings.EqualFold(g.State, "Dead") || g.State == "" {
 		return nil
+	}
+	if g.Protocol == "consumer" {
+		// A group of KIP-848's consumer protocol: replay's own members
+		// are classic ones, so any member is someone else's consumer.
+		return &SafetyError{Group: group, Reason: fmt.Sprintf("it is a consumer group of the new consumer protocol (KIP-848), %s with %d member(s): it looks like a live consumer group; a replay must use a dedicated group nobody else consumes with (e.g. replay.<plan-name>)", g.State, len(g.Members))}
 	}
 	self, holding := parseHolder(source.GroupMember{ClientID: joinID})
 	// later is a run of the same plan that joined after this process took

@@ -733,8 +733,7 @@ func TestInterruptFinishesOnlyInFlightBatch(t *testing.T) {
 
 // kgoMember joins group as a live franz-go member of orders (the classic
 // protocol, or KIP-848 with serverSide) and polls one record, without
-// committing. kafka-go cannot decode these members (kafka-go #1212) and sees no
-// members at all in a KIP-848 group.
+// committing.
 func kgoMember(t *testing.T, sb *sandbox.Sandbox, group string, serverSide bool) *kgo.Client {
 	t.Helper()
 	opts := []kgo.Opt{kgo.SeedBrokers(sb.Addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics("orders"),

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Committed is a group's commit for one partition.
@@ -291,13 +293,16 @@ type Group struct {
 	// State is the coordinator's state: Empty, Dead, Stable,
 	// PreparingRebalance, ... ("" when unknown).
 	State string
-	// Members are the classic-protocol members. kafka-go cannot decode the
-	// members of some modern clients (kafka-go #1212), and a live
-	// consumer-protocol group (KIP-848) shows as Stable with none.
+	// Members are the group's members, of either protocol.
 	Members []GroupMember
 	// Err is the coordinator's error for the group: its state and members
 	// are then unknown.
 	Err error
+	// Protocol is the group's rebalance protocol: "consumer" for a group
+	// of KIP-848's consumer protocol (described by ConsumerGroupDescribe,
+	// whose State is then Empty, Assigning, Reconciling, Stable or Dead),
+	// else "" (classic, described by DescribeGroups).
+	Protocol string
 }
 
 // GroupMember is one member of a group.
@@ -306,17 +311,26 @@ type GroupMember struct {
 	MemberID, ClientID, ClientHost string
 }
 
-// DescribeGroup describes the group (DescribeGroups); nil when the
-// coordinator's answer does not mention it.
+// DescribeGroup describes the group (DescribeGroups, through the control
+// client, which decodes the members of every client; and
+// ConsumerGroupDescribe for a group of KIP-848's consumer protocol); nil
+// when the coordinator's answer does not mention it. The coordinator
+// moving, loading or dropping the connection is retried (call).
 func (c *Cluster) DescribeGroup(ctx context.Context, group string) (*Group, error) {
-	resp, err := call(ctx, c, "describe groups", func(ctx context.Context) (*kafka.DescribeGroupsResponse, error) {
-		resp, err := c.client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+	cl, err := c.control()
+	if err != nil {
+		return nil, fmt.Errorf("describe group %s: %w", group, err)
+	}
+	resp, err := call(ctx, c, "describe groups", func(ctx context.Context) (*kmsg.DescribeGroupsResponse, error) {
+		req := kmsg.NewPtrDescribeGroupsRequest()
+		req.Groups = []string{group}
+		resp, err := req.RequestWith(ctx, cl)
 		if err != nil {
 			return nil, err
 		}
 		for _, g := range resp.Groups {
-			if g.GroupID == group && g.Error != nil && retriable(g.Error) {
-				return nil, g.Error // the coordinator moving or loading
+			if err := kerr.ErrorForCode(g.ErrorCode); g.Group == group && err != nil && kerr.IsRetriable(err) {
+				return nil, err // the coordinator moving or loading
 			}
 		}
 		return resp, nil
@@ -324,17 +338,77 @@ func (c *Cluster) DescribeGroup(ctx context.Context, group string) (*Group, erro
 	if err != nil {
 		return nil, fmt.Errorf("describe group %s: %w", group, err)
 	}
+	var out *Group
 	for _, g := range resp.Groups {
-		if g.GroupID != group {
+		if g.Group != group {
 			continue
 		}
-		out := &Group{State: g.GroupState, Err: g.Error}
+		out = &Group{State: g.State, Err: kerr.ErrorForCode(g.ErrorCode)}
 		for _, m := range g.Members {
 			out.Members = append(out.Members, GroupMember{MemberID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost})
 		}
-		return out, nil
+		break
 	}
-	return nil, nil
+	// Apache Kafka answers DescribeGroups for a group of the consumer
+	// protocol (KIP-848) with GROUP_ID_NOT_FOUND, state Dead, even while
+	// the group has live members; some brokers say Stable with no
+	// members. Such a group is described by ConsumerGroupDescribe.
+	if out == nil || (len(out.Members) == 0 && !strings.EqualFold(out.State, "Empty")) || errors.Is(out.Err, kerr.GroupIDNotFound) {
+		cg, err := c.describeConsumerGroup(ctx, group)
+		if err != nil {
+			return nil, fmt.Errorf("describe group %s: %w", group, err)
+		}
+		if cg != nil {
+			return cg, nil
+		}
+		if out != nil && errors.Is(out.Err, kerr.GroupIDNotFound) {
+			// Neither kind of group: there is none (deleted meanwhile).
+			out.State, out.Err = "Dead", nil
+		}
+	}
+	return out, nil
+}
+
+// describeConsumerGroup describes group as a group of KIP-848's consumer
+// protocol (ConsumerGroupDescribe, through the control client and call's
+// retries). It returns nil, nil when the group is not one (GROUP_ID_NOT_FOUND)
+// or the broker does not know the request (before Kafka 3.7).
+func (c *Cluster) describeConsumerGroup(ctx context.Context, group string) (*Group, error) {
+	cl, err := c.control()
+	if err != nil {
+		return nil, err
+	}
+	return call(ctx, c, "describe consumer group", func(ctx context.Context) (*Group, error) {
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{group}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			if errors.Is(err, kerr.UnsupportedVersion) || strings.Contains(err.Error(), "broker is too old") {
+				return nil, nil
+			}
+			return nil, err
+		}
+		for _, g := range resp.Groups {
+			if g.Group != group {
+				continue
+			}
+			if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+				switch {
+				case errors.Is(err, kerr.GroupIDNotFound), errors.Is(err, kerr.UnsupportedVersion), errors.Is(err, kerr.InvalidRequest):
+					return nil, nil
+				case kerr.IsRetriable(err):
+					return nil, err // the coordinator moving or loading
+				}
+				return &Group{Protocol: "consumer", Err: err}, nil
+			}
+			out := &Group{State: g.State, Protocol: "consumer"}
+			for _, m := range g.Members {
+				out.Members = append(out.Members, GroupMember{MemberID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost})
+			}
+			return out, nil
+		}
+		return nil, nil
+	})
 }
 
 // RemoveMember removes a member from the group (LeaveGroup v3+, KIP-345,
