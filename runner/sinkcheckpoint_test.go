@@ -211,7 +211,7 @@ CREATE TRIGGER count_inserts BEFORE INSERT ON `+table+` FOR EACH ROW EXECUTE FUN
 }
 
 // The Kafka commit fails after the database committed a batch and its
-// checkpoint (the broker refuses every commit after the fourth). The
+// checkpoint (the broker refuses every commit of data after the first). The
 // resumed run starts each partition at the sink's checkpoint, later than
 // the Kafka commit: no record reaches the sink twice over both runs, the
 // trigger counts one insert per row, and the table equals one clean run's.
@@ -228,8 +228,8 @@ func TestSinkCheckpointCoversFailedCommit(t *testing.T) {
 			}
 
 			tg := target(t)
-			delivered := map[string]int{}   // over both runs
-			stop := failCommitsAfter(sb, 3) // three batches
+			delivered := map[string]int{} // over both runs
+			stop := failCommitsAfter(sb, 1)
 			runToTable(t, sb, tg, "replay.failing", delivered, func(err error, _ *Report) {
 				if err == nil {
 					t.Fatal("the run succeeded although its commits failed")
