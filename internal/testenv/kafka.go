@@ -61,6 +61,16 @@ type Kafka struct {
 // Real reports whether k is a real Kafka cluster rather than kfake.
 func (k *Kafka) Real() bool { return k.Cluster == nil }
 
+// RequireKfake skips t on a real cluster, saying why (why: what of
+// kfake's the test needs, e.g. "ControlKey rewrites Fetch answers"). It is
+// for a test that starts on either and needs kfake only for a part.
+func (k *Kafka) RequireKfake(t testing.TB, why string) {
+	t.Helper()
+	if k.Real() {
+		t.Skipf("kfake only: %s", why)
+	}
+}
+
 // KafkaOption configures NewKafka.
 type KafkaOption func(*kafkaConfig)
 
@@ -177,22 +187,42 @@ func claimReal(t testing.TB) bool {
 // group, and waits until the cluster no longer lists them.
 func (k *Kafka) reset(t testing.TB) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	adm := k.Admin(t)
-	groups, err := adm.ListGroups(ctx)
-	if err != nil {
-		t.Fatalf("reset the real cluster: list groups: %v", err)
-	}
-	if names := groups.Groups(); len(names) > 0 {
+	// A member of an earlier test's group (a killed process's, until its
+	// session times out; a consumer still leaving) keeps the group
+	// NON_EMPTY_GROUP: wait for it to go.
+	for {
+		groups, err := adm.ListGroups(ctx)
+		if err != nil {
+			t.Fatalf("reset the real cluster: list groups: %v", err)
+		}
+		names := groups.Groups()
+		if len(names) == 0 {
+			break
+		}
 		resp, err := adm.DeleteGroups(ctx, names...)
 		if err != nil {
 			t.Fatalf("reset the real cluster: delete groups: %v", err)
 		}
+		var busy []string
 		for g, r := range resp {
-			if r.Err != nil && !errors.Is(r.Err, kerr.GroupIDNotFound) {
-				t.Fatalf("reset the real cluster: delete group %s: %v (a process of an earlier test may still be a member)", g, r.Err)
+			switch {
+			case r.Err == nil, errors.Is(r.Err, kerr.GroupIDNotFound):
+			case errors.Is(r.Err, kerr.NonEmptyGroup):
+				busy = append(busy, g)
+			default:
+				t.Fatalf("reset the real cluster: delete group %s: %v", g, r.Err)
 			}
+		}
+		if len(busy) == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("reset the real cluster: groups %v still have members after 90 s (a process of an earlier test, or another client of the cluster?)", busy)
+		case <-time.After(500 * time.Millisecond):
 		}
 	}
 	for {
@@ -372,7 +402,8 @@ func (k *Kafka) Seed(t testing.TB, s sandbox.Seed) sandbox.Seed {
 
 // ReadTopic returns every record of topic, in offset order per partition,
 // up to each partition's high watermark when it is called; opts configure
-// the client (SASL...). It fails t when that takes more than 20 s.
+// the client (SASL, isolation level, KeepControlRecords for the
+// transaction markers too). It fails t when that takes more than 20 s.
 func (k *Kafka) ReadTopic(t testing.TB, topic string, opts ...kgo.Opt) []*kgo.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -394,7 +425,15 @@ func (k *Kafka) ReadTopic(t testing.TB, topic string, opts ...kgo.Opt) []*kgo.Re
 	if len(hwm) == 0 {
 		return nil
 	}
-	cl := k.Client(t, append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}))...)
+	// The control records (transaction markers) are read too, to reach
+	// a partition whose last offset is a marker, and returned only when
+	// opts ask for them (kgo.KeepControlRecords).
+	keep := false
+	if probe, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(k.Addrs...)}, opts...)...); err == nil {
+		keep, _ = probe.OptValue(kgo.KeepControlRecords).(bool)
+		probe.Close()
+	}
+	cl := k.Client(t, append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}), kgo.KeepControlRecords())...)
 	defer cl.Close()
 	var out []*kgo.Record
 	for len(hwm) > 0 {
@@ -407,7 +446,9 @@ func (k *Kafka) ReadTopic(t testing.TB, topic string, opts ...kgo.Opt) []*kgo.Re
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			if end, ok := hwm[r.Partition]; ok && r.Offset < end {
-				out = append(out, r)
+				if keep || !r.Attrs.IsControl() {
+					out = append(out, r)
+				}
 				if r.Offset+1 >= end {
 					delete(hwm, r.Partition)
 				}

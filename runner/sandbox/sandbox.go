@@ -69,11 +69,13 @@ func (s Seed) Timestamp(i int) time.Time {
 	return s.From.Add(time.Duration(float64(span) * float64(i) / float64(s.N))).Truncate(time.Millisecond)
 }
 
-// Produce writes the seeded records to addr with kafka-go's Writer
-// (RequiredAcks all, key-hashed partitions, every Message.Time set so
+// Produce writes the seeded records to addr with kafka-go's Writer (a
+// Transport of its own, RequiredAcks all, key-hashed partitions, every Message.Time set so
 // records carry their CreateTime, not the producer's clock). Timestamps
 // increase with the offset in every partition.
 func Produce(ctx context.Context, addr string, s Seed) error {
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections() // after w.Close
 	w := &kafka.Writer{
 		Addr:         kafka.TCP(addr),
 		Topic:        s.Topic,
@@ -83,6 +85,11 @@ func Produce(ctx context.Context, addr string, s Seed) error {
 		BatchBytes:   4 << 20,
 		BatchTimeout: 5 * time.Millisecond,
 		Compression:  s.Compression,
+		// A transport of its own: kafka-go's default one caches each
+		// topic's metadata for the whole process, and a topic deleted
+		// and created again under the same name would be written with
+		// the old one's partitions and leaders.
+		Transport: tr,
 	}
 	defer w.Close()
 	seed := s.Rand
