@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/replay-tool/replay/internal/record"
@@ -200,19 +201,56 @@ func TestReplayLogAppendTime(t *testing.T) {
 	}
 	const logAppendTime = 0x08
 	a, c, b := batch(3, "a"), batch(2, "c"), batch(2, "b")
-	sb.Produce(t, "orders", all...)
-	sb.ServeBatches(t, "orders", 0, 7,
-		testenv.EncodeBatch(0, logAppendTime, appended, a...),
-		testenv.EncodeBatch(3, 0, c[1].Timestamp, c...),
-		testenv.EncodeBatch(5, logAppendTime, appended.Add(time.Second), b...))
+	if sb.Real() {
+		// The broker stamps the append time itself: the topic's
+		// message.timestamp.type switches between the batches.
+		setType := func(typ string) {
+			adm := sb.Admin(t)
+			if _, err := adm.AlterTopicConfigs(t.Context(), []kadm.AlterConfig{{Name: "message.timestamp.type", Value: &typ}}, "orders"); err != nil {
+				t.Fatal(err)
+			}
+			testenv.Eventually(t, 10*time.Second, 50*time.Millisecond, func() bool {
+				rcs, err := adm.DescribeTopicConfigs(t.Context(), "orders")
+				if err != nil {
+					return false
+				}
+				rc, err := rcs.On("orders", nil)
+				if err != nil {
+					return false
+				}
+				for _, c := range rc.Configs {
+					if c.Key == "message.timestamp.type" && c.MaybeValue() == typ {
+						return true
+					}
+				}
+				return false
+			}, "message.timestamp.type %s on orders", typ)
+		}
+		setType("LogAppendTime")
+		sb.Produce(t, "orders", a...)
+		setType("CreateTime")
+		sb.Produce(t, "orders", c...)
+		setType("LogAppendTime")
+		sb.Produce(t, "orders", b...)
+		time.Sleep(1100 * time.Millisecond) // the window ends a second ago
+	} else {
+		sb.Produce(t, "orders", all...)
+		sb.ServeBatches(t, "orders", 0, 7,
+			testenv.EncodeBatch(0, logAppendTime, appended, a...),
+			testenv.EncodeBatch(3, 0, c[1].Timestamp, c...),
+			testenv.EncodeBatch(5, logAppendTime, appended.Add(time.Second), b...))
+	}
 
 	src := sb.ReadTopic(t, "orders")
 	kc := testenv.KcatRecords(t, sb.Addr, "orders", 0)
 	if len(src) != 7 || len(kc) != 7 {
 		t.Fatalf("kgo reads %d records, kcat %d; want 7", len(src), len(kc))
 	}
-	if src[1].Attrs.TimestampType() != 1 || !src[1].Timestamp.Equal(appended) || kc[1].Timestamp != appended.UnixMilli() {
-		t.Fatalf("kgo reads record 1 at %v (type %d), kcat at %d: want the append time %v", src[1].Timestamp, src[1].Attrs.TimestampType(), kc[1].Timestamp, appended)
+	if src[1].Attrs.TimestampType() != 1 || (!sb.Real() && !src[1].Timestamp.Equal(appended)) || kc[1].Timestamp != src[1].Timestamp.UnixMilli() || src[1].Timestamp.Equal(a[1].Timestamp) {
+		t.Fatalf("kgo reads record 1 at %v (type %d), kcat at %d: want the append time, not the producer's %v", src[1].Timestamp, src[1].Attrs.TimestampType(), kc[1].Timestamp, a[1].Timestamp)
+	}
+	if src[3].Attrs.TimestampType() != 0 || !src[3].Timestamp.Equal(c[0].Timestamp) {
+		t.Fatalf("kgo reads record 3 at %v (type %d): want the producer's CreateTime %v", src[3].Timestamp, src[3].Attrs.TimestampType(), c[0].Timestamp)
 	}
 
 	dir := t.TempDir()

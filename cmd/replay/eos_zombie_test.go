@@ -21,6 +21,7 @@ import (
 func TestExactlyOnceZombieCannotLowerTheGroup(t *testing.T) {
 	t.Parallel()
 	sb, dir, planFile := eosSetup(t, 4000, 2000)
+	sb.RequireKfake(t, "ControlKey and SleepControl hold an OffsetCommit")
 	const group = "replay.eos"
 	release := make(chan struct{})
 	var held, armed atomic.Bool // armed while the first run is the only one

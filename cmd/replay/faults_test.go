@@ -17,6 +17,7 @@ import (
 // the hint says how to resume.
 func TestRunRetryBudgetSpent(t *testing.T) {
 	k, seed := newCluster(t, 1, 0)
+	k.RequireKfake(t, "kfake.Fault fails every Fetch")
 	for i := range 10 { // small record batches: the window takes several fetches
 		s := seed
 		s.N, s.Rand = 100, uint64(i+1)

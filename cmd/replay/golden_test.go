@@ -93,7 +93,11 @@ func (p toPartition) Balance(kafka.Message, ...int) int { return int(p) }
 // i minutes.
 func produceGolden(t *testing.T, addr string, part int32, first, n int) {
 	t.Helper()
-	w := &kafka.Writer{Addr: kafka.TCP(addr), Topic: "orders", Balancer: toPartition(part), RequiredAcks: kafka.RequireAll, BatchSize: 1000, BatchTimeout: time.Millisecond}
+	// A transport of its own: the default one's metadata cache outlives a
+	// topic deleted and created again (on a real cluster, between tests).
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	w := &kafka.Writer{Addr: kafka.TCP(addr), Topic: "orders", Balancer: toPartition(part), RequiredAcks: kafka.RequireAll, BatchSize: 1000, BatchTimeout: time.Millisecond, Transport: tr}
 	defer w.Close()
 	msgs := make([]kafka.Message, 0, n)
 	for i := first; i < first+n; i++ {

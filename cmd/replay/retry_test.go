@@ -14,6 +14,7 @@ import (
 // on their group reads and deletes is ridden out, not an exit 1.
 func TestStatusAndResetRetry(t *testing.T) {
 	env := newGroupTestEnv(t, 2, 400)
+	env.sb.RequireKfake(t, "kfake.Fault fails the group's requests")
 	if _, err := env.run(t, env.file, 0); err != nil {
 		t.Fatal(err)
 	}
