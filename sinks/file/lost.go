@@ -44,11 +44,16 @@ func (s *Sink) checkStaged(p int32) error {
 	if f == nil {
 		return nil
 	}
+	// The durable size is read before the file's: both only grow while
+	// the file is whole, and with one staging file for every partition
+	// another partition's Sync may move the durable size past a size
+	// read before it.
+	synced := s.stage.synced(p)
 	size, err := s.checkSame(f, path)
 	if err != nil {
 		return err
 	}
-	if synced := s.stage.synced(p); size < synced {
+	if size < synced {
 		return lostError(fmt.Sprintf("the staging file %s was cut to %d bytes, below the %d bytes made durable", absPath(path), size, synced))
 	}
 	return nil

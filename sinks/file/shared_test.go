@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -319,5 +320,39 @@ func TestFileInterleavedZeroedTail(t *testing.T) {
 			finishFile(t, resumed)
 			sinktest.Equal(t, "output after a zeroed tail", interleavedLines(t, readFile(t, path)), sinktest.Want(window))
 		})
+	}
+}
+
+// Many partitions writing and syncing at once into the one staging file:
+// each Sync checks the file still holds what was made durable, which
+// another partition's Sync moves on meanwhile; a whole file is never taken
+// for a cut one.
+func TestFileInterleavedConcurrentSyncs(t *testing.T) {
+	const partitions = 64
+	path := filepath.Join(t.TempDir(), "out.jsonl")
+	f := newInterleaved(t, path, "run-1")
+	window := sinktest.Window(7, partitions)
+	var wg sync.WaitGroup
+	errs := make(chan error, partitions)
+	for _, part := range window {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range part {
+				if err := f.Write(t.Context(), part[i:i+1]); err != nil {
+					errs <- err
+					return
+				}
+				if err := f.Sync(t.Context(), part[i].Partition); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }
