@@ -232,7 +232,8 @@ func TestReplayLogAppendTime(t *testing.T) {
 		sb.Produce(t, "orders", c...)
 		setType("LogAppendTime")
 		sb.Produce(t, "orders", b...)
-		time.Sleep(1100 * time.Millisecond) // the window ends a second ago
+		// The window ends a second ago, in whole seconds (RFC 3339).
+		time.Sleep(2100 * time.Millisecond)
 	} else {
 		sb.Produce(t, "orders", all...)
 		sb.ServeBatches(t, "orders", 0, 7,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/runner/sandbox"
+	kafkasink "github.com/replay-tool/replay/sinks/kafka"
 	"github.com/replay-tool/replay/sinks/sinktest"
 )
 
@@ -38,11 +39,7 @@ func realKafka(t *testing.T, opts ...testenv.KafkaOption) *testenv.Kafka {
 // the test broker runs (scripts/test-kafka tool NAME ARGS).
 func kafkaTool(t *testing.T, ctx context.Context, name string, args ...string) *exec.Cmd {
 	t.Helper()
-	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "test-kafka"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return exec.CommandContext(ctx, script, append([]string{"tool", name}, args...)...)
+	return kafkaScript(t, ctx, append([]string{"tool", name}, args...)...)
 }
 
 // offsetsPlan writes a plan that reads every partition of topic from the
@@ -71,7 +68,7 @@ sink: %s
 // TestRealLogCleaner: on a compacted topic the broker's log cleaner has
 // removed the older records of each key, leaving holes in the offsets; a
 // run reads exactly what is left (kcat's records, offset, key and value
-// byte for byte), and Kafka's own kafka-consumer-groups shows the replay
+// byte for byte, tombstones with their null value), and Kafka's own kafka-consumer-groups shows the replay
 // group at the log end.
 func TestRealLogCleaner(t *testing.T) {
 	k := realKafka(t)
@@ -84,17 +81,22 @@ func TestRealLogCleaner(t *testing.T) {
 	for r := range rounds {
 		var recs []*kgo.Record
 		for i := range keys {
-			recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprintf("k%02d", i)), Value: []byte(fmt.Sprintf("v%d-%d", i, r))})
+			rec := &kgo.Record{Key: []byte(fmt.Sprintf("k%02d", i)), Value: []byte(fmt.Sprintf("v%d-%d", i, r))}
+			if (r == rounds-3 && i >= 10 && i < 13) || (r == rounds-1 && i < 5) {
+				rec.Value = nil // a tombstone: removed by a later one, or the last of its key
+			}
+			recs = append(recs, rec)
 		}
 		k.Produce(t, "compacted", recs...)
 		produced += len(recs)
 		time.Sleep(300 * time.Millisecond) // segment.ms passes: the next round rolls a segment
 	}
-	// The cleaner compacts every segment but the active one.
-	var kc []testenv.KcatRecord
-	testenv.Eventually(t, 90*time.Second, 500*time.Millisecond, func() bool {
-		kc = testenv.KcatRecords(t, k.Addr, "compacted", -1)
-		return len(kc) < produced-keys
+	// The cleaner compacts every segment but the active one; with no
+	// record appended, what it left stays as it is.
+	var kc, prev []testenv.KcatRecord
+	testenv.Eventually(t, 90*time.Second, time.Second, func() bool {
+		prev, kc = kc, testenv.KcatRecords(t, k.Addr, "compacted", -1)
+		return len(kc) < produced-keys && len(kc) == len(prev)
 	}, func() string { return fmt.Sprintf("the log cleaner left %d of %d records", len(kc), produced) })
 
 	dir := t.TempDir()
@@ -113,14 +115,17 @@ func TestRealLogCleaner(t *testing.T) {
 	if len(got) != len(kc) {
 		t.Fatalf("replay wrote %d records, kcat reads %d", len(got), len(kc))
 	}
-	holes := 0
+	holes, tombstones := 0, 0
 	for _, g := range got {
 		w, ok := want[fmt.Sprintf("%d/%d", g.Partition, g.Offset)]
 		if !ok {
 			t.Errorf("replay wrote %d/%d, which kcat does not read (removed by the cleaner?)", g.Partition, g.Offset)
 			continue
 		}
-		if !bytes.Equal(g.Key, w.Key) || !bytes.Equal(g.Value, w.Value) || g.Time.UnixMilli() != w.Timestamp {
+		if w.Value == nil {
+			tombstones++
+		}
+		if !bytes.Equal(g.Key, w.Key) || !bytes.Equal(g.Value, w.Value) || (g.Value == nil) != (w.Value == nil) || g.Time.UnixMilli() != w.Timestamp {
 			t.Errorf("%d/%d: replay wrote key %q value %q at %d; kcat reads %q %q at %d", g.Partition, g.Offset, g.Key, g.Value, g.Time.UnixMilli(), w.Key, w.Value, w.Timestamp)
 		}
 	}
@@ -136,7 +141,10 @@ func TestRealLogCleaner(t *testing.T) {
 	if holes == 0 {
 		t.Fatalf("the topic has no hole in its offsets: the cleaner did not run, the test proves nothing")
 	}
-	t.Logf("%d records produced, %d left by the cleaner (%d offsets removed); replay wrote the %d", produced, len(kc), holes, len(got))
+	if tombstones == 0 {
+		t.Errorf("replay wrote no tombstone (null value): want the last round's")
+	}
+	t.Logf("%d records produced, %d left by the cleaner (%d offsets removed); replay wrote the %d, %d tombstones among them", produced, len(kc), holes, len(got), tombstones)
 
 	// Kafka's own tool: the group is at the log end of each partition.
 	outTool, err := kafkaTool(t, t.Context(), "consumer-groups", "--bootstrap-server", k.Addr, "--describe", "--group", "replay.cleaned").CombinedOutput()
@@ -220,4 +228,250 @@ func seedOf(n int) (s sandbox.Seed) {
 	now := time.Now().UTC().Truncate(time.Second)
 	s.Topic, s.N, s.From, s.To = "orders", n, now.Add(-time.Hour), now.Add(-time.Minute)
 	return s
+}
+
+// testKafkaNodes returns the node numbers scripts/test-kafka runs for the
+// real cluster the tests use, or skips t when the cluster is not one it
+// started (a Docker container, a remote cluster): the restart tests kill
+// and start its nodes.
+func testKafkaNodes(t *testing.T, k *testenv.Kafka) []string {
+	t.Helper()
+	out, err := kafkaScript(t, t.Context(), "status").Output()
+	if err != nil {
+		t.Skipf("the real cluster was not started by scripts/test-kafka (status: %v): a restart test needs to kill its nodes", err)
+	}
+	var nodes []string
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 3 && strings.HasPrefix(f[0], "node") && f[2] == "running" {
+			for _, a := range k.Addrs {
+				if a == f[1] {
+					nodes = append(nodes, strings.TrimPrefix(f[0], "node"))
+				}
+			}
+		}
+	}
+	if len(nodes) != len(k.Addrs) {
+		t.Skipf("scripts/test-kafka runs %q, not the cluster %v the tests use", out, k.Addrs)
+	}
+	return nodes
+}
+
+// kafkaScript returns scripts/test-kafka with args.
+func kafkaScript(t *testing.T, ctx context.Context, args ...string) *exec.Cmd {
+	t.Helper()
+	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "test-kafka"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exec.CommandContext(ctx, script, args...)
+}
+
+// restartTarget is one sink of TestRealBrokerRestart: its plan section,
+// and the source coordinates ("partition/offset") it holds after the run,
+// once per copy.
+type restartTarget struct {
+	name  string
+	sink  func(t *testing.T, k *testenv.Kafka, dir string) string
+	coord func(t *testing.T, k *testenv.Kafka, dir string) []string
+}
+
+var restartTargets = []restartTarget{
+	{name: "file",
+		sink: func(t *testing.T, k *testenv.Kafka, dir string) string {
+			return fileSink(filepath.Join(dir, "out.jsonl"), 100)
+		},
+		coord: func(t *testing.T, k *testenv.Kafka, dir string) []string {
+			var out []string
+			for _, r := range sinktest.DecodeLines(t, readFile(t, filepath.Join(dir, "out.jsonl"))) {
+				out = append(out, fmt.Sprintf("%d/%d", r.Partition, r.Offset))
+			}
+			return out
+		}},
+	{name: "postgres",
+		sink: func(t *testing.T, k *testenv.Kafka, dir string) string {
+			dsn := testenv.Postgres(t)
+			if err := os.WriteFile(filepath.Join(dir, "dsn"), []byte(dsn), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return fmt.Sprintf("{type: postgres, dsn: %q, table: restarted, create_table: true, batch_size: 100}", dsn)
+		},
+		coord: func(t *testing.T, k *testenv.Kafka, dir string) []string {
+			conn := testenv.PgConn(t, string(readFile(t, filepath.Join(dir, "dsn"))))
+			rows, err := conn.Query(t.Context(), `SELECT partition || '/' || "offset" FROM restarted`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var out []string
+			for rows.Next() {
+				var s string
+				if err := rows.Scan(&s); err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, s)
+			}
+			return out
+		}},
+	{name: "kafka_exactly_once",
+		sink: func(t *testing.T, k *testenv.Kafka, dir string) string {
+			k.CreateTopic(t, "orders-eos", 4, nil)
+			return fmt.Sprintf("{type: kafka, brokers: [%q], topic: orders-eos, keep_partition: true, exactly_once: true, batch_size: 100}", k.Addr)
+		},
+		coord: func(t *testing.T, k *testenv.Kafka, dir string) []string {
+			var out []string
+			for _, r := range readCommitted(t, k, "orders-eos", kgo.ReadCommitted()) {
+				prov := map[string]string{}
+				for _, h := range r.Headers {
+					prov[h.Key] = string(h.Value)
+				}
+				out = append(out, prov[kafkasink.HeaderSourcePartition]+"/"+prov[kafkasink.HeaderSourceOffset])
+			}
+			return out
+		}},
+}
+
+// TestRealBrokerRestart: the broker is killed (SIGKILL of its JVM) during
+// a run and started again seconds later; the run rides it out within
+// retry.max_elapsed and finishes exactly, with no manual resume, for the
+// file, PostgreSQL and exactly-once Kafka sinks: the sink holds kcat's
+// records of the window once each and the replay group stands at the
+// ranges' ends. REPLAY_RESTART_DOWN sets how long the broker stays down
+// (default 6s).
+func TestRealBrokerRestart(t *testing.T) {
+	down := 6 * time.Second
+	if v := os.Getenv("REPLAY_RESTART_DOWN"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("REPLAY_RESTART_DOWN=%q: %v", v, err)
+		}
+		down = d
+	}
+	for _, target := range restartTargets {
+		t.Run(target.name, func(t *testing.T) {
+			k := realKafka(t, testenv.Topics("orders"), testenv.Partitions(4))
+			nodes := testKafkaNodes(t, k)
+			seed := seedOf(4000)
+			k.Seed(t, seed)
+			dir := t.TempDir()
+			from, to := seed.From.Add(-time.Minute), seed.To.Add(time.Second)
+			want := testenv.KcatCoords(t, k.Addr, "orders", -1, from, to)
+			planFile := writePlan(t, dir, planSpec{name: "restart", addr: k.Addr, from: from, to: to,
+				recordsPerSecond: 400, sink: target.sink(t, k, dir)})
+			cmd, stdout, stderr := command(t, dir, "run", "--yes", planFile)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() { cmd.Wait(); close(done) }()
+			t.Cleanup(func() { cmd.Process.Kill(); <-done })
+			testenv.Eventually(t, 60*time.Second, 100*time.Millisecond, func() bool {
+				select {
+				case <-done:
+					t.Fatalf("the run ended before the broker was killed: exit %d\n%s", cmd.ProcessState.ExitCode(), stderr)
+				default:
+				}
+				for _, o := range k.Committed(t, "replay.restart", "orders") {
+					if o.At > 0 {
+						return true
+					}
+				}
+				return false
+			}, "the run's first commits")
+			for _, n := range nodes {
+				if out, err := kafkaScript(t, t.Context(), "kill", n).CombinedOutput(); err != nil {
+					t.Fatalf("kill node %s: %v\n%s", n, err, out)
+				}
+			}
+			killed := time.Now()
+			time.Sleep(down)
+			for _, n := range nodes {
+				if out, err := kafkaScript(t, t.Context(), "start", n).CombinedOutput(); err != nil {
+					t.Fatalf("start node %s: %v\n%s", n, err, out)
+				}
+			}
+			select {
+			case <-done:
+			case <-time.After(3 * time.Minute):
+				t.Fatalf("the run did not finish 3 minutes after the broker came back:\n%s", stderr)
+			}
+			r := result{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
+			if r.code != exitOK {
+				t.Fatalf("the run with the broker down for %s: %s", down, r)
+			}
+			retries := strings.Count(r.stderr, "retrying")
+			t.Logf("broker down %s; the run finished %s after the kill, %d retries logged", down, time.Since(killed).Round(time.Millisecond), retries)
+			got := target.coord(t, k, dir)
+			seen := map[string]int{}
+			for _, c := range got {
+				seen[c]++
+			}
+			for c, n := range seen {
+				if n > 1 {
+					t.Errorf("%s held %d times", c, n)
+				}
+			}
+			missing := 0
+			for _, c := range want {
+				if seen[c] == 0 {
+					missing++
+				}
+			}
+			if missing > 0 || len(seen) != len(want) {
+				t.Errorf("the sink holds %d distinct records of kcat's %d, %d missing", len(seen), len(want), missing)
+			}
+			checkGroupAtEnds(t, planFile) // its 4 partitions (eosPartitions)
+		})
+	}
+}
+
+// TestReal1000Partitions: a time window over a topic of 1000 partitions (a
+// few records each, stamped inside and outside the window) on Apache
+// Kafka: the file holds kcat's records of the window once each, and the
+// group commits every partition at its range end.
+func TestReal1000Partitions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1000 partitions")
+	}
+	const partitions = 1000
+	k := realKafka(t)
+	k.CreateTopic(t, "wide", partitions, nil)
+	now := time.Now().UTC().Truncate(time.Second)
+	from, to := now.Add(-time.Hour), now.Add(-time.Minute)
+	var recs []*kgo.Record
+	for p := range int32(partitions) {
+		for i, ts := range []time.Time{from.Add(-time.Minute), from.Add(time.Duration(p) * time.Second), to.Add(-time.Second), to.Add(30 * time.Second)} {
+			recs = append(recs, &kgo.Record{Partition: p, Key: []byte(fmt.Sprintf("k%d-%d", p, i)), Value: []byte(fmt.Sprintf(`{"p":%d,"i":%d}`, p, i)), Timestamp: ts})
+		}
+	}
+	k.Produce(t, "wide", recs...)
+	want := testenv.KcatCoords(t, k.Addr, "wide", -1, from, to)
+	if len(want) != 2*partitions {
+		t.Fatalf("kcat reads %d records in the window, want %d", len(want), 2*partitions)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.jsonl")
+	file := writePlan(t, dir, planSpec{name: "wide", addr: k.Addr, topic: "wide", from: from, to: to, recordsPerSecond: 100000, sink: fileSink(out, 500)})
+	start := time.Now()
+	if r := replay(t, "run", "--yes", file); r.code != exitOK {
+		t.Fatalf("run: %s", r)
+	}
+	t.Logf("%d partitions, %d records in the window: %s", partitions, len(want), time.Since(start).Round(time.Millisecond))
+	seen := map[string]int{}
+	for _, r := range sinktest.DecodeLines(t, readFile(t, out)) {
+		seen[fmt.Sprintf("%d/%d", r.Partition, r.Offset)]++
+	}
+	for _, c := range want {
+		if seen[c] != 1 {
+			t.Errorf("%s written %d times, want once", c, seen[c])
+		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("%d distinct records written, kcat reads %d in the window", len(seen), len(want))
+	}
+	for p, cp := range checkpoints(t, file, partitions) {
+		if !cp.Replay || cp.Offset != cp.End {
+			t.Errorf("partition %d: committed %d, range [%d, %d); want the end", p, cp.Offset, cp.Start, cp.End)
+		}
+	}
 }
