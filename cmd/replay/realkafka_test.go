@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/replay-tool/replay/internal/testenv"
@@ -336,8 +337,10 @@ var restartTargets = []restartTarget{
 // retry.max_elapsed and finishes exactly, with no manual resume, for the
 // file, PostgreSQL and exactly-once Kafka sinks: the sink holds kcat's
 // records of the window once each and the replay group stands at the
-// ranges' ends. REPLAY_RESTART_DOWN sets how long the broker stays down
-// (default 6s).
+// ranges' ends. REPLAY_RESTART_DOWN sets how long a broker stays down
+// (default 6s). On a cluster of several nodes (scripts/test-kafka up
+// --nodes 3) it is the rolling-restart soak: the nodes are killed and
+// started one by one, each back in sync before the next, during one run.
 func TestRealBrokerRestart(t *testing.T) {
 	down := 6 * time.Second
 	if v := os.Getenv("REPLAY_RESTART_DOWN"); v != "" {
@@ -356,8 +359,14 @@ func TestRealBrokerRestart(t *testing.T) {
 			dir := t.TempDir()
 			from, to := seed.From.Add(-time.Minute), seed.To.Add(time.Second)
 			want := testenv.KcatCoords(t, k.Addr, "orders", -1, from, to)
+			// One node: the run pauses while it is down. Several: they
+			// restart one by one while the run goes on, which must last.
+			rps := 400
+			if len(nodes) > 1 {
+				rps = int(float64(seed.N) / (time.Duration(len(nodes))*(down+15*time.Second) + 10*time.Second).Seconds())
+			}
 			planFile := writePlan(t, dir, planSpec{name: "restart", addr: k.Addr, from: from, to: to,
-				recordsPerSecond: 400, sink: target.sink(t, k, dir)})
+				recordsPerSecond: rps, sink: target.sink(t, k, dir)})
 			cmd, stdout, stderr := command(t, dir, "run", "--yes", planFile)
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -365,29 +374,33 @@ func TestRealBrokerRestart(t *testing.T) {
 			done := make(chan struct{})
 			go func() { cmd.Wait(); close(done) }()
 			t.Cleanup(func() { cmd.Process.Kill(); <-done })
+			adm := k.Admin(t)
 			testenv.Eventually(t, 60*time.Second, 100*time.Millisecond, func() bool {
 				select {
 				case <-done:
 					t.Fatalf("the run ended before the broker was killed: exit %d\n%s", cmd.ProcessState.ExitCode(), stderr)
 				default:
 				}
-				for _, o := range k.Committed(t, "replay.restart", "orders") {
-					if o.At > 0 {
-						return true
-					}
+				// The coordinator may still be loading: no answer yet.
+				offs, err := adm.FetchOffsets(t.Context(), "replay.restart")
+				if err != nil {
+					return false
 				}
-				return false
+				progressed := false
+				offs.Each(func(o kadm.OffsetResponse) { progressed = progressed || (o.Err == nil && o.At > 0) })
+				return progressed
 			}, "the run's first commits")
+			killed := time.Now()
 			for _, n := range nodes {
 				if out, err := kafkaScript(t, t.Context(), "kill", n).CombinedOutput(); err != nil {
 					t.Fatalf("kill node %s: %v\n%s", n, err, out)
 				}
-			}
-			killed := time.Now()
-			time.Sleep(down)
-			for _, n := range nodes {
+				time.Sleep(down)
 				if out, err := kafkaScript(t, t.Context(), "start", n).CombinedOutput(); err != nil {
 					t.Fatalf("start node %s: %v\n%s", n, err, out)
+				}
+				if len(nodes) > 1 {
+					waitInSync(t, k, "orders", len(nodes))
 				}
 			}
 			select {
@@ -474,4 +487,27 @@ func TestReal1000Partitions(t *testing.T) {
 			t.Errorf("partition %d: committed %d, range [%d, %d); want the end", p, cp.Offset, cp.Start, cp.End)
 		}
 	}
+}
+
+// waitInSync waits until every partition of topic has n replicas in sync
+// (a restarted node caught up).
+func waitInSync(t *testing.T, k *testenv.Kafka, topic string, n int) {
+	t.Helper()
+	adm := k.Admin(t)
+	testenv.Eventually(t, 2*time.Minute, 500*time.Millisecond, func() bool {
+		td, err := adm.ListTopics(t.Context(), topic)
+		if err != nil {
+			return false
+		}
+		d, ok := td[topic]
+		if !ok || d.Err != nil || len(d.Partitions) == 0 {
+			return false
+		}
+		for _, p := range d.Partitions {
+			if len(p.ISR) < n {
+				return false
+			}
+		}
+		return true
+	}, "every partition of %s with %d replicas in sync", topic, n)
 }
