@@ -115,9 +115,23 @@ func (v *validator) zoneOnly() {
 		v.add("window.zone", "applies to a schedule (every, start) or a calendar window (from: yesterday, to: today, last: 1d) only")
 		return
 	}
-	if _, err := time.LoadLocation(w.Zone); err != nil {
-		v.add("window.zone", "unknown time zone %q: use an IANA name such as Europe/Berlin, America/New_York or UTC", w.Zone)
+	v.zone(w.Zone)
+}
+
+// zone loads the IANA time zone name for window.zone, reporting an unknown
+// zone, and Local, which is the zone of whichever machine runs the plan:
+// one plan, one fingerprint, would replay a different day on each host.
+func (v *validator) zone(name string) (*time.Location, bool) {
+	if name == "Local" {
+		v.add("window.zone", "Local is the time zone of whichever machine runs the plan, so the same plan would replay a different day on each host: name the zone, such as Europe/Berlin or UTC")
+		return nil, false
 	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		v.add("window.zone", "unknown time zone %q: use an IANA name such as Europe/Berlin, America/New_York or UTC", name)
+		return nil, false
+	}
+	return loc, true
 }
 
 // Relative describes a window that depends on the moment of resolution as

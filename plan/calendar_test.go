@@ -77,6 +77,7 @@ func TestCalendarValidation(t *testing.T) {
 		{"last zero", "{last: 0h}", `window.last: "0h": want 1 to 100000 hours`},
 		{"zone without calendar", "{from: -2h, zone: Europe/Berlin}", "window.zone: applies to a schedule (every, start) or a calendar window (from: yesterday, to: today, last: 1d) only"},
 		{"unknown zone", "{last: 1d, zone: Europe/Berln}", `window.zone: unknown time zone "Europe/Berln"`},
+		{"the machine's zone", "{last: 1d, zone: Local}", `window.zone: Local is the time zone of whichever machine runs the plan`},
 		{"today to yesterday", "{from: today, to: yesterday}", "window.to: 2026-11-29T00:00:00Z is not after from (2026-11-30T00:00:00Z)"},
 		{"delay without schedule", "{last: 1d, delay: 5m}", "window.delay: applies to a schedule only"},
 		{"tomorrow", "{from: tomorrow}", "today, yesterday"},

@@ -211,9 +211,8 @@ func (v *validator) schedule() {
 	}
 	var loc *time.Location
 	if w.Zone != "" {
-		l, err := time.LoadLocation(w.Zone)
-		if err != nil {
-			v.add("window.zone", "unknown time zone %q: use an IANA name such as Europe/Berlin, America/New_York or UTC", w.Zone)
+		l, ok := v.zone(w.Zone)
+		if !ok {
 			return
 		}
 		loc = l

@@ -26,6 +26,7 @@ func TestScheduleValidation(t *testing.T) {
 		name, window, want string
 	}{
 		{"unknown zone", "{every: 1h, zone: Europe/Berln, start: 2026-11-01T00:00:00Z}", `window.zone: unknown time zone "Europe/Berln": use an IANA name`},
+		{"the machine's zone", "{every: 1h, zone: Local, start: 2026-11-01T00:00:00Z}", `window.zone: Local is the time zone of whichever machine runs the plan`},
 		{"every zero", "{every: 0h, start: 2026-11-01T00:00:00Z}", `window.every: "0h" is not a positive interval`},
 		{"every negative", "{every: -1h, start: 2026-11-01T00:00:00Z}", `window.every: "-1h" is not a positive interval`},
 		{"every not dividing", "{every: 7m, start: 2026-11-01T00:00:00Z}", "window.every: 7m does not divide an hour"},
