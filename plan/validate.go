@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode"
 	"text/template"
 	"time"
 
@@ -111,7 +112,24 @@ func (v *validator) top() {
 		v.add("group", "missing: name a dedicated replay consumer group, e.g. replay.%s", orDefault(p.Name, "my-plan"))
 	case strings.TrimSpace(p.Group) != p.Group || strings.ContainsAny(p.Group, " \t\n"):
 		v.add("group", "%q contains whitespace", p.Group)
+	default:
+		if r, ok := invisible(p.Group); ok {
+			v.add("group", "%q contains the invisible character %U: control and formatting characters (bidirectional overrides, zero-width ones) make a group name read differently in review than it is; type the name again", p.Group, r)
+		}
 	}
+}
+
+// invisible returns the first control or formatting character (Unicode
+// categories Cc and Cf: bidirectional embeddings, overrides and isolates,
+// zero-width spaces and joiners) of s, which display as nothing or reorder
+// the text around them.
+func invisible(s string) (rune, bool) {
+	for _, r := range s {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return r, true
+		}
+	}
+	return 0, false
 }
 
 func orDefault(s, d string) string {

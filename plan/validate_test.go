@@ -198,3 +198,27 @@ func TestSuggestNotForUnrelatedWords(t *testing.T) {
 		t.Errorf(`suggest("committed") = %q, want %q`, got, ReadCommitted)
 	}
 }
+
+// TestGroupInvisibleCharacters: a group name holding a character that
+// displays as nothing or reorders the text (which disguises the name in a
+// reviewed plan) is refused, naming the character; a plain name passes.
+func TestGroupInvisibleCharacters(t *testing.T) {
+	for _, tc := range []struct{ name, group, want string }{
+		{"right-to-left override", "replay.\u202eorders", "U+202E"},
+		{"first strong isolate", "replay.\u2068orders\u2069", "U+2068"},
+		{"zero-width space", "replay.or\u200bders", "U+200B"},
+		{"escape", `"replay.\u001b[2Korders"`, "U+001B"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := strings.Replace(schedulePlan("{from: 2026-11-01T00:00:00Z, to: 2026-11-02T00:00:00Z}"), "group: replay.hourly", "group: "+tc.group, 1)
+			_, err := Parse("p.yaml", []byte(body), LoadOptions{})
+			if err == nil || !strings.Contains(err.Error(), "group:") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Parse: %v, want a group problem naming %s", err, tc.want)
+			}
+		})
+	}
+	body := schedulePlan("{from: 2026-11-01T00:00:00Z, to: 2026-11-02T00:00:00Z}")
+	if _, err := Parse("p.yaml", []byte(body), LoadOptions{}); err != nil {
+		t.Fatalf("a plain group: %v", err)
+	}
+}
