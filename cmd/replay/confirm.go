@@ -49,19 +49,36 @@ func (a *app) confirmRun(ctx context.Context, in io.Reader, job *runner.Job) err
 // (any case) is a yes, anything else a no.
 func (a *app) ask(ctx context.Context, in io.Reader, question string) (bool, error) {
 	fmt.Fprintf(a.stderr, "%s [y/N] ", question)
-	answer := make(chan string, 1)
-	// A read from stdin cannot be cancelled: on a signal ask returns and
-	// the command ends, and with it the process and this goroutine.
+	line, err := readAnswer(ctx, in)
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintln(a.stderr)
+		return false, errDeclined
+	}
+	s := strings.ToLower(strings.TrimSpace(line))
+	return s == "y" || s == "yes", nil
+}
+
+// readAnswer reads one line from in, or returns ctx's error as soon as ctx
+// is done (a signal at the prompt). A read from stdin cannot be
+// cancelled: the command ends, and with it the process and the reading
+// goroutine. An error reading in, other than EOF, is returned.
+func readAnswer(ctx context.Context, in io.Reader) (string, error) {
+	type answer struct {
+		line string
+		err  error
+	}
+	ch := make(chan answer, 1)
 	go func() {
-		line, _ := bufio.NewReader(in).ReadString('\n')
-		answer <- line
+		line, err := bufio.NewReader(in).ReadString('\n')
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		ch <- answer{line, err}
 	}()
 	select {
 	case <-ctx.Done():
-		fmt.Fprintln(a.stderr)
-		return false, errDeclined
-	case line := <-answer:
-		s := strings.ToLower(strings.TrimSpace(line))
-		return s == "y" || s == "yes", nil
+		return "", ctx.Err()
+	case a := <-ch:
+		return a.line, a.err
 	}
 }

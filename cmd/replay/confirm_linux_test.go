@@ -158,3 +158,44 @@ func TestSignalAtConfirmation(t *testing.T) {
 		t.Error("records were written")
 	}
 }
+
+// Ctrl-C at reset's confirmation ends the command at once, deleting
+// nothing; it used to print "cancelled" and wait for Enter.
+func TestSignalAtResetConfirmation(t *testing.T) {
+	_, tty := openPTY(t)
+	sb, seed := newCluster(t, 1, 100)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.jsonl")
+	file := writePlan(t, dir, planSpec{name: "ask-reset", addr: sb.Addr, from: seed.From, to: seed.To, sink: fileSink(out, 100)})
+	if r := replay(t, "run", "--yes", file); r.code != exitOK {
+		t.Fatalf("run: %s", r)
+	}
+	before := checkpoints(t, file, 1)
+	var stdout, stderr testenv.Buffer
+	cmd := exec.Command(os.Args[0], "reset", file)
+	cmd.Env = append(os.Environ(), execEnv+"=1")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, &stderr, `Type the group name`)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("reset still waited for an answer 10 s after SIGINT:\n%s", stderr.String())
+	}
+	r := result{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
+	if r.code != exitFailed || !strings.Contains(r.text(), "nothing was deleted") {
+		t.Fatalf("want exit %d saying nothing was deleted, got %s", exitFailed, r)
+	}
+	if after := checkpoints(t, file, 1); after[0].Offset != before[0].Offset || after[0].Offset <= 0 {
+		t.Errorf("the group's commit moved from %d to %d", before[0].Offset, after[0].Offset)
+	}
+}

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -64,7 +64,7 @@ func (a *app) reset(cmd *cobra.Command, file string, o resetOptions) error {
 	}
 	if !o.yes {
 		fmt.Fprintf(a.stderr, "This deletes the commits of group %s on %s: %s.\n", p.Group, p.Source.Topic, describeCommits(cps, p))
-		ok, err := confirmReset(in, a.stderr, p.Group)
+		ok, err := confirmReset(ctx, in, a.stderr, p.Group)
 		if err != nil {
 			return err
 		}
@@ -133,10 +133,14 @@ func isTerminal(r io.Reader) bool {
 
 // confirmReset asks for the group name on out and reads one line from in:
 // true only when it is the group name exactly.
-func confirmReset(in io.Reader, out io.Writer, group string) (bool, error) {
+func confirmReset(ctx context.Context, in io.Reader, out io.Writer, group string) (bool, error) {
 	fmt.Fprintf(out, "Type the group name (%s) to confirm: ", group)
-	line, err := bufio.NewReader(in).ReadString('\n')
-	if err != nil && !errors.Is(err, io.EOF) {
+	line, err := readAnswer(ctx, in)
+	switch {
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintln(out)
+		return false, errors.New("reset cancelled: nothing was deleted")
+	case err != nil:
 		return false, fmt.Errorf("read confirmation: %w", err)
 	}
 	return strings.TrimSpace(line) == group, nil

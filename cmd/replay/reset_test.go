@@ -190,7 +190,7 @@ func TestConfirmReset(t *testing.T) {
 		{"", false},
 	} {
 		var prompt bytes.Buffer
-		got, err := confirmReset(strings.NewReader(tc.typed), &prompt, "replay.test")
+		got, err := confirmReset(t.Context(), strings.NewReader(tc.typed), &prompt, "replay.test")
 		if err != nil || got != tc.want {
 			t.Errorf("typed %q: confirmed %v (%v), want %v", tc.typed, got, err, tc.want)
 		}
