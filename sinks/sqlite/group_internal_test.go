@@ -461,3 +461,47 @@ func TestSQLiteSyncsTheWALOfALinkedDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A database another connection holds locked when the sink opens it is
+// opened again, as a locked write is written again: the open succeeds once
+// the lock is released within the budget, and fails naming the attempts
+// when the budget is spent first.
+func TestSQLiteOpenRidesOutALock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	holder := inspect(t, path)
+	if _, err := holder.ExecContext(t.Context(), "PRAGMA journal_mode=WAL"); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := holder.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	lock := func() {
+		if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := Config{Path: path, Table: "t", CreateTable: true, BusyTimeout: 50 * time.Millisecond, Log: zerolog.New(zerolog.NewTestWriter(t))}
+
+	lock()
+	_, err = openRetrying(t.Context(), cfg, 700*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "attempts") || !sinks.Transient(sqliteTransient(err)) {
+		t.Fatalf("open while the lock outlasts the budget = %v, want the lock's error after several attempts", err)
+	}
+
+	released := make(chan error, 1)
+	time.AfterFunc(time.Second, func() {
+		_, err := conn.ExecContext(context.Background(), "ROLLBACK")
+		released <- err
+	})
+	s, err := openRetrying(t.Context(), cfg, 30*time.Second)
+	if err != nil {
+		t.Fatalf("open with the lock released after 1 s: %v", err)
+	}
+	defer s.Close()
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "", "{}"))
+}
