@@ -397,6 +397,9 @@ type Sink struct {
 	// MaxRetryWait caps one wait between two attempts of an http sink,
 	// whether from the backoff or from Retry-After; default 1m.
 	MaxRetryWait Duration `yaml:"max_retry_wait"`
+	// RequestTimeout bounds one attempt of an http sink's request, the
+	// response included; default DefaultRequestTimeout.
+	RequestTimeout Duration `yaml:"request_timeout"`
 
 	// Retry bounds the retries of writes that fail with a transient error
 	// (every sink type; an http sink's own retries stop at it too).
@@ -553,6 +556,9 @@ const (
 	// DefaultMaxRetryWait keeps one wait short enough that an interrupted
 	// run still finishes its in-flight batch in time.
 	DefaultMaxRetryWait = Duration(time.Minute)
+	// DefaultRequestTimeout bounds one attempt of an http sink's request:
+	// an endpoint that answers a batch in more time is retried.
+	DefaultRequestTimeout = Duration(30 * time.Second)
 )
 
 func (s *Sink) applyHTTPDefaults() {
@@ -565,5 +571,8 @@ func (s *Sink) applyHTTPDefaults() {
 	}
 	if s.MaxRetryWait == 0 {
 		s.MaxRetryWait = DefaultMaxRetryWait
+	}
+	if s.RequestTimeout == 0 {
+		s.RequestTimeout = DefaultRequestTimeout
 	}
 }

@@ -63,6 +63,8 @@ var sinkFieldTable = []FieldDescriptor{
 		Doc: "http: retries of a request after a network error, 5xx, 408 or 429 (default 8; 0 never retries)."},
 	{Name: "max_retry_wait", Types: []SinkType{SinkHTTP},
 		Doc: "http: longest wait between two attempts, from the exponential backoff or from Retry-After (default 1m)."},
+	{Name: "request_timeout", Types: []SinkType{SinkHTTP},
+		Doc: "http: how long one attempt of a request may take, the response included, before it is abandoned and retried like a network error (default 30s, up to 1h): raise it for an endpoint that takes longer over a batch."},
 	// Taken by every type; last, so that the type-specific fields keep their
 	// places.
 	{Name: "retry", Doc: "How long a write that fails with a transient error (a lost connection, a failover, lock contention, a broker restart) is retried, with capped exponential backoff and jitter, before the partition fails (exit 1, resumable): {max_elapsed: 5m} (default 5m, up to 24h; 0s fails at the first error). An http sink's own retries (max_retries) stop at it too."},

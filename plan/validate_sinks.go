@@ -346,6 +346,9 @@ func (v *validator) httpSink(field string, s *Sink) {
 	if d := time.Duration(s.MaxRetryWait); d < 0 || d > time.Hour {
 		v.add(field+".max_retry_wait", "%s: want a duration up to 1h, e.g. 1m", d)
 	}
+	if d := time.Duration(s.RequestTimeout); d < 0 || d > time.Hour {
+		v.add(field+".request_timeout", "%s: want a duration up to 1h, e.g. 2m", d)
+	}
 }
 
 // httpURL checks an http sink's endpoint. Credentials in it must come from

@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/encode"
 	httpsink "github.com/replay-tool/replay/sinks/http"
@@ -472,5 +473,26 @@ func TestHTTPSecretsNotShown(t *testing.T) {
 		if _, err := httpsink.New(httpsink.Config{URL: bad}); err == nil {
 			t.Errorf("NewHTTP(%q) succeeded", bad)
 		}
+	}
+}
+
+// The plan's request_timeout reaches the sink Open builds: an endpoint
+// that hangs is abandoned after it, and retried.
+func TestHTTPOpenRequestTimeout(t *testing.T) {
+	release := make(chan struct{})
+	hang := func(http.ResponseWriter, func()) bool { <-release; return true }
+	e := newEndpoint(t, hang)
+	t.Cleanup(func() { close(release) })
+	retries := 1
+	s, err := httpsink.Open(t.Context(), sinks.Spec{Plan: plan.Sink{Type: plan.SinkHTTP, URL: e.srv.URL, MaxRetries: &retries,
+		MaxRetryWait: plan.Duration(time.Millisecond), RequestTimeout: plan.Duration(150 * time.Millisecond)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	start := time.Now()
+	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "", "{}"))
+	if took := time.Since(start); e.count() != 2 || took < 150*time.Millisecond || took > 5*time.Second {
+		t.Errorf("%d requests in %s, want the first abandoned after 150ms (not the default 30s) and a second", e.count(), took)
 	}
 }
