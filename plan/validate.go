@@ -13,9 +13,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"unicode"
 	"text/template"
 	"time"
+	"unicode"
 
 	"github.com/replay-tool/replay/internal/filter"
 )

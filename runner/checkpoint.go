@@ -158,12 +158,6 @@ func (c *Cluster) checkGroupMembers(ctx context.Context, group, joinID string) e
 	return nil
 }
 
-// commit stores offsets for the replay group with a standalone commit
-// (source.Cluster.Commit): the group must have no live members.
-func (c *Cluster) commit(ctx context.Context, group, topic string, offsets map[int32]int64, meta map[int32]checkpointMeta) error {
-	return c.commitAs(ctx, nil, group, topic, offsets, meta)
-}
-
 // commitAs commits as m (a joined member), or standalone when m is nil. A
 // standalone commit the broker refuses because the group is in use is a
 // *SafetyError; a member's commit refused after a rebalance wraps

@@ -66,11 +66,10 @@ func simulate(th *Throttle, parts, total, batch, size int) []stamp {
 func simulateLate(th *Throttle, parts, total, batch, size int, late func(at time.Time) time.Duration) []stamp {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	type step struct {
-		when    time.Time // of the next step
-		admit   bool      // the next step admits n records, sz bytes
-		n, sz   int
-		left    int
-		pending bool
+		when  time.Time // of the next step
+		admit bool      // the next step admits n records, sz bytes
+		n, sz int
+		left  int
 	}
 	ps := make([]step, parts)
 	for p := range ps {

@@ -304,7 +304,7 @@ func TestExpiredOffsetsOnePartition(t *testing.T) {
 		t.Fatalf("delete offsets: %v %v", err, resp.Error())
 	}
 	r := replayProcess(t, e.dir, "run", "--yes", e.planFile)
-	want := fmt.Sprintf("no commits for partitions [1] of orders, but the local run record")
+	want := "no commits for partitions [1] of orders, but the local run record"
 	if r.code != exitRefused || !strings.Contains(r.text(), want) || !strings.Contains(r.text(), fmt.Sprintf("1 [%d, %d) at ", before[1].Start, before[1].End)) {
 		t.Fatalf("run with partition 1's commit deleted: want exit %d with %q, got %s", exitRefused, want, r)
 	}

@@ -54,10 +54,9 @@ func (a *app) loadPlanFile(file string) (*plan.Plan, error) {
 }
 
 type planOptions struct {
-	output       string
-	out          string
-	resolution   string
-	detailedExit bool
+	output     string
+	out        string
+	resolution string
 }
 
 func (a *app) planCmd() *cobra.Command {

@@ -30,8 +30,6 @@ import (
 type fault func(w http.ResponseWriter, store func()) bool
 
 var (
-	// ok stores the records and answers 200.
-	ok fault = func(http.ResponseWriter, func()) bool { return false }
 	// storeThenReset stores the records and drops the connection before
 	// answering: the write happened, the client cannot know.
 	storeThenReset fault = func(w http.ResponseWriter, store func()) bool { store(); resetConn(w); return true }

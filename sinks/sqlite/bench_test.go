@@ -105,7 +105,7 @@ ON CONFLICT (key) DO UPDATE SET topic = excluded.topic, partition = excluded.par
 value = excluded.value, value_bytes = excluded.value_bytes, kafka_key = excluded.kafka_key, headers = excluded.headers
 WHERE (topic, partition, "offset", "timestamp", value, value_bytes, kafka_key, headers) IS NOT
 (excluded.topic, excluded.partition, excluded."offset", excluded."timestamp", excluded.value, excluded.value_bytes, excluded.kafka_key, excluded.headers)`
-	var peer, ours, peerCPU, ourCPU, ratios []float64
+	var ours, peerCPU, ourCPU, ratios []float64
 	b.ResetTimer()
 	for round := range b.N {
 		// Each side starts with the previous files gone and the page cache
@@ -125,7 +125,6 @@ WHERE (topic, partition, "offset", "timestamp", value, value_bytes, kafka_key, h
 		if _, err := fmt.Sscan(string(out), &secs, &pcpu); err != nil {
 			b.Fatalf("python3 printed %q", out)
 		}
-		peer = append(peer, secs)
 		peerCPU = append(peerCPU, pcpu)
 
 		syscall.Sync()
