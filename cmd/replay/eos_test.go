@@ -168,9 +168,7 @@ func checkGroupAtEnds(t *testing.T, planFile string) {
 // both clusters' groups end at the range ends.
 func TestExactlyOnceOtherCluster(t *testing.T) {
 	t.Parallel()
-	if testenv.RealBrokers() != nil {
-		t.Skip("kfake only: it needs a second cluster")
-	}
+	testenv.RequireKfake(t, "it needs a second cluster")
 	src, seed := newCluster(t, eosPartitions, 8000)
 	dst := testenv.NewKafka(t, testenv.Partitions(eosPartitions), testenv.Topics("orders", "orders-eos"))
 	dir := t.TempDir()
@@ -331,8 +329,8 @@ func TestExactlyOnceFencedProcess(t *testing.T) {
 // record once.
 func TestExactlyOnceAbortedRecordsHidden(t *testing.T) {
 	t.Parallel()
+	testenv.RequireKfake(t, "ControlKey and SleepControl hold an EndTxn")
 	sb, dir, planFile := eosSetup(t, 4000, 0)
-	sb.RequireKfake(t, "ControlKey and SleepControl hold an EndTxn")
 	held, release := make(chan struct{}), make(chan struct{})
 	var once atomic.Bool
 	sb.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {

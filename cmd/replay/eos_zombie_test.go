@@ -20,8 +20,8 @@ import (
 // read after each step and never decrease.
 func TestExactlyOnceZombieCannotLowerTheGroup(t *testing.T) {
 	t.Parallel()
+	testenv.RequireKfake(t, "ControlKey and SleepControl hold an OffsetCommit")
 	sb, dir, planFile := eosSetup(t, 4000, 2000)
-	sb.RequireKfake(t, "ControlKey and SleepControl hold an OffsetCommit")
 	const group = "replay.eos"
 	release := make(chan struct{})
 	var held, armed atomic.Bool // armed while the first run is the only one

@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/replay-tool/replay/internal/testenv"
 )
 
 // A source cluster that keeps refusing fetches for longer than
@@ -16,8 +18,8 @@ import (
 // partition, the offset it committed, the attempts and the last error, and
 // the hint says how to resume.
 func TestRunRetryBudgetSpent(t *testing.T) {
+	testenv.RequireKfake(t, "kfake.Fault fails every Fetch")
 	k, seed := newCluster(t, 1, 0)
-	k.RequireKfake(t, "kfake.Fault fails every Fetch")
 	for i := range 10 { // small record batches: the window takes several fetches
 		s := seed
 		s.N, s.Rand = 100, uint64(i+1)

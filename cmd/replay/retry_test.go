@@ -7,14 +7,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/replay-tool/replay/internal/testenv"
 )
 
 // TestStatusAndResetRetry: status and reset go through the same retry
 // policy as a run (retry.max_elapsed): a coordinator loading, then moving,
 // on their group reads and deletes is ridden out, not an exit 1.
 func TestStatusAndResetRetry(t *testing.T) {
+	testenv.RequireKfake(t, "kfake.Fault fails the group's requests")
 	env := newGroupTestEnv(t, 2, 400)
-	env.sb.RequireKfake(t, "kfake.Fault fails the group's requests")
 	if _, err := env.run(t, env.file, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -61,12 +61,14 @@ type Kafka struct {
 // Real reports whether k is a real Kafka cluster rather than kfake.
 func (k *Kafka) Real() bool { return k.Cluster == nil }
 
-// RequireKfake skips t on a real cluster, saying why (why: what of
-// kfake's the test needs, e.g. "ControlKey rewrites Fetch answers"). It is
-// for a test that starts on either and needs kfake only for a part.
-func (k *Kafka) RequireKfake(t testing.TB, why string) {
+// RequireKfake skips t when the tests run against a real cluster
+// (KafkaBrokersEnv), saying why (why: what of kfake's the test needs, e.g.
+// "ControlKey holds an EndTxn"). Called first, before the test sets up
+// anything; a test that makes its cluster with NewKafka passes NeedsKfake
+// instead.
+func RequireKfake(t testing.TB, why string) {
 	t.Helper()
-	if k.Real() {
+	if RealBrokers() != nil {
 		t.Skipf("kfake only: %s", why)
 	}
 }
@@ -189,7 +191,10 @@ func (k *Kafka) reset(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	adm := k.Admin(t)
+	// kadm answers ListTopics from the client's metadata cache, up to
+	// MetadataMinAge old (5 s by default): the deleted topics would be
+	// listed for that long.
+	adm := k.Admin(t, kgo.MetadataMinAge(50*time.Millisecond))
 	// A member of an earlier test's group (a killed process's, until its
 	// session times out; a consumer still leaving) keeps the group
 	// NON_EMPTY_GROUP: wait for it to go.
@@ -306,7 +311,7 @@ func (k *Kafka) CreateTopic(t testing.TB, topic string, partitions int32, config
 // it answered CreateTopics.
 func (k *Kafka) waitLeaders(t testing.TB, topic string, partitions int32) {
 	t.Helper()
-	adm := k.Admin(t)
+	adm := k.Admin(t, kgo.MetadataMinAge(50*time.Millisecond)) // see reset
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		md, err := adm.Metadata(t.Context(), topic)
