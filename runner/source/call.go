@@ -155,7 +155,7 @@ func callWithin[T any](ctx context.Context, c *Cluster, op string, within func(t
 		}
 		if now.Sub(first) >= p.MaxElapsed {
 			settle()
-			return v, &RetryError{Op: op, Attempts: attempt, Elapsed: now.Sub(first), Budget: p.MaxElapsed, Err: err}
+			return v, &RetryError{Op: op, Attempts: attempt, Elapsed: now.Sub(first), Budget: p.MaxElapsed, Err: dropped(err)}
 		}
 		c.retries.Add(1)
 		if op != opFetch { // a reader refreshes its own transport
@@ -166,7 +166,7 @@ func callWithin[T any](ctx context.Context, c *Cluster, op string, within func(t
 		if !unsettled.IsZero() {
 			d = max(d, p.SettleDelay) // the attempt may still land: let it
 		}
-		c.logger().Warn().Err(err).Str("request", op).Int("attempt", attempt).Dur("retry_in", d).Dur("budget_left", left).
+		c.logger().Warn().AnErr("error", dropped(err)).Str("request", op).Int("attempt", attempt).Dur("retry_in", d).Dur("budget_left", left).
 			Msg("source cluster: retriable error, retrying")
 		t := time.NewTimer(d)
 		select {
@@ -253,6 +253,24 @@ func retriable(err error) bool {
 	}
 	return false
 }
+
+// dropped returns err, unless it is franz-go's for a connection the broker
+// closed before its first answer, which asks "is SASL missing?": the
+// cluster was reached and authenticated at connect, so here it is a
+// dropped connection, said so.
+func dropped(err error) error {
+	if errors.As(err, new(*kgo.ErrFirstReadEOF)) {
+		return droppedError{err}
+	}
+	return err
+}
+
+// droppedError is a connection the broker closed before answering; it
+// unwraps to franz-go's error.
+type droppedError struct{ err error }
+
+func (e droppedError) Error() string { return "the broker closed the connection before answering (EOF)" }
+func (e droppedError) Unwrap() error { return e.err }
 
 // ErrOffsetOutOfRange is the broker's OFFSET_OUT_OF_RANGE: the offset read
 // is below the log start (deleted) or above the log end. A *DataLossError

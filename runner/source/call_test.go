@@ -1,16 +1,23 @@
 package source
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestRetriableFollowsKafkasTable checks the classification of call:
@@ -122,5 +129,42 @@ func TestCallCommitSettlesWhenItGivesUp(t *testing.T) {
 	_, err := call(context.Background(), c, opCommit, func(context.Context) (int, error) { return 0, kafka.GroupLoadInProgress })
 	if err == nil || time.Since(start) > settle {
 		t.Errorf("a commit refused with an answer took %s (%v), want no settle wait", time.Since(start), err)
+	}
+}
+
+// TestCallSaysADroppedConnection: a connection the broker drops before its
+// first answer is retried and logged as what it is, not with franz-go's
+// "is SASL missing?" (the cluster was reached at connect).
+func TestCallSaysADroppedConnection(t *testing.T) {
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	var n atomic.Int32
+	kc.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		if n.Add(1) == 1 {
+			return nil, errors.New("dropped"), true // the connection is closed, unanswered
+		}
+		return nil, nil, false
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.RequestRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var logs bytes.Buffer
+	c := &Cluster{transport: &kafka.Transport{}}
+	c.SetLog(zerolog.New(&logs))
+	c.SetRetry(RetryPolicy{MaxElapsed: 5 * time.Second, MinBackoff: time.Millisecond})
+	_, err = call(t.Context(), c, "metadata", func(ctx context.Context) (*kmsg.MetadataResponse, error) {
+		return kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "the broker closed the connection before answering") || strings.Contains(logs.String(), "SASL") {
+		t.Errorf("the retry's log line does not say the connection was dropped:\n%s", logs.String())
 	}
 }
