@@ -13,7 +13,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/runner/sandbox"
@@ -510,4 +513,104 @@ func waitInSync(t *testing.T, k *testenv.Kafka, topic string, n int) {
 		}
 		return true
 	}, "every partition of %s with %d replicas in sync", topic, n)
+}
+
+// TestRealAbortsHangingTransaction: a transaction of the sink's own
+// transactional id left open on the target partition, which its
+// coordinator does not know of (a hanging transaction: Apache Kafka 4 can
+// leave one when a broker is killed during a transaction; here it is made
+// with the brokers' partition verification off and a Produce of the
+// version before KIP-890), holds the partition's last stable offset, so a
+// read_committed consumer would never see what the run writes. The run
+// aborts it (WriteTxnMarkers, KIP-664), says so, and its records are read
+// committed, each once.
+func TestRealAbortsHangingTransaction(t *testing.T) {
+	k := realKafka(t, testenv.Topics("orders"))
+	k.Seed(t, seedOf(300))
+	k.CreateTopic(t, "orders-eos", 1, nil)
+	adm := k.Admin(t)
+	setVerification := func(v string) {
+		if _, err := adm.AlterBrokerConfigs(context.Background(), []kadm.AlterConfig{{Name: "transaction.partition.verification.enable", Value: &v}}); err != nil {
+			t.Fatalf("set transaction.partition.verification.enable=%s: %v", v, err)
+		}
+	}
+	setVerification("false")
+	t.Cleanup(func() { setVerification("true") })
+	time.Sleep(time.Second) // the dynamic config reaches the broker
+
+	// The sink's transactional id of source partition 0 (prefix-partition).
+	txn := k.Client(t, kgo.TransactionalID("hangtest-0"))
+	pid, epoch, err := txn.ProducerID(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn.Close()
+	vs := kversion.Stable()
+	vs.SetMaxKeyVersion(int16(kmsg.Produce), 11)
+	raw := testenv.SealBatch(kmsg.RecordBatch{PartitionLeaderEpoch: -1, Magic: 2, Attributes: 0x10, FirstTimestamp: time.Now().UnixMilli(),
+		MaxTimestamp: time.Now().UnixMilli(), ProducerID: pid, ProducerEpoch: epoch, FirstSequence: 0, NumRecords: 1,
+		Records: testenv.AppendRecord(nil, kmsg.Record{Key: []byte("hanging"), Value: []byte("never committed")})})
+	id := "hangtest-0"
+	req := kmsg.NewPtrProduceRequest()
+	req.TransactionID, req.Acks, req.TimeoutMillis = &id, -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "orders-eos"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = 0, raw
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(t.Context(), k.Client(t, kgo.MaxVersions(vs)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); err != nil {
+		t.Fatalf("produce the hanging transaction's batch: %v", err)
+	}
+	hanging := func() int {
+		n := 0
+		ps, err := adm.DescribeProducers(t.Context(), kadm.TopicsSet{"orders-eos": nil})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps.EachPartition(func(p kadm.DescribedProducersPartition) {
+			for _, pr := range p.ActiveProducers {
+				if pr.ProducerID == pid && pr.CurrentTxnStartOffset >= 0 {
+					n++
+				}
+			}
+		})
+		return n
+	}
+	if hanging() != 1 {
+		t.Fatal("no hanging transaction was made: the test proves nothing")
+	}
+
+	dir := t.TempDir()
+	seed := seedOf(300)
+	planFile := writePlan(t, dir, planSpec{name: "hang", addr: k.Addr, from: seed.From.Add(-time.Minute), to: seed.To.Add(time.Second), recordsPerSecond: 100000,
+		sink: fmt.Sprintf("{type: kafka, brokers: [%q], topic: orders-eos, keep_partition: true, exactly_once: true, transactional_id: hangtest, batch_size: 100}", k.Addr)})
+	r := replayProcess(t, dir, "run", "--yes", planFile)
+	if r.code != exitOK || !strings.Contains(r.stderr, "hanging") {
+		t.Fatalf("the run over a hanging transaction: want exit 0 saying it aborted it, got %s", r)
+	}
+	if n := hanging(); n != 0 {
+		t.Errorf("%d hanging transactions left", n)
+	}
+	want := testenv.KcatCoords(t, k.Addr, "orders", -1, seed.From.Add(-time.Minute), seed.To.Add(time.Second))
+	got := map[string]int{}
+	for _, rec := range readCommitted(t, k, "orders-eos", kgo.ReadCommitted()) {
+		prov := map[string]string{}
+		for _, h := range rec.Headers {
+			prov[h.Key] = string(h.Value)
+		}
+		got[prov[kafkasink.HeaderSourcePartition]+"/"+prov[kafkasink.HeaderSourceOffset]]++
+	}
+	for _, c := range want {
+		if got[c] != 1 {
+			t.Errorf("%s read committed %d times, want once", c, got[c])
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("read committed %d records, want kcat's %d", len(got), len(want))
+	}
 }

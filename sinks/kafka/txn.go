@@ -169,7 +169,11 @@ func (t *txnCommitter) start(ctx context.Context, parts []int32) error {
 		}
 	}
 	// The producers fenced (and so settled) any transaction of an earlier
-	// process: what the group holds now is final.
+	// process that the coordinator knew of; one it forgot is aborted:
+	// what the group holds now is final.
+	if _, err := t.abortHanging(sctx, parts...); err != nil {
+		return err
+	}
 	cps, err := t.checkpoints(sctx)
 	if err != nil {
 		return err
@@ -196,12 +200,32 @@ func (t *txnCommitter) settled(ctx context.Context, p int32) (int64, error) {
 	unsure := t.unsure[p]
 	t.mu.Unlock()
 	if unsure {
-		cps, err := t.checkpoints(ctx)
+		// A new producer of p's transactional id (InitProducerID) makes
+		// the outcome of its last transaction final: the coordinator
+		// completes one whose commit it had begun and aborts one still
+		// open (left so by a broker that restarted under it), which would
+		// otherwise hold p's offset unstable until transaction.timeout.ms.
+		t.mu.Lock()
+		cl := t.producers[p]
+		t.mu.Unlock()
+		if cl != nil {
+			t.drop(p, cl)
+		}
+		if _, err := t.producer(ctx, p); err != nil {
+			return 0, err
+		}
+		// One the coordinator forgot hangs until aborted.
+		if _, err := t.abortHanging(ctx, p); err != nil {
+			return 0, err
+		}
+		off, ok, err := t.stable(ctx, p)
 		if err != nil {
 			return 0, transientTxn(fmt.Errorf("kafka sink: read back the group's offset of partition %d, whose last transaction's outcome is unknown: %w", p, err))
 		}
 		t.mu.Lock()
-		t.committed[p] = max(t.committed[p], cps[p])
+		if ok {
+			t.committed[p] = max(t.committed[p], off)
+		}
 		delete(t.unsure, p)
 		t.mu.Unlock()
 	}

@@ -19,15 +19,33 @@ import (
 // sink's transactions commit them.
 
 // stable reads the group's committed offset of p on the target cluster,
-// waiting for pending transactions (OffsetFetch with RequireStable,
-// KIP-447), when its metadata is this run's.
+// waiting for p's pending transaction (OffsetFetch with RequireStable,
+// KIP-447), when its metadata is this run's. The other partitions'
+// transactions, which may be open at the same time, do not hold it: the
+// broker answers UNSTABLE_OFFSET_COMMIT per partition.
 func (t *txnCommitter) stable(ctx context.Context, p int32) (int64, bool, error) {
-	cps, err := t.checkpoints(ctx)
-	if err != nil {
-		return 0, false, err
+	var o kadm.OffsetResponse
+	err := t.retryRequest(ctx, "OffsetFetch of group "+t.group, func() error {
+		resp, err := t.admin.FetchOffsets(kadm.RequireStable(ctx), t.group)
+		if err != nil {
+			return err
+		}
+		var found bool
+		if o, found = resp.Lookup(t.topic, p); !found {
+			o = kadm.OffsetResponse{Offset: kadm.Offset{At: -1}}
+		}
+		return o.Err
+	})
+	switch {
+	case errors.Is(err, kerr.GroupIDNotFound):
+		return 0, false, nil // no commit yet
+	case err != nil:
+		return 0, false, fmt.Errorf("kafka sink: read the offset of group %s for %s/%d on %s: %w", t.group, t.topic, p, t.where, err)
 	}
-	off, ok := cps[p]
-	return off, ok, nil
+	if o.At >= 0 && o.Metadata != "" && o.Metadata == t.meta(p) && o.At > rangeStart(o.Metadata) {
+		return o.At, true, nil
+	}
+	return 0, false, nil
 }
 
 // checkpoints returns the offsets the group holds on the target cluster for
