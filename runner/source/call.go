@@ -269,7 +269,9 @@ func dropped(err error) error {
 // unwraps to franz-go's error.
 type droppedError struct{ err error }
 
-func (e droppedError) Error() string { return "the broker closed the connection before answering (EOF)" }
+func (e droppedError) Error() string {
+	return "the broker closed the connection before answering (EOF)"
+}
 func (e droppedError) Unwrap() error { return e.err }
 
 // ErrOffsetOutOfRange is the broker's OFFSET_OUT_OF_RANGE: the offset read
