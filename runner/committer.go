@@ -320,7 +320,7 @@ func (j *Job) commitBatcher() *commitBatcher {
 	if j.batch == nil {
 		j.batch = &commitBatcher{linger: lingerFor(len(j.Resolution.Ranges)),
 			send: func(ctx context.Context, m *source.Member, offsets map[int32]int64, meta map[int32]checkpointMeta) error {
-				return j.c.commitAs(ctx, m, j.Plan.Group, j.Resolution.Topic, offsets, meta)
+				return j.commitMember(ctx, m, j.Plan.Group, j.Resolution.Topic, offsets, meta)
 			}}
 	}
 	return j.batch

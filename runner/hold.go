@@ -426,5 +426,55 @@ func (j *Job) holdsFor(ctx context.Context) (context.Context, context.CancelFunc
 	}, h.member
 }
 
+// next returns the member the hold joined as after old, once it has: a
+// commit as old was refused because its generation ended. nil when the
+// hold is lost (or released) or ctx ends first, or after two minutes.
+func (h *Hold) next(ctx context.Context, old *source.Member) *source.Member {
+	deadline := time.NewTimer(2 * time.Minute)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		h.mu.Lock()
+		m := h.member
+		h.mu.Unlock()
+		if m != old && m != nil {
+			return m
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-h.lost.Done():
+			return nil
+		case <-deadline.C:
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// commitMember commits offsets as m (the hold's member; nil without a
+// hold). Under a hold, a commit refused because the hold's generation
+// ended (source.ErrFenced: a process that joined at the same moment made
+// the coordinator rebalance) is sent again as the member the hold joins
+// as next: the group is still this run's. A hold that is lost, or ctx,
+// ends it with the refusal.
+func (j *Job) commitMember(ctx context.Context, m *source.Member, group, topic string, offsets map[int32]int64, meta map[int32]checkpointMeta) error {
+	for {
+		err := j.c.commitAs(ctx, m, group, topic, offsets, meta)
+		h := j.opts.Hold
+		if err == nil || h == nil || m == nil || !errors.Is(err, source.ErrFenced) {
+			return err
+		}
+		next := h.next(ctx, m)
+		if next == nil {
+			return err
+		}
+		j.opts.Log.Warn().Err(err).Str("group", group).Int32("generation", next.Generation).
+			Msg("the hold's generation ended under a commit: committing again as the hold's new generation")
+		m = next
+	}
+}
+
 // holdLost reports whether the job's hold ended before Release.
 func (j *Job) holdLost() bool { return j.opts.Hold != nil && j.opts.Hold.lost.Err() != nil }

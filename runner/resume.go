@@ -176,7 +176,7 @@ func (j *Job) resumeFromSink(ctx context.Context, sink sinks.Sink, states []*par
 	if len(offsets) == 0 {
 		return nil
 	}
-	if err := j.c.commitAs(ctx, j.member.Load(), group, topic, offsets, meta); err != nil {
+	if err := j.commitMember(ctx, j.member.Load(), group, topic, offsets, meta); err != nil {
 		return fmt.Errorf("commit the sink's checkpoints to group %s: %w", group, err)
 	}
 	return nil

@@ -170,7 +170,7 @@ func (j *Job) confirmCommits(ctx context.Context, sink sinks.Sink, ends map[int3
 	if len(offsets) == 0 {
 		return nil
 	}
-	if err := j.c.commitAs(ctx, j.member.Load(), j.Plan.Group, j.Resolution.Topic, offsets, meta); err != nil {
+	if err := j.commitMember(ctx, j.member.Load(), j.Plan.Group, j.Resolution.Topic, offsets, meta); err != nil {
 		return fmt.Errorf("commit the ends again in group %s: %w", j.Plan.Group, err)
 	}
 	return nil
@@ -232,7 +232,7 @@ func (j *Job) commitStarts(ctx context.Context) error {
 		}
 		meta[r.Partition] = m
 	}
-	if err := j.c.commitAs(ctx, j.member.Load(), j.Plan.Group, j.Resolution.Topic, offsets, meta); err != nil {
+	if err := j.commitMember(ctx, j.member.Load(), j.Plan.Group, j.Resolution.Topic, offsets, meta); err != nil {
 		return fmt.Errorf("pin the resolved ranges in group %s: %w", j.Plan.Group, err)
 	}
 	return nil
