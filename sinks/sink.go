@@ -342,6 +342,16 @@ var ErrPartitionLost = errors.New("another member of the replay group owns the p
 // exits as refused for safety.
 var ErrRefused = errors.New("refused for safety")
 
+// Refusal returns a sink's refusal to start, saying why (msg): an error
+// that is ErrRefused (errors.Is) and reads as msg alone, since the command
+// line already prefixes a refusal with "refused:".
+func Refusal(msg string) error { return refusal(msg) }
+
+type refusal string
+
+func (r refusal) Error() string        { return string(r) }
+func (r refusal) Is(target error) bool { return target == ErrRefused }
+
 // ErrLost is wrapped by the error of a sink that finds output it had made
 // durable gone during the run (the file sink's staging deleted or cut
 // short): the records below the group's commits are no longer all in the

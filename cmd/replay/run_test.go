@@ -126,7 +126,7 @@ func TestReportOfARunThatNeverStarted(t *testing.T) {
 	check(noYes, "add --yes")
 	refused := filepath.Join(dir, "refused.json")
 	r := replay(t, "run", "--yes", "--report", refused, file)
-	if r.code != exitRefused || !strings.Contains(r.stderr, "replay did not write") || !strings.Contains(r.stderr, "overwrite: true") {
+	if r.code != exitRefused || !strings.Contains(r.stderr, "replay did not write") || !strings.Contains(r.stderr, "overwrite: true") || strings.Contains(r.stderr, "refused: refused") {
 		t.Fatalf("run over a foreign file: %s", r)
 	}
 	check(refused, "replay did not write")

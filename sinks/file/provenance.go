@@ -84,8 +84,8 @@ func checkForeign(cfg Config, staging string) error {
 			continue // missing; a directory or device is checkOutputPath's to refuse
 		}
 		if _, ok := readProvenance(p); !ok {
-			return fmt.Errorf("%w: file sink: %s holds a file that replay did not write, or that changed since replay published it (no matching %s): the run would replace it. Move it away or choose another path; or set overwrite: true in the sink to replace it",
-				sinks.ErrRefused, absPath(p), filepath.Base(provenancePath(p)))
+			return sinks.Refusal(fmt.Sprintf("file sink: %s holds a file that replay did not write, or that changed since replay published it (no matching %s): the run would replace it. Move it away or choose another path; or set overwrite: true in the sink to replace it",
+				absPath(p), filepath.Base(provenancePath(p))))
 		}
 	}
 	return nil
