@@ -50,7 +50,7 @@ func (a *app) confirmRun(ctx context.Context, in io.Reader, job *runner.Job) err
 func (a *app) ask(ctx context.Context, in io.Reader, question string) (bool, error) {
 	fmt.Fprintf(a.stderr, "%s [y/N] ", question)
 	line, err := readAnswer(ctx, in)
-	if errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		fmt.Fprintln(a.stderr)
 		return false, errDeclined
 	}
@@ -61,7 +61,8 @@ func (a *app) ask(ctx context.Context, in io.Reader, question string) (bool, err
 // readAnswer reads one line from in, or returns ctx's error as soon as ctx
 // is done (a signal at the prompt). A read from stdin cannot be
 // cancelled: the command ends, and with it the process and the reading
-// goroutine. An error reading in, other than EOF, is returned.
+// goroutine. An error reading in is returned; io.EOF only when the input
+// ended before any answer.
 func readAnswer(ctx context.Context, in io.Reader) (string, error) {
 	type answer struct {
 		line string
@@ -70,7 +71,7 @@ func readAnswer(ctx context.Context, in io.Reader) (string, error) {
 	ch := make(chan answer, 1)
 	go func() {
 		line, err := bufio.NewReader(in).ReadString('\n')
-		if errors.Is(err, io.EOF) {
+		if errors.Is(err, io.EOF) && line != "" {
 			err = nil
 		}
 		ch <- answer{line, err}

@@ -140,6 +140,9 @@ func confirmReset(ctx context.Context, in io.Reader, out io.Writer, group string
 	case errors.Is(err, context.Canceled):
 		fmt.Fprintln(out)
 		return false, errors.New("reset cancelled: nothing was deleted")
+	case errors.Is(err, io.EOF):
+		fmt.Fprintln(out)
+		return false, errors.New("reset cancelled: the input ended before an answer; nothing was deleted")
 	case err != nil:
 		return false, fmt.Errorf("read confirmation: %w", err)
 	}

@@ -187,11 +187,16 @@ func TestConfirmReset(t *testing.T) {
 		{"replay.test", true}, // EOF without a newline
 		{"yes\n", false},
 		{"replay.tes\n", false},
-		{"", false},
+		{"\n", false},
+		{"", false}, // the input ended: said so
 	} {
 		var prompt bytes.Buffer
 		got, err := confirmReset(t.Context(), strings.NewReader(tc.typed), &prompt, "replay.test")
-		if err != nil || got != tc.want {
+		if tc.typed == "" {
+			if err == nil || !strings.Contains(err.Error(), "the input ended before an answer") {
+				t.Errorf("no input: %v, want the input's end named", err)
+			}
+		} else if err != nil || got != tc.want {
 			t.Errorf("typed %q: confirmed %v (%v), want %v", tc.typed, got, err, tc.want)
 		}
 		if !strings.Contains(prompt.String(), "replay.test") {
