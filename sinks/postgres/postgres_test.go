@@ -327,15 +327,25 @@ func TestPostgresRejectedRowRecordError(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name string
-		bad  record.Record
+		name    string
+		bad     record.Record
+		trigger bool // a trigger raises an exception for key k2 (SQLSTATE P0001)
 	}{
-		{"key with a NUL byte", sinktest.Rec(1, 21, "k\x002", `{}`)},
-		{"key too long for the index", sinktest.Rec(1, 21, randomText(20000), `{}`)},
+		{"key with a NUL byte", sinktest.Rec(1, 21, "k\x002", `{}`), false},
+		{"key too long for the index", sinktest.Rec(1, 21, randomText(20000), `{}`), false},
+		{"a trigger raises an exception", sinktest.Rec(1, 21, "k2", `{}`), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			table := testenv.TableName()
 			s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer})
+			if tc.trigger {
+				if _, err := testenv.PgConn(t, dsn).Exec(t.Context(), fmt.Sprintf(`
+CREATE FUNCTION %[1]s_block() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN IF NEW.key = 'k2' THEN RAISE EXCEPTION 'order %% is blocked by policy', NEW.key; END IF; RETURN NEW; END $$;
+CREATE TRIGGER block BEFORE INSERT OR UPDATE ON %[1]s FOR EACH ROW EXECUTE FUNCTION %[1]s_block()`, table)); err != nil {
+					t.Fatal(err)
+				}
+			}
 			err := s.Write(t.Context(), []record.Record{sinktest.Rec(1, 20, "k1", `{}`), tc.bad, sinktest.Rec(1, 22, "k3", `{}`)})
 			var re *record.Error
 			if !errors.As(err, &re) || re.Offset != 21 || re.Partition != 1 {

@@ -636,10 +636,13 @@ func (s *Sink) recordError(r *record.Record, why error) error {
 // rejectsData reports whether err is the database refusing the data of a
 // row: a data exception (class 22: bad encoding, a value out of range, JSON
 // that PostgreSQL does not take), an integrity constraint violation (class
-// 23), or a row too big for an index (54000).
+// 23), a row too big for an index (54000), or an exception a trigger or
+// function raised (P0001, RAISE EXCEPTION without its own code). Which row
+// is the probe's to find: an error that no single row causes fails the
+// batch as the sink's.
 func rejectsData(err error) bool {
 	code := sqlState(err)
-	return strings.HasPrefix(code, "22") || strings.HasPrefix(code, "23") || code == "54000"
+	return strings.HasPrefix(code, "22") || strings.HasPrefix(code, "23") || code == "54000" || code == "P0001"
 }
 
 // probe finds the row the database rejects, on conn (the Write's own
