@@ -480,6 +480,10 @@ func sinkWhere(s plan.Sink) string {
 		return s.Path
 	case plan.SinkPostgres:
 		return "postgres table " + s.Table
+	case plan.SinkSQLite:
+		return "sqlite table " + s.Table + " in " + s.Path
+	case plan.SinkKafka:
+		return "kafka topic " + s.Topic
 	}
 	return string(s.Type)
 }

@@ -67,7 +67,7 @@ func TestSandboxWalkthrough(t *testing.T) {
 	defer os.Chdir(wd)
 	r := replay(t, "run", "--yes", plan)
 	// 2400 records over 24 h: about 200 in two hours.
-	w := regexp.MustCompile(`(\d+) records written to sqlite`).FindStringSubmatch(r.stdout)
+	w := regexp.MustCompile(`(\d+) records written to sqlite table \S+ in \S+`).FindStringSubmatch(r.stdout)
 	if r.code != 0 || w == nil || len(w[1]) < 2 {
 		t.Fatalf("the sandbox plan found no records: %s", r)
 	}
