@@ -175,7 +175,7 @@ func TestRunMissingTopic(t *testing.T) {
 	if r.code != exitFailed {
 		t.Fatalf("want exit %d, got %s", exitFailed, r)
 	}
-	if !strings.Contains(r.text(), "ordres does not exist") {
-		t.Errorf("stderr does not name the missing topic:\n%s", r)
+	if !strings.Contains(r.text(), "ordres does not exist") || !strings.Contains(r.text(), "did you mean orders?") {
+		t.Errorf("stderr does not name the missing topic and the one meant:\n%s", r)
 	}
 }

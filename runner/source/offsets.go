@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
@@ -50,7 +52,7 @@ func (c *Cluster) Partitions(ctx context.Context, topic string) ([]int32, error)
 		}
 		if t.Error != nil {
 			if errors.Is(t.Error, kafka.UnknownTopicOrPartition) {
-				return nil, fmt.Errorf("topic %s does not exist on %v: check source.topic and source.brokers", topic, c.Brokers)
+				return nil, c.unknownTopic(ctx, topic)
 			}
 			return nil, fmt.Errorf("metadata for topic %s: %w", topic, t.Error)
 		}
@@ -64,7 +66,32 @@ func (c *Cluster) Partitions(ctx context.Context, topic string) ([]int32, error)
 		}
 		return parts, nil
 	}
-	return nil, fmt.Errorf("topic %s does not exist on %v: check source.topic and source.brokers", topic, c.Brokers)
+	return nil, c.unknownTopic(ctx, topic)
+}
+
+// unknownTopic is the error of a topic the cluster does not have, naming
+// the topic it has that is closest to it when one is close enough to be a
+// typo (one Metadata request for every topic, not retried: the error is
+// the same without it).
+func (c *Cluster) unknownTopic(ctx context.Context, topic string) error {
+	hint := ""
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if cl, err := c.control(); err == nil {
+		var names []string
+		if md, err := kmsg.NewPtrMetadataRequest().RequestWith(lctx, cl); err == nil { // no topics named: every topic
+			for _, t := range md.Topics {
+				if t.Topic != nil && !strings.HasPrefix(*t.Topic, "__") && t.ErrorCode == 0 {
+					names = append(names, *t.Topic)
+				}
+			}
+		}
+		slices.Sort(names)
+		if s := plan.Suggest(topic, names); s != "" {
+			hint = fmt.Sprintf(" (did you mean %s?)", s)
+		}
+	}
+	return fmt.Errorf("topic %s does not exist on %v%s: check source.topic and source.brokers", topic, c.Brokers, hint)
 }
 
 // FreshPartitions asks a broker for the topic's partitions, bypassing the
