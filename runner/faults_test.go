@@ -81,7 +81,7 @@ throttle: {records_per_second: 10000}
 	}
 	r.elapsed, r.retries = time.Since(start), c.Retries()-before
 	if r.err == nil {
-		r.rows = pgCoords(t, dsn, table)
+		r.rows = testenv.PgCoords(t, dsn, table)
 	}
 	return r
 }
@@ -107,25 +107,6 @@ func testPlanAt(t *testing.T, addr, yaml string) *plan.Plan {
 		t.Fatalf("plan: %v", err)
 	}
 	return p
-}
-
-func pgCoords(t *testing.T, dsn, table string) []string {
-	t.Helper()
-	conn := testenv.PgConn(t, dsn)
-	rows, err := conn.Query(t.Context(), `SELECT partition || '/' || "offset" FROM `+table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
-	}
-	return out
 }
 
 // checkExact compares the run's sink with kcat's read of the window, and

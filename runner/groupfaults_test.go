@@ -96,7 +96,7 @@ throttle: {records_per_second: 500}
 		time.Sleep(20 * time.Millisecond)
 	}
 	if r.err == nil {
-		r.rows = pgCoords(t, dsn, r.p.Sink.Table)
+		r.rows = testenv.PgCoords(t, dsn, r.p.Sink.Table)
 	}
 	return r
 }

@@ -203,7 +203,7 @@ func TestSinkFaultsLoop(t *testing.T) {
 		}, read: func(t *testing.T, name string) []string { return readCoords(t, filepath.Join(dir, name+".jsonl")) }},
 		{name: "postgres", held: true, sink: func(name string) string {
 			return fmt.Sprintf("{type: postgres, dsn: %q, table: %s, create_table: true, batch_size: 50}", dsn, name)
-		}, read: func(t *testing.T, name string) []string { return pgCoords(t, dsn, name) }},
+		}, read: func(t *testing.T, name string) []string { return testenv.PgCoords(t, dsn, name) }},
 	}
 	n := sinkFaultRuns(t)
 	var tables []string

@@ -137,14 +137,7 @@ func TestSignalAtConfirmation(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out.jsonl")
 	file := writePlan(t, dir, planSpec{name: "ask", addr: sb.Addr, from: seed.From, to: seed.To, sink: fileSink(out, 100)})
-	var stdout, stderr testenv.Buffer
-	cmd := exec.Command(os.Args[0], "run", file)
-	cmd.Env = append(os.Environ(), execEnv+"=1")
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, &stderr, `\[y/N\]`)
+	cmd, stdout, stderr := startAtPrompt(t, tty, `\[y/N\]`, "run", file)
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -171,14 +164,7 @@ func TestSignalAtResetConfirmation(t *testing.T) {
 		t.Fatalf("run: %s", r)
 	}
 	before := checkpoints(t, file, 1)
-	var stdout, stderr testenv.Buffer
-	cmd := exec.Command(os.Args[0], "reset", file)
-	cmd.Env = append(os.Environ(), execEnv+"=1")
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, &stderr, `Type the group name`)
+	cmd, stdout, stderr := startAtPrompt(t, tty, `Type the group name`, "reset", file)
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -198,4 +184,19 @@ func TestSignalAtResetConfirmation(t *testing.T) {
 	if after := checkpoints(t, file, 1); after[0].Offset != before[0].Offset || after[0].Offset <= 0 {
 		t.Errorf("the group's commit moved from %d to %d", before[0].Offset, after[0].Offset)
 	}
+}
+
+// startAtPrompt starts the command with args as a child process whose
+// stdin is the terminal tty, and waits until stderr shows prompt.
+func startAtPrompt(t *testing.T, tty *os.File, prompt string, args ...string) (*exec.Cmd, *testenv.Buffer, *testenv.Buffer) {
+	t.Helper()
+	var stdout, stderr testenv.Buffer
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), execEnv+"=1")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, &stderr, prompt)
+	return cmd, &stdout, &stderr
 }

@@ -301,21 +301,7 @@ var restartTargets = []restartTarget{
 			return fmt.Sprintf("{type: postgres, dsn: %q, table: restarted, create_table: true, batch_size: 100}", dsn)
 		},
 		coord: func(t *testing.T, k *testenv.Kafka, dir string) []string {
-			conn := testenv.PgConn(t, string(readFile(t, filepath.Join(dir, "dsn"))))
-			rows, err := conn.Query(t.Context(), `SELECT partition || '/' || "offset" FROM restarted`)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rows.Close()
-			var out []string
-			for rows.Next() {
-				var s string
-				if err := rows.Scan(&s); err != nil {
-					t.Fatal(err)
-				}
-				out = append(out, s)
-			}
-			return out
+			return testenv.PgCoords(t, string(readFile(t, filepath.Join(dir, "dsn"))), "restarted")
 		}},
 	{name: "kafka_exactly_once",
 		sink: func(t *testing.T, k *testenv.Kafka, dir string) string {

@@ -107,3 +107,19 @@ func PgConn(t testing.TB, dsn string) *pgx.Conn {
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
 }
+
+// PgCoords returns the source coordinates ("partition/offset") of every
+// row of table, in the default layout's partition and offset columns, in
+// no particular order.
+func PgCoords(t testing.TB, dsn, table string) []string {
+	t.Helper()
+	rows, err := PgConn(t, dsn).Query(t.Context(), `SELECT partition || '/' || "offset" FROM `+table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
