@@ -53,6 +53,11 @@ type Config struct {
 	// BusyTimeout is how long a Write waits for another connection (a second
 	// process on the same file) to release the write lock; default 10s.
 	BusyTimeout time.Duration
+	// OpenTimeout is how long opening the database (switching it to WAL,
+	// creating and checking the table) waits for another connection's
+	// lock, through SQLite's own busy handler; default BusyTimeout. A plan
+	// gives it sink.retry.max_elapsed, as a locked write is retried.
+	OpenTimeout time.Duration
 	// Keyer computes the key column; nil means DefaultKey.
 	Keyer *sinks.Keyer
 	// Log receives diagnostics; the zero value discards them.
@@ -315,7 +320,16 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 			s.prov[2] = i
 		}
 	}
-	if err := s.prepare(ctx, table, len(cfg.Columns) == 0, cfg.CreateTable); err != nil {
+	open := func() error {
+		if cfg.OpenTimeout > cfg.BusyTimeout {
+			if _, err := db.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", cfg.OpenTimeout.Milliseconds())); err != nil {
+				return fmt.Errorf("sqlite sink: open %s: %w", cfg.Path, err)
+			}
+			defer db.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("PRAGMA busy_timeout = %d", max(cfg.BusyTimeout.Milliseconds(), 1)))
+		}
+		return s.prepare(ctx, table, len(cfg.Columns) == 0, cfg.CreateTable)
+	}
+	if err := open(); err != nil {
 		db.Close()
 		return nil, err
 	}
