@@ -171,7 +171,7 @@ func (tp *txnProducer) transaction(part int32, end bool, commit kgo.TransactionE
 	}
 	offs := tp.produce(tp.txn, part, vals...)
 	if end {
-		if err := tp.txn.EndTransaction(ctx, commit); err != nil {
+		if err := testenv.EndTransaction(ctx, tp.txn, bool(commit), "orders"); err != nil {
 			tp.t.Fatal(err)
 		}
 	}
@@ -287,7 +287,7 @@ func openTxnLayout(t *testing.T, sb *sandbox.Sandbox) *txnProducer {
 		t.Fatal(err)
 	}
 	got := tp.produce(other, 0, "after-a", "after-b")
-	if err := other.EndTransaction(context.Background(), kgo.TryCommit); err != nil {
+	if err := testenv.EndTransaction(context.Background(), other, true, "orders"); err != nil {
 		t.Fatal(err)
 	}
 	if got = append(got, tp.produce(tp.plain, 0, "after-plain")...); !slices.Equal(got, []int64{13, 14, 16}) {
@@ -354,7 +354,7 @@ func TestOpenTransactionWaits(t *testing.T) {
 				t.Fatalf("the run ended while the transaction is open: %v", res.err)
 			case <-time.After(time.Second):
 			}
-			if err := tp.txn.EndTransaction(context.Background(), kgo.TryCommit); err != nil {
+			if err := testenv.EndTransaction(context.Background(), tp.txn, true, "orders"); err != nil {
 				t.Fatal(err)
 			}
 			res := <-done
@@ -430,7 +430,7 @@ func TestOpenTransactionTimeout(t *testing.T) {
 				t.Fatalf("committed %d, want %d", cp.Offset, lso)
 			}
 			// The transaction commits; the same plan resumes and finishes.
-			if err := tp.txn.EndTransaction(context.Background(), kgo.TryCommit); err != nil {
+			if err := testenv.EndTransaction(context.Background(), tp.txn, true, "orders"); err != nil {
 				t.Fatal(err)
 			}
 			job, rep, err := runPlan(t, ctx, p, nil)

@@ -330,7 +330,7 @@ func produceScenario(addr string, st produceStep) error {
 		}
 	}
 	if st.Txn != "" {
-		return cl.EndTransaction(ctx, st.Txn == "commit")
+		return testenv.EndTransaction(ctx, cl, st.Txn == "commit", "orders")
 	}
 	return nil
 }

@@ -43,7 +43,7 @@ func TestOpenTransactionCommand(t *testing.T) {
 	if err := other.ProduceSync(ctx, rec(4), rec(5)).FirstErr(); err != nil { // 4-5, committed (marker 6)
 		t.Fatal(err)
 	}
-	if err := other.EndTransaction(ctx, kgo.TryCommit); err != nil {
+	if err := testenv.EndTransaction(ctx, other, true, "orders"); err != nil { // the marker is at 6 before 7 is produced
 		t.Fatal(err)
 	}
 	sb.Produce(t, "orders", rec(7)) // 7, plain
@@ -78,7 +78,7 @@ sink: %s
 	if cp := checkpoints(t, file, 1)[0]; cp.Offset != 3 {
 		t.Fatalf("committed %d, want 3 (everything before the open transaction)", cp.Offset)
 	}
-	if err := open.EndTransaction(ctx, kgo.TryCommit); err != nil {
+	if err := testenv.EndTransaction(ctx, open, true, "orders"); err != nil {
 		t.Fatal(err)
 	}
 	if r := replay(t, "run", "--yes", file); r.code != exitOK {
