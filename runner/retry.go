@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
+	"github.com/replay-tool/replay/internal/backoff"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -91,9 +91,8 @@ func (w *partitionWorker) retry(what string, target sinks.Sink, budget time.Dura
 	if run == nil {
 		run = context.Background()
 	}
-	wait := b.Min
-	var first time.Time
-	for attempt := 1; ; attempt++ {
+	r := backoff.Policy{Min: b.Min, Max: b.Max, Budget: budget}.Start()
+	for {
 		limit := w.job.opts.FlushTimeout
 		if self {
 			limit += budget
@@ -103,9 +102,6 @@ func (w *partitionWorker) retry(what string, target sinks.Sink, budget time.Dura
 		err := write(ctx)
 		stop()
 		cancel()
-		if first.IsZero() {
-			first = time.Now()
-		}
 		switch {
 		case err == nil:
 			return nil
@@ -119,14 +115,12 @@ func (w *partitionWorker) retry(what string, target sinks.Sink, budget time.Dura
 		case self:
 			return err // retried by its own policy already
 		}
-		elapsed := time.Since(first)
-		left := budget - elapsed
-		if left <= 0 {
-			return &SinkRetryError{What: what, Attempts: attempt, Elapsed: elapsed, Budget: budget, Err: err}
+		d, left, ok := r.Failed()
+		if !ok {
+			return &SinkRetryError{What: what, Attempts: r.Attempts(), Elapsed: r.Elapsed(), Budget: budget, Err: err}
 		}
-		d := min(wait/2+rand.N(wait/2+1), left)
 		w.state.retried(what)
-		w.log.Warn().Err(err).Int("attempt", attempt).Dur("retry_in", d).Dur("budget_left", left).Msgf("%s: transient error, retrying", what)
+		w.log.Warn().Err(err).Int("attempt", r.Attempts()).Dur("retry_in", d).Dur("budget_left", left).Msgf("%s: transient error, retrying", what)
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
@@ -136,6 +130,5 @@ func (w *partitionWorker) retry(what string, target sinks.Sink, budget time.Dura
 			w.log.Warn().Err(err).Msgf("%s: failing when the run was stopped: not retried; the batch is not committed and is delivered again on resume", what)
 			return fmt.Errorf("%w: the %s failed and the run was stopped before it was retried (the batch is not committed and is delivered again on resume): %w", context.Canceled, what, err)
 		}
-		wait = min(2*wait, b.Max)
 	}
 }

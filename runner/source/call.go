@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"os"
 	"syscall"
@@ -15,6 +14,8 @@ import (
 	"github.com/segmentio/kafka-go/protocol"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/replay-tool/replay/internal/backoff"
 )
 
 // RetryPolicy says how a broker call that fails with an error Kafka calls
@@ -111,8 +112,7 @@ func callWithin[T any](ctx context.Context, c *Cluster, op string, within func(t
 	if within != nil {
 		timeout = within(timeout)
 	}
-	var first time.Time
-	wait := p.MinBackoff
+	r := backoff.Policy{Min: p.MinBackoff, Max: p.MaxBackoff, Budget: p.MaxElapsed}.Start()
 	// unsettled is when the last commit attempt of unknown outcome ended:
 	// a commit that gives up waits until it cannot land any more (settle).
 	var unsettled time.Time
@@ -121,7 +121,7 @@ func callWithin[T any](ctx context.Context, c *Cluster, op string, within func(t
 			time.Sleep(time.Until(unsettled.Add(p.SettleDelay)))
 		}
 	}
-	for attempt := 1; ; attempt++ {
+	for {
 		actx, cancel := context.WithTimeout(ctx, timeout)
 		v, err := do(actx)
 		timedOut := err != nil && actx.Err() != nil && ctx.Err() == nil
@@ -149,24 +149,19 @@ func callWithin[T any](ctx context.Context, c *Cluster, op string, within func(t
 			settle()
 			return v, err
 		}
-		now := time.Now()
-		if first.IsZero() {
-			first = now
-		}
-		if now.Sub(first) >= p.MaxElapsed {
+		d, left, ok := r.Failed()
+		if !ok {
 			settle()
-			return v, &RetryError{Op: op, Attempts: attempt, Elapsed: now.Sub(first), Budget: p.MaxElapsed, Err: dropped(err)}
+			return v, &RetryError{Op: op, Attempts: r.Attempts(), Elapsed: r.Elapsed(), Budget: p.MaxElapsed, Err: dropped(err)}
 		}
 		c.retries.Add(1)
 		if op != opFetch { // a reader refreshes its own transport
 			c.refresh()
 		}
-		left := p.MaxElapsed - now.Sub(first)
-		d := min(wait/2+rand.N(wait/2+1), left)
 		if !unsettled.IsZero() {
 			d = max(d, p.SettleDelay) // the attempt may still land: let it
 		}
-		c.logger().Warn().AnErr("error", dropped(err)).Str("request", op).Int("attempt", attempt).Dur("retry_in", d).Dur("budget_left", left).
+		c.logger().Warn().AnErr("error", dropped(err)).Str("request", op).Int("attempt", r.Attempts()).Dur("retry_in", d).Dur("budget_left", left).
 			Msg("source cluster: retriable error, retrying")
 		t := time.NewTimer(d)
 		select {
@@ -176,7 +171,6 @@ func callWithin[T any](ctx context.Context, c *Cluster, op string, within func(t
 			settle()
 			return v, err
 		}
-		wait = min(2*wait, p.MaxBackoff)
 	}
 }
 

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/replay-tool/replay/internal/backoff"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -86,24 +86,18 @@ func (t *txnCommitter) retryRequest(ctx context.Context, what string, fn func() 
 // jittered down by up to half, the last cut to end with the budget; each
 // retry is counted (Sink.Retries) and logged.
 func (t *txnCommitter) again(ctx context.Context, what string, fn func(context.Context) error) error {
-	wait := 200 * time.Millisecond
-	var first time.Time
-	for attempt := 1; ; attempt++ {
+	r := backoff.Policy{Min: 200 * time.Millisecond, Max: 5 * time.Second, Budget: t.budget}.Start()
+	for {
 		err := fn(ctx)
-		if first.IsZero() {
-			first = time.Now()
-		}
 		if err == nil || !sinks.Transient(err) || ctx.Err() != nil {
 			return err
 		}
-		elapsed := time.Since(first)
-		left := t.budget - elapsed
-		if left <= 0 {
-			return &RetryError{What: what, Where: t.where, Attempts: attempt, Elapsed: elapsed, Budget: t.budget, Err: err}
+		d, left, ok := r.Failed()
+		if !ok {
+			return &RetryError{What: what, Where: t.where, Attempts: r.Attempts(), Elapsed: r.Elapsed(), Budget: t.budget, Err: err}
 		}
-		d := min(wait/2+rand.N(wait/2+1), left)
 		t.retries.Add(1)
-		t.log.Warn().Err(err).Int("attempt", attempt).Dur("retry_in", d).Dur("budget_left", left).Msgf("kafka sink: %s: transient error, retrying", what)
+		t.log.Warn().Err(err).Int("attempt", r.Attempts()).Dur("retry_in", d).Dur("budget_left", left).Msgf("kafka sink: %s: transient error, retrying", what)
 		timer := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
@@ -111,7 +105,6 @@ func (t *txnCommitter) again(ctx context.Context, what string, fn func(context.C
 			return err
 		case <-timer.C:
 		}
-		wait = min(2*wait, 5*time.Second)
 	}
 }
 
