@@ -285,7 +285,7 @@ func benchCopyPeer(b *testing.B, dsn, addr string, records int) benchRun {
 					hs[i] = record.Header{Key: h.Key, Value: h.Value}
 				}
 				rows <- []any{fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset), r.Topic, r.Partition, r.Offset, r.Timestamp,
-					doc, r.Value, r.Key, []byte(encode.HeadersJSON(hs))}
+					doc, r.Value, r.Key, []byte(string(encode.AppendHeadersJSON(nil, hs)))}
 			})
 		}
 		errc <- nil

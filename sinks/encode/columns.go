@@ -151,7 +151,7 @@ func (cs *Cells) Text(c Column) (string, bool) {
 		}
 		return "", false
 	case plan.FieldHeaders:
-		return HeadersJSON(r.Headers), true
+		return string(AppendHeadersJSON(nil, r.Headers)), true
 	case plan.FieldTimestamp:
 		return string(AppendTimestamp(nil, r.Time)), true
 	case plan.FieldTimestampType:
@@ -202,23 +202,6 @@ func ValueJSON(v []byte) (string, bool) {
 	default:
 		return string(AppendJSONBytes(nil, v)), true
 	}
-}
-
-// HeadersJSON is a JSON array of {"key","value"} objects, one per header in
-// record order; a null header value is null.
-func HeadersJSON(hs []record.Header) string {
-	b := append(make([]byte, 0, 64), '[')
-	for i, h := range hs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"key":`...)
-		b = AppendJSONString(b, h.Key)
-		b = append(b, `,"value":`...)
-		b = appendBytesOrNull(b, h.Value)
-		b = append(b, '}')
-	}
-	return string(append(b, ']'))
 }
 
 // isJSON reports whether v is one valid JSON document.

@@ -1,6 +1,7 @@
 package encode
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"unicode/utf8"
@@ -153,21 +154,42 @@ func appendHeaders(b []byte, hs []record.Header) []byte {
 // (AppendJSONL): [{"key":"trace","value":"abc"}, ...] in record order,
 // repeated keys kept, a null value as null, a value (or key) that is not
 // UTF-8 as standard base64 marked "value_encoding" ("key_encoding"):
-// "base64". DecodeJSONL reads it back to the original bytes.
+// "base64". DecodeJSONL (DecodeHeadersJSON) reads it back to the original
+// bytes.
 func AppendHeadersJSON(b []byte, hs []record.Header) []byte {
+	return appendHeadersJSON(b, hs, utf8.Valid)
+}
+
+// AppendHeadersJSONB is AppendHeadersJSON for a PostgreSQL jsonb column,
+// whose strings cannot hold the NUL character: a key or value holding a
+// NUL byte is base64 too. DecodeHeadersJSON reads it back the same way.
+func AppendHeadersJSONB(b []byte, hs []record.Header) []byte {
+	return appendHeadersJSON(b, hs, func(v []byte) bool { return utf8.Valid(v) && bytes.IndexByte(v, 0) < 0 })
+}
+
+// appendHeadersJSON writes a key or value as a JSON string where text
+// says it can be one, and as marked base64 otherwise.
+func appendHeadersJSON(b []byte, hs []record.Header, text func([]byte) bool) []byte {
 	b = append(b, '[')
 	for i, h := range hs {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, `{"key":`...)
-		if utf8.ValidString(h.Key) {
+		if text([]byte(h.Key)) {
 			b = AppendJSONString(b, h.Key)
 		} else {
 			b = appendBase64(b, []byte(h.Key), "key_encoding")
 		}
 		b = append(b, `,"value":`...)
-		b = appendTextOrBase64(b, h.Value, "value_encoding")
+		switch {
+		case h.Value == nil:
+			b = append(b, "null"...)
+		case text(h.Value):
+			b = AppendJSONBytes(b, h.Value)
+		default:
+			b = appendBase64(b, h.Value, "value_encoding")
+		}
 		b = append(b, '}')
 	}
 	return append(b, ']')

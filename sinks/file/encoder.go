@@ -164,11 +164,6 @@ func (e *csvEncoder) encode(lb *lineBuf, batch []record.Record) error {
 			if err := csvLossless(r, col); err != nil {
 				return err
 			}
-			if col.Field.Kind == plan.FieldHeaders {
-				// Lossless: bytes that are not UTF-8 as base64 with value_encoding.
-				row.fields[c] = string(encode.AppendHeadersJSON(nil, r.Headers))
-				continue
-			}
 			row.fields[c], _ = cs.Text(col) // NULL is an empty field
 		}
 		row.b.Reset()

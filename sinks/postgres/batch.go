@@ -427,7 +427,7 @@ func (rows *pgRows) add(r *record.Record, key string, ver int, needVersion bool,
 					rows.arena = make([]byte, 0, max(64<<10, 2*(64+len(r.Headers)*48)))
 				}
 				start := len(rows.arena)
-				rows.arena = headersJSON(rows.arena, r.Headers)
+				rows.arena = encode.AppendHeadersJSONB(rows.arena, r.Headers)
 				cells[i] = cell{bytes: rows.arena[start:len(rows.arena):len(rows.arena)]}
 				break
 			}

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"bytes"
-	"encoding/base64"
 	"fmt"
 	"strconv"
 	"strings"
@@ -436,7 +435,7 @@ func (c *pgColumn) rawText(r *record.Record, key string, cs *encode.Cells, vj *v
 		h, ok := lastHeader(r, c.field.Arg)
 		return h, ok && h != nil, nil
 	case plan.FieldHeaders:
-		return headersJSON(nil, r.Headers), true, nil
+		return encode.AppendHeadersJSONB(nil, r.Headers), true, nil
 	case plan.FieldValuePath:
 		if r.Value == nil || !vj.jsonbOK(r.Value) {
 			return nil, false, nil
@@ -473,7 +472,7 @@ func (c *pgColumn) jsonCell(r *record.Record, key string, cs *encode.Cells, vj *
 		}
 		return cell{}, fmt.Errorf("column %s (%s): the value is not JSON and not UTF-8 text; map value to a bytea column to keep its bytes", c.name, c.decl.sql)
 	case plan.FieldHeaders:
-		return cell{bytes: headersJSON(nil, r.Headers)}, nil
+		return cell{bytes: encode.AppendHeadersJSONB(nil, r.Headers)}, nil
 	case plan.FieldValuePath:
 		if r.Value == nil || !vj.jsonbOK(r.Value) {
 			return cell{null: true}, nil
@@ -534,43 +533,4 @@ func fieldName(f plan.Field) string {
 		return "header " + strconv.Quote(f.Arg)
 	}
 	return "field"
-}
-
-// headersJSON appends hs as a JSON array of {"key","value"} objects in
-// record order, as the text sinks write them, where a key or value that
-// jsonb cannot hold as a string (not UTF-8, or with a NUL byte) is
-// standard base64 marked "key_encoding"/"value_encoding": "base64". A null
-// value is null. encode.DecodeField reads each back.
-func headersJSON(b []byte, hs []record.Header) []byte {
-	b = append(b, '[')
-	for i, h := range hs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"key":`...)
-		if badText([]byte(h.Key)) == "" {
-			b = encode.AppendJSONString(b, h.Key)
-		} else {
-			b = appendBase64(b, []byte(h.Key), "key_encoding")
-		}
-		b = append(b, `,"value":`...)
-		switch {
-		case h.Value == nil:
-			b = append(b, "null"...)
-		case badText(h.Value) == "":
-			b = encode.AppendJSONBytes(b, h.Value)
-		default:
-			b = appendBase64(b, h.Value, "value_encoding")
-		}
-		b = append(b, '}')
-	}
-	return append(b, ']')
-}
-
-func appendBase64(b, v []byte, mark string) []byte {
-	b = append(b, '"')
-	b = base64.StdEncoding.AppendEncode(b, v)
-	b = append(b, `","`...)
-	b = append(b, mark...)
-	return append(b, `":"base64"`...)
 }
