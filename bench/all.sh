@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Runs every same-run benchmark of the repository serially (one at a time,
 # so none takes CPU from another's timed runs) and prints each one's
-# summary lines: the README's performance table, regenerated.
+# summary lines: the performance table of docs/performance.md, regenerated.
 #
 #   bash bench/all.sh [ROUNDS] [OUT_DIR]
 #
 # ROUNDS is each benchmark's -benchtime (default 5, i.e. 5x); OUT_DIR keeps
 # the full output of each benchmark (default: a new temporary directory).
-# It needs kcat, python3 and the PostgreSQL the tests use (see README.md);
+# It needs kcat, python3 and the PostgreSQL the tests use (see docs/testing.md);
 # a benchmark whose peer is missing says it skipped, and the script then
 # exits 1. At 5 rounds the whole script took 8 minutes on one 2-core
 # development machine and 5 on another.

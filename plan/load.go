@@ -140,7 +140,7 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	}
 	p := &Plan{File: file}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
-		return nil, &InvalidError{Problems: []Problem{{File: file, Line: 1, Col: 1, Message: "empty plan: see the plan reference in README.md"}}}
+		return nil, &InvalidError{Problems: []Problem{{File: file, Line: 1, Col: 1, Message: "empty plan: see the plan reference in docs/plan.md"}}}
 	}
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {

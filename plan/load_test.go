@@ -187,8 +187,8 @@ func TestParseDocumentShape(t *testing.T) {
 	tests := []struct {
 		name, src, want string
 	}{
-		{"empty", "", "plan.yaml:1:1: empty plan: see the plan reference in README.md"},
-		{"comment only", "# nothing yet\n", "plan.yaml:1:1: empty plan: see the plan reference in README.md"},
+		{"empty", "", "plan.yaml:1:1: empty plan: see the plan reference in docs/plan.md"},
+		{"comment only", "# nothing yet\n", "plan.yaml:1:1: empty plan: see the plan reference in docs/plan.md"},
 		{"list", "- version: 1\n", "plan.yaml:1:1: a plan is a mapping (key: value lines), got a list"},
 		{"scalar", "orders\n", `plan.yaml:1:1: a plan is a mapping (key: value lines), got "orders"`},
 		// Regression: yaml.v3 reports a tab after a plain scalar at the

@@ -18,7 +18,7 @@ var sinkFieldTable = []FieldDescriptor{
 	{Name: "on_conflict", Types: []SinkType{SinkPostgres, SinkSQLite},
 		Doc: "postgres and sqlite: update (default: the replayed record wins) or ignore (the stored row wins)."},
 	{Name: "create_table", Types: []SinkType{SinkPostgres, SinkSQLite},
-		Doc: "postgres and sqlite: create the table when it is missing: the default layout (key, topic, partition, offset, timestamp, value, headers), or the columns, typed after their fields (text; jsonb for value and headers; timestamptz; int and bigint for partition and offset) with the key column as primary key."},
+		Doc: "postgres and sqlite: create the table when it is missing: the default layout (key, topic, partition, offset, timestamp, value, value_bytes, kafka_key, headers: the exact bytes of key, value and headers), or the columns, typed after their fields (text; jsonb for value and headers; timestamptz; int and bigint for partition and offset) with the key column as primary key."},
 	{Name: "columns", Types: []SinkType{SinkPostgres, SinkSQLite, SinkFile},
 		Doc: "postgres, sqlite and csv files: map column names to record fields, in order: key (the idempotency key), kafka_key, value (JSON), value.<path> (a gjson path into a JSON value, e.g. value.customer.id; NULL when missing), header.<name> (the header's last value), headers (JSON), timestamp, timestamp_type (CreateTime or LogAppendTime), partition, offset, topic. A database sink must map key to one column, its unique key; unset, the default layout."},
 	{Name: "checkpoint_table", Types: []SinkType{SinkPostgres, SinkSQLite},

@@ -135,7 +135,7 @@ func checkExact(t *testing.T, r faultRun, want []string) {
 // faultChunks is how many chunks of 100 orders TestFaults replays (two
 // thirds of them lie in its window): 160 by default (40 under -race),
 // REPLAY_FAULT_CHUNKS
-// for a longer table (README's figures use 1600).
+// for a longer table (the figures in docs/testing.md use 1600).
 func faultChunks(t *testing.T) int {
 	v := os.Getenv("REPLAY_FAULT_CHUNKS")
 	switch {
@@ -158,7 +158,7 @@ func faultChunks(t *testing.T) int {
 // once): every run must end with exactly kcat's records in the
 // sink, its commits at the ranges' ends, with no resume, and, in the
 // measurement (REPLAY_FAULT_CHUNKS=1600 go test ./runner -run 'TestFaults$'
-// -v, which prints the table README's reliability section shows), within
+// -v, which prints the table docs/testing.md shows), within
 // 3x the fault-free run's time.
 func TestFaults(t *testing.T) {
 	dsn := testenv.Postgres(t)

@@ -45,7 +45,7 @@ func TestReplayToSQLiteKeepsRecordContents(t *testing.T) {
 	}
 }
 
-// readSQLiteRecords reads the default layout back as README says, in
+// readSQLiteRecords reads the default layout back as docs/semantics.md says, in
 // offset order.
 func readSQLiteRecords(t *testing.T, path string) []record.Record {
 	t.Helper()

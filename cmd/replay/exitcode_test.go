@@ -13,7 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// TestExitCodes checks the exit codes README.md documents and which stream
+// TestExitCodes checks the exit codes README.md documents (Commands and exit codes) and which stream
 // carries what: 0 done, 1 run failed, 2 invalid plan or usage, 3 refused.
 func TestExitCodes(t *testing.T) {
 	dir := t.TempDir()

@@ -138,7 +138,7 @@ func mask(s string) string {
 	return fingerprint.ReplaceAllString(s, "<fingerprint>")
 }
 
-// TestPlanOutcomes: `replay plan` for every partition outcome README.md lists, as a
+// TestPlanOutcomes: `replay plan` for every partition outcome docs/semantics.md lists, as a
 // table and as JSON, against seeded data with fixed timestamps.
 func TestPlanOutcomes(t *testing.T) {
 	tests := []struct {

@@ -15,7 +15,7 @@ import (
 	"github.com/replay-tool/replay/internal/testenv"
 )
 
-// TestSandboxWalkthrough: README's sandbox steps. The banner names the
+// TestSandboxWalkthrough: the sandbox steps of docs/operations.md. The banner names the
 // seeded span (UTC) and partitions, and plans/sandbox-to-sqlite.yaml finds
 // records there.
 func TestSandboxWalkthrough(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 	"github.com/replay-tool/replay/sinks/encode"
 )
 
-// Each form of a value, key and header as the line writes it (the README's
-// sink reference shows these lines).
+// Each form of a value, key and header as the line writes it (docs/semantics.md,
+// "Record contents in text sinks", shows these lines).
 func TestJSONLForms(t *testing.T) {
 	const head = `{"topic":"t","partition":0,"offset":7,"timestamp":"2026-11-03T10:00:00.123Z","timestamp_type":"CreateTime",`
 	for _, tc := range []struct {

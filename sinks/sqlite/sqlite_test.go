@@ -86,7 +86,7 @@ func (h *sqliteHarness) Contents(t *testing.T) []string {
 	return out
 }
 
-// Records reads the default layout back to the original bytes, as README
+// Records reads the default layout back to the original bytes, as docs/semantics.md
 // says: kafka_key and value_bytes are the key's and the value's bytes (IS
 // NULL tells a null key or a tombstone from an empty one), headers decode
 // with DecodeHeaders.
