@@ -16,8 +16,10 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/tidwall/gjson"
 
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/encode"
@@ -209,7 +211,15 @@ func TestHTTPConformance(t *testing.T) {
 
 func newHTTP(t *testing.T, cfg httpsink.Config) *httpsink.Sink {
 	t.Helper()
-	cfg.Log = zerolog.New(zerolog.NewTestWriter(t))
+	s, _ := newHTTPLogged(t, cfg)
+	return s
+}
+
+// newHTTPLogged is newHTTP with the sink's log kept, for loggedWaits.
+func newHTTPLogged(t *testing.T, cfg httpsink.Config) (*httpsink.Sink, *testenv.Buffer) {
+	t.Helper()
+	log := new(testenv.Buffer)
+	cfg.Log = zerolog.New(io.MultiWriter(log, zerolog.NewTestWriter(t)))
 	if cfg.RetryWait == 0 {
 		cfg.RetryWait = time.Millisecond
 	}
@@ -218,7 +228,20 @@ func newHTTP(t *testing.T, cfg httpsink.Config) *httpsink.Sink {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return s, log
+}
+
+// loggedWaits are the waits between attempts the sink chose, as it logs
+// them ("wait", in milliseconds): what a test checks of its backoff,
+// whatever the load of the machine adds to the time they take.
+func loggedWaits(log *testenv.Buffer) []time.Duration {
+	var waits []time.Duration
+	for _, line := range strings.Split(strings.TrimSpace(log.String()), "\n") {
+		if ms := gjson.Get(line, "wait"); ms.Exists() {
+			waits = append(waits, time.Duration(ms.Float()*float64(time.Millisecond)))
+		}
+	}
+	return waits
 }
 
 func TestHTTPRequestForm(t *testing.T) {
@@ -295,15 +318,22 @@ func TestHTTPRetries(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEndpoint(t, tc.faults...)
-			s := newHTTP(t, httpsink.Config{URL: e.srv.URL, MaxRetries: 8, MaxRetryWait: tc.maxWait})
+			s, log := newHTTPLogged(t, httpsink.Config{URL: e.srv.URL, MaxRetries: 8, MaxRetryWait: tc.maxWait})
 			start := time.Now()
 			sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "", `{"id":1}`))
 			took := time.Since(start)
 			if e.count() != tc.requests || len(e.stored()) != 1 {
 				t.Errorf("%d requests, %d records stored, want %d and 1", e.count(), len(e.stored()), tc.requests)
 			}
-			if took < tc.minTime || took > tc.maxTime {
-				t.Errorf("took %v, want %v..%v", took, tc.minTime, tc.maxTime)
+			var waited time.Duration
+			for _, w := range loggedWaits(log) {
+				waited += w
+			}
+			if waited < tc.minTime || waited > tc.maxTime {
+				t.Errorf("waited %v in all, want %v..%v", waited, tc.minTime, tc.maxTime)
+			}
+			if took < waited {
+				t.Errorf("took %v, less than the %v waited", took, waited)
 			}
 		})
 	}
@@ -311,12 +341,21 @@ func TestHTTPRetries(t *testing.T) {
 
 func TestHTTPBackoffGrows(t *testing.T) {
 	e := newEndpoint(t, status(503, ""), status(503, ""), status(503, ""), status(503, ""))
-	s := newHTTP(t, httpsink.Config{URL: e.srv.URL, MaxRetries: 8, RetryWait: 40 * time.Millisecond})
+	s, log := newHTTPLogged(t, httpsink.Config{URL: e.srv.URL, MaxRetries: 8, RetryWait: 40 * time.Millisecond})
 	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "", "{}"))
-	// Waits of 40, 80, 160, 320ms, each with up to half of it as jitter.
+	// Waits of 40, 80, 160, 320ms, each with up to half of it as jitter;
+	// the next request comes no sooner.
+	waits := loggedWaits(log)
+	if len(waits) != 4 {
+		t.Fatalf("%d waits logged, want 4", len(waits))
+	}
 	for i, want := range []time.Duration{20, 40, 80, 160} {
-		if got := e.times[i+1].Sub(e.times[i]); got < want*time.Millisecond || got > 2*want*time.Millisecond+200*time.Millisecond {
-			t.Errorf("wait %d: %v, want %v..%v", i+1, got, want*time.Millisecond, 2*want*time.Millisecond)
+		want *= time.Millisecond
+		if got := waits[i]; got < want || got > 2*want {
+			t.Errorf("wait %d: %v, want %v..%v", i+1, got, want, 2*want)
+		}
+		if gap := e.times[i+1].Sub(e.times[i]); gap < waits[i] {
+			t.Errorf("request %d came %v after the one before, within the wait of %v", i+2, gap, waits[i])
 		}
 	}
 }
