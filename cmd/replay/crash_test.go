@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -52,37 +51,16 @@ func crashSetupOrder(t *testing.T, order string) (dir, throttled, throttledOut, 
 	return dir, throttled, throttledOut, clean, cleanOut
 }
 
-// process is a `replay` child process.
-type process struct {
-	cmd            *exec.Cmd
-	stdout, stderr *bytes.Buffer
-	done           chan struct{}
-}
-
-// result waits for the process to exit.
-func (p *process) result() result {
-	<-p.done
-	return result{code: p.cmd.ProcessState.ExitCode(), stdout: p.stdout.String(), stderr: p.stderr.String()}
-}
-
 // startUntilProgress starts `replay run plan` and waits until its file sink
 // staged at least minLines records; the run must still be going then.
 func startUntilProgress(t *testing.T, dir, planFile, out string, minLines int) *process {
 	t.Helper()
-	cmd, stdout, stderr := command(t, dir, "run", "--yes", planFile)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &process{cmd: cmd, stdout: stdout, stderr: stderr, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() { cmd.Process.Kill(); <-p.done })
+	p := startProcess(t, dir, "run", "--yes", planFile)
 	n := 0
 	testenv.Eventually(t, 30*time.Second, 10*time.Millisecond, func() bool {
 		n = stagedLines(t, out)
-		select {
-		case <-p.done:
+		if p.exited() {
 			t.Fatalf("the run ended before it could be stopped (%d records staged): %s", n, p.result())
-		default:
 		}
 		return n >= minLines
 	}, func() string { return fmt.Sprintf("%d records staged, want %d", n, minLines) })

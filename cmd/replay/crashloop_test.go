@@ -76,30 +76,25 @@ func testCrashLoop(t *testing.T, sinkType string, kills int) {
 	killed, runs := 0, 0
 	for finished := false; !finished; {
 		runs++
-		cmd, _, stderr := command(t, dir, "run", "--yes", planFile)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
+		p := startProcess(t, dir, "run", "--yes", planFile)
 		var timer <-chan time.Time
 		if killed < kills {
 			timer = time.After(time.Duration(100+rng.IntN(500)) * time.Millisecond)
 		}
 		select {
-		case <-done:
+		case <-p.done:
 			finished = true
 		case <-timer:
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			<-done
-			if cmd.ProcessState.ExitCode() == -1 {
+			_ = p.cmd.Process.Signal(syscall.SIGKILL)
+			<-p.done
+			if p.cmd.ProcessState.ExitCode() == -1 {
 				killed++
 			} else {
 				finished = true // it ended just before the kill
 			}
 		}
-		if code := cmd.ProcessState.ExitCode(); code != -1 && code != exitOK {
-			t.Fatalf("run %d exited %d: %s", runs, code, stderr)
+		if code := p.cmd.ProcessState.ExitCode(); code != -1 && code != exitOK {
+			t.Fatalf("run %d exited %d: %s", runs, code, p.stderr)
 		}
 		if runs > kills+20 {
 			t.Fatalf("%d runs and not finished", runs)

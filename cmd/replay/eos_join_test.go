@@ -26,20 +26,12 @@ func TestExactlyOnceJoinSurvivesAKilledMember(t *testing.T) {
 		t.Fatalf("plan --out: %s", r)
 	}
 	start := func() *process {
-		cmd, stdout, stderr := command(t, dir, "run", "--yes", "--join", "--resolution", ranges, planFile)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		p := &process{cmd: cmd, stdout: stdout, stderr: stderr, done: make(chan struct{})}
-		go func() { cmd.Wait(); close(p.done) }()
-		t.Cleanup(func() { cmd.Process.Kill(); <-p.done })
+		p := startProcess(t, dir, "run", "--yes", "--join", "--resolution", ranges, planFile)
 		return p
 	}
 	running := func(p *process, name string) {
-		select {
-		case <-p.done:
+		if p.exited() {
 			t.Fatalf("member %s ended too early: %s", name, p.result())
-		default:
 		}
 	}
 	committed := func() int { return len(readCommitted(t, sb, "orders-eos", kgo.ReadCommitted())) }

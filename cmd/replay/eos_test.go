@@ -178,21 +178,16 @@ func TestExactlyOnceOtherCluster(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
 	killed := 0
 	for range 3 {
-		cmd, _, stderr := command(t, dir, "run", "--yes", planFile)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
+		p := startProcess(t, dir, "run", "--yes", planFile)
 		select {
-		case <-done:
+		case <-p.done:
 		case <-time.After(time.Duration(100+rng.IntN(300)) * time.Millisecond):
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			<-done
+			_ = p.cmd.Process.Signal(syscall.SIGKILL)
+			<-p.done
 			killed++
 		}
-		if code := cmd.ProcessState.ExitCode(); code != -1 && code != exitOK {
-			t.Fatalf("run exited %d: %s", code, stderr)
+		if code := p.cmd.ProcessState.ExitCode(); code != -1 && code != exitOK {
+			t.Fatalf("run exited %d: %s", code, p.stderr)
 		}
 	}
 	// (A read_committed read now could wait: a killed run may have left a
@@ -258,21 +253,16 @@ func TestExactlyOnceSurvivesSIGKILL(t *testing.T) {
 	t.Logf("kill moments seed %d", seed)
 	killed := 0
 	for range kills {
-		cmd, _, stderr := command(t, dir, "run", "--yes", planFile)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
+		p := startProcess(t, dir, "run", "--yes", planFile)
 		select {
-		case <-done:
+		case <-p.done:
 		case <-time.After(time.Duration(50+rng.IntN(250)) * time.Millisecond):
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			<-done
+			_ = p.cmd.Process.Signal(syscall.SIGKILL)
+			<-p.done
 			killed++
 		}
-		if code := cmd.ProcessState.ExitCode(); code != -1 && code != exitOK {
-			t.Fatalf("run exited %d before the kill: %s", code, stderr)
+		if code := p.cmd.ProcessState.ExitCode(); code != -1 && code != exitOK {
+			t.Fatalf("run exited %d before the kill: %s", code, p.stderr)
 		}
 	}
 	t.Logf("%d of %d runs killed", killed, kills)
@@ -292,13 +282,7 @@ func TestExactlyOnceSurvivesSIGKILL(t *testing.T) {
 func TestExactlyOnceFencedProcess(t *testing.T) {
 	t.Parallel()
 	sb, dir, planFile := eosSetup(t, 4000, 2000)
-	first, _, firstErr := command(t, dir, "run", "--yes", planFile)
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = first.Wait(); close(done) }()
-	t.Cleanup(func() { _ = first.Process.Kill(); <-done })
+	p := startProcess(t, dir, "run", "--yes", planFile)
 	testenv.Eventually(t, 20*time.Second, 10*time.Millisecond, func() bool {
 		return len(readCommitted(t, sb, "orders-eos", kgo.ReadCommitted())) > 0
 	}, "the first run commits a transaction")
@@ -306,8 +290,8 @@ func TestExactlyOnceFencedProcess(t *testing.T) {
 	// (the group has no members: replay commits standalone), and runs the
 	// plan to its end.
 	second := replayProcess(t, dir, "run", "--yes", planFile)
-	<-done
-	r := result{code: first.ProcessState.ExitCode(), stderr: firstErr.String()}
+	<-p.done
+	r := result{code: p.cmd.ProcessState.ExitCode(), stderr: p.stderr.String()}
 	if r.code != exitRefused || !strings.Contains(r.stderr, "transactional id replay-eos-") || !strings.Contains(r.stderr, "was fenced by another producer") {
 		t.Fatalf("the fenced run: want exit 3 naming the transactional id, got %s", r)
 	}

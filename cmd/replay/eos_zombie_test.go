@@ -52,13 +52,7 @@ func TestExactlyOnceZombieCannotLowerTheGroup(t *testing.T) {
 			high[p] = max(high[p], o.At)
 		}
 	}
-	first, _, firstErr := command(t, dir, "run", "--yes", planFile)
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = first.Wait(); close(done) }()
-	t.Cleanup(func() { _ = first.Process.Kill(); <-done })
+	p := startProcess(t, dir, "run", "--yes", planFile)
 	testenv.Eventually(t, 20*time.Second, 10*time.Millisecond, func() bool {
 		return len(readCommitted(t, sb, "orders-eos", kgo.ReadCommitted())) > 0
 	}, "the first run commits a transaction")
@@ -69,9 +63,9 @@ func TestExactlyOnceZombieCannotLowerTheGroup(t *testing.T) {
 	}
 	step("after the second run")
 	close(release)
-	<-done
-	if code := first.ProcessState.ExitCode(); code != exitRefused {
-		t.Errorf("the first run: exit %d, want %d (fenced): %s", code, exitRefused, firstErr)
+	<-p.done
+	if code := p.cmd.ProcessState.ExitCode(); code != exitRefused {
+		t.Errorf("the first run: exit %d, want %d (fenced): %s", code, exitRefused, p.stderr)
 	}
 	step("after the first run woke up")
 	t.Logf("plain OffsetCommit of the first run held: %v", held.Load())

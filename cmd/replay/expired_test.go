@@ -81,18 +81,10 @@ func (e *expiredEnv) sinkCheckpoints(t *testing.T) map[int32]int64 {
 // stops it with SIGINT (it commits its in-flight batch and exits 1).
 func (e *expiredEnv) interrupted(t *testing.T, min int) {
 	t.Helper()
-	cmd, stdout, stderr := command(t, e.dir, "run", "--yes", e.planFile)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &process{cmd: cmd, stdout: stdout, stderr: stderr, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() { cmd.Process.Kill(); <-p.done })
+	p := startProcess(t, e.dir, "run", "--yes", e.planFile)
 	testenv.Eventually(t, 30*time.Second, 20*time.Millisecond, func() bool {
-		select {
-		case <-p.done:
+		if p.exited() {
 			t.Fatalf("the run ended before it was interrupted: %s", p.result())
-		default:
 		}
 		var n int
 		if err := e.conn.QueryRow(t.Context(), "SELECT count(*) FROM "+e.table).Scan(&n); err != nil {
@@ -100,7 +92,7 @@ func (e *expiredEnv) interrupted(t *testing.T, min int) {
 		}
 		return n >= min
 	}, "the run never wrote %d rows", min)
-	cmd.Process.Signal(os.Interrupt)
+	p.cmd.Process.Signal(os.Interrupt)
 	if r := p.result(); r.code != exitFailed || !strings.Contains(r.text(), "resume with") {
 		t.Fatalf("interrupted run: %s", r)
 	}

@@ -19,18 +19,10 @@ func TestScheduleHoldRefusesASecondRun(t *testing.T) {
 	_, dir, planFile, db := scheduleSetup(t, 3000, schedT0, schedT0.Add(2*time.Hour),
 		fmt.Sprintf("{every: 1h, start: %s}", schedT0.Format(time.RFC3339)), "throttle: {records_per_second: 1500}")
 	at := schedT0.Add(2 * time.Hour).Format(time.RFC3339)
-	cmd, stdout, stderr := command(t, dir, "run", planFile, "--yes", "--at", at, "--max-intervals", "1")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	first := &process{cmd: cmd, stdout: stdout, stderr: stderr, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(first.done) }()
-	t.Cleanup(func() { cmd.Process.Kill(); <-first.done })
+	first := startProcess(t, dir, "run", planFile, "--yes", "--at", at, "--max-intervals", "1")
 	testenv.Eventually(t, 20*time.Second, 10*time.Millisecond, func() bool {
-		select {
-		case <-first.done:
+		if first.exited() {
 			t.Fatalf("the first run ended before the second started: %s", first.result())
-		default:
 		}
 		for _, cp := range checkpoints(t, planFile, 3) {
 			if cp.Offset > cp.Start {
@@ -40,7 +32,7 @@ func TestScheduleHoldRefusesASecondRun(t *testing.T) {
 		return false
 	}, "the first run never committed")
 	host, _ := os.Hostname()
-	holder := fmt.Sprintf("a run of this plan holds it (host %s, pid %d, since ", host, cmd.Process.Pid)
+	holder := fmt.Sprintf("a run of this plan holds it (host %s, pid %d, since ", host, first.cmd.Process.Pid)
 	second := replayProcess(t, t.TempDir(), "run", planFile, "--yes", "--at", at)
 	if second.code != exitRefused || !strings.Contains(second.stderr, holder) {
 		t.Fatalf("second run while the first holds the plan: want exit 3 with %q, got %s", holder, second)
@@ -73,13 +65,7 @@ func TestScheduleHoldTwoAtOnce(t *testing.T) {
 	at := schedT0.Add(time.Hour).Format(time.RFC3339)
 	var procs []*process
 	for range 2 {
-		cmd, stdout, stderr := command(t, dir, "run", planFile, "--yes", "--at", at)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		p := &process{cmd: cmd, stdout: stdout, stderr: stderr, done: make(chan struct{})}
-		go func() { cmd.Wait(); close(p.done) }()
-		t.Cleanup(func() { cmd.Process.Kill(); <-p.done })
+		p := startProcess(t, dir, "run", planFile, "--yes", "--at", at)
 		procs = append(procs, p)
 	}
 	a, b := procs[0].result(), procs[1].result()
@@ -107,13 +93,7 @@ func TestRunHoldRefusesASecondRun(t *testing.T) {
 	dir := t.TempDir()
 	planFile := writePlan(t, dir, planSpec{name: "held", addr: sb.Addr, from: seed.From, to: seed.To,
 		recordsPerSecond: 400, sink: fileSink("out.jsonl", 50)})
-	cmd, stdout, stderr := command(t, dir, "run", "--yes", planFile)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	first := &process{cmd: cmd, stdout: stdout, stderr: stderr, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(first.done) }()
-	t.Cleanup(func() { cmd.Process.Kill(); <-first.done })
+	first := startProcess(t, dir, "run", "--yes", planFile)
 	seen := map[int32]int64{}
 	backwards := func() {
 		for p, cp := range checkpoints(t, planFile, 3) {
@@ -124,10 +104,8 @@ func TestRunHoldRefusesASecondRun(t *testing.T) {
 		}
 	}
 	testenv.Eventually(t, 20*time.Second, 10*time.Millisecond, func() bool {
-		select {
-		case <-first.done:
+		if first.exited() {
 			t.Fatalf("the first run ended before the second started: %s", first.result())
-		default:
 		}
 		for _, cp := range checkpoints(t, planFile, 3) {
 			if cp.Offset > cp.Start {
@@ -138,17 +116,15 @@ func TestRunHoldRefusesASecondRun(t *testing.T) {
 	}, "the first run never committed")
 	backwards()
 	host, _ := os.Hostname()
-	holder := fmt.Sprintf("a run of this plan holds it (host %s, pid %d, since ", host, cmd.Process.Pid)
+	holder := fmt.Sprintf("a run of this plan holds it (host %s, pid %d, since ", host, first.cmd.Process.Pid)
 	other := t.TempDir()
 	second := replayProcess(t, other, "run", "--yes", planFile)
 	if second.code != exitRefused || !strings.Contains(second.stderr, holder) {
 		t.Fatalf("second run while the first holds the plan: want exit 3 with %q, got %s", holder, second)
 	}
 	t.Logf("second run: %s", strings.TrimSpace(second.stderr))
-	select {
-	case <-first.done:
+	if first.exited() {
 		t.Fatalf("the first run ended before the second one did: the test proves nothing\nfirst: %s", first.result())
-	default:
 	}
 	if _, err := os.Stat(filepath.Join(other, "out.jsonl.parts")); err == nil {
 		t.Errorf("the refused run staged output in its directory")

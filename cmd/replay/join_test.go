@@ -41,13 +41,7 @@ func TestJoinSurvivesAKilledMember(t *testing.T) {
 		t.Fatalf("--join without the resolution on a fresh group: want exit %d naming --resolution, got %s", exitRefused, r)
 	}
 	start := func() *process {
-		cmd, stdout, stderr := command(t, dir, "run", "--yes", "--join", "--resolution", ranges, planFile)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		p := &process{cmd: cmd, stdout: stdout, stderr: stderr, done: make(chan struct{})}
-		go func() { cmd.Wait(); close(p.done) }()
-		t.Cleanup(func() { cmd.Process.Kill(); <-p.done })
+		p := startProcess(t, dir, "run", "--yes", "--join", "--resolution", ranges, planFile)
 		return p
 	}
 	rows := func() int {
@@ -59,10 +53,8 @@ func TestJoinSurvivesAKilledMember(t *testing.T) {
 	}
 	// running fails t when p ended: it had to be killed, or to take over.
 	running := func(p *process, name string) {
-		select {
-		case <-p.done:
+		if p.exited() {
 			t.Fatalf("member %s ended too early: %s", name, p.result())
-		default:
 		}
 	}
 	a := start()

@@ -86,6 +86,52 @@ func command(t *testing.T, dir string, args ...string) (*exec.Cmd, *bytes.Buffer
 	return cmd, &stdout, &stderr
 }
 
+// process is a `replay` child process, started by startProcess.
+type process struct {
+	cmd            *exec.Cmd
+	stdout, stderr *bytes.Buffer
+	// done is closed when the process has exited.
+	done chan struct{}
+}
+
+// startProcess starts the replay command as a child process in dir (see
+// command); when the test ends, a process still running is killed and
+// waited for.
+func startProcess(t *testing.T, dir string, args ...string) *process {
+	t.Helper()
+	cmd, stdout, stderr := command(t, dir, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{cmd: cmd, stdout: stdout, stderr: stderr, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	t.Cleanup(p.kill)
+	return p
+}
+
+// result waits for the process to exit.
+func (p *process) result() result {
+	<-p.done
+	return result{code: p.cmd.ProcessState.ExitCode(), stdout: p.stdout.String(), stderr: p.stderr.String()}
+}
+
+// exited reports whether the process has exited.
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// kill sends the process SIGKILL (a crash: nothing of it runs after) and
+// waits until it has exited.
+func (p *process) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
 // replayProcess runs the command as a child process to completion.
 func replayProcess(t *testing.T, dir string, args ...string) result {
 	t.Helper()

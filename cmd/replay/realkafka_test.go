@@ -356,19 +356,11 @@ func TestRealBrokerRestart(t *testing.T) {
 			}
 			planFile := writePlan(t, dir, planSpec{name: "restart", addr: k.Addr, from: from, to: to,
 				recordsPerSecond: rps, sink: target.sink(t, k, dir)})
-			cmd, stdout, stderr := command(t, dir, "run", "--yes", planFile)
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan struct{})
-			go func() { cmd.Wait(); close(done) }()
-			t.Cleanup(func() { cmd.Process.Kill(); <-done })
+			p := startProcess(t, dir, "run", "--yes", planFile)
 			adm := k.Admin(t)
 			testenv.Eventually(t, 60*time.Second, 100*time.Millisecond, func() bool {
-				select {
-				case <-done:
-					t.Fatalf("the run ended before the broker was killed: exit %d\n%s", cmd.ProcessState.ExitCode(), stderr)
-				default:
+				if p.exited() {
+					t.Fatalf("the run ended before the broker was killed: exit %d\n%s", p.cmd.ProcessState.ExitCode(), p.stderr)
 				}
 				// The coordinator may still be loading: no answer yet.
 				offs, err := adm.FetchOffsets(t.Context(), "replay.restart")
@@ -393,11 +385,11 @@ func TestRealBrokerRestart(t *testing.T) {
 				}
 			}
 			select {
-			case <-done:
+			case <-p.done:
 			case <-time.After(3 * time.Minute):
-				t.Fatalf("the run did not finish 3 minutes after the broker came back:\n%s", stderr)
+				t.Fatalf("the run did not finish 3 minutes after the broker came back:\n%s", p.stderr)
 			}
-			r := result{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
+			r := result{code: p.cmd.ProcessState.ExitCode(), stdout: p.stdout.String(), stderr: p.stderr.String()}
 			if r.code != exitOK {
 				t.Fatalf("the run with the broker down for %s: %s", down, r)
 			}

@@ -208,19 +208,11 @@ func TestScheduleCatchUpCrash(t *testing.T) {
 	sb, dir, planFile, db := scheduleSetup(t, 15000, schedT0, schedT0.Add(3*time.Hour),
 		fmt.Sprintf("{every: 1h, start: %s}", schedT0.Format(time.RFC3339)), "throttle: {records_per_second: 6000}")
 	at := schedT0.Add(3 * time.Hour).Format(time.RFC3339)
-	cmd, stdout, stderr := command(t, dir, "run", planFile, "--yes", "--at", at)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() { cmd.Process.Kill(); <-done })
+	p := startProcess(t, dir, "run", planFile, "--yes", "--at", at)
 	second := schedT0.Add(time.Hour)
 	testenv.Eventually(t, 30*time.Second, 5*time.Millisecond, func() bool {
-		select {
-		case <-done:
-			t.Fatalf("the run ended before it was killed:\n%s%s", stdout, stderr)
-		default:
+		if p.exited() {
+			t.Fatalf("the run ended before it was killed:\n%s%s", p.stdout, p.stderr)
 		}
 		for _, cp := range checkpoints(t, planFile, 3) {
 			if cp.Interval.Equal(second) && cp.Offset > cp.Start+200 {
@@ -229,12 +221,12 @@ func TestScheduleCatchUpCrash(t *testing.T) {
 		}
 		return false
 	}, "the second interval never got going")
-	if err := cmd.Process.Signal(os.Kill); err != nil {
+	if err := p.cmd.Process.Signal(os.Kill); err != nil {
 		t.Fatal(err)
 	}
-	<-done
-	if !strings.Contains(stdout.String(), "interval 1 of 3 due") || !strings.Contains(stdout.String(), "interval 2 of 3 due") {
-		t.Fatalf("the first invocation did not catch up in order:\n%s", stdout)
+	<-p.done
+	if !strings.Contains(p.stdout.String(), "interval 1 of 3 due") || !strings.Contains(p.stdout.String(), "interval 2 of 3 due") {
+		t.Fatalf("the first invocation did not catch up in order:\n%s", p.stdout)
 	}
 	st := replay(t, "status", planFile, "--at", at)
 	for _, want := range []string{"[2026-11-29T01:00:00Z, 2026-11-29T02:00:00Z)  running (or interrupted)", "[2026-11-29T02:00:00Z, 2026-11-29T03:00:00Z)  due since 2026-11-29T03:00:00Z",

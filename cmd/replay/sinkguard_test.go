@@ -99,10 +99,8 @@ func TestRunRefusesConcurrentRun(t *testing.T) {
 
 	start := time.Now()
 	r := replayProcess(t, dir, "run", "--yes", planFile)
-	select {
-	case <-p.done:
+	if p.exited() {
 		t.Fatalf("the first run ended before the second one did: the test proves nothing\nfirst: %s\nsecond: %s", p.result(), r)
-	default:
 	}
 	if r.code != exitRefused {
 		t.Fatalf("a second run of the same plan: want exit %d, got %s", exitRefused, r)

@@ -67,18 +67,10 @@ func newOutage(t *testing.T, n, rate int, dsnParams map[string]string, sinkExtra
 func (o *outage) start(rows int) *process {
 	t := o.t
 	t.Helper()
-	cmd, stdout, stderr := command(t, o.dir, "run", "--yes", o.plan)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &process{cmd: cmd, stdout: stdout, stderr: stderr, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() { cmd.Process.Kill(); <-p.done })
+	p := startProcess(t, o.dir, "run", "--yes", o.plan)
 	testenv.Eventually(t, 30*time.Second, 20*time.Millisecond, func() bool {
-		select {
-		case <-p.done:
+		if p.exited() {
 			t.Fatalf("the run ended before the outage: %s", p.result())
-		default:
 		}
 		return o.count() >= rows
 	}, "the run wrote nothing")
