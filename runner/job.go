@@ -217,21 +217,11 @@ func applyRetry(c *Cluster, p *plan.Plan, opts Options) {
 func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job, error) {
 	opts.defaults()
 	applyRetry(c, p, opts)
+	member := opts.holderID()
 	if opts.Join {
-		if err := c.checkGroupMembers(ctx, p.Group, joinClientID(p.Fingerprint())); err != nil {
-			return nil, err
-		}
-	} else if err := c.checkGroupMembers(ctx, p.Group, opts.holderID()); err != nil {
-		return nil, err
+		member = joinClientID(p.Fingerprint())
 	}
-	if err := c.checkRunnable(ctx, p); err != nil {
-		return nil, err
-	}
-	all, err := c.Partitions(ctx, p.Source.Topic)
-	if err != nil {
-		return nil, err
-	}
-	cps, err := c.Checkpoints(ctx, p.Group, p.Source.Topic, all)
+	all, cps, err := c.gatherStart(ctx, p, member)
 	if err != nil {
 		return nil, err
 	}
@@ -239,43 +229,30 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 	if err != nil {
 		return nil, err
 	}
-	if !opts.Restart {
-		if err := checkIncarnation(p, cps, topicID); err != nil {
-			return nil, err
-		}
-	}
 	job := &Job{Plan: p, c: c, opts: opts, topicID: topicID}
 	if job.recordsRuns() {
 		if job.record, err = readRecord(opts.StateDir, job.SourceClusterID(), p); err != nil {
 			return nil, err
 		}
 	}
-	if opts.Pinned != nil {
+	kind, err := decideStart(startFacts{plan: p, cps: cps, topicID: topicID, record: job.record,
+		restart: opts.Restart, join: opts.Join, resumeFromSink: opts.ResumeFromSink, pinned: opts.Pinned != nil})
+	if err != nil {
+		return nil, err
+	}
+	switch kind {
+	case startPinned:
 		err := job.pin(ctx, all, cps)
 		if err == nil && job.Fresh {
 			err = job.withoutCommits()
 		}
 		return job, err
-	}
-	resumable, err := classify(p, cps, opts.Restart)
-	if err != nil {
-		return nil, err
-	}
-	if resumable {
+	case startResume:
 		if err := job.resume(ctx, all, cps); err != nil {
 			return job, err
 		}
 		return job, job.partlyLost(ctx, cps)
-	}
-	if opts.Join {
-		return nil, &SafetyError{Group: p.Group, Hint: HintResolveOnce, Reason: "a joined run needs the same fixed ranges in every process, and the group holds no run of this plan yet"}
-	}
-	if rec := job.record; rec.progress() && !anyCommit(cps) {
-		// The group lost the commits of a recorded run: refuse, or take the
-		// ranges it fixed (never a wider resolution).
-		if !opts.Restart && !opts.ResumeFromSink {
-			return nil, job.recordRefusal(rec.Ranges)
-		}
+	case startFromRecord:
 		return job, job.fromRecord(ctx, all)
 	}
 	if job.Resolution, err = Resolve(ctx, c, p, opts.logicalNow()); err != nil {

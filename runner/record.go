@@ -271,28 +271,23 @@ func anyCommit(cps map[int32]Checkpoint) bool {
 	return false
 }
 
-// recordRefusal refuses to start over partitions the run record holds
-// progress for while the group has no commit for them.
-func (j *Job) recordRefusal(missing []RecordedRange) error {
-	return (&ExpiredError{Group: j.Plan.Group, Plan: j.Plan.Name, Topic: j.Plan.Source.Topic, Where: recordWhere(j.record), Recorded: missing}).refusal()
+// recordRefusal refuses to start p over partitions its run record rec
+// holds progress for while the group has no commit for them.
+func recordRefusal(p *plan.Plan, rec *RunRecord, missing []RecordedRange) error {
+	return (&ExpiredError{Group: p.Group, Plan: p.Name, Topic: p.Source.Topic, Where: recordWhere(rec), Recorded: missing}).refusal()
 }
 
-// withoutCommits decides what a fresh job does when the group holds no
-// commit on the plan's topic: Restart starts over; a run record with
-// progress is refused, or, with ResumeFromSink, continued from the sink's
-// checkpoints; without a record, Run checks the sink's checkpoint table
-// (checkSink) before it writes anything.
+// withoutCommits applies decideNoCommits to a fresh job whose group holds
+// no commit on the plan's topic.
 func (j *Job) withoutCommits() error {
-	o, rec := j.opts, j.record
-	switch {
-	case o.Restart:
-	case rec.progress() && !o.ResumeFromSink:
-		return j.recordRefusal(rec.Ranges)
-	case rec.progress(), o.ResumeFromSink:
-		j.Fresh, j.fromSink = !rec.progress(), true // without a record, Run needs the sink's checkpoints
-	case rec == nil:
-		j.checkSink = true
+	d, err := decideNoCommits(j.Plan, j.record, j.opts.Restart, j.opts.ResumeFromSink)
+	if err != nil {
+		return err
 	}
+	if d.fromSink {
+		j.Fresh, j.fromSink = d.fresh, true
+	}
+	j.checkSink = j.checkSink || d.checkSink
 	return nil
 }
 
@@ -360,7 +355,7 @@ func (j *Job) partlyLost(ctx context.Context, cps map[int32]Checkpoint) error {
 		return nil
 	}
 	if !j.opts.ResumeFromSink {
-		return j.recordRefusal(missing)
+		return recordRefusal(j.Plan, j.record, missing)
 	}
 	parts := make([]int32, len(missing))
 	for i, r := range missing {

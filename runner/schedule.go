@@ -97,17 +97,7 @@ func (c *Cluster) Schedule(ctx context.Context, p *plan.Plan, now time.Time) (*S
 // Prepare's; with Options.Hold, the group's member is this process.
 func PrepareScheduled(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job, *ScheduleState, error) {
 	opts.defaults()
-	if err := c.checkGroupMembers(ctx, p.Group, opts.holderID()); err != nil {
-		return nil, nil, err
-	}
-	if err := c.checkRunnable(ctx, p); err != nil {
-		return nil, nil, err
-	}
-	all, err := c.Partitions(ctx, p.Source.Topic)
-	if err != nil {
-		return nil, nil, err
-	}
-	cps, err := c.Checkpoints(ctx, p.Group, p.Source.Topic, all)
+	all, cps, err := c.gatherStart(ctx, p, opts.holderID())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,0 +1,122 @@
+package runner
+
+import (
+	"context"
+
+	"github.com/replay-tool/replay/plan"
+)
+
+// startKind is how a run begins, as decideStart decides it.
+type startKind int
+
+const (
+	// startFresh resolves the window afresh.
+	startFresh startKind = iota
+	// startResume continues this plan's checkpoints in the group, with the
+	// ranges the first run fixed.
+	startResume
+	// startPinned takes the ranges of a resolution file (Options.Pinned);
+	// the pin itself tells a resumed pin from a fresh one.
+	startPinned
+	// startFromRecord takes the ranges of the local run record, whose
+	// commits the group lost (with Restart or ResumeFromSink).
+	startFromRecord
+)
+
+// startFacts is what a run's start is decided from, gathered beforehand
+// (gatherStart and the local run record): decideStart reads no network.
+type startFacts struct {
+	plan *plan.Plan
+	// cps are the group's checkpoints on the plan's topic, by partition.
+	cps map[int32]Checkpoint
+	// topicID is the topic's ID now ("" when the cluster has none).
+	topicID string
+	// record is the local run record of the plan; nil when there is none
+	// or the job keeps none.
+	record *RunRecord
+	// The options that choose.
+	restart, join, resumeFromSink, pinned bool
+}
+
+// decideStart decides how a run of f.plan begins, or refuses it:
+// checkpoints made on another incarnation of the topic (*SafetyError
+// holding an *IncarnationError, unless restart), commits that replay did
+// not make or another plan's checkpoints (classify), a joined run with
+// nothing fixed yet, and a group that lost the commits of a recorded run
+// (the *SafetyError of an *ExpiredError, unless restart or
+// resumeFromSink).
+func decideStart(f startFacts) (startKind, error) {
+	p := f.plan
+	if !f.restart {
+		if err := checkIncarnation(p, f.cps, f.topicID); err != nil {
+			return 0, err
+		}
+	}
+	if f.pinned {
+		return startPinned, nil
+	}
+	resumable, err := classify(p, f.cps, f.restart)
+	switch {
+	case err != nil:
+		return 0, err
+	case resumable:
+		return startResume, nil
+	case f.join:
+		return 0, &SafetyError{Group: p.Group, Hint: HintResolveOnce, Reason: "a joined run needs the same fixed ranges in every process, and the group holds no run of this plan yet"}
+	case f.record.progress() && !anyCommit(f.cps):
+		if !f.restart && !f.resumeFromSink {
+			return 0, recordRefusal(p, f.record, f.record.Ranges)
+		}
+		return startFromRecord, nil
+	}
+	return startFresh, nil
+}
+
+// noCommits is what a fresh start does when the group holds no commit on
+// the plan's topic, decided from the run record and the options alone.
+type noCommits struct {
+	// fromSink: continue from the sink's checkpoints (ResumeFromSink, or
+	// a record with progress under ResumeFromSink); fresh says whether the
+	// job is still fresh then (no record to take ranges from).
+	fromSink, fresh bool
+	// checkSink: Run checks the sink's checkpoint table before it writes
+	// anything (no record at all).
+	checkSink bool
+}
+
+// decideNoCommits decides noCommits: Restart starts over; a run record
+// with progress is refused (its *ExpiredError as a *SafetyError) unless
+// resumeFromSink; without a record, the sink's checkpoints are checked.
+func decideNoCommits(p *plan.Plan, rec *RunRecord, restart, resumeFromSink bool) (noCommits, error) {
+	switch {
+	case restart:
+	case rec.progress() && !resumeFromSink:
+		return noCommits{}, recordRefusal(p, rec, rec.Ranges)
+	case rec.progress(), resumeFromSink:
+		return noCommits{fromSink: true, fresh: !rec.progress()}, nil
+	case rec == nil:
+		return noCommits{checkSink: true}, nil
+	}
+	return noCommits{}, nil
+}
+
+// gatherStart checks what every run of p checks of its group first, and
+// reads what its start is decided from: it refuses a group with members
+// other than member ("" none) or holding a commit replay did not make on
+// any topic (checkRunnable), then reads the topic's partitions and the
+// group's checkpoints on them.
+func (c *Cluster) gatherStart(ctx context.Context, p *plan.Plan, member string) (all []int32, cps map[int32]Checkpoint, err error) {
+	if err := c.checkGroupMembers(ctx, p.Group, member); err != nil {
+		return nil, nil, err
+	}
+	if err := c.checkRunnable(ctx, p); err != nil {
+		return nil, nil, err
+	}
+	if all, err = c.Partitions(ctx, p.Source.Topic); err != nil {
+		return nil, nil, err
+	}
+	if cps, err = c.Checkpoints(ctx, p.Group, p.Source.Topic, all); err != nil {
+		return nil, nil, err
+	}
+	return all, cps, nil
+}
