@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"errors"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/replay-tool/replay/internal/record"
@@ -157,26 +158,26 @@ func appendHeaders(b []byte, hs []record.Header) []byte {
 // "base64". DecodeJSONL (DecodeHeadersJSON) reads it back to the original
 // bytes.
 func AppendHeadersJSON(b []byte, hs []record.Header) []byte {
-	return appendHeadersJSON(b, hs, utf8.Valid)
+	return appendHeadersJSON(b, hs, false)
 }
 
 // AppendHeadersJSONB is AppendHeadersJSON for a PostgreSQL jsonb column,
 // whose strings cannot hold the NUL character: a key or value holding a
 // NUL byte is base64 too. DecodeHeadersJSON reads it back the same way.
 func AppendHeadersJSONB(b []byte, hs []record.Header) []byte {
-	return appendHeadersJSON(b, hs, func(v []byte) bool { return utf8.Valid(v) && bytes.IndexByte(v, 0) < 0 })
+	return appendHeadersJSON(b, hs, true)
 }
 
-// appendHeadersJSON writes a key or value as a JSON string where text
-// says it can be one, and as marked base64 otherwise.
-func appendHeadersJSON(b []byte, hs []record.Header, text func([]byte) bool) []byte {
+// appendHeadersJSON writes a key or value as a JSON string where it is
+// UTF-8 (and, for jsonb, holds no NUL), and as marked base64 otherwise.
+func appendHeadersJSON(b []byte, hs []record.Header, jsonb bool) []byte {
 	b = append(b, '[')
 	for i, h := range hs {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, `{"key":`...)
-		if text([]byte(h.Key)) {
+		if utf8.ValidString(h.Key) && !(jsonb && strings.IndexByte(h.Key, 0) >= 0) {
 			b = AppendJSONString(b, h.Key)
 		} else {
 			b = appendBase64(b, []byte(h.Key), "key_encoding")
@@ -185,7 +186,7 @@ func appendHeadersJSON(b []byte, hs []record.Header, text func([]byte) bool) []b
 		switch {
 		case h.Value == nil:
 			b = append(b, "null"...)
-		case text(h.Value):
+		case utf8.Valid(h.Value) && !(jsonb && bytes.IndexByte(h.Value, 0) >= 0):
 			b = AppendJSONBytes(b, h.Value)
 		default:
 			b = appendBase64(b, h.Value, "value_encoding")

@@ -127,13 +127,6 @@ func appendCleanJSON(b, v []byte) []byte {
 	return append(b, v[start:]...)
 }
 
-func appendBytesOrNull(b, v []byte) []byte {
-	if v == nil {
-		return append(b, "null"...)
-	}
-	return AppendJSONBytes(b, v)
-}
-
 const hexDigits = "0123456789abcdef"
 
 // safe[c] is true for ASCII bytes that need no escaping in a JSON string.
