@@ -36,8 +36,9 @@ import (
 //
 // A key template failing on a record, or a value the table cannot hold
 // exactly, returns the record's *record.Error and writes nothing; so does
-// a row the database rejects (bad data, a constraint) when it can be
-// pinned to one record. Any other failure is a plain error.
+// a row the database rejects (rejectsData): the first of the batch's, the
+// others remembered for the Writes that follow without it
+// (rejectedRows). Any other failure is a plain error.
 func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if len(batch) == 0 {
 		return nil
