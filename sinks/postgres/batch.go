@@ -524,23 +524,23 @@ func (a *colVals) encodedSize() int {
 	return n
 }
 
-// one returns row i alone, for probing.
-func (rows *pgRows) one(i int) *pgRows {
-	out := &pgRows{cols: rows.cols, recs: rows.recs[i : i+1], vals: make([]colVals, len(rows.vals))}
+// slice returns rows lo to hi (not included), for finding a rejected row.
+func (rows *pgRows) slice(lo, hi int) *pgRows {
+	out := &pgRows{cols: rows.cols, recs: rows.recs[lo:hi], vals: make([]colVals, len(rows.vals))}
 	for c, a := range rows.vals {
 		o := &out.vals[c]
 		o.kind = a.kind
 		switch a.kind {
 		case sendText:
-			o.text = a.text[i : i+1]
+			o.text = a.text[lo:hi]
 		case sendBytes, sendJSON, sendJSONText:
-			o.bytes = a.bytes[i : i+1]
+			o.bytes = a.bytes[lo:hi]
 		case sendTime:
-			o.times = a.times[i : i+1]
+			o.times = a.times[lo:hi]
 		case sendInt4:
-			o.i4 = a.i4[i : i+1]
+			o.i4 = a.i4[lo:hi]
 		case sendInt8:
-			o.i8 = a.i8[i : i+1]
+			o.i8 = a.i8[lo:hi]
 		}
 	}
 	return out

@@ -126,8 +126,11 @@ type Sink struct {
 	// (create_table created it); pos is what the sink reports durable.
 	created bool
 	pos     sqlcheckpoint.Positions
-	log     zerolog.Logger
-	secrets []string
+	// rejected: the rows the database rejected in the last failed Write
+	// of each partition (rejectedRows).
+	rejected sqlcheckpoint.Rejected
+	log      zerolog.Logger
+	secrets  []string
 
 	outMu sync.Mutex
 	out   sinks.Outcomes

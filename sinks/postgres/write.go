@@ -1,10 +1,12 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"strings"
 	"sync"
 
@@ -34,14 +36,18 @@ import (
 //
 // A key template failing on a record, or a value the table cannot hold
 // exactly, returns the record's *record.Error and writes nothing; so does
-// a row the database rejects (bad data, a constraint) when it can be
-// pinned to one record. Any other failure is a plain error.
+// a row the database rejects (rejectsData): the first of the batch's, the
+// others remembered for the Writes that follow without it
+// (rejectedRows). Any other failure is a plain error.
 func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if len(batch) == 0 {
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("postgres sink: upsert into %s: %w", s.name, err)
+	}
+	if err := s.rejected.First(batch); err != nil {
+		return err
 	}
 	w, err := s.plan(batch)
 	if err != nil {
@@ -78,7 +84,7 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 		err = s.writeShards(ctx, conns, w, batch)
 	}
 	if err != nil {
-		return err
+		return s.rejectedRows(ctx, conns[0], w, err)
 	}
 	s.count(w.superseded)
 	s.pos.Wrote(batch)
@@ -401,12 +407,8 @@ func (s *Sink) writeShard(ctx context.Context, conn *pgxpool.Conn, sh shard, bat
 	var out sinks.Outcomes
 	b := &pgx.Batch{}
 	if sh.del.len() > 0 {
-		args := []any{colArray{vals: &sh.del.vals[s.key]}}
-		if s.ver >= 0 {
-			args = append(args, colArray{vals: &sh.del.vals[s.ver]})
-		}
 		n := int64(sh.del.len())
-		b.Queue(s.st.remove, args...).QueryRow(func(row pgx.Row) error {
+		b.Queue(s.st.remove, s.removeArgs(sh.del)...).QueryRow(func(row pgx.Row) error {
 			var deleted, stale, dup int64
 			if err := row.Scan(&deleted, &stale, &dup); err != nil {
 				return err
@@ -471,10 +473,19 @@ func (s *Sink) writeShard(ctx context.Context, conn *pgxpool.Conn, sh shard, bat
 		return other.err // another shard's error, already explained
 	}
 	if err != nil {
-		return s.upsertError(ctx, conn, append([]*pgRows{sh.up}, sh.more...), err)
+		return fmt.Errorf("postgres sink: upsert into %s: %w", s.name, s.scrub(err))
 	}
 	s.count(out)
 	return nil
+}
+
+// removeArgs are the arguments of the statement that deletes rows' keys.
+func (s *Sink) removeArgs(rows *pgRows) []any {
+	args := []any{colArray{vals: &rows.vals[s.key]}}
+	if s.ver >= 0 {
+		args = append(args, colArray{vals: &rows.vals[s.ver]})
+	}
+	return args
 }
 
 // queueUpsert queues the upsert stmt of n rows (args: their arrays, or
@@ -606,74 +617,125 @@ func (s *Sink) count(o sinks.Outcomes) {
 	s.outMu.Unlock()
 }
 
-// upsertError turns a failed write into the error Write returns: a
-// *record.Error when the database rejected the data of one row, found by
-// probing the rows (of every round, in order) one by one, else a plain
-// error.
-func (s *Sink) upsertError(ctx context.Context, conn *pgxpool.Conn, rounds []*pgRows, err error) error {
-	err = fmt.Errorf("postgres sink: upsert into %s: %w", s.name, s.scrub(err))
-	var all []*pgRows
-	for _, r := range rounds {
-		if r.len() > 0 {
-			all = append(all, r)
-		}
-	}
-	if !rejectsData(err) || ctx.Err() != nil || len(all) == 0 {
-		return err
-	}
-	rows, i, rowErr := s.probe(ctx, conn, all)
-	if i < 0 {
-		return err
-	}
-	return s.recordError(rows.recs[i], s.scrub(rowErr))
-}
-
 // recordError is r's *record.Error for why, which follows on_error.
-func (s *Sink) recordError(r *record.Record, why error) error {
+func (s *Sink) recordError(r *record.Record, why error) *record.Error {
 	return record.NewError(r, fmt.Errorf("postgres sink: upsert into %s: %w", s.name, why))
 }
 
 // rejectsData reports whether err is the database refusing the data of a
-// row: a data exception (class 22: bad encoding, a value out of range, JSON
-// that PostgreSQL does not take), an integrity constraint violation (class
-// 23), a row too big for an index (54000), or an exception a trigger or
-// function raised (P0001, RAISE EXCEPTION without its own code). Which row
-// is the probe's to find: an error that no single row causes fails the
-// batch as the sink's.
+// row, which makes the row a bad record that follows on_error: a data
+// exception (class 22: bad encoding, a value out of range, JSON that
+// PostgreSQL does not take), an integrity constraint violation (class 23:
+// a unique index on another column, a foreign key, a check), a row too big
+// for an index (54000), or an error a trigger or function raised (class
+// P0: RAISE EXCEPTION without its own code, P0001; a failed ASSERT, P0004;
+// SELECT INTO STRICT finding no row or several, P0002 and P0003). Any
+// other class is not the row's fault: a lost connection (08), a
+// serialization failure or deadlock (40001, 40P01), the server shutting
+// down (57P01) or out of resources (53) pass by themselves and are retried
+// (sinks.Transient); the rest fail the batch as the sink's.
 func rejectsData(err error) bool {
 	code := sqlState(err)
-	return strings.HasPrefix(code, "22") || strings.HasPrefix(code, "23") || code == "54000" || code == "P0001"
+	return strings.HasPrefix(code, "22") || strings.HasPrefix(code, "23") || code == "54000" || strings.HasPrefix(code, "P0")
 }
 
-// probe finds the row the database rejects, on conn (the Write's own
-// connection: a sharded Write holds all it may use): it upserts the rows one
-// statement each, pipelined in one round trip inside a transaction that is
-// rolled back, so nothing is written. The server skips every statement after
-// the first failure, so the first error names the row: row i of the
-// returned rounds. i is -1 when no single row fails on its own.
-func (s *Sink) probe(ctx context.Context, conn *pgxpool.Conn, rounds []*pgRows) (*pgRows, int, error) {
+// rejectedRows turns a failed write of w into the error Write returns.
+// When the database rejected the data of a row (rejectsData), it finds
+// every row of w it rejects (isolate), remembers them (sinks'
+// sqlcheckpoint.Rejected) and returns the *record.Error of the first one by
+// offset. A rejection that no row causes on its own is transient: a row of
+// another partition's transaction that the row waited for and that was
+// then rolled back; the batch is written again. Any other error is
+// returned as it is.
+func (s *Sink) rejectedRows(ctx context.Context, conn *pgxpool.Conn, w *writePlan, err error) error {
+	if !rejectsData(err) || ctx.Err() != nil {
+		return err
+	}
+	bad, ierr := s.isolate(ctx, conn, w)
+	switch {
+	case ierr != nil && sinks.Transient(ierr):
+		return fmt.Errorf("postgres sink: upsert into %s: find the rows it rejects: %w", s.name, s.scrub(ierr))
+	case ierr != nil:
+		return err
+	case len(bad) == 0:
+		return &sinks.TransientError{Err: fmt.Errorf("%w; no row is rejected on its own (it met a row of another transaction, since rolled back)", err)}
+	}
+	slices.SortFunc(bad, func(a, b rejectedRow) int { return cmp.Compare(a.rec.Offset, b.rec.Offset) })
+	recs, errs := make([]*record.Record, len(bad)), make([]*record.Error, len(bad))
+	for i, b := range bad {
+		recs[i], errs[i] = b.rec, b.err
+	}
+	s.rejected.Remember(recs, errs)
+	return errs[0]
+}
+
+// rejectedRow is a row the database rejects, and why.
+type rejectedRow struct {
+	rec *record.Record
+	err *record.Error
+}
+
+// isolate finds the rows of w that the database rejects, on conn (the
+// Write's own connection: a sharded Write holds all it may use), in a
+// transaction that is rolled back, so nothing is written. It writes w as
+// Write does (each shard's deletes, then its upserts round by round), each
+// part inside a savepoint; a part the database rejects is rolled back to
+// its savepoint and halved, until the rejected row is alone: a batch with
+// b rejected rows out of n takes about 2·b·log2(n) statements. Of two rows
+// that conflict with each other (a unique index on another column), the
+// later one is rejected. Deferred constraints are checked at each
+// statement, as the commit would.
+func (s *Sink) isolate(ctx context.Context, conn *pgxpool.Conn, w *writePlan) ([]rejectedRow, error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return nil, -1, nil
+		return nil, err
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) // the probe is never kept
-	b := &pgx.Batch{}
-	for _, rows := range rounds {
-		for i := range rows.recs {
-			b.Queue(s.st.upsert, rows.one(i).args()...)
+	defer tx.Rollback(context.WithoutCancel(ctx)) // nothing of it is kept
+	if _, err := tx.Exec(ctx, "SET CONSTRAINTS ALL IMMEDIATE"); err != nil {
+		return nil, err
+	}
+	var bad []rejectedRow
+	var part func(stmt string, rows *pgRows, args []any) error
+	part = func(stmt string, rows *pgRows, args []any) error {
+		b := &pgx.Batch{}
+		b.Queue("SAVEPOINT replay_part")
+		b.Queue(stmt, args...)
+		b.Queue("RELEASE SAVEPOINT replay_part")
+		err := tx.SendBatch(ctx, b).Close()
+		if err == nil || !rejectsData(err) {
+			return err
 		}
+		if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT replay_part"); rerr != nil {
+			return rerr
+		}
+		if rows.len() == 1 {
+			bad = append(bad, rejectedRow{rows.recs[0], s.recordError(rows.recs[0], s.scrub(err))})
+			return nil
+		}
+		for _, half := range []*pgRows{rows.slice(0, rows.len()/2), rows.slice(rows.len()/2, rows.len())} {
+			args := half.args()
+			if stmt == s.st.remove {
+				args = s.removeArgs(half)
+			}
+			if err := part(stmt, half, args); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	br := tx.SendBatch(ctx, b)
-	defer br.Close()
-	for _, rows := range rounds {
-		for i := range rows.recs {
-			if _, err := br.Exec(); err != nil {
-				if rejectsData(err) {
-					return rows, i, err
+	for _, sh := range w.shards {
+		if sh.del.len() > 0 {
+			if err := part(s.st.remove, sh.del, s.removeArgs(sh.del)); err != nil {
+				return nil, err
+			}
+		}
+		for _, rows := range append([]*pgRows{sh.up}, sh.more...) {
+			if rows.len() > 0 {
+				if err := part(s.st.upsert, rows, rows.args()); err != nil {
+					return nil, err
 				}
-				return nil, -1, nil
 			}
 		}
 	}
-	return nil, -1, nil
+	return bad, nil
 }

@@ -1,7 +1,9 @@
 package sinktest
 
 import (
+	"errors"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -44,5 +46,31 @@ func WriteAll(t testing.TB, s sinks.Sink, window [][]record.Record, seed uint64,
 		for _, b := range Batches(rng, part, max) {
 			MustWrite(t, s, b...)
 		}
+	}
+}
+
+// WriteSkipping writes batch to s as the runner does under on_error:
+// skip (the Sink contract): a *record.Error takes its record out of the
+// batch, which is written again without it. It returns those errors in
+// the order s returned them, and fails t on any other error or on an
+// error for a record that is not in the batch.
+func WriteSkipping(t testing.TB, s sinks.Sink, batch ...record.Record) []*record.Error {
+	t.Helper()
+	var skipped []*record.Error
+	for {
+		err := s.Write(t.Context(), batch)
+		if err == nil {
+			return skipped
+		}
+		var re *record.Error
+		if !errors.As(err, &re) {
+			t.Fatalf("write after %d skipped records: %v", len(skipped), err)
+		}
+		i := slices.IndexFunc(batch, func(r record.Record) bool { return r.Offset == re.Offset })
+		if i < 0 {
+			t.Fatalf("%v: offset %d is not in the batch", err, re.Offset)
+		}
+		skipped = append(skipped, re)
+		batch = slices.Delete(slices.Clone(batch), i, i+1)
 	}
 }

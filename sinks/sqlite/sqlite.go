@@ -195,6 +195,9 @@ type Sink struct {
 	createdTable string
 	// pos is what the sink reports durable (Positioner).
 	pos sqlcheckpoint.Positions
+	// rejected: the rows SQLite rejected in the last failed Write of each
+	// partition.
+	rejected sqlcheckpoint.Rejected
 
 	mu  sync.Mutex
 	out sinks.Outcomes

@@ -41,9 +41,10 @@ type sqliteRow struct {
 // of tombstones with on_tombstone delete. A key template failing on a
 // record returns its *record.Error and writes nothing; so does a value the
 // target column would change (ErrChanged), a record without a version
-// (ErrNoVersion), and a row the database rejects (a constraint of a table
-// made by hand, a STRICT column's type, a value too big). Any other failure
-// is a plain error, and nothing is written. The outcomes are counted once
+// (ErrNoVersion), and a row the database rejects (sqliteRejectsData): the
+// first of the batch's, the others remembered for the Writes that follow
+// without it (sqlcheckpoint.Rejected). Any other failure is a plain error,
+// and nothing is written. The outcomes are counted once
 // the transaction is committed and durable.
 //
 // Writes from several goroutines (the partitions of a run) that wait for
@@ -60,6 +61,9 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, err)
+	}
+	if err := s.rejected.First(batch); err != nil {
+		return err
 	}
 	rows, err := s.rows(batch)
 	if err != nil {
@@ -448,6 +452,8 @@ func (s *Sink) writeBatch(ctx, sctx context.Context, tx *sql.Tx, st *statements,
 		return sinks.Outcomes{}, sqliteTransient(fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, s.ctxErr(ctx, err)))
 	}
 	fast := st.insertMany != nil && !r.rowByRow
+	var bad []*record.Record // the rows SQLite rejects, and why
+	var errs []*record.Error
 	for i := 0; i < len(rows); i++ {
 		if i%256 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -473,11 +479,24 @@ func (s *Sink) writeBatch(ctx, sctx context.Context, tx *sql.Tx, st *statements,
 		row := &rows[i]
 		if err := s.writeRow(sctx, st, row, &out); err != nil {
 			err = fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, s.ctxErr(ctx, err))
-			if sqliteRejectsData(err) {
-				return sinks.Outcomes{}, record.NewError(row.rec, err)
+			if !sqliteRejectsData(err) {
+				return sinks.Outcomes{}, sqliteTransient(err)
 			}
-			return sinks.Outcomes{}, sqliteTransient(err)
+			if len(bad) == 0 {
+				// The rest of the batch is written only to find its other
+				// rejected rows: the transaction is rolled back. A trigger's
+				// RAISE(ROLLBACK) may have ended it; the savepoint then
+				// begins another, which the rollback ends.
+				if _, err := st.savepoint.ExecContext(sctx); err != nil {
+					return fail(err)
+				}
+			}
+			bad, errs = append(bad, row.rec), append(errs, record.NewError(row.rec, err))
 		}
+	}
+	if len(bad) > 0 {
+		s.rejected.Remember(bad, errs)
+		return sinks.Outcomes{}, errs[0]
 	}
 	if s.ckpt != nil {
 		if err := s.ckpt.Write(sctx, tx, batch); err != nil {
@@ -703,8 +722,12 @@ func (s *Sink) ctxErr(ctx context.Context, err error) error {
 }
 
 // sqliteRejectsData reports whether err is SQLite refusing the data of one
-// row: a constraint other than the key (a NOT NULL or CHECK of a table made
-// by hand), a value too big, or a datatype mismatch (a STRICT table).
+// row, which makes the row a bad record that follows on_error: a
+// constraint (a unique index on another column, a NOT NULL, CHECK or
+// foreign key of a table made by hand, a trigger's RAISE), a value too
+// big, or a datatype mismatch (a STRICT table). A database locked by
+// another connection (SQLITE_BUSY, SQLITE_LOCKED) passes by itself and is
+// retried (sqliteTransient); any other error fails the batch as the sink's.
 func sqliteRejectsData(err error) bool {
 	var e *sqlite.Error
 	if !errors.As(err, &e) {
