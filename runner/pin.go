@@ -239,9 +239,6 @@ func (j *Job) checkPinnedRanges(ctx context.Context, all []int32) error {
 	if p.Window.IsSchedule() {
 		return nil
 	}
-	refuse := func(format string, args ...any) error {
-		return &SafetyError{Group: p.Group, Hint: HintResolveAgain, Reason: "the resolution file does not fit the plan's window: " + fmt.Sprintf(format, args...) + "; the file was edited after it was written, or was made for another window"}
-	}
 	topic := p.Source.Topic
 	selected, _, err := selectPartitions(p, all)
 	if err != nil {
@@ -253,7 +250,7 @@ func (j *Job) checkPinnedRanges(ctx context.Context, all []int32) error {
 			if !slices.Contains(all, rg.Partition) {
 				continue // pin says the topic lost it
 			}
-			return refuse("it has a range for partition %s/%d, [%d, %d), which the plan does not select (it selects %v)", topic, rg.Partition, rg.Start, rg.End, selected)
+			return pinMisfit(p, "it has a range for partition %s/%d, [%d, %d), which the plan does not select (it selects %v)", topic, rg.Partition, rg.Start, rg.End, selected)
 		}
 		parts = append(parts, rg.Partition)
 	}
@@ -264,43 +261,39 @@ func (j *Job) checkPinnedRanges(ctx context.Context, all []int32) error {
 	if err != nil {
 		return err
 	}
-	lo, hi := map[int32]int64{}, map[int32]int64{}
+	lo, hi, window, err := pinBounds(ctx, j.c, p, pinned, j.opts.Now(), parts, offs)
+	if err != nil {
+		return err
+	}
+	for _, rg := range pinned.Ranges {
+		if !slices.Contains(parts, rg.Partition) {
+			continue
+		}
+		l, h := lo[rg.Partition], hi[rg.Partition]
+		empty := rg.Start == rg.End && rg.End <= offs[rg.Partition].HighWatermark
+		if !empty && (rg.Start < l || rg.End > h) {
+			return pinMisfit(p, "partition %s/%d: its range [%d, %d) lies outside [%d, %d), the offsets %s can resolve to now (%d offsets instead of at most %d)",
+				topic, rg.Partition, rg.Start, rg.End, l, h, window, rg.End-rg.Start, max(h-l, 0))
+		}
+	}
+	return nil
+}
+
+// pinMisfit refuses a resolution file that does not fit the plan's window
+// (a *SafetyError with HintResolveAgain).
+func pinMisfit(p *plan.Plan, format string, args ...any) error {
+	return &SafetyError{Group: p.Group, Hint: HintResolveAgain, Reason: "the resolution file does not fit the plan's window: " + fmt.Sprintf(format, args...) + "; the file was edited after it was written, or was made for another window"}
+}
+
+// pinBounds returns, for each of parts, the widest range [lo, hi) the
+// plan's window can resolve to now (see checkPinnedRanges), and the window
+// as messages name it. offs are the partitions' offsets at now.
+func pinBounds(ctx context.Context, c *Cluster, p *plan.Plan, pinned *Resolution, now time.Time, parts []int32, offs map[int32]source.Offsets) (lo, hi map[int32]int64, window string, err error) {
+	lo, hi = map[int32]int64{}, map[int32]int64{}
 	for _, part := range parts {
 		lo[part], hi[part] = 0, offs[part].HighWatermark
 	}
-	window := "the offsets window"
-	if p.Window.IsTime() {
-		if pinned.ResolvedAt.After(j.opts.Now().Add(time.Minute)) {
-			return refuse("its resolved_at %s lies in the future", pinned.ResolvedAt.Format(time.RFC3339Nano))
-		}
-		from, to := p.Window.Bounds(pinned.ResolvedAt)
-		if !from.Equal(pinned.From) || !to.Equal(pinned.To) {
-			return refuse("its window is [%s, %s), but the plan's window resolved at the file's resolved_at %s is [%s, %s)",
-				timeOrDash(pinned.From), timeOrDash(pinned.To), pinned.ResolvedAt.Format(time.RFC3339Nano), timeOrDash(from), timeOrDash(to))
-		}
-		window = fmt.Sprintf("the window [%s, %s)", timeOrDash(from), timeOrDash(to))
-		margin := time.Duration(p.Window.SkewMargin)
-		starts, err := j.c.OffsetsAt(ctx, topic, parts, from.Add(-margin), plan.ReadUncommitted)
-		if err != nil {
-			return err
-		}
-		for _, part := range parts {
-			if s := starts[part]; s >= 0 && s > offs[part].LogStart {
-				lo[part] = s // at the log start, retention may have deleted the real start
-			}
-		}
-		if !to.IsZero() {
-			ends, err := j.c.OffsetsAt(ctx, topic, parts, to.Add(margin), plan.ReadUncommitted)
-			if err != nil {
-				return err
-			}
-			for _, part := range parts {
-				if e := ends[part]; e >= 0 {
-					hi[part] = min(hi[part], e)
-				}
-			}
-		}
-	} else {
+	if !p.Window.IsTime() {
 		for _, part := range parts {
 			w := p.Window.OffsetRangeOf(part)
 			if !w.From.Earliest && !w.From.Latest {
@@ -310,19 +303,39 @@ func (j *Job) checkPinnedRanges(ctx context.Context, all []int32) error {
 				hi[part] = min(hi[part], w.To.Offset)
 			}
 		}
+		return lo, hi, "the offsets window", nil
 	}
-	for _, rg := range pinned.Ranges {
-		if !slices.Contains(parts, rg.Partition) {
-			continue
-		}
-		l, h := lo[rg.Partition], hi[rg.Partition]
-		empty := rg.Start == rg.End && rg.End <= offs[rg.Partition].HighWatermark
-		if !empty && (rg.Start < l || rg.End > h) {
-			return refuse("partition %s/%d: its range [%d, %d) lies outside [%d, %d), the offsets %s can resolve to now (%d offsets instead of at most %d)",
-				topic, rg.Partition, rg.Start, rg.End, l, h, window, rg.End-rg.Start, max(h-l, 0))
+	if pinned.ResolvedAt.After(now.Add(time.Minute)) {
+		return nil, nil, "", pinMisfit(p, "its resolved_at %s lies in the future", pinned.ResolvedAt.Format(time.RFC3339Nano))
+	}
+	from, to := p.Window.Bounds(pinned.ResolvedAt)
+	if !from.Equal(pinned.From) || !to.Equal(pinned.To) {
+		return nil, nil, "", pinMisfit(p, "its window is [%s, %s), but the plan's window resolved at the file's resolved_at %s is [%s, %s)",
+			timeOrDash(pinned.From), timeOrDash(pinned.To), pinned.ResolvedAt.Format(time.RFC3339Nano), timeOrDash(from), timeOrDash(to))
+	}
+	margin := time.Duration(p.Window.SkewMargin)
+	topic := p.Source.Topic
+	starts, err := c.OffsetsAt(ctx, topic, parts, from.Add(-margin), plan.ReadUncommitted)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	for _, part := range parts {
+		if s := starts[part]; s >= 0 && s > offs[part].LogStart {
+			lo[part] = s // at the log start, retention may have deleted the real start
 		}
 	}
-	return nil
+	if !to.IsZero() {
+		ends, err := c.OffsetsAt(ctx, topic, parts, to.Add(margin), plan.ReadUncommitted)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		for _, part := range parts {
+			if e := ends[part]; e >= 0 {
+				hi[part] = min(hi[part], e)
+			}
+		}
+	}
+	return lo, hi, fmt.Sprintf("the window [%s, %s)", timeOrDash(from), timeOrDash(to)), nil
 }
 
 func timeOrDash(t time.Time) string {
