@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks/registry"
 )
 
 var updateFingerprints = flag.Bool("update-fingerprints", false, "rewrite testdata/fingerprints.golden")
@@ -100,6 +101,7 @@ func fingerprintOf(text string) (fp string, ok bool) {
 		"ORDERS_API_TOKEN": "t0ken", "ORDERS_API_URL": "https://orders.internal/api/replay", "RATE": "2000",
 	}
 	p, err := plan.Parse("plan.yaml", []byte(text), plan.LoadOptions{
+		Sinks:         registry.Catalog(),
 		Now:           func() time.Time { return time.Date(2026, 11, 5, 12, 0, 0, 0, time.UTC) },
 		LookupEnv:     func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 		AllowUnsetEnv: true,

@@ -77,6 +77,8 @@ type Plan struct {
 	problems []Problem
 	// filter is Filter compiled by validation (nil without a filter).
 	filter *filter.Program
+	// sinks are the sink types the plan was loaded against.
+	sinks SinkCatalog
 }
 
 // Source names the Kafka cluster and topic to re-read.
@@ -285,7 +287,7 @@ type SinkRetry struct {
 
 // Sink is where replayed records go. Which fields apply depends on Type.
 type Sink struct {
-	// Type is one of the types SinkTypes lists.
+	// Type is one of the types of the SinkCatalog the plan is loaded with.
 	Type SinkType `yaml:"type"`
 
 	// Path is the output file of a file sink, or the database file of a
@@ -477,6 +479,10 @@ func (p *Plan) applyDefaults() {
 	if _, written := p.pos["sink.batch_size"]; p.Sink.BatchSize == 0 && !written {
 		p.Sink.BatchSize = DefaultBatchSize
 	}
+	p.applySinkDefaults(&p.Sink, false)
+	if p.DeadLetter != nil {
+		p.applySinkDefaults(p.DeadLetter, true)
+	}
 	if p.Sink.OnConflict == "" {
 		// A replay exists to overwrite what the buggy run wrote.
 		p.Sink.OnConflict = "update"
@@ -498,12 +504,6 @@ func (p *Plan) applyDefaults() {
 	if _, written := p.pos["dead_letter.retry.max_elapsed"]; p.DeadLetter != nil && p.DeadLetter.Retry.MaxElapsed == 0 && !written {
 		p.DeadLetter.Retry.MaxElapsed = Duration(DefaultSinkRetryMaxElapsed)
 	}
-	p.Sink.applyHTTPDefaults()
-	p.Sink.applyOutputDefaults(false)
-	if p.DeadLetter != nil {
-		p.DeadLetter.applyHTTPDefaults()
-		p.DeadLetter.applyOutputDefaults(true)
-	}
 }
 
 // Line orders of a file sink (Sink.Order).
@@ -511,17 +511,6 @@ const (
 	OrderInterleaved = "interleaved"
 	OrderPartition   = "partition"
 )
-
-// defaultOrder is the line order of a file sink without order: interleaved
-// for a single JSONL file, partition for the others. A dead-letter sink is
-// always in partition order: its re-delivered partitions are rewritten, not
-// skipped (see the file sink, package sinks/file).
-func (s *Sink) defaultOrder(deadLetter bool) string {
-	if s.Format == "csv" || s.PerPartition || deadLetter {
-		return OrderPartition
-	}
-	return OrderInterleaved
-}
 
 // Output defaults of the file and postgres sinks.
 const (
@@ -534,18 +523,6 @@ const (
 	// 1000-row batch are a message of about 0.5 MiB, built twice.
 	DefaultCopyThreshold = 100
 )
-
-func (s *Sink) applyOutputDefaults(deadLetter bool) {
-	if s.Type == SinkFile && s.Format == "" {
-		s.Format = DefaultFormat
-	}
-	if s.Type == SinkFile && s.Order == "" {
-		s.Order = s.defaultOrder(deadLetter)
-	}
-	if s.Type == SinkPostgres && s.CopyThreshold == 0 {
-		s.CopyThreshold = DefaultCopyThreshold
-	}
-}
 
 // Defaults of an http sink's retries.
 const (
@@ -560,19 +537,3 @@ const (
 	// an endpoint that answers a batch in more time is retried.
 	DefaultRequestTimeout = Duration(30 * time.Second)
 )
-
-func (s *Sink) applyHTTPDefaults() {
-	if s.Type != SinkHTTP {
-		return
-	}
-	if s.MaxRetries == nil {
-		n := DefaultMaxRetries
-		s.MaxRetries = &n
-	}
-	if s.MaxRetryWait == 0 {
-		s.MaxRetryWait = DefaultMaxRetryWait
-	}
-	if s.RequestTimeout == 0 {
-		s.RequestTimeout = DefaultRequestTimeout
-	}
-}

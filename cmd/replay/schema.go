@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks/registry"
 )
 
 func (a *app) schemaCmd() *cobra.Command {
@@ -133,35 +135,13 @@ var fieldSchemas = map[string]func() schema{
 		s["anyOf"].([]any)[0].(schema)["maximum"] = int64(plan.MaxBytesPerSecond)
 		return s
 	},
-	"Sink.type":        func() schema { return enumOrEnv(sinkTypeValues()...) },
-	"Sink.on_conflict": func() schema { return enumOrEnv("update", "ignore") },
-	"Sink.batch_size":  func() schema { return numberOrEnv("integer", 1, plan.MaxBatchSize) },
-	"Sink.brokers": func() schema {
-		return schema{"anyOf": []any{
-			schema{"type": "array", "items": schema{"type": "string"}, "minItems": 1},
-			envRef(),
-		}, "examples": []any{[]any{"kafka-1:9092"}, "${TARGET_KAFKA_BROKERS}"}}
-	},
-	"Sink.url": func() schema {
-		return schema{"type": "string", "pattern": `^https?://|` + envPattern,
-			"examples": []any{"https://orders.internal/api/replay", "${ORDERS_API_URL}"}}
-	},
-	"Sink.headers": func() schema {
-		return schema{"type": "object", "additionalProperties": schema{"type": "string"},
-			"examples": []any{schema{"Authorization": "Bearer ${ORDERS_API_TOKEN}"}}}
-	},
-	"Sink.max_retries":    func() schema { return numberOrEnv("integer", 0, 100) },
-	"Sink.format":         func() schema { return enumOrEnv("jsonl", "csv") },
-	"Sink.order":          func() schema { return enumOrEnv(plan.OrderInterleaved, plan.OrderPartition) },
-	"Sink.copy_threshold": func() schema { return numberOrEnv("integer", 1, 1000000) },
-	"Sink.checkpoint_table": func() schema {
-		return schema{"type": "string", "pattern": `^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$|` + envPattern, "examples": []any{"replay_checkpoints"}}
-	},
+	"Sink.type":       func() schema { return enumOrEnv(sinkTypeValues()...) },
+	"Sink.batch_size": func() schema { return numberOrEnv("integer", 1, plan.MaxBatchSize) },
 }
 
 // fieldDocs are the descriptions editors show, keyed "Type.yaml_name".
 // Every field of the plan has one (schema_test.go checks); the fields of a
-// sink have theirs in plan.SinkFields.
+// sink have theirs in the sink catalog (sinkFieldDocs).
 var fieldDocs = map[string]string{
 	"Plan.version":         "Plan format version: 1.",
 	"Plan.name":            "Unique name of the plan (letters, digits, '.', '_', '-'); part of the plan fingerprint.",
@@ -241,39 +221,51 @@ var objectRules = map[string]func(schema){
 	// What each sink type needs, from the sink descriptors.
 	"Sink": func(s schema) {
 		var rules []any
-		for _, d := range plan.SinkTypes() {
-			if len(d.Required) == 0 {
-				continue
+		for _, d := range registry.Catalog() {
+			if req := d.Required(); len(req) > 0 {
+				rules = append(rules, schema{"description": string(d.Type) + " sink: " + d.Summary,
+					"if":   schema{"properties": schema{"type": schema{"const": string(d.Type)}}, "required": []any{"type"}},
+					"then": schema{"required": anySlice(req)}})
 			}
-			rules = append(rules, schema{"description": string(d.Type) + " sink: " + d.Summary,
-				"if":   schema{"properties": schema{"type": schema{"const": string(d.Type)}}, "required": []any{"type"}},
-				"then": schema{"required": anySlice(d.Required)}})
+			for _, r := range d.Schema {
+				rules = append(rules, r)
+			}
 		}
-		csvNeedsColumns := schema{"if": schema{"properties": schema{"format": schema{"const": "csv"}}, "required": []any{"format"}},
-			"then": schema{"required": []any{"columns"}}}
-		s["allOf"] = append(rules, csvNeedsColumns)
+		s["allOf"] = rules
 	},
 }
 
-// sinkTypeValues returns the sink types, in the plan's order.
+// sinkTypeValues returns the sink types, in the catalog's order.
 func sinkTypeValues() []any {
-	var out []any
-	for _, d := range plan.SinkTypes() {
-		out = append(out, string(d.Type))
-	}
-	return out
+	return anySlice(registry.Catalog().Types())
 }
 
-// sinkFieldDocs maps each field of a sink to its description.
-func sinkFieldDocs() map[string]string {
-	docs := map[string]string{}
-	for _, f := range plan.SinkFields() {
+// sinkFields maps each field of a sink to its description and, when a
+// sink type describes its schema (the first one that does), to that.
+func sinkFields() (docs map[string]string, schemas map[string]func() schema) {
+	docs, schemas = map[string]string{}, map[string]func() schema{}
+	cat := registry.Catalog()
+	for _, f := range cat.CommonFields() {
 		docs[f.Name] = f.Doc
 	}
-	return docs
+	for _, d := range cat {
+		for _, f := range d.Fields {
+			if !strings.Contains(docs[f.Name], f.Doc) {
+				docs[f.Name] = strings.TrimSpace(docs[f.Name] + " " + f.Doc)
+			}
+			switch {
+			case schemas[f.Name] != nil:
+			case f.Schema != nil:
+				schemas[f.Name] = func() schema { return maps.Clone(f.Schema) }
+			case len(f.Enum) > 0:
+				schemas[f.Name] = func() schema { return enumOrEnv(anySlice(f.Enum)...) }
+			}
+		}
+	}
+	return docs, schemas
 }
 
-func anySlice(ss []string) []any {
+func anySlice[T ~string](ss []T) []any {
 	out := make([]any, len(ss))
 	for i, s := range ss {
 		out[i] = s
@@ -397,18 +389,23 @@ func (g *schemaGen) object(t reflect.Type) (schema, error) {
 			continue
 		}
 		key := t.Name() + "." + name
+		override, ok := fieldSchemas[key]
+		doc := fieldDocs[key]
+		if t == reflect.TypeFor[plan.Sink]() {
+			docs, schemas := sinkFields()
+			doc = docs[name]
+			if !ok {
+				override, ok = schemas[name], schemas[name] != nil
+			}
+		}
 		var s schema
-		if override, ok := fieldSchemas[key]; ok {
+		if ok {
 			s = override()
 		} else {
 			var err error
 			if s, err = g.forType(f.Type); err != nil {
 				return nil, fmt.Errorf("%s: %w", key, err)
 			}
-		}
-		doc := fieldDocs[key]
-		if t == reflect.TypeFor[plan.Sink]() {
-			doc = sinkFieldDocs()[name]
 		}
 		if doc != "" {
 			s["description"] = doc // beside a $ref too: 2020-12 allows it
