@@ -166,6 +166,11 @@ func TestFingerprintsUnchanged(t *testing.T) {
 			t.Errorf("%s: fingerprint %s, want %s", pl.where, fp, want)
 		}
 	}
+	for _, c := range fingerprintCases {
+		if _, ok := fingerprintOf(basePlan + "sink: " + c + "\n"); !ok {
+			t.Errorf("sink %s: not a valid plan, so its fields are not in the golden file", c)
+		}
+	}
 	if checked < 100 {
 		t.Errorf("only %d recorded plans found in the repository: want at least 100", checked)
 	}
@@ -175,7 +180,7 @@ func TestFingerprintsUnchanged(t *testing.T) {
 // fingerprint; repoPlans finds them here as in any other test file.
 var fingerprintCases = []string{
 	"{type: file, path: out/a.jsonl, order: partition, value_format: base64}",
-	"{type: file, path: out/a-{partition}.csv, format: csv, per_partition: true, columns: {id: key, v: value.id}}",
+	"{type: file, path: 'out/a-{partition}.csv', format: csv, per_partition: true, columns: {id: key, v: value.id}}",
 	"{type: file, path: out/a.jsonl, format: jsonl, order: interleaved, value_format: auto, overwrite: true}",
 	"{type: stdout, value_format: text, key: '{{ .Value.id }}'}",
 	"{type: postgres, dsn: ${ORDERS_DSN}, table: orders, on_conflict: ignore, on_tombstone: delete, version: value.updated_at, checkpoint_table: ck, copy_threshold: 10, connections: 4}",
