@@ -49,11 +49,9 @@ type SinkDescriptor struct {
 	// a header, a request's Idempotency-Key), so that `replay test` reports
 	// a key template that fails.
 	UsesKey bool
-	// Staged reports that the output appears only when the run completes
-	// (published at Finish): a run stopped before shows it unpublished.
-	Staged bool
-	// StagingDir returns where a section's unpublished output waits (""
-	// when it has none to show); nil for a type without staging.
+	// StagingDir is set for a type whose output appears only when the run
+	// completes (published at Finish): it returns where a section's
+	// unpublished output waits ("" when it has none to show).
 	StagingDir func(s *Sink) string
 	// KeepsCheckpoints reports whether a section records, with its writes,
 	// the checkpoints a run can resume from (--resume-from-sink); nil is
@@ -68,11 +66,13 @@ type SinkDescriptor struct {
 	Where func(s *Sink) string
 	// DeadLetterInLine reports whether a dead-letter sink of the section
 	// writes each dead letter's reason and source coordinates itself, as
-	// fields of its JSON line; nil is false (the reason goes in a header).
+	// fields of its JSON line (a JSONL file, stdout); nil is false: the
+	// reason goes in a header (sinks.WithDeadLetterHeaders).
 	DeadLetterInLine func(s *Sink) bool
 	// DeadLetterKeepsKey reports whether a dead-letter sink of the type
-	// without key: writes each record under its own key rather than the
-	// idempotency key.
+	// without key: writes each record under its own key (a null key stays
+	// null) rather than the idempotency key, so that its records can be
+	// replayed as they were (a kafka dead-letter topic).
 	DeadLetterKeepsKey bool
 }
 
@@ -152,17 +152,6 @@ func (c SinkCatalog) SharedTypes() []SinkType {
 	var out []SinkType
 	for _, d := range c {
 		if d.Shared {
-			out = append(out, d.Type)
-		}
-	}
-	return out
-}
-
-// typesTaking returns the sink types that take the field name, in order.
-func (c SinkCatalog) typesTaking(name string) []SinkType {
-	var out []SinkType
-	for _, d := range c {
-		if d.Field(name) != nil {
 			out = append(out, d.Type)
 		}
 	}

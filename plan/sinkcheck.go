@@ -91,7 +91,7 @@ func (c *SinkCheck) path(name string) string { return c.Field + "." + name }
 
 // article returns "a kafka", "an http".
 func article(sinkType SinkType) string {
-	if strings.ContainsRune("aeiouh", rune(string(sinkType + "x")[0])) {
+	if strings.HasPrefix(string(sinkType), "http") {
 		return "an " + string(sinkType)
 	}
 	return "a " + string(sinkType)
@@ -124,7 +124,13 @@ func (v *validator) sinkFields(field string, s *Sink, d SinkDescriptor) {
 				continue
 			}
 			seen[f.Name] = true
-			v.add(field+"."+f.Name, "does not apply to %s sink (only %s sinks take it): remove it", article(s.Type), strings.Join(typeStrings(v.p.sinks.typesTaking(f.Name)), " and "))
+			var takers []string
+			for _, t := range v.p.sinks {
+				if t.Field(f.Name) != nil {
+					takers = append(takers, string(t.Type))
+				}
+			}
+			v.add(field+"."+f.Name, "does not apply to %s sink (only %s sinks take it): remove it", article(s.Type), strings.Join(takers, " and "))
 		}
 	}
 	for _, f := range d.Fields {

@@ -99,7 +99,7 @@ func (a *app) demo(ctx context.Context, o demoOptions) error {
 	if err != nil || rep == nil {
 		return err
 	}
-	if !registry.Describe(p.Sink).Staged || p.Window.Kind() != plan.WindowTime {
+	if registry.Describe(p.Sink).StagingDir == nil || p.Window.Kind() != plan.WindowTime {
 		return nil
 	}
 	return a.verifyDemo(p, seed, rep)

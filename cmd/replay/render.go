@@ -75,7 +75,7 @@ func printReport(w io.Writer, rep *runner.Report, where string) {
 	if dur > 0 {
 		rate = float64(written) / dur.Seconds()
 	}
-	if d, _ := registry.Catalog().Lookup(plan.SinkType(rep.Sink)); d.Staged && !rep.Published {
+	if d, _ := registry.Catalog().Lookup(plan.SinkType(rep.Sink)); d.StagingDir != nil && !rep.Published {
 		fmt.Fprintf(w, "%d records written to the staging of %s in %s (%.0f records/s); not published: the output appears when the run completes\n",
 			written, where, dur.Round(time.Millisecond), rate)
 	} else {

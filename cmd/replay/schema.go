@@ -43,22 +43,18 @@ func (a *app) schemaCmd() *cobra.Command {
 // schema is one JSON Schema object.
 type schema = map[string]any
 
-// envPattern matches a value holding a ${VAR}, expanded when the plan is
-// loaded; a ${VAR} may stand for a value of any type.
-const envPattern = `\$\{[A-Za-z_][A-Za-z0-9_]*\}`
-
 // Patterns of the scalars the plan decodes itself (plan/types.go).
 const (
 	durationUnits = `(?:ns|us|µs|ms|s|m|h)`
 	durationRe    = `(?:[0-9]+d(?:[0-9]+(?:\.[0-9]+)?` + durationUnits + `)*|(?:[0-9]+(?:\.[0-9]+)?` + durationUnits + `)+)`
 	agoRe         = `(?:[0-9]+d(?:[0-9]+` + durationUnits + `)*|(?:[0-9]+` + durationUnits + `)+)\s+ago`
 	rfc3339Re     = `[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})`
-	timeRe        = `^\s*(?:now|today|yesterday|` + rfc3339Re + `|-` + durationRe + `|` + agoRe + `)\s*$|` + envPattern
+	timeRe        = `^\s*(?:now|today|yesterday|` + rfc3339Re + `|-` + durationRe + `|` + agoRe + `)\s*$|` + plan.EnvPattern
 )
 
 // columnFieldRe is a record field a column maps to (plan.ParseField): a
 // plain field (plan.PlainFields), value.<path> or header.<name>.
-var columnFieldRe = `^(?:` + strings.Join(plan.PlainFields(), "|") + `|value\..*\S.*|header\..+)$|` + envPattern
+var columnFieldRe = `^(?:` + strings.Join(plan.PlainFields(), "|") + `|value\..*\S.*|header\..+)$|` + plan.EnvPattern
 
 // scalarSchemas describe the plan types that decode themselves from YAML
 // (UnmarshalYAML). planSchema fails on such a type missing here.
@@ -68,13 +64,13 @@ var scalarSchemas = map[reflect.Type]func() schema{
 			"examples": []any{"2026-11-03T10:00:00Z", "2026-11-03T12:00:00+02:00", "-2h", "24h ago", "now"}}
 	},
 	reflect.TypeFor[plan.Last](): func() schema {
-		return schema{"type": "string", "pattern": `^([1-9][0-9]*[mhd])$|` + envPattern, "examples": []any{"1h", "1d", "7d"}}
+		return schema{"type": "string", "pattern": `^([1-9][0-9]*[mhd])$|` + plan.EnvPattern, "examples": []any{"1h", "1d", "7d"}}
 	},
 	reflect.TypeFor[plan.Every](): func() schema {
-		return schema{"type": "string", "pattern": `^([1-9][0-9]*[mhd])$|` + envPattern, "examples": []any{"15m", "1h", "1d"}}
+		return schema{"type": "string", "pattern": `^([1-9][0-9]*[mhd])$|` + plan.EnvPattern, "examples": []any{"15m", "1h", "1d"}}
 	},
 	reflect.TypeFor[plan.Duration](): func() schema {
-		return schema{"type": "string", "pattern": `^` + durationRe + `$|` + envPattern, "examples": []any{"30s", "5m", "1h30m", "1d"}}
+		return schema{"type": "string", "pattern": `^` + durationRe + `$|` + plan.EnvPattern, "examples": []any{"30s", "5m", "1h30m", "1d"}}
 	},
 	reflect.TypeFor[plan.ByteSize](): func() schema {
 		return schema{"anyOf": []any{
@@ -127,7 +123,7 @@ var fieldSchemas = map[string]func() schema{
 	},
 	"SASL.mechanism": func() schema { return enumOrEnv("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512") },
 	"SASL.password": func() schema {
-		return schema{"type": "string", "pattern": envPattern, "examples": []any{"${KAFKA_PASSWORD}"}}
+		return schema{"type": "string", "pattern": plan.EnvPattern, "examples": []any{"${KAFKA_PASSWORD}"}}
 	},
 	"Throttle.records_per_second": func() schema { return numberOrEnv("number", 0, plan.MaxRecordsPerSecond) },
 	"Throttle.bytes_per_second": func() schema {
@@ -290,7 +286,7 @@ func numberOrEnv(typ string, minimum, maximum any) schema {
 // planSchema builds the JSON Schema of plan.Plan by reflection over its
 // yaml tags and Go types.
 func planSchema() (schema, error) {
-	g := &schemaGen{defs: schema{"env": schema{"type": "string", "pattern": envPattern,
+	g := &schemaGen{defs: schema{"env": schema{"type": "string", "pattern": plan.EnvPattern,
 		"description": "A ${VAR}, expanded from the environment when the plan is loaded; a missing variable is an error."}}}
 	root, err := g.object(reflect.TypeFor[plan.Plan]())
 	if err != nil {

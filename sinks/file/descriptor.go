@@ -50,7 +50,6 @@ var Descriptor = plan.SinkDescriptor{
 	// A csv file needs its columns.
 	Schema: []map[string]any{{"if": map[string]any{"properties": map[string]any{"format": map[string]any{"const": "csv"}}, "required": []any{"format"}},
 		"then": map[string]any{"required": []any{"columns"}}}},
-	Staged:     true,
 	StagingDir: stagingDir,
 	Where:      func(s *plan.Sink) string { return s.Path },
 	DeadLetterInLine: func(s *plan.Sink) bool {

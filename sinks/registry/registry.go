@@ -74,11 +74,11 @@ func New(ctx context.Context, cfg plan.Sink, opts sinks.Options) (sinks.Sink, er
 func NewDeadLetter(ctx context.Context, cfg plan.Sink, opts sinks.Options) (sinks.Sink, error) {
 	cfg = sinks.DeadLetterConfig(cfg)
 	d := Describe(cfg)
-	s, err := build(ctx, cfg, opts, sinks.DeadLetterKeepsKey(d, cfg))
+	s, err := build(ctx, cfg, opts, d.DeadLetterKeepsKey && cfg.Key == "")
 	if err != nil {
 		return nil, fmt.Errorf("dead-letter sink: %w", err)
 	}
-	if sinks.DeadLetterInLine(d, cfg) {
+	if d.DeadLetterInLine != nil && d.DeadLetterInLine(&cfg) {
 		return s, nil
 	}
 	return sinks.WithDeadLetterHeaders(s), nil

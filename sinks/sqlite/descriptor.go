@@ -17,7 +17,7 @@ var Descriptor = plan.SinkDescriptor{
 	Summary: "table in a local SQLite database file, with the postgres sink's semantics",
 	Fields: dbsection.Fields([]plan.FieldDescriptor{
 		{Name: "path", Fingerprint: "Path", Required: "missing: the database file, e.g. out/orders.db (created when missing)",
-			Doc: "The database file of a sqlite sink."},
+			Doc: "sqlite: the database file, created when missing, e.g. out/orders.db."},
 	}),
 	Check:            check,
 	Service:          "database",
