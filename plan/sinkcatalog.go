@@ -85,8 +85,10 @@ type FieldDescriptor struct {
 	// Default is the value an unset field takes, as a plan would write it
 	// ("" when none); applied when the field holds its zero value.
 	Default string
-	// Secret reports whether the value (or part of it) is a credential,
-	// which must come from the environment.
+	// Secret reports whether the value is a credential (a token, a key):
+	// it must come from the environment (${VAR}), and the command line
+	// redacts it wherever it prints. Fields holding a credential among
+	// other things (a DSN's password, a URL's) have rules of their own.
 	Secret bool
 	// Required is the problem reported when the field is not set (a
 	// "missing: ..." message); "" for an optional field.

@@ -134,8 +134,11 @@ func (v *validator) sinkFields(field string, s *Sink, d SinkDescriptor) {
 		}
 	}
 	for _, f := range d.Fields {
-		if f.Required != "" && !s.isSet(f.Name) {
+		switch {
+		case f.Required != "" && !s.isSet(f.Name):
 			v.add(field+"."+f.Name, "%s", f.Required)
+		case f.Secret && s.isSet(f.Name) && !v.p.FromEnv(field+"."+f.Name):
+			v.add(field+"."+f.Name, "a literal secret must not be written in a plan: take it from the environment, e.g. %s: ${%s}, and export the variable", f.Name, strings.ToUpper(string(s.Type)+"_"+f.Name))
 		}
 	}
 	for _, f := range d.Fields {
@@ -146,6 +149,19 @@ func (v *validator) sinkFields(field string, s *Sink, d SinkDescriptor) {
 	if d.Check != nil {
 		d.Check(&SinkCheck{Field: field, Sink: s, Plan: v.p, v: v})
 	}
+}
+
+// secretFields returns the values of the section's fields its type marks
+// as secret.
+func (p *Plan) secretFields(s *Sink) []string {
+	var out []string
+	d, _ := p.sinks.Lookup(s.Type)
+	for _, f := range d.Fields {
+		if v, ok := s.field(f.Name); ok && f.Secret && v.Kind() == reflect.String {
+			out = append(out, v.String())
+		}
+	}
+	return out
 }
 
 // applySinkDefaults fills the unset fields of a section with the defaults

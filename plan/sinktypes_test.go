@@ -2,6 +2,7 @@ package plan
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -90,5 +91,28 @@ func TestParseNeedsSinks(t *testing.T) {
 	_, err := Parse("plan.yaml", []byte(minimalPlan), LoadOptions{})
 	if err == nil || !strings.Contains(err.Error(), "LoadOptions.Sinks") {
 		t.Errorf("Parse without Sinks: %v, want an error naming LoadOptions.Sinks", err)
+	}
+}
+
+// A field a sink type marks as secret must come from the environment, and
+// its value is among the plan's secrets.
+func TestSecretSinkField(t *testing.T) {
+	vault := SinkDescriptor{Type: "vault", Summary: "a store of secrets", Fields: []FieldDescriptor{
+		{Name: "table", Doc: "the store's token", Secret: true, Required: "missing: the token"},
+	}}
+	opts := testOptions()
+	opts.Sinks = SinkCatalog{vault}
+	src := strings.Replace(minimalPlan, "  type: file\n  path: out/orders.jsonl\n", "  type: vault\n  table: %s\n", 1)
+	_, err := Parse("plan.yaml", []byte(fmt.Sprintf(src, "s3cr3t-token")), opts)
+	if want := "sink.table: a literal secret must not be written in a plan: take it from the environment, e.g. table: ${VAULT_TABLE}, and export the variable"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("literal secret: %v, want %q", err, want)
+	}
+	opts.LookupEnv = func(string) (string, bool) { return "s3cr3t-token", true }
+	p, err := Parse("plan.yaml", []byte(fmt.Sprintf(src, "${VAULT_TOKEN}")), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(p.Secrets(), "s3cr3t-token") {
+		t.Errorf("Secrets() = %v, want the token among them", p.Secrets())
 	}
 }

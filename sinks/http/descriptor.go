@@ -22,7 +22,7 @@ var Descriptor = plan.SinkDescriptor{
 	Type:    Type,
 	Summary: "HTTP endpoint, batches POSTed as JSON arrays with an Idempotency-Key header",
 	Fields: []plan.FieldDescriptor{
-		{Name: "url", Fingerprint: "URL", Secret: true,
+		{Name: "url", Fingerprint: "URL",
 			Required: "missing: the endpoint to POST to, e.g. https://orders.internal/api/replay or ${ORDERS_API_URL}",
 			Doc:      "http: the endpoint each batch is POSTed to as a JSON array.",
 			Schema: map[string]any{"type": "string", "pattern": `^https?://|` + plan.EnvPattern,
@@ -33,7 +33,7 @@ var Descriptor = plan.SinkDescriptor{
 				}
 				return endpoint(s.URL)
 			}},
-		{Name: "headers", Secret: true,
+		{Name: "headers",
 			Doc: "http: headers sent with every request; credentials (Authorization, tokens, API keys) must come from the environment, e.g. Authorization: \"Bearer ${ORDERS_API_TOKEN}\".",
 			Schema: map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "string"},
 				"examples": []any{map[string]any{"Authorization": "Bearer ${ORDERS_API_TOKEN}"}}}},

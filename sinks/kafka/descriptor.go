@@ -23,7 +23,7 @@ var Descriptor = plan.SinkDescriptor{
 		{Name: "topic", Fingerprint: "Topic", Required: "missing: the topic to produce to (it must exist: replay does not create topics)",
 			Doc: "kafka: the topic to produce to; it must exist."},
 		{Name: "tls", Doc: "kafka: encrypted connection to the target cluster (independent of the source's)."},
-		{Name: "sasl", Secret: true, Doc: "kafka: authentication to the target cluster (independent of the source's): PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."},
+		{Name: "sasl", Doc: "kafka: authentication to the target cluster (independent of the source's): PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."},
 		{Name: "keep_partition", Fingerprint: "KeepPartition",
 			Doc: "kafka: produce each record to the partition numbered as its source partition (mirroring; the target needs at least as many partitions) instead of hashing the key.",
 			// A dead-letter topic's fingerprint never held it.

@@ -2,6 +2,8 @@ package registry
 
 import (
 	"testing"
+
+	"github.com/replay-tool/replay/plan"
 )
 
 // Every driver has a descriptor with a type of its own: a type listed
@@ -27,5 +29,44 @@ func TestCatalogIsACopy(t *testing.T) {
 	again := Catalog()
 	if again[0].Type == "changed" || again[0].Fields[0].Name == "changed" {
 		t.Error("a descriptor changed through a returned catalog")
+	}
+}
+
+// The properties the command line decides on, for each type: what it
+// decided before they were the drivers' (stdout takes the terminal, a
+// database sink with checkpoint_table resumes from it, an exactly-once
+// kafka sink fences a second run itself, ...).
+func TestCommandLineProperties(t *testing.T) {
+	type props struct {
+		shared                               bool
+		service                              string
+		stdout, key, staged, keyDL, inlineDL bool
+		checkpoints, fences                  bool
+		where                                string
+	}
+	s := plan.Sink{Path: "out/o.db", Table: "orders", Topic: "copy", CheckpointTable: "ck", ExactlyOnce: true, Format: "jsonl"}
+	want := map[plan.SinkType]props{
+		"file":     {staged: true, inlineDL: true, where: "out/o.db"},
+		"postgres": {shared: true, service: "database", key: true, checkpoints: true, where: "postgres table orders"},
+		"sqlite":   {service: "database", key: true, checkpoints: true, where: "sqlite table orders in out/o.db"},
+		"kafka":    {shared: true, key: true, keyDL: true, fences: true, where: "kafka topic copy"},
+		"http":     {shared: true, service: "service", key: true, where: "http"},
+		"stdout":   {stdout: true, inlineDL: true, where: "stdout"},
+	}
+	for _, d := range Catalog() {
+		s.Type = d.Type
+		got := props{shared: d.Shared, service: d.Service, stdout: d.WritesStdout, key: d.UsesKey, staged: d.StagingDir != nil,
+			keyDL: d.DeadLetterKeepsKey, inlineDL: d.DeadLetterInLine != nil && d.DeadLetterInLine(&s),
+			checkpoints: d.KeepsCheckpoints != nil && d.KeepsCheckpoints(&s), fences: d.FencesOthers != nil && d.FencesOthers(&s), where: string(d.Type)}
+		if d.Where != nil {
+			got.where = d.Where(&s)
+		}
+		if got != want[d.Type] {
+			t.Errorf("%s: %+v, want %+v", d.Type, got, want[d.Type])
+		}
+	}
+	s.Format = "csv"
+	if d := Describe(plan.Sink{Type: "file"}); d.DeadLetterInLine(&s) {
+		t.Error("a csv dead-letter file writes its reasons in line")
 	}
 }
