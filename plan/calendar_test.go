@@ -43,7 +43,7 @@ func TestCalendarBounds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			now := mustTime(t, tc.now)
-			p, err := Parse("p.yaml", []byte(schedulePlan(tc.window)), LoadOptions{Now: func() time.Time { return now }})
+			p, err := Parse("p.yaml", []byte(schedulePlan(tc.window)), LoadOptions{Sinks: testSinks, Now: func() time.Time { return now }})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -83,7 +83,7 @@ func TestCalendarValidation(t *testing.T) {
 		{"tomorrow", "{from: tomorrow}", "today, yesterday"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse("p.yaml", []byte(schedulePlan(tc.window)), LoadOptions{Now: scheduleNow})
+			_, err := Parse("p.yaml", []byte(schedulePlan(tc.window)), LoadOptions{Sinks: testSinks, Now: scheduleNow})
 			var inv *InvalidError
 			if !errors.As(err, &inv) {
 				t.Fatalf("Parse: %v, want an *InvalidError", err)
@@ -101,7 +101,7 @@ func TestCalendarValidation(t *testing.T) {
 func TestCalendarFingerprint(t *testing.T) {
 	fp := func(window string, now time.Time) string {
 		t.Helper()
-		p, err := Parse("p.yaml", []byte(schedulePlan(window)), LoadOptions{Now: func() time.Time { return now }})
+		p, err := Parse("p.yaml", []byte(schedulePlan(window)), LoadOptions{Sinks: testSinks, Now: func() time.Time { return now }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,14 +130,14 @@ func TestCalendarFingerprint(t *testing.T) {
 // refused beside per-partition keys; a bad key does not hide the plan's
 // other problems.
 func TestOffsetsAll(t *testing.T) {
-	p, err := Parse("p.yaml", []byte(schedulePlan("{offsets: {all: {from: 4990, to: latest}}}")), LoadOptions{Now: scheduleNow})
+	p, err := Parse("p.yaml", []byte(schedulePlan("{offsets: {all: {from: 4990, to: latest}}}")), LoadOptions{Sinks: testSinks, Now: scheduleNow})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.Window.Kind() != WindowOffsets || p.Window.OffsetRangeOf(7).From.Offset != 4990 || !p.Window.OffsetRangeOf(0).To.Latest {
 		t.Fatalf("window %+v", p.Window)
 	}
-	q, err := Parse("p.yaml", []byte(schedulePlan("{offsets: {0: {from: 4990, to: latest}}}")), LoadOptions{Now: scheduleNow})
+	q, err := Parse("p.yaml", []byte(schedulePlan("{offsets: {0: {from: 4990, to: latest}}}")), LoadOptions{Sinks: testSinks, Now: scheduleNow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestOffsetsAll(t *testing.T) {
 			[]string{`window.offsets.x: key "x": want a partition number (0, 1, ...) or all`, "window.offsets.1.from: latest as the start", "throttle.records_per_second: must be >= 0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse("p.yaml", []byte(schedulePlan(tc.window)), LoadOptions{Now: scheduleNow})
+			_, err := Parse("p.yaml", []byte(schedulePlan(tc.window)), LoadOptions{Sinks: testSinks, Now: scheduleNow})
 			var inv *InvalidError
 			if !errors.As(err, &inv) {
 				t.Fatalf("Parse: %v, want an *InvalidError", err)
@@ -175,7 +175,7 @@ func TestOffsetsAll(t *testing.T) {
 func TestScheduleFileSinkRefused(t *testing.T) {
 	body := strings.Replace(schedulePlan("{every: 1h, start: 2026-11-01T00:00:00Z}"), "sink: {type: stdout}",
 		"sink: {type: file, path: out/x.jsonl}\non_error: dead_letter\ndead_letter: {type: file, path: out/dead.jsonl}", 1)
-	_, err := Parse("p.yaml", []byte(body), LoadOptions{Now: scheduleNow})
+	_, err := Parse("p.yaml", []byte(body), LoadOptions{Sinks: testSinks, Now: scheduleNow})
 	var inv *InvalidError
 	if !errors.As(err, &inv) {
 		t.Fatalf("Parse: %v, want an *InvalidError", err)
@@ -192,13 +192,13 @@ func TestScheduleFileSinkRefused(t *testing.T) {
 func TestScheduleRelativeSQLitePathRefused(t *testing.T) {
 	body := strings.Replace(schedulePlan("{every: 1h, start: 2026-11-01T00:00:00Z}"), "sink: {type: stdout}",
 		"sink: {type: sqlite, path: out/x.db, table: t, create_table: true}", 1)
-	_, err := Parse("p.yaml", []byte(body), LoadOptions{Now: scheduleNow})
+	_, err := Parse("p.yaml", []byte(body), LoadOptions{Sinks: testSinks, Now: scheduleNow})
 	var inv *InvalidError
 	if !errors.As(err, &inv) || !strings.Contains(inv.Error(), `sink.path: "out/x.db" is relative: with a schedule`) {
 		t.Fatalf("Parse: %v, want the relative path refused", err)
 	}
 	abs := strings.Replace(body, "path: out/x.db", "path: /var/lib/replay/x.db", 1)
-	if _, err := Parse("p.yaml", []byte(abs), LoadOptions{Now: scheduleNow}); err != nil {
+	if _, err := Parse("p.yaml", []byte(abs), LoadOptions{Sinks: testSinks, Now: scheduleNow}); err != nil {
 		t.Fatalf("an absolute path: %v", err)
 	}
 }

@@ -168,3 +168,7 @@ func (c Columns) String() string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// SuggestField returns the record field closest to s, for "did you mean"
+// hints; "" when none is close.
+func SuggestField(s string) string { return suggestField(s) }

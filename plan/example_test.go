@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks/registry"
 )
 
 func Example() {
@@ -28,7 +29,8 @@ sink:
 `
 	now := time.Date(2026, 11, 4, 10, 0, 0, 0, time.UTC)
 	p, err := plan.Parse("orders.yaml", []byte(src), plan.LoadOptions{
-		Now: func() time.Time { return now },
+		Sinks: registry.Catalog(),
+		Now:   func() time.Time { return now },
 		LookupEnv: func(name string) (string, bool) {
 			return "postgres://app:s3cret@db:5432/orders", name == "ORDERS_DSN"
 		},

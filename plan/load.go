@@ -83,6 +83,8 @@ type LoadOptions struct {
 	// holding it are dropped (they cannot be checked without its value),
 	// and Plan.UnsetEnv lists the variables. Such a plan must not be run.
 	AllowUnsetEnv bool
+	// Sinks are the sink types a plan may use (registry.Catalog). Required.
+	Sinks SinkCatalog
 }
 
 // Load reads, decodes, defaults and validates the plan in file. Every problem
@@ -104,6 +106,9 @@ func isEmptyDocument(n *yaml.Node) bool {
 
 // Parse is Load for a plan already in memory; file names it in messages.
 func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
+	if opts.Sinks == nil {
+		return nil, errors.New("plan: LoadOptions.Sinks is nil: pass the sink types a plan may use (registry.Catalog())")
+	}
 	if opts.LookupEnv == nil {
 		opts.LookupEnv = os.LookupEnv
 	}
@@ -138,7 +143,7 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	} else if err != nil && !errors.Is(err, io.EOF) {
 		return nil, &InvalidError{Problems: []Problem{yamlSyntaxProblem(file, data, err)}}
 	}
-	p := &Plan{File: file}
+	p := &Plan{File: file, sinks: opts.Sinks}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return nil, &InvalidError{Problems: []Problem{{File: file, Line: 1, Col: 1, Message: "empty plan: see the plan reference in docs/plan.md"}}}
 	}

@@ -77,6 +77,8 @@ type Plan struct {
 	problems []Problem
 	// filter is Filter compiled by validation (nil without a filter).
 	filter *filter.Program
+	// sinks are the sink types the plan was loaded against.
+	sinks SinkCatalog
 }
 
 // Source names the Kafka cluster and topic to re-read.
@@ -283,126 +285,59 @@ type SinkRetry struct {
 	MaxElapsed Duration `yaml:"max_elapsed"`
 }
 
-// Sink is where replayed records go. Which fields apply depends on Type.
+// Sink is where replayed records go: the fields every type takes (Type,
+// Key, BatchSize, Retry) and the fields of each sink type, in the order
+// "did you mean" hints try them. Which fields
+// a type takes, what each means and its default are in the type's
+// descriptor (SinkDescriptor, declared by its driver, sinks/<driver>).
 type Sink struct {
-	// Type is one of the types SinkTypes lists.
+	// Type is one of the types of the SinkCatalog the plan is loaded with.
 	Type SinkType `yaml:"type"`
 
-	// Path is the output file of a file sink, or the database file of a
-	// sqlite sink.
+	// A file or sqlite sink's file.
 	Path string `yaml:"path"`
-
-	// DSN is the PostgreSQL connection string; a password must come from ${VAR}.
-	DSN string `yaml:"dsn"`
-	// Table is the target table of a database sink, optionally schema-qualified.
-	Table string `yaml:"table"`
-	// OnConflict is update (default: the replayed record wins) or ignore.
-	OnConflict string `yaml:"on_conflict"`
-	// CreateTable creates the table when it is missing: the default layout,
-	// or Columns with types that follow their fields.
-	CreateTable bool `yaml:"create_table"`
-	// Columns maps the columns of a database sink's table, or of a file
-	// sink's CSV, to record fields (see ParseField). Unset, a database sink
-	// uses its default layout.
-	Columns Columns `yaml:"columns"`
-	// CheckpointTable is a table of a database sink where every write also
-	// records, in the same transaction, the next offset of its partition for
-	// the group: a resume starts from the later of it and the Kafka commit.
-	CheckpointTable string `yaml:"checkpoint_table"`
-	// CopyThreshold: a postgres batch of more rows than this is loaded with
-	// COPY into a temporary table, then upserted from it. Default 100.
-	CopyThreshold int `yaml:"copy_threshold"`
-	// OnTombstone is what a database sink does with a tombstone (a record
-	// whose value is null): write (default: a row with a NULL value),
-	// delete (remove the key's row, in order with the batch's upserts: the
-	// semantics of a compacted or CDC topic) or skip (counted, not
-	// written). OnTombstones lists them.
-	OnTombstone string `yaml:"on_tombstone"`
-	// Version names the record field (as in Columns: offset, timestamp,
-	// value.<path>, header.<name>) that guards a database sink's upserts:
-	// a stored row changes only when the incoming version is greater than
-	// the stored one; equal is an unchanged duplicate, smaller a stale
-	// update, both counted. Empty: no guard.
-	Version string `yaml:"version"`
-	// Overwrite acknowledges that the sink replaces what it finds: a file
-	// sink may replace a file replay did not write, and a database sink
-	// with on_conflict: update and no version may overwrite rows that are
-	// newer than the replayed records (no warning).
-	Overwrite bool `yaml:"overwrite"`
-	// Connections is how many connections a postgres or http sink writes
-	// through at once: 1..64, default 1. Records are sharded by
-	// idempotency key, so one key always goes through one connection and
-	// keeps its order.
-	Connections int `yaml:"connections"`
-
-	// Format is the file sink's output: jsonl (default) or csv (with Columns).
-	Format string `yaml:"format"`
-	// ValueFormat is how a JSONL file, stdout or http sink (or dead-letter
-	// sink) writes record values: auto (default), json, text or base64
-	// (ValueFormats); unset is auto.
-	ValueFormat string `yaml:"value_format"`
-	// PerPartition writes one file per partition: Path holds {partition}.
-	PerPartition bool `yaml:"per_partition"`
-	// Order is the order of the lines of a single JSONL file: interleaved
-	// (the default) stages all partitions in one file and publishes it by a
-	// rename, so the output is written to disk once; lines of different
-	// partitions interleave, each partition's in offset order. partition
-	// groups the lines by partition, in partition order: byte-identical
-	// output for the same window, at the cost of writing it a second time
-	// when it is published. CSV files, per_partition files and dead letters
-	// are always in partition order.
-	Order string `yaml:"order"`
+	// A database sink's (postgres, sqlite) connection and table.
+	DSN             string  `yaml:"dsn"`
+	Table           string  `yaml:"table"`
+	OnConflict      string  `yaml:"on_conflict"`
+	CreateTable     bool    `yaml:"create_table"`
+	Columns         Columns `yaml:"columns"`
+	CheckpointTable string  `yaml:"checkpoint_table"`
+	CopyThreshold   int     `yaml:"copy_threshold"`
+	OnTombstone     string  `yaml:"on_tombstone"`
+	Version         string  `yaml:"version"`
+	Overwrite       bool    `yaml:"overwrite"`
+	Connections     int     `yaml:"connections"`
+	// A file sink's layout (and value_format: stdout and http too).
+	Format       string `yaml:"format"`
+	ValueFormat  string `yaml:"value_format"`
+	PerPartition bool   `yaml:"per_partition"`
+	Order        string `yaml:"order"`
 
 	// Key is the idempotency key: a Go text/template over the record
 	// ({{ .Key }}, {{ .Value.id }}, {{ index .Headers "h" }}, {{ .Partition }},
 	// {{ .Offset }}, {{ .Topic }}); default "<topic>/<partition>/<offset>".
 	Key string `yaml:"key"`
-
 	// BatchSize is the largest number of records handed to the sink in one
-	// durable write, and so between two commits. Default 1000. An http sink
-	// also posts at most this many records per request.
+	// durable write, and so between two commits. Default 1000.
 	BatchSize int `yaml:"batch_size"`
 
-	// Brokers are the bootstrap addresses (host:port) of a kafka sink's
-	// target cluster: the source cluster or another one.
-	Brokers []string `yaml:"brokers"`
-	// Topic is the target topic of a kafka sink; it must exist.
-	Topic string `yaml:"topic"`
-	// TLS and SASL configure the kafka sink's connection to its cluster,
-	// independently of the source's.
-	TLS  TLS  `yaml:"tls"`
-	SASL SASL `yaml:"sasl"`
-	// KeepPartition produces each record to the target partition numbered
-	// as its source partition (mirroring) instead of hashing the key.
-	KeepPartition bool `yaml:"keep_partition"`
-	// ExactlyOnce makes a kafka sink produce each batch in one Kafka
-	// transaction (KIP-98) together with the replay group's offsets for it
-	// (AddOffsetsToTxn, TxnOffsetCommit): a read_committed consumer of the
-	// target sees each source record once, whatever happens to the run.
-	// Default false.
-	ExactlyOnce bool `yaml:"exactly_once"`
-	// TransactionalID is the prefix of the exactly-once sink's transactional
-	// ids (one per source partition: <prefix>-<partition>); default
-	// replay-<plan name>-<hash of the group>.
-	TransactionalID string `yaml:"transactional_id"`
+	// A kafka sink's target cluster and topic.
+	Brokers         []string `yaml:"brokers"`
+	Topic           string   `yaml:"topic"`
+	TLS             TLS      `yaml:"tls"`
+	SASL            SASL     `yaml:"sasl"`
+	KeepPartition   bool     `yaml:"keep_partition"`
+	ExactlyOnce     bool     `yaml:"exactly_once"`
+	TransactionalID string   `yaml:"transactional_id"`
+	// An http sink's endpoint and requests.
+	URL            string            `yaml:"url"`
+	Headers        map[string]string `yaml:"headers"`
+	MaxRetries     *int              `yaml:"max_retries"`
+	MaxRetryWait   Duration          `yaml:"max_retry_wait"`
+	RequestTimeout Duration          `yaml:"request_timeout"`
 
-	// URL is the endpoint an http sink POSTs batches to.
-	URL string `yaml:"url"`
-	// Headers are sent with every request of an http sink (auth, routing).
-	// Secret values (Authorization, tokens, API keys) must come from ${VAR}.
-	Headers map[string]string `yaml:"headers"`
-	// MaxRetries is how many times an http sink retries a request after a
-	// network error, a 5xx, a 408 or a 429; default 8, 0 never retries.
-	MaxRetries *int `yaml:"max_retries"`
-	// MaxRetryWait caps one wait between two attempts of an http sink,
-	// whether from the backoff or from Retry-After; default 1m.
-	MaxRetryWait Duration `yaml:"max_retry_wait"`
-	// RequestTimeout bounds one attempt of an http sink's request, the
-	// response included; default DefaultRequestTimeout.
-	RequestTimeout Duration `yaml:"request_timeout"`
-
-	// Retry bounds the retries of writes that fail with a transient error
-	// (every sink type; an http sink's own retries stop at it too).
+	// Retry bounds the retries of writes that fail with a transient error.
 	Retry SinkRetry `yaml:"retry"`
 }
 
@@ -477,6 +412,10 @@ func (p *Plan) applyDefaults() {
 	if _, written := p.pos["sink.batch_size"]; p.Sink.BatchSize == 0 && !written {
 		p.Sink.BatchSize = DefaultBatchSize
 	}
+	p.applySinkDefaults(&p.Sink, false)
+	if p.DeadLetter != nil {
+		p.applySinkDefaults(p.DeadLetter, true)
+	}
 	if p.Sink.OnConflict == "" {
 		// A replay exists to overwrite what the buggy run wrote.
 		p.Sink.OnConflict = "update"
@@ -498,12 +437,6 @@ func (p *Plan) applyDefaults() {
 	if _, written := p.pos["dead_letter.retry.max_elapsed"]; p.DeadLetter != nil && p.DeadLetter.Retry.MaxElapsed == 0 && !written {
 		p.DeadLetter.Retry.MaxElapsed = Duration(DefaultSinkRetryMaxElapsed)
 	}
-	p.Sink.applyHTTPDefaults()
-	p.Sink.applyOutputDefaults(false)
-	if p.DeadLetter != nil {
-		p.DeadLetter.applyHTTPDefaults()
-		p.DeadLetter.applyOutputDefaults(true)
-	}
 }
 
 // Line orders of a file sink (Sink.Order).
@@ -511,17 +444,6 @@ const (
 	OrderInterleaved = "interleaved"
 	OrderPartition   = "partition"
 )
-
-// defaultOrder is the line order of a file sink without order: interleaved
-// for a single JSONL file, partition for the others. A dead-letter sink is
-// always in partition order: its re-delivered partitions are rewritten, not
-// skipped (see the file sink, package sinks/file).
-func (s *Sink) defaultOrder(deadLetter bool) string {
-	if s.Format == "csv" || s.PerPartition || deadLetter {
-		return OrderPartition
-	}
-	return OrderInterleaved
-}
 
 // Output defaults of the file and postgres sinks.
 const (
@@ -534,18 +456,6 @@ const (
 	// 1000-row batch are a message of about 0.5 MiB, built twice.
 	DefaultCopyThreshold = 100
 )
-
-func (s *Sink) applyOutputDefaults(deadLetter bool) {
-	if s.Type == SinkFile && s.Format == "" {
-		s.Format = DefaultFormat
-	}
-	if s.Type == SinkFile && s.Order == "" {
-		s.Order = s.defaultOrder(deadLetter)
-	}
-	if s.Type == SinkPostgres && s.CopyThreshold == 0 {
-		s.CopyThreshold = DefaultCopyThreshold
-	}
-}
 
 // Defaults of an http sink's retries.
 const (
@@ -560,19 +470,3 @@ const (
 	// an endpoint that answers a batch in more time is retried.
 	DefaultRequestTimeout = Duration(30 * time.Second)
 )
-
-func (s *Sink) applyHTTPDefaults() {
-	if s.Type != SinkHTTP {
-		return
-	}
-	if s.MaxRetries == nil {
-		n := DefaultMaxRetries
-		s.MaxRetries = &n
-	}
-	if s.MaxRetryWait == 0 {
-		s.MaxRetryWait = DefaultMaxRetryWait
-	}
-	if s.RequestTimeout == 0 {
-		s.RequestTimeout = DefaultRequestTimeout
-	}
-}

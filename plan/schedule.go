@@ -2,10 +2,8 @@ package plan
 
 import (
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	// The Go toolchain's copy of the IANA time zone database: zones resolve
@@ -191,18 +189,6 @@ func (v *validator) schedule() {
 			v.add(f, "a schedule (every, start) replays its own intervals: drop %s, or drop every/start for a one-off window", f[len("window."):])
 		}
 	}
-	for _, f := range []string{"sink", "dead_letter"} {
-		if s := v.p.sinkAt(f); s != nil && s.Type == SinkFile {
-			v.add(f+".type", "a file sink publishes its path once per interval, so with a schedule the file would hold the last interval only: use a postgres, sqlite, kafka or http sink")
-		}
-		// Each interval is a new run: a relative database path resolves
-		// against the working directory of each invocation (cron's is the
-		// home directory), and an invocation from elsewhere would start a
-		// new database holding only its intervals.
-		if s := v.p.sinkAt(f); s != nil && s.Type == SinkSQLite && s.Path != "" && !filepath.IsAbs(s.Path) && !strings.Contains(s.Path, "${") {
-			v.add(f+".path", "%q is relative: with a schedule every invocation opens it from its own working directory, and one started elsewhere would write its intervals to another database; use an absolute path, e.g. /var/lib/replay/%s", s.Path, filepath.Base(s.Path))
-		}
-	}
 	if w.StrictTimestamps {
 		v.add("window.strict_timestamps", "applies to a from/to window only: a schedule's intervals are contiguous in offsets, so each record belongs to exactly one interval")
 	}
@@ -243,12 +229,4 @@ func (v *validator) schedule() {
 		v.add("window.start", "%s is not aligned to every %s in %s: use the boundary before it, %s, or after it, %s",
 			w.Start.String(), w.Every, loc, before.In(loc).Format(time.RFC3339), after.In(loc).Format(time.RFC3339))
 	}
-}
-
-// sinkAt returns the sink at field "sink" or "dead_letter" (nil when absent).
-func (p *Plan) sinkAt(field string) *Sink {
-	if field == "sink" {
-		return &p.Sink
-	}
-	return p.DeadLetter
 }

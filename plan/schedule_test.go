@@ -46,7 +46,7 @@ func TestScheduleValidation(t *testing.T) {
 		{"delay without schedule", "{from: -2h, delay: 5m}", "window.delay: applies to a schedule only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse("p.yaml", []byte(schedulePlan(tc.window)), LoadOptions{Now: scheduleNow})
+			_, err := Parse("p.yaml", []byte(schedulePlan(tc.window)), LoadOptions{Sinks: testSinks, Now: scheduleNow})
 			var inv *InvalidError
 			if !errors.As(err, &inv) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
@@ -56,7 +56,7 @@ func TestScheduleValidation(t *testing.T) {
 }
 
 func TestScheduleValid(t *testing.T) {
-	p, err := Parse("p.yaml", []byte(schedulePlan("{every: 15m, zone: Asia/Kolkata, start: 2026-11-01T00:15:00+05:30, delay: 10m}")), LoadOptions{Now: scheduleNow})
+	p, err := Parse("p.yaml", []byte(schedulePlan("{every: 15m, zone: Asia/Kolkata, start: 2026-11-01T00:15:00+05:30, delay: 10m}")), LoadOptions{Sinks: testSinks, Now: scheduleNow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestScheduleIntervalsContiguous(t *testing.T) {
 		{"2h", "Europe/Berlin", "2026-10-25T00:00:00+02:00", 12, map[time.Duration]int{time.Hour: 1, 2 * time.Hour: 11}},
 	} {
 		t.Run(tc.every+" "+tc.start, func(t *testing.T) {
-			p, err := Parse("p.yaml", []byte(schedulePlan("{every: "+tc.every+", zone: "+tc.zone+", start: "+tc.start+"}")), LoadOptions{Now: scheduleNow})
+			p, err := Parse("p.yaml", []byte(schedulePlan("{every: "+tc.every+", zone: "+tc.zone+", start: "+tc.start+"}")), LoadOptions{Sinks: testSinks, Now: scheduleNow})
 			if err != nil {
 				t.Fatal(err)
 			}

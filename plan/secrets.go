@@ -29,9 +29,11 @@ func (p *Plan) Secrets() []string {
 	out := []string{p.Source.SASL.Password}
 	out = append(out, p.Sink.Secrets()...)
 	out = append(out, p.envSecrets("sink", &p.Sink)...)
+	out = append(out, p.secretFields(&p.Sink)...)
 	if p.DeadLetter != nil {
 		out = append(out, p.DeadLetter.Secrets()...)
 		out = append(out, p.envSecrets("dead_letter", p.DeadLetter)...)
+		out = append(out, p.secretFields(p.DeadLetter)...)
 	}
 	return secretList(out)
 }

@@ -27,7 +27,7 @@ var leakMarker = "S3cr3t"
 func parseWithSecrets(t *testing.T, yaml string) (*Plan, error) {
 	t.Helper()
 	env := func(k string) (string, bool) { v, ok := secretEnv[k]; return v, ok }
-	return Parse("p.yaml", []byte(yaml), LoadOptions{LookupEnv: env})
+	return Parse("p.yaml", []byte(yaml), LoadOptions{Sinks: testSinks, LookupEnv: env})
 }
 
 const secretsHead = `version: 1

@@ -2,16 +2,17 @@ package plan
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 )
 
-// The descriptors describe the Sink struct: every yaml field of Sink has a
-// field descriptor and every field descriptor a yaml field, each with a
-// doc; every type a field names is a sink type; every required field is
-// one of the type's fields.
+// The descriptors describe the Sink struct: every yaml field of Sink is a
+// common field or a field of some sink type, and every field descriptor
+// names a yaml field, each with a doc; a required field says what is
+// missing.
 func TestSinkDescriptorsMatchSink(t *testing.T) {
 	var yamlFields []string
 	st := reflect.TypeFor[Sink]()
@@ -21,69 +22,50 @@ func TestSinkDescriptorsMatchSink(t *testing.T) {
 		}
 	}
 	var described []string
-	for _, f := range SinkFields() {
+	for _, f := range testSinks.CommonFields() {
 		described = append(described, f.Name)
 		if f.Doc == "" {
-			t.Errorf("sink field %s has no doc", f.Name)
+			t.Errorf("common sink field %s has no doc", f.Name)
 		}
-		for _, typ := range f.Types {
-			if _, ok := LookupSinkType(typ); !ok {
-				t.Errorf("sink field %s names %q, which is not a sink type", f.Name, typ)
+	}
+	for _, d := range testSinks {
+		if d.Summary == "" {
+			t.Errorf("%s: no summary", d.Type)
+		}
+		for _, f := range d.Fields {
+			if !slices.Contains(described, f.Name) {
+				described = append(described, f.Name)
+			}
+			if f.Doc == "" {
+				t.Errorf("%s sink field %s has no doc", d.Type, f.Name)
+			}
+			if f.Required != "" && !strings.HasPrefix(f.Required, "missing: ") {
+				t.Errorf("%s sink field %s: Required %q does not say what is missing", d.Type, f.Name, f.Required)
 			}
 		}
 	}
 	if !slices.Equal(sorted(yamlFields), sorted(described)) {
 		t.Errorf("Sink's yaml fields %v, the field descriptors %v", sorted(yamlFields), sorted(described))
 	}
-	for _, d := range SinkTypes() {
-		if d.Summary == "" {
-			t.Errorf("%s: no summary", d.Type)
-		}
-		for _, r := range d.Required {
-			if !slices.Contains(d.Fields, r) {
-				t.Errorf("%s requires %s, which is not one of its fields %v", d.Type, r, d.Fields)
-			}
-			if d.missing[r] == "" {
-				t.Errorf("%s requires %s, but has no message for it missing", d.Type, r)
-			}
-		}
-	}
 }
 
-// Every constant has a descriptor, in the order messages list the types.
+// The catalog lists the types in the order messages list them.
 func TestSinkTypesOrder(t *testing.T) {
-	var got []SinkType
-	for _, d := range SinkTypes() {
-		got = append(got, d.Type)
+	if got, want := typeStrings(testSinks.Types()), []string{"file", "postgres", "sqlite", "kafka", "http", "stdout"}; !slices.Equal(got, want) {
+		t.Errorf("Types() = %v, want %v", got, want)
 	}
-	want := []SinkType{SinkFile, SinkPostgres, SinkSQLite, SinkKafka, SinkHTTP, SinkStdout}
-	if !slices.Equal(got, want) {
-		t.Errorf("SinkTypes() = %v, want %v", got, want)
+	if _, ok := testSinks.Lookup("mysql"); ok {
+		t.Error(`Lookup("mysql") found a descriptor`)
 	}
-	if _, ok := LookupSinkType("mysql"); ok {
-		t.Error(`LookupSinkType("mysql") found a descriptor`)
-	}
-	if shared := SharedSinkTypes(); !slices.Equal(shared, []SinkType{SinkPostgres, SinkKafka, SinkHTTP}) {
-		t.Errorf("SharedSinkTypes() = %v, want postgres, kafka, http", shared)
-	}
-}
-
-// The accessors return copies: changing one does not change the next.
-func TestSinkDescriptorsAreCopies(t *testing.T) {
-	d, _ := LookupSinkType(SinkPostgres)
-	d.Required[0], d.Fields[0] = "changed", "changed"
-	SinkTypes()[0].Required[0] = "changed"
-	SinkFields()[3].Types[0] = "changed"
-	again, _ := LookupSinkType(SinkPostgres)
-	if again.Required[0] != "dsn" || again.Fields[0] != "dsn" || SinkTypes()[0].Required[0] != "path" || SinkFields()[3].Types[0] != SinkFile {
-		t.Error("a descriptor changed through a returned copy")
+	if shared := typeStrings(testSinks.SharedTypes()); !slices.Equal(shared, []string{"postgres", "kafka", "http"}) {
+		t.Errorf("SharedTypes() = %v, want postgres, kafka, http", shared)
 	}
 }
 
 // A sink that gives only its type is told about each field its descriptor
 // requires, at the sink.
 func TestSinkRequiredFields(t *testing.T) {
-	for _, d := range SinkTypes() {
+	for _, d := range testSinks {
 		src := strings.Replace(minimalPlan, "  type: file\n  path: out/orders.jsonl\n", "  type: "+string(d.Type)+"\n", 1)
 		_, err := Parse("plan.yaml", []byte(src+"throttle: {records_per_second: 10}\n"), testOptions())
 		var missing []string
@@ -97,8 +79,40 @@ func TestSinkRequiredFields(t *testing.T) {
 		} else if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(missing, d.Required) {
-			t.Errorf("%s sink without fields: missing %v, want %v (%v)", d.Type, missing, d.Required, err)
+		if !slices.Equal(missing, d.Required()) {
+			t.Errorf("%s sink without fields: missing %v, want %v (%v)", d.Type, missing, d.Required(), err)
 		}
+	}
+}
+
+// A plan loaded without a catalog is refused with an error that says so,
+// rather than with every sink type unknown.
+func TestParseNeedsSinks(t *testing.T) {
+	_, err := Parse("plan.yaml", []byte(minimalPlan), LoadOptions{})
+	if err == nil || !strings.Contains(err.Error(), "LoadOptions.Sinks") {
+		t.Errorf("Parse without Sinks: %v, want an error naming LoadOptions.Sinks", err)
+	}
+}
+
+// A field a sink type marks as secret must come from the environment, and
+// its value is among the plan's secrets.
+func TestSecretSinkField(t *testing.T) {
+	vault := SinkDescriptor{Type: "vault", Summary: "a store of secrets", Fields: []FieldDescriptor{
+		{Name: "table", Doc: "the store's token", Secret: true, Required: "missing: the token"},
+	}}
+	opts := testOptions()
+	opts.Sinks = SinkCatalog{vault}
+	src := strings.Replace(minimalPlan, "  type: file\n  path: out/orders.jsonl\n", "  type: vault\n  table: %s\n", 1)
+	_, err := Parse("plan.yaml", []byte(fmt.Sprintf(src, "s3cr3t-token")), opts)
+	if want := "sink.table: a literal secret must not be written in a plan: take it from the environment, e.g. table: ${VAULT_TABLE}, and export the variable"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("literal secret: %v, want %q", err, want)
+	}
+	opts.LookupEnv = func(string) (string, bool) { return "s3cr3t-token", true }
+	p, err := Parse("plan.yaml", []byte(fmt.Sprintf(src, "${VAULT_TOKEN}")), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(p.Secrets(), "s3cr3t-token") {
+		t.Errorf("Secrets() = %v, want the token among them", p.Secrets())
 	}
 }

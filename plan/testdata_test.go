@@ -31,7 +31,8 @@ var testEnv = map[string]string{
 
 func testOptions() LoadOptions {
 	return LoadOptions{
-		Now: func() time.Time { return testNow },
+		Sinks: testSinks,
+		Now:   func() time.Time { return testNow },
 		LookupEnv: func(k string) (string, bool) {
 			v, ok := testEnv[k]
 			return v, ok

@@ -9,7 +9,6 @@ import (
 	"math"
 	"net"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -19,10 +18,6 @@ import (
 
 	"github.com/replay-tool/replay/internal/filter"
 )
-
-// Sink types the plan format reserves that are not built yet: a plan naming
-// one is told so, instead of being told the type is unknown.
-var plannedSinkTypes []SinkType
 
 var (
 	nameRe  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
@@ -329,7 +324,7 @@ func (v *validator) throttle() {
 	case b > MaxBytesPerSecond:
 		v.add("throttle.bytes_per_second", "%d bytes is above the limit of 1024GiB (%d bytes) per second: write a rate up to that, e.g. 100MiB, or 0 (or leave it out) for unlimited", int64(b), int64(MaxBytesPerSecond))
 	}
-	if d, ok := LookupSinkType(v.p.Sink.Type); ok && d.Service != "" && t.RecordsPerSecond == 0 && t.BytesPerSecond == 0 {
+	if d, ok := v.p.sinks.Lookup(v.p.Sink.Type); ok && d.Service != "" && t.RecordsPerSecond == 0 && t.BytesPerSecond == 0 {
 		what := d.Service
 		n := len(v.out)
 		v.warn("throttle", "no throttle for the %s sink: the replay writes as fast as the %s accepts and can starve its live traffic; set throttle.records_per_second (or bytes_per_second)", v.p.Sink.Type, what)
@@ -366,17 +361,8 @@ func (v *validator) listedPartitions() int {
 }
 
 func (v *validator) sink(field string, s *Sink) {
-	types := typeStrings(sinkTypeNames())
-	if s.Type == "" {
-		v.add(field+".type", "missing: one of %s", strings.Join(types, ", "))
-		return
-	}
-	if !v.enum(field+".type", string(s.Type), append(slices.Clone(types), typeStrings(plannedSinkTypes)...)) {
-		return
-	}
-	d, ok := LookupSinkType(s.Type)
+	d, ok := v.sinkType(field, s)
 	if !ok {
-		v.add(field+".type", "the %s sink is not available in this version: use %s", s.Type, strings.Join(types, ", "))
 		return
 	}
 	if s.BatchSize < 1 || s.BatchSize > MaxBatchSize {
@@ -394,33 +380,7 @@ func (v *validator) sink(field string, s *Sink) {
 			v.keyUnique(field, s, t.Tree.Root)
 		}
 	}
-	v.sinkFieldsApply(field, s)
-	v.sinkRequired(field, s, d)
-	v.valueFormat(field, s)
-	switch s.Type {
-	case SinkFile:
-		v.fileSink(field, s)
-	case SinkPostgres:
-		v.postgres(field, s)
-	case SinkSQLite:
-		v.sqlite(field, s)
-	case SinkKafka:
-		v.kafkaSink(field, s)
-	case SinkHTTP:
-		v.httpSink(field, s)
-	}
-}
-
-func (v *validator) postgres(field string, s *Sink) {
-	if s.DSN != "" && v.literalDSNPassword(field+".dsn", s.DSN) {
-		v.add(field+".dsn", "contains a literal password: take the DSN (or its password) from the environment, e.g. dsn: ${ORDERS_DSN}, and export the variable")
-	}
-	if s.Table != "" && !tableRe.MatchString(s.Table) {
-		v.add(field+".table", "%q is not a plain table name ([schema.]name of letters, digits, _)", s.Table)
-	}
-	v.enum(field+".on_conflict", s.OnConflict, []string{"update", "ignore"})
-	v.connections(field, s)
-	v.database(field, s)
+	v.sinkFields(field, s, d)
 }
 
 var templateLine = regexp.MustCompile(`^template: key:\d+(:\d+)?: `)
@@ -515,11 +475,8 @@ func (v *validator) errors() {
 func (v *validator) deadLetter() {
 	d := v.p.DeadLetter
 	v.sink("dead_letter", d)
-	switch {
-	case d.Type == SinkStdout:
-		v.add("dead_letter.type", "stdout does not keep dead letters: the partition's commit passes them once written, so they must be stored; use file (or another stored sink)")
-	case d.Type == v.p.Sink.Type && d.Type == SinkFile && d.Path != "" && filepath.Clean(d.Path) == filepath.Clean(v.p.Sink.Path):
-		v.add("dead_letter.path", "%s is the sink's own file: write dead letters to another file", d.Path)
+	if desc, ok := v.p.sinks.Lookup(d.Type); ok && desc.WritesStdout {
+		v.add("dead_letter.type", "%s does not keep dead letters: the partition's commit passes them once written, so they must be stored; use file (or another stored sink)", d.Type)
 	}
 }
 
@@ -548,60 +505,14 @@ func RedactDSN(dsn string) string {
 // Fingerprint identifies what the plan replays: a hex SHA-256 prefix (16
 // characters) over the fields that decide which records reach which sink
 // (name, topic, partitions, isolation, group, window, filter, on_error, key,
-// sink target and output layout (columns, format, per_partition), dead-letter
-// target, a kafka sink's exactly_once). checkpoint_table, copy_threshold and
-// transactional_id change how, not what, the sink writes, and are left out. max_errors is left out with the
+// the sink's and the dead-letter sink's fields that their type's descriptor
+// marks as part of it: target and output layout). Fields that change how,
+// not what, the sink writes are left out. max_errors is left out with the
 // throttle: raising it to resume a run that stopped on it keeps the run.
 // Connection settings, secrets, the throttle, retry and review metadata
 // are left out, so tuning the throttle or rotating a password keeps a resumable run
 // resumable; changing the window or the sink does not.
 func (p *Plan) Fingerprint() string {
-	type sinkID struct {
-		Type, Path, Table, Key, OnConflict string
-		// The targets of the kafka and http sinks; omitted when empty so
-		// that the fingerprints of other plans stay as they were.
-		Topic         string `json:",omitempty"`
-		KeepPartition bool   `json:",omitempty"`
-		// Whether the target's read_committed consumers see each record
-		// once: a resumed run must deliver as the first one did.
-		ExactlyOnce bool   `json:",omitempty"`
-		URL         string `json:",omitempty"`
-		// What a row or line holds: a resumed run must write what the
-		// first one did. Omitted when unset (jsonl for a file).
-		Columns      string `json:",omitempty"`
-		Format       string `json:",omitempty"`
-		PerPartition bool   `json:",omitempty"`
-		// The line order of a file, when not its default.
-		Order string `json:",omitempty"`
-		// How a line writes values, when not auto: a resumed run must
-		// write the same form.
-		ValueFormat string `json:",omitempty"`
-		// What a tombstone does (when not write) and the field guarding
-		// upserts: a resumed run must apply the same rules.
-		OnTombstone string `json:",omitempty"`
-		Version     string `json:",omitempty"`
-	}
-	id := func(s *Sink, deadLetter bool) sinkID {
-		format := s.Format
-		if format == DefaultFormat {
-			format = ""
-		}
-		order := s.Order
-		if order == s.defaultOrder(deadLetter) {
-			order = ""
-		}
-		valueFormat := s.ValueFormat
-		if valueFormat == "auto" {
-			valueFormat = ""
-		}
-		onTombstone := s.OnTombstone
-		if onTombstone == OnTombstoneWrite {
-			onTombstone = ""
-		}
-		return sinkID{OnTombstone: onTombstone, Version: s.Version, ValueFormat: valueFormat, Type: string(s.Type), Path: s.Path, Table: s.Table, Key: s.Key, OnConflict: s.OnConflict, Topic: s.Topic,
-			KeepPartition: s.KeepPartition, ExactlyOnce: s.ExactlyOnce, URL: sinkEndpoint(s.URL), Columns: s.Columns.String(), Format: format, PerPartition: s.PerPartition,
-			Order: order}
-	}
 	canon := struct {
 		Version                      int
 		Name, Topic, Partitions, Iso string
@@ -612,8 +523,8 @@ func (p *Plan) Fingerprint() string {
 		Strict          bool
 		Skew            time.Duration
 		Filter, OnError string
-		Sink            sinkID
-		DeadLetter      *sinkID `json:",omitempty"`
+		Sink            json.RawMessage
+		DeadLetter      json.RawMessage `json:",omitempty"`
 		AllowDataLoss   bool
 		// A schedule's intervals (every, zone, start): the schedule, not
 		// each interval, so that every interval resumes the same progress.
@@ -628,12 +539,10 @@ func (p *Plan) Fingerprint() string {
 		Iso: p.Source.Isolation, Group: p.Group, From: p.Window.From.String(), To: p.Window.To.String(),
 		Strict: p.Window.StrictTimestamps, Skew: time.Duration(p.Window.SkewMargin),
 		Filter: p.Filter, OnError: p.OnError, AllowDataLoss: p.AllowDataLoss,
-		Sink: id(&p.Sink, false),
+		Sink: p.sinkFingerprint(&p.Sink, false),
 	}
 	if d := p.DeadLetter; d != nil && p.OnError == OnErrorDeadLetter {
-		dl := id(d, true)
-		dl.KeepPartition, dl.URL = false, d.URL // as the first version wrote them
-		canon.DeadLetter = &dl
+		canon.DeadLetter = p.sinkFingerprint(d, true)
 	}
 	if w := p.Window; w.Kind() == WindowSchedule {
 		canon.Schedule = w.Every.String() + "|" + w.Location().String() + "|" + w.Start.At(time.Time{}).UTC().Format(time.RFC3339Nano)

@@ -211,14 +211,14 @@ func TestGroupInvisibleCharacters(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := strings.Replace(schedulePlan("{from: 2026-11-01T00:00:00Z, to: 2026-11-02T00:00:00Z}"), "group: replay.hourly", "group: "+tc.group, 1)
-			_, err := Parse("p.yaml", []byte(body), LoadOptions{})
+			_, err := Parse("p.yaml", []byte(body), LoadOptions{Sinks: testSinks})
 			if err == nil || !strings.Contains(err.Error(), "group:") || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Parse: %v, want a group problem naming %s", err, tc.want)
 			}
 		})
 	}
 	body := schedulePlan("{from: 2026-11-01T00:00:00Z, to: 2026-11-02T00:00:00Z}")
-	if _, err := Parse("p.yaml", []byte(body), LoadOptions{}); err != nil {
+	if _, err := Parse("p.yaml", []byte(body), LoadOptions{Sinks: testSinks}); err != nil {
 		t.Fatalf("a plain group: %v", err)
 	}
 }

@@ -102,7 +102,7 @@ func seedChunks(t *testing.T, sb *sandbox.Sandbox, n, size int) {
 
 func testPlanAt(t *testing.T, addr, yaml string) *plan.Plan {
 	t.Helper()
-	p, err := plan.Parse(t.Name()+".yaml", []byte(yaml), plan.LoadOptions{})
+	p, err := plan.Parse(t.Name()+".yaml", []byte(yaml), plan.LoadOptions{Sinks: registry.Catalog()})
 	if err != nil {
 		t.Fatalf("plan: %v", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/replay-tool/replay/runner/sandbox"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/file"
+	"github.com/replay-tool/replay/sinks/registry"
 )
 
 // t0 is the start of seeded data in tests: recent, so kfake's default
@@ -49,7 +50,7 @@ func seed(t *testing.T, sb *sandbox.Sandbox, topic string, n int, from time.Time
 func testPlan(t *testing.T, sb *sandbox.Sandbox, yaml string) *plan.Plan {
 	t.Helper()
 	yaml = strings.ReplaceAll(yaml, "%ADDR%", sb.Addr)
-	p, err := plan.Parse(t.Name()+".yaml", []byte(yaml), plan.LoadOptions{})
+	p, err := plan.Parse(t.Name()+".yaml", []byte(yaml), plan.LoadOptions{Sinks: registry.Catalog()})
 	if err != nil {
 		t.Fatalf("plan: %v", err)
 	}

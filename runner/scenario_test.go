@@ -35,6 +35,7 @@ import (
 	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/registry"
 )
 
 // scenario is one file of testdata/scenarios.
@@ -185,12 +186,12 @@ func (sc *scenario) run(t *testing.T, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
 	if len(sc.Expect.PlanError) > 0 {
-		_, err := plan.Parse(name+".yaml", []byte(sc.planYAML(t, name, "127.0.0.1:9092", t.TempDir())), plan.LoadOptions{})
+		_, err := plan.Parse(name+".yaml", []byte(sc.planYAML(t, name, "127.0.0.1:9092", t.TempDir())), plan.LoadOptions{Sinks: registry.Catalog()})
 		wantError(t, "plan", err, sc.Expect.PlanError)
 		return
 	}
 	sb := newScenarioCluster(t, sc)
-	p, err := plan.Parse(name+".yaml", []byte(sc.planYAML(t, name, sb.Addr, t.TempDir())), plan.LoadOptions{})
+	p, err := plan.Parse(name+".yaml", []byte(sc.planYAML(t, name, sb.Addr, t.TempDir())), plan.LoadOptions{Sinks: registry.Catalog()})
 	if err != nil {
 		t.Fatalf("plan: %v", err)
 	}

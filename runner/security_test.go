@@ -26,6 +26,7 @@ import (
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks/file"
+	"github.com/replay-tool/replay/sinks/registry"
 )
 
 // Users of the secured test cluster, one per mechanism. The passwords are
@@ -250,7 +251,7 @@ sink: {type: file, path: %s, batch_size: 10}
 		}
 		return "", false
 	}
-	p, err := plan.Parse(t.Name()+".yaml", []byte(yaml), plan.LoadOptions{LookupEnv: env})
+	p, err := plan.Parse(t.Name()+".yaml", []byte(yaml), plan.LoadOptions{Sinks: registry.Catalog(), LookupEnv: env})
 	if err != nil {
 		t.Fatalf("plan: %v", err)
 	}

@@ -30,20 +30,6 @@ func DeadLetterConfig(cfg plan.Sink) plan.Sink {
 	return cfg
 }
 
-// DeadLetterKeepsKey reports whether a dead-letter sink cfg produces each
-// record under its own Kafka key (a null key stays null) instead of the
-// idempotency key: a kafka dead-letter topic without key:, so that its
-// records can be replayed as they were.
-func DeadLetterKeepsKey(cfg plan.Sink) bool { return cfg.Type == plan.SinkKafka && cfg.Key == "" }
-
-// DeadLetterInLine reports whether the sink cfg describes writes a dead
-// letter's reason and source coordinates itself, as fields of its JSON line
-// (a JSONL file, stdout); any other sink (a CSV file included) needs
-// WithDeadLetterHeaders.
-func DeadLetterInLine(cfg plan.Sink) bool {
-	return (cfg.Type == plan.SinkFile && cfg.Format != "csv") || cfg.Type == plan.SinkStdout
-}
-
 // WithDeadLetterHeaders wraps s, a sink that knows nothing of dead
 // letters, so that each record it writes carries its dead-letter reason as
 // the header HeaderError after its own headers (a column maps it as

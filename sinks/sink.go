@@ -377,7 +377,7 @@ type Spec struct {
 	// describes (the default key without one).
 	Keyer *Keyer
 	// KeepKey is set for a kafka dead-letter sink without key:
-	// (DeadLetterKeepsKey): it produces each record under its own key (a
+	// (plan.SinkDescriptor.DeadLetterKeepsKey): it produces each record under its own key (a
 	// null key stays null), not the idempotency key.
 	KeepKey bool
 }

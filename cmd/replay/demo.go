@@ -15,6 +15,7 @@ import (
 	"github.com/replay-tool/replay/plans"
 	"github.com/replay-tool/replay/runner"
 	"github.com/replay-tool/replay/runner/sandbox"
+	"github.com/replay-tool/replay/sinks/registry"
 )
 
 const defaultDemoPlan = "plans/demo.yaml"
@@ -98,7 +99,7 @@ func (a *app) demo(ctx context.Context, o demoOptions) error {
 	if err != nil || rep == nil {
 		return err
 	}
-	if p.Sink.Type != plan.SinkFile || p.Window.Kind() != plan.WindowTime {
+	if registry.Describe(p.Sink).StagingDir == nil || p.Window.Kind() != plan.WindowTime {
 		return nil
 	}
 	return a.verifyDemo(p, seed, rep)

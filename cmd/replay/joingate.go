@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"strings"
+	"github.com/replay-tool/replay/sinks/registry"
 
 	"github.com/replay-tool/replay/plan"
 )
@@ -14,7 +14,7 @@ func joinableSinks(join bool, p *plan.Plan) error {
 	if !join {
 		return nil
 	}
-	shared := orList(plan.SharedSinkTypes())
+	shared := plan.OrList(registry.Catalog().SharedTypes())
 	if !sharedSink(p.Sink.Type) {
 		return usageError{fmt.Errorf("--join spreads the partitions over several processes, so a %s sink would split the output among them: use a %s sink", p.Sink.Type, shared)}
 	}
@@ -27,18 +27,6 @@ func joinableSinks(join bool, p *plan.Plan) error {
 // sharedSink reports whether several processes can write the output of a
 // sink of type t at once.
 func sharedSink(t plan.SinkType) bool {
-	d, ok := plan.LookupSinkType(t)
+	d, ok := registry.Catalog().Lookup(t)
 	return ok && d.Shared
-}
-
-// orList joins sink types as "a, b or c".
-func orList(types []plan.SinkType) string {
-	s := make([]string, len(types))
-	for i, t := range types {
-		s[i] = string(t)
-	}
-	if len(s) < 2 {
-		return strings.Join(s, "")
-	}
-	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/replay-tool/replay/plan"
 )
 
-// The --join gate follows plan.SinkDescriptor.Shared: postgres, kafka and
+// The --join gate follows plan.SinkDescriptor.Shared (registry.Catalog): postgres, kafka and
 // http sinks can be shared by several processes, a file, sqlite or stdout
 // sink cannot; the same for dead-letter sinks (a stdout one is invalid).
 func TestJoinableSinks(t *testing.T) {
@@ -20,17 +20,17 @@ func TestJoinableSinks(t *testing.T) {
 		sink, deadLetter plan.SinkType
 		want             string // "" for allowed
 	}{
-		{plan.SinkPostgres, "", ""},
-		{plan.SinkKafka, "", ""},
-		{plan.SinkHTTP, "", ""},
-		{plan.SinkFile, "", sinkRefused},
-		{plan.SinkSQLite, "", sinkRefused},
-		{plan.SinkStdout, "", sinkRefused},
-		{plan.SinkPostgres, plan.SinkKafka, ""},
-		{plan.SinkKafka, plan.SinkPostgres, ""},
-		{plan.SinkPostgres, plan.SinkHTTP, ""},
-		{plan.SinkPostgres, plan.SinkFile, dlRefused},
-		{plan.SinkKafka, plan.SinkSQLite, dlRefused},
+		{"postgres", "", ""},
+		{"kafka", "", ""},
+		{"http", "", ""},
+		{"file", "", sinkRefused},
+		{"sqlite", "", sinkRefused},
+		{"stdout", "", sinkRefused},
+		{"postgres", "kafka", ""},
+		{"kafka", "postgres", ""},
+		{"postgres", "http", ""},
+		{"postgres", "file", dlRefused},
+		{"kafka", "sqlite", dlRefused},
 	} {
 		p := &plan.Plan{Sink: plan.Sink{Type: tc.sink}, OnError: plan.OnErrorFail}
 		bad := tc.sink
@@ -54,7 +54,7 @@ func TestJoinableSinks(t *testing.T) {
 		}
 	}
 	// A dead-letter sink that on_error does not use is not checked.
-	p := &plan.Plan{Sink: plan.Sink{Type: plan.SinkPostgres}, OnError: plan.OnErrorSkip, DeadLetter: &plan.Sink{Type: plan.SinkFile}}
+	p := &plan.Plan{Sink: plan.Sink{Type: "postgres"}, OnError: plan.OnErrorSkip, DeadLetter: &plan.Sink{Type: "file"}}
 	if err := joinableSinks(true, p); err != nil {
 		t.Errorf("unused dead-letter file sink: %v", err)
 	}
@@ -63,7 +63,7 @@ func TestJoinableSinks(t *testing.T) {
 // An exactly-once kafka sink is accepted under --join: its transactions
 // commit the group's offsets as the process's member of the group.
 func TestJoinAcceptsExactlyOnce(t *testing.T) {
-	p := &plan.Plan{Sink: plan.Sink{Type: plan.SinkKafka, ExactlyOnce: true}, OnError: plan.OnErrorFail}
+	p := &plan.Plan{Sink: plan.Sink{Type: "kafka", ExactlyOnce: true}, OnError: plan.OnErrorFail}
 	if err := joinableSinks(true, p); err != nil {
 		t.Fatalf("joinableSinks = %v, want nil", err)
 	}

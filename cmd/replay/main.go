@@ -24,7 +24,6 @@ import (
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner"
 	"github.com/replay-tool/replay/sinks"
-	kafkasink "github.com/replay-tool/replay/sinks/kafka"
 )
 
 // Exit codes: 0 done, 1 failed, 2 invalid plan or usage, 3 refused (a
@@ -251,7 +250,6 @@ func (a *app) exitCode(err error) int {
 	var invalid *plan.InvalidError
 	var refused *runner.SafetyError
 	var usage usageError
-	var fenced *kafkasink.FencedError
 	if strings.HasPrefix(err.Error(), "unknown command") {
 		err = usageError{err}
 	}
@@ -272,7 +270,7 @@ func (a *app) exitCode(err error) int {
 		// The sink lost records below the group's commits: neither this
 		// run nor a resume can publish a whole output.
 		return a.printHinted(exitRefused, "refused: ", err)
-	case errors.As(err, &fenced):
+	case errors.Is(err, sinks.ErrFenced):
 		// Another process of the same replay holds the transactional id:
 		// this one must stop, as for a group in use.
 		return a.printErr(exitRefused, "refused: ", err, "Another process runs this replay: let it finish, or stop it and re-run the same command to resume.\n")

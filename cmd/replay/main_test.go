@@ -17,6 +17,7 @@ import (
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner"
 	"github.com/replay-tool/replay/runner/sandbox"
+	"github.com/replay-tool/replay/sinks/registry"
 )
 
 // execEnv makes the test binary behave as the replay command: the tests
@@ -196,7 +197,7 @@ func fileSink(path string, batch int) string {
 // checkpoints reads the committed offsets of the plan's group.
 func checkpoints(t *testing.T, planFile string, partitions int32) map[int32]runner.Checkpoint {
 	t.Helper()
-	p, err := plan.Load(planFile, plan.LoadOptions{})
+	p, err := plan.Load(planFile, plan.LoadOptions{Sinks: registry.Catalog()})
 	if err != nil {
 		t.Fatal(err)
 	}

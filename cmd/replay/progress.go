@@ -14,6 +14,7 @@ import (
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner"
+	"github.com/replay-tool/replay/sinks/registry"
 )
 
 const (
@@ -36,7 +37,7 @@ func (a *app) showsProgress(s plan.Sink) bool {
 		return false
 	}
 	f, ok := a.rawStdout.(*os.File)
-	return s.Type != plan.SinkStdout || !ok || !isatty.IsTerminal(f.Fd())
+	return !registry.Describe(s).WritesStdout || !ok || !isatty.IsTerminal(f.Fd())
 }
 
 // showProgress draws job's progress on stderr while it runs, from a

@@ -11,6 +11,7 @@ import (
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/registry"
 )
 
 func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
@@ -74,7 +75,7 @@ func printReport(w io.Writer, rep *runner.Report, where string) {
 	if dur > 0 {
 		rate = float64(written) / dur.Seconds()
 	}
-	if rep.Sink == string(plan.SinkFile) && !rep.Published {
+	if d, _ := registry.Catalog().Lookup(plan.SinkType(rep.Sink)); d.StagingDir != nil && !rep.Published {
 		fmt.Fprintf(w, "%d records written to the staging of %s in %s (%.0f records/s); not published: the output appears when the run completes\n",
 			written, where, dur.Round(time.Millisecond), rate)
 	} else {

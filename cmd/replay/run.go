@@ -44,7 +44,7 @@ func (a *app) prepare(ctx context.Context, file string, opts runner.Options) (*r
 // (exit 2, like an invalid plan and like validate), not a failed run (1).
 // From then on the plan's secrets are redacted from the output.
 func (a *app) loadPlanFile(file string) (*plan.Plan, error) {
-	p, err := plan.Load(file, plan.LoadOptions{Now: a.now})
+	p, err := plan.Load(file, plan.LoadOptions{Now: a.now, Sinks: registry.Catalog()})
 	a.remember(p)
 	var invalid *plan.InvalidError
 	if err != nil && !errors.As(err, &invalid) {
@@ -241,7 +241,7 @@ func (e reportPathError) Unwrap() error { return e.error }
 // its plan (name, fingerprint, topic, group, sink), when the plan file is
 // valid; a report without them cannot be matched to the plan.
 func (a *app) identify(rep *runner.Report, file string) {
-	p, err := plan.Load(file, plan.LoadOptions{Now: a.now})
+	p, err := plan.Load(file, plan.LoadOptions{Now: a.now, Sinks: registry.Catalog()})
 	if err != nil {
 		return
 	}
@@ -294,7 +294,7 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 		return nil, usageError{fmt.Errorf("--resume-from-sink: the %s sink of %s keeps no checkpoints of its own: only a postgres or sqlite sink with checkpoint_table does (and not with on_error: dead_letter); use --restart to start over", p.Sink.Type, file)}
 	}
 	opts.Log = a.log
-	if !o.join && !(p.Sink.Type == plan.SinkKafka && p.Sink.ExactlyOnce) {
+	if d := registry.Describe(p.Sink); !o.join && (d.FencesOthers == nil || !d.FencesOthers(&p.Sink)) {
 		// The run holds its plan's group while it runs: a second run of the
 		// plan, from any machine or directory, and a reset, are refused
 		// naming it; a run that loses the hold stops without committing.
@@ -402,7 +402,8 @@ func (a *app) runJob(ctx context.Context, job *runner.Job, file string, o runOpt
 // that a run uses (a database sink with checkpoint_table, without dead
 // letters).
 func keepsCheckpoints(p *plan.Plan) bool {
-	return (p.Sink.Type == plan.SinkPostgres || p.Sink.Type == plan.SinkSQLite) && p.Sink.CheckpointTable != "" && p.OnError != plan.OnErrorDeadLetter
+	d := registry.Describe(p.Sink)
+	return d.KeepsCheckpoints != nil && d.KeepsCheckpoints(&p.Sink) && p.OnError != plan.OnErrorDeadLetter
 }
 
 // resultsOut is where run prints its tables: stdout, unless the sink is
@@ -410,7 +411,7 @@ func keepsCheckpoints(p *plan.Plan) bool {
 // terminal, nowhere when stderr carries JSON logs.
 func (a *app) resultsOut(s plan.Sink) io.Writer {
 	switch {
-	case s.Type != plan.SinkStdout:
+	case !registry.Describe(s).WritesStdout:
 		return a.stdout
 	case a.jsonLogs.Load():
 		return io.Discard
@@ -423,7 +424,7 @@ func (a *app) resultsOut(s plan.Sink) io.Writer {
 // learns the process's member of the group.
 func (a *app) newSink(ctx context.Context, job *runner.Job, join bool) (sinks.Sink, error) {
 	p := job.Plan
-	if p.Sink.Type == plan.SinkStdout {
+	if registry.Describe(p.Sink).WritesStdout {
 		return stdout.New(a.rawStdout), nil // records are data: not redacted
 	}
 	parts := make([]int32, len(job.Resolution.Ranges))
@@ -475,15 +476,8 @@ func checkWritable(path string) error {
 }
 
 func sinkWhere(s plan.Sink) string {
-	switch s.Type {
-	case plan.SinkFile:
-		return s.Path
-	case plan.SinkPostgres:
-		return "postgres table " + s.Table
-	case plan.SinkSQLite:
-		return "sqlite table " + s.Table + " in " + s.Path
-	case plan.SinkKafka:
-		return "kafka topic " + s.Topic
+	if d := registry.Describe(s); d.Where != nil {
+		return d.Where(&s)
 	}
 	return string(s.Type)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks/registry"
 )
 
 func (a *app) schemaCmd() *cobra.Command {
@@ -41,22 +43,18 @@ func (a *app) schemaCmd() *cobra.Command {
 // schema is one JSON Schema object.
 type schema = map[string]any
 
-// envPattern matches a value holding a ${VAR}, expanded when the plan is
-// loaded; a ${VAR} may stand for a value of any type.
-const envPattern = `\$\{[A-Za-z_][A-Za-z0-9_]*\}`
-
 // Patterns of the scalars the plan decodes itself (plan/types.go).
 const (
 	durationUnits = `(?:ns|us|µs|ms|s|m|h)`
 	durationRe    = `(?:[0-9]+d(?:[0-9]+(?:\.[0-9]+)?` + durationUnits + `)*|(?:[0-9]+(?:\.[0-9]+)?` + durationUnits + `)+)`
 	agoRe         = `(?:[0-9]+d(?:[0-9]+` + durationUnits + `)*|(?:[0-9]+` + durationUnits + `)+)\s+ago`
 	rfc3339Re     = `[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})`
-	timeRe        = `^\s*(?:now|today|yesterday|` + rfc3339Re + `|-` + durationRe + `|` + agoRe + `)\s*$|` + envPattern
+	timeRe        = `^\s*(?:now|today|yesterday|` + rfc3339Re + `|-` + durationRe + `|` + agoRe + `)\s*$|` + plan.EnvPattern
 )
 
 // columnFieldRe is a record field a column maps to (plan.ParseField): a
 // plain field (plan.PlainFields), value.<path> or header.<name>.
-var columnFieldRe = `^(?:` + strings.Join(plan.PlainFields(), "|") + `|value\..*\S.*|header\..+)$|` + envPattern
+var columnFieldRe = `^(?:` + strings.Join(plan.PlainFields(), "|") + `|value\..*\S.*|header\..+)$|` + plan.EnvPattern
 
 // scalarSchemas describe the plan types that decode themselves from YAML
 // (UnmarshalYAML). planSchema fails on such a type missing here.
@@ -66,13 +64,13 @@ var scalarSchemas = map[reflect.Type]func() schema{
 			"examples": []any{"2026-11-03T10:00:00Z", "2026-11-03T12:00:00+02:00", "-2h", "24h ago", "now"}}
 	},
 	reflect.TypeFor[plan.Last](): func() schema {
-		return schema{"type": "string", "pattern": `^([1-9][0-9]*[mhd])$|` + envPattern, "examples": []any{"1h", "1d", "7d"}}
+		return schema{"type": "string", "pattern": `^([1-9][0-9]*[mhd])$|` + plan.EnvPattern, "examples": []any{"1h", "1d", "7d"}}
 	},
 	reflect.TypeFor[plan.Every](): func() schema {
-		return schema{"type": "string", "pattern": `^([1-9][0-9]*[mhd])$|` + envPattern, "examples": []any{"15m", "1h", "1d"}}
+		return schema{"type": "string", "pattern": `^([1-9][0-9]*[mhd])$|` + plan.EnvPattern, "examples": []any{"15m", "1h", "1d"}}
 	},
 	reflect.TypeFor[plan.Duration](): func() schema {
-		return schema{"type": "string", "pattern": `^` + durationRe + `$|` + envPattern, "examples": []any{"30s", "5m", "1h30m", "1d"}}
+		return schema{"type": "string", "pattern": `^` + durationRe + `$|` + plan.EnvPattern, "examples": []any{"30s", "5m", "1h30m", "1d"}}
 	},
 	reflect.TypeFor[plan.ByteSize](): func() schema {
 		return schema{"anyOf": []any{
@@ -125,7 +123,7 @@ var fieldSchemas = map[string]func() schema{
 	},
 	"SASL.mechanism": func() schema { return enumOrEnv("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512") },
 	"SASL.password": func() schema {
-		return schema{"type": "string", "pattern": envPattern, "examples": []any{"${KAFKA_PASSWORD}"}}
+		return schema{"type": "string", "pattern": plan.EnvPattern, "examples": []any{"${KAFKA_PASSWORD}"}}
 	},
 	"Throttle.records_per_second": func() schema { return numberOrEnv("number", 0, plan.MaxRecordsPerSecond) },
 	"Throttle.bytes_per_second": func() schema {
@@ -133,35 +131,13 @@ var fieldSchemas = map[string]func() schema{
 		s["anyOf"].([]any)[0].(schema)["maximum"] = int64(plan.MaxBytesPerSecond)
 		return s
 	},
-	"Sink.type":        func() schema { return enumOrEnv(sinkTypeValues()...) },
-	"Sink.on_conflict": func() schema { return enumOrEnv("update", "ignore") },
-	"Sink.batch_size":  func() schema { return numberOrEnv("integer", 1, plan.MaxBatchSize) },
-	"Sink.brokers": func() schema {
-		return schema{"anyOf": []any{
-			schema{"type": "array", "items": schema{"type": "string"}, "minItems": 1},
-			envRef(),
-		}, "examples": []any{[]any{"kafka-1:9092"}, "${TARGET_KAFKA_BROKERS}"}}
-	},
-	"Sink.url": func() schema {
-		return schema{"type": "string", "pattern": `^https?://|` + envPattern,
-			"examples": []any{"https://orders.internal/api/replay", "${ORDERS_API_URL}"}}
-	},
-	"Sink.headers": func() schema {
-		return schema{"type": "object", "additionalProperties": schema{"type": "string"},
-			"examples": []any{schema{"Authorization": "Bearer ${ORDERS_API_TOKEN}"}}}
-	},
-	"Sink.max_retries":    func() schema { return numberOrEnv("integer", 0, 100) },
-	"Sink.format":         func() schema { return enumOrEnv("jsonl", "csv") },
-	"Sink.order":          func() schema { return enumOrEnv(plan.OrderInterleaved, plan.OrderPartition) },
-	"Sink.copy_threshold": func() schema { return numberOrEnv("integer", 1, 1000000) },
-	"Sink.checkpoint_table": func() schema {
-		return schema{"type": "string", "pattern": `^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$|` + envPattern, "examples": []any{"replay_checkpoints"}}
-	},
+	"Sink.type":       func() schema { return enumOrEnv(sinkTypeValues()...) },
+	"Sink.batch_size": func() schema { return numberOrEnv("integer", 1, plan.MaxBatchSize) },
 }
 
 // fieldDocs are the descriptions editors show, keyed "Type.yaml_name".
 // Every field of the plan has one (schema_test.go checks); the fields of a
-// sink have theirs in plan.SinkFields.
+// sink have theirs in the sink catalog (sinkFieldDocs).
 var fieldDocs = map[string]string{
 	"Plan.version":         "Plan format version: 1.",
 	"Plan.name":            "Unique name of the plan (letters, digits, '.', '_', '-'); part of the plan fingerprint.",
@@ -241,39 +217,51 @@ var objectRules = map[string]func(schema){
 	// What each sink type needs, from the sink descriptors.
 	"Sink": func(s schema) {
 		var rules []any
-		for _, d := range plan.SinkTypes() {
-			if len(d.Required) == 0 {
-				continue
+		for _, d := range registry.Catalog() {
+			if req := d.Required(); len(req) > 0 {
+				rules = append(rules, schema{"description": string(d.Type) + " sink: " + d.Summary,
+					"if":   schema{"properties": schema{"type": schema{"const": string(d.Type)}}, "required": []any{"type"}},
+					"then": schema{"required": anySlice(req)}})
 			}
-			rules = append(rules, schema{"description": string(d.Type) + " sink: " + d.Summary,
-				"if":   schema{"properties": schema{"type": schema{"const": string(d.Type)}}, "required": []any{"type"}},
-				"then": schema{"required": anySlice(d.Required)}})
+			for _, r := range d.Schema {
+				rules = append(rules, r)
+			}
 		}
-		csvNeedsColumns := schema{"if": schema{"properties": schema{"format": schema{"const": "csv"}}, "required": []any{"format"}},
-			"then": schema{"required": []any{"columns"}}}
-		s["allOf"] = append(rules, csvNeedsColumns)
+		s["allOf"] = rules
 	},
 }
 
-// sinkTypeValues returns the sink types, in the plan's order.
+// sinkTypeValues returns the sink types, in the catalog's order.
 func sinkTypeValues() []any {
-	var out []any
-	for _, d := range plan.SinkTypes() {
-		out = append(out, string(d.Type))
-	}
-	return out
+	return anySlice(registry.Catalog().Types())
 }
 
-// sinkFieldDocs maps each field of a sink to its description.
-func sinkFieldDocs() map[string]string {
-	docs := map[string]string{}
-	for _, f := range plan.SinkFields() {
+// sinkFields maps each field of a sink to its description and, when a
+// sink type describes its schema (the first one that does), to that.
+func sinkFields() (docs map[string]string, schemas map[string]func() schema) {
+	docs, schemas = map[string]string{}, map[string]func() schema{}
+	cat := registry.Catalog()
+	for _, f := range cat.CommonFields() {
 		docs[f.Name] = f.Doc
 	}
-	return docs
+	for _, d := range cat {
+		for _, f := range d.Fields {
+			if !strings.Contains(docs[f.Name], f.Doc) {
+				docs[f.Name] = strings.TrimSpace(docs[f.Name] + " " + f.Doc)
+			}
+			switch {
+			case schemas[f.Name] != nil:
+			case f.Schema != nil:
+				schemas[f.Name] = func() schema { return maps.Clone(f.Schema) }
+			case len(f.Enum) > 0:
+				schemas[f.Name] = func() schema { return enumOrEnv(anySlice(f.Enum)...) }
+			}
+		}
+	}
+	return docs, schemas
 }
 
-func anySlice(ss []string) []any {
+func anySlice[T ~string](ss []T) []any {
 	out := make([]any, len(ss))
 	for i, s := range ss {
 		out[i] = s
@@ -298,7 +286,7 @@ func numberOrEnv(typ string, minimum, maximum any) schema {
 // planSchema builds the JSON Schema of plan.Plan by reflection over its
 // yaml tags and Go types.
 func planSchema() (schema, error) {
-	g := &schemaGen{defs: schema{"env": schema{"type": "string", "pattern": envPattern,
+	g := &schemaGen{defs: schema{"env": schema{"type": "string", "pattern": plan.EnvPattern,
 		"description": "A ${VAR}, expanded from the environment when the plan is loaded; a missing variable is an error."}}}
 	root, err := g.object(reflect.TypeFor[plan.Plan]())
 	if err != nil {
@@ -397,18 +385,23 @@ func (g *schemaGen) object(t reflect.Type) (schema, error) {
 			continue
 		}
 		key := t.Name() + "." + name
+		override, ok := fieldSchemas[key]
+		doc := fieldDocs[key]
+		if t == reflect.TypeFor[plan.Sink]() {
+			docs, schemas := sinkFields()
+			doc = docs[name]
+			if !ok {
+				override, ok = schemas[name], schemas[name] != nil
+			}
+		}
 		var s schema
-		if override, ok := fieldSchemas[key]; ok {
+		if ok {
 			s = override()
 		} else {
 			var err error
 			if s, err = g.forType(f.Type); err != nil {
 				return nil, fmt.Errorf("%s: %w", key, err)
 			}
-		}
-		doc := fieldDocs[key]
-		if t == reflect.TypeFor[plan.Sink]() {
-			doc = sinkFieldDocs()[name]
 		}
 		if doc != "" {
 			s["description"] = doc // beside a $ref too: 2020-12 allows it

@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks/registry"
 )
 
 // printedSchema runs `replay schema` and decodes its output.
@@ -196,10 +197,10 @@ func TestSchemaRejects(t *testing.T) {
 func TestSchemaSinkRequiredFieldsFollowDescriptors(t *testing.T) {
 	sch := compiledSchema(t)
 	values := map[string]string{"path": "out.db", "dsn": "'${DSN}'", "table": "t", "brokers": `["k:9092"]`, "topic": "orders-fixed", "url": "'https://svc.internal/api'"}
-	for _, d := range plan.SinkTypes() {
+	for _, d := range registry.Catalog() {
 		fields := func(skip string) string {
 			var out string
-			for _, f := range d.Required {
+			for _, f := range d.Required() {
 				if f != skip {
 					out += ", " + f + ": " + values[f]
 				}
@@ -210,9 +211,9 @@ func TestSchemaSinkRequiredFieldsFollowDescriptors(t *testing.T) {
 			return strings.Replace(schemaTestPlan, "sink: {type: file, path: out.jsonl}", "sink: {type: "+string(d.Type)+fields(skip)+"}", 1)
 		}
 		if err := validateYAML(t, sch, doc("")); err != nil {
-			t.Errorf("%s sink with %v: %v", d.Type, d.Required, err)
+			t.Errorf("%s sink with %v: %v", d.Type, d.Required(), err)
 		}
-		for _, f := range d.Required {
+		for _, f := range d.Required() {
 			if err := validateYAML(t, sch, doc(f)); err == nil {
 				t.Errorf("%s sink without %s: the schema accepts it", d.Type, f)
 			}
@@ -272,7 +273,7 @@ func TestSchemaEnumsMatchValidation(t *testing.T) {
 			} else {
 				doc += line + "\n"
 			}
-			_, err := plan.Parse("enum.yaml", []byte(doc), plan.LoadOptions{LookupEnv: env, Now: func() time.Time { return time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC) }})
+			_, err := plan.Parse("enum.yaml", []byte(doc), plan.LoadOptions{Sinks: registry.Catalog(), LookupEnv: env, Now: func() time.Time { return time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC) }})
 			var inv *plan.InvalidError
 			if err != nil && !errors.As(err, &inv) {
 				t.Fatal(err)

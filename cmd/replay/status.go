@@ -12,6 +12,7 @@ import (
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner"
+	"github.com/replay-tool/replay/sinks/registry"
 )
 
 type statusOptions struct {
@@ -68,11 +69,12 @@ func (a *app) statusCmd() *cobra.Command {
 // it exists ("" otherwise): a finished run whose output is not published.
 // A relative path is resolved against the working directory, as by run.
 func unpublished(s plan.Sink) string {
-	if s.Type != plan.SinkFile || s.PerPartition {
+	d := registry.Describe(s)
+	if d.StagingDir == nil {
 		return ""
 	}
-	dir := s.Path + ".parts"
-	if st, err := os.Stat(dir); err == nil && st.IsDir() {
+	dir := d.StagingDir(&s)
+	if st, err := os.Stat(dir); dir != "" && err == nil && st.IsDir() {
 		return dir
 	}
 	return ""

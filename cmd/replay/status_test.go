@@ -23,6 +23,7 @@ import (
 	"github.com/replay-tool/replay/runner/sandbox"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/file"
+	"github.com/replay-tool/replay/sinks/registry"
 )
 
 // groupTestEnv is an embedded broker with a seeded topic "orders" and a
@@ -100,7 +101,7 @@ func (e *groupTestEnv) status(t *testing.T, file string) runner.Progress {
 // interrupts it (like SIGINT) once the sink made that many writes durable.
 func (e *groupTestEnv) run(t *testing.T, planPath string, stopAfter int64) (*runner.Job, error) {
 	t.Helper()
-	p, err := plan.Load(planPath, plan.LoadOptions{})
+	p, err := plan.Load(planPath, plan.LoadOptions{Sinks: registry.Catalog()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/encode"
+	"github.com/replay-tool/replay/sinks/registry"
 )
 
 type testCmdOptions struct {
@@ -91,7 +92,7 @@ const (
 
 func (a *app) test(file string, o testCmdOptions) error {
 	// Offline: a ${VAR} unset here (a DSN, the brokers) is not needed.
-	p, err := plan.Load(file, plan.LoadOptions{Now: a.now, AllowUnsetEnv: true})
+	p, err := plan.Load(file, plan.LoadOptions{Now: a.now, AllowUnsetEnv: true, Sinks: registry.Catalog()})
 	a.remember(p)
 	var invalid *plan.InvalidError
 	if err != nil && !errors.As(err, &invalid) {
@@ -138,7 +139,7 @@ type tester struct {
 }
 
 func newTester(p *plan.Plan) (*tester, error) {
-	t := &tester{p: p, keyUsed: p.Sink.Type != plan.SinkFile && p.Sink.Type != plan.SinkStdout}
+	t := &tester{p: p, keyUsed: registry.Describe(p.Sink).UsesKey}
 	prog, err := p.FilterProgram()
 	if err != nil {
 		return nil, fmt.Errorf("filter: %w", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks/registry"
 )
 
 // Output formats of validate.
@@ -77,7 +78,7 @@ func validateFiles(files []string, now func() time.Time) []fileResult {
 	out := make([]fileResult, 0, len(files))
 	for _, f := range files {
 		r := fileResult{File: f}
-		p, err := plan.Load(f, plan.LoadOptions{Now: now, AllowUnsetEnv: true})
+		p, err := plan.Load(f, plan.LoadOptions{Now: now, AllowUnsetEnv: true, Sinks: registry.Catalog()})
 		var inv *plan.InvalidError
 		switch {
 		case errors.As(err, &inv):

@@ -18,12 +18,14 @@ import (
 	"strings"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks/registry"
 )
 
-// descriptors returns the sink types (in the order messages list them) and
-// every sink field (the fields every type takes first).
-func descriptors() ([]plan.SinkDescriptor, []plan.FieldDescriptor) {
-	return plan.SinkTypes(), plan.SinkFields()
+// descriptors returns the sink types (in the order messages list them),
+// each with its own fields, and the fields every type takes.
+func descriptors() (plan.SinkCatalog, []plan.FieldDescriptor) {
+	c := registry.Catalog()
+	return c, c.CommonFields()
 }
 
 // SinkTypeNames returns the sink types, one page docs/sinks/<type>.md each.
@@ -40,14 +42,10 @@ func SinkTypeNames() []string {
 // (every type with its required and optional fields), "common-fields" (the
 // fields every sink takes) and "fields: <type>" (one type's own fields).
 func Blocks() map[string]string {
-	types, fields := descriptors()
-	doc := map[string]string{}
+	types, commonFields := descriptors()
 	var common []string
-	for _, f := range fields {
-		doc[f.Name] = f.Doc
-		if len(f.Types) == 0 {
-			common = append(common, f.Name)
-		}
+	for _, f := range commonFields {
+		common = append(common, f.Name)
 	}
 	out := map[string]string{}
 
@@ -56,18 +54,18 @@ func Blocks() map[string]string {
 	for _, d := range types {
 		var opt []string
 		for _, f := range d.Fields {
-			if !slices.Contains(d.Required, f) {
-				opt = append(opt, f)
+			if f.Required == "" {
+				opt = append(opt, f.Name)
 			}
 		}
-		fmt.Fprintf(&b, "| [`%s`](sinks/%s.md) | %s | %s | %s |\n", d.Type, d.Type, cell(d.Summary), codes(d.Required), codes(opt))
+		fmt.Fprintf(&b, "| [`%s`](sinks/%s.md) | %s | %s | %s |\n", d.Type, d.Type, cell(d.Summary), codes(d.Required()), codes(opt))
 	}
 	out["sink-types"] = b.String()
 
 	b.Reset()
 	b.WriteString("| field | description |\n|---|---|\n")
-	for _, f := range common {
-		fmt.Fprintf(&b, "| `%s` | %s |\n", f, cell(doc[f]))
+	for _, f := range commonFields {
+		fmt.Fprintf(&b, "| `%s` | %s |\n", f.Name, cell(f.Doc))
 	}
 	out["common-fields"] = b.String()
 
@@ -79,19 +77,31 @@ func Blocks() map[string]string {
 		} else {
 			b.WriteString("| field | required | description |\n|---|---|---|\n")
 			// The required fields first, then the others in descriptor order.
-			fields := slices.Concat(d.Required, slices.DeleteFunc(slices.Clone(d.Fields), func(f string) bool { return slices.Contains(d.Required, f) }))
+			fields := slices.Clone(d.Fields)
+			slices.SortStableFunc(fields, func(a, b plan.FieldDescriptor) int { return cmpBool(b.Required != "", a.Required != "") })
 			for _, f := range fields {
 				req := "no"
-				if slices.Contains(d.Required, f) {
+				if f.Required != "" {
 					req = "**yes**"
 				}
-				fmt.Fprintf(&b, "| `%s` | %s | %s |\n", f, req, cell(doc[f]))
+				fmt.Fprintf(&b, "| `%s` | %s | %s |\n", f.Name, req, cell(f.Doc))
 			}
 		}
 		fmt.Fprintf(&b, "\nEvery sink also takes %s ([the plan reference](../plan.md#sink)).\n", codes(common))
 		out["fields: "+string(d.Type)] = b.String()
 	}
 	return out
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // cell escapes text for a Markdown table cell: a | would end the cell, and

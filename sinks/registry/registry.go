@@ -1,10 +1,13 @@
-// Package registry builds the sink a plan section describes: one table
-// entry per sink type, mapping the type to its driver's constructor.
+// Package registry is the closed set of sink types: one table entry per
+// driver, pairing the description of its plan section with its
+// constructor. It builds the plan.SinkCatalog plans are loaded against and
+// the sink a plan section describes.
 package registry
 
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
@@ -21,15 +24,37 @@ import (
 // a typed nil pointer.
 type constructor func(ctx context.Context, sp sinks.Spec) (sinks.Sink, error)
 
-// constructors is the closed set of sink types, one driver each; every
-// type plan.SinkTypes describes has an entry, and only those.
-var constructors = map[plan.SinkType]constructor{
-	plan.SinkFile:     file.Open,
-	plan.SinkStdout:   stdout.Open,
-	plan.SinkPostgres: postgres.Open,
-	plan.SinkSQLite:   sqlite.Open,
-	plan.SinkKafka:    kafka.Open,
-	plan.SinkHTTP:     httpsink.Open,
+// drivers are the sink types, in the order messages and the JSON Schema
+// list them: each driver's description and constructor.
+var drivers = []struct {
+	desc plan.SinkDescriptor
+	open constructor
+}{
+	{file.Descriptor, file.Open},
+	{postgres.Descriptor, postgres.Open},
+	{sqlite.Descriptor, sqlite.Open},
+	{kafka.Descriptor, kafka.Open},
+	{httpsink.Descriptor, httpsink.Open},
+	{stdout.Descriptor, stdout.Open},
+}
+
+// Catalog returns the sink types this version implements, each with the
+// descriptors of its fields, for plan.LoadOptions.Sinks. The result is the
+// caller's.
+func Catalog() plan.SinkCatalog {
+	out := make(plan.SinkCatalog, len(drivers))
+	for i, d := range drivers {
+		out[i] = d.desc
+		out[i].Fields = slices.Clone(d.desc.Fields)
+	}
+	return out
+}
+
+// Describe returns the descriptor of the type of sink section s; the zero
+// descriptor (no property set) for a type this version does not implement.
+func Describe(s plan.Sink) plan.SinkDescriptor {
+	d, _ := Catalog().Lookup(s.Type)
+	return d
 }
 
 // New builds the sink that cfg describes. cfg has been validated by
@@ -48,11 +73,12 @@ func New(ctx context.Context, cfg plan.Sink, opts sinks.Options) (sinks.Sink, er
 // null), not the idempotency key, unless the section sets key:.
 func NewDeadLetter(ctx context.Context, cfg plan.Sink, opts sinks.Options) (sinks.Sink, error) {
 	cfg = sinks.DeadLetterConfig(cfg)
-	s, err := build(ctx, cfg, opts, sinks.DeadLetterKeepsKey(cfg))
+	d := Describe(cfg)
+	s, err := build(ctx, cfg, opts, d.DeadLetterKeepsKey && cfg.Key == "")
 	if err != nil {
 		return nil, fmt.Errorf("dead-letter sink: %w", err)
 	}
-	if sinks.DeadLetterInLine(cfg) {
+	if d.DeadLetterInLine != nil && d.DeadLetterInLine(&cfg) {
 		return s, nil
 	}
 	return sinks.WithDeadLetterHeaders(s), nil
@@ -63,9 +89,10 @@ func build(ctx context.Context, cfg plan.Sink, opts sinks.Options, keepKey bool)
 	if err != nil {
 		return nil, fmt.Errorf("sink key: %w", err)
 	}
-	c, found := constructors[cfg.Type]
-	if !found {
-		return nil, fmt.Errorf("unknown sink type %q", cfg.Type)
+	for _, d := range drivers {
+		if d.desc.Type == cfg.Type {
+			return d.open(ctx, sinks.Spec{Plan: cfg, Options: opts, Keyer: keyer, KeepKey: keepKey})
+		}
 	}
-	return c(ctx, sinks.Spec{Plan: cfg, Options: opts, Keyer: keyer, KeepKey: keepKey})
+	return nil, fmt.Errorf("unknown sink type %q", cfg.Type)
 }

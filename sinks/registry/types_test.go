@@ -6,21 +6,67 @@ import (
 	"github.com/replay-tool/replay/plan"
 )
 
-// Every sink type package plan describes (and so validates) has a driver
-// here, and the table holds no type plan does not describe: a type added
-// on one side only fails here rather than as "unknown sink type" at run
-// time.
-func TestConstructorsMatchSinkTypes(t *testing.T) {
-	described := map[plan.SinkType]bool{}
-	for _, d := range plan.SinkTypes() {
-		described[d.Type] = true
-		if constructors[d.Type] == nil {
-			t.Errorf("sink type %q is described by package plan but has no constructor", d.Type)
+// Every driver has a descriptor with a type of its own: a type listed
+// twice would make the second driver unreachable.
+func TestDriverTypesAreDistinct(t *testing.T) {
+	seen := map[string]bool{}
+	for _, d := range drivers {
+		if d.desc.Type == "" || d.open == nil {
+			t.Errorf("driver %+v: no type or no constructor", d.desc.Type)
+		}
+		if seen[string(d.desc.Type)] {
+			t.Errorf("sink type %q is listed twice", d.desc.Type)
+		}
+		seen[string(d.desc.Type)] = true
+	}
+}
+
+// The catalog is the caller's: changing a descriptor it returned does not
+// change the next one.
+func TestCatalogIsACopy(t *testing.T) {
+	c := Catalog()
+	c[0].Type, c[0].Fields[0].Name = "changed", "changed"
+	again := Catalog()
+	if again[0].Type == "changed" || again[0].Fields[0].Name == "changed" {
+		t.Error("a descriptor changed through a returned catalog")
+	}
+}
+
+// The properties the command line decides on, for each type: what it
+// decided before they were the drivers' (stdout takes the terminal, a
+// database sink with checkpoint_table resumes from it, an exactly-once
+// kafka sink fences a second run itself, ...).
+func TestCommandLineProperties(t *testing.T) {
+	type props struct {
+		shared                               bool
+		service                              string
+		stdout, key, staged, keyDL, inlineDL bool
+		checkpoints, fences                  bool
+		where                                string
+	}
+	s := plan.Sink{Path: "out/o.db", Table: "orders", Topic: "copy", CheckpointTable: "ck", ExactlyOnce: true, Format: "jsonl"}
+	want := map[plan.SinkType]props{
+		"file":     {staged: true, inlineDL: true, where: "out/o.db"},
+		"postgres": {shared: true, service: "database", key: true, checkpoints: true, where: "postgres table orders"},
+		"sqlite":   {service: "database", key: true, checkpoints: true, where: "sqlite table orders in out/o.db"},
+		"kafka":    {shared: true, key: true, keyDL: true, fences: true, where: "kafka topic copy"},
+		"http":     {shared: true, service: "service", key: true, where: "http"},
+		"stdout":   {stdout: true, inlineDL: true, where: "stdout"},
+	}
+	for _, d := range Catalog() {
+		s.Type = d.Type
+		got := props{shared: d.Shared, service: d.Service, stdout: d.WritesStdout, key: d.UsesKey, staged: d.StagingDir != nil,
+			keyDL: d.DeadLetterKeepsKey, inlineDL: d.DeadLetterInLine != nil && d.DeadLetterInLine(&s),
+			checkpoints: d.KeepsCheckpoints != nil && d.KeepsCheckpoints(&s), fences: d.FencesOthers != nil && d.FencesOthers(&s), where: string(d.Type)}
+		if d.Where != nil {
+			got.where = d.Where(&s)
+		}
+		if got != want[d.Type] {
+			t.Errorf("%s: %+v, want %+v", d.Type, got, want[d.Type])
 		}
 	}
-	for typ := range constructors {
-		if !described[typ] {
-			t.Errorf("sink type %q has a constructor but no descriptor in package plan", typ)
-		}
+	s.Format = "csv"
+	if d := Describe(plan.Sink{Type: "file"}); d.DeadLetterInLine(&s) {
+		t.Error("a csv dead-letter file writes its reasons in line")
 	}
 }

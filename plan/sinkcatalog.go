@@ -1,0 +1,240 @@
+package plan
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+)
+
+// SinkType names a kind of sink: the value of a sink's type field. Each
+// driver package declares its own (file.Type, postgres.Type, ...).
+type SinkType string
+
+// SinkDescriptor describes one sink type. Each driver package declares its
+// own next to its code (sinks/<driver>, Descriptor), and sinks/registry
+// lists them in the SinkCatalog that Load checks plans against: the
+// validation of a sink section, its defaults, its part of the fingerprint,
+// the JSON Schema (`replay schema`) and what the command line decides for a
+// sink of the type all follow from it.
+type SinkDescriptor struct {
+	Type SinkType
+	// Summary says in one line what the sink writes to.
+	Summary string
+	// Fields are the type-specific fields the type takes. Every type also
+	// takes CommonSinkFields. The order of the fields that are part of the
+	// fingerprint is the order in which they enter it.
+	Fields []FieldDescriptor
+	// Check validates the section's own rules, beyond what Fields say (a
+	// required field, an enum), after the common checks; nil for none.
+	Check func(c *SinkCheck)
+	// Defaults completes a section after the fields' own Defaults (a
+	// default that depends on other fields); nil for none.
+	Defaults func(s *Sink, deadLetter bool)
+	// Schema are JSON Schema rules across the section's fields (if/then),
+	// beyond its required fields, for `replay schema`.
+	Schema []map[string]any
+
+	// Shared reports whether the output can be written by several processes
+	// at once: such a sink can be used by `run --join` members, as the sink
+	// or as the dead-letter sink. A local file or database cannot.
+	Shared bool
+	// Service is what the sink writes to when that is a service with live
+	// traffic of its own ("database", "service"), which a replay without a
+	// throttle can starve; "" for the others.
+	Service string
+	// WritesStdout reports that the records go to standard output: the run
+	// prints its tables elsewhere, and draws no progress over them.
+	WritesStdout bool
+	// UsesKey reports whether the sink writes the idempotency key (a column,
+	// a header, a request's Idempotency-Key), so that `replay test` reports
+	// a key template that fails.
+	UsesKey bool
+	// StagingDir is set for a type whose output appears only when the run
+	// completes (published at Finish): it returns where a section's
+	// unpublished output waits ("" when it has none to show).
+	StagingDir func(s *Sink) string
+	// KeepsCheckpoints reports whether a section records, with its writes,
+	// the checkpoints a run can resume from (--resume-from-sink); nil is
+	// false.
+	KeepsCheckpoints func(s *Sink) bool
+	// FencesOthers reports whether a section keeps a second run of the plan
+	// out by itself (an exactly-once kafka sink's transactional ids), so
+	// that the run does not hold its group; nil is false.
+	FencesOthers func(s *Sink) bool
+	// Where names the output of a section in a run's summary; nil names
+	// the type.
+	Where func(s *Sink) string
+	// DeadLetterInLine reports whether a dead-letter sink of the section
+	// writes each dead letter's reason and source coordinates itself, as
+	// fields of its JSON line (a JSONL file, stdout); nil is false: the
+	// reason goes in a header (sinks.WithDeadLetterHeaders).
+	DeadLetterInLine func(s *Sink) bool
+	// DeadLetterKeepsKey reports whether a dead-letter sink of the type
+	// without key: writes each record under its own key (a null key stays
+	// null) rather than the idempotency key, so that its records can be
+	// replayed as they were (a kafka dead-letter topic).
+	DeadLetterKeepsKey bool
+}
+
+// FieldDescriptor describes one field of a sink section.
+type FieldDescriptor struct {
+	// Name is the field's name in the plan (its yaml key).
+	Name string
+	// Doc says what the field is, its default and an example.
+	Doc string
+	// Default is the value an unset field takes, as a plan would write it
+	// ("" when none); applied when the field holds its zero value.
+	Default string
+	// Secret reports whether the value is a credential (a token, a key):
+	// it must come from the environment (${VAR}), and the command line
+	// redacts it wherever it prints. Fields holding a credential among
+	// other things (a DSN's password, a URL's) have rules of their own.
+	Secret bool
+	// Required is the problem reported when the field is not set (a
+	// "missing: ..." message); "" for an optional field.
+	Required string
+	// Enum lists the values the field accepts, when it is a choice.
+	Enum []string
+	// Schema is the JSON Schema of the value (see OrEnv), when the one
+	// derived from its Go type and Enum is not precise enough.
+	Schema map[string]any
+	// Fingerprint is the field's name in the plan's fingerprint, "" when it
+	// is not part of it: it changes how, not what, the sink writes.
+	Fingerprint string
+	// FingerprintValue returns the value the fingerprint holds for the
+	// field (a default left out as unset); nil takes the value as set.
+	// Unset values are left out of the fingerprint.
+	FingerprintValue func(s *Sink, deadLetter bool) any
+}
+
+// commonSinkFields are the fields every sink type takes; the doc of type
+// lists the catalog's types (CommonFields).
+var commonSinkFields = []FieldDescriptor{
+	{Name: "type", Doc: "Sink type: "},
+	{Name: "key", Doc: "Idempotency key: a Go template over the record, e.g. '{{ .Value.id }}'; default <topic>/<partition>/<offset>. The kafka sink's replay-key header (and, when set, its message key in place of the source key); the http sink's idempotency_key; the column mapped to key."},
+	{Name: "batch_size", Doc: "Largest number of records per durable write, and so between two commits: 1..100000 (default 1000 when unset); an http sink posts at most this many per request."},
+	{Name: "retry", Doc: "How long a write that fails with a transient error (a lost connection, a failover, lock contention, a broker restart) is retried, with capped exponential backoff and jitter, before the partition fails (exit 1, resumable): {max_elapsed: 5m} (default 5m, up to 24h; 0s fails at the first error). An http sink's own retries (max_retries) stop at it too."},
+}
+
+// SinkCatalog is the set of sink types a plan may use, in the order
+// messages and the JSON Schema list them. sinks/registry builds it from the
+// drivers (registry.Catalog); Load takes it in LoadOptions.Sinks.
+type SinkCatalog []SinkDescriptor
+
+// CommonFields returns the descriptors of the fields every sink type takes
+// (type, key, batch_size, retry). The result is the caller's.
+func (c SinkCatalog) CommonFields() []FieldDescriptor {
+	out := slices.Clone(commonSinkFields)
+	out[0].Doc += OrList(c.Types()) + "."
+	return out
+}
+
+// Lookup returns the descriptor of sink type t; false when the catalog
+// has no such type.
+func (c SinkCatalog) Lookup(t SinkType) (SinkDescriptor, bool) {
+	i := slices.IndexFunc(c, func(d SinkDescriptor) bool { return d.Type == t })
+	if i < 0 {
+		return SinkDescriptor{}, false
+	}
+	return c[i], true
+}
+
+// Types returns the catalog's sink types, in order.
+func (c SinkCatalog) Types() []SinkType {
+	out := make([]SinkType, len(c))
+	for i, d := range c {
+		out[i] = d.Type
+	}
+	return out
+}
+
+// SharedTypes returns the sink types whose output several processes can
+// write at once (SinkDescriptor.Shared), in order.
+func (c SinkCatalog) SharedTypes() []SinkType {
+	var out []SinkType
+	for _, d := range c {
+		if d.Shared {
+			out = append(out, d.Type)
+		}
+	}
+	return out
+}
+
+// Field returns the descriptor of the type-specific field name; nil when
+// the type does not take it.
+func (d SinkDescriptor) Field(name string) *FieldDescriptor {
+	for i := range d.Fields {
+		if d.Fields[i].Name == name {
+			return &d.Fields[i]
+		}
+	}
+	return nil
+}
+
+// Required returns the names of the fields the type requires, in order.
+func (d SinkDescriptor) Required() []string {
+	var out []string
+	for _, f := range d.Fields {
+		if f.Required != "" {
+			out = append(out, f.Name)
+		}
+	}
+	return out
+}
+
+// OrEnv returns a JSON Schema that accepts what s accepts or a ${VAR}.
+func OrEnv(s map[string]any) map[string]any {
+	return map[string]any{"anyOf": []any{s, map[string]any{"type": "string", "pattern": EnvPattern}}}
+}
+
+// EnvPattern matches a value holding a ${VAR}, expanded when the plan is
+// loaded; a ${VAR} may stand for a value of any type.
+const EnvPattern = `\$\{[A-Za-z_][A-Za-z0-9_]*\}`
+
+// field returns the field of s whose yaml name is name; false when Sink
+// has none.
+func (s *Sink) field(name string) (reflect.Value, bool) {
+	v := reflect.ValueOf(s).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		if strings.Split(v.Type().Field(i).Tag.Get("yaml"), ",")[0] == name {
+			return v.Field(i), true
+		}
+	}
+	return reflect.Value{}, false
+}
+
+// isSet reports whether the field with yaml name name holds a value: a
+// non-empty string, list or map, or any other non-zero value.
+func (s *Sink) isSet(name string) bool {
+	f, ok := s.field(name)
+	if !ok {
+		return false
+	}
+	switch f.Kind() {
+	case reflect.Slice, reflect.Map, reflect.String:
+		return f.Len() > 0
+	default:
+		return !f.IsZero()
+	}
+}
+
+// typeStrings returns the sink types as strings.
+func typeStrings(ts []SinkType) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = string(t)
+	}
+	return out
+}
+
+// OrList joins items as "a, b or c".
+func OrList[T ~string](items []T) string {
+	s := make([]string, len(items))
+	for i, t := range items {
+		s[i] = string(t)
+	}
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+}

@@ -1,0 +1,236 @@
+package plan
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// SinkCheck is what a sink type's Check sees: the section being validated,
+// the plan around it, and where to report problems. Names given to its
+// methods are the section's field names ("table", "sasl.mechanism").
+type SinkCheck struct {
+	// Field is where the section is: "sink" or "dead_letter".
+	Field string
+	// Sink is the section, defaulted.
+	Sink *Sink
+	// Plan is the plan being validated.
+	Plan *Plan
+	v    *validator
+}
+
+// DeadLetter reports whether the section is the dead-letter sink.
+func (c *SinkCheck) DeadLetter() bool { return c.Field == "dead_letter" }
+
+// Add reports a problem with the field name of the section.
+func (c *SinkCheck) Add(name, format string, args ...any) { c.v.add(c.path(name), format, args...) }
+
+// Warn reports a warning about the field name of the section.
+func (c *SinkCheck) Warn(name, format string, args ...any) { c.v.warn(c.path(name), format, args...) }
+
+// Present reports whether the field name is written in the section.
+func (c *SinkCheck) Present(name string) bool { return c.v.present(c.path(name)) }
+
+// Failed reports whether the field name failed to decode (already reported).
+func (c *SinkCheck) Failed(name string) bool { return c.Plan.bad[c.path(name)] }
+
+// FromEnv reports whether the value of the field name came from a ${VAR}.
+func (c *SinkCheck) FromEnv(name string) bool { return c.Plan.FromEnv(c.path(name)) }
+
+// Enum reports whether val is one of allowed, and a problem with the field
+// name when it is not.
+func (c *SinkCheck) Enum(name, val string, allowed []string) bool {
+	return c.v.enum(c.path(name), val, allowed)
+}
+
+// Brokers checks a list of host:port addresses.
+func (c *SinkCheck) Brokers(name string, list []string) { c.v.brokers(c.path(name), list) }
+
+// TLS checks a TLS section.
+func (c *SinkCheck) TLS(name string, t TLS) { c.v.tls(c.path(name), t) }
+
+// SASL checks a SASL section: its password must come from the environment.
+func (c *SinkCheck) SASL(name string, s SASL) { c.v.sasl(c.path(name), s) }
+
+// Columns checks the section's columns: every field is one a record has; a
+// database sink (db) maps its idempotency key to exactly one column and
+// names plain SQL columns.
+func (c *SinkCheck) Columns(db bool) { c.v.columns(c.Field, c.Sink, db) }
+
+// TableName reports val, the value of the field name, when it is not a
+// plain [schema.]table name.
+func (c *SinkCheck) TableName(name, val string) {
+	if val != "" && !tableRe.MatchString(val) {
+		c.Add(name, "%q is not a plain table name ([schema.]name of letters, digits, _)", val)
+	}
+}
+
+// IsTableName reports whether s is a plain [schema.]table name.
+func IsTableName(s string) bool { return tableRe.MatchString(s) }
+
+// LiteralDSNPassword reports whether the PostgreSQL DSN of the field name,
+// as written in the plan, holds a password that does not come from a
+// ${VAR}.
+func (c *SinkCheck) LiteralDSNPassword(name string) bool {
+	f, _ := c.Sink.field(name)
+	return c.v.literalDSNPassword(c.path(name), f.String())
+}
+
+// URL checks the http(s) URL of the field name: credentials in it must
+// come from the environment.
+func (c *SinkCheck) URL(name string) {
+	f, _ := c.Sink.field(name)
+	c.v.httpURL(c.path(name), f.String())
+}
+
+func (c *SinkCheck) path(name string) string { return c.Field + "." + name }
+
+// article returns "a kafka", "an http".
+func article(sinkType SinkType) string {
+	if strings.HasPrefix(string(sinkType), "http") {
+		return "an " + string(sinkType)
+	}
+	return "a " + string(sinkType)
+}
+
+// sinkType checks a section's type field and returns its descriptor;
+// false when there is none to check the rest of the section against.
+func (v *validator) sinkType(field string, s *Sink) (SinkDescriptor, bool) {
+	types := typeStrings(v.p.sinks.Types())
+	if s.Type == "" {
+		v.add(field+".type", "missing: one of %s", strings.Join(types, ", "))
+		return SinkDescriptor{}, false
+	}
+	if !v.enum(field+".type", string(s.Type), types) {
+		return SinkDescriptor{}, false
+	}
+	return v.p.sinks.Lookup(s.Type)
+}
+
+// sinkFields checks the type-specific fields of a section against the
+// descriptors: a field written for a sink type that does not take it
+// (topic: on a postgres sink) would silently do nothing; a required field
+// must be set; a choice must be one of its values. Only fields written in
+// the file count as written: a default (on_conflict: update) is no mistake.
+func (v *validator) sinkFields(field string, s *Sink, d SinkDescriptor) {
+	seen := map[string]bool{}
+	for _, o := range v.p.sinks {
+		for _, f := range o.Fields {
+			if seen[f.Name] || d.Field(f.Name) != nil || !v.present(field+"."+f.Name) {
+				continue
+			}
+			seen[f.Name] = true
+			var takers []string
+			for _, t := range v.p.sinks {
+				if t.Field(f.Name) != nil {
+					takers = append(takers, string(t.Type))
+				}
+			}
+			v.add(field+"."+f.Name, "does not apply to %s sink (only %s sinks take it): remove it", article(s.Type), strings.Join(takers, " and "))
+		}
+	}
+	for _, f := range d.Fields {
+		switch {
+		case f.Required != "" && !s.isSet(f.Name):
+			v.add(field+"."+f.Name, "%s", f.Required)
+		case f.Secret && s.isSet(f.Name) && !v.p.FromEnv(field+"."+f.Name):
+			v.add(field+"."+f.Name, "a literal secret must not be written in a plan: take it from the environment, e.g. %s: ${%s}, and export the variable", f.Name, strings.ToUpper(string(s.Type)+"_"+f.Name))
+		}
+	}
+	for _, f := range d.Fields {
+		if val, ok := s.field(f.Name); ok && len(f.Enum) > 0 && val.Kind() == reflect.String && val.String() != "" {
+			v.enum(field+"."+f.Name, val.String(), f.Enum)
+		}
+	}
+	if d.Check != nil {
+		d.Check(&SinkCheck{Field: field, Sink: s, Plan: v.p, v: v})
+	}
+}
+
+// secretFields returns the values of the section's fields its type marks
+// as secret.
+func (p *Plan) secretFields(s *Sink) []string {
+	var out []string
+	d, _ := p.sinks.Lookup(s.Type)
+	for _, f := range d.Fields {
+		if v, ok := s.field(f.Name); ok && f.Secret && v.Kind() == reflect.String {
+			out = append(out, v.String())
+		}
+	}
+	return out
+}
+
+// applySinkDefaults fills the unset fields of a section with the defaults
+// its type's descriptor declares.
+func (p *Plan) applySinkDefaults(s *Sink, deadLetter bool) {
+	d, ok := p.sinks.Lookup(s.Type)
+	if !ok {
+		return
+	}
+	for _, f := range d.Fields {
+		val, ok := s.field(f.Name)
+		if !ok || f.Default == "" || !val.IsZero() {
+			continue
+		}
+		if err := yaml.Unmarshal([]byte(f.Default), val.Addr().Interface()); err != nil {
+			panic(fmt.Sprintf("sink type %s: default %q of %s: %v", d.Type, f.Default, f.Name, err))
+		}
+	}
+	if d.Defaults != nil {
+		d.Defaults(s, deadLetter)
+	}
+}
+
+// sinkFingerprint is a section's part of the fingerprint, as a JSON object:
+// the type, path, table, key and on_conflict, which it has held since the
+// first version (empty for a type without them), then the fields the
+// type's descriptor marks as part of it, in its order, when set.
+func (p *Plan) sinkFingerprint(s *Sink, deadLetter bool) json.RawMessage {
+	frame := []string{"Type", "Path", "Table", "Key", "OnConflict"}
+	vals := map[string]any{"Type": string(s.Type), "Path": s.Path, "Table": s.Table, "Key": s.Key, "OnConflict": s.OnConflict}
+	var b strings.Builder
+	put := func(key string, val any) {
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(key)
+		v, _ := json.Marshal(val)
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	d, _ := p.sinks.Lookup(s.Type)
+	var rest []string
+	for _, f := range d.Fields {
+		if f.Fingerprint == "" {
+			continue
+		}
+		var val any
+		if f.FingerprintValue != nil {
+			val = f.FingerprintValue(s, deadLetter)
+		} else if fv, ok := s.field(f.Name); ok {
+			val = fv.Interface()
+		}
+		if !slices.Contains(frame, f.Fingerprint) {
+			if val == nil || reflect.ValueOf(val).IsZero() {
+				continue
+			}
+			rest = append(rest, f.Fingerprint)
+		}
+		vals[f.Fingerprint] = val
+	}
+	for _, k := range append(frame, rest...) {
+		put(k, vals[k])
+	}
+	return json.RawMessage("{" + b.String() + "}")
+}
+
+// Schedule reports whether the plan's window is a schedule (every or start
+// written).
+func (c *SinkCheck) Schedule() bool {
+	return c.v.present("window.every") || c.v.present("window.start")
+}

@@ -1,0 +1,124 @@
+package file
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks/encode"
+)
+
+// Type is the file sink's type in a plan.
+const Type plan.SinkType = "file"
+
+// Descriptor describes the file sink's plan section.
+var Descriptor = plan.SinkDescriptor{
+	Type:    Type,
+	Summary: "newline-delimited JSON or CSV file, published atomically (temp file + rename)",
+	Fields: []plan.FieldDescriptor{
+		{Name: "path", Fingerprint: "Path", Required: "missing: the file to write, e.g. out/orders.jsonl",
+			Doc: "Output file of a file sink (written atomically; with per_partition a pattern holding {partition}, e.g. out/orders-{partition}.csv)."},
+		encode.ColumnsField,
+		{Name: "format", Fingerprint: "Format", Default: plan.DefaultFormat, Enum: []string{"jsonl", "csv"},
+			Doc: "file: jsonl (default: one JSON object per record) or csv (a header row, then one row per record with the columns; RFC 4180 quoting, LF line ends, NULL as an empty field).",
+			FingerprintValue: func(s *plan.Sink, _ bool) any {
+				if s.Format == plan.DefaultFormat {
+					return ""
+				}
+				return s.Format
+			}},
+		{Name: "per_partition", Fingerprint: "PerPartition",
+			Doc: "file: write one file per partition (path holds {partition}), each published atomically when the run completes."},
+		{Name: "order", Fingerprint: "Order", Enum: []string{plan.OrderInterleaved, plan.OrderPartition},
+			Doc: "file: line order of a single JSONL file: interleaved (default; partitions interleave, each in offset order; the output is written to disk once) or partition (grouped by partition: byte-identical for the same window, but written twice). CSV, per_partition and dead-letter files are always in partition order.",
+			FingerprintValue: func(s *plan.Sink, deadLetter bool) any {
+				if s.Order == defaultOrder(s, deadLetter) {
+					return ""
+				}
+				return s.Order
+			}},
+		encode.ValueFormatField,
+		{Name: "overwrite", Doc: "file: replace a file at path that replay did not write (refused otherwise)."},
+	},
+	Defaults: func(s *plan.Sink, deadLetter bool) {
+		if s.Order == "" {
+			s.Order = defaultOrder(s, deadLetter)
+		}
+	},
+	Check: check,
+	// A csv file needs its columns.
+	Schema: []map[string]any{{"if": map[string]any{"properties": map[string]any{"format": map[string]any{"const": "csv"}}, "required": []any{"format"}},
+		"then": map[string]any{"required": []any{"columns"}}}},
+	StagingDir: stagingDir,
+	Where:      func(s *plan.Sink) string { return s.Path },
+	DeadLetterInLine: func(s *plan.Sink) bool {
+		return s.Format != "csv"
+	},
+}
+
+// stagingDir is where a single file's output waits until it is published
+// ("" for per_partition files, staged next to each).
+func stagingDir(s *plan.Sink) string {
+	if s.PerPartition {
+		return ""
+	}
+	return s.Path + ".parts"
+}
+
+// defaultOrder is the line order of a file without order: interleaved for
+// a single JSONL file, partition for the others. A dead-letter file is
+// always in partition order: its re-delivered partitions are rewritten,
+// not skipped.
+func defaultOrder(s *plan.Sink, deadLetter bool) string {
+	if s.Format == "csv" || s.PerPartition || deadLetter {
+		return plan.OrderPartition
+	}
+	return plan.OrderInterleaved
+}
+
+// check checks a file section: its path, format, columns, order and
+// per_partition.
+func check(c *plan.SinkCheck) {
+	s := c.Sink
+	if vf := s.ValueFormat; s.Format == "csv" && vf != "" && vf != "auto" && slices.Contains(encode.ValueFormats, vf) {
+		c.Add("value_format", "applies to format: jsonl only (csv cells are text): remove value_format, or use format: jsonl")
+	}
+	switch {
+	case s.Path == "":
+	case strings.HasSuffix(s.Path, "/") || strings.HasSuffix(s.Path, string(filepath.Separator)):
+		c.Add("path", "%q ends in %q: it names a directory; give the file to write, e.g. %s", s.Path, s.Path[len(s.Path)-1:], filepath.Join(s.Path, "orders.jsonl"))
+	}
+	switch {
+	case s.Format == "csv" && len(s.Columns) == 0 && !c.Failed("columns"):
+		c.Add("columns", "missing: a csv file needs its columns, e.g. {order_id: value.id, status: value.status, offset: offset}")
+	case s.Format == "jsonl" && c.Present("columns"):
+		c.Add("columns", "applies to format: csv only (jsonl writes whole records): set format: csv, or remove columns")
+	}
+	c.Columns(false)
+	if c.Present("order") && s.Order == plan.OrderInterleaved {
+		switch {
+		case c.DeadLetter():
+			c.Add("order", "dead letters are always kept in partition order: remove order")
+		case s.PerPartition:
+			c.Add("order", "each per_partition file holds one partition: remove order")
+		case s.Format == "csv":
+			c.Add("order", "a csv file is always in partition order (its rows are converted when it is published): remove order")
+		}
+	}
+	pattern := strings.Contains(s.Path, plan.PartitionPlaceholder)
+	switch {
+	case s.Path == "":
+	case s.PerPartition && !pattern:
+		ext := filepath.Ext(s.Path)
+		c.Add("path", "per_partition needs %s in the path, e.g. %s", plan.PartitionPlaceholder, strings.TrimSuffix(s.Path, ext)+"-"+plan.PartitionPlaceholder+ext)
+	case !s.PerPartition && pattern:
+		c.Add("path", "%s is replaced only with per_partition: true: set it, or remove %s", plan.PartitionPlaceholder, plan.PartitionPlaceholder)
+	}
+	if c.Schedule() {
+		c.Add("type", "a file sink publishes its path once per interval, so with a schedule the file would hold the last interval only: use a postgres, sqlite, kafka or http sink")
+	}
+	if c.DeadLetter() && c.Plan.Sink.Type == Type && s.Path != "" && filepath.Clean(s.Path) == filepath.Clean(c.Plan.Sink.Path) {
+		c.Add("path", "%s is the sink's own file: write dead letters to another file", s.Path)
+	}
+}

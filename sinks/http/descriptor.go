@@ -1,0 +1,112 @@
+package http
+
+import (
+	"net/url"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/encode"
+)
+
+// Type is the http sink's type in a plan.
+const Type plan.SinkType = "http"
+
+// Descriptor describes the http sink's plan section.
+var Descriptor = plan.SinkDescriptor{
+	Type:    Type,
+	Summary: "HTTP endpoint, batches POSTed as JSON arrays with an Idempotency-Key header",
+	Fields: []plan.FieldDescriptor{
+		{Name: "url", Fingerprint: "URL",
+			Required: "missing: the endpoint to POST to, e.g. https://orders.internal/api/replay or ${ORDERS_API_URL}",
+			Doc:      "http: the endpoint each batch is POSTed to as a JSON array.",
+			Schema: map[string]any{"type": "string", "pattern": `^https?://|` + plan.EnvPattern,
+				"examples": []any{"https://orders.internal/api/replay", "${ORDERS_API_URL}"}},
+			FingerprintValue: func(s *plan.Sink, deadLetter bool) any {
+				if deadLetter {
+					return s.URL // as the first version wrote a dead-letter sink's
+				}
+				return endpoint(s.URL)
+			}},
+		{Name: "headers",
+			Doc: "http: headers sent with every request; credentials (Authorization, tokens, API keys) must come from the environment, e.g. Authorization: \"Bearer ${ORDERS_API_TOKEN}\".",
+			Schema: map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "string"},
+				"examples": []any{map[string]any{"Authorization": "Bearer ${ORDERS_API_TOKEN}"}}}},
+		encode.ValueFormatField,
+		sinks.ConnectionsField,
+		{Name: "max_retries", Default: strconv.Itoa(plan.DefaultMaxRetries),
+			Doc:    "http: retries of a request after a network error, 5xx, 408 or 429 (default 8; 0 never retries).",
+			Schema: plan.OrEnv(map[string]any{"type": "integer", "minimum": 0, "maximum": 100})},
+		{Name: "max_retry_wait", Default: time.Duration(plan.DefaultMaxRetryWait).String(),
+			Doc: "http: longest wait between two attempts, from the exponential backoff or from Retry-After (default 1m)."},
+		{Name: "request_timeout", Default: time.Duration(plan.DefaultRequestTimeout).String(),
+			Doc: "http: how long one attempt of a request may take, the response included, before it is abandoned and retried like a network error (default 30s, up to 1h): raise it for an endpoint that takes longer over a batch."},
+	},
+	Check:   check,
+	Shared:  true,
+	Service: "service",
+	UsesKey: true,
+}
+
+// endpoint is the part of a URL that says where records go, for the
+// fingerprint: scheme, host and path, without the user info and query,
+// which may hold credentials that are rotated during a run.
+func endpoint(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || raw == "" {
+		return raw
+	}
+	return u.Scheme + "://" + strings.ToLower(u.Host) + u.EscapedPath()
+}
+
+// headerNameRe is an HTTP header field name (RFC 9110 token).
+var headerNameRe = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+// reservedHeaders are set by the http sink itself.
+var reservedHeaders = []string{"Idempotency-Key", "Content-Type", "Content-Length", "Host"}
+
+// check checks an http section: its endpoint, headers and retries.
+func check(c *plan.SinkCheck) {
+	s := c.Sink
+	c.URL("url")
+	sinks.CheckConnections(c)
+	names := make([]string, 0, len(s.Headers))
+	for name := range s.Headers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	plain := strings.HasPrefix(strings.ToLower(s.URL), "http:")
+	for _, name := range names {
+		f, val := "headers."+name, s.Headers[name]
+		switch {
+		case !headerNameRe.MatchString(name):
+			c.Add(f, "%q is not an HTTP header name (letters, digits and !#$%%&'*+-.^_`|~)", name)
+		case slices.ContainsFunc(reservedHeaders, func(r string) bool { return strings.EqualFold(r, name) }):
+			c.Add(f, "the http sink sets %s itself: remove it", name)
+		case strings.ContainsAny(val, "\r\n\x00"):
+			c.Add(f, "the value contains a line break or NUL, which HTTP headers cannot carry")
+		case plan.IsSecretHeader(name) && !c.FromEnv(f):
+			example := `"${ORDERS_API_TOKEN}"`
+			if strings.EqualFold(name, "Authorization") {
+				example = `"Bearer ${ORDERS_API_TOKEN}"`
+			}
+			c.Add(f, "a literal secret must not be written in a plan: take it from the environment, e.g. %s: %s, and export the variable", name, example)
+		case plan.IsSecretHeader(name) && plain:
+			c.Warn(f, "sent over plain http: anyone on the network path can read the credentials; use https")
+		}
+	}
+	if s.MaxRetries != nil && (*s.MaxRetries < 0 || *s.MaxRetries > 100) {
+		c.Add("max_retries", "%d: want 0..100 (0 never retries)", *s.MaxRetries)
+	}
+	if d := time.Duration(s.MaxRetryWait); d < 0 || d > time.Hour {
+		c.Add("max_retry_wait", "%s: want a duration up to 1h, e.g. 1m", d)
+	}
+	if d := time.Duration(s.RequestTimeout); d < 0 || d > time.Hour {
+		c.Add("request_timeout", "%s: want a duration up to 1h, e.g. 2m", d)
+	}
+}

@@ -1,0 +1,92 @@
+package kafka
+
+import (
+	"regexp"
+
+	"github.com/replay-tool/replay/plan"
+)
+
+// Type is the kafka sink's type in a plan.
+const Type plan.SinkType = "kafka"
+
+// Descriptor describes the kafka sink's plan section.
+var Descriptor = plan.SinkDescriptor{
+	Type:    Type,
+	Summary: "Kafka topic, on the source cluster or another, with provenance headers",
+	Fields: []plan.FieldDescriptor{
+		{Name: "brokers", Required: `missing: list the target cluster's bootstrap brokers, e.g. ["kafka-1:9092"] or ["${TARGET_KAFKA_BROKERS}"]`,
+			Doc: "kafka: bootstrap brokers of the target cluster (the source cluster or another), host:port; or one ${VAR} holding a comma-separated list.",
+			Schema: map[string]any{"anyOf": []any{
+				map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "minItems": 1},
+				map[string]any{"type": "string", "pattern": plan.EnvPattern},
+			}, "examples": []any{[]any{"kafka-1:9092"}, "${TARGET_KAFKA_BROKERS}"}}},
+		{Name: "topic", Fingerprint: "Topic", Required: "missing: the topic to produce to (it must exist: replay does not create topics)",
+			Doc: "kafka: the topic to produce to; it must exist."},
+		{Name: "tls", Doc: "kafka: encrypted connection to the target cluster (independent of the source's)."},
+		{Name: "sasl", Doc: "kafka: authentication to the target cluster (independent of the source's): PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."},
+		{Name: "keep_partition", Fingerprint: "KeepPartition",
+			Doc: "kafka: produce each record to the partition numbered as its source partition (mirroring; the target needs at least as many partitions) instead of hashing the key.",
+			// A dead-letter topic's fingerprint never held it.
+			FingerprintValue: func(s *plan.Sink, deadLetter bool) any { return s.KeepPartition && !deadLetter }},
+		{Name: "exactly_once", Fingerprint: "ExactlyOnce",
+			Doc: "kafka: produce each batch in one Kafka transaction together with the replay group's offsets for it (default false): consumers reading with isolation.level=read_committed see each source record exactly once, whatever happens to the run. Needs a target that supports transactions and, with ACLs, Write and Describe on the TransactionalId and IdempotentWrite on the cluster. Not with on_error: dead_letter or a dead-letter sink."},
+		{Name: "transactional_id",
+			Doc: "kafka with exactly_once: prefix of the transactional ids, one per source partition (<prefix>-<partition>); default replay-<plan name>-<hash of the group>. A later run with the same ids fences any earlier process still producing."},
+	},
+	Check:              check,
+	Shared:             true,
+	UsesKey:            true,
+	FencesOthers:       func(s *plan.Sink) bool { return s.ExactlyOnce },
+	Where:              func(s *plan.Sink) string { return "kafka topic " + s.Topic },
+	DeadLetterKeepsKey: true,
+}
+
+var (
+	// topicRe is what Kafka accepts as a topic name.
+	topicRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
+	// transactionalIDRe is what the exactly-once sink accepts as the prefix
+	// of its transactional ids: printable, no spaces, short enough for the
+	// suffix.
+	transactionalIDRe = regexp.MustCompile(`^[A-Za-z0-9._:+-]{1,200}$`)
+)
+
+// check checks a kafka section: its target, its connection settings and
+// exactly_once.
+func check(c *plan.SinkCheck) {
+	s := c.Sink
+	c.Brokers("brokers", s.Brokers)
+	switch {
+	case s.Topic == "":
+	case !topicRe.MatchString(s.Topic) || s.Topic == "." || s.Topic == "..":
+		c.Add("topic", "%q is not a Kafka topic name (up to 249 letters, digits, '.', '_', '-')", s.Topic)
+	}
+	c.TLS("tls", s.TLS)
+	c.SASL("sasl", s.SASL)
+	if s.SASL.Mechanism == "PLAIN" && !s.TLS.Enabled {
+		c.Warn("sasl.mechanism", "SASL PLAIN without TLS sends the password in clear text: enable %s.tls", c.Field)
+	}
+	exactlyOnce(c)
+	if src := c.Plan.Source; s.Topic != "" && s.Topic == src.Topic && plan.SameBrokers(s.Brokers, src.Brokers) {
+		c.Warn("topic", "the target is the source topic: the replayed records are appended to the topic being replayed, and its consumers read them again")
+	}
+}
+
+// exactlyOnce checks exactly_once and transactional_id.
+func exactlyOnce(c *plan.SinkCheck) {
+	s := c.Sink
+	switch {
+	case s.TransactionalID != "" && !s.ExactlyOnce:
+		c.Add("transactional_id", "only applies with exactly_once: true: set exactly_once: true, or remove transactional_id")
+	case s.TransactionalID != "" && !transactionalIDRe.MatchString(s.TransactionalID):
+		c.Add("transactional_id", "%q: want up to 200 letters, digits, '.', '_', ':', '+', '-'", s.TransactionalID)
+	}
+	if !s.ExactlyOnce {
+		return
+	}
+	switch {
+	case c.DeadLetter():
+		c.Add("exactly_once", "a dead-letter sink is written after the sink's transaction, so it cannot be part of it: remove exactly_once here")
+	case c.Plan.OnError == plan.OnErrorDeadLetter:
+		c.Add("exactly_once", "not with on_error: dead_letter: dead letters are written outside the transaction that commits the replay group's offsets, so a crash could lose them; use on_error: skip or fail")
+	}
+}

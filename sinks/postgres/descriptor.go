@@ -1,0 +1,45 @@
+package postgres
+
+import (
+	"strconv"
+
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/dbsection"
+)
+
+// Type is the postgres sink's type in a plan.
+const Type plan.SinkType = "postgres"
+
+// Descriptor describes the postgres sink's plan section.
+var Descriptor = plan.SinkDescriptor{
+	Type:    Type,
+	Summary: "PostgreSQL table, batched upserts on the idempotency key",
+	Fields: append(dbsection.Fields([]plan.FieldDescriptor{
+		{Name: "dsn", Required: "missing: add dsn: ${ORDERS_DSN} and export ORDERS_DSN=postgres://user:password@host:5432/db",
+			Doc: "PostgreSQL connection string; its password must come from the environment, e.g. dsn: ${ORDERS_DSN}."},
+	}, plan.FieldDescriptor{Name: "copy_threshold", Default: strconv.Itoa(plan.DefaultCopyThreshold),
+		Doc:    "postgres: batches of more rows than this are loaded with COPY into a temporary table, then upserted from it in the same transaction (default 100). While the table holds none of the keys written (a fresh load), a batch of any size is copied into the table itself.",
+		Schema: plan.OrEnv(map[string]any{"type": "integer", "minimum": 1, "maximum": 1000000})}),
+		sinks.ConnectionsField),
+	Check:            check,
+	Shared:           true,
+	Service:          "database",
+	UsesKey:          true,
+	KeepsCheckpoints: dbsection.KeepsCheckpoints,
+	Where:            func(s *plan.Sink) string { return "postgres table " + s.Table },
+}
+
+// check checks a postgres section: its DSN, what it shares with sqlite,
+// its connections and copy_threshold.
+func check(c *plan.SinkCheck) {
+	s := c.Sink
+	if s.DSN != "" && c.LiteralDSNPassword("dsn") {
+		c.Add("dsn", "contains a literal password: take the DSN (or its password) from the environment, e.g. dsn: ${ORDERS_DSN}, and export the variable")
+	}
+	sinks.CheckConnections(c)
+	dbsection.Check(c)
+	if s.CopyThreshold < 1 || s.CopyThreshold > 1000000 {
+		c.Add("copy_threshold", "%d: want 1..1000000 rows (batches with more rows go through COPY)", s.CopyThreshold)
+	}
+}
