@@ -6,6 +6,7 @@ package sinks
 import (
 	"context"
 	"errors"
+	"io"
 
 	"github.com/rs/zerolog"
 
@@ -328,6 +329,9 @@ type Options struct {
 	// before), and fails a Write or CommitOffset of a partition the member
 	// lost with an error wrapping ErrPartitionLost.
 	Member func() (generation int32, memberID string)
+	// Stdout is where a sink that writes to standard output writes (the
+	// command's own stdout); nil means os.Stdout.
+	Stdout io.Writer
 }
 
 // ErrPartitionLost is wrapped by the error of a sink's Write or

@@ -17,7 +17,6 @@ import (
 	"github.com/replay-tool/replay/runner"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/registry"
-	"github.com/replay-tool/replay/sinks/stdout"
 )
 
 // prepare loads the plan, connects and decides what a run would do; it
@@ -419,20 +418,18 @@ func (a *app) resultsOut(s plan.Sink) io.Writer {
 	return a.stderr
 }
 
-// newSink builds the plan's sink; the stdout sink writes to the app's stdout
-// (registry.New would write to os.Stdout). Under --join (join) the sink
-// learns the process's member of the group.
+// newSink builds the plan's sink; a sink writing to standard output
+// writes to the app's stdout, unredacted (records are data). Under --join
+// (join) the sink learns the process's member of the group.
 func (a *app) newSink(ctx context.Context, job *runner.Job, join bool) (sinks.Sink, error) {
 	p := job.Plan
-	if registry.Describe(p.Sink).WritesStdout {
-		return stdout.New(a.rawStdout), nil // records are data: not redacted
-	}
 	parts := make([]int32, len(job.Resolution.Ranges))
 	for i, r := range job.Resolution.Ranges {
 		parts[i] = r.Partition
 	}
 	opts := sinks.Options{Log: a.log, PlanName: p.Name, RunID: job.RunID(), Group: p.Group, Fingerprint: job.Resolution.Fingerprint,
-		Topic: job.Resolution.Topic, Partitions: parts, CommitMetadata: job.CommitMetadata, SourceClusterID: job.SourceClusterID()}
+		Topic: job.Resolution.Topic, Partitions: parts, CommitMetadata: job.CommitMetadata, SourceClusterID: job.SourceClusterID(),
+		Stdout: a.rawStdout}
 	if join {
 		opts.Member = job.Member
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,6 +11,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/replay-tool/replay/internal/testenv"
 )
 
 // TestRunReport: --report writes the JSON report on every run that gets to
@@ -56,6 +60,30 @@ func TestRunReport(t *testing.T) {
 	for _, p := range rep2.Partitions {
 		if p.Written != 0 || !p.Done {
 			t.Errorf("second report: %s", b)
+		}
+	}
+}
+
+// TestStdoutSinkValueFormat: `replay run` writes the stdout sink's values
+// in the plan's value_format (base64 here): the value of every line
+// decodes to the record's bytes as kcat reads them.
+func TestStdoutSinkValueFormat(t *testing.T) {
+	sb, seed := newCluster(t, 1, 50)
+	dir := t.TempDir()
+	file := writePlan(t, dir, planSpec{name: "preview64", addr: sb.Addr, from: seed.From, to: seed.To, sink: "{type: stdout, value_format: base64}"})
+	r := replay(t, "run", "--yes", file)
+	if r.code != exitOK {
+		t.Fatalf("run: %s", r)
+	}
+	kc := testenv.KcatRecords(t, sb.Addr, "orders", 0)
+	got := lines(r.stdout)
+	if len(got) != len(kc) || len(got) == 0 {
+		t.Fatalf("stdout holds %d records, kcat reads %d", len(got), len(kc))
+	}
+	for i, l := range got {
+		v, err := base64.StdEncoding.DecodeString(gjson.Get(l, "value").String())
+		if gjson.Get(l, "value_encoding").String() != "base64" || err != nil || !bytes.Equal(v, kc[i].Value) {
+			t.Fatalf("line %d: %s: want the value %q as base64", i, l, kc[i].Value)
 		}
 	}
 }

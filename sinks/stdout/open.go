@@ -8,9 +8,10 @@ import (
 )
 
 // Open builds the stdout sink of a plan section of type stdout (its
-// value_format): it writes to os.Stdout. It does not fail.
+// value_format): it writes to sp.Options.Stdout (nil: os.Stdout). It does
+// not fail.
 func Open(_ context.Context, sp sinks.Spec) (sinks.Sink, error) {
-	s := New(nil)
+	s := New(sp.Options.Stdout)
 	s.Format = encode.ValueFormat(sp.Plan.ValueFormat)
 	return s, nil
 }
