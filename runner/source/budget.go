@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/runner/source/wire"
 )
 
 // FetchBudget bounds, in bytes, what the readers of one Cluster hold at
@@ -37,7 +38,7 @@ const recordCost = 2 * int64(unsafe.Sizeof(record.Record{}))
 // 1 for compressed batches: a 256 KiB zstd fetch of JSON decodes to about
 // 1 MiB of records).
 func fetchReserve(maxBytes int32, ratio float64) int64 {
-	return 2*int64(float64(maxBytes)*max(ratio, 1)) + arenaChunk
+	return 2*int64(float64(maxBytes)*max(ratio, 1)) + wire.ChunkSize
 }
 
 // memBudget is a counting semaphore of bytes (FetchBudget). Waiters are

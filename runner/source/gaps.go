@@ -11,6 +11,7 @@ import (
 	"github.com/segmentio/kafka-go/protocol"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/source/wire"
 )
 
 // Gap is a span [From, To) of offsets of the window that were deleted
@@ -125,7 +126,7 @@ func (r *Reader) skipCompactedTail(ctx context.Context, base, upper int64) error
 	inside := func(x int64) (bool, error) {
 		p, err := r.roundTrip(ctx, x)
 		if p != nil {
-			defer p.RecordSet.release()
+			defer p.release()
 		}
 		if err != nil {
 			return false, r.fetchError(ctx, p, err)
@@ -160,11 +161,11 @@ func (r *Reader) skipCompactedTail(ctx context.Context, base, upper int64) error
 // firstBatchBase returns the base offset of the first record batch of a
 // fetch answer.
 func firstBatchBase(p *fetchPartition) (int64, bool) {
-	if p.RecordSet.raw != nil {
-		b, _, ok, err := nextBatch(p.RecordSet.raw.b)
-		return b.base, ok && err == nil
+	if p.legacy == nil {
+		b, _, ok, err := wire.NextBatch(p.RecordBatches)
+		return b.Base, ok && err == nil
 	}
-	switch rs := p.RecordSet.Records.(type) {
+	switch rs := p.legacy.Records.(type) {
 	case nil:
 		return 0, false
 	case *protocol.RecordStream:

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/runner/source/wire"
 )
 
 // Fetched is one Fetch response's worth of records and the reader's
@@ -50,7 +51,7 @@ func Prefetch(ctx context.Context, r *Reader) *Prefetcher {
 	ctx, cancel := context.WithCancel(ctx)
 	mem := r.c.memory()
 	p := &Prefetcher{ch: make(chan Fetched), cancel: cancel, done: make(chan struct{}), mem: mem, held: map[*byte]int64{}}
-	r.arena.free = mem.chunks
+	r.arena.Free = mem.chunks
 	go func() {
 		defer close(p.done)
 		defer close(p.ch)
@@ -72,7 +73,7 @@ func Prefetch(ctx context.Context, r *Reader) *Prefetcher {
 			default:
 			}
 			recs, err := r.Fetch(ctx, out)
-			f := Fetched{Recs: recs, Next: r.next, Err: err, Chunks: r.arena.detach()}
+			f := Fetched{Recs: recs, Next: r.next, Err: err, Chunks: r.arena.Detach()}
 			p.charge(f)
 			mem.budget.release(reserve) // the response itself is decoded and gone
 			select {
@@ -138,11 +139,11 @@ func (p *Prefetcher) Release(chunks [][]byte) {
 	}
 	p.mem.budget.release(n)
 	for _, c := range chunks {
-		if cap(c) != arenaChunk {
+		if cap(c) != wire.ChunkSize {
 			continue // a large record's own slice
 		}
 		select {
-		case p.mem.chunks <- c[:arenaChunk]:
+		case p.mem.chunks <- c[:wire.ChunkSize]:
 		default:
 		}
 	}

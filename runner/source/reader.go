@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/runner/source/wire"
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
@@ -16,7 +17,7 @@ import (
 )
 
 // Fetch sizes. A response's record set is read whole into one buffer and
-// its batches are walked in place (batch.go), so memory follows the bytes
+// its batches are walked in place (the wire package), so memory follows the bytes
 // per response: the request size adapts to about 32 batches of the size
 // seen so far, within [minFetchBytes, maxFetchBytes].
 const (
@@ -110,7 +111,7 @@ type Reader struct {
 	allowLoss bool
 	growLimit int32
 	log       zerolog.Logger
-	arena     arena
+	arena     wire.Arena
 	// waitTxn and txnTimeout are ReaderConfig's; blockedAt is the offset
 	// at which an open transaction holds the reader since blockedSince
 	// (-1: none).
@@ -162,7 +163,7 @@ func (r *Reader) Fetch(ctx context.Context, out []record.Record) ([]record.Recor
 	p, err := r.roundTrip(ctx, r.next)
 	<-inFlight
 	if p != nil {
-		defer p.RecordSet.release()
+		defer p.release()
 	}
 	if err != nil {
 		return out, r.fetchError(ctx, p, err)
@@ -182,7 +183,7 @@ func (r *Reader) Fetch(ctx context.Context, out []record.Record) ([]record.Recor
 // roundTrip fetches from offset. A partition-level error comes back with
 // the partition's answer (log start offset, high watermark).
 func (r *Reader) roundTrip(ctx context.Context, offset int64) (*fetchPartition, error) {
-	req := &fetch.Request{
+	req := &fetchExchange{Request: fetch.Request{
 		ReplicaID:      -1,
 		MaxWaitTime:    int32(fetchMaxWait / time.Millisecond),
 		MinBytes:       1,
@@ -192,11 +193,12 @@ func (r *Reader) roundTrip(ctx context.Context, offset int64) (*fetchPartition, 
 		Topics: []fetch.RequestTopic{{Topic: r.topic, Partitions: []fetch.RequestPartition{{
 			Partition: r.partition, CurrentLeaderEpoch: -1, FetchOffset: offset, LogStartOffset: -1, PartitionMaxBytes: r.maxBytes,
 		}}}},
-	}
+	}}
 	var part *fetchPartition
 	_, err := call(ctx, r.c, opFetch, func(ctx context.Context) (struct{}, error) {
 		part = nil
 		tr := r.c.fetchTransport(r.partition)
+		req.clientID = tr.ClientID
 		m, err := tr.RoundTrip(ctx, r.c.addr(), req)
 		if err == nil {
 			part, err = r.answer(m)
@@ -227,21 +229,20 @@ func (r *Reader) roundTrip(ctx context.Context, offset int64) (*fetchPartition, 
 // answer finds the partition in a fetch response; a top-level error code
 // comes back as a kafka.Error.
 func (r *Reader) answer(m protocol.Message) (*fetchPartition, error) {
-	resp, ok := m.(*fetchResponse)
+	resp, ok := m.(*fetchAnswer)
 	if !ok {
 		return nil, fmt.Errorf("unexpected response %T", m)
 	}
-	if resp.ErrorCode != 0 {
-		return nil, kafka.Error(resp.ErrorCode)
-	}
-	for _, t := range resp.Topics {
-		for i := range t.Partitions {
-			if p := &t.Partitions[i]; t.Topic == r.topic && p.Partition == r.partition {
-				return p, nil
-			}
+	if resp.errorCode != 0 {
+		if resp.part != nil {
+			resp.part.release()
 		}
+		return nil, kafka.Error(resp.errorCode)
 	}
-	return nil, errors.New("the response does not mention the partition")
+	if resp.part == nil {
+		return nil, errors.New("the response does not mention the partition")
+	}
+	return resp.part, nil
 }
 
 func (r *Reader) partitionError(p *fetchPartition) error {
@@ -255,18 +256,18 @@ func (r *Reader) partitionError(p *fetchPartition) error {
 
 // consume walks the record batches of one response.
 func (r *Reader) consume(p *fetchPartition, out []record.Record) ([]record.Record, error) {
-	if p.RecordSet.raw != nil {
+	if p.legacy == nil {
 		return r.consumeV2(p, out)
 	}
-	if p.RecordSet.Records == nil {
+	if p.legacy.Records == nil {
 		return out, nil
 	}
-	aborted := newAbortedTxns(r.isolation == 1, p.AbortedTransactions)
+	aborted := wire.NewAborted(r.isolation == 1, p.AbortedTransactions)
 	var batches []protocol.RecordReader
-	if rs, ok := p.RecordSet.Records.(*protocol.RecordStream); ok {
+	if rs, ok := p.legacy.Records.(*protocol.RecordStream); ok {
 		batches = rs.Records
 	} else {
-		batches = []protocol.RecordReader{p.RecordSet.Records}
+		batches = []protocol.RecordReader{p.legacy.Records}
 	}
 	var size int
 	for _, b := range batches {
@@ -281,16 +282,16 @@ func (r *Reader) consume(p *fetchPartition, out []record.Record) ([]record.Recor
 		if base, ok := batchBase(b); ok {
 			// kafka-go keeps no batch's last offset: a transaction starts
 			// at a batch's base offset, and a marker batch holds one record.
-			aborted.upTo(base)
+			aborted.UpTo(base)
 		}
 		switch b := b.(type) {
 		case *protocol.ControlBatch:
 			err = r.controlBatch(b, aborted)
 		case *protocol.RecordBatch:
-			drop := aborted.drop(b.Attributes.Transactional(), b.ProducerID)
+			drop := aborted.Drop(b.Attributes.Transactional(), b.ProducerID)
 			stamp := stampCreateTime
-			if b.Attributes&attrLogAppendTime != 0 {
-				t, ok := p.RecordSet.appendTime(b.BaseOffset)
+			if b.Attributes&wire.AttrLogAppendTime != 0 {
+				t, ok := p.appendTime(b.BaseOffset)
 				if !ok {
 					err = fmt.Errorf("the LOG_APPEND_TIME batch at offset %d has no MaxTimestamp", b.BaseOffset)
 					break
@@ -310,17 +311,17 @@ func (r *Reader) consume(p *fetchPartition, out []record.Record) ([]record.Recor
 }
 
 // consumeV2 walks the record batches of a record set of magic 2 in place
-// (batch.go).
+// (the wire package).
 func (r *Reader) consumeV2(p *fetchPartition, out []record.Record) ([]record.Record, error) {
-	set := p.RecordSet.raw.b
-	aborted := newAbortedTxns(r.isolation == 1, p.AbortedTransactions)
+	set := p.RecordBatches
+	aborted := wire.NewAborted(r.isolation == 1, p.AbortedTransactions)
 	// The slice grows once, to what the batches declare, instead of
 	// doubling from empty: with many partitions the doublings were most of
 	// the record slices' memory.
-	out = slices.Grow(out, min(recordCount(set), 1<<16))
+	out = slices.Grow(out, min(wire.RecordCount(set), 1<<16))
 	var size, batches int
 	for !r.Done() {
-		b, rest, ok, err := nextBatch(set)
+		b, rest, ok, err := wire.NextBatch(set)
 		if err != nil {
 			return out, &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next, Err: fmt.Errorf("decode record batch: %w", err)}
 		}
@@ -329,21 +330,21 @@ func (r *Reader) consumeV2(p *fetchPartition, out []record.Record) ([]record.Rec
 		}
 		set = rest
 		batches++
-		if b.base > r.next {
+		if b.Base > r.next {
 			// No batch holds [next, base): a hole left by compaction.
-			r.next = min(b.base, max(r.end, r.next))
+			r.next = min(b.Base, max(r.end, r.next))
 			if r.Done() {
 				break
 			}
 		}
-		if b.last() < r.next {
+		if b.Last() < r.next {
 			continue // whole batches come back: this one was read before
 		}
-		aborted.upTo(b.last())
-		if b.control() {
+		aborted.UpTo(b.Last())
+		if b.Control() {
 			err = r.controlV2(&b, aborted)
 		} else {
-			drop := aborted.drop(b.transactional(), b.producerID)
+			drop := aborted.Drop(b.Transactional(), b.ProducerID)
 			out, size, err = r.recordsV2(&b, out, drop, size)
 		}
 		if err != nil {
@@ -351,11 +352,11 @@ func (r *Reader) consumeV2(p *fetchPartition, out []record.Record) ([]record.Rec
 		}
 		// The batch's offsets after its last record (compaction removed
 		// them; the header keeps the last offset) hold nothing either.
-		r.next = max(r.next, min(b.last()+1, max(r.end, r.next)))
+		r.next = max(r.next, min(b.Last()+1, max(r.end, r.next)))
 	}
 	r.adapt(size, batches)
-	if wire := len(p.RecordSet.raw.b); wire > 0 && size > 0 {
-		ratio := float64(size) / float64(wire)
+	if fetched := len(p.RecordBatches); fetched > 0 && size > 0 {
+		ratio := float64(size) / float64(fetched)
 		if r.ratio == 0 {
 			r.ratio = ratio
 		} else {
@@ -367,66 +368,66 @@ func (r *Reader) consumeV2(p *fetchPartition, out []record.Record) ([]record.Rec
 
 // controlV2 skips a transaction marker; an ABORT marker closes its
 // producer's aborted range.
-func (r *Reader) controlV2(b *v2Batch, aborted *abortedTxns) error {
-	data := b.records // control batches are never compressed
+func (r *Reader) controlV2(b *wire.Batch, aborted *wire.Aborted) error {
+	data := b.Records // control batches are never compressed
 	for len(data) > 0 {
-		rec, rest, err := nextRecord(b, data)
+		rec, rest, err := wire.NextRecord(b, data)
 		if err != nil {
 			return err
 		}
 		data = rest
-		if rec.offset < r.next {
+		if rec.Offset < r.next {
 			continue
 		}
-		typ, err := controlType(rec.key)
+		typ, err := wire.ControlType(rec.Key)
 		if err != nil {
 			return err
 		}
-		if typ == 0 { // ABORT
-			aborted.ended(b.producerID)
+		if typ == wire.ControlAbort {
+			aborted.Ended(b.ProducerID)
 		}
 		r.stats.Control++
-		r.next = min(rec.offset+1, max(r.end, r.next))
+		r.next = min(rec.Offset+1, max(r.end, r.next))
 	}
 	return nil
 }
 
 // recordsV2 appends b's records in [next, end), copied into the arena.
 // Records of a LOG_APPEND_TIME batch all carry its MaxTimestamp (KIP-32).
-func (r *Reader) recordsV2(b *v2Batch, out []record.Record, drop bool, size int) ([]record.Record, int, error) {
-	data := b.records
-	if b.attrs&attrCompression != 0 {
-		buf := getDecodeBuf()
-		defer putDecodeBuf(buf)
+func (r *Reader) recordsV2(b *wire.Batch, out []record.Record, drop bool, size int) ([]record.Record, int, error) {
+	data := b.Records
+	if b.Attrs&wire.AttrCompression != 0 {
+		buf := wire.DecodeBuffers.Get()
+		defer wire.DecodeBuffers.Put(buf)
 		var err error
-		if data, err = b.decompress(buf); err != nil {
+		if data, err = b.Decompress(buf); err != nil {
 			return out, size, err
 		}
 	}
-	appendTime := b.attrs&attrLogAppendTime != 0
-	for i := int32(0); i < b.count && len(data) > 0; i++ {
-		rec, rest, err := nextRecord(b, data)
+	appendTime := b.LogAppendTime()
+	for i := int32(0); i < b.Count && len(data) > 0; i++ {
+		rec, rest, err := wire.NextRecord(b, data)
 		if err != nil {
 			return out, size, err
 		}
 		data = rest
-		if rec.offset < r.next { // whole batches come back
+		if rec.Offset < r.next { // whole batches come back
 			continue
 		}
-		if rec.offset >= r.end {
+		if rec.Offset >= r.end {
 			// Offsets are increasing: nothing else lies in [next, end).
 			r.next = max(r.next, r.end)
 			break
 		}
-		r.next = rec.offset + 1
+		r.next = rec.Offset + 1
 		if drop {
 			r.stats.Aborted++
 			continue
 		}
 		if appendTime {
-			rec.time = b.maxTime
+			rec.Time = b.MaxTime
 		}
-		sr, n, err := r.arena.copyV2(r.topic, r.partition, &rec)
+		sr, n, err := r.arena.Copy(r.topic, r.partition, &rec)
 		if err != nil {
 			return out, size, err
 		}
@@ -444,7 +445,7 @@ const stampCreateTime int64 = -1 << 63
 
 // controlBatch skips a transaction marker; an ABORT marker closes its
 // producer's aborted range.
-func (r *Reader) controlBatch(b *protocol.ControlBatch, aborted *abortedTxns) error {
+func (r *Reader) controlBatch(b *protocol.ControlBatch, aborted *wire.Aborted) error {
 	for {
 		cr, err := b.ReadControlRecord()
 		if errors.Is(err, io.EOF) {
@@ -457,7 +458,7 @@ func (r *Reader) controlBatch(b *protocol.ControlBatch, aborted *abortedTxns) er
 			continue
 		}
 		if cr.Type == 0 { // ABORT
-			aborted.ended(b.ProducerID)
+			aborted.Ended(b.ProducerID)
 		}
 		r.stats.Control++
 		r.next = min(cr.Offset+1, max(r.end, r.next))
@@ -494,7 +495,7 @@ func (r *Reader) records(b protocol.RecordReader, out []record.Record, drop bool
 			closeRecord(rec)
 			continue
 		}
-		sr, n, err := r.arena.copyRecord(r.topic, r.partition, rec)
+		sr, n, err := copyRecord(&r.arena, r.topic, r.partition, rec)
 		if err != nil {
 			return out, size, err
 		}

@@ -30,6 +30,7 @@ import (
 	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/sandbox"
+	"github.com/replay-tool/replay/runner/source/wire"
 )
 
 // scriptedBatch is one record batch of a scripted log.
@@ -340,9 +341,9 @@ var t0 = time.Now().UTC().Add(-48 * time.Hour).Truncate(time.Hour)
 // batch header is not compressed.
 func TestReaderStampsLogAppendTime(t *testing.T) {
 	l := &scriptedLog{batches: []scriptedBatch{
-		{base: 0, last: 2, offsets: span(0, 3), value: 10, attrs: attrLogAppendTime},
+		{base: 0, last: 2, offsets: span(0, 3), value: 10, attrs: wire.AttrLogAppendTime},
 		{base: 3, last: 5, offsets: span(3, 6), value: 10},
-		{base: 6, last: 9, offsets: []int64{6, 9}, value: 10, attrs: attrLogAppendTime},
+		{base: 6, last: 9, offsets: []int64{6, 9}, value: 10, attrs: wire.AttrLogAppendTime},
 	}, hwm: 10}
 	recs, _, err := readScriptedRecords(t, l, 0, 10, nil)
 	if err != nil {

@@ -1,16 +1,27 @@
-package source
+package wire
 
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
 	"github.com/segmentio/kafka-go/compress"
+	kgzip "github.com/segmentio/kafka-go/compress/gzip"
+	klz4 "github.com/segmentio/kafka-go/compress/lz4"
+	ksnappy "github.com/segmentio/kafka-go/compress/snappy"
 	kzstd "github.com/segmentio/kafka-go/compress/zstd"
+)
+
+// The compression codecs of a batch's attributes.
+const (
+	attrGzip   int16 = 1
+	attrSnappy int16 = 2
+	attrLz4    int16 = 3
+	attrZstd   int16 = 4
 )
 
 // batchPayloads are record-batch bodies: empty, small, repetitive, random
@@ -28,25 +39,25 @@ func batchPayloads() [][]byte {
 	return [][]byte{{}, []byte("x"), bytes.Repeat([]byte("abc"), 100_000), random, orders.Bytes()}
 }
 
-func readBatch(t *testing.T, c compress.Codec, compressed []byte) []byte {
+// decodeBatch decompresses a records section of codec c (the attributes'
+// compression bits) as the reader does.
+func decodeBatch(t *testing.T, c int16, compressed []byte) []byte {
 	t.Helper()
-	r := c.NewReader(bytes.NewReader(compressed))
-	defer r.Close()
-	got, err := io.ReadAll(r)
+	buf := DecodeBuffers.Get()
+	defer DecodeBuffers.Put(buf)
+	b := Batch{Attrs: c, Records: compressed}
+	got, err := b.Decompress(buf)
 	if err != nil {
-		t.Fatalf("%s: %v", c.Name(), err)
+		t.Fatalf("codec %d: %v", c, err)
 	}
-	return got
+	return bytes.Clone(got)
 }
 
 // The lz4 decoder reads the frames every producer writes: independent and
 // linked blocks, every block size, with and without checksums and content
 // size, several frames in a row.
 func TestLz4BatchDecoder(t *testing.T) {
-	codec := compress.Lz4.Codec()
-	if _, ok := codec.(*batchCodec); !ok {
-		t.Fatalf("lz4 codec is %T, want replay's batch codec", codec)
-	}
+	codec := &klz4.Codec{}
 	for _, p := range batchPayloads() {
 		for _, size := range []lz4.BlockSize{lz4.Block64Kb, lz4.Block256Kb, lz4.Block1Mb, lz4.Block4Mb} {
 			for _, opts := range [][]lz4.Option{
@@ -66,11 +77,11 @@ func TestLz4BatchDecoder(t *testing.T) {
 					t.Fatal(err)
 				}
 				frame := buf.Bytes()
-				if got := readBatch(t, codec, frame); !bytes.Equal(got, p) {
+				if got := decodeBatch(t, attrLz4, frame); !bytes.Equal(got, p) {
 					t.Fatalf("%d bytes, block %s: decoded %d bytes that differ", len(p), size, len(got))
 				}
 				two := append(append([]byte(nil), frame...), frame...)
-				if got := readBatch(t, codec, two); !bytes.Equal(got, append(append([]byte(nil), p...), p...)) {
+				if got := decodeBatch(t, attrLz4, two); !bytes.Equal(got, append(append([]byte(nil), p...), p...)) {
 					t.Fatalf("%d bytes twice, block %s: two frames in a row decode wrong", len(p), size)
 				}
 			}
@@ -80,7 +91,7 @@ func TestLz4BatchDecoder(t *testing.T) {
 		w := codec.NewWriter(&buf)
 		_, _ = w.Write(p)
 		_ = w.Close()
-		if got := readBatch(t, codec, buf.Bytes()); !bytes.Equal(got, p) {
+		if got := decodeBatch(t, attrLz4, buf.Bytes()); !bytes.Equal(got, p) {
 			t.Fatalf("kafka-go lz4 writer, %d bytes: decoded wrong", len(p))
 		}
 	}
@@ -103,8 +114,39 @@ func TestLz4LinkedBlocks(t *testing.T) {
 		want = append(want, want[len(want)-16])
 	}
 	want = append(want, "vwxyz"...)
-	if got := readBatch(t, compress.Lz4.Codec(), frame); !bytes.Equal(got, want) {
+	if got := decodeBatch(t, attrLz4, frame); !bytes.Equal(got, want) {
 		t.Fatalf("linked blocks: decoded %q, want %q", got, want)
+	}
+}
+
+// gzip and snappy batches decode with kafka-go's codecs, as kafka-go's
+// producers (the kafka sink, the sandbox's seeding) write them.
+func TestGzipSnappyBatchDecoder(t *testing.T) {
+	for _, c := range []struct {
+		attrs int16
+		codec compress.Codec
+	}{{attrGzip, &kgzip.Codec{}}, {attrSnappy, &ksnappy.Codec{}}} {
+		for _, p := range batchPayloads() {
+			var buf bytes.Buffer
+			w := c.codec.NewWriter(&buf)
+			if _, err := w.Write(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got := decodeBatch(t, c.attrs, buf.Bytes()); !bytes.Equal(got, p) {
+				t.Fatalf("%s, %d bytes: decoded %d bytes that differ", c.codec.Name(), len(p), len(got))
+			}
+		}
+		b := Batch{Attrs: c.attrs, Records: []byte("not compressed")}
+		if _, err := b.Decompress(&Buffer{}); err == nil {
+			t.Errorf("%s: garbage decoded without an error", c.codec.Name())
+		}
+	}
+	b := Batch{Attrs: 5, Records: []byte("x")}
+	if _, err := b.Decompress(&Buffer{}); err == nil || !strings.Contains(err.Error(), "unsupported compression codec (5)") {
+		t.Errorf("codec 5: %v, want unsupported", err)
 	}
 }
 
@@ -116,19 +158,14 @@ func TestLz4BatchDecoderRejectsGarbage(t *testing.T) {
 		{0x04, 0x22, 0x4D, 0x18, 0x60, 0x70, 0x73, 3, 0, 0, 0, 0xF0, 0xFF, 0xFF}, // no end mark
 		{0x04, 0x22, 0x4D, 0x18, 0x61, 0x70, 0x73, 0, 0, 0, 0},                   // dictionary id
 	} {
-		r := compress.Lz4.Codec().NewReader(bytes.NewReader(in))
-		if _, err := io.ReadAll(r); err == nil {
+		b := Batch{Attrs: attrLz4, Records: in}
+		if _, err := b.Decompress(&Buffer{}); err == nil {
 			t.Errorf("%x: decoded without an error", in)
 		}
-		r.Close()
 	}
 }
 
 func TestZstdBatchDecoder(t *testing.T) {
-	codec := compress.Zstd.Codec()
-	if _, ok := codec.(*batchCodec); !ok {
-		t.Fatalf("zstd codec is %T, want replay's batch codec", codec)
-	}
 	for _, p := range batchPayloads() {
 		for _, level := range []zstd.EncoderLevel{zstd.SpeedFastest, zstd.SpeedDefault, zstd.SpeedBestCompression} {
 			enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(level), zstd.WithWindowSize(1<<20))
@@ -136,11 +173,11 @@ func TestZstdBatchDecoder(t *testing.T) {
 				t.Fatal(err)
 			}
 			frame := enc.EncodeAll(p, nil)
-			if got := readBatch(t, codec, frame); !bytes.Equal(got, p) {
+			if got := decodeBatch(t, attrZstd, frame); !bytes.Equal(got, p) {
 				t.Fatalf("%d bytes, level %s: decoded wrong", len(p), level)
 			}
 			two := append(append([]byte(nil), frame...), frame...)
-			if got := readBatch(t, codec, two); !bytes.Equal(got, append(append([]byte(nil), p...), p...)) {
+			if got := decodeBatch(t, attrZstd, two); !bytes.Equal(got, append(append([]byte(nil), p...), p...)) {
 				t.Fatalf("two frames: decoded wrong")
 			}
 		}
@@ -149,53 +186,61 @@ func TestZstdBatchDecoder(t *testing.T) {
 		w := (&kzstd.Codec{}).NewWriter(&buf)
 		_, _ = w.Write(p)
 		_ = w.Close()
-		if got := readBatch(t, codec, buf.Bytes()); !bytes.Equal(got, p) {
+		if got := decodeBatch(t, attrZstd, buf.Bytes()); !bytes.Equal(got, p) {
 			t.Fatalf("kafka-go zstd writer, %d bytes: decoded wrong", len(p))
 		}
 	}
-	r := codec.NewReader(bytes.NewReader([]byte("not zstd")))
-	if _, err := io.ReadAll(r); err == nil {
+	b := Batch{Attrs: attrZstd, Records: []byte("not zstd")}
+	if _, err := b.Decompress(&Buffer{}); err == nil {
 		t.Error("garbage decoded without an error")
 	}
-	r.Close()
 }
 
+// BenchmarkBatchDecode decompresses a batch whole into a recycled Buffer
+// (batch) and streams it through kafka-go's codec (kafka-go).
 func BenchmarkBatchDecode(b *testing.B) {
 	p := batchPayloads()[4][:600<<10] // about one seeded batch of 2000 orders
 	for _, c := range []struct {
 		name  string
+		attrs int16
 		codec compress.Codec
-		orig  compress.Codec
-	}{{"lz4", compress.Lz4.Codec(), compress.Lz4.Codec().(*batchCodec).Codec}, {"zstd", compress.Zstd.Codec(), compress.Zstd.Codec().(*batchCodec).Codec}} {
+	}{{"lz4", attrLz4, &klz4.Codec{}}, {"zstd", attrZstd, &kzstd.Codec{}}} {
 		var buf bytes.Buffer
-		w := c.orig.NewWriter(&buf)
+		w := c.codec.NewWriter(&buf)
 		_, _ = w.Write(p)
 		_ = w.Close()
-		for _, v := range []struct {
-			name  string
-			codec compress.Codec
-		}{{"batch", c.codec}, {"kafka-go", c.orig}} {
-			b.Run(c.name+"/"+v.name, func(b *testing.B) {
-				b.ReportAllocs()
-				b.SetBytes(int64(len(p)))
-				out := make([]byte, 64<<10)
-				for b.Loop() {
-					r := v.codec.NewReader(bytes.NewReader(buf.Bytes()))
-					for {
-						if _, err := r.Read(out); err != nil {
-							break
-						}
-					}
-					r.Close()
+		b.Run(c.name+"/batch", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(p)))
+			batch := Batch{Attrs: c.attrs, Records: buf.Bytes()}
+			for b.Loop() {
+				out := DecodeBuffers.Get()
+				if _, err := batch.Decompress(out); err != nil {
+					b.Fatal(err)
 				}
-			})
-		}
+				DecodeBuffers.Put(out)
+			}
+		})
+		b.Run(c.name+"/kafka-go", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(p)))
+			out := make([]byte, 64<<10)
+			for b.Loop() {
+				r := c.codec.NewReader(bytes.NewReader(buf.Bytes()))
+				for {
+					if _, err := r.Read(out); err != nil {
+						break
+					}
+				}
+				r.Close()
+			}
+		})
 	}
 }
 
 // The lz4 frame decoder meets bytes a broker served: whatever they are,
 // it returns an error or output, never a panic, and never more than
-// maxDecodedBatch.
+// MaxDecodedBatch.
 func FuzzDecodeLz4(f *testing.F) {
 	var frame bytes.Buffer
 	w := lz4.NewWriter(&frame)
@@ -204,8 +249,8 @@ func FuzzDecodeLz4(f *testing.F) {
 	f.Add(frame.Bytes())
 	f.Add([]byte{0x04, 0x22, 0x4d, 0x18, 0x60, 0x40, 0x82})
 	f.Fuzz(func(t *testing.T, src []byte) {
-		out, err := decodeLz4(nil, src)
-		if err == nil && len(out) > maxDecodedBatch {
+		out, err := DecodeLz4(nil, src)
+		if err == nil && len(out) > MaxDecodedBatch {
 			t.Fatalf("%d bytes decoded", len(out))
 		}
 	})

@@ -1,4 +1,4 @@
-package source
+package wire
 
 import (
 	"bytes"
@@ -29,23 +29,23 @@ func TestBatchWalk(t *testing.T) {
 	enc := testenv.SealBatch(kmsg.RecordBatch{FirstOffset: 40, PartitionLeaderEpoch: -1, Magic: 2, LastOffsetDelta: 5, FirstTimestamp: first, MaxTimestamp: first + 9,
 		ProducerID: 77, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(len(recs)), Records: raw})
 
-	b, rest, ok, err := nextBatch(append(enc, 1, 2, 3))
+	b, rest, ok, err := NextBatch(append(enc, 1, 2, 3))
 	if err != nil || !ok || !bytes.Equal(rest, []byte{1, 2, 3}) {
-		t.Fatalf("nextBatch: ok %v, err %v, rest %v", ok, err, rest)
+		t.Fatalf("NextBatch: ok %v, err %v, rest %v", ok, err, rest)
 	}
-	if b.base != 40 || b.last() != 45 || b.producerID != 77 || b.count != 3 || b.maxTime != first+9 {
+	if b.Base != 40 || b.Last() != 45 || b.ProducerID != 77 || b.Count != 3 || b.MaxTime != first+9 {
 		t.Fatalf("header: %+v", b)
 	}
-	var a arena
-	p := b.records
+	var a Arena
+	p := b.Records
 	var got []string
-	for range b.count {
-		rec, next, err := nextRecord(&b, p)
+	for range b.Count {
+		rec, next, err := NextRecord(&b, p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		p = next
-		r, _, err := a.copyV2("t", 0, &rec)
+		r, _, err := a.Copy("t", 0, &rec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,12 +69,12 @@ func TestBatchWalk(t *testing.T) {
 		t.Errorf("%d bytes left after the records", len(p))
 	}
 
-	if _, _, ok, err := nextBatch(enc[:len(enc)-1]); ok || err != nil {
+	if _, _, ok, err := NextBatch(enc[:len(enc)-1]); ok || err != nil {
 		t.Errorf("a batch cut short: ok %v, err %v; want neither", ok, err)
 	}
 	bad := bytes.Clone(enc)
 	bad[len(bad)-1] ^= 1
-	if _, _, _, err := nextBatch(bad); err == nil || !strings.Contains(err.Error(), "crc32") {
+	if _, _, _, err := NextBatch(bad); err == nil || !strings.Contains(err.Error(), "crc32") {
 		t.Errorf("a batch with a flipped bit: %v, want a checksum error", err)
 	}
 }
@@ -95,10 +95,10 @@ func FuzzRecordsSection(f *testing.F) {
 	f.Add([]byte{0x02, 0x00, 0x00, 0x00, 0x01, 0x01}, int32(1))
 	f.Add([]byte{}, int32(0))
 	f.Fuzz(func(t *testing.T, data []byte, count int32) {
-		b := &v2Batch{base: 100, firstTime: 1, count: count, records: data}
-		var a arena
-		for i := int32(0); i < b.count && len(data) > 0; i++ {
-			rec, rest, err := nextRecord(b, data)
+		b := &Batch{Base: 100, FirstTime: 1, Count: count, Records: data}
+		var a Arena
+		for i := int32(0); i < b.Count && len(data) > 0; i++ {
+			rec, rest, err := NextRecord(b, data)
 			if err != nil {
 				return
 			}
@@ -106,12 +106,12 @@ func FuzzRecordsSection(f *testing.F) {
 				t.Fatalf("record %d consumed nothing", i)
 			}
 			data = rest
-			r, _, err := a.copyV2("t", 0, &rec)
+			r, _, err := a.Copy("t", 0, &rec)
 			if err != nil {
 				return
 			}
-			if len(r.Key)+len(r.Value) > len(b.records) {
-				t.Fatalf("record %d holds %d bytes of a %d-byte section", i, len(r.Key)+len(r.Value), len(b.records))
+			if len(r.Key)+len(r.Value) > len(b.Records) {
+				t.Fatalf("record %d holds %d bytes of a %d-byte section", i, len(r.Key)+len(r.Value), len(b.Records))
 			}
 		}
 	})
@@ -123,24 +123,24 @@ func FuzzRecordsSection(f *testing.F) {
 func TestCorruptBatchLength(t *testing.T) {
 	for _, length := range []int32{-12, -100, 0, 4, 40} {
 		set := make([]byte, 80)
-		binary.BigEndian.PutUint32(set[batchLengthAt:], uint32(length))
-		set[batchMagicAt] = 2
+		binary.BigEndian.PutUint32(set[lengthAt:], uint32(length))
+		set[magicAt] = 2
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			if !allV2(set) {
-				t.Errorf("length %d: allV2 false", length)
+			if !AllV2(set) {
+				t.Errorf("length %d: AllV2 false", length)
 			}
-			recordCount(set)
-			scanAppendTimes(set, nil)
+			RecordCount(set)
+			AppendTimes(set, nil)
 		}()
 		select {
 		case <-done:
 		case <-time.After(5 * time.Second):
 			t.Fatalf("length %d: a scan of the record set never ended", length)
 		}
-		if _, _, ok, err := nextBatch(set); ok || err == nil {
-			t.Errorf("length %d: nextBatch ok %v, err %v; want an error", length, ok, err)
+		if _, _, ok, err := NextBatch(set); ok || err == nil {
+			t.Errorf("length %d: NextBatch ok %v, err %v; want an error", length, ok, err)
 		}
 	}
 }
