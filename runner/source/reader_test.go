@@ -16,7 +16,10 @@ package source
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"hash/crc32"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -44,6 +47,9 @@ type scriptedBatch struct {
 	// batch (attrs 0x30) holds markers, ABORT unless commit.
 	producer int64
 	commit   bool
+	// raw, when set, is the batch's encoding, served as is (a message set
+	// of magic 0 or 1).
+	raw []byte
 }
 
 // scriptedTxn is an aborted transaction of a scripted log, named in the
@@ -68,6 +74,10 @@ type scriptedLog struct {
 func (l *scriptedLog) install(t *testing.T, sb *sandbox.Sandbox) {
 	t.Helper()
 	for _, b := range l.batches {
+		if b.raw != nil {
+			l.encoded = append(l.encoded, b.raw)
+			continue
+		}
 		l.encoded = append(l.encoded, encodeBatch(b))
 	}
 	sb.ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
@@ -396,5 +406,41 @@ func TestReaderAbortMarkerOpensResponse(t *testing.T) {
 	}
 	if l.fetches.Load() < 2 {
 		t.Errorf("%d fetches: the marker must open a response of its own", l.fetches.Load())
+	}
+}
+
+// A record set that holds a message set of magic 1 (before KIP-98) is
+// decoded by kafka-go's own decoder, its magic-2 batches with it: the
+// records keep their offsets, values and timestamps, and a
+// LOG_APPEND_TIME batch's records carry its MaxTimestamp.
+func TestReaderDecodesOlderMessageSets(t *testing.T) {
+	first := t0.UnixMilli()
+	var v1 []byte
+	for off := range int64(2) {
+		m := kmsg.MessageV1{Offset: off, Magic: 1, Timestamp: first + 100 + off, Key: []byte("k"), Value: []byte(strings.Repeat("w", int(off)+1))}
+		enc := m.AppendTo(nil)
+		binary.BigEndian.PutUint32(enc[8:], uint32(len(enc)-12))           // MessageSize: what follows it
+		binary.BigEndian.PutUint32(enc[12:], crc32.ChecksumIEEE(enc[16:])) // CRC: of what follows it
+		v1 = append(v1, enc...)
+	}
+	l := &scriptedLog{batches: []scriptedBatch{
+		{base: 0, last: 1, raw: v1},
+		{base: 2, last: 4, offsets: span(2, 5), value: 3, attrs: wire.AttrLogAppendTime},
+		{base: 5, last: 6, offsets: span(5, 7), value: 4},
+	}, hwm: 7}
+	recs, _, err := readScriptedRecords(t, l, 0, 7, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		got = append(got, fmt.Sprintf("%d %s=%s %d %v", r.Offset, r.Key, r.Value, r.Time.UnixMilli()-first, r.TimestampType))
+	}
+	lat, ct := record.LogAppendTime, record.CreateTime
+	want := []string{"0 k=w 100 " + fmt.Sprint(ct), "1 k=ww 101 " + fmt.Sprint(ct),
+		"2 =vvv 2 " + fmt.Sprint(lat), "3 =vvv 2 " + fmt.Sprint(lat), "4 =vvv 2 " + fmt.Sprint(lat),
+		"5 =vvvv 0 " + fmt.Sprint(ct), "6 =vvvv 1 " + fmt.Sprint(ct)}
+	if !slices.Equal(got, want) {
+		t.Errorf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
