@@ -36,27 +36,24 @@ type fetchExchange struct {
 	version       int16 // the connection's Fetch version (Prepare)
 }
 
-// fetchAnswer is the response to a fetchExchange: its top-level error code
-// and the requested partition's answer (nil when it does not mention it).
-type fetchAnswer struct {
-	errorCode int16
-	part      *fetchPartition
-}
-
-// ApiKey implements protocol.Message.
-func (*fetchAnswer) ApiKey() protocol.ApiKey { return protocol.Fetch }
-
-// fetchPartition is a partition's answer. RecordBatches, a record set of
-// magic 2 (every broker since Kafka 0.11), points into buf: give it back
-// with release once its records are copied out. A record set with older
+// fetchPartition is the response to a fetchExchange: its top-level error
+// code (topError), and the requested partition's answer (found false: the
+// response does not mention it). RecordBatches, a record set of magic 2
+// (every broker since Kafka 0.11), points into buf: give it back with
+// release once its records are copied out. A record set with older
 // message sets is decoded by kafka-go (legacy) instead, with the
 // MaxTimestamps of its LOG_APPEND_TIME batches of magic 2 in appendTimes.
 type fetchPartition struct {
 	kmsg.FetchResponseTopicPartition
+	topError    int16
+	found       bool
 	buf         *wire.Buffer
 	legacy      *protocol.RecordSet
 	appendTimes []wire.BatchTime
 }
+
+// ApiKey implements protocol.Message.
+func (*fetchPartition) ApiKey() protocol.ApiKey { return protocol.Fetch }
 
 // Prepare implements protocol.PreparedMessage: the transport's connection
 // gives the Fetch version it negotiated.
@@ -98,20 +95,20 @@ func (f *fetchExchange) RawExchange(rw io.ReadWriter) (protocol.Message, error) 
 	if err := resp.ReadFrom(buf.B); err != nil {
 		return nil, fmt.Errorf("decode fetch response v%d: %w", f.version, err)
 	}
-	ans := &fetchAnswer{errorCode: resp.ErrorCode}
+	ans := &fetchPartition{topError: resp.ErrorCode, buf: buf}
 	want := f.Topics[0]
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
-			if t.Topic == want.Topic && p.Partition == want.Partitions[0].Partition && ans.part == nil {
-				ans.part = &fetchPartition{FetchResponseTopicPartition: p, buf: buf}
+			if t.Topic == want.Topic && p.Partition == want.Partitions[0].Partition && !ans.found {
+				ans.FetchResponseTopicPartition, ans.found = p, true
 			}
 		}
 	}
-	if ans.part == nil {
-		responseBuffers.Put(buf)
+	if !ans.found {
+		ans.release()
 		return ans, nil
 	}
-	return ans, ans.part.decodeLegacy()
+	return ans, ans.decodeLegacy()
 }
 
 // decodeLegacy decodes a record set that holds message sets older than
@@ -130,17 +127,6 @@ func (p *fetchPartition) decodeLegacy() error {
 	_, err := p.legacy.ReadFrom(io.MultiReader(bytes.NewReader(size[:]), bytes.NewReader(set)))
 	p.release()
 	return err
-}
-
-// appendTime returns the MaxTimestamp of the LOG_APPEND_TIME batch at base
-// of a legacy record set (false: none was noted).
-func (p *fetchPartition) appendTime(base int64) (int64, bool) {
-	for _, t := range p.appendTimes {
-		if t.Base == base {
-			return t.MaxTimestamp, true
-		}
-	}
-	return 0, false
 }
 
 // responseBuffers recycles the buffers fetch responses are read into.

@@ -16,10 +16,10 @@ import (
 	"github.com/segmentio/kafka-go/protocol/fetch"
 )
 
-// Fetch sizes. A response's record set is read whole into one buffer and
-// its batches are walked in place (the wire package), so memory follows the bytes
-// per response: the request size adapts to about 32 batches of the size
-// seen so far, within [minFetchBytes, maxFetchBytes].
+// Fetch sizes. A response is read whole into one buffer and its batches
+// are walked in place (the wire package), so memory follows the bytes per
+// response: the request size adapts to about 32 batches of the size seen
+// so far, within [minFetchBytes, maxFetchBytes].
 const (
 	minFetchBytes   = 64 << 10
 	maxFetchBytes   = 256 << 10
@@ -229,20 +229,18 @@ func (r *Reader) roundTrip(ctx context.Context, offset int64) (*fetchPartition, 
 // answer finds the partition in a fetch response; a top-level error code
 // comes back as a kafka.Error.
 func (r *Reader) answer(m protocol.Message) (*fetchPartition, error) {
-	resp, ok := m.(*fetchAnswer)
+	p, ok := m.(*fetchPartition)
 	if !ok {
 		return nil, fmt.Errorf("unexpected response %T", m)
 	}
-	if resp.errorCode != 0 {
-		if resp.part != nil {
-			resp.part.release()
-		}
-		return nil, kafka.Error(resp.errorCode)
+	if p.topError != 0 {
+		p.release()
+		return nil, kafka.Error(p.topError)
 	}
-	if resp.part == nil {
+	if !p.found {
 		return nil, errors.New("the response does not mention the partition")
 	}
-	return resp.part, nil
+	return p, nil
 }
 
 func (r *Reader) partitionError(p *fetchPartition) error {
@@ -291,12 +289,12 @@ func (r *Reader) consume(p *fetchPartition, out []record.Record) ([]record.Recor
 			drop := aborted.Drop(b.Attributes.Transactional(), b.ProducerID)
 			stamp := stampCreateTime
 			if b.Attributes&wire.AttrLogAppendTime != 0 {
-				t, ok := p.appendTime(b.BaseOffset)
-				if !ok {
+				i := slices.IndexFunc(p.appendTimes, func(t wire.BatchTime) bool { return t.Base == b.BaseOffset })
+				if i < 0 {
 					err = fmt.Errorf("the LOG_APPEND_TIME batch at offset %d has no MaxTimestamp", b.BaseOffset)
 					break
 				}
-				stamp = t
+				stamp = p.appendTimes[i].MaxTimestamp
 			}
 			out, size, err = r.records(b, out, drop, stamp, size)
 		default:

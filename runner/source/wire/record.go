@@ -96,14 +96,11 @@ func NextHeader(p []byte) (key, value, rest []byte, err error) {
 	return key, value, p, nil
 }
 
-// Control record types (KIP-98).
-const (
-	ControlAbort  = 0
-	ControlCommit = 1
-)
+// ControlAbort is the type of an ABORT marker (a COMMIT marker's is 1),
+// KIP-98.
+const ControlAbort = 0
 
-// ControlType reads a control record's key (version int16, type int16):
-// ControlAbort or ControlCommit.
+// ControlType reads a control record's key (version int16, type int16).
 func ControlType(key []byte) (int16, error) {
 	if len(key) < 4 {
 		return 0, fmt.Errorf("control record key of %d bytes", len(key))
