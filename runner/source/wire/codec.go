@@ -19,15 +19,14 @@ import (
 // (xerial framing) with kafka-go's codecs, called as values.
 //
 // A streaming decoder taken from a sync.Pool (kafka-go's codecs) allocates
-// its buffers anew after every GC cycle: the lz4 reader a buffer of the
-// frame's declared block size (4 MiB for kafka-go's own producer), the
-// zstd decoder its window. A reader near its heap limit collected often,
-// so nearly every batch allocated its decoder anew, which in turn
-// triggered the next collection. Here a zstd or lz4 batch is decompressed
-// whole, in one call, into a Buffer the size of its content, and the
-// buffers sit in a bounded free list (not a sync.Pool), so they survive
-// collections and their total stays bounded: at most decodeBuffers of DecodeBuffers are
-// kept, each under KeptBytes.
+// its buffers again after every GC cycle (the lz4 reader one of the
+// frame's declared block size, 4 MiB for kafka-go's own producer; the zstd
+// decoder its window), and a reader near its heap limit collects often,
+// each allocation bringing the next collection nearer. Here a zstd or lz4
+// batch is decompressed whole, in one call, into a Buffer the size of its
+// content, and the buffers sit in a bounded free list (DecodeBuffers, not
+// a sync.Pool), so they survive collections and their total stays
+// bounded: at most decodeBuffers are kept, each under KeptBytes.
 //
 // The batch's CRC-32C (checked over the compressed bytes by NextBatch
 // before anything is decoded) covers what was fetched; the lz4 frame's
