@@ -387,7 +387,9 @@ func (k *Kafka) Produce(t testing.TB, topic string, recs ...*kgo.Record) {
 			r.Topic = topic
 		}
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	// A bound so that a broker that stops answering fails the test; a
+	// loaded machine producing to a thousand new partitions takes seconds.
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatalf("produce to %s: %v", topic, err)
