@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -55,6 +56,12 @@ type Config struct {
 	// Connections is how many connections a Write shards its keys over,
 	// 1..plan.MaxConnections; 0 means 1.
 	Connections int
+	// LockTimeout is, with Connections above 1, the lock_timeout of the
+	// sink's connections: how long a statement waits for a row lock
+	// before it fails (SQLSTATE 55P03) and the Write resolves the wait
+	// (shardLockWait). 0 means DefaultLockTimeout; a lock_timeout the DSN
+	// sets, other than 0, wins.
+	LockTimeout time.Duration
 	// ApplicationName is set as application_name on every connection
 	// unless the DSN sets one; "" means "replay".
 	ApplicationName string
@@ -233,6 +240,19 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	}
 	if s.connections > 1 {
 		pcfg.MaxConns = int32(s.connections)
+		// A shard's statement can wait for a row lock of another shard
+		// of the same Write (a unique index on another column, a foreign
+		// key, a trigger), which waits for every shard before it commits:
+		// PostgreSQL sees only one side of that wait and would never end
+		// it. The wait ends at lock_timeout instead, and the Write finds
+		// the rows at fault (shardLockWait).
+		if v, set := pcfg.ConnConfig.RuntimeParams["lock_timeout"]; !set || zeroDuration(v) {
+			d := cfg.LockTimeout
+			if d <= 0 {
+				d = DefaultLockTimeout
+			}
+			pcfg.ConnConfig.RuntimeParams["lock_timeout"] = fmt.Sprintf("%dms", max(d.Milliseconds(), 1))
+		}
 	}
 	pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		registerArrays(c.TypeMap())
@@ -264,6 +284,19 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	s.log.Debug().Str("host", c.Host).Uint16("port", c.Port).Str("database", c.Database).
 		Str("user", c.User).Str("table", cfg.Table).Bool("ignore", s.ignore).Int("connections", s.connections).Msg("postgres sink ready")
 	return s, nil
+}
+
+// DefaultLockTimeout is the lock_timeout of a sharded sink's connections
+// (Config.LockTimeout): as long as PostgreSQL's default deadlock_timeout,
+// after which it looks for a deadlock among the waits it can see.
+const DefaultLockTimeout = time.Second
+
+// zeroDuration reports whether v, a PostgreSQL duration setting ("0",
+// "0ms", "0.0s"), is zero or not a positive number: lock_timeout = 0
+// means no timeout.
+func zeroDuration(v string) bool {
+	v = strings.TrimLeft(strings.TrimSpace(v), "0.")
+	return v == "" || v[0] < '1' || v[0] > '9'
 }
 
 // backendMallocWarmup runs once on every new connection: it makes the

@@ -1,10 +1,13 @@
 package postgres_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -204,5 +207,112 @@ CREATE TRIGGER once BEFORE INSERT ON %[1]s FOR EACH ROW EXECUTE FUNCTION %[1]s_o
 	sinktest.MustWrite(t, s, batch...)
 	if n := countRows(t, dsn, table); n != 10 {
 		t.Errorf("%d rows, want 10", n)
+	}
+}
+
+// With connections above 1 and a unique index on another column, two
+// records of one batch with the same value but keys on different shards
+// meet in the index. With one such pair, one shard waits for the other's
+// uncommitted row, which waits for every shard before it commits: a wait
+// PostgreSQL cannot see as a deadlock. With many, the shards wait for each
+// other and PostgreSQL ends one (40P01), which would end the same way at
+// every retry. Either way the Write neither hangs nor fails as the
+// sink's: one record of each pair is a bad record, and under on_error:
+// skip the others are written, through the COPY into a fresh table and
+// through the upsert alike.
+func TestPostgresShardsMeetInAnotherUniqueIndex(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	keyer := mustKeyer(t, "{{ .Key }}")
+	// The window: 6 batches of 20 records with one pair each (the shard of
+	// a key is random per process: both of a pair share one with a
+	// chance of 1 in 4), then a batch of 200 whose last 50 records repeat
+	// the customers of its first 50. Offsets from 100, keys k0000...
+	var window [][]record.Record
+	customer := map[int64]string{}
+	next := 0
+	add := func(n int, customerOf func(i int) int) {
+		var b []record.Record
+		for i := range n {
+			c := fmt.Sprintf("c%d", next+customerOf(i))
+			r := sinktest.Rec(0, int64(100+next+i), fmt.Sprintf("k%04d", next+i), fmt.Sprintf(`{"customer":%q}`, c))
+			customer[r.Offset] = c
+			b = append(b, r)
+		}
+		window = append(window, b)
+		next += n
+	}
+	for range 6 {
+		add(20, func(i int) int { return i % 19 })
+	}
+	add(200, func(i int) int { return i % 150 })
+	const pairs = 6 + 50
+	for _, tc := range []struct {
+		name      string
+		threshold int
+		fresh     bool
+	}{
+		{"copy into a fresh table", 10, true},
+		{"upsert", 10, false},
+		{"upsert from arrays", 1000, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			table := testenv.TableName()
+			cfg := postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer, CopyThreshold: tc.threshold, Connections: 4,
+				LockTimeout: 200 * time.Millisecond}
+			newPostgres(t, cfg)
+			mustExec(t, dsn, fmt.Sprintf(`CREATE UNIQUE INDEX ON %s ((value->>'customer'))`, pgx.Identifier{table}.Sanitize()))
+			stored := 0
+			if !tc.fresh { // a row that no record meets: the table is not fresh
+				mustExec(t, dsn, fmt.Sprintf(`INSERT INTO %s (key, topic, partition, "offset", "timestamp", value, value_bytes, headers)
+VALUES ('other', 'orders', 0, 1, now(), '{"customer":"other"}', '{"customer":"other"}', '[]')`, pgx.Identifier{table}.Sanitize()))
+				stored = 1
+			}
+			s := newPostgres(t, cfg)
+			before := s.Outcomes()
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			var skipped []*record.Error
+			for _, batch := range window {
+				for {
+					err := s.Write(ctx, batch)
+					if err == nil {
+						break
+					}
+					var re *record.Error
+					if !errors.As(err, &re) {
+						t.Fatalf("Write after %d skipped records: %v", len(skipped), err)
+					}
+					if !strings.Contains(err.Error(), "SQLSTATE 23505") {
+						t.Errorf("skipped %v: the reason is not the unique index", err)
+					}
+					skipped = append(skipped, re)
+					i := slices.IndexFunc(batch, func(r record.Record) bool { return r.Offset == re.Offset })
+					if i < 0 {
+						t.Fatalf("%v: offset %d is not in the batch", err, re.Offset)
+					}
+					batch = slices.Delete(slices.Clone(batch), i, i+1)
+				}
+			}
+			if len(skipped) != pairs {
+				t.Errorf("skipped %d records, want %d (one of each pair)", len(skipped), pairs)
+			}
+			rows := readRows(t, dsn, table)
+			customers := map[string]int{}
+			for _, r := range rows {
+				customers[r.Value]++
+			}
+			if want := next - pairs + stored; len(rows) != want || len(customers) != want {
+				t.Errorf("%d rows of %d customers, want %d of as many", len(rows), len(customers), want)
+			}
+			for _, e := range skipped {
+				if c := fmt.Sprintf(`{"customer": %q}`, customer[e.Offset]); customers[c] != 1 {
+					t.Errorf("skipped %v, and its customer is stored %d times", e, customers[c])
+				}
+				if _, ok := rows[fmt.Sprintf("k%04d", e.Offset-100)]; ok {
+					t.Errorf("skipped %v, and its key is stored", e)
+				}
+			}
+			wantOutcomes(t, "write", delta(s, before), sinks.Outcomes{Inserted: int64(next - pairs)})
+		})
 	}
 }

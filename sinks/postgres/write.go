@@ -640,15 +640,17 @@ func rejectsData(err error) bool {
 }
 
 // rejectedRows turns a failed write of w into the error Write returns.
-// When the database rejected the data of a row (rejectsData), it finds
-// every row of w it rejects (isolate), remembers them (sinks'
+// When the database rejected the data of a row (rejectsData), or a shard
+// of a sharded Write gave up a lock wait (shardLockWait), it finds every
+// row of w it rejects (isolate), remembers them (sinks'
 // sqlcheckpoint.Rejected) and returns the *record.Error of the first one by
 // offset. A rejection that no row causes on its own is transient: a row of
 // another partition's transaction that the row waited for and that was
-// then rolled back; the batch is written again. Any other error is
-// returned as it is.
+// then rolled back, or a lock another transaction held past lock_timeout;
+// the batch is written again. Any other error is returned as it is.
 func (s *Sink) rejectedRows(ctx context.Context, conn *pgxpool.Conn, w *writePlan, err error) error {
-	if !rejectsData(err) || ctx.Err() != nil {
+	lockWait := shardLockWait(w, err)
+	if !rejectsData(err) && !lockWait || ctx.Err() != nil {
 		return err
 	}
 	bad, ierr := s.isolate(ctx, conn, w)
@@ -657,6 +659,8 @@ func (s *Sink) rejectedRows(ctx context.Context, conn *pgxpool.Conn, w *writePla
 		return fmt.Errorf("postgres sink: upsert into %s: find the rows it rejects: %w", s.name, s.scrub(ierr))
 	case ierr != nil:
 		return err
+	case len(bad) == 0 && lockWait:
+		return &sinks.TransientError{Err: fmt.Errorf("%w; no row is rejected on its own (a shard waited for a row of another transaction)", err)}
 	case len(bad) == 0:
 		return &sinks.TransientError{Err: fmt.Errorf("%w; no row is rejected on its own (it met a row of another transaction, since rolled back)", err)}
 	}
@@ -667,6 +671,20 @@ func (s *Sink) rejectedRows(ctx context.Context, conn *pgxpool.Conn, w *writePla
 	}
 	s.rejected.Remember(recs, errs)
 	return errs[0]
+}
+
+// shardLockWait reports whether err ended a lock wait of a sharded
+// Write (w has several shards): a lock_timeout (55P03) or a deadlock
+// PostgreSQL found (40P01). The shards of a Write wait for each other
+// before their commits, so a shard waiting for a row of another shard of
+// the same Write (two keys on different shards with the same value in a
+// unique index on another column) would wait for good; each deadlock among
+// them would come back at every retry. Written through one connection
+// (isolate), such a row is a constraint violation of its own, a bad
+// record; a wait for another Write's rows is transient.
+func shardLockWait(w *writePlan, err error) bool {
+	code := sqlState(err)
+	return len(w.shards) > 1 && (code == "55P03" || code == "40P01")
 }
 
 // rejectedRow is a row the database rejects, and why.
