@@ -70,6 +70,11 @@ type statements struct {
 	// copyTemp copies a binary stream of rows into the COPY table,
 	// copyInto into the table itself (copyReader).
 	copyTemp, copyInto string
+	// insert and copyInsert insert the rows of arrays ($1..$n) or of the
+	// COPY table, converted to the declared types as the upserts convert
+	// them, without ON CONFLICT: a fresh load into a table whose columns
+	// cannot take a COPY of their values as sent (freshShard).
+	insert, copyInsert string
 }
 
 // sqlShape is what the statements need to know of the sink.
@@ -181,6 +186,13 @@ func (sh sqlShape) build() statements {
 	st.copyTemp = copySQL("pg_temp."+copyTable, st.copyCols)
 	st.copyInto = copySQL(sh.table, names)
 	arrays := `SELECT * FROM unnest(` + strings.Join(params, ", ") + `) AS u(` + strings.Join(st.copyCols, ", ") + `)`
+	exprs := make([]string, n)
+	for i, c := range sh.cols {
+		exprs[i] = c.expr("s", i)
+	}
+	insert := "INSERT INTO " + sh.table + " (" + strings.Join(names, ", ") + ")\nSELECT " + strings.Join(exprs, ", ")
+	st.insert = insert + " FROM (" + arrays + ") s"
+	st.copyInsert = insert + " FROM pg_temp." + copyTable + " s"
 	st.upsert = sh.upsertSQL(arrays, names, false)
 	st.copyUpsert = sh.upsertSQL("", names, false)
 	if !sh.ignore {

@@ -11,9 +11,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/tidwall/gjson"
 
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/internal/testenv"
+	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/encode"
 	"github.com/replay-tool/replay/sinks/postgres"
@@ -33,14 +36,20 @@ import (
 //	go test -run '^$' -bench SinkVsCopy -benchtime 5x ./sinks/postgres
 //
 // REPLAY_BENCH_PG_RECORDS sets the records (default 100000),
-// REPLAY_BENCH_PG_BATCH the batch size (default 1000);
+// REPLAY_BENCH_PG_BATCH the batch size (default 1000),
+// REPLAY_BENCH_PG_CONNECTIONS the sink's connections (default 1);
 // REPLAY_BENCH_PG_PEER=noindex drops the primary key of the peer's table
-// (the peer of cmd/replay's BenchmarkPostgresVsCopy). Reported: the
+// (the peer of cmd/replay's BenchmarkPostgresVsCopy);
+// REPLAY_BENCH_PG_TABLE=mapped writes a table of a column mapping
+// (benchMappedColumns: varchar and numeric columns from value paths)
+// instead of the default layout, and the peer copies the same cells into
+// a table of the same DDL. Reported: the
 // medians of x-copy-fresh and x-copy-rerun (the peer's wall time ÷ the
 // sink's: above 1 = the sink faster) and of each side's seconds.
 func BenchmarkSinkVsCopy(b *testing.B) {
 	n := benchEnvInt(b, "REPLAY_BENCH_PG_RECORDS", 100_000)
 	batch := benchEnvInt(b, "REPLAY_BENCH_PG_BATCH", 1000)
+	conns := benchEnvInt(b, "REPLAY_BENCH_PG_CONNECTIONS", 1)
 	dsn := testenv.Postgres(b)
 	const partitions = 6
 	parts := make([][]record.Record, partitions)
@@ -66,12 +75,41 @@ func BenchmarkSinkVsCopy(b *testing.B) {
 			b.Logf("CHECKPOINT: %v", err)
 		}
 	}
+	mapped := os.Getenv("REPLAY_BENCH_PG_TABLE") == "mapped"
 	open := func(table string) *postgres.Sink {
-		s, err := postgres.New(ctx, postgres.Config{DSN: dsn, Table: table, CreateTable: true})
+		cfg := postgres.Config{DSN: dsn, Table: table, CreateTable: true, Connections: conns}
+		if mapped {
+			cfg.CreateTable = false
+			if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+table+` (id text COLLATE "C" PRIMARY KEY, topic text NOT NULL,
+partition int NOT NULL, "offset" bigint NOT NULL, ts timestamptz NOT NULL, customer varchar(40), status varchar(20), amount numeric(10,2), doc jsonb)`); err != nil {
+				b.Fatal(err)
+			}
+			cfg.Columns = benchMappedColumns
+		}
+		s, err := postgres.New(ctx, cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
 		return s
+	}
+	cols := []string{"key", "topic", "partition", "offset", "timestamp", "value", "value_bytes", "kafka_key", "headers"}
+	row := func(r *record.Record) ([]any, error) {
+		var doc []byte
+		if record.ValidJSON(r.Value) {
+			doc = r.Value
+		}
+		return []any{sinks.DefaultKey(r), r.Topic, r.Partition, r.Offset, r.Time, doc, r.Value, r.Key, encode.AppendHeadersJSON(nil, r.Headers)}, nil
+	}
+	if mapped {
+		cols = []string{"id", "topic", "partition", "offset", "ts", "customer", "status", "amount", "doc"}
+		row = func(r *record.Record) ([]any, error) {
+			var amount pgtype.Numeric
+			if err := amount.Scan(gjson.GetBytes(r.Value, "amount").Raw); err != nil {
+				return nil, err
+			}
+			return []any{sinks.DefaultKey(r), r.Topic, r.Partition, r.Offset, r.Time, gjson.GetBytes(r.Value, "customer").String(),
+				gjson.GetBytes(r.Value, "status").String(), amount, r.Value}, nil
+		}
 	}
 	peer := func() time.Duration {
 		table := testenv.TableName()
@@ -84,7 +122,7 @@ func BenchmarkSinkVsCopy(b *testing.B) {
 		checkpoint()
 		start := time.Now()
 		p, i := 0, 0
-		copied, err := conn.CopyFrom(ctx, pgx.Identifier{table}, []string{"key", "topic", "partition", "offset", "timestamp", "value", "value_bytes", "kafka_key", "headers"},
+		copied, err := conn.CopyFrom(ctx, pgx.Identifier{table}, cols,
 			pgx.CopyFromFunc(func() ([]any, error) {
 				for p < partitions && i == len(parts[p]) {
 					p, i = p+1, 0
@@ -92,13 +130,8 @@ func BenchmarkSinkVsCopy(b *testing.B) {
 				if p == partitions {
 					return nil, nil
 				}
-				r := &parts[p][i]
 				i++
-				var doc []byte
-				if record.ValidJSON(r.Value) {
-					doc = r.Value
-				}
-				return []any{sinks.DefaultKey(r), r.Topic, r.Partition, r.Offset, r.Time, doc, r.Value, r.Key, encode.AppendHeadersJSON(nil, r.Headers)}, nil
+				return row(&parts[p][i-1])
 			}))
 		elapsed := time.Since(start)
 		if err != nil || copied != int64(n) {
@@ -168,6 +201,12 @@ func BenchmarkSinkVsCopy(b *testing.B) {
 	b.Logf("%d records, batch %d, %d rounds (min / median / max): fresh %.2f / %.2f / %.2f, rerun %.2f / %.2f / %.2f x raw COPY", n, batch, len(fresh),
 		slices.Min(fresh), median(fresh), slices.Max(fresh), slices.Min(rerun), median(rerun), slices.Max(rerun))
 }
+
+// benchMappedColumns map a table of orders: the key, the coordinates, three
+// value paths into varchar and numeric columns, the value as jsonb.
+var benchMappedColumns = plan.Columns{{Name: "id", Field: "key"}, {Name: "topic", Field: "topic"}, {Name: "partition", Field: "partition"},
+	{Name: "offset", Field: "offset"}, {Name: "ts", Field: "timestamp"}, {Name: "customer", Field: "value.customer"},
+	{Name: "status", Field: "value.status"}, {Name: "amount", Field: "value.amount"}, {Name: "doc", Field: "value"}}
 
 func benchEnvInt(b *testing.B, env string, def int) int {
 	s := os.Getenv(env)

@@ -14,6 +14,7 @@ import (
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/postgres"
 	"github.com/replay-tool/replay/sinks/sinktest"
+	"github.com/replay-tool/replay/sinks/sqlcheckpoint"
 )
 
 // logLines keeps a sink's log messages, for tests that check which way
@@ -231,6 +232,99 @@ CREATE TRIGGER t_skip BEFORE INSERT ON %[1]s FOR EACH ROW EXECUTE FUNCTION %[2]s
 			wantOutcomes(t, "re-run", delta(s, before), want)
 			if rows := readRows(t, dsn, table); len(rows) != 9 {
 				t.Errorf("%d rows, want 9", len(rows))
+			}
+		})
+	}
+}
+
+// A fresh load into a table whose columns are cast (numeric, varchar,
+// timestamp: no COPY into the table as sent) is inserted without ON
+// CONFLICT, from arrays and from the COPY table, alone, sharded and with
+// a checkpoint in its transaction, and stores exactly the rows the upsert
+// stores. A batch meeting stored keys falls back to the upsert with its
+// counts, and a row the table refuses is a bad record as with the upsert.
+func TestPostgresFreshLoadInsertsCastColumns(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	conn := testenv.PgConn(t, dsn)
+	const insertedMsg = "inserted into the table without ON CONFLICT"
+	const refusedInsertMsg = "insert into the table refused a row; upserting the batch"
+	cols := plan.Columns{{Name: "k", Field: "key"}, {Name: "n", Field: "value.n"}, {Name: "s", Field: "value.s"}, {Name: "t", Field: "timestamp"}}
+	value := func(i int) string { return fmt.Sprintf(`{"n":%d.%02d,"s":"v%d"}`, i%1000, i%100, i) }
+	create := func(t *testing.T) string {
+		table := testenv.TableName()
+		if _, err := conn.Exec(t.Context(), `CREATE TABLE `+pgx.Identifier{table}.Sanitize()+
+			` (k text PRIMARY KEY, n numeric(6,2) CHECK (n >= 0), s varchar(10), t timestamp)`); err != nil {
+			t.Fatal(err)
+		}
+		return table
+	}
+	contents := func(t *testing.T, table string) string {
+		var out string
+		if err := conn.QueryRow(t.Context(), `SELECT coalesce(string_agg(k || ' ' || n::text || ' ' || s || ' ' || t::text, E'\n' ORDER BY k), '') FROM `+
+			pgx.Identifier{table}.Sanitize()+` WHERE k <> 'sentinel'`).Scan(&out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for name, cfg := range map[string]postgres.Config{
+		"one connection": {},
+		"sharded":        {Connections: 2},
+		"checkpoint":     {Checkpoints: sqlcheckpoint.Config{Table: "ckpt_" + testenv.TableName(), Group: "g", Fingerprint: "f", RunID: "r"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg.DSN, cfg.Keyer, cfg.Columns = dsn, mustKeyer(t, "{{ .Key }}"), cols
+			batches := [][]record.Record{keyed(0, 5, value), keyed(5, 400, value)} // arrays, then the COPY table
+			fresh := create(t)
+			cfg.Table = fresh
+			s, log := newLogged(t, cfg)
+			for i, b := range batches {
+				sinktest.MustWrite(t, s, b...)
+				if n := log.count(insertedMsg); n < 1 {
+					t.Fatalf("batch %d: inserted without ON CONFLICT %d times, want at least once", i, n)
+				}
+			}
+			wantOutcomes(t, "fresh load", s.Outcomes(), sinks.Outcomes{Inserted: 400})
+
+			upserted := create(t)
+			ucfg := cfg
+			ucfg.Table, ucfg.Connections, ucfg.Checkpoints = upserted, 1, sqlcheckpoint.Config{}
+			sentinel := sinktest.Rec(0, 99999, "sentinel", `{"n":1,"s":"x"}`)
+			first, _ := newLogged(t, ucfg)
+			sinktest.MustWrite(t, first, sentinel)
+			u, ulog := newLogged(t, ucfg) // opens a table that holds a row: the upsert
+			for _, b := range batches {
+				sinktest.MustWrite(t, u, append([]record.Record{sentinel}, b...)...)
+			}
+			if n := ulog.count(insertedMsg); n != 0 {
+				t.Fatalf("%d inserts without ON CONFLICT into a table that holds the batches' keys", n)
+			}
+			if got, want := contents(t, fresh), contents(t, upserted); got != want || strings.Count(got, "\n") != 399 {
+				t.Errorf("the rows inserted differ from the rows upserted:\ninserted: %.300s\nupserted: %.300s", got, want)
+			}
+
+			before := s.Outcomes()
+			overlap := keyed(395, 410, value)
+			overlap[1].Value = []byte(`{"n":1,"s":"changed"}`)
+			sinktest.MustWrite(t, s, overlap...)
+			wantOutcomes(t, "a batch over 5 stored keys", delta(s, before), sinks.Outcomes{Inserted: 10, Updated: 1, Unchanged: 4})
+			if n := log.count(refusedInsertMsg); n < 1 {
+				t.Errorf("%d fallbacks, want at least 1", n)
+			}
+
+			// Fresh again (the upsert inserted every row): a row the CHECK
+			// refuses is a bad record, the others are written.
+			before = s.Outcomes()
+			sinktest.MustWrite(t, s, keyed(410, 420, value)...)
+			bad := keyed(420, 430, value)
+			bad[3].Value = []byte(`{"n":-1,"s":"negative"}`)
+			skipped := sinktest.WriteSkipping(t, s, bad...)
+			if len(skipped) != 1 || skipped[0].Offset != 423 || !strings.Contains(skipped[0].Error(), "SQLSTATE 23514") {
+				t.Fatalf("skipped %v, want offset 423 for the check constraint", skipped)
+			}
+			wantOutcomes(t, "fresh batches, one bad row", delta(s, before), sinks.Outcomes{Inserted: 19})
+			var rows int
+			if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM `+pgx.Identifier{fresh}.Sanitize()).Scan(&rows); err != nil || rows != 429 {
+				t.Errorf("%d rows (%v), want 429", rows, err)
 			}
 		})
 	}

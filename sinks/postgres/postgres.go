@@ -121,9 +121,14 @@ type Sink struct {
 	// security, rules or triggers of its own (COPY ignores rules and RLS
 	// refuses it; a trigger may skip or change a row, which only the
 	// upsert's RETURNING sees). Together they let a batch be copied
-	// straight into the table (copyShard).
-	fresh       atomic.Bool
-	direct      bool
+	// straight into the table (freshShard).
+	fresh  atomic.Bool
+	direct bool
+	// plain: the table is a plain one without row-level security, rules
+	// or triggers of its own, so a fresh batch can be written without ON
+	// CONFLICT (freshShard): copied into the table when direct, else
+	// inserted, converted to the declared types as the upsert converts it.
+	plain       bool
 	valueJSON   bool // a column reads the value as JSON (valueOnce)
 	copyAbove   int
 	connections int

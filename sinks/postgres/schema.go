@@ -57,6 +57,7 @@ FROM pg_class c WHERE c.oid = to_regclass($1)`, s.table).Scan(&plainTable, &trig
 	}
 	s.st = sh.build()
 	s.direct = plainTable && !triggers
+	s.plain = s.direct
 	for _, c := range s.cols {
 		s.direct = s.direct && c.sentAsDeclared()
 		s.valueJSON = s.valueJSON || c.field.Kind == plan.FieldValuePath ||

@@ -390,16 +390,15 @@ func (s *Sink) planRounds(batch []record.Record) (*writePlan, error) {
 // the batch's checkpoint; wait, when set, is called before the commit and
 // its error rolls the transaction back. The shard's outcomes are counted
 // once it is committed. While the table holds none of the keys the sink
-// writes (fresh), the shard is copied straight into the table
-// (copyShard). Else a batch of at most copy_threshold rows and no wait is
+// writes (fresh), the shard is written without ON CONFLICT (freshShard). Else a batch of at most copy_threshold rows and no wait is
 // one round trip (an implicit transaction); a larger one is streamed into
 // the COPY table first (copyReader).
 func (s *Sink) writeShard(ctx context.Context, conn *pgxpool.Conn, sh shard, batch []record.Record, wait func() error) error {
 	if wait != nil {
 		wait = sync.OnceValue(wait) // a COPY that fell back may have waited already
 	}
-	if s.direct && sh.del.len() == 0 && len(sh.more) == 0 && sh.up.len() > 0 && s.fresh.Load() {
-		if done, err := s.copyShard(ctx, conn, sh, batch, wait); done {
+	if s.plain && sh.del.len() == 0 && len(sh.more) == 0 && sh.up.len() > 0 && s.fresh.Load() {
+		if done, err := s.freshShard(ctx, conn, sh, batch, wait); done {
 			return err
 		}
 	}
@@ -518,28 +517,44 @@ func (s *Sink) queueUpsert(b *pgx.Batch, out *sinks.Outcomes, stmt string, args 
 	})
 }
 
-// copyShard writes a shard of rows whose keys the table does not hold (a
-// fresh load, as the last upsert found) with one COPY into the table
-// itself, the checkpoint (when batch is set) and wait in the same
-// transaction, as writeShard does: an INSERT without ON CONFLICT costs the
-// server about half of what the upsert from the COPY table costs, and the
-// counts need no statement: every row is inserted. done is false, with
-// nothing written, when the table refused a row (one of the keys is stored
-// after all, bad data: rejectsData): the caller then upserts the shard,
-// which counts the stored keys as the upsert does and names a bad row.
-func (s *Sink) copyShard(ctx context.Context, conn *pgxpool.Conn, sh shard, batch []record.Record, wait func() error) (done bool, err error) {
+// freshShard writes a shard of rows whose keys the table does not hold (a
+// fresh load, as the last upsert found) without ON CONFLICT, the
+// checkpoint (when batch is set) and wait in the same transaction, as
+// writeShard does: with one COPY into the table itself when every column
+// takes its values as sent (direct), else with an INSERT from the arrays
+// or, above copy_threshold rows, from the COPY table, converted as the
+// upsert converts them. An INSERT without ON CONFLICT costs the server
+// about half of what the upsert costs, and the counts need no statement:
+// every row is inserted. done is false, with nothing written, when the
+// table refused a row (one of the keys is stored after all, bad data:
+// rejectsData): the caller then upserts the shard, which counts the stored
+// keys as the upsert does and names a bad row.
+func (s *Sink) freshShard(ctx context.Context, conn *pgxpool.Conn, sh shard, batch []record.Record, wait func() error) (done bool, err error) {
 	var b *pgx.Batch
 	if batch != nil && s.ckpt != nil {
 		b = &pgx.Batch{}
 		s.ckpt.Queue(b, batch)
 	}
+	useCopy := sh.up.len() > s.copyAbove
 	var tag pgconn.CommandTag
-	if b == nil && wait == nil {
-		tag, err = conn.Conn().PgConn().CopyFrom(ctx, &copyReader{rows: sh.up, intoTable: true}, s.st.copyInto) // its own implicit transaction
+	write := func(c *pgx.Conn) (pgconn.CommandTag, error) {
+		switch {
+		case s.direct:
+			return c.PgConn().CopyFrom(ctx, &copyReader{rows: sh.up, intoTable: true}, s.st.copyInto)
+		case useCopy:
+			if _, err := c.PgConn().CopyFrom(ctx, &copyReader{rows: sh.up}, s.st.copyTemp); err != nil {
+				return pgconn.CommandTag{}, err
+			}
+			return c.Exec(ctx, s.st.copyInsert)
+		}
+		return c.Exec(ctx, s.st.insert, sh.up.args()...)
+	}
+	if b == nil && wait == nil && !(useCopy && !s.direct) {
+		tag, err = write(conn.Conn()) // its own implicit transaction
 	} else {
 		err = s.inTx(ctx, conn, func(tx pgx.Tx) error {
 			var err error
-			if tag, err = tx.Conn().PgConn().CopyFrom(ctx, &copyReader{rows: sh.up, intoTable: true}, s.st.copyInto); err != nil {
+			if tag, err = write(tx.Conn()); err != nil {
 				return err
 			}
 			if b != nil {
@@ -553,22 +568,30 @@ func (s *Sink) copyShard(ctx context.Context, conn *pgxpool.Conn, sh shard, batc
 			return nil
 		})
 	}
+	how := "insert into"
+	if s.direct {
+		how = "copy into"
+	}
 	var other othersFailed
 	switch {
 	case errors.As(err, &other):
 		return true, other.err
 	case err != nil && (rejectsData(err) || unsupported(err)) && ctx.Err() == nil:
 		s.fresh.Store(false)
-		s.log.Debug().Str("table", s.name).Err(s.scrub(err)).Msg("copy into the table refused a row; upserting the batch")
+		s.log.Debug().Str("table", s.name).Err(s.scrub(err)).Msg(how + " the table refused a row; upserting the batch")
 		return false, nil
 	case err != nil:
-		return true, fmt.Errorf("postgres sink: copy into %s: %w", s.name, s.scrub(err))
+		return true, fmt.Errorf("postgres sink: %s %s: %w", how, s.name, s.scrub(err))
 	}
-	// COPY counts the rows it inserted; with no trigger on the table that
-	// is every row, but the count is PostgreSQL's.
+	// The command counts the rows it inserted; with no trigger on the
+	// table that is every row, but the count is PostgreSQL's.
 	n := min(tag.RowsAffected(), int64(sh.up.len()))
 	s.count(sinks.Outcomes{Inserted: n, Ignored: int64(sh.up.len()) - n})
-	s.log.Debug().Str("table", s.name).Int("rows", sh.up.len()).Int64("inserted", n).Msg("copied into the table")
+	msg := "inserted into the table without ON CONFLICT"
+	if s.direct {
+		msg = "copied into the table"
+	}
+	s.log.Debug().Str("table", s.name).Int("rows", sh.up.len()).Int64("inserted", n).Msg(msg)
 	return true, nil
 }
 
