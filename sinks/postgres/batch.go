@@ -75,6 +75,9 @@ type statements struct {
 	// them, without ON CONFLICT: a fresh load into a table whose columns
 	// cannot take a COPY of their values as sent (freshShard).
 	insert, copyInsert string
+	// imageCheck runs the binary comparison of upsertSame once
+	// (imageCheckSQL); "" when the statements compare as text.
+	imageCheck string
 }
 
 // sqlShape is what the statements need to know of the sink.
@@ -93,6 +96,10 @@ type sqlShape struct {
 	// a row (a BEFORE trigger returning NULL): the statements then count
 	// the rows neither written nor stored before (skippedSQL).
 	triggers bool
+	// image: sameSQL compares the stored cells with the incoming ones by
+	// their binary images (imageSame), which prepare checked the table's
+	// types allow (statements.imageCheck).
+	image bool
 }
 
 // keyProbe ends every subquery that looks a batch's keys up in the
@@ -198,6 +205,9 @@ func (sh sqlShape) build() statements {
 	if !sh.ignore {
 		st.upsertSame = sh.upsertSQL(arrays, names, true)
 		st.copyUpsertSame = sh.upsertSQL("", names, true)
+		if sh.image {
+			st.imageCheck = sh.imageCheckSQL(names)
+		}
 	}
 	st.remove = sh.removeSQL()
 	return st
@@ -318,6 +328,9 @@ func (sh sqlShape) sameSQL(names, exprs []string) string {
 		return ""
 	}
 	same := "(" + strings.Join(old, ", ") + ") IS NOT DISTINCT FROM (" + strings.Join(new, ", ") + ")"
+	if sh.image {
+		same = sh.imageSame(names, "o", exprs)
+	}
 	if sh.ver >= 0 {
 		// A row whose stored version is not smaller stays as it is
 		// (stale or duplicate: onConflictSQL's WHERE), whatever it holds.
@@ -325,6 +338,58 @@ func (sh sqlShape) sameSQL(names, exprs []string) string {
 		same = "(" + same + " OR (o." + v + " IS NOT NULL AND " + exprs[sh.ver] + " IS NOT NULL AND o." + v + " >= " + exprs[sh.ver] + "))"
 	}
 	return " WHERE NOT EXISTS (SELECT 1 FROM " + sh.table + " o WHERE o." + names[sh.key] + " = " + sh.probeKey(exprs[sh.key]) + " AND " + same + keyProbe + ")"
+}
+
+// imageSame is the test of sameSQL by binary images: the stored row's
+// compared cells (alias.name) and the incoming ones (exprs, converted to
+// each column's type) as two records, equal under record_image_eq when
+// every cell has the same bytes, NULL where the other is NULL. Equal
+// images print the same text, so a row it finds the same is one the
+// upsert would leave unchanged; two cells of the same text with other
+// bytes (a char(n) column's padding) count as different, and go on to the
+// upsert, whose WHERE compares them as onConflictSQL does. It costs a
+// memcmp per cell where the text test prints both jsonb or numeric values.
+func (sh sqlShape) imageSame(names []string, alias string, exprs []string) string {
+	var old, new []string
+	for i, n := range names {
+		if i == sh.key || sh.exactBytes && sh.cols[i].jsonOrNull {
+			continue
+		}
+		old = append(old, alias+"."+n)
+		new = append(new, sh.imageExpr(i, exprs[i]))
+	}
+	return "pg_catalog.record_image_eq(ROW(" + strings.Join(old, ", ") + "), ROW(" + strings.Join(new, ", ") + "))"
+}
+
+// imageExpr is expr, column i's incoming value as the INSERT writes it,
+// in exactly the column's type, which record_image_eq requires: a domain
+// or a type of its own by a cast to it; text for a varchar or char column
+// by a cast to the type without its length, which cannot cut the value
+// as a cast to varchar(n) would (the sink checked the length).
+func (sh sqlShape) imageExpr(i int, expr string) string {
+	d := sh.cols[i].decl
+	switch {
+	case d.domain:
+		return "(" + expr + ")::" + d.sql
+	case d.base == "varchar" || d.base == "bpchar":
+		return "(" + expr + ")::pg_catalog." + d.base
+	}
+	return expr
+}
+
+// imageCheckSQL runs imageSame once, on a row of NULLs of the columns'
+// declared types and one of the sent types: record_image_eq fails on
+// cells of different types, which EXPLAIN does not see.
+func (sh sqlShape) imageCheckSQL(names []string) string {
+	stored := make([]string, len(sh.cols))
+	sent := make([]string, len(sh.cols))
+	exprs := make([]string, len(sh.cols))
+	for i, c := range sh.cols {
+		stored[i] = "NULL::" + c.decl.sql + " AS " + names[i]
+		sent[i] = "NULL::" + c.send.sql() + " AS c" + strconv.Itoa(i+1)
+		exprs[i] = c.expr("s", i)
+	}
+	return "SELECT " + sh.imageSame(names, "o", exprs) + " FROM (SELECT " + strings.Join(stored, ", ") + ") o, (SELECT " + strings.Join(sent, ", ") + ") s"
 }
 
 func (sh sqlShape) onConflictSQL(names []string) string {

@@ -55,7 +55,15 @@ FROM pg_class c WHERE c.oid = to_regclass($1)`, s.table).Scan(&plainTable, &trig
 			}
 		}
 	}
+	sh.image = true
 	s.st = sh.build()
+	if s.st.imageCheck != "" {
+		if _, err := s.pool.Exec(ctx, s.st.imageCheck); err != nil {
+			s.log.Debug().Str("table", s.name).Err(s.scrub(err)).Msg("the table's types do not allow comparing rows by their bytes; comparing them as text")
+			sh.image = false
+			s.st = sh.build()
+		}
+	}
 	s.direct = plainTable && !triggers
 	s.plain = s.direct
 	for _, c := range s.cols {
