@@ -1,12 +1,17 @@
+//go:build linux
+
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -76,8 +81,11 @@ func BenchmarkSinkVsCopy(b *testing.B) {
 		}
 	}
 	mapped := os.Getenv("REPLAY_BENCH_PG_TABLE") == "mapped"
-	open := func(table string) *postgres.Sink {
-		cfg := postgres.Config{DSN: dsn, Table: table, CreateTable: true, Connections: conns}
+	opened := 0
+	open := func(table string) (*postgres.Sink, string) {
+		opened++
+		app := fmt.Sprintf("replay-bench-%d-%d", os.Getpid(), opened)
+		cfg := postgres.Config{DSN: dsn, Table: table, CreateTable: true, Connections: conns, ApplicationName: app}
 		if mapped {
 			cfg.CreateTable = false
 			if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+table+` (id text COLLATE "C" PRIMARY KEY, topic text NOT NULL,
@@ -90,7 +98,23 @@ partition int NOT NULL, "offset" bigint NOT NULL, ts timestamptz NOT NULL, custo
 		if err != nil {
 			b.Fatal(err)
 		}
-		return s
+		return s, app
+	}
+	// backends are the server processes of the connections named app.
+	backends := func(app string) []int {
+		rows, err := conn.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1", app)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+		if err != nil {
+			b.Fatal(err)
+		}
+		return pids
+	}
+	var peerPid int
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&peerPid); err != nil {
+		b.Fatal(err)
 	}
 	cols := []string{"key", "topic", "partition", "offset", "timestamp", "value", "value_bytes", "kafka_key", "headers"}
 	row := func(r *record.Record) ([]any, error) {
@@ -111,15 +135,17 @@ partition int NOT NULL, "offset" bigint NOT NULL, ts timestamptz NOT NULL, custo
 				gjson.GetBytes(r.Value, "status").String(), amount, r.Value}, nil
 		}
 	}
-	peer := func() time.Duration {
+	peer := func() (time.Duration, float64) {
 		table := testenv.TableName()
-		open(table).Close() // the same shape as the sink's
+		probe, _ := open(table) // the same shape as the sink's
+		probe.Close()
 		if os.Getenv("REPLAY_BENCH_PG_PEER") == "noindex" {
 			if _, err := conn.Exec(ctx, "ALTER TABLE "+table+" DROP CONSTRAINT "+table+"_pkey"); err != nil {
 				b.Fatal(err)
 			}
 		}
 		checkpoint()
+		cpu := startCPU([]int{peerPid})
 		start := time.Now()
 		p, i := 0, 0
 		copied, err := conn.CopyFrom(ctx, pgx.Identifier{table}, cols,
@@ -134,18 +160,20 @@ partition int NOT NULL, "offset" bigint NOT NULL, ts timestamptz NOT NULL, custo
 				return row(&parts[p][i-1])
 			}))
 		elapsed := time.Since(start)
+		used := cpu.used([]int{peerPid})
 		if err != nil || copied != int64(n) {
 			b.Fatalf("the peer copied %d rows (%v), want %d", copied, err, n)
 		}
 		if _, err := conn.Exec(ctx, "DROP TABLE "+table); err != nil {
 			b.Fatal(err)
 		}
-		return elapsed
+		return elapsed, used
 	}
-	write := func(table string) (time.Duration, sinks.Outcomes) {
-		s := open(table)
+	write := func(table string) (time.Duration, float64, sinks.Outcomes) {
+		s, app := open(table)
 		defer s.Close()
 		checkpoint()
+		cpu := startCPU(backends(app))
 		start := time.Now()
 		var wg sync.WaitGroup
 		errs := make([]error, partitions)
@@ -161,24 +189,26 @@ partition int NOT NULL, "offset" bigint NOT NULL, ts timestamptz NOT NULL, custo
 		}
 		wg.Wait()
 		elapsed := time.Since(start)
+		used := cpu.used(backends(app))
 		for _, err := range errs {
 			if err != nil {
 				b.Fatal(err)
 			}
 		}
-		return elapsed, s.Outcomes()
+		return elapsed, used, s.Outcomes()
 	}
-	var fresh, rerun, peerSec, freshSec, rerunSec []float64
+	var fresh, rerun, peerSec, freshSec, rerunSec, freshCPU, rerunCPU []float64
 	round := 0
 	for b.Loop() {
 		round++
 		var c time.Duration
+		var cc float64
 		if round%2 == 1 {
-			c = peer()
+			c, cc = peer()
 		}
 		table := testenv.TableName()
-		f, fo := write(table)
-		r, ro := write(table)
+		f, fc, fo := write(table)
+		r, rc, ro := write(table)
 		if fo != (sinks.Outcomes{Inserted: int64(n)}) || ro != (sinks.Outcomes{Unchanged: int64(n)}) {
 			b.Fatalf("outcomes %+v, then %+v: want %d inserted, then as many unchanged", fo, ro, n)
 		}
@@ -186,11 +216,13 @@ partition int NOT NULL, "offset" bigint NOT NULL, ts timestamptz NOT NULL, custo
 			b.Fatal(err)
 		}
 		if round%2 == 0 {
-			c = peer()
+			c, cc = peer()
 		}
 		fresh, rerun = append(fresh, c.Seconds()/f.Seconds()), append(rerun, c.Seconds()/r.Seconds())
 		peerSec, freshSec, rerunSec = append(peerSec, c.Seconds()), append(freshSec, f.Seconds()), append(rerunSec, r.Seconds())
-		b.Logf("round %d: copy %.3fs, fresh %.3fs (%.2fx), rerun %.3fs (%.2fx)", round, c.Seconds(), f.Seconds(), fresh[len(fresh)-1], r.Seconds(), rerun[len(rerun)-1])
+		freshCPU, rerunCPU = append(freshCPU, cc/fc), append(rerunCPU, cc/rc)
+		b.Logf("round %d: copy %.3fs (CPU %.2fs), fresh %.3fs (%.2fx; CPU %.2fs, %.2fx), rerun %.3fs (%.2fx; CPU %.2fs, %.2fx)", round, c.Seconds(), cc,
+			f.Seconds(), fresh[len(fresh)-1], fc, freshCPU[len(freshCPU)-1], r.Seconds(), rerun[len(rerun)-1], rc, rerunCPU[len(rerunCPU)-1])
 	}
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(median(fresh), "x-copy-fresh")
@@ -198,8 +230,64 @@ partition int NOT NULL, "offset" bigint NOT NULL, ts timestamptz NOT NULL, custo
 	b.ReportMetric(median(peerSec), "copy-s")
 	b.ReportMetric(median(freshSec), "fresh-s")
 	b.ReportMetric(median(rerunSec), "rerun-s")
-	b.Logf("%d records, batch %d, %d rounds (min / median / max): fresh %.2f / %.2f / %.2f, rerun %.2f / %.2f / %.2f x raw COPY", n, batch, len(fresh),
-		slices.Min(fresh), median(fresh), slices.Max(fresh), slices.Min(rerun), median(rerun), slices.Max(rerun))
+	b.ReportMetric(median(freshCPU), "x-cpu-fresh")
+	b.ReportMetric(median(rerunCPU), "x-cpu-rerun")
+	b.Logf("%d records, batch %d, %d rounds (min / median / max): fresh %.2f / %.2f / %.2f, rerun %.2f / %.2f / %.2f x raw COPY; CPU: fresh %.2f / %.2f / %.2f, rerun %.2f / %.2f / %.2f",
+		n, batch, len(fresh), slices.Min(fresh), median(fresh), slices.Max(fresh), slices.Min(rerun), median(rerun), slices.Max(rerun),
+		slices.Min(freshCPU), median(freshCPU), slices.Max(freshCPU), slices.Min(rerunCPU), median(rerunCPU), slices.Max(rerunCPU))
+}
+
+// cpuMark is the CPU seconds this process and some server processes had
+// used at a moment (Linux: getrusage and /proc/<pid>/stat; 0 elsewhere).
+type cpuMark struct {
+	self    float64
+	servers map[int]float64
+}
+
+func startCPU(pids []int) cpuMark {
+	m := cpuMark{self: selfCPU(), servers: map[int]float64{}}
+	for _, pid := range pids {
+		m.servers[pid] = procCPU(pid)
+	}
+	return m
+}
+
+// used is the CPU seconds this process and the server processes pids (the
+// ones marked and any started since) used since m.
+func (m cpuMark) used(pids []int) float64 {
+	total := selfCPU() - m.self
+	for _, pid := range pids {
+		total += procCPU(pid) - m.servers[pid]
+	}
+	return total
+}
+
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// procCPU is the user and system CPU seconds of process pid, from
+// /proc/<pid>/stat (fields 14 and 15, in clock ticks of 1/100 s).
+func procCPU(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(f[11], 64)
+	s, _ := strconv.ParseFloat(f[12], 64)
+	return (u + s) / 100
 }
 
 // benchMappedColumns map a table of orders: the key, the coordinates, three

@@ -43,8 +43,10 @@ type Config struct {
 	// into a temporary table, then upserted from it; smaller batches are
 	// one statement over arrays. 0 means plan.DefaultCopyThreshold. While
 	// the table holds none of the keys written (an empty table at open,
-	// and after every batch whose rows were all inserted), a batch of any
-	// size is copied into the table itself.
+	// and after every batch whose rows were all inserted), a batch is
+	// written without ON CONFLICT: copied into the table itself, whatever
+	// its size, when every column takes its values as sent, else inserted
+	// from the arrays or the COPY table.
 	CopyThreshold int
 	// OnTombstone is what a tombstone does: plan.OnTombstoneWrite ("" too:
 	// a row with a NULL value), plan.OnTombstoneDelete (removes the key's
