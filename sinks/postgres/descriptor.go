@@ -19,7 +19,7 @@ var Descriptor = plan.SinkDescriptor{
 		{Name: "dsn", Required: "missing: add dsn: ${ORDERS_DSN} and export ORDERS_DSN=postgres://user:password@host:5432/db",
 			Doc: "PostgreSQL connection string; its password must come from the environment, e.g. dsn: ${ORDERS_DSN}."},
 	}, plan.FieldDescriptor{Name: "copy_threshold", Default: strconv.Itoa(plan.DefaultCopyThreshold),
-		Doc:    "postgres: batches of more rows than this are loaded with COPY into a temporary table, then upserted from it in the same transaction (default 100). While the table holds none of the keys written (a fresh load), a batch of any size is copied into the table itself.",
+		Doc:    "postgres: batches of more rows than this are loaded with COPY into a temporary table, then upserted from it in the same transaction (default 100). While the table holds none of the keys written (a fresh load), a batch is written without ON CONFLICT: copied into the table itself, whatever its size, or, where a column's values need a cast, inserted from the arrays or the temporary table.",
 		Schema: plan.OrEnv(map[string]any{"type": "integer", "minimum": 1, "maximum": 1000000})}),
 		sinks.ConnectionsField),
 	Check:            check,
