@@ -390,9 +390,10 @@ func (s *Sink) planRounds(batch []record.Record) (*writePlan, error) {
 // the batch's checkpoint; wait, when set, is called before the commit and
 // its error rolls the transaction back. The shard's outcomes are counted
 // once it is committed. While the table holds none of the keys the sink
-// writes (fresh), the shard is written without ON CONFLICT (freshShard). Else a batch of at most copy_threshold rows and no wait is
-// one round trip (an implicit transaction); a larger one is streamed into
-// the COPY table first (copyReader).
+// writes (fresh), the shard is written without ON CONFLICT (freshShard).
+// Else a batch of at most copy_threshold rows and no wait is one round
+// trip (an implicit transaction); a larger one is streamed into the COPY
+// table first (copyReader).
 func (s *Sink) writeShard(ctx context.Context, conn *pgxpool.Conn, sh shard, batch []record.Record, wait func() error) error {
 	if wait != nil {
 		wait = sync.OnceValue(wait) // a COPY that fell back may have waited already
