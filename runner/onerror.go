@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/replay-tool/replay/internal/filter"
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
@@ -77,9 +78,13 @@ type failure struct {
 	err    error
 }
 
-// reasonOf classifies a *record.Error returned by a sink.
+// reasonOf classifies a *record.Error returned by the pipeline or a sink.
 func reasonOf(err error) string {
-	if errors.Is(err, sinks.ErrKeyTemplate) || errors.Is(err, sinks.ErrEmptyKey) {
+	var fe *filter.EvalError
+	switch {
+	case errors.As(err, &fe):
+		return reasonFilter
+	case errors.Is(err, sinks.ErrKeyTemplate) || errors.Is(err, sinks.ErrEmptyKey):
 		return reasonKey
 	}
 	return reasonSink
@@ -123,11 +128,12 @@ func (f *failure) partitionError(topic string) error {
 			"fix the cause and re-run the same command to resume here; or, to pass over such records, set on_error: skip or dead_letter (a changed plan: restart the window, as follows)", err, f.reason), HintRestart)}
 }
 
-// applyFilter drops the records the filter leaves out (counted as
-// filtered) and hands those it fails on to on_error. Under on_error: fail
-// it returns the records before the failing one and the failure.
-func (w *partitionWorker) applyFilter(recs []record.Record) ([]record.Record, *failure, error) {
-	if w.filter == nil {
+// applyPipeline runs the record pipeline over recs: it drops the records
+// the filter leaves out (counted as filtered) and hands those a stage fails
+// on to on_error. Under on_error: fail it returns the records before the
+// failing one and the failure.
+func (w *partitionWorker) applyPipeline(recs []record.Record) ([]record.Record, *failure, error) {
+	if w.pipe.Identity() {
 		return recs, nil, nil
 	}
 	out := recs[:0]    // in place: the chunk is consumed by this flush
@@ -138,9 +144,9 @@ func (w *partitionWorker) applyFilter(recs []record.Record) ([]record.Record, *f
 		}
 	}()
 	for i := range recs {
-		ok, err := w.filter.Match(&recs[i])
+		ok, err := w.pipe.Process(&recs[i])
 		if err != nil {
-			f, err := w.unprocessable(&recs[i], reasonFilter, err)
+			f, err := w.unprocessable(&recs[i], reasonOf(err), err)
 			if f != nil || err != nil {
 				return out, f, err
 			}
@@ -163,7 +169,14 @@ func (w *partitionWorker) writeDeadLetters() error {
 	}
 	j := w.job
 	slices.SortFunc(w.dead, func(a, b record.Record) int { return cmp.Compare(a.Offset, b.Offset) })
-	if err := w.retry("dead-letter sink", j.DeadLetters, time.Duration(j.Plan.DeadLetter.Retry.MaxElapsed), func(ctx context.Context) error { return j.DeadLetters.Write(ctx, w.dead) }); err != nil {
+	if err := w.retry("dead-letter sink", j.DeadLetters, time.Duration(j.Plan.DeadLetter.Retry.MaxElapsed), func(ctx context.Context) error {
+		for i := range w.dead {
+			if err := w.deadKey.Apply(&w.dead[i]); err != nil {
+				return err
+			}
+		}
+		return j.DeadLetters.Write(ctx, w.dead)
+	}); err != nil {
 		advice := "fix the dead-letter sink and re-run the same command to resume"
 		next, cerr := w.commitBeforeFailure()
 		if cerr != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -188,29 +189,39 @@ func TestPoisonRecordSkipped(t *testing.T) {
 	requireCommitsAtEnds(t, p, rep)
 }
 
-// rejectingSink computes every record's key like a database sink (a failing
-// template is the record's *RecordError) and rejects records whose value
-// has "reject", as a database rejects a row; it writes nothing then.
+// rejectingSink writes every record's key like a database sink (the
+// runner's key stage renders it; a failing template is the record's
+// *record.Error before Write) and rejects records whose value has "reject",
+// as a database rejects a row; it writes nothing then. keys holds the key
+// of each record written, by "partition/offset".
 type rejectingSink struct {
 	sinks.Sink
-	keyer *sinks.Keyer
+	mu   sync.Mutex
+	keys map[string]string
 }
 
-// Capabilities: none, whatever the wrapped sink declares (the runner then
-// commits after every batch).
-func (*rejectingSink) Capabilities() sinks.Capabilities { return sinks.Capabilities{} }
+// Capabilities: every record's key, nothing else, whatever the wrapped
+// sink declares (the runner then commits after every batch).
+func (*rejectingSink) Capabilities() sinks.Capabilities {
+	return sinks.Capabilities{Keys: sinks.KeysAll}
+}
 
 func (s *rejectingSink) Write(ctx context.Context, batch []record.Record) error {
 	for i := range batch {
 		r := &batch[i]
-		if _, err := s.keyer.Key(r); err != nil {
-			return err
-		}
 		if strings.Contains(string(r.Value), "reject") {
 			return &record.Error{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: errors.New("row rejected: value too long")}
 		}
 	}
-	return s.Sink.Write(ctx, batch)
+	if err := s.Sink.Write(ctx, batch); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range batch {
+		s.keys[fmt.Sprintf("%d/%d", r.Partition, r.Offset)] = r.IdemKey
+	}
+	return nil
 }
 
 // on_error: dead_letter writes exactly the records that cannot be processed
@@ -221,17 +232,18 @@ func TestPoisonRecordsDeadLettered(t *testing.T) {
 	produceValues(t, sb, 0, order(1, "paid"), "not json", order(3, "paid"), `{"id":4,"status":"paid","reject":true}`, order(5, "created"), order(6, "paid"))
 	produceValues(t, sb, 1, `{"status":"paid"}`, order(8, "paid"), `{"id":9,"status":"paid","reject":1}`)
 	p, out := errorPlan(t, sb, 2, 3, "filter: value.status == \"paid\"\non_error: dead_letter\ndead_letter: {type: file, path: %DIR%/dead.jsonl}")
+	p.Sink.Key = "{{ .Value.id }}"
 	job, fs := prepared(t, p)
-	keyer, err := sinks.NewKeyer("{{ .Value.id }}")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := job.Run(context.Background(), &rejectingSink{Sink: fs, keyer: keyer})
+	rs := &rejectingSink{Sink: fs, keys: map[string]string{}}
+	rep, err := job.Run(context.Background(), rs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, want := readCoords(t, out), []string{"0/0", "0/2", "0/5", "1/1"}; !slices.Equal(got, want) {
 		t.Errorf("sink holds %v, want %v", got, want)
+	}
+	if want := map[string]string{"0/0": "1", "0/2": "3", "0/5": "6", "1/1": "8"}; !maps.Equal(rs.keys, want) {
+		t.Errorf("the sink got the keys %v, want %v", rs.keys, want)
 	}
 	dead := filepath.Join(filepath.Dir(out), "dead.jsonl")
 	want := map[string]string{"0/1": "filter: the value is not JSON", "0/3": "row rejected", "1/0": "key template", "1/2": "row rejected"}

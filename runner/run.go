@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/replay-tool/replay/internal/filter"
+	"github.com/replay-tool/replay/internal/pipeline"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 )
@@ -329,9 +329,15 @@ func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*partitionS
 	log := j.opts.Log
 	throttle := NewThrottle(limit)
 	j.warnThinThrottle(limit, states)
-	prog, err := j.Plan.FilterProgram()
+	pipe, err := pipeline.New(j.Plan, sinks.CapabilitiesOf(sink).Keys)
 	if err != nil {
-		return fmt.Errorf("filter: %w", err)
+		return err
+	}
+	var deadKey pipeline.Key
+	if j.Plan.DeadLetter != nil {
+		if deadKey, err = pipeline.NewKey(*j.Plan.DeadLetter, sinks.CapabilitiesOf(j.DeadLetters).Keys); err != nil {
+			return fmt.Errorf("dead-letter sink: %w", err)
+		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	var lost partitionErrors // data loss stops one partition, not the run
@@ -348,11 +354,8 @@ func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*partitionS
 	g.SetLimit(maxActivePartitions)
 	for _, s := range todo {
 		pl := log.With().Str("plan", j.Plan.Name).Str("topic", j.Resolution.Topic).Int32("partition", s.Partition).Logger()
-		w := &partitionWorker{job: j, sink: sink, throttle: throttle, state: s, log: pl}
+		w := &partitionWorker{job: j, sink: sink, throttle: throttle, state: s, log: pl, pipe: pipe.Partition(), deadKey: deadKey}
 		w.commits = j.newCommitter(sink, s)
-		if prog != nil {
-			w.filter = filter.New(prog)
-		}
 		g.Go(func() error { return lost.keep(w.run(gctx)) })
 	}
 	err = g.Wait()

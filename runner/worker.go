@@ -8,7 +8,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/replay-tool/replay/internal/filter"
+	"github.com/replay-tool/replay/internal/pipeline"
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks"
@@ -23,10 +23,13 @@ type partitionWorker struct {
 	log      zerolog.Logger
 	// pending holds fetched records not yet written.
 	pending []record.Record
-	// filter is the plan's filter; nil without one (no cost per record).
-	filter *filter.Filter
-	// dead holds the current batch's dead letters (on_error: dead_letter).
-	dead []record.Record
+	// pipe is the partition's record pipeline (decode, filter, mapping,
+	// key), run on each record before the sink's Write.
+	pipe *pipeline.Run
+	// dead holds the current batch's dead letters (on_error: dead_letter),
+	// and deadKey is the dead-letter sink's key stage.
+	dead    []record.Record
+	deadKey pipeline.Key
 	// pos is the reader's position after the last response received.
 	pos int64
 	// commits owns what is written, synced and committed.
@@ -237,7 +240,7 @@ func (w *partitionWorker) flushChunk(ctx context.Context, n int) error {
 		commitAt = w.pos
 	}
 	out := w.window(chunk)
-	out, stop, err := w.applyFilter(out)
+	out, stop, err := w.applyPipeline(out)
 	if err != nil {
 		return err // max_errors: nothing of this batch is committed
 	}

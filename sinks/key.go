@@ -97,13 +97,7 @@ var ErrKeyTemplate = errors.New("key template")
 
 // Key returns r's idempotency key. A template that fails on r (a missing
 // JSON field, a value that is not JSON) returns a *record.Error.
-func (k *Keyer) Key(r *record.Record) (string, error) { return k.KeyKnownJSON(r, 0) }
-
-// KeyKnownJSON is Key for a caller that already checked r.Value with
-// record.ValidJSON: validJSON is 1 when it is valid JSON, -1 when it is
-// not, 0 when unknown (Key). A sink that validates the value anyway saves
-// the key template's own check.
-func (k *Keyer) KeyKnownJSON(r *record.Record, validJSON int8) (string, error) {
+func (k *Keyer) Key(r *record.Record) (string, error) {
 	if k == nil || k.tmpl == nil {
 		return DefaultKey(r), nil
 	}
@@ -111,7 +105,7 @@ func (k *Keyer) KeyKnownJSON(r *record.Record, validJSON int8) (string, error) {
 		return checkKey(r, k.field(r))
 	}
 	if k.fast != nil && (r.Note == nil || !r.Note.Parsed) {
-		if s, ok := fastKey(k.fast, r, validJSON); ok {
+		if s, ok := fastKey(k.fast, r); ok {
 			return checkKey(r, s)
 		}
 	}
@@ -145,11 +139,5 @@ func checkKey(r *record.Record, s string) (string, error) {
 // DefaultKey is "<topic>/<partition>/<offset>": the record's coordinates,
 // unique in a topic, so replaying a record twice writes the same row.
 func DefaultKey(r *record.Record) string {
-	b := make([]byte, 0, len(r.Topic)+24)
-	b = append(b, r.Topic...)
-	b = append(b, '/')
-	b = strconv.AppendInt(b, int64(r.Partition), 10)
-	b = append(b, '/')
-	b = strconv.AppendInt(b, r.Offset, 10)
-	return string(b)
+	return string(record.AppendDefaultKey(make([]byte, 0, len(r.Topic)+24), r))
 }

@@ -70,11 +70,9 @@ func fastParts(t *template.Template) []keyPart {
 // winning as in encoding/json. Anything else (a value that is not JSON, a
 // missing field, null, an object, an escaped string) returns false, and
 // the caller renders the template on the decoded value, with its errors.
-//
-// validJSON is what the caller knows of r.Value: ValidJSON's answer (1
-// valid, -1 not), or 0 when it has not checked.
-func fastKey(parts []keyPart, r *record.Record, validJSON int8) (string, bool) {
+func fastKey(parts []keyPart, r *record.Record) (string, bool) {
 	var b strings.Builder
+	var validJSON int8 // 1: r.Value is valid JSON, -1: it is not, 0: not checked yet
 	for _, p := range parts {
 		switch {
 		case p.path != nil:

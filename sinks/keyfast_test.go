@@ -123,24 +123,3 @@ func BenchmarkKeyer(b *testing.B) {
 		}
 	}
 }
-
-// KeyKnownJSON with what record.ValidJSON says of the value renders what
-// Key renders, for values that are JSON and values that are not.
-func TestKeyKnownJSONIsKey(t *testing.T) {
-	k, err := NewKeyer("{{ .Value.id }}/{{ .Partition }}")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range []string{`{"id":7}`, `{"id":"a","id":"b"}`, `{"id":1e3}`, `not json`, `{"id":`, `{"x":1}`} {
-		r := record.Record{Partition: 2, Value: []byte(v)}
-		want, werr := k.Key(&r)
-		valid := int8(-1)
-		if record.ValidJSON(r.Value) {
-			valid = 1
-		}
-		got, gerr := k.KeyKnownJSON(&r, valid)
-		if got != want || (gerr == nil) != (werr == nil) {
-			t.Errorf("%s: KeyKnownJSON = %q, %v; Key = %q, %v", v, got, gerr, want, werr)
-		}
-	}
-}

@@ -94,6 +94,29 @@ type Capabilities struct {
 	// unchanged, ...): the runner puts its counts in the summary, the
 	// report and the metrics.
 	Outcomes OutcomeCounter
+	// Keys says which records' idempotency keys the sink writes: the
+	// runner's key stage renders the key template (record.Record.IdemKey)
+	// for those only, and a sink that writes none pays nothing for it.
+	Keys KeyUse
+}
+
+// KeyUse says which records' idempotency keys a sink writes (a key
+// column, a header, a field of the request).
+type KeyUse uint8
+
+const (
+	// KeysUnused: the sink writes no key.
+	KeysUnused KeyUse = iota
+	// KeysAll: the sink writes every record's key.
+	KeysAll
+	// KeysButTombstones: the sink writes the key of every record but
+	// tombstones, which it skips (on_tombstone: skip).
+	KeysButTombstones
+)
+
+// Needs reports whether a sink writing u keys writes r's.
+func (u KeyUse) Needs(r *record.Record) bool {
+	return u == KeysAll || u == KeysButTombstones && r.Value != nil
 }
 
 // Outcomes counts what a sink's durable writes did with their records, as
@@ -370,16 +393,13 @@ var ErrLost = errors.New("the sink lost records it had made durable")
 var ErrFenced = errors.New("another process of this plan took over")
 
 // Spec is what a driver builds a sink from (each driver's Open): the
-// validated plan section, the run's options and the section's compiled key
-// template.
+// validated plan section and the run's options. The records it is given
+// carry their idempotency keys (record.Record.IdemKey).
 type Spec struct {
 	// Plan is the sink's section of a plan validated by package plan.
 	Plan plan.Sink
 	// Options are the run's (logger, plan name, run identity, group).
 	Options Options
-	// Keyer computes the idempotency key the section's key template
-	// describes (the default key without one).
-	Keyer *Keyer
 	// KeepKey is set for a kafka dead-letter sink without key:
 	// (plan.SinkDescriptor.DeadLetterKeepsKey): it produces each record under its own key (a
 	// null key stays null), not the idempotency key.

@@ -1,12 +1,14 @@
 // Package record holds the Kafka record as replay hands it from the reader
-// to the filter, the key template and the sinks, with what replay learns
-// about it on the way. It is a leaf: it imports nothing of replay.
+// through the record pipeline (decode, filter, mapping, key) to the sinks,
+// with what replay learns about it on the way. It is a leaf: it imports
+// nothing of replay.
 package record
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -30,9 +32,14 @@ type Record struct {
 	Value   []byte
 	Headers []Header
 
-	// Note is what replay learned about the record on its way: its value
-	// parsed by the filter (shared with the key template) and, for a dead
-	// letter, why it could not be processed. nil on the hot path.
+	// IdemKey is the idempotency key the pipeline's key stage rendered from
+	// the sink's key template, for a sink that writes keys; "" stands for
+	// the default key, the record's coordinates. Sinks read it through
+	// IdempotencyKey or AppendIdempotencyKey.
+	IdemKey string
+	// Note is what replay learned about the record on its way: its decoded
+	// value and, for a dead letter, why it could not be processed. nil on
+	// the hot path.
 	Note *Note
 }
 
@@ -77,8 +84,10 @@ type Header struct {
 
 // Note is what replay learned about a record on its way to a sink.
 type Note struct {
-	// Value is Record.Value as ParseValue returns it, valid when Parsed:
-	// the filter parses a value once and the key template reuses it.
+	// Value is the decoded value, valid when Parsed: Record.Value as
+	// ParseValue returns it, parsed once by the first stage of the pipeline
+	// that needs it (the filter, the key template) for the stages after it.
+	// A stage that changes Record.Value sets Value again or clears Parsed.
 	Value  any
 	Parsed bool
 	// Reason says why a dead letter could not be processed ("" otherwise).
@@ -122,9 +131,40 @@ func ValidJSON(v []byte) bool {
 	return json.Valid(v)
 }
 
+// IdempotencyKey returns r's idempotency key: IdemKey, or the default key
+// "<topic>/<partition>/<offset>" when IdemKey is "".
+func (r *Record) IdempotencyKey() string {
+	if r.IdemKey != "" {
+		return r.IdemKey
+	}
+	return string(AppendDefaultKey(make([]byte, 0, len(r.Topic)+24), r))
+}
+
+// AppendIdempotencyKey appends r's idempotency key (IdempotencyKey) to b.
+func (r *Record) AppendIdempotencyKey(b []byte) []byte {
+	if r.IdemKey != "" {
+		return append(b, r.IdemKey...)
+	}
+	return AppendDefaultKey(b, r)
+}
+
+// AppendDefaultKey appends the default key "<topic>/<partition>/<offset>"
+// to b: the record's coordinates, unique in a topic, so replaying a record
+// twice writes the same row.
+func AppendDefaultKey(b []byte, r *Record) []byte {
+	b = append(b, r.Topic...)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(r.Partition), 10)
+	b = append(b, '/')
+	return strconv.AppendInt(b, r.Offset, 10)
+}
+
 // DeadLetter returns r marked as a dead letter: a record that could not be
-// processed, and why. The parsed value, when there is one, is kept.
+// processed, and why. The parsed value, when there is one, is kept; the
+// idempotency key is not (the dead-letter sink's key stage computes its
+// own).
 func DeadLetter(r Record, reason string) Record {
+	r.IdemKey = ""
 	n := Note{Reason: reason}
 	if r.Note != nil {
 		n.Value, n.Parsed = r.Note.Value, r.Note.Parsed

@@ -1,6 +1,7 @@
 package file_test
 
 import (
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -239,7 +240,7 @@ func TestFileCSVKeyError(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	s := newFileSink(t, file.Config{Path: filepath.Join(dir, "out.csv"), RunID: "r", Format: "csv", Keyer: keyer,
+	s := newKeyedFileSink(t, keyer, file.Config{Path: filepath.Join(dir, "out.csv"), RunID: "r", Format: "csv",
 		Columns: plan.Columns{{Name: "id", Field: "key"}, {Name: "offset", Field: "offset"}}})
 	err = s.Write(t.Context(), []record.Record{sinktest.Rec(0, 1, "", `{"id":1}`), sinktest.Rec(0, 2, "", `plain`)})
 	var re *record.Error
@@ -253,7 +254,7 @@ func TestFileCSVKeyError(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(dir, "out.csv")); string(got) != "id,offset\n1,1\n" {
 		t.Errorf("output %q", got)
 	}
-	nokey := newFileSink(t, file.Config{Path: filepath.Join(dir, "nokey.csv"), RunID: "r", Format: "csv", Keyer: keyer,
+	nokey := newKeyedFileSink(t, keyer, file.Config{Path: filepath.Join(dir, "nokey.csv"), RunID: "r", Format: "csv",
 		Columns: plan.Columns{{Name: "offset", Field: "offset"}}})
 	sinktest.MustWrite(t, nokey, sinktest.Rec(0, 2, "", `plain`))
 }
@@ -399,4 +400,20 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// keyedFile is a file sink whose records carry keyer's idempotency keys,
+// as the runner's key stage sets them.
+type keyedFile struct {
+	*file.Sink
+	keyer *sinks.Keyer
+}
+
+func (k keyedFile) Write(ctx context.Context, batch []record.Record) error {
+	return sinktest.KeyedWrite(ctx, k.Sink, k.keyer, batch)
+}
+
+func newKeyedFileSink(t *testing.T, keyer *sinks.Keyer, cfg file.Config) keyedFile {
+	t.Helper()
+	return keyedFile{newFileSink(t, cfg), keyer}
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
-	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/encode"
 )
 
@@ -123,7 +122,6 @@ func (jsonlEncoder) copyLines(dst io.Writer, src io.Reader) error {
 type csvEncoder struct {
 	cols  []encode.Column
 	keyed bool // a column holds the idempotency key
-	keyer *sinks.Keyer
 }
 
 // csvRow is the buffers of one partition that encode a CSV row.
@@ -154,11 +152,7 @@ func (e *csvEncoder) encode(lb *lineBuf, batch []record.Record) error {
 		r := &batch[i]
 		cs := encode.Cells{Record: r}
 		if e.keyed {
-			key, err := e.keyer.Key(r)
-			if err != nil {
-				return err
-			}
-			cs.Key = key
+			cs.Key = r.IdempotencyKey()
 		}
 		for c, col := range e.cols {
 			if err := csvLossless(r, col); err != nil {

@@ -89,9 +89,14 @@ var (
 )
 
 // Capabilities declares that a file sink batches durability (Sync), can
-// say what is durable (SyncedPosition) and checks its staging on a resume.
+// say what is durable (SyncedPosition) and checks its staging on a resume;
+// a CSV file with a column of the idempotency key writes every record's.
 func (s *Sink) Capabilities() sinks.Capabilities {
-	return sinks.Capabilities{Syncer: s, Resumer: s, Positioner: s}
+	c := sinks.Capabilities{Syncer: s, Resumer: s, Positioner: s}
+	if e, ok := s.enc.(*csvEncoder); ok && e.keyed {
+		c.Keys = sinks.KeysAll
+	}
+	return c
 }
 
 // NewJSONL returns a file sink writing JSONL to path. runID identifies the
@@ -114,9 +119,6 @@ type Config struct {
 	Columns plan.Columns
 	// PerPartition writes one file per partition.
 	PerPartition bool
-	// Keyer computes a CSV column holding the idempotency key; nil means
-	// DefaultKey.
-	Keyer *sinks.Keyer
 	// Interleave stages every partition of a single JSONL file in one file
 	// and publishes it without copying it (see Sink). It does not apply to
 	// CSV or PerPartition, whose staging is per partition.
@@ -194,7 +196,7 @@ func newEncoder(cfg Config) (encoder, error) {
 		if len(cols) == 0 {
 			return nil, errors.New("file sink: a csv file needs columns")
 		}
-		return &csvEncoder{cols: cols, keyed: encode.UsesKey(cols), keyer: cfg.Keyer}, nil
+		return &csvEncoder{cols: cols, keyed: encode.UsesKey(cols)}, nil
 	default:
 		return nil, fmt.Errorf("file sink: format %q: want jsonl or csv", cfg.Format)
 	}

@@ -14,7 +14,7 @@ import (
 func Open(_ context.Context, sp sinks.Spec) (sinks.Sink, error) {
 	c := sp.Plan
 	s, err := New(Config{Path: c.Path, RunID: sp.Options.RunID, Format: c.Format, Columns: c.Columns, PerPartition: c.PerPartition,
-		Keyer: sp.Keyer, Interleave: c.Order == plan.OrderInterleaved,
+		Interleave:  c.Order == plan.OrderInterleaved,
 		ValueFormat: encode.ValueFormat(c.ValueFormat), Overwrite: c.Overwrite, Partitions: sp.Options.Partitions, Log: sp.Options.Log})
 	if err != nil {
 		return nil, err

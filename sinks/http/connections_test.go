@@ -82,11 +82,12 @@ func TestHTTPConnectionsShardByKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := httpsink.New(httpsink.Config{URL: srv.URL, BatchSize: 10, Connections: 4, Keyer: keyer, Log: zerolog.New(zerolog.NewTestWriter(t))})
+	hs, err := httpsink.New(httpsink.Config{URL: srv.URL, BatchSize: 10, Connections: 4, Log: zerolog.New(zerolog.NewTestWriter(t))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer hs.Close()
+	s := sinktest.Keyed(hs, keyer)
 	var batch []record.Record
 	for i := range 200 {
 		batch = append(batch, sinktest.Rec(0, int64(i), fmt.Sprintf("k%d", i%23), `{}`))

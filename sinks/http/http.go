@@ -46,8 +46,6 @@ type Config struct {
 	// ValueFormat is how values are written (the plan's value_format); ""
 	// is auto. A value it cannot write is a bad record (*record.Error).
 	ValueFormat encode.ValueFormat
-	// Keyer computes each record's idempotency_key; nil means DefaultKey.
-	Keyer *sinks.Keyer
 	// Connections is how many requests of one Write go out at once
 	// (sink.connections, 1..plan.MaxConnections; 0 is 1). Records are
 	// sharded by idempotency key, so all records of a key go through one
@@ -119,7 +117,6 @@ type Sink struct {
 	firstWait time.Duration
 	timeout   time.Duration
 	conns     int
-	keyer     *sinks.Keyer
 	log       zerolog.Logger
 	// redact hides the credentials of the headers and the URL in what the
 	// endpoint answers (a 401 body may quote the token it refused).
@@ -129,8 +126,10 @@ type Sink struct {
 var _ sinks.Sink = (*Sink)(nil)
 
 // Capabilities declares that the http sink retries by its own policy
-// (max_retries, max_retry_wait).
-func (s *Sink) Capabilities() sinks.Capabilities { return sinks.Capabilities{RetriesItself: true} }
+// (max_retries, max_retry_wait) and writes every record's key.
+func (s *Sink) Capabilities() sinks.Capabilities {
+	return sinks.Capabilities{RetriesItself: true, Keys: sinks.KeysAll}
+}
 
 // New checks cfg; it does not contact the endpoint (a POST is the only
 // request it is known to accept).
@@ -147,7 +146,7 @@ func New(cfg Config) (*Sink, error) {
 	}
 	s := &Sink{url: cfg.URL, where: safeURL(u), headers: http.Header{}, batchSize: cfg.BatchSize, format: cfg.ValueFormat, retries: max(cfg.MaxRetries, 0),
 		conns:   max(cfg.Connections, 1),
-		maxWait: cfg.MaxRetryWait, firstWait: cfg.RetryWait, timeout: cfg.RequestTimeout, keyer: cfg.Keyer, log: cfg.Log,
+		maxWait: cfg.MaxRetryWait, firstWait: cfg.RetryWait, timeout: cfg.RequestTimeout, log: cfg.Log,
 		redact: plan.NewRedactor(plan.Sink{URL: cfg.URL, Headers: cfg.Headers}.Secrets()...)}
 	for name, v := range cfg.Headers {
 		s.headers.Set(name, v)
@@ -228,11 +227,7 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	}
 	keys := make([]string, len(batch))
 	for i := range batch {
-		k, err := s.keyer.Key(&batch[i])
-		if err != nil {
-			return err
-		}
-		keys[i] = k
+		keys[i] = batch[i].IdempotencyKey()
 	}
 	if s.conns == 1 || len(batch) == 1 {
 		if err := s.postAll(ctx, batch, keys); err != nil {

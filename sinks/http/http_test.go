@@ -169,7 +169,7 @@ func (h *httpHarness) New(t *testing.T) sinks.Sink { return h.NewKeyed(t, nil) }
 
 func (h *httpHarness) NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink {
 	s, err := httpsink.New(httpsink.Config{URL: h.endpoint(t).srv.URL + "/records", BatchSize: 4, MaxRetries: 8,
-		RetryWait: time.Millisecond, MaxRetryWait: 10 * time.Millisecond, Keyer: keyer, Log: zerolog.New(zerolog.NewTestWriter(t))})
+		RetryWait: time.Millisecond, MaxRetryWait: 10 * time.Millisecond, Log: zerolog.New(zerolog.NewTestWriter(t))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func loggedWaits(log *testenv.Buffer) []time.Duration {
 func TestHTTPRequestForm(t *testing.T) {
 	e := newEndpoint(t)
 	keyer, _ := sinks.NewKeyer("order-{{ .Value.id }}")
-	s := newHTTP(t, httpsink.Config{URL: e.srv.URL, BatchSize: 2, Keyer: keyer,
+	s := newKeyedHTTP(t, keyer, httpsink.Config{URL: e.srv.URL, BatchSize: 2,
 		Headers: map[string]string{"Authorization": "Bearer t0ken", "X-Tenant": "shop"}})
 	r1 := sinktest.Rec(0, 1, "k", `{"id":1}`)
 	r1.Headers = []record.Header{{Key: "trace", Value: []byte("abc")}}
@@ -287,7 +287,7 @@ func TestHTTPRequestForm(t *testing.T) {
 func TestHTTPIdempotencyKeyCoversTheRecords(t *testing.T) {
 	e := newEndpoint(t)
 	keyer, _ := sinks.NewKeyer("{{ .Value.id }}")
-	s := newHTTP(t, httpsink.Config{URL: e.srv.URL, Keyer: keyer})
+	s := newKeyedHTTP(t, keyer, httpsink.Config{URL: e.srv.URL})
 	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "", `{"id":7,"v":1}`))
 	sinktest.MustWrite(t, s, sinktest.Rec(0, 9, "", `{"id":7,"v":2}`))
 	if a, b := e.headers[0].Get("Idempotency-Key"), e.headers[1].Get("Idempotency-Key"); a == b {
@@ -410,7 +410,7 @@ func TestHTTPClientErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEndpoint(t, tc.answer)
-			s := newHTTP(t, httpsink.Config{URL: e.srv.URL, MaxRetries: 8, Keyer: keyer})
+			s := newKeyedHTTP(t, keyer, httpsink.Config{URL: e.srv.URL, MaxRetries: 8})
 			err := s.Write(t.Context(), batch)
 			var re *record.Error
 			switch {
@@ -532,4 +532,20 @@ func TestHTTPOpenRequestTimeout(t *testing.T) {
 	if took := time.Since(start); e.count() != 2 || took < 150*time.Millisecond || took > 5*time.Second {
 		t.Errorf("%d requests in %s, want the first abandoned after 150ms (not the default 30s) and a second", e.count(), took)
 	}
+}
+
+// keyedHTTP is a http sink whose records carry keyer's idempotency keys,
+// as the runner's key stage sets them.
+type keyedHTTP struct {
+	*httpsink.Sink
+	keyer *sinks.Keyer
+}
+
+func (k keyedHTTP) Write(ctx context.Context, batch []record.Record) error {
+	return sinktest.KeyedWrite(ctx, k.Sink, k.keyer, batch)
+}
+
+func newKeyedHTTP(t *testing.T, keyer *sinks.Keyer, cfg httpsink.Config) keyedHTTP {
+	t.Helper()
+	return keyedHTTP{newHTTP(t, cfg), keyer}
 }

@@ -19,7 +19,7 @@ func Open(_ context.Context, sp sinks.Spec) (sinks.Sink, error) {
 		retries = *c.MaxRetries
 	}
 	s, err := New(Config{URL: c.URL, Headers: c.Headers, BatchSize: c.BatchSize, MaxRetries: retries,
-		MaxRetryWait: time.Duration(c.MaxRetryWait), RequestTimeout: time.Duration(c.RequestTimeout), ValueFormat: encode.ValueFormat(c.ValueFormat), Connections: c.Connections, Keyer: sp.Keyer, Log: sp.Options.Log})
+		MaxRetryWait: time.Duration(c.MaxRetryWait), RequestTimeout: time.Duration(c.RequestTimeout), ValueFormat: encode.ValueFormat(c.ValueFormat), Connections: c.Connections, Log: sp.Options.Log})
 	if err != nil {
 		return nil, err
 	}

@@ -64,11 +64,11 @@ type Config struct {
 	// backoff from 100ms to 1s between attempts); default 10. At least
 	// once only; Write gives up after deliveryTimeout in any case.
 	MaxAttempts int
-	// Keyer computes the idempotency key (the HeaderKey header); nil means
-	// DefaultKey. A Keyer with a template (key: in the plan) also replaces
-	// the message key with its result; without one the message keeps the
-	// source record's key.
-	Keyer *sinks.Keyer
+	// KeyTemplate is set when the records' idempotency keys (the HeaderKey
+	// header, record.Record.IdemKey) come from a key template (key: in the
+	// plan): the key then also replaces the message key; without one the
+	// message keeps the source record's key.
+	KeyTemplate bool
 	// KeepKey keeps the source record's own key as the message key even
 	// with a key template (sinks.Spec.KeepKey: a kafka dead-letter sink
 	// without key:, which keeps dead letters replayable as they were).
@@ -153,7 +153,6 @@ type Sink struct {
 	topic     string
 	where     string // topic and brokers, for messages
 	keep      bool
-	keyer     *sinks.Keyer
 	// templated: the plan's key: template makes the message key (else the
 	// message key is the source record's own).
 	templated bool
@@ -178,14 +177,15 @@ var _ sinks.Sink = (*Sink)(nil)
 // Capabilities: a kafka sink's Write is durable on return (acks=all); an
 // exactly-once sink keeps checkpoints in its transactions, and on the
 // source cluster commits every offset of the group (sinks.OffsetCommitter).
+// Every message carries its record's idempotency key.
 func (s *Sink) Capabilities() sinks.Capabilities {
 	switch {
 	case s.txn != nil && s.txn.onSource:
-		return sinks.Capabilities{Checkpoints: s, Offsets: s}
+		return sinks.Capabilities{Checkpoints: s, Offsets: s, Keys: sinks.KeysAll}
 	case s.txn != nil:
-		return sinks.Capabilities{Checkpoints: s}
+		return sinks.Capabilities{Checkpoints: s, Keys: sinks.KeysAll}
 	}
-	return sinks.Capabilities{}
+	return sinks.Capabilities{Keys: sinks.KeysAll}
 }
 
 // kafkaMaxMessageBytes is the largest record batch the sink produces when
@@ -242,8 +242,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		topic:     cfg.Topic,
 		where:     fmt.Sprintf("topic %s on %s", cfg.Topic, strings.Join(brokers, ",")),
 		keep:      cfg.KeepPartition,
-		keyer:     cfg.Keyer,
-		templated: !cfg.KeepKey && cfg.Keyer.Templated(),
+		templated: !cfg.KeepKey && cfg.KeyTemplate,
 		planName:  cfg.PlanName,
 		log:       cfg.Log,
 	}

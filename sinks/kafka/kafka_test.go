@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/replay-tool/replay/internal/pipeline"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -188,7 +189,7 @@ func (h *kafkaHarness) New(t *testing.T) sinks.Sink { return h.NewKeyed(t, nil) 
 
 func (h *kafkaHarness) NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink {
 	s, err := kafkasink.New(t.Context(), kafkasink.Config{Brokers: []string{h.addr}, Topic: h.topic(t), KeepPartition: h.keep,
-		Keyer: keyer, PlanName: "conformance", Log: zerolog.New(zerolog.NewTestWriter(t))})
+		KeyTemplate: keyer.Templated(), PlanName: "conformance", Log: zerolog.New(zerolog.NewTestWriter(t))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,14 +262,14 @@ func TestKafkaMessageForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic, Keyer: keyer, PlanName: "orders-fix"})
+	s := newKeyedKafka(t, keyer, kafkasink.Config{Brokers: []string{addr}, Topic: topic, PlanName: "orders-fix"})
 	ts := time.Date(2024, 2, 29, 23, 59, 59, 987_000_000, time.UTC) // old: the source's time, not the clock's
 	r := record.Record{Topic: "orders", Partition: 7, Offset: 123456, Time: ts, Key: []byte("k"), Value: []byte(`{"id":42}`),
 		Headers: []record.Header{{Key: "trace", Value: []byte("abc")}, {Key: "none"}, {Key: "empty", Value: []byte{}}}}
 	tomb := record.Record{Topic: "orders", Partition: 7, Offset: 123457, Time: ts, Value: nil}
 	tombKeyer, _ := sinks.NewKeyer("{{ .Topic }}-{{ .Offset }}")
 	mustWrite(t, s, r)
-	mustWrite(t, newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic, Keyer: tombKeyer}), tomb)
+	mustWrite(t, newKeyedKafka(t, tombKeyer, kafkasink.Config{Brokers: []string{addr}, Topic: topic}), tomb)
 	msgs := readTopic(t, addr, topic, nil)
 	if len(msgs) != 2 {
 		t.Fatalf("%d messages, want 2", len(msgs))
@@ -311,7 +312,7 @@ func TestKafkaCompactedTopicConverges(t *testing.T) {
 		t.Fatal(err)
 	}
 	for run := range 3 { // a clean run and two re-runs
-		writeAll(t, newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic, Keyer: coords}), window, uint64(run), 9)
+		writeAll(t, newKeyedKafka(t, coords, kafkasink.Config{Brokers: []string{addr}, Topic: topic}), window, uint64(run), 9)
 	}
 	want := sinktest.Want(window)
 	if got := len(readTopic(t, addr, topic, nil)); got != 3*len(want) {
@@ -339,7 +340,7 @@ func TestKafkaHashPartitioning(t *testing.T) {
 	addr := newKafkaCluster(t).ListenAddrs()[0]
 	topic := createTopic(t, addr, 6, nil)
 	keyer, _ := sinks.NewKeyer("{{ .Key }}")
-	s := newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic, Keyer: keyer})
+	s := newKeyedKafka(t, keyer, kafkasink.Config{Brokers: []string{addr}, Topic: topic})
 	var batch []record.Record
 	for i := range 60 {
 		batch = append(batch, rec(int32(i%2), int64(i), fmt.Sprintf("k-%d", i%10), fmt.Sprintf(`{"i":%d}`, i)))
@@ -388,7 +389,7 @@ func TestKafkaRecordErrors(t *testing.T) {
 	addr := newKafkaCluster(t).ListenAddrs()[0]
 	topic := createTopic(t, addr, 1, nil)
 	keyer, _ := sinks.NewKeyer("{{ .Value.id }}")
-	s := newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic, Keyer: keyer})
+	s := newKeyedKafka(t, keyer, kafkasink.Config{Brokers: []string{addr}, Topic: topic})
 	var re *record.Error
 	err := s.Write(t.Context(), []record.Record{rec(3, 10, "", `{"id":1}`), rec(3, 11, "", "not json"), rec(3, 12, "", `{"id":3}`)})
 	if !errors.As(err, &re) || re.Offset != 11 || re.Partition != 3 {
@@ -593,7 +594,8 @@ func TestKafkaDeadLettersKeepTheirKey(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			topic := createTopic(t, addr, 1, nil)
-			s, err := registry.NewDeadLetter(t.Context(), plan.Sink{Type: "kafka", Brokers: []string{addr}, Topic: topic, Key: tc.key}, sinks.Options{PlanName: "p"})
+			cfg := plan.Sink{Type: "kafka", Brokers: []string{addr}, Topic: topic, Key: tc.key}
+			s, err := registry.NewDeadLetter(t.Context(), cfg, sinks.Options{PlanName: "p"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -601,6 +603,15 @@ func TestKafkaDeadLettersKeepTheirKey(t *testing.T) {
 			recs := []record.Record{
 				sinks.DeadLetter(record.Record{Topic: "orders", Partition: 0, Offset: 3, Time: time.Now(), Key: []byte("k3"), Value: []byte("x")}, "not JSON"),
 				sinks.DeadLetter(record.Record{Topic: "orders", Partition: 0, Offset: 4, Time: time.Now(), Value: []byte("y")}, "not JSON"),
+			}
+			key, err := pipeline.NewKey(cfg, s.Capabilities().Keys) // the runner's key stage of the dead-letter sink
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range recs {
+				if err := key.Apply(&recs[i]); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if err := s.Write(t.Context(), recs); err != nil {
 				t.Fatal(err)
@@ -685,4 +696,21 @@ func TestDeadLetterWrapperInterfaces(t *testing.T) {
 			}
 		})
 	}
+}
+
+// keyedKafka is a kafka sink whose records carry keyer's idempotency keys,
+// as the runner's key stage sets them.
+type keyedKafka struct {
+	*kafkasink.Sink
+	keyer *sinks.Keyer
+}
+
+func (k keyedKafka) Write(ctx context.Context, batch []record.Record) error {
+	return sinktest.KeyedWrite(ctx, k.Sink, k.keyer, batch)
+}
+
+func newKeyedKafka(t *testing.T, keyer *sinks.Keyer, cfg kafkasink.Config) keyedKafka {
+	t.Helper()
+	cfg.KeyTemplate = keyer.Templated()
+	return keyedKafka{newKafka(t, cfg), keyer}
 }

@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/replay-tool/replay/internal/record"
-	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/encode"
 )
 
@@ -135,15 +133,7 @@ func (s *Sink) records(batch []record.Record, n int, limit int64) ([]*kgo.Record
 		buf = appendTime(buf, r.Time)
 		ts := mark(at)
 		at = len(buf)
-		if s.templated {
-			k, err := s.keyer.Key(r)
-			if err != nil {
-				return nil, s.keyError(r, err)
-			}
-			buf = append(buf, k...)
-		} else {
-			buf = appendDefaultKey(buf, r)
-		}
+		buf = r.AppendIdempotencyKey(buf)
 		idem := mark(at)
 		headers = append(headers,
 			kgo.RecordHeader{Key: HeaderSourceTopic, Value: topicBytes},
@@ -203,23 +193,4 @@ func appendTime(b []byte, t time.Time) []byte {
 	b = append(b, '.')
 	b = d(b, ms, 3)
 	return append(b, 'Z')
-}
-
-// appendDefaultKey appends sinks.DefaultKey(r) without a string.
-func appendDefaultKey(b []byte, r *record.Record) []byte {
-	b = append(b, r.Topic...)
-	b = append(b, '/')
-	b = strconv.AppendInt(b, int64(r.Partition), 10)
-	b = append(b, '/')
-	return strconv.AppendInt(b, r.Offset, 10)
-}
-
-// keyError explains a key template that rendered nothing on a null key:
-// the kafka sink keeps the source key without key:.
-func (s *Sink) keyError(r *record.Record, err error) error {
-	var re *record.Error
-	if r.Key == nil && errors.As(err, &re) && errors.Is(err, sinks.ErrEmptyKey) {
-		return record.NewError(r, fmt.Errorf("kafka sink: %w, and the record's key is null (a key template replaces the message key): drop key: to keep each record's own key, a null key included", re.Err))
-	}
-	return err
 }

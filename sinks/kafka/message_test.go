@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"bytes"
 	"fmt"
+	"github.com/replay-tool/replay/sinks/sinktest"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -85,7 +86,7 @@ func TestKafkaBothPathsKeepTheRecord(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cfg := kafkasink.Config{Brokers: []string{addr}, Topic: topic, PlanName: "keys", Keyer: keyer, KeepPartition: tc.keep,
+				cfg := kafkasink.Config{Brokers: []string{addr}, Topic: topic, PlanName: "keys", KeyTemplate: keyer.Templated(), KeepPartition: tc.keep,
 					Log: zerolog.New(zerolog.NewTestWriter(t))}
 				if eos {
 					cfg.ExactlyOnce, cfg.TransactionalID, cfg.Group, cfg.SourceTopic = true, "both-"+topic, "replay.both-"+topic, "orders"
@@ -114,7 +115,7 @@ func TestKafkaBothPathsKeepTheRecord(t *testing.T) {
 						batch = append(batch, r)
 						want[fmt.Sprintf("orders/%d/%d", p, o)] = r
 					}
-					mustWrite(t, s, batch...)
+					mustWrite(t, sinktest.Keyed(s, keyer), batch...)
 				}
 				got := readIsolated(t, addr, topic, kgo.ReadCommitted())
 				if len(got) != len(want) {

@@ -36,7 +36,7 @@ type eosHarness struct {
 func (h *eosHarness) NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink {
 	topic := h.topic(t)
 	s, err := kafkasink.New(t.Context(), kafkasink.Config{Brokers: []string{h.addr}, Topic: topic, KeepPartition: h.keep,
-		Keyer: keyer, PlanName: "conformance", Log: zerolog.New(zerolog.NewTestWriter(t)),
+		KeyTemplate: keyer.Templated(), PlanName: "conformance", Log: zerolog.New(zerolog.NewTestWriter(t)),
 		ExactlyOnce: true, TransactionalID: "conformance-" + topic, Group: h.group, SourceTopic: "orders",
 		CommitMetadata: func(p int32) string { return fmt.Sprintf(`{"tool":"replay","plan":%q,"start":0,"end":100000}`, topic) }})
 	if err != nil {

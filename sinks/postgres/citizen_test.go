@@ -34,7 +34,7 @@ func TestPostgresNoSilentChange(t *testing.T) {
 	cols := plan.Columns{{Name: "id", Field: "key"}, {Name: "code", Field: "value.code"}, {Name: "fixed", Field: "value.fixed"},
 		{Name: "amount", Field: "value.amount"}, {Name: "small", Field: "value.small"}, {Name: "ratio", Field: "value.ratio"},
 		{Name: "raw", Field: "header.raw"}, {Name: "note", Field: "header.note"}}
-	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, Keyer: mustKeyer(t, "{{ .Key }}"), Columns: cols})
+	s := newKeyedPostgres(t, mustKeyer(t, "{{ .Key }}"), postgres.Config{DSN: dsn, Table: table, Columns: cols})
 	ok := sinktest.Rec(0, 1, "ok", `{"code":"0123456789","fixed":"abc","amount":1234.5,"small":-32768,"ratio":0.5}`)
 	ok.Headers = []record.Header{{Key: "raw", Value: []byte{0, 0xff}}, {Key: "note", Value: []byte("é")}}
 	for _, tc := range []struct {
@@ -75,7 +75,7 @@ func TestPostgresNoSilentChange(t *testing.T) {
 		t.Errorf("stored %q %q %v %v %v %q %q", code, fixed, amount, small, ratio, raw, note)
 	}
 	// timestamp(0) would round the record's milliseconds.
-	ts := newPostgres(t, postgres.Config{DSN: dsn, Table: table, Keyer: mustKeyer(t, "{{ .Key }}"), Columns: plan.Columns{{Name: "id", Field: "key"}, {Name: "at", Field: "timestamp"}}})
+	ts := newKeyedPostgres(t, mustKeyer(t, "{{ .Key }}"), postgres.Config{DSN: dsn, Table: table, Columns: plan.Columns{{Name: "id", Field: "key"}, {Name: "at", Field: "timestamp"}}})
 	if err := ts.Write(t.Context(), []record.Record{sinktest.Rec(0, 3, "t", `{}`)}); err == nil || !strings.Contains(err.Error(), "more than 0 decimals of a second") {
 		t.Errorf("a timestamp with milliseconds into timestamp(0): %v, want a bad record", err)
 	}
@@ -120,7 +120,7 @@ func TestPostgresConnectionsCheckpointOnlyWhenAllCommitted(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	table, ckpt := testenv.TableName(), testenv.TableName()
 	cfg := sqlcheckpoint.Config{Table: ckpt, Group: "g", Fingerprint: "f", RunID: "r"}
-	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Connections: 4, Checkpoints: cfg, Keyer: mustKeyer(t, "{{ .Key }}")})
+	s := newKeyedPostgres(t, mustKeyer(t, "{{ .Key }}"), postgres.Config{DSN: dsn, Table: table, CreateTable: true, Connections: 4, Checkpoints: cfg})
 	var batch []record.Record
 	for i := range 40 {
 		batch = append(batch, sinktest.Rec(0, int64(i), fmt.Sprint("k", i), fmt.Sprintf(`{"i":%d}`, i)))

@@ -163,7 +163,7 @@ func TestPostgresColumnsCastToDeclaredTypes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, Keyer: keyer, CopyThreshold: threshold, Columns: plan.Columns{
+		s := newKeyedPostgres(t, keyer, postgres.Config{DSN: dsn, Table: table, CopyThreshold: threshold, Columns: plan.Columns{
 			{Name: "order_id", Field: "key"}, {Name: "amount", Field: "value.amount"}, {Name: "status", Field: "value.status"}}})
 		sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "", `{"id":7,"amount":12.5,"status":"paid"}`), sinktest.Rec(0, 2, "", `{"id":8,"amount":"3","status":null}`))
 		var sum float64
@@ -220,7 +220,7 @@ func TestPostgresUpdateOnTextChange(t *testing.T) {
 		if _, err := conn.Exec(t.Context(), `CREATE TABLE `+pgx.Identifier{table}.Sanitize()+` (id text PRIMARY KEY, amt numeric, doc jsonb)`); err != nil {
 			t.Fatal(err)
 		}
-		s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, Keyer: mustKeyer(t, "{{ .Key }}"), CopyThreshold: threshold, Columns: plan.Columns{
+		s := newKeyedPostgres(t, mustKeyer(t, "{{ .Key }}"), postgres.Config{DSN: dsn, Table: table, CopyThreshold: threshold, Columns: plan.Columns{
 			{Name: "id", Field: "key"}, {Name: "amt", Field: "value.amt"}, {Name: "doc", Field: "value.d"}}})
 		// The second batch finds its row the same and turns on the filter
 		// of identical rows for the third.

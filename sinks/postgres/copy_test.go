@@ -35,14 +35,14 @@ func TestPostgresCopyAndArraysSameTable(t *testing.T) {
 			tables := map[int]map[string]pgRow{}
 			for _, threshold := range []int{1, 100000} {
 				table := testenv.TableName()
-				s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer,
+				s := newKeyedPostgres(t, keyer, postgres.Config{DSN: dsn, Table: table, CreateTable: true,
 					OnConflict: onConflict, CopyThreshold: threshold})
 				for _, part := range window {
 					sinktest.MustWrite(t, s, part...) // one batch per partition: keys repeat inside it
 				}
 				tables[threshold] = withoutXMin(readRows(t, dsn, table))
 				// The other path re-delivering the window changes nothing.
-				other := newPostgres(t, postgres.Config{DSN: dsn, Table: table, Keyer: keyer,
+				other := newKeyedPostgres(t, keyer, postgres.Config{DSN: dsn, Table: table,
 					OnConflict: onConflict, CopyThreshold: 100001 - threshold})
 				for _, part := range window {
 					sinktest.MustWrite(t, other, part[len(part)/3:]...)
@@ -79,7 +79,7 @@ func TestPostgresCopyRejectedRowRecordError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: 1, Keyer: keyer})
+	s := newKeyedPostgres(t, keyer, postgres.Config{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: 1})
 	err = s.Write(t.Context(), []record.Record{sinktest.Rec(1, 20, "k1", `{}`), sinktest.Rec(1, 21, randomText(20000), `{}`), sinktest.Rec(1, 22, "k3", `{}`)})
 	var re *record.Error
 	if !errors.As(err, &re) || re.Offset != 21 {

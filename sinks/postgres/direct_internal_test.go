@@ -34,7 +34,7 @@ UNIQUE (value_bytes) DEFERRABLE INITIALLY DEFERRED)`); err != nil {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(t.Context(), Config{DSN: dsn, Table: table, Keyer: keyer, Connections: 2,
+	s, err := New(t.Context(), Config{DSN: dsn, Table: table, Connections: 2,
 		Checkpoints: sqlcheckpoint.Config{Table: ckpt, Group: "g", Fingerprint: "f", RunID: "r"}})
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ UNIQUE (value_bytes) DEFERRABLE INITIALLY DEFERRED)`); err != nil {
 		}
 	}
 	done := make(chan error, 1)
-	go func() { done <- s.Write(t.Context(), batch) }()
+	go func() { done <- sinktest.KeyedWrite(t.Context(), s, keyer, batch) }()
 	select {
 	case err = <-done:
 	case <-time.After(30 * time.Second):

@@ -67,7 +67,7 @@ func TestPostgresFreshLoadCopiesIntoTable(t *testing.T) {
 	batches[1][9].Headers = []record.Header{{Key: "h", Value: []byte("\x00")}, {Key: "h"}}
 
 	fresh := testenv.TableName()
-	s, log := newLogged(t, postgres.Config{DSN: dsn, Table: fresh, CreateTable: true, Keyer: keyer})
+	s, log := newKeyedLogged(t, keyer, postgres.Config{DSN: dsn, Table: fresh, CreateTable: true})
 	for i, b := range batches {
 		sinktest.MustWrite(t, s, b...)
 		if n := log.count(copiedMsg); n != 1 {
@@ -80,11 +80,11 @@ func TestPostgresFreshLoadCopiesIntoTable(t *testing.T) {
 	// with the upsert, and that row, stored again in every batch, keeps
 	// each batch on it.
 	upserted := testenv.TableName()
-	u, ulog := newLogged(t, postgres.Config{DSN: dsn, Table: upserted, CreateTable: true, Keyer: keyer})
+	u, ulog := newKeyedLogged(t, keyer, postgres.Config{DSN: dsn, Table: upserted, CreateTable: true})
 	sentinel := sinktest.Rec(0, 99999, "sentinel", `{}`)
 	sinktest.MustWrite(t, u, sentinel)
 	ulog.count("")
-	u2, ulog2 := newLogged(t, postgres.Config{DSN: dsn, Table: upserted, Keyer: keyer})
+	u2, ulog2 := newKeyedLogged(t, keyer, postgres.Config{DSN: dsn, Table: upserted})
 	for _, b := range batches {
 		sinktest.MustWrite(t, u2, append([]record.Record{sentinel}, b...)...)
 	}
@@ -108,7 +108,7 @@ FROM `+pgx.Identifier{fresh}.Sanitize()+` a JOIN `+pgx.Identifier{upserted}.Sani
 func TestPostgresCopyFallsBackOnStoredKeys(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	table := testenv.TableName()
-	s, log := newLogged(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: mustKeyer(t, "{{ .Key }}")})
+	s, log := newKeyedLogged(t, mustKeyer(t, "{{ .Key }}"), postgres.Config{DSN: dsn, Table: table, CreateTable: true})
 	sinktest.MustWrite(t, s, keyed(0, 10, plainValue)...)
 	if n := log.count(copiedMsg); n != 1 {
 		t.Fatalf("%d COPY into the empty table, want 1", n)
@@ -153,7 +153,7 @@ func TestPostgresCastColumnsNeverCopied(t *testing.T) {
 			if _, err := conn.Exec(t.Context(), `CREATE TABLE `+pgx.Identifier{table}.Sanitize()+` (k text PRIMARY KEY, `+ddl+`)`); err != nil {
 				t.Fatal(err)
 			}
-			s, log := newLogged(t, postgres.Config{DSN: dsn, Table: table, Keyer: mustKeyer(t, "{{ .Key }}"),
+			s, log := newKeyedLogged(t, mustKeyer(t, "{{ .Key }}"), postgres.Config{DSN: dsn, Table: table,
 				Columns: plan.Columns{{Name: "k", Field: "key"}, {Name: "n", Field: "value.n"}}})
 			sinktest.MustWrite(t, s, keyed(0, 20, plainValue)...)
 			if n := log.count(copiedMsg); n != 0 {
@@ -210,14 +210,14 @@ func TestPostgresTriggerSkippedRowsCounted(t *testing.T) {
 	for name, cfg := range map[string]postgres.Config{"arrays": {}, "COPY": {CopyThreshold: 1}, "version": {Version: "offset"}, "ignore": {OnConflict: "ignore", CopyThreshold: 1}} {
 		t.Run(name, func(t *testing.T) {
 			table, fn := testenv.TableName(), testenv.TableName()
-			cfg.DSN, cfg.Table, cfg.Keyer = dsn, table, mustKeyer(t, "{{ .Key }}")
+			cfg.DSN, cfg.Table = dsn, table
 			probe, _ := newLogged(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Version: cfg.Version})
 			probe.Close()
 			if _, err := conn.Exec(t.Context(), fmt.Sprintf(`CREATE FUNCTION %[2]s() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF new.key = 'k5' THEN RETURN NULL; END IF; RETURN new; END $$;
 CREATE TRIGGER t_skip BEFORE INSERT ON %[1]s FOR EACH ROW EXECUTE FUNCTION %[2]s()`, pgx.Identifier{table}.Sanitize(), pgx.Identifier{fn}.Sanitize())); err != nil {
 				t.Fatal(err)
 			}
-			s, _ := newLogged(t, cfg)
+			s, _ := newKeyedLogged(t, mustKeyer(t, "{{ .Key }}"), cfg)
 			sinktest.MustWrite(t, s, keyed(0, 10, plainValue)...)
 			wantOutcomes(t, "fresh", s.Outcomes(), sinks.Outcomes{Inserted: 9, Ignored: 1})
 			before := s.Outcomes()
@@ -272,11 +272,12 @@ func TestPostgresFreshLoadInsertsCastColumns(t *testing.T) {
 		"checkpoint":     {Checkpoints: sqlcheckpoint.Config{Table: "ckpt_" + testenv.TableName(), Group: "g", Fingerprint: "f", RunID: "r"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			cfg.DSN, cfg.Keyer, cfg.Columns = dsn, mustKeyer(t, "{{ .Key }}"), cols
+			cfg.DSN, cfg.Columns = dsn, cols
+			keyer := mustKeyer(t, "{{ .Key }}")
 			batches := [][]record.Record{keyed(0, 5, value), keyed(5, 400, value)} // arrays, then the COPY table
 			fresh := create(t)
 			cfg.Table = fresh
-			s, log := newLogged(t, cfg)
+			s, log := newKeyedLogged(t, keyer, cfg)
 			for i, b := range batches {
 				sinktest.MustWrite(t, s, b...)
 				if n := log.count(insertedMsg); n < 1 {
@@ -289,9 +290,9 @@ func TestPostgresFreshLoadInsertsCastColumns(t *testing.T) {
 			ucfg := cfg
 			ucfg.Table, ucfg.Connections, ucfg.Checkpoints = upserted, 1, sqlcheckpoint.Config{}
 			sentinel := sinktest.Rec(0, 99999, "sentinel", `{"n":1,"s":"x"}`)
-			first, _ := newLogged(t, ucfg)
+			first, _ := newKeyedLogged(t, keyer, ucfg)
 			sinktest.MustWrite(t, first, sentinel)
-			u, ulog := newLogged(t, ucfg) // opens a table that holds a row: the upsert
+			u, ulog := newKeyedLogged(t, keyer, ucfg) // opens a table that holds a row: the upsert
 			for _, b := range batches {
 				sinktest.MustWrite(t, u, append([]record.Record{sentinel}, b...)...)
 			}
@@ -328,4 +329,10 @@ func TestPostgresFreshLoadInsertsCastColumns(t *testing.T) {
 			}
 		})
 	}
+}
+
+func newKeyedLogged(t *testing.T, keyer *sinks.Keyer, cfg postgres.Config) (keyedPostgres, *logLines) {
+	t.Helper()
+	s, l := newLogged(t, cfg)
+	return keyedPostgres{s, keyer}, l
 }

@@ -68,13 +68,13 @@ func TestPostgresIdenticalRowsComparedByImage(t *testing.T) {
 				}
 				return out
 			}
-			cfg := Config{DSN: dsn, Table: table, Keyer: keyer, CopyThreshold: 10, Columns: plan.Columns{{Name: "k", Field: "key"}, {Name: "c", Field: tc.field}}}
+			cfg := Config{DSN: dsn, Table: table, CopyThreshold: 10, Columns: plan.Columns{{Name: "k", Field: "key"}, {Name: "c", Field: tc.field}}}
 			first, err := New(t.Context(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer first.Close()
-			sinktest.MustWrite(t, first, recs(tc.value)...)
+			sinktest.MustWrite(t, sinktest.Keyed(first, keyer), recs(tc.value)...)
 			s, err := New(t.Context(), cfg) // a table that holds rows: the filter of identical rows
 			if err != nil {
 				t.Fatal(err)
@@ -91,7 +91,7 @@ func TestPostgresIdenticalRowsComparedByImage(t *testing.T) {
 				return x
 			}
 			before := xmins()
-			sinktest.MustWrite(t, s, recs(tc.value)...)
+			sinktest.MustWrite(t, sinktest.Keyed(s, keyer), recs(tc.value)...)
 			if got := s.Outcomes(); got != (sinks.Outcomes{Unchanged: 20}) {
 				t.Errorf("re-run: outcomes %+v, want 20 unchanged", got)
 			}
@@ -99,7 +99,7 @@ func TestPostgresIdenticalRowsComparedByImage(t *testing.T) {
 				t.Errorf("the re-run rewrote rows")
 			}
 			if tc.change != nil {
-				sinktest.MustWrite(t, s, recs(tc.change)...)
+				sinktest.MustWrite(t, sinktest.Keyed(s, keyer), recs(tc.change)...)
 				if got := s.Outcomes(); got != (sinks.Outcomes{Unchanged: 20, Updated: 20}) {
 					t.Errorf("changed: outcomes %+v, want 20 updated", got)
 				}

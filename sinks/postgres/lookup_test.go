@@ -42,7 +42,7 @@ func TestPostgresColumnPrivilegesSuffice(t *testing.T) {
 					t.Fatalf("%s: %v", stmt, err)
 				}
 			}
-			s := newPostgres(t, postgres.Config{DSN: dsnWith(t, dsn, "user", role), Table: table, Keyer: mustKeyer(t, "{{ .Key }}"),
+			s := newKeyedPostgres(t, mustKeyer(t, "{{ .Key }}"), postgres.Config{DSN: dsnWith(t, dsn, "user", role), Table: table,
 				Columns: provenanceColumns, Version: version, CopyThreshold: 1})
 			sinktest.MustWrite(t, s, sinktest.Rec(0, 5, "k1", `{}`), sinktest.Rec(0, 6, "k2", `{}`))
 			if o := s.Outcomes(); o.Inserted != 1 || o.Updated != 1 || o.Collisions != 1 {
@@ -65,7 +65,7 @@ func TestPostgresEqualKeysCollideOnce(t *testing.T) {
 		` (id numeric PRIMARY KEY, tp text NOT NULL, pa int NOT NULL, os bigint NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, Keyer: mustKeyer(t, "{{ .Key }}"), Columns: provenanceColumns,
+	s := newKeyedPostgres(t, mustKeyer(t, "{{ .Key }}"), postgres.Config{DSN: dsn, Table: table, Columns: provenanceColumns,
 		OnConflict: "ignore", CopyThreshold: 1})
 	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "1", `{}`))
 	sinktest.MustWrite(t, s, sinktest.Rec(1, 1, "1.00", `{}`), sinktest.Rec(1, 2, "1.000", `{}`))

@@ -14,7 +14,7 @@ func Open(ctx context.Context, sp sinks.Spec) (sinks.Sink, error) {
 	c := sp.Plan
 	s, err := New(ctx, Config{DSN: c.DSN, Table: c.Table, OnConflict: c.OnConflict, CreateTable: c.CreateTable, Columns: c.Columns,
 		CopyThreshold: c.CopyThreshold, OnTombstone: c.OnTombstone, Version: c.Version, Connections: c.Connections,
-		ApplicationName: applicationName(sp.Options.PlanName), Checkpoints: sqlcheckpoint.ConfigOf(sp), Keyer: sp.Keyer, Log: sp.Options.Log})
+		ApplicationName: applicationName(sp.Options.PlanName), Checkpoints: sqlcheckpoint.ConfigOf(sp), Log: sp.Options.Log})
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,7 @@ func mustKeyer(t *testing.T, tmpl string) *sinks.Keyer {
 }
 
 // delta returns what s counted since before.
-func delta(s *postgres.Sink, before sinks.Outcomes) sinks.Outcomes {
+func delta(s sinks.OutcomeCounter, before sinks.Outcomes) sinks.Outcomes {
 	o := s.Outcomes()
 	o.Inserted -= before.Inserted
 	o.Updated -= before.Updated
@@ -59,7 +59,7 @@ func TestPostgresOutcomes(t *testing.T) {
 	for _, threshold := range []int{1, 1000} {
 		t.Run(fmt.Sprint("copy above ", threshold), func(t *testing.T) {
 			table := testenv.TableName()
-			s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer, CopyThreshold: threshold})
+			s := newKeyedPostgres(t, keyer, postgres.Config{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: threshold})
 			batch := []record.Record{sinktest.Rec(0, 1, "a", `{"v":1}`), sinktest.Rec(0, 2, "b", `{"v":2}`), sinktest.Rec(0, 3, "c", `{"v":3}`)}
 			before := s.Outcomes()
 			sinktest.MustWrite(t, s, batch...)
@@ -75,14 +75,14 @@ func TestPostgresOutcomes(t *testing.T) {
 			sinktest.MustWrite(t, s, sinktest.Rec(0, 6, "e", `{"v":6}`), sinktest.Rec(0, 7, "e", `{"v":7}`))
 			wantOutcomes(t, "a key twice", delta(s, before), sinks.Outcomes{Inserted: 1, Updated: 1})
 
-			ign := newPostgres(t, postgres.Config{DSN: dsn, Table: table, Keyer: keyer, OnConflict: "ignore", CopyThreshold: threshold})
+			ign := newKeyedPostgres(t, keyer, postgres.Config{DSN: dsn, Table: table, OnConflict: "ignore", CopyThreshold: threshold})
 			before = ign.Outcomes()
 			sinktest.MustWrite(t, ign, sinktest.Rec(0, 8, "a", `{"v":8}`), sinktest.Rec(0, 9, "f", `{"v":9}`), sinktest.Rec(0, 10, "f", `{"v":10}`))
 			wantOutcomes(t, "ignore", delta(ign, before), sinks.Outcomes{Inserted: 1, Ignored: 2})
 
 			// A sink opened on a table that holds rows starts by leaving out
 			// the identical ones: its first batch counts as any other.
-			again := newPostgres(t, postgres.Config{DSN: dsn, Table: table, Keyer: keyer, CopyThreshold: threshold})
+			again := newKeyedPostgres(t, keyer, postgres.Config{DSN: dsn, Table: table, CopyThreshold: threshold})
 			before = again.Outcomes()
 			sinktest.MustWrite(t, again, sinktest.Rec(0, 4, "a", `{"v":4}`), sinktest.Rec(0, 11, "b", `{"v":11}`), sinktest.Rec(0, 12, "g", `{"v":12}`))
 			wantOutcomes(t, "first batch into a full table", delta(again, before), sinks.Outcomes{Inserted: 1, Updated: 1, Unchanged: 1})
@@ -95,7 +95,7 @@ func TestPostgresOutcomes(t *testing.T) {
 func TestPostgresKeyCollisions(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	table := testenv.TableName()
-	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: mustKeyer(t, "{{ .Offset }}")})
+	s := newKeyedPostgres(t, mustKeyer(t, "{{ .Offset }}"), postgres.Config{DSN: dsn, Table: table, CreateTable: true})
 	p0 := []record.Record{sinktest.Rec(0, 11, "", `{"p":0}`), sinktest.Rec(0, 12, "", `{"p":0}`)}
 	p1 := []record.Record{sinktest.Rec(1, 11, "", `{"p":1}`), sinktest.Rec(1, 12, "", `{"p":1}`), sinktest.Rec(1, 13, "", `{"p":1}`)}
 	sinktest.MustWrite(t, s, p0...)
@@ -126,7 +126,7 @@ func TestPostgresTombstoneDelete(t *testing.T) {
 	for _, threshold := range []int{1, 1000} {
 		t.Run(fmt.Sprint("copy above ", threshold), func(t *testing.T) {
 			table := testenv.TableName()
-			s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer, CopyThreshold: threshold, OnTombstone: plan.OnTombstoneDelete})
+			s := newKeyedPostgres(t, keyer, postgres.Config{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: threshold, OnTombstone: plan.OnTombstoneDelete})
 			sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "x", `{"v":1}`), sinktest.Rec(0, 2, "y", `{"v":2}`))
 			window := []record.Record{
 				sinktest.Rec(0, 3, "k", `{"v":3}`), sinktest.Rec(0, 4, "k", ""), sinktest.Rec(0, 5, "k", `{"v":5}`), // ends with the row
@@ -149,11 +149,11 @@ func TestPostgresTombstoneDelete(t *testing.T) {
 
 			// skip writes nothing and counts the tombstones as ignored;
 			// write stores a row with NULL value and value_bytes.
-			skip := newPostgres(t, postgres.Config{DSN: dsn, Table: table, Keyer: keyer, CopyThreshold: threshold, OnTombstone: plan.OnTombstoneSkip})
+			skip := newKeyedPostgres(t, keyer, postgres.Config{DSN: dsn, Table: table, CopyThreshold: threshold, OnTombstone: plan.OnTombstoneSkip})
 			before = skip.Outcomes()
 			sinktest.MustWrite(t, skip, sinktest.Rec(0, 10, "y", ""))
 			wantOutcomes(t, "skip", delta(skip, before), sinks.Outcomes{Ignored: 1})
-			write := newPostgres(t, postgres.Config{DSN: dsn, Table: table, Keyer: keyer, CopyThreshold: threshold})
+			write := newKeyedPostgres(t, keyer, postgres.Config{DSN: dsn, Table: table, CopyThreshold: threshold})
 			sinktest.MustWrite(t, write, sinktest.Rec(0, 11, "y", ""))
 			var null bool
 			if err := testenv.PgConn(t, dsn).QueryRow(t.Context(), `SELECT value IS NULL AND value_bytes IS NULL FROM `+pgx.Identifier{table}.Sanitize()+` WHERE key = 'y'`).Scan(&null); err != nil || !null {
@@ -177,11 +177,11 @@ func TestPostgresVersionGuard(t *testing.T) {
 				r.Headers = []record.Header{{Key: "rev", Value: []byte(fmt.Sprint(rev))}}
 				return r
 			}
-			live := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer, Version: version})
+			live := newKeyedPostgres(t, keyer, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Version: version})
 			// The live pipeline: a at rev 20, b at rev 9 (a number that sorts
 			// after 10 as text: the guard compares numbers as numbers).
 			sinktest.MustWrite(t, live, rec(100, "a", 20), rec(101, "b", 9))
-			s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, Keyer: keyer, Version: version, CopyThreshold: 2})
+			s := newKeyedPostgres(t, keyer, postgres.Config{DSN: dsn, Table: table, Version: version, CopyThreshold: 2})
 			window := []record.Record{rec(1, "a", 10), rec(2, "b", 9), rec(3, "c", 5), rec(4, "b", 10), rec(5, "d", 10)}
 			before := s.Outcomes()
 			if err := s.Write(t.Context(), window[:3]); err != nil {
@@ -257,8 +257,8 @@ func TestPostgresVersionOrderInsideBatch(t *testing.T) {
 	for _, cfg := range []postgres.Config{{CopyThreshold: 1}, {CopyThreshold: 1000}, {Connections: 3}} {
 		t.Run(fmt.Sprintf("copy above %d, %d connections", cfg.CopyThreshold, max(cfg.Connections, 1)), func(t *testing.T) {
 			table := testenv.TableName()
-			cfg.DSN, cfg.Table, cfg.CreateTable, cfg.Keyer, cfg.Version = dsn, table, true, mustKeyer(t, "{{ .Key }}"), "value.v"
-			s := newPostgres(t, cfg)
+			cfg.DSN, cfg.Table, cfg.CreateTable, cfg.Version = dsn, table, true, "value.v"
+			s := newKeyedPostgres(t, mustKeyer(t, "{{ .Key }}"), cfg)
 			v := func(off int64, key string, v int) record.Record {
 				return sinktest.Rec(0, off, key, fmt.Sprintf(`{"v":%d}`, v))
 			}

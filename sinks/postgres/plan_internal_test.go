@@ -47,7 +47,7 @@ func TestPostgresStatementsProbeTheKeyIndex(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			s, err := New(t.Context(), Config{DSN: dsn, Table: table, CreateTable: c.ddl == "", Keyer: keyer, Version: c.version, Columns: c.cols})
+			s, err := New(t.Context(), Config{DSN: dsn, Table: table, CreateTable: c.ddl == "", Version: c.version, Columns: c.cols})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,7 +58,7 @@ func TestPostgresStatementsProbeTheKeyIndex(t *testing.T) {
 				for i := start; i < start+1000; i++ {
 					batch = append(batch, sinktest.Rec(0, int64(i), fmt.Sprint("k", i), fmt.Sprintf(`{"id":%d,"note":"a value of some length, as records have"}`, i)))
 				}
-				sinktest.MustWrite(t, s, batch...)
+				sinktest.MustWrite(t, sinktest.Keyed(s, keyer), batch...)
 			}
 			conn := testenv.PgConn(t, dsn)
 			if _, err := conn.Exec(t.Context(), s.st.createTemp); err != nil {

@@ -70,8 +70,6 @@ type Config struct {
 	// Checkpoints, when its Table is set, records the offset after each
 	// batch in that table, in the batch's transaction (see sinks.CheckpointStore).
 	Checkpoints sqlcheckpoint.Config
-	// Keyer computes the key column; nil means DefaultKey.
-	Keyer *sinks.Keyer
 	// Log receives diagnostics; the zero value discards them.
 	Log zerolog.Logger
 }
@@ -105,7 +103,6 @@ type Sink struct {
 	pool        *pgxpool.Pool
 	name        string // Table as configured, for messages
 	table       string // quoted
-	keyer       *sinks.Keyer
 	ignore      bool
 	onTombstone string
 	cols        []pgColumn
@@ -131,7 +128,6 @@ type Sink struct {
 	// CONFLICT (freshShard): copied into the table when direct, else
 	// inserted, converted to the declared types as the upsert converts it.
 	plain       bool
-	valueJSON   bool // a column reads the value as JSON (valueOnce)
 	copyAbove   int
 	connections int
 	acquire     sync.Mutex // held while a sharded Write acquires its connections
@@ -163,7 +159,11 @@ var (
 // positions and resume reconciliation that keep a resume from trusting
 // commits the table no longer backs.
 func (s *Sink) Capabilities() sinks.Capabilities {
-	return sinks.Capabilities{Checkpoints: s, Outcomes: s, Positioner: s, Reconciler: s}
+	keys := sinks.KeysAll
+	if s.onTombstone == plan.OnTombstoneSkip {
+		keys = sinks.KeysButTombstones
+	}
+	return sinks.Capabilities{Checkpoints: s, Outcomes: s, Positioner: s, Reconciler: s, Keys: keys}
 }
 
 // Outcomes returns what the committed writes did since the sink was
@@ -183,7 +183,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres sink: table %q: %w", cfg.Table, err)
 	}
-	s := &Sink{name: cfg.Table, table: table, keyer: cfg.Keyer, log: cfg.Log, secrets: dsnSecrets(cfg.DSN), copyAbove: cfg.CopyThreshold,
+	s := &Sink{name: cfg.Table, table: table, log: cfg.Log, secrets: dsnSecrets(cfg.DSN), copyAbove: cfg.CopyThreshold,
 		connections: max(cfg.Connections, 1), ver: -1}
 	if s.copyAbove <= 0 {
 		s.copyAbove = plan.DefaultCopyThreshold

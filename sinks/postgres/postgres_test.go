@@ -90,7 +90,7 @@ func (h *pgHarness) table(t *testing.T) string {
 func (h *pgHarness) New(t *testing.T) sinks.Sink { return h.NewKeyed(t, nil) }
 
 func (h *pgHarness) NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink {
-	cfg := postgres.Config{DSN: h.dsn, Table: h.table(t), CreateTable: true, Keyer: keyer, Log: zerolog.New(zerolog.NewTestWriter(t)),
+	cfg := postgres.Config{DSN: h.dsn, Table: h.table(t), CreateTable: true, Log: zerolog.New(zerolog.NewTestWriter(t)),
 		CopyThreshold: h.copyThreshold, Columns: h.columns, Checkpoints: h.checkpointConfig(t), Connections: h.connections}
 	s, err := postgres.New(t.Context(), cfg)
 	if err != nil {
@@ -217,7 +217,7 @@ func TestPostgresDuplicateKeyInBatchLastWins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer})
+	s := newKeyedPostgres(t, keyer, postgres.Config{DSN: dsn, Table: table, CreateTable: true})
 	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "a", `{"v":1}`), sinktest.Rec(0, 2, "b", `{"v":2}`), sinktest.Rec(0, 3, "a", `{"v":3}`), sinktest.Rec(0, 4, "a", `{"v":4}`))
 	rows := readRows(t, dsn, table)
 	if len(rows) != 2 || rows["a"].Offset != 4 || rows["a"].Value != `{"v": 4}` || rows["b"].Offset != 2 {
@@ -232,7 +232,7 @@ func TestPostgresOnConflictIgnoreKeepsFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer, OnConflict: "ignore"})
+	s := newKeyedPostgres(t, keyer, postgres.Config{DSN: dsn, Table: table, CreateTable: true, OnConflict: "ignore"})
 	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "a", `{"v":1}`))
 	sinktest.MustWrite(t, s, sinktest.Rec(0, 2, "a", `{"v":2}`), sinktest.Rec(0, 3, "b", `{"v":3}`), sinktest.Rec(0, 4, "b", `{"v":4}`))
 	rows := readRows(t, dsn, table)
@@ -309,7 +309,7 @@ func TestPostgresKeyTemplateRecordError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer})
+	s := newKeyedPostgres(t, keyer, postgres.Config{DSN: dsn, Table: table, CreateTable: true})
 	err = s.Write(t.Context(), []record.Record{sinktest.Rec(2, 10, "", `{"id":1}`), sinktest.Rec(2, 11, "", "plain text"), sinktest.Rec(2, 12, "", `{"id":3}`)})
 	var re *record.Error
 	if !errors.As(err, &re) || re.Partition != 2 || re.Offset != 11 || re.Topic != "orders" {
@@ -337,7 +337,7 @@ func TestPostgresRejectedRowRecordError(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			table := testenv.TableName()
-			s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer})
+			s := newKeyedPostgres(t, keyer, postgres.Config{DSN: dsn, Table: table, CreateTable: true})
 			if tc.trigger {
 				if _, err := testenv.PgConn(t, dsn).Exec(t.Context(), fmt.Sprintf(`
 CREATE FUNCTION %[1]s_block() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -517,7 +517,7 @@ func TestPostgresCreatedKeyIsCollateC(t *testing.T) {
 	for _, cols := range []plan.Columns{nil, {{Name: "id", Field: "key"}, {Name: "doc", Field: "value"}}} {
 		table := testenv.TableName()
 		recs := []record.Record{sinktest.Rec(0, 0, "b", `{"n":1}`), sinktest.Rec(0, 1, "B", `{"n":2}`), sinktest.Rec(0, 2, "é", `{"n":3}`), sinktest.Rec(0, 3, "a", `{"n":4}`)}
-		s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Columns: cols, Keyer: mustKeyer(t, "{{ .Key }}")})
+		s := newKeyedPostgres(t, mustKeyer(t, "{{ .Key }}"), postgres.Config{DSN: dsn, Table: table, CreateTable: true, Columns: cols})
 		sinktest.MustWrite(t, s, recs...)
 		col := "key"
 		if cols != nil {
@@ -542,4 +542,20 @@ func TestPostgresCreatedKeyIsCollateC(t *testing.T) {
 			t.Errorf("outcomes %+v, want 4 inserted", got)
 		}
 	}
+}
+
+// keyedPostgres is a postgres sink whose records carry keyer's idempotency keys,
+// as the runner's key stage sets them.
+type keyedPostgres struct {
+	*postgres.Sink
+	keyer *sinks.Keyer
+}
+
+func (k keyedPostgres) Write(ctx context.Context, batch []record.Record) error {
+	return sinktest.KeyedWrite(ctx, k.Sink, k.keyer, batch)
+}
+
+func newKeyedPostgres(t *testing.T, keyer *sinks.Keyer, cfg postgres.Config) keyedPostgres {
+	t.Helper()
+	return keyedPostgres{newPostgres(t, cfg), keyer}
 }

@@ -63,7 +63,7 @@ func TestPostgresTriggerRejectsOneRow(t *testing.T) {
 	for _, threshold := range []int{10, 1000} {
 		t.Run(fmt.Sprint("copy above ", threshold), func(t *testing.T) {
 			table := testenv.TableName()
-			s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer, CopyThreshold: threshold})
+			s := newKeyedPostgres(t, keyer, postgres.Config{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: threshold})
 			blockOne(t, dsn, table)
 			batch := orders(400, 400)
 
@@ -115,8 +115,8 @@ func TestPostgresUniqueIndexRejectsDuplicates(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			table := testenv.TableName()
-			newSink := func() *postgres.Sink {
-				return newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer, CopyThreshold: tc.threshold})
+			newSink := func() keyedPostgres {
+				return newKeyedPostgres(t, keyer, postgres.Config{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: tc.threshold})
 			}
 			s := newSink()
 			mustExec(t, dsn, fmt.Sprintf(tc.index, pgx.Identifier{table}.Sanitize()))
@@ -128,7 +128,7 @@ func TestPostgresUniqueIndexRejectsDuplicates(t *testing.T) {
 			for i := 250; i < 300; i++ {
 				wantSkipped = append(wantSkipped, int64(100+i))
 			}
-			run := func(s *postgres.Sink) (skipped []int64, rows map[string]pgRow) {
+			run := func(s keyedPostgres) (skipped []int64, rows map[string]pgRow) {
 				for _, b := range window {
 					for _, e := range sinktest.WriteSkipping(t, s, b...) {
 						if !strings.Contains(e.Error(), "violates unique constraint") || !strings.Contains(e.Error(), "SQLSTATE 23505") {
@@ -170,7 +170,7 @@ func TestPostgresTransientIsNoBadRecord(t *testing.T) {
 	for _, code := range []string{"40001", "40P01", "57P01", "53300", "08006"} {
 		t.Run(code, func(t *testing.T) {
 			table := testenv.TableName()
-			s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: mustKeyer(t, "{{ .Key }}")})
+			s := newKeyedPostgres(t, mustKeyer(t, "{{ .Key }}"), postgres.Config{DSN: dsn, Table: table, CreateTable: true})
 			mustExec(t, dsn, fmt.Sprintf(`
 CREATE FUNCTION %[1]s_fail() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN IF NEW.key = 'k0003' THEN RAISE EXCEPTION 'passing trouble' USING ERRCODE = '%[2]s'; END IF; RETURN NEW; END $$;
@@ -190,14 +190,14 @@ CREATE TRIGGER fail BEFORE INSERT ON %[1]s FOR EACH ROW EXECUTE FUNCTION %[1]s_f
 func TestPostgresRejectionNotPinnedIsTransient(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	table := testenv.TableName()
-	cfg := postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: mustKeyer(t, "{{ .Key }}")}
+	cfg := postgres.Config{DSN: dsn, Table: table, CreateTable: true}
 	newPostgres(t, cfg)
 	mustExec(t, dsn, fmt.Sprintf(`
 CREATE SEQUENCE %[1]s_calls;
 CREATE FUNCTION %[1]s_once() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN IF nextval('%[1]s_calls') = 5 THEN RAISE EXCEPTION 'once'; END IF; RETURN NEW; END $$;
 CREATE TRIGGER once BEFORE INSERT ON %[1]s FOR EACH ROW EXECUTE FUNCTION %[1]s_once()`, table))
-	s := newPostgres(t, cfg) // sees the trigger: no COPY into the table
+	s := newKeyedPostgres(t, mustKeyer(t, "{{ .Key }}"), cfg) // sees the trigger: no COPY into the table
 	batch := orders(10, 10)
 	err := s.Write(t.Context(), batch)
 	var re *record.Error
@@ -257,7 +257,7 @@ func TestPostgresShardsMeetInAnotherUniqueIndex(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			table := testenv.TableName()
-			cfg := postgres.Config{DSN: dsn, Table: table, CreateTable: true, Keyer: keyer, CopyThreshold: tc.threshold, Connections: 4,
+			cfg := postgres.Config{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: tc.threshold, Connections: 4,
 				LockTimeout: 200 * time.Millisecond}
 			newPostgres(t, cfg)
 			mustExec(t, dsn, fmt.Sprintf(`CREATE UNIQUE INDEX ON %s ((value->>'customer'))`, pgx.Identifier{table}.Sanitize()))
@@ -267,7 +267,7 @@ func TestPostgresShardsMeetInAnotherUniqueIndex(t *testing.T) {
 VALUES ('other', 'orders', 0, 1, now(), '{"customer":"other"}', '{"customer":"other"}', '[]')`, pgx.Identifier{table}.Sanitize()))
 				stored = 1
 			}
-			s := newPostgres(t, cfg)
+			s := newKeyedPostgres(t, keyer, cfg)
 			before := s.Outcomes()
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()

@@ -68,8 +68,6 @@ FROM pg_class c WHERE c.oid = to_regclass($1)`, s.table).Scan(&plainTable, &trig
 	s.plain = s.direct
 	for _, c := range s.cols {
 		s.direct = s.direct && c.sentAsDeclared()
-		s.valueJSON = s.valueJSON || c.field.Kind == plan.FieldValuePath ||
-			c.field.Kind == plan.FieldValue && (c.send == sendJSON || c.send == sendJSONText)
 	}
 	for _, stmt := range []string{s.st.upsert, s.st.upsertSame} {
 		if stmt == "" {

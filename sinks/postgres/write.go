@@ -219,14 +219,10 @@ func (w *writePlan) dropEmpty(ckpt bool) {
 	w.shards = out
 }
 
-// keyOf is r's idempotency key, with vj (what is known of r's value as
-// JSON) shared with the columns; a key a text column cannot hold is r's
+// keyOf is r's idempotency key; a key a text column cannot hold is r's
 // *record.Error.
-func (s *Sink) keyOf(r *record.Record, vj *valueJSON) (string, error) {
-	key, err := s.keyer.KeyKnownJSON(r, s.valueOnce(r, vj))
-	if err != nil {
-		return "", err
-	}
+func (s *Sink) keyOf(r *record.Record) (string, error) {
+	key := r.IdempotencyKey()
 	if why := badText([]byte(key)); why != "" {
 		return "", s.recordError(r, fmt.Errorf("the idempotency key %q %s: a text column cannot hold it; change the key template (a binary Kafka key: printf \"%%x\" .Key)", excerpt(key), why))
 	}
@@ -258,7 +254,7 @@ func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 			keys[i] = "\x00skip"
 			continue
 		}
-		key, err := s.keyOf(r, &vjs[i])
+		key, err := s.keyOf(r)
 		if err != nil {
 			return nil, err
 		}
@@ -333,16 +329,6 @@ func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 	return w, nil
 }
 
-// valueOnce checks r's value with record.ValidJSON into vj when a column
-// reads the value as JSON anyway, and returns what the key template may
-// take as known (sinks.Keyer.KeyKnownJSON).
-func (s *Sink) valueOnce(r *record.Record, vj *valueJSON) int8 {
-	if s.valueJSON && r.Value != nil {
-		vj.check(r.Value)
-	}
-	return vj.valid
-}
-
 // planRounds is plan for a sink with a version column (on_conflict:
 // update, tombstones written or skipped): a key's records are not
 // collapsed into its last one, whose version need not be the greatest
@@ -358,7 +344,7 @@ func (s *Sink) planRounds(batch []record.Record) (*writePlan, error) {
 			continue
 		}
 		var vj valueJSON
-		key, err := s.keyOf(r, &vj)
+		key, err := s.keyOf(r)
 		if err != nil {
 			return nil, err
 		}

@@ -58,8 +58,8 @@ func Describe(s plan.Sink) plan.SinkDescriptor {
 }
 
 // New builds the sink that cfg describes. cfg has been validated by
-// package plan. An error says which part of the section failed (the key
-// template, an unknown type, the driver's own checks or connection).
+// package plan. An error says which part of the section failed (an unknown
+// type, the driver's own checks or connection).
 func New(ctx context.Context, cfg plan.Sink, opts sinks.Options) (sinks.Sink, error) {
 	return build(ctx, cfg, opts, false)
 }
@@ -85,13 +85,9 @@ func NewDeadLetter(ctx context.Context, cfg plan.Sink, opts sinks.Options) (sink
 }
 
 func build(ctx context.Context, cfg plan.Sink, opts sinks.Options, keepKey bool) (sinks.Sink, error) {
-	keyer, err := sinks.NewKeyer(cfg.Key)
-	if err != nil {
-		return nil, fmt.Errorf("sink key: %w", err)
-	}
 	for _, d := range drivers {
 		if d.desc.Type == cfg.Type {
-			return d.open(ctx, sinks.Spec{Plan: cfg, Options: opts, Keyer: keyer, KeepKey: keepKey})
+			return d.open(ctx, sinks.Spec{Plan: cfg, Options: opts, KeepKey: keepKey})
 		}
 	}
 	return nil, fmt.Errorf("unknown sink type %q", cfg.Type)

@@ -47,9 +47,9 @@ type Harness interface {
 // (a database table), so that records can share a key.
 type KeyedHarness interface {
 	Harness
-	// NewKeyed is New with keyer computing the idempotency key, and the
-	// sink's default conflict policy, under which the last offset of a key
-	// wins.
+	// NewKeyed is New for records that carry keyer's idempotency keys
+	// (the suite writes through Keyed), with the sink's default conflict
+	// policy, under which the last offset of a key wins.
 	NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink
 }
 
@@ -138,7 +138,7 @@ func testDuplicateKey(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	window := windowFor(h, 3, 2)
-	s := kh.NewKeyed(t, keyer)
+	s := Keyed(kh.NewKeyed(t, keyer), keyer)
 	t.Cleanup(func() { _ = s.Close() })
 	last := map[string]record.Record{}
 	dups := 0

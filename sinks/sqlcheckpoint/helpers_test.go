@@ -1,6 +1,10 @@
 package sqlcheckpoint_test
 
 import (
+	"context"
+	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/sinktest"
 	"testing"
 
 	"github.com/replay-tool/replay/sinks/postgres"
@@ -30,4 +34,20 @@ func newSQLite(t *testing.T, cfg sqlite.Config) *sqlite.Sink {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// keyedPostgres is a postgres sink whose records carry keyer's idempotency keys,
+// as the runner's key stage sets them.
+type keyedPostgres struct {
+	*postgres.Sink
+	keyer *sinks.Keyer
+}
+
+func (k keyedPostgres) Write(ctx context.Context, batch []record.Record) error {
+	return sinktest.KeyedWrite(ctx, k.Sink, k.keyer, batch)
+}
+
+func newKeyedPostgres(t *testing.T, keyer *sinks.Keyer, cfg postgres.Config) keyedPostgres {
+	t.Helper()
+	return keyedPostgres{newPostgres(t, cfg), keyer}
 }

@@ -144,7 +144,7 @@ func TestPostgresCheckpointRejectedRow(t *testing.T) {
 		if kerr != nil {
 			t.Fatal(kerr)
 		}
-		s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: threshold, Keyer: keyer,
+		s := newKeyedPostgres(t, keyer, postgres.Config{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: threshold,
 			Checkpoints: sqlcheckpoint.Config{Table: ckpt, Group: "g", RunID: "r"}})
 		sinktest.MustWrite(t, s, sinktest.Rec(1, 19, "a", `{}`))
 		// A key too long for the primary key's index: PostgreSQL refuses the row.

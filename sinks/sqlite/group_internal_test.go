@@ -303,8 +303,7 @@ func TestSQLiteSharedChunkValueText(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s.keyer = k
-			err = s.Write(t.Context(), bad)
+			err = sinktest.KeyedWrite(t.Context(), s, k, bad)
 			var re *record.Error
 			if enc == "UTF-8" {
 				if err != nil {

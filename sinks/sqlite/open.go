@@ -15,7 +15,7 @@ import (
 func Open(ctx context.Context, sp sinks.Spec) (sinks.Sink, error) {
 	c := sp.Plan
 	s, err := New(ctx, Config{Path: c.Path, Table: c.Table, OnConflict: c.OnConflict, CreateTable: c.CreateTable, Columns: c.Columns, OnTombstone: c.OnTombstone, Version: c.Version,
-		Checkpoints: sqlcheckpoint.ConfigOf(sp), Keyer: sp.Keyer, Log: sp.Options.Log, OpenTimeout: time.Duration(c.Retry.MaxElapsed)})
+		Checkpoints: sqlcheckpoint.ConfigOf(sp), Log: sp.Options.Log, OpenTimeout: time.Duration(c.Retry.MaxElapsed)})
 	if err != nil {
 		return nil, err
 	}

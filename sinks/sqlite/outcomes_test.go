@@ -71,7 +71,7 @@ func sprintAll(vals []any) string {
 	return strings.Join(parts, " | ")
 }
 
-func wantOutcomes(t *testing.T, s *sqlite.Sink, want sinks.Outcomes) {
+func wantOutcomes(t *testing.T, s sinks.OutcomeCounter, want sinks.Outcomes) {
 	t.Helper()
 	if got := s.Outcomes(); got != want {
 		t.Errorf("outcomes = %+v,\nwant       %+v", got, want)
@@ -117,12 +117,12 @@ func TestSQLiteOutcomes(t *testing.T) {
 // collisions.
 func TestSQLiteKeyCollisions(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "t.db")
-	s := newSQLite(t, sqlite.Config{Path: path, Table: "t", CreateTable: true, Keyer: mustKeyer(t, "{{ .Offset }}")})
+	s := newKeyedSQLite(t, mustKeyer(t, "{{ .Offset }}"), sqlite.Config{Path: path, Table: "t", CreateTable: true})
 	sinktest.MustWrite(t, s, sinktest.Rec(0, 12, "", `{"p":0}`), sinktest.Rec(0, 13, "", `{"p":0}`))
 	sinktest.MustWrite(t, s, sinktest.Rec(1, 12, "", `{"p":1}`), sinktest.Rec(1, 13, "", `{"p":1}`))
 	wantOutcomes(t, s, sinks.Outcomes{Inserted: 2, Updated: 2, Collisions: 2, FirstCollision: "orders/0/12 and orders/1/12: key 12"})
 
-	k := newSQLite(t, sqlite.Config{Path: filepath.Join(t.TempDir(), "k.db"), Table: "t", CreateTable: true, Keyer: mustKeyer(t, "{{ .Key }}")})
+	k := newKeyedSQLite(t, mustKeyer(t, "{{ .Key }}"), sqlite.Config{Path: filepath.Join(t.TempDir(), "k.db"), Table: "t", CreateTable: true})
 	sinktest.MustWrite(t, k, sinktest.Rec(0, 1, "a", `{"v":1}`), sinktest.Rec(0, 2, "a", `{"v":2}`))
 	wantOutcomes(t, k, sinks.Outcomes{Inserted: 1, Updated: 1})
 }
@@ -142,7 +142,7 @@ func TestSQLiteOnTombstone(t *testing.T) {
 	}
 	t.Run("delete", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "t.db")
-		s := newSQLite(t, sqlite.Config{Path: path, Table: "t", CreateTable: true, Keyer: keyer, OnTombstone: plan.OnTombstoneDelete})
+		s := newKeyedSQLite(t, keyer, sqlite.Config{Path: path, Table: "t", CreateTable: true, OnTombstone: plan.OnTombstoneDelete})
 		sinktest.MustWrite(t, s, window...)
 		rows := readSQLite(t, path, "t")
 		if len(rows) != 2 || rows["b"].Offset != 7 || rows["d"].Offset != 6 {
@@ -160,7 +160,7 @@ func TestSQLiteOnTombstone(t *testing.T) {
 	})
 	t.Run("skip", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "t.db")
-		s := newSQLite(t, sqlite.Config{Path: path, Table: "t", CreateTable: true, Keyer: keyer, OnTombstone: plan.OnTombstoneSkip})
+		s := newKeyedSQLite(t, keyer, sqlite.Config{Path: path, Table: "t", CreateTable: true, OnTombstone: plan.OnTombstoneSkip})
 		sinktest.MustWrite(t, s, window...)
 		rows := readSQLite(t, path, "t")
 		if len(rows) != 3 || rows["a"].Offset != 1 || rows["b"].Offset != 7 || rows["d"].Offset != 6 {
@@ -170,7 +170,7 @@ func TestSQLiteOnTombstone(t *testing.T) {
 	})
 	t.Run("write", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "t.db")
-		s := newSQLite(t, sqlite.Config{Path: path, Table: "t", CreateTable: true, Keyer: keyer})
+		s := newKeyedSQLite(t, keyer, sqlite.Config{Path: path, Table: "t", CreateTable: true})
 		sinktest.MustWrite(t, s, window...)
 		rows := readSQLite(t, path, "t")
 		if len(rows) != 4 || rows["a"].Value != nil || rows["c"].Value != nil || rows["c"].Offset != 4 {
@@ -184,8 +184,9 @@ func TestSQLiteOnTombstone(t *testing.T) {
 // duplicate updates; the re-run changes nothing.
 func TestSQLiteVersionGuard(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "t.db")
-	cfg := sqlite.Config{Path: path, Table: "t", CreateTable: true, Keyer: mustKeyer(t, "{{ .Key }}"), Version: "value.v", OnTombstone: plan.OnTombstoneDelete}
-	live := newSQLite(t, cfg)
+	keyer := mustKeyer(t, "{{ .Key }}")
+	cfg := sqlite.Config{Path: path, Table: "t", CreateTable: true, Version: "value.v", OnTombstone: plan.OnTombstoneDelete}
+	live := newKeyedSQLite(t, keyer, cfg)
 	// The live pipeline's rows: a and b are newer than the replay's, c
 	// has the replay's version, e is older and its replay is a tombstone.
 	sinktest.MustWrite(t, live, sinktest.Rec(0, 100, "a", `{"v":9,"s":"live"}`), sinktest.Rec(0, 101, "b", `{"v":"2026-12-01","s":"live"}`),
@@ -196,7 +197,7 @@ func TestSQLiteVersionGuard(t *testing.T) {
 	}
 	before := dump(t, db, "t")
 
-	s := newSQLite(t, cfg)
+	s := newKeyedSQLite(t, keyer, cfg)
 	replayed := []record.Record{
 		sinktest.Rec(0, 1, "a", `{"v":7,"s":"old"}`),            // stale: 7 < 9
 		sinktest.Rec(0, 2, "b", `{"v":"2026-11-03","s":"old"}`), // stale: text order
@@ -228,7 +229,7 @@ func TestSQLiteVersionGuard(t *testing.T) {
 	}
 	// The re-run changes nothing.
 	after := dump(t, db, "t")
-	s2 := newSQLite(t, cfg)
+	s2 := newKeyedSQLite(t, keyer, cfg)
 	sinktest.MustWrite(t, s2, replayed[:5]...)
 	wantOutcomes(t, s2, sinks.Outcomes{Stale: 3, Duplicate: 2})
 	if again := dump(t, db, "t"); again != after {
@@ -256,7 +257,7 @@ func TestSQLiteVersionGuard(t *testing.T) {
 // with the same results and counts.
 func TestSQLiteLargeBatches(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "t.db")
-	s := newSQLite(t, sqlite.Config{Path: path, Table: "t", CreateTable: true, Keyer: mustKeyer(t, "{{ .Key }}")})
+	s := newKeyedSQLite(t, mustKeyer(t, "{{ .Key }}"), sqlite.Config{Path: path, Table: "t", CreateTable: true})
 	var batch []record.Record
 	for i := range 300 {
 		batch = append(batch, sinktest.Rec(0, int64(i), fmt.Sprintf("k%d", i%290), fmt.Sprintf(`{"n":%d}`, i))) // k0..k9 twice
@@ -308,7 +309,7 @@ func TestSQLiteTriggerSkippedRowsCounted(t *testing.T) {
 			for i := range n {
 				batch = append(batch, sinktest.Rec(0, int64(i), fmt.Sprint("k", i), fmt.Sprintf(`{"i":%d}`, i)))
 			}
-			s := newSQLite(t, sqlite.Config{Path: path, Table: "orders", Keyer: mustKeyer(t, "{{ .Key }}")})
+			s := newKeyedSQLite(t, mustKeyer(t, "{{ .Key }}"), sqlite.Config{Path: path, Table: "orders"})
 			sinktest.MustWrite(t, s, batch...)
 			wantOutcomes(t, s, sinks.Outcomes{Inserted: int64(n - 1), Ignored: 1})
 			sinktest.MustWrite(t, s, batch...)

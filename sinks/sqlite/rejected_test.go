@@ -33,7 +33,7 @@ func TestSQLiteTriggerRejectsOneRow(t *testing.T) {
 	for _, raise := range []string{"ABORT", "ROLLBACK"} {
 		t.Run(raise, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "t.db")
-			s := newSQLite(t, sqlite.Config{Path: path, Table: "t", CreateTable: true, Keyer: mustKeyer(t, "{{ .Key }}")})
+			s := newKeyedSQLite(t, mustKeyer(t, "{{ .Key }}"), sqlite.Config{Path: path, Table: "t", CreateTable: true})
 			if _, err := openSQLite(t, path).ExecContext(t.Context(), `CREATE TRIGGER block BEFORE INSERT ON t WHEN NEW.key = 'k0137' BEGIN SELECT RAISE(`+raise+`, 'order k0137 is blocked by policy'); END`); err != nil {
 				t.Fatal(err)
 			}
@@ -68,8 +68,8 @@ func TestSQLiteTriggerRejectsOneRow(t *testing.T) {
 // and leaves the table as it was.
 func TestSQLiteUniqueIndexRejectsDuplicates(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "t.db")
-	newSink := func() *sqlite.Sink {
-		return newSQLite(t, sqlite.Config{Path: path, Table: "t", CreateTable: true, Keyer: mustKeyer(t, "{{ .Key }}")})
+	newSink := func() keyedSQLite {
+		return newKeyedSQLite(t, mustKeyer(t, "{{ .Key }}"), sqlite.Config{Path: path, Table: "t", CreateTable: true})
 	}
 	s := newSink()
 	if _, err := openSQLite(t, path).ExecContext(t.Context(), `CREATE UNIQUE INDEX t_customer ON t (value->>'customer')`); err != nil {
@@ -81,7 +81,7 @@ func TestSQLiteUniqueIndexRejectsDuplicates(t *testing.T) {
 	for i := 250; i < 300; i++ {
 		want = append(want, int64(100+i))
 	}
-	run := func(s *sqlite.Sink) (skipped []int64, rows map[string]sqliteRow) {
+	run := func(s keyedSQLite) (skipped []int64, rows map[string]sqliteRow) {
 		for _, b := range window {
 			for _, e := range sinktest.WriteSkipping(t, s, b...) {
 				if !strings.Contains(e.Error(), "UNIQUE constraint failed") {

@@ -58,8 +58,6 @@ type Config struct {
 	// lock, through SQLite's own busy handler; default BusyTimeout. A plan
 	// gives it sink.retry.max_elapsed, as a locked write is retried.
 	OpenTimeout time.Duration
-	// Keyer computes the key column; nil means DefaultKey.
-	Keyer *sinks.Keyer
 	// Log receives diagnostics; the zero value discards them.
 	Log zerolog.Logger
 }
@@ -135,7 +133,6 @@ type Sink struct {
 	db        *sql.DB
 	name      string // Table as configured, for messages
 	path      string
-	keyer     *sinks.Keyer
 	cols      []column
 	key       int // the key column
 	version   int // the replay_version column, -1 without Version
@@ -214,9 +211,10 @@ var (
 
 // Capabilities declares the checkpoint table, the resume checks of the
 // database file and the table (CheckResume, Reconcile, with the durable
-// positions they compare) and the outcome counts.
+// positions they compare), the outcome counts and that it writes every
+// record's key.
 func (s *Sink) Capabilities() sinks.Capabilities {
-	return sinks.Capabilities{Checkpoints: s, Resumer: s, Outcomes: s, Positioner: s, Reconciler: s}
+	return sinks.Capabilities{Checkpoints: s, Resumer: s, Outcomes: s, Positioner: s, Reconciler: s, Keys: sinks.KeysAll}
 }
 
 // Outcomes returns what the committed transactions did since the sink
@@ -304,7 +302,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	// DSN then hold for every statement.
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(0)
-	s := &Sink{db: db, name: cfg.Table, path: cfg.Path, keyer: cfg.Keyer, cols: cols, key: key, version: -1, prov: [3]int{-1, -1, -1},
+	s := &Sink{db: db, name: cfg.Table, path: cfg.Path, cols: cols, key: key, version: -1, prov: [3]int{-1, -1, -1},
 		tombstone: cfg.OnTombstone, ignore: ignore, chunkKeys: make(map[string]struct{}, chunkRows), ckpt: ckpt, log: cfg.Log, sem: make(chan struct{}, 1), created: created,
 		reqs: make(chan *writeReq), quit: make(chan struct{}), writerDone: make(chan struct{}),
 		walKick: make(chan struct{}, 1), ckptDone: make(chan struct{}), ckptPass: make(chan struct{}, 1),

@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -45,7 +46,7 @@ func (h *sqliteHarness) New(t *testing.T) sinks.Sink { return h.NewKeyed(t, nil)
 
 func (h *sqliteHarness) NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink {
 	s, err := sqlite.New(t.Context(), sqlite.Config{Path: h.path(t), Table: "orders", CreateTable: true,
-		Columns: h.columns, Keyer: keyer, Log: zerolog.New(zerolog.NewTestWriter(t)), Checkpoints: h.checkpointConfig()})
+		Columns: h.columns, Log: zerolog.New(zerolog.NewTestWriter(t)), Checkpoints: h.checkpointConfig()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +232,7 @@ func TestSQLiteDuplicateKeysInBatch(t *testing.T) {
 	} {
 		t.Run(tc.onConflict, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "t.db")
-			s := newSQLite(t, sqlite.Config{Path: path, Table: "t", CreateTable: true, Keyer: keyer, OnConflict: tc.onConflict})
+			s := newKeyedSQLite(t, keyer, sqlite.Config{Path: path, Table: "t", CreateTable: true, OnConflict: tc.onConflict})
 			sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "a", `{"v":1}`))
 			sinktest.MustWrite(t, s, sinktest.Rec(0, 2, "b", `{"v":2}`), sinktest.Rec(0, 3, "b", `{"v":3}`), sinktest.Rec(0, 4, "a", `{"v":4}`))
 			rows := readSQLite(t, path, "t")
@@ -366,7 +367,7 @@ func TestSQLiteKeyTemplateRecordError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newSQLite(t, sqlite.Config{Path: path, Table: "t", CreateTable: true, Keyer: keyer})
+	s := newKeyedSQLite(t, keyer, sqlite.Config{Path: path, Table: "t", CreateTable: true})
 	err = s.Write(t.Context(), []record.Record{sinktest.Rec(2, 10, "", `{"id":1}`), sinktest.Rec(2, 11, "", "plain text"), sinktest.Rec(2, 12, "", `{"id":3}`)})
 	var re *record.Error
 	if !errors.As(err, &re) || re.Partition != 2 || re.Offset != 11 {
@@ -505,4 +506,20 @@ func TestSQLiteLockedIsTransient(t *testing.T) {
 		t.Fatal(err)
 	}
 	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "", "{}"))
+}
+
+// keyedSQLite is a sqlite sink whose records carry keyer's idempotency keys,
+// as the runner's key stage sets them.
+type keyedSQLite struct {
+	*sqlite.Sink
+	keyer *sinks.Keyer
+}
+
+func (k keyedSQLite) Write(ctx context.Context, batch []record.Record) error {
+	return sinktest.KeyedWrite(ctx, k.Sink, k.keyer, batch)
+}
+
+func newKeyedSQLite(t *testing.T, keyer *sinks.Keyer, cfg sqlite.Config) keyedSQLite {
+	t.Helper()
+	return keyedSQLite{newSQLite(t, cfg), keyer}
 }

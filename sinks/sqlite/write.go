@@ -399,11 +399,7 @@ func (s *Sink) rows(batch []record.Record) ([]sqliteRow, error) {
 	var a arena
 	for i := range batch {
 		r := &batch[i]
-		key, err := s.keyer.Key(r)
-		if err != nil {
-			return nil, err
-		}
-		row := sqliteRow{rec: r, key: key}
+		row := sqliteRow{rec: r, key: r.IdempotencyKey()}
 		if r.Value == nil {
 			switch s.tombstone {
 			case plan.OnTombstoneSkip:
@@ -414,7 +410,7 @@ func (s *Sink) rows(batch []record.Record) ([]sqliteRow, error) {
 		}
 		if row.op != opSkip {
 			row.args = args[i*len(s.cols) : (i+1)*len(s.cols)] // capacity to the end: insertChunk takes consecutive rows
-			if err := s.values(r, key, row.args, &a); err != nil {
+			if err := s.values(r, row.key, row.args, &a); err != nil {
 				return nil, err
 			}
 			if s.version >= 0 && row.op == opUpsert && row.args[s.version] == nil {

@@ -1,0 +1,211 @@
+package pipeline
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/replay-tool/replay/internal/filter"
+	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
+)
+
+func rec(key, value string) record.Record {
+	r := record.Record{Topic: "orders", Partition: 3, Offset: 1200, Headers: []record.Header{{Key: "h", Value: []byte("v")}}}
+	if key != "" {
+		r.Key = []byte(key)
+	}
+	if value != "" {
+		r.Value = []byte(value)
+	}
+	return r
+}
+
+func build(t *testing.T, filterExpr, key string, typ plan.SinkType, use sinks.KeyUse) *Run {
+	t.Helper()
+	p, err := New(&plan.Plan{Filter: filterExpr, Sink: plan.Sink{Type: typ, Key: key}}, use)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Partition()
+}
+
+// Without a filter, a key template or a sink that writes keys, every stage
+// is the identity: records pass as they are, and the caller may skip them.
+func TestIdentity(t *testing.T) {
+	for _, tc := range []struct {
+		name, filter, key string
+		use               sinks.KeyUse
+		identity          bool
+	}{
+		{"nothing", "", "", sinks.KeysAll, true},
+		{"a template, no key written", "", "{{ .Value.id }}", sinks.KeysUnused, true},
+		{"the default key", "", "  ", sinks.KeysAll, true},
+		{"a filter", "true", "", sinks.KeysAll, false},
+		{"a template and keys written", "", "{{ .Value.id }}", sinks.KeysButTombstones, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := build(t, tc.filter, tc.key, "postgres", tc.use)
+			if run.Identity() != tc.identity {
+				t.Errorf("Identity = %v, want %v", run.Identity(), tc.identity)
+			}
+			if !tc.identity {
+				return
+			}
+			r := rec("k", `not json`)
+			want := rec("k", `not json`)
+			if ok, err := run.Process(&r); !ok || err != nil || !reflect.DeepEqual(r, want) {
+				t.Errorf("Process = %v, %v; record %+v, want it unchanged", ok, err, r)
+			}
+		})
+	}
+}
+
+func TestFilterStage(t *testing.T) {
+	for _, tc := range []struct {
+		expr, value string
+		pass        bool
+		fails       bool
+	}{
+		{`value.status == "paid"`, `{"status":"paid"}`, true, false},
+		{`value.status == "paid"`, `{"status":"created"}`, false, false},
+		{`value.status == "paid"`, `not json`, false, true},
+		{`key == "k" && headers.h == "v" && partition == 3`, ``, true, false},
+		{`value == nil`, ``, true, false},
+	} {
+		t.Run(tc.expr+" on "+tc.value, func(t *testing.T) {
+			run := build(t, tc.expr, "", "file", sinks.KeysUnused)
+			r := rec("k", tc.value)
+			ok, err := run.Process(&r)
+			var re *record.Error
+			var fe *filter.EvalError
+			if tc.fails {
+				if !errors.As(err, &re) || re.Offset != 1200 || !errors.As(err, &fe) {
+					t.Fatalf("Process = %v, %v; want a *record.Error wrapping a *filter.EvalError", ok, err)
+				}
+				return
+			}
+			if ok != tc.pass || err != nil {
+				t.Errorf("Process = %v, %v; want %v", ok, err, tc.pass)
+			}
+		})
+	}
+}
+
+func TestKeyStage(t *testing.T) {
+	for _, tc := range []struct {
+		name, template string
+		typ            plan.SinkType
+		use            sinks.KeyUse
+		key, value     string
+		want           string // IdemKey; "" is the default key
+		err            error  // in the chain of the error, nil for none
+		message        string // in the error's text
+	}{
+		{name: "value field", template: "{{ .Value.id }}", use: sinks.KeysAll, value: `{"id":42}`, want: "42"},
+		{name: "full template", template: `{{ .Value.id }}-{{ index .Headers "h" }}`, use: sinks.KeysAll, value: `{"id":"a"}`, want: "a-v"},
+		{name: "record key", template: "{{ .Key }}", use: sinks.KeysAll, key: "k-1", want: "k-1"},
+		{name: "default key", template: "", use: sinks.KeysAll, value: `{"id":42}`, want: ""},
+		{name: "no key written", template: "{{ .Value.id }}", use: sinks.KeysUnused, value: `not json`, want: ""},
+		{name: "tombstone skipped", template: "{{ .Value.id }}", use: sinks.KeysButTombstones, want: ""},
+		{name: "tombstone written", template: "{{ .Value.id }}", use: sinks.KeysAll, err: sinks.ErrKeyTemplate},
+		{name: "missing field", template: "{{ .Value.id }}", use: sinks.KeysButTombstones, value: `{"x":1}`, err: sinks.ErrKeyTemplate},
+		{name: "null field", template: "order-{{ .Value.id }}", use: sinks.KeysAll, value: `{"id":null}`, err: sinks.ErrEmptyKey},
+		{name: "kafka, null key", template: "{{ .Key }}", typ: "kafka", use: sinks.KeysAll, value: `{}`, err: sinks.ErrEmptyKey,
+			message: "drop key: to keep each record's own key"},
+		{name: "kafka, empty key", template: "{{ .Key }}", typ: "kafka", use: sinks.KeysAll, key: "", value: `{}`, err: sinks.ErrEmptyKey},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			typ := tc.typ
+			if typ == "" {
+				typ = "postgres"
+			}
+			run := build(t, "", tc.template, typ, tc.use)
+			r := rec(tc.key, tc.value)
+			if tc.name == "kafka, empty key" {
+				r.Key = []byte{}
+			}
+			ok, err := run.Process(&r)
+			if tc.err == nil {
+				if !ok || err != nil || r.IdemKey != tc.want {
+					t.Errorf("Process = %v, %v; IdemKey %q, want %q", ok, err, r.IdemKey, tc.want)
+				}
+				return
+			}
+			var re *record.Error
+			if !errors.As(err, &re) || re.Offset != 1200 || !errors.Is(err, tc.err) || r.IdemKey != "" {
+				t.Fatalf("Process = %v, %v; IdemKey %q; want a *record.Error that is %v", ok, err, r.IdemKey, tc.err)
+			}
+			if strings.Contains(err.Error(), "drop key:") != (tc.message != "") || !strings.Contains(err.Error(), tc.message) {
+				t.Errorf("error %q, want it to say %q", err, tc.message)
+			}
+		})
+	}
+}
+
+// A key template that does not compile is an error naming the sink key.
+func TestNewKeyCompileError(t *testing.T) {
+	if _, err := New(&plan.Plan{Sink: plan.Sink{Type: "postgres", Key: "{{ .Value.id "}}, sinks.KeysAll); err == nil || !strings.HasPrefix(err.Error(), "sink key: ") {
+		t.Errorf("New = %v, want a sink key error", err)
+	}
+	if _, err := New(&plan.Plan{Filter: "value.", Sink: plan.Sink{Type: "file"}}, sinks.KeysUnused); err == nil || !strings.HasPrefix(err.Error(), "filter: ") {
+		t.Errorf("New = %v, want a filter error", err)
+	}
+}
+
+// What a stage outputs is what the stages after it and the sink see:
+// a decode stage's value reaches the filter, the mapping and the key; a
+// mapping stage's value reaches the key; the record Process leaves is the
+// one the sink is given.
+func TestStagesSeeEachOthersOutput(t *testing.T) {
+	p, err := New(&plan.Plan{Filter: `value.status == "paid"`, Sink: plan.Sink{Type: "postgres", Key: "{{ .Value.id }}"}}, sinks.KeysAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	// decode: "id;status" to a JSON object.
+	p.decode = func(r *record.Record) error {
+		order = append(order, "decode")
+		id, status, ok := bytes.Cut(r.Value, []byte(";"))
+		if !ok {
+			return record.NewError(r, errors.New("decode: no ';'"))
+		}
+		r.Value = []byte(`{"id":"` + string(id) + `","status":"` + string(status) + `"}`)
+		return nil
+	}
+	// mapping: set id to "m-<id>"; the value the filter may have parsed is
+	// stale then.
+	p.mapping = func(r *record.Record) error {
+		order = append(order, "mapping")
+		r.Value = bytes.Replace(r.Value, []byte(`"id":"`), []byte(`"id":"m-`), 1)
+		if r.Note != nil {
+			r.Note.Parsed = false
+		}
+		return nil
+	}
+	run := p.Partition()
+	if run.Identity() {
+		t.Fatal("a pipeline with stages is the identity")
+	}
+	r := rec("k", "7;paid")
+	if ok, err := run.Process(&r); !ok || err != nil {
+		t.Fatalf("Process = %v, %v", ok, err)
+	}
+	if string(r.Value) != `{"id":"m-7","status":"paid"}` || r.IdemKey != "m-7" || strings.Join(order, ",") != "decode,mapping" {
+		t.Errorf("the sink gets value %s, key %q after %v; want the mapped value and key", r.Value, r.IdemKey, order)
+	}
+
+	order = nil
+	dropped := rec("k", "8;created")
+	if ok, err := run.Process(&dropped); ok || err != nil || strings.Join(order, ",") != "decode" || dropped.IdemKey != "" {
+		t.Errorf("a record the filter leaves out: Process = %v, %v after %v, key %q", ok, err, order, dropped.IdemKey)
+	}
+	order = nil
+	bad := rec("k", "garbage")
+	if ok, err := run.Process(&bad); ok || err == nil || !strings.Contains(err.Error(), "decode: no ';'") || strings.Join(order, ",") != "decode" {
+		t.Errorf("a record decode fails on: Process = %v, %v after %v", ok, err, order)
+	}
+}
