@@ -209,3 +209,34 @@ func TestStagesSeeEachOthersOutput(t *testing.T) {
 		t.Errorf("a record decode fails on: Process = %v, %v after %v", ok, err, order)
 	}
 }
+
+// BenchmarkProcess runs the pipeline of a sink that writes every record's
+// key over the benchmark's order events: the default key (nothing to
+// render: no allocation), a template of a value field, and a filter.
+func BenchmarkProcess(b *testing.B) {
+	value := []byte(`{"id":"ord-123456","customer":"cus-01234","status":"paid","amount":123.45,"currency":"EUR","items":3,` +
+		`"created_at":"2026-11-30T10:00:00.123Z","channel":"web","shipping":{"country":"DE","city":"Berlin","zip":"10123"},"fx_rate":1.234567,"note":"replay demo order"}`)
+	for _, c := range []struct{ name, filter, key string }{
+		{"default key", "", ""},
+		{"key template", "", "{{ .Value.id }}"},
+		{"filter and key template", `value.status == "paid"`, "{{ .Value.id }}"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			p, err := New(&plan.Plan{Filter: c.filter, Sink: plan.Sink{Type: "postgres", Key: c.key}}, sinks.KeysAll)
+			if err != nil {
+				b.Fatal(err)
+			}
+			run := p.Partition()
+			recs, key := make([]record.Record, 1), []byte("ord-123456")
+			b.ReportAllocs()
+			for b.Loop() {
+				recs[0] = record.Record{Topic: "orders", Partition: 3, Offset: 1200, Key: key, Value: value}
+				if !run.Identity() {
+					if ok, err := run.Process(&recs[0]); !ok || err != nil {
+						b.Fatal(ok, err)
+					}
+				}
+			}
+		})
+	}
+}

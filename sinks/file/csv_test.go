@@ -410,7 +410,7 @@ type keyedFile struct {
 }
 
 func (k keyedFile) Write(ctx context.Context, batch []record.Record) error {
-	return sinktest.KeyedWrite(ctx, k.Sink, k.keyer, batch)
+	return sinktest.Keyed(k.Sink, k.keyer).Write(ctx, batch)
 }
 
 func newKeyedFileSink(t *testing.T, keyer *sinks.Keyer, cfg file.Config) keyedFile {

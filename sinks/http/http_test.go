@@ -542,7 +542,7 @@ type keyedHTTP struct {
 }
 
 func (k keyedHTTP) Write(ctx context.Context, batch []record.Record) error {
-	return sinktest.KeyedWrite(ctx, k.Sink, k.keyer, batch)
+	return sinktest.Keyed(k.Sink, k.keyer).Write(ctx, batch)
 }
 
 func newKeyedHTTP(t *testing.T, keyer *sinks.Keyer, cfg httpsink.Config) keyedHTTP {

@@ -706,7 +706,7 @@ type keyedKafka struct {
 }
 
 func (k keyedKafka) Write(ctx context.Context, batch []record.Record) error {
-	return sinktest.KeyedWrite(ctx, k.Sink, k.keyer, batch)
+	return sinktest.Keyed(k.Sink, k.keyer).Write(ctx, batch)
 }
 
 func newKeyedKafka(t *testing.T, keyer *sinks.Keyer, cfg kafkasink.Config) keyedKafka {

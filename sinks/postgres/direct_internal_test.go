@@ -59,7 +59,7 @@ UNIQUE (value_bytes) DEFERRABLE INITIALLY DEFERRED)`); err != nil {
 		}
 	}
 	done := make(chan error, 1)
-	go func() { done <- sinktest.KeyedWrite(t.Context(), s, keyer, batch) }()
+	go func() { done <- sinktest.Keyed(s, keyer).Write(t.Context(), batch) }()
 	select {
 	case err = <-done:
 	case <-time.After(30 * time.Second):

@@ -41,14 +41,9 @@ type keyedSink struct {
 }
 
 func (k *keyedSink) Write(ctx context.Context, batch []record.Record) error {
-	return KeyedWrite(ctx, k.Sink, k.keyer, batch)
-}
-
-// KeyedWrite writes batch WithKeys(keyer, s's Keys) to s.
-func KeyedWrite(ctx context.Context, s sinks.Sink, keyer *sinks.Keyer, batch []record.Record) error {
-	out, err := WithKeys(keyer, s.Capabilities().Keys, batch)
+	out, err := WithKeys(k.keyer, k.Capabilities().Keys, batch)
 	if err != nil {
 		return err
 	}
-	return s.Write(ctx, out)
+	return k.Sink.Write(ctx, out)
 }

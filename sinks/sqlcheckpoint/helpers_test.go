@@ -44,7 +44,7 @@ type keyedPostgres struct {
 }
 
 func (k keyedPostgres) Write(ctx context.Context, batch []record.Record) error {
-	return sinktest.KeyedWrite(ctx, k.Sink, k.keyer, batch)
+	return sinktest.Keyed(k.Sink, k.keyer).Write(ctx, batch)
 }
 
 func newKeyedPostgres(t *testing.T, keyer *sinks.Keyer, cfg postgres.Config) keyedPostgres {

@@ -303,7 +303,7 @@ func TestSQLiteSharedChunkValueText(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = sinktest.KeyedWrite(t.Context(), s, k, bad)
+			err = sinktest.Keyed(s, k).Write(t.Context(), bad)
 			var re *record.Error
 			if enc == "UTF-8" {
 				if err != nil {

@@ -516,7 +516,7 @@ type keyedSQLite struct {
 }
 
 func (k keyedSQLite) Write(ctx context.Context, batch []record.Record) error {
-	return sinktest.KeyedWrite(ctx, k.Sink, k.keyer, batch)
+	return sinktest.Keyed(k.Sink, k.keyer).Write(ctx, batch)
 }
 
 func newKeyedSQLite(t *testing.T, keyer *sinks.Keyer, cfg sqlite.Config) keyedSQLite {
