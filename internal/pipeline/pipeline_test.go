@@ -240,3 +240,17 @@ func BenchmarkProcess(b *testing.B) {
 		})
 	}
 }
+
+// The pipeline of a sink that writes the default key allocates nothing per
+// record: the key stage renders nothing, the sink appends the coordinates.
+func TestDefaultKeyAllocatesNothing(t *testing.T) {
+	run := build(t, "", "", "kafka", sinks.KeysAll)
+	recs := []record.Record{rec("k", `{"id":1}`)}
+	if n := testing.AllocsPerRun(100, func() {
+		if ok, err := run.Process(&recs[0]); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+	}); n != 0 || recs[0].IdemKey != "" {
+		t.Errorf("Process allocates %v times, key %q", n, recs[0].IdemKey)
+	}
+}

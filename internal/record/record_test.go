@@ -57,3 +57,24 @@ func TestErrorTextIsBounded(t *testing.T) {
 		t.Errorf("short message changed: %q", short)
 	}
 }
+
+// A record without IdemKey has the default key, its coordinates; with one,
+// that key. Appending the default key allocates nothing, and a dead letter
+// leaves the key of the sink it was keyed for behind.
+func TestIdempotencyKey(t *testing.T) {
+	r := Record{Topic: "orders", Partition: 3, Offset: 1200}
+	buf := make([]byte, 0, 64)
+	if got := r.IdempotencyKey(); got != "orders/3/1200" || string(r.AppendIdempotencyKey(buf)) != got {
+		t.Errorf("default key %q, appended %q", got, r.AppendIdempotencyKey(buf))
+	}
+	if n := testing.AllocsPerRun(100, func() { buf = r.AppendIdempotencyKey(buf[:0]) }); n != 0 {
+		t.Errorf("appending the default key allocates %v times", n)
+	}
+	r.IdemKey = "order-7"
+	if got := r.IdempotencyKey(); got != "order-7" || string(r.AppendIdempotencyKey(nil)) != got {
+		t.Errorf("key %q, appended %q; want order-7", got, r.AppendIdempotencyKey(nil))
+	}
+	if d := DeadLetter(r, "bad"); d.IdempotencyKey() != "orders/3/1200" || r.IdemKey != "order-7" {
+		t.Errorf("dead letter key %q, record's %q", d.IdempotencyKey(), r.IdemKey)
+	}
+}
