@@ -233,41 +233,9 @@ const defaultBusyTimeout = 10 * time.Second
 // creates the table when asked, and checks that the table can take the
 // upsert (columns and a unique key).
 func New(ctx context.Context, cfg Config) (*Sink, error) {
-	if cfg.Path == "" {
-		return nil, errors.New("sqlite sink: empty path")
-	}
-	table, err := encode.QuoteTable(cfg.Table)
+	table, ignore, cols, key, err := checkConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite sink: table %q: %w", cfg.Table, err)
-	}
-	var ignore bool
-	switch cfg.OnConflict {
-	case "", "update":
-	case "ignore":
-		ignore = true
-	default:
-		return nil, fmt.Errorf("sqlite sink: on_conflict %q: want update or ignore", cfg.OnConflict)
-	}
-	cols, err := layout(cfg.Columns, cfg.Version)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite sink: %w", err)
-	}
-	key := -1
-	for i, c := range cols {
-		if c.form == formField && c.field.Kind == plan.FieldKey {
-			if key >= 0 {
-				return nil, fmt.Errorf("sqlite sink: columns %s and %s both hold the idempotency key: map key to one column", cols[key].name, c.name)
-			}
-			key = i
-		}
-	}
-	if key < 0 {
-		return nil, errors.New("sqlite sink: no column holds the idempotency key: map one to key")
-	}
-	switch cfg.OnTombstone {
-	case "", plan.OnTombstoneWrite, plan.OnTombstoneDelete, plan.OnTombstoneSkip:
-	default:
-		return nil, fmt.Errorf("sqlite sink: on_tombstone %q: want %s", cfg.OnTombstone, strings.Join(plan.OnTombstones, ", "))
+		return nil, err
 	}
 	var ckpt *sqlcheckpoint.SQLite
 	if cfg.Checkpoints.Table != "" {
@@ -282,17 +250,9 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite sink: %w", err)
 	}
-	var created string
-	switch fi, err := os.Stat(cfg.Path); {
-	case errors.Is(err, os.ErrNotExist):
-		created = fmt.Sprintf("the database %s did not exist when this run opened it (this run created it, empty)", absPath(cfg.Path))
-	case err == nil && fi.IsDir():
-		return nil, fmt.Errorf("sqlite sink: path %s is a directory: give the database file's path (e.g. %s)", absPath(cfg.Path), filepath.Join(cfg.Path, "replay.db"))
-	case err == nil && !fi.Mode().IsRegular():
-		return nil, fmt.Errorf("sqlite sink: path %s is not a regular file (%s): give a database file's path", absPath(cfg.Path), fi.Mode().Type())
-	}
-	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o755); err != nil {
-		return nil, fmt.Errorf("sqlite sink: %w", err)
+	created, err := checkPath(cfg.Path)
+	if err != nil {
+		return nil, err
 	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -334,7 +294,81 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		db.Close()
 		return nil, err
 	}
-	// The checkpointer's connection, opened once the file is in WAL mode.
+	if err := s.openCheckpointer(ctx, dsn); err != nil {
+		s.stmts.close()
+		db.Close()
+		return nil, err
+	}
+	s.openWAL(ctx)
+	go s.writer()
+	go s.syncer()
+	go s.checkpointer()
+	s.log.Debug().Str("path", cfg.Path).Str("table", cfg.Table).Bool("ignore", ignore).Msg("sqlite sink ready")
+	return s, nil
+}
+
+// checkConfig checks what New needs of cfg and returns the quoted table,
+// whether on_conflict is ignore, the column layout and the index of the
+// key column.
+func checkConfig(cfg Config) (table string, ignore bool, cols []column, key int, err error) {
+	if cfg.Path == "" {
+		return "", false, nil, -1, errors.New("sqlite sink: empty path")
+	}
+	if table, err = encode.QuoteTable(cfg.Table); err != nil {
+		return "", false, nil, -1, fmt.Errorf("sqlite sink: table %q: %w", cfg.Table, err)
+	}
+	switch cfg.OnConflict {
+	case "", "update":
+	case "ignore":
+		ignore = true
+	default:
+		return "", false, nil, -1, fmt.Errorf("sqlite sink: on_conflict %q: want update or ignore", cfg.OnConflict)
+	}
+	if cols, err = layout(cfg.Columns, cfg.Version); err != nil {
+		return "", false, nil, -1, fmt.Errorf("sqlite sink: %w", err)
+	}
+	key = -1
+	for i, c := range cols {
+		if c.form == formField && c.field.Kind == plan.FieldKey {
+			if key >= 0 {
+				return "", false, nil, -1, fmt.Errorf("sqlite sink: columns %s and %s both hold the idempotency key: map key to one column", cols[key].name, c.name)
+			}
+			key = i
+		}
+	}
+	if key < 0 {
+		return "", false, nil, -1, errors.New("sqlite sink: no column holds the idempotency key: map one to key")
+	}
+	switch cfg.OnTombstone {
+	case "", plan.OnTombstoneWrite, plan.OnTombstoneDelete, plan.OnTombstoneSkip:
+	default:
+		return "", false, nil, -1, fmt.Errorf("sqlite sink: on_tombstone %q: want %s", cfg.OnTombstone, strings.Join(plan.OnTombstones, ", "))
+	}
+	return table, ignore, cols, key, nil
+}
+
+// checkPath refuses a database path that is a directory or not a regular
+// file, and creates the directory of a new one. created says, when the
+// file does not exist yet, that this run creates it (for a refused
+// resume's message); "" otherwise.
+func checkPath(path string) (created string, err error) {
+	switch fi, err := os.Stat(path); {
+	case errors.Is(err, os.ErrNotExist):
+		created = fmt.Sprintf("the database %s did not exist when this run opened it (this run created it, empty)", absPath(path))
+	case err == nil && fi.IsDir():
+		return "", fmt.Errorf("sqlite sink: path %s is a directory: give the database file's path (e.g. %s)", absPath(path), filepath.Join(path, "replay.db"))
+	case err == nil && !fi.Mode().IsRegular():
+		return "", fmt.Errorf("sqlite sink: path %s is not a regular file (%s): give a database file's path", absPath(path), fi.Mode().Type())
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", fmt.Errorf("sqlite sink: %w", err)
+	}
+	return created, nil
+}
+
+// openCheckpointer opens the checkpointer's connection, once the file is
+// in WAL mode.
+func (s *Sink) openCheckpointer(ctx context.Context, dsn string) error {
 	ckptDB, err := sql.Open("sqlite", dsn)
 	if err == nil {
 		ckptDB.SetMaxOpenConns(1)
@@ -342,27 +376,25 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		err = ckptDB.PingContext(ctx)
 	}
 	if err != nil {
-		s.stmts.close()
-		db.Close()
-		return nil, fmt.Errorf("sqlite sink: open %s: %w", cfg.Path, err)
+		return fmt.Errorf("sqlite sink: open %s: %w", s.path, err)
 	}
 	s.ckptDB = ckptDB
-	// Commits leave the WAL to the syncer (see syncer) once the sink has
-	// the WAL file open; a connection the pool would open again gets the
-	// DSN's synchronous=FULL, which is safe.
-	if wal, err := openWAL(cfg.Path); err != nil {
-		s.log.Debug().Err(err).Str("path", cfg.Path).Msg("commits sync the WAL themselves")
-	} else if _, err := db.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); err != nil {
+	return nil
+}
+
+// openWAL leaves the WAL's sync to the syncer (see syncer) once the sink
+// has the WAL file open; a connection the pool would open again gets the
+// DSN's synchronous=FULL, which is safe. Without the WAL file, commits
+// sync it themselves.
+func (s *Sink) openWAL(ctx context.Context) {
+	if wal, err := openWAL(s.path); err != nil {
+		s.log.Debug().Err(err).Str("path", s.path).Msg("commits sync the WAL themselves")
+	} else if _, err := s.db.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); err != nil {
 		wal.close()
-		s.log.Debug().Err(err).Str("path", cfg.Path).Msg("commits sync the WAL themselves")
+		s.log.Debug().Err(err).Str("path", s.path).Msg("commits sync the WAL themselves")
 	} else {
 		s.wal = wal
 	}
-	go s.writer()
-	go s.syncer()
-	go s.checkpointer()
-	s.log.Debug().Str("path", cfg.Path).Str("table", cfg.Table).Bool("ignore", ignore).Msg("sqlite sink ready")
-	return s, nil
 }
 
 // sqliteDSN is the database file as an SQLite URI with the pragmas every
