@@ -214,6 +214,47 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 			return nil, fmt.Errorf("postgres sink: %w", err)
 		}
 	}
+	pcfg, err := s.poolConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		registerArrays(c.TypeMap())
+		if _, err := c.Exec(ctx, backendMallocWarmup); err != nil {
+			s.log.Debug().Err(s.scrub(err)).Msg("malloc warm-up of a new connection failed; writing without it")
+		}
+		if s.st.createTemp == "" { // while prepare inspects the table
+			return nil
+		}
+		if _, err := c.Exec(ctx, s.st.createTemp); err != nil {
+			// The rights it needs, when it was refused for want of them
+			// (42501: insufficient privilege; 25006: a read-only
+			// transaction), not on a timeout or a lost connection.
+			if code := sqlState(err); code == "42501" || code == "25006" {
+				return fmt.Errorf("create the connection's temporary COPY table %s (the role needs TEMPORARY on the database, and a transaction that can write): %w", copyTable, err)
+			}
+			return fmt.Errorf("create the connection's temporary COPY table %s: %w", copyTable, err)
+		}
+		return nil
+	}
+	if s.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
+		return nil, fmt.Errorf("postgres sink: connect: %w", s.scrub(err))
+	}
+	if err := s.prepare(ctx, cfg.CreateTable); err != nil {
+		s.pool.Close()
+		return nil, err
+	}
+	c := pcfg.ConnConfig
+	s.log.Debug().Str("host", c.Host).Uint16("port", c.Port).Str("database", c.Database).
+		Str("user", c.User).Str("table", cfg.Table).Bool("ignore", s.ignore).Int("connections", s.connections).Msg("postgres sink ready")
+	return s, nil
+}
+
+// poolConfig is the pool configuration of cfg.DSN with the run-time
+// parameters the sink needs (application_name, client_encoding, jit, and
+// for a sharded sink lock_timeout) where the DSN leaves them unset, and
+// the DSN's password among the secrets to scrub from errors.
+func (s *Sink) poolConfig(cfg Config) (*pgxpool.Config, error) {
 	pcfg, err := pgxpool.ParseConfig(cfg.DSN)
 	if err != nil {
 		return nil, fmt.Errorf("postgres sink: parse dsn: %w", s.scrub(err))
@@ -261,36 +302,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 			pcfg.ConnConfig.RuntimeParams["lock_timeout"] = fmt.Sprintf("%dms", max(d.Milliseconds(), 1))
 		}
 	}
-	pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		registerArrays(c.TypeMap())
-		if _, err := c.Exec(ctx, backendMallocWarmup); err != nil {
-			s.log.Debug().Err(s.scrub(err)).Msg("malloc warm-up of a new connection failed; writing without it")
-		}
-		if s.st.createTemp == "" { // while prepare inspects the table
-			return nil
-		}
-		if _, err := c.Exec(ctx, s.st.createTemp); err != nil {
-			// The rights it needs, when it was refused for want of them
-			// (42501: insufficient privilege; 25006: a read-only
-			// transaction), not on a timeout or a lost connection.
-			if code := sqlState(err); code == "42501" || code == "25006" {
-				return fmt.Errorf("create the connection's temporary COPY table %s (the role needs TEMPORARY on the database, and a transaction that can write): %w", copyTable, err)
-			}
-			return fmt.Errorf("create the connection's temporary COPY table %s: %w", copyTable, err)
-		}
-		return nil
-	}
-	if s.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
-		return nil, fmt.Errorf("postgres sink: connect: %w", s.scrub(err))
-	}
-	if err := s.prepare(ctx, cfg.CreateTable); err != nil {
-		s.pool.Close()
-		return nil, err
-	}
-	c := pcfg.ConnConfig
-	s.log.Debug().Str("host", c.Host).Uint16("port", c.Port).Str("database", c.Database).
-		Str("user", c.User).Str("table", cfg.Table).Bool("ignore", s.ignore).Int("connections", s.connections).Msg("postgres sink ready")
-	return s, nil
+	return pcfg, nil
 }
 
 // DefaultLockTimeout is the lock_timeout of a sharded sink's connections
