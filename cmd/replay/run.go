@@ -249,8 +249,8 @@ func (a *app) identify(rep *runner.Report, file string) {
 
 // run executes one plan end to end and prints the summary.
 func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Report, error) {
-	if !o.yes && !isTerminal(o.in) {
-		return nil, usageError{errors.New("stdin is not a terminal, so replay run cannot ask for confirmation: add --yes to run without asking (schedulers, CI)")}
+	if err := o.checkFlags(); err != nil {
+		return nil, err
 	}
 	opts, err := pinnedOptions(o.resolution)
 	if err != nil {
@@ -260,12 +260,6 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 		return nil, usageError{reportPathError{fmt.Errorf("--report: %w", err)}}
 	}
 	opts.Restart, opts.Join, opts.ResumeFromSink = o.restart, o.join, o.resumeFromSink
-	if o.join && o.restart {
-		return nil, usageError{errors.New("--join and --restart: discarding the checkpoints other processes of the plan are using is not safe; stop them all, then --restart without --join")}
-	}
-	if o.resumeFromSink && (o.restart || o.join) {
-		return nil, usageError{errors.New("--resume-from-sink continues a plain run from the sink's checkpoints: it does not combine with --restart (start over) or --join")}
-	}
 	if !o.noRecord {
 		opts.StateDir = stateDir()
 	}
@@ -328,6 +322,22 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 		}
 	}
 	return a.runJob(ctx, job, file, o, metrics)
+}
+
+// checkFlags refuses what run cannot do with its flags alone (usage
+// errors, exit 2): asking for confirmation without a terminal, and the
+// combinations of --join, --restart and --resume-from-sink that are not
+// safe.
+func (o runOptions) checkFlags() error {
+	switch {
+	case !o.yes && !isTerminal(o.in):
+		return usageError{errors.New("stdin is not a terminal, so replay run cannot ask for confirmation: add --yes to run without asking (schedulers, CI)")}
+	case o.join && o.restart:
+		return usageError{errors.New("--join and --restart: discarding the checkpoints other processes of the plan are using is not safe; stop them all, then --restart without --join")}
+	case o.resumeFromSink && (o.restart || o.join):
+		return usageError{errors.New("--resume-from-sink continues a plain run from the sink's checkpoints: it does not combine with --restart (start over) or --join")}
+	}
+	return nil
 }
 
 // runJob writes a prepared job into a new sink, prints its summary and
