@@ -78,6 +78,32 @@ func (s *Sink) prepare(ctx context.Context, table string, defaultLayout, create 
 	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM `+encode.QuoteIdent(schema)+`.sqlite_schema WHERE type = 'trigger' AND tbl_name = ?)`, name).Scan(&s.triggers); err != nil {
 		return fmt.Errorf("sqlite sink: check table %s: %w", s.name, err)
 	}
+	if err := s.matchColumns(types, strict, defaultLayout); err != nil {
+		return err
+	}
+	var encoding string
+	if err := s.db.QueryRowContext(ctx, "PRAGMA encoding").Scan(&encoding); err != nil {
+		return fmt.Errorf("sqlite sink: open %s: %w", s.path, err)
+	}
+	s.encoding, s.utf16 = encoding, !strings.EqualFold(encoding, "UTF-8")
+	s.shared = newSharedChunk(s.cols, !s.utf16)
+	if err := s.prepareStatements(ctx, table); err != nil {
+		return err
+	}
+	if s.ckpt != nil {
+		if err := s.ckpt.Prepare(ctx, s.db); err != nil {
+			s.stmts.close()
+			return fmt.Errorf("sqlite sink: checkpoint table %s: %w", s.ckpt.Name, err)
+		}
+	}
+	return nil
+}
+
+// matchColumns gives each column of the layout its affinity from the
+// table's declared types (lower-case names), or refuses a table that
+// lacks a column: a default layout of an older version of replay
+// (oldLayoutError), or a mapping naming a column the table does not have.
+func (s *Sink) matchColumns(types map[string]string, strict, defaultLayout bool) error {
 	var missing []string
 	for i := range s.cols {
 		c := &s.cols[i]
@@ -88,29 +114,28 @@ func (s *Sink) prepare(ctx context.Context, table string, defaultLayout, create 
 		}
 		c.aff = affinityOf(t, strict)
 	}
-	if len(missing) > 0 {
-		if defaultLayout {
-			return fmt.Errorf("sqlite sink: %w", oldLayoutError(s.name, missing))
-		}
-		have := make([]string, 0, len(types))
-		for n := range types {
-			have = append(have, n)
-		}
-		sort.Strings(have)
-		hint := "map fields only to columns the table has"
-		if len(missing) == 1 && missing[0] == VersionColumn {
-			hint = fmt.Sprintf("add it with ALTER TABLE %s ADD COLUMN %s", s.name, VersionColumn)
-		}
-		return fmt.Errorf("sqlite sink: table %s has no column %s (it has %s): %s", s.name, strings.Join(missing, ", "), strings.Join(have, ", "), hint)
+	if len(missing) == 0 {
+		return nil
 	}
-	var encoding string
-	if err := s.db.QueryRowContext(ctx, "PRAGMA encoding").Scan(&encoding); err != nil {
-		return fmt.Errorf("sqlite sink: open %s: %w", s.path, err)
+	if defaultLayout {
+		return fmt.Errorf("sqlite sink: %w", oldLayoutError(s.name, missing))
 	}
-	s.encoding, s.utf16 = encoding, !strings.EqualFold(encoding, "UTF-8")
-	s.shared = newSharedChunk(s.cols, !s.utf16)
-	// Preparing the statements resolves the table, its columns and the ON
-	// CONFLICT target (which needs a unique key on the key column).
+	have := make([]string, 0, len(types))
+	for n := range types {
+		have = append(have, n)
+	}
+	sort.Strings(have)
+	hint := "map fields only to columns the table has"
+	if len(missing) == 1 && missing[0] == VersionColumn {
+		hint = fmt.Sprintf("add it with ALTER TABLE %s ADD COLUMN %s", s.name, VersionColumn)
+	}
+	return fmt.Errorf("sqlite sink: table %s has no column %s (it has %s): %s", s.name, strings.Join(missing, ", "), strings.Join(have, ", "), hint)
+}
+
+// prepareStatements prepares the sink's statements on table. Preparing
+// resolves the table, its columns and the ON CONFLICT target (which needs
+// a unique key on the key column). On error none stays prepared.
+func (s *Sink) prepareStatements(ctx context.Context, table string) error {
 	for _, p := range []struct {
 		to  **sql.Stmt
 		sql string
@@ -134,12 +159,6 @@ func (s *Sink) prepare(ctx context.Context, table string, defaultLayout, create 
 			return fmt.Errorf("sqlite sink: check table %s: %w", s.name, err)
 		}
 		*p.to = st
-	}
-	if s.ckpt != nil {
-		if err := s.ckpt.Prepare(ctx, s.db); err != nil {
-			s.stmts.close()
-			return fmt.Errorf("sqlite sink: checkpoint table %s: %w", s.ckpt.Name, err)
-		}
 	}
 	return nil
 }
