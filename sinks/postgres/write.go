@@ -1,19 +1,14 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
-	"slices"
-	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
@@ -93,88 +88,6 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	return nil
 }
 
-// writeShards runs the shards at once, each in a transaction of its own,
-// and commits none of them before every shard's statements ran: a row
-// the database refuses (or any other failure) in one shard rolls them all
-// back, so a failed batch leaves nothing in the table. Then the others
-// commit, and the first, which carries the checkpoint, commits only after
-// they did. A commit itself failing (a connection lost at that moment)
-// can still leave the shards that committed; the checkpoint then does not
-// cover them, and a re-run finds their rows unchanged.
-func (s *Sink) writeShards(ctx context.Context, conns []*pgxpool.Conn, w *writePlan, batch []record.Record) error {
-	bar := &commitBarrier{left: len(w.shards), all: make(chan struct{})}
-	// The shards run under the Write's context: a failure of one must not
-	// cancel another whose commit the server may already have made.
-	var rest errgroup.Group
-	for i := 1; i < len(w.shards); i++ {
-		rest.Go(func() error { return s.shardUnder(ctx, conns[i], w.shards[i], nil, bar, nil) })
-	}
-	err := s.shardUnder(ctx, conns[0], w.shards[0], batch, bar, func() error {
-		if err := rest.Wait(); err != nil {
-			return othersFailed{err}
-		}
-		return nil
-	})
-	if rerr := rest.Wait(); err == nil {
-		err = rerr
-	}
-	return err
-}
-
-// shardUnder writes a shard of a sharded Write: before its commit it
-// arrives at bar and waits for every shard, then runs then (the first
-// shard waits there for the others' commits); a shard that fails before
-// arrives with its error, which rolls every shard back.
-func (s *Sink) shardUnder(ctx context.Context, conn *pgxpool.Conn, sh shard, batch []record.Record, bar *commitBarrier, then func() error) error {
-	arrived := false
-	err := s.writeShard(ctx, conn, sh, batch, func() error {
-		arrived = true
-		if err := bar.arrive(nil); err != nil {
-			return err
-		}
-		if then != nil {
-			return then()
-		}
-		return nil
-	})
-	if !arrived {
-		_ = bar.arrive(err)
-	}
-	return err
-}
-
-// commitBarrier holds the shards of a Write before their commits until
-// each shard has run its statements or failed.
-type commitBarrier struct {
-	mu   sync.Mutex
-	left int           // shards that have not arrived
-	err  error         // the first shard's failure
-	all  chan struct{} // closed when every shard arrived
-}
-
-// arrive records one shard, once: err nil when its statements ran (it
-// then waits for every shard, and returns the first failure of another
-// as othersFailed, or nil), its error when it failed (it returns at once).
-func (b *commitBarrier) arrive(err error) error {
-	b.mu.Lock()
-	if err != nil && b.err == nil {
-		b.err = err
-	}
-	b.left--
-	if b.left == 0 {
-		close(b.all)
-	}
-	b.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	<-b.all
-	if b.err != nil { // written before all was closed
-		return othersFailed{b.err}
-	}
-	return nil
-}
-
 // shard is the part of a batch that one connection writes: deletes, then
 // upserts. more holds, with a version column, the later upserts of keys
 // that have several in the batch, in rounds of one row per key, upserted
@@ -191,17 +104,6 @@ type writePlan struct {
 	// superseded counts the records another record of the same key
 	// replaced within the batch.
 	superseded sinks.Outcomes
-}
-
-var shardSeed = maphash.MakeSeed()
-
-// shardOf is the shard that writes key: always the same one for a key,
-// so its records keep their order.
-func (w *writePlan) shardOf(key string) *shard {
-	if len(w.shards) == 1 {
-		return &w.shards[0]
-	}
-	return &w.shards[maphash.String(shardSeed, key)%uint64(len(w.shards))]
 }
 
 // dropEmpty leaves out the shards without rows, but the first stays when
@@ -582,27 +484,6 @@ func (s *Sink) freshShard(ctx context.Context, conn *pgxpool.Conn, sh shard, bat
 	return true, nil
 }
 
-// unsupported reports whether err is PostgreSQL refusing the statement as
-// a feature it does not support on the table (class 0A: COPY into a table
-// with row-level security, say).
-func unsupported(err error) bool { return strings.HasPrefix(sqlState(err), "0A") }
-
-// sqlState is the SQLSTATE of a PostgreSQL error in err's chain, "" for
-// any other error.
-func sqlState(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Code
-	}
-	return ""
-}
-
-// othersFailed carries the error of another shard of the Write into the
-// first shard, whose transaction it rolls back.
-type othersFailed struct{ err error }
-
-func (e othersFailed) Error() string { return e.err.Error() }
-
 // inTx runs f in a transaction on conn, committed when f returns nil.
 func (s *Sink) inTx(ctx context.Context, conn *pgxpool.Conn, f func(pgx.Tx) error) (err error) {
 	tx, err := conn.Begin(ctx)
@@ -625,145 +506,4 @@ func (s *Sink) count(o sinks.Outcomes) {
 	s.outMu.Lock()
 	s.out.Add(o)
 	s.outMu.Unlock()
-}
-
-// recordError is r's *record.Error for why, which follows on_error.
-func (s *Sink) recordError(r *record.Record, why error) *record.Error {
-	return record.NewError(r, fmt.Errorf("postgres sink: upsert into %s: %w", s.name, why))
-}
-
-// rejectsData reports whether err is the database refusing the data of a
-// row, which makes the row a bad record that follows on_error: a data
-// exception (class 22: bad encoding, a value out of range, JSON that
-// PostgreSQL does not take), an integrity constraint violation (class 23:
-// a unique index on another column, a foreign key, a check), a row too big
-// for an index (54000), or an error a trigger or function raised (class
-// P0: RAISE EXCEPTION without its own code, P0001; a failed ASSERT, P0004;
-// SELECT INTO STRICT finding no row or several, P0002 and P0003). Any
-// other class is not the row's fault: a lost connection (08), a
-// serialization failure or deadlock (40001, 40P01), the server shutting
-// down (57P01) or out of resources (53) pass by themselves and are retried
-// (sinks.Transient); the rest fail the batch as the sink's.
-func rejectsData(err error) bool {
-	code := sqlState(err)
-	return strings.HasPrefix(code, "22") || strings.HasPrefix(code, "23") || code == "54000" || strings.HasPrefix(code, "P0")
-}
-
-// rejectedRows turns a failed write of w into the error Write returns.
-// When the database rejected the data of a row (rejectsData), or a shard
-// of a sharded Write gave up a lock wait (shardLockWait), it finds every
-// row of w it rejects (isolate), remembers them (sinks'
-// sqlcheckpoint.Rejected) and returns the *record.Error of the first one by
-// offset. A rejection that no row causes on its own is transient: a row of
-// another partition's transaction that the row waited for and that was
-// then rolled back, or a lock another transaction held past lock_timeout;
-// the batch is written again. Any other error is returned as it is.
-func (s *Sink) rejectedRows(ctx context.Context, conn *pgxpool.Conn, w *writePlan, err error) error {
-	lockWait := shardLockWait(w, err)
-	if !rejectsData(err) && !lockWait || ctx.Err() != nil {
-		return err
-	}
-	bad, ierr := s.isolate(ctx, conn, w)
-	switch {
-	case ierr != nil && sinks.Transient(ierr):
-		return fmt.Errorf("postgres sink: upsert into %s: find the rows it rejects: %w", s.name, s.scrub(ierr))
-	case ierr != nil:
-		return err
-	case len(bad) == 0 && lockWait:
-		return &sinks.TransientError{Err: fmt.Errorf("%w; no row is rejected on its own (a shard waited for a row of another transaction)", err)}
-	case len(bad) == 0:
-		return &sinks.TransientError{Err: fmt.Errorf("%w; no row is rejected on its own (it met a row of another transaction, since rolled back)", err)}
-	}
-	slices.SortFunc(bad, func(a, b rejectedRow) int { return cmp.Compare(a.rec.Offset, b.rec.Offset) })
-	recs, errs := make([]*record.Record, len(bad)), make([]*record.Error, len(bad))
-	for i, b := range bad {
-		recs[i], errs[i] = b.rec, b.err
-	}
-	s.rejected.Remember(recs, errs)
-	return errs[0]
-}
-
-// shardLockWait reports whether err ended a lock wait of a sharded
-// Write (w has several shards): a lock_timeout (55P03) or a deadlock
-// PostgreSQL found (40P01). The shards of a Write wait for each other
-// before their commits, so a shard waiting for a row of another shard of
-// the same Write (two keys on different shards with the same value in a
-// unique index on another column) would wait for good; each deadlock among
-// them would come back at every retry. Written through one connection
-// (isolate), such a row is a constraint violation of its own, a bad
-// record; a wait for another Write's rows is transient.
-func shardLockWait(w *writePlan, err error) bool {
-	code := sqlState(err)
-	return len(w.shards) > 1 && (code == "55P03" || code == "40P01")
-}
-
-// rejectedRow is a row the database rejects, and why.
-type rejectedRow struct {
-	rec *record.Record
-	err *record.Error
-}
-
-// isolate finds the rows of w that the database rejects, on conn (the
-// Write's own connection: a sharded Write holds all it may use), in a
-// transaction that is rolled back, so nothing is written. It writes w as
-// Write does (each shard's deletes, then its upserts round by round), each
-// part inside a savepoint; a part the database rejects is rolled back to
-// its savepoint and halved, until the rejected row is alone: a batch with
-// b rejected rows out of n takes about 2·b·log2(n) statements. Of two rows
-// that conflict with each other (a unique index on another column), the
-// later one is rejected. Deferred constraints are checked at each
-// statement, as the commit would.
-func (s *Sink) isolate(ctx context.Context, conn *pgxpool.Conn, w *writePlan) ([]rejectedRow, error) {
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) // nothing of it is kept
-	if _, err := tx.Exec(ctx, "SET CONSTRAINTS ALL IMMEDIATE"); err != nil {
-		return nil, err
-	}
-	var bad []rejectedRow
-	var part func(stmt string, rows *pgRows, args []any) error
-	part = func(stmt string, rows *pgRows, args []any) error {
-		b := &pgx.Batch{}
-		b.Queue("SAVEPOINT replay_part")
-		b.Queue(stmt, args...)
-		b.Queue("RELEASE SAVEPOINT replay_part")
-		err := tx.SendBatch(ctx, b).Close()
-		if err == nil || !rejectsData(err) {
-			return err
-		}
-		if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT replay_part"); rerr != nil {
-			return rerr
-		}
-		if rows.len() == 1 {
-			bad = append(bad, rejectedRow{rows.recs[0], s.recordError(rows.recs[0], s.scrub(err))})
-			return nil
-		}
-		for _, half := range []*pgRows{rows.slice(0, rows.len()/2), rows.slice(rows.len()/2, rows.len())} {
-			args := half.args()
-			if stmt == s.st.remove {
-				args = s.removeArgs(half)
-			}
-			if err := part(stmt, half, args); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	for _, sh := range w.shards {
-		if sh.del.len() > 0 {
-			if err := part(s.st.remove, sh.del, s.removeArgs(sh.del)); err != nil {
-				return nil, err
-			}
-		}
-		for _, rows := range append([]*pgRows{sh.up}, sh.more...) {
-			if rows.len() > 0 {
-				if err := part(s.st.upsert, rows, rows.args()); err != nil {
-					return nil, err
-				}
-			}
-		}
-	}
-	return bad, nil
 }

@@ -5,15 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"unicode/utf8"
-
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
@@ -169,114 +163,6 @@ func (s *Sink) acknowledge(group []*writeReq, syncErr error) {
 	}
 }
 
-// syncer makes the writer's commits durable: it takes the groups committed
-// so far, syncs the WAL file once (fsync) and acknowledges their
-// Writes, while the writer goes on with the next group. The writer's
-// connection runs synchronous=NORMAL, so a commit writes the WAL without
-// syncing it: SQLite's WAL is safe from corruption so, and a commit's
-// frames are durable once the WAL file is synced after it, which is what
-// synchronous=FULL does inside the commit. A failed sync fails the Writes
-// waiting for it and every later one (a failed fsync may have dropped the
-// pages it could not write: the sink cannot tell what is on disk).
-func (s *Sink) syncer() {
-	defer close(s.syncDone)
-	for group := range s.toSync {
-		groups := [][]*writeReq{group}
-	more:
-		for {
-			select {
-			case g, ok := <-s.toSync:
-				if !ok {
-					break more
-				}
-				groups = append(groups, g)
-			default:
-				break more
-			}
-		}
-		err := s.syncErr.Load()
-		if err == nil {
-			if e := s.wal.sync(); e != nil {
-				e = fmt.Errorf("sqlite sink: sync the WAL of %s: %w; the batches since the last sync are not committed: re-run to resume from there", s.path, e)
-				s.syncErr.set(e)
-			}
-			err = s.syncErr.Load()
-		}
-		for _, g := range groups {
-			s.acknowledge(g, err)
-		}
-	}
-}
-
-// stickyErr is an error that, once set, stays.
-type stickyErr struct {
-	mu  sync.Mutex
-	err error
-}
-
-func (e *stickyErr) Load() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.err
-}
-
-// set sets the error unless one was set before.
-func (e *stickyErr) set(err error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.err == nil {
-		e.err = err
-	}
-}
-
-// walFile is the database's WAL file, opened to be synced.
-type walFile struct {
-	path string
-	f    *os.File
-	// syncFile syncs f: (*os.File).Sync, but in tests.
-	syncFile func(*os.File) error
-}
-
-// openWAL opens path's WAL file (there once the database is in WAL mode
-// and was read). SQLite names it after the database file with symbolic
-// links resolved, and so does openWAL.
-func openWAL(path string) (*walFile, error) {
-	path, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(path+"-wal", os.O_RDWR, 0)
-	if err != nil {
-		return nil, err
-	}
-	return &walFile{path: path + "-wal", f: f, syncFile: (*os.File).Sync}, nil
-}
-
-// sync syncs the WAL file, after checking that the file open is still the
-// one at its path (SQLite removes the WAL only when its last connection
-// closes, which the sink's own connections prevent; a sync of a removed
-// file would make nothing durable).
-func (w *walFile) sync() error {
-	open, err := w.f.Stat()
-	if err != nil {
-		return err
-	}
-	now, err := os.Stat(w.path)
-	if err != nil {
-		return err
-	}
-	if !os.SameFile(open, now) {
-		return fmt.Errorf("%s was replaced while the sink wrote to it", w.path)
-	}
-	return w.syncFile(w.f)
-}
-
-func (w *walFile) close() {
-	if w != nil {
-		_ = w.f.Close()
-	}
-}
-
 // writeGroup writes group's batches in one transaction and sets each
 // request's err (nil: committed) and outcomes; it reports whether it
 // committed. A batch that fails on its own (a record the table refuses,
@@ -381,16 +267,6 @@ func (s *Sink) tryGroup(tctx context.Context, group []*writeReq) (committed, aga
 		return false, false
 	}
 	return true, false
-}
-
-// errTxLost is a chunk's statement failing in a way that ended the whole
-// transaction, not only the statement.
-var errTxLost = errors.New("the statement rolled the transaction back")
-
-// isRecordError reports whether err is a record's own (*record.Error).
-func isRecordError(err error) bool {
-	var re *record.Error
-	return errors.As(err, &re)
 }
 
 func (s *Sink) rows(batch []record.Record) ([]sqliteRow, error) {
@@ -693,45 +569,4 @@ func changes(res sql.Result, err error) (int64, error) {
 		return 0, err
 	}
 	return res.RowsAffected()
-}
-
-// sqliteTransient marks err as a *TransientError when the database was
-// locked by another connection for longer than the busy timeout.
-func sqliteTransient(err error) error {
-	var e *sqlite.Error
-	if errors.As(err, &e) {
-		switch e.Code() & 0xff {
-		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-			return &sinks.TransientError{Err: err}
-		}
-	}
-	return err
-}
-
-// ctxErr returns the context's error when the context ended (the driver
-// reports an interrupted statement in its own words), else err.
-func (s *Sink) ctxErr(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("%w (%v)", cerr, err)
-	}
-	return err
-}
-
-// sqliteRejectsData reports whether err is SQLite refusing the data of one
-// row, which makes the row a bad record that follows on_error: a
-// constraint (a unique index on another column, a NOT NULL, CHECK or
-// foreign key of a table made by hand, a trigger's RAISE), a value too
-// big, or a datatype mismatch (a STRICT table). A database locked by
-// another connection (SQLITE_BUSY, SQLITE_LOCKED) passes by itself and is
-// retried (sqliteTransient); any other error fails the batch as the sink's.
-func sqliteRejectsData(err error) bool {
-	var e *sqlite.Error
-	if !errors.As(err, &e) {
-		return false
-	}
-	switch e.Code() & 0xff {
-	case sqlite3.SQLITE_CONSTRAINT, sqlite3.SQLITE_TOOBIG, sqlite3.SQLITE_MISMATCH:
-		return true
-	}
-	return false
 }
