@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/replay-tool/replay/internal/pipeline"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -12,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/replay-tool/replay/internal/pipeline"
 
 	kafkasink "github.com/replay-tool/replay/sinks/kafka"
 	"github.com/replay-tool/replay/sinks/registry"

@@ -3,10 +3,11 @@ package kafka_test
 import (
 	"bytes"
 	"fmt"
-	"github.com/replay-tool/replay/sinks/sinktest"
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/replay-tool/replay/sinks/sinktest"
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"

@@ -1,0 +1,159 @@
+package plan
+
+// What a plan file's YAML syntax errors say, and the "did you mean" suggestions.
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+var yamlLine = regexp.MustCompile(`line (\d+):?\s*`)
+
+// yamlParserErrors are the messages of yaml.v3's parser (as opposed to its
+// scanner). For them yaml.v3 reports a 0-based line (the line before the one
+// meant): yamlSyntaxProblem adds one.
+var yamlParserErrors = map[string]bool{
+	"did not find expected <document start>": true,
+	"found undefined tag handle":             true,
+	"did not find expected node content":     true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected key":              true,
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"found duplicate %YAML directive":        true,
+	"found incompatible YAML document":       true,
+	"found duplicate %TAG directive":         true,
+}
+
+// yamlLocated are the messages for which yaml.v3 reports the line where
+// the enclosing construct starts (a block mapping, a plain scalar), not the
+// line at fault: yamlSyntaxProblem looks for that line itself.
+var yamlLocated = map[string]bool{
+	"did not find expected key":                                    true,
+	"did not find expected '-' indicator":                          true,
+	"found a tab character that violates indentation":              true,
+	"found character that cannot start any token":                  true,
+	"mapping values are not allowed in this context":               true,
+	"found a tab character where an indentation space is expected": true,
+}
+
+// yamlHints says how to fix the syntax errors people make most.
+var yamlHints = map[string]string{
+	"did not find expected ',' or ']'":               "a [ list starting on this line is not closed: add the missing ] (or a comma between items)",
+	"did not find expected ',' or '}'":               "a { mapping starting on this line is not closed: add the missing } (or a comma between entries)",
+	"did not find expected key":                      "check the indentation of this line: it must line up with the other keys of its mapping (or items of its list)",
+	"did not find expected '-' indicator":            "check the indentation of this line: the list above expects another - item here",
+	"mapping values are not allowed in this context": "check the indentation, or quote a value that contains \": \"",
+	"found character that cannot start any token":    "quote a value that starts with @ or `, which YAML reserves",
+}
+
+func yamlSyntaxProblem(file string, data []byte, err error) Problem {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 1
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = strings.Replace(msg, m[0], "", 1)
+		if yamlParserErrors[msg] {
+			line++
+		}
+		if yamlLocated[msg] {
+			if l := firstFailingLine(data, msg); l > 0 {
+				line = l
+			}
+		}
+	}
+	lines := bytes.Split(data, []byte("\n"))
+	if line <= len(lines) && tabIndented(lines[line-1]) {
+		// yaml.v3 says "found character that cannot start any token".
+		return Problem{File: file, Line: line, Col: 1, Message: fmt.Sprintf("invalid YAML: line %d is indented with a tab: YAML forbids tabs for indentation, indent with spaces", line)}
+	}
+	if h, ok := yamlHints[msg]; ok {
+		msg += ": " + h
+	}
+	return Problem{File: file, Line: line, Col: 1, Message: "invalid YAML: " + msg}
+}
+
+// tabIndented reports whether a tab is part of line's indentation.
+func tabIndented(line []byte) bool {
+	indent := line[:len(line)-len(bytes.TrimLeft(line, " \t"))]
+	return bytes.IndexByte(indent, '\t') >= 0
+}
+
+// firstFailingLine returns the first line at which the document stops
+// parsing with msg: the smallest number of leading lines that fail so, or 0.
+// Only a failure with the same message counts: a prefix that cuts a
+// multi-line list or string in two fails with another one.
+func firstFailingLine(data []byte, msg string) int {
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	if len(lines) > 5000 {
+		return 0 // not a plan someone writes by hand: keep yaml.v3's line
+	}
+	n := 0
+	for k, l := range lines {
+		n += len(l)
+		var doc yaml.Node
+		err := yaml.Unmarshal(data[:n], &doc)
+		if err == nil {
+			continue
+		}
+		got := strings.TrimPrefix(err.Error(), "yaml: ")
+		if m := yamlLine.FindStringSubmatch(got); m != nil {
+			got = strings.Replace(got, m[0], "", 1)
+		}
+		if got == msg {
+			return k + 1
+		}
+	}
+	return 0
+}
+
+// Suggest returns the candidate closest to s, if it is close enough to be
+// a typo (a third of its letters wrong, plus one, ignoring case) or s is
+// part of it ("committed" for read_committed); "" when none is. Candidates
+// are tried in order: the first of two equally close wins.
+func Suggest(s string, candidates []string) string { return suggest(s, candidates) }
+
+func suggest(s string, candidates []string) string {
+	s = strings.ToLower(s)
+	best, bestD := "", len(s)/3+2
+	for _, c := range candidates {
+		lc := strings.ToLower(c)
+		if dd := levenshtein(s, lc); dd < bestD {
+			best, bestD = c, dd
+		}
+	}
+	if best != "" || len(s) < 3 {
+		return best
+	}
+	for _, c := range candidates {
+		if strings.Contains(strings.ToLower(c), s) {
+			return c
+		}
+	}
+	return ""
+}
+
+func levenshtein(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
