@@ -450,6 +450,11 @@ func (a *app) writeReport(path string, rep any) error {
 	if path == "" {
 		return nil
 	}
+	// A run refused before checkWritable created the directory (a usage
+	// error) still writes its report.
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("--report: create the directory of %s: %w", path, err)
+	}
 	if err := a.writeRedactedJSON(path, rep); err != nil {
 		return fmt.Errorf("--report: %w", err)
 	}

@@ -64,6 +64,24 @@ func TestRunReport(t *testing.T) {
 	}
 }
 
+// TestReportOfARefusedRunInANewDirectory: a run refused before it
+// connects (no --yes without a terminal) writes its report too, creating
+// the report's directory as a run that gets further does.
+func TestReportOfARefusedRunInANewDirectory(t *testing.T) {
+	sb, seed := newCluster(t, 1, 10)
+	dir := t.TempDir()
+	file := writePlan(t, dir, planSpec{name: "refused", addr: sb.Addr, from: seed.From, to: seed.To, sink: "{type: stdout}"})
+	report := filepath.Join(dir, "new", "deeper", "report.json")
+	r := replay(t, "run", file, "--report", report)
+	if r.code != exitInvalid {
+		t.Fatalf("run without --yes: want exit %d, got %s", exitInvalid, r)
+	}
+	b, err := os.ReadFile(report)
+	if err != nil || !gjson.ValidBytes(b) || !strings.Contains(gjson.GetBytes(b, "error").String(), "add --yes") {
+		t.Fatalf("report of the refused run: %v: %s", err, b)
+	}
+}
+
 // TestStdoutSinkValueFormat: `replay run` writes the stdout sink's values
 // in the plan's value_format (base64 here): the value of every line
 // decodes to the record's bytes as kcat reads them.
