@@ -105,8 +105,9 @@ func (v *validator) top() {
 	switch {
 	case p.Group == "":
 		v.add("group", "missing: name a dedicated replay consumer group, e.g. replay.%s", orDefault(p.Name, "my-plan"))
-	case strings.TrimSpace(p.Group) != p.Group || strings.ContainsAny(p.Group, " \t\n"):
-		v.add("group", "%q contains whitespace", p.Group)
+	case strings.IndexFunc(p.Group, unicode.IsSpace) >= 0:
+		r := []rune(p.Group)[slices.IndexFunc([]rune(p.Group), unicode.IsSpace)]
+		v.add("group", "%q contains the whitespace character %U: a group name holds none (Kafka takes it, but a space reads like a separator in review, and a no-break or ideographic space like an ordinary one); e.g. replay.%s", p.Group, r, orDefault(p.Name, "my-plan"))
 	default:
 		if r, ok := invisible(p.Group); ok {
 			v.add("group", "%q contains the invisible character %U: control and formatting characters (bidirectional overrides, zero-width ones) make a group name read differently in review than it is; type the name again", p.Group, r)

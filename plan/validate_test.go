@@ -201,13 +201,17 @@ func TestSuggestNotForUnrelatedWords(t *testing.T) {
 
 // TestGroupInvisibleCharacters: a group name holding a character that
 // displays as nothing or reorders the text (which disguises the name in a
-// reviewed plan) is refused, naming the character; a plain name passes.
+// reviewed plan), or a whitespace character of any script, is refused,
+// naming the character; a plain name passes.
 func TestGroupInvisibleCharacters(t *testing.T) {
 	for _, tc := range []struct{ name, group, want string }{
 		{"right-to-left override", "replay.\u202eorders", "U+202E"},
 		{"first strong isolate", "replay.\u2068orders\u2069", "U+2068"},
 		{"zero-width space", "replay.or\u200bders", "U+200B"},
 		{"escape", `"replay.\u001b[2Korders"`, "U+001B"},
+		{"space", `"replay.ord ers"`, "whitespace character U+0020"},
+		{"no-break space", "replay.ord\u00a0ers", "whitespace character U+00A0"},
+		{"ideographic space", "replay.ord\u3000ers", "whitespace character U+3000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := strings.Replace(schedulePlan("{from: 2026-11-01T00:00:00Z, to: 2026-11-02T00:00:00Z}"), "group: replay.hourly", "group: "+tc.group, 1)
