@@ -77,7 +77,12 @@ type Progress struct {
 	// GroupState is the coordinator's state of the group (Empty, Dead,
 	// Stable, ...), or "unknown: <error>".
 	GroupState string `json:"group_state"`
-	State      State  `json:"state"`
+	// Holder is the plain run that holds the group now (host, pid, since),
+	// when one does; "" when the group's members, if any, are --join
+	// members. A holder that died lets go after the group's session
+	// timeout.
+	Holder string `json:"holder,omitempty"`
+	State  State  `json:"state"`
 	// OtherPlan and OtherFingerprint name the plan whose checkpoints the
 	// group holds when State is StateOtherPlan.
 	OtherPlan        string `json:"other_plan,omitempty"`
@@ -128,7 +133,7 @@ func (c *Cluster) Progress(ctx context.Context, p *plan.Plan) (*Progress, error)
 		return nil, err
 	}
 	pr := &Progress{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: topic, Group: p.Group, CheckedAt: time.Now().UTC()}
-	if pr.GroupState, err = c.groupState(ctx, p.Group); err != nil {
+	if pr.GroupState, pr.Holder, err = c.groupState(ctx, p.Group); err != nil {
 		pr.GroupState = "unknown: " + err.Error()
 	}
 	for _, part := range parts {
@@ -206,18 +211,24 @@ func (pr *Progress) summarize() {
 	}
 }
 
-// groupState returns the coordinator's state of the group (DescribeGroups).
-func (c *Cluster) groupState(ctx context.Context, group string) (string, error) {
+// groupState returns the coordinator's state of the group (DescribeGroups)
+// and the plain run holding it (Holder.String), "" when none does.
+func (c *Cluster) groupState(ctx context.Context, group string) (state, holder string, err error) {
 	g, err := c.DescribeGroup(ctx, group)
 	switch {
 	case err != nil:
-		return "", err
+		return "", "", err
 	case g == nil:
-		return "", fmt.Errorf("describe group %s: no answer for it", group)
+		return "", "", fmt.Errorf("describe group %s: no answer for it", group)
 	case g.Err != nil:
-		return "", fmt.Errorf("describe group %s: %w", group, g.Err)
+		return "", "", fmt.Errorf("describe group %s: %w", group, g.Err)
 	}
-	return g.State, nil
+	for _, m := range g.Members {
+		if h, ok := parseHolder(m); ok {
+			holder = h.String()
+		}
+	}
+	return g.State, holder, nil
 }
 
 // CheckReset returns the commits Reset would delete: p's group's

@@ -130,6 +130,13 @@ func TestRunHoldRefusesASecondRun(t *testing.T) {
 		t.Errorf("the refused run staged output in its directory")
 	}
 	backwards()
+	// status names the holder; it is no --join member.
+	st := replay(t, "status", planFile)
+	if want := fmt.Sprintf("a run of this plan holds the group (host %s, pid %d, since ", host, first.cmd.Process.Pid); !strings.Contains(st.stdout, want) || strings.Contains(st.stdout, "--join") {
+		if !first.exited() { // a run that ended meanwhile holds nothing
+			t.Errorf("status while a run holds the plan: want %q and no --join, got %s", want, st)
+		}
+	}
 	reset := replay(t, "reset", planFile, "--yes")
 	if reset.code != exitRefused || !strings.Contains(reset.stderr, holder) {
 		t.Fatalf("reset while a run holds the plan: want exit 3 with %q, got %s", holder, reset)

@@ -154,6 +154,9 @@ func stateLine(pr *runner.Progress, file string) string {
 		}
 		return fmt.Sprintf("not started: group %s has no commit on %s; 'replay plan %s' shows the ranges, 'replay run %s' starts", pr.Group, pr.Topic, file, file)
 	case runner.StateInProgress:
+		if pr.Holder != "" {
+			return fmt.Sprintf("in progress: %d of %d offsets replayed (%.1f%%), %d remaining; a run of this plan holds the group (%s): it is running, or died less than a session timeout ago", pr.Replayed, pr.Records, pr.PercentDone, pr.Remaining, pr.Holder)
+		}
 		if g := pr.GroupState; g != "" && g != "Empty" && g != "Dead" {
 			return fmt.Sprintf("in progress: %d of %d offsets replayed (%.1f%%), %d remaining; the group is %s: processes are running it (replay run --join)", pr.Replayed, pr.Records, pr.PercentDone, pr.Remaining, g)
 		}
