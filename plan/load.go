@@ -367,6 +367,10 @@ func (d *decoder) walk(n *yaml.Node, v reflect.Value, path string) {
 			return
 		}
 		if n.Kind != yaml.SequenceNode {
+			if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && v.Type().Elem().Kind() == reflect.String && !secretPath.MatchString(path) {
+				d.problem(n, path, "want a list, got %s: write it as a list, e.g. [%s]", d.describe(n, path), strconv.Quote(n.Value))
+				return
+			}
 			d.problem(n, path, "want a list, got %s", d.describe(n, path))
 			return
 		}

@@ -114,7 +114,7 @@ func TestEnvBrokersList(t *testing.T) {
 	}
 	// A literal string is still not a list.
 	src = strings.Replace(minimalPlan, `brokers: ["kafka-1:9092"]`, "brokers: kafka-1:9092", 1)
-	want := `plan.yaml:4:12: source.brokers: want a list, got "kafka-1:9092"`
+	want := `plan.yaml:4:12: source.brokers: want a list, got "kafka-1:9092": write it as a list, e.g. ["kafka-1:9092"]`
 	if got := parseProblems(t, src, testOptions()); got != want {
 		t.Errorf("got %s\nwant %s", got, want)
 	}
