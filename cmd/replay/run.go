@@ -347,6 +347,9 @@ func (a *app) runJob(ctx context.Context, job *runner.Job, file string, o runOpt
 	out := a.resultsOut(p.Sink)
 	sink, err := a.newSink(ctx, job, o.join)
 	if err != nil {
+		if ctx.Err() != nil { // a signal while the sink opened: nothing was written
+			return nil, fmt.Errorf("%w: stopped while the sink was opening (nothing was written or committed): %w\nresume with: %s", runner.ErrInterrupted, err, resumeCommand(file, o))
+		}
 		return nil, err
 	}
 	var stopped atomic.Int64 // when ctx was cancelled (the signal), in Unix nanoseconds

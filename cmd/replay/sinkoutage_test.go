@@ -360,3 +360,45 @@ func TestSinkFrozenSignal(t *testing.T) {
 	}
 	o.checkExact(6000)
 }
+
+// TestSignalWhileTheSinkOpens: SIGINT while the sink is still opening (its
+// table locked by another session) ends the run with exit 1 saying that
+// nothing was written and how to resume; the resume then writes the
+// window.
+func TestSignalWhileTheSinkOpens(t *testing.T) {
+	o := newOutage(t, 200, 0, nil, "")
+	if _, err := o.conn.Exec(t.Context(), "CREATE TABLE "+o.table+" (key text PRIMARY KEY, topic text, partition int, \"offset\" bigint, \"timestamp\" timestamptz, value jsonb, value_bytes bytea, kafka_key bytea, headers jsonb)"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := o.conn.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(t.Context(), "LOCK TABLE "+o.table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	p := startProcess(t, o.dir, "run", "--yes", o.plan)
+	other := testenv.PgConn(t, testenv.Postgres(t))
+	testenv.Eventually(t, 30*time.Second, 20*time.Millisecond, func() bool {
+		if p.exited() {
+			t.Fatalf("the run ended before it waited for the lock: %s", p.result())
+		}
+		var waiting bool
+		err := other.QueryRow(t.Context(), "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = 'replay:outage' AND wait_event_type = 'Lock')").Scan(&waiting)
+		return err == nil && waiting
+	}, "the run never waited for the table's lock")
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	r := p.result()
+	if r.code != exitFailed || !strings.Contains(r.text(), "nothing was written or committed") || !strings.Contains(r.text(), "resume with: ") {
+		t.Fatalf("SIGINT while the sink opens: want exit 1 saying nothing was written and how to resume, got %s", r)
+	}
+	if err := tx.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if r := replayProcess(t, o.dir, "run", "--yes", o.plan); r.code != exitOK {
+		t.Fatalf("resume: %s", r)
+	}
+	if n := o.count(); n != 200 {
+		t.Fatalf("the table holds %d rows after the resume, want 200", n)
+	}
+}
