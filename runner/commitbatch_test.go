@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/replay-tool/replay/runner/source"
@@ -13,8 +14,12 @@ import (
 // TestCommitBatcherCoalesces: 40 partitions committing increasing offsets
 // concurrently share requests; a request carries each partition at most
 // once, a partition never has two commits in flight, its offsets reach the
-// coordinator in order, and each commit gets its request's answer.
-func TestCommitBatcherCoalesces(t *testing.T) {
+// coordinator in order, and each commit gets its request's answer. The
+// clock is synctest's: the coordinator's answer time and the linger are
+// virtual, the interleaving the same on any machine.
+func TestCommitBatcherCoalesces(t *testing.T) { synctest.Test(t, testCommitBatcherCoalesces) }
+
+func testCommitBatcherCoalesces(t *testing.T) {
 	const parts, rounds = 40, 10
 	var mu sync.Mutex
 	inflight := map[int32]bool{}
@@ -73,11 +78,17 @@ func TestCommitBatcherCoalesces(t *testing.T) {
 		}
 	}
 	t.Logf("%d commits in %d requests", parts*rounds, b.Requests())
+	time.Sleep(time.Second) // virtual: the batcher's loop lingers, finds nothing and ends
+	synctest.Wait()
 }
 
 // TestCommitBatcherKeepsMembersApart: commits made as different members
 // (a rebalance between them) never share a request.
 func TestCommitBatcherKeepsMembersApart(t *testing.T) {
+	synctest.Test(t, testCommitBatcherKeepsMembersApart)
+}
+
+func testCommitBatcherKeepsMembersApart(t *testing.T) {
 	m1, m2 := &source.Member{Generation: 1, ID: "a"}, &source.Member{Generation: 2, ID: "a"}
 	var mu sync.Mutex
 	var mixed bool
@@ -107,4 +118,6 @@ func TestCommitBatcherKeepsMembersApart(t *testing.T) {
 	if mixed || seen[m1] == 0 || seen[m2] == 0 {
 		t.Errorf("members mixed in a request: %v, requests per member %v", mixed, seen)
 	}
+	time.Sleep(time.Second) // virtual: the batcher's loop lingers, finds nothing and ends
+	synctest.Wait()
 }
