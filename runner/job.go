@@ -242,18 +242,18 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 	}
 	switch kind {
 	case startPinned:
-		err := job.pin(ctx, all, cps)
+		err := (preparing{job}).pin(ctx, all, cps)
 		if err == nil && job.Fresh {
-			err = job.withoutCommits()
+			err = (preparing{job}).withoutCommits()
 		}
 		return job, err
 	case startResume:
-		if err := job.resume(ctx, all, cps); err != nil {
+		if err := (preparing{job}).resume(ctx, all, cps); err != nil {
 			return job, err
 		}
-		return job, job.partlyLost(ctx, cps)
+		return job, (preparing{job}).partlyLost(ctx, cps)
 	case startFromRecord:
-		return job, job.fromRecord(ctx, all)
+		return job, (preparing{job}).fromRecord(ctx, all)
 	}
 	if job.Resolution, err = Resolve(ctx, c, p, opts.logicalNow()); err != nil {
 		if cut := (*CutError)(nil); errors.As(err, &cut) {
@@ -272,7 +272,7 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 		}
 	}
 	if !anyCommit(cps) {
-		if err := job.withoutCommits(); err != nil {
+		if err := (preparing{job}).withoutCommits(); err != nil {
 			return nil, err
 		}
 	}
@@ -311,7 +311,7 @@ func classify(p *plan.Plan, cps map[int32]Checkpoint, restart bool) (bool, error
 }
 
 // resume rebuilds the ranges from the checkpoints of an earlier run.
-func (j *Job) resume(ctx context.Context, all []int32, cps map[int32]Checkpoint) error {
+func (j preparing) resume(ctx context.Context, all []int32, cps map[int32]Checkpoint) error {
 	p := j.Plan
 	var parts []int32
 	for _, part := range all {
@@ -357,9 +357,8 @@ func dedicatedGroup(p *plan.Plan) string {
 	return "replay." + p.Name + "-2"
 }
 
-// selects reports whether the plan reads partition part of its topic.
-func (j *Job) selects(part int32) bool {
-	p := j.Plan
+// selects reports whether p reads partition part of its topic.
+func selects(p *plan.Plan, part int32) bool {
 	switch {
 	case p.Window.Kind() == plan.WindowOffsets && p.Window.OffsetsAll == nil: // an offsets window names its partitions
 		_, ok := p.Window.Offsets[part]
@@ -375,7 +374,7 @@ func (j *Job) selects(part int32) bool {
 func (j *Job) addedAmong(parts []int32) []int32 {
 	var added []int32
 	for _, part := range parts {
-		if j.selects(part) && !slices.ContainsFunc(j.Resolution.Ranges, func(r Range) bool { return r.Partition == part }) {
+		if selects(j.Plan, part) && !slices.ContainsFunc(j.Resolution.Ranges, func(r Range) bool { return r.Partition == part }) {
 			added = append(added, part)
 		}
 	}

@@ -84,7 +84,7 @@ func (f resolutionFile) check() error {
 // earlier run that was resolved differently: finish or discard it first).
 // A range whose start (or checkpoint) retention has deleted since is a
 // *RetentionError unless the plan sets allow_data_loss.
-func (j *Job) pin(ctx context.Context, all []int32, cps map[int32]Checkpoint) error {
+func (j preparing) pin(ctx context.Context, all []int32, cps map[int32]Checkpoint) error {
 	p, pinned := j.Plan, j.opts.Pinned
 	if err := checkPinnedPlan(p, pinned); err != nil {
 		return err
@@ -148,7 +148,7 @@ func (j *Job) pin(ctx context.Context, all []int32, cps map[int32]Checkpoint) er
 // pinRange checks one pinned range against the partition's offsets now.
 // The range itself never changes (its start and end are what the group's
 // checkpoints record); data lost to retention moves where reading begins.
-func (j *Job) pinRange(ctx context.Context, rg *Range, o source.Offsets) error {
+func (j preparing) pinRange(ctx context.Context, rg *Range, o source.Offsets) error {
 	topic := j.Plan.Source.Topic
 	rg.LogStart, rg.HighWatermark, rg.LastStable = o.LogStart, o.HighWatermark, o.LastStable
 	if rg.End > o.HighWatermark {
@@ -234,7 +234,7 @@ func samePinnedRanges(p *plan.Plan, pinned *Resolution, cps map[int32]Checkpoint
 //
 // An empty range passes anywhere up to the high watermark: it replays
 // nothing.
-func (j *Job) checkPinnedRanges(ctx context.Context, all []int32) error {
+func (j preparing) checkPinnedRanges(ctx context.Context, all []int32) error {
 	p, pinned := j.Plan, j.opts.Pinned
 	if p.Window.IsSchedule() {
 		return nil

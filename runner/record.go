@@ -279,7 +279,7 @@ func recordRefusal(p *plan.Plan, rec *RunRecord, missing []RecordedRange) error 
 
 // withoutCommits applies decideNoCommits to a fresh job whose group holds
 // no commit on the plan's topic.
-func (j *Job) withoutCommits() error {
+func (j preparing) withoutCommits() error {
 	d, err := decideNoCommits(j.Plan, j.record, j.opts.Restart, j.opts.ResumeFromSink)
 	if err != nil {
 		return err
@@ -295,7 +295,7 @@ func (j *Job) withoutCommits() error {
 // group lost: from their starts with Restart, else from the sink's
 // checkpoints (ResumeFromSink). A window is never resolved anew, and so
 // never wider, than the run first fixed it.
-func (j *Job) fromRecord(ctx context.Context, all []int32) error {
+func (j preparing) fromRecord(ctx context.Context, all []int32) error {
 	p, rec := j.Plan, j.record
 	res := &Resolution{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: p.Source.Topic, Group: p.Group, ResolvedAt: rec.ResolvedAt}
 	outcome := Resumed
@@ -336,7 +336,7 @@ func (j *Job) fromRecord(ctx context.Context, all []int32) error {
 // refused, or, with ResumeFromSink, added back with their recorded ranges,
 // to continue from the sink's checkpoints. A record of another run of the
 // plan (other ranges) is ignored.
-func (j *Job) partlyLost(ctx context.Context, cps map[int32]Checkpoint) error {
+func (j preparing) partlyLost(ctx context.Context, cps map[int32]Checkpoint) error {
 	rec := j.record
 	if !rec.progress() {
 		return nil

@@ -120,7 +120,7 @@ func PrepareScheduled(ctx context.Context, c *Cluster, p *plan.Plan, opts Option
 	}
 	iv := st.Next
 	job.Interval = &iv
-	if err := job.intervalRanges(ctx, all, cps); err != nil {
+	if err := (preparing{job}).intervalRanges(ctx, all, cps); err != nil {
 		return nil, nil, err
 	}
 	return job, st, nil
@@ -129,7 +129,7 @@ func PrepareScheduled(ctx context.Context, c *Cluster, p *plan.Plan, opts Option
 // intervalRanges fixes the ranges of j.Interval: the ranges its commits
 // record where there are any, the contiguous continuation of the previous
 // interval elsewhere.
-func (j *Job) intervalRanges(ctx context.Context, all []int32, cps map[int32]Checkpoint) error {
+func (j preparing) intervalRanges(ctx context.Context, all []int32, cps map[int32]Checkpoint) error {
 	p, iv := j.Plan, *j.Interval
 	topic := p.Source.Topic
 	selected, unselected, err := selectPartitions(p, all)
@@ -215,7 +215,7 @@ func intervalEnd(answers map[int32]int64, part int32, floor, lastStable int64) i
 // checkIntervalStart refuses a range whose next offset retention already
 // deleted, unless the plan accepts data loss (then it starts at the log
 // start and counts the loss).
-func (j *Job) checkIntervalStart(rg *Range) error {
+func (j preparing) checkIntervalStart(rg *Range) error {
 	next := rg.Start
 	if off, ok := j.Resume[rg.Partition]; ok {
 		next = off
@@ -309,7 +309,7 @@ func PrepareInterval(ctx context.Context, c *Cluster, p *plan.Plan, at time.Time
 			}
 		}
 	}
-	if err := job.intervalRanges(ctx, all, cps); err != nil {
+	if err := (preparing{job}).intervalRanges(ctx, all, cps); err != nil {
 		return nil, err
 	}
 	if !resumable {

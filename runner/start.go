@@ -6,6 +6,12 @@ import (
 	"github.com/replay-tool/replay/plan"
 )
 
+// preparing is a Job while Prepare or PrepareScheduled fixes its ranges:
+// its methods read the group's checkpoints, the run record, a resolution
+// file and the topic's offsets into the Job's resolution and resume
+// points, and are of no use once the job runs.
+type preparing struct{ *Job }
+
 // startKind is how a run begins, as decideStart decides it.
 type startKind int
 
