@@ -69,11 +69,6 @@ type SinkDescriptor struct {
 	// fields of its JSON line (a JSONL file, stdout); nil is false: the
 	// reason goes in a header (sinks.WithDeadLetterHeaders).
 	DeadLetterInLine func(s *Sink) bool
-	// DeadLetterKeepsKey reports whether a dead-letter sink of the type
-	// without key: writes each record under its own key (a null key stays
-	// null) rather than the idempotency key, so that its records can be
-	// replayed as they were (a kafka dead-letter topic).
-	DeadLetterKeepsKey bool
 }
 
 // FieldDescriptor describes one field of a sink section.

@@ -400,8 +400,4 @@ type Spec struct {
 	Plan plan.Sink
 	// Options are the run's (logger, plan name, run identity, group).
 	Options Options
-	// KeepKey is set for a kafka dead-letter sink without key:
-	// (plan.SinkDescriptor.DeadLetterKeepsKey): it produces each record under its own key (a
-	// null key stays null), not the idempotency key.
-	KeepKey bool
 }

@@ -33,12 +33,11 @@ var Descriptor = plan.SinkDescriptor{
 		{Name: "transactional_id",
 			Doc: "kafka with exactly_once: prefix of the transactional ids, one per source partition (<prefix>-<partition>); default replay-<plan name>-<hash of the group>. A later run with the same ids fences any earlier process still producing."},
 	},
-	Check:              check,
-	Shared:             true,
-	UsesKey:            true,
-	FencesOthers:       func(s *plan.Sink) bool { return s.ExactlyOnce },
-	Where:              func(s *plan.Sink) string { return "kafka topic " + s.Topic },
-	DeadLetterKeepsKey: true,
+	Check:        check,
+	Shared:       true,
+	UsesKey:      true,
+	FencesOthers: func(s *plan.Sink) bool { return s.ExactlyOnce },
+	Where:        func(s *plan.Sink) string { return "kafka topic " + s.Topic },
 }
 
 var (

@@ -69,10 +69,6 @@ type Config struct {
 	// plan): the key then also replaces the message key; without one the
 	// message keeps the source record's key.
 	KeyTemplate bool
-	// KeepKey keeps the source record's own key as the message key even
-	// with a key template (sinks.Spec.KeepKey: a kafka dead-letter sink
-	// without key:, which keeps dead letters replayable as they were).
-	KeepKey bool
 	// PlanName is the value of the replay-plan header.
 	PlanName string
 	// Log receives diagnostics; the zero value discards them.
@@ -242,7 +238,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		topic:     cfg.Topic,
 		where:     fmt.Sprintf("topic %s on %s", cfg.Topic, strings.Join(brokers, ",")),
 		keep:      cfg.KeepPartition,
-		templated: !cfg.KeepKey && cfg.KeyTemplate,
+		templated: cfg.KeyTemplate,
 		planName:  cfg.PlanName,
 		log:       cfg.Log,
 	}

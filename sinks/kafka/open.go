@@ -13,7 +13,7 @@ import (
 func Open(ctx context.Context, sp sinks.Spec) (sinks.Sink, error) {
 	c := sp.Plan
 	s, err := New(ctx, Config{Brokers: c.Brokers, Topic: c.Topic, TLS: c.TLS, SASL: c.SASL, KeepPartition: c.KeepPartition,
-		KeyTemplate: strings.TrimSpace(c.Key) != "", KeepKey: sp.KeepKey, PlanName: sp.Options.PlanName, Log: sp.Options.Log,
+		KeyTemplate: strings.TrimSpace(c.Key) != "", PlanName: sp.Options.PlanName, Log: sp.Options.Log,
 		ExactlyOnce: c.ExactlyOnce, TransactionalID: c.TransactionalID, Group: sp.Options.Group, SourceTopic: sp.Options.Topic,
 		Partitions: sp.Options.Partitions, CommitMetadata: sp.Options.CommitMetadata, SourceClusterID: sp.Options.SourceClusterID,
 		Member: sp.Options.Member, RetryBudget: time.Duration(c.Retry.MaxElapsed)})

@@ -61,7 +61,7 @@ func Describe(s plan.Sink) plan.SinkDescriptor {
 // package plan. An error says which part of the section failed (an unknown
 // type, the driver's own checks or connection).
 func New(ctx context.Context, cfg plan.Sink, opts sinks.Options) (sinks.Sink, error) {
-	return build(ctx, cfg, opts, false)
+	return build(ctx, cfg, opts)
 }
 
 // NewDeadLetter builds the dead-letter sink cfg describes (validated by
@@ -74,7 +74,7 @@ func New(ctx context.Context, cfg plan.Sink, opts sinks.Options) (sinks.Sink, er
 func NewDeadLetter(ctx context.Context, cfg plan.Sink, opts sinks.Options) (sinks.Sink, error) {
 	cfg = sinks.DeadLetterConfig(cfg)
 	d := Describe(cfg)
-	s, err := build(ctx, cfg, opts, d.DeadLetterKeepsKey && cfg.Key == "")
+	s, err := build(ctx, cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("dead-letter sink: %w", err)
 	}
@@ -84,10 +84,10 @@ func NewDeadLetter(ctx context.Context, cfg plan.Sink, opts sinks.Options) (sink
 	return sinks.WithDeadLetterHeaders(s), nil
 }
 
-func build(ctx context.Context, cfg plan.Sink, opts sinks.Options, keepKey bool) (sinks.Sink, error) {
+func build(ctx context.Context, cfg plan.Sink, opts sinks.Options) (sinks.Sink, error) {
 	for _, d := range drivers {
 		if d.desc.Type == cfg.Type {
-			return d.open(ctx, sinks.Spec{Plan: cfg, Options: opts, KeepKey: keepKey})
+			return d.open(ctx, sinks.Spec{Plan: cfg, Options: opts})
 		}
 	}
 	return nil, fmt.Errorf("unknown sink type %q", cfg.Type)

@@ -38,25 +38,25 @@ func TestCatalogIsACopy(t *testing.T) {
 // kafka sink fences a second run itself, ...).
 func TestCommandLineProperties(t *testing.T) {
 	type props struct {
-		shared                               bool
-		service                              string
-		stdout, key, staged, keyDL, inlineDL bool
-		checkpoints, fences                  bool
-		where                                string
+		shared                        bool
+		service                       string
+		stdout, key, staged, inlineDL bool
+		checkpoints, fences           bool
+		where                         string
 	}
 	s := plan.Sink{Path: "out/o.db", Table: "orders", Topic: "copy", CheckpointTable: "ck", ExactlyOnce: true, Format: "jsonl"}
 	want := map[plan.SinkType]props{
 		"file":     {staged: true, inlineDL: true, where: "out/o.db"},
 		"postgres": {shared: true, service: "database", key: true, checkpoints: true, where: "postgres table orders"},
 		"sqlite":   {service: "database", key: true, checkpoints: true, where: "sqlite table orders in out/o.db"},
-		"kafka":    {shared: true, key: true, keyDL: true, fences: true, where: "kafka topic copy"},
+		"kafka":    {shared: true, key: true, fences: true, where: "kafka topic copy"},
 		"http":     {shared: true, service: "service", key: true, where: "http"},
 		"stdout":   {stdout: true, inlineDL: true, where: "stdout"},
 	}
 	for _, d := range Catalog() {
 		s.Type = d.Type
 		got := props{shared: d.Shared, service: d.Service, stdout: d.WritesStdout, key: d.UsesKey, staged: d.StagingDir != nil,
-			keyDL: d.DeadLetterKeepsKey, inlineDL: d.DeadLetterInLine != nil && d.DeadLetterInLine(&s),
+			inlineDL:    d.DeadLetterInLine != nil && d.DeadLetterInLine(&s),
 			checkpoints: d.KeepsCheckpoints != nil && d.KeepsCheckpoints(&s), fences: d.FencesOthers != nil && d.FencesOthers(&s), where: string(d.Type)}
 		if d.Where != nil {
 			got.where = d.Where(&s)
