@@ -102,31 +102,33 @@ func (v *validator) top() {
 	default:
 		v.checkCommitMetadata(p.Name)
 	}
+	space, spaced := firstRune(p.Group, unicode.IsSpace)
+	hidden, hides := firstRune(p.Group, invisible)
 	switch {
 	case p.Group == "":
 		v.add("group", "missing: name a dedicated replay consumer group, e.g. replay.%s", orDefault(p.Name, "my-plan"))
-	case strings.IndexFunc(p.Group, unicode.IsSpace) >= 0:
-		r := []rune(p.Group)[slices.IndexFunc([]rune(p.Group), unicode.IsSpace)]
-		v.add("group", "%q contains the whitespace character %U: a group name holds none (Kafka takes it, but a space reads like a separator in review, and a no-break or ideographic space like an ordinary one); e.g. replay.%s", p.Group, r, orDefault(p.Name, "my-plan"))
-	default:
-		if r, ok := invisible(p.Group); ok {
-			v.add("group", "%q contains the invisible character %U: control and formatting characters (bidirectional overrides, zero-width ones) make a group name read differently in review than it is; type the name again", p.Group, r)
-		}
+	case spaced:
+		v.add("group", "%q contains the whitespace character %U: a group name holds none (Kafka takes it, but a space reads like a separator in review, and a no-break or ideographic space like an ordinary one); e.g. replay.%s", p.Group, space, orDefault(p.Name, "my-plan"))
+	case hides:
+		v.add("group", "%q contains the invisible character %U: control and formatting characters (bidirectional overrides, zero-width ones) make a group name read differently in review than it is; type the name again", p.Group, hidden)
 	}
 }
 
-// invisible returns the first control or formatting character (Unicode
-// categories Cc and Cf: bidirectional embeddings, overrides and isolates,
-// zero-width spaces and joiners) of s, which display as nothing or reorder
-// the text around them.
-func invisible(s string) (rune, bool) {
+// firstRune returns the first rune of s for which f is true.
+func firstRune(s string, f func(rune) bool) (rune, bool) {
 	for _, r := range s {
-		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+		if f(r) {
 			return r, true
 		}
 	}
 	return 0, false
 }
+
+// invisible reports whether r is a control or formatting character
+// (Unicode categories Cc and Cf: bidirectional embeddings, overrides and
+// isolates, zero-width spaces and joiners), which displays as nothing or
+// reorders the text around it.
+func invisible(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }
 
 func orDefault(s, d string) string {
 	if s == "" {
