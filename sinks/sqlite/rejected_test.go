@@ -62,6 +62,32 @@ func TestSQLiteTriggerRejectsOneRow(t *testing.T) {
 	}
 }
 
+// Two rows of a batch whose trigger ends the transaction (RAISE(ROLLBACK))
+// leave nothing of the failed Write in the table: the rows after the
+// second one do not run in autocommit. Skipping both writes the others.
+func TestSQLiteTwoRollbackRowsWriteNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	s := newKeyedSQLite(t, mustKeyer(t, "{{ .Key }}"), sqlite.Config{Path: path, Table: "t", CreateTable: true})
+	if _, err := openSQLite(t, path).ExecContext(t.Context(), `CREATE TRIGGER block BEFORE INSERT ON t WHEN NEW.key IN ('k0037', 'k0142') BEGIN SELECT RAISE(ROLLBACK, 'blocked by policy'); END`); err != nil {
+		t.Fatal(err)
+	}
+	batch := orders(300, 300)
+	var re *record.Error
+	if err := s.Write(t.Context(), batch); !errors.As(err, &re) || re.Offset != 137 {
+		t.Fatalf("Write = %v, want the *record.Error of orders/0@137", err)
+	}
+	if n := len(readSQLite(t, path, "t")); n != 0 {
+		t.Fatalf("%d rows after the failed Write, want none", n)
+	}
+	skipped := sinktest.WriteSkipping(t, s, batch...)
+	if len(skipped) != 2 || skipped[0].Offset != 137 || skipped[1].Offset != 242 {
+		t.Fatalf("skipped %v, want orders/0@137 and @242", skipped)
+	}
+	if n := len(readSQLite(t, path, "t")); n != 298 {
+		t.Errorf("%d rows, want 298", n)
+	}
+}
+
 // A unique index on another column rejects the rows beyond the first of
 // each value, within a batch and against the rows stored, as bad records
 // that name the constraint; re-running the window skips the same records

@@ -354,14 +354,13 @@ func (s *Sink) writeBatch(ctx, sctx context.Context, tx *sql.Tx, st *statements,
 			if !sqliteRejectsData(err) {
 				return sinks.Outcomes{}, sqliteTransient(err)
 			}
-			if len(bad) == 0 {
-				// The rest of the batch is written only to find its other
-				// rejected rows: the transaction is rolled back. A trigger's
-				// RAISE(ROLLBACK) may have ended it; the savepoint then
-				// begins another, which the rollback ends.
-				if _, err := st.savepoint.ExecContext(sctx); err != nil {
-					return fail(err)
-				}
+			// The rest of the batch is written only to find its other
+			// rejected rows: the transaction is rolled back. A trigger's
+			// RAISE(ROLLBACK) may have ended it, at any rejected row; the
+			// savepoint then begins another, which the rollback ends, so
+			// that no later row runs in autocommit.
+			if _, err := st.savepoint.ExecContext(sctx); err != nil {
+				return fail(err)
 			}
 			bad, errs = append(bad, row.rec), append(errs, record.NewError(row.rec, err))
 		}
