@@ -45,8 +45,14 @@ func sum(r *record.Record) uint64 {
 		_, _ = h.Write(b)
 	}
 	for _, hd := range r.Headers {
-		_, _ = h.WriteString(hd.Key)
-		_, _ = h.Write(hd.Value)
+		for _, b := range [][]byte{[]byte(hd.Key), hd.Value} {
+			n := len(b) + 1 // 0: null
+			if b == nil {
+				n = 0
+			}
+			_, _ = h.Write([]byte{byte(n), byte(n >> 8), byte(n >> 16), byte(n >> 24)})
+			_, _ = h.Write(b)
+		}
 	}
 	return h.Sum64()
 }
