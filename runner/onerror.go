@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/replay-tool/replay/internal/filter"
+	"github.com/replay-tool/replay/internal/pipeline"
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
@@ -161,6 +162,18 @@ func (w *partitionWorker) applyPipeline(recs []record.Record) ([]record.Record, 
 	return out, nil, nil
 }
 
+// keyDeadLetters renders the dead-letter sink's key for each dead letter,
+// once, before the write and its retries: a key template that fails on a
+// dead letter is its *record.Error.
+func keyDeadLetters(k pipeline.Key, dead []record.Record) error {
+	for i := range dead {
+		if err := k.Apply(&dead[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // writeDeadLetters makes the batch's dead letters durable, in offset order,
 // before the commit passes them.
 func (w *partitionWorker) writeDeadLetters() error {
@@ -169,14 +182,13 @@ func (w *partitionWorker) writeDeadLetters() error {
 	}
 	j := w.job
 	slices.SortFunc(w.dead, func(a, b record.Record) int { return cmp.Compare(a.Offset, b.Offset) })
-	if err := w.retry("dead-letter sink", j.DeadLetters, time.Duration(j.Plan.DeadLetter.Retry.MaxElapsed), func(ctx context.Context) error {
-		for i := range w.dead {
-			if err := w.deadKey.Apply(&w.dead[i]); err != nil {
-				return err
-			}
-		}
-		return j.DeadLetters.Write(ctx, w.dead)
-	}); err != nil {
+	err := keyDeadLetters(w.deadKey, w.dead)
+	if err == nil {
+		err = w.retry("dead-letter sink", j.DeadLetters, time.Duration(j.Plan.DeadLetter.Retry.MaxElapsed), func(ctx context.Context) error {
+			return j.DeadLetters.Write(ctx, w.dead)
+		})
+	}
+	if err != nil {
 		advice := "fix the dead-letter sink and re-run the same command to resume"
 		next, cerr := w.commitBeforeFailure()
 		if cerr != nil {
