@@ -232,6 +232,11 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 	job := &Job{Plan: p, c: c, opts: opts, topicID: topicID}
 	if job.recordsRuns() {
 		if job.record, err = readRecord(opts.StateDir, job.SourceClusterID(), p); err != nil {
+			if !opts.Restart { // checkpoints of another incarnation are refused first
+				if ierr := checkIncarnation(p, cps, topicID); ierr != nil {
+					return nil, ierr
+				}
+			}
 			return nil, err
 		}
 	}
