@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/replay-tool/replay/sinks"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -43,7 +44,7 @@ func (t *txnCommitter) abortHanging(ctx context.Context, parts ...int32) (int, e
 		}
 		id, epoch, err := cl.ProducerID(ctx)
 		if err != nil {
-			return 0, err
+			return 0, transientTxn(fmt.Errorf("kafka sink: producer id of %s: %w", t.id(p), err))
 		}
 		ours[id] = current{epoch, p}
 	}
@@ -102,8 +103,12 @@ func (t *txnCommitter) abortHanging(ctx context.Context, parts ...int32) (int, e
 		if errors.Is(err, kerr.ClusterAuthorizationFailed) {
 			why = " (writing transaction markers needs the ClusterAction right on the cluster)"
 		}
-		return 0, fmt.Errorf("kafka sink: abort the hanging transactions of %s on %s%s: %w; an administrator can abort them with Kafka's own tool: %s",
+		err = fmt.Errorf("kafka sink: abort the hanging transactions of %s on %s%s: %w; an administrator can abort them with Kafka's own tool: %s",
 			strings.Join(ids, ", "), t.where, why, err, strings.Join(cmds, "; "))
+		if why != "" {
+			return 0, err // a right only an administrator can grant
+		}
+		return 0, &sinks.TransientError{Err: err} // a coordinator moving, a dropped connection: tried again
 	}
 	return len(markers), nil
 }
