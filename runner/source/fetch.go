@@ -63,6 +63,11 @@ func (f *fetchExchange) Prepare(version int16) { f.version = version }
 // RawExchange.
 func (*fetchExchange) Required(map[protocol.ApiKey]int16) bool { return true }
 
+// maxFetchVersion is the newest Fetch version RawExchange reads: the last
+// one with a response header v0 and no tagged fields (kafka-go's
+// fetch.Request stops there too).
+const maxFetchVersion = 11
+
 // correlationIDs numbers the fetch exchanges.
 var correlationIDs atomic.Int32
 
@@ -70,6 +75,11 @@ var correlationIDs atomic.Int32
 // rw, the transport's connection, and reads and decodes its response. An
 // error leaves the connection unusable (the transport closes it).
 func (f *fetchExchange) RawExchange(rw io.ReadWriter) (protocol.Message, error) {
+	if f.version > maxFetchVersion {
+		// A flexible response (v12+) has a header v1 and compact fields,
+		// which this exchange does not read.
+		return nil, fmt.Errorf("fetch v%d negotiated: the reader reads Fetch up to v%d", f.version, maxFetchVersion)
+	}
 	id := correlationIDs.Add(1)
 	if err := protocol.WriteRequest(rw, f.version, id, f.clientID, &f.Request); err != nil {
 		return nil, err
@@ -88,11 +98,13 @@ func (f *fetchExchange) RawExchange(rw io.ReadWriter) (protocol.Message, error) 
 	buf := responseBuffers.Get()
 	buf.B = slices.Grow(buf.B[:0], int(size-4))[:size-4]
 	if _, err := io.ReadFull(rw, buf.B); err != nil {
+		responseBuffers.Put(buf)
 		return nil, fmt.Errorf("read fetch response: %w", err)
 	}
 	resp := kmsg.NewPtrFetchResponse()
 	resp.Version = f.version
 	if err := resp.ReadFrom(buf.B); err != nil {
+		responseBuffers.Put(buf)
 		return nil, fmt.Errorf("decode fetch response v%d: %w", f.version, err)
 	}
 	ans := &fetchPartition{topError: resp.ErrorCode, buf: buf}

@@ -122,11 +122,13 @@ func (b *Batch) Decompress(buf *Buffer) ([]byte, error) {
 	return buf.B, nil
 }
 
-// readAll appends all of zr to buf[:0] and closes zr.
+// readAll appends zr's content to buf[:0], at most MaxDecodedBatch+1
+// bytes (Decompress refuses more: a batch that decompresses without bound
+// cannot exhaust memory), and closes zr.
 func readAll(buf []byte, zr io.ReadCloser) ([]byte, error) {
 	defer zr.Close()
 	b := bytes.NewBuffer(buf[:0])
-	_, err := b.ReadFrom(zr)
+	_, err := b.ReadFrom(io.LimitReader(zr, MaxDecodedBatch+1))
 	return b.Bytes(), err
 }
 
