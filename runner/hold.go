@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -27,6 +29,11 @@ const (
 	holdPrefix = "replay-hold"
 	holdSep    = "/"
 )
+
+// heldMark is the user data of the hold's subscription once it was the
+// group's only member (Hold.settle): a process that joins later, even one
+// that started earlier, finds the group held and is refused.
+var heldMark = []byte("replay-held")
 
 // holdSettle bounds how long two processes that joined at the same moment
 // take to find out which one holds the group.
@@ -114,6 +121,9 @@ type Hold struct {
 	c     *Cluster
 	cfg   source.JoinConfig
 	cg    *source.Membership
+	// held is set once the hold was the group's only member: from then on
+	// its joins carry heldMark.
+	held atomic.Bool
 
 	mu     sync.Mutex
 	member *source.Member
@@ -147,12 +157,17 @@ func HoldGroup(ctx context.Context, c *Cluster, p *plan.Plan) (*Hold, error) {
 	if err := c.checkRunnable(ctx, p); err != nil {
 		return nil, err
 	}
-	h := &Hold{group: p.Group, self: self, c: c, log: zerolog.Nop(), cfg: source.JoinConfig{Group: p.Group, Topic: p.Source.Topic, ClientID: self.clientID(),
-		Heartbeat: time.Second, SessionTimeout: joinSessionTimeout, RebalanceTimeout: joinRebalanceTimeout}}
+	h := newHold(c, p, self)
 	if err := h.join(ctx); err != nil {
 		return nil, err
 	}
 	return h, nil
+}
+
+// newHold is self's hold on p's replay group, not joined yet.
+func newHold(c *Cluster, p *plan.Plan, self Holder) *Hold {
+	return &Hold{group: p.Group, self: self, c: c, log: zerolog.Nop(), cfg: source.JoinConfig{Group: p.Group, Topic: p.Source.Topic, ClientID: self.clientID(),
+		Heartbeat: time.Second, SessionTimeout: joinSessionTimeout, RebalanceTimeout: joinRebalanceTimeout}}
 }
 
 // letGoOfDead removes from the group the holders of self's plan that ran
@@ -202,6 +217,9 @@ func (h *Hold) join(ctx context.Context) error {
 		return err
 	}
 	h.cg = cg
+	if h.held.Load() {
+		cg.SetUserData(heldMark)
+	}
 	gen, err := h.settle(ctx)
 	if err != nil {
 		cg.Close()
@@ -325,6 +343,9 @@ func (h *Hold) settle(ctx context.Context) (*source.Generation, error) {
 			return nil, err
 		}
 		if alone {
+			if !h.held.Swap(true) {
+				h.cg.SetUserData(heldMark)
+			}
 			return gen, nil
 		}
 		// Another process joined at the same moment and started later:
@@ -346,13 +367,20 @@ func (h *Hold) settle(ctx context.Context) (*source.Generation, error) {
 	}
 }
 
-// alone reports whether this member (memberID) is the group's only one; a
-// holder of this plan that started earlier is a refusal, one that started
-// later is waited for. Other members are refused as checkGroupMembers does.
+// alone reports whether this member (memberID) is the group's only one.
+// Of two holders of this plan, one that held the group already (its
+// subscription carries heldMark) keeps it and the newcomer is refused,
+// whichever process started first; between two that did not (or both
+// did), the one that started first keeps it. The newcomer waits for the
+// other to be refused and leave. The marks are known only while the group
+// is Stable: outside it, a rebalance is under way, this generation ends
+// with it, and settle describes the group again. Other members are refused
+// as checkGroupMembers does.
 func (h *Hold) alone(ctx context.Context, g *source.Group, memberID string) (bool, error) {
 	if g == nil || g.Err != nil {
 		return false, fmt.Errorf("hold group %s: cannot describe it", h.group)
 	}
+	stable := strings.EqualFold(g.State, "Stable")
 	alone := true
 	for _, m := range g.Members {
 		if m.MemberID == memberID {
@@ -368,12 +396,26 @@ func (h *Hold) alone(ctx context.Context, g *source.Group, memberID string) (boo
 			if err := h.c.RemoveMember(ctx, h.group, m.MemberID); err != nil {
 				return false, err
 			}
-		case other.Since.Before(h.self.Since) || other.Since.Equal(h.self.Since) && other.memberID < memberID:
+		case stable && h.keeps(other, m.UserData, memberID):
+			// The other member is refused, and leaves.
+		case stable:
 			return false, heldError(h.group, other)
 		}
 		alone = false
 	}
 	return alone, nil
+}
+
+// keeps reports whether this hold keeps the group from other, another
+// holder of the plan (member memberID, its subscription's user data
+// otherData): the one that held the group already wins; else the one that
+// started first (then the lower member ID).
+func (h *Hold) keeps(other Holder, otherData []byte, memberID string) bool {
+	mine, theirs := h.held.Load(), bytes.Equal(otherData, heldMark)
+	if mine != theirs {
+		return mine
+	}
+	return h.self.Since.Before(other.Since) || h.self.Since.Equal(other.Since) && memberID < other.memberID
 }
 
 // clientID is the hold's client ID: PrepareScheduled accepts the group

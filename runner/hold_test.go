@@ -196,3 +196,45 @@ func TestHoldLetsGoOnlyOfDeadHoldersOfThisMachine(t *testing.T) {
 		})
 	}
 }
+
+// TestHoldKeptFromAnEarlierStarter: of two runs of one plan that passed
+// the group checks together, the one that joined first and held the group
+// keeps it, even when the other process started earlier: the newcomer is
+// refused naming the holder, and the holder stays the group's only
+// member without losing its hold.
+func TestHoldKeptFromAnEarlierStarter(t *testing.T) {
+	sb := newTestCluster(t, 3, "orders")
+	seed(t, sb, "orders", 30, t0, time.Hour)
+	p, _ := filePlan(t, sb, "  from: "+t0.Format(time.RFC3339)+"\n  to: "+t0.Add(time.Hour).Format(time.RFC3339))
+	c := connect(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	holder, err := HoldGroup(ctx, c, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release()
+	// A process of the same plan that started a minute before the holder
+	// and joins now (as it would had its group checks passed before the
+	// holder joined).
+	early := holder.self
+	early.PID, early.Since = early.PID+1, early.Since.Add(-time.Minute)
+	newcomer := newHold(connect(t, p), p, early)
+	err = newcomer.join(ctx)
+	if err == nil {
+		newcomer.Release()
+		t.Fatalf("the newcomer that started earlier took the group from its holder")
+	}
+	var se *SafetyError
+	if !errors.As(err, &se) || !strings.Contains(se.Reason, holder.self.String()) {
+		t.Fatalf("newcomer: %v, want the refusal naming the holder (%s)", err, holder.self)
+	}
+	testenv.Eventually(t, 30*time.Second, 20*time.Millisecond, func() bool {
+		g, err := c.DescribeGroup(ctx, p.Group)
+		return err == nil && g != nil && len(g.Members) == 1 && g.Members[0].ClientID == holder.clientID() &&
+			strings.EqualFold(g.State, "Stable")
+	}, "the holder is not the group's only member again")
+	if err := holder.lost.Err(); err != nil {
+		t.Fatalf("the holder lost its hold to a refused newcomer")
+	}
+}

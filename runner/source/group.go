@@ -309,6 +309,12 @@ type Group struct {
 type GroupMember struct {
 	// MemberID is the coordinator's ID of the member.
 	MemberID, ClientID, ClientHost string
+	// UserData is the user data of a consumer member's subscription
+	// (ConsumerMemberMetadata.UserData, Membership.SetUserData); nil when
+	// it has none, when the member's metadata is not of the consumer
+	// protocol, and whenever the group is not Stable (DescribeGroups gives
+	// the members' metadata only then).
+	UserData []byte
 }
 
 // DescribeGroup describes the group (DescribeGroups, through the control
@@ -345,7 +351,12 @@ func (c *Cluster) DescribeGroup(ctx context.Context, group string) (*Group, erro
 		}
 		out = &Group{State: g.State, Err: kerr.ErrorForCode(g.ErrorCode)}
 		for _, m := range g.Members {
-			out.Members = append(out.Members, GroupMember{MemberID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost})
+			gm := GroupMember{MemberID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost}
+			var meta kmsg.ConsumerMemberMetadata
+			if g.ProtocolType == protocolType && len(m.ProtocolMetadata) > 0 && meta.ReadFrom(m.ProtocolMetadata) == nil {
+				gm.UserData = meta.UserData
+			}
+			out.Members = append(out.Members, gm)
 		}
 		break
 	}

@@ -72,6 +72,19 @@ type Membership struct {
 	memberID string
 	cur      *Generation // the last generation Next returned
 	closed   bool
+	// userData is the user data of the member's subscription (the
+	// ConsumerMemberMetadata each JoinGroup carries; SetUserData).
+	userData []byte
+}
+
+// SetUserData sets the user data of the subscription the member's next
+// JoinGroups carry (ConsumerMemberMetadata.UserData): the other members
+// read it from DescribeGroups (GroupMember.UserData) while the group is
+// Stable. The generation joined already keeps what it joined with.
+func (m *Membership) SetUserData(b []byte) {
+	m.mu.Lock()
+	m.userData = slices.Clone(b)
+	m.mu.Unlock()
 }
 
 // Generation is one generation of a Membership.
@@ -219,6 +232,9 @@ func (m *Membership) joinGroup(ctx context.Context, id string) (*kmsg.JoinGroupR
 	meta := kmsg.NewConsumerMemberMetadata()
 	meta.Version = 1
 	meta.Topics = []string{m.cfg.Topic}
+	m.mu.Lock()
+	meta.UserData = m.userData
+	m.mu.Unlock()
 	for {
 		req := kmsg.NewPtrJoinGroupRequest()
 		req.Group, req.MemberID, req.ProtocolType = m.cfg.Group, id, protocolType
