@@ -142,8 +142,8 @@ type Hold struct {
 // HoldGroup makes this process the holder of p's replay group: it refuses
 // (*SafetyError) a group another run holds, naming it, or any other group
 // with members, then joins it. Of two processes joining at once, the one
-// that started first keeps the group and the other is refused. Release
-// leaves the group.
+// that held the group already keeps it, else the one that started first
+// (Hold.alone), and the other is refused. Release leaves the group.
 func HoldGroup(ctx context.Context, c *Cluster, p *plan.Plan) (*Hold, error) {
 	host, _ := os.Hostname()
 	self := Holder{Fingerprint: p.Fingerprint(), Host: host, PID: os.Getpid(), Since: time.Now().UTC(), Machine: localMachine()}
@@ -309,9 +309,9 @@ func (h *Hold) leave() {
 }
 
 // settle joins generations until this process is the group's only member,
-// or another holder that started earlier is found: a holder that started
-// later is waited for (for up to holdSettle), as are the leftovers of this
-// process's own joins whose answers were lost (removed). The generation it
+// or another holder that keeps the group from it is found (alone): a holder
+// it keeps the group from is waited for (for up to holdSettle), as are the
+// leftovers of this process's own joins whose answers were lost (removed). The generation it
 // returns runs until the group moves on or the membership is closed.
 func (h *Hold) settle(ctx context.Context) (*source.Generation, error) {
 	deadline := time.Now().Add(holdSettle)
@@ -348,8 +348,8 @@ func (h *Hold) settle(ctx context.Context) (*source.Generation, error) {
 			}
 			return gen, nil
 		}
-		// Another process joined at the same moment and started later:
-		// the generation ends when it leaves.
+		// Another process joined at the same moment and is refused (or a
+		// rebalance is under way): the generation ends when it leaves.
 		t := time.NewTimer(time.Until(deadline))
 		select {
 		case <-gen.Done():
