@@ -68,7 +68,7 @@ func TestFilterDeadLetterAndFingerprint(t *testing.T) {
 	if p.Fingerprint() != fp {
 		t.Error("max_errors changed the fingerprint")
 	}
-	p.DeadLetter.Path = "elsewhere.jsonl"
+	setSinkValue(p.DeadLetter, "path", "elsewhere.jsonl")
 	if p.Fingerprint() == fp {
 		t.Error("the dead-letter target is not in the fingerprint")
 	}

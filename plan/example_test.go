@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks/postgres"
 	"github.com/replay-tool/replay/sinks/registry"
 )
 
@@ -43,7 +44,8 @@ sink:
 	fmt.Println("isolation:", p.Source.Isolation)
 	fmt.Println("window:", p.Window.From.At(now).Format(time.RFC3339), "->", p.Window.To.At(now).Format(time.RFC3339))
 	fmt.Println("bytes/s:", int64(p.Throttle.BytesPerSecond))
-	fmt.Println("sink:", p.Sink.Type, plan.RedactDSN(p.Sink.DSN), p.Sink.Table, "on conflict", p.Sink.OnConflict)
+	pg := plan.ConfigOf[postgres.Section](&p.Sink) // the type's own fields
+	fmt.Println("sink:", p.Sink.Type, plan.RedactDSN(pg.DSN), pg.Table, "on conflict", pg.OnConflict)
 	fmt.Println("batch size:", p.Sink.BatchSize)
 	// Output:
 	// partitions: [0 3]

@@ -116,7 +116,7 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 		opts.Now = time.Now
 	}
 	d := &decoder{file: file, env: opts.LookupEnv, pos: map[string]Pos{}, fromEnv: map[string]bool{}, emptyEnv: map[string]string{},
-		envRaw: map[string]string{}, bad: map[string]bool{}, ref: envRef, allowUnset: opts.AllowUnsetEnv, unset: map[string][]string{}}
+		envRaw: map[string]string{}, bad: map[string]bool{}, ref: envRef, allowUnset: opts.AllowUnsetEnv, unset: map[string][]string{}, sinks: opts.Sinks}
 	// "{" and "}" are flow indicators in YAML, so `sasl: {password: ${PW}}`
 	// would not parse. References are rewritten to the same-length $(PW)
 	// before parsing (positions are unchanged) and expanded afterwards;
@@ -222,6 +222,8 @@ type decoder struct {
 	// holding an unset variable to its names.
 	allowUnset bool
 	unset      map[string][]string
+	// sinks are the sink types the sections are decoded against.
+	sinks SinkCatalog
 }
 
 func (d *decoder) problem(n *yaml.Node, field, format string, args ...any) {
@@ -343,6 +345,10 @@ func (d *decoder) walk(n *yaml.Node, v reflect.Value, path string) {
 	if path != "" {
 		d.pos[path] = Pos{n.Line, n.Column}
 	}
+	if v.Type() == sinkType {
+		d.walkSink(n, v.Addr().Interface().(*Sink), path)
+		return
+	}
 	if reflect.PointerTo(v.Type()).Implements(unmarshalerType) {
 		d.leaf(n, v, path)
 		return
@@ -367,7 +373,7 @@ func (d *decoder) walk(n *yaml.Node, v reflect.Value, path string) {
 			return
 		}
 		if n.Kind != yaml.SequenceNode {
-			if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && v.Type().Elem().Kind() == reflect.String && !secretPath.MatchString(path) {
+			if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && v.Type().Elem().Kind() == reflect.String && !d.secret(path) {
 				d.problem(n, path, "want a list, got %s: write it as a list, e.g. [%s]", d.describe(n, path), strconv.Quote(n.Value))
 				return
 			}
@@ -436,36 +442,21 @@ func (d *decoder) walkStruct(n *yaml.Node, v reflect.Value, path string) {
 		d.problem(n, path, "want a mapping (key: value lines), got %s", d.describe(n, path))
 		return
 	}
-	fields := map[string]int{}
-	var names []string
-	for i := 0; i < v.NumField(); i++ {
-		tag := strings.Split(v.Type().Field(i).Tag.Get("yaml"), ",")[0]
-		if tag == "" || tag == "-" {
-			continue
-		}
-		fields[tag] = i
-		names = append(names, tag)
-	}
-	seen := map[string]*yaml.Node{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := n.Content[i], n.Content[i+1]
-		fp := join(path, k.Value)
-		if prev, dup := seen[k.Value]; dup {
-			d.problem(k, fp, "duplicate key (first set at line %d): keep one", prev.Line)
-			continue
-		}
-		seen[k.Value] = k
-		idx, ok := fields[k.Value]
-		if !ok {
-			msg := fmt.Sprintf("unknown field %q in %s", k.Value, structName(path))
-			if s := suggest(k.Value, names); s != "" {
-				msg += fmt.Sprintf(" (did you mean %q?)", s)
+	fields := yamlFields(v)
+	d.walkFields(n, path, func(name string) (reflect.Value, bool) {
+		for _, f := range fields {
+			if f.name == name {
+				return f.value, true
 			}
-			d.problem(k, fp, "%s", msg)
-			continue
 		}
-		d.walk(val, v.Field(idx), fp)
-	}
+		return reflect.Value{}, false
+	}, func(name string) string {
+		names := make([]string, len(fields))
+		for i, f := range fields {
+			names[i] = f.name
+		}
+		return suggest(name, names)
+	})
 }
 
 func (d *decoder) walkMap(n *yaml.Node, v reflect.Value, path string) {
@@ -533,13 +524,15 @@ func (d *decoder) mapKey(k *yaml.Node, kv reflect.Value, path, fp string) error 
 	return fmt.Errorf("key %q: want %s", k.Value, what)
 }
 
-// secretPath matches the settings that hold credentials, or contain some.
-var secretPath = regexp.MustCompile(`(^|\.)(sasl|password|headers|dsn|url)(\.|\[|$)`)
+// secretPath matches the settings of the plan's own types that hold
+// credentials, or contain some; a sink type's are those its descriptor
+// marks (Secret, Credentials).
+var secretPath = regexp.MustCompile(`(^|\.)(sasl|password)(\.|\[|$)`)
 
 // describe is describe(n), except that a value from the environment in a
 // setting that holds credentials is named by its ${VAR}, never quoted.
 func (d *decoder) describe(n *yaml.Node, path string) string {
-	if raw, ok := d.envRaw[path]; ok && n.Kind == yaml.ScalarNode && secretPath.MatchString(path) {
+	if raw, ok := d.envRaw[path]; ok && n.Kind == yaml.ScalarNode && d.secret(path) {
 		return "the value of " + raw
 	}
 	return describe(n)

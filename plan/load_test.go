@@ -42,6 +42,8 @@ func parseProblems(t *testing.T, src string, opts LoadOptions) string {
 
 func TestDefaults(t *testing.T) {
 	p := mustParse(t, minimalPlan, testOptions())
+	// on_conflict is a database sink's field (a file sink has none).
+	db := mustParse(t, strings.Replace(minimalPlan, "  type: file\n", "  type: sqlite\n  table: orders\n  overwrite: true\n", 1)+"throttle: {records_per_second: 100}\n", testOptions())
 	checks := []struct {
 		field     string
 		got, want any
@@ -51,7 +53,7 @@ func TestDefaults(t *testing.T) {
 		{"source.client_id", p.Source.ClientID, "replay"},
 		{"on_error", p.OnError, OnErrorFail},
 		{"sink.batch_size", p.Sink.BatchSize, DefaultBatchSize},
-		{"sink.on_conflict", p.Sink.OnConflict, "update"},
+		{"sink.on_conflict", sinkValue(&db.Sink, "on_conflict"), "update"},
 		{"DefaultBatchSize", DefaultBatchSize, 1000},
 		{"allow_data_loss", p.AllowDataLoss, false},
 		{"file", p.File, "plan.yaml"},
@@ -70,7 +72,7 @@ func TestDefaultsDoNotOverride(t *testing.T) {
 	src += "  batch_size: 10\n  on_conflict: ignore\non_error: skip\nthrottle: {records_per_second: 100}\n"
 	p := mustParse(t, src, testOptions())
 	if p.Source.Isolation != ReadUncommitted || p.Source.Partitions.All || p.Sink.BatchSize != 10 ||
-		p.Sink.OnConflict != "ignore" || p.OnError != OnErrorSkip {
+		sinkValue(&p.Sink, "on_conflict") != "ignore" || p.OnError != OnErrorSkip {
 		t.Errorf("defaults overrode the plan: %+v %+v %s", p.Source, p.Sink, p.OnError)
 	}
 }
@@ -156,8 +158,8 @@ func TestEnvDSNPasswordFromVariable(t *testing.T) {
 	opts := testOptions()
 	opts.LookupEnv = func(k string) (string, bool) { return "v", true }
 	p := mustParse(t, src, opts)
-	if p.Sink.DSN != "postgres://app:v@v/orders" {
-		t.Errorf("dsn = %q", p.Sink.DSN)
+	if dsn := sinkValue(&p.Sink, "dsn"); dsn != "postgres://app:v@v/orders" {
+		t.Errorf("dsn = %q", dsn)
 	}
 	if len(p.Warnings()) != 1 || p.Warnings()[0].Field != "throttle" {
 		t.Errorf("warnings = %v, want one about the missing throttle", p.Warnings())

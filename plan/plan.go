@@ -285,34 +285,17 @@ type SinkRetry struct {
 	MaxElapsed Duration `yaml:"max_elapsed"`
 }
 
-// Sink is where replayed records go: the fields every type takes (Type,
-// Key, BatchSize, Retry) and the fields of each sink type, in the order
-// "did you mean" hints try them. Which fields
-// a type takes, what each means and its default are in the type's
-// descriptor (SinkDescriptor, declared by its driver, sinks/<driver>).
+// Sink is where replayed records go: a section of the plan (sink, or
+// dead_letter). It holds what every sink type takes, which the runner and
+// the pipeline read whatever the type: Type (which says what the rest of
+// the section is), Key (the idempotency key the pipeline renders for every
+// record, and part of the fingerprint of every type), BatchSize (how the
+// runner cuts writes and commits) and Retry (how long the runner retries a
+// failed write). The type's own fields are in Config, a struct its driver
+// declares (sinks/<driver>) and its descriptor makes (SinkDescriptor).
 type Sink struct {
 	// Type is one of the types of the SinkCatalog the plan is loaded with.
 	Type SinkType `yaml:"type"`
-
-	// A file or sqlite sink's file.
-	Path string `yaml:"path"`
-	// A database sink's (postgres, sqlite) connection and table.
-	DSN             string  `yaml:"dsn"`
-	Table           string  `yaml:"table"`
-	OnConflict      string  `yaml:"on_conflict"`
-	CreateTable     bool    `yaml:"create_table"`
-	Columns         Columns `yaml:"columns"`
-	CheckpointTable string  `yaml:"checkpoint_table"`
-	CopyThreshold   int     `yaml:"copy_threshold"`
-	OnTombstone     string  `yaml:"on_tombstone"`
-	Version         string  `yaml:"version"`
-	Overwrite       bool    `yaml:"overwrite"`
-	Connections     int     `yaml:"connections"`
-	// A file sink's layout (and value_format: stdout and http too).
-	Format       string `yaml:"format"`
-	ValueFormat  string `yaml:"value_format"`
-	PerPartition bool   `yaml:"per_partition"`
-	Order        string `yaml:"order"`
 
 	// Key is the idempotency key: a Go text/template over the record
 	// ({{ .Key }}, {{ .Value.id }}, {{ index .Headers "h" }}, {{ .Partition }},
@@ -322,23 +305,15 @@ type Sink struct {
 	// durable write, and so between two commits. Default 1000.
 	BatchSize int `yaml:"batch_size"`
 
-	// A kafka sink's target cluster and topic.
-	Brokers         []string `yaml:"brokers"`
-	Topic           string   `yaml:"topic"`
-	TLS             TLS      `yaml:"tls"`
-	SASL            SASL     `yaml:"sasl"`
-	KeepPartition   bool     `yaml:"keep_partition"`
-	ExactlyOnce     bool     `yaml:"exactly_once"`
-	TransactionalID string   `yaml:"transactional_id"`
-	// An http sink's endpoint and requests.
-	URL            string            `yaml:"url"`
-	Headers        map[string]string `yaml:"headers"`
-	MaxRetries     *int              `yaml:"max_retries"`
-	MaxRetryWait   Duration          `yaml:"max_retry_wait"`
-	RequestTimeout Duration          `yaml:"request_timeout"`
-
 	// Retry bounds the retries of writes that fail with a transient error.
 	Retry SinkRetry `yaml:"retry"`
+
+	// Config holds the fields of the section that belong to its type: a
+	// pointer to the struct its descriptor's NewConfig returns, decoded
+	// from the same YAML mapping as the fields above (nil for a type
+	// without fields of its own, or outside the catalog). Its driver reads
+	// it with ConfigOf.
+	Config any `yaml:"-"`
 }
 
 // Pos is a position in the plan file, 1-based.
@@ -416,16 +391,8 @@ func (p *Plan) applyDefaults() {
 	if p.DeadLetter != nil {
 		p.applySinkDefaults(p.DeadLetter, true)
 	}
-	if p.Sink.OnConflict == "" {
-		// A replay exists to overwrite what the buggy run wrote.
-		p.Sink.OnConflict = "update"
-	}
 	if _, written := p.pos["dead_letter.batch_size"]; p.DeadLetter != nil && p.DeadLetter.BatchSize == 0 && !written {
 		p.DeadLetter.BatchSize = DefaultBatchSize
-	}
-	if p.DeadLetter != nil && p.DeadLetter.OnConflict == "" {
-		// Same as the sink: a re-delivered dead letter overwrites itself.
-		p.DeadLetter.OnConflict = "update"
 	}
 	if _, written := p.pos["throttle.max_batch_wait"]; p.Throttle.MaxBatchWait == 0 && !written {
 		p.Throttle.MaxBatchWait = Duration(DefaultMaxBatchWait)

@@ -20,38 +20,39 @@ const Redacted = "xxxxx"
 const minSecretLen = 4
 
 // Secrets returns the values of the plan's secret settings, as expanded
-// from the environment: the SASL passwords of the source and of a kafka
-// sink, DSN passwords, credential headers (see Sink.Secrets) and the value
-// of each ${VAR} a credential header was built from. They are what the
+// from the environment: the SASL password of the source, and for the sink
+// and the dead-letter sink the fields their type marks as secret and the
+// credentials its descriptor's Secrets finds (a kafka sink's SASL
+// password, a DSN's password, credential headers and the value of each
+// ${VAR} a credential header was built from, ...). They are what the
 // command line redacts from everything it prints, a last line of defence
 // behind messages that never quote them in the first place.
 func (p *Plan) Secrets() []string {
 	out := []string{p.Source.SASL.Password}
-	out = append(out, p.Sink.Secrets()...)
-	out = append(out, p.envSecrets("sink", &p.Sink)...)
-	out = append(out, p.secretFields(&p.Sink)...)
+	out = append(out, p.sectionSecrets("sink", &p.Sink)...)
 	if p.DeadLetter != nil {
-		out = append(out, p.DeadLetter.Secrets()...)
-		out = append(out, p.envSecrets("dead_letter", p.DeadLetter)...)
-		out = append(out, p.secretFields(p.DeadLetter)...)
+		out = append(out, p.sectionSecrets("dead_letter", p.DeadLetter)...)
 	}
 	return secretList(out)
 }
 
-// envSecrets returns the parts of s's credential headers that came from a
-// ${VAR}: "S3cr3t" in Authorization: "Bearer ${TOKEN}".
-func (p *Plan) envSecrets(field string, s *Sink) []string {
-	var out []string
-	for name, val := range s.Headers {
-		if raw, ok := p.envRaw[field+".headers."+name]; ok && IsSecretHeader(name) {
-			out = append(out, envParts(raw, val)...)
-		}
+// sectionSecrets returns the secrets of the section s at field.
+func (p *Plan) sectionSecrets(field string, s *Sink) []string {
+	out := p.secretFields(s)
+	if d, ok := p.sinks.Lookup(s.Type); ok && d.Secrets != nil {
+		out = append(out, d.Secrets(s, func(name string) (string, bool) {
+			raw, ok := p.envRaw[field+"."+name]
+			return raw, ok
+		})...)
 	}
 	return out
 }
 
-// envParts returns the values the ${VAR}s of raw took in expanded.
-func envParts(raw, expanded string) []string {
+// EnvParts returns the values the ${VAR}s of raw, a value as written in a
+// plan, took in expanded, the value as loaded: "S3cr3t" for raw
+// "Bearer ${TOKEN}" and expanded "Bearer S3cr3t"; nil when expanded is
+// not raw with its ${VAR}s replaced.
+func EnvParts(raw, expanded string) []string {
 	var re strings.Builder
 	re.WriteString("^")
 	last := 0
@@ -67,22 +68,37 @@ func envParts(raw, expanded string) []string {
 	return m[1:]
 }
 
-// Secrets returns the values of the sink's secret settings: the SASL
-// password, the DSN's password, the values of credential headers (and the
-// credentials after an auth scheme: the token of "Bearer <token>", the
-// password of "Basic <base64>"), the password in the URL's user info and
-// the values of credential query parameters (token=, api_key=, ...).
-func (s Sink) Secrets() []string {
-	out := []string{s.SASL.Password}
-	if pw, ok := dsnPassword(s.DSN); ok {
-		out = append(out, pw)
+// The secrets of the values that hold credentials among other things.
+// Each is returned with the spellings it takes once unescaped from a URL
+// or DSN, without the values too short to redact.
+
+// DSNSecrets returns the password of a PostgreSQL DSN (URL or key=value
+// form); nil when it holds none.
+func DSNSecrets(dsn string) []string {
+	if pw, ok := dsnPassword(dsn); ok {
+		return secretList([]string{pw})
 	}
-	for name, val := range s.Headers {
+	return nil
+}
+
+// HeaderSecrets returns the values of the credential headers among
+// headers (IsSecretHeader), and the credentials after an auth scheme: the
+// token of "Bearer <token>", the password of "Basic <base64>".
+func HeaderSecrets(headers map[string]string) []string {
+	var out []string
+	for name, val := range headers {
 		if IsSecretHeader(name) {
 			out = append(out, headerSecrets(val)...)
 		}
 	}
-	if u, err := url.Parse(s.URL); err == nil && s.URL != "" {
+	return secretList(out)
+}
+
+// URLSecrets returns the password in a URL's user info and the values of
+// its credential query parameters (token=, api_key=, ...).
+func URLSecrets(raw string) []string {
+	var out []string
+	if u, err := url.Parse(raw); err == nil && raw != "" {
 		if pw, ok := u.User.Password(); ok {
 			out = append(out, pw)
 		}
@@ -91,7 +107,7 @@ func (s Sink) Secrets() []string {
 				out = append(out, vals...)
 			}
 		}
-	} else if m := urlUserinfo.FindStringSubmatch(s.URL); m != nil {
+	} else if m := urlUserinfo.FindStringSubmatch(raw); m != nil {
 		if _, pw, ok := strings.Cut(m[1], ":"); ok {
 			out = append(out, pw)
 		}

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -20,9 +21,17 @@ type SinkDescriptor struct {
 	Type SinkType
 	// Summary says in one line what the sink writes to.
 	Summary string
-	// Fields are the type-specific fields the type takes. Every type also
-	// takes CommonSinkFields. The order of the fields that are part of the
-	// fingerprint is the order in which they enter it.
+	// NewConfig returns a new, zero value of the type's own fields: a
+	// pointer to the struct its driver declares, whose yaml fields are the
+	// ones Fields describes (an inline struct's fields count as its own).
+	// Load decodes the section into it and keeps it in Sink.Config; nil
+	// for a type without fields of its own.
+	NewConfig func() any
+	// Fields describe the type's own fields, one for each yaml field of
+	// NewConfig's struct. Every type also takes the common fields
+	// (SinkCatalog.CommonFields). The
+	// order of the fields that are part of the fingerprint is the order in
+	// which they enter it.
 	Fields []FieldDescriptor
 	// Check validates the section's own rules, beyond what Fields say (a
 	// required field, an enum), after the common checks; nil for none.
@@ -33,6 +42,12 @@ type SinkDescriptor struct {
 	// Schema are JSON Schema rules across the section's fields (if/then),
 	// beyond its required fields, for `replay schema`.
 	Schema []map[string]any
+	// Secrets returns the credentials a section holds among other things
+	// (a DSN's password, a URL's, a credential header's token), beyond the
+	// fields marked Secret, for redaction (Plan.Secrets); written returns
+	// the value of the section's field name as written in the plan, before
+	// its ${VAR}s were expanded, and false when it holds none. nil for none.
+	Secrets func(s *Sink, written func(name string) (string, bool)) []string
 
 	// Shared reports whether the output can be written by several processes
 	// at once: such a sink can be used by `run --join` members, as the sink
@@ -53,10 +68,11 @@ type SinkDescriptor struct {
 	// completes (published at Finish): it returns where a section's
 	// unpublished output waits ("" when it has none to show).
 	StagingDir func(s *Sink) string
-	// KeepsCheckpoints reports whether a section records, with its writes,
-	// the checkpoints a run can resume from (--resume-from-sink); nil is
-	// false.
-	KeepsCheckpoints func(s *Sink) bool
+	// Checkpoints names where a section records, with its writes, the
+	// checkpoints a run can resume from (--resume-from-sink), as messages
+	// say it ("checkpoint table replay_checkpoints"); "" when it keeps
+	// none. nil is "".
+	Checkpoints func(s *Sink) string
 	// FencesOthers reports whether a section keeps a second run of the plan
 	// out by itself (an exactly-once kafka sink's transactional ids), so
 	// that the run does not hold its group; nil is false.
@@ -73,7 +89,8 @@ type SinkDescriptor struct {
 
 // FieldDescriptor describes one field of a sink section.
 type FieldDescriptor struct {
-	// Name is the field's name in the plan (its yaml key).
+	// Name is the field's name in the plan (its yaml key): the yaml name
+	// of a field of the type's config struct (SinkDescriptor.NewConfig).
 	Name string
 	// Doc says what the field is, its default and an example.
 	Doc string
@@ -93,13 +110,20 @@ type FieldDescriptor struct {
 	// Schema is the JSON Schema of the value (see OrEnv), when the one
 	// derived from its Go type and Enum is not precise enough.
 	Schema map[string]any
-	// Fingerprint is the field's name in the plan's fingerprint, "" when it
-	// is not part of it: it changes how, not what, the sink writes.
-	Fingerprint string
+	// Credentials reports whether the value may hold a credential among
+	// other things (a DSN, a URL, headers): a message never quotes it as
+	// it came from the environment, and the descriptor's Secrets finds the
+	// credentials in it.
+	Credentials bool
+	// Fingerprint reports whether the field is part of the plan's
+	// fingerprint, under the name of its Go field in the type's config
+	// struct; false when it changes how, not what, the sink writes.
+	Fingerprint bool
 	// FingerprintValue returns the value the fingerprint holds for the
-	// field (a default left out as unset); nil takes the value as set.
-	// Unset values are left out of the fingerprint.
-	FingerprintValue func(s *Sink, deadLetter bool) any
+	// field (a default left out as unset), given its value val in section
+	// s; nil takes the value as set. Unset values are left out of the
+	// fingerprint.
+	FingerprintValue func(val any, s *Sink, deadLetter bool) any
 }
 
 // commonSinkFields are the fields every sink type takes; the doc of type
@@ -186,16 +210,93 @@ func OrEnv(s map[string]any) map[string]any {
 // loaded; a ${VAR} may stand for a value of any type.
 const EnvPattern = `\$\{[A-Za-z_][A-Za-z0-9_]*\}`
 
-// field returns the field of s whose yaml name is name; false when Sink
-// has none.
-func (s *Sink) field(name string) (reflect.Value, bool) {
-	v := reflect.ValueOf(s).Elem()
-	for i := 0; i < v.NumField(); i++ {
-		if strings.Split(v.Type().Field(i).Tag.Get("yaml"), ",")[0] == name {
-			return v.Field(i), true
+// ConfigOf returns the type's own fields of section s: s.Config, which
+// the section's descriptor made (NewConfig returns a *T); a new zero T when
+// the section has none (a Sink built in memory with its type only). It
+// panics when s.Config is of another type: a descriptor whose functions
+// read another type's config.
+func ConfigOf[T any](s *Sink) *T {
+	if s.Config == nil {
+		return new(T)
+	}
+	c, ok := s.Config.(*T)
+	if !ok {
+		panic(fmt.Sprintf("sink type %s: config is %T, not %T", s.Type, s.Config, c))
+	}
+	return c
+}
+
+// ConfigField returns the Go field of the type's config struct whose yaml
+// name is name (an inline struct's fields included); false when the type
+// has no such field.
+func (d SinkDescriptor) ConfigField(name string) (reflect.StructField, bool) {
+	if d.NewConfig == nil {
+		return reflect.StructField{}, false
+	}
+	for _, f := range yamlFields(reflect.ValueOf(d.NewConfig()).Elem()) {
+		if f.name == name {
+			return f.field, true
 		}
 	}
-	return reflect.Value{}, false
+	return reflect.StructField{}, false
+}
+
+// ConfigNames returns the yaml names of the fields of the type's config
+// struct, in order.
+func (d SinkDescriptor) ConfigNames() []string {
+	if d.NewConfig == nil {
+		return nil
+	}
+	var out []string
+	for _, f := range yamlFields(reflect.ValueOf(d.NewConfig()).Elem()) {
+		out = append(out, f.name)
+	}
+	return out
+}
+
+// yamlField is a field of a struct decoded from YAML: its yaml name, its
+// Go field and its value.
+type yamlField struct {
+	name  string
+	field reflect.StructField
+	value reflect.Value
+}
+
+// yamlFields returns the fields of the struct v that have a yaml name, in
+// order, those of an inline struct (`yaml:",inline"`) in its place.
+func yamlFields(v reflect.Value) []yamlField {
+	var out []yamlField
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Type().Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch {
+		case opts == "inline" && f.Type.Kind() == reflect.Struct:
+			out = append(out, yamlFields(v.Field(i))...)
+		case name != "" && name != "-" && f.IsExported():
+			out = append(out, yamlField{name, f, v.Field(i)})
+		}
+	}
+	return out
+}
+
+// fields returns the section's fields: the common ones, then its type's.
+func (s *Sink) fields() []yamlField {
+	out := yamlFields(reflect.ValueOf(s).Elem())
+	if s.Config != nil {
+		out = append(out, yamlFields(reflect.ValueOf(s.Config).Elem())...)
+	}
+	return out
+}
+
+// field returns the field of s whose yaml name is name, a common field or
+// one of its type's; false when it has none.
+func (s *Sink) field(name string) (yamlField, bool) {
+	for _, f := range s.fields() {
+		if f.name == name {
+			return f, true
+		}
+	}
+	return yamlField{}, false
 }
 
 // isSet reports whether the field with yaml name name holds a value: a
@@ -205,11 +306,11 @@ func (s *Sink) isSet(name string) bool {
 	if !ok {
 		return false
 	}
-	switch f.Kind() {
+	switch f.value.Kind() {
 	case reflect.Slice, reflect.Map, reflect.String:
-		return f.Len() > 0
+		return f.value.Len() > 0
 	default:
-		return !f.IsZero()
+		return !f.value.IsZero()
 	}
 }
 

@@ -56,10 +56,10 @@ func (c *SinkCheck) TLS(name string, t TLS) { c.v.tls(c.path(name), t) }
 // SASL checks a SASL section: its password must come from the environment.
 func (c *SinkCheck) SASL(name string, s SASL) { c.v.sasl(c.path(name), s) }
 
-// Columns checks the section's columns: every field is one a record has; a
-// database sink (db) maps its idempotency key to exactly one column and
-// names plain SQL columns.
-func (c *SinkCheck) Columns(db bool) { c.v.columns(c.Field, c.Sink, db) }
+// Columns checks cols, the section's columns: every field is one a record
+// has; a database sink (db) maps its idempotency key to exactly one column
+// and names plain SQL columns.
+func (c *SinkCheck) Columns(cols Columns, db bool) { c.v.columns(c.Field, cols, db) }
 
 // TableName reports val, the value of the field name, when it is not a
 // plain [schema.]table name.
@@ -77,14 +77,15 @@ func IsTableName(s string) bool { return tableRe.MatchString(s) }
 // ${VAR}.
 func (c *SinkCheck) LiteralDSNPassword(name string) bool {
 	f, _ := c.Sink.field(name)
-	return c.v.literalDSNPassword(c.path(name), f.String())
+	return f.value.IsValid() && c.v.literalDSNPassword(c.path(name), f.value.String())
 }
 
 // URL checks the http(s) URL of the field name: credentials in it must
 // come from the environment.
 func (c *SinkCheck) URL(name string) {
-	f, _ := c.Sink.field(name)
-	c.v.httpURL(c.path(name), f.String())
+	if f, ok := c.Sink.field(name); ok {
+		c.v.httpURL(c.path(name), f.value.String())
+	}
 }
 
 func (c *SinkCheck) path(name string) string { return c.Field + "." + name }
@@ -142,8 +143,8 @@ func (v *validator) sinkFields(field string, s *Sink, d SinkDescriptor) {
 		}
 	}
 	for _, f := range d.Fields {
-		if val, ok := s.field(f.Name); ok && len(f.Enum) > 0 && val.Kind() == reflect.String && val.String() != "" {
-			v.enum(field+"."+f.Name, val.String(), f.Enum)
+		if val, ok := s.field(f.Name); ok && len(f.Enum) > 0 && val.value.Kind() == reflect.String && val.value.String() != "" {
+			v.enum(field+"."+f.Name, val.value.String(), f.Enum)
 		}
 	}
 	if d.Check != nil {
@@ -157,8 +158,8 @@ func (p *Plan) secretFields(s *Sink) []string {
 	var out []string
 	d, _ := p.sinks.Lookup(s.Type)
 	for _, f := range d.Fields {
-		if v, ok := s.field(f.Name); ok && f.Secret && v.Kind() == reflect.String {
-			out = append(out, v.String())
+		if v, ok := s.field(f.Name); ok && f.Secret && v.value.Kind() == reflect.String {
+			out = append(out, v.value.String())
 		}
 	}
 	return out
@@ -171,12 +172,15 @@ func (p *Plan) applySinkDefaults(s *Sink, deadLetter bool) {
 	if !ok {
 		return
 	}
+	if s.Config == nil && d.NewConfig != nil {
+		s.Config = d.NewConfig() // a section that failed to decode
+	}
 	for _, f := range d.Fields {
 		val, ok := s.field(f.Name)
-		if !ok || f.Default == "" || !val.IsZero() {
+		if !ok || f.Default == "" || !val.value.IsZero() {
 			continue
 		}
-		if err := yaml.Unmarshal([]byte(f.Default), val.Addr().Interface()); err != nil {
+		if err := yaml.Unmarshal([]byte(f.Default), val.value.Addr().Interface()); err != nil {
 			panic(fmt.Sprintf("sink type %s: default %q of %s: %v", d.Type, f.Default, f.Name, err))
 		}
 	}
@@ -185,13 +189,28 @@ func (p *Plan) applySinkDefaults(s *Sink, deadLetter bool) {
 	}
 }
 
+// fingerprintFrame are the keys the first version's sink part of the
+// fingerprint held for every type, in order, each with the value it holds
+// for a type without such a field (nil: a common field): they keep their
+// places and values, so that no fingerprint changes.
+var fingerprintFrame = []struct {
+	key   string
+	unset any
+}{{"Type", nil}, {"Path", ""}, {"Table", ""}, {"Key", nil}, {"OnConflict", "update"}}
+
 // sinkFingerprint is a section's part of the fingerprint, as a JSON object:
-// the type, path, table, key and on_conflict, which it has held since the
-// first version (empty for a type without them), then the fields the
-// type's descriptor marks as part of it, in its order, when set.
+// the frame (fingerprintFrame: type, path, table, key and on_conflict),
+// then the other fields the type's descriptor marks as part of it, in its
+// order, when set, each under its Go name in the type's config struct.
 func (p *Plan) sinkFingerprint(s *Sink, deadLetter bool) json.RawMessage {
-	frame := []string{"Type", "Path", "Table", "Key", "OnConflict"}
-	vals := map[string]any{"Type": string(s.Type), "Path": s.Path, "Table": s.Table, "Key": s.Key, "OnConflict": s.OnConflict}
+	vals := map[string]any{"Type": string(s.Type), "Key": s.Key}
+	var frame []string
+	for _, f := range fingerprintFrame {
+		frame = append(frame, f.key)
+		if f.unset != nil {
+			vals[f.key] = f.unset
+		}
+	}
 	var b strings.Builder
 	put := func(key string, val any) {
 		if b.Len() > 0 {
@@ -206,22 +225,22 @@ func (p *Plan) sinkFingerprint(s *Sink, deadLetter bool) json.RawMessage {
 	d, _ := p.sinks.Lookup(s.Type)
 	var rest []string
 	for _, f := range d.Fields {
-		if f.Fingerprint == "" {
+		fv, ok := s.field(f.Name)
+		if !f.Fingerprint || !ok {
 			continue
 		}
-		var val any
+		val := fv.value.Interface()
 		if f.FingerprintValue != nil {
-			val = f.FingerprintValue(s, deadLetter)
-		} else if fv, ok := s.field(f.Name); ok {
-			val = fv.Interface()
+			val = f.FingerprintValue(val, s, deadLetter)
 		}
-		if !slices.Contains(frame, f.Fingerprint) {
+		key := fv.field.Name
+		if !slices.Contains(frame, key) {
 			if val == nil || reflect.ValueOf(val).IsZero() {
 				continue
 			}
-			rest = append(rest, f.Fingerprint)
+			rest = append(rest, key)
 		}
-		vals[f.Fingerprint] = val
+		vals[key] = val
 	}
 	for _, k := range append(frame, rest...) {
 		put(k, vals[k])

@@ -22,22 +22,24 @@ func TestHTTPSinkDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Sink.MaxRetries == nil || *p.Sink.MaxRetries != DefaultMaxRetries || p.Sink.MaxRetryWait != DefaultMaxRetryWait {
-		t.Errorf("max_retries %v, max_retry_wait %v: want the defaults", p.Sink.MaxRetries, p.Sink.MaxRetryWait)
+	retries, _ := sinkValue(&p.Sink, "max_retries").(*int)
+	if retries == nil || *retries != DefaultMaxRetries || sinkValue(&p.Sink, "max_retry_wait") != DefaultMaxRetryWait {
+		t.Errorf("max_retries %v, max_retry_wait %v: want the defaults", retries, sinkValue(&p.Sink, "max_retry_wait"))
 	}
 	// 0 is a choice (never retry), not "unset".
 	p, err = Parse("plan.yaml", []byte(httpPlan+"  max_retries: 0\n  max_retry_wait: 5s\n"), testOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *p.Sink.MaxRetries != 0 || time.Duration(p.Sink.MaxRetryWait) != 5*time.Second {
-		t.Errorf("max_retries %d, max_retry_wait %v: want 0 and 5s as written", *p.Sink.MaxRetries, p.Sink.MaxRetryWait)
+	retries, _ = sinkValue(&p.Sink, "max_retries").(*int)
+	if *retries != 0 || sinkValue(&p.Sink, "max_retry_wait") != Duration(5*time.Second) {
+		t.Errorf("max_retries %d, max_retry_wait %v: want 0 and 5s as written", *retries, sinkValue(&p.Sink, "max_retry_wait"))
 	}
 	p, err = Parse("plan.yaml", []byte(strings.Replace(httpPlan, "type: http\n  url: https://orders.internal/api", "type: file\n  path: o.jsonl", 1)), testOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Sink.MaxRetries != nil || p.Sink.MaxRetryWait != 0 {
+	if retries, _ := sinkValue(&p.Sink, "max_retries").(*int); retries != nil || sinkValue(&p.Sink, "max_retry_wait") != nil {
 		t.Error("a file sink got the http sink's retry defaults")
 	}
 }
@@ -159,7 +161,7 @@ func TestColumnsKeepOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := p.Sink.Columns.String()
+	got := sinkValue(&p.Sink, "columns").(Columns).String()
 	if want := "z_id=key,a_status=value.status,m_trace=header.trace-id"; got != want {
 		t.Errorf("columns %s, want %s", got, want)
 	}
@@ -206,8 +208,8 @@ func TestFingerprintOutputLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if jsonl.Fingerprint() != explicit.Fingerprint() || jsonl.Sink.Format != DefaultFormat {
-		t.Errorf("format: jsonl written out changes the fingerprint, or is not the default (%q)", jsonl.Sink.Format)
+	if jsonl.Fingerprint() != explicit.Fingerprint() || sinkValue(&jsonl.Sink, "format") != DefaultFormat {
+		t.Errorf("format: jsonl written out changes the fingerprint, or is not the default (%q)", sinkValue(&jsonl.Sink, "format"))
 	}
 	order := func(o string) *Plan {
 		t.Helper()
@@ -217,8 +219,8 @@ func TestFingerprintOutputLayout(t *testing.T) {
 		}
 		return p
 	}
-	if in := order(OrderInterleaved); in.Fingerprint() != jsonl.Fingerprint() || jsonl.Sink.Order != OrderInterleaved {
-		t.Errorf("order: interleaved written out changes the fingerprint, or is not the default (%q)", jsonl.Sink.Order)
+	if in := order(OrderInterleaved); in.Fingerprint() != jsonl.Fingerprint() || sinkValue(&jsonl.Sink, "order") != OrderInterleaved {
+		t.Errorf("order: interleaved written out changes the fingerprint, or is not the default (%q)", sinkValue(&jsonl.Sink, "order"))
 	}
 	if order(OrderPartition).Fingerprint() == jsonl.Fingerprint() {
 		t.Error("order: partition keeps the fingerprint: a resume would mix staging layouts")

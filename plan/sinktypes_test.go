@@ -9,10 +9,10 @@ import (
 	"testing"
 )
 
-// The descriptors describe the Sink struct: every yaml field of Sink is a
-// common field or a field of some sink type, and every field descriptor
-// names a yaml field, each with a doc; a required field says what is
-// missing.
+// The descriptors describe the structs: every yaml field of Sink is a
+// common field and every common field one of Sink; each type's field
+// descriptors name the yaml fields of its config struct, each with a doc,
+// and no other; a required field says what is missing.
 func TestSinkDescriptorsMatchSink(t *testing.T) {
 	var yamlFields []string
 	st := reflect.TypeFor[Sink]()
@@ -21,31 +21,36 @@ func TestSinkDescriptorsMatchSink(t *testing.T) {
 			yamlFields = append(yamlFields, name)
 		}
 	}
-	var described []string
+	var common []string
 	for _, f := range testSinks.CommonFields() {
-		described = append(described, f.Name)
+		common = append(common, f.Name)
 		if f.Doc == "" {
 			t.Errorf("common sink field %s has no doc", f.Name)
 		}
+	}
+	if !slices.Equal(sorted(yamlFields), sorted(common)) {
+		t.Errorf("Sink's yaml fields %v, the common field descriptors %v", sorted(yamlFields), sorted(common))
 	}
 	for _, d := range testSinks {
 		if d.Summary == "" {
 			t.Errorf("%s: no summary", d.Type)
 		}
+		var described []string
 		for _, f := range d.Fields {
-			if !slices.Contains(described, f.Name) {
-				described = append(described, f.Name)
-			}
+			described = append(described, f.Name)
 			if f.Doc == "" {
 				t.Errorf("%s sink field %s has no doc", d.Type, f.Name)
 			}
 			if f.Required != "" && !strings.HasPrefix(f.Required, "missing: ") {
 				t.Errorf("%s sink field %s: Required %q does not say what is missing", d.Type, f.Name, f.Required)
 			}
+			if slices.Contains(common, f.Name) {
+				t.Errorf("%s sink field %s is a common field", d.Type, f.Name)
+			}
 		}
-	}
-	if !slices.Equal(sorted(yamlFields), sorted(described)) {
-		t.Errorf("Sink's yaml fields %v, the field descriptors %v", sorted(yamlFields), sorted(described))
+		if got := d.ConfigNames(); !slices.Equal(sorted(got), sorted(described)) {
+			t.Errorf("%s: the config's yaml fields %v, the field descriptors %v", d.Type, sorted(got), sorted(described))
+		}
 	}
 }
 
@@ -97,7 +102,10 @@ func TestParseNeedsSinks(t *testing.T) {
 // A field a sink type marks as secret must come from the environment, and
 // its value is among the plan's secrets.
 func TestSecretSinkField(t *testing.T) {
-	vault := SinkDescriptor{Type: "vault", Summary: "a store of secrets", Fields: []FieldDescriptor{
+	type vaultConfig struct {
+		Table string `yaml:"table"`
+	}
+	vault := SinkDescriptor{Type: "vault", Summary: "a store of secrets", NewConfig: func() any { return new(vaultConfig) }, Fields: []FieldDescriptor{
 		{Name: "table", Doc: "the store's token", Secret: true, Required: "missing: the token"},
 	}}
 	opts := testOptions()

@@ -15,11 +15,11 @@ var columnNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // columns checks sink.columns: every field is one a record has; a database
 // sink maps its idempotency key to exactly one column (the table's unique
 // key, the target of ON CONFLICT), and its column names are plain SQL names.
-func (v *validator) columns(field string, s *Sink, db bool) {
+func (v *validator) columns(field string, cols Columns, db bool) {
 	f := field + ".columns"
 	keys := 0
 	folded := map[string]string{}
-	for _, c := range s.Columns {
+	for _, c := range cols {
 		cf := f + "." + c.Name
 		if _, ok := v.p.pos[cf]; !ok && c.pos.Line > 0 {
 			v.p.pos[cf] = c.pos // point problems at the column, not at columns:
@@ -43,7 +43,7 @@ func (v *validator) columns(field string, s *Sink, db bool) {
 		}
 		folded[lower] = c.Name
 	}
-	if !db || len(s.Columns) == 0 {
+	if !db || len(cols) == 0 {
 		return
 	}
 	switch {

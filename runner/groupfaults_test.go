@@ -15,6 +15,7 @@ import (
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/postgres"
 	"github.com/replay-tool/replay/sinks/registry"
 )
 
@@ -96,7 +97,7 @@ throttle: {records_per_second: 500}
 		time.Sleep(20 * time.Millisecond)
 	}
 	if r.err == nil {
-		r.rows = testenv.PgCoords(t, dsn, r.p.Sink.Table)
+		r.rows = testenv.PgCoords(t, dsn, plan.ConfigOf[postgres.Section](&r.p.Sink).Table)
 	}
 	return r
 }

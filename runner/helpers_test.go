@@ -93,7 +93,7 @@ func runPlan(t *testing.T, ctx context.Context, p *plan.Plan, sink sinks.Sink) (
 		return nil, nil, err
 	}
 	if sink == nil {
-		fs, err := file.NewJSONL(p.Sink.Path, job.RunID())
+		fs, err := file.NewJSONL(plan.ConfigOf[file.Section](&p.Sink).Path, job.RunID())
 		if err != nil {
 			t.Fatal(err)
 		}

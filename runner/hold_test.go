@@ -112,7 +112,7 @@ func TestHoldRestartDropsDiscarded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, err := file.NewJSONL(p.Sink.Path+".2", job.RunID())
+	fs, err := file.NewJSONL(plan.ConfigOf[file.Section](&p.Sink).Path+".2", job.RunID())
 	if err != nil {
 		t.Fatal(err)
 	}

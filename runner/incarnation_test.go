@@ -146,7 +146,7 @@ sink: {type: file, path: `+out+`, batch_size: 20}
 // runPlanJob runs a prepared job of p into a file sink at p's path.
 func runPlanJob(t *testing.T, ctx context.Context, job *Job, p *plan.Plan) (*Job, *Report, error) {
 	t.Helper()
-	fs, err := file.NewJSONL(p.Sink.Path, job.RunID())
+	fs, err := file.NewJSONL(plan.ConfigOf[file.Section](&p.Sink).Path, job.RunID())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/replay-tool/replay/internal/testenv"
+	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/postgres"
 	"github.com/replay-tool/replay/sinks/registry"
 )
 
@@ -29,7 +31,8 @@ func joinPlan(t *testing.T, records int, rate int) (*Resolution, func(t *testing
 	sb := newTestCluster(t, 4, "orders")
 	seed(t, sb, "orders", records, t0, time.Hour)
 	db := postgresTarget(t)
-	section := db.sink(t)
+	s := db.sink(t)
+	section := plan.ConfigOf[postgres.Section](&s)
 	p := testPlan(t, sb, `
 version: 1
 name: joined

@@ -80,7 +80,7 @@ func prepared(t *testing.T, p *plan.Plan) (*Job, *file.Sink) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, err := file.NewJSONL(p.Sink.Path, job.RunID())
+	fs, err := file.NewJSONL(plan.ConfigOf[file.Section](&p.Sink).Path, job.RunID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +457,7 @@ func TestSinkRetriesBoundedAndStoppedBySignal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fs, err := file.NewJSONL(p.Sink.Path, job.RunID())
+		fs, err := file.NewJSONL(plan.ConfigOf[file.Section](&p.Sink).Path, job.RunID())
 		if err != nil {
 			t.Fatal(err)
 		}

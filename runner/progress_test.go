@@ -16,6 +16,7 @@ import (
 
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/internal/testenv"
+	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks/file"
 )
 
@@ -185,7 +186,7 @@ sink: {type: file, path: %s, batch_size: 50}
 			if err != nil {
 				t.Fatal(err)
 			}
-			fs, err := file.NewJSONL(p.Sink.Path, job.RunID())
+			fs, err := file.NewJSONL(plan.ConfigOf[file.Section](&p.Sink).Path, job.RunID())
 			if err != nil {
 				t.Fatal(err)
 			}

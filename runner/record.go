@@ -16,6 +16,7 @@ import (
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/registry"
 )
 
 // RecordFormat names the format of a run record, its first field.
@@ -401,6 +402,11 @@ func (j *Job) checkSinkRecord(ctx context.Context, sink sinks.Sink) error {
 	if err != nil {
 		return fmt.Errorf("read the sink's checkpoints: %w", err)
 	}
+	// Where the sink keeps them: "checkpoint table <name>".
+	where := "checkpoints"
+	if d := registry.Describe(p.Sink); d.Checkpoints != nil {
+		where = d.Checkpoints(&p.Sink)
+	}
 	var recorded []RecordedRange
 	for _, r := range j.Resolution.Ranges {
 		if next, ok := cps[r.Partition]; ok {
@@ -409,12 +415,12 @@ func (j *Job) checkSinkRecord(ctx context.Context, sink sinks.Sink) error {
 	}
 	switch {
 	case j.fromSink && len(recorded) == 0:
-		return &SafetyError{Group: p.Group, Hint: HintRestart, Reason: fmt.Sprintf("the sink's checkpoint table %s holds no checkpoint of this run of plan %s (ranges %s): there is nothing to resume from; the window may resolve to other ranges than the run that wrote it (an open-ended window grew): pass that run's ranges with --resolution FILE, or start over", p.Sink.CheckpointTable, p.Name, j.rangesText())}
+		return &SafetyError{Group: p.Group, Hint: HintRestart, Reason: fmt.Sprintf("the sink's %s holds no checkpoint of this run of plan %s (ranges %s): there is nothing to resume from; the window may resolve to other ranges than the run that wrote it (an open-ended window grew): pass that run's ranges with --resolution FILE, or start over", where, p.Name, j.rangesText())}
 	case j.fromSink:
 		j.Fresh = false // resumeFromSink continues from them
 		j.opts.Log.Info().Str("plan", p.Name).Str("group", p.Group).Int("partitions", len(recorded)).Msg("the group has no commits of this plan: continuing from the sink's checkpoints")
 	case len(recorded) > 0:
-		return (&ExpiredError{Group: p.Group, Plan: p.Name, Topic: j.Resolution.Topic, Where: fmt.Sprintf("the sink's checkpoint table %s", p.Sink.CheckpointTable), Recorded: recorded}).refusal()
+		return (&ExpiredError{Group: p.Group, Plan: p.Name, Topic: j.Resolution.Topic, Where: "the sink's " + where, Recorded: recorded}).refusal()
 	}
 	return nil
 }

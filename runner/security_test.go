@@ -275,7 +275,7 @@ func replaySecure(t *testing.T, p *plan.Plan) (*Cluster, error) {
 	if err != nil {
 		return c, err
 	}
-	fs, err := file.NewJSONL(p.Sink.Path, job.RunID())
+	fs, err := file.NewJSONL(plan.ConfigOf[file.Section](&p.Sink).Path, job.RunID())
 	if err != nil {
 		t.Fatal(err)
 	}

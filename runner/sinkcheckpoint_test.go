@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/replay-tool/replay/internal/testenv"
+	"github.com/replay-tool/replay/sinks/dbsection"
+	"github.com/replay-tool/replay/sinks/postgres"
+	"github.com/replay-tool/replay/sinks/sqlite"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -109,7 +112,8 @@ type dbTarget struct {
 func sqliteTarget(t *testing.T) dbTarget {
 	path := filepath.Join(t.TempDir(), "orders.db")
 	section := func(*testing.T) plan.Sink {
-		return plan.Sink{Type: "sqlite", Path: path, Table: "orders", CreateTable: true, CheckpointTable: "replay_checkpoints", BatchSize: 10}
+		return plan.Sink{Type: "sqlite", BatchSize: 10, Config: &sqlite.Section{Path: path,
+			Common: dbsection.Common{Table: "orders", CreateTable: true, CheckpointTable: "replay_checkpoints"}}}
 	}
 	open := func(t *testing.T) *sql.DB {
 		db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
@@ -172,7 +176,8 @@ func postgresTarget(t *testing.T) dbTarget {
 	suffix := strings.TrimPrefix(testenv.TableName(), "replay_test_")
 	table, ckpt, counter := "replay_test_"+suffix, "replay_test_ckpt_"+suffix, "replay_test_inserts_"+suffix
 	section := func(*testing.T) plan.Sink {
-		return plan.Sink{Type: "postgres", DSN: dsn, Table: table, CreateTable: true, CheckpointTable: ckpt, BatchSize: 10, CopyThreshold: 5}
+		return plan.Sink{Type: "postgres", BatchSize: 10, Config: &postgres.Section{DSN: dsn, CopyThreshold: 5,
+			Common: dbsection.Common{Table: table, CreateTable: true, CheckpointTable: ckpt}}}
 	}
 	s, err := registry.New(t.Context(), section(t), sinks.Options{Group: "g"})
 	if err != nil {

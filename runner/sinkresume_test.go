@@ -17,6 +17,7 @@ import (
 	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/file"
 	"github.com/replay-tool/replay/sinks/registry"
 	"github.com/replay-tool/replay/sinks/sqlite"
 )
@@ -286,7 +287,7 @@ func TestResumeRefusesLostDeadLetterStaging(t *testing.T) {
 	produceValues(t, sb, 0, vals...)
 	produceValues(t, sb, 1, vals...)
 	p, _ := errorPlan(t, sb, 2, 20, "filter: value.status == \"paid\"\non_error: dead_letter\ndead_letter: {type: file, path: %DIR%/dead.jsonl}")
-	dead := filepath.Join(filepath.Dir(p.Sink.Path), "dead.jsonl")
+	dead := filepath.Join(filepath.Dir(plan.ConfigOf[file.Section](&p.Sink).Path), "dead.jsonl")
 	before := interruptRun(t, p, 4, nil)
 	if err := os.RemoveAll(dead + ".parts"); err != nil {
 		t.Fatal(err)
@@ -399,7 +400,7 @@ func TestResumeRefusesTruncatedDeadLetterStaging(t *testing.T) {
 	}
 	produceValues(t, sb, 0, vals...)
 	p, _ := errorPlan(t, sb, 1, 20, "filter: value.status == \"paid\"\non_error: dead_letter\ndead_letter: {type: file, path: %DIR%/dead.jsonl}")
-	dead := filepath.Join(filepath.Dir(p.Sink.Path), "dead.jsonl")
+	dead := filepath.Join(filepath.Dir(plan.ConfigOf[file.Section](&p.Sink).Path), "dead.jsonl")
 	before := interruptRun(t, p, 6, nil)
 	staged := filepath.Join(dead+".parts", "partition-0.jsonl")
 	if st, err := os.Stat(staged); err != nil || st.Size() == 0 {

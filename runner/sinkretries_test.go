@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/replay-tool/replay/internal/testenv"
+	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/file"
 )
@@ -41,7 +42,7 @@ func TestSinkRetriesCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, err := file.NewJSONL(p.Sink.Path, job.RunID())
+	fs, err := file.NewJSONL(plan.ConfigOf[file.Section](&p.Sink).Path, job.RunID())
 	if err != nil {
 		t.Fatal(err)
 	}

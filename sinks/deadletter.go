@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/replay-tool/replay/internal/record"
-	"github.com/replay-tool/replay/plan"
 )
 
 // DeadLetter returns r marked as a dead letter: a record that could not be
@@ -20,15 +19,6 @@ func DeadLetter(r record.Record, reason string) record.Record { return record.De
 // source coordinates are the record's own (the kafka sink adds them as
 // provenance headers, the database sinks store them in columns).
 const HeaderError = "replay-error"
-
-// DeadLetterConfig returns cfg, a dead-letter sink's section, as the sink
-// is built: in partition order, so that a re-delivered partition is
-// rewritten rather than skipped (a resumed run may dead-letter other records
-// than the first: a sink that rejected a record may take it now).
-func DeadLetterConfig(cfg plan.Sink) plan.Sink {
-	cfg.Order = plan.OrderPartition
-	return cfg
-}
 
 // WithDeadLetterHeaders wraps s, a sink that knows nothing of dead
 // letters, so that each record it writes carries its dead-letter reason as

@@ -7,9 +7,10 @@ import "github.com/replay-tool/replay/plan"
 var ConnectionsField = plan.FieldDescriptor{Name: "connections",
 	Doc: "postgres and http: connections written through at once, 1..64 (default 1); records are sharded by idempotency key (a key always goes through one connection, in order), and a commit covers only what every connection made durable."}
 
-// CheckConnections checks a section's connections: unset is 1.
-func CheckConnections(c *plan.SinkCheck) {
-	if n := c.Sink.Connections; c.Present("connections") && (n < 1 || n > plan.MaxConnections) {
+// CheckConnections checks n, the connections of the section c checks:
+// unset is 1.
+func CheckConnections(c *plan.SinkCheck, n int) {
+	if c.Present("connections") && (n < 1 || n > plan.MaxConnections) {
 		c.Add("connections", "%d: want 1..%d connections", n, plan.MaxConnections)
 	}
 }

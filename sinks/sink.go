@@ -355,6 +355,12 @@ type Options struct {
 	// Stdout is where a sink that writes to standard output writes (the
 	// command's own stdout); nil means os.Stdout.
 	Stdout io.Writer
+	// DeadLetter is set when the sink is a plan's dead-letter sink: a sink
+	// that can order its output keeps it in partition order, so that a
+	// re-delivered partition is rewritten rather than skipped (a resumed
+	// run may dead-letter other records than the first: a sink that
+	// rejected a record may take it now).
+	DeadLetter bool
 }
 
 // ErrPartitionLost is wrapped by the error of a sink's Write or

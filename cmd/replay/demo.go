@@ -106,9 +106,10 @@ func (a *app) demo(ctx context.Context, o demoOptions) error {
 }
 
 // verifyDemo checks the output file against the seed: exactly the records
-// whose timestamp is in the resolved window, each once.
+// whose timestamp is in the resolved window, each once. The demo plan's
+// sink is a staged file, which its descriptor's Where names by its path.
 func (a *app) verifyDemo(p *plan.Plan, seed sandbox.Seed, rep *runner.Report) error {
-	f, err := os.Open(p.Sink.Path)
+	f, err := os.Open(sinkWhere(p.Sink))
 	if err != nil {
 		return err
 	}
@@ -140,7 +141,7 @@ func (a *app) verifyDemo(p *plan.Plan, seed sandbox.Seed, rep *runner.Report) er
 	if want != len(seen) {
 		return fmt.Errorf("demo check failed: %d seeded records are inside the window, the output has %d", want, len(seen))
 	}
-	abs, _ := filepath.Abs(p.Sink.Path)
+	abs, _ := filepath.Abs(sinkWhere(p.Sink))
 	fmt.Fprintf(a.stdout, "\noutput: %s\n", abs)
 	fmt.Fprintf(a.stdout, "check passed: the output holds exactly the %d seeded records stamped in [%s, %s), each once\n",
 		want, rep.From.Format(time.RFC3339), rep.To.Format(time.RFC3339))

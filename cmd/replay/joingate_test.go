@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks/kafka"
 )
 
 // The --join gate follows plan.SinkDescriptor.Shared (registry.Catalog): postgres, kafka and
@@ -63,7 +64,7 @@ func TestJoinableSinks(t *testing.T) {
 // An exactly-once kafka sink is accepted under --join: its transactions
 // commit the group's offsets as the process's member of the group.
 func TestJoinAcceptsExactlyOnce(t *testing.T) {
-	p := &plan.Plan{Sink: plan.Sink{Type: "kafka", ExactlyOnce: true}, OnError: plan.OnErrorFail}
+	p := &plan.Plan{Sink: plan.Sink{Type: "kafka", Config: &kafka.Section{ExactlyOnce: true}}, OnError: plan.OnErrorFail}
 	if err := joinableSinks(true, p); err != nil {
 		t.Fatalf("joinableSinks = %v, want nil", err)
 	}

@@ -415,7 +415,7 @@ func (a *app) runJob(ctx context.Context, job *runner.Job, file string, o runOpt
 // letters).
 func keepsCheckpoints(p *plan.Plan) bool {
 	d := registry.Describe(p.Sink)
-	return d.KeepsCheckpoints != nil && d.KeepsCheckpoints(&p.Sink) && p.OnError != plan.OnErrorDeadLetter
+	return d.Checkpoints != nil && d.Checkpoints(&p.Sink) != "" && p.OnError != plan.OnErrorDeadLetter
 }
 
 // resultsOut is where run prints its tables: stdout, unless the sink is

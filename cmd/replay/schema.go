@@ -26,7 +26,7 @@ func (a *app) schemaCmd() *cobra.Command {
 			"The schema checks field names, types, enums and time formats; 'replay validate' checks everything.",
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := planSchema()
+			s, err := planSchema(registry.Catalog())
 			if err != nil {
 				return err
 			}
@@ -131,7 +131,6 @@ var fieldSchemas = map[string]func() schema{
 		s["anyOf"].([]any)[0].(schema)["maximum"] = int64(plan.MaxBytesPerSecond)
 		return s
 	},
-	"Sink.type":       func() schema { return enumOrEnv(sinkTypeValues()...) },
 	"Sink.batch_size": func() schema { return numberOrEnv("integer", 1, plan.MaxBatchSize) },
 }
 
@@ -207,40 +206,39 @@ var required = map[string][]string{
 	"Sink":        {"type"},
 }
 
-// objectRules adds rules across fields of one struct.
+// objectRules adds rules across fields of one struct; a Sink's follow
+// from the catalog (sinkRules).
 var objectRules = map[string]func(schema){
 	// Exactly one of a time window, an offsets window, a schedule and a
 	// calendar window (last).
 	"Window": func(s schema) {
 		s["oneOf"] = []any{schema{"required": []any{"from"}}, schema{"required": []any{"offsets"}}, schema{"required": []any{"every", "start"}}, schema{"required": []any{"last"}}}
 	},
-	// What each sink type needs, from the sink descriptors.
-	"Sink": func(s schema) {
-		var rules []any
-		for _, d := range registry.Catalog() {
-			if req := d.Required(); len(req) > 0 {
-				rules = append(rules, schema{"description": string(d.Type) + " sink: " + d.Summary,
-					"if":   schema{"properties": schema{"type": schema{"const": string(d.Type)}}, "required": []any{"type"}},
-					"then": schema{"required": anySlice(req)}})
-			}
-			for _, r := range d.Schema {
-				rules = append(rules, r)
-			}
-		}
-		s["allOf"] = rules
-	},
 }
 
-// sinkTypeValues returns the sink types, in the catalog's order.
-func sinkTypeValues() []any {
-	return anySlice(registry.Catalog().Types())
+// sinkRules adds to s, the schema of a sink section, what each sink type
+// needs, from the sink descriptors.
+func (g *schemaGen) sinkRules(s schema) {
+	var rules []any
+	for _, d := range g.cat {
+		if req := d.Required(); len(req) > 0 {
+			rules = append(rules, schema{"description": string(d.Type) + " sink: " + d.Summary,
+				"if":   schema{"properties": schema{"type": schema{"const": string(d.Type)}}, "required": []any{"type"}},
+				"then": schema{"required": anySlice(req)}})
+		}
+		for _, r := range d.Schema {
+			rules = append(rules, r)
+		}
+	}
+	s["allOf"] = rules
 }
 
 // sinkFields maps each field of a sink to its description and, when a
 // sink type describes its schema (the first one that does), to that.
-func sinkFields() (docs map[string]string, schemas map[string]func() schema) {
+func (g *schemaGen) sinkFields() (docs map[string]string, schemas map[string]func() schema) {
 	docs, schemas = map[string]string{}, map[string]func() schema{}
-	cat := registry.Catalog()
+	cat := g.cat
+	schemas["type"] = func() schema { return enumOrEnv(anySlice(cat.Types())...) }
 	for _, f := range cat.CommonFields() {
 		docs[f.Name] = f.Doc
 	}
@@ -284,9 +282,10 @@ func numberOrEnv(typ string, minimum, maximum any) schema {
 }
 
 // planSchema builds the JSON Schema of plan.Plan by reflection over its
-// yaml tags and Go types.
-func planSchema() (schema, error) {
-	g := &schemaGen{defs: schema{"env": schema{"type": "string", "pattern": plan.EnvPattern,
+// yaml tags and Go types; a sink section's fields are the common ones and
+// those of the types of cat, each typed after its driver's config struct.
+func planSchema(cat plan.SinkCatalog) (schema, error) {
+	g := &schemaGen{cat: cat, defs: schema{"env": schema{"type": "string", "pattern": plan.EnvPattern,
 		"description": "A ${VAR}, expanded from the environment when the plan is loaded; a missing variable is an error."}}}
 	root, err := g.object(reflect.TypeFor[plan.Plan]())
 	if err != nil {
@@ -306,6 +305,8 @@ func planSchema() (schema, error) {
 
 type schemaGen struct {
 	defs schema
+	// cat are the sink types a sink section may have.
+	cat plan.SinkCatalog
 }
 
 var yamlUnmarshaler = reflect.TypeFor[yaml.Unmarshaler]()
@@ -375,20 +376,21 @@ func (g *schemaGen) ref(t reflect.Type) (schema, error) {
 	return schema{"$ref": "#/$defs/" + name}, nil
 }
 
-// object describes a struct: its yaml fields and nothing else.
+// object describes a struct: its yaml fields and nothing else; a sink
+// section (plan.Sink), its common fields and those of every sink type.
 func (g *schemaGen) object(t reflect.Type) (schema, error) {
 	props := schema{}
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		name := strings.Split(f.Tag.Get("yaml"), ",")[0]
-		if !f.IsExported() || name == "" || name == "-" {
-			continue
-		}
+	isSink := t == reflect.TypeFor[plan.Sink]()
+	var docs map[string]string
+	var schemas map[string]func() schema
+	if isSink {
+		docs, schemas = g.sinkFields()
+	}
+	add := func(f reflect.StructField, name string) error {
 		key := t.Name() + "." + name
 		override, ok := fieldSchemas[key]
 		doc := fieldDocs[key]
-		if t == reflect.TypeFor[plan.Sink]() {
-			docs, schemas := sinkFields()
+		if isSink {
 			doc = docs[name]
 			if !ok {
 				override, ok = schemas[name], schemas[name] != nil
@@ -400,13 +402,38 @@ func (g *schemaGen) object(t reflect.Type) (schema, error) {
 		} else {
 			var err error
 			if s, err = g.forType(f.Type); err != nil {
-				return nil, fmt.Errorf("%s: %w", key, err)
+				return fmt.Errorf("%s: %w", key, err)
 			}
 		}
 		if doc != "" {
 			s["description"] = doc // beside a $ref too: 2020-12 allows it
 		}
 		props[name] = s
+		return nil
+	}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name := strings.Split(f.Tag.Get("yaml"), ",")[0]
+		if !f.IsExported() || name == "" || name == "-" {
+			continue
+		}
+		if err := add(f, name); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range g.cat {
+		if !isSink {
+			break
+		}
+		for _, fd := range d.Fields {
+			f, ok := d.ConfigField(fd.Name)
+			if _, done := props[fd.Name]; done || !ok {
+				continue
+			}
+			if err := add(f, fd.Name); err != nil {
+				return nil, err
+			}
+		}
 	}
 	s := schema{"type": "object", "properties": props, "additionalProperties": false}
 	if req := required[t.Name()]; len(req) > 0 {
@@ -414,6 +441,9 @@ func (g *schemaGen) object(t reflect.Type) (schema, error) {
 	}
 	if rule := objectRules[t.Name()]; rule != nil {
 		rule(s)
+	}
+	if isSink {
+		g.sinkRules(s)
 	}
 	return s, nil
 }

@@ -116,7 +116,7 @@ func (e *groupTestEnv) run(t *testing.T, planPath string, stopAfter int64) (*run
 	if err != nil {
 		return nil, err
 	}
-	fs, err := file.NewJSONL(p.Sink.Path, job.RunID())
+	fs, err := file.NewJSONL(plan.ConfigOf[file.Section](&p.Sink).Path, job.RunID())
 	if err != nil {
 		t.Fatal(err)
 	}

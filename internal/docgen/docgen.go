@@ -6,8 +6,9 @@
 //	...
 //	<!-- END GENERATED -->
 //
-// It reads the descriptors only through their exported accessors, in
-// descriptors below: when the descriptors move, only that function changes.
+// It reads the descriptors only through the catalog (registry.Catalog, or
+// the one given to BlocksOf): a sink type's page follows from its
+// descriptor alone.
 // TestDocs compares the pages under docs/ with what it renders, and rewrites
 // them with -update (or REPLAY_UPDATE_DOCS=1).
 package docgen
@@ -21,16 +22,9 @@ import (
 	"github.com/replay-tool/replay/sinks/registry"
 )
 
-// descriptors returns the sink types (in the order messages list them),
-// each with its own fields, and the fields every type takes.
-func descriptors() (plan.SinkCatalog, []plan.FieldDescriptor) {
-	c := registry.Catalog()
-	return c, c.CommonFields()
-}
-
 // SinkTypeNames returns the sink types, one page docs/sinks/<type>.md each.
 func SinkTypeNames() []string {
-	types, _ := descriptors()
+	types := registry.Catalog()
 	out := make([]string, len(types))
 	for i, d := range types {
 		out[i] = string(d.Type)
@@ -41,8 +35,11 @@ func SinkTypeNames() []string {
 // Blocks returns the generated blocks a page may hold, by name: "sink-types"
 // (every type with its required and optional fields), "common-fields" (the
 // fields every sink takes) and "fields: <type>" (one type's own fields).
-func Blocks() map[string]string {
-	types, commonFields := descriptors()
+func Blocks() map[string]string { return BlocksOf(registry.Catalog()) }
+
+// BlocksOf is Blocks for the sink types of types, in its order.
+func BlocksOf(types plan.SinkCatalog) map[string]string {
+	commonFields := types.CommonFields()
 	var common []string
 	for _, f := range commonFields {
 		common = append(common, f.Name)

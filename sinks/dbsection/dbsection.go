@@ -12,27 +12,41 @@ import (
 	"github.com/replay-tool/replay/sinks/encode"
 )
 
+// Common are the fields both database sinks take, part of each one's
+// config struct (inline).
+type Common struct {
+	Table           string       `yaml:"table"`
+	OnConflict      string       `yaml:"on_conflict"`
+	CreateTable     bool         `yaml:"create_table"`
+	Columns         plan.Columns `yaml:"columns"`
+	CheckpointTable string       `yaml:"checkpoint_table"`
+	OnTombstone     string       `yaml:"on_tombstone"`
+	Version         string       `yaml:"version"`
+	Overwrite       bool         `yaml:"overwrite"`
+}
+
 // Fields describe the fields both database sinks take, in the order they
 // list them.
 var (
-	Table = plan.FieldDescriptor{Name: "table", Fingerprint: "Table", Required: "missing: the table to upsert into",
+	Table = plan.FieldDescriptor{Name: "table", Fingerprint: true, Required: "missing: the table to upsert into",
 		Doc: "Target table of a postgres or sqlite sink, [schema.]name."}
-	OnConflict = plan.FieldDescriptor{Name: "on_conflict", Fingerprint: "OnConflict", Enum: []string{"update", "ignore"},
+	// A replay exists to overwrite what the buggy run wrote: update.
+	OnConflict = plan.FieldDescriptor{Name: "on_conflict", Fingerprint: true, Default: "update", Enum: []string{"update", "ignore"},
 		Doc: "postgres and sqlite: update (default: the replayed record wins) or ignore (the stored row wins)."}
 	CreateTable = plan.FieldDescriptor{Name: "create_table",
 		Doc: "postgres and sqlite: create the table when it is missing: the default layout (key, topic, partition, offset, timestamp, value, value_bytes, kafka_key, headers: the exact bytes of key, value and headers), or the columns, typed after their fields (text; jsonb for value and headers; timestamptz; int and bigint for partition and offset) with the key column as primary key."}
 	CheckpointTable = plan.FieldDescriptor{Name: "checkpoint_table",
 		Doc:    "postgres and sqlite: table (created when missing) where every write also records, in the same transaction, the partition's next offset for the group with the plan fingerprint; a resume starts from the later of it and the Kafka commit, so a failed commit re-writes nothing. Not used with on_error: dead_letter.",
 		Schema: map[string]any{"type": "string", "pattern": `^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$|` + plan.EnvPattern, "examples": []any{"replay_checkpoints"}}}
-	OnTombstone = plan.FieldDescriptor{Name: "on_tombstone", Fingerprint: "OnTombstone", Enum: plan.OnTombstones,
+	OnTombstone = plan.FieldDescriptor{Name: "on_tombstone", Fingerprint: true, Enum: plan.OnTombstones,
 		Doc: "postgres and sqlite: what a tombstone (null value) does: write (default: a row with a NULL value), delete (removes the key's row, in order with the batch's upserts: compacted and CDC topics) or skip (counted, not written).",
-		FingerprintValue: func(s *plan.Sink, _ bool) any {
-			if s.OnTombstone == plan.OnTombstoneWrite {
+		FingerprintValue: func(val any, _ *plan.Sink, _ bool) any {
+			if val == plan.OnTombstoneWrite {
 				return ""
 			}
-			return s.OnTombstone
+			return val
 		}}
-	Version = plan.FieldDescriptor{Name: "version", Fingerprint: "Version",
+	Version = plan.FieldDescriptor{Name: "version", Fingerprint: true,
 		Doc: "postgres and sqlite: the record field that guards upserts, as in columns (offset, timestamp, value.updated_at, header.<name>), stored in its own column (replay_version in the default layout): a row changes only for a greater version; equal is an unchanged duplicate, smaller a stale update, both counted. Offsets compare only within one partition."}
 	Overwrite = plan.FieldDescriptor{Name: "overwrite",
 		Doc: "postgres and sqlite: acknowledge that on_conflict: update without version may overwrite rows newer than the replayed records (silences the warning). Default false."}
@@ -46,16 +60,21 @@ func Fields(before []plan.FieldDescriptor, between ...plan.FieldDescriptor) []pl
 	return append(append(out, between...), OnTombstone, Version, Overwrite)
 }
 
-// KeepsCheckpoints reports whether a database section records checkpoints
-// with its rows.
-func KeepsCheckpoints(s *plan.Sink) bool { return s.CheckpointTable != "" }
+// Checkpoints names where a database section records checkpoints with its
+// rows ("checkpoint table <name>"); "" when it records none.
+func (s *Common) Checkpoints() string {
+	if s.CheckpointTable == "" {
+		return ""
+	}
+	return "checkpoint table " + s.CheckpointTable
+}
 
-// Check checks what the postgres and sqlite sections share: the table, the
-// column mapping, the checkpoint table, on_tombstone and version.
-func Check(c *plan.SinkCheck) {
-	s := c.Sink
+// Check checks what the postgres and sqlite sections share (s, part of
+// the section c checks): the table, the column mapping, the checkpoint
+// table, on_tombstone and version.
+func Check(c *plan.SinkCheck, s *Common) {
 	c.TableName("table", s.Table)
-	c.Columns(true)
+	c.Columns(s.Columns, true)
 	ct := s.CheckpointTable
 	switch {
 	case !c.Present("checkpoint_table"):
@@ -73,7 +92,7 @@ func Check(c *plan.SinkCheck) {
 	if c.Present("on_tombstone") && s.OnTombstone == "" {
 		c.Enum("on_tombstone", s.OnTombstone, plan.OnTombstones)
 	}
-	version(c)
+	version(c, s)
 }
 
 // versionFields are the fields that can order a key's updates, for
@@ -84,8 +103,7 @@ const versionFields = "offset, timestamp, value.<path> or header.<name>"
 // upsert may rewind rows: on_conflict: update without version (a replay of
 // last week's records overwrites this week's rows) unless overwrite says
 // so, and version: offset under a key that can move between partitions.
-func version(c *plan.SinkCheck) {
-	s := c.Sink
+func version(c *plan.SinkCheck, s *Common) {
 	if s.Version == "" {
 		if c.Present("version") {
 			c.Add("version", "empty: name the field that orders a key's updates, e.g. value.updated_at, or remove version")
@@ -117,7 +135,7 @@ func version(c *plan.SinkCheck) {
 	if fl.Kind == plan.FieldTimestamp {
 		c.Warn("version", "timestamps order updates only to the millisecond, and on a topic with message.timestamp.type=LogAppendTime every record of a batch carries the batch's time: of two updates of a key with one timestamp the first wins (an equal version is a duplicate); prefer a field of the value that the producer increments, e.g. value.updated_at")
 	}
-	if fl.Kind == plan.FieldOffset && s.Key != "" {
-		c.Warn("version", "offsets order updates only within one partition: with key %q a key may move between partitions, and a record of another partition with a smaller offset would be taken for stale; prefer a field of the value, e.g. value.updated_at", s.Key)
+	if key := c.Sink.Key; fl.Kind == plan.FieldOffset && key != "" {
+		c.Warn("version", "offsets order updates only within one partition: with key %q a key may move between partitions, and a record of another partition with a smaller offset would be taken for stale; prefer a field of the value, e.g. value.updated_at", key)
 	}
 }

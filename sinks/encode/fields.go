@@ -8,17 +8,17 @@ var ValueFormats = []string{"auto", "json", "text", "base64"}
 // ValueFormatField describes value_format, the field of the sinks that
 // write JSON lines or bodies (file, stdout, http): how a record's value is
 // written.
-var ValueFormatField = plan.FieldDescriptor{Name: "value_format", Enum: ValueFormats, Fingerprint: "ValueFormat",
+var ValueFormatField = plan.FieldDescriptor{Name: "value_format", Enum: ValueFormats, Fingerprint: true,
 	Doc: "file (jsonl), stdout, http and their dead letters: how each value is written: auto (default: JSON embedded, other UTF-8 text as a string, other bytes as base64 marked value_encoding: base64), json (a value that cannot be embedded byte for byte is a bad record, on_error), text (a string; not UTF-8 is a bad record) or base64 (every value).",
-	FingerprintValue: func(s *plan.Sink, _ bool) any {
-		if s.ValueFormat == "auto" {
+	FingerprintValue: func(val any, _ *plan.Sink, _ bool) any {
+		if val == "auto" {
 			return ""
 		}
-		return s.ValueFormat
+		return val
 	}}
 
 // ColumnsField describes columns, the mapping of a table's or a CSV file's
 // columns to record fields (plan.ParseField).
-var ColumnsField = plan.FieldDescriptor{Name: "columns", Fingerprint: "Columns",
+var ColumnsField = plan.FieldDescriptor{Name: "columns", Fingerprint: true,
 	Doc:              "postgres, sqlite and csv files: map column names to record fields, in order: key (the idempotency key), kafka_key, value (JSON), value.<path> (a gjson path into a JSON value, e.g. value.customer.id; NULL when missing), header.<name> (the header's last value), headers (JSON), timestamp, timestamp_type (CreateTime or LogAppendTime), partition, offset, topic. A database sink must map key to one column, its unique key; unset, the default layout.",
-	FingerprintValue: func(s *plan.Sink, _ bool) any { return s.Columns.String() }}
+	FingerprintValue: func(val any, _ *plan.Sink, _ bool) any { return val.(plan.Columns).String() }}

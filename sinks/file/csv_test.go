@@ -318,8 +318,8 @@ func TestFileConfigErrors(t *testing.T) {
 // before committing past them.
 func TestFileCSVDeadLetters(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "dead.csv")
-	s, err := registry.NewDeadLetter(t.Context(), plan.Sink{Type: "file", Path: path, Format: "csv",
-		Columns: plan.Columns{{Name: "offset", Field: "offset"}, {Name: "error", Field: "header." + sinks.HeaderError}}}, sinks.Options{RunID: "r"})
+	s, err := registry.NewDeadLetter(t.Context(), plan.Sink{Type: "file", Config: &file.Section{Path: path, Format: "csv",
+		Columns: plan.Columns{{Name: "offset", Field: "offset"}, {Name: "error", Field: "header." + sinks.HeaderError}}}}, sinks.Options{RunID: "r"})
 	if err != nil {
 		t.Fatal(err)
 	}

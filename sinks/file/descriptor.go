@@ -12,38 +12,54 @@ import (
 // Type is the file sink's type in a plan.
 const Type plan.SinkType = "file"
 
+// Section is a file sink's own fields in a plan (Descriptor.Fields says
+// what each means), in Sink.Config.
+type Section struct {
+	Path         string       `yaml:"path"`
+	Columns      plan.Columns `yaml:"columns"`
+	Format       string       `yaml:"format"`
+	PerPartition bool         `yaml:"per_partition"`
+	Order        string       `yaml:"order"`
+	ValueFormat  string       `yaml:"value_format"`
+	Overwrite    bool         `yaml:"overwrite"`
+}
+
+// section returns the file sink's own fields of s.
+func section(s *plan.Sink) *Section { return plan.ConfigOf[Section](s) }
+
 // Descriptor describes the file sink's plan section.
 var Descriptor = plan.SinkDescriptor{
-	Type:    Type,
-	Summary: "newline-delimited JSON or CSV file, published atomically (temp file + rename)",
+	Type:      Type,
+	Summary:   "newline-delimited JSON or CSV file, published atomically (temp file + rename)",
+	NewConfig: func() any { return new(Section) },
 	Fields: []plan.FieldDescriptor{
-		{Name: "path", Fingerprint: "Path", Required: "missing: the file to write, e.g. out/orders.jsonl",
+		{Name: "path", Fingerprint: true, Required: "missing: the file to write, e.g. out/orders.jsonl",
 			Doc: "Output file of a file sink (written atomically; with per_partition a pattern holding {partition}, e.g. out/orders-{partition}.csv)."},
 		encode.ColumnsField,
-		{Name: "format", Fingerprint: "Format", Default: plan.DefaultFormat, Enum: []string{"jsonl", "csv"},
+		{Name: "format", Fingerprint: true, Default: plan.DefaultFormat, Enum: []string{"jsonl", "csv"},
 			Doc: "file: jsonl (default: one JSON object per record) or csv (a header row, then one row per record with the columns; RFC 4180 quoting, LF line ends, NULL as an empty field).",
-			FingerprintValue: func(s *plan.Sink, _ bool) any {
-				if s.Format == plan.DefaultFormat {
+			FingerprintValue: func(val any, _ *plan.Sink, _ bool) any {
+				if val == plan.DefaultFormat {
 					return ""
 				}
-				return s.Format
+				return val
 			}},
-		{Name: "per_partition", Fingerprint: "PerPartition",
+		{Name: "per_partition", Fingerprint: true,
 			Doc: "file: write one file per partition (path holds {partition}), each published atomically when the run completes."},
-		{Name: "order", Fingerprint: "Order", Enum: []string{plan.OrderInterleaved, plan.OrderPartition},
+		{Name: "order", Fingerprint: true, Enum: []string{plan.OrderInterleaved, plan.OrderPartition},
 			Doc: "file: line order of a single JSONL file: interleaved (default; partitions interleave, each in offset order; the output is written to disk once) or partition (grouped by partition: byte-identical for the same window, but written twice). CSV, per_partition and dead-letter files are always in partition order.",
-			FingerprintValue: func(s *plan.Sink, deadLetter bool) any {
-				if s.Order == defaultOrder(s, deadLetter) {
+			FingerprintValue: func(val any, s *plan.Sink, deadLetter bool) any {
+				if val == defaultOrder(section(s), deadLetter) {
 					return ""
 				}
-				return s.Order
+				return val
 			}},
 		encode.ValueFormatField,
 		{Name: "overwrite", Doc: "file: replace a file at path that replay did not write (refused otherwise)."},
 	},
 	Defaults: func(s *plan.Sink, deadLetter bool) {
-		if s.Order == "" {
-			s.Order = defaultOrder(s, deadLetter)
+		if c := section(s); c.Order == "" {
+			c.Order = defaultOrder(c, deadLetter)
 		}
 	},
 	Check: check,
@@ -51,15 +67,16 @@ var Descriptor = plan.SinkDescriptor{
 	Schema: []map[string]any{{"if": map[string]any{"properties": map[string]any{"format": map[string]any{"const": "csv"}}, "required": []any{"format"}},
 		"then": map[string]any{"required": []any{"columns"}}}},
 	StagingDir: stagingDir,
-	Where:      func(s *plan.Sink) string { return s.Path },
+	Where:      func(s *plan.Sink) string { return section(s).Path },
 	DeadLetterInLine: func(s *plan.Sink) bool {
-		return s.Format != "csv"
+		return section(s).Format != "csv"
 	},
 }
 
 // stagingDir is where a single file's output waits until it is published
 // ("" for per_partition files, staged next to each).
-func stagingDir(s *plan.Sink) string {
+func stagingDir(ps *plan.Sink) string {
+	s := section(ps)
 	if s.PerPartition {
 		return ""
 	}
@@ -70,7 +87,7 @@ func stagingDir(s *plan.Sink) string {
 // a single JSONL file, partition for the others. A dead-letter file is
 // always in partition order: its re-delivered partitions are rewritten,
 // not skipped.
-func defaultOrder(s *plan.Sink, deadLetter bool) string {
+func defaultOrder(s *Section, deadLetter bool) string {
 	if s.Format == "csv" || s.PerPartition || deadLetter {
 		return plan.OrderPartition
 	}
@@ -80,7 +97,7 @@ func defaultOrder(s *plan.Sink, deadLetter bool) string {
 // check checks a file section: its path, format, columns, order and
 // per_partition.
 func check(c *plan.SinkCheck) {
-	s := c.Sink
+	s := section(c.Sink)
 	if vf := s.ValueFormat; s.Format == "csv" && vf != "" && vf != "auto" && slices.Contains(encode.ValueFormats, vf) {
 		c.Add("value_format", "applies to format: jsonl only (csv cells are text): remove value_format, or use format: jsonl")
 	}
@@ -95,7 +112,7 @@ func check(c *plan.SinkCheck) {
 	case s.Format == "jsonl" && c.Present("columns"):
 		c.Add("columns", "applies to format: csv only (jsonl writes whole records): set format: csv, or remove columns")
 	}
-	c.Columns(false)
+	c.Columns(s.Columns, false)
 	if c.Present("order") && s.Order == plan.OrderInterleaved {
 		switch {
 		case c.DeadLetter():
@@ -118,7 +135,7 @@ func check(c *plan.SinkCheck) {
 	if c.Schedule() {
 		c.Add("type", "a file sink publishes its path once per interval, so with a schedule the file would hold the last interval only: use a postgres, sqlite, kafka or http sink")
 	}
-	if c.DeadLetter() && c.Plan.Sink.Type == Type && s.Path != "" && filepath.Clean(s.Path) == filepath.Clean(c.Plan.Sink.Path) {
+	if c.DeadLetter() && c.Plan.Sink.Type == Type && s.Path != "" && filepath.Clean(s.Path) == filepath.Clean(section(&c.Plan.Sink).Path) {
 		c.Add("path", "%s is the sink's own file: write dead letters to another file", s.Path)
 	}
 }

@@ -175,9 +175,10 @@ func TestDeadLetterSinkCheckResume(t *testing.T) {
 	for _, format := range []string{"jsonl", "csv"} {
 		t.Run(format, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "dead."+format)
-			cfg := plan.Sink{Type: "file", Path: path, Format: format}
+			section := &file.Section{Path: path, Format: format}
+			cfg := plan.Sink{Type: "file", Config: section}
 			if format == "csv" {
-				cfg.Columns = plan.Columns{{Name: "offset", Field: "offset"}}
+				section.Columns = plan.Columns{{Name: "offset", Field: "offset"}}
 			}
 			s, err := registry.NewDeadLetter(t.Context(), cfg, sinks.Options{RunID: "r"})
 			if err != nil {

@@ -17,23 +17,39 @@ import (
 // Type is the http sink's type in a plan.
 const Type plan.SinkType = "http"
 
+// Section is an http sink's own fields in a plan (Descriptor.Fields says
+// what each means), in Sink.Config.
+type Section struct {
+	URL            string            `yaml:"url"`
+	Headers        map[string]string `yaml:"headers"`
+	ValueFormat    string            `yaml:"value_format"`
+	Connections    int               `yaml:"connections"`
+	MaxRetries     *int              `yaml:"max_retries"`
+	MaxRetryWait   plan.Duration     `yaml:"max_retry_wait"`
+	RequestTimeout plan.Duration     `yaml:"request_timeout"`
+}
+
+// section returns the http sink's own fields of s.
+func section(s *plan.Sink) *Section { return plan.ConfigOf[Section](s) }
+
 // Descriptor describes the http sink's plan section.
 var Descriptor = plan.SinkDescriptor{
-	Type:    Type,
-	Summary: "HTTP endpoint, batches POSTed as JSON arrays with an Idempotency-Key header",
+	Type:      Type,
+	Summary:   "HTTP endpoint, batches POSTed as JSON arrays with an Idempotency-Key header",
+	NewConfig: func() any { return new(Section) },
 	Fields: []plan.FieldDescriptor{
-		{Name: "url", Fingerprint: "URL",
+		{Name: "url", Fingerprint: true, Credentials: true,
 			Required: "missing: the endpoint to POST to, e.g. https://orders.internal/api/replay or ${ORDERS_API_URL}",
 			Doc:      "http: the endpoint each batch is POSTed to as a JSON array.",
 			Schema: map[string]any{"type": "string", "pattern": `^https?://|` + plan.EnvPattern,
 				"examples": []any{"https://orders.internal/api/replay", "${ORDERS_API_URL}"}},
-			FingerprintValue: func(s *plan.Sink, deadLetter bool) any {
+			FingerprintValue: func(val any, _ *plan.Sink, deadLetter bool) any {
 				if deadLetter {
-					return s.URL // as the first version wrote a dead-letter sink's
+					return val // as the first version wrote a dead-letter sink's
 				}
-				return endpoint(s.URL)
+				return endpoint(val.(string))
 			}},
-		{Name: "headers",
+		{Name: "headers", Credentials: true,
 			Doc: "http: headers sent with every request; credentials (Authorization, tokens, API keys) must come from the environment, e.g. Authorization: \"Bearer ${ORDERS_API_TOKEN}\".",
 			Schema: map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "string"},
 				"examples": []any{map[string]any{"Authorization": "Bearer ${ORDERS_API_TOKEN}"}}}},
@@ -51,6 +67,28 @@ var Descriptor = plan.SinkDescriptor{
 	Shared:  true,
 	Service: "service",
 	UsesKey: true,
+	Secrets: sectionSecrets,
+}
+
+// secrets returns the credentials an endpoint and its headers hold: the
+// URL's password and credential query parameters, the values of
+// credential headers (and the credentials after their auth scheme).
+func secrets(url string, headers map[string]string) []string {
+	return append(plan.URLSecrets(url), plan.HeaderSecrets(headers)...)
+}
+
+// sectionSecrets returns the credentials of an http section: those of its
+// endpoint and headers, and the value of each ${VAR} a credential header
+// was built from ("S3cr3t" in Authorization: "Bearer ${TOKEN}").
+func sectionSecrets(ps *plan.Sink, written func(string) (string, bool)) []string {
+	s := section(ps)
+	out := secrets(s.URL, s.Headers)
+	for name, val := range s.Headers {
+		if raw, ok := written("headers." + name); ok && plan.IsSecretHeader(name) {
+			out = append(out, plan.EnvParts(raw, val)...)
+		}
+	}
+	return out
 }
 
 // endpoint is the part of a URL that says where records go, for the
@@ -72,9 +110,9 @@ var reservedHeaders = []string{"Idempotency-Key", "Content-Type", "Content-Lengt
 
 // check checks an http section: its endpoint, headers and retries.
 func check(c *plan.SinkCheck) {
-	s := c.Sink
+	s := section(c.Sink)
 	c.URL("url")
-	sinks.CheckConnections(c)
+	sinks.CheckConnections(c, s.Connections)
 	names := make([]string, 0, len(s.Headers))
 	for name := range s.Headers {
 		names = append(names, name)

@@ -147,7 +147,7 @@ func New(cfg Config) (*Sink, error) {
 	s := &Sink{url: cfg.URL, where: safeURL(u), headers: http.Header{}, batchSize: cfg.BatchSize, format: cfg.ValueFormat, retries: max(cfg.MaxRetries, 0),
 		conns:   max(cfg.Connections, 1),
 		maxWait: cfg.MaxRetryWait, firstWait: cfg.RetryWait, timeout: cfg.RequestTimeout, log: cfg.Log,
-		redact: plan.NewRedactor(plan.Sink{URL: cfg.URL, Headers: cfg.Headers}.Secrets()...)}
+		redact: plan.NewRedactor(secrets(cfg.URL, cfg.Headers)...)}
 	for name, v := range cfg.Headers {
 		s.headers.Set(name, v)
 	}

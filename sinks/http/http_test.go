@@ -521,8 +521,8 @@ func TestHTTPOpenRequestTimeout(t *testing.T) {
 	e := newEndpoint(t, hang)
 	t.Cleanup(func() { close(release) })
 	retries := 1
-	s, err := httpsink.Open(t.Context(), sinks.Spec{Plan: plan.Sink{Type: httpsink.Type, URL: e.srv.URL, MaxRetries: &retries,
-		MaxRetryWait: plan.Duration(time.Millisecond), RequestTimeout: plan.Duration(150 * time.Millisecond)}})
+	s, err := httpsink.Open(t.Context(), sinks.Spec{Plan: plan.Sink{Type: httpsink.Type, Config: &httpsink.Section{URL: e.srv.URL, MaxRetries: &retries,
+		MaxRetryWait: plan.Duration(time.Millisecond), RequestTimeout: plan.Duration(150 * time.Millisecond)}}})
 	if err != nil {
 		t.Fatal(err)
 	}

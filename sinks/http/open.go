@@ -13,12 +13,12 @@ import (
 // http); without max_retries it retries plan.DefaultMaxRetries times. On
 // error the Sink is nil.
 func Open(_ context.Context, sp sinks.Spec) (sinks.Sink, error) {
-	c := sp.Plan
+	c := section(&sp.Plan)
 	retries := plan.DefaultMaxRetries
 	if c.MaxRetries != nil {
 		retries = *c.MaxRetries
 	}
-	s, err := New(Config{URL: c.URL, Headers: c.Headers, BatchSize: c.BatchSize, MaxRetries: retries,
+	s, err := New(Config{URL: c.URL, Headers: c.Headers, BatchSize: sp.Plan.BatchSize, MaxRetries: retries,
 		MaxRetryWait: time.Duration(c.MaxRetryWait), RequestTimeout: time.Duration(c.RequestTimeout), ValueFormat: encode.ValueFormat(c.ValueFormat), Connections: c.Connections, Log: sp.Options.Log})
 	if err != nil {
 		return nil, err

@@ -9,10 +9,26 @@ import (
 // Type is the kafka sink's type in a plan.
 const Type plan.SinkType = "kafka"
 
+// Section is a kafka sink's own fields in a plan (Descriptor.Fields says
+// what each means), in Sink.Config.
+type Section struct {
+	Brokers         []string  `yaml:"brokers"`
+	Topic           string    `yaml:"topic"`
+	TLS             plan.TLS  `yaml:"tls"`
+	SASL            plan.SASL `yaml:"sasl"`
+	KeepPartition   bool      `yaml:"keep_partition"`
+	ExactlyOnce     bool      `yaml:"exactly_once"`
+	TransactionalID string    `yaml:"transactional_id"`
+}
+
+// section returns the kafka sink's own fields of s.
+func section(s *plan.Sink) *Section { return plan.ConfigOf[Section](s) }
+
 // Descriptor describes the kafka sink's plan section.
 var Descriptor = plan.SinkDescriptor{
-	Type:    Type,
-	Summary: "Kafka topic, on the source cluster or another, with provenance headers",
+	Type:      Type,
+	Summary:   "Kafka topic, on the source cluster or another, with provenance headers",
+	NewConfig: func() any { return new(Section) },
 	Fields: []plan.FieldDescriptor{
 		{Name: "brokers", Required: `missing: list the target cluster's bootstrap brokers, e.g. ["kafka-1:9092"] or ["${TARGET_KAFKA_BROKERS}"]`,
 			Doc: "kafka: bootstrap brokers of the target cluster (the source cluster or another), host:port; or one ${VAR} holding a comma-separated list.",
@@ -20,15 +36,15 @@ var Descriptor = plan.SinkDescriptor{
 				map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "minItems": 1},
 				map[string]any{"type": "string", "pattern": plan.EnvPattern},
 			}, "examples": []any{[]any{"kafka-1:9092"}, "${TARGET_KAFKA_BROKERS}"}}},
-		{Name: "topic", Fingerprint: "Topic", Required: "missing: the topic to produce to (it must exist: replay does not create topics)",
+		{Name: "topic", Fingerprint: true, Required: "missing: the topic to produce to (it must exist: replay does not create topics)",
 			Doc: "kafka: the topic to produce to; it must exist."},
 		{Name: "tls", Doc: "kafka: encrypted connection to the target cluster (independent of the source's)."},
-		{Name: "sasl", Doc: "kafka: authentication to the target cluster (independent of the source's): PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."},
-		{Name: "keep_partition", Fingerprint: "KeepPartition",
+		{Name: "sasl", Credentials: true, Doc: "kafka: authentication to the target cluster (independent of the source's): PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."},
+		{Name: "keep_partition", Fingerprint: true,
 			Doc: "kafka: produce each record to the partition numbered as its source partition (mirroring; the target needs at least as many partitions) instead of hashing the key.",
 			// A dead-letter topic's fingerprint never held it.
-			FingerprintValue: func(s *plan.Sink, deadLetter bool) any { return s.KeepPartition && !deadLetter }},
-		{Name: "exactly_once", Fingerprint: "ExactlyOnce",
+			FingerprintValue: func(val any, _ *plan.Sink, deadLetter bool) any { return val == true && !deadLetter }},
+		{Name: "exactly_once", Fingerprint: true,
 			Doc: "kafka: produce each batch in one Kafka transaction together with the replay group's offsets for it (default false): consumers reading with isolation.level=read_committed see each source record exactly once, whatever happens to the run. Needs a target that supports transactions and, with ACLs, Write and Describe on the TransactionalId and IdempotentWrite on the cluster. Not with on_error: dead_letter or a dead-letter sink."},
 		{Name: "transactional_id",
 			Doc: "kafka with exactly_once: prefix of the transactional ids, one per source partition (<prefix>-<partition>); default replay-<plan name>-<hash of the group>. A later run with the same ids fences any earlier process still producing."},
@@ -36,8 +52,11 @@ var Descriptor = plan.SinkDescriptor{
 	Check:        check,
 	Shared:       true,
 	UsesKey:      true,
-	FencesOthers: func(s *plan.Sink) bool { return s.ExactlyOnce },
-	Where:        func(s *plan.Sink) string { return "kafka topic " + s.Topic },
+	FencesOthers: func(s *plan.Sink) bool { return section(s).ExactlyOnce },
+	Where:        func(s *plan.Sink) string { return "kafka topic " + section(s).Topic },
+	Secrets: func(s *plan.Sink, _ func(string) (string, bool)) []string {
+		return []string{section(s).SASL.Password}
+	},
 }
 
 var (
@@ -52,7 +71,7 @@ var (
 // check checks a kafka section: its target, its connection settings and
 // exactly_once.
 func check(c *plan.SinkCheck) {
-	s := c.Sink
+	s := section(c.Sink)
 	c.Brokers("brokers", s.Brokers)
 	switch {
 	case s.Topic == "":
@@ -72,7 +91,7 @@ func check(c *plan.SinkCheck) {
 
 // exactlyOnce checks exactly_once and transactional_id.
 func exactlyOnce(c *plan.SinkCheck) {
-	s := c.Sink
+	s := section(c.Sink)
 	switch {
 	case s.TransactionalID != "" && !s.ExactlyOnce:
 		c.Add("transactional_id", "only applies with exactly_once: true: set exactly_once: true, or remove transactional_id")

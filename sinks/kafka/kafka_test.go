@@ -14,6 +14,8 @@ import (
 
 	"github.com/replay-tool/replay/internal/pipeline"
 
+	"github.com/replay-tool/replay/sinks/file"
+	httpsink "github.com/replay-tool/replay/sinks/http"
 	kafkasink "github.com/replay-tool/replay/sinks/kafka"
 	"github.com/replay-tool/replay/sinks/registry"
 	"github.com/rs/zerolog"
@@ -595,7 +597,7 @@ func TestKafkaDeadLettersKeepTheirKey(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			topic := createTopic(t, addr, 1, nil)
-			cfg := plan.Sink{Type: "kafka", Brokers: []string{addr}, Topic: topic, Key: tc.key}
+			cfg := plan.Sink{Type: "kafka", Key: tc.key, Config: &kafkasink.Section{Brokers: []string{addr}, Topic: topic}}
 			s, err := registry.NewDeadLetter(t.Context(), cfg, sinks.Options{PlanName: "p"})
 			if err != nil {
 				t.Fatal(err)
@@ -679,9 +681,9 @@ func TestDeadLetterWrapperInterfaces(t *testing.T) {
 		cfg                               plan.Sink
 		resumer, syncer, positioner, self bool
 	}{
-		{"kafka", plan.Sink{Type: "kafka", Brokers: []string{addr}, Topic: topic}, false, false, false, false},
-		{"http", plan.Sink{Type: "http", URL: "http://127.0.0.1:1/dead", BatchSize: 10}, false, false, false, true},
-		{"csv file", plan.Sink{Type: "file", Path: filepath.Join(dir, "dead.csv"), Format: "csv", Columns: plan.Columns{{Name: "offset", Field: "offset"}}}, true, true, true, false},
+		{"kafka", plan.Sink{Type: "kafka", Config: &kafkasink.Section{Brokers: []string{addr}, Topic: topic}}, false, false, false, false},
+		{"http", plan.Sink{Type: "http", BatchSize: 10, Config: &httpsink.Section{URL: "http://127.0.0.1:1/dead"}}, false, false, false, true},
+		{"csv file", plan.Sink{Type: "file", Config: &file.Section{Path: filepath.Join(dir, "dead.csv"), Format: "csv", Columns: plan.Columns{{Name: "offset", Field: "offset"}}}}, true, true, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := registry.NewDeadLetter(t.Context(), tc.cfg, sinks.Options{RunID: "r"})

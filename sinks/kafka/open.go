@@ -11,12 +11,12 @@ import (
 // Open builds the kafka sink sp describes (a validated plan section of
 // type kafka), connecting to its cluster. On error the Sink is nil.
 func Open(ctx context.Context, sp sinks.Spec) (sinks.Sink, error) {
-	c := sp.Plan
+	c := section(&sp.Plan)
 	s, err := New(ctx, Config{Brokers: c.Brokers, Topic: c.Topic, TLS: c.TLS, SASL: c.SASL, KeepPartition: c.KeepPartition,
-		KeyTemplate: strings.TrimSpace(c.Key) != "", PlanName: sp.Options.PlanName, Log: sp.Options.Log,
+		KeyTemplate: strings.TrimSpace(sp.Plan.Key) != "", PlanName: sp.Options.PlanName, Log: sp.Options.Log,
 		ExactlyOnce: c.ExactlyOnce, TransactionalID: c.TransactionalID, Group: sp.Options.Group, SourceTopic: sp.Options.Topic,
 		Partitions: sp.Options.Partitions, CommitMetadata: sp.Options.CommitMetadata, SourceClusterID: sp.Options.SourceClusterID,
-		Member: sp.Options.Member, RetryBudget: time.Duration(c.Retry.MaxElapsed)})
+		Member: sp.Options.Member, RetryBudget: time.Duration(sp.Plan.Retry.MaxElapsed)})
 	if err != nil {
 		return nil, err
 	}

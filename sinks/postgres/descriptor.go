@@ -11,34 +11,50 @@ import (
 // Type is the postgres sink's type in a plan.
 const Type plan.SinkType = "postgres"
 
+// Section is a postgres sink's own fields in a plan (Descriptor.Fields
+// says what each means), in Sink.Config.
+type Section struct {
+	DSN              string `yaml:"dsn"`
+	dbsection.Common `yaml:",inline"`
+	CopyThreshold    int `yaml:"copy_threshold"`
+	Connections      int `yaml:"connections"`
+}
+
+// section returns the postgres sink's own fields of s.
+func section(s *plan.Sink) *Section { return plan.ConfigOf[Section](s) }
+
 // Descriptor describes the postgres sink's plan section.
 var Descriptor = plan.SinkDescriptor{
-	Type:    Type,
-	Summary: "PostgreSQL table, batched upserts on the idempotency key",
+	Type:      Type,
+	Summary:   "PostgreSQL table, batched upserts on the idempotency key",
+	NewConfig: func() any { return new(Section) },
 	Fields: append(dbsection.Fields([]plan.FieldDescriptor{
-		{Name: "dsn", Required: "missing: add dsn: ${ORDERS_DSN} and export ORDERS_DSN=postgres://user:password@host:5432/db",
+		{Name: "dsn", Credentials: true, Required: "missing: add dsn: ${ORDERS_DSN} and export ORDERS_DSN=postgres://user:password@host:5432/db",
 			Doc: "PostgreSQL connection string; its password must come from the environment, e.g. dsn: ${ORDERS_DSN}."},
 	}, plan.FieldDescriptor{Name: "copy_threshold", Default: strconv.Itoa(plan.DefaultCopyThreshold),
 		Doc:    "postgres: batches of more rows than this are loaded with COPY into a temporary table, then upserted from it in the same transaction (default 100). While the table holds none of the keys written (a fresh load), a batch is written without ON CONFLICT: copied into the table itself, whatever its size, or, where a column's values need a cast, inserted from the arrays or the temporary table.",
 		Schema: plan.OrEnv(map[string]any{"type": "integer", "minimum": 1, "maximum": 1000000})}),
 		sinks.ConnectionsField),
-	Check:            check,
-	Shared:           true,
-	Service:          "database",
-	UsesKey:          true,
-	KeepsCheckpoints: dbsection.KeepsCheckpoints,
-	Where:            func(s *plan.Sink) string { return "postgres table " + s.Table },
+	Check:       check,
+	Shared:      true,
+	Service:     "database",
+	UsesKey:     true,
+	Checkpoints: func(s *plan.Sink) string { return section(s).Checkpoints() },
+	Where:       func(s *plan.Sink) string { return "postgres table " + section(s).Table },
+	Secrets: func(s *plan.Sink, _ func(string) (string, bool)) []string {
+		return plan.DSNSecrets(section(s).DSN)
+	},
 }
 
 // check checks a postgres section: its DSN, what it shares with sqlite,
 // its connections and copy_threshold.
 func check(c *plan.SinkCheck) {
-	s := c.Sink
+	s := section(c.Sink)
 	if s.DSN != "" && c.LiteralDSNPassword("dsn") {
 		c.Add("dsn", "contains a literal password: take the DSN (or its password) from the environment, e.g. dsn: ${ORDERS_DSN}, and export the variable")
 	}
-	sinks.CheckConnections(c)
-	dbsection.Check(c)
+	sinks.CheckConnections(c, s.Connections)
+	dbsection.Check(c, &s.Common)
 	if s.CopyThreshold < 1 || s.CopyThreshold > 1000000 {
 		c.Add("copy_threshold", "%d: want 1..1000000 rows (batches with more rows go through COPY)", s.CopyThreshold)
 	}

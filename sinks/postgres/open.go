@@ -11,10 +11,10 @@ import (
 // Open builds the postgres sink sp describes (a validated plan section of
 // type postgres), connecting to its database. On error the Sink is nil.
 func Open(ctx context.Context, sp sinks.Spec) (sinks.Sink, error) {
-	c := sp.Plan
+	c := section(&sp.Plan)
 	s, err := New(ctx, Config{DSN: c.DSN, Table: c.Table, OnConflict: c.OnConflict, CreateTable: c.CreateTable, Columns: c.Columns,
 		CopyThreshold: c.CopyThreshold, OnTombstone: c.OnTombstone, Version: c.Version, Connections: c.Connections,
-		ApplicationName: applicationName(sp.Options.PlanName), Checkpoints: sqlcheckpoint.ConfigOf(sp), Log: sp.Options.Log})
+		ApplicationName: applicationName(sp.Options.PlanName), Checkpoints: sqlcheckpoint.ConfigOf(c.CheckpointTable, sp.Options), Log: sp.Options.Log})
 	if err != nil {
 		return nil, err
 	}

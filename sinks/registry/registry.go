@@ -65,14 +65,15 @@ func New(ctx context.Context, cfg plan.Sink, opts sinks.Options) (sinks.Sink, er
 }
 
 // NewDeadLetter builds the dead-letter sink cfg describes (validated by
-// package plan). A JSONL file or stdout sink writes each dead letter as its
+// package plan), with sinks.Options.DeadLetter set (a file keeps partition
+// order, whatever its section says). A JSONL file or stdout sink writes each dead letter as its
 // JSON line with the reason and source coordinates as extra fields; any
 // other sink (a CSV file included) gets the record with the reason appended
 // as the header sinks.HeaderError (sinks.WithDeadLetterHeaders). A kafka
 // dead-letter sink produces each record under its own key (a null key stays
 // null), not the idempotency key, unless the section sets key:.
 func NewDeadLetter(ctx context.Context, cfg plan.Sink, opts sinks.Options) (sinks.Sink, error) {
-	cfg = sinks.DeadLetterConfig(cfg)
+	opts.DeadLetter = true
 	d := Describe(cfg)
 	s, err := build(ctx, cfg, opts)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/file"
 	"github.com/replay-tool/replay/sinks/registry"
 )
 
@@ -17,7 +18,7 @@ import (
 // sink, idempotently: a re-delivered dead letter replaces itself.
 func TestDeadLetterFileSink(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "dead.jsonl")
-	s, err := registry.NewDeadLetter(context.Background(), plan.Sink{Type: "file", Path: path}, sinks.Options{RunID: "run-1"})
+	s, err := registry.NewDeadLetter(context.Background(), plan.Sink{Type: "file", Config: &file.Section{Path: path}}, sinks.Options{RunID: "run-1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,13 @@ import (
 	"testing"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks/dbsection"
+	"github.com/replay-tool/replay/sinks/file"
+	httpsink "github.com/replay-tool/replay/sinks/http"
+	"github.com/replay-tool/replay/sinks/kafka"
+	"github.com/replay-tool/replay/sinks/postgres"
+	"github.com/replay-tool/replay/sinks/sqlite"
+	"github.com/replay-tool/replay/sinks/stdout"
 )
 
 // Every driver has a descriptor with a type of its own: a type listed
@@ -44,7 +51,17 @@ func TestCommandLineProperties(t *testing.T) {
 		checkpoints, fences           bool
 		where                         string
 	}
-	s := plan.Sink{Path: "out/o.db", Table: "orders", Topic: "copy", CheckpointTable: "ck", ExactlyOnce: true, Format: "jsonl"}
+	// Each type's section: a path, a table with its checkpoint table, an
+	// exactly-once topic, as its type takes them.
+	db := dbsection.Common{Table: "orders", CheckpointTable: "ck"}
+	sections := map[plan.SinkType]any{
+		"file":     &file.Section{Path: "out/o.db", Format: "jsonl"},
+		"postgres": &postgres.Section{Common: db},
+		"sqlite":   &sqlite.Section{Path: "out/o.db", Common: db},
+		"kafka":    &kafka.Section{Topic: "copy", ExactlyOnce: true},
+		"http":     &httpsink.Section{},
+		"stdout":   &stdout.Section{},
+	}
 	want := map[plan.SinkType]props{
 		"file":     {staged: true, inlineDL: true, where: "out/o.db"},
 		"postgres": {shared: true, service: "database", key: true, checkpoints: true, where: "postgres table orders"},
@@ -54,10 +71,10 @@ func TestCommandLineProperties(t *testing.T) {
 		"stdout":   {stdout: true, inlineDL: true, where: "stdout"},
 	}
 	for _, d := range Catalog() {
-		s.Type = d.Type
+		s := plan.Sink{Type: d.Type, Config: sections[d.Type]}
 		got := props{shared: d.Shared, service: d.Service, stdout: d.WritesStdout, key: d.UsesKey, staged: d.StagingDir != nil,
 			inlineDL:    d.DeadLetterInLine != nil && d.DeadLetterInLine(&s),
-			checkpoints: d.KeepsCheckpoints != nil && d.KeepsCheckpoints(&s), fences: d.FencesOthers != nil && d.FencesOthers(&s), where: string(d.Type)}
+			checkpoints: d.Checkpoints != nil && d.Checkpoints(&s) != "", fences: d.FencesOthers != nil && d.FencesOthers(&s), where: string(d.Type)}
 		if d.Where != nil {
 			got.where = d.Where(&s)
 		}
@@ -65,7 +82,7 @@ func TestCommandLineProperties(t *testing.T) {
 			t.Errorf("%s: %+v, want %+v", d.Type, got, want[d.Type])
 		}
 	}
-	s.Format = "csv"
+	s := plan.Sink{Type: "file", Config: &file.Section{Path: "out/o.csv", Format: "csv"}}
 	if d := Describe(plan.Sink{Type: "file"}); d.DeadLetterInLine(&s) {
 		t.Error("a csv dead-letter file writes its reasons in line")
 	}

@@ -11,26 +11,40 @@ import (
 // Type is the sqlite sink's type in a plan.
 const Type plan.SinkType = "sqlite"
 
+// Section is a sqlite sink's own fields in a plan (Descriptor.Fields says
+// what each means), in Sink.Config.
+type Section struct {
+	Path             string `yaml:"path"`
+	dbsection.Common `yaml:",inline"`
+}
+
+// section returns the sqlite sink's own fields of s.
+func section(s *plan.Sink) *Section { return plan.ConfigOf[Section](s) }
+
 // Descriptor describes the sqlite sink's plan section.
 var Descriptor = plan.SinkDescriptor{
-	Type:    Type,
-	Summary: "table in a local SQLite database file, with the postgres sink's semantics",
+	Type:      Type,
+	Summary:   "table in a local SQLite database file, with the postgres sink's semantics",
+	NewConfig: func() any { return new(Section) },
 	Fields: dbsection.Fields([]plan.FieldDescriptor{
-		{Name: "path", Fingerprint: "Path", Required: "missing: the database file, e.g. out/orders.db (created when missing)",
+		{Name: "path", Fingerprint: true, Required: "missing: the database file, e.g. out/orders.db (created when missing)",
 			Doc: "sqlite: the database file, created when missing, e.g. out/orders.db."},
 	}),
-	Check:            check,
-	Service:          "database",
-	UsesKey:          true,
-	KeepsCheckpoints: dbsection.KeepsCheckpoints,
-	Where:            func(s *plan.Sink) string { return "sqlite table " + s.Table + " in " + s.Path },
+	Check:       check,
+	Service:     "database",
+	UsesKey:     true,
+	Checkpoints: func(s *plan.Sink) string { return section(s).Checkpoints() },
+	Where: func(ps *plan.Sink) string {
+		s := section(ps)
+		return "sqlite table " + s.Table + " in " + s.Path
+	},
 }
 
 // check checks a sqlite section: what it shares with postgres, and a
 // relative database path under a schedule.
 func check(c *plan.SinkCheck) {
-	s := c.Sink
-	dbsection.Check(c)
+	s := section(c.Sink)
+	dbsection.Check(c, &s.Common)
 	// Each interval of a schedule is a new run: a relative database path
 	// resolves against the working directory of each invocation (cron's is
 	// the home directory), and an invocation from elsewhere would start a

@@ -13,9 +13,9 @@ import (
 // handler) up to the section's retry.max_elapsed, as a locked write is
 // retried.
 func Open(ctx context.Context, sp sinks.Spec) (sinks.Sink, error) {
-	c := sp.Plan
+	c := section(&sp.Plan)
 	s, err := New(ctx, Config{Path: c.Path, Table: c.Table, OnConflict: c.OnConflict, CreateTable: c.CreateTable, Columns: c.Columns, OnTombstone: c.OnTombstone, Version: c.Version,
-		Checkpoints: sqlcheckpoint.ConfigOf(sp), Log: sp.Options.Log, OpenTimeout: time.Duration(c.Retry.MaxElapsed)})
+		Checkpoints: sqlcheckpoint.ConfigOf(c.CheckpointTable, sp.Options), Log: sp.Options.Log, OpenTimeout: time.Duration(sp.Plan.Retry.MaxElapsed)})
 	if err != nil {
 		return nil, err
 	}

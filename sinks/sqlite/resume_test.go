@@ -8,6 +8,7 @@ import (
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/dbsection"
 	"github.com/replay-tool/replay/sinks/registry"
 	"github.com/replay-tool/replay/sinks/sqlite"
 )
@@ -61,7 +62,7 @@ func TestSQLiteCheckResume(t *testing.T) {
 
 	// The dead-letter wrapper asks the database too.
 	dead := filepath.Join(t.TempDir(), "dead.db")
-	s, err := registry.NewDeadLetter(t.Context(), plan.Sink{Type: "sqlite", Path: dead, Table: "dead", CreateTable: true}, sinks.Options{})
+	s, err := registry.NewDeadLetter(t.Context(), plan.Sink{Type: "sqlite", Config: &sqlite.Section{Path: dead, Common: dbsection.Common{Table: "dead", CreateTable: true}}}, sinks.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package stdout
 import (
 	"context"
 
+	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/encode"
 )
@@ -12,6 +13,6 @@ import (
 // not fail.
 func Open(_ context.Context, sp sinks.Spec) (sinks.Sink, error) {
 	s := New(sp.Options.Stdout)
-	s.Format = encode.ValueFormat(sp.Plan.ValueFormat)
+	s.Format = encode.ValueFormat(plan.ConfigOf[Section](&sp.Plan).ValueFormat)
 	return s, nil
 }
