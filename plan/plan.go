@@ -338,20 +338,6 @@ func (p *Plan) FilterProgram() (*filter.Program, error) {
 // FromEnv reports whether the value of field came from a ${VAR} expansion.
 func (p *Plan) FromEnv(field string) bool { return p.fromEnv[field] }
 
-// The values of a database sink's on_tombstone.
-const (
-	OnTombstoneWrite  = "write"
-	OnTombstoneDelete = "delete"
-	OnTombstoneSkip   = "skip"
-)
-
-// OnTombstones are the values of a database sink's on_tombstone; "" is
-// write.
-var OnTombstones = []string{OnTombstoneWrite, OnTombstoneDelete, OnTombstoneSkip}
-
-// MaxConnections bounds a sink's connections.
-const MaxConnections = 64
-
 // DefaultBatchSize is the sink batch size when the plan sets none: large
 // enough to amortise a database round trip and a commit, small enough that a
 // crash re-delivers little.
@@ -405,35 +391,3 @@ func (p *Plan) applyDefaults() {
 		p.DeadLetter.Retry.MaxElapsed = Duration(DefaultSinkRetryMaxElapsed)
 	}
 }
-
-// Line orders of a file sink (Sink.Order).
-const (
-	OrderInterleaved = "interleaved"
-	OrderPartition   = "partition"
-)
-
-// Output defaults of the file and postgres sinks.
-const (
-	// DefaultFormat keeps whole records, readable back by `replay test`.
-	DefaultFormat = "jsonl"
-	// DefaultCopyThreshold sends a batch of up to 100 rows as one
-	// statement over arrays, one round trip; a larger one streams through
-	// COPY (three more round trips), which the server reads as fast and
-	// which never holds the whole batch encoded in memory: the arrays of a
-	// 1000-row batch are a message of about 0.5 MiB, built twice.
-	DefaultCopyThreshold = 100
-)
-
-// Defaults of an http sink's retries.
-const (
-	// DefaultMaxRetries rides out a restart or a short overload of the
-	// endpoint (1 to 2 minutes of backoff from 500ms, unless the write
-	// deadline ends it first) before Write fails.
-	DefaultMaxRetries = 8
-	// DefaultMaxRetryWait keeps one wait short enough that an interrupted
-	// run still finishes its in-flight batch in time.
-	DefaultMaxRetryWait = Duration(time.Minute)
-	// DefaultRequestTimeout bounds one attempt of an http sink's request:
-	// an endpoint that answers a batch in more time is retried.
-	DefaultRequestTimeout = Duration(30 * time.Second)
-)

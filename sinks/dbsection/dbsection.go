@@ -12,6 +12,17 @@ import (
 	"github.com/replay-tool/replay/sinks/encode"
 )
 
+// The values of a database sink's on_tombstone.
+const (
+	OnTombstoneWrite  = "write"
+	OnTombstoneDelete = "delete"
+	OnTombstoneSkip   = "skip"
+)
+
+// OnTombstones are the values of a database sink's on_tombstone; "" is
+// write.
+var OnTombstones = []string{OnTombstoneWrite, OnTombstoneDelete, OnTombstoneSkip}
+
 // Common are the fields both database sinks take, part of each one's
 // config struct (inline).
 type Common struct {
@@ -38,10 +49,10 @@ var (
 	CheckpointTable = plan.FieldDescriptor{Name: "checkpoint_table",
 		Doc:    "postgres and sqlite: table (created when missing) where every write also records, in the same transaction, the partition's next offset for the group with the plan fingerprint; a resume starts from the later of it and the Kafka commit, so a failed commit re-writes nothing. Not used with on_error: dead_letter.",
 		Schema: map[string]any{"type": "string", "pattern": `^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$|` + plan.EnvPattern, "examples": []any{"replay_checkpoints"}}}
-	OnTombstone = plan.FieldDescriptor{Name: "on_tombstone", Fingerprint: true, Enum: plan.OnTombstones,
+	OnTombstone = plan.FieldDescriptor{Name: "on_tombstone", Fingerprint: true, Enum: OnTombstones,
 		Doc: "postgres and sqlite: what a tombstone (null value) does: write (default: a row with a NULL value), delete (removes the key's row, in order with the batch's upserts: compacted and CDC topics) or skip (counted, not written).",
 		FingerprintValue: func(val any, _ *plan.Sink, _ bool) any {
-			if val == plan.OnTombstoneWrite {
+			if val == OnTombstoneWrite {
 				return ""
 			}
 			return val
@@ -90,7 +101,7 @@ func Check(c *plan.SinkCheck, s *Common) {
 		c.Warn("checkpoint_table", "not used to resume with on_error: dead_letter: dead letters are written after the sink's transaction, so resuming from its checkpoint could lose them; a resume starts from the Kafka commit and re-writes the records after it (idempotently)")
 	}
 	if c.Present("on_tombstone") && s.OnTombstone == "" {
-		c.Enum("on_tombstone", s.OnTombstone, plan.OnTombstones)
+		c.Enum("on_tombstone", s.OnTombstone, OnTombstones)
 	}
 	version(c, s)
 }

@@ -12,6 +12,20 @@ import (
 // Type is the file sink's type in a plan.
 const Type plan.SinkType = "file"
 
+// Line orders of a file (Section.Order).
+const (
+	OrderInterleaved = "interleaved"
+	OrderPartition   = "partition"
+)
+
+// DefaultFormat is a file's format when the plan leaves it out: whole
+// records, readable back by `replay test`.
+const DefaultFormat = "jsonl"
+
+// PartitionPlaceholder stands for the partition number in the path of a
+// file with per_partition.
+const PartitionPlaceholder = "{partition}"
+
 // Section is a file sink's own fields in a plan (Descriptor.Fields says
 // what each means), in Sink.Config.
 type Section struct {
@@ -36,17 +50,17 @@ var Descriptor = plan.SinkDescriptor{
 		{Name: "path", Fingerprint: true, Required: "missing: the file to write, e.g. out/orders.jsonl",
 			Doc: "Output file of a file sink (written atomically; with per_partition a pattern holding {partition}, e.g. out/orders-{partition}.csv)."},
 		encode.ColumnsField,
-		{Name: "format", Fingerprint: true, Default: plan.DefaultFormat, Enum: []string{"jsonl", "csv"},
+		{Name: "format", Fingerprint: true, Default: DefaultFormat, Enum: []string{"jsonl", "csv"},
 			Doc: "file: jsonl (default: one JSON object per record) or csv (a header row, then one row per record with the columns; RFC 4180 quoting, LF line ends, NULL as an empty field).",
 			FingerprintValue: func(val any, _ *plan.Sink, _ bool) any {
-				if val == plan.DefaultFormat {
+				if val == DefaultFormat {
 					return ""
 				}
 				return val
 			}},
 		{Name: "per_partition", Fingerprint: true,
 			Doc: "file: write one file per partition (path holds {partition}), each published atomically when the run completes."},
-		{Name: "order", Fingerprint: true, Enum: []string{plan.OrderInterleaved, plan.OrderPartition},
+		{Name: "order", Fingerprint: true, Enum: []string{OrderInterleaved, OrderPartition},
 			Doc: "file: line order of a single JSONL file: interleaved (default; partitions interleave, each in offset order; the output is written to disk once) or partition (grouped by partition: byte-identical for the same window, but written twice). CSV, per_partition and dead-letter files are always in partition order.",
 			FingerprintValue: func(val any, s *plan.Sink, deadLetter bool) any {
 				if val == defaultOrder(section(s), deadLetter) {
@@ -89,9 +103,9 @@ func stagingDir(ps *plan.Sink) string {
 // not skipped.
 func defaultOrder(s *Section, deadLetter bool) string {
 	if s.Format == "csv" || s.PerPartition || deadLetter {
-		return plan.OrderPartition
+		return OrderPartition
 	}
-	return plan.OrderInterleaved
+	return OrderInterleaved
 }
 
 // check checks a file section: its path, format, columns, order and
@@ -113,7 +127,7 @@ func check(c *plan.SinkCheck) {
 		c.Add("columns", "applies to format: csv only (jsonl writes whole records): set format: csv, or remove columns")
 	}
 	c.Columns(s.Columns, false)
-	if c.Present("order") && s.Order == plan.OrderInterleaved {
+	if c.Present("order") && s.Order == OrderInterleaved {
 		switch {
 		case c.DeadLetter():
 			c.Add("order", "dead letters are always kept in partition order: remove order")
@@ -123,14 +137,14 @@ func check(c *plan.SinkCheck) {
 			c.Add("order", "a csv file is always in partition order (its rows are converted when it is published): remove order")
 		}
 	}
-	pattern := strings.Contains(s.Path, plan.PartitionPlaceholder)
+	pattern := strings.Contains(s.Path, PartitionPlaceholder)
 	switch {
 	case s.Path == "":
 	case s.PerPartition && !pattern:
 		ext := filepath.Ext(s.Path)
-		c.Add("path", "per_partition needs %s in the path, e.g. %s", plan.PartitionPlaceholder, strings.TrimSuffix(s.Path, ext)+"-"+plan.PartitionPlaceholder+ext)
+		c.Add("path", "per_partition needs %s in the path, e.g. %s", PartitionPlaceholder, strings.TrimSuffix(s.Path, ext)+"-"+PartitionPlaceholder+ext)
 	case !s.PerPartition && pattern:
-		c.Add("path", "%s is replaced only with per_partition: true: set it, or remove %s", plan.PartitionPlaceholder, plan.PartitionPlaceholder)
+		c.Add("path", "%s is replaced only with per_partition: true: set it, or remove %s", PartitionPlaceholder, PartitionPlaceholder)
 	}
 	if c.Schedule() {
 		c.Add("type", "a file sink publishes its path once per interval, so with a schedule the file would hold the last interval only: use a postgres, sqlite, kafka or http sink")

@@ -109,7 +109,7 @@ func NewJSONL(path, runID string) (*Sink, error) {
 // Config configures a file sink.
 type Config struct {
 	// Path is the output file; with PerPartition, a pattern holding
-	// {partition} (plan.PartitionPlaceholder).
+	// {partition} (PartitionPlaceholder).
 	Path string
 	// RunID identifies the resolved run: staging left by another is removed.
 	RunID string
@@ -144,8 +144,8 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.Path == "" {
 		return nil, errors.New("file sink: empty path")
 	}
-	if cfg.PerPartition != strings.Contains(cfg.Path, plan.PartitionPlaceholder) {
-		return nil, fmt.Errorf("file sink: path %q: one file per partition needs %s in the path, and only it", cfg.Path, plan.PartitionPlaceholder)
+	if cfg.PerPartition != strings.Contains(cfg.Path, PartitionPlaceholder) {
+		return nil, fmt.Errorf("file sink: path %q: one file per partition needs %s in the path, and only it", cfg.Path, PartitionPlaceholder)
 	}
 	enc, err := newEncoder(cfg)
 	if err != nil {

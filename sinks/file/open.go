@@ -3,7 +3,6 @@ package file
 import (
 	"context"
 
-	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/encode"
 )
@@ -14,7 +13,7 @@ import (
 func Open(_ context.Context, sp sinks.Spec) (sinks.Sink, error) {
 	c := section(&sp.Plan)
 	s, err := New(Config{Path: c.Path, RunID: sp.Options.RunID, Format: c.Format, Columns: c.Columns, PerPartition: c.PerPartition,
-		Interleave:  c.Order == plan.OrderInterleaved && !sp.Options.DeadLetter,
+		Interleave:  c.Order == OrderInterleaved && !sp.Options.DeadLetter,
 		ValueFormat: encode.ValueFormat(c.ValueFormat), Overwrite: c.Overwrite, Partitions: sp.Options.Partitions, Log: sp.Options.Log})
 	if err != nil {
 		return nil, err

@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-
-	"github.com/replay-tool/replay/plan"
 )
 
 // The files of a file sink writing Path: the staging directory Path+".parts"
@@ -74,11 +72,11 @@ func checkOutputPath(path string, perPartition bool) error {
 func checkPartitionPaths(path string) error {
 	elems := strings.Split(filepath.ToSlash(path), "/")
 	for i, el := range elems {
-		if !strings.Contains(el, plan.PartitionPlaceholder) {
+		if !strings.Contains(el, PartitionPlaceholder) {
 			continue
 		}
 		prefix := strings.Join(elems[:i+1], "/")
-		literal := strings.Split(prefix, plan.PartitionPlaceholder)
+		literal := strings.Split(prefix, PartitionPlaceholder)
 		quoted := make([]string, len(literal))
 		for j, l := range literal {
 			quoted[j] = regexp.QuoteMeta(l)

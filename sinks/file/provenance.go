@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -70,7 +69,7 @@ func checkForeign(cfg Config, staging string) error {
 	}
 	paths := []string{cfg.Path}
 	if cfg.PerPartition {
-		matches, _ := filepath.Glob(strings.ReplaceAll(globEscape(cfg.Path), globEscape(plan.PartitionPlaceholder), "*"))
+		matches, _ := filepath.Glob(strings.ReplaceAll(globEscape(cfg.Path), globEscape(PartitionPlaceholder), "*"))
 		paths = paths[:0]
 		for _, m := range matches {
 			if isPartitionPath(cfg.Path, m) {
@@ -94,7 +93,7 @@ func checkForeign(cfg Config, staging string) error {
 // isPartitionPath reports whether path is pattern with {partition} replaced
 // by a partition number.
 func isPartitionPath(pattern, path string) bool {
-	before, after, _ := strings.Cut(pattern, plan.PartitionPlaceholder)
+	before, after, _ := strings.Cut(pattern, PartitionPlaceholder)
 	n, ok := strings.CutPrefix(path, before)
 	if !ok {
 		return false

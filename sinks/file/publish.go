@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-
-	"github.com/replay-tool/replay/plan"
 )
 
 // output is what Finish publishes the staging as: one file at path, or
@@ -32,7 +30,7 @@ func (s *Sink) output() output {
 
 // partitionPath is the output file of partition p with perPartition.
 func (o output) partitionPath(p int32) string {
-	return strings.ReplaceAll(o.path, plan.PartitionPlaceholder, strconv.Itoa(int(p)))
+	return strings.ReplaceAll(o.path, PartitionPlaceholder, strconv.Itoa(int(p)))
 }
 
 // Finish publishes the staged output: partition files concatenated in

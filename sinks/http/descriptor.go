@@ -17,6 +17,20 @@ import (
 // Type is the http sink's type in a plan.
 const Type plan.SinkType = "http"
 
+// Defaults of an http sink's retries.
+const (
+	// DefaultMaxRetries rides out a restart or a short overload of the
+	// endpoint (1 to 2 minutes of backoff from 500ms, unless the write
+	// deadline ends it first) before Write fails.
+	DefaultMaxRetries = 8
+	// DefaultMaxRetryWait keeps one wait short enough that an interrupted
+	// run still finishes its in-flight batch in time.
+	DefaultMaxRetryWait = plan.Duration(time.Minute)
+	// DefaultRequestTimeout bounds one attempt of an http sink's request:
+	// an endpoint that answers a batch in more time is retried.
+	DefaultRequestTimeout = plan.Duration(30 * time.Second)
+)
+
 // Section is an http sink's own fields in a plan (Descriptor.Fields says
 // what each means), in Sink.Config.
 type Section struct {
@@ -55,12 +69,12 @@ var Descriptor = plan.SinkDescriptor{
 				"examples": []any{map[string]any{"Authorization": "Bearer ${ORDERS_API_TOKEN}"}}}},
 		encode.ValueFormatField,
 		sinks.ConnectionsField,
-		{Name: "max_retries", Default: strconv.Itoa(plan.DefaultMaxRetries),
+		{Name: "max_retries", Default: strconv.Itoa(DefaultMaxRetries),
 			Doc:    "http: retries of a request after a network error, 5xx, 408 or 429 (default 8; 0 never retries).",
 			Schema: plan.OrEnv(map[string]any{"type": "integer", "minimum": 0, "maximum": 100})},
-		{Name: "max_retry_wait", Default: time.Duration(plan.DefaultMaxRetryWait).String(),
+		{Name: "max_retry_wait", Default: time.Duration(DefaultMaxRetryWait).String(),
 			Doc: "http: longest wait between two attempts, from the exponential backoff or from Retry-After (default 1m)."},
-		{Name: "request_timeout", Default: time.Duration(plan.DefaultRequestTimeout).String(),
+		{Name: "request_timeout", Default: time.Duration(DefaultRequestTimeout).String(),
 			Doc: "http: how long one attempt of a request may take, the response included, before it is abandoned and retried like a network error (default 30s, up to 1h): raise it for an endpoint that takes longer over a batch."},
 	},
 	Check:   check,

@@ -47,7 +47,7 @@ type Config struct {
 	// is auto. A value it cannot write is a bad record (*record.Error).
 	ValueFormat encode.ValueFormat
 	// Connections is how many requests of one Write go out at once
-	// (sink.connections, 1..plan.MaxConnections; 0 is 1). Records are
+	// (sink.connections, 1..sinks.MaxConnections; 0 is 1). Records are
 	// sharded by idempotency key, so all records of a key go through one
 	// connection, in order.
 	Connections int
@@ -141,8 +141,8 @@ func New(cfg Config) (*Sink, error) {
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
 		return nil, fmt.Errorf("http sink: url %s: want an http:// or https:// URL with a host", safeURL(u))
 	}
-	if cfg.Connections < 0 || cfg.Connections > plan.MaxConnections {
-		return nil, fmt.Errorf("http sink: connections %d: want 1..%d", cfg.Connections, plan.MaxConnections)
+	if cfg.Connections < 0 || cfg.Connections > sinks.MaxConnections {
+		return nil, fmt.Errorf("http sink: connections %d: want 1..%d", cfg.Connections, sinks.MaxConnections)
 	}
 	s := &Sink{url: cfg.URL, where: safeURL(u), headers: http.Header{}, batchSize: cfg.BatchSize, format: cfg.ValueFormat, retries: max(cfg.MaxRetries, 0),
 		conns:   max(cfg.Connections, 1),
@@ -159,7 +159,7 @@ func New(cfg Config) (*Sink, error) {
 		s.batchSize = plan.DefaultBatchSize
 	}
 	if s.maxWait <= 0 {
-		s.maxWait = time.Duration(plan.DefaultMaxRetryWait)
+		s.maxWait = time.Duration(DefaultMaxRetryWait)
 	}
 	if s.firstWait <= 0 {
 		s.firstWait = 500 * time.Millisecond

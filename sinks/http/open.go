@@ -4,17 +4,16 @@ import (
 	"context"
 	"time"
 
-	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/encode"
 )
 
 // Open builds the http sink sp describes (a validated plan section of type
-// http); without max_retries it retries plan.DefaultMaxRetries times. On
+// http); without max_retries it retries DefaultMaxRetries times. On
 // error the Sink is nil.
 func Open(_ context.Context, sp sinks.Spec) (sinks.Sink, error) {
 	c := section(&sp.Plan)
-	retries := plan.DefaultMaxRetries
+	retries := DefaultMaxRetries
 	if c.MaxRetries != nil {
 		retries = *c.MaxRetries
 	}

@@ -11,6 +11,14 @@ import (
 // Type is the postgres sink's type in a plan.
 const Type plan.SinkType = "postgres"
 
+// DefaultCopyThreshold is copy_threshold when the plan leaves it out: a
+// batch of up to 100 rows goes as one statement over arrays, one round
+// trip; a larger one streams through COPY (three more round trips), which
+// the server reads as fast and which never holds the whole batch encoded
+// in memory: the arrays of a 1000-row batch are a message of about 0.5
+// MiB, built twice.
+const DefaultCopyThreshold = 100
+
 // Section is a postgres sink's own fields in a plan (Descriptor.Fields
 // says what each means), in Sink.Config.
 type Section struct {
@@ -31,7 +39,7 @@ var Descriptor = plan.SinkDescriptor{
 	Fields: append(dbsection.Fields([]plan.FieldDescriptor{
 		{Name: "dsn", Credentials: true, Required: "missing: add dsn: ${ORDERS_DSN} and export ORDERS_DSN=postgres://user:password@host:5432/db",
 			Doc: "PostgreSQL connection string; its password must come from the environment, e.g. dsn: ${ORDERS_DSN}."},
-	}, plan.FieldDescriptor{Name: "copy_threshold", Default: strconv.Itoa(plan.DefaultCopyThreshold),
+	}, plan.FieldDescriptor{Name: "copy_threshold", Default: strconv.Itoa(DefaultCopyThreshold),
 		Doc:    "postgres: batches of more rows than this are loaded with COPY into a temporary table, then upserted from it in the same transaction (default 100). While the table holds none of the keys written (a fresh load), a batch is written without ON CONFLICT: copied into the table itself, whatever its size, or, where a column's values need a cast, inserted from the arrays or the temporary table.",
 		Schema: plan.OrEnv(map[string]any{"type": "integer", "minimum": 1, "maximum": 1000000})}),
 		sinks.ConnectionsField),

@@ -10,8 +10,8 @@ import (
 
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/internal/testenv"
-	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/dbsection"
 	"github.com/replay-tool/replay/sinks/postgres"
 	"github.com/replay-tool/replay/sinks/sinktest"
 )
@@ -126,7 +126,7 @@ func TestPostgresTombstoneDelete(t *testing.T) {
 	for _, threshold := range []int{1, 1000} {
 		t.Run(fmt.Sprint("copy above ", threshold), func(t *testing.T) {
 			table := testenv.TableName()
-			s := newKeyedPostgres(t, keyer, postgres.Config{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: threshold, OnTombstone: plan.OnTombstoneDelete})
+			s := newKeyedPostgres(t, keyer, postgres.Config{DSN: dsn, Table: table, CreateTable: true, CopyThreshold: threshold, OnTombstone: dbsection.OnTombstoneDelete})
 			sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "x", `{"v":1}`), sinktest.Rec(0, 2, "y", `{"v":2}`))
 			window := []record.Record{
 				sinktest.Rec(0, 3, "k", `{"v":3}`), sinktest.Rec(0, 4, "k", ""), sinktest.Rec(0, 5, "k", `{"v":5}`), // ends with the row
@@ -149,7 +149,7 @@ func TestPostgresTombstoneDelete(t *testing.T) {
 
 			// skip writes nothing and counts the tombstones as ignored;
 			// write stores a row with NULL value and value_bytes.
-			skip := newKeyedPostgres(t, keyer, postgres.Config{DSN: dsn, Table: table, CopyThreshold: threshold, OnTombstone: plan.OnTombstoneSkip})
+			skip := newKeyedPostgres(t, keyer, postgres.Config{DSN: dsn, Table: table, CopyThreshold: threshold, OnTombstone: dbsection.OnTombstoneSkip})
 			before = skip.Outcomes()
 			sinktest.MustWrite(t, skip, sinktest.Rec(0, 10, "y", ""))
 			wantOutcomes(t, "skip", delta(skip, before), sinks.Outcomes{Ignored: 1})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/dbsection"
 	"github.com/replay-tool/replay/sinks/encode"
 	"github.com/replay-tool/replay/sinks/sqlcheckpoint"
 )
@@ -41,22 +42,22 @@ type Config struct {
 	Columns plan.Columns
 	// CopyThreshold: a batch of more rows than this is loaded with COPY
 	// into a temporary table, then upserted from it; smaller batches are
-	// one statement over arrays. 0 means plan.DefaultCopyThreshold. While
+	// one statement over arrays. 0 means DefaultCopyThreshold. While
 	// the table holds none of the keys written (an empty table at open,
 	// and after every batch whose rows were all inserted), a batch is
 	// written without ON CONFLICT: copied into the table itself, whatever
 	// its size, when every column takes its values as sent, else inserted
 	// from the arrays or the COPY table.
 	CopyThreshold int
-	// OnTombstone is what a tombstone does: plan.OnTombstoneWrite ("" too:
-	// a row with a NULL value), plan.OnTombstoneDelete (removes the key's
-	// row) or plan.OnTombstoneSkip (not written, counted as ignored).
+	// OnTombstone is what a tombstone does: dbsection.OnTombstoneWrite ("" too:
+	// a row with a NULL value), dbsection.OnTombstoneDelete (removes the key's
+	// row) or dbsection.OnTombstoneSkip (not written, counted as ignored).
 	OnTombstone string
 	// Version is the record field (as in Columns) that guards upserts:
 	// a stored row changes only for a greater version. "" means no guard.
 	Version string
 	// Connections is how many connections a Write shards its keys over,
-	// 1..plan.MaxConnections; 0 means 1.
+	// 1..sinks.MaxConnections; 0 means 1.
 	Connections int
 	// LockTimeout is, with Connections above 1, the lock_timeout of the
 	// sink's connections: how long a statement waits for a row lock
@@ -160,7 +161,7 @@ var (
 // commits the table no longer backs.
 func (s *Sink) Capabilities() sinks.Capabilities {
 	keys := sinks.KeysAll
-	if s.onTombstone == plan.OnTombstoneSkip {
+	if s.onTombstone == dbsection.OnTombstoneSkip {
 		keys = sinks.KeysButTombstones
 	}
 	return sinks.Capabilities{Checkpoints: s, Outcomes: s, Positioner: s, Reconciler: s, Keys: keys}
@@ -186,10 +187,10 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	s := &Sink{name: cfg.Table, table: table, log: cfg.Log, secrets: dsnSecrets(cfg.DSN), copyAbove: cfg.CopyThreshold,
 		connections: max(cfg.Connections, 1), ver: -1}
 	if s.copyAbove <= 0 {
-		s.copyAbove = plan.DefaultCopyThreshold
+		s.copyAbove = DefaultCopyThreshold
 	}
-	if s.connections > plan.MaxConnections {
-		return nil, fmt.Errorf("postgres sink: connections %d: want 1..%d", cfg.Connections, plan.MaxConnections)
+	if s.connections > sinks.MaxConnections {
+		return nil, fmt.Errorf("postgres sink: connections %d: want 1..%d", cfg.Connections, sinks.MaxConnections)
 	}
 	switch cfg.OnConflict {
 	case "", "update":
@@ -199,9 +200,9 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		return nil, fmt.Errorf("postgres sink: on_conflict %q: want update or ignore", cfg.OnConflict)
 	}
 	switch cfg.OnTombstone {
-	case "", plan.OnTombstoneWrite:
-		s.onTombstone = plan.OnTombstoneWrite
-	case plan.OnTombstoneDelete, plan.OnTombstoneSkip:
+	case "", dbsection.OnTombstoneWrite:
+		s.onTombstone = dbsection.OnTombstoneWrite
+	case dbsection.OnTombstoneDelete, dbsection.OnTombstoneSkip:
 		s.onTombstone = cfg.OnTombstone
 	default:
 		return nil, fmt.Errorf("postgres sink: on_tombstone %q: want write, delete or skip", cfg.OnTombstone)

@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/replay-tool/replay/internal/record"
-	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/dbsection"
 )
 
 // Write writes batch and returns once it is committed. Records of one
@@ -133,7 +133,7 @@ func (s *Sink) keyOf(r *record.Record) (string, error) {
 
 // plan computes the keys of batch and each key's net change.
 func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
-	if s.ver >= 0 && !s.ignore && s.onTombstone != plan.OnTombstoneDelete {
+	if s.ver >= 0 && !s.ignore && s.onTombstone != dbsection.OnTombstoneDelete {
 		return s.planRounds(batch)
 	}
 	type keyOps struct {
@@ -151,7 +151,7 @@ func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 	for i := range batch {
 		r := &batch[i]
 		tomb := r.Value == nil
-		if tomb && s.onTombstone == plan.OnTombstoneSkip {
+		if tomb && s.onTombstone == dbsection.OnTombstoneSkip {
 			w.superseded.Ignored++
 			keys[i] = "\x00skip"
 			continue
@@ -169,7 +169,7 @@ func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 		}
 		o := &ops[at]
 		o.last = i
-		if tomb && s.onTombstone == plan.OnTombstoneDelete {
+		if tomb && s.onTombstone == dbsection.OnTombstoneDelete {
 			o.lastTomb, o.firstUpAfterT = i, -1
 		} else {
 			if o.firstUp < 0 {
@@ -218,7 +218,7 @@ func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 				continue
 			}
 			switch {
-			case batch[i].Value == nil && s.onTombstone == plan.OnTombstoneDelete:
+			case batch[i].Value == nil && s.onTombstone == dbsection.OnTombstoneDelete:
 				w.superseded.Deleted++
 			case s.ignore:
 				w.superseded.Ignored++
@@ -241,7 +241,7 @@ func (s *Sink) planRounds(batch []record.Record) (*writePlan, error) {
 	seen := make(map[string]int, len(batch)) // key → its records so far
 	for i := range batch {
 		r := &batch[i]
-		if r.Value == nil && s.onTombstone == plan.OnTombstoneSkip {
+		if r.Value == nil && s.onTombstone == dbsection.OnTombstoneSkip {
 			w.superseded.Ignored++
 			continue
 		}

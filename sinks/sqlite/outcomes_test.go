@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/replay-tool/replay/internal/record"
-	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/dbsection"
 	"github.com/replay-tool/replay/sinks/sinktest"
 	"github.com/replay-tool/replay/sinks/sqlite"
 )
@@ -142,7 +142,7 @@ func TestSQLiteOnTombstone(t *testing.T) {
 	}
 	t.Run("delete", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "t.db")
-		s := newKeyedSQLite(t, keyer, sqlite.Config{Path: path, Table: "t", CreateTable: true, OnTombstone: plan.OnTombstoneDelete})
+		s := newKeyedSQLite(t, keyer, sqlite.Config{Path: path, Table: "t", CreateTable: true, OnTombstone: dbsection.OnTombstoneDelete})
 		sinktest.MustWrite(t, s, window...)
 		rows := readSQLite(t, path, "t")
 		if len(rows) != 2 || rows["b"].Offset != 7 || rows["d"].Offset != 6 {
@@ -160,7 +160,7 @@ func TestSQLiteOnTombstone(t *testing.T) {
 	})
 	t.Run("skip", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "t.db")
-		s := newKeyedSQLite(t, keyer, sqlite.Config{Path: path, Table: "t", CreateTable: true, OnTombstone: plan.OnTombstoneSkip})
+		s := newKeyedSQLite(t, keyer, sqlite.Config{Path: path, Table: "t", CreateTable: true, OnTombstone: dbsection.OnTombstoneSkip})
 		sinktest.MustWrite(t, s, window...)
 		rows := readSQLite(t, path, "t")
 		if len(rows) != 3 || rows["a"].Offset != 1 || rows["b"].Offset != 7 || rows["d"].Offset != 6 {
@@ -185,7 +185,7 @@ func TestSQLiteOnTombstone(t *testing.T) {
 func TestSQLiteVersionGuard(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "t.db")
 	keyer := mustKeyer(t, "{{ .Key }}")
-	cfg := sqlite.Config{Path: path, Table: "t", CreateTable: true, Version: "value.v", OnTombstone: plan.OnTombstoneDelete}
+	cfg := sqlite.Config{Path: path, Table: "t", CreateTable: true, Version: "value.v", OnTombstone: dbsection.OnTombstoneDelete}
 	live := newKeyedSQLite(t, keyer, cfg)
 	// The live pipeline's rows: a and b are newer than the replay's, c
 	// has the replay's version, e is older and its replay is a tombstone.

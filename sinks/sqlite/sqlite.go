@@ -18,6 +18,7 @@ import (
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/dbsection"
 	"github.com/replay-tool/replay/sinks/encode"
 	"github.com/replay-tool/replay/sinks/sqlcheckpoint"
 )
@@ -38,10 +39,10 @@ type Config struct {
 	// Columns maps the table's columns to record fields; one must hold the
 	// idempotency key. Empty means the default layout.
 	Columns plan.Columns
-	// OnTombstone is what a tombstone does: plan.OnTombstoneWrite (""
-	// too: a row with NULL value columns), plan.OnTombstoneDelete (the
+	// OnTombstone is what a tombstone does: dbsection.OnTombstoneWrite (""
+	// too: a row with NULL value columns), dbsection.OnTombstoneDelete (the
 	// key's row is deleted, in order with the batch's upserts) or
-	// plan.OnTombstoneSkip (nothing is written; counted as ignored).
+	// dbsection.OnTombstoneSkip (nothing is written; counted as ignored).
 	OnTombstone string
 	// Version names the field that orders a key's updates (plan.ParseField:
 	// offset, timestamp, value.<path>, header.<name>), stored in the column
@@ -340,9 +341,9 @@ func checkConfig(cfg Config) (table string, ignore bool, cols []column, key int,
 		return "", false, nil, -1, errors.New("sqlite sink: no column holds the idempotency key: map one to key")
 	}
 	switch cfg.OnTombstone {
-	case "", plan.OnTombstoneWrite, plan.OnTombstoneDelete, plan.OnTombstoneSkip:
+	case "", dbsection.OnTombstoneWrite, dbsection.OnTombstoneDelete, dbsection.OnTombstoneSkip:
 	default:
-		return "", false, nil, -1, fmt.Errorf("sqlite sink: on_tombstone %q: want %s", cfg.OnTombstone, strings.Join(plan.OnTombstones, ", "))
+		return "", false, nil, -1, fmt.Errorf("sqlite sink: on_tombstone %q: want %s", cfg.OnTombstone, strings.Join(dbsection.OnTombstones, ", "))
 	}
 	return table, ignore, cols, key, nil
 }

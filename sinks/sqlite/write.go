@@ -10,8 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/replay-tool/replay/internal/record"
-	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/dbsection"
 )
 
 // op is what a record does to the table.
@@ -278,9 +278,9 @@ func (s *Sink) rows(batch []record.Record) ([]sqliteRow, error) {
 		row := sqliteRow{rec: r, key: r.IdempotencyKey()}
 		if r.Value == nil {
 			switch s.tombstone {
-			case plan.OnTombstoneSkip:
+			case dbsection.OnTombstoneSkip:
 				row.op = opSkip
-			case plan.OnTombstoneDelete:
+			case dbsection.OnTombstoneDelete:
 				row.op = opDelete
 			}
 		}
