@@ -54,10 +54,6 @@ func (v *validator) columns(field string, cols Columns, db bool) {
 	}
 }
 
-// PartitionPlaceholder stands for the partition number in the path of a
-// file sink with per_partition.
-const PartitionPlaceholder = "{partition}"
-
 // SameBrokers reports whether two broker lists name the same addresses, in
 // any order and case.
 func SameBrokers(a, b []string) bool {
