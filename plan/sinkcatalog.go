@@ -73,6 +73,9 @@ type SinkDescriptor struct {
 	// say it ("checkpoint table replay_checkpoints"); "" when it keeps
 	// none. nil is "".
 	Checkpoints func(s *Sink) string
+	// CheckpointsField is the field that makes a section keep checkpoints
+	// (Checkpoints), for messages: "checkpoint_table".
+	CheckpointsField string
 	// FencesOthers reports whether a section keeps a second run of the plan
 	// out by itself (an exactly-once kafka sink's transactional ids), so
 	// that the run does not hold its group; nil is false.
@@ -177,6 +180,31 @@ func (c SinkCatalog) SharedTypes() []SinkType {
 		}
 	}
 	return out
+}
+
+// CheckpointKeepers says which sections keep checkpoints of their own
+// (SinkDescriptor.Checkpoints), for messages: "a postgres or sqlite sink
+// with checkpoint_table"; "" when no type of the catalog keeps any.
+func (c SinkCatalog) CheckpointKeepers() string {
+	var fields []string
+	byField := map[string][]SinkType{}
+	for _, d := range c {
+		if d.Checkpoints == nil {
+			continue
+		}
+		if _, seen := byField[d.CheckpointsField]; !seen {
+			fields = append(fields, d.CheckpointsField)
+		}
+		byField[d.CheckpointsField] = append(byField[d.CheckpointsField], d.Type)
+	}
+	parts := make([]string, len(fields))
+	for i, f := range fields {
+		parts[i] = "a " + OrList(byField[f]) + " sink"
+		if f != "" {
+			parts[i] += " with " + f
+		}
+	}
+	return strings.Join(parts, ", or ")
 }
 
 // Field returns the descriptor of the type-specific field name; nil when

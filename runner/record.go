@@ -394,7 +394,7 @@ func (j *Job) checkSinkRecord(ctx context.Context, sink sinks.Sink) error {
 	store := sinks.CapabilitiesOf(sink).Checkpoints
 	if store == nil || p.OnError == plan.OnErrorDeadLetter {
 		if j.fromSink {
-			return fmt.Errorf("resume from the sink: the %s sink keeps no checkpoints of its own (only postgres and sqlite with checkpoint_table, without on_error: dead_letter, do)", p.Sink.Type)
+			return fmt.Errorf("resume from the sink: the %s sink keeps no checkpoints of its own (only %s does, without on_error: dead_letter)", p.Sink.Type, registry.Catalog().CheckpointKeepers())
 		}
 		return nil
 	}

@@ -284,7 +284,7 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 		return nil, usageError{fmt.Errorf("--interval and --max-intervals apply to a plan with a schedule window (every, start); %s has a %s window", file, p.Window.Kind())}
 	}
 	if o.resumeFromSink && !keepsCheckpoints(p) {
-		return nil, usageError{fmt.Errorf("--resume-from-sink: the %s sink of %s keeps no checkpoints of its own: only a postgres or sqlite sink with checkpoint_table does (and not with on_error: dead_letter); use --restart to start over", p.Sink.Type, file)}
+		return nil, usageError{fmt.Errorf("--resume-from-sink: the %s sink of %s keeps no checkpoints of its own: only %s does (and not with on_error: dead_letter); use --restart to start over", p.Sink.Type, file, registry.Catalog().CheckpointKeepers())}
 	}
 	opts.Log = a.log
 	if d := registry.Describe(p.Sink); !o.join && (d.FencesOthers == nil || !d.FencesOthers(&p.Sink)) {

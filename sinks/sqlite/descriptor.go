@@ -30,10 +30,11 @@ var Descriptor = plan.SinkDescriptor{
 		{Name: "path", Fingerprint: true, Required: "missing: the database file, e.g. out/orders.db (created when missing)",
 			Doc: "sqlite: the database file, created when missing, e.g. out/orders.db."},
 	}),
-	Check:       check,
-	Service:     "database",
-	UsesKey:     true,
-	Checkpoints: func(s *plan.Sink) string { return section(s).Checkpoints() },
+	Check:            check,
+	Service:          "database",
+	UsesKey:          true,
+	Checkpoints:      func(s *plan.Sink) string { return section(s).Checkpoints() },
+	CheckpointsField: dbsection.CheckpointTable.Name,
 	Where: func(ps *plan.Sink) string {
 		s := section(ps)
 		return "sqlite table " + s.Table + " in " + s.Path
