@@ -339,7 +339,7 @@ func hintText(h runner.Hint) string {
 	case runner.HintJoinedOnly:
 		return "Only 'replay run --join' processes of this plan may share its group."
 	case runner.HintExpired:
-		return "Re-run with 'replay run PLAN --resume-from-sink' to continue from the sink's own checkpoints (postgres or sqlite with checkpoint_table), or with '--restart' to replay the window from its start (the recorded ranges, when this machine recorded them)."
+		return "Re-run with 'replay run PLAN --resume-from-sink' to continue from the sink's own checkpoints (" + registry.Catalog().CheckpointKeepers() + "), or with '--restart' to replay the window from its start (the recorded ranges, when this machine recorded them)."
 	case runner.HintSinkResume:
 		return "The sink kept failing for longer than sink.retry.max_elapsed: once it is healthy, re-run the same command to resume from the committed offsets (or raise sink.retry.max_elapsed to ride out longer outages)."
 	case runner.HintResume:

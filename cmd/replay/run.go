@@ -220,7 +220,7 @@ func (a *app) runCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVarP(&o.yes, "yes", "y", false, "do not ask for confirmation (required when stdin is not a terminal)")
 	cmd.Flags().BoolVar(&o.restart, "restart", false, "discard checkpoints of a previous, different version of this plan in the group and start over (a group that lost its commits: the recorded ranges from their start)")
-	cmd.Flags().BoolVar(&o.resumeFromSink, "resume-from-sink", false, "the group lost its commits (expired offsets): continue from the sink's own checkpoints (postgres or sqlite with checkpoint_table)")
+	cmd.Flags().BoolVar(&o.resumeFromSink, "resume-from-sink", false, "the group lost its commits (expired offsets): continue from the sink's own checkpoints ("+registry.Catalog().CheckpointKeepers()+")")
 	cmd.Flags().StringVar(&o.resolution, "resolution", "", "replay exactly the ranges of this resolution file (written by 'replay plan --out')")
 	cmd.Flags().StringVar(&o.report, "report", "", "write the run report as JSON to this file")
 	cmd.Flags().BoolVar(&o.join, "join", false, "share the plan with other 'replay run --join' processes: join the replay group and take the partitions it assigns")
@@ -411,8 +411,8 @@ func (a *app) runJob(ctx context.Context, job *runner.Job, file string, o runOpt
 }
 
 // keepsCheckpoints reports whether p's sink records checkpoints of its own
-// that a run uses (a database sink with checkpoint_table, without dead
-// letters).
+// that a run uses (its descriptor's Checkpoints names them, and the plan
+// has no dead letters).
 func keepsCheckpoints(p *plan.Plan) bool {
 	d := registry.Describe(p.Sink)
 	return d.Checkpoints != nil && d.Checkpoints(&p.Sink) != "" && p.OnError != plan.OnErrorDeadLetter
