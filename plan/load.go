@@ -109,6 +109,9 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	if opts.Sinks == nil {
 		return nil, errors.New("plan: LoadOptions.Sinks is nil: pass the sink types a plan may use (registry.Catalog())")
 	}
+	if err := opts.Sinks.check(); err != nil {
+		return nil, err
+	}
 	if opts.LookupEnv == nil {
 		opts.LookupEnv = os.LookupEnv
 	}

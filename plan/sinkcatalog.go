@@ -182,6 +182,50 @@ func (c SinkCatalog) SharedTypes() []SinkType {
 	return out
 }
 
+// check reports a descriptor that does not describe its config: a field
+// descriptor without its field in the config struct (or twice), a field
+// of the struct without its descriptor, a field named as a common one (in
+// the plan, or in the fingerprint), a NewConfig that does not return a
+// pointer to a struct. Load refuses such
+// a catalog: a field it would silently leave undecoded, unchecked or out
+// of the fingerprint is a driver's mistake.
+func (c SinkCatalog) check() error {
+	common := map[string]bool{}
+	for _, f := range commonSinkFields {
+		common[f.Name] = true
+	}
+	for _, d := range c {
+		if d.NewConfig != nil {
+			if v := reflect.ValueOf(d.NewConfig()); v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+				return fmt.Errorf("plan: sink type %s: NewConfig returns %T, want a pointer to a struct", d.Type, d.NewConfig())
+			}
+		}
+		names := d.ConfigNames()
+		described := map[string]bool{}
+		for _, f := range d.Fields {
+			switch {
+			case described[f.Name]:
+				return fmt.Errorf("plan: sink type %s: field %s is described twice", d.Type, f.Name)
+			case !slices.Contains(names, f.Name):
+				return fmt.Errorf("plan: sink type %s: field %s is not a yaml field of its config (%v)", d.Type, f.Name, names)
+			}
+			if sf, _ := d.ConfigField(f.Name); f.Fingerprint && slices.ContainsFunc(fingerprintFrame, func(k frameKey) bool { return k.key == sf.Name && k.unset == nil }) {
+				return fmt.Errorf("plan: sink type %s: field %s enters the fingerprint as %s, a common field's key: rename its Go field", d.Type, f.Name, sf.Name)
+			}
+			described[f.Name] = true
+		}
+		for _, n := range names {
+			switch {
+			case common[n]:
+				return fmt.Errorf("plan: sink type %s: its config's field %s is a field every sink takes (plan.Sink)", d.Type, n)
+			case !described[n]:
+				return fmt.Errorf("plan: sink type %s: its config's field %s has no field descriptor", d.Type, n)
+			}
+		}
+	}
+	return nil
+}
+
 // CheckpointKeepers says which sections keep checkpoints of their own
 // (SinkDescriptor.Checkpoints), for messages: "a postgres or sqlite sink
 // with checkpoint_table"; "" when no type of the catalog keeps any.

@@ -193,10 +193,14 @@ func (p *Plan) applySinkDefaults(s *Sink, deadLetter bool) {
 // fingerprint held for every type, in order, each with the value it holds
 // for a type without such a field (nil: a common field): they keep their
 // places and values, so that no fingerprint changes.
-var fingerprintFrame = []struct {
+var fingerprintFrame = []frameKey{{"Type", nil}, {"Path", ""}, {"Table", ""}, {"Key", nil}, {"OnConflict", "update"}}
+
+// frameKey is a key of the fingerprint's frame and its value for a type
+// without the field.
+type frameKey struct {
 	key   string
 	unset any
-}{{"Type", nil}, {"Path", ""}, {"Table", ""}, {"Key", nil}, {"OnConflict", "update"}}
+}
 
 // sinkFingerprint is a section's part of the fingerprint, as a JSON object:
 // the frame (fingerprintFrame: type, path, table, key and on_conflict),

@@ -124,3 +124,40 @@ func TestSecretSinkField(t *testing.T) {
 		t.Errorf("Secrets() = %v, want the token among them", p.Secrets())
 	}
 }
+
+// A catalog whose descriptors do not describe their config is refused
+// when a plan is loaded, naming the type and the field.
+func TestSinkCatalogMustDescribeConfig(t *testing.T) {
+	type config struct {
+		Bucket string `yaml:"bucket"`
+		Key    string `yaml:"partition_key"`
+		Extra  string `yaml:"extra"`
+	}
+	newConfig := func() any { return new(config) }
+	fields := []FieldDescriptor{{Name: "bucket", Doc: "d"}, {Name: "partition_key", Doc: "d"}, {Name: "extra", Doc: "d"}}
+	for _, tc := range []struct {
+		name string
+		d    SinkDescriptor
+		want string
+	}{
+		{"described", SinkDescriptor{Type: "mem", NewConfig: newConfig, Fields: fields}, ""},
+		{"a field without its descriptor", SinkDescriptor{Type: "mem", NewConfig: newConfig, Fields: fields[:2]},
+			"plan: sink type mem: its config's field extra has no field descriptor"},
+		{"a descriptor without its field", SinkDescriptor{Type: "mem", NewConfig: newConfig, Fields: append(slices.Clone(fields), FieldDescriptor{Name: "buckets"})},
+			"plan: sink type mem: field buckets is not a yaml field of its config"},
+		{"a field described twice", SinkDescriptor{Type: "mem", NewConfig: newConfig, Fields: append(slices.Clone(fields), fields[0])},
+			"plan: sink type mem: field bucket is described twice"},
+		{"a fingerprint key of a common field", SinkDescriptor{Type: "mem", NewConfig: newConfig,
+			Fields: []FieldDescriptor{fields[0], {Name: "partition_key", Fingerprint: true}, fields[2]}},
+			"plan: sink type mem: field partition_key enters the fingerprint as Key, a common field's key"},
+		{"not a pointer to a struct", SinkDescriptor{Type: "mem", NewConfig: func() any { return config{} }},
+			"plan: sink type mem: NewConfig returns plan.config, want a pointer to a struct"},
+	} {
+		opts := testOptions()
+		opts.Sinks = append(slices.Clone(testSinks), tc.d)
+		_, err := Parse("plan.yaml", []byte(minimalPlan), opts)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
