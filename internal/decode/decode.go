@@ -1,0 +1,278 @@
+// Package decode turns Confluent-framed record keys and values (magic byte
+// 0, a 4-byte big-endian schema id, the payload) into exact JSON by the
+// writer's schema from a Schema Registry: Avro, Protobuf, or JSON Schema
+// (checked as JSON and passed through). It knows nothing of the runner: a
+// Decoder is built from the plan's decode: section and asked, record by
+// record, for a key's or a value's JSON.
+//
+// A record that cannot be decoded (no framing, a schema id the registry
+// does not have, a payload that does not decode by its schema) is a
+// *BadRecordError; any other error (the registry unreachable past the
+// retry budget, refused credentials, a cancelled context) fails the run.
+package decode
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/replay-tool/replay/internal/decode/avro"
+	"github.com/replay-tool/replay/internal/decode/protobuf"
+	"github.com/replay-tool/replay/internal/decode/registry"
+	"github.com/rs/zerolog"
+)
+
+// Format is how one side of a record (key or value) is decoded.
+type Format string
+
+// The formats of the plan's decode.key and decode.value.
+const (
+	// None keeps the bytes as they are: nothing is decoded.
+	None Format = "none"
+	// SchemaRegistry decodes by whatever type the framed schema id names.
+	SchemaRegistry Format = "schema_registry"
+	// Avro, Protobuf and JSONSchema decode that type and refuse (as a bad
+	// record) a schema id of another type.
+	Avro       Format = "avro"
+	Protobuf   Format = "protobuf"
+	JSONSchema Format = "json_schema"
+)
+
+// Formats lists every Format, in the order the docs give them.
+var Formats = []Format{None, SchemaRegistry, Avro, Protobuf, JSONSchema}
+
+// The registry's names of the schema types.
+const (
+	TypeAvro     = "AVRO"
+	TypeProtobuf = "PROTOBUF"
+	TypeJSON     = "JSON"
+)
+
+// Side is the part of a record being decoded.
+type Side uint8
+
+const (
+	// Value is the record's value.
+	Value Side = iota
+	// Key is the record's key.
+	Key
+)
+
+// String returns "value" or "key".
+func (s Side) String() string {
+	if s == Key {
+		return "key"
+	}
+	return "value"
+}
+
+// RegistryConfig says how to reach the Schema Registry.
+type RegistryConfig = registry.Config
+
+// Config is the plan's decode: section.
+type Config struct {
+	Value, Key Format
+	Registry   RegistryConfig
+	// AvroUnions is "bare" (default: a union renders as its branch's value)
+	// or "tagged" (Avro's JSON encoding: {"string": "a"}).
+	AvroUnions string
+}
+
+// Options are the decoder's dependencies.
+type Options struct {
+	// RetryBudget is how long a registry request may keep failing
+	// transiently (timeouts, 5xx, 429) before the run fails: the plan's
+	// retry.max_elapsed.
+	RetryBudget time.Duration
+	Logger      zerolog.Logger
+	// HTTPClient sends the registry requests; nil builds one from
+	// Config.Registry's TLS files with registry.DefaultTimeout.
+	HTTPClient *http.Client
+}
+
+// Decoded is one side of a record, decoded.
+type Decoded struct {
+	// JSON is the decoded value, one line of JSON.
+	JSON []byte
+	// SchemaID is the id the framing named.
+	SchemaID int32
+}
+
+// NoSchemaID is BadRecordError.SchemaID when the bytes have no framing.
+const NoSchemaID int32 = -1
+
+// BadRecordError is a key or value that cannot be decoded: a bad record
+// for the plan's on_error, not a failure of the run.
+type BadRecordError struct {
+	Side Side
+	// SchemaID is the framed schema id; NoSchemaID without framing.
+	SchemaID int32
+	Reason   string
+}
+
+func (e *BadRecordError) Error() string {
+	if e.SchemaID == NoSchemaID {
+		return fmt.Sprintf("decode %s: %s", e.Side, e.Reason)
+	}
+	return fmt.Sprintf("decode %s (schema id %d): %s", e.Side, e.SchemaID, e.Reason)
+}
+
+// SchemaInfo describes a schema id for review output.
+type SchemaInfo struct {
+	ID int32
+	// Subject and Version are the first subject's version that holds the
+	// id ("" and 0 offline).
+	Subject string
+	Version int
+	// Type is AVRO, PROTOBUF or JSON.
+	Type string
+}
+
+// source is where schemas come from: the registry, or a directory.
+type source interface {
+	SchemaByID(ctx context.Context, id int32) (registry.Schema, error)
+	SchemaByVersion(ctx context.Context, subject string, version int) (registry.SubjectSchema, error)
+	VersionsByID(ctx context.Context, id int32) ([]registry.SubjectVersion, error)
+	Check(ctx context.Context) error
+}
+
+// Decoder decodes framed keys and values. It is safe for concurrent use:
+// each schema id is fetched and compiled once, by the first record that
+// names it, while the others naming it wait.
+type Decoder struct {
+	cfg  Config
+	src  source
+	log  zerolog.Logger
+	opts avro.Options
+
+	mu    sync.Mutex
+	cache map[int32]*entry
+}
+
+// entry is one schema id's fetch: done closes when s or err is set.
+type entry struct {
+	done chan struct{}
+	s    *compiled
+	err  error
+}
+
+// compiled is a schema ready to decode with.
+type compiled struct {
+	typ   string
+	avro  *avro.Schema
+	proto *protobuf.Schema
+}
+
+// schemaError is a schema id that cannot decode any record: unknown to the
+// registry, or a schema that does not parse. It is kept (a negative cache)
+// and each record naming the id is a bad record.
+type schemaError struct{ reason string }
+
+func (e *schemaError) Error() string { return e.reason }
+
+// New returns a Decoder for cfg, reaching the registry over HTTP. It does
+// not connect: Check does.
+func New(cfg Config, opts Options) (*Decoder, error) {
+	c, err := registry.New(cfg.Registry, registry.Options{RetryBudget: opts.RetryBudget, HTTPClient: opts.HTTPClient, Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	return newDecoder(cfg, c, opts.Logger), nil
+}
+
+func newDecoder(cfg Config, src source, log zerolog.Logger) *Decoder {
+	if cfg.Value == "" {
+		cfg.Value = None
+	}
+	if cfg.Key == "" {
+		cfg.Key = None
+	}
+	return &Decoder{cfg: cfg, src: src, log: log, opts: avro.Options{TaggedUnions: cfg.AvroUnions == "tagged"}, cache: map[int32]*entry{}}
+}
+
+// Decodes reports whether side is decoded (its Format is not None).
+func (d *Decoder) Decodes(side Side) bool { return d.format(side) != None }
+
+func (d *Decoder) format(side Side) Format {
+	if side == Key {
+		return d.cfg.Key
+	}
+	return d.cfg.Value
+}
+
+// Check reaches the registry once: a wrong URL or refused credentials fail
+// here, before any record is read.
+func (d *Decoder) Check(ctx context.Context) error {
+	if err := d.src.Check(ctx); err != nil {
+		return fmt.Errorf("decode: schema registry: %w", err)
+	}
+	return nil
+}
+
+// Decode decodes b, one side of a record, to JSON. b must not be nil (a
+// tombstone or a missing key is not decoded). A key or value that cannot
+// be decoded is a *BadRecordError; another error fails the run.
+func (d *Decoder) Decode(ctx context.Context, side Side, b []byte) (Decoded, error) {
+	if len(b) < 5 || b[0] != 0 {
+		return Decoded{}, &BadRecordError{Side: side, SchemaID: NoSchemaID, Reason: framingReason(side, b)}
+	}
+	id := int32(binary.BigEndian.Uint32(b[1:5]))
+	bad := func(reason string) error { return &BadRecordError{Side: side, SchemaID: id, Reason: reason} }
+	c, err := d.schema(ctx, id)
+	if err != nil {
+		var se *schemaError
+		if errors.As(err, &se) {
+			return Decoded{}, bad(se.reason)
+		}
+		return Decoded{}, fmt.Errorf("decode %s: schema id %d: %w", side, id, err)
+	}
+	if want := wantType(d.format(side)); want != "" && want != c.typ {
+		return Decoded{}, bad(fmt.Sprintf("the schema is %s, and decode.%s: %s decodes only %s schemas (schema_registry decodes any type)", c.typ, side, d.format(side), want))
+	}
+	out, err := c.decode(b[5:], d.opts)
+	if err != nil {
+		return Decoded{}, bad(err.Error())
+	}
+	return Decoded{JSON: out, SchemaID: id}, nil
+}
+
+func framingReason(side Side, b []byte) string {
+	if len(b) > 0 && b[0] != 0 {
+		return fmt.Sprintf("not in the Confluent wire format (first byte 0x%02x, not the magic byte 0): the bytes were not written by a Schema Registry serializer; decode.%s: none keeps them as they are", b[0], side)
+	}
+	return fmt.Sprintf("not in the Confluent wire format: %d bytes, shorter than the 5 of its header (magic byte 0, 4-byte schema id)", len(b))
+}
+
+func wantType(f Format) string {
+	switch f {
+	case Avro:
+		return TypeAvro
+	case Protobuf:
+		return TypeProtobuf
+	case JSONSchema:
+		return TypeJSON
+	}
+	return ""
+}
+
+// Describe returns what the registry says of id, for review output.
+func (d *Decoder) Describe(ctx context.Context, id int32) (SchemaInfo, error) {
+	info := SchemaInfo{ID: id}
+	c, err := d.schema(ctx, id)
+	if err != nil {
+		return info, fmt.Errorf("schema id %d: %w", id, err)
+	}
+	info.Type = c.typ
+	vs, err := d.src.VersionsByID(ctx, id)
+	if err != nil {
+		return info, fmt.Errorf("schema id %d: subjects: %w", id, err)
+	}
+	if len(vs) > 0 {
+		info.Subject, info.Version = vs[0].Subject, vs[0].Version
+	}
+	return info, nil
+}

@@ -1,0 +1,208 @@
+// Package jsonw appends the JSON renderings the decoders share: strings,
+// floats (NaN and the infinities as strings), decimals with their scale,
+// timestamps, dates, times of day and base64 bytes. Every function appends
+// to b and returns the extended slice, as strconv.Append* do.
+package jsonw
+
+import (
+	"encoding/base64"
+	"math"
+	"math/big"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+const hexDigits = "0123456789abcdef"
+
+// String appends s as a JSON string, escaping as encoding/json does
+// without its HTML escaping (", \, control characters, U+2028, U+2029).
+// Invalid UTF-8 becomes U+FFFD; the decoders check UTF-8 before they call
+// it where a change would be silent.
+func String(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(append(b, s[start:i]...), `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	return append(append(b, s[start:]...), '"')
+}
+
+// Float appends f as a JSON number with the fewest digits that read back
+// as the same value at bits (32 or 64) precision, in the form
+// encoding/json uses (exponent below 1e-6 and from 1e21). NaN, +Inf and
+// -Inf, which JSON numbers cannot hold, are the strings "NaN", "Infinity"
+// and "-Infinity".
+func Float(b []byte, f float64, bits int) []byte {
+	switch {
+	case math.IsNaN(f):
+		return append(b, `"NaN"`...)
+	case math.IsInf(f, 1):
+		return append(b, `"Infinity"`...)
+	case math.IsInf(f, -1):
+		return append(b, `"-Infinity"`...)
+	}
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 {
+		if bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21) {
+			format = 'e'
+		}
+	}
+	b = strconv.AppendFloat(b, f, format, -1, bits)
+	if format == 'e' {
+		// clean up e-09 to e-9, as encoding/json does
+		n := len(b)
+		if n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}
+
+// Decimal appends the decimal unscaled × 10^-scale as a JSON number with
+// exactly scale fraction digits (unscaled 1230, scale 2: 12.30); scale 0
+// gives an integer. scale must not be negative.
+func Decimal(b []byte, unscaled *big.Int, scale int) []byte {
+	digits := unscaled.Text(10)
+	neg := false
+	if digits[0] == '-' {
+		neg, digits = true, digits[1:]
+	}
+	if neg {
+		b = append(b, '-')
+	}
+	if scale == 0 {
+		return append(b, digits...)
+	}
+	if len(digits) <= scale {
+		b = append(b, '0', '.')
+		for range scale - len(digits) {
+			b = append(b, '0')
+		}
+		return append(b, digits...)
+	}
+	cut := len(digits) - scale
+	b = append(b, digits[:cut]...)
+	b = append(b, '.')
+	return append(b, digits[cut:]...)
+}
+
+// Timestamp appends t in UTC as an RFC 3339 JSON string with digits (0, 3,
+// 6 or 9) fraction digits, ending in Z when zone is true and with no zone
+// otherwise (a local timestamp). Years outside 0000-9999 are written with
+// as many digits as they need, and a minus sign before year 0 (ISO 8601's
+// expanded years): the value is never clamped.
+func Timestamp(b []byte, t time.Time, digits int, zone bool) []byte {
+	t = t.UTC()
+	b = append(b, '"')
+	b = appendDate(b, t)
+	h, m, s := t.Clock()
+	b = append(b, 'T')
+	b = appendClock(b, h, m, s, t.Nanosecond(), digits)
+	if zone {
+		b = append(b, 'Z')
+	}
+	return append(b, '"')
+}
+
+// Date appends the calendar day of t (in UTC) as the JSON string
+// "YYYY-MM-DD".
+func Date(b []byte, t time.Time) []byte {
+	b = append(b, '"')
+	b = appendDate(b, t.UTC())
+	return append(b, '"')
+}
+
+// TimeOfDay appends nanos, nanoseconds since midnight within one day, as
+// the JSON string "HH:MM:SS" with digits fraction digits.
+func TimeOfDay(b []byte, nanos int64, digits int) []byte {
+	s := nanos / 1e9
+	b = append(b, '"')
+	b = appendClock(b, int(s/3600), int(s/60%60), int(s%60), int(nanos%1e9), digits)
+	return append(b, '"')
+}
+
+// Base64 appends v as a JSON string holding its standard base64 encoding
+// (with padding).
+func Base64(b, v []byte) []byte {
+	b = append(b, '"')
+	b = base64.StdEncoding.AppendEncode(b, v)
+	return append(b, '"')
+}
+
+func appendDate(b []byte, t time.Time) []byte {
+	year, month, day := t.Date()
+	if year < 0 {
+		b = append(b, '-')
+		year = -year
+	}
+	b = pad(b, year, 4)
+	b = append(b, '-')
+	b = pad(b, int(month), 2)
+	b = append(b, '-')
+	return pad(b, day, 2)
+}
+
+func appendClock(b []byte, h, m, s, nanos, digits int) []byte {
+	b = pad(b, h, 2)
+	b = append(b, ':')
+	b = pad(b, m, 2)
+	b = append(b, ':')
+	b = pad(b, s, 2)
+	if digits > 0 {
+		b = append(b, '.')
+		frac := nanos
+		for range 9 - digits {
+			frac /= 10
+		}
+		b = pad(b, frac, digits)
+	}
+	return b
+}
+
+// pad appends the non-negative n in decimal, left-padded with zeros to
+// width digits.
+func pad(b []byte, n, width int) []byte {
+	var buf [20]byte
+	s := strconv.AppendInt(buf[:0], int64(n), 10)
+	for i := len(s); i < width; i++ {
+		b = append(b, '0')
+	}
+	return append(b, s...)
+}
