@@ -22,12 +22,29 @@ import (
 // schema does not define (the writer's schema defines every field it
 // writes), is an error; b's extension is then garbage.
 func (s *Schema) AppendJSON(b []byte, md protoreflect.MessageDescriptor, payload []byte) ([]byte, error) {
-	m := dynamicpb.NewMessage(md)
-	if err := (proto.UnmarshalOptions{RecursionLimit: 1000}).Unmarshal(payload, m); err != nil {
+	m, err := unmarshal(md, payload)
+	if err != nil {
 		return b, fmt.Errorf("payload does not parse as %s: %w", md.FullName(), err)
 	}
 	r := renderer{s: s}
 	return r.message(b, m)
+}
+
+// unmarshal parses payload as a message of type md. A panic of the
+// protobuf runtime on malformed input (a map entry whose key has another
+// wire type panics in google.golang.org/protobuf v1.36's dynamic-message
+// path) is that payload's error: bytes from a topic never crash the run.
+func unmarshal(md protoreflect.MessageDescriptor, payload []byte) (m *dynamicpb.Message, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			m, err = nil, fmt.Errorf("malformed payload (%v)", p)
+		}
+	}()
+	m = dynamicpb.NewMessage(md)
+	if err := (proto.UnmarshalOptions{RecursionLimit: 1000}).Unmarshal(payload, m); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 type renderer struct {
@@ -275,8 +292,8 @@ func anyValue(r renderer, b []byte, m protoreflect.Message) ([]byte, error) {
 		b = append(b, `,"value":`...)
 		return append(jsonw.Base64(b, raw), '}'), nil
 	}
-	inner := dynamicpb.NewMessage(md)
-	if err := (proto.UnmarshalOptions{RecursionLimit: 1000}).Unmarshal(raw, inner); err != nil {
+	inner, err := unmarshal(md, raw)
+	if err != nil {
 		return b, fmt.Errorf("google.protobuf.Any of %s does not parse: %w", name, err)
 	}
 	body, err := r.message(nil, inner)
