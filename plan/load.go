@@ -530,7 +530,7 @@ func (d *decoder) mapKey(k *yaml.Node, kv reflect.Value, path, fp string) error 
 // secretPath matches the settings of the plan's own types that hold
 // credentials, or contain some; a sink type's are those its descriptor
 // marks (Secret, Credentials).
-var secretPath = regexp.MustCompile(`(^|\.)(sasl|password)(\.|\[|$)`)
+var secretPath = regexp.MustCompile(`(^|\.)(sasl|password|bearer_token)(\.|\[|$)`)
 
 // describe is describe(n), except that a value from the environment in a
 // setting that holds credentials is named by its ${VAR}, never quoted.

@@ -40,7 +40,10 @@ type Plan struct {
 	Throttle Throttle `yaml:"throttle"`
 	// Retry bounds how long the run rides out the source cluster's errors
 	// that may pass (a leader or coordinator moving, a dropped connection).
-	Retry  Retry  `yaml:"retry"`
+	Retry Retry `yaml:"retry"`
+	// Decode turns Schema Registry framed keys and values into JSON
+	// before the filter (plan/decode.go).
+	Decode Decode `yaml:"decode"`
 	Filter string `yaml:"filter"`
 	Sink   Sink   `yaml:"sink"`
 
@@ -365,6 +368,7 @@ func (p *Plan) applyDefaults() {
 		// A producer's transaction may take a while to commit.
 		p.Source.OpenTransactionTimeout = Duration(DefaultOpenTransactionTimeout)
 	}
+	p.Decode.defaults()
 	if p.OnError == "" {
 		// A record that cannot be processed stops the run: nothing is lost silently.
 		p.OnError = OnErrorFail

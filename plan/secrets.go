@@ -20,7 +20,8 @@ const Redacted = "xxxxx"
 const minSecretLen = 4
 
 // Secrets returns the values of the plan's secret settings, as expanded
-// from the environment: the SASL password of the source, and for the sink
+// from the environment: the SASL password of the source, the Schema
+// Registry's password or bearer token, and for the sink
 // and the dead-letter sink the fields their type marks as secret and the
 // credentials its descriptor's Secrets finds (a kafka sink's SASL
 // password, a DSN's password, credential headers and the value of each
@@ -28,7 +29,7 @@ const minSecretLen = 4
 // command line redacts from everything it prints, a last line of defence
 // behind messages that never quote them in the first place.
 func (p *Plan) Secrets() []string {
-	out := []string{p.Source.SASL.Password}
+	out := []string{p.Source.SASL.Password, p.Decode.SchemaRegistry.Password, p.Decode.SchemaRegistry.BearerToken}
 	out = append(out, p.sectionSecrets("sink", &p.Sink)...)
 	if p.DeadLetter != nil {
 		out = append(out, p.sectionSecrets("dead_letter", p.DeadLetter)...)

@@ -25,6 +25,9 @@ var testEnv = map[string]string{
 	"RATE":           "2000",
 	// The http sink's token (testdata/valid/http-bearer.yaml).
 	"ORDERS_API_TOKEN": "t0ken",
+	// The Schema Registry of testdata/valid/decode-avro.yaml.
+	"SCHEMA_REGISTRY_URL": "https://sr-1:8081,https://sr-2:8081",
+	"SR_PASSWORD":         "sr-s3cret",
 	// A DSN without a password (testdata/invalid/sink-field-for-another-type.yaml).
 	"ORDERS_DSN_NOPW": "postgres://app@db.internal:5432/orders",
 }

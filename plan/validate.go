@@ -44,6 +44,7 @@ func (p *Plan) validate(now time.Time) []Problem {
 	v.window()
 	v.throttle()
 	v.retry()
+	v.decode()
 	v.sink("sink", &p.Sink)
 	v.errors()
 	return v.out
@@ -507,7 +508,7 @@ func RedactDSN(dsn string) string {
 
 // Fingerprint identifies what the plan replays: a hex SHA-256 prefix (16
 // characters) over the fields that decide which records reach which sink
-// (name, topic, partitions, isolation, group, window, filter, on_error, key,
+// (name, topic, partitions, isolation, group, window, decode, filter, on_error, key,
 // the sink's and the dead-letter sink's fields that their type's descriptor
 // marks as part of it: target and output layout). Fields that change how,
 // not what, the sink writes are left out. max_errors is left out with the
@@ -526,9 +527,11 @@ func (p *Plan) Fingerprint() string {
 		Strict          bool
 		Skew            time.Duration
 		Filter, OnError string
-		Sink            json.RawMessage
-		DeadLetter      json.RawMessage `json:",omitempty"`
-		AllowDataLoss   bool
+		// What decode: decodes and how (not the registry's address).
+		Decode        string `json:",omitempty"`
+		Sink          json.RawMessage
+		DeadLetter    json.RawMessage `json:",omitempty"`
+		AllowDataLoss bool
 		// A schedule's intervals (every, zone, start): the schedule, not
 		// each interval, so that every interval resumes the same progress.
 		// delay is left out: it decides when, not which, records replay.
@@ -542,7 +545,7 @@ func (p *Plan) Fingerprint() string {
 		Iso: p.Source.Isolation, Group: p.Group, From: p.Window.From.String(), To: p.Window.To.String(),
 		Strict: p.Window.StrictTimestamps, Skew: time.Duration(p.Window.SkewMargin),
 		Filter: p.Filter, OnError: p.OnError, AllowDataLoss: p.AllowDataLoss,
-		Sink: p.sinkFingerprint(&p.Sink, false),
+		Decode: p.Decode.fingerprint(), Sink: p.sinkFingerprint(&p.Sink, false),
 	}
 	if d := p.DeadLetter; d != nil && p.OnError == OnErrorDeadLetter {
 		canon.DeadLetter = p.sinkFingerprint(d, true)

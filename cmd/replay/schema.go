@@ -97,6 +97,13 @@ var scalarSchemas = map[reflect.Type]func() schema{
 		return schema{"type": "object", "additionalProperties": schema{"type": "string", "pattern": columnFieldRe},
 			"examples": []any{schema{"order_id": "key", "customer_id": "value.customer.id", "trace_id": "header.trace-id", "event_time": "timestamp"}}}
 	},
+	reflect.TypeFor[plan.URLList](): func() schema {
+		return schema{"anyOf": []any{
+			schema{"type": "string", "pattern": `^https?://`},
+			schema{"type": "array", "items": schema{"type": "string", "pattern": `^https?://`}, "minItems": 1},
+			envRef(),
+		}, "examples": []any{"https://schema-registry:8081", "${SCHEMA_REGISTRY_URL}"}}
+	},
 	reflect.TypeFor[plan.OffsetSpec](): func() schema {
 		return schema{"anyOf": []any{
 			schema{"enum": []any{"earliest", "latest"}},
@@ -131,6 +138,19 @@ var fieldSchemas = map[string]func() schema{
 		s["anyOf"].([]any)[0].(schema)["maximum"] = int64(plan.MaxBytesPerSecond)
 		return s
 	},
+	"Decode.value": func() schema {
+		return enumOrEnv(plan.DecodeNone, plan.DecodeSchemaRegistry, plan.DecodeAvro, plan.DecodeProtobuf, plan.DecodeJSONSchema)
+	},
+	"Decode.key": func() schema {
+		return enumOrEnv(plan.DecodeNone, plan.DecodeSchemaRegistry, plan.DecodeAvro, plan.DecodeProtobuf, plan.DecodeJSONSchema)
+	},
+	"AvroDecode.unions": func() schema { return enumOrEnv(plan.UnionsBare, plan.UnionsTagged) },
+	"SchemaRegistry.password": func() schema {
+		return schema{"type": "string", "pattern": plan.EnvPattern, "examples": []any{"${SR_PASSWORD}"}}
+	},
+	"SchemaRegistry.bearer_token": func() schema {
+		return schema{"type": "string", "pattern": plan.EnvPattern, "examples": []any{"${SR_TOKEN}"}}
+	},
 	"Sink.batch_size": func() schema { return numberOrEnv("integer", 1, plan.MaxBatchSize) },
 }
 
@@ -148,6 +168,7 @@ var fieldDocs = map[string]string{
 	"Plan.window":          "The part of the topic to replay: a time window (from, optional to), offsets per partition, or a schedule of calendar intervals (every, zone, start, delay); exactly one.",
 	"Plan.throttle":        "Rate limits across all partitions of one process (of the whole group under run --join); 0 or unset is unlimited.",
 	"Plan.retry":           "How the run rides out the source cluster's errors that may pass (a leader or coordinator moving or loading, a request timed out, a dropped connection): retried with backoff.",
+	"Plan.decode":          "Decode keys and values in the Confluent wire format (Avro, Protobuf, JSON Schema from a Schema Registry) to JSON before the filter, the key template, the columns and the text sinks see them; see docs/decoding.md.",
 	"Plan.filter":          "Expression (expr-lang) selecting the records to write, e.g. 'value.status == \"paid\"'; it sees key, value (parsed JSON, or the raw string), headers (name to last value), timestamp, partition, offset, topic. Records it leaves out are counted and committed past.",
 	"Plan.sink":            "Where the replayed records go.",
 	"Plan.on_error":        "What happens to a record that cannot be processed (the filter or the key template fails on it, the sink rejects it): fail (default: the run stops at it), skip (counted in the report) or dead_letter (written to dead_letter with the reason).",
@@ -163,6 +184,21 @@ var fieldDocs = map[string]string{
 	"Source.sasl":                     "Authentication: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.",
 	"Source.client_id":                "Client id sent to the brokers, so operators can tell replay traffic apart (default replay).",
 	"Source.open_transaction_timeout": "read_committed: how long a partition held back by an open transaction (its last stable offset below the range end) waits for it to end before the run fails (exit 1, resumable), e.g. 5m (default), up to 24h; 0s fails at once.",
+
+	"Decode.value":           "How values are decoded: none (default: the bytes as they are), schema_registry (whatever type the framed schema id names), avro, protobuf or json_schema (that type only; another is a bad record).",
+	"Decode.key":             "How keys are decoded, with the same choices as value; default none.",
+	"Decode.schema_registry": "The Schema Registry holding the schemas; required when something is decoded. Not part of the plan fingerprint.",
+	"Decode.avro":            "How Avro values render.",
+	"AvroDecode.unions":      "bare (default: a union renders as its branch's value) or tagged (Avro's JSON encoding: {\"string\": \"a\"}).",
+
+	"SchemaRegistry.url":          "The registry's URL, or a list tried in order (failover); a ${VAR} may hold several, comma-separated.",
+	"SchemaRegistry.username":     "HTTP basic auth user name, with password.",
+	"SchemaRegistry.password":     "HTTP basic auth password: must come from the environment, e.g. ${SR_PASSWORD}.",
+	"SchemaRegistry.bearer_token": "Bearer token instead of username/password: must come from the environment, e.g. ${SR_TOKEN}.",
+	"SchemaRegistry.tls":          "TLS to the registry: the CA to trust and a client certificate.",
+	"RegistryTLS.ca_file":         "PEM file of the CA certificates to trust (default: the system's).",
+	"RegistryTLS.cert_file":       "PEM client certificate, with key_file.",
+	"RegistryTLS.key_file":        "PEM private key of the client certificate, with cert_file.",
 
 	"TLS.enabled":              "Connect with TLS.",
 	"TLS.ca_file":              "PEM file of the CA certificates to trust (default: the system's).",

@@ -1,0 +1,184 @@
+package plan
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Decode formats accepted in decode.value and decode.key.
+const (
+	DecodeNone           = "none"
+	DecodeSchemaRegistry = "schema_registry"
+	DecodeAvro           = "avro"
+	DecodeProtobuf       = "protobuf"
+	DecodeJSONSchema     = "json_schema"
+)
+
+// DecodeFormats lists the decode formats, in the order the docs give them.
+var DecodeFormats = []string{DecodeNone, DecodeSchemaRegistry, DecodeAvro, DecodeProtobuf, DecodeJSONSchema}
+
+// Avro union renderings accepted in decode.avro.unions.
+const (
+	UnionsBare   = "bare"
+	UnionsTagged = "tagged"
+)
+
+// Decode says how record keys and values in the Confluent wire format
+// (magic byte 0, a 4-byte schema id, the payload) are decoded to JSON
+// before the filter, the key template, the columns and the text sinks see
+// them. Unset: nothing is decoded.
+type Decode struct {
+	// Value and Key are none (default: the bytes as they are),
+	// schema_registry (whatever type the schema id names), avro, protobuf
+	// or json_schema (that type only; another is a bad record).
+	Value string `yaml:"value"`
+	Key   string `yaml:"key"`
+	// SchemaRegistry is where the schemas are; required when something is
+	// decoded. Not part of the fingerprint.
+	SchemaRegistry SchemaRegistry `yaml:"schema_registry"`
+	Avro           AvroDecode     `yaml:"avro"`
+}
+
+// SchemaRegistry is how to reach a Confluent Schema Registry.
+type SchemaRegistry struct {
+	// URL is one URL or a list, tried in order (failover).
+	URL URLList `yaml:"url"`
+	// Username and Password are HTTP basic auth; BearerToken replaces
+	// them. The password and the token must come from the environment.
+	Username    string      `yaml:"username"`
+	Password    string      `yaml:"password"`
+	BearerToken string      `yaml:"bearer_token"`
+	TLS         RegistryTLS `yaml:"tls"`
+}
+
+// RegistryTLS holds the PEM files of the registry's TLS: the CA to trust
+// (default: the system's) and a client certificate.
+type RegistryTLS struct {
+	CAFile   string `yaml:"ca_file"`
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// AvroDecode says how Avro values render.
+type AvroDecode struct {
+	// Unions is bare (default: a union's value alone) or tagged (Avro's
+	// JSON encoding: {"string": "a"}).
+	Unions string `yaml:"unions"`
+}
+
+// URLList is one URL or a list of URLs. A scalar holding commas (a ${VAR}
+// of several URLs) is split on them.
+type URLList []string
+
+// UnmarshalYAML accepts a string or a list of strings.
+func (l *URLList) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		*l = nil
+		for _, u := range strings.Split(n.Value, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				*l = append(*l, u)
+			}
+		}
+		return nil
+	case yaml.SequenceNode:
+		var out URLList
+		for _, c := range n.Content {
+			if c.Kind != yaml.ScalarNode {
+				return errorAt(c, "want a URL, got %s", describe(c))
+			}
+			out = append(out, strings.TrimSpace(c.Value))
+		}
+		*l = out
+		return nil
+	}
+	return fmt.Errorf("want a URL or a list of URLs, got %s", describe(n))
+}
+
+// Decodes reports whether the plan decodes keys or values.
+func (d Decode) Decodes() bool { return d.Value != DecodeNone || d.Key != DecodeNone }
+
+// defaults fills the unset decode fields: nothing decoded, bare unions.
+func (d *Decode) defaults() {
+	if d.Value == "" {
+		d.Value = DecodeNone
+	}
+	if d.Key == "" {
+		d.Key = DecodeNone
+	}
+	if d.Avro.Unions == "" {
+		d.Avro.Unions = UnionsBare // the value as a JSON reader expects it
+	}
+}
+
+// fingerprint is the decode section's part of the plan's fingerprint: what
+// it decodes and how, not where the registry is; "" when nothing is
+// decoded, so that plans without decode: keep their fingerprints.
+func (d Decode) fingerprint() string {
+	if !d.Decodes() {
+		return ""
+	}
+	return "value=" + d.Value + ",key=" + d.Key + ",unions=" + d.Avro.Unions
+}
+
+func (v *validator) decode() {
+	d := v.p.Decode
+	v.enum("decode.value", d.Value, DecodeFormats)
+	v.enum("decode.key", d.Key, DecodeFormats)
+	v.enum("decode.avro.unions", d.Avro.Unions, []string{UnionsBare, UnionsTagged})
+	if !d.Decodes() {
+		if v.present("decode.schema_registry") {
+			v.warn("decode", "decode.value and decode.key are none: nothing is decoded and schema_registry is not used; set value: schema_registry to decode values")
+		}
+		return
+	}
+	v.registry("decode.schema_registry", d.SchemaRegistry)
+}
+
+func (v *validator) registry(field string, r SchemaRegistry) {
+	if len(r.URL) == 0 {
+		v.add(field+".url", "missing: the Schema Registry's URL, e.g. url: https://schema-registry:8081 or url: ${SCHEMA_REGISTRY_URL}")
+	}
+	for _, u := range r.URL {
+		pu, err := url.Parse(u)
+		if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			v.add(field+".url", "%q is not an http:// or https:// URL of a Schema Registry, e.g. https://schema-registry:8081", redactURL(u))
+			continue
+		}
+		if pu.User != nil {
+			v.add(field+".url", "credentials in the URL: give them as username and password: ${VAR}")
+		}
+	}
+	switch {
+	case r.BearerToken != "" && (r.Username != "" || r.Password != ""):
+		v.add(field+".bearer_token", "both bearer_token and username/password: the registry takes one; keep one of them")
+	case r.Username != "" && r.Password == "" && !v.p.FromEnv(field+".password"):
+		v.add(field+".password", "missing: basic auth needs a password: set password: ${SR_PASSWORD} and export the variable")
+	case r.Username == "" && r.Password != "":
+		v.add(field+".username", "missing: a password without a username; set username:")
+	}
+	if r.Password != "" && !v.p.FromEnv(field+".password") {
+		v.add(field+".password", "a literal secret must not be written in a plan: use password: ${SR_PASSWORD} and export the variable")
+	}
+	if r.BearerToken != "" && !v.p.FromEnv(field+".bearer_token") {
+		v.add(field+".bearer_token", "a literal secret must not be written in a plan: use bearer_token: ${SR_TOKEN} and export the variable")
+	}
+	if (r.TLS.CertFile == "") != (r.TLS.KeyFile == "") {
+		v.add(field+".tls", "cert_file and key_file go together: give both for a client certificate, or neither")
+	}
+}
+
+// redactURL hides a URL's password, for messages.
+func redactURL(u string) string {
+	pu, err := url.Parse(u)
+	if err != nil || pu.User == nil {
+		return u
+	}
+	if _, ok := pu.User.Password(); ok {
+		pu.User = url.UserPassword(pu.User.Username(), Redacted)
+	}
+	return pu.String()
+}
