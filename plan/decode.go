@@ -98,8 +98,10 @@ func (l *URLList) UnmarshalYAML(n *yaml.Node) error {
 	return fmt.Errorf("want a URL or a list of URLs, got %s", describe(n))
 }
 
-// Decodes reports whether the plan decodes keys or values.
-func (d Decode) Decodes() bool { return d.Value != DecodeNone || d.Key != DecodeNone }
+// Decodes reports whether the plan decodes keys or values ("" is none).
+func (d Decode) Decodes() bool {
+	return d.Value != "" && d.Value != DecodeNone || d.Key != "" && d.Key != DecodeNone
+}
 
 // defaults fills the unset decode fields: nothing decoded, bare unions.
 func (d *Decode) defaults() {

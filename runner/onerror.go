@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/replay-tool/replay/internal/decode"
 	"github.com/replay-tool/replay/internal/filter"
 	"github.com/replay-tool/replay/internal/pipeline"
 	"github.com/replay-tool/replay/internal/record"
@@ -20,6 +21,7 @@ import (
 // Reasons a record could not be processed, as counted in
 // PartitionReport.Errors (and in Skipped under on_error: skip).
 const (
+	reasonDecode = "decode-error"  // its key or value did not decode (decode:)
 	reasonFilter = "filter-error"  // the filter expression failed on it
 	reasonKey    = "key-error"     // the key template failed or rendered nothing
 	reasonSink   = "sink-rejected" // the sink refused the row
@@ -82,7 +84,10 @@ type failure struct {
 // reasonOf classifies a *record.Error returned by the pipeline or a sink.
 func reasonOf(err error) string {
 	var fe *filter.EvalError
+	var de *decode.BadRecordError
 	switch {
+	case errors.As(err, &de):
+		return reasonDecode
 	case errors.As(err, &fe):
 		return reasonFilter
 	case errors.Is(err, sinks.ErrKeyTemplate) || errors.Is(err, sinks.ErrEmptyKey):
@@ -146,6 +151,9 @@ func (w *partitionWorker) applyPipeline(recs []record.Record) ([]record.Record, 
 	}()
 	for i := range recs {
 		ok, err := w.pipe.Process(&recs[i])
+		if re := (*record.Error)(nil); err != nil && !errors.As(err, &re) {
+			return out, nil, err // not the record's: the run fails (the schema registry)
+		}
 		if err != nil {
 			f, err := w.unprocessable(&recs[i], reasonOf(err), err)
 			if f != nil || err != nil {

@@ -329,7 +329,11 @@ func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*partitionS
 	log := j.opts.Log
 	throttle := NewThrottle(limit)
 	j.warnThinThrottle(limit, states)
-	pipe, err := pipeline.New(j.Plan, sinks.CapabilitiesOf(sink).Keys)
+	dec, err := j.decoder(ctx)
+	if err != nil {
+		return err
+	}
+	pipe, err := pipeline.New(j.Plan, sinks.CapabilitiesOf(sink).Keys, pipeline.WithDecoder(ctx, dec))
 	if err != nil {
 		return err
 	}

@@ -78,18 +78,18 @@ func fastKey(parts []keyPart, r *record.Record) (string, bool) {
 		case p.path != nil:
 			if validJSON == 0 {
 				validJSON = -1
-				if record.ValidJSON(r.Value) {
+				if record.ValidJSON(r.JSONValue()) {
 					validJSON = 1
 				}
 			}
 			if validJSON < 0 {
 				return "", false
 			}
-			s, ok := lookupScalar(r.Value, p.path)
+			s, ok := lookupScalar(r.JSONValue(), p.path)
 			if !ok {
 				return "", false
 			}
-			b.WriteString(s) // a copy: s shares r.Value's bytes
+			b.WriteString(s) // a copy: s shares the value's bytes
 		case p.field == "Key":
 			b.Write(r.Key)
 		case p.field == "Topic":

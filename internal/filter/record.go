@@ -26,14 +26,17 @@ func (f *Filter) Match(r *record.Record) (bool, error) {
 		var partial map[string]any
 		fast := false
 		if f.prog.fields != nil && (r.Note == nil || !r.Note.Parsed) {
-			partial, fast = partialValue(r.Value, f.prog.fields)
+			partial, fast = partialValue(r.JSONValue(), f.prog.fields)
 		}
 		switch {
 		case fast:
 			f.env.Value = partial // only what the expression reads: not kept for the key template
 		default:
-			if r.Note == nil || !r.Note.Parsed {
-				r.Note = &record.Note{Value: record.ParseValue(r.Value), Parsed: true}
+			if r.Note == nil {
+				r.Note = &record.Note{}
+			}
+			if !r.Note.Parsed {
+				r.Note.Value, r.Note.Parsed = record.ParseValue(r.JSONValue()), true
 			}
 			f.env.Value = r.Note.Value
 		}

@@ -2,9 +2,12 @@
 // through between the reader and the sink's Write, decode -> filter ->
 // mapping -> key.
 //
-//   - decode turns the value as Kafka holds it into the decoded value the
-//     later stages see (record.Note.Value). It is the identity: a JSON
-//     value is parsed once, by the first stage that needs it.
+//   - decode turns keys and values in the Confluent wire format into JSON
+//     by their writer's schema (the plan's decode:, record.Decoded), which
+//     the later stages read as the value (record.Record.JSONValue); the
+//     bytes stay in record.Record.Value for the sinks that write bytes.
+//     Without decode: it is the identity. A JSON value is parsed once, by
+//     the first stage that needs it.
 //   - filter drops the records the plan's filter: expression leaves out.
 //   - mapping changes the decoded value. It is the identity.
 //   - key renders the sink's key template into the record's idempotency
@@ -13,7 +16,8 @@
 //
 // A Pipeline is built once from a validated plan and shared; each
 // partition runs it through its own Run. The package is pure: no network,
-// no I/O.
+// no I/O, but for the decoder it is handed (WithDecoder), which fetches
+// schemas.
 package pipeline
 
 import (
@@ -38,10 +42,14 @@ type Pipeline struct {
 	key    Key
 }
 
+// Option is an option of New.
+type Option func(*Pipeline)
+
 // New builds the pipeline of p, a validated plan, for a sink that writes
 // keys (its Capabilities().Keys). An error names the part of the plan that
-// does not compile (filter, sink key).
-func New(p *plan.Plan, keys sinks.KeyUse) (*Pipeline, error) {
+// does not compile (filter, sink key), or a plan that decodes with no
+// decoder given (WithDecoder).
+func New(p *plan.Plan, keys sinks.KeyUse, opts ...Option) (*Pipeline, error) {
 	prog, err := p.FilterProgram()
 	if err != nil {
 		return nil, fmt.Errorf("filter: %w", err)
@@ -50,7 +58,14 @@ func New(p *plan.Plan, keys sinks.KeyUse) (*Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Pipeline{filter: prog, key: key}, nil
+	pl := &Pipeline{filter: prog, key: key}
+	for _, o := range opts {
+		o(pl)
+	}
+	if p.Decode.Decodes() && pl.decode == nil {
+		return nil, errors.New("decode: the plan decodes keys or values and no decoder was given")
+	}
+	return pl, nil
 }
 
 // Run is the pipeline as one partition runs it. It is not safe for
@@ -77,9 +92,13 @@ func (r *Run) Identity() bool {
 }
 
 // Process runs rec through the stages in order, in place. It returns false
-// for a record the filter leaves out. An error is rec's *record.Error, for
-// on_error: the filter failed on it (a *filter.EvalError in its chain) or
-// the key template did (sinks.ErrKeyTemplate, sinks.ErrEmptyKey).
+// for a record the filter leaves out. An error that is rec's
+// *record.Error is for on_error: its key or value did not decode (a
+// *decode.BadRecordError in its chain), the filter failed on it (a
+// *filter.EvalError) or the key template did (sinks.ErrKeyTemplate,
+// sinks.ErrEmptyKey). Any other error fails the run: the schema registry
+// could not be reached within the retry budget, or refused the
+// credentials.
 func (r *Run) Process(rec *record.Record) (bool, error) {
 	p := r.p
 	if p.decode != nil {

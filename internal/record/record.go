@@ -92,15 +92,49 @@ type Note struct {
 	Parsed bool
 	// Reason says why a dead letter could not be processed ("" otherwise).
 	Reason string
+	// Decoded holds the key and value the decode stage decoded from the
+	// Confluent wire format; nil when it decoded neither.
+	Decoded *Decoded
+}
+
+// Decoded is a record's key and value decoded from the Confluent wire
+// format by their writer's schema. Record.Key and Record.Value keep the
+// bytes as Kafka holds them.
+type Decoded struct {
+	// Value is the decoded value, one line of JSON; nil when the value was
+	// not decoded (a tombstone, or decode.value: none). ValueSchemaID is
+	// the schema id it was decoded by.
+	Value         []byte
+	ValueSchemaID int32
+	// Key and KeySchemaID are the same for the key.
+	Key         []byte
+	KeySchemaID int32
+}
+
+// DecodedOrNil returns n.Decoded; nil when n is nil.
+func (n *Note) DecodedOrNil() *Decoded {
+	if n == nil {
+		return nil
+	}
+	return n.Decoded
+}
+
+// JSONValue returns the value as the pipeline's later stages read it as
+// JSON: the decoded value when the decode stage decoded it, else Value.
+func (r *Record) JSONValue() []byte {
+	if r.Note != nil && r.Note.Decoded != nil && r.Note.Decoded.Value != nil {
+		return r.Note.Decoded.Value
+	}
+	return r.Value
 }
 
 // ParsedValue returns the value as the filter and the key template see it
-// (ParseValue), parsing it unless the filter already did.
+// (ParseValue of JSONValue), parsing it unless the filter already did.
 func (r *Record) ParsedValue() any {
 	if r.Note != nil && r.Note.Parsed {
 		return r.Note.Value
 	}
-	return ParseValue(r.Value)
+	return ParseValue(r.JSONValue())
 }
 
 // ParseValue returns v parsed as JSON, with numbers kept as json.Number so
@@ -167,7 +201,7 @@ func DeadLetter(r Record, reason string) Record {
 	r.IdemKey = ""
 	n := Note{Reason: reason}
 	if r.Note != nil {
-		n.Value, n.Parsed = r.Note.Value, r.Note.Parsed
+		n.Value, n.Parsed, n.Decoded = r.Note.Value, r.Note.Parsed, r.Note.Decoded
 	}
 	r.Note = &n
 	return r

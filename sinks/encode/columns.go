@@ -116,8 +116,9 @@ type Cells struct {
 //
 //   - key: the idempotency key; kafka_key: the Kafka key; topic
 //   - value: the value as JSON (the document, or a JSON string for a value
-//     that is not JSON); headers: a JSON array of {"key","value"}
-//   - value.<path>: what the gjson path selects in a JSON value: a string
+//     that is not JSON; the decoded value when the decode stage decoded
+//     it); headers: a JSON array of {"key","value"}
+//   - value.<path>: what the gjson path selects in a JSON (or decoded) value: a string
 //     as its text, a number as written, true or false, an object or array as
 //     JSON; NULL when the value is not JSON or the path selects nothing or null
 //   - header.<name>: the last value of that header; NULL when absent
@@ -137,7 +138,7 @@ func (cs *Cells) Text(c Column) (string, bool) {
 		}
 		return ValidUTF8(r.Key), true
 	case plan.FieldValue:
-		return ValueJSON(r.Value)
+		return ValueJSON(r.JSONValue())
 	case plan.FieldValuePath:
 		return cs.path(c.Field.Arg)
 	case plan.FieldHeader:
@@ -169,7 +170,7 @@ func (cs *Cells) Text(c Column) (string, bool) {
 func (cs *Cells) path(p string) (string, bool) {
 	if !cs.parsed {
 		cs.parsed = true
-		if v := cs.Record.Value; v != nil && isJSON(v) {
+		if v := cs.Record.JSONValue(); v != nil && isJSON(v) {
 			cs.doc = appendCleanJSON(nil, v)
 		}
 	}

@@ -38,6 +38,11 @@ import (
 //     as a key is written (its own "value_encoding":"base64"; a header key
 //     that is not UTF-8 gets "key_encoding":"base64").
 //
+// A key or value the pipeline's decode stage decoded from the Confluent
+// wire format (record.Decoded) is written as its decoded JSON, followed by
+// "key_schema_id":N or "value_schema_id":N, the schema id it was decoded
+// by; such a line does not give back the record's bytes.
+//
 // A dead letter (see DeadLetter) also has error, source_topic,
 // source_partition and source_offset. The encoding is deterministic: the
 // same record always yields the same bytes.
@@ -57,13 +62,33 @@ func appendJSONL(b []byte, r *record.Record, f ValueFormat) []byte {
 	} else {
 		b = append(b, `","timestamp_type":"CreateTime","key":`...)
 	}
-	b = appendTextOrBase64(b, r.Key, "key_encoding")
-	b = appendValue(b, r.Value, f)
+	d := r.Note.DecodedOrNil()
+	if d != nil && d.Key != nil {
+		b = appendDecoded(b, d.Key, "key_schema_id", d.KeySchemaID)
+	} else {
+		b = appendTextOrBase64(b, r.Key, "key_encoding")
+	}
+	if d != nil && d.Value != nil {
+		b = append(b, `,"value":`...)
+		b = appendDecoded(b, d.Value, "value_schema_id", d.ValueSchemaID)
+	} else {
+		b = appendValue(b, r.Value, f)
+	}
 	b = appendHeaders(b, r.Headers)
 	if r.Note != nil && r.Note.Reason != "" {
 		b = AppendDeadLetterFields(b, r)
 	}
 	return append(b, "}\n"...)
+}
+
+// appendDecoded appends a decoded key or value, one line of JSON, and
+// ,"<idField>":id after it.
+func appendDecoded(b, doc []byte, idField string, id int32) []byte {
+	b = appendCleanJSON(b, doc)
+	b = append(b, `,"`...)
+	b = append(b, idField...)
+	b = append(b, `":`...)
+	return strconv.AppendInt(b, int64(id), 10)
 }
 
 // IsOneLineJSON reports whether v is a single valid JSON document with no raw

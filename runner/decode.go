@@ -1,0 +1,27 @@
+package runner
+
+import (
+	"context"
+	"time"
+
+	"github.com/replay-tool/replay/internal/decode"
+	"github.com/replay-tool/replay/internal/pipeline"
+)
+
+// decoder builds the decoder of the plan's decode: section and reaches its
+// schema registry once, so that a wrong URL or refused credentials fail
+// the run before any record is read; nil when the plan decodes nothing.
+// Registry requests retry within the plan's retry.max_elapsed.
+func (j *Job) decoder(ctx context.Context) (*decode.Decoder, error) {
+	if !j.Plan.Decode.Decodes() {
+		return nil, nil
+	}
+	d, err := decode.New(pipeline.DecodeConfig(j.Plan), decode.Options{RetryBudget: time.Duration(j.Plan.Retry.MaxElapsed), Logger: j.opts.Log})
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Check(ctx); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
