@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,9 +16,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/replay-tool/replay/internal/decode"
 	"github.com/replay-tool/replay/internal/filter"
+	"github.com/replay-tool/replay/internal/pipeline"
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
@@ -27,6 +31,9 @@ import (
 
 type testCmdOptions struct {
 	records string
+	// schemas is the directory of <id>.avsc, <id>.proto and <id>.json
+	// files a plan with decode: decodes the fixtures by.
+	schemas string
 }
 
 func (a *app) testCmd() *cobra.Command {
@@ -43,6 +50,9 @@ func (a *app) testCmd() *cobra.Command {
 			"required), and optionally topic (default: the plan's), partition (default 0), offset (default: the record's\n" +
 			"index in the file), note (free text) and expect: pass, filtered or error. The lines of a file sink's output\n" +
 			"and of a dead-letter file are fixture lines too. Blank lines and lines starting with # are ignored.\n\n" +
+			"A plan with decode: decodes the fixtures' framed keys and values (given with key_encoding/value_encoding\n" +
+			"base64) by the schemas of --schemas DIR: <id>.avsc (Avro), <id>.proto (Protobuf, imports read from DIR) or\n" +
+			"<id>.json (JSON Schema), named by the schema id.\n\n" +
 			"Exit codes: 0 every record behaved as its expect says, 1 some did not, 2 invalid plan, fixture file or usage.",
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, files []string) error {
@@ -53,6 +63,7 @@ func (a *app) testCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&o.records, "records", "", "fixture records, one JSON object per line (required)")
+	cmd.Flags().StringVar(&o.schemas, "schemas", "", "directory of <id>.avsc, <id>.proto or <id>.json schemas, for a plan with decode:")
 	return cmd
 }
 
@@ -112,6 +123,9 @@ func (a *app) test(file string, o testCmdOptions) error {
 	if err != nil {
 		return err
 	}
+	if t.dec, err = offlineDecoder(p, o.schemas); err != nil {
+		return usageError{err}
+	}
 	fmt.Fprintln(a.stdout, t.header())
 	counts := map[string]int{}
 	var wrong []string
@@ -130,9 +144,22 @@ func (a *app) test(file string, o testCmdOptions) error {
 	return nil
 }
 
-// tester runs records through a plan's filter and key template.
+// offlineDecoder is the decoder of p's decode: section reading schemas
+// from dir; nil when p decodes nothing.
+func offlineDecoder(p *plan.Plan, dir string) (*decode.Decoder, error) {
+	if !p.Decode.Decodes() {
+		return nil, nil
+	}
+	if dir == "" {
+		return nil, errors.New("the plan decodes (decode:): give --schemas DIR, a directory of <id>.avsc, <id>.proto or <id>.json schemas")
+	}
+	return decode.NewOffline(dir, pipeline.DecodeConfig(p), zerolog.Nop())
+}
+
+// tester runs records through a plan's decoding, filter and key template.
 type tester struct {
 	p       *plan.Plan
+	dec     *decode.Decoder
 	filter  *filter.Filter
 	keyer   *sinks.Keyer
 	keyUsed bool
@@ -173,7 +200,12 @@ func (t *tester) run(w io.Writer, fx *fixture) string {
 		where += "  (" + fx.Note + ")"
 	}
 	outcome, detail, reason := outcomePass, "", ""
-	if t.filter != nil {
+	if t.dec != nil {
+		if err := pipeline.Decode(context.Background(), t.dec, r); err != nil {
+			outcome, reason = outcomeError, recordReason(err)
+		}
+	}
+	if t.filter != nil && outcome == outcomePass {
 		switch ok, err := t.filter.Match(r); {
 		case err != nil:
 			outcome, reason = outcomeError, recordReason(err)

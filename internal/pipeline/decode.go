@@ -34,40 +34,42 @@ func WithDecoder(ctx context.Context, d *decode.Decoder) Option {
 	}
 }
 
-// decodeStage decodes r's value and key (neither when nil: a tombstone or
-// a missing key is not decoded) into r.Note.Decoded. A key or value that
-// cannot be decoded is r's *record.Error wrapping the
+// decodeStage is the stage of Decode under ctx.
+func decodeStage(ctx context.Context, d *decode.Decoder) stage {
+	return func(r *record.Record) error { return Decode(ctx, d, r) }
+}
+
+// Decode decodes r's value and key, the sides d decodes (neither when nil:
+// a tombstone or a missing key is not decoded), into r.Note.Decoded. A
+// key or value that cannot be decoded is r's *record.Error wrapping the
 // *decode.BadRecordError; another error (the registry unreachable past
 // the retry budget, refused credentials) is returned as it is and fails
 // the run.
-func decodeStage(ctx context.Context, d *decode.Decoder) stage {
-	value, key := d.Decodes(decode.Value), d.Decodes(decode.Key)
-	return func(r *record.Record) error {
-		var out record.Decoded
-		if value && r.Value != nil {
-			v, err := d.Decode(ctx, decode.Value, r.Value)
-			if err != nil {
-				return decodeError(r, err)
-			}
-			out.Value, out.ValueSchemaID = v.JSON, v.SchemaID
+func Decode(ctx context.Context, d *decode.Decoder, r *record.Record) error {
+	var out record.Decoded
+	if r.Value != nil && d.Decodes(decode.Value) {
+		v, err := d.Decode(ctx, decode.Value, r.Value)
+		if err != nil {
+			return decodeError(r, err)
 		}
-		if key && r.Key != nil {
-			k, err := d.Decode(ctx, decode.Key, r.Key)
-			if err != nil {
-				return decodeError(r, err)
-			}
-			out.Key, out.KeySchemaID = k.JSON, k.SchemaID
+		out.Value, out.ValueSchemaID = v.JSON, v.SchemaID
+	}
+	if r.Key != nil && d.Decodes(decode.Key) {
+		k, err := d.Decode(ctx, decode.Key, r.Key)
+		if err != nil {
+			return decodeError(r, err)
 		}
-		if out.Value == nil && out.Key == nil {
-			return nil
-		}
-		if r.Note == nil {
-			r.Note = &record.Note{}
-		}
-		r.Note.Decoded = &out
-		r.Note.Value, r.Note.Parsed = nil, false // parsed again from the decoded value
+		out.Key, out.KeySchemaID = k.JSON, k.SchemaID
+	}
+	if out.Value == nil && out.Key == nil {
 		return nil
 	}
+	if r.Note == nil {
+		r.Note = &record.Note{}
+	}
+	r.Note.Decoded = &out
+	r.Note.Value, r.Note.Parsed = nil, false // parsed again from the decoded value
+	return nil
 }
 
 func decodeError(r *record.Record, err error) error {
