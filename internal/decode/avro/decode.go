@@ -132,7 +132,7 @@ func (d *decoder) value(b []byte, s *Schema) ([]byte, error) {
 		if i < 0 || i >= int64(len(s.Symbols)) {
 			return b, fmt.Errorf("enum %s index %d is outside its %d symbols", s.Name, i, len(s.Symbols))
 		}
-		return jsonw.String(b, s.Symbols[i]), nil
+		return append(b, s.symbols[i]...), nil
 	}
 	return d.nested(b, s)
 }
@@ -160,8 +160,7 @@ func (d *decoder) record(b []byte, s *Schema) ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = jsonw.String(b, f.Name)
-		b = append(b, ':')
+		b = append(b, f.key...)
 		var err error
 		if b, err = d.value(b, f.Type); err != nil {
 			return b, within(err, "."+f.Name)
@@ -286,9 +285,11 @@ func (d *decoder) blob(b []byte, s *Schema) ([]byte, error) {
 		}
 	}
 	switch {
+	case s.Logical == Decimal && len(v) <= 8:
+		return jsonw.DecimalInt64(b, smallTwosComplement(v), s.Scale), nil
 	case s.Logical == Decimal:
 		return jsonw.Decimal(b, twosComplement(v), s.Scale), nil
-	case s.Kind == String || s.Logical == UUID && s.Kind == String:
+	case s.Kind == String:
 		if !utf8.Valid(v) {
 			return b, errors.New("string is not valid UTF-8")
 		}
@@ -363,6 +364,18 @@ func twosComplement(v []byte) *big.Int {
 	n := new(big.Int).SetBytes(v)
 	if len(v) > 0 && v[0]&0x80 != 0 {
 		n.Sub(n, new(big.Int).Lsh(big.NewInt(1), uint(8*len(v))))
+	}
+	return n
+}
+
+// smallTwosComplement is twosComplement of at most 8 bytes.
+func smallTwosComplement(v []byte) int64 {
+	var n int64
+	if len(v) > 0 && v[0]&0x80 != 0 {
+		n = -1
+	}
+	for _, c := range v {
+		n = n<<8 | int64(c)
 	}
 	return n
 }

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/replay-tool/replay/internal/decode/jsonw"
 )
 
 // Kind is an Avro type.
@@ -74,6 +76,8 @@ type Schema struct {
 	Fields []Field
 	// Symbols of an enum, as the writer's schema defines them.
 	Symbols []string
+	// symbols are Symbols rendered as JSON strings.
+	symbols [][]byte
 	// Items is an array's item type or a map's value type.
 	Items *Schema
 	// Branches of a union.
@@ -90,6 +94,8 @@ type Schema struct {
 type Field struct {
 	Name string
 	Type *Schema
+	// key is Name rendered as a JSON object key, with its colon.
+	key []byte
 }
 
 // Names holds the named types already parsed, by full name: those of a
@@ -261,7 +267,7 @@ func (p *parser) record(n map[string]any, ns string) (*Schema, error) {
 		if err != nil {
 			return nil, fmt.Errorf("record %s, field %s: %w", s.Name, fname, err)
 		}
-		s.Fields = append(s.Fields, Field{Name: fname, Type: ft})
+		s.Fields = append(s.Fields, Field{Name: fname, Type: ft, key: append(jsonw.String(nil, fname), ':')})
 	}
 	return s, nil
 }
@@ -281,6 +287,7 @@ func (p *parser) enum(n map[string]any, ns string) (*Schema, error) {
 			return nil, fmt.Errorf("enum %s: a symbol is not a string", s.Name)
 		}
 		s.Symbols = append(s.Symbols, str)
+		s.symbols = append(s.symbols, jsonw.String(nil, str))
 	}
 	return s, nil
 }

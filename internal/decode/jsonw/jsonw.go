@@ -99,13 +99,22 @@ func Float(b []byte, f float64, bits int) []byte {
 // exactly scale fraction digits (unscaled 1230, scale 2: 12.30); scale 0
 // gives an integer. scale must not be negative.
 func Decimal(b []byte, unscaled *big.Int, scale int) []byte {
-	digits := unscaled.Text(10)
-	neg := false
+	var buf [64]byte
+	return decimalDigits(b, unscaled.Append(buf[:0], 10), scale)
+}
+
+// DecimalInt64 is Decimal of an unscaled value that fits an int64.
+func DecimalInt64(b []byte, unscaled int64, scale int) []byte {
+	var buf [24]byte
+	return decimalDigits(b, strconv.AppendInt(buf[:0], unscaled, 10), scale)
+}
+
+// decimalDigits appends digits (decimal, with a leading '-' when
+// negative) with a point before the last scale of them.
+func decimalDigits(b, digits []byte, scale int) []byte {
 	if digits[0] == '-' {
-		neg, digits = true, digits[1:]
-	}
-	if neg {
 		b = append(b, '-')
+		digits = digits[1:]
 	}
 	if scale == 0 {
 		return append(b, digits...)
