@@ -40,7 +40,7 @@ func TestTestCommandDecodes(t *testing.T) {
 		`pass  key "9007199254740993"`,
 		`"value":{"id":9007199254740993,"status":"paid"},"value_schema_id":11`,
 		`error  decode value: not in the Confluent wire format (first byte 0x7b`,
-		`error  decode value (schema id 12): schema id 12 is not in the schema registry`,
+		`error  decode value (schema id 12): schema id 12 has no schema in `,
 		"4 records: 1 pass, 1 filtered, 2 error",
 	} {
 		if !strings.Contains(res.stdout, want) {

@@ -49,7 +49,7 @@ func (o offline) SchemaByID(_ context.Context, id int32) (registry.Schema, error
 		}
 		return s, nil
 	}
-	return registry.Schema{}, &registry.StatusError{URL: filepath.Join(o.dir, strconv.Itoa(int(id))+".{avsc,proto,json}"), Status: 404, Message: "no such file"}
+	return registry.Schema{}, &schemaError{fmt.Sprintf("schema id %d has no schema in %s (%d.avsc, %d.proto or %d.json)", id, o.dir, id, id, id)}
 }
 
 // imports lists the non-standard imports of a .proto source as references

@@ -49,7 +49,7 @@ func (d *Decoder) load(ctx context.Context, id int32) (*compiled, error) {
 		return nil, &schemaError{fmt.Sprintf("schema id %d is not in the schema registry (HTTP 404): a schema deleted since, or a registry other than the one the producer wrote to", id)}
 	}
 	if err != nil {
-		return nil, err
+		return nil, err // a *schemaError offline, kept; else the run's failure
 	}
 	c := &compiled{typ: s.Type}
 	switch s.Type {
