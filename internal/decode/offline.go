@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/replay-tool/replay/internal/decode/protobuf"
 	"github.com/replay-tool/replay/internal/decode/registry"
 	"github.com/rs/zerolog"
 )
@@ -52,7 +53,7 @@ func (o offline) SchemaByID(_ context.Context, id int32) (registry.Schema, error
 	return registry.Schema{}, &schemaError{fmt.Sprintf("schema id %d has no schema in %s (%d.avsc, %d.proto or %d.json)", id, o.dir, id, id, id)}
 }
 
-// imports lists the non-standard imports of a .proto source as references
+// imports lists the imports of a .proto source that are not built in as references
 // to files of dir (subject: the import path).
 func (o offline) imports(text string) []registry.Reference {
 	var refs []registry.Reference
@@ -66,7 +67,7 @@ func (o offline) imports(text string) []registry.Reference {
 			continue
 		}
 		path := line[q1+1 : q2]
-		if strings.HasPrefix(path, "google/protobuf/") {
+		if protobuf.Builtin(path) {
 			continue
 		}
 		refs = append(refs, registry.Reference{Name: path, Subject: path, Version: 1})

@@ -3,7 +3,10 @@ package protobuf
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
+
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 const fuzzProto = `syntax = "proto3";
@@ -51,4 +54,49 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("decoded %x to invalid JSON %s", b, out)
 		}
 	})
+}
+
+// A schema may import the files Confluent's serializers provide without a
+// reference; confluent.type.Decimal renders as an exact number.
+func TestConfluentBuiltins(t *testing.T) {
+	s, err := Compile(context.Background(), `syntax = "proto3";
+package shop;
+import "confluent/meta.proto";
+import "confluent/type/decimal.proto";
+import "google/type/date.proto";
+message Line {
+  confluent.type.Decimal price = 1 [(confluent.field_meta).params = {key: "precision", value: "8"}];
+  google.type.Date day = 2;
+  confluent.type.Decimal big = 3;
+}
+`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := s.Message([]int{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// price: 1230 at scale 2; day: 2026-11-03; big: -1 at scale -3 (an
+	// int32 varint is sign-extended to 64 bits)
+	negScale := int64(-3)
+	msg := func(fields ...[]byte) []byte { return slices.Concat(fields...) }
+	bytesField := func(n protowire.Number, v []byte) []byte {
+		return protowire.AppendBytes(protowire.AppendTag(nil, n, protowire.BytesType), v)
+	}
+	varint := func(n protowire.Number, v uint64) []byte {
+		return protowire.AppendVarint(protowire.AppendTag(nil, n, protowire.VarintType), v)
+	}
+	payload := msg(
+		bytesField(1, msg(bytesField(1, []byte{0x04, 0xce}), varint(3, 2))),
+		bytesField(2, msg(varint(1, 2026), varint(2, 11), varint(3, 3))),
+		bytesField(3, msg(bytesField(1, []byte{0xff}), varint(3, uint64(negScale)))),
+	)
+	got, err := s.AppendJSON(nil, md, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"price":12.30,"day":{"year":2026,"month":11,"day":3},"big":-1000}`; string(got) != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -205,6 +206,8 @@ func wellKnown(name protoreflect.FullName) wktFunc {
 		return fieldMask
 	case "google.protobuf.Any":
 		return anyValue
+	case "confluent.type.Decimal":
+		return confluentDecimal
 	}
 	return nil
 }
@@ -276,6 +279,26 @@ func fieldMask(_ renderer, b []byte, m protoreflect.Message) ([]byte, error) {
 		paths[i] = l.Get(i).String()
 	}
 	return jsonw.String(b, strings.Join(paths, ",")), nil
+}
+
+// confluentDecimal renders a confluent.type.Decimal (value: the unscaled
+// integer in big-endian two's complement) as a JSON number with its scale
+// kept (12.30); a negative scale multiplies by a power of ten.
+func confluentDecimal(_ renderer, b []byte, m protoreflect.Message) ([]byte, error) {
+	v := m.Get(fieldOf(m, "value")).Bytes()
+	scale := m.Get(fieldOf(m, "scale")).Int()
+	if scale < -1000 || scale > 1000 {
+		return b, fmt.Errorf("confluent.type.Decimal scale %d is out of range", scale)
+	}
+	n := new(big.Int).SetBytes(v)
+	if len(v) > 0 && v[0]&0x80 != 0 {
+		n.Sub(n, new(big.Int).Lsh(big.NewInt(1), uint(8*len(v))))
+	}
+	if scale < 0 {
+		n.Mul(n, new(big.Int).Exp(big.NewInt(10), big.NewInt(-scale), nil))
+		scale = 0
+	}
+	return jsonw.Decimal(b, n, int(scale)), nil
 }
 
 // anyValue renders an Any whose type the schema's files define as that

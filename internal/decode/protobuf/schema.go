@@ -24,12 +24,18 @@ type Schema struct {
 }
 
 // Compile compiles the .proto source main, importing from files (import
-// path -> source) and from the standard imports (google/protobuf/*.proto).
+// path -> source), from the standard imports (google/protobuf/*.proto)
+// and from the files Confluent's serializers import without a reference
+// (confluent/meta.proto, confluent/type/decimal.proto, google/type/date,
+// timeofday, money, latlng, dayofweek and month).
 // An error quotes the compiler's first complaints.
 func Compile(ctx context.Context, main string, files map[string]string) (*Schema, error) {
 	const mainPath = "<schema>.proto"
 	srcs := map[string]string{mainPath: main}
-	for k, v := range files {
+	for k, v := range builtins {
+		srcs[k] = v
+	}
+	for k, v := range files { // a reference replaces a built-in
 		srcs[k] = v
 	}
 	var errs []error
