@@ -3,9 +3,12 @@ package decode
 import (
 	"context"
 	"encoding/base64"
+	"encoding/pem"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -261,4 +264,29 @@ func TestRegistryFailover(t *testing.T) {
 	dead.Close()
 	d := decoderWith(t, Config{Value: Avro, Registry: RegistryConfig{URLs: []string{deadURL, reg.URL()}}}, Options{RetryBudget: 10 * time.Second})
 	mustDecode(t, d, avroLong(7))
+}
+
+// The registry's certificate is checked against tls.ca_file; one the
+// settings do not trust fails at once, not retried.
+func TestRegistryTLS(t *testing.T) {
+	reg := srfake.NewRegistry()
+	reg.SeedSchema("r-value", 1, 7, sr.Schema{Schema: longSchema})
+	srv := httptest.NewTLSServer(reg.Handler())
+	t.Cleanup(srv.Close)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := decoderWith(t, Config{Value: Avro, Registry: RegistryConfig{URLs: []string{srv.URL}, CAFile: ca}}, Options{RetryBudget: 30 * time.Second})
+	if err := d.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mustDecode(t, d, avroLong(7))
+
+	untrusted := decoderWith(t, Config{Value: Avro, Registry: RegistryConfig{URLs: []string{srv.URL}}}, Options{RetryBudget: 30 * time.Second})
+	start := time.Now()
+	err := untrusted.Check(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "certificate") || !strings.Contains(err.Error(), "not retried") || time.Since(start) > 5*time.Second {
+		t.Fatalf("err %v after %s, want a certificate error at once", err, time.Since(start))
+	}
 }

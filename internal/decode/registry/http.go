@@ -2,6 +2,8 @@ package registry
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,11 +55,19 @@ func (e *StatusError) Is(target error) bool {
 }
 
 // transient reports whether a failed attempt may succeed later: a
-// connection error or timeout, 5xx, 429.
+// connection error or timeout, 5xx, 429; not a certificate the TLS
+// settings do not trust.
 func transient(err error) bool {
 	var se *StatusError
 	if errors.As(err, &se) {
 		return se.Status >= 500 || se.Status == http.StatusTooManyRequests || se.Status == http.StatusRequestTimeout
+	}
+	var cv *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var ci x509.CertificateInvalidError
+	if errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci) {
+		return false
 	}
 	return true // the transport's: refused, reset, timed out
 }
@@ -78,7 +88,7 @@ func (c *Client) get(ctx context.Context, path string, out any) error {
 			return fmt.Errorf("%w: %w; check decode.schema_registry's username and password (or bearer_token) and the account's read access to the registry", ErrAuth, err)
 		}
 		if !transient(err) {
-			return err
+			return fmt.Errorf("%w (not retried: check decode.schema_registry's url and tls settings)", err)
 		}
 		wait, left, ok := r.Failed()
 		if !ok {
