@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/replay-tool/replay/internal/jsonscan"
 	"github.com/replay-tool/replay/internal/record"
 )
 
@@ -78,7 +79,7 @@ func fastKey(parts []keyPart, r *record.Record) (string, bool) {
 		case p.path != nil:
 			if validJSON == 0 {
 				validJSON = -1
-				if record.ValidJSON(r.JSONValue()) {
+				if jsonscan.Valid(r.JSONValue()) {
 					validJSON = 1
 				}
 			}

@@ -46,6 +46,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/replay-tool/replay/internal/jsonscan"
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/sinks/encode"
@@ -277,7 +278,7 @@ func benchCopyPeer(b *testing.B, dsn, addr string, records int) benchRun {
 			fs.EachRecord(func(r *kgo.Record) {
 				n++
 				var doc []byte
-				if record.ValidJSON(r.Value) {
+				if jsonscan.Valid(r.Value) {
 					doc = r.Value
 				}
 				hs := make([]record.Header, len(r.Headers))

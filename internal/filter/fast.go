@@ -9,6 +9,7 @@ import (
 	"github.com/expr-lang/expr/parser"
 	"github.com/tidwall/gjson"
 
+	"github.com/replay-tool/replay/internal/jsonscan"
 	"github.com/replay-tool/replay/internal/record"
 )
 
@@ -75,7 +76,7 @@ func (v *fieldsVisitor) Visit(node *ast.Node) {
 // of the whole value. It returns false when the value is not a JSON object
 // or has an escaped key; the caller then decodes the whole value.
 func partialValue(v []byte, fields []string) (map[string]any, bool) {
-	if len(v) == 0 || !record.ValidJSON(v) {
+	if !jsonscan.Valid(v) {
 		return nil, false
 	}
 	doc := gjson.ParseBytes(v)

@@ -1,7 +1,7 @@
 // Package record holds the Kafka record as replay hands it from the reader
 // through the record pipeline (decode, filter, mapping, key) to the sinks,
-// with what replay learns about it on the way. It is a leaf: it imports
-// nothing of replay.
+// with what replay learns about it on the way. It imports nothing of
+// replay but the JSON scanner (internal/jsonscan).
 package record
 
 import (
@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/tidwall/gjson"
+	"github.com/replay-tool/replay/internal/jsonscan"
 )
 
 // Record is one Kafka record.
@@ -141,7 +141,7 @@ func (r *Record) ParsedValue() any {
 // an id renders as written (as float64, 1000000 rendered "1e+06" and ids
 // above 2^53 collided), or the raw string when v is not one JSON document.
 func ParseValue(v []byte) any {
-	if !ValidJSON(v) { // the cheap pass; Decode below would accept a valid prefix
+	if !jsonscan.Valid(v) { // the cheap pass; Decode below would accept a valid prefix
 		return string(v)
 	}
 	dec := json.NewDecoder(bytes.NewReader(v))
@@ -151,18 +151,6 @@ func ParseValue(v []byte) any {
 		return string(v)
 	}
 	return x
-}
-
-// gjsonMaxBytes bounds the nesting depth gjson can meet (and so its stack)
-// to 64 Ki levels; larger values are checked by encoding/json.
-const gjsonMaxBytes = 64 << 10
-
-// ValidJSON reports whether v is one valid JSON document.
-func ValidJSON(v []byte) bool {
-	if len(v) <= gjsonMaxBytes {
-		return gjson.ValidBytes(v)
-	}
-	return json.Valid(v)
 }
 
 // IdempotencyKey returns r's idempotency key: IdemKey, or the default key

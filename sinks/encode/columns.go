@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/replay-tool/replay/internal/jsonscan"
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 )
@@ -170,7 +171,7 @@ func (cs *Cells) Text(c Column) (string, bool) {
 func (cs *Cells) path(p string) (string, bool) {
 	if !cs.parsed {
 		cs.parsed = true
-		if v := cs.Record.JSONValue(); v != nil && isJSON(v) {
+		if v := cs.Record.JSONValue(); jsonscan.Valid(v) {
 			cs.doc = appendCleanJSON(nil, v)
 		}
 	}
@@ -198,15 +199,12 @@ func ValueJSON(v []byte) (string, bool) {
 	switch {
 	case v == nil:
 		return "", false
-	case isJSON(v):
+	case jsonscan.Valid(v):
 		return string(appendCleanJSON(nil, v)), true
 	default:
 		return string(AppendJSONBytes(nil, v)), true
 	}
 }
-
-// isJSON reports whether v is one valid JSON document.
-func isJSON(v []byte) bool { return record.ValidJSON(v) }
 
 // ASCIILower folds A-Z to a-z and leaves every other byte, as SQL folds
 // unquoted names.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/replay-tool/replay/internal/jsonscan"
 	"github.com/replay-tool/replay/internal/record"
 )
 
@@ -116,14 +117,14 @@ func appendValue(b, v []byte, f ValueFormat) []byte {
 		return appendBase64(b, v, "value_encoding")
 	case f == FormatText:
 		return AppendJSONBytes(b, v)
-	case embeddable(v):
-		b = append(b, v...)
-		if v[0] == '"' || v[0] == 'n' { // a JSON string, or null
-			b = append(b, `,"value_encoding":"json"`...)
-		}
-		return b
 	}
-	return appendTextOrBase64(b, v, "value_encoding")
+	switch embeddedKind(v) {
+	case jsonscan.Invalid:
+		return appendTextOrBase64(b, v, "value_encoding")
+	case jsonscan.String, jsonscan.Null:
+		return append(append(b, v...), `,"value_encoding":"json"`...)
+	}
+	return append(b, v...)
 }
 
 // appendTextOrBase64 appends v as a JSON string when it is UTF-8, else as

@@ -6,13 +6,12 @@ package encode
 
 import (
 	"bytes"
-	"encoding/json"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
+	"github.com/replay-tool/replay/internal/jsonscan"
 	"github.com/replay-tool/replay/internal/record"
-	"github.com/tidwall/gjson"
 )
 
 // AppendJSONL appends r as one line of newline-delimited JSON, its value in
@@ -91,28 +90,33 @@ func appendDecoded(b, doc []byte, idField string, id int32) []byte {
 	return strconv.AppendInt(b, int64(id), 10)
 }
 
-// IsOneLineJSON reports whether v is a single valid JSON document with no raw
-// line breaks (which would split a JSONL line). Values up to
-// gjsonMaxBytes are checked with gjson.ValidBytes (same verdicts as
-// encoding/json.Valid on ordinary values, a fraction of the cost: it is what
-// keeps the file sink ahead of kcat). gjson validates by recursion, so a
-// value of a few MB of '[' (a few KB once compressed in a Kafka batch) would
-// overflow the goroutine stack, a fatal error no recover catches: larger
-// values go to encoding/json.Valid, which stops at depth 10000. The choice
-// depends only on the value, so output stays deterministic.
+// IsOneLineJSON reports whether v is a single valid JSON document (see
+// jsonscan.Valid) with no raw line break (which would split a JSONL line).
 func IsOneLineJSON(v []byte) bool {
-	if len(v) == 0 || bytes.IndexByte(v, '\n') >= 0 || bytes.IndexByte(v, '\r') >= 0 {
-		return false
-	}
-	if len(v) <= gjsonMaxBytes {
-		return gjson.ValidBytes(v)
-	}
-	return json.Valid(v)
+	return jsonscan.Options{OneLine: true}.Scan(v) != jsonscan.Invalid
 }
 
-// gjsonMaxBytes bounds the nesting depth gjson can meet (and so its stack)
-// to 64 Ki levels.
-const gjsonMaxBytes = 64 << 10
+// embeddable reports whether v, written verbatim into a JSONL line, reads
+// back as the same bytes: one JSON document (RFC 8259, what
+// encoding/json.Valid accepts) with no white space before or after it
+// (which a JSON reader drops), no raw line break (only spaces and tabs
+// separate its tokens), valid UTF-8 throughout and no U+2028 or U+2029
+// (JavaScript line terminators, which some JSONL readers split on),
+// nested at most maxDepth levels.
+func embeddable(v []byte) bool { return embeddedKind(v) != jsonscan.Invalid }
+
+// embeddedKind is the kind of v's value when it is embeddable, else
+// jsonscan.Invalid.
+func embeddedKind(v []byte) jsonscan.Kind {
+	return jsonscan.Options{OneLine: true, Trimmed: true, NoLineSeparators: true, MaxDepth: maxDepth}.Scan(v)
+}
+
+// maxDepth is the deepest nesting embeddable accepts (every object and
+// array counts, an empty one too): one below encoding/json's limit,
+// because the line's own object is one more level. A deeper value is
+// written as a string, so that every line of a JSONL file parses with
+// Go's encoding/json.
+const maxDepth = jsonscan.EncodingJSONDepth - 1
 
 // appendCleanJSON appends the valid JSON document v with each invalid UTF-8
 // byte replaced by \ufffd and U+2028/U+2029 escaped, as appendJSONBytes does
@@ -177,7 +181,7 @@ func AppendJSONBytes(b, s []byte) []byte {
 				// A plain byte: the plain ASCII after it is skipped 8
 				// bytes at a time (text of other scripts does not pay
 				// for the check).
-				i += 1 + plainRun(s[i+1:])
+				i += 1 + jsonscan.PlainRun(s[i+1:])
 				continue
 			}
 			b = append(b, s[start:i]...)

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/tidwall/gjson"
 
+	"github.com/replay-tool/replay/internal/jsonscan"
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
@@ -119,7 +120,7 @@ partition int NOT NULL, "offset" bigint NOT NULL, ts timestamptz NOT NULL, custo
 	cols := []string{"key", "topic", "partition", "offset", "timestamp", "value", "value_bytes", "kafka_key", "headers"}
 	row := func(r *record.Record) ([]any, error) {
 		var doc []byte
-		if record.ValidJSON(r.Value) {
+		if jsonscan.Valid(r.Value) {
 			doc = r.Value
 		}
 		return []any{sinks.DefaultKey(r), r.Topic, r.Partition, r.Offset, r.Time, doc, r.Value, r.Key, encode.AppendHeadersJSON(nil, r.Headers)}, nil

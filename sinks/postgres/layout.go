@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/tidwall/gjson"
 
+	"github.com/replay-tool/replay/internal/jsonscan"
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks/encode"
@@ -184,182 +185,44 @@ func badString(s string) string {
 	return ""
 }
 
-// jsonbOK reports whether v is JSON that jsonb takes: valid UTF-8 JSON
-// that jsonbFits.
+// jsonbOK reports whether v is JSON that jsonb takes as it is (see
+// jsonscan.Options.Jsonb), in valid UTF-8.
 func jsonbOK(v []byte) bool {
 	var m valueJSON
 	return m.jsonbOK(v)
 }
 
-// valueJSON holds what record.ValidJSON said of one record's value, so
-// that the key template and the columns that read the value as JSON check
-// it once: 0 not yet asked, 1 valid, -1 not.
-type valueJSON struct{ valid int8 }
+// valueJSON holds what jsonscan said of one record's value, so that the
+// key template and the columns that read the value as JSON scan it once
+// for each question: 0 not yet asked, 1 yes, -1 no.
+type valueJSON struct{ valid, jsonb int8 }
 
-// check returns whether v (the record's value) is valid JSON.
+// check returns whether v (the record's value) is valid JSON
+// (jsonscan.Valid).
 func (m *valueJSON) check(v []byte) bool {
 	if m.valid == 0 {
-		m.valid = -1
-		if record.ValidJSON(v) {
-			m.valid = 1
-		}
+		m.valid = answer(jsonscan.Valid(v))
 	}
 	return m.valid > 0
 }
 
 // jsonbOK is jsonbOK for the record's value v.
 func (m *valueJSON) jsonbOK(v []byte) bool {
-	return v != nil && m.check(v) && utf8.Valid(v) && jsonbFits(v)
-}
-
-// The limits of PostgreSQL's numeric, which jsonb stores numbers in: at
-// most 131072 digits before the decimal point and a display scale of at
-// most 16383 (NUMERIC_WEIGHT_MAX, NUMERIC_DSCALE_MAX).
-const (
-	numericMaxIntDigits = 131072
-	numericMaxScale     = 16383
-)
-
-// jsonbFits reports whether jsonb takes doc, valid JSON, as it is: no
-// \u0000 (jsonb has no NUL in strings), no \u escape of a lone UTF-16
-// surrogate, no number beyond numeric's limits. jsonb refuses the others
-// ("invalid input syntax for type json", "value overflows numeric
-// format").
-func jsonbFits(doc []byte) bool {
-	// Most values have no escape, no exponent and too few bytes for a
-	// number beyond numeric's limits: they need no walk.
-	if len(doc) <= numericMaxScale && bytes.IndexByte(doc, '\\') < 0 && !maybeExponent(doc) {
-		return true
-	}
-	for i := 0; i < len(doc); i++ {
-		switch c := doc[i]; {
-		case c == '"':
-			for i++; doc[i] != '"'; i++ {
-				if doc[i] != '\\' {
-					continue
-				}
-				i++
-				if doc[i] != 'u' {
-					continue
-				}
-				u := hex4(doc[i+1 : i+5])
-				i += 4
-				switch {
-				case u == 0:
-					return false
-				case u >= 0xdc00 && u <= 0xdfff:
-					return false // a low surrogate without its high one
-				case u >= 0xd800 && u <= 0xdbff:
-					if i+6 >= len(doc) || doc[i+1] != '\\' || doc[i+2] != 'u' {
-						return false
-					}
-					if lo := hex4(doc[i+3 : i+7]); lo < 0xdc00 || lo > 0xdfff {
-						return false
-					}
-					i += 6
-				}
-			}
-		case c == '-' || c >= '0' && c <= '9':
-			n := jsonNumberEnd(doc, i)
-			if !numericFits(doc[i:n]) {
-				return false
-			}
-			i = n - 1
-		}
-	}
-	return true
-}
-
-// maybeExponent reports whether doc has an e or E right after a digit, as
-// a number's exponent has (or a string's text).
-func maybeExponent(doc []byte) bool {
-	for _, e := range []byte{'e', 'E'} {
-		for rest := doc; ; {
-			i := bytes.IndexByte(rest, e)
-			if i < 0 {
-				break
-			}
-			if i > 0 && rest[i-1] >= '0' && rest[i-1] <= '9' {
-				return true
-			}
-			rest = rest[i+1:]
-		}
-	}
-	return false
-}
-
-// hex4 is the value of four hex digits (valid JSON has them).
-func hex4(h []byte) int {
-	n := 0
-	for _, c := range h {
-		n <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			n |= int(c - '0')
-		case c >= 'a' && c <= 'f':
-			n |= int(c-'a') + 10
-		default:
-			n |= int(c-'A') + 10
-		}
-	}
-	return n
-}
-
-// jsonNumberEnd returns the end of the JSON number that starts at i.
-func jsonNumberEnd(doc []byte, i int) int {
-	for i < len(doc) {
-		switch c := doc[i]; {
-		case c >= '0' && c <= '9', c == '-', c == '+', c == '.', c == 'e', c == 'E':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
-// numericFits reports whether numeric takes the JSON number n: its digits
-// before the decimal point (from the first non-zero digit, with the
-// exponent) and its scale (fraction digits as written less the exponent)
-// within numeric's limits.
-func numericFits(n []byte) bool {
-	if n[0] == '-' {
-		n = n[1:]
-	}
-	mant, exp := n, 0
-	if e := bytes.IndexAny(n, "eE"); e >= 0 {
-		mant = n[:e]
-		digits := n[e+1:]
-		neg := digits[0] == '-'
-		if digits[0] == '-' || digits[0] == '+' {
-			digits = digits[1:]
-		}
-		for _, c := range digits {
-			exp = exp*10 + int(c-'0')
-			if exp > 1<<24 {
-				return false // far beyond either limit
-			}
-		}
-		if neg {
-			exp = -exp
-		}
-	}
-	intPart, frac := mant, []byte(nil)
-	if dot := bytes.IndexByte(mant, '.'); dot >= 0 {
-		intPart, frac = mant[:dot], mant[dot+1:]
-	}
-	if len(frac)-exp > numericMaxScale {
+	if v == nil || !m.check(v) {
 		return false
 	}
-	// The position of the first non-zero digit: > 0 in the integer part,
-	// <= 0 in the fraction (0.05: -1); none: the number is zero.
-	pos, nonzero := 0, false
-	if t := bytes.TrimLeft(intPart, "0"); len(t) > 0 {
-		pos, nonzero = len(t), true
-	} else if t := bytes.TrimLeft(frac, "0"); len(t) > 0 {
-		pos, nonzero = -(len(frac) - len(t)), true
+	if m.jsonb == 0 {
+		m.jsonb = answer(jsonscan.Options{UTF8: true, Jsonb: true}.Scan(v) != jsonscan.Invalid)
 	}
-	return !nonzero || pos+exp <= numericMaxIntDigits
+	return m.jsonb > 0
+}
+
+// answer is a kept yes (1) or no (-1).
+func answer(yes bool) int8 {
+	if yes {
+		return 1
+	}
+	return -1
 }
 
 // cellOf computes the column's value for r, whose idempotency key is key.
@@ -505,8 +368,10 @@ func (c *pgColumn) jsonCell(r *record.Record, key string, cs *encode.Cells, vj *
 	return cell{bytes: encode.AppendJSONBytes(nil, raw)}, nil
 }
 
+// isJSONNumber reports whether b is a JSON number, perhaps followed by
+// white space.
 func isJSONNumber(b []byte) bool {
-	return len(b) > 0 && (b[0] == '-' || '0' <= b[0] && b[0] <= '9') && gjson.ValidBytes(b) && gjson.ParseBytes(b).Type == gjson.Number
+	return len(b) > 0 && (b[0] == '-' || '0' <= b[0] && b[0] <= '9') && jsonscan.Options{}.Scan(b) == jsonscan.Number
 }
 
 // lastHeader is the value of r's last header named name.

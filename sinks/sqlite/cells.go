@@ -11,6 +11,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/replay-tool/replay/internal/jsonscan"
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks/encode"
@@ -63,7 +64,7 @@ func bytesString(b []byte) string {
 func cell(c *column, r *record.Record, key string, a *arena) (any, error) {
 	switch c.form {
 	case formJSONOnly:
-		if r.Value != nil && utf8.Valid(r.Value) && record.ValidJSON(r.Value) {
+		if (jsonscan.Options{UTF8: true}).Scan(r.Value) != jsonscan.Invalid {
 			return bytesString(r.Value), nil
 		}
 		return nil, nil
@@ -114,7 +115,7 @@ func cell(c *column, r *record.Record, key string, a *arena) (any, error) {
 		if !utf8.Valid(r.Value) {
 			return r.Value, nil // a BLOB: SQLite converts no BLOB, whatever the affinity
 		}
-		if record.ValidJSON(r.Value) {
+		if jsonscan.Valid(r.Value) {
 			return textCell(c, r, bytesString(r.Value))
 		}
 		return string(encode.AppendJSONBytes(nil, r.Value)), nil // a JSON string: never numeric text
@@ -141,7 +142,7 @@ func cell(c *column, r *record.Record, key string, a *arena) (any, error) {
 // valuePath is what the gjson path selects in r's value; false when the
 // value is not JSON or the path selects nothing or null.
 func valuePath(r *record.Record, path string) (gjson.Result, bool) {
-	if r.Value == nil || !record.ValidJSON(r.Value) {
+	if !jsonscan.Valid(r.Value) {
 		return gjson.Result{}, false
 	}
 	res := gjson.GetBytes(r.Value, path)
