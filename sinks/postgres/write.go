@@ -131,23 +131,61 @@ func (s *Sink) keyOf(r *record.Record) (string, error) {
 	return key, nil
 }
 
+// keyOps is where one key's records are in a batch.
+type keyOps struct {
+	first         int // index of the key's first record
+	last          int // its last record
+	lastTomb      int // its last tombstone (delete mode), -1 if none
+	firstUp       int // its first upsert, -1 if none
+	firstUpAfterT int // its first upsert after lastTomb, -1 if none
+}
+
 // plan computes the keys of batch and each key's net change.
 func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 	if s.ver >= 0 && !s.ignore && s.onTombstone != dbsection.OnTombstoneDelete {
 		return s.planRounds(batch)
 	}
-	type keyOps struct {
-		first         int // index of the key's first record
-		last          int // its last record
-		lastTomb      int // its last tombstone (delete mode), -1 if none
-		firstUp       int // its first upsert, -1 if none
-		firstUpAfterT int // its first upsert after lastTomb, -1 if none
-	}
 	w := &writePlan{shards: make([]shard, s.connections)}
+	ops, keys, err := s.groupByKey(batch, w)
+	if err != nil {
+		return nil, err
+	}
+	rowsOf := func(rs **pgRows, n int) *pgRows {
+		if *rs == nil {
+			*rs = newRows(s.cols, n)
+		}
+		return *rs
+	}
+	vjs := make([]valueJSON, len(batch))
+	for at := range ops {
+		o := &ops[at]
+		key := keys[o.first]
+		sh := w.shardOf(key)
+		del, up := s.netChange(o)
+		if del >= 0 {
+			if err := rowsOf(&sh.del, 0).add(&batch[del], key, s.ver, false, &vjs[del]); err != nil {
+				return nil, s.recordError(&batch[del], err)
+			}
+		}
+		if up >= 0 {
+			if err := rowsOf(&sh.up, len(ops)/s.connections+1).add(&batch[up], key, s.ver, batch[up].Value != nil, &vjs[up]); err != nil {
+				return nil, s.recordError(&batch[up], err)
+			}
+		}
+		s.countSuperseded(w, batch, keys, o, del, up)
+	}
+	w.dropEmpty(s.ckpt != nil)
+	return w, nil
+}
+
+// groupByKey computes the key of each record of batch (keys, in batch
+// order) and where each key's records are (ops, in the order of their
+// first record). A tombstone skipped by the plan is counted in w and gets
+// no key.
+func (s *Sink) groupByKey(batch []record.Record, w *writePlan) ([]keyOps, []string, error) {
 	index := make(map[string]int, len(batch)) // key → its keyOps in ops
 	ops := make([]keyOps, 0, len(batch))
 	keys := make([]string, len(batch))
-	vjs := make([]valueJSON, len(batch))
 	for i := range batch {
 		r := &batch[i]
 		tomb := r.Value == nil
@@ -158,7 +196,7 @@ func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 		}
 		key, err := s.keyOf(r)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		keys[i] = key
 		at, seen := index[key]
@@ -180,55 +218,42 @@ func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 			}
 		}
 	}
-	rowsOf := func(rs **pgRows, n int) *pgRows {
-		if *rs == nil {
-			*rs = newRows(s.cols, n)
-		}
-		return *rs
+	return ops, keys, nil
+}
+
+// netChange is the index of the record a key's net change deletes with
+// and of the one it upserts, -1 for none: the last record (on_conflict:
+// update), or the last tombstone and the first upsert after it, else the
+// first upsert (on_conflict: ignore).
+func (s *Sink) netChange(o *keyOps) (del, up int) {
+	switch {
+	case !s.ignore && o.last == o.lastTomb:
+		return o.last, -1
+	case !s.ignore:
+		return -1, o.last
+	case o.lastTomb >= 0:
+		return o.lastTomb, o.firstUpAfterT
 	}
-	var up, del int
-	for at := range ops {
-		o := &ops[at]
-		key := keys[o.first]
-		sh := w.shardOf(key)
-		del, up = -1, -1
+	return -1, o.firstUp
+}
+
+// countSuperseded counts in w the records of key o that its net change
+// (the records del and up) replaced within the batch.
+func (s *Sink) countSuperseded(w *writePlan, batch []record.Record, keys []string, o *keyOps, del, up int) {
+	key := keys[o.first]
+	for i := o.first; i <= o.last; i++ {
+		if i == del || i == up || keys[i] != key {
+			continue
+		}
 		switch {
-		case !s.ignore && o.last == o.lastTomb:
-			del = o.last
-		case !s.ignore:
-			up = o.last
-		case o.lastTomb >= 0:
-			del, up = o.lastTomb, o.firstUpAfterT
+		case batch[i].Value == nil && s.onTombstone == dbsection.OnTombstoneDelete:
+			w.superseded.Deleted++
+		case s.ignore:
+			w.superseded.Ignored++
 		default:
-			up = o.firstUp
-		}
-		if del >= 0 {
-			if err := rowsOf(&sh.del, 0).add(&batch[del], key, s.ver, false, &vjs[del]); err != nil {
-				return nil, s.recordError(&batch[del], err)
-			}
-		}
-		if up >= 0 {
-			if err := rowsOf(&sh.up, len(ops)/s.connections+1).add(&batch[up], key, s.ver, batch[up].Value != nil, &vjs[up]); err != nil {
-				return nil, s.recordError(&batch[up], err)
-			}
-		}
-		// The key's other records were replaced within the batch.
-		for i := o.first; i <= o.last; i++ {
-			if i == del || i == up || keys[i] != key {
-				continue
-			}
-			switch {
-			case batch[i].Value == nil && s.onTombstone == dbsection.OnTombstoneDelete:
-				w.superseded.Deleted++
-			case s.ignore:
-				w.superseded.Ignored++
-			default:
-				w.superseded.Updated++
-			}
+			w.superseded.Updated++
 		}
 	}
-	w.dropEmpty(s.ckpt != nil)
-	return w, nil
 }
 
 // planRounds is plan for a sink with a version column (on_conflict:
@@ -295,67 +320,15 @@ func (s *Sink) writeShard(ctx context.Context, conn *pgxpool.Conn, sh shard, bat
 	var out sinks.Outcomes
 	b := &pgx.Batch{}
 	if sh.del.len() > 0 {
-		n := int64(sh.del.len())
-		b.Queue(s.st.remove, s.removeArgs(sh.del)...).QueryRow(func(row pgx.Row) error {
-			var deleted, stale, dup int64
-			if err := row.Scan(&deleted, &stale, &dup); err != nil {
-				return err
-			}
-			out.Deleted += deleted
-			out.Stale += stale
-			out.Duplicate += dup
-			out.Absent += n - deleted - stale - dup
-			return nil
-		})
+		s.queueDelete(b, &out, sh.del)
 	}
 	if sh.up.len() > 0 {
-		// A batch after one that found most of its rows unchanged (a
-		// re-run, a replay over a table that holds the window) leaves the
-		// identical rows out before it upserts.
-		same := s.st.upsertSame != "" && s.mostlySame.Load()
-		var stmt string
-		var args []any // the arrays, not built for rows that go through COPY
-		switch {
-		case useCopy && same:
-			stmt = s.st.copyUpsertSame
-		case useCopy:
-			stmt = s.st.copyUpsert
-		case same:
-			stmt, args = s.st.upsertSame, sh.up.args()
-		default:
-			stmt, args = s.st.upsert, sh.up.args()
-		}
-		s.queueUpsert(b, &out, stmt, args, sh.up.len())
-		for _, rows := range sh.more {
-			stmt := s.st.upsert
-			if same {
-				stmt = s.st.upsertSame
-			}
-			s.queueUpsert(b, &out, stmt, rows.args(), rows.len())
-		}
+		s.queueUpserts(b, &out, sh, useCopy)
 	}
 	if batch != nil && s.ckpt != nil {
 		s.ckpt.Queue(b, batch)
 	}
-	var err error
-	if !useCopy && wait == nil {
-		err = conn.SendBatch(ctx, b).Close()
-	} else {
-		err = s.inTx(ctx, conn, func(tx pgx.Tx) error {
-			if useCopy {
-				if _, err := tx.Conn().PgConn().CopyFrom(ctx, &copyReader{rows: sh.up}, s.st.copyTemp); err != nil {
-					return err
-				}
-			}
-			if err := tx.SendBatch(ctx, b).Close(); err != nil {
-				return err
-			}
-			if wait != nil {
-				return wait()
-			}
-			return nil
-		})
-	}
+	err := s.sendShard(ctx, conn, b, sh, useCopy, wait)
 	var other othersFailed
 	if errors.As(err, &other) {
 		return other.err // another shard's error, already explained
@@ -365,6 +338,76 @@ func (s *Sink) writeShard(ctx context.Context, conn *pgxpool.Conn, sh shard, bat
 	}
 	s.count(out)
 	return nil
+}
+
+// queueDelete queues the statement that deletes the keys of rows, which
+// counts its outcomes into out.
+func (s *Sink) queueDelete(b *pgx.Batch, out *sinks.Outcomes, rows *pgRows) {
+	n := int64(rows.len())
+	b.Queue(s.st.remove, s.removeArgs(rows)...).QueryRow(func(row pgx.Row) error {
+		var deleted, stale, dup int64
+		if err := row.Scan(&deleted, &stale, &dup); err != nil {
+			return err
+		}
+		out.Deleted += deleted
+		out.Stale += stale
+		out.Duplicate += dup
+		out.Absent += n - deleted - stale - dup
+		return nil
+	})
+}
+
+// queueUpserts queues the upserts of sh's rows: its up rows from the COPY
+// table (useCopy) or as arrays, then each of its more rounds.
+func (s *Sink) queueUpserts(b *pgx.Batch, out *sinks.Outcomes, sh shard, useCopy bool) {
+	// A batch after one that found most of its rows unchanged (a re-run,
+	// a replay over a table that holds the window) leaves the identical
+	// rows out before it upserts.
+	same := s.st.upsertSame != "" && s.mostlySame.Load()
+	var stmt string
+	var args []any // the arrays, not built for rows that go through COPY
+	switch {
+	case useCopy && same:
+		stmt = s.st.copyUpsertSame
+	case useCopy:
+		stmt = s.st.copyUpsert
+	case same:
+		stmt, args = s.st.upsertSame, sh.up.args()
+	default:
+		stmt, args = s.st.upsert, sh.up.args()
+	}
+	s.queueUpsert(b, out, stmt, args, sh.up.len())
+	for _, rows := range sh.more {
+		stmt := s.st.upsert
+		if same {
+			stmt = s.st.upsertSame
+		}
+		s.queueUpsert(b, out, stmt, rows.args(), rows.len())
+	}
+}
+
+// sendShard sends b: in one round trip (an implicit transaction) when
+// there is no COPY and no wait, else in a transaction that first copies
+// sh's up rows into the COPY table (useCopy) and calls wait before it
+// commits.
+func (s *Sink) sendShard(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch, sh shard, useCopy bool, wait func() error) error {
+	if !useCopy && wait == nil {
+		return conn.SendBatch(ctx, b).Close()
+	}
+	return s.inTx(ctx, conn, func(tx pgx.Tx) error {
+		if useCopy {
+			if _, err := tx.Conn().PgConn().CopyFrom(ctx, &copyReader{rows: sh.up}, s.st.copyTemp); err != nil {
+				return err
+			}
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		if wait != nil {
+			return wait()
+		}
+		return nil
+	})
 }
 
 // removeArgs are the arguments of the statement that deletes rows' keys.
