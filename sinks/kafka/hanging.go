@@ -30,26 +30,9 @@ const offsetsTopic = "__consumer_offsets"
 // ClusterAction right; without it the error names Kafka's own tool to do
 // it. It returns how many were aborted.
 func (t *txnCommitter) abortHanging(ctx context.Context, parts ...int32) (int, error) {
-	type current struct {
-		epoch int16
-		p     int32
-	}
-	ours := map[int64]current{}
-	for _, p := range parts {
-		t.mu.Lock()
-		cl := t.producers[p]
-		t.mu.Unlock()
-		if cl == nil {
-			continue
-		}
-		id, epoch, err := cl.ProducerID(ctx)
-		if err != nil {
-			return 0, transientTxn(fmt.Errorf("kafka sink: producer id of %s: %w", t.id(p), err))
-		}
-		ours[id] = current{epoch, p}
-	}
-	if len(ours) == 0 {
-		return 0, nil
+	ours, err := t.currentEpochs(ctx, parts)
+	if err != nil || len(ours) == 0 {
+		return 0, err
 	}
 	described, err := t.admin.DescribeProducers(ctx, kadm.TopicsSet{t.target: nil, offsetsTopic: nil})
 	if err != nil {
@@ -79,6 +62,43 @@ func (t *txnCommitter) abortHanging(ctx context.Context, parts ...int32) (int, e
 	}
 	t.log.Warn().Strs("transactional_ids", ids).Strs("hanging", where).
 		Msg("kafka sink: transactions of this producer's earlier epochs are open on partitions its coordinator no longer knows of (a broker was killed during them): aborting them")
+	if err := t.writeAborts(ctx, markers, ids); err != nil {
+		return 0, err
+	}
+	return len(markers), nil
+}
+
+// producerEpoch is the epoch InitProducerID gave the producer of a
+// partition p.
+type producerEpoch struct {
+	epoch int16
+	p     int32
+}
+
+// currentEpochs is the producer id and current epoch of the producer of
+// each of parts that has one, by producer id.
+func (t *txnCommitter) currentEpochs(ctx context.Context, parts []int32) (map[int64]producerEpoch, error) {
+	ours := map[int64]producerEpoch{}
+	for _, p := range parts {
+		t.mu.Lock()
+		cl := t.producers[p]
+		t.mu.Unlock()
+		if cl == nil {
+			continue
+		}
+		id, epoch, err := cl.ProducerID(ctx)
+		if err != nil {
+			return nil, transientTxn(fmt.Errorf("kafka sink: producer id of %s: %w", t.id(p), err))
+		}
+		ours[id] = producerEpoch{epoch, p}
+	}
+	return ours, nil
+}
+
+// writeAborts writes the abort markers of the hanging transactions of
+// the producers ids. A failure names Kafka's own tool to abort them; it
+// is transient unless the ClusterAction right is missing.
+func (t *txnCommitter) writeAborts(ctx context.Context, markers []kadm.TxnMarkers, ids []string) error {
 	resps, err := t.admin.WriteTxnMarkers(ctx, markers...)
 	if err == nil {
 		for _, r := range resps {
@@ -89,26 +109,26 @@ func (t *txnCommitter) abortHanging(ctx context.Context, parts ...int32) (int, e
 			})
 		}
 	}
-	if err != nil {
-		var cmds []string
-		for _, m := range markers {
-			m.Topics.EachPartitions(func(topic string, parts []int32) {
-				for _, part := range parts {
-					cmds = append(cmds, fmt.Sprintf("kafka-transactions.sh --bootstrap-server %s abort --topic %s --partition %d --producer-id %d --producer-epoch %d --coordinator-epoch %d",
-						t.where, topic, part, m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch))
-				}
-			})
-		}
-		why := ""
-		if errors.Is(err, kerr.ClusterAuthorizationFailed) {
-			why = " (writing transaction markers needs the ClusterAction right on the cluster)"
-		}
-		err = fmt.Errorf("kafka sink: abort the hanging transactions of %s on %s%s: %w; an administrator can abort them with Kafka's own tool: %s",
-			strings.Join(ids, ", "), t.where, why, err, strings.Join(cmds, "; "))
-		if why != "" {
-			return 0, err // a right only an administrator can grant
-		}
-		return 0, &sinks.TransientError{Err: err} // a coordinator moving, a dropped connection: tried again
+	if err == nil {
+		return nil
 	}
-	return len(markers), nil
+	var cmds []string
+	for _, m := range markers {
+		m.Topics.EachPartitions(func(topic string, parts []int32) {
+			for _, part := range parts {
+				cmds = append(cmds, fmt.Sprintf("kafka-transactions.sh --bootstrap-server %s abort --topic %s --partition %d --producer-id %d --producer-epoch %d --coordinator-epoch %d",
+					t.where, topic, part, m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch))
+			}
+		})
+	}
+	why := ""
+	if errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		why = " (writing transaction markers needs the ClusterAction right on the cluster)"
+	}
+	err = fmt.Errorf("kafka sink: abort the hanging transactions of %s on %s%s: %w; an administrator can abort them with Kafka's own tool: %s",
+		strings.Join(ids, ", "), t.where, why, err, strings.Join(cmds, "; "))
+	if why != "" {
+		return err // a right only an administrator can grant
+	}
+	return &sinks.TransientError{Err: err} // a coordinator moving, a dropped connection: tried again
 }
