@@ -189,17 +189,8 @@ func decodeLz4Frame(dst, src []byte) ([]byte, []byte, error) {
 	if dictID {
 		return dst, src, errors.New("lz4: frames with a dictionary are not supported")
 	}
-	blockMax := 0
-	switch (bd >> 4) & 7 {
-	case 4:
-		blockMax = 64 << 10
-	case 5:
-		blockMax = 256 << 10
-	case 6:
-		blockMax = 1 << 20
-	case 7:
-		blockMax = 4 << 20
-	default:
+	blockMax := lz4BlockMax(bd)
+	if blockMax == 0 {
 		return dst, src, errLz4Frame
 	}
 	hdr := 3 // FLG, BD, HC
@@ -257,6 +248,22 @@ func decodeLz4Frame(dst, src []byte) ([]byte, []byte, error) {
 		src = src[4:]
 	}
 	return dst, src, nil
+}
+
+// lz4BlockMax is the largest block a frame whose BD byte is bd holds, 0
+// for a size the format does not define.
+func lz4BlockMax(bd byte) int {
+	switch (bd >> 4) & 7 {
+	case 4:
+		return 64 << 10
+	case 5:
+		return 256 << 10
+	case 6:
+		return 1 << 20
+	case 7:
+		return 4 << 20
+	}
+	return 0
 }
 
 // lz4Block appends the decompressed block to dst; a linked block may refer
