@@ -172,3 +172,21 @@ func TestWaitFor(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Goroutines counts the goroutines blocked where the parts say, and only
+// those.
+func TestGoroutines(t *testing.T) {
+	block := make(chan struct{})
+	defer close(block)
+	for range 3 {
+		go parkedForGoroutinesTest(block)
+	}
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, func() bool {
+		return testenv.Goroutines("[chan receive", "testenv_test.parkedForGoroutinesTest(") == 3
+	}, "three goroutines parked in parkedForGoroutinesTest")
+	if n := testenv.Goroutines("[select", "testenv_test.parkedForGoroutinesTest("); n != 0 {
+		t.Errorf("%d goroutines in a select, want 0", n)
+	}
+}
+
+func parkedForGoroutinesTest(block chan struct{}) { <-block }

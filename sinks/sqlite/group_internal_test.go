@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/sinktest"
 )
@@ -88,6 +89,23 @@ func holdWriteLock(t *testing.T, path string) (release func()) {
 	}
 }
 
+// waitWriterLocked waits until the sink's writer waits for the database's
+// write lock (in the driver's busy handler), with a Write in hand.
+func waitWriterLocked(t *testing.T) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, time.Millisecond, func() bool {
+		return testenv.Goroutines("sqlite.(*Sink).writer(", "sqlite.busyHandler(") == 1
+	}, "the writer waiting for the lock")
+}
+
+// waitQueued waits until n Writes wait to hand their batch to the writer.
+func waitQueued(t *testing.T, n int) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, time.Millisecond, func() bool {
+		return testenv.Goroutines("[select", "sqlite.(*Sink).Write(") == n
+	}, "%d Writes queued for the writer", n)
+}
+
 // Writes that wait for one another share a transaction (group commit),
 // and a batch the table refuses fails alone: its savepoint is rolled
 // back, the other batches of its group are committed and counted.
@@ -122,9 +140,7 @@ func testGroupCommitFailsOnlyTheBadBatch(t *testing.T, ddl string) {
 	}
 	wg.Add(1)
 	go write(0, partitionBatch(0, 100, -1))
-	// Time for the Writes to reach the writer (a few ms of work each): a
-	// generous margin, so that a loaded machine does not split the group.
-	time.Sleep(500 * time.Millisecond)
+	waitWriterLocked(t)
 	for p := int32(1); p < 6; p++ {
 		bad := -1
 		if p == 3 {
@@ -133,7 +149,7 @@ func testGroupCommitFailsOnlyTheBadBatch(t *testing.T, ddl string) {
 		wg.Add(1)
 		go write(p, partitionBatch(p, 100, bad))
 	}
-	time.Sleep(time.Second)
+	waitQueued(t, 5)
 	release()
 	wg.Wait()
 	for p, err := range errs {
@@ -175,11 +191,11 @@ func TestSQLiteGroupCommitCancelledWrite(t *testing.T) {
 	release := holdWriteLock(t, path)
 	done := make(chan error, 1)
 	go func() { done <- s.Write(t.Context(), partitionBatch(0, 10, -1)) }()
-	time.Sleep(200 * time.Millisecond)
+	waitWriterLocked(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancelled := make(chan error, 1)
 	go func() { cancelled <- s.Write(ctx, partitionBatch(1, 10, -1)) }()
-	time.Sleep(100 * time.Millisecond)
+	waitQueued(t, 1)
 	start := time.Now()
 	cancel()
 	select {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/dbsection"
@@ -101,7 +102,9 @@ func TestSQLiteRefusedResumeKeepsARowInsertedMeanwhile(t *testing.T) {
 	}
 	refused := make(chan error, 1)
 	go func() { refused <- s.CheckResume(points(10, 13)) }()
-	time.Sleep(300 * time.Millisecond) // CheckResume is under way, waiting for the lock
+	testenv.Eventually(t, 30*time.Second, time.Millisecond, func() bool {
+		return testenv.Goroutines("sqlite.(*Sink).CheckResume(", "sqlite.busyHandler(") == 1
+	}, "CheckResume waiting for the lock")
 	if _, err := other.ExecContext(t.Context(), "COMMIT"); err != nil {
 		t.Fatal(err)
 	}
