@@ -1,7 +1,7 @@
 package postgres_test
 
 import (
-	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -60,13 +60,19 @@ func TestPostgresBackendsKeepTheirHeap(t *testing.T) {
 	if rows.Err() != nil || len(args) == 0 {
 		t.Fatalf("no connection of the sink found (%v)", rows.Err())
 	}
-	var out bytes.Buffer
+	var out testenv.Buffer
 	cmd := exec.Command(strace, append([]string{"-c", "-e", "trace=brk"}, args...)...)
 	cmd.Stderr = &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // attached
+	// strace says "Process N attached" for each backend, or why it cannot.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_ = testenv.WaitFor(ctx, time.Millisecond, func() bool {
+		s := out.String()
+		return strings.Count(s, " attached") >= len(args)/2 || strings.Contains(s, "ptrace")
+	})
 	for n := 1; n <= 20; n++ {
 		sinktest.MustWrite(t, s, batch(n)...)
 	}
