@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -56,7 +57,7 @@ func (s *shardServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.inFlight[rec.Key]++
 	}
 	s.mu.Unlock()
-	time.Sleep(20 * time.Millisecond) // let the other shards' requests overlap
+	time.Sleep(20 * time.Millisecond) // on synctest's clock: every shard's request in flight is here at once
 	s.mu.Lock()
 	s.concurent--
 	for _, rec := range recs {
@@ -71,18 +72,34 @@ func (s *shardServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// inProcess is a transport that has the handler answer each request in
+// the caller's goroutine.
+type inProcess struct{ h http.Handler }
+
+func (p inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	p.h.ServeHTTP(rec, r)
+	return rec.Result(), nil
+}
+
 // connections: 4 posts a Write's records in up to 4 requests at once,
 // each key's records in one stream, in offset order; Write returns only
 // when every shard's requests succeeded.
+// The requests go to the server in process, on synctest's clock: the
+// server holds each one 20 ms, during which the other shards' requests
+// arrive: all of them are in flight at once.
 func TestHTTPConnectionsShardByKey(t *testing.T) {
+	synctest.Test(t, testHTTPConnectionsShardByKey)
+}
+
+func testHTTPConnectionsShardByKey(t *testing.T) {
 	ss := &shardServer{inFlight: map[string]int{}, offsets: map[string][]int64{}}
-	srv := httptest.NewServer(ss)
-	defer srv.Close()
 	keyer, err := sinks.NewKeyer("{{ .Key }}")
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs, err := httpsink.New(httpsink.Config{URL: srv.URL, BatchSize: 10, Connections: 4, Log: zerolog.New(zerolog.NewTestWriter(t))})
+	hs, err := httpsink.New(httpsink.Config{URL: "http://shards.test/", BatchSize: 10, Connections: 4, Log: zerolog.New(zerolog.NewTestWriter(t)),
+		Client: &http.Client{Transport: inProcess{ss}}})
 	if err != nil {
 		t.Fatal(err)
 	}
