@@ -516,22 +516,38 @@ func TestKafkaNotEnoughReplicasIsTransient(t *testing.T) {
 	mustWrite(t, s, rec(0, 1, "", "{}")) // the runner's retry, once the replicas are back
 }
 
-// A Write cancelled while kafka-go still holds its messages must not leave
-// the writer reading the caller's buffers: the runner reuses them.
+// A Write cancelled while the producer (franz-go) still holds its records
+// must not leave it reading the caller's buffers: the runner reuses them.
+// Each of the cancelled Writes is cancelled while the broker holds its
+// produce request.
 func TestKafkaCancelledWriteKeepsNoBuffers(t *testing.T) {
-	addr := newKafkaCluster(t).ListenAddrs()[0]
+	c := newKafkaCluster(t)
+	addr := c.ListenAddrs()[0]
 	topic := createTopic(t, addr, 1, nil)
 	s := newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic})
-	mustWrite(t, s, rec(0, 0, "", `{"v":0}`)) // metadata and connections ready: the next Write reaches kafka-go
+	mustWrite(t, s, rec(0, 0, "", `{"v":0}`)) // metadata and connections ready: the next Write reaches the producer
+	var hold atomic.Bool
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if hold.Load() {
+			arrived <- struct{}{}
+			c.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
 	for i := range 3 {
 		value := []byte(`{"v":"original"}`)
 		r := rec(0, int64(2*i+1), "", "")
 		r.Value = value
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
+		hold.Store(true)
 		go func() { done <- s.Write(ctx, []record.Record{r}) }()
-		time.Sleep(500 * time.Microsecond) // kept (no event shows it): inside kafka-go's batch timeout: it holds the message
+		<-arrived // the producer holds the record: its request is in flight
+		hold.Store(false)
 		cancel()
+		release <- struct{}{}
 		<-done
 		copy(value, `{"v":"CLOBBERED"}`) // as the runner's next fetch would
 		mustWrite(t, s, rec(0, int64(2*i+2), "", fmt.Sprintf(`{"v":%d}`, 2*i+2)))
