@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -77,9 +76,10 @@ func replayWith(t *testing.T, set func(*app), args ...string) result {
 }
 
 // command returns the replay command as a child process (see execEnv).
-func command(t *testing.T, dir string, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+// Its output may be read while it runs.
+func command(t *testing.T, dir string, args ...string) (*exec.Cmd, *testenv.Buffer, *testenv.Buffer) {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
+	var stdout, stderr testenv.Buffer
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), execEnv+"=1")
 	cmd.Dir = dir
@@ -90,7 +90,7 @@ func command(t *testing.T, dir string, args ...string) (*exec.Cmd, *bytes.Buffer
 // process is a `replay` child process, started by startProcess.
 type process struct {
 	cmd            *exec.Cmd
-	stdout, stderr *bytes.Buffer
+	stdout, stderr *testenv.Buffer
 	// done is closed when the process has exited.
 	done chan struct{}
 }

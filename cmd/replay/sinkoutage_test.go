@@ -99,6 +99,16 @@ func (o *outage) lockTable() {
 	o.lock = tx
 }
 
+// waitLockWaiters waits until n sessions wait for a lock on the table.
+func (o *outage) waitLockWaiters(n int) {
+	o.t.Helper()
+	testenv.Eventually(o.t, 30*time.Second, 10*time.Millisecond, func() bool {
+		var waiting int
+		err := o.conn.QueryRow(o.t.Context(), `SELECT count(*) FROM pg_locks WHERE relation = $1::regclass AND NOT granted`, o.table).Scan(&waiting)
+		return err == nil && waiting >= n
+	}, "%d writes waiting for the table's lock", n)
+}
+
 func (o *outage) unlock() {
 	o.t.Helper()
 	if err := o.lock.Commit(o.t.Context()); err != nil {
@@ -145,15 +155,20 @@ func (o *outage) checkExact(want int) {
 	o.checkCommitsMatchTable()
 }
 
-// A 5-second outage of the sink (its table locked, writes failing with
-// lock_not_available) is ridden out within sink.retry.max_elapsed: the run
-// finishes exactly, with no resume.
+// An outage of the sink (its table locked, writes failing with
+// lock_not_available) that lasts several failed attempts is ridden out
+// within sink.retry.max_elapsed: the run finishes exactly, with no resume.
 func TestSinkOutageRiddenOut(t *testing.T) {
 	t.Parallel()
 	o := newOutage(t, 6000, 1000, map[string]string{"lock_timeout": "200"}, "")
 	p := o.start(500)
 	o.lockTable()
-	time.Sleep(5 * time.Second)
+	testenv.Eventually(t, 60*time.Second, 20*time.Millisecond, func() bool {
+		if p.exited() {
+			t.Fatalf("the run ended during the outage: %s", p.result())
+		}
+		return strings.Count(p.stderr.String(), "SQLSTATE 55P03") >= 3
+	}, "three writes failing on the lock")
 	o.unlock()
 	r := p.result()
 	if r.code != exitOK {
@@ -207,7 +222,7 @@ func TestSinkOutageSignal(t *testing.T) {
 	o := newOutage(t, 6000, 1000, nil, "")
 	p := o.start(500)
 	o.lockTable()
-	time.Sleep(500 * time.Millisecond) // both partitions' writes now wait for the lock
+	o.waitLockWaiters(outagePartitions) // both partitions' writes wait for the lock
 	start := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -244,7 +259,10 @@ func TestSinkOutageSignal(t *testing.T) {
 type freezeProxy struct {
 	ln     net.Listener
 	target string
-	frozen atomic.Bool
+	mu     sync.Mutex
+	thawed chan struct{} // closed by thaw; nil while the proxy forwards
+	// held counts the requests (reads from a client) held since freeze.
+	held atomic.Int32
 }
 
 func newFreezeProxy(t *testing.T, target string) *freezeProxy {
@@ -255,7 +273,7 @@ func newFreezeProxy(t *testing.T, target string) *freezeProxy {
 	}
 	p := &freezeProxy{ln: ln, target: target}
 	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); p.frozen.Store(false); wg.Wait() })
+	t.Cleanup(func() { ln.Close(); p.thaw(); wg.Wait() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -269,11 +287,41 @@ func newFreezeProxy(t *testing.T, target string) *freezeProxy {
 	return p
 }
 
+func (p *freezeProxy) freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.thawed == nil {
+		p.held.Store(0)
+		p.thawed = make(chan struct{})
+	}
+}
+
+func (p *freezeProxy) thaw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.thawed != nil {
+		close(p.thawed)
+		p.thawed = nil
+	}
+}
+
+// waitThawed returns once the proxy forwards (at once when it is not
+// frozen); request says the caller holds a client's request.
+func (p *freezeProxy) waitThawed(request bool) {
+	p.mu.Lock()
+	thawed := p.thawed
+	p.mu.Unlock()
+	if thawed != nil {
+		if request {
+			p.held.Add(1)
+		}
+		<-thawed
+	}
+}
+
 func (p *freezeProxy) handle(c net.Conn) {
 	defer c.Close()
-	for p.frozen.Load() { // a new connection while frozen: no answer
-		time.Sleep(10 * time.Millisecond)
-	}
+	p.waitThawed(false) // a new connection while frozen: no answer
 	s, err := net.Dial("tcp", p.target)
 	if err != nil {
 		return
@@ -285,10 +333,8 @@ func (p *freezeProxy) handle(c net.Conn) {
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := src.Read(buf)
-			for n > 0 && p.frozen.Load() {
-				time.Sleep(10 * time.Millisecond) // held, never forwarded while frozen
-			}
 			if n > 0 {
+				p.waitThawed(src == c) // held, never forwarded while frozen
 				if _, werr := dst.Write(buf[:n]); werr != nil {
 					return
 				}
@@ -331,8 +377,10 @@ func TestSinkFrozenSignal(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := o.start(500)
-	proxy.frozen.Store(true)
-	time.Sleep(500 * time.Millisecond) // the writes in flight now hang
+	proxy.freeze()
+	testenv.Eventually(t, 30*time.Second, 10*time.Millisecond, func() bool {
+		return proxy.held.Load() > 0
+	}, "a write held by the frozen server")
 	start := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -354,7 +402,7 @@ func TestSinkFrozenSignal(t *testing.T) {
 		t.Errorf("the message does not say the batches in flight were abandoned:\n%s", text)
 	}
 	o.checkCommitsWithin(100) // one batch per partition may have landed unconfirmed
-	proxy.frozen.Store(false)
+	proxy.thaw()
 	if r := replayProcess(t, o.dir, "run", "--yes", o.plan); r.code != exitOK {
 		t.Fatalf("resumed run: %s", r)
 	}
