@@ -233,6 +233,9 @@ func TestReplayLogAppendTime(t *testing.T) {
 		setType("LogAppendTime")
 		sb.Produce(t, "orders", b...)
 		// The window ends a second ago, in whole seconds (RFC 3339).
+		// Kept: the broker stamped the append times with its own clock,
+		// and a window may not end in the future; the wall clock must
+		// pass them.
 		time.Sleep(2100 * time.Millisecond)
 	} else {
 		sb.Produce(t, "orders", all...)

@@ -215,12 +215,13 @@ func benchCheckpoint(b *testing.B, dsn string) {
 	ctx := context.Background()
 	conn := benchConnect(b, dsn)
 	defer conn.Close(ctx)
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_ = testenv.WaitFor(wait, 100*time.Millisecond, func() bool {
 		var n int
-		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'`).Scan(&n); err != nil || n == 0 {
-			break
-		}
-	}
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'`).Scan(&n)
+		return err != nil || n == 0
+	})
 	if _, err := conn.Exec(ctx, "CHECKPOINT"); err != nil {
 		b.Logf("CHECKPOINT: %v (the run starts without it)", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -93,7 +94,10 @@ func TestRealLogCleaner(t *testing.T) {
 		}
 		k.Produce(t, "compacted", recs...)
 		produced += len(recs)
-		time.Sleep(300 * time.Millisecond) // segment.ms passes: the next round rolls a segment
+		// Kept: the broker rolls a segment on the first append after
+		// segment.ms has passed on its own clock; nothing shows the
+		// time before.
+		time.Sleep(300 * time.Millisecond)
 	}
 	// The cleaner compacts every segment but the active one; with no
 	// record appended, what it left stays as it is.
@@ -376,7 +380,7 @@ func TestRealBrokerRestart(t *testing.T) {
 				if out, err := kafkaScript(t, t.Context(), "kill", n).CombinedOutput(); err != nil {
 					t.Fatalf("kill node %s: %v\n%s", n, err, out)
 				}
-				time.Sleep(down)
+				time.Sleep(down) // kept: the outage under test is this long in wall time
 				if out, err := kafkaScript(t, t.Context(), "start", n).CombinedOutput(); err != nil {
 					t.Fatalf("start node %s: %v\n%s", n, err, out)
 				}
@@ -507,14 +511,17 @@ func TestRealAbortsHangingTransaction(t *testing.T) {
 	k.Seed(t, seedOf(300))
 	k.CreateTopic(t, "orders-eos", 1, nil)
 	adm := k.Admin(t)
+	const verification = "transaction.partition.verification.enable"
 	setVerification := func(v string) {
-		if _, err := adm.AlterBrokerConfigs(context.Background(), []kadm.AlterConfig{{Name: "transaction.partition.verification.enable", Value: &v}}); err != nil {
-			t.Fatalf("set transaction.partition.verification.enable=%s: %v", v, err)
+		if _, err := adm.AlterBrokerConfigs(context.Background(), []kadm.AlterConfig{{Name: verification, Value: &v}}); err != nil {
+			t.Fatalf("set %s=%s: %v", verification, v, err)
 		}
 	}
 	setVerification("false")
 	t.Cleanup(func() { setVerification("true") })
-	time.Sleep(time.Second) // the dynamic config reaches the broker
+	testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, func() bool {
+		return brokersHave(t, adm, verification, "false")
+	}, "every broker with %s=false", verification)
 
 	// The sink's transactional id of source partition 0 (prefix-partition).
 	txn := k.Client(t, kgo.TransactionalID("hangtest-0"))
@@ -591,4 +598,23 @@ func TestRealAbortsHangingTransaction(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("read committed %d records, want kcat's %d", len(got), len(want))
 	}
+}
+
+// brokersHave reports whether every broker of the cluster answers that its
+// config key has value: a dynamic config change has reached each of them.
+func brokersHave(t *testing.T, adm *kadm.Client, key, value string) bool {
+	brokers, err := adm.ListBrokers(t.Context())
+	if err != nil {
+		return false
+	}
+	rcs, err := adm.DescribeBrokerConfigs(t.Context(), brokers.NodeIDs()...)
+	if err != nil || len(rcs) != len(brokers) {
+		return false
+	}
+	for _, rc := range rcs {
+		if !slices.ContainsFunc(rc.Configs, func(c kadm.Config) bool { return c.Key == key && c.Value != nil && *c.Value == value }) {
+			return false
+		}
+	}
+	return true
 }
