@@ -20,14 +20,19 @@ import (
 )
 
 // failingSink is durable on Write (its commits run behind the next
-// Write) and fails its failOn-th Write with a plain error.
+// Write) and fails its failOn-th Write with a plain error, closing failed
+// (when set) then.
 type failingSink struct {
 	failOn int32
 	writes atomic.Int32
+	failed chan struct{}
 }
 
 func (s *failingSink) Write(_ context.Context, recs []record.Record) error {
 	if s.writes.Add(1) == s.failOn {
+		if s.failed != nil {
+			close(s.failed)
+		}
 		return errors.New("disk on fire")
 	}
 	return nil
@@ -43,11 +48,16 @@ func (s *failingSink) Capabilities() sinks.Capabilities { return sinks.Capabilit
 func TestSinkFailureNamesTheCommittedOffset(t *testing.T) {
 	sb := newTestCluster(t, 1, "orders")
 	seed(t, sb, "orders", 500, t0, time.Hour)
-	// Every OffsetCommit takes 300 ms: the commit of the first batch is in
-	// flight while the second and third batches are written.
+	// Every OffsetCommit but the partition's start is answered once the
+	// third Write failed: the commit of the first batch is in flight while
+	// the second and third batches are written.
+	sink := &failingSink{failOn: 3, failed: make(chan struct{})}
+	var commits atomic.Int32
 	sb.ControlKey(int16(kmsg.OffsetCommit), func(kmsg.Request) (kmsg.Response, error, bool) {
 		sb.KeepControl()
-		sb.SleepControl(func() { time.Sleep(300 * time.Millisecond) })
+		if commits.Add(1) > 1 {
+			sb.SleepControl(func() { <-sink.failed })
+		}
 		return nil, nil, false
 	})
 	p := testPlan(t, sb, `
@@ -58,7 +68,7 @@ group: replay.failmsg
 window: {offsets: {all: {from: earliest, to: latest}}}
 sink: {type: file, path: unused.jsonl, batch_size: 100}
 `)
-	_, _, err := runPlan(t, context.Background(), p, &failingSink{failOn: 3})
+	_, _, err := runPlan(t, context.Background(), p, sink)
 	if err == nil {
 		t.Fatal("the run succeeded; want the sink's failure")
 	}
@@ -92,13 +102,14 @@ sink: {type: file, path: unused.jsonl, batch_size: 100}
 func TestSinkFailureCommitsOnce(t *testing.T) {
 	sb := newTestCluster(t, 1, "orders")
 	seed(t, sb, "orders", 500, t0, time.Hour)
+	sink := &failingSink{failOn: 3, failed: make(chan struct{})}
 	var commits atomic.Int32
 	sb.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		sb.KeepControl()
 		if commits.Add(1) == 1 {
 			return nil, nil, false // the first commit lands (the partition's start)
 		}
-		sb.SleepControl(func() { time.Sleep(300 * time.Millisecond) })           // in flight until the third Write failed
+		sb.SleepControl(func() { <-sink.failed })                                // in flight until the third Write failed
 		return refusedCommit(req, kerr.GroupAuthorizationFailed.Code), nil, true // not retriable
 	})
 	p := testPlan(t, sb, `
@@ -112,7 +123,7 @@ sink: {type: file, path: unused.jsonl, batch_size: 100}
 	// The commit of the first batch goes out behind the second Write and
 	// is refused; the third Write fails, and the worker collects the
 	// refusal then. Nothing may send that commit again.
-	_, _, err := runPlan(t, context.Background(), p, &failingSink{failOn: 3})
+	_, _, err := runPlan(t, context.Background(), p, sink)
 	if err == nil || !strings.Contains(err.Error(), "disk on fire") || !strings.Contains(err.Error(), "Group Authorization Failed") {
 		t.Fatalf("error %v, want the sink's failure and the refused commit", err)
 	}

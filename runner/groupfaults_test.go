@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -90,12 +91,13 @@ throttle: {records_per_second: 500}
 	hold.Release()
 	r.elapsed, r.retries = time.Since(start), c.Retries()-before
 	r.retried = strings.Count(buf.String(), "retriable error, retrying")
-	deadline := time.Now().Add(3 * time.Second)
-	for !r.left && time.Now().Before(deadline) {
+	leaveCtx, cancelLeave := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancelLeave()
+	_ = testenv.WaitFor(leaveCtx, 20*time.Millisecond, func() bool {
 		g, err := c.DescribeGroup(t.Context(), p.Group)
 		r.left = err == nil && g != nil && len(g.Members) == 0
-		time.Sleep(20 * time.Millisecond)
-	}
+		return r.left
+	})
 	if r.err == nil {
 		r.rows = testenv.PgCoords(t, dsn, plan.ConfigOf[postgres.Section](&r.p.Sink).Table)
 	}

@@ -72,7 +72,11 @@ func TestHoldLostStopsTheRun(t *testing.T) {
 		t.Fatalf("run after losing the hold: %v, want ErrHoldLost", err)
 	}
 	after := commits(t, c, p.Group, "orders", 0, 1, 2)
-	time.Sleep(2 * time.Second)
+	// Whatever of the run outlives Run (the commit batcher lingers a
+	// moment) ends: nothing is left that could commit.
+	testenv.Eventually(t, 30*time.Second, time.Millisecond, func() bool {
+		return testenv.Goroutines("replay/runner.(*") == 0
+	}, "the run's goroutines ended")
 	if again := commits(t, c, p.Group, "orders", 0, 1, 2); !maps.Equal(after, again) {
 		t.Fatalf("the group's commits moved after the run stopped: %v then %v", after, again)
 	}
