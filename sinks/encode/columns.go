@@ -1,8 +1,8 @@
 package encode
 
 import (
+	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -19,20 +19,6 @@ import (
 type Column struct {
 	Name  string
 	Field plan.Field
-}
-
-// DefaultColumns returns the layout of the database sinks without a column
-// mapping: key, topic, partition, offset, timestamp, value, headers.
-func DefaultColumns() []Column { return slices.Clone(defaultColumns) }
-
-var defaultColumns = []Column{
-	{"key", plan.Field{Kind: plan.FieldKey}},
-	{"topic", plan.Field{Kind: plan.FieldTopic}},
-	{"partition", plan.Field{Kind: plan.FieldPartition}},
-	{"offset", plan.Field{Kind: plan.FieldOffset}},
-	{"timestamp", plan.Field{Kind: plan.FieldTimestamp}},
-	{"value", plan.Field{Kind: plan.FieldValue}},
-	{"headers", plan.Field{Kind: plan.FieldHeaders}},
 }
 
 // ParseColumns parses a column mapping; none gives def. sqlNames folds the
@@ -57,21 +43,23 @@ func ParseColumns(cols plan.Columns, def []Column, sqlNames bool) ([]Column, err
 	return out, nil
 }
 
-// KeyColumn returns the index of the column holding the idempotency key,
-// which a database sink needs as its conflict target; an error when no
-// column or more than one holds it.
-func KeyColumn(cols []Column) (int, error) {
+// KeyColumn returns the index of the one column of cols that holds the
+// idempotency key (isKey), which a database sink needs as its conflict
+// target; an error naming the columns (name) when none or more than one
+// does.
+func KeyColumn[C any](cols []C, isKey func(C) bool, name func(C) string) (int, error) {
 	at := -1
 	for i, c := range cols {
-		if c.Field.Kind == plan.FieldKey {
-			if at >= 0 {
-				return -1, fmt.Errorf("columns %s and %s both hold the idempotency key: map key to one column", cols[at].Name, c.Name)
-			}
-			at = i
+		if !isKey(c) {
+			continue
 		}
+		if at >= 0 {
+			return -1, fmt.Errorf("columns %s and %s both hold the idempotency key: map key to one column", name(cols[at]), name(c))
+		}
+		at = i
 	}
 	if at < 0 {
-		return -1, fmt.Errorf("no column holds the idempotency key: map one to key")
+		return -1, errors.New("no column holds the idempotency key: map one to key")
 	}
 	return at, nil
 }

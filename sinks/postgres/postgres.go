@@ -380,20 +380,9 @@ func (s *Sink) layout(cfg Config) error {
 			s.ver = len(s.cols) - 1
 		}
 	}
-	key := -1
-	for i, c := range s.cols {
-		if c.field.Kind == plan.FieldKey {
-			if key >= 0 {
-				return fmt.Errorf("columns %s and %s both hold the idempotency key: map key to one column", s.cols[key].name, c.name)
-			}
-			key = i
-		}
-	}
-	if key < 0 {
-		return fmt.Errorf("no column holds the idempotency key: map one to key")
-	}
+	key, err := encode.KeyColumn(s.cols, func(c pgColumn) bool { return c.field.Kind == plan.FieldKey }, func(c pgColumn) string { return c.name })
 	s.key = key
-	return nil
+	return err
 }
 
 // Finish does nothing: every Write is already committed.

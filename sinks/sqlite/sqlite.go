@@ -328,17 +328,9 @@ func checkConfig(cfg Config) (table string, ignore bool, cols []column, key int,
 	if cols, err = layout(cfg.Columns, cfg.Version); err != nil {
 		return "", false, nil, -1, fmt.Errorf("sqlite sink: %w", err)
 	}
-	key = -1
-	for i, c := range cols {
-		if c.form == formField && c.field.Kind == plan.FieldKey {
-			if key >= 0 {
-				return "", false, nil, -1, fmt.Errorf("sqlite sink: columns %s and %s both hold the idempotency key: map key to one column", cols[key].name, c.name)
-			}
-			key = i
-		}
-	}
-	if key < 0 {
-		return "", false, nil, -1, errors.New("sqlite sink: no column holds the idempotency key: map one to key")
+	isKey := func(c column) bool { return c.form == formField && c.field.Kind == plan.FieldKey }
+	if key, err = encode.KeyColumn(cols, isKey, func(c column) string { return c.name }); err != nil {
+		return "", false, nil, -1, fmt.Errorf("sqlite sink: %w", err)
 	}
 	switch cfg.OnTombstone {
 	case "", dbsection.OnTombstoneWrite, dbsection.OnTombstoneDelete, dbsection.OnTombstoneSkip:
