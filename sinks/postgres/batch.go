@@ -234,13 +234,7 @@ func (sh sqlShape) upsertSQL(src string, names []string, skipSame bool) string {
 	}
 	withOld := sh.ver >= 0 && !sh.ignore || sh.hasProv()
 	var b strings.Builder
-	from := "src"
-	if src == "" {
-		from = "pg_temp." + copyTable
-		b.WriteString("WITH ")
-	} else {
-		b.WriteString("WITH src AS (" + src + "),\n")
-	}
+	from := withSource(&b, src)
 	if withOld {
 		// The stored row of each key of the batch, once: keys the column
 		// holds as equal (1.0 and 1.00 in a numeric column) are one key.
@@ -280,6 +274,18 @@ func (sh sqlShape) upsertSQL(src string, names []string, skipSame bool) string {
 	return b.String()
 }
 
+// withSource writes the start of a statement's WITH: the rows' source src
+// as a query named src, or none when they are in the COPY table; it
+// returns the relation that holds them.
+func withSource(b *strings.Builder, src string) string {
+	if src == "" {
+		b.WriteString("WITH ")
+		return "pg_temp." + copyTable
+	}
+	b.WriteString("WITH src AS (" + src + "),\n")
+	return "src"
+}
+
 // plainUpsertSQL is upsertSQL for on_conflict: update without a version:
 // a row that is not returned is unchanged (same contents, so the same
 // topic and partition: no collision), so only the updated rows need their
@@ -288,13 +294,7 @@ func (sh sqlShape) upsertSQL(src string, names []string, skipSame bool) string {
 func (sh sqlShape) plainUpsertSQL(src string, names, exprs []string, same string) string {
 	key := names[sh.key]
 	var b strings.Builder
-	from := "src"
-	if src == "" {
-		from = "pg_temp." + copyTable
-		b.WriteString("WITH ")
-	} else {
-		b.WriteString("WITH src AS (" + src + "),\n")
-	}
+	from := withSource(&b, src)
 	b.WriteString("ins AS (INSERT INTO " + sh.table + " AS t (" + strings.Join(names, ", ") + ")\nSELECT " + strings.Join(exprs, ", ") + " FROM " + from + " s" + same + "\n")
 	b.WriteString(sh.onConflictSQL(names))
 	b.WriteString("\nRETURNING t." + key + " AS k, (t.xmax = 0) AS fresh")
