@@ -51,7 +51,7 @@ func RealBrokers() []string {
 type Kafka struct {
 	// Cluster is the kfake cluster; nil on a real cluster. Its hooks
 	// (ControlKey, SleepControl...) exist only there: a test that uses them
-	// asks NewKafka for NeedsKfake.
+	// calls RequireKfake first.
 	*kfake.Cluster
 	// Addr is the first broker's address, host:port; Addrs are all of them.
 	Addr  string
@@ -64,8 +64,7 @@ func (k *Kafka) Real() bool { return k.Cluster == nil }
 // RequireKfake skips t when the tests run against a real cluster
 // (KafkaBrokersEnv), saying why (why: what of kfake's the test needs, e.g.
 // "ControlKey holds an EndTxn"). Called first, before the test sets up
-// anything; a test that makes its cluster with NewKafka passes NeedsKfake
-// instead.
+// anything.
 func RequireKfake(t testing.TB, why string) {
 	t.Helper()
 	if RealBrokers() != nil {
@@ -102,12 +101,6 @@ func Kfake(opts ...kfake.Opt) KafkaOption {
 		}
 	}
 }
-
-// NeedsKfake marks a test that uses kfake's hooks, which a real broker
-// does not have (answers rewritten or delayed by ControlKey and
-// SleepControl, injected faults, hand-served batches): with
-// KafkaBrokersEnv set it is skipped, saying why.
-func NeedsKfake(why string) KafkaOption { return func(c *kafkaConfig) { c.kfakeOnly = why } }
 
 // clusterSeq numbers the clusters NewKafka starts.
 var clusterSeq atomic.Int64

@@ -27,7 +27,8 @@ func TestJSONBFitsAsPostgreSQL(t *testing.T) {
 			_, cerr := conn.Exec(t.Context(), `SELECT $1::text::jsonb`, d)
 			pg = cerr == nil
 		}
-		if got := jsonbOK([]byte(d)); got != pg {
+		var m valueJSON
+		if got := m.jsonbOK([]byte(d)); got != pg {
 			t.Errorf("jsonbOK(%.60s) = %v, PostgreSQL takes it: %v", d, got, pg)
 		}
 	}

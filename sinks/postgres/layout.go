@@ -185,13 +185,6 @@ func badString(s string) string {
 	return ""
 }
 
-// jsonbOK reports whether v is JSON that jsonb takes as it is (see
-// jsonscan.Options.Jsonb), in valid UTF-8.
-func jsonbOK(v []byte) bool {
-	var m valueJSON
-	return m.jsonbOK(v)
-}
-
 // valueJSON holds what jsonscan said of one record's value, so that the
 // key template and the columns that read the value as JSON scan it once
 // for each question: 0 not yet asked, 1 yes, -1 no.
@@ -206,7 +199,8 @@ func (m *valueJSON) check(v []byte) bool {
 	return m.valid > 0
 }
 
-// jsonbOK is jsonbOK for the record's value v.
+// jsonbOK reports whether the record's value v is JSON that jsonb takes
+// as it is (see jsonscan.Options.Jsonb), in valid UTF-8.
 func (m *valueJSON) jsonbOK(v []byte) bool {
 	if v == nil || !m.check(v) {
 		return false
