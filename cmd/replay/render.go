@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -385,4 +386,11 @@ func printOutcomes(w io.Writer, what string, o *sinks.Outcomes) {
 	if o.Collisions > 0 {
 		fmt.Fprintf(w, "warning: %d records shared an idempotency key with a record of another partition or topic (first: %s): one row holds both, the later one or, with a version, the newer; make the key template unique, e.g. add {{ .Partition }} and {{ .Offset }}\n", o.Collisions, o.FirstCollision)
 	}
+}
+
+// writeJSON writes v to w as indented JSON (--output json).
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -106,14 +105,10 @@ func (a *app) plan(ctx context.Context, file string, o planOptions) error {
 		// Retention cut the window: the table shows where, then the error
 		// says what to do; nothing is saved.
 		v.Refused = true
-		if o.output == "json" {
-			enc := json.NewEncoder(a.stdout)
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(v); err != nil {
-				return err
-			}
-		} else {
+		if o.output != "json" {
 			printPlan(a.stdout, v)
+		} else if err := writeJSON(a.stdout, v); err != nil {
+			return err
 		}
 		return prepErr
 	}
@@ -127,9 +122,7 @@ func (a *app) plan(ctx context.Context, file string, o planOptions) error {
 		}
 	}
 	if o.output == "json" {
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(v); err != nil {
+		if err := writeJSON(a.stdout, v); err != nil {
 			return err
 		}
 	} else {

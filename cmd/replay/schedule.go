@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -208,9 +207,7 @@ func (a *app) printSchedule(ctx context.Context, c *runner.Cluster, p *plan.Plan
 	}
 	work := st.Due > 0 || st.Running != nil
 	if output == "json" {
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		return work, enc.Encode(st)
+		return work, writeJSON(a.stdout, st)
 	}
 	w, loc := p.Window, p.Window.Location()
 	fmt.Fprintf(a.stdout, "plan %s (fingerprint %s)  topic %s  group %s  schedule every %s in %s from %s, delay %s\n", p.Name, p.Fingerprint(),

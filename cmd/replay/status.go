@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -48,9 +47,7 @@ func (a *app) statusCmd() *cobra.Command {
 				}
 			}
 			if o.output == "json" {
-				enc := json.NewEncoder(a.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(pr)
+				return writeJSON(a.stdout, pr)
 			}
 			printProgress(a.stdout, pr, files[0])
 			if pr.State == runner.StateDone {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -171,9 +170,7 @@ func printValidateJSON(w io.Writer, results []fileResult) error {
 			doc.Problems = append(doc.Problems, jsonProblem{File: pr.File, Line: pr.Line, Column: pr.Col, Field: pr.Field, Severity: sev, Message: pr.Message})
 		}
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(doc)
+	return writeJSON(w, doc)
 }
 
 // printValidateGitHub writes GitHub Actions workflow commands:
