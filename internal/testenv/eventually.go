@@ -1,7 +1,9 @@
 // Package testenv is the shared test environment of replay's tests: an
 // in-process Kafka cluster (kfake, the real protocol over TCP), a fresh
 // PostgreSQL schema per test, kcat as an independent client to cross-check
-// against, and one polling helper to wait on an event instead of sleeping.
+// against, and the helpers to wait on an event instead of sleeping: a
+// poll (Eventually, WaitFor) and, where no channel or counter shows the
+// event, the goroutines' stacks (Goroutines).
 //
 // Only tests import it. Every resource it hands out is released in
 // t.Cleanup. A dependency that is missing (PostgreSQL unreachable, kcat not
