@@ -153,6 +153,17 @@ func ParseValue(v []byte) any {
 	return x
 }
 
+// LastHeader returns the value of r's last header named name, and
+// whether r has one.
+func (r *Record) LastHeader(name string) ([]byte, bool) {
+	for i := len(r.Headers) - 1; i >= 0; i-- {
+		if r.Headers[i].Key == name {
+			return r.Headers[i].Value, true
+		}
+	}
+	return nil, false
+}
+
 // IdempotencyKey returns r's idempotency key: IdemKey, or the default key
 // "<topic>/<partition>/<offset>" when IdemKey is "".
 func (r *Record) IdempotencyKey() string {

@@ -131,13 +131,8 @@ func (cs *Cells) Text(c Column) (string, bool) {
 	case plan.FieldValuePath:
 		return cs.path(c.Field.Arg)
 	case plan.FieldHeader:
-		for i := len(r.Headers) - 1; i >= 0; i-- {
-			if h := r.Headers[i]; h.Key == c.Field.Arg {
-				if h.Value == nil {
-					return "", false
-				}
-				return ValidUTF8(h.Value), true
-			}
+		if h, _ := r.LastHeader(c.Field.Arg); h != nil {
+			return ValidUTF8(h), true
 		}
 		return "", false
 	case plan.FieldHeaders:

@@ -232,7 +232,7 @@ func (c *pgColumn) cellOf(r *record.Record, key string, cs *encode.Cells, vj *va
 		case plan.FieldKafkaKey:
 			b = r.Key
 		case plan.FieldHeader:
-			h, ok := lastHeader(r, c.field.Arg)
+			h, ok := r.LastHeader(c.field.Arg)
 			if !ok {
 				return cell{null: true}, nil
 			}
@@ -289,7 +289,7 @@ func (c *pgColumn) rawText(r *record.Record, key string, cs *encode.Cells, vj *v
 	case plan.FieldValue:
 		return r.Value, r.Value != nil, nil
 	case plan.FieldHeader:
-		h, ok := lastHeader(r, c.field.Arg)
+		h, ok := r.LastHeader(c.field.Arg)
 		return h, ok && h != nil, nil
 	case plan.FieldHeaders:
 		return encode.AppendHeadersJSONB(nil, r.Headers), true, nil
@@ -344,7 +344,7 @@ func (c *pgColumn) jsonCell(r *record.Record, key string, cs *encode.Cells, vj *
 	case plan.FieldOffset:
 		return cell{bytes: strconv.AppendInt(nil, r.Offset, 10)}, nil
 	case plan.FieldHeader:
-		h, ok := lastHeader(r, c.field.Arg)
+		h, ok := r.LastHeader(c.field.Arg)
 		if !ok || h == nil {
 			return cell{null: true}, nil
 		}
@@ -366,16 +366,6 @@ func (c *pgColumn) jsonCell(r *record.Record, key string, cs *encode.Cells, vj *
 // white space.
 func isJSONNumber(b []byte) bool {
 	return len(b) > 0 && (b[0] == '-' || '0' <= b[0] && b[0] <= '9') && jsonscan.Options{}.Scan(b) == jsonscan.Number
-}
-
-// lastHeader is the value of r's last header named name.
-func lastHeader(r *record.Record, name string) ([]byte, bool) {
-	for i := len(r.Headers) - 1; i >= 0; i-- {
-		if r.Headers[i].Key == name {
-			return r.Headers[i].Value, true
-		}
-	}
-	return nil, false
 }
 
 func fieldName(f plan.Field) string {

@@ -99,12 +99,8 @@ func cell(c *column, r *record.Record, key string, a *arena) (any, error) {
 	case plan.FieldKafkaKey:
 		return bytesCell(c, r, r.Key)
 	case plan.FieldHeader:
-		for i := len(r.Headers) - 1; i >= 0; i-- {
-			if h := r.Headers[i]; h.Key == c.field.Arg {
-				return bytesCell(c, r, h.Value)
-			}
-		}
-		return nil, nil
+		h, _ := r.LastHeader(c.field.Arg)
+		return bytesCell(c, r, h)
 	case plan.FieldValue:
 		if r.Value == nil {
 			return nil, nil
@@ -289,22 +285,18 @@ func versionCell(c *column, r *record.Record) (any, error) {
 	case plan.FieldTimestamp:
 		return string(encode.AppendTimestamp(nil, r.Time)), nil
 	case plan.FieldHeader:
-		for i := len(r.Headers) - 1; i >= 0; i-- {
-			if h := r.Headers[i]; h.Key == c.field.Arg {
-				if h.Value == nil {
-					return nil, nil
-				}
-				s := string(h.Value)
-				if n, err := strconv.ParseInt(s, 10, 64); err == nil && strconv.FormatInt(n, 10) == s {
-					return n, nil
-				}
-				if !utf8.ValidString(s) {
-					return h.Value, nil
-				}
-				return s, nil
-			}
+		h, _ := r.LastHeader(c.field.Arg)
+		if h == nil {
+			return nil, nil
 		}
-		return nil, nil
+		s := string(h)
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil && strconv.FormatInt(n, 10) == s {
+			return n, nil
+		}
+		if !utf8.ValidString(s) {
+			return h, nil
+		}
+		return s, nil
 	case plan.FieldValuePath:
 		res, ok := valuePath(r, c.field.Arg)
 		if !ok {
