@@ -229,7 +229,7 @@ throttle: {records_per_second: 100}
 		{"{type: file, path: x.jsonl, table: t, dsn: '${ORDERS_DSN_NOPW}'}", "sink.dsn: does not apply to a file sink (only postgres sinks take it): remove it"},
 		{"{type: file, path: x.jsonl, on_conflict: ignore}", "sink.on_conflict: does not apply to a file sink"},
 		{"{type: file, path: x.jsonl, create_table: true}", "sink.create_table: does not apply to a file sink"},
-		{"{type: postgres, dsn: '${ORDERS_DSN_NOPW}', table: t, path: x.db}", "sink.path: does not apply to a postgres sink (only file and sqlite sinks take it): remove it"},
+		{"{type: postgres, dsn: '${ORDERS_DSN_NOPW}', table: t, path: x.db}", "sink.path: does not apply to a postgres sink (only file and sqlite and parquet sinks take it): remove it"},
 		{"{type: stdout, path: x.jsonl}", "sink.path: does not apply to a stdout sink"},
 		{"{type: stdout, table: t}", "sink.table: does not apply to a stdout sink"},
 		// Valid: the field belongs to the type, or is a default (on_conflict: update).

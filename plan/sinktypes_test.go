@@ -56,7 +56,7 @@ func TestSinkDescriptorsMatchSink(t *testing.T) {
 
 // The catalog lists the types in the order messages list them.
 func TestSinkTypesOrder(t *testing.T) {
-	if got, want := typeStrings(testSinks.Types()), []string{"file", "postgres", "sqlite", "kafka", "http", "stdout"}; !slices.Equal(got, want) {
+	if got, want := typeStrings(testSinks.Types()), []string{"file", "postgres", "sqlite", "kafka", "http", "stdout", "parquet"}; !slices.Equal(got, want) {
 		t.Errorf("Types() = %v, want %v", got, want)
 	}
 	if _, ok := testSinks.Lookup("mysql"); ok {

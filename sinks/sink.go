@@ -333,6 +333,10 @@ type Options struct {
 	// per partition.
 	Topic      string
 	Partitions []int32
+	// Ranges are the run's resolved ranges, one per partition of
+	// Partitions: a sink that names its output after them (the parquet
+	// sink's objects) reads them here. nil when unknown.
+	Ranges []Range
 	// CommitMetadata returns the commit metadata the runner writes with the
 	// group's offset for a partition of the run (plan, fingerprint, range):
 	// a sink committing offsets to the group itself writes the same; nil
@@ -361,6 +365,13 @@ type Options struct {
 	// run may dead-letter other records than the first: a sink that
 	// rejected a record may take it now).
 	DeadLetter bool
+}
+
+// Range is one partition's resolved range of a run: the offsets
+// [Start, End).
+type Range struct {
+	Partition  int32
+	Start, End int64
 }
 
 // ErrPartitionLost is wrapped by the error of a sink's Write or

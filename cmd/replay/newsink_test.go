@@ -63,7 +63,7 @@ func TestNewSinkTypeValidates(t *testing.T) {
 		{", bucket: orders, mode: overwrite", `sink.mode: "overwrite" is not one of append, replace`},
 		{", bucket: orders, token: abc123", `sink.token: a literal secret must not be written in a plan`},
 		{", bucket: orders, buckets: x", `plan.yaml:8:38: sink.buckets: unknown field "buckets" in sink (did you mean "bucket"?)`},
-		{", bucket: orders, path: out.jsonl", `sink.path: does not apply to a memory sink (only file and sqlite sinks take it): remove it`},
+		{", bucket: orders, path: out.jsonl", `sink.path: does not apply to a memory sink (only file and sqlite and parquet sinks take it): remove it`},
 		{", bucket: orders, capacity: lots", `sink.capacity: want a whole number, got "lots"`},
 	} {
 		_, err := parseMemory(t, tc.rest)

@@ -430,11 +430,13 @@ func (a *app) resultsOut(s plan.Sink) io.Writer {
 func (a *app) newSink(ctx context.Context, job *runner.Job, join bool) (sinks.Sink, error) {
 	p := job.Plan
 	parts := make([]int32, len(job.Resolution.Ranges))
+	ranges := make([]sinks.Range, len(job.Resolution.Ranges))
 	for i, r := range job.Resolution.Ranges {
 		parts[i] = r.Partition
+		ranges[i] = sinks.Range{Partition: r.Partition, Start: r.Start, End: r.End}
 	}
 	opts := sinks.Options{Log: a.log, PlanName: p.Name, RunID: job.RunID(), Group: p.Group, Fingerprint: job.Resolution.Fingerprint,
-		Topic: job.Resolution.Topic, Partitions: parts, CommitMetadata: job.CommitMetadata, SourceClusterID: job.SourceClusterID(),
+		Topic: job.Resolution.Topic, Partitions: parts, Ranges: ranges, CommitMetadata: job.CommitMetadata, SourceClusterID: job.SourceClusterID(),
 		Stdout: a.rawStdout}
 	if join {
 		opts.Member = job.Member

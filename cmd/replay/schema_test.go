@@ -233,6 +233,7 @@ func TestSchemaEnumsMatchValidation(t *testing.T) {
 		"sqlite":   ", path: out.db, table: t",
 		"kafka":    `, brokers: ["k:9092"], topic: orders-fixed`,
 		"http":     ", url: 'https://svc.internal/api'",
+		"parquet":  ", path: out/orders/",
 	}
 	s := printedSchema(t)
 	env := func(name string) (string, bool) {

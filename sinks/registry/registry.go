@@ -14,6 +14,7 @@ import (
 	"github.com/replay-tool/replay/sinks/file"
 	httpsink "github.com/replay-tool/replay/sinks/http"
 	"github.com/replay-tool/replay/sinks/kafka"
+	"github.com/replay-tool/replay/sinks/parquet"
 	"github.com/replay-tool/replay/sinks/postgres"
 	"github.com/replay-tool/replay/sinks/sqlite"
 	"github.com/replay-tool/replay/sinks/stdout"
@@ -36,6 +37,7 @@ var drivers = []struct {
 	{kafka.Descriptor, kafka.Open},
 	{httpsink.Descriptor, httpsink.Open},
 	{stdout.Descriptor, stdout.Open},
+	{parquet.Descriptor, parquet.Open},
 }
 
 // Catalog returns the sink types this version implements, each with the

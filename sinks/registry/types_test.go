@@ -8,6 +8,7 @@ import (
 	"github.com/replay-tool/replay/sinks/file"
 	httpsink "github.com/replay-tool/replay/sinks/http"
 	"github.com/replay-tool/replay/sinks/kafka"
+	"github.com/replay-tool/replay/sinks/parquet"
 	"github.com/replay-tool/replay/sinks/postgres"
 	"github.com/replay-tool/replay/sinks/sqlite"
 	"github.com/replay-tool/replay/sinks/stdout"
@@ -61,6 +62,7 @@ func TestCommandLineProperties(t *testing.T) {
 		"kafka":    &kafka.Section{Topic: "copy", ExactlyOnce: true},
 		"http":     &httpsink.Section{},
 		"stdout":   &stdout.Section{},
+		"parquet":  &parquet.Section{Path: "out/orders/"},
 	}
 	want := map[plan.SinkType]props{
 		"file":     {staged: true, inlineDL: true, where: "out/o.db"},
@@ -69,6 +71,7 @@ func TestCommandLineProperties(t *testing.T) {
 		"kafka":    {shared: true, key: true, fences: true, where: "kafka topic copy"},
 		"http":     {shared: true, service: "service", key: true, where: "http"},
 		"stdout":   {stdout: true, inlineDL: true, where: "stdout"},
+		"parquet":  {staged: true, where: "out/orders/"},
 	}
 	for _, d := range Catalog() {
 		s := plan.Sink{Type: d.Type, Config: sections[d.Type]}

@@ -1,0 +1,111 @@
+package parquet
+
+import (
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks/encode"
+)
+
+// Type is the parquet sink's type in a plan.
+const Type plan.SinkType = "parquet"
+
+// Compression codecs of a section (Section.Compression); zstd is the
+// default.
+var Compressions = []string{"zstd", "snappy", "gzip", "none"}
+
+// DefaultMaxRowsPerFile is a section's max_rows_per_file when it has none.
+const DefaultMaxRowsPerFile = 1000000
+
+// Section is a parquet sink's own fields in a plan (Descriptor.Fields says
+// what each means), in Sink.Config.
+type Section struct {
+	Path           string            `yaml:"path"`
+	Columns        plan.Columns      `yaml:"columns"`
+	Types          map[string]string `yaml:"types"`
+	MaxRowsPerFile int64             `yaml:"max_rows_per_file"`
+	Compression    string            `yaml:"compression"`
+}
+
+// section returns the parquet sink's own fields of s.
+func section(s *plan.Sink) *Section { return plan.ConfigOf[Section](s) }
+
+// Descriptor describes the parquet sink's plan section.
+var Descriptor = plan.SinkDescriptor{
+	Type:      Type,
+	Summary:   "Parquet files in a directory, one object per run of up to max_rows_per_file rows of a partition, named from the resolved offset ranges",
+	NewConfig: func() any { return new(Section) },
+	Fields: []plan.FieldDescriptor{
+		{Name: "path", Fingerprint: true, Required: "missing: the directory to write the Parquet objects to, e.g. out/orders/",
+			Doc: "parquet: the output directory: objects <topic>/<partition>/<first>-<end>.parquet (offsets zero-padded to 20 digits, end exclusive) and _manifest.json, written when the run completes."},
+		{Name: "columns", Fingerprint: true,
+			Doc:              "parquet: map column names to record fields, in order (the fields of the postgres, sqlite and csv columns: key, kafka_key, value, value.<path>, header.<name>, headers, timestamp, timestamp_type, partition, offset, topic); unset, topic, partition, offset, timestamp, timestamp_type, kafka_key, value and headers.",
+			FingerprintValue: func(val any, _ *plan.Sink, _ bool) any { return val.(plan.Columns).String() }},
+		{Name: "types", Fingerprint: true,
+			Doc: "parquet: the Parquet type of value.<path> columns, by column name: string (default: the text, a number as written), int32, int64, boolean, decimal(P,S) (exact; 1 <= P <= 38), timestamp_millis or timestamp_micros (from an RFC 3339 string), bytes (the text's bytes); a value that does not fit its type is a bad record (on_error).",
+			FingerprintValue: func(val any, _ *plan.Sink, _ bool) any {
+				m, _ := val.(map[string]string)
+				keys := make([]string, 0, len(m))
+				for k := range m {
+					keys = append(keys, k)
+				}
+				sort.Strings(keys)
+				var b strings.Builder
+				for _, k := range keys {
+					b.WriteString(k + ":" + m[k] + ";")
+				}
+				return b.String()
+			}},
+		{Name: "max_rows_per_file", Fingerprint: true, Default: "1000000",
+			Doc: "parquet: rows per object at most (default 1000000): a partition's range is cut into objects of this many rows, the last one holding the rest."},
+		{Name: "compression", Fingerprint: true, Default: "zstd", Enum: Compressions,
+			Doc: "parquet: the compression of the column chunks: zstd (default), snappy, gzip or none."},
+	},
+	Check:      check,
+	StagingDir: func(s *plan.Sink) string { return filepath.Join(section(s).Path, stagingName) },
+	Where:      func(s *plan.Sink) string { return section(s).Path },
+}
+
+// check checks a parquet section: its columns, their types, the file size
+// and that the plan replays one window.
+func check(c *plan.SinkCheck) {
+	s := section(c.Sink)
+	c.Columns(s.Columns, false)
+	cols, err := encode.ParseColumns(s.Columns, defaultColumns, false)
+	if err == nil {
+		for name, t := range s.Types {
+			i := slices.IndexFunc(cols, func(col encode.Column) bool { return col.Name == name })
+			if i < 0 {
+				c.Add("types", "%s: no column of that name: types name columns of columns:", name)
+				continue
+			}
+			if cols[i].Field.Kind != plan.FieldValuePath {
+				c.Add("types", "%s: only value.<path> columns take a type (the other fields have theirs)", name)
+				continue
+			}
+			if _, err := parseType(t); err != nil {
+				c.Add("types", "%s: %v", name, err)
+			}
+		}
+		seen := map[string]string{}
+		for _, col := range cols {
+			low := strings.ToLower(col.Name)
+			if other, dup := seen[low]; dup {
+				c.Add("columns", "columns %s and %s differ only in case: Spark and DuckDB take them for one column; rename one", other, col.Name)
+			}
+			seen[low] = col.Name
+		}
+	}
+	if c.Present("max_rows_per_file") && s.MaxRowsPerFile < 1 {
+		c.Add("max_rows_per_file", "%d: want at least 1, e.g. 1000000", s.MaxRowsPerFile)
+	}
+	if c.DeadLetter() {
+		c.Add("type", "a parquet sink cannot hold dead letters (their reasons have no column): use a file sink")
+	}
+	if c.Schedule() {
+		c.Add("type", "a parquet sink's manifest describes one window, so with a schedule it would describe the last interval only: use a postgres, sqlite, kafka or http sink")
+	}
+}

@@ -1,0 +1,285 @@
+package parquet
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/replay-tool/replay/sinks"
+)
+
+// ManifestName is the manifest's name at the top of the output.
+const ManifestName = "_manifest.json"
+
+// Manifest is what _manifest.json holds: the plan's fingerprint, the run's
+// identity, the rows of all objects, and each object of the run's ranges
+// in name order.
+type Manifest struct {
+	Fingerprint string       `json:"fingerprint"`
+	Run         string       `json:"run"`
+	Rows        int64        `json:"rows"`
+	Objects     []objectInfo `json:"objects"`
+}
+
+// runFile names, in the staging directory, the run that staged there.
+const runFile = "run"
+
+// checkManifest refuses an output whose manifest is another plan's.
+func (s *Sink) checkManifest(ctx context.Context) error {
+	m, err := s.readManifest(ctx)
+	if err != nil || m == nil {
+		return err
+	}
+	if m.Fingerprint != s.fingerprint {
+		return sinks.Refusal(fmt.Sprintf("parquet sink: %s is the manifest of another plan (fingerprint %s, this plan's is %s): write to another path, or move the output away",
+			s.st.Where(ManifestName), m.Fingerprint, s.fingerprint))
+	}
+	return nil
+}
+
+func (s *Sink) readManifest(ctx context.Context) (*Manifest, error) {
+	rc, err := s.st.Open(ctx, ManifestName)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("parquet sink: %w", err)
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return nil, fmt.Errorf("parquet sink: %w", err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, sinks.Refusal(fmt.Sprintf("parquet sink: %s is not a manifest replay wrote (%v): write to another path, or move it away", s.st.Where(ManifestName), err))
+	}
+	return &m, nil
+}
+
+// loadChains reads the objects already published in the run's ranges:
+// each partition's must be this run's and tile its range from the start
+// (the prefix of the tiling an earlier process of the run published).
+// Anything else is refused.
+func (s *Sink) loadChains(ctx context.Context) error {
+	prefix := TopicDir(s.topic) + "/"
+	names, err := s.st.List(ctx, prefix)
+	if err != nil {
+		return fmt.Errorf("parquet sink: list %s: %w", s.st.Where(prefix), err)
+	}
+	found := map[int32][]span{}
+	for name := range names {
+		p, sp, ok := parseObject(strings.TrimPrefix(name, prefix))
+		pt := s.parts[p]
+		if !ok || pt == nil || sp.first >= pt.rng.End || sp.end <= pt.rng.Start {
+			continue // not an object name, or outside the run's ranges
+		}
+		run, err := s.runOf(ctx, name)
+		if err != nil {
+			return fmt.Errorf("parquet sink: read %s: %w", s.st.Where(name), err)
+		}
+		if run != s.runID {
+			return sinks.Refusal(fmt.Sprintf("parquet sink: %s is in this run's range of partition %d but %s: move it away or write to another path",
+				s.st.Where(name), p, whose(run)))
+		}
+		found[p] = append(found[p], sp)
+	}
+	for p, spans := range found {
+		slices.SortFunc(spans, func(a, b span) int { return cmp64(a.first, b.first) })
+		pt := s.parts[p]
+		at := pt.rng.Start
+		for _, sp := range spans {
+			if sp.first != at {
+				return sinks.Refusal(fmt.Sprintf("parquet sink: the objects of partition %d under %s do not tile its range from offset %d (one starts at %d where %d was expected): move them away or write to another path",
+					p, s.st.Where(prefix), pt.rng.Start, sp.first, at))
+			}
+			at = sp.end
+		}
+		pt.chain, pt.first, pt.next, pt.synced = spans, at, at, at
+		pt.finished = at == pt.rng.End && len(spans) > 0
+	}
+	return nil
+}
+
+func whose(run string) string {
+	if run == "" {
+		return "replay did not write it"
+	}
+	return "another run wrote it (run " + run + ")"
+}
+
+func cmp64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// openStaging recovers the staging an earlier process of this run left:
+// each partition's staging file of the object after its chain (a torn
+// last frame cut off). Staging of another run is removed.
+func (s *Sink) openStaging() error {
+	run, err := os.ReadFile(filepath.Join(s.stagingDir, runFile))
+	if err == nil && string(run) != s.runID || err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Info().Str("staging", s.stagingDir).Msg("parquet sink: discarding staging of another run")
+		if err := os.RemoveAll(s.stagingDir); err != nil {
+			return fmt.Errorf("parquet sink: %w", err)
+		}
+	}
+	if err := os.MkdirAll(s.stagingDir, 0o755); err != nil {
+		return fmt.Errorf("parquet sink: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(s.stagingDir, runFile), []byte(s.runID), 0o644); err != nil {
+		return fmt.Errorf("parquet sink: %w", err)
+	}
+	for _, pt := range s.partitions() {
+		if err := s.recoverPart(pt); err != nil {
+			return fmt.Errorf("parquet sink: recover the staging of partition %d: %w", pt.rng.Partition, err)
+		}
+	}
+	return syncDir(s.stagingDir)
+}
+
+// recoverPart opens the staging file of pt's next object, if any, and
+// removes staging files of objects already published.
+func (s *Sink) recoverPart(pt *part) error {
+	dir := filepath.Dir(s.stagingFile(pt.rng.Partition, 0))
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		first, err := strconv.ParseInt(strings.TrimSuffix(e.Name(), ".rows"), 10, 64)
+		if err != nil || first != pt.first || pt.finished {
+			os.Remove(filepath.Join(dir, e.Name())) // published, or not a staging file
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(dir, e.Name()), os.O_RDWR, 0)
+		if err != nil {
+			return err
+		}
+		rows, next, err := recoverStaging(f, s.topic, pt.rng.Partition)
+		if err != nil {
+			f.Close()
+			return err
+		}
+		pt.f, pt.rows = f, rows
+		if next > pt.next {
+			pt.next, pt.synced = next, next
+		}
+	}
+	return nil
+}
+
+// checkOverlap refuses to publish sp when another object of the
+// partition (of an earlier run that was not finished, say) overlaps it.
+func (s *Sink) checkOverlap(ctx context.Context, pt *part, sp span) error {
+	prefix := fmt.Sprintf("%s/%d/", TopicDir(s.topic), pt.rng.Partition)
+	names, err := s.st.List(ctx, prefix)
+	if err != nil {
+		return fmt.Errorf("parquet sink: list %s: %w", s.st.Where(prefix), err)
+	}
+	for name := range names {
+		_, o, ok := parseObject(fmt.Sprintf("%d/", pt.rng.Partition) + strings.TrimPrefix(name, prefix))
+		if ok && o != sp && o.first < sp.end && sp.first < o.end {
+			return sinks.Refusal(fmt.Sprintf("parquet sink: %s overlaps the object [%d, %d) this run writes: it holds another tiling of partition %d's offsets (another plan or resolution); move it away or write to another path",
+				s.st.Where(name), sp.first, sp.end, pt.rng.Partition))
+		}
+	}
+	return nil
+}
+
+// Finish publishes each partition's last object, ending at its range's
+// end (an empty range has none; a range without rows one without rows),
+// then the manifest, and removes the staging. A finished output is left
+// as it is: a re-run changes nothing.
+func (s *Sink) Finish(ctx context.Context) error {
+	for _, pt := range s.partitions() {
+		if err := s.finishPart(ctx, pt); err != nil {
+			return err
+		}
+	}
+	if err := s.writeManifest(ctx); err != nil {
+		return err
+	}
+	if err := s.Close(); err != nil {
+		return fmt.Errorf("parquet sink: %w", err)
+	}
+	if err := os.RemoveAll(s.stagingDir); err != nil {
+		return fmt.Errorf("parquet sink: %w", err)
+	}
+	return nil
+}
+
+func (s *Sink) finishPart(ctx context.Context, pt *part) error {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if pt.broken != nil {
+		return pt.broken
+	}
+	if pt.finished || pt.rng.Start >= pt.rng.End {
+		return nil
+	}
+	if err := s.flushFrames(pt); err != nil {
+		return err
+	}
+	if err := s.closeObject(ctx, pt, pt.rng.End); err != nil {
+		return err
+	}
+	pt.finished = true
+	return nil
+}
+
+// writeManifest writes the manifest of the run's objects, unless the one
+// there says the same.
+func (s *Sink) writeManifest(ctx context.Context) error {
+	m := Manifest{Fingerprint: s.fingerprint, Run: s.runID, Objects: []objectInfo{}}
+	for _, pt := range s.partitions() {
+		for _, sp := range pt.chain {
+			name := ObjectName(s.topic, pt.rng.Partition, sp.first, sp.end)
+			s.mu.Lock()
+			info, ok := s.done[name]
+			s.mu.Unlock()
+			if !ok {
+				var err error
+				if info, err = s.describe(ctx, name); err != nil {
+					return fmt.Errorf("parquet sink: read %s back for the manifest: %w", s.st.Where(name), err)
+				}
+			}
+			m.Rows += info.Rows
+			m.Objects = append(m.Objects, info)
+		}
+	}
+	slices.SortFunc(m.Objects, func(a, b objectInfo) int { return strings.Compare(a.Name, b.Name) })
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	if rc, err := s.st.Open(ctx, ManifestName); err == nil {
+		old, err := io.ReadAll(rc)
+		rc.Close()
+		if err == nil && bytes.Equal(old, data) {
+			return nil
+		}
+	}
+	if err := s.st.Replace(ctx, ManifestName, data); err != nil {
+		return fmt.Errorf("parquet sink: write %s: %w", s.st.Where(ManifestName), err)
+	}
+	return nil
+}

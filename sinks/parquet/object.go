@@ -1,0 +1,287 @@
+package parquet
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	pq "github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress"
+	"github.com/parquet-go/parquet-go/compress/gzip"
+	"github.com/parquet-go/parquet-go/compress/snappy"
+	"github.com/parquet-go/parquet-go/compress/uncompressed"
+	"github.com/parquet-go/parquet-go/compress/zstd"
+
+	"github.com/replay-tool/replay/sinks"
+)
+
+// span is the offsets [first, end) of one object of a partition.
+type span struct{ first, end int64 }
+
+// TopicDir is the directory name of topic's objects: the topic's name with
+// every byte outside a-z, 0-9, '.', '_' and '-' (an upper-case letter
+// included) written as '!' and its two lower-case hex digits. Kafka's topic
+// names never hold '!', so two topics never share a directory, not even
+// on a case-insensitive file system: "Orders" is "!4frders".
+func TopicDir(topic string) string {
+	var b strings.Builder
+	for i := 0; i < len(topic); i++ {
+		c := topic[i]
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "!%02x", c)
+		}
+	}
+	s := b.String()
+	if s == "." || s == ".." {
+		return strings.ReplaceAll(s, ".", "!2e")
+	}
+	return s
+}
+
+// ObjectName is the name of the object holding offsets [first, end) of a
+// partition of topic: <topic>/<partition>/<first>-<end>.parquet, both
+// offsets zero-padded to 20 digits.
+func ObjectName(topic string, partition int32, first, end int64) string {
+	return fmt.Sprintf("%s/%d/%020d-%020d.parquet", TopicDir(topic), partition, first, end)
+}
+
+var objectRe = regexp.MustCompile(`^(\d+)/(\d{20})-(\d{20})\.parquet$`)
+
+// parseObject reads the partition and span of an object name under a
+// topic's directory (rel: "<partition>/<first>-<end>.parquet").
+func parseObject(rel string) (int32, span, bool) {
+	m := objectRe.FindStringSubmatch(rel)
+	if m == nil {
+		return 0, span{}, false
+	}
+	p, err1 := strconv.ParseInt(m[1], 10, 32)
+	first, err2 := strconv.ParseInt(m[2], 10, 64)
+	end, err3 := strconv.ParseInt(m[3], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || end < first {
+		return 0, span{}, false
+	}
+	return int32(p), span{first, end}, true
+}
+
+// codec is the compression codec of name (Section.Compression).
+func codec(name string) (compress.Codec, error) {
+	switch name {
+	case "", "zstd":
+		return &zstd.Codec{}, nil
+	case "snappy":
+		return &snappy.Codec{}, nil
+	case "gzip":
+		return &gzip.Codec{}, nil
+	case "none":
+		return &uncompressed.Codec{}, nil
+	}
+	return nil, fmt.Errorf("parquet sink: compression %q: want one of %s", name, strings.Join(Compressions, ", "))
+}
+
+// objectInfo is what the manifest says of an object.
+type objectInfo struct {
+	Name   string `json:"name"`
+	Rows   int64  `json:"rows"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+}
+
+// rowGroupBytes is how many bytes of values a row group holds at most
+// before it is flushed: the writer keeps one row group's pages in memory.
+const rowGroupBytes = 16 << 20
+
+// build writes the object of span sp of partition p from its staging
+// file (nil: no rows) to a temporary file in dir, and returns it (at its
+// start) with what the manifest says of it. The caller removes the file.
+func (s *Sink) build(ctx context.Context, p int32, sp span, staging *os.File, dir string) (*os.File, objectInfo, error) {
+	name := ObjectName(s.topic, p, sp.first, sp.end)
+	info := objectInfo{Name: name}
+	tmp, err := os.CreateTemp(dir, ".object-*.tmp")
+	if err != nil {
+		return nil, info, err
+	}
+	fail := func(err error) (*os.File, objectInfo, error) {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return nil, info, fmt.Errorf("parquet sink: build %s: %w", name, err)
+	}
+	h := sha256.New()
+	cw := &countWriter{w: io.MultiWriter(tmp, h)}
+	w := pq.NewWriter(cw, s.schema, pq.Compression(s.codec), pq.CreatedBy("replay", "", ""),
+		pq.KeyValueMetadata(metaRun, s.runID), pq.KeyValueMetadata(metaFingerprint, s.fingerprint))
+	if staging != nil {
+		if info.Rows, err = s.writeRows(ctx, w, staging, p); err != nil {
+			return fail(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return fail(err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fail(err)
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return fail(err)
+	}
+	info.Bytes, info.SHA256 = cw.n, hex.EncodeToString(h.Sum(nil))
+	return tmp, info, nil
+}
+
+// writeRows writes the rows of the staged records to w, flushing a row
+// group every rowGroupBytes of values, and returns how many.
+func (s *Sink) writeRows(ctx context.Context, w *pq.Writer, staging *os.File, p int32) (int64, error) {
+	if _, err := staging.Seek(0, io.SeekStart); err != nil {
+		return 0, err
+	}
+	fr := newFrameReader(staging, s.topic, p)
+	var rows, group int64
+	buf := make([]pq.Row, 1)
+	for {
+		r, err := fr.next()
+		if err == io.EOF {
+			return rows, nil
+		}
+		if err != nil {
+			return rows, fmt.Errorf("read the staging file %s: %w", staging.Name(), err)
+		}
+		if rows%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return rows, err
+			}
+		}
+		row, err := row(buf[0][:0], s.cols, &r)
+		if err != nil {
+			return rows, err
+		}
+		buf[0] = row
+		if _, err := w.WriteRows(buf); err != nil {
+			return rows, err
+		}
+		rows++
+		group += int64(len(r.Value) + len(r.Key) + 64)
+		if group >= rowGroupBytes {
+			if err := w.Flush(); err != nil {
+				return rows, err
+			}
+			group = 0
+		}
+	}
+}
+
+// countWriter counts the bytes written through it.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Key-value metadata of every object: the run that wrote it (the plan's
+// fingerprint and the resolved ranges) and the plan's fingerprint.
+const (
+	metaRun         = "replay.run"
+	metaFingerprint = "replay.fingerprint"
+)
+
+// publish publishes the built object tmp as info.Name unless an object of
+// that name exists: then that object must hold the same bytes (the same
+// rows, written by a run of the same identity), else the sink refuses
+// (sinks.ErrRefused) and leaves it.
+func (s *Sink) publish(ctx context.Context, tmp *os.File, info objectInfo) error {
+	err := s.st.PutNew(ctx, info.Name, tmp)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("parquet sink: publish %s: %w", s.st.Where(info.Name), err)
+	}
+	got, err := s.describe(ctx, info.Name)
+	if err != nil {
+		return fmt.Errorf("parquet sink: read the existing %s: %w", s.st.Where(info.Name), err)
+	}
+	if got.SHA256 != info.SHA256 {
+		return sinks.Refusal(fmt.Sprintf("parquet sink: %s exists and holds other rows (%d rows, sha256 %s) than this run writes there (%d rows, sha256 %s): "+
+			"replay did not write it, or wrote it for another plan or resolution; move it away or write to another path",
+			s.st.Where(info.Name), got.Rows, got.SHA256, info.Rows, info.SHA256))
+	}
+	return nil
+}
+
+// describe reads the object name back: its size, rows and sha256.
+func (s *Sink) describe(ctx context.Context, name string) (objectInfo, error) {
+	info := objectInfo{Name: name}
+	rc, err := s.st.Open(ctx, name)
+	if err != nil {
+		return info, err
+	}
+	defer rc.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, rc)
+	if err != nil {
+		return info, err
+	}
+	info.Bytes, info.SHA256 = n, hex.EncodeToString(h.Sum(nil))
+	ra, ok := rc.(io.ReaderAt)
+	if !ok {
+		return info, fmt.Errorf("%s cannot be read at offsets", name)
+	}
+	f, err := pq.OpenFile(ra, n, pq.SkipBloomFilters(true), pq.SkipPageIndex(true))
+	if err != nil {
+		return info, fmt.Errorf("not a Parquet file: %w", err)
+	}
+	info.Rows = f.NumRows()
+	return info, nil
+}
+
+// runOf reads the run identity an object's footer records ("" when it
+// has none: replay did not write it).
+func (s *Sink) runOf(ctx context.Context, name string) (string, error) {
+	rc, err := s.st.Open(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	defer rc.Close()
+	ra, ok := rc.(interface {
+		io.ReaderAt
+		Stat() (os.FileInfo, error)
+	})
+	if !ok {
+		return "", fmt.Errorf("%s cannot be read at offsets", name)
+	}
+	fi, err := ra.Stat()
+	if err != nil {
+		return "", err
+	}
+	f, err := pq.OpenFile(ra, fi.Size(), pq.SkipBloomFilters(true), pq.SkipPageIndex(true))
+	if err != nil {
+		return "", nil // not Parquet: not replay's
+	}
+	run, _ := f.Lookup(metaRun)
+	return run, nil
+}
+
+// stagingName is the staging directory's name under the output's top: a
+// hidden directory, which Spark, Hive and DuckDB's globs skip.
+const stagingName = ".replay-staging"
+
+// stagingFile is the staging file of partition p's object starting at
+// first.
+func (s *Sink) stagingFile(p int32, first int64) string {
+	return filepath.Join(s.stagingDir, TopicDir(s.topic), strconv.Itoa(int(p)), fmt.Sprintf("%020d.rows", first))
+}

@@ -1,0 +1,349 @@
+package parquet
+
+import (
+	"fmt"
+	"math/big"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	pq "github.com/parquet-go/parquet-go"
+
+	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/encode"
+)
+
+// defaultColumns are an object's columns when the plan maps none: the
+// record's coordinates, its timestamp, and its key, value and headers as
+// they are (bytes, nullable; headers as the other sinks' JSON array).
+var defaultColumns = []encode.Column{
+	{Name: "topic", Field: plan.Field{Kind: plan.FieldTopic}},
+	{Name: "partition", Field: plan.Field{Kind: plan.FieldPartition}},
+	{Name: "offset", Field: plan.Field{Kind: plan.FieldOffset}},
+	{Name: "timestamp", Field: plan.Field{Kind: plan.FieldTimestamp}},
+	{Name: "timestamp_type", Field: plan.Field{Kind: plan.FieldTimestampType}},
+	{Name: "kafka_key", Field: plan.Field{Kind: plan.FieldKafkaKey}},
+	{Name: "value", Field: plan.Field{Kind: plan.FieldValue}},
+	{Name: "headers", Field: plan.Field{Kind: plan.FieldHeaders}},
+}
+
+// kind is the Parquet type of a column.
+type kind uint8
+
+const (
+	kString kind = iota
+	kBytes
+	kInt32
+	kInt64
+	kBool
+	kDecimal
+	kTimestampMillis
+	kTimestampMicros
+)
+
+// colType is a column's Parquet type; precision and scale for a decimal.
+type colType struct {
+	kind             kind
+	precision, scale int
+}
+
+var decimalRe = regexp.MustCompile(`^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$`)
+
+// parseType reads a type of the section's types: string, bytes, int32,
+// int64, boolean, decimal(P,S), timestamp_millis or timestamp_micros.
+func parseType(s string) (colType, error) {
+	switch strings.TrimSpace(s) {
+	case "string":
+		return colType{kind: kString}, nil
+	case "bytes":
+		return colType{kind: kBytes}, nil
+	case "int32":
+		return colType{kind: kInt32}, nil
+	case "int64":
+		return colType{kind: kInt64}, nil
+	case "boolean":
+		return colType{kind: kBool}, nil
+	case "timestamp_millis":
+		return colType{kind: kTimestampMillis}, nil
+	case "timestamp_micros":
+		return colType{kind: kTimestampMicros}, nil
+	}
+	m := decimalRe.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return colType{}, fmt.Errorf("type %q: want string, bytes, int32, int64, boolean, decimal(P,S), timestamp_millis or timestamp_micros", s)
+	}
+	p, _ := strconv.Atoi(m[1])
+	sc, _ := strconv.Atoi(m[2])
+	if p < 1 || p > 38 || sc > p {
+		return colType{}, fmt.Errorf("type %q: want 1 <= P <= 38 and 0 <= S <= P, e.g. decimal(12,2)", s)
+	}
+	return colType{kind: kDecimal, precision: p, scale: sc}, nil
+}
+
+// column is one column of an object: its name, the record field it holds,
+// its type and whether it may be NULL.
+type column struct {
+	encode.Column
+	typ      colType
+	optional bool
+}
+
+// columns returns the typed columns of cols, value.<path> columns taking
+// their type from types (string by default).
+func columns(cols []encode.Column, types map[string]string) ([]column, error) {
+	out := make([]column, 0, len(cols))
+	for _, c := range cols {
+		col := column{Column: c}
+		switch c.Field.Kind {
+		case plan.FieldKey, plan.FieldTopic, plan.FieldTimestampType, plan.FieldHeaders:
+			col.typ = colType{kind: kString}
+		case plan.FieldKafkaKey, plan.FieldValue, plan.FieldHeader:
+			col.typ, col.optional = colType{kind: kBytes}, true
+		case plan.FieldPartition:
+			col.typ = colType{kind: kInt32}
+		case plan.FieldOffset:
+			col.typ = colType{kind: kInt64}
+		case plan.FieldTimestamp:
+			col.typ = colType{kind: kTimestampMillis}
+		case plan.FieldValuePath:
+			col.optional = true
+			if t, ok := types[c.Name]; ok {
+				ct, err := parseType(t)
+				if err != nil {
+					return nil, fmt.Errorf("column %s: %w", c.Name, err)
+				}
+				col.typ = ct
+			}
+		default:
+			return nil, fmt.Errorf("column %s: field kind %d has no Parquet type", c.Name, c.Field.Kind)
+		}
+		out = append(out, col)
+	}
+	for name := range types {
+		if !slices.ContainsFunc(out, func(c column) bool { return c.Name == name && c.Field.Kind == plan.FieldValuePath }) {
+			return nil, fmt.Errorf("types: %s is no value.<path> column", name)
+		}
+	}
+	return out, nil
+}
+
+// node is the column's Parquet schema node.
+func (c column) node() pq.Node {
+	var n pq.Node
+	switch t := c.typ; t.kind {
+	case kString:
+		n = pq.String()
+	case kBytes:
+		n = pq.Leaf(pq.ByteArrayType)
+	case kInt32:
+		n = pq.Int(32)
+	case kInt64:
+		n = pq.Int(64)
+	case kBool:
+		n = pq.Leaf(pq.BooleanType)
+	case kTimestampMillis:
+		n = pq.Timestamp(pq.Millisecond)
+	case kTimestampMicros:
+		n = pq.Timestamp(pq.Microsecond)
+	case kDecimal:
+		switch {
+		case t.precision <= 9:
+			n = pq.Decimal(t.scale, t.precision, pq.Int32Type)
+		case t.precision <= 18:
+			n = pq.Decimal(t.scale, t.precision, pq.Int64Type)
+		default:
+			n = pq.Decimal(t.scale, t.precision, pq.FixedLenByteArrayType(16))
+		}
+	}
+	if c.optional {
+		return pq.Optional(n)
+	}
+	return pq.Required(n)
+}
+
+// orderedGroup is a group whose fields keep the order of the plan's
+// columns (pq.Group sorts them by name).
+type orderedGroup struct {
+	pq.Group
+	order []string
+}
+
+// Fields returns the group's fields in the columns' order.
+func (g orderedGroup) Fields() []pq.Field {
+	fields := slices.Clone(g.Group.Fields())
+	slices.SortFunc(fields, func(a, b pq.Field) int {
+		return slices.Index(g.order, a.Name()) - slices.Index(g.order, b.Name())
+	})
+	return fields
+}
+
+// schema is the Parquet schema of cols, in their order.
+func schema(cols []column) *pq.Schema {
+	g := orderedGroup{Group: pq.Group{}}
+	for _, c := range cols {
+		g.Group[c.Name] = c.node()
+		g.order = append(g.order, c.Name)
+	}
+	return pq.NewSchema("replay", g)
+}
+
+// row appends the values of r's row to dst: one value per column, in
+// order. A value that its column's type cannot hold exactly is a
+// *record.Error.
+func row(dst pq.Row, cols []column, r *record.Record) (pq.Row, error) {
+	cells := encode.Cells{Record: r, Key: r.IdempotencyKey()}
+	for i, c := range cols {
+		v, err := value(&cells, c)
+		if err != nil {
+			return dst, record.NewError(r, fmt.Errorf("parquet sink: column %s: %w", c.Name, err))
+		}
+		def := 0
+		if c.optional && !v.IsNull() {
+			def = 1
+		}
+		dst = append(dst, v.Level(0, def, i))
+	}
+	return dst, nil
+}
+
+// value is the record's value of column c (a null Value for NULL).
+func value(cells *encode.Cells, c column) (pq.Value, error) {
+	r := cells.Record
+	switch c.Field.Kind {
+	case plan.FieldKafkaKey:
+		return bytesValue(r.Key), nil
+	case plan.FieldValue:
+		return bytesValue(r.Value), nil
+	case plan.FieldHeader:
+		for i := len(r.Headers) - 1; i >= 0; i-- {
+			if h := r.Headers[i]; h.Key == c.Field.Arg {
+				return bytesValue(h.Value), nil
+			}
+		}
+		return pq.NullValue(), nil
+	case plan.FieldPartition:
+		return pq.Int32Value(r.Partition), nil
+	case plan.FieldOffset:
+		return pq.Int64Value(r.Offset), nil
+	case plan.FieldTimestamp:
+		return pq.Int64Value(r.Time.UnixMilli()), nil
+	case plan.FieldTopic:
+		return pq.ByteArrayValue([]byte(r.Topic)), nil
+	case plan.FieldKey:
+		return pq.ByteArrayValue([]byte(cells.Key)), nil
+	}
+	text, ok := cells.Text(c.Column)
+	if !ok {
+		return pq.NullValue(), nil
+	}
+	return typed(text, c.typ)
+}
+
+// bytesValue is b as BYTE_ARRAY, NULL for nil (empty bytes stay empty).
+func bytesValue(b []byte) pq.Value {
+	if b == nil {
+		return pq.NullValue()
+	}
+	if len(b) == 0 {
+		return pq.ByteArrayValue([]byte{})
+	}
+	return pq.ByteArrayValue(b)
+}
+
+// typed converts text, a value.<path>'s text (Cells.Text), to t, exactly:
+// a value that t cannot hold without rounding or overflow is an error.
+func typed(text string, t colType) (pq.Value, error) {
+	switch t.kind {
+	case kString, kBytes:
+		return pq.ByteArrayValue([]byte(text)), nil
+	case kInt32, kInt64:
+		bits := 64
+		if t.kind == kInt32 {
+			bits = 32
+		}
+		n, err := strconv.ParseInt(text, 10, bits)
+		if err != nil {
+			return pq.Value{}, fmt.Errorf("%q is not an int%d", text, bits)
+		}
+		if bits == 32 {
+			return pq.Int32Value(int32(n)), nil
+		}
+		return pq.Int64Value(n), nil
+	case kBool:
+		switch text {
+		case "true":
+			return pq.BooleanValue(true), nil
+		case "false":
+			return pq.BooleanValue(false), nil
+		}
+		return pq.Value{}, fmt.Errorf("%q is not a boolean (true or false)", text)
+	case kTimestampMillis, kTimestampMicros:
+		ts, err := time.Parse(time.RFC3339Nano, text)
+		if err != nil {
+			return pq.Value{}, fmt.Errorf("%q is not an RFC 3339 time with a zone", text)
+		}
+		unit := time.Millisecond
+		if t.kind == kTimestampMicros {
+			unit = time.Microsecond
+		}
+		if ts.Nanosecond()%int(unit) != 0 {
+			return pq.Value{}, fmt.Errorf("%q has more precision than the column's %v (it would be rounded): declare timestamp_micros", text, unit)
+		}
+		if unit == time.Millisecond {
+			return pq.Int64Value(ts.UnixMilli()), nil
+		}
+		return pq.Int64Value(ts.UnixMicro()), nil
+	}
+	return decimalValue(text, t)
+}
+
+// decimalValue is text, a decimal number (JSON's form: 12.30, -1e3), as
+// the unscaled integer of a DECIMAL(P,S): an error when it has digits
+// past the scale that are not zero, or more than P digits.
+func decimalValue(text string, t colType) (pq.Value, error) {
+	var rat big.Rat
+	if _, ok := rat.SetString(text); !ok || strings.ContainsAny(text, "/xXpP") {
+		return pq.Value{}, fmt.Errorf("%q is not a decimal number", text)
+	}
+	scaled := new(big.Rat).Mul(&rat, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(t.scale)), nil)))
+	if !scaled.IsInt() {
+		return pq.Value{}, fmt.Errorf("%s has more than %d fraction digits (decimal(%d,%d) would round it)", text, t.scale, t.precision, t.scale)
+	}
+	n := scaled.Num()
+	if len(new(big.Int).Abs(n).String()) > t.precision {
+		return pq.Value{}, fmt.Errorf("%s has more than %d digits (decimal(%d,%d) cannot hold it)", text, t.precision, t.precision, t.scale)
+	}
+	switch {
+	case t.precision <= 9:
+		return pq.Int32Value(int32(n.Int64())), nil
+	case t.precision <= 18:
+		return pq.Int64Value(n.Int64()), nil
+	}
+	return pq.FixedLenByteArrayValue(twosComplement16(n)), nil
+}
+
+// twosComplement16 is n as 16 bytes of big-endian two's complement (n
+// fits: at most 38 decimal digits).
+func twosComplement16(n *big.Int) []byte {
+	b := make([]byte, 16)
+	if n.Sign() >= 0 {
+		n.FillBytes(b)
+		return b
+	}
+	m := new(big.Int).Add(new(big.Int).Lsh(big.NewInt(1), 128), n) // 2^128 + n
+	m.FillBytes(b)
+	return b
+}
+
+// keyed reports whether a column holds the idempotency key (the records'
+// keys are then rendered for the sink).
+func keyed(cols []column) sinks.KeyUse {
+	if slices.ContainsFunc(cols, func(c column) bool { return c.Field.Kind == plan.FieldKey }) {
+		return sinks.KeysAll
+	}
+	return sinks.KeysUnused
+}

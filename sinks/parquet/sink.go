@@ -1,0 +1,378 @@
+// Package parquet is the parquet sink: each partition's resolved range is
+// cut into Parquet objects of up to max_rows_per_file rows, named from
+// their offsets (ObjectName), published whole, with a manifest written
+// when the run completes.
+package parquet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	pq "github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress"
+	"github.com/rs/zerolog"
+
+	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/encode"
+)
+
+// Config configures a parquet sink.
+type Config struct {
+	// Path is the output directory.
+	Path string
+	// Columns map the objects' columns to record fields (none: the
+	// default layout); Types give value.<path> columns their types.
+	Columns plan.Columns
+	Types   map[string]string
+	// MaxRowsPerFile is the most rows an object holds (default
+	// DefaultMaxRowsPerFile).
+	MaxRowsPerFile int64
+	// Compression is the codec: zstd (default), snappy, gzip or none.
+	Compression string
+	// Topic is the source topic, Ranges the run's resolved ranges: a
+	// partition's objects tile its range.
+	Topic  string
+	Ranges []sinks.Range
+	// RunID identifies the resolved run and Fingerprint the plan: objects
+	// and a manifest of another are refused.
+	RunID, Fingerprint string
+	// Log receives the sink's notices; default none.
+	Log zerolog.Logger
+}
+
+// Sink writes Parquet objects. Records of a partition are staged, one
+// frame each, in a hidden staging directory under Path (written on Write,
+// fsynced on Sync); once an object has max_rows_per_file rows, the next
+// record closes it: the object [first, that record's offset) is built
+// from the staging file and published whole (a fsynced temporary file
+// hard-linked to its name, which fails when the name exists). Finish
+// publishes each partition's last object, ending at the range's end, and
+// then the manifest. The same window always gives the same objects, byte
+// for byte.
+//
+// A resumed run continues a partition where its objects and staging end
+// (Reconcile), so an unfinished object is always built from its first
+// offset. Write, Sync and Reconcile are safe for concurrent use.
+type Sink struct {
+	st                 store
+	stagingDir         string
+	topic              string
+	runID, fingerprint string
+	cols               []column
+	schema             *pq.Schema
+	codec              compress.Codec
+	maxRows            int64
+	log                zerolog.Logger
+
+	mu    sync.Mutex
+	parts map[int32]*part
+	// done are the objects this process published, by name.
+	done map[string]objectInfo
+}
+
+// part is one partition's state.
+type part struct {
+	mu  sync.Mutex
+	rng sinks.Range
+	// chain are the partition's published objects, contiguous from the
+	// range's start.
+	chain []span
+	// f is the staging file of the object being filled, first its first
+	// offset, rows its records, next the offset after the last record
+	// staged (or written to an object); synced is next at the last Sync.
+	f                 *os.File
+	first, rows, next int64
+	synced            int64
+	buf               []byte
+	scratch           pq.Row
+	broken            error
+	finished          bool
+}
+
+var (
+	_ sinks.Sink       = (*Sink)(nil)
+	_ sinks.Syncer     = (*Sink)(nil)
+	_ sinks.Reconciler = (*Sink)(nil)
+)
+
+// Open builds the parquet sink sp describes (a validated plan section of
+// type parquet) for the run sp.Options describes (its topic and ranges).
+func Open(ctx context.Context, sp sinks.Spec) (sinks.Sink, error) {
+	c := section(&sp.Plan)
+	s, err := New(ctx, Config{Path: c.Path, Columns: c.Columns, Types: c.Types, MaxRowsPerFile: c.MaxRowsPerFile,
+		Compression: c.Compression, Topic: sp.Options.Topic, Ranges: sp.Options.Ranges, RunID: sp.Options.RunID,
+		Fingerprint: sp.Options.Fingerprint, Log: sp.Options.Log})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// New returns the parquet sink cfg describes, after checking what the
+// output directory holds: a manifest of another plan, or objects in the
+// run's ranges that are not this run's, are refused (sinks.ErrRefused).
+func New(ctx context.Context, cfg Config) (*Sink, error) {
+	if cfg.Path == "" {
+		return nil, errors.New("parquet sink: empty path")
+	}
+	if cfg.Ranges == nil {
+		return nil, errors.New("parquet sink: the run's resolved ranges are unknown (sinks.Options.Ranges): objects are named after them")
+	}
+	ecols, err := encode.ParseColumns(cfg.Columns, defaultColumns, false)
+	if err != nil {
+		return nil, fmt.Errorf("parquet sink: %w", err)
+	}
+	cols, err := columns(ecols, cfg.Types)
+	if err != nil {
+		return nil, fmt.Errorf("parquet sink: %w", err)
+	}
+	cd, err := codec(cfg.Compression)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sink{st: dirStore{dir: cfg.Path}, stagingDir: filepath.Join(cfg.Path, stagingName), topic: cfg.Topic,
+		runID: cfg.RunID, fingerprint: cfg.Fingerprint, cols: cols, schema: schema(cols), codec: cd,
+		maxRows: cfg.MaxRowsPerFile, log: cfg.Log, parts: map[int32]*part{}, done: map[string]objectInfo{}}
+	if s.maxRows <= 0 {
+		s.maxRows = DefaultMaxRowsPerFile
+	}
+	if err := os.MkdirAll(cfg.Path, 0o755); err != nil {
+		return nil, fmt.Errorf("parquet sink: %w", err)
+	}
+	for _, r := range cfg.Ranges {
+		s.parts[r.Partition] = &part{rng: r, first: r.Start, next: r.Start}
+	}
+	if err := s.checkManifest(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.loadChains(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.openStaging(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Capabilities: durable on Sync, reconciled on a resume; a column of the
+// idempotency key writes every record's.
+func (s *Sink) Capabilities() sinks.Capabilities {
+	return sinks.Capabilities{Syncer: s, Reconciler: s, Keys: keyed(s.cols)}
+}
+
+func (s *Sink) part(p int32) (*part, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pt, ok := s.parts[p]
+	if !ok {
+		return nil, fmt.Errorf("parquet sink: partition %d is not one of the run's ranges", p)
+	}
+	return pt, nil
+}
+
+// Write stages batch, records of one partition in offset order, closing
+// and publishing the partition's object each time it is full. A record
+// below what the partition already holds (a re-delivery) is skipped: the
+// partition's staging or objects hold it. A value that its column cannot
+// hold is a *record.Error; nothing of the batch past it is written.
+func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	pt, err := s.part(batch[0].Partition)
+	if err != nil {
+		return err
+	}
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if pt.broken != nil {
+		return pt.broken
+	}
+	pt.buf = pt.buf[:0]
+	for i := range batch {
+		r := &batch[i]
+		if r.Offset < pt.next {
+			continue
+		}
+		if r.Offset >= pt.rng.End {
+			return fmt.Errorf("parquet sink: partition %d offset %d is past the range's end %d", r.Partition, r.Offset, pt.rng.End)
+		}
+		if pt.scratch, err = row(pt.scratch[:0], s.cols, r); err != nil {
+			return errors.Join(s.flushFrames(pt), err)
+		}
+		if pt.rows >= s.maxRows {
+			if err := s.flushFrames(pt); err != nil {
+				return err
+			}
+			if err := s.closeObject(ctx, pt, r.Offset); err != nil {
+				return err
+			}
+		}
+		pt.buf = appendFrame(pt.buf, r)
+		pt.rows++
+		pt.next = r.Offset + 1
+		if len(pt.buf) >= 1<<20 {
+			if err := s.flushFrames(pt); err != nil {
+				return err
+			}
+		}
+	}
+	return s.flushFrames(pt)
+}
+
+// flushFrames appends the frames buffered in pt.buf to the staging file,
+// creating it if need be. A failed append breaks the partition: what the
+// file holds is unknown, and a re-delivery would skip what it lost.
+func (s *Sink) flushFrames(pt *part) error {
+	if len(pt.buf) == 0 {
+		return nil
+	}
+	if pt.f == nil {
+		f, err := s.createStaging(pt.rng.Partition, pt.first)
+		if err != nil {
+			return err
+		}
+		pt.f = f
+	}
+	if _, err := pt.f.Write(pt.buf); err != nil {
+		pt.broken = fmt.Errorf("parquet sink: stage partition %d: %w (the staging file may be incomplete: re-run to resume from what was committed)", pt.rng.Partition, err)
+		return pt.broken
+	}
+	pt.buf = pt.buf[:0]
+	return nil
+}
+
+// createStaging creates the staging file of partition p's object starting
+// at first, and its directory.
+func (s *Sink) createStaging(p int32, first int64) (*os.File, error) {
+	path := s.stagingFile(p, first)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("parquet sink: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("parquet sink: %w", err)
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("parquet sink: %w", err)
+	}
+	return f, nil
+}
+
+// closeObject builds and publishes the partition's object [pt.first, end)
+// from its staging file, then starts the next object at end.
+func (s *Sink) closeObject(ctx context.Context, pt *part, end int64) error {
+	sp := span{pt.first, end}
+	if err := s.checkOverlap(ctx, pt, sp); err != nil {
+		return err
+	}
+	tmp, info, err := s.build(ctx, pt.rng.Partition, sp, pt.f, s.stagingDir)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	if err := s.publish(ctx, tmp, info); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.done[info.Name] = info
+	s.mu.Unlock()
+	pt.chain = append(pt.chain, sp)
+	if pt.f != nil {
+		pt.f.Close()
+		os.Remove(pt.f.Name())
+		pt.f = nil
+	}
+	pt.first, pt.rows = end, 0
+	pt.next = max(pt.next, end)
+	pt.synced = max(pt.synced, end)
+	return nil
+}
+
+// Sync fsyncs the partition's staging file: what Write staged is then
+// durable.
+func (s *Sink) Sync(_ context.Context, partition int32) error {
+	pt, err := s.part(partition)
+	if err != nil {
+		return err
+	}
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if pt.broken != nil {
+		return pt.broken
+	}
+	if pt.f != nil {
+		if err := pt.f.Sync(); err != nil {
+			pt.broken = fmt.Errorf("parquet sink: sync partition %d: %w", partition, err)
+			return pt.broken
+		}
+	}
+	pt.synced = pt.next
+	return nil
+}
+
+// Reconcile implements sinks.Reconciler: a partition whose objects and
+// staging end below the group's commit (the staging of another machine,
+// or lost) resumes where they end, so that its unfinished object is built
+// again from its first offset.
+func (s *Sink) Reconcile(_ context.Context, _, _ string, points []sinks.ResumePoint) ([]sinks.Rewind, error) {
+	var out []sinks.Rewind
+	for _, p := range points {
+		pt, err := s.part(p.Partition)
+		if err != nil {
+			return nil, err
+		}
+		pt.mu.Lock()
+		held := pt.next
+		pt.mu.Unlock()
+		if held < p.Committed {
+			out = append(out, sinks.Rewind{Partition: p.Partition, From: held,
+				Reason: fmt.Sprintf("its objects and staging under %s hold the partition up to offset %d", s.st.Where(""), held)})
+		}
+	}
+	return out, nil
+}
+
+// Close closes the staging files; staged records stay for a resume.
+func (s *Sink) Close() error {
+	s.mu.Lock()
+	parts := make([]*part, 0, len(s.parts))
+	for _, pt := range s.parts {
+		parts = append(parts, pt)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, pt := range parts {
+		pt.mu.Lock()
+		if pt.f != nil {
+			errs = append(errs, pt.f.Close())
+			pt.f = nil
+		}
+		pt.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// partitions returns the run's partitions in order.
+func (s *Sink) partitions() []*part {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*part, 0, len(s.parts))
+	for _, pt := range s.parts {
+		out = append(out, pt)
+	}
+	slices.SortFunc(out, func(a, b *part) int { return int(a.rng.Partition - b.rng.Partition) })
+	return out
+}

@@ -1,0 +1,212 @@
+package parquet
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"time"
+
+	"github.com/replay-tool/replay/internal/record"
+)
+
+// The staging file of a partition's unfinished object holds its records,
+// each one frame: a 4-byte big-endian payload length, the payload's
+// CRC-32C, then the payload: offset, timestamp (Unix ms), timestamp type,
+// key, value, headers (count, then key and value each), idempotency key;
+// each byte string as a 4-byte length (0xFFFFFFFF for nil) and its bytes.
+// A torn or damaged last frame (a crash mid-write) ends the file.
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+const nilLen = 0xFFFFFFFF
+
+// appendFrame appends r's frame to b.
+func appendFrame(b []byte, r *record.Record) []byte {
+	start := len(b)
+	b = append(b, 0, 0, 0, 0, 0, 0, 0, 0)
+	b = binary.BigEndian.AppendUint64(b, uint64(r.Offset))
+	b = binary.BigEndian.AppendUint64(b, uint64(r.Time.UnixMilli()))
+	b = append(b, byte(r.TimestampType))
+	b = appendBytes(b, r.Key)
+	b = appendBytes(b, r.Value)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(r.Headers)))
+	for _, h := range r.Headers {
+		b = appendBytes(b, []byte(h.Key))
+		b = appendBytes(b, h.Value)
+	}
+	b = appendBytes(b, []byte(r.IdemKey))
+	payload := b[start+8:]
+	binary.BigEndian.PutUint32(b[start:], uint32(len(payload)))
+	binary.BigEndian.PutUint32(b[start+4:], crc32.Checksum(payload, crcTable))
+	return b
+}
+
+func appendBytes(b, v []byte) []byte {
+	if v == nil {
+		return binary.BigEndian.AppendUint32(b, nilLen)
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
+	return append(b, v...)
+}
+
+// frameReader reads the frames of a staging file.
+type frameReader struct {
+	r         *bufio.Reader
+	topic     string
+	partition int32
+	// end is the byte after the last complete frame read.
+	end int64
+	buf []byte
+}
+
+func newFrameReader(f io.Reader, topic string, partition int32) *frameReader {
+	return &frameReader{r: bufio.NewReaderSize(f, 1<<20), topic: topic, partition: partition}
+}
+
+// errTorn ends a staging file at a frame that is incomplete or damaged.
+var errTorn = errors.New("torn frame")
+
+// next reads the next record: io.EOF after the last complete frame,
+// errTorn at a torn or damaged one. The record's byte slices are its own.
+func (fr *frameReader) next() (record.Record, error) {
+	var head [8]byte
+	if _, err := io.ReadFull(fr.r, head[:]); err != nil {
+		if err == io.EOF {
+			return record.Record{}, io.EOF
+		}
+		if err == io.ErrUnexpectedEOF {
+			return record.Record{}, errTorn
+		}
+		return record.Record{}, err
+	}
+	n := binary.BigEndian.Uint32(head[:])
+	if n > 1<<31 {
+		return record.Record{}, errTorn
+	}
+	if cap(fr.buf) < int(n) {
+		fr.buf = make([]byte, n)
+	}
+	payload := fr.buf[:n]
+	if _, err := io.ReadFull(fr.r, payload); err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return record.Record{}, errTorn
+		}
+		return record.Record{}, err
+	}
+	if crc32.Checksum(payload, crcTable) != binary.BigEndian.Uint32(head[4:]) {
+		return record.Record{}, errTorn
+	}
+	r, err := decodePayload(payload)
+	if err != nil {
+		return record.Record{}, errTorn
+	}
+	r.Topic, r.Partition = fr.topic, fr.partition
+	fr.end += 8 + int64(n)
+	return r, nil
+}
+
+// decodePayload is the inverse of appendFrame's payload.
+func decodePayload(p []byte) (record.Record, error) {
+	d := decoder{p: p}
+	r := record.Record{Offset: int64(d.u64())}
+	r.Time = time.UnixMilli(int64(d.u64())).UTC()
+	r.TimestampType = record.TimestampType(d.byte())
+	r.Key = d.bytes()
+	r.Value = d.bytes()
+	if n := d.u32(); n > 0 && d.err == nil {
+		if int(n) > len(d.p) {
+			return r, errTorn
+		}
+		r.Headers = make([]record.Header, n)
+		for i := range r.Headers {
+			r.Headers[i] = record.Header{Key: string(d.bytes()), Value: d.bytes()}
+		}
+	}
+	r.IdemKey = string(d.bytes())
+	if d.err == nil && len(d.p) != 0 {
+		d.err = fmt.Errorf("%d bytes after the record", len(d.p))
+	}
+	return r, d.err
+}
+
+// decoder reads appendFrame's fields, remembering the first error.
+type decoder struct {
+	p   []byte
+	err error
+}
+
+func (d *decoder) take(n int) []byte {
+	if d.err != nil || n > len(d.p) {
+		d.err = errTorn
+		return nil
+	}
+	b := d.p[:n]
+	d.p = d.p[n:]
+	return b
+}
+
+func (d *decoder) u64() uint64 {
+	if b := d.take(8); b != nil {
+		return binary.BigEndian.Uint64(b)
+	}
+	return 0
+}
+
+func (d *decoder) u32() uint32 {
+	if b := d.take(4); b != nil {
+		return binary.BigEndian.Uint32(b)
+	}
+	return 0
+}
+
+func (d *decoder) byte() byte {
+	if b := d.take(1); b != nil {
+		return b[0]
+	}
+	return 0
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.u32()
+	if n == nilLen || d.err != nil {
+		return nil
+	}
+	b := d.take(int(n))
+	if b == nil {
+		return nil
+	}
+	return append([]byte{}, b...)
+}
+
+// recoverStaging reads the staging file f back: it cuts a torn last frame
+// off and returns the number of records and the offset after the last
+// (-1 when none).
+func recoverStaging(f *os.File, topic string, partition int32) (rows, next int64, err error) {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return 0, 0, err
+	}
+	fr := newFrameReader(f, topic, partition)
+	next = -1
+	for {
+		r, err := fr.next()
+		if err == io.EOF || errors.Is(err, errTorn) {
+			break
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		rows++
+		next = r.Offset + 1
+	}
+	if err := f.Truncate(fr.end); err != nil {
+		return 0, 0, err
+	}
+	if _, err := f.Seek(fr.end, io.SeekStart); err != nil {
+		return 0, 0, err
+	}
+	return rows, next, f.Sync()
+}
