@@ -1,0 +1,187 @@
+package parquet_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/parquet"
+	"github.com/replay-tool/replay/sinks/sinktest"
+)
+
+func open(t *testing.T, cfg parquet.Config) *parquet.Sink {
+	t.Helper()
+	s, err := parquet.New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// Objects tile each range: the first starts at the range's start, the
+// next at the offset of the record that did not fit, the last ends at the
+// range's end; a range without rows has one empty object, an empty range
+// none. A re-run changes no byte.
+func TestNamesTileRanges(t *testing.T) {
+	dir := t.TempDir()
+	cfg := parquet.Config{Path: dir, Topic: "Orders", MaxRowsPerFile: 3, RunID: "r1", Fingerprint: "f1",
+		Ranges: []sinks.Range{{Partition: 0, Start: 100, End: 200}, {Partition: 1, Start: 5, End: 9}, {Partition: 2, Start: 7, End: 7}}}
+	var recs []record.Record
+	for _, off := range []int64{101, 102, 104, 110, 111, 150, 151} {
+		recs = append(recs, sinktest.Rec(0, off, "k", `{"id":1}`))
+	}
+	s := open(t, cfg)
+	sinktest.MustWrite(t, s, recs[:4]...)
+	sinktest.MustWrite(t, s, recs[2:]...) // a re-delivery overlapping what is written
+	if err := s.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"!4frders/0/00000000000000000100-00000000000000000110.parquet",
+		"!4frders/0/00000000000000000110-00000000000000000151.parquet",
+		"!4frders/0/00000000000000000151-00000000000000000200.parquet",
+		"!4frders/1/00000000000000000005-00000000000000000009.parquet",
+	}
+	if got := objects(t, dir); !slices.Equal(got, want) {
+		t.Fatalf("objects %q, want %q", got, want)
+	}
+	m := readManifest(t, dir)
+	if m.Fingerprint != "f1" || m.Rows != 7 || len(m.Objects) != 4 || m.Objects[0].Rows != 3 || m.Objects[2].Rows != 1 || m.Objects[3].Rows != 0 {
+		t.Fatalf("manifest %+v", m)
+	}
+	if got := readDir(t, dir); len(got) != 7 || got[0].Offset != 101 || got[6].Offset != 151 {
+		t.Fatalf("rows read back: %d", len(got))
+	}
+	before := snapshot(t, dir)
+	again := open(t, cfg)
+	sinktest.MustWrite(t, again, recs...)
+	if err := again.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if after := snapshot(t, dir); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("a re-run changed the output:\n%v\nwas\n%v", after, before)
+	}
+}
+
+// snapshot is every file under dir with its contents.
+func snapshot(t *testing.T, dir string) map[string]string {
+	out := map[string]string{}
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || fi.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		out[p] = fmt.Sprintf("%x", b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A value.<path> column keeps its JSON value exactly: a declared decimal
+// as its unscaled integer, an int64 above 2^53 as it is, a number with
+// more digits than the scale is a bad record, not rounded.
+func TestTypedColumns(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, parquet.Config{Path: dir, Topic: "orders", RunID: "r", Fingerprint: "f", Ranges: []sinks.Range{{Partition: 0, Start: 0, End: 10}},
+		Columns: plan.Columns{{Name: "id", Field: "value.id"}, {Name: "amount", Field: "value.amount"}, {Name: "raw", Field: "value.amount"}, {Name: "ok", Field: "value.ok"}},
+		Types:   map[string]string{"id": "int64", "amount": "decimal(12,2)", "ok": "boolean"}})
+	bad := sinktest.Rec(0, 2, "", `{"id":3,"amount":1.234}`)
+	skipped := sinktest.WriteSkipping(t, s, sinktest.Rec(0, 0, "", `{"id":9007199254740993,"amount":12.3,"ok":false}`),
+		sinktest.Rec(0, 1, "", `{"id":0,"amount":-0.05}`), bad)
+	if len(skipped) != 1 || skipped[0].Offset != 2 {
+		t.Fatalf("skipped %v, want offset 2 (1.234 into decimal(12,2))", skipped)
+	}
+	if err := s.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	sch, rows := readRows(t, filepath.Join(dir, objects(t, dir)[0]))
+	if got := fmt.Sprint(sch); !containsAll(got, "optional int64 id (INT(64,true))", "optional int64 amount (DECIMAL(12,2))", "optional binary raw (STRING)", "optional boolean ok") {
+		t.Fatalf("schema:\n%s", got)
+	}
+	if len(rows) != 2 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	if rows[0][0].Int64() != 9007199254740993 || rows[0][1].Int64() != 1230 || string(rows[0][2].ByteArray()) != "12.3" || rows[0][3].Boolean() {
+		t.Errorf("row 0: %v", rows[0])
+	}
+	if rows[1][0].Int64() != 0 || rows[1][0].IsNull() || rows[1][1].Int64() != -5 || !rows[1][3].IsNull() {
+		t.Errorf("row 1: %v (0 must not be NULL, a missing ok must be)", rows[1])
+	}
+}
+
+func containsAll(s string, parts ...string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// A file in the run's range that replay did not write is refused, and
+// left as it was; so is a manifest of another plan.
+func TestForeignOutputRefused(t *testing.T) {
+	dir := t.TempDir()
+	cfg := parquet.Config{Path: dir, Topic: "orders", RunID: "r", Fingerprint: "f", Ranges: []sinks.Range{{Partition: 0, Start: 0, End: 10}}}
+	name := filepath.Join(dir, "orders", "0", fmt.Sprintf("%020d-%020d.parquet", 0, 10))
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, []byte("not replay's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parquet.New(t.Context(), cfg); !errors.Is(err, sinks.ErrRefused) {
+		t.Fatalf("New over a foreign object: %v, want a refusal", err)
+	}
+	if b, _ := os.ReadFile(name); string(b) != "not replay's" {
+		t.Fatalf("the foreign object changed: %q", b)
+	}
+	os.Remove(name)
+	s := open(t, cfg)
+	if err := s.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	cfg.Fingerprint = "another"
+	if _, err := parquet.New(t.Context(), cfg); !errors.Is(err, sinks.ErrRefused) {
+		t.Fatalf("New over another plan's manifest: %v, want a refusal", err)
+	}
+}
+
+// A resume whose staging is gone (another machine, a deleted directory)
+// rewinds the partition to the end of its objects: the unfinished object
+// is built from its first offset.
+func TestReconcileRewindsToObjects(t *testing.T) {
+	dir := t.TempDir()
+	cfg := parquet.Config{Path: dir, Topic: "orders", MaxRowsPerFile: 2, RunID: "r", Fingerprint: "f", Ranges: []sinks.Range{{Partition: 0, Start: 0, End: 10}}}
+	s := open(t, cfg)
+	for off := range int64(5) {
+		sinktest.MustWrite(t, s, sinktest.Rec(0, off, "", "v"))
+	}
+	if err := s.Sync(t.Context(), 0); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := os.RemoveAll(filepath.Join(dir, ".replay-staging")); err != nil {
+		t.Fatal(err)
+	}
+	again := open(t, cfg)
+	rw, err := again.Reconcile(t.Context(), "g", "orders", []sinks.ResumePoint{{Partition: 0, Start: 0, Committed: 5, End: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rw) != 1 || rw[0].From != 4 {
+		t.Fatalf("rewinds %+v, want partition 0 from offset 4 (objects [0,2) and [2,4) published)", rw)
+	}
+}
