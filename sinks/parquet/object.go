@@ -119,7 +119,7 @@ func (s *Sink) build(ctx context.Context, p int32, sp span, staging *os.File, di
 	}
 	h := sha256.New()
 	cw := &countWriter{w: io.MultiWriter(tmp, h)}
-	w := pq.NewWriter(cw, s.schema, pq.Compression(s.codec), pq.CreatedBy("replay", "", ""),
+	w := pq.NewGenericWriter[any](cw, s.schema, pq.Compression(s.codec), pq.CreatedBy("replay", "", ""),
 		pq.KeyValueMetadata(metaRun, s.runID), pq.KeyValueMetadata(metaFingerprint, s.fingerprint))
 	if staging != nil {
 		if info.Rows, err = s.writeRows(ctx, w, staging, p); err != nil {
@@ -141,7 +141,7 @@ func (s *Sink) build(ctx context.Context, p int32, sp span, staging *os.File, di
 
 // writeRows writes the rows of the staged records to w, flushing a row
 // group every rowGroupBytes of values, and returns how many.
-func (s *Sink) writeRows(ctx context.Context, w *pq.Writer, staging *os.File, p int32) (int64, error) {
+func (s *Sink) writeRows(ctx context.Context, w *pq.GenericWriter[any], staging *os.File, p int32) (int64, error) {
 	if _, err := staging.Seek(0, io.SeekStart); err != nil {
 		return 0, err
 	}

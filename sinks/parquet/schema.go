@@ -73,6 +73,9 @@ func parseType(s string) (colType, error) {
 		return colType{kind: kTimestampMicros}, nil
 	}
 	m := decimalRe.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil && strings.HasPrefix(strings.TrimSpace(s), "decimal(") && !strings.Contains(s, ",") {
+		return colType{}, fmt.Errorf("type %q: a decimal takes a precision and a scale, decimal(P,S); in a {...} mapping quote it, 'decimal(12,2)', since a comma ends the value there", s)
+	}
 	if m == nil {
 		return colType{}, fmt.Errorf("type %q: want string, bytes, int32, int64, boolean, decimal(P,S), timestamp_millis or timestamp_micros", s)
 	}
