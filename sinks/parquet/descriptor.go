@@ -1,6 +1,9 @@
 package parquet
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -23,11 +26,17 @@ const DefaultMaxRowsPerFile = 1000000
 // Section is a parquet sink's own fields in a plan (Descriptor.Fields says
 // what each means), in Sink.Config.
 type Section struct {
-	Path           string            `yaml:"path"`
-	Columns        plan.Columns      `yaml:"columns"`
-	Types          map[string]string `yaml:"types"`
-	MaxRowsPerFile int64             `yaml:"max_rows_per_file"`
-	Compression    string            `yaml:"compression"`
+	Path            string            `yaml:"path"`
+	URL             string            `yaml:"url"`
+	Endpoint        string            `yaml:"endpoint"`
+	Region          string            `yaml:"region"`
+	ForcePathStyle  bool              `yaml:"force_path_style"`
+	AccessKeyID     string            `yaml:"access_key_id"`
+	SecretAccessKey string            `yaml:"secret_access_key"`
+	Columns         plan.Columns      `yaml:"columns"`
+	Types           map[string]string `yaml:"types"`
+	MaxRowsPerFile  int64             `yaml:"max_rows_per_file"`
+	Compression     string            `yaml:"compression"`
 }
 
 // section returns the parquet sink's own fields of s.
@@ -39,8 +48,15 @@ var Descriptor = plan.SinkDescriptor{
 	Summary:   "Parquet files in a directory, one object per run of up to max_rows_per_file rows of a partition, named from the resolved offset ranges",
 	NewConfig: func() any { return new(Section) },
 	Fields: []plan.FieldDescriptor{
-		{Name: "path", Fingerprint: true, Required: "missing: the directory to write the Parquet objects to, e.g. out/orders/",
-			Doc: "parquet: the output directory: objects <topic>/<partition>/<first>-<end>.parquet (offsets zero-padded to 20 digits, end exclusive) and _manifest.json, written when the run completes."},
+		{Name: "path", Fingerprint: true,
+			Doc: "parquet: the output directory (or url): objects <topic>/<partition>/<first>-<end>.parquet (offsets zero-padded to 20 digits, end exclusive) and _manifest.json, written when the run completes."},
+		{Name: "url", Fingerprint: true,
+			Doc: "parquet: s3://bucket/prefix/ of an S3-compatible store, instead of path; records wait for their object in a local staging directory (the user's cache directory, replay/parquet-staging)."},
+		{Name: "endpoint", Doc: "parquet with url: the store's base URL, e.g. http://127.0.0.1:7070; unset, AWS S3."},
+		{Name: "region", Doc: "parquet with url: the signing region (default us-east-1)."},
+		{Name: "force_path_style", Doc: "parquet with url: address the bucket in the path (http://host/bucket/key), as most S3-compatible stores want."},
+		{Name: "access_key_id", Secret: true, Doc: "parquet with url: the access key id, from the environment, e.g. ${AWS_ACCESS_KEY_ID}."},
+		{Name: "secret_access_key", Secret: true, Doc: "parquet with url: the secret access key, from the environment, e.g. ${AWS_SECRET_ACCESS_KEY}."},
 		{Name: "columns", Fingerprint: true,
 			Doc:              "parquet: map column names to record fields, in order (the fields of the postgres, sqlite and csv columns: key, kafka_key, value, value.<path>, header.<name>, headers, timestamp, timestamp_type, partition, offset, topic); unset, topic, partition, offset, timestamp, timestamp_type, kafka_key, value and headers.",
 			FingerprintValue: func(val any, _ *plan.Sink, _ bool) any { return val.(plan.Columns).String() }},
@@ -65,14 +81,47 @@ var Descriptor = plan.SinkDescriptor{
 			Doc: "parquet: the compression of the column chunks: zstd (default), snappy, gzip or none."},
 	},
 	Check:      check,
-	StagingDir: func(s *plan.Sink) string { return filepath.Join(section(s).Path, stagingName) },
-	Where:      func(s *plan.Sink) string { return section(s).Path },
+	StagingDir: func(s *plan.Sink) string { return stagingDirOf(section(s)) },
+	Where: func(ps *plan.Sink) string {
+		if s := section(ps); s.URL != "" {
+			return s.URL
+		}
+		return section(ps).Path
+	},
+}
+
+// stagingDirOf is where a section's records wait for their object: under
+// path, or for a url in the user's cache directory (named by the url).
+func stagingDirOf(s *Section) string {
+	if s.URL == "" {
+		return filepath.Join(s.Path, stagingName)
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	h := sha256.Sum256([]byte(s.URL))
+	return filepath.Join(base, "replay", "parquet-staging", hex.EncodeToString(h[:8]))
 }
 
 // check checks a parquet section: its columns, their types, the file size
 // and that the plan replays one window.
 func check(c *plan.SinkCheck) {
 	s := section(c.Sink)
+	switch {
+	case s.Path == "" && s.URL == "":
+		c.Add("path", "neither path nor url is set: set path (a directory, e.g. out/orders/) or url (s3://bucket/prefix/)")
+	case s.Path != "" && s.URL != "":
+		c.Add("url", "a parquet sink writes to path or to url, not both: remove one")
+	case s.URL != "" && !strings.HasPrefix(s.URL, "s3://"):
+		c.Add("url", "%q: want s3://bucket/prefix/", s.URL)
+	case s.URL == "":
+		for _, f := range []string{"endpoint", "region", "force_path_style", "access_key_id", "secret_access_key"} {
+			if c.Present(f) {
+				c.Add(f, "applies to url: only (path writes to a local directory): remove it")
+			}
+		}
+	}
 	c.Columns(s.Columns, false)
 	cols, err := encode.ParseColumns(s.Columns, defaultColumns, false)
 	if err == nil {

@@ -55,7 +55,7 @@ func (s *Sink) readManifest(ctx context.Context) (*Manifest, error) {
 		return nil, fmt.Errorf("parquet sink: %w", err)
 	}
 	defer rc.Close()
-	data, err := io.ReadAll(rc)
+	data, err := io.ReadAll(io.NewSectionReader(rc, 0, rc.Size()))
 	if err != nil {
 		return nil, fmt.Errorf("parquet sink: %w", err)
 	}
@@ -272,7 +272,7 @@ func (s *Sink) writeManifest(ctx context.Context) error {
 	}
 	data = append(data, '\n')
 	if rc, err := s.st.Open(ctx, ManifestName); err == nil {
-		old, err := io.ReadAll(rc)
+		old, err := io.ReadAll(io.NewSectionReader(rc, 0, rc.Size()))
 		rc.Close()
 		if err == nil && bytes.Equal(old, data) {
 			return nil

@@ -49,9 +49,12 @@ func (h *harness) New(t *testing.T) sinks.Sink {
 	return s
 }
 
-func (h *harness) Contents(t *testing.T) []string {
+func (h *harness) Contents(t *testing.T) []string { return contents(t, h.dir(t)) }
+
+// contents is every record stored under dir, as sinktest.Stored strings.
+func contents(t testing.TB, dir string) []string {
 	var out []string
-	for _, r := range readDir(t, h.dir(t)) {
+	for _, r := range readDir(t, dir) {
 		out = append(out, sinktest.Expect(r).String())
 	}
 	return out

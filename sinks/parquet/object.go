@@ -1,6 +1,7 @@
 package parquet
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -212,7 +213,7 @@ func (s *Sink) publish(ctx context.Context, tmp *os.File, info objectInfo) error
 		return fmt.Errorf("parquet sink: publish %s: %w", s.st.Where(info.Name), err)
 	}
 	got, err := s.describe(ctx, info.Name)
-	if err != nil {
+	if err != nil && got.SHA256 == "" {
 		return fmt.Errorf("parquet sink: read the existing %s: %w", s.st.Where(info.Name), err)
 	}
 	if got.SHA256 != info.SHA256 {
@@ -223,25 +224,22 @@ func (s *Sink) publish(ctx context.Context, tmp *os.File, info objectInfo) error
 	return nil
 }
 
-// describe reads the object name back: its size, rows and sha256.
+// describe reads the object name back: its size, rows and sha256. An
+// object that is not Parquet gives its size and sha256 with the error.
 func (s *Sink) describe(ctx context.Context, name string) (objectInfo, error) {
 	info := objectInfo{Name: name}
-	rc, err := s.st.Open(ctx, name)
+	r, err := s.st.Open(ctx, name)
 	if err != nil {
 		return info, err
 	}
-	defer rc.Close()
+	defer r.Close()
 	h := sha256.New()
-	n, err := io.Copy(h, rc)
+	n, err := io.Copy(h, bufio.NewReaderSize(io.NewSectionReader(r, 0, r.Size()), 8<<20))
 	if err != nil {
 		return info, err
 	}
 	info.Bytes, info.SHA256 = n, hex.EncodeToString(h.Sum(nil))
-	ra, ok := rc.(io.ReaderAt)
-	if !ok {
-		return info, fmt.Errorf("%s cannot be read at offsets", name)
-	}
-	f, err := pq.OpenFile(ra, n, pq.SkipBloomFilters(true), pq.SkipPageIndex(true))
+	f, err := pq.OpenFile(r, n, pq.SkipBloomFilters(true), pq.SkipPageIndex(true))
 	if err != nil {
 		return info, fmt.Errorf("not a Parquet file: %w", err)
 	}
@@ -252,23 +250,12 @@ func (s *Sink) describe(ctx context.Context, name string) (objectInfo, error) {
 // runOf reads the run identity an object's footer records ("" when it
 // has none: replay did not write it).
 func (s *Sink) runOf(ctx context.Context, name string) (string, error) {
-	rc, err := s.st.Open(ctx, name)
+	r, err := s.st.Open(ctx, name)
 	if err != nil {
 		return "", err
 	}
-	defer rc.Close()
-	ra, ok := rc.(interface {
-		io.ReaderAt
-		Stat() (os.FileInfo, error)
-	})
-	if !ok {
-		return "", fmt.Errorf("%s cannot be read at offsets", name)
-	}
-	fi, err := ra.Stat()
-	if err != nil {
-		return "", err
-	}
-	f, err := pq.OpenFile(ra, fi.Size(), pq.SkipBloomFilters(true), pq.SkipPageIndex(true))
+	defer r.Close()
+	f, err := pq.OpenFile(r, r.Size(), pq.SkipBloomFilters(true), pq.SkipPageIndex(true))
 	if err != nil {
 		return "", nil // not Parquet: not replay's
 	}

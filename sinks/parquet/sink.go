@@ -25,8 +25,13 @@ import (
 
 // Config configures a parquet sink.
 type Config struct {
-	// Path is the output directory.
+	// Path is the output directory (unused with S3).
 	Path string
+	// S3 is the S3-compatible store to write to instead of Path.
+	S3 *S3
+	// StagingDir is where records wait for their object (default
+	// Path/.replay-staging).
+	StagingDir string
 	// Columns map the objects' columns to record fields (none: the
 	// default layout); Types give value.<path> columns their types.
 	Columns plan.Columns
@@ -106,7 +111,12 @@ var (
 // type parquet) for the run sp.Options describes (its topic and ranges).
 func Open(ctx context.Context, sp sinks.Spec) (sinks.Sink, error) {
 	c := section(&sp.Plan)
-	s, err := New(ctx, Config{Path: c.Path, Columns: c.Columns, Types: c.Types, MaxRowsPerFile: c.MaxRowsPerFile,
+	var s3c *S3
+	if c.URL != "" {
+		s3c = &S3{URL: c.URL, Endpoint: c.Endpoint, Region: c.Region, ForcePathStyle: c.ForcePathStyle,
+			AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey}
+	}
+	s, err := New(ctx, Config{Path: c.Path, S3: s3c, StagingDir: stagingDirOf(c), Columns: c.Columns, Types: c.Types, MaxRowsPerFile: c.MaxRowsPerFile,
 		Compression: c.Compression, Topic: sp.Options.Topic, Ranges: sp.Options.Ranges, RunID: sp.Options.RunID,
 		Fingerprint: sp.Options.Fingerprint, Log: sp.Options.Log})
 	if err != nil {
@@ -119,8 +129,8 @@ func Open(ctx context.Context, sp sinks.Spec) (sinks.Sink, error) {
 // output directory holds: a manifest of another plan, or objects in the
 // run's ranges that are not this run's, are refused (sinks.ErrRefused).
 func New(ctx context.Context, cfg Config) (*Sink, error) {
-	if cfg.Path == "" {
-		return nil, errors.New("parquet sink: empty path")
+	if cfg.Path == "" && cfg.S3 == nil {
+		return nil, errors.New("parquet sink: no path and no S3 store")
 	}
 	if cfg.Ranges == nil {
 		return nil, errors.New("parquet sink: the run's resolved ranges are unknown (sinks.Options.Ranges): objects are named after them")
@@ -137,13 +147,23 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{st: dirStore{dir: cfg.Path}, stagingDir: filepath.Join(cfg.Path, stagingName), topic: cfg.Topic,
+	var st store = dirStore{dir: cfg.Path}
+	if cfg.S3 != nil {
+		if st, err = newS3Store(*cfg.S3); err != nil {
+			return nil, err
+		}
+	}
+	staging := cfg.StagingDir
+	if staging == "" {
+		staging = filepath.Join(cfg.Path, stagingName)
+	}
+	s := &Sink{st: st, stagingDir: staging, topic: cfg.Topic,
 		runID: cfg.RunID, fingerprint: cfg.Fingerprint, cols: cols, schema: schema(cols), codec: cd,
 		maxRows: cfg.MaxRowsPerFile, log: cfg.Log, parts: map[int32]*part{}, done: map[string]objectInfo{}}
 	if s.maxRows <= 0 {
 		s.maxRows = DefaultMaxRowsPerFile
 	}
-	if err := os.MkdirAll(cfg.Path, 0o755); err != nil {
+	if err := os.MkdirAll(staging, 0o755); err != nil {
 		return nil, fmt.Errorf("parquet sink: %w", err)
 	}
 	for _, r := range cfg.Ranges {

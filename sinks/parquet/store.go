@@ -20,9 +20,9 @@ type store interface {
 	// of that name exists: then it returns an error wrapping
 	// fs.ErrExist and changes nothing. Readers never see part of it.
 	PutNew(ctx context.Context, name string, local *os.File) error
-	// Open opens name for reading; an error wrapping fs.ErrNotExist
-	// when there is none.
-	Open(ctx context.Context, name string) (io.ReadCloser, error)
+	// Open opens name for reading at offsets; an error wrapping
+	// fs.ErrNotExist when there is none.
+	Open(ctx context.Context, name string) (objectReader, error)
 	// List returns the objects whose names start with prefix, with their
 	// sizes in bytes.
 	List(ctx context.Context, prefix string) (map[string]int64, error)
@@ -31,6 +31,21 @@ type store interface {
 	// Where names the object for messages (an absolute path, a URL).
 	Where(name string) string
 }
+
+// objectReader reads an object at offsets; Size is its size in bytes.
+type objectReader interface {
+	io.ReaderAt
+	io.Closer
+	Size() int64
+}
+
+// fileReader is an objectReader of a local file.
+type fileReader struct {
+	*os.File
+	size int64
+}
+
+func (f fileReader) Size() int64 { return f.size }
 
 // dirStore is a store in a local directory: each object a file, published
 // by a hard link from a fsynced temporary file (link fails when the name
@@ -105,11 +120,20 @@ func copyNew(local *os.File, dst string) error {
 }
 
 // Open opens the object's file.
-func (d dirStore) Open(ctx context.Context, name string) (io.ReadCloser, error) {
+func (d dirStore) Open(ctx context.Context, name string) (objectReader, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return os.Open(d.path(name))
+	f, err := os.Open(d.path(name))
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return fileReader{File: f, size: fi.Size()}, nil
 }
 
 // List walks the directory under prefix; hidden files and directories

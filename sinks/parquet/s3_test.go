@@ -1,0 +1,313 @@
+package parquet_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/replay-tool/replay/internal/testenv"
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/parquet"
+	"github.com/replay-tool/replay/sinks/sinktest"
+)
+
+const (
+	s3Access = "replaytest"
+	s3Secret = "replaytestsecret"
+)
+
+// versitygw starts a versitygw S3 gateway over a fresh directory with
+// one bucket, "lake", and returns its endpoint. The binary comes from
+// scripts/oracles (REPLAY_VERSITYGW or ~/.cache/replay/bin/versitygw);
+// the test skips without it unless REPLAY_TEST_REQUIRE_ORACLES=1.
+func versitygw(t *testing.T) string {
+	bin := os.Getenv("REPLAY_VERSITYGW")
+	if bin == "" {
+		home, _ := os.UserHomeDir()
+		bin = filepath.Join(home, ".cache", "replay", "bin", "versitygw")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		msg := fmt.Sprintf("no versitygw binary at %s (%v): run scripts/oracles", bin, err)
+		if os.Getenv("REPLAY_TEST_REQUIRE_ORACLES") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "lake"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(bin, "--access", s3Access, "--secret", s3Secret, "--port", addr, "posix", root)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("versitygw:\n%s", logs.String())
+		}
+	})
+	testenv.Eventually(t, 20*time.Second, 20*time.Millisecond, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}, func() string { return "versitygw does not listen: " + logs.String() })
+	return "http://" + addr
+}
+
+func s3Client(endpoint string) *s3.Client {
+	return s3.New(s3.Options{Region: "us-east-1", UsePathStyle: true, BaseEndpoint: aws.String(endpoint),
+		Credentials: credentials.NewStaticCredentialsProvider(s3Access, s3Secret, "")})
+}
+
+func s3Config(endpoint, prefix string) *parquet.S3 {
+	return &parquet.S3{URL: "s3://lake/" + prefix, Endpoint: endpoint, ForcePathStyle: true, AccessKeyID: s3Access, SecretAccessKey: s3Secret}
+}
+
+// download copies every object under prefix in the bucket into dir.
+func download(t *testing.T, c *s3.Client, prefix, dir string) {
+	t.Helper()
+	out, err := c.ListObjectsV2(t.Context(), &s3.ListObjectsV2Input{Bucket: aws.String("lake"), Prefix: aws.String(prefix)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range out.Contents {
+		obj, err := c.GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String("lake"), Key: o.Key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(obj.Body)
+		obj.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, strings.TrimPrefix(aws.ToString(o.Key), prefix))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The same window written to a bucket and to a directory gives the same
+// objects, byte for byte (the manifests agree), and the objects read back
+// as the records; a re-run changes nothing; one object is large enough to
+// be uploaded in parts (the test's max_rows_per_file puts six of the seven
+// 1 MiB values in one object).
+func TestS3SameObjectsAsDirectory(t *testing.T) {
+	endpoint := versitygw(t)
+	window := sinktest.Window(3, 2)
+	corpus := sinktest.Corpus()
+	for i := range corpus {
+		corpus[i].Partition = 2
+	}
+	for off := int64(20); off < 26; off++ { // with the corpus's, 7 MiB of random bytes
+		r := sinktest.Corpus()[4]
+		r.Partition, r.Offset = 2, off
+		corpus = append(corpus, r)
+	}
+	window = append(window, corpus)
+	cfg := parquet.Config{Topic: "orders", MaxRowsPerFile: 9, RunID: "r", Fingerprint: "f", Ranges: ranges(3, 0, 100000), Compression: "none"}
+	local := cfg
+	local.Path = filepath.Join(t.TempDir(), "local")
+	ls := open(t, local)
+	sinktest.WriteAll(t, ls, window, 9, 6)
+	if err := ls.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	remote := cfg
+	remote.S3 = s3Config(endpoint, "backfill/")
+	remote.S3.MultipartAbove, remote.S3.PartSize = 5<<20, 5<<20 // S3's smallest part
+	remote.StagingDir = t.TempDir()
+	for run := range 2 {
+		rs := open(t, remote)
+		sinktest.WriteAll(t, rs, window, uint64(9+run), 6)
+		if err := rs.Finish(t.Context()); err != nil {
+			t.Fatalf("run %d: %v", run+1, err)
+		}
+	}
+	got := filepath.Join(t.TempDir(), "got")
+	download(t, s3Client(endpoint), "backfill/", got)
+	if a, b := readFile(t, filepath.Join(got, parquet.ManifestName)), readFile(t, filepath.Join(local.Path, parquet.ManifestName)); !bytes.Equal(a, b) {
+		t.Fatalf("the bucket's manifest:\n%s\ndiffers from the directory's:\n%s", a, b)
+	}
+	m := readManifest(t, got)
+	big := false
+	for _, o := range m.Objects {
+		data := readFile(t, filepath.Join(got, o.Name))
+		sum := sha256.Sum256(data)
+		if hex.EncodeToString(sum[:]) != o.SHA256 || int64(len(data)) != o.Bytes {
+			t.Errorf("%s: %d bytes, sha256 %x; the manifest says %d, %s", o.Name, len(data), sum, o.Bytes, o.SHA256)
+		}
+		big = big || o.Bytes > 5<<20
+	}
+	if !big {
+		t.Fatal("no object above the multipart size: the test uploads none in parts")
+	}
+	sinktest.Equal(t, "records in the bucket", contents(t, got), sinktest.Want(window))
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// resigning is a proxy to endpoint that changes each request with edit,
+// then signs it again (SigV4 signs If-None-Match); edit may answer the
+// request itself by returning false after writing w.
+func resigning(t *testing.T, endpoint string, edit func(w http.ResponseWriter, r *http.Request) bool) string {
+	target, _ := url.Parse(endpoint)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	signer := v4.NewSigner()
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !edit(w, r) {
+			return
+		}
+		r.Host = target.Host
+		r.URL.Host = target.Host
+		r.Header.Del("Authorization")
+		creds := aws.Credentials{AccessKeyID: s3Access, SecretAccessKey: s3Secret}
+		if err := signer.SignHTTP(r.Context(), creds, r, r.Header.Get("X-Amz-Content-Sha256"), "s3", "us-east-1", time.Now()); err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	})}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + l.Addr().String()
+}
+
+// A store that ignores If-None-Match (a fault injected by a proxy that
+// drops the header) still never gets an existing object overwritten: the
+// object in the way, which replay did not write, is refused and left.
+func TestS3StoreIgnoringIfNoneMatch(t *testing.T) {
+	endpoint := versitygw(t)
+	var dropped atomic.Int64
+	proxy := resigning(t, endpoint, func(_ http.ResponseWriter, r *http.Request) bool {
+		if r.Header.Get("If-None-Match") != "" {
+			r.Header.Del("If-None-Match")
+			dropped.Add(1)
+		}
+		return true
+	})
+	c := s3Client(endpoint)
+	key := "lake-out/" + parquet.ObjectName("orders", 0, 0, 10)
+	cfg := parquet.Config{Topic: "orders", RunID: "r", Fingerprint: "f", Ranges: ranges(1, 0, 10), S3: s3Config(proxy, "lake-out/"), StagingDir: t.TempDir()}
+	first := open(t, cfg)
+	sinktest.MustWrite(t, first, sinktest.Rec(0, 3, "k", "v"))
+	// Another writer puts an object at the name while the run goes on.
+	if _, err := c.PutObject(t.Context(), &s3.PutObjectInput{Bucket: aws.String("lake"), Key: aws.String(key), Body: strings.NewReader("someone else's")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Finish(t.Context()); !errors.Is(err, sinks.ErrRefused) {
+		t.Fatalf("Finish over an object replay did not write: %v, want a refusal", err)
+	}
+	if _, err := parquet.New(t.Context(), cfg); !errors.Is(err, sinks.ErrRefused) {
+		t.Fatalf("New over an object replay did not write: %v, want a refusal", err)
+	}
+	obj, err := c.GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String("lake"), Key: aws.String(key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(obj.Body); string(b) != "someone else's" {
+		t.Fatalf("the object in the way changed: %q", b)
+	}
+	// The same through a store that honours the header: a clean run
+	// publishes, and the header went out (and was dropped by the proxy).
+	if _, err := c.DeleteObject(t.Context(), &s3.DeleteObjectInput{Bucket: aws.String("lake"), Key: aws.String(key)}); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, cfg)
+	sinktest.MustWrite(t, s, sinktest.Rec(0, 3, "k", "v"))
+	if err := s.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if dropped.Load() == 0 {
+		t.Fatal("no request carried If-None-Match")
+	}
+}
+
+// A multipart upload that fails halfway is aborted: no upload, and so no
+// part, is left in the bucket, and no object appears.
+func TestS3AbortsFailedMultipart(t *testing.T) {
+	endpoint := versitygw(t)
+	var parts atomic.Int64
+	proxy := resigning(t, endpoint, func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodPut && r.URL.Query().Get("partNumber") != "" && parts.Add(1) == 2 {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>InvalidPart</Code><Message>injected</Message></Error>`)
+			return false
+		}
+		return true
+	})
+	cfg := parquet.Config{Topic: "orders", RunID: "r", Fingerprint: "f", Ranges: ranges(1, 0, 10), Compression: "none",
+		S3: s3Config(proxy, "mp/"), StagingDir: t.TempDir()}
+	cfg.S3.MultipartAbove, cfg.S3.PartSize = 1<<20, 1<<20
+	s := open(t, cfg)
+	big := sinktest.Corpus()[4] // 1 MiB of random bytes
+	for off := range int64(3) {
+		r := big
+		r.Offset = off
+		sinktest.MustWrite(t, s, r)
+	}
+	if err := s.Finish(context.Background()); err == nil {
+		t.Fatal("Finish succeeded with a part refused")
+	}
+	c := s3Client(endpoint)
+	ups, err := c.ListMultipartUploads(t.Context(), &s3.ListMultipartUploadsInput{Bucket: aws.String("lake")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ups.Uploads) != 0 {
+		t.Fatalf("%d multipart uploads left behind", len(ups.Uploads))
+	}
+	objs, err := c.ListObjectsV2(t.Context(), &s3.ListObjectsV2Input{Bucket: aws.String("lake"), Prefix: aws.String("mp/")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs.Contents) != 0 || parts.Load() < 2 {
+		t.Fatalf("%d objects after a failed upload (%d parts sent)", len(objs.Contents), parts.Load())
+	}
+}
