@@ -100,8 +100,9 @@ type objectInfo struct {
 }
 
 // rowGroupBytes is how many bytes of values a row group holds at most
-// before it is flushed: the writer keeps one row group's pages in memory.
-const rowGroupBytes = 16 << 20
+// before it is flushed: the writer keeps one row group's columns in
+// memory (16 MiB took the benchmark's peak RSS from 78 to 103 MiB).
+const rowGroupBytes = 4 << 20
 
 // build writes the object of span sp of partition p from its staging
 // file (nil: no rows) to a temporary file in dir, and returns it (at its

@@ -198,8 +198,11 @@ func schema(cols []column) *pq.Schema {
 // order. A value that its column's type cannot hold exactly is a
 // *record.Error.
 func row(dst pq.Row, cols []column, r *record.Record) (pq.Row, error) {
-	cells := encode.Cells{Record: r, Key: r.IdempotencyKey()}
+	cells := encode.Cells{Record: r}
 	for i, c := range cols {
+		if c.Field.Kind == plan.FieldKey && cells.Key == "" {
+			cells.Key = r.IdempotencyKey()
+		}
 		v, err := value(&cells, c)
 		if err != nil {
 			return dst, record.NewError(r, fmt.Errorf("parquet sink: column %s: %w", c.Name, err))
@@ -308,6 +311,14 @@ func typed(text string, t colType) (pq.Value, error) {
 // the unscaled integer of a DECIMAL(P,S): an error when it has digits
 // past the scale that are not zero, or more than P digits.
 func decimalValue(text string, t colType) (pq.Value, error) {
+	if t.precision <= 18 {
+		if n, ok := plainDecimal(text, t); ok {
+			if t.precision <= 9 {
+				return pq.Int32Value(int32(n)), nil
+			}
+			return pq.Int64Value(n), nil
+		}
+	}
 	var rat big.Rat
 	if _, ok := rat.SetString(text); !ok || strings.ContainsAny(text, "/xXpP") {
 		return pq.Value{}, fmt.Errorf("%q is not a decimal number", text)
@@ -327,6 +338,43 @@ func decimalValue(text string, t colType) (pq.Value, error) {
 		return pq.Int64Value(n.Int64()), nil
 	}
 	return pq.FixedLenByteArrayValue(twosComplement16(n)), nil
+}
+
+// plainDecimal is text's unscaled integer at t's scale when text is a
+// plain decimal ([-]digits[.digits], no exponent) that fits t exactly;
+// false sends every other text to the exact, slower path.
+func plainDecimal(text string, t colType) (int64, bool) {
+	s, neg := text, false
+	if strings.HasPrefix(s, "-") {
+		s, neg = s[1:], true
+	}
+	intPart, frac, _ := strings.Cut(s, ".")
+	frac = strings.TrimRight(frac, "0")
+	if intPart == "" || len(frac) > t.scale {
+		return 0, false
+	}
+	var n int64
+	digits := 0
+	for _, part := range []string{intPart, frac + strings.Repeat("0", t.scale-len(frac))} {
+		for i := 0; i < len(part); i++ {
+			c := part[i]
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			if n == 0 && c == '0' {
+				continue
+			}
+			digits++
+			n = n*10 + int64(c-'0')
+		}
+	}
+	if digits > t.precision {
+		return 0, false
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
 }
 
 // twosComplement16 is n as 16 bytes of big-endian two's complement (n
