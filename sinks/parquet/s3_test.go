@@ -38,13 +38,18 @@ const (
 
 // versitygw starts a versitygw S3 gateway over a fresh directory with
 // one bucket, "lake", and returns its endpoint. The binary comes from
-// scripts/oracles (REPLAY_VERSITYGW or ~/.cache/replay/bin/versitygw);
+// scripts/oracles (REPLAY_VERSITYGW, or versitygw in REPLAY_BIN_DIR or
+// ~/.cache/replay/bin);
 // the test skips without it unless REPLAY_TEST_REQUIRE_ORACLES=1.
 func versitygw(t *testing.T) string {
 	bin := os.Getenv("REPLAY_VERSITYGW")
 	if bin == "" {
-		home, _ := os.UserHomeDir()
-		bin = filepath.Join(home, ".cache", "replay", "bin", "versitygw")
+		dir := os.Getenv("REPLAY_BIN_DIR")
+		if dir == "" {
+			home, _ := os.UserHomeDir()
+			dir = filepath.Join(home, ".cache", "replay", "bin")
+		}
+		bin = filepath.Join(dir, "versitygw")
 	}
 	if _, err := os.Stat(bin); err != nil {
 		msg := fmt.Sprintf("no versitygw binary at %s (%v): run scripts/oracles", bin, err)
