@@ -45,7 +45,7 @@ func section(s *plan.Sink) *Section { return plan.ConfigOf[Section](s) }
 // Descriptor describes the parquet sink's plan section.
 var Descriptor = plan.SinkDescriptor{
 	Type:      Type,
-	Summary:   "Parquet files in a directory, one object per run of up to max_rows_per_file rows of a partition, named from the resolved offset ranges",
+	Summary:   "Parquet objects in a directory or an S3-compatible bucket, up to max_rows_per_file rows of a partition each, named from the resolved offset ranges, with a manifest",
 	NewConfig: func() any { return new(Section) },
 	Fields: []plan.FieldDescriptor{
 		{Name: "path", Fingerprint: true,
