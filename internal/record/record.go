@@ -95,6 +95,11 @@ type Note struct {
 	// Decoded holds the key and value the decode stage decoded from the
 	// Confluent wire format; nil when it decoded neither.
 	Decoded *Decoded
+	// Original is the value as read when the mapping stage replaced
+	// Record.Value with the mapped value; nil when the record was not
+	// mapped. Sinks that keep a record's bytes (a database's value_bytes)
+	// write it.
+	Original []byte
 }
 
 // Decoded is a record's key and value decoded from the Confluent wire
@@ -119,8 +124,21 @@ func (n *Note) DecodedOrNil() *Decoded {
 	return n.Decoded
 }
 
+// Mapped reports whether the mapping stage replaced r's value.
+func (r *Record) Mapped() bool { return r.Note != nil && r.Note.Original != nil }
+
+// OriginalValue returns the value as read from Kafka: Note.Original for a
+// mapped record, else Value.
+func (r *Record) OriginalValue() []byte {
+	if r.Mapped() {
+		return r.Note.Original
+	}
+	return r.Value
+}
+
 // JSONValue returns the value as the pipeline's later stages read it as
-// JSON: the decoded value when the decode stage decoded it, else Value.
+// JSON: the decoded value when the decode stage decoded it, else Value
+// (the mapped value, once the mapping stage ran).
 func (r *Record) JSONValue() []byte {
 	if r.Note != nil && r.Note.Decoded != nil && r.Note.Decoded.Value != nil {
 		return r.Note.Decoded.Value
@@ -200,7 +218,7 @@ func DeadLetter(r Record, reason string) Record {
 	r.IdemKey = ""
 	n := Note{Reason: reason}
 	if r.Note != nil {
-		n.Value, n.Parsed, n.Decoded = r.Note.Value, r.Note.Parsed, r.Note.Decoded
+		n.Value, n.Parsed, n.Decoded, n.Original = r.Note.Value, r.Note.Parsed, r.Note.Decoded, r.Note.Original
 	}
 	r.Note = &n
 	return r
