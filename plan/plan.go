@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/replay-tool/replay/internal/filter"
+	"github.com/replay-tool/replay/internal/mapping"
 )
 
 // Isolation levels accepted in source.isolation (Kafka's isolation.level, KIP-98).
@@ -45,7 +46,11 @@ type Plan struct {
 	// before the filter (plan/decode.go).
 	Decode Decode `yaml:"decode"`
 	Filter string `yaml:"filter"`
-	Sink   Sink   `yaml:"sink"`
+	// Mapping changes the value of each record the filter passes, in
+	// ordered steps (set, rename, drop), before the key template, the
+	// columns and the sink see it.
+	Mapping Mapping `yaml:"mapping"`
+	Sink    Sink    `yaml:"sink"`
 
 	// OnError decides what happens to a record that cannot be processed
 	// (a key template that fails on it, a row the sink rejects): fail (default),
@@ -337,6 +342,10 @@ func (p *Plan) FilterProgram() (*filter.Program, error) {
 	}
 	return filter.Compile(p.Filter)
 }
+
+// MappingProgram returns the plan's mapping, compiled; nil when the plan
+// has none.
+func (p *Plan) MappingProgram() (*mapping.Mapping, error) { return p.Mapping.Compile() }
 
 // FromEnv reports whether the value of field came from a ${VAR} expansion.
 func (p *Plan) FromEnv(field string) bool { return p.fromEnv[field] }

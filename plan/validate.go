@@ -46,6 +46,7 @@ func (p *Plan) validate(now time.Time) []Problem {
 	v.retry()
 	v.decode()
 	v.sink("sink", &p.Sink)
+	v.mapping(v.sinkColumns)
 	v.errors()
 	return v.out
 }
@@ -54,6 +55,8 @@ type validator struct {
 	p   *Plan
 	now time.Time
 	out []Problem
+	// sinkColumns are the columns the plan's sink section declared.
+	sinkColumns []Column
 }
 
 func (v *validator) add(field, format string, args ...any) {
@@ -508,7 +511,7 @@ func RedactDSN(dsn string) string {
 
 // Fingerprint identifies what the plan replays: a hex SHA-256 prefix (16
 // characters) over the fields that decide which records reach which sink
-// (name, topic, partitions, isolation, group, window, decode, filter, on_error, key,
+// (name, topic, partitions, isolation, group, window, decode, filter, mapping, on_error, key,
 // the sink's and the dead-letter sink's fields that their type's descriptor
 // marks as part of it: target and output layout). Fields that change how,
 // not what, the sink writes are left out. max_errors is left out with the
@@ -528,7 +531,10 @@ func (p *Plan) Fingerprint() string {
 		Skew            time.Duration
 		Filter, OnError string
 		// What decode: decodes and how (not the registry's address).
-		Decode        string `json:",omitempty"`
+		Decode string `json:",omitempty"`
+		// The mapping's steps (mapping.String); omitted without one, so
+		// plans without a mapping keep their fingerprints.
+		Mapping       string `json:",omitempty"`
 		Sink          json.RawMessage
 		DeadLetter    json.RawMessage `json:",omitempty"`
 		AllowDataLoss bool
@@ -544,7 +550,7 @@ func (p *Plan) Fingerprint() string {
 		Version: p.Version, Name: p.Name, Topic: p.Source.Topic, Partitions: p.Source.Partitions.String(),
 		Iso: p.Source.Isolation, Group: p.Group, From: p.Window.From.String(), To: p.Window.To.String(),
 		Strict: p.Window.StrictTimestamps, Skew: time.Duration(p.Window.SkewMargin),
-		Filter: p.Filter, OnError: p.OnError, AllowDataLoss: p.AllowDataLoss,
+		Filter: p.Filter, OnError: p.OnError, AllowDataLoss: p.AllowDataLoss, Mapping: p.Mapping.String(),
 		Decode: p.Decode.fingerprint(), Sink: p.sinkFingerprint(&p.Sink, false),
 	}
 	if d := p.DeadLetter; d != nil && p.OnError == OnErrorDeadLetter {

@@ -17,6 +17,9 @@ var columnNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // key, the target of ON CONFLICT), and its column names are plain SQL names.
 func (v *validator) columns(field string, cols Columns, db bool) {
 	f := field + ".columns"
+	if field == "sink" {
+		v.sinkColumns = cols
+	}
 	keys := 0
 	folded := map[string]string{}
 	for _, c := range cols {

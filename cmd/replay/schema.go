@@ -104,6 +104,24 @@ var scalarSchemas = map[reflect.Type]func() schema{
 			envRef(),
 		}, "examples": []any{"https://schema-registry:8081", "${SCHEMA_REGISTRY_URL}"}}
 	},
+	reflect.TypeFor[plan.Mapping](): func() schema {
+		paths := func(desc string) schema {
+			return schema{"type": "object", "minProperties": 1, "description": desc, "additionalProperties": schema{"type": "string", "minLength": 1}}
+		}
+		step := func(kind string, body schema) schema {
+			return schema{"type": "object", "properties": schema{kind: body}, "required": []any{kind}, "additionalProperties": false}
+		}
+		return schema{"type": "array", "items": schema{"oneOf": []any{
+			step(plan.MappingSet, paths("Field path (value. optional) to the expression (the filter's language, exact decimal arithmetic) whose result is written there, creating objects on the way; entries run in the order written.")),
+			step(plan.MappingRename, paths("Field path to its new path (nested on both sides); a missing field is no change, an existing target a bad record; entries run in the order written.")),
+			step(plan.MappingDrop, schema{"type": "array", "minItems": 1, "items": schema{"type": "string", "minLength": 1},
+				"description": "Field paths to remove; a missing field is no change."}),
+		}}, "examples": []any{[]any{
+			schema{"set": schema{"amount_eur": "value.amount * 0.92", "src": "topic"}},
+			schema{"rename": schema{"value.cust": "customer"}},
+			schema{"drop": []any{"value.debug"}},
+		}}}
+	},
 	reflect.TypeFor[plan.OffsetSpec](): func() schema {
 		return schema{"anyOf": []any{
 			schema{"enum": []any{"earliest", "latest"}},
@@ -171,6 +189,7 @@ var fieldDocs = map[string]string{
 	"Plan.decode":          "Decode keys and values in the Confluent wire format (Avro, Protobuf, JSON Schema from a Schema Registry) to JSON before the filter, the key template, the columns and the text sinks see them; see docs/decoding.md.",
 	"Plan.filter":          "Expression (expr-lang) selecting the records to write, e.g. 'value.status == \"paid\"'; it sees key, value (parsed JSON, or the raw string), headers (name to last value), timestamp, partition, offset, topic. Records it leaves out are counted and committed past.",
 	"Plan.sink":            "Where the replayed records go.",
+	"Plan.mapping":         "Ordered steps over each value the filter passes, before the key template, columns and the sink see it: set (path: expression), rename (path: new path), drop (list of paths); paths are inside the value (value. optional). Numbers are exact decimals: an operation that would lose digits is a bad record, never a rounded value. See docs/mapping.md.",
 	"Plan.on_error":        "What happens to a record that cannot be processed (the filter or the key template fails on it, the sink rejects it): fail (default: the run stops at it), skip (counted in the report) or dead_letter (written to dead_letter with the reason).",
 	"Plan.dead_letter":     "Sink for the records that cannot be processed, with on_error: dead_letter; written before the commit passes them. A file sink adds error, source_topic, source_partition and source_offset to each line.",
 	"Plan.max_errors":      "Stop the run (exit 1) when more records than this cannot be processed: a count (100) or a percentage of the records in the run's ranges (1%). Unset: no limit.",
