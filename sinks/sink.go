@@ -365,6 +365,11 @@ type Options struct {
 	// run may dead-letter other records than the first: a sink that
 	// rejected a record may take it now).
 	DeadLetter bool
+	// Mapped is set when the plan's mapping changes the values the sink
+	// gets: Record.Value is the mapped value, Record.OriginalValue the
+	// bytes as read, which a sink that keeps a record's exact bytes (a
+	// database's value_bytes) writes.
+	Mapped bool
 }
 
 // Range is one partition's resolved range of a run: the offsets

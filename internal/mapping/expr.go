@@ -94,9 +94,9 @@ func compileError(err error) error {
 	return &filter.Error{Line: max(fe.Line, 1), Column: fe.Column + 1, Msg: msg}
 }
 
-// eval evaluates e over env with the machine m.
-func (e *Expr) eval(m *vm.VM, env *filter.Env) (any, error) {
-	out, err := m.Run(e.prog, env)
+// eval evaluates e over env, on a virtual machine of its own.
+func (e *Expr) eval(env *filter.Env) (any, error) {
+	out, err := vm.Run(e.prog, env)
 	if err != nil {
 		var fe *file.Error
 		if errors.As(err, &fe) {

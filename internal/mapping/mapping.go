@@ -14,8 +14,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/expr-lang/expr/vm"
-
 	"github.com/replay-tool/replay/internal/filter"
 	"github.com/replay-tool/replay/internal/record"
 )
@@ -86,22 +84,11 @@ type Step struct {
 }
 
 // Mapping is a compiled mapping: its steps, in order. It is immutable and
-// safe for concurrent use; run it with a Runner.
+// safe for concurrent use.
 type Mapping struct{ steps []Step }
 
 // New returns the mapping of steps.
 func New(steps []Step) *Mapping { return &Mapping{steps: steps} }
-
-// Runner runs a Mapping over records. It reuses its virtual machine
-// between records, so it is not safe for concurrent use: one per
-// partition goroutine.
-type Runner struct {
-	m  *Mapping
-	vm vm.VM
-}
-
-// Runner returns a new Runner of m.
-func (m *Mapping) Runner() *Runner { return &Runner{m: m} }
 
 // StepError is the failure of a mapping step on one record: which step
 // (1-based), the path it was writing or reading, and why.
@@ -125,7 +112,7 @@ func (e *StepError) Unwrap() error { return e.Err }
 // value that is not a JSON object, or a step that fails on it, returns r's
 // *record.Error wrapping a *StepError (or saying the value is not an
 // object), and leaves r as it was.
-func (rn *Runner) Apply(r *record.Record) error {
+func (m *Mapping) Apply(r *record.Record) error {
 	if r.Value == nil {
 		return nil
 	}
@@ -137,8 +124,8 @@ func (rn *Runner) Apply(r *record.Record) error {
 	if !ok {
 		return record.NewError(r, fmt.Errorf("mapping: the value is a JSON %s, not an object: a mapping's paths name fields of an object", docType(doc)))
 	}
-	for i, s := range rn.m.steps {
-		if err := rn.step(r, root, s); err != nil {
+	for i, s := range m.steps {
+		if err := step(r, root, s); err != nil {
 			var se *StepError
 			if errors.As(err, &se) {
 				se.Step = i + 1
@@ -175,14 +162,14 @@ func docType(v any) string {
 }
 
 // step runs one step over root.
-func (rn *Runner) step(r *record.Record, root *object, s Step) error {
+func step(r *record.Record, root *object, s Step) error {
 	for _, op := range s.Ops {
 		var err error
 		at := op.From
 		switch s.Kind {
 		case Set:
 			at = op.To
-			err = rn.set(r, root, op)
+			err = set(r, root, op)
 		case Rename:
 			err = rename(root, op.From, op.To)
 		case Drop:
@@ -197,7 +184,7 @@ func (rn *Runner) step(r *record.Record, root *object, s Step) error {
 
 // set evaluates op.Expr over r with root as the value and writes the
 // result at op.To.
-func (rn *Runner) set(r *record.Record, root *object, op Op) error {
+func set(r *record.Record, root *object, op Op) error {
 	vs := views{}
 	env := filter.Env{Key: string(r.Key), Timestamp: r.Time, Partition: int(r.Partition), Offset: int(r.Offset), Topic: r.Topic}
 	if op.Expr.usesValue {
@@ -209,7 +196,7 @@ func (rn *Runner) set(r *record.Record, root *object, op Op) error {
 			env.Headers[h.Key] = string(h.Value)
 		}
 	}
-	out, err := op.Expr.eval(&rn.vm, &env)
+	out, err := op.Expr.eval(&env)
 	if err != nil {
 		return err
 	}

@@ -61,7 +61,7 @@ func newRecord(value string) *record.Record {
 func apply(t *testing.T, value string, steps ...Step) (string, error) {
 	t.Helper()
 	r := newRecord(value)
-	err := New(steps).Runner().Apply(r)
+	err := New(steps).Apply(r)
 	if err != nil {
 		if string(r.Value) != value || r.Mapped() {
 			t.Errorf("a failed mapping changed the record: %s", r.Value)
@@ -116,7 +116,7 @@ func TestSteps(t *testing.T) {
 func TestTombstoneUnmapped(t *testing.T) {
 	r := newRecord("")
 	r.Value = nil
-	if err := New([]Step{paths(t, Drop, "a")}).Runner().Apply(r); err != nil || r.Value != nil || r.Mapped() {
+	if err := New([]Step{paths(t, Drop, "a")}).Apply(r); err != nil || r.Value != nil || r.Mapped() {
 		t.Fatalf("tombstone: err %v, value %q, mapped %v", err, r.Value, r.Mapped())
 	}
 }

@@ -9,7 +9,11 @@
 //     Without decode: it is the identity. A JSON value is parsed once, by
 //     the first stage that needs it.
 //   - filter drops the records the plan's filter: expression leaves out.
-//   - mapping changes the decoded value. It is the identity.
+//   - mapping runs the plan's mapping: set, rename and drop steps over the
+//     decoded value, exactly (internal/mapping). Record.Value becomes the
+//     mapped JSON, record.Note.Value its parse, and record.Note.Original
+//     keeps the bytes as read for the sinks that write them. Without
+//     mapping: it is the identity.
 //   - key renders the sink's key template into the record's idempotency
 //     key (record.Record.IdemKey), for the records whose key the sink
 //     writes (sinks.Capabilities.Keys); sinks never compute a key.
@@ -54,11 +58,18 @@ func New(p *plan.Plan, keys sinks.KeyUse, opts ...Option) (*Pipeline, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filter: %w", err)
 	}
+	m, err := p.MappingProgram()
+	if err != nil {
+		return nil, fmt.Errorf("mapping: %w", err)
+	}
 	key, err := NewKey(p.Sink, keys)
 	if err != nil {
 		return nil, err
 	}
 	pl := &Pipeline{filter: prog, key: key}
+	if m != nil {
+		pl.mapping = m.Apply
+	}
 	for _, o := range opts {
 		o(pl)
 	}
@@ -95,7 +106,8 @@ func (r *Run) Identity() bool {
 // for a record the filter leaves out. An error that is rec's
 // *record.Error is for on_error: its key or value did not decode (a
 // *decode.BadRecordError in its chain), the filter failed on it (a
-// *filter.EvalError) or the key template did (sinks.ErrKeyTemplate,
+// *filter.EvalError), the mapping did (a *mapping.StepError or a
+// *mapping.ValueError) or the key template did (sinks.ErrKeyTemplate,
 // sinks.ErrEmptyKey). Any other error fails the run: the schema registry
 // could not be reached within the retry budget, or refused the
 // credentials.

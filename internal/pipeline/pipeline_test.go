@@ -8,9 +8,11 @@ import (
 	"testing"
 
 	"github.com/replay-tool/replay/internal/filter"
+	"github.com/replay-tool/replay/internal/mapping"
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/registry"
 )
 
 func rec(key, value string) record.Record {
@@ -252,5 +254,63 @@ func TestDefaultKeyAllocatesNothing(t *testing.T) {
 		}
 	}); n != 0 || recs[0].IdemKey != "" {
 		t.Errorf("Process allocates %v times, key %q", n, recs[0].IdemKey)
+	}
+}
+
+// mappedPlan is a validated plan with the mapping m and the sink key.
+func mappedPlan(t *testing.T, m, key string) *plan.Plan {
+	t.Helper()
+	src := "version: 1\nname: m\nsource: {brokers: [\"k:9092\"], topic: orders}\ngroup: replay.m\nwindow: {from: 2026-11-01T00:00:00Z, to: 2026-11-02T00:00:00Z}\n" +
+		"sink: {type: file, path: out/m.jsonl, key: '" + key + "'}\nmapping:\n" + m
+	p, err := plan.Parse("plan.yaml", []byte(src), plan.LoadOptions{Sinks: registry.Catalog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The mapping runs after the filter and before the key template, which
+// reads the mapped value; the value becomes the mapped JSON and the bytes
+// as read stay with the record.
+func TestMappingStage(t *testing.T) {
+	p := mappedPlan(t, "  - rename: {cust: customer.id}\n  - set: {total: 'value.price * value.qty'}\n  - drop: [debug]\n", "{{ .Value.customer.id }}-{{ .Value.total }}")
+	p.Filter = `value.qty > 0`
+	pl, err := New(p, sinks.KeysAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := pl.Partition()
+	if run.Identity() {
+		t.Fatal("a mapping is not the identity")
+	}
+	in := `{"cust":"c7","price":19.99,"qty":3,"debug":{"trace":1}}`
+	r := rec("k", in)
+	ok, err := run.Process(&r)
+	if !ok || err != nil {
+		t.Fatalf("Process = %v, %v", ok, err)
+	}
+	if want := `{"price":19.99,"qty":3,"customer":{"id":"c7"},"total":59.97}`; string(r.Value) != want {
+		t.Errorf("value %s, want %s", r.Value, want)
+	}
+	if string(r.OriginalValue()) != in || !r.Mapped() {
+		t.Errorf("original %s (mapped %v), want %s", r.OriginalValue(), r.Mapped(), in)
+	}
+	if r.IdemKey != "c7-59.97" {
+		t.Errorf("key %q, want c7-59.97 (from the mapped value)", r.IdemKey)
+	}
+
+	left := rec("k", `{"qty":0}`)
+	if ok, err := run.Process(&left); ok || err != nil || left.Mapped() {
+		t.Errorf("a record the filter leaves out: %v, %v, mapped %v", ok, err, left.Mapped())
+	}
+	bad := rec("k", `{"cust":"c8","price":10,"qty":9223372036854775807}`)
+	_, err = run.Process(&bad)
+	var se *mapping.StepError
+	var re *record.Error
+	if !errors.As(err, &se) || !errors.As(err, &re) || se.Step != 2 {
+		t.Fatalf("an overflow: %v, want the record's error naming step 2", err)
+	}
+	if want := "record orders/3@1200: mapping step 2 (set value.total): value.price (10) * value.qty (9223372036854775807) overflows a 64-bit integer"; err.Error() != want {
+		t.Errorf("error %q\nwant  %q", err, want)
 	}
 }

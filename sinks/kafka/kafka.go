@@ -41,7 +41,15 @@ const (
 	// unless a key template replaces it, so a consumer tells a re-delivery
 	// from a new record by this header.
 	HeaderKey = "replay-key"
+	// HeaderMapped ("1") marks a message whose value is the plan's
+	// mapping of the source record's value, not its bytes; it comes
+	// before HeaderKey. A record the plan does not map has no such
+	// header, and its value is forwarded byte for byte.
+	HeaderMapped = "replay-mapped"
 )
+
+// mappedValue is HeaderMapped's value.
+var mappedValue = []byte("1")
 
 // Config configures a Kafka sink.
 type Config struct {

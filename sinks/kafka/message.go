@@ -87,9 +87,10 @@ func messageSize(r *kgo.Record) int64 {
 //     key stays empty), unless the plan's key: template replaces it (the
 //     message key is then the template's result);
 //   - value, headers (order, repeats, null and binary values kept) and
-//     timestamp (as CreateTime) are the source record's;
-//   - the provenance headers follow the record's own, then HeaderKey with
-//     the idempotency key;
+//     timestamp (as CreateTime) are the source record's; under a mapping
+//     the value is the mapped value (record.Record.Mapped);
+//   - the provenance headers follow the record's own, then HeaderMapped
+//     for a mapped value, then HeaderKey with the idempotency key;
 //   - the partition is Partition of the message key over n partitions.
 //
 // The messages share the record bytes (no copy): both producers' Write
@@ -102,7 +103,7 @@ func messageSize(r *kgo.Record) int64 {
 func (s *Sink) records(batch []record.Record, n int, limit int64) ([]*kgo.Record, error) {
 	nh := 0
 	for i := range batch {
-		nh += len(batch[i].Headers) + 6
+		nh += len(batch[i].Headers) + 7
 	}
 	// buf holds what the sink adds (provenance values, idempotency keys);
 	// a slice taken before buf grows keeps pointing at the earlier array.
@@ -141,8 +142,11 @@ func (s *Sink) records(batch []record.Record, n int, limit int64) ([]*kgo.Record
 			kgo.RecordHeader{Key: HeaderSourceOffset, Value: off},
 			kgo.RecordHeader{Key: HeaderSourceTimestamp, Value: ts},
 			kgo.RecordHeader{Key: HeaderPlan, Value: plan},
-			kgo.RecordHeader{Key: HeaderKey, Value: idem},
 		)
+		if r.Mapped() {
+			headers = append(headers, kgo.RecordHeader{Key: HeaderMapped, Value: mappedValue})
+		}
+		headers = append(headers, kgo.RecordHeader{Key: HeaderKey, Value: idem})
 		m.Headers = headers[from:len(headers):len(headers)]
 		if s.templated {
 			m.Key = idem

@@ -229,6 +229,9 @@ func (c *pgColumn) cellOf(r *record.Record, key string, cs *encode.Cells, vj *va
 		switch k {
 		case plan.FieldValue:
 			b = r.Value
+			if c.bytes { // value_bytes: the bytes as read, mapped or not
+				b = r.OriginalValue()
+			}
 		case plan.FieldKafkaKey:
 			b = r.Key
 		case plan.FieldHeader:

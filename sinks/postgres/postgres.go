@@ -24,6 +24,11 @@ import (
 
 // Config configures a PostgreSQL sink.
 type Config struct {
+	// Mapped: the plan's mapping replaced each record's value
+	// (sinks.Options.Mapped). value_bytes keeps the bytes as read; the
+	// value column then holds the mapped value, which is no function of
+	// them.
+	Mapped bool
 	// DSN is a libpq connection string, URL or key=value. Its password never
 	// appears in errors or logs.
 	DSN string
@@ -110,6 +115,7 @@ type Sink struct {
 	key         int // index of the key column
 	ver         int // index of the version column, -1 without
 	defaults    bool
+	mapped      bool
 	st          statements
 	// mostlySame: the last upsert found most of its rows unchanged, stale
 	// or duplicate, or, before the first, the table held rows at open
@@ -185,7 +191,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		return nil, fmt.Errorf("postgres sink: table %q: %w", cfg.Table, err)
 	}
 	s := &Sink{name: cfg.Table, table: table, log: cfg.Log, secrets: dsnSecrets(cfg.DSN), copyAbove: cfg.CopyThreshold,
-		connections: max(cfg.Connections, 1), ver: -1}
+		connections: max(cfg.Connections, 1), ver: -1, mapped: cfg.Mapped}
 	if s.copyAbove <= 0 {
 		s.copyAbove = DefaultCopyThreshold
 	}

@@ -47,7 +47,7 @@ FROM pg_class c WHERE c.oid = to_regclass($1)`, s.table).Scan(&plainTable, &trig
 	if partitioned {
 		return fmt.Errorf("postgres sink: table %s is partitioned, which the sink cannot upsert into with honest counts (PostgreSQL does not return a partitioned table's xmax, which tells an inserted row from an updated one); write to one of its partitions, or to a plain table", s.name)
 	}
-	sh := sqlShape{table: s.table, cols: s.cols, key: s.key, ver: s.ver, prov: [3]int{-1, -1, -1}, ignore: s.ignore, exactBytes: s.defaults, triggers: triggers}
+	sh := sqlShape{table: s.table, cols: s.cols, key: s.key, ver: s.ver, prov: [3]int{-1, -1, -1}, ignore: s.ignore, exactBytes: s.defaults && !s.mapped, triggers: triggers}
 	for i, c := range s.cols {
 		for j, k := range []plan.FieldKind{plan.FieldTopic, plan.FieldPartition, plan.FieldOffset} {
 			if c.field.Kind == k && sh.prov[j] < 0 {

@@ -105,6 +105,9 @@ func cell(c *column, r *record.Record, key string, a *arena) (any, error) {
 		if r.Value == nil {
 			return nil, nil
 		}
+		if c.original {
+			return r.OriginalValue(), nil // value_bytes: a BLOB
+		}
 		if c.aff == affBlob {
 			return r.Value, nil
 		}

@@ -73,6 +73,9 @@ type column struct {
 	field  plan.Field
 	form   form
 	aff    affinity
+	// original: the value's bytes as read, before a mapping (the default
+	// layout's value_bytes).
+	original bool
 }
 
 // defaultLayout is the table without a column mapping (see Sink).
@@ -84,7 +87,7 @@ func defaultLayout() []column {
 		{name: "offset", field: plan.Field{Kind: plan.FieldOffset}},
 		{name: "timestamp", field: plan.Field{Kind: plan.FieldTimestamp}},
 		{name: "value", field: plan.Field{Kind: plan.FieldValue}, form: formJSONOnly},
-		{name: "value_bytes", field: plan.Field{Kind: plan.FieldValue}},
+		{name: "value_bytes", field: plan.Field{Kind: plan.FieldValue}, original: true},
 		{name: "kafka_key", field: plan.Field{Kind: plan.FieldKafkaKey}},
 		{name: "headers", field: plan.Field{Kind: plan.FieldHeaders}},
 	}

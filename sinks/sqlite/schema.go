@@ -86,7 +86,7 @@ func (s *Sink) prepare(ctx context.Context, table string, defaultLayout, create 
 		return fmt.Errorf("sqlite sink: open %s: %w", s.path, err)
 	}
 	s.encoding, s.utf16 = encoding, !strings.EqualFold(encoding, "UTF-8")
-	s.shared = newSharedChunk(s.cols, !s.utf16)
+	s.shared = newSharedChunk(s.cols, !s.utf16, s.mapped)
 	if err := s.prepareStatements(ctx, table); err != nil {
 		return err
 	}
@@ -203,12 +203,13 @@ type sharedChunk struct {
 }
 
 // newSharedChunk plans the shared statement for cols; nil when nothing
-// would be shared.
-func newSharedChunk(cols []column, utf8DB bool) *sharedChunk {
+// would be shared. Under a mapping (mapped), value_bytes holds the bytes
+// as read, not the mapped value: the value column is bound on its own.
+func newSharedChunk(cols []column, utf8DB, mapped bool) *sharedChunk {
 	sc := &sharedChunk{json: -1, blob: -1}
 	for i, c := range cols {
 		switch {
-		case c.form == formField && c.field.Kind == plan.FieldValue && c.aff == affBlob && sc.blob < 0:
+		case c.form == formField && c.field.Kind == plan.FieldValue && c.aff == affBlob && sc.blob < 0 && !(mapped && c.original):
 			sc.blob = i
 		}
 	}

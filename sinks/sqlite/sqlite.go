@@ -25,6 +25,9 @@ import (
 
 // Config configures a SQLite sink.
 type Config struct {
+	// Mapped: the plan's mapping replaced each record's value
+	// (sinks.Options.Mapped). value_bytes keeps the bytes as read.
+	Mapped bool
 	// Path is the database file, created (with its directory) when missing.
 	Path string
 	// Table is an SQL name, optionally qualified by a schema ("main.orders").
@@ -152,6 +155,8 @@ type Sink struct {
 	sharedArgs []any
 	ckpt       *sqlcheckpoint.SQLite
 	log        zerolog.Logger
+	// mapped: values are mapped (Config.Mapped).
+	mapped bool
 	// sem serializes the writer's transactions and ResetCheckpoints:
 	// SQLite has one writer at a time, and waiting here (unlike on a
 	// mutex) ends when the caller's context does.
@@ -264,7 +269,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(0)
 	s := &Sink{db: db, name: cfg.Table, path: cfg.Path, cols: cols, key: key, version: -1, prov: [3]int{-1, -1, -1},
-		tombstone: cfg.OnTombstone, ignore: ignore, chunkKeys: make(map[string]struct{}, chunkRows), ckpt: ckpt, log: cfg.Log, sem: make(chan struct{}, 1), created: created,
+		tombstone: cfg.OnTombstone, ignore: ignore, chunkKeys: make(map[string]struct{}, chunkRows), ckpt: ckpt, log: cfg.Log, mapped: cfg.Mapped, sem: make(chan struct{}, 1), created: created,
 		reqs: make(chan *writeReq), quit: make(chan struct{}), writerDone: make(chan struct{}),
 		walKick: make(chan struct{}, 1), ckptDone: make(chan struct{}), ckptPass: make(chan struct{}, 1),
 		toSync: make(chan []*writeReq, 64), syncDone: make(chan struct{}),
