@@ -20,7 +20,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/replay-tool/replay/internal/decode"
-	"github.com/replay-tool/replay/internal/filter"
 	"github.com/replay-tool/replay/internal/pipeline"
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
@@ -40,10 +39,12 @@ func (a *app) testCmd() *cobra.Command {
 	var o testCmdOptions
 	cmd := &cobra.Command{
 		Use:   "test PLAN --records FILE",
-		Short: "Run fixture records through the plan's filter and key, offline",
-		Long: "test reads fixture records (one JSON object per line) and shows, for each, what a run would do with it: pass\n" +
-			"(with its idempotency key and the JSON line the sink would receive), filtered (the filter is false) or error\n" +
-			"(the filter or the key template fails on it, and what on_error does then). Nothing touches Kafka or the sink.\n\n" +
+		Short: "Run fixture records through the plan's filter, mapping and key, offline",
+		Long: "test reads fixture records (one JSON object per line) and runs each through the run's own record pipeline\n" +
+			"(decode, filter, mapping, key) to show what a run would do with it: pass (with its idempotency key, its value\n" +
+			"before and after the plan's mapping, and the JSON line the sink would receive), filtered (the filter is false) or\n" +
+			"error (decoding, the filter, the mapping or the key template fails on it, and what on_error does then). Nothing\n" +
+			"touches Kafka or the sink.\n\n" +
 			"A fixture line holds key (a string or null), value (JSON, or a string for a value that is not JSON; null or\n" +
 			"absent for a tombstone), key_encoding and value_encoding (base64 or json, as a sink's lines mark them), headers\n" +
 			"({\"name\": \"value\"} or [{\"key\": ..., \"value\": ..., \"value_encoding\": ...}]), timestamp (RFC 3339,\n" +
@@ -119,12 +120,13 @@ func (a *app) test(file string, o testCmdOptions) error {
 	if err != nil {
 		return usageError{err}
 	}
-	t, err := newTester(p)
+	dec, err := offlineDecoder(p, o.schemas)
+	if err != nil {
+		return usageError{err}
+	}
+	t, err := newTester(p, dec)
 	if err != nil {
 		return err
-	}
-	if t.dec, err = offlineDecoder(p, o.schemas); err != nil {
-		return usageError{err}
 	}
 	fmt.Fprintln(a.stdout, t.header())
 	counts := map[string]int{}
@@ -156,24 +158,30 @@ func offlineDecoder(p *plan.Plan, dir string) (*decode.Decoder, error) {
 	return decode.NewOffline(dir, pipeline.DecodeConfig(p), zerolog.Nop())
 }
 
-// tester runs records through a plan's decoding, filter and key template.
+// tester runs records through a plan's record pipeline, the run's own
+// (internal/pipeline): decode, filter, mapping and key template.
 type tester struct {
-	p       *plan.Plan
-	dec     *decode.Decoder
-	filter  *filter.Filter
+	p    *plan.Plan
+	pipe *pipeline.Run
+	// keyer renders the key for display when the sink writes none
+	// (keyUsed false): the pipeline then renders none.
 	keyer   *sinks.Keyer
 	keyUsed bool
 }
 
-func newTester(p *plan.Plan) (*tester, error) {
+// newTester builds the record pipeline of p, decoding with dec (nil for
+// a plan without decode:).
+func newTester(p *plan.Plan, dec *decode.Decoder) (*tester, error) {
 	t := &tester{p: p, keyUsed: registry.Describe(p.Sink).UsesKey}
-	prog, err := p.FilterProgram()
+	use := sinks.KeysUnused
+	if t.keyUsed {
+		use = sinks.KeysAll
+	}
+	pl, err := pipeline.New(p, use, pipeline.WithDecoder(context.Background(), dec))
 	if err != nil {
-		return nil, fmt.Errorf("filter: %w", err)
+		return nil, err
 	}
-	if prog != nil {
-		t.filter = filter.New(prog)
-	}
+	t.pipe = pl.Partition()
 	if t.keyer, err = sinks.NewKeyer(p.Sink.Key); err != nil {
 		return nil, fmt.Errorf("sink key: %w", err)
 	}
@@ -189,7 +197,11 @@ func (t *tester) header() string {
 	if strings.TrimSpace(t.p.Sink.Key) != "" {
 		k = t.p.Sink.Key
 	}
-	return fmt.Sprintf("plan %s: filter %s; key %s; on_error %s", t.p.Name, f, k, t.p.OnError)
+	m := ""
+	if n := len(t.p.Mapping); n > 0 {
+		m = fmt.Sprintf("; mapping %d step(s)", n)
+	}
+	return fmt.Sprintf("plan %s: filter %s%s; key %s; on_error %s", t.p.Name, f, m, k, t.p.OnError)
 }
 
 // run shows what a run would do with fx's record and returns the outcome.
@@ -199,29 +211,20 @@ func (t *tester) run(w io.Writer, fx *fixture) string {
 	if fx.Note != "" {
 		where += "  (" + fx.Note + ")"
 	}
+	before := r.Value
 	outcome, detail, reason := outcomePass, "", ""
-	if t.dec != nil {
-		if err := pipeline.Decode(context.Background(), t.dec, r); err != nil {
-			outcome, reason = outcomeError, recordReason(err)
-		}
-	}
-	if t.filter != nil && outcome == outcomePass {
-		switch ok, err := t.filter.Match(r); {
-		case err != nil:
-			outcome, reason = outcomeError, recordReason(err)
-		case !ok:
-			outcome = outcomeFiltered
-		}
-	}
-	if outcome == outcomePass {
-		key, err := t.keyer.Key(r)
-		switch {
-		case err == nil:
-			detail = fmt.Sprintf("key %q", key)
-		case t.keyUsed:
-			outcome, reason = outcomeError, recordReason(err)
-		default:
+	switch ok, err := t.pipe.Process(r); {
+	case err != nil:
+		outcome, reason = outcomeError, recordReason(err)
+	case !ok:
+		outcome = outcomeFiltered
+	case t.keyUsed:
+		detail = fmt.Sprintf("key %q", r.IdempotencyKey())
+	default:
+		if key, err := t.keyer.Key(r); err != nil {
 			detail = fmt.Sprintf("key: %s (the %s sink does not use the key)", recordReason(err), t.p.Sink.Type)
+		} else {
+			detail = fmt.Sprintf("key %q", key)
 		}
 	}
 	mark := ""
@@ -230,13 +233,28 @@ func (t *tester) run(w io.Writer, fx *fixture) string {
 	}
 	switch outcome {
 	case outcomePass:
-		fmt.Fprintf(w, "%s  pass  %s%s\n    sink: %s", where, detail, mark, encode.AppendJSONL(nil, r))
+		fmt.Fprintf(w, "%s  pass  %s%s\n%s    sink: %s", where, detail, mark, t.mapped(before, r), encode.AppendJSONL(nil, r))
 	case outcomeFiltered:
 		fmt.Fprintf(w, "%s  filtered%s\n", where, mark)
 	default:
 		fmt.Fprintf(w, "%s  error  %s%s\n    %s", where, reason, mark, t.onError(r, reason))
 	}
 	return outcome
+}
+
+// mapped shows a record's value before and after the plan's mapping ("" for
+// a plan without one).
+func (t *tester) mapped(before []byte, r *record.Record) string {
+	if len(t.p.Mapping) == 0 {
+		return ""
+	}
+	show := func(v []byte) string {
+		if v == nil {
+			return "null (a tombstone: the mapping leaves it as it is)"
+		}
+		return string(v)
+	}
+	return fmt.Sprintf("    before mapping: %s\n    after mapping:  %s\n", show(before), show(r.Value))
 }
 
 // onError says what on_error does with a record that cannot be processed.

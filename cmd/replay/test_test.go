@@ -160,3 +160,35 @@ func TestTestCommandUnsetEnv(t *testing.T) {
 		t.Fatalf("want exit 0 with %q: %s", want, res)
 	}
 }
+
+// replay test runs the plan's mapping as a run does: each fixture's value
+// before and after it, the key read from the mapped value, and a step that
+// fails is the record's error with what on_error does.
+func TestTestCommandMapping(t *testing.T) {
+	mapping := "mapping:\n  - set: {total: 'value.price * value.qty'}\n  - rename: {cust: customer}\n  - drop: [debug]\n"
+	records := `{"value": {"id": 7, "status": "paid", "cust": "c1", "price": 19.99, "qty": 3, "debug": "x"}, "timestamp": "2026-11-03T10:00:00Z", "expect": "pass"}
+{"value": {"id": 8, "status": "paid", "price": 10, "qty": 3}, "timestamp": "2026-11-03T10:00:01Z", "expect": "pass"}
+{"value": {"id": 9, "status": "paid", "price": 2, "qty": 9223372036854775807}, "timestamp": "2026-11-03T10:00:02Z", "expect": "error"}
+{"value": {"id": 10, "status": "created"}, "timestamp": "2026-11-03T10:00:03Z", "expect": "filtered"}
+`
+	p, r := writeTestFiles(t, mapping, records)
+	res := replay(t, "test", p, "--records", r)
+	if res.code != exitOK {
+		t.Fatalf("want exit 0: %s", res)
+	}
+	for _, want := range []string{
+		`filter value.status == "paid"; mapping 3 step(s); key {{ .Value.id }}`,
+		`line 1  orders/0@0  pass  key "7"`,
+		`    before mapping: {"id": 7, "status": "paid", "cust": "c1", "price": 19.99, "qty": 3, "debug": "x"}`,
+		`    after mapping:  {"id":7,"status":"paid","price":19.99,"qty":3,"total":59.97,"customer":"c1"}`,
+		`"value":{"id":7,"status":"paid","price":19.99,"qty":3,"total":59.97,"customer":"c1"},"headers":[]}`,
+		`    after mapping:  {"id":8,"status":"paid","price":10,"qty":3,"total":30}`,
+		"line 3  orders/0@2  error  mapping step 1 (set value.total): value.price (2) * value.qty (9223372036854775807) overflows a 64-bit integer",
+		"on_error fail: the run stops at this record",
+		"4 records: 2 pass, 1 filtered, 1 error",
+	} {
+		if !strings.Contains(res.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, res.stdout)
+		}
+	}
+}
