@@ -11,6 +11,7 @@ import (
 
 	"github.com/replay-tool/replay/internal/decode"
 	"github.com/replay-tool/replay/internal/filter"
+	"github.com/replay-tool/replay/internal/mapping"
 	"github.com/replay-tool/replay/internal/pipeline"
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
@@ -21,10 +22,11 @@ import (
 // Reasons a record could not be processed, as counted in
 // PartitionReport.Errors (and in Skipped under on_error: skip).
 const (
-	reasonDecode = "decode-error"  // its key or value did not decode (decode:)
-	reasonFilter = "filter-error"  // the filter expression failed on it
-	reasonKey    = "key-error"     // the key template failed or rendered nothing
-	reasonSink   = "sink-rejected" // the sink refused the row
+	reasonDecode  = "decode-error"  // its key or value did not decode (decode:)
+	reasonFilter  = "filter-error"  // the filter expression failed on it
+	reasonKey     = "key-error"     // the key template failed or rendered nothing
+	reasonMapping = "mapping-error" // a step of the mapping failed on it
+	reasonSink    = "sink-rejected" // the sink refused the row
 )
 
 // Skipped reasons besides the error reasons.
@@ -90,6 +92,8 @@ func reasonOf(err error) string {
 		return reasonDecode
 	case errors.As(err, &fe):
 		return reasonFilter
+	case mapping.IsMappingError(err):
+		return reasonMapping
 	case errors.Is(err, sinks.ErrKeyTemplate) || errors.Is(err, sinks.ErrEmptyKey):
 		return reasonKey
 	}

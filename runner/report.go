@@ -164,7 +164,7 @@ type PartitionReport struct {
 	// under on_error: skip the reason of Errors.
 	Skipped map[string]int64 `json:"skipped,omitempty"`
 	// Errors counts records that could not be processed, by reason:
-	// decode-error, filter-error, key-error, sink-rejected.
+	// decode-error, filter-error, mapping-error, key-error, sink-rejected.
 	Errors map[string]int64 `json:"errors,omitempty"`
 	// Aborted counts records of aborted transactions dropped (read_committed).
 	Aborted int64 `json:"aborted_records,omitempty"`

@@ -105,24 +105,40 @@ func (e *StepError) Error() string {
 
 func (e *StepError) Unwrap() error { return e.Err }
 
+// ValueError is a value a mapping cannot run over: not JSON, or JSON but
+// not an object.
+type ValueError struct{ Err error }
+
+func (e *ValueError) Error() string { return "mapping: " + e.Err.Error() }
+
+func (e *ValueError) Unwrap() error { return e.Err }
+
+// IsMappingError reports whether err, a record's error, is the failure of
+// a mapping (a *StepError or a *ValueError in its chain).
+func IsMappingError(err error) bool {
+	var se *StepError
+	var ve *ValueError
+	return errors.As(err, &se) || errors.As(err, &ve)
+}
+
 // Apply maps r's value in place: r.Value becomes the mapped JSON (compact,
 // the value's keys in their order, new keys after them), and r.Note.Value
 // its parse (record.ParseValue), for the key template and the sinks; the
 // bytes as read stay in r.Note.Original. A tombstone is left as it is. A
 // value that is not a JSON object, or a step that fails on it, returns r's
-// *record.Error wrapping a *StepError (or saying the value is not an
-// object), and leaves r as it was.
+// *record.Error wrapping a *StepError (or a *ValueError: the value is not
+// a JSON object), and leaves r as it was.
 func (m *Mapping) Apply(r *record.Record) error {
 	if r.Value == nil {
 		return nil
 	}
 	doc, err := parseDoc(r.Value)
 	if err != nil {
-		return record.NewError(r, fmt.Errorf("mapping: the value is not JSON: %v", err))
+		return record.NewError(r, &ValueError{fmt.Errorf("the value is not JSON: %v", err)})
 	}
 	root, ok := doc.(*object)
 	if !ok {
-		return record.NewError(r, fmt.Errorf("mapping: the value is a JSON %s, not an object: a mapping's paths name fields of an object", docType(doc)))
+		return record.NewError(r, &ValueError{fmt.Errorf("the value is a JSON %s, not an object: a mapping's paths name fields of an object", docType(doc))})
 	}
 	for i, s := range m.steps {
 		if err := step(r, root, s); err != nil {
