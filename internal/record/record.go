@@ -211,14 +211,19 @@ func AppendDefaultKey(b []byte, r *Record) []byte {
 }
 
 // DeadLetter returns r marked as a dead letter: a record that could not be
-// processed, and why. The parsed value, when there is one, is kept; the
-// idempotency key is not (the dead-letter sink's key stage computes its
-// own).
+// processed, and why. A dead letter is the record as read: a mapped
+// record gets its original value back (so that a later plan replays the
+// dead letters through the same mapping). The parsed value, when there is
+// one and the value was not mapped, is kept; the idempotency key is not
+// (the dead-letter sink's key stage computes its own).
 func DeadLetter(r Record, reason string) Record {
 	r.IdemKey = ""
 	n := Note{Reason: reason}
-	if r.Note != nil {
-		n.Value, n.Parsed, n.Decoded, n.Original = r.Note.Value, r.Note.Parsed, r.Note.Decoded, r.Note.Original
+	switch {
+	case r.Mapped():
+		r.Value, n.Decoded = r.Note.Original, r.Note.Decoded
+	case r.Note != nil:
+		n.Value, n.Parsed, n.Decoded = r.Note.Value, r.Note.Parsed, r.Note.Decoded
 	}
 	r.Note = &n
 	return r

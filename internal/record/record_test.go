@@ -78,3 +78,16 @@ func TestIdempotencyKey(t *testing.T) {
 		t.Errorf("dead letter key %q, record's %q", d.IdempotencyKey(), r.IdemKey)
 	}
 }
+
+// A mapped record becomes a dead letter with the value as read: the dead
+// letter is the source record, whatever the mapping made of it.
+func TestDeadLetterOfAMappedRecord(t *testing.T) {
+	r := Record{Value: []byte(`{"a":2}`), IdemKey: "k", Note: &Note{Value: map[string]any{"a": 2}, Parsed: true, Original: []byte(`{"a":1}`)}}
+	dl := DeadLetter(r, "rejected")
+	if string(dl.Value) != `{"a":1}` || dl.Mapped() || dl.Note.Parsed || dl.DeadLetterReason() != "rejected" || dl.IdemKey != "" {
+		t.Errorf("dead letter value %s, mapped %v, parsed %v, reason %q, key %q; want the original value, unparsed", dl.Value, dl.Mapped(), dl.Note.Parsed, dl.DeadLetterReason(), dl.IdemKey)
+	}
+	if string(r.Value) != `{"a":2}` || !r.Mapped() {
+		t.Errorf("DeadLetter changed the record it was given: %s", r.Value)
+	}
+}
