@@ -81,7 +81,7 @@ func parseValue(dec *json.Decoder) (any, error) {
 				return nil, err
 			}
 			if _, dup := o.vals[k]; dup {
-				return nil, fmt.Errorf("the value has the key %q twice in one object", k)
+				return nil, &duplicateKey{k}
 			}
 			o.set(k, v)
 		}
@@ -99,6 +99,13 @@ func parseValue(dec *json.Decoder) (any, error) {
 		_, err := dec.Token()
 		return a, err
 	}
+}
+
+// duplicateKey is a key written twice in one object of a value.
+type duplicateKey struct{ key string }
+
+func (e *duplicateKey) Error() string {
+	return fmt.Sprintf("the value has the key %q twice in one object: a mapping would not know which one to keep", e.key)
 }
 
 // appendDoc appends v, a tree of parseDoc's types, as compact JSON.

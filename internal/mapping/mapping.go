@@ -133,7 +133,11 @@ func (m *Mapping) Apply(r *record.Record) error {
 		return nil
 	}
 	doc, err := parseDoc(r.Value)
-	if err != nil {
+	var dup *duplicateKey
+	switch {
+	case errors.As(err, &dup):
+		return record.NewError(r, &ValueError{err})
+	case err != nil:
 		return record.NewError(r, &ValueError{fmt.Errorf("the value is not JSON: %v", err)})
 	}
 	root, ok := doc.(*object)

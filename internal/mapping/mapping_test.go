@@ -182,8 +182,8 @@ func TestRefused(t *testing.T) {
 		{`{"a":1,"b":2}`, paths(t, Rename, "a", "b"), "mapping step 1 (rename value.a): value.b already holds a field: a rename does not overwrite one (drop it first)"},
 		{`{"a":"s"}`, paths(t, Drop, "a.b"), "mapping step 1 (drop value.a.b): value.a is a string, not an object"},
 		{`[1,2]`, paths(t, Drop, "a"), "the value is a JSON array, not an object"},
-		{`not json`, paths(t, Drop, "a"), "mapping: the value is not JSON"},
-		{`{"a":1,"a":2}`, paths(t, Drop, "b"), `the value has the key "a" twice in one object`},
+		{`not json`, paths(t, Drop, "a"), "mapping: the value is not JSON: invalid character 'o' in literal null (expecting 'u')"},
+		{`{"a":1,"a":2}`, paths(t, Drop, "b"), `mapping: the value has the key "a" twice in one object: a mapping would not know which one to keep`},
 	}
 	for _, c := range cases {
 		_, err := apply(t, c.in, c.step)
