@@ -71,16 +71,21 @@ func ParseDec(text string) (*Dec, error) {
 func IntDec(i int64) *Dec { return &Dec{U: big.NewInt(i)} }
 
 // String returns d as a JSON number: its Text when it has one, else the
-// decimal digits with Scale digits after the point, never an exponent.
-func (d *Dec) String() string {
+// decimal digits with Scale digits after the point, never an exponent. It
+// has a value receiver: expr hands a dereferenced Dec to some builtins
+// (string(x)).
+func (d Dec) String() string {
 	if d.Text != "" {
 		return d.Text
 	}
 	return d.plain()
 }
 
+// MarshalJSON writes d as its JSON number (String), for toJSON(x).
+func (d Dec) MarshalJSON() ([]byte, error) { return []byte(d.String()), nil }
+
 // plain is d's digits with Scale digits after the point.
-func (d *Dec) plain() string {
+func (d Dec) plain() string {
 	digits := new(big.Int).Abs(d.U).String()
 	sign := ""
 	if d.U.Sign() < 0 {
@@ -96,7 +101,7 @@ func (d *Dec) plain() string {
 }
 
 // name is d as a message names an operand: its source and text.
-func (d *Dec) name() string {
+func (d Dec) name() string {
 	if d.Src != "" {
 		return d.Src + " (" + d.String() + ")"
 	}

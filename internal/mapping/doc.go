@@ -221,6 +221,8 @@ func (vs views) fromExpr(v any) (any, error) {
 		return x, nil
 	case *Dec:
 		return json.Number(x.String()), nil
+	case Dec: // expr dereferences a pointer in places (a ?? b)
+		return json.Number(x.String()), nil
 	case int:
 		return json.Number(strconv.Itoa(x)), nil
 	case int64:

@@ -3,6 +3,7 @@ package mapping
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,6 +33,7 @@ func (e *Expr) String() string { return e.src }
 var operators = map[string]string{
 	"+": "$add", "-": "$sub", "*": "$mul", "/": "$div", "%": "$mod",
 	"==": "$eq", "!=": "$ne", "<": "$lt", "<=": "$le", ">": "$gt", ">=": "$ge",
+	"in": "$in",
 }
 
 // disabled are the builtins a mapping does not offer: they compute in
@@ -60,9 +62,12 @@ func CompileExpr(src string) (*Expr, error) {
 		expr.Patch(p),
 	}
 	for op, name := range operators {
-		if strings.ContainsAny(op, "=<>") {
+		switch {
+		case op == "in":
+			opts = append(opts, expr.Function(name, func(a ...any) (any, error) { return in(a[0], a[1]) }, new(func(any, any) bool)))
+		case strings.ContainsAny(op, "=<>"):
 			opts = append(opts, expr.Function(name, func(a ...any) (any, error) { return compare(op, a[0], a[1]) }, new(func(any, any) bool)))
-		} else {
+		default:
 			opts = append(opts, expr.Function(name, func(a ...any) (any, error) { return binary(op, a[0], a[1]) }, new(func(any, any) any)))
 		}
 	}
@@ -84,11 +89,10 @@ func compileError(err error) error {
 	errors.As(err, &fe)
 	msg := fe.Message
 	if name, ok := strings.CutPrefix(msg, "unknown name "); ok {
-		msg += fmt.Sprintf(" (an expression sees %s; a field of the value is value.%s)", strings.Join(filter.Names, ", "), name)
-	}
-	for _, b := range disabled {
-		if msg == "unknown name "+b+" (an expression sees "+strings.Join(filter.Names, ", ")+"; a field of the value is value."+b+")" {
-			msg = fmt.Sprintf("%s() is not offered in a mapping: it computes in binary floating point or reads the clock; numbers are exact decimals (round(x, places), decimal(text))", b)
+		if slices.Contains(disabled, name) {
+			msg = fmt.Sprintf("%s() is not offered in a mapping: it computes in binary floating point or reads the clock; numbers are exact decimals (round(x, places), decimal(text))", name)
+		} else {
+			msg += fmt.Sprintf(" (an expression sees %s; a field of the value is value.%s)", strings.Join(filter.Names, ", "), name)
 		}
 	}
 	return &filter.Error{Line: max(fe.Line, 1), Column: fe.Column + 1, Msg: msg}

@@ -142,6 +142,13 @@ func TestArithmetic(t *testing.T) {
 		{`{"a":1.50}`, "value.a == 1.5", "true"},
 		{`{"a":2}`, "value.a > 1.99 && value.a <= 2", "true"},
 		{`{"a":"x"}`, `value.a == "x" ? 1 : 2`, "1"},
+		{`{"a":2.0}`, `value.a in [1, 2, 3]`, "true"},
+		{`{"a":2.5}`, `value.a not in [1, 2, 3]`, "true"},
+		{`{"a":{"k":1}}`, `"k" in value.a`, "true"},
+		{`{"a":1.50}`, `"x" + string(value.a)`, `"x1.50"`},
+		{`{"items":[{"q":2},{"q":3.5}]}`, `len(filter(value.items, .q > 2))`, "1"},
+		{`{"a":null}`, `value.a ?? 0.5`, "0.5"},
+		{`{"o":{"p":19.990}}`, `toJSON(value.o)`, `"{\n  \"p\": 19.990\n}"`},
 		{`{}`, `format_time(timestamp, "2006-01-02 15:04 MST", "Europe/Berlin")`, `"2026-11-04 00:30 CET"`},
 		{`{}`, `format_time(timestamp, "RFC3339", "UTC")`, `"2026-11-03T23:30:00Z"`},
 	}

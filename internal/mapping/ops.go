@@ -19,6 +19,8 @@ func num(x any) (d *Dec, ok bool, err error) {
 	switch v := x.(type) {
 	case *Dec:
 		return v, true, nil
+	case Dec: // expr dereferences a pointer in places (a ?? b)
+		return &v, true, nil
 	case int:
 		return IntDec(int64(v)), true, nil
 	case int64:
@@ -63,7 +65,7 @@ func typeName(x any) string {
 	switch x.(type) {
 	case nil:
 		return "null"
-	case *Dec, int, int64, json.Number:
+	case *Dec, Dec, int, int64, json.Number:
 		return "number"
 	case string:
 		return "string"
@@ -127,6 +129,30 @@ func compare(op string, a, b any) (bool, error) {
 		return c > 0, nil
 	}
 	return c >= 0, nil
+}
+
+// in reports whether a is an element of the list b (numbers by their exact
+// values, as ==) or a key of the object b.
+func in(a, b any) (bool, error) {
+	switch c := b.(type) {
+	case []any:
+		for _, e := range c {
+			if eq, err := compare("==", a, e); err != nil || eq {
+				return eq, err
+			}
+		}
+		return false, nil
+	case map[string]any:
+		k, ok := a.(string)
+		if !ok {
+			return false, fmt.Errorf("invalid operation: %s in object (an object's keys are strings)", typeName(a))
+		}
+		_, found := c[k]
+		return found, nil
+	case nil:
+		return false, nil
+	}
+	return false, fmt.Errorf("invalid operation: %s in %s", typeName(a), typeName(b))
 }
 
 // negate returns -a for a number.
