@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"text/template"
 
@@ -195,6 +196,10 @@ func (s MappingStep) compile() (mapping.Step, []mappingProblem) {
 		case MappingRename:
 			if op.To, err = mapping.ParsePath(e.Arg); err != nil {
 				problems = append(problems, mappingProblem{e.argPos, fmt.Sprintf("rename %s: %v", path, err)})
+				continue
+			}
+			if slices.Equal(op.From, op.To) {
+				problems = append(problems, mappingProblem{e.argPos, fmt.Sprintf("rename %s: renames the field to itself (%s and %s are the same field)", path, e.Path, e.Arg)})
 				continue
 			}
 		}

@@ -53,6 +53,7 @@ func TestMappingProblems(t *testing.T) {
 		{"mapping:\n  - set: {x: 'format_time(timestamp, \"2006\", \"Nowhere/City\")'}\n", `format_time: unknown zone "Nowhere/City"`},
 		{"mapping:\n  - set: {value..x: '1'}\n", `plan.yaml:14:11: mapping: step 1: set: "value..x" has an empty key`},
 		{"mapping:\n  - rename: {a: 'value'}\n", `plan.yaml:14:17: mapping: step 1: rename value.a: "value" is not a field of the value`},
+		{"mapping:\n  - rename: {a: value.a}\n", "plan.yaml:14:17: mapping: step 1: rename value.a: renames the field to itself (a and value.a are the same field)"},
 		{"mapping:\n  - drop: [value.id]\n", "plan.yaml:14:12: mapping: step 1 drops value.id, which the key template ({{ .Value.id }}) still reads"},
 		{"mapping:\n  - rename: {id: order_id}\n", "plan.yaml:14:14: mapping: step 1 renames value.id, which the key template ({{ .Value.id }}) still reads"},
 	}
