@@ -131,7 +131,8 @@ func mappingList(step int, n *yaml.Node) ([]MappingEntry, error) {
 }
 
 // String is the mapping as one line, for the fingerprint: each step's
-// kind and entries in order.
+// kind and entries in order, paths in their full form (customer and
+// value.customer are one field, so one fingerprint).
 func (m Mapping) String() string {
 	var b strings.Builder
 	for _, s := range m {
@@ -140,14 +141,25 @@ func (m Mapping) String() string {
 			if i > 0 {
 				b.WriteString(",")
 			}
-			fmt.Fprintf(&b, "%q", e.Path)
-			if s.Kind != MappingDrop {
+			fmt.Fprintf(&b, "%q", fullPath(e.Path))
+			switch s.Kind {
+			case MappingSet:
 				fmt.Fprintf(&b, ":%q", e.Arg)
+			case MappingRename:
+				fmt.Fprintf(&b, ":%q", fullPath(e.Arg))
 			}
 		}
 		b.WriteString("}")
 	}
 	return b.String()
+}
+
+// fullPath is a path as value.<keys>; s as written when it is no path.
+func fullPath(s string) string {
+	if p, err := mapping.ParsePath(s); err == nil {
+		return p.String()
+	}
+	return s
 }
 
 // Compile returns the mapping's steps, compiled (see internal/mapping).

@@ -97,6 +97,9 @@ func TestMappingFingerprint(t *testing.T) {
 	if again := fp(mappingPlan("mapping:\n  - set: {a: 'value.amount * 0.92'}\n")); again != one {
 		t.Errorf("same mapping, fingerprints %s and %s", one, again)
 	}
+	if short, long := fp(mappingPlan("mapping:\n  - rename: {cust: customer}\n")), fp(mappingPlan("mapping:\n  - rename: {value.cust: value.customer}\n")); short != long {
+		t.Errorf("value. is optional, yet the fingerprints differ: %s, %s", short, long)
+	}
 	if empty := fp(mappingPlan("mapping: []\n")); empty != base {
 		t.Errorf("an empty mapping changed the fingerprint: %s, want %s", empty, base)
 	}
