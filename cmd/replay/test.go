@@ -211,7 +211,6 @@ func (t *tester) run(w io.Writer, fx *fixture) string {
 	if fx.Note != "" {
 		where += "  (" + fx.Note + ")"
 	}
-	before := r.Value
 	outcome, detail, reason := outcomePass, "", ""
 	switch ok, err := t.pipe.Process(r); {
 	case err != nil:
@@ -233,7 +232,7 @@ func (t *tester) run(w io.Writer, fx *fixture) string {
 	}
 	switch outcome {
 	case outcomePass:
-		fmt.Fprintf(w, "%s  pass  %s%s\n%s    sink: %s", where, detail, mark, t.mapped(before, r), encode.AppendJSONL(nil, r))
+		fmt.Fprintf(w, "%s  pass  %s%s\n%s    sink: %s", where, detail, mark, t.mapped(r), encode.AppendJSONL(nil, r))
 	case outcomeFiltered:
 		fmt.Fprintf(w, "%s  filtered%s\n", where, mark)
 	default:
@@ -243,10 +242,15 @@ func (t *tester) run(w io.Writer, fx *fixture) string {
 }
 
 // mapped shows a record's value before and after the plan's mapping ("" for
-// a plan without one).
-func (t *tester) mapped(before []byte, r *record.Record) string {
+// a plan without one): before, the value as read, or as decoded under
+// decode:.
+func (t *tester) mapped(r *record.Record) string {
 	if len(t.p.Mapping) == 0 {
 		return ""
+	}
+	before := r.OriginalValue()
+	if d := r.Note.DecodedOrNil(); d != nil && d.Value != nil {
+		before = d.Value
 	}
 	show := func(v []byte) string {
 		if v == nil {

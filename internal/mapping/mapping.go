@@ -121,10 +121,13 @@ func IsMappingError(err error) bool {
 	return errors.As(err, &se) || errors.As(err, &ve)
 }
 
-// Apply maps r's value in place: r.Value becomes the mapped JSON (compact,
-// the value's keys in their order, new keys after them), and r.Note.Value
+// Apply maps r's value in place: it maps the value the pipeline reads as
+// JSON (record.Record.JSONValue: the decoded value of a record the decode
+// stage decoded, else r.Value); r.Value becomes the mapped JSON (compact,
+// the value's keys in their order, new keys after them) and r.Note.Value
 // its parse (record.ParseValue), for the key template and the sinks; the
-// bytes as read stay in r.Note.Original. A tombstone is left as it is. A
+// bytes as read stay in r.Note.Original, the decoded value in
+// r.Note.Decoded (for a dead letter). A tombstone is left as it is. A
 // value that is not a JSON object, or a step that fails on it, returns r's
 // *record.Error wrapping a *StepError (or a *ValueError: the value is not
 // a JSON object), and leaves r as it was.
@@ -132,7 +135,7 @@ func (m *Mapping) Apply(r *record.Record) error {
 	if r.Value == nil {
 		return nil
 	}
-	doc, err := parseDoc(r.Value)
+	doc, err := parseDoc(r.JSONValue())
 	var dup *duplicateKey
 	switch {
 	case errors.As(err, &dup):
@@ -156,7 +159,7 @@ func (m *Mapping) Apply(r *record.Record) error {
 	mapped := appendDoc(nil, root)
 	n := record.Note{Original: r.Value, Value: record.ParseValue(mapped), Parsed: true}
 	if r.Note != nil {
-		n.Reason = r.Note.Reason
+		n.Reason, n.Decoded = r.Note.Reason, r.Note.Decoded
 		if r.Note.Original != nil {
 			n.Original = r.Note.Original
 		}

@@ -238,3 +238,24 @@ func TestParsePath(t *testing.T) {
 		}
 	}
 }
+
+// A value the decode stage decoded is mapped from its decoded JSON: the
+// mapped value is what the later stages and the sinks read, the framed
+// bytes stay the original, and a dead letter of it is the decoded record
+// as read.
+func TestMapsTheDecodedValue(t *testing.T) {
+	framed := []byte("\x00\x00\x00\x00\x07\x02\x0e")
+	r := newRecord("")
+	r.Value = framed
+	r.Note = &record.Note{Decoded: &record.Decoded{Value: []byte(`{"id":7,"debug":1}`), ValueSchemaID: 7}}
+	if err := New([]Step{paths(t, Drop, "debug")}).Apply(r); err != nil {
+		t.Fatal(err)
+	}
+	if string(r.Value) != `{"id":7}` || string(r.JSONValue()) != `{"id":7}` || string(r.OriginalValue()) != string(framed) {
+		t.Errorf("value %q, JSONValue %q, original %q; want the mapped decoded value and the framed bytes", r.Value, r.JSONValue(), r.OriginalValue())
+	}
+	dl := record.DeadLetter(*r, "rejected")
+	if string(dl.Value) != string(framed) || string(dl.JSONValue()) != `{"id":7,"debug":1}` {
+		t.Errorf("dead letter value %q, JSONValue %q; want the record as read and decoded", dl.Value, dl.JSONValue())
+	}
+}

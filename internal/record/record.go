@@ -98,7 +98,7 @@ type Note struct {
 	// Original is the value as read when the mapping stage replaced
 	// Record.Value with the mapped value; nil when the record was not
 	// mapped. Sinks that keep a record's bytes (a database's value_bytes)
-	// write it.
+	// write it. A mapped record keeps Decoded, but its value is Value.
 	Original []byte
 }
 
@@ -137,9 +137,12 @@ func (r *Record) OriginalValue() []byte {
 }
 
 // JSONValue returns the value as the pipeline's later stages read it as
-// JSON: the decoded value when the decode stage decoded it, else Value
-// (the mapped value, once the mapping stage ran).
+// JSON: the mapped value (Value) once the mapping stage replaced it, else
+// the decoded value when the decode stage decoded it, else Value.
 func (r *Record) JSONValue() []byte {
+	if r.Mapped() {
+		return r.Value
+	}
 	if r.Note != nil && r.Note.Decoded != nil && r.Note.Decoded.Value != nil {
 		return r.Note.Decoded.Value
 	}

@@ -69,8 +69,8 @@ func AppendJSONLAs(b []byte, r *record.Record, f ValueFormat) ([]byte, error) {
 // ErrNotText) of a record whose value format f cannot write, else nil. A
 // sink checks a whole batch before it writes any of it.
 func CheckValueFormat(r *record.Record, f ValueFormat) error {
-	if r.Value == nil || r.Note.DecodedOrNil() != nil && r.Note.Decoded.Value != nil {
-		return nil // a tombstone, or a decoded value: JSON
+	if r.Value == nil || r.Mapped() || r.Note.DecodedOrNil() != nil && r.Note.Decoded.Value != nil {
+		return nil // a tombstone, a mapped or a decoded value: JSON
 	}
 	switch f {
 	case FormatJSON:

@@ -67,7 +67,7 @@ func appendJSONL(b []byte, r *record.Record, f ValueFormat) []byte {
 	} else {
 		b = appendTextOrBase64(b, r.Key, "key_encoding")
 	}
-	if d != nil && d.Value != nil {
+	if d != nil && d.Value != nil && !r.Mapped() { // a mapped value is r.Value
 		b = append(b, `,"value":`...)
 		b = appendDecoded(b, d.Value, "value_schema_id", d.ValueSchemaID)
 	} else {
