@@ -103,6 +103,12 @@ func (d Decode) Decodes() bool {
 	return d.Value != "" && d.Value != DecodeNone || d.Key != "" && d.Key != DecodeNone
 }
 
+// DecodesValue reports whether the plan decodes values.
+func (d Decode) DecodesValue() bool { return d.Value != "" && d.Value != DecodeNone }
+
+// DecodesKey reports whether the plan decodes keys.
+func (d Decode) DecodesKey() bool { return d.Key != "" && d.Key != DecodeNone }
+
 // defaults fills the unset decode fields: nothing decoded, bare unions.
 func (d *Decode) defaults() {
 	if d.Value == "" {

@@ -365,6 +365,11 @@ type Options struct {
 	// run may dead-letter other records than the first: a sink that
 	// rejected a record may take it now).
 	DeadLetter bool
+	// DecodedValue and DecodedKey are set when the plan decodes values
+	// (keys) from the Confluent wire format (plan decode:): a sink whose
+	// layout has room for it stores the decoded JSON and its schema id
+	// (record.Note.Decoded) besides the record's bytes.
+	DecodedValue, DecodedKey bool
 }
 
 // Range is one partition's resolved range of a run: the offsets

@@ -437,7 +437,7 @@ func (a *app) newSink(ctx context.Context, job *runner.Job, join bool) (sinks.Si
 	}
 	opts := sinks.Options{Log: a.log, PlanName: p.Name, RunID: job.RunID(), Group: p.Group, Fingerprint: job.Resolution.Fingerprint,
 		Topic: job.Resolution.Topic, Partitions: parts, Ranges: ranges, CommitMetadata: job.CommitMetadata, SourceClusterID: job.SourceClusterID(),
-		Stdout: a.rawStdout}
+		Stdout: a.rawStdout, DecodedValue: p.Decode.DecodesValue(), DecodedKey: p.Decode.DecodesKey()}
 	if join {
 		opts.Member = job.Member
 	}
