@@ -101,6 +101,7 @@ func (a *app) plan(ctx context.Context, file string, o planOptions) error {
 		return errors.Join(prepErr, fmt.Errorf("read the ends of the ranges: %w", err))
 	}
 	v := newPlanView(job, samples, o.resolution)
+	a.describeSchemas(ctx, job, &v)
 	if prepErr != nil {
 		// Retention cut the window: the table shows where, then the error
 		// says what to do; nothing is saved.
