@@ -335,7 +335,7 @@ func (p *Plan) FilterProgram() (*filter.Program, error) {
 	if p.filter != nil || p.Filter == "" {
 		return p.filter, nil
 	}
-	return filter.Compile(p.Filter)
+	return compileFilter(p)
 }
 
 // FromEnv reports whether the value of field came from a ${VAR} expansion.
