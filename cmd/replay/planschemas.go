@@ -31,17 +31,23 @@ type recordSchemas struct {
 	Key   *schemaRef `json:"key,omitempty"`
 }
 
+// planRegistryBudget bounds how long `replay plan` retries the schema
+// registry (the plan's retry.max_elapsed when shorter): a review does not
+// wait out a run's budget for names it can do without.
+const planRegistryBudget = 30 * time.Second
+
 // describeSchemas names, for a plan that decodes, the schema ids of each
 // range's first and last record (v's partitions' First and Last), asking
-// the registry for their subjects and versions once per id. A registry
-// that cannot be reached leaves the ids with the error: the review shows
-// what it can.
+// the registry for their subjects and versions once per id, retrying for
+// at most planRegistryBudget. A registry that cannot be reached leaves the
+// ids with the error: the review shows what it can.
 func (a *app) describeSchemas(ctx context.Context, job *runner.Job, v *planView) {
 	p := job.Plan
 	if !p.Decode.Decodes() {
 		return
 	}
-	dec, err := decode.New(pipeline.DecodeConfig(p), decode.Options{RetryBudget: time.Duration(p.Retry.MaxElapsed), Logger: a.log})
+	budget := min(time.Duration(p.Retry.MaxElapsed), planRegistryBudget)
+	dec, err := decode.New(pipeline.DecodeConfig(p), decode.Options{RetryBudget: budget, Logger: a.log})
 	if err == nil {
 		err = dec.Check(ctx)
 	}
