@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/replay-tool/replay/internal/filter"
 )
 
 // Decode formats accepted in decode.value and decode.key.
@@ -101,6 +103,21 @@ func (l *URLList) UnmarshalYAML(n *yaml.Node) error {
 // Decodes reports whether the plan decodes keys or values ("" is none).
 func (d Decode) Decodes() bool {
 	return d.Value != "" && d.Value != DecodeNone || d.Key != "" && d.Key != DecodeNone
+}
+
+// DecodesValue reports whether the plan decodes values.
+func (d Decode) DecodesValue() bool { return d.Value != "" && d.Value != DecodeNone }
+
+// DecodesKey reports whether the plan decodes keys.
+func (d Decode) DecodesKey() bool { return d.Key != "" && d.Key != DecodeNone }
+
+// compileFilter compiles p's filter; under decode.key its key is the
+// decoded key (filter.CompileDecodedKey).
+func compileFilter(p *Plan) (*filter.Program, error) {
+	if p.Decode.DecodesKey() {
+		return filter.CompileDecodedKey(p.Filter)
+	}
+	return filter.Compile(p.Filter)
 }
 
 // defaults fills the unset decode fields: nothing decoded, bare unions.

@@ -72,10 +72,14 @@ func templateFields(root *parse.ListNode) []fieldUse {
 // keyFieldProblem checks the fields a key template reads against what it
 // sees, so that `{{ .value.id }}` is refused by validate instead of failing
 // on every record of the run. Only the fields read with the record as dot
-// are checked: inside with and range, dot is something else.
-func keyFieldProblem(root *parse.ListNode) string {
+// are checked: inside with and range, dot is something else. Under
+// decode.key (decodedKey), .Key is the decoded key and may have fields.
+func keyFieldProblem(root *parse.ListNode, decodedKey bool) string {
 	for _, u := range templateFields(root) {
 		if !u.onRecord {
+			continue
+		}
+		if decodedKey && len(u.ident) > 0 && u.ident[0] == "Key" {
 			continue
 		}
 		if problem := keyFieldPathProblem(u.ident); problem != "" {

@@ -340,7 +340,7 @@ func (p *Plan) FilterProgram() (*filter.Program, error) {
 	if p.filter != nil || p.Filter == "" {
 		return p.filter, nil
 	}
-	return filter.Compile(p.Filter)
+	return compileFilter(p)
 }
 
 // MappingProgram returns the plan's mapping, compiled; nil when the plan

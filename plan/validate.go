@@ -15,8 +15,6 @@ import (
 	"text/template"
 	"time"
 	"unicode"
-
-	"github.com/replay-tool/replay/internal/filter"
 )
 
 var (
@@ -381,7 +379,7 @@ func (v *validator) sink(field string, s *Sink) {
 	if s.Key != "" {
 		if t, err := template.New("key").Parse(s.Key); err != nil {
 			v.add(field+".key", "bad template: %s: write e.g. '{{ .Value.id }}' or '{{ .Key }}'", templateError(err))
-		} else if problem := keyFieldProblem(t.Tree.Root); problem != "" {
+		} else if problem := keyFieldProblem(t.Tree.Root, v.p.Decode.DecodesKey()); problem != "" {
 			v.add(field+".key", "%s", problem)
 		} else {
 			v.keyUnique(field, s, t.Tree.Root)
@@ -455,7 +453,7 @@ func dsnPassword(dsn string) (string, bool) {
 func (v *validator) errors() {
 	p := v.p
 	if v.present("filter") {
-		prog, err := filter.Compile(p.Filter)
+		prog, err := compileFilter(p)
 		if err != nil {
 			v.add("filter", "bad expression at %v", err)
 		}

@@ -11,10 +11,11 @@ import (
 // decoder builds the decoder of the plan's decode: section and reaches its
 // schema registry once, so that a wrong URL or refused credentials fail
 // the run before any record is read; nil when the plan decodes nothing.
+// The job's later runs reuse it.
 // Registry requests retry within the plan's retry.max_elapsed.
 func (j *Job) decoder(ctx context.Context) (*decode.Decoder, error) {
-	if !j.Plan.Decode.Decodes() {
-		return nil, nil
+	if !j.Plan.Decode.Decodes() || j.dec != nil {
+		return j.dec, nil
 	}
 	d, err := decode.New(pipeline.DecodeConfig(j.Plan), decode.Options{RetryBudget: time.Duration(j.Plan.Retry.MaxElapsed), Logger: j.opts.Log})
 	if err != nil {
@@ -23,5 +24,15 @@ func (j *Job) decoder(ctx context.Context) (*decode.Decoder, error) {
 	if err := d.Check(ctx); err != nil {
 		return nil, err
 	}
+	j.dec = d
 	return d, nil
+}
+
+// schemaCounts is what the job's decoder decoded per side and schema id;
+// nil when the plan decodes nothing or no run decoded yet.
+func (j *Job) schemaCounts() []decode.SchemaCount {
+	if j.dec == nil {
+		return nil
+	}
+	return j.dec.Counts()
 }

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/replay-tool/replay/internal/decode"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/source"
 )
@@ -21,6 +22,11 @@ const sampleParallelism = 8
 type RecordInfo struct {
 	Offset    int64     `json:"offset"`
 	Timestamp time.Time `json:"timestamp"`
+	// ValueSchemaID and KeySchemaID are the schema ids the record's value
+	// and key carry in the Confluent wire format (decode.FramedID), -1
+	// when they are not framed; for the review of a plan that decodes.
+	ValueSchemaID int32 `json:"-"`
+	KeySchemaID   int32 `json:"-"`
 }
 
 // RangeSample is what reading the ends of one partition's range found:
@@ -76,9 +82,15 @@ func (j *Job) Sample(ctx context.Context) ([]RangeSample, error) {
 
 // sampled is what a sample keeps of a record.
 type sampled struct {
-	offset int64
-	time   time.Time
-	size   int64
+	offset       int64
+	time         time.Time
+	size         int64
+	valID, keyID int32 // the framed schema ids, -1 when not framed
+}
+
+// info is what RecordInfo says of the sampled record.
+func (s sampled) info() *RecordInfo {
+	return &RecordInfo{Offset: s.offset, Timestamp: s.time.UTC(), ValueSchemaID: s.valID, KeySchemaID: s.keyID}
 }
 
 // sampleRange samples [from, end) of one partition with k records at each
@@ -117,8 +129,7 @@ func (c *Cluster) sampleRange(ctx context.Context, topic string, part int32, iso
 		sum += r.size
 	}
 	first, last := recs[0], recs[len(recs)-1]
-	s.First = &RecordInfo{Offset: first.offset, Timestamp: first.time.UTC()}
-	s.Last = &RecordInfo{Offset: last.offset, Timestamp: last.time.UTC()}
+	s.First, s.Last = first.info(), last.info()
 	s.Sampled, s.Exact = len(recs), done
 	s.Bytes = sum
 	if !done {
@@ -139,7 +150,8 @@ func (c *Cluster) readSample(ctx context.Context, topic string, part int32, iso 
 			return nil, false, err
 		}
 		for _, rec := range recs { // keep the little a sample needs, not the values
-			out = append(out, sampled{offset: rec.Offset, time: rec.Time, size: int64(len(rec.Key) + len(rec.Value))})
+			out = append(out, sampled{offset: rec.Offset, time: rec.Time, size: int64(len(rec.Key) + len(rec.Value)),
+				valID: decode.FramedID(rec.Value), keyID: decode.FramedID(rec.Key)})
 		}
 	}
 	if len(out) > limit {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/replay-tool/replay/internal/decode"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks"
@@ -130,6 +131,9 @@ type Job struct {
 	// schedule window); nil otherwise. Its start goes into every commit's
 	// metadata.
 	Interval *plan.Interval
+	// dec is the plan's decoder once a run built it (decoder), kept for
+	// the job's runs so that its counts cover them all (Report.Schemas).
+	dec *decode.Decoder
 	// committed holds, per partition of a resumed run, the offset the group
 	// held when it was prepared: the sink of an earlier process made the
 	// records below it durable (checkResume). Resume may be later (records

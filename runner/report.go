@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/replay-tool/replay/internal/decode"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -239,6 +240,10 @@ type Report struct {
 	// same for the dead-letter sink.
 	SinkRetries       int64 `json:"sink_retries,omitempty"`
 	DeadLetterRetries int64 `json:"dead_letter_retries,omitempty"`
+	// Schemas counts, under decode:, the values and keys decoded per
+	// schema id (decode.Decoder.Counts); absent when the plan decodes
+	// nothing.
+	Schemas []decode.SchemaCount `json:"schemas,omitempty"`
 }
 
 // sinkRetryCounter is a sink that retries some of its calls by itself
@@ -276,6 +281,7 @@ func (j *Job) finish(rep *Report, sink sinks.Sink) {
 	}
 	rep.SinkOutcomes = outcomesOf(sink)
 	rep.DeadLetterOutcomes = outcomesOf(j.DeadLetters)
+	rep.Schemas = j.schemaCounts()
 }
 
 // Totals sums the partition counters.

@@ -30,7 +30,8 @@ type Keyer struct {
 }
 
 // NewKeyer compiles a key template (Go text/template). The template sees
-// .Topic, .Partition, .Offset, .Timestamp (time.Time), .Key (string),
+// .Topic, .Partition, .Offset, .Timestamp (time.Time), .Key (string; the
+// decoded key for a record whose key was decoded, see decodedKey),
 // .Value (the value parsed as JSON, numbers as json.Number, or the raw
 // string when it is not JSON) and .Headers (map of header key to its last
 // value). An empty template means the default key
@@ -84,9 +85,10 @@ type keyData struct {
 	Partition int32
 	Offset    int64
 	Timestamp time.Time
-	Key       string
-	Value     any
-	Headers   map[string]string
+	// Key is the key's bytes as a string, or the decoded key (decodedKey).
+	Key     any
+	Value   any
+	Headers map[string]string
 }
 
 // ErrEmptyKey is returned (wrapped) when a key template renders nothing.
@@ -101,15 +103,19 @@ func (k *Keyer) Key(r *record.Record) (string, error) {
 	if k == nil || k.tmpl == nil {
 		return DefaultKey(r), nil
 	}
-	if k.field != nil {
+	dk, decoded := decodedKey(r)
+	if k.field != nil && !decoded {
 		return checkKey(r, k.field(r))
 	}
-	if k.fast != nil && (r.Note == nil || !r.Note.Parsed) {
+	if k.fast != nil && !decoded && (r.Note == nil || !r.Note.Parsed) {
 		if s, ok := fastKey(k.fast, r); ok {
 			return checkKey(r, s)
 		}
 	}
 	d := keyData{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Time, Key: string(r.Key)}
+	if decoded {
+		d.Key = dk
+	}
 	if k.wantValue {
 		d.Value = r.ParsedValue()
 	}

@@ -370,6 +370,11 @@ type Options struct {
 	// bytes as read, which a sink that keeps a record's exact bytes (a
 	// database's value_bytes) writes.
 	Mapped bool
+	// DecodedValue and DecodedKey are set when the plan decodes values
+	// (keys) from the Confluent wire format (plan decode:): a sink whose
+	// layout has room for it stores the decoded JSON and its schema id
+	// (record.Note.Decoded) besides the record's bytes.
+	DecodedValue, DecodedKey bool
 }
 
 // Range is one partition's resolved range of a run: the offsets

@@ -79,6 +79,19 @@ func TestRunDecodesAvro(t *testing.T) {
 	out := filepath.Join(dir, "out.jsonl")
 	report := filepath.Join(dir, "report.json")
 	file := decodePlan(t, dir, k.Addr, reg.URL(), now.Add(-time.Hour), now, out)
+	// plan names the schemas of the range's first and last record.
+	r := replay(t, "plan", file)
+	if want := "partition 0 schemas: first record value id 11 (orders-value v1, AVRO); last record value id 99 (schema id 99 is not in the schema registry"; r.code != exitOK || !strings.Contains(r.stdout, want) {
+		t.Errorf("plan: want a line %q:\n%s", want, r)
+	}
+	r = replay(t, "plan", "--output", "json", file)
+	pj := gjson.Parse(r.stdout)
+	if got := strings.Join(strings.Fields(pj.Get("partitions.0.first_record_schemas.value").Raw), ""); got != `{"id":11,"subject":"orders-value","version":1,"type":"AVRO"}` {
+		t.Errorf("plan --output json: first record's value schema %s\n%s", got, r)
+	}
+	if got := pj.Get("partitions.0.last_record_schemas.value.id").Int(); got != 99 {
+		t.Errorf("plan --output json: last record's value schema id %d, want 99", got)
+	}
 	if r := replay(t, "run", "--yes", "--report", report, file); r.code != exitOK {
 		t.Fatalf("run: %s", r)
 	}
@@ -99,6 +112,9 @@ func TestRunDecodesAvro(t *testing.T) {
 	rep := gjson.ParseBytes(readFile(t, report))
 	if n := rep.Get("partitions.0.errors.decode-error").Int(); n != 2 {
 		t.Errorf("decode-error count %d, want 2: %s", n, rep.Raw)
+	}
+	if got, want := strings.Join(strings.Fields(rep.Get("schemas").Raw), ""), `[{"side":"value","schema_id":11,"records":2},{"side":"value","schema_id":12,"records":1}]`; got != want {
+		t.Errorf("report schemas %s, want %s", got, want)
 	}
 }
 

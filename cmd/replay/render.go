@@ -134,6 +134,10 @@ type planView struct {
 	// Refused is set when the plan cannot run as resolved (retention cut
 	// the window): the table shows why.
 	Refused bool `json:"-"`
+	// Decodes is set for a plan with decode: (describeSchemas);
+	// SchemaError is why the schema registry could not name the ids.
+	Decodes     bool   `json:"-"`
+	SchemaError string `json:"schema_registry_error,omitempty"`
 }
 
 type planPartition struct {
@@ -149,6 +153,10 @@ type planPartition struct {
 	// range: Bytes is then a sum, not an estimate.
 	Exact bool  `json:"exact"`
 	Bytes int64 `json:"estimated_bytes"`
+	// FirstSchemas and LastSchemas are, under decode:, the schemas of
+	// the first and last record (describeSchemas).
+	FirstSchemas *recordSchemas `json:"first_record_schemas,omitempty"`
+	LastSchemas  *recordSchemas `json:"last_record_schemas,omitempty"`
 }
 
 type planTotal struct {
@@ -254,6 +262,7 @@ func printPlan(w io.Writer, v planView) {
 		fmt.Fprintf(w, "partition %d: start-before-retention: retention deleted the start of the window; the first available offset is %d%s; %s\n",
 			p.Partition, p.LogStart, at, then)
 	}
+	printSchemas(w, v)
 	if len(v.Ignored) > 0 {
 		fmt.Fprintf(w, "not part of this run: partitions %v\n", v.Ignored)
 	}

@@ -101,6 +101,7 @@ func (a *app) plan(ctx context.Context, file string, o planOptions) error {
 		return errors.Join(prepErr, fmt.Errorf("read the ends of the ranges: %w", err))
 	}
 	v := newPlanView(job, samples, o.resolution)
+	a.describeSchemas(ctx, job, &v)
 	if prepErr != nil {
 		// Retention cut the window: the table shows where, then the error
 		// says what to do; nothing is saved.
@@ -437,7 +438,7 @@ func (a *app) newSink(ctx context.Context, job *runner.Job, join bool) (sinks.Si
 	}
 	opts := sinks.Options{Log: a.log, PlanName: p.Name, RunID: job.RunID(), Group: p.Group, Fingerprint: job.Resolution.Fingerprint,
 		Topic: job.Resolution.Topic, Partitions: parts, Ranges: ranges, CommitMetadata: job.CommitMetadata, SourceClusterID: job.SourceClusterID(),
-		Stdout: a.rawStdout, Mapped: len(p.Mapping) > 0}
+		Stdout: a.rawStdout, Mapped: len(p.Mapping) > 0, DecodedValue: p.Decode.DecodesValue(), DecodedKey: p.Decode.DecodesKey()}
 	if join {
 		opts.Member = job.Member
 	}

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/replay-tool/replay/internal/decode/avro"
@@ -165,6 +166,9 @@ type compiled struct {
 	typ   string
 	avro  *avro.Schema
 	proto *protobuf.Schema
+	// decoded counts the values ([Value]) and keys ([Key]) decoded by
+	// the schema (Counts).
+	decoded [2]atomic.Int64
 }
 
 // schemaError is a schema id that cannot decode any record: unknown to the
@@ -237,7 +241,18 @@ func (d *Decoder) Decode(ctx context.Context, side Side, b []byte) (Decoded, err
 	if err != nil {
 		return Decoded{}, bad(err.Error())
 	}
+	c.decoded[side].Add(1)
 	return Decoded{JSON: out, SchemaID: id}, nil
+}
+
+// FramedID returns the schema id of b in the Confluent wire format (magic
+// byte 0, the 4-byte big-endian id); -1 when b is not framed (nil, shorter
+// than the header, or another first byte).
+func FramedID(b []byte) int32 {
+	if len(b) < 5 || b[0] != 0 {
+		return -1
+	}
+	return int32(binary.BigEndian.Uint32(b[1:5]))
 }
 
 func framingReason(side Side, b []byte) string {

@@ -51,6 +51,9 @@ type Program struct {
 	// when it reads nothing else of it (valueFields): the filter then looks
 	// them up instead of decoding the whole value. nil: decode it.
 	fields []string
+	// decodedKey: compiled by CompileDecodedKey, the expression runs on a
+	// KeyEnv; usesKey says whether it reads key.
+	decodedKey, usesKey bool
 }
 
 // Error is a compile error, positioned in the expression (1-based).
@@ -72,23 +75,34 @@ const numFunc = "$num"
 
 // Compile compiles src, an expression that must return a bool. Its errors
 // are *Error.
-func Compile(src string) (*Program, error) {
+func Compile(src string) (*Program, error) { return compile(src, false) }
+
+// compile compiles src over Env, or over KeyEnv when decodedKey (its key
+// then reads like value: a field of it is nil when missing, numbers are
+// numbers).
+func compile(src string, decodedKey bool) (*Program, error) {
 	if strings.TrimSpace(src) == "" {
 		return nil, &Error{Line: 1, Column: 1, Msg: "empty expression"}
 	}
+	var env any = Env{}
+	dynamic := map[string]bool{"value": true}
+	if decodedKey {
+		env, dynamic["key"] = KeyEnv{}, true
+	}
 	uses := &usesVisitor{}
 	prog, err := expr.Compile(src,
-		expr.Env(Env{}),
+		expr.Env(env),
 		expr.AsBool(),
 		expr.Timezone("UTC"), // date("2026-11-03 10:00") means the same instant on every machine
 		expr.Function(numFunc, func(args ...any) (any, error) { return number(args[0]), nil }, new(func(any) any)),
 		expr.Patch(uses),
-		expr.Patch(&numberPatcher{}),
+		expr.Patch(&numberPatcher{dynamic: dynamic}),
 	)
 	if err != nil {
 		return nil, compileError(err)
 	}
-	return &Program{src: src, prog: prog, UsesValue: uses.value, UsesHeaders: uses.headers, fields: valueFields(src)}, nil
+	return &Program{src: src, prog: prog, UsesValue: uses.value, UsesHeaders: uses.headers, fields: valueFields(src),
+		decodedKey: decodedKey, usesKey: uses.key}, nil
 }
 
 func compileError(err error) error {
@@ -121,7 +135,11 @@ func (p *Program) Matcher() *Matcher { return &Matcher{p: p} }
 // expression that fails on it (a field of a value that is not JSON, a
 // result that is not a bool) returns an error that names the reason on one
 // line.
-func (m *Matcher) Match(env *Env) (bool, error) {
+func (m *Matcher) Match(env *Env) (bool, error) { return m.match(env, env.Value) }
+
+// match runs the program on env (an *Env, or a *KeyEnv for a program of
+// CompileDecodedKey), whose value is value.
+func (m *Matcher) match(env, value any) (bool, error) {
 	out, err := m.vm.Run(m.p.prog, env)
 	if err != nil {
 		msg := err.Error()
@@ -132,7 +150,7 @@ func (m *Matcher) Match(env *Env) (bool, error) {
 		if t, ok := strings.CutPrefix(msg, "invalid operation: bool("); ok {
 			msg = fmt.Sprintf("the expression returned %s, not a bool", strings.TrimSuffix(t, ")"))
 		}
-		if _, raw := env.Value.(string); raw && m.p.UsesValue {
+		if _, raw := value.(string); raw && m.p.UsesValue {
 			if msg == "invalid operation: int(string)" { // expr reading a field of a string
 				msg = "it has no fields"
 			}
@@ -148,7 +166,7 @@ func (m *Matcher) Match(env *Env) (bool, error) {
 }
 
 // usesVisitor records which record parts an expression reads.
-type usesVisitor struct{ value, headers bool }
+type usesVisitor struct{ value, headers, key bool }
 
 func (u *usesVisitor) Visit(node *ast.Node) {
 	if id, ok := (*node).(*ast.IdentifierNode); ok {
@@ -157,6 +175,8 @@ func (u *usesVisitor) Visit(node *ast.Node) {
 			u.value = true
 		case "headers":
 			u.headers = true
+		case "key":
+			u.key = true
 		}
 	}
 }
@@ -177,19 +197,21 @@ func (u *usesVisitor) Visit(node *ast.Node) {
 // first unwraps its child and then wraps itself.
 type numberPatcher struct {
 	chains map[*ast.ChainNode]bool // the chains the patcher added
+	// dynamic are the variables of JSON: value, and key when decoded.
+	dynamic map[string]bool
 }
 
 func (p *numberPatcher) Visit(node *ast.Node) {
 	switch n := (*node).(type) {
 	case *ast.IdentifierNode:
-		if n.Value == "value" {
+		if p.dynamic[n.Value] {
 			wrap(node)
 		}
 	case *ast.PointerNode:
 		wrap(node)
 	case *ast.MemberNode:
 		n.Node = p.unwrap(n.Node)
-		if typedRoot(n.Node) || n.Method {
+		if p.typedRoot(n.Node) || n.Method {
 			return
 		}
 		n.Optional = true
@@ -202,7 +224,7 @@ func (p *numberPatcher) Visit(node *ast.Node) {
 		wrap(node)
 	case *ast.ChainNode:
 		n.Node = p.unwrap(n.Node)
-		if !typedRoot(n.Node) {
+		if !p.typedRoot(n.Node) {
 			wrap(node)
 		}
 	case *ast.CallNode:
@@ -216,7 +238,7 @@ func (p *numberPatcher) Visit(node *ast.Node) {
 // typedRoot reports whether an access chain starts at a variable of a
 // static type (headers, key, ...): those need no conversion and keep their
 // type for the checker.
-func typedRoot(n ast.Node) bool {
+func (p *numberPatcher) typedRoot(n ast.Node) bool {
 	for {
 		switch x := n.(type) {
 		case *ast.MemberNode:
@@ -224,7 +246,7 @@ func typedRoot(n ast.Node) bool {
 		case *ast.ChainNode:
 			n = x.Node
 		case *ast.IdentifierNode:
-			return x.Value != "value" && x.Value != numFunc
+			return !p.dynamic[x.Value] && x.Value != numFunc
 		default:
 			return false
 		}

@@ -50,7 +50,13 @@ func (f *Filter) Match(r *record.Record) (bool, error) {
 			f.env.Headers[h.Key] = string(h.Value)
 		}
 	}
-	ok, err := f.m.Match(&f.env)
+	var ok bool
+	var err error
+	if f.prog.decodedKey {
+		ok, err = f.matchDecodedKey(r)
+	} else {
+		ok, err = f.m.Match(&f.env)
+	}
 	f.env = Env{} // do not pin the record until the next call
 	if err != nil {
 		return false, record.NewError(r, &EvalError{Err: err})

@@ -47,8 +47,15 @@ type pgColumn struct {
 	jsonOrNull bool
 	// bytes: created as bytea (value_bytes, kafka_key).
 	bytes bool
-	decl  declType
-	send  sendKind
+	// schemaID: the schema id the side of field (the value, the Kafka key)
+	// was decoded by, NULL when it was not (value_schema_id, key_schema_id).
+	schemaID bool
+	// decoded: a jsonOrNull column of a side the plan decodes (value,
+	// kafka_key_json): the change test compares it, since it depends on
+	// how the plan decodes as well as on the bytes.
+	decoded bool
+	decl    declType
+	send    sendKind
 }
 
 // declType is a column's declared type as pg_attribute has it.
@@ -84,6 +91,10 @@ func (k sendKind) sql() string {
 // createType is the type create_table gives a column of the field.
 func (c pgColumn) createType() string {
 	switch {
+	case c.schemaID:
+		return "integer"
+	case c.jsonOrNull:
+		return "jsonb"
 	case c.bytes, c.field.Kind == plan.FieldKafkaKey:
 		return "bytea"
 	case c.field.Kind == plan.FieldTimestamp:
@@ -110,6 +121,10 @@ func (c pgColumn) quoted() string { return pgx.Identifier{c.name}.Sanitize() }
 // chooseSend picks how the column's values travel, given its declared type.
 func (c *pgColumn) chooseSend() {
 	k := c.field.Kind
+	if c.schemaID {
+		c.send = sendText // cast to the column's integer type
+		return
+	}
 	switch c.decl.base {
 	case "bytea":
 		c.send = sendBytes
@@ -284,23 +299,29 @@ func (c *pgColumn) cellOf(r *record.Record, key string, cs *encode.Cells, vj *va
 // key and header values as they are, the value as it is, a value path's
 // text, the rest as encode.Cells writes them.
 func (c *pgColumn) rawText(r *record.Record, key string, cs *encode.Cells, vj *valueJSON) ([]byte, bool, error) {
+	if c.schemaID {
+		id, ok := schemaIDOf(r, c.field.Kind)
+		return strconv.AppendInt(nil, int64(id), 10), ok, nil
+	}
 	switch c.field.Kind {
 	case plan.FieldKey:
 		return []byte(key), true, nil
 	case plan.FieldKafkaKey:
 		return r.Key, r.Key != nil, nil
 	case plan.FieldValue:
-		return r.Value, r.Value != nil, nil
+		v := r.JSONValue()
+		return v, v != nil, nil
 	case plan.FieldHeader:
 		h, ok := r.LastHeader(c.field.Arg)
 		return h, ok && h != nil, nil
 	case plan.FieldHeaders:
 		return encode.AppendHeadersJSONB(nil, r.Headers), true, nil
 	case plan.FieldValuePath:
-		if r.Value == nil || !vj.jsonbOK(r.Value) {
+		v := r.JSONValue()
+		if v == nil || !vj.jsonbOK(v) {
 			return nil, false, nil
 		}
-		res := gjson.GetBytes(r.Value, c.field.Arg)
+		res := gjson.GetBytes(v, c.field.Arg)
 		switch res.Type {
 		case gjson.Null:
 			return nil, false, nil
@@ -317,7 +338,7 @@ func (c *pgColumn) rawText(r *record.Record, key string, cs *encode.Cells, vj *v
 func (c *pgColumn) jsonCell(r *record.Record, key string, cs *encode.Cells, vj *valueJSON) (cell, error) {
 	switch c.field.Kind {
 	case plan.FieldValue:
-		v := r.Value
+		v := r.JSONValue()
 		switch {
 		case v == nil:
 			return cell{null: true}, nil
@@ -333,11 +354,16 @@ func (c *pgColumn) jsonCell(r *record.Record, key string, cs *encode.Cells, vj *
 		return cell{}, fmt.Errorf("column %s (%s): the value is not JSON and not UTF-8 text; map value to a bytea column to keep its bytes", c.name, c.decl.sql)
 	case plan.FieldHeaders:
 		return cell{bytes: encode.AppendHeadersJSONB(nil, r.Headers)}, nil
+	case plan.FieldKafkaKey:
+		if c.jsonOrNull {
+			return decodedKeyCell(r), nil
+		}
 	case plan.FieldValuePath:
-		if r.Value == nil || !vj.jsonbOK(r.Value) {
+		v := r.JSONValue()
+		if v == nil || !vj.jsonbOK(v) {
 			return cell{null: true}, nil
 		}
-		res := gjson.GetBytes(r.Value, c.field.Arg)
+		res := gjson.GetBytes(v, c.field.Arg)
 		if !res.Exists() || res.Type == gjson.Null {
 			return cell{null: true}, nil
 		}

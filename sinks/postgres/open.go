@@ -14,7 +14,8 @@ func Open(ctx context.Context, sp sinks.Spec) (sinks.Sink, error) {
 	c := section(&sp.Plan)
 	s, err := New(ctx, Config{DSN: c.DSN, Table: c.Table, OnConflict: c.OnConflict, CreateTable: c.CreateTable, Columns: c.Columns,
 		CopyThreshold: c.CopyThreshold, OnTombstone: c.OnTombstone, Version: c.Version, Connections: c.Connections,
-		ApplicationName: applicationName(sp.Options.PlanName), Checkpoints: sqlcheckpoint.ConfigOf(c.CheckpointTable, sp.Options), Log: sp.Options.Log, Mapped: sp.Options.Mapped})
+		ApplicationName: applicationName(sp.Options.PlanName), Checkpoints: sqlcheckpoint.ConfigOf(c.CheckpointTable, sp.Options), Log: sp.Options.Log, Mapped: sp.Options.Mapped,
+		DecodedValue: sp.Options.DecodedValue, DecodedKey: sp.Options.DecodedKey})
 	if err != nil {
 		return nil, err
 	}

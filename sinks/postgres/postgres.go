@@ -5,7 +5,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -76,6 +75,12 @@ type Config struct {
 	// Checkpoints, when its Table is set, records the offset after each
 	// batch in that table, in the batch's transaction (see sinks.CheckpointStore).
 	Checkpoints sqlcheckpoint.Config
+	// DecodedValue and DecodedKey say that the plan decodes values (keys)
+	// from the Confluent wire format: the default layout then stores the
+	// decoded value in value and adds value_schema_id (the decoded key in
+	// kafka_key_json, and key_schema_id); value_bytes and kafka_key keep
+	// the bytes. Mapped columns read the decoded value either way.
+	DecodedValue, DecodedKey bool
 	// Log receives diagnostics; the zero value discards them.
 	Log zerolog.Logger
 }
@@ -87,8 +92,11 @@ type Config struct {
 //	key text primary key, topic text not null, partition int not null,
 //	"offset" bigint not null, "timestamp" timestamptz not null,
 //	value jsonb, value_bytes bytea, kafka_key bytea, headers jsonb not null
+//	[, value_schema_id integer] [, kafka_key_json jsonb, key_schema_id integer]
 //	[, replay_version bigint | timestamptz | jsonb]
 //
+// The schema id columns (and kafka_key_json) are there when the plan
+// decodes values (keys): value then holds the decoded value.
 // value_bytes and kafka_key are the exact bytes (NULL for a tombstone, a
 // null key); value is the value as jsonb when it is JSON that jsonb takes,
 // else NULL; headers is a JSON array of {"key","value"} in record order, a
@@ -356,7 +364,7 @@ var backendMallocWarmup = `/* replay: keep this connection's heap between batche
 func (s *Sink) layout(cfg Config) error {
 	if len(cfg.Columns) == 0 {
 		s.defaults = true
-		s.cols = slices.Clone(defaultLayout)
+		s.cols = defaultColumns(cfg.DecodedValue, cfg.DecodedKey)
 	} else {
 		mapped, err := encode.ParseColumns(cfg.Columns, nil, true)
 		if err != nil {

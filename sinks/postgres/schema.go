@@ -141,7 +141,7 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER
 			return fmt.Errorf("column %s is json, whose text replay cannot keep as the record has it: make it jsonb (PostgreSQL's normalized JSON) or text (the exact text)", c.name)
 		}
 		c.chooseSend()
-		if c.bytes && c.send != sendBytes || c.jsonOrNull && c.send != sendJSONText {
+		if c.bytes && c.send != sendBytes || c.jsonOrNull && c.send != sendJSONText || c.schemaID && !isIntType(d.base) {
 			return fmt.Errorf("column %s is %s: the default layout wants %s", c.name, d.sql, c.createType())
 		}
 	}
@@ -149,8 +149,8 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER
 	case len(missing) == 0:
 		return nil
 	case s.defaults || len(missing) == 1 && s.ver >= 0 && missing[0] == versionColumn:
-		return fmt.Errorf("the table has no column %s (it has %s; a table of an earlier replay version lacks value_bytes and kafka_key, which keep the exact bytes): "+
-			"add them with ALTER TABLE %s %s, or write to a new table", strings.Join(missing, ", "), strings.Join(names, ", "), s.table, strings.Join(add, ", "))
+		return fmt.Errorf("the table has no column %s (it has %s; %s): "+
+			"add them with ALTER TABLE %s %s, or write to a new table", strings.Join(missing, ", "), strings.Join(names, ", "), missingWhy(missing), s.table, strings.Join(add, ", "))
 	}
 	return fmt.Errorf("no column %s (the table has %s)", strings.Join(missing, ", "), strings.Join(names, ", "))
 }

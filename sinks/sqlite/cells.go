@@ -68,6 +68,10 @@ func cell(c *column, r *record.Record, key string, a *arena) (any, error) {
 			return bytesString(r.Value), nil
 		}
 		return nil, nil
+	case formDecoded:
+		return decodedCell(c, r), nil
+	case formSchemaID:
+		return schemaIDCell(c, r), nil
 	case formVersion:
 		v, err := versionCell(c, r)
 		if err != nil || v == nil {
@@ -111,13 +115,14 @@ func cell(c *column, r *record.Record, key string, a *arena) (any, error) {
 		if c.aff == affBlob {
 			return r.Value, nil
 		}
-		if !utf8.Valid(r.Value) {
-			return r.Value, nil // a BLOB: SQLite converts no BLOB, whatever the affinity
+		v := r.JSONValue()
+		if !utf8.Valid(v) {
+			return v, nil // a BLOB: SQLite converts no BLOB, whatever the affinity
 		}
-		if jsonscan.Valid(r.Value) {
-			return textCell(c, r, bytesString(r.Value))
+		if jsonscan.Valid(v) {
+			return textCell(c, r, bytesString(v))
 		}
-		return string(encode.AppendJSONBytes(nil, r.Value)), nil // a JSON string: never numeric text
+		return string(encode.AppendJSONBytes(nil, v)), nil // a JSON string: never numeric text
 	case plan.FieldValuePath:
 		res, ok := valuePath(r, c.field.Arg)
 		if !ok {
@@ -141,10 +146,11 @@ func cell(c *column, r *record.Record, key string, a *arena) (any, error) {
 // valuePath is what the gjson path selects in r's value; false when the
 // value is not JSON or the path selects nothing or null.
 func valuePath(r *record.Record, path string) (gjson.Result, bool) {
-	if !jsonscan.Valid(r.Value) {
+	v := r.JSONValue()
+	if !jsonscan.Valid(v) {
 		return gjson.Result{}, false
 	}
-	res := gjson.GetBytes(r.Value, path)
+	res := gjson.GetBytes(v, path)
 	if !res.Exists() || res.Type == gjson.Null {
 		return gjson.Result{}, false
 	}

@@ -27,6 +27,13 @@ const (
 	formJSONOnly
 	// formVersion: the version field (replay_version).
 	formVersion
+	// formDecoded: the decoded JSON of the field's side (the value, the
+	// Kafka key) as TEXT, NULL when it was not decoded (the default
+	// layout's value and kafka_key_json under decode:).
+	formDecoded
+	// formSchemaID: the schema id the field's side was decoded by, NULL
+	// when it was not (value_schema_id, key_schema_id).
+	formSchemaID
 )
 
 // affinity is an SQLite column's type affinity (SQLite's "Datatypes In
@@ -93,12 +100,13 @@ func defaultLayout() []column {
 	}
 }
 
-// layout is the sink's columns: the default layout, or the plan's
-// mapping, plus replay_version when version is set (its field parsed).
-func layout(mapping plan.Columns, version string) ([]column, error) {
+// layout is the sink's columns: the default layout (with the decoded
+// columns of decodedLayout), or the plan's mapping, plus replay_version
+// when version is set (its field parsed).
+func layout(mapping plan.Columns, version string, decodedValue, decodedKey bool) ([]column, error) {
 	var cols []column
 	if len(mapping) == 0 {
-		cols = defaultLayout()
+		cols = decodedLayout(defaultLayout(), decodedValue, decodedKey)
 	} else {
 		enc, err := encode.ParseColumns(mapping, nil, true)
 		if err != nil {
@@ -138,8 +146,10 @@ func createdType(c column) string {
 	switch {
 	case c.form == formVersion:
 		return ""
-	case c.form == formJSONOnly:
+	case c.form == formJSONOnly, c.form == formDecoded:
 		return "TEXT"
+	case c.form == formSchemaID:
+		return "INTEGER"
 	}
 	switch c.field.Kind {
 	case plan.FieldPartition, plan.FieldOffset:
@@ -244,18 +254,22 @@ func splitQuoted(q string) []string {
 
 // oldLayoutError refuses a table made by the first versions of the sink
 // (no kafka_key and value_bytes columns), which cannot hold bytes exactly.
-func oldLayoutError(name string, missing []string) error {
-	var alter []string
+func oldLayoutError(name string, missing []column) error {
+	var alter, names []string
 	for _, m := range missing {
+		if isDecodedColumn(m) {
+			return decodedLayoutError(name, missing)
+		}
 		t := "BLOB"
-		if m == VersionColumn {
+		if m.name == VersionColumn {
 			t = ""
 		}
-		alter = append(alter, strings.TrimSpace(fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s;", name, encode.QuoteIdent(m), t)))
+		names = append(names, m.name)
+		alter = append(alter, strings.TrimSpace(fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s;", name, encode.QuoteIdent(m.name), t)))
 	}
 	return fmt.Errorf("table %s lacks the column(s) %s of the default layout (it was created by an earlier version of replay, whose value column could not keep bytes that are not JSON text): "+
 		"add them with %s (the rows written before then keep value_bytes NULL until they are replayed again), or map the existing columns with sink.columns",
-		name, strings.Join(missing, ", "), strings.Join(alter, " "))
+		name, strings.Join(names, ", "), strings.Join(alter, " "))
 }
 
 // DecodeHeaders reads a headers column (AppendHeadersJSON's array) back

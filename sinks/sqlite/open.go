@@ -15,7 +15,8 @@ import (
 func Open(ctx context.Context, sp sinks.Spec) (sinks.Sink, error) {
 	c := section(&sp.Plan)
 	s, err := New(ctx, Config{Path: c.Path, Table: c.Table, OnConflict: c.OnConflict, CreateTable: c.CreateTable, Columns: c.Columns, OnTombstone: c.OnTombstone, Version: c.Version,
-		Checkpoints: sqlcheckpoint.ConfigOf(c.CheckpointTable, sp.Options), Log: sp.Options.Log, Mapped: sp.Options.Mapped, OpenTimeout: time.Duration(sp.Plan.Retry.MaxElapsed)})
+		Checkpoints: sqlcheckpoint.ConfigOf(c.CheckpointTable, sp.Options), Log: sp.Options.Log, Mapped: sp.Options.Mapped, OpenTimeout: time.Duration(sp.Plan.Retry.MaxElapsed),
+		DecodedValue: sp.Options.DecodedValue, DecodedKey: sp.Options.DecodedKey})
 	if err != nil {
 		return nil, err
 	}

@@ -105,11 +105,13 @@ func (s *Sink) prepare(ctx context.Context, table string, defaultLayout, create 
 // (oldLayoutError), or a mapping naming a column the table does not have.
 func (s *Sink) matchColumns(types map[string]string, strict, defaultLayout bool) error {
 	var missing []string
+	var missingCols []column
 	for i := range s.cols {
 		c := &s.cols[i]
 		t, ok := types[strings.ToLower(c.name)]
 		if !ok {
 			missing = append(missing, c.name)
+			missingCols = append(missingCols, *c)
 			continue
 		}
 		c.aff = affinityOf(t, strict)
@@ -118,7 +120,7 @@ func (s *Sink) matchColumns(types map[string]string, strict, defaultLayout bool)
 		return nil
 	}
 	if defaultLayout {
-		return fmt.Errorf("sqlite sink: %w", oldLayoutError(s.name, missing))
+		return fmt.Errorf("sqlite sink: %w", oldLayoutError(s.name, missingCols))
 	}
 	have := make([]string, 0, len(types))
 	for n := range types {

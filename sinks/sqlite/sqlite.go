@@ -62,6 +62,12 @@ type Config struct {
 	// lock, through SQLite's own busy handler; default BusyTimeout. A plan
 	// gives it sink.retry.max_elapsed, as a locked write is retried.
 	OpenTimeout time.Duration
+	// DecodedValue and DecodedKey say that the plan decodes values (keys)
+	// from the Confluent wire format: the default layout then stores the
+	// decoded value in value and adds value_schema_id (the decoded key in
+	// kafka_key_json, and key_schema_id); value_bytes and kafka_key keep
+	// the bytes. Mapped columns read the decoded value either way.
+	DecodedValue, DecodedKey bool
 	// Log receives diagnostics; the zero value discards them.
 	Log zerolog.Logger
 }
@@ -79,8 +85,12 @@ type Config struct {
 //	"value_bytes" BLOB                       -- the value's bytes; NULL for a tombstone
 //	"kafka_key"   BLOB                       -- the record key's bytes; NULL for a null key
 //	"headers"     TEXT NOT NULL              -- JSON array, as the JSONL lines write it
+//	"value_schema_id" INTEGER                -- with DecodedValue only: the value's schema id
+//	"kafka_key_json"  TEXT                   -- with DecodedKey only: the decoded key
+//	"key_schema_id"   INTEGER                -- with DecodedKey only: the key's schema id
 //	"replay_version"                         -- with Version only: the record's version
 //
+// With DecodedValue, value holds the decoded value (record.Note.Decoded).
 // value_bytes and kafka_key hold the exact bytes (SQLite keeps a BLOB as
 // it is, NUL bytes and all; an empty value is a zero-length BLOB, X”, and
 // only a tombstone is NULL: tell them apart with IS NULL, as database/sql
@@ -330,7 +340,7 @@ func checkConfig(cfg Config) (table string, ignore bool, cols []column, key int,
 	default:
 		return "", false, nil, -1, fmt.Errorf("sqlite sink: on_conflict %q: want update or ignore", cfg.OnConflict)
 	}
-	if cols, err = layout(cfg.Columns, cfg.Version); err != nil {
+	if cols, err = layout(cfg.Columns, cfg.Version, cfg.DecodedValue, cfg.DecodedKey); err != nil {
 		return "", false, nil, -1, fmt.Errorf("sqlite sink: %w", err)
 	}
 	isKey := func(c column) bool { return c.form == formField && c.field.Kind == plan.FieldKey }

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/replay-tool/replay/internal/decode"
+	"github.com/replay-tool/replay/internal/pipeline"
+	"github.com/replay-tool/replay/runner"
+)
+
+// schemaRef is one schema id as `replay plan` names it: the id a record's
+// key or value carries, with the subject and version the registry files it
+// under; Error says why the registry could not tell (an unknown id, a
+// registry out of reach), and a side that is not framed has no id.
+type schemaRef struct {
+	ID      int32  `json:"id"`
+	Subject string `json:"subject,omitempty"`
+	Version int    `json:"version,omitempty"`
+	Type    string `json:"type,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// recordSchemas are the schemas of one record's decoded sides; a side the
+// plan does not decode, or that is not framed (a tombstone), is absent.
+type recordSchemas struct {
+	Value *schemaRef `json:"value,omitempty"`
+	Key   *schemaRef `json:"key,omitempty"`
+}
+
+// planRegistryBudget bounds how long `replay plan` retries the schema
+// registry (the plan's retry.max_elapsed when shorter): a review does not
+// wait out a run's budget for names it can do without.
+const planRegistryBudget = 30 * time.Second
+
+// describeSchemas names, for a plan that decodes, the schema ids of each
+// range's first and last record (v's partitions' First and Last), asking
+// the registry for their subjects and versions once per id, retrying for
+// at most planRegistryBudget. A registry that cannot be reached leaves the
+// ids with the error: the review shows what it can.
+func (a *app) describeSchemas(ctx context.Context, job *runner.Job, v *planView) {
+	p := job.Plan
+	if !p.Decode.Decodes() {
+		return
+	}
+	budget := min(time.Duration(p.Retry.MaxElapsed), planRegistryBudget)
+	dec, err := decode.New(pipeline.DecodeConfig(p), decode.Options{RetryBudget: budget, Logger: a.log})
+	if err == nil {
+		err = dec.Check(ctx)
+	}
+	if err != nil {
+		dec = nil
+		v.SchemaError = err.Error()
+	}
+	seen := map[int32]*schemaRef{}
+	describe := func(id int32) *schemaRef {
+		if id < 0 {
+			return nil
+		}
+		if s, ok := seen[id]; ok {
+			return s
+		}
+		s := &schemaRef{ID: id}
+		if dec != nil {
+			info, err := dec.Describe(ctx, id)
+			s.Subject, s.Version, s.Type = info.Subject, info.Version, info.Type
+			if err != nil {
+				s.Error = strings.TrimPrefix(err.Error(), fmt.Sprintf("schema id %d: ", id))
+			}
+		}
+		seen[id] = s
+		return s
+	}
+	of := func(r *runner.RecordInfo) *recordSchemas {
+		if r == nil {
+			return nil
+		}
+		var rs recordSchemas
+		if p.Decode.DecodesValue() {
+			rs.Value = describe(r.ValueSchemaID)
+		}
+		if p.Decode.DecodesKey() {
+			rs.Key = describe(r.KeySchemaID)
+		}
+		return &rs
+	}
+	for i := range v.Partitions {
+		pp := &v.Partitions[i]
+		pp.FirstSchemas, pp.LastSchemas = of(pp.First), of(pp.Last)
+	}
+	v.Decodes = true
+}
+
+// printSchemas writes, under a plan that decodes, a line per partition
+// naming the schemas of its range's first and last record.
+func printSchemas(w io.Writer, v planView) {
+	if !v.Decodes {
+		return
+	}
+	if v.SchemaError != "" {
+		fmt.Fprintf(w, "schema registry: %s (the schema ids below are as the records carry them)\n", v.SchemaError)
+	}
+	for _, p := range v.Partitions {
+		if p.FirstSchemas == nil {
+			continue
+		}
+		fmt.Fprintf(w, "partition %d schemas: first record %s; last record %s\n", p.Partition, p.FirstSchemas, p.LastSchemas)
+	}
+}
+
+// String is the record's schemas for the plan table: value and key, each
+// as "id N (subject vV, TYPE)".
+func (rs *recordSchemas) String() string {
+	if rs == nil {
+		return "-"
+	}
+	var parts []string
+	for _, side := range []struct {
+		name string
+		s    *schemaRef
+	}{{"value", rs.Value}, {"key", rs.Key}} {
+		if side.s != nil {
+			parts = append(parts, side.name+" "+side.s.String())
+		}
+	}
+	if len(parts) == 0 {
+		return "not framed"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// String is "id N (subject vV, TYPE)", or the id with the registry's error.
+func (s *schemaRef) String() string {
+	switch {
+	case s.Error != "":
+		return fmt.Sprintf("id %d (%s)", s.ID, s.Error)
+	case s.Subject != "":
+		return fmt.Sprintf("id %d (%s v%d, %s)", s.ID, s.Subject, s.Version, s.Type)
+	case s.Type != "":
+		return fmt.Sprintf("id %d (%s)", s.ID, s.Type)
+	}
+	return fmt.Sprintf("id %d", s.ID)
+}

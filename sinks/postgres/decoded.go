@@ -1,0 +1,79 @@
+package postgres
+
+import (
+	"slices"
+
+	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/plan"
+)
+
+// The default layout's columns of a plan that decodes values or keys from
+// the Confluent wire format (plan decode:).
+var (
+	// valueSchemaIDColumn is the schema id each value was decoded by.
+	valueSchemaIDColumn = pgColumn{name: "value_schema_id", field: plan.Field{Kind: plan.FieldValue}, schemaID: true}
+	// keyJSONColumn is the decoded key as jsonb, keySchemaIDColumn its
+	// schema id.
+	keyJSONColumn     = pgColumn{name: "kafka_key_json", field: plan.Field{Kind: plan.FieldKafkaKey}, jsonOrNull: true, decoded: true}
+	keySchemaIDColumn = pgColumn{name: "key_schema_id", field: plan.Field{Kind: plan.FieldKafkaKey}, schemaID: true}
+)
+
+// defaultColumns is the default layout of a plan that decodes values
+// (value) and keys (key): value holds the decoded value (JSONValue), and
+// is compared by the change test; value_schema_id follows headers, then
+// kafka_key_json and key_schema_id.
+func defaultColumns(value, key bool) []pgColumn {
+	cols := slices.Clone(defaultLayout)
+	if value {
+		for i := range cols {
+			if cols[i].jsonOrNull {
+				cols[i].decoded = true
+			}
+		}
+		cols = append(cols, valueSchemaIDColumn)
+	}
+	if key {
+		cols = append(cols, keyJSONColumn, keySchemaIDColumn)
+	}
+	return cols
+}
+
+// schemaIDOf is the schema id r's value (kind plan.FieldValue) or Kafka key
+// (plan.FieldKafkaKey) was decoded by; false when it was not decoded.
+func schemaIDOf(r *record.Record, kind plan.FieldKind) (int32, bool) {
+	d := r.Note.DecodedOrNil()
+	if d == nil {
+		return 0, false
+	}
+	if kind == plan.FieldKafkaKey {
+		return d.KeySchemaID, d.Key != nil
+	}
+	return d.ValueSchemaID, d.Value != nil
+}
+
+// decodedKeyCell is kafka_key_json's cell: the decoded key when jsonb takes
+// it as it is, else NULL (kafka_key keeps the bytes).
+func decodedKeyCell(r *record.Record) cell {
+	d := r.Note.DecodedOrNil()
+	if d == nil || d.Key == nil || !new(valueJSON).jsonbOK(d.Key) {
+		return cell{null: true}
+	}
+	return cell{bytes: d.Key}
+}
+
+// isIntType reports whether base (pg_type.typname) is an integer type.
+func isIntType(base string) bool { return base == "int2" || base == "int4" || base == "int8" }
+
+// missingWhy says why a default-layout table lacks the columns missing: a
+// table first written by a plan without decode: lacks the decoded
+// columns; one of an earlier replay version lacks value_bytes and
+// kafka_key.
+func missingWhy(missing []string) string {
+	for _, m := range missing {
+		switch m {
+		case valueSchemaIDColumn.name, keyJSONColumn.name, keySchemaIDColumn.name:
+			return "a table first written by a plan that did not decode (decode:) lacks the columns of the decoded value and key; the rows written then are rewritten with them when the window is replayed again"
+		}
+	}
+	return "a table of an earlier replay version lacks value_bytes and kafka_key, which keep the exact bytes"
+}
