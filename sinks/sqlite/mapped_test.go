@@ -45,3 +45,37 @@ func TestSQLiteMappedValue(t *testing.T) {
 		}
 	}
 }
+
+// A value both decoded and mapped: value holds the mapped JSON (not the
+// decoded value before the mapping), value_schema_id the schema id, and
+// value_bytes the framed bytes as read.
+func TestSQLiteDecodedAndMappedValue(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dm.db")
+	s, err := sqlite.New(t.Context(), sqlite.Config{Path: path, Table: "orders", CreateTable: true, Mapped: true, DecodedValue: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	framed := []byte{0, 0, 0, 0, 7, 2, 'x'}
+	r := record.Record{Topic: "orders", Value: []byte(`{"id":1,"eur":2}`),
+		Note: &record.Note{Original: framed, Decoded: &record.Decoded{Value: []byte(`{"id":1}`), ValueSchemaID: 7}}}
+	if err := s.Write(t.Context(), []record.Record{r}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var value string
+	var id int
+	var raw []byte
+	if err := db.QueryRow(`SELECT value, value_schema_id, value_bytes FROM orders`).Scan(&value, &id, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if value != `{"id":1,"eur":2}` || id != 7 || string(raw) != string(framed) {
+		t.Errorf("value %s, value_schema_id %d, value_bytes %x; want the mapped value, 7 and the framed bytes", value, id, raw)
+	}
+}
