@@ -161,19 +161,38 @@ func (v *validator) registry(field string, r SchemaRegistry) {
 	if len(r.URL) == 0 {
 		v.add(field+".url", "missing: the Schema Registry's URL, e.g. url: https://schema-registry:8081 or url: ${SCHEMA_REGISTRY_URL}")
 	}
-	for _, u := range r.URL {
+	for i, u := range r.URL {
+		// Each URL is named by its index: a list item from a ${VAR} left
+		// unset (validate without the run's environment) is not checked.
+		at := fmt.Sprintf("%s.url[%d]", field, i)
+		if !v.p.FromEnv(at) && v.p.Position(at) == (Pos{}) {
+			at = field + ".url" // one URL, or a ${VAR} of several
+		}
 		pu, err := url.Parse(u)
 		if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-			v.add(field+".url", "%q is not an http:// or https:// URL of a Schema Registry, e.g. https://schema-registry:8081", redactURL(u))
+			v.add(at, "%q is not an http:// or https:// URL of a Schema Registry, e.g. https://schema-registry:8081", redactURL(u))
 			continue
 		}
 		if pu.User != nil {
-			v.add(field+".url", "credentials in the URL: give them as username and password: ${VAR}")
+			v.add(at, "credentials in the URL: give them as username and password: ${VAR}")
 		}
 	}
+	bearer := r.BearerToken != "" || v.present(field+".bearer_token")
+	basic := r.Username != "" || r.Password != "" || v.present(field+".username") || v.present(field+".password")
 	switch {
-	case r.BearerToken != "" && (r.Username != "" || r.Password != ""):
-		v.add(field+".bearer_token", "both bearer_token and username/password: the registry takes one; keep one of them")
+	case bearer && basic:
+		// Named at a field that holds a value: one from a ${VAR} left unset
+		// is not checked.
+		at := field
+		switch {
+		case r.BearerToken != "":
+			at += ".bearer_token"
+		case r.Username != "":
+			at += ".username"
+		case r.Password != "":
+			at += ".password"
+		}
+		v.add(at, "both bearer_token and username/password: the registry takes one; keep one of them")
 	case r.Username != "" && r.Password == "" && !v.p.FromEnv(field+".password"):
 		v.add(field+".password", "missing: basic auth needs a password: set password: ${SR_PASSWORD} and export the variable")
 	case r.Username == "" && r.Password != "":

@@ -80,3 +80,23 @@ func TestDecodeNothingWarns(t *testing.T) {
 		t.Errorf("problems %v, want a warning that nothing is decoded", p.Warnings())
 	}
 }
+
+// Offline (variables unset), the registry's URL list of ${VAR}s is not
+// checked, while a section that gives both a bearer token and basic auth
+// is refused whatever the variables hold.
+func TestDecodeRegistryUnsetOffline(t *testing.T) {
+	opts := testOptions()
+	opts.LookupEnv = func(string) (string, bool) { return "", false }
+	opts.AllowUnsetEnv = true
+	p, err := Parse("p.yaml", []byte(decodeBase+"decode:\n  value: avro\n  schema_registry: {url: [\"${SR1}\", \"${SR2}\"], username: ${U}, password: ${P}}\n"), opts)
+	if err != nil {
+		t.Fatalf("a URL list of unset variables: %v", err)
+	}
+	if got := strings.Join(p.UnsetEnv(), ","); got != "P,SR1,SR2,U" {
+		t.Errorf("UnsetEnv = %q", got)
+	}
+	_, err = Parse("p.yaml", []byte(decodeBase+"decode:\n  value: avro\n  schema_registry: {url: ${SR}, bearer_token: ${T}, password: ${P}, username: u}\n"), opts)
+	if err == nil || !strings.Contains(err.Error(), "both bearer_token and username/password") {
+		t.Errorf("bearer token and basic auth from unset variables: %v, want the refusal", err)
+	}
+}
