@@ -290,3 +290,24 @@ func TestRegistryTLS(t *testing.T) {
 		t.Fatalf("err %v after %s, want a certificate error at once", err, time.Since(start))
 	}
 }
+
+// A URL that answers 200 with something other than a registry's JSON (a
+// web page) fails at once, saying so, in one request.
+func TestRegistryNotARegistryFailsAtOnce(t *testing.T) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		n.Add(1)
+		w.Header().Set("Content-Type", "text/html")
+		w.Write([]byte("<html><body>It works!</body></html>"))
+	}))
+	defer srv.Close()
+	d := decoderWith(t, Config{Value: Avro, Registry: RegistryConfig{URLs: []string{srv.URL}}}, Options{RetryBudget: 30 * time.Second})
+	err := d.Check(context.Background())
+	var nr *registry.NotRegistryError
+	if !errors.As(err, &nr) || !strings.Contains(err.Error(), "not a Schema Registry's JSON") || !strings.Contains(err.Error(), "<html>") {
+		t.Fatalf("err %v, want a NotRegistryError quoting the body", err)
+	}
+	if n.Load() != 1 {
+		t.Fatalf("%d requests, want 1", n.Load())
+	}
+}

@@ -54,10 +54,32 @@ func (e *StatusError) Is(target error) bool {
 	return false
 }
 
+// NotRegistryError is a successful response (2xx) whose body is not the
+// JSON a Schema Registry answers: the URL is some other server (a web
+// page, a proxy's). It is not retried.
+type NotRegistryError struct {
+	URL    string
+	Status int
+	// Body is the response's body, of which Error quotes the start.
+	Body []byte
+	Err  error
+}
+
+func (e *NotRegistryError) Error() string {
+	start := e.Body[:min(len(e.Body), 40)]
+	return fmt.Sprintf("GET %s: HTTP %d, but the body (%q...) is not a Schema Registry's JSON (%v): check that decode.schema_registry.url points at the Schema Registry", e.URL, e.Status, start, e.Err)
+}
+
+func (e *NotRegistryError) Unwrap() error { return e.Err }
+
 // transient reports whether a failed attempt may succeed later: a
 // connection error or timeout, 5xx, 429; not a certificate the TLS
 // settings do not trust.
 func transient(err error) bool {
+	var nr *NotRegistryError
+	if errors.As(err, &nr) {
+		return false
+	}
 	var se *StatusError
 	if errors.As(err, &se) {
 		return se.Status >= 500 || se.Status == http.StatusTooManyRequests || se.Status == http.StatusRequestTimeout
@@ -145,7 +167,7 @@ func (c *Client) attempt(ctx context.Context, u string, out any) error {
 		return se
 	}
 	if err := json.Unmarshal(body, out); err != nil {
-		return &StatusError{URL: u, Status: http.StatusBadGateway, Message: "the response is not the JSON expected: " + err.Error()}
+		return &NotRegistryError{URL: u, Status: resp.StatusCode, Body: body, Err: err}
 	}
 	return nil
 }
