@@ -342,6 +342,14 @@ func (f timeFlag) Set(s string) error {
 	if err != nil {
 		return fmt.Errorf("want an RFC 3339 time with a zone, e.g. 2026-11-30T04:00:00Z, got %q", s)
 	}
+	// A window resolved against a future time holds no record yet and
+	// would be recorded as replayed; Kafka's timestamps start at 1970.
+	if t.After(time.Now().Add(time.Minute)) {
+		return fmt.Errorf("%s is in the future: give a time that has passed (a scheduler's logical date), or leave --at out to use the clock", s)
+	}
+	if t.Before(time.Unix(0, 0)) {
+		return fmt.Errorf("%s is before 1970-01-01T00:00:00Z, where Kafka's timestamps start", s)
+	}
 	*f.value = t
 	return nil
 }

@@ -33,6 +33,9 @@ func TestBadFlagValuesAreUsageErrors(t *testing.T) {
 		// Regression: an invalid port exited 1 (a failed run) after trying to listen.
 		{[]string{"sandbox", "--port", "99999"}, `error: invalid argument "99999" for "--port" flag: want a port number 0..65535`},
 		{[]string{"sandbox", "--port", "-1"}, `error: invalid argument "-1" for "--port" flag`},
+		// A window resolved against a future --at would be empty and recorded as replayed.
+		{[]string{"run", "--yes", "--at", "2999-01-01T00:00:00Z", valid}, `error: invalid argument "2999-01-01T00:00:00Z" for "--at" flag: 2999-01-01T00:00:00Z is in the future`},
+		{[]string{"plan", "--at", "1000-01-01T00:00:00Z", valid}, `error: invalid argument "1000-01-01T00:00:00Z" for "--at" flag: 1000-01-01T00:00:00Z is before 1970`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			r := replay(t, tc.args...)
