@@ -91,12 +91,23 @@ type LoadOptions struct {
 // is reported at once in an *InvalidError; I/O errors are returned as is.
 // Warnings alone do not fail: they are available from Plan.Warnings.
 func Load(file string, opts LoadOptions) (*Plan, error) {
-	data, err := os.ReadFile(file)
+	f, err := os.Open(file)
 	if err != nil {
 		return nil, fmt.Errorf("read plan: %w", err)
 	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxPlanBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read plan: %w", err)
+	}
+	if len(data) > MaxPlanBytes {
+		return nil, fmt.Errorf("read plan: %s is larger than %d bytes: a plan is a few kilobytes of YAML; is it the right file?", file, MaxPlanBytes)
+	}
 	return Parse(file, data, opts)
 }
+
+// MaxPlanBytes bounds the size of a plan file Load reads (1 MiB).
+const MaxPlanBytes = 1 << 20
 
 // isEmptyDocument reports whether n is the root of an empty YAML document
 // (a trailing --- with nothing, or only comments, after it).

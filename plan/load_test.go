@@ -1,8 +1,10 @@
 package plan
 
 import (
+	"bytes"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -305,5 +307,18 @@ func TestEnvUnsetOffline(t *testing.T) {
 	got := parseProblems(t, src, opts)
 	if !strings.Contains(got, "environment variable KAFKA_BROKERS is not set") || !strings.Contains(got, "environment variable OUT_DIR is not set") {
 		t.Errorf("without AllowUnsetEnv: %s", got)
+	}
+}
+
+// A plan file larger than MaxPlanBytes (a wrong file, /dev/zero) is
+// refused after reading at most MaxPlanBytes+1 bytes of it.
+func TestLoadRefusesAHugeFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "huge.yaml")
+	if err := os.WriteFile(path, bytes.Repeat([]byte("#\n"), MaxPlanBytes/2+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path, testOptions())
+	if err == nil || !strings.Contains(err.Error(), "larger than 1048576 bytes") {
+		t.Fatalf("Load of a %d-byte file: %v, want the size refusal", MaxPlanBytes+2, err)
 	}
 }
