@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -309,5 +310,28 @@ func TestRegistryNotARegistryFailsAtOnce(t *testing.T) {
 	}
 	if n.Load() != 1 {
 		t.Fatalf("%d requests, want 1", n.Load())
+	}
+}
+
+// At start, a URL where nothing listens (connection refused) fails at
+// once, after trying the other URLs of the list; one that listens is
+// used.
+func TestRegistryUnreachableAtStart(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	d := decoderWith(t, Config{Value: Avro, Registry: RegistryConfig{URLs: []string{dead}}}, Options{RetryBudget: 30 * time.Second})
+	start := time.Now()
+	err = d.Check(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "no schema registry listens there") || time.Since(start) > 5*time.Second {
+		t.Fatalf("Check of %s: %v after %s, want the refusal at once", dead, err, time.Since(start))
+	}
+	reg := seeded(t)
+	d = decoderWith(t, Config{Value: Avro, Registry: RegistryConfig{URLs: []string{dead, reg.URL()}}}, Options{RetryBudget: 30 * time.Second})
+	if err := d.Check(context.Background()); err != nil {
+		t.Fatalf("Check with a live second URL: %v", err)
 	}
 }

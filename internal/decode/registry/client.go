@@ -173,5 +173,5 @@ func (c *Client) VersionsByID(ctx context.Context, id int32) ([]SubjectVersion, 
 // record.
 func (c *Client) Check(ctx context.Context) error {
 	var subjects []string
-	return c.get(ctx, "/subjects", &subjects)
+	return c.getFrom(ctx, "/subjects", &subjects, true)
 }

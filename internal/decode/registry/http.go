@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/replay-tool/replay/internal/backoff"
@@ -97,7 +99,22 @@ func transient(err error) bool {
 // get GETs path into out, retrying transient failures within the budget,
 // each attempt on the next URL.
 func (c *Client) get(ctx context.Context, path string, out any) error {
+	return c.getFrom(ctx, path, out, false)
+}
+
+// unreachable reports whether err says no registry listens at the URL: the
+// connection was refused, or the host name does not resolve.
+func unreachable(err error) bool {
+	var dns *net.DNSError
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &dns) && dns.IsNotFound
+}
+
+// getFrom is get; atStart (the run's first request, Check), a URL where
+// no registry listens (unreachable) is not retried: when none of the URLs
+// has one, the run fails at once, before it reads a record.
+func (c *Client) getFrom(ctx context.Context, path string, out any, atStart bool) error {
 	r := backoff.Policy{Min: 100 * time.Millisecond, Max: 5 * time.Second, Budget: c.budget}.Start()
+	reached := false // a registry answered, or may be slow to: retried
 	for attempt := 0; ; attempt++ {
 		err := c.attempt(ctx, c.urls[attempt%len(c.urls)]+path, out)
 		if err == nil {
@@ -105,6 +122,13 @@ func (c *Client) get(ctx context.Context, path string, out any) error {
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		reached = reached || !unreachable(err)
+		if atStart && !reached && unreachable(err) {
+			if attempt+1 < len(c.urls) {
+				continue // the next URL
+			}
+			return fmt.Errorf("%w (no schema registry listens there: check decode.schema_registry.url)", err)
 		}
 		if errors.Is(err, ErrAuth) {
 			return fmt.Errorf("%w: %w; check decode.schema_registry's username and password (or bearer_token) and the account's read access to the registry", ErrAuth, err)
