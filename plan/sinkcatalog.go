@@ -83,6 +83,12 @@ type SinkDescriptor struct {
 	// Where names the output of a section in a run's summary; nil names
 	// the type.
 	Where func(s *Sink) string
+	// JSONLines returns the path of the one local file a section writes
+	// with one JSON object per record holding its partition, offset and
+	// timestamp, which `replay demo` reads back to check the window; ""
+	// when the section writes anything else (CSV, a file per partition, a
+	// directory, a database, a service). nil is "".
+	JSONLines func(s *Sink) string
 	// DeadLetterInLine reports whether a dead-letter sink of the section
 	// writes each dead letter's reason and source coordinates itself, as
 	// fields of its JSON line (a JSONL file, stdout); nil is false: the

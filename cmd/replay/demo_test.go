@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -55,5 +57,55 @@ func TestDemoOutsideACheckout(t *testing.T) {
 	left, err := filepath.Glob(filepath.Join(tmp, "replay-demo-*"))
 	if err != nil || len(left) > 0 {
 		t.Errorf("the demo left %v in TMPDIR (%v)", left, err)
+	}
+}
+
+// TestDemoOtherSinks: with a sink whose output is not one JSON lines file
+// (a directory of Parquet objects, a CSV file), the demo checks what the
+// run reports against the seed, and the output holds what it says.
+func TestDemoOtherSinks(t *testing.T) {
+	t.Setenv("REPLAY_DEMO_BROKERS", "")
+	demo := string(readFile(t, "../../plans/demo.yaml"))
+	cut := strings.Index(demo, "sink:")
+	for _, tc := range []struct {
+		name, sink string
+		rows       func(t *testing.T, out string) int
+	}{
+		{"parquet", "sink:\n  type: parquet\n  path: %s\n", func(t *testing.T, out string) int {
+			var m struct{ Rows int }
+			if err := json.Unmarshal(readFile(t, filepath.Join(out, "_manifest.json")), &m); err != nil {
+				t.Fatal(err)
+			}
+			return m.Rows
+		}},
+		{"csv", "sink:\n  type: file\n  path: %s\n  format: csv\n  columns: {partition: partition, offset: offset}\n", func(t *testing.T, out string) int {
+			return strings.Count(string(readFile(t, out)), "\n") - 1 // the header
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			out := filepath.Join(dir, "out", "demo")
+			planFile := filepath.Join(dir, "demo.yaml")
+			if err := os.WriteFile(planFile, []byte(demo[:cut]+fmt.Sprintf(tc.sink, out)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := replay(t, "demo", "--records", "20000", "--plan", planFile)
+			if r.code != exitOK {
+				t.Fatalf("want exit 0, got %s", r)
+			}
+			m := regexp.MustCompile(`(?m)^check passed: the run read exactly the ([1-9]\d*) seeded records stamped in \[.*; the sink wrote (\d+), 0 were skipped$`).FindStringSubmatch(r.stdout)
+			if m == nil {
+				t.Fatalf("no check passed line:\n%s", r)
+			}
+			if m[1] != m[2] {
+				t.Errorf("read %s, wrote %s:\n%s", m[1], m[2], r)
+			}
+			if !strings.Contains(r.stdout, "output: "+out+" ("+tc.name) && !strings.Contains(r.stdout, "output: "+out+" (file") {
+				t.Errorf("the output is not named %s:\n%s", out, r)
+			}
+			if n := tc.rows(t, out); strconv.Itoa(n) != m[1] {
+				t.Errorf("the output holds %d records, the check says %s", n, m[1])
+			}
+		})
 	}
 }

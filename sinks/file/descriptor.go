@@ -82,6 +82,12 @@ var Descriptor = plan.SinkDescriptor{
 		"then": map[string]any{"required": []any{"columns"}}}},
 	StagingDir: stagingDir,
 	Where:      func(s *plan.Sink) string { return section(s).Path },
+	JSONLines: func(ps *plan.Sink) string {
+		if s := section(ps); s.Format != "csv" && !s.PerPartition {
+			return s.Path
+		}
+		return ""
+	},
 	DeadLetterInLine: func(s *plan.Sink) bool {
 		return section(s).Format != "csv"
 	},
