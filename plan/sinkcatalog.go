@@ -83,6 +83,10 @@ type SinkDescriptor struct {
 	// Where names the output of a section in a run's summary; nil names
 	// the type.
 	Where func(s *Sink) string
+	// Notes says what a section would write for the resolved ranges
+	// (how many objects of what size), and warns of a likely mistake, for
+	// `replay plan`; nil for none.
+	Notes func(s *Sink, ranges []RangeSize) []SinkNote
 	// JSONLines returns the path of the one local file a section writes
 	// with one JSON object per record holding its partition, offset and
 	// timestamp, which `replay demo` reads back to check the window; ""

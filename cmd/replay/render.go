@@ -128,6 +128,9 @@ type planView struct {
 	ETA         string          `json:"eta"`         // a duration, or "unthrottled"
 	NothingToDo bool            `json:"nothing_to_do"`
 	Ignored     []int32         `json:"ignored_partitions,omitempty"`
+	// SinkNotes are what the sink's descriptor says it would write for
+	// the ranges (plan.SinkDescriptor.Notes).
+	SinkNotes []plan.SinkNote `json:"sink_notes,omitempty"`
 	// AllowDataLoss is the plan's allow_data_loss: without it, a
 	// start-before-retention row is refused.
 	AllowDataLoss bool `json:"-"`
@@ -189,6 +192,7 @@ func newPlanView(job *runner.Job, samples []runner.RangeSample, pinned string) p
 		v.Total.Remaining += pp.Remaining
 		v.Total.Bytes += pp.Bytes
 	}
+	v.SinkNotes = sinkNotes(p, v.Partitions)
 	v.ETA = "unthrottled"
 	if eta, ok := runner.ETA(p.Throttle, v.Total.Remaining, v.Total.Bytes); ok {
 		secs := int64(eta / time.Second)
@@ -266,6 +270,7 @@ func printPlan(w io.Writer, v planView) {
 	if len(v.Ignored) > 0 {
 		fmt.Fprintf(w, "not part of this run: partitions %v\n", v.Ignored)
 	}
+	printSinkNotes(w, v.SinkNotes)
 	fmt.Fprintln(w, "eta: "+etaLine(v))
 	switch {
 	case v.Refused:

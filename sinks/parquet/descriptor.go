@@ -81,6 +81,7 @@ var Descriptor = plan.SinkDescriptor{
 			Doc: "parquet: the compression of the column chunks: zstd (default), snappy, gzip or none."},
 	},
 	Check:      check,
+	Notes:      notes,
 	StagingDir: func(s *plan.Sink) string { return stagingDirOf(section(s)) },
 	Where: func(ps *plan.Sink) string {
 		if s := section(ps); s.URL != "" {

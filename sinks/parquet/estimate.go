@@ -1,0 +1,72 @@
+package parquet
+
+import (
+	"fmt"
+
+	"github.com/replay-tool/replay/plan"
+)
+
+// smallObject is the average object size under which `replay plan` warns:
+// readers (Spark, Trino, DuckDB) pay per object, and an object store per
+// request.
+const smallObject = 8 << 20
+
+// notes estimates, for `replay plan`, the objects a section writes for
+// the resolved ranges: each partition's range is cut into objects of
+// max_rows_per_file rows, and an object's size is its rows times the
+// average key and value bytes of the records sampled at its range's ends.
+// That is the size before compression, an upper bound: when even that is
+// below smallObject on average, a warning says what to change.
+func notes(ps *plan.Sink, ranges []plan.RangeSize) []plan.SinkNote {
+	maxRows := section(ps).MaxRowsPerFile
+	if maxRows <= 0 {
+		maxRows = DefaultMaxRowsPerFile
+	}
+	var objects, parts, rows int64
+	var bytes float64
+	exact := true
+	for _, r := range ranges {
+		if r.Records <= 0 {
+			continue
+		}
+		parts++
+		objects += (r.Records + maxRows - 1) / maxRows
+		rows += r.Records
+		bytes += float64(r.Records) * r.BytesPerRecord
+		exact = exact && r.Exact
+	}
+	if objects == 0 {
+		return nil
+	}
+	from := "the records sampled at the ranges' ends"
+	if exact {
+		from = "every record's size"
+	}
+	avg := bytes / float64(objects)
+	out := []plan.SinkNote{{Text: fmt.Sprintf("parquet: about %d objects (%d partitions, max_rows_per_file %d), %s on average before compression (key and value bytes, from %s)",
+		objects, parts, maxRows, sizeText(avg), from)}}
+	if avg >= smallObject || bytes == 0 {
+		return out
+	}
+	fix := "each partition's range is one object already: a longer window gives larger objects"
+	if objects > parts {
+		perRecord := bytes / float64(rows)
+		want := int64(smallObject/perRecord) + 1
+		fix = fmt.Sprintf("set max_rows_per_file: %d (about %s of records per object) for fewer, larger objects", want, sizeText(smallObject))
+	}
+	return append(out, plan.SinkNote{Warning: true, Text: fmt.Sprintf("parquet: small objects: %s on average, below %s even before compression (readers and object stores pay per object): %s",
+		sizeText(avg), sizeText(smallObject), fix)})
+}
+
+// sizeText renders n bytes in IEC units.
+func sizeText(n float64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", n/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", n/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", n/(1<<10))
+	}
+	return fmt.Sprintf("%.0f B", n)
+}

@@ -1,0 +1,58 @@
+package parquet
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/replay-tool/replay/plan"
+)
+
+// TestNotes: the objects' count and average size follow from the ranges'
+// records, max_rows_per_file and the bytes per record; small objects are
+// warned of with a max_rows_per_file that gives about 8 MiB, or, when each
+// range is one object already, with a longer window.
+func TestNotes(t *testing.T) {
+	sink := func(maxRows int64) *plan.Sink {
+		return &plan.Sink{Type: Type, Config: &Section{Path: "out/", MaxRowsPerFile: maxRows}}
+	}
+	ranges := []plan.RangeSize{{Partition: 0, Records: 250000, BytesPerRecord: 100}, {Partition: 1, Records: 150000, BytesPerRecord: 100},
+		{Partition: 2, Records: 0}}
+	for _, tc := range []struct {
+		name    string
+		maxRows int64
+		want    []string
+		warn    string
+	}{
+		{"one object a partition", 0, []string{"about 2 objects (2 partitions, max_rows_per_file 1000000), 19.1 MiB on average"}, ""},
+		{"cut small", 20000, []string{"about 21 objects (2 partitions, max_rows_per_file 20000), 1.8 MiB on average", "sampled at the ranges' ends"},
+			"set max_rows_per_file: 83887 (about 8.0 MiB of records per object)"},
+		{"small ranges", 0, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := ranges
+			if tc.name == "small ranges" {
+				rs = []plan.RangeSize{{Partition: 0, Records: 1000, BytesPerRecord: 100, Exact: true}, {Partition: 1, Records: 2000, BytesPerRecord: 100, Exact: true}}
+				tc.want = []string{"about 2 objects (2 partitions, max_rows_per_file 1000000), 146.5 KiB on average", "from every record's size"}
+				tc.warn = "each partition's range is one object already"
+			}
+			got := notes(sink(tc.maxRows), rs)
+			if len(got) == 0 || got[0].Warning {
+				t.Fatalf("notes: %+v", got)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got[0].Text, w) {
+					t.Errorf("%q does not say %q", got[0].Text, w)
+				}
+			}
+			switch {
+			case tc.warn == "" && len(got) != 1:
+				t.Errorf("a warning for objects of 8 MiB or more: %+v", got)
+			case tc.warn != "" && (len(got) != 2 || !got[1].Warning || !strings.Contains(got[1].Text, tc.warn)):
+				t.Errorf("want a warning saying %q, got %+v", tc.warn, got)
+			}
+		})
+	}
+	if got := notes(sink(0), []plan.RangeSize{{Partition: 0}}); got != nil {
+		t.Errorf("empty ranges: %+v", got)
+	}
+}
