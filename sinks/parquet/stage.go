@@ -16,8 +16,11 @@ import (
 // The staging file of a partition's unfinished object holds its records,
 // each one frame: a 4-byte big-endian payload length, the payload's
 // CRC-32C, then the payload: offset, timestamp (Unix ms), timestamp type,
-// key, value, headers (count, then key and value each), idempotency key;
-// each byte string as a 4-byte length (0xFFFFFFFF for nil) and its bytes.
+// key, value, headers (count, then key and value each), idempotency key,
+// then, for a record the decode stage decoded, the byte 1, the decoded
+// value and its schema id (4 bytes), the decoded key and its schema id
+// (nothing for the others); each byte string as a 4-byte length
+// (0xFFFFFFFF for nil) and its bytes.
 // A torn or damaged last frame (a crash mid-write) ends the file.
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -39,6 +42,13 @@ func appendFrame(b []byte, r *record.Record) []byte {
 		b = appendBytes(b, h.Value)
 	}
 	b = appendBytes(b, []byte(r.IdemKey))
+	if d := r.Note.DecodedOrNil(); d != nil {
+		b = append(b, 1)
+		b = appendBytes(b, d.Value)
+		b = binary.BigEndian.AppendUint32(b, uint32(d.ValueSchemaID))
+		b = appendBytes(b, d.Key)
+		b = binary.BigEndian.AppendUint32(b, uint32(d.KeySchemaID))
+	}
 	payload := b[start+8:]
 	binary.BigEndian.PutUint32(b[start:], uint32(len(payload)))
 	binary.BigEndian.PutUint32(b[start+4:], crc32.Checksum(payload, crcTable))
@@ -127,6 +137,11 @@ func decodePayload(p []byte) (record.Record, error) {
 		}
 	}
 	r.IdemKey = string(d.bytes())
+	if d.err == nil && len(d.p) != 0 && d.byte() == 1 {
+		dec := &record.Decoded{Value: d.bytes(), ValueSchemaID: int32(d.u32())}
+		dec.Key, dec.KeySchemaID = d.bytes(), int32(d.u32())
+		r.Note = &record.Note{Decoded: dec}
+	}
 	if d.err == nil && len(d.p) != 0 {
 		d.err = fmt.Errorf("%d bytes after the record", len(d.p))
 	}
