@@ -150,6 +150,9 @@ func (a *app) test(file string, o testCmdOptions) error {
 // from dir; nil when p decodes nothing.
 func offlineDecoder(p *plan.Plan, dir string) (*decode.Decoder, error) {
 	if !p.Decode.Decodes() {
+		if dir != "" {
+			return nil, fmt.Errorf("--schemas %s is given, but the plan decodes nothing (no decode: value or key): drop --schemas, or add a decode: section", dir)
+		}
 		return nil, nil
 	}
 	if dir == "" {

@@ -192,3 +192,16 @@ func TestTestCommandMapping(t *testing.T) {
 		}
 	}
 }
+
+// --schemas with a plan that decodes nothing is refused, naming both ways
+// out, rather than ignored.
+func TestTestCommandSchemasWithoutDecode(t *testing.T) {
+	t.Setenv("KAFKA_BROKERS", "kafka-1:9092")
+	t.Setenv("ORDERS_DSN", "postgres://replay@db:5432/shop")
+	f := "../../plans/orders-to-postgres.yaml"
+	fixtures := "../../plans/testdata/orders-to-postgres.records.jsonl"
+	res := replay(t, "test", f, "--records", fixtures, "--schemas", t.TempDir())
+	if res.code == exitOK || !strings.Contains(res.stderr, "the plan decodes nothing") {
+		t.Fatalf("want a refusal of --schemas: %s", res)
+	}
+}
