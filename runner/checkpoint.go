@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/runner/source"
 )
 
@@ -115,7 +116,7 @@ func (c *Cluster) checkGroupMembers(ctx context.Context, group, joinID string) e
 		return err
 	}
 	if g.Err != nil {
-		return &SafetyError{Group: group, Reason: fmt.Sprintf("cannot tell whether it has live members (%v): use a dedicated, unused group name such as replay.<plan-name>", g.Err)}
+		return &fault.SafetyError{Group: group, Reason: fmt.Sprintf("cannot tell whether it has live members (%v): use a dedicated, unused group name such as replay.<plan-name>", g.Err)}
 	}
 	if strings.EqualFold(g.State, "Empty") || strings.EqualFold(g.State, "Dead") || g.State == "" {
 		return nil
@@ -123,7 +124,7 @@ func (c *Cluster) checkGroupMembers(ctx context.Context, group, joinID string) e
 	if g.Protocol == "consumer" {
 		// A group of KIP-848's consumer protocol: replay's own members
 		// are classic ones, so any member is someone else's consumer.
-		return &SafetyError{Group: group, Reason: fmt.Sprintf("it is a consumer group of the new consumer protocol (KIP-848), %s with %d member(s): it looks like a live consumer group; a replay must use a dedicated group nobody else consumes with (e.g. replay.<plan-name>)", g.State, len(g.Members))}
+		return &fault.SafetyError{Group: group, Reason: fmt.Sprintf("it is a consumer group of the new consumer protocol (KIP-848), %s with %d member(s): it looks like a live consumer group; a replay must use a dedicated group nobody else consumes with (e.g. replay.<plan-name>)", g.State, len(g.Members))}
 	}
 	self, holding := parseHolder(source.GroupMember{ClientID: joinID})
 	// later is a run of the same plan that joined after this process took
@@ -148,11 +149,11 @@ func (c *Cluster) checkGroupMembers(ctx context.Context, group, joinID string) e
 		}
 	}
 	if joinID == "" || len(members) == 0 {
-		return &SafetyError{Group: group, Reason: fmt.Sprintf("it is %s with active members: it looks like a live consumer group; a replay must use a dedicated group nobody else consumes with (e.g. replay.<plan-name>)", g.State)}
+		return &fault.SafetyError{Group: group, Reason: fmt.Sprintf("it is %s with active members: it looks like a live consumer group; a replay must use a dedicated group nobody else consumes with (e.g. replay.<plan-name>)", g.State)}
 	}
 	for _, m := range members {
 		if m.ClientID != joinID {
-			return &SafetyError{Group: group, Hint: HintJoinedOnly, Reason: fmt.Sprintf("it is %s with a member that is not a joined process of this plan (client id %q, host %s): it looks like a live consumer group, or a process of another plan; use a dedicated group", g.State, m.ClientID, m.ClientHost)}
+			return &fault.SafetyError{Group: group, Hint: fault.HintJoinedOnly, Reason: fmt.Sprintf("it is %s with a member that is not a joined process of this plan (client id %q, host %s): it looks like a live consumer group, or a process of another plan; use a dedicated group", g.State, m.ClientID, m.ClientHost)}
 		}
 	}
 	return nil
@@ -160,7 +161,7 @@ func (c *Cluster) checkGroupMembers(ctx context.Context, group, joinID string) e
 
 // commitAs commits as m (a joined member), or standalone when m is nil. A
 // standalone commit the broker refuses because the group is in use is a
-// *SafetyError; a member's commit refused after a rebalance wraps
+// *fault.SafetyError; a member's commit refused after a rebalance wraps
 // source.ErrFenced.
 func (c *Cluster) commitAs(ctx context.Context, m *source.Member, group, topic string, offsets map[int32]int64, meta map[int32]checkpointMeta) error {
 	commits := make(map[int32]source.Commit, len(offsets))
@@ -169,13 +170,13 @@ func (c *Cluster) commitAs(ctx context.Context, m *source.Member, group, topic s
 	}
 	err := c.Commit(ctx, m, group, topic, commits)
 	if ge := (*source.GroupInUseError)(nil); errors.As(err, &ge) {
-		return &SafetyError{Group: group, Reason: fmt.Sprintf("the broker rejected replay's commit (%v): the group has active members; use a dedicated group", ge.Err), Err: err}
+		return &fault.SafetyError{Group: group, Reason: fmt.Sprintf("the broker rejected replay's commit (%v): the group has active members; use a dedicated group", ge.Err), Err: err}
 	}
 	return err
 }
 
 // deleteCommits removes the group's commits for parts. The broker refuses
-// it while the group is in use: that is a *SafetyError. A group that no
+// it while the group is in use: that is a *fault.SafetyError. A group that no
 // longer exists has nothing to delete.
 func (c *Cluster) deleteCommits(ctx context.Context, group, topic string, parts []int32) error {
 	err := c.DeleteOffsets(ctx, group, topic, parts)
@@ -184,7 +185,7 @@ func (c *Cluster) deleteCommits(ctx context.Context, group, topic string, parts 
 	case !errors.As(err, &ge):
 		return err
 	case ge.Partition < 0:
-		return &SafetyError{Group: group, Reason: fmt.Sprintf("the broker refused to delete its commits (%v): the group is in use; use a dedicated group", ge.Err)}
+		return &fault.SafetyError{Group: group, Reason: fmt.Sprintf("the broker refused to delete its commits (%v): the group is in use; use a dedicated group", ge.Err)}
 	}
-	return &SafetyError{Group: group, Reason: fmt.Sprintf("the broker refused to delete its commit on %s/%d (%v): a member of the group consumes the topic", topic, ge.Partition, ge.Err)}
+	return &fault.SafetyError{Group: group, Reason: fmt.Sprintf("the broker refused to delete its commit on %s/%d (%v): a member of the group consumes the topic", topic, ge.Partition, ge.Err)}
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks"
 )
@@ -234,7 +235,7 @@ func (c *committer) settle(next int64, err error) error {
 		perr := &PartitionError{Topic: c.topic, Partition: c.partition, Offset: c.committed.Load(), Err: err}
 		var re *source.RetryError
 		if errors.As(err, &re) {
-			return withHint(perr, HintResume)
+			return fault.With(perr, fault.HintResume)
 		}
 		return perr
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/runner/sandbox"
 	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks"
@@ -238,15 +239,15 @@ func TestFaultsBudgetSpent(t *testing.T) {
 	if !errors.As(r.err, &pe) || !errors.As(r.err, &re) {
 		t.Fatalf("want a *PartitionError wrapping a *source.RetryError, got %T: %v", r.err, r.err)
 	}
-	t.Logf("error after %s: %v (hint %q)", time.Since(start).Round(time.Millisecond), r.err, HintOf(r.err))
+	t.Logf("error after %s: %v (hint %q)", time.Since(start).Round(time.Millisecond), r.err, fault.HintOf(r.err))
 	if pe.Partition != 0 || pe.Offset != 200 {
 		t.Errorf("error names partition %d at offset %d, want 0 at 200", pe.Partition, pe.Offset)
 	}
 	if !strings.Contains(r.err.Error(), "NOT_LEADER") && !strings.Contains(r.err.Error(), "Not Leader") {
 		t.Errorf("error does not name the last error: %v", r.err)
 	}
-	if HintOf(r.err) != HintResume {
-		t.Errorf("hint %q, want %q", HintOf(r.err), HintResume)
+	if fault.HintOf(r.err) != fault.HintResume {
+		t.Errorf("hint %q, want %q", fault.HintOf(r.err), fault.HintResume)
 	}
 	if cp := commits(t, r.c, r.p.Group, "orders", 0)[0]; cp.Offset != 200 {
 		t.Errorf("committed %d, want 200", cp.Offset)

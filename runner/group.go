@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/runner/source"
 )
 
-// CheckGroupIdle refuses (*SafetyError) a group that has active members or
+// CheckGroupIdle refuses (*fault.SafetyError) a group that has active members or
 // is in any state but Empty or Dead (DescribeGroups), and a group whose
 // state cannot be read.
 func (c *Cluster) CheckGroupIdle(ctx context.Context, group string) error {
@@ -233,7 +234,7 @@ func (c *Cluster) groupState(ctx context.Context, group string) (state, holder s
 
 // CheckReset returns the commits Reset would delete: p's group's
 // checkpoints on p's topic, sorted by partition (none when the group never
-// committed). It refuses (*SafetyError) what Reset refuses: a group that
+// committed). It refuses (*fault.SafetyError) what Reset refuses: a group that
 // has active members or is not Empty/Dead, and a group that holds, on any
 // topic, a commit replay did not make. It changes nothing.
 func (c *Cluster) CheckReset(ctx context.Context, p *plan.Plan) ([]Checkpoint, error) {
@@ -268,7 +269,7 @@ func (c *Cluster) checkReplayOnly(ctx context.Context, group, advice string) err
 	if err != nil || cm == nil {
 		return err
 	}
-	return &SafetyError{Group: group, Reason: fmt.Sprintf("it has a commit on %s that replay did not make: it is, or was, a real consumer group, and %s", cm, advice)}
+	return &fault.SafetyError{Group: group, Reason: fmt.Sprintf("it has a commit on %s that replay did not make: it is, or was, a real consumer group, and %s", cm, advice)}
 }
 
 // ForeignCommit is a commit in a replay group that replay did not make.
@@ -302,7 +303,7 @@ func (c *Cluster) foreignCommit(ctx context.Context, group string) (*ForeignComm
 
 // Reset deletes p's replay group's committed offsets on p's topic
 // (OffsetDelete, KIP-496), so that the next run of p resolves its window
-// afresh and starts over. It refuses (*SafetyError) as CheckReset does, and
+// afresh and starts over. It refuses (*fault.SafetyError) as CheckReset does, and
 // when the broker answers that the group is in use (NON_EMPTY_GROUP,
 // GROUP_SUBSCRIBED_TO_TOPIC). It returns the commits it deleted.
 func (c *Cluster) Reset(ctx context.Context, p *plan.Plan) ([]Checkpoint, error) {

@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/runner/source"
 )
 
@@ -97,8 +98,8 @@ func (h Holder) String() string {
 }
 
 // heldError is the refusal of a group another process holds.
-func heldError(group string, h Holder) *SafetyError {
-	return &SafetyError{Group: group, Reason: fmt.Sprintf("a run of this plan holds it (%s): two runs of one plan at once would replay the same interval twice; wait for it to end (a holder that died lets go after %s)", h, joinSessionTimeout)}
+func heldError(group string, h Holder) *fault.SafetyError {
+	return &fault.SafetyError{Group: group, Reason: fmt.Sprintf("a run of this plan holds it (%s): two runs of one plan at once would replay the same interval twice; wait for it to end (a holder that died lets go after %s)", h, joinSessionTimeout)}
 }
 
 // Hold is a run's hold on its plan's replay group: the process is the
@@ -140,7 +141,7 @@ type Hold struct {
 }
 
 // HoldGroup makes this process the holder of p's replay group: it refuses
-// (*SafetyError) a group another run holds, naming it, or any other group
+// (*fault.SafetyError) a group another run holds, naming it, or any other group
 // with members, then joins it. Of two processes joining at once, the one
 // that held the group already keeps it, else the one that started first
 // (Hold.alone), and the other is refused. Release leaves the group.
@@ -389,7 +390,7 @@ func (h *Hold) alone(ctx context.Context, g *source.Group, memberID string) (boo
 		other, ok := parseHolder(m)
 		switch {
 		case !ok:
-			return false, &SafetyError{Group: h.group, Hint: HintJoinedOnly, Reason: fmt.Sprintf("a member that is not a run of this plan joined it (client id %q, host %s): use a dedicated group", m.ClientID, m.ClientHost)}
+			return false, &fault.SafetyError{Group: h.group, Hint: fault.HintJoinedOnly, Reason: fmt.Sprintf("a member that is not a run of this plan joined it (client id %q, host %s): use a dedicated group", m.ClientID, m.ClientHost)}
 		case m.ClientID == h.self.clientID():
 			// This process, joined by an attempt whose answer was lost:
 			// let go of it (the group then rebalances).

@@ -13,6 +13,7 @@ import (
 
 	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks/file"
 )
@@ -189,7 +190,7 @@ func TestHoldLetsGoOnlyOfDeadHoldersOfThisMachine(t *testing.T) {
 				hold.Release()
 				return
 			}
-			var se *SafetyError
+			var se *fault.SafetyError
 			if err == nil {
 				hold.Release()
 				t.Fatal("a holder whose PID cannot be checked here was removed")
@@ -229,7 +230,7 @@ func TestHoldKeptFromAnEarlierStarter(t *testing.T) {
 		newcomer.Release()
 		t.Fatalf("the newcomer that started earlier took the group from its holder")
 	}
-	var se *SafetyError
+	var se *fault.SafetyError
 	if !errors.As(err, &se) || !strings.Contains(se.Reason, holder.self.String()) {
 		t.Fatalf("newcomer: %v, want the refusal naming the holder (%s)", err, holder.self)
 	}

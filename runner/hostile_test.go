@@ -24,6 +24,7 @@ import (
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/runner/sandbox"
 	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks/file"
@@ -412,8 +413,8 @@ func TestOpenTransactionTimeout(t *testing.T) {
 			if !errors.As(err, &ote) || ote.Partition != 0 || ote.LastStable != lso || ote.HighWatermark != hwm || len(ote.Producers) != 1 {
 				t.Fatalf("run: %v, want an open transaction at %d (high watermark %d) with its producer", err, lso, hwm)
 			}
-			if HintOf(err) != HintOpenTransaction {
-				t.Errorf("hint %q, want %q", HintOf(err), HintOpenTransaction)
+			if fault.HintOf(err) != fault.HintOpenTransaction {
+				t.Errorf("hint %q, want %q", fault.HintOf(err), fault.HintOpenTransaction)
 			}
 			for _, s := range []string{"orders/0 at offset 11", "last stable offset of orders/0 at 11", "high watermark 17", "transactional id seed-txn"} {
 				if !strings.Contains(err.Error(), s) {
@@ -607,10 +608,10 @@ func TestRefusesLiveGroup(t *testing.T) {
 
 	r := groupReader(t, sb, p.Group)
 	_, err := Prepare(context.Background(), c, p, testOptions(t))
-	var se *SafetyError
+	var se *fault.SafetyError
 	if !errors.As(err, &se) || se.Group != p.Group || !strings.Contains(err.Error(), "Stable") {
 		r.Close()
-		t.Fatalf("prepare with a live member: want *SafetyError naming the Stable state, got %v", err)
+		t.Fatalf("prepare with a live member: want *fault.SafetyError naming the Stable state, got %v", err)
 	}
 	if _, err := Prepare(context.Background(), c, p, Options{Restart: true}); !errors.As(err, &se) {
 		r.Close()
@@ -633,7 +634,7 @@ func TestRefusesLiveGroup(t *testing.T) {
 	var wrote bool
 	_, err = job.Run(context.Background(), &hookSink{Sink: fs, fn: func(int64, []record.Record) error { wrote = true; return nil }})
 	if !errors.As(err, &se) || se.Group != p.Group {
-		t.Fatalf("run into a group that became live: want *SafetyError, got %v", err)
+		t.Fatalf("run into a group that became live: want *fault.SafetyError, got %v", err)
 	}
 	if wrote {
 		t.Fatal("records were written before the group was found live")
@@ -685,9 +686,9 @@ func TestRefusesLiveGroupOnResume(t *testing.T) {
 	defer fs.Close()
 	var writes int
 	_, err = job.Run(context.Background(), &hookSink{Sink: fs, fn: func(int64, []record.Record) error { writes++; return nil }})
-	var se *SafetyError
+	var se *fault.SafetyError
 	if !errors.As(err, &se) {
-		t.Fatalf("resume into a group that became live: want *SafetyError, got %v", err)
+		t.Fatalf("resume into a group that became live: want *fault.SafetyError, got %v", err)
 	}
 	if writes != 0 {
 		t.Fatalf("%d batches were written before the group was found live", writes)
@@ -761,7 +762,7 @@ func kgoMember(t *testing.T, sb *sandbox.Sandbox, group string, serverSide bool)
 // by Prepare and, when they join after Prepare, by the broker's answer to
 // the first commit. Regression: the broker answers a standalone commit into
 // a KIP-848 group with UNSUPPORTED_VERSION, which was a plain error (exit 1)
-// instead of a *SafetyError (exit 3).
+// instead of a *fault.SafetyError (exit 3).
 func TestRefusesLiveFranzGoGroup(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -774,10 +775,10 @@ func TestRefusesLiveFranzGoGroup(t *testing.T) {
 			c := connect(t, p)
 			m := kgoMember(t, sb, p.Group, tc.serverSide)
 			_, err := Prepare(context.Background(), c, p, testOptions(t))
-			var se *SafetyError
+			var se *fault.SafetyError
 			if !errors.As(err, &se) {
 				m.Close()
-				t.Fatalf("prepare with a live franz-go member: want *SafetyError, got %v", err)
+				t.Fatalf("prepare with a live franz-go member: want *fault.SafetyError, got %v", err)
 			}
 			m.Close()
 			waitGroupEmpty(t, c, p.Group)
@@ -790,7 +791,7 @@ func TestRefusesLiveFranzGoGroup(t *testing.T) {
 			fs, _ := file.NewJSONL(out, job.RunID())
 			defer fs.Close()
 			if _, err := job.Run(context.Background(), fs); !errors.As(err, &se) {
-				t.Fatalf("run into a group that became live: want *SafetyError, got %v", err)
+				t.Fatalf("run into a group that became live: want *fault.SafetyError, got %v", err)
 			}
 		})
 	}
@@ -813,9 +814,9 @@ func TestRefusesForeignCommits(t *testing.T) {
 		opts := testOptions(t)
 		opts.Restart = restart
 		_, err := Prepare(context.Background(), c, p, opts)
-		var se *SafetyError
+		var se *fault.SafetyError
 		if !errors.As(err, &se) || !strings.Contains(err.Error(), "orders/1") || !strings.Contains(err.Error(), "did not make") {
-			t.Fatalf("restart=%v: want *SafetyError naming orders/1, got %v", restart, err)
+			t.Fatalf("restart=%v: want *fault.SafetyError naming orders/1, got %v", restart, err)
 		}
 	}
 	cp := commits(t, c, p.Group, "orders", 1)[1]
@@ -841,9 +842,9 @@ func TestRefusesOtherPlanCheckpoints(t *testing.T) {
 	b := hostilePlan(t, sb, "orders", "", timeWindow(fromB, toB), out)
 	c := connect(t, b)
 	_, err := Prepare(context.Background(), c, b, testOptions(t))
-	var se *SafetyError
+	var se *fault.SafetyError
 	if !errors.As(err, &se) || !strings.Contains(err.Error(), a.Fingerprint()) || !strings.Contains(err.Error(), b.Fingerprint()) {
-		t.Fatalf("want *SafetyError naming fingerprints %s and %s, got %v", a.Fingerprint(), b.Fingerprint(), err)
+		t.Fatalf("want *fault.SafetyError naming fingerprints %s and %s, got %v", a.Fingerprint(), b.Fingerprint(), err)
 	}
 	opts := testOptions(t)
 	opts.Restart = true

@@ -13,6 +13,7 @@ import (
 
 	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/runner/sandbox"
 	"github.com/replay-tool/replay/sinks/file"
 )
@@ -71,7 +72,7 @@ func TestTopicIDRecorded(t *testing.T) {
 }
 
 // A resolution file made on a topic that was deleted and created again is
-// refused (a *SafetyError naming both IDs), after a partial run with it.
+// refused (a *fault.SafetyError naming both IDs), after a partial run with it.
 func TestRecreatedTopicRefusesResolution(t *testing.T) {
 	sb := newTestCluster(t, 2, "orders")
 	seed(t, sb, "orders", 200, t0, time.Hour)
@@ -92,7 +93,7 @@ func TestRecreatedTopicRefusesResolution(t *testing.T) {
 	seed(t, sb, "orders", 300, t0, time.Hour)
 	_, err = Prepare(context.Background(), c, p, pinned(t, res))
 	var ie *IncarnationError
-	var se *SafetyError
+	var se *fault.SafetyError
 	if !errors.As(err, &ie) || !errors.As(err, &se) || !strings.Contains(err.Error(), before) || !strings.Contains(err.Error(), after) {
 		t.Fatalf("prepare: %v, want a refusal naming topic IDs %s and %s", err, before, after)
 	}

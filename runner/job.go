@@ -17,6 +17,7 @@ import (
 
 	"github.com/replay-tool/replay/internal/decode"
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks"
 )
@@ -69,7 +70,7 @@ type Options struct {
 	// StateDir, when set, is where plain runs keep their local run records
 	// (RunRecord, under StateDir/runs): a run whose group lost its commits
 	// while a record says the plan made progress is refused
-	// (*ExpiredError in a *SafetyError) instead of starting over.
+	// (*ExpiredError in a *fault.SafetyError) instead of starting over.
 	StateDir string
 	// ResumeFromSink continues a plan whose group lost its commits from the
 	// sink's own checkpoints (sinks.CheckpointStore) instead of refusing,
@@ -213,7 +214,7 @@ func applyRetry(c *Cluster, p *plan.Plan, opts Options) {
 // Prepare decides what a run of p would do, without changing anything
 // (a window that retention cut is a *CutError, returned with the job that
 // shows its ranges, which must not run):
-// it refuses (*SafetyError) a group with active members, with commits not
+// it refuses (*fault.SafetyError) a group with active members, with commits not
 // made by replay, or with another plan's checkpoints (unless
 // opts.Restart); it resumes from this plan's checkpoints with the ranges
 // fixed by the first run; otherwise it resolves the window afresh, or
@@ -309,9 +310,9 @@ func classify(p *plan.Plan, cps map[int32]Checkpoint, restart bool) (bool, error
 		switch {
 		case cp.Offset < 0:
 		case !cp.Replay:
-			return false, &SafetyError{Group: p.Group, Reason: fmt.Sprintf("it has a commit on %s/%d (offset %d) that replay did not make: it is, or was, a real consumer group; name a dedicated group such as %s", p.Source.Topic, part, cp.Offset, dedicatedGroup(p))}
+			return false, &fault.SafetyError{Group: p.Group, Reason: fmt.Sprintf("it has a commit on %s/%d (offset %d) that replay did not make: it is, or was, a real consumer group; name a dedicated group such as %s", p.Source.Topic, part, cp.Offset, dedicatedGroup(p))}
 		case cp.Fingerprint != fp && !restart:
-			return false, &SafetyError{Group: p.Group, Hint: HintRestart, Reason: fmt.Sprintf("it holds checkpoints of another plan (%q, fingerprint %s; this plan is %s): the plan changed since that run; discard them and start over, or use another group", cp.Plan, cp.Fingerprint, fp)}
+			return false, &fault.SafetyError{Group: p.Group, Hint: fault.HintRestart, Reason: fmt.Sprintf("it holds checkpoints of another plan (%q, fingerprint %s; this plan is %s): the plan changed since that run; discard them and start over, or use another group", cp.Plan, cp.Fingerprint, fp)}
 		case cp.Fingerprint == fp:
 			mine = true
 		}
@@ -430,7 +431,7 @@ func (j *Job) Discarded() []int32 { return slices.Clone(j.discarded) }
 // topic IDs differ). Its offsets name other records, so resuming would
 // read another log, and a sink keyed by topic, partition and offset would
 // have the new records overwrite the old ones. It comes wrapped in a
-// *SafetyError (refused: the command line exits 3).
+// *fault.SafetyError (refused: the command line exits 3).
 type IncarnationError struct {
 	Topic, Group string
 	// Recorded is the topic ID the checkpoints or the resolution file
@@ -452,11 +453,11 @@ func (e *IncarnationError) advice() string {
 	return "Replay the new topic under another group (or into another sink), or re-run with --restart to replay it from scratch in this one"
 }
 
-// refuse wraps e in the *SafetyError the command line reports (exit 3).
+// refuse wraps e in the *fault.SafetyError the command line reports (exit 3).
 func (e *IncarnationError) refuse() error {
-	se := &SafetyError{Group: e.Group, Reason: e.Error(), Err: e}
+	se := &fault.SafetyError{Group: e.Group, Reason: e.Error(), Err: e}
 	if e.Pinned {
-		se.Hint = HintResolveAgain
+		se.Hint = fault.HintResolveAgain
 	}
 	return se
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks"
 )
@@ -168,7 +169,7 @@ func (j *Job) generationStates(mine []int32, cps map[int32]Checkpoint) ([]*parti
 		cp := cps[r.Partition]
 		ours := cp.Replay && cp.Fingerprint == j.Resolution.Fingerprint
 		if ours && (cp.Start != r.Start || cp.End != r.End) {
-			return nil, &SafetyError{Group: j.Plan.Group, Hint: HintSameResolution, Reason: fmt.Sprintf("it holds partition %d of this plan with the range [%d, %d), and this process was given [%d, %d): "+
+			return nil, &fault.SafetyError{Group: j.Plan.Group, Hint: fault.HintSameResolution, Reason: fmt.Sprintf("it holds partition %d of this plan with the range [%d, %d), and this process was given [%d, %d): "+
 				"the processes of the plan were started with different resolutions", r.Partition, cp.Start, cp.End, r.Start, r.End)}
 		}
 		from := r.Start
@@ -282,7 +283,7 @@ func (j *Job) memberOf(ctx context.Context, cg *source.Membership, sink sinks.Si
 			case errors.As(err, &foreign):
 				// kafka-go, leading the group, met a member it cannot
 				// decode: not a joined replay process.
-				runErr = &SafetyError{Group: j.Plan.Group, Hint: HintJoinedOnly, Reason: "a consumer that is not a joined process of this plan joined it (" +
+				runErr = &fault.SafetyError{Group: j.Plan.Group, Hint: fault.HintJoinedOnly, Reason: "a consumer that is not a joined process of this plan joined it (" +
 					foreign.Error() + "): it reads the topic in the group and commits over the replay's checkpoints; stop it, and give the plan a group nobody else uses"}
 			case source.Retriable(err) && failures < joinMaxFailures:
 				// kafka-go keeps trying (a rebalance in progress, a

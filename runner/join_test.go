@@ -18,6 +18,7 @@ import (
 
 	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/postgres"
 	"github.com/replay-tool/replay/sinks/registry"
@@ -152,8 +153,8 @@ func TestJoinRefusals(t *testing.T) {
 	job := member(t)
 	opts := testOptions(t)
 	opts.Join = true // no resolution, and no run recorded in the group
-	var se *SafetyError
-	if _, err := Prepare(t.Context(), job.c, job.Plan, opts); !errors.As(err, &se) || se.Hint != HintResolveOnce || !strings.Contains(err.Error(), "same fixed ranges") {
+	var se *fault.SafetyError
+	if _, err := Prepare(t.Context(), job.c, job.Plan, opts); !errors.As(err, &se) || se.Hint != fault.HintResolveOnce || !strings.Contains(err.Error(), "same fixed ranges") {
 		t.Fatalf("--join on a fresh group without a resolution: want a refusal hinting at one resolution file, got %v", err)
 	}
 	sink := openSink(t, job)
@@ -163,7 +164,7 @@ func TestJoinRefusals(t *testing.T) {
 	testenv.Eventually(t, 15*time.Second, 100*time.Millisecond, func() bool {
 		_, err := Prepare(t.Context(), job.c, job.Plan, testOptions(t))
 		if err != nil && !errors.As(err, &se) {
-			t.Fatalf("a plain run next to a joined member: want *SafetyError, got %v", err)
+			t.Fatalf("a plain run next to a joined member: want *fault.SafetyError, got %v", err)
 		}
 		return err != nil
 	}, "a plain run was never refused while a member was joined")
@@ -181,7 +182,7 @@ func TestJoinRefusals(t *testing.T) {
 	other.Name = "other-plan"
 	oo := testOptions(t)
 	oo.Join = true
-	if _, err := Prepare(t.Context(), job.c, &other, oo); !errors.As(err, &se) || se.Hint != HintJoinedOnly || !strings.Contains(err.Error(), "not a joined process of this plan") {
+	if _, err := Prepare(t.Context(), job.c, &other, oo); !errors.As(err, &se) || se.Hint != fault.HintJoinedOnly || !strings.Contains(err.Error(), "not a joined process of this plan") {
 		t.Fatalf("a member of another plan: want a refusal, got %v", err)
 	}
 	cancel()
@@ -213,8 +214,8 @@ func TestJoinRefusesOtherRanges(t *testing.T) {
 	testenv.Eventually(t, 15*time.Second, 50*time.Millisecond, func() bool { return a.c.checkGroupIdle(t.Context(), a.Plan.Group) != nil },
 		"the first member never joined")
 	_, err = b.RunJoined(t.Context(), openSink(t, b))
-	var se *SafetyError
-	if !errors.As(err, &se) || se.Hint != HintSameResolution || !strings.Contains(err.Error(), "different resolutions") {
+	var se *fault.SafetyError
+	if !errors.As(err, &se) || se.Hint != fault.HintSameResolution || !strings.Contains(err.Error(), "different resolutions") {
 		t.Fatalf("a member with other ranges: want a refusal naming different resolutions, got %v", err)
 	}
 	if err := <-aDone; err != nil {
@@ -251,9 +252,9 @@ func TestJoinedMemberStopsWhenAConsumerJoins(t *testing.T) {
 	defer func() { kc.Process.Kill(); kc.Wait() }()
 	select {
 	case err := <-done:
-		var se *SafetyError
+		var se *fault.SafetyError
 		t.Logf("member: %v", err)
-		if !errors.As(err, &se) || se.Hint != HintJoinedOnly || !strings.Contains(err.Error(), "not a joined process") {
+		if !errors.As(err, &se) || se.Hint != fault.HintJoinedOnly || !strings.Contains(err.Error(), "not a joined process") {
 			t.Fatalf("want a refusal naming the foreign member, got %v", err)
 		}
 	case <-time.After(45 * time.Second):
@@ -285,7 +286,7 @@ func TestJoinRefusesKIP848Group(t *testing.T) {
 		"the consumer never joined")
 	opts := testOptions(t)
 	opts.Join, opts.Pinned = true, job.Resolution
-	var se *SafetyError
+	var se *fault.SafetyError
 	if _, err := Prepare(t.Context(), job.c, job.Plan, opts); !errors.As(err, &se) {
 		t.Fatalf("--join next to a live KIP-848 consumer: want a refusal, got %v", err)
 	}

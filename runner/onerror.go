@@ -15,6 +15,7 @@ import (
 	"github.com/replay-tool/replay/internal/pipeline"
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/registry"
 )
@@ -134,8 +135,8 @@ func (f *failure) partitionError(topic string) error {
 		err = &record.Error{Topic: topic, Partition: f.rec.Partition, Offset: f.rec.Offset, Err: err}
 	}
 	return &PartitionError{Topic: topic, Partition: f.rec.Partition, Offset: f.rec.Offset,
-		Err: withHint(fmt.Errorf("%w (%s; on_error: fail stopped the partition at this record, everything before it is written and committed): "+
-			"fix the cause and re-run the same command to resume here; or, to pass over such records, set on_error: skip or dead_letter (a changed plan: restart the window, as follows)", err, f.reason), HintRestart)}
+		Err: fault.With(fmt.Errorf("%w (%s; on_error: fail stopped the partition at this record, everything before it is written and committed): "+
+			"fix the cause and re-run the same command to resume here; or, to pass over such records, set on_error: skip or dead_letter (a changed plan: restart the window, as follows)", err, f.reason), fault.HintRestart)}
 }
 
 // applyPipeline runs the record pipeline over recs: it drops the records

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/runner/source"
 )
 
@@ -78,7 +79,7 @@ func (f resolutionFile) check() error {
 
 // pin binds the job to opts.Pinned, a resolution fixed earlier by `replay
 // plan --out`, instead of resolving the window again. It refuses
-// (*SafetyError) a resolution made for another plan or version of the plan,
+// (*fault.SafetyError) a resolution made for another plan or version of the plan,
 // one whose ranges lie outside what the plan's window can resolve to (a
 // hand-edited file: checkPinnedRanges), and a group that holds checkpoints of this plan for other ranges (an
 // earlier run that was resolved differently: finish or discard it first).
@@ -152,7 +153,7 @@ func (j preparing) pinRange(ctx context.Context, rg *Range, o source.Offsets) er
 	topic := j.Plan.Source.Topic
 	rg.LogStart, rg.HighWatermark, rg.LastStable = o.LogStart, o.HighWatermark, o.LastStable
 	if rg.End > o.HighWatermark {
-		return withHint(fmt.Errorf("partition %s/%d: the pinned range ends at %d but the high watermark is now %d (last stable offset %d): the log was truncated or the topic was created again; resolve the window afresh", topic, rg.Partition, rg.End, o.HighWatermark, o.LastStable), HintResolveAgain)
+		return fault.With(fmt.Errorf("partition %s/%d: the pinned range ends at %d but the high watermark is now %d (last stable offset %d): the log was truncated or the topic was created again; resolve the window afresh", topic, rg.Partition, rg.End, o.HighWatermark, o.LastStable), fault.HintResolveAgain)
 	}
 	from := j.from(*rg)
 	if from < rg.End {
@@ -183,9 +184,9 @@ func checkPinnedPlan(p *plan.Plan, pinned *Resolution) error {
 	fp := p.Fingerprint()
 	switch {
 	case pinned.Fingerprint != fp || pinned.Plan != p.Name:
-		return &SafetyError{Group: p.Group, Hint: HintResolveAgain, Reason: fmt.Sprintf("the resolution file was made for plan %q with fingerprint %s, but this plan is %q with fingerprint %s: the plan changed since the file was written", pinned.Plan, pinned.Fingerprint, p.Name, fp)}
+		return &fault.SafetyError{Group: p.Group, Hint: fault.HintResolveAgain, Reason: fmt.Sprintf("the resolution file was made for plan %q with fingerprint %s, but this plan is %q with fingerprint %s: the plan changed since the file was written", pinned.Plan, pinned.Fingerprint, p.Name, fp)}
 	case pinned.Topic != p.Source.Topic || pinned.Group != p.Group:
-		return &SafetyError{Group: p.Group, Reason: fmt.Sprintf("the resolution file is for topic %s and group %s, but the plan names topic %s and group %s", pinned.Topic, pinned.Group, p.Source.Topic, p.Group)}
+		return &fault.SafetyError{Group: p.Group, Reason: fmt.Sprintf("the resolution file is for topic %s and group %s, but the plan names topic %s and group %s", pinned.Topic, pinned.Group, p.Source.Topic, p.Group)}
 	}
 	return nil
 }
@@ -210,16 +211,16 @@ func samePinnedRanges(p *plan.Plan, pinned *Resolution, cps map[int32]Checkpoint
 			}
 			pin = fmt.Sprintf("[%d, %d)", pinned.Ranges[i].Start, pinned.Ranges[i].End)
 		}
-		hint := HintFinishOrRestart
+		hint := fault.HintFinishOrRestart
 		if join {
-			hint = HintJoinedFile
+			hint = fault.HintJoinedFile
 		}
-		return &SafetyError{Group: p.Group, Hint: hint, Reason: fmt.Sprintf("it holds checkpoints of this plan for other ranges than the resolution file pins (partition %d: the group's run has [%d, %d), the file %s): an earlier run of this plan was resolved differently", part, cp.Start, cp.End, pin)}
+		return &fault.SafetyError{Group: p.Group, Hint: hint, Reason: fmt.Sprintf("it holds checkpoints of this plan for other ranges than the resolution file pins (partition %d: the group's run has [%d, %d), the file %s): an earlier run of this plan was resolved differently", part, cp.Start, cp.End, pin)}
 	}
 	return nil
 }
 
-// checkPinnedRanges refuses (*SafetyError) a resolution file whose window
+// checkPinnedRanges refuses (*fault.SafetyError) a resolution file whose window
 // or ranges are not what the plan's window can resolve to: a file edited by
 // hand after review, or made for another window. The ranges of a file
 // `replay plan --out` wrote always pass, however much the topic grew since:
@@ -280,9 +281,9 @@ func (j preparing) checkPinnedRanges(ctx context.Context, all []int32) error {
 }
 
 // pinMisfit refuses a resolution file that does not fit the plan's window
-// (a *SafetyError with HintResolveAgain).
+// (a *fault.SafetyError with fault.HintResolveAgain).
 func pinMisfit(p *plan.Plan, format string, args ...any) error {
-	return &SafetyError{Group: p.Group, Hint: HintResolveAgain, Reason: "the resolution file does not fit the plan's window: " + fmt.Sprintf(format, args...) + "; the file was edited after it was written, or was made for another window"}
+	return &fault.SafetyError{Group: p.Group, Hint: fault.HintResolveAgain, Reason: "the resolution file does not fit the plan's window: " + fmt.Sprintf(format, args...) + "; the file was edited after it was written, or was made for another window"}
 }
 
 // pinBounds returns, for each of parts, the widest range [lo, hi) the

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/runner/sandbox"
 	"github.com/replay-tool/replay/sinks/file"
 )
@@ -122,9 +123,9 @@ func TestPinnedRefusesChangedPlan(t *testing.T) {
 	res := saveResolution(t, c, p)
 	changed, _ := pinPlan(t, sb, "allow_data_loss: true")
 	_, err := Prepare(context.Background(), c, changed, pinned(t, res))
-	var se *SafetyError
+	var se *fault.SafetyError
 	if !errors.As(err, &se) || !strings.Contains(err.Error(), res.Fingerprint) || !strings.Contains(err.Error(), changed.Fingerprint()) {
-		t.Fatalf("want a *SafetyError naming fingerprints %s and %s, got %v", res.Fingerprint, changed.Fingerprint(), err)
+		t.Fatalf("want a *fault.SafetyError naming fingerprints %s and %s, got %v", res.Fingerprint, changed.Fingerprint(), err)
 	}
 }
 
@@ -142,9 +143,9 @@ func TestPinnedRefusesOtherRanges(t *testing.T) {
 	c := connect(t, p)
 	res := saveResolution(t, c, p)
 	_, err := Prepare(context.Background(), c, p, pinned(t, res))
-	var se *SafetyError
+	var se *fault.SafetyError
 	if !errors.As(err, &se) || !strings.Contains(err.Error(), "other ranges") {
-		t.Fatalf("want a *SafetyError about other ranges, got %v", err)
+		t.Fatalf("want a *fault.SafetyError about other ranges, got %v", err)
 	}
 	opts := pinned(t, res)
 	opts.Restart = true
@@ -234,7 +235,7 @@ func TestReadResolutionRejects(t *testing.T) {
 }
 
 // A hand-edited resolution file of an offsets window is refused (a
-// *SafetyError naming the partition and the range) when a range reaches
+// *fault.SafetyError naming the partition and the range) when a range reaches
 // past the window's fixed end or below its fixed start, or pins a
 // partition the plan does not select; the untouched file passes.
 func TestPinnedRangesChecked(t *testing.T) {
@@ -272,11 +273,11 @@ sink: {type: file, path: %s, batch_size: 100}
 			edited.Ranges = slices.Clone(res.Ranges)
 			tt.edit(&edited)
 			_, err := Prepare(context.Background(), c, p, pinned(t, &edited))
-			var se *SafetyError
+			var se *fault.SafetyError
 			switch {
 			case tt.want == "" && err != nil:
 				t.Fatalf("prepare: %v", err)
-			case tt.want != "" && (!errors.As(err, &se) || !strings.Contains(err.Error(), tt.want) || HintOf(err) != HintResolveAgain):
+			case tt.want != "" && (!errors.As(err, &se) || !strings.Contains(err.Error(), tt.want) || fault.HintOf(err) != fault.HintResolveAgain):
 				t.Fatalf("prepare: %v, want a refusal saying %q", err, tt.want)
 			}
 		})

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/registry"
 )
@@ -243,9 +244,9 @@ func (e *ExpiredError) Error() string {
 		partitionList(e.Recorded), e.Topic, e.Where, e.Plan, strings.Join(parts, ", "))
 }
 
-// refusal is e as the *SafetyError a run returns (exit 3), with its hint.
+// refusal is e as the *fault.SafetyError a run returns (exit 3), with its hint.
 func (e *ExpiredError) refusal() error {
-	return &SafetyError{Group: e.Group, Reason: e.Error(), Hint: HintExpired, Err: e}
+	return &fault.SafetyError{Group: e.Group, Reason: e.Error(), Hint: fault.HintExpired, Err: e}
 }
 
 func partitionList(rs []RecordedRange) string {
@@ -415,7 +416,7 @@ func (j *Job) checkSinkRecord(ctx context.Context, sink sinks.Sink) error {
 	}
 	switch {
 	case j.fromSink && len(recorded) == 0:
-		return &SafetyError{Group: p.Group, Hint: HintRestart, Reason: fmt.Sprintf("the sink's %s holds no checkpoint of this run of plan %s (ranges %s): there is nothing to resume from; the window may resolve to other ranges than the run that wrote it (an open-ended window grew): pass that run's ranges with --resolution FILE, or start over", where, p.Name, j.rangesText())}
+		return &fault.SafetyError{Group: p.Group, Hint: fault.HintRestart, Reason: fmt.Sprintf("the sink's %s holds no checkpoint of this run of plan %s (ranges %s): there is nothing to resume from; the window may resolve to other ranges than the run that wrote it (an open-ended window grew): pass that run's ranges with --resolution FILE, or start over", where, p.Name, j.rangesText())}
 	case j.fromSink:
 		j.Fresh = false // resumeFromSink continues from them
 		j.opts.Log.Info().Str("plan", p.Name).Str("group", p.Group).Int("partitions", len(recorded)).Msg("the group has no commits of this plan: continuing from the sink's checkpoints")

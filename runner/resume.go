@@ -6,10 +6,11 @@ import (
 	"slices"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/sinks"
 )
 
-// checkResume refuses (*SafetyError with HintRestart, the sink's error in
+// checkResume refuses (*fault.SafetyError with fault.HintRestart, the sink's error in
 // its chain) to resume a run whose earlier output
 // the sink, or the dead-letter sink, no longer holds (sinks.Resumer): the
 // staging of a file sink deleted or found through a relative path from
@@ -27,7 +28,7 @@ func (j *Job) checkResume(sink sinks.Sink) error {
 			continue
 		}
 		if err := rs.CheckResume(j.resumePoints(s.pos)); err != nil {
-			return &SafetyError{Group: j.Plan.Group, Hint: HintRestart, Err: err,
+			return &fault.SafetyError{Group: j.Plan.Group, Hint: fault.HintRestart, Err: err,
 				Reason: fmt.Sprintf("it records a run of plan %s that cannot resume: %s%v", j.Plan.Name, s.what, err)}
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/replay-tool/replay/internal/pipeline"
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -41,10 +42,10 @@ func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	defer unhold()
 	j.member.Store(member)
 	rep, err := j.run(ctx, sink)
-	if errors.Is(err, sinks.ErrLost) && HintOf(err) == HintNone {
+	if errors.Is(err, sinks.ErrLost) && fault.HintOf(err) == fault.HintNone {
 		// A sink lost what it made durable (sinks.ErrLost): a resume
 		// cannot bring it back, only a replay of the window.
-		err = withHint(err, HintRestart)
+		err = fault.With(err, fault.HintRestart)
 	}
 	if j.holdLost() {
 		err = errors.Join(ErrHoldLost, err)
@@ -193,13 +194,13 @@ func (j *Job) publish(work context.Context, sink sinks.Sink, rep *Report) error 
 	defer cancel()
 	const again = "every record is staged and committed: fix the cause and re-run the same command to publish"
 	if err := sink.Finish(fctx); errors.Is(err, sinks.ErrLost) {
-		return withHint(fmt.Errorf("publish sink output: %w", err), HintRestart)
+		return fault.With(fmt.Errorf("publish sink output: %w", err), fault.HintRestart)
 	} else if err != nil {
 		return fmt.Errorf("publish sink output: %w (%s)", err, again)
 	}
 	if j.DeadLetters != nil {
 		if err := j.DeadLetters.Finish(fctx); errors.Is(err, sinks.ErrLost) {
-			return withHint(fmt.Errorf("publish the dead letters: %w", err), HintRestart)
+			return fault.With(fmt.Errorf("publish the dead letters: %w", err), fault.HintRestart)
 		} else if err != nil {
 			return fmt.Errorf("publish the dead letters: %w (%s)", err, again)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/file"
 	"github.com/replay-tool/replay/sinks/registry"
@@ -106,9 +107,9 @@ func runResumed(t *testing.T, p *plan.Plan, opts Options) (*Job, *Report, error)
 // message, and that the group's commits are still before.
 func wantRefusal(t *testing.T, p *plan.Plan, err error, before map[int32]Checkpoint, subs ...string) {
 	t.Helper()
-	var se *SafetyError
+	var se *fault.SafetyError
 	if !errors.As(err, &se) {
-		t.Fatalf("want a *SafetyError refusing the resume, got %v", err)
+		t.Fatalf("want a *fault.SafetyError refusing the resume, got %v", err)
 	}
 	for _, s := range append(subs, "working directory of the first run", "replay the window again from its start") {
 		if !strings.Contains(err.Error(), s) {
@@ -117,8 +118,8 @@ func wantRefusal(t *testing.T, p *plan.Plan, err error, before map[int32]Checkpo
 	}
 	// The way out is a typed hint for the caller to word, and the sink's own
 	// refusal stays in the chain.
-	if h := HintOf(err); h != HintRestart {
-		t.Errorf("the refusal's hint is %q, want %q", h, HintRestart)
+	if h := fault.HintOf(err); h != fault.HintRestart {
+		t.Errorf("the refusal's hint is %q, want %q", h, fault.HintRestart)
 	}
 	if se.Err == nil {
 		t.Errorf("the refusal does not carry the sink's error: %v", err)

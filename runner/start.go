@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/fault"
 )
 
 // preparing is a Job while Prepare or PrepareScheduled fixes its ranges:
@@ -45,11 +46,11 @@ type startFacts struct {
 }
 
 // decideStart decides how a run of f.plan begins, or refuses it:
-// checkpoints made on another incarnation of the topic (*SafetyError
+// checkpoints made on another incarnation of the topic (*fault.SafetyError
 // holding an *IncarnationError, unless restart), commits that replay did
 // not make or another plan's checkpoints (classify), a joined run with
 // nothing fixed yet, and a group that lost the commits of a recorded run
-// (the *SafetyError of an *ExpiredError, unless restart or
+// (the *fault.SafetyError of an *ExpiredError, unless restart or
 // resumeFromSink).
 func decideStart(f startFacts) (startKind, error) {
 	p := f.plan
@@ -68,7 +69,7 @@ func decideStart(f startFacts) (startKind, error) {
 	case resumable:
 		return startResume, nil
 	case f.join:
-		return 0, &SafetyError{Group: p.Group, Hint: HintResolveOnce, Reason: "a joined run needs the same fixed ranges in every process, and the group holds no run of this plan yet"}
+		return 0, &fault.SafetyError{Group: p.Group, Hint: fault.HintResolveOnce, Reason: "a joined run needs the same fixed ranges in every process, and the group holds no run of this plan yet"}
 	case f.record.progress() && !anyCommit(f.cps):
 		if !f.restart && !f.resumeFromSink {
 			return 0, recordRefusal(p, f.record, f.record.Ranges)
@@ -91,7 +92,7 @@ type noCommits struct {
 }
 
 // decideNoCommits decides noCommits: Restart starts over; a run record
-// with progress is refused (its *ExpiredError as a *SafetyError) unless
+// with progress is refused (its *ExpiredError as a *fault.SafetyError) unless
 // resumeFromSink; without a record, the sink's checkpoints are checked.
 func decideNoCommits(p *plan.Plan, rec *RunRecord, restart, resumeFromSink bool) (noCommits, error) {
 	switch {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/fault"
 )
 
 // The start decision, from gathered facts alone: every way a run begins
@@ -53,7 +54,7 @@ func TestDecideStart(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.f.plan = p
 			got, err := decideStart(tc.f)
-			var se *SafetyError
+			var se *fault.SafetyError
 			var ie *IncarnationError
 			var ee *ExpiredError
 			switch tc.fails {
@@ -63,15 +64,15 @@ func TestDecideStart(t *testing.T) {
 				}
 			case safety:
 				if !errors.As(err, &se) || errors.As(err, &ie) || errors.As(err, &ee) {
-					t.Fatalf("got %d, %v; want a plain *SafetyError", got, err)
+					t.Fatalf("got %d, %v; want a plain *fault.SafetyError", got, err)
 				}
 			case incarnation:
 				if !errors.As(err, &ie) {
 					t.Fatalf("got %d, %v; want an *IncarnationError", got, err)
 				}
 			case expired:
-				if !errors.As(err, &se) || !errors.As(err, &ee) || se.Hint != HintExpired {
-					t.Fatalf("got %d, %v; want the *SafetyError of an *ExpiredError", got, err)
+				if !errors.As(err, &se) || !errors.As(err, &ee) || se.Hint != fault.HintExpired {
+					t.Fatalf("got %d, %v; want the *fault.SafetyError of an *ExpiredError", got, err)
 				}
 			}
 		})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/replay-tool/replay/internal/pipeline"
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/rs/zerolog"
@@ -370,7 +371,7 @@ func (w *partitionWorker) write(recs []record.Record) (*failure, error) {
 			perr := &PartitionError{Topic: j.Resolution.Topic, Partition: w.state.Partition, Offset: next,
 				Err: fmt.Errorf("sink %s: %w; nothing past offset %d is committed: %s", j.Plan.Sink.Type, err, next, advice)}
 			if re := (*SinkRetryError)(nil); errors.As(err, &re) {
-				return nil, withHint(perr, HintSinkResume)
+				return nil, fault.With(perr, fault.HintSinkResume)
 			}
 			return nil, perr
 		}
@@ -429,11 +430,11 @@ func (w *partitionWorker) failLost(ctx context.Context, err error) error {
 	if pe, ok := err.(*PartitionError); ok && budget {
 		// The reader's position may be past what the sink holds; the
 		// commit above stores exactly what it holds.
-		hint := HintResume
+		hint := fault.HintResume
 		if ote != nil {
-			hint = HintOpenTransaction
+			hint = fault.HintOpenTransaction
 		}
-		return withHint(&PartitionError{Topic: pe.Topic, Partition: pe.Partition, Offset: w.commits.Committed(), Err: pe.Err}, hint)
+		return fault.With(&PartitionError{Topic: pe.Topic, Partition: pe.Partition, Offset: w.commits.Committed(), Err: pe.Err}, hint)
 	}
 	return err
 }
@@ -442,8 +443,8 @@ func (w *partitionWorker) failLost(ctx context.Context, err error) error {
 // others run to their end: a data loss, or an open transaction that did not
 // end in time.
 func stopsOnePartition(err error) bool {
-	if h, ok := err.(*hinted); ok && h.hint == HintOpenTransaction {
-		err = h.err
+	if h, ok := err.(*fault.Hinted); ok && h.Hint == fault.HintOpenTransaction {
+		err = h.Err
 	}
 	pe, ok := err.(*PartitionError)
 	if !ok {

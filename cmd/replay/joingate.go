@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+
 	"github.com/replay-tool/replay/sinks/registry"
 
 	"github.com/replay-tool/replay/plan"

@@ -23,11 +23,12 @@ import (
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner"
+	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/sinks"
 )
 
 // Exit codes: 0 done, 1 failed, 2 invalid plan or usage, 3 refused (a
-// *runner.SafetyError, a sink's refusal, a sink that lost records it had
+// *fault.SafetyError, a sink's refusal, a sink that lost records it had
 // made durable).
 const (
 	exitOK      = 0
@@ -248,7 +249,7 @@ func (a *app) exitCode(err error) int {
 		return exitOK
 	}
 	var invalid *plan.InvalidError
-	var refused *runner.SafetyError
+	var refused *fault.SafetyError
 	var usage usageError
 	if strings.HasPrefix(err.Error(), "unknown command") {
 		err = usageError{err}
@@ -281,7 +282,7 @@ func (a *app) exitCode(err error) int {
 // printHinted prints err with its runner hint worded for the command line:
 // on a line of its own, or after the message in a JSON log line.
 func (a *app) printHinted(code int, prefix string, err error) int {
-	hint := hintText(runner.HintOf(err))
+	hint := hintText(fault.HintOf(err))
 	if hint == "" {
 		return a.printErr(code, prefix, err, "")
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner"
+	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/registry"
 )
@@ -337,29 +338,29 @@ func etaLine(v planView) string {
 
 // hintText words a runner error's hint with the command line's flags ("" for
 // none).
-func hintText(h runner.Hint) string {
+func hintText(h fault.Hint) string {
 	switch h {
-	case runner.HintRestart:
+	case fault.HintRestart:
 		return "Re-run with 'replay run PLAN --restart' to discard the checkpoints and replay the window from its start."
-	case runner.HintResolveOnce:
+	case fault.HintResolveOnce:
 		return "Resolve once with 'replay plan PLAN --out ranges.json', then start every process with 'replay run PLAN --join --resolution ranges.json'."
-	case runner.HintSameResolution:
+	case fault.HintSameResolution:
 		return "Start every process with the same --resolution file."
-	case runner.HintResolveAgain:
+	case fault.HintResolveAgain:
 		return "Run replay plan --out again and review the new ranges."
-	case runner.HintFinishOrRestart:
+	case fault.HintFinishOrRestart:
 		return "Finish it with replay run without --resolution, or re-run with --restart to discard it and replay the pinned ranges."
-	case runner.HintJoinedFile:
+	case fault.HintJoinedFile:
 		return "Start this process with the resolution file the other processes of the plan were given, or without --resolution to take the group's ranges."
-	case runner.HintJoinedOnly:
+	case fault.HintJoinedOnly:
 		return "Only 'replay run --join' processes of this plan may share its group."
-	case runner.HintExpired:
+	case fault.HintExpired:
 		return "Re-run with 'replay run PLAN --resume-from-sink' to continue from the sink's own checkpoints (" + registry.Catalog().CheckpointKeepers() + "), or with '--restart' to replay the window from its start (the recorded ranges, when this machine recorded them)."
-	case runner.HintSinkResume:
+	case fault.HintSinkResume:
 		return "The sink kept failing for longer than sink.retry.max_elapsed: once it is healthy, re-run the same command to resume from the committed offsets (or raise sink.retry.max_elapsed to ride out longer outages)."
-	case runner.HintResume:
+	case fault.HintResume:
 		return "The source cluster kept failing for longer than retry.max_elapsed: once it is healthy, re-run the same command to resume from the committed offsets (or raise retry.max_elapsed to ride out longer outages)."
-	case runner.HintOpenTransaction:
+	case fault.HintOpenTransaction:
 		return "A producer left a transaction open: once it commits or aborts (or the broker times it out), re-run the same command to resume from the committed offsets (or raise source.open_transaction_timeout to wait longer)."
 	}
 	return ""

@@ -14,6 +14,7 @@ import (
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner"
+	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/registry"
 )
@@ -398,7 +399,7 @@ func (a *app) runJob(ctx context.Context, job *runner.Job, file string, o runOpt
 			err = errors.Join(err, werr)
 		}
 	}
-	if h := runner.HintOf(err); errors.Is(err, runner.ErrInterrupted) || h == runner.HintResume || h == runner.HintSinkResume {
+	if h := fault.HintOf(err); errors.Is(err, runner.ErrInterrupted) || h == fault.HintResume || h == fault.HintSinkResume {
 		return rep, fmt.Errorf("%w\nresume with: %s", err, resumeCommand(file, o))
 	}
 	return rep, err

@@ -1,9 +1,11 @@
-package runner
+package fault
 
 import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/replay-tool/replay/runner/source"
 )
 
 func TestHintOf(t *testing.T) {
@@ -15,7 +17,7 @@ func TestHintOf(t *testing.T) {
 		{"nil", nil, HintNone},
 		{"plain", errors.New("x"), HintNone},
 		{"safety-error", fmt.Errorf("prepare: %w", &SafetyError{Group: "g", Reason: "r", Hint: HintRestart}), HintRestart},
-		{"inside-a-partition-error", &PartitionError{Topic: "t", Err: withHint(errors.New("x"), HintResolveAgain)}, HintResolveAgain},
+		{"inside-a-partition-error", &source.PartitionError{Topic: "t", Err: With(errors.New("x"), HintResolveAgain)}, HintResolveAgain},
 		{"joined", errors.Join(errors.New("a"), &SafetyError{Hint: HintJoinedOnly}), HintJoinedOnly},
 	}
 	for _, tc := range tests {
