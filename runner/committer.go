@@ -297,32 +297,17 @@ func (j *Job) syncStarts(ctx context.Context, sink sinks.Sink) error {
 // process's member of the group (run --join) or standalone, with the plan's
 // metadata and the sinks' positions.
 func (j *Job) newCommitter(sink sinks.Sink, s *partitionState) *committer {
-	b := j.commitBatcher()
 	return &committer{topic: j.Resolution.Topic, partition: s.Partition, sinkName: "sink " + string(j.Plan.Sink.Type),
 		sink: sink.Capabilities(), dead: sinks.CapabilitiesOf(j.DeadLetters), timeout: j.opts.FlushTimeout, committed: &s.next,
 		retryBudget: time.Duration(j.Plan.Retry.MaxElapsed),
 		commit: func(ctx context.Context, next, pos, deadPos int64) error {
 			meta := j.meta(s.Range)
 			meta.Pos, meta.DPos = pos, deadPos
-			if err := b.commit(ctx, j.member.Load(), s.Partition, next, meta); err != nil {
+			if err := j.commits.Load().CommitPartition(ctx, s.Partition, next, meta); err != nil {
 				return err
 			}
 			s.pos.Store(pos)
 			s.deadPos.Store(deadPos)
 			return nil
 		}}
-}
-
-// commitBatcher returns the job's commit batcher (commitBatcher): the
-// partitions' commits of a run go out together, one OffsetCommit per tick.
-func (j *Job) commitBatcher() *commitBatcher {
-	j.batchMu.Lock()
-	defer j.batchMu.Unlock()
-	if j.batch == nil {
-		j.batch = &commitBatcher{linger: lingerFor(len(j.Resolution.Ranges)),
-			send: func(ctx context.Context, m *source.Member, offsets map[int32]int64, meta map[int32]checkpointMeta) error {
-				return j.commitMember(ctx, m, j.Plan.Group, j.Resolution.Topic, offsets, meta)
-			}}
-	}
-	return j.batch
 }

@@ -3,21 +3,13 @@ package runner
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
 	"github.com/replay-tool/replay/plan"
-	"github.com/replay-tool/replay/runner/fault"
+	"github.com/replay-tool/replay/runner/group"
 	"github.com/replay-tool/replay/runner/source"
 )
-
-// CheckGroupIdle refuses (*fault.SafetyError) a group that has active members or
-// is in any state but Empty or Dead (DescribeGroups), and a group whose
-// state cannot be read.
-func (c *Cluster) CheckGroupIdle(ctx context.Context, group string) error {
-	return c.checkGroupIdle(ctx, group)
-}
 
 // State is where a plan stands in its replay group.
 type State string
@@ -90,11 +82,11 @@ type Progress struct {
 	OtherFingerprint string `json:"other_fingerprint,omitempty"`
 	// Foreign is the first commit replay did not make, on any topic of the
 	// group, when State is StateForeign.
-	Foreign *ForeignCommit `json:"foreign_commit,omitempty"`
-	// Record is this machine's record of the plan's run (RunRecord) when
+	Foreign *group.ForeignCommit `json:"foreign_commit,omitempty"`
+	// Record is this machine's record of the plan's run (group.RunRecord) when
 	// the group has no commit of it (its offsets expired or were deleted);
 	// the caller sets it.
-	Record *RunRecord `json:"run_record,omitempty"`
+	Record *group.RunRecord `json:"run_record,omitempty"`
 	// Partitions are the partitions the plan selects or the group committed,
 	// sorted.
 	Partitions []PartitionProgress `json:"partitions"`
@@ -134,7 +126,7 @@ func (c *Cluster) Progress(ctx context.Context, p *plan.Plan) (*Progress, error)
 		return nil, err
 	}
 	pr := &Progress{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: topic, Group: p.Group, CheckedAt: time.Now().UTC()}
-	if pr.GroupState, pr.Holder, err = c.groupState(ctx, p.Group); err != nil {
+	if pr.GroupState, pr.Holder, err = group.State(ctx, c.Cluster, p.Group); err != nil {
 		pr.GroupState = "unknown: " + err.Error()
 	}
 	for _, part := range parts {
@@ -143,7 +135,7 @@ func (c *Cluster) Progress(ctx context.Context, p *plan.Plan) (*Progress, error)
 	pr.summarize()
 	// A commit replay did not make on another topic makes the group
 	// foreign too: run and reset refuse it.
-	if pr.Foreign, err = c.foreignCommit(ctx, p.Group); err != nil {
+	if pr.Foreign, err = group.Foreign(ctx, c.Cluster, p.Group); err != nil {
 		return nil, err
 	}
 	if pr.Foreign != nil {
@@ -152,7 +144,7 @@ func (c *Cluster) Progress(ctx context.Context, p *plan.Plan) (*Progress, error)
 	return pr, nil
 }
 
-func partitionProgress(cp Checkpoint, o source.Offsets, fp string) PartitionProgress {
+func partitionProgress(cp group.Checkpoint, o source.Offsets, fp string) PartitionProgress {
 	pp := PartitionProgress{Partition: cp.Partition, Committed: cp.Offset, Start: -1, End: -1, Remaining: -1,
 		LogStart: o.LogStart, HighWatermark: o.HighWatermark}
 	if cp.Offset < 0 || !cp.Replay {
@@ -212,36 +204,16 @@ func (pr *Progress) summarize() {
 	}
 }
 
-// groupState returns the coordinator's state of the group (DescribeGroups)
-// and the plain run holding it (Holder.String), "" when none does.
-func (c *Cluster) groupState(ctx context.Context, group string) (state, holder string, err error) {
-	g, err := c.DescribeGroup(ctx, group)
-	switch {
-	case err != nil:
-		return "", "", err
-	case g == nil:
-		return "", "", fmt.Errorf("describe group %s: no answer for it", group)
-	case g.Err != nil:
-		return "", "", fmt.Errorf("describe group %s: %w", group, g.Err)
-	}
-	for _, m := range g.Members {
-		if h, ok := parseHolder(m); ok {
-			holder = h.String()
-		}
-	}
-	return g.State, holder, nil
-}
-
 // CheckReset returns the commits Reset would delete: p's group's
 // checkpoints on p's topic, sorted by partition (none when the group never
 // committed). It refuses (*fault.SafetyError) what Reset refuses: a group that
 // has active members or is not Empty/Dead, and a group that holds, on any
 // topic, a commit replay did not make. It changes nothing.
-func (c *Cluster) CheckReset(ctx context.Context, p *plan.Plan) ([]Checkpoint, error) {
-	if err := c.CheckGroupIdle(ctx, p.Group); err != nil {
+func (c *Cluster) CheckReset(ctx context.Context, p *plan.Plan) ([]group.Checkpoint, error) {
+	if err := group.CheckIdle(ctx, c.Cluster, p.Group); err != nil {
 		return nil, err
 	}
-	if err := c.checkReplayOnly(ctx, p.Group, "replay never deletes its offsets"); err != nil {
+	if err := group.CheckReplayOnly(ctx, c.Cluster, p.Group, "replay never deletes its offsets"); err != nil {
 		return nil, err
 	}
 	all, err := c.Partitions(ctx, p.Source.Topic)
@@ -252,7 +224,7 @@ func (c *Cluster) CheckReset(ctx context.Context, p *plan.Plan) ([]Checkpoint, e
 	if err != nil {
 		return nil, err
 	}
-	var out []Checkpoint
+	var out []group.Checkpoint
 	for _, part := range all {
 		if cps[part].Offset >= 0 {
 			out = append(out, cps[part])
@@ -261,52 +233,12 @@ func (c *Cluster) CheckReset(ctx context.Context, p *plan.Plan) ([]Checkpoint, e
 	return out, nil
 }
 
-// checkReplayOnly refuses a group holding any commit, on any topic, without
-// replay's metadata (OffsetFetch for all topics); advice ends the reason.
-// run and reset refuse such a group alike.
-func (c *Cluster) checkReplayOnly(ctx context.Context, group, advice string) error {
-	cm, err := c.foreignCommit(ctx, group)
-	if err != nil || cm == nil {
-		return err
-	}
-	return &fault.SafetyError{Group: group, Reason: fmt.Sprintf("it has a commit on %s that replay did not make: it is, or was, a real consumer group, and %s", cm, advice)}
-}
-
-// ForeignCommit is a commit in a replay group that replay did not make.
-type ForeignCommit struct {
-	Topic     string `json:"topic"`
-	Partition int32  `json:"partition"`
-	Offset    int64  `json:"offset"`
-}
-
-func (f ForeignCommit) String() string {
-	return fmt.Sprintf("%s/%d (offset %d)", f.Topic, f.Partition, f.Offset)
-}
-
-// foreignCommit returns the first (by topic, then partition) commit of the
-// group, on any topic, without replay's metadata; nil when there is none.
-func (c *Cluster) foreignCommit(ctx context.Context, group string) (*ForeignCommit, error) {
-	all, err := c.CommittedAll(ctx, group)
-	if err != nil {
-		return nil, err
-	}
-	for _, t := range slices.Sorted(maps.Keys(all)) {
-		cms := slices.SortedFunc(slices.Values(all[t]), func(a, b source.Committed) int { return int(a.Partition) - int(b.Partition) })
-		for _, cm := range cms {
-			if cm.Offset >= 0 && !checkpointOf(cm).Replay {
-				return &ForeignCommit{Topic: t, Partition: cm.Partition, Offset: cm.Offset}, nil
-			}
-		}
-	}
-	return nil, nil
-}
-
 // Reset deletes p's replay group's committed offsets on p's topic
 // (OffsetDelete, KIP-496), so that the next run of p resolves its window
 // afresh and starts over. It refuses (*fault.SafetyError) as CheckReset does, and
 // when the broker answers that the group is in use (NON_EMPTY_GROUP,
 // GROUP_SUBSCRIBED_TO_TOPIC). It returns the commits it deleted.
-func (c *Cluster) Reset(ctx context.Context, p *plan.Plan) ([]Checkpoint, error) {
+func (c *Cluster) Reset(ctx context.Context, p *plan.Plan) ([]group.Checkpoint, error) {
 	cps, err := c.CheckReset(ctx, p)
 	if err != nil || len(cps) == 0 {
 		return nil, err
@@ -315,7 +247,7 @@ func (c *Cluster) Reset(ctx context.Context, p *plan.Plan) ([]Checkpoint, error)
 	for i, cp := range cps {
 		parts[i] = cp.Partition
 	}
-	if err := c.deleteCommits(ctx, p.Group, p.Source.Topic, parts); err != nil {
+	if err := group.DeleteCommits(ctx, c.Cluster, p.Group, p.Source.Topic, parts); err != nil {
 		return nil, err
 	}
 	return cps, c.checkDeleted(ctx, p, cps)
@@ -323,7 +255,7 @@ func (c *Cluster) Reset(ctx context.Context, p *plan.Plan) ([]Checkpoint, error)
 
 // checkDeleted reads the commits back: a reset that left one would make the
 // next run resume instead of starting over.
-func (c *Cluster) checkDeleted(ctx context.Context, p *plan.Plan, deleted []Checkpoint) error {
+func (c *Cluster) checkDeleted(ctx context.Context, p *plan.Plan, deleted []group.Checkpoint) error {
 	parts := make([]int32, len(deleted))
 	for i, cp := range deleted {
 		parts[i] = cp.Partition

@@ -15,6 +15,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/group"
 	"github.com/replay-tool/replay/runner/sandbox"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/file"
@@ -132,7 +133,7 @@ func sorted(s []string) []string {
 }
 
 // commits returns the group's committed offsets per partition.
-func commits(t *testing.T, c *Cluster, group, topic string, parts ...int32) map[int32]Checkpoint {
+func commits(t *testing.T, c *Cluster, group, topic string, parts ...int32) map[int32]group.Checkpoint {
 	t.Helper()
 	cps, err := c.Checkpoints(context.Background(), group, topic, parts)
 	if err != nil {

@@ -14,13 +14,14 @@ import (
 	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/fault"
+	"github.com/replay-tool/replay/runner/group"
 	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks/file"
 )
 
 // TestHoldLostStopsTheRun: a plain run holding its plan's group that loses
 // the hold (another member joined, which ends the hold's generation) stops
-// with ErrHoldLost and commits nothing further; the group's commits stay
+// with group.ErrHoldLost and commits nothing further; the group's commits stay
 // where they were, short of the ends.
 func TestHoldLostStopsTheRun(t *testing.T) {
 	sb := newTestCluster(t, 3, "orders")
@@ -58,7 +59,7 @@ func TestHoldLostStopsTheRun(t *testing.T) {
 	}, "the run never committed")
 	// Another member joins: the hold's generation ends.
 	m, err := c.Join(source.JoinConfig{Group: p.Group, Topic: "orders", ClientID: "intruder", Heartbeat: time.Second,
-		SessionTimeout: joinSessionTimeout, RebalanceTimeout: joinRebalanceTimeout})
+		SessionTimeout: group.JoinSessionTimeout, RebalanceTimeout: group.JoinRebalanceTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,8 +70,8 @@ func TestHoldLostStopsTheRun(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the run did not stop after losing its hold")
 	}
-	if !errors.Is(err, ErrHoldLost) {
-		t.Fatalf("run after losing the hold: %v, want ErrHoldLost", err)
+	if !errors.Is(err, group.ErrHoldLost) {
+		t.Fatalf("run after losing the hold: %v, want group.ErrHoldLost", err)
 	}
 	after := commits(t, c, p.Group, "orders", 0, 1, 2)
 	// Whatever of the run outlives Run (the commit batcher lingers a
@@ -147,7 +148,7 @@ func TestHoldRestartDropsDiscarded(t *testing.T) {
 // named until its session times out; the same hash, a dead PID, is
 // removed and the hold is taken.
 func TestHoldLetsGoOnlyOfDeadHoldersOfThisMachine(t *testing.T) {
-	if localMachine() == "" {
+	if group.LocalMachine() == "" {
 		t.Skip("no boot ID or PID namespace to tell machines apart")
 	}
 	sb := newTestCluster(t, 1, "orders")
@@ -164,15 +165,15 @@ func TestHoldLetsGoOnlyOfDeadHoldersOfThisMachine(t *testing.T) {
 	for _, tc := range []struct {
 		name, machine string
 		letGo         bool
-	}{{"another container", "0123456789ab", false}, {"an earlier version", "", false}, {"this machine", localMachine(), true}} {
+	}{{"another container", "0123456789ab", false}, {"an earlier version", "", false}, {"this machine", group.LocalMachine(), true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := Holder{Fingerprint: p.Fingerprint(), Host: host, PID: dead.Process.Pid, Since: time.Now().UTC(), Machine: tc.machine}
-			id := h.clientID()
+			h := group.Holder{Fingerprint: p.Fingerprint(), Host: host, PID: dead.Process.Pid, Since: time.Now().UTC(), Machine: tc.machine}
+			id := h.ClientID()
 			if tc.machine == "" {
-				id = strings.TrimSuffix(id, holdSep) // the five fields an earlier version wrote
+				id = strings.TrimSuffix(id, "/") // the five fields an earlier version wrote
 			}
 			m, err := c.Join(source.JoinConfig{Group: p.Group, Topic: "orders", ClientID: id, Heartbeat: time.Second,
-				SessionTimeout: joinSessionTimeout, RebalanceTimeout: joinRebalanceTimeout})
+				SessionTimeout: group.JoinSessionTimeout, RebalanceTimeout: group.JoinRebalanceTimeout})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -199,47 +200,5 @@ func TestHoldLetsGoOnlyOfDeadHoldersOfThisMachine(t *testing.T) {
 				t.Fatalf("HoldGroup: %v, want a refusal naming the holder", err)
 			}
 		})
-	}
-}
-
-// TestHoldKeptFromAnEarlierStarter: of two runs of one plan that passed
-// the group checks together, the one that joined first and held the group
-// keeps it, even when the other process started earlier: the newcomer is
-// refused naming the holder, and the holder stays the group's only
-// member without losing its hold.
-func TestHoldKeptFromAnEarlierStarter(t *testing.T) {
-	sb := newTestCluster(t, 3, "orders")
-	seed(t, sb, "orders", 30, t0, time.Hour)
-	p, _ := filePlan(t, sb, "  from: "+t0.Format(time.RFC3339)+"\n  to: "+t0.Add(time.Hour).Format(time.RFC3339))
-	c := connect(t, p)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	holder, err := HoldGroup(ctx, c, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Release()
-	// A process of the same plan that started a minute before the holder
-	// and joins now (as it would had its group checks passed before the
-	// holder joined).
-	early := holder.self
-	early.PID, early.Since = early.PID+1, early.Since.Add(-time.Minute)
-	newcomer := newHold(connect(t, p), p, early)
-	err = newcomer.join(ctx)
-	if err == nil {
-		newcomer.Release()
-		t.Fatalf("the newcomer that started earlier took the group from its holder")
-	}
-	var se *fault.SafetyError
-	if !errors.As(err, &se) || !strings.Contains(se.Reason, holder.self.String()) {
-		t.Fatalf("newcomer: %v, want the refusal naming the holder (%s)", err, holder.self)
-	}
-	testenv.Eventually(t, 30*time.Second, 20*time.Millisecond, func() bool {
-		g, err := c.DescribeGroup(ctx, p.Group)
-		return err == nil && g != nil && len(g.Members) == 1 && g.Members[0].ClientID == holder.clientID() &&
-			strings.EqualFold(g.State, "Stable")
-	}, "the holder is not the group's only member again")
-	if err := holder.lost.Err(); err != nil {
-		t.Fatalf("the holder lost its hold to a refused newcomer")
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/fault"
+	"github.com/replay-tool/replay/runner/group"
 	"github.com/replay-tool/replay/runner/sandbox"
 	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks/file"
@@ -591,10 +592,10 @@ func groupReader(t *testing.T, sb *sandbox.Sandbox, group string) *kafka.Reader 
 	return r
 }
 
-func waitGroupEmpty(t *testing.T, c *Cluster, group string) {
+func waitGroupEmpty(t *testing.T, c *Cluster, g string) {
 	t.Helper()
-	testenv.Eventually(t, 15*time.Second, 50*time.Millisecond, func() bool { return c.checkGroupIdle(context.Background(), group) == nil },
-		"group %s still has members", group)
+	testenv.Eventually(t, 15*time.Second, 50*time.Millisecond, func() bool { return group.CheckIdle(context.Background(), c.Cluster, g) == nil },
+		"group %s still has members", g)
 }
 
 // A group with a live consumer-group member is refused by Prepare; and a

@@ -14,6 +14,7 @@ import (
 	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/fault"
+	"github.com/replay-tool/replay/runner/group"
 	"github.com/replay-tool/replay/runner/sandbox"
 	"github.com/replay-tool/replay/sinks/file"
 )
@@ -92,7 +93,7 @@ func TestRecreatedTopicRefusesResolution(t *testing.T) {
 	before, after := recreateTopic(t, sb, c, "orders", 2)
 	seed(t, sb, "orders", 300, t0, time.Hour)
 	_, err = Prepare(context.Background(), c, p, pinned(t, res))
-	var ie *IncarnationError
+	var ie *group.IncarnationError
 	var se *fault.SafetyError
 	if !errors.As(err, &ie) || !errors.As(err, &se) || !strings.Contains(err.Error(), before) || !strings.Contains(err.Error(), after) {
 		t.Fatalf("prepare: %v, want a refusal naming topic IDs %s and %s", err, before, after)
@@ -128,7 +129,7 @@ sink: {type: file, path: `+out+`, batch_size: 20}
 	case <-time.After(60 * time.Second):
 		t.Fatal("the run did not end")
 	}
-	var ie *IncarnationError
+	var ie *group.IncarnationError
 	if !errors.As(err, &ie) || ie.Recorded != before || ie.Now != after {
 		t.Fatalf("run: %v, want the topic's recreation (%s, then %s)", err, before, after)
 	}

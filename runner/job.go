@@ -6,10 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
-	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,7 +14,7 @@ import (
 
 	"github.com/replay-tool/replay/internal/decode"
 	"github.com/replay-tool/replay/plan"
-	"github.com/replay-tool/replay/runner/fault"
+	"github.com/replay-tool/replay/runner/group"
 	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks"
 )
@@ -68,9 +65,9 @@ type Options struct {
 	// rebalance. Default 1 s.
 	Heartbeat time.Duration
 	// StateDir, when set, is where plain runs keep their local run records
-	// (RunRecord, under StateDir/runs): a run whose group lost its commits
+	// (group.RunRecord, under StateDir/runs): a run whose group lost its commits
 	// while a record says the plan made progress is refused
-	// (*ExpiredError in a *fault.SafetyError) instead of starting over.
+	// (*group.ExpiredError in a *fault.SafetyError) instead of starting over.
 	StateDir string
 	// ResumeFromSink continues a plan whose group lost its commits from the
 	// sink's own checkpoints (sinks.CheckpointStore) instead of refusing,
@@ -79,9 +76,9 @@ type Options struct {
 	ResumeFromSink bool
 	// Hold, when set, is this process's hold on the plan's group
 	// (HoldGroup): the group may have this process as its member, the
-	// commits carry its generation, and Run stops with ErrHoldLost when it
+	// commits carry its generation, and Run stops with group.ErrHoldLost when it
 	// ends.
-	Hold *Hold
+	Hold *group.Hold
 }
 
 // logicalNow is At when set, else Now().
@@ -152,19 +149,16 @@ type Job struct {
 	// without one; checkSink asks Run to refuse a fresh run when the sink's
 	// checkpoint table records progress of it (the group lost its commits);
 	// fromSink is Options.ResumeFromSink for a group without commits.
-	record              *RunRecord
+	record              *group.RunRecord
 	checkSink, fromSink bool
 
 	c    *Cluster
 	opts Options
-	// batch coalesces the partitions' commits (commitBatcher).
-	batchMu sync.Mutex
-	batch   *commitBatcher
 	// live is the running (or last) run's counters, for Progress.
 	live atomic.Pointer[liveRun]
-	// member is set while the job runs as a member of its group
-	// (RunJoined): commits carry its generation.
-	member atomic.Pointer[source.Member]
+	// commits commits the running (or last) run's offsets to the group
+	// (group.Committer), as the member the job has there.
+	commits atomic.Pointer[group.Committer]
 	// budget counts records that cannot be processed against max_errors.
 	budget *errorBudget
 	// topicID is the topic's ID when the job was prepared (KIP-516); ""
@@ -224,7 +218,7 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 	applyRetry(c, p, opts)
 	member := opts.holderID()
 	if opts.Join {
-		member = joinClientID(p.Fingerprint())
+		member = group.JoinClientID(p.Fingerprint())
 	}
 	all, cps, err := c.gatherStart(ctx, p, member)
 	if err != nil {
@@ -236,9 +230,9 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 	}
 	job := &Job{Plan: p, c: c, opts: opts, topicID: topicID}
 	if job.recordsRuns() {
-		if job.record, err = readRecord(opts.StateDir, job.SourceClusterID(), p); err != nil {
+		if job.record, err = group.ReadRecord(opts.StateDir, job.SourceClusterID(), p); err != nil {
 			if !opts.Restart { // checkpoints of another incarnation are refused first
-				if ierr := checkIncarnation(p, cps, topicID); ierr != nil {
+				if ierr := group.CheckIncarnation(p, cps, topicID); ierr != nil {
 					return nil, ierr
 				}
 			}
@@ -281,7 +275,7 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 			job.discarded = append(job.discarded, part)
 		}
 	}
-	if !anyCommit(cps) {
+	if !group.AnyCommit(cps) {
 		if err := (preparing{job}).withoutCommits(); err != nil {
 			return nil, err
 		}
@@ -289,39 +283,8 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 	return job, nil
 }
 
-// checkRunnable refuses, as reset does, a group that holds a commit replay
-// did not make on any topic, not only on the plan's: it is, or was, a real
-// consumer group.
-func (c *Cluster) checkRunnable(ctx context.Context, p *plan.Plan) error {
-	return c.checkReplayOnly(ctx, p.Group, "replay never runs in it: name a dedicated group such as "+dedicatedGroup(p))
-}
-
-// classify checks the group's commits: true when they are this plan's.
-func classify(p *plan.Plan, cps map[int32]Checkpoint, restart bool) (bool, error) {
-	fp := p.Fingerprint()
-	parts := make([]int32, 0, len(cps))
-	for part := range cps {
-		parts = append(parts, part)
-	}
-	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
-	mine := false
-	for _, part := range parts {
-		cp := cps[part]
-		switch {
-		case cp.Offset < 0:
-		case !cp.Replay:
-			return false, &fault.SafetyError{Group: p.Group, Reason: fmt.Sprintf("it has a commit on %s/%d (offset %d) that replay did not make: it is, or was, a real consumer group; name a dedicated group such as %s", p.Source.Topic, part, cp.Offset, dedicatedGroup(p))}
-		case cp.Fingerprint != fp && !restart:
-			return false, &fault.SafetyError{Group: p.Group, Hint: fault.HintRestart, Reason: fmt.Sprintf("it holds checkpoints of another plan (%q, fingerprint %s; this plan is %s): the plan changed since that run; discard them and start over, or use another group", cp.Plan, cp.Fingerprint, fp)}
-		case cp.Fingerprint == fp:
-			mine = true
-		}
-	}
-	return mine && !restart, nil
-}
-
 // resume rebuilds the ranges from the checkpoints of an earlier run.
-func (j preparing) resume(ctx context.Context, all []int32, cps map[int32]Checkpoint) error {
+func (j preparing) resume(ctx context.Context, all []int32, cps map[int32]group.Checkpoint) error {
 	p := j.Plan
 	var parts []int32
 	for _, part := range all {
@@ -357,14 +320,6 @@ func (j preparing) resume(ctx context.Context, all []int32, cps map[int32]Checkp
 	}
 	j.warnAdded(j.addedAmong(j.Ignored))
 	return nil
-}
-
-// dedicatedGroup suggests a group name for plan p other than its group.
-func dedicatedGroup(p *plan.Plan) string {
-	if g := "replay." + p.Name; g != p.Group {
-		return g
-	}
-	return "replay." + p.Name + "-2"
 }
 
 // selects reports whether p reads partition part of its topic.
@@ -426,64 +381,9 @@ func (j *Job) warnAdded(added []int32) {
 // job discards when it runs (Options.Restart): the command asks first.
 func (j *Job) Discarded() []int32 { return slices.Clone(j.discarded) }
 
-// IncarnationError refuses ranges resolved on another incarnation of the
-// topic: it was deleted and created again under the same name (KIP-516
-// topic IDs differ). Its offsets name other records, so resuming would
-// read another log, and a sink keyed by topic, partition and offset would
-// have the new records overwrite the old ones. It comes wrapped in a
-// *fault.SafetyError (refused: the command line exits 3).
-type IncarnationError struct {
-	Topic, Group string
-	// Recorded is the topic ID the checkpoints or the resolution file
-	// record (Where says which), Now the topic's ID now.
-	Recorded, Now, Where string
-	// Pinned is true when a resolution file records the old ID.
-	Pinned bool
-}
-
-func (e *IncarnationError) Error() string {
-	return fmt.Sprintf("topic %s was deleted and created again since %s: that was on topic ID %s, and the topic now has ID %s; its offsets now name other records, so replaying them would read another log and, in a sink keyed by topic, partition and offset, write the new records over the old ones. %s",
-		e.Topic, e.Where, e.Recorded, e.Now, e.advice())
-}
-
-func (e *IncarnationError) advice() string {
-	if e.Pinned {
-		return "Replay the new topic with a new resolution file, into another sink or after clearing the rows of the old one"
-	}
-	return "Replay the new topic under another group (or into another sink), or re-run with --restart to replay it from scratch in this one"
-}
-
-// refuse wraps e in the *fault.SafetyError the command line reports (exit 3).
-func (e *IncarnationError) refuse() error {
-	se := &fault.SafetyError{Group: e.Group, Reason: e.Error(), Err: e}
-	if e.Pinned {
-		se.Hint = fault.HintResolveAgain
-	}
-	return se
-}
-
-// checkIncarnation refuses (*IncarnationError) checkpoints of the group
-// made on another incarnation of the topic (their metadata records its ID).
-// Kafka drops a deleted topic's commits from every group, so these are
-// commits a run made after the topic was created again, with the ranges of
-// the old one.
-func checkIncarnation(p *plan.Plan, cps map[int32]Checkpoint, topicID string) error {
-	if topicID == "" {
-		return nil
-	}
-	parts := slices.Sorted(maps.Keys(cps))
-	for _, part := range parts {
-		if cp := cps[part]; cp.Replay && cp.Offset >= 0 && cp.TopicID != "" && cp.TopicID != topicID {
-			return (&IncarnationError{Topic: p.Source.Topic, Group: p.Group, Recorded: cp.TopicID, Now: topicID,
-				Where: fmt.Sprintf("the group's checkpoints were made (partition %d at offset %d)", part, cp.Offset)}).refuse()
-		}
-	}
-	return nil
-}
-
 // checkSameTopic re-reads the topic's ID at the end of a run: a topic
 // deleted and created again while the run read it is an
-// *IncarnationError, before anything is published.
+// *group.IncarnationError, before anything is published.
 func (j *Job) checkSameTopic(ctx context.Context) error {
 	if j.Resolution.TopicID == "" {
 		return nil
@@ -493,8 +393,8 @@ func (j *Job) checkSameTopic(ctx context.Context) error {
 		return fmt.Errorf("check the topic's ID at the end of the run: %w", err)
 	}
 	if id != "" && id != j.Resolution.TopicID {
-		return (&IncarnationError{Topic: j.Resolution.Topic, Group: j.Plan.Group, Recorded: j.Resolution.TopicID, Now: id,
-			Where: "this run resolved its ranges (during the run: records of both may have reached the sink, and nothing was published)"}).refuse()
+		return (&group.IncarnationError{Topic: j.Resolution.Topic, Group: j.Plan.Group, Recorded: j.Resolution.TopicID, Now: id,
+			Where: "this run resolved its ranges (during the run: records of both may have reached the sink, and nothing was published)"}).Refuse()
 	}
 	return nil
 }

@@ -9,31 +9,14 @@ import (
 	"time"
 
 	"github.com/replay-tool/replay/runner/fault"
+	"github.com/replay-tool/replay/runner/group"
 	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks"
 )
 
-// joinClientID is the client ID of every process of the plan with
-// fingerprint fp that joins its replay group: how a joining process tells
-// its peers from a live consumer that must not share the group.
-func joinClientID(fp string) string { return "replay-join-" + fp }
-
-// Timeouts of a joined member. A member that dies is
-// replaced after joinSessionTimeout (kfake and Kafka refuse less than 6 s);
-// a rebalance waits up to joinRebalanceTimeout for every member to finish
-// its in-flight batch and commit.
-const (
-	joinSessionTimeout   = 10 * time.Second
-	joinRebalanceTimeout = 30 * time.Second
-	// joinDonePoll is how often a member whose partitions are done checks
-	// whether the other members finished theirs.
-	joinDonePoll = time.Second
-)
-
-// joinMaxFailures bounds consecutive failed attempts to join (kafka-go
-// backs off 5 s between most of them; a rebalance in progress is paced by
-// the broker).
-const joinMaxFailures = 30
+// joinDonePoll is how often a member whose partitions are done checks
+// whether the other members finished theirs.
+const joinDonePoll = time.Second
 
 // errAllDone ends a joined run: every partition of the plan reached its end.
 var errAllDone = errors.New("every partition is done")
@@ -71,19 +54,20 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	if sinks.CapabilitiesOf(j.DeadLetters).Resumer != nil {
 		return nil, &LocalOutputError{Sink: string(j.Plan.DeadLetter.Type), DeadLetters: true}
 	}
+	j.commits.Store(group.NewCommitter(j.c.Cluster, j.opts.Hold, j.Plan.Group, j.Resolution.Topic, len(j.Resolution.Ranges)))
 	j.sayRetries()
 	if err := j.pinJoined(work, sink); err != nil {
 		return nil, err
 	}
-	cg, err := j.c.Join(source.JoinConfig{Group: j.Plan.Group, Topic: j.Resolution.Topic, ClientID: joinClientID(j.Resolution.Fingerprint),
-		Heartbeat: j.opts.Heartbeat, SessionTimeout: joinSessionTimeout, RebalanceTimeout: joinRebalanceTimeout})
+	cg, err := j.c.Join(source.JoinConfig{Group: j.Plan.Group, Topic: j.Resolution.Topic, ClientID: group.JoinClientID(j.Resolution.Fingerprint),
+		Heartbeat: j.opts.Heartbeat, SessionTimeout: group.JoinSessionTimeout, RebalanceTimeout: group.JoinRebalanceTimeout})
 	if err != nil {
 		return nil, err
 	}
 	defer cg.Close()
 	reports := map[int32]*PartitionReport{}
 	runErr := j.memberOf(ctx, cg, sink, reports)
-	j.member.Store(nil)
+	j.commits.Load().SetMember(nil)
 	cg.Close() // leave: the others take over at once
 	for _, p := range slices.Sorted(maps.Keys(reports)) {
 		rep.Partitions = append(rep.Partitions, *reports[p])
@@ -126,7 +110,7 @@ func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []i
 	// Every member must be a process of this plan: a live consumer that
 	// joined the group since (whose leader may even have assigned the
 	// partitions) must not share the plan's partitions and checkpoints.
-	if err := j.c.checkGroupMembers(rctx, j.Plan.Group, joinClientID(j.Resolution.Fingerprint)); err != nil {
+	if err := group.CheckMembers(rctx, j.c.Cluster, j.Plan.Group, group.JoinClientID(j.Resolution.Fingerprint)); err != nil {
 		return outcome(err)
 	}
 	cps, err := j.c.Checkpoints(rctx, j.Plan.Group, j.Resolution.Topic, mine)
@@ -160,7 +144,7 @@ func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []i
 // another range is a refusal: two processes started with different
 // resolutions (a relative window resolved twice), and mixing them would
 // replay neither.
-func (j *Job) generationStates(mine []int32, cps map[int32]Checkpoint) ([]*partitionState, error) {
+func (j *Job) generationStates(mine []int32, cps map[int32]group.Checkpoint) ([]*partitionState, error) {
 	var states []*partitionState
 	for _, r := range j.Resolution.Ranges {
 		if !slices.Contains(mine, r.Partition) {
@@ -285,7 +269,7 @@ func (j *Job) memberOf(ctx context.Context, cg *source.Membership, sink sinks.Si
 				// decode: not a joined replay process.
 				runErr = &fault.SafetyError{Group: j.Plan.Group, Hint: fault.HintJoinedOnly, Reason: "a consumer that is not a joined process of this plan joined it (" +
 					foreign.Error() + "): it reads the topic in the group and commits over the replay's checkpoints; stop it, and give the plan a group nobody else uses"}
-			case source.Retriable(err) && failures < joinMaxFailures:
+			case source.Retriable(err) && failures < group.JoinMaxFailures:
 				// kafka-go keeps trying (a rebalance in progress, a
 				// coordinator moving) and reports each failed attempt here.
 				failures++
@@ -297,7 +281,7 @@ func (j *Job) memberOf(ctx context.Context, cg *source.Membership, sink sinks.Si
 			break
 		}
 		failures = 0
-		j.member.Store(&gen.Member)
+		j.commits.Load().SetMember(&gen.Member)
 		mine := gen.Partitions
 		log.Info().Int32("generation", gen.Generation).Ints32("partitions", mine).Msg("joined the replay group")
 		ended := make(chan error, 1)

@@ -19,6 +19,7 @@ import (
 	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/fault"
+	"github.com/replay-tool/replay/runner/group"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/postgres"
 	"github.com/replay-tool/replay/sinks/registry"
@@ -85,7 +86,7 @@ func TestJoinedMembersShareThePlan(t *testing.T) {
 			if i == 1 { // the first is running (in the group) when the second joins
 				wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 				defer cancel()
-				if err := testenv.WaitFor(wctx, 20*time.Millisecond, func() bool { return job.c.checkGroupIdle(wctx, job.Plan.Group) != nil }); err != nil {
+				if err := testenv.WaitFor(wctx, 20*time.Millisecond, func() bool { return group.CheckIdle(wctx, job.c.Cluster, job.Plan.Group) != nil }); err != nil {
 					return fmt.Errorf("the first member never joined: %w", err)
 				}
 			}
@@ -211,7 +212,7 @@ func TestJoinRefusesOtherRanges(t *testing.T) {
 	}
 	aDone := make(chan error, 1)
 	go func() { _, err := a.RunJoined(t.Context(), openSink(t, a)); aDone <- err }()
-	testenv.Eventually(t, 15*time.Second, 50*time.Millisecond, func() bool { return a.c.checkGroupIdle(t.Context(), a.Plan.Group) != nil },
+	testenv.Eventually(t, 15*time.Second, 50*time.Millisecond, func() bool { return group.CheckIdle(t.Context(), a.c.Cluster, a.Plan.Group) != nil },
 		"the first member never joined")
 	_, err = b.RunJoined(t.Context(), openSink(t, b))
 	var se *fault.SafetyError
@@ -241,7 +242,7 @@ func TestJoinedMemberStopsWhenAConsumerJoins(t *testing.T) {
 	job := member(t)
 	done := make(chan error, 1)
 	go func() { _, err := job.RunJoined(t.Context(), openSink(t, job)); done <- err }()
-	testenv.Eventually(t, 15*time.Second, 50*time.Millisecond, func() bool { return job.c.checkGroupIdle(t.Context(), job.Plan.Group) != nil },
+	testenv.Eventually(t, 15*time.Second, 50*time.Millisecond, func() bool { return group.CheckIdle(t.Context(), job.c.Cluster, job.Plan.Group) != nil },
 		"the member never joined")
 	// kcat's balanced consumer (librdkafka, classic group protocol).
 	kc := exec.Command("kcat", "-G", job.Plan.Group, "-b", job.c.Brokers[0], "-q", "-o", "beginning", "orders")
@@ -282,7 +283,7 @@ func TestJoinRefusesKIP848Group(t *testing.T) {
 			cl.PollFetches(ctx)
 		}
 	}()
-	testenv.Eventually(t, 15*time.Second, 50*time.Millisecond, func() bool { return job.c.checkGroupIdle(t.Context(), job.Plan.Group) != nil },
+	testenv.Eventually(t, 15*time.Second, 50*time.Millisecond, func() bool { return group.CheckIdle(t.Context(), job.c.Cluster, job.Plan.Group) != nil },
 		"the consumer never joined")
 	opts := testOptions(t)
 	opts.Join, opts.Pinned = true, job.Resolution

@@ -12,6 +12,7 @@ import (
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/fault"
+	"github.com/replay-tool/replay/runner/group"
 	"github.com/replay-tool/replay/runner/source"
 )
 
@@ -85,18 +86,18 @@ func (f resolutionFile) check() error {
 // earlier run that was resolved differently: finish or discard it first).
 // A range whose start (or checkpoint) retention has deleted since is a
 // *RetentionError unless the plan sets allow_data_loss.
-func (j preparing) pin(ctx context.Context, all []int32, cps map[int32]Checkpoint) error {
+func (j preparing) pin(ctx context.Context, all []int32, cps map[int32]group.Checkpoint) error {
 	p, pinned := j.Plan, j.opts.Pinned
 	if err := checkPinnedPlan(p, pinned); err != nil {
 		return err
 	}
 	if pinned.TopicID != "" && j.topicID != "" && pinned.TopicID != j.topicID {
-		return (&IncarnationError{Topic: p.Source.Topic, Group: p.Group, Recorded: pinned.TopicID, Now: j.topicID, Where: "the resolution file was written", Pinned: true}).refuse()
+		return (&group.IncarnationError{Topic: p.Source.Topic, Group: p.Group, Recorded: pinned.TopicID, Now: j.topicID, Where: "the resolution file was written", Pinned: true}).Refuse()
 	}
 	if err := j.checkPinnedRanges(ctx, all); err != nil {
 		return err
 	}
-	resumable, err := classify(p, cps, j.opts.Restart)
+	resumable, err := group.Classify(p, cps, j.opts.Restart)
 	if err != nil {
 		return err
 	}
@@ -193,7 +194,7 @@ func checkPinnedPlan(p *plan.Plan, pinned *Resolution) error {
 
 // samePinnedRanges checks that this plan's checkpoints in the group record
 // exactly the pinned ranges: then the pinned run resumes from them.
-func samePinnedRanges(p *plan.Plan, pinned *Resolution, cps map[int32]Checkpoint, join bool) error {
+func samePinnedRanges(p *plan.Plan, pinned *Resolution, cps map[int32]group.Checkpoint, join bool) error {
 	parts := make([]int32, 0, len(cps))
 	for part, cp := range cps {
 		if cp.Replay && cp.Offset >= 0 {

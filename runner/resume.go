@@ -7,6 +7,7 @@ import (
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/fault"
+	"github.com/replay-tool/replay/runner/group"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -144,9 +145,9 @@ func (j *Job) resumeFromSink(ctx context.Context, sink sinks.Sink, states []*par
 	if store == nil {
 		return nil
 	}
-	group, topic := j.Plan.Group, j.Resolution.Topic
+	g, topic := j.Plan.Group, j.Resolution.Topic
 	if j.Fresh {
-		if err := store.ResetCheckpoints(ctx, group, topic); err != nil {
+		if err := store.ResetCheckpoints(ctx, g, topic); err != nil {
 			return fmt.Errorf("reset the sink's checkpoints: %w", err)
 		}
 		return nil
@@ -154,12 +155,12 @@ func (j *Job) resumeFromSink(ctx context.Context, sink sinks.Sink, states []*par
 	if j.Plan.OnError == plan.OnErrorDeadLetter {
 		return nil
 	}
-	cps, err := store.Checkpoints(ctx, group, topic)
+	cps, err := store.Checkpoints(ctx, g, topic)
 	if err != nil {
 		return fmt.Errorf("read the sink's checkpoints: %w", err)
 	}
 	offsets := map[int32]int64{}
-	meta := map[int32]checkpointMeta{}
+	meta := map[int32]group.Meta{}
 	for _, s := range states {
 		next, ok := cps[s.Partition]
 		if !ok || next <= s.from || next > s.End {
@@ -177,8 +178,8 @@ func (j *Job) resumeFromSink(ctx context.Context, sink sinks.Sink, states []*par
 	if len(offsets) == 0 {
 		return nil
 	}
-	if err := j.commitMember(ctx, j.member.Load(), group, topic, offsets, meta); err != nil {
-		return fmt.Errorf("commit the sink's checkpoints to group %s: %w", group, err)
+	if err := j.commits.Load().Commit(ctx, offsets, meta); err != nil {
+		return fmt.Errorf("commit the sink's checkpoints to group %s: %w", g, err)
 	}
 	return nil
 }

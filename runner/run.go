@@ -15,6 +15,7 @@ import (
 	"github.com/replay-tool/replay/internal/pipeline"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/fault"
+	"github.com/replay-tool/replay/runner/group"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -32,23 +33,25 @@ import (
 // partition stops the others the same way and Run returns its
 // *PartitionError; nothing is ever committed past what the sink holds.
 // With Options.Hold, the commits are the hold's member's, and a hold that
-// ends stops the run with an error wrapping ErrHoldLost.
+// ends stops the run with an error wrapping group.ErrHoldLost.
 func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	applyRetry(j.c, j.Plan, j.opts) // also for jobs prepared by the schedule
 	if err := j.dropDiscardedHeld(ctx); err != nil {
 		return nil, err
 	}
-	ctx, unhold, member := j.holdsFor(ctx)
+	k := group.NewCommitter(j.c.Cluster, j.opts.Hold, j.Plan.Group, j.Resolution.Topic, len(j.Resolution.Ranges))
+	j.commits.Store(k)
+	j.sayRetries()
+	ctx, unhold := k.Follow(ctx, j.opts.Log)
 	defer unhold()
-	j.member.Store(member)
 	rep, err := j.run(ctx, sink)
 	if errors.Is(err, sinks.ErrLost) && fault.HintOf(err) == fault.HintNone {
 		// A sink lost what it made durable (sinks.ErrLost): a resume
 		// cannot bring it back, only a replay of the window.
 		err = fault.With(err, fault.HintRestart)
 	}
-	if j.holdLost() {
-		err = errors.Join(ErrHoldLost, err)
+	if k.HoldLost() {
+		err = errors.Join(group.ErrHoldLost, err)
 	}
 	return rep, err
 }
@@ -88,7 +91,7 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	if err := j.resumeFromSink(work, sink, states); err != nil {
 		return nil, err
 	}
-	j.saveRecord(RecordRunning, j.from)
+	j.saveRecord(group.RecordRunning, j.from)
 	next := func(r Range) int64 {
 		for _, s := range states {
 			if s.Partition == r.Partition {
@@ -107,11 +110,11 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	rep.Added = j.addedSince(work)
 	j.finish(rep, sink)
 	if err != nil {
-		j.saveRecord(RecordStopped, next)
+		j.saveRecord(group.RecordStopped, next)
 		return rep, err
 	}
 	if err := j.checkSameTopic(work); err != nil {
-		j.saveRecord(RecordStopped, next)
+		j.saveRecord(group.RecordStopped, next)
 		return rep, err
 	}
 	ends := map[int32]partitionEnd{}
@@ -119,14 +122,14 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 		ends[s.Partition] = partitionEnd{next: max(s.next.Load(), s.from), pos: s.pos.Load(), deadPos: s.deadPos.Load()}
 	}
 	if err := j.confirmCommits(work, sink, ends); err != nil {
-		j.saveRecord(RecordStopped, next)
+		j.saveRecord(group.RecordStopped, next)
 		return rep, err
 	}
 	err = j.publish(work, sink, rep)
 	if err != nil {
-		j.saveRecord(RecordStopped, next)
+		j.saveRecord(group.RecordStopped, next)
 	} else {
-		j.saveRecord(RecordDone, next)
+		j.saveRecord(group.RecordDone, next)
 	}
 	return rep, err
 }
@@ -154,7 +157,7 @@ func (j *Job) confirmCommits(ctx context.Context, sink sinks.Sink, ends map[int3
 		return fmt.Errorf("read back the group's offsets at the end of the run: %w", err)
 	}
 	offsets := map[int32]int64{}
-	meta := map[int32]checkpointMeta{}
+	meta := map[int32]group.Meta{}
 	for _, r := range j.Resolution.Ranges {
 		end, ok := ends[r.Partition]
 		if !ok {
@@ -171,7 +174,7 @@ func (j *Job) confirmCommits(ctx context.Context, sink sinks.Sink, ends map[int3
 	if len(offsets) == 0 {
 		return nil
 	}
-	if err := j.commitMember(ctx, j.member.Load(), j.Plan.Group, j.Resolution.Topic, offsets, meta); err != nil {
+	if err := j.commits.Load().Commit(ctx, offsets, meta); err != nil {
 		return fmt.Errorf("commit the ends again in group %s: %w", j.Plan.Group, err)
 	}
 	return nil
@@ -222,7 +225,7 @@ func (j *Job) newReport() *Report {
 // resumed, before anything reaches the sink.
 func (j *Job) commitStarts(ctx context.Context) error {
 	offsets := map[int32]int64{}
-	meta := map[int32]checkpointMeta{}
+	meta := map[int32]group.Meta{}
 	for _, r := range j.Resolution.Ranges {
 		offsets[r.Partition] = j.from(r)
 		m := j.meta(r)
@@ -233,7 +236,7 @@ func (j *Job) commitStarts(ctx context.Context) error {
 		}
 		meta[r.Partition] = m
 	}
-	if err := j.commitMember(ctx, j.member.Load(), j.Plan.Group, j.Resolution.Topic, offsets, meta); err != nil {
+	if err := j.commits.Load().Commit(ctx, offsets, meta); err != nil {
 		return fmt.Errorf("pin the resolved ranges in group %s: %w", j.Plan.Group, err)
 	}
 	return nil
@@ -246,7 +249,7 @@ func (j *Job) dropDiscardedHeld(ctx context.Context) error {
 	if !j.Fresh || j.opts.Hold == nil || len(j.dropParts()) == 0 {
 		return nil
 	}
-	return j.opts.Hold.leaveFor(ctx, func() error { return j.dropDiscarded(context.WithoutCancel(ctx)) })
+	return j.opts.Hold.LeaveFor(ctx, func() error { return j.dropDiscarded(context.WithoutCancel(ctx)) })
 }
 
 // dropParts are the discarded partitions outside the new ranges.
@@ -264,7 +267,7 @@ func (j *Job) dropParts() []int32 {
 // partitions outside the new ranges (commitStarts overwrites the others).
 func (j *Job) dropDiscarded(ctx context.Context) error {
 	parts := j.dropParts()
-	if err := j.c.deleteCommits(ctx, j.Plan.Group, j.Resolution.Topic, parts); err != nil {
+	if err := group.DeleteCommits(ctx, j.c.Cluster, j.Plan.Group, j.Resolution.Topic, parts); err != nil {
 		return fmt.Errorf("discard the earlier run's checkpoints in group %s: %w", j.Plan.Group, err)
 	}
 	return nil
@@ -284,7 +287,8 @@ func (j *Job) SourceClusterID() string {
 // replay group while it runs joined (RunJoined), else -1 and ""
 // (sinks.Options.Member).
 func (j *Job) Member() (generation int32, memberID string) {
-	if m := j.member.Load(); m != nil {
+	if k := j.commits.Load(); k != nil && k.Member() != nil {
+		m := k.Member()
 		return m.Generation, m.ID
 	}
 	return -1, ""
@@ -298,14 +302,14 @@ func (j *Job) Member() (generation int32, memberID string) {
 func (j *Job) CommitMetadata(partition int32) string {
 	for _, r := range j.Resolution.Ranges {
 		if r.Partition == partition {
-			return j.meta(r).encode()
+			return j.meta(r).Encode()
 		}
 	}
 	return ""
 }
 
-func (j *Job) meta(r Range) checkpointMeta {
-	m := checkpointMeta{Tool: metaTool, Plan: j.Plan.Name, Fingerprint: j.Resolution.Fingerprint, Start: r.Start, End: r.End, Tid: j.Resolution.TopicID}
+func (j *Job) meta(r Range) group.Meta {
+	m := group.Meta{Tool: group.MetaTool, Plan: j.Plan.Name, Fingerprint: j.Resolution.Fingerprint, Start: r.Start, End: r.End, Tid: j.Resolution.TopicID}
 	if j.Interval != nil {
 		m.Iv = j.Interval.Start.UTC().Format(time.RFC3339)
 	}

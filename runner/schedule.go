@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/group"
 )
 
 // ScheduleState is where a plan with a schedule window stands in its
@@ -34,7 +35,7 @@ type ScheduleState struct {
 
 // scheduleState decodes the schedule's progress from the group's
 // checkpoints cps of this plan (fingerprint fp).
-func scheduleState(p *plan.Plan, cps map[int32]Checkpoint, fp string, now time.Time) *ScheduleState {
+func scheduleState(p *plan.Plan, cps map[int32]group.Checkpoint, fp string, now time.Time) *ScheduleState {
 	w := p.Window
 	st := &ScheduleState{Committed: map[int32]int64{}}
 	var latest time.Time
@@ -101,7 +102,7 @@ func PrepareScheduled(ctx context.Context, c *Cluster, p *plan.Plan, opts Option
 	if err != nil {
 		return nil, nil, err
 	}
-	if _, err := classify(p, cps, opts.Restart); err != nil {
+	if _, err := group.Classify(p, cps, opts.Restart); err != nil {
 		return nil, nil, err
 	}
 	job := &Job{Plan: p, c: c, opts: opts}
@@ -111,7 +112,7 @@ func PrepareScheduled(ctx context.Context, c *Cluster, p *plan.Plan, opts Option
 				job.discarded = append(job.discarded, part)
 			}
 		}
-		cps = map[int32]Checkpoint{}
+		cps = map[int32]group.Checkpoint{}
 	}
 	now := opts.logicalNow()
 	st := scheduleState(p, cps, p.Fingerprint(), now)
@@ -129,7 +130,7 @@ func PrepareScheduled(ctx context.Context, c *Cluster, p *plan.Plan, opts Option
 // intervalRanges fixes the ranges of j.Interval: the ranges its commits
 // record where there are any, the contiguous continuation of the previous
 // interval elsewhere.
-func (j preparing) intervalRanges(ctx context.Context, all []int32, cps map[int32]Checkpoint) error {
+func (j preparing) intervalRanges(ctx context.Context, all []int32, cps map[int32]group.Checkpoint) error {
 	p, iv := j.Plan, *j.Interval
 	topic := p.Source.Topic
 	selected, unselected, err := selectPartitions(p, all)
@@ -260,7 +261,7 @@ func PrepareInterval(ctx context.Context, c *Cluster, p *plan.Plan, at time.Time
 	if now := opts.logicalNow(); !p.Window.Due(iv, now) {
 		return nil, &IntervalError{At: at, Reason: fmt.Sprintf("its interval %s is not due until %s", iv, p.Window.DueAt(iv).Format(time.RFC3339))}
 	}
-	if err := c.checkRunnable(ctx, p); err != nil {
+	if err := group.CheckRunnable(ctx, c.Cluster, p); err != nil {
 		return nil, err
 	}
 	all, err := c.Partitions(ctx, p.Source.Topic)
@@ -273,14 +274,14 @@ func PrepareInterval(ctx context.Context, c *Cluster, p *plan.Plan, at time.Time
 	}
 	rp := *p
 	rp.Group = IntervalGroup(p.Group, iv)
-	if err := c.checkGroupIdle(ctx, rp.Group); err != nil {
+	if err := group.CheckIdle(ctx, c.Cluster, rp.Group); err != nil {
 		return nil, err
 	}
 	own, err := c.Checkpoints(ctx, rp.Group, p.Source.Topic, all)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := classify(&rp, own, true); err != nil {
+	if _, err := group.Classify(&rp, own, true); err != nil {
 		return nil, err
 	}
 	job := &Job{Plan: &rp, c: c, opts: opts, Interval: &iv}
@@ -291,7 +292,7 @@ func PrepareInterval(ctx context.Context, c *Cluster, p *plan.Plan, at time.Time
 			resumable = true
 		}
 	}
-	cps := map[int32]Checkpoint{}
+	cps := map[int32]group.Checkpoint{}
 	switch {
 	case resumable: // an interrupted re-run
 		cps = own

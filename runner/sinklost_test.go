@@ -12,6 +12,7 @@ import (
 
 	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/group"
 )
 
 // lostTarget is a database table a test takes rows away from between an
@@ -137,7 +138,7 @@ func TestResumeRewritesWhatTheTableLost(t *testing.T) {
 	// restoreHalf keeps, per partition, the rows below the middle of what
 	// was committed and sets the checkpoint there: the state of a backup
 	// (or a replica) from earlier in the run.
-	restoreHalf := func(t *testing.T, tg lostTarget, before map[int32]Checkpoint) {
+	restoreHalf := func(t *testing.T, tg lostTarget, before map[int32]group.Checkpoint) {
 		cps := tg.ckpt(t)
 		for part, cp := range before {
 			if cp.Offset <= cp.Start+1 || cps[part] == 0 {
@@ -151,21 +152,21 @@ func TestResumeRewritesWhatTheTableLost(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		target func(t *testing.T) lostTarget
-		lose   func(t *testing.T, tg lostTarget, before map[int32]Checkpoint)
+		lose   func(t *testing.T, tg lostTarget, before map[int32]group.Checkpoint)
 	}{
 		{"postgres/drop", func(t *testing.T) lostTarget { return postgresLost(t, true) },
-			func(t *testing.T, tg lostTarget, _ map[int32]Checkpoint) { tg.exec(t, `DROP TABLE %[1]s`) }},
+			func(t *testing.T, tg lostTarget, _ map[int32]group.Checkpoint) { tg.exec(t, `DROP TABLE %[1]s`) }},
 		{"postgres/truncate", func(t *testing.T) lostTarget { return postgresLost(t, true) },
-			func(t *testing.T, tg lostTarget, _ map[int32]Checkpoint) { tg.exec(t, `TRUNCATE %[1]s`) }},
+			func(t *testing.T, tg lostTarget, _ map[int32]group.Checkpoint) { tg.exec(t, `TRUNCATE %[1]s`) }},
 		{"postgres/truncate_both", func(t *testing.T) lostTarget { return postgresLost(t, true) },
-			func(t *testing.T, tg lostTarget, _ map[int32]Checkpoint) { tg.exec(t, `TRUNCATE %[1]s, %[2]s`) }},
+			func(t *testing.T, tg lostTarget, _ map[int32]group.Checkpoint) { tg.exec(t, `TRUNCATE %[1]s, %[2]s`) }},
 		{"postgres/restore", func(t *testing.T) lostTarget { return postgresLost(t, true) }, restoreHalf},
 		{"postgres/no_checkpoint_table/drop", func(t *testing.T) lostTarget { return postgresLost(t, false) },
-			func(t *testing.T, tg lostTarget, _ map[int32]Checkpoint) { tg.exec(t, `DROP TABLE %[1]s`) }},
+			func(t *testing.T, tg lostTarget, _ map[int32]group.Checkpoint) { tg.exec(t, `DROP TABLE %[1]s`) }},
 		{"postgres/no_checkpoint_table/truncate", func(t *testing.T) lostTarget { return postgresLost(t, false) },
-			func(t *testing.T, tg lostTarget, _ map[int32]Checkpoint) { tg.exec(t, `TRUNCATE %[1]s`) }},
+			func(t *testing.T, tg lostTarget, _ map[int32]group.Checkpoint) { tg.exec(t, `TRUNCATE %[1]s`) }},
 		{"sqlite/delete", sqliteLost,
-			func(t *testing.T, tg lostTarget, _ map[int32]Checkpoint) { tg.exec(t, `DELETE FROM %[1]s`) }},
+			func(t *testing.T, tg lostTarget, _ map[int32]group.Checkpoint) { tg.exec(t, `DELETE FROM %[1]s`) }},
 		{"sqlite/restore", sqliteLost, restoreHalf},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/fault"
+	"github.com/replay-tool/replay/runner/group"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/file"
 	"github.com/replay-tool/replay/sinks/registry"
@@ -59,7 +60,7 @@ func openPlanSink(t *testing.T, p *plan.Plan, job *Job) sinks.Sink {
 // interruptRun runs p until the at-th Write of its sink (before runs just
 // before it), stops it there and returns the group's commits: some
 // partition must be past its start and one not finished.
-func interruptRun(t *testing.T, p *plan.Plan, at int64, before func()) map[int32]Checkpoint {
+func interruptRun(t *testing.T, p *plan.Plan, at int64, before func()) map[int32]group.Checkpoint {
 	t.Helper()
 	c := connect(t, p)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -105,7 +106,7 @@ func runResumed(t *testing.T, p *plan.Plan, opts Options) (*Job, *Report, error)
 
 // wantRefusal checks that err refuses the resume (exit 3) with subs in its
 // message, and that the group's commits are still before.
-func wantRefusal(t *testing.T, p *plan.Plan, err error, before map[int32]Checkpoint, subs ...string) {
+func wantRefusal(t *testing.T, p *plan.Plan, err error, before map[int32]group.Checkpoint, subs ...string) {
 	t.Helper()
 	var se *fault.SafetyError
 	if !errors.As(err, &se) {

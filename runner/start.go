@@ -5,6 +5,7 @@ import (
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/fault"
+	"github.com/replay-tool/replay/runner/group"
 )
 
 // preparing is a Job while Prepare or PrepareScheduled fixes its ranges:
@@ -35,34 +36,34 @@ const (
 type startFacts struct {
 	plan *plan.Plan
 	// cps are the group's checkpoints on the plan's topic, by partition.
-	cps map[int32]Checkpoint
+	cps map[int32]group.Checkpoint
 	// topicID is the topic's ID now ("" when the cluster has none).
 	topicID string
 	// record is the local run record of the plan; nil when there is none
 	// or the job keeps none.
-	record *RunRecord
+	record *group.RunRecord
 	// The options that choose.
 	restart, join, resumeFromSink, pinned bool
 }
 
 // decideStart decides how a run of f.plan begins, or refuses it:
 // checkpoints made on another incarnation of the topic (*fault.SafetyError
-// holding an *IncarnationError, unless restart), commits that replay did
+// holding an *group.IncarnationError, unless restart), commits that replay did
 // not make or another plan's checkpoints (classify), a joined run with
 // nothing fixed yet, and a group that lost the commits of a recorded run
-// (the *fault.SafetyError of an *ExpiredError, unless restart or
+// (the *fault.SafetyError of an *group.ExpiredError, unless restart or
 // resumeFromSink).
 func decideStart(f startFacts) (startKind, error) {
 	p := f.plan
 	if !f.restart {
-		if err := checkIncarnation(p, f.cps, f.topicID); err != nil {
+		if err := group.CheckIncarnation(p, f.cps, f.topicID); err != nil {
 			return 0, err
 		}
 	}
 	if f.pinned {
 		return startPinned, nil
 	}
-	resumable, err := classify(p, f.cps, f.restart)
+	resumable, err := group.Classify(p, f.cps, f.restart)
 	switch {
 	case err != nil:
 		return 0, err
@@ -70,9 +71,9 @@ func decideStart(f startFacts) (startKind, error) {
 		return startResume, nil
 	case f.join:
 		return 0, &fault.SafetyError{Group: p.Group, Hint: fault.HintResolveOnce, Reason: "a joined run needs the same fixed ranges in every process, and the group holds no run of this plan yet"}
-	case f.record.progress() && !anyCommit(f.cps):
+	case f.record.Progress() && !group.AnyCommit(f.cps):
 		if !f.restart && !f.resumeFromSink {
-			return 0, recordRefusal(p, f.record, f.record.Ranges)
+			return 0, group.RecordRefusal(p, f.record, f.record.Ranges)
 		}
 		return startFromRecord, nil
 	}
@@ -92,15 +93,15 @@ type noCommits struct {
 }
 
 // decideNoCommits decides noCommits: Restart starts over; a run record
-// with progress is refused (its *ExpiredError as a *fault.SafetyError) unless
+// with progress is refused (its *group.ExpiredError as a *fault.SafetyError) unless
 // resumeFromSink; without a record, the sink's checkpoints are checked.
-func decideNoCommits(p *plan.Plan, rec *RunRecord, restart, resumeFromSink bool) (noCommits, error) {
+func decideNoCommits(p *plan.Plan, rec *group.RunRecord, restart, resumeFromSink bool) (noCommits, error) {
 	switch {
 	case restart:
-	case rec.progress() && !resumeFromSink:
-		return noCommits{}, recordRefusal(p, rec, rec.Ranges)
-	case rec.progress(), resumeFromSink:
-		return noCommits{fromSink: true, fresh: !rec.progress()}, nil
+	case rec.Progress() && !resumeFromSink:
+		return noCommits{}, group.RecordRefusal(p, rec, rec.Ranges)
+	case rec.Progress(), resumeFromSink:
+		return noCommits{fromSink: true, fresh: !rec.Progress()}, nil
 	case rec == nil:
 		return noCommits{checkSink: true}, nil
 	}
@@ -112,11 +113,11 @@ func decideNoCommits(p *plan.Plan, rec *RunRecord, restart, resumeFromSink bool)
 // other than member ("" none) or holding a commit replay did not make on
 // any topic (checkRunnable), then reads the topic's partitions and the
 // group's checkpoints on them.
-func (c *Cluster) gatherStart(ctx context.Context, p *plan.Plan, member string) (all []int32, cps map[int32]Checkpoint, err error) {
-	if err := c.checkGroupMembers(ctx, p.Group, member); err != nil {
+func (c *Cluster) gatherStart(ctx context.Context, p *plan.Plan, member string) (all []int32, cps map[int32]group.Checkpoint, err error) {
+	if err := group.CheckMembers(ctx, c.Cluster, p.Group, member); err != nil {
 		return nil, nil, err
 	}
-	if err := c.checkRunnable(ctx, p); err != nil {
+	if err := group.CheckRunnable(ctx, c.Cluster, p); err != nil {
 		return nil, nil, err
 	}
 	if all, err = c.Partitions(ctx, p.Source.Topic); err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/fault"
+	"github.com/replay-tool/replay/runner/group"
 )
 
 // The start decision, from gathered facts alone: every way a run begins
@@ -13,12 +14,12 @@ import (
 func TestDecideStart(t *testing.T) {
 	p := &plan.Plan{Name: "orders", Group: "replay.orders", Source: plan.Source{Topic: "orders"}}
 	fp := p.Fingerprint()
-	mine := map[int32]Checkpoint{0: {Partition: 0, Offset: 5, Replay: true, Fingerprint: fp, End: 9, TopicID: "T1"}, 1: {Partition: 1, Offset: -1}}
-	other := map[int32]Checkpoint{0: {Partition: 0, Offset: 5, Replay: true, Fingerprint: "another", End: 9}}
-	foreign := map[int32]Checkpoint{0: {Partition: 0, Offset: 5}}
-	none := map[int32]Checkpoint{0: {Partition: 0, Offset: -1}}
-	running := &RunRecord{State: RecordRunning, Ranges: []RecordedRange{{Partition: 0, Start: 0, End: 9, Committed: 5}}}
-	reset := &RunRecord{State: RecordReset}
+	mine := map[int32]group.Checkpoint{0: {Partition: 0, Offset: 5, Replay: true, Fingerprint: fp, End: 9, TopicID: "T1"}, 1: {Partition: 1, Offset: -1}}
+	other := map[int32]group.Checkpoint{0: {Partition: 0, Offset: 5, Replay: true, Fingerprint: "another", End: 9}}
+	foreign := map[int32]group.Checkpoint{0: {Partition: 0, Offset: 5}}
+	none := map[int32]group.Checkpoint{0: {Partition: 0, Offset: -1}}
+	running := &group.RunRecord{State: group.RecordRunning, Ranges: []group.RecordedRange{{Partition: 0, Start: 0, End: 9, Committed: 5}}}
+	reset := &group.RunRecord{State: group.RecordReset}
 	const (
 		ok = iota
 		safety
@@ -55,8 +56,8 @@ func TestDecideStart(t *testing.T) {
 			tc.f.plan = p
 			got, err := decideStart(tc.f)
 			var se *fault.SafetyError
-			var ie *IncarnationError
-			var ee *ExpiredError
+			var ie *group.IncarnationError
+			var ee *group.ExpiredError
 			switch tc.fails {
 			case ok:
 				if err != nil || got != tc.want {
@@ -68,11 +69,11 @@ func TestDecideStart(t *testing.T) {
 				}
 			case incarnation:
 				if !errors.As(err, &ie) {
-					t.Fatalf("got %d, %v; want an *IncarnationError", got, err)
+					t.Fatalf("got %d, %v; want an *group.IncarnationError", got, err)
 				}
 			case expired:
 				if !errors.As(err, &se) || !errors.As(err, &ee) || se.Hint != fault.HintExpired {
-					t.Fatalf("got %d, %v; want the *fault.SafetyError of an *ExpiredError", got, err)
+					t.Fatalf("got %d, %v; want the *fault.SafetyError of an *group.ExpiredError", got, err)
 				}
 			}
 		})
@@ -81,11 +82,11 @@ func TestDecideStart(t *testing.T) {
 
 func TestDecideNoCommits(t *testing.T) {
 	p := &plan.Plan{Name: "orders", Group: "replay.orders", Source: plan.Source{Topic: "orders"}}
-	running := &RunRecord{State: RecordRunning, Ranges: []RecordedRange{{Partition: 0, End: 9, Committed: 5}}}
-	reset := &RunRecord{State: RecordReset}
+	running := &group.RunRecord{State: group.RecordRunning, Ranges: []group.RecordedRange{{Partition: 0, End: 9, Committed: 5}}}
+	reset := &group.RunRecord{State: group.RecordReset}
 	for _, tc := range []struct {
 		name                    string
-		rec                     *RunRecord
+		rec                     *group.RunRecord
 		restart, resumeFromSink bool
 		want                    noCommits
 		refused                 bool
@@ -100,7 +101,7 @@ func TestDecideNoCommits(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := decideNoCommits(p, tc.rec, tc.restart, tc.resumeFromSink)
-			var ee *ExpiredError
+			var ee *group.ExpiredError
 			if tc.refused != errors.As(err, &ee) || got != tc.want {
 				t.Fatalf("got %+v, %v; want %+v, refused %v", got, err, tc.want, tc.refused)
 			}

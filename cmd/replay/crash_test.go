@@ -15,7 +15,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/replay-tool/replay/internal/testenv"
-	"github.com/replay-tool/replay/runner"
+	"github.com/replay-tool/replay/runner/group"
 )
 
 const (
@@ -226,7 +226,7 @@ func sameLines(t *testing.T, got, want []byte) bool {
 // writtenNotCommitted appends to each partition's staging file (or, with
 // one staging file for all, to it) the next records after its checkpoint
 // (as the clean run wrote them) and half a line.
-func writtenNotCommitted(t *testing.T, out, cleanOut string, cps map[int32]runner.Checkpoint) {
+func writtenNotCommitted(t *testing.T, out, cleanOut string, cps map[int32]group.Checkpoint) {
 	t.Helper()
 	held := staged(t, out)
 	next := map[int32][]string{}

@@ -15,6 +15,7 @@ import (
 	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner"
+	"github.com/replay-tool/replay/runner/group"
 	"github.com/replay-tool/replay/runner/sandbox"
 	"github.com/replay-tool/replay/sinks/registry"
 )
@@ -195,7 +196,7 @@ func fileSink(path string, batch int) string {
 }
 
 // checkpoints reads the committed offsets of the plan's group.
-func checkpoints(t *testing.T, planFile string, partitions int32) map[int32]runner.Checkpoint {
+func checkpoints(t *testing.T, planFile string, partitions int32) map[int32]group.Checkpoint {
 	t.Helper()
 	p, err := plan.Load(planFile, plan.LoadOptions{Sinks: registry.Catalog()})
 	if err != nil {

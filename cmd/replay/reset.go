@@ -14,6 +14,7 @@ import (
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner"
+	"github.com/replay-tool/replay/runner/group"
 )
 
 type resetOptions struct {
@@ -108,7 +109,7 @@ func (a *app) forgetRun(c *runner.Cluster, p *plan.Plan, file string) error {
 
 // describeCommits says which partitions hold commits of which plan:
 // "partitions [0 1 2] of this plan (fingerprint ...)".
-func describeCommits(cps []runner.Checkpoint, p *plan.Plan) string {
+func describeCommits(cps []group.Checkpoint, p *plan.Plan) string {
 	byPlan := map[string][]int32{}
 	for _, cp := range cps {
 		who := fmt.Sprintf("plan %q (fingerprint %s)", cp.Plan, cp.Fingerprint)

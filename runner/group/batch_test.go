@@ -1,4 +1,4 @@
-package runner
+package group
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func testCommitBatcherCoalesces(t *testing.T) {
 	inflight := map[int32]bool{}
 	last := map[int32]int64{}
 	var bad []string
-	b := &commitBatcher{linger: lingerFor(parts), send: func(ctx context.Context, m *source.Member, offsets map[int32]int64, meta map[int32]checkpointMeta) error {
+	b := &Batcher{Linger: LingerFor(parts), Send: func(ctx context.Context, m *source.Member, offsets map[int32]int64, meta map[int32]Meta) error {
 		mu.Lock()
 		for p, off := range offsets {
 			if inflight[p] {
@@ -56,7 +56,7 @@ func testCommitBatcherCoalesces(t *testing.T) {
 	for p := range int32(parts) {
 		wg.Go(func() {
 			for i := range int64(rounds) {
-				if err := b.commit(context.Background(), nil, p, i+1, checkpointMeta{End: int64(p)}); err != nil {
+				if err := b.Commit(context.Background(), nil, p, i+1, Meta{End: int64(p)}); err != nil {
 					errs[p]++
 				}
 			}
@@ -93,7 +93,7 @@ func testCommitBatcherKeepsMembersApart(t *testing.T) {
 	var mu sync.Mutex
 	var mixed bool
 	seen := map[*source.Member]int{}
-	b := &commitBatcher{linger: 20 * time.Millisecond, send: func(ctx context.Context, m *source.Member, offsets map[int32]int64, _ map[int32]checkpointMeta) error {
+	b := &Batcher{Linger: 20 * time.Millisecond, Send: func(ctx context.Context, m *source.Member, offsets map[int32]int64, _ map[int32]Meta) error {
 		mu.Lock()
 		defer mu.Unlock()
 		for p := range offsets {
@@ -111,7 +111,7 @@ func testCommitBatcherKeepsMembersApart(t *testing.T) {
 			if p%2 == 0 {
 				m = m1
 			}
-			_ = b.commit(context.Background(), m, p, 1, checkpointMeta{})
+			_ = b.Commit(context.Background(), m, p, 1, Meta{})
 		})
 	}
 	wg.Wait()

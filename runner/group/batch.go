@@ -1,4 +1,4 @@
-package runner
+package group
 
 import (
 	"context"
@@ -13,13 +13,13 @@ import (
 // request per tick instead of one per partition. The gathering grows with
 // the number of partitions the job runs (lingerPerCommit each after the
 // first), so a few partitions wait a few milliseconds and a single one not
-// at all (batcherFor).
+// at all (LingerFor).
 const (
 	commitLinger    = 50 * time.Millisecond
 	lingerPerCommit = time.Millisecond
 )
 
-// commitBatcher coalesces the commits of a job's partitions into one
+// Batcher coalesces the commits of a job's partitions into one
 // OffsetCommit request per tick (commitLinger) to the group's coordinator.
 // It sends one request at a time: commits that come while one is in flight
 // go in the next. Each partition's committer waits for the answer of the
@@ -28,11 +28,11 @@ const (
 // offset per partition: committed offsets never decrease (the committer
 // never asks for less than it committed). Commits made as different group
 // members (a rebalance between them) never share a request.
-type commitBatcher struct {
-	// send commits offsets with their metadata as m (nil: standalone).
-	send func(ctx context.Context, m *source.Member, offsets map[int32]int64, meta map[int32]checkpointMeta) error
-	// linger is the gathering time before each request.
-	linger time.Duration
+type Batcher struct {
+	// Send commits offsets with their metadata as m (nil: standalone).
+	Send func(ctx context.Context, m *source.Member, offsets map[int32]int64, meta map[int32]Meta) error
+	// Linger is the gathering time before each request (LingerFor).
+	Linger time.Duration
 
 	mu      sync.Mutex
 	pending []*pendingCommit
@@ -41,8 +41,8 @@ type commitBatcher struct {
 	requests int
 }
 
-// lingerFor is the gathering time of a job running partitions partitions.
-func lingerFor(partitions int) time.Duration {
+// LingerFor is the gathering time of a job running partitions partitions.
+func LingerFor(partitions int) time.Duration {
 	return min(commitLinger, time.Duration(max(partitions-1, 0))*lingerPerCommit)
 }
 
@@ -51,17 +51,17 @@ type pendingCommit struct {
 	member    *source.Member
 	partition int32
 	next      int64
-	meta      checkpointMeta
+	meta      Meta
 	deadline  time.Time // zero: none
 	done      chan error
 }
 
-// commit queues partition's commit of next and waits for the answer of the
+// Commit queues partition's commit of next and waits for the answer of the
 // request that carries it. It waits even after ctx ends (the request may
 // be on its way): the request's own context ends at the latest deadline of
 // the commits it carries, and a commit of unknown outcome settles before
 // the answer comes back (source.RetryPolicy.SettleDelay).
-func (b *commitBatcher) commit(ctx context.Context, m *source.Member, partition int32, next int64, meta checkpointMeta) error {
+func (b *Batcher) Commit(ctx context.Context, m *source.Member, partition int32, next int64, meta Meta) error {
 	pc := &pendingCommit{member: m, partition: partition, next: next, meta: meta, done: make(chan error, 1)}
 	if dl, ok := ctx.Deadline(); ok {
 		pc.deadline = dl
@@ -80,10 +80,10 @@ func (b *commitBatcher) commit(ctx context.Context, m *source.Member, partition 
 }
 
 // loop sends what is pending, one request at a time, until nothing is.
-func (b *commitBatcher) loop() {
+func (b *Batcher) loop() {
 	for {
-		if b.linger > 0 {
-			time.Sleep(b.linger)
+		if b.Linger > 0 {
+			time.Sleep(b.Linger)
 		}
 		b.mu.Lock()
 		batch := b.pending
@@ -100,11 +100,11 @@ func (b *commitBatcher) loop() {
 
 // flush sends batch: one request per member (in practice one), each
 // partition once.
-func (b *commitBatcher) flush(batch []*pendingCommit) {
+func (b *Batcher) flush(batch []*pendingCommit) {
 	for len(batch) > 0 {
 		m := batch[0].member
 		var these, rest []*pendingCommit
-		offsets, metas := map[int32]int64{}, map[int32]checkpointMeta{}
+		offsets, metas := map[int32]int64{}, map[int32]Meta{}
 		var deadline time.Time
 		none := false // a commit without a deadline: the request has none
 		for _, pc := range batch {
@@ -126,7 +126,7 @@ func (b *commitBatcher) flush(batch []*pendingCommit) {
 		b.mu.Lock()
 		b.requests++
 		b.mu.Unlock()
-		err := b.send(ctx, m, offsets, metas)
+		err := b.Send(ctx, m, offsets, metas)
 		cancel()
 		for _, pc := range these {
 			pc.done <- err
@@ -136,7 +136,7 @@ func (b *commitBatcher) flush(batch []*pendingCommit) {
 }
 
 // Requests is how many requests the batcher sent.
-func (b *commitBatcher) Requests() int {
+func (b *Batcher) Requests() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.requests

@@ -1,0 +1,261 @@
+// Package group keeps a plan's dedicated replay consumer group safe: what
+// replay commits to it (checkpoints with their metadata), who may be a
+// member (the hold of a run, the processes of a joined run), which
+// commits it refuses (another plan's, another incarnation's, a real
+// consumer's), and the local record of a run that outlives the group's
+// commits.
+package group
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/replay-tool/replay/runner/fault"
+	"github.com/replay-tool/replay/runner/source"
+)
+
+// Meta is the commit metadata replay writes with every offset it commits
+// to the replay group: which plan made the commit and where that
+// partition's range ends, so `replay status` and a resumed run find the
+// fixed range again, and standard tools show the remaining lag. Kept far
+// below Kafka's offset.metadata.max.bytes (4 KiB).
+type Meta struct {
+	Tool        string `json:"tool"` // always MetaTool
+	Plan        string `json:"plan"`
+	Fingerprint string `json:"fp"`
+	Start       int64  `json:"start"`
+	End         int64  `json:"end"`
+	// Pos is the sink's durable position for the partition at this commit
+	// (sinks.Positioner); omitted when unknown.
+	Pos int64 `json:"pos,omitempty"`
+	// DPos is the same for the dead-letter sink.
+	DPos int64 `json:"dpos,omitempty"`
+	// Iv is the start of the schedule interval the range belongs to (RFC
+	// 3339, UTC); omitted for a plan without a schedule.
+	Iv string `json:"iv,omitempty"`
+	// Tid is the topic's ID (KIP-516, 22 characters) the range was
+	// resolved on; omitted when the brokers report none.
+	Tid string `json:"tid,omitempty"`
+}
+
+// MetaTool is Meta.Tool: it tells replay's commits from any other.
+const MetaTool = "replay"
+
+// Encode renders m as the JSON a commit carries.
+func (m Meta) Encode() string {
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+// Checkpoint is what the replay group holds for one partition.
+type Checkpoint struct {
+	Partition int32
+	// Offset is the next offset to read (everything below is durable in the
+	// sink); -1 when the group has no commit for the partition.
+	Offset int64
+	// Replay is false for a commit that replay did not make.
+	Replay      bool
+	Plan        string
+	Fingerprint string
+	Start, End  int64
+	// Position is the sink's durable position recorded with the commit
+	// (sinks.Positioner); 0 when unknown. DeadLetterPosition is the
+	// dead-letter sink's.
+	Position, DeadLetterPosition int64
+	// Interval is the start of the schedule interval the range belongs to;
+	// zero for a plan without a schedule.
+	Interval time.Time
+	// TopicID is the ID of the topic the range was resolved on (KIP-516);
+	// "" when unknown.
+	TopicID string
+}
+
+// Done reports whether the partition's range is finished.
+func (c Checkpoint) Done() bool { return c.Replay && c.Offset >= c.End }
+
+// Checkpoints reads the group's committed offsets for the partitions
+// (OffsetFetch). A group that never committed has Offset -1 everywhere.
+func Checkpoints(ctx context.Context, c *source.Cluster, group, topic string, parts []int32) (map[int32]Checkpoint, error) {
+	commits, err := c.Committed(ctx, group, topic, parts)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int32]Checkpoint, len(commits))
+	for p, cm := range commits {
+		out[p] = decode(cm)
+	}
+	return out, nil
+}
+
+// decode reads a commit with replay's metadata.
+func decode(cm source.Committed) Checkpoint {
+	cp := Checkpoint{Partition: cm.Partition, Offset: cm.Offset}
+	var m Meta
+	if json.Unmarshal([]byte(cm.Metadata), &m) == nil && m.Tool == MetaTool {
+		cp.Replay, cp.Plan, cp.Fingerprint, cp.Start, cp.End, cp.Position, cp.DeadLetterPosition = true, m.Plan, m.Fingerprint, m.Start, m.End, m.Pos, m.DPos
+		cp.TopicID = m.Tid
+		if t, err := time.Parse(time.RFC3339, m.Iv); err == nil {
+			cp.Interval = t.UTC()
+		}
+	}
+	return cp
+}
+
+// CheckIdle refuses (*fault.SafetyError) a group that has members or is
+// rebalancing (DescribeGroups, ConsumerGroupDescribe): a state other than
+// Empty or Dead is a refusal, and so is an error describing the group.
+func CheckIdle(ctx context.Context, c *source.Cluster, group string) error {
+	return CheckMembers(ctx, c, group, "")
+}
+
+// CheckMembers refuses a group that has members or is rebalancing,
+// unless joinID is set and every member is a joined process of this plan
+// with that client ID (JoinClientID, or a Hold's). A group another run
+// holds (Hold) is refused naming the holder. A group whose state cannot be
+// told is refused too, and so is a group of KIP-848's consumer protocol
+// that is not Empty: replay's members are classic ones.
+func CheckMembers(ctx context.Context, c *source.Cluster, group, joinID string) error {
+	g, err := c.DescribeGroup(ctx, group)
+	if err != nil || g == nil {
+		return err
+	}
+	if g.Err != nil {
+		return &fault.SafetyError{Group: group, Reason: fmt.Sprintf("cannot tell whether it has live members (%v): use a dedicated, unused group name such as replay.<plan-name>", g.Err)}
+	}
+	if strings.EqualFold(g.State, "Empty") || strings.EqualFold(g.State, "Dead") || g.State == "" {
+		return nil
+	}
+	if g.Protocol == "consumer" {
+		// A group of KIP-848's consumer protocol: replay's own members
+		// are classic ones, so any member is someone else's consumer.
+		return &fault.SafetyError{Group: group, Reason: fmt.Sprintf("it is a consumer group of the new consumer protocol (KIP-848), %s with %d member(s): it looks like a live consumer group; a replay must use a dedicated group nobody else consumes with (e.g. replay.<plan-name>)", g.State, len(g.Members))}
+	}
+	self, holding := parseHolder(source.GroupMember{ClientID: joinID})
+	// later is a run of the same plan that joined after this process took
+	// its hold (two started at once): it refuses itself and leaves, and
+	// until it has left it is no reason to refuse the holder.
+	later := func(m source.GroupMember) bool {
+		h, ok := parseHolder(m)
+		return ok && holding && m.ClientID != joinID && h.Fingerprint == self.Fingerprint && h.Since.After(self.Since)
+	}
+	members := make([]source.GroupMember, 0, len(g.Members))
+	for _, m := range g.Members {
+		if !later(m) {
+			members = append(members, m)
+		}
+	}
+	if len(g.Members) > 0 && len(members) == 0 {
+		return nil // only later runs of this plan, leaving
+	}
+	for _, m := range members {
+		if h, ok := parseHolder(m); ok && m.ClientID != joinID {
+			return heldError(group, h)
+		}
+	}
+	if joinID == "" || len(members) == 0 {
+		return &fault.SafetyError{Group: group, Reason: fmt.Sprintf("it is %s with active members: it looks like a live consumer group; a replay must use a dedicated group nobody else consumes with (e.g. replay.<plan-name>)", g.State)}
+	}
+	for _, m := range members {
+		if m.ClientID != joinID {
+			return &fault.SafetyError{Group: group, Hint: fault.HintJoinedOnly, Reason: fmt.Sprintf("it is %s with a member that is not a joined process of this plan (client id %q, host %s): it looks like a live consumer group, or a process of another plan; use a dedicated group", g.State, m.ClientID, m.ClientHost)}
+		}
+	}
+	return nil
+}
+
+// Commit commits offsets with their metadata as m (a joined member), or standalone when m is nil. A
+// standalone commit the broker refuses because the group is in use is a
+// *fault.SafetyError; a member's commit refused after a rebalance wraps
+// source.ErrFenced.
+func Commit(ctx context.Context, c *source.Cluster, m *source.Member, group, topic string, offsets map[int32]int64, meta map[int32]Meta) error {
+	commits := make(map[int32]source.Commit, len(offsets))
+	for p, off := range offsets {
+		commits[p] = source.Commit{Offset: off, Metadata: meta[p].Encode()}
+	}
+	err := c.Commit(ctx, m, group, topic, commits)
+	if ge := (*source.GroupInUseError)(nil); errors.As(err, &ge) {
+		return &fault.SafetyError{Group: group, Reason: fmt.Sprintf("the broker rejected replay's commit (%v): the group has active members; use a dedicated group", ge.Err), Err: err}
+	}
+	return err
+}
+
+// DeleteCommits removes the group's commits for parts. The broker refuses
+// it while the group is in use: that is a *fault.SafetyError. A group
+// that no longer exists has nothing to delete.
+func DeleteCommits(ctx context.Context, c *source.Cluster, group, topic string, parts []int32) error {
+	err := c.DeleteOffsets(ctx, group, topic, parts)
+	ge := (*source.GroupInUseError)(nil)
+	switch {
+	case !errors.As(err, &ge):
+		return err
+	case ge.Partition < 0:
+		return &fault.SafetyError{Group: group, Reason: fmt.Sprintf("the broker refused to delete its commits (%v): the group is in use; use a dedicated group", ge.Err)}
+	}
+	return &fault.SafetyError{Group: group, Reason: fmt.Sprintf("the broker refused to delete its commit on %s/%d (%v): a member of the group consumes the topic", topic, ge.Partition, ge.Err)}
+}
+
+// State returns the coordinator's state of the group (DescribeGroups)
+// and the plain run holding it (Holder.String), "" when none does.
+func State(ctx context.Context, c *source.Cluster, group string) (state, holder string, err error) {
+	g, err := c.DescribeGroup(ctx, group)
+	switch {
+	case err != nil:
+		return "", "", err
+	case g == nil:
+		return "", "", fmt.Errorf("describe group %s: no answer for it", group)
+	case g.Err != nil:
+		return "", "", fmt.Errorf("describe group %s: %w", group, g.Err)
+	}
+	for _, m := range g.Members {
+		if h, ok := parseHolder(m); ok {
+			holder = h.String()
+		}
+	}
+	return g.State, holder, nil
+}
+
+// CheckReplayOnly refuses a group holding any commit, on any topic,
+// without replay's metadata (OffsetFetch for all topics); advice ends the
+// reason. run and reset refuse such a group alike.
+func CheckReplayOnly(ctx context.Context, c *source.Cluster, group, advice string) error {
+	cm, err := Foreign(ctx, c, group)
+	if err != nil || cm == nil {
+		return err
+	}
+	return &fault.SafetyError{Group: group, Reason: fmt.Sprintf("it has a commit on %s that replay did not make: it is, or was, a real consumer group, and %s", cm, advice)}
+}
+
+// ForeignCommit is a commit in a replay group that replay did not make.
+type ForeignCommit struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+}
+
+func (f ForeignCommit) String() string {
+	return fmt.Sprintf("%s/%d (offset %d)", f.Topic, f.Partition, f.Offset)
+}
+
+// Foreign returns the first (by topic, then partition) commit of the
+// group, on any topic, without replay's metadata; nil when there is none.
+func Foreign(ctx context.Context, c *source.Cluster, group string) (*ForeignCommit, error) {
+	all, err := c.CommittedAll(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range slices.Sorted(maps.Keys(all)) {
+		cms := slices.SortedFunc(slices.Values(all[t]), func(a, b source.Committed) int { return int(a.Partition) - int(b.Partition) })
+		for _, cm := range cms {
+			if cm.Offset >= 0 && !decode(cm).Replay {
+				return &ForeignCommit{Topic: t, Partition: cm.Partition, Offset: cm.Offset}, nil
+			}
+		}
+	}
+	return nil, nil
+}

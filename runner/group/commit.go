@@ -1,0 +1,127 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/replay-tool/replay/runner/source"
+)
+
+// Committer commits one run's offsets to its replay group as the member
+// the run has there: a joined member (SetMember), the hold's member
+// (Follow), or none (standalone commits). It is safe for concurrent use.
+type Committer struct {
+	c            *source.Cluster
+	hold         *Hold
+	group, topic string
+	partitions   int
+	member       atomic.Pointer[source.Member]
+	batchOnce    sync.Once
+	batch        *Batcher
+}
+
+// NewCommitter returns the committer of a run of partitions partitions of
+// topic in group, under hold (nil: none).
+func NewCommitter(c *source.Cluster, hold *Hold, group, topic string, partitions int) *Committer {
+	return &Committer{c: c, hold: hold, group: group, topic: topic, partitions: partitions}
+}
+
+// Member is the member the commits carry; nil for standalone commits.
+func (k *Committer) Member() *source.Member { return k.member.Load() }
+
+// SetMember makes the commits carry m (nil: standalone).
+func (k *Committer) SetMember(m *source.Member) { k.member.Store(m) }
+
+// Commit commits offsets with their metadata as Member. Under a hold, a
+// commit refused because the hold's generation ended (source.ErrFenced: a
+// process that joined at the same moment made the coordinator rebalance)
+// is sent again as the member the hold joins as next: the group is still
+// this run's. A hold that is lost, or ctx, ends it with the refusal.
+func (k *Committer) Commit(ctx context.Context, offsets map[int32]int64, meta map[int32]Meta) error {
+	return k.commitAs(ctx, k.Member(), offsets, meta)
+}
+
+func (k *Committer) commitAs(ctx context.Context, m *source.Member, offsets map[int32]int64, meta map[int32]Meta) error {
+	for {
+		err := Commit(ctx, k.c, m, k.group, k.topic, offsets, meta)
+		h := k.hold
+		if err == nil || h == nil || m == nil || !errors.Is(err, source.ErrFenced) {
+			return err
+		}
+		next := h.next(ctx, m)
+		if next == nil {
+			return err
+		}
+		h.logger().Warn().Err(err).Str("group", k.group).Int32("generation", next.Generation).
+			Msg("the hold's generation ended under a commit: committing again as the hold's new generation")
+		m = next
+	}
+}
+
+// CommitPartition commits one partition's offset with its metadata as
+// Member, in one request with the other partitions' commits (Batcher).
+func (k *Committer) CommitPartition(ctx context.Context, partition int32, next int64, meta Meta) error {
+	k.batchOnce.Do(func() { k.batch = &Batcher{Linger: LingerFor(k.partitions), Send: k.commitAs} })
+	return k.batch.Commit(ctx, k.Member(), partition, next, meta)
+}
+
+// Follow makes the commits carry the hold's member, and each new
+// generation the hold joins, until stop; the hold logs to log. The
+// context ends when the hold is lost. Without a hold the commits are
+// standalone.
+func (k *Committer) Follow(ctx context.Context, log zerolog.Logger) (context.Context, context.CancelFunc) {
+	h := k.hold
+	if h == nil {
+		k.SetMember(nil)
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(h.lost, cancel)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.log = log
+	h.follow = k.SetMember
+	k.SetMember(h.member)
+	return ctx, func() {
+		stop()
+		cancel()
+		h.mu.Lock()
+		h.follow = nil
+		h.mu.Unlock()
+	}
+}
+
+// HoldLost reports whether the run's hold ended before Release.
+func (k *Committer) HoldLost() bool { return k.hold != nil && k.hold.lost.Err() != nil }
+
+// next returns the member the hold joined as after old, once it has: a
+// commit as old was refused because its generation ended. nil when the
+// hold is lost (or released) or ctx ends first, or after two minutes.
+func (h *Hold) next(ctx context.Context, old *source.Member) *source.Member {
+	deadline := time.NewTimer(2 * time.Minute)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		h.mu.Lock()
+		m := h.member
+		h.mu.Unlock()
+		if m != old && m != nil {
+			return m
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-h.lost.Done():
+			return nil
+		case <-deadline.C:
+			return nil
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,436 @@
+package group
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/fault"
+	"github.com/replay-tool/replay/runner/source"
+)
+
+// holdPrefix starts the client ID of a process holding its plan's replay
+// group (Hold); the rest names the plan's fingerprint, the host, the
+// process ID, the start time and the process's machine (LocalMachine),
+// separated by holdSep.
+const (
+	holdPrefix = "replay-hold"
+	holdSep    = "/"
+)
+
+// heldMark is the user data of the hold's subscription once it was the
+// group's only member (Hold.settle): a process that joins later, even one
+// that started earlier, finds the group held and is refused.
+var heldMark = []byte("replay-held")
+
+// holdSettle bounds how long two processes that joined at the same moment
+// take to find out which one holds the group.
+const holdSettle = 30 * time.Second
+
+// Holder is the process holding a plan's replay group, as its client ID
+// names it.
+type Holder struct {
+	Fingerprint, Host string
+	PID               int
+	Since             time.Time
+	// Machine tells apart processes whose PIDs can be compared: a hash of
+	// the kernel's boot ID and the PID namespace (LocalMachine); "" where
+	// they are unknown (not Linux, or a holder of an earlier version).
+	Machine  string
+	memberID string
+}
+
+// ClientID is the client ID a holder joins the group with.
+func (h Holder) ClientID() string {
+	return strings.Join([]string{holdPrefix, h.Fingerprint, h.Host, strconv.Itoa(h.PID), h.Since.UTC().Format(time.RFC3339Nano), h.Machine}, holdSep)
+}
+
+// LocalMachine identifies the set of processes this process can see by
+// PID: a short hash of /proc/sys/kernel/random/boot_id (changes at every
+// boot) and of the PID namespace (/proc/self/ns/pid: each container has
+// its own). Two containers may share a host name (a pod's name reused, a
+// --hostname flag) while a PID of one means nothing in the other; "" when
+// either is unknown.
+var LocalMachine = sync.OnceValue(func() string {
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(string(boot)) + " " + ns))
+	return hex.EncodeToString(sum[:6])
+})
+
+// parseHolder decodes a holder's client ID; ok is false for any other.
+func parseHolder(m source.GroupMember) (Holder, bool) {
+	f := strings.Split(m.ClientID, holdSep)
+	if len(f) == 5 {
+		f = append(f, "") // a holder of an earlier version: no machine
+	}
+	if len(f) != 6 || f[0] != holdPrefix {
+		return Holder{}, false
+	}
+	pid, err := strconv.Atoi(f[3])
+	since, err2 := time.Parse(time.RFC3339Nano, f[4])
+	if err != nil || err2 != nil {
+		return Holder{}, false
+	}
+	return Holder{Fingerprint: f[1], Host: f[2], PID: pid, Since: since, Machine: f[5], memberID: m.MemberID}, true
+}
+
+func (h Holder) String() string {
+	return fmt.Sprintf("host %s, pid %d, since %s", h.Host, h.PID, h.Since.UTC().Format(time.RFC3339))
+}
+
+// heldError is the refusal of a group another process holds.
+func heldError(group string, h Holder) *fault.SafetyError {
+	return &fault.SafetyError{Group: group, Reason: fmt.Sprintf("a run of this plan holds it (%s): two runs of one plan at once would replay the same interval twice; wait for it to end (a holder that died lets go after %s)", h, JoinSessionTimeout)}
+}
+
+// Hold is a run's hold on its plan's replay group: the process is the
+// group's only member (the classic group protocol) for the duration of the
+// run, so that a second run of the plan, from any machine, is refused
+// (CheckMembers names the holder), and the run's commits carry the
+// membership's generation. A hold that dies is released by the
+// coordinator after the session timeout (10 s). The hold's heartbeats ride
+// out a coordinator that moves, loads or drops its connection (retried
+// within retry.max_elapsed); a generation that ends while the session
+// lasts (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION: a process that joined
+// at the same moment) is joined again as the same holder, and the run's
+// commits carry the new generation. Only when the membership cannot be
+// kept (the session expired while the process was paused, an earlier
+// holder or another consumer joined) does the run stop, and the broker
+// refuses its commits (source.ErrFenced).
+type Hold struct {
+	group string
+	self  Holder
+	c     *source.Cluster
+	cfg   source.JoinConfig
+	cg    *source.Membership
+	// held is set once the hold was the group's only member: from then on
+	// its joins carry heldMark.
+	held atomic.Bool
+
+	mu     sync.Mutex
+	member *source.Member
+	// follow, while a job runs under the hold, makes its commits carry a
+	// new generation's member.
+	follow func(*source.Member)
+	log    zerolog.Logger
+	// lost ends when the membership ends before Release.
+	lost context.Context
+	// stop ends the keeper (keep); done is closed when it returned.
+	stop context.CancelFunc
+	done chan struct{}
+	once sync.Once
+}
+
+// HoldGroup makes this process the holder of p's replay group: it refuses
+// (*fault.SafetyError) a group another run holds, naming it, or any other group
+// with members, then joins it. Of two processes joining at once, the one
+// that held the group already keeps it, else the one that started first
+// (Hold.alone), and the other is refused. Release leaves the group.
+func HoldGroup(ctx context.Context, c *source.Cluster, p *plan.Plan) (*Hold, error) {
+	host, _ := os.Hostname()
+	self := Holder{Fingerprint: p.Fingerprint(), Host: host, PID: os.Getpid(), Since: time.Now().UTC(), Machine: LocalMachine()}
+	if err := letGoOfDead(ctx, c, p.Group, self); err != nil {
+		return nil, err
+	}
+	if err := CheckIdle(ctx, c, p.Group); err != nil {
+		return nil, err
+	}
+	// Never join a group that is, or was, a real consumer group.
+	if err := CheckRunnable(ctx, c, p); err != nil {
+		return nil, err
+	}
+	h := newHold(c, p, self)
+	if err := h.join(ctx); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// newHold is self's hold on p's replay group, not joined yet.
+func newHold(c *source.Cluster, p *plan.Plan, self Holder) *Hold {
+	return &Hold{group: p.Group, self: self, c: c, log: zerolog.Nop(), cfg: source.JoinConfig{Group: p.Group, Topic: p.Source.Topic, ClientID: self.ClientID(),
+		Heartbeat: time.Second, SessionTimeout: JoinSessionTimeout, RebalanceTimeout: JoinRebalanceTimeout}}
+}
+
+// letGoOfDead removes from the group the holders of self's plan that ran
+// on this machine (the same host name, boot and PID namespace:
+// LocalMachine) in a process that no longer exists (killed): otherwise the
+// coordinator keeps them until their session times out, and a run resumed
+// at once after a kill is refused. Any other holder is left alone, and
+// refused by the checks that follow until its session times out: one on
+// another host, in another container or boot (its PID means nothing
+// here), of unknown machine, or whose process still exists.
+func letGoOfDead(ctx context.Context, c *source.Cluster, group string, self Holder) error {
+	g, err := c.DescribeGroup(ctx, group)
+	if err != nil || g == nil || g.Err != nil {
+		return nil // the group checks that follow refuse it
+	}
+	for _, m := range g.Members {
+		h, ok := parseHolder(m)
+		if !ok || h.Host != self.Host || h.Machine == "" || h.Machine != self.Machine || h.Fingerprint != self.Fingerprint || processExists(h.PID) {
+			continue
+		}
+		if err := c.RemoveMember(ctx, group, m.MemberID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// processExists reports whether a process with the ID runs on this
+// machine (signal 0); this process does not count (its hold is not made
+// yet, so one naming its ID is a dead process's whose ID came back).
+func processExists(pid int) bool {
+	if pid <= 0 || pid == os.Getpid() {
+		return false
+	}
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	err = proc.Signal(syscall.Signal(0))
+	return !errors.Is(err, os.ErrProcessDone) && !errors.Is(err, syscall.ESRCH)
+}
+
+// join joins the group, settles the hold and starts its keeper.
+func (h *Hold) join(ctx context.Context) error {
+	cg, err := h.c.Join(h.cfg)
+	if err != nil {
+		return err
+	}
+	h.cg = cg
+	if h.held.Load() {
+		cg.SetUserData(heldMark)
+	}
+	gen, err := h.settle(ctx)
+	if err != nil {
+		cg.Close()
+		h.cg = nil
+		return err
+	}
+	h.mu.Lock()
+	h.member = &gen.Member
+	h.mu.Unlock()
+	kctx, stop := context.WithCancel(context.Background())
+	lost, lose := context.WithCancel(context.Background())
+	h.lost, h.stop, h.done = lost, stop, make(chan struct{})
+	go func() {
+		defer close(h.done)
+		h.keep(kctx, gen, lose)
+	}()
+	return nil
+}
+
+// keep holds the group from generation gen on until stop: a generation
+// that ends (the coordinator said the member lost its place, or the
+// heartbeats' retries were spent) is joined again as the same holder; when
+// that fails, lose ends the hold.
+func (h *Hold) keep(ctx context.Context, gen *source.Generation, lose context.CancelFunc) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-gen.Done():
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		h.logger().Warn().Err(gen.Ended()).Str("group", h.group).Int32("generation", gen.Generation).
+			Msg("the hold's generation ended; joining the replay group again as the same holder")
+		next, err := h.settle(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			h.logger().Error().Err(err).Str("group", h.group).Msg("the hold on the replay group is lost")
+			lose()
+			return
+		}
+		gen = next
+		h.mu.Lock()
+		h.member = &gen.Member
+		if h.follow != nil {
+			h.follow(h.member)
+		}
+		h.mu.Unlock()
+		h.logger().Info().Str("group", h.group).Int32("generation", gen.Generation).Msg("holding the replay group again")
+	}
+}
+
+func (h *Hold) logger() *zerolog.Logger {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	l := h.log
+	return &l
+}
+
+// LeaveFor leaves the group while fn runs, then holds it again, as the
+// same holder (a run of the plan that joined meanwhile started later: it
+// loses its generation and is waited for). The broker refuses to delete
+// the commits of a topic a member of the group subscribes to
+// (GROUP_SUBSCRIBED_TO_TOPIC), and the hold's membership subscribes to the
+// plan's topic. It must not be called while a job runs under the hold.
+func (h *Hold) LeaveFor(ctx context.Context, fn func() error) error {
+	h.leave()
+	err := fn()
+	if jerr := h.join(ctx); jerr != nil {
+		return errors.Join(err, jerr)
+	}
+	return err
+}
+
+// leave stops the keeper and leaves the group.
+func (h *Hold) leave() {
+	if h.cg == nil {
+		return
+	}
+	h.stop()
+	<-h.done
+	h.cg.Close()
+	h.cg = nil
+}
+
+// settle joins generations until this process is the group's only member,
+// or another holder that keeps the group from it is found (alone): a holder
+// it keeps the group from is waited for (for up to holdSettle), as are the
+// leftovers of this process's own joins whose answers were lost (removed). The generation it
+// returns runs until the group moves on or the membership is closed.
+func (h *Hold) settle(ctx context.Context) (*source.Generation, error) {
+	deadline := time.Now().Add(holdSettle)
+	for failures := 0; ; {
+		gen, err := h.cg.Next(ctx)
+		if err != nil {
+			if ctx.Err() == nil && source.Retriable(err) && failures < JoinMaxFailures {
+				failures++
+				h.logger().Warn().Err(err).Str("group", h.group).Int("attempt", failures).Msg("joining the replay group failed; trying again")
+				continue
+			}
+			return nil, fmt.Errorf("hold group %s: %w", h.group, err)
+		}
+		quit := make(chan struct{})
+		gen.Start(func(c context.Context) {
+			select {
+			case <-c.Done():
+			case <-quit:
+			}
+		})
+		g, err := h.c.DescribeGroup(ctx, h.group)
+		if err != nil {
+			close(quit)
+			return nil, err
+		}
+		alone, err := h.alone(ctx, g, gen.ID)
+		if err != nil {
+			close(quit)
+			return nil, err
+		}
+		if alone {
+			if !h.held.Swap(true) {
+				h.cg.SetUserData(heldMark)
+			}
+			return gen, nil
+		}
+		// Another process joined at the same moment and is refused (or a
+		// rebalance is under way): the generation ends when it leaves.
+		t := time.NewTimer(time.Until(deadline))
+		select {
+		case <-gen.Done():
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		close(quit)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("hold group %s: another process still shares it after %s", h.group, holdSettle)
+		}
+	}
+}
+
+// alone reports whether this member (memberID) is the group's only one.
+// Of two holders of this plan, one that held the group already (its
+// subscription carries heldMark) keeps it and the newcomer is refused,
+// whichever process started first; between two that did not (or both
+// did), the one that started first keeps it. The newcomer waits for the
+// other to be refused and leave. The marks are known only while the group
+// is Stable: outside it, a rebalance is under way, this generation ends
+// with it, and settle describes the group again. Other members are refused
+// as CheckMembers does.
+func (h *Hold) alone(ctx context.Context, g *source.Group, memberID string) (bool, error) {
+	if g == nil || g.Err != nil {
+		return false, fmt.Errorf("hold group %s: cannot describe it", h.group)
+	}
+	stable := strings.EqualFold(g.State, "Stable")
+	alone := true
+	for _, m := range g.Members {
+		if m.MemberID == memberID {
+			continue
+		}
+		other, ok := parseHolder(m)
+		switch {
+		case !ok:
+			return false, &fault.SafetyError{Group: h.group, Hint: fault.HintJoinedOnly, Reason: fmt.Sprintf("a member that is not a run of this plan joined it (client id %q, host %s): use a dedicated group", m.ClientID, m.ClientHost)}
+		case m.ClientID == h.self.ClientID():
+			// This process, joined by an attempt whose answer was lost:
+			// let go of it (the group then rebalances).
+			if err := h.c.RemoveMember(ctx, h.group, m.MemberID); err != nil {
+				return false, err
+			}
+		case stable && h.keeps(other, m.UserData, memberID):
+			// The other member is refused, and leaves.
+		case stable:
+			return false, heldError(h.group, other)
+		}
+		alone = false
+	}
+	return alone, nil
+}
+
+// keeps reports whether this hold keeps the group from other, another
+// holder of the plan (member memberID, its subscription's user data
+// otherData): the one that held the group already wins; else the one that
+// started first (then the lower member ID).
+func (h *Hold) keeps(other Holder, otherData []byte, memberID string) bool {
+	mine, theirs := h.held.Load(), bytes.Equal(otherData, heldMark)
+	if mine != theirs {
+		return mine
+	}
+	return h.self.Since.Before(other.Since) || h.self.Since.Equal(other.Since) && memberID < other.memberID
+}
+
+// ClientID is the hold's client ID: the group checks accept the group
+// with this process as its member (CheckMembers).
+func (h *Hold) ClientID() string { return h.self.ClientID() }
+
+// Release leaves the group: the next run of the plan may start at once.
+func (h *Hold) Release() {
+	h.once.Do(h.leave)
+}
+
+// ErrHoldLost is a run stopped because its hold on the replay group ended
+// (its session expired, the coordinator moved): another run may hold the
+// plan now, and the broker refuses the stopped run's commits. Re-running
+// resumes from the last accepted commit.
+var ErrHoldLost = errors.New("this run lost its hold on the replay group (its session expired or the coordinator moved) and stopped without committing further")

@@ -1,0 +1,93 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replay-tool/replay/internal/testenv"
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/fault"
+	"github.com/replay-tool/replay/runner/sandbox"
+	"github.com/replay-tool/replay/runner/source"
+	"github.com/replay-tool/replay/sinks/registry"
+)
+
+// testGroup starts a broker with a topic orders of 3 partitions holding 30
+// records, and returns a plan replaying it in group replay.test and a
+// function that connects to it.
+func testGroup(t *testing.T) (*plan.Plan, func() *source.Cluster) {
+	t.Helper()
+	sb, err := sandbox.Start(0, 3, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sb.Close)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := sandbox.Produce(context.Background(), sb.Addr, sandbox.Seed{Topic: "orders", N: 30, From: t0, To: t0.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Parse(t.Name()+".yaml", []byte(fmt.Sprintf(`
+version: 1
+name: test-plan
+source: {brokers: [%q], topic: orders}
+group: replay.test
+window: {offsets: {all: {from: earliest, to: latest}}}
+sink: {type: file, path: %s}
+`, sb.Addr, filepath.Join(t.TempDir(), "out.jsonl"))), plan.LoadOptions{Sinks: registry.Catalog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, func() *source.Cluster {
+		c, err := source.Connect(context.Background(), p.Source)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+}
+
+// TestHoldKeptFromAnEarlierStarter: of two runs of one plan that passed
+// the group checks together, the one that joined first and held the group
+// keeps it, even when the other process started earlier: the newcomer is
+// refused naming the holder, and the holder stays the group's only
+// member without losing its hold.
+func TestHoldKeptFromAnEarlierStarter(t *testing.T) {
+	p, connect := testGroup(t)
+	c := connect()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	holder, err := HoldGroup(ctx, c, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release()
+	// A process of the same plan that started a minute before the holder
+	// and joins now (as it would had its group checks passed before the
+	// holder joined).
+	early := holder.self
+	early.PID, early.Since = early.PID+1, early.Since.Add(-time.Minute)
+	newcomer := newHold(connect(), p, early)
+	err = newcomer.join(ctx)
+	if err == nil {
+		newcomer.Release()
+		t.Fatalf("the newcomer that started earlier took the group from its holder")
+	}
+	var se *fault.SafetyError
+	if !errors.As(err, &se) || !strings.Contains(se.Reason, holder.self.String()) {
+		t.Fatalf("newcomer: %v, want the refusal naming the holder (%s)", err, holder.self)
+	}
+	testenv.Eventually(t, 30*time.Second, 20*time.Millisecond, func() bool {
+		g, err := c.DescribeGroup(ctx, p.Group)
+		return err == nil && g != nil && len(g.Members) == 1 && g.Members[0].ClientID == holder.ClientID() &&
+			strings.EqualFold(g.State, "Stable")
+	}, "the holder is not the group's only member again")
+	if err := holder.lost.Err(); err != nil {
+		t.Fatalf("the holder lost its hold to a refused newcomer")
+	}
+}
