@@ -16,13 +16,18 @@ import (
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/group"
 	"github.com/replay-tool/replay/runner/source"
+	"github.com/replay-tool/replay/runner/worker"
 	"github.com/replay-tool/replay/sinks"
 )
 
 // ErrInterrupted is returned (wrapped) by Job.Run when its context was
 // cancelled (a signal): the in-flight batch was written and committed, and
 // re-running the same plan resumes from there.
-var ErrInterrupted = errors.New("interrupted")
+var ErrInterrupted = worker.ErrInterrupted
+
+// SignalTime is how soon after the first signal (SIGINT, SIGTERM) a run
+// ends, even with a sink that hangs (worker.SignalTime).
+const SignalTime = worker.SignalTime
 
 // Options changes how a plan is prepared and run.
 type Options struct {
@@ -50,7 +55,7 @@ type Options struct {
 	// Retry tunes the backoff of sink writes failing with a transient
 	// error; the plan's sink.retry.max_elapsed (dead_letter.retry for the
 	// dead-letter sink) bounds how long they are retried.
-	Retry Backoff
+	Retry worker.Backoff
 	// SourceRetry tunes how broker calls to the source cluster are retried
 	// (request timeout, settle delay, backoff; source.RetryPolicy's
 	// defaults when zero). Its MaxElapsed is ignored: the plan's
@@ -102,7 +107,6 @@ func (o *Options) defaults() {
 	if o.Heartbeat == 0 {
 		o.Heartbeat = time.Second
 	}
-	o.Retry.defaults()
 }
 
 // Job is a plan bound to fixed ranges, ready to run: either a fresh
@@ -159,8 +163,6 @@ type Job struct {
 	// commits commits the running (or last) run's offsets to the group
 	// (group.Committer), as the member the job has there.
 	commits atomic.Pointer[group.Committer]
-	// budget counts records that cannot be processed against max_errors.
-	budget *errorBudget
 	// topicID is the topic's ID when the job was prepared (KIP-516); ""
 	// when the brokers report none.
 	topicID string

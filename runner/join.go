@@ -8,9 +8,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/runner/group"
 	"github.com/replay-tool/replay/runner/source"
+	"github.com/replay-tool/replay/runner/worker"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -122,7 +124,6 @@ func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []i
 		return err
 	}
 	j.live.Store(&liveRun{started: time.Now(), states: states, sink: sink})
-	j.startBudget(states)
 	// The plan's throttle is the whole group's: this member takes the share
 	// of the partitions it was assigned, anew at every rebalance.
 	limit := throttleShare(j.Plan.Throttle, len(states), len(j.Resolution.Ranges))
@@ -132,7 +133,7 @@ func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []i
 	}
 	err = j.readAll(rctx, sink, states, limit)
 	moved := ctx.Err() == nil && (gctx.Err() != nil || errors.Is(err, source.ErrFenced) || errors.Is(err, sinks.ErrPartitionLost))
-	mergeReports(reports, states, moved)
+	mergeReports(reports, j.Resolution, states, moved)
 	if err != nil {
 		return outcome(err)
 	}
@@ -144,8 +145,8 @@ func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []i
 // another range is a refusal: two processes started with different
 // resolutions (a relative window resolved twice), and mixing them would
 // replay neither.
-func (j *Job) generationStates(mine []int32, cps map[int32]group.Checkpoint) ([]*partitionState, error) {
-	var states []*partitionState
+func (j *Job) generationStates(mine []int32, cps map[int32]group.Checkpoint) ([]*worker.State, error) {
+	var states []*worker.State
 	for _, r := range j.Resolution.Ranges {
 		if !slices.Contains(mine, r.Partition) {
 			continue
@@ -160,16 +161,17 @@ func (j *Job) generationStates(mine []int32, cps map[int32]group.Checkpoint) ([]
 		if ours && cp.Offset > from {
 			from = cp.Offset
 		}
-		states = append(states, &partitionState{Range: r, from: from})
+		states = append(states, newState(r, from))
 	}
 	return states, nil
 }
 
 // mergeReports adds a generation's partition reports to those of the
 // earlier generations; moved marks the unfinished ones as taken over.
-func mergeReports(reports map[int32]*PartitionReport, states []*partitionState, moved bool) {
+func mergeReports(reports map[int32]*PartitionReport, res *Resolution, states []*worker.State, moved bool) {
 	for _, s := range states {
-		pr := s.report()
+		rg, _ := res.rangeOf(s.Partition)
+		pr := partitionReport(rg, s)
 		pr.Moved = !pr.Done && moved
 		if prev, ok := reports[s.Partition]; ok {
 			pr.From, pr.Read, pr.Written = prev.From, prev.Read+pr.Read, prev.Written+pr.Written
@@ -296,4 +298,23 @@ func (j *Job) memberOf(ctx context.Context, cg *source.Membership, sink sinks.Si
 		}
 	}
 	return runErr
+}
+
+// throttleShare is the part of limit t that a member of a joined run
+// (run --join) takes when it was assigned assigned of the plan's total
+// partitions: the plan's limit is the whole group's. A share never rounds
+// down to 0 (unlimited); max_batch_wait is not divided.
+func throttleShare(t plan.Throttle, assigned, total int) plan.Throttle {
+	if total <= 0 || assigned >= total {
+		return t
+	}
+	f := float64(max(assigned, 0)) / float64(total)
+	out := t
+	if t.RecordsPerSecond > 0 {
+		out.RecordsPerSecond = max(t.RecordsPerSecond*f, 1e-3)
+	}
+	if t.BytesPerSecond > 0 {
+		out.BytesPerSecond = plan.ByteSize(max(int64(float64(t.BytesPerSecond)*f), 1))
+	}
+	return out
 }

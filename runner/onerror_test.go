@@ -23,6 +23,7 @@ import (
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/sandbox"
+	"github.com/replay-tool/replay/runner/worker"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/file"
 	"github.com/replay-tool/replay/sinks/registry"
@@ -75,7 +76,7 @@ sink: {type: file, path: %s, batch_size: %d}
 func prepared(t *testing.T, p *plan.Plan) (*Job, *file.Sink) {
 	t.Helper()
 	opts := testOptions(t)
-	opts.Retry = Backoff{Min: time.Millisecond, Max: 4 * time.Millisecond}
+	opts.Retry = worker.Backoff{Min: time.Millisecond, Max: 4 * time.Millisecond}
 	job, err := Prepare(context.Background(), connect(t, p), p, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -293,9 +294,9 @@ func TestMaxErrorsExceeded(t *testing.T) {
 	p, _ := errorPlan(t, sb, 1, 5, "filter: value.status == \"paid\"\non_error: skip\nmax_errors: 3")
 	job, fs := prepared(t, p)
 	_, err := job.Run(context.Background(), fs)
-	var le *ErrorLimitError
+	var le *worker.ErrorLimitError
 	if !errors.As(err, &le) || le.Count != 4 || le.Allowed != 3 {
-		t.Fatalf("want an ErrorLimitError at 4 of 3, got %v", err)
+		t.Fatalf("want an worker.ErrorLimitError at 4 of 3, got %v", err)
 	}
 	if !strings.Contains(err.Error(), "4 records could not be processed, more than max_errors 3") {
 		t.Errorf("message: %v", err)
@@ -452,7 +453,7 @@ func TestSinkRetriesBoundedAndStoppedBySignal(t *testing.T) {
 		seed(t, sb, "orders", 500, t0, time.Hour)
 		p, _ := errorPlan(t, sb, 1, 50, "")
 		opts := testOptions(t)
-		opts.Retry = Backoff{Min: 50 * time.Millisecond, Max: 50 * time.Millisecond}
+		opts.Retry = worker.Backoff{Min: 50 * time.Millisecond, Max: 50 * time.Millisecond}
 		job, err := Prepare(context.Background(), connect(t, p), p, opts)
 		if err != nil {
 			t.Fatal(err)

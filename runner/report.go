@@ -1,12 +1,11 @@
 package runner
 
 import (
-	"maps"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/replay-tool/replay/internal/decode"
+	"github.com/replay-tool/replay/runner/worker"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -71,7 +70,7 @@ func (p PartitionSnapshot) Remaining() int64 { return p.Offsets() - p.Replayed()
 // last) run.
 type liveRun struct {
 	started time.Time
-	states  []*partitionState
+	states  []*worker.State
 	sink    sinks.Sink // nil before the run opened it
 }
 
@@ -88,11 +87,7 @@ func (j *Job) Progress() Snapshot {
 		s.DeadLetterRetries += ownRetries(j.DeadLetters)
 		return s
 	}
-	states := make([]*partitionState, len(j.Resolution.Ranges))
-	for i, r := range j.Resolution.Ranges {
-		states[i] = &partitionState{Range: r, from: j.from(r)}
-	}
-	s := snapshot(time.Time{}, states)
+	s := snapshot(time.Time{}, newStates(j.Resolution.Ranges, j.from))
 	s.SourceRetries = j.sourceRetries()
 	return s
 }
@@ -118,13 +113,13 @@ func (j *Job) sayRetries() {
 	}
 }
 
-func snapshot(started time.Time, states []*partitionState) Snapshot {
+func snapshot(started time.Time, states []*worker.State) Snapshot {
 	s := Snapshot{Started: started, Partitions: make([]PartitionSnapshot, 0, len(states)), Done: true}
 	for _, st := range states {
 		// done before next: a partition seen done is seen at its end.
-		done := st.done.Load()
-		p := PartitionSnapshot{Partition: st.Partition, Start: st.Start, End: st.End, From: st.from,
-			Next: max(st.next.Load(), st.from), Read: st.read.Load(), Written: st.written.Load(), Skipped: st.skips(), Done: done}
+		done := st.Done.Load()
+		p := PartitionSnapshot{Partition: st.Partition, Start: st.Start, End: st.End, From: st.From,
+			Next: max(st.Next.Load(), st.From), Read: st.Read.Load(), Written: st.Written.Load(), Skipped: st.Skips(), Done: done}
 		s.Partitions = append(s.Partitions, p)
 		s.Read += p.Read
 		s.Written += p.Written
@@ -136,8 +131,8 @@ func snapshot(started time.Time, states []*partitionState) Snapshot {
 		}
 		s.Offsets += p.Offsets()
 		s.Replayed += p.Replayed()
-		s.SinkRetries += st.sinkRetries.Load()
-		s.DeadLetterRetries += st.deadRetries.Load()
+		s.SinkRetries += st.SinkRetries.Load()
+		s.DeadLetterRetries += st.DeadRetries.Load()
 		s.Done = s.Done && done
 	}
 	s.Remaining = s.Offsets - s.Replayed
@@ -298,7 +293,7 @@ func (r *Report) Totals() (read, written, skipped int64) {
 
 // progress logs totals every ProgressEvery (none when it is negative)
 // until the returned func is called.
-func (j *Job) progress(states []*partitionState) func() {
+func (j *Job) progress(states []*worker.State) func() {
 	if j.opts.ProgressEvery < 0 {
 		return func() {}
 	}
@@ -325,78 +320,15 @@ func (j *Job) progress(states []*partitionState) func() {
 	return func() { close(done); wg.Wait() }
 }
 
-// partitionState is one partition's live counters; the worker owns it.
-// Job.Progress reads next, written, read, done and skipped while it runs.
-type partitionState struct {
-	Range
-	from          int64
-	next, written atomic.Int64
-	read          atomic.Int64
-	// pos and deadPos are the sinks' positions (sinks.Positioner) the last
-	// successful commit stored with next: a commit of the end again
-	// (confirmCommits) carries them too.
-	pos, deadPos atomic.Int64
-	skipped      map[string]int64 // guarded by mu
-	unprocessed  map[string]int64 // records that cannot be processed, by reason
-	aborted      int64
-	outside      int64
-	lost         []Gap // offsets deleted under the reader
-	started      time.Time
-	elapsed      time.Duration
-	done         atomic.Bool
-	err          error
-	// abandoned: a write was left unfinished when the run was stopped (the
-	// sink was failing); uncommitted: records were written that the
-	// partition's last commit does not cover (it failed). Both only tell
-	// the final message of an interrupted run what really happened.
-	abandoned   atomic.Bool
-	uncommitted atomic.Bool
-	// sinkRetries and deadRetries count the writes tried again (retry).
-	sinkRetries, deadRetries atomic.Int64
-
-	mu sync.Mutex
-}
-
-// retried counts a write to what ("sink", "dead-letter sink") tried again.
-func (s *partitionState) retried(what string) {
-	if what == "sink" {
-		s.sinkRetries.Add(1)
-	} else {
-		s.deadRetries.Add(1)
-	}
-}
-
-func (s *partitionState) skip(reason string, n int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.skipped == nil {
-		s.skipped = map[string]int64{}
-	}
-	s.skipped[reason] += n
-}
-
-// skips returns a copy of the skipped counts (nil when there are none).
-func (s *partitionState) skips() map[string]int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return maps.Clone(s.skipped)
-}
-
-func (s *partitionState) unprocessable(reason string) {
-	if s.unprocessed == nil {
-		s.unprocessed = map[string]int64{}
-	}
-	s.unprocessed[reason]++
-}
-
-func (s *partitionState) report() PartitionReport {
-	r := PartitionReport{Partition: s.Partition, Outcome: s.Outcome, Start: s.Start, End: s.End, From: s.from,
-		Next: max(s.next.Load(), s.from), Read: s.read.Load(), Written: s.written.Load(), Skipped: s.skips(), Errors: s.unprocessed, Aborted: s.aborted,
-		OutsideWindow: s.outside, Detail: s.Detail, DurationMS: s.elapsed.Milliseconds(), Done: s.done.Load(),
-		SinkRetries: s.sinkRetries.Load(), DeadLetterRetries: s.deadRetries.Load()}
-	r.Lost, r.LostRanges = s.lostOffsets()
-	if s.err != nil {
-		r.Error = s.err.Error()
+// partitionReport is what the worker of range rg did (its counters s).
+func partitionReport(rg Range, s *worker.State) PartitionReport {
+	r := PartitionReport{Partition: s.Partition, Outcome: rg.Outcome, Start: s.Start, End: s.End, From: s.From,
+		Next: max(s.Next.Load(), s.From), Read: s.Read.Load(), Written: s.Written.Load(), Skipped: s.Skips(), Errors: s.Errors(), Aborted: s.Aborted,
+		OutsideWindow: s.Outside, Detail: rg.Detail, DurationMS: s.Elapsed.Milliseconds(), Done: s.Done.Load(),
+		SinkRetries: s.SinkRetries.Load(), DeadLetterRetries: s.DeadRetries.Load()}
+	r.Lost, r.LostRanges = lostOffsets(rg, s)
+	if s.Err != nil {
+		r.Error = s.Err.Error()
 	}
 	return r
 }
@@ -404,12 +336,12 @@ func (s *partitionState) report() PartitionReport {
 // lostOffsets returns how many offsets of the window were lost, and where:
 // a start deleted before the run (Range.Lost, allow_data_loss) and what
 // was deleted under the reader.
-func (s *partitionState) lostOffsets() (int64, []Gap) {
+func lostOffsets(rg Range, s *worker.State) (int64, []Gap) {
 	var gaps []Gap
-	if s.Lost > 0 {
-		gaps = append(gaps, Gap{From: s.from - s.Lost, To: s.from})
+	if rg.Lost > 0 {
+		gaps = append(gaps, Gap{From: s.From - rg.Lost, To: s.From})
 	}
-	gaps = append(gaps, s.lost...)
+	gaps = append(gaps, s.Lost...)
 	var n int64
 	for _, g := range gaps {
 		n += g.Len()

@@ -99,6 +99,16 @@ func (r *Resolution) logDetails(log zerolog.Logger) {
 	}
 }
 
+// rangeOf returns the range of partition part; ok is false when the
+// resolution has none.
+func (r *Resolution) rangeOf(part int32) (rg Range, ok bool) {
+	i := slices.IndexFunc(r.Ranges, func(rg Range) bool { return rg.Partition == part })
+	if i < 0 {
+		return Range{}, false
+	}
+	return r.Ranges[i], true
+}
+
 // Total is the number of offsets to replay over all partitions.
 func (r *Resolution) Total() int64 {
 	var n int64

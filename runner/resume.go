@@ -2,13 +2,16 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/runner/group"
+	"github.com/replay-tool/replay/runner/worker"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/registry"
 )
 
 // checkResume refuses (*fault.SafetyError with fault.HintRestart, the sink's error in
@@ -140,7 +143,7 @@ func (j *Job) rewind(s resumedSink, rw sinks.Rewind) error {
 // skip this run's records. With on_error: dead_letter the sink's
 // checkpoints are not used, since dead letters are written after the
 // sink's transaction and a checkpoint past them could lose them.
-func (j *Job) resumeFromSink(ctx context.Context, sink sinks.Sink, states []*partitionState) error {
+func (j *Job) resumeFromSink(ctx context.Context, sink sinks.Sink, states []*worker.State) error {
 	store := sink.Capabilities().Checkpoints
 	if store == nil {
 		return nil
@@ -163,17 +166,17 @@ func (j *Job) resumeFromSink(ctx context.Context, sink sinks.Sink, states []*par
 	meta := map[int32]group.Meta{}
 	for _, s := range states {
 		next, ok := cps[s.Partition]
-		if !ok || next <= s.from || next > s.End {
+		if !ok || next <= s.From || next > s.End {
 			continue // behind the Kafka commit, or not this range's
 		}
-		j.opts.Log.Info().Str("topic", topic).Int32("partition", s.Partition).Int64("kafka_commit", s.from).
+		j.opts.Log.Info().Str("topic", topic).Int32("partition", s.Partition).Int64("kafka_commit", s.From).
 			Int64("sink_checkpoint", next).Msg("the sink holds records past the Kafka commit: resuming after them")
-		s.from = next
+		s.From = next
 		if j.Resume == nil {
 			j.Resume = map[int32]int64{}
 		}
 		j.Resume[s.Partition] = next
-		offsets[s.Partition], meta[s.Partition] = next, j.meta(s.Range)
+		offsets[s.Partition], meta[s.Partition] = next, j.meta(s.Start, s.End)
 	}
 	if len(offsets) == 0 {
 		return nil
@@ -182,4 +185,49 @@ func (j *Job) resumeFromSink(ctx context.Context, sink sinks.Sink, states []*par
 		return fmt.Errorf("commit the sink's checkpoints to group %s: %w", g, err)
 	}
 	return nil
+}
+
+// syncStarts makes a sink that batches durability (sinks.Syncer) hold
+// what commitStarts is about to commit past the group's checkpoint (a
+// start moved past records lost to retention, with allow_data_loss): the
+// file sink then has the partition's staging file, empty, which
+// CheckResume looks for on the next resume.
+func (j *Job) syncStarts(ctx context.Context, sink sinks.Sink) error {
+	for _, r := range j.Resolution.Ranges {
+		held, ok := j.committed[r.Partition]
+		if !ok {
+			held = r.Start
+		}
+		if j.from(r) <= held {
+			continue
+		}
+		for _, s := range []struct {
+			what string
+			sink sinks.Sink
+		}{{"sink " + string(j.Plan.Sink.Type), sink}, {"dead-letter sink", j.DeadLetters}} {
+			if sy := sinks.CapabilitiesOf(s.sink).Syncer; sy != nil {
+				if err := sy.Sync(ctx, r.Partition); err != nil {
+					return fmt.Errorf("%s: sync partition %d: %w", s.what, r.Partition, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// openDeadLetters opens the plan's dead-letter sink when on_error is
+// dead_letter and the caller did not set Job.DeadLetters.
+func (j *Job) openDeadLetters(ctx context.Context) (closeFn func(), err error) {
+	if j.Plan.OnError != plan.OnErrorDeadLetter || j.DeadLetters != nil {
+		return func() {}, nil
+	}
+	if j.Plan.DeadLetter == nil {
+		return nil, errors.New("on_error is dead_letter but the plan has no dead_letter sink")
+	}
+	s, err := registry.NewDeadLetter(ctx, *j.Plan.DeadLetter, sinks.Options{Log: j.opts.Log, PlanName: j.Plan.Name, RunID: j.RunID()})
+	if err != nil {
+		return nil, err
+	}
+	j.DeadLetters = s
+	return func() { s.Close(); j.DeadLetters = nil }, nil
 }

@@ -6,16 +6,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
-	"sync"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
-	"github.com/replay-tool/replay/internal/pipeline"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/runner/group"
+	"github.com/replay-tool/replay/runner/worker"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -84,10 +80,7 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	if err := j.commitStarts(work); err != nil {
 		return nil, err
 	}
-	states := make([]*partitionState, len(j.Resolution.Ranges))
-	for i, r := range j.Resolution.Ranges {
-		states[i] = &partitionState{Range: r, from: j.from(r)}
-	}
+	states := newStates(j.Resolution.Ranges, j.from)
 	if err := j.resumeFromSink(work, sink, states); err != nil {
 		return nil, err
 	}
@@ -95,17 +88,16 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	next := func(r Range) int64 {
 		for _, s := range states {
 			if s.Partition == r.Partition {
-				return max(s.next.Load(), s.from)
+				return max(s.Next.Load(), s.From)
 			}
 		}
 		return j.from(r)
 	}
 	j.live.Store(&liveRun{started: rep.Started, states: states, sink: sink}) // for Job.Progress
 	rep.NothingToDo = j.NothingToDo()
-	j.startBudget(states)
 	err = j.readAll(ctx, sink, states, j.Plan.Throttle)
-	for _, s := range states {
-		rep.Partitions = append(rep.Partitions, s.report())
+	for i, s := range states {
+		rep.Partitions = append(rep.Partitions, partitionReport(j.Resolution.Ranges[i], s))
 	}
 	rep.Added = j.addedSince(work)
 	j.finish(rep, sink)
@@ -119,7 +111,7 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	}
 	ends := map[int32]partitionEnd{}
 	for _, s := range states {
-		ends[s.Partition] = partitionEnd{next: max(s.next.Load(), s.from), pos: s.pos.Load(), deadPos: s.deadPos.Load()}
+		ends[s.Partition] = partitionEnd{next: max(s.Next.Load(), s.From), pos: s.Pos.Load(), deadPos: s.DeadPos.Load()}
 	}
 	if err := j.confirmCommits(work, sink, ends); err != nil {
 		j.saveRecord(group.RecordStopped, next)
@@ -166,7 +158,7 @@ func (j *Job) confirmCommits(ctx context.Context, sink sinks.Sink, ends map[int3
 		if got := cps[r.Partition].Offset; got < end.next {
 			j.opts.Log.Warn().Int32("partition", r.Partition).Int64("committed", got).Int64("end", end.next).
 				Msg("the group's offset is below where the partition ended (a commit landed late): committing the end again")
-			m := j.meta(r)
+			m := j.meta(r.Start, r.End)
 			m.Pos, m.DPos = end.pos, end.deadPos // what the sinks held at that end's commit
 			offsets[r.Partition], meta[r.Partition] = end.next, m
 		}
@@ -178,15 +170,6 @@ func (j *Job) confirmCommits(ctx context.Context, sink sinks.Sink, ends map[int3
 		return fmt.Errorf("commit the ends again in group %s: %w", j.Plan.Group, err)
 	}
 	return nil
-}
-
-// startBudget counts max_errors against the records of states.
-func (j *Job) startBudget(states []*partitionState) {
-	var records int64
-	for _, s := range states {
-		records += max(s.End-s.from, 0)
-	}
-	j.budget = newErrorBudget(j.Plan.MaxErrors, records)
 }
 
 // publish finishes the sink and the dead-letter sink once every partition
@@ -228,7 +211,7 @@ func (j *Job) commitStarts(ctx context.Context) error {
 	meta := map[int32]group.Meta{}
 	for _, r := range j.Resolution.Ranges {
 		offsets[r.Partition] = j.from(r)
-		m := j.meta(r)
+		m := j.meta(r.Start, r.End)
 		if _, ok := j.committed[r.Partition]; ok {
 			// What the sinks held at that commit, and still hold (a start
 			// moved past lost offsets adds nothing to the staging).
@@ -302,162 +285,50 @@ func (j *Job) Member() (generation int32, memberID string) {
 func (j *Job) CommitMetadata(partition int32) string {
 	for _, r := range j.Resolution.Ranges {
 		if r.Partition == partition {
-			return j.meta(r).Encode()
+			return j.meta(r.Start, r.End).Encode()
 		}
 	}
 	return ""
 }
 
-func (j *Job) meta(r Range) group.Meta {
-	m := group.Meta{Tool: group.MetaTool, Plan: j.Plan.Name, Fingerprint: j.Resolution.Fingerprint, Start: r.Start, End: r.End, Tid: j.Resolution.TopicID}
+// meta is the metadata of a commit of the range [start, end).
+func (j *Job) meta(start, end int64) group.Meta {
+	m := group.Meta{Tool: group.MetaTool, Plan: j.Plan.Name, Fingerprint: j.Resolution.Fingerprint, Start: start, End: end, Tid: j.Resolution.TopicID}
 	if j.Interval != nil {
 		m.Iv = j.Interval.Start.UTC().Format(time.RFC3339)
 	}
 	return m
 }
 
-// maxActivePartitions bounds the partitions a run reads at once; the
-// others start as these finish their ranges. Each partition being read
-// has two goroutines (its worker and its prefetcher, a few KiB of stack
-// each, which the GC scans at every cycle), and the readers' FetchBudget
-// lets only a few dozen of them hold fetched records at a time anyway:
-// with 3000 partitions all started at once, goroutine stacks alone were
-// 24 MiB of a run's first second. 256 against 512 cut the peak RSS of a
-// 1000-partition run by 2-4 MiB and its GC cycles by a quarter, at no
-// loss of speed (the budget, not the partitions, limits the reading).
-const maxActivePartitions = 256
-
-// readAll replays states into sink, one worker per partition (at most
-// maxActivePartitions at once), under limit (the plan's throttle, or a
-// joined member's share of it).
-func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*partitionState, limit plan.Throttle) error {
-	log := j.opts.Log
-	throttle := NewThrottle(limit)
-	j.warnThinThrottle(limit, states)
+// readAll replays states into sink under limit (the plan's throttle, or
+// a joined member's share of it), one worker per partition
+// (worker.RunAll), logging the progress.
+func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*worker.State, limit plan.Throttle) error {
 	dec, err := j.decoder(ctx)
 	if err != nil {
 		return err
 	}
-	pipe, err := pipeline.New(j.Plan, sinks.CapabilitiesOf(sink).Keys, pipeline.WithDecoder(ctx, dec))
-	if err != nil {
-		return err
-	}
-	var deadKey pipeline.Key
-	if j.Plan.DeadLetter != nil {
-		if deadKey, err = pipeline.NewKey(*j.Plan.DeadLetter, sinks.CapabilitiesOf(j.DeadLetters).Keys); err != nil {
-			return fmt.Errorf("dead-letter sink: %w", err)
-		}
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	var lost partitionErrors // data loss stops one partition, not the run
-	var todo []*partitionState
-	for _, s := range states {
-		if s.from >= s.End {
-			s.next.Store(s.from)
-			s.done.Store(true)
-			continue
-		}
-		todo = append(todo, s)
-	}
-	stopProgress := j.progress(states)
-	g.SetLimit(maxActivePartitions)
-	for _, s := range todo {
-		pl := log.With().Str("plan", j.Plan.Name).Str("topic", j.Resolution.Topic).Int32("partition", s.Partition).Logger()
-		w := &partitionWorker{job: j, sink: sink, throttle: throttle, state: s, log: pl, pipe: pipe.Partition(), deadKey: deadKey}
-		w.commits = j.newCommitter(sink, s)
-		g.Go(func() error { return lost.keep(w.run(gctx)) })
-	}
-	err = g.Wait()
-	stopProgress()
-	if err == nil && ctx.Err() != nil {
-		err = ctx.Err()
-	}
-	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		err = fmt.Errorf("%w: %s; re-run the same command to resume", ErrInterrupted, interruptedOutcome(j.Resolution.Topic, states))
-	}
-	return lost.join(err)
+	stop := j.progress(states)
+	defer stop()
+	return worker.RunAll(ctx, &worker.Policy{Plan: j.Plan, Topic: j.Resolution.Topic, From: j.Resolution.From, To: j.Resolution.To, Decoder: dec,
+		Sink: sink, DeadLetters: j.DeadLetters, Source: j.c.Cluster, Limit: limit, Retry: j.opts.Retry, FlushTimeout: j.opts.FlushTimeout, Log: j.opts.Log,
+		Commit: func(ctx context.Context, s *worker.State, next, pos, deadPos int64) error {
+			m := j.meta(s.Start, s.End)
+			m.Pos, m.DPos = pos, deadPos
+			return j.commits.Load().CommitPartition(ctx, s.Partition, next, m)
+		}}, states)
 }
 
-// partitionErrors collects failures that stop one partition but let the
-// others run to their end (records deleted under the reader): the run
-// still fails, once the other partitions are done.
-type partitionErrors struct {
-	mu   sync.Mutex
-	errs []error
+// newState is the worker's state of range r, read from from.
+func newState(r Range, from int64) *worker.State {
+	return &worker.State{Partition: r.Partition, Start: r.Start, End: r.End, From: from}
 }
 
-// keep takes err when it is a partition's data loss or open transaction
-// (stopsOnePartition) and returns nil then.
-func (l *partitionErrors) keep(err error) error {
-	if !stopsOnePartition(err) {
-		return err
+// newStates are the workers' states of ranges, each read from from(r).
+func newStates(ranges []Range, from func(Range) int64) []*worker.State {
+	states := make([]*worker.State, len(ranges))
+	for i, r := range ranges {
+		states[i] = newState(r, from(r))
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.errs = append(l.errs, err)
-	return nil
-}
-
-// join adds the kept errors to err.
-func (l *partitionErrors) join(err error) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.errs) == 0 {
-		return err
-	}
-	return errors.Join(append(slices.Clone(l.errs), err)...)
-}
-
-// warnThinThrottle warns when limit spreads its records over so many
-// partitions that each writes (and commits) less often than max_batch_wait.
-func (j *Job) warnThinThrottle(limit plan.Throttle, states []*partitionState) {
-	n := 0
-	for _, s := range states {
-		if s.from < s.End {
-			n++
-		}
-	}
-	if limit.RecordsPerSecond <= 0 || n == 0 {
-		return
-	}
-	if every := float64(n) / limit.RecordsPerSecond; every > time.Duration(limit.MaxBatchWait).Seconds() {
-		j.opts.Log.Warn().Float64("records_per_second", limit.RecordsPerSecond).Int("partitions", n).
-			Msgf("the throttle gives each of %d partitions %.2g records/s: each writes and commits one record about every %.1fs, more than max_batch_wait (%s)",
-				n, limit.RecordsPerSecond/float64(n), every, time.Duration(limit.MaxBatchWait))
-	}
-}
-
-// interruptedOutcome says what an interrupted run left in the sink and the
-// group, from what each partition did: every write finished and was
-// committed, or some were abandoned with the sink failing (not committed,
-// delivered again on resume), or written but not committed (the commit
-// failed; delivered again, idempotently).
-func interruptedOutcome(topic string, states []*partitionState) string {
-	var abandoned, uncommitted []string
-	fine := 0
-	for _, s := range states {
-		at := fmt.Sprintf("%s/%d at offset %d", topic, s.Partition, s.next.Load())
-		switch {
-		case s.abandoned.Load():
-			abandoned = append(abandoned, at)
-		case s.uncommitted.Load():
-			uncommitted = append(uncommitted, at)
-		case s.from < s.End:
-			fine++
-		}
-	}
-	if len(abandoned) == 0 && len(uncommitted) == 0 {
-		return "the in-flight batches were written and committed"
-	}
-	var parts []string
-	if len(abandoned) > 0 {
-		parts = append(parts, "the sink was failing, so the batch in flight was not written (or not confirmed) and is not committed on "+strings.Join(abandoned, ", "))
-	}
-	if len(uncommitted) > 0 {
-		parts = append(parts, "records were written but their commit failed on "+strings.Join(uncommitted, ", "))
-	}
-	if fine > 0 {
-		parts = append(parts, "the other partitions' in-flight batches were written and committed")
-	}
-	return strings.Join(parts, "; ") + "; the offsets named are what the group holds, and a resume delivers what follows them again (idempotently)"
+	return states
 }

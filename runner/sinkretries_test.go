@@ -12,6 +12,7 @@ import (
 
 	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/worker"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/file"
 )
@@ -37,7 +38,7 @@ func TestSinkRetriesCounted(t *testing.T) {
 	opts := testOptions(t)
 	buf := &testenv.Buffer{}
 	opts.Log = zerolog.New(zerolog.MultiLevelWriter(buf, zerolog.NewTestWriter(t))).Level(zerolog.InfoLevel)
-	opts.Retry = Backoff{Min: time.Millisecond, Max: 4 * time.Millisecond}
+	opts.Retry = worker.Backoff{Min: time.Millisecond, Max: 4 * time.Millisecond}
 	job, err := Prepare(context.Background(), connect(t, p), p, opts)
 	if err != nil {
 		t.Fatal(err)

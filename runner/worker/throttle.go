@@ -1,4 +1,4 @@
-package runner
+package worker
 
 import (
 	"context"
@@ -287,23 +287,4 @@ func (l *sentLog) add(now time.Time, n float64) {
 	l.at = append(l.at, now)
 	l.n = append(l.n, n)
 	l.sum += n
-}
-
-// throttleShare is the part of limit t that a member of a joined run
-// (run --join) takes when it was assigned assigned of the plan's total
-// partitions: the plan's limit is the whole group's. A share never rounds
-// down to 0 (unlimited); max_batch_wait is not divided.
-func throttleShare(t plan.Throttle, assigned, total int) plan.Throttle {
-	if total <= 0 || assigned >= total {
-		return t
-	}
-	f := float64(max(assigned, 0)) / float64(total)
-	out := t
-	if t.RecordsPerSecond > 0 {
-		out.RecordsPerSecond = max(t.RecordsPerSecond*f, 1e-3)
-	}
-	if t.BytesPerSecond > 0 {
-		out.BytesPerSecond = plan.ByteSize(max(int64(float64(t.BytesPerSecond)*f), 1))
-	}
-	return out
 }

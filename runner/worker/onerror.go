@@ -1,4 +1,4 @@
-package runner
+package worker
 
 import (
 	"cmp"
@@ -16,8 +16,8 @@ import (
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/fault"
+	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks"
-	"github.com/replay-tool/replay/sinks/registry"
 )
 
 // Reasons a record could not be processed, as counted in
@@ -105,15 +105,15 @@ func reasonOf(err error) string {
 // skip counts it, dead_letter queues it for the dead-letter sink (written
 // before the commit passes it), fail returns it as a *failure. Skipped and
 // dead-lettered records count against max_errors.
-func (w *partitionWorker) unprocessable(r *record.Record, reason string, err error) (*failure, error) {
-	j, s := w.job, w.state
+func (w *Worker) unprocessable(r *record.Record, reason string, err error) (*failure, error) {
+	s := w.state
 	s.unprocessable(reason)
 	msg := err.Error()
 	var re *record.Error
 	if errors.As(err, &re) {
 		msg = re.Err.Error() // the coordinates are the record's own
 	}
-	switch j.Plan.OnError {
+	switch w.Plan.OnError {
 	case plan.OnErrorSkip:
 		w.log.Warn().Int64("offset", r.Offset).Str("reason", msg).Msg("record skipped (on_error: skip)")
 		s.skip(reason, 1)
@@ -124,7 +124,7 @@ func (w *partitionWorker) unprocessable(r *record.Record, reason string, err err
 	default:
 		return &failure{rec: r, reason: reason, err: err}, nil
 	}
-	return nil, j.budget.add()
+	return nil, w.budget.add()
 }
 
 // partitionError reports f: the partition stopped at its record.
@@ -134,7 +134,7 @@ func (f *failure) partitionError(topic string) error {
 	if !errors.As(err, &re) {
 		err = &record.Error{Topic: topic, Partition: f.rec.Partition, Offset: f.rec.Offset, Err: err}
 	}
-	return &PartitionError{Topic: topic, Partition: f.rec.Partition, Offset: f.rec.Offset,
+	return &source.PartitionError{Topic: topic, Partition: f.rec.Partition, Offset: f.rec.Offset,
 		Err: fault.With(fmt.Errorf("%w (%s; on_error: fail stopped the partition at this record, everything before it is written and committed): "+
 			"fix the cause and re-run the same command to resume here; or, to pass over such records, set on_error: skip or dead_letter (a changed plan: restart the window, as follows)", err, f.reason), fault.HintRestart)}
 }
@@ -143,7 +143,7 @@ func (f *failure) partitionError(topic string) error {
 // the filter leaves out (counted as filtered) and hands those a stage fails
 // on to on_error. Under on_error: fail it returns the records before the
 // failing one and the failure.
-func (w *partitionWorker) applyPipeline(recs []record.Record) ([]record.Record, *failure, error) {
+func (w *Worker) applyPipeline(recs []record.Record) ([]record.Record, *failure, error) {
 	if w.pipe.Identity() {
 		return recs, nil, nil
 	}
@@ -189,16 +189,15 @@ func keyDeadLetters(k pipeline.Key, dead []record.Record) error {
 
 // writeDeadLetters makes the batch's dead letters durable, in offset order,
 // before the commit passes them.
-func (w *partitionWorker) writeDeadLetters() error {
+func (w *Worker) writeDeadLetters() error {
 	if len(w.dead) == 0 {
 		return nil
 	}
-	j := w.job
 	slices.SortFunc(w.dead, func(a, b record.Record) int { return cmp.Compare(a.Offset, b.Offset) })
 	err := keyDeadLetters(w.deadKey, w.dead)
 	if err == nil {
-		err = w.retry("dead-letter sink", j.DeadLetters, time.Duration(j.Plan.DeadLetter.Retry.MaxElapsed), func(ctx context.Context) error {
-			return j.DeadLetters.Write(ctx, w.dead)
+		err = w.retry("dead-letter sink", w.DeadLetters, time.Duration(w.Plan.DeadLetter.Retry.MaxElapsed), func(ctx context.Context) error {
+			return w.DeadLetters.Write(ctx, w.dead)
 		})
 	}
 	if err != nil {
@@ -207,29 +206,12 @@ func (w *partitionWorker) writeDeadLetters() error {
 		if cerr != nil {
 			advice = fmt.Sprintf("committing the batches before it failed too (%v); %s", cerr, advice)
 		}
-		return &PartitionError{Topic: j.Resolution.Topic, Partition: w.state.Partition, Offset: w.dead[0].Offset,
+		return &source.PartitionError{Topic: w.Topic, Partition: w.state.Partition, Offset: w.dead[0].Offset,
 			Err: fmt.Errorf("write dead letters to the %s sink: %w; nothing past offset %d is committed: %s",
-				j.Plan.DeadLetter.Type, err, next, advice)}
+				w.Plan.DeadLetter.Type, err, next, advice)}
 	}
 	w.commits.WroteDeadLetters()
 	clear(w.dead) // do not pin the records' bytes
 	w.dead = w.dead[:0]
 	return nil
-}
-
-// openDeadLetters opens the plan's dead-letter sink when on_error is
-// dead_letter and the caller did not set Job.DeadLetters.
-func (j *Job) openDeadLetters(ctx context.Context) (closeFn func(), err error) {
-	if j.Plan.OnError != plan.OnErrorDeadLetter || j.DeadLetters != nil {
-		return func() {}, nil
-	}
-	if j.Plan.DeadLetter == nil {
-		return nil, errors.New("on_error is dead_letter but the plan has no dead_letter sink")
-	}
-	s, err := registry.NewDeadLetter(ctx, *j.Plan.DeadLetter, sinks.Options{Log: j.opts.Log, PlanName: j.Plan.Name, RunID: j.RunID()})
-	if err != nil {
-		return nil, err
-	}
-	j.DeadLetters = s
-	return func() { s.Close(); j.DeadLetters = nil }, nil
 }

@@ -1,4 +1,4 @@
-package runner
+package worker
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -85,9 +86,9 @@ func TestCommitterFailedSyncForbidsCommit(t *testing.T) {
 	}
 	c.Wrote(9)
 	s.fail = true
-	var pe *PartitionError
+	var pe *source.PartitionError
 	if err := c.Commit(); !errors.As(err, &pe) || pe.Offset != 5 || pe.Partition != 3 {
-		t.Fatalf("want a *PartitionError at offset 5, got %v", err)
+		t.Fatalf("want a *source.PartitionError at offset 5, got %v", err)
 	}
 	if err := c.Commit(); err != nil {
 		t.Fatal(err)

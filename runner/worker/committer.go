@@ -1,4 +1,4 @@
-package runner
+package worker
 
 import (
 	"context"
@@ -55,7 +55,7 @@ type committer struct {
 	// long, whatever timeout says.
 	retryBudget time.Duration
 	// committed is the last committed offset (the next to read), read by
-	// Job.Progress while the partition runs.
+	// a run's progress while the partition runs.
 	committed *atomic.Int64
 	// uncommitted is the offset to commit next: everything below it was
 	// written (not yet synced, for a sinks.Syncer); 0 when nothing is due.
@@ -171,7 +171,7 @@ func (c *committer) wait() error {
 
 // CommitAt syncs the sinks and stores next (never below what is
 // committed) as the partition's checkpoint, after the commit in flight
-// (CommitBehind) was answered. Errors are *PartitionError.
+// (CommitBehind) was answered. Errors are *source.PartitionError.
 func (c *committer) CommitAt(next int64) error {
 	if err := c.wait(); err != nil {
 		return err
@@ -193,7 +193,7 @@ func (c *committer) prepare(next int64) (int64, func() error, error) {
 		// The writes since the last commit may be lost, and a later Sync can
 		// succeed without them: no deferred commit may pass them.
 		c.uncommitted = 0
-		return 0, nil, &PartitionError{Topic: c.topic, Partition: c.partition, Offset: c.committed.Load(), Err: err}
+		return 0, nil, &source.PartitionError{Topic: c.topic, Partition: c.partition, Offset: c.committed.Load(), Err: err}
 	}
 	next = max(next, c.committed.Load())
 	var pos, deadPos int64
@@ -232,7 +232,7 @@ func (c *committer) settle(next int64, err error) error {
 		// failed commit may still have landed: a later commit of this
 		// partition must not store less.
 		c.uncommitted = max(c.uncommitted, next)
-		perr := &PartitionError{Topic: c.topic, Partition: c.partition, Offset: c.committed.Load(), Err: err}
+		perr := &source.PartitionError{Topic: c.topic, Partition: c.partition, Offset: c.committed.Load(), Err: err}
 		var re *source.RetryError
 		if errors.As(err, &re) {
 			return fault.With(perr, fault.HintResume)
@@ -263,51 +263,4 @@ func (c *committer) sync(ctx context.Context) error {
 		c.deadUnsynced, c.deadSynced = false, true
 	}
 	return nil
-}
-
-// syncStarts makes a sink that batches durability (sinks.Syncer) hold
-// what commitStarts is about to commit past the group's checkpoint (a
-// start moved past records lost to retention, with allow_data_loss): the
-// file sink then has the partition's staging file, empty, which
-// CheckResume looks for on the next resume.
-func (j *Job) syncStarts(ctx context.Context, sink sinks.Sink) error {
-	for _, r := range j.Resolution.Ranges {
-		held, ok := j.committed[r.Partition]
-		if !ok {
-			held = r.Start
-		}
-		if j.from(r) <= held {
-			continue
-		}
-		for _, s := range []struct {
-			what string
-			sink sinks.Sink
-		}{{"sink " + string(j.Plan.Sink.Type), sink}, {"dead-letter sink", j.DeadLetters}} {
-			if sy := sinks.CapabilitiesOf(s.sink).Syncer; sy != nil {
-				if err := sy.Sync(ctx, r.Partition); err != nil {
-					return fmt.Errorf("%s: sync partition %d: %w", s.what, r.Partition, err)
-				}
-			}
-		}
-	}
-	return nil
-}
-
-// newCommitter builds the committer of s's partition: it commits as this
-// process's member of the group (run --join) or standalone, with the plan's
-// metadata and the sinks' positions.
-func (j *Job) newCommitter(sink sinks.Sink, s *partitionState) *committer {
-	return &committer{topic: j.Resolution.Topic, partition: s.Partition, sinkName: "sink " + string(j.Plan.Sink.Type),
-		sink: sink.Capabilities(), dead: sinks.CapabilitiesOf(j.DeadLetters), timeout: j.opts.FlushTimeout, committed: &s.next,
-		retryBudget: time.Duration(j.Plan.Retry.MaxElapsed),
-		commit: func(ctx context.Context, next, pos, deadPos int64) error {
-			meta := j.meta(s.Range)
-			meta.Pos, meta.DPos = pos, deadPos
-			if err := j.commits.Load().CommitPartition(ctx, s.Partition, next, meta); err != nil {
-				return err
-			}
-			s.pos.Store(pos)
-			s.deadPos.Store(deadPos)
-			return nil
-		}}
 }

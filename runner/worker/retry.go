@@ -1,4 +1,4 @@
-package runner
+package worker
 
 import (
 	"context"
@@ -84,8 +84,9 @@ func (e *SinkRetryError) Unwrap() error { return e.Err }
 // to signalGrace, but starts no other: the batch is then not committed,
 // and a resume delivers it again; the partition is marked abandoned for
 // the final message.
-func (w *partitionWorker) retry(what string, target sinks.Sink, budget time.Duration, write func(context.Context) error) error {
-	b := w.job.opts.Retry
+func (w *Worker) retry(what string, target sinks.Sink, budget time.Duration, write func(context.Context) error) error {
+	b := w.Retry
+	b.defaults()
 	self := target.Capabilities().RetriesItself
 	run := w.runCtx
 	if run == nil {
@@ -93,7 +94,7 @@ func (w *partitionWorker) retry(what string, target sinks.Sink, budget time.Dura
 	}
 	r := backoff.Policy{Min: b.Min, Max: b.Max, Budget: budget}.Start()
 	for {
-		limit := w.job.opts.FlushTimeout
+		limit := w.FlushTimeout
 		if self {
 			limit += budget
 		}
@@ -107,7 +108,7 @@ func (w *partitionWorker) retry(what string, target sinks.Sink, budget time.Dura
 			return nil
 		case run.Err() != nil && (sinks.Transient(err) || errors.Is(err, context.Canceled)):
 			// Failing when the run was stopped, or cut off by signalGrace.
-			w.state.abandoned.Store(true)
+			w.state.Abandoned.Store(true)
 			w.log.Warn().Err(err).Msgf("%s: failing when the run was stopped: not retried; the batch is not committed and is delivered again on resume", what)
 			return fmt.Errorf("%w: the %s still failed when the run was stopped, so it was not retried (the batch is not committed and is delivered again on resume): %w", context.Canceled, what, err)
 		case !sinks.Transient(err):
@@ -126,7 +127,7 @@ func (w *partitionWorker) retry(what string, target sinks.Sink, budget time.Dura
 		case <-t.C:
 		case <-run.Done():
 			t.Stop()
-			w.state.abandoned.Store(true)
+			w.state.Abandoned.Store(true)
 			w.log.Warn().Err(err).Msgf("%s: failing when the run was stopped: not retried; the batch is not committed and is delivered again on resume", what)
 			return fmt.Errorf("%w: the %s failed and the run was stopped before it was retried (the batch is not committed and is delivered again on resume): %w", context.Canceled, what, err)
 		}

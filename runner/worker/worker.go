@@ -1,4 +1,4 @@
-package runner
+package worker
 
 import (
 	"context"
@@ -8,29 +8,73 @@ import (
 	"sort"
 	"time"
 
+	"github.com/replay-tool/replay/internal/decode"
 	"github.com/replay-tool/replay/internal/pipeline"
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/rs/zerolog"
 )
 
-type partitionWorker struct {
-	job      *Job
-	sink     sinks.Sink
+// Policy is what the partition workers of one run share: the plan, the
+// sinks, the source cluster the readers fetch from, and how a partition's
+// commit reaches the replay group.
+type Policy struct {
+	Plan *plan.Plan
+	// Topic is the topic read; From and To are the time window's bounds
+	// (From zero: no time window; To zero: none at the end).
+	Topic    string
+	From, To time.Time
+	// Decoder decodes the records' framed keys and values (the plan's
+	// decode: section); nil when the plan decodes nothing.
+	Decoder *decode.Decoder
+	// Sink receives the records; DeadLetters the records that cannot be
+	// processed under on_error: dead_letter (nil otherwise).
+	Sink, DeadLetters sinks.Sink
+	// Source is the cluster the partitions are read from.
+	Source *source.Cluster
+	// Limit is the throttle the run's partitions share (the plan's, or a
+	// joined member's share of it).
+	Limit plan.Throttle
+	// Retry tunes the backoff of sink writes failing with a transient
+	// error; FlushTimeout bounds one write, sync and commit.
+	Retry        Backoff
+	FlushTimeout time.Duration
+	Log          zerolog.Logger
+	// Commit stores next as s's checkpoint in the replay group, with the
+	// sinks' durable positions (sinks.Positioner; 0 when unknown). It is
+	// called only after both sinks made everything below next durable.
+	Commit func(ctx context.Context, s *State, next, pos, deadPos int64) error
+}
+
+// run is a Policy with what its workers build from it once: the throttle,
+// the dead-letter key stage and the max_errors budget.
+type run struct {
+	*Policy
 	throttle *Throttle
-	state    *partitionState
-	log      zerolog.Logger
+	deadKey  pipeline.Key
+	budget   *errorBudget
+}
+
+// Worker replays one partition's range: it reads it (source.Reader and
+// its prefetcher), cuts batches, runs the window and the record pipeline,
+// hands the records to the sink under the throttle and the error policy
+// (on_error, max_errors), and commits what the sinks made durable through
+// its committer. It is used by one goroutine.
+type Worker struct {
+	*run
+	state  *State
+	reader *source.Reader
+	log    zerolog.Logger
 	// pending holds fetched records not yet written.
 	pending []record.Record
 	// pipe is the partition's record pipeline (decode, filter, mapping,
 	// key), run on each record before the sink's Write.
 	pipe *pipeline.Run
-	// dead holds the current batch's dead letters (on_error: dead_letter),
-	// and deadKey is the dead-letter sink's key stage.
-	dead    []record.Record
-	deadKey pipeline.Key
+	// dead holds the current batch's dead letters (on_error: dead_letter).
+	dead []record.Record
 	// pos is the reader's position after the last response received.
 	pos int64
 	// commits owns what is written, synced and committed.
@@ -52,6 +96,30 @@ type partitionWorker struct {
 	committedAtFailure bool
 }
 
+// newWorker builds the worker of s's partition: its reader (the plan's
+// isolation, data-loss and open-transaction policy), its pipeline and its
+// committer, which commits through r.Commit.
+func newWorker(r *run, s *State, pipe *pipeline.Run) *Worker {
+	p := r.Plan
+	w := &Worker{run: r, state: s, pipe: pipe}
+	w.log = r.Log.With().Str("plan", p.Name).Str("topic", r.Topic).Int32("partition", s.Partition).Logger()
+	w.reader = r.Source.NewReader(source.ReaderConfig{Topic: r.Topic, Partition: s.Partition, Isolation: p.Source.Isolation,
+		Start: s.From, End: s.End, AllowLoss: p.AllowDataLoss, Log: &w.log,
+		WaitOpenTransactions: true, OpenTransactionTimeout: time.Duration(p.Source.OpenTransactionTimeout)})
+	w.commits = &committer{topic: r.Topic, partition: s.Partition, sinkName: "sink " + string(p.Sink.Type),
+		sink: r.Sink.Capabilities(), dead: sinks.CapabilitiesOf(r.DeadLetters), timeout: r.FlushTimeout, committed: &s.Next,
+		retryBudget: time.Duration(p.Retry.MaxElapsed),
+		commit: func(ctx context.Context, next, pos, deadPos int64) error {
+			if err := r.Commit(ctx, s, next, pos, deadPos); err != nil {
+				return err
+			}
+			s.Pos.Store(pos)
+			s.DeadPos.Store(deadPos)
+			return nil
+		}}
+	return w
+}
+
 // heldChunks are the arena chunks of one response and the offset of its
 // last record.
 type heldChunks struct {
@@ -62,7 +130,7 @@ type heldChunks struct {
 // hold takes over f's records and chunks: the records are appended to
 // pending and the slice is reused; the chunks wait until the records are
 // written.
-func (w *partitionWorker) hold(f source.Fetched) {
+func (w *Worker) hold(f source.Fetched) {
 	if len(f.Recs) == 0 {
 		w.pf.Release(f.Chunks)
 		return
@@ -78,7 +146,7 @@ func (w *partitionWorker) hold(f source.Fetched) {
 
 // releaseThrough gives back the chunks of the responses whose records are
 // all at or below offset, once those were written.
-func (w *partitionWorker) releaseThrough(offset int64) {
+func (w *Worker) releaseThrough(offset int64) {
 	i := 0
 	for ; i < len(w.held) && w.held[i].last <= offset; i++ {
 		w.pf.Release(w.held[i].chunks)
@@ -93,29 +161,32 @@ const flushAfter = time.Second
 
 // flushWait is how long a partial batch may wait: flushAfter, or the
 // throttle's max_batch_wait.
-func (w *partitionWorker) flushWait() time.Duration {
+func (w *Worker) flushWait() time.Duration {
 	if d := w.throttle.MaxWait(); d > 0 {
 		return d
 	}
 	return flushAfter
 }
 
-func (w *partitionWorker) run(ctx context.Context) (err error) {
+// Run replays the partition from State.From to State.End, or until ctx
+// ends (the in-flight batch is written and committed first) or the
+// partition fails.
+func (w *Worker) Run(ctx context.Context) (err error) {
 	w.runCtx = ctx
-	s, j := w.state, w.job
-	s.started, w.commits.last = time.Now(), time.Now()
-	s.next.Store(s.from)
-	r := w.reader()
+	s := w.state
+	s.Started, w.commits.last = time.Now(), time.Now()
+	s.Next.Store(s.From)
+	r := w.reader
 	defer func() {
-		s.elapsed = time.Since(s.started)
+		s.Elapsed = time.Since(s.Started)
 		st := r.Stats()
-		s.aborted, s.lost = st.Aborted, st.Lost
+		s.Aborted, s.Lost = st.Aborted, st.Lost
 		if err != nil && !errors.Is(err, context.Canceled) {
-			s.err = err
-			w.log.Error().Err(err).Int64("offset", s.next.Load()).Msg("partition failed")
+			s.Err = err
+			w.log.Error().Err(err).Int64("offset", s.Next.Load()).Msg("partition failed")
 		}
 	}()
-	w.log.Debug().Int64("from", s.from).Int64("end", s.End).Msg("partition started")
+	w.log.Debug().Int64("from", s.From).Int64("end", s.End).Msg("partition started")
 	w.throttle.join()
 	defer w.throttle.leave()
 	pf := source.Prefetch(ctx, r)
@@ -128,28 +199,28 @@ func (w *partitionWorker) run(ctx context.Context) (err error) {
 				err = cerr
 			}
 		}
-		s.uncommitted.Store(w.commits.Committable() > w.commits.Committed())
+		s.Uncommitted.Store(w.commits.Committable() > w.commits.Committed())
 	}()
-	w.pos = s.from
+	w.pos = s.From
 	for w.pos < s.End {
 		if err := w.receive(ctx); err != nil {
 			return err
 		}
-		if err := w.flushDue(ctx, j.Plan.Sink.BatchSize); err != nil {
+		if err := w.flushDue(ctx, w.Plan.Sink.BatchSize); err != nil {
 			return err
 		}
 	}
 	if err := w.commits.Commit(); err != nil {
 		return err
 	}
-	s.done.Store(true)
-	w.log.Debug().Int64("written", s.written.Load()).Msg("partition done")
+	s.Done.Store(true)
+	w.log.Debug().Int64("written", s.Written.Load()).Msg("partition done")
 	return nil
 }
 
 // receive waits for the next response of the fetch loop and takes its
 // records over (pending); the reader's position moves past it.
-func (w *partitionWorker) receive(ctx context.Context) error {
+func (w *Worker) receive(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -164,7 +235,7 @@ func (w *partitionWorker) receive(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		return &PartitionError{Topic: w.job.Resolution.Topic, Partition: w.state.Partition, Offset: w.pos, Err: errors.New("the fetch loop stopped before the end of the range")}
+		return &source.PartitionError{Topic: w.Topic, Partition: w.state.Partition, Offset: w.pos, Err: errors.New("the fetch loop stopped before the end of the range")}
 	}
 	w.starved = w.starved || f.Starved
 	w.hold(f)
@@ -178,7 +249,7 @@ func (w *partitionWorker) receive(ctx context.Context) error {
 // flushDue writes every full batch pending, and what is left once the
 // range is done or after flushAfter; with nothing pending, markers or
 // aborted data read since the last commit become committable then.
-func (w *partitionWorker) flushDue(ctx context.Context, batch int) error {
+func (w *Worker) flushDue(ctx context.Context, batch int) error {
 	for len(w.pending) >= batch {
 		if err := w.flush(ctx, batch); err != nil {
 			return err
@@ -211,7 +282,7 @@ func (w *partitionWorker) flushDue(ctx context.Context, batch int) error {
 // flush writes the first n pending records, in writes the throttle cuts
 // (each waits for its tokens right before it reaches the sink; one write
 // without a throttle), and commits past them (flushChunk).
-func (w *partitionWorker) flush(ctx context.Context, n int) error {
+func (w *Worker) flush(ctx context.Context, n int) error {
 	for n > 0 {
 		if err := ctx.Err(); err != nil {
 			return err // interrupted: only the in-flight write is finished
@@ -231,7 +302,7 @@ func (w *partitionWorker) flush(ctx context.Context, n int) error {
 // flushChunk writes the first n pending records and commits past them: to
 // the reader's position when they are all that is pending (so markers and
 // aborted data after them are committed too), else to after the last one.
-func (w *partitionWorker) flushChunk(ctx context.Context, n int) error {
+func (w *Worker) flushChunk(ctx context.Context, n int) error {
 	if err := ctx.Err(); err != nil {
 		return err // interrupted: only the in-flight batch is finished
 	}
@@ -259,7 +330,7 @@ func (w *partitionWorker) flushChunk(ctx context.Context, n int) error {
 	if stop != nil {
 		processed = sort.Search(n, func(i int) bool { return chunk[i].Offset > stop.rec.Offset })
 	}
-	w.state.read.Add(int64(processed))
+	w.state.Read.Add(int64(processed))
 	if stop != nil {
 		commitAt = stop.rec.Offset // on_error: fail: commit up to the record, then stop at it
 	}
@@ -270,7 +341,7 @@ func (w *partitionWorker) flushChunk(ctx context.Context, n int) error {
 		if err := w.commits.CommitAt(commitAt); err != nil {
 			return err
 		}
-		return stop.partitionError(w.job.Resolution.Topic)
+		return stop.partitionError(w.Topic)
 	}
 	w.commits.Wrote(commitAt)
 	// Under a throttle a partition commits at least every max_batch_wait,
@@ -303,9 +374,9 @@ func (w *partitionWorker) flushChunk(ctx context.Context, n int) error {
 
 // window applies the time window to records: it counts records stamped
 // outside it and, with strict_timestamps or skew_margin, drops them.
-func (w *partitionWorker) window(chunk []record.Record) []record.Record {
-	res, win := w.job.Resolution, w.job.Plan.Window
-	if res.From.IsZero() {
+func (w *Worker) window(chunk []record.Record) []record.Record {
+	win := w.Plan.Window
+	if w.From.IsZero() {
 		return chunk
 	}
 	strict := win.StrictTimestamps || win.SkewMargin > 0
@@ -315,14 +386,14 @@ func (w *partitionWorker) window(chunk []record.Record) []record.Record {
 	}
 	var dropped int64 // counted once per batch: skip takes a lock
 	for _, rec := range chunk {
-		inside := !rec.Time.Before(res.From) && (res.To.IsZero() || rec.Time.Before(res.To))
+		inside := !rec.Time.Before(w.From) && (w.To.IsZero() || rec.Time.Before(w.To))
 		switch {
 		case inside && strict:
 			out = append(out, rec)
 		case !inside && strict:
 			dropped++
 		case !inside:
-			w.state.outside++
+			w.state.Outside++
 		}
 	}
 	if dropped > 0 {
@@ -338,10 +409,10 @@ func (w *partitionWorker) window(chunk []record.Record) []record.Record {
 // not one from before those commits landed. It returns the committed
 // offset and the commit's error. The partition stops after it: run does
 // not commit again.
-func (w *partitionWorker) commitBeforeFailure() (int64, error) {
+func (w *Worker) commitBeforeFailure() (int64, error) {
 	w.committedAtFailure = true
 	err := w.commits.Commit()
-	return w.state.next.Load(), err
+	return w.state.Next.Load(), err
 }
 
 // write hands records to the sink with the durable-write contract,
@@ -349,12 +420,11 @@ func (w *partitionWorker) commitBeforeFailure() (int64, error) {
 // take follows on_error: skipped or dead-lettered, the others are written
 // again without it; under on_error: fail, the records before it are
 // written and it is returned.
-func (w *partitionWorker) write(recs []record.Record) (*failure, error) {
-	j := w.job
+func (w *Worker) write(recs []record.Record) (*failure, error) {
 	for len(recs) > 0 {
-		err := w.retry("sink", w.sink, time.Duration(j.Plan.Sink.Retry.MaxElapsed), func(ctx context.Context) error { return w.sink.Write(ctx, recs) })
+		err := w.retry("sink", w.Sink, time.Duration(w.Plan.Sink.Retry.MaxElapsed), func(ctx context.Context) error { return w.Sink.Write(ctx, recs) })
 		if err == nil {
-			w.state.written.Add(int64(len(recs)))
+			w.state.Written.Add(int64(len(recs)))
 			return nil, nil
 		}
 		var re *record.Error
@@ -368,8 +438,8 @@ func (w *partitionWorker) write(recs []record.Record) (*failure, error) {
 			if cerr != nil && !errors.Is(err, sinks.ErrFenced) {
 				advice = fmt.Sprintf("committing the batches before it failed too (%v); %s", cerr, advice)
 			}
-			perr := &PartitionError{Topic: j.Resolution.Topic, Partition: w.state.Partition, Offset: next,
-				Err: fmt.Errorf("sink %s: %w; nothing past offset %d is committed: %s", j.Plan.Sink.Type, err, next, advice)}
+			perr := &source.PartitionError{Topic: w.Topic, Partition: w.state.Partition, Offset: next,
+				Err: fmt.Errorf("sink %s: %w; nothing past offset %d is committed: %s", w.Plan.Sink.Type, err, next, advice)}
 			if re := (*SinkRetryError)(nil); errors.As(err, &re) {
 				return nil, fault.With(perr, fault.HintSinkResume)
 			}
@@ -377,7 +447,7 @@ func (w *partitionWorker) write(recs []record.Record) (*failure, error) {
 		}
 		i := slices.IndexFunc(recs, func(r record.Record) bool { return r.Offset == re.Offset })
 		if i < 0 {
-			return nil, fmt.Errorf("sink %s rejected offset %d, which is not in the batch: %w", j.Plan.Sink.Type, re.Offset, err)
+			return nil, fmt.Errorf("sink %s rejected offset %d, which is not in the batch: %w", w.Plan.Sink.Type, re.Offset, err)
 		}
 		f, err := w.unprocessable(&recs[i], reasonOf(err), err)
 		switch {
@@ -394,15 +464,6 @@ func (w *partitionWorker) write(recs []record.Record) (*failure, error) {
 	return nil, nil
 }
 
-// reader builds the worker's partition reader with the plan's data-loss
-// policy and the partition's logger.
-func (w *partitionWorker) reader() *source.Reader {
-	j, s := w.job, w.state
-	return j.c.NewReader(source.ReaderConfig{Topic: j.Resolution.Topic, Partition: s.Partition, Isolation: j.Plan.Source.Isolation,
-		Start: s.from, End: s.End, AllowLoss: j.Plan.AllowDataLoss, Log: &w.log,
-		WaitOpenTransactions: true, OpenTransactionTimeout: time.Duration(j.Plan.Source.OpenTransactionTimeout)})
-}
-
 // failLost ends a partition whose read failed: records deleted under the
 // reader, the source cluster failing for longer than the retry budget, or
 // an open transaction holding the partition for longer than
@@ -410,7 +471,7 @@ func (w *partitionWorker) reader() *source.Reader {
 // The records already fetched are written and committed first (after a
 // data loss they exist nowhere else any more): the checkpoint then stands
 // exactly at the offset the error names, which a resume starts from.
-func (w *partitionWorker) failLost(ctx context.Context, err error) error {
+func (w *Worker) failLost(ctx context.Context, err error) error {
 	var re *source.RetryError
 	var ote *source.OpenTransactionError
 	budget := errors.As(err, &re) || errors.As(err, &ote)
@@ -427,40 +488,14 @@ func (w *partitionWorker) failLost(ctx context.Context, err error) error {
 	if ferr != nil {
 		return errors.Join(err, ferr)
 	}
-	if pe, ok := err.(*PartitionError); ok && budget {
+	if pe, ok := err.(*source.PartitionError); ok && budget {
 		// The reader's position may be past what the sink holds; the
 		// commit above stores exactly what it holds.
 		hint := fault.HintResume
 		if ote != nil {
 			hint = fault.HintOpenTransaction
 		}
-		return fault.With(&PartitionError{Topic: pe.Topic, Partition: pe.Partition, Offset: w.commits.Committed(), Err: pe.Err}, hint)
+		return fault.With(&source.PartitionError{Topic: pe.Topic, Partition: pe.Partition, Offset: w.commits.Committed(), Err: pe.Err}, hint)
 	}
 	return err
-}
-
-// stopsOnePartition reports whether err ends one partition and lets the
-// others run to their end: a data loss, or an open transaction that did not
-// end in time.
-func stopsOnePartition(err error) bool {
-	if h, ok := err.(*fault.Hinted); ok && h.Hint == fault.HintOpenTransaction {
-		err = h.Err
-	}
-	pe, ok := err.(*PartitionError)
-	if !ok {
-		return false
-	}
-	_, ok = pe.Err.(*source.OpenTransactionError)
-	return ok || isDataLoss(err)
-}
-
-// isDataLoss reports whether err is exactly a partition's data loss (and
-// not also a sink or commit failure).
-func isDataLoss(err error) bool {
-	pe, ok := err.(*PartitionError)
-	if !ok {
-		return false
-	}
-	_, ok = pe.Err.(*DataLossError)
-	return ok
 }
