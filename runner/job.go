@@ -231,7 +231,7 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 		return nil, err
 	}
 	job := &Job{Plan: p, c: c, opts: opts, topicID: topicID}
-	if job.recordsRuns() {
+	if opts.recordsRuns(nil) {
 		if job.record, err = group.ReadRecord(opts.StateDir, job.SourceClusterID(), p); err != nil {
 			if !opts.Restart { // checkpoints of another incarnation are refused first
 				if ierr := group.CheckIncarnation(p, cps, topicID); ierr != nil {
@@ -320,7 +320,7 @@ func (j preparing) resume(ctx context.Context, all []int32, cps map[int32]group.
 		}
 		j.Resolution.Ranges = append(j.Resolution.Ranges, rg)
 	}
-	j.warnAdded(j.addedAmong(j.Ignored))
+	j.warnAdded(addedAmong(j.Plan, j.Resolution, j.Ignored))
 	return nil
 }
 
@@ -336,12 +336,12 @@ func selects(p *plan.Plan, part int32) bool {
 	return slices.Contains(p.Source.Partitions.List, part)
 }
 
-// addedAmong returns the partitions of parts that the plan selects and
-// that have no range: they were created after the ranges were resolved.
-func (j *Job) addedAmong(parts []int32) []int32 {
+// addedAmong returns the partitions of parts that p selects and that
+// have no range in res: they were created after the ranges were resolved.
+func addedAmong(p *plan.Plan, res *Resolution, parts []int32) []int32 {
 	var added []int32
 	for _, part := range parts {
-		if selects(j.Plan, part) && !slices.ContainsFunc(j.Resolution.Ranges, func(r Range) bool { return r.Partition == part }) {
+		if _, ok := res.rangeOf(part); selects(p, part) && !ok {
 			added = append(added, part)
 		}
 	}
@@ -361,7 +361,7 @@ func (j *Job) addedSince(ctx context.Context) []int32 {
 		return j.Added
 	}
 	var fresh []int32
-	for _, part := range j.addedAmong(all) {
+	for _, part := range addedAmong(j.Plan, j.Resolution, all) {
 		if !slices.Contains(j.Added, part) {
 			fresh = append(fresh, part)
 		}

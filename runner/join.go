@@ -20,6 +20,14 @@ import (
 // whether the other members finished theirs.
 const joinDonePoll = time.Second
 
+// joined is a Job running as one member of its replay group (RunJoined),
+// with the run's sink and the partitions' reports of every generation.
+type joined struct {
+	*Job
+	sink    sinks.Sink
+	reports map[int32]*PartitionReport
+}
+
 // errAllDone ends a joined run: every partition of the plan reached its end.
 var errAllDone = errors.New("every partition is done")
 
@@ -57,8 +65,9 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 		return nil, &LocalOutputError{Sink: string(j.Plan.DeadLetter.Type), DeadLetters: true}
 	}
 	j.commits.Store(group.NewCommitter(j.c.Cluster, j.opts.Hold, j.Plan.Group, j.Resolution.Topic, len(j.Resolution.Ranges)))
-	j.sayRetries()
-	if err := j.pinJoined(work, sink); err != nil {
+	j.c.sayRetries(j.opts.Log, j.Plan.Name)
+	jr := &joined{Job: j, sink: sink, reports: map[int32]*PartitionReport{}}
+	if err := jr.pinJoined(work); err != nil {
 		return nil, err
 	}
 	cg, err := j.c.Join(source.JoinConfig{Group: j.Plan.Group, Topic: j.Resolution.Topic, ClientID: group.JoinClientID(j.Resolution.Fingerprint),
@@ -67,12 +76,11 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 		return nil, err
 	}
 	defer cg.Close()
-	reports := map[int32]*PartitionReport{}
-	runErr := j.memberOf(ctx, cg, sink, reports)
+	runErr := jr.memberOf(ctx, cg)
 	j.commits.Load().SetMember(nil)
 	cg.Close() // leave: the others take over at once
-	for _, p := range slices.Sorted(maps.Keys(reports)) {
-		rep.Partitions = append(rep.Partitions, *reports[p])
+	for _, p := range slices.Sorted(maps.Keys(jr.reports)) {
+		rep.Partitions = append(rep.Partitions, *jr.reports[p])
 	}
 	j.finish(rep, sink)
 	if !errors.Is(runErr, errAllDone) {
@@ -88,7 +96,7 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 // partition of the plan to be done (errAllDone). It must not return early:
 // a member whose generation function returns rejoins, which rebalances the
 // whole group.
-func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []int32, reports map[int32]*PartitionReport) error {
+func (j *joined) runGeneration(ctx, gctx context.Context, mine []int32) error {
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(gctx, cancel)
@@ -123,7 +131,7 @@ func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []i
 	if err != nil {
 		return err
 	}
-	j.live.Store(&liveRun{started: time.Now(), states: states, sink: sink})
+	j.live.Store(&liveRun{started: time.Now(), states: states, sink: j.sink})
 	// The plan's throttle is the whole group's: this member takes the share
 	// of the partitions it was assigned, anew at every rebalance.
 	limit := throttleShare(j.Plan.Throttle, len(states), len(j.Resolution.Ranges))
@@ -131,9 +139,9 @@ func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []i
 		j.opts.Log.Info().Str("plan", j.Plan.Name).Int("assigned", len(states)).Int("partitions", len(j.Resolution.Ranges)).
 			Float64("records_per_second", limit.RecordsPerSecond).Int64("bytes_per_second", int64(limit.BytesPerSecond)).Msg("throttle share of this member")
 	}
-	err = j.readAll(rctx, sink, states, limit)
+	err = j.readAll(rctx, j.sink, states, limit)
 	moved := ctx.Err() == nil && (gctx.Err() != nil || errors.Is(err, source.ErrFenced) || errors.Is(err, sinks.ErrPartitionLost))
-	mergeReports(reports, j.Resolution, states, moved)
+	mergeReports(j.reports, j.Resolution, states, moved)
 	if err != nil {
 		return outcome(err)
 	}
@@ -145,7 +153,7 @@ func (j *Job) runGeneration(ctx, gctx context.Context, sink sinks.Sink, mine []i
 // another range is a refusal: two processes started with different
 // resolutions (a relative window resolved twice), and mixing them would
 // replay neither.
-func (j *Job) generationStates(mine []int32, cps map[int32]group.Checkpoint) ([]*worker.State, error) {
+func (j *joined) generationStates(mine []int32, cps map[int32]group.Checkpoint) ([]*worker.State, error) {
 	var states []*worker.State
 	for _, r := range j.Resolution.Ranges {
 		if !slices.Contains(mine, r.Partition) {
@@ -184,7 +192,7 @@ func mergeReports(reports map[int32]*PartitionReport, res *Resolution, states []
 // awaitAllDone keeps a member whose partitions are done in the group until
 // every partition of the plan is done (errAllDone), the generation ends
 // (nil: rejoin) or ctx is cancelled.
-func (j *Job) awaitAllDone(ctx, gctx, rctx context.Context) error {
+func (j *joined) awaitAllDone(ctx, gctx, rctx context.Context) error {
 	t := time.NewTicker(joinDonePoll)
 	defer t.Stop()
 	for {
@@ -207,7 +215,7 @@ func (j *Job) awaitAllDone(ctx, gctx, rctx context.Context) error {
 
 // allDone reports whether the group's checkpoints put every partition of
 // the plan at its end.
-func (j *Job) allDone(ctx context.Context) (bool, error) {
+func (j *joined) allDone(ctx context.Context) (bool, error) {
 	parts := make([]int32, 0, len(j.Resolution.Ranges))
 	for _, r := range j.Resolution.Ranges {
 		parts = append(parts, r.Partition)
@@ -226,7 +234,7 @@ func (j *Job) allDone(ctx context.Context) (bool, error) {
 }
 
 // pinJoined pins a fresh run's ranges before this process joins the group.
-func (j *Job) pinJoined(work context.Context, sink sinks.Sink) error {
+func (j *joined) pinJoined(work context.Context) error {
 	if !j.Fresh {
 		return nil
 	}
@@ -237,14 +245,14 @@ func (j *Job) pinJoined(work context.Context, sink sinks.Sink) error {
 	// processes, checked by Prepare) is expected; UNSUPPORTED_VERSION
 	// (a live KIP-848 consumer group) is not.
 	var inUse *source.GroupInUseError
-	if err := j.commitStarts(work); err != nil && !(errors.As(err, &inUse) && inUse.Members) {
+	if err := (settling{j.Job, j.sink}).commitStarts(work); err != nil && !(errors.As(err, &inUse) && inUse.Members) {
 		return err
 	}
 	// A checkpoint table may hold an earlier run's checkpoints under the
 	// same run identity (the group's commits expired): a plain resume
 	// would trust them. Lowering a checkpoint is always safe, also while
 	// another member writes.
-	if store := sink.Capabilities().Checkpoints; store != nil {
+	if store := j.sink.Capabilities().Checkpoints; store != nil {
 		if err := store.ResetCheckpoints(work, j.Plan.Group, j.Resolution.Topic); err != nil {
 			return fmt.Errorf("reset the sink's checkpoints: %w", err)
 		}
@@ -255,7 +263,7 @@ func (j *Job) pinJoined(work context.Context, sink sinks.Sink) error {
 // memberOf takes part in cg's generations until the member fails, is
 // interrupted, or every partition of the plan is done (errAllDone); the
 // partitions' reports of every generation are merged into reports.
-func (j *Job) memberOf(ctx context.Context, cg *source.Membership, sink sinks.Sink, reports map[int32]*PartitionReport) error {
+func (j *joined) memberOf(ctx context.Context, cg *source.Membership) error {
 	log := j.opts.Log.With().Str("plan", j.Plan.Name).Str("group", j.Plan.Group).Logger()
 	var runErr error
 	failures := 0
@@ -288,7 +296,7 @@ func (j *Job) memberOf(ctx context.Context, cg *source.Membership, sink sinks.Si
 		log.Info().Int32("generation", gen.Generation).Ints32("partitions", mine).Msg("joined the replay group")
 		ended := make(chan error, 1)
 		gen.Start(func(gctx context.Context) {
-			ended <- j.runGeneration(ctx, gctx, sink, mine, reports)
+			ended <- j.runGeneration(ctx, gctx, mine)
 		})
 		switch err := <-ended; {
 		case errors.Is(err, errAllDone):

@@ -143,7 +143,7 @@ func (j preparing) pin(ctx context.Context, all []int32, cps map[int32]group.Che
 			j.discarded = append(j.discarded, part)
 		}
 	}
-	j.warnAdded(j.addedAmong(j.Ignored)) // created since the resolution was saved
+	j.warnAdded(addedAmong(j.Plan, j.Resolution, j.Ignored)) // created since the resolution was saved
 	return nil
 }
 

@@ -5,13 +5,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/replay-tool/replay/plan"
-	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/runner/group"
-	"github.com/replay-tool/replay/sinks"
-	"github.com/replay-tool/replay/sinks/registry"
 )
 
 // ReadRunRecord reads this machine's record of p's run on c from dir (see
@@ -28,10 +24,11 @@ func ReadRunRecord(dir string, c *Cluster, p *plan.Plan) (*group.RunRecord, erro
 	return r, nil
 }
 
-// recordsRuns reports whether the job keeps a local run record: a plain
-// run of a plan without a schedule, with a state directory.
-func (j *Job) recordsRuns() bool {
-	return j.opts.StateDir != "" && j.Interval == nil && !j.opts.Join
+// recordsRuns reports whether a job of schedule interval iv keeps a
+// local run record: a plain run of a plan without a schedule, with a
+// state directory.
+func (o *Options) recordsRuns(iv *plan.Interval) bool {
+	return o.StateDir != "" && iv == nil && !o.Join
 }
 
 // saveRecord writes the job's run record in state, with next(r) as each
@@ -39,7 +36,7 @@ func (j *Job) recordsRuns() bool {
 // warning: the run itself is not at risk, only the refusal of a later run
 // whose group lost its commits.
 func (j *Job) saveRecord(state string, next func(Range) int64) {
-	if !j.recordsRuns() {
+	if !j.opts.recordsRuns(j.Interval) {
 		return
 	}
 	r := &group.RunRecord{Plan: j.Plan.Name, Fingerprint: j.Resolution.Fingerprint, Group: j.Plan.Group, Topic: j.Resolution.Topic,
@@ -178,57 +175,4 @@ func (j preparing) partlyLost(ctx context.Context, cps map[int32]group.Checkpoin
 	slices.SortFunc(j.Resolution.Ranges, func(a, b Range) int { return cmp.Compare(a.Partition, b.Partition) })
 	j.fromSink = true
 	return nil
-}
-
-// checkSinkRecord runs before a job writes or commits anything. A fresh
-// job on a group without commits (checkSink) is refused when the sink's
-// checkpoint table records progress of this run: the group lost its
-// commits. A job continuing from the sink (fromSink) needs the sink's
-// checkpoints for its ranges (the same ranges as the run that wrote them),
-// or it is refused rather than started over.
-func (j *Job) checkSinkRecord(ctx context.Context, sink sinks.Sink) error {
-	if !j.checkSink && !j.fromSink {
-		return nil
-	}
-	p := j.Plan
-	store := sinks.CapabilitiesOf(sink).Checkpoints
-	if store == nil || p.OnError == plan.OnErrorDeadLetter {
-		if j.fromSink {
-			return fmt.Errorf("resume from the sink: the %s sink keeps no checkpoints of its own (only %s does, without on_error: dead_letter)", p.Sink.Type, registry.Catalog().CheckpointKeepers())
-		}
-		return nil
-	}
-	cps, err := store.Checkpoints(ctx, p.Group, j.Resolution.Topic)
-	if err != nil {
-		return fmt.Errorf("read the sink's checkpoints: %w", err)
-	}
-	// Where the sink keeps them: "checkpoint table <name>".
-	where := "checkpoints"
-	if d := registry.Describe(p.Sink); d.Checkpoints != nil {
-		where = d.Checkpoints(&p.Sink)
-	}
-	var recorded []group.RecordedRange
-	for _, r := range j.Resolution.Ranges {
-		if next, ok := cps[r.Partition]; ok {
-			recorded = append(recorded, group.RecordedRange{Partition: r.Partition, Start: r.Start, End: r.End, Committed: next})
-		}
-	}
-	switch {
-	case j.fromSink && len(recorded) == 0:
-		return &fault.SafetyError{Group: p.Group, Hint: fault.HintRestart, Reason: fmt.Sprintf("the sink's %s holds no checkpoint of this run of plan %s (ranges %s): there is nothing to resume from; the window may resolve to other ranges than the run that wrote it (an open-ended window grew): pass that run's ranges with --resolution FILE, or start over", where, p.Name, j.rangesText())}
-	case j.fromSink:
-		j.Fresh = false // resumeFromSink continues from them
-		j.opts.Log.Info().Str("plan", p.Name).Str("group", p.Group).Int("partitions", len(recorded)).Msg("the group has no commits of this plan: continuing from the sink's checkpoints")
-	case len(recorded) > 0:
-		return (&group.ExpiredError{Group: p.Group, Plan: p.Name, Topic: j.Resolution.Topic, Where: "the sink's " + where, Recorded: recorded}).Refusal()
-	}
-	return nil
-}
-
-func (j *Job) rangesText() string {
-	s := make([]string, len(j.Resolution.Ranges))
-	for i, r := range j.Resolution.Ranges {
-		s[i] = fmt.Sprintf("%d [%d, %d)", r.Partition, r.Start, r.End)
-	}
-	return strings.Join(s, ", ")
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/replay-tool/replay/internal/decode"
 	"github.com/replay-tool/replay/runner/worker"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/rs/zerolog"
 )
 
 // Snapshot is a run's progress at one moment (Job.Progress): per partition
@@ -82,34 +83,36 @@ func (j *Job) Progress() Snapshot {
 	if live := j.live.Load(); live != nil {
 		s := snapshot(live.started, live.states)
 		s.SinkOutcomes = outcomesOf(live.sink)
-		s.SourceRetries = j.sourceRetries()
+		s.SourceRetries = j.c.retries()
 		s.SinkRetries += ownRetries(live.sink)
 		s.DeadLetterRetries += ownRetries(j.DeadLetters)
 		return s
 	}
 	s := snapshot(time.Time{}, newStates(j.Resolution.Ranges, j.from))
-	s.SourceRetries = j.sourceRetries()
+	s.SourceRetries = j.c.retries()
 	return s
 }
 
-// sourceRetries is how many requests to the source cluster were retried
-// since it was connected: the run's, its preparation's and its hold's.
-func (j *Job) sourceRetries() int64 {
-	if j.c == nil || j.c.Cluster == nil {
+// retries is how many requests to the source cluster were retried since
+// it was connected: a run's, its preparation's and its hold's; 0 without
+// a cluster.
+func (c *Cluster) retries() int64 {
+	if c == nil || c.Cluster == nil {
 		return 0
 	}
-	return j.c.Retries()
+	return c.Retries()
 }
 
-// sayRetries makes every later retry of a source request a warning in the
-// job's log, and says how many its preparation and hold needed so far.
-func (j *Job) sayRetries() {
-	if j.c == nil || j.c.Cluster == nil {
+// sayRetries makes every later retry of a source request a warning in
+// log, for plan planName, and says how many its preparation and hold
+// needed so far.
+func (c *Cluster) sayRetries(log zerolog.Logger, planName string) {
+	if c == nil || c.Cluster == nil {
 		return
 	}
-	j.c.SetLog(j.opts.Log.With().Str("plan", j.Plan.Name).Logger())
-	if n := j.c.Retries(); n > 0 {
-		j.opts.Log.Warn().Str("plan", j.Plan.Name).Int64("retries", n).Msg("source cluster: requests retried before the run started")
+	c.SetLog(log.With().Str("plan", planName).Logger())
+	if n := c.Retries(); n > 0 {
+		log.Warn().Str("plan", planName).Int64("retries", n).Msg("source cluster: requests retried before the run started")
 	}
 }
 
@@ -268,7 +271,7 @@ func outcomesOf(sink sinks.Sink) *sinks.Outcomes {
 // finish stamps the report's end and the sinks' outcomes.
 func (j *Job) finish(rep *Report, sink sinks.Sink) {
 	rep.Finished = j.opts.Now().UTC()
-	rep.SourceRetries = j.sourceRetries()
+	rep.SourceRetries = j.c.retries()
 	rep.SinkRetries, rep.DeadLetterRetries = ownRetries(sink), ownRetries(j.DeadLetters)
 	for _, p := range rep.Partitions {
 		rep.SinkRetries += p.SinkRetries

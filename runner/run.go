@@ -13,6 +13,7 @@ import (
 	"github.com/replay-tool/replay/runner/group"
 	"github.com/replay-tool/replay/runner/worker"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/registry"
 )
 
 // Run replays the job's ranges into sink. Every partition is read by its
@@ -32,12 +33,12 @@ import (
 // ends stops the run with an error wrapping group.ErrHoldLost.
 func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	applyRetry(j.c, j.Plan, j.opts) // also for jobs prepared by the schedule
-	if err := j.dropDiscardedHeld(ctx); err != nil {
+	if err := (settling{Job: j}).dropDiscardedHeld(ctx); err != nil {
 		return nil, err
 	}
 	k := group.NewCommitter(j.c.Cluster, j.opts.Hold, j.Plan.Group, j.Resolution.Topic, len(j.Resolution.Ranges))
 	j.commits.Store(k)
-	j.sayRetries()
+	j.c.sayRetries(j.opts.Log, j.Plan.Name)
 	ctx, unhold := k.Follow(ctx, j.opts.Log)
 	defer unhold()
 	rep, err := j.run(ctx, sink)
@@ -60,28 +61,8 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 		return nil, err
 	}
 	defer closeDeadLetters()
-	if err := j.checkSinkRecord(work, sink); err != nil {
-		return nil, err
-	}
-	if err := j.checkResume(sink); err != nil {
-		return nil, err
-	}
-	if err := j.reconcile(work, sink); err != nil {
-		return nil, err
-	}
-	if j.Fresh && j.opts.Hold == nil {
-		if err := j.dropDiscarded(work); err != nil {
-			return nil, err
-		}
-	}
-	if err := j.syncStarts(work, sink); err != nil {
-		return nil, err
-	}
-	if err := j.commitStarts(work); err != nil {
-		return nil, err
-	}
-	states := newStates(j.Resolution.Ranges, j.from)
-	if err := j.resumeFromSink(work, sink, states); err != nil {
+	states, err := (settling{j, sink}).settle(work)
+	if err != nil {
 		return nil, err
 	}
 	j.saveRecord(group.RecordRunning, j.from)
@@ -201,61 +182,6 @@ func (j *Job) newReport() *Report {
 		Sink: string(j.Plan.Sink.Type), Started: j.opts.Now().UTC(), Ignored: j.Ignored, From: j.Resolution.From, To: j.Resolution.To}
 }
 
-// commitStarts pins the ranges in the group before anything is read: each
-// partition's start offset (its checkpoint on a resume) with the range as
-// metadata. A later run finds the same ranges there, and the standalone
-// commit fences off a group that got live members since Prepare, fresh or
-// resumed, before anything reaches the sink.
-func (j *Job) commitStarts(ctx context.Context) error {
-	offsets := map[int32]int64{}
-	meta := map[int32]group.Meta{}
-	for _, r := range j.Resolution.Ranges {
-		offsets[r.Partition] = j.from(r)
-		m := j.meta(r.Start, r.End)
-		if _, ok := j.committed[r.Partition]; ok {
-			// What the sinks held at that commit, and still hold (a start
-			// moved past lost offsets adds nothing to the staging).
-			m.Pos, m.DPos = j.positions[r.Partition], j.dlPositions[r.Partition]
-		}
-		meta[r.Partition] = m
-	}
-	if err := j.commits.Load().Commit(ctx, offsets, meta); err != nil {
-		return fmt.Errorf("pin the resolved ranges in group %s: %w", j.Plan.Group, err)
-	}
-	return nil
-}
-
-// dropDiscardedHeld is dropDiscarded for a fresh job run under a hold: the
-// hold leaves the group for the deletion (the broker refuses to delete the
-// commits of a topic a member subscribes to) and holds it again.
-func (j *Job) dropDiscardedHeld(ctx context.Context) error {
-	if !j.Fresh || j.opts.Hold == nil || len(j.dropParts()) == 0 {
-		return nil
-	}
-	return j.opts.Hold.LeaveFor(ctx, func() error { return j.dropDiscarded(context.WithoutCancel(ctx)) })
-}
-
-// dropParts are the discarded partitions outside the new ranges.
-func (j *Job) dropParts() []int32 {
-	var parts []int32
-	for _, part := range j.discarded {
-		if !slices.ContainsFunc(j.Resolution.Ranges, func(r Range) bool { return r.Partition == part }) {
-			parts = append(parts, part)
-		}
-	}
-	return parts
-}
-
-// dropDiscarded deletes the checkpoints of a run discarded by Restart on
-// partitions outside the new ranges (commitStarts overwrites the others).
-func (j *Job) dropDiscarded(ctx context.Context) error {
-	parts := j.dropParts()
-	if err := group.DeleteCommits(ctx, j.c.Cluster, j.Plan.Group, j.Resolution.Topic, parts); err != nil {
-		return fmt.Errorf("discard the earlier run's checkpoints in group %s: %w", j.Plan.Group, err)
-	}
-	return nil
-}
-
 // SourceClusterID is the source cluster's id (Metadata's ClusterID), where
 // the runner commits the replay group's offsets; "" when unknown
 // (sinks.Options.SourceClusterID).
@@ -283,10 +209,8 @@ func (j *Job) Member() (generation int32, memberID string) {
 // its own transactions (sinks.Options.CommitMetadata); "" for a partition
 // outside the job's ranges.
 func (j *Job) CommitMetadata(partition int32) string {
-	for _, r := range j.Resolution.Ranges {
-		if r.Partition == partition {
-			return j.meta(r.Start, r.End).Encode()
-		}
+	if r, ok := j.Resolution.rangeOf(partition); ok {
+		return j.meta(r.Start, r.End).Encode()
 	}
 	return ""
 }
@@ -331,4 +255,21 @@ func newStates(ranges []Range, from func(Range) int64) []*worker.State {
 		states[i] = newState(r, from(r))
 	}
 	return states
+}
+
+// openDeadLetters opens the plan's dead-letter sink when on_error is
+// dead_letter and the caller did not set Job.DeadLetters.
+func (j *Job) openDeadLetters(ctx context.Context) (closeFn func(), err error) {
+	if j.Plan.OnError != plan.OnErrorDeadLetter || j.DeadLetters != nil {
+		return func() {}, nil
+	}
+	if j.Plan.DeadLetter == nil {
+		return nil, errors.New("on_error is dead_letter but the plan has no dead_letter sink")
+	}
+	s, err := registry.NewDeadLetter(ctx, *j.Plan.DeadLetter, sinks.Options{Log: j.opts.Log, PlanName: j.Plan.Name, RunID: j.RunID()})
+	if err != nil {
+		return nil, err
+	}
+	j.DeadLetters = s
+	return func() { s.Close(); j.DeadLetters = nil }, nil
 }

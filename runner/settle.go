@@ -2,9 +2,8 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
+	"strings"
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/fault"
@@ -14,6 +13,45 @@ import (
 	"github.com/replay-tool/replay/sinks/registry"
 )
 
+// settling is a Job between the start of Run and its first write, with
+// the run's sink: it checks the sinks against what the group's checkpoints
+// record, moves the starts where the sinks say their output ends, and pins
+// the ranges in the group. It writes no record.
+type settling struct {
+	*Job
+	sink sinks.Sink
+}
+
+// settle runs the checks and moves of a run's start, in order, and returns
+// the partitions' states from where each reads.
+func (j settling) settle(ctx context.Context) ([]*worker.State, error) {
+	if err := j.checkSinkRecord(ctx); err != nil {
+		return nil, err
+	}
+	if err := j.checkResume(); err != nil {
+		return nil, err
+	}
+	if err := j.reconcile(ctx); err != nil {
+		return nil, err
+	}
+	if j.Fresh && j.opts.Hold == nil {
+		if err := j.dropDiscarded(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := j.syncStarts(ctx); err != nil {
+		return nil, err
+	}
+	if err := j.commitStarts(ctx); err != nil {
+		return nil, err
+	}
+	states := newStates(j.Resolution.Ranges, j.from)
+	if err := j.resumeFromSink(ctx, states); err != nil {
+		return nil, err
+	}
+	return states, nil
+}
+
 // checkResume refuses (*fault.SafetyError with fault.HintRestart, the sink's error in
 // its chain) to resume a run whose earlier output
 // the sink, or the dead-letter sink, no longer holds (sinks.Resumer): the
@@ -22,11 +60,11 @@ import (
 // would write the remainder of the window only and publish a partial
 // output. It runs before anything is committed or written; a fresh run has
 // nothing to check.
-func (j *Job) checkResume(sink sinks.Sink) error {
+func (j settling) checkResume() error {
 	if j.Fresh || len(j.committed) == 0 {
 		return nil
 	}
-	for _, s := range j.resumedSinks(sink) {
+	for _, s := range j.resumedSinks() {
 		rs := sinks.CapabilitiesOf(s.sink).Resumer
 		if rs == nil {
 			continue
@@ -47,13 +85,13 @@ type resumedSink struct {
 	pos  map[int32]int64
 }
 
-func (j *Job) resumedSinks(sink sinks.Sink) []resumedSink {
-	return []resumedSink{{"", sink, j.positions}, {"dead letters: ", j.DeadLetters, j.dlPositions}}
+func (j settling) resumedSinks() []resumedSink {
+	return []resumedSink{{"", j.sink, j.positions}, {"dead letters: ", j.DeadLetters, j.dlPositions}}
 }
 
 // resumePoints are the partitions of a resumed run, with the sink's
 // positions pos.
-func (j *Job) resumePoints(pos map[int32]int64) []sinks.ResumePoint {
+func (j settling) resumePoints(pos map[int32]int64) []sinks.ResumePoint {
 	points := make([]sinks.ResumePoint, 0, len(j.Resolution.Ranges))
 	for _, r := range j.Resolution.Ranges {
 		committed, ok := j.committed[r.Partition]
@@ -77,11 +115,11 @@ func (j *Job) resumePoints(pos map[int32]int64) []sinks.ResumePoint {
 // *RetentionError without allow_data_loss. It runs after checkResume and
 // before anything is committed or written; a fresh run has nothing to
 // reconcile.
-func (j *Job) reconcile(ctx context.Context, sink sinks.Sink) error {
+func (j settling) reconcile(ctx context.Context) error {
 	if j.Fresh || len(j.committed) == 0 {
 		return nil
 	}
-	for _, s := range j.resumedSinks(sink) {
+	for _, s := range j.resumedSinks() {
 		rc := sinks.CapabilitiesOf(s.sink).Reconciler
 		if rc == nil {
 			continue
@@ -101,12 +139,11 @@ func (j *Job) reconcile(ctx context.Context, sink sinks.Sink) error {
 
 // rewind resumes rw's partition at rw.From, when that is below where it
 // would resume.
-func (j *Job) rewind(s resumedSink, rw sinks.Rewind) error {
-	i := slices.IndexFunc(j.Resolution.Ranges, func(r Range) bool { return r.Partition == rw.Partition })
-	if i < 0 {
+func (j settling) rewind(s resumedSink, rw sinks.Rewind) error {
+	r, ok := j.Resolution.rangeOf(rw.Partition)
+	if !ok {
 		return nil
 	}
-	r := j.Resolution.Ranges[i]
 	from := max(rw.From, r.Start)
 	if from >= j.from(r) {
 		return nil
@@ -143,8 +180,8 @@ func (j *Job) rewind(s resumedSink, rw sinks.Rewind) error {
 // skip this run's records. With on_error: dead_letter the sink's
 // checkpoints are not used, since dead letters are written after the
 // sink's transaction and a checkpoint past them could lose them.
-func (j *Job) resumeFromSink(ctx context.Context, sink sinks.Sink, states []*worker.State) error {
-	store := sink.Capabilities().Checkpoints
+func (j settling) resumeFromSink(ctx context.Context, states []*worker.State) error {
+	store := j.sink.Capabilities().Checkpoints
 	if store == nil {
 		return nil
 	}
@@ -192,7 +229,7 @@ func (j *Job) resumeFromSink(ctx context.Context, sink sinks.Sink, states []*wor
 // start moved past records lost to retention, with allow_data_loss): the
 // file sink then has the partition's staging file, empty, which
 // CheckResume looks for on the next resume.
-func (j *Job) syncStarts(ctx context.Context, sink sinks.Sink) error {
+func (j settling) syncStarts(ctx context.Context) error {
 	for _, r := range j.Resolution.Ranges {
 		held, ok := j.committed[r.Partition]
 		if !ok {
@@ -204,7 +241,7 @@ func (j *Job) syncStarts(ctx context.Context, sink sinks.Sink) error {
 		for _, s := range []struct {
 			what string
 			sink sinks.Sink
-		}{{"sink " + string(j.Plan.Sink.Type), sink}, {"dead-letter sink", j.DeadLetters}} {
+		}{{"sink " + string(j.Plan.Sink.Type), j.sink}, {"dead-letter sink", j.DeadLetters}} {
 			if sy := sinks.CapabilitiesOf(s.sink).Syncer; sy != nil {
 				if err := sy.Sync(ctx, r.Partition); err != nil {
 					return fmt.Errorf("%s: sync partition %d: %w", s.what, r.Partition, err)
@@ -215,19 +252,110 @@ func (j *Job) syncStarts(ctx context.Context, sink sinks.Sink) error {
 	return nil
 }
 
-// openDeadLetters opens the plan's dead-letter sink when on_error is
-// dead_letter and the caller did not set Job.DeadLetters.
-func (j *Job) openDeadLetters(ctx context.Context) (closeFn func(), err error) {
-	if j.Plan.OnError != plan.OnErrorDeadLetter || j.DeadLetters != nil {
-		return func() {}, nil
+// checkSinkRecord runs before a job writes or commits anything. A fresh
+// job on a group without commits (checkSink) is refused when the sink's
+// checkpoint table records progress of this run: the group lost its
+// commits. A job continuing from the sink (fromSink) needs the sink's
+// checkpoints for its ranges (the same ranges as the run that wrote them),
+// or it is refused rather than started over.
+func (j settling) checkSinkRecord(ctx context.Context) error {
+	if !j.checkSink && !j.fromSink {
+		return nil
 	}
-	if j.Plan.DeadLetter == nil {
-		return nil, errors.New("on_error is dead_letter but the plan has no dead_letter sink")
+	p := j.Plan
+	store := sinks.CapabilitiesOf(j.sink).Checkpoints
+	if store == nil || p.OnError == plan.OnErrorDeadLetter {
+		if j.fromSink {
+			return fmt.Errorf("resume from the sink: the %s sink keeps no checkpoints of its own (only %s does, without on_error: dead_letter)", p.Sink.Type, registry.Catalog().CheckpointKeepers())
+		}
+		return nil
 	}
-	s, err := registry.NewDeadLetter(ctx, *j.Plan.DeadLetter, sinks.Options{Log: j.opts.Log, PlanName: j.Plan.Name, RunID: j.RunID()})
+	cps, err := store.Checkpoints(ctx, p.Group, j.Resolution.Topic)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("read the sink's checkpoints: %w", err)
 	}
-	j.DeadLetters = s
-	return func() { s.Close(); j.DeadLetters = nil }, nil
+	// Where the sink keeps them: "checkpoint table <name>".
+	where := "checkpoints"
+	if d := registry.Describe(p.Sink); d.Checkpoints != nil {
+		where = d.Checkpoints(&p.Sink)
+	}
+	var recorded []group.RecordedRange
+	for _, r := range j.Resolution.Ranges {
+		if next, ok := cps[r.Partition]; ok {
+			recorded = append(recorded, group.RecordedRange{Partition: r.Partition, Start: r.Start, End: r.End, Committed: next})
+		}
+	}
+	switch {
+	case j.fromSink && len(recorded) == 0:
+		return &fault.SafetyError{Group: p.Group, Hint: fault.HintRestart, Reason: fmt.Sprintf("the sink's %s holds no checkpoint of this run of plan %s (ranges %s): there is nothing to resume from; the window may resolve to other ranges than the run that wrote it (an open-ended window grew): pass that run's ranges with --resolution FILE, or start over", where, p.Name, j.rangesText())}
+	case j.fromSink:
+		j.Fresh = false // resumeFromSink continues from them
+		j.opts.Log.Info().Str("plan", p.Name).Str("group", p.Group).Int("partitions", len(recorded)).Msg("the group has no commits of this plan: continuing from the sink's checkpoints")
+	case len(recorded) > 0:
+		return (&group.ExpiredError{Group: p.Group, Plan: p.Name, Topic: j.Resolution.Topic, Where: "the sink's " + where, Recorded: recorded}).Refusal()
+	}
+	return nil
+}
+
+func (j settling) rangesText() string {
+	s := make([]string, len(j.Resolution.Ranges))
+	for i, r := range j.Resolution.Ranges {
+		s[i] = fmt.Sprintf("%d [%d, %d)", r.Partition, r.Start, r.End)
+	}
+	return strings.Join(s, ", ")
+}
+
+// commitStarts pins the ranges in the group before anything is read: each
+// partition's start offset (its checkpoint on a resume) with the range as
+// metadata. A later run finds the same ranges there, and the standalone
+// commit fences off a group that got live members since Prepare, fresh or
+// resumed, before anything reaches the sink.
+func (j settling) commitStarts(ctx context.Context) error {
+	offsets := map[int32]int64{}
+	meta := map[int32]group.Meta{}
+	for _, r := range j.Resolution.Ranges {
+		offsets[r.Partition] = j.from(r)
+		m := j.meta(r.Start, r.End)
+		if _, ok := j.committed[r.Partition]; ok {
+			// What the sinks held at that commit, and still hold (a start
+			// moved past lost offsets adds nothing to the staging).
+			m.Pos, m.DPos = j.positions[r.Partition], j.dlPositions[r.Partition]
+		}
+		meta[r.Partition] = m
+	}
+	if err := j.commits.Load().Commit(ctx, offsets, meta); err != nil {
+		return fmt.Errorf("pin the resolved ranges in group %s: %w", j.Plan.Group, err)
+	}
+	return nil
+}
+
+// dropDiscardedHeld is dropDiscarded for a fresh job run under a hold: the
+// hold leaves the group for the deletion (the broker refuses to delete the
+// commits of a topic a member subscribes to) and holds it again.
+func (j settling) dropDiscardedHeld(ctx context.Context) error {
+	if !j.Fresh || j.opts.Hold == nil || len(j.dropParts()) == 0 {
+		return nil
+	}
+	return j.opts.Hold.LeaveFor(ctx, func() error { return j.dropDiscarded(context.WithoutCancel(ctx)) })
+}
+
+// dropParts are the discarded partitions outside the new ranges.
+func (j settling) dropParts() []int32 {
+	var parts []int32
+	for _, part := range j.discarded {
+		if _, ok := j.Resolution.rangeOf(part); !ok {
+			parts = append(parts, part)
+		}
+	}
+	return parts
+}
+
+// dropDiscarded deletes the checkpoints of a run discarded by Restart on
+// partitions outside the new ranges (commitStarts overwrites the others).
+func (j settling) dropDiscarded(ctx context.Context) error {
+	parts := j.dropParts()
+	if err := group.DeleteCommits(ctx, j.c.Cluster, j.Plan.Group, j.Resolution.Topic, parts); err != nil {
+		return fmt.Errorf("discard the earlier run's checkpoints in group %s: %w", j.Plan.Group, err)
+	}
+	return nil
 }
