@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/replay-tool/replay/runner/fault"
@@ -107,68 +106,6 @@ func decode(cm source.Committed) Checkpoint {
 	return cp
 }
 
-// CheckIdle refuses (*fault.SafetyError) a group that has members or is
-// rebalancing (DescribeGroups, ConsumerGroupDescribe): a state other than
-// Empty or Dead is a refusal, and so is an error describing the group.
-func CheckIdle(ctx context.Context, c *source.Cluster, group string) error {
-	return CheckMembers(ctx, c, group, "")
-}
-
-// CheckMembers refuses a group that has members or is rebalancing,
-// unless joinID is set and every member is a joined process of this plan
-// with that client ID (JoinClientID, or a Hold's). A group another run
-// holds (Hold) is refused naming the holder. A group whose state cannot be
-// told is refused too, and so is a group of KIP-848's consumer protocol
-// that is not Empty: replay's members are classic ones.
-func CheckMembers(ctx context.Context, c *source.Cluster, group, joinID string) error {
-	g, err := c.DescribeGroup(ctx, group)
-	if err != nil || g == nil {
-		return err
-	}
-	if g.Err != nil {
-		return &fault.SafetyError{Group: group, Reason: fmt.Sprintf("cannot tell whether it has live members (%v): use a dedicated, unused group name such as replay.<plan-name>", g.Err)}
-	}
-	if strings.EqualFold(g.State, "Empty") || strings.EqualFold(g.State, "Dead") || g.State == "" {
-		return nil
-	}
-	if g.Protocol == "consumer" {
-		// A group of KIP-848's consumer protocol: replay's own members
-		// are classic ones, so any member is someone else's consumer.
-		return &fault.SafetyError{Group: group, Reason: fmt.Sprintf("it is a consumer group of the new consumer protocol (KIP-848), %s with %d member(s): it looks like a live consumer group; a replay must use a dedicated group nobody else consumes with (e.g. replay.<plan-name>)", g.State, len(g.Members))}
-	}
-	self, holding := parseHolder(source.GroupMember{ClientID: joinID})
-	// later is a run of the same plan that joined after this process took
-	// its hold (two started at once): it refuses itself and leaves, and
-	// until it has left it is no reason to refuse the holder.
-	later := func(m source.GroupMember) bool {
-		h, ok := parseHolder(m)
-		return ok && holding && m.ClientID != joinID && h.Fingerprint == self.Fingerprint && h.Since.After(self.Since)
-	}
-	members := make([]source.GroupMember, 0, len(g.Members))
-	for _, m := range g.Members {
-		if !later(m) {
-			members = append(members, m)
-		}
-	}
-	if len(g.Members) > 0 && len(members) == 0 {
-		return nil // only later runs of this plan, leaving
-	}
-	for _, m := range members {
-		if h, ok := parseHolder(m); ok && m.ClientID != joinID {
-			return heldError(group, h)
-		}
-	}
-	if joinID == "" || len(members) == 0 {
-		return &fault.SafetyError{Group: group, Reason: fmt.Sprintf("it is %s with active members: it looks like a live consumer group; a replay must use a dedicated group nobody else consumes with (e.g. replay.<plan-name>)", g.State)}
-	}
-	for _, m := range members {
-		if m.ClientID != joinID {
-			return &fault.SafetyError{Group: group, Hint: fault.HintJoinedOnly, Reason: fmt.Sprintf("it is %s with a member that is not a joined process of this plan (client id %q, host %s): it looks like a live consumer group, or a process of another plan; use a dedicated group", g.State, m.ClientID, m.ClientHost)}
-		}
-	}
-	return nil
-}
-
 // Commit commits offsets with their metadata as m (a joined member), or standalone when m is nil. A
 // standalone commit the broker refuses because the group is in use is a
 // *fault.SafetyError; a member's commit refused after a rebalance wraps
@@ -198,26 +135,6 @@ func DeleteCommits(ctx context.Context, c *source.Cluster, group, topic string, 
 		return &fault.SafetyError{Group: group, Reason: fmt.Sprintf("the broker refused to delete its commits (%v): the group is in use; use a dedicated group", ge.Err)}
 	}
 	return &fault.SafetyError{Group: group, Reason: fmt.Sprintf("the broker refused to delete its commit on %s/%d (%v): a member of the group consumes the topic", topic, ge.Partition, ge.Err)}
-}
-
-// State returns the coordinator's state of the group (DescribeGroups)
-// and the plain run holding it (Holder.String), "" when none does.
-func State(ctx context.Context, c *source.Cluster, group string) (state, holder string, err error) {
-	g, err := c.DescribeGroup(ctx, group)
-	switch {
-	case err != nil:
-		return "", "", err
-	case g == nil:
-		return "", "", fmt.Errorf("describe group %s: no answer for it", group)
-	case g.Err != nil:
-		return "", "", fmt.Errorf("describe group %s: %w", group, g.Err)
-	}
-	for _, m := range g.Members {
-		if h, ok := parseHolder(m); ok {
-			holder = h.String()
-		}
-	}
-	return g.State, holder, nil
 }
 
 // CheckReplayOnly refuses a group holding any commit, on any topic,

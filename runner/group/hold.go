@@ -3,12 +3,9 @@ package group
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,15 +19,6 @@ import (
 	"github.com/replay-tool/replay/runner/source"
 )
 
-// holdPrefix starts the client ID of a process holding its plan's replay
-// group (Hold); the rest names the plan's fingerprint, the host, the
-// process ID, the start time and the process's machine (LocalMachine),
-// separated by holdSep.
-const (
-	holdPrefix = "replay-hold"
-	holdSep    = "/"
-)
-
 // heldMark is the user data of the hold's subscription once it was the
 // group's only member (Hold.settle): a process that joins later, even one
 // that started earlier, finds the group held and is refused.
@@ -39,69 +27,6 @@ var heldMark = []byte("replay-held")
 // holdSettle bounds how long two processes that joined at the same moment
 // take to find out which one holds the group.
 const holdSettle = 30 * time.Second
-
-// Holder is the process holding a plan's replay group, as its client ID
-// names it.
-type Holder struct {
-	Fingerprint, Host string
-	PID               int
-	Since             time.Time
-	// Machine tells apart processes whose PIDs can be compared: a hash of
-	// the kernel's boot ID and the PID namespace (LocalMachine); "" where
-	// they are unknown (not Linux, or a holder of an earlier version).
-	Machine  string
-	memberID string
-}
-
-// ClientID is the client ID a holder joins the group with.
-func (h Holder) ClientID() string {
-	return strings.Join([]string{holdPrefix, h.Fingerprint, h.Host, strconv.Itoa(h.PID), h.Since.UTC().Format(time.RFC3339Nano), h.Machine}, holdSep)
-}
-
-// LocalMachine identifies the set of processes this process can see by
-// PID: a short hash of /proc/sys/kernel/random/boot_id (changes at every
-// boot) and of the PID namespace (/proc/self/ns/pid: each container has
-// its own). Two containers may share a host name (a pod's name reused, a
-// --hostname flag) while a PID of one means nothing in the other; "" when
-// either is unknown.
-var LocalMachine = sync.OnceValue(func() string {
-	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return ""
-	}
-	ns, err := os.Readlink("/proc/self/ns/pid")
-	if err != nil {
-		return ""
-	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(string(boot)) + " " + ns))
-	return hex.EncodeToString(sum[:6])
-})
-
-// parseHolder decodes a holder's client ID; ok is false for any other.
-func parseHolder(m source.GroupMember) (Holder, bool) {
-	f := strings.Split(m.ClientID, holdSep)
-	if len(f) == 5 {
-		f = append(f, "") // a holder of an earlier version: no machine
-	}
-	if len(f) != 6 || f[0] != holdPrefix {
-		return Holder{}, false
-	}
-	pid, err := strconv.Atoi(f[3])
-	since, err2 := time.Parse(time.RFC3339Nano, f[4])
-	if err != nil || err2 != nil {
-		return Holder{}, false
-	}
-	return Holder{Fingerprint: f[1], Host: f[2], PID: pid, Since: since, Machine: f[5], memberID: m.MemberID}, true
-}
-
-func (h Holder) String() string {
-	return fmt.Sprintf("host %s, pid %d, since %s", h.Host, h.PID, h.Since.UTC().Format(time.RFC3339))
-}
-
-// heldError is the refusal of a group another process holds.
-func heldError(group string, h Holder) *fault.SafetyError {
-	return &fault.SafetyError{Group: group, Reason: fmt.Sprintf("a run of this plan holds it (%s): two runs of one plan at once would replay the same interval twice; wait for it to end (a holder that died lets go after %s)", h, JoinSessionTimeout)}
-}
 
 // Hold is a run's hold on its plan's replay group: the process is the
 // group's only member (the classic group protocol) for the duration of the
