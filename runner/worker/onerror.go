@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/replay-tool/replay/internal/decode"
@@ -35,46 +34,6 @@ const (
 	skipFiltered     = "filtered"      // the filter was false
 	skipDeadLettered = "dead-lettered" // written to the dead_letter sink
 )
-
-// ErrorLimitError stops a run whose records that could not be processed
-// exceed max_errors.
-type ErrorLimitError struct {
-	Count   int64  // records that could not be processed so far
-	Allowed int64  // what max_errors allows
-	Limit   string // max_errors as written
-	Records int64  // the records the percentage is taken of
-}
-
-func (e *ErrorLimitError) Error() string {
-	of := ""
-	if e.Limit != fmt.Sprint(e.Allowed) {
-		of = fmt.Sprintf(" = %d of the %d records in the run's ranges", e.Allowed, e.Records)
-	}
-	return fmt.Sprintf("max_errors exceeded: %d records could not be processed, more than max_errors %s%s; the batch with the last one is not committed: "+
-		"look at the reasons, then fix the data or the plan, or raise max_errors, and re-run the same command to resume", e.Count, e.Limit, of)
-}
-
-// errorBudget counts the records of a run that could not be processed,
-// across partitions, against max_errors.
-type errorBudget struct {
-	limit   plan.ErrorLimit
-	allowed int64 // -1: no limit
-	records int64
-	n       atomic.Int64
-}
-
-func newErrorBudget(limit plan.ErrorLimit, records int64) *errorBudget {
-	return &errorBudget{limit: limit, allowed: limit.Allowed(records), records: records}
-}
-
-// add counts one more record and fails once the count passes the limit.
-func (b *errorBudget) add() error {
-	n := b.n.Add(1)
-	if b.allowed >= 0 && n > b.allowed {
-		return &ErrorLimitError{Count: n, Allowed: b.allowed, Limit: b.limit.String(), Records: b.records}
-	}
-	return nil
-}
 
 // failure is a record that cannot be processed under on_error: fail: the
 // partition writes and commits what precedes it, then stops at it.
@@ -214,4 +173,92 @@ func (w *Worker) writeDeadLetters() error {
 	clear(w.dead) // do not pin the records' bytes
 	w.dead = w.dead[:0]
 	return nil
+}
+
+// write hands records to the sink with the durable-write contract,
+// retrying transient failures (sinks.Transient). A record the sink cannot
+// take follows on_error: skipped or dead-lettered, the others are written
+// again without it; under on_error: fail, the records before it are
+// written and it is returned.
+func (w *Worker) write(recs []record.Record) (*failure, error) {
+	for len(recs) > 0 {
+		err := w.retry("sink", w.Sink, time.Duration(w.Plan.Sink.Retry.MaxElapsed), func(ctx context.Context) error { return w.Sink.Write(ctx, recs) })
+		if err == nil {
+			w.state.Written.Add(int64(len(recs)))
+			return nil, nil
+		}
+		var re *record.Error
+		if !errors.As(err, &re) {
+			advice := "fix the sink and re-run the same command to resume"
+			if errors.Is(err, sinks.ErrFenced) {
+				// Re-running now would fence the process that runs.
+				advice = "the process that fenced this one carries on: let it finish (replay status shows its progress), and re-run only if it fails"
+			}
+			next, cerr := w.commitBeforeFailure()
+			if cerr != nil && !errors.Is(err, sinks.ErrFenced) {
+				advice = fmt.Sprintf("committing the batches before it failed too (%v); %s", cerr, advice)
+			}
+			perr := &source.PartitionError{Topic: w.Topic, Partition: w.state.Partition, Offset: next,
+				Err: fmt.Errorf("sink %s: %w; nothing past offset %d is committed: %s", w.Plan.Sink.Type, err, next, advice)}
+			if re := (*SinkRetryError)(nil); errors.As(err, &re) {
+				return nil, fault.With(perr, fault.HintSinkResume)
+			}
+			return nil, perr
+		}
+		i := slices.IndexFunc(recs, func(r record.Record) bool { return r.Offset == re.Offset })
+		if i < 0 {
+			return nil, fmt.Errorf("sink %s rejected offset %d, which is not in the batch: %w", w.Plan.Sink.Type, re.Offset, err)
+		}
+		f, err := w.unprocessable(&recs[i], reasonOf(err), err)
+		switch {
+		case err != nil:
+			return nil, err
+		case f != nil:
+			if earlier, err := w.write(recs[:i]); earlier != nil || err != nil {
+				return earlier, err
+			}
+			return f, nil
+		}
+		recs = slices.Delete(slices.Clone(recs), i, i+1)
+	}
+	return nil, nil
+}
+
+// commitBeforeFailure commits what the partition wrote before a sink
+// failure, as the partition does when it stops (run's deferred Commit),
+// after the commit in flight (CommitBehind) is answered: the failure's
+// message then names the offset the group holds once the run has stopped,
+// not one from before those commits landed. It returns the committed
+// offset and the commit's error. The partition stops after it: run does
+// not commit again.
+func (w *Worker) commitBeforeFailure() (int64, error) {
+	w.committedAtFailure = true
+	err := w.commits.Commit()
+	return w.state.Next.Load(), err
+}
+
+// stopsOnePartition reports whether err ends one partition and lets the
+// others run to their end: a data loss, or an open transaction that did not
+// end in time.
+func stopsOnePartition(err error) bool {
+	if h, ok := err.(*fault.Hinted); ok && h.Hint == fault.HintOpenTransaction {
+		err = h.Err
+	}
+	pe, ok := err.(*source.PartitionError)
+	if !ok {
+		return false
+	}
+	_, ok = pe.Err.(*source.OpenTransactionError)
+	return ok || isDataLoss(err)
+}
+
+// isDataLoss reports whether err is exactly a partition's data loss (and
+// not also a sink or commit failure).
+func isDataLoss(err error) bool {
+	pe, ok := err.(*source.PartitionError)
+	if !ok {
+		return false
+	}
+	_, ok = pe.Err.(*source.DataLossError)
+	return ok
 }

@@ -13,8 +13,6 @@ import (
 
 	"github.com/replay-tool/replay/internal/pipeline"
 	"github.com/replay-tool/replay/plan"
-	"github.com/replay-tool/replay/runner/fault"
-	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/rs/zerolog"
 )
@@ -112,32 +110,6 @@ func (l *partitionErrors) join(err error) error {
 		return err
 	}
 	return errors.Join(append(slices.Clone(l.errs), err)...)
-}
-
-// stopsOnePartition reports whether err ends one partition and lets the
-// others run to their end: a data loss, or an open transaction that did not
-// end in time.
-func stopsOnePartition(err error) bool {
-	if h, ok := err.(*fault.Hinted); ok && h.Hint == fault.HintOpenTransaction {
-		err = h.Err
-	}
-	pe, ok := err.(*source.PartitionError)
-	if !ok {
-		return false
-	}
-	_, ok = pe.Err.(*source.OpenTransactionError)
-	return ok || isDataLoss(err)
-}
-
-// isDataLoss reports whether err is exactly a partition's data loss (and
-// not also a sink or commit failure).
-func isDataLoss(err error) bool {
-	pe, ok := err.(*source.PartitionError)
-	if !ok {
-		return false
-	}
-	_, ok = pe.Err.(*source.DataLossError)
-	return ok
 }
 
 // warnThinThrottle warns when limit spreads its records over so many

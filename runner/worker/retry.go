@@ -10,37 +10,6 @@ import (
 	"github.com/replay-tool/replay/sinks"
 )
 
-// Backoff says how a sink write that failed with a transient error
-// (sinks.Transient) is retried: a capped exponential backoff with jitter,
-// until the plan's sink.retry.max_elapsed (plan.SinkRetry) has passed since
-// the batch first failed.
-type Backoff struct {
-	// Min is the first wait, doubled after each try up to Max; defaults
-	// 200 ms and 5 s. Each wait is jittered down by up to half.
-	Min, Max time.Duration
-}
-
-func (b *Backoff) defaults() {
-	if b.Min == 0 {
-		b.Min = 200 * time.Millisecond
-	}
-	if b.Max == 0 {
-		b.Max = 5 * time.Second
-	}
-}
-
-// SignalTime is how soon after the first signal (SIGINT, SIGTERM) a run
-// ends, even with a sink that hangs: the time the documentation gives.
-const SignalTime = 10 * time.Second
-
-// signalGrace is how long a write in flight when the run is cancelled (a
-// signal) may still take before it is cancelled too: the first signal
-// finishes the in-flight batch, but a hanging sink must not hold it for
-// minutes. What is left of SignalTime is for the sink to give up the
-// cancelled write, the commit, and closing the sink (bounded by the
-// command, see SignalTime).
-const signalGrace = 7 * time.Second
-
 // SinkRetryError is a sink write that kept failing with transient errors
 // until the sink's retry budget (sink.retry.max_elapsed) was spent. Err is
 // the last error.

@@ -15,7 +15,6 @@ import (
 type stamp struct {
 	at        time.Time
 	partition int32
-	offset    int64
 	size      int
 }
 
