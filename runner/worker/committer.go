@@ -207,20 +207,17 @@ func (c *committer) prepare(next int64) (int64, func() error, error) {
 	// (source.RetryPolicy) may take the plan's retry budget.
 	timeout := max(c.timeout, c.retryBudget+source.DefaultRequestTimeout)
 	commit, partition := c.commit, c.partition
+	oc := c.sink.Offsets
 	send := func() error {
 		cctx, ccancel := context.WithTimeout(context.Background(), timeout)
 		defer ccancel()
-		return commit(cctx, next, pos, deadPos)
-	}
-	if oc := c.sink.Offsets; oc != nil {
-		// The sink's transactions commit the group's offsets where the
-		// runner would: a standalone commit of a stalled process could
-		// move them back past another process's.
-		send = func() error {
-			cctx, ccancel := context.WithTimeout(context.Background(), timeout)
-			defer ccancel()
+		if oc != nil {
+			// The sink's transactions commit the group's offsets where the
+			// runner would: a standalone commit of a stalled process could
+			// move them back past another process's.
 			return oc.CommitOffset(cctx, partition, next)
 		}
+		return commit(cctx, next, pos, deadPos)
 	}
 	return next, send, nil
 }
