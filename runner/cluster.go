@@ -8,15 +8,25 @@ import (
 	"time"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/group"
 	"github.com/replay-tool/replay/runner/source"
 )
 
 // Cluster is a connection to the source Kafka cluster (source.Cluster)
 // with the plan-level group operations of the command line: Progress,
-// CheckReset, Reset, Checkpoints, CheckGroupIdle. Warnings lists insecure
+// CheckReset, Reset, Checkpoints, Schedule. Warnings lists insecure
 // settings the caller must show.
 type Cluster struct {
 	*source.Cluster
+}
+
+// id is the cluster's id (Metadata's ClusterID); "" when unknown or
+// without a connection.
+func (c *Cluster) id() string {
+	if c == nil || c.Cluster == nil {
+		return ""
+	}
+	return c.ID
 }
 
 // SoftMemoryLimit is a soft limit on the Go heap derived from what a run
@@ -77,3 +87,41 @@ type Gap = source.Gap
 // DataLossError reports offsets of the window deleted while the run was
 // reading the partition (source.DataLossError).
 type DataLossError = source.DataLossError
+
+// HoldGroup makes this process the holder of p's replay group
+// (group.HoldGroup): a run with the hold (Options.Hold) refuses every
+// other run of the plan while it lasts. Release leaves the group.
+func HoldGroup(ctx context.Context, c *Cluster, p *plan.Plan) (*group.Hold, error) {
+	return group.HoldGroup(ctx, c.Cluster, p)
+}
+
+// Checkpoints reads the group's committed offsets for the partitions
+// (OffsetFetch, group.Checkpoints). A group that never committed has
+// Offset -1 everywhere.
+func (c *Cluster) Checkpoints(ctx context.Context, g, topic string, parts []int32) (map[int32]group.Checkpoint, error) {
+	return group.Checkpoints(ctx, c.Cluster, g, topic, parts)
+}
+
+// checkRunnable refuses (*fault.SafetyError) what every run of p refuses
+// before it reads the group: members other than member ("": none), and a
+// commit replay did not make on any topic.
+func (c *Cluster) checkRunnable(ctx context.Context, p *plan.Plan, member string) error {
+	if err := group.CheckMembers(ctx, c.Cluster, p.Group, member); err != nil {
+		return err
+	}
+	return group.CheckRunnable(ctx, c.Cluster, p)
+}
+
+// gather reads what each path of a plan (Prepare, PrepareScheduled,
+// PrepareInterval, Progress, Schedule, CheckReset) decides from, once it
+// checked the group as that path does: the topic's partitions and the
+// group g's checkpoints on them.
+func (c *Cluster) gather(ctx context.Context, p *plan.Plan, g string) (all []int32, cps map[int32]group.Checkpoint, err error) {
+	if all, err = c.Partitions(ctx, p.Source.Topic); err != nil {
+		return nil, nil, err
+	}
+	if cps, err = c.Checkpoints(ctx, g, p.Source.Topic, all); err != nil {
+		return nil, nil, err
+	}
+	return all, cps, nil
+}

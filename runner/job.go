@@ -18,6 +18,7 @@ import (
 	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/runner/worker"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/registry"
 )
 
 // ErrInterrupted is returned (wrapped) by Job.Run when its context was
@@ -207,123 +208,6 @@ func applyRetry(c *Cluster, p *plan.Plan, opts Options) {
 	c.SetRetry(rp)
 }
 
-// Prepare decides what a run of p would do, without changing anything
-// (a window that retention cut is a *CutError, returned with the job that
-// shows its ranges, which must not run):
-// it refuses (*fault.SafetyError) a group with active members, with commits not
-// made by replay, or with another plan's checkpoints (unless
-// opts.Restart); it resumes from this plan's checkpoints with the ranges
-// fixed by the first run; otherwise it resolves the window afresh, or
-// takes the ranges of opts.Pinned.
-func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job, error) {
-	opts.defaults()
-	applyRetry(c, p, opts)
-	member := opts.holderID()
-	if opts.Join {
-		member = group.JoinClientID(p.Fingerprint())
-	}
-	all, cps, err := c.gatherStart(ctx, p, member)
-	if err != nil {
-		return nil, err
-	}
-	topicID, err := c.TopicID(ctx, p.Source.Topic)
-	if err != nil {
-		return nil, err
-	}
-	job := &Job{Plan: p, c: c, opts: opts, topicID: topicID}
-	if opts.recordsRuns(nil) {
-		if job.record, err = group.ReadRecord(opts.StateDir, job.SourceClusterID(), p); err != nil {
-			if !opts.Restart { // checkpoints of another incarnation are refused first
-				if ierr := group.CheckIncarnation(p, cps, topicID); ierr != nil {
-					return nil, ierr
-				}
-			}
-			return nil, err
-		}
-	}
-	kind, err := decideStart(startFacts{plan: p, cps: cps, topicID: topicID, record: job.record,
-		restart: opts.Restart, join: opts.Join, resumeFromSink: opts.ResumeFromSink, pinned: opts.Pinned != nil})
-	if err != nil {
-		return nil, err
-	}
-	switch kind {
-	case startPinned:
-		err := (preparing{job}).pin(ctx, all, cps)
-		if err == nil && job.Fresh {
-			err = (preparing{job}).withoutCommits()
-		}
-		return job, err
-	case startResume:
-		if err := (preparing{job}).resume(ctx, all, cps); err != nil {
-			return job, err
-		}
-		return job, (preparing{job}).partlyLost(ctx, cps)
-	case startFromRecord:
-		return job, (preparing{job}).fromRecord(ctx, all)
-	}
-	if job.Resolution, err = Resolve(ctx, c, p, opts.logicalNow()); err != nil {
-		if cut := (*CutError)(nil); errors.As(err, &cut) {
-			// The job cannot run; its ranges show the reviewer where
-			// retention cut the window.
-			job.Fresh, job.Ignored = true, job.Resolution.Unselected
-			return job, err
-		}
-		return nil, err
-	}
-	job.Resolution.logDetails(opts.Log)
-	job.Fresh, job.Ignored = true, job.Resolution.Unselected
-	for _, part := range all {
-		if cp := cps[part]; cp.Replay && cp.Offset >= 0 {
-			job.discarded = append(job.discarded, part)
-		}
-	}
-	if !group.AnyCommit(cps) {
-		if err := (preparing{job}).withoutCommits(); err != nil {
-			return nil, err
-		}
-	}
-	return job, nil
-}
-
-// resume rebuilds the ranges from the checkpoints of an earlier run.
-func (j preparing) resume(ctx context.Context, all []int32, cps map[int32]group.Checkpoint) error {
-	p := j.Plan
-	var parts []int32
-	for _, part := range all {
-		if cp := cps[part]; cp.Replay && cp.Offset >= 0 {
-			parts = append(parts, part)
-		} else {
-			j.Ignored = append(j.Ignored, part)
-		}
-	}
-	offs, err := j.c.ListOffsets(ctx, p.Source.Topic, parts, p.Source.Isolation)
-	if err != nil {
-		return err
-	}
-	j.Resolution = &Resolution{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: p.Source.Topic, TopicID: j.topicID, Group: p.Group, ResolvedAt: j.opts.Now().UTC()}
-	j.Resume, j.committed, j.positions, j.dlPositions = map[int32]int64{}, map[int32]int64{}, map[int32]int64{}, map[int32]int64{}
-	for _, part := range parts {
-		cp, o := cps[part], offs[part]
-		j.committed[part], j.positions[part], j.dlPositions[part] = cp.Offset, cp.Position, cp.DeadLetterPosition
-		rg := Range{Partition: part, Start: cp.Start, End: cp.End, Outcome: Resumed, LogStart: o.LogStart, HighWatermark: o.HighWatermark, LastStable: o.LastStable}
-		next := cp.Offset
-		if next < rg.End && next < o.LogStart {
-			if !p.AllowDataLoss {
-				return &RetentionError{Topic: p.Source.Topic, Partition: part, Start: next, LogStart: o.LogStart}
-			}
-			rg.Lost = min(o.LogStart, rg.End) - next
-			next = min(o.LogStart, rg.End)
-		}
-		j.Resume[part] = next
-		if next < rg.End {
-			j.c.noteOpenTransaction(ctx, p, &rg)
-		}
-		j.Resolution.Ranges = append(j.Resolution.Ranges, rg)
-	}
-	j.warnAdded(addedAmong(j.Plan, j.Resolution, j.Ignored))
-	return nil
-}
-
 // selects reports whether p reads partition part of its topic.
 func selects(p *plan.Plan, part int32) bool {
 	switch {
@@ -399,4 +283,66 @@ func (j *Job) checkSameTopic(ctx context.Context) error {
 			Where: "this run resolved its ranges (during the run: records of both may have reached the sink, and nothing was published)"}).Refuse()
 	}
 	return nil
+}
+
+// liveRun is what Job.Progress reads: the counters of the running (or
+// last) run.
+type liveRun struct {
+	started time.Time
+	states  []*worker.State
+	sink    sinks.Sink // nil before the run opened it
+}
+
+// SourceClusterID is the source cluster's id (Metadata's ClusterID), where
+// the runner commits the replay group's offsets; "" when unknown
+// (sinks.Options.SourceClusterID).
+func (j *Job) SourceClusterID() string { return j.c.id() }
+
+// meta is the metadata of a commit of the range [start, end).
+func (j *Job) meta(start, end int64) group.Meta {
+	m := group.Meta{Tool: group.MetaTool, Plan: j.Plan.Name, Fingerprint: j.Resolution.Fingerprint, Start: start, End: end, Tid: j.Resolution.TopicID}
+	if j.Interval != nil {
+		m.Iv = j.Interval.Start.UTC().Format(time.RFC3339)
+	}
+	return m
+}
+
+// newState is the worker's state of range r, read from from.
+func newState(r Range, from int64) *worker.State {
+	return &worker.State{Partition: r.Partition, Start: r.Start, End: r.End, From: from}
+}
+
+// newStates are the workers' states of ranges, each read from from(r).
+func newStates(ranges []Range, from func(Range) int64) []*worker.State {
+	states := make([]*worker.State, len(ranges))
+	for i, r := range ranges {
+		states[i] = newState(r, from(r))
+	}
+	return states
+}
+
+// openDeadLetters opens the plan's dead-letter sink when on_error is
+// dead_letter and the caller did not set Job.DeadLetters.
+func (j *Job) openDeadLetters(ctx context.Context) (closeFn func(), err error) {
+	if j.Plan.OnError != plan.OnErrorDeadLetter || j.DeadLetters != nil {
+		return func() {}, nil
+	}
+	if j.Plan.DeadLetter == nil {
+		return nil, errors.New("on_error is dead_letter but the plan has no dead_letter sink")
+	}
+	s, err := registry.NewDeadLetter(ctx, *j.Plan.DeadLetter, sinks.Options{Log: j.opts.Log, PlanName: j.Plan.Name, RunID: j.RunID()})
+	if err != nil {
+		return nil, err
+	}
+	j.DeadLetters = s
+	return func() { s.Close(); j.DeadLetters = nil }, nil
+}
+
+// holderID is the client ID of the hold's member (opts.Hold), "" without
+// a hold: the group checks accept that member as this process.
+func (o *Options) holderID() string {
+	if o.Hold == nil {
+		return ""
+	}
+	return o.Hold.ClientID()
 }

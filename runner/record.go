@@ -13,11 +13,7 @@ import (
 // ReadRunRecord reads this machine's record of p's run on c from dir (see
 // Options.StateDir); nil when there is none, or only a reset one.
 func ReadRunRecord(dir string, c *Cluster, p *plan.Plan) (*group.RunRecord, error) {
-	id := ""
-	if c != nil && c.Cluster != nil {
-		id = c.ID
-	}
-	r, err := group.ReadRecord(dir, id, p)
+	r, err := group.ReadRecord(dir, c.id(), p)
 	if err != nil || !r.Progress() {
 		return nil, err
 	}
@@ -63,13 +59,9 @@ func ForgetRun(dir string, c *Cluster, p *plan.Plan) error {
 	if dir == "" {
 		return nil
 	}
-	id := ""
-	if c != nil && c.Cluster != nil {
-		id = c.ID
-	}
-	r, err := group.ReadRecord(dir, id, p)
+	r, err := group.ReadRecord(dir, c.id(), p)
 	if err != nil || r == nil {
-		r = &group.RunRecord{Plan: p.Name, Fingerprint: p.Fingerprint(), Group: p.Group, Topic: p.Source.Topic, ClusterID: id}
+		r = &group.RunRecord{Plan: p.Name, Fingerprint: p.Fingerprint(), Group: p.Group, Topic: p.Source.Topic, ClusterID: c.id()}
 	}
 	r.State = group.RecordReset
 	return r.Write(dir)

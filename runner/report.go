@@ -67,14 +67,6 @@ func (p PartitionSnapshot) Replayed() int64 { return min(max(p.Next-p.Start, 0),
 // Remaining is the number of offsets of the range from Next to End.
 func (p PartitionSnapshot) Remaining() int64 { return p.Offsets() - p.Replayed() }
 
-// liveRun is what Job.Progress reads: the counters of the running (or
-// last) run.
-type liveRun struct {
-	started time.Time
-	states  []*worker.State
-	sink    sinks.Sink // nil before the run opened it
-}
-
 // Progress returns the job's progress now. It is safe to call from any
 // goroutine while Run runs, and costs the run nothing: it reads the
 // counters the partition workers keep. Before Run, it reports the ranges

@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/runner/group"
 	"github.com/replay-tool/replay/runner/worker"
 	"github.com/replay-tool/replay/sinks"
-	"github.com/replay-tool/replay/sinks/registry"
 )
 
 // Run replays the job's ranges into sink. Every partition is read by its
@@ -182,16 +180,6 @@ func (j *Job) newReport() *Report {
 		Sink: string(j.Plan.Sink.Type), Started: j.opts.Now().UTC(), Ignored: j.Ignored, From: j.Resolution.From, To: j.Resolution.To}
 }
 
-// SourceClusterID is the source cluster's id (Metadata's ClusterID), where
-// the runner commits the replay group's offsets; "" when unknown
-// (sinks.Options.SourceClusterID).
-func (j *Job) SourceClusterID() string {
-	if j.c == nil || j.c.Cluster == nil {
-		return ""
-	}
-	return j.c.ID
-}
-
 // Member returns the generation and member id this process has in the
 // replay group while it runs joined (RunJoined), else -1 and ""
 // (sinks.Options.Member).
@@ -215,15 +203,6 @@ func (j *Job) CommitMetadata(partition int32) string {
 	return ""
 }
 
-// meta is the metadata of a commit of the range [start, end).
-func (j *Job) meta(start, end int64) group.Meta {
-	m := group.Meta{Tool: group.MetaTool, Plan: j.Plan.Name, Fingerprint: j.Resolution.Fingerprint, Start: start, End: end, Tid: j.Resolution.TopicID}
-	if j.Interval != nil {
-		m.Iv = j.Interval.Start.UTC().Format(time.RFC3339)
-	}
-	return m
-}
-
 // readAll replays states into sink under limit (the plan's throttle, or
 // a joined member's share of it), one worker per partition
 // (worker.RunAll), logging the progress.
@@ -241,35 +220,4 @@ func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*worker.Sta
 			m.Pos, m.DPos = pos, deadPos
 			return j.commits.Load().CommitPartition(ctx, s.Partition, next, m)
 		}}, states)
-}
-
-// newState is the worker's state of range r, read from from.
-func newState(r Range, from int64) *worker.State {
-	return &worker.State{Partition: r.Partition, Start: r.Start, End: r.End, From: from}
-}
-
-// newStates are the workers' states of ranges, each read from from(r).
-func newStates(ranges []Range, from func(Range) int64) []*worker.State {
-	states := make([]*worker.State, len(ranges))
-	for i, r := range ranges {
-		states[i] = newState(r, from(r))
-	}
-	return states
-}
-
-// openDeadLetters opens the plan's dead-letter sink when on_error is
-// dead_letter and the caller did not set Job.DeadLetters.
-func (j *Job) openDeadLetters(ctx context.Context) (closeFn func(), err error) {
-	if j.Plan.OnError != plan.OnErrorDeadLetter || j.DeadLetters != nil {
-		return func() {}, nil
-	}
-	if j.Plan.DeadLetter == nil {
-		return nil, errors.New("on_error is dead_letter but the plan has no dead_letter sink")
-	}
-	s, err := registry.NewDeadLetter(ctx, *j.Plan.DeadLetter, sinks.Options{Log: j.opts.Log, PlanName: j.Plan.Name, RunID: j.RunID()})
-	if err != nil {
-		return nil, err
-	}
-	j.DeadLetters = s
-	return func() { s.Close(); j.DeadLetters = nil }, nil
 }

@@ -74,11 +74,7 @@ func scheduleState(p *plan.Plan, cps map[int32]group.Checkpoint, fp string, now 
 // Schedule reads where p's schedule stands in its replay group at now. It
 // never commits.
 func (c *Cluster) Schedule(ctx context.Context, p *plan.Plan, now time.Time) (*ScheduleState, error) {
-	all, err := c.Partitions(ctx, p.Source.Topic)
-	if err != nil {
-		return nil, err
-	}
-	cps, err := c.Checkpoints(ctx, p.Group, p.Source.Topic, all)
+	_, cps, err := c.gather(ctx, p, p.Group)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +94,10 @@ func (c *Cluster) Schedule(ctx context.Context, p *plan.Plan, now time.Time) (*S
 // Prepare's; with Options.Hold, the group's member is this process.
 func PrepareScheduled(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job, *ScheduleState, error) {
 	opts.defaults()
-	all, cps, err := c.gatherStart(ctx, p, opts.holderID())
+	if err := c.checkRunnable(ctx, p, opts.holderID()); err != nil {
+		return nil, nil, err
+	}
+	all, cps, err := c.gather(ctx, p, p.Group)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -264,11 +263,7 @@ func PrepareInterval(ctx context.Context, c *Cluster, p *plan.Plan, at time.Time
 	if err := group.CheckRunnable(ctx, c.Cluster, p); err != nil {
 		return nil, err
 	}
-	all, err := c.Partitions(ctx, p.Source.Topic)
-	if err != nil {
-		return nil, err
-	}
-	main, err := c.Checkpoints(ctx, p.Group, p.Source.Topic, all)
+	all, main, err := c.gather(ctx, p, p.Group)
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,6 @@
 package runner
 
 import (
-	"context"
-
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/runner/group"
@@ -32,7 +30,7 @@ const (
 )
 
 // startFacts is what a run's start is decided from, gathered beforehand
-// (gatherStart and the local run record): decideStart reads no network.
+// (Cluster.gather and the local run record): decideStart reads no network.
 type startFacts struct {
 	plan *plan.Plan
 	// cps are the group's checkpoints on the plan's topic, by partition.
@@ -106,25 +104,4 @@ func decideNoCommits(p *plan.Plan, rec *group.RunRecord, restart, resumeFromSink
 		return noCommits{checkSink: true}, nil
 	}
 	return noCommits{}, nil
-}
-
-// gatherStart checks what every run of p checks of its group first, and
-// reads what its start is decided from: it refuses a group with members
-// other than member ("" none) or holding a commit replay did not make on
-// any topic (checkRunnable), then reads the topic's partitions and the
-// group's checkpoints on them.
-func (c *Cluster) gatherStart(ctx context.Context, p *plan.Plan, member string) (all []int32, cps map[int32]group.Checkpoint, err error) {
-	if err := group.CheckMembers(ctx, c.Cluster, p.Group, member); err != nil {
-		return nil, nil, err
-	}
-	if err := group.CheckRunnable(ctx, c.Cluster, p); err != nil {
-		return nil, nil, err
-	}
-	if all, err = c.Partitions(ctx, p.Source.Topic); err != nil {
-		return nil, nil, err
-	}
-	if cps, err = c.Checkpoints(ctx, p.Group, p.Source.Topic, all); err != nil {
-		return nil, nil, err
-	}
-	return all, cps, nil
 }

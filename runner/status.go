@@ -103,15 +103,11 @@ type Progress struct {
 // works whatever the group's state.
 func (c *Cluster) Progress(ctx context.Context, p *plan.Plan) (*Progress, error) {
 	topic := p.Source.Topic
-	all, err := c.Partitions(ctx, topic)
+	all, cps, err := c.gather(ctx, p, p.Group)
 	if err != nil {
 		return nil, err
 	}
 	selected, _, err := selectPartitions(p, all)
-	if err != nil {
-		return nil, err
-	}
-	cps, err := c.Checkpoints(ctx, p.Group, topic, all)
 	if err != nil {
 		return nil, err
 	}
@@ -216,11 +212,7 @@ func (c *Cluster) CheckReset(ctx context.Context, p *plan.Plan) ([]group.Checkpo
 	if err := group.CheckReplayOnly(ctx, c.Cluster, p.Group, "replay never deletes its offsets"); err != nil {
 		return nil, err
 	}
-	all, err := c.Partitions(ctx, p.Source.Topic)
-	if err != nil {
-		return nil, err
-	}
-	cps, err := c.Checkpoints(ctx, p.Group, p.Source.Topic, all)
+	all, cps, err := c.gather(ctx, p, p.Group)
 	if err != nil {
 		return nil, err
 	}
