@@ -42,7 +42,7 @@ const maxActivePartitions = 256
 // is an error wrapping ErrInterrupted that says what the in-flight
 // batches became.
 func RunAll(ctx context.Context, p *Policy, states []*State) error {
-	r := &run{Policy: p, throttle: NewThrottle(p.Limit)}
+	r := &shared{Policy: p, throttle: NewThrottle(p.Limit)}
 	pipe, err := pipeline.New(p.Plan, sinks.CapabilitiesOf(p.Sink).Keys, pipeline.WithDecoder(ctx, p.Decoder))
 	if err != nil {
 		return err

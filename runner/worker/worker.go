@@ -11,9 +11,9 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// run is a Policy with what its workers build from it once: the throttle,
+// shared is a Policy with what its workers build from it once: the throttle,
 // the dead-letter key stage and the max_errors budget.
-type run struct {
+type shared struct {
 	*Policy
 	throttle *Throttle
 	deadKey  pipeline.Key
@@ -26,7 +26,7 @@ type run struct {
 // (on_error, max_errors), and commits what the sinks made durable through
 // its committer. It is used by one goroutine.
 type Worker struct {
-	*run
+	*shared
 	state  *State
 	reader *source.Reader
 	log    zerolog.Logger
@@ -53,7 +53,7 @@ type Worker struct {
 	// failing sink is not retried (retry).
 	runCtx context.Context
 	// committedAtFailure: commitBeforeFailure made the partition's last
-	// commit, so run does not make it again (a commit that failed would
+	// commit, so Run does not make it again (a commit that failed would
 	// spend its retry budget twice).
 	committedAtFailure bool
 }
@@ -61,9 +61,9 @@ type Worker struct {
 // newWorker builds the worker of s's partition: its reader (the plan's
 // isolation, data-loss and open-transaction policy), its pipeline and its
 // committer, which commits through r.Commit.
-func newWorker(r *run, s *State, pipe *pipeline.Run) *Worker {
+func newWorker(r *shared, s *State, pipe *pipeline.Run) *Worker {
 	p := r.Plan
-	w := &Worker{run: r, state: s, pipe: pipe}
+	w := &Worker{shared: r, state: s, pipe: pipe}
 	w.log = r.Log.With().Str("plan", p.Name).Str("topic", r.Topic).Int32("partition", s.Partition).Logger()
 	w.reader = r.Source.NewReader(source.ReaderConfig{Topic: r.Topic, Partition: s.Partition, Isolation: p.Source.Isolation,
 		Start: s.From, End: s.End, AllowLoss: p.AllowDataLoss, Log: &w.log,
