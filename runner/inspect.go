@@ -63,7 +63,7 @@ func (j *Job) Sample(ctx context.Context) ([]RangeSample, error) {
 			// Offsets below the log start are gone (a window retention
 			// cut); under read_committed nothing past the last stable
 			// offset can be read yet (an open transaction).
-			from, end := max(j.from(r), r.LogStart), r.End
+			from, end := max(j.readFrom(r), r.LogStart), r.End
 			if j.Plan.Source.Isolation == plan.ReadCommitted && r.LastStable < end {
 				end = max(r.LastStable, from)
 			}

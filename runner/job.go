@@ -172,14 +172,16 @@ type Job struct {
 // NothingToDo reports whether every partition already reached its end.
 func (j *Job) NothingToDo() bool {
 	for _, r := range j.Resolution.Ranges {
-		if j.from(r) < r.End {
+		if j.readFrom(r) < r.End {
 			return false
 		}
 	}
 	return true
 }
 
-func (j *Job) from(r Range) int64 {
+// readFrom is where partition r is read from: its resume point, else its
+// range start.
+func (j *Job) readFrom(r Range) int64 {
 	if off, ok := j.Resume[r.Partition]; ok {
 		return off
 	}
@@ -206,18 +208,6 @@ func applyRetry(c *Cluster, p *plan.Plan, opts Options) {
 	rp := opts.SourceRetry
 	rp.MaxElapsed = time.Duration(p.Retry.MaxElapsed)
 	c.SetRetry(rp)
-}
-
-// selects reports whether p reads partition part of its topic.
-func selects(p *plan.Plan, part int32) bool {
-	switch {
-	case p.Window.Kind() == plan.WindowOffsets && p.Window.OffsetsAll == nil: // an offsets window names its partitions
-		_, ok := p.Window.Offsets[part]
-		return ok
-	case p.Source.Partitions.All || len(p.Source.Partitions.List) == 0:
-		return true
-	}
-	return slices.Contains(p.Source.Partitions.List, part)
 }
 
 // addedAmong returns the partitions of parts that p selects and that

@@ -156,7 +156,7 @@ func (j preparing) pinRange(ctx context.Context, rg *Range, o source.Offsets) er
 	if rg.End > o.HighWatermark {
 		return fault.With(fmt.Errorf("partition %s/%d: the pinned range ends at %d but the high watermark is now %d (last stable offset %d): the log was truncated or the topic was created again; resolve the window afresh", topic, rg.Partition, rg.End, o.HighWatermark, o.LastStable), fault.HintResolveAgain)
 	}
-	from := j.from(*rg)
+	from := j.readFrom(*rg)
 	if from < rg.End {
 		j.c.noteOpenTransaction(ctx, j.Plan, rg)
 	}

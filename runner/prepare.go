@@ -1,8 +1,11 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/group"
@@ -125,5 +128,107 @@ func (j preparing) resume(ctx context.Context, all []int32, cps map[int32]group.
 		j.Resolution.Ranges = append(j.Resolution.Ranges, rg)
 	}
 	j.warnAdded(addedAmong(j.Plan, j.Resolution, j.Ignored))
+	return nil
+}
+
+// withoutCommits applies decideNoCommits to a fresh job whose group holds
+// no commit on the plan's topic.
+func (j preparing) withoutCommits() error {
+	d, err := decideNoCommits(j.Plan, j.record, j.opts.Restart, j.opts.ResumeFromSink)
+	if err != nil {
+		return err
+	}
+	if d.fromSink {
+		j.Fresh, j.fromSink = d.fresh, true
+	}
+	j.checkSink = j.checkSink || d.checkSink
+	return nil
+}
+
+// fromRecord fixes the job's ranges to those of its run record, which the
+// group lost: from their starts with Restart, else from the sink's
+// checkpoints (ResumeFromSink). A window is never resolved anew, and so
+// never wider, than the run first fixed it.
+func (j preparing) fromRecord(ctx context.Context, all []int32) error {
+	p, rec := j.Plan, j.record
+	res := &Resolution{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: p.Source.Topic, Group: p.Group, ResolvedAt: rec.ResolvedAt}
+	outcome := Resumed
+	if j.opts.Restart {
+		outcome = InRange
+	}
+	var parts []int32
+	for _, r := range rec.Ranges {
+		if !slices.Contains(all, r.Partition) {
+			return fmt.Errorf("the run record %s has partition %s/%d, which the topic no longer has (it has %d partitions): was it deleted and created again? Remove the record to resolve the window afresh", rec.Path(), p.Source.Topic, r.Partition, len(all))
+		}
+		parts = append(parts, r.Partition)
+		res.Ranges = append(res.Ranges, Range{Partition: r.Partition, Start: r.Start, End: r.End, Outcome: outcome})
+	}
+	offs, err := j.c.ListOffsets(ctx, p.Source.Topic, parts, p.Source.Isolation)
+	if err != nil {
+		return err
+	}
+	j.Resolution, j.Fresh, j.fromSink = res, j.opts.Restart, !j.opts.Restart
+	j.Resume, j.committed, j.positions, j.dlPositions = map[int32]int64{}, map[int32]int64{}, map[int32]int64{}, map[int32]int64{}
+	for i := range res.Ranges {
+		if err := j.pinRange(ctx, &res.Ranges[i], offs[res.Ranges[i].Partition]); err != nil {
+			return err
+		}
+	}
+	for _, part := range all {
+		if !slices.Contains(parts, part) {
+			j.Ignored = append(j.Ignored, part)
+		}
+	}
+	j.opts.Log.Warn().Str("plan", p.Name).Str("group", p.Group).Str("record", rec.Path()).Bool("restart", j.opts.Restart).
+		Msg("the group has no commits of this plan: taking the ranges the run record fixed")
+	return nil
+}
+
+// partlyLost checks a resumed job against its run record: partitions the
+// record has and the group lost the commits of (deleted one by one) are
+// refused, or, with ResumeFromSink, added back with their recorded ranges,
+// to continue from the sink's checkpoints. A record of another run of the
+// plan (other ranges) is ignored.
+func (j preparing) partlyLost(ctx context.Context, cps map[int32]group.Checkpoint) error {
+	rec := j.record
+	if !rec.Progress() {
+		return nil
+	}
+	var missing []group.RecordedRange
+	for _, r := range rec.Ranges {
+		if cp, ok := cps[r.Partition]; ok && cp.Offset >= 0 {
+			if cp.Start != r.Start || cp.End != r.End {
+				return nil
+			}
+			continue
+		}
+		missing = append(missing, r)
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if !j.opts.ResumeFromSink {
+		return group.RecordRefusal(j.Plan, j.record, missing)
+	}
+	parts := make([]int32, len(missing))
+	for i, r := range missing {
+		parts[i] = r.Partition
+	}
+	offs, err := j.c.ListOffsets(ctx, j.Plan.Source.Topic, parts, j.Plan.Source.Isolation)
+	if err != nil {
+		return err
+	}
+	for _, r := range missing {
+		rg := Range{Partition: r.Partition, Start: r.Start, End: r.End, Outcome: Resumed}
+		if err := j.pinRange(ctx, &rg, offs[r.Partition]); err != nil {
+			return err
+		}
+		j.Resolution.Ranges = append(j.Resolution.Ranges, rg)
+		drop := func(p int32) bool { return p == r.Partition }
+		j.Ignored, j.Added = slices.DeleteFunc(j.Ignored, drop), slices.DeleteFunc(j.Added, drop)
+	}
+	slices.SortFunc(j.Resolution.Ranges, func(a, b Range) int { return cmp.Compare(a.Partition, b.Partition) })
+	j.fromSink = true
 	return nil
 }

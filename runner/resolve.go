@@ -421,3 +421,15 @@ func (c *Cluster) explainAfterLast(ctx context.Context, topic string, part int32
 	}
 	return fmt.Sprintf("no record is stamped at or after from: the last record, at offset %d, is stamped %s", last.Offset, last.Time.UTC().Format(time.RFC3339Nano)), nil
 }
+
+// selects reports whether p reads partition part of its topic.
+func selects(p *plan.Plan, part int32) bool {
+	switch {
+	case p.Window.Kind() == plan.WindowOffsets && p.Window.OffsetsAll == nil: // an offsets window names its partitions
+		_, ok := p.Window.Offsets[part]
+		return ok
+	case p.Source.Partitions.All || len(p.Source.Partitions.List) == 0:
+		return true
+	}
+	return slices.Contains(p.Source.Partitions.List, part)
+}

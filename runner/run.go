@@ -63,14 +63,14 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	j.saveRecord(group.RecordRunning, j.from)
+	j.saveRecord(group.RecordRunning, j.readFrom)
 	next := func(r Range) int64 {
 		for _, s := range states {
 			if s.Partition == r.Partition {
 				return max(s.Next.Load(), s.From)
 			}
 		}
-		return j.from(r)
+		return j.readFrom(r)
 	}
 	j.live.Store(&liveRun{started: rep.Started, states: states, sink: sink}) // for Job.Progress
 	rep.NothingToDo = j.NothingToDo()

@@ -45,7 +45,7 @@ func (j settling) settle(ctx context.Context) ([]*worker.State, error) {
 	if err := j.commitStarts(ctx); err != nil {
 		return nil, err
 	}
-	states := newStates(j.Resolution.Ranges, j.from)
+	states := newStates(j.Resolution.Ranges, j.readFrom)
 	if err := j.resumeFromSink(ctx, states); err != nil {
 		return nil, err
 	}
@@ -145,7 +145,7 @@ func (j settling) rewind(s resumedSink, rw sinks.Rewind) error {
 		return nil
 	}
 	from := max(rw.From, r.Start)
-	if from >= j.from(r) {
+	if from >= j.readFrom(r) {
 		return nil
 	}
 	if from < r.LogStart {
@@ -154,7 +154,7 @@ func (j settling) rewind(s resumedSink, rw sinks.Rewind) error {
 		}
 		from = r.LogStart
 	}
-	j.opts.Log.Warn().Str("topic", j.Resolution.Topic).Int32("partition", r.Partition).Int64("kafka_commit", j.from(r)).
+	j.opts.Log.Warn().Str("topic", j.Resolution.Topic).Int32("partition", r.Partition).Int64("kafka_commit", j.readFrom(r)).
 		Int64("resume_at", from).Msgf("%sthe sink no longer holds what the group's commit records as written: %s; writing the partition again from offset %d (idempotent writes leave each record once)",
 		s.what, rw.Reason, from)
 	if j.Resume == nil {
@@ -235,7 +235,7 @@ func (j settling) syncStarts(ctx context.Context) error {
 		if !ok {
 			held = r.Start
 		}
-		if j.from(r) <= held {
+		if j.readFrom(r) <= held {
 			continue
 		}
 		for _, s := range []struct {
@@ -314,7 +314,7 @@ func (j settling) commitStarts(ctx context.Context) error {
 	offsets := map[int32]int64{}
 	meta := map[int32]group.Meta{}
 	for _, r := range j.Resolution.Ranges {
-		offsets[r.Partition] = j.from(r)
+		offsets[r.Partition] = j.readFrom(r)
 		m := j.meta(r.Start, r.End)
 		if _, ok := j.committed[r.Partition]; ok {
 			// What the sinks held at that commit, and still hold (a start
