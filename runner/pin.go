@@ -139,9 +139,9 @@ func (j preparing) pin(ctx context.Context, all []int32, cps map[int32]group.Che
 		if !slices.Contains(parts, part) {
 			j.Ignored = append(j.Ignored, part)
 		}
-		if cp := cps[part]; !resumable && cp.Replay && cp.Offset >= 0 {
-			j.discarded = append(j.discarded, part)
-		}
+	}
+	if !resumable {
+		j.discarded = group.ReplayCommitted(all, cps)
 	}
 	j.warnAdded(addedAmong(j.Plan, j.Resolution, j.Ignored)) // created since the resolution was saved
 	return nil

@@ -79,11 +79,7 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 	}
 	job.Resolution.logDetails(opts.Log)
 	job.Fresh, job.Ignored = true, job.Resolution.Unselected
-	for _, part := range all {
-		if cp := cps[part]; cp.Replay && cp.Offset >= 0 {
-			job.discarded = append(job.discarded, part)
-		}
-	}
+	job.discarded = group.ReplayCommitted(all, cps)
 	if !group.AnyCommit(cps) {
 		if err := (preparing{job}).withoutCommits(); err != nil {
 			return nil, err

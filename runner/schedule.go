@@ -106,11 +106,7 @@ func PrepareScheduled(ctx context.Context, c *Cluster, p *plan.Plan, opts Option
 	}
 	job := &Job{Plan: p, c: c, opts: opts}
 	if opts.Restart {
-		for _, part := range all {
-			if cp := cps[part]; cp.Replay && cp.Offset >= 0 {
-				job.discarded = append(job.discarded, part)
-			}
-		}
+		job.discarded = group.ReplayCommitted(all, cps)
 		cps = map[int32]group.Checkpoint{}
 	}
 	now := opts.logicalNow()
@@ -292,11 +288,7 @@ func PrepareInterval(ctx context.Context, c *Cluster, p *plan.Plan, at time.Time
 	case resumable: // an interrupted re-run
 		cps = own
 	default:
-		for _, part := range all {
-			if cp := own[part]; cp.Replay && cp.Offset >= 0 {
-				job.discarded = append(job.discarded, part)
-			}
-		}
+		job.discarded = group.ReplayCommitted(all, own)
 		// The schedule's own ranges of this interval, when it recorded them.
 		for part, cp := range main {
 			if cp.Replay && cp.Fingerprint == p.Fingerprint() && cp.Interval.Equal(iv.Start) {

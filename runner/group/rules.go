@@ -72,6 +72,18 @@ func AnyCommit(cps map[int32]Checkpoint) bool {
 	return false
 }
 
+// ReplayCommitted lists the partitions of all on which the group holds a
+// commit replay made (cps).
+func ReplayCommitted(all []int32, cps map[int32]Checkpoint) []int32 {
+	var parts []int32
+	for _, part := range all {
+		if cp := cps[part]; cp.Replay && cp.Offset >= 0 {
+			parts = append(parts, part)
+		}
+	}
+	return parts
+}
+
 // DedicatedGroup suggests a group name for plan p other than its group.
 func DedicatedGroup(p *plan.Plan) string {
 	if g := "replay." + p.Name; g != p.Group {
