@@ -64,7 +64,7 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	if sinks.CapabilitiesOf(j.DeadLetters).Resumer != nil {
 		return nil, &LocalOutputError{Sink: string(j.Plan.DeadLetter.Type), DeadLetters: true}
 	}
-	j.commits.Store(group.NewCommitter(j.c.Cluster, j.opts.Hold, j.Plan.Group, j.Resolution.Topic, len(j.Resolution.Ranges)))
+	j.commits.Store(group.NewCommitter(j.c.Cluster, j.opts.Hold, j.Plan.Group, len(j.Resolution.Ranges)))
 	j.c.sayRetries(j.opts.Log, j.Plan.Name)
 	jr := &joined{Job: j, sink: sink, reports: map[int32]*PartitionReport{}}
 	if err := jr.pinJoined(work); err != nil {

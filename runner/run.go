@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/runner/group"
@@ -34,7 +35,7 @@ func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	if err := (settling{Job: j}).dropDiscardedHeld(ctx); err != nil {
 		return nil, err
 	}
-	k := group.NewCommitter(j.c.Cluster, j.opts.Hold, j.Plan.Group, j.Resolution.Topic, len(j.Resolution.Ranges))
+	k := group.NewCommitter(j.c.Cluster, j.opts.Hold, j.Plan.Group, len(j.Resolution.Ranges))
 	j.commits.Store(k)
 	j.c.sayRetries(j.opts.Log, j.Plan.Name)
 	ctx, unhold := k.Follow(ctx, j.opts.Log)
@@ -145,7 +146,7 @@ func (j *Job) confirmCommits(ctx context.Context, sink sinks.Sink, ends map[int3
 	if len(offsets) == 0 {
 		return nil
 	}
-	if err := j.commits.Load().Commit(ctx, offsets, meta); err != nil {
+	if err := j.commits.Load().Commit(ctx, j.Resolution.Topic, offsets, meta); err != nil {
 		return fmt.Errorf("commit the ends again in group %s: %w", j.Plan.Group, err)
 	}
 	return nil
@@ -218,6 +219,6 @@ func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*worker.Sta
 		Commit: func(ctx context.Context, s *worker.State, next, pos, deadPos int64) error {
 			m := j.meta(s.Start, s.End)
 			m.Pos, m.DPos = pos, deadPos
-			return j.commits.Load().CommitPartition(ctx, s.Partition, next, m)
+			return j.commits.Load().CommitPartition(ctx, record.TopicPartition{Topic: j.Resolution.Topic, Partition: s.Partition}, next, m)
 		}}, states)
 }

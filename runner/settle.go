@@ -218,7 +218,7 @@ func (j settling) resumeFromSink(ctx context.Context, states []*worker.State) er
 	if len(offsets) == 0 {
 		return nil
 	}
-	if err := j.commits.Load().Commit(ctx, offsets, meta); err != nil {
+	if err := j.commits.Load().Commit(ctx, j.Resolution.Topic, offsets, meta); err != nil {
 		return fmt.Errorf("commit the sink's checkpoints to group %s: %w", g, err)
 	}
 	return nil
@@ -323,7 +323,7 @@ func (j settling) commitStarts(ctx context.Context) error {
 		}
 		meta[r.Partition] = m
 	}
-	if err := j.commits.Load().Commit(ctx, offsets, meta); err != nil {
+	if err := j.commits.Load().Commit(ctx, j.Resolution.Topic, offsets, meta); err != nil {
 		return fmt.Errorf("pin the resolved ranges in group %s: %w", j.Plan.Group, err)
 	}
 	return nil

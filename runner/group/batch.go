@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/runner/source"
 )
 
@@ -27,10 +28,12 @@ const (
 // has at most one commit in flight, and a request carries at most one
 // offset per partition: committed offsets never decrease (the committer
 // never asks for less than it committed). Commits made as different group
-// members (a rebalance between them) never share a request.
+// members (a rebalance between them), or of different topics, never share
+// a request.
 type Batcher struct {
-	// Send commits offsets with their metadata as m (nil: standalone).
-	Send func(ctx context.Context, m *source.Member, offsets map[int32]int64, meta map[int32]Meta) error
+	// Send commits offsets of topic's partitions with their metadata as m
+	// (nil: standalone).
+	Send func(ctx context.Context, m *source.Member, topic string, offsets map[int32]int64, meta map[int32]Meta) error
 	// Linger is the gathering time before each request (LingerFor).
 	Linger time.Duration
 
@@ -48,21 +51,21 @@ func LingerFor(partitions int) time.Duration {
 
 // pendingCommit is one partition's commit waiting for its request.
 type pendingCommit struct {
-	member    *source.Member
-	partition int32
-	next      int64
-	meta      Meta
-	deadline  time.Time // zero: none
-	done      chan error
+	member   *source.Member
+	tp       record.TopicPartition
+	next     int64
+	meta     Meta
+	deadline time.Time // zero: none
+	done     chan error
 }
 
-// Commit queues partition's commit of next and waits for the answer of the
+// Commit queues tp's commit of next and waits for the answer of the
 // request that carries it. It waits even after ctx ends (the request may
 // be on its way): the request's own context ends at the latest deadline of
 // the commits it carries, and a commit of unknown outcome settles before
 // the answer comes back (source.RetryPolicy.SettleDelay).
-func (b *Batcher) Commit(ctx context.Context, m *source.Member, partition int32, next int64, meta Meta) error {
-	pc := &pendingCommit{member: m, partition: partition, next: next, meta: meta, done: make(chan error, 1)}
+func (b *Batcher) Commit(ctx context.Context, m *source.Member, tp record.TopicPartition, next int64, meta Meta) error {
+	pc := &pendingCommit{member: m, tp: tp, next: next, meta: meta, done: make(chan error, 1)}
 	if dl, ok := ctx.Deadline(); ok {
 		pc.deadline = dl
 	}
@@ -98,22 +101,22 @@ func (b *Batcher) loop() {
 	}
 }
 
-// flush sends batch: one request per member (in practice one), each
-// partition once.
+// flush sends batch: one request per member and topic (in practice one),
+// each partition once.
 func (b *Batcher) flush(batch []*pendingCommit) {
 	for len(batch) > 0 {
-		m := batch[0].member
+		m, topic := batch[0].member, batch[0].tp.Topic
 		var these, rest []*pendingCommit
 		offsets, metas := map[int32]int64{}, map[int32]Meta{}
 		var deadline time.Time
 		none := false // a commit without a deadline: the request has none
 		for _, pc := range batch {
-			if _, dup := offsets[pc.partition]; pc.member != m || dup {
+			if _, dup := offsets[pc.tp.Partition]; pc.member != m || pc.tp.Topic != topic || dup {
 				rest = append(rest, pc) // dup: cannot happen (a committer waits), kept for the next request
 				continue
 			}
 			these = append(these, pc)
-			offsets[pc.partition], metas[pc.partition] = pc.next, pc.meta
+			offsets[pc.tp.Partition], metas[pc.tp.Partition] = pc.next, pc.meta
 			none = none || pc.deadline.IsZero()
 			if pc.deadline.After(deadline) {
 				deadline = pc.deadline
@@ -126,7 +129,7 @@ func (b *Batcher) flush(batch []*pendingCommit) {
 		b.mu.Lock()
 		b.requests++
 		b.mu.Unlock()
-		err := b.Send(ctx, m, offsets, metas)
+		err := b.Send(ctx, m, topic, offsets, metas)
 		cancel()
 		for _, pc := range these {
 			pc.done <- err

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/runner/source"
 )
 
@@ -25,7 +26,7 @@ func testCommitBatcherCoalesces(t *testing.T) {
 	inflight := map[int32]bool{}
 	last := map[int32]int64{}
 	var bad []string
-	b := &Batcher{Linger: LingerFor(parts), Send: func(ctx context.Context, m *source.Member, offsets map[int32]int64, meta map[int32]Meta) error {
+	b := &Batcher{Linger: LingerFor(parts), Send: func(ctx context.Context, m *source.Member, _ string, offsets map[int32]int64, meta map[int32]Meta) error {
 		mu.Lock()
 		for p, off := range offsets {
 			if inflight[p] {
@@ -56,7 +57,7 @@ func testCommitBatcherCoalesces(t *testing.T) {
 	for p := range int32(parts) {
 		wg.Go(func() {
 			for i := range int64(rounds) {
-				if err := b.Commit(context.Background(), nil, p, i+1, Meta{End: int64(p)}); err != nil {
+				if err := b.Commit(context.Background(), nil, record.TopicPartition{Topic: "orders", Partition: p}, i+1, Meta{End: int64(p)}); err != nil {
 					errs[p]++
 				}
 			}
@@ -93,7 +94,7 @@ func testCommitBatcherKeepsMembersApart(t *testing.T) {
 	var mu sync.Mutex
 	var mixed bool
 	seen := map[*source.Member]int{}
-	b := &Batcher{Linger: 20 * time.Millisecond, Send: func(ctx context.Context, m *source.Member, offsets map[int32]int64, _ map[int32]Meta) error {
+	b := &Batcher{Linger: 20 * time.Millisecond, Send: func(ctx context.Context, m *source.Member, _ string, offsets map[int32]int64, _ map[int32]Meta) error {
 		mu.Lock()
 		defer mu.Unlock()
 		for p := range offsets {
@@ -111,12 +112,64 @@ func testCommitBatcherKeepsMembersApart(t *testing.T) {
 			if p%2 == 0 {
 				m = m1
 			}
-			_ = b.Commit(context.Background(), m, p, 1, Meta{})
+			_ = b.Commit(context.Background(), m, record.TopicPartition{Topic: "orders", Partition: p}, 1, Meta{})
 		})
 	}
 	wg.Wait()
 	if mixed || seen[m1] == 0 || seen[m2] == 0 {
 		t.Errorf("members mixed in a request: %v, requests per member %v", mixed, seen)
+	}
+	time.Sleep(time.Second) // virtual: the batcher's loop lingers, finds nothing and ends
+	synctest.Wait()
+}
+
+// TestCommitBatcherKeepsTopicsApart: the commits of two topics never
+// share a request (an OffsetCommit request names one topic's partitions
+// here), and partition 0 of one topic does not hold back partition 0 of
+// the other.
+func TestCommitBatcherKeepsTopicsApart(t *testing.T) {
+	synctest.Test(t, testCommitBatcherKeepsTopicsApart)
+}
+
+func testCommitBatcherKeepsTopicsApart(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]map[int32]int64{}
+	requests := 0
+	b := &Batcher{Linger: 20 * time.Millisecond, Send: func(ctx context.Context, _ *source.Member, topic string, offsets map[int32]int64, meta map[int32]Meta) error {
+		mu.Lock()
+		defer mu.Unlock()
+		requests++
+		for p, off := range offsets {
+			if meta[p].Plan != topic {
+				t.Errorf("%s/%d committed with the metadata of %s", topic, p, meta[p].Plan)
+			}
+			if got[topic] == nil {
+				got[topic] = map[int32]int64{}
+			}
+			got[topic][p] = off
+		}
+		return nil
+	}}
+	var wg sync.WaitGroup
+	for _, topic := range []string{"orders", "audit"} {
+		for p := range int32(3) {
+			wg.Go(func() {
+				if err := b.Commit(context.Background(), nil, record.TopicPartition{Topic: topic, Partition: p}, int64(len(topic))+int64(p), Meta{Plan: topic}); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for _, topic := range []string{"orders", "audit"} {
+		for p := range int32(3) {
+			if want := int64(len(topic)) + int64(p); got[topic][p] != want {
+				t.Errorf("%s/%d: committed %d, want %d", topic, p, got[topic][p], want)
+			}
+		}
+	}
+	if requests != 2 {
+		t.Errorf("%d requests for the commits of two topics made at once, want one per topic", requests)
 	}
 	time.Sleep(time.Second) // virtual: the batcher's loop lingers, finds nothing and ends
 	synctest.Wait()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/runner/source"
 )
 
@@ -16,19 +17,19 @@ import (
 // the run has there: a joined member (SetMember), the hold's member
 // (Follow), or none (standalone commits). It is safe for concurrent use.
 type Committer struct {
-	c            *source.Cluster
-	hold         *Hold
-	group, topic string
-	partitions   int
-	member       atomic.Pointer[source.Member]
-	batchOnce    sync.Once
-	batch        *Batcher
+	c          *source.Cluster
+	hold       *Hold
+	group      string
+	partitions int
+	member     atomic.Pointer[source.Member]
+	batchOnce  sync.Once
+	batch      *Batcher
 }
 
-// NewCommitter returns the committer of a run of partitions partitions of
-// topic in group, under hold (nil: none).
-func NewCommitter(c *source.Cluster, hold *Hold, group, topic string, partitions int) *Committer {
-	return &Committer{c: c, hold: hold, group: group, topic: topic, partitions: partitions}
+// NewCommitter returns the committer of a run of partitions partitions in
+// group, under hold (nil: none).
+func NewCommitter(c *source.Cluster, hold *Hold, group string, partitions int) *Committer {
+	return &Committer{c: c, hold: hold, group: group, partitions: partitions}
 }
 
 // Member is the member the commits carry; nil for standalone commits.
@@ -37,18 +38,19 @@ func (k *Committer) Member() *source.Member { return k.member.Load() }
 // SetMember makes the commits carry m (nil: standalone).
 func (k *Committer) SetMember(m *source.Member) { k.member.Store(m) }
 
-// Commit commits offsets with their metadata as Member. Under a hold, a
+// Commit commits offsets of topic's partitions with their metadata as
+// Member. Under a hold, a
 // commit refused because the hold's generation ended (source.ErrFenced: a
 // process that joined at the same moment made the coordinator rebalance)
 // is sent again as the member the hold joins as next: the group is still
 // this run's. A hold that is lost, or ctx, ends it with the refusal.
-func (k *Committer) Commit(ctx context.Context, offsets map[int32]int64, meta map[int32]Meta) error {
-	return k.commitAs(ctx, k.Member(), offsets, meta)
+func (k *Committer) Commit(ctx context.Context, topic string, offsets map[int32]int64, meta map[int32]Meta) error {
+	return k.commitAs(ctx, k.Member(), topic, offsets, meta)
 }
 
-func (k *Committer) commitAs(ctx context.Context, m *source.Member, offsets map[int32]int64, meta map[int32]Meta) error {
+func (k *Committer) commitAs(ctx context.Context, m *source.Member, topic string, offsets map[int32]int64, meta map[int32]Meta) error {
 	for {
-		err := Commit(ctx, k.c, m, k.group, k.topic, offsets, meta)
+		err := Commit(ctx, k.c, m, k.group, topic, offsets, meta)
 		h := k.hold
 		if err == nil || h == nil || m == nil || !errors.Is(err, source.ErrFenced) {
 			return err
@@ -63,11 +65,11 @@ func (k *Committer) commitAs(ctx context.Context, m *source.Member, offsets map[
 	}
 }
 
-// CommitPartition commits one partition's offset with its metadata as
-// Member, in one request with the other partitions' commits (Batcher).
-func (k *Committer) CommitPartition(ctx context.Context, partition int32, next int64, meta Meta) error {
+// CommitPartition commits tp's offset with its metadata as Member, in one
+// request with the other partitions' commits (Batcher).
+func (k *Committer) CommitPartition(ctx context.Context, tp record.TopicPartition, next int64, meta Meta) error {
 	k.batchOnce.Do(func() { k.batch = &Batcher{Linger: LingerFor(k.partitions), Send: k.commitAs} })
-	return k.batch.Commit(ctx, k.Member(), partition, next, meta)
+	return k.batch.Commit(ctx, k.Member(), tp, next, meta)
 }
 
 // Follow makes the commits carry the hold's member, and each new
