@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/replay-tool/replay/internal/decode"
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/group"
 	"github.com/replay-tool/replay/runner/source"
@@ -297,16 +298,16 @@ func (j *Job) meta(start, end int64) group.Meta {
 	return m
 }
 
-// newState is the worker's state of range r, read from from.
-func newState(r Range, from int64) *worker.State {
-	return &worker.State{Partition: r.Partition, Start: r.Start, End: r.End, From: from}
+// newState is the worker's state of range r of topic, read from from.
+func newState(topic string, r Range, from int64) *worker.State {
+	return &worker.State{TopicPartition: record.TopicPartition{Topic: topic, Partition: r.Partition}, Start: r.Start, End: r.End, From: from}
 }
 
-// newStates are the workers' states of ranges, each read from from(r).
-func newStates(ranges []Range, from func(Range) int64) []*worker.State {
-	states := make([]*worker.State, len(ranges))
-	for i, r := range ranges {
-		states[i] = newState(r, from(r))
+// newStates are the workers' states of res's ranges, each read from from(r).
+func newStates(res *Resolution, from func(Range) int64) []*worker.State {
+	states := make([]*worker.State, len(res.Ranges))
+	for i, r := range res.Ranges {
+		states[i] = newState(res.Topic, r, from(r))
 	}
 	return states
 }

@@ -169,7 +169,7 @@ func (j *joined) generationStates(mine []int32, cps map[int32]group.Checkpoint) 
 		if ours && cp.Offset > from {
 			from = cp.Offset
 		}
-		states = append(states, newState(r, from))
+		states = append(states, newState(j.Resolution.Topic, r, from))
 	}
 	return states, nil
 }

@@ -80,7 +80,7 @@ func (j *Job) Progress() Snapshot {
 		s.DeadLetterRetries += ownRetries(j.DeadLetters)
 		return s
 	}
-	s := snapshot(time.Time{}, newStates(j.Resolution.Ranges, j.readFrom))
+	s := snapshot(time.Time{}, newStates(j.Resolution, j.readFrom))
 	s.SourceRetries = j.c.retries()
 	return s
 }

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/runner/group"
@@ -214,11 +213,11 @@ func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*worker.Sta
 	}
 	stop := j.progress(states)
 	defer stop()
-	return worker.RunAll(ctx, &worker.Policy{Plan: j.Plan, Topic: j.Resolution.Topic, From: j.Resolution.From, To: j.Resolution.To, Decoder: dec,
+	return worker.RunAll(ctx, &worker.Policy{Plan: j.Plan, From: j.Resolution.From, To: j.Resolution.To, Decoder: dec,
 		Sink: sink, DeadLetters: j.DeadLetters, Source: j.c.Cluster, Limit: limit, Retry: j.opts.Retry, FlushTimeout: j.opts.FlushTimeout, Log: j.opts.Log,
 		Commit: func(ctx context.Context, s *worker.State, next, pos, deadPos int64) error {
 			m := j.meta(s.Start, s.End)
 			m.Pos, m.DPos = pos, deadPos
-			return j.commits.Load().CommitPartition(ctx, record.TopicPartition{Topic: j.Resolution.Topic, Partition: s.Partition}, next, m)
+			return j.commits.Load().CommitPartition(ctx, s.TopicPartition, next, m)
 		}}, states)
 }

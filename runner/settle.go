@@ -45,7 +45,7 @@ func (j settling) settle(ctx context.Context) ([]*worker.State, error) {
 	if err := j.commitStarts(ctx); err != nil {
 		return nil, err
 	}
-	states := newStates(j.Resolution.Ranges, j.readFrom)
+	states := newStates(j.Resolution, j.readFrom)
 	if err := j.resumeFromSink(ctx, states); err != nil {
 		return nil, err
 	}

@@ -119,7 +119,7 @@ func (w *Worker) receive(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		return &source.PartitionError{Topic: w.Topic, Partition: w.state.Partition, Offset: w.pos, Err: errors.New("the fetch loop stopped before the end of the range")}
+		return &source.PartitionError{Topic: w.state.Topic, Partition: w.state.Partition, Offset: w.pos, Err: errors.New("the fetch loop stopped before the end of the range")}
 	}
 	w.starved = w.starved || f.Starved
 	w.hold(f)
@@ -225,7 +225,7 @@ func (w *Worker) flushChunk(ctx context.Context, n int) error {
 		if err := w.commits.CommitAt(commitAt); err != nil {
 			return err
 		}
-		return stop.partitionError(w.Topic)
+		return stop.partitionError(w.state.Topic)
 	}
 	w.commits.Wrote(commitAt)
 	// Under a throttle a partition commits at least every max_batch_wait,

@@ -165,7 +165,7 @@ func (w *Worker) writeDeadLetters() error {
 		if cerr != nil {
 			advice = fmt.Sprintf("committing the batches before it failed too (%v); %s", cerr, advice)
 		}
-		return &source.PartitionError{Topic: w.Topic, Partition: w.state.Partition, Offset: w.dead[0].Offset,
+		return &source.PartitionError{Topic: w.state.Topic, Partition: w.state.Partition, Offset: w.dead[0].Offset,
 			Err: fmt.Errorf("write dead letters to the %s sink: %w; nothing past offset %d is committed: %s",
 				w.Plan.DeadLetter.Type, err, next, advice)}
 	}
@@ -198,7 +198,7 @@ func (w *Worker) write(recs []record.Record) (*failure, error) {
 			if cerr != nil && !errors.Is(err, sinks.ErrFenced) {
 				advice = fmt.Sprintf("committing the batches before it failed too (%v); %s", cerr, advice)
 			}
-			perr := &source.PartitionError{Topic: w.Topic, Partition: w.state.Partition, Offset: next,
+			perr := &source.PartitionError{Topic: w.state.Topic, Partition: w.state.Partition, Offset: next,
 				Err: fmt.Errorf("sink %s: %w; nothing past offset %d is committed: %s", w.Plan.Sink.Type, err, next, advice)}
 			if re := (*SinkRetryError)(nil); errors.As(err, &re) {
 				return nil, fault.With(perr, fault.HintSinkResume)

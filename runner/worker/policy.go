@@ -23,9 +23,8 @@ import (
 // commit reaches the replay group.
 type Policy struct {
 	Plan *plan.Plan
-	// Topic is the topic read; From and To are the time window's bounds
-	// (From zero: no time window; To zero: none at the end).
-	Topic    string
+	// From and To are the time window's bounds (From zero: no time window;
+	// To zero: none at the end).
 	From, To time.Time
 	// Decoder decodes the records' framed keys and values (the plan's
 	// decode: section); nil when the plan decodes nothing.

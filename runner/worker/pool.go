@@ -77,7 +77,7 @@ func RunAll(ctx context.Context, p *Policy, states []*State) error {
 		err = ctx.Err()
 	}
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		err = fmt.Errorf("%w: %s; re-run the same command to resume", ErrInterrupted, interruptedOutcome(p.Topic, states))
+		err = fmt.Errorf("%w: %s; re-run the same command to resume", ErrInterrupted, interruptedOutcome(states))
 	}
 	return lost.join(err)
 }
@@ -131,11 +131,11 @@ func warnThinThrottle(log zerolog.Logger, limit plan.Throttle, n int) {
 // committed, or some were abandoned with the sink failing (not committed,
 // delivered again on resume), or written but not committed (the commit
 // failed; delivered again, idempotently).
-func interruptedOutcome(topic string, states []*State) string {
+func interruptedOutcome(states []*State) string {
 	var abandoned, uncommitted []string
 	fine := 0
 	for _, s := range states {
-		at := fmt.Sprintf("%s/%d at offset %d", topic, s.Partition, s.Next.Load())
+		at := fmt.Sprintf("%s at offset %d", s.TopicPartition, s.Next.Load())
 		switch {
 		case s.Abandoned.Load():
 			abandoned = append(abandoned, at)

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/runner/source"
 )
 
@@ -13,9 +14,9 @@ import (
 // progress reads the atomic ones from any goroutine while the worker
 // runs, and its report reads the others once the worker returned.
 type State struct {
-	// Partition and its range [Start, End); From is where this run starts
-	// reading (the checkpoint on a resume).
-	Partition        int32
+	// TopicPartition is the partition, [Start, End) its range, and From
+	// where this run starts reading (the checkpoint on a resume).
+	record.TopicPartition
 	Start, End, From int64
 	// Next is the committed position (every offset below it is durable in
 	// the sink); Written counts the records the sink made durable, Read

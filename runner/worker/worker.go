@@ -64,11 +64,11 @@ type Worker struct {
 func newWorker(r *shared, s *State, pipe *pipeline.Run) *Worker {
 	p := r.Plan
 	w := &Worker{shared: r, state: s, pipe: pipe}
-	w.log = r.Log.With().Str("plan", p.Name).Str("topic", r.Topic).Int32("partition", s.Partition).Logger()
-	w.reader = r.Source.NewReader(source.ReaderConfig{Topic: r.Topic, Partition: s.Partition, Isolation: p.Source.Isolation,
+	w.log = r.Log.With().Str("plan", p.Name).Str("topic", s.Topic).Int32("partition", s.Partition).Logger()
+	w.reader = r.Source.NewReader(source.ReaderConfig{Topic: s.Topic, Partition: s.Partition, Isolation: p.Source.Isolation,
 		Start: s.From, End: s.End, AllowLoss: p.AllowDataLoss, Log: &w.log,
 		WaitOpenTransactions: true, OpenTransactionTimeout: time.Duration(p.Source.OpenTransactionTimeout)})
-	w.commits = &committer{topic: r.Topic, partition: s.Partition, sinkName: "sink " + string(p.Sink.Type),
+	w.commits = &committer{topic: s.Topic, partition: s.Partition, sinkName: "sink " + string(p.Sink.Type),
 		sink: r.Sink.Capabilities(), dead: sinks.CapabilitiesOf(r.DeadLetters), timeout: r.FlushTimeout, committed: &s.Next,
 		retryBudget: time.Duration(p.Retry.MaxElapsed),
 		commit: func(ctx context.Context, next, pos, deadPos int64) error {
