@@ -127,3 +127,139 @@ func (h *Hold) next(ctx context.Context, old *source.Member) *source.Member {
 		}
 	}
 }
+
+// commitLinger is the longest the commit batcher gathers the partitions'
+// commits before it sends them in one OffsetCommit: at 1500 partitions one
+// request per tick instead of one per partition. The gathering grows with
+// the number of partitions the job runs (lingerPerCommit each after the
+// first), so a few partitions wait a few milliseconds and a single one not
+// at all (LingerFor).
+const (
+	commitLinger    = 50 * time.Millisecond
+	lingerPerCommit = time.Millisecond
+)
+
+// Batcher coalesces the commits of a job's partitions into one
+// OffsetCommit request per tick (commitLinger) to the group's coordinator.
+// It sends one request at a time: commits that come while one is in flight
+// go in the next. Each partition's committer waits for the answer of the
+// request that carried its commit before it commits again, so a partition
+// has at most one commit in flight, and a request carries at most one
+// offset per partition: committed offsets never decrease (the committer
+// never asks for less than it committed). Commits made as different group
+// members (a rebalance between them), or of different topics, never share
+// a request.
+type Batcher struct {
+	// Send commits offsets of topic's partitions with their metadata as m
+	// (nil: standalone).
+	Send func(ctx context.Context, m *source.Member, topic string, offsets map[int32]int64, meta map[int32]Meta) error
+	// Linger is the gathering time before each request (LingerFor).
+	Linger time.Duration
+
+	mu      sync.Mutex
+	pending []*pendingCommit
+	running bool // a sender goroutine is active
+	// requests counts the requests sent (for tests and figures).
+	requests int
+}
+
+// LingerFor is the gathering time of a job running partitions partitions.
+func LingerFor(partitions int) time.Duration {
+	return min(commitLinger, time.Duration(max(partitions-1, 0))*lingerPerCommit)
+}
+
+// pendingCommit is one partition's commit waiting for its request.
+type pendingCommit struct {
+	member   *source.Member
+	tp       record.TopicPartition
+	next     int64
+	meta     Meta
+	deadline time.Time // zero: none
+	done     chan error
+}
+
+// Commit queues tp's commit of next and waits for the answer of the
+// request that carries it. It waits even after ctx ends (the request may
+// be on its way): the request's own context ends at the latest deadline of
+// the commits it carries, and a commit of unknown outcome settles before
+// the answer comes back (source.RetryPolicy.SettleDelay).
+func (b *Batcher) Commit(ctx context.Context, m *source.Member, tp record.TopicPartition, next int64, meta Meta) error {
+	pc := &pendingCommit{member: m, tp: tp, next: next, meta: meta, done: make(chan error, 1)}
+	if dl, ok := ctx.Deadline(); ok {
+		pc.deadline = dl
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.pending = append(b.pending, pc)
+	if !b.running {
+		b.running = true
+		go b.loop()
+	}
+	b.mu.Unlock()
+	return <-pc.done
+}
+
+// loop sends what is pending, one request at a time, until nothing is.
+func (b *Batcher) loop() {
+	for {
+		if b.Linger > 0 {
+			time.Sleep(b.Linger)
+		}
+		b.mu.Lock()
+		batch := b.pending
+		b.pending = nil
+		if len(batch) == 0 {
+			b.running = false
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		b.flush(batch)
+	}
+}
+
+// flush sends batch: one request per member and topic (in practice one),
+// each partition once.
+func (b *Batcher) flush(batch []*pendingCommit) {
+	for len(batch) > 0 {
+		m, topic := batch[0].member, batch[0].tp.Topic
+		var these, rest []*pendingCommit
+		offsets, metas := map[int32]int64{}, map[int32]Meta{}
+		var deadline time.Time
+		none := false // a commit without a deadline: the request has none
+		for _, pc := range batch {
+			if _, dup := offsets[pc.tp.Partition]; pc.member != m || pc.tp.Topic != topic || dup {
+				rest = append(rest, pc) // dup: cannot happen (a committer waits), kept for the next request
+				continue
+			}
+			these = append(these, pc)
+			offsets[pc.tp.Partition], metas[pc.tp.Partition] = pc.next, pc.meta
+			none = none || pc.deadline.IsZero()
+			if pc.deadline.After(deadline) {
+				deadline = pc.deadline
+			}
+		}
+		ctx, cancel := context.Background(), context.CancelFunc(func() {})
+		if !none {
+			ctx, cancel = context.WithDeadline(ctx, deadline)
+		}
+		b.mu.Lock()
+		b.requests++
+		b.mu.Unlock()
+		err := b.Send(ctx, m, topic, offsets, metas)
+		cancel()
+		for _, pc := range these {
+			pc.done <- err
+		}
+		batch = rest
+	}
+}
+
+// Requests is how many requests the batcher sent.
+func (b *Batcher) Requests() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.requests
+}
