@@ -183,7 +183,7 @@ func (r *Reader) Fetch(ctx context.Context, out []record.Record) ([]record.Recor
 // roundTrip fetches from offset. A partition-level error comes back with
 // the partition's answer (log start offset, high watermark).
 func (r *Reader) roundTrip(ctx context.Context, offset int64) (*fetchPartition, error) {
-	req := &fetchExchange{Request: fetch.Request{
+	req := fetchExchange{Request: fetch.Request{
 		ReplicaID:      -1,
 		MaxWaitTime:    int32(fetchMaxWait / time.Millisecond),
 		MinBytes:       1,
@@ -198,8 +198,10 @@ func (r *Reader) roundTrip(ctx context.Context, offset int64) (*fetchPartition, 
 	_, err := call(ctx, r.c, opFetch, func(ctx context.Context) (struct{}, error) {
 		part = nil
 		tr := r.c.fetchTransport(r.partition)
-		req.clientID = tr.ClientID
-		m, err := tr.RoundTrip(ctx, r.c.addr(), req)
+		// Each attempt sends its own exchange: one that timed out may still
+		// run on the transport's connection goroutine, reading its fields.
+		ex := &fetchExchange{Request: req.Request, clientID: tr.ClientID}
+		m, err := tr.RoundTrip(ctx, r.c.addr(), ex)
 		if err == nil {
 			part, err = r.answer(m)
 		}
