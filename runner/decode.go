@@ -28,11 +28,11 @@ func (j *Job) decoder(ctx context.Context) (*decode.Decoder, error) {
 	return d, nil
 }
 
-// schemaCounts is what the job's decoder decoded per side and schema id;
-// nil when the plan decodes nothing or no run decoded yet.
-func (j *Job) schemaCounts() []decode.SchemaCount {
-	if j.dec == nil {
+// schemaCounts is what dec, a job's decoder, decoded per side and schema
+// id; nil when the plan decodes nothing or no run decoded yet (dec nil).
+func schemaCounts(dec *decode.Decoder) []decode.SchemaCount {
+	if dec == nil {
 		return nil
 	}
-	return j.dec.Counts()
+	return dec.Counts()
 }

@@ -271,7 +271,7 @@ func (j *Job) finish(rep *Report, sink sinks.Sink) {
 	}
 	rep.SinkOutcomes = outcomesOf(sink)
 	rep.DeadLetterOutcomes = outcomesOf(j.DeadLetters)
-	rep.Schemas = j.schemaCounts()
+	rep.Schemas = schemaCounts(j.dec)
 }
 
 // Totals sums the partition counters.
