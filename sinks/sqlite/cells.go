@@ -106,41 +106,51 @@ func cell(c *column, r *record.Record, key string, a *arena) (any, error) {
 		h, _ := r.LastHeader(c.field.Arg)
 		return bytesCell(c, r, h)
 	case plan.FieldValue:
-		if r.Value == nil {
-			return nil, nil
-		}
-		if c.original {
-			return r.OriginalValue(), nil // value_bytes: a BLOB
-		}
-		if c.aff == affBlob {
-			return r.Value, nil
-		}
-		v := r.JSONValue()
-		if !utf8.Valid(v) {
-			return v, nil // a BLOB: SQLite converts no BLOB, whatever the affinity
-		}
-		if jsonscan.Valid(v) {
-			return textCell(c, r, bytesString(v))
-		}
-		return string(encode.AppendJSONBytes(nil, v)), nil // a JSON string: never numeric text
+		return valueCell(c, r)
 	case plan.FieldValuePath:
-		res, ok := valuePath(r, c.field.Arg)
-		if !ok {
-			return nil, nil
-		}
-		s := res.Raw
-		if res.Type == gjson.String {
-			s = res.Str
-		}
-		if c.aff == affBlob && res.Type == gjson.String {
-			return []byte(s), nil
-		}
-		if !utf8.ValidString(s) {
-			return []byte(s), nil
-		}
-		return textCell(c, r, s)
+		return valuePathCell(c, r)
 	}
 	return nil, nil
+}
+
+// valueCell is the cell of a column of the whole value.
+func valueCell(c *column, r *record.Record) (any, error) {
+	if r.Value == nil {
+		return nil, nil
+	}
+	if c.original {
+		return r.OriginalValue(), nil // value_bytes: a BLOB
+	}
+	if c.aff == affBlob {
+		return r.Value, nil
+	}
+	v := r.JSONValue()
+	if !utf8.Valid(v) {
+		return v, nil // a BLOB: SQLite converts no BLOB, whatever the affinity
+	}
+	if jsonscan.Valid(v) {
+		return textCell(c, r, bytesString(v))
+	}
+	return string(encode.AppendJSONBytes(nil, v)), nil // a JSON string: never numeric text
+}
+
+// valuePathCell is the cell of a column of a path into the value.
+func valuePathCell(c *column, r *record.Record) (any, error) {
+	res, ok := valuePath(r, c.field.Arg)
+	if !ok {
+		return nil, nil
+	}
+	s := res.Raw
+	if res.Type == gjson.String {
+		s = res.Str
+	}
+	if c.aff == affBlob && res.Type == gjson.String {
+		return []byte(s), nil
+	}
+	if !utf8.ValidString(s) {
+		return []byte(s), nil
+	}
+	return textCell(c, r, s)
 }
 
 // valuePath is what the gjson path selects in r's value; false when the
