@@ -152,6 +152,9 @@ type Decoder struct {
 
 	mu    sync.Mutex
 	cache map[int32]*entry
+	// ready holds the schemas compiled so far, by id: a copy replaced
+	// (under mu) as one is added, so that a record's lookup takes no lock.
+	ready atomic.Pointer[map[int32]*compiled]
 }
 
 // entry is one schema id's fetch: done closes when s or err is set.
@@ -221,25 +224,31 @@ func (d *Decoder) Check(ctx context.Context) error {
 // tombstone or a missing key is not decoded). A key or value that cannot
 // be decoded is a *BadRecordError; another error fails the run.
 func (d *Decoder) Decode(ctx context.Context, side Side, b []byte) (Decoded, error) {
+	return d.AppendDecode(ctx, side, make([]byte, 0, 2*len(b)+64), b)
+}
+
+// AppendDecode is Decode appending the JSON to dst: Decoded.JSON is dst
+// extended by it (a new array when dst's capacity did not hold it). It
+// lets a caller decode record after record into one buffer it owns.
+func (d *Decoder) AppendDecode(ctx context.Context, side Side, dst, b []byte) (Decoded, error) {
 	if len(b) < 5 || b[0] != 0 {
 		return Decoded{}, &BadRecordError{Side: side, SchemaID: NoSchemaID, Reason: framingReason(side, b)}
 	}
 	id := int32(binary.BigEndian.Uint32(b[1:5]))
-	bad := func(reason string) error { return &BadRecordError{Side: side, SchemaID: id, Reason: reason} }
 	c, err := d.schema(ctx, id)
 	if err != nil {
 		var se *schemaError
 		if errors.As(err, &se) {
-			return Decoded{}, bad(se.reason)
+			return Decoded{}, &BadRecordError{Side: side, SchemaID: id, Reason: se.reason}
 		}
 		return Decoded{}, fmt.Errorf("decode %s: schema id %d: %w", side, id, err)
 	}
 	if want := wantType(d.format(side)); want != "" && want != c.typ {
-		return Decoded{}, bad(fmt.Sprintf("the schema is %s, and decode.%s: %s decodes only %s schemas (schema_registry decodes any type)", c.typ, side, d.format(side), want))
+		return Decoded{}, &BadRecordError{Side: side, SchemaID: id, Reason: fmt.Sprintf("the schema is %s, and decode.%s: %s decodes only %s schemas (schema_registry decodes any type)", c.typ, side, d.format(side), want)}
 	}
-	out, err := c.decode(b[5:], d.opts)
+	out, err := c.decode(dst, b[5:], d.opts)
 	if err != nil {
-		return Decoded{}, bad(err.Error())
+		return Decoded{}, &BadRecordError{Side: side, SchemaID: id, Reason: err.Error()}
 	}
 	c.decoded[side].Add(1)
 	return Decoded{JSON: out, SchemaID: id}, nil

@@ -17,6 +17,11 @@ import (
 // id). A *schemaError (404, a schema that does not parse) is kept for the
 // run; any other failure is forgotten so that a later record tries again.
 func (d *Decoder) schema(ctx context.Context, id int32) (*compiled, error) {
+	if m := d.ready.Load(); m != nil {
+		if c, ok := (*m)[id]; ok {
+			return c, nil
+		}
+	}
 	d.mu.Lock()
 	e, ok := d.cache[id]
 	if ok {
@@ -34,13 +39,29 @@ func (d *Decoder) schema(ctx context.Context, id int32) (*compiled, error) {
 
 	e.s, e.err = d.load(ctx, id)
 	var se *schemaError
-	if e.err != nil && !errors.As(e.err, &se) {
+	switch {
+	case e.err == nil:
+		d.publish(id, e.s)
+	case !errors.As(e.err, &se):
 		d.mu.Lock()
 		delete(d.cache, id)
 		d.mu.Unlock()
 	}
 	close(e.done)
 	return e.s, e.err
+}
+
+// publish adds c, id's compiled schema, to the lock-free read path.
+func (d *Decoder) publish(id int32, c *compiled) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m := map[int32]*compiled{id: c}
+	if old := d.ready.Load(); old != nil {
+		for k, v := range *old {
+			m[k] = v
+		}
+	}
+	d.ready.Store(&m)
 }
 
 func (d *Decoder) load(ctx context.Context, id int32) (*compiled, error) {
@@ -135,11 +156,12 @@ func (d *Decoder) protoRefs(ctx context.Context, refs []registry.Reference, file
 	return nil
 }
 
-// decode decodes payload, the bytes after the framing's header.
-func (c *compiled) decode(payload []byte, opts avro.Options) ([]byte, error) {
+// decode decodes payload, the bytes after the framing's header, appending
+// the JSON to dst.
+func (c *compiled) decode(dst, payload []byte, opts avro.Options) ([]byte, error) {
 	switch c.typ {
 	case TypeAvro:
-		return avro.AppendJSON(make([]byte, 0, 2*len(payload)+16), c.avro, payload, opts)
+		return avro.AppendJSON(dst, c.avro, payload, opts)
 	case TypeProtobuf:
 		idx, rest, err := protobuf.ReadIndexes(payload)
 		if err != nil {
@@ -149,12 +171,12 @@ func (c *compiled) decode(payload []byte, opts avro.Options) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		return c.proto.AppendJSON(make([]byte, 0, 2*len(rest)+16), md, rest)
+		return c.proto.AppendJSON(dst, md, rest)
 	}
 	// JSON Schema: the payload is JSON, checked and made one line; the
 	// schema does not validate it.
-	var out bytes.Buffer
-	if err := json.Compact(&out, payload); err != nil {
+	out := bytes.NewBuffer(dst)
+	if err := json.Compact(out, payload); err != nil {
 		return nil, fmt.Errorf("payload is not JSON: %v", err)
 	}
 	return out.Bytes(), nil
