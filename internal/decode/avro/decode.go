@@ -9,8 +9,10 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/replay-tool/replay/internal/decode/jsonw"
+	"github.com/replay-tool/replay/internal/jsonscan"
 )
 
 // MaxDepth bounds the nesting of a decoded value (records in records,
@@ -142,25 +144,28 @@ func (d *decoder) nested(b []byte, s *Schema) ([]byte, error) {
 	if d.depth++; d.depth > MaxDepth {
 		return b, fmt.Errorf("value nested deeper than %d levels", MaxDepth)
 	}
-	defer func() { d.depth-- }()
+	var err error
 	switch s.Kind {
 	case Record:
-		return d.record(b, s)
+		b, err = d.record(b, s)
 	case Array:
-		return d.array(b, s)
+		b, err = d.array(b, s)
 	case Map:
-		return d.mapValue(b, s)
+		b, err = d.mapValue(b, s)
+	default:
+		b, err = d.union(b, s)
 	}
-	return d.union(b, s)
+	d.depth--
+	return b, err
 }
 
 func (d *decoder) record(b []byte, s *Schema) ([]byte, error) {
-	b = append(b, '{')
-	for i, f := range s.Fields {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, f.key...)
+	if len(s.Fields) == 0 {
+		return append(b, "{}"...), nil
+	}
+	for i := range s.Fields {
+		f := &s.Fields[i]
+		b = append(b, f.key...) // with the '{' or ',' before it
 		var err error
 		if b, err = d.value(b, f.Type); err != nil {
 			return b, within(err, "."+f.Name)
@@ -290,14 +295,30 @@ func (d *decoder) blob(b []byte, s *Schema) ([]byte, error) {
 	case s.Logical == Decimal:
 		return jsonw.Decimal(b, twosComplement(v), s.Scale), nil
 	case s.Kind == String:
-		if !utf8.Valid(v) {
-			return b, errors.New("string is not valid UTF-8")
-		}
-		return jsonw.String(b, string(v)), nil
+		return appendString(b, v)
 	case s.Logical == UUID:
 		return appendUUID(b, v), nil
 	}
 	return jsonw.Base64(b, v), nil
+}
+
+// errNotUTF8 is a string's bytes that are not UTF-8.
+var errNotUTF8 = errors.New("string is not valid UTF-8")
+
+// appendString appends the Avro string v as a JSON string; v must be
+// UTF-8. Plain ASCII (no byte to escape) is copied at once.
+func appendString(b, v []byte) ([]byte, error) {
+	for _, c := range v[jsonscan.PlainRun(v):] {
+		if c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
+			if !utf8.Valid(v) {
+				return b, errNotUTF8
+			}
+			return jsonw.String(b, unsafe.String(unsafe.SliceData(v), len(v))), nil
+		}
+	}
+	b = append(b, '"')
+	b = append(b, v...)
+	return append(b, '"'), nil
 }
 
 func (d *decoder) bytes() ([]byte, error) {
@@ -322,7 +343,7 @@ func (d *decoder) str() (string, error) {
 		return "", err
 	}
 	if !utf8.Valid(v) {
-		return "", errors.New("string is not valid UTF-8")
+		return "", errNotUTF8
 	}
 	return string(v), nil
 }
@@ -417,29 +438,28 @@ func appendLong(b []byte, s *Schema, v int64) ([]byte, error) {
 		zone = false
 		fallthrough
 	case TimestampMillis:
-		return jsonw.Timestamp(b, unixDiv(v, 1e3), 3, zone), nil
+		return appendTimestamp(b, v, 1e3, 3, zone), nil
 	case LocalTimestampMicros:
 		zone = false
 		fallthrough
 	case TimestampMicros:
-		return jsonw.Timestamp(b, unixDiv(v, 1e6), 6, zone), nil
+		return appendTimestamp(b, v, 1e6, 6, zone), nil
 	case LocalTimestampNanos:
 		zone = false
 		fallthrough
 	case TimestampNanos:
-		return jsonw.Timestamp(b, unixDiv(v, 1e9), 9, zone), nil
+		return appendTimestamp(b, v, 1e9, 9, zone), nil
 	}
 	return strconv.AppendInt(b, v, 10), nil
 }
 
-// unixDiv is the time v units of 1/perSecond s after the Unix epoch
-// (before it when negative), with floor division so that the fraction
-// counts forward from the whole second.
-func unixDiv(v, perSecond int64) time.Time {
+// appendTimestamp appends the timestamp v units of 1/perSecond s after the
+// Unix epoch with digits fraction digits.
+func appendTimestamp(b []byte, v, perSecond int64, digits int, zone bool) []byte {
 	sec, frac := v/perSecond, v%perSecond
 	if frac < 0 {
 		sec--
 		frac += perSecond
 	}
-	return time.Unix(sec, frac*(1e9/perSecond))
+	return jsonw.TimestampUnix(b, sec, frac*(1e9/perSecond), digits, zone)
 }

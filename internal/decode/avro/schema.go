@@ -94,7 +94,8 @@ type Schema struct {
 type Field struct {
 	Name string
 	Type *Schema
-	// key is Name rendered as a JSON object key, with its colon.
+	// key is Name rendered as a JSON object key, with its colon, after
+	// the '{' or ',' that comes before it in the record's JSON.
 	key []byte
 }
 
@@ -267,7 +268,11 @@ func (p *parser) record(n map[string]any, ns string) (*Schema, error) {
 		if err != nil {
 			return nil, fmt.Errorf("record %s, field %s: %w", s.Name, fname, err)
 		}
-		s.Fields = append(s.Fields, Field{Name: fname, Type: ft, key: append(jsonw.String(nil, fname), ':')})
+		before := byte(',')
+		if len(s.Fields) == 0 {
+			before = '{'
+		}
+		s.Fields = append(s.Fields, Field{Name: fname, Type: ft, key: append(jsonw.String([]byte{before}, fname), ':')})
 	}
 	return s, nil
 }

@@ -195,12 +195,17 @@ func appendClock(b []byte, h, m, s, nanos, digits int) []byte {
 	b = append(b, ':')
 	b = pad(b, s, 2)
 	if digits > 0 {
-		b = append(b, '.')
+		var buf [10]byte
+		buf[0] = '.'
 		frac := nanos
 		for range 9 - digits {
 			frac /= 10
 		}
-		b = pad(b, frac, digits)
+		for i := digits; i > 0; i-- {
+			buf[i] = byte('0' + frac%10)
+			frac /= 10
+		}
+		b = append(b, buf[:1+digits]...)
 	}
 	return b
 }
@@ -208,10 +213,56 @@ func appendClock(b []byte, h, m, s, nanos, digits int) []byte {
 // pad appends the non-negative n in decimal, left-padded with zeros to
 // width digits.
 func pad(b []byte, n, width int) []byte {
+	if width == 2 && n >= 0 && n < 100 {
+		return append(b, byte('0'+n/10), byte('0'+n%10))
+	}
 	var buf [20]byte
 	s := strconv.AppendInt(buf[:0], int64(n), 10)
 	for i := len(s); i < width; i++ {
 		b = append(b, '0')
 	}
 	return append(b, s...)
+}
+
+// maxFastUnix is 10000-01-01T00:00:00Z in Unix seconds: below it (and from
+// the epoch) TimestampUnix writes the digits without a time.Time.
+const maxFastUnix = 253402300800
+
+// TimestampUnix is Timestamp of the instant sec seconds and nsec
+// nanoseconds (0 to 999999999) after the Unix epoch.
+func TimestampUnix(b []byte, sec, nsec int64, digits int, zone bool) []byte {
+	if sec < 0 || sec >= maxFastUnix {
+		return Timestamp(b, time.Unix(sec, nsec), digits, zone)
+	}
+	days, rem := sec/86400, sec%86400
+	year, month, day := civil(days)
+	b = append(b, '"')
+	b = append(b, byte('0'+year/1000), byte('0'+year/100%10), byte('0'+year/10%10), byte('0'+year%10), '-')
+	b = append(b, byte('0'+month/10), byte('0'+month%10), '-', byte('0'+day/10), byte('0'+day%10), 'T')
+	b = appendClock(b, int(rem/3600), int(rem/60%60), int(rem%60), int(nsec), digits)
+	if zone {
+		b = append(b, 'Z')
+	}
+	return append(b, '"')
+}
+
+// civil returns the proleptic Gregorian date of days since 1970-01-01
+// (not negative), by Howard Hinnant's civil_from_days.
+func civil(days int64) (year, month, day int64) {
+	z := days + 719468
+	era := z / 146097
+	doe := z - era*146097
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365
+	doy := doe - (365*yoe + yoe/4 - yoe/100)
+	mp := (5*doy + 2) / 153
+	day = doy - (153*mp+2)/5 + 1
+	month = mp + 3
+	if month > 12 {
+		month -= 12
+	}
+	year = yoe + era*400
+	if month <= 2 {
+		year++
+	}
+	return year, month, day
 }
