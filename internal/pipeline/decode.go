@@ -30,13 +30,8 @@ func WithDecoder(ctx context.Context, d *decode.Decoder) Option {
 		if d == nil || !d.Decodes(decode.Value) && !d.Decodes(decode.Key) {
 			return
 		}
-		p.decode = decodeStage(ctx, d)
+		p.decoder, p.decodeCtx = d, ctx
 	}
-}
-
-// decodeStage is the stage of Decode under ctx.
-func decodeStage(ctx context.Context, d *decode.Decoder) stage {
-	return func(r *record.Record) error { return Decode(ctx, d, r) }
 }
 
 // Decode decodes r's value and key, the sides d decodes (neither when nil:
@@ -46,16 +41,43 @@ func decodeStage(ctx context.Context, d *decode.Decoder) stage {
 // the retry budget, refused credentials) is returned as it is and fails
 // the run.
 func Decode(ctx context.Context, d *decode.Decoder, r *record.Record) error {
+	var a arena
+	return a.decode(ctx, d, r)
+}
+
+// arenaSize is the size of the buffers a partition decodes into.
+const arenaSize = 32 << 10
+
+// notesPerSlab is how many records' notes a partition allocates at once.
+const notesPerSlab = 128
+
+// decodedNote is a decoded record's Note and Decoded, allocated together.
+type decodedNote struct {
+	note record.Note
+	dec  record.Decoded
+}
+
+// arena is what one partition decodes into: record after record, the
+// decoded JSON is appended to one buffer (each record's JSON a slice of
+// it, clipped so that an append to it copies), and the notes are taken
+// from a slab, so that a record costs no allocation of its own. A record
+// keeps the buffer and the slab it uses alive while it is referenced.
+type arena struct {
+	buf   []byte
+	notes []decodedNote
+}
+
+func (a *arena) decode(ctx context.Context, d *decode.Decoder, r *record.Record) error {
 	var out record.Decoded
 	if r.Value != nil && d.Decodes(decode.Value) {
-		v, err := d.Decode(ctx, decode.Value, r.Value)
+		v, err := a.side(ctx, d, decode.Value, r.Value)
 		if err != nil {
 			return decodeError(r, err)
 		}
 		out.Value, out.ValueSchemaID = v.JSON, v.SchemaID
 	}
 	if r.Key != nil && d.Decodes(decode.Key) {
-		k, err := d.Decode(ctx, decode.Key, r.Key)
+		k, err := a.side(ctx, d, decode.Key, r.Key)
 		if err != nil {
 			return decodeError(r, err)
 		}
@@ -64,12 +86,35 @@ func Decode(ctx context.Context, d *decode.Decoder, r *record.Record) error {
 	if out.Value == nil && out.Key == nil {
 		return nil
 	}
-	if r.Note == nil {
-		r.Note = &record.Note{}
+	if len(a.notes) == cap(a.notes) {
+		a.notes = make([]decodedNote, 0, notesPerSlab)
 	}
-	r.Note.Decoded = &out
+	a.notes = a.notes[:len(a.notes)+1]
+	dn := &a.notes[len(a.notes)-1]
+	dn.dec = out
+	if r.Note == nil {
+		r.Note = &dn.note
+	}
+	r.Note.Decoded = &dn.dec
 	r.Note.Value, r.Note.Parsed = nil, false // parsed again from the decoded value
 	return nil
+}
+
+// side decodes b, one side of a record, into a's buffer.
+func (a *arena) side(ctx context.Context, d *decode.Decoder, side decode.Side, b []byte) (decode.Decoded, error) {
+	if need := 2*len(b) + 64; cap(a.buf)-len(a.buf) < need {
+		a.buf = make([]byte, 0, max(arenaSize, need))
+	}
+	dst := a.buf[len(a.buf):len(a.buf)]
+	v, err := d.AppendDecode(ctx, side, dst, b)
+	if err != nil {
+		return v, err
+	}
+	if cap(v.JSON) == cap(dst) { // in place: an append that grows changes the capacity
+		a.buf = a.buf[:len(a.buf)+len(v.JSON)]
+	}
+	v.JSON = v.JSON[:len(v.JSON):len(v.JSON)]
+	return v, nil
 }
 
 func decodeError(r *record.Record, err error) error {

@@ -25,9 +25,11 @@
 package pipeline
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
+	"github.com/replay-tool/replay/internal/decode"
 	"github.com/replay-tool/replay/internal/filter"
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
@@ -44,6 +46,9 @@ type Pipeline struct {
 	// filter is the plan's filter; nil without one.
 	filter *filter.Program
 	key    Key
+	// decoder decodes under decodeCtx (WithDecoder); nil decodes nothing.
+	decoder   *decode.Decoder
+	decodeCtx context.Context
 }
 
 // Option is an option of New.
@@ -73,7 +78,7 @@ func New(p *plan.Plan, keys sinks.KeyUse, opts ...Option) (*Pipeline, error) {
 	for _, o := range opts {
 		o(pl)
 	}
-	if p.Decode.Decodes() && pl.decode == nil {
+	if p.Decode.Decodes() && pl.decode == nil && pl.decoder == nil {
 		return nil, errors.New("decode: the plan decodes keys or values and no decoder was given")
 	}
 	return pl, nil
@@ -84,6 +89,8 @@ func New(p *plan.Plan, keys sinks.KeyUse, opts ...Option) (*Pipeline, error) {
 type Run struct {
 	p      *Pipeline
 	filter *filter.Filter
+	// decoded holds the partition's decoded keys and values.
+	decoded arena
 }
 
 // Partition returns a Run of p for one partition's goroutine.
@@ -99,7 +106,7 @@ func (p *Pipeline) Partition() *Run {
 // passes it: the caller may skip Process.
 func (r *Run) Identity() bool {
 	p := r.p
-	return p.decode == nil && r.filter == nil && p.mapping == nil && p.key.keyer == nil
+	return p.decode == nil && p.decoder == nil && r.filter == nil && p.mapping == nil && p.key.keyer == nil
 }
 
 // Process runs rec through the stages in order, in place. It returns false
@@ -113,6 +120,11 @@ func (r *Run) Identity() bool {
 // credentials.
 func (r *Run) Process(rec *record.Record) (bool, error) {
 	p := r.p
+	if p.decoder != nil {
+		if err := r.decoded.decode(p.decodeCtx, p.decoder, rec); err != nil {
+			return false, err
+		}
+	}
 	if p.decode != nil {
 		if err := p.decode(rec); err != nil {
 			return false, err
