@@ -101,6 +101,11 @@ type Decoded struct {
 	JSON []byte
 	// SchemaID is the id the framing named.
 	SchemaID int32
+	// Clean reports that JSON was written by replay's own writer (an Avro
+	// or a Protobuf schema): one JSON document, valid UTF-8, with U+2028
+	// and U+2029 escaped. A JSON Schema payload is the producer's JSON,
+	// compacted, and not Clean.
+	Clean bool
 }
 
 // NoSchemaID is BadRecordError.SchemaID when the bytes have no framing.
@@ -251,7 +256,7 @@ func (d *Decoder) AppendDecode(ctx context.Context, side Side, dst, b []byte) (D
 		return Decoded{}, &BadRecordError{Side: side, SchemaID: id, Reason: err.Error()}
 	}
 	c.decoded[side].Add(1)
-	return Decoded{JSON: out, SchemaID: id}, nil
+	return Decoded{JSON: out, SchemaID: id, Clean: c.typ != TypeJSON}, nil
 }
 
 // FramedID returns the schema id of b in the Confluent wire format (magic

@@ -74,14 +74,14 @@ func (a *arena) decode(ctx context.Context, d *decode.Decoder, r *record.Record)
 		if err != nil {
 			return decodeError(r, err)
 		}
-		out.Value, out.ValueSchemaID = v.JSON, v.SchemaID
+		out.Value, out.ValueSchemaID, out.ValueClean = v.JSON, v.SchemaID, v.Clean
 	}
 	if r.Key != nil && d.Decodes(decode.Key) {
 		k, err := a.side(ctx, d, decode.Key, r.Key)
 		if err != nil {
 			return decodeError(r, err)
 		}
-		out.Key, out.KeySchemaID = k.JSON, k.SchemaID
+		out.Key, out.KeySchemaID, out.KeyClean = k.JSON, k.SchemaID, k.Clean
 	}
 	if out.Value == nil && out.Key == nil {
 		return nil

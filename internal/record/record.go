@@ -114,6 +114,11 @@ type Decoded struct {
 	// Key and KeySchemaID are the same for the key.
 	Key         []byte
 	KeySchemaID int32
+	// ValueClean and KeyClean report that Value and Key were written by
+	// replay's own JSON writer (decode.Decoded.Clean): one JSON document,
+	// valid UTF-8, U+2028 and U+2029 escaped. A writer may copy them
+	// without checking them again.
+	ValueClean, KeyClean bool
 }
 
 // DecodedOrNil returns n.Decoded; nil when n is nil.
@@ -155,6 +160,9 @@ func (r *Record) ParsedValue() any {
 	if r.Note != nil && r.Note.Parsed {
 		return r.Note.Value
 	}
+	if d := r.Note.DecodedOrNil(); d != nil && d.ValueClean && d.Value != nil && !r.Mapped() {
+		return parseJSON(d.Value) // one JSON document by construction
+	}
 	return ParseValue(r.JSONValue())
 }
 
@@ -165,6 +173,11 @@ func ParseValue(v []byte) any {
 	if !jsonscan.Valid(v) { // the cheap pass; Decode below would accept a valid prefix
 		return string(v)
 	}
+	return parseJSON(v)
+}
+
+// parseJSON is ParseValue of v known to be one JSON document.
+func parseJSON(v []byte) any {
 	dec := json.NewDecoder(bytes.NewReader(v))
 	dec.UseNumber()
 	var x any

@@ -63,13 +63,13 @@ func appendJSONL(b []byte, r *record.Record, f ValueFormat) []byte {
 	}
 	d := r.Note.DecodedOrNil()
 	if d != nil && d.Key != nil {
-		b = appendDecoded(b, d.Key, "key_schema_id", d.KeySchemaID)
+		b = appendDecoded(b, d.Key, d.KeyClean, "key_schema_id", d.KeySchemaID)
 	} else {
 		b = appendTextOrBase64(b, r.Key, "key_encoding")
 	}
 	if d != nil && d.Value != nil && !r.Mapped() { // a mapped value is r.Value
 		b = append(b, `,"value":`...)
-		b = appendDecoded(b, d.Value, "value_schema_id", d.ValueSchemaID)
+		b = appendDecoded(b, d.Value, d.ValueClean, "value_schema_id", d.ValueSchemaID)
 	} else {
 		b = appendValue(b, r.Value, f)
 	}
@@ -81,9 +81,14 @@ func appendJSONL(b []byte, r *record.Record, f ValueFormat) []byte {
 }
 
 // appendDecoded appends a decoded key or value, one line of JSON, and
-// ,"<idField>":id after it.
-func appendDecoded(b, doc []byte, idField string, id int32) []byte {
-	b = appendCleanJSON(b, doc)
+// ,"<idField>":id after it. A clean doc (record.Decoded.ValueClean) is
+// copied as it is: appendCleanJSON would not change it.
+func appendDecoded(b, doc []byte, clean bool, idField string, id int32) []byte {
+	if clean {
+		b = append(b, doc...)
+	} else {
+		b = appendCleanJSON(b, doc)
+	}
 	b = append(b, `,"`...)
 	b = append(b, idField...)
 	b = append(b, `":`...)

@@ -1,8 +1,10 @@
 package avro
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
+	"unicode/utf8"
 )
 
 // fuzzSchema has a field of every type and logical type, and recursion.
@@ -20,8 +22,9 @@ const fuzzSchema = `{"type":"record","name":"F","fields":[
  {"name":"m","type":{"type":"map","values":{"type":"array","items":"null"}}},
  {"name":"u","type":["null","string","F"]}]}`
 
-// Random bytes never panic nor hang: they decode to valid JSON or fail
-// with an error.
+// Random bytes never panic nor hang: they decode to valid JSON (valid
+// UTF-8 with U+2028 and U+2029 escaped: the decoded value is written as it
+// is) or fail with an error.
 func FuzzAppendJSON(f *testing.F) {
 	s, _, err := Parse(fuzzSchema, nil)
 	if err != nil {
@@ -35,6 +38,9 @@ func FuzzAppendJSON(f *testing.F) {
 			out, err := AppendJSON(nil, s, payload, opts)
 			if err == nil && !json.Valid(out) {
 				t.Fatalf("decoded %x to invalid JSON %s", payload, out)
+			}
+			if err == nil && (!utf8.Valid(out) || bytes.Contains(out, []byte("\u2028")) || bytes.Contains(out, []byte("\u2029"))) {
+				t.Fatalf("decoded %x to JSON that is not clean: %q", payload, out)
 			}
 		}
 	})
