@@ -453,10 +453,18 @@ func appendLong(b []byte, s *Schema, v int64) ([]byte, error) {
 	return strconv.AppendInt(b, v, 10), nil
 }
 
-// appendTimestamp appends the timestamp v units of 1/perSecond s after the
-// Unix epoch with digits fraction digits.
+// appendTimestamp appends the timestamp v units of 1/perSecond s (1e3,
+// 1e6 or 1e9) after the Unix epoch with digits fraction digits.
 func appendTimestamp(b []byte, v, perSecond int64, digits int, zone bool) []byte {
-	sec, frac := v/perSecond, v%perSecond
+	var sec, frac int64
+	switch perSecond { // constant divisors: no division instruction
+	case 1e3:
+		sec, frac = v/1e3, v%1e3
+	case 1e6:
+		sec, frac = v/1e6, v%1e6
+	default:
+		sec, frac = v/1e9, v%1e9
+	}
 	if frac < 0 {
 		sec--
 		frac += perSecond

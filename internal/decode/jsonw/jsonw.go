@@ -234,21 +234,37 @@ func TimestampUnix(b []byte, sec, nsec int64, digits int, zone bool) []byte {
 	if sec < 0 || sec >= maxFastUnix {
 		return Timestamp(b, time.Unix(sec, nsec), digits, zone)
 	}
-	days, rem := sec/86400, sec%86400
+	days, rem := uint64(sec)/86400, uint64(sec)%86400
 	year, month, day := civil(days)
-	b = append(b, '"')
-	b = append(b, byte('0'+year/1000), byte('0'+year/100%10), byte('0'+year/10%10), byte('0'+year%10), '-')
-	b = append(b, byte('0'+month/10), byte('0'+month%10), '-', byte('0'+day/10), byte('0'+day%10), 'T')
-	b = appendClock(b, int(rem/3600), int(rem/60%60), int(rem%60), int(nsec), digits)
-	if zone {
-		b = append(b, 'Z')
+	h, m, s := rem/3600, rem/60%60, rem%60
+	// "YYYY-MM-DDTHH:MM:SS.fffffffffZ"
+	t := [32]byte{'"', byte('0' + year/1000), byte('0' + year/100%10), byte('0' + year/10%10), byte('0' + year%10), '-',
+		byte('0' + month/10), byte('0' + month%10), '-', byte('0' + day/10), byte('0' + day%10), 'T',
+		byte('0' + h/10), byte('0' + h%10), ':', byte('0' + m/10), byte('0' + m%10), ':', byte('0' + s/10), byte('0' + s%10)}
+	n := 20
+	if digits > 0 {
+		t[n] = '.'
+		frac := uint64(nsec) / pow10[9-digits]
+		for i := n + digits; i > n; i-- {
+			t[i] = byte('0' + frac%10)
+			frac /= 10
+		}
+		n += 1 + digits
 	}
-	return append(b, '"')
+	if zone {
+		t[n] = 'Z'
+		n++
+	}
+	t[n] = '"'
+	return append(b, t[:n+1]...)
 }
+
+// pow10[i] is 10^i.
+var pow10 = [10]uint64{1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9}
 
 // civil returns the proleptic Gregorian date of days since 1970-01-01
 // (not negative), by Howard Hinnant's civil_from_days.
-func civil(days int64) (year, month, day int64) {
+func civil(days uint64) (year, month, day uint64) {
 	z := days + 719468
 	era := z / 146097
 	doe := z - era*146097
