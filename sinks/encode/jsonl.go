@@ -161,71 +161,13 @@ func appendCleanJSON(b, v []byte) []byte {
 	return append(b, v[start:]...)
 }
 
-const hexDigits = "0123456789abcdef"
-
-// safe[c] is true for ASCII bytes that need no escaping in a JSON string.
-var safe = func() (t [utf8.RuneSelf]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
 // AppendJSONString appends s as a JSON string (see AppendJSONBytes).
 func AppendJSONString(b []byte, s string) []byte { return AppendJSONBytes(b, []byte(s)) }
 
 // AppendJSONBytes appends s as a JSON string, escaping as encoding/json does
-// (without its HTML escaping) and replacing invalid UTF-8 with U+FFFD.
-func AppendJSONBytes(b, s []byte) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if safe[c] {
-				// A plain byte: the plain ASCII after it is skipped 8
-				// bytes at a time (text of other scripts does not pay
-				// for the check).
-				i += 1 + jsonscan.PlainRun(s[i+1:])
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRune(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
+// (without its HTML escaping) and replacing invalid UTF-8 with U+FFFD
+// (jsonscan.AppendString).
+func AppendJSONBytes(b, s []byte) []byte { return jsonscan.AppendString(b, s) }
 
 // AppendTimestamp appends t in UTC as 2006-01-02T15:04:05.000Z, what the
 // layout "2006-01-02T15:04:05.000Z07:00" gives for UTC, without the layout

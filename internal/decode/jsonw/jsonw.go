@@ -10,56 +10,18 @@ import (
 	"math/big"
 	"strconv"
 	"time"
-	"unicode/utf8"
-)
+	"unsafe"
 
-const hexDigits = "0123456789abcdef"
+	"github.com/replay-tool/replay/internal/jsonscan"
+)
 
 // String appends s as a JSON string, escaping as encoding/json does
 // without its HTML escaping (", \, control characters, U+2028, U+2029).
 // Invalid UTF-8 becomes U+FFFD; the decoders check UTF-8 before they call
-// it where a change would be silent.
+// it where a change would be silent. It reads s in place
+// (jsonscan.AppendString), without a copy.
 func String(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(append(b, s[start:i]...), `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	return append(append(b, s[start:]...), '"')
+	return jsonscan.AppendString(b, unsafe.Slice(unsafe.StringData(s), len(s)))
 }
 
 // Float appends f as a JSON number with the fewest digits that read back
