@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/replay-tool/replay/internal/atomicfile"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -53,7 +54,7 @@ func markPublished(out, run string) error {
 		return err
 	}
 	b, _ := json.Marshal(provenance{Run: run, Size: st.Size(), ModNS: st.ModTime().UnixNano()})
-	return writeFileSync(provenancePath(out), append(b, '\n'))
+	return atomicfile.WriteBytes(provenancePath(out), append(b, '\n'))
 }
 
 // checkForeign refuses output files at cfg's path(s) that replay did not
@@ -137,7 +138,7 @@ func (s *Sink) publishEmpty() error {
 		if run, ok := readProvenance(path); ok && run == s.runID {
 			continue
 		}
-		if err := writeFileSync(path, s.enc.header()); err != nil {
+		if err := atomicfile.WriteBytes(path, s.enc.header()); err != nil {
 			return fmt.Errorf("file sink: publish %s: %w", path, err)
 		}
 		if err := markPublished(path, s.runID); err != nil {

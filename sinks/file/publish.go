@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/replay-tool/replay/internal/atomicfile"
 )
 
 // output is what Finish publishes the staging as: one file at path, or
@@ -94,7 +96,7 @@ func (s *Sink) dropStaging() error {
 	}
 	// Durable before the removal: a power loss must not bring back a
 	// staging directory whose files are the published outputs.
-	if err := syncDir(filepath.Dir(s.stagingDir())); err != nil {
+	if err := atomicfile.SyncDir(filepath.Dir(s.stagingDir())); err != nil {
 		return fmt.Errorf("file sink: %w", err)
 	}
 	return os.RemoveAll(s.doneDir())
@@ -144,7 +146,7 @@ func stagedPartitions(entries []os.DirEntry) []int32 {
 // after enc's header to path: a temporary file, fsynced and renamed over
 // path.
 func (st *partStager) concat(ctx context.Context, path string, enc encoder, parts []int32) error {
-	return writeAtomic(path, func(f *os.File) error {
+	return atomicfile.Write(path, func(f *os.File) error {
 		w := bufio.NewWriterSize(f, 1<<20)
 		if _, err := w.Write(enc.header()); err != nil {
 			return err
@@ -223,7 +225,7 @@ func (st *sharedStager) publishFile(ctx context.Context, dst string) error {
 	}
 	if st.shared == nil {
 		if _, err := os.Stat(st.path()); errors.Is(err, os.ErrNotExist) {
-			return writeFileSync(dst, nil)
+			return atomicfile.WriteBytes(dst, nil)
 		}
 		sh, err := openShared(st.path(), st.floor)
 		if err != nil {
@@ -258,7 +260,7 @@ func linkOver(ctx context.Context, src, dst string, size int64) error {
 	}
 	if a, err := os.Stat(src); err == nil {
 		if b, err := os.Stat(dst); err == nil && os.SameFile(a, b) {
-			return syncDir(filepath.Dir(dst)) // published before a crash: renaming a link over itself would leave the link
+			return atomicfile.SyncDir(filepath.Dir(dst)) // published before a crash: renaming a link over itself would leave the link
 		}
 	}
 	tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-link")
@@ -275,17 +277,17 @@ func linkOver(ctx context.Context, src, dst string, size int64) error {
 		os.Remove(tmp)
 		return err
 	}
-	return syncDir(filepath.Dir(dst))
+	return atomicfile.SyncDir(filepath.Dir(dst))
 }
 
-// copyOver publishes src's first size bytes as dst (writeAtomic).
+// copyOver publishes src's first size bytes as dst (atomicfile.Write).
 func copyOver(ctx context.Context, src, dst string, size int64) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	return writeAtomic(dst, func(f *os.File) error {
+	return atomicfile.Write(dst, func(f *os.File) error {
 		if _, err := io.Copy(f, io.LimitReader(in, size)); err != nil {
 			return err
 		}
@@ -302,52 +304,4 @@ func linksUnsupported(err error) bool {
 		}
 	}
 	return false
-}
-
-// writeAtomic makes path the file that fill writes: a temporary file in
-// path's directory (mode 0644), fsynced and renamed over path, and the
-// directory fsynced. Readers of path see the old file or the whole new one.
-func writeAtomic(path string, fill func(*os.File) error) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	defer tmp.Close()
-	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes it 0600
-		return err
-	}
-	if err := fill(tmp); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-// writeFileSync makes data the contents of path, durably and atomically.
-func writeFileSync(path string, data []byte) error {
-	return writeAtomic(path, func(f *os.File) error {
-		_, err := f.Write(data)
-		return err
-	})
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

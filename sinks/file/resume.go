@@ -12,6 +12,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/replay-tool/replay/internal/atomicfile"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/encode"
 )
@@ -339,7 +340,7 @@ func unshare(path string) error {
 		return err
 	}
 	defer in.Close()
-	return writeAtomic(path, func(f *os.File) error {
+	return atomicfile.Write(path, func(f *os.File) error {
 		_, err := io.Copy(f, in)
 		return err
 	})

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/replay-tool/replay/internal/atomicfile"
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/sinks"
 )
@@ -119,10 +120,10 @@ func (s *Sink) prepareStaging() error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := syncDir(filepath.Dir(dir)); err != nil { // the staging directory's entry
+	if err := atomicfile.SyncDir(filepath.Dir(dir)); err != nil { // the staging directory's entry
 		return err
 	}
-	return writeFileSync(filepath.Join(dir, runIDFile), []byte(s.runID))
+	return atomicfile.WriteBytes(filepath.Join(dir, runIDFile), []byte(s.runID))
 }
 
 // createStagingFile opens the staging file at path, creating it when it
@@ -135,7 +136,7 @@ func createStagingFile(path string) (f *os.File, created bool, err error) {
 	}
 	f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err == nil {
-		if err := syncDir(filepath.Dir(path)); err != nil {
+		if err := atomicfile.SyncDir(filepath.Dir(path)); err != nil {
 			f.Close()
 			return nil, false, err
 		}

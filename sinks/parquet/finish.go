@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/replay-tool/replay/internal/atomicfile"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -149,7 +150,7 @@ func (s *Sink) openStaging() error {
 			return fmt.Errorf("parquet sink: recover the staging of partition %d: %w", pt.rng.Partition, err)
 		}
 	}
-	return syncDir(s.stagingDir)
+	return atomicfile.SyncDir(s.stagingDir)
 }
 
 // recoverPart opens the staging file of pt's next object, if any, and

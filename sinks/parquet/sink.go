@@ -17,6 +17,7 @@ import (
 	"github.com/parquet-go/parquet-go/compress"
 	"github.com/rs/zerolog"
 
+	"github.com/replay-tool/replay/internal/atomicfile"
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
@@ -283,7 +284,7 @@ func (s *Sink) createStaging(p int32, first int64) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parquet sink: %w", err)
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := atomicfile.SyncDir(filepath.Dir(path)); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("parquet sink: %w", err)
 	}
