@@ -404,19 +404,21 @@ func TestRealBrokerRestart(t *testing.T) {
 			for _, c := range got {
 				seen[c]++
 			}
+			var twice, missing []string
 			for c, n := range seen {
 				if n > 1 {
-					t.Errorf("%s held %d times", c, n)
+					twice = append(twice, c)
 				}
 			}
-			missing := 0
 			for _, c := range want {
 				if seen[c] == 0 {
-					missing++
+					missing = append(missing, c)
 				}
 			}
-			if missing > 0 || len(seen) != len(want) {
-				t.Errorf("the sink holds %d distinct records of kcat's %d, %d missing", len(seen), len(want), missing)
+			if len(twice) > 0 || len(missing) > 0 || len(seen) != len(want) {
+				slices.Sort(twice)
+				t.Errorf("the sink holds %d distinct records of kcat's %d; %d held more than once: %s; %d missing: %s\nthe run's log:\n%s",
+					len(seen), len(want), len(twice), abbreviate(twice, 40), len(missing), abbreviate(missing, 40), r.stderr)
 			}
 			checkGroupAtEnds(t, planFile) // its 4 partitions (eosPartitions)
 		})
@@ -617,4 +619,12 @@ func brokersHave(t *testing.T, adm *kadm.Client, key, value string) bool {
 		}
 	}
 	return true
+}
+
+// abbreviate joins the first n of list, and says how many more there are.
+func abbreviate(list []string, n int) string {
+	if len(list) <= n {
+		return strings.Join(list, " ")
+	}
+	return strings.Join(list[:n], " ") + fmt.Sprintf(" … and %d more", len(list)-n)
 }

@@ -331,20 +331,23 @@ func (t *txnCommitter) initError(id string, err error) error {
 // offset next for p in one transaction.
 func (t *txnCommitter) write(ctx context.Context, p int32, next int64, recs []*kgo.Record) error {
 	err := t.writeOnce(ctx, p, next, recs, false)
-	// A transaction that ended as an abort although its commit was asked
-	// is written again in a new one, a few times, before the runner's
-	// retries take over.
-	for tries := 1; errors.Is(err, errNotCommitted) && tries < notCommittedTries && ctx.Err() == nil; tries++ {
+	// A transaction that ended as an abort although its commit was asked,
+	// or that the broker refused for the producer's sequence numbers
+	// (aborted; a producer in that state cannot go on), is written again
+	// by a new producer (a new epoch, sequences from 0) a few times,
+	// before the runner's retries take over; the group's stable offset is
+	// read first, and a batch that committed after all is not written
+	// again.
+	for tries := 1; (errors.Is(err, errNotCommitted) || errors.Is(err, errSequence)) && tries < notCommittedTries && ctx.Err() == nil; tries++ {
 		t.retried(err, p, tries)
-		err = t.writeOnce(ctx, p, next, recs, false)
-	}
-	if errors.Is(err, errSequence) {
-		// The broker refused the producer's sequence numbers: the
-		// transaction was aborted, and a producer in that state cannot go
-		// on. A new one (a new epoch, sequences from 0) writes the batch
-		// again, once.
-		t.retried(err, p, 1)
-		err = t.writeOnce(ctx, p, next, recs, true)
+		done, serr := t.settled(ctx, p)
+		if serr != nil {
+			return serr
+		}
+		if done >= next {
+			return nil
+		}
+		err = t.writeOnce(ctx, p, next, recs, tries == notCommittedTries-1)
 	}
 	return err
 }
@@ -401,6 +404,10 @@ func (t *txnCommitter) writeOnce(ctx context.Context, p int32, next int64, recs 
 			return err
 		}
 	} else if err := t.verifyCommitted(ctx, p, next); err != nil {
+		// What the producer's transaction state is after it is not known:
+		// the next write starts a new one and reads the group first.
+		t.drop(p, cl)
+		t.markUnsure(p)
 		return err
 	}
 	t.mu.Lock()

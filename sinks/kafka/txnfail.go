@@ -39,11 +39,12 @@ func (e *produceError) Error() string { return e.err.Error() }
 
 func (e *produceError) Unwrap() error { return e.err }
 
-// failed aborts the open transaction after err and says what Write
-// returns: a *FencedError when another producer took the id over; nil when
-// an EndTxn whose answer was lost did commit (the group's stable offset
-// reached next); else err, transient unless it is permanent, so that the
-// runner writes the batch again in a new transaction.
+// failed aborts the open transaction after err, retires the producer, and
+// says what Write returns: a *FencedError when another producer took the
+// id over; nil when an EndTxn whose answer was lost did commit (the
+// group's stable offset reached next); else err, transient unless it is
+// permanent, so that the runner writes the batch again in a new
+// transaction, of a new producer, after reading what the group holds.
 func (t *txnCommitter) failed(ctx context.Context, cl *kgo.Client, p int32, next int64, err error, began time.Time, ending bool) error {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -75,7 +76,19 @@ func (t *txnCommitter) failed(ctx context.Context, cl *kgo.Client, p int32, next
 	if errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
 		return fmt.Errorf("kafka sink: transaction of %s: %w", id, err)
 	}
+	// The client is not used again: whether the abort above reached the
+	// coordinator, and what kgo's state of the transaction is after a
+	// lost answer, is not known, and a producer whose transaction is
+	// still open broker-side would add the retry's records to it (under
+	// KIP-890 part 2 a produce joins the open transaction of its epoch).
+	// The next write starts a new producer (InitProducerID completes a
+	// commit the coordinator had begun and aborts anything still open)
+	// and reads the group's stable offset before it skips anything
+	// (settled). Should another process of the replay hold the id now,
+	// the new producer fences it, and that one stops with a *FencedError.
+	t.drop(p, cl)
 	if pe, ok := err.(*produceError); ok {
+		t.markUnsure(p)
 		return pe // Sink.writeTxn tells a refused record from a transient failure
 	}
 	if ending {
@@ -86,15 +99,11 @@ func (t *txnCommitter) failed(ctx context.Context, cl *kgo.Client, p int32, next
 		if serr == nil && ok && off >= next {
 			return nil // the commit went through; its answer was lost
 		}
-		if serr != nil {
-			t.markUnsure(p) // the next write reads the group again first
-		}
 	}
+	t.markUnsure(p)
 	if ctx.Err() != nil {
 		return fmt.Errorf("kafka sink: produce to %s: %w", t.where, ctx.Err())
 	}
-	// The client is kept: a new one would fence whichever process holds
-	// the id now, where kgo's recovery keeps the epoch and is refused.
 	return transientTxn(fmt.Errorf("kafka sink: transaction of %s to %s (aborted; the batch is written again): %w", id, t.where, err))
 }
 
