@@ -98,6 +98,18 @@ type SinkDescriptor struct {
 	// fields of its JSON line (a JSONL file, stdout); nil is false: the
 	// reason goes in a header (sinks.WithDeadLetterHeaders).
 	DeadLetterInLine func(s *Sink) bool
+	// Shard returns the section's config for shard index of count of a
+	// sharded run (replay run --shard I/N), a copy when it changes (the
+	// file sink's {shard} in its path: each shard writes its own file),
+	// or an error saying why the section cannot run as such a shard;
+	// count 0 is a run without shards (a section that needs --shard
+	// refuses it). nil: every shard writes the section as it is.
+	Shard func(s *Sink, index, count int) (any, error)
+	// WholePartitionShards reports whether a section's shards must hold
+	// whole partitions (replay plan --shards never splits one): its
+	// output keeps each partition's order, or its writes to one
+	// partition cannot run from two processes. nil is false.
+	WholePartitionShards func(s *Sink) bool
 }
 
 // FieldDescriptor describes one field of a sink section.

@@ -75,6 +75,9 @@ func (f resolutionFile) check() error {
 			return fmt.Errorf("partition %d: range [%d, %d) is not a valid offset range", rg.Partition, rg.Start, rg.End)
 		}
 	}
+	if r.Shards != nil {
+		return r.Shards.check(r.Ranges)
+	}
 	return nil
 }
 

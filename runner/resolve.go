@@ -88,6 +88,9 @@ type Resolution struct {
 	Ranges []Range `json:"ranges"`
 	// Unselected lists partitions of the topic that the plan does not select.
 	Unselected []int32 `json:"unselected_partitions,omitempty"`
+	// Shards, when set, splits the ranges for several processes (replay
+	// plan --shards N): see SplitShards and ForShard.
+	Shards *ShardSet `json:"shards,omitempty"`
 }
 
 // logDetails warns about every partition whose outcome needs explaining.

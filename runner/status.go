@@ -75,7 +75,14 @@ type Progress struct {
 	// members. A holder that died lets go after the group's session
 	// timeout.
 	Holder string `json:"holder,omitempty"`
-	State  State  `json:"state"`
+	// HolderGone is true when Holder ran on this machine in a process
+	// that no longer exists (killed): it holds the group only until its
+	// session times out, or until a run of the plan here lets go of it.
+	HolderGone bool `json:"holder_gone,omitempty"`
+	// Members is the number of the group's members: a plain run's hold,
+	// or the --join processes sharing the plan.
+	Members int   `json:"members"`
+	State   State `json:"state"`
 	// OtherPlan and OtherFingerprint name the plan whose checkpoints the
 	// group holds when State is StateOtherPlan.
 	OtherPlan        string `json:"other_plan,omitempty"`
@@ -92,11 +99,14 @@ type Progress struct {
 	Partitions []PartitionProgress `json:"partitions"`
 	// Records, Replayed and Remaining sum the ranges of the partitions with a
 	// replay commit; PercentDone is Replayed over Records.
-	Records     int64     `json:"records"`
-	Replayed    int64     `json:"replayed"`
-	Remaining   int64     `json:"remaining"`
-	PercentDone float64   `json:"percent_done"`
-	CheckedAt   time.Time `json:"checked_at"`
+	Records     int64   `json:"records"`
+	Replayed    int64   `json:"replayed"`
+	Remaining   int64   `json:"remaining"`
+	PercentDone float64 `json:"percent_done"`
+	// ETA is the time Remaining takes at the plan's throttle (all the
+	// processes of the plan together), "unthrottled" without one.
+	ETA       string    `json:"eta"`
+	CheckedAt time.Time `json:"checked_at"`
 }
 
 // Progress reads where p stands in its replay group. It never commits and
@@ -122,13 +132,19 @@ func (c *Cluster) Progress(ctx context.Context, p *plan.Plan) (*Progress, error)
 		return nil, err
 	}
 	pr := &Progress{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: topic, Group: p.Group, CheckedAt: time.Now().UTC()}
-	if pr.GroupState, pr.Holder, err = group.State(ctx, c.Cluster, p.Group); err != nil {
+	if st, err := group.State(ctx, c.Cluster, p.Group); err != nil {
 		pr.GroupState = "unknown: " + err.Error()
+	} else {
+		pr.GroupState, pr.Holder, pr.HolderGone, pr.Members = st.State, st.Holder, st.HolderGone, st.Members
 	}
 	for _, part := range parts {
 		pr.Partitions = append(pr.Partitions, partitionProgress(cps[part], offs[part], pr.Fingerprint))
 	}
 	pr.summarize()
+	pr.ETA = "unthrottled"
+	if d, ok := ETA(p.Throttle, pr.Remaining, 0); ok {
+		pr.ETA = d.String()
+	}
 	// A commit replay did not make on another topic makes the group
 	// foreign too: run and reset refuse it.
 	if pr.Foreign, err = group.Foreign(ctx, c.Cluster, p.Group); err != nil {

@@ -132,6 +132,8 @@ type planView struct {
 	// SinkNotes are what the sink's descriptor says it would write for
 	// the ranges (plan.SinkDescriptor.Notes).
 	SinkNotes []plan.SinkNote `json:"sink_notes,omitempty"`
+	// Shards is the shard table of --shards.
+	Shards *shardsView `json:"shards,omitempty"`
 	// AllowDataLoss is the plan's allow_data_loss: without it, a
 	// start-before-retention row is refused.
 	AllowDataLoss bool `json:"-"`

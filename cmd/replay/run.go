@@ -56,6 +56,10 @@ type planOptions struct {
 	output     string
 	out        string
 	resolution string
+	// shards is --shards, maxPerShard --max-records-per-shard: split the
+	// resolution --out writes for several processes.
+	shards      int
+	maxPerShard int64
 }
 
 func (a *app) planCmd() *cobra.Command {
@@ -68,7 +72,10 @@ func (a *app) planCmd() *cobra.Command {
 			"last record of the range (read at each end), the bytes (key + value) estimated from those sampled records, and the\n" +
 			"outcome; then the totals and the duration at the plan's throttle. Nothing is committed and no sink is touched.\n\n" +
 			"--out FILE writes the resolution (plan fingerprint, per-partition ranges, resolved-at) as reviewable JSON;\n" +
-			"'replay run PLAN --resolution FILE' then replays exactly those ranges, and refuses if the plan changed since.\n\n" +
+			"'replay run PLAN --resolution FILE' then replays exactly those ranges, and refuses if the plan changed since.\n" +
+			"--shards N (or --max-records-per-shard K) with --out splits the ranges into shards of about equal records, a large\n" +
+			"partition into sub-ranges, and prints the shard table; 'replay run PLAN --resolution FILE --shard I/N' replays\n" +
+			"shard I with its own replay group, at its share of the throttle; 'replay status PLAN --resolution FILE' shows them all.\n\n" +
 			"Exit codes: 0 ok, 1 error, 2 invalid plan or usage, 3 refused for safety. With --detailed-exitcode (as terraform\n" +
 			"plan): 0 nothing to do, 2 work to do, 1 any error, including an invalid plan or usage mistake, 3 refused for safety.",
 		Args: args(cobra.ExactArgs(1)),
@@ -79,6 +86,8 @@ func (a *app) planCmd() *cobra.Command {
 	cmd.Flags().VarP(newChoiceFlag(&o.output, "table", "json"), "output", "o", "output format: table or json")
 	cmd.Flags().StringVar(&o.out, "out", "", "write the resolution (fingerprint, ranges, resolved-at) as JSON to this file, for review and 'replay run --resolution'")
 	cmd.Flags().StringVar(&o.resolution, "resolution", "", "show the ranges pinned by this resolution file (written by --out) instead of resolving the window again")
+	cmd.Flags().IntVar(&o.shards, "shards", 0, "split the resolution --out writes into this many shards of about equal records, for 'replay run --resolution FILE --shard I/N' on several machines")
+	cmd.Flags().Int64Var(&o.maxPerShard, "max-records-per-shard", 0, "split the resolution --out writes into as many shards as it takes for none to hold more than this many records")
 	cmd.Flags().BoolVar(&a.detailedExit, "detailed-exitcode", false, "exit 0 when there is nothing to do, 2 when there is work to do, 1 on any error (invalid plans too)")
 	return cmd
 }
@@ -114,6 +123,10 @@ func (a *app) plan(ctx context.Context, file string, o planOptions) error {
 		}
 		return prepErr
 	}
+	shards, err := shardPlan(job, v, o)
+	if err != nil {
+		return err
+	}
 	if o.out != "" {
 		b, err := runner.MarshalResolution(job.Resolution)
 		if err == nil {
@@ -124,12 +137,18 @@ func (a *app) plan(ctx context.Context, file string, o planOptions) error {
 		}
 	}
 	if o.output == "json" {
+		v.Shards = shards
 		if err := writeJSON(a.stdout, v); err != nil {
 			return err
 		}
 	} else {
 		printPlan(a.stdout, v)
-		if o.out != "" {
+		if shards != nil {
+			printShards(a.stdout, shards)
+		}
+		if o.out != "" && shards != nil {
+			fmt.Fprintf(a.stdout, "resolution saved to %s: review it, then run shard I of %d (I from 0 to %d) with 'replay run %s --resolution %s --shard I/%d'\n", o.out, shards.Count, shards.Count-1, file, o.out, shards.Count)
+		} else if o.out != "" {
 			fmt.Fprintf(a.stdout, "resolution saved to %s: review it, then run 'replay run %s --resolution %s'\n", o.out, file, o.out)
 		}
 	}
@@ -176,6 +195,8 @@ type runOptions struct {
 	resumeFromSink bool
 	// noRecord keeps no local run record (the demo's throwaway broker).
 	noRecord bool
+	// shard is --shard I/N: run shard I of the sharded --resolution.
+	shard string
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -194,7 +215,10 @@ func (a *app) runCmd() *cobra.Command {
 			"--join runs the plan on several machines at once: every process joins the replay group, Kafka spreads the\n" +
 			"partitions among them, and when one stops or dies its partitions move to the others, which continue from its\n" +
 			"last commit. Start every process with the same --resolution file (or after a run of the plan is recorded in the\n" +
-			"group). postgres, kafka and http sinks only; the throttle is the whole group's, each process taking the share of its partitions.",
+			"group). postgres, kafka and http sinks only; the throttle is the whole group's, each process taking the share of its partitions.\n" +
+			"--shard I/N runs shard I of a resolution that 'replay plan --shards N --out FILE' split: with its own replay group\n" +
+			"(GROUP.shard-I-of-N), its share of the throttle and, for a file sink, its own file ({shard} in the path). Exit 3\n" +
+			"(refused) is final for a shard; exit 1 is worth a retry.",
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, files []string) error {
 			o.in = cmd.InOrStdin()
@@ -217,6 +241,7 @@ func (a *app) runCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&o.restart, "restart", false, "discard checkpoints of a previous, different version of this plan in the group and start over (a group that lost its commits: the recorded ranges from their start)")
 	cmd.Flags().BoolVar(&o.resumeFromSink, "resume-from-sink", false, "the group lost its commits (expired offsets): continue from the sink's own checkpoints ("+registry.Catalog().CheckpointKeepers()+")")
 	cmd.Flags().StringVar(&o.resolution, "resolution", "", "replay exactly the ranges of this resolution file (written by 'replay plan --out')")
+	cmd.Flags().StringVar(&o.shard, "shard", "", "run shard I (0-based) of the N shards of the --resolution file ('replay plan --shards N --out FILE'), e.g. 0/4 or $JOB_COMPLETION_INDEX/4")
 	cmd.Flags().StringVar(&o.report, "report", "", "write the run report as JSON to this file")
 	cmd.Flags().BoolVar(&o.join, "join", false, "share the plan with other 'replay run --join' processes: join the replay group and take the partitions it assigns")
 	cmd.Flags().StringVar(&o.interval, "interval", "", "schedule plans: re-run the interval that contains (or starts at) this RFC 3339 time, without moving the schedule's progress")
@@ -277,6 +302,9 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 	}
 	if o.interval != "" || o.maxIntervals != 0 {
 		return nil, usageError{fmt.Errorf("--interval and --max-intervals apply to a plan with a schedule window (every, start); %s has a %s window", file, p.Window.Kind())}
+	}
+	if p, err = a.shardRun(p, &opts, o); p == nil || err != nil {
+		return nil, err
 	}
 	if o.resumeFromSink && !keepsCheckpoints(p) {
 		return nil, usageError{fmt.Errorf("--resume-from-sink: the %s sink of %s keeps no checkpoints of its own: only %s does (and not with on_error: dead_letter); use --restart to start over", p.Sink.Type, file, registry.Catalog().CheckpointKeepers())}
@@ -507,6 +535,9 @@ func resumeCommand(file string, o runOptions) string {
 	}
 	if o.resolution != "" {
 		cmd += " --resolution " + o.resolution
+	}
+	if o.shard != "" {
+		cmd += " --shard " + o.shard
 	}
 	return cmd
 }

@@ -16,6 +16,9 @@ import (
 
 type statusOptions struct {
 	output string
+	// resolution is --resolution: show every shard of this sharded
+	// resolution file.
+	resolution string
 }
 
 func (a *app) statusCmd() *cobra.Command {
@@ -26,7 +29,8 @@ func (a *app) statusCmd() *cobra.Command {
 		Long: "status reads the replay group's committed offsets for the plan's topic and the partitions' current offsets and prints,\n" +
 			"per partition, the committed offset, the fixed range, what remains and whether the commit belongs to this plan,\n" +
 			"then the overall state: not started, in progress, done, belongs to another plan, or foreign (commits replay did\n" +
-			"not make). Nothing is committed; the exit code is 0 whatever the state.",
+			"not make). With --resolution FILE of a sharded resolution, one line per shard (its own group) and the total.\n" +
+			"Nothing is committed; the exit code is 0 whatever the state.",
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, files []string) error {
 			p, c, err := a.loadAndConnect(cmd.Context(), files[0])
@@ -36,6 +40,9 @@ func (a *app) statusCmd() *cobra.Command {
 			defer c.Close()
 			if p.Window.IsSchedule() {
 				return a.scheduleStatus(cmd.Context(), c, p, o.output)
+			}
+			if o.resolution != "" {
+				return a.shardStatus(cmd.Context(), c, p, files[0], o.resolution, o.output)
 			}
 			pr, err := c.Progress(cmd.Context(), p)
 			if err != nil {
@@ -59,6 +66,7 @@ func (a *app) statusCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().VarP(newChoiceFlag(&o.output, "table", "json"), "output", "o", "output format: table or json")
+	cmd.Flags().StringVar(&o.resolution, "resolution", "", "show every shard of this sharded resolution file ('replay plan --shards N --out FILE'): done, running (and its holder), stopped, not started, and the total")
 	return cmd
 }
 
@@ -109,7 +117,7 @@ func (a *app) loadPlan(file string) (*plan.Plan, error) {
 
 // printProgress renders a plan's progress as a table and a state line.
 func printProgress(w io.Writer, pr *runner.Progress, file string) {
-	fmt.Fprintf(w, "plan %s (fingerprint %s)  topic %s  group %s (%s)\n", pr.Plan, pr.Fingerprint, pr.Topic, pr.Group, stringOrDash(pr.GroupState))
+	fmt.Fprintf(w, "plan %s (fingerprint %s)  topic %s  group %s (%s, %d members)\n", pr.Plan, pr.Fingerprint, pr.Topic, pr.Group, stringOrDash(pr.GroupState), pr.Members)
 	t := table(w)
 	fmt.Fprintln(t, "PARTITION\tCOMMITTED\tSTART\tEND\tREMAINING\tDONE\tLOG START\tHIGH WATERMARK\tCOMMITTED BY")
 	for _, pp := range pr.Partitions {
@@ -140,6 +148,9 @@ func printProgress(w io.Writer, pr *runner.Progress, file string) {
 		}
 	}
 	fmt.Fprintln(w, "state: "+stateLine(pr, file))
+	if pr.State == runner.StateInProgress {
+		fmt.Fprintf(w, "eta: %s at the plan's throttle\n", pr.ETA)
+	}
 }
 
 func stateLine(pr *runner.Progress, file string) string {
@@ -151,6 +162,9 @@ func stateLine(pr *runner.Progress, file string) string {
 		}
 		return fmt.Sprintf("not started: group %s has no commit on %s; 'replay plan %s' shows the ranges, 'replay run %s' starts", pr.Group, pr.Topic, file, file)
 	case runner.StateInProgress:
+		if pr.Holder != "" && pr.HolderGone {
+			return fmt.Sprintf("stopped: %d of %d offsets replayed (%.1f%%), %d remaining; the run that held the group (%s) is gone (killed): the group lets go of it at its session timeout, and a run of the plan on this machine at once: 'replay run %s' resumes", pr.Replayed, pr.Records, pr.PercentDone, pr.Remaining, pr.Holder, file)
+		}
 		if pr.Holder != "" {
 			return fmt.Sprintf("in progress: %d of %d offsets replayed (%.1f%%), %d remaining; a run of this plan holds the group (%s): it is running, or died less than a session timeout ago", pr.Replayed, pr.Records, pr.PercentDone, pr.Remaining, pr.Holder)
 		}

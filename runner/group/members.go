@@ -149,22 +149,39 @@ func CheckMembers(ctx context.Context, c *source.Cluster, group, joinID string) 
 	return nil
 }
 
-// State returns the coordinator's state of the group (DescribeGroups)
-// and the plain run holding it (Holder.String), "" when none does.
-func State(ctx context.Context, c *source.Cluster, group string) (state, holder string, err error) {
+// Standing is what the coordinator says of a group now (DescribeGroups).
+type Standing struct {
+	// State is the coordinator's state of the group (Empty, Stable, ...).
+	State string
+	// Holder is the plain run that holds the group (Holder.String), ""
+	// when none does: no members, or --join members.
+	Holder string
+	// HolderGone is true when Holder ran on this machine (LocalMachine)
+	// in a process that no longer exists (killed): the coordinator keeps
+	// it until its session times out, or until a run of the plan on this
+	// machine lets go of it.
+	HolderGone bool
+	// Members is the number of the group's members.
+	Members int
+}
+
+// State returns where group stands now.
+func State(ctx context.Context, c *source.Cluster, group string) (Standing, error) {
 	g, err := c.DescribeGroup(ctx, group)
 	switch {
 	case err != nil:
-		return "", "", err
+		return Standing{}, err
 	case g == nil:
-		return "", "", fmt.Errorf("describe group %s: no answer for it", group)
+		return Standing{}, fmt.Errorf("describe group %s: no answer for it", group)
 	case g.Err != nil:
-		return "", "", fmt.Errorf("describe group %s: %w", group, g.Err)
+		return Standing{}, fmt.Errorf("describe group %s: %w", group, g.Err)
 	}
+	st := Standing{State: g.State, Members: len(g.Members)}
 	for _, m := range g.Members {
 		if h, ok := parseHolder(m); ok {
-			holder = h.String()
+			st.Holder = h.String()
+			st.HolderGone = h.Machine != "" && h.Machine == LocalMachine() && !processExists(h.PID)
 		}
 	}
-	return g.State, holder, nil
+	return st, nil
 }

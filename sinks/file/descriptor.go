@@ -1,8 +1,10 @@
 package file
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/replay-tool/replay/plan"
@@ -26,6 +28,11 @@ const DefaultFormat = "jsonl"
 // file with per_partition.
 const PartitionPlaceholder = "{partition}"
 
+// ShardPlaceholder stands for the shard's index in the path of a file
+// written by one shard of a sharded run (replay run --shard I/N): each
+// shard writes its own file.
+const ShardPlaceholder = "{shard}"
+
 // Section is a file sink's own fields in a plan (Descriptor.Fields says
 // what each means), in Sink.Config.
 type Section struct {
@@ -48,7 +55,7 @@ var Descriptor = plan.SinkDescriptor{
 	NewConfig: func() any { return new(Section) },
 	Fields: []plan.FieldDescriptor{
 		{Name: "path", Fingerprint: true, Required: "missing: the file to write, e.g. out/orders.jsonl",
-			Doc: "Output file of a file sink (written atomically; with per_partition a pattern holding {partition}, e.g. out/orders-{partition}.csv)."},
+			Doc: "Output file of a file sink (written atomically; with per_partition a pattern holding {partition}, e.g. out/orders-{partition}.csv; for a sharded run, {shard} is the shard's index, e.g. out/orders-{shard}.jsonl)."},
 		encode.ColumnsField,
 		{Name: "format", Fingerprint: true, Default: DefaultFormat, Enum: []string{"jsonl", "csv"},
 			Doc: "file: jsonl (default: one JSON object per record) or csv (a header row, then one row per record with the columns; RFC 4180 quoting, LF line ends, NULL as an empty field).",
@@ -91,6 +98,25 @@ var Descriptor = plan.SinkDescriptor{
 	DeadLetterInLine: func(s *plan.Sink) bool {
 		return section(s).Format != "csv"
 	},
+	Shard: shard,
+}
+
+// shard gives a shard its own file: {shard} in the path becomes its index.
+// A path without it cannot be shared by several shards, and one with it
+// needs a sharded run.
+func shard(ps *plan.Sink, index, count int) (any, error) {
+	s := section(ps)
+	has := strings.Contains(s.Path, ShardPlaceholder)
+	switch {
+	case count == 0 && has:
+		return nil, fmt.Errorf("file sink: path %q holds %s, which only a sharded run replaces: write a sharded resolution with 'replay plan PLAN --shards N --out FILE' and run each shard with 'replay run PLAN --resolution FILE --shard I/N', or remove %s", s.Path, ShardPlaceholder, ShardPlaceholder)
+	case count > 1 && !has:
+		ext := filepath.Ext(s.Path)
+		return nil, fmt.Errorf("file sink: path %q: the shards of a sharded run would all write it; put %s in the path so that each writes its own file, e.g. %s", s.Path, ShardPlaceholder, strings.TrimSuffix(s.Path, ext)+"-"+ShardPlaceholder+ext)
+	}
+	c := *s
+	c.Path = strings.ReplaceAll(s.Path, ShardPlaceholder, strconv.Itoa(index))
+	return &c, nil
 }
 
 // stagingDir is where a single file's output waits until it is published

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"fmt"
 	"regexp"
 
 	"github.com/replay-tool/replay/plan"
@@ -53,7 +54,12 @@ var Descriptor = plan.SinkDescriptor{
 	Shared:       true,
 	UsesKey:      true,
 	FencesOthers: func(s *plan.Sink) bool { return section(s).ExactlyOnce },
-	Where:        func(s *plan.Sink) string { return "kafka topic " + section(s).Topic },
+	// A partition's records reach the target in offset order (and, with
+	// exactly_once, through one transactional id each): a sharded run
+	// gives every partition to one shard.
+	WholePartitionShards: func(*plan.Sink) bool { return true },
+	Shard:                shard,
+	Where:                func(s *plan.Sink) string { return "kafka topic " + section(s).Topic },
 	Secrets: func(s *plan.Sink, _ func(string) (string, bool)) []string {
 		return []string{section(s).SASL.Password}
 	},
@@ -107,4 +113,16 @@ func exactlyOnce(c *plan.SinkCheck) {
 	case c.Plan.OnError == plan.OnErrorDeadLetter:
 		c.Add("exactly_once", "not with on_error: dead_letter: dead letters are written outside the transaction that commits the replay group's offsets, so a crash could lose them; use on_error: skip or fail")
 	}
+}
+
+// shard keeps an explicit transactional_id apart between shards: each
+// shard's producers get "-shard-<index>" after it (without one, the
+// default prefix comes from the shard's own group).
+func shard(ps *plan.Sink, index, count int) (any, error) {
+	s := section(ps)
+	c := *s
+	if count > 1 && s.TransactionalID != "" {
+		c.TransactionalID = fmt.Sprintf("%s-shard-%d", s.TransactionalID, index)
+	}
+	return &c, nil
 }

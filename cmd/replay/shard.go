@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner"
+	"github.com/replay-tool/replay/runner/fault"
+	"github.com/replay-tool/replay/sinks/registry"
+)
+
+// Shards: replay plan --shards N splits the resolution for several
+// processes, replay run --shard I/N runs one of them, replay status
+// --resolution FILE shows them all.
+
+// shardRun turns a run of p into the run of the shard o.shard names, of
+// the sharded resolution in opts.Pinned: the shard's plan (its group,
+// throttle share and sink) is returned and opts.Pinned becomes the
+// shard's sub-ranges. Without --shard it refuses a sharded resolution
+// and a sink that needs a shard ({shard} in a file path). A nil plan
+// with no error: the shard holds no offsets.
+func (a *app) shardRun(p *plan.Plan, opts *runner.Options, o runOptions) (*plan.Plan, error) {
+	if o.shard == "" {
+		if opts.Pinned != nil && opts.Pinned.Shards != nil {
+			n := opts.Pinned.Shards.Count
+			return nil, usageError{fmt.Errorf("--resolution %s is split into %d shards: run each with --shard I/%d (I from 0 to %d), or write an unsplit resolution with 'replay plan --out'", o.resolution, n, n, n-1)}
+		}
+		if err := runner.CheckUnsharded(p, registry.Catalog()); err != nil {
+			return nil, usageError{err}
+		}
+		return p, nil
+	}
+	index, count, err := runner.ParseShard(o.shard)
+	switch {
+	case err != nil:
+		return nil, usageError{err}
+	case o.resolution == "":
+		return nil, usageError{fmt.Errorf("--shard %s needs the sharded resolution it is a shard of: --resolution FILE, written by 'replay plan %s --shards %d --out FILE'", o.shard, p.Name, count)}
+	case o.join:
+		return nil, usageError{errors.New("--shard and --join: a shard is held by one process; spread the shards over processes instead (one --shard I/N each)")}
+	}
+	run, err := runner.ForShard(p, opts.Pinned, index, count, registry.Catalog())
+	if err != nil {
+		return nil, err
+	}
+	a.log.Info().Int("shard", index).Int("shards", count).Str("group", run.Plan.Group).Int64("records", run.Shard.Records).
+		Float64("throttle_share", run.Share).Msg("running one shard of the resolution")
+	if len(run.Resolution.Ranges) == 0 {
+		fmt.Fprintf(a.resultsOut(p.Sink), "shard %d/%d holds no offsets of %s: nothing to replay\n", index, count, o.resolution)
+		return nil, nil
+	}
+	opts.Pinned = run.Resolution
+	return run.Plan, nil
+}
+
+// shardPlan splits job's resolution into shards for replay plan
+// (--shards, or --max-records-per-shard) and returns the shards' view; the
+// view of the shards of a sharded --resolution file without them; nil
+// for neither.
+func shardPlan(job *runner.Job, v planView, o planOptions) (*shardsView, error) {
+	p, res := job.Plan, job.Resolution
+	if o.shards == 0 && o.maxPerShard == 0 {
+		if res.Shards != nil { // replay plan --resolution of a sharded file
+			d := registry.Describe(p.Sink)
+			return newShardsView(res, p.Throttle, d.WholePartitionShards != nil && d.WholePartitionShards(&p.Sink)), nil
+		}
+		return nil, nil
+	}
+	switch {
+	case o.shards != 0 && o.maxPerShard != 0:
+		return nil, usageError{errors.New("--shards and --max-records-per-shard: give one (the number of shards, or the most records a shard may hold)")}
+	case o.out == "":
+		return nil, usageError{errors.New("--shards: the shards are for 'replay run --resolution FILE --shard I/N': write them with --out FILE")}
+	case !job.Fresh:
+		return nil, &fault.SafetyError{Group: p.Group, Reason: fmt.Sprintf("--shards splits a fresh resolution, and the group holds checkpoints of a run of plan %s: shards of its half-replayed ranges would replay again what it did; finish that run with 'replay run', or discard it with 'replay reset' first", p.Name)}
+	case o.maxPerShard < 0:
+		return nil, usageError{fmt.Errorf("--max-records-per-shard %d: give a positive number of records", o.maxPerShard)}
+	}
+	count := o.shards
+	if o.maxPerShard > 0 {
+		count = int(min((res.Total()+o.maxPerShard-1)/o.maxPerShard, runner.MaxShards))
+		count = max(count, 1)
+	}
+	d := registry.Describe(p.Sink)
+	whole := d.WholePartitionShards != nil && d.WholePartitionShards(&p.Sink)
+	bytes := map[int32]int64{}
+	for _, pp := range v.Partitions {
+		bytes[pp.Partition] = pp.Bytes
+	}
+	if err := runner.SplitShards(res, count, whole, bytes); err != nil {
+		return nil, usageError{err}
+	}
+	// Every shard's sink must be able to run: a file path without {shard}
+	// is refused here rather than at the first shard's run.
+	if _, err := runner.ForShard(p, res, 0, count, registry.Catalog()); err != nil {
+		res.Shards = nil
+		return nil, usageError{err}
+	}
+	return newShardsView(res, p.Throttle, whole), nil
+}
+
+// shardsView is the shard table of replay plan --shards.
+type shardsView struct {
+	Count           int         `json:"count"`
+	Fingerprint     string      `json:"fingerprint"`
+	WholePartitions bool        `json:"whole_partitions"`
+	Shards          []shardView `json:"shards"`
+}
+
+type shardView struct {
+	runner.Shard
+	// ETASeconds is the time the shard takes at its share of the plan's
+	// throttle; null when unthrottled.
+	ETASeconds *int64 `json:"eta_seconds"`
+	ETA        string `json:"eta"`
+}
+
+func newShardsView(res *runner.Resolution, t plan.Throttle, whole bool) *shardsView {
+	s := res.Shards
+	v := &shardsView{Count: s.Count, Fingerprint: s.Fingerprint, WholePartitions: whole}
+	var total int64
+	for _, sh := range s.Shards {
+		total += sh.Records
+	}
+	for _, sh := range s.Shards {
+		sv := shardView{Shard: sh, ETA: "unthrottled"}
+		share := t
+		if total > 0 {
+			f := float64(sh.Records) / float64(total)
+			share.RecordsPerSecond *= f
+			share.BytesPerSecond = plan.ByteSize(float64(share.BytesPerSecond) * f)
+		}
+		if eta, ok := runner.ETA(share, sh.Records, sh.Bytes); ok && sh.Records > 0 {
+			secs := int64(eta / time.Second)
+			sv.ETASeconds, sv.ETA = &secs, eta.String()
+		}
+		v.Shards = append(v.Shards, sv)
+	}
+	return v
+}
+
+// printShards renders the shard table: shard, group, sub-ranges, records,
+// bytes and ETA.
+func printShards(w io.Writer, v *shardsView) {
+	how := "partitions split where a cut falls inside them"
+	if v.WholePartitions {
+		how = "whole partitions (the sink keeps each partition's order)"
+	}
+	fmt.Fprintf(w, "\n%d shards (shard fingerprint %s; %s):\n", v.Count, v.Fingerprint, how)
+	tw := table(w)
+	fmt.Fprintln(tw, "SHARD\tGROUP\tPARTITION SUB-RANGES\tRECORDS\tBYTES (EST.)\tETA")
+	for _, s := range v.Shards {
+		var subs []string
+		for _, r := range s.Ranges {
+			subs = append(subs, fmt.Sprintf("%d:[%d,%d)", r.Partition, r.Start, r.End))
+		}
+		if len(subs) == 0 {
+			subs = []string{"-"}
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", s.Index, s.Group, strings.Join(subs, " "), s.Records, estimate(s.Bytes, false), s.ETA)
+	}
+	_ = tw.Flush()
+}
+
+// shardStatus prints (or writes as JSON) where every shard of the sharded
+// resolution file stands: done, running (and who holds it), stopped or
+// failed (progress but no holder), not started; then the total.
+func (a *app) shardStatus(ctx context.Context, c *runner.Cluster, p *plan.Plan, file, resolution, output string) error {
+	res, err := runner.ReadResolution(resolution)
+	if err != nil {
+		return usageError{fmt.Errorf("--resolution: %w", err)}
+	}
+	st, err := c.ShardProgress(ctx, p, res, registry.Catalog())
+	if err != nil {
+		return err
+	}
+	if output == "json" {
+		return writeJSON(a.stdout, st)
+	}
+	fmt.Fprintf(a.stdout, "plan %s  topic %s  %d shards of %s\n", p.Name, p.Source.Topic, len(st.Shards), resolution)
+	tw := table(a.stdout)
+	fmt.Fprintln(tw, "SHARD\tGROUP\tSTATE\tREPLAYED\tRECORDS\tDONE\tHOLDER\tETA")
+	for _, s := range st.Shards {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%.1f%%\t%s\t%s\n", s.Index, s.Group, s.State, s.Replayed, s.Records, s.PercentDone, stringOrDash(s.Holder), s.ETA)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(a.stdout, "total: %d of %d records replayed (%.1f%%); %d done, %d running, %d stopped, %d not started; ETA %s\n",
+		st.Replayed, st.Records, st.PercentDone, st.Count(runner.ShardDone), st.Count(runner.ShardRunning), st.Count(runner.ShardStopped), st.Count(runner.ShardNotStarted), st.ETA)
+	for _, s := range st.Shards {
+		if s.State == runner.ShardStopped || s.State == runner.ShardOtherPlan {
+			fmt.Fprintf(a.stdout, "shard %d: %s; resume it with 'replay run %s --resolution %s --shard %d/%d'\n", s.Index, s.Detail, file, resolution, s.Index, len(st.Shards))
+		}
+	}
+	return nil
+}
