@@ -23,7 +23,8 @@ import (
 type progressCollector struct {
 	progress func() runner.Snapshot
 	read, written, skipped,
-	committed, end, remaining, done *prometheus.Desc
+	start, committed, end, remaining, done *prometheus.Desc
+	rate, eta                                   *prometheus.Desc
 	outcomes, retries, sinkRetries, deadRetries *prometheus.Desc
 }
 
@@ -37,6 +38,9 @@ func newProgressCollector(job *runner.Job) *progressCollector {
 		read:        desc("records_read_total", "Records of the ranges delivered by the broker."),
 		written:     desc("records_written_total", "Records written to the sink."),
 		skipped:     desc("records_skipped_total", "Records not written, by reason (filtered, outside-window, dead-lettered, and under on_error: skip the error).", "reason"),
+		start:       desc("start_offset", "Start of the partition's range: its first offset to replay.", "partition"),
+		rate:        desc("offsets_per_second", "Offsets this process replayed (committed past) per second since its run started, over its partitions."),
+		eta:         desc("eta_seconds", "Time left for this process's partitions at offsets_per_second; absent before the first commit."),
 		committed:   desc("committed_offset", "Next offset to read: every offset below it is durable in the sink and committed to the replay group.", "partition"),
 		end:         desc("end_offset", "End of the partition's range (exclusive).", "partition"),
 		remaining:   desc("remaining_offsets", "Offsets of the partition's range not yet replayed.", "partition"),
@@ -49,7 +53,7 @@ func newProgressCollector(job *runner.Job) *progressCollector {
 }
 
 func (c *progressCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.read, c.written, c.skipped, c.committed, c.end, c.remaining, c.done, c.outcomes, c.retries, c.sinkRetries, c.deadRetries} {
+	for _, d := range []*prometheus.Desc{c.start, c.rate, c.eta, c.read, c.written, c.skipped, c.committed, c.end, c.remaining, c.done, c.outcomes, c.retries, c.sinkRetries, c.deadRetries} {
 		ch <- d
 	}
 }
@@ -69,8 +73,20 @@ func (c *progressCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.outcomes, prometheus.CounterValue, float64(kv.n), kv.name)
 		}
 	}
+	var since int64 // offsets this run committed past
+	for _, p := range s.Partitions {
+		since += max(p.Next-p.From, 0)
+	}
+	if el := time.Since(s.Started).Seconds(); !s.Started.IsZero() && el > 0 {
+		rate := float64(since) / el
+		ch <- prometheus.MustNewConstMetric(c.rate, prometheus.GaugeValue, rate)
+		if rate > 0 {
+			ch <- prometheus.MustNewConstMetric(c.eta, prometheus.GaugeValue, float64(s.Remaining)/rate)
+		}
+	}
 	for _, p := range s.Partitions {
 		part := strconv.Itoa(int(p.Partition))
+		ch <- prometheus.MustNewConstMetric(c.start, prometheus.GaugeValue, float64(p.Start), part)
 		done := 0.0
 		if p.Done {
 			done = 1

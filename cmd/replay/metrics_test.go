@@ -107,11 +107,11 @@ func TestMetrics(t *testing.T) {
 	}
 
 	labels := map[string]string{"plan": "metrics", "topic": "orders", "group": "replay.metrics"}
-	perPartition := map[string]bool{"replay_committed_offset": true, "replay_end_offset": true, "replay_remaining_offsets": true, "replay_partition_done": true}
+	perPartition := map[string]bool{"replay_start_offset": true, "replay_committed_offset": true, "replay_end_offset": true, "replay_remaining_offsets": true, "replay_partition_done": true}
 	check := func(fams map[string]*dto.MetricFamily, final bool) {
 		t.Helper()
 		for _, name := range []string{"replay_records_read_total", "replay_records_written_total", "replay_records_skipped_total",
-			"replay_committed_offset", "replay_end_offset", "replay_remaining_offsets", "replay_partition_done"} {
+			"replay_start_offset", "replay_committed_offset", "replay_end_offset", "replay_remaining_offsets", "replay_partition_done"} {
 			fam := fams[name]
 			if fam == nil {
 				if name == "replay_records_skipped_total" && !final {
@@ -165,6 +165,12 @@ func TestMetrics(t *testing.T) {
 			}
 			if w := value(fams, "replay_records_written_total"); w > 0 && value(fams, "replay_partition_done") < 3 {
 				during++
+			}
+			if value(fams, "replay_committed_offset") > value(fams, "replay_start_offset") && value(fams, "replay_partition_done") < 3 {
+				// Past the first commit: a rate, and the time left at it.
+				if value(fams, "replay_offsets_per_second") <= 0 || fams["replay_eta_seconds"] == nil {
+					t.Errorf("past the first commit: offsets_per_second %v, eta_seconds present %v", value(fams, "replay_offsets_per_second"), fams["replay_eta_seconds"] != nil)
+				}
 			}
 			last = fams
 		}
