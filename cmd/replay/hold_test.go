@@ -159,3 +159,36 @@ func TestRunHoldRefusesASecondRun(t *testing.T) {
 		t.Fatalf("second run after the first ended: %s", again)
 	}
 }
+
+// TestResetRightAfterKill: a run killed (SIGKILL) mid-way still holds its
+// group on the coordinator until its session times out; a reset on the
+// same machine right after lets go of the dead run instead of refusing
+// it, and deletes the plan's commits.
+func TestResetRightAfterKill(t *testing.T) {
+	k, seed := newCluster(t, 2, 2000)
+	dir := t.TempDir()
+	planFile := writePlan(t, dir, planSpec{name: "killreset", addr: k.Addr, from: seed.From, to: seed.To, recordsPerSecond: 400,
+		sink: fileSink(filepath.Join(dir, "out.jsonl"), 20)})
+	run := startProcess(t, dir, "run", planFile, "--yes")
+	testenv.Eventually(t, 20*time.Second, 10*time.Millisecond, func() bool {
+		if run.exited() {
+			t.Fatalf("the run ended before it was killed: %s", run.result())
+		}
+		for _, cp := range checkpoints(t, planFile, 2) {
+			if cp.Offset > cp.Start {
+				return true
+			}
+		}
+		return false
+	}, "the run never committed")
+	run.kill()
+	r := replay(t, "reset", planFile, "--yes")
+	if r.code != exitOK {
+		t.Fatalf("reset right after the run was killed: %s", r)
+	}
+	for _, cp := range checkpoints(t, planFile, 2) {
+		if cp.Offset >= 0 {
+			t.Errorf("partition %d still committed at %d after the reset", cp.Partition, cp.Offset)
+		}
+	}
+}

@@ -72,8 +72,7 @@ type Hold struct {
 // that held the group already keeps it, else the one that started first
 // (Hold.alone), and the other is refused. Release leaves the group.
 func HoldGroup(ctx context.Context, c *source.Cluster, p *plan.Plan) (*Hold, error) {
-	host, _ := os.Hostname()
-	self := Holder{Fingerprint: p.Fingerprint(), Host: host, PID: os.Getpid(), Since: time.Now().UTC(), Machine: LocalMachine()}
+	self := selfHolder(p)
 	if err := letGoOfDead(ctx, c, p.Group, self); err != nil {
 		return nil, err
 	}
@@ -95,6 +94,19 @@ func HoldGroup(ctx context.Context, c *source.Cluster, p *plan.Plan) (*Hold, err
 func newHold(c *source.Cluster, p *plan.Plan, self Holder) *Hold {
 	return &Hold{group: p.Group, self: self, c: c, log: zerolog.Nop(), cfg: source.JoinConfig{Group: p.Group, Topic: p.Source.Topic, ClientID: self.ClientID(),
 		Heartbeat: time.Second, SessionTimeout: JoinSessionTimeout, RebalanceTimeout: JoinRebalanceTimeout}}
+}
+
+// selfHolder is this process as the holder of p's group.
+func selfHolder(p *plan.Plan) Holder {
+	host, _ := os.Hostname()
+	return Holder{Fingerprint: p.Fingerprint(), Host: host, PID: os.Getpid(), Since: time.Now().UTC(), Machine: LocalMachine()}
+}
+
+// LetGoOfDead removes from p's group the holders of p that ran on this
+// machine in a process that no longer exists (letGoOfDead): replay reset
+// right after a run was killed is not refused naming the dead run.
+func LetGoOfDead(ctx context.Context, c *source.Cluster, p *plan.Plan) error {
+	return letGoOfDead(ctx, c, p.Group, selfHolder(p))
 }
 
 // letGoOfDead removes from the group the holders of self's plan that ran
