@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/replay-tool/replay/internal/flock"
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
@@ -71,7 +72,7 @@ type Sink struct {
 
 	// lock keeps other processes off this output (and its staging) until
 	// Close.
-	lock *outputLock
+	lock *flock.Lock
 
 	// mu serializes opening, publishing and closing the staging; the
 	// stager's partition maps are guarded by it.
@@ -169,8 +170,8 @@ func New(cfg Config) (*Sink, error) {
 		}
 		return nil, fmt.Errorf("file sink: %w", err)
 	}
-	lock, err := lockOutput(s.lockPath())
-	if errors.Is(err, errLocked) {
+	lock, err := flock.Acquire(s.lockPath())
+	if errors.Is(err, flock.ErrHeld) {
 		return nil, fmt.Errorf("file sink: another replay process is writing %s (lock %s held%s); wait for it or stop it", absPath(cfg.Path), absPath(s.lockPath()), lockHolder(s.lockPath()))
 	}
 	if err != nil {
@@ -253,5 +254,5 @@ func (s *Sink) Close() error {
 	err := s.stage.close()
 	lock := s.lock
 	s.lock = nil
-	return errors.Join(err, lock.unlock())
+	return errors.Join(err, lock.Release())
 }

@@ -207,8 +207,9 @@ func TestFileLock(t *testing.T) {
 	defer first.Close()
 	lock := filepath.Join(dir, ".out.jsonl.lock")
 	_, err = file.NewJSONL(path, "run-1")
-	want := "another replay process is writing " + path + " (lock " + lock + " held by process " + strconv.Itoa(os.Getpid()) + "); wait for it or stop it"
-	if err == nil || !strings.Contains(err.Error(), want) {
+	host, _ := os.Hostname()
+	want := "another replay process is writing " + path + " (lock " + lock + " held by host " + host + ", pid " + strconv.Itoa(os.Getpid()) + ", since "
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "); wait for it or stop it") {
 		t.Fatalf("second sink on the same output: %v, want %q", err, want)
 	}
 	// The second sink touched nothing: no staging.

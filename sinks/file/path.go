@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/replay-tool/replay/internal/flock"
 )
 
 // The files of a file sink writing Path: the staging directory Path+".parts"
@@ -27,9 +29,8 @@ func (s *Sink) lockPath() string {
 // lockHolder names the process holding the lock at path, as its lock file
 // records it ("" when unknown).
 func lockHolder(path string) string {
-	b, err := os.ReadFile(path)
-	if pid := strings.TrimSpace(string(b)); err == nil && pid != "" {
-		return " by process " + pid
+	if h, ok := flock.ReadHolder(path); ok {
+		return " by " + h.String()
 	}
 	return ""
 }

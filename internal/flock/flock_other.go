@@ -1,0 +1,16 @@
+//go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
+
+package flock
+
+// Lock does nothing on systems without flock(2): two processes writing
+// the same output are not detected there.
+type Lock struct{ path string }
+
+// Acquire takes no lock here.
+func Acquire(path string) (*Lock, error) { return &Lock{path: path}, nil }
+
+// Path is the lock file's path.
+func (l *Lock) Path() string { return l.path }
+
+// Release releases nothing.
+func (l *Lock) Release() error { return nil }
