@@ -135,7 +135,7 @@ func (s *Sink) openStaging() error {
 	run, err := os.ReadFile(filepath.Join(s.stagingDir, runFile))
 	if err == nil && string(run) != s.runID || err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.log.Info().Str("staging", s.stagingDir).Msg("parquet sink: discarding staging of another run")
-		if err := os.RemoveAll(s.stagingDir); err != nil {
+		if err := s.clearStaging(); err != nil {
 			return fmt.Errorf("parquet sink: %w", err)
 		}
 	}
@@ -207,8 +207,8 @@ func (s *Sink) checkOverlap(ctx context.Context, pt *part, sp span) error {
 
 // Finish publishes each partition's last object, ending at its range's
 // end (an empty range has none; a range without rows one without rows),
-// then the manifest, and removes the staging. A finished output is left
-// as it is: a re-run changes nothing.
+// then the manifest, and removes the staging and its lock (Close). A
+// finished output is left as it is: a re-run changes nothing.
 func (s *Sink) Finish(ctx context.Context) error {
 	for _, pt := range s.partitions() {
 		if err := s.finishPart(ctx, pt); err != nil {
@@ -218,12 +218,17 @@ func (s *Sink) Finish(ctx context.Context) error {
 	if err := s.writeManifest(ctx); err != nil {
 		return err
 	}
+	if err := s.closeStaging(); err != nil {
+		return fmt.Errorf("parquet sink: %w", err)
+	}
+	if err := s.clearStaging(); err != nil {
+		return fmt.Errorf("parquet sink: %w", err)
+	}
 	if err := s.Close(); err != nil {
-		return fmt.Errorf("parquet sink: %w", err)
+		return err
 	}
-	if err := os.RemoveAll(s.stagingDir); err != nil {
-		return fmt.Errorf("parquet sink: %w", err)
-	}
+	// Empty now, unless another sink took the lock since Close.
+	_ = os.Remove(s.stagingDir)
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,14 +41,31 @@ func (h *harness) dir(t *testing.T) string {
 	return h.dirs.Get(t, func() string { return filepath.Join(t.TempDir(), "out") })
 }
 
+// New opens the sink on t's directory. The suite reopens a directory to
+// play a process restarted after a crash: the sink opened before on it is
+// closed first, as the death of its process would close its files and
+// release its lock on the staging directory.
 func (h *harness) New(t *testing.T) sinks.Sink {
-	s, err := parquet.New(t.Context(), parquet.Config{Path: h.dir(t), Topic: "orders", Ranges: ranges(8, 0, 100000),
+	dir := h.dir(t)
+	openSinks.Lock()
+	defer openSinks.Unlock()
+	if prev, ok := openSinks.m[dir]; ok {
+		_ = prev.Close()
+	}
+	s, err := parquet.New(t.Context(), parquet.Config{Path: dir, Topic: "orders", Ranges: ranges(8, 0, 100000),
 		MaxRowsPerFile: h.maxRows, RunID: "run-1", Fingerprint: "fp-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	openSinks.m[dir] = s
 	return s
 }
+
+// openSinks is the last sink harness.New opened on each directory.
+var openSinks = struct {
+	sync.Mutex
+	m map[string]*parquet.Sink
+}{m: map[string]*parquet.Sink{}}
 
 func (h *harness) Contents(t *testing.T) []string { return contents(t, h.dir(t)) }
 

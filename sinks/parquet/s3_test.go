@@ -249,6 +249,7 @@ func TestS3StoreIgnoringIfNoneMatch(t *testing.T) {
 	if err := first.Finish(t.Context()); !errors.Is(err, sinks.ErrRefused) {
 		t.Fatalf("Finish over an object replay did not write: %v, want a refusal", err)
 	}
+	first.Close()
 	if _, err := parquet.New(t.Context(), cfg); !errors.Is(err, sinks.ErrRefused) {
 		t.Fatalf("New over an object replay did not write: %v, want a refusal", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/replay-tool/replay/internal/atomicfile"
+	"github.com/replay-tool/replay/internal/flock"
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
@@ -66,9 +67,14 @@ type Config struct {
 // A resumed run continues a partition where its objects and staging end
 // (Reconcile), so an unfinished object is always built from its first
 // offset. Write, Sync and Reconcile are safe for concurrent use.
+//
+// The sink holds a lock on its staging directory from New until Close (or
+// a Finish that succeeded): another sink on the same directory, in this
+// process or another, fails at once instead of overwriting its staging.
 type Sink struct {
 	st                 store
 	stagingDir         string
+	lock               *flock.Lock
 	topic              string
 	runID, fingerprint string
 	cols               []column
@@ -167,19 +173,27 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	if err := os.MkdirAll(staging, 0o755); err != nil {
 		return nil, fmt.Errorf("parquet sink: %w", err)
 	}
-	for _, r := range cfg.Ranges {
+	if s.lock, err = lockStaging(staging); err != nil {
+		return nil, err
+	}
+	if err := s.open(ctx, cfg.Ranges); err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
+	return s, nil
+}
+
+// open reads what the output and the staging hold for ranges.
+func (s *Sink) open(ctx context.Context, ranges []sinks.Range) error {
+	for _, r := range ranges {
 		s.parts[r.Partition] = &part{rng: r, first: r.Start, next: r.Start}
 	}
 	if err := s.checkManifest(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.loadChains(ctx); err != nil {
-		return nil, err
+		return err
 	}
-	if err := s.openStaging(); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return s.openStaging()
 }
 
 // Capabilities: durable on Sync, reconciled on a resume; a column of the
@@ -366,8 +380,22 @@ func (s *Sink) Reconcile(_ context.Context, _, _ string, points []sinks.ResumePo
 	return out, nil
 }
 
-// Close closes the staging files; staged records stay for a resume.
+// Close closes the staging files and releases the staging directory's
+// lock; staged records stay for a resume.
 func (s *Sink) Close() error {
+	err := s.closeStaging()
+	s.mu.Lock()
+	lock := s.lock
+	s.lock = nil
+	s.mu.Unlock()
+	if rerr := lock.Release(); rerr != nil {
+		return errors.Join(err, fmt.Errorf("parquet sink: release the lock %s: %w", lock.Path(), rerr))
+	}
+	return err
+}
+
+// closeStaging closes the staging files.
+func (s *Sink) closeStaging() error {
 	s.mu.Lock()
 	parts := make([]*part, 0, len(s.parts))
 	for _, pt := range s.parts {
