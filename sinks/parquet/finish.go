@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,17 +35,18 @@ type Manifest struct {
 // runFile names, in the staging directory, the run that staged there.
 const runFile = "run"
 
-// checkManifest refuses an output whose manifest is another plan's.
-func (s *Sink) checkManifest(ctx context.Context) error {
+// checkManifest refuses an output whose manifest is another plan's, and
+// returns the manifest (nil when there is none).
+func (s *Sink) checkManifest(ctx context.Context) (*Manifest, error) {
 	m, err := s.readManifest(ctx)
 	if err != nil || m == nil {
-		return err
+		return nil, err
 	}
 	if m.Fingerprint != s.fingerprint {
-		return sinks.Refusal(fmt.Sprintf("parquet sink: %s is the manifest of another plan (fingerprint %s, this plan's is %s): write to another path, or move the output away",
+		return nil, sinks.Refusal(fmt.Sprintf("parquet sink: %s is the manifest of another plan (fingerprint %s, this plan's is %s): write to another path, or move the output away",
 			s.st.Where(ManifestName), m.Fingerprint, s.fingerprint))
 	}
-	return nil
+	return m, nil
 }
 
 func (s *Sink) readManifest(ctx context.Context) (*Manifest, error) {
@@ -67,32 +69,52 @@ func (s *Sink) readManifest(ctx context.Context) (*Manifest, error) {
 	return &m, nil
 }
 
-// loadChains reads the objects already published in the run's ranges:
-// each partition's must be this run's and tile its range from the start
-// (the prefix of the tiling an earlier process of the run published).
-// Anything else is refused.
-func (s *Sink) loadChains(ctx context.Context) error {
+// loadChains reads the objects already published under the topic's
+// directory: each must be this run's, and each partition's tile its range
+// from the start (the prefix of the tiling an earlier process of the run
+// published). Anything else is refused, and so is m, the output's
+// manifest, when another run (of this plan: checkManifest refused
+// another's) wrote it. A run of another identity (a restart, a window
+// resolved afresh) would otherwise publish its objects and manifest
+// among those of the earlier run, and readers of the output would read
+// both. Objects of this run's identity are the ones it writes again, byte
+// for byte: they are kept.
+func (s *Sink) loadChains(ctx context.Context, m *Manifest) error {
 	prefix := TopicDir(s.topic) + "/"
-	names, err := s.st.List(ctx, prefix)
+	listed, err := s.st.List(ctx, prefix)
 	if err != nil {
 		return fmt.Errorf("parquet sink: list %s: %w", s.st.Where(prefix), err)
 	}
+	names := slices.Sorted(maps.Keys(listed))
 	found := map[int32][]span{}
-	for name := range names {
+	var others []string // objects of other runs outside the run's ranges
+	var otherRun, otherFP string
+	for _, name := range names {
 		p, sp, ok := parseObject(strings.TrimPrefix(name, prefix))
-		pt := s.parts[p]
-		if !ok || pt == nil || sp.first >= pt.rng.End || sp.end <= pt.rng.Start {
-			continue // not an object name, or outside the run's ranges
+		if !ok {
+			continue // not an object name
 		}
-		run, err := s.runOf(ctx, name)
+		run, fp, err := s.runOf(ctx, name)
 		if err != nil {
 			return fmt.Errorf("parquet sink: read %s: %w", s.st.Where(name), err)
 		}
-		if run != s.runID {
+		pt := s.parts[p]
+		inRange := pt != nil && sp.first < pt.rng.End && sp.end > pt.rng.Start
+		switch {
+		case run != s.runID && inRange:
 			return sinks.Refusal(fmt.Sprintf("parquet sink: %s is in this run's range of partition %d but %s: move it away or write to another path",
 				s.st.Where(name), p, whose(run)))
+		case run != s.runID:
+			if len(others) == 0 {
+				otherRun, otherFP = run, fp
+			}
+			others = append(others, name)
+		case inRange:
+			found[p] = append(found[p], sp)
 		}
-		found[p] = append(found[p], sp)
+	}
+	if err := s.refuseEarlier(m, others, otherRun, otherFP); err != nil {
+		return err
 	}
 	for p, spans := range found {
 		slices.SortFunc(spans, func(a, b span) int { return cmp64(a.first, b.first) })
@@ -109,6 +131,29 @@ func (s *Sink) loadChains(ctx context.Context) error {
 		pt.finished = at == pt.rng.End && len(spans) > 0
 	}
 	return nil
+}
+
+// refuseEarlier refuses an output that holds objects of other runs
+// outside this run's ranges (others, the first written by run otherRun
+// of the plan otherFP), or a manifest m of another run.
+func (s *Sink) refuseEarlier(m *Manifest, others []string, otherRun, otherFP string) error {
+	var found []string
+	if len(others) > 0 {
+		w := whose(otherRun)
+		if otherRun != "" && otherFP == s.fingerprint {
+			w = "an earlier run of this plan wrote it (run " + otherRun + ")"
+		}
+		found = append(found, fmt.Sprintf("%d objects that are not this run's, the first %s: %s", len(others), s.st.Where(others[0]), w))
+	}
+	if m != nil && m.Run != s.runID {
+		found = append(found, fmt.Sprintf("the manifest %s of an earlier run of this plan (run %s, %d objects)", s.st.Where(ManifestName), m.Run, len(m.Objects)))
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	return sinks.Refusal(fmt.Sprintf("parquet sink: %s holds %s. This run (run %s: another resolution of the window, or another plan) would publish its objects and manifest among them, "+
+		"and readers of the output would read both: write to a new path (or url prefix), or delete the earlier run's objects and manifest, then run again",
+		s.st.Where(""), strings.Join(found, "; and "), s.runID))
 }
 
 func whose(run string) string {

@@ -1,8 +1,11 @@
 package parquet_test
 
 import (
+	"errors"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -97,4 +100,131 @@ func TestStagingLockSurvivesDiscard(t *testing.T) {
 	if _, err := parquet.New(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "holds the staging directory") {
 		t.Fatalf("a sink on staging another sink discarded and holds: %v", err)
 	}
+}
+
+// A run of another identity (a restart, a window resolved afresh) over
+// the output of an earlier run of the plan is refused, whether that run
+// finished (its manifest and objects) or not (objects only), and in
+// whichever partitions and ranges: its objects and manifest would be
+// mixed with the earlier run's. Nothing changes. Once the earlier run's
+// objects and manifest are deleted, the run starts.
+func TestEarlierRunRefused(t *testing.T) {
+	dir := t.TempDir()
+	earlier := parquet.Config{Path: dir, Topic: "orders", MaxRowsPerFile: 2, RunID: "r1", Fingerprint: "f",
+		Ranges: []sinks.Range{{Partition: 0, Start: 0, End: 10}}}
+	s := open(t, earlier)
+	for off := range int64(10) {
+		sinktest.MustWrite(t, s, sinktest.Rec(0, off, "k", "v"))
+	}
+	if err := s.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	before := snapshot(t, dir)
+	first := filepath.Join(dir, "orders", "0", "00000000000000000000-00000000000000000002.parquet")
+	for _, rs := range [][]sinks.Range{
+		{{Partition: 0, Start: 10, End: 20}}, // the window grew
+		{{Partition: 1, Start: 0, End: 10}},  // another partition
+	} {
+		later := earlier
+		later.RunID, later.Ranges = "r2", rs
+		_, err := parquet.New(t.Context(), later)
+		if !errors.Is(err, sinks.ErrRefused) {
+			t.Fatalf("ranges %v over an earlier run's output: %v, want a refusal", rs, err)
+		}
+		for _, want := range []string{dir + " holds 5 objects that are not this run's, the first " + first + ": an earlier run of this plan wrote it (run r1)",
+			"and the manifest " + filepath.Join(dir, parquet.ManifestName) + " of an earlier run of this plan (run r1, 5 objects)",
+			"This run (run r2: another resolution of the window, or another plan)",
+			"write to a new path (or url prefix), or delete the earlier run's objects and manifest, then run again"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("refusal %q\nwant it to say %q", err, want)
+			}
+		}
+	}
+	if after := snapshot(t, dir); len(after) != len(before) {
+		t.Fatalf("a refused run changed the output: %d files, was %d", len(after), len(before))
+	}
+	later := earlier
+	later.RunID, later.Ranges = "r2", []sinks.Range{{Partition: 0, Start: 10, End: 20}}
+	// The manifest alone.
+	if err := os.RemoveAll(filepath.Join(dir, "orders")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := parquet.New(t.Context(), later)
+	if !errors.Is(err, sinks.ErrRefused) || !strings.Contains(err.Error(), "holds the manifest "+filepath.Join(dir, parquet.ManifestName)+" of an earlier run of this plan (run r1, 5 objects)") {
+		t.Fatalf("over an earlier run's manifest: %v, want a refusal naming it", err)
+	}
+	if err := os.Remove(filepath.Join(dir, parquet.ManifestName)); err != nil {
+		t.Fatal(err)
+	}
+	open(t, later).Close()
+
+	// An earlier run that did not finish: objects, no manifest.
+	dir = t.TempDir()
+	earlier.Path = dir
+	s = open(t, earlier)
+	for off := range int64(5) {
+		sinktest.MustWrite(t, s, sinktest.Rec(0, off, "k", "v"))
+	}
+	s.Close()
+	later.Path = dir
+	_, err = parquet.New(t.Context(), later)
+	if !errors.Is(err, sinks.ErrRefused) || !strings.Contains(err.Error(), dir+" holds 2 objects that are not this run's") || strings.Contains(err.Error(), "manifest "+dir) {
+		t.Fatalf("over an unfinished earlier run's objects: %v, want a refusal naming them", err)
+	}
+}
+
+// A restart of the same run (the same plan and resolved ranges, so the
+// same run identity) over its own output, finished or not, is no earlier
+// run: objects are named from the ranges and built the same, byte for
+// byte, so the restarted run ends with the output a single clean run
+// writes.
+func TestRestartSameRunSameBytes(t *testing.T) {
+	cfg := parquet.Config{Topic: "orders", MaxRowsPerFile: 3, RunID: "r1", Fingerprint: "f",
+		Ranges: []sinks.Range{{Partition: 0, Start: 0, End: 10}, {Partition: 1, Start: 0, End: 10}}}
+	write := func(s *parquet.Sink, upTo int64) {
+		for off := range upTo {
+			for p := range int32(2) {
+				sinktest.MustWrite(t, s, sinktest.Rec(p, off, "k"+strconv.Itoa(int(off)), `{"n":`+strconv.Itoa(int(off))+`}`))
+			}
+		}
+	}
+	clean := cfg
+	clean.Path = t.TempDir()
+	s := open(t, clean)
+	write(s, 10)
+	if err := s.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	want := relSnapshot(t, clean.Path)
+	for _, upTo := range []int64{7, 10} { // an unfinished run, a finished one
+		restarted := cfg
+		restarted.Path = t.TempDir()
+		s := open(t, restarted)
+		write(s, upTo)
+		if upTo == 10 {
+			if err := s.Finish(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.Close()
+		again := open(t, restarted) // the restart writes the window from its start
+		write(again, 10)
+		if err := again.Finish(t.Context()); err != nil {
+			t.Fatalf("restart after %d records: %v", upTo, err)
+		}
+		if got := relSnapshot(t, restarted.Path); !maps.Equal(got, want) {
+			t.Errorf("restart after %d records: the output differs from a clean run's: files %v, want %v", upTo, slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+		}
+	}
+}
+
+// relSnapshot is snapshot with paths relative to dir.
+func relSnapshot(t *testing.T, dir string) map[string]string {
+	out := map[string]string{}
+	for p, b := range snapshot(t, dir) {
+		rel, _ := filepath.Rel(dir, p)
+		out[rel] = b
+	}
+	return out
 }

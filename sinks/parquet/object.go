@@ -248,20 +248,21 @@ func (s *Sink) describe(ctx context.Context, name string) (objectInfo, error) {
 	return info, nil
 }
 
-// runOf reads the run identity an object's footer records ("" when it
-// has none: replay did not write it).
-func (s *Sink) runOf(ctx context.Context, name string) (string, error) {
+// runOf reads the run identity and the plan fingerprint an object's
+// footer records ("" when it has none: replay did not write it).
+func (s *Sink) runOf(ctx context.Context, name string) (run, fingerprint string, err error) {
 	r, err := s.st.Open(ctx, name)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	defer r.Close()
 	f, err := pq.OpenFile(r, r.Size(), pq.SkipBloomFilters(true), pq.SkipPageIndex(true))
 	if err != nil {
-		return "", nil // not Parquet: not replay's
+		return "", "", nil // not Parquet: not replay's
 	}
-	run, _ := f.Lookup(metaRun)
-	return run, nil
+	run, _ = f.Lookup(metaRun)
+	fingerprint, _ = f.Lookup(metaFingerprint)
+	return run, fingerprint, nil
 }
 
 // stagingName is the staging directory's name under the output's top: a

@@ -317,3 +317,42 @@ func TestS3AbortsFailedMultipart(t *testing.T) {
 		t.Fatalf("%d objects after a failed upload (%d parts sent)", len(objs.Contents), parts.Load())
 	}
 }
+
+// A run of another identity under a prefix that holds an earlier run's
+// objects and manifest is refused, and the bucket is left as it was.
+func TestS3EarlierRunRefused(t *testing.T) {
+	endpoint := versitygw(t)
+	cfg := parquet.Config{Topic: "orders", MaxRowsPerFile: 2, RunID: "r1", Fingerprint: "f", Ranges: ranges(1, 0, 5),
+		S3: s3Config(endpoint, "again/"), StagingDir: t.TempDir()}
+	s := open(t, cfg)
+	for off := range int64(5) {
+		sinktest.MustWrite(t, s, sinktest.Rec(0, off, "k", "v"))
+	}
+	if err := s.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	c := s3Client(endpoint)
+	list := func() []string {
+		out, err := c.ListObjectsV2(t.Context(), &s3.ListObjectsV2Input{Bucket: aws.String("lake"), Prefix: aws.String("again/")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, o := range out.Contents {
+			keys = append(keys, aws.ToString(o.Key)+" "+aws.ToString(o.ETag))
+		}
+		return keys
+	}
+	before := list()
+	later := cfg
+	later.RunID, later.Ranges = "r2", ranges(1, 5, 9)
+	_, err := parquet.New(t.Context(), later)
+	want := "s3://lake/again/ holds 3 objects that are not this run's, the first s3://lake/again/" + parquet.ObjectName("orders", 0, 0, 2) + ": an earlier run of this plan wrote it (run r1)"
+	if !errors.Is(err, sinks.ErrRefused) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "s3://lake/again/_manifest.json of an earlier run") {
+		t.Fatalf("over an earlier run's objects: %v, want a refusal saying %q", err, want)
+	}
+	if after := list(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("a refused run changed the bucket: %v, was %v", after, before)
+	}
+}

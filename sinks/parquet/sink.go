@@ -177,7 +177,9 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		return nil, err
 	}
 	if err := s.open(ctx, cfg.Ranges); err != nil {
-		return nil, errors.Join(err, s.Close())
+		err = errors.Join(err, s.Close())
+		_ = os.Remove(staging) // when New made it, and left it empty
+		return nil, err
 	}
 	return s, nil
 }
@@ -187,10 +189,11 @@ func (s *Sink) open(ctx context.Context, ranges []sinks.Range) error {
 	for _, r := range ranges {
 		s.parts[r.Partition] = &part{rng: r, first: r.Start, next: r.Start}
 	}
-	if err := s.checkManifest(ctx); err != nil {
+	m, err := s.checkManifest(ctx)
+	if err != nil {
 		return err
 	}
-	if err := s.loadChains(ctx); err != nil {
+	if err := s.loadChains(ctx, m); err != nil {
 		return err
 	}
 	return s.openStaging()
