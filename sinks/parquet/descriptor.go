@@ -35,8 +35,19 @@ type Section struct {
 	SecretAccessKey string            `yaml:"secret_access_key"`
 	Columns         plan.Columns      `yaml:"columns"`
 	Types           map[string]string `yaml:"types"`
-	MaxRowsPerFile  int64             `yaml:"max_rows_per_file"`
-	Compression     string            `yaml:"compression"`
+	// MaxRowsPerFile is a pointer so that a written 0 is not taken for
+	// an unset field, which the default fills, but reaches check.
+	MaxRowsPerFile *int64 `yaml:"max_rows_per_file"`
+	Compression    string `yaml:"compression"`
+}
+
+// maxRowsPerFile is the section's max_rows_per_file, the default when
+// unset.
+func (s *Section) maxRowsPerFile() int64 {
+	if s.MaxRowsPerFile == nil {
+		return DefaultMaxRowsPerFile
+	}
+	return *s.MaxRowsPerFile
 }
 
 // section returns the parquet sink's own fields of s.
@@ -76,7 +87,7 @@ var Descriptor = plan.SinkDescriptor{
 				return b.String()
 			}},
 		{Name: "max_rows_per_file", Fingerprint: true, Default: "1000000",
-			Doc: "parquet: rows per object at most (default 1000000): a partition's range is cut into objects of this many rows, the last one holding the rest."},
+			Doc: "parquet: rows per object at most, 1 or more (default 1000000): a partition's range is cut into objects of this many rows, the last one holding the rest."},
 		{Name: "compression", Fingerprint: true, Default: "zstd", Enum: Compressions,
 			Doc: "parquet: the compression of the column chunks: zstd (default), snappy, gzip or none."},
 	},
@@ -149,8 +160,8 @@ func check(c *plan.SinkCheck) {
 			seen[low] = col.Name
 		}
 	}
-	if c.Present("max_rows_per_file") && s.MaxRowsPerFile < 1 {
-		c.Add("max_rows_per_file", "%d: want at least 1, e.g. 1000000", s.MaxRowsPerFile)
+	if s.MaxRowsPerFile != nil && *s.MaxRowsPerFile < 1 {
+		c.Add("max_rows_per_file", "%d: want at least 1, e.g. 1000000 (the default, when unset)", *s.MaxRowsPerFile)
 	}
 	if c.DeadLetter() {
 		c.Add("type", "a parquet sink cannot hold dead letters (their reasons have no column): use a file sink")

@@ -18,7 +18,7 @@ const smallObject = 8 << 20
 // That is the size before compression, an upper bound: when even that is
 // below smallObject on average, a warning says what to change.
 func notes(ps *plan.Sink, ranges []plan.RangeSize) []plan.SinkNote {
-	maxRows := section(ps).MaxRowsPerFile
+	maxRows := section(ps).maxRowsPerFile()
 	if maxRows <= 0 {
 		maxRows = DefaultMaxRowsPerFile
 	}

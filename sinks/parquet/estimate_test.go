@@ -13,7 +13,11 @@ import (
 // range is one object already, with a longer window.
 func TestNotes(t *testing.T) {
 	sink := func(maxRows int64) *plan.Sink {
-		return &plan.Sink{Type: Type, Config: &Section{Path: "out/", MaxRowsPerFile: maxRows}}
+		s := &Section{Path: "out/"}
+		if maxRows > 0 {
+			s.MaxRowsPerFile = &maxRows
+		}
+		return &plan.Sink{Type: Type, Config: s}
 	}
 	ranges := []plan.RangeSize{{Partition: 0, Records: 250000, BytesPerRecord: 100}, {Partition: 1, Records: 150000, BytesPerRecord: 100},
 		{Partition: 2, Records: 0}}

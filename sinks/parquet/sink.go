@@ -123,7 +123,7 @@ func Open(ctx context.Context, sp sinks.Spec) (sinks.Sink, error) {
 		s3c = &S3{URL: c.URL, Endpoint: c.Endpoint, Region: c.Region, ForcePathStyle: c.ForcePathStyle,
 			AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey}
 	}
-	s, err := New(ctx, Config{Path: c.Path, S3: s3c, StagingDir: stagingDirOf(c), Columns: c.Columns, Types: c.Types, MaxRowsPerFile: c.MaxRowsPerFile,
+	s, err := New(ctx, Config{Path: c.Path, S3: s3c, StagingDir: stagingDirOf(c), Columns: c.Columns, Types: c.Types, MaxRowsPerFile: c.maxRowsPerFile(),
 		Compression: c.Compression, Topic: sp.Options.Topic, Ranges: sp.Options.Ranges, RunID: sp.Options.RunID,
 		Fingerprint: sp.Options.Fingerprint, Log: sp.Options.Log})
 	if err != nil {

@@ -1,0 +1,58 @@
+package parquet_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks/registry"
+)
+
+const parquetPlan = `version: 1
+name: orders-to-lake
+source: {brokers: ["kafka-1:9092"], topic: orders}
+group: replay.orders-to-lake
+window: {from: 2026-11-03T10:00:00Z, to: 2026-11-03T11:00:00Z}
+throttle: {records_per_second: 1000}
+sink:
+  type: parquet
+`
+
+func parsePlan(sink string) (*plan.Plan, error) {
+	return plan.Parse("plan.yaml", []byte(parquetPlan+sink), plan.LoadOptions{Sinks: registry.Catalog(),
+		Now: func() time.Time { return time.Date(2026, 11, 4, 0, 0, 0, 0, time.UTC) }})
+}
+
+// A section's fields are checked when the plan loads: each problem names
+// its field.
+func TestSectionValidation(t *testing.T) {
+	for _, tc := range []struct{ sink, want string }{
+		{"  path: out/\n  max_rows_per_file: 0\n", "sink.max_rows_per_file: 0: want at least 1, e.g. 1000000 (the default, when unset)"},
+		{"  path: out/\n  max_rows_per_file: -5\n", "sink.max_rows_per_file: -5: want at least 1"},
+		{"  path: out/\n  max_rows_per_file: 1\n", ""},
+		{"  path: out/\n", ""},
+	} {
+		_, err := parsePlan(tc.sink)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%q: %v", tc.sink, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%q: got %v, want %q", tc.sink, err, tc.want)
+		}
+	}
+}
+
+// max_rows_per_file unset and written as its default give the fingerprint
+// they gave when the field was an int64 (runs recorded in groups resume).
+func TestMaxRowsFingerprintUnchanged(t *testing.T) {
+	for _, sink := range []string{"  path: out/\n", "  path: out/\n  max_rows_per_file: 1000000\n"} {
+		p, err := parsePlan(sink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Fingerprint(); got != "7233ec03dae44df7" {
+			t.Errorf("%q: fingerprint %s, want 7233ec03dae44df7", sink, got)
+		}
+	}
+}
