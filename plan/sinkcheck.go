@@ -47,6 +47,23 @@ func (c *SinkCheck) Enum(name, val string, allowed []string) bool {
 	return c.v.enum(c.path(name), val, allowed)
 }
 
+// Visible reports whether val, the value of the field name or, named by
+// what ("column"), a part of it, holds no control or formatting character
+// (Unicode Cc and Cf, as the group's check), and a problem with the field
+// when it does: a bidirectional embedding, override or isolate
+// (U+202A-U+202E, U+2066-U+2069) or a zero-width character makes a path
+// or a name read differently in review than it is.
+func (c *SinkCheck) Visible(name, what, val string) bool {
+	r, hides := firstRune(val, invisible)
+	if hides {
+		if what != "" {
+			what += " "
+		}
+		c.Add(name, "%s%q contains the invisible character %U: control and formatting characters (bidirectional overrides, zero-width ones) make it read differently in review than it is; type it again", what, val, r)
+	}
+	return !hides
+}
+
 // Brokers checks a list of host:port addresses.
 func (c *SinkCheck) Brokers(name string, list []string) { c.v.brokers(c.path(name), list) }
 

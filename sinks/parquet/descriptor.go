@@ -116,8 +116,9 @@ func stagingDirOf(s *Section) string {
 	return filepath.Join(base, "replay", "parquet-staging", hex.EncodeToString(h[:8]))
 }
 
-// check checks a parquet section: its columns, their types, the file size
-// and that the plan replays one window.
+// check checks a parquet section: its path or url and its columns' names
+// (no invisible characters), their types, the file size and that the plan
+// replays one window.
 func check(c *plan.SinkCheck) {
 	s := section(c.Sink)
 	switch {
@@ -133,6 +134,11 @@ func check(c *plan.SinkCheck) {
 				c.Add(f, "applies to url: only (path writes to a local directory): remove it")
 			}
 		}
+	}
+	c.Visible("path", "", s.Path)
+	c.Visible("url", "", s.URL)
+	for _, col := range s.Columns {
+		c.Visible("columns", "column", col.Name)
 	}
 	c.Columns(s.Columns, false)
 	cols, err := encode.ParseColumns(s.Columns, defaultColumns, false)

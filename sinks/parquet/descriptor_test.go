@@ -25,13 +25,20 @@ func parsePlan(sink string) (*plan.Plan, error) {
 }
 
 // A section's fields are checked when the plan loads: each problem names
-// its field.
+// its field. A path, url or column name with a bidirectional control
+// character is refused (non-ASCII letters are fine).
 func TestSectionValidation(t *testing.T) {
 	for _, tc := range []struct{ sink, want string }{
 		{"  path: out/\n  max_rows_per_file: 0\n", "sink.max_rows_per_file: 0: want at least 1, e.g. 1000000 (the default, when unset)"},
 		{"  path: out/\n  max_rows_per_file: -5\n", "sink.max_rows_per_file: -5: want at least 1"},
 		{"  path: out/\n  max_rows_per_file: 1\n", ""},
 		{"  path: out/\n", ""},
+		{"  path: \"out/\u202eorders\"\n", `sink.path: "out/\u202eorders" contains the invisible character U+202E: control and formatting characters (bidirectional overrides, zero-width ones) make it read differently in review than it is; type it again`},
+		{"  path: \"out/\u2066orders\u2069\"\n", `sink.path: "out/\u2066orders\u2069" contains the invisible character U+2066`},
+		{"  url: \"s3://lake/\u202aorders/\"\n", `sink.url: "s3://lake/\u202aorders/" contains the invisible character U+202A`},
+		{"  path: out/\n  columns: {\"amount\u202e\": value.amount, id: value.id}\n", `sink.columns: column "amount\u202e" contains the invisible character U+202E`},
+		{"  path: out/\n  columns: {amount: value.amount, \"i\u2069d\": value.id}\n", `sink.columns: column "i\u2069d" contains the invisible character U+2069`},
+		{"  path: out/\n  columns: {\"montant \u00e9t\u00e9\": value.amount}\n", ""},
 	} {
 		_, err := parsePlan(tc.sink)
 		switch {
