@@ -3,6 +3,7 @@ package parquet
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -92,6 +93,7 @@ var Descriptor = plan.SinkDescriptor{
 			Doc: "parquet: the compression of the column chunks: zstd (default), snappy, gzip or none."},
 	},
 	Check:      check,
+	Shard:      shard,
 	Notes:      notes,
 	StagingDir: func(s *plan.Sink) string { return stagingDirOf(section(s)) },
 	Where: func(ps *plan.Sink) string {
@@ -100,6 +102,19 @@ var Descriptor = plan.SinkDescriptor{
 		}
 		return section(ps).Path
 	},
+}
+
+// shard refuses a sharded run of more than one shard: each shard is a
+// run of its own (its sub-ranges), so a shard would refuse the objects
+// and the manifest its siblings published at the same path or url as
+// another run's, and shards on one machine would share one staging
+// directory.
+func shard(ps *plan.Sink, _, count int) (any, error) {
+	if count > 1 {
+		return nil, fmt.Errorf("parquet sink: a sharded run (%d shards) cannot write one output: each shard is a run of its own, with its own objects and manifest, and would refuse its siblings' as another run's; run the plan without --shard", count)
+	}
+	c := *section(ps)
+	return &c, nil
 }
 
 // stagingDirOf is where a section's records wait for their object: under

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks/parquet"
 	"github.com/replay-tool/replay/sinks/registry"
 )
 
@@ -60,6 +61,24 @@ func TestMaxRowsFingerprintUnchanged(t *testing.T) {
 		}
 		if got := p.Fingerprint(); got != "7233ec03dae44df7" {
 			t.Errorf("%q: fingerprint %s, want 7233ec03dae44df7", sink, got)
+		}
+	}
+}
+
+// A sharded run is refused: each shard is a run of its own, which would
+// refuse its siblings' objects and manifest; one shard (or none) runs.
+func TestShardRefused(t *testing.T) {
+	p, err := parsePlan("  path: out/\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := parquet.Descriptor
+	if _, err := d.Shard(&p.Sink, 1, 3); err == nil || !strings.Contains(err.Error(), "parquet sink: a sharded run (3 shards) cannot write one output") {
+		t.Errorf("shard 1 of 3: %v, want a refusal", err)
+	}
+	for _, count := range []int{0, 1} {
+		if _, err := d.Shard(&p.Sink, 0, count); err != nil {
+			t.Errorf("shard 0 of %d: %v", count, err)
 		}
 	}
 }
