@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	pq "github.com/parquet-go/parquet-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/replay-tool/replay/internal/testenv"
@@ -81,6 +82,58 @@ func shardCoords(t *testing.T, dir string, n int) []string {
 	return out
 }
 
+// parquetShardCoords reads the rows' partition/offset coordinates of the
+// shards' outputs dir/shard=<i>, checking that each shard's objects are
+// named after its sub-ranges (tiling them) and that each shard wrote its
+// manifest.
+func parquetShardCoords(t *testing.T, dir string, res *runner.Resolution) []string {
+	t.Helper()
+	var out []string
+	for _, sh := range res.Shards.Shards {
+		sd := filepath.Join(dir, fmt.Sprintf("shard=%d", sh.Index))
+		if _, err := os.Stat(filepath.Join(sd, "_manifest.json")); err != nil {
+			t.Errorf("shard %d: no manifest: %v", sh.Index, err)
+		}
+		tiles := map[int32][][2]int64{}
+		files, _ := filepath.Glob(filepath.Join(sd, "orders", "*", "*.parquet"))
+		for _, path := range files {
+			var part int32
+			var first, end int64
+			name, _ := filepath.Rel(sd, path)
+			if _, err := fmt.Sscanf(filepath.ToSlash(name), "orders/%d/%d-%d.parquet", &part, &first, &end); err != nil {
+				t.Fatalf("shard %d: object %s: %v", sh.Index, name, err)
+			}
+			tiles[part] = append(tiles[part], [2]int64{first, end})
+			rows, err := pq.ReadFile[struct {
+				Partition int32 `parquet:"partition"`
+				Offset    int64 `parquet:"offset"`
+			}](path)
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			for _, r := range rows {
+				out = append(out, fmt.Sprintf("%d/%d", r.Partition, r.Offset))
+			}
+		}
+		for _, sub := range sh.Ranges {
+			ts := tiles[sub.Partition]
+			slices.SortFunc(ts, func(a, b [2]int64) int { return int(a[0] - b[0]) })
+			at := sub.Start
+			for _, tl := range ts {
+				if tl[0] != at {
+					t.Errorf("shard %d partition %d: objects %v do not tile [%d, %d)", sh.Index, sub.Partition, ts, sub.Start, sub.End)
+					break
+				}
+				at = tl[1]
+			}
+			if at != sub.End {
+				t.Errorf("shard %d partition %d: objects end at %d, the sub-range at %d", sh.Index, sub.Partition, at, sub.End)
+			}
+		}
+	}
+	return out
+}
+
 // checkOnce fails t unless got holds each of want once and nothing else.
 func checkOnce(t *testing.T, what string, got, want []string) {
 	t.Helper()
@@ -116,7 +169,7 @@ func TestShardsFourAtOnce(t *testing.T) {
 	if len(want) < 3000 {
 		t.Fatalf("kcat reads %d records of the window: the topic was not seeded as meant", len(want))
 	}
-	for _, target := range []string{"file", "postgres", "sqlite"} {
+	for _, target := range []string{"file", "postgres", "sqlite", "parquet"} {
 		t.Run(target, func(t *testing.T) {
 			dir := t.TempDir()
 			sink := fileSink(filepath.Join(dir, "out-{shard}.jsonl"), 100)
@@ -127,6 +180,8 @@ func TestShardsFourAtOnce(t *testing.T) {
 				sink = fmt.Sprintf("{type: postgres, dsn: %q, table: sharded, create_table: true, batch_size: 100}", dsn)
 			case "sqlite":
 				sink = fmt.Sprintf("{type: sqlite, path: %q, table: orders, create_table: true, batch_size: 100}", filepath.Join(dir, "out.db"))
+			case "parquet":
+				sink = fmt.Sprintf("{type: parquet, path: %q, batch_size: 100, max_rows_per_file: 300}", filepath.Join(dir, "pq", "shard={shard}"))
 			}
 			planFile := writePlan(t, dir, planSpec{name: "sharded-" + target, addr: k.Addr, from: from, to: to, recordsPerSecond: 0, sink: sink})
 			resFile := filepath.Join(dir, "res.json")
@@ -166,6 +221,8 @@ func TestShardsFourAtOnce(t *testing.T) {
 				got = testenv.PgCoords(t, dsn, "sharded")
 			case "sqlite":
 				got = sinkKeys(t, filepath.Join(dir, "out.db"))
+			case "parquet":
+				got = parquetShardCoords(t, filepath.Join(dir, "pq"), res)
 			}
 			checkOnce(t, "the shards' union", got, want)
 			st := replayProcess(t, dir, "status", planFile, "--resolution", resFile)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/replay-tool/replay/plan"
@@ -104,16 +105,31 @@ var Descriptor = plan.SinkDescriptor{
 	},
 }
 
-// shard refuses a sharded run of more than one shard: each shard is a
-// run of its own (its sub-ranges), so a shard would refuse the objects
-// and the manifest its siblings published at the same path or url as
-// another run's, and shards on one machine would share one staging
-// directory.
-func shard(ps *plan.Sink, _, count int) (any, error) {
-	if count > 1 {
-		return nil, fmt.Errorf("parquet sink: a sharded run (%d shards) cannot write one output: each shard is a run of its own, with its own objects and manifest, and would refuse its siblings' as another run's; run the plan without --shard", count)
+// ShardPlaceholder stands for the shard's index in the path or url of a
+// sharded run (replay run --shard I/N): each shard writes its own output,
+// with its own objects and manifest (e.g. out/orders/shard={shard}/).
+const ShardPlaceholder = "{shard}"
+
+// shard gives a shard its own output: {shard} in path or url becomes its
+// index. A manifest describes one run's objects, so the shards of a
+// sharded run cannot share one output; and a path or url with {shard}
+// needs a sharded run.
+func shard(ps *plan.Sink, index, count int) (any, error) {
+	s := section(ps)
+	where, field := s.Path, "path"
+	if s.URL != "" {
+		where, field = s.URL, "url"
 	}
-	c := *section(ps)
+	has := strings.Contains(where, ShardPlaceholder)
+	switch {
+	case count == 0 && has:
+		return nil, fmt.Errorf("parquet sink: %s %q holds %s, which only a sharded run replaces: write a sharded resolution with 'replay plan PLAN --shards N --out FILE' and run each shard with 'replay run PLAN --resolution FILE --shard I/N', or remove %s", field, where, ShardPlaceholder, ShardPlaceholder)
+	case count > 1 && !has:
+		return nil, fmt.Errorf("parquet sink: %s %q: each shard of a sharded run is a run of its own, with its own objects and manifest, so the shards cannot share one output; put %s in the %s so that each writes its own, e.g. %s", field, where, ShardPlaceholder, field, strings.TrimSuffix(where, "/")+"/shard="+ShardPlaceholder+"/")
+	}
+	c := *s
+	idx := strconv.Itoa(index)
+	c.Path, c.URL = strings.ReplaceAll(s.Path, ShardPlaceholder, idx), strings.ReplaceAll(s.URL, ShardPlaceholder, idx)
 	return &c, nil
 }
 

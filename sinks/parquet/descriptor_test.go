@@ -65,20 +65,40 @@ func TestMaxRowsFingerprintUnchanged(t *testing.T) {
 	}
 }
 
-// A sharded run is refused: each shard is a run of its own, which would
-// refuse its siblings' objects and manifest; one shard (or none) runs.
-func TestShardRefused(t *testing.T) {
-	p, err := parsePlan("  path: out/\n")
+// A sharded run needs {shard} in the path or url, and each shard writes
+// its own output; a path with {shard} needs a sharded run.
+func TestShardOutputs(t *testing.T) {
+	d := parquet.Descriptor
+	plain, err := parsePlan("  path: out/\n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := parquet.Descriptor
-	if _, err := d.Shard(&p.Sink, 1, 3); err == nil || !strings.Contains(err.Error(), "parquet sink: a sharded run (3 shards) cannot write one output") {
-		t.Errorf("shard 1 of 3: %v, want a refusal", err)
+	if _, err := d.Shard(&plain.Sink, 1, 3); err == nil || !strings.Contains(err.Error(), "out/shard={shard}/") {
+		t.Errorf("shard 1 of 3 without {shard}: %v, want a refusal showing the path with it", err)
 	}
 	for _, count := range []int{0, 1} {
-		if _, err := d.Shard(&p.Sink, 0, count); err != nil {
+		if _, err := d.Shard(&plain.Sink, 0, count); err != nil {
 			t.Errorf("shard 0 of %d: %v", count, err)
+		}
+	}
+	for _, tc := range []struct{ section, want string }{
+		{"  path: out/shard={shard}/\n", "out/shard=2/"},
+		{"  url: s3://bucket/orders/{shard}/\n  endpoint: http://127.0.0.1:7070\n", "s3://bucket/orders/2/"},
+	} {
+		p, err := parsePlan(tc.section)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.section, err)
+		}
+		cfg, err := d.Shard(&p.Sink, 2, 3)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.section, err)
+		}
+		got := cfg.(*parquet.Section)
+		if got.Path+got.URL != tc.want {
+			t.Errorf("%s: shard 2 writes to %q, want %q", tc.section, got.Path+got.URL, tc.want)
+		}
+		if _, err := d.Shard(&p.Sink, 0, 0); err == nil || !strings.Contains(err.Error(), "--shard I/N") {
+			t.Errorf("%s unsharded: %v, want a refusal", tc.section, err)
 		}
 	}
 }
