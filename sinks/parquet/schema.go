@@ -216,6 +216,26 @@ func row(dst pq.Row, cols []column, r *record.Record) (pq.Row, error) {
 	return dst, nil
 }
 
+// checkRow is row without the row: the error row returns for r, from the
+// only columns whose value can fail to convert (value.<path> columns of
+// a type other than string and bytes); the others always convert. Write checks each record with it, before it stages the
+// record, and the object is built with row.
+func checkRow(cols []column, r *record.Record) error {
+	var cells encode.Cells
+	for _, c := range cols {
+		if c.Field.Kind != plan.FieldValuePath || c.typ.kind == kString || c.typ.kind == kBytes {
+			continue
+		}
+		if cells.Record == nil {
+			cells.Record = r
+		}
+		if _, err := value(&cells, c); err != nil {
+			return record.NewError(r, fmt.Errorf("parquet sink: column %s: %w", c.Name, err))
+		}
+	}
+	return nil
+}
+
 // value is the record's value of column c (a null Value for NULL).
 func value(cells *encode.Cells, c column) (pq.Value, error) {
 	r := cells.Record

@@ -103,7 +103,6 @@ type part struct {
 	first, rows, next int64
 	synced            int64
 	buf               []byte
-	scratch           pq.Row
 	broken            error
 	finished          bool
 }
@@ -245,7 +244,7 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 		if r.Offset >= pt.rng.End {
 			return fmt.Errorf("parquet sink: partition %d offset %d is past the range's end %d", r.Partition, r.Offset, pt.rng.End)
 		}
-		if pt.scratch, err = row(pt.scratch[:0], s.cols, r); err != nil {
+		if err := checkRow(s.cols, r); err != nil {
 			return errors.Join(s.flushFrames(pt), err)
 		}
 		if pt.rows >= s.maxRows {
