@@ -341,3 +341,38 @@ func TestShardsPlanRefusals(t *testing.T) {
 		t.Errorf("--shard without --resolution: %s", r)
 	}
 }
+
+// TestShardsKafkaSinkWholePartitions: a kafka sink keeps each partition's
+// order, so its shards hold whole partitions; with order: none a large
+// partition is split between shards.
+func TestShardsKafkaSinkWholePartitions(t *testing.T) {
+	k := testenv.NewKafka(t, testenv.Topics("orders", "target"), testenv.Partitions(4))
+	from, to := skewedTopic(t, k, 800)
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		order string
+		whole bool
+	}{{"", true}, {", order: partition", true}, {", order: none", false}} {
+		planFile := writePlan(t, dir, planSpec{name: "tokafka", addr: k.Addr, from: from, to: to,
+			sink: fmt.Sprintf("{type: kafka, brokers: [%q], topic: target%s}", k.Addr, tc.order)})
+		out := filepath.Join(dir, "shards.json")
+		if r := replay(t, "plan", planFile, "--shards", "3", "--out", out); r.code != exitOK {
+			t.Fatalf("plan --shards 3 (kafka sink%s): %s", tc.order, r)
+		}
+		res, err := runner.ReadResolution(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		split := false
+		for _, sh := range res.Shards.Shards {
+			for _, sub := range sh.Ranges {
+				for _, rg := range res.Ranges {
+					split = split || rg.Partition == sub.Partition && (rg.Start != sub.Start || rg.End != sub.End)
+				}
+			}
+		}
+		if res.Shards.WholePartitions != tc.whole || split == tc.whole {
+			t.Errorf("kafka sink%s: whole_partitions %v, a partition split %v; want whole %v", tc.order, res.Shards.WholePartitions, split, tc.whole)
+		}
+	}
+}

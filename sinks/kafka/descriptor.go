@@ -20,7 +20,18 @@ type Section struct {
 	KeepPartition   bool      `yaml:"keep_partition"`
 	ExactlyOnce     bool      `yaml:"exactly_once"`
 	TransactionalID string    `yaml:"transactional_id"`
+	Order           string    `yaml:"order"`
 }
+
+// Orders of a kafka sink (Section.Order).
+const (
+	// OrderPartition: a source partition's records reach the target in
+	// offset order (the default).
+	OrderPartition = "partition"
+	// OrderNone: the plan accepts a partition's records out of offset
+	// order: a sharded run may split a partition between shards.
+	OrderNone = "none"
+)
 
 // section returns the kafka sink's own fields of s.
 func section(s *plan.Sink) *Section { return plan.ConfigOf[Section](s) }
@@ -47,6 +58,14 @@ var Descriptor = plan.SinkDescriptor{
 			FingerprintValue: func(val any, _ *plan.Sink, deadLetter bool) any { return val == true && !deadLetter }},
 		{Name: "exactly_once", Fingerprint: true,
 			Doc: "kafka: produce each batch in one Kafka transaction together with the replay group's offsets for it (default false): consumers reading with isolation.level=read_committed see each source record exactly once, whatever happens to the run. Needs a target that supports transactions and, with ACLs, Write and Describe on the TransactionalId and IdempotentWrite on the cluster. Not with on_error: dead_letter or a dead-letter sink."},
+		{Name: "order", Fingerprint: true, Enum: []string{OrderPartition, OrderNone},
+			FingerprintValue: func(val any, _ *plan.Sink, _ bool) any {
+				if val == OrderPartition {
+					return "" // the default, as when unset
+				}
+				return val
+			},
+			Doc: "kafka: partition (default): a source partition's records reach the target in offset order, so 'replay plan --shards' gives each partition whole to one shard; none: the plan accepts them out of order, and shards may split a large partition between them (each part in order, the parts at once)."},
 		{Name: "transactional_id",
 			Doc: "kafka with exactly_once: prefix of the transactional ids, one per source partition (<prefix>-<partition>); default replay-<plan name>-<hash of the group>. A later run with the same ids fences any earlier process still producing."},
 	},
@@ -54,10 +73,10 @@ var Descriptor = plan.SinkDescriptor{
 	Shared:       true,
 	UsesKey:      true,
 	FencesOthers: func(s *plan.Sink) bool { return section(s).ExactlyOnce },
-	// A partition's records reach the target in offset order (and, with
-	// exactly_once, through one transactional id each): a sharded run
-	// gives every partition to one shard.
-	WholePartitionShards: func(*plan.Sink) bool { return true },
+	// A partition's records reach the target in offset order: a sharded
+	// run gives every partition to one shard, unless the plan accepts
+	// them out of order.
+	WholePartitionShards: func(s *plan.Sink) bool { return section(s).Order != OrderNone },
 	Shard:                shard,
 	Where:                func(s *plan.Sink) string { return "kafka topic " + section(s).Topic },
 	Secrets: func(s *plan.Sink, _ func(string) (string, bool)) []string {
