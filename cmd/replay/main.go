@@ -242,41 +242,61 @@ func (e usageError) Unwrap() error { return e.error }
 
 // exitCode maps an error to the exit code and prints it once.
 func (a *app) exitCode(err error) int {
+	v := a.verdictOf(err)
+	if err == nil {
+		return v.code
+	}
+	if v.hinted {
+		return a.printHinted(v.code, v.prefix, err)
+	}
+	return a.printErr(v.code, v.prefix, err, v.help)
+}
+
+// verdict is how an error ends the process: its exit code, the prefix it
+// is printed after, and the help printed after it (or, when hinted, the
+// runner's hint).
+type verdict struct {
+	code   int
+	prefix string
+	help   string
+	hinted bool
+}
+
+// verdictOf classifies the error that ends a command (nil: exit 0). The
+// exit code it gives is the process's, also written in a run's --report.
+func (a *app) verdictOf(err error) verdict {
 	if err == nil {
 		if a.exit != nil {
-			return *a.exit
+			return verdict{code: *a.exit}
 		}
-		return exitOK
+		return verdict{code: exitOK}
 	}
 	var invalid *plan.InvalidError
 	var refused *fault.SafetyError
 	var usage usageError
-	if strings.HasPrefix(err.Error(), "unknown command") {
-		err = usageError{err}
-	}
 	invalidCode := exitInvalid
 	if a.detailedExit {
 		invalidCode = exitFailed
 	}
 	switch {
 	case errors.As(err, &invalid):
-		return a.printErr(invalidCode, "invalid plan:\n", err, "")
-	case errors.As(err, &usage):
-		return a.printErr(invalidCode, "error: ", err, "Run 'replay --help' for usage.\n")
+		return verdict{code: invalidCode, prefix: "invalid plan:\n"}
+	case errors.As(err, &usage) || strings.HasPrefix(err.Error(), "unknown command"):
+		return verdict{code: invalidCode, prefix: "error: ", help: "Run 'replay --help' for usage.\n"}
 	case errors.As(err, &refused):
-		return a.printHinted(exitRefused, "refused: ", err)
+		return verdict{code: exitRefused, prefix: "refused: ", hinted: true}
 	case errors.Is(err, sinks.ErrRefused):
-		return a.printHinted(exitRefused, "refused: ", err)
+		return verdict{code: exitRefused, prefix: "refused: ", hinted: true}
 	case errors.Is(err, sinks.ErrLost):
 		// The sink lost records below the group's commits: neither this
 		// run nor a resume can publish a whole output.
-		return a.printHinted(exitRefused, "refused: ", err)
+		return verdict{code: exitRefused, prefix: "refused: ", hinted: true}
 	case errors.Is(err, sinks.ErrFenced):
 		// Another process of the same replay holds the transactional id:
 		// this one must stop, as for a group in use.
-		return a.printErr(exitRefused, "refused: ", err, "Another process runs this replay: let it finish, or stop it and re-run the same command to resume.\n")
+		return verdict{code: exitRefused, prefix: "refused: ", help: "Another process runs this replay: let it finish, or stop it and re-run the same command to resume.\n"}
 	}
-	return a.printHinted(exitFailed, "error: ", err)
+	return verdict{code: exitFailed, prefix: "error: ", hinted: true}
 }
 
 // printHinted prints err with its runner hint worded for the command line:

@@ -230,7 +230,7 @@ func (a *app) runCmd() *cobra.Command {
 				// --yes): a scheduler still gets a report, saying why.
 				rep := &runner.Report{PlanFile: files[0], Started: started, Finished: time.Now().UTC(), Error: err.Error()}
 				a.identify(rep, files[0])
-				if werr := a.writeReport(o.report, rep); werr != nil {
+				if werr := a.writeReport(o.report, rep, err); werr != nil {
 					a.log.Warn().Err(werr).Msg("could not write the report")
 				}
 			}
@@ -397,7 +397,7 @@ func (a *app) runJob(ctx context.Context, job *runner.Job, file string, o runOpt
 		} else {
 			fmt.Fprintln(out, msg)
 		}
-		return nil, a.writeReport(o.report, rep)
+		return nil, a.writeReport(o.report, rep, nil)
 	}
 	a.log.Info().Str("plan", p.Name).Int64("offsets", job.Resolution.Total()).Msg("run started")
 	metrics.serve(a, job)
@@ -423,7 +423,7 @@ func (a *app) runJob(ctx context.Context, job *runner.Job, file string, o runOpt
 		printReport(out, rep, sinkWhere(p.Sink))
 		read, written, skipped := rep.Totals()
 		a.log.Info().Str("plan", p.Name).Int64("read", read).Int64("written", written).Int64("skipped", skipped).Msg("run finished")
-		if werr := a.writeReport(o.report, rep); werr != nil {
+		if werr := a.writeReport(o.report, rep, err); werr != nil {
 			err = errors.Join(err, werr)
 		}
 	}
@@ -474,9 +474,26 @@ func (a *app) newSink(ctx context.Context, job *runner.Job, join bool) (sinks.Si
 	return registry.New(ctx, p.Sink, opts)
 }
 
-func (a *app) writeReport(path string, rep any) error {
+// reportFile is what --report writes: the run's report and the code the
+// process exits with.
+type reportFile struct {
+	*runner.Report
+	ExitCode int `json:"exit_code"`
+}
+
+// writeReport writes rep (a *runner.Report or a *scheduleReport) to path
+// with the exit code of err, the error the command returns ("": no
+// --report).
+func (a *app) writeReport(path string, rep any, err error) error {
 	if path == "" {
 		return nil
+	}
+	code := a.verdictOf(err).code
+	switch r := rep.(type) {
+	case *runner.Report:
+		rep = reportFile{Report: r, ExitCode: code}
+	case *scheduleReport:
+		r.ExitCode = code
 	}
 	// A run refused before checkWritable created the directory (a usage
 	// error) still writes its report.

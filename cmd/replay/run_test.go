@@ -32,7 +32,7 @@ func TestRunReport(t *testing.T) {
 	written := int64(strings.Count(string(readFile(t, out)), "\n"))
 	rep := gjson.ParseBytes(readFile(t, first))
 	if got := rep.Get("partitions.#.written").Array(); len(got) != 3 || rep.Get("nothing_to_do").Bool() ||
-		got[0].Int()+got[1].Int()+got[2].Int() != written || written == 0 {
+		got[0].Int()+got[1].Int()+got[2].Int() != written || written == 0 || !rep.Get("exit_code").Exists() || rep.Get("exit_code").Int() != exitOK {
 		t.Errorf("first report does not match the %d records written: %s", written, rep.Raw)
 	}
 
@@ -46,6 +46,7 @@ func TestRunReport(t *testing.T) {
 	}
 	var rep2 struct {
 		NothingToDo bool `json:"nothing_to_do"`
+		ExitCode    *int `json:"exit_code"`
 		Partitions  []struct {
 			Written int64 `json:"written"`
 			Done    bool  `json:"done"`
@@ -54,7 +55,7 @@ func TestRunReport(t *testing.T) {
 	if err := json.Unmarshal(b, &rep2); err != nil {
 		t.Fatal(err)
 	}
-	if !rep2.NothingToDo || len(rep2.Partitions) != 3 {
+	if !rep2.NothingToDo || len(rep2.Partitions) != 3 || rep2.ExitCode == nil || *rep2.ExitCode != exitOK {
 		t.Errorf("second report: %s", b)
 	}
 	for _, p := range rep2.Partitions {
@@ -147,8 +148,9 @@ func TestStdoutSink(t *testing.T) {
 }
 
 // A run that never starts still leaves a report a scheduler can match to
-// its plan: missing --yes (exit 2) and a refusal (exit 3: a file at the
-// output path that replay did not write, which stays as it was).
+// its plan, with the exit code: missing --yes (exit 2) and a refusal (exit
+// 3: a file at the output path that replay did not write, which stays as
+// it was).
 func TestReportOfARunThatNeverStarted(t *testing.T) {
 	sb, seed := newCluster(t, 2, 200)
 	dir := t.TempDir()
@@ -157,25 +159,25 @@ func TestReportOfARunThatNeverStarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := writePlan(t, dir, planSpec{name: "never-started", addr: sb.Addr, from: seed.From, to: seed.From.Add(time.Hour), sink: fileSink(out, 100)})
-	check := func(rep, wantErr string) {
+	check := func(rep, wantErr string, wantCode int) {
 		t.Helper()
 		r := gjson.ParseBytes(readFile(t, rep))
 		if r.Get("plan").Str != "never-started" || r.Get("fingerprint").Str == "" || r.Get("group").Str == "" || r.Get("topic").Str == "" ||
-			!strings.Contains(r.Get("error").Str, wantErr) {
-			t.Errorf("report %s: %s, want the plan's identity and an error with %q", filepath.Base(rep), r.Raw, wantErr)
+			!strings.Contains(r.Get("error").Str, wantErr) || !r.Get("exit_code").Exists() || r.Get("exit_code").Int() != int64(wantCode) {
+			t.Errorf("report %s: %s, want the plan's identity, an error with %q and exit_code %d", filepath.Base(rep), r.Raw, wantErr, wantCode)
 		}
 	}
 	noYes := filepath.Join(dir, "no-yes.json")
 	if r := replay(t, "run", "--report", noYes, file); r.code != exitInvalid {
 		t.Fatalf("run without --yes: %s", r)
 	}
-	check(noYes, "add --yes")
+	check(noYes, "add --yes", exitInvalid)
 	refused := filepath.Join(dir, "refused.json")
 	r := replay(t, "run", "--yes", "--report", refused, file)
 	if r.code != exitRefused || !strings.Contains(r.stderr, "replay did not write") || !strings.Contains(r.stderr, "overwrite: true") || strings.Contains(r.stderr, "refused: refused") {
 		t.Fatalf("run over a foreign file: %s", r)
 	}
-	check(refused, "replay did not write")
+	check(refused, "replay did not write", exitRefused)
 	if got := string(readFile(t, out)); got != "someone's notes\n" {
 		t.Errorf("the refused run changed the file: %q", got)
 	}

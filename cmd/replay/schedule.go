@@ -26,6 +26,8 @@ type scheduleReport struct {
 	Next    time.Time `json:"next_interval,omitzero"`
 	NextDue time.Time `json:"next_due,omitzero"`
 	Error   string    `json:"error,omitempty"`
+	// ExitCode is the code the process exits with (writeReport sets it).
+	ExitCode int `json:"exit_code"`
 }
 
 type intervalReport struct {
@@ -55,7 +57,7 @@ func (a *app) runSchedule(ctx context.Context, c *runner.Cluster, p *plan.Plan, 
 	if err != nil {
 		srep.Error = err.Error()
 	}
-	if werr := a.writeReport(o.report, srep); werr != nil {
+	if werr := a.writeReport(o.report, srep, err); werr != nil {
 		err = errors.Join(err, werr)
 	}
 	if errors.Is(err, runner.ErrInterrupted) {

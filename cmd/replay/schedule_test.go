@@ -56,7 +56,8 @@ type runReport struct {
 			}
 		}
 	}
-	NextDue time.Time `json:"next_due"`
+	NextDue  time.Time `json:"next_due"`
+	ExitCode *int      `json:"exit_code"`
 }
 
 func readRunReport(t *testing.T, path string) runReport {
@@ -282,6 +283,9 @@ func TestScheduleIntervalRerun(t *testing.T) {
 		t.Fatalf("--max-intervals 2: %s", res)
 	}
 	first := readRunReport(t, filepath.Join(dir, "first.json"))
+	if first.ExitCode == nil || *first.ExitCode != exitOK {
+		t.Errorf("--max-intervals 2: the report's exit_code is %v, want %d", first.ExitCode, exitOK)
+	}
 	if res = replay(t, "run", planFile, "--yes", "--at", at); res.code != 0 || !strings.Contains(res.stdout, "ran 1 interval;") {
 		t.Fatalf("the rest of the catch-up: %s", res)
 	}

@@ -195,7 +195,7 @@ func TestCommandRedactsPlanSecrets(t *testing.T) {
 		a.exitCode(fmt.Errorf("connect: password %q refused", numeric))
 		report := filepath.Join(dir, "report.json")
 		rep := &runner.Report{Plan: "p", Started: time.Unix(0, 0), Partitions: []runner.PartitionReport{{End: 98765432, Error: "sink said S3cr3t-DSN"}}}
-		if err := a.writeReport(report, rep); err != nil {
+		if err := a.writeReport(report, rep, nil); err != nil {
 			t.Fatal(err)
 		}
 		b := readFile(t, report)

@@ -216,7 +216,7 @@ func totalLine(s string) string {
 
 // Found by a break-it pass: --report wrote nothing when the run failed
 // before reading (an unreachable broker, a refusal), leaving a scheduler
-// without a report. It now holds the error.
+// without a report. It now holds the error and the exit code (1).
 func TestReportWrittenOnEarlyFailure(t *testing.T) {
 	dir := t.TempDir()
 	file := writePlan(t, dir, planSpec{name: "unreachable", addr: "127.0.0.1:1",
@@ -234,11 +234,12 @@ func TestReportWrittenOnEarlyFailure(t *testing.T) {
 		PlanFile  string `json:"plan_file"`
 		Error     string `json:"error"`
 		Published bool   `json:"published"`
+		ExitCode  *int   `json:"exit_code"`
 	}
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.PlanFile != file || !strings.Contains(rep.Error, "not reachable") || rep.Published {
-		t.Errorf("report %s: want the plan file, the error and published false", b)
+	if rep.PlanFile != file || !strings.Contains(rep.Error, "not reachable") || rep.Published || rep.ExitCode == nil || *rep.ExitCode != exitFailed {
+		t.Errorf("report %s: want the plan file, the error, published false and exit_code %d", b, exitFailed)
 	}
 }
