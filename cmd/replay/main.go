@@ -158,6 +158,9 @@ func (a *app) root() *cobra.Command {
 			return a.setupLog()
 		},
 	}
+	root.Version = version()
+	// --version prints the line 'replay version' prints.
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetOut(a.stdout) // help and usage go to the app's streams, not straight to os.Stdout
 	root.SetErr(a.stderr)
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -180,7 +183,7 @@ func (a *app) root() *cobra.Command {
 	})
 	a.addProfileFlag(root)
 	root.PersistentFlags().Var(timeFlag{&a.at}, "at", "behave as if it were this RFC 3339 time (a scheduler's logical date): relative windows and schedules are resolved against it")
-	root.AddCommand(a.validateCmd(), a.planCmd(), a.runCmd(), a.demoCmd(), a.sandboxCmd(), a.statusCmd(), a.resetCmd(), a.schemaCmd(), a.testCmd())
+	root.AddCommand(a.validateCmd(), a.planCmd(), a.runCmd(), a.demoCmd(), a.sandboxCmd(), a.statusCmd(), a.resetCmd(), a.schemaCmd(), a.testCmd(), a.versionCmd())
 	return root
 }
 
