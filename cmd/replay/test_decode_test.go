@@ -51,3 +51,23 @@ func TestTestCommandDecodes(t *testing.T) {
 		t.Errorf("without --schemas: %s", res)
 	}
 }
+
+// `replay test --schemas DIR` with two files for one schema id (1.avsc and
+// 1.proto) is refused (exit 2) naming both: it read the .avsc silently.
+func TestTestCommandTwoSchemaFilesForOneID(t *testing.T) {
+	schemas := t.TempDir()
+	avsc := `{"type":"record","name":"O","fields":[{"name":"id","type":"long"}]}`
+	proto := "syntax = \"proto3\";\nmessage O { int64 id = 1; }\n"
+	for name, text := range map[string]string{"1.avsc": avsc, "1.proto": proto} {
+		if err := os.WriteFile(filepath.Join(schemas, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := binary.AppendVarint(binary.BigEndian.AppendUint32([]byte{0}, 1), 7)
+	records := fmt.Sprintf(`{"value": %q, "value_encoding": "base64", "timestamp": "2026-11-03T10:00:00Z"}`+"\n", base64.StdEncoding.EncodeToString(b))
+	p, r := writeTestFiles(t, "decode: {value: avro, schema_registry: {url: https://sr:8081}}\n", records)
+	res := replay(t, "test", p, "--records", r, "--schemas", schemas)
+	if want := "schema id 1 has 2 schema files: " + filepath.Join(schemas, "1.avsc") + " and " + filepath.Join(schemas, "1.proto"); res.code != exitInvalid || !strings.Contains(res.text(), want) {
+		t.Errorf("want exit %d and %q, got %s", exitInvalid, want, res)
+	}
+}

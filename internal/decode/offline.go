@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,7 +19,8 @@ import (
 // registry, for framed test fixtures: <id>.avsc (Avro), <id>.proto
 // (Protobuf; its imports are read from dir by their import path) or
 // <id>.json (JSON Schema). cfg's Registry is not used. An id without a
-// file is a bad record, as an id the registry does not have.
+// file is a bad record, as an id the registry does not have; an id with
+// two files (1.avsc and 1.proto) is refused, naming them.
 func NewOffline(dir string, cfg Config, log zerolog.Logger) (*Decoder, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
@@ -27,7 +29,44 @@ func NewOffline(dir string, cfg Config, log zerolog.Logger) (*Decoder, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("schemas directory %s is not a directory", dir)
 	}
+	if err := checkOneFilePerID(dir); err != nil {
+		return nil, err
+	}
 	return newDecoder(cfg, offline{dir: dir}, log), nil
+}
+
+// checkOneFilePerID refuses a directory holding two schema files for one
+// id (1.avsc and 1.proto): which one the records were written with is not
+// for the reader to guess.
+func checkOneFilePerID(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("schemas directory: %w", err)
+	}
+	files := map[int64][]string{}
+	var ids []int64
+	for _, e := range entries {
+		for _, et := range extTypes {
+			base, ok := strings.CutSuffix(e.Name(), et.ext)
+			id, err := strconv.ParseInt(base, 10, 32)
+			if !ok || err != nil || strconv.FormatInt(id, 10) != base {
+				continue // not a file SchemaByID reads
+			}
+			if len(files[id]) == 0 {
+				ids = append(ids, id)
+			}
+			files[id] = append(files[id], filepath.Join(dir, e.Name()))
+		}
+	}
+	slices.Sort(ids)
+	var errs []error
+	for _, id := range ids {
+		if fs := files[id]; len(fs) > 1 {
+			errs = append(errs, fmt.Errorf("schema id %d has %d schema files: %s; keep the one its records were written with and move the others out of %s",
+				id, len(fs), strings.Join(fs, " and "), dir))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // offline is a source reading dir.
