@@ -18,6 +18,14 @@ import (
 
 func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
 
+// windowBound words a window's bound for review: RFC 3339 with the
+// fraction of a second when it has one (10:00:00.25Z), which plain
+// RFC 3339 drops, making [10:00:00.250, 10:00:00.750) read as an empty
+// window.
+func windowBound(t time.Time) string {
+	return t.Format(time.RFC3339Nano)
+}
+
 // printResolution renders a job's ranges: what a run would read.
 func printResolution(w io.Writer, job *runner.Job) {
 	res := job.Resolution
@@ -28,9 +36,9 @@ func printResolution(w io.Writer, job *runner.Job) {
 	case !res.From.IsZero():
 		to := "high watermark"
 		if !res.To.IsZero() {
-			to = res.To.Format(time.RFC3339)
+			to = windowBound(res.To)
 		}
-		fmt.Fprintf(w, "window [%s, %s) resolved at %s\n", res.From.Format(time.RFC3339), to, res.ResolvedAt.Format(time.RFC3339))
+		fmt.Fprintf(w, "window [%s, %s) resolved at %s\n", windowBound(res.From), to, res.ResolvedAt.Format(time.RFC3339))
 	default:
 		fmt.Fprintf(w, "offset window resolved at %s\n", res.ResolvedAt.Format(time.RFC3339))
 	}
@@ -211,13 +219,13 @@ func printPlan(w io.Writer, v planView) {
 	case !v.From.IsZero():
 		to := "high watermark"
 		if !v.To.IsZero() {
-			to = v.To.Format(time.RFC3339)
+			to = windowBound(v.To)
 		}
 		rel := ""
 		if v.Relative != "" {
 			rel = " (" + v.Relative + ")"
 		}
-		fmt.Fprintf(w, "window [%s, %s)%s resolved at %s\n", v.From.Format(time.RFC3339), to, rel, v.ResolvedAt.Format(time.RFC3339))
+		fmt.Fprintf(w, "window [%s, %s)%s resolved at %s\n", windowBound(v.From), to, rel, v.ResolvedAt.Format(time.RFC3339))
 	case !v.Resuming || v.Pinned != "":
 		fmt.Fprintf(w, "offset window resolved at %s\n", v.ResolvedAt.Format(time.RFC3339))
 	}
