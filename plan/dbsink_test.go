@@ -35,6 +35,10 @@ func TestDatabaseSinkRowRules(t *testing.T) {
 		{"connections 65 on http", "  type: http\n  url: https://svc.internal/orders\n  connections: 65\n", "sink.connections: 65: want 1..64", nil},
 		{"connections on sqlite", "  type: sqlite\n  path: out/o.db\n  table: t\n  connections: 2\n", "sink.connections: does not apply to a sqlite sink", nil},
 		{"overwrite on a file", file + "  overwrite: true\n", "", nil},
+		{"table with a non-ASCII letter", "  type: postgres\n  dsn: ${ORDERS_DSN}\n  table: commandés\n  overwrite: true\n",
+			`sink.table: "commandés" is not a plain table name ([schema.]name of ASCII letters, digits and _, not beginning with a digit)`, nil},
+		{"column with a non-ASCII letter", pg + "  overwrite: true\n  columns: {id: key, référence: value.ref}\n",
+			`"référence" is not a plain column name (ASCII letters, digits and _, not beginning with a digit)`, nil},
 	}
 	opts := testOptions()
 	opts.LookupEnv = func(string) (string, bool) { return "postgres://app@db/orders", true }

@@ -15,7 +15,10 @@ func TestNewUserMistakes(t *testing.T) {
 	}{
 		{"second document", minimalPlan + "---\nversion: 1\nname: other\n", "plan.yaml:13:1: a second YAML document (after ---)"},
 		{"topic list", strings.Replace(minimalPlan, "topic: orders", "topic: orders,payments", 1), `source.topic: "orders,payments" is not a topic name`},
-		{"topic with a slash", strings.Replace(minimalPlan, "topic: orders", "topic: orders/eu", 1), `'/' is not a letter, digit`},
+		{"topic with a slash", strings.Replace(minimalPlan, "topic: orders", "topic: orders/eu", 1), `'/' is not an ASCII letter, digit`},
+		{"topic with a non-ASCII letter", strings.Replace(minimalPlan, "topic: orders", "topic: ordérs", 1), `'é' is not an ASCII letter, digit`},
+		{"name with a non-ASCII letter", strings.Replace(minimalPlan, "name: orders-fix", "name: vtést", 1), `name: "vtést": use ASCII letters (a-z, A-Z), digits, '.', '_' and '-' only, beginning with a letter or digit`},
+		{"name beginning with '-'", strings.Replace(minimalPlan, "name: orders-fix", "name: -fix", 1), `beginning with a letter or digit`},
 		{"topic too long", strings.Replace(minimalPlan, "topic: orders", "topic: "+strings.Repeat("o", 250), 1), "at most 249 characters; this one has 250"},
 		{"lower-case field", withSink("  key: '{{ .value.id }}'\n"), "sink.key: .value.id: a key template sees .Topic"},
 		{"lower-case field hint", withSink("  key: '{{ .value.id }}'\n"), "(did you mean .Value.id?)"},

@@ -82,7 +82,7 @@ func (c *SinkCheck) Columns(cols Columns, db bool) { c.v.columns(c.Field, cols, 
 // plain [schema.]table name.
 func (c *SinkCheck) TableName(name, val string) {
 	if val != "" && !tableRe.MatchString(val) {
-		c.Add(name, "%q is not a plain table name ([schema.]name of letters, digits, _)", val)
+		c.Add(name, "%q is not a plain table name ([schema.]name of ASCII letters, digits and _, not beginning with a digit)", val)
 	}
 }
 

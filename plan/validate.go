@@ -100,7 +100,7 @@ func (v *validator) top() {
 	case p.Name == "":
 		v.add("name", "missing: give the plan a unique name, e.g. orders-fx-fix-2026-11-03")
 	case !nameRe.MatchString(p.Name):
-		v.add("name", "%q: use letters, digits, '.', '_' and '-' only", p.Name)
+		v.add("name", "%q: use ASCII letters (a-z, A-Z), digits, '.', '_' and '-' only, beginning with a letter or digit", p.Name)
 	default:
 		v.checkCommitMetadata(p.Name)
 	}
@@ -501,9 +501,9 @@ func TopicNameProblem(name string) string {
 			continue
 		}
 		if r == ',' || r == ' ' {
-			return fmt.Sprintf("%q is not a topic name (Kafka allows letters, digits, '.', '_' and '-'): a plan replays one topic; write one plan per topic", name)
+			return fmt.Sprintf("%q is not a topic name (Kafka allows ASCII letters, digits, '.', '_' and '-'): a plan replays one topic; write one plan per topic", name)
 		}
-		return fmt.Sprintf("%q is not a topic name Kafka allows: %q is not a letter, digit, '.', '_' or '-'", name, r)
+		return fmt.Sprintf("%q is not a topic name Kafka allows: %q is not an ASCII letter, digit, '.', '_' or '-'", name, r)
 	}
 	return ""
 }

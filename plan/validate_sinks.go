@@ -37,7 +37,7 @@ func (v *validator) columns(field string, cols Columns, db bool) {
 			continue
 		}
 		if !columnNameRe.MatchString(c.Name) {
-			v.add(cf, "%q is not a plain column name (letters, digits, _)", c.Name)
+			v.add(cf, "%q is not a plain column name (ASCII letters, digits and _, not beginning with a digit)", c.Name)
 			continue
 		}
 		lower := strings.ToLower(c.Name)

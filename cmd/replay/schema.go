@@ -177,7 +177,7 @@ var fieldSchemas = map[string]func() schema{
 // sink have theirs in the sink catalog (sinkFieldDocs).
 var fieldDocs = map[string]string{
 	"Plan.version":         "Plan format version: 1.",
-	"Plan.name":            "Unique name of the plan (letters, digits, '.', '_', '-'); part of the plan fingerprint.",
+	"Plan.name":            "Unique name of the plan (ASCII letters, digits, '.', '_', '-'); part of the plan fingerprint.",
 	"Plan.description":     "What the replay is for; review metadata.",
 	"Plan.owner":           "Team or person owning the replay; review metadata.",
 	"Plan.ticket":          "Ticket or issue the replay belongs to; review metadata.",

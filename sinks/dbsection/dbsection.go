@@ -92,7 +92,7 @@ func Check(c *plan.SinkCheck, s *Common) {
 	case ct == "":
 		c.Add("checkpoint_table", "empty: name the table, e.g. replay_checkpoints, or remove the field")
 	case !plan.IsTableName(ct):
-		c.Add("checkpoint_table", "%q is not a plain table name ([schema.]name of letters, digits, _)", ct)
+		c.Add("checkpoint_table", "%q is not a plain table name ([schema.]name of ASCII letters, digits and _, not beginning with a digit)", ct)
 	case strings.EqualFold(ct, s.Table):
 		c.Add("checkpoint_table", "is the sink's own table: name another table, e.g. replay_checkpoints")
 	case c.DeadLetter():

@@ -137,7 +137,7 @@ func check(c *plan.SinkCheck) {
 		f, val := "headers."+name, s.Headers[name]
 		switch {
 		case !headerNameRe.MatchString(name):
-			c.Add(f, "%q is not an HTTP header name (letters, digits and !#$%%&'*+-.^_`|~)", name)
+			c.Add(f, "%q is not an HTTP header name (ASCII letters, digits and !#$%%&'*+-.^_`|~)", name)
 		case slices.ContainsFunc(reservedHeaders, func(r string) bool { return strings.EqualFold(r, name) }):
 			c.Add(f, "the http sink sets %s itself: remove it", name)
 		case strings.ContainsAny(val, "\r\n\x00"):
