@@ -25,6 +25,8 @@ func TestNewUserMistakes(t *testing.T) {
 		{"field of a string", withSink("  key: 'k-{{ .Key.id }}'\n"), ".Key is a plain value without fields; for a field of the JSON value write .Value.id"},
 		{"unknown field in if", withSink("  key: '{{ if .Valeu }}x{{ end }}'\n"), "sink.key: .Valeu:"},
 		{"epoch milliseconds keep their digits", strings.Replace(minimalPlan, "from: -2h", "from: 1700000000123", 1), "e.g. 2023-11-14T22:13:20.123Z if it was milliseconds"},
+		{"bounds within one second", strings.Replace(minimalPlan, "from: -2h", "from: 2026-01-01T10:00:00.750Z\n  to: 2026-01-01T10:00:00.250Z", 1),
+			"window.to: 2026-01-01T10:00:00.25Z is not after from (2026-01-01T10:00:00.75Z)"},
 		{"epoch seconds with a fraction", strings.Replace(minimalPlan, "from: -2h", "from: 1700000000.5", 1), "e.g. 2023-11-14T22:13:20.5Z if it was seconds"},
 	}
 	for _, tt := range tests {

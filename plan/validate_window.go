@@ -44,14 +44,14 @@ func (v *validator) window() {
 		v.add("window.from", "%s is before 1970-01-01T00:00:00Z, where Kafka's timestamps start: give a later from", from.Format(time.RFC3339Nano))
 	}
 	if from.After(v.now) {
-		v.add("window.from", "%s is in the future: nothing would be replayed", from.Format(time.RFC3339))
+		v.add("window.from", "%s is in the future: nothing would be replayed", from.Format(time.RFC3339Nano))
 	}
 	if w.To.IsSet() {
 		if !from.Before(to) {
-			v.add("window.to", "%s is not after from (%s), so the window is empty: to is exclusive and must be later than from", to.Format(time.RFC3339), from.Format(time.RFC3339))
+			v.add("window.to", "%s is not after from (%s), so the window is empty: to is exclusive and must be later than from", to.Format(time.RFC3339Nano), from.Format(time.RFC3339Nano))
 		}
 		if to.After(v.now) {
-			v.add("window.to", "%s is in the future, so the window is not complete yet: omit to (the high watermark at resolution) or wait", to.Format(time.RFC3339))
+			v.add("window.to", "%s is in the future, so the window is not complete yet: omit to (the high watermark at resolution) or wait", to.Format(time.RFC3339Nano))
 		}
 	}
 }
