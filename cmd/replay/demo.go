@@ -57,14 +57,22 @@ func (a *app) demoCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&o.plan, "plan", o.plan, "plan to run against the embedded broker")
 	cmd.Flags().IntVar(&o.records, "records", o.records, "number of order events to seed")
-	cmd.Flags().Int32Var(&o.partitions, "partitions", o.partitions, "partitions of the orders topic")
+	cmd.Flags().Int32Var(&o.partitions, "partitions", o.partitions, fmt.Sprintf("partitions of the orders topic (1 to %d)", maxDemoPartitions))
 	cmd.Flags().StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics of the run at http://HOST:PORT/metrics while it runs")
 	return cmd
 }
 
+// maxDemoPartitions bounds demo's --partitions: the embedded broker
+// creates every partition before it seeds, so a typo (100000) stalls the
+// demo instead of showing it.
+const maxDemoPartitions = 1000
+
 func (a *app) demo(ctx context.Context, o demoOptions) error {
 	if o.records < 1 || o.partitions < 1 {
 		return usageError{fmt.Errorf("--records and --partitions must be at least 1")}
+	}
+	if o.partitions > maxDemoPartitions {
+		return usageError{fmt.Errorf("--partitions %d: the demo takes 1 to %d; for more, seed 'replay sandbox --partitions N' and run a plan against it", o.partitions, maxDemoPartitions)}
 	}
 	liftSoftMemoryLimit() // the embedded broker holds every seeded record
 	if _, err := os.Stat(o.plan); err != nil && o.plan == defaultDemoPlan {

@@ -55,6 +55,8 @@ func TestExitCodes(t *testing.T) {
 		{name: "validate without plan", args: []string{"validate"}, code: exitInvalid, stderr: []string{"requires at least 1 arg(s)"}},
 		{name: "plan without plan", args: []string{"plan"}, code: exitInvalid},
 		{name: "demo with records 0", args: []string{"demo", "--records", "0"}, code: exitInvalid, stderr: []string{"--records"}},
+		{name: "demo with too many partitions", args: []string{"demo", "--records", "10", "--partitions", "100000"}, code: exitInvalid,
+			stderr: []string{"--partitions 100000: the demo takes 1 to 1000"}},
 		{name: "help", args: []string{"--help"}, code: exitOK, stdout: []string{"Usage:", "validate", "run"}},
 	}
 	for _, tt := range tests {
