@@ -60,6 +60,7 @@ func TestSinkRetriesCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	logged := strings.Count(buf.String(), "transient error, retrying")
+	testenv.MillisFields(t, buf.String(), "transient error, retrying", "retry_in_ms", "budget_left_ms")
 	var parts int64
 	for _, pr := range rep.Partitions {
 		parts += pr.SinkRetries

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/replay-tool/replay/internal/decode/registry"
+	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
@@ -84,10 +85,18 @@ func TestRegistry5xxRetried(t *testing.T) {
 		return false
 	}}
 	reg.Intercept(c.intercept)
-	d := decoderWith(t, Config{Value: Avro, Registry: RegistryConfig{URLs: []string{reg.URL()}}}, Options{RetryBudget: 10 * time.Second})
+	var logs testenv.Buffer
+	d, err := New(Config{Value: Avro, Registry: RegistryConfig{URLs: []string{reg.URL()}}},
+		Options{RetryBudget: 10 * time.Second, Logger: zerolog.New(zerolog.MultiLevelWriter(&logs, zerolog.NewTestWriter(t)))})
+	if err != nil {
+		t.Fatal(err)
+	}
 	mustDecode(t, d, avroLong(7))
 	if got := c.n.Load(); got != 3 {
 		t.Fatalf("%d requests, want 3 (two 503s, then the schema)", got)
+	}
+	if n := testenv.MillisFields(t, logs.String(), "schema registry request failed; retrying", "retry_in_ms"); n != 2 {
+		t.Errorf("%d retries logged, want 2", n)
 	}
 }
 

@@ -161,7 +161,7 @@ func callWithin[T any](ctx context.Context, c *Cluster, op string, within func(t
 		if !unsettled.IsZero() {
 			d = max(d, p.SettleDelay) // the attempt may still land: let it
 		}
-		c.logger().Warn().AnErr("error", dropped(err)).Str("request", op).Int("attempt", r.Attempts()).Dur("retry_in", d).Dur("budget_left", left).
+		c.logger().Warn().AnErr("error", dropped(err)).Str("request", op).Int("attempt", r.Attempts()).Int64("retry_in_ms", d.Milliseconds()).Int64("budget_left_ms", left.Milliseconds()).
 			Msg("source cluster: retriable error, retrying")
 		t := time.NewTimer(d)
 		select {

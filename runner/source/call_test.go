@@ -18,6 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/replay-tool/replay/internal/testenv"
 )
 
 // TestRetriableFollowsKafkasTable checks the classification of call:
@@ -167,4 +169,5 @@ func TestCallSaysADroppedConnection(t *testing.T) {
 	if !strings.Contains(logs.String(), "the broker closed the connection before answering") || strings.Contains(logs.String(), "SASL") {
 		t.Errorf("the retry's log line does not say the connection was dropped:\n%s", logs.String())
 	}
+	testenv.MillisFields(t, logs.String(), "retriable error, retrying", "retry_in_ms", "budget_left_ms")
 }

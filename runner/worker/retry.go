@@ -90,7 +90,7 @@ func (w *Worker) retry(what string, target sinks.Sink, budget time.Duration, wri
 			return &SinkRetryError{What: what, Attempts: r.Attempts(), Elapsed: r.Elapsed(), Budget: budget, Err: err}
 		}
 		w.state.retried(what)
-		w.log.Warn().Err(err).Int("attempt", r.Attempts()).Dur("retry_in", d).Dur("budget_left", left).Msgf("%s: transient error, retrying", what)
+		w.log.Warn().Err(err).Int("attempt", r.Attempts()).Int64("retry_in_ms", d.Milliseconds()).Int64("budget_left_ms", left.Milliseconds()).Msgf("%s: transient error, retrying", what)
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:

@@ -359,7 +359,7 @@ func (s *Sink) topicPartitionsAfterProbe(ctx context.Context, sasl bool) (int, e
 			return 0, err
 		}
 		s.retries.Add(1)
-		s.log.Warn().Err(err).Int("attempt", attempt).Dur("retry_in", wait).Msg("kafka sink: metadata of the target topic: retriable error, retrying")
+		s.log.Warn().Err(err).Int("attempt", attempt).Int64("retry_in_ms", wait.Milliseconds()).Msg("kafka sink: metadata of the target topic: retriable error, retrying")
 		select {
 		case <-ctx.Done():
 			return 0, err

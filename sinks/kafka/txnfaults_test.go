@@ -85,6 +85,9 @@ func TestKafkaExactlyOnceStartRidesOutFaults(t *testing.T) {
 			if tc.code != nil && (s.Retries() == 0 || !strings.Contains(log.String(), "transient error, retrying")) {
 				t.Errorf("%d retries counted, log %q: want the sink's retries counted and logged", s.Retries(), log.String())
 			}
+			if tc.code != nil {
+				testenv.MillisFields(t, log.String(), "transient error, retrying", "retry_in_ms", "budget_left_ms")
+			}
 		})
 	}
 }

@@ -68,7 +68,7 @@ func (t *txnCommitter) retryRequest(ctx context.Context, what string, fn func() 
 			t.log.Debug().Err(err).Int("attempt", attempt).Msgf("kafka sink: %s: waiting for a transaction to complete", what)
 		} else {
 			t.retries.Add(1)
-			t.log.Warn().Err(err).Int("attempt", attempt).Dur("retry_in", wait).Msgf("kafka sink: %s: retriable error, retrying", what)
+			t.log.Warn().Err(err).Int("attempt", attempt).Int64("retry_in_ms", wait.Milliseconds()).Msgf("kafka sink: %s: retriable error, retrying", what)
 		}
 		select {
 		case <-ctx.Done():
@@ -97,7 +97,7 @@ func (t *txnCommitter) again(ctx context.Context, what string, fn func(context.C
 			return &RetryError{What: what, Where: t.where, Attempts: r.Attempts(), Elapsed: r.Elapsed(), Budget: t.budget, Err: err}
 		}
 		t.retries.Add(1)
-		t.log.Warn().Err(err).Int("attempt", r.Attempts()).Dur("retry_in", d).Dur("budget_left", left).Msgf("kafka sink: %s: transient error, retrying", what)
+		t.log.Warn().Err(err).Int("attempt", r.Attempts()).Int64("retry_in_ms", d.Milliseconds()).Int64("budget_left_ms", left.Milliseconds()).Msgf("kafka sink: %s: transient error, retrying", what)
 		timer := time.NewTimer(d)
 		select {
 		case <-ctx.Done():

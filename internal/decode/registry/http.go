@@ -144,7 +144,7 @@ func (c *Client) getFrom(ctx context.Context, path string, out any, atStart bool
 		if errors.As(err, &se) && se.RetryAfter > wait {
 			wait = min(se.RetryAfter, left)
 		}
-		c.log.Warn().Err(err).Dur("retry_in", wait).Msg("schema registry request failed; retrying")
+		c.log.Warn().Err(err).Int64("retry_in_ms", wait.Milliseconds()).Msg("schema registry request failed; retrying")
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
