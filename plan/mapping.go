@@ -309,22 +309,29 @@ func (v *validator) valueReads(cols []Column) []valueRead {
 		}
 	}
 	for _, c := range cols {
-		f, err := ParseField(c.Field)
-		if err != nil || f.Kind != FieldValuePath {
-			continue
-		}
-		var keys mapping.Path
-		for _, key := range strings.Split(f.Arg, ".") {
-			if key == "" || strings.ContainsAny(key, `*?#|@\`) {
-				break
-			}
-			keys = append(keys, key)
-		}
-		if len(keys) > 0 {
+		if keys := valuePath(c.Field); len(keys) > 0 {
 			out = append(out, valueRead{keys, fmt.Sprintf("column %s (%s)", c.Name, c.Field)})
 		}
 	}
-	return out
+	return append(out, v.sinkReads...)
+}
+
+// valuePath is the fields a value.<path> field reads, as a mapping path:
+// the gjson path cut at its first key with a wildcard, a query or an
+// escape; nil for another field.
+func valuePath(field string) mapping.Path {
+	f, err := ParseField(field)
+	if err != nil || f.Kind != FieldValuePath {
+		return nil
+	}
+	var keys mapping.Path
+	for _, key := range strings.Split(f.Arg, ".") {
+		if key == "" || strings.ContainsAny(key, `*?#|@\`) {
+			break
+		}
+		keys = append(keys, key)
+	}
+	return keys
 }
 
 // at adds a problem of field at pos.

@@ -77,6 +77,13 @@ func TestMappingKeepsReadFields(t *testing.T) {
 		t.Errorf("got %s\nwant %s", got, want)
 	}
 	mustParse(t, columns+"mapping:\n  - rename: {cust: customer}\n  - drop: [customer.debug]\n", testOptions())
+	// A database sink's version reads the mapped value too.
+	versioned := strings.Replace(columns, "  table: orders\n", "  table: orders\n  version: value.updated_at\n", 1)
+	got = parseProblems(t, versioned+"mapping:\n  - drop: [updated_at]\n", testOptions())
+	if want := "mapping: step 1 drops value.updated_at, which sink.version (value.updated_at) still reads"; !strings.Contains(got, want) {
+		t.Errorf("got %s\nwant %s", got, want)
+	}
+	mustParse(t, versioned+"mapping:\n  - rename: {updated_at: changed}\n  - set: {updated_at: 'value.changed'}\n", testOptions())
 }
 
 func TestMappingFingerprint(t *testing.T) {

@@ -78,6 +78,16 @@ func (c *SinkCheck) SASL(name string, s SASL) { c.v.sasl(c.path(name), s) }
 // and names plain SQL columns.
 func (c *SinkCheck) Columns(cols Columns, db bool) { c.v.columns(c.Field, cols, db) }
 
+// ReadsValue records that the sink's field name reads the record's field
+// (a value.<path>, e.g. a database sink's version), so that a mapping step
+// that drops or renames that field away is a problem. Dead-letter sinks
+// see the records as read, not mapped: nothing is recorded for them.
+func (c *SinkCheck) ReadsValue(name, field string) {
+	if keys := valuePath(field); len(keys) > 0 && !c.DeadLetter() {
+		c.v.sinkReads = append(c.v.sinkReads, valueRead{keys, fmt.Sprintf("%s (%s)", c.path(name), field)})
+	}
+}
+
 // TableName reports val, the value of the field name, when it is not a
 // plain [schema.]table name.
 func (c *SinkCheck) TableName(name, val string) {

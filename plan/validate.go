@@ -53,8 +53,10 @@ type validator struct {
 	p   *Plan
 	now time.Time
 	out []Problem
-	// sinkColumns are the columns the plan's sink section declared.
+	// sinkColumns are the columns the plan's sink section declared;
+	// sinkReads the other fields of the value it reads (SinkCheck.ReadsValue).
 	sinkColumns []Column
+	sinkReads   []valueRead
 }
 
 func (v *validator) add(field, format string, args ...any) {

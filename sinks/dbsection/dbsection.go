@@ -143,6 +143,7 @@ func version(c *plan.SinkCheck, s *Common) {
 		c.Add("version", "%q cannot order updates: want %s", s.Version, versionFields)
 		return
 	}
+	c.ReadsValue("version", s.Version)
 	if fl.Kind == plan.FieldTimestamp {
 		c.Warn("version", "timestamps order updates only to the millisecond, and on a topic with message.timestamp.type=LogAppendTime every record of a batch carries the batch's time: of two updates of a key with one timestamp the first wins (an equal version is a duplicate); prefer a field of the value that the producer increments, e.g. value.updated_at")
 	}
