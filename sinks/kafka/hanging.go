@@ -4,31 +4,48 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/replay-tool/replay/sinks"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // offsetsTopic is Kafka's internal topic of the groups' offsets, where a
 // transaction's offset commits (TxnOffsetCommit) wait for its marker.
 const offsetsTopic = "__consumer_offsets"
 
-// abortHanging aborts the hanging transactions of the producers of parts
+// hangingGrace is how long a transaction of an earlier epoch must be seen
+// open, with its coordinator completing nothing, before abortHanging takes
+// it for forgotten: right after a broker restarts, its coordinator may
+// still be writing the markers of a transaction it committed (the
+// commit's answer lost with the broker), and aborting such a transaction
+// would hide records whose offsets the group already holds.
+const hangingGrace = 10 * time.Second
+
+// abortHanging ends the hanging transactions of the producers of parts
 // on the target cluster: transactions of a producer's id, under an epoch
 // older than the one its InitProducerID gave it, still open on a partition
-// of the target topic or of the offsets topic. The transaction coordinator
-// has forgotten them (it completed every transaction it knew of before
-// that InitProducerID returned), so no marker will ever close them: they
+// of the target topic or of the offsets topic, that the transaction
+// coordinator has forgotten, so that no marker will ever close them: they
 // hold the partition's last stable offset, hiding every later record from
 // read_committed consumers, and the group's offset UNSTABLE_OFFSET_COMMIT,
 // forever. Apache Kafka 4 leaves such a transaction when a broker is killed
-// during one. Aborting is the only outcome consistent with the
-// coordinator's: a transaction it never knew of never committed. The
-// markers are written with WriteTxnMarkers (KIP-664), which needs the
-// ClusterAction right; without it the error names Kafka's own tool to do
-// it. It returns how many were aborted.
+// during one, also after the coordinator marked part of it (the offset
+// commit) committed. A transaction is taken for forgotten only when its
+// coordinator (DescribeTransactions) is not completing one of its id
+// (PrepareCommit, PrepareAbort) nor has it open under that epoch, and it
+// has been seen open for hangingGrace; until then abortHanging fails
+// transient, and the caller tries again. Each is then ended as its offset
+// commit ended (outcome): committed when the group's offset shows it
+// committed, else aborted — a transaction whose offsets are open too never
+// committed. The markers are written with WriteTxnMarkers (KIP-664), which
+// needs the ClusterAction right; without it the error names Kafka's own
+// tool. It returns how many were ended.
 func (t *txnCommitter) abortHanging(ctx context.Context, parts ...int32) (int, error) {
 	ours, err := t.currentEpochs(ctx, parts)
 	if err != nil || len(ours) == 0 {
@@ -41,31 +58,201 @@ func (t *txnCommitter) abortHanging(ctx context.Context, parts ...int32) (int, e
 		t.log.Debug().Err(err).Str("target", t.where).Msg("kafka sink: cannot look for hanging transactions (DescribeProducers)")
 		return 0, nil
 	}
-	var markers []kadm.TxnMarkers
-	var where, ids []string
+	var found []hangingTxn
 	described.EachPartition(func(dp kadm.DescribedProducersPartition) {
 		for _, pr := range dp.ActiveProducers {
 			cur, ok := ours[pr.ProducerID]
 			if !ok || pr.ProducerEpoch >= cur.epoch || pr.CurrentTxnStartOffset < 0 {
 				continue
 			}
-			ids = append(ids, t.id(cur.p))
-			ts := kadm.TopicsSet{}
-			ts.Add(dp.Topic, dp.Partition)
-			markers = append(markers, kadm.TxnMarkers{ProducerID: pr.ProducerID, ProducerEpoch: pr.ProducerEpoch,
-				CoordinatorEpoch: pr.CoordinatorEpoch, Topics: ts})
-			where = append(where, fmt.Sprintf("%s/%d (producer %d epoch %d, open since offset %d)", dp.Topic, dp.Partition, pr.ProducerID, pr.ProducerEpoch, pr.CurrentTxnStartOffset))
+			found = append(found, hangingTxn{id: t.id(cur.p), topic: dp.Topic, partition: dp.Partition, pr: pr})
 		}
 	})
-	if len(markers) == 0 {
+	if len(found) == 0 {
 		return 0, nil
 	}
+	if wait := t.notForgotten(ctx, found); wait != "" {
+		return 0, &sinks.TransientError{Err: fmt.Errorf("kafka sink: transactions of earlier epochs are open on %s; waiting before taking them for hanging: %s", t.where, wait)}
+	}
+	var markers []kadm.TxnMarkers
+	var where, ids []string
+	for _, h := range found {
+		commit, why, err := t.outcome(ctx, h, found, ours[h.pr.ProducerID].p)
+		if err != nil {
+			return 0, err
+		}
+		ids = append(ids, h.id)
+		ts := kadm.TopicsSet{}
+		ts.Add(h.topic, h.partition)
+		markers = append(markers, kadm.TxnMarkers{ProducerID: h.pr.ProducerID, ProducerEpoch: h.pr.ProducerEpoch,
+			CoordinatorEpoch: h.pr.CoordinatorEpoch, Commit: commit, Topics: ts})
+		end := "abort"
+		if commit {
+			end = "commit"
+		}
+		where = append(where, fmt.Sprintf("%s: %s (%s)", h, end, why))
+	}
 	t.log.Warn().Strs("transactional_ids", ids).Strs("hanging", where).
-		Msg("kafka sink: transactions of this producer's earlier epochs are open on partitions its coordinator no longer knows of (a broker was killed during them): aborting them")
-	if err := t.writeAborts(ctx, markers, ids); err != nil {
+		Msg("kafka sink: transactions of this producer's earlier epochs are open on partitions its coordinator no longer knows of (a broker was killed during them): ending them as the group's offsets say they ended")
+	if err := t.writeMarkers(ctx, markers, ids); err != nil {
 		return 0, err
 	}
 	return len(markers), nil
+}
+
+// outcome decides how a forgotten transaction h of the producer of source
+// partition p ended. Its records and the group's offset after them were
+// in one transaction, so the group's offset tells: a transaction open on
+// the offsets topic too never committed its offset (abort); one open on a
+// target partition alone, whose offset commit was marked (the coordinator
+// wrote some of its markers before the broker died), committed when the
+// group's offset for p is past the source offset of its first record
+// (the replay-source-offset header), and is committed; else aborted.
+func (t *txnCommitter) outcome(ctx context.Context, h hangingTxn, all []hangingTxn, p int32) (commit bool, why string, err error) {
+	if h.topic == offsetsTopic || slices.ContainsFunc(all, func(o hangingTxn) bool {
+		return o.topic == offsetsTopic && o.pr.ProducerID == h.pr.ProducerID && o.pr.ProducerEpoch == h.pr.ProducerEpoch
+	}) {
+		return false, "its offset commit is open too: nothing of it committed", nil
+	}
+	src, err := t.firstSourceOffset(ctx, h)
+	if err != nil {
+		return false, "", &sinks.TransientError{Err: fmt.Errorf("kafka sink: read the first record of the open transaction %s: %w", h, err)}
+	}
+	if src < 0 {
+		return false, "its first record names no source offset", nil
+	}
+	off, err := t.committedOffset(ctx, p)
+	if err != nil {
+		return false, "", transientIf(err)
+	}
+	if off > src {
+		return true, fmt.Sprintf("the group's offset %d for %s/%d is past its first record's source offset %d: its offsets committed", off, t.topic, p, src), nil
+	}
+	return false, fmt.Sprintf("the group's offset %d for %s/%d is not past its first record's source offset %d", off, t.topic, p, src), nil
+}
+
+// firstSourceOffset reads the first record of the open transaction h
+// (read_uncommitted, at its start offset) and returns its source offset
+// (the replay-source-offset header), or -1 when it has none.
+func (t *txnCommitter) firstSourceOffset(ctx context.Context, h hangingTxn) (int64, error) {
+	cl, err := kgo.NewClient(append(t.base[:len(t.base):len(t.base)],
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{h.topic: {h.partition: kgo.NewOffset().At(h.pr.CurrentTxnStartOffset)}}),
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()))...)
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		fs := cl.PollFetches(rctx)
+		if err := rctx.Err(); err != nil {
+			return 0, err
+		}
+		if errs := fs.Errors(); len(errs) > 0 {
+			return 0, errs[0].Err
+		}
+		var rec *kgo.Record
+		fs.EachRecord(func(r *kgo.Record) {
+			if rec == nil && r.Offset >= h.pr.CurrentTxnStartOffset && r.ProducerID == h.pr.ProducerID {
+				rec = r
+			}
+		})
+		if rec == nil {
+			continue
+		}
+		for i := len(rec.Headers) - 1; i >= 0; i-- {
+			if rec.Headers[i].Key == HeaderSourceOffset {
+				n, err := strconv.ParseInt(string(rec.Headers[i].Value), 10, 64)
+				if err != nil {
+					return -1, nil
+				}
+				return n, nil
+			}
+		}
+		return -1, nil
+	}
+}
+
+// committedOffset is the group's committed offset for source partition p
+// on the target cluster (OffsetFetch without waiting for transactions),
+// -1 when it has none.
+func (t *txnCommitter) committedOffset(ctx context.Context, p int32) (int64, error) {
+	off := int64(-1)
+	err := t.retryRequest(ctx, "OffsetFetch of group "+t.group, func() error {
+		resp, err := t.admin.FetchOffsets(ctx, t.group)
+		if errors.Is(err, kerr.GroupIDNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if o, ok := resp.Lookup(t.topic, p); ok && o.Err == nil {
+			off = o.At
+		}
+		return nil
+	})
+	return off, err
+}
+
+// hangingTxn is a transaction of an earlier epoch of the producer of
+// transactional id id, open on topic/partition.
+type hangingTxn struct {
+	id        string
+	topic     string
+	partition int32
+	pr        kadm.DescribedProducer
+}
+
+func (h hangingTxn) String() string {
+	return fmt.Sprintf("%s/%d (producer %d epoch %d, open since offset %d)", h.topic, h.partition, h.pr.ProducerID, h.pr.ProducerEpoch, h.pr.CurrentTxnStartOffset)
+}
+
+// key names the open transaction (a later one of the same producer on the
+// partition has another start offset).
+func (h hangingTxn) key() string {
+	return fmt.Sprintf("%s/%d/%d/%d/%d", h.topic, h.partition, h.pr.ProducerID, h.pr.ProducerEpoch, h.pr.CurrentTxnStartOffset)
+}
+
+// notForgotten says why found cannot be taken for forgotten yet ("" when
+// every one can): its coordinator is completing a transaction of its id,
+// or has one open under that producer id and epoch, or it has been seen
+// open for less than hangingGrace (since the first time this process saw
+// it). A coordinator that cannot be asked counts as completing.
+func (t *txnCommitter) notForgotten(ctx context.Context, found []hangingTxn) string {
+	var ids []string
+	for _, h := range found {
+		if !slices.Contains(ids, h.id) {
+			ids = append(ids, h.id)
+		}
+	}
+	txns, err := t.admin.DescribeTransactions(ctx, ids...)
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.hangingSeen == nil {
+		t.hangingSeen = map[string]time.Time{}
+	}
+	var why []string
+	for _, h := range found {
+		seen, ok := t.hangingSeen[h.key()]
+		if !ok {
+			seen = now
+			t.hangingSeen[h.key()] = now
+		}
+		d, described := txns[h.id]
+		switch {
+		case err != nil || !described || d.Err != nil:
+			why = append(why, fmt.Sprintf("%s: its coordinator cannot be asked (%v)", h, errors.Join(err, d.Err)))
+		case d.State == "PrepareCommit" || d.State == "PrepareAbort" || d.State == "PrepareEpochFence":
+			why = append(why, fmt.Sprintf("%s: its coordinator is completing a transaction of %s (%s)", h, h.id, d.State))
+		case d.State == "Ongoing" && d.ProducerID == h.pr.ProducerID && d.ProducerEpoch == h.pr.ProducerEpoch:
+			why = append(why, fmt.Sprintf("%s: its coordinator has it open", h))
+		case now.Sub(seen) < hangingGrace:
+			why = append(why, fmt.Sprintf("%s: open for %s of the %s it must stay open before it is taken for forgotten", h, now.Sub(seen).Round(time.Millisecond), hangingGrace))
+		}
+	}
+	return strings.Join(why, "; ")
 }
 
 // producerEpoch is the epoch InitProducerID gave the producer of a
@@ -95,10 +282,11 @@ func (t *txnCommitter) currentEpochs(ctx context.Context, parts []int32) (map[in
 	return ours, nil
 }
 
-// writeAborts writes the abort markers of the hanging transactions of
-// the producers ids. A failure names Kafka's own tool to abort them; it
-// is transient unless the ClusterAction right is missing.
-func (t *txnCommitter) writeAborts(ctx context.Context, markers []kadm.TxnMarkers, ids []string) error {
+// writeMarkers writes the markers (commit or abort) of the hanging
+// transactions of the producers ids. A failure names Kafka's own tool to
+// abort one (it writes no commit marker); it is transient unless the
+// ClusterAction right is missing.
+func (t *txnCommitter) writeMarkers(ctx context.Context, markers []kadm.TxnMarkers, ids []string) error {
 	resps, err := t.admin.WriteTxnMarkers(ctx, markers...)
 	if err == nil {
 		for _, r := range resps {
@@ -114,6 +302,9 @@ func (t *txnCommitter) writeAborts(ctx context.Context, markers []kadm.TxnMarker
 	}
 	var cmds []string
 	for _, m := range markers {
+		if m.Commit {
+			continue // Kafka's tool aborts only
+		}
 		m.Topics.EachPartitions(func(topic string, parts []int32) {
 			for _, part := range parts {
 				cmds = append(cmds, fmt.Sprintf("kafka-transactions.sh --bootstrap-server %s abort --topic %s --partition %d --producer-id %d --producer-epoch %d --coordinator-epoch %d",
@@ -125,7 +316,7 @@ func (t *txnCommitter) writeAborts(ctx context.Context, markers []kadm.TxnMarker
 	if errors.Is(err, kerr.ClusterAuthorizationFailed) {
 		why = " (writing transaction markers needs the ClusterAction right on the cluster)"
 	}
-	err = fmt.Errorf("kafka sink: abort the hanging transactions of %s on %s%s: %w; an administrator can abort them with Kafka's own tool: %s",
+	err = fmt.Errorf("kafka sink: end the hanging transactions of %s on %s%s: %w; an administrator can abort those to abort with Kafka's own tool: %s",
 		strings.Join(ids, ", "), t.where, why, err, strings.Join(cmds, "; "))
 	if why != "" {
 		return err // a right only an administrator can grant

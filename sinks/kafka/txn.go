@@ -78,6 +78,9 @@ type txnCommitter struct {
 	// be read back): committed may be too low for them, so the next write
 	// reads the group again before it skips anything (settled).
 	unsure map[int32]bool
+	// hangingSeen is when this process first saw each transaction of an
+	// earlier epoch open (abortHanging), by hangingTxn.key.
+	hangingSeen map[string]time.Time
 }
 
 // newTxnCommitter starts a transactional producer for each partition of
@@ -169,8 +172,8 @@ func (t *txnCommitter) start(ctx context.Context, parts []int32) error {
 		}
 	}
 	// The producers fenced (and so settled) any transaction of an earlier
-	// process that the coordinator knew of; one it forgot is aborted:
-	// what the group holds now is final.
+	// process that the coordinator knew of; one it forgot is ended as its
+	// offset commit ended: what the group holds now is final.
 	if _, err := t.abortHanging(sctx, parts...); err != nil {
 		return err
 	}
@@ -214,7 +217,7 @@ func (t *txnCommitter) settled(ctx context.Context, p int32) (int64, error) {
 		if _, err := t.producer(ctx, p); err != nil {
 			return 0, err
 		}
-		// One the coordinator forgot hangs until aborted.
+		// One the coordinator forgot hangs until it is ended.
 		if _, err := t.abortHanging(ctx, p); err != nil {
 			return 0, err
 		}
