@@ -241,6 +241,16 @@ func (s *ShardSet) check(ranges []Range) error {
 	return nil
 }
 
+// UsageError is a shard asked for that the file cannot give (no shards,
+// another count): a mistake in the command, which trying again does not
+// mend (the command line exits 2).
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the error.
+func (e *UsageError) Unwrap() error { return e.Err }
+
 // ShardRun is one shard of a sharded resolution, ready to run: the plan
 // with the shard's group, throttle share and sink (SinkDescriptor.Shard),
 // and the resolution of the shard's sub-ranges alone, as Options.Pinned.
@@ -263,7 +273,7 @@ type ShardRun struct {
 func ForShard(p *plan.Plan, res *Resolution, index, count int, sinks plan.SinkCatalog) (*ShardRun, error) {
 	s := res.Shards
 	if s == nil {
-		return nil, fmt.Errorf("--shard %d/%d: the resolution file has no shards: write one with 'replay plan %s --shards %d --out FILE'", index, count, p.Name, count)
+		return nil, &UsageError{Err: fmt.Errorf("--shard %d/%d: the resolution file has no shards: write one with 'replay plan PLAN --shards %d --out FILE'", index, count, count)}
 	}
 	if err := checkPinnedPlan(p, res); err != nil {
 		return nil, err
@@ -272,12 +282,21 @@ func ForShard(p *plan.Plan, res *Resolution, index, count int, sinks plan.SinkCa
 		return nil, &fault.SafetyError{Group: p.Group, Hint: fault.HintResolveAgain, Reason: fmt.Sprintf("the resolution file's ranges or shards were edited after it was written (shard fingerprint %s, the file says %s)", fp, s.Fingerprint)}
 	}
 	if count != s.Count {
-		return nil, fmt.Errorf("--shard %d/%d: the resolution file has %d shards, not %d: pass --shard I/%d", index, count, s.Count, count, s.Count)
+		return nil, &UsageError{Err: fmt.Errorf("--shard %d/%d: the resolution file has %d shards, not %d: pass --shard I/%d", index, count, s.Count, count, s.Count)}
 	}
+	// Records are counted from the sub-ranges: the records field is for
+	// review and not part of the shard fingerprint.
 	sh := s.Shards[index]
 	var total int64
-	for _, x := range s.Shards {
-		total += x.Records
+	for i, x := range s.Shards {
+		var n int64
+		for _, sub := range x.Ranges {
+			n += sub.Records()
+		}
+		if i == index {
+			sh.Records = n
+		}
+		total += n
 	}
 	sp := *p
 	sp.Group = sh.Group
@@ -292,13 +311,20 @@ func ForShard(p *plan.Plan, res *Resolution, index, count int, sinks plan.SinkCa
 	}
 	sr := *res
 	sr.Group, sr.Fingerprint, sr.Shards = sp.Group, sp.Fingerprint(), nil
-	sr.Ranges = make([]Range, 0, len(sh.Ranges))
-	for _, sub := range sh.Ranges {
-		r, ok := res.rangeOf(sub.Partition)
-		if !ok {
-			return nil, fmt.Errorf("shard %d: partition %d has no range in the file", index, sub.Partition)
+	// A partition of the window outside the shard gets an empty range at
+	// its end: the shard replays nothing of it, yet the run knows it is
+	// the window's (not one added to the topic since), and a shard with
+	// no offsets at all still runs, publishing its empty output over an
+	// earlier run's.
+	sr.Ranges = make([]Range, 0, len(res.Ranges))
+	for _, r := range res.Ranges {
+		r.Outcome, r.Lost, r.Detail = InRange, 0, ""
+		i := slices.IndexFunc(sh.Ranges, func(sub SubRange) bool { return sub.Partition == r.Partition })
+		if i < 0 {
+			r.Start = r.End
+		} else {
+			r.Start, r.End = sh.Ranges[i].Start, sh.Ranges[i].End
 		}
-		r.Start, r.End, r.Outcome, r.Lost, r.Detail = sub.Start, sub.End, InRange, 0, ""
 		sr.Ranges = append(sr.Ranges, r)
 	}
 	return &ShardRun{Plan: &sp, Resolution: &sr, Shard: sh, Share: share}, nil

@@ -210,9 +210,19 @@ sink: {type: file, path: %q}
 	if run.Plan.Group != ShardGroup(p.Group, 1, 2) || run.Resolution.Group != run.Plan.Group || run.Resolution.Fingerprint != run.Plan.Fingerprint() {
 		t.Errorf("shard plan group %q, resolution group %q fingerprint %q (plan's %q)", run.Plan.Group, run.Resolution.Group, run.Resolution.Fingerprint, run.Plan.Fingerprint())
 	}
-	if len(run.Resolution.Ranges) != 1 || run.Resolution.Ranges[0].Partition != 1 || run.Resolution.Ranges[0].Start != 0 || run.Resolution.Ranges[0].End != 100 {
-		t.Errorf("shard 1 ranges %+v, want partition 1 [0, 100)", run.Resolution.Ranges)
+	// Partition 0 is shard 0's: shard 1 has it as an empty range at its
+	// end (the window's partition, nothing of it to replay).
+	if rs := run.Resolution.Ranges; len(rs) != 2 || rs[0].Partition != 0 || rs[0].Start != 100 || rs[0].End != 100 ||
+		rs[1].Partition != 1 || rs[1].Start != 0 || rs[1].End != 100 {
+		t.Errorf("shard 1 ranges %+v, want partition 0 [100, 100) and partition 1 [0, 100)", run.Resolution.Ranges)
 	}
+	// The records field is for review: the throttle share comes from the
+	// sub-ranges, so an edited count changes nothing.
+	res.Shards.Shards[1].Records = 1_000_000
+	if edited, err := ForShard(p, res, 1, 2, registry.Catalog()); err != nil || edited.Plan.Throttle.RecordsPerSecond != 500 {
+		t.Errorf("an edited records field: %v, throttle %v, want 500", err, edited.Plan.Throttle.RecordsPerSecond)
+	}
+	res.Shards.Shards[1].Records = 100
 	if p.Group == run.Plan.Group {
 		t.Error("ForShard changed the caller's plan")
 	}

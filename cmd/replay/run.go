@@ -60,6 +60,7 @@ type planOptions struct {
 	// resolution --out writes for several processes.
 	shards      int
 	maxPerShard int64
+	shardsSet   bool // either flag given
 }
 
 func (a *app) planCmd() *cobra.Command {
@@ -80,6 +81,7 @@ func (a *app) planCmd() *cobra.Command {
 			"plan): 0 nothing to do, 2 work to do, 1 any error, including an invalid plan or usage mistake, 3 refused for safety.",
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, files []string) error {
+			o.shardsSet = cmd.Flags().Changed("shards") || cmd.Flags().Changed("max-records-per-shard")
 			return a.plan(cmd.Context(), files[0], o)
 		},
 	}
@@ -317,7 +319,7 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 		// An exactly-once kafka sink resets the group's offsets with
 		// standalone commits, which a held group refuses; its
 		// transactional ids fence a second process instead.
-		hold, err := runner.HoldGroup(ctx, c, p)
+		hold, err := a.holdGroup(ctx, c, p, o.shard != "")
 		if err != nil {
 			return nil, err
 		}

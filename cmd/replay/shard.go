@@ -11,6 +11,7 @@ import (
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner"
 	"github.com/replay-tool/replay/runner/fault"
+	"github.com/replay-tool/replay/runner/group"
 	"github.com/replay-tool/replay/sinks/registry"
 )
 
@@ -22,8 +23,8 @@ import (
 // the sharded resolution in opts.Pinned: the shard's plan (its group,
 // throttle share and sink) is returned and opts.Pinned becomes the
 // shard's sub-ranges. Without --shard it refuses a sharded resolution
-// and a sink that needs a shard ({shard} in a file path). A nil plan
-// with no error: the shard holds no offsets.
+// and a sink that needs a shard ({shard} in a file path). A shard that
+// holds no offsets runs too: its output is published, empty.
 func (a *app) shardRun(p *plan.Plan, opts *runner.Options, o runOptions) (*plan.Plan, error) {
 	if o.shard == "" {
 		if opts.Pinned != nil && opts.Pinned.Shards != nil {
@@ -45,15 +46,14 @@ func (a *app) shardRun(p *plan.Plan, opts *runner.Options, o runOptions) (*plan.
 		return nil, usageError{errors.New("--shard and --join: a shard is held by one process; spread the shards over processes instead (one --shard I/N each)")}
 	}
 	run, err := runner.ForShard(p, opts.Pinned, index, count, registry.Catalog())
+	if ue := (*runner.UsageError)(nil); errors.As(err, &ue) {
+		return nil, usageError{err}
+	}
 	if err != nil {
 		return nil, err
 	}
 	a.log.Info().Int("shard", index).Int("shards", count).Str("group", run.Plan.Group).Int64("records", run.Shard.Records).
 		Float64("throttle_share", run.Share).Msg("running one shard of the resolution")
-	if len(run.Resolution.Ranges) == 0 {
-		fmt.Fprintf(a.resultsOut(p.Sink), "shard %d/%d holds no offsets of %s: nothing to replay\n", index, count, o.resolution)
-		return nil, nil
-	}
 	opts.Pinned = run.Resolution
 	return run.Plan, nil
 }
@@ -64,6 +64,9 @@ func (a *app) shardRun(p *plan.Plan, opts *runner.Options, o runOptions) (*plan.
 // for neither.
 func shardPlan(job *runner.Job, v planView, o planOptions) (*shardsView, error) {
 	p, res := job.Plan, job.Resolution
+	if o.shardsSet && o.shards <= 0 && o.maxPerShard <= 0 {
+		return nil, usageError{fmt.Errorf("--shards %d --max-records-per-shard %d: give the number of shards (1 to %d) or the most records a shard may hold (at least 1)", o.shards, o.maxPerShard, runner.MaxShards)}
+	}
 	if o.shards == 0 && o.maxPerShard == 0 {
 		if res.Shards != nil { // replay plan --resolution of a sharded file
 			d := registry.Describe(p.Sink)
@@ -101,7 +104,16 @@ func shardPlan(job *runner.Job, v planView, o planOptions) (*shardsView, error) 
 		res.Shards = nil
 		return nil, usageError{err}
 	}
-	return newShardsView(res, p.Throttle, whole), nil
+	sv := newShardsView(res, p.Throttle, whole)
+	if o.maxPerShard > 0 {
+		for _, sh := range res.Shards.Shards {
+			if sh.Records > o.maxPerShard {
+				sv.Note = fmt.Sprintf("--max-records-per-shard %d cannot be met: shard %d holds %d records (at most %d shards; with whole partitions a partition is not split)", o.maxPerShard, sh.Index, sh.Records, runner.MaxShards)
+				break
+			}
+		}
+	}
+	return sv, nil
 }
 
 // shardsView is the shard table of replay plan --shards.
@@ -110,6 +122,8 @@ type shardsView struct {
 	Fingerprint     string      `json:"fingerprint"`
 	WholePartitions bool        `json:"whole_partitions"`
 	Shards          []shardView `json:"shards"`
+	// Note says when --max-records-per-shard could not be met.
+	Note string `json:"note,omitempty"`
 }
 
 type shardView struct {
@@ -165,6 +179,9 @@ func printShards(w io.Writer, v *shardsView) {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", s.Index, s.Group, strings.Join(subs, " "), s.Records, estimate(s.Bytes, false), s.ETA)
 	}
 	_ = tw.Flush()
+	if v.Note != "" {
+		fmt.Fprintln(w, "note: "+v.Note)
+	}
 }
 
 // shardStatus prints (or writes as JSON) where every shard of the sharded
@@ -197,4 +214,26 @@ func (a *app) shardStatus(ctx context.Context, c *runner.Cluster, p *plan.Plan, 
 		}
 	}
 	return nil
+}
+
+// holdGroup holds p's group (runner.HoldGroup). A shard (shard set) held by
+// another run is waited for, up to the time a run that died keeps its
+// hold (group.JoinSessionTimeout) and a moment: a shard's pod killed and
+// started again at once on another machine, whose dead run no PID check
+// can see, then runs instead of being refused for good (exit 3 is final
+// for a shard). A holder still there after the wait is alive: refused.
+func (a *app) holdGroup(ctx context.Context, c *runner.Cluster, p *plan.Plan, shard bool) (*group.Hold, error) {
+	deadline := time.Now().Add(group.JoinSessionTimeout + 3*time.Second)
+	for {
+		hold, err := runner.HoldGroup(ctx, c, p)
+		if err == nil || !shard || !errors.Is(err, group.ErrHeld) || time.Now().After(deadline) {
+			return hold, err
+		}
+		a.log.Warn().Err(err).Msg("the shard is held by another run: waiting for it to let go (a run that died does within the group's session timeout)")
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Second):
+		}
+	}
 }

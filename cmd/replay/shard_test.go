@@ -209,8 +209,14 @@ func TestShardsFourAtOnce(t *testing.T) {
 				procs = append(procs, startProcess(t, dir, "run", "--yes", planFile, "--resolution", resFile, "--shard", fmt.Sprintf("%d/4", i)))
 			}
 			for i, p := range procs {
-				if r := p.result(); r.code != exitOK {
+				r := p.result()
+				if r.code != exitOK {
 					t.Fatalf("shard %d/4: %s", i, r)
+				}
+				// The other shards' partitions are the window's, not ones
+				// added to the topic since.
+				if strings.Contains(r.stdout+r.stderr, "were added") {
+					t.Errorf("shard %d/4 takes the other shards' partitions for added ones:\n%s", i, r)
 				}
 			}
 			var got []string
@@ -296,7 +302,7 @@ func TestShardKilledAndRerun(t *testing.T) {
 	if r := replayProcess(t, dir, "run", "--yes", planFile, "--resolution", resFile); r.code != exitInvalid || !strings.Contains(r.stderr, "--shard I/3") {
 		t.Errorf("a sharded resolution without --shard: %s", r)
 	}
-	if r := replayProcess(t, dir, "run", "--yes", planFile, "--resolution", resFile, "--shard", "0/4"); r.code == exitOK || !strings.Contains(r.stderr, "has 3 shards") {
+	if r := replayProcess(t, dir, "run", "--yes", planFile, "--resolution", resFile, "--shard", "0/4"); r.code != exitInvalid || !strings.Contains(r.stderr, "has 3 shards") {
 		t.Errorf("--shard 0/4 of a file of 3: %s", r)
 	}
 	edited := filepath.Join(dir, "edited.json")
@@ -374,5 +380,58 @@ func TestShardsKafkaSinkWholePartitions(t *testing.T) {
 		if res.Shards.WholePartitions != tc.whole || split == tc.whole {
 			t.Errorf("kafka sink%s: whole_partitions %v, a partition split %v; want whole %v", tc.order, res.Shards.WholePartitions, split, tc.whole)
 		}
+	}
+}
+
+// TestShardWithNoOffsets: more shards than offsets: a shard that holds
+// none runs all the same (exit 0) and publishes its file, empty, so that
+// no earlier run's file is left as its output; the union is kcat's window.
+func TestShardWithNoOffsets(t *testing.T) {
+	k, seed := newCluster(t, 2, 3)
+	dir := t.TempDir()
+	planFile := writePlan(t, dir, planSpec{name: "few", addr: k.Addr, from: seed.From, to: seed.To,
+		sink: fileSink(filepath.Join(dir, "out-{shard}.jsonl"), 10)})
+	resFile := filepath.Join(dir, "res.json")
+	if r := replay(t, "plan", planFile, "--shards", "5", "--out", resFile); r.code != exitOK {
+		t.Fatalf("plan --shards 5: %s", r)
+	}
+	res, err := runner.ReadResolution(resFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := 0
+	for i, sh := range res.Shards.Shards {
+		if sh.Records == 0 {
+			empty++
+		}
+		if r := replayProcess(t, dir, "run", "--yes", planFile, "--resolution", resFile, "--shard", fmt.Sprintf("%d/5", i)); r.code != exitOK {
+			t.Fatalf("shard %d/5 (%d offsets): %s", i, sh.Records, r)
+		}
+		if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("out-%d.jsonl", i))); err != nil {
+			t.Errorf("shard %d/5 (%d offsets) published no file: %v", i, sh.Records, err)
+		}
+	}
+	if empty == 0 {
+		t.Fatal("no shard without offsets: the test proves nothing")
+	}
+	checkOnce(t, "the shards' union", shardCoords(t, dir, 5), testenv.KcatCoords(t, k.Addr, "orders", -1, seed.From, seed.To))
+}
+
+// TestShardsCounts: --shards 0 and --max-records-per-shard 0 are refused;
+// a --max-records-per-shard that whole partitions cannot meet says so.
+func TestShardsCounts(t *testing.T) {
+	k := testenv.NewKafka(t, testenv.Topics("orders", "target"), testenv.Partitions(4))
+	from, to := skewedTopic(t, k, 400)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "shards.json")
+	files := writePlan(t, dir, planSpec{name: "counts", addr: k.Addr, from: from, to: to, sink: fileSink(filepath.Join(dir, "out-{shard}.jsonl"), 10)})
+	for _, args := range [][]string{{"--shards", "0"}, {"--max-records-per-shard", "0"}, {"--max-records-per-shard", "-5"}} {
+		if r := replay(t, append([]string{"plan", files, "--out", out}, args...)...); r.code != exitInvalid || !strings.Contains(r.stderr, "give the number of shards") {
+			t.Errorf("%v: %s", args, r)
+		}
+	}
+	kafka := writePlan(t, dir, planSpec{name: "counts-kafka", addr: k.Addr, from: from, to: to, sink: fmt.Sprintf("{type: kafka, brokers: [%q], topic: target}", k.Addr)})
+	if r := replay(t, "plan", kafka, "--out", out, "--max-records-per-shard", "50"); r.code != exitOK || !strings.Contains(r.stdout, "--max-records-per-shard 50 cannot be met") {
+		t.Errorf("whole partitions larger than the maximum: %s", r)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -82,9 +83,14 @@ func (h Holder) String() string {
 	return fmt.Sprintf("host %s, pid %d, since %s", h.Host, h.PID, h.Since.UTC().Format(time.RFC3339))
 }
 
+// ErrHeld is in the refusal of a group another run holds (errors.Is):
+// it lets go when that run ends, or, when it died, after
+// JoinSessionTimeout.
+var ErrHeld = errors.New("another run holds the group")
+
 // heldError is the refusal of a group another process holds.
 func heldError(group string, h Holder) *fault.SafetyError {
-	return &fault.SafetyError{Group: group, Reason: fmt.Sprintf("a run of this plan holds it (%s): two runs of one plan at once would replay the same interval twice; wait for it to end (a holder that died lets go after %s)", h, JoinSessionTimeout)}
+	return &fault.SafetyError{Group: group, Err: ErrHeld, Reason: fmt.Sprintf("a run of this plan holds it (%s): two runs of one plan at once would replay the same interval twice; wait for it to end (a holder that died lets go after %s)", h, JoinSessionTimeout)}
 }
 
 // CheckIdle refuses (*fault.SafetyError) a group that has members or is
