@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -399,26 +398,8 @@ func TestRealBrokerRestart(t *testing.T) {
 			}
 			retries := strings.Count(r.stderr, "retrying")
 			t.Logf("broker down %s; the run finished %s after the kill, %d retries logged", down, time.Since(killed).Round(time.Millisecond), retries)
-			got := target.coord(t, k, dir)
-			seen := map[string]int{}
-			for _, c := range got {
-				seen[c]++
-			}
-			var twice, missing []string
-			for c, n := range seen {
-				if n > 1 {
-					twice = append(twice, c)
-				}
-			}
-			for _, c := range want {
-				if seen[c] == 0 {
-					missing = append(missing, c)
-				}
-			}
-			if len(twice) > 0 || len(missing) > 0 || len(seen) != len(want) {
-				slices.Sort(twice)
-				t.Errorf("the sink holds %d distinct records of kcat's %d; %d held more than once: %s; %d missing: %s\nthe run's log:\n%s",
-					len(seen), len(want), len(twice), abbreviate(twice, 40), len(missing), abbreviate(missing, 40), r.stderr)
+			if msg := onceProblem(target.coord(t, k, dir), want); msg != "" {
+				t.Errorf("the sink holds %s\nthe run's log:\n%s", msg, r.stderr)
 			}
 			checkGroupAtEnds(t, planFile) // its 4 partitions (eosPartitions)
 		})
@@ -512,18 +493,7 @@ func TestRealAbortsHangingTransaction(t *testing.T) {
 	k := realKafka(t, testenv.Topics("orders"))
 	k.Seed(t, seedOf(300))
 	k.CreateTopic(t, "orders-eos", 1, nil)
-	adm := k.Admin(t)
-	const verification = "transaction.partition.verification.enable"
-	setVerification := func(v string) {
-		if _, err := adm.AlterBrokerConfigs(context.Background(), []kadm.AlterConfig{{Name: verification, Value: &v}}); err != nil {
-			t.Fatalf("set %s=%s: %v", verification, v, err)
-		}
-	}
-	setVerification("false")
-	t.Cleanup(func() { setVerification("true") })
-	testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, func() bool {
-		return brokersHave(t, adm, verification, "false")
-	}, "every broker with %s=false", verification)
+	k.NoPartitionVerification(t)
 
 	// The sink's transactional id of source partition 0 (prefix-partition).
 	txn := k.Client(t, kgo.TransactionalID("hangtest-0"))
@@ -553,21 +523,7 @@ func TestRealAbortsHangingTransaction(t *testing.T) {
 	if err := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); err != nil {
 		t.Fatalf("produce the hanging transaction's batch: %v", err)
 	}
-	hanging := func() int {
-		n := 0
-		ps, err := adm.DescribeProducers(t.Context(), kadm.TopicsSet{"orders-eos": nil})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps.EachPartition(func(p kadm.DescribedProducersPartition) {
-			for _, pr := range p.ActiveProducers {
-				if pr.ProducerID == pid && pr.CurrentTxnStartOffset >= 0 {
-					n++
-				}
-			}
-		})
-		return n
-	}
+	hanging := func() int { return k.OpenTransactions(t, "orders-eos", pid) }
 	if hanging() != 1 {
 		t.Fatal("no hanging transaction was made: the test proves nothing")
 	}
@@ -600,25 +556,6 @@ func TestRealAbortsHangingTransaction(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("read committed %d records, want kcat's %d", len(got), len(want))
 	}
-}
-
-// brokersHave reports whether every broker of the cluster answers that its
-// config key has value: a dynamic config change has reached each of them.
-func brokersHave(t *testing.T, adm *kadm.Client, key, value string) bool {
-	brokers, err := adm.ListBrokers(t.Context())
-	if err != nil {
-		return false
-	}
-	rcs, err := adm.DescribeBrokerConfigs(t.Context(), brokers.NodeIDs()...)
-	if err != nil || len(rcs) != len(brokers) {
-		return false
-	}
-	for _, rc := range rcs {
-		if !slices.ContainsFunc(rc.Configs, func(c kadm.Config) bool { return c.Key == key && c.Value != nil && *c.Value == value }) {
-			return false
-		}
-	}
-	return true
 }
 
 // abbreviate joins the first n of list, and says how many more there are.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -582,4 +583,52 @@ func serveFrom(batches [][]byte, offset int64, maxBytes int) []byte {
 		out = append(out, b...)
 	}
 	return out
+}
+
+// NoPartitionVerification turns the brokers' transaction partition
+// verification off (transaction.partition.verification.enable=false) until
+// t ends, and waits until every broker reports it: a Produce of a version
+// before KIP-890 can then open a transaction its coordinator does not know
+// of (a hanging transaction). Apache Kafka only.
+func (k *Kafka) NoPartitionVerification(t testing.TB) {
+	t.Helper()
+	const key = "transaction.partition.verification.enable"
+	adm := k.Admin(t)
+	set := func(v string) error {
+		_, err := adm.AlterBrokerConfigs(context.Background(), []kadm.AlterConfig{{Name: key, Value: &v}})
+		return err
+	}
+	if err := set("false"); err != nil {
+		t.Fatalf("set %s=false: %v", key, err)
+	}
+	t.Cleanup(func() { _ = set("true") })
+	Eventually(t, 30*time.Second, 50*time.Millisecond, func() bool {
+		brokers, err := adm.ListBrokers(t.Context())
+		if err != nil {
+			return false
+		}
+		rcs, err := adm.DescribeBrokerConfigs(t.Context(), brokers.NodeIDs()...)
+		return err == nil && len(rcs) == len(brokers) && !slices.ContainsFunc(rcs, func(rc kadm.ResourceConfig) bool {
+			return !slices.ContainsFunc(rc.Configs, func(c kadm.Config) bool { return c.Key == key && c.Value != nil && *c.Value == "false" })
+		})
+	}, "every broker with %s=false", key)
+}
+
+// OpenTransactions counts the partitions of topic on which producer pid
+// has a transaction open (DescribeProducers, KIP-664).
+func (k *Kafka) OpenTransactions(t testing.TB, topic string, pid int64) int {
+	t.Helper()
+	ps, err := k.Admin(t).DescribeProducers(t.Context(), kadm.TopicsSet{topic: nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	ps.EachPartition(func(p kadm.DescribedProducersPartition) {
+		for _, pr := range p.ActiveProducers {
+			if pr.ProducerID == pid && pr.CurrentTxnStartOffset >= 0 {
+				n++
+			}
+		}
+	})
+	return n
 }

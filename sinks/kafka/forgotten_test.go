@@ -1,13 +1,10 @@
 package kafka_test
 
 import (
-	"context"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -44,26 +41,7 @@ func TestForgottenTransactionEndsAsItsOffsets(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			k := testenv.NewKafka(t, testenv.Topics("orders"), testenv.Partitions(1))
 			k.CreateTopic(t, "orders-eos", 1, nil)
-			adm := k.Admin(t)
-			verification := func(v string) {
-				if _, err := adm.AlterBrokerConfigs(context.Background(), []kadm.AlterConfig{{Name: "transaction.partition.verification.enable", Value: &v}}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			verification("false")
-			t.Cleanup(func() { verification("true") })
-			testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, func() bool {
-				brokers, err := adm.ListBrokers(t.Context())
-				if err != nil {
-					return false
-				}
-				rcs, err := adm.DescribeBrokerConfigs(t.Context(), brokers.NodeIDs()...)
-				return err == nil && len(rcs) == len(brokers) && !slices.ContainsFunc(rcs, func(rc kadm.ResourceConfig) bool {
-					return !slices.ContainsFunc(rc.Configs, func(c kadm.Config) bool {
-						return c.Key == "transaction.partition.verification.enable" && c.Value != nil && *c.Value == "false"
-					})
-				})
-			}, "partition verification off on every broker")
+			k.NoPartitionVerification(t)
 
 			prefix := "forgotten-" + map[bool]string{true: "c", false: "a"}[tc.visible]
 			id := prefix + "-0"
@@ -121,21 +99,7 @@ func TestForgottenTransactionEndsAsItsOffsets(t *testing.T) {
 			if r, err := end.RequestWith(t.Context(), cl); err != nil || r.ErrorCode != 0 {
 				t.Fatalf("EndTxn: %v %v", err, kerr.ErrorForCode(r.ErrorCode))
 			}
-			open := func() int {
-				n := 0
-				ps, err := adm.DescribeProducers(t.Context(), kadm.TopicsSet{"orders-eos": nil})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ps.EachPartition(func(p kadm.DescribedProducersPartition) {
-					for _, pr := range p.ActiveProducers {
-						if pr.ProducerID == pid && pr.CurrentTxnStartOffset >= 0 {
-							n++
-						}
-					}
-				})
-				return n
-			}
+			open := func() int { return k.OpenTransactions(t, "orders-eos", pid) }
 			testenv.Eventually(t, 10*time.Second, 50*time.Millisecond, func() bool {
 				o := k.Committed(t, "replay.orders", "orders")
 				return o[0].At == tc.committed
