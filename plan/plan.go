@@ -51,6 +51,9 @@ type Plan struct {
 	// columns and the sink see it.
 	Mapping Mapping `yaml:"mapping"`
 	Sink    Sink    `yaml:"sink"`
+	// Overrides change, per topic of source.topics, the filter, mapping,
+	// key and the sink's table, path or target topic (TopicOverride).
+	Overrides map[string]TopicOverride `yaml:"overrides"`
 
 	// OnError decides what happens to a record that cannot be processed
 	// (a key template that fails on it, a row the sink rejects): fail (default),
@@ -87,6 +90,9 @@ type Plan struct {
 	filter *filter.Program
 	// sinks are the sink types the plan was loaded against.
 	sinks SinkCatalog
+	// fixedFingerprint is the fingerprint of the plan of several topics
+	// that ForTopic derived this one from ("" for a plan as loaded).
+	fixedFingerprint string
 }
 
 // Source names the Kafka cluster and topic to re-read.
@@ -94,6 +100,10 @@ type Source struct {
 	// Brokers are bootstrap addresses, host:port.
 	Brokers []string `yaml:"brokers"`
 	Topic   string   `yaml:"topic"`
+	// Topics lists several topics read under one window, group and
+	// throttle, in the order they are replayed; exclusive with Topic. A
+	// list of one is Topic.
+	Topics []string `yaml:"topics"`
 	// Partitions selects partitions: "all" (default) or a list of partition numbers.
 	Partitions PartitionSet `yaml:"partitions"`
 	// Isolation is read_committed (default: aborted transactions and control
@@ -358,6 +368,9 @@ const DefaultBatchSize = 1000
 // applyDefaults fills every unset field with its safe default. It is the only
 // place defaults live.
 func (p *Plan) applyDefaults() {
+	if p.Source.Topic == "" && len(p.Source.Topics) == 1 {
+		p.Source.Topic, p.Source.Topics = p.Source.Topics[0], nil
+	}
 	if !p.Source.Partitions.All && len(p.Source.Partitions.List) == 0 {
 		// Documented default: a plan that names no partitions replays them all.
 		p.Source.Partitions.All = true
@@ -402,5 +415,11 @@ func (p *Plan) applyDefaults() {
 	}
 	if _, written := p.pos["dead_letter.retry.max_elapsed"]; p.DeadLetter != nil && p.DeadLetter.Retry.MaxElapsed == 0 && !written {
 		p.DeadLetter.Retry.MaxElapsed = Duration(DefaultSinkRetryMaxElapsed)
+	}
+	if t := p.Source.Topic; t != "" && len(p.Source.Topics) == 0 {
+		p.Sink.replaceTopic(t)
+		if p.DeadLetter != nil {
+			p.DeadLetter.replaceTopic(t)
+		}
 	}
 }

@@ -110,6 +110,17 @@ type SinkDescriptor struct {
 	// output keeps each partition's order, or its writes to one
 	// partition cannot run from two processes. nil is false.
 	WholePartitionShards func(s *Sink) bool
+	// Topic returns the section's config for one topic of a plan of
+	// several (Plan.ForTopic), after TopicPlaceholder was replaced: a copy
+	// that keeps the topics' outputs apart where the placeholder cannot
+	// (the exactly-once kafka sink's transactional ids). nil: the section
+	// as it is.
+	Topic func(s *Sink, topic string) any
+	// OwnOutput names the output of a section that no other topic of a
+	// plan of several may write too (a file, a directory of objects with
+	// its manifest); "" or nil when topics may share it (a table, a
+	// target topic, a service).
+	OwnOutput func(s *Sink) string
 }
 
 // FieldDescriptor describes one field of a sink section.

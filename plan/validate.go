@@ -32,6 +32,9 @@ const (
 
 // validate returns every semantic problem of a decoded, defaulted plan.
 func (p *Plan) validate(now time.Time) []Problem {
+	if p.SeveralTopics() {
+		return p.validateTopics(now)
+	}
 	v := &validator{p: p, now: now}
 	for _, field := range slices.Sorted(maps.Keys(p.emptyEnv)) {
 		name := p.emptyEnv[field]
@@ -147,8 +150,14 @@ func (v *validator) source() {
 		v.add("source.brokers", `missing: list bootstrap brokers, e.g. ["kafka-1:9092"] or ["${KAFKA_BROKERS}"]`)
 	}
 	v.brokers("source.brokers", s.Brokers)
+	switch {
+	case s.Topic != "" && len(s.Topics) > 0 && v.p.fixedFingerprint == "":
+		v.add("source.topics", "source.topic is set too: name one topic with topic, or several with topics")
+	case len(v.p.Overrides) > 0 && v.p.fixedFingerprint == "":
+		v.add("overrides", "overrides change what a plan of several topics does per topic: list them in source.topics, or write the fields in the plan itself")
+	}
 	if s.Topic == "" {
-		v.add("source.topic", "missing: name the topic to replay")
+		v.add("source.topic", "missing: name the topic to replay (or several with topics: [a, b])")
 	} else if problem := TopicNameProblem(s.Topic); problem != "" {
 		v.add("source.topic", "%s", problem)
 	}
@@ -426,11 +435,18 @@ func RedactDSN(dsn string) string {
 // are left out, so tuning the throttle or rotating a password keeps a resumable run
 // resumable; changing the window or the sink does not.
 func (p *Plan) Fingerprint() string {
+	if p.fixedFingerprint != "" {
+		return p.fixedFingerprint
+	}
 	canon := struct {
 		Version                      int
 		Name, Topic, Partitions, Iso string
-		Group, From, To              string
-		Offsets                      map[int32][2]string
+		// source.topics and the overrides; omitted for one topic, so that
+		// plans of one topic keep their fingerprints.
+		Topics          []string          `json:",omitempty"`
+		Overrides       map[string]string `json:",omitempty"`
+		Group, From, To string
+		Offsets         map[int32][2]string
 		// offsets: {all: ...}; omitted otherwise.
 		OffsetsAll      *[2]string `json:",omitempty"`
 		Strict          bool
@@ -461,6 +477,13 @@ func (p *Plan) Fingerprint() string {
 	}
 	if d := p.DeadLetter; d != nil && p.OnError == OnErrorDeadLetter {
 		canon.DeadLetter = p.sinkFingerprint(d, true)
+	}
+	if p.SeveralTopics() {
+		canon.Topics = p.Source.Topics
+		canon.Overrides = map[string]string{}
+		for t, o := range p.Overrides {
+			canon.Overrides[t] = o.fingerprint()
+		}
 	}
 	if w := p.Window; w.Kind() == WindowSchedule {
 		canon.Schedule = w.Every.String() + "|" + w.Location().String() + "|" + w.Start.At(time.Time{}).UTC().Format(time.RFC3339Nano)

@@ -21,6 +21,10 @@ type Section struct {
 	ExactlyOnce     bool      `yaml:"exactly_once"`
 	TransactionalID string    `yaml:"transactional_id"`
 	Order           string    `yaml:"order"`
+	// sourceTopic is the source topic of a section of one topic of a plan
+	// of several (plan.ForTopic): its transactional ids end in it, apart
+	// from the other topics'.
+	sourceTopic string
 }
 
 // Orders of a kafka sink (Section.Order).
@@ -78,7 +82,12 @@ var Descriptor = plan.SinkDescriptor{
 	// them out of order.
 	WholePartitionShards: func(s *plan.Sink) bool { return section(s).Order != OrderNone },
 	Shard:                shard,
-	Where:                func(s *plan.Sink) string { return "kafka topic " + section(s).Topic },
+	Topic: func(ps *plan.Sink, topic string) any {
+		c := *section(ps)
+		c.sourceTopic = topic
+		return &c
+	},
+	Where: func(s *plan.Sink) string { return "kafka topic " + section(s).Topic },
 	Secrets: func(s *plan.Sink, _ func(string) (string, bool)) []string {
 		return []string{section(s).SASL.Password}
 	},

@@ -12,9 +12,16 @@ import (
 // type kafka), connecting to its cluster. On error the Sink is nil.
 func Open(ctx context.Context, sp sinks.Spec) (sinks.Sink, error) {
 	c := section(&sp.Plan)
+	id := c.TransactionalID
+	if c.ExactlyOnce && c.sourceTopic != "" {
+		if id == "" {
+			id = DefaultTransactionalID(sp.Options.PlanName, sp.Options.Group)
+		}
+		id += "-" + c.sourceTopic
+	}
 	s, err := New(ctx, Config{Brokers: c.Brokers, Topic: c.Topic, TLS: c.TLS, SASL: c.SASL, KeepPartition: c.KeepPartition,
 		KeyTemplate: strings.TrimSpace(sp.Plan.Key) != "", PlanName: sp.Options.PlanName, Log: sp.Options.Log,
-		ExactlyOnce: c.ExactlyOnce, TransactionalID: c.TransactionalID, Group: sp.Options.Group, SourceTopic: sp.Options.Topic,
+		ExactlyOnce: c.ExactlyOnce, TransactionalID: id, Group: sp.Options.Group, SourceTopic: sp.Options.Topic,
 		Partitions: sp.Options.Partitions, CommitMetadata: sp.Options.CommitMetadata, SourceClusterID: sp.Options.SourceClusterID,
 		Member: sp.Options.Member, RetryBudget: time.Duration(sp.Plan.Retry.MaxElapsed)})
 	if err != nil {

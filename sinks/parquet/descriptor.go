@@ -103,6 +103,13 @@ var Descriptor = plan.SinkDescriptor{
 		}
 		return section(ps).Path
 	},
+	// A manifest describes one topic's objects.
+	OwnOutput: func(ps *plan.Sink) string {
+		if s := section(ps); s.URL != "" {
+			return strings.TrimSuffix(s.URL, "/")
+		}
+		return filepath.Clean(section(ps).Path)
+	},
 }
 
 // ShardPlaceholder stands for the shard's index in the path or url of a
