@@ -61,6 +61,8 @@ func (f resolutionFile) check() error {
 	}
 	r := f.Resolution
 	switch {
+	case len(r.Topics) > 0 && r.Plan != "" && r.Fingerprint != "" && r.Group != "" && len(r.Ranges) > 0:
+		return r.checkTopics()
 	case r.Plan == "" || r.Fingerprint == "" || r.Topic == "" || r.Group == "":
 		return fmt.Errorf("plan, fingerprint, topic and group are required")
 	case len(r.Ranges) == 0:
@@ -68,6 +70,9 @@ func (f resolutionFile) check() error {
 	}
 	slices.SortFunc(r.Ranges, func(a, b Range) int { return cmp.Compare(a.Partition, b.Partition) })
 	for i, rg := range r.Ranges {
+		if rg.Topic != "" {
+			return fmt.Errorf("partition %d names topic %s: only the ranges of a resolution of several topics (topics) do", rg.Partition, rg.Topic)
+		}
 		if i > 0 && r.Ranges[i-1].Partition == rg.Partition {
 			return fmt.Errorf("partition %d has two ranges", rg.Partition)
 		}

@@ -33,7 +33,7 @@ func (j *Job) saveRecord(state string, next func(Range) int64) {
 		return
 	}
 	r := &group.RunRecord{Plan: j.Plan.Name, Fingerprint: j.Resolution.Fingerprint, Group: j.Plan.Group, Topic: j.Resolution.Topic,
-		ClusterID: j.SourceClusterID(), State: state, ResolvedAt: j.Resolution.ResolvedAt}
+		OfTopicSet: j.Plan.OfTopicSet(), ClusterID: j.SourceClusterID(), State: state, ResolvedAt: j.Resolution.ResolvedAt}
 	if j.record != nil && j.record.Progress() && slices.EqualFunc(j.record.Ranges, j.Resolution.Ranges, func(a group.RecordedRange, b Range) bool {
 		return a.Partition == b.Partition && a.Start == b.Start && a.End == b.End
 	}) {
@@ -58,7 +58,7 @@ func ForgetRun(dir string, c *Cluster, p *plan.Plan) error {
 	}
 	r, err := group.ReadRecord(dir, c.id(), p)
 	if err != nil || r == nil {
-		r = &group.RunRecord{Plan: p.Name, Fingerprint: p.Fingerprint(), Group: p.Group, Topic: p.Source.Topic, ClusterID: c.id()}
+		r = &group.RunRecord{Plan: p.Name, Fingerprint: p.Fingerprint(), Group: p.Group, Topic: p.Source.Topic, OfTopicSet: p.OfTopicSet(), ClusterID: c.id()}
 	}
 	r.State = group.RecordReset
 	return r.Write(dir)

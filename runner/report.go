@@ -136,6 +136,9 @@ func snapshot(started time.Time, states []*worker.State) Snapshot {
 
 // PartitionReport is what happened to one partition in a run.
 type PartitionReport struct {
+	// Topic names the partition's topic in the report of a plan of
+	// several topics (JoinReports); "" in a report of one.
+	Topic     string  `json:"topic,omitempty"`
 	Partition int32   `json:"partition"`
 	Outcome   Outcome `json:"outcome"`
 	Start     int64   `json:"start"`
@@ -190,9 +193,12 @@ type Report struct {
 	Plan        string `json:"plan"`
 	Fingerprint string `json:"fingerprint"`
 	Topic       string `json:"topic"`
-	Group       string `json:"group"`
-	Sink        string `json:"sink"`
-	NothingToDo bool   `json:"nothing_to_do"`
+	// Topics lists the topics of a plan of several (JoinReports); Topic
+	// is "" then.
+	Topics      []string `json:"topics,omitempty"`
+	Group       string   `json:"group"`
+	Sink        string   `json:"sink"`
+	NothingToDo bool     `json:"nothing_to_do"`
 	// From and To are the time window's bounds (zero for an offsets window).
 	From       time.Time         `json:"from,omitzero"`
 	To         time.Time         `json:"to,omitzero"`

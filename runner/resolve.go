@@ -38,6 +38,9 @@ const (
 // partition's offsets at resolution time. Offsets are Kafka offsets; a
 // range may contain gaps (compaction, transaction markers).
 type Range struct {
+	// Topic names the range's topic in a resolution of several topics
+	// (Resolution.Topics); "" in a resolution of one.
+	Topic     string  `json:"topic,omitempty"`
 	Partition int32   `json:"partition"`
 	Start     int64   `json:"start"`
 	End       int64   `json:"end"`
@@ -73,7 +76,14 @@ func (r Range) Records() int64 { return r.End - r.Start }
 type Resolution struct {
 	Plan        string `json:"plan"`
 	Fingerprint string `json:"fingerprint"`
-	Topic       string `json:"topic"`
+	// Topic is the topic of a resolution of one; "" in a resolution of
+	// several (Topics).
+	Topic string `json:"topic,omitempty"`
+	// Topics lists the topics of a resolution of several
+	// (JoinResolutions), in the plan's order: each range names its topic,
+	// and TopicIDs holds their IDs.
+	Topics   []string          `json:"topics,omitempty"`
+	TopicIDs map[string]string `json:"topic_ids,omitempty"`
 	// TopicID is the topic's ID at resolution (KIP-516), "" when the
 	// brokers report none: a topic deleted and created again under the
 	// same name has another, and the ranges are refused for it.

@@ -18,23 +18,31 @@ var errDeclined = errors.New("cancelled: nothing was written and no checkpoint c
 // confirmRun asks on the terminal whether to go ahead with the job whose
 // table was just printed: when it has work to do, or discards another
 // run's checkpoints (--restart). A job with nothing to do is not asked about.
-func (a *app) confirmRun(ctx context.Context, in io.Reader, job *runner.Job) error {
+func (a *app) confirmRun(ctx context.Context, in io.Reader, jobs ...*runner.Job) error {
 	var q strings.Builder
-	if d := job.Discarded(); len(d) > 0 {
-		fmt.Fprintf(&q, "--restart discards the checkpoints of an earlier run in group %s (partitions %v). ", job.Plan.Group, d)
-	}
 	remaining := int64(0)
-	for _, r := range job.Resolution.Ranges {
-		from := r.Start
-		if off, ok := job.Resume[r.Partition]; ok {
-			from = off
+	var topics []string
+	for _, job := range jobs {
+		if d := job.Discarded(); len(d) > 0 {
+			what := "partitions"
+			if len(jobs) > 1 {
+				what = job.Resolution.Topic + " partitions"
+			}
+			fmt.Fprintf(&q, "--restart discards the checkpoints of an earlier run in group %s (%s %v). ", job.Plan.Group, what, d)
 		}
-		remaining += max(r.End-from, 0)
+		for _, r := range job.Resolution.Ranges {
+			from := r.Start
+			if off, ok := job.Resume[r.Partition]; ok {
+				from = off
+			}
+			remaining += max(r.End-from, 0)
+		}
+		topics = append(topics, job.Resolution.Topic)
 	}
 	if remaining == 0 && q.Len() == 0 {
 		return nil
 	}
-	fmt.Fprintf(&q, "Replay %d offsets of %s into %s?", remaining, job.Resolution.Topic, sinkWhere(job.Plan.Sink))
+	fmt.Fprintf(&q, "Replay %d offsets of %s into %s?", remaining, strings.Join(topics, ", "), sinkWhere(jobs[0].Plan.Sink))
 	ok, err := a.ask(ctx, in, q.String())
 	if err != nil {
 		return err

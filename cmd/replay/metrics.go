@@ -118,13 +118,18 @@ func listenMetrics(addr string) (*metricsServer, error) {
 	return &metricsServer{ln: ln}, nil
 }
 
-// serve starts serving job's metrics, from a goroutine that stop waits for.
-func (m *metricsServer) serve(a *app, job *runner.Job) {
+// serve starts serving the jobs' metrics (a plan of several topics has a
+// job per topic, its series told apart by their topic label), from a
+// goroutine that stop waits for.
+func (m *metricsServer) serve(a *app, jobs ...*runner.Job) {
 	if m == nil {
 		return
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newProgressCollector(job), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, job := range jobs {
+		reg.MustRegister(newProgressCollector(job))
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}

@@ -267,6 +267,9 @@ func (a *app) identify(rep *runner.Report, file string) {
 		return
 	}
 	rep.Plan, rep.Fingerprint, rep.Topic, rep.Group, rep.Sink = p.Name, p.Fingerprint(), p.Source.Topic, p.Group, string(p.Sink.Type)
+	if p.SeveralTopics() {
+		rep.Topics = p.Topics()
+	}
 }
 
 // run executes one plan end to end and prints the summary.
@@ -304,6 +307,9 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 	}
 	if o.interval != "" || o.maxIntervals != 0 {
 		return nil, usageError{fmt.Errorf("--interval and --max-intervals apply to a plan with a schedule window (every, start); %s has a %s window", file, p.Window.Kind())}
+	}
+	if p.SeveralTopics() {
+		return a.runTopics(ctx, c, p, file, o, opts, metrics)
 	}
 	if p, err = a.shardRun(p, &opts, o); p == nil || err != nil {
 		return nil, err
@@ -370,26 +376,9 @@ func (o runOptions) checkFlags() error {
 func (a *app) runJob(ctx context.Context, job *runner.Job, file string, o runOptions, metrics *metricsServer) (*runner.Report, error) {
 	p := job.Plan
 	out := a.resultsOut(p.Sink)
-	sink, err := a.newSink(ctx, job, o.join)
-	if err != nil {
-		if ctx.Err() != nil { // a signal while the sink opened: nothing was written
-			return nil, fmt.Errorf("%w: stopped while the sink was opening (nothing was written or committed): %w\nresume with: %s", runner.ErrInterrupted, err, resumeCommand(file, o))
-		}
-		return nil, err
-	}
-	var stopped atomic.Int64 // when ctx was cancelled (the signal), in Unix nanoseconds
-	context.AfterFunc(ctx, func() { stopped.Store(time.Now().UnixNano()) })
-	defer func() { a.closeSink(ctx, sink, time.Unix(0, stopped.Load())) }()
-	a.running.Store(true) // from here a signal finishes the in-flight batch
-	if job.NothingToDo() && !job.Fresh && o.join {
-		fmt.Fprintf(out, "nothing to do: plan %s already replayed every partition to its end (group %s)\n", p.Name, p.Group)
-		return nil, nil
-	}
-	if job.NothingToDo() && !job.Fresh {
-		// Run commits nothing then: it publishes output that a run which
-		// crashed after its last commit staged, and makes the report.
-		rep, err := job.Run(ctx, sink)
-		if err != nil {
+	rep, nothing, err := a.replayJob(ctx, job, file, o, func() { metrics.serve(a, job) })
+	if nothing {
+		if err != nil || rep == nil {
 			return nil, err
 		}
 		msg := fmt.Sprintf("nothing to do: plan %s already replayed every partition to its end (group %s); run 'replay reset' or use --restart to replay again", p.Name, p.Group)
@@ -401,13 +390,58 @@ func (a *app) runJob(ctx context.Context, job *runner.Job, file string, o runOpt
 		}
 		return nil, a.writeReport(o.report, rep, nil)
 	}
-	a.log.Info().Str("plan", p.Name).Int64("offsets", job.Resolution.Total()).Msg("run started")
-	metrics.serve(a, job)
+	if rep != nil {
+		if werr := a.writeReport(o.report, rep, err); werr != nil {
+			err = errors.Join(err, werr)
+		}
+	}
+	return rep, withResumeHint(err, file, o)
+}
+
+// withResumeHint adds the command that resumes the run to err when a
+// re-run would resume it.
+func withResumeHint(err error, file string, o runOptions) error {
+	if h := fault.HintOf(err); errors.Is(err, runner.ErrInterrupted) || h == fault.HintResume || h == fault.HintSinkResume {
+		return fmt.Errorf("%w\nresume with: %s", err, resumeCommand(file, o))
+	}
+	return err
+}
+
+// replayJob writes a prepared job into a new sink and prints its summary;
+// started is called when records start to flow. nothing reports a job
+// with nothing left to do: it published what a run that crashed after
+// its last commit staged (rep is its report; nil under --join, which
+// does nothing then).
+func (a *app) replayJob(ctx context.Context, job *runner.Job, file string, o runOptions, started func()) (rep *runner.Report, nothing bool, err error) {
+	p := job.Plan
+	out := a.resultsOut(p.Sink)
+	sink, err := a.newSink(ctx, job, o.join)
+	if err != nil {
+		if ctx.Err() != nil { // a signal while the sink opened: nothing was written
+			return nil, false, fmt.Errorf("%w: stopped while the sink was opening (nothing was written or committed): %w\nresume with: %s", runner.ErrInterrupted, err, resumeCommand(file, o))
+		}
+		return nil, false, err
+	}
+	var stopped atomic.Int64 // when ctx was cancelled (the signal), in Unix nanoseconds
+	context.AfterFunc(ctx, func() { stopped.Store(time.Now().UnixNano()) })
+	defer func() { a.closeSink(ctx, sink, time.Unix(0, stopped.Load())) }()
+	a.running.Store(true) // from here a signal finishes the in-flight batch
+	if job.NothingToDo() && !job.Fresh && o.join {
+		fmt.Fprintf(out, "nothing to do: plan %s already replayed every partition to its end (group %s)\n", p.Name, p.Group)
+		return nil, true, nil
+	}
+	if job.NothingToDo() && !job.Fresh {
+		// Run commits nothing then: it publishes output that a run which
+		// crashed after its last commit staged, and makes the report.
+		rep, err := job.Run(ctx, sink)
+		return rep, true, err
+	}
+	a.log.Info().Str("plan", p.Name).Str("topic", p.Source.Topic).Int64("offsets", job.Resolution.Total()).Msg("run started")
+	started()
 	stopProgress := func() {}
 	if !job.NothingToDo() && a.showsProgress(p.Sink) {
 		stopProgress = a.showProgress(job)
 	}
-	var rep *runner.Report
 	if o.join {
 		rep, err = job.RunJoined(ctx, sink)
 		if le := (*runner.LocalOutputError)(nil); errors.As(err, &le) {
@@ -422,17 +456,14 @@ func (a *app) runJob(ctx context.Context, job *runner.Job, file string, o runOpt
 		if err != nil {
 			rep.Error = err.Error()
 		}
+		if p.OfTopicSet() {
+			fmt.Fprintf(out, "topic %s:\n", p.Source.Topic)
+		}
 		printReport(out, rep, sinkWhere(p.Sink))
 		read, written, skipped := rep.Totals()
-		a.log.Info().Str("plan", p.Name).Int64("read", read).Int64("written", written).Int64("skipped", skipped).Msg("run finished")
-		if werr := a.writeReport(o.report, rep, err); werr != nil {
-			err = errors.Join(err, werr)
-		}
+		a.log.Info().Str("plan", p.Name).Str("topic", p.Source.Topic).Int64("read", read).Int64("written", written).Int64("skipped", skipped).Msg("run finished")
 	}
-	if h := fault.HintOf(err); errors.Is(err, runner.ErrInterrupted) || h == fault.HintResume || h == fault.HintSinkResume {
-		return rep, fmt.Errorf("%w\nresume with: %s", err, resumeCommand(file, o))
-	}
-	return rep, err
+	return rep, false, err
 }
 
 // keepsCheckpoints reports whether p's sink records checkpoints of its own

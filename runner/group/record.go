@@ -48,6 +48,9 @@ type RunRecord struct {
 	Fingerprint string `json:"fingerprint"`
 	Group       string `json:"group"`
 	Topic       string `json:"topic"`
+	// OfTopicSet is set for the record of one topic of a plan of several
+	// (plan.ForTopic): each topic has its own record.
+	OfTopicSet bool `json:"of_topic_set,omitempty"`
 	// ClusterID is the source cluster's id (Metadata); "" when unknown.
 	ClusterID string `json:"cluster_id"`
 	// State is RecordRunning, RecordStopped, RecordDone or RecordReset.
@@ -78,9 +81,15 @@ func (r *RunRecord) Path() string { return r.path }
 func (r *RunRecord) Progress() bool { return r != nil && r.State != RecordReset }
 
 // recordPath is the file of the record of (cluster, group, fingerprint)
-// under dir: runs/<group>-<hash>.json, the group sanitized for a file name.
-func recordPath(dir, clusterID, group, fp string) string {
-	h := sha256.Sum256([]byte(clusterID + "\x00" + group + "\x00" + fp))
+// under dir: runs/<group>-<hash>.json, the group sanitized for a file name;
+// topic is "" but for a topic of a plan of several, whose topics have
+// a record each.
+func recordPath(dir, clusterID, group, fp, topic string) string {
+	key := clusterID + "\x00" + group + "\x00" + fp
+	if topic != "" {
+		key += "\x00" + topic
+	}
+	h := sha256.Sum256([]byte(key))
 	name := strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_' {
 			return r
@@ -93,13 +102,21 @@ func recordPath(dir, clusterID, group, fp string) string {
 	return filepath.Join(dir, "runs", name+"-"+hex.EncodeToString(h[:8])+".json")
 }
 
+// setTopic is topic when of is set, "" otherwise.
+func setTopic(of bool, topic string) string {
+	if of {
+		return topic
+	}
+	return ""
+}
+
 // ReadRecord reads the record of p's run on the cluster from dir; nil when
 // there is none (or dir is "").
 func ReadRecord(dir, clusterID string, p *plan.Plan) (*RunRecord, error) {
 	if dir == "" {
 		return nil, nil
 	}
-	path := recordPath(dir, clusterID, p.Group, p.Fingerprint())
+	path := recordPath(dir, clusterID, p.Group, p.Fingerprint(), setTopic(p.OfTopicSet(), p.Source.Topic))
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -118,7 +135,7 @@ func ReadRecord(dir, clusterID string, p *plan.Plan) (*RunRecord, error) {
 // Write stores r in dir atomically (a temporary file renamed over it).
 func (r *RunRecord) Write(dir string) error {
 	r.Format, r.UpdatedAt = RecordFormat, time.Now().UTC()
-	r.path = recordPath(dir, r.ClusterID, r.Group, r.Fingerprint)
+	r.path = recordPath(dir, r.ClusterID, r.Group, r.Fingerprint, setTopic(r.OfTopicSet, r.Topic))
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err

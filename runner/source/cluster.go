@@ -108,8 +108,12 @@ func Connect(ctx context.Context, src plan.Source, opts ...ConnectOption) (*Clus
 	for _, o := range opts {
 		o(&cfg)
 	}
+	topics := []string{src.Topic}
+	if src.Topic == "" { // source.topics
+		topics = src.Topics
+	}
 	conn, err := kafkaconn.New(kafkaconn.Settings{Section: "source", Brokers: plan.BrokerList(src.Brokers),
-		TLS: src.TLS, SASL: src.SASL, ClientID: src.ClientID, MetadataTopics: []string{src.Topic}})
+		TLS: src.TLS, SASL: src.SASL, ClientID: src.ClientID, MetadataTopics: topics})
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +123,7 @@ func Connect(ctx context.Context, src plan.Source, opts ...ConnectOption) (*Clus
 		conn:      conn,
 		dialer:    conn.Dialer,
 	}
-	if err := c.probe(ctx, src.Topic, cfg.probeTimeout); err != nil {
+	if err := c.probe(ctx, topics, cfg.probeTimeout); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -176,7 +180,7 @@ func (c *Cluster) refresh() {
 // probe fails early with a message a person can act on: the bootstrap
 // brokers are probed in turn (kafkaconn.Conn.Probe), then the topic's
 // metadata is read from the ones that answered.
-func (c *Cluster) probe(ctx context.Context, topic string, timeout time.Duration) error {
+func (c *Cluster) probe(ctx context.Context, topics []string, timeout time.Duration) error {
 	start := time.Now()
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -200,7 +204,7 @@ func (c *Cluster) probe(ctx context.Context, topic string, timeout time.Duration
 	defer c.policy.Store(&RetryPolicy{})
 	var dropped time.Time
 	md, err := call(pctx, c, "metadata", func(ctx context.Context) (*kafka.MetadataResponse, error) {
-		md, err := c.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+		md, err := c.client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
 		if closedConn(err) {
 			if dropped.IsZero() {
 				dropped = time.Now()
@@ -215,7 +219,7 @@ func (c *Cluster) probe(ctx context.Context, topic string, timeout time.Duration
 		var te *timeoutError
 		if errors.As(err, &te) || errors.Is(err, context.DeadlineExceeded) && !closedConn(err) {
 			return fmt.Errorf("the brokers %s answered the probe, but not the Metadata request for topic %s within %s (%w): the cluster may be overloaded or restarting; try again when it is healthy",
-				strings.Join(c.Brokers, ","), topic, time.Since(start).Round(time.Second), err)
+				strings.Join(c.Brokers, ","), strings.Join(topics, ", "), time.Since(start).Round(time.Second), err)
 		}
 		return c.conn.Explain(strings.Join(c.Brokers, ","), err, time.Since(start))
 	}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner"
+	"github.com/replay-tool/replay/sinks/registry"
+)
+
+// topicPlans returns the plan of each topic of p (plan.ForTopic), in the
+// plan's order; a plan of one topic is its own.
+func topicPlans(p *plan.Plan) ([]*plan.Plan, error) {
+	var out []*plan.Plan
+	for _, t := range p.Topics() {
+		tp, err := p.ForTopic(t)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, tp)
+	}
+	return out, nil
+}
+
+// pinnedTopic returns opts with the pinned resolution of topic (one of
+// the topics of the --resolution file).
+func pinnedTopic(opts runner.Options, topic string) (runner.Options, error) {
+	if opts.Pinned == nil {
+		return opts, nil
+	}
+	res, err := opts.Pinned.OfTopic(topic)
+	if err != nil {
+		return opts, usageError{fmt.Errorf("--resolution: %w: write it again with 'replay plan PLAN --out FILE'", err)}
+	}
+	opts.Pinned = res
+	return opts, nil
+}
+
+// prepareTopics prepares a job for each topic of p, with opts. A job whose
+// window retention cut is returned with the error (its table shows where).
+func prepareTopics(ctx context.Context, c *runner.Cluster, p *plan.Plan, opts runner.Options) ([]*runner.Job, error) {
+	plans, err := topicPlans(p)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Pinned != nil && len(opts.Pinned.Topics) == 0 {
+		return nil, usageError{fmt.Errorf("--resolution: the file is of topic %s, and plan %s reads topics %s: write it again with 'replay plan PLAN --out FILE'", opts.Pinned.Topic, p.Name, strings.Join(p.Source.Topics, ", "))}
+	}
+	var jobs []*runner.Job
+	for _, tp := range plans {
+		o, err := pinnedTopic(opts, tp.Source.Topic)
+		if err != nil {
+			return jobs, err
+		}
+		job, err := runner.Prepare(ctx, c, tp, o)
+		if job != nil {
+			jobs = append(jobs, job)
+		}
+		if err != nil {
+			return jobs, fmt.Errorf("topic %s: %w", tp.Source.Topic, err)
+		}
+	}
+	return jobs, nil
+}
+
+// runTopics runs a plan of several topics: the group is held once for all
+// of them, each topic's plan is prepared (its window resolved, or its
+// run resumed) and shown, the whole is confirmed once, then the topics
+// are replayed one after the other in the plan's order, each into its own
+// sink and at the plan's throttle, which is so shared by all. The report
+// holds every topic's partitions. A failure stops the run at its topic:
+// the topics before it are done, and a re-run resumes it.
+func (a *app) runTopics(ctx context.Context, c *runner.Cluster, p *plan.Plan, file string, o runOptions, opts runner.Options, metrics *metricsServer) (*runner.Report, error) {
+	switch {
+	case o.join:
+		return nil, usageError{fmt.Errorf("--join: plan %s reads several topics, which one process replays one after the other: run it without --join, or write one plan per topic", p.Name)}
+	case o.shard != "":
+		return nil, usageError{fmt.Errorf("--shard: plan %s reads several topics: shards split the ranges of one topic; write one plan per topic to shard them", p.Name)}
+	case o.resumeFromSink && !keepsCheckpoints(p):
+		return nil, usageError{fmt.Errorf("--resume-from-sink: the %s sink of %s keeps no checkpoints of its own: only %s does (and not with on_error: dead_letter); use --restart to start over", p.Sink.Type, file, registry.Catalog().CheckpointKeepers())}
+	}
+	opts.Log = a.log
+	first, err := p.ForTopic(p.Source.Topics[0])
+	if err != nil {
+		return nil, err
+	}
+	if d := registry.Describe(p.Sink); d.FencesOthers == nil || !d.FencesOthers(&first.Sink) {
+		// One hold for the group keeps every other run of the plan out,
+		// whichever topic it would start with.
+		hold, err := a.holdGroup(ctx, c, first, false)
+		if err != nil {
+			return nil, err
+		}
+		defer hold.Release()
+		opts.Hold = hold
+	}
+	out := a.resultsOut(p.Sink)
+	jobs, err := prepareTopics(ctx, c, p, opts)
+	if cut := (*runner.CutError)(nil); errors.As(err, &cut) {
+		for _, job := range jobs {
+			printResolution(out, job) // where retention cut the window
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, job := range jobs {
+		printResolution(out, job)
+	}
+	if o.resolution != "" {
+		fmt.Fprintf(out, "ranges pinned by %s\n", o.resolution)
+	}
+	if !o.yes {
+		if err := a.confirmRun(ctx, o.in, jobs...); err != nil {
+			return nil, err
+		}
+	}
+	metrics.serve(a, jobs...)
+	var reps []*runner.Report
+	nothing := 0
+	for _, job := range jobs {
+		rep, none, err := a.replayJob(ctx, job, file, o, func() {})
+		if rep != nil {
+			rep.PlanFile = file
+			reps = append(reps, rep)
+		}
+		if err != nil {
+			all := runner.JoinReports(p, reps)
+			all.Error = err.Error()
+			return all, a.finishTopics(o, all, withResumeHint(fmt.Errorf("topic %s: %w", job.Resolution.Topic, err), file, o))
+		}
+		if none {
+			nothing++
+			fmt.Fprintf(out, "topic %s: nothing to do: already replayed to its end\n", job.Resolution.Topic)
+		}
+	}
+	all := runner.JoinReports(p, reps)
+	if nothing == len(jobs) {
+		msg := fmt.Sprintf("nothing to do: plan %s already replayed every partition of %s to its end (group %s); run 'replay reset' or use --restart to replay again", p.Name, strings.Join(p.Source.Topics, ", "), p.Group)
+		if out == io.Discard {
+			a.log.Info().Str("plan", p.Name).Str("group", p.Group).Msg(msg)
+		} else {
+			fmt.Fprintln(out, msg)
+		}
+		return nil, a.writeReport(o.report, all, nil)
+	}
+	read, written, skipped := all.Totals()
+	fmt.Fprintf(out, "plan %s: %d topics, %d records read, %d written, %d skipped\n", p.Name, len(jobs), read, written, skipped)
+	return all, a.finishTopics(o, all, nil)
+}
+
+// finishTopics writes the report of a run of several topics and returns
+// err with the report's own failure.
+func (a *app) finishTopics(o runOptions, rep *runner.Report, err error) error {
+	if werr := a.writeReport(o.report, rep, err); werr != nil {
+		return errors.Join(err, werr)
+	}
+	return err
+}
