@@ -34,7 +34,10 @@ const (
 // PartitionProgress is one partition of a plan's topic as its replay group
 // sees it. Offsets unknown (no commit) are -1.
 type PartitionProgress struct {
-	Partition int32 `json:"partition"`
+	// Topic names the partition's topic in the progress of a plan of
+	// several topics (JoinProgress); "" in a plan of one.
+	Topic     string `json:"topic,omitempty"`
+	Partition int32  `json:"partition"`
 	// Committed is the next offset to read (everything below is durable in
 	// the sink); -1 without a commit.
 	Committed int64 `json:"committed"`
@@ -66,7 +69,10 @@ type Progress struct {
 	Plan        string `json:"plan"`
 	Fingerprint string `json:"fingerprint"`
 	Topic       string `json:"topic"`
-	Group       string `json:"group"`
+	// Topics lists the topics of a plan of several (JoinProgress); Topic
+	// is "" then.
+	Topics []string `json:"topics,omitempty"`
+	Group  string   `json:"group"`
 	// GroupState is the coordinator's state of the group (Empty, Dead,
 	// Stable, ...), or "unknown: <error>".
 	GroupState string `json:"group_state"`

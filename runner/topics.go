@@ -172,3 +172,51 @@ func joinSchemas(a, b []decode.SchemaCount) []decode.SchemaCount {
 	})
 	return a
 }
+
+// JoinProgress makes the progress of a plan of several topics from its
+// topics' (in the plan's order): Topics lists them, Partitions every
+// topic's partitions, each naming its topic, and the totals are sums. Its
+// state is the first topic's that says the plan cannot run (foreign,
+// another plan's), else done when every topic is done, not started when
+// none started, and in progress otherwise.
+func JoinProgress(p *plan.Plan, prs []*Progress) *Progress {
+	out := &Progress{Plan: p.Name, Fingerprint: p.Fingerprint(), Group: p.Group, Topics: p.Topics(), Partitions: []PartitionProgress{}}
+	done, notStarted := 0, 0
+	for i, pr := range prs {
+		if i == 0 {
+			out.GroupState, out.Holder, out.HolderGone, out.Members, out.CheckedAt = pr.GroupState, pr.Holder, pr.HolderGone, pr.Members, pr.CheckedAt
+		}
+		for _, pp := range pr.Partitions {
+			pp.Topic = pr.Topic
+			out.Partitions = append(out.Partitions, pp)
+		}
+		out.Records += pr.Records
+		out.Replayed += pr.Replayed
+		out.Remaining += pr.Remaining
+		switch pr.State {
+		case StateForeign, StateOtherPlan:
+			if out.State == "" {
+				out.State, out.OtherPlan, out.OtherFingerprint, out.Foreign = pr.State, pr.OtherPlan, pr.OtherFingerprint, pr.Foreign
+			}
+		case StateDone:
+			done++
+		case StateNotStarted:
+			notStarted++
+		}
+	}
+	switch {
+	case out.State != "":
+	case done == len(prs):
+		out.State = StateDone
+	case notStarted == len(prs):
+		out.State = StateNotStarted
+	default:
+		out.State = StateInProgress
+	}
+	out.PercentDone = percent(out.Replayed, out.Records)
+	out.ETA = "unthrottled"
+	if d, ok := ETA(p.Throttle, out.Remaining, 0); ok {
+		out.ETA = d.String()
+	}
+	return out
+}

@@ -55,16 +55,28 @@ func (a *app) reset(cmd *cobra.Command, file string, o resetOptions) error {
 		return err
 	}
 	defer c.Close()
-	cps, err := c.CheckReset(ctx, p)
+	plans, err := topicPlans(p)
 	if err != nil {
 		return err
 	}
-	if len(cps) == 0 {
-		fmt.Fprintf(a.stdout, "nothing to reset: group %s has no commit on %s\n", p.Group, p.Source.Topic)
-		return a.forgetRun(c, p, file)
+	// Every topic's group is checked before any commit is deleted.
+	var cps [][]group.Checkpoint
+	found := false
+	for _, tp := range plans {
+		c, err := c.CheckReset(ctx, tp)
+		if err != nil {
+			return err
+		}
+		cps = append(cps, c)
+		found = found || len(c) > 0
+	}
+	topics := strings.Join(p.Topics(), ", ")
+	if !found {
+		fmt.Fprintf(a.stdout, "nothing to reset: group %s has no commit on %s\n", p.Group, topics)
+		return a.forgetRuns(c, plans, file)
 	}
 	if !o.yes {
-		fmt.Fprintf(a.stderr, "This deletes the commits of group %s on %s: %s.\n", p.Group, p.Source.Topic, describeCommits(cps, p))
+		fmt.Fprintf(a.stderr, "This deletes the commits of group %s on %s.\n", p.Group, describeTopicCommits(plans, cps))
 		ok, err := confirmReset(ctx, in, a.stderr, p.Group)
 		if err != nil {
 			return err
@@ -73,33 +85,41 @@ func (a *app) reset(cmd *cobra.Command, file string, o resetOptions) error {
 			return errors.New("reset cancelled: the answer was not the group name; nothing was deleted")
 		}
 	}
-	deleted, err := c.Reset(ctx, p)
-	if err != nil {
+	var deleted [][]group.Checkpoint
+	n := 0
+	for _, tp := range plans {
+		d, err := c.Reset(ctx, tp)
+		if err != nil {
+			return err
+		}
+		deleted = append(deleted, d)
+		n += len(d)
+	}
+	if n == 0 {
+		fmt.Fprintf(a.stdout, "nothing to reset: group %s has no commit on %s\n", p.Group, topics)
+		return a.forgetRuns(c, plans, file)
+	}
+	if err := a.forgetRuns(c, plans, ""); err != nil {
 		return err
 	}
-	if len(deleted) == 0 {
-		fmt.Fprintf(a.stdout, "nothing to reset: group %s has no commit on %s\n", p.Group, p.Source.Topic)
-		return a.forgetRun(c, p, file)
-	}
-	if err := a.forgetRun(c, p, ""); err != nil {
-		return err
-	}
-	fmt.Fprintf(a.stdout, "reset group %s: deleted its commits on %s: %s\n", p.Group, p.Source.Topic, describeCommits(deleted, p))
+	fmt.Fprintf(a.stdout, "reset group %s: deleted its commits on %s\n", p.Group, describeTopicCommits(plans, deleted))
 	note := ""
 	if p.Window.From.IsRelative() || p.Window.To.IsRelative() || p.Window.Last.IsSet() {
 		note = " (its relative bounds move with the clock)"
 	}
 	fmt.Fprintf(a.stdout, "'replay run %s' starts over and resolves the window afresh%s\n", file, note)
-	a.log.Info().Str("plan", p.Name).Str("group", p.Group).Str("topic", p.Source.Topic).Int("partitions", len(deleted)).Msg("replay group reset")
+	a.log.Info().Str("plan", p.Name).Str("group", p.Group).Str("topic", topics).Int("partitions", n).Msg("replay group reset")
 	return nil
 }
 
 // forgetRun marks this machine's record of p's run reset, so that the next
 // run resolves the window afresh instead of refusing a group without
 // commits. With file set, it says so when there was a record with progress.
-func (a *app) forgetRun(c *runner.Cluster, p *plan.Plan, file string) error {
-	if err := runner.ForgetRun(stateDir(), c, p); err != nil {
-		return fmt.Errorf("mark the local run record reset: %w", err)
+func (a *app) forgetRuns(c *runner.Cluster, plans []*plan.Plan, file string) error {
+	for _, p := range plans {
+		if err := runner.ForgetRun(stateDir(), c, p); err != nil {
+			return fmt.Errorf("mark the local run record reset: %w", err)
+		}
 	}
 	if file != "" {
 		fmt.Fprintf(a.stdout, "'replay run %s' starts over and resolves the window afresh\n", file)
@@ -109,6 +129,22 @@ func (a *app) forgetRun(c *runner.Cluster, p *plan.Plan, file string) error {
 
 // describeCommits says which partitions hold commits of which plan:
 // "partitions [0 1 2] of this plan (fingerprint ...)".
+// describeTopicCommits says which commits of each topic's plan cps holds
+// ("orders: partitions [0 1] of this plan (fingerprint ...)"), the topic
+// left out for a plan of one topic.
+func describeTopicCommits(plans []*plan.Plan, cps [][]group.Checkpoint) string {
+	if len(plans) == 1 {
+		return plans[0].Source.Topic + ": " + describeCommits(cps[0], plans[0])
+	}
+	var out []string
+	for i, p := range plans {
+		if len(cps[i]) > 0 {
+			out = append(out, p.Source.Topic+": "+describeCommits(cps[i], p))
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
 func describeCommits(cps []group.Checkpoint, p *plan.Plan) string {
 	byPlan := map[string][]int32{}
 	for _, cp := range cps {

@@ -98,6 +98,8 @@ func (a *app) planCmd() *cobra.Command {
 func (a *app) plan(ctx context.Context, file string, o planOptions) error {
 	if p, err := a.loadPlanFile(file); err == nil && p.Window.IsSchedule() {
 		return a.planSchedule(ctx, file, o)
+	} else if err == nil && p.SeveralTopics() {
+		return a.planTopics(ctx, file, o)
 	}
 	opts, err := pinnedOptions(o.resolution)
 	if err != nil {

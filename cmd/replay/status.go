@@ -41,6 +41,9 @@ func (a *app) statusCmd() *cobra.Command {
 			if p.Window.IsSchedule() {
 				return a.scheduleStatus(cmd.Context(), c, p, o.output)
 			}
+			if p.SeveralTopics() && o.resolution == "" {
+				return a.statusTopics(cmd.Context(), c, p, files[0], o.output)
+			}
 			if o.resolution != "" {
 				return a.shardStatus(cmd.Context(), c, p, files[0], o.resolution, o.output)
 			}

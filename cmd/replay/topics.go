@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/replay-tool/replay/plan"
@@ -160,4 +161,139 @@ func (a *app) finishTopics(o runOptions, rep *runner.Report, err error) error {
 		return errors.Join(err, werr)
 	}
 	return err
+}
+
+// statusTopics shows the progress of a plan of several topics: each
+// topic's table and state, then the whole plan's (runner.JoinProgress);
+// with --output json, the joined progress, every partition naming its
+// topic.
+func (a *app) statusTopics(ctx context.Context, c *runner.Cluster, p *plan.Plan, file, output string) error {
+	plans, err := topicPlans(p)
+	if err != nil {
+		return err
+	}
+	var prs []*runner.Progress
+	for _, tp := range plans {
+		pr, err := c.Progress(ctx, tp)
+		if err != nil {
+			return fmt.Errorf("topic %s: %w", tp.Source.Topic, err)
+		}
+		if pr.State == runner.StateNotStarted {
+			if pr.Record, err = runner.ReadRunRecord(stateDir(), c, tp); err != nil {
+				return err
+			}
+		}
+		prs = append(prs, pr)
+	}
+	all := runner.JoinProgress(p, prs)
+	if output == "json" {
+		return writeJSON(a.stdout, all)
+	}
+	for _, pr := range prs {
+		printProgress(a.stdout, pr, file)
+		fmt.Fprintln(a.stdout)
+	}
+	fmt.Fprintf(a.stdout, "plan %s, topics %s: %s, %d of %d offsets replayed (%.1f%%)", p.Name, strings.Join(p.Source.Topics, ", "), all.State, all.Replayed, all.Records, all.PercentDone)
+	if all.State == runner.StateInProgress {
+		fmt.Fprintf(a.stdout, ", eta %s at the plan's throttle", all.ETA)
+	}
+	fmt.Fprintln(a.stdout)
+	return nil
+}
+
+// planTopicsView is what `replay plan` shows of a plan of several topics:
+// each topic's view (its partition table, totals and sink notes), then
+// the plan's totals over all of them.
+type planTopicsView struct {
+	Plan        string       `json:"plan"`
+	Fingerprint string       `json:"fingerprint"`
+	Group       string       `json:"group"`
+	Topics      []planView   `json:"topics"`
+	Total       planTotal    `json:"total"`
+	Throttle    throttleView `json:"throttle"`
+	ETASeconds  *int64       `json:"eta_seconds"` // null when unthrottled
+	ETA         string       `json:"eta"`         // a duration, or "unthrottled"
+	NothingToDo bool         `json:"nothing_to_do"`
+}
+
+// planTopics is `replay plan` for a plan of several topics: every topic's
+// window resolved (or run resumed), its table, then the plan's totals;
+// --out writes one resolution of all the topics.
+func (a *app) planTopics(ctx context.Context, file string, o planOptions) error {
+	if o.shardsSet {
+		return usageError{fmt.Errorf("--shards: %s reads several topics: shards split the ranges of one topic; write one plan per topic to shard them", file)}
+	}
+	opts, err := pinnedOptions(o.resolution)
+	if err != nil {
+		return err
+	}
+	p, c, err := a.loadAndConnect(ctx, file)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	opts.Log, opts.At = a.log, a.at
+	jobs, prepErr := prepareTopics(ctx, c, p, opts)
+	if cut := (*runner.CutError)(nil); prepErr != nil && !errors.As(prepErr, &cut) {
+		return prepErr
+	}
+	all := planTopicsView{Plan: p.Name, Fingerprint: p.Fingerprint(), Group: p.Group, NothingToDo: true,
+		Throttle: throttleView{RecordsPerSecond: p.Throttle.RecordsPerSecond, BytesPerSecond: int64(p.Throttle.BytesPerSecond)}}
+	var resolutions []*runner.Resolution
+	for _, job := range jobs {
+		samples, err := job.Sample(ctx)
+		if err != nil {
+			return errors.Join(prepErr, fmt.Errorf("topic %s: read the ends of the ranges: %w", job.Resolution.Topic, err))
+		}
+		v := newPlanView(job, samples, o.resolution)
+		a.describeSchemas(ctx, job, &v)
+		v.Refused = prepErr != nil
+		all.Topics = append(all.Topics, v)
+		all.Total.Records += v.Total.Records
+		all.Total.Remaining += v.Total.Remaining
+		all.Total.Bytes += v.Total.Bytes
+		all.NothingToDo = all.NothingToDo && v.NothingToDo
+		resolutions = append(resolutions, job.Resolution)
+	}
+	all.ETA = "unthrottled"
+	if d, ok := runner.ETA(p.Throttle, all.Total.Remaining, all.Total.Bytes); ok {
+		secs := int64(d.Seconds())
+		all.ETASeconds, all.ETA = &secs, d.String()
+	}
+	if o.out != "" && prepErr == nil {
+		b, err := runner.MarshalResolution(runner.JoinResolutions(p, resolutions))
+		if err == nil {
+			err = os.WriteFile(o.out, b, 0o644)
+		}
+		if err != nil {
+			return fmt.Errorf("write the resolution: %w", err)
+		}
+	}
+	if o.output == "json" {
+		if err := writeJSON(a.stdout, all); err != nil {
+			return err
+		}
+	} else {
+		for _, v := range all.Topics {
+			printPlan(a.stdout, v)
+			fmt.Fprintln(a.stdout)
+		}
+		eta := all.ETA + " at the plan's throttle"
+		if all.ETASeconds == nil {
+			eta = "unthrottled"
+		}
+		fmt.Fprintf(a.stdout, "plan %s, topics %s: %d offsets, %d to replay (%s); eta %s\n", p.Name, strings.Join(p.Source.Topics, ", "),
+			all.Total.Records, all.Total.Remaining, estimate(all.Total.Bytes, false), eta)
+		if o.out != "" && prepErr == nil {
+			fmt.Fprintf(a.stdout, "resolution saved to %s: review it, then run 'replay run %s --resolution %s'\n", o.out, file, o.out)
+		}
+	}
+	if prepErr != nil {
+		return prepErr
+	}
+	if a.detailedExit && !all.NothingToDo {
+		code := exitInvalid // --detailed-exitcode: 2 = work to do
+		a.exit = &code
+	}
+	return nil
 }
