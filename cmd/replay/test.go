@@ -116,7 +116,7 @@ func (a *app) test(file string, o testCmdOptions) error {
 	if names := p.UnsetEnv(); len(names) > 0 {
 		fmt.Fprintf(a.stderr, "notice: %s: %s\n", file, needsEnv(names))
 	}
-	fixtures, err := readFixtures(o.records, p.Source.Topic)
+	fixtures, err := readFixtures(o.records, p.Topics()[0])
 	if err != nil {
 		return usageError{err}
 	}
@@ -124,15 +124,35 @@ func (a *app) test(file string, o testCmdOptions) error {
 	if err != nil {
 		return usageError{err}
 	}
-	t, err := newTester(p, dec)
-	if err != nil {
-		return err
+	// A plan of several topics runs each fixture through the pipeline of
+	// its topic's plan (its overrides).
+	testers := map[string]*tester{}
+	for _, topic := range p.Topics() {
+		tp, err := p.ForTopic(topic)
+		if err != nil {
+			return err
+		}
+		t, err := newTester(tp, dec)
+		if err != nil {
+			return err
+		}
+		testers[topic] = t
+		head := t.header()
+		if p.SeveralTopics() {
+			head = "topic " + topic + ": " + head
+		}
+		fmt.Fprintln(a.stdout, head)
 	}
-	fmt.Fprintln(a.stdout, t.header())
 	counts := map[string]int{}
 	var wrong []string
 	for i := range fixtures {
 		fx := &fixtures[i]
+		t, ok := testers[fx.rec.Topic]
+		if !ok && p.SeveralTopics() {
+			return usageError{fmt.Errorf("%s:%d: topic %q is not one of the plan's topics (%s): set topic to one of them", o.records, fx.line, fx.rec.Topic, strings.Join(p.Source.Topics, ", "))}
+		} else if !ok {
+			t = testers[p.Source.Topic] // a fixture of another topic, as the plan's
+		}
 		got := t.run(a.stdout, fx)
 		counts[got]++
 		if fx.Expect != "" && fx.Expect != got {
