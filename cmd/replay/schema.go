@@ -176,27 +176,35 @@ var fieldSchemas = map[string]func() schema{
 // Every field of the plan has one (schema_test.go checks); the fields of a
 // sink have theirs in the sink catalog (sinkFieldDocs).
 var fieldDocs = map[string]string{
-	"Plan.version":         "Plan format version: 1.",
-	"Plan.name":            "Unique name of the plan (ASCII letters, digits, '.', '_', '-'); part of the plan fingerprint.",
-	"Plan.description":     "What the replay is for; review metadata.",
-	"Plan.owner":           "Team or person owning the replay; review metadata.",
-	"Plan.ticket":          "Ticket or issue the replay belongs to; review metadata.",
-	"Plan.source":          "The Kafka cluster and topic to re-read.",
-	"Plan.group":           "The dedicated replay consumer group that holds the checkpoints (e.g. replay.<plan-name>); never a live consumer group.",
-	"Plan.window":          "The part of the topic to replay: a time window (from, optional to), offsets per partition, or a schedule of calendar intervals (every, zone, start, delay); exactly one.",
-	"Plan.throttle":        "Rate limits across all partitions of one process (of the whole group under run --join); 0 or unset is unlimited.",
-	"Plan.retry":           "How the run rides out the source cluster's errors that may pass (a leader or coordinator moving or loading, a request timed out, a dropped connection): retried with backoff.",
-	"Plan.decode":          "Decode keys and values in the Confluent wire format (Avro, Protobuf, JSON Schema from a Schema Registry) to JSON before the filter, the key template, the columns and the text sinks see them; see docs/decoding.md.",
-	"Plan.filter":          "Expression (expr-lang) selecting the records to write, e.g. 'value.status == \"paid\"'; it sees key, value (parsed JSON, or the raw string), headers (name to last value), timestamp, partition, offset, topic. Records it leaves out are counted and committed past.",
-	"Plan.sink":            "Where the replayed records go.",
-	"Plan.mapping":         "Ordered steps over each value the filter passes, before the key template, columns and the sink see it: set (path: expression), rename (path: new path), drop (list of paths); paths are inside the value (value. optional). Numbers are exact decimals: an operation that would lose digits is a bad record, never a rounded value. See docs/mapping.md.",
-	"Plan.on_error":        "What happens to a record that cannot be processed (the filter or the key template fails on it, the sink rejects it): fail (default: the run stops at it), skip (counted in the report) or dead_letter (written to dead_letter with the reason).",
-	"Plan.dead_letter":     "Sink for the records that cannot be processed, with on_error: dead_letter; written before the commit passes them. A file sink adds error, source_topic, source_partition and source_offset to each line.",
-	"Plan.max_errors":      "Stop the run (exit 1) when more records than this cannot be processed: a count (100) or a percentage of the records in the run's ranges (1%). Unset: no limit.",
-	"Plan.allow_data_loss": "Accept a window whose start retention already deleted: replay what is left and report the gap.",
+	"Plan.version":          "Plan format version: 1.",
+	"Plan.name":             "Unique name of the plan (ASCII letters, digits, '.', '_', '-'); part of the plan fingerprint.",
+	"Plan.description":      "What the replay is for; review metadata.",
+	"Plan.owner":            "Team or person owning the replay; review metadata.",
+	"Plan.ticket":           "Ticket or issue the replay belongs to; review metadata.",
+	"Plan.source":           "The Kafka cluster and topic to re-read.",
+	"Plan.group":            "The dedicated replay consumer group that holds the checkpoints (e.g. replay.<plan-name>); never a live consumer group.",
+	"Plan.window":           "The part of the topic to replay: a time window (from, optional to), offsets per partition, or a schedule of calendar intervals (every, zone, start, delay); exactly one.",
+	"Plan.throttle":         "Rate limits across all partitions of one process (of the whole group under run --join); 0 or unset is unlimited.",
+	"Plan.retry":            "How the run rides out the source cluster's errors that may pass (a leader or coordinator moving or loading, a request timed out, a dropped connection): retried with backoff.",
+	"Plan.decode":           "Decode keys and values in the Confluent wire format (Avro, Protobuf, JSON Schema from a Schema Registry) to JSON before the filter, the key template, the columns and the text sinks see them; see docs/decoding.md.",
+	"Plan.filter":           "Expression (expr-lang) selecting the records to write, e.g. 'value.status == \"paid\"'; it sees key, value (parsed JSON, or the raw string), headers (name to last value), timestamp, partition, offset, topic. Records it leaves out are counted and committed past.",
+	"Plan.sink":             "Where the replayed records go.",
+	"Plan.overrides":        "Per topic of source.topics (keyed by its name): a filter, mapping, key, table, path or (kafka) topic that replaces the plan's for that topic's records. Part of the plan fingerprint.",
+	"TopicOverride.filter":  "Replaces the plan's filter for this topic's records ('' keeps every record).",
+	"TopicOverride.mapping": "Replaces the plan's mapping for this topic's records ([] maps nothing).",
+	"TopicOverride.key":     "Replaces the sink's key template for this topic's records.",
+	"TopicOverride.table":   "Replaces the database sink's table for this topic.",
+	"TopicOverride.path":    "Replaces the file, sqlite or parquet sink's path for this topic.",
+	"TopicOverride.topic":   "Replaces the kafka sink's target topic for this topic.",
+	"Plan.mapping":          "Ordered steps over each value the filter passes, before the key template, columns and the sink see it: set (path: expression), rename (path: new path), drop (list of paths); paths are inside the value (value. optional). Numbers are exact decimals: an operation that would lose digits is a bad record, never a rounded value. See docs/mapping.md.",
+	"Plan.on_error":         "What happens to a record that cannot be processed (the filter or the key template fails on it, the sink rejects it): fail (default: the run stops at it), skip (counted in the report) or dead_letter (written to dead_letter with the reason).",
+	"Plan.dead_letter":      "Sink for the records that cannot be processed, with on_error: dead_letter; written before the commit passes them. A file sink adds error, source_topic, source_partition and source_offset to each line.",
+	"Plan.max_errors":       "Stop the run (exit 1) when more records than this cannot be processed: a count (100) or a percentage of the records in the run's ranges (1%). Unset: no limit.",
+	"Plan.allow_data_loss":  "Accept a window whose start retention already deleted: replay what is left and report the gap.",
 
 	"Source.brokers":                  "Bootstrap brokers, host:port; or one ${VAR} holding a comma-separated list.",
 	"Source.topic":                    "The topic to replay.",
+	"Source.topics":                   "Several topics to replay under one window, group and throttle, in this order (instead of topic): each topic's partitions get their own ranges, checkpoints and report lines; {topic} in the sink's table, path or target topic is each topic's name. Part of the plan fingerprint.",
 	"Source.partitions":               "Partitions to replay: all (default) or a list such as [0, 3, 5].",
 	"Source.isolation":                "read_committed (default: aborted transactions never reach the sink) or read_uncommitted.",
 	"Source.tls":                      "Encrypted connection to the brokers.",
@@ -255,7 +263,7 @@ var fieldDocs = map[string]string{
 // their conditional rules in objectRules.
 var required = map[string][]string{
 	"Plan":        {"version", "name", "source", "group", "window", "sink"},
-	"Source":      {"brokers", "topic"},
+	"Source":      {"brokers"},
 	"SASL":        {"mechanism", "username", "password"},
 	"OffsetRange": {"from", "to"},
 	"Sink":        {"type"},
@@ -264,6 +272,10 @@ var required = map[string][]string{
 // objectRules adds rules across fields of one struct; a Sink's follow
 // from the catalog (sinkRules).
 var objectRules = map[string]func(schema){
+	// One topic (topic) or several (topics).
+	"Source": func(s schema) {
+		s["oneOf"] = []any{schema{"required": []any{"topic"}}, schema{"required": []any{"topics"}}}
+	},
 	// Exactly one of a time window, an offsets window, a schedule and a
 	// calendar window (last).
 	"Window": func(s schema) {
