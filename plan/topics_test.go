@@ -125,3 +125,24 @@ func TestTopicPlaceholderOfOneTopic(t *testing.T) {
 		t.Errorf("ForTopic of a plan's one topic: %v, %v", q, err)
 	}
 }
+
+func TestTopicsShareTableWarning(t *testing.T) {
+	src := strings.Replace(topicsPlan(""), "  type: file\n  path: out/{topic}.jsonl\n", "  type: postgres\n  dsn: postgres://replay@db/replay\n  table: all_rows\n", 1)
+	warned := func(p *Plan) bool {
+		for _, w := range p.Warnings() {
+			if strings.Contains(w.Message, "topics orders, refunds all write postgres table all_rows without a version") {
+				return true
+			}
+		}
+		return false
+	}
+	if p := mustParse(t, src, testOptions()); !warned(p) {
+		t.Errorf("two topics into one table without a version: no warning in %v", p.Warnings())
+	}
+	if p := mustParse(t, strings.Replace(src, "table: all_rows\n", "table: all_rows\n  version: value.v\n", 1), testOptions()); warned(p) {
+		t.Errorf("with a version: warned %v", p.Warnings())
+	}
+	if p := mustParse(t, strings.Replace(src, "table: all_rows\n", "table: 'rows_{topic}'\n", 1), testOptions()); warned(p) || len(p.Warnings()) == 0 {
+		t.Errorf("a table per topic: %v", p.Warnings())
+	}
+}

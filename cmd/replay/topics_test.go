@@ -237,3 +237,63 @@ func TestTopicsKilledAndResumed(t *testing.T) {
 		t.Errorf("a resolution of other topics: %s", r)
 	}
 }
+
+// TestTopicsShareOneTable: two topics write the same keys into one
+// PostgreSQL table with a version: the greater version wins whichever
+// topic wrote it, and of two equal versions the row of the topic listed
+// first in source.topics stays (topics replay in that order, and an equal
+// version does not replace a row): the plan decides, not arrival order.
+func TestTopicsShareOneTable(t *testing.T) {
+	k := testenv.NewKafka(t, testenv.Topics("orders", "refunds"), testenv.Partitions(3))
+	cl := k.Client(t)
+	now := time.Now()
+	var recs []*kgo.Record
+	for topic, vs := range map[string]map[string]int{"orders": {"a": 1, "b": 5, "c": 9}, "refunds": {"a": 2, "b": 5, "c": 3}} {
+		for key, v := range vs {
+			recs = append(recs, &kgo.Record{Topic: topic, Timestamp: now, Value: fmt.Appendf(nil, `{"k":%q,"v":%d,"from":%q}`, key, v, topic)})
+		}
+	}
+	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	dsn := testenv.Postgres(t)
+	dir := t.TempDir()
+	for i, order := range []string{"orders, refunds", "refunds, orders"} {
+		table := fmt.Sprintf("shared_%d", i)
+		planFile := filepath.Join(dir, table+".yaml")
+		body := fmt.Sprintf(`version: 1
+name: %s
+source: {brokers: [%q], topics: [%s]}
+group: replay.%s
+window: {offsets: {all: {from: earliest, to: latest}}}
+sink: {type: postgres, dsn: %q, table: %s, create_table: true, key: '{{ .Value.k }}', version: value.v}
+`, table, k.Addr, order, table, dsn, table)
+		if err := os.WriteFile(planFile, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if r := replayProcess(t, dir, "validate", planFile); r.code != exitOK || strings.Contains(r.stderr+r.stdout, "without a version") {
+			t.Errorf("validate %s: %s", table, r)
+		}
+		if r := replayProcess(t, dir, "run", "--yes", planFile); r.code != exitOK {
+			t.Fatalf("run %s: %s", table, r)
+		}
+		first := strings.Split(order, ", ")[0]
+		want := map[string]string{"a": "refunds", "b": first, "c": "orders"}
+		rows, err := testenv.PgConn(t, dsn).Query(t.Context(), `SELECT key, value->>'from' FROM `+table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for rows.Next() {
+			var key, from string
+			if err := rows.Scan(&key, &from); err != nil {
+				t.Fatal(err)
+			}
+			got[key] = from
+		}
+		rows.Close()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("topics [%s]: rows from %v, want %v (the greater version; of equal ones, the first topic's)", order, got, want)
+		}
+	}
+}
