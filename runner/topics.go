@@ -6,23 +6,14 @@ import (
 	"slices"
 
 	"github.com/replay-tool/replay/internal/decode"
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 )
 
-// TopicPartition names one partition of one topic: across the topics of a
-// plan of several, a range, a checkpoint and a report line are one topic
-// partition's.
-type TopicPartition struct {
-	Topic     string
-	Partition int32
-}
-
-func (tp TopicPartition) String() string { return fmt.Sprintf("%s/%d", tp.Topic, tp.Partition) }
-
 // compareTopicPartitions orders topic partitions by the position of their
 // topic in topics, then by partition.
-func compareTopicPartitions(topics []string, a, b TopicPartition) int {
+func compareTopicPartitions(topics []string, a, b record.TopicPartition) int {
 	return cmp.Or(cmp.Compare(slices.Index(topics, a.Topic), slices.Index(topics, b.Topic)), cmp.Compare(a.Partition, b.Partition))
 }
 
@@ -91,7 +82,9 @@ func (r *Resolution) checkTopics() error {
 			return fmt.Errorf("topic %s is listed twice", t)
 		}
 	}
-	tp := func(rg Range) TopicPartition { return TopicPartition{rg.Topic, rg.Partition} }
+	tp := func(rg Range) record.TopicPartition {
+		return record.TopicPartition{Topic: rg.Topic, Partition: rg.Partition}
+	}
 	slices.SortFunc(r.Ranges, func(a, b Range) int { return compareTopicPartitions(r.Topics, tp(a), tp(b)) })
 	for i, rg := range r.Ranges {
 		switch {
