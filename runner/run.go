@@ -221,3 +221,32 @@ func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*worker.Sta
 			return j.commits.Load().CommitPartition(ctx, s.TopicPartition, next, m)
 		}}, states)
 }
+
+// PinRanges records a fresh job's ranges in the replay group before it
+// runs, as Run does first: each partition's start offset, with the range
+// as commit metadata (after deleting the checkpoints of a discarded run,
+// --restart, outside the new ranges). A plan of several topics pins every
+// topic's ranges before it replays the first: a run that stops in one
+// topic then resumes every topic with the ranges resolved when it first
+// started, not a window resolved again. A resumed job's ranges are in the
+// group already: PinRanges does nothing then.
+func (j *Job) PinRanges(ctx context.Context) error {
+	if !j.Fresh {
+		return nil
+	}
+	applyRetry(j.c, j.Plan, j.opts)
+	s := settling{Job: j}
+	if j.opts.Hold == nil {
+		if err := s.dropDiscarded(ctx); err != nil {
+			return err
+		}
+	} else if err := s.dropDiscardedHeld(ctx); err != nil {
+		return err
+	}
+	j.discarded = nil // dropped: Run has none left to drop
+	k := group.NewCommitter(j.c.Cluster, j.opts.Hold, j.Plan.Group, len(j.Resolution.Ranges))
+	j.commits.Store(k)
+	ctx, unhold := k.Follow(ctx, j.opts.Log) // as the hold's member
+	defer unhold()
+	return s.commitStarts(ctx)
+}

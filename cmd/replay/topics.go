@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner"
@@ -39,6 +40,16 @@ func pinnedTopic(opts runner.Options, topic string) (runner.Options, error) {
 	}
 	opts.Pinned = res
 	return opts, nil
+}
+
+// oneInstant fixes the moment the topics' windows are resolved against
+// (--at, else now): a relative window (from: -2h, to: now, last: 1d) is
+// one window for every topic, not one per moment each topic is resolved.
+func oneInstant(opts runner.Options) runner.Options {
+	if opts.At.IsZero() {
+		opts.At = time.Now()
+	}
+	return opts
 }
 
 // prepareTopics prepares a job for each topic of p, with opts. A job whose
@@ -100,7 +111,7 @@ func (a *app) runTopics(ctx context.Context, c *runner.Cluster, p *plan.Plan, fi
 		opts.Hold = hold
 	}
 	out := a.resultsOut(p.Sink)
-	jobs, err := prepareTopics(ctx, c, p, opts)
+	jobs, err := prepareTopics(ctx, c, p, oneInstant(opts))
 	if cut := (*runner.CutError)(nil); errors.As(err, &cut) {
 		for _, job := range jobs {
 			printResolution(out, job) // where retention cut the window
@@ -118,6 +129,14 @@ func (a *app) runTopics(ctx context.Context, c *runner.Cluster, p *plan.Plan, fi
 	if !o.yes {
 		if err := a.confirmRun(ctx, o.in, jobs...); err != nil {
 			return nil, err
+		}
+	}
+	// Every topic's ranges go into the group before the first topic is
+	// replayed: a run stopped in one topic resumes them all as resolved
+	// now.
+	for _, job := range jobs {
+		if err := job.PinRanges(ctx); err != nil {
+			return nil, fmt.Errorf("topic %s: %w", job.Resolution.Topic, err)
 		}
 	}
 	metrics.serve(a, jobs...)
@@ -233,7 +252,7 @@ func (a *app) planTopics(ctx context.Context, file string, o planOptions) error 
 	}
 	defer c.Close()
 	opts.Log, opts.At = a.log, a.at
-	jobs, prepErr := prepareTopics(ctx, c, p, opts)
+	jobs, prepErr := prepareTopics(ctx, c, p, oneInstant(opts))
 	if cut := (*runner.CutError)(nil); prepErr != nil && !errors.As(prepErr, &cut) {
 		return prepErr
 	}

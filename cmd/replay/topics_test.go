@@ -206,7 +206,11 @@ func TestTopicsKilledAndResumed(t *testing.T) {
 		if victim.exited() {
 			t.Fatalf("the run ended before it was killed: %s", victim.result())
 		}
-		return len(k.Committed(t, "replay.two-killed", "refunds")) > 0
+		var n int64
+		for _, o := range k.Committed(t, "replay.two-killed", "refunds") {
+			n += o.At
+		}
+		return n > 60 // past the starts (1 per partition), pinned when the run started
 	}, "the first commits of refunds")
 	victim.kill()
 	orders := readFile(t, filepath.Join(dir, "out-orders.jsonl"))
@@ -295,5 +299,58 @@ sink: {type: postgres, dsn: %q, table: %s, create_table: true, key: '{{ .Value.k
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("topics [%s]: rows from %v, want %v (the greater version; of equal ones, the first topic's)", order, got, want)
 		}
+	}
+}
+
+// TestTopicsResolvedOnce: an open-ended window over two topics is
+// resolved for both when the run first starts; killed while it replays
+// the first, the re-run replays the second as resolved then, not the
+// records produced into it since.
+func TestTopicsResolvedOnce(t *testing.T) {
+	k := testenv.NewKafka(t, testenv.Topics("orders", "refunds"), testenv.Partitions(3))
+	from, _ := seedTopics(t, k, 300, "orders", "refunds")
+	dir := t.TempDir()
+	planFile := filepath.Join(dir, "open.yaml")
+	body := fmt.Sprintf(`version: 1
+name: open
+source: {brokers: [%q], topics: [orders, refunds]}
+group: replay.open
+window: {from: %s}
+throttle: {records_per_second: 300}
+sink: {type: file, path: %q, batch_size: 10}
+`, k.Addr, from.Format(time.RFC3339), filepath.Join(dir, "out-{topic}.jsonl"))
+	if err := os.WriteFile(planFile, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	victim := startProcess(t, dir, "run", "--yes", planFile)
+	testenv.Eventually(t, 30*time.Second, 20*time.Millisecond, func() bool {
+		if victim.exited() {
+			t.Fatalf("the run ended before it was killed: %s", victim.result())
+		}
+		var n int64
+		for _, o := range k.Committed(t, "replay.open", "orders") {
+			n += o.At
+		}
+		return n > 60 // past the starts (1 per partition) pinned first
+	}, "orders' first commits")
+	victim.kill()
+	if got := k.Committed(t, "replay.open", "refunds"); len(got) != 3 {
+		t.Fatalf("refunds' ranges were not pinned when the run started: commits %v", got)
+	}
+	killed := time.Now()
+	time.Sleep(time.Until(killed.Truncate(time.Millisecond).Add(2 * time.Millisecond))) // kept: later records get a later millisecond
+	cl := k.Client(t)
+	var more []*kgo.Record
+	for i := range 30 {
+		more = append(more, &kgo.Record{Topic: "refunds", Value: fmt.Appendf(nil, `{"late":%d}`, i)})
+	}
+	if err := cl.ProduceSync(t.Context(), more...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if r := replayProcess(t, dir, "run", "--yes", planFile); r.code != exitOK {
+		t.Fatalf("the re-run: %s", r)
+	}
+	for _, topic := range []string{"orders", "refunds"} {
+		checkOnce(t, topic+"'s file", fileCoords(t, filepath.Join(dir, "out-"+topic+".jsonl")), testenv.KcatCoords(t, k.Addr, topic, -1, from, killed.Add(time.Millisecond)))
 	}
 }
