@@ -98,6 +98,11 @@ type Cells struct {
 	// tells whether doc was computed.
 	doc    []byte
 	parsed bool
+	// top indexes doc's top level once a simple path asks (topLevel);
+	// topOK says it could.
+	top            []member
+	topDone, topOK bool
+	topBuf         [16]member
 }
 
 // Text returns the value of c for the record as text, and false for NULL
@@ -155,11 +160,20 @@ func (cs *Cells) path(p string) (string, bool) {
 	if !cs.parsed {
 		cs.parsed = true
 		if v := cs.Record.JSONValue(); jsonscan.Valid(v) {
-			cs.doc = appendCleanJSON(nil, v)
+			cs.doc = cleanJSON(v)
 		}
 	}
 	if cs.doc == nil {
 		return "", false
+	}
+	if simplePath(p) {
+		if !cs.topDone {
+			cs.topDone = true
+			cs.top, cs.topOK = topLevel(cs.topBuf[:0], cs.doc)
+		}
+		if cs.topOK {
+			return lookupTop(cs.doc, cs.top, p)
+		}
 	}
 	res := gjson.GetBytes(cs.doc, p)
 	switch res.Type {

@@ -130,11 +130,32 @@ const maxDepth = jsonscan.EncodingJSONDepth - 1
 // Without it a JSON value carrying invalid UTF-8 made the whole line (and
 // file) invalid UTF-8, which strict JSONL readers reject.
 func appendCleanJSON(b, v []byte) []byte {
-	// Fast path: U+2028/U+2029 start with 0xE2, and utf8.Valid checks ASCII
-	// 8 bytes at a time.
-	if bytes.IndexByte(v, 0xe2) < 0 && utf8.Valid(v) {
+	if clean(v) {
 		return append(b, v...)
 	}
+	return appendEscaped(b, v)
+}
+
+// cleanJSON is appendCleanJSON(nil, v), but v itself when nothing in it
+// needs escaping.
+func cleanJSON(v []byte) []byte {
+	if clean(v) {
+		return v
+	}
+	return appendEscaped(nil, v)
+}
+
+// clean reports whether the JSON text v needs no escaping: valid UTF-8
+// without U+2028 or U+2029.
+func clean(v []byte) bool {
+	// U+2028/U+2029 start with 0xE2, and utf8.Valid checks ASCII 8 bytes
+	// at a time.
+	return bytes.IndexByte(v, 0xe2) < 0 && utf8.Valid(v)
+}
+
+// appendEscaped appends v to b with invalid UTF-8, U+2028 and U+2029
+// escaped.
+func appendEscaped(b, v []byte) []byte {
 	start := 0
 	for i := 0; i < len(v); {
 		if v[i] < utf8.RuneSelf {

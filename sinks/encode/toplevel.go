@@ -1,0 +1,144 @@
+package encode
+
+import (
+	"bytes"
+
+	"github.com/tidwall/gjson"
+)
+
+// member is one member of the top level of a JSON object: the spans of
+// its key (inside the quotes) and of its value in the document.
+type member struct{ key, val [2]int32 }
+
+// topLevel appends to ms the members of the top level of doc, a valid
+// JSON document, in document order: one pass over doc answers every
+// lookup of a top-level field (lookupTop) as gjson would, where gjson
+// scans from the start for each. ok is false when doc is no object, or a
+// key holds an escape (gjson's own matching then decides).
+func topLevel(ms []member, doc []byte) (_ []member, ok bool) {
+	i := skipSpace(doc, 0)
+	if i >= len(doc) || doc[i] != '{' {
+		return nil, false
+	}
+	i = skipSpace(doc, i+1)
+	for i < len(doc) && doc[i] == '"' {
+		kend := skipString(doc, i)
+		if bytes.IndexByte(doc[i+1:kend-1], '\\') >= 0 {
+			return nil, false
+		}
+		v := skipSpace(doc, skipSpace(doc, kend)+1) // past ':'
+		vend := skipValue(doc, v)
+		ms = append(ms, member{key: [2]int32{int32(i + 1), int32(kend - 1)}, val: [2]int32{int32(v), int32(vend)}})
+		i = skipSpace(doc, vend)
+		if i < len(doc) && doc[i] == ',' {
+			i = skipSpace(doc, i+1)
+		}
+	}
+	return ms, true
+}
+
+// simplePath reports whether the gjson path p names a field of the top
+// level and nothing else: ASCII letters, digits, '_' and '-' only (no
+// '.', wildcard, modifier, query or escape).
+func simplePath(p string) bool {
+	if p == "" {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// lookupTop is the text of field key of the top level ms indexes (as
+// Cells.Text says it), false for NULL (absent or null). The first of
+// duplicate keys counts, as in gjson.
+func lookupTop(doc []byte, ms []member, key string) (string, bool) {
+	for _, m := range ms {
+		if string(doc[m.key[0]:m.key[1]]) != key {
+			continue
+		}
+		raw := doc[m.val[0]:m.val[1]]
+		switch raw[0] {
+		case 'n':
+			return "", false
+		case 't':
+			return "true", true
+		case 'f':
+			return "false", true
+		case '"':
+			if s := raw[1 : len(raw)-1]; bytes.IndexByte(s, '\\') < 0 {
+				return string(s), true
+			}
+			return gjson.GetBytes(doc, key).Str, true // gjson's unescaping
+		}
+		return string(raw), true // a number as written, an object or array as JSON
+	}
+	return "", false
+}
+
+func skipSpace(d []byte, i int) int {
+	for i < len(d) && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string that starts at d[i].
+func skipString(d []byte, i int) int {
+	j := i + 1
+	for {
+		k := bytes.IndexByte(d[j:], '"')
+		if k < 0 {
+			return len(d)
+		}
+		j += k
+		n := 0
+		for b := j - 1; b > i && d[b] == '\\'; b-- {
+			n++
+		}
+		if n%2 == 0 {
+			return j + 1
+		}
+		j++
+	}
+}
+
+// skipValue returns the index after the value that starts at d[i].
+func skipValue(d []byte, i int) int {
+	if i >= len(d) {
+		return i
+	}
+	switch d[i] {
+	case '"':
+		return skipString(d, i)
+	case '{', '[':
+		depth := 0
+		for i < len(d) {
+			switch d[i] {
+			case '"':
+				i = skipString(d, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return len(d)
+	}
+	for i < len(d) {
+		switch d[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+		i++
+	}
+	return i
+}

@@ -1,0 +1,86 @@
+package encode
+
+import (
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/replay-tool/replay/internal/jsonscan"
+)
+
+// gjsonText is what Cells.Text said of a value.<path> column before the
+// top level was indexed: gjson's answer for path.
+func gjsonText(doc []byte, path string) (string, bool) {
+	res := gjson.GetBytes(doc, path)
+	switch res.Type {
+	case gjson.Null:
+		return "", false
+	case gjson.String:
+		return res.Str, true
+	case gjson.True:
+		return "true", true
+	case gjson.False:
+		return "false", true
+	}
+	return res.Raw, true
+}
+
+var topLevelDocs = []string{
+	`{"id":"ord-1","customer":"c","status":"paid","amount":863.68,"items":3,"shipping":{"country":"DE","zip":"10934"},"tags":["a","b"],"note":"x"}`,
+	` { "a" : 1 , "b":[1,{"c":"]}"}], "c":"q\"uo\\\"te", "d":null, "e":true, "f":false, "g":-0.5e10 } `,
+	`{"dup":1,"dup":2,"x":{"dup":3}}`,
+	`{"esc":"\u00e9\n","k\u0065y":1,"key":2}`,
+	`{"":1,"a-b":2,"a_b":3,"0":4}`,
+	`{"s":"\\","t":"\\\\\"","u":"end"}`,
+	`[1,2,3]`, `"str"`, `12`, `{}`, `{"a":{}}`, `{"a":[]}`,
+}
+
+func TestTopLevelAsGjson(t *testing.T) {
+	paths := []string{"id", "customer", "amount", "shipping", "tags", "note", "a", "b", "c", "d", "e", "f", "g", "dup", "x", "esc", "key", "a-b", "a_b", "0", "s", "t", "u", "missing"}
+	for _, doc := range topLevelDocs {
+		b := []byte(doc)
+		if !jsonscan.Valid(b) {
+			t.Fatalf("not valid JSON: %s", doc)
+		}
+		for _, p := range paths {
+			cs := Cells{doc: b, parsed: true}
+			got, gok := cs.path(p)
+			want, wok := gjsonText(b, p)
+			if got != want || gok != wok {
+				t.Errorf("%s, path %s: %q %v, gjson %q %v", doc, p, got, gok, want, wok)
+			}
+		}
+	}
+}
+
+func FuzzTopLevelAsGjson(f *testing.F) {
+	for _, doc := range topLevelDocs {
+		f.Add([]byte(doc), "a")
+	}
+	f.Fuzz(func(t *testing.T, doc []byte, p string) {
+		if !jsonscan.Valid(doc) || !simplePath(p) {
+			return
+		}
+		doc = cleanJSON(doc)
+		ms, ok := topLevel(nil, doc)
+		if !ok {
+			return
+		}
+		got, gok := lookupTop(doc, ms, p)
+		want, wok := gjsonText(doc, p)
+		if got != want || gok != wok {
+			t.Fatalf("%q, path %q: %q %v, gjson %q %v", doc, p, got, gok, want, wok)
+		}
+		for _, m := range ms { // every key the document has
+			k := string(doc[m.key[0]:m.key[1]])
+			if !simplePath(k) {
+				continue
+			}
+			got, gok := lookupTop(doc, ms, k)
+			want, wok := gjsonText(doc, k)
+			if got != want || gok != wok {
+				t.Fatalf("%q, key %q: %q %v, gjson %q %v", doc, k, got, gok, want, wok)
+			}
+		}
+	})
+}
