@@ -102,29 +102,49 @@ type objectInfo struct {
 // before it is flushed: the writer keeps one row group's columns in
 // memory, so this budget (with zstdWindow) bounds the sink's memory
 // whatever max_rows_per_file is.
-const rowGroupBytes = 4 << 20
+const rowGroupBytes = 1 << 20
 
 // build writes the object of span sp of partition p from its staging
-// file (nil: no rows) to a temporary file in dir, and returns it (at its
-// start) with what the manifest says of it. The caller removes the file.
-func (s *Sink) build(ctx context.Context, p int32, sp span, staging *os.File, dir string) (*os.File, objectInfo, error) {
-	name := ObjectName(s.topic, p, sp.first, sp.end)
-	info := objectInfo{Name: name}
-	tmp, err := os.CreateTemp(dir, ".object-*.tmp")
+// file (nil: no rows) to a temporary file in the staging directory, and
+// returns it (at its start) with what the manifest says of it. The caller
+// removes the file.
+func (s *Sink) build(ctx context.Context, p int32, sp span, staging *os.File) (*os.File, objectInfo, error) {
+	var src io.Reader
+	if staging != nil {
+		if _, err := staging.Seek(0, io.SeekStart); err != nil {
+			return nil, objectInfo{}, err
+		}
+		src = staging
+	}
+	tmp, info, err := s.encode(ctx, p, src)
+	info.Name = ObjectName(s.topic, p, sp.first, sp.end)
+	if err != nil {
+		return nil, info, fmt.Errorf("parquet sink: build %s: %w", info.Name, err)
+	}
+	return tmp, info, nil
+}
+
+// encode writes an object of partition p's rows from the frames src holds
+// (nil: none) to a temporary file in the staging directory, and returns it
+// (at its start) with its rows, bytes and checksum. The caller removes
+// the file.
+func (s *Sink) encode(ctx context.Context, p int32, src io.Reader) (*os.File, objectInfo, error) {
+	var info objectInfo
+	tmp, err := os.CreateTemp(s.stagingDir, ".object-*.tmp")
 	if err != nil {
 		return nil, info, err
 	}
 	fail := func(err error) (*os.File, objectInfo, error) {
 		tmp.Close()
 		os.Remove(tmp.Name())
-		return nil, info, fmt.Errorf("parquet sink: build %s: %w", name, err)
+		return nil, info, err
 	}
 	h := sha256.New()
 	cw := &countWriter{w: io.MultiWriter(tmp, h)}
 	w := pq.NewGenericWriter[any](cw, s.schema, pq.Compression(s.codec), pq.CreatedBy("replay", "", ""),
 		pq.KeyValueMetadata(metaRun, s.runID), pq.KeyValueMetadata(metaFingerprint, s.fingerprint))
-	if staging != nil {
-		if info.Rows, err = s.writeRows(ctx, w, staging, p); err != nil {
+	if src != nil {
+		if info.Rows, err = s.writeRows(ctx, w, src, p); err != nil {
 			return fail(err)
 		}
 	}
@@ -139,47 +159,6 @@ func (s *Sink) build(ctx context.Context, p int32, sp span, staging *os.File, di
 	}
 	info.Bytes, info.SHA256 = cw.n, hex.EncodeToString(h.Sum(nil))
 	return tmp, info, nil
-}
-
-// writeRows writes the rows of the staged records to w, flushing a row
-// group every rowGroupBytes of values, and returns how many.
-func (s *Sink) writeRows(ctx context.Context, w *pq.GenericWriter[any], staging *os.File, p int32) (int64, error) {
-	if _, err := staging.Seek(0, io.SeekStart); err != nil {
-		return 0, err
-	}
-	fr := newFrameReader(staging, s.topic, p)
-	var rows, group int64
-	buf := make([]pq.Row, 1)
-	for {
-		r, err := fr.next()
-		if err == io.EOF {
-			return rows, nil
-		}
-		if err != nil {
-			return rows, fmt.Errorf("read the staging file %s: %w", staging.Name(), err)
-		}
-		if rows%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return rows, err
-			}
-		}
-		row, err := row(buf[0][:0], s.cols, &r)
-		if err != nil {
-			return rows, err
-		}
-		buf[0] = row
-		if _, err := w.WriteRows(buf); err != nil {
-			return rows, err
-		}
-		rows++
-		group += int64(len(r.Value) + len(r.Key) + 64)
-		if group >= rowGroupBytes {
-			if err := w.Flush(); err != nil {
-				return rows, err
-			}
-			group = 0
-		}
-	}
 }
 
 // countWriter counts the bytes written through it.

@@ -83,6 +83,10 @@ type Sink struct {
 	maxRows            int64
 	log                zerolog.Logger
 
+	// bctx ends the builders (Close).
+	bctx   context.Context
+	cancel context.CancelFunc
+
 	mu    sync.Mutex
 	parts map[int32]*part
 	// done are the objects this process published, by name.
@@ -105,6 +109,9 @@ type part struct {
 	buf               []byte
 	broken            error
 	finished          bool
+	// bld builds the object being filled as its frames are staged; nil
+	// for an object whose staging a crash left behind.
+	bld *builder
 }
 
 var (
@@ -166,6 +173,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	s := &Sink{st: st, stagingDir: staging, topic: cfg.Topic,
 		runID: cfg.RunID, fingerprint: cfg.Fingerprint, cols: cols, schema: schema(cols), codec: cd,
 		maxRows: cfg.MaxRowsPerFile, log: cfg.Log, parts: map[int32]*part{}, done: map[string]objectInfo{}}
+	s.bctx, s.cancel = context.WithCancel(context.Background())
 	if s.maxRows <= 0 {
 		s.maxRows = DefaultMaxRowsPerFile
 	}
@@ -258,7 +266,7 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 		pt.buf = appendFrame(pt.buf, r)
 		pt.rows++
 		pt.next = r.Offset + 1
-		if len(pt.buf) >= 1<<20 {
+		if len(pt.buf) >= stageChunk {
 			if err := s.flushFrames(pt); err != nil {
 				return err
 			}
@@ -280,10 +288,14 @@ func (s *Sink) flushFrames(pt *part) error {
 			return err
 		}
 		pt.f = f
+		pt.bld = s.startBuilder(s.bctx, pt.rng.Partition)
 	}
 	if _, err := pt.f.Write(pt.buf); err != nil {
 		pt.broken = fmt.Errorf("parquet sink: stage partition %d: %w (the staging file may be incomplete: re-run to resume from what was committed)", pt.rng.Partition, err)
 		return pt.broken
+	}
+	if pt.bld != nil {
+		pt.bld.add(pt.buf)
 	}
 	pt.buf = pt.buf[:0]
 	return nil
@@ -314,9 +326,11 @@ func (s *Sink) closeObject(ctx context.Context, pt *part, end int64) error {
 	if err := s.checkOverlap(ctx, pt, sp); err != nil {
 		return err
 	}
-	tmp, info, err := s.build(ctx, pt.rng.Partition, sp, pt.f, s.stagingDir)
-	if err != nil {
-		return err
+	tmp, info, err := s.built(pt, sp)
+	if tmp == nil {
+		if tmp, info, err = s.build(ctx, pt.rng.Partition, sp, pt.f); err != nil {
+			return err
+		}
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
@@ -336,6 +350,30 @@ func (s *Sink) closeObject(ctx context.Context, pt *part, end int64) error {
 	pt.next = max(pt.next, end)
 	pt.synced = max(pt.synced, end)
 	return nil
+}
+
+// built returns the object of span sp its builder built, nil when it has
+// none or the builder failed (then the staging file is read again).
+func (s *Sink) built(pt *part, sp span) (*os.File, objectInfo, error) {
+	b := pt.bld
+	if b == nil {
+		return nil, objectInfo{}, nil
+	}
+	pt.bld = nil
+	tmp, info, err := b.finish()
+	info.Name = ObjectName(s.topic, pt.rng.Partition, sp.first, sp.end)
+	if err == nil && info.Rows != pt.rows {
+		err = fmt.Errorf("%d rows, the staging file %d", info.Rows, pt.rows)
+	}
+	if err != nil {
+		if tmp != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+		s.log.Warn().Err(err).Str("object", info.Name).Msg("parquet sink: building the object while staging failed: building it from the staging file")
+		return nil, info, err
+	}
+	return tmp, info, nil
 }
 
 // Sync fsyncs the partition's staging file: what Write staged is then
@@ -385,6 +423,7 @@ func (s *Sink) Reconcile(_ context.Context, _, _ string, points []sinks.ResumePo
 // Close closes the staging files and releases the staging directory's
 // lock; staged records stay for a resume.
 func (s *Sink) Close() error {
+	s.cancel()
 	err := s.closeStaging()
 	s.mu.Lock()
 	lock := s.lock
@@ -407,6 +446,10 @@ func (s *Sink) closeStaging() error {
 	var errs []error
 	for _, pt := range parts {
 		pt.mu.Lock()
+		if pt.bld != nil {
+			pt.bld.discard()
+			pt.bld = nil
+		}
 		if pt.f != nil {
 			errs = append(errs, pt.f.Close())
 			pt.f = nil

@@ -71,10 +71,13 @@ type frameReader struct {
 	// end is the byte after the last complete frame read.
 	end int64
 	buf []byte
+	// arena, when not nil, receives each frame's payload, and the
+	// records next returns point into it instead of holding copies.
+	arena []byte
 }
 
 func newFrameReader(f io.Reader, topic string, partition int32) *frameReader {
-	return &frameReader{r: bufio.NewReaderSize(f, 1<<20), topic: topic, partition: partition}
+	return &frameReader{r: bufio.NewReaderSize(f, stageChunk), topic: topic, partition: partition}
 }
 
 // errTorn ends a staging file at a frame that is incomplete or damaged.
@@ -97,10 +100,17 @@ func (fr *frameReader) next() (record.Record, error) {
 	if n > 1<<31 {
 		return record.Record{}, errTorn
 	}
-	if cap(fr.buf) < int(n) {
-		fr.buf = make([]byte, n)
+	var payload []byte
+	if fr.arena != nil {
+		at := len(fr.arena)
+		fr.arena = append(fr.arena, make([]byte, n)...)
+		payload = fr.arena[at:]
+	} else {
+		if cap(fr.buf) < int(n) {
+			fr.buf = make([]byte, n)
+		}
+		payload = fr.buf[:n]
 	}
-	payload := fr.buf[:n]
 	if _, err := io.ReadFull(fr.r, payload); err != nil {
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
 			return record.Record{}, errTorn
@@ -110,7 +120,7 @@ func (fr *frameReader) next() (record.Record, error) {
 	if crc32.Checksum(payload, crcTable) != binary.BigEndian.Uint32(head[4:]) {
 		return record.Record{}, errTorn
 	}
-	r, err := decodePayload(payload)
+	r, err := decodePayload(payload, fr.arena != nil)
 	if err != nil {
 		return record.Record{}, errTorn
 	}
@@ -119,9 +129,10 @@ func (fr *frameReader) next() (record.Record, error) {
 	return r, nil
 }
 
-// decodePayload is the inverse of appendFrame's payload.
-func decodePayload(p []byte) (record.Record, error) {
-	d := decoder{p: p}
+// decodePayload is the inverse of appendFrame's payload. The record's
+// byte slices are copies, or point into p when alias is set.
+func decodePayload(p []byte, alias bool) (record.Record, error) {
+	d := decoder{p: p, alias: alias}
 	r := record.Record{Offset: int64(d.u64())}
 	r.Time = time.UnixMilli(int64(d.u64())).UTC()
 	r.TimestampType = record.TimestampType(d.byte())
@@ -150,8 +161,9 @@ func decodePayload(p []byte) (record.Record, error) {
 
 // decoder reads appendFrame's fields, remembering the first error.
 type decoder struct {
-	p   []byte
-	err error
+	p     []byte
+	err   error
+	alias bool
 }
 
 func (d *decoder) take(n int) []byte {
@@ -193,6 +205,9 @@ func (d *decoder) bytes() []byte {
 	b := d.take(int(n))
 	if b == nil {
 		return nil
+	}
+	if d.alias {
+		return b[:len(b):len(b)]
 	}
 	return append([]byte{}, b...)
 }

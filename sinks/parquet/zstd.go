@@ -1,8 +1,6 @@
 package parquet
 
 import (
-	"sync"
-
 	kzstd "github.com/klauspost/compress/zstd"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 )
@@ -20,13 +18,20 @@ const zstdWindow = 1 << 20
 // window; decoding is parquet-go's.
 type zstdCodec struct {
 	zstd.Codec
-	encoders sync.Pool
 }
 
-// Encode compresses src into dst as one zstd frame.
+// zstdEncoders keeps the encoders between pages: a sync.Pool would drop
+// them at every garbage collection, and a new encoder allocates its
+// history and tables again (most of what the sink allocated). Two are
+// kept, the objects being built at once being few; more are made when
+// needed and dropped after.
+var zstdEncoders = make(chan *kzstd.Encoder, 2)
+
 func (c *zstdCodec) Encode(dst, src []byte) ([]byte, error) {
-	e, _ := c.encoders.Get().(*kzstd.Encoder)
-	if e == nil {
+	var e *kzstd.Encoder
+	select {
+	case e = <-zstdEncoders:
+	default:
 		var err error
 		e, err = kzstd.NewWriter(nil, kzstd.WithEncoderConcurrency(1), kzstd.WithEncoderLevel(kzstd.SpeedDefault),
 			kzstd.WithZeroFrames(true), kzstd.WithEncoderCRC(false), kzstd.WithWindowSize(zstdWindow))
@@ -34,6 +39,10 @@ func (c *zstdCodec) Encode(dst, src []byte) ([]byte, error) {
 			return dst, err
 		}
 	}
-	defer c.encoders.Put(e)
-	return e.EncodeAll(src, dst[:0]), nil
+	out := e.EncodeAll(src, dst[:0])
+	select {
+	case zstdEncoders <- e:
+	default:
+	}
+	return out, nil
 }

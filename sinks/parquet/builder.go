@@ -1,0 +1,101 @@
+package parquet
+
+import (
+	"context"
+	"io"
+	"os"
+	"sync"
+)
+
+// builder builds the object of a partition from its frames as Write
+// stages them, in a goroutine of its own: reading and staging go on while
+// the rows are encoded and compressed, and the object is ready when its
+// last frame is staged. It gets exactly the frames the staging file gets,
+// in order. The staging file stays the truth: an object whose builder
+// failed, or whose staging a crash left behind, is built from the staging
+// file (Sink.build).
+type builder struct {
+	in   chan []byte
+	done chan struct{}
+	// tmp and info are the built object (tmp at its start) once done is
+	// closed, err why it could not be built.
+	tmp  *os.File
+	info objectInfo
+	err  error
+}
+
+// builderDepth is how many chunks of frames (each up to about 1 MiB) wait
+// for a builder: Write blocks when it falls behind by more.
+const builderDepth = 1
+
+// chunks recycles the chunks handed to builders.
+var chunks = sync.Pool{New: func() any { return new([]byte) }}
+
+// startBuilder starts building partition p's next object; ctx ends it.
+func (s *Sink) startBuilder(ctx context.Context, p int32) *builder {
+	b := &builder{in: make(chan []byte, builderDepth), done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		src := &chunkReader{in: b.in}
+		b.tmp, b.info, b.err = s.encode(ctx, p, src)
+		for range b.in { // a failed build still takes what is sent
+		}
+	}()
+	return b
+}
+
+// add hands a copy of frames to the builder.
+func (b *builder) add(frames []byte) {
+	c := chunks.Get().(*[]byte)
+	*c = append((*c)[:0], frames...)
+	b.in <- *c
+}
+
+// finish waits for the object built from every frame added, at its start
+// in tmp; the caller removes tmp. An error says why it could not be
+// built.
+func (b *builder) finish() (*os.File, objectInfo, error) {
+	close(b.in)
+	<-b.done
+	return b.tmp, b.info, b.err
+}
+
+// discard stops the builder and removes what it built.
+func (b *builder) discard() {
+	tmp, _, _ := b.finish()
+	if tmp != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+	}
+}
+
+// chunkReader reads the chunks of a channel as one stream, recycling each
+// once read.
+type chunkReader struct {
+	in  <-chan []byte
+	cur []byte
+	c   []byte
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	for len(r.cur) == 0 {
+		if r.c != nil {
+			c := r.c
+			chunks.Put(&c)
+			r.c = nil
+		}
+		c, ok := <-r.in
+		if !ok {
+			return 0, io.EOF
+		}
+		r.c, r.cur = c, c
+	}
+	n := copy(p, r.cur)
+	r.cur = r.cur[n:]
+	return n, nil
+}
+
+// stageChunk is how many bytes of frames Write buffers before it appends
+// them to the staging file (and hands them to the builder), and the
+// buffer frames are read back through.
+const stageChunk = 256 << 10
