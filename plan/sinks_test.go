@@ -49,7 +49,7 @@ func TestHTTPSinkSecrets(t *testing.T) {
 
 func TestSinkWarnings(t *testing.T) {
 	for _, tc := range []struct{ sink, want string }{
-		{"type: kafka\n  brokers: [\"kafka-1:9092\"]\n  topic: orders", "warning: sink.topic: the target is the source topic"},
+		{"type: kafka\n  brokers: [\"kafka-1:9092\"]\n  topic: orders", "warning: sink.topic: the target is a source topic"},
 		{"type: kafka\n  brokers: [\"k:9092\"]\n  topic: t\n  sasl: {mechanism: PLAIN, username: u, password: \"${KAFKA_PASSWORD}\"}", "SASL PLAIN without TLS"},
 		{"type: http\n  url: http://svc/api\n  headers: {Authorization: 'Basic ${KAFKA_PASSWORD}'}", "sent over plain http"},
 	} {

@@ -100,7 +100,10 @@ func (p *Plan) forTopic(topic string) (_ *Plan, bad []string) {
 	o := p.Overrides[topic]
 	if o.Filter != nil {
 		t.Filter = *o.Filter
-		t.pos["filter"] = p.pos["overrides."+topic+".filter"]
+		delete(t.pos, "filter")
+		if t.Filter != "" { // "": every record passes
+			t.pos["filter"] = p.pos["overrides."+topic+".filter"]
+		}
 	}
 	if o.Mapping != nil {
 		t.Mapping = *o.Mapping
@@ -213,7 +216,11 @@ func (p *Plan) validateTopics(now time.Time) []Problem {
 				continue
 			}
 			if other, dup := outputs[out]; dup {
-				v.add(field, "topics %s and %s would both write %s: each topic's output must be its own; put %s in it (e.g. out/%s.jsonl), or set overrides.%s.path", other, topic, out, TopicPlaceholder, TopicPlaceholder, topic)
+				hint := fmt.Sprintf("put %s in its path (e.g. out/%s.jsonl)", TopicPlaceholder, TopicPlaceholder)
+				if field == "sink" {
+					hint += fmt.Sprintf(", or set overrides.%s.path", topic)
+				}
+				v.add(field, "topics %s and %s would both write %s: each topic's output must be its own; %s", other, topic, out, hint)
 				continue
 			}
 			outputs[out] = topic
@@ -264,7 +271,7 @@ func (v *validator) topicSet() {
 		case seen[t]:
 			v.add(field, "%s is listed twice: list each topic once", t)
 		case TopicNameProblem(t) != "":
-			v.add(field, "%s", TopicNameProblem(t))
+			v.add(field, "%s", strings.Replace(TopicNameProblem(t), ": a plan replays one topic; write one plan per topic", ": list each topic as its own item, e.g. [orders, refunds]", 1))
 		}
 		seen[t] = true
 	}

@@ -146,3 +146,33 @@ func TestTopicsShareTableWarning(t *testing.T) {
 		t.Errorf("a table per topic: %v", p.Warnings())
 	}
 }
+
+func TestTopicOverrideEdges(t *testing.T) {
+	// filter: '' passes every record of the topic.
+	p := mustParse(t, strings.Replace(topicsPlan("overrides:\n  refunds:\n    filter: ''\n"), "mapping:", "filter: 'value.kind == \"full\"'\nmapping:", 1), testOptions())
+	r, err := p.ForTopic("refunds")
+	if err != nil || r.Filter != "" {
+		t.Fatalf("refunds' filter %q, %v: want none", r.Filter, err)
+	}
+	if prog, err := r.FilterProgram(); prog != nil || err != nil {
+		t.Errorf("refunds' filter program %v, %v: want none", prog, err)
+	}
+	if o, _ := p.ForTopic("orders"); o.Filter == "" {
+		t.Error("orders lost the plan's filter")
+	}
+	// A dead-letter file shared by the topics: only {topic} in its path helps.
+	dl := topicsPlan("on_error: dead_letter\ndead_letter: {type: file, path: out/dead.jsonl}\n")
+	got := parseProblems(t, dl, testOptions())
+	if !strings.Contains(got, "dead_letter: topics orders and refunds would both write out/dead.jsonl") || strings.Contains(got, "overrides.refunds.path") {
+		t.Errorf("a shared dead-letter file: %s", got)
+	}
+	// A kafka sink whose override targets one of the source topics.
+	k := strings.Replace(topicsPlan("overrides:\n  refunds:\n    topic: orders\n"), "  type: file\n  path: out/{topic}.jsonl\n", "  type: kafka\n  brokers: [\"kafka-1:9092\"]\n  topic: '{topic}-fixed'\n", 1)
+	warned := false
+	for _, w := range mustParse(t, k, testOptions()).Warnings() {
+		warned = warned || strings.Contains(w.Message, "the target is a source topic (orders)")
+	}
+	if !warned {
+		t.Error("refunds replayed into orders, a source topic: no warning")
+	}
+}

@@ -192,9 +192,9 @@ type Report struct {
 	PlanFile    string `json:"plan_file,omitempty"`
 	Plan        string `json:"plan"`
 	Fingerprint string `json:"fingerprint"`
-	Topic       string `json:"topic"`
+	Topic       string `json:"topic,omitempty"`
 	// Topics lists the topics of a plan of several (JoinReports); Topic
-	// is "" then.
+	// is "" then (and left out).
 	Topics      []string `json:"topics,omitempty"`
 	Group       string   `json:"group"`
 	Sink        string   `json:"sink"`

@@ -68,9 +68,9 @@ type PartitionProgress struct {
 type Progress struct {
 	Plan        string `json:"plan"`
 	Fingerprint string `json:"fingerprint"`
-	Topic       string `json:"topic"`
+	Topic       string `json:"topic,omitempty"`
 	// Topics lists the topics of a plan of several (JoinProgress); Topic
-	// is "" then.
+	// is "" then (and left out).
 	Topics []string `json:"topics,omitempty"`
 	Group  string   `json:"group"`
 	// GroupState is the coordinator's state of the group (Empty, Dead,

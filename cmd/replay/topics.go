@@ -212,7 +212,10 @@ func (a *app) statusTopics(ctx context.Context, c *runner.Cluster, p *plan.Plan,
 		printProgress(a.stdout, pr, file)
 		fmt.Fprintln(a.stdout)
 	}
-	fmt.Fprintf(a.stdout, "plan %s, topics %s: %s, %d of %d offsets replayed (%.1f%%)", p.Name, strings.Join(p.Source.Topics, ", "), all.State, all.Replayed, all.Records, all.PercentDone)
+	fmt.Fprintf(a.stdout, "plan %s, topics %s: %s", p.Name, strings.Join(p.Source.Topics, ", "), all.State)
+	if all.Records > 0 {
+		fmt.Fprintf(a.stdout, ", %d of %d offsets replayed (%.1f%%)", all.Replayed, all.Records, all.PercentDone)
+	}
 	if all.State == runner.StateInProgress {
 		fmt.Fprintf(a.stdout, ", eta %s at the plan's throttle", all.ETA)
 	}

@@ -91,7 +91,7 @@ func (c *Cluster) unknownTopic(ctx context.Context, topic string) error {
 			hint = fmt.Sprintf(" (did you mean %s?)", s)
 		}
 	}
-	return fmt.Errorf("topic %s does not exist on %v%s: check source.topic and source.brokers", topic, c.Brokers, hint)
+	return fmt.Errorf("topic %s does not exist on %v%s: check the plan's topics (source.topic or source.topics) and source.brokers", topic, c.Brokers, hint)
 }
 
 // FreshPartitions asks a broker for the topic's partitions, bypassing the

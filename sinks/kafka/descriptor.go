@@ -3,6 +3,7 @@ package kafka
 import (
 	"fmt"
 	"regexp"
+	"slices"
 
 	"github.com/replay-tool/replay/plan"
 )
@@ -118,8 +119,8 @@ func check(c *plan.SinkCheck) {
 		c.Warn("sasl.mechanism", "SASL PLAIN without TLS sends the password in clear text: enable %s.tls", c.Field)
 	}
 	exactlyOnce(c)
-	if src := c.Plan.Source; s.Topic != "" && s.Topic == src.Topic && plan.SameBrokers(s.Brokers, src.Brokers) {
-		c.Warn("topic", "the target is the source topic: the replayed records are appended to the topic being replayed, and its consumers read them again")
+	if src := c.Plan.Source; s.Topic != "" && slices.Contains(c.Plan.Topics(), s.Topic) && plan.SameBrokers(s.Brokers, src.Brokers) {
+		c.Warn("topic", "the target is a source topic (%s): the replayed records are appended to a topic being replayed, and its consumers read them again", s.Topic)
 	}
 }
 
