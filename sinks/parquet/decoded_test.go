@@ -47,3 +47,31 @@ func TestDecodedValueColumns(t *testing.T) {
 		t.Fatalf("ids %v, want [7 8 9]", got)
 	}
 }
+
+// TestTopicNamedRun: a topic named like a file of the staging directory
+// ("run") stages and publishes beside it, and a resume finds its staging.
+func TestTopicNamedRun(t *testing.T) {
+	dir := t.TempDir()
+	cfg := parquet.Config{Path: dir, Topic: "run", RunID: "r1", Fingerprint: "f1", MaxRowsPerFile: 10,
+		Ranges: []sinks.Range{{Partition: 0, Start: 0, End: 4}}, Columns: plan.Columns{{Name: "offset", Field: "offset"}}}
+	s := open(t, cfg)
+	sinktest.MustWrite(t, s, sinktest.Rec(0, 0, "k", `{}`), sinktest.Rec(0, 1, "k", `{}`))
+	if err := s.Sync(t.Context(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, cfg) // a resume: the staged records are found again
+	sinktest.MustWrite(t, s, sinktest.Rec(0, 2, "k", `{}`), sinktest.Rec(0, 3, "k", `{}`))
+	if err := s.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	names := objects(t, dir)
+	if len(names) != 1 || names[0] != "run/0/00000000000000000000-00000000000000000004.parquet" {
+		t.Fatalf("objects %v", names)
+	}
+	if _, rows := readRows(t, filepath.Join(dir, names[0])); len(rows) != 4 {
+		t.Fatalf("%d rows, want 4", len(rows))
+	}
+}

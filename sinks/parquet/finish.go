@@ -32,8 +32,29 @@ type Manifest struct {
 	Objects     []objectInfo `json:"objects"`
 }
 
-// runFile names, in the staging directory, the run that staged there.
-const runFile = "run"
+// runFile names, in the staging directory, the run that staged there: a
+// name no topic's directory takes (TopicDir never writes '@'), so a topic
+// named "run" stages beside it. legacyRunFile is its name in staging
+// directories of earlier versions.
+const (
+	runFile       = "@run"
+	legacyRunFile = "run"
+)
+
+// stagedRun reads which run staged in the staging directory: its runFile,
+// else an earlier version's legacyRunFile (a regular file, not a topic's
+// directory).
+func (s *Sink) stagedRun() ([]byte, error) {
+	run, err := os.ReadFile(filepath.Join(s.stagingDir, runFile))
+	if !errors.Is(err, fs.ErrNotExist) {
+		return run, err
+	}
+	legacy := filepath.Join(s.stagingDir, legacyRunFile)
+	if st, lerr := os.Lstat(legacy); lerr == nil && st.Mode().IsRegular() {
+		return os.ReadFile(legacy)
+	}
+	return nil, err
+}
 
 // checkManifest refuses an output whose manifest is another plan's, and
 // returns the manifest (nil when there is none).
@@ -177,7 +198,7 @@ func cmp64(a, b int64) int {
 // each partition's staging file of the object after its chain (a torn
 // last frame cut off). Staging of another run is removed.
 func (s *Sink) openStaging() error {
-	run, err := os.ReadFile(filepath.Join(s.stagingDir, runFile))
+	run, err := s.stagedRun()
 	if err == nil && string(run) != s.runID || err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.log.Info().Str("staging", s.stagingDir).Msg("parquet sink: discarding staging of another run")
 		if err := s.clearStaging(); err != nil {
@@ -189,6 +210,9 @@ func (s *Sink) openStaging() error {
 	}
 	if err := os.WriteFile(filepath.Join(s.stagingDir, runFile), []byte(s.runID), 0o644); err != nil {
 		return fmt.Errorf("parquet sink: %w", err)
+	}
+	if st, err := os.Lstat(filepath.Join(s.stagingDir, legacyRunFile)); err == nil && st.Mode().IsRegular() {
+		os.Remove(filepath.Join(s.stagingDir, legacyRunFile))
 	}
 	for _, pt := range s.partitions() {
 		if err := s.recoverPart(pt); err != nil {
