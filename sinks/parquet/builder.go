@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"os"
-	"sync"
 )
 
 // builder builds the object of a partition from its frames as Write
@@ -28,8 +27,9 @@ type builder struct {
 // for a builder: Write blocks when it falls behind by more.
 const builderDepth = 1
 
-// chunks recycles the chunks handed to builders.
-var chunks = sync.Pool{New: func() any { return new([]byte) }}
+// chunks recycles the chunks handed to builders, a few at most (a
+// sync.Pool would keep every chunk of a burst until the next GC).
+var chunks = make(chan []byte, 2*builderDepth)
 
 // startBuilder starts building partition p's next object; ctx ends it.
 func (s *Sink) startBuilder(ctx context.Context, p int32) *builder {
@@ -46,9 +46,12 @@ func (s *Sink) startBuilder(ctx context.Context, p int32) *builder {
 
 // add hands a copy of frames to the builder.
 func (b *builder) add(frames []byte) {
-	c := chunks.Get().(*[]byte)
-	*c = append((*c)[:0], frames...)
-	b.in <- *c
+	var c []byte
+	select {
+	case c = <-chunks:
+	default:
+	}
+	b.in <- append(c[:0], frames...)
 }
 
 // finish waits for the object built from every frame added, at its start
@@ -80,8 +83,10 @@ type chunkReader struct {
 func (r *chunkReader) Read(p []byte) (int, error) {
 	for len(r.cur) == 0 {
 		if r.c != nil {
-			c := r.c
-			chunks.Put(&c)
+			select {
+			case chunks <- r.c:
+			default:
+			}
 			r.c = nil
 		}
 		c, ok := <-r.in

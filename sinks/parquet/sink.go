@@ -326,8 +326,9 @@ func (s *Sink) closeObject(ctx context.Context, pt *part, end int64) error {
 	if err := s.checkOverlap(ctx, pt, sp); err != nil {
 		return err
 	}
-	tmp, info, err := s.built(pt, sp)
+	tmp, info := s.built(pt, sp)
 	if tmp == nil {
+		var err error
 		if tmp, info, err = s.build(ctx, pt.rng.Partition, sp, pt.f); err != nil {
 			return err
 		}
@@ -353,11 +354,12 @@ func (s *Sink) closeObject(ctx context.Context, pt *part, end int64) error {
 }
 
 // built returns the object of span sp its builder built, nil when it has
-// none or the builder failed (then the staging file is read again).
-func (s *Sink) built(pt *part, sp span) (*os.File, objectInfo, error) {
+// none or the builder failed (logged: then the staging file is read
+// again).
+func (s *Sink) built(pt *part, sp span) (*os.File, objectInfo) {
 	b := pt.bld
 	if b == nil {
-		return nil, objectInfo{}, nil
+		return nil, objectInfo{}
 	}
 	pt.bld = nil
 	tmp, info, err := b.finish()
@@ -371,9 +373,9 @@ func (s *Sink) built(pt *part, sp span) (*os.File, objectInfo, error) {
 			os.Remove(tmp.Name())
 		}
 		s.log.Warn().Err(err).Str("object", info.Name).Msg("parquet sink: building the object while staging failed: building it from the staging file")
-		return nil, info, err
+		return nil, info
 	}
-	return tmp, info, nil
+	return tmp, info
 }
 
 // Sync fsyncs the partition's staging file: what Write staged is then
