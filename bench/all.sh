@@ -7,7 +7,8 @@
 #
 # ROUNDS is each benchmark's -benchtime (default 5, i.e. 5x); OUT_DIR keeps
 # the full output of each benchmark (default: a new temporary directory).
-# It needs kcat, python3 and the PostgreSQL the tests use (see docs/testing.md);
+# It needs kcat, python3, the oracles' pyarrow (scripts/oracles) and the
+# PostgreSQL the tests use (see docs/testing.md);
 # a benchmark whose peer is missing says it skipped, and the script then
 # exits 1. At 5 rounds the whole script took 8 minutes on one 2-core
 # development machine and 5 on another.
@@ -60,5 +61,6 @@ run postgres ./cmd/replay 'PostgresVsCopy' || status=1
 run kafka ./cmd/replay 'KafkaSinkVsKcat' || status=1
 run http ./cmd/replay 'HTTPSinkVsGoClient' || status=1
 run sqlite ./sinks/sqlite 'SQLiteVsExecutemany' || status=1
+run parquet ./cmd/replay 'ParquetVsKcatPyarrow' || status=1
 echo "== done $(date -u +%H:%M:%S) UTC; full output in $out"
 exit $status

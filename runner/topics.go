@@ -213,3 +213,17 @@ func JoinProgress(p *plan.Plan, prs []*Progress) *Progress {
 	}
 	return out
 }
+
+// Pending is the report of a prepared job that did not run (a topic of a
+// plan of several that a run stopped before): its ranges, each from where
+// a run would read it, nothing read or written.
+func (j *Job) Pending() *Report {
+	rep := j.newReport()
+	rep.Finished = rep.Started
+	for _, rg := range j.Resolution.Ranges {
+		from := j.readFrom(rg)
+		rep.Partitions = append(rep.Partitions, PartitionReport{Partition: rg.Partition, Outcome: rg.Outcome,
+			Start: rg.Start, End: rg.End, From: from, Next: from})
+	}
+	return rep
+}

@@ -142,15 +142,22 @@ func (a *app) runTopics(ctx context.Context, c *runner.Cluster, p *plan.Plan, fi
 	metrics.serve(a, jobs...)
 	var reps []*runner.Report
 	nothing := 0
-	for _, job := range jobs {
+	for i, job := range jobs {
 		rep, none, err := a.replayJob(ctx, job, file, o, func() {})
 		if rep != nil {
 			rep.PlanFile = file
 			reps = append(reps, rep)
 		}
 		if err != nil {
+			// The report lists the topics the run did not reach too.
+			if rep == nil {
+				reps = append(reps, job.Pending())
+			}
+			for _, later := range jobs[i+1:] {
+				reps = append(reps, later.Pending())
+			}
 			all := runner.JoinReports(p, reps)
-			all.Error = err.Error()
+			all.Error, all.NothingToDo, all.Published = err.Error(), false, false
 			return all, a.finishTopics(o, all, withResumeHint(fmt.Errorf("topic %s: %w", job.Resolution.Topic, err), file, o))
 		}
 		if none {

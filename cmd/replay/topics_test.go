@@ -354,3 +354,46 @@ sink: {type: file, path: %q, batch_size: 10}
 		checkOnce(t, topic+"'s file", fileCoords(t, filepath.Join(dir, "out-"+topic+".jsonl")), testenv.KcatCoords(t, k.Addr, topic, -1, from, killed.Add(time.Millisecond)))
 	}
 }
+
+// TestTopicsReportOfAStoppedRun: a run of two topics that fails in the
+// first reports the second's partitions too, not read, and exits 1 naming
+// the topic.
+func TestTopicsReportOfAStoppedRun(t *testing.T) {
+	k := testenv.NewKafka(t, testenv.Topics("orders", "refunds"), testenv.Partitions(3))
+	from, to := seedTopics(t, k, 30, "orders", "refunds")
+	dir := t.TempDir()
+	planFile := filepath.Join(dir, "bad.yaml")
+	body := fmt.Sprintf(`version: 1
+name: bad-mapping
+source: {brokers: [%q], topics: [orders, refunds]}
+group: replay.bad-mapping
+window: {from: %s, to: %s}
+mapping:
+  - set: {x: 'value.cust * 2'}
+sink: {type: file, path: %q}
+`, k.Addr, from.Format(time.RFC3339), to.Format(time.RFC3339), filepath.Join(dir, "out-{topic}.jsonl"))
+	if err := os.WriteFile(planFile, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	report := filepath.Join(dir, "report.json")
+	r := replayProcess(t, dir, "run", "--yes", planFile, "--report", report)
+	if r.code != exitFailed || !strings.Contains(r.stderr, "topic orders: ") || !strings.Contains(r.stderr, "string * number") {
+		t.Fatalf("a mapping error in the first topic: %s", r)
+	}
+	var rep runner.Report
+	if err := json.Unmarshal(readFile(t, report), &rep); err != nil {
+		t.Fatal(err)
+	}
+	refunds := 0
+	for _, p := range rep.Partitions {
+		if p.Topic == "refunds" {
+			refunds++
+			if p.Read != 0 || p.Next != p.Start {
+				t.Errorf("refunds/%d in the report: read %d, next %d: the run never reached it", p.Partition, p.Read, p.Next)
+			}
+		}
+	}
+	if len(rep.Partitions) != 6 || refunds != 3 || rep.Error == "" || rep.Published {
+		t.Errorf("report: %d partitions (%d of refunds), error %q, published %v: want 6, 3, the error, false", len(rep.Partitions), refunds, rep.Error, rep.Published)
+	}
+}
