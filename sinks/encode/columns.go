@@ -98,11 +98,6 @@ type Cells struct {
 	// tells whether doc was computed.
 	doc    []byte
 	parsed bool
-	// top indexes doc's top level once a simple path asks (topLevel);
-	// topOK says it could.
-	top            []member
-	topDone, topOK bool
-	topBuf         [16]member
 }
 
 // Text returns the value of c for the record as text, and false for NULL
@@ -167,12 +162,12 @@ func (cs *Cells) path(p string) (string, bool) {
 		return "", false
 	}
 	if simplePath(p) {
-		if !cs.topDone {
-			cs.topDone = true
-			cs.top, cs.topOK = topLevel(cs.topBuf[:0], cs.doc)
-		}
-		if cs.topOK {
-			return lookupTop(cs.doc, cs.top, p)
+		raw, found, ok := findTop(cs.doc, p)
+		switch {
+		case ok && !found:
+			return "", false
+		case ok:
+			return topText(cs.doc, raw, p)
 		}
 	}
 	res := gjson.GetBytes(cs.doc, p)

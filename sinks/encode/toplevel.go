@@ -6,35 +6,34 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// member is one member of the top level of a JSON object: the spans of
-// its key (inside the quotes) and of its value in the document.
-type member struct{ key, val [2]int32 }
-
-// topLevel appends to ms the members of the top level of doc, a valid
-// JSON document, in document order: one pass over doc answers every
-// lookup of a top-level field (lookupTop) as gjson would, where gjson
-// scans from the start for each. ok is false when doc is no object, or a
-// key holds an escape (gjson's own matching then decides).
-func topLevel(ms []member, doc []byte) (_ []member, ok bool) {
+// findTop finds the first member key of the top level of doc, a valid
+// JSON document, in one pass that skips the other members' values without
+// parsing them: the value's span, and found false when there is no such
+// member. ok is false when doc is no object, or a key before the match
+// holds an escape (gjson's own matching then decides).
+func findTop(doc []byte, key string) (raw []byte, found, ok bool) {
 	i := skipSpace(doc, 0)
 	if i >= len(doc) || doc[i] != '{' {
-		return nil, false
+		return nil, false, false
 	}
 	i = skipSpace(doc, i+1)
 	for i < len(doc) && doc[i] == '"' {
 		kend := skipString(doc, i)
-		if bytes.IndexByte(doc[i+1:kend-1], '\\') >= 0 {
-			return nil, false
+		k := doc[i+1 : kend-1]
+		if bytes.IndexByte(k, '\\') >= 0 {
+			return nil, false, false
 		}
 		v := skipSpace(doc, skipSpace(doc, kend)+1) // past ':'
 		vend := skipValue(doc, v)
-		ms = append(ms, member{key: [2]int32{int32(i + 1), int32(kend - 1)}, val: [2]int32{int32(v), int32(vend)}})
+		if string(k) == key {
+			return doc[v:vend], true, true
+		}
 		i = skipSpace(doc, vend)
 		if i < len(doc) && doc[i] == ',' {
 			i = skipSpace(doc, i+1)
 		}
 	}
-	return ms, true
+	return nil, false, true
 }
 
 // simplePath reports whether the gjson path p names a field of the top
@@ -53,31 +52,23 @@ func simplePath(p string) bool {
 	return true
 }
 
-// lookupTop is the text of field key of the top level ms indexes (as
-// Cells.Text says it), false for NULL (absent or null). The first of
-// duplicate keys counts, as in gjson.
-func lookupTop(doc []byte, ms []member, key string) (string, bool) {
-	for _, m := range ms {
-		if string(doc[m.key[0]:m.key[1]]) != key {
-			continue
+// topText is the text of raw, a value of a top-level field key of doc,
+// as Cells.Text says it: false for null.
+func topText(doc, raw []byte, key string) (string, bool) {
+	switch raw[0] {
+	case 'n':
+		return "", false
+	case 't':
+		return "true", true
+	case 'f':
+		return "false", true
+	case '"':
+		if s := raw[1 : len(raw)-1]; bytes.IndexByte(s, '\\') < 0 {
+			return string(s), true
 		}
-		raw := doc[m.val[0]:m.val[1]]
-		switch raw[0] {
-		case 'n':
-			return "", false
-		case 't':
-			return "true", true
-		case 'f':
-			return "false", true
-		case '"':
-			if s := raw[1 : len(raw)-1]; bytes.IndexByte(s, '\\') < 0 {
-				return string(s), true
-			}
-			return gjson.GetBytes(doc, key).Str, true // gjson's unescaping
-		}
-		return string(raw), true // a number as written, an object or array as JSON
+		return gjson.GetBytes(doc, key).Str, true // gjson's unescaping
 	}
-	return "", false
+	return string(raw), true // a number as written, an object or array as JSON
 }
 
 func skipSpace(d []byte, i int) int {

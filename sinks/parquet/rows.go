@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 
 	pq "github.com/parquet-go/parquet-go"
 
@@ -18,6 +19,10 @@ const rowChunk = 256
 type chunk struct {
 	recs []record.Record
 	rows []pq.Row
+	// arena holds the records' bytes and vals their rows' values: both
+	// kept when the chunk is used again.
+	arena []byte
+	vals  []pq.Value
 	// bytes is what the records' keys and values weigh (the row-group
 	// budget counts it); err is why a row could not be made.
 	bytes int64
@@ -35,21 +40,27 @@ func (s *Sink) writeRows(ctx context.Context, w *pq.GenericWriter[any], src io.R
 	workers := max(1, min(runtime.GOMAXPROCS(0), 4))
 	todo := make(chan *chunk, workers)
 	ordered := make(chan *chunk, workers)
+	// A chunk whose rows are written is used again: the writer copied
+	// its values.
+	free := make(chan *chunk, 2*workers+2)
 	readErr := make(chan error, 1)
 	go func() {
 		defer close(ordered)
 		defer close(todo)
-		readErr <- s.readChunks(ctx, src, p, todo, ordered)
+		readErr <- s.readChunks(ctx, src, p, free, todo, ordered)
 	}()
 	for range workers {
 		go func() {
 			for c := range todo {
-				c.rows = make([]pq.Row, len(c.recs))
+				c.rows = slices.Grow(c.rows[:0], len(c.recs))[:len(c.recs)]
+				vals := slices.Grow(c.vals[:0], len(c.recs)*len(s.cols)) // the chunk's rows, in one block
 				for i := range c.recs {
-					if c.rows[i], c.err = row(nil, s.cols, &c.recs[i]); c.err != nil {
+					if c.rows[i], c.err = row(vals[len(vals):], s.cols, &c.recs[i]); c.err != nil {
 						break
 					}
+					vals = vals[:len(vals)+len(c.rows[i])]
 				}
+				c.vals = vals
 				close(c.done)
 			}
 		}()
@@ -68,6 +79,10 @@ func (s *Sink) writeRows(ctx context.Context, w *pq.GenericWriter[any], src io.R
 			return rows, err
 		}
 		rows += int64(len(c.rows))
+		select {
+		case free <- c:
+		default:
+		}
 		if group += c.bytes; group >= rowGroupBytes {
 			if err := w.Flush(); err != nil {
 				return rows, err
@@ -81,11 +96,18 @@ func (s *Sink) writeRows(ctx context.Context, w *pq.GenericWriter[any], src io.R
 // readChunks reads the staged records of src in chunks of rowChunk,
 // handing each chunk to todo (to make its rows) and to ordered (to write
 // them in order), until src ends or ctx is done.
-func (s *Sink) readChunks(ctx context.Context, src io.Reader, p int32, todo, ordered chan<- *chunk) error {
+func (s *Sink) readChunks(ctx context.Context, src io.Reader, p int32, free <-chan *chunk, todo, ordered chan<- *chunk) error {
 	fr := newFrameReader(src, s.topic, p)
 	for {
-		c := &chunk{recs: make([]record.Record, 0, rowChunk), done: make(chan struct{})}
-		fr.arena = make([]byte, 0, 128<<10) // the chunk's records point into it
+		var c *chunk
+		select {
+		case c = <-free:
+			c.recs, c.bytes, c.err = c.recs[:0], 0, nil
+		default:
+			c = &chunk{recs: make([]record.Record, 0, rowChunk), arena: make([]byte, 0, 128<<10)}
+		}
+		c.done = make(chan struct{})
+		fr.arena = c.arena[:0] // the chunk's records point into it
 		var err error
 		for len(c.recs) < rowChunk {
 			var r record.Record
@@ -95,6 +117,7 @@ func (s *Sink) readChunks(ctx context.Context, src io.Reader, p int32, todo, ord
 			c.bytes += int64(len(r.Value) + len(r.Key) + 64)
 			c.recs = append(c.recs, r)
 		}
+		c.arena = fr.arena
 		if len(c.recs) > 0 {
 			for _, ch := range []chan<- *chunk{ordered, todo} {
 				select {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	pq "github.com/parquet-go/parquet-go"
 
@@ -258,9 +259,9 @@ func value(cells *encode.Cells, c column) (pq.Value, error) {
 	case plan.FieldTimestamp:
 		return pq.Int64Value(r.Time.UnixMilli()), nil
 	case plan.FieldTopic:
-		return pq.ByteArrayValue([]byte(r.Topic)), nil
+		return pq.ByteArrayValue(stringBytes(r.Topic)), nil
 	case plan.FieldKey:
-		return pq.ByteArrayValue([]byte(cells.Key)), nil
+		return pq.ByteArrayValue(stringBytes(cells.Key)), nil
 	}
 	text, ok := cells.Text(c.Column)
 	if !ok {
@@ -285,7 +286,7 @@ func bytesValue(b []byte) pq.Value {
 func typed(text string, t colType) (pq.Value, error) {
 	switch t.kind {
 	case kString, kBytes:
-		return pq.ByteArrayValue([]byte(text)), nil
+		return pq.ByteArrayValue(stringBytes(text)), nil
 	case kInt32, kInt64:
 		bits := 64
 		if t.kind == kInt32 {
@@ -418,3 +419,7 @@ func keyed(cols []column) sinks.KeyUse {
 	}
 	return sinks.KeysUnused
 }
+
+// stringBytes is s's bytes without a copy: a value the writer copies into
+// its column buffer and never changes (pq.ByteArrayValue's argument only).
+func stringBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }

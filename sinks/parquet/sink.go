@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	pq "github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
@@ -83,9 +84,14 @@ type Sink struct {
 	maxRows            int64
 	log                zerolog.Logger
 
-	// bctx ends the builders (Close).
-	bctx   context.Context
-	cancel context.CancelFunc
+	// bctx ends the builders (Close). building counts the builders
+	// running: at most maxBuilders, the others' objects are built from
+	// their staging when they close (each builder holds a row group, its
+	// pipeline and a compressor: one per partition would multiply the
+	// sink's memory by the partitions).
+	bctx     context.Context
+	cancel   context.CancelFunc
+	building atomic.Int32
 
 	mu    sync.Mutex
 	parts map[int32]*part
@@ -288,7 +294,11 @@ func (s *Sink) flushFrames(pt *part) error {
 			return err
 		}
 		pt.f = f
-		pt.bld = s.startBuilder(s.bctx, pt.rng.Partition)
+		if s.building.Add(1) <= maxBuilders {
+			pt.bld = s.startBuilder(s.bctx, pt.rng.Partition)
+		} else {
+			s.building.Add(-1)
+		}
 	}
 	if _, err := pt.f.Write(pt.buf); err != nil {
 		pt.broken = fmt.Errorf("parquet sink: stage partition %d: %w (the staging file may be incomplete: re-run to resume from what was committed)", pt.rng.Partition, err)
@@ -363,6 +373,7 @@ func (s *Sink) built(pt *part, sp span) (*os.File, objectInfo) {
 	}
 	pt.bld = nil
 	tmp, info, err := b.finish()
+	s.building.Add(-1)
 	info.Name = ObjectName(s.topic, pt.rng.Partition, sp.first, sp.end)
 	if err == nil && info.Rows != pt.rows {
 		err = fmt.Errorf("%d rows, the staging file %d", info.Rows, pt.rows)
@@ -451,6 +462,7 @@ func (s *Sink) closeStaging() error {
 		if pt.bld != nil {
 			pt.bld.discard()
 			pt.bld = nil
+			s.building.Add(-1)
 		}
 		if pt.f != nil {
 			errs = append(errs, pt.f.Close())
