@@ -14,27 +14,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/replay-tool/replay/internal/testenv"
 )
 
-// oraclePython returns the Python of the oracle venv (scripts/oracles).
-// Without it the test skips, or fails under REPLAY_TEST_REQUIRE_ORACLES=1.
-func oraclePython(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("REPLAY_ORACLES_DIR")
-	if dir == "" {
-		home, _ := os.UserHomeDir()
-		dir = filepath.Join(home, ".cache", "replay", "oracles")
-	}
-	py := filepath.Join(dir, "bin", "python")
-	if _, err := os.Stat(py); err != nil {
-		msg := fmt.Sprintf("the oracle venv is not at %s (fastavro, protobuf): run scripts/oracles to create it", dir)
-		if os.Getenv("REPLAY_TEST_REQUIRE_ORACLES") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return py
-}
+// oraclePython returns the Python of the oracle venv (testenv.OraclePython).
+func oraclePython(t *testing.T) string { return testenv.OraclePython(t) }
 
 // runOracle runs a script of testdata/oracle with the oracle's Python,
 // writing into a new directory it returns.

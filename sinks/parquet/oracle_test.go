@@ -12,30 +12,14 @@ import (
 	"testing"
 
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/internal/testenv"
 	"github.com/replay-tool/replay/sinks/parquet"
 	"github.com/replay-tool/replay/sinks/sinktest"
 )
 
-// oraclePython is the Python of the oracles' virtualenv (scripts/oracles)
-// with pyarrow and duckdb; the test skips without it, unless
-// REPLAY_TEST_REQUIRE_ORACLES=1.
-func oraclePython(t *testing.T) string {
-	dir := os.Getenv("REPLAY_ORACLES_DIR")
-	if dir == "" {
-		home, _ := os.UserHomeDir()
-		dir = filepath.Join(home, ".cache", "replay", "oracles")
-	}
-	py := filepath.Join(dir, "bin", "python")
-	err := exec.Command(py, "-c", "import pyarrow, duckdb").Run()
-	if err != nil {
-		msg := fmt.Sprintf("no oracle virtualenv with pyarrow and duckdb at %s (%v): run scripts/oracles", dir, err)
-		if os.Getenv("REPLAY_TEST_REQUIRE_ORACLES") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return py
-}
+// oraclePython is the Python of the oracles' virtualenv with pyarrow and
+// duckdb (testenv.OraclePython).
+func oraclePython(t *testing.T) string { return testenv.OraclePython(t, "pyarrow", "duckdb") }
 
 // readBack prints, for every row of the objects under dir as pyarrow and
 // as DuckDB read them, one JSON line (bytes in hex, null kept), then
