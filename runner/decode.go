@@ -2,10 +2,12 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/replay-tool/replay/internal/decode"
 	"github.com/replay-tool/replay/internal/pipeline"
+	"github.com/replay-tool/replay/sinks"
 )
 
 // decoder builds the decoder of the plan's decode: section and reaches its
@@ -26,6 +28,26 @@ func (j *Job) decoder(ctx context.Context) (*decode.Decoder, error) {
 	}
 	j.dec = d
 	return d, nil
+}
+
+// ValueColumns returns the columns of the schema of value, a record's
+// value in the Confluent wire format (decode.Decoder.Columns), for a sink
+// that lays out its output from it (sinks.Options.ValueColumns). It
+// builds the job's decoder when no run did yet.
+func (j *Job) ValueColumns(ctx context.Context, value []byte) ([]sinks.SchemaColumn, error) {
+	dec, err := j.decoder(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if dec == nil {
+		return nil, errors.New("the plan decodes no value (decode.value)")
+	}
+	cols, err := dec.Columns(ctx, value)
+	out := make([]sinks.SchemaColumn, len(cols))
+	for i, c := range cols {
+		out[i] = sinks.SchemaColumn{Name: c.Name, Type: c.Type}
+	}
+	return out, err
 }
 
 // schemaCounts is what dec, a job's decoder, decoded per side and schema

@@ -314,8 +314,22 @@ type CheckpointStore interface {
 	ResetCheckpoints(ctx context.Context, group, topic string) error
 }
 
+// SchemaColumn is one column of a decoded value's schema: the top-level
+// field's name and the type its rendered JSON converts to exactly (string,
+// base64, int32, int64, uint64, boolean, float, double, decimal(P,S),
+// date, time_millis, time_micros, timestamp_millis, timestamp_micros).
+type SchemaColumn struct {
+	Name, Type string
+}
+
 // Options carries what every sink may need besides its plan section.
 type Options struct {
+	// ValueColumns returns the columns of the schema of value, a record's
+	// value in the Confluent wire format that the decode stage decoded:
+	// one per top-level field, typed (decode.Column); nil when the plan
+	// decodes no value. A sink laying out its output from the value's
+	// schema (the parquet sink without columns) calls it.
+	ValueColumns func(ctx context.Context, value []byte) ([]SchemaColumn, error)
 	// Log receives the sink's diagnostics; default zerolog.Nop().
 	Log zerolog.Logger
 	// PlanName is recorded as provenance where the sink has room for it.

@@ -506,6 +506,9 @@ func (a *app) newSink(ctx context.Context, job *runner.Job, join bool) (sinks.Si
 	if join {
 		opts.Member = job.Member
 	}
+	if p.Decode.DecodesValue() {
+		opts.ValueColumns = job.ValueColumns
+	}
 	return registry.New(ctx, p.Sink, opts)
 }
 

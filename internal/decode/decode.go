@@ -177,6 +177,7 @@ type compiled struct {
 	// decoded counts the values ([Value]) and keys ([Key]) decoded by
 	// the schema (Counts).
 	decoded [2]atomic.Int64
+	columnsCache
 }
 
 // schemaError is a schema id that cannot decode any record: unknown to the

@@ -31,13 +31,14 @@ const builderDepth = 1
 // sync.Pool would keep every chunk of a burst until the next GC).
 var chunks = make(chan []byte, 2*builderDepth)
 
-// startBuilder starts building partition p's next object; ctx ends it.
-func (s *Sink) startBuilder(ctx context.Context, p int32) *builder {
+// startBuilder starts building partition p's next object, of layout
+// lay; ctx ends it.
+func (s *Sink) startBuilder(ctx context.Context, p int32, lay *layout) *builder {
 	b := &builder{in: make(chan []byte, builderDepth), done: make(chan struct{})}
 	go func() {
 		defer close(b.done)
 		src := &chunkReader{in: b.in}
-		b.tmp, b.info, b.err = s.encode(ctx, p, src)
+		b.tmp, b.info, b.err = s.encode(ctx, p, src, lay)
 		for range b.in { // a failed build still takes what is sent
 		}
 	}()

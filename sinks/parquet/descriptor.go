@@ -41,6 +41,7 @@ type Section struct {
 	// an unset field, which the default fills, but reaches check.
 	MaxRowsPerFile *int64 `yaml:"max_rows_per_file"`
 	Compression    string `yaml:"compression"`
+	Provenance     bool   `yaml:"provenance"`
 }
 
 // maxRowsPerFile is the section's max_rows_per_file, the default when
@@ -71,10 +72,10 @@ var Descriptor = plan.SinkDescriptor{
 		{Name: "access_key_id", Secret: true, Doc: "parquet with url: the access key id, from the environment, e.g. ${AWS_ACCESS_KEY_ID}."},
 		{Name: "secret_access_key", Secret: true, Doc: "parquet with url: the secret access key, from the environment, e.g. ${AWS_SECRET_ACCESS_KEY}."},
 		{Name: "columns", Fingerprint: true,
-			Doc:              "parquet: map column names to record fields, in order (the fields of the postgres, sqlite and csv columns: key, kafka_key, value, value.<path>, header.<name>, headers, timestamp, timestamp_type, partition, offset, topic); unset, topic, partition, offset, timestamp, timestamp_type, kafka_key, value and headers.",
+			Doc:              "parquet: map column names to record fields, in order (the fields of the postgres, sqlite and csv columns: key, kafka_key, value, value.<path>, header.<name>, headers, timestamp, timestamp_type, partition, offset, topic); unset, topic, partition, offset, timestamp, timestamp_type, kafka_key, value and headers, or under decode.value the fields of the decoded value's schema, typed from it.",
 			FingerprintValue: func(val any, _ *plan.Sink, _ bool) any { return val.(plan.Columns).String() }},
 		{Name: "types", Fingerprint: true,
-			Doc: "parquet: the Parquet type of value.<path> columns, by column name: string (default: the text, a number as written), int32, int64, boolean, decimal(P,S) (exact; 1 <= P <= 38), timestamp_millis or timestamp_micros (from an RFC 3339 string), bytes (the text's bytes); a value that does not fit its type is a bad record (on_error).",
+			Doc: "parquet: the Parquet type of value.<path> columns, by column name: string (default: the text, a number as written), int32, int64, uint64, boolean, decimal(P,S) (exact; 1 <= P <= 38), timestamp_millis or timestamp_micros (from an RFC 3339 string), date (YYYY-MM-DD), time_millis or time_micros (HH:MM:SS.fff), bytes (the text's bytes), base64 (the bytes a base64 text stands for); a value that does not fit its type is a bad record (on_error). Without columns under decode.value, the schema gives the types.",
 			FingerprintValue: func(val any, _ *plan.Sink, _ bool) any {
 				m, _ := val.(map[string]string)
 				keys := make([]string, 0, len(m))
@@ -92,6 +93,8 @@ var Descriptor = plan.SinkDescriptor{
 			Doc: "parquet: rows per object at most, 1 or more (default 1000000): a partition's range is cut into objects of this many rows, the last one holding the rest."},
 		{Name: "compression", Fingerprint: true, Default: "zstd", Enum: Compressions,
 			Doc: "parquet: the compression of the column chunks: zstd (default), snappy, gzip or none."},
+		{Name: "provenance", Fingerprint: true,
+			Doc: "parquet under decode.value without columns (the columns of the value's schema): also write kafka_topic, kafka_partition, kafka_offset and kafka_timestamp, before the schema's columns."},
 	},
 	Check:      check,
 	Shard:      shard,
@@ -204,6 +207,7 @@ func check(c *plan.SinkCheck) {
 			seen[low] = col.Name
 		}
 	}
+	checkSchemaColumns(c, s)
 	if s.MaxRowsPerFile != nil && *s.MaxRowsPerFile < 1 {
 		c.Add("max_rows_per_file", "%d: want at least 1, e.g. 1000000 (the default, when unset)", *s.MaxRowsPerFile)
 	}
@@ -212,5 +216,31 @@ func check(c *plan.SinkCheck) {
 	}
 	if c.Schedule() {
 		c.Add("type", "a parquet sink's manifest describes one window, so with a schedule it would describe the last interval only: use a postgres, sqlite, kafka or http sink")
+	}
+}
+
+// checkSchemaColumns checks a section whose columns come from the decoded
+// value's schema (decode.value set, columns unset), and provenance, which
+// only such a section takes.
+func checkSchemaColumns(c *plan.SinkCheck, s *Section) {
+	fromSchema := len(s.Columns) == 0 && c.Plan != nil && c.Plan.Decode.DecodesValue()
+	switch {
+	case s.Provenance && len(s.Columns) > 0:
+		c.Add("provenance", "applies to the columns of the decoded value's schema (columns unset): with columns, map topic, partition, offset and timestamp to columns of your own instead")
+	case s.Provenance && !fromSchema:
+		c.Add("provenance", "applies to the columns of the decoded value's schema (decode.value set, columns unset); without decode: the default columns hold topic, partition, offset and timestamp already: remove it")
+	}
+	if !fromSchema {
+		return
+	}
+	if c.Plan.Decode.Value == plan.DecodeJSONSchema {
+		c.Add("columns", "unset, the columns come from the decoded value's schema, and a JSON Schema gives its fields no Parquet types: list the columns (and their types)")
+	}
+	mapped := len(c.Plan.Mapping) > 0
+	for _, o := range c.Plan.Overrides {
+		mapped = mapped || o.Mapping != nil && len(*o.Mapping) > 0
+	}
+	if mapped {
+		c.Add("columns", "unset, the columns come from the decoded value's schema, which no longer describes a value the mapping changed: list the columns (columns: {...})")
 	}
 }

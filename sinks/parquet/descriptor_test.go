@@ -1,6 +1,7 @@
 package parquet_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -99,6 +100,32 @@ func TestShardOutputs(t *testing.T) {
 		}
 		if _, err := d.Shard(&p.Sink, 0, 0); err == nil || !strings.Contains(err.Error(), "--shard I/N") {
 			t.Errorf("%s unsharded: %v, want a refusal", tc.section, err)
+		}
+	}
+}
+
+// The columns of a decoded value's schema (decode.value set, columns
+// unset) need a schema that gives its fields types and a value no mapping
+// changed; provenance applies to them only.
+func TestSchemaColumnsValidation(t *testing.T) {
+	const decode = "decode:\n  value: %s\n  schema_registry: {url: http://registry:8081}\n"
+	for _, tc := range []struct{ extra, sink, want string }{
+		{fmt.Sprintf(decode, "schema_registry"), "  path: out/\n  provenance: true\n", ""},
+		{fmt.Sprintf(decode, "avro"), "  path: out/\n", ""},
+		{fmt.Sprintf(decode, "json_schema"), "  path: out/\n", "sink.columns: unset, the columns come from the decoded value's schema, and a JSON Schema gives its fields no Parquet types"},
+		{fmt.Sprintf(decode, "avro") + "mapping:\n  - drop: [value.debug]\n", "  path: out/\n", "sink.columns: unset, the columns come from the decoded value's schema, which no longer describes a value the mapping changed"},
+		{fmt.Sprintf(decode, "avro") + "mapping:\n  - drop: [value.debug]\n", "  path: out/\n  columns: {id: value.id}\n", ""},
+		{fmt.Sprintf(decode, "avro"), "  path: out/\n  columns: {id: value.id}\n  provenance: true\n", "sink.provenance: applies to the columns of the decoded value's schema (columns unset)"},
+		{"", "  path: out/\n  provenance: true\n", "sink.provenance: applies to the columns of the decoded value's schema (decode.value set, columns unset)"},
+	} {
+		text := strings.Replace(parquetPlan, "sink:\n", tc.extra+"sink:\n", 1) + tc.sink
+		_, err := plan.Parse("plan.yaml", []byte(text), plan.LoadOptions{Sinks: registry.Catalog(),
+			Now: func() time.Time { return time.Date(2026, 11, 4, 0, 0, 0, 0, time.UTC) }})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s%s: %v", tc.extra, tc.sink, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s%s: got %v, want %q", tc.extra, tc.sink, err, tc.want)
 		}
 	}
 }

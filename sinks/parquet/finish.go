@@ -197,7 +197,7 @@ func cmp64(a, b int64) int {
 // openStaging recovers the staging an earlier process of this run left:
 // each partition's staging file of the object after its chain (a torn
 // last frame cut off). Staging of another run is removed.
-func (s *Sink) openStaging() error {
+func (s *Sink) openStaging(ctx context.Context) error {
 	run, err := s.stagedRun()
 	if err == nil && string(run) != s.runID || err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.log.Info().Str("staging", s.stagingDir).Msg("parquet sink: discarding staging of another run")
@@ -215,7 +215,7 @@ func (s *Sink) openStaging() error {
 		os.Remove(filepath.Join(s.stagingDir, legacyRunFile))
 	}
 	for _, pt := range s.partitions() {
-		if err := s.recoverPart(pt); err != nil {
+		if err := s.recoverPart(ctx, pt); err != nil {
 			return fmt.Errorf("parquet sink: recover the staging of partition %d: %w", pt.rng.Partition, err)
 		}
 	}
@@ -224,7 +224,7 @@ func (s *Sink) openStaging() error {
 
 // recoverPart opens the staging file of pt's next object, if any, and
 // removes staging files of objects already published.
-func (s *Sink) recoverPart(pt *part) error {
+func (s *Sink) recoverPart(ctx context.Context, pt *part) error {
 	dir := filepath.Dir(s.stagingFile(pt.rng.Partition, 0))
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -249,6 +249,11 @@ func (s *Sink) recoverPart(pt *part) error {
 			return err
 		}
 		pt.f, pt.rows = f, rows
+		if s.lay == nil && rows > 0 {
+			if pt.lay, err = s.stagedLayout(ctx, pt.rng.Partition, f); err != nil {
+				return err
+			}
+		}
 		if next > pt.next {
 			pt.next, pt.synced = next, next
 		}

@@ -116,7 +116,11 @@ func (s *Sink) build(ctx context.Context, p int32, sp span, staging *os.File) (*
 		}
 		src = staging
 	}
-	tmp, info, err := s.encode(ctx, p, src)
+	lay, err := s.stagedLayout(ctx, p, staging)
+	if err != nil {
+		return nil, objectInfo{}, err
+	}
+	tmp, info, err := s.encode(ctx, p, src, lay)
 	info.Name = ObjectName(s.topic, p, sp.first, sp.end)
 	if err != nil {
 		return nil, info, fmt.Errorf("parquet sink: build %s: %w", info.Name, err)
@@ -125,10 +129,10 @@ func (s *Sink) build(ctx context.Context, p int32, sp span, staging *os.File) (*
 }
 
 // encode writes an object of partition p's rows from the frames src holds
-// (nil: none) to a temporary file in the staging directory, and returns it
-// (at its start) with its rows, bytes and checksum. The caller removes
-// the file.
-func (s *Sink) encode(ctx context.Context, p int32, src io.Reader) (*os.File, objectInfo, error) {
+// (nil: none), laid out by lay, to a temporary file in the staging
+// directory, and returns it (at its start) with its rows, bytes and
+// checksum. The caller removes the file.
+func (s *Sink) encode(ctx context.Context, p int32, src io.Reader, lay *layout) (*os.File, objectInfo, error) {
 	var info objectInfo
 	tmp, err := os.CreateTemp(s.stagingDir, ".object-*.tmp")
 	if err != nil {
@@ -141,10 +145,10 @@ func (s *Sink) encode(ctx context.Context, p int32, src io.Reader) (*os.File, ob
 	}
 	h := sha256.New()
 	cw := &countWriter{w: io.MultiWriter(tmp, h)}
-	w := pq.NewGenericWriter[any](cw, s.schema, pq.Compression(s.codec), pq.CreatedBy("replay", "", ""),
+	w := pq.NewGenericWriter[any](cw, lay.schema, pq.Compression(s.codec), pq.CreatedBy("replay", "", ""),
 		pq.KeyValueMetadata(metaRun, s.runID), pq.KeyValueMetadata(metaFingerprint, s.fingerprint))
 	if src != nil {
-		if info.Rows, err = s.writeRows(ctx, w, src, p); err != nil {
+		if info.Rows, err = s.writeRows(ctx, w, src, p, lay.cols); err != nil {
 			return fail(err)
 		}
 	}

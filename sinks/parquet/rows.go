@@ -34,7 +34,7 @@ type chunk struct {
 // offset order, flushing a row group every rowGroupBytes of values, and
 // returns how many. The rows are made by up to GOMAXPROCS goroutines, a
 // chunk of records each, while this one writes the chunks' rows in order.
-func (s *Sink) writeRows(ctx context.Context, w *pq.GenericWriter[any], src io.Reader, p int32) (int64, error) {
+func (s *Sink) writeRows(ctx context.Context, w *pq.GenericWriter[any], src io.Reader, p int32, cols []column) (int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	workers := max(1, min(runtime.GOMAXPROCS(0), 4))
@@ -53,9 +53,9 @@ func (s *Sink) writeRows(ctx context.Context, w *pq.GenericWriter[any], src io.R
 		go func() {
 			for c := range todo {
 				c.rows = slices.Grow(c.rows[:0], len(c.recs))[:len(c.recs)]
-				vals := slices.Grow(c.vals[:0], len(c.recs)*len(s.cols)) // the chunk's rows, in one block
+				vals := slices.Grow(c.vals[:0], len(c.recs)*len(cols)) // the chunk's rows, in one block
 				for i := range c.recs {
-					if c.rows[i], c.err = row(vals[len(vals):], s.cols, &c.recs[i]); c.err != nil {
+					if c.rows[i], c.err = row(vals[len(vals):], cols, &c.recs[i]); c.err != nil {
 						break
 					}
 					vals = vals[:len(vals)+len(c.rows[i])]

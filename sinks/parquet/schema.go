@@ -1,6 +1,7 @@
 package parquet
 
 import (
+	"encoding/base64"
 	"fmt"
 	"math/big"
 	"regexp"
@@ -44,6 +45,17 @@ const (
 	kDecimal
 	kTimestampMillis
 	kTimestampMicros
+	kUint64
+	kBase64
+	kDate
+	kTimeMillis
+	kTimeMicros
+	// kFloat and kDouble hold a decoded Avro or Protobuf float or double
+	// (the shortest text that reads back as the same value): a schema's
+	// column only, never one of the plan's types (a JSON number is a
+	// decimal, which a float would round).
+	kFloat
+	kDouble
 )
 
 // colType is a column's Parquet type; precision and scale for a decimal.
@@ -54,9 +66,32 @@ type colType struct {
 
 var decimalRe = regexp.MustCompile(`^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$`)
 
-// parseType reads a type of the section's types: string, bytes, int32,
-// int64, boolean, decimal(P,S), timestamp_millis or timestamp_micros.
+// simpleTypes are the types without parameters, by name; those a plan's
+// types may name are planTypes.
+var simpleTypes = map[string]kind{
+	"string": kString, "bytes": kBytes, "int32": kInt32, "int64": kInt64, "uint64": kUint64, "boolean": kBool,
+	"timestamp_millis": kTimestampMillis, "timestamp_micros": kTimestampMicros, "base64": kBase64,
+	"date": kDate, "time_millis": kTimeMillis, "time_micros": kTimeMicros, "float": kFloat, "double": kDouble,
+}
+
+// planTypes lists the types a plan's types may name, for messages.
+const planTypes = "string, bytes, base64, int32, int64, uint64, boolean, decimal(P,S), date, time_millis, time_micros, timestamp_millis or timestamp_micros"
+
+// parseType reads a type of the section's types (planTypes).
 func parseType(s string) (colType, error) {
+	t, err := parseAnyType(s)
+	if err == nil && (t.kind == kFloat || t.kind == kDouble) {
+		return colType{}, fmt.Errorf("type %q: a JSON number is a decimal, which a float would round: declare decimal(P,S), or keep it a string", s)
+	}
+	return t, err
+}
+
+// parseAnyType reads a type of planTypes, or float or double (the columns
+// of a decoded value's schema).
+func parseAnyType(s string) (colType, error) {
+	if k, ok := simpleTypes[strings.TrimSpace(s)]; ok {
+		return colType{kind: k}, nil
+	}
 	switch strings.TrimSpace(s) {
 	case "string":
 		return colType{kind: kString}, nil
@@ -78,7 +113,7 @@ func parseType(s string) (colType, error) {
 		return colType{}, fmt.Errorf("type %q: a decimal takes a precision and a scale, decimal(P,S); in a {...} mapping quote it, 'decimal(12,2)', since a comma ends the value there", s)
 	}
 	if m == nil {
-		return colType{}, fmt.Errorf("type %q: want string, bytes, int32, int64, boolean, decimal(P,S), timestamp_millis or timestamp_micros", s)
+		return colType{}, fmt.Errorf("type %q: want %s", s, planTypes)
 	}
 	p, _ := strconv.Atoi(m[1])
 	sc, _ := strconv.Atoi(m[2])
@@ -153,6 +188,20 @@ func (c column) node() pq.Node {
 		n = pq.Timestamp(pq.Millisecond)
 	case kTimestampMicros:
 		n = pq.Timestamp(pq.Microsecond)
+	case kUint64:
+		n = pq.Uint(64)
+	case kBase64:
+		n = pq.Leaf(pq.ByteArrayType)
+	case kDate:
+		n = pq.Date()
+	case kTimeMillis:
+		n = pq.TimeAdjusted(pq.Millisecond, false)
+	case kTimeMicros:
+		n = pq.TimeAdjusted(pq.Microsecond, false)
+	case kFloat:
+		n = pq.Leaf(pq.FloatType)
+	case kDouble:
+		n = pq.Leaf(pq.DoubleType)
 	case kDecimal:
 		switch {
 		case t.precision <= 9:
@@ -324,8 +373,63 @@ func typed(text string, t colType) (pq.Value, error) {
 			return pq.Int64Value(ts.UnixMilli()), nil
 		}
 		return pq.Int64Value(ts.UnixMicro()), nil
+	case kUint64:
+		n, err := strconv.ParseUint(text, 10, 64)
+		if err != nil {
+			return pq.Value{}, fmt.Errorf("%q is not a uint64", text)
+		}
+		return pq.Int64Value(int64(n)), nil
+	case kBase64:
+		b, err := base64.StdEncoding.DecodeString(text)
+		if err != nil {
+			return pq.Value{}, fmt.Errorf("%q is not standard base64", text)
+		}
+		return pq.ByteArrayValue(b), nil
+	case kDate:
+		d, err := time.Parse(time.DateOnly, text)
+		if err != nil {
+			return pq.Value{}, fmt.Errorf("%q is not a date (YYYY-MM-DD)", text)
+		}
+		return pq.Int32Value(int32(d.Unix() / 86400)), nil
+	case kTimeMillis, kTimeMicros:
+		return timeOfDay(text, t.kind)
+	case kFloat, kDouble:
+		bits := 64
+		if t.kind == kFloat {
+			bits = 32
+		}
+		f, err := strconv.ParseFloat(text, bits)
+		if err != nil {
+			return pq.Value{}, fmt.Errorf("%q is not a float%d", text, bits)
+		}
+		if bits == 32 {
+			return pq.FloatValue(float32(f)), nil
+		}
+		return pq.DoubleValue(f), nil
 	}
 	return decimalValue(text, t)
+}
+
+// timeOfDay converts text, a time of day (HH:MM:SS with an optional
+// fraction), to a TIME(MILLIS) (int32) or TIME(MICROS) (int64) value; a
+// finer fraction than the unit is an error.
+func timeOfDay(text string, k kind) (pq.Value, error) {
+	tm, err := time.Parse(time.TimeOnly, text)
+	if err != nil {
+		return pq.Value{}, fmt.Errorf("%q is not a time of day (HH:MM:SS.fff)", text)
+	}
+	since := tm.Sub(time.Date(tm.Year(), tm.Month(), tm.Day(), 0, 0, 0, 0, time.UTC))
+	unit := time.Millisecond
+	if k == kTimeMicros {
+		unit = time.Microsecond
+	}
+	if since%unit != 0 {
+		return pq.Value{}, fmt.Errorf("%q has more precision than the column's %v (it would be rounded)", text, unit)
+	}
+	if k == kTimeMillis {
+		return pq.Int32Value(int32(since / unit)), nil
+	}
+	return pq.Int64Value(int64(since / unit)), nil
 }
 
 // decimalValue is text, a decimal number (JSON's form: 12.30, -1e3), as

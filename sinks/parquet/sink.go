@@ -14,7 +14,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	pq "github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
 	"github.com/rs/zerolog"
 
@@ -51,6 +50,13 @@ type Config struct {
 	// RunID identifies the resolved run and Fingerprint the plan: objects
 	// and a manifest of another are refused.
 	RunID, Fingerprint string
+	// ValueColumns, when Columns is empty, gives each object the columns
+	// of its records' decoded value: those of the schema of the object's
+	// first decoded value (sinks.Options.ValueColumns). Provenance puts
+	// kafka_topic, kafka_partition, kafka_offset and kafka_timestamp
+	// before them.
+	ValueColumns func(ctx context.Context, value []byte) ([]sinks.SchemaColumn, error)
+	Provenance   bool
 	// Log receives the sink's notices; default none.
 	Log zerolog.Logger
 }
@@ -78,11 +84,15 @@ type Sink struct {
 	lock               *flock.Lock
 	topic              string
 	runID, fingerprint string
-	cols               []column
-	schema             *pq.Schema
-	codec              compress.Codec
-	maxRows            int64
-	log                zerolog.Logger
+	// lay is the objects' layout; nil when each object takes the layout
+	// of its decoded values' schema (layoutOf).
+	lay          *layout
+	valueColumns func(ctx context.Context, value []byte) ([]sinks.SchemaColumn, error)
+	provenance   bool
+	layouts      sync.Map // layout key -> *layout
+	codec        compress.Codec
+	maxRows      int64
+	log          zerolog.Logger
 
 	// bctx ends the builders (Close). building counts the builders
 	// running: at most maxBuilders, the others' objects are built from
@@ -115,6 +125,9 @@ type part struct {
 	buf               []byte
 	broken            error
 	finished          bool
+	// lay is the layout of the object being filled; nil until its first
+	// decoded value names one (with the sink's layout nil).
+	lay *layout
 	// bld builds the object being filled as its frames are staged; nil
 	// for an object whose staging a crash left behind.
 	bld *builder
@@ -137,7 +150,7 @@ func Open(ctx context.Context, sp sinks.Spec) (sinks.Sink, error) {
 	}
 	s, err := New(ctx, Config{Path: c.Path, S3: s3c, StagingDir: stagingDirOf(c), Columns: c.Columns, Types: c.Types, MaxRowsPerFile: c.maxRowsPerFile(),
 		Compression: c.Compression, Topic: sp.Options.Topic, Ranges: sp.Options.Ranges, RunID: sp.Options.RunID,
-		Fingerprint: sp.Options.Fingerprint, Log: sp.Options.Log})
+		Fingerprint: sp.Options.Fingerprint, Log: sp.Options.Log, ValueColumns: sp.Options.ValueColumns, Provenance: c.Provenance})
 	if err != nil {
 		return nil, err
 	}
@@ -154,13 +167,19 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	if cfg.Ranges == nil {
 		return nil, errors.New("parquet sink: the run's resolved ranges are unknown (sinks.Options.Ranges): objects are named after them")
 	}
-	ecols, err := encode.ParseColumns(cfg.Columns, defaultColumns, false)
-	if err != nil {
-		return nil, fmt.Errorf("parquet sink: %w", err)
-	}
-	cols, err := columns(ecols, cfg.Types)
-	if err != nil {
-		return nil, fmt.Errorf("parquet sink: %w", err)
+	var lay *layout
+	if len(cfg.Columns) > 0 || cfg.ValueColumns == nil {
+		ecols, err := encode.ParseColumns(cfg.Columns, defaultColumns, false)
+		if err != nil {
+			return nil, fmt.Errorf("parquet sink: %w", err)
+		}
+		cols, err := columns(ecols, cfg.Types)
+		if err != nil {
+			return nil, fmt.Errorf("parquet sink: %w", err)
+		}
+		lay = newLayout(cols)
+	} else if len(cfg.Types) > 0 {
+		return nil, errors.New("parquet sink: types: the columns of a decoded value take their types from its schema")
 	}
 	cd, err := codec(cfg.Compression)
 	if err != nil {
@@ -177,7 +196,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		staging = filepath.Join(cfg.Path, stagingName)
 	}
 	s := &Sink{st: st, stagingDir: staging, topic: cfg.Topic,
-		runID: cfg.RunID, fingerprint: cfg.Fingerprint, cols: cols, schema: schema(cols), codec: cd,
+		runID: cfg.RunID, fingerprint: cfg.Fingerprint, lay: lay, valueColumns: cfg.ValueColumns, provenance: cfg.Provenance, codec: cd,
 		maxRows: cfg.MaxRowsPerFile, log: cfg.Log, parts: map[int32]*part{}, done: map[string]objectInfo{}}
 	s.bctx, s.cancel = context.WithCancel(context.Background())
 	if s.maxRows <= 0 {
@@ -209,13 +228,17 @@ func (s *Sink) open(ctx context.Context, ranges []sinks.Range) error {
 	if err := s.loadChains(ctx, m); err != nil {
 		return err
 	}
-	return s.openStaging()
+	return s.openStaging(ctx)
 }
 
 // Capabilities: durable on Sync, reconciled on a resume; a column of the
 // idempotency key writes every record's.
 func (s *Sink) Capabilities() sinks.Capabilities {
-	return sinks.Capabilities{Syncer: s, Reconciler: s, Keys: keyed(s.cols)}
+	keys := sinks.KeysUnused
+	if s.lay != nil {
+		keys = keyed(s.lay.cols)
+	}
+	return sinks.Capabilities{Syncer: s, Reconciler: s, Keys: keys}
 }
 
 func (s *Sink) part(p int32) (*part, error) {
@@ -258,15 +281,24 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 		if r.Offset >= pt.rng.End {
 			return fmt.Errorf("parquet sink: partition %d offset %d is past the range's end %d", r.Partition, r.Offset, pt.rng.End)
 		}
-		if err := checkRow(s.cols, r); err != nil {
+		lay, err := s.recordLayout(ctx, pt, r)
+		if err != nil {
 			return errors.Join(s.flushFrames(pt), err)
 		}
-		if pt.rows >= s.maxRows {
+		if pt.rows >= s.maxRows || lay != pt.lay && pt.lay != nil && pt.rows > 0 {
 			if err := s.flushFrames(pt); err != nil {
 				return err
 			}
 			if err := s.closeObject(ctx, pt, r.Offset); err != nil {
 				return err
+			}
+		}
+		if pt.lay == nil {
+			pt.lay = lay
+		}
+		if pt.lay != nil {
+			if err := checkRow(pt.lay.cols, r); err != nil {
+				return errors.Join(s.flushFrames(pt), err)
 			}
 		}
 		pt.buf = appendFrame(pt.buf, r)
@@ -294,9 +326,9 @@ func (s *Sink) flushFrames(pt *part) error {
 			return err
 		}
 		pt.f = f
-		if s.building.Add(1) <= maxBuilders {
-			pt.bld = s.startBuilder(s.bctx, pt.rng.Partition)
-		} else {
+		if pt.lay != nil && s.building.Add(1) <= maxBuilders {
+			pt.bld = s.startBuilder(s.bctx, pt.rng.Partition, pt.lay)
+		} else if pt.lay != nil {
 			s.building.Add(-1)
 		}
 	}
@@ -358,6 +390,9 @@ func (s *Sink) closeObject(ctx context.Context, pt *part, end int64) error {
 		pt.f = nil
 	}
 	pt.first, pt.rows = end, 0
+	if s.lay == nil {
+		pt.lay = nil // the next object's layout is its first decoded value's
+	}
 	pt.next = max(pt.next, end)
 	pt.synced = max(pt.synced, end)
 	return nil
