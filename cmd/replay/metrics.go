@@ -4,99 +4,164 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/replay-tool/replay/runner"
 )
 
-// progressCollector exports a run's progress to Prometheus. It reads
-// Job.Progress at each scrape: the run pays nothing between scrapes, and
-// nothing is registered globally.
-type progressCollector struct {
-	progress func() runner.Snapshot
-	read, written, skipped,
-	start, committed, end, remaining, done *prometheus.Desc
-	rate, eta                                   *prometheus.Desc
-	outcomes, retries, sinkRetries, deadRetries *prometheus.Desc
+// The run's metrics are written in Prometheus's text exposition format
+// (version 0.0.4) by writeMetrics, which reads Job.Progress at each scrape:
+// the run pays nothing between scrapes. Counters and offsets are written
+// as the integers they are. Written here rather than through the
+// Prometheus client library, whose import alone (its default registry's
+// collectors, set up at program start) took about 6 MiB of every run's
+// resident memory; the tests read the output with Prometheus's own parser.
+
+// metricFamily is one metric: its name (without replay_), help, type
+// (counter or gauge) and its label beyond plan, topic and group ("" for
+// none).
+type metricFamily struct {
+	name, help, typ, label string
+	// samples appends the family's samples of one job's snapshot: the
+	// label's value (when the family has one) and the value's text.
+	samples func(s *runner.Snapshot, add func(label, value string))
 }
 
-func newProgressCollector(job *runner.Job) *progressCollector {
-	labels := prometheus.Labels{"plan": job.Plan.Name, "topic": job.Resolution.Topic, "group": job.Plan.Group}
-	desc := func(name, help string, variable ...string) *prometheus.Desc {
-		return prometheus.NewDesc("replay_"+name, help, variable, labels)
-	}
-	return &progressCollector{
-		progress:    job.Progress,
-		read:        desc("records_read_total", "Records of the ranges delivered by the broker."),
-		written:     desc("records_written_total", "Records written to the sink."),
-		skipped:     desc("records_skipped_total", "Records not written, by reason (filtered, outside-window, dead-lettered, and under on_error: skip the error).", "reason"),
-		start:       desc("start_offset", "Start of the partition's range: its first offset to replay.", "partition"),
-		rate:        desc("offsets_per_second", "Offsets this process replayed (committed past) per second since its run started, over its partitions."),
-		eta:         desc("eta_seconds", "Time left for this process's partitions at offsets_per_second; absent before the first commit."),
-		committed:   desc("committed_offset", "Next offset to read: every offset below it is durable in the sink and committed to the replay group.", "partition"),
-		end:         desc("end_offset", "End of the partition's range (exclusive).", "partition"),
-		remaining:   desc("remaining_offsets", "Offsets of the partition's range not yet replayed.", "partition"),
-		done:        desc("partition_done", "1 when the partition reached the end of its range.", "partition"),
-		retries:     desc("source_retries_total", "Requests to the source cluster (fetches, commits, group calls, heartbeats) that failed with an error that may pass and were tried again."),
-		sinkRetries: desc("sink_retries_total", "Writes to the sink that failed with a transient error and were tried again (one per try made again), and the calls the sink retried by itself (the exactly-once kafka sink's start, checkpoints and coordinator requests)."),
-		deadRetries: desc("dead_letter_retries_total", "Writes to the dead-letter sink that failed with a transient error and were tried again (one per try made again)."),
-		outcomes:    desc("sink_records_total", "Records of the sink's durable writes by what they did to the stored rows (inserted, updated, unchanged, ignored, deleted, absent, stale, duplicate), for sinks that can tell (the database sinks).", "outcome"),
-	}
+// metricFamilies are the run's metrics, in the order they are written.
+var metricFamilies = []metricFamily{
+	{"records_read_total", "Records of the ranges delivered by the broker.", "counter", "",
+		func(s *runner.Snapshot, add func(string, string)) { add("", itoa(s.Read)) }},
+	{"records_written_total", "Records written to the sink.", "counter", "",
+		func(s *runner.Snapshot, add func(string, string)) { add("", itoa(s.Written)) }},
+	{"records_skipped_total", "Records not written, by reason (filtered, outside-window, dead-lettered, and under on_error: skip the error).", "counter", "reason",
+		func(s *runner.Snapshot, add func(string, string)) {
+			for _, reason := range slices.Sorted(maps.Keys(s.Skipped)) {
+				add(reason, itoa(s.Skipped[reason]))
+			}
+		}},
+	{"sink_records_total", "Records of the sink's durable writes by what they did to the stored rows (inserted, updated, unchanged, ignored, deleted, absent, stale, duplicate), for sinks that can tell (the database sinks).", "counter", "outcome",
+		func(s *runner.Snapshot, add func(string, string)) {
+			if s.SinkOutcomes != nil {
+				for _, kv := range outcomeCounts(s.SinkOutcomes, true) {
+					add(kv.name, itoa(kv.n))
+				}
+			}
+		}},
+	{"source_retries_total", "Requests to the source cluster (fetches, commits, group calls, heartbeats) that failed with an error that may pass and were tried again.", "counter", "",
+		func(s *runner.Snapshot, add func(string, string)) { add("", itoa(s.SourceRetries)) }},
+	{"sink_retries_total", "Writes to the sink that failed with a transient error and were tried again (one per try made again), and the calls the sink retried by itself (the exactly-once kafka sink's start, checkpoints and coordinator requests).", "counter", "",
+		func(s *runner.Snapshot, add func(string, string)) { add("", itoa(s.SinkRetries)) }},
+	{"dead_letter_retries_total", "Writes to the dead-letter sink that failed with a transient error and were tried again (one per try made again).", "counter", "",
+		func(s *runner.Snapshot, add func(string, string)) { add("", itoa(s.DeadLetterRetries)) }},
+	{"offsets_per_second", "Offsets this process replayed (committed past) per second since its run started, over its partitions.", "gauge", "",
+		func(s *runner.Snapshot, add func(string, string)) {
+			if rate, ok := offsetRate(s); ok {
+				add("", strconv.FormatFloat(rate, 'g', -1, 64))
+			}
+		}},
+	{"eta_seconds", "Time left for this process's partitions at offsets_per_second; absent before the first commit.", "gauge", "",
+		func(s *runner.Snapshot, add func(string, string)) {
+			if rate, ok := offsetRate(s); ok && rate > 0 {
+				add("", strconv.FormatFloat(float64(s.Remaining)/rate, 'g', -1, 64))
+			}
+		}},
+	{"start_offset", "Start of the partition's range: its first offset to replay.", "gauge", "partition",
+		partitionSamples(func(p runner.PartitionSnapshot) int64 { return p.Start })},
+	{"committed_offset", "Next offset to read: every offset below it is durable in the sink and committed to the replay group.", "gauge", "partition",
+		partitionSamples(func(p runner.PartitionSnapshot) int64 { return p.Next })},
+	{"end_offset", "End of the partition's range (exclusive).", "gauge", "partition",
+		partitionSamples(func(p runner.PartitionSnapshot) int64 { return p.End })},
+	{"remaining_offsets", "Offsets of the partition's range not yet replayed.", "gauge", "partition",
+		partitionSamples(func(p runner.PartitionSnapshot) int64 { return p.Remaining() })},
+	{"partition_done", "1 when the partition reached the end of its range.", "gauge", "partition",
+		partitionSamples(func(p runner.PartitionSnapshot) int64 {
+			if p.Done {
+				return 1
+			}
+			return 0
+		})},
 }
 
-func (c *progressCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.start, c.rate, c.eta, c.read, c.written, c.skipped, c.committed, c.end, c.remaining, c.done, c.outcomes, c.retries, c.sinkRetries, c.deadRetries} {
-		ch <- d
-	}
-}
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-func (c *progressCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.progress()
-	ch <- prometheus.MustNewConstMetric(c.read, prometheus.CounterValue, float64(s.Read))
-	ch <- prometheus.MustNewConstMetric(c.written, prometheus.CounterValue, float64(s.Written))
-	ch <- prometheus.MustNewConstMetric(c.retries, prometheus.CounterValue, float64(s.SourceRetries))
-	ch <- prometheus.MustNewConstMetric(c.sinkRetries, prometheus.CounterValue, float64(s.SinkRetries))
-	ch <- prometheus.MustNewConstMetric(c.deadRetries, prometheus.CounterValue, float64(s.DeadLetterRetries))
-	for reason, n := range s.Skipped {
-		ch <- prometheus.MustNewConstMetric(c.skipped, prometheus.CounterValue, float64(n), reason)
-	}
-	if o := s.SinkOutcomes; o != nil {
-		for _, kv := range outcomeCounts(o, true) {
-			ch <- prometheus.MustNewConstMetric(c.outcomes, prometheus.CounterValue, float64(kv.n), kv.name)
+// partitionSamples is the samples of a per-partition family: f of each
+// partition, labelled with its number.
+func partitionSamples(f func(runner.PartitionSnapshot) int64) func(*runner.Snapshot, func(string, string)) {
+	return func(s *runner.Snapshot, add func(string, string)) {
+		for _, p := range s.Partitions {
+			add(strconv.Itoa(int(p.Partition)), itoa(f(p)))
 		}
 	}
-	var since int64 // offsets this run committed past
+}
+
+// offsetRate is the offsets this run committed past per second since it
+// started; false before it started.
+func offsetRate(s *runner.Snapshot) (float64, bool) {
+	el := time.Since(s.Started).Seconds()
+	if s.Started.IsZero() || el <= 0 {
+		return 0, false
+	}
+	var since int64
 	for _, p := range s.Partitions {
 		since += max(p.Next-p.From, 0)
 	}
-	if el := time.Since(s.Started).Seconds(); !s.Started.IsZero() && el > 0 {
-		rate := float64(since) / el
-		ch <- prometheus.MustNewConstMetric(c.rate, prometheus.GaugeValue, rate)
-		if rate > 0 {
-			ch <- prometheus.MustNewConstMetric(c.eta, prometheus.GaugeValue, float64(s.Remaining)/rate)
-		}
-	}
-	for _, p := range s.Partitions {
-		part := strconv.Itoa(int(p.Partition))
-		ch <- prometheus.MustNewConstMetric(c.start, prometheus.GaugeValue, float64(p.Start), part)
-		done := 0.0
-		if p.Done {
-			done = 1
-		}
-		ch <- prometheus.MustNewConstMetric(c.committed, prometheus.GaugeValue, float64(p.Next), part)
-		ch <- prometheus.MustNewConstMetric(c.end, prometheus.GaugeValue, float64(p.End), part)
-		ch <- prometheus.MustNewConstMetric(c.remaining, prometheus.GaugeValue, float64(p.Remaining()), part)
-		ch <- prometheus.MustNewConstMetric(c.done, prometheus.GaugeValue, done, part)
-	}
+	return float64(since) / el, true
 }
+
+// metricJob is a job whose metrics are served: its labels and its
+// progress (Job.Progress).
+type metricJob struct {
+	plan, group, topic string
+	progress           func() runner.Snapshot
+}
+
+func metricJobOf(j *runner.Job) metricJob {
+	return metricJob{plan: j.Plan.Name, group: j.Plan.Group, topic: j.Resolution.Topic, progress: j.Progress}
+}
+
+// writeMetrics writes the metrics of jobs (a plan of several topics has a
+// job per topic, its series told apart by their topic label) in the text
+// exposition format, each family's HELP and TYPE once.
+func writeMetrics(w io.Writer, jobs []metricJob) error {
+	snaps := make([]runner.Snapshot, len(jobs))
+	for i, job := range jobs {
+		snaps[i] = job.progress()
+	}
+	var b []byte
+	for _, f := range metricFamilies {
+		name := "replay_" + f.name
+		b = fmt.Appendf(b, "# HELP %s %s\n# TYPE %s %s\n", name, escapeHelp(f.help), name, f.typ)
+		for i, job := range jobs {
+			base := fmt.Sprintf("group=%s,plan=%s,topic=%s", labelValue(job.group), labelValue(job.plan), labelValue(job.topic))
+			f.samples(&snaps[i], func(label, value string) {
+				labels := base
+				if f.label != "" {
+					labels += "," + f.label + "=" + labelValue(label)
+				}
+				b = fmt.Appendf(b, "%s{%s} %s\n", name, labels, value)
+			})
+		}
+	}
+	_, err := w.Write(b)
+	return err
+}
+
+// labelValue is v quoted as the exposition format wants a label value:
+// backslash, double quote and line feed escaped.
+func labelValue(v string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(v) + `"`
+}
+
+// escapeHelp escapes a HELP text: backslash and line feed.
+func escapeHelp(s string) string { return strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(s) }
 
 // metricsServer serves /metrics for one run (--metrics-addr).
 type metricsServer struct {
@@ -125,13 +190,17 @@ func (m *metricsServer) serve(a *app, jobs ...*runner.Job) {
 	if m == nil {
 		return
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, job := range jobs {
-		reg.MustRegister(newProgressCollector(job))
+	mjobs := make([]metricJob, len(jobs))
+	for i, j := range jobs {
+		mjobs[i] = metricJobOf(j)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		if err := writeMetrics(w, mjobs); err != nil {
+			a.log.Debug().Err(err).Msg("metrics: write the answer")
+		}
+	})
 	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	a.log.Info().Str("url", "http://"+m.ln.Addr().String()+"/metrics").Msg("serving Prometheus metrics")
 	m.wg.Go(func() {

@@ -94,6 +94,10 @@ func (c Column) IsJSON() bool {
 type Cells struct {
 	Record *record.Record
 	Key    string
+	// Alias lets Text return a value.<path>'s text as a string that
+	// points into the record's value instead of a copy, for a caller that
+	// copies it before the value's bytes are used again.
+	Alias bool
 	// doc is the value cleaned (appendCleanJSON) when it is JSON; parsed
 	// tells whether doc was computed.
 	doc    []byte
@@ -167,7 +171,7 @@ func (cs *Cells) path(p string) (string, bool) {
 		case ok && !found:
 			return "", false
 		case ok:
-			return topText(cs.doc, raw, p)
+			return topText(cs.doc, raw, p, cs.Alias)
 		}
 	}
 	res := gjson.GetBytes(cs.doc, p)

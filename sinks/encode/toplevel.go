@@ -2,6 +2,7 @@ package encode
 
 import (
 	"bytes"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -53,8 +54,15 @@ func simplePath(p string) bool {
 }
 
 // topText is the text of raw, a value of a top-level field key of doc,
-// as Cells.Text says it: false for null.
-func topText(doc, raw []byte, key string) (string, bool) {
+// as Cells.Text says it: false for null. With alias, a string or number
+// is returned pointing into raw.
+func topText(doc, raw []byte, key string, alias bool) (string, bool) {
+	text := func(b []byte) string {
+		if alias && len(b) > 0 {
+			return unsafe.String(&b[0], len(b))
+		}
+		return string(b)
+	}
 	switch raw[0] {
 	case 'n':
 		return "", false
@@ -64,11 +72,11 @@ func topText(doc, raw []byte, key string) (string, bool) {
 		return "false", true
 	case '"':
 		if s := raw[1 : len(raw)-1]; bytes.IndexByte(s, '\\') < 0 {
-			return string(s), true
+			return text(s), true
 		}
 		return gjson.GetBytes(doc, key).Str, true // gjson's unescaping
 	}
-	return string(raw), true // a number as written, an object or array as JSON
+	return text(raw), true // a number as written, an object or array as JSON
 }
 
 func skipSpace(d []byte, i int) int {

@@ -43,11 +43,13 @@ func TestTopLevelAsGjson(t *testing.T) {
 			t.Fatalf("not valid JSON: %s", doc)
 		}
 		for _, p := range paths {
-			cs := Cells{doc: b, parsed: true}
-			got, gok := cs.path(p)
-			want, wok := gjsonText(b, p)
-			if got != want || gok != wok {
-				t.Errorf("%s, path %s: %q %v, gjson %q %v", doc, p, got, gok, want, wok)
+			for _, alias := range []bool{false, true} {
+				cs := Cells{doc: b, parsed: true, Alias: alias}
+				got, gok := cs.path(p)
+				want, wok := gjsonText(b, p)
+				if got != want || gok != wok {
+					t.Errorf("%s, path %s, alias %v: %q %v, gjson %q %v", doc, p, alias, got, gok, want, wok)
+				}
 			}
 		}
 	}
@@ -62,7 +64,7 @@ func FuzzTopLevelAsGjson(f *testing.F) {
 			return
 		}
 		doc = cleanJSON(doc)
-		cs := Cells{doc: doc, parsed: true}
+		cs := Cells{doc: doc, parsed: true, Alias: len(p)%2 == 0}
 		got, gok := cs.path(p)
 		want, wok := gjsonText(doc, p)
 		if got != want || gok != wok {

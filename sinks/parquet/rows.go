@@ -22,6 +22,7 @@ type chunk struct {
 	// arena holds the records' bytes and vals their rows' values: both
 	// kept when the chunk is used again.
 	arena []byte
+	hdrs  []record.Header
 	vals  []pq.Value
 	// bytes is what the records' keys and values weigh (the row-group
 	// budget counts it); err is why a row could not be made.
@@ -107,7 +108,7 @@ func (s *Sink) readChunks(ctx context.Context, src io.Reader, p int32, free <-ch
 			c = &chunk{recs: make([]record.Record, 0, rowChunk), arena: make([]byte, 0, 128<<10)}
 		}
 		c.done = make(chan struct{})
-		fr.arena = c.arena[:0] // the chunk's records point into it
+		fr.arena, fr.hdrs = c.arena[:0], c.hdrs[:0] // the chunk's records point into them
 		var err error
 		for len(c.recs) < rowChunk {
 			var r record.Record
@@ -117,7 +118,7 @@ func (s *Sink) readChunks(ctx context.Context, src io.Reader, p int32, free <-ch
 			c.bytes += int64(len(r.Value) + len(r.Key) + 64)
 			c.recs = append(c.recs, r)
 		}
-		c.arena = fr.arena
+		c.arena, c.hdrs = fr.arena, fr.hdrs
 		if len(c.recs) > 0 {
 			for _, ch := range []chan<- *chunk{ordered, todo} {
 				select {

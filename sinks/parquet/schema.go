@@ -248,7 +248,7 @@ func schema(cols []column) *pq.Schema {
 // order. A value that its column's type cannot hold exactly is a
 // *record.Error.
 func row(dst pq.Row, cols []column, r *record.Record) (pq.Row, error) {
-	cells := encode.Cells{Record: r}
+	cells := encode.Cells{Record: r, Alias: true} // the writer copies the values
 	for i, c := range cols {
 		if c.Field.Kind == plan.FieldKey && cells.Key == "" {
 			cells.Key = r.IdempotencyKey()
@@ -271,7 +271,7 @@ func row(dst pq.Row, cols []column, r *record.Record) (pq.Row, error) {
 // a type other than string and bytes); the others always convert. Write checks each record with it, before it stages the
 // record, and the object is built with row.
 func checkRow(cols []column, r *record.Record) error {
-	var cells encode.Cells
+	cells := encode.Cells{Alias: true} // nothing is kept
 	for _, c := range cols {
 		if c.Field.Kind != plan.FieldValuePath || c.typ.kind == kString || c.typ.kind == kBytes {
 			continue

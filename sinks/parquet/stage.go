@@ -8,7 +8,9 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/replay-tool/replay/internal/record"
 )
@@ -72,8 +74,10 @@ type frameReader struct {
 	end int64
 	buf []byte
 	// arena, when not nil, receives each frame's payload, and the
-	// records next returns point into it instead of holding copies.
+	// records next returns point into it instead of holding copies; their
+	// headers are cut from hdrs.
 	arena []byte
+	hdrs  []record.Header
 }
 
 func newFrameReader(f io.Reader, topic string, partition int32) *frameReader {
@@ -120,7 +124,11 @@ func (fr *frameReader) next() (record.Record, error) {
 	if crc32.Checksum(payload, crcTable) != binary.BigEndian.Uint32(head[4:]) {
 		return record.Record{}, errTorn
 	}
-	r, err := decodePayload(payload, fr.arena != nil)
+	var hdrs *[]record.Header
+	if fr.arena != nil {
+		hdrs = &fr.hdrs
+	}
+	r, err := decodePayload(payload, fr.arena != nil, hdrs)
 	if err != nil {
 		return record.Record{}, errTorn
 	}
@@ -130,8 +138,10 @@ func (fr *frameReader) next() (record.Record, error) {
 }
 
 // decodePayload is the inverse of appendFrame's payload. The record's
-// byte slices are copies, or point into p when alias is set.
-func decodePayload(p []byte, alias bool) (record.Record, error) {
+// byte slices are copies, or point into p when alias is set; its headers
+// are appended to *slab when slab is not nil (a slice of their own
+// otherwise).
+func decodePayload(p []byte, alias bool, slab *[]record.Header) (record.Record, error) {
 	d := decoder{p: p, alias: alias}
 	r := record.Record{Offset: int64(d.u64())}
 	r.Time = time.UnixMilli(int64(d.u64())).UTC()
@@ -142,10 +152,18 @@ func decodePayload(p []byte, alias bool) (record.Record, error) {
 		if int(n) > len(d.p) {
 			return r, errTorn
 		}
-		r.Headers = make([]record.Header, n)
-		for i := range r.Headers {
-			r.Headers[i] = record.Header{Key: string(d.bytes()), Value: d.bytes()}
+		var hs []record.Header
+		if slab != nil {
+			at := len(*slab)
+			*slab = slices.Grow(*slab, int(n))[:at+int(n)]
+			hs = (*slab)[at : at+int(n) : at+int(n)]
+		} else {
+			hs = make([]record.Header, n)
 		}
+		for i := range hs {
+			hs[i] = record.Header{Key: d.str(), Value: d.bytes()}
+		}
+		r.Headers = hs
 	}
 	r.IdemKey = string(d.bytes())
 	if d.err == nil && len(d.p) != 0 && d.byte() == 1 {
@@ -210,6 +228,16 @@ func (d *decoder) bytes() []byte {
 		return b[:len(b):len(b)]
 	}
 	return append([]byte{}, b...)
+}
+
+// str is bytes as a string: one that points into the payload when alias
+// is set (the record's bytes do too).
+func (d *decoder) str() string {
+	b := d.bytes()
+	if d.alias && len(b) > 0 {
+		return unsafe.String(&b[0], len(b))
+	}
+	return string(b)
 }
 
 // recoverStaging reads the staging file f back: it cuts a torn last frame
