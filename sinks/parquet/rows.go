@@ -80,11 +80,12 @@ func (s *Sink) writeRows(ctx context.Context, w *pq.GenericWriter[any], src io.R
 			return rows, err
 		}
 		rows += int64(len(c.rows))
-		select {
+		group += c.bytes
+		select { // the chunk is the reader's again: nothing of it is read after
 		case free <- c:
 		default:
 		}
-		if group += c.bytes; group >= rowGroupBytes {
+		if group >= rowGroupBytes {
 			if err := w.Flush(); err != nil {
 				return rows, err
 			}
