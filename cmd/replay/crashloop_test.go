@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -36,12 +38,14 @@ func crashLoopKills(t *testing.T) int {
 // it again, over and over, until a run finishes by itself: the sink then
 // holds exactly the records kcat reads from the window, each once, and the
 // group is at the range ends. For the at-least-once sinks that dedupe on
-// resume: the file sink (staged output, published once) and PostgreSQL
-// (upsert by key, checkpoint table).
+// resume: the file sink (staged output, published once), PostgreSQL
+// (upsert by key, checkpoint table) and the parquet sink (objects named
+// from the ranges, read back by pyarrow and DuckDB, key and value bytes
+// compared with kcat's, and no object beyond the manifest's).
 func TestCrashLoop(t *testing.T) {
 	t.Parallel()
 	kills := crashLoopKills(t)
-	for _, sink := range []string{"file", "postgres"} {
+	for _, sink := range []string{"file", "postgres", "parquet"} {
 		t.Run(sink, func(t *testing.T) {
 			t.Parallel()
 			testCrashLoop(t, sink, kills)
@@ -65,6 +69,10 @@ func testCrashLoop(t *testing.T, sinkType string, kills int) {
 	case "postgres":
 		dsn = testenv.Postgres(t)
 		sink = fmt.Sprintf("{type: postgres, dsn: %q, table: %s, create_table: true, batch_size: 200}", dsn, table)
+	case "parquet":
+		testenv.OraclePython(t, "pyarrow", "duckdb")
+		out = filepath.Join(dir, "lake")
+		sink = fmt.Sprintf("{type: parquet, path: %q, batch_size: 200, max_rows_per_file: 1500}", out)
 	}
 	planFile := writePlan(t, dir, planSpec{name: "crash-loop-" + sinkType, addr: sb.Addr, from: from, to: to, recordsPerSecond: 12000, sink: sink})
 	want := testenv.KcatCoords(t, sb.Addr, "orders", -1, from, to)
@@ -108,6 +116,8 @@ func testCrashLoop(t *testing.T, sinkType string, kills int) {
 	switch sinkType {
 	case "file":
 		got = fileCoords(t, out)
+	case "parquet":
+		got = parquetCoords(t, sb.Addr, out)
 	case "postgres":
 		rows, err := testenv.PgConn(t, dsn).Query(t.Context(), `SELECT partition || '/' || "offset" FROM `+table)
 		if err != nil {
@@ -145,4 +155,71 @@ func fileCoords(t *testing.T, path string) []string {
 		out = append(out, fmt.Sprintf("%d/%d", r.Get("partition").Int(), r.Get("offset").Int()))
 	}
 	return out
+}
+
+// parquetRead prints, for every row of the objects the manifest under
+// argv[1] lists, "reader partition/offset keyhex valuehex" as pyarrow and
+// as DuckDB read it ("-" for NULL), then "objects" and how many .parquet
+// files the directory holds.
+const parquetRead = `
+import json, sys, glob, os, pyarrow.parquet as pq, duckdb
+root = sys.argv[1]
+names = [o["name"] for o in json.load(open(os.path.join(root, "_manifest.json")))["objects"]]
+h = lambda b: "-" if b is None else (b.hex() or "=")
+for n in names:
+    for r in pq.read_table(os.path.join(root, n)).to_pylist():
+        print("pyarrow %d/%d %s %s" % (r["partition"], r["offset"], h(r["kafka_key"]), h(r["value"])))
+files = [os.path.join(root, n) for n in names]
+for p, o, k, v in duckdb.connect().execute('select partition, "offset", kafka_key, value from read_parquet(?)', [files]).fetchall():
+    print("duckdb %d/%d %s %s" % (p, o, h(k), h(v)))
+print("objects %d %d" % (len(names), len(glob.glob(os.path.join(root, "*", "*", "*.parquet")))))
+`
+
+// parquetCoords reads the parquet output under dir with pyarrow and
+// DuckDB and returns the partition/offset of its rows, after checking
+// that both readers read the same rows, that each row's key and value
+// bytes are kcat's, and that the directory holds the manifest's objects
+// and no other.
+func parquetCoords(t *testing.T, broker, dir string) []string {
+	t.Helper()
+	py := testenv.OraclePython(t, "pyarrow", "duckdb")
+	out, err := exec.Command(py, "-c", parquetRead, dir).Output()
+	if err != nil {
+		t.Fatalf("read back: %v", err)
+	}
+	kcat := map[string]string{}
+	hex := func(b []byte) string {
+		if b == nil {
+			return "-"
+		}
+		if len(b) == 0 {
+			return "="
+		}
+		return fmt.Sprintf("%x", b)
+	}
+	for _, r := range testenv.KcatRecords(t, broker, "orders", -1) {
+		kcat[fmt.Sprintf("%d/%d", r.Partition, r.Offset)] = hex(r.Key) + " " + hex(r.Value)
+	}
+	rows := map[string][]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 3 && f[0] == "objects":
+			if f[1] != f[2] {
+				t.Errorf("the manifest lists %s objects, the directory holds %s", f[1], f[2])
+			}
+		case len(f) == 4:
+			if want := kcat[f[1]]; f[2]+" "+f[3] != want {
+				t.Errorf("%s %s: key and value %s %s, kcat's %s", f[0], f[1], f[2], f[3], want)
+			}
+			rows[f[0]] = append(rows[f[0]], f[1])
+		default:
+			t.Fatalf("read back: %q", l)
+		}
+	}
+	a, d := slices.Sorted(slices.Values(rows["pyarrow"])), slices.Sorted(slices.Values(rows["duckdb"]))
+	if !slices.Equal(a, d) {
+		t.Errorf("pyarrow read %d rows, DuckDB %d; they differ", len(a), len(d))
+	}
+	return rows["pyarrow"]
 }

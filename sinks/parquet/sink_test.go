@@ -185,3 +185,29 @@ func TestReconcileRewindsToObjects(t *testing.T) {
 		t.Fatalf("rewinds %+v, want partition 0 from offset 4 (objects [0,2) and [2,4) published)", rw)
 	}
 }
+
+// A path that is a file, or a directory replay cannot write, fails when
+// the sink opens, saying what path must be.
+func TestPathNotADirectory(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "afile")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := parquet.Config{Path: file, Topic: "orders", RunID: "r1", Fingerprint: "f1", Ranges: []sinks.Range{{Partition: 0, Start: 0, End: 1}}}
+	if _, err := parquet.New(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "is a file, not a directory: name a directory") {
+		t.Fatalf("a file as path: %v", err)
+	}
+	t.Run("read-only", func(t *testing.T) {
+		if os.Geteuid() == 0 {
+			t.Skip("root writes into a read-only directory")
+		}
+		ro := t.TempDir()
+		if err := os.Chmod(ro, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Path = filepath.Join(ro, "out")
+		if _, err := parquet.New(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "must be a directory replay can write") {
+			t.Fatalf("a read-only parent: %v", err)
+		}
+	})
+}
