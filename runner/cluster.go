@@ -29,25 +29,30 @@ func (c *Cluster) id() string {
 	return c.ID
 }
 
-// SoftMemoryLimit is a soft limit on the Go heap derived from what a run
-// keeps alive by design: the readers' FetchBudget (fetches in flight and
-// records not yet written, over all partitions) and workingSetFixed (the
-// decompression and encoding buffers, the runtime), twice over, the room
-// the GC needs between cycles (GOGC=100). The live heap stays near half of
-// it, so the GC never runs back to back, and the heap stays near it, so
-// the peak RSS of a replay stays under 64 MiB whatever the batch size,
-// codec or number of partitions.
-func SoftMemoryLimit() int64 { return 2 * (source.FetchBudget + workingSetFixed) }
-
-// workingSetFixed is what a run keeps alive besides FetchBudget: up to
+// SoftMemoryLimit is a soft limit on the Go runtime's memory (bytes, for
+// debug.SetMemoryLimit) that keeps a run's peak RSS under the 64 MiB
+// goal: the goal less what is resident besides the Go runtime's memory
+// (binaryResident) and a margin, 34 MiB. What a run keeps alive by design
+// stays under it with room for the GC: the readers' FetchBudget, up to
 // eight decompression buffers of a batch (about 5 MiB for 600 KiB
-// batches), the recycled arena chunks (4 MiB), the sink's encoding
-// buffers, the runtime and the command line. It was 14 MiB while kafka-go
-// decoded each fetched batch into its own pages (3-4 MiB live at any time);
-// the reader walks batches in place now. At 12 MiB (a 40 MiB limit) the
-// live heap of the benchmark's runs stays under half the limit (14-19 MiB)
-// and their GC cycles did not grow.
-const workingSetFixed = 12 << 20
+// batches), the recycled arena chunks (4 MiB), the sink's buffers and the
+// runtime, 17-22 MiB live in the benchmarks. The GC then runs every few
+// MiB allocated, and the heap between collections stays near the limit
+// whatever the batch size, codec or number of partitions.
+func SoftMemoryLimit() int64 { return memoryGoal - binaryResident - memoryMargin }
+
+const (
+	// memoryGoal is a run's peak RSS goal.
+	memoryGoal = 64 << 20
+	// binaryResident is the replay binary's own pages a run keeps
+	// resident (text and read-only data mapped from the page cache, most
+	// touched when its packages initialise: replay --version alone peaks
+	// at 29 MiB, about 24 of them the binary's).
+	binaryResident = 24 << 20
+	// memoryMargin is room for what neither counts: the C library, the
+	// page tables, a scavenger that returns freed pages late.
+	memoryMargin = 6 << 20
+)
 
 // DefaultProbeTimeout bounds the first exchange with the cluster (Connect).
 const DefaultProbeTimeout = source.DefaultProbeTimeout

@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/replay-tool/replay/internal/memlimit"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner"
 	"github.com/replay-tool/replay/runner/fault"
@@ -39,14 +40,20 @@ const (
 
 func main() {
 	// What is alive is bounded by design (runner.SoftMemoryLimit); the soft
-	// limit only keeps garbage from growing the heap past it. GOMEMLIMIT
+	// limit only keeps garbage from growing the heap past it, and is raised
+	// when a run keeps more alive (a large batch_size holds more records)
+	// rather than have the collector run back to back. GOMEMLIMIT
 	// overrides it.
-	if os.Getenv("GOMEMLIMIT") == "" {
+	guard := os.Getenv("GOMEMLIMIT") == ""
+	if guard {
 		debug.SetMemoryLimit(runner.SoftMemoryLimit())
 	}
 	app := newApp(os.Stdout, os.Stderr)
 	ctx, stop := signalContext(app.signalMessage, app.notify)
 	defer stop()
+	if guard {
+		go memlimit.Guard(ctx, 250*time.Millisecond, nil)
+	}
 	err := app.root().ExecuteContext(ctx)
 	if app.stopProfile != nil {
 		app.stopProfile()

@@ -143,7 +143,6 @@ window: {from: -25h}
 sink:
   type: parquet
   path: %s
-  batch_size: 5000
   max_rows_per_file: 1000000
   columns: {id: value.id, customer: value.customer, amount: value.amount, note: value.note, ts: timestamp, offset: offset}
   types: {amount: 'decimal(12,2)'}

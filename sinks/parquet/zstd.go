@@ -8,11 +8,12 @@ import (
 // zstdWindow is the window of the sink's zstd encoder. The encoder's
 // history is twice its window: the library's default window (8 MiB)
 // gives every encoder 16 MiB of history, one per column written at the
-// same time, which was most of the sink's memory. A page is far smaller
-// than 1 MiB (the writer cuts pages at 256 KiB), so the same pages
-// compress to the same bytes; a larger page (a value above 1 MiB) only
-// finds no matches further back than 1 MiB.
-const zstdWindow = 1 << 20
+// same time, which was most of the sink's memory. A page is smaller than
+// 512 KiB (the writer cuts pages at 256 KiB), so the same pages compress
+// to the same bytes (256 KiB, the page's own size, does not: the frame's
+// header then differs); a larger page (a value above 512 KiB) only finds
+// no matches further back than 512 KiB.
+const zstdWindow = 512 << 10
 
 // zstdCodec is zstd at the default level (level 3) with a zstdWindow
 // window; decoding is parquet-go's.
