@@ -32,7 +32,7 @@ func (c *Cluster) id() string {
 // SoftMemoryLimit is a soft limit on the Go runtime's memory (bytes, for
 // debug.SetMemoryLimit) that keeps a run's peak RSS under the 64 MiB
 // goal: the goal less what is resident besides the Go runtime's memory
-// (binaryResident) and a margin, 34 MiB. What a run keeps alive by design
+// (binaryResident) and a margin, 32 MiB. What a run keeps alive by design
 // stays under it with room for the GC: the readers' FetchBudget, up to
 // eight decompression buffers of a batch (about 5 MiB for 600 KiB
 // batches), the recycled arena chunks (4 MiB), the sink's buffers and the
@@ -50,8 +50,9 @@ const (
 	// at 29 MiB, about 24 of them the binary's).
 	binaryResident = 24 << 20
 	// memoryMargin is room for what neither counts: the C library, the
-	// page tables, a scavenger that returns freed pages late.
-	memoryMargin = 6 << 20
+	// page tables, a scavenger that returns freed pages late, and the
+	// spread of the binary's resident pages from run to run (2 MiB).
+	memoryMargin = 8 << 20
 )
 
 // DefaultProbeTimeout bounds the first exchange with the cluster (Connect).

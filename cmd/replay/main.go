@@ -41,7 +41,7 @@ const (
 func main() {
 	// What is alive is bounded by design (runner.SoftMemoryLimit); the soft
 	// limit only keeps garbage from growing the heap past it, and is raised
-	// when a run keeps more alive (a large batch_size holds more records)
+	// while a run keeps more alive (a large batch_size holds more records)
 	// rather than have the collector run back to back. GOMEMLIMIT
 	// overrides it.
 	guard := os.Getenv("GOMEMLIMIT") == ""
@@ -52,7 +52,7 @@ func main() {
 	ctx, stop := signalContext(app.signalMessage, app.notify)
 	defer stop()
 	if guard {
-		go memlimit.Guard(ctx, 250*time.Millisecond, nil)
+		go memlimit.Guard(ctx, 250*time.Millisecond, runner.SoftMemoryLimit(), nil)
 	}
 	err := app.root().ExecuteContext(ctx)
 	if app.stopProfile != nil {

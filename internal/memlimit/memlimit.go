@@ -6,30 +6,28 @@ package memlimit
 
 import (
 	"context"
+	"math"
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
 )
 
-// Headroom is the room the limit keeps above the live heap, in bytes: the
-// collector then runs at most every Headroom bytes allocated.
-const Headroom = 12 << 20
+// Headroom is the room the limit keeps above the live heap, in bytes (the
+// runtime's own memory, goroutine stacks and free pages take a few MiB of
+// it).
+const Headroom = 10 << 20
 
 // Next returns the limit to set for live, the bytes the last collection
-// found alive, under limit: limit while live+Headroom fits under it, else
-// live+Headroom. It never lowers the limit.
-func Next(live, limit int64) int64 {
-	if want := live + Headroom; want > limit {
-		return want
-	}
-	return limit
-}
+// found alive: floor while live+Headroom fits under it, else live+Headroom
+// (back to floor once live shrinks again).
+func Next(live, floor int64) int64 { return max(floor, live+Headroom) }
 
 // Guard reads the live heap (runtime/metrics /gc/heap/live:bytes) every
-// interval until ctx ends, and raises the soft memory limit to Next of it;
-// raised, when not nil, is told each new limit and the live heap that
-// asked for it.
-func Guard(ctx context.Context, every time.Duration, raised func(limit, live int64)) {
+// interval until ctx ends, and sets the soft memory limit to Next of it
+// and floor, the limit a run starts with; changed, when not nil, is told
+// each new limit and the live heap that asked for it. A limit set to none
+// (math.MaxInt64, the embedded broker's commands) is left alone.
+func Guard(ctx context.Context, every time.Duration, floor int64, changed func(limit, live int64)) {
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -45,10 +43,13 @@ func Guard(ctx context.Context, every time.Duration, raised func(limit, live int
 		}
 		live := int64(sample[0].Value.Uint64())
 		limit := debug.SetMemoryLimit(-1)
-		if next := Next(live, limit); next != limit {
+		if limit == math.MaxInt64 {
+			continue
+		}
+		if next := Next(live, floor); next != limit {
 			debug.SetMemoryLimit(next)
-			if raised != nil {
-				raised(next, live)
+			if changed != nil {
+				changed(next, live)
 			}
 		}
 	}

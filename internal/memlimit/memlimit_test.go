@@ -2,7 +2,6 @@ package memlimit
 
 import (
 	"context"
-	"math"
 	"runtime"
 	"runtime/debug"
 	"testing"
@@ -11,15 +10,14 @@ import (
 
 func TestNext(t *testing.T) {
 	const mib = 1 << 20
-	for _, tc := range []struct{ live, limit, want int64 }{
-		{20 * mib, 34 * mib, 34 * mib},          // room enough: unchanged
-		{22 * mib, 34 * mib, 34 * mib},          // exactly Headroom left
-		{26 * mib, 34 * mib, 38 * mib},          // raised to live + Headroom
-		{26 * mib, 40 * mib, 40 * mib},          // never lowered
-		{1 * mib, math.MaxInt64, math.MaxInt64}, // no limit stays none
+	for _, tc := range []struct{ live, floor, want int64 }{
+		{20 * mib, 34 * mib, 34 * mib}, // room enough: the floor
+		{24 * mib, 34 * mib, 34 * mib}, // exactly Headroom left
+		{28 * mib, 34 * mib, 38 * mib}, // raised to live + Headroom
+		{2 * mib, 34 * mib, 34 * mib},  // back to the floor, never below
 	} {
-		if got := Next(tc.live, tc.limit); got != tc.want {
-			t.Errorf("Next(%d MiB, %d MiB) = %d MiB, want %d MiB", tc.live/mib, tc.limit/mib, got/mib, tc.want/mib)
+		if got := Next(tc.live, tc.floor); got != tc.want {
+			t.Errorf("Next(%d MiB, %d MiB) = %d MiB, want %d MiB", tc.live/mib, tc.floor/mib, got/mib, tc.want/mib)
 		}
 	}
 }
@@ -31,10 +29,11 @@ func TestGuardRaises(t *testing.T) {
 	live := make([]byte, 16<<20) // alive across the collection below
 	runtime.GC()
 	debug.SetMemoryLimit(8 << 20)
+	floor := int64(8 << 20)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	got := make(chan int64, 1)
-	go Guard(ctx, time.Millisecond, func(limit, _ int64) {
+	go Guard(ctx, time.Millisecond, floor, func(limit, _ int64) {
 		select {
 		case got <- limit:
 		default:
