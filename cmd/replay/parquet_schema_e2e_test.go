@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/big"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/replay-tool/replay/internal/testenv"
 )
@@ -208,5 +210,97 @@ sink: {type: parquet, path: %q, provenance: true}
 				t.Errorf("%s row %d:\n got %s\nwant %s", reader, i, b, want[i])
 			}
 		}
+	}
+}
+
+// framedProto is a Confluent-framed Protobuf Order (message index [0]):
+// id, big (uint64), ratio (double), blob (bytes), note (optional; nil:
+// unset), tags (repeated).
+func framedProto(id int32, orderID int64, big uint64, ratio float64, blob []byte, note *string, tags ...string) []byte {
+	b := binary.BigEndian.AppendUint32([]byte{0}, uint32(id))
+	b = append(b, 0) // the message-index array [0]
+	b = protowire.AppendTag(b, 1, protowire.VarintType)
+	b = protowire.AppendVarint(b, uint64(orderID))
+	b = protowire.AppendTag(b, 2, protowire.VarintType)
+	b = protowire.AppendVarint(b, big)
+	b = protowire.AppendTag(b, 3, protowire.Fixed64Type)
+	b = protowire.AppendFixed64(b, math.Float64bits(ratio))
+	b = protowire.AppendTag(b, 4, protowire.BytesType)
+	b = protowire.AppendBytes(b, blob)
+	if note != nil {
+		b = protowire.AppendTag(b, 5, protowire.BytesType)
+		b = protowire.AppendString(b, *note)
+	}
+	for _, tag := range tags {
+		b = protowire.AppendTag(b, 6, protowire.BytesType)
+		b = protowire.AppendString(b, tag)
+	}
+	return b
+}
+
+// TestParquetSchemaColumnsProtobuf: the columns of a Protobuf message's
+// fields, read back by pyarrow and DuckDB: a uint64 above 2^63 as UINT_64,
+// a double as it was, bytes as bytes, an optional string NULL when unset
+// and "" when set empty, a repeated field as its JSON array.
+func TestParquetSchemaColumnsProtobuf(t *testing.T) {
+	py := testenv.OraclePython(t, "pyarrow", "duckdb")
+	k := testenv.NewKafka(t, testenv.Partitions(1), testenv.Topics("orders"))
+	reg := srfake.New()
+	t.Cleanup(reg.Close)
+	reg.SeedSchema("orders-value", 1, 51, sr.Schema{Type: sr.TypeProtobuf, Schema: `syntax = "proto3";
+package shop;
+message Order { int64 id = 1; uint64 big = 2; double ratio = 3; bytes blob = 4; optional string note = 5; repeated string tags = 6; }
+`})
+	now := time.Now().UTC().Truncate(time.Second)
+	at := now.Add(-30 * time.Minute)
+	empty := ""
+	k.Produce(t, "orders",
+		&kgo.Record{Value: framedProto(51, -7, math.MaxUint64, 0.1, []byte{0, 0xff}, nil, "a", "b"), Timestamp: at},
+		&kgo.Record{Value: framedProto(51, 8, 1, -2.5e-7, nil, &empty), Timestamp: at},
+	)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "lake")
+	file := filepath.Join(dir, "orders-proto.yaml")
+	if err := os.WriteFile(file, fmt.Appendf(nil, `version: 1
+name: orders-proto
+source: {brokers: [%q], topic: orders}
+group: replay.orders-proto
+window: {from: %s, to: %s}
+decode:
+  value: protobuf
+  schema_registry: {url: %s}
+sink: {type: parquet, path: %q}
+`, k.Addr, now.Add(-time.Hour).Format(time.RFC3339), now.Format(time.RFC3339), reg.URL(), out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := replay(t, "run", "--yes", file); r.code != exitOK {
+		t.Fatalf("run: %s", r)
+	}
+	const read = `
+import json, sys, glob, pyarrow.parquet as pq, duckdb
+f = glob.glob(sys.argv[1] + "/orders/0/*.parquet")[0]
+print(str(pq.read_schema(f)).split("\n-- schema metadata")[0].replace("\n", "; "))
+for r in pq.read_table(f).to_pylist():
+    r["blob"] = None if r["blob"] is None else r["blob"].hex()
+    print(json.dumps(r, sort_keys=True))
+con = duckdb.connect()
+print(con.execute("select string_agg(column_name || ' ' || column_type, ', ') from (describe select * from read_parquet(?))", [f]).fetchone()[0])
+for row in con.execute("select id, big::varchar, ratio, hex(blob), note, tags from read_parquet(?)", [f]).fetchall():
+    print(json.dumps(row))
+`
+	got, err := exec.Command(py, "-c", read, out).Output()
+	if err != nil {
+		t.Fatalf("read back: %v", err)
+	}
+	want := []string{
+		"id: int64; big: uint64; ratio: double; blob: binary; note: string; tags: string",
+		`{"big": 18446744073709551615, "blob": "00ff", "id": -7, "note": null, "ratio": 0.1, "tags": "[\"a\",\"b\"]"}`,
+		`{"big": 1, "blob": "", "id": 8, "note": "", "ratio": -2.5e-07, "tags": "[]"}`,
+		"id BIGINT, big UBIGINT, ratio DOUBLE, blob BLOB, note VARCHAR, tags VARCHAR",
+		`[-7, "18446744073709551615", 0.1, "00FF", null, "[\"a\",\"b\"]"]`,
+		`[8, "1", -2.5e-07, "", "", "[]"]`,
+	}
+	if g := lines(string(got)); strings.Join(g, "\n") != strings.Join(want, "\n") {
+		t.Errorf("read back:\n%s\nwant:\n%s", strings.Join(g, "\n"), strings.Join(want, "\n"))
 	}
 }
