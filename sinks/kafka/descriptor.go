@@ -2,8 +2,8 @@ package kafka
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/replay-tool/replay/plan"
 )
@@ -94,14 +94,31 @@ var Descriptor = plan.SinkDescriptor{
 	},
 }
 
-var (
-	// topicRe is what Kafka accepts as a topic name.
-	topicRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
-	// transactionalIDRe is what the exactly-once sink accepts as the prefix
-	// of its transactional ids: printable, no spaces, short enough for the
-	// suffix.
-	transactionalIDRe = regexp.MustCompile(`^[A-Za-z0-9._:+-]{1,200}$`)
-)
+// validTopic reports whether s is what Kafka accepts as a topic name: 1
+// to 249 of ASCII letters, digits, '.', '_' and '-' (Topic.validate in
+// Kafka's clients; "." and ".." are refused apart).
+func validTopic(s string) bool { return nameOf(s, 249, "._-") }
+
+// validTransactionalID reports whether s is what the exactly-once sink
+// accepts as the prefix of its transactional ids: 1 to 200 printable
+// characters without spaces (ASCII letters, digits, '.', '_', ':', '+',
+// '-'), short enough for the suffix.
+func validTransactionalID(s string) bool { return nameOf(s, 200, "._:+-") }
+
+// nameOf reports whether s has 1 to most bytes, each an ASCII letter, a
+// digit or one of punct.
+func nameOf(s string, most int, punct string) bool {
+	if len(s) == 0 || len(s) > most {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(punct, c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
 
 // check checks a kafka section: its target, its connection settings and
 // exactly_once.
@@ -110,7 +127,7 @@ func check(c *plan.SinkCheck) {
 	c.Brokers("brokers", s.Brokers)
 	switch {
 	case s.Topic == "":
-	case !topicRe.MatchString(s.Topic) || s.Topic == "." || s.Topic == "..":
+	case !validTopic(s.Topic) || s.Topic == "." || s.Topic == "..":
 		c.Add("topic", "%q is not a Kafka topic name (up to 249 letters, digits, '.', '_', '-')", s.Topic)
 	}
 	c.TLS("tls", s.TLS)
@@ -130,7 +147,7 @@ func exactlyOnce(c *plan.SinkCheck) {
 	switch {
 	case s.TransactionalID != "" && !s.ExactlyOnce:
 		c.Add("transactional_id", "only applies with exactly_once: true: set exactly_once: true, or remove transactional_id")
-	case s.TransactionalID != "" && !transactionalIDRe.MatchString(s.TransactionalID):
+	case s.TransactionalID != "" && !validTransactionalID(s.TransactionalID):
 		c.Add("transactional_id", "%q: want up to 200 letters, digits, '.', '_', ':', '+', '-'", s.TransactionalID)
 	}
 	if !s.ExactlyOnce {
