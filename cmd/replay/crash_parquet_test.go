@@ -139,4 +139,18 @@ func TestParquetResumesAfterSIGKILL(t *testing.T) {
 	if again := readFile(t, filepath.Join(out, "_manifest.json")); string(again) != string(data) {
 		t.Errorf("a run with nothing to do changed the manifest")
 	}
+	// An object deleted after the run finished is written again by the
+	// next run, which says so instead of "nothing to do".
+	last := names[len(names)-1]
+	before := readFile(t, filepath.Join(out, last))
+	if err := os.Remove(filepath.Join(out, last)); err != nil {
+		t.Fatal(err)
+	}
+	r = replayProcess(t, dir, "run", "--yes", throttled)
+	if r.code != exitOK || strings.Contains(r.stdout, "nothing to do") || !strings.Contains(r.stdout, "records written") {
+		t.Errorf("a run after an object was deleted: want exit 0 and the rewrite reported, got %s", r)
+	}
+	if after := readFile(t, filepath.Join(out, last)); string(after) != string(before) {
+		t.Errorf("%s written again differs from the deleted one", last)
+	}
 }

@@ -434,9 +434,15 @@ func (a *app) replayJob(ctx context.Context, job *runner.Job, file string, o run
 	}
 	if job.NothingToDo() && !job.Fresh {
 		// Run commits nothing then: it publishes output that a run which
-		// crashed after its last commit staged, and makes the report.
+		// crashed after its last commit staged, and makes the report; a
+		// sink whose output lacks what the group committed (objects
+		// deleted since) has it written again, and that run is reported.
 		rep, err := job.Run(ctx, sink)
-		return rep, true, err
+		if rep == nil || rep.NothingToDo {
+			return rep, true, err
+		}
+		a.printRun(out, job, file, rep, err)
+		return rep, false, err
 	}
 	a.log.Info().Str("plan", p.Name).Str("topic", p.Source.Topic).Int64("offsets", job.Resolution.Total()).Msg("run started")
 	started()
@@ -453,19 +459,27 @@ func (a *app) replayJob(ctx context.Context, job *runner.Job, file string, o run
 		rep, err = job.Run(ctx, sink)
 	}
 	stopProgress()
-	if rep != nil {
-		rep.PlanFile = file
-		if err != nil {
-			rep.Error = err.Error()
-		}
-		if p.OfTopicSet() {
-			fmt.Fprintf(out, "topic %s:\n", p.Source.Topic)
-		}
-		printReport(out, rep, sinkWhere(p.Sink))
-		read, written, skipped := rep.Totals()
-		a.log.Info().Str("plan", p.Name).Str("topic", p.Source.Topic).Int64("read", read).Int64("written", written).Int64("skipped", skipped).Msg("run finished")
-	}
+	a.printRun(out, job, file, rep, err)
 	return rep, false, err
+}
+
+// printRun prints the summary of a run of job (rep nil: none) and logs
+// its totals; err is how the run ended.
+func (a *app) printRun(out io.Writer, job *runner.Job, file string, rep *runner.Report, err error) {
+	if rep == nil {
+		return
+	}
+	p := job.Plan
+	rep.PlanFile = file
+	if err != nil {
+		rep.Error = err.Error()
+	}
+	if p.OfTopicSet() {
+		fmt.Fprintf(out, "topic %s:\n", p.Source.Topic)
+	}
+	printReport(out, rep, sinkWhere(p.Sink))
+	read, written, skipped := rep.Totals()
+	a.log.Info().Str("plan", p.Name).Str("topic", p.Source.Topic).Int64("read", read).Int64("written", written).Int64("skipped", skipped).Msg("run finished")
 }
 
 // keepsCheckpoints reports whether p's sink records checkpoints of its own

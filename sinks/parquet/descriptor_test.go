@@ -41,6 +41,8 @@ func TestSectionValidation(t *testing.T) {
 		{"  path: out/\n  columns: {\"amount\u202e\": value.amount, id: value.id}\n", `sink.columns: column "amount\u202e" contains the invisible character U+202E`},
 		{"  path: out/\n  columns: {amount: value.amount, \"i\u2069d\": value.id}\n", `sink.columns: column "i\u2069d" contains the invisible character U+2069`},
 		{"  path: out/\n  columns: {\"montant \u00e9t\u00e9\": value.amount}\n", ""},
+		{"  path: out/\n  columns: {amount: value.amount}\n  types: {amount: 'decimal(12,2'}\n", `sink.types: amount: type "decimal(12,2": a decimal's precision and scale close with ')', e.g. decimal(12,2)`},
+		{"  path: out/\n  columns: {amount: value.amount}\n  types: {amount: double}\n", `a JSON number is a decimal, which a float would round`},
 	} {
 		_, err := parsePlan(tc.sink)
 		switch {

@@ -112,6 +112,9 @@ func parseAnyType(s string) (colType, error) {
 	if m == nil && strings.HasPrefix(strings.TrimSpace(s), "decimal(") && !strings.Contains(s, ",") {
 		return colType{}, fmt.Errorf("type %q: a decimal takes a precision and a scale, decimal(P,S); in a {...} mapping quote it, 'decimal(12,2)', since a comma ends the value there", s)
 	}
+	if m == nil && strings.HasPrefix(strings.TrimSpace(s), "decimal(") && !strings.HasSuffix(strings.TrimSpace(s), ")") {
+		return colType{}, fmt.Errorf("type %q: a decimal's precision and scale close with ')', e.g. decimal(12,2)", s)
+	}
 	if m == nil {
 		return colType{}, fmt.Errorf("type %q: want %s", s, planTypes)
 	}

@@ -202,7 +202,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	if s.maxRows <= 0 {
 		s.maxRows = DefaultMaxRowsPerFile
 	}
-	if fi, err := os.Stat(cfg.Path); cfg.S3 == nil && err == nil && !fi.IsDir() {
+	if fi, err := os.Stat(filepath.Clean(cfg.Path)); cfg.S3 == nil && err == nil && !fi.IsDir() {
 		return nil, fmt.Errorf("parquet sink: path %s is a file, not a directory: name a directory (the objects and %s are written under it)", cfg.Path, ManifestName)
 	}
 	if err := os.MkdirAll(staging, 0o755); err != nil {

@@ -194,8 +194,11 @@ func TestPathNotADirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := parquet.Config{Path: file, Topic: "orders", RunID: "r1", Fingerprint: "f1", Ranges: []sinks.Range{{Partition: 0, Start: 0, End: 1}}}
-	if _, err := parquet.New(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "is a file, not a directory: name a directory") {
-		t.Fatalf("a file as path: %v", err)
+	for _, path := range []string{file, file + "/"} {
+		cfg.Path = path
+		if _, err := parquet.New(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "is a file, not a directory: name a directory") {
+			t.Fatalf("a file as path %q: %v", path, err)
+		}
 	}
 	t.Run("read-only", func(t *testing.T) {
 		if os.Geteuid() == 0 {
