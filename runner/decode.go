@@ -42,12 +42,7 @@ func (j *Job) ValueColumns(ctx context.Context, value []byte) ([]sinks.SchemaCol
 	if dec == nil {
 		return nil, errors.New("the plan decodes no value (decode.value)")
 	}
-	cols, err := dec.Columns(ctx, value)
-	out := make([]sinks.SchemaColumn, len(cols))
-	for i, c := range cols {
-		out[i] = sinks.SchemaColumn{Name: c.Name, Type: c.Type}
-	}
-	return out, err
+	return dec.Columns(ctx, value)
 }
 
 // schemaCounts is what dec, a job's decoder, decoded per side and schema

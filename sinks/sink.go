@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/replay-tool/replay/internal/decode"
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 )
@@ -318,17 +319,16 @@ type CheckpointStore interface {
 // field's name and the type its rendered JSON converts to exactly (string,
 // base64, int32, int64, uint64, boolean, float, double, decimal(P,S),
 // date, time_millis, time_micros, timestamp_millis, timestamp_micros).
-type SchemaColumn struct {
-	Name, Type string
-}
+type SchemaColumn = decode.Column
 
 // Options carries what every sink may need besides its plan section.
 type Options struct {
 	// ValueColumns returns the columns of the schema of value, a record's
 	// value in the Confluent wire format that the decode stage decoded:
 	// one per top-level field, typed (decode.Column); nil when the plan
-	// decodes no value. A sink laying out its output from the value's
-	// schema (the parquet sink without columns) calls it.
+	// decodes no value. It returns the same slice for the same schema (a
+	// sink may recognise a schema by it). A sink laying out its output
+	// from the value's schema (the parquet sink without columns) calls it.
 	ValueColumns func(ctx context.Context, value []byte) ([]SchemaColumn, error)
 	// Log receives the sink's diagnostics; default zerolog.Nop().
 	Log zerolog.Logger

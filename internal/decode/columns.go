@@ -29,7 +29,7 @@ type Column struct {
 // order. A field whose rendering has no exact column type (a nested
 // record, an array, a map, a union of several types, a nanosecond or
 // local timestamp) is a string column of its JSON text. The columns of a
-// schema are computed once.
+// schema are computed once, and each later call returns the same slice.
 //
 // A value that cannot be framed, or a schema id the registry does not
 // have, is a *BadRecordError (as in Decode); a schema whose value is not
@@ -48,17 +48,20 @@ func (d *Decoder) Columns(ctx context.Context, b []byte) ([]Column, error) {
 		}
 		return nil, fmt.Errorf("decode value: schema id %d: %w", id, err)
 	}
-	key := ""
+	// A Protobuf value's columns are those of the message its indexes
+	// name: the index bytes key the cache (looked up without a copy).
+	var idx []int
+	var key []byte
 	if c.typ == TypeProtobuf {
-		idx, _, err := protobuf.ReadIndexes(b[5:])
-		if err != nil {
+		var rest []byte
+		if idx, rest, err = protobuf.ReadIndexes(b[5:]); err != nil {
 			return nil, &BadRecordError{Side: Value, SchemaID: id, Reason: err.Error()}
 		}
-		key = fmt.Sprint(idx)
+		key = b[5 : len(b)-len(rest)]
 	}
 	c.colsMu.Lock()
 	defer c.colsMu.Unlock()
-	if cols, ok := c.cols[key]; ok {
+	if cols, ok := c.cols[string(key)]; ok {
 		return cols.cols, cols.err
 	}
 	var cols []Column
@@ -67,7 +70,6 @@ func (d *Decoder) Columns(ctx context.Context, b []byte) ([]Column, error) {
 		cols, err = avroColumns(c.avro, d.opts.TaggedUnions)
 	case TypeProtobuf:
 		var md protoreflect.MessageDescriptor
-		idx, _, _ := protobuf.ReadIndexes(b[5:])
 		if md, err = c.proto.Message(idx); err == nil {
 			cols = protoColumns(md)
 		}
@@ -80,7 +82,7 @@ func (d *Decoder) Columns(ctx context.Context, b []byte) ([]Column, error) {
 	if c.cols == nil {
 		c.cols = map[string]columnsOf{}
 	}
-	c.cols[key] = columnsOf{cols, err}
+	c.cols[string(key)] = columnsOf{cols, err}
 	return cols, err
 }
 

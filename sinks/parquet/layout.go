@@ -13,6 +13,7 @@ import (
 
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/encode"
 )
 
@@ -36,7 +37,10 @@ var provenanceColumns = []column{
 
 // recordLayout returns the layout of the object r belongs in: the sink's
 // layout, or the layout of r's decoded value's schema; pt's current one
-// for a record without a decoded value (a tombstone), which fits any.
+// for a record without a decoded value (a tombstone), which fits any. The
+// partition remembers the last schema's columns and layout: a record of
+// the same schema as the one before costs a lookup by the slice
+// ValueColumns returns for it.
 func (s *Sink) recordLayout(ctx context.Context, pt *part, r *record.Record) (*layout, error) {
 	if s.lay != nil {
 		return s.lay, nil
@@ -44,17 +48,34 @@ func (s *Sink) recordLayout(ctx context.Context, pt *part, r *record.Record) (*l
 	if d := r.Note.DecodedOrNil(); d == nil || d.Value == nil {
 		return pt.lay, nil
 	}
-	return s.layoutOf(ctx, r.Value)
+	scols, err := s.valueColumns(ctx, r.Value)
+	if err != nil {
+		return nil, fmt.Errorf("parquet sink: the columns of the decoded value: %w", err)
+	}
+	if len(scols) > 0 && &scols[0] == pt.seenCols {
+		return pt.seenLay, nil
+	}
+	l, err := s.layoutFor(scols)
+	if err == nil && len(scols) > 0 {
+		pt.seenCols, pt.seenLay = &scols[0], l
+	}
+	return l, err
 }
 
 // layoutOf returns the layout of the schema of value, a decoded record's
-// value in the wire format: one layout per distinct list of columns, so
-// two schema ids whose fields give the same columns share it.
+// value in the wire format.
 func (s *Sink) layoutOf(ctx context.Context, value []byte) (*layout, error) {
 	scols, err := s.valueColumns(ctx, value)
 	if err != nil {
 		return nil, fmt.Errorf("parquet sink: the columns of the decoded value: %w", err)
 	}
+	return s.layoutFor(scols)
+}
+
+// layoutFor returns the layout of a schema's columns: one layout per
+// distinct list of columns, so two schema ids whose fields give the same
+// columns share it.
+func (s *Sink) layoutFor(scols []sinks.SchemaColumn) (*layout, error) {
 	var key strings.Builder
 	for _, c := range scols {
 		key.WriteString(c.Name + "\x00" + c.Type + "\x01")

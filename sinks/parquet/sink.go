@@ -128,6 +128,10 @@ type part struct {
 	// lay is the layout of the object being filled; nil until its first
 	// decoded value names one (with the sink's layout nil).
 	lay *layout
+	// seenCols and seenLay are the columns ValueColumns gave the last
+	// decoded value and their layout (recordLayout).
+	seenCols *sinks.SchemaColumn
+	seenLay  *layout
 	// bld builds the object being filled as its frames are staged; nil
 	// for an object whose staging a crash left behind.
 	bld *builder
