@@ -76,6 +76,33 @@ func twosComplement(n *big.Int) []byte {
 	}
 }
 
+// parquetDecodePlan writes a plan named name that decodes the values of
+// topic orders at addr (decode.value: format, the registry at registry)
+// over the hour before now into a parquet sink without columns (extra:
+// more fields of the sink), and returns its output directory and file.
+func parquetDecodePlan(t *testing.T, name, addr, registry, format, extra string, now time.Time) (out, file string) {
+	t.Helper()
+	dir := t.TempDir()
+	out, file = filepath.Join(dir, "lake"), filepath.Join(dir, name+".yaml")
+	if extra != "" {
+		extra = ", " + extra
+	}
+	body := fmt.Sprintf(`version: 1
+name: %s
+source: {brokers: [%q], topic: orders}
+group: replay.%s
+window: {from: %s, to: %s}
+decode:
+  value: %s
+  schema_registry: {url: %s}
+sink: {type: parquet, path: %q%s}
+`, name, addr, name, now.Add(-time.Hour).Format(time.RFC3339), now.Format(time.RFC3339), format, registry, out, extra)
+	if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out, file
+}
+
 // parquetSchemaRead prints, for the objects under argv[1] in name order,
 // each object's name, its schema as pyarrow and DuckDB print it, and its
 // rows as both read them (decimals as text, timestamps as epoch ms).
@@ -124,21 +151,7 @@ func TestParquetSchemaColumns(t *testing.T) {
 		&kgo.Record{Key: []byte("k4"), Timestamp: at},
 		&kgo.Record{Value: framedOrder(41, 5, 0, at, nil, ""), Timestamp: at},
 	)
-	dir := t.TempDir()
-	out := filepath.Join(dir, "lake")
-	file := filepath.Join(dir, "orders-parquet.yaml")
-	if err := os.WriteFile(file, fmt.Appendf(nil, `version: 1
-name: orders-parquet
-source: {brokers: [%q], topic: orders}
-group: replay.orders-parquet
-window: {from: %s, to: %s}
-decode:
-  value: schema_registry
-  schema_registry: {url: %s}
-sink: {type: parquet, path: %q, provenance: true}
-`, k.Addr, now.Add(-time.Hour).Format(time.RFC3339), now.Format(time.RFC3339), reg.URL(), out), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	out, file := parquetDecodePlan(t, "orders-parquet", k.Addr, reg.URL(), "schema_registry", "provenance: true", now)
 	if r := replay(t, "validate", file); r.code != exitOK {
 		t.Fatalf("validate: %s", r)
 	}
@@ -258,21 +271,7 @@ message Order { int64 id = 1; uint64 big = 2; double ratio = 3; bytes blob = 4; 
 		&kgo.Record{Value: framedProto(51, -7, math.MaxUint64, 0.1, []byte{0, 0xff}, nil, "a", "b"), Timestamp: at},
 		&kgo.Record{Value: framedProto(51, 8, 1, -2.5e-7, nil, &empty), Timestamp: at},
 	)
-	dir := t.TempDir()
-	out := filepath.Join(dir, "lake")
-	file := filepath.Join(dir, "orders-proto.yaml")
-	if err := os.WriteFile(file, fmt.Appendf(nil, `version: 1
-name: orders-proto
-source: {brokers: [%q], topic: orders}
-group: replay.orders-proto
-window: {from: %s, to: %s}
-decode:
-  value: protobuf
-  schema_registry: {url: %s}
-sink: {type: parquet, path: %q}
-`, k.Addr, now.Add(-time.Hour).Format(time.RFC3339), now.Format(time.RFC3339), reg.URL(), out), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	out, file := parquetDecodePlan(t, "orders-proto", k.Addr, reg.URL(), "protobuf", "", now)
 	if r := replay(t, "run", "--yes", file); r.code != exitOK {
 		t.Fatalf("run: %s", r)
 	}
