@@ -196,7 +196,9 @@ func TestTopicsKilledAndResumed(t *testing.T) {
 	k := testenv.NewKafka(t, testenv.Topics("orders", "refunds"), testenv.Partitions(3))
 	from, to := seedTopics(t, k, 400, "orders", "refunds")
 	dir := t.TempDir()
-	planFile := topicsPlanFile(t, dir, "two-killed", k.Addr, from, to, 800, fileSink(filepath.Join(dir, "out-{topic}.jsonl"), 20))
+	// 200 records/s: each topic's 400 records take two seconds, so the kill
+	// lands inside the second topic even on a loaded machine.
+	planFile := topicsPlanFile(t, dir, "two-killed", k.Addr, from, to, 200, fileSink(filepath.Join(dir, "out-{topic}.jsonl"), 20))
 	res := filepath.Join(dir, "res.json")
 	if r := replayProcess(t, dir, "plan", planFile, "--out", res); r.code != exitOK || !strings.Contains(r.stdout, "topics orders, refunds: 800 offsets, 800 to replay") {
 		t.Fatalf("plan --out: %s", r)
