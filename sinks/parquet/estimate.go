@@ -22,7 +22,7 @@ func notes(ps *plan.Sink, ranges []plan.RangeSize) []plan.SinkNote {
 	if maxRows <= 0 {
 		maxRows = DefaultMaxRowsPerFile
 	}
-	var objects, parts, rows int64
+	var objects, parts, rows, longest int64
 	var bytes float64
 	exact := true
 	for _, r := range ranges {
@@ -32,6 +32,7 @@ func notes(ps *plan.Sink, ranges []plan.RangeSize) []plan.SinkNote {
 		parts++
 		objects += (r.Records + maxRows - 1) / maxRows
 		rows += r.Records
+		longest = max(longest, r.Records)
 		bytes += float64(r.Records) * r.BytesPerRecord
 		exact = exact && r.Exact
 	}
@@ -53,6 +54,11 @@ func notes(ps *plan.Sink, ranges []plan.RangeSize) []plan.SinkNote {
 		perRecord := bytes / float64(rows)
 		want := int64(smallObject/perRecord) + 1
 		fix = fmt.Sprintf("set max_rows_per_file: %d (about %s of records per object) for fewer, larger objects", want, sizeText(smallObject))
+		if want >= longest {
+			// Even one object per range stays small: the ranges are short.
+			fix = fmt.Sprintf("set max_rows_per_file: %d for one object per partition (%d objects, %s on average); they stay small because the ranges are short: a longer window gives larger objects",
+				longest, parts, sizeText(bytes/float64(parts)))
+		}
 	}
 	return append(out, plan.SinkNote{Warning: true, Text: fmt.Sprintf("parquet: small objects: %s on average, below %s even before compression (readers and object stores pay per object): %s",
 		sizeText(avg), sizeText(smallObject), fix)})

@@ -10,7 +10,8 @@ import (
 // TestNotes: the objects' count and average size follow from the ranges'
 // records, max_rows_per_file and the bytes per record; small objects are
 // warned of with a max_rows_per_file that gives about 8 MiB, or, when each
-// range is one object already, with a longer window.
+// range is one object already or would be at that setting, with a longer
+// window.
 func TestNotes(t *testing.T) {
 	sink := func(maxRows int64) *plan.Sink {
 		s := &Section{Path: "out/"}
@@ -31,6 +32,7 @@ func TestNotes(t *testing.T) {
 		{"cut small", 20000, []string{"about 21 objects (2 partitions, max_rows_per_file 20000), 1.8 MiB on average", "sampled at the ranges' ends"},
 			"set max_rows_per_file: 83887 (about 8.0 MiB of records per object)"},
 		{"small ranges", 0, nil, ""},
+		{"short ranges cut small", 0, nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rs := ranges
@@ -38,6 +40,14 @@ func TestNotes(t *testing.T) {
 				rs = []plan.RangeSize{{Partition: 0, Records: 1000, BytesPerRecord: 100, Exact: true}, {Partition: 1, Records: 2000, BytesPerRecord: 100, Exact: true}}
 				tc.want = []string{"about 2 objects (2 partitions, max_rows_per_file 1000000), 146.5 KiB on average", "from every record's size"}
 				tc.warn = "each partition's range is one object already"
+			}
+			if tc.name == "short ranges cut small" {
+				// max_rows_per_file for 8 MiB would exceed the longest range:
+				// the warning says so instead of suggesting it.
+				rs = []plan.RangeSize{{Partition: 0, Records: 1000, BytesPerRecord: 100}, {Partition: 1, Records: 3000, BytesPerRecord: 100}}
+				tc.maxRows = 500
+				tc.want = []string{"about 8 objects (2 partitions, max_rows_per_file 500), 48.8 KiB on average"}
+				tc.warn = "set max_rows_per_file: 3000 for one object per partition (2 objects, 195.3 KiB on average); they stay small because the ranges are short: a longer window gives larger objects"
 			}
 			got := notes(sink(tc.maxRows), rs)
 			if len(got) == 0 || got[0].Warning {

@@ -141,10 +141,9 @@ func (s *Sink) loadChains(ctx context.Context, m *Manifest) error {
 		slices.SortFunc(spans, func(a, b span) int { return cmp64(a.first, b.first) })
 		pt := s.parts[p]
 		at := pt.rng.Start
-		for _, sp := range spans {
+		for i, sp := range spans {
 			if sp.first != at {
-				return sinks.Refusal(fmt.Sprintf("parquet sink: the objects of partition %d under %s do not tile its range from offset %d (one starts at %d where %d was expected): move them away or write to another path",
-					p, s.st.Where(prefix), pt.rng.Start, sp.first, at))
+				return s.untiled(p, pt.rng, spans, i, at)
 			}
 			at = sp.end
 		}
@@ -152,6 +151,31 @@ func (s *Sink) loadChains(ctx context.Context, m *Manifest) error {
 		pt.finished = at == pt.rng.End && len(spans) > 0
 	}
 	return nil
+}
+
+// untiled refuses partition p's objects of this run (spans, sorted by
+// their first offset) that do not tile its range rng from its start:
+// spans[i] starts elsewhere than at, where the objects before it end. The
+// refusal names the objects and what is wrong between them: a gap (an
+// object deleted) or an overlap (an object of another max_rows_per_file).
+func (s *Sink) untiled(p int32, rng sinks.Range, spans []span, i int, at int64) error {
+	sp := spans[i]
+	what := fmt.Sprintf("no object holds offsets %d-%d", at, sp.first-1)
+	if sp.first < at {
+		prev := spans[i-1]
+		what = fmt.Sprintf("it overlaps %s", s.st.Where(ObjectName(s.topic, p, prev.first, prev.end)))
+	}
+	const shown = 8
+	var names []string
+	for _, o := range spans[:min(len(spans), shown)] {
+		names = append(names, s.st.Where(ObjectName(s.topic, p, o.first, o.end)))
+	}
+	if len(spans) > shown {
+		names = append(names, fmt.Sprintf("and %d more", len(spans)-shown))
+	}
+	return sinks.Refusal(fmt.Sprintf("parquet sink: the objects of partition %d do not tile its range %d-%d from its start: %s starts at offset %d where %d was expected (%s). "+
+		"Its objects: %s. Move them away (a run writes them again) or write to another path",
+		p, rng.Start, rng.End-1, s.st.Where(ObjectName(s.topic, p, sp.first, sp.end)), sp.first, at, what, strings.Join(names, ", ")))
 }
 
 // refuseEarlier refuses an output that holds objects of other runs

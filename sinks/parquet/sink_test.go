@@ -214,3 +214,57 @@ func TestPathNotADirectory(t *testing.T) {
 		}
 	})
 }
+
+// Objects of this run that do not tile their partition's range from its
+// start (one deleted in the middle, or an overlap) are refused with the
+// partition's objects named and what is between them; moved away, the
+// run writes them again, the same bytes.
+func TestUntiledObjectsRefused(t *testing.T) {
+	dir := t.TempDir()
+	cfg := parquet.Config{Path: dir, Topic: "orders", MaxRowsPerFile: 3, RunID: "r1", Fingerprint: "f1",
+		Ranges: []sinks.Range{{Partition: 0, Start: 100, End: 200}}}
+	var recs []record.Record
+	for _, off := range []int64{101, 102, 104, 110, 111, 150, 151} {
+		recs = append(recs, sinktest.Rec(0, off, "k", `{"id":1}`))
+	}
+	s := open(t, cfg)
+	sinktest.MustWrite(t, s, recs...)
+	if err := s.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	before := snapshot(t, dir)
+	obj := func(first, end int64) string {
+		return filepath.Join(dir, "orders", "0", fmt.Sprintf("%020d-%020d.parquet", first, end))
+	}
+	moved := filepath.Join(t.TempDir(), "moved")
+	if err := os.Rename(obj(110, 151), moved); err != nil {
+		t.Fatal(err)
+	}
+	_, err := parquet.New(t.Context(), cfg)
+	if !errors.Is(err, sinks.ErrRefused) || !strings.Contains(err.Error(), "no object holds offsets 110-150") ||
+		!strings.Contains(err.Error(), obj(100, 110)+", "+obj(151, 200)+".") {
+		t.Fatalf("New over objects with a gap: %v, want a refusal naming the gap and the objects", err)
+	}
+	// The middle object as one of another max_rows_per_file: it overlaps.
+	if err := os.Rename(moved, obj(105, 151)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = parquet.New(t.Context(), cfg)
+	if !errors.Is(err, sinks.ErrRefused) || !strings.Contains(err.Error(), "it overlaps "+obj(100, 110)) {
+		t.Fatalf("New over overlapping objects: %v, want a refusal naming the overlap", err)
+	}
+	for _, o := range []string{obj(100, 110), obj(105, 151), obj(151, 200)} {
+		if err := os.Remove(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again := open(t, cfg)
+	sinktest.MustWrite(t, again, recs...)
+	if err := again.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if after := snapshot(t, dir); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("the run after the objects were moved away wrote other bytes:\n%v\nwas\n%v", after, before)
+	}
+}
