@@ -23,13 +23,37 @@ type builder struct {
 	err  error
 }
 
-// builderDepth is how many chunks of frames (each up to about 1 MiB) wait
+// builderDepth is how many chunks of frames (each about stageChunk) wait
 // for a builder: Write blocks when it falls behind by more.
 const builderDepth = 1
 
-// chunks recycles the chunks handed to builders, a few at most (a
-// sync.Pool would keep every chunk of a burst until the next GC).
-var chunks = make(chan []byte, 2*builderDepth)
+// frameBufs recycles the buffers frames are staged in, shared by every
+// partition and builder: a partition holds one only while it writes a
+// batch, a builder until it has read it. A few are kept (a sync.Pool
+// would keep every buffer of a burst until the next GC); one grown past
+// twice stageChunk (a batch of large records) is dropped.
+var frameBufs = make(chan []byte, 4)
+
+// frameBuf returns an empty buffer for frames.
+func frameBuf() []byte {
+	select {
+	case b := <-frameBufs:
+		return b[:0]
+	default:
+		return make([]byte, 0, stageChunk+stageChunk/4)
+	}
+}
+
+// recycleFrameBuf gives b back to frameBufs; nothing may use it after.
+func recycleFrameBuf(b []byte) {
+	if b == nil || cap(b) > 2*stageChunk {
+		return
+	}
+	select {
+	case frameBufs <- b:
+	default:
+	}
+}
 
 // startBuilder starts building partition p's next object, of layout
 // lay; ctx ends it.
@@ -39,20 +63,17 @@ func (s *Sink) startBuilder(ctx context.Context, p int32, lay *layout) *builder 
 		defer close(b.done)
 		src := &chunkReader{in: b.in}
 		b.tmp, b.info, b.err = s.encode(ctx, p, src, lay)
-		for range b.in { // a failed build still takes what is sent
+		for c := range b.in { // a failed build still takes what is sent
+			recycleFrameBuf(c)
 		}
 	}()
 	return b
 }
 
-// add hands a copy of frames to the builder.
+// add hands frames to the builder, which recycles them once read: the
+// caller must not use them after.
 func (b *builder) add(frames []byte) {
-	var c []byte
-	select {
-	case c = <-chunks:
-	default:
-	}
-	b.in <- append(c[:0], frames...)
+	b.in <- frames
 }
 
 // finish waits for the object built from every frame added, at its start
@@ -84,10 +105,7 @@ type chunkReader struct {
 func (r *chunkReader) Read(p []byte) (int, error) {
 	for len(r.cur) == 0 {
 		if r.c != nil {
-			select {
-			case chunks <- r.c:
-			default:
-			}
+			recycleFrameBuf(r.c)
 			r.c = nil
 		}
 		c, ok := <-r.in

@@ -119,6 +119,8 @@ type part struct {
 	// f is the staging file of the object being filled, first its first
 	// offset, rows its records, next the offset after the last record
 	// staged (or written to an object); synced is next at the last Sync.
+	// buf holds the frames of the batch being written (from frameBufs;
+	// nil between writes).
 	f                 *os.File
 	first, rows, next int64
 	synced            int64
@@ -279,7 +281,8 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if pt.broken != nil {
 		return pt.broken
 	}
-	pt.buf = pt.buf[:0]
+	pt.buf = frameBuf()
+	defer func() { recycleFrameBuf(pt.buf); pt.buf = nil }()
 	for i := range batch {
 		r := &batch[i]
 		if r.Offset < pt.next {
@@ -344,9 +347,11 @@ func (s *Sink) flushFrames(pt *part) error {
 		return pt.broken
 	}
 	if pt.bld != nil {
-		pt.bld.add(pt.buf)
+		pt.bld.add(pt.buf) // the builder's now
+		pt.buf = frameBuf()
+	} else {
+		pt.buf = pt.buf[:0]
 	}
-	pt.buf = pt.buf[:0]
 	return nil
 }
 
