@@ -59,7 +59,10 @@ const benchTopic = "orders"
 type benchRun struct {
 	elapsed time.Duration
 	rssMiB  float64
-	lines   int
+	// anonMiB and fileMiB split the largest resident set sampled (where
+	// the benchmark samples it: see benchRSS).
+	anonMiB, fileMiB float64
+	lines            int
 	// gcs counts GC cycles (gctrace lines on stderr); replay only.
 	gcs int
 }
@@ -287,23 +290,55 @@ sink:
 // at exec (a benchmark process that held a peer's rows reported that as
 // replay's). VmHWM belongs to the child's own address space.
 func benchSampleHWM(pid int, stop <-chan struct{}) int64 {
-	var last int64
+	return benchSampleRSS(pid, stop).hwm
+}
+
+// benchRSS is what benchSampleRSS read of a process, in KiB: its peak
+// resident set (VmHWM), and at the largest resident set it sampled
+// (VmRSS) the part that was anonymous memory (RssAnon: the Go runtime's
+// heap, stacks and metadata, the C library's) and the part mapped from
+// files (RssFile: the binary's own text and read-only data, as the
+// kernel maps it from the page cache).
+type benchRSS struct{ hwm, peak, anon, file int64 }
+
+// benchSampleRSS reads /proc/PID/status every 5 ms until stop is closed
+// (see benchSampleHWM for why not rusage).
+func benchSampleRSS(pid int, stop <-chan struct{}) benchRSS {
+	var out benchRSS
 	path := fmt.Sprintf("/proc/%d/status", pid)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		if b, err := os.ReadFile(path); err == nil {
+			var cur benchRSS
 			for line := range strings.Lines(string(b)) {
-				if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-					if n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64); err == nil && n > last {
-						last = n
-					}
+				name, v, ok := strings.Cut(line, ":")
+				if !ok {
+					continue
 				}
+				n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				if err != nil {
+					continue
+				}
+				switch name {
+				case "VmHWM":
+					cur.hwm = n
+				case "VmRSS":
+					cur.peak = n
+				case "RssAnon":
+					cur.anon = n
+				case "RssFile":
+					cur.file = n
+				}
+			}
+			out.hwm = max(out.hwm, cur.hwm)
+			if cur.peak > out.peak {
+				out.peak, out.anon, out.file = cur.peak, cur.anon, cur.file
 			}
 		}
 		select {
 		case <-stop:
-			return last
+			return out
 		case <-tick.C:
 		}
 	}

@@ -17,8 +17,10 @@ package main
 // runs both, in alternating order, and checks that each wrote every
 // record. Reported (median over the rounds; peak RSS as the maximum):
 // replay-rec/s, peer-rec/s, x-peer (replay's records/s ÷ the peer's; at or
-// above 1: replay is as fast or faster) and replay-peak-MiB (VmHWM of the
-// replay process). Needs kcat and the oracles' Python with pyarrow
+// above 1: replay is as fast or faster), replay-peak-MiB (VmHWM of the
+// replay process) and replay-file-MiB (of its largest resident set
+// sampled, the pages mapped from its binary: the rest is the Go runtime's
+// memory, under its soft limit). Needs kcat and the oracles' Python with pyarrow
 // (scripts/oracles); skipped without them.
 
 import (
@@ -73,7 +75,7 @@ func BenchmarkParquetVsKcatPyarrow(b *testing.B) {
 	if err := os.WriteFile(script, []byte(benchPyarrowConvert), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	var rates, peers, ratios, rss []float64
+	var rates, peers, ratios, rss, files []float64
 	round := 0
 	for b.Loop() {
 		round++
@@ -88,16 +90,17 @@ func BenchmarkParquetVsKcatPyarrow(b *testing.B) {
 		if r.lines != records || p.lines != records {
 			b.Fatalf("round %d: replay wrote %d rows, the peer %d; want %d each", round, r.lines, p.lines, records)
 		}
-		b.Logf("round %d: replay %.2fs %.0f rec/s %.1f MiB | kcat | pyarrow %.2fs %.0f rec/s | %.2fx the peer",
-			round, r.elapsed.Seconds(), r.rate(), r.rssMiB, p.elapsed.Seconds(), p.rate(), r.rate()/p.rate())
+		b.Logf("round %d: replay %.2fs %.0f rec/s %.1f MiB (at the largest sample: anonymous %.1f, the binary's file pages %.1f) | kcat | pyarrow %.2fs %.0f rec/s | %.2fx the peer",
+			round, r.elapsed.Seconds(), r.rate(), r.rssMiB, r.anonMiB, r.fileMiB, p.elapsed.Seconds(), p.rate(), r.rate()/p.rate())
 		rates, peers = append(rates, r.rate()), append(peers, p.rate())
-		ratios, rss = append(ratios, r.rate()/p.rate()), append(rss, r.rssMiB)
+		ratios, rss, files = append(ratios, r.rate()/p.rate()), append(rss, r.rssMiB), append(files, r.fileMiB)
 	}
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(benchMedian(rates), "replay-rec/s")
 	b.ReportMetric(benchMedian(peers), "peer-rec/s")
 	b.ReportMetric(benchMedian(ratios), "x-peer")
 	b.ReportMetric(slices.Max(rss), "replay-peak-MiB")
+	b.ReportMetric(slices.Max(files), "replay-file-MiB")
 	b.Logf("over %d rounds (min / median / max): replay rec/s %s; kcat | pyarrow rec/s %s; x-peer %s; replay peak RSS MiB %s",
 		len(rates), benchSpread(rates, "%.0f"), benchSpread(peers, "%.0f"), benchSpread(ratios, "%.2f"), benchSpread(rss, "%.1f"))
 }
@@ -157,8 +160,8 @@ sink:
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	stop, sampled := make(chan struct{}), make(chan int64)
-	go func() { sampled <- benchSampleHWM(cmd.Process.Pid, stop) }()
+	stop, sampled := make(chan struct{}), make(chan benchRSS)
+	go func() { sampled <- benchSampleRSS(cmd.Process.Pid, stop) }()
 	err := cmd.Wait()
 	close(stop)
 	hwm := <-sampled
@@ -176,5 +179,5 @@ sink:
 	if err != nil {
 		b.Fatalf("the manifest: %v", err)
 	}
-	return benchRun{elapsed: elapsed, rssMiB: float64(hwm) / 1024, lines: m.Rows}
+	return benchRun{elapsed: elapsed, rssMiB: float64(hwm.hwm) / 1024, anonMiB: float64(hwm.anon) / 1024, fileMiB: float64(hwm.file) / 1024, lines: m.Rows}
 }
