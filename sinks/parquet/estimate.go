@@ -2,6 +2,7 @@ package parquet
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/replay-tool/replay/plan"
 )
@@ -22,7 +23,7 @@ func notes(ps *plan.Sink, ranges []plan.RangeSize) []plan.SinkNote {
 	if maxRows <= 0 {
 		maxRows = DefaultMaxRowsPerFile
 	}
-	var objects, parts, rows, longest int64
+	var objects, parts, longest int64
 	var bytes float64
 	exact := true
 	for _, r := range ranges {
@@ -31,7 +32,6 @@ func notes(ps *plan.Sink, ranges []plan.RangeSize) []plan.SinkNote {
 		}
 		parts++
 		objects += (r.Records + maxRows - 1) / maxRows
-		rows += r.Records
 		longest = max(longest, r.Records)
 		bytes += float64(r.Records) * r.BytesPerRecord
 		exact = exact && r.Exact
@@ -51,13 +51,25 @@ func notes(ps *plan.Sink, ranges []plan.RangeSize) []plan.SinkNote {
 	}
 	fix := "each partition's range is one object already: a longer window gives larger objects"
 	if objects > parts {
-		perRecord := bytes / float64(rows)
-		want := int64(smallObject/perRecord) + 1
-		fix = fmt.Sprintf("set max_rows_per_file: %d (about %s of records per object) for fewer, larger objects", want, sizeText(smallObject))
-		if want >= longest {
-			// Even one object per range stays small: the ranges are short.
-			fix = fmt.Sprintf("set max_rows_per_file: %d for one object per partition (%d objects, %s on average); they stay small because the ranges are short: a longer window gives larger objects",
-				longest, parts, sizeText(bytes/float64(parts)))
+		objectsAt := func(maxRows int64) (n int64) {
+			for _, r := range ranges {
+				if r.Records > 0 {
+					n += (r.Records + maxRows - 1) / maxRows
+				}
+			}
+			return n
+		}
+		fix = fmt.Sprintf("set max_rows_per_file: %d for one object per partition (%d objects, %s on average); they stay small because the ranges are short: a longer window gives larger objects",
+			longest, parts, sizeText(bytes/float64(parts)))
+		if bytes/float64(parts) >= smallObject {
+			// The longest range cut into k objects of equal rows, k as
+			// large as keeps the objects at 8 MiB on average (k = 1: one
+			// object per partition does): the average only falls as k
+			// grows, and an even cut leaves no sliver of a few rows.
+			rowsFor := func(k int64) int64 { return (longest + k - 1) / k }
+			avgFor := func(k int64) float64 { return bytes / float64(objectsAt(rowsFor(k))) }
+			k := int64(sort.Search(int(min(longest, int64(bytes/smallObject)+1)), func(i int) bool { return avgFor(int64(i)+2) < smallObject })) + 1
+			fix = fmt.Sprintf("set max_rows_per_file: %d for fewer, larger objects (%d objects, %s on average)", rowsFor(k), objectsAt(rowsFor(k)), sizeText(avgFor(k)))
 		}
 	}
 	return append(out, plan.SinkNote{Warning: true, Text: fmt.Sprintf("parquet: small objects: %s on average, below %s even before compression (readers and object stores pay per object): %s",

@@ -9,9 +9,9 @@ import (
 
 // TestNotes: the objects' count and average size follow from the ranges'
 // records, max_rows_per_file and the bytes per record; small objects are
-// warned of with a max_rows_per_file that gives about 8 MiB, or, when each
-// range is one object already or would be at that setting, with a longer
-// window.
+// warned of with the max_rows_per_file that cuts the longest range evenly
+// into as many objects as keep 8 MiB on average, or, when even one object
+// per partition is smaller, with a longer window.
 func TestNotes(t *testing.T) {
 	sink := func(maxRows int64) *plan.Sink {
 		s := &Section{Path: "out/"}
@@ -30,7 +30,11 @@ func TestNotes(t *testing.T) {
 	}{
 		{"one object a partition", 0, []string{"about 2 objects (2 partitions, max_rows_per_file 1000000), 19.1 MiB on average"}, ""},
 		{"cut small", 20000, []string{"about 21 objects (2 partitions, max_rows_per_file 20000), 1.8 MiB on average", "sampled at the ranges' ends"},
-			"set max_rows_per_file: 83887 (about 8.0 MiB of records per object)"},
+			"set max_rows_per_file: 125000 for fewer, larger objects (4 objects, 9.5 MiB on average)"},
+		// Three ranges of about 12 MiB cut at 60000 rows: a second object
+		// of each is a remainder; one object per partition is the cut.
+		{"remainders", 60000, []string{"about 6 objects (3 partitions, max_rows_per_file 60000), 6.0 MiB on average"},
+			"set max_rows_per_file: 84422 for fewer, larger objects (3 objects, 11.9 MiB on average)"},
 		{"small ranges", 0, nil, ""},
 		{"short ranges cut small", 0, nil, ""},
 	} {
@@ -40,6 +44,10 @@ func TestNotes(t *testing.T) {
 				rs = []plan.RangeSize{{Partition: 0, Records: 1000, BytesPerRecord: 100, Exact: true}, {Partition: 1, Records: 2000, BytesPerRecord: 100, Exact: true}}
 				tc.want = []string{"about 2 objects (2 partitions, max_rows_per_file 1000000), 146.5 KiB on average", "from every record's size"}
 				tc.warn = "each partition's range is one object already"
+			}
+			if tc.name == "remainders" {
+				rs = []plan.RangeSize{{Partition: 0, Records: 83296, BytesPerRecord: 150}, {Partition: 1, Records: 84422, BytesPerRecord: 150},
+					{Partition: 2, Records: 82282, BytesPerRecord: 150}}
 			}
 			if tc.name == "short ranges cut small" {
 				// max_rows_per_file for 8 MiB would exceed the longest range:
