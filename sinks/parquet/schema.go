@@ -361,9 +361,16 @@ func typed(text string, t colType) (pq.Value, error) {
 		}
 		return pq.Value{}, fmt.Errorf("%q is not a boolean (true or false)", text)
 	case kTimestampMillis, kTimestampMicros:
+		if n, err := strconv.ParseInt(text, 10, 64); err == nil {
+			return pq.Int64Value(n), nil // an integer is the column's unit since the Unix epoch
+		}
 		ts, err := time.Parse(time.RFC3339Nano, text)
 		if err != nil {
-			return pq.Value{}, fmt.Errorf("%q is not an RFC 3339 time with a zone", text)
+			unit := "milliseconds"
+			if t.kind == kTimestampMicros {
+				unit = "microseconds"
+			}
+			return pq.Value{}, fmt.Errorf("%q is neither an RFC 3339 time with a zone nor an integer of %s since the Unix epoch", text, unit)
 		}
 		unit := time.Millisecond
 		if t.kind == kTimestampMicros {

@@ -120,6 +120,49 @@ func TestTypedColumns(t *testing.T) {
 	}
 }
 
+// A timestamp column takes an RFC 3339 time with a zone, or an integer
+// of its unit since the Unix epoch (a JSON number or a string of digits):
+// the same instant stores the same value; a fraction finer than the unit,
+// a time without a zone or a number with a fraction is a bad record.
+func TestTimestampColumns(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, parquet.Config{Path: dir, Topic: "orders", RunID: "r", Fingerprint: "f", Ranges: []sinks.Range{{Partition: 0, Start: 0, End: 10}},
+		Columns: plan.Columns{{Name: "ms", Field: "value.at"}, {Name: "us", Field: "value.at_us"}},
+		Types:   map[string]string{"ms": "timestamp_millis", "us": "timestamp_micros"}})
+	good := []record.Record{
+		sinktest.Rec(0, 0, "", `{"at":"2026-12-07T14:44:58.233Z","at_us":"2026-12-07T15:44:58.233001+01:00"}`),
+		sinktest.Rec(0, 1, "", `{"at":1796654698233,"at_us":1796654698233001}`),
+		sinktest.Rec(0, 2, "", `{"at":"1796654698233","at_us":-1}`),
+	}
+	bad := []record.Record{
+		sinktest.Rec(0, 3, "", `{"at":"2026-12-07T14:44:58.2331Z"}`),
+		sinktest.Rec(0, 4, "", `{"at":"2026-12-07T14:44:58"}`),
+		sinktest.Rec(0, 5, "", `{"at":1796654698233.5}`),
+	}
+	skipped := sinktest.WriteSkipping(t, s, append(good, bad...)...)
+	if len(skipped) != 3 || skipped[0].Offset != 3 || skipped[2].Offset != 5 {
+		t.Fatalf("skipped %v, want offsets 3, 4, 5", skipped)
+	}
+	if err := s.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	sch, rows := readRows(t, filepath.Join(dir, objects(t, dir)[0]))
+	if got := fmt.Sprint(sch); !containsAll(got, "int64 ms (TIMESTAMP(isAdjustedToUTC=true,unit=MILLIS))", "int64 us (TIMESTAMP(isAdjustedToUTC=true,unit=MICROS))") {
+		t.Fatalf("schema:\n%s", got)
+	}
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want 3", len(rows))
+	}
+	for i, r := range rows {
+		if r[0].Int64() != 1796654698233 {
+			t.Errorf("row %d: ms %d, want 1796654698233", i, r[0].Int64())
+		}
+	}
+	if rows[0][1].Int64() != 1796654698233001 || rows[1][1].Int64() != 1796654698233001 || rows[2][1].Int64() != -1 {
+		t.Errorf("us: %d, %d, %d", rows[0][1].Int64(), rows[1][1].Int64(), rows[2][1].Int64())
+	}
+}
+
 func containsAll(s string, parts ...string) bool {
 	for _, p := range parts {
 		if !strings.Contains(s, p) {
