@@ -64,8 +64,8 @@ func (s *Sink) checkManifest(ctx context.Context) (*Manifest, error) {
 		return nil, err
 	}
 	if m.Fingerprint != s.fingerprint {
-		return nil, sinks.Refusal(fmt.Sprintf("parquet sink: %s is the manifest of another plan (fingerprint %s, this plan's is %s): write to another path, or move the output away",
-			s.st.Where(ManifestName), m.Fingerprint, s.fingerprint))
+		return nil, sinks.Refusal(fmt.Sprintf("parquet sink: %s is the manifest of another plan (fingerprint %s, this plan's is %s): write to %s, or move the output away",
+			s.st.Where(ManifestName), m.Fingerprint, s.fingerprint, s.otherOutput()))
 	}
 	return m, nil
 }
@@ -85,7 +85,7 @@ func (s *Sink) readManifest(ctx context.Context) (*Manifest, error) {
 	}
 	var m Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, sinks.Refusal(fmt.Sprintf("parquet sink: %s is not a manifest replay wrote (%v): write to another path, or move it away", s.st.Where(ManifestName), err))
+		return nil, sinks.Refusal(fmt.Sprintf("parquet sink: %s is not a manifest replay wrote (%v): write to %s, or move it away", s.st.Where(ManifestName), err, s.otherOutput()))
 	}
 	return &m, nil
 }
@@ -109,11 +109,15 @@ func (s *Sink) loadChains(ctx context.Context, m *Manifest) error {
 	names := slices.Sorted(maps.Keys(listed))
 	found := map[int32][]span{}
 	var others []string // objects of other runs outside the run's ranges
+	var strays []string // files that are not objects, which readers would read
 	var otherRun, otherFP string
 	for _, name := range names {
 		p, sp, ok := parseObject(strings.TrimPrefix(name, prefix))
 		if !ok {
-			continue // not an object name
+			if !hidden(strings.TrimPrefix(name, prefix)) {
+				strays = append(strays, name)
+			}
+			continue
 		}
 		run, fp, err := s.runOf(ctx, name)
 		if err != nil {
@@ -123,8 +127,8 @@ func (s *Sink) loadChains(ctx context.Context, m *Manifest) error {
 		inRange := pt != nil && sp.first < pt.rng.End && sp.end > pt.rng.Start
 		switch {
 		case run != s.runID && inRange:
-			return sinks.Refusal(fmt.Sprintf("parquet sink: %s is in this run's range of partition %d but %s: move it away or write to another path",
-				s.st.Where(name), p, whose(run)))
+			return sinks.Refusal(fmt.Sprintf("parquet sink: %s is in this run's range of partition %d but %s: move it away or write to %s",
+				s.st.Where(name), p, whose(run), s.otherOutput()))
 		case run != s.runID:
 			if len(others) == 0 {
 				otherRun, otherFP = run, fp
@@ -133,6 +137,15 @@ func (s *Sink) loadChains(ctx context.Context, m *Manifest) error {
 		case inRange:
 			found[p] = append(found[p], sp)
 		}
+	}
+	if len(strays) > 0 {
+		whoseNames := "names are"
+		if len(strays) == 1 {
+			whoseNames = "name is"
+		}
+		return sinks.Refusal(fmt.Sprintf("parquet sink: %s holds %s whose %s not an object's (<partition>/<first>-<end>.parquet), the first %s: "+
+			"readers of the output (Spark, Trino, DuckDB's globs) would read %s with the run's objects. Move %s away (files and directories whose names start with '.' or '_' are skipped by readers, and left alone here), or write to %s",
+			s.st.Where(prefix), plural(len(strays), "file"), whoseNames, s.st.Where(strays[0]), itThem(len(strays)), itThem(len(strays)), s.otherOutput()))
 	}
 	if err := s.refuseEarlier(m, others, otherRun, otherFP); err != nil {
 		return err
@@ -160,7 +173,7 @@ func (s *Sink) loadChains(ctx context.Context, m *Manifest) error {
 // object deleted) or an overlap (an object of another max_rows_per_file).
 func (s *Sink) untiled(p int32, rng sinks.Range, spans []span, i int, at int64) error {
 	sp := spans[i]
-	what := fmt.Sprintf("no object holds offsets %d-%d", at, sp.first-1)
+	what := fmt.Sprintf("no object holds offsets [%d, %d)", at, sp.first)
 	if sp.first < at {
 		prev := spans[i-1]
 		what = fmt.Sprintf("it overlaps %s", s.st.Where(ObjectName(s.topic, p, prev.first, prev.end)))
@@ -173,9 +186,9 @@ func (s *Sink) untiled(p int32, rng sinks.Range, spans []span, i int, at int64) 
 	if len(spans) > shown {
 		names = append(names, fmt.Sprintf("and %d more", len(spans)-shown))
 	}
-	return sinks.Refusal(fmt.Sprintf("parquet sink: the objects of partition %d do not tile its range %d-%d from its start: %s starts at offset %d where %d was expected (%s). "+
-		"Its objects: %s. Move them away (a run writes them again) or write to another path",
-		p, rng.Start, rng.End-1, s.st.Where(ObjectName(s.topic, p, sp.first, sp.end)), sp.first, at, what, strings.Join(names, ", ")))
+	return sinks.Refusal(fmt.Sprintf("parquet sink: the objects of partition %d do not tile its range [%d, %d) from its start: %s starts at offset %d where %d was expected (%s). "+
+		"Its objects: %s. Move them away (a run writes them again) or write to %s",
+		p, rng.Start, rng.End, s.st.Where(ObjectName(s.topic, p, sp.first, sp.end)), sp.first, at, what, strings.Join(names, ", "), s.otherOutput()))
 }
 
 // refuseEarlier refuses an output that holds objects of other runs
@@ -188,7 +201,11 @@ func (s *Sink) refuseEarlier(m *Manifest, others []string, otherRun, otherFP str
 		if otherRun != "" && otherFP == s.fingerprint {
 			w = "an earlier run of this plan wrote it (run " + otherRun + ")"
 		}
-		found = append(found, fmt.Sprintf("%d objects that are not this run's, the first %s: %s", len(others), s.st.Where(others[0]), w))
+		first := "the first "
+		if len(others) == 1 {
+			first = ""
+		}
+		found = append(found, fmt.Sprintf("%s that %s not this run's, %s%s: %s", plural(len(others), "object"), isAre(len(others)), first, s.st.Where(others[0]), w))
 	}
 	if m != nil && m.Run != s.runID {
 		found = append(found, fmt.Sprintf("the manifest %s of an earlier run of this plan (run %s, %d objects)", s.st.Where(ManifestName), m.Run, len(m.Objects)))
@@ -199,6 +216,49 @@ func (s *Sink) refuseEarlier(m *Manifest, others []string, otherRun, otherFP str
 	return sinks.Refusal(fmt.Sprintf("parquet sink: %s holds %s. This run (run %s: another resolution of the window, or another plan) would publish its objects and manifest among them, "+
 		"and readers of the output would read both: write to a new path (or url prefix), or delete the earlier run's objects and manifest, then run again",
 		s.st.Where(""), strings.Join(found, "; and "), s.runID))
+}
+
+// hidden reports whether rel, a slash-separated name, has a part that
+// starts with '.' or '_': Spark, Hive, Trino and DuckDB's globs skip such
+// files (_SUCCESS, .crc).
+func hidden(rel string) bool {
+	for part := range strings.SplitSeq(rel, "/") {
+		if strings.HasPrefix(part, ".") || strings.HasPrefix(part, "_") {
+			return true
+		}
+	}
+	return false
+}
+
+// plural is n and noun, with an s when n is not 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+func isAre(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
+}
+
+func itThem(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
+}
+
+// otherOutput is what a refusal suggests writing to instead: another path
+// or another url, as the plan names the output.
+func (s *Sink) otherOutput() string {
+	if _, ok := s.st.(dirStore); ok {
+		return "another path"
+	}
+	return "another url"
 }
 
 func whose(run string) string {
@@ -296,8 +356,8 @@ func (s *Sink) checkOverlap(ctx context.Context, pt *part, sp span) error {
 	for name := range names {
 		_, o, ok := parseObject(fmt.Sprintf("%d/", pt.rng.Partition) + strings.TrimPrefix(name, prefix))
 		if ok && o != sp && o.first < sp.end && sp.first < o.end {
-			return sinks.Refusal(fmt.Sprintf("parquet sink: %s overlaps the object [%d, %d) this run writes: it holds another tiling of partition %d's offsets (another plan or resolution); move it away or write to another path",
-				s.st.Where(name), sp.first, sp.end, pt.rng.Partition))
+			return sinks.Refusal(fmt.Sprintf("parquet sink: %s overlaps the object [%d, %d) this run writes: it holds another tiling of partition %d's offsets (another plan or resolution); move it away or write to %s",
+				s.st.Where(name), sp.first, sp.end, pt.rng.Partition, s.otherOutput()))
 		}
 	}
 	return nil

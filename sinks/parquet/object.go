@@ -202,8 +202,8 @@ func (s *Sink) publish(ctx context.Context, tmp *os.File, info objectInfo) error
 	}
 	if got.SHA256 != info.SHA256 {
 		return sinks.Refusal(fmt.Sprintf("parquet sink: %s exists and holds other rows (%d rows, sha256 %s) than this run writes there (%d rows, sha256 %s): "+
-			"replay did not write it, or wrote it for another plan or resolution; move it away or write to another path",
-			s.st.Where(info.Name), got.Rows, got.SHA256, info.Rows, info.SHA256))
+			"replay did not write it, or wrote it for another plan or resolution; move it away or write to %s",
+			s.st.Where(info.Name), got.Rows, got.SHA256, info.Rows, info.SHA256, s.otherOutput()))
 	}
 	return nil
 }

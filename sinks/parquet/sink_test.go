@@ -285,7 +285,7 @@ func TestUntiledObjectsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := parquet.New(t.Context(), cfg)
-	if !errors.Is(err, sinks.ErrRefused) || !strings.Contains(err.Error(), "no object holds offsets 110-150") ||
+	if !errors.Is(err, sinks.ErrRefused) || !strings.Contains(err.Error(), "no object holds offsets [110, 151)") ||
 		!strings.Contains(err.Error(), obj(100, 110)+", "+obj(151, 200)+".") {
 		t.Fatalf("New over objects with a gap: %v, want a refusal naming the gap and the objects", err)
 	}
@@ -309,5 +309,40 @@ func TestUntiledObjectsRefused(t *testing.T) {
 	}
 	if after := snapshot(t, dir); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatalf("the run after the objects were moved away wrote other bytes:\n%v\nwas\n%v", after, before)
+	}
+}
+
+// A file under the topic's directory that is not named as an object
+// (part-0001.parquet, a copy) would be read by a reader's glob with the
+// run's objects: it is refused and left as it was. Hidden files (_SUCCESS,
+// .crc: readers skip them) are left alone.
+func TestStrayFilesRefused(t *testing.T) {
+	dir := t.TempDir()
+	cfg := parquet.Config{Path: dir, Topic: "orders", RunID: "r", Fingerprint: "f", Ranges: []sinks.Range{{Partition: 0, Start: 0, End: 10}}}
+	write := func(rel, body string) {
+		t.Helper()
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, rel := range []string{"orders/_SUCCESS", "orders/0/.part-0.crc", "orders/_tmp/x.parquet", "other/part-0.parquet"} {
+		write(rel, "hidden, or another topic's")
+	}
+	s := open(t, cfg)
+	s.Close()
+	write("orders/3/part-0001.snappy.parquet", "a stray")
+	write("orders/1/extra.parquet", "a copy")
+	_, err := parquet.New(t.Context(), cfg)
+	want := filepath.Join(dir, "orders") + " holds 2 files whose names are not an object's (<partition>/<first>-<end>.parquet), the first " +
+		filepath.Join(dir, "orders/1/extra.parquet") + ": readers of the output"
+	if !errors.Is(err, sinks.ErrRefused) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "or write to another path") {
+		t.Fatalf("New with stray files: %v, want a refusal containing %q", err, want)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "orders/3/part-0001.snappy.parquet")); string(b) != "a stray" {
+		t.Fatalf("the stray file changed: %q", b)
 	}
 }
