@@ -377,7 +377,11 @@ func typed(text string, t colType) (pq.Value, error) {
 			unit = time.Microsecond
 		}
 		if ts.Nanosecond()%int(unit) != 0 {
-			return pq.Value{}, fmt.Errorf("%q has more precision than the column's %v (it would be rounded): declare timestamp_micros", text, unit)
+			fix := "declare timestamp_micros"
+			if unit == time.Microsecond {
+				fix = "microseconds are the finest timestamp this sink writes: declare the column string to keep the text"
+			}
+			return pq.Value{}, fmt.Errorf("%q has more precision than the column's %v (it would be rounded): %s", text, unit, fix)
 		}
 		if unit == time.Millisecond {
 			return pq.Int64Value(ts.UnixMilli()), nil

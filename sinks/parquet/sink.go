@@ -209,7 +209,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		s.maxRows = DefaultMaxRowsPerFile
 	}
 	if fi, err := os.Stat(filepath.Clean(cfg.Path)); cfg.S3 == nil && err == nil && !fi.IsDir() {
-		return nil, fmt.Errorf("parquet sink: path %s is a file, not a directory: name a directory (the objects and %s are written under it)", cfg.Path, ManifestName)
+		return nil, sinks.Refusal(fmt.Sprintf("parquet sink: path %s is a file, not a directory: name a directory (the objects and %s are written under it)", cfg.Path, ManifestName))
 	}
 	if err := os.MkdirAll(staging, 0o755); err != nil {
 		return nil, fmt.Errorf("parquet sink: create the staging directory: %w (path, or for a url the user's cache directory, must be a directory replay can write)", err)

@@ -123,7 +123,8 @@ func TestTypedColumns(t *testing.T) {
 // A timestamp column takes an RFC 3339 time with a zone, or an integer
 // of its unit since the Unix epoch (a JSON number or a string of digits):
 // the same instant stores the same value; a fraction finer than the unit,
-// a time without a zone or a number with a fraction is a bad record.
+// a time without a zone or a number with a fraction is a bad record, and
+// the fix a finer fraction is told fits the column.
 func TestTimestampColumns(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, parquet.Config{Path: dir, Topic: "orders", RunID: "r", Fingerprint: "f", Ranges: []sinks.Range{{Partition: 0, Start: 0, End: 10}},
@@ -135,13 +136,20 @@ func TestTimestampColumns(t *testing.T) {
 		sinktest.Rec(0, 2, "", `{"at":"1796654698233","at_us":-1}`),
 	}
 	bad := []record.Record{
-		sinktest.Rec(0, 3, "", `{"at":"2026-12-07T14:44:58.2331Z"}`),
+		sinktest.Rec(0, 3, "", `{"at":"2026-12-07T14:44:58.2331Z","at_us":"2026-12-07T14:44:58.2331234Z"}`),
 		sinktest.Rec(0, 4, "", `{"at":"2026-12-07T14:44:58"}`),
 		sinktest.Rec(0, 5, "", `{"at":1796654698233.5}`),
+		sinktest.Rec(0, 6, "", `{"at":0,"at_us":"2026-12-07T14:44:58.2331234Z"}`),
 	}
 	skipped := sinktest.WriteSkipping(t, s, append(good, bad...)...)
-	if len(skipped) != 3 || skipped[0].Offset != 3 || skipped[2].Offset != 5 {
-		t.Fatalf("skipped %v, want offsets 3, 4, 5", skipped)
+	if len(skipped) != 4 || skipped[0].Offset != 3 || skipped[3].Offset != 6 {
+		t.Fatalf("skipped %v, want offsets 3 to 6", skipped)
+	}
+	if msg := skipped[0].Error(); !strings.Contains(msg, "more precision than the column's 1ms (it would be rounded): declare timestamp_micros") {
+		t.Errorf("a fraction finer than milliseconds: %s", msg)
+	}
+	if msg := skipped[3].Error(); !strings.Contains(msg, "more precision than the column's 1µs (it would be rounded): microseconds are the finest") {
+		t.Errorf("a fraction finer than microseconds: %s", msg)
 	}
 	if err := s.Finish(t.Context()); err != nil {
 		t.Fatal(err)
@@ -229,8 +237,9 @@ func TestReconcileRewindsToObjects(t *testing.T) {
 	}
 }
 
-// A path that is a file, or a directory replay cannot write, fails when
-// the sink opens, saying what path must be.
+// A path that is a file (refused: a retry cannot help), or a directory
+// replay cannot write, fails when the sink opens, saying what path must
+// be.
 func TestPathNotADirectory(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "afile")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
@@ -239,7 +248,7 @@ func TestPathNotADirectory(t *testing.T) {
 	cfg := parquet.Config{Path: file, Topic: "orders", RunID: "r1", Fingerprint: "f1", Ranges: []sinks.Range{{Partition: 0, Start: 0, End: 1}}}
 	for _, path := range []string{file, file + "/"} {
 		cfg.Path = path
-		if _, err := parquet.New(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "is a file, not a directory: name a directory") {
+		if _, err := parquet.New(t.Context(), cfg); !errors.Is(err, sinks.ErrRefused) || !strings.Contains(err.Error(), "is a file, not a directory: name a directory") {
 			t.Fatalf("a file as path %q: %v", path, err)
 		}
 	}
