@@ -68,6 +68,10 @@ type SinkDescriptor struct {
 	// completes (published at Finish): it returns where a section's
 	// unpublished output waits ("" when it has none to show).
 	StagingDir func(s *Sink) string
+	// Unfinished says what readers of the output see of a run that has
+	// not completed, after its totals; "" is "not published: the output
+	// appears when the run completes".
+	Unfinished string
 	// Checkpoints names where a section records, with its writes, the
 	// checkpoints a run can resume from (--resume-from-sink), as messages
 	// say it ("checkpoint table replay_checkpoints"); "" when it keeps

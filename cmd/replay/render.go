@@ -86,8 +86,12 @@ func printReport(w io.Writer, rep *runner.Report, where string) {
 		rate = float64(written) / dur.Seconds()
 	}
 	if d, _ := registry.Catalog().Lookup(plan.SinkType(rep.Sink)); d.StagingDir != nil && !rep.Published {
-		fmt.Fprintf(w, "%d records written to the staging of %s in %s (%.0f records/s); not published: the output appears when the run completes\n",
-			written, where, dur.Round(time.Millisecond), rate)
+		unfinished := d.Unfinished
+		if unfinished == "" {
+			unfinished = "not published: the output appears when the run completes"
+		}
+		fmt.Fprintf(w, "%d records written to the staging of %s in %s (%.0f records/s); %s\n",
+			written, where, dur.Round(time.Millisecond), rate, unfinished)
 	} else {
 		fmt.Fprintf(w, "%d records written to %s in %s (%.0f records/s)\n", written, where, dur.Round(time.Millisecond), rate)
 	}

@@ -100,6 +100,8 @@ var Descriptor = plan.SinkDescriptor{
 	Shard:      shard,
 	Notes:      notes,
 	StagingDir: func(s *plan.Sink) string { return stagingDirOf(section(s)) },
+	Unfinished: "not complete: the objects finished so far are published (each when it holds max_rows_per_file rows or the end of its range), " +
+		ManifestName + " only when the run completes: read the output through the manifest, or once it is there",
 	Where: func(ps *plan.Sink) string {
 		if s := section(ps); s.URL != "" {
 			return s.URL
