@@ -356,3 +356,27 @@ func TestS3EarlierRunRefused(t *testing.T) {
 		t.Fatalf("a refused run changed the bucket: %v, was %v", after, before)
 	}
 }
+
+// A store that refuses the credentials, or has no such bucket, is said so
+// when the sink opens, with the settings to check; neither is retried as
+// a transient error.
+func TestS3CredentialsAndBucketErrors(t *testing.T) {
+	endpoint := versitygw(t)
+	for _, tc := range []struct {
+		name string
+		s3   *parquet.S3
+		want string
+	}{
+		{"wrong secret", &parquet.S3{URL: "s3://lake/creds/", Endpoint: endpoint, ForcePathStyle: true, AccessKeyID: s3Access, SecretAccessKey: "not-the-secret"},
+			"the store refused the credentials (HTTP 403): check the sink's access_key_id and secret_access_key"},
+		{"no such bucket", &parquet.S3{URL: "s3://nosuchbucket/x/", Endpoint: endpoint, ForcePathStyle: true, AccessKeyID: s3Access, SecretAccessKey: s3Secret},
+			"the bucket nosuchbucket does not exist (create it, or name another in the sink's url)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parquet.New(t.Context(), parquet.Config{Topic: "orders", RunID: "r", Fingerprint: "f", Ranges: ranges(1, 0, 5), S3: tc.s3, StagingDir: t.TempDir()})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || sinks.Transient(err) {
+				t.Fatalf("New: %v (transient %v), want a final error containing %q", err, sinks.Transient(err), tc.want)
+			}
+		})
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/replay-tool/replay/sinks"
 )
@@ -104,7 +105,14 @@ func (s *s3Store) s3Error(name string, err error) error {
 	}
 	var re *awshttp.ResponseError
 	if errors.As(err, &re) {
+		var ae smithy.APIError
+		errors.As(err, &ae)
 		switch code := re.HTTPStatusCode(); {
+		case ae != nil && ae.ErrorCode() == "NoSuchBucket":
+			return fmt.Errorf("%s: the bucket %s does not exist (create it, or name another in the sink's url): %w", s.Where(name), s.bucket, err)
+		case code == 401 || code == 403:
+			return fmt.Errorf("%s: the store refused the credentials (HTTP %d): check the sink's access_key_id and secret_access_key (and region), and that they may list, read and write under the url: %w",
+				s.Where(name), code, err)
 		case code == 404:
 			return fmt.Errorf("%s: %w", s.Where(name), fs.ErrNotExist)
 		case code == 412:
