@@ -49,7 +49,7 @@ func notes(ps *plan.Sink, ranges []plan.RangeSize) []plan.SinkNote {
 	if avg >= smallObject || bytes == 0 {
 		return out
 	}
-	fix := "each partition's range is one object already: a longer window gives larger objects"
+	fix := "each partition's range is one object already, as large as this window's objects can be"
 	if objects > parts {
 		objectsAt := func(maxRows int64) (n int64) {
 			for _, r := range ranges {
@@ -59,7 +59,7 @@ func notes(ps *plan.Sink, ranges []plan.RangeSize) []plan.SinkNote {
 			}
 			return n
 		}
-		fix = fmt.Sprintf("set max_rows_per_file: %d for one object per partition (%d objects, %s on average); they stay small because the ranges are short: a longer window gives larger objects",
+		fix = fmt.Sprintf("set max_rows_per_file: %d for one object per partition (%d objects, %s on average), as large as this window's objects can be",
 			longest, parts, sizeText(bytes/float64(parts)))
 		if bytes/float64(parts) >= smallObject {
 			// The longest range cut into k objects of equal rows, k as

@@ -11,7 +11,7 @@ import (
 // records, max_rows_per_file and the bytes per record; small objects are
 // warned of with the max_rows_per_file that cuts the longest range evenly
 // into as many objects as keep 8 MiB on average, or, when even one object
-// per partition is smaller, with a longer window.
+// per partition is smaller, with one object per partition.
 func TestNotes(t *testing.T) {
 	sink := func(maxRows int64) *plan.Sink {
 		s := &Section{Path: "out/"}
@@ -55,7 +55,7 @@ func TestNotes(t *testing.T) {
 				rs = []plan.RangeSize{{Partition: 0, Records: 1000, BytesPerRecord: 100}, {Partition: 1, Records: 3000, BytesPerRecord: 100}}
 				tc.maxRows = 500
 				tc.want = []string{"about 8 objects (2 partitions, max_rows_per_file 500), 48.8 KiB on average"}
-				tc.warn = "set max_rows_per_file: 3000 for one object per partition (2 objects, 195.3 KiB on average); they stay small because the ranges are short: a longer window gives larger objects"
+				tc.warn = "set max_rows_per_file: 3000 for one object per partition (2 objects, 195.3 KiB on average), as large as this window's objects can be"
 			}
 			got := notes(sink(tc.maxRows), rs)
 			if len(got) == 0 || got[0].Warning {
