@@ -43,6 +43,8 @@ func TestSectionValidation(t *testing.T) {
 		{"  path: out/\n  columns: {\"montant \u00e9t\u00e9\": value.amount}\n", ""},
 		{"  path: out/\n  columns: {amount: value.amount}\n  types: {amount: 'decimal(12,2'}\n", `sink.types: amount: type "decimal(12,2": a decimal's precision and scale close with ')', e.g. decimal(12,2)`},
 		{"  path: out/\n  columns: {amount: value.amount}\n  types: {amount: double}\n", `a JSON number is a decimal, which a float would round`},
+		{"  path: out/\n  columns: {at: value.at}\n  types: {at: timestamp}\n", `sink.types: at: type "timestamp": want string, bytes, base64, int32, int64, uint64, boolean, decimal(P,S), date, time_millis, time_micros, timestamp_millis or timestamp_micros (did you mean timestamp_millis?)`},
+		{"  path: out/\n  columns: {at: value.at}\n  types: {at: timestamps}\n", `type "timestamps": want string, bytes, base64, int32, int64, uint64, boolean, decimal(P,S), date, time_millis, time_micros, timestamp_millis or timestamp_micros`},
 	} {
 		_, err := parsePlan(tc.sink)
 		switch {

@@ -77,6 +77,15 @@ var simpleTypes = map[string]kind{
 // planTypes lists the types a plan's types may name, for messages.
 const planTypes = "string, bytes, base64, int32, int64, uint64, boolean, decimal(P,S), date, time_millis, time_micros, timestamp_millis or timestamp_micros"
 
+// typeAliases are the names other systems give types of planTypes, for
+// a "did you mean" in messages.
+var typeAliases = map[string]string{
+	"timestamp": "timestamp_millis", "timestamptz": "timestamp_millis", "datetime": "timestamp_millis", "time": "time_millis",
+	"int": "int32", "integer": "int32", "bigint": "int64", "long": "int64", "bool": "boolean",
+	"text": "string", "varchar": "string", "utf8": "string", "binary": "bytes", "blob": "bytes",
+	"decimal": "decimal(P,S), e.g. 'decimal(12,2)'", "numeric": "decimal(P,S), e.g. 'decimal(12,2)'",
+}
+
 // parseType reads a type of the section's types (planTypes).
 func parseType(s string) (colType, error) {
 	t, err := parseAnyType(s)
@@ -116,6 +125,9 @@ func parseAnyType(s string) (colType, error) {
 		return colType{}, fmt.Errorf("type %q: a decimal's precision and scale close with ')', e.g. decimal(12,2)", s)
 	}
 	if m == nil {
+		if alias, ok := typeAliases[strings.ToLower(strings.TrimSpace(s))]; ok {
+			return colType{}, fmt.Errorf("type %q: want %s (did you mean %s?)", s, planTypes, alias)
+		}
 		return colType{}, fmt.Errorf("type %q: want %s", s, planTypes)
 	}
 	p, _ := strconv.Atoi(m[1])
