@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,8 +25,10 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/rs/zerolog"
 
 	"github.com/replay-tool/replay/internal/testenv"
+	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/parquet"
 	"github.com/replay-tool/replay/sinks/sinktest"
@@ -42,6 +45,21 @@ const (
 // ~/.cache/replay/bin);
 // the test skips without it unless REPLAY_TEST_REQUIRE_ORACLES=1.
 func versitygw(t *testing.T) string {
+	return startVersitygw(t, versitygwBin(t), freeAddr(t))
+}
+
+// freeAddr is a loopback address no one listens on (yet).
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// versitygwBin is the versitygw binary (see versitygw).
+func versitygwBin(t *testing.T) string {
 	bin := os.Getenv("REPLAY_VERSITYGW")
 	if bin == "" {
 		dir := os.Getenv("REPLAY_BIN_DIR")
@@ -58,16 +76,16 @@ func versitygw(t *testing.T) string {
 		}
 		t.Skip(msg)
 	}
+	return bin
+}
+
+// startVersitygw starts versitygw (bin) on addr over a fresh directory
+// with one bucket, "lake", and returns its endpoint once it listens.
+func startVersitygw(t *testing.T, bin, addr string) string {
 	root := t.TempDir()
 	if err := os.Mkdir(filepath.Join(root, "lake"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
 	cmd := exec.Command(bin, "--access", s3Access, "--secret", s3Secret, "--port", addr, "posix", root)
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
@@ -380,3 +398,51 @@ func TestS3CredentialsAndBucketErrors(t *testing.T) {
 		})
 	}
 }
+
+// A store that cannot be reached when the sink opens is tried again
+// within the section's retry.max_elapsed, as a write is: the sink opens
+// once the store is up. Within a spent budget, it fails, saying so.
+func TestS3OpenRetriesUnreachableStore(t *testing.T) {
+	bin, addr := versitygwBin(t), freeAddr(t)
+	spec := func(budget time.Duration, log zerolog.Logger) sinks.Spec {
+		return sinks.Spec{
+			Plan: plan.Sink{Type: parquet.Type, Retry: plan.SinkRetry{MaxElapsed: plan.Duration(budget)},
+				Config: &parquet.Section{URL: "s3://lake/late/", Endpoint: "http://" + addr, ForcePathStyle: true, AccessKeyID: s3Access, SecretAccessKey: s3Secret}},
+			Options: sinks.Options{Topic: "orders", Ranges: ranges(1, 0, 5), RunID: "r", Fingerprint: "f", Log: log}}
+	}
+	if _, err := parquet.Open(t.Context(), spec(0, zerolog.Nop())); err == nil || !sinks.Transient(err) || !strings.Contains(err.Error(), "tried 1 time in the sink's retry.max_elapsed") {
+		t.Fatalf("Open with no budget and no store: %v, want the transient error, tried once", err)
+	}
+	retried := make(chan struct{})
+	var once sync.Once
+	log := zerolog.New(writerFunc(func(p []byte) (int, error) {
+		if strings.Contains(string(p), "opening the output failed; retrying") {
+			once.Do(func() { close(retried) })
+		}
+		return len(p), nil
+	}))
+	type opened struct {
+		s   sinks.Sink
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		s, err := parquet.Open(t.Context(), spec(time.Minute, log))
+		done <- opened{s, err}
+	}()
+	select {
+	case <-retried:
+	case o := <-done:
+		t.Fatalf("Open returned before the store was up: %v", o.err)
+	}
+	startVersitygw(t, bin, addr)
+	o := <-done
+	if o.err != nil {
+		t.Fatalf("Open once the store is up: %v", o.err)
+	}
+	o.s.Close()
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -13,11 +13,13 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/parquet-go/parquet-go/compress"
 	"github.com/rs/zerolog"
 
 	"github.com/replay-tool/replay/internal/atomicfile"
+	"github.com/replay-tool/replay/internal/backoff"
 	"github.com/replay-tool/replay/internal/flock"
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
@@ -154,13 +156,34 @@ func Open(ctx context.Context, sp sinks.Spec) (sinks.Sink, error) {
 		s3c = &S3{URL: c.URL, Endpoint: c.Endpoint, Region: c.Region, ForcePathStyle: c.ForcePathStyle,
 			AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey}
 	}
-	s, err := New(ctx, Config{Path: c.Path, S3: s3c, StagingDir: stagingDirOf(c), Columns: c.Columns, Types: c.Types, MaxRowsPerFile: c.maxRowsPerFile(),
+	cfg := Config{Path: c.Path, S3: s3c, StagingDir: stagingDirOf(c), Columns: c.Columns, Types: c.Types, MaxRowsPerFile: c.maxRowsPerFile(),
 		Compression: c.Compression, Topic: sp.Options.Topic, Ranges: sp.Options.Ranges, RunID: sp.Options.RunID,
-		Fingerprint: sp.Options.Fingerprint, Log: sp.Options.Log, ValueColumns: sp.Options.ValueColumns, Provenance: c.Provenance})
-	if err != nil {
-		return nil, err
+		Fingerprint: sp.Options.Fingerprint, Log: sp.Options.Log, ValueColumns: sp.Options.ValueColumns, Provenance: c.Provenance}
+	return openRetrying(ctx, cfg, time.Duration(sp.Plan.Retry.MaxElapsed))
+}
+
+// openRetrying is New, tried again while it fails with a transient error
+// (a store that is unreachable or answers 5xx or 429, after the SDK's own
+// retries) for up to budget (the section's retry.max_elapsed) from the
+// first failure, as a write is: a failed New leaves nothing behind.
+func openRetrying(ctx context.Context, cfg Config, budget time.Duration) (*Sink, error) {
+	r := backoff.Policy{Min: 250 * time.Millisecond, Max: 10 * time.Second, Budget: budget}.Start()
+	for {
+		s, err := New(ctx, cfg)
+		if err == nil || !sinks.Transient(err) {
+			return s, err
+		}
+		wait, left, ok := r.Failed()
+		if !ok {
+			return nil, fmt.Errorf("%w (tried %s in the sink's retry.max_elapsed, %s)", err, plural(r.Attempts(), "time"), budget)
+		}
+		cfg.Log.Warn().Err(err).Int64("retry_in_ms", wait.Milliseconds()).Int64("budget_left_ms", left.Milliseconds()).Msg("parquet sink: opening the output failed; retrying")
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
 	}
-	return s, nil
 }
 
 // New returns the parquet sink cfg describes, after checking what the
