@@ -373,32 +373,7 @@ func typed(text string, t colType) (pq.Value, error) {
 		}
 		return pq.Value{}, fmt.Errorf("%q is not a boolean (true or false)", text)
 	case kTimestampMillis, kTimestampMicros:
-		if n, err := strconv.ParseInt(text, 10, 64); err == nil {
-			return pq.Int64Value(n), nil // an integer is the column's unit since the Unix epoch
-		}
-		ts, err := time.Parse(time.RFC3339Nano, text)
-		if err != nil {
-			unit := "milliseconds"
-			if t.kind == kTimestampMicros {
-				unit = "microseconds"
-			}
-			return pq.Value{}, fmt.Errorf("%q is neither an RFC 3339 time with a zone nor an integer of %s since the Unix epoch", text, unit)
-		}
-		unit := time.Millisecond
-		if t.kind == kTimestampMicros {
-			unit = time.Microsecond
-		}
-		if ts.Nanosecond()%int(unit) != 0 {
-			fix := "declare timestamp_micros"
-			if unit == time.Microsecond {
-				fix = "microseconds are the finest timestamp this sink writes: declare the column string to keep the text"
-			}
-			return pq.Value{}, fmt.Errorf("%q has more precision than the column's %v (it would be rounded): %s", text, unit, fix)
-		}
-		if unit == time.Millisecond {
-			return pq.Int64Value(ts.UnixMilli()), nil
-		}
-		return pq.Int64Value(ts.UnixMicro()), nil
+		return timestampValue(text, t.kind)
 	case kUint64:
 		n, err := strconv.ParseUint(text, 10, 64)
 		if err != nil {
@@ -434,6 +409,30 @@ func typed(text string, t colType) (pq.Value, error) {
 		return pq.DoubleValue(f), nil
 	}
 	return decimalValue(text, t)
+}
+
+// timestampValue converts text to a TIMESTAMP(MILLIS) or (MICROS) value
+// (k): an RFC 3339 time with a zone, whose fraction must not be finer
+// than the unit, or an integer, which is the unit since the Unix epoch.
+func timestampValue(text string, k kind) (pq.Value, error) {
+	if n, err := strconv.ParseInt(text, 10, 64); err == nil {
+		return pq.Int64Value(n), nil
+	}
+	unit, name, fix := time.Millisecond, "milliseconds", "declare timestamp_micros"
+	if k == kTimestampMicros {
+		unit, name, fix = time.Microsecond, "microseconds", "microseconds are the finest timestamp this sink writes: declare the column string to keep the text"
+	}
+	ts, err := time.Parse(time.RFC3339Nano, text)
+	if err != nil {
+		return pq.Value{}, fmt.Errorf("%q is neither an RFC 3339 time with a zone nor an integer of %s since the Unix epoch", text, name)
+	}
+	if ts.Nanosecond()%int(unit) != 0 {
+		return pq.Value{}, fmt.Errorf("%q has more precision than the column's %v (it would be rounded): %s", text, unit, fix)
+	}
+	if unit == time.Millisecond {
+		return pq.Int64Value(ts.UnixMilli()), nil
+	}
+	return pq.Int64Value(ts.UnixMicro()), nil
 }
 
 // timeOfDay converts text, a time of day (HH:MM:SS with an optional
