@@ -140,6 +140,13 @@ func (a *app) runTopics(ctx context.Context, c *runner.Cluster, p *plan.Plan, fi
 		}
 	}
 	metrics.serve(a, jobs...)
+	return a.replayTopicJobs(ctx, p, jobs, file, o, out)
+}
+
+// replayTopicJobs replays the jobs of a plan of several topics one after
+// the other, and reports them as one run: a failed topic ends the run, and
+// its report lists the topics it did not reach.
+func (a *app) replayTopicJobs(ctx context.Context, p *plan.Plan, jobs []*runner.Job, file string, o runOptions, out io.Writer) (*runner.Report, error) {
 	var reps []*runner.Report
 	nothing := 0
 	for i, job := range jobs {
