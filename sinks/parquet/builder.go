@@ -16,6 +16,8 @@ import (
 type builder struct {
 	in   chan []byte
 	done chan struct{}
+	// span is the object's offsets, set by finish.
+	span span
 	// tmp and info are the built object (tmp at its start) once done is
 	// closed, err why it could not be built.
 	tmp  *os.File
@@ -62,7 +64,10 @@ func (s *Sink) startBuilder(ctx context.Context, p int32, lay *layout) *builder 
 	go func() {
 		defer close(b.done)
 		src := &chunkReader{in: b.in}
-		b.tmp, b.info, b.err = s.encode(ctx, p, src, lay)
+		// The object's span is known once its last frame is staged:
+		// finish sets it before it closes b.in, and encode reads it only
+		// after reading b.in to its end.
+		b.tmp, b.info, b.err = s.encode(ctx, p, src, lay, func() span { return b.span })
 		for c := range b.in { // a failed build still takes what is sent
 			recycleFrameBuf(c)
 		}
@@ -76,10 +81,11 @@ func (b *builder) add(frames []byte) {
 	b.in <- frames
 }
 
-// finish waits for the object built from every frame added, at its start
-// in tmp; the caller removes tmp. An error says why it could not be
-// built.
-func (b *builder) finish() (*os.File, objectInfo, error) {
+// finish waits for the object of span sp built from every frame added,
+// at its start in tmp; the caller removes tmp. An error says why it could
+// not be built.
+func (b *builder) finish(sp span) (*os.File, objectInfo, error) {
+	b.span = sp
 	close(b.in)
 	<-b.done
 	return b.tmp, b.info, b.err
@@ -87,7 +93,7 @@ func (b *builder) finish() (*os.File, objectInfo, error) {
 
 // discard stops the builder and removes what it built.
 func (b *builder) discard() {
-	tmp, _, _ := b.finish()
+	tmp, _, _ := b.finish(span{})
 	if tmp != nil {
 		tmp.Close()
 		os.Remove(tmp.Name())

@@ -119,13 +119,20 @@ func (s *Sink) loadChains(ctx context.Context, m *Manifest) error {
 			}
 			continue
 		}
-		run, fp, err := s.runOf(ctx, name)
+		ft, err := s.footerOf(ctx, name)
 		if err != nil {
 			return fmt.Errorf("parquet sink: read %s: %w", s.st.Where(name), err)
 		}
+		run, fp := ft.run, ft.fingerprint
 		pt := s.parts[p]
 		inRange := pt != nil && sp.first < pt.rng.End && sp.end > pt.rng.Start
 		switch {
+		case run == s.runID && ft.object != "" && ft.object != name:
+			return sinks.Refusal(fmt.Sprintf("parquet sink: %s holds the rows of %s, as its footer says (a copy or a rename): readers would read those rows twice and miss its own; "+
+				"move it away (a run writes the object its name says) or write to %s", s.st.Where(name), s.st.Where(ft.object), s.otherOutput()))
+		case run == s.runID && !inRange:
+			return sinks.Refusal(fmt.Sprintf("parquet sink: %s is outside what this run writes (%s), though its footer names this run: a copy; move it away or write to %s",
+				s.st.Where(name), s.rangeText(p), s.otherOutput()))
 		case run != s.runID && inRange:
 			return sinks.Refusal(fmt.Sprintf("parquet sink: %s is in this run's range of partition %d but %s: move it away or write to %s",
 				s.st.Where(name), p, whose(run), s.otherOutput()))
@@ -250,6 +257,15 @@ func itThem(n int) string {
 		return "it"
 	}
 	return "them"
+}
+
+// rangeText says what the run writes of partition p, for messages.
+func (s *Sink) rangeText(p int32) string {
+	pt := s.parts[p]
+	if pt == nil {
+		return fmt.Sprintf("it reads no partition %d of %s", p, s.topic)
+	}
+	return fmt.Sprintf("partition %d's range is [%d, %d)", p, pt.rng.Start, pt.rng.End)
 }
 
 // otherOutput is what a refusal suggests writing to instead: another path

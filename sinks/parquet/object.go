@@ -120,7 +120,7 @@ func (s *Sink) build(ctx context.Context, p int32, sp span, staging *os.File) (*
 	if err != nil {
 		return nil, objectInfo{}, err
 	}
-	tmp, info, err := s.encode(ctx, p, src, lay)
+	tmp, info, err := s.encode(ctx, p, src, lay, func() span { return sp })
 	info.Name = ObjectName(s.topic, p, sp.first, sp.end)
 	if err != nil {
 		return nil, info, fmt.Errorf("parquet sink: build %s: %w", info.Name, err)
@@ -131,8 +131,9 @@ func (s *Sink) build(ctx context.Context, p int32, sp span, staging *os.File) (*
 // encode writes an object of partition p's rows from the frames src holds
 // (nil: none), laid out by lay, to a temporary file in the staging
 // directory, and returns it (at its start) with its rows, bytes and
-// checksum. The caller removes the file.
-func (s *Sink) encode(ctx context.Context, p int32, src io.Reader, lay *layout) (*os.File, objectInfo, error) {
+// checksum. Its footer names the object (metaObject) of the span that sp
+// returns once src is read to its end. The caller removes the file.
+func (s *Sink) encode(ctx context.Context, p int32, src io.Reader, lay *layout, sp func() span) (*os.File, objectInfo, error) {
 	var info objectInfo
 	tmp, err := os.CreateTemp(s.stagingDir, ".object-*.tmp")
 	if err != nil {
@@ -152,6 +153,8 @@ func (s *Sink) encode(ctx context.Context, p int32, src io.Reader, lay *layout) 
 			return fail(err)
 		}
 	}
+	at := sp()
+	w.SetKeyValueMetadata(metaObject, ObjectName(s.topic, p, at.first, at.end))
 	if err := w.Close(); err != nil {
 		return fail(err)
 	}
@@ -178,10 +181,14 @@ func (c *countWriter) Write(p []byte) (int, error) {
 }
 
 // Key-value metadata of every object: the run that wrote it (the plan's
-// fingerprint and the resolved ranges) and the plan's fingerprint.
+// fingerprint and the resolved ranges), the plan's fingerprint, and the
+// object's own name (ObjectName: its topic, partition and offsets), so
+// that a copy or a rename of an object does not pass for the object its
+// new name says.
 const (
 	metaRun         = "replay.run"
 	metaFingerprint = "replay.fingerprint"
+	metaObject      = "replay.object"
 )
 
 // publish publishes the built object tmp as info.Name unless an object of
@@ -231,21 +238,28 @@ func (s *Sink) describe(ctx context.Context, name string) (objectInfo, error) {
 	return info, nil
 }
 
-// runOf reads the run identity and the plan fingerprint an object's
-// footer records ("" when it has none: replay did not write it).
-func (s *Sink) runOf(ctx context.Context, name string) (run, fingerprint string, err error) {
+// footer is what an object's footer says of it: the run that wrote it,
+// the plan's fingerprint and the object's name (each "" when it has none:
+// replay did not write it, or an earlier version of replay did not record
+// the name).
+type footer struct{ run, fingerprint, object string }
+
+// footerOf reads the footer of the object name.
+func (s *Sink) footerOf(ctx context.Context, name string) (footer, error) {
 	r, err := s.st.Open(ctx, name)
 	if err != nil {
-		return "", "", err
+		return footer{}, err
 	}
 	defer r.Close()
 	f, err := pq.OpenFile(r, r.Size(), pq.SkipBloomFilters(true), pq.SkipPageIndex(true))
 	if err != nil {
-		return "", "", nil // not Parquet: not replay's
+		return footer{}, nil // not Parquet: not replay's
 	}
-	run, _ = f.Lookup(metaRun)
-	fingerprint, _ = f.Lookup(metaFingerprint)
-	return run, fingerprint, nil
+	var ft footer
+	ft.run, _ = f.Lookup(metaRun)
+	ft.fingerprint, _ = f.Lookup(metaFingerprint)
+	ft.object, _ = f.Lookup(metaObject)
+	return ft, nil
 }
 
 // stagingName is the staging directory's name under the output's top: a

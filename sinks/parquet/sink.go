@@ -442,7 +442,7 @@ func (s *Sink) built(pt *part, sp span) (*os.File, objectInfo) {
 		return nil, objectInfo{}
 	}
 	pt.bld = nil
-	tmp, info, err := b.finish()
+	tmp, info, err := b.finish(sp)
 	s.building.Add(-1)
 	info.Name = ObjectName(s.topic, pt.rng.Partition, sp.first, sp.end)
 	if err == nil && info.Rows != pt.rows {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	pq "github.com/parquet-go/parquet-go"
+
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
@@ -268,9 +270,9 @@ func TestPathNotADirectory(t *testing.T) {
 }
 
 // Objects of this run that do not tile their partition's range from its
-// start (one deleted in the middle, or an overlap) are refused with the
-// partition's objects named and what is between them; moved away, the
-// run writes them again, the same bytes.
+// start (one deleted in the middle) are refused with the partition's
+// objects named and the gap; one renamed is refused naming the object it
+// holds; moved away, the run writes them again, the same bytes.
 func TestUntiledObjectsRefused(t *testing.T) {
 	dir := t.TempDir()
 	cfg := parquet.Config{Path: dir, Topic: "orders", MaxRowsPerFile: 3, RunID: "r1", Fingerprint: "f1",
@@ -298,13 +300,14 @@ func TestUntiledObjectsRefused(t *testing.T) {
 		!strings.Contains(err.Error(), obj(100, 110)+", "+obj(151, 200)+".") {
 		t.Fatalf("New over objects with a gap: %v, want a refusal naming the gap and the objects", err)
 	}
-	// The middle object as one of another max_rows_per_file: it overlaps.
+	// The middle object renamed as if it held other offsets: its footer
+	// names the object it is.
 	if err := os.Rename(moved, obj(105, 151)); err != nil {
 		t.Fatal(err)
 	}
 	_, err = parquet.New(t.Context(), cfg)
-	if !errors.Is(err, sinks.ErrRefused) || !strings.Contains(err.Error(), "it overlaps "+obj(100, 110)) {
-		t.Fatalf("New over overlapping objects: %v, want a refusal naming the overlap", err)
+	if !errors.Is(err, sinks.ErrRefused) || !strings.Contains(err.Error(), obj(105, 151)+" holds the rows of "+obj(110, 151)+", as its footer says (a copy or a rename)") {
+		t.Fatalf("New over a renamed object: %v, want a refusal naming the object it holds", err)
 	}
 	for _, o := range []string{obj(100, 110), obj(105, 151), obj(151, 200)} {
 		if err := os.Remove(o); err != nil {
@@ -353,5 +356,103 @@ func TestStrayFilesRefused(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "orders/3/part-0001.snappy.parquet")); string(b) != "a stray" {
 		t.Fatalf("the stray file changed: %q", b)
+	}
+}
+
+// A copy of one of this run's objects under another object's name, or
+// under a name outside the run's ranges, is refused: its footer names the
+// object it is, and the run writes nothing outside its ranges. Readers
+// would otherwise read its rows twice (and miss the rows of the object it
+// replaced), with the manifest vouching for it.
+func TestCopiedObjectsRefused(t *testing.T) {
+	dir := t.TempDir()
+	cfg := parquet.Config{Path: dir, Topic: "orders", MaxRowsPerFile: 3, RunID: "r1", Fingerprint: "f1",
+		Ranges: []sinks.Range{{Partition: 0, Start: 100, End: 200}}}
+	var recs []record.Record
+	for _, off := range []int64{101, 102, 104, 110, 111, 150, 151} {
+		recs = append(recs, sinktest.Rec(0, off, "k", `{"id":1}`))
+	}
+	s := open(t, cfg)
+	sinktest.MustWrite(t, s, recs...)
+	if err := s.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	obj := func(p int, first, end int64) string {
+		return filepath.Join(dir, "orders", fmt.Sprint(p), fmt.Sprintf("%020d-%020d.parquet", first, end))
+	}
+	cp := func(from, to string) {
+		t.Helper()
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	original, err := os.ReadFile(obj(0, 100, 110))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, to, want string
+	}{
+		{"over another object", obj(0, 100, 110), obj(0, 100, 110) + " holds the rows of " + obj(0, 110, 151) + ", as its footer says (a copy or a rename)"},
+		{"past the range", obj(0, 200, 241), obj(0, 200, 241) + " holds the rows of " + obj(0, 110, 151)},
+		{"another partition", obj(9, 110, 151), obj(9, 110, 151) + " holds the rows of " + obj(0, 110, 151)},
+		// A footer of this run that does not name its object: outside
+		// the run's ranges, the run wrote no such object.
+		{"unnamed past the range", obj(0, 200, 241), obj(0, 200, 241) + " is outside what this run writes (partition 0's range is [100, 200))"},
+		{"unnamed in another partition", obj(9, 0, 5), obj(9, 0, 5) + " is outside what this run writes (it reads no partition 9 of orders)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if strings.HasPrefix(tc.name, "unnamed") {
+				writeFooterOnly(t, tc.to, map[string]string{"replay.run": "r1", "replay.fingerprint": "f1"})
+			} else {
+				cp(obj(0, 110, 151), tc.to)
+			}
+			_, err := parquet.New(t.Context(), cfg)
+			if !errors.Is(err, sinks.ErrRefused) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New: %v, want a refusal containing %q", err, tc.want)
+			}
+		})
+		if tc.to == obj(0, 100, 110) {
+			if err := os.WriteFile(tc.to, original, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := os.Remove(tc.to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again := open(t, cfg)
+	sinktest.MustWrite(t, again, recs...)
+	if err := again.Finish(t.Context()); err != nil {
+		t.Fatalf("the output restored: %v", err)
+	}
+}
+
+// writeFooterOnly writes an object of no rows at path whose footer holds
+// meta.
+func writeFooterOnly(t *testing.T, path string, meta map[string]string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	opts := []pq.WriterOption{pq.NewSchema("row", pq.Group{"offset": pq.Leaf(pq.Int64Type)})}
+	for k, v := range meta {
+		opts = append(opts, pq.KeyValueMetadata(k, v))
+	}
+	w := pq.NewWriter(f, opts...)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
