@@ -114,7 +114,9 @@ func (s *Sink) loadChains(ctx context.Context, m *Manifest) error {
 	for _, name := range names {
 		p, sp, ok := parseObject(strings.TrimPrefix(name, prefix))
 		if !ok {
-			if !hidden(strings.TrimPrefix(name, prefix)) {
+			// A key ending in '/' is a directory marker some S3 tools
+			// write: readers read no rows from it.
+			if !hidden(strings.TrimPrefix(name, prefix)) && !strings.HasSuffix(name, "/") {
 				strays = append(strays, name)
 			}
 			continue

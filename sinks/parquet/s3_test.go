@@ -387,6 +387,8 @@ func TestS3CredentialsAndBucketErrors(t *testing.T) {
 	}{
 		{"wrong secret", &parquet.S3{URL: "s3://lake/creds/", Endpoint: endpoint, ForcePathStyle: true, AccessKeyID: s3Access, SecretAccessKey: "not-the-secret"},
 			"the store refused the credentials (HTTP 403): check the sink's access_key_id and secret_access_key"},
+		{"unknown access key", &parquet.S3{URL: "s3://lake/creds/", Endpoint: endpoint, ForcePathStyle: true, AccessKeyID: "AKIAUNKNOWN", SecretAccessKey: s3Secret},
+			"the store refused the credentials (HTTP "},
 		{"no such bucket", &parquet.S3{URL: "s3://nosuchbucket/x/", Endpoint: endpoint, ForcePathStyle: true, AccessKeyID: s3Access, SecretAccessKey: s3Secret},
 			"the bucket nosuchbucket does not exist (create it, or name another in the sink's url)"},
 	} {
@@ -446,3 +448,27 @@ func TestS3OpenRetriesUnreachableStore(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// In a bucket, a directory marker (a key ending in '/', which some tools
+// write) is not a stray file; a stray object under the topic's prefix is
+// refused, saying "another url".
+func TestS3DirectoryMarkersAndStrays(t *testing.T) {
+	endpoint := versitygw(t)
+	c := s3Client(endpoint)
+	put := func(key string) {
+		t.Helper()
+		if _, err := c.PutObject(t.Context(), &s3.PutObjectInput{Bucket: aws.String("lake"), Key: aws.String(key), Body: strings.NewReader("")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := parquet.Config{Topic: "orders", RunID: "r", Fingerprint: "f", Ranges: ranges(2, 0, 5), S3: s3Config(endpoint, "marks/"), StagingDir: t.TempDir()}
+	put("marks/orders/1/")
+	s := open(t, cfg)
+	s.Close()
+	put("marks/orders/1/part-0.parquet")
+	_, err := parquet.New(t.Context(), cfg)
+	want := "s3://lake/marks/orders/ holds 1 file whose name is not an object's (<partition>/<first>-<end>.parquet), the first s3://lake/marks/orders/1/part-0.parquet"
+	if !errors.Is(err, sinks.ErrRefused) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "or write to another url") {
+		t.Fatalf("New with a stray object: %v, want a refusal containing %q", err, want)
+	}
+}

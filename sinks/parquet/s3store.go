@@ -96,9 +96,16 @@ func (s *s3Store) key(name string) string { return s.prefix + name }
 // Where is the object's s3:// URL.
 func (s *s3Store) Where(name string) string { return "s3://" + s.bucket + "/" + s.key(name) }
 
-// s3Error classifies err from a call about name: 404 wraps
-// fs.ErrNotExist, 412 fs.ErrExist, 429, 5xx and network errors are
-// transient.
+// credentialCodes are the S3 error codes of credentials the store does
+// not accept, whatever the HTTP status it answers them with.
+// (XAdminUserNotFound: versitygw's answer to an unknown access key id,
+// with a 404).
+var credentialCodes = map[string]bool{"InvalidAccessKeyId": true, "SignatureDoesNotMatch": true, "AccessDenied": true, "XAdminUserNotFound": true}
+
+// s3Error classifies err from a call about name: a missing object (404,
+// NoSuchKey or a HEAD's NotFound) wraps fs.ErrNotExist, 412 fs.ErrExist,
+// 429, 5xx and network errors are transient; a missing bucket and refused
+// credentials say so.
 func (s *s3Store) s3Error(name string, err error) error {
 	if err == nil {
 		return nil
@@ -110,10 +117,10 @@ func (s *s3Store) s3Error(name string, err error) error {
 		switch code := re.HTTPStatusCode(); {
 		case ae != nil && ae.ErrorCode() == "NoSuchBucket":
 			return fmt.Errorf("%s: the bucket %s does not exist (create it, or name another in the sink's url): %w", s.Where(name), s.bucket, err)
-		case code == 401 || code == 403:
+		case code == 401 || code == 403 || ae != nil && credentialCodes[ae.ErrorCode()]:
 			return fmt.Errorf("%s: the store refused the credentials (HTTP %d): check the sink's access_key_id and secret_access_key (and region), and that they may list, read and write under the url: %w",
 				s.Where(name), code, err)
-		case code == 404:
+		case code == 404 && (ae == nil || ae.ErrorCode() == "NoSuchKey" || ae.ErrorCode() == "NotFound"):
 			return fmt.Errorf("%s: %w", s.Where(name), fs.ErrNotExist)
 		case code == 412:
 			return fmt.Errorf("%s: %w", s.Where(name), fs.ErrExist)

@@ -80,7 +80,7 @@ const planTypes = "string, bytes, base64, int32, int64, uint64, boolean, decimal
 // typeAliases are the names other systems give types of planTypes, for
 // a "did you mean" in messages.
 var typeAliases = map[string]string{
-	"timestamp": "timestamp_millis", "timestamptz": "timestamp_millis", "datetime": "timestamp_millis", "time": "time_millis",
+	"timestamp": "timestamp_millis", "timestamptz": "timestamp_millis", "timestamp_nanos": "timestamp_micros", "datetime": "timestamp_millis", "time": "time_millis",
 	"int": "int32", "integer": "int32", "bigint": "int64", "long": "int64", "bool": "boolean",
 	"text": "string", "varchar": "string", "utf8": "string", "binary": "bytes", "blob": "bytes",
 	"decimal": "decimal(P,S), e.g. 'decimal(12,2)'", "numeric": "decimal(P,S), e.g. 'decimal(12,2)'",
@@ -411,16 +411,32 @@ func typed(text string, t colType) (pq.Value, error) {
 	return decimalValue(text, t)
 }
 
+// minTime and maxTime bound the instants a timestamp column takes: the
+// years RFC 3339 writes.
+var (
+	minTime = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxTime = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+)
+
 // timestampValue converts text to a TIMESTAMP(MILLIS) or (MICROS) value
 // (k): an RFC 3339 time with a zone, whose fraction must not be finer
 // than the unit, or an integer, which is the unit since the Unix epoch.
 func timestampValue(text string, k kind) (pq.Value, error) {
-	if n, err := strconv.ParseInt(text, 10, 64); err == nil {
-		return pq.Int64Value(n), nil
-	}
 	unit, name, fix := time.Millisecond, "milliseconds", "declare timestamp_micros"
 	if k == kTimestampMicros {
 		unit, name, fix = time.Microsecond, "microseconds", "microseconds are the finest timestamp this sink writes: declare the column string to keep the text"
+	}
+	if n, err := strconv.ParseInt(text, 10, 64); err == nil {
+		// An instant outside the years 0001-9999 (which RFC 3339 writes,
+		// and readers show) is a finer unit than the column's.
+		lo, hi := minTime.UnixMilli(), maxTime.UnixMilli()
+		if unit == time.Microsecond {
+			lo, hi = minTime.UnixMicro(), maxTime.UnixMicro()
+		}
+		if n < lo || n > hi {
+			return pq.Value{}, fmt.Errorf("%d %s since the Unix epoch is outside the years 0001-9999: a finer unit than the column's (nanoseconds?); declare int64 to keep the number", n, name)
+		}
+		return pq.Int64Value(n), nil
 	}
 	ts, err := time.Parse(time.RFC3339Nano, text)
 	if err != nil {

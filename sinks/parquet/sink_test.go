@@ -125,8 +125,9 @@ func TestTypedColumns(t *testing.T) {
 // A timestamp column takes an RFC 3339 time with a zone, or an integer
 // of its unit since the Unix epoch (a JSON number or a string of digits):
 // the same instant stores the same value; a fraction finer than the unit,
-// a time without a zone or a number with a fraction is a bad record, and
-// the fix a finer fraction is told fits the column.
+// a time without a zone, a number with a fraction or an integer outside
+// the years 0001-9999 (a finer unit) is a bad record, and the fix a finer
+// fraction is told fits the column.
 func TestTimestampColumns(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, parquet.Config{Path: dir, Topic: "orders", RunID: "r", Fingerprint: "f", Ranges: []sinks.Range{{Partition: 0, Start: 0, End: 10}},
@@ -142,10 +143,14 @@ func TestTimestampColumns(t *testing.T) {
 		sinktest.Rec(0, 4, "", `{"at":"2026-12-07T14:44:58"}`),
 		sinktest.Rec(0, 5, "", `{"at":1796654698233.5}`),
 		sinktest.Rec(0, 6, "", `{"at":0,"at_us":"2026-12-07T14:44:58.2331234Z"}`),
+		sinktest.Rec(0, 7, "", `{"at":0,"at_us":1796637600123456789}`),
 	}
 	skipped := sinktest.WriteSkipping(t, s, append(good, bad...)...)
-	if len(skipped) != 4 || skipped[0].Offset != 3 || skipped[3].Offset != 6 {
-		t.Fatalf("skipped %v, want offsets 3 to 6", skipped)
+	if len(skipped) != 5 || skipped[0].Offset != 3 || skipped[4].Offset != 7 {
+		t.Fatalf("skipped %v, want offsets 3 to 7", skipped)
+	}
+	if msg := skipped[4].Error(); !strings.Contains(msg, "1796637600123456789 microseconds since the Unix epoch is outside the years 0001-9999: a finer unit than the column's (nanoseconds?)") {
+		t.Errorf("nanoseconds into a microseconds column: %s", msg)
 	}
 	if msg := skipped[0].Error(); !strings.Contains(msg, "more precision than the column's 1ms (it would be rounded): declare timestamp_micros") {
 		t.Errorf("a fraction finer than milliseconds: %s", msg)
