@@ -406,6 +406,7 @@ func TestS3CredentialsAndBucketErrors(t *testing.T) {
 // once the store is up. Within a spent budget, it fails, saying so.
 func TestS3OpenRetriesUnreachableStore(t *testing.T) {
 	bin, addr := versitygwBin(t), freeAddr(t)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // a url's staging is in the user's cache directory
 	spec := func(budget time.Duration, log zerolog.Logger) sinks.Spec {
 		return sinks.Spec{
 			Plan: plan.Sink{Type: parquet.Type, Retry: plan.SinkRetry{MaxElapsed: plan.Duration(budget)},
