@@ -102,10 +102,10 @@ func (s *s3Store) Where(name string) string { return "s3://" + s.bucket + "/" + 
 // with a 404).
 var credentialCodes = map[string]bool{"InvalidAccessKeyId": true, "SignatureDoesNotMatch": true, "AccessDenied": true, "XAdminUserNotFound": true}
 
-// s3Error classifies err from a call about name: a missing object (404,
-// NoSuchKey or a HEAD's NotFound) wraps fs.ErrNotExist, 412 fs.ErrExist,
-// 429, 5xx and network errors are transient; a missing bucket and refused
-// credentials say so.
+// s3Error classifies err from a call about name: a missing bucket and
+// refused credentials say so, any other 404 (a missing object, whatever
+// code the store gives it) wraps fs.ErrNotExist, 412 fs.ErrExist, 429, 5xx
+// and network errors are transient.
 func (s *s3Store) s3Error(name string, err error) error {
 	if err == nil {
 		return nil
@@ -120,7 +120,7 @@ func (s *s3Store) s3Error(name string, err error) error {
 		case code == 401 || code == 403 || ae != nil && credentialCodes[ae.ErrorCode()]:
 			return fmt.Errorf("%s: the store refused the credentials (HTTP %d): check the sink's access_key_id and secret_access_key (and region), and that they may list, read and write under the url: %w",
 				s.Where(name), code, err)
-		case code == 404 && (ae == nil || ae.ErrorCode() == "NoSuchKey" || ae.ErrorCode() == "NotFound"):
+		case code == 404:
 			return fmt.Errorf("%s: %w", s.Where(name), fs.ErrNotExist)
 		case code == 412:
 			return fmt.Errorf("%s: %w", s.Where(name), fs.ErrExist)
