@@ -23,7 +23,16 @@ func notes(ps *plan.Sink, ranges []plan.RangeSize) []plan.SinkNote {
 	if maxRows <= 0 {
 		maxRows = DefaultMaxRowsPerFile
 	}
-	var objects, parts, longest int64
+	// objectsAt is how many objects the ranges make at n rows per object.
+	objectsAt := func(n int64) (objects int64) {
+		for _, r := range ranges {
+			if r.Records > 0 {
+				objects += (r.Records + n - 1) / n
+			}
+		}
+		return objects
+	}
+	var parts, longest int64
 	var bytes float64
 	exact := true
 	for _, r := range ranges {
@@ -31,11 +40,11 @@ func notes(ps *plan.Sink, ranges []plan.RangeSize) []plan.SinkNote {
 			continue
 		}
 		parts++
-		objects += (r.Records + maxRows - 1) / maxRows
 		longest = max(longest, r.Records)
 		bytes += float64(r.Records) * r.BytesPerRecord
 		exact = exact && r.Exact
 	}
+	objects := objectsAt(maxRows)
 	if objects == 0 {
 		return nil
 	}
@@ -51,14 +60,6 @@ func notes(ps *plan.Sink, ranges []plan.RangeSize) []plan.SinkNote {
 	}
 	fix := "each partition's range is one object already, as large as this window's objects can be"
 	if objects > parts {
-		objectsAt := func(maxRows int64) (n int64) {
-			for _, r := range ranges {
-				if r.Records > 0 {
-					n += (r.Records + maxRows - 1) / maxRows
-				}
-			}
-			return n
-		}
 		fix = fmt.Sprintf("set max_rows_per_file: %d for one object per partition (%d objects, %s on average), as large as this window's objects can be",
 			longest, parts, sizeText(bytes/float64(parts)))
 		if bytes/float64(parts) >= smallObject {
