@@ -148,13 +148,9 @@ func (s *Sink) loadChains(ctx context.Context, m *Manifest) error {
 		}
 	}
 	if len(strays) > 0 {
-		whoseNames := "names are"
-		if len(strays) == 1 {
-			whoseNames = "name is"
-		}
-		return sinks.Refusal(fmt.Sprintf("parquet sink: %s holds %s whose %s not an object's (<partition>/<first>-<end>.parquet), the first %s: "+
-			"readers of the output (Spark, Trino, DuckDB's globs) would read %s with the run's objects. Move %s away (files and directories whose names start with '.' or '_' are skipped by readers, and left alone here), or write to %s",
-			s.st.Where(prefix), plural(len(strays), "file"), whoseNames, s.st.Where(strays[0]), itThem(len(strays)), itThem(len(strays)), s.otherOutput()))
+		return sinks.Refusal(fmt.Sprintf("parquet sink: %s holds %s not named as objects are (<partition>/<first>-<end>.parquet), the first %s: "+
+			"readers of the output (Spark, Trino, DuckDB's globs) would read such files with the run's objects. Move them away (files and directories whose names start with '.' or '_' are skipped by readers, and left alone here), or write to %s",
+			s.st.Where(prefix), plural(len(strays), "file"), s.st.Where(strays[0]), s.otherOutput()))
 	}
 	if err := s.refuseEarlier(m, others, otherRun, otherFP); err != nil {
 		return err
@@ -252,13 +248,6 @@ func isAre(n int) string {
 		return "is"
 	}
 	return "are"
-}
-
-func itThem(n int) string {
-	if n == 1 {
-		return "it"
-	}
-	return "them"
 }
 
 // rangeText says what the run writes of partition p, for messages.

@@ -468,7 +468,7 @@ func TestS3DirectoryMarkersAndStrays(t *testing.T) {
 	s.Close()
 	put("marks/orders/1/part-0.parquet")
 	_, err := parquet.New(t.Context(), cfg)
-	want := "s3://lake/marks/orders/ holds 1 file whose name is not an object's (<partition>/<first>-<end>.parquet), the first s3://lake/marks/orders/1/part-0.parquet"
+	want := "s3://lake/marks/orders/ holds 1 file not named as objects are (<partition>/<first>-<end>.parquet), the first s3://lake/marks/orders/1/part-0.parquet"
 	if !errors.Is(err, sinks.ErrRefused) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "or write to another url") {
 		t.Fatalf("New with a stray object: %v, want a refusal containing %q", err, want)
 	}

@@ -354,7 +354,7 @@ func TestStrayFilesRefused(t *testing.T) {
 	write("orders/3/part-0001.snappy.parquet", "a stray")
 	write("orders/1/extra.parquet", "a copy")
 	_, err := parquet.New(t.Context(), cfg)
-	want := filepath.Join(dir, "orders") + " holds 2 files whose names are not an object's (<partition>/<first>-<end>.parquet), the first " +
+	want := filepath.Join(dir, "orders") + " holds 2 files not named as objects are (<partition>/<first>-<end>.parquet), the first " +
 		filepath.Join(dir, "orders/1/extra.parquet") + ": readers of the output"
 	if !errors.Is(err, sinks.ErrRefused) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "or write to another path") {
 		t.Fatalf("New with stray files: %v, want a refusal containing %q", err, want)
