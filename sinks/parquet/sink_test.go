@@ -280,18 +280,7 @@ func TestPathNotADirectory(t *testing.T) {
 // holds; moved away, the run writes them again, the same bytes.
 func TestUntiledObjectsRefused(t *testing.T) {
 	dir := t.TempDir()
-	cfg := parquet.Config{Path: dir, Topic: "orders", MaxRowsPerFile: 3, RunID: "r1", Fingerprint: "f1",
-		Ranges: []sinks.Range{{Partition: 0, Start: 100, End: 200}}}
-	var recs []record.Record
-	for _, off := range []int64{101, 102, 104, 110, 111, 150, 151} {
-		recs = append(recs, sinktest.Rec(0, off, "k", `{"id":1}`))
-	}
-	s := open(t, cfg)
-	sinktest.MustWrite(t, s, recs...)
-	if err := s.Finish(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
+	cfg, recs := writeThreeObjects(t, dir)
 	before := snapshot(t, dir)
 	obj := func(first, end int64) string {
 		return filepath.Join(dir, "orders", "0", fmt.Sprintf("%020d-%020d.parquet", first, end))
@@ -371,18 +360,7 @@ func TestStrayFilesRefused(t *testing.T) {
 // replaced), with the manifest vouching for it.
 func TestCopiedObjectsRefused(t *testing.T) {
 	dir := t.TempDir()
-	cfg := parquet.Config{Path: dir, Topic: "orders", MaxRowsPerFile: 3, RunID: "r1", Fingerprint: "f1",
-		Ranges: []sinks.Range{{Partition: 0, Start: 100, End: 200}}}
-	var recs []record.Record
-	for _, off := range []int64{101, 102, 104, 110, 111, 150, 151} {
-		recs = append(recs, sinktest.Rec(0, off, "k", `{"id":1}`))
-	}
-	s := open(t, cfg)
-	sinktest.MustWrite(t, s, recs...)
-	if err := s.Finish(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
+	cfg, recs := writeThreeObjects(t, dir)
 	obj := func(p int, first, end int64) string {
 		return filepath.Join(dir, "orders", fmt.Sprint(p), fmt.Sprintf("%020d-%020d.parquet", first, end))
 	}
@@ -460,4 +438,25 @@ func writeFooterOnly(t *testing.T, path string, meta map[string]string) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// writeThreeObjects runs a sink over dir to its end: partition 0 of
+// orders, range [100, 200), three rows an object, seven records, so the
+// objects [100, 110), [110, 151) and [151, 200). It returns the sink's
+// config and the records, for a run of the same identity.
+func writeThreeObjects(t *testing.T, dir string) (parquet.Config, []record.Record) {
+	t.Helper()
+	cfg := parquet.Config{Path: dir, Topic: "orders", MaxRowsPerFile: 3, RunID: "r1", Fingerprint: "f1",
+		Ranges: []sinks.Range{{Partition: 0, Start: 100, End: 200}}}
+	var recs []record.Record
+	for _, off := range []int64{101, 102, 104, 110, 111, 150, 151} {
+		recs = append(recs, sinktest.Rec(0, off, "k", `{"id":1}`))
+	}
+	s := open(t, cfg)
+	sinktest.MustWrite(t, s, recs...)
+	if err := s.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	return cfg, recs
 }
