@@ -49,9 +49,12 @@ const (
 	// touched when its packages initialise: replay --version alone peaks
 	// at 29 MiB, about 24 of them the binary's).
 	binaryResident = 24 << 20
-	// memoryMargin is room for what neither counts: the C library, the
-	// page tables, a scavenger that returns freed pages late, and the
-	// spread of the binary's resident pages from run to run (2 MiB).
+	// memoryMargin is room for what neither counts: the binary's pages a
+	// run touches beyond its start (the kernel maps them 64 KiB at a
+	// time: a run that has run its code holds 29-32 MiB of them), the C
+	// library, the page tables. The Go runtime's resident part stays a
+	// few MiB under the limit (28-29 MiB at the parquet benchmark's
+	// peak): what it has freed is returned.
 	memoryMargin = 8 << 20
 )
 
