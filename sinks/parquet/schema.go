@@ -418,6 +418,22 @@ var (
 	maxTime = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
 )
 
+// integerText returns text as an int64 when it is one: an optional '-'
+// and decimal digits only, in range.
+func integerText(text string) (int64, bool) {
+	digits := strings.TrimPrefix(text, "-")
+	if digits == "" {
+		return 0, false
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(text, 10, 64)
+	return n, err == nil
+}
+
 // timestampValue converts text to a TIMESTAMP(MILLIS) or (MICROS) value
 // (k): an RFC 3339 time with a zone, whose fraction must not be finer
 // than the unit, or an integer, which is the unit since the Unix epoch.
@@ -426,7 +442,9 @@ func timestampValue(text string, k kind) (pq.Value, error) {
 	if k == kTimestampMicros {
 		unit, name, fix = time.Microsecond, "microseconds", "microseconds are the finest timestamp this sink writes: declare the column string to keep the text"
 	}
-	if n, err := strconv.ParseInt(text, 10, 64); err == nil {
+	// An integer, tried only on digits: a failed ParseInt allocates its
+	// error, and most timestamps are RFC 3339 text.
+	if n, ok := integerText(text); ok {
 		// An instant outside the years 0001-9999 (which RFC 3339 writes,
 		// and readers show) is a finer unit than the column's.
 		lo, hi := minTime.UnixMilli(), maxTime.UnixMilli()
