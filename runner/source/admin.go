@@ -19,10 +19,6 @@ import (
 // client of the same brokers, TLS and SASL settings, made on first use.
 // They go through call like every other request.
 
-// kclient returns the cluster's franz-go client: the control client,
-// which also carries commits and ListOffsets.
-func (c *Cluster) kclient() (*kgo.Client, error) { return c.control() }
-
 // asKafkaError maps a franz-go broker error to kafka-go's type, which call
 // classifies by Kafka's retriable flag.
 func asKafkaError(err error) error {
@@ -37,7 +33,7 @@ func asKafkaError(err error) error {
 // notation (URL-safe base64 of the 16 bytes, unpadded, as kafka-topics
 // prints it), or "" when the brokers report none (before Kafka 2.8).
 func (c *Cluster) TopicID(ctx context.Context, topic string) (string, error) {
-	cl, err := c.kclient()
+	cl, err := c.control()
 	if err != nil {
 		return "", fmt.Errorf("topic id of %s: %w", topic, err)
 	}
@@ -102,7 +98,7 @@ func (p Producer) String() string {
 // for messages: a broker that does not support DescribeProducers, or a
 // principal without the right to ask, gives none and an error.
 func (c *Cluster) OpenProducers(ctx context.Context, topic string, partition int32) ([]Producer, error) {
-	cl, err := c.kclient()
+	cl, err := c.control()
 	if err != nil {
 		return nil, err
 	}

@@ -70,8 +70,7 @@ func (r *Reader) fetchError(ctx context.Context, p *fetchPartition, err error) e
 	gap := Gap{From: r.next, To: min(logStart, r.end)}
 	r.stats.Lost = append(r.stats.Lost, gap)
 	if !r.allowLoss {
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next,
-			Err: &DataLossError{Topic: r.topic, Partition: r.partition, Lost: gap, LogStart: logStart}}
+		return r.fail(&DataLossError{Topic: r.topic, Partition: r.partition, Lost: gap, LogStart: logStart})
 	}
 	r.log.Warn().Int64("lost_from", gap.From).Int64("lost_to", gap.To).Int64("log_start_offset", logStart).
 		Msgf("offsets %s were deleted before they were read: skipped (allow_data_loss)", gap)
@@ -90,8 +89,7 @@ func (r *Reader) noProgress(ctx context.Context, p *fetchPartition) error {
 		return r.openTransaction(ctx, p)
 	}
 	if p.HighWatermark <= r.next && r.next < r.end {
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next,
-			Err: fmt.Errorf("the partition's high watermark %d is below the resolved end %d: the log was truncated (unclean leader election?)", p.HighWatermark, r.end)}
+		return r.fail(fmt.Errorf("the partition's high watermark %d is below the resolved end %d: the log was truncated (unclean leader election?)", p.HighWatermark, r.end))
 	}
 	if base, ok := firstBatchBase(p); ok && upper > r.next {
 		return r.skipCompactedTail(ctx, base, upper)
@@ -108,11 +106,9 @@ func (r *Reader) noProgress(ctx context.Context, p *fetchPartition) error {
 		return nil
 	}
 	if upper > r.next {
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next,
-			Err: fmt.Errorf("%d fetches of %d bytes at offset %d returned no record although the partition holds data up to offset %d: the record batch there is larger than replay's fetch limit of %d bytes, or the broker does not return oversized batches (KIP-74)", r.stuck, r.maxBytes, r.next, upper, r.growLimit)}
+		return r.fail(fmt.Errorf("%d fetches of %d bytes at offset %d returned no record although the partition holds data up to offset %d: the record batch there is larger than replay's fetch limit of %d bytes, or the broker does not return oversized batches (KIP-74)", r.stuck, r.maxBytes, r.next, upper, r.growLimit))
 	}
-	return &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next,
-		Err: fmt.Errorf("no progress after %d fetches (high watermark %d, last stable offset %d)", r.stuck, p.HighWatermark, p.LastStableOffset)}
+	return r.fail(fmt.Errorf("no progress after %d fetches (high watermark %d, last stable offset %d)", r.stuck, p.HighWatermark, p.LastStableOffset))
 }
 
 // skipCompactedTail handles a fetch whose first batch (at base) holds no
@@ -165,17 +161,21 @@ func firstBatchBase(p *fetchPartition) (int64, bool) {
 		b, _, ok, err := wire.NextBatch(p.RecordBatches)
 		return b.Base, ok && err == nil
 	}
-	switch rs := p.legacy.Records.(type) {
-	case nil:
-		return 0, false
-	case *protocol.RecordStream:
-		if len(rs.Records) == 0 {
-			return 0, false
-		}
-		return batchBase(rs.Records[0])
-	default:
-		return batchBase(rs)
+	if bs := legacyBatches(p.legacy.Records); len(bs) > 0 {
+		return batchBase(bs[0])
 	}
+	return 0, false
+}
+
+// legacyBatches are the batches of a legacy record set.
+func legacyBatches(rs protocol.RecordReader) []protocol.RecordReader {
+	switch rs := rs.(type) {
+	case nil:
+		return nil
+	case *protocol.RecordStream:
+		return rs.Records
+	}
+	return []protocol.RecordReader{rs}
 }
 
 // batchBase is the base offset of a v2 record batch (data or control).
@@ -239,8 +239,8 @@ func (r *Reader) openTransaction(ctx context.Context, p *fetchPartition) error {
 		ev.Msgf("an open transaction holds the partition at its last stable offset %d, below the range end %d: the records before it are delivered; waiting up to %s (source.open_transaction_timeout) for the transaction to end", p.LastStableOffset, r.end, r.txnTimeout)
 	}
 	if waited := now.Sub(r.blockedSince); waited >= r.txnTimeout {
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next, Err: &OpenTransactionError{Topic: r.topic, Partition: r.partition,
-			LastStable: p.LastStableOffset, HighWatermark: p.HighWatermark, End: r.end, Waited: waited, Timeout: r.txnTimeout, Producers: r.producers(ctx)}}
+		return r.fail(&OpenTransactionError{Topic: r.topic, Partition: r.partition,
+			LastStable: p.LastStableOffset, HighWatermark: p.HighWatermark, End: r.end, Waited: waited, Timeout: r.txnTimeout, Producers: r.producers(ctx)})
 	}
 	// A broker holds such a fetch for MaxWaitTime; one that answers at
 	// once is not asked again at once.

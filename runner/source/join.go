@@ -217,6 +217,29 @@ func memberError(code int16) error {
 	return kafka.Error(code)
 }
 
+// forgotten forgets the member ID when err says the coordinator forgot the
+// member: it joins afresh.
+func (m *Membership) forgotten(err error) {
+	if errors.Is(err, kafka.UnknownMemberId) || errors.Is(err, kafka.FencedInstanceID) {
+		m.setMemberID("")
+	}
+}
+
+// groupCall sends a group request through callWithin: an answer whose
+// error code (code) may pass without ending the generation (the
+// coordinator moving or loading) is retried.
+func groupCall[R any](ctx context.Context, m *Membership, op string, within func(time.Duration) time.Duration, send func(context.Context) (R, error), code func(R) int16) (R, error) {
+	return callWithin(ctx, m.c, op, within, func(ctx context.Context) (R, error) {
+		resp, err := send(ctx)
+		if err == nil {
+			if err := memberError(code(resp)); err != nil && !lostPlace(err) && retriable(err) {
+				return resp, err
+			}
+		}
+		return resp, err
+	})
+}
+
 // lostPlace reports whether err says the member lost its place in the
 // group: the only errors that end a generation.
 func lostPlace(err error) bool {
@@ -243,16 +266,8 @@ func (m *Membership) joinGroup(ctx context.Context, id string) (*kmsg.JoinGroupR
 		proto := kmsg.NewJoinGroupRequestProtocol()
 		proto.Name, proto.Metadata = protocolName, meta.AppendTo(nil)
 		req.Protocols = []kmsg.JoinGroupRequestProtocol{proto}
-		resp, err := callWithin(ctx, m.c, opJoin, m.waitingRebalance, func(ctx context.Context) (*kmsg.JoinGroupResponse, error) {
-			resp, err := req.RequestWith(ctx, m.cl)
-			if err != nil {
-				return nil, err
-			}
-			if err := memberError(resp.ErrorCode); err != nil && !lostPlace(err) && retriable(err) {
-				return nil, err // the coordinator moving or loading
-			}
-			return resp, nil
-		})
+		resp, err := groupCall(ctx, m, opJoin, m.waitingRebalance, func(ctx context.Context) (*kmsg.JoinGroupResponse, error) { return req.RequestWith(ctx, m.cl) },
+			func(r *kmsg.JoinGroupResponse) int16 { return r.ErrorCode })
 		if err != nil {
 			return nil, fmt.Errorf("join group %s: %w", m.cfg.Group, err)
 		}
@@ -260,10 +275,8 @@ func (m *Membership) joinGroup(ctx context.Context, id string) (*kmsg.JoinGroupR
 		case errors.Is(err, kafka.MemberIDRequired):
 			id = resp.MemberID
 			continue
-		case errors.Is(err, kafka.UnknownMemberId), errors.Is(err, kafka.FencedInstanceID):
-			m.setMemberID("") // forgotten: join afresh
-			return nil, fmt.Errorf("join group %s: %w", m.cfg.Group, err)
 		case err != nil:
+			m.forgotten(err)
 			return nil, fmt.Errorf("join group %s: %w", m.cfg.Group, err)
 		}
 		return resp, nil
@@ -277,23 +290,13 @@ func (m *Membership) syncGroup(ctx context.Context, id string, gen int32, plan [
 	req.Group, req.Generation, req.MemberID, req.GroupAssignment = m.cfg.Group, gen, id, plan
 	pt, pn := protocolType, protocolName
 	req.ProtocolType, req.Protocol = &pt, &pn
-	resp, err := callWithin(ctx, m.c, opSync, m.waitingRebalance, func(ctx context.Context) (*kmsg.SyncGroupResponse, error) {
-		resp, err := req.RequestWith(ctx, m.cl)
-		if err != nil {
-			return nil, err
-		}
-		if err := memberError(resp.ErrorCode); err != nil && !lostPlace(err) && retriable(err) {
-			return nil, err
-		}
-		return resp, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("sync group %s: %w", m.cfg.Group, err)
+	resp, err := groupCall(ctx, m, opSync, m.waitingRebalance, func(ctx context.Context) (*kmsg.SyncGroupResponse, error) { return req.RequestWith(ctx, m.cl) },
+		func(r *kmsg.SyncGroupResponse) int16 { return r.ErrorCode })
+	if err == nil {
+		err = memberError(resp.ErrorCode)
+		m.forgotten(err)
 	}
-	if err := memberError(resp.ErrorCode); err != nil {
-		if errors.Is(err, kafka.UnknownMemberId) || errors.Is(err, kafka.FencedInstanceID) {
-			m.setMemberID("")
-		}
+	if err != nil {
 		return nil, fmt.Errorf("sync group %s: %w", m.cfg.Group, err)
 	}
 	var a kmsg.ConsumerMemberAssignment
@@ -387,26 +390,16 @@ func (m *Membership) heartbeat(g *Generation) {
 		}
 		req := kmsg.NewPtrHeartbeatRequest()
 		req.Group, req.Generation, req.MemberID = m.cfg.Group, g.Generation, g.ID
-		code, err := callWithin(g.ctx, m.c, opHeartbeat, within, func(ctx context.Context) (int16, error) {
-			resp, err := req.RequestWith(ctx, m.cl)
-			if err != nil {
-				return 0, err
-			}
-			if err := memberError(resp.ErrorCode); err != nil && !lostPlace(err) && retriable(err) {
-				return 0, err
-			}
-			return resp.ErrorCode, nil
-		})
+		resp, err := groupCall(g.ctx, m, opHeartbeat, within, func(ctx context.Context) (*kmsg.HeartbeatResponse, error) { return req.RequestWith(ctx, m.cl) },
+			func(r *kmsg.HeartbeatResponse) int16 { return r.ErrorCode })
 		if g.ctx.Err() != nil {
 			return
 		}
 		if err == nil {
-			err = memberError(code)
+			err = memberError(resp.ErrorCode)
 		}
 		if err != nil {
-			if errors.Is(err, kafka.UnknownMemberId) || errors.Is(err, kafka.FencedInstanceID) {
-				m.setMemberID("")
-			}
+			m.forgotten(err)
 			g.end(fmt.Errorf("%w: heartbeat to group %s: %w", ErrGenerationEnded, m.cfg.Group, err))
 			return
 		}

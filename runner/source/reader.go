@@ -52,6 +52,11 @@ func (e *PartitionError) Error() string {
 
 func (e *PartitionError) Unwrap() error { return e.Err }
 
+// fail is err as a *PartitionError at the reader's position.
+func (r *Reader) fail(err error) error {
+	return &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next, Err: err}
+}
+
 // Stats counts what a reader passed over.
 type Stats struct {
 	// Aborted counts records of aborted transactions dropped (read_committed).
@@ -140,10 +145,6 @@ func (c *Cluster) NewReader(cfg ReaderConfig) *Reader {
 // done means the next offset to read is at or past the end.
 func (r *Reader) Done() bool { return r.next >= r.end }
 
-// Next is the next offset to read: every offset below it was delivered or
-// passed over (markers, aborted data, compacted or lost offsets).
-func (r *Reader) Next() int64 { return r.next }
-
 // Stats returns what the reader passed over so far.
 func (r *Reader) Stats() Stats { return r.stats }
 
@@ -158,7 +159,7 @@ func (r *Reader) Fetch(ctx context.Context, out []record.Record) ([]record.Recor
 	select {
 	case inFlight <- struct{}{}:
 	case <-ctx.Done():
-		return out, &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next, Err: ctx.Err()}
+		return out, r.fail(ctx.Err())
 	}
 	p, err := r.roundTrip(ctx, r.next)
 	<-inFlight
@@ -219,7 +220,7 @@ func (r *Reader) roundTrip(ctx context.Context, offset int64) (*fetchPartition, 
 			err = fmt.Errorf("fetch: %w", err)
 		}
 		if re != nil || part == nil {
-			return nil, &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next, Err: err}
+			return nil, r.fail(err)
 		}
 	}
 	if part.ErrorCode != 0 {
@@ -248,10 +249,9 @@ func (r *Reader) answer(m protocol.Message) (*fetchPartition, error) {
 func (r *Reader) partitionError(p *fetchPartition) error {
 	kerr := kafka.Error(p.ErrorCode)
 	if errors.Is(kerr, kafka.OffsetOutOfRange) {
-		return &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next,
-			Err: fmt.Errorf("%w: offset %d is no longer available (log start offset %d, high watermark %d): retention or DeleteRecords removed records of the window while it was being read; the replay does not jump over lost data", kerr, r.next, p.LogStartOffset, p.HighWatermark)}
+		return r.fail(fmt.Errorf("%w: offset %d is no longer available (log start offset %d, high watermark %d): retention or DeleteRecords removed records of the window while it was being read; the replay does not jump over lost data", kerr, r.next, p.LogStartOffset, p.HighWatermark))
 	}
-	return &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next, Err: kerr}
+	return r.fail(kerr)
 }
 
 // consume walks the record batches of one response.
@@ -259,19 +259,12 @@ func (r *Reader) consume(p *fetchPartition, out []record.Record) ([]record.Recor
 	if p.legacy == nil {
 		return r.consumeV2(p, out)
 	}
-	if p.legacy.Records == nil {
-		return out, nil
-	}
 	aborted := wire.NewAborted(r.isolation == 1, p.AbortedTransactions)
-	var batches []protocol.RecordReader
-	if rs, ok := p.legacy.Records.(*protocol.RecordStream); ok {
-		batches = rs.Records
-	} else {
-		batches = []protocol.RecordReader{p.legacy.Records}
-	}
+	batches := legacyBatches(p.legacy.Records)
 	var size int
 	for _, b := range batches {
-		if base, ok := batchBase(b); ok && base > r.next {
+		base, v2 := batchBase(b)
+		if v2 && base > r.next {
 			// No batch holds [next, base): a hole left by compaction.
 			r.next = min(base, max(r.end, r.next))
 		}
@@ -279,7 +272,7 @@ func (r *Reader) consume(p *fetchPartition, out []record.Record) ([]record.Recor
 			break
 		}
 		var err error
-		if base, ok := batchBase(b); ok {
+		if v2 {
 			// kafka-go keeps no batch's last offset: a transaction starts
 			// at a batch's base offset, and a marker batch holds one record.
 			aborted.UpTo(base)
@@ -303,7 +296,7 @@ func (r *Reader) consume(p *fetchPartition, out []record.Record) ([]record.Recor
 			out, size, err = r.records(b, out, false, stampCreateTime, size)
 		}
 		if err != nil {
-			return out, &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next, Err: fmt.Errorf("decode record batch: %w", err)}
+			return out, r.fail(fmt.Errorf("decode record batch: %w", err))
 		}
 	}
 	r.adapt(size, len(batches))
@@ -323,7 +316,7 @@ func (r *Reader) consumeV2(p *fetchPartition, out []record.Record) ([]record.Rec
 	for !r.Done() {
 		b, rest, ok, err := wire.NextBatch(set)
 		if err != nil {
-			return out, &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next, Err: fmt.Errorf("decode record batch: %w", err)}
+			return out, r.fail(fmt.Errorf("decode record batch: %w", err))
 		}
 		if !ok {
 			break
@@ -348,7 +341,7 @@ func (r *Reader) consumeV2(p *fetchPartition, out []record.Record) ([]record.Rec
 			out, size, err = r.recordsV2(&b, out, drop, size)
 		}
 		if err != nil {
-			return out, &PartitionError{Topic: r.topic, Partition: r.partition, Offset: r.next, Err: fmt.Errorf("decode record batch: %w", err)}
+			return out, r.fail(fmt.Errorf("decode record batch: %w", err))
 		}
 		// The batch's offsets after its last record (compaction removed
 		// them; the header keeps the last offset) hold nothing either.
@@ -356,12 +349,7 @@ func (r *Reader) consumeV2(p *fetchPartition, out []record.Record) ([]record.Rec
 	}
 	r.adapt(size, batches)
 	if fetched := len(p.RecordBatches); fetched > 0 && size > 0 {
-		ratio := float64(size) / float64(fetched)
-		if r.ratio == 0 {
-			r.ratio = ratio
-		} else {
-			r.ratio = 0.8*r.ratio + 0.2*ratio
-		}
+		r.ratio = ewma(r.ratio, float64(size)/float64(fetched))
 	}
 	return out, nil
 }
@@ -512,11 +500,14 @@ func (r *Reader) adapt(bytes, batches int) {
 	if batches == 0 || bytes == 0 {
 		return
 	}
-	avg := float64(bytes) / float64(batches)
-	if r.batchAvg == 0 {
-		r.batchAvg = avg
-	} else {
-		r.batchAvg = 0.8*r.batchAvg + 0.2*avg
-	}
+	r.batchAvg = ewma(r.batchAvg, float64(bytes)/float64(batches))
 	r.maxBytes = int32(min(max(r.batchAvg*batchesPerFetch, minFetchBytes), maxFetchBytes))
+}
+
+// ewma moves the average avg (0: none yet) a fifth of the way to v.
+func ewma(avg, v float64) float64 {
+	if avg == 0 {
+		return v
+	}
+	return 0.8*avg + 0.2*v
 }
