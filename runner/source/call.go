@@ -214,21 +214,18 @@ func (e *timeoutError) Unwrap() error { return e.err }
 // unknownOutcome reports whether a failed attempt may still have reached
 // the broker: it timed out, or its connection failed after it was sent.
 func unknownOutcome(err error) bool {
-	var kerrv kafka.Error
-	return retriable(err) && !errors.As(err, &kerrv) && !errors.As(err, new(*kerr.Error)) && !errors.Is(err, syscall.ECONNREFUSED) && !errors.As(err, new(*routingError))
+	return retriable(err) && !errors.As(err, new(kafka.Error)) && !errors.As(err, new(*kerr.Error)) && !errors.Is(err, syscall.ECONNREFUSED) && !errors.As(err, new(*routingError))
 }
 
 // retriable reports whether a broker call's failure may pass: a Kafka error
 // code whose Retriable flag the protocol sets (kerr's table, by numeric
 // code), an attempt timed out, or the network (refused, reset, EOF).
 func retriable(err error) bool {
-	var te *timeoutError
 	var kerrv kafka.Error
-	var nerr net.Error
 	switch {
 	case errors.As(err, new(*permanentError)):
 		return false
-	case errors.As(err, &te), errors.Is(err, ErrNoAnswer), errors.As(err, new(*routingError)):
+	case errors.As(err, new(*timeoutError)), errors.Is(err, ErrNoAnswer), errors.As(err, new(*routingError)):
 		return true
 	case errors.As(err, &kerrv):
 		return kerr.IsRetriable(kerr.ErrorForCode(int16(kerrv)))
@@ -240,9 +237,7 @@ func retriable(err error) bool {
 		return true
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED),
 		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, net.ErrClosed),
-		errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
-		return true
-	case errors.As(err, &nerr):
+		errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded), errors.As(err, new(net.Error)):
 		return true
 	}
 	return false
@@ -278,7 +273,6 @@ var ErrOffsetOutOfRange error = kafka.OffsetOutOfRange
 // network. A call that spent its retry budget (*RetryError) may not.
 func Retriable(err error) bool {
 	var kerr kafka.Error
-	var nerr net.Error
 	switch {
 	case errors.As(err, new(*RetryError)):
 		return false // retried for the whole budget already
@@ -286,7 +280,7 @@ func Retriable(err error) bool {
 		return true
 	case errors.As(err, &kerr):
 		return kerr.Temporary()
-	case errors.As(err, &nerr), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET):
+	case errors.As(err, new(net.Error)), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET):
 		return true
 	}
 	return false

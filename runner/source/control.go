@@ -53,51 +53,49 @@ func (c *Cluster) closeControl() {
 	}
 }
 
-// offsetCommit sends req as one OffsetCommit to the group's coordinator
-// (control) and returns the answer with kafka-go's errors per partition.
-func (c *Cluster) offsetCommit(ctx context.Context, req *kafka.OffsetCommitRequest) (*kafka.OffsetCommitResponse, error) {
+// offsetCommit sends offsets as one OffsetCommit to the group's
+// coordinator (control), as m or standalone (generation -1, no member id)
+// when m is nil, and returns the topic's partitions of the answer with
+// kafka-go's errors.
+func (c *Cluster) offsetCommit(ctx context.Context, m *Member, group, topic string, offsets map[int32]Commit) ([]kafka.OffsetCommitPartition, error) {
 	cl, err := c.control()
 	if err != nil {
 		return nil, err
 	}
 	kr := kmsg.NewPtrOffsetCommitRequest()
-	kr.Group, kr.Generation, kr.MemberID = req.GroupID, int32(req.GenerationID), req.MemberID
-	for topic, commits := range req.Topics {
-		t := kmsg.NewOffsetCommitRequestTopic()
-		t.Topic = topic
-		for _, oc := range commits {
-			p := kmsg.NewOffsetCommitRequestTopicPartition()
-			p.Partition, p.Offset = int32(oc.Partition), oc.Offset
-			meta := oc.Metadata
-			p.Metadata = &meta
-			t.Partitions = append(t.Partitions, p)
-		}
-		kr.Topics = append(kr.Topics, t)
+	kr.Group, kr.Generation, kr.MemberID = group, -1, ""
+	if m != nil {
+		kr.Generation, kr.MemberID = m.Generation, m.ID
 	}
+	t := kmsg.NewOffsetCommitRequestTopic()
+	t.Topic = topic
+	for p, o := range offsets {
+		kp := kmsg.NewOffsetCommitRequestTopicPartition()
+		kp.Partition, kp.Offset, kp.Metadata = p, o.Offset, kmsg.StringPtr(o.Metadata)
+		t.Partitions = append(t.Partitions, kp)
+	}
+	kr.Topics = []kmsg.OffsetCommitRequestTopic{t}
 	resp, err := kr.RequestWith(ctx, cl)
 	if err != nil {
 		return nil, err
 	}
-	out := &kafka.OffsetCommitResponse{Throttle: time.Duration(resp.ThrottleMillis) * time.Millisecond, Topics: map[string][]kafka.OffsetCommitPartition{}}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
+	var out []kafka.OffsetCommitPartition
+	got := map[int32]bool{}
+	for _, rt := range resp.Topics {
+		for _, p := range rt.Partitions {
+			if rt.Topic != topic {
+				continue
+			}
 			pr := kafka.OffsetCommitPartition{Partition: int(p.Partition)}
 			if p.ErrorCode != 0 {
 				pr.Error = kafka.Error(p.ErrorCode)
 			}
-			out.Topics[t.Topic] = append(out.Topics[t.Topic], pr)
+			out, got[p.Partition] = append(out, pr), true
 		}
 	}
-	// A partition the answer leaves out was not committed.
-	for topic, commits := range req.Topics {
-		got := map[int]bool{}
-		for _, pr := range out.Topics[topic] {
-			got[pr.Partition] = true
-		}
-		for _, oc := range commits {
-			if !got[oc.Partition] {
-				return nil, fmt.Errorf("%s/%d: the coordinator's answer does not mention the partition: %w", topic, oc.Partition, ErrNoAnswer)
-			}
+	for p := range offsets { // a partition the answer leaves out was not committed
+		if !got[p] {
+			return nil, fmt.Errorf("%s/%d: the coordinator's answer does not mention the partition: %w", topic, p, ErrNoAnswer)
 		}
 	}
 	return out, nil
@@ -110,7 +108,7 @@ func (c *Cluster) offsetCommit(ctx context.Context, req *kafka.OffsetCommitReque
 // rounds, since a broker refuses a partition twice in one request. A
 // request that fails on the way (a dropped connection, a timeout) is an
 // error of the whole call, never a partition's UNKNOWN_SERVER_ERROR.
-func (c *Cluster) listOffsetsBatched(ctx context.Context, topic string, reqs []kafka.OffsetRequest, level kafka.IsolationLevel) (*kafka.ListOffsetsResponse, error) {
+func (c *Cluster) listOffsetsBatched(ctx context.Context, topic string, reqs []kafka.OffsetRequest, level kafka.IsolationLevel) (map[int32]kafka.PartitionOffsets, error) {
 	cl, err := c.control()
 	if err != nil {
 		return nil, err
@@ -175,9 +173,9 @@ func (c *Cluster) listOffsetsBatched(ctx context.Context, topic string, reqs []k
 			parts[int(p)].Error = kafka.Unknown
 		}
 	}
-	out := &kafka.ListOffsetsResponse{Topics: map[string][]kafka.PartitionOffsets{}}
-	for _, po := range parts {
-		out.Topics[topic] = append(out.Topics[topic], *po)
+	out := make(map[int32]kafka.PartitionOffsets, len(parts))
+	for p, po := range parts {
+		out[int32(p)] = *po
 	}
 	return out, nil
 }

@@ -75,11 +75,7 @@ func (e *GroupInUseError) Unwrap() error { return e.Err }
 // (OffsetFetch). A group that never committed has Offset -1 everywhere; so
 // has a partition the broker does not know.
 func (c *Cluster) Committed(ctx context.Context, group, topic string, parts []int32) (map[int32]Committed, error) {
-	ints := make([]int, len(parts))
-	for i, p := range parts {
-		ints[i] = int(p)
-	}
-	resp, err := c.offsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ints}})
+	resp, err := c.offsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ints(parts)}})
 	if err != nil {
 		return nil, err
 	}
@@ -121,6 +117,15 @@ func (c *Cluster) CommittedAll(ctx context.Context, group string) (map[string][]
 		}
 	}
 	return out, nil
+}
+
+// ints is parts as kafka-go's requests take them.
+func ints(parts []int32) []int {
+	out := make([]int, len(parts))
+	for i, p := range parts {
+		out[i] = int(p)
+	}
+	return out
 }
 
 // offsetFetch sends req; a group that does not exist answers nil.
@@ -175,13 +180,12 @@ func (c *Cluster) offsetFetch(ctx context.Context, req *kafka.OffsetFetchRequest
 // offsets.commit.timeout.ms (5 s by default). Committed offsets thus never
 // move back, and a Commit that returned leaves no earlier one on its way.
 func (c *Cluster) Commit(ctx context.Context, m *Member, group, topic string, offsets map[int32]Commit) error {
-	req := commitRequest(m, group, topic, offsets)
-	resp, err := call(ctx, c, opCommit, func(ctx context.Context) (*kafka.OffsetCommitResponse, error) {
-		resp, err := c.offsetCommit(ctx, req)
+	parts, err := call(ctx, c, opCommit, func(ctx context.Context) ([]kafka.OffsetCommitPartition, error) {
+		parts, err := c.offsetCommit(ctx, m, group, topic, offsets)
 		if err != nil {
 			return nil, err
 		}
-		for _, pr := range resp.Topics[topic] {
+		for _, pr := range parts {
 			// A member's commit is refused only when the member lost its
 			// place (commitErrors); the coordinator moving, loading or
 			// timing out is retried, as a standalone commit's.
@@ -189,35 +193,18 @@ func (c *Cluster) Commit(ctx context.Context, m *Member, group, topic string, of
 				return nil, fmt.Errorf("%s/%d: %w", topic, pr.Partition, pr.Error) // the coordinator moving or loading
 			}
 		}
-		return resp, nil
+		return parts, nil
 	})
 	if err != nil {
 		return fmt.Errorf("commit to group %s: %w", group, err)
 	}
-	if err := commitErrors(m, group, topic, resp); err != nil {
-		return err
-	}
-	return nil
-}
-
-// commitRequest is the OffsetCommit of offsets: as m, or standalone
-// (generation -1, no member id) when m is nil.
-func commitRequest(m *Member, group, topic string, offsets map[int32]Commit) *kafka.OffsetCommitRequest {
-	commits := make([]kafka.OffsetCommit, 0, len(offsets))
-	for p, o := range offsets {
-		commits = append(commits, kafka.OffsetCommit{Partition: int(p), Offset: o.Offset, Metadata: o.Metadata})
-	}
-	req := &kafka.OffsetCommitRequest{GroupID: group, GenerationID: -1, MemberID: "", Topics: map[string][]kafka.OffsetCommit{topic: commits}}
-	if m != nil {
-		req.GenerationID, req.MemberID = int(m.Generation), m.ID
-	}
-	return req
+	return commitErrors(m, group, topic, parts)
 }
 
 // commitErrors classifies the partitions' errors of a commit's answer.
-func commitErrors(m *Member, group, topic string, resp *kafka.OffsetCommitResponse) error {
+func commitErrors(m *Member, group, topic string, parts []kafka.OffsetCommitPartition) error {
 	var errs []string
-	for _, pr := range resp.Topics[topic] {
+	for _, pr := range parts {
 		if pr.Error == nil {
 			continue
 		}
@@ -246,12 +233,8 @@ func (c *Cluster) DeleteOffsets(ctx context.Context, group, topic string, parts 
 	if len(parts) == 0 {
 		return nil
 	}
-	ints := make([]int, len(parts))
-	for i, p := range parts {
-		ints[i] = int(p)
-	}
 	resp, err := call(ctx, c, "offset delete", func(ctx context.Context) (*kafka.OffsetDeleteResponse, error) {
-		resp, err := c.client.OffsetDelete(ctx, &kafka.OffsetDeleteRequest{GroupID: group, Topics: map[string][]int{topic: ints}})
+		resp, err := c.client.OffsetDelete(ctx, &kafka.OffsetDeleteRequest{GroupID: group, Topics: map[string][]int{topic: ints(parts)}})
 		if err == nil && resp.Error != nil && retriable(resp.Error) {
 			return nil, resp.Error // the coordinator moving or loading
 		}

@@ -56,15 +56,10 @@ func (c *Cluster) Partitions(ctx context.Context, topic string) ([]int32, error)
 			}
 			return nil, fmt.Errorf("metadata for topic %s: %w", topic, t.Error)
 		}
-		parts := make([]int32, 0, len(t.Partitions))
-		for _, p := range t.Partitions {
-			parts = append(parts, int32(p.ID))
-		}
-		slices.Sort(parts)
-		if len(parts) == 0 {
+		if len(t.Partitions) == 0 {
 			break
 		}
-		return parts, nil
+		return partitionIDs(t.Partitions), nil
 	}
 	return nil, c.unknownTopic(ctx, topic)
 }
@@ -115,14 +110,19 @@ func (c *Cluster) FreshPartitions(ctx context.Context, topic string) ([]int32, e
 			errs = append(errs, err)
 			continue
 		}
-		parts := make([]int32, 0, len(ps))
-		for _, p := range ps {
-			parts = append(parts, int32(p.ID))
-		}
-		slices.Sort(parts)
-		return parts, nil
+		return partitionIDs(ps), nil
 	}
 	return nil, fmt.Errorf("partitions of %s: %w", topic, errors.Join(errs...))
+}
+
+// partitionIDs are the numbers of ps, sorted.
+func partitionIDs(ps []kafka.Partition) []int32 {
+	parts := make([]int32, 0, len(ps))
+	for _, p := range ps {
+		parts = append(parts, int32(p.ID))
+	}
+	slices.Sort(parts)
+	return parts
 }
 
 func isolationLevel(iso string) kafka.IsolationLevel {
@@ -190,31 +190,24 @@ func (c *Cluster) OffsetsAt(ctx context.Context, topic string, parts []int32, t 
 }
 
 func (c *Cluster) listOffsets(ctx context.Context, topic string, reqs []kafka.OffsetRequest, level kafka.IsolationLevel) (map[int32]kafka.PartitionOffsets, error) {
-	resp, err := call(ctx, c, "list offsets", func(ctx context.Context) (*kafka.ListOffsetsResponse, error) {
-		resp, err := c.listOffsetsBatched(ctx, topic, reqs, level) // one request per leader
+	out, err := call(ctx, c, "list offsets", func(ctx context.Context) (map[int32]kafka.PartitionOffsets, error) {
+		out, err := c.listOffsetsBatched(ctx, topic, reqs, level) // one request per leader
 		if err != nil {
 			return nil, err
 		}
-		for _, po := range resp.Topics[topic] {
+		for _, po := range out {
 			if err := listOffsetsError(po.Error); err != nil && retriable(err) {
 				return nil, fmt.Errorf("partition %d: %w", po.Partition, err) // call retries the whole request
 			}
 		}
-		return resp, nil
+		return out, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list offsets of %s: %w", topic, err)
 	}
-	out := map[int32]kafka.PartitionOffsets{}
-	for _, po := range resp.Topics[topic] {
+	for _, po := range out {
 		if err := listOffsetsError(po.Error); err != nil {
 			return nil, fmt.Errorf("list offsets of %s/%d: %w", topic, po.Partition, err)
-		}
-		out[int32(po.Partition)] = po
-	}
-	for _, r := range reqs {
-		if _, ok := out[int32(r.Partition)]; !ok {
-			return nil, fmt.Errorf("list offsets of %s/%d: no answer from the broker", topic, r.Partition)
 		}
 	}
 	return out, nil

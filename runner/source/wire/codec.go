@@ -253,15 +253,8 @@ func decodeLz4Frame(dst, src []byte) ([]byte, []byte, error) {
 // lz4BlockMax is the largest block a frame whose BD byte is bd holds, 0
 // for a size the format does not define.
 func lz4BlockMax(bd byte) int {
-	switch (bd >> 4) & 7 {
-	case 4:
-		return 64 << 10
-	case 5:
-		return 256 << 10
-	case 6:
-		return 1 << 20
-	case 7:
-		return 4 << 20
+	if v := (bd >> 4) & 7; v >= 4 {
+		return 1 << (2*v + 8) // 64 KiB, 256 KiB, 1 MiB, 4 MiB
 	}
 	return 0
 }
