@@ -2,6 +2,7 @@ package filter
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -59,13 +60,9 @@ func (v *fieldsVisitor) Visit(node *ast.Node) {
 		if !ok {
 			return
 		}
-		v.covered[id] = true
-		for _, f := range v.fields {
-			if f == prop.Value {
-				return
-			}
+		if v.covered[id] = true; !slices.Contains(v.fields, prop.Value) {
+			v.fields = append(v.fields, prop.Value)
 		}
-		v.fields = append(v.fields, prop.Value)
 	}
 }
 

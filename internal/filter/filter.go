@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -280,14 +281,12 @@ func number(x any) any {
 	case []any:
 		var out []any
 		for i, e := range v {
-			n, ok := e.(json.Number)
-			if !ok {
-				continue
+			if n, ok := e.(json.Number); ok {
+				if out == nil {
+					out = slices.Clone(v)
+				}
+				out[i] = convert(n)
 			}
-			if out == nil {
-				out = append([]any(nil), v...)
-			}
-			out[i] = convert(n)
 		}
 		if out != nil {
 			return out

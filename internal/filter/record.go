@@ -28,10 +28,9 @@ func (f *Filter) Match(r *record.Record) (bool, error) {
 		if f.prog.fields != nil && (r.Note == nil || !r.Note.Parsed) {
 			partial, fast = partialValue(r.JSONValue(), f.prog.fields)
 		}
-		switch {
-		case fast:
+		if fast {
 			f.env.Value = partial // only what the expression reads: not kept for the key template
-		default:
+		} else {
 			if r.Note == nil {
 				r.Note = &record.Note{}
 			}

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math/bits"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -204,19 +205,8 @@ func kindOf(v []byte) Kind {
 	for isSpace(v[i], false) {
 		i++
 	}
-	switch v[i] {
-	case '{':
-		return Object
-	case '[':
-		return Array
-	case '"':
-		return String
-	case 't':
-		return True
-	case 'f':
-		return False
-	case 'n':
-		return Null
+	if k := strings.IndexByte(`{["tfn`, v[i]); k >= 0 {
+		return [...]Kind{Object, Array, String, True, False, Null}[k]
 	}
 	return Number
 }

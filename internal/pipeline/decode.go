@@ -34,17 +34,6 @@ func WithDecoder(ctx context.Context, d *decode.Decoder) Option {
 	}
 }
 
-// Decode decodes r's value and key, the sides d decodes (neither when nil:
-// a tombstone or a missing key is not decoded), into r.Note.Decoded. A
-// key or value that cannot be decoded is r's *record.Error wrapping the
-// *decode.BadRecordError; another error (the registry unreachable past
-// the retry budget, refused credentials) is returned as it is and fails
-// the run.
-func Decode(ctx context.Context, d *decode.Decoder, r *record.Record) error {
-	var a arena
-	return a.decode(ctx, d, r)
-}
-
 // arenaSize is the size of the buffers a partition decodes into.
 const arenaSize = 32 << 10
 
@@ -67,6 +56,9 @@ type arena struct {
 	notes []decodedNote
 }
 
+// decode decodes r's value and key, the sides d decodes, into
+// r.Note.Decoded. A side that cannot be decoded is r's *record.Error
+// wrapping the *decode.BadRecordError; another error fails the run.
 func (a *arena) decode(ctx context.Context, d *decode.Decoder, r *record.Record) error {
 	var out record.Decoded
 	if r.Value != nil && d.Decodes(decode.Value) {

@@ -21,10 +21,7 @@ func (tp TopicPartition) String() string { return fmt.Sprintf("%s/%d", tp.Topic,
 // Compare orders partitions by topic, then by partition number: it returns
 // -1, 0 or +1 as tp sorts before, with or after o (for slices.SortFunc).
 func (tp TopicPartition) Compare(o TopicPartition) int {
-	if c := strings.Compare(tp.Topic, o.Topic); c != 0 {
-		return c
-	}
-	return cmp.Compare(tp.Partition, o.Partition)
+	return cmp.Or(strings.Compare(tp.Topic, o.Topic), cmp.Compare(tp.Partition, o.Partition))
 }
 
 // TopicPartition is the partition r was read from.
