@@ -107,7 +107,11 @@ func call[T any](ctx context.Context, c *Cluster, op string, do func(context.Con
 // instead of RequestTimeout (nil: RequestTimeout): a JoinGroup waits for
 // the other members, a heartbeat must be retried while the session lasts.
 func callWithin[T any](ctx context.Context, c *Cluster, op string, within func(time.Duration) time.Duration, do func(context.Context) (T, error)) (T, error) {
-	p := c.retryPolicy().withDefaults()
+	var p RetryPolicy
+	if cp := c.policy.Load(); cp != nil {
+		p = *cp
+	}
+	p = p.withDefaults()
 	timeout := p.RequestTimeout
 	if within != nil {
 		timeout = within(timeout)
@@ -161,8 +165,10 @@ func callWithin[T any](ctx context.Context, c *Cluster, op string, within func(t
 		if !unsettled.IsZero() {
 			d = max(d, p.SettleDelay) // the attempt may still land: let it
 		}
-		c.logger().Warn().AnErr("error", dropped(err)).Str("request", op).Int("attempt", r.Attempts()).Int64("retry_in_ms", d.Milliseconds()).Int64("budget_left_ms", left.Milliseconds()).
-			Msg("source cluster: retriable error, retrying")
+		if log := c.log.Load(); log != nil {
+			log.Warn().AnErr("error", dropped(err)).Str("request", op).Int("attempt", r.Attempts()).Int64("retry_in_ms", d.Milliseconds()).Int64("budget_left_ms", left.Milliseconds()).
+				Msg("source cluster: retriable error, retrying")
+		}
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:

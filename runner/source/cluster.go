@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"runtime"
 	"strings"
 	"sync"
@@ -135,14 +134,6 @@ func Connect(ctx context.Context, src plan.Source, opts ...ConnectOption) (*Clus
 // run sets its plan's retry section.
 func (c *Cluster) SetRetry(p RetryPolicy) { c.policy.Store(&p) }
 
-// retryPolicy is the policy call follows now.
-func (c *Cluster) retryPolicy() RetryPolicy {
-	if p := c.policy.Load(); p != nil {
-		return *p
-	}
-	return RetryPolicy{}
-}
-
 // Retries is how many broker calls failed with a retriable error and were
 // tried again since Connect.
 func (c *Cluster) Retries() int64 { return c.retries.Load() }
@@ -150,15 +141,6 @@ func (c *Cluster) Retries() int64 { return c.retries.Load() }
 // SetLog makes every retry of a broker call (call) a warning on l, with
 // the request, the attempt, the wait and what is left of the budget.
 func (c *Cluster) SetLog(l zerolog.Logger) { c.log.Store(&l) }
-
-// logger is where call logs its retries.
-func (c *Cluster) logger() *zerolog.Logger {
-	if l := c.log.Load(); l != nil {
-		return l
-	}
-	nop := zerolog.Nop()
-	return &nop
-}
 
 // refresh drops the client transport's connection pool after a retriable
 // failure: the next request dials anew and reads fresh metadata (partition
@@ -189,7 +171,7 @@ func (c *Cluster) probe(ctx context.Context, topics []string, timeout time.Durat
 	if err != nil {
 		return err
 	}
-	c.client.Addr = c.addr()
+	c.client.Addr = c.conn.Addr()
 	// The probe spoke Kafka with the brokers: a Metadata request that
 	// fails now met a dropped connection, a slow broker or a cluster in
 	// trouble, and is retried (each attempt under a third of the timeout)
@@ -247,7 +229,12 @@ func (e *permanentError) Unwrap() error { return e.err }
 // Close releases idle connections and the control client's.
 func (c *Cluster) Close() {
 	c.transport.CloseIdleConnections()
-	c.closeControl()
+	c.ctlMu.Lock()
+	if c.ctl != nil {
+		c.ctl.Close()
+		c.ctl = nil
+	}
+	c.ctlMu.Unlock()
 	c.fetchMu.Lock()
 	defer c.fetchMu.Unlock()
 	for _, t := range c.fetchers {
@@ -277,8 +264,3 @@ func (c *Cluster) fetchTransport(partition int32) *kafka.Transport {
 	}
 	return c.fetchers[i]
 }
-
-// addr is the bootstrap address handed to Transport.RoundTrip; the
-// transport routes each request to the partition leader or the group
-// coordinator itself.
-func (c *Cluster) addr() net.Addr { return c.conn.Addr() }

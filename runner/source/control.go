@@ -43,16 +43,6 @@ func (c *Cluster) control() (*kgo.Client, error) {
 	return cl, nil
 }
 
-// closeControl closes the control client, if it was started.
-func (c *Cluster) closeControl() {
-	c.ctlMu.Lock()
-	defer c.ctlMu.Unlock()
-	if c.ctl != nil {
-		c.ctl.Close()
-		c.ctl = nil
-	}
-}
-
 // offsetCommit sends offsets as one OffsetCommit to the group's
 // coordinator (control), as m or standalone (generation -1, no member id)
 // when m is nil, and returns the topic's partitions of the answer with

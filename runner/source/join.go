@@ -39,14 +39,6 @@ func (cfg JoinConfig) withDefaults() JoinConfig {
 	return cfg
 }
 
-// Group protocol operations, as call names them.
-const (
-	opJoin      = "join group"
-	opSync      = "sync group"
-	opHeartbeat = "heartbeat"
-	opLeave     = "leave group"
-)
-
 // protocolType and protocolName are what every member of a replay group
 // announces: a consumer of the range assignment.
 const (
@@ -266,7 +258,7 @@ func (m *Membership) joinGroup(ctx context.Context, id string) (*kmsg.JoinGroupR
 		proto := kmsg.NewJoinGroupRequestProtocol()
 		proto.Name, proto.Metadata = protocolName, meta.AppendTo(nil)
 		req.Protocols = []kmsg.JoinGroupRequestProtocol{proto}
-		resp, err := groupCall(ctx, m, opJoin, m.waitingRebalance, func(ctx context.Context) (*kmsg.JoinGroupResponse, error) { return req.RequestWith(ctx, m.cl) },
+		resp, err := groupCall(ctx, m, "join group", m.waitingRebalance, func(ctx context.Context) (*kmsg.JoinGroupResponse, error) { return req.RequestWith(ctx, m.cl) },
 			func(r *kmsg.JoinGroupResponse) int16 { return r.ErrorCode })
 		if err != nil {
 			return nil, fmt.Errorf("join group %s: %w", m.cfg.Group, err)
@@ -290,7 +282,7 @@ func (m *Membership) syncGroup(ctx context.Context, id string, gen int32, plan [
 	req.Group, req.Generation, req.MemberID, req.GroupAssignment = m.cfg.Group, gen, id, plan
 	pt, pn := protocolType, protocolName
 	req.ProtocolType, req.Protocol = &pt, &pn
-	resp, err := groupCall(ctx, m, opSync, m.waitingRebalance, func(ctx context.Context) (*kmsg.SyncGroupResponse, error) { return req.RequestWith(ctx, m.cl) },
+	resp, err := groupCall(ctx, m, "sync group", m.waitingRebalance, func(ctx context.Context) (*kmsg.SyncGroupResponse, error) { return req.RequestWith(ctx, m.cl) },
 		func(r *kmsg.SyncGroupResponse) int16 { return r.ErrorCode })
 	if err == nil {
 		err = memberError(resp.ErrorCode)
@@ -390,7 +382,7 @@ func (m *Membership) heartbeat(g *Generation) {
 		}
 		req := kmsg.NewPtrHeartbeatRequest()
 		req.Group, req.Generation, req.MemberID = m.cfg.Group, g.Generation, g.ID
-		resp, err := groupCall(g.ctx, m, opHeartbeat, within, func(ctx context.Context) (*kmsg.HeartbeatResponse, error) { return req.RequestWith(ctx, m.cl) },
+		resp, err := groupCall(g.ctx, m, "heartbeat", within, func(ctx context.Context) (*kmsg.HeartbeatResponse, error) { return req.RequestWith(ctx, m.cl) },
 			func(r *kmsg.HeartbeatResponse) int16 { return r.ErrorCode })
 		if g.ctx.Err() != nil {
 			return
@@ -476,7 +468,7 @@ func (c *Cluster) leave(ctx context.Context, cl *kgo.Client, group, id string) e
 	lm := kmsg.NewLeaveGroupRequestMember()
 	lm.MemberID = id
 	req.Members = []kmsg.LeaveGroupRequestMember{lm}
-	_, err := call(ctx, c, opLeave, func(ctx context.Context) (struct{}, error) {
+	_, err := call(ctx, c, "leave group", func(ctx context.Context) (struct{}, error) {
 		resp, err := req.RequestWith(ctx, cl)
 		if err != nil {
 			return struct{}{}, err

@@ -202,7 +202,7 @@ func (r *Reader) roundTrip(ctx context.Context, offset int64) (*fetchPartition, 
 		// Each attempt sends its own exchange: one that timed out may still
 		// run on the transport's connection goroutine, reading its fields.
 		ex := &fetchExchange{Request: req.Request, clientID: tr.ClientID}
-		m, err := tr.RoundTrip(ctx, r.c.addr(), ex)
+		m, err := tr.RoundTrip(ctx, r.c.conn.Addr(), ex)
 		if err == nil {
 			part, err = r.answer(m)
 		}
@@ -224,7 +224,11 @@ func (r *Reader) roundTrip(ctx context.Context, offset int64) (*fetchPartition, 
 		}
 	}
 	if part.ErrorCode != 0 {
-		return part, r.partitionError(part)
+		var kerr error = kafka.Error(part.ErrorCode)
+		if errors.Is(kerr, kafka.OffsetOutOfRange) {
+			kerr = fmt.Errorf("%w: offset %d is no longer available (log start offset %d, high watermark %d): retention or DeleteRecords removed records of the window while it was being read; the replay does not jump over lost data", kerr, r.next, part.LogStartOffset, part.HighWatermark)
+		}
+		return part, r.fail(kerr)
 	}
 	return part, nil
 }
@@ -244,14 +248,6 @@ func (r *Reader) answer(m protocol.Message) (*fetchPartition, error) {
 		return nil, errors.New("the response does not mention the partition")
 	}
 	return p, nil
-}
-
-func (r *Reader) partitionError(p *fetchPartition) error {
-	kerr := kafka.Error(p.ErrorCode)
-	if errors.Is(kerr, kafka.OffsetOutOfRange) {
-		return r.fail(fmt.Errorf("%w: offset %d is no longer available (log start offset %d, high watermark %d): retention or DeleteRecords removed records of the window while it was being read; the replay does not jump over lost data", kerr, r.next, p.LogStartOffset, p.HighWatermark))
-	}
-	return r.fail(kerr)
 }
 
 // consume walks the record batches of one response.

@@ -189,10 +189,10 @@ func decodeLz4Frame(dst, src []byte) ([]byte, []byte, error) {
 	if dictID {
 		return dst, src, errors.New("lz4: frames with a dictionary are not supported")
 	}
-	blockMax := lz4BlockMax(bd)
-	if blockMax == 0 {
+	if (bd>>4)&7 < 4 { // block maximum sizes 4 to 7: 64 KiB, 256 KiB, 1 MiB, 4 MiB
 		return dst, src, errLz4Frame
 	}
+	blockMax := 1 << (2*((bd>>4)&7) + 8)
 	hdr := 3 // FLG, BD, HC
 	if contentSize {
 		hdr += 8
@@ -248,15 +248,6 @@ func decodeLz4Frame(dst, src []byte) ([]byte, []byte, error) {
 		src = src[4:]
 	}
 	return dst, src, nil
-}
-
-// lz4BlockMax is the largest block a frame whose BD byte is bd holds, 0
-// for a size the format does not define.
-func lz4BlockMax(bd byte) int {
-	if v := (bd >> 4) & 7; v >= 4 {
-		return 1 << (2*v + 8) // 64 KiB, 256 KiB, 1 MiB, 4 MiB
-	}
-	return 0
 }
 
 // lz4Block appends the decompressed block to dst; a linked block may refer
