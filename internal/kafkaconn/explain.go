@@ -13,23 +13,50 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// Probe checks the bootstrap brokers (ProbeBrokers) within timeout and
-// keeps only the usable ones in c.Brokers; a broker left out adds a
-// warning. Its error is explained (Explain) and never holds the password.
+// Probe checks the bootstrap brokers in turn, within timeout, until one
+// answers: on plain TCP, ProbeKafka first; then a connection through
+// c.Dialer (the TLS handshake and SASL authentication, when configured).
+// A port that answers another protocol (*NotKafkaError), refused
+// credentials or a certificate end the probe at once; a broker that is
+// unreachable, silent or hangs up lets it try the next. The errors of
+// every broker tried are explained (Explain) and joined; they never hold
+// the password.
+//
+// c.Brokers keeps the broker that answered and those after it, not tried:
+// kafka-go would use any bootstrap address that accepts a TCP connection,
+// so the ones that failed are left out, each with a warning.
 func (c *Conn) Probe(ctx context.Context, timeout time.Duration) error {
-	pctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
-	explain := func(addr string, err error) error { return c.Explain(addr, err, time.Since(start)) }
-	usable, skipped, err := ProbeBrokers(pctx, c.Dialer, c.Brokers, c.Section+".brokers", explain)
-	if err != nil {
+	var errs []error
+	for i, b := range c.Brokers {
+		var err error
+		if c.Dialer.TLS == nil {
+			if err = ProbeKafka(ctx, b, c.Dialer.ClientID); errors.As(err, new(*NotKafkaError)) {
+				return fmt.Errorf("%w: check %s", err, c.Section+".brokers")
+			}
+		}
+		if err == nil {
+			var conn *kafka.Conn
+			if conn, err = c.Dialer.DialContext(ctx, "tcp", b); err == nil {
+				conn.Close()
+				for _, e := range errs {
+					c.Warnings = append(c.Warnings, fmt.Sprintf("bootstrap broker left out of this run, another one answered: %v", e))
+				}
+				c.probed, c.Brokers = true, c.Brokers[i:]
+				return nil
+			}
+		}
+		errs = append(errs, c.Explain(b, err, time.Since(start)))
+		if ctx.Err() != nil || !brokerMayBeOthers(err) {
+			break
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	c.probed = true
-	for _, e := range skipped {
-		c.Warnings = append(c.Warnings, fmt.Sprintf("bootstrap broker left out of this run, another one answered: %v", e))
-	}
-	c.Brokers = usable
+	c.probed, c.Brokers = true, nil // no broker to probe
 	return nil
 }
 

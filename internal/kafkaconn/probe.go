@@ -81,46 +81,6 @@ func ProbeKafka(ctx context.Context, addr, clientID string) error {
 	return nil
 }
 
-// ProbeBrokers checks the bootstrap brokers in turn until one answers: on
-// plain TCP, ProbeKafka first; then a connection through d (the TLS
-// handshake and SASL authentication, when configured). It returns nil at
-// the first broker that answers. A port that answers another protocol
-// (*NotKafkaError, with field named as the setting to check), refused
-// credentials or a certificate ends the probe at once; a broker that is
-// unreachable, silent or hangs up lets it try the next. explain turns one
-// broker's error into the message the caller shows; the errors of every
-// broker tried are joined.
-//
-// It returns the brokers to bootstrap from: the one that answered and
-// those after it, not tried. The ones before it failed, and kafka-go would
-// use any bootstrap address that accepts a TCP connection (one that hangs
-// up included): they are left out, and skipped says why.
-func ProbeBrokers(ctx context.Context, d *kafka.Dialer, brokers []string, field string, explain func(addr string, err error) error) (usable []string, skipped []error, err error) {
-	var errs []error
-	for i, b := range brokers {
-		var err error
-		if d.TLS == nil {
-			err = ProbeKafka(ctx, b, d.ClientID)
-			var nk *NotKafkaError
-			if errors.As(err, &nk) {
-				return nil, nil, fmt.Errorf("%w: check %s", err, field)
-			}
-		}
-		if err == nil {
-			var conn *kafka.Conn
-			if conn, err = d.DialContext(ctx, "tcp", b); err == nil {
-				conn.Close()
-				return brokers[i:], errs, nil
-			}
-		}
-		errs = append(errs, explain(b, err))
-		if ctx.Err() != nil || !brokerMayBeOthers(err) {
-			break
-		}
-	}
-	return nil, nil, errors.Join(errs...)
-}
-
 // brokerMayBeOthers reports whether err is about that one broker (down,
 // unreachable, silent, hanging up), so that another bootstrap broker may
 // answer; not an error every broker would give (credentials, TLS trust).

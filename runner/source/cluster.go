@@ -1,15 +1,12 @@
 // Package source is replay's only client of the source Kafka cluster: the
-// connection, the broker calls that resolve a window (partitions, offsets
-// by time, log start and end), the bounded partition reader, and the group
-// calls that read and store checkpoints (committed offsets with metadata,
-// a joined member's commits, offset deletion, group descriptions).
+// connection, the broker calls that resolve a window, the bounded
+// partition reader, and the group calls that read and store checkpoints.
 //
-// Its API takes and returns plain values; no kafka-go type appears in it.
-// Broker errors come back wrapped with what was being done; the ones the
+// Its API takes and returns plain values, no kafka-go type. Errors the
 // caller acts on are typed (*PartitionError, *DataLossError,
 // *GroupInUseError, *ForeignMemberError) or sentinels (ErrFenced,
-// ErrOffsetOutOfRange). Every request goes through one helper (call), the one
-// place where requests are made and their errors classified.
+// ErrOffsetOutOfRange). Every request goes through call, which classifies
+// its errors.
 package source
 
 import (
@@ -59,7 +56,6 @@ type Cluster struct {
 	// user (e.g. certificate verification turned off).
 	Warnings []string
 	conn     *kafkaconn.Conn
-	dialer   *kafka.Dialer
 	// policy is how call retries; the zero policy (during Connect's probe)
 	// retries nothing.
 	policy  atomic.Pointer[RetryPolicy]
@@ -120,7 +116,6 @@ func Connect(ctx context.Context, src plan.Source, opts ...ConnectOption) (*Clus
 		client:    &kafka.Client{Addr: conn.Addr(), Transport: conn.Transport, Timeout: 30 * time.Second},
 		transport: conn.Transport,
 		conn:      conn,
-		dialer:    conn.Dialer,
 	}
 	if err := c.probe(ctx, topics, cfg.probeTimeout); err != nil {
 		c.Close()
@@ -142,13 +137,10 @@ func (c *Cluster) Retries() int64 { return c.retries.Load() }
 // the request, the attempt, the wait and what is left of the budget.
 func (c *Cluster) SetLog(l zerolog.Logger) { c.log.Store(&l) }
 
-// refresh drops the client transport's connection pool after a retriable
-// failure: the next request dials anew and reads fresh metadata (partition
-// leaders, group coordinators). Requests in flight keep their connections
-// until they end. The control client forgets the topic's metadata (it
-// would keep a LEADER_NOT_AVAILABLE for MetadataMinAge); it forgets a
-// coordinator that moved by itself. A reader refreshes its own fetch
-// transport.
+// refresh drops the client transport's idle connections after a retriable
+// failure, so the next request dials anew with fresh metadata, and makes
+// the control client forget the topics' metadata (it would keep a
+// LEADER_NOT_AVAILABLE for MetadataMinAge).
 func (c *Cluster) refresh() {
 	c.transport.CloseIdleConnections()
 	c.ctlMu.Lock()
@@ -172,12 +164,9 @@ func (c *Cluster) probe(ctx context.Context, topics []string, timeout time.Durat
 		return err
 	}
 	c.client.Addr = c.conn.Addr()
-	// The probe spoke Kafka with the brokers: a Metadata request that
-	// fails now met a dropped connection, a slow broker or a cluster in
-	// trouble, and is retried (each attempt under a third of the timeout)
-	// until the probe's deadline. Without SASL, a broker that closes every
-	// connection may require it: the retries then stop after
-	// probeDropBudget, and the message says so.
+	// The brokers spoke Kafka: a failed Metadata request is retried until
+	// the deadline, except that without SASL a broker closing every
+	// connection may require it (probeDropBudget).
 	budget := timeout
 	if c.conn.SASL.Mechanism == "" {
 		budget = min(timeout, probeDropBudget)

@@ -16,20 +16,13 @@ import (
 	"github.com/replay-tool/replay/runner/source/wire"
 )
 
-// The reader's Fetch exchange.
-//
-// A Fetch goes through a kafka-go Transport, which picks the connection:
-// its pool, TLS, SASL, metadata, and the route to the partition leader
-// (fetch.Request.Broker). On that connection fetchExchange writes and reads
-// the exchange itself (protocol.RawExchanger): kafka-go encodes the
-// request at the version the connection negotiated (v11 at most: kafka-go's
-// fetch.Request), franz-go's kmsg decodes the response at that version,
-// and the record set stays as fetched, in the response's recycled buffer,
-// for the wire package to walk in place. kafka-go's own fetch.Response
-// would drop each batch's MaxTimestamp, which the records of a
-// LOG_APPEND_TIME batch carry as their timestamp (KIP-32). Nothing is
-// registered with kafka-go: other kafka-go users of the process (the kafka
-// sink) keep kafka-go's own Fetch decoding and codecs.
+// fetchExchange is the reader's Fetch. A kafka-go Transport picks the
+// connection (pool, TLS, SASL, the route to the leader); on it the exchange
+// writes and reads itself (protocol.RawExchanger): kafka-go encodes the
+// request at the negotiated version (v11 at most), franz-go's kmsg decodes
+// the response, and the record set stays in the recycled buffer for the
+// wire package to walk in place. (kafka-go's fetch.Response would drop
+// each batch's MaxTimestamp, KIP-32.) Nothing is registered with kafka-go.
 type fetchExchange struct {
 	fetch.Request // one topic, one partition
 	clientID      string

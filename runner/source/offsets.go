@@ -96,7 +96,7 @@ func (c *Cluster) FreshPartitions(ctx context.Context, topic string) ([]int32, e
 	var errs []error
 	for _, b := range c.Brokers {
 		ps, err := call(ctx, c, "read partitions", func(ctx context.Context) ([]kafka.Partition, error) {
-			conn, err := c.dialer.DialContext(ctx, "tcp", b)
+			conn, err := c.conn.Dialer.DialContext(ctx, "tcp", b)
 			if err != nil {
 				return nil, err
 			}
