@@ -11,19 +11,14 @@ import (
 )
 
 // FetchBudget bounds, in bytes, what the readers of one Cluster hold at
-// once, over all partitions: the responses in flight (each reserves its
-// request's max bytes before it is sent) and the records fetched but not
-// yet written (their arena chunks and the record slices, counted until
-// the worker releases them). A reader that cannot reserve its next fetch
-// tells its worker (Fetched.Starved) so that the worker writes what it
-// holds, and waits. Memory therefore follows the budget, not the number of
-// partitions × the fetch size × the batch size.
+// once over all partitions: the responses in flight (each reserves before
+// it is sent) and the records fetched but not yet released by the worker.
+// A reader that cannot reserve its next fetch tells its worker
+// (Fetched.Starved) to write what it holds, and waits.
 //
-// The budget is soft in one way: a response is charged for what it
-// decoded to once it is decoded (a compressed batch, a record batch larger
-// than the request, KIP-74), so it may run over by one response; while it
-// is over, new fetches wait, except when nothing at all is held (so a
-// single huge batch is still read).
+// A response is charged for what it decoded to, so the budget may run over
+// by one response; while it is over, new fetches wait, except when nothing
+// at all is held (so a single huge batch is still read).
 var FetchBudget int64 = 8 << 20
 
 // recordCost is what one fetched record costs besides its bytes: the
@@ -31,12 +26,8 @@ var FetchBudget int64 = 8 << 20
 const recordCost = 2 * int64(unsafe.Sizeof(record.Record{}))
 
 // fetchReserve is what a fetch of maxBytes reserves before it is sent: an
-// estimate of what its response decodes to (the record bytes in arena
-// chunks, one chunk partly used, the records themselves), so that the
-// fetches in flight together stay within the budget once decoded. ratio
-// is what a byte of the partition's record sets decoded to so far (above
-// 1 for compressed batches: a 256 KiB zstd fetch of JSON decodes to about
-// 1 MiB of records).
+// estimate of what its response decodes to, ratio being what a fetched
+// byte of the partition decoded to so far (about 4 for zstd JSON).
 func fetchReserve(maxBytes int32, ratio float64) int64 {
 	return 2*int64(float64(maxBytes)*max(ratio, 1)) + wire.ChunkSize
 }

@@ -194,8 +194,7 @@ func (e *routingError) Error() string {
 func (e *routingError) Unwrap() error { return e.err }
 
 func explainRouting(err error) error {
-	var re *routingError
-	if errors.As(err, &re) {
+	if errors.As(err, new(*routingError)) {
 		return err
 	}
 	if errors.Is(err, protocol.ErrNoTopic) || errors.Is(err, protocol.ErrNoPartition) || errors.Is(err, protocol.ErrNoLeader) {

@@ -187,8 +187,7 @@ func (c *Cluster) probe(ctx context.Context, topics []string, timeout time.Durat
 		return md, err
 	})
 	if err != nil {
-		var te *timeoutError
-		if errors.As(err, &te) || errors.Is(err, context.DeadlineExceeded) && !closedConn(err) {
+		if errors.As(err, new(*timeoutError)) || errors.Is(err, context.DeadlineExceeded) && !closedConn(err) {
 			return fmt.Errorf("the brokers %s answered the probe, but not the Metadata request for topic %s within %s (%w): the cluster may be overloaded or restarting; try again when it is healthy",
 				strings.Join(c.Brokers, ","), strings.Join(topics, ", "), time.Since(start).Round(time.Second), err)
 		}

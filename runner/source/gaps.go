@@ -47,11 +47,9 @@ func (e *DataLossError) Error() string {
 func (e *DataLossError) Unwrap() error { return ErrOffsetOutOfRange }
 
 // fetchError handles a failed fetch. OFFSET_OUT_OF_RANGE below the log
-// start means records of the window were deleted under the reader: with
-// allowLoss it moves to the new log start, records the gap and returns nil;
-// otherwise it is a *DataLossError naming the lost offsets. Kafka's own
-// broker answers an out-of-range fetch with log start offset and high
-// watermark -1 (unknown), so the log start then comes from ListOffsets.
+// start (from ListOffsets when the answer says -1) means records of the
+// window were deleted: with allowLoss the reader moves to the log start and
+// records the gap, else it is a *DataLossError.
 func (r *Reader) fetchError(ctx context.Context, p *fetchPartition, err error) error {
 	if p == nil || !errors.Is(kafka.Error(p.ErrorCode), kafka.OffsetOutOfRange) {
 		return err
@@ -112,12 +110,10 @@ func (r *Reader) noProgress(ctx context.Context, p *fetchPartition) error {
 }
 
 // skipCompactedTail handles a fetch whose first batch (at base) holds no
-// record at or after next: compaction removed the batch's last records,
-// and Kafka keeps the batch's header, whose last offset kafka-go does not
-// expose. A broker answers a fetch at x with the first batch whose last
-// offset is >= x, so a probe at x returns this batch exactly while x is
-// inside it: a binary search finds the batch's last offset, and next moves
-// past it (the offsets in between have no record). Always moves next.
+// record at or after next (compaction removed its last records; kafka-go
+// hides the header's last offset). A fetch at x returns this batch while
+// x is inside it, so a binary search finds its last offset, and next moves
+// past it.
 func (r *Reader) skipCompactedTail(ctx context.Context, base, upper int64) error {
 	inside := func(x int64) (bool, error) {
 		p, err := r.roundTrip(ctx, x)

@@ -16,10 +16,8 @@ import (
 	"github.com/segmentio/kafka-go/protocol/fetch"
 )
 
-// Fetch sizes. A response is read whole into one buffer and its batches
-// are walked in place (the wire package), so memory follows the bytes per
-// response: the request size adapts to about 32 batches of the size seen
-// so far, within [minFetchBytes, maxFetchBytes].
+// Fetch sizes: a request asks for about batchesPerFetch batches of the
+// size seen so far, within [minFetchBytes, maxFetchBytes].
 const (
 	minFetchBytes   = 64 << 10
 	maxFetchBytes   = 256 << 10
@@ -30,10 +28,8 @@ const (
 	// gives up (a stuck partition is an error, never a silent hang).
 	noProgressLimit = 20
 	// maxGrowFetchBytes bounds how far the fetch size grows when a fetch
-	// returns nothing although data lies ahead (a record batch larger than
-	// the request, from a broker that does not return oversized batches,
-	// KIP-74). Kafka's message.max.bytes defaults to 1 MiB; 64 MiB is above
-	// any sane topic setting.
+	// returns nothing although data lies ahead (a batch larger than the
+	// request, KIP-74): above any sane message.max.bytes (default 1 MiB).
 	maxGrowFetchBytes = 64 << 20
 )
 
@@ -106,8 +102,7 @@ type Reader struct {
 	next, end int64
 	maxBytes  int32
 	batchAvg  float64 // moving average of record batch sizes in bytes
-	// ratio is the moving average of what a fetched byte of a record set
-	// decodes to in record bytes (fetchReserve); 0 before the first.
+	// ratio averages the record bytes a fetched byte decodes to (fetchReserve).
 	ratio float64
 	stats Stats
 	stuck int
@@ -117,9 +112,8 @@ type Reader struct {
 	growLimit int32
 	log       zerolog.Logger
 	arena     wire.Arena
-	// waitTxn and txnTimeout are ReaderConfig's; blockedAt is the offset
-	// at which an open transaction holds the reader since blockedSince
-	// (-1: none).
+	// blockedAt is where an open transaction holds the reader since
+	// blockedSince (-1: none).
 	waitTxn      bool
 	txnTimeout   time.Duration
 	blockedAt    int64
@@ -304,9 +298,7 @@ func (r *Reader) consume(p *fetchPartition, out []record.Record) ([]record.Recor
 func (r *Reader) consumeV2(p *fetchPartition, out []record.Record) ([]record.Record, error) {
 	set := p.RecordBatches
 	aborted := wire.NewAborted(r.isolation == 1, p.AbortedTransactions)
-	// The slice grows once, to what the batches declare, instead of
-	// doubling from empty: with many partitions the doublings were most of
-	// the record slices' memory.
+	// Grown once, to what the batches declare, not doubled from empty.
 	out = slices.Grow(out, min(wire.RecordCount(set), 1<<16))
 	var size, batches int
 	for !r.Done() {
@@ -466,9 +458,7 @@ func (r *Reader) records(b protocol.RecordReader, out []record.Record, drop bool
 			continue
 		}
 		if rec.Offset >= r.end {
-			// Offsets are increasing: seeing one at or past the end proves
-			// nothing else lies in [next, end) (compacted away), so the
-			// range is done.
+			// Offsets are increasing: nothing else lies in [next, end).
 			r.next = max(r.next, r.end)
 			closeRecord(rec)
 			continue
