@@ -90,15 +90,12 @@ func (e *RetryError) Error() string {
 
 func (e *RetryError) Unwrap() error { return e.Err }
 
-// call makes one request to the cluster: every broker call of the source
-// side goes through it. Each attempt runs under the policy's
-// RequestTimeout; a retriable failure (retriable) refreshes the transports
-// (a new connection, fresh metadata and coordinator) and is tried again
-// after a capped exponential backoff with jitter, until MaxElapsed from the
-// first failure has passed: then the last error comes back as a
-// *RetryError. Other errors and ctx's end come back as they are. op names
-// the request. do must report in-answer errors that may pass (a partition
-// whose leader moves) as errors, for call to see them.
+// call makes one request to the cluster, as every broker call of the
+// source side does: each attempt runs under RequestTimeout, and a
+// retriable failure refreshes the transports and is tried again after a
+// jittered backoff until MaxElapsed from the first failure, then comes back
+// as a *RetryError. op names the request; do must report in-answer errors
+// that may pass (a leader moving) as errors.
 func call[T any](ctx context.Context, c *Cluster, op string, do func(context.Context) (T, error)) (T, error) {
 	return callWithin(ctx, c, op, nil, do)
 }

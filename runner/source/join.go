@@ -47,14 +47,11 @@ const (
 )
 
 // Membership is this process's membership of a group: a sequence of
-// generations, each with the partitions assigned to it. Its requests go to
-// the group's coordinator through a client of its own (the group tells its
-// members apart by client ID) and through call: a coordinator that moves,
-// loads or drops a connection is found again and the request retried
-// within the plan's retry.max_elapsed. Only UNKNOWN_MEMBER_ID,
-// ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS and FENCED_INSTANCE_ID end a
-// generation; the member then joins again (as the same member, unless the
-// coordinator forgot it).
+// generations, each with the partitions assigned to it. Its requests go
+// through a client of its own and through call (retried within
+// retry.max_elapsed). Only UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
+// REBALANCE_IN_PROGRESS and FENCED_INSTANCE_ID end a generation; the
+// member then joins again.
 type Membership struct {
 	c   *Cluster
 	cfg JoinConfig

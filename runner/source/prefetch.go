@@ -27,12 +27,9 @@ type Fetched struct {
 
 // Prefetcher keeps one Fetch in flight ahead of a partition's writer: while
 // the worker writes and commits one response, the next is on its way. It
-// owns the reader; the reader must not be used until Stop returns.
-//
-// Every response is charged to the Cluster's FetchBudget until the worker
-// gives its chunks back (Release), and the buffers it recycles (record
-// slices, arena chunks) are shared by all partitions of the Cluster, so
-// memory does not grow with the number of partitions.
+// owns the reader; the reader must not be used until Stop returns. Every
+// response is charged to the Cluster's FetchBudget until the worker gives
+// its chunks back (Release).
 type Prefetcher struct {
 	ch     chan Fetched
 	cancel context.CancelFunc
