@@ -83,12 +83,11 @@ func (b *memBudget) acquire(ctx context.Context, n int64) error {
 		select {
 		case <-w.ready: // granted meanwhile: give it back
 			b.used -= n
-			b.grant()
 		default:
 			i := slices.Index(b.waiters, w)
 			b.waiters = slices.Delete(b.waiters, i, i+1)
-			b.grant() // the next in line may fit now
 		}
+		b.grant() // the next in line may fit now
 		return ctx.Err()
 	}
 }

@@ -343,18 +343,9 @@ func (m *Membership) assign(ctx context.Context, members []kmsg.JoinGroupRespons
 // rangeShares splits parts (sorted) into n contiguous shares.
 func rangeShares(parts []int32, n int) [][]int32 {
 	shares := make([][]int32, n)
-	if n == 0 {
-		return shares
-	}
-	each, extra := len(parts)/n, len(parts)%n
-	at := 0
 	for i := range shares {
-		k := each
-		if i < extra {
-			k++
-		}
-		shares[i] = parts[at : at+k]
-		at += k
+		each, extra := len(parts)/n, len(parts)%n // the first extra shares take one more
+		shares[i] = parts[i*each+min(i, extra) : (i+1)*each+min(i+1, extra)]
 	}
 	return shares
 }
