@@ -136,10 +136,8 @@ const (
 )
 
 // maxFetchesInFlight bounds the Fetch requests of one Cluster on the wire
-// at once. kafka-go sends one request at a time per connection and opens
-// another connection for each concurrent one, so without a bound a
-// thousand partitions held a thousand connections (and their buffers, on
-// both sides). Two per fetch transport keep every transport busy.
+// at once (kafka-go opens a connection per concurrent request); two per
+// fetch transport keep every transport busy.
 var maxFetchesInFlight = 2 * fetchConns
 
 // readerMemory is what the readers of a Cluster share: the budget and the

@@ -293,10 +293,8 @@ type GroupMember struct {
 	// MemberID is the coordinator's ID of the member.
 	MemberID, ClientID, ClientHost string
 	// UserData is the user data of a consumer member's subscription
-	// (ConsumerMemberMetadata.UserData, Membership.SetUserData); nil when
-	// it has none, when the member's metadata is not of the consumer
-	// protocol, and whenever the group is not Stable (DescribeGroups gives
-	// the members' metadata only then).
+	// (Membership.SetUserData); nil when it has none, for another
+	// protocol, and while the group is not Stable.
 	UserData []byte
 }
 
