@@ -2,6 +2,7 @@ package parquet
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -156,7 +157,7 @@ func (s *Sink) loadChains(ctx context.Context, m *Manifest) error {
 		return err
 	}
 	for p, spans := range found {
-		slices.SortFunc(spans, func(a, b span) int { return cmp64(a.first, b.first) })
+		slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.first, b.first) })
 		pt := s.parts[p]
 		at := pt.rng.Start
 		for i, sp := range spans {
@@ -273,16 +274,6 @@ func whose(run string) string {
 		return "replay did not write it"
 	}
 	return "another run wrote it (run " + run + ")"
-}
-
-func cmp64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // openStaging recovers the staging an earlier process of this run left:

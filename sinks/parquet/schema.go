@@ -101,22 +101,6 @@ func parseAnyType(s string) (colType, error) {
 	if k, ok := simpleTypes[strings.TrimSpace(s)]; ok {
 		return colType{kind: k}, nil
 	}
-	switch strings.TrimSpace(s) {
-	case "string":
-		return colType{kind: kString}, nil
-	case "bytes":
-		return colType{kind: kBytes}, nil
-	case "int32":
-		return colType{kind: kInt32}, nil
-	case "int64":
-		return colType{kind: kInt64}, nil
-	case "boolean":
-		return colType{kind: kBool}, nil
-	case "timestamp_millis":
-		return colType{kind: kTimestampMillis}, nil
-	case "timestamp_micros":
-		return colType{kind: kTimestampMicros}, nil
-	}
 	m := decimalRe.FindStringSubmatch(strings.TrimSpace(s))
 	if m == nil && strings.HasPrefix(strings.TrimSpace(s), "decimal(") && !strings.Contains(s, ",") {
 		return colType{}, fmt.Errorf("type %q: a decimal takes a precision and a scale, decimal(P,S); in a {...} mapping quote it, 'decimal(12,2)', since a comma ends the value there", s)
@@ -185,39 +169,18 @@ func columns(cols []encode.Column, types map[string]string) ([]column, error) {
 	return out, nil
 }
 
+// nodes are the Parquet schema nodes of the kinds without parameters.
+var nodes = [...]pq.Node{
+	kString: pq.String(), kBytes: pq.Leaf(pq.ByteArrayType), kInt32: pq.Int(32), kInt64: pq.Int(64),
+	kBool: pq.Leaf(pq.BooleanType), kTimestampMillis: pq.Timestamp(pq.Millisecond), kTimestampMicros: pq.Timestamp(pq.Microsecond),
+	kUint64: pq.Uint(64), kBase64: pq.Leaf(pq.ByteArrayType), kDate: pq.Date(), kTimeMillis: pq.TimeAdjusted(pq.Millisecond, false),
+	kTimeMicros: pq.TimeAdjusted(pq.Microsecond, false), kFloat: pq.Leaf(pq.FloatType), kDouble: pq.Leaf(pq.DoubleType),
+}
+
 // node is the column's Parquet schema node.
 func (c column) node() pq.Node {
-	var n pq.Node
-	switch t := c.typ; t.kind {
-	case kString:
-		n = pq.String()
-	case kBytes:
-		n = pq.Leaf(pq.ByteArrayType)
-	case kInt32:
-		n = pq.Int(32)
-	case kInt64:
-		n = pq.Int(64)
-	case kBool:
-		n = pq.Leaf(pq.BooleanType)
-	case kTimestampMillis:
-		n = pq.Timestamp(pq.Millisecond)
-	case kTimestampMicros:
-		n = pq.Timestamp(pq.Microsecond)
-	case kUint64:
-		n = pq.Uint(64)
-	case kBase64:
-		n = pq.Leaf(pq.ByteArrayType)
-	case kDate:
-		n = pq.Date()
-	case kTimeMillis:
-		n = pq.TimeAdjusted(pq.Millisecond, false)
-	case kTimeMicros:
-		n = pq.TimeAdjusted(pq.Microsecond, false)
-	case kFloat:
-		n = pq.Leaf(pq.FloatType)
-	case kDouble:
-		n = pq.Leaf(pq.DoubleType)
-	case kDecimal:
+	n := nodes[c.typ.kind]
+	if t := c.typ; t.kind == kDecimal {
 		switch {
 		case t.precision <= 9:
 			n = pq.Decimal(t.scale, t.precision, pq.Int32Type)

@@ -520,14 +520,8 @@ func (s *Sink) Close() error {
 
 // closeStaging closes the staging files.
 func (s *Sink) closeStaging() error {
-	s.mu.Lock()
-	parts := make([]*part, 0, len(s.parts))
-	for _, pt := range s.parts {
-		parts = append(parts, pt)
-	}
-	s.mu.Unlock()
 	var errs []error
-	for _, pt := range parts {
+	for _, pt := range s.partitions() {
 		pt.mu.Lock()
 		if pt.bld != nil {
 			pt.bld.discard()
