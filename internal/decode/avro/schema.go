@@ -354,15 +354,13 @@ func setLogical(s *Schema, lt string, n map[string]any) {
 		s.Logical = Date
 	case lt == "time-millis" && s.Kind == Int:
 		s.Logical = TimeMillis
-	case lt == "time-micros" && s.Kind == Long:
-		s.Logical = TimeMicros
 	case s.Kind == Long:
 		s.Logical = longLogical[lt]
 	}
 }
 
 var longLogical = map[string]Logical{
-	"timestamp-millis": TimestampMillis, "timestamp-micros": TimestampMicros, "timestamp-nanos": TimestampNanos,
+	"time-micros": TimeMicros, "timestamp-millis": TimestampMillis, "timestamp-micros": TimestampMicros, "timestamp-nanos": TimestampNanos,
 	"local-timestamp-millis": LocalTimestampMillis, "local-timestamp-micros": LocalTimestampMicros, "local-timestamp-nanos": LocalTimestampNanos,
 }
 
