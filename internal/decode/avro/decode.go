@@ -427,28 +427,18 @@ func appendInt(b []byte, s *Schema, v int32) ([]byte, error) {
 }
 
 func appendLong(b []byte, s *Schema, v int64) ([]byte, error) {
-	zone := true
 	switch s.Logical {
 	case TimeMicros:
 		if v < 0 || v >= 86400_000_000 {
 			return b, fmt.Errorf("time-micros %d is outside a day (0 to 86399999999)", v)
 		}
 		return jsonw.TimeOfDay(b, v*1e3, 6), nil
-	case LocalTimestampMillis:
-		zone = false
-		fallthrough
-	case TimestampMillis:
-		return appendTimestamp(b, v, 1e3, 3, zone), nil
-	case LocalTimestampMicros:
-		zone = false
-		fallthrough
-	case TimestampMicros:
-		return appendTimestamp(b, v, 1e6, 6, zone), nil
-	case LocalTimestampNanos:
-		zone = false
-		fallthrough
-	case TimestampNanos:
-		return appendTimestamp(b, v, 1e9, 9, zone), nil
+	case TimestampMillis, LocalTimestampMillis:
+		return appendTimestamp(b, v, 1e3, 3, s.Logical == TimestampMillis), nil
+	case TimestampMicros, LocalTimestampMicros:
+		return appendTimestamp(b, v, 1e6, 6, s.Logical == TimestampMicros), nil
+	case TimestampNanos, LocalTimestampNanos:
+		return appendTimestamp(b, v, 1e9, 9, s.Logical == TimestampNanos), nil
 	}
 	return strconv.AppendInt(b, v, 10), nil
 }
