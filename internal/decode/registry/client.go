@@ -7,6 +7,7 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -143,9 +144,7 @@ type SubjectVersion struct {
 func (c *Client) SchemaByID(ctx context.Context, id int32) (Schema, error) {
 	var s Schema
 	err := c.get(ctx, fmt.Sprintf("/schemas/ids/%d", id), &s)
-	if s.Type == "" {
-		s.Type = "AVRO"
-	}
+	s.Type = cmp.Or(s.Type, "AVRO")
 	return s, err
 }
 
@@ -154,9 +153,7 @@ func (c *Client) SchemaByID(ctx context.Context, id int32) (Schema, error) {
 func (c *Client) SchemaByVersion(ctx context.Context, subject string, version int) (SubjectSchema, error) {
 	var s SubjectSchema
 	err := c.get(ctx, fmt.Sprintf("/subjects/%s/versions/%d", url.PathEscape(subject), version), &s)
-	if s.Type == "" {
-		s.Type = "AVRO"
-	}
+	s.Type = cmp.Or(s.Type, "AVRO")
 	return s, err
 }
 
