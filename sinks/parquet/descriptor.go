@@ -1,6 +1,7 @@
 package parquet
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -97,12 +98,7 @@ var Descriptor = plan.SinkDescriptor{
 	StagingDir: func(s *plan.Sink) string { return stagingDirOf(section(s)) },
 	Unfinished: "not complete: the objects finished so far are published (each when it holds max_rows_per_file rows or the end of its range), " +
 		ManifestName + " only when the run completes: read the output through the manifest, or once it is there",
-	Where: func(ps *plan.Sink) string {
-		if s := section(ps); s.URL != "" {
-			return s.URL
-		}
-		return section(ps).Path
-	},
+	Where: func(ps *plan.Sink) string { return cmp.Or(section(ps).URL, section(ps).Path) },
 	// A manifest describes one topic's objects.
 	OwnOutput: func(ps *plan.Sink) string {
 		if s := section(ps); s.URL != "" {

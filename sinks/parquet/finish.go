@@ -92,15 +92,10 @@ func (s *Sink) readManifest(ctx context.Context) (*Manifest, error) {
 }
 
 // loadChains reads the objects already published under the topic's
-// directory: each must be this run's, and each partition's tile its range
-// from the start (the prefix of the tiling an earlier process of the run
-// published). Anything else is refused, and so is m, the output's
-// manifest, when another run (of this plan: checkManifest refused
-// another's) wrote it. A run of another identity (a restart, a window
-// resolved afresh) would otherwise publish its objects and manifest
-// among those of the earlier run, and readers of the output would read
-// both. Objects of this run's identity are the ones it writes again, byte
-// for byte: they are kept.
+// directory: each must be this run's (kept: the run writes them again,
+// byte for byte), and each partition's tile its range from the start.
+// Anything else is refused, and so is m, the output's manifest, when
+// another run wrote it: readers of the output would read both runs.
 func (s *Sink) loadChains(ctx context.Context, m *Manifest) error {
 	prefix := TopicDir(s.topic) + "/"
 	listed, err := s.st.List(ctx, prefix)
@@ -207,11 +202,11 @@ func (s *Sink) refuseEarlier(m *Manifest, others []string, otherRun, otherFP str
 		if otherRun != "" && otherFP == s.fingerprint {
 			w = "an earlier run of this plan wrote it (run " + otherRun + ")"
 		}
-		first := "the first "
+		are, first := "are", "the first "
 		if len(others) == 1 {
-			first = ""
+			are, first = "is", ""
 		}
-		found = append(found, fmt.Sprintf("%s that %s not this run's, %s%s: %s", plural(len(others), "object"), isAre(len(others)), first, s.st.Where(others[0]), w))
+		found = append(found, fmt.Sprintf("%s that %s not this run's, %s%s: %s", plural(len(others), "object"), are, first, s.st.Where(others[0]), w))
 	}
 	if m != nil && m.Run != s.runID {
 		found = append(found, fmt.Sprintf("the manifest %s of an earlier run of this plan (run %s, %d objects)", s.st.Where(ManifestName), m.Run, len(m.Objects)))
@@ -242,13 +237,6 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
-}
-
-func isAre(n int) string {
-	if n == 1 {
-		return "is"
-	}
-	return "are"
 }
 
 // rangeText says what the run writes of partition p, for messages.

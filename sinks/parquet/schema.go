@@ -130,34 +130,33 @@ type column struct {
 	optional bool
 }
 
+// fieldColumns are the type and nullability of each field kind's column
+// (a value.<path> column's type may be declared).
+var fieldColumns = map[plan.FieldKind]column{
+	plan.FieldKey: {typ: colType{kind: kString}}, plan.FieldTopic: {typ: colType{kind: kString}},
+	plan.FieldTimestampType: {typ: colType{kind: kString}}, plan.FieldHeaders: {typ: colType{kind: kString}},
+	plan.FieldKafkaKey: {typ: colType{kind: kBytes}, optional: true}, plan.FieldValue: {typ: colType{kind: kBytes}, optional: true},
+	plan.FieldHeader: {typ: colType{kind: kBytes}, optional: true}, plan.FieldPartition: {typ: colType{kind: kInt32}},
+	plan.FieldOffset: {typ: colType{kind: kInt64}}, plan.FieldTimestamp: {typ: colType{kind: kTimestampMillis}},
+	plan.FieldValuePath: {typ: colType{kind: kString}, optional: true},
+}
+
 // columns returns the typed columns of cols, value.<path> columns taking
 // their type from types (string by default).
 func columns(cols []encode.Column, types map[string]string) ([]column, error) {
 	out := make([]column, 0, len(cols))
 	for _, c := range cols {
-		col := column{Column: c}
-		switch c.Field.Kind {
-		case plan.FieldKey, plan.FieldTopic, plan.FieldTimestampType, plan.FieldHeaders:
-			col.typ = colType{kind: kString}
-		case plan.FieldKafkaKey, plan.FieldValue, plan.FieldHeader:
-			col.typ, col.optional = colType{kind: kBytes}, true
-		case plan.FieldPartition:
-			col.typ = colType{kind: kInt32}
-		case plan.FieldOffset:
-			col.typ = colType{kind: kInt64}
-		case plan.FieldTimestamp:
-			col.typ = colType{kind: kTimestampMillis}
-		case plan.FieldValuePath:
-			col.optional = true
-			if t, ok := types[c.Name]; ok {
-				ct, err := parseType(t)
-				if err != nil {
-					return nil, fmt.Errorf("column %s: %w", c.Name, err)
-				}
-				col.typ = ct
-			}
-		default:
+		col, ok := fieldColumns[c.Field.Kind]
+		if !ok {
 			return nil, fmt.Errorf("column %s: field kind %d has no Parquet type", c.Name, c.Field.Kind)
+		}
+		col.Column = c
+		if t, ok := types[c.Name]; ok && c.Field.Kind == plan.FieldValuePath {
+			ct, err := parseType(t)
+			if err != nil {
+				return nil, fmt.Errorf("column %s: %w", c.Name, err)
+			}
+			col.typ = ct
 		}
 		out = append(out, col)
 	}
@@ -244,10 +243,9 @@ func row(dst pq.Row, cols []column, r *record.Record) (pq.Row, error) {
 	return dst, nil
 }
 
-// checkRow is row without the row: the error row returns for r, from the
-// only columns whose value can fail to convert (value.<path> columns of
-// a type other than string and bytes); the others always convert. Write checks each record with it, before it stages the
-// record, and the object is built with row.
+// checkRow is the error row returns for r, from the only columns that can
+// fail to convert (value.<path> columns not string or bytes): Write checks
+// each record with it before it stages the record.
 func checkRow(cols []column, r *record.Record) error {
 	cells := encode.Cells{Alias: true} // nothing is kept
 	for _, c := range cols {

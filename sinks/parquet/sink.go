@@ -5,6 +5,7 @@
 package parquet
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -220,10 +221,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 			return nil, err
 		}
 	}
-	staging := cfg.StagingDir
-	if staging == "" {
-		staging = filepath.Join(cfg.Path, stagingName)
-	}
+	staging := cmp.Or(cfg.StagingDir, filepath.Join(cfg.Path, stagingName))
 	s := &Sink{st: st, stagingDir: staging, topic: cfg.Topic,
 		runID: cfg.RunID, fingerprint: cfg.Fingerprint, lay: lay, valueColumns: cfg.ValueColumns, provenance: cfg.Provenance, codec: cd,
 		maxRows: cfg.MaxRowsPerFile, log: cfg.Log, parts: map[int32]*part{}, done: map[string]objectInfo{}}
