@@ -12,6 +12,7 @@
 package decode
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -198,12 +199,7 @@ func New(cfg Config, opts Options) (*Decoder, error) {
 }
 
 func newDecoder(cfg Config, src source, log zerolog.Logger) *Decoder {
-	if cfg.Value == "" {
-		cfg.Value = None
-	}
-	if cfg.Key == "" {
-		cfg.Key = None
-	}
+	cfg.Value, cfg.Key = cmp.Or(cfg.Value, None), cmp.Or(cfg.Key, None)
 	return &Decoder{cfg: cfg, src: src, log: log, opts: avro.Options{TaggedUnions: cfg.AvroUnions == "tagged"}, cache: map[int32]*entry{}}
 }
 

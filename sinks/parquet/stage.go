@@ -92,11 +92,8 @@ var errTorn = errors.New("torn frame")
 func (fr *frameReader) next() (record.Record, error) {
 	var head [8]byte
 	if _, err := io.ReadFull(fr.r, head[:]); err != nil {
-		if err == io.EOF {
-			return record.Record{}, io.EOF
-		}
 		if err == io.ErrUnexpectedEOF {
-			return record.Record{}, errTorn
+			err = errTorn
 		}
 		return record.Record{}, err
 	}
