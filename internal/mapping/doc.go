@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -247,11 +248,7 @@ func (vs views) fromExpr(v any) (any, error) {
 func (vs views) objectOf(m map[string]any) (*object, error) {
 	keys := vs[reflect.ValueOf(m).Pointer()]
 	if keys == nil || len(keys) != len(m) {
-		keys = make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
+		keys = slices.Sorted(maps.Keys(m))
 	}
 	o := newObject()
 	for _, k := range keys {
