@@ -102,12 +102,11 @@ func (s *Sink) loadChains(ctx context.Context, m *Manifest) error {
 	if err != nil {
 		return fmt.Errorf("parquet sink: list %s: %w", s.st.Where(prefix), err)
 	}
-	names := slices.Sorted(maps.Keys(listed))
 	found := map[int32][]span{}
 	var others []string // objects of other runs outside the run's ranges
 	var strays []string // files that are not objects, which readers would read
 	var otherRun, otherFP string
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(listed)) {
 		p, sp, ok := parseObject(strings.TrimPrefix(name, prefix))
 		if !ok {
 			// A key ending in '/' is a directory marker some S3 tools

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -539,10 +540,5 @@ func (s *Sink) closeStaging() error {
 func (s *Sink) partitions() []*part {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]*part, 0, len(s.parts))
-	for _, pt := range s.parts {
-		out = append(out, pt)
-	}
-	slices.SortFunc(out, func(a, b *part) int { return int(a.rng.Partition - b.rng.Partition) })
-	return out
+	return slices.SortedFunc(maps.Values(s.parts), func(a, b *part) int { return int(a.rng.Partition - b.rng.Partition) })
 }
