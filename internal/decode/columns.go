@@ -1,8 +1,8 @@
 package decode
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -36,17 +36,9 @@ type Column struct {
 // a record or message, or a JSON Schema, is a *ColumnsError: its values
 // have no columns to derive.
 func (d *Decoder) Columns(ctx context.Context, b []byte) ([]Column, error) {
-	if len(b) < 5 || b[0] != 0 {
-		return nil, &BadRecordError{Side: Value, SchemaID: NoSchemaID, Reason: framingReason(Value, b)}
-	}
-	id := FramedID(b)
-	c, err := d.schema(ctx, id)
+	id, c, err := d.framed(ctx, Value, b)
 	if err != nil {
-		var se *schemaError
-		if errors.As(err, &se) {
-			return nil, &BadRecordError{Side: Value, SchemaID: id, Reason: se.reason}
-		}
-		return nil, fmt.Errorf("decode value: schema id %d: %w", id, err)
+		return nil, err
 	}
 	// A Protobuf value's columns are those of the message its indexes
 	// name: the index bytes key the cache (looked up without a copy).
@@ -135,41 +127,24 @@ func avroType(s *avro.Schema, tagged bool) string {
 		}
 		return "string"
 	}
-	switch s.Logical {
-	case avro.Decimal:
-		if s.Precision <= 38 {
-			return "decimal(" + strconv.Itoa(s.Precision) + "," + strconv.Itoa(s.Scale) + ")"
-		}
-		return "string"
-	case avro.Date:
-		return "date"
-	case avro.TimeMillis:
-		return "time_millis"
-	case avro.TimeMicros:
-		return "time_micros"
-	case avro.TimestampMillis:
-		return "timestamp_millis"
-	case avro.TimestampMicros:
-		return "timestamp_micros"
-	case avro.UUID, avro.TimestampNanos, avro.LocalTimestampMillis, avro.LocalTimestampMicros, avro.LocalTimestampNanos:
-		return "string"
+	switch {
+	case s.Logical == avro.Decimal && s.Precision <= 38:
+		return "decimal(" + strconv.Itoa(s.Precision) + "," + strconv.Itoa(s.Scale) + ")"
+	case s.Logical != avro.None: // a wider decimal, a uuid, a nanosecond or local timestamp: string
+		return cmp.Or(avroLogicalTypes[s.Logical], "string")
 	}
-	switch s.Kind {
-	case avro.Boolean:
-		return "boolean"
-	case avro.Int:
-		return "int32"
-	case avro.Long:
-		return "int64"
-	case avro.Float:
-		return "float"
-	case avro.Double:
-		return "double"
-	case avro.Bytes, avro.Fixed:
-		return "base64"
-	}
-	return "string" // string, enum, null; record, array and map as JSON text
+	// string, enum, null; record, array and map as JSON text: string
+	return cmp.Or(avroKindTypes[s.Kind], "string")
 }
+
+// avroLogicalTypes and avroKindTypes are the column types of Avro's
+// logical and plain types; those missing are strings.
+var (
+	avroLogicalTypes = map[avro.Logical]string{avro.Date: "date", avro.TimeMillis: "time_millis", avro.TimeMicros: "time_micros",
+		avro.TimestampMillis: "timestamp_millis", avro.TimestampMicros: "timestamp_micros"}
+	avroKindTypes = map[avro.Kind]string{avro.Boolean: "boolean", avro.Int: "int32", avro.Long: "int64", avro.Float: "float",
+		avro.Double: "double", avro.Bytes: "base64", avro.Fixed: "base64"}
+)
 
 // protoColumns returns the columns of md's fields.
 func protoColumns(md protoreflect.MessageDescriptor) []Column {

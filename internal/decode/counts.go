@@ -3,6 +3,7 @@ package decode
 import (
 	"cmp"
 	"slices"
+	"strings"
 )
 
 // SchemaCount is how many values or keys one schema id decoded.
@@ -38,14 +39,8 @@ func (d *Decoder) Counts() []SchemaCount {
 		}
 	}
 	d.mu.Unlock()
-	slices.SortFunc(out, func(a, b SchemaCount) int {
-		if a.Side != b.Side {
-			if a.Side == "value" {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Compare(a.SchemaID, b.SchemaID)
+	slices.SortFunc(out, func(a, b SchemaCount) int { // "value" before "key"
+		return cmp.Or(strings.Compare(b.Side, a.Side), cmp.Compare(a.SchemaID, b.SchemaID))
 	})
 	return out
 }

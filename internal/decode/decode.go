@@ -12,6 +12,7 @@
 package decode
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -198,12 +199,7 @@ func New(cfg Config, opts Options) (*Decoder, error) {
 }
 
 func newDecoder(cfg Config, src source, log zerolog.Logger) *Decoder {
-	if cfg.Value == "" {
-		cfg.Value = None
-	}
-	if cfg.Key == "" {
-		cfg.Key = None
-	}
+	cfg.Value, cfg.Key = cmp.Or(cfg.Value, None), cmp.Or(cfg.Key, None)
 	return &Decoder{cfg: cfg, src: src, log: log, opts: avro.Options{TaggedUnions: cfg.AvroUnions == "tagged"}, cache: map[int32]*entry{}}
 }
 
@@ -237,17 +233,9 @@ func (d *Decoder) Decode(ctx context.Context, side Side, b []byte) (Decoded, err
 // extended by it (a new array when dst's capacity did not hold it). It
 // lets a caller decode record after record into one buffer it owns.
 func (d *Decoder) AppendDecode(ctx context.Context, side Side, dst, b []byte) (Decoded, error) {
-	if len(b) < 5 || b[0] != 0 {
-		return Decoded{}, &BadRecordError{Side: side, SchemaID: NoSchemaID, Reason: framingReason(side, b)}
-	}
-	id := int32(binary.BigEndian.Uint32(b[1:5]))
-	c, err := d.schema(ctx, id)
+	id, c, err := d.framed(ctx, side, b)
 	if err != nil {
-		var se *schemaError
-		if errors.As(err, &se) {
-			return Decoded{}, &BadRecordError{Side: side, SchemaID: id, Reason: se.reason}
-		}
-		return Decoded{}, fmt.Errorf("decode %s: schema id %d: %w", side, id, err)
+		return Decoded{}, err
 	}
 	if want := wantType(d.format(side)); want != "" && want != c.typ {
 		return Decoded{}, &BadRecordError{Side: side, SchemaID: id, Reason: fmt.Sprintf("the schema is %s, and decode.%s: %s decodes only %s schemas (schema_registry decodes any type)", c.typ, side, d.format(side), want)}
@@ -258,6 +246,23 @@ func (d *Decoder) AppendDecode(ctx context.Context, side Side, dst, b []byte) (D
 	}
 	c.decoded[side].Add(1)
 	return Decoded{JSON: out, SchemaID: id, Clean: c.typ != TypeJSON}, nil
+}
+
+// framed returns the schema id of b's framing and its compiled schema: a
+// *BadRecordError when b is not framed or the id cannot decode anything.
+func (d *Decoder) framed(ctx context.Context, side Side, b []byte) (int32, *compiled, error) {
+	if len(b) < 5 || b[0] != 0 {
+		return NoSchemaID, nil, &BadRecordError{Side: side, SchemaID: NoSchemaID, Reason: framingReason(side, b)}
+	}
+	id := FramedID(b)
+	c, err := d.schema(ctx, id)
+	if err != nil {
+		if se := (*schemaError)(nil); errors.As(err, &se) {
+			return id, nil, &BadRecordError{Side: side, SchemaID: id, Reason: se.reason}
+		}
+		return id, nil, fmt.Errorf("decode %s: schema id %d: %w", side, id, err)
+	}
+	return id, c, nil
 }
 
 // FramedID returns the schema id of b in the Confluent wire format (magic

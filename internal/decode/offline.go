@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,7 +45,6 @@ func checkOneFilePerID(dir string) error {
 		return fmt.Errorf("schemas directory: %w", err)
 	}
 	files := map[int64][]string{}
-	var ids []int64
 	for _, e := range entries {
 		for _, et := range extTypes {
 			base, ok := strings.CutSuffix(e.Name(), et.ext)
@@ -52,15 +52,11 @@ func checkOneFilePerID(dir string) error {
 			if !ok || err != nil || strconv.FormatInt(id, 10) != base {
 				continue // not a file SchemaByID reads
 			}
-			if len(files[id]) == 0 {
-				ids = append(ids, id)
-			}
 			files[id] = append(files[id], filepath.Join(dir, e.Name()))
 		}
 	}
-	slices.Sort(ids)
 	var errs []error
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(files)) {
 		if fs := files[id]; len(fs) > 1 {
 			errs = append(errs, fmt.Errorf("schema id %d has %d schema files: %s; keep the one its records were written with and move the others out of %s",
 				id, len(fs), strings.Join(fs, " and "), dir))

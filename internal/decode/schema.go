@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/replay-tool/replay/internal/decode/avro"
 	"github.com/replay-tool/replay/internal/decode/protobuf"
@@ -57,9 +58,7 @@ func (d *Decoder) publish(id int32, c *compiled) {
 	defer d.mu.Unlock()
 	m := map[int32]*compiled{id: c}
 	if old := d.ready.Load(); old != nil {
-		for k, v := range *old {
-			m[k] = v
-		}
+		maps.Copy(m, *old)
 	}
 	d.ready.Store(&m)
 }

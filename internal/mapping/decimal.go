@@ -278,12 +278,10 @@ func roundFrac(num, den *big.Int, places int) *big.Int {
 	return q
 }
 
-// roundDec rounds d to places digits after the point, half away from
-// zero; a d with fewer digits is returned at that scale unchanged.
+// roundDec rounds d to places (0 to maxScale) digits after the point,
+// half away from zero; a d with fewer digits is returned at that scale
+// unchanged.
 func roundDec(d *Dec, places int) (*Dec, error) {
-	if places < 0 || places > maxScale {
-		return nil, fmt.Errorf("round: places must be 0 to %d, got %d", maxScale, places)
-	}
 	u := roundFrac(d.U, pow10(d.Scale), places)
 	if n := digits(u); n > MaxDigits {
 		return nil, fmt.Errorf("round(%s, %d) has %d significant digits; a decimal keeps at most %d", d.name(), places, n, MaxDigits)
@@ -294,9 +292,6 @@ func roundDec(d *Dec, places int) (*Dec, error) {
 // divRound returns a ÷ b rounded to places digits after the point, half
 // away from zero: the one division that may round, because it says so.
 func divRound(a, b *Dec, places int) (*Dec, error) {
-	if places < 0 || places > maxScale {
-		return nil, fmt.Errorf("round: places must be 0 to %d, got %d", maxScale, places)
-	}
 	num, den, err := quotient(a, b)
 	if err != nil {
 		return nil, err

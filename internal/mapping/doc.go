@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -219,16 +220,9 @@ func (vs views) fromExpr(v any) (any, error) {
 	switch x := v.(type) {
 	case nil, string, bool, json.Number:
 		return x, nil
-	case *Dec:
-		return json.Number(x.String()), nil
-	case Dec: // expr dereferences a pointer in places (a ?? b)
-		return json.Number(x.String()), nil
-	case int:
-		return json.Number(strconv.Itoa(x)), nil
-	case int64:
-		return json.Number(strconv.FormatInt(x, 10)), nil
-	case int32:
-		return json.Number(strconv.FormatInt(int64(x), 10)), nil
+	case *Dec, Dec, int, int64, int32: // expr dereferences a *Dec in places (a ?? b)
+		d, _, _ := num(x)
+		return json.Number(d.String()), nil
 	case float64, float32:
 		return nil, fmt.Errorf("the expression returned the binary floating-point number %v, which is not exact: compute with the value's numbers and literals, which are decimals", x)
 	case time.Time:
@@ -254,11 +248,7 @@ func (vs views) fromExpr(v any) (any, error) {
 func (vs views) objectOf(m map[string]any) (*object, error) {
 	keys := vs[reflect.ValueOf(m).Pointer()]
 	if keys == nil || len(keys) != len(m) {
-		keys = make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
+		keys = slices.Sorted(maps.Keys(m))
 	}
 	o := newObject()
 	for _, k := range keys {

@@ -145,7 +145,7 @@ func (m *Mapping) Apply(r *record.Record) error {
 	}
 	root, ok := doc.(*object)
 	if !ok {
-		return record.NewError(r, &ValueError{fmt.Errorf("the value is a JSON %s, not an object: a mapping's paths name fields of an object", docType(doc))})
+		return record.NewError(r, &ValueError{fmt.Errorf("the value is a JSON %s, not an object: a mapping's paths name fields of an object", typeName(doc))})
 	}
 	for i, s := range m.steps {
 		if err := step(r, root, s); err != nil {
@@ -167,21 +167,6 @@ func (m *Mapping) Apply(r *record.Record) error {
 	r.Note = &n
 	r.Value = mapped
 	return nil
-}
-
-// docType names the JSON type of a document tree's node.
-func docType(v any) string {
-	switch v.(type) {
-	case []any:
-		return "array"
-	case string:
-		return "string"
-	case bool:
-		return "bool"
-	case nil:
-		return "null"
-	}
-	return "number"
 }
 
 // step runs one step over root.
@@ -251,7 +236,7 @@ func parent(root *object, path Path, create bool) (*object, error) {
 			if v == nil {
 				return nil, nil
 			}
-			return nil, fmt.Errorf("%s is a %s, not an object", path[:i+1], docType(v))
+			return nil, fmt.Errorf("%s is a %s, not an object", path[:i+1], typeName(v))
 		}
 		o = c
 	}

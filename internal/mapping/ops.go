@@ -36,14 +36,18 @@ func num(x any) (d *Dec, ok bool, err error) {
 	return nil, false, nil
 }
 
+// nums is num of a and b: the first error of the two.
+func nums(a, b any) (x, y *Dec, xok, yok bool, err error) {
+	if x, xok, err = num(a); err == nil {
+		y, yok, err = num(b)
+	}
+	return x, y, xok, yok, err
+}
+
 // binary runs the arithmetic operator op (+ - * / %) on a and b: numbers
 // exactly (arith), + also on two strings.
 func binary(op string, a, b any) (any, error) {
-	x, xok, err := num(a)
-	if err != nil {
-		return nil, err
-	}
-	y, yok, err := num(b)
+	x, y, xok, yok, err := nums(a, b)
 	if err != nil {
 		return nil, err
 	}
@@ -85,11 +89,7 @@ func typeName(x any) string {
 // their exact values (1.50 == 1.5), strings and times in their order,
 // anything else by equality only.
 func compare(op string, a, b any) (bool, error) {
-	x, xok, err := num(a)
-	if err != nil {
-		return false, err
-	}
-	y, yok, err := num(b)
+	x, y, xok, yok, err := nums(a, b)
 	if err != nil {
 		return false, err
 	}
@@ -170,11 +170,14 @@ func negate(a any) (any, error) {
 	return &Dec{U: new(big.Int).Neg(x.U), Scale: x.Scale}, nil
 }
 
-// places reads round's places argument: a whole number.
+// places reads round's places argument: a whole number, 0 to maxScale.
 func places(a any) (int, error) {
 	d, ok, err := num(a)
 	if err != nil || !ok || !d.isInt() || !d.U.IsInt64() {
 		return 0, fmt.Errorf("round: places must be a whole number, got %v", a)
+	}
+	if n := d.U.Int64(); n < 0 || n > maxScale {
+		return 0, fmt.Errorf("round: places must be 0 to %d, got %d", maxScale, n)
 	}
 	return int(d.U.Int64()), nil
 }
@@ -198,11 +201,7 @@ func roundFn(args ...any) (any, error) {
 // divRoundFn is round(a / b, places), computed as one operation: the
 // quotient, exact or not, rounded half away from zero.
 func divRoundFn(args ...any) (any, error) {
-	x, xok, err := num(args[0])
-	if err != nil {
-		return nil, err
-	}
-	y, yok, err := num(args[1])
+	x, y, xok, yok, err := nums(args[0], args[1])
 	if err != nil {
 		return nil, err
 	}

@@ -130,8 +130,6 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 // buffer frames are read back through.
 const stageChunk = 256 << 10
 
-// maxBuilders is how many objects are built while they are staged at once.
-// One: a second one (one per processor) made the day window of 6
-// partitions 1.6 times slower, its memory pushing the run's heap to its
-// soft limit and the GC to run all the time.
+// maxBuilders is how many objects are built while they are staged at once:
+// a second one's memory pushed the heap to its soft limit, slowing runs.
 const maxBuilders = 1

@@ -1,13 +1,14 @@
 package parquet
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -78,13 +79,8 @@ var Descriptor = plan.SinkDescriptor{
 			Doc: "parquet: the Parquet type of value.<path> columns, by column name: string (default: the text, a number as written), int32, int64, uint64, boolean, decimal(P,S) (exact; 1 <= P <= 38), timestamp_millis or timestamp_micros (from an RFC 3339 string, or an integer of the column's unit since the Unix epoch), date (YYYY-MM-DD), time_millis or time_micros (HH:MM:SS.fff), bytes (the text's bytes), base64 (the bytes a base64 text stands for); a value that does not fit its type is a bad record (on_error). Without columns under decode.value, the schema gives the types.",
 			FingerprintValue: func(val any, _ *plan.Sink, _ bool) any {
 				m, _ := val.(map[string]string)
-				keys := make([]string, 0, len(m))
-				for k := range m {
-					keys = append(keys, k)
-				}
-				sort.Strings(keys)
 				var b strings.Builder
-				for _, k := range keys {
+				for _, k := range slices.Sorted(maps.Keys(m)) {
 					b.WriteString(k + ":" + m[k] + ";")
 				}
 				return b.String()
@@ -102,12 +98,7 @@ var Descriptor = plan.SinkDescriptor{
 	StagingDir: func(s *plan.Sink) string { return stagingDirOf(section(s)) },
 	Unfinished: "not complete: the objects finished so far are published (each when it holds max_rows_per_file rows or the end of its range), " +
 		ManifestName + " only when the run completes: read the output through the manifest, or once it is there",
-	Where: func(ps *plan.Sink) string {
-		if s := section(ps); s.URL != "" {
-			return s.URL
-		}
-		return section(ps).Path
-	},
+	Where: func(ps *plan.Sink) string { return cmp.Or(section(ps).URL, section(ps).Path) },
 	// A manifest describes one topic's objects.
 	OwnOutput: func(ps *plan.Sink) string {
 		if s := section(ps); s.URL != "" {

@@ -2,6 +2,7 @@ package parquet
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -91,27 +92,21 @@ func (s *Sink) readManifest(ctx context.Context) (*Manifest, error) {
 }
 
 // loadChains reads the objects already published under the topic's
-// directory: each must be this run's, and each partition's tile its range
-// from the start (the prefix of the tiling an earlier process of the run
-// published). Anything else is refused, and so is m, the output's
-// manifest, when another run (of this plan: checkManifest refused
-// another's) wrote it. A run of another identity (a restart, a window
-// resolved afresh) would otherwise publish its objects and manifest
-// among those of the earlier run, and readers of the output would read
-// both. Objects of this run's identity are the ones it writes again, byte
-// for byte: they are kept.
+// directory: each must be this run's (kept: the run writes them again,
+// byte for byte), and each partition's tile its range from the start.
+// Anything else is refused, and so is m, the output's manifest, when
+// another run wrote it: readers of the output would read both runs.
 func (s *Sink) loadChains(ctx context.Context, m *Manifest) error {
 	prefix := TopicDir(s.topic) + "/"
 	listed, err := s.st.List(ctx, prefix)
 	if err != nil {
 		return fmt.Errorf("parquet sink: list %s: %w", s.st.Where(prefix), err)
 	}
-	names := slices.Sorted(maps.Keys(listed))
 	found := map[int32][]span{}
 	var others []string // objects of other runs outside the run's ranges
 	var strays []string // files that are not objects, which readers would read
 	var otherRun, otherFP string
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(listed)) {
 		p, sp, ok := parseObject(strings.TrimPrefix(name, prefix))
 		if !ok {
 			// A key ending in '/' is a directory marker some S3 tools
@@ -156,7 +151,7 @@ func (s *Sink) loadChains(ctx context.Context, m *Manifest) error {
 		return err
 	}
 	for p, spans := range found {
-		slices.SortFunc(spans, func(a, b span) int { return cmp64(a.first, b.first) })
+		slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.first, b.first) })
 		pt := s.parts[p]
 		at := pt.rng.Start
 		for i, sp := range spans {
@@ -206,11 +201,11 @@ func (s *Sink) refuseEarlier(m *Manifest, others []string, otherRun, otherFP str
 		if otherRun != "" && otherFP == s.fingerprint {
 			w = "an earlier run of this plan wrote it (run " + otherRun + ")"
 		}
-		first := "the first "
+		are, first := "are", "the first "
 		if len(others) == 1 {
-			first = ""
+			are, first = "is", ""
 		}
-		found = append(found, fmt.Sprintf("%s that %s not this run's, %s%s: %s", plural(len(others), "object"), isAre(len(others)), first, s.st.Where(others[0]), w))
+		found = append(found, fmt.Sprintf("%s that %s not this run's, %s%s: %s", plural(len(others), "object"), are, first, s.st.Where(others[0]), w))
 	}
 	if m != nil && m.Run != s.runID {
 		found = append(found, fmt.Sprintf("the manifest %s of an earlier run of this plan (run %s, %d objects)", s.st.Where(ManifestName), m.Run, len(m.Objects)))
@@ -243,13 +238,6 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-func isAre(n int) string {
-	if n == 1 {
-		return "is"
-	}
-	return "are"
-}
-
 // rangeText says what the run writes of partition p, for messages.
 func (s *Sink) rangeText(p int32) string {
 	pt := s.parts[p]
@@ -273,16 +261,6 @@ func whose(run string) string {
 		return "replay did not write it"
 	}
 	return "another run wrote it (run " + run + ")"
-}
-
-func cmp64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // openStaging recovers the staging an earlier process of this run left:

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strings"
 
 	pq "github.com/parquet-go/parquet-go"
@@ -92,10 +93,8 @@ func (s *Sink) layoutFor(scols []sinks.SchemaColumn) (*layout, error) {
 		if err != nil {
 			return nil, fmt.Errorf("parquet sink: field %s of the decoded value: %w", sc.Name, err)
 		}
-		for _, c := range cols {
-			if c.Name == sc.Name {
-				return nil, fmt.Errorf("parquet sink: the decoded value's field %s has the name of a provenance column: set provenance: false, or list the columns (columns:) to name them", sc.Name)
-			}
+		if slices.ContainsFunc(cols, func(c column) bool { return c.Name == sc.Name }) {
+			return nil, fmt.Errorf("parquet sink: the decoded value's field %s has the name of a provenance column: set provenance: false, or list the columns (columns:) to name them", sc.Name)
 		}
 		cols = append(cols, column{Column: encode.Column{Name: sc.Name, Field: plan.Field{Kind: plan.FieldValuePath, Arg: sc.Name}}, typ: t, optional: true})
 	}

@@ -1,6 +1,7 @@
 package parquet
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -67,11 +68,7 @@ func newS3Store(c S3) (*s3Store, error) {
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	region := c.Region
-	if region == "" {
-		region = "us-east-1"
-	}
-	opts := s3.Options{Region: region, UsePathStyle: c.ForcePathStyle,
+	opts := s3.Options{Region: cmp.Or(c.Region, "us-east-1"), UsePathStyle: c.ForcePathStyle,
 		Retryer: retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts = 4; o.MaxBackoff = 5 * time.Second })}
 	if c.Endpoint != "" {
 		opts.BaseEndpoint = aws.String(c.Endpoint)

@@ -101,22 +101,6 @@ func parseAnyType(s string) (colType, error) {
 	if k, ok := simpleTypes[strings.TrimSpace(s)]; ok {
 		return colType{kind: k}, nil
 	}
-	switch strings.TrimSpace(s) {
-	case "string":
-		return colType{kind: kString}, nil
-	case "bytes":
-		return colType{kind: kBytes}, nil
-	case "int32":
-		return colType{kind: kInt32}, nil
-	case "int64":
-		return colType{kind: kInt64}, nil
-	case "boolean":
-		return colType{kind: kBool}, nil
-	case "timestamp_millis":
-		return colType{kind: kTimestampMillis}, nil
-	case "timestamp_micros":
-		return colType{kind: kTimestampMicros}, nil
-	}
 	m := decimalRe.FindStringSubmatch(strings.TrimSpace(s))
 	if m == nil && strings.HasPrefix(strings.TrimSpace(s), "decimal(") && !strings.Contains(s, ",") {
 		return colType{}, fmt.Errorf("type %q: a decimal takes a precision and a scale, decimal(P,S); in a {...} mapping quote it, 'decimal(12,2)', since a comma ends the value there", s)
@@ -146,34 +130,33 @@ type column struct {
 	optional bool
 }
 
+// fieldColumns are the type and nullability of each field kind's column
+// (a value.<path> column's type may be declared).
+var fieldColumns = map[plan.FieldKind]column{
+	plan.FieldKey: {typ: colType{kind: kString}}, plan.FieldTopic: {typ: colType{kind: kString}},
+	plan.FieldTimestampType: {typ: colType{kind: kString}}, plan.FieldHeaders: {typ: colType{kind: kString}},
+	plan.FieldKafkaKey: {typ: colType{kind: kBytes}, optional: true}, plan.FieldValue: {typ: colType{kind: kBytes}, optional: true},
+	plan.FieldHeader: {typ: colType{kind: kBytes}, optional: true}, plan.FieldPartition: {typ: colType{kind: kInt32}},
+	plan.FieldOffset: {typ: colType{kind: kInt64}}, plan.FieldTimestamp: {typ: colType{kind: kTimestampMillis}},
+	plan.FieldValuePath: {typ: colType{kind: kString}, optional: true},
+}
+
 // columns returns the typed columns of cols, value.<path> columns taking
 // their type from types (string by default).
 func columns(cols []encode.Column, types map[string]string) ([]column, error) {
 	out := make([]column, 0, len(cols))
 	for _, c := range cols {
-		col := column{Column: c}
-		switch c.Field.Kind {
-		case plan.FieldKey, plan.FieldTopic, plan.FieldTimestampType, plan.FieldHeaders:
-			col.typ = colType{kind: kString}
-		case plan.FieldKafkaKey, plan.FieldValue, plan.FieldHeader:
-			col.typ, col.optional = colType{kind: kBytes}, true
-		case plan.FieldPartition:
-			col.typ = colType{kind: kInt32}
-		case plan.FieldOffset:
-			col.typ = colType{kind: kInt64}
-		case plan.FieldTimestamp:
-			col.typ = colType{kind: kTimestampMillis}
-		case plan.FieldValuePath:
-			col.optional = true
-			if t, ok := types[c.Name]; ok {
-				ct, err := parseType(t)
-				if err != nil {
-					return nil, fmt.Errorf("column %s: %w", c.Name, err)
-				}
-				col.typ = ct
-			}
-		default:
+		col, ok := fieldColumns[c.Field.Kind]
+		if !ok {
 			return nil, fmt.Errorf("column %s: field kind %d has no Parquet type", c.Name, c.Field.Kind)
+		}
+		col.Column = c
+		if t, ok := types[c.Name]; ok && c.Field.Kind == plan.FieldValuePath {
+			ct, err := parseType(t)
+			if err != nil {
+				return nil, fmt.Errorf("column %s: %w", c.Name, err)
+			}
+			col.typ = ct
 		}
 		out = append(out, col)
 	}
@@ -185,39 +168,18 @@ func columns(cols []encode.Column, types map[string]string) ([]column, error) {
 	return out, nil
 }
 
+// nodes are the Parquet schema nodes of the kinds without parameters.
+var nodes = [...]pq.Node{
+	kString: pq.String(), kBytes: pq.Leaf(pq.ByteArrayType), kInt32: pq.Int(32), kInt64: pq.Int(64),
+	kBool: pq.Leaf(pq.BooleanType), kTimestampMillis: pq.Timestamp(pq.Millisecond), kTimestampMicros: pq.Timestamp(pq.Microsecond),
+	kUint64: pq.Uint(64), kBase64: pq.Leaf(pq.ByteArrayType), kDate: pq.Date(), kTimeMillis: pq.TimeAdjusted(pq.Millisecond, false),
+	kTimeMicros: pq.TimeAdjusted(pq.Microsecond, false), kFloat: pq.Leaf(pq.FloatType), kDouble: pq.Leaf(pq.DoubleType),
+}
+
 // node is the column's Parquet schema node.
 func (c column) node() pq.Node {
-	var n pq.Node
-	switch t := c.typ; t.kind {
-	case kString:
-		n = pq.String()
-	case kBytes:
-		n = pq.Leaf(pq.ByteArrayType)
-	case kInt32:
-		n = pq.Int(32)
-	case kInt64:
-		n = pq.Int(64)
-	case kBool:
-		n = pq.Leaf(pq.BooleanType)
-	case kTimestampMillis:
-		n = pq.Timestamp(pq.Millisecond)
-	case kTimestampMicros:
-		n = pq.Timestamp(pq.Microsecond)
-	case kUint64:
-		n = pq.Uint(64)
-	case kBase64:
-		n = pq.Leaf(pq.ByteArrayType)
-	case kDate:
-		n = pq.Date()
-	case kTimeMillis:
-		n = pq.TimeAdjusted(pq.Millisecond, false)
-	case kTimeMicros:
-		n = pq.TimeAdjusted(pq.Microsecond, false)
-	case kFloat:
-		n = pq.Leaf(pq.FloatType)
-	case kDouble:
-		n = pq.Leaf(pq.DoubleType)
-	case kDecimal:
+	n := nodes[c.typ.kind]
+	if t := c.typ; t.kind == kDecimal {
 		switch {
 		case t.precision <= 9:
 			n = pq.Decimal(t.scale, t.precision, pq.Int32Type)
@@ -281,10 +243,9 @@ func row(dst pq.Row, cols []column, r *record.Record) (pq.Row, error) {
 	return dst, nil
 }
 
-// checkRow is row without the row: the error row returns for r, from the
-// only columns whose value can fail to convert (value.<path> columns of
-// a type other than string and bytes); the others always convert. Write checks each record with it, before it stages the
-// record, and the object is built with row.
+// checkRow is the error row returns for r, from the only columns that can
+// fail to convert (value.<path> columns not string or bytes): Write checks
+// each record with it before it stages the record.
 func checkRow(cols []column, r *record.Record) error {
 	cells := encode.Cells{Alias: true} // nothing is kept
 	for _, c := range cols {

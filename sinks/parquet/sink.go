@@ -5,9 +5,11 @@
 package parquet
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -220,10 +222,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 			return nil, err
 		}
 	}
-	staging := cfg.StagingDir
-	if staging == "" {
-		staging = filepath.Join(cfg.Path, stagingName)
-	}
+	staging := cmp.Or(cfg.StagingDir, filepath.Join(cfg.Path, stagingName))
 	s := &Sink{st: st, stagingDir: staging, topic: cfg.Topic,
 		runID: cfg.RunID, fingerprint: cfg.Fingerprint, lay: lay, valueColumns: cfg.ValueColumns, provenance: cfg.Provenance, codec: cd,
 		maxRows: cfg.MaxRowsPerFile, log: cfg.Log, parts: map[int32]*part{}, done: map[string]objectInfo{}}
@@ -520,14 +519,8 @@ func (s *Sink) Close() error {
 
 // closeStaging closes the staging files.
 func (s *Sink) closeStaging() error {
-	s.mu.Lock()
-	parts := make([]*part, 0, len(s.parts))
-	for _, pt := range s.parts {
-		parts = append(parts, pt)
-	}
-	s.mu.Unlock()
 	var errs []error
-	for _, pt := range parts {
+	for _, pt := range s.partitions() {
 		pt.mu.Lock()
 		if pt.bld != nil {
 			pt.bld.discard()
@@ -547,10 +540,5 @@ func (s *Sink) closeStaging() error {
 func (s *Sink) partitions() []*part {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]*part, 0, len(s.parts))
-	for _, pt := range s.parts {
-		out = append(out, pt)
-	}
-	slices.SortFunc(out, func(a, b *part) int { return int(a.rng.Partition - b.rng.Partition) })
-	return out
+	return slices.SortedFunc(maps.Values(s.parts), func(a, b *part) int { return int(a.rng.Partition - b.rng.Partition) })
 }

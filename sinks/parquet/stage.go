@@ -92,11 +92,8 @@ var errTorn = errors.New("torn frame")
 func (fr *frameReader) next() (record.Record, error) {
 	var head [8]byte
 	if _, err := io.ReadFull(fr.r, head[:]); err != nil {
-		if err == io.EOF {
-			return record.Record{}, io.EOF
-		}
 		if err == io.ErrUnexpectedEOF {
-			return record.Record{}, errTorn
+			err = errTorn
 		}
 		return record.Record{}, err
 	}
@@ -194,26 +191,17 @@ func (d *decoder) take(n int) []byte {
 	return b
 }
 
-func (d *decoder) u64() uint64 {
-	if b := d.take(8); b != nil {
-		return binary.BigEndian.Uint64(b)
+// fixed is take of n bytes (at most 8), zeros after an error.
+func (d *decoder) fixed(n int) []byte {
+	if b := d.take(n); b != nil {
+		return b
 	}
-	return 0
+	return make([]byte, 8)[:n]
 }
 
-func (d *decoder) u32() uint32 {
-	if b := d.take(4); b != nil {
-		return binary.BigEndian.Uint32(b)
-	}
-	return 0
-}
-
-func (d *decoder) byte() byte {
-	if b := d.take(1); b != nil {
-		return b[0]
-	}
-	return 0
-}
+func (d *decoder) u64() uint64 { return binary.BigEndian.Uint64(d.fixed(8)) }
+func (d *decoder) u32() uint32 { return binary.BigEndian.Uint32(d.fixed(4)) }
+func (d *decoder) byte() byte  { return d.fixed(1)[0] }
 
 func (d *decoder) bytes() []byte {
 	n := d.u32()

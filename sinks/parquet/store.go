@@ -59,13 +59,7 @@ var _ store = dirStore{}
 func (d dirStore) path(name string) string { return filepath.Join(d.dir, filepath.FromSlash(name)) }
 
 // Where is the object's absolute path.
-func (d dirStore) Where(name string) string {
-	p, err := filepath.Abs(d.path(name))
-	if err != nil {
-		return d.path(name)
-	}
-	return p
-}
+func (d dirStore) Where(name string) string { return absPath(d.path(name)) }
 
 // PutNew links local (fsynced) as name, then fsyncs name's directory.
 func (d dirStore) PutNew(ctx context.Context, name string, local *os.File) error {

@@ -5,14 +5,11 @@ import (
 	"github.com/parquet-go/parquet-go/compress/zstd"
 )
 
-// zstdWindow is the window of the sink's zstd encoder. The encoder's
-// history is twice its window: the library's default window (8 MiB)
-// gives every encoder 16 MiB of history, one per column written at the
-// same time, which was most of the sink's memory. A page is smaller than
-// 512 KiB (the writer cuts pages at 256 KiB), so the same pages compress
-// to the same bytes (256 KiB, the page's own size, does not: the frame's
-// header then differs); a larger page (a value above 512 KiB) only finds
-// no matches further back than 512 KiB.
+// zstdWindow is the window of the sink's zstd encoder, whose history is
+// twice its window (the default 8 MiB window made the encoders, one per
+// column, most of the sink's memory). Pages, cut at 256 KiB, fit in it
+// (256 KiB itself would change the frame's header); a larger page only
+// finds no matches further back than the window.
 const zstdWindow = 512 << 10
 
 // zstdCodec is zstd at the default level (level 3) with a zstdWindow
@@ -21,11 +18,9 @@ type zstdCodec struct {
 	zstd.Codec
 }
 
-// zstdEncoders keeps the encoders between pages: a sync.Pool would drop
-// them at every garbage collection, and a new encoder allocates its
-// history and tables again (most of what the sink allocated). Two are
-// kept, the objects being built at once being few; more are made when
-// needed and dropped after.
+// zstdEncoders keeps two encoders between pages (a sync.Pool would drop
+// them at every garbage collection, and a new one allocates its history
+// again); more are made when needed and dropped after.
 var zstdEncoders = make(chan *kzstd.Encoder, 2)
 
 func (c *zstdCodec) Encode(dst, src []byte) ([]byte, error) {

@@ -161,3 +161,30 @@ func TestParseErrors(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAppendJSON decodes a record of a long, a timestamp, a local
+// timestamp, an array of longs and a map of strings.
+func BenchmarkAppendJSON(b *testing.B) {
+	s, _, err := Parse(`{"type":"record","name":"R","fields":[{"name":"id","type":"long"},
+		{"name":"ts","type":{"type":"long","logicalType":"timestamp-micros"}},
+		{"name":"lts","type":{"type":"long","logicalType":"local-timestamp-millis"}},
+		{"name":"xs","type":{"type":"array","items":"long"}},
+		{"name":"m","type":{"type":"map","values":"string"}}]}`, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	str := func(v string) []byte { return append(long(int64(len(v))), v...) }
+	payload := cat(long(123456789), long(1_700_000_000_123_456), long(1_700_000_000_123),
+		long(4), long(1), long(-2), long(3), long(40000), long(0),
+		long(2), str("alpha"), str("one"), str("beta"), str("two"), long(0))
+	if _, err := AppendJSON(nil, s, payload, Options{}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	buf := make([]byte, 0, 512)
+	for range b.N {
+		if _, err := AppendJSON(buf[:0], s, payload, Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -199,15 +199,12 @@ func (d *decoder) array(b []byte, s *Schema) ([]byte, error) {
 	b = append(b, '[')
 	n := 0
 	for {
-		count, err := d.blockCount()
+		count, err := d.blockCount(s.itemMin, "array block of %d items")
 		if err != nil {
 			return b, err
 		}
 		if count == 0 {
 			return append(b, ']'), nil
-		}
-		if s.itemMin > 0 && count > int64(len(d.buf)-d.pos)/int64(s.itemMin) {
-			return b, fmt.Errorf("array block of %d items is longer than the %d bytes left", count, len(d.buf)-d.pos)
 		}
 		if s.itemMin == 0 && count > maxZeroSizeItems-int64(n) {
 			return b, fmt.Errorf("array of more than %d items that encode to no bytes", maxZeroSizeItems)
@@ -228,15 +225,12 @@ func (d *decoder) mapValue(b []byte, s *Schema) ([]byte, error) {
 	b = append(b, '{')
 	n := 0
 	for {
-		count, err := d.blockCount()
+		count, err := d.blockCount(1, "map block of %d entries") // each key takes a byte at least
 		if err != nil {
 			return b, err
 		}
 		if count == 0 {
 			return append(b, '}'), nil
-		}
-		if count > int64(len(d.buf)-d.pos) { // each key takes a byte at least
-			return b, fmt.Errorf("map block of %d entries is longer than the %d bytes left", count, len(d.buf)-d.pos)
 		}
 		for range count {
 			if n > 0 {
@@ -257,8 +251,10 @@ func (d *decoder) mapValue(b []byte, s *Schema) ([]byte, error) {
 }
 
 // blockCount reads an array or map block's item count; a negative count is
-// followed by the block's size in bytes, which is skipped.
-func (d *decoder) blockCount() (int64, error) {
+// followed by the block's size in bytes, which is skipped. A count of
+// items of at least minItem bytes each (0: no bound) that the bytes left
+// cannot hold is an error, the block named by what (a format of the count).
+func (d *decoder) blockCount(minItem int, what string) (int64, error) {
 	count, err := d.long()
 	if err != nil {
 		return 0, err
@@ -271,6 +267,9 @@ func (d *decoder) blockCount() (int64, error) {
 		if _, err := d.long(); err != nil {
 			return 0, err
 		}
+	}
+	if minItem > 0 && count > int64(len(d.buf)-d.pos)/int64(minItem) {
+		return 0, fmt.Errorf(what+" is longer than the %d bytes left", count, len(d.buf)-d.pos)
 	}
 	return count, nil
 }
@@ -427,28 +426,18 @@ func appendInt(b []byte, s *Schema, v int32) ([]byte, error) {
 }
 
 func appendLong(b []byte, s *Schema, v int64) ([]byte, error) {
-	zone := true
 	switch s.Logical {
 	case TimeMicros:
 		if v < 0 || v >= 86400_000_000 {
 			return b, fmt.Errorf("time-micros %d is outside a day (0 to 86399999999)", v)
 		}
 		return jsonw.TimeOfDay(b, v*1e3, 6), nil
-	case LocalTimestampMillis:
-		zone = false
-		fallthrough
-	case TimestampMillis:
-		return appendTimestamp(b, v, 1e3, 3, zone), nil
-	case LocalTimestampMicros:
-		zone = false
-		fallthrough
-	case TimestampMicros:
-		return appendTimestamp(b, v, 1e6, 6, zone), nil
-	case LocalTimestampNanos:
-		zone = false
-		fallthrough
-	case TimestampNanos:
-		return appendTimestamp(b, v, 1e9, 9, zone), nil
+	case TimestampMillis, LocalTimestampMillis:
+		return appendTimestamp(b, v, 1e3, 3, s.Logical == TimestampMillis), nil
+	case TimestampMicros, LocalTimestampMicros:
+		return appendTimestamp(b, v, 1e6, 6, s.Logical == TimestampMicros), nil
+	case TimestampNanos, LocalTimestampNanos:
+		return appendTimestamp(b, v, 1e9, 9, s.Logical == TimestampNanos), nil
 	}
 	return strconv.AppendInt(b, v, 10), nil
 }

@@ -140,7 +140,7 @@ func (p *parser) parse(node any, ns string) (*Schema, error) {
 	switch n := node.(type) {
 	case string:
 		if k, ok := primitives[n]; ok {
-			return primitive(k), nil
+			return &Schema{Kind: k}, nil
 		}
 		return p.lookup(n, ns)
 	case []any:
@@ -150,8 +150,6 @@ func (p *parser) parse(node any, ns string) (*Schema, error) {
 	}
 	return nil, fmt.Errorf("a type is a name, a list (union) or an object, not %s", jsonKind(node))
 }
-
-func primitive(k Kind) *Schema { return &Schema{Kind: k} }
 
 func (p *parser) lookup(name, ns string) (*Schema, error) {
 	if !strings.Contains(name, ".") && ns != "" {
@@ -209,7 +207,7 @@ func (p *parser) complex(n map[string]any, ns string) (*Schema, error) {
 		if !prim {
 			return p.lookup(name, ns)
 		}
-		s = primitive(k)
+		s = &Schema{Kind: k}
 	}
 	if err != nil {
 		return nil, err
@@ -354,15 +352,13 @@ func setLogical(s *Schema, lt string, n map[string]any) {
 		s.Logical = Date
 	case lt == "time-millis" && s.Kind == Int:
 		s.Logical = TimeMillis
-	case lt == "time-micros" && s.Kind == Long:
-		s.Logical = TimeMicros
 	case s.Kind == Long:
 		s.Logical = longLogical[lt]
 	}
 }
 
 var longLogical = map[string]Logical{
-	"timestamp-millis": TimestampMillis, "timestamp-micros": TimestampMicros, "timestamp-nanos": TimestampNanos,
+	"time-micros": TimeMicros, "timestamp-millis": TimestampMillis, "timestamp-micros": TimestampMicros, "timestamp-nanos": TimestampNanos,
 	"local-timestamp-millis": LocalTimestampMillis, "local-timestamp-micros": LocalTimestampMicros, "local-timestamp-nanos": LocalTimestampNanos,
 }
 

@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/bufbuild/protocompile"
@@ -31,13 +32,9 @@ type Schema struct {
 // An error quotes the compiler's first complaints.
 func Compile(ctx context.Context, main string, files map[string]string) (*Schema, error) {
 	const mainPath = "<schema>.proto"
-	srcs := map[string]string{mainPath: main}
-	for k, v := range builtins {
-		srcs[k] = v
-	}
-	for k, v := range files { // a reference replaces a built-in
-		srcs[k] = v
-	}
+	srcs := maps.Clone(builtins)
+	srcs[mainPath] = main
+	maps.Copy(srcs, files) // a reference replaces a built-in
 	var errs []error
 	c := protocompile.Compiler{
 		Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{Accessor: protocompile.SourceAccessorFromMap(srcs)}),

@@ -7,6 +7,7 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -142,10 +143,8 @@ type SubjectVersion struct {
 // registry does not know is an error matching ErrNotFound.
 func (c *Client) SchemaByID(ctx context.Context, id int32) (Schema, error) {
 	var s Schema
-	err := c.get(ctx, fmt.Sprintf("/schemas/ids/%d", id), &s)
-	if s.Type == "" {
-		s.Type = "AVRO"
-	}
+	err := c.get(ctx, fmt.Sprintf("/schemas/ids/%d", id), &s, false)
+	s.Type = cmp.Or(s.Type, "AVRO")
 	return s, err
 }
 
@@ -153,10 +152,8 @@ func (c *Client) SchemaByID(ctx context.Context, id int32) (Schema, error) {
 // /subjects/{subject}/versions/{version}).
 func (c *Client) SchemaByVersion(ctx context.Context, subject string, version int) (SubjectSchema, error) {
 	var s SubjectSchema
-	err := c.get(ctx, fmt.Sprintf("/subjects/%s/versions/%d", url.PathEscape(subject), version), &s)
-	if s.Type == "" {
-		s.Type = "AVRO"
-	}
+	err := c.get(ctx, fmt.Sprintf("/subjects/%s/versions/%d", url.PathEscape(subject), version), &s, false)
+	s.Type = cmp.Or(s.Type, "AVRO")
 	return s, err
 }
 
@@ -164,7 +161,7 @@ func (c *Client) SchemaByVersion(ctx context.Context, subject string, version in
 // /schemas/ids/{id}/versions).
 func (c *Client) VersionsByID(ctx context.Context, id int32) ([]SubjectVersion, error) {
 	var vs []SubjectVersion
-	err := c.get(ctx, fmt.Sprintf("/schemas/ids/%d/versions", id), &vs)
+	err := c.get(ctx, fmt.Sprintf("/schemas/ids/%d/versions", id), &vs, false)
 	return vs, err
 }
 
@@ -173,5 +170,5 @@ func (c *Client) VersionsByID(ctx context.Context, id int32) ([]SubjectVersion, 
 // record.
 func (c *Client) Check(ctx context.Context) error {
 	var subjects []string
-	return c.getFrom(ctx, "/subjects", &subjects, true)
+	return c.get(ctx, "/subjects", &subjects, true)
 }

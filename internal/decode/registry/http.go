@@ -96,12 +96,6 @@ func transient(err error) bool {
 	return true // the transport's: refused, reset, timed out
 }
 
-// get GETs path into out, retrying transient failures within the budget,
-// each attempt on the next URL.
-func (c *Client) get(ctx context.Context, path string, out any) error {
-	return c.getFrom(ctx, path, out, false)
-}
-
 // unreachable reports whether err says no registry listens at the URL: the
 // connection was refused, or the host name does not resolve.
 func unreachable(err error) bool {
@@ -109,10 +103,11 @@ func unreachable(err error) bool {
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &dns) && dns.IsNotFound
 }
 
-// getFrom is get; atStart (the run's first request, Check), a URL where
-// no registry listens (unreachable) is not retried: when none of the URLs
-// has one, the run fails at once, before it reads a record.
-func (c *Client) getFrom(ctx context.Context, path string, out any, atStart bool) error {
+// get GETs path into out, retrying transient failures within the budget,
+// each attempt on the next URL. atStart (the run's first request, Check),
+// a URL where no registry listens (unreachable) is not retried: when none
+// of the URLs has one, the run fails at once, before it reads a record.
+func (c *Client) get(ctx context.Context, path string, out any, atStart bool) error {
 	r := backoff.Policy{Min: 100 * time.Millisecond, Max: 5 * time.Second, Budget: c.budget}.Start()
 	reached := false // a registry answered, or may be slow to: retried
 	for attempt := 0; ; attempt++ {
