@@ -206,12 +206,8 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	if s.connections > sinks.MaxConnections {
 		return nil, fmt.Errorf("postgres sink: connections %d: want 1..%d", cfg.Connections, sinks.MaxConnections)
 	}
-	switch cfg.OnConflict {
-	case "", "update":
-	case "ignore":
-		s.ignore = true
-	default:
-		return nil, fmt.Errorf("postgres sink: on_conflict %q: want update or ignore", cfg.OnConflict)
+	if s.ignore, err = dbsection.Ignore(cfg.OnConflict); err != nil {
+		return nil, fmt.Errorf("postgres sink: %w", err)
 	}
 	switch cfg.OnTombstone {
 	case "", dbsection.OnTombstoneWrite:
@@ -375,14 +371,9 @@ func (s *Sink) layout(cfg Config) error {
 		}
 	}
 	if cfg.Version != "" {
-		f, err := plan.ParseField(cfg.Version)
+		f, err := dbsection.ParseVersion(cfg.Version)
 		if err != nil {
-			return fmt.Errorf("version: %w", err)
-		}
-		switch f.Kind {
-		case plan.FieldOffset, plan.FieldTimestamp, plan.FieldValuePath, plan.FieldHeader:
-		default:
-			return fmt.Errorf("version %q cannot order updates: want offset, timestamp, value.<path> or header.<name>", cfg.Version)
+			return err
 		}
 		for i, c := range s.cols {
 			if !s.defaults && c.field == f {

@@ -80,9 +80,9 @@ FROM pg_class c WHERE c.oid = to_regclass($1)`, s.table).Scan(&plainTable, &trig
 	// A table that holds rows (a re-run, a replay over the live table)
 	// starts with the statements that leave out identical rows; an empty
 	// one with the plain upsert. Each batch's outcome then decides.
-	var rows bool
-	if err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+s.table+")").Scan(&rows); err != nil {
-		return fmt.Errorf("postgres sink: check table %s: %w", s.name, s.scrub(err))
+	rows, err := s.hasRows(ctx)
+	if err != nil {
+		return err
 	}
 	s.mostlySame.Store(rows)
 	s.fresh.Store(!rows)

@@ -1,13 +1,10 @@
 package sqlite
 
 import (
-	"fmt"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
-	"github.com/replay-tool/replay/sinks/encode"
 )
 
 // decodedLayout is the default layout cols of a plan that decodes values
@@ -30,25 +27,6 @@ func decodedLayout(cols []column, value, key bool) []column {
 			column{name: "key_schema_id", field: plan.Field{Kind: plan.FieldKafkaKey}, form: formSchemaID})
 	}
 	return cols
-}
-
-// isDecodedColumn reports whether c is one of the columns decodedLayout
-// adds to the default layout.
-func isDecodedColumn(c column) bool {
-	return c.form == formSchemaID || c.form == formDecoded && c.field.Kind == plan.FieldKafkaKey
-}
-
-// decodedLayoutError refuses a default-layout table that lacks the
-// decoded columns (missing): one first written by a plan without decode:.
-func decodedLayoutError(name string, missing []column) error {
-	var names, alter []string
-	for _, m := range missing {
-		names = append(names, m.name)
-		alter = append(alter, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s;", name, encode.QuoteIdent(m.name), createdType(m)))
-	}
-	return fmt.Errorf("table %s lacks the column(s) %s of the default layout of a plan that decodes (decode:); it was first written by a plan that did not: "+
-		"add them with %s (the rows written before are rewritten with the decoded value when the window is replayed again), or write to a new table",
-		name, strings.Join(names, ", "), strings.Join(alter, " "))
 }
 
 // decodedOf is the decoded JSON of r's side kind (plan.FieldValue or

@@ -5,10 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks/dbsection"
 	"github.com/replay-tool/replay/sinks/encode"
 )
 
@@ -120,14 +122,9 @@ func layout(mapping plan.Columns, version string, decodedValue, decodedKey bool)
 		}
 	}
 	if version != "" {
-		f, err := plan.ParseField(version)
+		f, err := dbsection.ParseVersion(version)
 		if err != nil {
-			return nil, fmt.Errorf("version: %w", err)
-		}
-		switch f.Kind {
-		case plan.FieldOffset, plan.FieldTimestamp, plan.FieldValuePath, plan.FieldHeader:
-		default:
-			return nil, fmt.Errorf("version %q cannot order updates: want offset, timestamp, value.<path> or header.<name>", version)
+			return nil, err
 		}
 		cols = append(cols, column{name: VersionColumn, field: f, form: formVersion})
 	}
@@ -252,20 +249,27 @@ func splitQuoted(q string) []string {
 	return append(parts, cur.String())
 }
 
-// oldLayoutError refuses a table made by the first versions of the sink
-// (no kafka_key and value_bytes columns), which cannot hold bytes exactly.
-func oldLayoutError(name string, missing []column) error {
-	var alter, names []string
+// layoutError refuses a default-layout table that lacks columns
+// (missing): the decoded columns of decodedLayout (a table first written
+// by a plan without decode:), or kafka_key and value_bytes (a table made
+// by the first versions of the sink, which cannot hold bytes exactly).
+func layoutError(name string, missing []column) error {
+	decoded := slices.ContainsFunc(missing, func(c column) bool {
+		return c.form == formSchemaID || c.form == formDecoded && c.field.Kind == plan.FieldKafkaKey
+	})
+	var names, alter []string
 	for _, m := range missing {
-		if isDecodedColumn(m) {
-			return decodedLayoutError(name, missing)
-		}
-		t := "BLOB"
-		if m.name == VersionColumn {
-			t = ""
+		t := createdType(m)
+		if !decoded && t != "" {
+			t = "BLOB"
 		}
 		names = append(names, m.name)
-		alter = append(alter, strings.TrimSpace(fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s;", name, encode.QuoteIdent(m.name), t)))
+		alter = append(alter, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s;", name, encode.QuoteIdent(m.name), t))
+	}
+	if decoded {
+		return fmt.Errorf("table %s lacks the column(s) %s of the default layout of a plan that decodes (decode:); it was first written by a plan that did not: "+
+			"add them with %s (the rows written before are rewritten with the decoded value when the window is replayed again), or write to a new table",
+			name, strings.Join(names, ", "), strings.Join(alter, " "))
 	}
 	return fmt.Errorf("table %s lacks the column(s) %s of the default layout (it was created by an earlier version of replay, whose value column could not keep bytes that are not JSON text): "+
 		"add them with %s (the rows written before then keep value_bytes NULL until they are replayed again), or map the existing columns with sink.columns",

@@ -102,7 +102,7 @@ func (s *Sink) prepare(ctx context.Context, table string, defaultLayout, create 
 // matchColumns gives each column of the layout its affinity from the
 // table's declared types (lower-case names), or refuses a table that
 // lacks a column: a default layout of an older version of replay
-// (oldLayoutError), or a mapping naming a column the table does not have.
+// (layoutError), or a mapping naming a column the table does not have.
 func (s *Sink) matchColumns(types map[string]string, strict, defaultLayout bool) error {
 	var missing []string
 	var missingCols []column
@@ -120,7 +120,7 @@ func (s *Sink) matchColumns(types map[string]string, strict, defaultLayout bool)
 		return nil
 	}
 	if defaultLayout {
-		return fmt.Errorf("sqlite sink: %w", oldLayoutError(s.name, missingCols))
+		return fmt.Errorf("sqlite sink: %w", layoutError(s.name, missingCols))
 	}
 	have := make([]string, 0, len(types))
 	for n := range types {
@@ -142,11 +142,11 @@ func (s *Sink) prepareStatements(ctx context.Context, table string) error {
 		to  **sql.Stmt
 		sql string
 	}{
-		{&s.stmts.insert, s.insertSQL(table)},
+		{&s.stmts.insert, s.insertSQL(table, 1)},
 		{&s.stmts.update, s.updateSQL(table)},
 		{&s.stmts.lookup, s.lookupSQL(table)},
 		{&s.stmts.delete, s.deleteSQL(table)},
-		{&s.stmts.insertMany, s.insertManySQL(table, chunkRows)},
+		{&s.stmts.insertMany, s.insertSQL(table, chunkRows)},
 		{&s.stmts.insertShared, s.shared.insertSQL(table, s.cols, s.key, chunkRows)},
 		{&s.stmts.savepoint, "SAVEPOINT replay_chunk"},
 		{&s.stmts.release, "RELEASE replay_chunk"},
@@ -165,21 +165,10 @@ func (s *Sink) prepareStatements(ctx context.Context, table string) error {
 	return nil
 }
 
-// insertSQL inserts a row, the columns bound in order (plain ?, which
-// binds faster than ?NNN);
-// a conflict on the key does nothing (changes() tells).
-func (s *Sink) insertSQL(table string) string {
-	names := make([]string, len(s.cols))
-	marks := make([]string, len(s.cols))
-	for i, c := range s.cols {
-		names[i], marks[i] = c.quoted, "?"
-	}
-	return `INSERT INTO ` + table + ` (` + strings.Join(names, ", ") + `) VALUES (` + strings.Join(marks, ", ") + `)
-ON CONFLICT (` + s.cols[s.key].quoted + `) DO NOTHING`
-}
-
-// insertManySQL is insertSQL for n rows in one statement.
-func (s *Sink) insertManySQL(table string, n int) string {
+// insertSQL inserts n rows, the columns bound in order (plain ?, which
+// binds faster than ?NNN); a conflict on a key does nothing (changes()
+// tells).
+func (s *Sink) insertSQL(table string, n int) string {
 	names := make([]string, len(s.cols))
 	marks := make([]string, len(s.cols))
 	for i, c := range s.cols {

@@ -333,12 +333,8 @@ func checkConfig(cfg Config) (table string, ignore bool, cols []column, key int,
 	if table, err = encode.QuoteTable(cfg.Table); err != nil {
 		return "", false, nil, -1, fmt.Errorf("sqlite sink: table %q: %w", cfg.Table, err)
 	}
-	switch cfg.OnConflict {
-	case "", "update":
-	case "ignore":
-		ignore = true
-	default:
-		return "", false, nil, -1, fmt.Errorf("sqlite sink: on_conflict %q: want update or ignore", cfg.OnConflict)
+	if ignore, err = dbsection.Ignore(cfg.OnConflict); err != nil {
+		return "", false, nil, -1, fmt.Errorf("sqlite sink: %w", err)
 	}
 	if cols, err = layout(cfg.Columns, cfg.Version, cfg.DecodedValue, cfg.DecodedKey); err != nil {
 		return "", false, nil, -1, fmt.Errorf("sqlite sink: %w", err)
