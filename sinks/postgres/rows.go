@@ -139,8 +139,7 @@ func (rows *pgRows) len() int {
 	return len(rows.recs)
 }
 
-// args are the upsert's arguments, one array per column (colArray): the
-// first one's encoding makes room for all of them at once.
+// args are the upsert's arguments, one array per column (colArray).
 func (rows *pgRows) args() []any {
 	out := make([]any, len(rows.vals))
 	need := 0
@@ -153,8 +152,7 @@ func (rows *pgRows) args() []any {
 }
 
 // encodedSize is about what the column's array takes in PostgreSQL's
-// binary array format (a header, then a length and the bytes of each
-// element); more is harmless, less makes the buffer grow once more.
+// binary array format; more is harmless, less makes the buffer grow.
 func (a *colVals) encodedSize() int {
 	const header = 20 // flags, element type, dimensions, bounds
 	switch a.kind {
@@ -180,20 +178,16 @@ func (a *colVals) encodedSize() int {
 func (rows *pgRows) slice(lo, hi int) *pgRows {
 	out := &pgRows{cols: rows.cols, recs: rows.recs[lo:hi], vals: make([]colVals, len(rows.vals))}
 	for c, a := range rows.vals {
-		o := &out.vals[c]
-		o.kind = a.kind
-		switch a.kind {
-		case sendText:
-			o.text = a.text[lo:hi]
-		case sendBytes, sendJSON, sendJSONText:
-			o.bytes = a.bytes[lo:hi]
-		case sendTime:
-			o.times = a.times[lo:hi]
-		case sendInt4:
-			o.i4 = a.i4[lo:hi]
-		case sendInt8:
-			o.i8 = a.i8[lo:hi]
-		}
+		out.vals[c] = colVals{kind: a.kind, text: cut(a.text, lo, hi), bytes: cut(a.bytes, lo, hi),
+			times: cut(a.times, lo, hi), i4: cut(a.i4, lo, hi), i8: cut(a.i8, lo, hi)}
 	}
 	return out
+}
+
+// cut is s[lo:hi], nil for a nil s (a slice of another kind).
+func cut[T any](s []T, lo, hi int) []T {
+	if s == nil {
+		return nil
+	}
+	return s[lo:hi]
 }

@@ -34,10 +34,16 @@ type statements struct {
 	insertShared *sql.Stmt
 }
 
+// each points at every statement, in the order prepareStatements
+// prepares them.
+func (st *statements) each() []**sql.Stmt {
+	return []**sql.Stmt{&st.insert, &st.update, &st.lookup, &st.delete, &st.insertMany, &st.insertShared, &st.savepoint, &st.release, &st.rollbackTo}
+}
+
 func (st *statements) close() {
-	for _, s := range []*sql.Stmt{st.insert, st.update, st.lookup, st.delete, st.insertMany, st.savepoint, st.release, st.rollbackTo, st.insertShared} {
-		if s != nil {
-			_ = s.Close()
+	for _, p := range st.each() {
+		if *p != nil {
+			_ = (*p).Close()
 		}
 	}
 }
@@ -138,29 +144,18 @@ func (s *Sink) matchColumns(types map[string]string, strict, defaultLayout bool)
 // resolves the table, its columns and the ON CONFLICT target (which needs
 // a unique key on the key column). On error none stays prepared.
 func (s *Sink) prepareStatements(ctx context.Context, table string) error {
-	for _, p := range []struct {
-		to  **sql.Stmt
-		sql string
-	}{
-		{&s.stmts.insert, s.insertSQL(table, 1)},
-		{&s.stmts.update, s.updateSQL(table)},
-		{&s.stmts.lookup, s.lookupSQL(table)},
-		{&s.stmts.delete, s.deleteSQL(table)},
-		{&s.stmts.insertMany, s.insertSQL(table, chunkRows)},
-		{&s.stmts.insertShared, s.shared.insertSQL(table, s.cols, s.key, chunkRows)},
-		{&s.stmts.savepoint, "SAVEPOINT replay_chunk"},
-		{&s.stmts.release, "RELEASE replay_chunk"},
-		{&s.stmts.rollbackTo, "ROLLBACK TO replay_chunk"},
-	} {
-		if p.sql == "" {
+	stmts := s.stmts.each()
+	for i, q := range []string{s.insertSQL(table, 1), s.updateSQL(table), s.lookupSQL(table), s.deleteSQL(table), s.insertSQL(table, chunkRows),
+		s.shared.insertSQL(table, s.cols, s.key, chunkRows), "SAVEPOINT replay_chunk", "RELEASE replay_chunk", "ROLLBACK TO replay_chunk"} {
+		if q == "" {
 			continue
 		}
-		st, err := s.db.PrepareContext(ctx, p.sql)
+		st, err := s.db.PrepareContext(ctx, q)
 		if err != nil {
 			s.stmts.close()
 			return fmt.Errorf("sqlite sink: check table %s: %w", s.name, err)
 		}
-		*p.to = st
+		*stmts[i] = st
 	}
 	return nil
 }

@@ -285,16 +285,13 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		toSync: make(chan []*writeReq, 64), syncDone: make(chan struct{}),
 		restartFrames: restartCheckpointFrames}
 	for i, c := range cols {
-		switch {
-		case c.form == formVersion:
+		if c.form == formVersion {
 			s.version = i
-		case c.form != formField:
-		case c.field.Kind == plan.FieldTopic && s.prov[0] < 0:
-			s.prov[0] = i
-		case c.field.Kind == plan.FieldPartition && s.prov[1] < 0:
-			s.prov[1] = i
-		case c.field.Kind == plan.FieldOffset && s.prov[2] < 0:
-			s.prov[2] = i
+		}
+		for j, k := range []plan.FieldKind{plan.FieldTopic, plan.FieldPartition, plan.FieldOffset} {
+			if c.form == formField && c.field.Kind == k && s.prov[j] < 0 {
+				s.prov[j] = i
+			}
 		}
 	}
 	open := func() error {

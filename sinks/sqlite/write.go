@@ -438,13 +438,10 @@ func (s *Sink) insertChunk(ctx context.Context, st *statements, rows []sqliteRow
 // txStatements are the prepared statements in tx.
 func (s *Sink) txStatements(ctx context.Context, tx *sql.Tx) statements {
 	var st statements
-	for _, p := range []struct{ from, to **sql.Stmt }{
-		{&s.stmts.insert, &st.insert}, {&s.stmts.update, &st.update}, {&s.stmts.lookup, &st.lookup}, {&s.stmts.delete, &st.delete},
-		{&s.stmts.insertMany, &st.insertMany}, {&s.stmts.savepoint, &st.savepoint}, {&s.stmts.release, &st.release}, {&s.stmts.rollbackTo, &st.rollbackTo},
-		{&s.stmts.insertShared, &st.insertShared},
-	} {
-		if *p.from != nil {
-			*p.to = tx.StmtContext(ctx, *p.from)
+	to := st.each()
+	for i, from := range s.stmts.each() {
+		if *from != nil {
+			*to[i] = tx.StmtContext(ctx, *from)
 		}
 	}
 	return st
