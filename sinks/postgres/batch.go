@@ -175,13 +175,13 @@ func (sh sqlShape) build() statements {
 	insert := "INSERT INTO " + sh.table + " (" + strings.Join(names, ", ") + ")\nSELECT " + strings.Join(exprs, ", ")
 	st.insert = insert + " FROM (" + arrays + ") s"
 	st.copyInsert = insert + " FROM pg_temp." + copyTable + " s"
-	st.upsert = sh.upsertSQL(arrays, names, false)
-	st.copyUpsert = sh.upsertSQL("", names, false)
+	st.upsert = sh.upsertSQL(arrays, names, exprs, false)
+	st.copyUpsert = sh.upsertSQL("", names, exprs, false)
 	if !sh.ignore {
-		st.upsertSame = sh.upsertSQL(arrays, names, true)
-		st.copyUpsertSame = sh.upsertSQL("", names, true)
+		st.upsertSame = sh.upsertSQL(arrays, names, exprs, true)
+		st.copyUpsertSame = sh.upsertSQL("", names, exprs, true)
 		if sh.image {
-			st.imageCheck = sh.imageCheckSQL(names)
+			st.imageCheck = sh.imageCheckSQL(names, exprs)
 		}
 	}
 	st.remove = sh.removeSQL()
@@ -195,12 +195,9 @@ func (sh sqlShape) build() statements {
 // would change nothing is skipped; with a version column, only a greater
 // version updates. The old rows are read in the same statement (one
 // snapshot). skipSame leaves out the rows identical to the stored ones
-// before the INSERT (statements.upsertSame).
-func (sh sqlShape) upsertSQL(src string, names []string, skipSame bool) string {
-	exprs := make([]string, len(sh.cols))
-	for i, c := range sh.cols {
-		exprs[i] = c.expr("s", i)
-	}
+// before the INSERT (statements.upsertSame). exprs are the columns'
+// values in a row s.
+func (sh sqlShape) upsertSQL(src string, names, exprs []string, skipSame bool) string {
 	key := names[sh.key]
 	same := ""
 	if skipSame {
@@ -342,14 +339,12 @@ func (sh sqlShape) imageExpr(i int, expr string) string {
 // imageCheckSQL runs imageSame once, on a row of NULLs of the columns'
 // declared types and one of the sent types: record_image_eq fails on
 // cells of different types, which EXPLAIN does not see.
-func (sh sqlShape) imageCheckSQL(names []string) string {
+func (sh sqlShape) imageCheckSQL(names, exprs []string) string {
 	stored := make([]string, len(sh.cols))
 	sent := make([]string, len(sh.cols))
-	exprs := make([]string, len(sh.cols))
 	for i, c := range sh.cols {
 		stored[i] = "NULL::" + c.decl.sql + " AS " + names[i]
 		sent[i] = "NULL::" + c.send.sql() + " AS c" + strconv.Itoa(i+1)
-		exprs[i] = c.expr("s", i)
 	}
 	return "SELECT " + sh.imageSame(names, "o", exprs) + " FROM (SELECT " + strings.Join(stored, ", ") + ") o, (SELECT " + strings.Join(sent, ", ") + ") s"
 }

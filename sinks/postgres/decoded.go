@@ -61,9 +61,6 @@ func decodedKeyCell(r *record.Record) cell {
 	return cell{bytes: d.Key}
 }
 
-// isIntType reports whether base (pg_type.typname) is an integer type.
-func isIntType(base string) bool { return base == "int2" || base == "int4" || base == "int8" }
-
 // missingWhy says why a default-layout table lacks the columns missing: a
 // table first written by a plan without decode: lacks the decoded
 // columns; one of an earlier replay version lacks value_bytes and

@@ -250,11 +250,7 @@ func (c *pgColumn) cellOf(r *record.Record, key string, cs *encode.Cells, vj *va
 		case plan.FieldKafkaKey:
 			b = r.Key
 		case plan.FieldHeader:
-			h, ok := r.LastHeader(c.field.Arg)
-			if !ok {
-				return cell{null: true}, nil
-			}
-			b = h
+			b, _ = r.LastHeader(c.field.Arg) // nil when missing
 		default:
 			s, ok := cs.Text(encode.Column{Name: c.name, Field: c.field})
 			if !ok {

@@ -3,8 +3,10 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -155,14 +157,6 @@ type Sink struct {
 	out   sinks.Outcomes
 }
 
-var (
-	_ sinks.Sink            = (*Sink)(nil)
-	_ sinks.CheckpointStore = (*Sink)(nil)
-	_ sinks.OutcomeCounter  = (*Sink)(nil)
-	_ sinks.Positioner      = (*Sink)(nil)
-	_ sinks.Reconciler      = (*Sink)(nil)
-)
-
 // Capabilities declares the checkpoint table (Checkpoints returns none
 // when the plan configures none), the outcome counts, and the durable
 // positions and resume reconciliation that keep a resume from trusting
@@ -203,12 +197,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	if s.ignore, err = dbsection.Ignore(cfg.OnConflict); err != nil {
 		return nil, fmt.Errorf("postgres sink: %w", err)
 	}
-	switch cfg.OnTombstone {
-	case "", dbsection.OnTombstoneWrite:
-		s.onTombstone = dbsection.OnTombstoneWrite
-	case dbsection.OnTombstoneDelete, dbsection.OnTombstoneSkip:
-		s.onTombstone = cfg.OnTombstone
-	default:
+	if s.onTombstone = cmp.Or(cfg.OnTombstone, dbsection.OnTombstoneWrite); !slices.Contains(dbsection.OnTombstones, s.onTombstone) {
 		return nil, fmt.Errorf("postgres sink: on_tombstone %q: want write, delete or skip", cfg.OnTombstone)
 	}
 	if err := s.layout(cfg); err != nil {
@@ -266,11 +255,7 @@ func (s *Sink) poolConfig(cfg Config) (*pgxpool.Config, error) {
 		s.secrets = append(s.secrets, p)
 	}
 	if _, set := pcfg.ConnConfig.RuntimeParams["application_name"]; !set {
-		name := cfg.ApplicationName
-		if name == "" {
-			name = "replay"
-		}
-		pcfg.ConnConfig.RuntimeParams["application_name"] = name
+		pcfg.ConnConfig.RuntimeParams["application_name"] = cmp.Or(cfg.ApplicationName, "replay")
 	}
 	// The sink sends UTF-8; unset, client_encoding is the database's (a
 	// LATIN1 database stored "café" as "cafÃ©"). With UTF8 the server

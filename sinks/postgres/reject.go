@@ -15,11 +15,6 @@ import (
 	"github.com/replay-tool/replay/sinks"
 )
 
-// unsupported reports whether err is PostgreSQL refusing the statement as
-// a feature it does not support on the table (class 0A: COPY into a table
-// with row-level security, say).
-func unsupported(err error) bool { return strings.HasPrefix(sqlState(err), "0A") }
-
 // sqlState is the SQLSTATE of a PostgreSQL error in err's chain, "" for
 // any other error.
 func sqlState(err error) string {

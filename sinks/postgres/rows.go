@@ -68,26 +68,23 @@ func (rows *pgRows) add(r *record.Record, key string, ver int, needVersion bool,
 	for i := range rows.cols {
 		c := &rows.cols[i]
 		var err error
-		switch c.send {
-		case sendTime:
+		direct := c.send == sendTime || c.send == sendInt4 || c.send == sendInt8 // taken from the record
+		switch {
+		case c.send == sendTime:
 			err = c.checkTime(r.Time)
-		case sendInt4, sendInt8:
-		case sendJSON:
-			if c.field.Kind == plan.FieldHeaders {
-				// Into the arena: one allocation per batch, not per row.
-				if cap(rows.arena)-len(rows.arena) < 64+len(r.Headers)*48 {
-					rows.arena = make([]byte, 0, max(64<<10, 2*(64+len(r.Headers)*48)))
-				}
-				start := len(rows.arena)
-				rows.arena = encode.AppendHeadersJSONB(rows.arena, r.Headers)
-				cells[i] = cell{bytes: rows.arena[start:len(rows.arena):len(rows.arena)]}
-				break
+		case direct:
+		case c.send == sendJSON && c.field.Kind == plan.FieldHeaders:
+			// Into the arena: one allocation per batch, not per row.
+			if cap(rows.arena)-len(rows.arena) < 64+len(r.Headers)*48 {
+				rows.arena = make([]byte, 0, max(64<<10, 2*(64+len(r.Headers)*48)))
 			}
-			cells[i], err = c.cellOf(r, key, &cs, vj)
+			start := len(rows.arena)
+			rows.arena = encode.AppendHeadersJSONB(rows.arena, r.Headers)
+			cells[i] = cell{bytes: rows.arena[start:len(rows.arena):len(rows.arena)]}
 		default:
 			cells[i], err = c.cellOf(r, key, &cs, vj)
 		}
-		if err == nil && i == ver && needVersion && c.send != sendTime && c.send != sendInt4 && c.send != sendInt8 && cells[i].null {
+		if err == nil && i == ver && needVersion && !direct && cells[i].null {
 			err = fmt.Errorf("version %s: the record has no value for it, so it cannot be ordered against the stored row", c.fieldSpec())
 		}
 		if err != nil {

@@ -131,7 +131,7 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER
 			return fmt.Errorf("column %s is json, whose text replay cannot keep as the record has it: make it jsonb (PostgreSQL's normalized JSON) or text (the exact text)", c.name)
 		}
 		c.chooseSend()
-		if c.bytes && c.send != sendBytes || c.jsonOrNull && c.send != sendJSONText || c.schemaID && !isIntType(d.base) {
+		if c.bytes && c.send != sendBytes || c.jsonOrNull && c.send != sendJSONText || c.schemaID && d.base != "int2" && d.base != "int4" && d.base != "int8" {
 			return fmt.Errorf("column %s is %s: the default layout wants %s", c.name, d.sql, c.createType())
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -358,25 +359,16 @@ func (s *Sink) queueDelete(b *pgx.Batch, out *sinks.Outcomes, rows *pgRows) {
 func (s *Sink) queueUpserts(b *pgx.Batch, out *sinks.Outcomes, sh shard, useCopy bool) {
 	// After a batch that found most of its rows unchanged (a re-run), the
 	// identical rows are left out before the upsert.
-	same := s.st.upsertSame != "" && s.mostlySame.Load()
-	var stmt string
-	var args []any // the arrays, not built for rows that go through COPY
-	switch {
-	case useCopy && same:
-		stmt = s.st.copyUpsertSame
-	case useCopy:
-		stmt = s.st.copyUpsert
-	case same:
-		stmt, args = s.st.upsertSame, sh.up.args()
-	default:
-		stmt, args = s.st.upsert, sh.up.args()
+	stmt, copyStmt := s.st.upsert, s.st.copyUpsert
+	if s.st.upsertSame != "" && s.mostlySame.Load() {
+		stmt, copyStmt = s.st.upsertSame, s.st.copyUpsertSame
 	}
-	s.queueUpsert(b, out, stmt, args, sh.up.len())
+	if useCopy { // the rows are in the COPY table: no arrays
+		s.queueUpsert(b, out, copyStmt, nil, sh.up.len())
+	} else {
+		s.queueUpsert(b, out, stmt, sh.up.args(), sh.up.len())
+	}
 	for _, rows := range sh.more {
-		stmt := s.st.upsert
-		if same {
-			stmt = s.st.upsertSame
-		}
 		s.queueUpsert(b, out, stmt, rows.args(), rows.len())
 	}
 }
@@ -472,15 +464,16 @@ func (s *Sink) freshShard(ctx context.Context, conn *pgxpool.Conn, sh shard, bat
 			return err
 		})
 	}
-	how := "insert into"
+	how, msg := "insert into", "inserted into the table without ON CONFLICT"
 	if s.direct {
-		how = "copy into"
+		how, msg = "copy into", "copied into the table"
 	}
 	var other othersFailed
 	switch {
 	case errors.As(err, &other):
 		return true, other.err
-	case err != nil && (rejectsData(err) || unsupported(err)) && ctx.Err() == nil:
+	// 0A: a feature not supported on the table (COPY with row-level security).
+	case err != nil && (rejectsData(err) || strings.HasPrefix(sqlState(err), "0A")) && ctx.Err() == nil:
 		s.fresh.Store(false)
 		s.log.Debug().Str("table", s.name).Err(s.scrub(err)).Msg(how + " the table refused a row; upserting the batch")
 		return false, nil
@@ -489,10 +482,6 @@ func (s *Sink) freshShard(ctx context.Context, conn *pgxpool.Conn, sh shard, bat
 	}
 	n := min(tag.RowsAffected(), int64(sh.up.len()))
 	s.count(sinks.Outcomes{Inserted: n, Ignored: int64(sh.up.len()) - n})
-	msg := "inserted into the table without ON CONFLICT"
-	if s.direct {
-		msg = "copied into the table"
-	}
 	s.log.Debug().Str("table", s.name).Int("rows", sh.up.len()).Int64("inserted", n).Msg(msg)
 	return true, nil
 }

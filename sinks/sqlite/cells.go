@@ -173,9 +173,7 @@ func bytesCell(c *column, r *record.Record, b []byte) (any, error) {
 	switch {
 	case b == nil:
 		return nil, nil
-	case c.aff == affBlob:
-		return b, nil
-	case !utf8.Valid(b):
+	case c.aff == affBlob, !utf8.Valid(b):
 		return b, nil
 	}
 	return textCell(c, r, bytesString(b))

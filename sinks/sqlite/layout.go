@@ -130,7 +130,7 @@ func layout(mapping plan.Columns, version string, decodedValue, decodedKey bool)
 	}
 	for i := range cols {
 		cols[i].quoted = encode.QuoteIdent(cols[i].name)
-		cols[i].aff = createdAffinity(cols[i])
+		cols[i].aff = affinityOf(createdType(cols[i]), false)
 	}
 	return cols, nil
 }
@@ -160,8 +160,6 @@ func createdType(c column) string {
 	}
 	return "TEXT"
 }
-
-func createdAffinity(c column) affinity { return affinityOf(createdType(c), false) }
 
 // createTableSQL creates the table with createdType's types; the key
 // column is the primary key.
@@ -217,18 +215,9 @@ func tableInfo(ctx context.Context, db *sql.DB, schema, name string) (types map[
 	return types, s != 0, true, nil
 }
 
-// splitTable returns the schema ("main" when none) and the name of an SQL
-// table name as encode.QuoteTable parses it.
-func splitTable(quoted string) (schema, name string) {
-	parts := splitQuoted(quoted)
-	if len(parts) == 2 {
-		return parts[0], parts[1]
-	}
-	return "main", parts[0]
-}
-
-// splitQuoted splits `"a"."b"` (QuoteTable's output) into a, b.
-func splitQuoted(q string) []string {
+// splitTable returns the schema ("main" when none) and the name of
+// `"a"."b"` or `"b"` (QuoteTable's output).
+func splitTable(q string) (schema, name string) {
 	var parts []string
 	var cur strings.Builder
 	in := false
@@ -246,7 +235,10 @@ func splitQuoted(q string) []string {
 			cur.WriteByte(c)
 		}
 	}
-	return append(parts, cur.String())
+	if parts = append(parts, cur.String()); len(parts) == 2 {
+		return parts[0], parts[1]
+	}
+	return "main", parts[0]
 }
 
 // layoutError refuses a default-layout table that lacks columns

@@ -4,8 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/replay-tool/replay/plan"
@@ -128,11 +128,7 @@ func (s *Sink) matchColumns(types map[string]string, strict, defaultLayout bool)
 	if defaultLayout {
 		return fmt.Errorf("sqlite sink: %w", layoutError(s.name, missingCols))
 	}
-	have := make([]string, 0, len(types))
-	for n := range types {
-		have = append(have, n)
-	}
-	sort.Strings(have)
+	have := slices.Sorted(maps.Keys(types))
 	hint := "map fields only to columns the table has"
 	if len(missing) == 1 && missing[0] == VersionColumn {
 		hint = fmt.Sprintf("add it with ALTER TABLE %s ADD COLUMN %s", s.name, VersionColumn)
@@ -175,12 +171,10 @@ ON CONFLICT (` + s.cols[s.key].quoted + `) DO NOTHING`
 }
 
 // sharedChunk is how a multi-row INSERT binds fewer values than a
-// parameter per cell: the columns whose cell is the same in every row of
-// a chunk (topic and partition: a batch is one partition's) are bound once,
-// and the default layout's value column, when every row's value is JSON,
-// is CAST(<the row's value_bytes parameter> AS TEXT), the same bytes
-// (in a UTF-8 database, where that cast converts nothing) without
-// binding them twice. The zero value (nothing to share) is unused.
+// parameter per cell: topic and partition (the same in every row) are
+// bound once, and the default layout's value column, when every row's
+// value is JSON, is CAST(<value_bytes parameter> AS TEXT) (in a UTF-8
+// database, where that converts nothing).
 type sharedChunk struct {
 	consts []int // columns bound once per chunk, as ?1, ?2, ...
 	perRow []int // columns bound per row, in order
@@ -215,12 +209,9 @@ func newSharedChunk(cols []column, utf8DB, mapped bool) *sharedChunk {
 	return sc
 }
 
-// insertSQL is the chunk's INSERT for n rows; "" for a nil sc. The rows
-// are a VALUES list of the per-row columns, selected from with the
-// constants before them and the cast among them, so that every parameter
-// is a plain ? in the order args binds them (a ?NNN parameter makes the
-// driver look up each parameter's name, which costs more than the binds
-// it saves).
+// insertSQL is the chunk's INSERT for n rows; "" for a nil sc. Every
+// parameter is a plain ? in the order args binds them (a ?NNN parameter
+// costs a lookup of its name, more than the binds it saves).
 func (sc *sharedChunk) insertSQL(table string, cols []column, key, n int) string {
 	if sc == nil {
 		return ""
