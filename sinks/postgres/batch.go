@@ -13,25 +13,20 @@ import (
 // (byte order, as Kafka compares keys): a locale's order cost about a
 // third more on a bulk load.
 func createTableSQL(table string, cols []pgColumn, key int) string {
-	var b strings.Builder
-	b.WriteString(`CREATE TABLE IF NOT EXISTS ` + table + ` (`)
+	defs := make([]string, len(cols))
 	for i, c := range cols {
-		if i > 0 {
-			b.WriteString(",")
-		}
 		typ := c.createType()
-		b.WriteString("\n\t" + c.quoted() + " " + typ)
+		defs[i] = c.quoted() + " " + typ
 		switch {
 		case i == key && typ == "text":
-			b.WriteString(` COLLATE "C" PRIMARY KEY`)
+			defs[i] += ` COLLATE "C" PRIMARY KEY`
 		case i == key:
-			b.WriteString(" PRIMARY KEY")
+			defs[i] += " PRIMARY KEY"
 		case c.notNull():
-			b.WriteString(" NOT NULL")
+			defs[i] += " NOT NULL"
 		}
 	}
-	b.WriteString("\n)")
-	return b.String()
+	return `CREATE TABLE IF NOT EXISTS ` + table + " (\n\t" + strings.Join(defs, ",\n\t") + "\n)"
 }
 
 // copyTable is the temporary table a large batch is copied into; each

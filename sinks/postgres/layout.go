@@ -103,9 +103,8 @@ func (c pgColumn) createType() string {
 		return "int"
 	case c.field.Kind == plan.FieldOffset:
 		return "bigint"
-	case c.field.Kind == plan.FieldValue, c.field.Kind == plan.FieldHeaders, c.field.Kind == plan.FieldValuePath && c.name == versionColumn:
-		return "jsonb"
-	case c.field.Kind == plan.FieldHeader && c.name == versionColumn:
+	case c.field.Kind == plan.FieldValue, c.field.Kind == plan.FieldHeaders,
+		c.name == versionColumn && (c.field.Kind == plan.FieldValuePath || c.field.Kind == plan.FieldHeader):
 		return "jsonb"
 	}
 	return "text"

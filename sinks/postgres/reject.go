@@ -40,7 +40,10 @@ func (s *Sink) recordError(r *record.Record, why error) *record.Error {
 // row, which makes the row a bad record that follows on_error: a data
 // exception (class 22), an integrity constraint violation (23), a row too
 // big for an index (54000), or an error a trigger or function raised (P0).
-// Any other class is not the row's fault.
+// Any other class is not the row's fault: a lost connection (08), a
+// serialization failure or deadlock (40001, 40P01), a shutdown (57P01) or
+// a lack of resources (53) are retried (sinks.Transient); the rest fail
+// the batch as the sink's.
 func rejectsData(err error) bool {
 	code := sqlState(err)
 	return strings.HasPrefix(code, "22") || strings.HasPrefix(code, "23") || code == "54000" || strings.HasPrefix(code, "P0")
@@ -98,7 +101,8 @@ type rejectedRow struct {
 // transaction that is rolled back. It writes w as Write does, each part
 // inside a savepoint; a part the database rejects is rolled back and
 // halved until the rejected row is alone (about 2·b·log2(n) statements
-// for b rejected rows of n). Deferred constraints are checked at each
+// for b rejected rows of n). Of two rows that conflict with each other,
+// the later one is rejected. Deferred constraints are checked at each
 // statement, as the commit would.
 func (s *Sink) isolate(ctx context.Context, conn *pgxpool.Conn, w *writePlan) ([]rejectedRow, error) {
 	tx, err := conn.Begin(ctx)

@@ -39,6 +39,7 @@ func (s *Sink) prepare(ctx context.Context, create bool) error {
 FROM pg_class c WHERE c.oid = to_regclass($1)`, s.table).Scan(&plainTable, &triggers, &partitioned); err != nil {
 		return fmt.Errorf("postgres sink: check table %s: %w", s.name, s.scrub(err))
 	}
+	// The upserts tell inserted rows from updated ones by xmax.
 	if partitioned {
 		return fmt.Errorf("postgres sink: table %s is partitioned, which the sink cannot upsert into with honest counts (PostgreSQL does not return a partitioned table's xmax, which tells an inserted row from an updated one); write to one of its partitions, or to a plain table", s.name)
 	}
@@ -127,7 +128,7 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER
 			continue
 		}
 		c.decl = d
-		if d.base == "json" {
+		if d.base == "json" { // values travel as jsonb, which reorders keys
 			return fmt.Errorf("column %s is json, whose text replay cannot keep as the record has it: make it jsonb (PostgreSQL's normalized JSON) or text (the exact text)", c.name)
 		}
 		c.chooseSend()

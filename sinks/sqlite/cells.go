@@ -144,10 +144,7 @@ func valuePathCell(c *column, r *record.Record) (any, error) {
 	if res.Type == gjson.String {
 		s = res.Str
 	}
-	if c.aff == affBlob && res.Type == gjson.String {
-		return []byte(s), nil
-	}
-	if !utf8.ValidString(s) {
+	if c.aff == affBlob && res.Type == gjson.String || !utf8.ValidString(s) {
 		return []byte(s), nil
 	}
 	return textCell(c, r, s)

@@ -164,25 +164,17 @@ func createdType(c column) string {
 // createTableSQL creates the table with createdType's types; the key
 // column is the primary key.
 func createTableSQL(table string, cols []column, key int) string {
-	var b strings.Builder
-	b.WriteString(`CREATE TABLE IF NOT EXISTS ` + table + ` (`)
+	defs := make([]string, len(cols))
 	for i, c := range cols {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		b.WriteString("\n\t" + c.quoted)
-		if t := createdType(c); t != "" {
-			b.WriteString(" " + t)
-		}
+		defs[i] = strings.TrimSuffix(c.quoted+" "+createdType(c), " ")
 		switch {
 		case i == key:
-			b.WriteString(" NOT NULL PRIMARY KEY")
+			defs[i] += " NOT NULL PRIMARY KEY"
 		case c.form == formField && (encode.Column{Name: c.name, Field: c.field}).NotNull():
-			b.WriteString(" NOT NULL")
+			defs[i] += " NOT NULL"
 		}
 	}
-	b.WriteString("\n)")
-	return b.String()
+	return `CREATE TABLE IF NOT EXISTS ` + table + " (\n\t" + strings.Join(defs, ",\n\t") + "\n)"
 }
 
 // tableInfo reads the declared types of table's columns and whether it is
