@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/encode"
 )
 
@@ -34,6 +35,13 @@ type Config struct {
 	// Fingerprint (the plan's) and RunID (the resolved run's) are stored
 	// with each checkpoint; only checkpoints of RunID are read back.
 	Fingerprint, RunID string
+}
+
+// ConfigOf is the checkpoint table a plan section declares (its
+// checkpoint_table, table; "" for none), recording checkpoints for the
+// run's group, plan fingerprint and run identity (opts).
+func ConfigOf(table string, opts sinks.Options) Config {
+	return Config{Table: table, Group: opts.Group, Fingerprint: opts.Fingerprint, RunID: opts.RunID}
 }
 
 func checkpointBatch(batch []record.Record) (topic string, partition int32, next int64) {
