@@ -42,7 +42,8 @@ type statements struct {
 	// upsertSame and copyUpsertSame leave out, before the INSERT, the
 	// rows identical to the stored ones, with the same counts: ON CONFLICT
 	// DO UPDATE locks (writes) every conflicting row even when nothing
-	// changes. "" for on_conflict: ignore (DO NOTHING locks nothing).
+	// changes, where the NOT EXISTS probe costs an index lookup per row.
+	// "" for on_conflict: ignore (DO NOTHING locks nothing).
 	upsertSame, copyUpsertSame string
 	// remove deletes the keys of $1 (with their versions in $2) and
 	// returns the counts of scanRemoved.
@@ -92,7 +93,8 @@ const keyProbe = " OFFSET 0"
 
 // probeKey is expr (the batch's key) as the lookups compare it with the
 // key column: cast to bpchar (no length: nothing is cut) for a
-// character(n) column, whose index cannot answer text = character.
+// character(n) column, whose index cannot answer text = character (each
+// lookup would read the whole table).
 func (sh sqlShape) probeKey(expr string) string {
 	if sh.cols[sh.key].decl.base == "bpchar" {
 		return expr + "::pg_catalog.bpchar"
@@ -113,7 +115,8 @@ func (sh sqlShape) skippedSQL(from, key, keyExpr string) string {
 
 // sameText reports whether the column's values are compared as text to
 // tell a changed row: the equality of numeric, float, jsonb and citext is
-// not identity (1.0 = 1.00, 'A' = 'a'); json has no equality at all.
+// not identity (1.0 = 1.00, 'A' = 'a'): a cell differing only so would be
+// counted unchanged and leave the old text. json has no equality at all.
 func (sh sqlShape) sameText(c pgColumn) bool {
 	switch c.decl.base {
 	case "numeric", "float4", "float8", "json", "citext":
@@ -127,8 +130,9 @@ func (sh sqlShape) sameText(c pgColumn) bool {
 // compared returns the non-key columns of a row as its change test
 // compares them: old (alias.name, or its text) and the incoming values
 // (newOf(i), or their text). The default layout's value column is left
-// out, a function of value_bytes, which is compared; a decoded value is
-// compared, as text, since it depends on the plan's decode: too.
+// out, a function of value_bytes, which is compared (jsonb equality walks
+// both documents, the most costly part of the test on a re-run); a
+// decoded value is compared, as text, since it depends on decode: too.
 func (sh sqlShape) compared(names []string, alias string, newOf func(i int) string) (old, new []string) {
 	for i, n := range names {
 		if i == sh.key || sh.exactBytes && sh.cols[i].jsonOrNull && !sh.cols[i].decoded {
@@ -186,9 +190,10 @@ func (sh sqlShape) build() statements {
 // upsertSQL is the upsert of the rows src selects (the COPY table when
 // src is ""), as one statement that returns what it did: inserted,
 // updated, stale, duplicate, key collisions, the first collision, and the
-// rows a trigger skipped. The rows must have distinct keys. An update that
-// would change nothing is skipped; with a version column, only a greater
-// version updates. The old rows are read in the same statement (one
+// rows a trigger skipped. The rows must have distinct keys (ON CONFLICT
+// DO UPDATE fails on a key it meets twice). An update that would change
+// nothing is skipped, so a re-delivery does not rewrite (and bloat)
+// identical rows; with a version column, only a greater version updates. The old rows are read in the same statement (one
 // snapshot). skipSame leaves out the rows identical to the stored ones
 // before the INSERT (statements.upsertSame). exprs are the columns'
 // values in a row s.

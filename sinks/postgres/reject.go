@@ -85,7 +85,8 @@ func (s *Sink) rejectedRows(ctx context.Context, conn *pgxpool.Conn, w *writePla
 // Write (w has several shards): a lock_timeout (55P03) or a deadlock
 // (40P01). A shard waiting for a row of another shard of the same Write
 // would wait for good; written through one connection (isolate), such a
-// row is a constraint violation, a bad record.
+// row is a constraint violation, a bad record; a wait for another
+// Write's rows is transient.
 func shardLockWait(w *writePlan, err error) bool {
 	code := sqlState(err)
 	return len(w.shards) > 1 && (code == "55P03" || code == "40P01")

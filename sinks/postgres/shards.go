@@ -14,7 +14,8 @@ import (
 // and commits none before every shard's statements ran: a failure in one
 // rolls them all back. Then the others commit, and the first, which
 // carries the checkpoint, commits after them. A failed commit can leave
-// the shards that committed, which the checkpoint does not cover.
+// the shards that committed, which the checkpoint does not cover: a
+// re-run finds their rows unchanged.
 func (s *Sink) writeShards(ctx context.Context, conns []*pgxpool.Conn, w *writePlan, batch []record.Record) error {
 	bar := &commitBarrier{left: len(w.shards), all: make(chan struct{})}
 	// Not errgroup.WithContext: a failure must not cancel another shard's commit.

@@ -435,7 +435,8 @@ func (s *Sink) queueUpsert(b *pgx.Batch, out *sinks.Outcomes, stmt string, args 
 // writeShard: one COPY into the table itself when direct, else an INSERT
 // from the arrays or (above copy_threshold rows) the COPY table. done is
 // false, with nothing written, when the table refused a row (a key is
-// stored after all, or bad data): the caller then upserts the shard.
+// stored after all, or bad data): the caller then upserts the shard,
+// which counts the stored keys as the upsert does and names a bad row.
 func (s *Sink) freshShard(ctx context.Context, conn *pgxpool.Conn, sh shard, batch []record.Record, wait func() error) (done bool, err error) {
 	var b *pgx.Batch
 	if batch != nil && s.ckpt != nil {
@@ -480,6 +481,7 @@ func (s *Sink) freshShard(ctx context.Context, conn *pgxpool.Conn, sh shard, bat
 	case err != nil:
 		return true, fmt.Errorf("postgres sink: %s %s: %w", how, s.name, s.scrub(err))
 	}
+	// A trigger may have skipped rows: the count is PostgreSQL's.
 	n := min(tag.RowsAffected(), int64(sh.up.len()))
 	s.count(sinks.Outcomes{Inserted: n, Ignored: int64(sh.up.len()) - n})
 	s.log.Debug().Str("table", s.name).Int("rows", sh.up.len()).Int64("inserted", n).Msg(msg)

@@ -171,8 +171,9 @@ type Sink struct {
 	// sem serializes the writer's transactions and ResetCheckpoints (a
 	// wait that ends with the caller's context).
 	sem chan struct{}
-	// reqs hands Writes to the writer goroutine (unbuffered); quit stops
-	// it (Close), and writerDone is closed when it has stopped.
+	// reqs hands Writes to the writer goroutine (unbuffered: a request is
+	// either taken or, when its context ends first, never seen); quit
+	// stops it (Close), and writerDone is closed when it has stopped.
 	reqs       chan *writeReq
 	quit       chan struct{}
 	writerDone chan struct{}
@@ -430,7 +431,7 @@ func (s *Sink) checkpointer() {
 		gen := s.commits.Load()
 		var busy, frames, copied int
 		err := s.ckptDB.QueryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied)
-		if err != nil {
+		if err != nil { // the commits' own checkpoints and Close's still bound the WAL
 			s.log.Debug().Err(err).Str("path", s.path).Msg("background checkpoint failed")
 			continue
 		}

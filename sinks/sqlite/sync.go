@@ -10,7 +10,8 @@ import (
 // syncer makes the writer's commits durable: it takes the groups committed
 // so far, syncs the WAL file once and acknowledges their Writes, while the
 // writer (synchronous=NORMAL: commits do not sync) goes on with the next
-// group. A failed sync fails the Writes waiting for it and every later one
+// group: a commit's frames are durable once the WAL file is synced after
+// it, which is what synchronous=FULL does inside the commit. A failed sync fails the Writes waiting for it and every later one
 // (the sink cannot tell what is on disk).
 func (s *Sink) syncer() {
 	defer close(s.syncDone)
@@ -79,7 +80,9 @@ func openWAL(path string) (*walFile, error) {
 }
 
 // sync syncs the WAL file, after checking that the file open is still the
-// one at its path.
+// one at its path (SQLite removes the WAL only when its last connection
+// closes, which the sink's own connections prevent; a sync of a removed
+// file would make nothing durable).
 func (w *walFile) sync() error {
 	open, err := w.f.Stat()
 	if err != nil {
