@@ -294,9 +294,15 @@ func (c *pgColumn) cellOf(r *record.Record, key string, cs *encode.Cells, vj *va
 // key and header values as they are, the value as it is, a value path's
 // text, the rest as encode.Cells writes them.
 func (c *pgColumn) rawText(r *record.Record, key string, cs *encode.Cells, vj *valueJSON) ([]byte, bool, error) {
-	if c.schemaID {
-		id, ok := schemaIDOf(r, c.field.Kind)
-		return strconv.AppendInt(nil, int64(id), 10), ok, nil
+	if c.schemaID { // the id r's value or Kafka key was decoded by
+		d := r.Note.DecodedOrNil()
+		switch {
+		case d == nil:
+			return nil, false, nil
+		case c.field.Kind == plan.FieldKafkaKey:
+			return strconv.AppendInt(nil, int64(d.KeySchemaID), 10), d.Key != nil, nil
+		}
+		return strconv.AppendInt(nil, int64(d.ValueSchemaID), 10), d.Value != nil, nil
 	}
 	switch c.field.Kind {
 	case plan.FieldKey:
@@ -350,8 +356,11 @@ func (c *pgColumn) jsonCell(r *record.Record, key string, cs *encode.Cells, vj *
 	case plan.FieldHeaders:
 		return cell{bytes: encode.AppendHeadersJSONB(nil, r.Headers)}, nil
 	case plan.FieldKafkaKey:
-		if c.jsonOrNull {
-			return decodedKeyCell(r), nil
+		if c.jsonOrNull { // kafka_key_json: the decoded key when jsonb takes it as it is
+			if d := r.Note.DecodedOrNil(); d != nil && d.Key != nil && new(valueJSON).jsonbOK(d.Key) {
+				return cell{bytes: d.Key}, nil
+			}
+			return cell{null: true}, nil
 		}
 	case plan.FieldValuePath:
 		v := r.JSONValue()

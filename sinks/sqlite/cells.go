@@ -68,10 +68,16 @@ func cell(c *column, r *record.Record, key string, a *arena) (any, error) {
 			return bytesString(r.Value), nil
 		}
 		return nil, nil
-	case formDecoded:
-		return decodedCell(c, r), nil
+	case formDecoded: // TEXT when UTF-8, else NULL (the bytes column keeps the record's)
+		if v, _ := decodedOf(r, c.field.Kind); v != nil && utf8.Valid(v) {
+			return bytesString(v), nil
+		}
+		return nil, nil
 	case formSchemaID:
-		return schemaIDCell(c, r), nil
+		if v, id := decodedOf(r, c.field.Kind); v != nil {
+			return int64(id), nil
+		}
+		return nil, nil
 	case formVersion:
 		v, err := versionCell(c, r)
 		if err != nil || v == nil {

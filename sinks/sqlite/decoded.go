@@ -1,8 +1,6 @@
 package sqlite
 
 import (
-	"unicode/utf8"
-
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 )
@@ -44,24 +42,4 @@ func decodedOf(r *record.Record, kind plan.FieldKind) ([]byte, int32) {
 		return nil, 0
 	}
 	return r.JSONValue(), d.ValueSchemaID
-}
-
-// decodedCell is a formDecoded column's cell: the decoded JSON as TEXT
-// when it is UTF-8, else NULL (the bytes column keeps the record's).
-func decodedCell(c *column, r *record.Record) any {
-	v, _ := decodedOf(r, c.field.Kind)
-	if v == nil || !utf8.Valid(v) {
-		return nil
-	}
-	return bytesString(v)
-}
-
-// schemaIDCell is a formSchemaID column's cell: the schema id as an
-// INTEGER, NULL when the side was not decoded.
-func schemaIDCell(c *column, r *record.Record) any {
-	v, id := decodedOf(r, c.field.Kind)
-	if v == nil {
-		return nil
-	}
-	return int64(id)
 }

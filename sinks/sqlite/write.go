@@ -278,8 +278,17 @@ func (s *Sink) rows(batch []record.Record) ([]sqliteRow, error) {
 		}
 		if row.op != opSkip {
 			row.args = args[i*len(s.cols) : (i+1)*len(s.cols)] // capacity to the end: insertChunk takes consecutive rows
-			if err := s.values(r, row.key, row.args, &a); err != nil {
-				return nil, err
+			for j := range s.cols {
+				v, err := cell(&s.cols[j], r, row.key, &a)
+				if err != nil {
+					return nil, err
+				}
+				if t, ok := v.(string); s.utf16 && ok && !utf8.ValidString(t) {
+					// SQLite would convert the text to UTF-16, each invalid byte
+					// to U+FFFD: keys that differ would become one.
+					return nil, record.NewError(r, fmt.Errorf("sqlite sink: column %s: the text is not UTF-8, and this database stores text as %s, which would change it: %w; use a UTF-8 database (PRAGMA encoding before the first table) or a BLOB column", s.cols[j].name, s.encoding, ErrChanged))
+				}
+				row.args[j] = v
 			}
 			if s.version >= 0 && row.op == opUpsert && row.args[s.version] == nil {
 				return nil, record.NewError(r, fmt.Errorf("sqlite sink: version %s: the record has none (missing or null), so its update cannot be ordered: %w", s.cols[s.version].field.Arg, ErrNoVersion))
@@ -288,23 +297,6 @@ func (s *Sink) rows(batch []record.Record) ([]sqliteRow, error) {
 		rows[i] = row
 	}
 	return rows, nil
-}
-
-// values fills out with r's cells, in column order.
-func (s *Sink) values(r *record.Record, key string, out []any, a *arena) error {
-	for i := range s.cols {
-		v, err := cell(&s.cols[i], r, key, a)
-		if err != nil {
-			return err
-		}
-		if t, ok := v.(string); s.utf16 && ok && !utf8.ValidString(t) {
-			// SQLite would convert the text to UTF-16, each invalid byte
-			// to U+FFFD: keys that differ would become one.
-			return record.NewError(r, fmt.Errorf("sqlite sink: column %s: the text is not UTF-8, and this database stores text as %s, which would change it: %w; use a UTF-8 database (PRAGMA encoding before the first table) or a BLOB column", s.cols[i].name, s.encoding, ErrChanged))
-		}
-		out[i] = v
-	}
-	return nil
 }
 
 // writeBatch runs rows' statements (one batch's) in tx, then the batch's
