@@ -273,9 +273,9 @@ func (c *pgColumn) cellOf(r *record.Record, key string, cs *encode.Cells, vj *va
 	case plan.FieldTopic:
 		s, why = r.Topic, badString(r.Topic)
 	default:
-		raw, ok, err := c.rawText(r, key, cs, vj)
-		if err != nil || !ok {
-			return cell{null: !ok}, err
+		raw, ok := c.rawText(r, key, cs, vj)
+		if !ok {
+			return cell{null: true}, nil
 		}
 		if why = badText(raw); why == "" {
 			s = string(raw)
@@ -293,46 +293,46 @@ func (c *pgColumn) cellOf(r *record.Record, key string, cs *encode.Cells, vj *va
 // rawText is the field's bytes for a text column: the key, topic, Kafka
 // key and header values as they are, the value as it is, a value path's
 // text, the rest as encode.Cells writes them.
-func (c *pgColumn) rawText(r *record.Record, key string, cs *encode.Cells, vj *valueJSON) ([]byte, bool, error) {
+func (c *pgColumn) rawText(r *record.Record, key string, cs *encode.Cells, vj *valueJSON) ([]byte, bool) {
 	if c.schemaID { // the id r's value or Kafka key was decoded by
 		d := r.Note.DecodedOrNil()
 		switch {
 		case d == nil:
-			return nil, false, nil
+			return nil, false
 		case c.field.Kind == plan.FieldKafkaKey:
-			return strconv.AppendInt(nil, int64(d.KeySchemaID), 10), d.Key != nil, nil
+			return strconv.AppendInt(nil, int64(d.KeySchemaID), 10), d.Key != nil
 		}
-		return strconv.AppendInt(nil, int64(d.ValueSchemaID), 10), d.Value != nil, nil
+		return strconv.AppendInt(nil, int64(d.ValueSchemaID), 10), d.Value != nil
 	}
 	switch c.field.Kind {
 	case plan.FieldKey:
-		return []byte(key), true, nil
+		return []byte(key), true
 	case plan.FieldKafkaKey:
-		return r.Key, r.Key != nil, nil
+		return r.Key, r.Key != nil
 	case plan.FieldValue:
 		v := r.JSONValue()
-		return v, v != nil, nil
+		return v, v != nil
 	case plan.FieldHeader:
 		h, ok := r.LastHeader(c.field.Arg)
-		return h, ok && h != nil, nil
+		return h, ok && h != nil
 	case plan.FieldHeaders:
-		return encode.AppendHeadersJSONB(nil, r.Headers), true, nil
+		return encode.AppendHeadersJSONB(nil, r.Headers), true
 	case plan.FieldValuePath:
 		v := r.JSONValue()
 		if v == nil || !vj.jsonbOK(v) {
-			return nil, false, nil
+			return nil, false
 		}
 		res := gjson.GetBytes(v, c.field.Arg)
 		switch res.Type {
 		case gjson.Null:
-			return nil, false, nil
+			return nil, false
 		case gjson.String:
-			return []byte(res.Str), true, nil
+			return []byte(res.Str), true
 		}
-		return []byte(res.Raw), true, nil
+		return []byte(res.Raw), true
 	}
 	s, ok := cs.Text(encode.Column{Name: c.name, Field: c.field})
-	return []byte(s), ok, nil
+	return []byte(s), ok
 }
 
 // jsonCell is the column's value as JSON text for a jsonb column.
@@ -385,9 +385,9 @@ func (c *pgColumn) jsonCell(r *record.Record, key string, cs *encode.Cells, vj *
 			return cell{bytes: h}, nil // a number orders as a number
 		}
 	}
-	raw, ok, err := c.rawText(r, key, cs, vj)
-	if err != nil || !ok {
-		return cell{null: !ok}, err
+	raw, ok := c.rawText(r, key, cs, vj)
+	if !ok {
+		return cell{null: true}, nil
 	}
 	if why := badText(raw); why != "" {
 		return cell{}, fmt.Errorf("column %s (%s): the %s %s; map it to a bytea column to keep its bytes", c.name, c.decl.sql, fieldName(c.field), why)
