@@ -151,3 +151,29 @@ func version(c *plan.SinkCheck, s *Common) {
 		c.Warn("version", "offsets order updates only within one partition: with key %q a key may move between partitions, and a record of another partition with a smaller offset would be taken for stale; prefer a field of the value, e.g. value.updated_at", key)
 	}
 }
+
+// Ignore reports whether onConflict (a sink's on_conflict) is ignore; an
+// error for a value other than "", update and ignore.
+func Ignore(onConflict string) (bool, error) {
+	switch onConflict {
+	case "", "update":
+		return false, nil
+	case "ignore":
+		return true, nil
+	}
+	return false, fmt.Errorf("on_conflict %q: want update or ignore", onConflict)
+}
+
+// ParseVersion parses a sink's version, which must name a field that can
+// order updates (versionFields).
+func ParseVersion(version string) (plan.Field, error) {
+	f, err := plan.ParseField(version)
+	if err != nil {
+		return f, fmt.Errorf("version: %w", err)
+	}
+	switch f.Kind {
+	case plan.FieldOffset, plan.FieldTimestamp, plan.FieldValuePath, plan.FieldHeader:
+		return f, nil
+	}
+	return f, fmt.Errorf("version %q cannot order updates: want offset, timestamp, value.<path> or header.<name>", version)
+}

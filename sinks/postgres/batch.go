@@ -9,31 +9,24 @@ import (
 // The statements of the postgres sink and the batches they take.
 
 // createTableSQL creates the table with a column per field, typed after the
-// field; the key column is the primary key. A text key is COLLATE "C":
-// the idempotency key is compared byte for byte, as Kafka compares keys
-// (equality is the same under the database's default collation, but its
-// order is the locale's, and maintaining the primary key under a locale's
-// comparisons cost about a third more on a bulk load).
+// field; the key column is the primary key. A text key is COLLATE "C"
+// (byte order, as Kafka compares keys): a locale's order cost about a
+// third more on a bulk load.
 func createTableSQL(table string, cols []pgColumn, key int) string {
-	var b strings.Builder
-	b.WriteString(`CREATE TABLE IF NOT EXISTS ` + table + ` (`)
+	defs := make([]string, len(cols))
 	for i, c := range cols {
-		if i > 0 {
-			b.WriteString(",")
-		}
 		typ := c.createType()
-		b.WriteString("\n\t" + c.quoted() + " " + typ)
+		defs[i] = c.quoted() + " " + typ
 		switch {
 		case i == key && typ == "text":
-			b.WriteString(` COLLATE "C" PRIMARY KEY`)
+			defs[i] += ` COLLATE "C" PRIMARY KEY`
 		case i == key:
-			b.WriteString(" PRIMARY KEY")
+			defs[i] += " PRIMARY KEY"
 		case c.notNull():
-			b.WriteString(" NOT NULL")
+			defs[i] += " NOT NULL"
 		}
 	}
-	b.WriteString("\n)")
-	return b.String()
+	return `CREATE TABLE IF NOT EXISTS ` + table + " (\n\t" + strings.Join(defs, ",\n\t") + "\n)"
 }
 
 // copyTable is the temporary table a large batch is copied into; each
@@ -46,12 +39,10 @@ type statements struct {
 	// upsert reads the rows from arrays ($1..$n, one per column), copyUpsert
 	// from the COPY table; both return one row of counts (scanCounts).
 	upsert, copyUpsert string
-	// upsertSame and copyUpsertSame are upsert and copyUpsert that leave
-	// out, before the INSERT, the rows identical to the stored ones (read
-	// in the statement's snapshot), with the same counts: ON CONFLICT DO
-	// UPDATE locks every conflicting row before its WHERE says that nothing
-	// changes, a write (and WAL) per unchanged row of a re-run; the
-	// NOT EXISTS probe costs a fresh load an index lookup per row instead.
+	// upsertSame and copyUpsertSame leave out, before the INSERT, the
+	// rows identical to the stored ones, with the same counts: ON CONFLICT
+	// DO UPDATE locks (writes) every conflicting row even when nothing
+	// changes, where the NOT EXISTS probe costs an index lookup per row.
 	// "" for on_conflict: ignore (DO NOTHING locks nothing).
 	upsertSame, copyUpsertSame string
 	// remove deletes the keys of $1 (with their versions in $2) and
@@ -64,9 +55,7 @@ type statements struct {
 	// copyInto into the table itself (copyReader).
 	copyTemp, copyInto string
 	// insert and copyInsert insert the rows of arrays ($1..$n) or of the
-	// COPY table, converted to the declared types as the upserts convert
-	// them, without ON CONFLICT: a fresh load into a table whose columns
-	// cannot take a COPY of their values as sent (freshShard).
+	// COPY table without ON CONFLICT (freshShard, not direct).
 	insert, copyInsert string
 	// imageCheck runs the binary comparison of upsertSame once
 	// (imageCheckSQL); "" when the statements compare as text.
@@ -96,23 +85,16 @@ type sqlShape struct {
 }
 
 // keyProbe ends every subquery that looks a batch's keys up in the
-// table: OFFSET 0 keeps PostgreSQL from flattening the subquery into a
-// join, so each key costs one probe of the key's unique index, whatever
-// the table's size. Flattened, the planner may hash the whole table
-// instead: it cannot know how many rows the COPY table holds (it has no
-// statistics, and the statements are planned once, while it is empty) and
-// guesses about 3000, for which a hash join costs less, on paper, than as
-// many probes of a table of tens of thousands of rows. On a table of
-// 20,000 rows the re-run of a 1000-row batch then scanned all of them:
-// 35 ms of the server's time per batch instead of 4.
+// table: OFFSET 0 keeps PostgreSQL from flattening it into a join, so each
+// key is one probe of the unique index. Flattened, the planner (guessing
+// the COPY table's size, which has no statistics) may hash the whole
+// table: 35 ms per 1000-row batch on a 20,000-row table instead of 4.
 const keyProbe = " OFFSET 0"
 
-// probeKey is expr (the batch's key, as the INSERT writes it) as the
-// lookups compare it with the key column: for a character(n) column,
-// cast to bpchar (without a length, so nothing is cut), since text =
-// character compares as text, which the column's index cannot answer: each
-// lookup would then read the whole table. The other types' expressions are
-// the column's type already, or one its index answers (text for varchar).
+// probeKey is expr (the batch's key) as the lookups compare it with the
+// key column: cast to bpchar (no length: nothing is cut) for a
+// character(n) column, whose index cannot answer text = character (each
+// lookup would read the whole table).
 func (sh sqlShape) probeKey(expr string) string {
 	if sh.cols[sh.key].decl.base == "bpchar" {
 		return expr + "::pg_catalog.bpchar"
@@ -132,10 +114,9 @@ func (sh sqlShape) skippedSQL(from, key, keyExpr string) string {
 }
 
 // sameText reports whether the column's values are compared as text to
-// tell a changed row: the equality of numeric, float, json(b) and citext
-// is not identity (1.0 = 1.00, {"n":1} = {"n":1.0}, 'A' = 'a'), and a
-// record whose cell differs only so would be counted unchanged and leave
-// the old text in the row. json has no equality operator at all.
+// tell a changed row: the equality of numeric, float, jsonb and citext is
+// not identity (1.0 = 1.00, 'A' = 'a'): a cell differing only so would be
+// counted unchanged and leave the old text. json has no equality at all.
 func (sh sqlShape) sameText(c pgColumn) bool {
 	switch c.decl.base {
 	case "numeric", "float4", "float8", "json", "citext":
@@ -149,11 +130,9 @@ func (sh sqlShape) sameText(c pgColumn) bool {
 // compared returns the non-key columns of a row as its change test
 // compares them: old (alias.name, or its text) and the incoming values
 // (newOf(i), or their text). The default layout's value column is left
-// out: it is a function of value_bytes (the same bytes make the same
-// jsonb), which is compared, and jsonb equality walks both documents, the
-// most costly part of the test on a re-run. A decoded value is compared,
-// as text: it depends on the plan's decode: too (a row written without
-// decoding, or with other Avro union rendering, is rewritten).
+// out, a function of value_bytes, which is compared (jsonb equality walks
+// both documents, the most costly part of the test on a re-run); a
+// decoded value is compared, as text, since it depends on decode: too.
 func (sh sqlShape) compared(names []string, alias string, newOf func(i int) string) (old, new []string) {
 	for i, n := range names {
 		if i == sh.key || sh.exactBytes && sh.cols[i].jsonOrNull && !sh.cols[i].decoded {
@@ -195,13 +174,13 @@ func (sh sqlShape) build() statements {
 	insert := "INSERT INTO " + sh.table + " (" + strings.Join(names, ", ") + ")\nSELECT " + strings.Join(exprs, ", ")
 	st.insert = insert + " FROM (" + arrays + ") s"
 	st.copyInsert = insert + " FROM pg_temp." + copyTable + " s"
-	st.upsert = sh.upsertSQL(arrays, names, false)
-	st.copyUpsert = sh.upsertSQL("", names, false)
+	st.upsert = sh.upsertSQL(arrays, names, exprs, false)
+	st.copyUpsert = sh.upsertSQL("", names, exprs, false)
 	if !sh.ignore {
-		st.upsertSame = sh.upsertSQL(arrays, names, true)
-		st.copyUpsertSame = sh.upsertSQL("", names, true)
+		st.upsertSame = sh.upsertSQL(arrays, names, exprs, true)
+		st.copyUpsertSame = sh.upsertSQL("", names, exprs, true)
 		if sh.image {
-			st.imageCheck = sh.imageCheckSQL(names)
+			st.imageCheck = sh.imageCheckSQL(names, exprs)
 		}
 	}
 	st.remove = sh.removeSQL()
@@ -209,23 +188,16 @@ func (sh sqlShape) build() statements {
 }
 
 // upsertSQL is the upsert of the rows src selects (the COPY table when
-// src is ""; it needs no CTE), as one statement that
-// returns what it did: inserted, updated, stale, duplicate, key
-// collisions, the first collision, and the rows a trigger skipped. The rows must have distinct keys
-// (ON CONFLICT DO UPDATE fails on a key it meets twice). An update that
-// would change nothing is skipped, so a re-delivery does not rewrite (and
-// bloat) identical rows; with a version column, only a greater version
-// updates. The old rows are read in the same statement (all parts of a
-// WITH see one snapshot), for the stale, duplicate and collision counts.
-//
-// skipSame leaves out the rows identical to the stored ones before the
-// INSERT (see statements.upsertSame); they count as unchanged (or
-// duplicate, with a version) as they do when the upsert skips them.
-func (sh sqlShape) upsertSQL(src string, names []string, skipSame bool) string {
-	exprs := make([]string, len(sh.cols))
-	for i, c := range sh.cols {
-		exprs[i] = c.expr("s", i)
-	}
+// src is ""), as one statement that returns what it did: inserted,
+// updated, stale, duplicate, key collisions, the first collision, and the
+// rows a trigger skipped. The rows must have distinct keys (ON CONFLICT
+// DO UPDATE fails on a key it meets twice). An update that would change
+// nothing is skipped, so a re-delivery does not rewrite (and bloat)
+// identical rows; with a version column, only a greater version updates. The old rows are read in the same statement (one
+// snapshot). skipSame leaves out the rows identical to the stored ones
+// before the INSERT (statements.upsertSame). exprs are the columns'
+// values in a row s.
+func (sh sqlShape) upsertSQL(src string, names, exprs []string, skipSame bool) string {
 	key := names[sh.key]
 	same := ""
 	if skipSame {
@@ -238,9 +210,8 @@ func (sh sqlShape) upsertSQL(src string, names []string, skipSame bool) string {
 	var b strings.Builder
 	from := withSource(&b, src)
 	if withOld {
-		// The stored row of each key of the batch, once: keys the column
-		// holds as equal (1.0 and 1.00 in a numeric column) are one key.
-		// Only the columns read: a role may hold SELECT on those alone.
+		// The stored row of each distinct key (as the column compares
+		// them), only the columns read (a role may hold SELECT on those).
 		cols := []string{"t." + key + " AS k"}
 		if sh.ver >= 0 {
 			cols = append(cols, "t."+names[sh.ver]+" AS v")
@@ -289,10 +260,8 @@ func withSource(b *strings.Builder, src string) string {
 }
 
 // plainUpsertSQL is upsertSQL for on_conflict: update without a version:
-// a row that is not returned is unchanged (same contents, so the same
-// topic and partition: no collision), so only the updated rows need their
-// old provenance, read in the same statement (which sees the table as it
-// was before it): a fresh load and a re-run read no old rows.
+// only the updated rows need their old provenance (an unchanged row has
+// the same topic and partition), so a fresh load and a re-run read none.
 func (sh sqlShape) plainUpsertSQL(src string, names, exprs []string, same string) string {
 	key := names[sh.key]
 	var b strings.Builder
@@ -336,14 +305,11 @@ func (sh sqlShape) sameSQL(names, exprs []string) string {
 }
 
 // imageSame is the test of sameSQL by binary images: the stored row's
-// compared cells (alias.name) and the incoming ones (exprs, converted to
-// each column's type) as two records, equal under record_image_eq when
-// every cell has the same bytes, NULL where the other is NULL. Equal
-// images print the same text, so a row it finds the same is one the
-// upsert would leave unchanged; two cells of the same text with other
-// bytes (a char(n) column's padding) count as different, and go on to the
-// upsert, whose WHERE compares them as onConflictSQL does. It costs a
-// memcmp per cell where the text test prints both jsonb or numeric values.
+// compared cells (alias.name) and the incoming ones (exprs) as two
+// records, equal under record_image_eq when every cell has the same
+// bytes. Equal images print the same text; cells of the same text with
+// other bytes go on to the upsert, whose WHERE decides. It costs a memcmp
+// per cell where the text test prints both values.
 func (sh sqlShape) imageSame(names []string, alias string, exprs []string) string {
 	var old, new []string
 	for i, n := range names {
@@ -356,11 +322,9 @@ func (sh sqlShape) imageSame(names []string, alias string, exprs []string) strin
 	return "pg_catalog.record_image_eq(ROW(" + strings.Join(old, ", ") + "), ROW(" + strings.Join(new, ", ") + "))"
 }
 
-// imageExpr is expr, column i's incoming value as the INSERT writes it,
-// in exactly the column's type, which record_image_eq requires: a domain
-// or a type of its own by a cast to it; text for a varchar or char column
-// by a cast to the type without its length, which cannot cut the value
-// as a cast to varchar(n) would (the sink checked the length).
+// imageExpr is expr, column i's incoming value, in exactly the column's
+// type, as record_image_eq requires: cast to a domain, or to varchar or
+// bpchar without a length (which cannot cut it).
 func (sh sqlShape) imageExpr(i int, expr string) string {
 	d := sh.cols[i].decl
 	switch {
@@ -375,14 +339,12 @@ func (sh sqlShape) imageExpr(i int, expr string) string {
 // imageCheckSQL runs imageSame once, on a row of NULLs of the columns'
 // declared types and one of the sent types: record_image_eq fails on
 // cells of different types, which EXPLAIN does not see.
-func (sh sqlShape) imageCheckSQL(names []string) string {
+func (sh sqlShape) imageCheckSQL(names, exprs []string) string {
 	stored := make([]string, len(sh.cols))
 	sent := make([]string, len(sh.cols))
-	exprs := make([]string, len(sh.cols))
 	for i, c := range sh.cols {
 		stored[i] = "NULL::" + c.decl.sql + " AS " + names[i]
 		sent[i] = "NULL::" + c.send.sql() + " AS c" + strconv.Itoa(i+1)
-		exprs[i] = c.expr("s", i)
 	}
 	return "SELECT " + sh.imageSame(names, "o", exprs) + " FROM (SELECT " + strings.Join(stored, ", ") + ") o, (SELECT " + strings.Join(sent, ", ") + ") s"
 }

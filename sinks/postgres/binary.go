@@ -10,12 +10,10 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// The sink's values in PostgreSQL's binary formats (each type's send and
-// receive functions): the arrays of the statements' parameters and the
-// rows of COPY ... FROM STDIN (FORMAT binary). pgx encodes a value through
-// a plan looked up per value (reflection for slices of []byte and
-// pgtype.Text); the sink knows each column's kind, so it appends the bytes
-// itself, the same bytes pgx sends (TestBinaryEncodingsArePgx).
+// The sink's values in PostgreSQL's binary formats: the statements' array
+// parameters and the rows of COPY ... FROM STDIN (FORMAT binary), the
+// bytes pgx would send (TestBinaryEncodingsArePgx) without its per-value
+// plan lookups.
 
 // pgEpochMicros is 2000-01-01 00:00:00 UTC, PostgreSQL's timestamp epoch,
 // in microseconds since the Unix epoch.
@@ -31,19 +29,9 @@ func (k sendKind) arrayOID() uint32 {
 	return [...]uint32{pgtype.TextArrayOID, pgtype.ByteaArrayOID, pgtype.JSONBArrayOID, pgtype.TimestamptzArrayOID, pgtype.Int4ArrayOID, pgtype.Int8ArrayOID, pgtype.TextArrayOID}[k]
 }
 
-// len is the number of values.
+// len is the number of values (only the kind's slice holds any).
 func (a *colVals) len() int {
-	switch a.kind {
-	case sendBytes, sendJSON, sendJSONText:
-		return len(a.bytes)
-	case sendTime:
-		return len(a.times)
-	case sendInt4:
-		return len(a.i4)
-	case sendInt8:
-		return len(a.i8)
-	}
-	return len(a.text)
+	return len(a.text) + len(a.bytes) + len(a.times) + len(a.i4) + len(a.i8)
 }
 
 // appendValue appends value i as a binary field: its length (-1 for
@@ -106,17 +94,15 @@ func (a *colVals) appendArray(buf []byte) []byte {
 }
 
 // colArray is a column's values as a statement's array parameter; the
-// first one's encoding makes room for need bytes, all the arrays of the
-// statement (pgx would grow its buffer from 256 bytes, doubling, for
-// every batch).
+// first one's encoding makes room for need bytes, all the statement's
+// arrays (pgx would grow its buffer by doubling for every batch).
 type colArray struct {
 	vals *colVals
 	need int
 }
 
 // arrayCodec is pgx's codec of an array type, but for a colArray in
-// binary, which it encodes with appendArray. It is registered on each
-// connection (registerArrays) for the array types of every sendKind.
+// binary, which it encodes with appendArray (registerArrays).
 type arrayCodec struct{ pgtype.Codec }
 
 func (c arrayCodec) PlanEncode(m *pgtype.Map, oid uint32, format int16, value any) pgtype.EncodePlan {

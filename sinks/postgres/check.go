@@ -13,13 +13,9 @@ import (
 )
 
 // The checks that keep a value from being changed on its way into a
-// column: a cast to varchar(n) cuts a longer text, numeric(p,s) rounds to
-// s decimals, real and double precision round to their precision,
-// timestamp(p) rounds to p decimals of a second. Each returns the reason
-// as an error naming the column; the sink makes it a *record.Error, which
-// follows on_error. Types not listed are converted by PostgreSQL, which
-// rejects what it cannot convert (an integer out of range, a malformed
-// number) rather than changing it.
+// column (varchar(n) cuts, numeric(p,s), float and timestamp(p) round):
+// each returns the reason, naming the column, which the sink makes a
+// *record.Error. PostgreSQL rejects what other types cannot convert.
 
 // check returns why text value s would not be stored as it is in c.
 func (c *pgColumn) check(s string) error {

@@ -3,7 +3,6 @@ package postgres
 import (
 	"slices"
 
-	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 )
 
@@ -37,32 +36,6 @@ func defaultColumns(value, key bool) []pgColumn {
 	}
 	return cols
 }
-
-// schemaIDOf is the schema id r's value (kind plan.FieldValue) or Kafka key
-// (plan.FieldKafkaKey) was decoded by; false when it was not decoded.
-func schemaIDOf(r *record.Record, kind plan.FieldKind) (int32, bool) {
-	d := r.Note.DecodedOrNil()
-	if d == nil {
-		return 0, false
-	}
-	if kind == plan.FieldKafkaKey {
-		return d.KeySchemaID, d.Key != nil
-	}
-	return d.ValueSchemaID, d.Value != nil
-}
-
-// decodedKeyCell is kafka_key_json's cell: the decoded key when jsonb takes
-// it as it is, else NULL (kafka_key keeps the bytes).
-func decodedKeyCell(r *record.Record) cell {
-	d := r.Note.DecodedOrNil()
-	if d == nil || d.Key == nil || !new(valueJSON).jsonbOK(d.Key) {
-		return cell{null: true}
-	}
-	return cell{bytes: d.Key}
-}
-
-// isIntType reports whether base (pg_type.typname) is an integer type.
-func isIntType(base string) bool { return base == "int2" || base == "int4" || base == "int8" }
 
 // missingWhy says why a default-layout table lacks the columns missing: a
 // table first written by a plan without decode: lacks the decoded

@@ -103,9 +103,8 @@ func (c pgColumn) createType() string {
 		return "int"
 	case c.field.Kind == plan.FieldOffset:
 		return "bigint"
-	case c.field.Kind == plan.FieldValue, c.field.Kind == plan.FieldHeaders, c.field.Kind == plan.FieldValuePath && c.name == versionColumn:
-		return "jsonb"
-	case c.field.Kind == plan.FieldHeader && c.name == versionColumn:
+	case c.field.Kind == plan.FieldValue, c.field.Kind == plan.FieldHeaders,
+		c.name == versionColumn && (c.field.Kind == plan.FieldValuePath || c.field.Kind == plan.FieldHeader):
 		return "jsonb"
 	}
 	return "text"
@@ -250,11 +249,7 @@ func (c *pgColumn) cellOf(r *record.Record, key string, cs *encode.Cells, vj *va
 		case plan.FieldKafkaKey:
 			b = r.Key
 		case plan.FieldHeader:
-			h, ok := r.LastHeader(c.field.Arg)
-			if !ok {
-				return cell{null: true}, nil
-			}
-			b = h
+			b, _ = r.LastHeader(c.field.Arg) // nil when missing
 		default:
 			s, ok := cs.Text(encode.Column{Name: c.name, Field: c.field})
 			if !ok {
@@ -278,9 +273,9 @@ func (c *pgColumn) cellOf(r *record.Record, key string, cs *encode.Cells, vj *va
 	case plan.FieldTopic:
 		s, why = r.Topic, badString(r.Topic)
 	default:
-		raw, ok, err := c.rawText(r, key, cs, vj)
-		if err != nil || !ok {
-			return cell{null: !ok}, err
+		raw, ok := c.rawText(r, key, cs, vj)
+		if !ok {
+			return cell{null: true}, nil
 		}
 		if why = badText(raw); why == "" {
 			s = string(raw)
@@ -298,40 +293,46 @@ func (c *pgColumn) cellOf(r *record.Record, key string, cs *encode.Cells, vj *va
 // rawText is the field's bytes for a text column: the key, topic, Kafka
 // key and header values as they are, the value as it is, a value path's
 // text, the rest as encode.Cells writes them.
-func (c *pgColumn) rawText(r *record.Record, key string, cs *encode.Cells, vj *valueJSON) ([]byte, bool, error) {
-	if c.schemaID {
-		id, ok := schemaIDOf(r, c.field.Kind)
-		return strconv.AppendInt(nil, int64(id), 10), ok, nil
+func (c *pgColumn) rawText(r *record.Record, key string, cs *encode.Cells, vj *valueJSON) ([]byte, bool) {
+	if c.schemaID { // the id r's value or Kafka key was decoded by
+		d := r.Note.DecodedOrNil()
+		switch {
+		case d == nil:
+			return nil, false
+		case c.field.Kind == plan.FieldKafkaKey:
+			return strconv.AppendInt(nil, int64(d.KeySchemaID), 10), d.Key != nil
+		}
+		return strconv.AppendInt(nil, int64(d.ValueSchemaID), 10), d.Value != nil
 	}
 	switch c.field.Kind {
 	case plan.FieldKey:
-		return []byte(key), true, nil
+		return []byte(key), true
 	case plan.FieldKafkaKey:
-		return r.Key, r.Key != nil, nil
+		return r.Key, r.Key != nil
 	case plan.FieldValue:
 		v := r.JSONValue()
-		return v, v != nil, nil
+		return v, v != nil
 	case plan.FieldHeader:
 		h, ok := r.LastHeader(c.field.Arg)
-		return h, ok && h != nil, nil
+		return h, ok && h != nil
 	case plan.FieldHeaders:
-		return encode.AppendHeadersJSONB(nil, r.Headers), true, nil
+		return encode.AppendHeadersJSONB(nil, r.Headers), true
 	case plan.FieldValuePath:
 		v := r.JSONValue()
 		if v == nil || !vj.jsonbOK(v) {
-			return nil, false, nil
+			return nil, false
 		}
 		res := gjson.GetBytes(v, c.field.Arg)
 		switch res.Type {
 		case gjson.Null:
-			return nil, false, nil
+			return nil, false
 		case gjson.String:
-			return []byte(res.Str), true, nil
+			return []byte(res.Str), true
 		}
-		return []byte(res.Raw), true, nil
+		return []byte(res.Raw), true
 	}
 	s, ok := cs.Text(encode.Column{Name: c.name, Field: c.field})
-	return []byte(s), ok, nil
+	return []byte(s), ok
 }
 
 // jsonCell is the column's value as JSON text for a jsonb column.
@@ -355,8 +356,11 @@ func (c *pgColumn) jsonCell(r *record.Record, key string, cs *encode.Cells, vj *
 	case plan.FieldHeaders:
 		return cell{bytes: encode.AppendHeadersJSONB(nil, r.Headers)}, nil
 	case plan.FieldKafkaKey:
-		if c.jsonOrNull {
-			return decodedKeyCell(r), nil
+		if c.jsonOrNull { // kafka_key_json: the decoded key when jsonb takes it as it is
+			if d := r.Note.DecodedOrNil(); d != nil && d.Key != nil && new(valueJSON).jsonbOK(d.Key) {
+				return cell{bytes: d.Key}, nil
+			}
+			return cell{null: true}, nil
 		}
 	case plan.FieldValuePath:
 		v := r.JSONValue()
@@ -381,9 +385,9 @@ func (c *pgColumn) jsonCell(r *record.Record, key string, cs *encode.Cells, vj *
 			return cell{bytes: h}, nil // a number orders as a number
 		}
 	}
-	raw, ok, err := c.rawText(r, key, cs, vj)
-	if err != nil || !ok {
-		return cell{null: !ok}, err
+	raw, ok := c.rawText(r, key, cs, vj)
+	if !ok {
+		return cell{null: true}, nil
 	}
 	if why := badText(raw); why != "" {
 		return cell{}, fmt.Errorf("column %s (%s): the %s %s; map it to a bytea column to keep its bytes", c.name, c.decl.sql, fieldName(c.field), why)

@@ -3,8 +3,10 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -130,18 +132,12 @@ type Sink struct {
 	// (statements.upsertSame).
 	mostlySame atomic.Bool
 	// fresh: the last upsert inserted every row, or, before the first, the
-	// table was empty at open; direct: every column's values travel in its
-	// declared type, and the table is a plain one without row-level
-	// security, rules or triggers of its own (COPY ignores rules and RLS
-	// refuses it; a trigger may skip or change a row, which only the
-	// upsert's RETURNING sees). Together they let a batch be copied
-	// straight into the table (freshShard).
-	fresh  atomic.Bool
-	direct bool
-	// plain: the table is a plain one without row-level security, rules
-	// or triggers of its own, so a fresh batch can be written without ON
-	// CONFLICT (freshShard): copied into the table when direct, else
-	// inserted, converted to the declared types as the upsert converts it.
+	// table was empty at open. plain: the table has no row-level security,
+	// rules or triggers of its own, so a fresh batch can be written without
+	// ON CONFLICT (freshShard); direct: plain, and every column's values
+	// travel in its declared type, so it can be copied into the table.
+	fresh       atomic.Bool
+	direct      bool
 	plain       bool
 	copyAbove   int
 	connections int
@@ -160,14 +156,6 @@ type Sink struct {
 	outMu sync.Mutex
 	out   sinks.Outcomes
 }
-
-var (
-	_ sinks.Sink            = (*Sink)(nil)
-	_ sinks.CheckpointStore = (*Sink)(nil)
-	_ sinks.OutcomeCounter  = (*Sink)(nil)
-	_ sinks.Positioner      = (*Sink)(nil)
-	_ sinks.Reconciler      = (*Sink)(nil)
-)
 
 // Capabilities declares the checkpoint table (Checkpoints returns none
 // when the plan configures none), the outcome counts, and the durable
@@ -206,19 +194,10 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	if s.connections > sinks.MaxConnections {
 		return nil, fmt.Errorf("postgres sink: connections %d: want 1..%d", cfg.Connections, sinks.MaxConnections)
 	}
-	switch cfg.OnConflict {
-	case "", "update":
-	case "ignore":
-		s.ignore = true
-	default:
-		return nil, fmt.Errorf("postgres sink: on_conflict %q: want update or ignore", cfg.OnConflict)
+	if s.ignore, err = dbsection.Ignore(cfg.OnConflict); err != nil {
+		return nil, fmt.Errorf("postgres sink: %w", err)
 	}
-	switch cfg.OnTombstone {
-	case "", dbsection.OnTombstoneWrite:
-		s.onTombstone = dbsection.OnTombstoneWrite
-	case dbsection.OnTombstoneDelete, dbsection.OnTombstoneSkip:
-		s.onTombstone = cfg.OnTombstone
-	default:
+	if s.onTombstone = cmp.Or(cfg.OnTombstone, dbsection.OnTombstoneWrite); !slices.Contains(dbsection.OnTombstones, s.onTombstone) {
 		return nil, fmt.Errorf("postgres sink: on_tombstone %q: want write, delete or skip", cfg.OnTombstone)
 	}
 	if err := s.layout(cfg); err != nil {
@@ -242,9 +221,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 			return nil
 		}
 		if _, err := c.Exec(ctx, s.st.createTemp); err != nil {
-			// The rights it needs, when it was refused for want of them
-			// (42501: insufficient privilege; 25006: a read-only
-			// transaction), not on a timeout or a lost connection.
+			// 42501: insufficient privilege; 25006: a read-only transaction.
 			if code := sqlState(err); code == "42501" || code == "25006" {
 				return fmt.Errorf("create the connection's temporary COPY table %s (the role needs TEMPORARY on the database, and a transaction that can write): %w", copyTable, err)
 			}
@@ -278,17 +255,11 @@ func (s *Sink) poolConfig(cfg Config) (*pgxpool.Config, error) {
 		s.secrets = append(s.secrets, p)
 	}
 	if _, set := pcfg.ConnConfig.RuntimeParams["application_name"]; !set {
-		name := cfg.ApplicationName
-		if name == "" {
-			name = "replay"
-		}
-		pcfg.ConnConfig.RuntimeParams["application_name"] = name
+		pcfg.ConnConfig.RuntimeParams["application_name"] = cmp.Or(cfg.ApplicationName, "replay")
 	}
-	// The sink sends text as UTF-8 (pgx's encoders, the records' bytes).
-	// Unset, client_encoding is the database's: in a LATIN1 database the
-	// server took UTF-8 bytes for LATIN1 and stored "café" as "cafÃ©".
-	// With UTF8 it converts, and refuses (a data error, so a bad record) a
-	// character the database's encoding lacks.
+	// The sink sends UTF-8; unset, client_encoding is the database's (a
+	// LATIN1 database stored "café" as "cafÃ©"). With UTF8 the server
+	// converts, and refuses a character its encoding lacks (a bad record).
 	switch enc := pcfg.ConnConfig.RuntimeParams["client_encoding"]; strings.ToUpper(strings.ReplaceAll(enc, "-", "")) {
 	case "":
 		pcfg.ConnConfig.RuntimeParams["client_encoding"] = "UTF8"
@@ -296,19 +267,15 @@ func (s *Sink) poolConfig(cfg Config) (*pgxpool.Config, error) {
 	default:
 		return nil, fmt.Errorf("postgres sink: the dsn sets client_encoding=%s: the sink sends UTF-8 text; remove the setting (PostgreSQL converts to the database's encoding)", enc)
 	}
-	// The upsert of a large batch costs enough for PostgreSQL to compile
-	// it (JIT), which takes longer than running it.
+	// JIT compiling a large batch's upsert takes longer than running it.
 	if _, set := pcfg.ConnConfig.RuntimeParams["jit"]; !set {
 		pcfg.ConnConfig.RuntimeParams["jit"] = "off"
 	}
 	if s.connections > 1 {
 		pcfg.MaxConns = int32(s.connections)
-		// A shard's statement can wait for a row lock of another shard
-		// of the same Write (a unique index on another column, a foreign
-		// key, a trigger), which waits for every shard before it commits:
-		// PostgreSQL sees only one side of that wait and would never end
-		// it. The wait ends at lock_timeout instead, and the Write finds
-		// the rows at fault (shardLockWait).
+		// A shard can wait for a row lock of another shard of the same
+		// Write, which waits for every shard before it commits: a wait
+		// PostgreSQL cannot see. lock_timeout ends it (shardLockWait).
 		if v, set := pcfg.ConnConfig.RuntimeParams["lock_timeout"]; !set || zeroDuration(v) {
 			d := cfg.LockTimeout
 			if d <= 0 {
@@ -333,29 +300,20 @@ func zeroDuration(v string) bool {
 	return v == "" || v[0] < '1' || v[0] > '9'
 }
 
-// backendMallocWarmup runs once on every new connection: it makes the
-// server process allocate and free one 4 MiB block. glibc's malloc maps a
-// block that large on its own, and freeing it raises the process's mmap
-// and trim thresholds (M_MMAP_THRESHOLD, M_TRIM_THRESHOLD: dynamic, from
-// 128 KiB) to its size and twice its size. Without it a new backend gives
-// the top of its heap back to the kernel (brk) whenever COPY or an upsert
-// frees a batch's memory, and takes it again for the next batch: about
-// 100 brk calls a batch of 1000 rows, each a TLB flush on every core the
-// process ran on, and the pages faulted in again. On the 2-core virtual
-// development machine that was about a third of the server's CPU for a
-// fresh load (24,000 brk calls for 250,000 rows; about 100 with it).
-// The server keeps at most 8 MiB of freed heap per connection; other
-// allocators (musl) are unaffected. A DBA can do the same for every client
-// with GLIBC_TUNABLES=glibc.malloc.trim_threshold=… in the server's
-// environment. The statement carries a comment that says so for a DBA
-// reading the server's log; its functions and operators are pg_catalog's,
-// whatever the search_path; random() keeps the planner from folding the constant, which
-// would copy the 4 MiB once more. repeat() copies its string once per
-// repetition, so the string is 64 bytes (65,536 copies, not 4 Mi), and
-// octet_length() does not count characters: 5-8 ms of the server's time
-// per connection, against 30-43 ms for length(repeat('x', 4 Mi)) (psql
-// \timing, on the development machine). A failure (a statement_timeout
-// shorter than that, say) is logged at debug level, not an error.
+// backendMallocWarmup runs once on every new connection: the server
+// process allocates and frees one 4 MiB block, which raises glibc's
+// dynamic mmap and trim thresholds to its size. Without it a new backend
+// gives its heap back to the kernel (brk) after every batch and takes it
+// again for the next: about a third of the server's CPU on a fresh load
+// (24,000 brk calls for 250,000 rows; about 100 with it). The server
+// keeps at most 8 MiB of freed heap per connection; other allocators
+// (musl) are unaffected. A DBA can do the same for every client with
+// GLIBC_TUNABLES=glibc.malloc.trim_threshold=… in the server's
+// environment. The comment
+// says so to a DBA reading the server's log; the functions and operators
+// are pg_catalog's whatever the search_path; random() keeps the planner
+// from folding the constant; repeat() of a 64-byte string is cheap (5-8
+// ms per connection). A failure is logged at debug level, not an error.
 var backendMallocWarmup = `/* replay: keep this connection's heap between batches (glibc trim threshold) */ ` +
 	`SELECT pg_catalog.octet_length(pg_catalog.repeat('` + strings.Repeat("x", 64) + `', 65536 OPERATOR(pg_catalog.+) (pg_catalog.random() OPERATOR(pg_catalog.*) 0)::int))`
 
@@ -375,14 +333,9 @@ func (s *Sink) layout(cfg Config) error {
 		}
 	}
 	if cfg.Version != "" {
-		f, err := plan.ParseField(cfg.Version)
+		f, err := dbsection.ParseVersion(cfg.Version)
 		if err != nil {
-			return fmt.Errorf("version: %w", err)
-		}
-		switch f.Kind {
-		case plan.FieldOffset, plan.FieldTimestamp, plan.FieldValuePath, plan.FieldHeader:
-		default:
-			return fmt.Errorf("version %q cannot order updates: want offset, timestamp, value.<path> or header.<name>", cfg.Version)
+			return err
 		}
 		for i, c := range s.cols {
 			if !s.defaults && c.field == f {

@@ -15,11 +15,6 @@ import (
 	"github.com/replay-tool/replay/sinks"
 )
 
-// unsupported reports whether err is PostgreSQL refusing the statement as
-// a feature it does not support on the table (class 0A: COPY into a table
-// with row-level security, say).
-func unsupported(err error) bool { return strings.HasPrefix(sqlState(err), "0A") }
-
 // sqlState is the SQLSTATE of a PostgreSQL error in err's chain, "" for
 // any other error.
 func sqlState(err error) string {
@@ -43,16 +38,12 @@ func (s *Sink) recordError(r *record.Record, why error) *record.Error {
 
 // rejectsData reports whether err is the database refusing the data of a
 // row, which makes the row a bad record that follows on_error: a data
-// exception (class 22: bad encoding, a value out of range, JSON that
-// PostgreSQL does not take), an integrity constraint violation (class 23:
-// a unique index on another column, a foreign key, a check), a row too big
-// for an index (54000), or an error a trigger or function raised (class
-// P0: RAISE EXCEPTION without its own code, P0001; a failed ASSERT, P0004;
-// SELECT INTO STRICT finding no row or several, P0002 and P0003). Any
-// other class is not the row's fault: a lost connection (08), a
-// serialization failure or deadlock (40001, 40P01), the server shutting
-// down (57P01) or out of resources (53) pass by themselves and are retried
-// (sinks.Transient); the rest fail the batch as the sink's.
+// exception (class 22), an integrity constraint violation (23), a row too
+// big for an index (54000), or an error a trigger or function raised (P0).
+// Any other class is not the row's fault: a lost connection (08), a
+// serialization failure or deadlock (40001, 40P01), a shutdown (57P01) or
+// a lack of resources (53) are retried (sinks.Transient); the rest fail
+// the batch as the sink's.
 func rejectsData(err error) bool {
 	code := sqlState(err)
 	return strings.HasPrefix(code, "22") || strings.HasPrefix(code, "23") || code == "54000" || strings.HasPrefix(code, "P0")
@@ -60,13 +51,11 @@ func rejectsData(err error) bool {
 
 // rejectedRows turns a failed write of w into the error Write returns.
 // When the database rejected the data of a row (rejectsData), or a shard
-// of a sharded Write gave up a lock wait (shardLockWait), it finds every
-// row of w it rejects (isolate), remembers them (sinks'
-// sqlcheckpoint.Rejected) and returns the *record.Error of the first one by
-// offset. A rejection that no row causes on its own is transient: a row of
-// another partition's transaction that the row waited for and that was
-// then rolled back, or a lock another transaction held past lock_timeout;
-// the batch is written again. Any other error is returned as it is.
+// gave up a lock wait (shardLockWait), it finds every row of w it rejects
+// (isolate), remembers them (s.rejected) and returns the *record.Error of
+// the first by offset. A rejection no row causes on its own (a row of
+// another transaction, since rolled back; a lock held past lock_timeout)
+// is transient. Any other error is returned as it is.
 func (s *Sink) rejectedRows(ctx context.Context, conn *pgxpool.Conn, w *writePlan, err error) error {
 	lockWait := shardLockWait(w, err)
 	if !rejectsData(err) && !lockWait || ctx.Err() != nil {
@@ -94,13 +83,10 @@ func (s *Sink) rejectedRows(ctx context.Context, conn *pgxpool.Conn, w *writePla
 
 // shardLockWait reports whether err ended a lock wait of a sharded
 // Write (w has several shards): a lock_timeout (55P03) or a deadlock
-// PostgreSQL found (40P01). The shards of a Write wait for each other
-// before their commits, so a shard waiting for a row of another shard of
-// the same Write (two keys on different shards with the same value in a
-// unique index on another column) would wait for good; each deadlock among
-// them would come back at every retry. Written through one connection
-// (isolate), such a row is a constraint violation of its own, a bad
-// record; a wait for another Write's rows is transient.
+// (40P01). A shard waiting for a row of another shard of the same Write
+// would wait for good; written through one connection (isolate), such a
+// row is a constraint violation, a bad record; a wait for another
+// Write's rows is transient.
 func shardLockWait(w *writePlan, err error) bool {
 	code := sqlState(err)
 	return len(w.shards) > 1 && (code == "55P03" || code == "40P01")
@@ -112,15 +98,12 @@ type rejectedRow struct {
 	err *record.Error
 }
 
-// isolate finds the rows of w that the database rejects, on conn (the
-// Write's own connection: a sharded Write holds all it may use), in a
-// transaction that is rolled back, so nothing is written. It writes w as
-// Write does (each shard's deletes, then its upserts round by round), each
-// part inside a savepoint; a part the database rejects is rolled back to
-// its savepoint and halved, until the rejected row is alone: a batch with
-// b rejected rows out of n takes about 2·b·log2(n) statements. Of two rows
-// that conflict with each other (a unique index on another column), the
-// later one is rejected. Deferred constraints are checked at each
+// isolate finds the rows of w that the database rejects, on conn, in a
+// transaction that is rolled back. It writes w as Write does, each part
+// inside a savepoint; a part the database rejects is rolled back and
+// halved until the rejected row is alone (about 2·b·log2(n) statements
+// for b rejected rows of n). Of two rows that conflict with each other,
+// the later one is rejected. Deferred constraints are checked at each
 // statement, as the commit would.
 func (s *Sink) isolate(ctx context.Context, conn *pgxpool.Conn, w *writePlan) ([]rejectedRow, error) {
 	tx, err := conn.Begin(ctx)

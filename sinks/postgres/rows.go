@@ -68,26 +68,23 @@ func (rows *pgRows) add(r *record.Record, key string, ver int, needVersion bool,
 	for i := range rows.cols {
 		c := &rows.cols[i]
 		var err error
-		switch c.send {
-		case sendTime:
+		direct := c.send == sendTime || c.send == sendInt4 || c.send == sendInt8 // taken from the record
+		switch {
+		case c.send == sendTime:
 			err = c.checkTime(r.Time)
-		case sendInt4, sendInt8:
-		case sendJSON:
-			if c.field.Kind == plan.FieldHeaders {
-				// Into the arena: one allocation per batch, not per row.
-				if cap(rows.arena)-len(rows.arena) < 64+len(r.Headers)*48 {
-					rows.arena = make([]byte, 0, max(64<<10, 2*(64+len(r.Headers)*48)))
-				}
-				start := len(rows.arena)
-				rows.arena = encode.AppendHeadersJSONB(rows.arena, r.Headers)
-				cells[i] = cell{bytes: rows.arena[start:len(rows.arena):len(rows.arena)]}
-				break
+		case direct:
+		case c.send == sendJSON && c.field.Kind == plan.FieldHeaders:
+			// Into the arena: one allocation per batch, not per row.
+			if cap(rows.arena)-len(rows.arena) < 64+len(r.Headers)*48 {
+				rows.arena = make([]byte, 0, max(64<<10, 2*(64+len(r.Headers)*48)))
 			}
-			cells[i], err = c.cellOf(r, key, &cs, vj)
+			start := len(rows.arena)
+			rows.arena = encode.AppendHeadersJSONB(rows.arena, r.Headers)
+			cells[i] = cell{bytes: rows.arena[start:len(rows.arena):len(rows.arena)]}
 		default:
 			cells[i], err = c.cellOf(r, key, &cs, vj)
 		}
-		if err == nil && i == ver && needVersion && c.send != sendTime && c.send != sendInt4 && c.send != sendInt8 && cells[i].null {
+		if err == nil && i == ver && needVersion && !direct && cells[i].null {
 			err = fmt.Errorf("version %s: the record has no value for it, so it cannot be ordered against the stored row", c.fieldSpec())
 		}
 		if err != nil {
@@ -139,8 +136,7 @@ func (rows *pgRows) len() int {
 	return len(rows.recs)
 }
 
-// args are the upsert's arguments, one array per column (colArray): the
-// first one's encoding makes room for all of them at once.
+// args are the upsert's arguments, one array per column (colArray).
 func (rows *pgRows) args() []any {
 	out := make([]any, len(rows.vals))
 	need := 0
@@ -153,8 +149,7 @@ func (rows *pgRows) args() []any {
 }
 
 // encodedSize is about what the column's array takes in PostgreSQL's
-// binary array format (a header, then a length and the bytes of each
-// element); more is harmless, less makes the buffer grow once more.
+// binary array format; more is harmless, less makes the buffer grow.
 func (a *colVals) encodedSize() int {
 	const header = 20 // flags, element type, dimensions, bounds
 	switch a.kind {
@@ -180,20 +175,16 @@ func (a *colVals) encodedSize() int {
 func (rows *pgRows) slice(lo, hi int) *pgRows {
 	out := &pgRows{cols: rows.cols, recs: rows.recs[lo:hi], vals: make([]colVals, len(rows.vals))}
 	for c, a := range rows.vals {
-		o := &out.vals[c]
-		o.kind = a.kind
-		switch a.kind {
-		case sendText:
-			o.text = a.text[lo:hi]
-		case sendBytes, sendJSON, sendJSONText:
-			o.bytes = a.bytes[lo:hi]
-		case sendTime:
-			o.times = a.times[lo:hi]
-		case sendInt4:
-			o.i4 = a.i4[lo:hi]
-		case sendInt8:
-			o.i8 = a.i8[lo:hi]
-		}
+		out.vals[c] = colVals{kind: a.kind, text: cut(a.text, lo, hi), bytes: cut(a.bytes, lo, hi),
+			times: cut(a.times, lo, hi), i4: cut(a.i4, lo, hi), i8: cut(a.i8, lo, hi)}
 	}
 	return out
+}
+
+// cut is s[lo:hi], nil for a nil s (a slice of another kind).
+func cut[T any](s []T, lo, hi int) []T {
+	if s == nil {
+		return nil
+	}
+	return s[lo:hi]
 }

@@ -31,19 +31,15 @@ func (s *Sink) prepare(ctx context.Context, create bool) error {
 	if err := s.columnTypes(ctx); err != nil {
 		return fmt.Errorf("postgres sink: check table %s: %w", s.name, s.scrub(err))
 	}
-	// COPY into the table itself needs a plain table without row-level
-	// security (which refuses COPY), rules (which COPY ignores) or triggers
-	// of its own (one may skip or change a row, which only the upsert's
-	// counts see).
+	// COPY into the table itself needs no row-level security (which
+	// refuses COPY), rules (which COPY ignores) or triggers of its own.
 	var plainTable, triggers, partitioned bool
 	if err := s.pool.QueryRow(ctx, `SELECT c.relkind = 'r' AND NOT c.relrowsecurity AND NOT c.relhasrules,
 	EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = c.oid AND NOT g.tgisinternal), c.relkind = 'p'
 FROM pg_class c WHERE c.oid = to_regclass($1)`, s.table).Scan(&plainTable, &triggers, &partitioned); err != nil {
 		return fmt.Errorf("postgres sink: check table %s: %w", s.name, s.scrub(err))
 	}
-	// The upserts tell inserted rows from updated ones by xmax, which
-	// PostgreSQL does not return from a partitioned table ("cannot
-	// retrieve a system column in this context", at the first write).
+	// The upserts tell inserted rows from updated ones by xmax.
 	if partitioned {
 		return fmt.Errorf("postgres sink: table %s is partitioned, which the sink cannot upsert into with honest counts (PostgreSQL does not return a partitioned table's xmax, which tells an inserted row from an updated one); write to one of its partitions, or to a plain table", s.name)
 	}
@@ -77,12 +73,11 @@ FROM pg_class c WHERE c.oid = to_regclass($1)`, s.table).Scan(&plainTable, &trig
 			return fmt.Errorf("postgres sink: check table %s: %w", s.name, s.scrub(err))
 		}
 	}
-	// A table that holds rows (a re-run, a replay over the live table)
-	// starts with the statements that leave out identical rows; an empty
-	// one with the plain upsert. Each batch's outcome then decides.
-	var rows bool
-	if err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+s.table+")").Scan(&rows); err != nil {
-		return fmt.Errorf("postgres sink: check table %s: %w", s.name, s.scrub(err))
+	// A table holding rows starts with the statements that leave out
+	// identical rows; each batch's outcome then decides.
+	rows, err := s.hasRows(ctx)
+	if err != nil {
+		return err
 	}
 	s.mostlySame.Store(rows)
 	s.fresh.Store(!rows)
@@ -96,11 +91,9 @@ FROM pg_class c WHERE c.oid = to_regclass($1)`, s.table).Scan(&plainTable, &trig
 	return nil
 }
 
-// columnTypes reads the declared type of each column (format_type and the
-// type's name and modifier, for the checks of check.go) and chooses how
-// its values travel. A default-layout table of an earlier version, without
-// the columns that keep the bytes, is refused with the statement that
-// adds them: writing it would store another shape than documented.
+// columnTypes reads the declared type of each column (for the checks of
+// check.go) and chooses how its values travel. A default-layout table that lacks columns is refused
+// with the statement that adds them.
 func (s *Sink) columnTypes(ctx context.Context) error {
 	rows, err := s.pool.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), coalesce(bt.typname, t.typname), a.atttypmod, t.typtype = 'd'
 FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid LEFT JOIN pg_type bt ON t.typtype = 'd' AND bt.oid = t.typbasetype
@@ -135,13 +128,11 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER
 			continue
 		}
 		c.decl = d
-		if d.base == "json" {
-			// Values travel as jsonb, which reorders keys and drops
-			// repeated ones: a json column would not hold the value's text.
+		if d.base == "json" { // values travel as jsonb, which reorders keys
 			return fmt.Errorf("column %s is json, whose text replay cannot keep as the record has it: make it jsonb (PostgreSQL's normalized JSON) or text (the exact text)", c.name)
 		}
 		c.chooseSend()
-		if c.bytes && c.send != sendBytes || c.jsonOrNull && c.send != sendJSONText || c.schemaID && !isIntType(d.base) {
+		if c.bytes && c.send != sendBytes || c.jsonOrNull && c.send != sendJSONText || c.schemaID && d.base != "int2" && d.base != "int4" && d.base != "int8" {
 			return fmt.Errorf("column %s is %s: the default layout wants %s", c.name, d.sql, c.createType())
 		}
 	}
@@ -155,15 +146,11 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER
 	return fmt.Errorf("no column %s (the table has %s)", strings.Join(missing, ", "), strings.Join(names, ", "))
 }
 
-// createTable runs stmt, a CREATE TABLE IF NOT EXISTS of table, under a
-// transaction-scoped advisory lock on the table's name: processes that
-// create the same table at once (run --join) would otherwise fail on
-// PostgreSQL's catalog (23505 on pg_type_typname_nsp_index), since IF NOT
-// EXISTS does not serialize them.
-//
-// A table that exists is not created again: CREATE TABLE IF NOT EXISTS
-// needs the CREATE privilege on the schema even then, which a role that
-// only writes rows lacks.
+// createTable runs stmt, a CREATE TABLE IF NOT EXISTS of table, under an
+// advisory lock on the table's name (IF NOT EXISTS does not serialize
+// processes creating it at once, as run --join does: 23505 on
+// PostgreSQL's catalog), unless
+// the table exists (the statement would need CREATE on the schema).
 func createTable(ctx context.Context, pool *pgxpool.Pool, table, stmt string) error {
 	var exists bool
 	if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil {

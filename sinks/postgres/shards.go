@@ -11,17 +11,14 @@ import (
 )
 
 // writeShards runs the shards at once, each in a transaction of its own,
-// and commits none of them before every shard's statements ran: a row
-// the database refuses (or any other failure) in one shard rolls them all
-// back, so a failed batch leaves nothing in the table. Then the others
-// commit, and the first, which carries the checkpoint, commits only after
-// they did. A commit itself failing (a connection lost at that moment)
-// can still leave the shards that committed; the checkpoint then does not
-// cover them, and a re-run finds their rows unchanged.
+// and commits none before every shard's statements ran: a failure in one
+// rolls them all back. Then the others commit, and the first, which
+// carries the checkpoint, commits after them. A failed commit can leave
+// the shards that committed, which the checkpoint does not cover: a
+// re-run finds their rows unchanged.
 func (s *Sink) writeShards(ctx context.Context, conns []*pgxpool.Conn, w *writePlan, batch []record.Record) error {
 	bar := &commitBarrier{left: len(w.shards), all: make(chan struct{})}
-	// The shards run under the Write's context: a failure of one must not
-	// cancel another whose commit the server may already have made.
+	// Not errgroup.WithContext: a failure must not cancel another shard's commit.
 	var rest errgroup.Group
 	for i := 1; i < len(w.shards); i++ {
 		rest.Go(func() error { return s.shardUnder(ctx, conns[i], w.shards[i], nil, bar, nil) })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -48,20 +49,14 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if err != nil {
 		return err
 	}
-	var conns []*pgxpool.Conn
 	if len(w.shards) > 1 {
 		s.acquire.Lock() // all of a Write's connections at once: Writes cannot hold part each and wait for the rest
 	}
+	conns := make([]*pgxpool.Conn, 0, len(w.shards))
 	for range w.shards {
-		c, err := s.pool.Acquire(ctx)
-		if err != nil {
-			for _, c := range conns {
-				c.Release()
-			}
-			if len(w.shards) > 1 {
-				s.acquire.Unlock()
-			}
-			return fmt.Errorf("postgres sink: connect: %w", s.scrub(err))
+		var c *pgxpool.Conn
+		if c, err = s.pool.Acquire(ctx); err != nil {
+			break
 		}
 		conns = append(conns, c)
 	}
@@ -73,6 +68,9 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 			c.Release()
 		}
 	}()
+	if err != nil {
+		return fmt.Errorf("postgres sink: connect: %w", s.scrub(err))
+	}
 	if len(w.shards) == 1 {
 		err = s.writeShard(ctx, conns[0], w.shards[0], batch, nil)
 	} else {
@@ -257,10 +255,9 @@ func (s *Sink) countSuperseded(w *writePlan, batch []record.Record, keys []strin
 }
 
 // planRounds is plan for a sink with a version column (on_conflict:
-// update, tombstones written or skipped): a key's records are not
-// collapsed into its last one, whose version need not be the greatest
-// (a replay of an out-of-order topic), but upserted in offset order, the
-// key's first record in the shard's up, its second in more[0], and so on.
+// update, tombstones not deleted): a key's last record need not have the
+// greatest version, so its records are upserted in offset order, the
+// first in the shard's up, the second in more[0], and so on.
 func (s *Sink) planRounds(batch []record.Record) (*writePlan, error) {
 	w := &writePlan{shards: make([]shard, s.connections)}
 	seen := make(map[string]int, len(batch)) // key → its records so far
@@ -360,28 +357,18 @@ func (s *Sink) queueDelete(b *pgx.Batch, out *sinks.Outcomes, rows *pgRows) {
 // queueUpserts queues the upserts of sh's rows: its up rows from the COPY
 // table (useCopy) or as arrays, then each of its more rounds.
 func (s *Sink) queueUpserts(b *pgx.Batch, out *sinks.Outcomes, sh shard, useCopy bool) {
-	// A batch after one that found most of its rows unchanged (a re-run,
-	// a replay over a table that holds the window) leaves the identical
-	// rows out before it upserts.
-	same := s.st.upsertSame != "" && s.mostlySame.Load()
-	var stmt string
-	var args []any // the arrays, not built for rows that go through COPY
-	switch {
-	case useCopy && same:
-		stmt = s.st.copyUpsertSame
-	case useCopy:
-		stmt = s.st.copyUpsert
-	case same:
-		stmt, args = s.st.upsertSame, sh.up.args()
-	default:
-		stmt, args = s.st.upsert, sh.up.args()
+	// After a batch that found most of its rows unchanged (a re-run), the
+	// identical rows are left out before the upsert.
+	stmt, copyStmt := s.st.upsert, s.st.copyUpsert
+	if s.st.upsertSame != "" && s.mostlySame.Load() {
+		stmt, copyStmt = s.st.upsertSame, s.st.copyUpsertSame
 	}
-	s.queueUpsert(b, out, stmt, args, sh.up.len())
+	if useCopy { // the rows are in the COPY table: no arrays
+		s.queueUpsert(b, out, copyStmt, nil, sh.up.len())
+	} else {
+		s.queueUpsert(b, out, stmt, sh.up.args(), sh.up.len())
+	}
 	for _, rows := range sh.more {
-		stmt := s.st.upsert
-		if same {
-			stmt = s.st.upsertSame
-		}
 		s.queueUpsert(b, out, stmt, rows.args(), rows.len())
 	}
 }
@@ -394,17 +381,10 @@ func (s *Sink) sendShard(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch, 
 	if !useCopy && wait == nil {
 		return conn.SendBatch(ctx, b).Close()
 	}
-	return s.inTx(ctx, conn, func(tx pgx.Tx) error {
+	return s.inTx(ctx, conn, b, wait, func(tx pgx.Tx) error {
 		if useCopy {
-			if _, err := tx.Conn().PgConn().CopyFrom(ctx, &copyReader{rows: sh.up}, s.st.copyTemp); err != nil {
-				return err
-			}
-		}
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			_, err := tx.Conn().PgConn().CopyFrom(ctx, &copyReader{rows: sh.up}, s.st.copyTemp)
 			return err
-		}
-		if wait != nil {
-			return wait()
 		}
 		return nil
 	})
@@ -450,17 +430,13 @@ func (s *Sink) queueUpsert(b *pgx.Batch, out *sinks.Outcomes, stmt string, args 
 }
 
 // freshShard writes a shard of rows whose keys the table does not hold (a
-// fresh load, as the last upsert found) without ON CONFLICT, the
-// checkpoint (when batch is set) and wait in the same transaction, as
-// writeShard does: with one COPY into the table itself when every column
-// takes its values as sent (direct), else with an INSERT from the arrays
-// or, above copy_threshold rows, from the COPY table, converted as the
-// upsert converts them. An INSERT without ON CONFLICT costs the server
-// about half of what the upsert costs, and the counts need no statement:
-// every row is inserted. done is false, with nothing written, when the
-// table refused a row (one of the keys is stored after all, bad data:
-// rejectsData): the caller then upserts the shard, which counts the stored
-// keys as the upsert does and names a bad row.
+// fresh load, as the last upsert found) without ON CONFLICT, which costs
+// the server about half of the upsert, with the checkpoint and wait as
+// writeShard: one COPY into the table itself when direct, else an INSERT
+// from the arrays or (above copy_threshold rows) the COPY table. done is
+// false, with nothing written, when the table refused a row (a key is
+// stored after all, or bad data): the caller then upserts the shard,
+// which counts the stored keys as the upsert does and names a bad row.
 func (s *Sink) freshShard(ctx context.Context, conn *pgxpool.Conn, sh shard, batch []record.Record, wait func() error) (done bool, err error) {
 	var b *pgx.Batch
 	if batch != nil && s.ckpt != nil {
@@ -484,51 +460,37 @@ func (s *Sink) freshShard(ctx context.Context, conn *pgxpool.Conn, sh shard, bat
 	if b == nil && wait == nil && !(useCopy && !s.direct) {
 		tag, err = write(conn.Conn()) // its own implicit transaction
 	} else {
-		err = s.inTx(ctx, conn, func(tx pgx.Tx) error {
-			var err error
-			if tag, err = write(tx.Conn()); err != nil {
-				return err
-			}
-			if b != nil {
-				if err := tx.SendBatch(ctx, b).Close(); err != nil {
-					return err
-				}
-			}
-			if wait != nil {
-				return wait()
-			}
-			return nil
+		err = s.inTx(ctx, conn, b, wait, func(tx pgx.Tx) (err error) {
+			tag, err = write(tx.Conn())
+			return err
 		})
 	}
-	how := "insert into"
+	how, msg := "insert into", "inserted into the table without ON CONFLICT"
 	if s.direct {
-		how = "copy into"
+		how, msg = "copy into", "copied into the table"
 	}
 	var other othersFailed
 	switch {
 	case errors.As(err, &other):
 		return true, other.err
-	case err != nil && (rejectsData(err) || unsupported(err)) && ctx.Err() == nil:
+	// 0A: a feature not supported on the table (COPY with row-level security).
+	case err != nil && (rejectsData(err) || strings.HasPrefix(sqlState(err), "0A")) && ctx.Err() == nil:
 		s.fresh.Store(false)
 		s.log.Debug().Str("table", s.name).Err(s.scrub(err)).Msg(how + " the table refused a row; upserting the batch")
 		return false, nil
 	case err != nil:
 		return true, fmt.Errorf("postgres sink: %s %s: %w", how, s.name, s.scrub(err))
 	}
-	// The command counts the rows it inserted; with no trigger on the
-	// table that is every row, but the count is PostgreSQL's.
+	// A trigger may have skipped rows: the count is PostgreSQL's.
 	n := min(tag.RowsAffected(), int64(sh.up.len()))
 	s.count(sinks.Outcomes{Inserted: n, Ignored: int64(sh.up.len()) - n})
-	msg := "inserted into the table without ON CONFLICT"
-	if s.direct {
-		msg = "copied into the table"
-	}
 	s.log.Debug().Str("table", s.name).Int("rows", sh.up.len()).Int64("inserted", n).Msg(msg)
 	return true, nil
 }
 
-// inTx runs f in a transaction on conn, committed when f returns nil.
-func (s *Sink) inTx(ctx context.Context, conn *pgxpool.Conn, f func(pgx.Tx) error) (err error) {
+// inTx runs f, then b and wait (each when set), in a transaction on
+// conn, committed when they all succeed.
+func (s *Sink) inTx(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch, wait func() error, f func(pgx.Tx) error) (err error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return err
@@ -540,6 +502,16 @@ func (s *Sink) inTx(ctx context.Context, conn *pgxpool.Conn, f func(pgx.Tx) erro
 	}()
 	if err := f(tx); err != nil {
 		return err
+	}
+	if b != nil {
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+	}
+	if wait != nil {
+		if err := wait(); err != nil {
+			return err
+		}
 	}
 	return tx.Commit(ctx)
 }

@@ -118,3 +118,37 @@ func Rewinds(points []sinks.ResumePoint, f Facts) []sinks.Rewind {
 	}
 	return out
 }
+
+// Reconcile is a database sink's sinks.Reconciler: it completes f (Table,
+// Created and CheckpointTable set) with whether the table holds a row
+// (hasRows, unless Created) and the run's checkpoints (read; nil without
+// a checkpoint table), and returns Rewinds. The checkpoints of the
+// partitions that start again at their range start are deleted
+// (resetPartition, with a checkpoint table), so that the checkpoint left
+// by the lost rows does not make a later resume skip past them; pos is
+// seeded with the resumed positions.
+func Reconcile(points []sinks.ResumePoint, f Facts, pos *Positions, hasRows func() (bool, error),
+	read func() (map[int32]int64, error), resetPartition func(partition int32) error) ([]sinks.Rewind, error) {
+	if !f.Created {
+		rows, err := hasRows()
+		if err != nil {
+			return nil, err
+		}
+		f.Empty = !rows
+	}
+	var err error
+	if f.Checkpoints, err = read(); err != nil {
+		return nil, err
+	}
+	rewinds := Rewinds(points, f)
+	for _, rw := range rewinds {
+		if f.CheckpointTable == "" || rw.Position > 0 {
+			continue
+		}
+		if err := resetPartition(rw.Partition); err != nil {
+			return nil, err
+		}
+	}
+	pos.Seed(points, rewinds)
+	return rewinds, nil
+}

@@ -36,7 +36,7 @@ var seed = maphash.MakeSeed()
 func sum(r *record.Record) uint64 {
 	var h maphash.Hash
 	h.SetSeed(seed)
-	for _, b := range [][]byte{r.Key, r.Value} {
+	field := func(b []byte) {
 		n := len(b) + 1 // 0: null
 		if b == nil {
 			n = 0
@@ -44,15 +44,11 @@ func sum(r *record.Record) uint64 {
 		_, _ = h.Write([]byte{byte(n), byte(n >> 8), byte(n >> 16), byte(n >> 24)})
 		_, _ = h.Write(b)
 	}
+	field(r.Key)
+	field(r.Value)
 	for _, hd := range r.Headers {
-		for _, b := range [][]byte{[]byte(hd.Key), hd.Value} {
-			n := len(b) + 1 // 0: null
-			if b == nil {
-				n = 0
-			}
-			_, _ = h.Write([]byte{byte(n), byte(n >> 8), byte(n >> 16), byte(n >> 24)})
-			_, _ = h.Write(b)
-		}
+		field([]byte(hd.Key))
+		field(hd.Value)
 	}
 	return h.Sum64()
 }

@@ -8,10 +8,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/encode"
 )
 
@@ -35,58 +37,80 @@ type Config struct {
 	Fingerprint, RunID string
 }
 
+// ConfigOf is the checkpoint table a plan section declares (its
+// checkpoint_table, table; "" for none), recording checkpoints for the
+// run's group, plan fingerprint and run identity (opts).
+func ConfigOf(table string, opts sinks.Options) Config {
+	return Config{Table: table, Group: opts.Group, Fingerprint: opts.Fingerprint, RunID: opts.RunID}
+}
+
 func checkpointBatch(batch []record.Record) (topic string, partition int32, next int64) {
 	return batch[0].Topic, batch[0].Partition, batch[len(batch)-1].Offset + 1
 }
 
-func checkConfig(cfg Config) error {
-	if cfg.Group == "" {
-		return fmt.Errorf("checkpoint table %s: no consumer group to record checkpoints for", cfg.Table)
-	}
-	return nil
-}
-
-// Postgres is the checkpoint table of a postgres sink.
-type Postgres struct {
+// table is the SQL of a checkpoint table in one database's dialect.
+type table struct {
 	// Name is the table as configured, for messages.
 	Name string
-	// Reset deletes the checkpoints of a group ($1) and topic ($2);
-	// ResetPartition only that of partition $3.
+	// Reset deletes the checkpoints of a group (parameter 1) and topic
+	// (2); ResetPartition only that of partition 3.
 	Reset, ResetPartition string
 	cfg                   Config
 	create, upsert, sel   string
 }
 
-// NewPostgres builds the statements of cfg's table; an error when cfg has
-// no group or the table name does not parse.
-func NewPostgres(cfg Config) (*Postgres, error) {
-	if err := checkConfig(cfg); err != nil {
-		return nil, err
+// newTable builds the statements of cfg's table for PostgreSQL (pg) or
+// SQLite; an error when cfg has no group or the table name does not parse.
+func newTable(cfg Config, pg bool) (table, error) {
+	if cfg.Group == "" {
+		return table{}, fmt.Errorf("checkpoint table %s: no consumer group to record checkpoints for", cfg.Table)
 	}
 	t, err := encode.QuoteTable(cfg.Table)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint table %q: %w", cfg.Table, err)
+		return table{}, fmt.Errorf("checkpoint table %q: %w", cfg.Table, err)
 	}
-	return &Postgres{Name: cfg.Table, cfg: cfg,
+	arg := func(int) string { return "?" }
+	text, integer, bigint, updated := "TEXT", "INTEGER", "INTEGER", "TEXT NOT NULL"
+	into, old, greatest, now := t, "", "max", "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+	if pg {
+		arg = func(i int) string { return "$" + strconv.Itoa(i) }
+		text, integer, bigint, updated = "text", "int", "bigint", "timestamptz NOT NULL DEFAULT now()"
+		into, old, greatest, now = t+" AS c", "c.", "GREATEST", "now()"
+	}
+	where := ` WHERE "group" = ` + arg(1) + ` AND "topic" = ` + arg(2)
+	return table{Name: cfg.Table, cfg: cfg,
 		create: `CREATE TABLE IF NOT EXISTS ` + t + ` (
-	"group" text NOT NULL,
-	"topic" text NOT NULL,
-	"partition" int NOT NULL,
-	"next_offset" bigint NOT NULL,
-	"fingerprint" text NOT NULL,
-	"run_id" text NOT NULL,
-	"updated_at" timestamptz NOT NULL DEFAULT now(),
+	"group" ` + text + ` NOT NULL,
+	"topic" ` + text + ` NOT NULL,
+	"partition" ` + integer + ` NOT NULL,
+	"next_offset" ` + bigint + ` NOT NULL,
+	"fingerprint" ` + text + ` NOT NULL,
+	"run_id" ` + text + ` NOT NULL,
+	"updated_at" ` + updated + `,
 	PRIMARY KEY ("group", "topic", "partition")
 )`,
-		upsert: `INSERT INTO ` + t + ` AS c ("group", "topic", "partition", "next_offset", "fingerprint", "run_id", "updated_at")
-VALUES ($1, $2, $3, $4, $5, $6, now())
+		upsert: `INSERT INTO ` + into + ` ("group", "topic", "partition", "next_offset", "fingerprint", "run_id", "updated_at")
+VALUES (` + arg(1) + `, ` + arg(2) + `, ` + arg(3) + `, ` + arg(4) + `, ` + arg(5) + `, ` + arg(6) + `, ` + now + `)
 ON CONFLICT ("group", "topic", "partition") DO UPDATE SET
-	"next_offset" = CASE WHEN c."run_id" = excluded."run_id" THEN GREATEST(c."next_offset", excluded."next_offset") ELSE excluded."next_offset" END,
+	"next_offset" = CASE WHEN ` + old + `"run_id" = excluded."run_id" THEN ` + greatest + `(` + old + `"next_offset", excluded."next_offset") ELSE excluded."next_offset" END,
 	"fingerprint" = excluded."fingerprint", "run_id" = excluded."run_id", "updated_at" = excluded."updated_at"`,
-		sel:            `SELECT "partition", "next_offset" FROM ` + t + ` WHERE "group" = $1 AND "topic" = $2 AND "run_id" = $3`,
-		Reset:          `DELETE FROM ` + t + ` WHERE "group" = $1 AND "topic" = $2`,
-		ResetPartition: `DELETE FROM ` + t + ` WHERE "group" = $1 AND "topic" = $2 AND "partition" = $3`,
+		sel:            `SELECT "partition", "next_offset" FROM ` + t + where + ` AND "run_id" = ` + arg(3),
+		Reset:          `DELETE FROM ` + t + where,
+		ResetPartition: `DELETE FROM ` + t + where + ` AND "partition" = ` + arg(3),
 	}, nil
+}
+
+// Postgres is the checkpoint table of a postgres sink.
+type Postgres struct{ table }
+
+// NewPostgres builds the statements of cfg's table; an error when cfg has
+// no group or the table name does not parse.
+func NewPostgres(cfg Config) (*Postgres, error) {
+	t, err := newTable(cfg, true)
+	if err != nil {
+		return nil, err
+	}
+	return &Postgres{t}, nil
 }
 
 // Prepare creates the table when missing, running its CREATE TABLE IF NOT
@@ -124,46 +148,16 @@ func (c *Postgres) Read(ctx context.Context, pool *pgxpool.Pool, group, topic st
 }
 
 // SQLite is the checkpoint table of a sqlite sink.
-type SQLite struct {
-	// Name is the table as configured, for messages.
-	Name string
-	// Reset deletes the checkpoints of a group (?1) and topic (?2);
-	// ResetPartition only that of partition ?3.
-	Reset, ResetPartition string
-	cfg                   Config
-	create, upsert, sel   string
-}
+type SQLite struct{ table }
 
 // NewSQLite builds the statements of cfg's table; an error when cfg has no
 // group or the table name does not parse.
 func NewSQLite(cfg Config) (*SQLite, error) {
-	if err := checkConfig(cfg); err != nil {
+	t, err := newTable(cfg, false)
+	if err != nil {
 		return nil, err
 	}
-	t, err := encode.QuoteTable(cfg.Table)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint table %q: %w", cfg.Table, err)
-	}
-	return &SQLite{Name: cfg.Table, cfg: cfg,
-		create: `CREATE TABLE IF NOT EXISTS ` + t + ` (
-	"group" TEXT NOT NULL,
-	"topic" TEXT NOT NULL,
-	"partition" INTEGER NOT NULL,
-	"next_offset" INTEGER NOT NULL,
-	"fingerprint" TEXT NOT NULL,
-	"run_id" TEXT NOT NULL,
-	"updated_at" TEXT NOT NULL,
-	PRIMARY KEY ("group", "topic", "partition")
-)`,
-		upsert: `INSERT INTO ` + t + ` ("group", "topic", "partition", "next_offset", "fingerprint", "run_id", "updated_at")
-VALUES (?, ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
-ON CONFLICT ("group", "topic", "partition") DO UPDATE SET
-	"next_offset" = CASE WHEN "run_id" = excluded."run_id" THEN max("next_offset", excluded."next_offset") ELSE excluded."next_offset" END,
-	"fingerprint" = excluded."fingerprint", "run_id" = excluded."run_id", "updated_at" = excluded."updated_at"`,
-		sel:            `SELECT "partition", "next_offset" FROM ` + t + ` WHERE "group" = ? AND "topic" = ? AND "run_id" = ?`,
-		Reset:          `DELETE FROM ` + t + ` WHERE "group" = ? AND "topic" = ?`,
-		ResetPartition: `DELETE FROM ` + t + ` WHERE "group" = ? AND "topic" = ? AND "partition" = ?`,
-	}, nil
+	return &SQLite{t}, nil
 }
 
 // Prepare creates the table when missing and checks the upsert against it.

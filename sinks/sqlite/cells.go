@@ -68,10 +68,16 @@ func cell(c *column, r *record.Record, key string, a *arena) (any, error) {
 			return bytesString(r.Value), nil
 		}
 		return nil, nil
-	case formDecoded:
-		return decodedCell(c, r), nil
+	case formDecoded: // TEXT when UTF-8, else NULL (the bytes column keeps the record's)
+		if v, _ := decodedOf(r, c.field.Kind); v != nil && utf8.Valid(v) {
+			return bytesString(v), nil
+		}
+		return nil, nil
 	case formSchemaID:
-		return schemaIDCell(c, r), nil
+		if v, id := decodedOf(r, c.field.Kind); v != nil {
+			return int64(id), nil
+		}
+		return nil, nil
 	case formVersion:
 		v, err := versionCell(c, r)
 		if err != nil || v == nil {
@@ -144,10 +150,7 @@ func valuePathCell(c *column, r *record.Record) (any, error) {
 	if res.Type == gjson.String {
 		s = res.Str
 	}
-	if c.aff == affBlob && res.Type == gjson.String {
-		return []byte(s), nil
-	}
-	if !utf8.ValidString(s) {
+	if c.aff == affBlob && res.Type == gjson.String || !utf8.ValidString(s) {
 		return []byte(s), nil
 	}
 	return textCell(c, r, s)
@@ -173,9 +176,7 @@ func bytesCell(c *column, r *record.Record, b []byte) (any, error) {
 	switch {
 	case b == nil:
 		return nil, nil
-	case c.aff == affBlob:
-		return b, nil
-	case !utf8.Valid(b):
+	case c.aff == affBlob, !utf8.Valid(b):
 		return b, nil
 	}
 	return textCell(c, r, bytesString(b))

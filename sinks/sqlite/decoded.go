@@ -1,13 +1,8 @@
 package sqlite
 
 import (
-	"fmt"
-	"strings"
-	"unicode/utf8"
-
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
-	"github.com/replay-tool/replay/sinks/encode"
 )
 
 // decodedLayout is the default layout cols of a plan that decodes values
@@ -32,25 +27,6 @@ func decodedLayout(cols []column, value, key bool) []column {
 	return cols
 }
 
-// isDecodedColumn reports whether c is one of the columns decodedLayout
-// adds to the default layout.
-func isDecodedColumn(c column) bool {
-	return c.form == formSchemaID || c.form == formDecoded && c.field.Kind == plan.FieldKafkaKey
-}
-
-// decodedLayoutError refuses a default-layout table that lacks the
-// decoded columns (missing): one first written by a plan without decode:.
-func decodedLayoutError(name string, missing []column) error {
-	var names, alter []string
-	for _, m := range missing {
-		names = append(names, m.name)
-		alter = append(alter, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s;", name, encode.QuoteIdent(m.name), createdType(m)))
-	}
-	return fmt.Errorf("table %s lacks the column(s) %s of the default layout of a plan that decodes (decode:); it was first written by a plan that did not: "+
-		"add them with %s (the rows written before are rewritten with the decoded value when the window is replayed again), or write to a new table",
-		name, strings.Join(names, ", "), strings.Join(alter, " "))
-}
-
 // decodedOf is the decoded JSON of r's side kind (plan.FieldValue or
 // plan.FieldKafkaKey) and its schema id; nil when it was not decoded. A
 // decoded value the plan's mapping replaced is the mapped JSON
@@ -66,24 +42,4 @@ func decodedOf(r *record.Record, kind plan.FieldKind) ([]byte, int32) {
 		return nil, 0
 	}
 	return r.JSONValue(), d.ValueSchemaID
-}
-
-// decodedCell is a formDecoded column's cell: the decoded JSON as TEXT
-// when it is UTF-8, else NULL (the bytes column keeps the record's).
-func decodedCell(c *column, r *record.Record) any {
-	v, _ := decodedOf(r, c.field.Kind)
-	if v == nil || !utf8.Valid(v) {
-		return nil
-	}
-	return bytesString(v)
-}
-
-// schemaIDCell is a formSchemaID column's cell: the schema id as an
-// INTEGER, NULL when the side was not decoded.
-func schemaIDCell(c *column, r *record.Record) any {
-	v, id := decodedOf(r, c.field.Kind)
-	if v == nil {
-		return nil
-	}
-	return int64(id)
 }

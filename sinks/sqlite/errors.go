@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/sinks"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -14,12 +13,6 @@ import (
 // errTxLost is a chunk's statement failing in a way that ended the whole
 // transaction, not only the statement.
 var errTxLost = errors.New("the statement rolled the transaction back")
-
-// isRecordError reports whether err is a record's own (*record.Error).
-func isRecordError(err error) bool {
-	var re *record.Error
-	return errors.As(err, &re)
-}
 
 // sqliteTransient marks err as a *TransientError when the database was
 // locked by another connection for longer than the busy timeout.

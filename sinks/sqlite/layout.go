@@ -5,10 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks/dbsection"
 	"github.com/replay-tool/replay/sinks/encode"
 )
 
@@ -120,20 +122,15 @@ func layout(mapping plan.Columns, version string, decodedValue, decodedKey bool)
 		}
 	}
 	if version != "" {
-		f, err := plan.ParseField(version)
+		f, err := dbsection.ParseVersion(version)
 		if err != nil {
-			return nil, fmt.Errorf("version: %w", err)
-		}
-		switch f.Kind {
-		case plan.FieldOffset, plan.FieldTimestamp, plan.FieldValuePath, plan.FieldHeader:
-		default:
-			return nil, fmt.Errorf("version %q cannot order updates: want offset, timestamp, value.<path> or header.<name>", version)
+			return nil, err
 		}
 		cols = append(cols, column{name: VersionColumn, field: f, form: formVersion})
 	}
 	for i := range cols {
 		cols[i].quoted = encode.QuoteIdent(cols[i].name)
-		cols[i].aff = createdAffinity(cols[i])
+		cols[i].aff = affinityOf(createdType(cols[i]), false)
 	}
 	return cols, nil
 }
@@ -164,30 +161,20 @@ func createdType(c column) string {
 	return "TEXT"
 }
 
-func createdAffinity(c column) affinity { return affinityOf(createdType(c), false) }
-
 // createTableSQL creates the table with createdType's types; the key
 // column is the primary key.
 func createTableSQL(table string, cols []column, key int) string {
-	var b strings.Builder
-	b.WriteString(`CREATE TABLE IF NOT EXISTS ` + table + ` (`)
+	defs := make([]string, len(cols))
 	for i, c := range cols {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		b.WriteString("\n\t" + c.quoted)
-		if t := createdType(c); t != "" {
-			b.WriteString(" " + t)
-		}
+		defs[i] = strings.TrimSuffix(c.quoted+" "+createdType(c), " ")
 		switch {
 		case i == key:
-			b.WriteString(" NOT NULL PRIMARY KEY")
+			defs[i] += " NOT NULL PRIMARY KEY"
 		case c.form == formField && (encode.Column{Name: c.name, Field: c.field}).NotNull():
-			b.WriteString(" NOT NULL")
+			defs[i] += " NOT NULL"
 		}
 	}
-	b.WriteString("\n)")
-	return b.String()
+	return `CREATE TABLE IF NOT EXISTS ` + table + " (\n\t" + strings.Join(defs, ",\n\t") + "\n)"
 }
 
 // tableInfo reads the declared types of table's columns and whether it is
@@ -220,18 +207,9 @@ func tableInfo(ctx context.Context, db *sql.DB, schema, name string) (types map[
 	return types, s != 0, true, nil
 }
 
-// splitTable returns the schema ("main" when none) and the name of an SQL
-// table name as encode.QuoteTable parses it.
-func splitTable(quoted string) (schema, name string) {
-	parts := splitQuoted(quoted)
-	if len(parts) == 2 {
-		return parts[0], parts[1]
-	}
-	return "main", parts[0]
-}
-
-// splitQuoted splits `"a"."b"` (QuoteTable's output) into a, b.
-func splitQuoted(q string) []string {
+// splitTable returns the schema ("main" when none) and the name of
+// `"a"."b"` or `"b"` (QuoteTable's output).
+func splitTable(q string) (schema, name string) {
 	var parts []string
 	var cur strings.Builder
 	in := false
@@ -249,23 +227,33 @@ func splitQuoted(q string) []string {
 			cur.WriteByte(c)
 		}
 	}
-	return append(parts, cur.String())
+	if parts = append(parts, cur.String()); len(parts) == 2 {
+		return parts[0], parts[1]
+	}
+	return "main", parts[0]
 }
 
-// oldLayoutError refuses a table made by the first versions of the sink
-// (no kafka_key and value_bytes columns), which cannot hold bytes exactly.
-func oldLayoutError(name string, missing []column) error {
-	var alter, names []string
+// layoutError refuses a default-layout table that lacks columns
+// (missing): the decoded columns of decodedLayout (a table first written
+// by a plan without decode:), or kafka_key and value_bytes (a table made
+// by the first versions of the sink, which cannot hold bytes exactly).
+func layoutError(name string, missing []column) error {
+	decoded := slices.ContainsFunc(missing, func(c column) bool {
+		return c.form == formSchemaID || c.form == formDecoded && c.field.Kind == plan.FieldKafkaKey
+	})
+	var names, alter []string
 	for _, m := range missing {
-		if isDecodedColumn(m) {
-			return decodedLayoutError(name, missing)
-		}
-		t := "BLOB"
-		if m.name == VersionColumn {
-			t = ""
+		t := createdType(m)
+		if !decoded && t != "" {
+			t = "BLOB"
 		}
 		names = append(names, m.name)
-		alter = append(alter, strings.TrimSpace(fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s;", name, encode.QuoteIdent(m.name), t)))
+		alter = append(alter, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s;", name, encode.QuoteIdent(m.name), t))
+	}
+	if decoded {
+		return fmt.Errorf("table %s lacks the column(s) %s of the default layout of a plan that decodes (decode:); it was first written by a plan that did not: "+
+			"add them with %s (the rows written before are rewritten with the decoded value when the window is replayed again), or write to a new table",
+			name, strings.Join(names, ", "), strings.Join(alter, " "))
 	}
 	return fmt.Errorf("table %s lacks the column(s) %s of the default layout (it was created by an earlier version of replay, whose value column could not keep bytes that are not JSON text): "+
 		"add them with %s (the rows written before then keep value_bytes NULL until they are replayed again), or map the existing columns with sink.columns",

@@ -96,57 +96,41 @@ func (s *Sink) undoCreate() {
 // known.
 func (s *Sink) SyncedPosition(partition int32) int64 { return s.pos.Of(partition) }
 
-// Reconcile implements Reconciler, after CheckResume refused a database
-// or table this process created: it finds whether the table still holds
-// what the group's commits recorded as written (sqlcheckpoint.Rewinds: a
-// table emptied, a database file restored from a copy whose checkpoints
-// are behind) and returns where the partitions it lost start again. The
-// checkpoints of the partitions that start again at their range start are
-// deleted, so that the checkpoint left by the lost rows does not make a
-// later resume skip past them.
+// Reconcile implements Reconciler (sqlcheckpoint.Reconcile), after
+// CheckResume refused a database or table this process created: where the
+// partitions whose rows the table no longer holds (a table emptied, a
+// database file restored from a copy) start again.
 func (s *Sink) Reconcile(ctx context.Context, group, topic string, points []sinks.ResumePoint) ([]sinks.Rewind, error) {
 	f := sqlcheckpoint.Facts{Table: s.name, Created: s.created != ""}
-	if !f.Created {
+	if s.ckpt != nil {
+		f.CheckpointTable = s.ckpt.Name
+	}
+	return sqlcheckpoint.Reconcile(points, f, &s.pos, func() (rows bool, err error) {
 		table, err := encode.QuoteTable(s.name)
 		if err != nil {
-			return nil, fmt.Errorf("sqlite sink: table %q: %w", s.name, err)
+			return false, fmt.Errorf("sqlite sink: table %q: %w", s.name, err)
 		}
-		var rows bool
 		if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM `+table+`)`).Scan(&rows); err != nil {
-			return nil, fmt.Errorf("sqlite sink: check table %s: %w", s.name, err)
+			return false, fmt.Errorf("sqlite sink: check table %s: %w", s.name, err)
 		}
-		f.Empty = !rows
-	}
-	if s.ckpt != nil {
-		cps, err := s.Checkpoints(ctx, group, topic)
-		if err != nil {
-			return nil, err
-		}
-		f.Checkpoints, f.CheckpointTable = cps, s.ckpt.Name
-	}
-	rewinds := sqlcheckpoint.Rewinds(points, f)
-	for _, rw := range rewinds {
-		if s.ckpt == nil || rw.Position > 0 {
-			continue
-		}
-		if err := s.resetPartition(ctx, group, topic, rw.Partition); err != nil {
-			return nil, err
-		}
-	}
-	s.pos.Seed(points, rewinds)
-	return rewinds, nil
+		return rows, nil
+	}, func() (map[int32]int64, error) { return s.Checkpoints(ctx, group, topic) },
+		func(partition int32) error {
+			return s.execCheckpoints(ctx, fmt.Sprintf("reset the checkpoint of partition %d", partition), s.ckpt.ResetPartition, group, topic, int64(partition))
+		})
 }
 
-// resetPartition deletes partition's checkpoint of group and topic.
-func (s *Sink) resetPartition(ctx context.Context, group, topic string, partition int32) error {
+// execCheckpoints runs stmt on the checkpoint table once the writer's
+// transaction (if any) is over; what the statement does is for errors.
+func (s *Sink) execCheckpoints(ctx context.Context, what, stmt string, args ...any) error {
 	select {
 	case s.sem <- struct{}{}:
 		defer func() { <-s.sem }()
 	case <-ctx.Done():
-		return fmt.Errorf("sqlite sink: reset the checkpoint of partition %d in %s: %w", partition, s.ckpt.Name, ctx.Err())
+		return fmt.Errorf("sqlite sink: %s in %s: %w", what, s.ckpt.Name, ctx.Err())
 	}
-	if _, err := s.db.ExecContext(ctx, s.ckpt.ResetPartition, group, topic, int64(partition)); err != nil {
-		return fmt.Errorf("sqlite sink: reset the checkpoint of partition %d in %s: %w", partition, s.ckpt.Name, err)
+	if _, err := s.db.ExecContext(ctx, stmt, args...); err != nil {
+		return fmt.Errorf("sqlite sink: %s in %s: %w", what, s.ckpt.Name, err)
 	}
 	return nil
 }
@@ -170,14 +154,5 @@ func (s *Sink) ResetCheckpoints(ctx context.Context, group, topic string) error 
 	if s.ckpt == nil {
 		return nil
 	}
-	select {
-	case s.sem <- struct{}{}:
-		defer func() { <-s.sem }()
-	case <-ctx.Done():
-		return fmt.Errorf("sqlite sink: reset checkpoints in %s: %w", s.ckpt.Name, ctx.Err())
-	}
-	if _, err := s.db.ExecContext(ctx, s.ckpt.Reset, group, topic); err != nil {
-		return fmt.Errorf("sqlite sink: reset checkpoints in %s: %w", s.ckpt.Name, err)
-	}
-	return nil
+	return s.execCheckpoints(ctx, "reset checkpoints", s.ckpt.Reset, group, topic)
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/replay-tool/replay/plan"
@@ -34,10 +34,16 @@ type statements struct {
 	insertShared *sql.Stmt
 }
 
+// each points at every statement, in the order prepareStatements
+// prepares them.
+func (st *statements) each() []**sql.Stmt {
+	return []**sql.Stmt{&st.insert, &st.update, &st.lookup, &st.delete, &st.insertMany, &st.insertShared, &st.savepoint, &st.release, &st.rollbackTo}
+}
+
 func (st *statements) close() {
-	for _, s := range []*sql.Stmt{st.insert, st.update, st.lookup, st.delete, st.insertMany, st.savepoint, st.release, st.rollbackTo, st.insertShared} {
-		if s != nil {
-			_ = s.Close()
+	for _, p := range st.each() {
+		if *p != nil {
+			_ = (*p).Close()
 		}
 	}
 }
@@ -102,7 +108,7 @@ func (s *Sink) prepare(ctx context.Context, table string, defaultLayout, create 
 // matchColumns gives each column of the layout its affinity from the
 // table's declared types (lower-case names), or refuses a table that
 // lacks a column: a default layout of an older version of replay
-// (oldLayoutError), or a mapping naming a column the table does not have.
+// (layoutError), or a mapping naming a column the table does not have.
 func (s *Sink) matchColumns(types map[string]string, strict, defaultLayout bool) error {
 	var missing []string
 	var missingCols []column
@@ -120,13 +126,9 @@ func (s *Sink) matchColumns(types map[string]string, strict, defaultLayout bool)
 		return nil
 	}
 	if defaultLayout {
-		return fmt.Errorf("sqlite sink: %w", oldLayoutError(s.name, missingCols))
+		return fmt.Errorf("sqlite sink: %w", layoutError(s.name, missingCols))
 	}
-	have := make([]string, 0, len(types))
-	for n := range types {
-		have = append(have, n)
-	}
-	sort.Strings(have)
+	have := slices.Sorted(maps.Keys(types))
 	hint := "map fields only to columns the table has"
 	if len(missing) == 1 && missing[0] == VersionColumn {
 		hint = fmt.Sprintf("add it with ALTER TABLE %s ADD COLUMN %s", s.name, VersionColumn)
@@ -138,48 +140,26 @@ func (s *Sink) matchColumns(types map[string]string, strict, defaultLayout bool)
 // resolves the table, its columns and the ON CONFLICT target (which needs
 // a unique key on the key column). On error none stays prepared.
 func (s *Sink) prepareStatements(ctx context.Context, table string) error {
-	for _, p := range []struct {
-		to  **sql.Stmt
-		sql string
-	}{
-		{&s.stmts.insert, s.insertSQL(table)},
-		{&s.stmts.update, s.updateSQL(table)},
-		{&s.stmts.lookup, s.lookupSQL(table)},
-		{&s.stmts.delete, s.deleteSQL(table)},
-		{&s.stmts.insertMany, s.insertManySQL(table, chunkRows)},
-		{&s.stmts.insertShared, s.shared.insertSQL(table, s.cols, s.key, chunkRows)},
-		{&s.stmts.savepoint, "SAVEPOINT replay_chunk"},
-		{&s.stmts.release, "RELEASE replay_chunk"},
-		{&s.stmts.rollbackTo, "ROLLBACK TO replay_chunk"},
-	} {
-		if p.sql == "" {
+	stmts := s.stmts.each()
+	for i, q := range []string{s.insertSQL(table, 1), s.updateSQL(table), s.lookupSQL(table), s.deleteSQL(table), s.insertSQL(table, chunkRows),
+		s.shared.insertSQL(table, s.cols, s.key, chunkRows), "SAVEPOINT replay_chunk", "RELEASE replay_chunk", "ROLLBACK TO replay_chunk"} {
+		if q == "" {
 			continue
 		}
-		st, err := s.db.PrepareContext(ctx, p.sql)
+		st, err := s.db.PrepareContext(ctx, q)
 		if err != nil {
 			s.stmts.close()
 			return fmt.Errorf("sqlite sink: check table %s: %w", s.name, err)
 		}
-		*p.to = st
+		*stmts[i] = st
 	}
 	return nil
 }
 
-// insertSQL inserts a row, the columns bound in order (plain ?, which
-// binds faster than ?NNN);
-// a conflict on the key does nothing (changes() tells).
-func (s *Sink) insertSQL(table string) string {
-	names := make([]string, len(s.cols))
-	marks := make([]string, len(s.cols))
-	for i, c := range s.cols {
-		names[i], marks[i] = c.quoted, "?"
-	}
-	return `INSERT INTO ` + table + ` (` + strings.Join(names, ", ") + `) VALUES (` + strings.Join(marks, ", ") + `)
-ON CONFLICT (` + s.cols[s.key].quoted + `) DO NOTHING`
-}
-
-// insertManySQL is insertSQL for n rows in one statement.
-func (s *Sink) insertManySQL(table string, n int) string {
+// insertSQL inserts n rows, the columns bound in order (plain ?, which
+// binds faster than ?NNN); a conflict on a key does nothing (changes()
+// tells).
+func (s *Sink) insertSQL(table string, n int) string {
 	names := make([]string, len(s.cols))
 	marks := make([]string, len(s.cols))
 	for i, c := range s.cols {
@@ -191,12 +171,10 @@ ON CONFLICT (` + s.cols[s.key].quoted + `) DO NOTHING`
 }
 
 // sharedChunk is how a multi-row INSERT binds fewer values than a
-// parameter per cell: the columns whose cell is the same in every row of
-// a chunk (topic and partition: a batch is one partition's) are bound once,
-// and the default layout's value column, when every row's value is JSON,
-// is CAST(<the row's value_bytes parameter> AS TEXT), the same bytes
-// (in a UTF-8 database, where that cast converts nothing) without
-// binding them twice. The zero value (nothing to share) is unused.
+// parameter per cell: topic and partition (the same in every row) are
+// bound once, and the default layout's value column, when every row's
+// value is JSON, is CAST(<value_bytes parameter> AS TEXT) (in a UTF-8
+// database, where that converts nothing).
 type sharedChunk struct {
 	consts []int // columns bound once per chunk, as ?1, ?2, ...
 	perRow []int // columns bound per row, in order
@@ -231,12 +209,9 @@ func newSharedChunk(cols []column, utf8DB, mapped bool) *sharedChunk {
 	return sc
 }
 
-// insertSQL is the chunk's INSERT for n rows; "" for a nil sc. The rows
-// are a VALUES list of the per-row columns, selected from with the
-// constants before them and the cast among them, so that every parameter
-// is a plain ? in the order args binds them (a ?NNN parameter makes the
-// driver look up each parameter's name, which costs more than the binds
-// it saves).
+// insertSQL is the chunk's INSERT for n rows; "" for a nil sc. Every
+// parameter is a plain ? in the order args binds them (a ?NNN parameter
+// costs a lookup of its name, more than the binds it saves).
 func (sc *sharedChunk) insertSQL(table string, cols []column, key, n int) string {
 	if sc == nil {
 		return ""

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -167,9 +168,8 @@ type Sink struct {
 	log        zerolog.Logger
 	// mapped: values are mapped (Config.Mapped).
 	mapped bool
-	// sem serializes the writer's transactions and ResetCheckpoints:
-	// SQLite has one writer at a time, and waiting here (unlike on a
-	// mutex) ends when the caller's context does.
+	// sem serializes the writer's transactions and ResetCheckpoints (a
+	// wait that ends with the caller's context).
 	sem chan struct{}
 	// reqs hands Writes to the writer goroutine (unbuffered: a request is
 	// either taken or, when its context ends first, never seen); quit
@@ -191,20 +191,17 @@ type Sink struct {
 	passWhole              atomic.Bool // the last pass copied the whole WAL
 	ckptPass               chan struct{}
 	restartFrames          int64 // restartCheckpointFrames, but in tests
-	// wal is the WAL file the syncer syncs after commits (nil: the
-	// commits sync it themselves, synchronous=FULL); toSync hands it the
-	// committed groups, syncDone is closed when it has stopped, and
-	// syncErr is a failed sync, which fails every Write after it.
+	// wal is the WAL file the syncer syncs after commits (nil: commits
+	// sync it themselves); toSync hands it the committed groups, syncDone
+	// is closed when it has stopped, and syncErr fails every later Write.
 	wal      *walFile
 	toSync   chan []*writeReq
 	syncDone chan struct{}
 	syncErr  stickyErr
 	// created says what this process created empty when it opened the
-	// sink: the database file, or (create_table) the table; "" when both
-	// were there. A resumed run refuses to go on then (CheckResume).
-	created string
-	// createdTable is the table (quoted) create_table created at open;
-	// "" when it was there.
+	// sink (the database file or the table), for CheckResume; "" when both
+	// were there. createdTable is the table (quoted) create_table created.
+	created      string
 	createdTable string
 	// pos is what the sink reports durable (Positioner).
 	pos sqlcheckpoint.Positions
@@ -215,15 +212,6 @@ type Sink struct {
 	mu  sync.Mutex
 	out sinks.Outcomes
 }
-
-var (
-	_ sinks.Sink            = (*Sink)(nil)
-	_ sinks.CheckpointStore = (*Sink)(nil)
-	_ sinks.Resumer         = (*Sink)(nil)
-	_ sinks.OutcomeCounter  = (*Sink)(nil)
-	_ sinks.Positioner      = (*Sink)(nil)
-	_ sinks.Reconciler      = (*Sink)(nil)
-)
 
 // Capabilities declares the checkpoint table, the resume checks of the
 // database file and the table (CheckResume, Reconcile, with the durable
@@ -274,8 +262,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite sink: open %s: %w", cfg.Path, err)
 	}
-	// One connection: writes are serialized anyway, and the pragmas of the
-	// DSN then hold for every statement.
+	// One connection: writes are serialized anyway.
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(0)
 	s := &Sink{db: db, name: cfg.Table, path: cfg.Path, cols: cols, key: key, version: -1, prov: [3]int{-1, -1, -1},
@@ -285,16 +272,13 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		toSync: make(chan []*writeReq, 64), syncDone: make(chan struct{}),
 		restartFrames: restartCheckpointFrames}
 	for i, c := range cols {
-		switch {
-		case c.form == formVersion:
+		if c.form == formVersion {
 			s.version = i
-		case c.form != formField:
-		case c.field.Kind == plan.FieldTopic && s.prov[0] < 0:
-			s.prov[0] = i
-		case c.field.Kind == plan.FieldPartition && s.prov[1] < 0:
-			s.prov[1] = i
-		case c.field.Kind == plan.FieldOffset && s.prov[2] < 0:
-			s.prov[2] = i
+		}
+		for j, k := range []plan.FieldKind{plan.FieldTopic, plan.FieldPartition, plan.FieldOffset} {
+			if c.form == formField && c.field.Kind == k && s.prov[j] < 0 {
+				s.prov[j] = i
+			}
 		}
 	}
 	open := func() error {
@@ -333,12 +317,8 @@ func checkConfig(cfg Config) (table string, ignore bool, cols []column, key int,
 	if table, err = encode.QuoteTable(cfg.Table); err != nil {
 		return "", false, nil, -1, fmt.Errorf("sqlite sink: table %q: %w", cfg.Table, err)
 	}
-	switch cfg.OnConflict {
-	case "", "update":
-	case "ignore":
-		ignore = true
-	default:
-		return "", false, nil, -1, fmt.Errorf("sqlite sink: on_conflict %q: want update or ignore", cfg.OnConflict)
+	if ignore, err = dbsection.Ignore(cfg.OnConflict); err != nil {
+		return "", false, nil, -1, fmt.Errorf("sqlite sink: %w", err)
 	}
 	if cols, err = layout(cfg.Columns, cfg.Version, cfg.DecodedValue, cfg.DecodedKey); err != nil {
 		return "", false, nil, -1, fmt.Errorf("sqlite sink: %w", err)
@@ -347,9 +327,7 @@ func checkConfig(cfg Config) (table string, ignore bool, cols []column, key int,
 	if key, err = encode.KeyColumn(cols, isKey, func(c column) string { return c.name }); err != nil {
 		return "", false, nil, -1, fmt.Errorf("sqlite sink: %w", err)
 	}
-	switch cfg.OnTombstone {
-	case "", dbsection.OnTombstoneWrite, dbsection.OnTombstoneDelete, dbsection.OnTombstoneSkip:
-	default:
+	if cfg.OnTombstone != "" && !slices.Contains(dbsection.OnTombstones, cfg.OnTombstone) {
 		return "", false, nil, -1, fmt.Errorf("sqlite sink: on_tombstone %q: want %s", cfg.OnTombstone, strings.Join(dbsection.OnTombstones, ", "))
 	}
 	return table, ignore, cols, key, nil
@@ -406,14 +384,10 @@ func (s *Sink) openWAL(ctx context.Context) {
 }
 
 // sqliteDSN is the database file as an SQLite URI with the pragmas every
-// connection needs: WAL (readers do not block the writer), FULL sync (a
-// committed transaction survives a power loss, which NORMAL does not
-// promise in WAL mode), a busy timeout, BEGIN IMMEDIATE so that a
-// transaction takes the write lock up front instead of failing to upgrade,
-// a commit that checkpoints only when the WAL has grown to
-// fallbackCheckpointFrames (the checkpointer goroutine does it before),
-// and statement journals in memory (a chunk's savepoint keeps a few pages;
-// no temporary file in SQLite's temp directory).
+// connection needs: WAL, FULL sync (a commit survives a power loss), a
+// busy timeout, BEGIN IMMEDIATE (the write lock up front, not a failed
+// upgrade), commits checkpointing only past fallbackCheckpointFrames
+// (the checkpointer does it before), and statement journals in memory.
 func sqliteDSN(path string, busy time.Duration) (string, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -430,9 +404,8 @@ func sqliteDSN(path string, busy time.Duration) (string, error) {
 }
 
 // fallbackCheckpointFrames is the WAL size, in pages, past which a commit
-// checkpoints itself (SQLite's wal_autocheckpoint, 1000 by default): the
-// checkpointer keeps the WAL below it unless it falls behind, and 32 MiB
-// of 4 KiB pages bounds the WAL if it does.
+// checkpoints itself (wal_autocheckpoint): 32 MiB of 4 KiB pages bounds
+// the WAL should the checkpointer fall behind.
 const fallbackCheckpointFrames = 8192
 
 // restartCheckpointFrames is the WAL size, in pages, from which the
@@ -445,9 +418,8 @@ const restartWait = time.Second
 
 // checkpointer copies committed pages from the WAL into the database file
 // (a PASSIVE checkpoint, which never blocks the writer) on its own
-// connection after every commit, so that the writer's commits do not:
-// with SQLite's default a commit that finds 1000 pages in the WAL copies
-// them itself, a third of the writer's time on a bulk load.
+// connection after every commit, which would otherwise take a third of
+// the writer's time on a bulk load.
 func (s *Sink) checkpointer() {
 	defer close(s.ckptDone)
 	for {
@@ -459,9 +431,7 @@ func (s *Sink) checkpointer() {
 		gen := s.commits.Load()
 		var busy, frames, copied int
 		err := s.ckptDB.QueryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied)
-		if err != nil {
-			// The commits' own checkpoint (fallbackCheckpointFrames) and
-			// Close's still bound the WAL.
+		if err != nil { // the commits' own checkpoints and Close's still bound the WAL
 			s.log.Debug().Err(err).Str("path", s.path).Msg("background checkpoint failed")
 			continue
 		}
@@ -479,11 +449,8 @@ func (s *Sink) checkpointer() {
 
 // awaitCheckpoint holds the writer, once the WAL has restartCheckpointFrames
 // pages, until the checkpointer has copied every commit (at most
-// restartWait, and not when its last pass left pages behind for a reader
-// of another process): the writer then begins a transaction finding the
-// WAL copied, which is when SQLite starts the WAL over. Without the wait
-// it always begins while a pass is copying, and the WAL grows until the
-// commits' own fallback checkpoint.
+// restartWait; not when a reader holds pages back), so that its next
+// transaction finds the WAL copied and SQLite starts the WAL over.
 func (s *Sink) awaitCheckpoint() {
 	if s.walFrames.Load() < s.restartFrames || !s.passWhole.Load() {
 		return
@@ -503,15 +470,6 @@ func (s *Sink) awaitCheckpoint() {
 		}
 	}
 	s.walFrames.Store(0)
-}
-
-// kickCheckpointer counts a commit and tells the checkpointer.
-func (s *Sink) kickCheckpointer() {
-	s.commits.Add(1)
-	select {
-	case s.walKick <- struct{}{}:
-	default:
-	}
 }
 
 // Finish does nothing: every Write is already committed.

@@ -4,18 +4,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
+	"sync/atomic"
 )
 
 // syncer makes the writer's commits durable: it takes the groups committed
-// so far, syncs the WAL file once (fsync) and acknowledges their
-// Writes, while the writer goes on with the next group. The writer's
-// connection runs synchronous=NORMAL, so a commit writes the WAL without
-// syncing it: SQLite's WAL is safe from corruption so, and a commit's
-// frames are durable once the WAL file is synced after it, which is what
-// synchronous=FULL does inside the commit. A failed sync fails the Writes
-// waiting for it and every later one (a failed fsync may have dropped the
-// pages it could not write: the sink cannot tell what is on disk).
+// so far, syncs the WAL file once and acknowledges their Writes, while the
+// writer (synchronous=NORMAL: commits do not sync) goes on with the next
+// group: a commit's frames are durable once the WAL file is synced after
+// it, which is what synchronous=FULL does inside the commit. A failed sync fails the Writes waiting for it and every later one
+// (the sink cannot tell what is on disk).
 func (s *Sink) syncer() {
 	defer close(s.syncDone)
 	for group := range s.toSync {
@@ -47,25 +44,17 @@ func (s *Sink) syncer() {
 }
 
 // stickyErr is an error that, once set, stays.
-type stickyErr struct {
-	mu  sync.Mutex
-	err error
-}
+type stickyErr struct{ p atomic.Pointer[error] }
 
 func (e *stickyErr) Load() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.err
+	if p := e.p.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // set sets the error unless one was set before.
-func (e *stickyErr) set(err error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.err == nil {
-		e.err = err
-	}
-}
+func (e *stickyErr) set(err error) { e.p.CompareAndSwap(nil, &err) }
 
 // walFile is the database's WAL file, opened to be synced.
 type walFile struct {

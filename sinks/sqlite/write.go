@@ -71,9 +71,7 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	case <-s.quit:
 		return fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, errClosed)
 	}
-	// Taken: the writer ends it promptly once ctx ends (it checks between
-	// batches and every few hundred rows), and its answer says whether the
-	// batch was committed.
+	// Taken: the writer ends it promptly once ctx ends, and answers.
 	<-req.done
 	if req.err != nil {
 		return req.err
@@ -87,9 +85,8 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 // errClosed is a Write after Close.
 var errClosed = errors.New("the sink is closed")
 
-// groupRows bounds the rows of one group commit: a few batches of the
-// default size, so a transaction (and the WAL it writes before a
-// checkpoint) stays a few MiB. A single larger batch is one group.
+// groupRows bounds the rows of one group commit (a transaction of a few
+// MiB); a single larger batch is one group.
 const groupRows = 8192
 
 // writeReq is a Write handed to the sink's writer.
@@ -134,8 +131,12 @@ func (s *Sink) writer() {
 		s.sem <- struct{}{}
 		committed := s.writeGroup(group)
 		<-s.sem
-		if committed {
-			s.kickCheckpointer()
+		if committed { // tell the checkpointer
+			s.commits.Add(1)
+			select {
+			case s.walKick <- struct{}{}:
+			default:
+			}
 		}
 		if committed && s.wal != nil {
 			s.toSync <- group // acknowledged once the WAL is synced
@@ -165,20 +166,15 @@ func (s *Sink) acknowledge(group []*writeReq, syncErr error) {
 
 // writeGroup writes group's batches in one transaction and sets each
 // request's err (nil: committed) and outcomes; it reports whether it
-// committed. A batch that fails on its own (a record the table refuses,
-// its Write's context ended) rolls the transaction back, and the group is
-// written again without it: the others commit, and no savepoint spans a
-// batch (SQLite's statement journal would then hold every page a batch
-// changed, spilling to a temporary file).
+// committed. A batch that fails on its own rolls the transaction back,
+// and the group is written again without it (no savepoint spans a batch:
+// its statement journal would spill to a temporary file).
 func (s *Sink) writeGroup(group []*writeReq) (committed bool) {
 	if err := s.syncErr.Load(); err != nil {
-		for _, r := range group {
-			r.err = err
-		}
+		failRest(group, err)
 		return false
 	}
-	// The transaction ends early only when every request's context has
-	// ended; a request whose context ends alone is left out.
+	// The transaction ends early only when every request's context has.
 	tctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var live atomic.Int32
@@ -199,12 +195,17 @@ func (s *Sink) writeGroup(group []*writeReq) (committed bool) {
 			return committed
 		}
 	}
+	failRest(group, fmt.Errorf("sqlite sink: upsert into %s: the batches of a transaction kept failing", s.name))
+	return false
+}
+
+// failRest sets err as the answer of the requests of group without one.
+func failRest(group []*writeReq, err error) {
 	for _, r := range group {
 		if r.err == nil {
-			r.err = fmt.Errorf("sqlite sink: upsert into %s: the batches of a transaction kept failing", s.name)
+			r.err = err
 		}
 	}
-	return false
 }
 
 // tryGroup writes the requests of group that have no error yet in one
@@ -212,22 +213,14 @@ func (s *Sink) writeGroup(group []*writeReq) (committed bool) {
 // it is to go row by row), the transaction was rolled back, and the group
 // is to be written again.
 func (s *Sink) tryGroup(tctx context.Context, group []*writeReq) (committed, again bool) {
-	failAll := func(err error) {
-		for _, r := range group {
-			if r.err == nil {
-				r.err = err
-			}
-		}
-	}
 	tx, err := s.db.BeginTx(tctx, nil)
 	if err != nil {
-		failAll(sqliteTransient(fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, s.ctxErr(group[0].ctx, err))))
+		failRest(group, sqliteTransient(fmt.Errorf("sqlite sink: upsert into %s: %w", s.name, s.ctxErr(group[0].ctx, err))))
 		return false, false
 	}
 	st := s.txStatements(tctx, tx)
-	// The statements run without cancellation: the driver would start a
-	// goroutine watching the context for each one. writeBatch checks the
-	// request's context every few hundred rows instead.
+	// Without cancellation (the driver would start a goroutine per
+	// statement): writeBatch checks the context every few hundred rows.
 	sctx := context.WithoutCancel(tctx)
 	written := 0
 	for _, r := range group {
@@ -245,14 +238,13 @@ func (s *Sink) tryGroup(tctx context.Context, group []*writeReq) (committed, aga
 			written++
 			continue
 		case errors.Is(err, errTxLost) && !r.rowByRow:
-			// A statement of a chunk rolled the transaction back (a
-			// trigger's RAISE(ROLLBACK)): row by row, the record is found.
+			// A trigger's RAISE(ROLLBACK) in a chunk: row by row finds it.
 			r.rowByRow = true
-		case r.ctx.Err() != nil || isRecordError(err):
+		case r.ctx.Err() != nil || errors.As(err, new(*record.Error)):
 			r.err = err
 		default:
 			_ = tx.Rollback()
-			failAll(err)
+			failRest(group, err)
 			return false, false
 		}
 		_ = tx.Rollback() // may be gone already (RAISE(ROLLBACK))
@@ -263,7 +255,7 @@ func (s *Sink) tryGroup(tctx context.Context, group []*writeReq) (committed, aga
 		return false, false
 	}
 	if err := tx.Commit(); err != nil {
-		failAll(sqliteTransient(fmt.Errorf("sqlite sink: commit to %s: %w", s.name, s.ctxErr(group[0].ctx, err))))
+		failRest(group, sqliteTransient(fmt.Errorf("sqlite sink: commit to %s: %w", s.name, s.ctxErr(group[0].ctx, err))))
 		return false, false
 	}
 	return true, false
@@ -286,8 +278,17 @@ func (s *Sink) rows(batch []record.Record) ([]sqliteRow, error) {
 		}
 		if row.op != opSkip {
 			row.args = args[i*len(s.cols) : (i+1)*len(s.cols)] // capacity to the end: insertChunk takes consecutive rows
-			if err := s.values(r, row.key, row.args, &a); err != nil {
-				return nil, err
+			for j := range s.cols {
+				v, err := cell(&s.cols[j], r, row.key, &a)
+				if err != nil {
+					return nil, err
+				}
+				if t, ok := v.(string); s.utf16 && ok && !utf8.ValidString(t) {
+					// SQLite would convert the text to UTF-16, each invalid byte
+					// to U+FFFD: keys that differ would become one.
+					return nil, record.NewError(r, fmt.Errorf("sqlite sink: column %s: the text is not UTF-8, and this database stores text as %s, which would change it: %w; use a UTF-8 database (PRAGMA encoding before the first table) or a BLOB column", s.cols[j].name, s.encoding, ErrChanged))
+				}
+				row.args[j] = v
 			}
 			if s.version >= 0 && row.op == opUpsert && row.args[s.version] == nil {
 				return nil, record.NewError(r, fmt.Errorf("sqlite sink: version %s: the record has none (missing or null), so its update cannot be ordered: %w", s.cols[s.version].field.Arg, ErrNoVersion))
@@ -296,23 +297,6 @@ func (s *Sink) rows(batch []record.Record) ([]sqliteRow, error) {
 		rows[i] = row
 	}
 	return rows, nil
-}
-
-// values fills out with r's cells, in column order.
-func (s *Sink) values(r *record.Record, key string, out []any, a *arena) error {
-	for i := range s.cols {
-		v, err := cell(&s.cols[i], r, key, a)
-		if err != nil {
-			return err
-		}
-		if t, ok := v.(string); s.utf16 && ok && !utf8.ValidString(t) {
-			// SQLite would convert the text to UTF-16, each invalid byte
-			// to U+FFFD: keys that differ would become one.
-			return record.NewError(r, fmt.Errorf("sqlite sink: column %s: the text is not UTF-8, and this database stores text as %s, which would change it: %w; use a UTF-8 database (PRAGMA encoding before the first table) or a BLOB column", s.cols[i].name, s.encoding, ErrChanged))
-		}
-		out[i] = v
-	}
-	return nil
 }
 
 // writeBatch runs rows' statements (one batch's) in tx, then the batch's
@@ -343,8 +327,7 @@ func (s *Sink) writeBatch(ctx, sctx context.Context, tx *sql.Tx, st *statements,
 					i += n - 1
 					continue
 				}
-				// A key of the chunk has a row (a re-run): the rest of the
-				// batch goes row by row.
+				// A key of the chunk has a row: the rest goes row by row.
 				fast = false
 			}
 		}
@@ -354,11 +337,9 @@ func (s *Sink) writeBatch(ctx, sctx context.Context, tx *sql.Tx, st *statements,
 			if !sqliteRejectsData(err) {
 				return sinks.Outcomes{}, sqliteTransient(err)
 			}
-			// The rest of the batch is written only to find its other
-			// rejected rows: the transaction is rolled back. A trigger's
-			// RAISE(ROLLBACK) may have ended it, at any rejected row; the
-			// savepoint then begins another, which the rollback ends, so
-			// that no later row runs in autocommit.
+			// The rest of the batch only finds the other rejected rows
+			// (the transaction is rolled back). After a RAISE(ROLLBACK) the
+			// savepoint begins another, so that no row runs in autocommit.
 			if _, err := st.savepoint.ExecContext(sctx); err != nil {
 				return fail(err)
 			}
@@ -438,13 +419,10 @@ func (s *Sink) insertChunk(ctx context.Context, st *statements, rows []sqliteRow
 // txStatements are the prepared statements in tx.
 func (s *Sink) txStatements(ctx context.Context, tx *sql.Tx) statements {
 	var st statements
-	for _, p := range []struct{ from, to **sql.Stmt }{
-		{&s.stmts.insert, &st.insert}, {&s.stmts.update, &st.update}, {&s.stmts.lookup, &st.lookup}, {&s.stmts.delete, &st.delete},
-		{&s.stmts.insertMany, &st.insertMany}, {&s.stmts.savepoint, &st.savepoint}, {&s.stmts.release, &st.release}, {&s.stmts.rollbackTo, &st.rollbackTo},
-		{&s.stmts.insertShared, &st.insertShared},
-	} {
-		if *p.from != nil {
-			*p.to = tx.StmtContext(ctx, *p.from)
+	to := st.each()
+	for i, from := range s.stmts.each() {
+		if *from != nil {
+			*to[i] = tx.StmtContext(ctx, *from)
 		}
 	}
 	return st
@@ -457,11 +435,7 @@ func (s *Sink) writeRow(ctx context.Context, st *statements, row *sqliteRow, out
 		out.Ignored++
 		return nil
 	case opDelete:
-		args := []any{row.key}
-		if s.version >= 0 {
-			args = append(args, row.args[s.version])
-		}
-		n, err := changes(st.delete.ExecContext(ctx, args...))
+		n, err := changes(st.delete.ExecContext(ctx, s.keyArgs(row)...))
 		switch {
 		case err != nil:
 			return err
@@ -506,24 +480,21 @@ func (s *Sink) writeRow(ctx context.Context, st *statements, row *sqliteRow, out
 	switch {
 	case s.ignore:
 		out.Ignored++
-		return nil
 	case cmp == 0:
 		out.Duplicate++
-		return nil
 	case cmp < 0:
 		out.Stale++
-		return nil
 	case st.update == nil:
 		out.Unchanged++
-		return nil
-	}
-	if n, err = changes(st.update.ExecContext(ctx, row.args...)); err != nil {
-		return err
-	}
-	if n > 0 {
-		out.Updated++
-	} else {
-		out.Unchanged++
+	default:
+		if n, err = changes(st.update.ExecContext(ctx, row.args...)); err != nil {
+			return err
+		}
+		if n > 0 {
+			out.Updated++
+		} else {
+			out.Unchanged++
+		}
 	}
 	return nil
 }
@@ -532,13 +503,9 @@ func (s *Sink) writeRow(ctx context.Context, st *statements, row *sqliteRow, out
 // version compares with the row's (1 with no version). It counts a key
 // collision in out when the row came from another topic or partition.
 func (s *Sink) lookup(ctx context.Context, st *statements, row *sqliteRow, out *sinks.Outcomes) (found bool, cmp int, err error) {
-	args := []any{row.key}
-	if s.version >= 0 {
-		args = append(args, row.args[s.version])
-	}
 	var topic sql.NullString
 	var part, off sql.NullInt64
-	err = st.lookup.QueryRowContext(ctx, args...).Scan(&topic, &part, &off, &cmp)
+	err = st.lookup.QueryRowContext(ctx, s.keyArgs(row)...).Scan(&topic, &part, &off, &cmp)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, 0, nil
 	}
@@ -553,6 +520,15 @@ func (s *Sink) lookup(ctx context.Context, st *statements, row *sqliteRow, out *
 		}
 	}
 	return true, cmp, nil
+}
+
+// keyArgs are the arguments of delete and lookup: the key, and the
+// record's version with a version column.
+func (s *Sink) keyArgs(row *sqliteRow) []any {
+	if s.version >= 0 {
+		return []any{row.key, row.args[s.version]}
+	}
+	return []any{row.key}
 }
 
 func nullInt(n sql.NullInt64) string {
