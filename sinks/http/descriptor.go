@@ -1,10 +1,10 @@
 package http
 
 import (
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -127,13 +127,8 @@ func check(c *plan.SinkCheck) {
 	s := section(c.Sink)
 	c.URL("url")
 	sinks.CheckConnections(c, s.Connections)
-	names := make([]string, 0, len(s.Headers))
-	for name := range s.Headers {
-		names = append(names, name)
-	}
-	sort.Strings(names)
 	plain := strings.HasPrefix(strings.ToLower(s.URL), "http:")
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(s.Headers)) {
 		f, val := "headers."+name, s.Headers[name]
 		switch {
 		case !headerNameRe.MatchString(name):
