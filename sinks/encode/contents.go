@@ -59,10 +59,7 @@ func AppendJSONLAs(b []byte, r *record.Record, f ValueFormat) ([]byte, error) {
 	if err := CheckValueFormat(r, f); err != nil {
 		return b, err
 	}
-	if f == "" {
-		f = FormatAuto
-	}
-	return appendJSONL(b, r, f), nil
+	return AppendJSONLChecked(b, r, f), nil
 }
 
 // CheckValueFormat returns the *record.Error (wrapping ErrNotJSON or
