@@ -234,16 +234,13 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	s.maxBytes = s.maxMessageBytes(ctx)
 	if cfg.ExactlyOnce {
 		s.parts = cfg.Partitions
-		if s.txn, err = newTxnCommitter(ctx, cfg, brokers, s.where, s.maxBytes-kafkaBatchOverhead, &s.retries); err != nil {
-			conn.Transport.CloseIdleConnections()
-			return nil, err
-		}
+		s.txn, err = newTxnCommitter(ctx, cfg, brokers, s.where, s.maxBytes-kafkaBatchOverhead, &s.retries)
+	} else {
+		s.cl, err = newProducer(cfg, brokers, s.maxBytes-kafkaBatchOverhead)
 	}
-	if !cfg.ExactlyOnce {
-		if s.cl, err = newProducer(cfg, brokers, s.maxBytes-kafkaBatchOverhead); err != nil {
-			conn.Transport.CloseIdleConnections()
-			return nil, err
-		}
+	if err != nil {
+		conn.Transport.CloseIdleConnections()
+		return nil, err
 	}
 	for _, w := range conn.Warnings {
 		s.log.Warn().Str("topic", cfg.Topic).Msg("kafka sink: " + w)
@@ -429,7 +426,7 @@ func (s *Sink) produceError(ctx context.Context, batch []record.Record, pe *prod
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("kafka sink: produce to %s: %w", s.where, ctx.Err())
-	case pe.failed == 1 && errors.As(pe.err, &ke) && rejectsMessage(ke):
+	case pe.poison():
 		return record.NewError(&batch[pe.first], err)
 	case errors.Is(pe.err, kerr.UnknownTopicOrPartition):
 		return fmt.Errorf("%w (was the topic deleted?)", err)
@@ -439,9 +436,11 @@ func (s *Sink) produceError(ctx context.Context, batch []record.Record, pe *prod
 	return &sinks.TransientError{Err: err}
 }
 
-// rejectsMessage reports whether a broker error is about the message itself.
-func rejectsMessage(ke *kerr.Error) bool {
-	return ke == kerr.MessageTooLarge || ke == kerr.CorruptMessage || ke == kerr.InvalidRecord || ke == kerr.RecordListTooLarge
+// poison reports whether the broker refused one message alone, for itself.
+func (pe *produceError) poison() bool {
+	var ke *kerr.Error
+	return pe.failed == 1 && errors.As(pe.err, &ke) &&
+		(ke == kerr.MessageTooLarge || ke == kerr.CorruptMessage || ke == kerr.InvalidRecord || ke == kerr.RecordListTooLarge)
 }
 
 // Finish does nothing: every Write is already acknowledged.

@@ -104,8 +104,7 @@ func (s *Sink) partitionCount() int {
 // either way.
 func (s *Sink) txnProduceError(batch []record.Record, pe *produceError) error {
 	err := fmt.Errorf("kafka sink: produce to %s: %d of %d messages failed (the transaction is aborted): %w", s.where, pe.failed, len(batch), pe.err)
-	var ke *kerr.Error
-	if pe.failed == 1 && errors.As(pe.err, &ke) && rejectsMessage(ke) {
+	if pe.poison() {
 		return record.NewError(&batch[pe.first], err)
 	}
 	return transientTxn(err)
