@@ -358,6 +358,15 @@ type Options struct {
 	DecodedValue, DecodedKey bool
 }
 
+// Opened returns a driver's new sink s as a Sink (its Open's result): nil
+// with err, never a typed nil pointer.
+func Opened[S Sink](s S, err error) (Sink, error) {
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 // Range is one partition's resolved range of a run: the offsets
 // [Start, End).
 type Range struct {

@@ -191,11 +191,7 @@ func check(c *plan.SinkCheck) {
 // nil.
 func Open(_ context.Context, sp sinks.Spec) (sinks.Sink, error) {
 	c := section(&sp.Plan)
-	s, err := New(Config{Path: c.Path, RunID: sp.Options.RunID, Format: c.Format, Columns: c.Columns, PerPartition: c.PerPartition,
+	return sinks.Opened(New(Config{Path: c.Path, RunID: sp.Options.RunID, Format: c.Format, Columns: c.Columns, PerPartition: c.PerPartition,
 		Interleave:  c.Order == OrderInterleaved && !sp.Options.DeadLetter,
-		ValueFormat: encode.ValueFormat(c.ValueFormat), Overwrite: c.Overwrite, Partitions: sp.Options.Partitions, Log: sp.Options.Log})
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
+		ValueFormat: encode.ValueFormat(c.ValueFormat), Overwrite: c.Overwrite, Partitions: sp.Options.Partitions, Log: sp.Options.Log}))
 }

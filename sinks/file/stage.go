@@ -49,6 +49,17 @@ type stager interface {
 	close() error
 }
 
+// stagedParts are the partitions whose staging a stager opened.
+type stagedParts struct {
+	mu    *sync.Mutex // Sink.mu
+	dir   string
+	parts map[int32]*filePart // guarded by mu
+}
+
+func (st *stagedParts) opened(p int32) *filePart { return st.parts[p] }
+
+func (st *stagedParts) active() bool { return len(st.parts) > 0 }
+
 // filePart is one partition's staging: its own staging file (partStager),
 // or only its encoding buffer (sharedStager: f is nil).
 type filePart struct {

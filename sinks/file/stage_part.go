@@ -14,25 +14,19 @@ import (
 // partStager stages each partition in its own file, partition-N.jsonl;
 // see Sink.
 type partStager struct {
-	mu    *sync.Mutex // Sink.mu
-	dir   string
-	enc   encoder
-	parts map[int32]*filePart // guarded by mu
+	stagedParts
+	enc encoder
 }
 
 var _ stager = (*partStager)(nil)
 
 func newPartStager(mu *sync.Mutex, dir string, enc encoder) *partStager {
-	return &partStager{mu: mu, dir: dir, enc: enc, parts: map[int32]*filePart{}}
+	return &partStager{stagedParts{mu, dir, map[int32]*filePart{}}, enc}
 }
 
 func (st *partStager) file(p int32) string {
 	return filepath.Join(st.dir, fmt.Sprintf("partition-%d.jsonl", p))
 }
-
-func (st *partStager) opened(p int32) *filePart { return st.parts[p] }
-
-func (st *partStager) active() bool { return len(st.parts) > 0 }
 
 func (st *partStager) setFloor(int64) {} // a partition's file is cut at its last complete line
 

@@ -15,29 +15,21 @@ import (
 // sharedStager stages every partition in one JSONL file, records.jsonl
 // (Config.Interleave); see Sink.
 type sharedStager struct {
-	mu     *sync.Mutex // Sink.mu
-	dir    string
-	format encode.ValueFormat
-	// parts (each partition's encoding buffer) and shared (the staging
-	// file, once opened) are guarded by mu.
-	parts  map[int32]*filePart
-	shared *sharedStage
-	floor  int64 // see setFloor
+	stagedParts // parts hold only each partition's encoding buffer
+	format      encode.ValueFormat
+	shared      *sharedStage // the staging file, once opened; guarded by mu
+	floor       int64        // see setFloor
 }
 
 var _ stager = (*sharedStager)(nil)
 
 func newSharedStager(mu *sync.Mutex, dir string, format encode.ValueFormat) *sharedStager {
-	return &sharedStager{mu: mu, dir: dir, format: format, parts: map[int32]*filePart{}}
+	return &sharedStager{stagedParts: stagedParts{mu, dir, map[int32]*filePart{}}, format: format}
 }
 
 func (st *sharedStager) path() string { return filepath.Join(st.dir, "records.jsonl") }
 
 func (st *sharedStager) file(int32) string { return st.path() }
-
-func (st *sharedStager) opened(p int32) *filePart { return st.parts[p] }
-
-func (st *sharedStager) active() bool { return len(st.parts) > 0 }
 
 func (st *sharedStager) setFloor(floor int64) { st.floor = max(st.floor, floor) }
 

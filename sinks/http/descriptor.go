@@ -168,10 +168,6 @@ func Open(_ context.Context, sp sinks.Spec) (sinks.Sink, error) {
 	if c.MaxRetries != nil {
 		retries = *c.MaxRetries
 	}
-	s, err := New(Config{URL: c.URL, Headers: c.Headers, BatchSize: sp.Plan.BatchSize, MaxRetries: retries,
-		MaxRetryWait: time.Duration(c.MaxRetryWait), RequestTimeout: time.Duration(c.RequestTimeout), ValueFormat: encode.ValueFormat(c.ValueFormat), Connections: c.Connections, Log: sp.Options.Log})
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
+	return sinks.Opened(New(Config{URL: c.URL, Headers: c.Headers, BatchSize: sp.Plan.BatchSize, MaxRetries: retries,
+		MaxRetryWait: time.Duration(c.MaxRetryWait), RequestTimeout: time.Duration(c.RequestTimeout), ValueFormat: encode.ValueFormat(c.ValueFormat), Connections: c.Connections, Log: sp.Options.Log}))
 }

@@ -201,11 +201,11 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	for i := range batch {
 		keys[i] = batch[i].IdempotencyKey()
 	}
+	post := s.postSharded
 	if s.conns == 1 || len(batch) == 1 {
-		if err := s.postAll(ctx, batch, keys); err != nil {
-			return err
-		}
-	} else if err := s.postSharded(ctx, batch, keys); err != nil {
+		post = s.postAll
+	}
+	if err := post(ctx, batch, keys); err != nil {
 		return err
 	}
 	s.log.Debug().Str("url", s.where).Int32("partition", batch[0].Partition).

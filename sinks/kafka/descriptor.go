@@ -183,13 +183,9 @@ func Open(ctx context.Context, sp sinks.Spec) (sinks.Sink, error) {
 		}
 		id += "-" + c.sourceTopic
 	}
-	s, err := New(ctx, Config{Brokers: c.Brokers, Topic: c.Topic, TLS: c.TLS, SASL: c.SASL, KeepPartition: c.KeepPartition,
+	return sinks.Opened(New(ctx, Config{Brokers: c.Brokers, Topic: c.Topic, TLS: c.TLS, SASL: c.SASL, KeepPartition: c.KeepPartition,
 		KeyTemplate: strings.TrimSpace(sp.Plan.Key) != "", PlanName: sp.Options.PlanName, Log: sp.Options.Log,
 		ExactlyOnce: c.ExactlyOnce, TransactionalID: id, Group: sp.Options.Group, SourceTopic: sp.Options.Topic,
 		Partitions: sp.Options.Partitions, CommitMetadata: sp.Options.CommitMetadata, SourceClusterID: sp.Options.SourceClusterID,
-		Member: sp.Options.Member, RetryBudget: time.Duration(sp.Plan.Retry.MaxElapsed)})
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
+		Member: sp.Options.Member, RetryBudget: time.Duration(sp.Plan.Retry.MaxElapsed)}))
 }

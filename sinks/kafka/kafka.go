@@ -346,9 +346,7 @@ func (s *Sink) topicPartitions(ctx context.Context) (int, error) {
 	}
 	for _, t := range md.Topics {
 		switch {
-		case t.Name != s.topic:
-		case errors.Is(t.Error, kafka.UnknownTopicOrPartition):
-			return 0, fmt.Errorf("kafka sink: %s: the topic does not exist: create it first (replay does not create topics)", s.where)
+		case t.Name != s.topic || errors.Is(t.Error, kafka.UnknownTopicOrPartition):
 		case t.Error != nil:
 			return 0, fmt.Errorf("kafka sink: %s: %w", s.where, t.Error)
 		default:

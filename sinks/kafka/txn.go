@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -88,11 +89,8 @@ func newTxnCommitter(ctx context.Context, cfg Config, brokers []string, where st
 		prefix = DefaultTransactionalID(cfg.PlanName, cfg.Group)
 	}
 	t := &txnCommitter{base: base, prefix: prefix, group: cfg.Group, topic: cfg.SourceTopic, target: cfg.Topic,
-		timeout: cfg.TransactionTimeout, meta: cfg.CommitMetadata, where: where, producers: map[int32]*kgo.Client{}, committed: map[int32]int64{}, unsure: map[int32]bool{},
+		timeout: cmp.Or(cfg.TransactionTimeout, DefaultTransactionTimeout), meta: cfg.CommitMetadata, where: where, producers: map[int32]*kgo.Client{}, committed: map[int32]int64{}, unsure: map[int32]bool{},
 		member: cfg.Member, gens: map[int32]int32{}, budget: cfg.RetryBudget, log: cfg.Log, retries: retries}
-	if t.timeout == 0 {
-		t.timeout = DefaultTransactionTimeout
-	}
 	if t.meta == nil {
 		t.meta = func(int32) string { return "" }
 	}
