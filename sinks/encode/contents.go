@@ -52,16 +52,6 @@ var (
 	ErrNotText = errors.New("value_format text: the value is not UTF-8 text")
 )
 
-// AppendJSONLAs is AppendJSONL with the value written in format f; it fails
-// with a *record.Error wrapping ErrNotJSON or ErrNotText when f cannot
-// write r's value, and appends nothing then.
-func AppendJSONLAs(b []byte, r *record.Record, f ValueFormat) ([]byte, error) {
-	if err := CheckValueFormat(r, f); err != nil {
-		return b, err
-	}
-	return AppendJSONLChecked(b, r, f), nil
-}
-
 // CheckValueFormat returns the *record.Error (wrapping ErrNotJSON or
 // ErrNotText) of a record whose value format f cannot write, else nil. A
 // sink checks a whole batch before it writes any of it.
@@ -95,8 +85,8 @@ func CheckBatch(batch []record.Record, f ValueFormat) error {
 	return nil
 }
 
-// AppendJSONLChecked is AppendJSONLAs for a record CheckValueFormat
-// accepted.
+// AppendJSONLChecked is AppendJSONL with the value written in format f
+// ("" is auto), for a record CheckValueFormat accepted.
 func AppendJSONLChecked(b []byte, r *record.Record, f ValueFormat) []byte {
 	if f == "" {
 		f = FormatAuto

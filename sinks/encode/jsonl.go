@@ -15,7 +15,7 @@ import (
 )
 
 // AppendJSONL appends r as one line of newline-delimited JSON, its value in
-// the auto format (see AppendJSONLAs):
+// the auto format (see ValueFormat):
 //
 //	{"topic":"orders","partition":3,"offset":1200,"timestamp":"2026-11-03T10:00:00.123Z",
 //	 "timestamp_type":"CreateTime","key":"k-1","value":{"id":1},
