@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -129,7 +129,7 @@ func stagedPartitions(entries []os.DirEntry) []int32 {
 			parts = append(parts, int32(p))
 		}
 	}
-	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+	slices.Sort(parts)
 	return parts
 }
 
@@ -280,10 +280,6 @@ func copyOver(ctx context.Context, src, dst string, size int64) error {
 // linksUnsupported reports whether os.Link's err says the file system
 // cannot hard-link (FAT, some network and FUSE file systems).
 func linksUnsupported(err error) bool {
-	for _, errno := range []syscall.Errno{syscall.EPERM, syscall.EXDEV, syscall.EMLINK, syscall.ENOTSUP, syscall.EOPNOTSUPP, syscall.ENOSYS} {
-		if errors.Is(err, errno) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc([]syscall.Errno{syscall.EPERM, syscall.EXDEV, syscall.EMLINK, syscall.ENOTSUP, syscall.EOPNOTSUPP, syscall.ENOSYS},
+		func(errno syscall.Errno) bool { return errors.Is(err, errno) })
 }

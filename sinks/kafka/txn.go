@@ -174,14 +174,11 @@ func (t *txnCommitter) committedOf(p int32) int64 {
 // again. It fails (transient) while the offset cannot be read.
 func (t *txnCommitter) settled(ctx context.Context, p int32) (int64, error) {
 	t.mu.Lock()
-	unsure := t.unsure[p]
+	unsure, cl := t.unsure[p], t.producers[p]
 	t.mu.Unlock()
 	if unsure {
 		// A new producer of p's transactional id (InitProducerID) makes
 		// the outcome of its last transaction final.
-		t.mu.Lock()
-		cl := t.producers[p]
-		t.mu.Unlock()
 		if cl != nil {
 			t.drop(p, cl)
 		}
