@@ -79,11 +79,6 @@ func (c Column) NotNull() bool {
 	return false
 }
 
-// IsJSON reports whether the field is JSON text (jsonb in PostgreSQL).
-func (c Column) IsJSON() bool {
-	return c.Field.Kind == plan.FieldValue || c.Field.Kind == plan.FieldHeaders
-}
-
 // Cells computes the column values of one record, parsing its value once.
 // Set Record and Key (the record's idempotency key, for a key column) and
 // call Text for each column; the zero value of the other fields is ready.

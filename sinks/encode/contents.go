@@ -134,11 +134,6 @@ func appendBase64(b, v []byte, mark string) []byte {
 	return append(b, `":"base64"`...)
 }
 
-// appendHeaders appends `,"headers":[...]`.
-func appendHeaders(b []byte, hs []record.Header) []byte {
-	return AppendHeadersJSON(append(b, `,"headers":`...), hs)
-}
-
 // AppendHeadersJSON appends hs as the "headers" array of a JSONL line
 // (AppendJSONL): [{"key":"trace","value":"abc"}, ...] in record order,
 // repeated keys kept, a null value as null, a value (or key) that is not

@@ -73,7 +73,7 @@ func appendJSONL(b []byte, r *record.Record, f ValueFormat) []byte {
 	} else {
 		b = appendValue(b, r.Value, f)
 	}
-	b = appendHeaders(b, r.Headers)
+	b = AppendHeadersJSON(append(b, `,"headers":`...), r.Headers)
 	if r.Note != nil && r.Note.Reason != "" {
 		b = AppendDeadLetterFields(b, r)
 	}

@@ -71,13 +71,6 @@ func (lb *lineBuf) release() {
 	lb.buf = nil
 }
 
-// stagedOffset is the Kafka "offset" of a staging line, false when the
-// line holds none.
-func stagedOffset(line []byte) (int64, bool) {
-	off := gjson.GetBytes(line, "offset")
-	return off.Int(), off.Exists()
-}
-
 // jsonlEncoder writes newline-delimited JSON (AppendJSONL).
 type jsonlEncoder struct{ format encode.ValueFormat }
 

@@ -214,8 +214,9 @@ func scanLines(f *os.File, before int64) (end, lastOffset int64, err error) {
 		if err != nil {
 			return 0, -1, err
 		}
-		off, ok := stagedOffset(line)
-		if !ok {
+		res := gjson.GetBytes(line, "offset")
+		off := res.Int()
+		if !res.Exists() {
 			return 0, -1, fmt.Errorf("line at byte %d has no offset: the staging file is not replay's", end)
 		}
 		if before >= 0 && off >= before {

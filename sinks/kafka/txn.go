@@ -161,17 +161,11 @@ func (t *txnCommitter) start(ctx context.Context, parts []int32) error {
 	return nil
 }
 
-// committedOf returns the offset this run's transactions committed for p.
-func (t *txnCommitter) committedOf(p int32) int64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.committed[p]
-}
-
-// settled is committedOf once the outcome of p's last transaction is known:
-// for an unsure partition it reads the group's stable offset first, so a
-// transaction that committed although its answer was lost is not produced
-// again. It fails (transient) while the offset cannot be read.
+// settled is the offset this run's transactions committed for p, once the
+// outcome of p's last transaction is known: for an unsure partition it
+// reads the group's stable offset first, so a transaction that committed
+// although its answer was lost is not produced again. It fails (transient)
+// while the offset cannot be read.
 func (t *txnCommitter) settled(ctx context.Context, p int32) (int64, error) {
 	t.mu.Lock()
 	unsure, cl := t.unsure[p], t.producers[p]
@@ -200,7 +194,9 @@ func (t *txnCommitter) settled(ctx context.Context, p int32) (int64, error) {
 		delete(t.unsure, p)
 		t.mu.Unlock()
 	}
-	return t.committedOf(p), nil
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.committed[p], nil
 }
 
 func (t *txnCommitter) markUnsure(p int32) {
@@ -303,7 +299,8 @@ func (t *txnCommitter) write(ctx context.Context, p int32, next int64, recs []*k
 	// written again a few times by a new producer, unless the group's
 	// stable offset shows it committed after all.
 	for tries := 1; (errors.Is(err, errNotCommitted) || errors.Is(err, errSequence)) && tries < notCommittedTries && ctx.Err() == nil; tries++ {
-		t.retried(err, p, tries)
+		t.retries.Add(1)
+		t.log.Warn().Err(err).Str("transactional_id", t.id(p)).Int("attempt", tries).Msg("kafka sink: the batch's transaction did not commit: writing it again in a new one")
 		done, serr := t.settled(ctx, p)
 		if serr != nil {
 			return serr
@@ -314,13 +311,6 @@ func (t *txnCommitter) write(ctx context.Context, p int32, next int64, recs []*k
 		err = t.writeOnce(ctx, p, next, recs, tries == notCommittedTries-1)
 	}
 	return err
-}
-
-// retried counts and logs a transaction of p's batch written again within
-// one write, after err.
-func (t *txnCommitter) retried(err error, p int32, attempt int) {
-	t.retries.Add(1)
-	t.log.Warn().Err(err).Str("transactional_id", t.id(p)).Int("attempt", attempt).Msg("kafka sink: the batch's transaction did not commit: writing it again in a new one")
 }
 
 // errSequence marks a transaction aborted because the broker refused the
