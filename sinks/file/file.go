@@ -139,10 +139,11 @@ func New(cfg Config) (*Sink, error) {
 		return nil, err
 	}
 	s := &Sink{Path: cfg.Path, runID: cfg.RunID, perPartition: cfg.PerPartition, partitions: cfg.Partitions, log: cfg.Log, enc: enc}
+	parts := stagedParts{&s.mu, s.stagingDir(), map[int32]*filePart{}}
 	if cfg.Interleave && !cfg.PerPartition && cfg.Format != "csv" {
-		s.stage = newSharedStager(&s.mu, s.stagingDir(), cfg.ValueFormat)
+		s.stage = &sharedStager{stagedParts: parts, format: cfg.ValueFormat}
 	} else {
-		s.stage = newPartStager(&s.mu, s.stagingDir(), enc)
+		s.stage = &partStager{parts, enc}
 	}
 	if err := checkOutputPath(cfg.Path, cfg.PerPartition); err != nil {
 		return nil, err

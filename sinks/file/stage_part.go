@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/sinks"
@@ -19,10 +18,6 @@ type partStager struct {
 }
 
 var _ stager = (*partStager)(nil)
-
-func newPartStager(mu *sync.Mutex, dir string, enc encoder) *partStager {
-	return &partStager{stagedParts{mu, dir, map[int32]*filePart{}}, enc}
-}
 
 func (st *partStager) file(p int32) string {
 	return filepath.Join(st.dir, fmt.Sprintf("partition-%d.jsonl", p))

@@ -23,10 +23,6 @@ type sharedStager struct {
 
 var _ stager = (*sharedStager)(nil)
 
-func newSharedStager(mu *sync.Mutex, dir string, format encode.ValueFormat) *sharedStager {
-	return &sharedStager{stagedParts: stagedParts{mu, dir, map[int32]*filePart{}}, format: format}
-}
-
 func (st *sharedStager) path() string { return filepath.Join(st.dir, "records.jsonl") }
 
 func (st *sharedStager) file(int32) string { return st.path() }
