@@ -2,6 +2,7 @@ package sinks
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -16,17 +17,11 @@ import (
 // Keyer computes the idempotency key of a record: the identity under which
 // a sink stores it, so a re-delivered record overwrites itself.
 type Keyer struct {
-	tmpl *template.Template
-	// fast renders the template without decoding the value when it is
-	// text and plain fields only (fastKey); nil: always Execute.
-	fast      []keyPart
-	wantValue bool
-	// wantHeaders: the template reads .Headers, which costs a map per record.
-	wantHeaders bool
-	// field renders a template that is one record field and nothing else
-	// ({{ .Key }}, {{ .Topic }}, {{ .Partition }}, {{ .Offset }}) without
-	// executing it; nil for other templates.
-	field func(r *record.Record) string
+	tmpl        *template.Template
+	fast        []keyPart // see fastParts; nil: always Execute
+	wantValue   bool
+	wantHeaders bool                          // the template reads .Headers, a map per record
+	field       func(r *record.Record) string // see fieldOnly
 }
 
 // NewKeyer compiles a key template (Go text/template). The template sees
@@ -48,8 +43,7 @@ func NewKeyer(text string) (*Keyer, error) {
 }
 
 // fieldOnly returns the renderer of a template that is exactly one action
-// printing .Key, .Topic, .Partition or .Offset (as text/template prints
-// them), or nil.
+// printing a field of recordFields, or nil.
 func fieldOnly(t *template.Template) func(r *record.Record) string {
 	if t.Tree == nil || t.Root == nil || len(t.Root.Nodes) != 1 {
 		return nil
@@ -62,17 +56,15 @@ func fieldOnly(t *template.Template) func(r *record.Record) string {
 	if !ok || len(f.Ident) != 1 {
 		return nil
 	}
-	switch f.Ident[0] {
-	case "Key":
-		return func(r *record.Record) string { return string(r.Key) }
-	case "Topic":
-		return func(r *record.Record) string { return r.Topic }
-	case "Partition":
-		return func(r *record.Record) string { return strconv.FormatInt(int64(r.Partition), 10) }
-	case "Offset":
-		return func(r *record.Record) string { return strconv.FormatInt(r.Offset, 10) }
-	}
-	return nil
+	return recordFields[f.Ident[0]]
+}
+
+// recordFields render the record fields a key template prints plainly.
+var recordFields = map[string]func(r *record.Record) string{
+	"Key":       func(r *record.Record) string { return string(r.Key) },
+	"Topic":     func(r *record.Record) string { return r.Topic },
+	"Partition": func(r *record.Record) string { return strconv.FormatInt(int64(r.Partition), 10) },
+	"Offset":    func(r *record.Record) string { return strconv.FormatInt(r.Offset, 10) },
 }
 
 // Templated reports whether k has a key template (false for nil and for
@@ -132,10 +124,9 @@ func (k *Keyer) Key(r *record.Record) (string, error) {
 	return checkKey(r, b.String())
 }
 
-// checkKey refuses a key that rendered empty or with "<no value>".
+// checkKey refuses a key that rendered empty or with "<no value>" (a JSON
+// null), which would make distinct records collide.
 func checkKey(r *record.Record, s string) (string, error) {
-	// A JSON null renders as "<no value>", also inside a longer key
-	// ("order-<no value>"): such keys would make distinct records collide.
 	if s == "" || strings.Contains(s, "<no value>") {
 		return "", record.NewError(r, ErrEmptyKey)
 	}
@@ -146,4 +137,51 @@ func checkKey(r *record.Record, s string) (string, error) {
 // unique in a topic, so replaying a record twice writes the same row.
 func DefaultKey(r *record.Record) string {
 	return string(record.AppendDefaultKey(make([]byte, 0, len(r.Topic)+24), r))
+}
+
+// decodedKey is r's key as a key template sees it when the decode stage
+// decoded it from the Confluent wire format (plan decode.key): the decoded
+// JSON parsed like .Value (numbers as json.Number), so that {{ .Key.id }}
+// reads a field; an object or array prints, as {{ .Key }}, as one line of
+// JSON with object fields sorted by name. ok is false when r's key was not
+// decoded (.Key is then the key's bytes as a string).
+func decodedKey(r *record.Record) (v any, ok bool) {
+	d := r.Note.DecodedOrNil()
+	if d == nil || d.Key == nil {
+		return nil, false
+	}
+	switch x := record.ParseValue(d.Key).(type) {
+	case map[string]any:
+		return jsonObject(x), true
+	case []any:
+		return jsonArray(x), true
+	default:
+		return x, true
+	}
+}
+
+// jsonObject is a decoded key's object: a map for field access, printed as
+// JSON.
+type jsonObject map[string]any
+
+// String is o as one line of JSON, fields sorted by name, numbers as
+// written.
+func (o jsonObject) String() string { return compactJSON(map[string]any(o)) }
+
+// jsonArray is a decoded key's array, printed as JSON.
+type jsonArray []any
+
+// String is a as one line of JSON.
+func (a jsonArray) String() string { return compactJSON([]any(a)) }
+
+// compactJSON is v (parsed JSON) as one line of JSON, without escaping
+// HTML characters.
+func compactJSON(v any) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "" // parsed JSON always encodes
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/replay-tool/replay/internal/jsonscan"
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/sinks/encode"
 )
 
 // keyPart is one piece of a key template the fast path renders: literal
@@ -48,7 +49,7 @@ func fastParts(t *template.Template) []keyPart {
 			switch id := f.Ident; {
 			case len(id) >= 2 && id[0] == "Value":
 				parts = append(parts, keyPart{path: id[1:]})
-			case len(id) == 1 && (id[0] == "Key" || id[0] == "Topic" || id[0] == "Partition" || id[0] == "Offset"):
+			case len(id) == 1 && recordFields[id[0]] != nil:
 				parts = append(parts, keyPart{field: id[0]})
 			default:
 				return nil
@@ -64,13 +65,8 @@ func fastParts(t *template.Template) []keyPart {
 }
 
 // fastKey renders parts for r with field lookups in the JSON value instead
-// of decoding it. It answers only where the result is certainly what
-// text/template renders on the decoded value: a path that reaches a
-// string without escapes in valid UTF-8, a number (as written, like
-// json.Number) or a boolean, through objects, the last of duplicate keys
-// winning as in encoding/json. Anything else (a value that is not JSON, a
-// missing field, null, an object, an escaped string) returns false, and
-// the caller renders the template on the decoded value, with its errors.
+// of decoding it, answering only where the result is certainly what
+// text/template renders on the decoded value (lookupScalar); else false.
 func fastKey(parts []keyPart, r *record.Record) (string, bool) {
 	var b strings.Builder
 	var validJSON int8 // 1: r.Value is valid JSON, -1: it is not, 0: not checked yet
@@ -106,25 +102,11 @@ func fastKey(parts []keyPart, r *record.Record) (string, bool) {
 	return b.String(), true
 }
 
-// plainName reports whether name is a gjson path of one member as it is:
-// letters, digits, '_' and '-' (no wildcard, modifier or escape).
-func plainName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-// lookupScalar follows path through the objects of doc (valid JSON) and
-// returns the scalar it reaches as text/template prints its decoded form.
-// The string shares doc's bytes (gjson.ParseBytes would copy the whole
-// document for it): the caller copies it before doc may change.
+// lookupScalar follows path through the objects of doc (valid JSON), the
+// last of duplicate keys winning as in encoding/json, and returns the
+// scalar it reaches as text/template prints its decoded form: a string
+// without escapes in valid UTF-8, a number as written, a boolean; else
+// false. The string shares doc's bytes.
 func lookupScalar(doc []byte, path []string) (string, bool) {
 	if len(doc) == 0 {
 		return "", false
@@ -134,10 +116,9 @@ func lookupScalar(doc []byte, path []string) (string, bool) {
 		if !cur.IsObject() {
 			return "", false
 		}
-		if plainName(name) && strings.IndexByte(cur.Raw, '\\') < 0 && strings.Count(cur.Raw, `"`+name+`"`) == 1 {
-			// The name occurs once, unescaped: no duplicate member to
-			// prefer the last of, so the first match (gjson's) is the one,
-			// and the lookup stops there instead of walking every member.
+		if encode.SimplePath(name) && strings.IndexByte(cur.Raw, '\\') < 0 && strings.Count(cur.Raw, `"`+name+`"`) == 1 {
+			// The name occurs once, unescaped: gjson's first match is the
+			// member, without walking every member for duplicates.
 			cur = gjson.Get(cur.Raw, name)
 			if !cur.Exists() {
 				return "", false

@@ -58,12 +58,10 @@ type Sink interface {
 	Capabilities() Capabilities
 }
 
-// Capabilities is what a sink offers beyond Write, Finish and Close, in
-// one value: the runner reads it instead of probing the sink for optional
-// interfaces. A nil field is a capability the sink lacks. A sink that wraps
-// another declares what the wrapper itself provides (often the wrapped
-// sink's, less what the wrapper hides), never more: a wrapper that embeds a
-// Sink and adds a Sync method must also return itself as Syncer.
+// Capabilities is what a sink offers beyond Write, Finish and Close: the
+// runner reads it instead of probing for optional interfaces. A nil field
+// is a capability the sink lacks. A wrapping sink declares what the
+// wrapper itself provides, never more.
 type Capabilities struct {
 	// RetriesItself is set for a sink that retries transient failures by
 	// the policy of its plan section (the http sink: max_retries,
@@ -84,20 +82,17 @@ type Capabilities struct {
 	// Checkpoints stores checkpoints in the sink's own transactions.
 	Checkpoints CheckpointStore
 	// Offsets is set for a sink whose transactions commit the replay
-	// group's offsets on the very cluster (and group) the runner commits
-	// to: the runner then makes no standalone commit of its own, which a
-	// process that stalled after its transaction could make late, after
-	// another process fenced it and committed further, moving the group's
-	// offset back. The runner commits through Offsets instead.
+	// group's offsets on the cluster the runner commits to: the runner
+	// then commits through it only (a standalone commit made late, after
+	// another process fenced this one, could move the offset back).
 	Offsets OffsetCommitter
-	// Outcomes is set for a sink that can tell what each durable write did
-	// to the rows it touched (the database sinks: inserted, updated,
-	// unchanged, ...): the runner puts its counts in the summary, the
+	// Outcomes is set for a sink that counts what its durable writes did to
+	// the rows they touched (the database sinks), for the summary, the
 	// report and the metrics.
 	Outcomes OutcomeCounter
 	// Keys says which records' idempotency keys the sink writes: the
-	// runner's key stage renders the key template (record.Record.IdemKey)
-	// for those only, and a sink that writes none pays nothing for it.
+	// runner renders the key template (record.Record.IdemKey) for those
+	// only.
 	Keys KeyUse
 }
 
@@ -121,10 +116,8 @@ func (u KeyUse) Needs(r *record.Record) bool {
 }
 
 // Outcomes counts what a sink's durable writes did with their records, as
-// the sink's store reported it (PostgreSQL's RETURNING, SQLite's changes).
-// A record re-delivered (a retry, a resume) is counted again, as what its
-// write did that time (unchanged, say). Only writes made durable count: a
-// transaction rolled back counts nothing.
+// the sink's store reported it. A re-delivered record is counted again, as
+// what its write did that time; a transaction rolled back counts nothing.
 type Outcomes struct {
 	// Inserted records created a row; Updated changed a stored row.
 	Inserted int64 `json:"inserted"`
@@ -176,13 +169,12 @@ type OutcomeCounter interface {
 }
 
 // OffsetCommitter is implemented by a sink whose transactions commit the
-// replay group's offsets (the exactly-once kafka sink with the target on
-// the source cluster). CommitOffset commits next as partition's offset in
-// a transaction of the sink's, fenced like its writes, unless the sink's
-// transactions committed next or more already (the usual case: the Write
-// before committed it): an advance past records that produced nothing
-// (filtered out, markers, aborted data). It returns the sink's typed error
-// when the sink was fenced, and is called by partition's goroutine only.
+// replay group's offsets (the exactly-once kafka sink on the source
+// cluster). CommitOffset commits next as partition's offset in a fenced
+// transaction of the sink's, unless its transactions committed next or
+// more already: an advance past records that produced nothing. It returns
+// the sink's typed error when fenced, and is called by partition's
+// goroutine only.
 type OffsetCommitter interface {
 	CommitOffset(ctx context.Context, partition int32, next int64) error
 }
@@ -196,40 +188,31 @@ func CapabilitiesOf(s Sink) Capabilities {
 	return s.Capabilities()
 }
 
-// Syncer is implemented by a sink whose Write hands records to the operating
-// system without forcing them to stable storage (the file sink appends
-// without fsync): for such a sink, records are durable only once Sync for
-// their partition returned nil. The runner calls Sync before every commit,
-// so one fsync covers many Writes (including a commit past records that
-// were all filtered out, and the first commit of a run that starts past its
-// range start). Sync is safe for concurrent use by different partitions.
+// Syncer is implemented by a sink whose Write does not force records to
+// stable storage (the file sink appends without fsync): they are durable
+// once Sync for their partition returned nil. The runner calls Sync before
+// every commit. Sync is safe for concurrent use by different partitions.
 type Syncer interface {
 	Sync(ctx context.Context, partition int32) error
 }
 
 // Resumer is implemented by a sink whose earlier output may be missing when
-// a run resumes: local files found through a path relative to the working
-// directory, staging that someone deleted, a database file created afresh.
-// Resuming then would write only the remainder of the window and publish a
+// a run resumes (files found through a relative path, staging someone
+// deleted, a database file created afresh): resuming would publish a
 // partial output.
 //
 // Before a resumed run commits or writes anything, the runner calls
-// CheckResume once with every partition of the run (not for a fresh run).
-// For each partition with Committed > Start the sink must hold the records
-// of [Start, Committed) — in staging, or published when every partition is
-// finished (Committed >= End for all: a re-run of a finished plan).
-// CheckResume returns nil when it can, else an error saying what is
-// missing, where (absolute paths) and how to fix it: run from the working
-// directory of the first run or restore the files, or replay the window
-// from its start (without naming how: the caller words that). The runner
-// then refuses the run (*runner.SafetyError with a restart hint, the
-// sink's error in its chain; exit 3) and changes nothing.
+// CheckResume once with every partition of the run. For each partition
+// with Committed > Start the sink must hold the records of
+// [Start, Committed): in staging, or published when every partition is
+// finished. Else CheckResume returns an error saying what is missing,
+// where (absolute paths) and how to fix it (restore the files or run from
+// the first run's working directory, or replay the window from its start),
+// and the runner refuses the run (exit 3) and changes nothing.
 //
-// To make "missing" unambiguous, a Resumer that is also a Syncer leaves the
-// trace CheckResume looks for by the time Sync for a partition returns,
-// even when nothing was written to the partition (all its records filtered
-// out): the file sink creates the partition's staging file. The runner
-// calls Sync before every commit past what the group held.
+// A Resumer that is also a Syncer leaves the trace CheckResume looks for
+// by the time Sync for a partition returns, even when nothing was written
+// to the partition.
 type Resumer interface {
 	CheckResume(parts []ResumePoint) error
 }
@@ -247,39 +230,30 @@ type ResumePoint struct {
 }
 
 // Positioner is implemented by a sink that can say how much of a
-// partition's output its durable writes hold, as a position: the file
-// sink, bytes of the staging file its last successful Sync made durable;
-// the database sinks, the offset after the last batch they committed. The
-// runner stores it with each commit, and on a resume passes it back in
-// ResumePoint.Position: CheckResume refuses staging that no longer reaches
-// it, Reconcile rewinds a table that no longer does. Output emptied or
-// truncated after the commit would otherwise lose the records below the
-// commit without a word, since they are not read again. 0 is "nothing
-// known. SyncedPosition is safe for concurrent use with Write and Sync; a
-// Reconciler also reports, before the first write of a resumed partition,
-// the position its commit recorded (or its Rewind's).
+// partition's output its durable writes hold: the file sink, the bytes of
+// the staging file its last Sync made durable; the database sinks, the
+// offset after the last batch they committed. The runner stores it with
+// each commit and passes it back in ResumePoint.Position, so that
+// CheckResume and Reconcile notice output emptied or truncated since. 0 is
+// nothing known. SyncedPosition is safe for concurrent use with Write and
+// Sync; a Reconciler also reports, before the first write of a resumed
+// partition, the position its commit recorded (or its Rewind's).
 type Positioner interface {
 	SyncedPosition(partition int32) int64
 }
 
 // Reconciler is implemented by a sink whose durable output can fall
-// behind the replay group's commits between two processes without the
-// sink's own staging telling (the database sinks): a table dropped and
-// created again, truncated, restored from a backup, or a failover to a
-// replica that lags. Resuming at the group's commits would then leave the
-// records below them missing.
+// behind the replay group's commits between two processes (the database
+// sinks: a table truncated, restored from a backup, a lagging replica).
 //
-// Before a resumed run commits or writes anything (after CheckResume, not
-// for a fresh run), the runner calls Reconcile once with the replay group,
-// the topic and every partition of the run. It returns a Rewind for each
-// partition whose output the sink no longer holds up to Committed: From is
-// where the sink's output of the partition ends now (the offset after its checkpoint, or Start when it
-// holds nothing it can vouch for). The sink leaves its own state (a
-// checkpoint table) consistent with From before it returns. The runner
-// resumes each such partition at From and commits that to the group: the
-// records of [From, Committed) are written again, which the sink's
-// idempotent writes make safe. An error is a failure to tell (the
-// database unreachable): the runner fails the run and changes nothing.
+// Before a resumed run commits or writes anything (after CheckResume), the
+// runner calls Reconcile once with the replay group, the topic and every
+// partition of the run. It returns a Rewind for each partition whose
+// output the sink no longer holds up to Committed, From being where it
+// ends now (the offset after its checkpoint, or Start), with the sink's
+// own state (a checkpoint table) made consistent with From. The runner
+// resumes each such partition at From and commits that. An error is a
+// failure to tell: the runner fails the run and changes nothing.
 type Reconciler interface {
 	Reconcile(ctx context.Context, group, topic string, parts []ResumePoint) ([]Rewind, error)
 }
@@ -295,18 +269,15 @@ type Rewind struct {
 	Reason    string
 }
 
-// CheckpointStore is implemented by a sink that can record, in the same
-// transaction as the rows of each Write, the offset after the batch for its
-// partition (the database sinks with a checkpoint table). What it records
-// is durable even when the Kafka commit that follows the Write fails, so the
-// runner resumes each partition from the later of the Kafka commit and the
-// sink's checkpoint: a failed commit re-delivers nothing the sink holds.
+// CheckpointStore is implemented by a sink that records, in the
+// transaction of each Write, the offset after the batch for its partition
+// (the database sinks with a checkpoint table): the runner resumes each
+// partition from the later of the Kafka commit and the checkpoint.
 //
 // Checkpoints are kept per group, topic and partition with the plan
 // fingerprint and the run identity (Options.RunID). Checkpoints returns
-// those of the sink's own run only (none when the sink has no checkpoint
-// table); within a run a checkpoint never moves back (a re-delivered batch
-// leaves it). Both methods are safe for concurrent use with Write.
+// those of the sink's own run only; within a run a checkpoint never moves
+// back. Both methods are safe for concurrent use with Write.
 type CheckpointStore interface {
 	Checkpoints(ctx context.Context, group, topic string) (map[int32]int64, error)
 	// ResetCheckpoints forgets group's checkpoints of topic: a fresh run
@@ -365,9 +336,7 @@ type Options struct {
 	// group (run --join): it returns the member's current generation and
 	// member id (-1 and "" between generations). A sink committing the
 	// group's offsets itself commits as that member (TxnOffsetCommit v3+,
-	// KIP-447), starts a partition's producer only when it first writes
-	// the partition in a generation (starting it fences whoever wrote it
-	// before), and fails a Write or CommitOffset of a partition the member
+	// KIP-447) and fails a Write or CommitOffset of a partition the member
 	// lost with an error wrapping ErrPartitionLost.
 	Member func() (generation int32, memberID string)
 	// Stdout is where a sink that writes to standard output writes (the
@@ -375,9 +344,7 @@ type Options struct {
 	Stdout io.Writer
 	// DeadLetter is set when the sink is a plan's dead-letter sink: a sink
 	// that can order its output keeps it in partition order, so that a
-	// re-delivered partition is rewritten rather than skipped (a resumed
-	// run may dead-letter other records than the first: a sink that
-	// rejected a record may take it now).
+	// re-delivered partition is rewritten rather than skipped.
 	DeadLetter bool
 	// Mapped is set when the plan's mapping changes the values the sink
 	// gets: Record.Value is the mapped value, Record.OriginalValue the
@@ -389,6 +356,15 @@ type Options struct {
 	// layout has room for it stores the decoded JSON and its schema id
 	// (record.Note.Decoded) besides the record's bytes.
 	DecodedValue, DecodedKey bool
+}
+
+// Opened returns a driver's new sink s as a Sink (its Open's result): nil
+// with err, never a typed nil pointer.
+func Opened[S Sink](s S, err error) (Sink, error) {
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Range is one partition's resolved range of a run: the offsets
@@ -441,4 +417,66 @@ type Spec struct {
 	Plan plan.Sink
 	// Options are the run's (logger, plan name, run identity, group).
 	Options Options
+}
+
+// ConnectionsField describes connections, the field of the sinks that
+// write through several connections at once (postgres, http).
+var ConnectionsField = plan.FieldDescriptor{Name: "connections",
+	Doc: "postgres and http: connections written through at once, 1..64 (default 1); records are sharded by idempotency key (a key always goes through one connection, in order), and a commit covers only what every connection made durable."}
+
+// MaxConnections bounds a sink's connections.
+const MaxConnections = 64
+
+// CheckConnections checks n, the connections of the section c checks:
+// unset is 1.
+func CheckConnections(c *plan.SinkCheck, n int) {
+	if c.Present("connections") && (n < 1 || n > MaxConnections) {
+		c.Add("connections", "%d: want 1..%d connections", n, MaxConnections)
+	}
+}
+
+// DeadLetter returns r marked as a dead letter: a record that could not be
+// processed, and why. Written to a dead-letter sink it keeps its key,
+// value, headers and coordinates (so a re-delivered dead letter overwrites
+// itself, as any record does) and carries the reason: AppendJSONL adds the
+// fields error, source_topic, source_partition and source_offset; other
+// sinks get them as headers (WithDeadLetterHeaders).
+func DeadLetter(r record.Record, reason string) record.Record { return record.DeadLetter(r, reason) }
+
+// HeaderError carries a dead letter's reason in a sink without JSON lines
+// (kafka, postgres, sqlite, http), after the record's own headers; the
+// source coordinates are the record's own (the kafka sink adds them as
+// provenance headers, the database sinks store them in columns).
+const HeaderError = "replay-error"
+
+// WithDeadLetterHeaders wraps s, a sink that knows nothing of dead
+// letters, so that each record it writes carries its dead-letter reason as
+// the header HeaderError after its own headers (a column maps it as
+// header.replay-error). The wrapper declares s's capabilities less its
+// checkpoint table.
+func WithDeadLetterHeaders(s Sink) Sink { return &headerDeadLetters{Sink: s} }
+
+// headerDeadLetters writes dead letters to a sink that knows nothing of
+// them, with the reason and coordinates as headers.
+type headerDeadLetters struct{ Sink }
+
+func (s *headerDeadLetters) Write(ctx context.Context, batch []record.Record) error {
+	out := make([]record.Record, 0, len(batch))
+	for _, r := range batch {
+		hs := make([]record.Header, len(r.Headers), len(r.Headers)+1)
+		copy(hs, r.Headers)
+		r.Headers = append(hs, record.Header{Key: HeaderError, Value: []byte(r.DeadLetterReason())})
+		out = append(out, r)
+	}
+	return s.Sink.Write(ctx, out)
+}
+
+// Capabilities are the wrapped sink's, but for its checkpoint table: the
+// runner keeps checkpoints in the main sink only. A CSV dead-letter file
+// still batches durability (Sync) and checks its staging on a resume, an
+// http one still retries by itself.
+func (s *headerDeadLetters) Capabilities() Capabilities {
+	c := s.Sink.Capabilities()
+	c.Checkpoints = nil
+	return c
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -44,15 +45,10 @@ func Transient(err error) bool {
 		return strings.HasPrefix(c, "08") || strings.HasPrefix(c, "53") || strings.HasPrefix(c, "57P") || c == "40001" || c == "40P01" || c == "55P03"
 	}
 	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return true
-	}
-	for _, e := range []error{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE,
-		syscall.ETIMEDOUT, syscall.EHOSTUNREACH, syscall.ENETUNREACH, io.ErrUnexpectedEOF, net.ErrClosed} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
 	var connect *pgconn.ConnectError
-	return errors.As(err, &connect) || pgconn.Timeout(err) || pgconn.SafeToRetry(err)
+	return errors.As(err, &ne) && ne.Timeout() ||
+		slices.ContainsFunc([]error{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE,
+			syscall.ETIMEDOUT, syscall.EHOSTUNREACH, syscall.ENETUNREACH, io.ErrUnexpectedEOF, net.ErrClosed},
+			func(e error) bool { return errors.Is(err, e) }) ||
+		errors.As(err, &connect) || pgconn.Timeout(err) || pgconn.SafeToRetry(err)
 }

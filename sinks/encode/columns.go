@@ -3,6 +3,7 @@ package encode
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -66,12 +67,7 @@ func KeyColumn[C any](cols []C, isKey func(C) bool, name func(C) string) (int, e
 
 // UsesKey reports whether a column holds the idempotency key.
 func UsesKey(cols []Column) bool {
-	for _, c := range cols {
-		if c.Field.Kind == plan.FieldKey {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(cols, func(c Column) bool { return c.Field.Kind == plan.FieldKey })
 }
 
 // NotNull reports whether the field always has a value.
@@ -83,25 +79,18 @@ func (c Column) NotNull() bool {
 	return false
 }
 
-// IsJSON reports whether the field is JSON text (jsonb in PostgreSQL).
-func (c Column) IsJSON() bool {
-	return c.Field.Kind == plan.FieldValue || c.Field.Kind == plan.FieldHeaders
-}
-
 // Cells computes the column values of one record, parsing its value once.
 // Set Record and Key (the record's idempotency key, for a key column) and
 // call Text for each column; the zero value of the other fields is ready.
 type Cells struct {
 	Record *record.Record
 	Key    string
-	// Alias lets Text return a value.<path>'s text as a string that
-	// points into the record's value instead of a copy, for a caller that
-	// copies it before the value's bytes are used again.
-	Alias bool
-	// doc is the value cleaned (appendCleanJSON) when it is JSON; parsed
-	// tells whether doc was computed.
-	doc    []byte
-	parsed bool
+	// Alias lets Text return a value.<path>'s text pointing into the
+	// record's value, for a caller that copies it before the value's bytes
+	// are used again.
+	Alias  bool
+	doc    []byte // the value cleaned (appendCleanJSON) when it is JSON
+	parsed bool   // doc was computed
 }
 
 // Text returns the value of c for the record as text, and false for NULL
@@ -165,7 +154,7 @@ func (cs *Cells) path(p string) (string, bool) {
 	if cs.doc == nil {
 		return "", false
 	}
-	if simplePath(p) {
+	if SimplePath(p) {
 		raw, found, ok := findTop(cs.doc, p)
 		switch {
 		case ok && !found:

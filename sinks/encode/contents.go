@@ -52,19 +52,6 @@ var (
 	ErrNotText = errors.New("value_format text: the value is not UTF-8 text")
 )
 
-// AppendJSONLAs is AppendJSONL with the value written in format f; it fails
-// with a *record.Error wrapping ErrNotJSON or ErrNotText when f cannot
-// write r's value, and appends nothing then.
-func AppendJSONLAs(b []byte, r *record.Record, f ValueFormat) ([]byte, error) {
-	if err := CheckValueFormat(r, f); err != nil {
-		return b, err
-	}
-	if f == "" {
-		f = FormatAuto
-	}
-	return appendJSONL(b, r, f), nil
-}
-
 // CheckValueFormat returns the *record.Error (wrapping ErrNotJSON or
 // ErrNotText) of a record whose value format f cannot write, else nil. A
 // sink checks a whole batch before it writes any of it.
@@ -98,8 +85,8 @@ func CheckBatch(batch []record.Record, f ValueFormat) error {
 	return nil
 }
 
-// AppendJSONLChecked is AppendJSONLAs for a record CheckValueFormat
-// accepted.
+// AppendJSONLChecked is AppendJSONL with the value written in format f
+// ("" is auto), for a record CheckValueFormat accepted.
 func AppendJSONLChecked(b []byte, r *record.Record, f ValueFormat) []byte {
 	if f == "" {
 		f = FormatAuto
@@ -145,11 +132,6 @@ func appendBase64(b, v []byte, mark string) []byte {
 	b = append(b, `","`...)
 	b = append(b, mark...)
 	return append(b, `":"base64"`...)
-}
-
-// appendHeaders appends `,"headers":[...]`.
-func appendHeaders(b []byte, hs []record.Header) []byte {
-	return AppendHeadersJSON(append(b, `,"headers":`...), hs)
 }
 
 // AppendHeadersJSON appends hs as the "headers" array of a JSONL line

@@ -11,7 +11,7 @@ import (
 	"github.com/replay-tool/replay/internal/record"
 )
 
-// DecodeJSONL is the inverse of AppendJSONL and AppendJSONLAs: it reads one
+// DecodeJSONL is the inverse of AppendJSONL and AppendJSONLChecked: it reads one
 // line (with or without its newline) back into the record, with the
 // original bytes of key, value and header values, whatever form each was
 // written in. A dead letter's line gives a record whose Note holds the

@@ -9,13 +9,20 @@ var ValueFormats = []string{"auto", "json", "text", "base64"}
 // write JSON lines or bodies (file, stdout, http): how a record's value is
 // written.
 var ValueFormatField = plan.FieldDescriptor{Name: "value_format", Enum: ValueFormats, Fingerprint: true,
-	Doc: "file (jsonl), stdout, http and their dead letters: how each value is written: auto (default: JSON embedded, other UTF-8 text as a string, other bytes as base64 marked value_encoding: base64), json (a value that cannot be embedded byte for byte is a bad record, on_error), text (a string; not UTF-8 is a bad record) or base64 (every value).",
-	FingerprintValue: func(val any, _ *plan.Sink, _ bool) any {
-		if val == "auto" {
+	Doc:              "file (jsonl), stdout, http and their dead letters: how each value is written: auto (default: JSON embedded, other UTF-8 text as a string, other bytes as base64 marked value_encoding: base64), json (a value that cannot be embedded byte for byte is a bad record, on_error), text (a string; not UTF-8 is a bad record) or base64 (every value).",
+	FingerprintValue: DefaultAsUnset("auto")}
+
+// DefaultAsUnset is a plan.FieldDescriptor.FingerprintValue that holds the
+// field's default, def, as unset (""): writing the default out leaves the
+// fingerprint as it was.
+func DefaultAsUnset(def string) func(val any, s *plan.Sink, deadLetter bool) any {
+	return func(val any, _ *plan.Sink, _ bool) any {
+		if val == def {
 			return ""
 		}
 		return val
-	}}
+	}
+}
 
 // ColumnsField describes columns, the mapping of a table's or a CSV file's
 // columns to record fields (plan.ParseField).

@@ -15,7 +15,7 @@ import (
 )
 
 // AppendJSONL appends r as one line of newline-delimited JSON, its value in
-// the auto format (see AppendJSONLAs):
+// the auto format (see ValueFormat):
 //
 //	{"topic":"orders","partition":3,"offset":1200,"timestamp":"2026-11-03T10:00:00.123Z",
 //	 "timestamp_type":"CreateTime","key":"k-1","value":{"id":1},
@@ -73,16 +73,15 @@ func appendJSONL(b []byte, r *record.Record, f ValueFormat) []byte {
 	} else {
 		b = appendValue(b, r.Value, f)
 	}
-	b = appendHeaders(b, r.Headers)
+	b = AppendHeadersJSON(append(b, `,"headers":`...), r.Headers)
 	if r.Note != nil && r.Note.Reason != "" {
 		b = AppendDeadLetterFields(b, r)
 	}
 	return append(b, "}\n"...)
 }
 
-// appendDecoded appends a decoded key or value, one line of JSON, and
-// ,"<idField>":id after it. A clean doc (record.Decoded.ValueClean) is
-// copied as it is: appendCleanJSON would not change it.
+// appendDecoded appends a decoded key or value, cleaned unless clean, and
+// ,"<idField>":id after it.
 func appendDecoded(b, doc []byte, clean bool, idField string, id int32) []byte {
 	if clean {
 		b = append(b, doc...)
@@ -102,12 +101,9 @@ func IsOneLineJSON(v []byte) bool {
 }
 
 // embeddable reports whether v, written verbatim into a JSONL line, reads
-// back as the same bytes: one JSON document (RFC 8259, what
-// encoding/json.Valid accepts) with no white space before or after it
-// (which a JSON reader drops), no raw line break (only spaces and tabs
-// separate its tokens), valid UTF-8 throughout and no U+2028 or U+2029
-// (JavaScript line terminators, which some JSONL readers split on),
-// nested at most maxDepth levels.
+// back as the same bytes: one JSON document without surrounding white
+// space, raw line breaks, invalid UTF-8 or U+2028/U+2029 (which some JSONL
+// readers split on), nested at most maxDepth levels.
 func embeddable(v []byte) bool { return embeddedKind(v) != jsonscan.Invalid }
 
 // embeddedKind is the kind of v's value when it is embeddable, else
@@ -116,19 +112,13 @@ func embeddedKind(v []byte) jsonscan.Kind {
 	return jsonscan.Options{OneLine: true, Trimmed: true, NoLineSeparators: true, MaxDepth: maxDepth}.Scan(v)
 }
 
-// maxDepth is the deepest nesting embeddable accepts (every object and
-// array counts, an empty one too): one below encoding/json's limit,
-// because the line's own object is one more level. A deeper value is
-// written as a string, so that every line of a JSONL file parses with
-// Go's encoding/json.
+// maxDepth is the deepest nesting embeddable accepts: one below
+// encoding/json's limit, as the line's own object is one more level.
 const maxDepth = jsonscan.EncodingJSONDepth - 1
 
 // appendCleanJSON appends the valid JSON document v with each invalid UTF-8
-// byte replaced by \ufffd and U+2028/U+2029 escaped, as appendJSONBytes does
-// for strings. Such bytes can only occur inside v's strings (elsewhere v
-// would not be valid), so the result is valid JSON with the same meaning.
-// Without it a JSON value carrying invalid UTF-8 made the whole line (and
-// file) invalid UTF-8, which strict JSONL readers reject.
+// byte (only possible inside its strings) replaced by \ufffd and
+// U+2028/U+2029 escaped: valid UTF-8 JSON with the same meaning.
 func appendCleanJSON(b, v []byte) []byte {
 	if clean(v) {
 		return append(b, v...)
@@ -146,10 +136,8 @@ func cleanJSON(v []byte) []byte {
 }
 
 // clean reports whether the JSON text v needs no escaping: valid UTF-8
-// without U+2028 or U+2029.
+// without U+2028 or U+2029 (which start with 0xE2).
 func clean(v []byte) bool {
-	// U+2028/U+2029 start with 0xE2, and utf8.Valid checks ASCII 8 bytes
-	// at a time.
 	return bytes.IndexByte(v, 0xe2) < 0 && utf8.Valid(v)
 }
 

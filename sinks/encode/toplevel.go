@@ -37,10 +37,10 @@ func findTop(doc []byte, key string) (raw []byte, found, ok bool) {
 	return nil, false, true
 }
 
-// simplePath reports whether the gjson path p names a field of the top
-// level and nothing else: ASCII letters, digits, '_' and '-' only (no
-// '.', wildcard, modifier, query or escape).
-func simplePath(p string) bool {
+// SimplePath reports whether the gjson path p names one member as it is:
+// ASCII letters, digits, '_' and '-' only (no '.', wildcard, modifier,
+// query or escape).
+func SimplePath(p string) bool {
 	if p == "" {
 		return false
 	}

@@ -60,7 +60,7 @@ func FuzzTopLevelAsGjson(f *testing.F) {
 		f.Add([]byte(doc), "a")
 	}
 	f.Fuzz(func(t *testing.T, doc []byte, p string) {
-		if !jsonscan.Valid(doc) || !simplePath(p) {
+		if !jsonscan.Valid(doc) || !SimplePath(p) {
 			return
 		}
 		doc = cleanJSON(doc)

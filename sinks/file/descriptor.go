@@ -1,6 +1,7 @@
 package file
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/encode"
 )
 
@@ -58,13 +60,8 @@ var Descriptor = plan.SinkDescriptor{
 			Doc: "Output file of a file sink (written atomically; with per_partition a pattern holding {partition}, e.g. out/orders-{partition}.csv; for a sharded run, {shard} is the shard's index, e.g. out/orders-{shard}.jsonl)."},
 		encode.ColumnsField,
 		{Name: "format", Fingerprint: true, Default: DefaultFormat, Enum: []string{"jsonl", "csv"},
-			Doc: "file: jsonl (default: one JSON object per record) or csv (a header row, then one row per record with the columns; RFC 4180 quoting, LF line ends, NULL as an empty field).",
-			FingerprintValue: func(val any, _ *plan.Sink, _ bool) any {
-				if val == DefaultFormat {
-					return ""
-				}
-				return val
-			}},
+			Doc:              "file: jsonl (default: one JSON object per record) or csv (a header row, then one row per record with the columns; RFC 4180 quoting, LF line ends, NULL as an empty field).",
+			FingerprintValue: encode.DefaultAsUnset(DefaultFormat)},
 		{Name: "per_partition", Fingerprint: true,
 			Doc: "file: write one file per partition (path holds {partition}), each published atomically when the run completes."},
 		{Name: "order", Fingerprint: true, Enum: []string{OrderInterleaved, OrderPartition},
@@ -187,4 +184,14 @@ func check(c *plan.SinkCheck) {
 	if c.DeadLetter() && c.Plan.Sink.Type == Type && s.Path != "" && filepath.Clean(s.Path) == filepath.Clean(section(&c.Plan.Sink).Path) {
 		c.Add("path", "%s is the sink's own file: write dead letters to another file", s.Path)
 	}
+}
+
+// Open builds the file sink sp describes (a validated plan section of type
+// file), holding the lock of its output until Close. On error the Sink is
+// nil.
+func Open(_ context.Context, sp sinks.Spec) (sinks.Sink, error) {
+	c := section(&sp.Plan)
+	return sinks.Opened(New(Config{Path: c.Path, RunID: sp.Options.RunID, Format: c.Format, Columns: c.Columns, PerPartition: c.PerPartition,
+		Interleave:  c.Order == OrderInterleaved && !sp.Options.DeadLetter,
+		ValueFormat: encode.ValueFormat(c.ValueFormat), Overwrite: c.Overwrite, Partitions: sp.Options.Partitions, Log: sp.Options.Log}))
 }

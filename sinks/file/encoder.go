@@ -17,26 +17,17 @@ import (
 	"github.com/replay-tool/replay/sinks/encode"
 )
 
-// encoder is the format of a file sink: how records become the lines of a
-// staging file, and staging lines the lines of the output. Every staging
-// line is one JSON object holding the record's "offset", whatever the
-// format, so that a re-delivery can cut the staging back to an offset.
-//
-// One encoder serves every partition and keeps no state of its own: the
-// buffers of a partition (lineBuf) are passed in by whoever holds that
-// partition's lock. It is safe for concurrent use.
+// encoder is the format of a file sink: how records become staging lines,
+// each a JSON object holding the record's "offset", and staging lines the
+// output's. It keeps no state (a partition's lineBuf is passed in) and is
+// safe for concurrent use.
 type encoder interface {
 	// header is what an output file starts with (nil for none).
 	header() []byte
-	// encode puts batch's staging lines in lb.buf, replacing what it held.
-	// A record it cannot encode (a key template failing on it returns its
-	// *record.Error) fails the whole batch: nothing of it is in lb.buf.
+	// encode puts batch's staging lines in lb.buf, replacing what it held;
+	// a record it cannot encode fails the whole batch (its *record.Error).
 	encode(lb *lineBuf, batch []record.Record) error
-	// lineOffset is the Kafka offset of a staging line, false when the line
-	// holds none.
-	lineOffset(line []byte) (int64, bool)
-	// verbatim reports whether the output's lines are the staging lines
-	// byte for byte: a staging file can then be published as it is.
+	// verbatim reports whether the output's lines are the staging lines.
 	verbatim() bool
 	// copyLines writes the output lines of the complete staging lines src
 	// holds to dst.
@@ -51,13 +42,11 @@ var (
 // lineBuf is the encoding buffer of one partition.
 type lineBuf struct {
 	buf []byte
-	// row encodes a CSV row; nil until a CSV encoder needs it.
-	row *csvRow
+	row *csvRow // nil until a CSV encoder needs it
 }
 
-// lineBufs are encoding buffers shared by all partitions: a partition
-// holds one only while it encodes a batch, so memory does not grow with the
-// number of partitions.
+// lineBufs are encoding buffers shared by all partitions, each held only
+// while a batch is encoded.
 var lineBufs = make(chan []byte, 8)
 
 // reset empties lb.buf, taking a shared buffer when it has none.
@@ -71,9 +60,7 @@ func (lb *lineBuf) reset() {
 	lb.buf = lb.buf[:0]
 }
 
-// release gives the buffer back to the shared ones; an outsized buffer is
-// dropped: one huge batch or record must not pin its memory for the rest
-// of the run.
+// release gives the buffer back to the shared ones, dropping one over 4 MiB.
 func (lb *lineBuf) release() {
 	if lb.buf != nil && cap(lb.buf) <= 4<<20 {
 		select {
@@ -84,14 +71,7 @@ func (lb *lineBuf) release() {
 	lb.buf = nil
 }
 
-// stagedOffset is the "offset" of a staging line (see encoder.lineOffset).
-func stagedOffset(line []byte) (int64, bool) {
-	off := gjson.GetBytes(line, "offset")
-	return off.Int(), off.Exists()
-}
-
-// jsonlEncoder writes newline-delimited JSON (AppendJSONL): the staging
-// lines are the output lines.
+// jsonlEncoder writes newline-delimited JSON (AppendJSONL).
 type jsonlEncoder struct{ format encode.ValueFormat }
 
 func (jsonlEncoder) header() []byte { return nil }
@@ -107,8 +87,6 @@ func (e jsonlEncoder) encode(lb *lineBuf, batch []record.Record) error {
 	return nil
 }
 
-func (jsonlEncoder) lineOffset(line []byte) (int64, bool) { return stagedOffset(line) }
-
 func (jsonlEncoder) verbatim() bool { return true }
 
 func (jsonlEncoder) copyLines(dst io.Writer, src io.Reader) error {
@@ -116,15 +94,13 @@ func (jsonlEncoder) copyLines(dst io.Writer, src io.Reader) error {
 	return err
 }
 
-// csvEncoder writes CSV with a header row of the column names; fields are
-// quoted as RFC 4180 says (encoding/csv), lines end in LF, and NULL is an
-// empty field. Its staging lines are {"offset":N,"csv":"<row>"}.
+// csvEncoder writes CSV (see Sink); its staging lines are
+// {"offset":N,"csv":"<row>"}.
 type csvEncoder struct {
 	cols  []encode.Column
 	keyed bool // a column holds the idempotency key
 }
 
-// csvRow is the buffers of one partition that encode a CSV row.
 type csvRow struct {
 	b      bytes.Buffer
 	w      *csv.Writer
@@ -173,8 +149,6 @@ func (e *csvEncoder) encode(lb *lineBuf, batch []record.Record) error {
 	return nil
 }
 
-func (e *csvEncoder) lineOffset(line []byte) (int64, bool) { return stagedOffset(line) }
-
 func (e *csvEncoder) verbatim() bool { return false }
 
 // copyLines writes the row of each staging line.
@@ -209,10 +183,8 @@ func writeCSVRow(w *csv.Writer, fields []string) error {
 }
 
 // readLine reads the next line, '\n' included (io.EOF after a last line
-// without one). The line stays valid until the next call only when it fits
-// r's buffer; a longer one is copied: the next ReadSlice overwrites the
-// buffer a line points into (lines over 1 MiB, e.g. a binary value escaped
-// 6x, read a wrong offset or failed the rewind).
+// without one), valid until the next call; a line longer than r's buffer
+// is copied.
 func readLine(r *bufio.Reader) ([]byte, error) {
 	line, err := r.ReadSlice('\n')
 	if !errors.Is(err, bufio.ErrBufferFull) {
@@ -226,11 +198,8 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 	return long, err
 }
 
-// csvLossless checks that the bytes col takes from r can be written to a
-// CSV cell as they are: a CSV file is text, and bytes that are not UTF-8
-// would reach it as U+FFFD. Such a record is a bad record (*record.Error),
-// which on_error decides about; a JSONL file writes them as base64. The
-// headers column is lossless JSON (encode.AppendHeadersJSON).
+// csvLossless returns a *record.Error when the bytes col takes from r are
+// not UTF-8, which a CSV cell would hold as U+FFFD.
 func csvLossless(r *record.Record, col encode.Column) error {
 	bad := func(what string) error {
 		return record.NewError(r, fmt.Errorf("column %s: the record's %s is not UTF-8 text, which a CSV cell cannot hold byte for byte: write it with format: jsonl (base64, value_encoding), or map another field", col.Name, what))

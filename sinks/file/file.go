@@ -26,59 +26,46 @@ import (
 // Path+".parts", appended by Write and fsynced by Sync, in one of two layouts:
 //
 //   - Interleave (one JSONL file, the default of a plan): every partition
-//     appends to one staging file, records.jsonl, so its lines interleave
-//     partitions (each partition's in offset order). A re-delivered record
-//     (offset below what the staging file holds for its partition) is
-//     dropped: the file already holds the same line. Finish fsyncs the file
-//     and publishes it by a hard link renamed over Path: the output is
-//     written to disk once. The same window always produces the same lines,
-//     in an order that depends on timing.
-//   - Otherwise each partition has its own staging file, partition-N.jsonl.
-//     A re-delivered record truncates it back to that offset first. Finish
-//     concatenates the staging files in partition order into a temporary
-//     file, fsyncs it and renames it over Path (with PerPartition, it links
-//     each JSONL staging file to its own output instead of copying it), so
-//     the same window always produces byte-identical output.
+//     appends to one staging file, records.jsonl (each partition's lines in
+//     offset order); a re-delivered record is dropped, the file already
+//     holds its line. Finish publishes the file by a hard link renamed over
+//     Path: the output is written to disk once, its line order depending on
+//     timing.
+//   - Otherwise each partition has its own staging file, partition-N.jsonl,
+//     which a re-delivered record truncates back to its offset. Finish
+//     concatenates them in partition order into a temporary file renamed
+//     over Path (with PerPartition, each JSONL staging file is linked to its
+//     own output), so the same window produces byte-identical output.
 //
-// Either way, readers of Path see either the previous file or the complete
-// new one, and a resume never duplicates a record.
+// Readers of Path see the previous file or the complete new one, and a
+// resume never duplicates a record.
 //
 // A CSV file starts with a header row of the column names; fields are
 // quoted as RFC 4180 says (encoding/csv), lines end in LF, and NULL (a
 // missing header or path, a tombstone's value) is an empty field. Its
-// staging lines are JSON too, each holding the record's offset and its CSV
-// row, so that a re-delivery truncates them as it does JSONL. With
-// PerPartition, Path holds {partition} and Finish publishes each
-// partition's staging file as its own file, each atomically.
+// staging lines are JSON holding the record's offset and its CSV row.
 //
-// One process at a time writes an output: New takes an exclusive
-// lock on a hidden file next to Path, .NAME.lock (flock, released by Close
-// or when the process dies), and fails at once when another process holds
-// it. A resumed run checks that the staging of the earlier process is
-// still there (CheckResume): Sync creates a partition's staging file,
-// empty if need be, before the runner commits past the partition's start.
+// One process at a time writes an output: New takes an exclusive flock on
+// .NAME.lock next to Path (released by Close or when the process dies) and
+// fails at once when another process holds it. Sync creates a partition's
+// staging file, empty if need be, so that CheckResume can tell lost
+// staging on a resume.
 //
-// Write, Sync and SyncedPosition are safe for concurrent use, for
-// different partitions or the same.
+// Write, Sync and SyncedPosition are safe for concurrent use.
 type Sink struct {
 	Path         string
 	runID        string
 	perPartition bool
 	partitions   []int32
 	log          zerolog.Logger
-	// enc is the format (JSONL or CSV), stage the staging layout.
-	enc   encoder
-	stage stager
+	enc          encoder
+	stage        stager
+	lock         *flock.Lock // held until Close
 
-	// lock keeps other processes off this output (and its staging) until
-	// Close.
-	lock *flock.Lock
-
-	// mu serializes opening, publishing and closing the staging; the
-	// stager's partition maps are guarded by it.
-	mu sync.Mutex
-	// resumed: CheckResume found an unfinished run's staging, which must
-	// stay until Finish publishes it. Guarded by mu.
+	// mu serializes opening, publishing and closing the staging and guards
+	// the stager's partition maps and resumed: CheckResume found an
+	// unfinished run's staging, which must stay until Finish publishes it.
+	mu      sync.Mutex
 	resumed bool
 }
 
@@ -89,9 +76,8 @@ var (
 	_ sinks.Positioner = (*Sink)(nil)
 )
 
-// Capabilities declares that a file sink batches durability (Sync), can
-// say what is durable (SyncedPosition) and checks its staging on a resume;
-// a CSV file with a column of the idempotency key writes every record's.
+// Capabilities: Syncer, Resumer and Positioner; a CSV file with a column of
+// the idempotency key writes every record's.
 func (s *Sink) Capabilities() sinks.Capabilities {
 	c := sinks.Capabilities{Syncer: s, Resumer: s, Positioner: s}
 	if e, ok := s.enc.(*csvEncoder); ok && e.keyed {
@@ -153,10 +139,11 @@ func New(cfg Config) (*Sink, error) {
 		return nil, err
 	}
 	s := &Sink{Path: cfg.Path, runID: cfg.RunID, perPartition: cfg.PerPartition, partitions: cfg.Partitions, log: cfg.Log, enc: enc}
+	parts := stagedParts{&s.mu, s.stagingDir(), map[int32]*filePart{}}
 	if cfg.Interleave && !cfg.PerPartition && cfg.Format != "csv" {
-		s.stage = newSharedStager(&s.mu, s.stagingDir(), cfg.ValueFormat)
+		s.stage = &sharedStager{stagedParts: parts, format: cfg.ValueFormat}
 	} else {
-		s.stage = newPartStager(&s.mu, s.stagingDir(), enc)
+		s.stage = &partStager{parts, enc}
 	}
 	if err := checkOutputPath(cfg.Path, cfg.PerPartition); err != nil {
 		return nil, err
@@ -181,7 +168,6 @@ func New(cfg Config) (*Sink, error) {
 	return s, nil
 }
 
-// newEncoder returns the encoder of cfg.Format.
 func newEncoder(cfg Config) (encoder, error) {
 	switch cfg.Format {
 	case "", "jsonl":
@@ -223,11 +209,9 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	return s.stage.write(fp, batch)
 }
 
-// Sync fsyncs the partition's staging file: everything Write appended to it
-// is then on stable storage. It creates the staging file (empty) when this
-// process wrote nothing to the partition, so that every partition committed
-// past its start has one, also when all its records were filtered out:
-// CheckResume then tells lost staging from a partition without records.
+// Sync fsyncs the partition's staging file, creating it (empty) when this
+// process wrote nothing to the partition, so that CheckResume tells lost
+// staging from a partition whose records were all filtered out.
 func (s *Sink) Sync(ctx context.Context, partition int32) error {
 	fp, err := s.part(partition)
 	if err != nil {

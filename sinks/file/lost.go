@@ -44,10 +44,8 @@ func (s *Sink) checkStaged(p int32) error {
 	if f == nil {
 		return nil
 	}
-	// The durable size is read before the file's: both only grow while
-	// the file is whole, and with one staging file for every partition
-	// another partition's Sync may move the durable size past a size
-	// read before it.
+	// The durable size first: another partition's Sync may move it past
+	// a file size read before it.
 	synced := s.stage.synced(p)
 	size, err := s.checkSame(f, path)
 	if err != nil {

@@ -95,30 +95,34 @@ func checkForeign(cfg Config, staging string) error {
 // by a partition number.
 func isPartitionPath(pattern, path string) bool {
 	before, after, _ := strings.Cut(pattern, PartitionPlaceholder)
-	n, ok := strings.CutPrefix(path, before)
-	if !ok {
-		return false
-	}
-	n, ok = strings.CutSuffix(n, after)
-	if !ok {
-		return false
-	}
+	n, ok1 := strings.CutPrefix(path, before)
+	n, ok2 := strings.CutSuffix(n, after)
 	_, err := strconv.ParseUint(n, 10, 31)
-	return err == nil
+	return ok1 && ok2 && err == nil
 }
 
 // markOutputs records the provenance of the files Finish published from
 // the staging entries.
 func (s *Sink) markOutputs(entries []os.DirEntry) error {
-	if !s.perPartition {
-		return markPublished(s.Path, s.runID)
-	}
-	for _, p := range stagedPartitions(entries) {
-		if err := markPublished(s.output().partitionPath(p), s.runID); err != nil {
+	for _, path := range s.outputPaths(stagedPartitions(entries)) {
+		if err := markPublished(path, s.runID); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// outputPaths are the output files: Path, or with per_partition those of
+// parts.
+func (s *Sink) outputPaths(parts []int32) []string {
+	if !s.perPartition {
+		return []string{s.Path}
+	}
+	paths := make([]string, len(parts))
+	for i, p := range parts {
+		paths[i] = s.output().partitionPath(p)
+	}
+	return paths
 }
 
 // publishEmpty publishes the output of a run that staged nothing (an empty
@@ -127,14 +131,7 @@ func (s *Sink) markOutputs(entries []os.DirEntry) error {
 // there, unless the file there is what this very run published already (a
 // re-run of a finished plan).
 func (s *Sink) publishEmpty() error {
-	paths := []string{s.Path}
-	if s.perPartition {
-		paths = paths[:0]
-		for _, p := range s.partitions {
-			paths = append(paths, s.output().partitionPath(p))
-		}
-	}
-	for _, path := range paths {
+	for _, path := range s.outputPaths(s.partitions) {
 		if run, ok := readProvenance(path); ok && run == s.runID {
 			continue
 		}

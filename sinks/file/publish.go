@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,15 +17,13 @@ import (
 )
 
 // output is what Finish publishes the staging as: one file at path, or
-// with perPartition one file per partition (path holds {partition}), in
-// the format of enc.
+// with perPartition one file per partition (path holds {partition}).
 type output struct {
 	path         string
 	perPartition bool
 	enc          encoder
 }
 
-// output is the sink's output.
 func (s *Sink) output() output {
 	return output{path: s.Path, perPartition: s.perPartition, enc: s.enc}
 }
@@ -57,10 +55,7 @@ func (s *Sink) Finish(ctx context.Context) error {
 		return fmt.Errorf("file sink: %w", err)
 	}
 	if !s.stage.active() {
-		// Nothing written by this process: staging left by another run must
-		// not be published as this run's output (it was, when this run's
-		// window was empty). prepareStaging discards it; this run's own
-		// staging (a resume after a crash) is kept.
+		// prepareStaging discards staging of another run, keeps this run's.
 		if _, err := os.Stat(dir); err == nil {
 			if err := s.prepareStaging(); err != nil {
 				return fmt.Errorf("file sink: staging directory: %w", err)
@@ -88,24 +83,20 @@ func (s *Sink) Finish(ctx context.Context) error {
 func (s *Sink) dropStaging() error {
 	s.stage.close()
 	s.resumed = false
-	// Rename, then remove: os.RemoveAll is not atomic, and a crash halfway
-	// through it left a staging directory missing some partitions, which
-	// the next Finish published as the whole output.
+	// Rename, then remove: a crash halfway through os.RemoveAll must not
+	// leave a partial staging directory for the next Finish to publish.
 	if err := os.Rename(s.stagingDir(), s.doneDir()); err != nil {
 		return fmt.Errorf("file sink: %w", err)
 	}
-	// Durable before the removal: a power loss must not bring back a
-	// staging directory whose files are the published outputs.
+	// Durable before the removal: a power loss must not bring it back.
 	if err := atomicfile.SyncDir(filepath.Dir(s.stagingDir())); err != nil {
 		return fmt.Errorf("file sink: %w", err)
 	}
 	return os.RemoveAll(s.doneDir())
 }
 
-// publish publishes the partitions' staging files: concatenated in
-// partition order into out (a temporary file renamed over it), so that the
-// same window always produces byte-identical output; with perPartition each
-// as its own file, a JSONL one by a hard link instead of a copy.
+// publish concatenates the staging files in partition order into out; with
+// perPartition, each is its own file, a JSONL one linked rather than copied.
 func (st *partStager) publish(ctx context.Context, out output, entries []os.DirEntry) error {
 	parts := stagedPartitions(entries)
 	if !out.perPartition {
@@ -128,8 +119,8 @@ func (st *partStager) publish(ctx context.Context, out output, entries []os.DirE
 	return nil
 }
 
-// stagedPartitions returns the partitions of the staging files among
-// entries (partition-N.jsonl), in partition order.
+// stagedPartitions returns the partitions of entries' partition-N.jsonl, in
+// order.
 func stagedPartitions(entries []os.DirEntry) []int32 {
 	var parts []int32
 	for _, e := range entries {
@@ -138,13 +129,12 @@ func stagedPartitions(entries []os.DirEntry) []int32 {
 			parts = append(parts, int32(p))
 		}
 	}
-	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+	slices.Sort(parts)
 	return parts
 }
 
-// concat writes the output lines of the staging files of parts, in order,
-// after enc's header to path: a temporary file, fsynced and renamed over
-// path.
+// concat publishes enc's header and the output lines of the staging files
+// of parts, in order, as path (atomicfile.Write).
 func (st *partStager) concat(ctx context.Context, path string, enc encoder, parts []int32) error {
 	return atomicfile.Write(path, func(f *os.File) error {
 		w := bufio.NewWriterSize(f, 1<<20)
@@ -171,20 +161,18 @@ func (st *partStager) appendCompleteLines(dst io.Writer, p int32) error {
 		return err
 	}
 	defer f.Close()
-	end := st.end(p)
-	if end < 0 {
-		if end, _, err = scanLines(f, st.enc, -1); err != nil {
-			return err
-		}
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return err
-		}
+	end, err := st.end(p, f)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
 	}
 	return st.enc.copyLines(dst, io.LimitReader(f, end))
 }
 
-// link publishes partition p's JSONL staging file as the output file dst:
-// complete lines only, fsynced, linked over it.
+// link publishes the complete lines of partition p's JSONL staging file as
+// dst, fsynced and linked over it.
 func (st *partStager) link(ctx context.Context, p int32, dst string) error {
 	path := st.file(p)
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
@@ -192,11 +180,9 @@ func (st *partStager) link(ctx context.Context, p int32, dst string) error {
 		return err
 	}
 	defer f.Close()
-	end := st.end(p)
-	if end < 0 {
-		if end, _, err = scanLines(f, st.enc, -1); err != nil {
-			return err
-		}
+	end, err := st.end(p, f)
+	if err != nil {
+		return err
 	}
 	if err := f.Truncate(end); err != nil {
 		return err
@@ -207,10 +193,8 @@ func (st *partStager) link(ctx context.Context, p int32, dst string) error {
 	return linkOver(ctx, path, dst, end)
 }
 
-// publish publishes the staging file as out: complete lines only, fsynced,
-// then hard-linked under a temporary name and renamed over out. The
-// staging file left by an earlier process (a crash after the last commit)
-// is recovered first. Without a staging file (nothing was written), out is
+// publish publishes the complete lines of the staging file (recovered when
+// an earlier process left it), fsynced, by linkOver; without one, out is
 // created empty.
 func (st *sharedStager) publish(ctx context.Context, out output, _ []os.DirEntry) error {
 	if err := st.publishFile(ctx, out.path); err != nil {
@@ -249,11 +233,9 @@ func (st *sharedStager) publishFile(ctx context.Context, dst string) error {
 	return linkOver(ctx, st.path(), dst, size)
 }
 
-// linkOver makes dst a hard link to src atomically: a link under a
-// temporary name in dst's directory, renamed over dst, and the directory
-// fsynced. Where the file system has no hard links, it copies src's first
-// size bytes instead (copyOver). src stays: a crash before the staging is
-// removed publishes it again.
+// linkOver makes dst a hard link to src atomically (a link under a
+// temporary name renamed over dst, the directory fsynced), or, without
+// hard links, a copy of src's first size bytes. src stays.
 func linkOver(ctx context.Context, src, dst string, size int64) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
@@ -295,13 +277,9 @@ func copyOver(ctx context.Context, src, dst string, size int64) error {
 	})
 }
 
-// linksUnsupported reports whether err, from os.Link, says the file system
-// (FAT, some network and FUSE file systems) cannot hard-link the file.
+// linksUnsupported reports whether os.Link's err says the file system
+// cannot hard-link (FAT, some network and FUSE file systems).
 func linksUnsupported(err error) bool {
-	for _, errno := range []syscall.Errno{syscall.EPERM, syscall.EXDEV, syscall.EMLINK, syscall.ENOTSUP, syscall.EOPNOTSUPP, syscall.ENOSYS} {
-		if errors.Is(err, errno) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc([]syscall.Errno{syscall.EPERM, syscall.EXDEV, syscall.EMLINK, syscall.ENOTSUP, syscall.EOPNOTSUPP, syscall.ENOSYS},
+		func(errno syscall.Errno) bool { return errors.Is(err, errno) })
 }

@@ -36,9 +36,7 @@ type ResumeError struct {
 	Restore string
 }
 
-// Error says what is missing and the ways out: run from the first run's
-// working directory, restore Restore, or replay the window from its start
-// (the caller words how: the runner's refusal carries a restart hint).
+// Error says what is missing and the ways out.
 func (e *ResumeError) Error() string {
 	more := ""
 	if e.More > 0 {
@@ -50,24 +48,17 @@ func (e *ResumeError) Error() string {
 		e.Partition, e.Committed, e.Start, e.End, e.Missing, more, e.Restore)
 }
 
-var _ error = (*ResumeError)(nil)
-
-// resumeError is the *ResumeError of bad, the partitions missing records.
 func resumeError(bad []sinks.ResumePoint, missing, restore string) error {
 	p := bad[0]
 	return &ResumeError{Partition: p.Partition, Committed: p.Committed, Start: p.Start, End: p.End,
 		Missing: missing, More: len(bad) - 1, Restore: restore}
 }
 
-// CheckResume implements Resumer. The records of a partition replayed past
-// its start must be in this run's staging (the partition's staging file
-// exists, in a staging directory of this run's identity) or, once every
-// partition is finished and Finish removed the staging, in the published
-// output (Path, or each partition's file with PerPartition). Anything else
-// means the staging was deleted or replaced by a run of another plan
-// writing to the same path, or this process resolves a relative Path
-// against another working directory than the first run did: resuming would
-// publish the remainder of the window only. It returns a *ResumeError then.
+// CheckResume implements Resumer: the records of a partition replayed past
+// its start must be in this run's staging or, once every partition is
+// finished, in the published output. Else (staging deleted or replaced by
+// another run, a relative Path resolved against another working
+// directory) it returns a *ResumeError.
 func (s *Sink) CheckResume(points []sinks.ResumePoint) error {
 	var past []sinks.ResumePoint // replayed past their start
 	finished := true
@@ -102,8 +93,6 @@ func (s *Sink) CheckResume(points []sinks.ResumePoint) error {
 	if !finished {
 		return resumeError(past, fmt.Sprintf("the staging directory %s does not exist", absPath(dir)), absPath(dir))
 	}
-	// Finished: Finish published the output and removed the staging, which
-	// is what a re-run of a finished plan finds.
 	return s.checkPublished(past)
 }
 
@@ -113,9 +102,7 @@ func durableFloor(points []sinks.ResumePoint) int64 {
 	var floor int64
 	for _, p := range points {
 		if p.Committed > p.Start && p.Position == 0 {
-			// Committed by a version that recorded no position: all of
-			// the staging file may be durable; recovery cuts nothing.
-			floor = math.MaxInt64
+			floor = math.MaxInt64 // no position recorded: all may be durable
 		}
 		floor = max(floor, p.Position)
 	}
@@ -157,9 +144,8 @@ func (s *Sink) checkStaging(past []sinks.ResumePoint) error {
 }
 
 // checkPublished checks that the published output holds the durable
-// positions of past: a JSONL output holds its staging files as they were
-// (a CSV file's rows were converted at publish: only that it exists).
-// Called with s.mu held.
+// positions of past (a CSV output only that it exists). Called with s.mu
+// held.
 func (s *Sink) checkPublished(past []sinks.ResumePoint) error {
 	out := s.output()
 	atLeast := s.stage.published(past)
@@ -194,11 +180,10 @@ func (s *Sink) checkPublished(past []sinks.ResumePoint) error {
 	return resumeError(bad, missing, restore)
 }
 
-// recoverPart recovers a partition's staging file left by an earlier
-// process: it drops a torn last line (a crash mid-write) and finds the
-// offset after the last complete record.
-func recoverPart(fp *filePart, enc encoder) error {
-	end, last, err := scanLines(fp.f, enc, -1)
+// recoverPart cuts a partition's staging file after its last complete line
+// and finds the offset after it.
+func recoverPart(fp *filePart) error {
+	end, last, err := scanLines(fp.f, -1)
 	if err != nil {
 		return err
 	}
@@ -212,12 +197,10 @@ func recoverPart(fp *filePart, enc encoder) error {
 	return nil
 }
 
-// scanLines reads complete lines from the start of f, a partition's
-// staging file. With before < 0 it returns the end of the last complete
-// line and that line's offset (-1 when none). With before >= 0 it stops at
-// the first line whose offset is >= before and returns where that line
-// starts.
-func scanLines(f *os.File, enc encoder, before int64) (end, lastOffset int64, err error) {
+// scanLines reads the complete lines of a partition's staging file f: it
+// returns the end of the last one and its offset (-1 when none), or with
+// before >= 0 where the first line at or past offset before starts.
+func scanLines(f *os.File, before int64) (end, lastOffset int64, err error) {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return 0, -1, err
 	}
@@ -231,8 +214,9 @@ func scanLines(f *os.File, enc encoder, before int64) (end, lastOffset int64, er
 		if err != nil {
 			return 0, -1, err
 		}
-		off, ok := enc.lineOffset(line)
-		if !ok {
+		res := gjson.GetBytes(line, "offset")
+		off := res.Int()
+		if !res.Exists() {
 			return 0, -1, fmt.Errorf("line at byte %d has no offset: the staging file is not replay's", end)
 		}
 		if before >= 0 && off >= before {
@@ -243,11 +227,8 @@ func scanLines(f *os.File, enc encoder, before int64) (end, lastOffset int64, er
 	}
 }
 
-// openShared opens (creating it if need be) the staging file at path and
-// recovers it: a torn last line (a crash mid-write) is cut off, the
-// partitions' positions are read back, and what an earlier process left in
-// the page cache is fsynced, since a re-delivery of it is dropped and then
-// committed.
+// openShared opens (creating it if need be) the staging file at path,
+// recovering one that exists.
 func openShared(path string, floor int64) (*sharedStage, error) {
 	f, created, err := createStagingFile(path)
 	if err != nil {
@@ -264,7 +245,8 @@ func openShared(path string, floor int64) (*sharedStage, error) {
 }
 
 // recover cuts the staging file after its last complete line, reads the
-// partitions' positions back and fsyncs it (see openShared).
+// partitions' positions back and fsyncs what an earlier process left in
+// the page cache, since a re-delivery of it is dropped and then committed.
 func (st *sharedStage) recover(floor int64) error {
 	end, next, err := scanShared(st.f, floor)
 	if err != nil {
@@ -283,12 +265,10 @@ func (st *sharedStage) recover(floor int64) error {
 
 // scanShared reads the complete lines of an interleaved staging file: it
 // returns the end of the last one and, per partition, the offset after its
-// last line. A line that is not JSON ends the file there, as a torn last
-// line does: after a power loss, a file system may keep later writes and
-// lose (or zero) earlier ones that were never fsynced. That is only allowed
-// past floor, the bytes durable at the last commit (CheckResume); below
-// it, the file is damaged. A JSON line without partition and offset, or a
-// partition's offsets going back, is an error: the file is not replay's.
+// last line. A line that is not JSON ends the file there past floor (a
+// power loss may lose unsynced writes before later ones), and is damage
+// below it. A line without partition and offset, or offsets going back,
+// is an error.
 func scanShared(f *os.File, floor int64) (end int64, next map[int32]int64, err error) {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return 0, nil, err
@@ -322,11 +302,9 @@ func scanShared(f *os.File, floor int64) (end int64, next map[int32]int64, err e
 	}
 }
 
-// unshare gives the staging file at path an inode of its own when other
-// links share it: after a crash between publishing (a hard link to the
-// staging file) and removing the staging, the published output is that
-// same file, and writing to the staging (a rewind truncates it) would
-// change the published output in place. A missing file is fine.
+// unshare gives the staging file at path an inode of its own when a
+// published output (a crash before the staging was removed) links it too:
+// writing the staging must not change the output.
 func unshare(path string) error {
 	fi, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {

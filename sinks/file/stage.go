@@ -14,24 +14,18 @@ import (
 	"github.com/replay-tool/replay/sinks"
 )
 
-// stager keeps a file sink's staging: the files in the staging directory
-// that Write appends to and Sync fsyncs while a run is in progress, until
-// Finish publishes them. Sink holds one, chosen at construction:
-// partStager (a staging file per partition) or sharedStager (one staging
-// file that every partition appends to).
+// stager keeps a file sink's staging until Finish publishes it: partStager
+// (a staging file per partition) or sharedStager (one staging file).
 //
-// open, opened, active, published, publish, setFloor and close are called
-// with Sink.mu held; write with the partition's filePart.mu held. sync and
-// synced are called without either, concurrently with Write and Sync for
-// any partition (synced takes Sink.mu itself to look the partition up).
+// write is called with the partition's filePart.mu held, sync and synced
+// with no lock (synced takes Sink.mu itself), the others with Sink.mu held.
 type stager interface {
-	// opened returns partition p's staging when this process opened it,
-	// else nil.
+	// opened returns partition p's staging when this process opened it.
 	opened(p int32) *filePart
 	// active reports whether this process opened any staging.
 	active() bool
-	// open opens partition p's staging, recovering what an earlier process
-	// left there. The staging directory exists.
+	// open opens partition p's staging in the existing staging directory,
+	// recovering what an earlier process left there.
 	open(p int32) (*filePart, error)
 	// file is the staging file that holds partition p's records.
 	file(p int32) string
@@ -46,15 +40,25 @@ type stager interface {
 	// setFloor records the bytes that were durable at the last commit:
 	// recovery may cut a damaged staging file past them, never below.
 	setFloor(floor int64)
-	// published is the size the one output file (not PerPartition) holds
-	// at least, when the durable positions of past were published.
+	// published is the least size of the one output file (not
+	// PerPartition) once the durable positions of past were published.
 	published(past []sinks.ResumePoint) int64
-	// publish makes the staging, whose directory holds entries, the
-	// output out.
+	// publish makes the staging, whose directory holds entries, out.
 	publish(ctx context.Context, out output, entries []os.DirEntry) error
 	// close closes the staging files; they stay on disk.
 	close() error
 }
+
+// stagedParts are the partitions whose staging a stager opened.
+type stagedParts struct {
+	mu    *sync.Mutex // Sink.mu
+	dir   string
+	parts map[int32]*filePart // guarded by mu
+}
+
+func (st *stagedParts) opened(p int32) *filePart { return st.parts[p] }
+
+func (st *stagedParts) active() bool { return len(st.parts) > 0 }
 
 // filePart is one partition's staging: its own staging file (partStager),
 // or only its encoding buffer (sharedStager: f is nil).
@@ -71,13 +75,11 @@ type filePart struct {
 	lb      lineBuf
 }
 
-// runIDFile names the staging directory's owner: a staging directory left by
-// a run with another identity (another plan, or a restarted resolution) is
-// discarded instead of being mixed into this run's output.
+// runIDFile names the staging directory's run: staging of another run is
+// discarded, never mixed into this run's output.
 const runIDFile = "RUN"
 
-// part returns partition p's staging, opening it (and the staging
-// directory, for the first partition) on first use.
+// part returns partition p's staging, opening it on first use.
 func (s *Sink) part(p int32) (*filePart, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -126,10 +128,9 @@ func (s *Sink) prepareStaging() error {
 	return atomicfile.WriteBytes(filepath.Join(dir, runIDFile), []byte(s.runID))
 }
 
-// createStagingFile opens the staging file at path, creating it when it
-// does not exist (created): its directory entry is then made durable
-// before a commit relies on it (CheckResume takes a missing file for lost
-// records). A file that exists gets an inode of its own first (unshare).
+// createStagingFile opens the staging file at path, after unshare; one it
+// creates (created) has its directory entry fsynced, as CheckResume takes a
+// missing file for lost records.
 func createStagingFile(path string) (f *os.File, created bool, err error) {
 	if err := unshare(path); err != nil {
 		return nil, false, err

@@ -3,36 +3,25 @@ package file
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
-	"sync"
 
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/sinks"
 )
 
-// partStager stages each partition in its own file, partition-N.jsonl. A
-// re-delivered record truncates the file back to its offset first, so the
-// file always holds the partition's records in offset order, each once.
+// partStager stages each partition in its own file, partition-N.jsonl;
+// see Sink.
 type partStager struct {
-	mu    *sync.Mutex // Sink.mu
-	dir   string
-	enc   encoder
-	parts map[int32]*filePart // guarded by mu
+	stagedParts
+	enc encoder
 }
 
 var _ stager = (*partStager)(nil)
 
-func newPartStager(mu *sync.Mutex, dir string, enc encoder) *partStager {
-	return &partStager{mu: mu, dir: dir, enc: enc, parts: map[int32]*filePart{}}
-}
-
 func (st *partStager) file(p int32) string {
 	return filepath.Join(st.dir, fmt.Sprintf("partition-%d.jsonl", p))
 }
-
-func (st *partStager) opened(p int32) *filePart { return st.parts[p] }
-
-func (st *partStager) active() bool { return len(st.parts) > 0 }
 
 func (st *partStager) setFloor(int64) {} // a partition's file is cut at its last complete line
 
@@ -42,7 +31,7 @@ func (st *partStager) open(p int32) (*filePart, error) {
 		return nil, fmt.Errorf("file sink: %w", err)
 	}
 	fp := &filePart{f: f, next: -1}
-	if err := recoverPart(fp, st.enc); err != nil {
+	if err := recoverPart(fp); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("file sink: recover %s: %w", st.file(p), err)
 	}
@@ -52,11 +41,11 @@ func (st *partStager) open(p int32) (*filePart, error) {
 
 func (st *partStager) write(fp *filePart, batch []record.Record) error {
 	if fp.next > batch[0].Offset { // re-delivery: drop what will be written again
-		end, last, err := scanLines(fp.f, st.enc, batch[0].Offset)
-		if err != nil {
-			return fmt.Errorf("file sink: rewind partition %d: %w", batch[0].Partition, err)
+		end, last, err := scanLines(fp.f, batch[0].Offset)
+		if err == nil {
+			err = fp.f.Truncate(end)
 		}
-		if err := fp.f.Truncate(end); err != nil {
+		if err != nil {
 			return fmt.Errorf("file sink: rewind partition %d: %w", batch[0].Partition, err)
 		}
 		fp.size, fp.next = end, last+1
@@ -100,7 +89,7 @@ func (st *partStager) synced(p int32) int64 {
 }
 
 // published is the sum of the durable positions: the output concatenates
-// the partitions' staging files.
+// the staging files.
 func (st *partStager) published(past []sinks.ResumePoint) int64 {
 	var n int64
 	for _, p := range past {
@@ -118,12 +107,12 @@ func (st *partStager) close() error {
 	return errors.Join(errs...)
 }
 
-// end is where the complete lines of partition p's staging file end: its
-// size when this process wrote (and recovered) it, else -1 (unknown: the
-// staging of an earlier process, to be scanned).
-func (st *partStager) end(p int32) int64 {
+// end is where the complete lines of partition p's staging file f end:
+// its size when this process wrote (and recovered) it, else scanned.
+func (st *partStager) end(p int32, f *os.File) (int64, error) {
 	if fp, ok := st.parts[p]; ok {
-		return fp.size
+		return fp.size, nil
 	}
-	return -1
+	end, _, err := scanLines(f, -1)
+	return end, err
 }

@@ -12,43 +12,20 @@ import (
 	"github.com/replay-tool/replay/sinks/encode"
 )
 
-// sharedStager stages every partition in one file, records.jsonl
-// (Config.Interleave), so its lines interleave partitions, each
-// partition's in offset order. A re-delivered record (offset below what the
-// file holds for its partition) is dropped: the file already holds the same
-// line. Finish publishes the file by a hard link: the output is written to
-// disk once. Its lines are the output's, JSONL (AppendJSONL), encoded in
-// pieces of a batch (sharedPiece): the interleaved layout serves JSONL only.
+// sharedStager stages every partition in one JSONL file, records.jsonl
+// (Config.Interleave); see Sink.
 type sharedStager struct {
-	mu     *sync.Mutex // Sink.mu
-	dir    string
-	format encode.ValueFormat // of the values (CheckBatch before any piece)
-	// parts holds each partition's encoding buffer (filePart.f is nil),
-	// guarded by mu.
-	parts map[int32]*filePart
-	// shared is the staging file, once opened by this process; guarded by
-	// mu (set before the first part is opened, cleared by close).
-	shared *sharedStage
-	// floor is the largest durable position the group's commits recorded
-	// (CheckResume): recovery may cut a damaged staging file past it, never
-	// below.
-	floor int64
+	stagedParts // parts hold only each partition's encoding buffer
+	format      encode.ValueFormat
+	shared      *sharedStage // the staging file, once opened; guarded by mu
+	floor       int64        // see setFloor
 }
 
 var _ stager = (*sharedStager)(nil)
 
-func newSharedStager(mu *sync.Mutex, dir string, format encode.ValueFormat) *sharedStager {
-	return &sharedStager{mu: mu, dir: dir, format: format, parts: map[int32]*filePart{}}
-}
-
-// path is the staging file.
 func (st *sharedStager) path() string { return filepath.Join(st.dir, "records.jsonl") }
 
 func (st *sharedStager) file(int32) string { return st.path() }
-
-func (st *sharedStager) opened(p int32) *filePart { return st.parts[p] }
-
-func (st *sharedStager) active() bool { return len(st.parts) > 0 }
 
 func (st *sharedStager) setFloor(floor int64) { st.floor = max(st.floor, floor) }
 
@@ -65,15 +42,12 @@ func (st *sharedStager) open(p int32) (*filePart, error) {
 	return fp, nil
 }
 
-// sharedPiece is how much of a batch write encodes before writing it: the
-// encoding buffer of each partition stays this small whatever the batch
-// size.
+// sharedPiece bounds the bytes write encodes before writing them.
 const sharedPiece = 128 << 10
 
-// write appends batch to the staging file, without the records it already
-// holds (a re-delivery), in pieces of whole lines. A failure after some
-// pieces leaves them written: the runner delivers the batch again and they
-// are skipped.
+// write appends batch, less the records the file holds already, in pieces
+// of whole lines; pieces written before a failure are skipped when the
+// batch is delivered again.
 func (st *sharedStager) write(fp *filePart, batch []record.Record) error {
 	if err := encode.CheckBatch(batch, st.format); err != nil {
 		return err // before any piece: a bad record writes nothing
@@ -113,7 +87,6 @@ func (st *sharedStager) sync(_ *filePart, p int32) error {
 	return nil
 }
 
-// synced is the same for every partition: one fsync covers them all.
 func (st *sharedStager) synced(int32) int64 {
 	st.mu.Lock()
 	sh := st.shared
@@ -126,8 +99,7 @@ func (st *sharedStager) synced(int32) int64 {
 	return sh.syncedSize
 }
 
-// published is the largest durable position: each is a position in the
-// one staging file, which the output is.
+// published is the largest durable position: the output is the staging file.
 func (st *sharedStager) published(past []sinks.ResumePoint) int64 {
 	var n int64
 	for _, p := range past {
@@ -146,33 +118,25 @@ func (st *sharedStager) close() error {
 	return err
 }
 
-// sharedStage is the one staging file every partition of an interleaved
-// file sink appends to. Writes are serialized and each is complete lines of
-// one partition, so the file is always complete lines up to size; a write
-// that fails is cut off again.
+// sharedStage is the staging file of a sharedStager. Writes are serialized,
+// each complete lines of one partition; a write that fails is cut off.
 type sharedStage struct {
-	mu   sync.Mutex // guards the fields below and the writes to f
-	f    *os.File
-	size int64 // end of the last complete write
-	// next is, per partition, the offset after its last line in f: a
-	// re-delivered record below it is already there.
-	next   map[int32]int64
-	writes uint64 // writes completed
-	// broken is a failed write that could not be cut off: f may hold a torn
-	// line before later writes, so nothing more is written.
+	mu     sync.Mutex // guards the fields below and the writes to f
+	f      *os.File
+	size   int64           // end of the last complete write
+	next   map[int32]int64 // per partition, the offset after its last line
+	writes uint64          // writes completed
+	// broken is a failed write that could not be cut off: nothing more is
+	// written after a torn line.
 	broken error
 
-	syncMu sync.Mutex // one fsync at a time; guards synced, syncedSize and syncErr
-	synced uint64     // writes covered by the last successful fsync
-	// syncedSize is size at the last successful fsync: durable.
-	syncedSize int64
-	// syncErr is sticky: after a failed fsync the kernel may have dropped
-	// pages of any partition, and the next fsync would report success.
-	syncErr error
+	syncMu     sync.Mutex // one fsync at a time; guards the fields below
+	synced     uint64     // writes covered by the last successful fsync
+	syncedSize int64      // size then: durable
+	syncErr    error      // sticky, as filePart.syncErr
 }
 
-// append writes lines, complete lines of partition p ending before offset
-// next, at the end of the file.
+// append writes lines, of partition p up to offset next, at the end.
 func (st *sharedStage) append(lines []byte, p int32, next int64) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -191,9 +155,8 @@ func (st *sharedStage) append(lines []byte, p int32, next int64) error {
 	return nil
 }
 
-// sync makes every write completed before the call durable. One fsync
-// covers the writes of all partitions, so a call whose writes an fsync
-// already covered returns at once.
+// sync makes every write completed before the call durable, at once when
+// an fsync covered them already.
 func (st *sharedStage) sync() error {
 	st.mu.Lock()
 	want := st.writes

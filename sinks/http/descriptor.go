@@ -1,10 +1,11 @@
 package http
 
 import (
+	"context"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -127,13 +128,8 @@ func check(c *plan.SinkCheck) {
 	s := section(c.Sink)
 	c.URL("url")
 	sinks.CheckConnections(c, s.Connections)
-	names := make([]string, 0, len(s.Headers))
-	for name := range s.Headers {
-		names = append(names, name)
-	}
-	sort.Strings(names)
 	plain := strings.HasPrefix(strings.ToLower(s.URL), "http:")
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(s.Headers)) {
 		f, val := "headers."+name, s.Headers[name]
 		switch {
 		case !headerNameRe.MatchString(name):
@@ -161,4 +157,17 @@ func check(c *plan.SinkCheck) {
 	if d := time.Duration(s.RequestTimeout); d < 0 || d > time.Hour {
 		c.Add("request_timeout", "%s: want a duration up to 1h, e.g. 2m", d)
 	}
+}
+
+// Open builds the http sink sp describes (a validated plan section of type
+// http); without max_retries it retries DefaultMaxRetries times. On
+// error the Sink is nil.
+func Open(_ context.Context, sp sinks.Spec) (sinks.Sink, error) {
+	c := section(&sp.Plan)
+	retries := DefaultMaxRetries
+	if c.MaxRetries != nil {
+		retries = *c.MaxRetries
+	}
+	return sinks.Opened(New(Config{URL: c.URL, Headers: c.Headers, BatchSize: sp.Plan.BatchSize, MaxRetries: retries,
+		MaxRetryWait: time.Duration(c.MaxRetryWait), RequestTimeout: time.Duration(c.RequestTimeout), ValueFormat: encode.ValueFormat(c.ValueFormat), Connections: c.Connections, Log: sp.Options.Log}))
 }

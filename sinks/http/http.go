@@ -3,6 +3,7 @@
 package http
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -72,39 +73,29 @@ type Config struct {
 //	  "key":"k-1","value":{"id":42},
 //	  "headers":[{"key":"trace","value":"abc"}]}, ...]
 //
-// Each object is the record as AppendJSONL writes it (key is the Kafka
-// record key; a value that is JSON spread over several lines arrives as a
-// string, as in the file sink) preceded by idempotency_key, the record's
-// idempotency key (the key template, default "<topic>/<partition>/<offset>").
-// Records are in offset order; a request may hold several records of one
-// key, the last being the latest.
+// Each object is the record as AppendJSONL writes it, preceded by
+// idempotency_key, the record's idempotency key (the key template, default
+// "<topic>/<partition>/<offset>"). Records are in offset order.
 //
 // Idempotency is the endpoint's part of the contract: it must store each
-// record under its idempotency_key so that receiving it again (a retry, a
-// resumed or repeated run, batches cut differently) changes nothing. The
-// Idempotency-Key header identifies the request's records (their keys and
-// source coordinates): a retry of a request carries the same header, a
-// request of other records (even with the same keys) never does, so an
-// endpoint that caches responses by it does not swallow an update.
+// record under its idempotency_key so that receiving it again changes
+// nothing. The Idempotency-Key header identifies the request's records
+// (keys and source coordinates): a retry carries the same header, a
+// request of other records never does.
 //
 // A request counts as written only after a 2xx response. Network errors,
 // timeouts, 5xx, 408 and 429 are retried up to MaxRetries times with
-// exponential backoff and jitter, waiting at least what Retry-After asks
-// (seconds or an HTTP date), each wait capped at MaxRetryWait; once the
-// retries are spent the error is a *TransientError: the runner does not
-// retry it again (SelfRetrying), never skips or dead-letters it, and stops
-// the partition; a re-run resumes. A redirect is an error (a redirected POST may be replayed
-// as a GET), as is any other 4xx, at once: when a 400 or 422 names the
-// record it rejects, by a JSON body {"idempotency_key": "..."} or
-// {"index": n} (n is the position in the request's array), at the top level
-// or as the first element of an "errors" array, Write returns a
-// *record.Error for it; the records of the request are not written.
+// exponential backoff and jitter, waiting at least what Retry-After asks,
+// each wait capped at MaxRetryWait; then the error is a *TransientError,
+// which the runner does not retry again (Capabilities.RetriesItself). A
+// redirect or any other 4xx is an error at once: when a 400 or 422 names
+// the record it rejects, by a JSON body {"idempotency_key": "..."} or
+// {"index": n}, at the top level or as the first element of an "errors"
+// array, Write returns a *record.Error for it.
 //
-// HTTP is a SelfRetrying sink: the runner does not retry it again.
-//
-// Write is synchronous, safe for concurrent use (each partition's requests
-// go out in parallel), and keeps nothing of the batch. Errors and logs show
-// the URL without its query or credentials, never the headers.
+// Write is synchronous, safe for concurrent use, and keeps nothing of the
+// batch. Errors and logs show the URL without its query or credentials,
+// never the headers.
 type Sink struct {
 	client    *http.Client
 	url       string
@@ -118,15 +109,12 @@ type Sink struct {
 	timeout   time.Duration
 	conns     int
 	log       zerolog.Logger
-	// redact hides the credentials of the headers and the URL in what the
-	// endpoint answers (a 401 body may quote the token it refused).
-	redact *plan.Redactor
+	redact    *plan.Redactor // the credentials, in what the endpoint answers
 }
 
 var _ sinks.Sink = (*Sink)(nil)
 
-// Capabilities declares that the http sink retries by its own policy
-// (max_retries, max_retry_wait) and writes every record's key.
+// Capabilities: the http sink retries itself and writes every record's key.
 func (s *Sink) Capabilities() sinks.Capabilities {
 	return sinks.Capabilities{RetriesItself: true, Keys: sinks.KeysAll}
 }
@@ -144,9 +132,11 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.Connections < 0 || cfg.Connections > sinks.MaxConnections {
 		return nil, fmt.Errorf("http sink: connections %d: want 1..%d", cfg.Connections, sinks.MaxConnections)
 	}
-	s := &Sink{url: cfg.URL, where: safeURL(u), headers: http.Header{}, batchSize: cfg.BatchSize, format: cfg.ValueFormat, retries: max(cfg.MaxRetries, 0),
-		conns:   max(cfg.Connections, 1),
-		maxWait: cfg.MaxRetryWait, firstWait: cfg.RetryWait, timeout: cfg.RequestTimeout, log: cfg.Log,
+	s := &Sink{url: cfg.URL, where: safeURL(u), headers: http.Header{}, format: cfg.ValueFormat, retries: max(cfg.MaxRetries, 0),
+		batchSize: cmp.Or(max(cfg.BatchSize, 0), plan.DefaultBatchSize), conns: max(cfg.Connections, 1),
+		maxWait:   cmp.Or(max(cfg.MaxRetryWait, 0), time.Duration(DefaultMaxRetryWait)),
+		firstWait: cmp.Or(max(cfg.RetryWait, 0), 500*time.Millisecond),
+		timeout:   cmp.Or(max(cfg.RequestTimeout, 0), 30*time.Second), log: cfg.Log,
 		redact: plan.NewRedactor(secrets(cfg.URL, cfg.Headers)...)}
 	for name, v := range cfg.Headers {
 		s.headers.Set(name, v)
@@ -154,18 +144,6 @@ func New(cfg Config) (*Sink, error) {
 	s.headers.Set("Content-Type", "application/json")
 	if s.headers.Get("User-Agent") == "" {
 		s.headers.Set("User-Agent", "replay")
-	}
-	if s.batchSize <= 0 {
-		s.batchSize = plan.DefaultBatchSize
-	}
-	if s.maxWait <= 0 {
-		s.maxWait = time.Duration(DefaultMaxRetryWait)
-	}
-	if s.firstWait <= 0 {
-		s.firstWait = 500 * time.Millisecond
-	}
-	if s.timeout <= 0 {
-		s.timeout = 30 * time.Second
 	}
 	client := http.Client{Transport: defaultTransport}
 	if cfg.Client != nil {
@@ -196,8 +174,7 @@ func redactURLError(err error) error {
 }
 
 // defaultTransport is Go's default transport keeping up to 256 idle
-// connections per host (Go's keeps 2): the partitions of a run and their
-// connections each reuse one instead of dialing anew for every request.
+// connections per host (Go's keeps 2), one for each partition and connection.
 var defaultTransport = func() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 256
@@ -207,14 +184,9 @@ var defaultTransport = func() *http.Transport {
 
 // Write posts batch in requests of up to BatchSize records and returns
 // once every request got a 2xx. With Connections above 1 the records are
-// sharded by idempotency key (FNV-1a of the key, modulo Connections): each
-// shard's requests go out in order on their own connection, the shards at
-// once, so a key's records keep their order. A key template failing on a
-// record returns its *record.Error before anything is sent. When a
-// request fails, Write waits for the other shards and returns the failure
-// (the first shard's, by shard order): the batch is not written as a whole,
-// though other shards' requests may have been received (the runner writes
-// the batch again; the endpoint is idempotent).
+// sharded by idempotency key (shardOf), each shard's requests in order on
+// their own connection, the shards at once. When a request fails, Write
+// waits for the other shards and returns the first shard's failure.
 func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if len(batch) == 0 {
 		return nil
@@ -229,11 +201,11 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	for i := range batch {
 		keys[i] = batch[i].IdempotencyKey()
 	}
+	post := s.postSharded
 	if s.conns == 1 || len(batch) == 1 {
-		if err := s.postAll(ctx, batch, keys); err != nil {
-			return err
-		}
-	} else if err := s.postSharded(ctx, batch, keys); err != nil {
+		post = s.postAll
+	}
+	if err := post(ctx, batch, keys); err != nil {
 		return err
 	}
 	s.log.Debug().Str("url", s.where).Int32("partition", batch[0].Partition).
@@ -252,8 +224,7 @@ func (s *Sink) postAll(ctx context.Context, recs []record.Record, keys []string)
 	return nil
 }
 
-// postSharded splits batch by shard of key (order kept in each shard) and
-// posts the shards at once.
+// postSharded posts batch's shards at once.
 func (s *Sink) postSharded(ctx context.Context, batch []record.Record, keys []string) error {
 	shards := make([]struct {
 		recs []record.Record
@@ -294,12 +265,10 @@ func shardOf(key string, n int) int {
 }
 
 // body is the request body: a JSON array of the records as AppendJSONL
-// writes them, each preceded by its idempotency_key. Each record's line is
-// appended in place (its opening brace becomes the comma after the key,
-// its newline is dropped), so no byte is copied twice.
+// writes them, each preceded by its idempotency_key, appended in place
+// (the line's opening brace becomes a comma, its newline is dropped) into
+// a buffer sized up front.
 func body(recs []record.Record, keys []string, f encode.ValueFormat) []byte {
-	// The size is estimated up front (headers included: the buffer grew,
-	// doubling, on every request of records with headers).
 	n := 2
 	for i := range recs {
 		n += 160 + len(keys[i]) + len(recs[i].Key) + len(recs[i].Value)

@@ -1,11 +1,15 @@
 package kafka
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/encode"
 )
 
 // Type is the kafka sink's type in a plan.
@@ -64,13 +68,8 @@ var Descriptor = plan.SinkDescriptor{
 		{Name: "exactly_once", Fingerprint: true,
 			Doc: "kafka: produce each batch in one Kafka transaction together with the replay group's offsets for it (default false): consumers reading with isolation.level=read_committed see each source record exactly once, whatever happens to the run. Needs a target that supports transactions and, with ACLs, Write and Describe on the TransactionalId and IdempotentWrite on the cluster. Not with on_error: dead_letter or a dead-letter sink."},
 		{Name: "order", Fingerprint: true, Enum: []string{OrderPartition, OrderNone},
-			FingerprintValue: func(val any, _ *plan.Sink, _ bool) any {
-				if val == OrderPartition {
-					return "" // the default, as when unset
-				}
-				return val
-			},
-			Doc: "kafka: partition (default): a source partition's records reach the target in offset order, so 'replay plan --shards' gives each partition whole to one shard; none: the plan accepts them out of order, and shards may split a large partition between them (each part in order, the parts at once)."},
+			FingerprintValue: encode.DefaultAsUnset(OrderPartition),
+			Doc:              "kafka: partition (default): a source partition's records reach the target in offset order, so 'replay plan --shards' gives each partition whole to one shard; none: the plan accepts them out of order, and shards may split a large partition between them (each part in order, the parts at once)."},
 		{Name: "transactional_id",
 			Doc: "kafka with exactly_once: prefix of the transactional ids, one per source partition (<prefix>-<partition>); default replay-<plan name>-<hash of the group>. A later run with the same ids fences any earlier process still producing."},
 	},
@@ -171,4 +170,22 @@ func shard(ps *plan.Sink, index, count int) (any, error) {
 		c.TransactionalID = fmt.Sprintf("%s-shard-%d", s.TransactionalID, index)
 	}
 	return &c, nil
+}
+
+// Open builds the kafka sink sp describes (a validated plan section of
+// type kafka), connecting to its cluster. On error the Sink is nil.
+func Open(ctx context.Context, sp sinks.Spec) (sinks.Sink, error) {
+	c := section(&sp.Plan)
+	id := c.TransactionalID
+	if c.ExactlyOnce && c.sourceTopic != "" {
+		if id == "" {
+			id = DefaultTransactionalID(sp.Options.PlanName, sp.Options.Group)
+		}
+		id += "-" + c.sourceTopic
+	}
+	return sinks.Opened(New(ctx, Config{Brokers: c.Brokers, Topic: c.Topic, TLS: c.TLS, SASL: c.SASL, KeepPartition: c.KeepPartition,
+		KeyTemplate: strings.TrimSpace(sp.Plan.Key) != "", PlanName: sp.Options.PlanName, Log: sp.Options.Log,
+		ExactlyOnce: c.ExactlyOnce, TransactionalID: id, Group: sp.Options.Group, SourceTopic: sp.Options.Topic,
+		Partitions: sp.Options.Partitions, CommitMetadata: sp.Options.CommitMetadata, SourceClusterID: sp.Options.SourceClusterID,
+		Member: sp.Options.Member, RetryBudget: time.Duration(sp.Plan.Retry.MaxElapsed)}))
 }

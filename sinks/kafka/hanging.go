@@ -21,31 +21,19 @@ const offsetsTopic = "__consumer_offsets"
 
 // hangingGrace is how long a transaction of an earlier epoch must be seen
 // open, with its coordinator completing nothing, before abortHanging takes
-// it for forgotten: right after a broker restarts, its coordinator may
-// still be writing the markers of a transaction it committed (the
-// commit's answer lost with the broker), and aborting such a transaction
-// would hide records whose offsets the group already holds.
+// it for forgotten: a restarted coordinator may still be writing the
+// markers of a transaction it committed.
 const hangingGrace = 10 * time.Second
 
-// abortHanging ends the hanging transactions of the producers of parts
-// on the target cluster: transactions of a producer's id, under an epoch
-// older than the one its InitProducerID gave it, still open on a partition
-// of the target topic or of the offsets topic, that the transaction
-// coordinator has forgotten, so that no marker will ever close them: they
-// hold the partition's last stable offset, hiding every later record from
-// read_committed consumers, and the group's offset UNSTABLE_OFFSET_COMMIT,
-// forever. Apache Kafka 4 leaves such a transaction when a broker is killed
-// during one, also after the coordinator marked part of it (the offset
-// commit) committed. A transaction is taken for forgotten only when its
-// coordinator (DescribeTransactions) is not completing one of its id
-// (PrepareCommit, PrepareAbort) nor has it open under that epoch, and it
-// has been seen open for hangingGrace; until then abortHanging fails
-// transient, and the caller tries again. Each is then ended as its offset
-// commit ended (outcome): committed when the group's offset shows it
-// committed, else aborted — a transaction whose offsets are open too never
-// committed. The markers are written with WriteTxnMarkers (KIP-664), which
-// needs the ClusterAction right; without it the error names Kafka's own
-// tool. It returns how many were ended.
+// abortHanging ends the hanging transactions of the producers of parts on
+// the target cluster: transactions of a producer's id under an older epoch,
+// still open on a partition of the target topic or of the offsets topic,
+// that the transaction coordinator has forgotten (Apache Kafka 4 leaves
+// them when a broker is killed during one). They would hide every later
+// record from read_committed consumers, and hold the group's offset
+// UNSTABLE_OFFSET_COMMIT, forever. Until notForgotten agrees, it fails
+// transient. Each is ended as outcome says, by WriteTxnMarkers (KIP-664,
+// the ClusterAction right). It returns how many were ended.
 func (t *txnCommitter) abortHanging(ctx context.Context, parts ...int32) (int, error) {
 	ours, err := t.currentEpochs(ctx, parts)
 	if err != nil || len(ours) == 0 {
@@ -53,8 +41,6 @@ func (t *txnCommitter) abortHanging(ctx context.Context, parts ...int32) (int, e
 	}
 	described, err := t.admin.DescribeProducers(ctx, kadm.TopicsSet{t.target: nil, offsetsTopic: nil})
 	if err != nil {
-		// A broker before Kafka 2.8, or a principal without Describe on
-		// the topics: nothing can be looked for, and nothing is changed.
 		t.log.Debug().Err(err).Str("target", t.where).Msg("kafka sink: cannot look for hanging transactions (DescribeProducers)")
 		return 0, nil
 	}
@@ -101,13 +87,10 @@ func (t *txnCommitter) abortHanging(ctx context.Context, parts ...int32) (int, e
 }
 
 // outcome decides how a forgotten transaction h of the producer of source
-// partition p ended. Its records and the group's offset after them were
-// in one transaction, so the group's offset tells: a transaction open on
-// the offsets topic too never committed its offset (abort); one open on a
-// target partition alone, whose offset commit was marked (the coordinator
-// wrote some of its markers before the broker died), committed when the
-// group's offset for p is past the source offset of its first record
-// (the replay-source-offset header), and is committed; else aborted.
+// partition p ended, as the group's offset (committed in the same
+// transaction) tells: aborted when its offset commit is open too;
+// committed when the group's offset for p is past the source offset of its
+// first record; else aborted.
 func (t *txnCommitter) outcome(ctx context.Context, h hangingTxn, all []hangingTxn, p int32) (commit bool, why string, err error) {
 	if h.topic == offsetsTopic || slices.ContainsFunc(all, func(o hangingTxn) bool {
 		return o.topic == offsetsTopic && o.pr.ProducerID == h.pr.ProducerID && o.pr.ProducerEpoch == h.pr.ProducerEpoch
@@ -131,9 +114,8 @@ func (t *txnCommitter) outcome(ctx context.Context, h hangingTxn, all []hangingT
 	return false, fmt.Sprintf("the group's offset %d for %s/%d is not past its first record's source offset %d", off, t.topic, p, src), nil
 }
 
-// firstSourceOffset reads the first record of the open transaction h
-// (read_uncommitted, at its start offset) and returns its source offset
-// (the replay-source-offset header), or -1 when it has none.
+// firstSourceOffset reads the first record of the open transaction h and
+// returns its replay-source-offset header, or -1 when it has none.
 func (t *txnCommitter) firstSourceOffset(ctx context.Context, h hangingTxn) (int64, error) {
 	cl, err := kgo.NewClient(append(t.base[:len(t.base):len(t.base)],
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{h.topic: {h.partition: kgo.NewOffset().At(h.pr.CurrentTxnStartOffset)}}),
@@ -216,9 +198,8 @@ func (h hangingTxn) key() string {
 
 // notForgotten says why found cannot be taken for forgotten yet ("" when
 // every one can): its coordinator is completing a transaction of its id,
-// or has one open under that producer id and epoch, or it has been seen
-// open for less than hangingGrace (since the first time this process saw
-// it). A coordinator that cannot be asked counts as completing.
+// has it open, cannot be asked, or it was first seen open less than
+// hangingGrace ago.
 func (t *txnCommitter) notForgotten(ctx context.Context, found []hangingTxn) string {
 	var ids []string
 	for _, h := range found {
@@ -255,8 +236,7 @@ func (t *txnCommitter) notForgotten(ctx context.Context, found []hangingTxn) str
 	return strings.Join(why, "; ")
 }
 
-// producerEpoch is the epoch InitProducerID gave the producer of a
-// partition p.
+// producerEpoch is the epoch InitProducerID gave the producer of p.
 type producerEpoch struct {
 	epoch int16
 	p     int32
@@ -282,10 +262,9 @@ func (t *txnCommitter) currentEpochs(ctx context.Context, parts []int32) (map[in
 	return ours, nil
 }
 
-// writeMarkers writes the markers (commit or abort) of the hanging
-// transactions of the producers ids. A failure names Kafka's own tool to
-// abort one (it writes no commit marker); it is transient unless the
-// ClusterAction right is missing.
+// writeMarkers writes the markers of the hanging transactions of the
+// producers ids. A failure names Kafka's own tool to abort them; it is
+// transient unless the ClusterAction right is missing.
 func (t *txnCommitter) writeMarkers(ctx context.Context, markers []kadm.TxnMarkers, ids []string) error {
 	resps, err := t.admin.WriteTxnMarkers(ctx, markers...)
 	if err == nil {

@@ -25,8 +25,7 @@ import (
 )
 
 // Provenance headers the kafka sink adds to every message, after the
-// record's own headers (so a consumer's "last header" lookup finds them even
-// when the source was itself a replay).
+// record's own headers.
 const (
 	HeaderSourceTopic     = "replay-source-topic"
 	HeaderSourcePartition = "replay-source-partition"
@@ -36,19 +35,14 @@ const (
 	HeaderSourceTimestamp = "replay-source-timestamp"
 	HeaderPlan            = "replay-plan"
 	// HeaderKey carries the record's idempotency key (the key template,
-	// default "<topic>/<partition>/<offset>") in every message, after the
-	// other provenance headers: the message key is the source record's own
-	// unless a key template replaces it, so a consumer tells a re-delivery
-	// from a new record by this header.
+	// default "<topic>/<partition>/<offset>"), after the other provenance
+	// headers: a consumer tells a re-delivery from a new record by it.
 	HeaderKey = "replay-key"
-	// HeaderMapped ("1") marks a message whose value is the plan's
-	// mapping of the source record's value, not its bytes; it comes
-	// before HeaderKey. A record the plan does not map has no such
-	// header, and its value is forwarded byte for byte.
+	// HeaderMapped ("1"), before HeaderKey, marks a message whose value is
+	// the plan's mapping of the source record's value, not its bytes.
 	HeaderMapped = "replay-mapped"
 )
 
-// mappedValue is HeaderMapped's value.
 var mappedValue = []byte("1")
 
 // Config configures a Kafka sink.
@@ -112,26 +106,16 @@ type Config struct {
 	RetryBudget time.Duration
 }
 
-// Kafka produces records to a topic, of the source cluster or another one.
+// Sink produces records to a topic, of the source cluster or another one.
 //
-// Each record becomes one message (records, for both producers): its key
-// is the record's own (a null key stays null) unless a key template
-// replaces it, its value and headers are the record's, its timestamp is
-// the record's timestamp (CreateTime), and the provenance headers
-// replay-source-topic, replay-source-partition, replay-source-offset,
-// replay-source-timestamp, replay-plan and replay-key (the idempotency
-// key) follow the record's own headers. A tombstone stays a tombstone (a
-// null value deletes its key from a compacted topic). The partition is
-// Partition's.
+// Each record becomes one message (see records); a tombstone stays a
+// tombstone. The partition is Partition's.
 //
 // Idempotency: Kafka cannot overwrite a message, so a re-delivered record
-// (a resume after a crash, a re-run) is produced again, the same message
-// (key, value, headers, replay-key). Consumers that dedupe by replay-key,
+// is produced again, the same message. Consumers that dedupe by replay-key,
 // or keep the latest value per key (a compacted target topic), end up with
-// the same state as after one clean run. Consumers that count messages do
-// not. With the hash partitioner the messages of one key all go to one
-// partition, in offset order; with KeepPartition a key is only ordered
-// within its source partition.
+// the same state as after one clean run; consumers that count messages do
+// not.
 //
 // Exactly once (Config.ExactlyOnce): each Write is one Kafka transaction
 // of the source partition's transactional producer (transactional id
@@ -157,31 +141,25 @@ type Sink struct {
 	topic     string
 	where     string // topic and brokers, for messages
 	keep      bool
-	// templated: the plan's key: template makes the message key (else the
-	// message key is the source record's own).
-	templated bool
-	// maxBytes is the topic's max.message.bytes (maxMessageBytes).
-	maxBytes int64
-	planName string
-	log      zerolog.Logger
+	templated bool  // the plan's key: template makes the message key
+	maxBytes  int64 // the topic's max.message.bytes (maxMessageBytes)
+	planName  string
+	log       zerolog.Logger
 
 	mu         sync.Mutex
 	partitions int // of the target topic, as last seen
 
-	// retries counts the sink's own retries (Retries).
-	retries atomic.Int64
+	retries atomic.Int64 // see Retries
 
-	// txn produces in transactions (exactly once); nil: at least once.
-	txn   *txnCommitter
-	parts []int32 // source partitions of the run
+	txn   *txnCommitter // exactly once; nil: at least once
+	parts []int32       // source partitions of the run
 }
 
 var _ sinks.Sink = (*Sink)(nil)
 
-// Capabilities: a kafka sink's Write is durable on return (acks=all); an
+// Capabilities: every message carries its record's idempotency key; an
 // exactly-once sink keeps checkpoints in its transactions, and on the
-// source cluster commits every offset of the group (sinks.OffsetCommitter).
-// Every message carries its record's idempotency key.
+// source cluster commits every offset of the group.
 func (s *Sink) Capabilities() sinks.Capabilities {
 	switch {
 	case s.txn != nil && s.txn.onSource:
@@ -196,17 +174,15 @@ func (s *Sink) Capabilities() sinks.Capabilities {
 // the topic's max.message.bytes cannot be read: the brokers' default.
 const kafkaMaxMessageBytes = 1 << 20
 
-// kafkaBatchOverhead is what a record batch adds to its records' bytes as
-// the producer counts them (the v2 batch header and record framing), kept free
-// under the topic's max.message.bytes.
+// kafkaBatchOverhead is what a record batch adds to its records' bytes
+// (the v2 batch header and record framing), kept free under the topic's
+// max.message.bytes.
 const kafkaBatchOverhead = 512
 
-// maxMessageBytes reads the topic's max.message.bytes (DescribeConfigs; the
-// broker's message.max.bytes when the topic does not set it): the largest
-// record batch the broker accepts. The sink's batches stay under it, so
-// that only a record too large by itself is refused (a *record.Error, which
-// on_error can skip) instead of every batch (MESSAGE_TOO_LARGE for all).
-// Unreadable (no DescribeConfigs permission), it is kafkaMaxMessageBytes.
+// maxMessageBytes reads the topic's max.message.bytes (DescribeConfigs),
+// the largest record batch the broker accepts, which the sink's batches
+// stay under so that only a record too large by itself is refused;
+// kafkaMaxMessageBytes when unreadable.
 func (s *Sink) maxMessageBytes(ctx context.Context) int64 {
 	resp, err := s.client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{
 		{ResourceType: kafka.ResourceTypeTopic, ResourceName: s.topic, ConfigNames: []string{"max.message.bytes"}}}})
@@ -258,16 +234,13 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	s.maxBytes = s.maxMessageBytes(ctx)
 	if cfg.ExactlyOnce {
 		s.parts = cfg.Partitions
-		if s.txn, err = newTxnCommitter(ctx, cfg, brokers, s.where, s.maxBytes-kafkaBatchOverhead, &s.retries); err != nil {
-			conn.Transport.CloseIdleConnections()
-			return nil, err
-		}
+		s.txn, err = newTxnCommitter(ctx, cfg, brokers, s.where, s.maxBytes-kafkaBatchOverhead, &s.retries)
+	} else {
+		s.cl, err = newProducer(cfg, brokers, s.maxBytes-kafkaBatchOverhead)
 	}
-	if !cfg.ExactlyOnce {
-		if s.cl, err = newProducer(cfg, brokers, s.maxBytes-kafkaBatchOverhead); err != nil {
-			conn.Transport.CloseIdleConnections()
-			return nil, err
-		}
+	if err != nil {
+		conn.Transport.CloseIdleConnections()
+		return nil, err
 	}
 	for _, w := range conn.Warnings {
 		s.log.Warn().Str("topic", cfg.Topic).Msg("kafka sink: " + w)
@@ -282,14 +255,11 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 // without taking the records cannot hang a run.
 const deliveryTimeout = 2 * time.Minute
 
-// newProducer starts the at-least-once producer: idempotent (KIP-98's
-// producer ids and sequence numbers, so a retried produce request is not
-// written twice), acknowledged by every in-sync replica (acks=all: Write's
-// promise of durability), uncompressed (the broker applies the topic's
-// compression.type), record batches under maxBatch bytes, each message to
-// the partition records chose, sent at once (no linger: Write waits for
-// its messages). A message is tried cfg.MaxAttempts times (default 10) with
-// backoff from 100ms to 1s (Write bounds the whole by deliveryTimeout).
+// newProducer starts the at-least-once producer: idempotent (KIP-98),
+// acks=all, uncompressed (the broker applies the topic's
+// compression.type), record batches under maxBatch bytes, no linger, each
+// message tried cfg.MaxAttempts times (default 10) with backoff from
+// 100ms to 1s.
 func newProducer(cfg Config, brokers []string, maxBatch int64) (*kgo.Client, error) {
 	opts, err := kgoOpts(cfg, brokers)
 	if err != nil {
@@ -331,15 +301,14 @@ func (s *Sink) probe(ctx context.Context, conn *kafkaconn.Conn) ([]string, error
 }
 
 // probeDropWindow is how long, without SASL, the first Metadata request
-// after the probe is retried while the broker closes its connections: a
-// drop passes within it, a broker that requires SASL closes every one.
+// after the probe is retried while the broker closes its connections (a
+// broker that requires SASL closes every one).
 const probeDropWindow = 2 * time.Second
 
 // topicPartitionsAfterProbe is topicPartitions retried, until ctx ends,
-// while the broker answers with an error that may pass (a leader election)
-// or the connection drops; without SASL (sasl false), drops only for
-// probeDropWindow, after which the message keeps its SASL hint. Each retry
-// is counted (Retries) and logged.
+// while the broker answers with an error that may pass or the connection
+// drops (without SASL, for probeDropWindow only). Each retry is counted
+// and logged.
 func (s *Sink) topicPartitionsAfterProbe(ctx context.Context, sasl bool) (int, error) {
 	wait := 50 * time.Millisecond
 	var dropped time.Time
@@ -377,9 +346,7 @@ func (s *Sink) topicPartitions(ctx context.Context) (int, error) {
 	}
 	for _, t := range md.Topics {
 		switch {
-		case t.Name != s.topic:
-		case errors.Is(t.Error, kafka.UnknownTopicOrPartition):
-			return 0, fmt.Errorf("kafka sink: %s: the topic does not exist: create it first (replay does not create topics)", s.where)
+		case t.Name != s.topic || errors.Is(t.Error, kafka.UnknownTopicOrPartition):
 		case t.Error != nil:
 			return 0, fmt.Errorf("kafka sink: %s: %w", s.where, t.Error)
 		default:
@@ -417,8 +384,7 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if err != nil {
 		return err
 	}
-	// kgo's own delivery timeout counts from the record timestamp (the
-	// source's, long past): the context bounds the produce instead.
+	// kgo's delivery timeout counts from the (source) record timestamp.
 	pctx, cancel := context.WithTimeout(ctx, deliveryTimeout)
 	defer cancel()
 	if pe := produceFailure(s.cl.ProduceSync(pctx, recs...)); pe != nil {
@@ -430,8 +396,7 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 }
 
 // checkPartition makes sure the target topic has the source partition p,
-// refreshing the partition count once when it looks too small (partitions
-// may have been added).
+// refreshing the partition count once when it looks too small.
 func (s *Sink) checkPartition(ctx context.Context, p int32) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -450,18 +415,16 @@ func (s *Sink) checkPartition(ctx context.Context, p int32) error {
 }
 
 // produceError turns a failed ProduceSync into the error Write returns: the
-// record itself when the broker refused it alone (too large, invalid), a
-// *sinks.TransientError when Kafka deems the failure retriable (a leader
-// election, too few in-sync replicas, a timeout) and it outlasted the
-// producer's own retries; else the error as is (a topic that went missing
-// is not waited for).
+// record's *record.Error when the broker refused it alone, a
+// *sinks.TransientError when Kafka deems the failure retriable, else the
+// error as is.
 func (s *Sink) produceError(ctx context.Context, batch []record.Record, pe *produceError) error {
 	err := fmt.Errorf("kafka sink: produce to %s: %d of %d messages failed: %w", s.where, pe.failed, len(batch), pe.err)
 	var ke *kerr.Error
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("kafka sink: produce to %s: %w", s.where, ctx.Err())
-	case pe.failed == 1 && errors.As(pe.err, &ke) && rejectsMessage(ke):
+	case pe.poison():
 		return record.NewError(&batch[pe.first], err)
 	case errors.Is(pe.err, kerr.UnknownTopicOrPartition):
 		return fmt.Errorf("%w (was the topic deleted?)", err)
@@ -471,10 +434,11 @@ func (s *Sink) produceError(ctx context.Context, batch []record.Record, pe *prod
 	return &sinks.TransientError{Err: err}
 }
 
-// rejectsMessage reports whether a broker error is about the message
-// itself, so that the message alone failing pins it as the poison record.
-func rejectsMessage(ke *kerr.Error) bool {
-	return ke == kerr.MessageTooLarge || ke == kerr.CorruptMessage || ke == kerr.InvalidRecord || ke == kerr.RecordListTooLarge
+// poison reports whether the broker refused one message alone, for itself.
+func (pe *produceError) poison() bool {
+	var ke *kerr.Error
+	return pe.failed == 1 && errors.As(pe.err, &ke) &&
+		(ke == kerr.MessageTooLarge || ke == kerr.CorruptMessage || ke == kerr.InvalidRecord || ke == kerr.RecordListTooLarge)
 }
 
 // Finish does nothing: every Write is already acknowledged.

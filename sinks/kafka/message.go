@@ -3,7 +3,6 @@ package kafka
 import (
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -52,12 +51,8 @@ func Murmur2(b []byte) int32 {
 // null key), from source partition src, on a target topic of n
 // partitions: src itself with keep (keep_partition); else, for a key (an
 // empty key too), murmur2 of the key with the sign bit cleared, modulo n,
-// as the Java producer's default partitioner (BuiltInPartitioner,
-// Utils.toPositive(Utils.murmur2(key)) % n) puts it; for a null key,
-// src modulo n. The Java producer sends key-less records to one "sticky"
-// partition per batch (KIP-480, KIP-794); replay's batches are of one
-// source partition, so it sticks to the partition that keeps their source
-// order, and a re-delivery lands where the first delivery did.
+// as the Java producer's default partitioner puts it; for a null key, src
+// modulo n (where a re-delivery lands too, in source order).
 func Partition(keep bool, key []byte, src int32, n int) int32 {
 	switch {
 	case keep:
@@ -93,20 +88,15 @@ func messageSize(r *kgo.Record) int64 {
 //     for a mapped value, then HeaderKey with the idempotency key;
 //   - the partition is Partition of the message key over n partitions.
 //
-// The messages share the record bytes (no copy): both producers' Write
-// returns only once kgo finished every message (ProduceSync waits for all
-// promises, a cancelled one included), so nothing of the batch is read
-// after Write returns, when the runner reuses it.
-//
-// A key template failing on a record, and a record larger than limit
-// bytes (messageSize), return its *record.Error.
+// The messages share the record bytes: Write returns only once kgo
+// finished every message. A record larger than limit bytes (messageSize)
+// returns its *record.Error.
 func (s *Sink) records(batch []record.Record, n int, limit int64) ([]*kgo.Record, error) {
 	nh := 0
 	for i := range batch {
 		nh += len(batch[i].Headers) + 7
 	}
-	// buf holds what the sink adds (provenance values, idempotency keys);
-	// a slice taken before buf grows keeps pointing at the earlier array.
+	// buf holds what the sink adds (provenance values, idempotency keys).
 	buf := make([]byte, 0, len(batch)*(len(batch[0].Topic)+64))
 	mark := func(from int) []byte { return buf[from:len(buf):len(buf)] }
 	topic, topicBytes := "", []byte(nil)
@@ -131,7 +121,7 @@ func (s *Sink) records(batch []record.Record, n int, limit int64) ([]*kgo.Record
 		buf = strconv.AppendInt(buf, r.Offset, 10)
 		off := mark(at)
 		at = len(buf)
-		buf = appendTime(buf, r.Time)
+		buf = encode.AppendTimestamp(buf, r.Time)
 		ts := mark(at)
 		at = len(buf)
 		buf = r.AppendIdempotencyKey(buf)
@@ -162,39 +152,4 @@ func (s *Sink) records(batch []record.Record, n int, limit int64) ([]*kgo.Record
 		ptrs[i] = m
 	}
 	return ptrs, nil
-}
-
-// appendTime appends t in UTC as encode.TimeLayout does
-// (2006-01-02T15:04:05.000Z), without time.Format's layout parsing; years
-// outside 0..9999 take the general path.
-func appendTime(b []byte, t time.Time) []byte {
-	t = t.UTC()
-	year, month, day := t.Date()
-	if year < 0 || year > 9999 {
-		return t.AppendFormat(b, encode.TimeLayout)
-	}
-	hour, minute, sec := t.Clock()
-	ms := t.Nanosecond() / 1e6
-	d := func(b []byte, v, width int) []byte {
-		var x [4]byte
-		for i := width - 1; i >= 0; i-- {
-			x[i] = byte('0' + v%10)
-			v /= 10
-		}
-		return append(b, x[:width]...)
-	}
-	b = d(b, year, 4)
-	b = append(b, '-')
-	b = d(b, int(month), 2)
-	b = append(b, '-')
-	b = d(b, day, 2)
-	b = append(b, 'T')
-	b = d(b, hour, 2)
-	b = append(b, ':')
-	b = d(b, minute, 2)
-	b = append(b, ':')
-	b = d(b, sec, 2)
-	b = append(b, '.')
-	b = d(b, ms, 3)
-	return append(b, 'Z')
 }

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,14 +27,11 @@ import (
 const DefaultTransactionTimeout = time.Minute
 
 // txnRetryTimeout bounds franz-go's own retries of one request of the
-// exactly-once sink (its default, 30 s, would overrun a short
-// sink.retry.max_elapsed many times over).
+// exactly-once sink (its default is 30 s).
 const txnRetryTimeout = 5 * time.Second
 
 // txnCommitter produces the exactly-once sink's batches: one transactional
-// kgo client per source partition (transactional id <prefix>-<partition>),
-// so that partitions commit concurrently and a partition's zombie is
-// fenced by whichever process writes the partition next.
+// kgo client per source partition (transactional id <prefix>-<partition>).
 type txnCommitter struct {
 	base    []kgo.Opt // seed brokers, TLS, SASL, client id
 	prefix  string
@@ -49,68 +47,50 @@ type txnCommitter struct {
 	// transactions holding offsets only with EndTxn v4, which keeps the
 	// producer's epoch (v5 bumps it, behind kgo's back).
 	adminCl *kgo.Client
-	// onSource is set when the target cluster is the one the runner
-	// commits the group's offsets to (the same cluster id): the sink's
-	// transactions are then the group's only commits.
+	// onSource: the target cluster is the one the runner commits the
+	// group's offsets to.
 	onSource bool
 
-	// member is the process's member of the group under run --join; nil
-	// otherwise. Producers then start lazily, once per generation.
+	// member is the process's member of the group under run --join, whose
+	// producers start lazily, once per generation.
 	member func() (generation int32, memberID string)
 
-	// budget is how long a call outside Write may keep failing (again);
-	// retries counts the sink's own retries (Sink.Retries), each logged
-	// to log.
-	budget  time.Duration
-	retries *atomic.Int64
+	budget  time.Duration // see again
+	retries *atomic.Int64 // see Sink.Retries
 	log     zerolog.Logger
 
 	mu        sync.Mutex
 	producers map[int32]*kgo.Client
-	// gens is, under run --join, the generation each producer started in.
-	gens map[int32]int32
+	gens      map[int32]int32 // under run --join, each producer's generation
 	// committed is, per partition, the offset this run's transactions
-	// committed last (read back at start, lowered by reset): records below
-	// it are in the target already and are not produced again.
+	// committed last: records below it are not produced again.
 	committed map[int32]int64
 	// unsure holds the partitions whose last transaction's outcome is
-	// unknown (its EndTxn answer was lost and the group's offset could not
-	// be read back): committed may be too low for them, so the next write
-	// reads the group again before it skips anything (settled).
+	// unknown: the next write reads the group again (settled).
 	unsure map[int32]bool
 	// hangingSeen is when this process first saw each transaction of an
-	// earlier epoch open (abortHanging), by hangingTxn.key.
+	// earlier epoch open, by hangingTxn.key.
 	hangingSeen map[string]time.Time
 }
 
 // newTxnCommitter starts a transactional producer for each partition of
-// cfg.Partitions (InitProducerID: this fences an earlier process with the
-// same ids and aborts its open transactions; under run --join, cfg.Member
-// set, each starts on its first write in a generation instead) and checks that the target
-// cluster can hold the group's offsets for the source topic. A target
-// without transactions, or a principal without the TransactionalId ACL,
-// fails here, before anything is produced.
+// cfg.Partitions (InitProducerID fences an earlier process with the same
+// ids; under run --join each starts on its first write in a generation
+// instead) and checks that the target cluster can hold the group's
+// offsets for the source topic, before anything is produced.
 func newTxnCommitter(ctx context.Context, cfg Config, brokers []string, where string, maxBatch int64, retries *atomic.Int64) (*txnCommitter, error) {
 	base, err := kgoOpts(cfg, brokers)
 	if err != nil {
 		return nil, err
 	}
-	// Record batches stay under the topic's max.message.bytes, as the
-	// at-least-once Writer's do.
-	// kgo retries a failed request by itself for up to txnRetryTimeout;
-	// the sink's retries (again) and the runner's, which log and count
-	// each, take over after it, within sink.retry.max_elapsed.
 	base = append(base, kgo.ProducerBatchMaxBytes(int32(min(maxBatch, 1<<30))), kgo.RetryTimeout(txnRetryTimeout))
 	prefix := cfg.TransactionalID
 	if prefix == "" {
 		prefix = DefaultTransactionalID(cfg.PlanName, cfg.Group)
 	}
 	t := &txnCommitter{base: base, prefix: prefix, group: cfg.Group, topic: cfg.SourceTopic, target: cfg.Topic,
-		timeout: cfg.TransactionTimeout, meta: cfg.CommitMetadata, where: where, producers: map[int32]*kgo.Client{}, committed: map[int32]int64{}, unsure: map[int32]bool{},
+		timeout: cmp.Or(cfg.TransactionTimeout, DefaultTransactionTimeout), meta: cfg.CommitMetadata, where: where, producers: map[int32]*kgo.Client{}, committed: map[int32]int64{}, unsure: map[int32]bool{},
 		member: cfg.Member, gens: map[int32]int32{}, budget: cfg.RetryBudget, log: cfg.Log, retries: retries}
-	if t.timeout == 0 {
-		t.timeout = DefaultTransactionTimeout
-	}
 	if t.meta == nil {
 		t.meta = func(int32) string { return "" }
 	}
@@ -129,10 +109,8 @@ func newTxnCommitter(ctx context.Context, cfg Config, brokers []string, where st
 		var md kadm.Metadata
 		err := t.again(ctx, "read the cluster id", func(ctx context.Context) error {
 			var err error
-			if md, err = t.admin.BrokerMetadata(ctx); err != nil && retriable(err) {
-				err = &sinks.TransientError{Err: err}
-			}
-			return err
+			md, err = t.admin.BrokerMetadata(ctx)
+			return transientIf(err)
 		})
 		if err != nil {
 			t.close()
@@ -148,11 +126,7 @@ func (t *txnCommitter) start(ctx context.Context, parts []int32) error {
 	defer cancel()
 	details, err := t.admin.ListTopics(sctx, t.topic)
 	if err != nil {
-		err = fmt.Errorf("kafka sink: exactly_once: read topic %s on %s: %w", t.topic, t.where, err)
-		if retriable(err) {
-			return &sinks.TransientError{Err: err}
-		}
-		return err
+		return transientIf(fmt.Errorf("kafka sink: exactly_once: read topic %s on %s: %w", t.topic, t.where, err))
 	}
 	d, ok := details[t.topic]
 	if ok && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) && retriable(d.Err) {
@@ -187,30 +161,18 @@ func (t *txnCommitter) start(ctx context.Context, parts []int32) error {
 	return nil
 }
 
-// committedOf returns the offset this run's transactions committed for p.
-func (t *txnCommitter) committedOf(p int32) int64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.committed[p]
-}
-
-// settled is committedOf once the outcome of p's last transaction is known:
-// for an unsure partition it reads the group's stable offset first, so a
-// transaction that committed although its answer was lost is not produced
-// again. It fails (transient) while the offset cannot be read.
+// settled is the offset this run's transactions committed for p, once the
+// outcome of p's last transaction is known: for an unsure partition it
+// reads the group's stable offset first, so a transaction that committed
+// although its answer was lost is not produced again. It fails (transient)
+// while the offset cannot be read.
 func (t *txnCommitter) settled(ctx context.Context, p int32) (int64, error) {
 	t.mu.Lock()
-	unsure := t.unsure[p]
+	unsure, cl := t.unsure[p], t.producers[p]
 	t.mu.Unlock()
 	if unsure {
 		// A new producer of p's transactional id (InitProducerID) makes
-		// the outcome of its last transaction final: the coordinator
-		// completes one whose commit it had begun and aborts one still
-		// open (left so by a broker that restarted under it), which would
-		// otherwise hold p's offset unstable until transaction.timeout.ms.
-		t.mu.Lock()
-		cl := t.producers[p]
-		t.mu.Unlock()
+		// the outcome of its last transaction final.
 		if cl != nil {
 			t.drop(p, cl)
 		}
@@ -232,7 +194,9 @@ func (t *txnCommitter) settled(ctx context.Context, p int32) (int64, error) {
 		delete(t.unsure, p)
 		t.mu.Unlock()
 	}
-	return t.committedOf(p), nil
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.committed[p], nil
 }
 
 func (t *txnCommitter) markUnsure(p int32) {
@@ -317,10 +281,6 @@ func (t *txnCommitter) initError(id string, err error) error {
 	case errors.Is(err, kerr.ProducerFenced):
 		return &FencedError{TransactionalID: id, Err: err}
 	case retriable(err):
-		// A coordinator that moved, loads or is not available yet,
-		// CONCURRENT_TRANSACTIONS while an earlier process's transaction
-		// is aborted, a dropped connection: kgo's own retries ran out,
-		// the caller's (again, the runner's) go on.
 		msg := ""
 		if errors.Is(err, kerr.CoordinatorNotAvailable) {
 			msg = " (if it lasts, the cluster may not run transactions: it needs a transaction state log, transaction.state.log.replication.factor no more than its brokers)"
@@ -335,14 +295,12 @@ func (t *txnCommitter) initError(id string, err error) error {
 func (t *txnCommitter) write(ctx context.Context, p int32, next int64, recs []*kgo.Record) error {
 	err := t.writeOnce(ctx, p, next, recs, false)
 	// A transaction that ended as an abort although its commit was asked,
-	// or that the broker refused for the producer's sequence numbers
-	// (aborted; a producer in that state cannot go on), is written again
-	// by a new producer (a new epoch, sequences from 0) a few times,
-	// before the runner's retries take over; the group's stable offset is
-	// read first, and a batch that committed after all is not written
-	// again.
+	// or that the broker refused for the producer's sequence numbers, is
+	// written again a few times by a new producer, unless the group's
+	// stable offset shows it committed after all.
 	for tries := 1; (errors.Is(err, errNotCommitted) || errors.Is(err, errSequence)) && tries < notCommittedTries && ctx.Err() == nil; tries++ {
-		t.retried(err, p, tries)
+		t.retries.Add(1)
+		t.log.Warn().Err(err).Str("transactional_id", t.id(p)).Int("attempt", tries).Msg("kafka sink: the batch's transaction did not commit: writing it again in a new one")
 		done, serr := t.settled(ctx, p)
 		if serr != nil {
 			return serr
@@ -355,28 +313,16 @@ func (t *txnCommitter) write(ctx context.Context, p int32, next int64, recs []*k
 	return err
 }
 
-// retried counts and logs a transaction of p's batch written again within
-// one write, after err.
-func (t *txnCommitter) retried(err error, p int32, attempt int) {
-	t.retries.Add(1)
-	t.log.Warn().Err(err).Str("transactional_id", t.id(p)).Int("attempt", attempt).Msg("kafka sink: the batch's transaction did not commit: writing it again in a new one")
-}
-
 // errSequence marks a transaction aborted because the broker refused the
 // producer's sequence numbers (OUT_OF_ORDER_SEQUENCE_NUMBER).
 var errSequence = errors.New("the broker refused the producer's sequence numbers")
 
-// errNotCommitted marks a transaction whose commit was asked and answered
-// without an error, yet which did not commit: the group's stable offset
-// (OffsetFetch with RequireStable, KIP-447) stayed below the batch's end.
-// kgo's EndTransaction can do this: under KIP-890 part 2 it turns a commit
-// into an abort, and returns nil, when its own bookkeeping misses that a
-// produce of the transaction succeeded.
+// errNotCommitted marks a transaction whose commit was answered without an
+// error, yet whose group offset stayed below the batch's end: kgo's
+// EndTransaction can turn a commit into an abort under KIP-890 part 2.
 var errNotCommitted = errors.New("the transaction ended as an abort although its commit was asked")
 
-// notCommittedTries is how many transactions one write makes for a batch
-// whose commits end as aborts (errNotCommitted) before it fails
-// transient.
+// notCommittedTries is how many transactions one write makes for a batch.
 const notCommittedTries = 3
 
 // writeOnce is one try of write. On OUT_OF_ORDER_SEQUENCE_NUMBER it aborts
@@ -407,8 +353,6 @@ func (t *txnCommitter) writeOnce(ctx context.Context, p int32, next int64, recs 
 			return err
 		}
 	} else if err := t.verifyCommitted(ctx, p, next); err != nil {
-		// What the producer's transaction state is after it is not known:
-		// the next write starts a new one and reads the group first.
 		t.drop(p, cl)
 		t.markUnsure(p)
 		return err
@@ -420,13 +364,9 @@ func (t *txnCommitter) writeOnce(ctx context.Context, p int32, next int64, recs 
 }
 
 // verifyCommitted reads back the group's stable offset of p after an
-// EndTransaction(TryCommit) that returned nil: the batch counts as written
-// only when the offset reached next. An offset below next means the
-// transaction ended as an abort (errNotCommitted: the records are hidden
-// from read_committed consumers and the batch is written again); an offset
-// that cannot be read leaves the outcome unknown, so p is marked unsure
-// (the next write reads the group again before it skips anything) and the
-// error is transient.
+// EndTransaction(TryCommit) that returned nil: an offset below next is
+// errNotCommitted; one that cannot be read marks p unsure. Both are
+// transient.
 func (t *txnCommitter) verifyCommitted(ctx context.Context, p int32, next int64) error {
 	vctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	off, ok, err := t.stable(vctx, p)
@@ -445,10 +385,9 @@ func (t *txnCommitter) verifyCommitted(ctx context.Context, p int32, next int64)
 	return nil
 }
 
-// commitOffsets adds the group to the transaction (AddOffsetsToTxn, to the
-// transaction coordinator) and commits next for p in it (TxnOffsetCommit,
-// to the group coordinator), with the producer's id and epoch and the
-// runner's commit metadata; the requests go through via.
+// commitOffsets adds the group to the transaction (AddOffsetsToTxn) and
+// commits next for p in it (TxnOffsetCommit) with the runner's commit
+// metadata; the requests go through via.
 func (t *txnCommitter) commitOffsets(ctx context.Context, cl, via *kgo.Client, p int32, next int64) error {
 	pid, epoch, err := cl.ProducerID(ctx)
 	if err != nil {
@@ -471,8 +410,6 @@ func (t *txnCommitter) commitOffsets(ctx context.Context, cl, via *kgo.Client, p
 	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = id, t.group, pid, epoch
 	req.Generation, req.MemberID = -1, ""
 	if t.member != nil && t.onSource {
-		// As the member the group gave p to: a member that lost p is
-		// refused (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID).
 		req.Generation, req.MemberID = t.member()
 	}
 	rt := kmsg.NewTxnOffsetCommitRequestTopic()

@@ -11,8 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// How the exactly-once sink reads a failed transaction: fenced, lost, timed out or retriable.
-
 // produceError is a failed produce of a transaction's records: how many
 // failed, and the first of them (its index in the batch).
 type produceError struct {
@@ -41,17 +39,13 @@ func (e *produceError) Unwrap() error { return e.err }
 
 // failed aborts the open transaction after err, retires the producer, and
 // says what Write returns: a *FencedError when another producer took the
-// id over; nil when an EndTxn whose answer was lost did commit (the
-// group's stable offset reached next); else err, transient unless it is
-// permanent, so that the runner writes the batch again in a new
-// transaction, of a new producer, after reading what the group holds.
+// id over; nil when an EndTxn whose answer was lost did commit; else err,
+// transient unless it is permanent.
 func (t *txnCommitter) failed(ctx context.Context, cl *kgo.Client, p int32, next int64, err error, began time.Time, ending bool) error {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if aerr := cl.AbortBufferedRecords(actx); aerr == nil {
-		// kgo re-initialises the producer id with its current id and epoch
-		// when the epoch was bumped (KIP-360): that succeeds after the
-		// broker aborted a timed-out transaction, and fails with
+		// After a bumped epoch (KIP-360) kgo re-initialises the producer id:
 		// PRODUCER_FENCED when another producer took the id over.
 		_ = cl.EndTransaction(actx, kgo.TryAbort)
 	}
@@ -76,16 +70,10 @@ func (t *txnCommitter) failed(ctx context.Context, cl *kgo.Client, p int32, next
 	if errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
 		return fmt.Errorf("kafka sink: transaction of %s: %w", id, err)
 	}
-	// The client is not used again: whether the abort above reached the
-	// coordinator, and what kgo's state of the transaction is after a
-	// lost answer, is not known, and a producer whose transaction is
-	// still open broker-side would add the retry's records to it (under
-	// KIP-890 part 2 a produce joins the open transaction of its epoch).
-	// The next write starts a new producer (InitProducerID completes a
-	// commit the coordinator had begun and aborts anything still open)
-	// and reads the group's stable offset before it skips anything
-	// (settled). Should another process of the replay hold the id now,
-	// the new producer fences it, and that one stops with a *FencedError.
+	// The client is not used again: its transaction may still be open
+	// broker-side, and a retry's produce would join it (KIP-890 part 2).
+	// The next write starts a new producer and reads the group's stable
+	// offset before it skips anything (settled).
 	t.drop(p, cl)
 	if pe, ok := err.(*produceError); ok {
 		t.markUnsure(p)
@@ -107,12 +95,9 @@ func (t *txnCommitter) failed(ctx context.Context, cl *kgo.Client, p int32, next
 	return transientTxn(fmt.Errorf("kafka sink: transaction of %s to %s (aborted; the batch is written again): %w", id, t.where, err))
 }
 
-// timedOut handles a transaction that outlived transaction.timeout.ms: the
-// broker aborted it and bumped the producer's epoch, which the producer
-// cannot tell from a fencing. The client is replaced (a new producer id
-// epoch; should another process have taken the id meanwhile, it is fenced
-// in turn and stops) and what the group holds is read again, so that the
-// retry produces nothing a later transaction of another process committed.
+// timedOut handles a transaction that outlived transaction.timeout.ms,
+// which the broker aborted with a bumped epoch, like a fencing: the client
+// is replaced and what the group holds is read again.
 func (t *txnCommitter) timedOut(ctx context.Context, cl *kgo.Client, p int32, err error) error {
 	t.drop(p, cl)
 	if cps, cerr := t.checkpoints(ctx); cerr == nil {
@@ -139,8 +124,7 @@ func (e *lostError) Error() string {
 func (e *lostError) Unwrap() []error { return []error{sinks.ErrPartitionLost, e.err} }
 
 // lost returns, under run --join, a *lostError when err or perr says that
-// the member lost p: the group refused its generation or member id, or
-// the new owner's producer fenced this one; nil otherwise.
+// the member lost p; nil otherwise.
 func (t *txnCommitter) lost(p int32, cl *kgo.Client, err, perr error) error {
 	if t.member == nil {
 		return nil

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -15,14 +15,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// The replay group's offsets on the target cluster, as the exactly-once
-// sink's transactions commit them.
-
 // stable reads the group's committed offset of p on the target cluster,
-// waiting for p's pending transaction (OffsetFetch with RequireStable,
-// KIP-447), when its metadata is this run's. The other partitions'
-// transactions, which may be open at the same time, do not hold it: the
-// broker answers UNSTABLE_OFFSET_COMMIT per partition.
+// waiting for p's pending transaction (RequireStable, KIP-447), when it is
+// this run's.
 func (t *txnCommitter) stable(ctx context.Context, p int32) (int64, bool, error) {
 	var o kadm.OffsetResponse
 	err := t.retryRequest(ctx, "OffsetFetch of group "+t.group, func() error {
@@ -42,16 +37,21 @@ func (t *txnCommitter) stable(ctx context.Context, p int32) (int64, bool, error)
 	case err != nil:
 		return 0, false, fmt.Errorf("kafka sink: read the offset of group %s for %s/%d on %s: %w", t.group, t.topic, p, t.where, err)
 	}
-	if o.At >= 0 && o.Metadata != "" && o.Metadata == t.meta(p) && o.At > rangeStart(o.Metadata) {
+	if t.thisRun(p, o) {
 		return o.At, true, nil
 	}
 	return 0, false, nil
 }
 
-// checkpoints returns the offsets the group holds on the target cluster for
-// the source topic whose commit metadata is this run's (the same plan
-// fingerprint and range as t.meta), waiting for pending transactional
-// commits to settle (RequireStable).
+// thisRun reports whether o, the group's offset of p, was committed by this
+// run (its commit metadata is t.meta's) past the range start (where a
+// fresh run's or reset's offset says nothing was committed).
+func (t *txnCommitter) thisRun(p int32, o kadm.OffsetResponse) bool {
+	return o.At >= 0 && o.Metadata != "" && o.Metadata == t.meta(p) && o.At > rangeStart(o.Metadata)
+}
+
+// checkpoints returns the offsets of this run the group holds on the
+// target cluster for the source topic (RequireStable).
 func (t *txnCommitter) checkpoints(ctx context.Context) (map[int32]int64, error) {
 	var resp kadm.OffsetResponses
 	err := t.retryRequest(ctx, "OffsetFetch of group "+t.group, func() error {
@@ -70,9 +70,7 @@ func (t *txnCommitter) checkpoints(ctx context.Context) (map[int32]int64, error)
 	}
 	out := map[int32]int64{}
 	for p, o := range resp[t.topic] {
-		// An offset at the range start (a fresh run's, or reset's) says
-		// nothing was committed.
-		if o.Err == nil && o.At >= 0 && o.Metadata != "" && o.Metadata == t.meta(p) && o.At > rangeStart(o.Metadata) {
+		if o.Err == nil && t.thisRun(p, o) {
 			out[p] = o.At
 		}
 	}
@@ -86,13 +84,8 @@ func (t *txnCommitter) reset(ctx context.Context, starts map[int32]int64) error 
 	if len(starts) == 0 {
 		return nil
 	}
-	parts := make([]int32, 0, len(starts))
-	for p := range starts {
-		parts = append(parts, p)
-	}
-	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
 	os := kadm.Offsets{}
-	for _, p := range parts {
+	for _, p := range slices.Sorted(maps.Keys(starts)) {
 		os.Add(kadm.Offset{Topic: t.topic, Partition: p, At: starts[p], LeaderEpoch: -1, Metadata: t.meta(p)})
 	}
 	err := t.retryRequest(ctx, "OffsetCommit of group "+t.group, func() error {
@@ -123,12 +116,7 @@ func (t *txnCommitter) partitions(run []int32) []int32 {
 	for p := range t.committed {
 		seen[p] = true
 	}
-	out := make([]int32, 0, len(seen))
-	for p := range seen {
-		out = append(out, p)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // rangeStart reads the range start from the runner's commit metadata
@@ -144,10 +132,9 @@ func rangeStart(meta string) int64 {
 }
 
 // commitOnly commits next for p in a transaction of p's producer holding
-// only the offset (AddOffsetsToTxn, TxnOffsetCommit, EndTxn), unless the
-// sink's transactions committed next or more already. kgo ends only the
-// transactions it produced in, so this one is ended with a raw EndTxn v4
-// (adminCl), which leaves the producer's epoch as kgo knows it.
+// only the offset, unless the sink's transactions committed next or more
+// already. kgo ends only the transactions it produced in: this one ends
+// with a raw EndTxn v4 (adminCl), which keeps the producer's epoch.
 func (t *txnCommitter) commitOnly(ctx context.Context, p int32, next int64) error {
 	done, err := t.settled(ctx, p)
 	if err != nil {

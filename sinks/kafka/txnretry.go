@@ -13,30 +13,14 @@ import (
 	"github.com/replay-tool/replay/sinks"
 )
 
-// Retries of the exactly-once sink's calls to the target cluster.
-//
-// Inside Write, a failed transaction is aborted and Write fails transient:
-// the runner writes the batch again in a new transaction, within
-// sink.retry.max_elapsed, and counts each try. kgo retries by itself what
-// it can within one transaction: a produce that failed retriably (with the
-// same sequence numbers, which the broker deduplicates), AddPartitionsToTxn
-// and EndTxn on CONCURRENT_TRANSACTIONS or a coordinator that moved or
-// loads. The sink's own requests (AddOffsetsToTxn, TxnOffsetCommit, a raw
-// EndTxn, OffsetFetch) are retried in place a few times (retryRequest).
-//
-// Outside Write there is no runner to retry: starting the producers
-// (InitProducerID, which fences an earlier process and must precede the
-// read of the group's offsets) and reading or resetting the checkpoints
-// are retried by the sink itself (again), within the same budget.
+// Inside Write, a failed transaction is aborted and Write fails transient
+// for the runner to retry; kgo retries within one transaction what it can,
+// and the sink's own requests are retried in place (retryRequest). Outside
+// Write the sink retries its calls itself (again).
 
 // retriable reports whether err, from a request to the target cluster,
-// may pass by itself: an error Kafka calls retriable (a coordinator that
-// moved, loads or is not available, a leader election, a timeout),
-// CONCURRENT_TRANSACTIONS (the coordinator still writes the previous
-// transaction's markers), or the connection dropped or timed out. New
-// reaches this only after the cluster answered with the plan's TLS and SASL
-// settings, so a connection closed at its first answer is a drop, not
-// missing SASL.
+// may pass by itself: an error Kafka calls retriable,
+// CONCURRENT_TRANSACTIONS, or the connection dropped or timed out.
 func retriable(err error) bool {
 	var ke *kerr.Error
 	if errors.As(err, &ke) {
@@ -48,13 +32,10 @@ func retriable(err error) bool {
 // requestTries is how often retryRequest sends one request.
 const requestTries = 20
 
-// retryRequest sends a request of the transaction or group coordinator
-// (fn) again while it fails retriably, up to requestTries times with a
-// short backoff (5 ms doubling to 500 ms), each retry counted and logged
-// (but a stable read's wait for a transaction, UNSTABLE_OFFSET_COMMIT):
-// a coordinator loading or moving, CONCURRENT_TRANSACTIONS while the
-// previous transaction's markers are written, a dropped connection. The
-// requests it sends are idempotent within the transaction.
+// retryRequest sends an idempotent coordinator request (fn) again while it
+// fails retriably, up to requestTries times, 5 ms doubling to 500 ms
+// apart, each retry counted and logged (but a stable read's wait,
+// UNSTABLE_OFFSET_COMMIT).
 func (t *txnCommitter) retryRequest(ctx context.Context, what string, fn func() error) error {
 	wait := 5 * time.Millisecond
 	for attempt := 1; ; attempt++ {
@@ -63,8 +44,6 @@ func (t *txnCommitter) retryRequest(ctx context.Context, what string, fn func() 
 			return err
 		}
 		if errors.Is(err, kerr.UnstableOffsetCommit) {
-			// A read with RequireStable waiting for a transaction's
-			// markers (KIP-447): the way it works, not a failure.
 			t.log.Debug().Err(err).Int("attempt", attempt).Msgf("kafka sink: %s: waiting for a transaction to complete", what)
 		} else {
 			t.retries.Add(1)
@@ -81,10 +60,9 @@ func (t *txnCommitter) retryRequest(ctx context.Context, what string, fn func() 
 
 // again runs fn, a call of the sink outside Write, until it succeeds,
 // fails with an error that is not transient, or has kept failing for the
-// sink's retry budget (sink.retry.max_elapsed) since its first failure:
-// then it returns a *RetryError. The waits double from 200 ms to 5 s,
-// jittered down by up to half, the last cut to end with the budget; each
-// retry is counted (Sink.Retries) and logged.
+// sink's retry budget (sink.retry.max_elapsed): then it returns a
+// *RetryError. The waits double from 200 ms to 5 s, jittered; each retry
+// is counted and logged.
 func (t *txnCommitter) again(ctx context.Context, what string, fn func(context.Context) error) error {
 	r := backoff.Policy{Min: 200 * time.Millisecond, Max: 5 * time.Second, Budget: t.budget}.Start()
 	for {
@@ -130,10 +108,6 @@ func (e *RetryError) Error() string {
 func (e *RetryError) Unwrap() error { return e.Err }
 
 // Retries is how many times the sink retried a request or a call by
-// itself since New, each logged: the Metadata of the target topic after
-// the probe, and for the exactly-once sink its coordinator requests
-// (retryRequest), its calls outside Write (again) and a transaction
-// written again within one Write. The runner's retries of a failed Write
-// are not included, nor the retries franz-go makes inside one request or
-// one produce.
+// itself since New, each logged; neither the runner's retries of a failed
+// Write nor franz-go's own retries are included.
 func (s *Sink) Retries() int64 { return s.retries.Load() }

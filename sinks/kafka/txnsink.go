@@ -56,10 +56,8 @@ func kgoOpts(cfg Config, brokers []string) ([]kgo.Opt, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka sink: %w", err)
 	}
-	// New builds kgo clients only after the cluster answered a Metadata
-	// request with these TLS and SASL settings: a connection the broker
-	// closes at its first answer dropped (a broker restart, a network
-	// failure), and is retried as any drop, not taken for missing SASL.
+	// The cluster answered with these settings already (New): a closed
+	// connection is a drop, not missing SASL.
 	return append(opts, kgo.AlwaysRetryEOF()), nil
 }
 
@@ -69,8 +67,6 @@ func kgoOpts(cfg Config, brokers []string) ([]kgo.Opt, error) {
 // read_committed consumers.
 func (s *Sink) writeTxn(ctx context.Context, batch []record.Record) error {
 	p := batch[0].Partition
-	// Records an earlier transaction of this run committed are in the
-	// target already: a re-delivery produces only the rest.
 	done, err := s.txn.settled(ctx, p)
 	if err != nil {
 		return err
@@ -108,16 +104,14 @@ func (s *Sink) partitionCount() int {
 // either way.
 func (s *Sink) txnProduceError(batch []record.Record, pe *produceError) error {
 	err := fmt.Errorf("kafka sink: produce to %s: %d of %d messages failed (the transaction is aborted): %w", s.where, pe.failed, len(batch), pe.err)
-	var ke *kerr.Error
-	if pe.failed == 1 && errors.As(pe.err, &ke) && rejectsMessage(ke) {
+	if pe.poison() {
 		return record.NewError(&batch[pe.first], err)
 	}
 	return transientTxn(err)
 }
 
-// transientTxn marks a failed transaction as transient (the runner writes
-// the batch again, in a new transaction) unless the broker's answer says
-// trying again cannot help.
+// transientTxn marks a failed transaction as transient unless the broker's
+// answer says trying again cannot help.
 func transientTxn(err error) error {
 	var ke *kerr.Error
 	var fe *FencedError

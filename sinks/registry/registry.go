@@ -63,7 +63,12 @@ func Describe(s plan.Sink) plan.SinkDescriptor {
 // package plan. An error says which part of the section failed (an unknown
 // type, the driver's own checks or connection).
 func New(ctx context.Context, cfg plan.Sink, opts sinks.Options) (sinks.Sink, error) {
-	return build(ctx, cfg, opts)
+	for _, d := range drivers {
+		if d.desc.Type == cfg.Type {
+			return d.open(ctx, sinks.Spec{Plan: cfg, Options: opts})
+		}
+	}
+	return nil, fmt.Errorf("unknown sink type %q", cfg.Type)
 }
 
 // NewDeadLetter builds the dead-letter sink cfg describes (validated by
@@ -77,7 +82,7 @@ func New(ctx context.Context, cfg plan.Sink, opts sinks.Options) (sinks.Sink, er
 func NewDeadLetter(ctx context.Context, cfg plan.Sink, opts sinks.Options) (sinks.Sink, error) {
 	opts.DeadLetter = true
 	d := Describe(cfg)
-	s, err := build(ctx, cfg, opts)
+	s, err := New(ctx, cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("dead-letter sink: %w", err)
 	}
@@ -85,13 +90,4 @@ func NewDeadLetter(ctx context.Context, cfg plan.Sink, opts sinks.Options) (sink
 		return s, nil
 	}
 	return sinks.WithDeadLetterHeaders(s), nil
-}
-
-func build(ctx context.Context, cfg plan.Sink, opts sinks.Options) (sinks.Sink, error) {
-	for _, d := range drivers {
-		if d.desc.Type == cfg.Type {
-			return d.open(ctx, sinks.Spec{Plan: cfg, Options: opts})
-		}
-	}
-	return nil, fmt.Errorf("unknown sink type %q", cfg.Type)
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/encode"
 )
@@ -60,3 +61,31 @@ func (s *Sink) Finish(context.Context) error { return nil }
 
 // Close does nothing.
 func (s *Sink) Close() error { return nil }
+
+// Type is the stdout sink's type in a plan.
+const Type plan.SinkType = "stdout"
+
+// Section is a stdout sink's own fields in a plan (Descriptor.Fields says
+// what each means), in Sink.Config.
+type Section struct {
+	ValueFormat string `yaml:"value_format"`
+}
+
+// Descriptor describes the stdout sink's plan section.
+var Descriptor = plan.SinkDescriptor{
+	Type:             Type,
+	Summary:          "JSONL on standard output, for previews and pipes",
+	NewConfig:        func() any { return new(Section) },
+	Fields:           []plan.FieldDescriptor{encode.ValueFormatField},
+	WritesStdout:     true,
+	DeadLetterInLine: func(*plan.Sink) bool { return true },
+}
+
+// Open builds the stdout sink of a plan section of type stdout (its
+// value_format): it writes to sp.Options.Stdout (nil: os.Stdout). It does
+// not fail.
+func Open(_ context.Context, sp sinks.Spec) (sinks.Sink, error) {
+	s := New(sp.Options.Stdout)
+	s.Format = encode.ValueFormat(plan.ConfigOf[Section](&sp.Plan).ValueFormat)
+	return s, nil
+}
