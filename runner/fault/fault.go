@@ -3,9 +3,7 @@
 // names what a person can do about an error.
 package fault
 
-import (
-	"fmt"
-)
+import "fmt"
 
 // SafetyError is a refusal to touch a consumer group or to run a plan
 // because doing so could corrupt someone else's progress or mix two plans.
@@ -94,27 +92,22 @@ func With(err error, h Hint) error {
 // HintOf returns the hint of the first error in err's chain that has one:
 // a *SafetyError's, or one the runner attached.
 func HintOf(err error) Hint {
-	for err != nil {
-		switch e := err.(type) {
-		case *SafetyError:
-			if e.Hint != HintNone {
-				return e.Hint
-			}
-		case *Hinted:
+	switch e := err.(type) {
+	case *SafetyError:
+		if e.Hint != HintNone {
 			return e.Hint
 		}
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				if h := HintOf(e); h != HintNone {
-					return h
-				}
+	case *Hinted:
+		return e.Hint
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return HintOf(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if h := HintOf(e); h != HintNone {
+				return h
 			}
-			return HintNone
-		default:
-			return HintNone
 		}
 	}
 	return HintNone

@@ -143,10 +143,7 @@ func (w *Worker) flushDue(ctx context.Context, batch int) error {
 	if w.starved {
 		w.starved = false
 		if len(w.pending) > 0 {
-			if err := w.flush(ctx, len(w.pending)); err != nil {
-				return err
-			}
-			return nil
+			return w.flush(ctx, len(w.pending))
 		}
 	}
 	switch {

@@ -11,7 +11,6 @@ import (
 	"github.com/replay-tool/replay/internal/decode"
 	"github.com/replay-tool/replay/internal/filter"
 	"github.com/replay-tool/replay/internal/mapping"
-	"github.com/replay-tool/replay/internal/pipeline"
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/fault"
@@ -134,26 +133,20 @@ func (w *Worker) applyPipeline(recs []record.Record) ([]record.Record, *failure,
 	return out, nil, nil
 }
 
-// keyDeadLetters renders the dead-letter sink's key for each dead letter,
-// once, before the write and its retries: a key template that fails on a
-// dead letter is its *record.Error.
-func keyDeadLetters(k pipeline.Key, dead []record.Record) error {
-	for i := range dead {
-		if err := k.Apply(&dead[i]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // writeDeadLetters makes the batch's dead letters durable, in offset order,
-// before the commit passes them.
+// before the commit passes them. Their keys are rendered once, before the
+// write and its retries: a key template that fails is its *record.Error.
 func (w *Worker) writeDeadLetters() error {
 	if len(w.dead) == 0 {
 		return nil
 	}
 	slices.SortFunc(w.dead, func(a, b record.Record) int { return cmp.Compare(a.Offset, b.Offset) })
-	err := keyDeadLetters(w.deadKey, w.dead)
+	var err error
+	for i := range w.dead {
+		if err = w.deadKey.Apply(&w.dead[i]); err != nil {
+			break
+		}
+	}
 	if err == nil {
 		err = w.retry("dead-letter sink", w.DeadLetters, time.Duration(w.Plan.DeadLetter.Retry.MaxElapsed), func(ctx context.Context) error {
 			return w.DeadLetters.Write(ctx, w.dead)
@@ -245,10 +238,9 @@ func stopsOnePartition(err error) bool {
 		err = h.Err
 	}
 	pe, ok := err.(*source.PartitionError)
-	if !ok {
-		return false
+	if ok {
+		_, ok = pe.Err.(*source.OpenTransactionError)
 	}
-	_, ok = pe.Err.(*source.OpenTransactionError)
 	return ok || isDataLoss(err)
 }
 
@@ -256,9 +248,8 @@ func stopsOnePartition(err error) bool {
 // not also a sink or commit failure).
 func isDataLoss(err error) bool {
 	pe, ok := err.(*source.PartitionError)
-	if !ok {
-		return false
+	if ok {
+		_, ok = pe.Err.(*source.DataLossError)
 	}
-	_, ok = pe.Err.(*source.DataLossError)
 	return ok
 }

@@ -23,14 +23,8 @@ import (
 var ErrInterrupted = errors.New("interrupted")
 
 // maxActivePartitions bounds the partitions a run reads at once; the
-// others start as these finish their ranges. Each partition being read
-// has two goroutines (its worker and its prefetcher, a few KiB of stack
-// each, which the GC scans at every cycle), and the readers' FetchBudget
-// lets only a few dozen of them hold fetched records at a time anyway:
-// with 3000 partitions all started at once, goroutine stacks alone were
-// 24 MiB of a run's first second. 256 against 512 cut the peak RSS of a
-// 1000-partition run by 2-4 MiB and its GC cycles by a quarter, at no
-// loss of speed (the budget, not the partitions, limits the reading).
+// others start as these finish. Each has two goroutines whose stacks the
+// GC scans, and the FetchBudget, not the partitions, limits the reading.
 const maxActivePartitions = 256
 
 // RunAll replays states under p, one Worker per partition (at most
@@ -83,8 +77,7 @@ func RunAll(ctx context.Context, p *Policy, states []*State) error {
 }
 
 // partitionErrors collects failures that stop one partition but let the
-// others run to their end (records deleted under the reader): the run
-// still fails, once the other partitions are done.
+// others run to their end: the run still fails once they are done.
 type partitionErrors struct {
 	mu   sync.Mutex
 	errs []error
@@ -127,10 +120,8 @@ func warnThinThrottle(log zerolog.Logger, limit plan.Throttle, n int) {
 }
 
 // interruptedOutcome says what an interrupted run left in the sink and the
-// group, from what each partition did: every write finished and was
-// committed, or some were abandoned with the sink failing (not committed,
-// delivered again on resume), or written but not committed (the commit
-// failed; delivered again, idempotently).
+// group: writes committed, abandoned with the sink failing, or written but
+// not committed.
 func interruptedOutcome(states []*State) string {
 	var abandoned, uncommitted []string
 	fine := 0

@@ -35,24 +35,16 @@ func (e *SinkRetryError) Unwrap() error { return e.Err }
 
 // retry runs write to target, each try under its own FlushTimeout, until it
 // succeeds, fails with an error that is not transient, or has kept failing
-// for budget (the target's sink.retry.max_elapsed) since its first failure:
-// then the last error comes back in a *SinkRetryError. The waits between
-// tries double from Backoff.Min to Backoff.Max, jittered; the last one is
-// cut to end with the budget, for one more try.
+// for budget since its first failure: then the last error comes back in a
+// *SinkRetryError. The waits double from Backoff.Min to Backoff.Max,
+// jittered. Each try made again is logged and counted.
 //
-// Each retry is logged and counted (the report's sink_retries or
-// dead_letter_retries): one per try made again, so a batch written on its
-// third try counts two.
+// A sink that retries by its own policy (sinks.Capabilities.RetriesItself)
+// gets one try, under a deadline of the budget plus FlushTimeout.
 //
-// A sink that retries by its own policy (sinks.Capabilities.RetriesItself, the
-// http sink's max_retries) gets one try, under a deadline of the budget
-// plus FlushTimeout, which its own retries respect: retrying it again
-// would multiply its attempts.
-//
-// The run's cancellation (a signal) lets the try in flight finish, for up
-// to signalGrace, but starts no other: the batch is then not committed,
-// and a resume delivers it again; the partition is marked abandoned for
-// the final message.
+// The run's cancellation lets the try in flight finish, for up to
+// signalGrace, but starts no other: the batch is not committed, and the
+// partition is marked abandoned.
 func (w *Worker) retry(what string, target sinks.Sink, budget time.Duration, write func(context.Context) error) error {
 	b := w.Retry
 	b.defaults()

@@ -10,33 +10,23 @@ import (
 	"github.com/replay-tool/replay/plan"
 )
 
-// throttleBurst is how much of its rate a bucket holds: the most that can
-// pass at once after an idle moment. In any second at most the limit plus
-// this much reaches the sink; it is half of the tenth of a second the
-// documentation promises, so that a write that starts a few milliseconds
-// late (a busy machine) does not push a second over it.
+// throttleBurst is how much of its rate a bucket holds: in any second at
+// most the limit plus this much reaches the sink (half the documented
+// tenth of a second, for writes that start late).
 const throttleBurst = 50 * time.Millisecond
 
 // Throttle paces the records (and bytes) the partitions of a process hand
 // to the sink, under records/s and bytes/s limits shared by all of them.
-// Each write is cut to at most a burst's worth (throttleBurst of the rate)
-// and to the partition's share of max_batch_wait, and takes its tokens from
-// both buckets at one instant, right before it reaches the sink: in any
-// sliding second at most the limit plus the burst is written, whatever the
-// batch size and the number of partitions, and each partition writes at
-// least about every max_batch_wait. Partitions wait in the order they ask
-// (a reservation queue), so they share the rate evenly. A log of the
+// Each write is cut to at most a burst and to the partition's share of
+// max_batch_wait, and takes its tokens from both buckets right before it
+// reaches the sink; partitions wait in the order they ask. A log of the
 // writes started in the last second (sentLog) holds the limit when the
-// machine stalls and delayed writes start together.
-//
-// A nil *Throttle, or one without limits, lets everything through at once.
+// machine stalls. A nil *Throttle lets everything through at once.
 type Throttle struct {
 	mu             sync.Mutex
 	records, bytes bucket
 	// recordsSent and bytesSent are what the writes of the last second
-	// started with, at the instants they really started: the buckets pace
-	// the writes, these hold the limit when the machine stalled and
-	// delayed writes start together.
+	// started with.
 	recordsSent, bytesSent sentLog
 	// maxWait is plan.Throttle.MaxBatchWait.
 	maxWait time.Duration
@@ -60,7 +50,8 @@ func newBucket(perSecond float64) bucket {
 	if perSecond <= 0 {
 		return bucket{}
 	}
-	return bucket{rate: perSecond, burst: max(perSecond*throttleBurst.Seconds(), 1), tokens: max(perSecond*throttleBurst.Seconds(), 1)}
+	burst := max(perSecond*throttleBurst.Seconds(), 1)
+	return bucket{rate: perSecond, burst: burst, tokens: burst}
 }
 
 // ready is the earliest instant at or after t when n tokens are there.
