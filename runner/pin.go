@@ -132,22 +132,16 @@ func (j preparing) pin(ctx context.Context, all []int32, cps map[int32]group.Che
 	j.positions, j.dlPositions = map[int32]int64{}, map[int32]int64{}
 	for i := range res.Ranges {
 		rg := &res.Ranges[i]
-		if resumable && cps[rg.Partition].Replay && cps[rg.Partition].Offset >= 0 {
-			j.Resume[rg.Partition] = cps[rg.Partition].Offset
-			j.committed[rg.Partition] = cps[rg.Partition].Offset
-			j.positions[rg.Partition] = cps[rg.Partition].Position
-			j.dlPositions[rg.Partition] = cps[rg.Partition].DeadLetterPosition
+		if cp := cps[rg.Partition]; resumable && cp.Replay && cp.Offset >= 0 {
+			j.Resume[rg.Partition], j.committed[rg.Partition] = cp.Offset, cp.Offset
+			j.positions[rg.Partition], j.dlPositions[rg.Partition] = cp.Position, cp.DeadLetterPosition
 			rg.Outcome = Resumed
 		}
 		if err := j.pinRange(ctx, rg, offs[rg.Partition]); err != nil {
 			return err
 		}
 	}
-	for _, part := range all {
-		if !slices.Contains(parts, part) {
-			j.Ignored = append(j.Ignored, part)
-		}
-	}
+	j.Ignored = append(j.Ignored, slices.DeleteFunc(slices.Clone(all), func(p int32) bool { return slices.Contains(parts, p) })...)
 	if !resumable {
 		j.discarded = group.ReplayCommitted(all, cps)
 	}

@@ -171,11 +171,7 @@ func (j preparing) fromRecord(ctx context.Context, all []int32) error {
 			return err
 		}
 	}
-	for _, part := range all {
-		if !slices.Contains(parts, part) {
-			j.Ignored = append(j.Ignored, part)
-		}
-	}
+	j.Ignored = append(j.Ignored, slices.DeleteFunc(slices.Clone(all), func(p int32) bool { return slices.Contains(parts, p) })...)
 	j.opts.Log.Warn().Str("plan", p.Name).Str("group", p.Group).Str("record", rec.Path()).Bool("restart", j.opts.Restart).
 		Msg("the group has no commits of this plan: taking the ranges the run record fixed")
 	return nil

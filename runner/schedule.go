@@ -277,17 +277,12 @@ func PrepareInterval(ctx context.Context, c *Cluster, p *plan.Plan, at time.Time
 	}
 	job := &Job{Plan: &rp, c: c, opts: opts, Interval: &iv}
 	fp := rp.Fingerprint()
-	resumable := false
-	for _, cp := range own {
-		if cp.Replay && cp.Offset >= 0 && cp.Fingerprint == fp && cp.Interval.Equal(iv.Start) && !cp.Done() {
-			resumable = true
-		}
-	}
-	cps := map[int32]group.Checkpoint{}
-	switch {
-	case resumable: // an interrupted re-run
-		cps = own
-	default:
+	resumable := slices.ContainsFunc(slices.Collect(maps.Values(own)), func(cp group.Checkpoint) bool {
+		return cp.Replay && cp.Offset >= 0 && cp.Fingerprint == fp && cp.Interval.Equal(iv.Start) && !cp.Done()
+	})
+	cps := own // an interrupted re-run
+	if !resumable {
+		cps = map[int32]group.Checkpoint{}
 		job.discarded = group.ReplayCommitted(all, own)
 		// The schedule's own ranges of this interval, when it recorded them.
 		for part, cp := range main {

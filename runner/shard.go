@@ -331,7 +331,8 @@ func ForShard(p *plan.Plan, res *Resolution, index, count int, sinks plan.SinkCa
 }
 
 // shardSinks gives sp's sink and dead-letter sink their shard's settings
-// (SinkDescriptor.Shard), on copies of their sections.
+// (SinkDescriptor.Shard), on copies of their sections; count 0 only checks
+// that they need no shard.
 func shardSinks(sp *plan.Plan, index, count int, sinks plan.SinkCatalog) error {
 	for _, s := range []*plan.Sink{&sp.Sink, sp.DeadLetter} {
 		if s == nil {
@@ -344,6 +345,9 @@ func shardSinks(sp *plan.Plan, index, count int, sinks plan.SinkCatalog) error {
 		cfg, err := d.Shard(s, index, count)
 		if err != nil {
 			return err
+		}
+		if count == 0 {
+			continue
 		}
 		if s == sp.DeadLetter {
 			dl := *sp.DeadLetter
@@ -359,17 +363,7 @@ func shardSinks(sp *plan.Plan, index, count int, sinks plan.SinkCatalog) error {
 // CheckUnsharded refuses a run without --shard of a plan whose sink needs
 // one (SinkDescriptor.Shard with count 0: a file path holding {shard}).
 func CheckUnsharded(p *plan.Plan, sinks plan.SinkCatalog) error {
-	for _, s := range []*plan.Sink{&p.Sink, p.DeadLetter} {
-		if s == nil {
-			continue
-		}
-		if d, ok := sinks.Lookup(s.Type); ok && d.Shard != nil {
-			if _, err := d.Shard(s, 0, 0); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return shardSinks(p, 0, 0, sinks)
 }
 
 // ShardState is where one shard stands in its replay group.

@@ -76,14 +76,11 @@ type Progress struct {
 	// GroupState is the coordinator's state of the group (Empty, Dead,
 	// Stable, ...), or "unknown: <error>".
 	GroupState string `json:"group_state"`
-	// Holder is the plain run that holds the group now (host, pid, since),
-	// when one does; "" when the group's members, if any, are --join
-	// members. A holder that died lets go after the group's session
-	// timeout.
+	// Holder is the plain run that holds the group now (host, pid, since);
+	// "" when none does.
 	Holder string `json:"holder,omitempty"`
 	// HolderGone is true when Holder ran on this machine in a process
-	// that no longer exists (killed): it holds the group only until its
-	// session times out, or until a run of the plan here lets go of it.
+	// that no longer exists (killed).
 	HolderGone bool `json:"holder_gone,omitempty"`
 	// Members is the number of the group's members: a plain run's hold,
 	// or the --join processes sharing the plan.
@@ -96,9 +93,8 @@ type Progress struct {
 	// Foreign is the first commit replay did not make, on any topic of the
 	// group, when State is StateForeign.
 	Foreign *group.ForeignCommit `json:"foreign_commit,omitempty"`
-	// Record is this machine's record of the plan's run (group.RunRecord) when
-	// the group has no commit of it (its offsets expired or were deleted);
-	// the caller sets it.
+	// Record is this machine's record of the plan's run when the group has
+	// no commit of it; the caller sets it.
 	Record *group.RunRecord `json:"run_record,omitempty"`
 	// Partitions are the partitions the plan selects or the group committed,
 	// sorted.
@@ -151,8 +147,7 @@ func (c *Cluster) Progress(ctx context.Context, p *plan.Plan) (*Progress, error)
 	if d, ok := ETA(p.Throttle, pr.Remaining, 0); ok {
 		pr.ETA = d.String()
 	}
-	// A commit replay did not make on another topic makes the group
-	// foreign too: run and reset refuse it.
+	// A commit replay did not make on another topic makes it foreign too.
 	if pr.Foreign, err = group.Foreign(ctx, c.Cluster, p.Group); err != nil {
 		return nil, err
 	}
@@ -223,13 +218,10 @@ func (pr *Progress) summarize() {
 }
 
 // CheckReset returns the commits Reset would delete: p's group's
-// checkpoints on p's topic, sorted by partition (none when the group never
-// committed). It refuses (*fault.SafetyError) what Reset refuses: a group that
-// has active members or is not Empty/Dead, and a group that holds, on any
-// topic, a commit replay did not make. It changes nothing but the
-// group's members: a run of the plan on this machine whose process is gone
-// (killed) is removed first (group.LetGoOfDead), so a reset right after
-// the kill is not refused naming it.
+// checkpoints on p's topic, sorted by partition. It refuses
+// (*fault.SafetyError) what Reset refuses: a group with active members or
+// not Empty/Dead, or holding a commit replay did not make. It changes
+// nothing but removing a killed run of this machine (group.LetGoOfDead).
 func (c *Cluster) CheckReset(ctx context.Context, p *plan.Plan) ([]group.Checkpoint, error) {
 	if err := group.LetGoOfDead(ctx, c.Cluster, p); err != nil {
 		return nil, err

@@ -34,14 +34,10 @@ const (
 )
 
 // RunRecord is the local record of a plan's run, kept by the machine that
-// ran it (runner.Options.StateDir) in addition to the replay group's commits: the
-// ranges the run fixed and how far it got. It is written when the ranges
-// are pinned in the group and when the run ends. When the group's commits
-// are gone (Kafka expires an empty group's offsets after
-// offsets.retention.minutes; someone deleted them) the record tells Prepare
-// that the plan has progress, so that the run is refused instead of
-// silently starting over with a fresh (and, for an open-ended window,
-// wider) resolution.
+// ran it (runner.Options.StateDir): the ranges the run fixed and how far it
+// got. When the group's commits are gone (expired, deleted) it tells
+// Prepare that the plan has progress, so that the run is refused instead
+// of silently starting over.
 type RunRecord struct {
 	Format      string `json:"format"`
 	Plan        string `json:"plan"`
@@ -148,15 +144,14 @@ func (r *RunRecord) Write(dir string) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return err
+	_, err = tmp.Write(append(b, '\n'))
+	if err == nil {
+		err = tmp.Sync()
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
-	if err := tmp.Close(); err != nil {
+	if err != nil {
 		return err
 	}
 	return os.Rename(tmp.Name(), r.path)
@@ -164,9 +159,7 @@ func (r *RunRecord) Write(dir string) error {
 
 // ExpiredError is the refusal of a run whose replay group holds no commit
 // for partitions where the plan's progress is recorded elsewhere (the
-// local run record, the sink's checkpoint table): the group's offsets
-// probably expired (offsets.retention.minutes) or were deleted. Starting
-// over would deliver the window again from its start.
+// local run record, the sink's checkpoint table).
 type ExpiredError struct {
 	Group, Plan, Topic string
 	// Where names the record: "the local run record PATH (state, updated

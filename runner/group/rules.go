@@ -94,10 +94,7 @@ func DedicatedGroup(p *plan.Plan) string {
 
 // IncarnationError refuses ranges resolved on another incarnation of the
 // topic: it was deleted and created again under the same name (KIP-516
-// topic IDs differ). Its offsets name other records, so resuming would
-// read another log, and a sink keyed by topic, partition and offset would
-// have the new records overwrite the old ones. It comes wrapped in a
-// *fault.SafetyError (refused: the command line exits 3).
+// topic IDs differ). It comes wrapped in a *fault.SafetyError.
 type IncarnationError struct {
 	Topic, Group string
 	// Recorded is the topic ID the checkpoints or the resolution file
@@ -130,15 +127,11 @@ func (e *IncarnationError) Refuse() error {
 
 // CheckIncarnation refuses (*IncarnationError) checkpoints of the group
 // made on another incarnation of the topic (their metadata records its ID).
-// Kafka drops a deleted topic's commits from every group, so these are
-// commits a run made after the topic was created again, with the ranges of
-// the old one.
 func CheckIncarnation(p *plan.Plan, cps map[int32]Checkpoint, topicID string) error {
 	if topicID == "" {
 		return nil
 	}
-	parts := slices.Sorted(maps.Keys(cps))
-	for _, part := range parts {
+	for _, part := range slices.Sorted(maps.Keys(cps)) {
 		if cp := cps[part]; cp.Replay && cp.Offset >= 0 && cp.TopicID != "" && cp.TopicID != topicID {
 			return (&IncarnationError{Topic: p.Source.Topic, Group: p.Group, Recorded: cp.TopicID, Now: topicID,
 				Where: fmt.Sprintf("the group's checkpoints were made (partition %d at offset %d)", part, cp.Offset)}).Refuse()

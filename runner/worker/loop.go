@@ -71,8 +71,8 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		}
 	}()
 	w.log.Debug().Int64("from", s.From).Int64("end", s.End).Msg("partition started")
-	w.throttle.join()
-	defer w.throttle.leave()
+	w.throttle.join(1)
+	defer w.throttle.join(-1)
 	pf := source.Prefetch(ctx, r)
 	w.pf = pf
 	defer pf.Stop() // before the deferred report reads r.Stats
@@ -210,11 +210,9 @@ func (w *Worker) flushChunk(ctx context.Context, n int) error {
 	processed := n
 	if stop != nil {
 		processed = sort.Search(n, func(i int) bool { return chunk[i].Offset > stop.rec.Offset })
-	}
-	w.state.Read.Add(int64(processed))
-	if stop != nil {
 		commitAt = stop.rec.Offset // on_error: fail: commit up to the record, then stop at it
 	}
+	w.state.Read.Add(int64(processed))
 	if err := w.writeDeadLetters(); err != nil {
 		return err
 	}

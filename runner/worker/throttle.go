@@ -111,16 +111,11 @@ func (t *Throttle) MaxWait() time.Duration {
 	return t.maxWait
 }
 
-// join counts a partition that writes through the throttle until leave.
-func (t *Throttle) join() {
+// join counts a partition that writes through the throttle (d 1) until
+// it leaves (d -1).
+func (t *Throttle) join(d int32) {
 	if t != nil {
-		t.active.Add(1)
-	}
-}
-
-func (t *Throttle) leave() {
-	if t != nil {
-		t.active.Add(-1)
+		t.active.Add(d)
 	}
 }
 
