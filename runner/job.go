@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -92,15 +93,9 @@ func (o *Options) defaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.ProgressEvery == 0 {
-		o.ProgressEvery = 10 * time.Second
-	}
-	if o.FlushTimeout == 0 {
-		o.FlushTimeout = time.Minute
-	}
-	if o.Heartbeat == 0 {
-		o.Heartbeat = time.Second
-	}
+	o.ProgressEvery = cmp.Or(o.ProgressEvery, 10*time.Second)
+	o.FlushTimeout = cmp.Or(o.FlushTimeout, time.Minute)
+	o.Heartbeat = cmp.Or(o.Heartbeat, time.Second)
 }
 
 // Job is a plan bound to fixed ranges, ready to run: either a fresh

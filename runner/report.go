@@ -244,8 +244,7 @@ func outcomesOf(sink sinks.Sink) *sinks.Outcomes {
 	if c == nil {
 		return nil
 	}
-	o := c.Outcomes()
-	return &o
+	return new(c.Outcomes())
 }
 
 // finish stamps the report's end and the sinks' outcomes.
@@ -259,7 +258,9 @@ func (j *Job) finish(rep *Report, sink sinks.Sink) {
 	}
 	rep.SinkOutcomes = outcomesOf(sink)
 	rep.DeadLetterOutcomes = outcomesOf(j.DeadLetters)
-	rep.Schemas = schemaCounts(j.dec)
+	if j.dec != nil {
+		rep.Schemas = j.dec.Counts()
+	}
 }
 
 // Totals sums the partition counters.
@@ -282,9 +283,7 @@ func (j *Job) progress(states []*worker.State) func() {
 	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		t := time.NewTicker(j.opts.ProgressEvery)
 		defer t.Stop()
 		start := time.Now()
@@ -299,7 +298,7 @@ func (j *Job) progress(states []*worker.State) func() {
 					Float64("records_per_second", float64(p.Written)/el).Msg("progress")
 			}
 		}
-	}()
+	})
 	return func() { close(done); wg.Wait() }
 }
 

@@ -208,7 +208,11 @@ func Resolve(ctx context.Context, c *Cluster, p *plan.Plan, now time.Time) (*Res
 		}
 	}
 	for _, part := range selected {
-		if err := add(c.checkTimeRange(ctx, p, timeRange(part, starts[part], endOr(ends, part), offs[part]), res.From.Add(-margin))); err != nil {
+		end, ok := ends[part]
+		if !ok {
+			end = -1
+		}
+		if err := add(c.checkTimeRange(ctx, p, timeRange(part, starts[part], end, offs[part]), res.From.Add(-margin))); err != nil {
 			return nil, err
 		}
 	}
@@ -304,13 +308,6 @@ func (c *Cluster) checkTimeRange(ctx context.Context, p *plan.Plan, rg Range, fr
 		}
 	}
 	return rg, nil
-}
-
-func endOr(ends map[int32]int64, p int32) int64 {
-	if e, ok := ends[p]; ok {
-		return e
-	}
-	return -1
 }
 
 // timeRange maps the ListOffsets answers for from (start, -1 = none) and to

@@ -205,8 +205,7 @@ func (h *Hold) keep(ctx context.Context, gen *source.Generation, lose context.Ca
 func (h *Hold) logger() *zerolog.Logger {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	l := h.log
-	return &l
+	return new(h.log)
 }
 
 // LeaveFor leaves the group while fn runs (the broker refuses to delete

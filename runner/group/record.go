@@ -198,13 +198,9 @@ func partitionList(rs []RecordedRange) string {
 	return "[" + strings.Join(s, " ") + "]"
 }
 
-// recordWhere names a run record in an ExpiredError.
-func recordWhere(r *RunRecord) string {
-	return fmt.Sprintf("the local run record %s (%s, written %s)", r.path, r.State, r.UpdatedAt.UTC().Format(time.RFC3339))
-}
-
 // RecordRefusal refuses to start p over partitions its run record rec
 // holds progress for while the group has no commit for them.
 func RecordRefusal(p *plan.Plan, rec *RunRecord, missing []RecordedRange) error {
-	return (&ExpiredError{Group: p.Group, Plan: p.Name, Topic: p.Source.Topic, Where: recordWhere(rec), Recorded: missing}).Refusal()
+	return (&ExpiredError{Group: p.Group, Plan: p.Name, Topic: p.Source.Topic, Recorded: missing,
+		Where: fmt.Sprintf("the local run record %s (%s, written %s)", rec.path, rec.State, rec.UpdatedAt.UTC().Format(time.RFC3339))}).Refusal()
 }

@@ -209,8 +209,7 @@ func (c *committer) settle(next int64, err error) error {
 		// partition must not store less.
 		c.uncommitted = max(c.uncommitted, next)
 		perr := &source.PartitionError{Topic: c.topic, Partition: c.partition, Offset: c.committed.Load(), Err: err}
-		var re *source.RetryError
-		if errors.As(err, &re) {
+		if _, ok := errors.AsType[*source.RetryError](err); ok {
 			return fault.With(perr, fault.HintResume)
 		}
 		return perr

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sort"
@@ -42,15 +43,6 @@ func (w *Worker) releaseThrough(offset int64) {
 // flushAfter writes a partial batch of a slow partition after this long;
 // under a throttle, its max_batch_wait instead.
 const flushAfter = time.Second
-
-// flushWait is how long a partial batch may wait: flushAfter, or the
-// throttle's max_batch_wait.
-func (w *Worker) flushWait() time.Duration {
-	if d := w.throttle.MaxWait(); d > 0 {
-		return d
-	}
-	return flushAfter
-}
 
 // Run replays the partition from State.From to State.End, or until ctx
 // ends (the in-flight batch is written and committed first) or the
@@ -139,7 +131,7 @@ func (w *Worker) flushDue(ctx context.Context, batch int) error {
 			return err
 		}
 	}
-	due := w.pos >= w.state.End || w.commits.Since(time.Now()) > w.flushWait()
+	due := w.pos >= w.state.End || w.commits.Since(time.Now()) > cmp.Or(w.throttle.MaxWait(), flushAfter)
 	if w.starved {
 		w.starved = false
 		if len(w.pending) > 0 {

@@ -67,8 +67,7 @@ func (w *Worker) unprocessable(r *record.Record, reason string, err error) (*fai
 	s := w.state
 	s.unprocessable(reason)
 	msg := err.Error()
-	var re *record.Error
-	if errors.As(err, &re) {
+	if re, ok := errors.AsType[*record.Error](err); ok {
 		msg = re.Err.Error() // the coordinates are the record's own
 	}
 	switch w.Plan.OnError {
@@ -88,8 +87,7 @@ func (w *Worker) unprocessable(r *record.Record, reason string, err error) (*fai
 // partitionError reports f: the partition stopped at its record.
 func (f *failure) partitionError(topic string) error {
 	err := f.err
-	var re *record.Error
-	if !errors.As(err, &re) {
+	if _, ok := errors.AsType[*record.Error](err); !ok {
 		err = &record.Error{Topic: topic, Partition: f.rec.Partition, Offset: f.rec.Offset, Err: err}
 	}
 	return &source.PartitionError{Topic: topic, Partition: f.rec.Partition, Offset: f.rec.Offset,

@@ -57,7 +57,7 @@ func RunAll(ctx context.Context, p *Policy, states []*State) error {
 		}
 		todo = append(todo, s)
 	}
-	r.budget = newErrorBudget(p.Plan.MaxErrors, records)
+	r.budget = &errorBudget{limit: p.Plan.MaxErrors, allowed: p.Plan.MaxErrors.Allowed(records), records: records}
 	warnThinThrottle(p.Log, p.Limit, len(todo))
 	g, gctx := errgroup.WithContext(ctx)
 	var lost partitionErrors // data loss stops one partition, not the run

@@ -119,9 +119,6 @@ func (t *Throttle) join(d int32) {
 	}
 }
 
-// recordSize is what a record costs of bytes/s: its key and value.
-func recordSize(r *record.Record) int { return len(r.Key) + len(r.Value) }
-
 // chunk is how many of recs (at least one) the next write carries: at most
 // a burst, and at most a share of max_batch_wait's tokens among the active
 // partitions, in records and in bytes; and their size.
@@ -140,7 +137,7 @@ func (t *Throttle) chunk(recs []record.Record) (n, size int) {
 		limit = max(min(t.bytes.burst, r*t.maxWait.Seconds()/share), 1)
 	}
 	for i := 0; i < n; i++ {
-		s := recordSize(&recs[i])
+		s := len(recs[i].Key) + len(recs[i].Value) // what a record costs of bytes/s
 		if i > 0 && limit >= 0 && float64(size+s) > limit {
 			return i, size
 		}
