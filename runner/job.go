@@ -213,13 +213,7 @@ func (j *Job) addedSince(ctx context.Context) []int32 {
 		j.opts.Log.Debug().Err(err).Msg("list partitions after the run")
 		return j.Added
 	}
-	var fresh []int32
-	for _, part := range addedAmong(j.Plan, j.Resolution, all) {
-		if !slices.Contains(j.Added, part) {
-			fresh = append(fresh, part)
-		}
-	}
-	j.warnAdded(fresh)
+	j.warnAdded(slices.DeleteFunc(addedAmong(j.Plan, j.Resolution, all), func(p int32) bool { return slices.Contains(j.Added, p) }))
 	return slices.Sorted(slices.Values(j.Added))
 }
 

@@ -68,17 +68,15 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 	case startFromRecord:
 		return job, (preparing{job}).fromRecord(ctx, all)
 	}
-	if job.Resolution, err = Resolve(ctx, c, p, opts.logicalNow()); err != nil {
-		if cut := (*CutError)(nil); errors.As(err, &cut) {
-			// The job cannot run; its ranges show the reviewer where
-			// retention cut the window.
-			job.Fresh, job.Ignored = true, job.Resolution.Unselected
-			return job, err
-		}
+	job.Resolution, err = Resolve(ctx, c, p, opts.logicalNow())
+	if _, cut := errors.AsType[*CutError](err); err != nil && !cut {
 		return nil, err
 	}
-	job.Resolution.logDetails(opts.Log)
 	job.Fresh, job.Ignored = true, job.Resolution.Unselected
+	if err != nil {
+		return job, err // it cannot run; its ranges show where retention cut the window
+	}
+	job.Resolution.logDetails(opts.Log)
 	job.discarded = group.ReplayCommitted(all, cps)
 	if !group.AnyCommit(cps) {
 		if err := (preparing{job}).withoutCommits(); err != nil {

@@ -163,9 +163,8 @@ func (j preparing) intervalRanges(ctx context.Context, all []int32, cps map[int3
 	}
 	j.Resolution = &Resolution{Plan: p.Name, Fingerprint: fp, Topic: topic, Group: p.Group, ResolvedAt: j.opts.Now().UTC(),
 		From: iv.Start, To: iv.End, Unselected: unselected}
-	j.Ignored = unselected
+	j.Ignored, j.Fresh = unselected, true
 	j.Resume, j.committed, j.positions, j.dlPositions = map[int32]int64{}, map[int32]int64{}, map[int32]int64{}, map[int32]int64{}
-	j.Fresh = true
 	for _, part := range selected {
 		cp, o := cps[part], offs[part]
 		rg := Range{Partition: part, Outcome: InRange, LogStart: o.LogStart, HighWatermark: o.HighWatermark, LastStable: o.LastStable}
@@ -174,8 +173,7 @@ func (j preparing) intervalRanges(ctx context.Context, all []int32, cps map[int3
 		case mine && cp.Interval.Equal(iv.Start): // this interval, resumed
 			rg.Start, rg.End, rg.Outcome = cp.Start, cp.End, Resumed
 			j.committed[part], j.positions[part], j.dlPositions[part] = cp.Offset, cp.Position, cp.DeadLetterPosition
-			j.Resume[part] = cp.Offset
-			j.Fresh = false
+			j.Resume[part], j.Fresh = cp.Offset, false
 		case mine: // the previous interval's end (its next offset)
 			rg.Start = cp.Offset
 			rg.End = intervalEnd(ends, part, rg.Start, o.LastStable)

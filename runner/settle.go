@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/replay-tool/replay/plan"
@@ -341,13 +342,7 @@ func (j settling) dropDiscardedHeld(ctx context.Context) error {
 
 // dropParts are the discarded partitions outside the new ranges.
 func (j settling) dropParts() []int32 {
-	var parts []int32
-	for _, part := range j.discarded {
-		if _, ok := j.Resolution.rangeOf(part); !ok {
-			parts = append(parts, part)
-		}
-	}
-	return parts
+	return slices.DeleteFunc(slices.Clone(j.discarded), func(part int32) bool { _, ok := j.Resolution.rangeOf(part); return ok })
 }
 
 // dropDiscarded deletes the checkpoints of a run discarded by Restart on

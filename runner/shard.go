@@ -92,18 +92,14 @@ func SplitShards(res *Resolution, count int, whole bool, bytes map[int32]int64) 
 	if whole {
 		splitWhole(shards, ranges)
 	} else {
-		splitEven(shards, ranges)
-	}
-	byPart := map[int32]Range{}
-	for _, r := range ranges {
-		byPart[r.Partition] = r
+		splitEven(shards, ranges, res.Total())
 	}
 	for i := range shards {
 		s := &shards[i]
 		slices.SortFunc(s.Ranges, func(a, b SubRange) int { return cmp.Compare(a.Partition, b.Partition) })
 		for _, sr := range s.Ranges {
 			s.Records += sr.Records()
-			if r := byPart[sr.Partition]; bytes != nil && r.Records() > 0 {
+			if r, _ := res.rangeOf(sr.Partition); bytes != nil && r.Records() > 0 {
 				s.Bytes += bytes[sr.Partition] * sr.Records() / r.Records()
 			}
 		}
@@ -113,12 +109,8 @@ func SplitShards(res *Resolution, count int, whole bool, bytes map[int32]int64) 
 	return nil
 }
 
-// splitEven cuts the ranges, in order, into len(shards) runs of offsets.
-func splitEven(shards []Shard, ranges []Range) {
-	var total int64
-	for _, r := range ranges {
-		total += r.Records()
-	}
+// splitEven cuts the ranges (total offsets), in order, into len(shards) runs.
+func splitEven(shards []Shard, ranges []Range, total int64) {
 	n := int64(len(shards))
 	// Shard i holds the offsets at positions [bound(i), bound(i+1)) of
 	// the ranges laid end to end.
@@ -147,12 +139,7 @@ func splitWhole(shards []Shard, ranges []Range) {
 		if r.Records() == 0 {
 			continue
 		}
-		i := 0
-		for j := range load {
-			if load[j] < load[i] {
-				i = j
-			}
-		}
+		i := slices.Index(load, slices.Min(load)) // the first of the fewest
 		shards[i].Ranges = append(shards[i].Ranges, SubRange{Partition: r.Partition, Start: r.Start, End: r.End})
 		load[i] += r.Records()
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,12 +125,7 @@ func CheckMembers(ctx context.Context, c *source.Cluster, group, joinID string) 
 		h, ok := parseHolder(m)
 		return ok && holding && m.ClientID != joinID && h.Fingerprint == self.Fingerprint && h.Since.After(self.Since)
 	}
-	members := make([]source.GroupMember, 0, len(g.Members))
-	for _, m := range g.Members {
-		if !later(m) {
-			members = append(members, m)
-		}
-	}
+	members := slices.DeleteFunc(slices.Clone(g.Members), later)
 	if len(g.Members) > 0 && len(members) == 0 {
 		return nil // only later runs of this plan, leaving
 	}

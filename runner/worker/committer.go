@@ -185,8 +185,7 @@ func (c *committer) prepare(next int64) (int64, func() error, error) {
 	// The commit rides out the source cluster's bad minutes: its retries
 	// (source.RetryPolicy) may take the plan's retry budget.
 	timeout := max(c.timeout, c.retryBudget+source.DefaultRequestTimeout)
-	commit, partition := c.commit, c.partition
-	oc := c.sink.Offsets
+	commit, partition, oc := c.commit, c.partition, c.sink.Offsets
 	send := func() error {
 		cctx, ccancel := context.WithTimeout(context.Background(), timeout)
 		defer ccancel()

@@ -65,9 +65,8 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	w.log.Debug().Int64("from", s.From).Int64("end", s.End).Msg("partition started")
 	w.throttle.join(1)
 	defer w.throttle.join(-1)
-	pf := source.Prefetch(ctx, r)
-	w.pf = pf
-	defer pf.Stop() // before the deferred report reads r.Stats
+	w.pf = source.Prefetch(ctx, r)
+	defer w.pf.Stop() // before the deferred report reads r.Stats
 	defer func() {
 		if !w.committedAtFailure {
 			cerr := w.commits.Commit()
@@ -184,8 +183,7 @@ func (w *Worker) flushChunk(ctx context.Context, n int) error {
 	if n == len(w.pending) {
 		commitAt = w.pos
 	}
-	out := w.window(chunk)
-	out, stop, err := w.applyPipeline(out)
+	out, stop, err := w.applyPipeline(w.window(chunk))
 	if err != nil {
 		return err // max_errors: nothing of this batch is committed
 	}
@@ -229,8 +227,7 @@ func (w *Worker) flushChunk(ctx context.Context, n int) error {
 			return err
 		}
 	}
-	last := w.pending[n-1].Offset
-	before := len(w.pending)
+	last, before := w.pending[n-1].Offset, len(w.pending)
 	w.pending = append(w.pending[:0], w.pending[n:]...)
 	clear(w.pending[len(w.pending):before]) // no stale record keeps a released chunk alive
 	if len(w.pending) == 0 {

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -49,10 +50,7 @@ func (w *Worker) retry(what string, target sinks.Sink, budget time.Duration, wri
 	b := w.Retry
 	b.defaults()
 	self := target.Capabilities().RetriesItself
-	run := w.runCtx
-	if run == nil {
-		run = context.Background()
-	}
+	run := cmp.Or(w.runCtx, context.Background())
 	r := backoff.Policy{Min: b.Min, Max: b.Max, Budget: budget}.Start()
 	for {
 		limit := w.FlushTimeout
