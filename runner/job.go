@@ -152,12 +152,7 @@ type Job struct {
 
 // NothingToDo reports whether every partition already reached its end.
 func (j *Job) NothingToDo() bool {
-	for _, r := range j.Resolution.Ranges {
-		if j.readFrom(r) < r.End {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(j.Resolution.Ranges, func(r Range) bool { return j.readFrom(r) < r.End })
 }
 
 // readFrom is where partition r is read from: its resume point, else its
@@ -259,9 +254,10 @@ type liveRun struct {
 // (sinks.Options.SourceClusterID).
 func (j *Job) SourceClusterID() string { return j.c.id() }
 
-// meta is the metadata of a commit of the range [start, end).
-func (j *Job) meta(start, end int64) group.Meta {
-	m := group.Meta{Tool: group.MetaTool, Plan: j.Plan.Name, Fingerprint: j.Resolution.Fingerprint, Start: start, End: end, Tid: j.Resolution.TopicID}
+// meta is the metadata of a commit of the range [start, end), with the
+// sinks' durable positions pos and dpos (0: unknown).
+func (j *Job) meta(start, end, pos, dpos int64) group.Meta {
+	m := group.Meta{Tool: group.MetaTool, Plan: j.Plan.Name, Fingerprint: j.Resolution.Fingerprint, Start: start, End: end, Pos: pos, DPos: dpos, Tid: j.Resolution.TopicID}
 	if j.Interval != nil {
 		m.Iv = j.Interval.Start.UTC().Format(time.RFC3339)
 	}

@@ -186,6 +186,7 @@ func (j preparing) partlyLost(ctx context.Context, cps map[int32]group.Checkpoin
 		return nil
 	}
 	var missing []group.RecordedRange
+	var parts []int32
 	for _, r := range rec.Ranges {
 		if cp, ok := cps[r.Partition]; ok && cp.Offset >= 0 {
 			if cp.Start != r.Start || cp.End != r.End {
@@ -193,17 +194,13 @@ func (j preparing) partlyLost(ctx context.Context, cps map[int32]group.Checkpoin
 			}
 			continue
 		}
-		missing = append(missing, r)
+		missing, parts = append(missing, r), append(parts, r.Partition)
 	}
 	if len(missing) == 0 {
 		return nil
 	}
 	if !j.opts.ResumeFromSink {
 		return group.RecordRefusal(j.Plan, j.record, missing)
-	}
-	parts := make([]int32, len(missing))
-	for i, r := range missing {
-		parts[i] = r.Partition
 	}
 	offs, err := j.c.ListOffsets(ctx, j.Plan.Source.Topic, parts, j.Plan.Source.Isolation)
 	if err != nil {

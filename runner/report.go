@@ -215,9 +215,13 @@ type Report struct {
 	// an error that may pass and were tried again, since it was connected.
 	SourceRetries int64 `json:"source_retries,omitempty"`
 	// SinkRetries counts the writes to the sink that failed with a
-	// transient error and were tried again, and the calls the sink retried
-	// by itself and counts (sinkRetryCounter); each one is also a warning
-	// in the log. DeadLetterRetries is the same for the dead-letter sink.
+	// transient error and were tried again (one per try made again, within
+	// sink.retry.max_elapsed), and the calls and requests the sink retried
+	// by itself and counts (sinkRetryCounter: the exactly-once kafka
+	// sink's start, checkpoints and coordinator requests); each one is
+	// also a warning in the log. Retries inside a client library (kgo's
+	// within one request, pgx's) are not counted. DeadLetterRetries is the
+	// same for the dead-letter sink.
 	SinkRetries       int64 `json:"sink_retries,omitempty"`
 	DeadLetterRetries int64 `json:"dead_letter_retries,omitempty"`
 	// Schemas counts, under decode:, the values and keys decoded per

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -154,10 +155,14 @@ func (e *RetentionError) Error() string {
 // start = ListOffsets(from), the first offset whose timestamp is >= from;
 // end = ListOffsets(to), or the high watermark when to is unset or no
 // record is that late. The lookups by time read the whole log
-// (read_uncommitted); a range that ends past the last stable offset is
-// marked (Range.OpenTransaction). A window with no record at or after
-// from is empty at the high watermark. A start that retention already
-// deleted is a *CutError of *RetentionError unless allow_data_loss.
+// (read_uncommitted): under read_committed a lookup answers nothing for a
+// record past the last stable offset, which would end the range before an
+// open transaction and drop the committed records after it. A range that
+// ends past the last stable offset is marked (Range.OpenTransaction): a run
+// waits for the transaction to end. A window with no record at or after
+// from is empty at the high watermark, never the whole topic. A start that
+// retention already deleted is a *RetentionError unless the plan sets
+// allow_data_loss.
 func Resolve(ctx context.Context, c *Cluster, p *plan.Plan, now time.Time) (*Resolution, error) {
 	topic := p.Source.Topic
 	all, err := c.Partitions(ctx, topic)
@@ -378,11 +383,7 @@ func selectPartitions(p *plan.Plan, all []int32) (selected, unselected []int32, 
 	want := p.Source.Partitions.List
 	offsetsWindow := p.Window.Kind() == plan.WindowOffsets && p.Window.OffsetsAll == nil
 	if offsetsWindow {
-		want = want[:0:0]
-		for part := range p.Window.Offsets {
-			want = append(want, part)
-		}
-		slices.Sort(want)
+		want = slices.Sorted(maps.Keys(p.Window.Offsets))
 	}
 	if p.Source.Partitions.All && !offsetsWindow || len(want) == 0 {
 		return all, nil, nil

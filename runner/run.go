@@ -63,10 +63,8 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	}
 	j.saveRecord(group.RecordRunning, j.readFrom)
 	next := func(r Range) int64 {
-		for _, s := range states {
-			if s.Partition == r.Partition {
-				return max(s.Next.Load(), s.From)
-			}
+		if i := slices.IndexFunc(states, func(s *worker.State) bool { return s.Partition == r.Partition }); i >= 0 {
+			return max(states[i].Next.Load(), states[i].From)
 		}
 		return j.readFrom(r)
 	}
@@ -119,8 +117,7 @@ func (j *Job) confirmCommits(ctx context.Context, sink sinks.Sink, ends map[int3
 	if err != nil {
 		return fmt.Errorf("read back the group's offsets at the end of the run: %w", err)
 	}
-	offsets := map[int32]int64{}
-	meta := map[int32]group.Meta{}
+	offsets, meta := map[int32]int64{}, map[int32]group.Meta{}
 	for _, r := range j.Resolution.Ranges {
 		end, ok := ends[r.Partition]
 		if !ok {
@@ -129,9 +126,7 @@ func (j *Job) confirmCommits(ctx context.Context, sink sinks.Sink, ends map[int3
 		if got := cps[r.Partition].Offset; got < end.next {
 			j.opts.Log.Warn().Int32("partition", r.Partition).Int64("committed", got).Int64("end", end.next).
 				Msg("the group's offset is below where the partition ended (a commit landed late): committing the end again")
-			m := j.meta(r.Start, r.End)
-			m.Pos, m.DPos = end.pos, end.deadPos // what the sinks held at that end's commit
-			offsets[r.Partition], meta[r.Partition] = end.next, m
+			offsets[r.Partition], meta[r.Partition] = end.next, j.meta(r.Start, r.End, end.pos, end.deadPos)
 		}
 	}
 	if len(offsets) == 0 {
@@ -191,7 +186,7 @@ func (j *Job) Member() (generation int32, memberID string) {
 // outside the job's ranges.
 func (j *Job) CommitMetadata(partition int32) string {
 	if r, ok := j.Resolution.rangeOf(partition); ok {
-		return j.meta(r.Start, r.End).Encode()
+		return j.meta(r.Start, r.End, 0, 0).Encode()
 	}
 	return ""
 }
@@ -209,9 +204,7 @@ func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*worker.Sta
 	return worker.RunAll(ctx, &worker.Policy{Plan: j.Plan, From: j.Resolution.From, To: j.Resolution.To, Decoder: dec,
 		Sink: sink, DeadLetters: j.DeadLetters, Source: j.c.Cluster, Limit: limit, Retry: j.opts.Retry, FlushTimeout: j.opts.FlushTimeout, Log: j.opts.Log,
 		Commit: func(ctx context.Context, s *worker.State, next, pos, deadPos int64) error {
-			m := j.meta(s.Start, s.End)
-			m.Pos, m.DPos = pos, deadPos
-			return j.commits.Load().CommitPartition(ctx, s.TopicPartition, next, m)
+			return j.commits.Load().CommitPartition(ctx, s.TopicPartition, next, j.meta(s.Start, s.End, pos, deadPos))
 		}}, states)
 }
 

@@ -210,10 +210,7 @@ func intervalEnd(answers map[int32]int64, part int32, floor, lastStable int64) i
 // deleted, unless the plan accepts data loss (then it starts at the log
 // start and counts the loss).
 func (j preparing) checkIntervalStart(rg *Range) error {
-	next := rg.Start
-	if off, ok := j.Resume[rg.Partition]; ok {
-		next = off
-	}
+	next := j.readFrom(*rg)
 	if next >= rg.End || next >= rg.LogStart {
 		return nil
 	}

@@ -179,13 +179,9 @@ func ShardFingerprint(res *Resolution) string {
 // ParseShard reads --shard I/N: shard I (0-based) of N.
 func ParseShard(s string) (index, count int, err error) {
 	a, b, ok := strings.Cut(s, "/")
-	if ok {
-		index, err = strconv.Atoi(a)
-		if err == nil {
-			count, err = strconv.Atoi(b)
-		}
-	}
-	if !ok || err != nil || count < 1 || index < 0 || index >= count {
+	index, err = strconv.Atoi(a)
+	count, err2 := strconv.Atoi(b)
+	if !ok || err != nil || err2 != nil || count < 1 || index < 0 || index >= count {
 		return 0, 0, fmt.Errorf("--shard %q: want I/N, shard I (0 to N-1) of N, e.g. 0/4 (a Kubernetes Indexed Job passes $JOB_COMPLETION_INDEX as I)", s)
 	}
 	return index, count, nil

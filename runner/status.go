@@ -218,10 +218,13 @@ func (pr *Progress) summarize() {
 }
 
 // CheckReset returns the commits Reset would delete: p's group's
-// checkpoints on p's topic, sorted by partition. It refuses
-// (*fault.SafetyError) what Reset refuses: a group with active members or
-// not Empty/Dead, or holding a commit replay did not make. It changes
-// nothing but removing a killed run of this machine (group.LetGoOfDead).
+// checkpoints on p's topic, sorted by partition (none when the group never
+// committed). It refuses (*fault.SafetyError) what Reset refuses: a group that
+// has active members or is not Empty/Dead, and a group that holds, on any
+// topic, a commit replay did not make. It changes nothing but the
+// group's members: a run of the plan on this machine whose process is gone
+// (killed) is removed first (group.LetGoOfDead), so a reset right after
+// the kill is not refused naming it.
 func (c *Cluster) CheckReset(ctx context.Context, p *plan.Plan) ([]group.Checkpoint, error) {
 	if err := group.LetGoOfDead(ctx, c.Cluster, p); err != nil {
 		return nil, err

@@ -129,18 +129,26 @@ func (h *Hold) next(ctx context.Context, old *source.Member) *source.Member {
 }
 
 // commitLinger is the longest the commit batcher gathers the partitions'
-// commits before it sends them in one OffsetCommit; it grows by
-// lingerPerCommit with each partition after the first (LingerFor).
+// commits before it sends them in one OffsetCommit: at 1500 partitions one
+// request per tick instead of one per partition. The gathering grows with
+// the number of partitions the job runs (lingerPerCommit each after the
+// first), so a few partitions wait a few milliseconds and a single one not
+// at all (LingerFor).
 const (
 	commitLinger    = 50 * time.Millisecond
 	lingerPerCommit = time.Millisecond
 )
 
 // Batcher coalesces the commits of a job's partitions into one
-// OffsetCommit request per tick (commitLinger), one request at a time:
-// commits that come while one is in flight go in the next. A request
-// carries at most one offset per partition, and commits made as different
-// group members, or of different topics, never share one.
+// OffsetCommit request per tick (commitLinger) to the group's coordinator.
+// It sends one request at a time: commits that come while one is in flight
+// go in the next. Each partition's committer waits for the answer of the
+// request that carried its commit before it commits again, so a partition
+// has at most one commit in flight, and a request carries at most one
+// offset per partition: committed offsets never decrease (the committer
+// never asks for less than it committed). Commits made as different group
+// members (a rebalance between them), or of different topics, never share
+// a request.
 type Batcher struct {
 	// Send commits offsets of topic's partitions with their metadata as m
 	// (nil: standalone).
@@ -177,9 +185,7 @@ type pendingCommit struct {
 // the answer comes back (source.RetryPolicy.SettleDelay).
 func (b *Batcher) Commit(ctx context.Context, m *source.Member, tp record.TopicPartition, next int64, meta Meta) error {
 	pc := &pendingCommit{member: m, tp: tp, next: next, meta: meta, done: make(chan error, 1)}
-	if dl, ok := ctx.Deadline(); ok {
-		pc.deadline = dl
-	}
+	pc.deadline, _ = ctx.Deadline()
 	if err := ctx.Err(); err != nil {
 		return err
 	}

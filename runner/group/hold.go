@@ -29,12 +29,19 @@ var heldMark = []byte("replay-held")
 const holdSettle = 30 * time.Second
 
 // Hold is a run's hold on its plan's replay group: the process is the
-// group's only member for the duration of the run, so that a second run of
-// the plan, from any machine, is refused (CheckMembers names the holder),
-// and the run's commits carry the membership's generation. A generation
-// that ends while the session lasts is joined again as the same holder;
-// only when the membership cannot be kept does the run stop, and the
-// broker refuses its commits (source.ErrFenced).
+// group's only member (the classic group protocol) for the duration of the
+// run, so that a second run of the plan, from any machine, is refused
+// (CheckMembers names the holder), and the run's commits carry the
+// membership's generation. A hold that dies is released by the
+// coordinator after the session timeout (10 s). The hold's heartbeats ride
+// out a coordinator that moves, loads or drops its connection (retried
+// within retry.max_elapsed); a generation that ends while the session
+// lasts (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION: a process that joined
+// at the same moment) is joined again as the same holder, and the run's
+// commits carry the new generation. Only when the membership cannot be
+// kept (the session expired while the process was paused, an earlier
+// holder or another consumer joined) does the run stop, and the broker
+// refuses its commits (source.ErrFenced).
 type Hold struct {
 	group string
 	self  Holder
@@ -103,9 +110,13 @@ func LetGoOfDead(ctx context.Context, c *source.Cluster, p *plan.Plan) error {
 }
 
 // letGoOfDead removes from the group the holders of self's plan that ran
-// on this machine (LocalMachine) in a process that no longer exists
-// (killed), so that a run resumed at once after a kill is not refused.
-// Any other holder is left alone.
+// on this machine (the same host name, boot and PID namespace:
+// LocalMachine) in a process that no longer exists (killed): otherwise the
+// coordinator keeps them until their session times out, and a run resumed
+// at once after a kill is refused. Any other holder is left alone, and
+// refused by the checks that follow until its session times out: one on
+// another host, in another container or boot (its PID means nothing
+// here), of unknown machine, or whose process still exists.
 func letGoOfDead(ctx context.Context, c *source.Cluster, group string, self Holder) error {
 	g, err := c.DescribeGroup(ctx, group)
 	if err != nil || g == nil || g.Err != nil {
@@ -174,7 +185,6 @@ func (h *Hold) keep(ctx context.Context, gen *source.Generation, lose context.Ca
 	for {
 		select {
 		case <-ctx.Done():
-			return
 		case <-gen.Done():
 		}
 		if ctx.Err() != nil {
@@ -208,9 +218,12 @@ func (h *Hold) logger() *zerolog.Logger {
 	return new(h.log)
 }
 
-// LeaveFor leaves the group while fn runs (the broker refuses to delete
-// the commits of a topic a member subscribes to), then holds it again as
-// the same holder. It must not be called while a job runs under the hold.
+// LeaveFor leaves the group while fn runs, then holds it again, as the
+// same holder (a run of the plan that joined meanwhile started later: it
+// loses its generation and is waited for). The broker refuses to delete
+// the commits of a topic a member of the group subscribes to
+// (GROUP_SUBSCRIBED_TO_TOPIC), and the hold's membership subscribes to the
+// plan's topic. It must not be called while a job runs under the hold.
 func (h *Hold) LeaveFor(ctx context.Context, fn func() error) error {
 	h.leave()
 	err := fn()
@@ -288,9 +301,14 @@ func (h *Hold) settle(ctx context.Context) (*source.Generation, error) {
 }
 
 // alone reports whether this member (memberID) is the group's only one.
-// Of two holders of this plan, keeps decides; the marks are known only
-// while the group is Stable. Other members are refused as CheckMembers
-// does.
+// Of two holders of this plan, one that held the group already (its
+// subscription carries heldMark) keeps it and the newcomer is refused,
+// whichever process started first; between two that did not (or both
+// did), the one that started first keeps it. The newcomer waits for the
+// other to be refused and leave. The marks are known only while the group
+// is Stable: outside it, a rebalance is under way, this generation ends
+// with it, and settle describes the group again. Other members are refused
+// as CheckMembers does.
 func (h *Hold) alone(ctx context.Context, g *source.Group, memberID string) (bool, error) {
 	if g == nil || g.Err != nil {
 		return false, fmt.Errorf("hold group %s: cannot describe it", h.group)

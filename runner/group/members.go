@@ -45,8 +45,11 @@ func (h Holder) ClientID() string {
 }
 
 // LocalMachine identifies the set of processes this process can see by
-// PID: a short hash of the boot ID and the PID namespace; "" when either
-// is unknown.
+// PID: a short hash of /proc/sys/kernel/random/boot_id (changes at every
+// boot) and of the PID namespace (/proc/self/ns/pid: each container has
+// its own). Two containers may share a host name (a pod's name reused, a
+// --hostname flag) while a PID of one means nothing in the other; "" when
+// either is unknown.
 var LocalMachine = sync.OnceValue(func() string {
 	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {

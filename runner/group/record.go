@@ -1,6 +1,7 @@
 package group
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -34,10 +35,14 @@ const (
 )
 
 // RunRecord is the local record of a plan's run, kept by the machine that
-// ran it (runner.Options.StateDir): the ranges the run fixed and how far it
-// got. When the group's commits are gone (expired, deleted) it tells
-// Prepare that the plan has progress, so that the run is refused instead
-// of silently starting over.
+// ran it (runner.Options.StateDir) in addition to the replay group's commits: the
+// ranges the run fixed and how far it got. It is written when the ranges
+// are pinned in the group and when the run ends. When the group's commits
+// are gone (Kafka expires an empty group's offsets after
+// offsets.retention.minutes; someone deleted them) the record tells Prepare
+// that the plan has progress, so that the run is refused instead of
+// silently starting over with a fresh (and, for an open-ended window,
+// wider) resolution.
 type RunRecord struct {
 	Format      string `json:"format"`
 	Plan        string `json:"plan"`
@@ -148,9 +153,7 @@ func (r *RunRecord) Write(dir string) error {
 	if err == nil {
 		err = tmp.Sync()
 	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
+	err = cmp.Or(err, tmp.Close())
 	if err != nil {
 		return err
 	}

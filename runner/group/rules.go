@@ -64,12 +64,7 @@ func Classify(p *plan.Plan, cps map[int32]Checkpoint, restart bool) (bool, error
 // AnyCommit reports whether the group holds a commit on any partition of
 // the topic.
 func AnyCommit(cps map[int32]Checkpoint) bool {
-	for _, cp := range cps {
-		if cp.Offset >= 0 {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(slices.Collect(maps.Values(cps)), func(cp Checkpoint) bool { return cp.Offset >= 0 })
 }
 
 // ReplayCommitted lists the partitions of all on which the group holds a
@@ -94,7 +89,10 @@ func DedicatedGroup(p *plan.Plan) string {
 
 // IncarnationError refuses ranges resolved on another incarnation of the
 // topic: it was deleted and created again under the same name (KIP-516
-// topic IDs differ). It comes wrapped in a *fault.SafetyError.
+// topic IDs differ). Its offsets name other records, so resuming would
+// read another log, and a sink keyed by topic, partition and offset would
+// have the new records overwrite the old ones. It comes wrapped in a
+// *fault.SafetyError (refused: the command line exits 3).
 type IncarnationError struct {
 	Topic, Group string
 	// Recorded is the topic ID the checkpoints or the resolution file
@@ -127,6 +125,9 @@ func (e *IncarnationError) Refuse() error {
 
 // CheckIncarnation refuses (*IncarnationError) checkpoints of the group
 // made on another incarnation of the topic (their metadata records its ID).
+// Kafka drops a deleted topic's commits from every group, so these are
+// commits a run made after the topic was created again, with the ranges of
+// the old one.
 func CheckIncarnation(p *plan.Plan, cps map[int32]Checkpoint, topicID string) error {
 	if topicID == "" {
 		return nil

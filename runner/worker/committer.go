@@ -16,11 +16,19 @@ import (
 // sink) syncs and commits: one fsync per second instead of one per batch.
 const commitEvery = time.Second
 
-// commitFunc stores next as a partition's checkpoint (Policy.Commit).
+// commitFunc stores next as a partition's checkpoint, with the sink's and
+// the dead-letter sink's durable positions (sinks.Positioner; 0 when
+// unknown). It is called only after both sinks made everything below next
+// durable.
 type commitFunc func(ctx context.Context, next, pos, deadPos int64) error
 
 // committer owns one partition's durability rules: what was written, what
-// was synced, what may be committed, and when. It is used by one goroutine.
+// was synced, what may be committed, and when. The partition worker tells
+// it what it wrote (Wrote, WroteDeadLetters) and asks it to commit; the
+// committer syncs the sink and the dead-letter sink (when they batch
+// durability) before every commit, reads their positions and commits
+// through an injected function. It is used by one goroutine.
+//
 // Rules:
 //   - a commit always follows a successful sync of the sink (when it is a
 //     sinks.Syncer) and of the dead-letter sink when dead letters were
@@ -84,8 +92,11 @@ func (c *committer) Committable() int64 { return max(c.uncommitted, c.committed.
 func (c *committer) Since(now time.Time) time.Duration { return now.Sub(c.last) }
 
 // Due reports whether a write should be committed at once: always for a
-// sink durable on Write, every commitEvery for a sinks.Syncer and a
-// sinks.OffsetCommitter (whose transactions hold each batch's offset).
+// sink durable on Write, every commitEvery for a sinks.Syncer and for a
+// sink whose transactions commit the group's offsets (sinks.OffsetCommitter:
+// each batch's transaction holds the offset after its records already; an
+// advance past the markers after them would cost a transaction of its own
+// per batch).
 func (c *committer) Due(now time.Time) bool {
 	return c.sink.Syncer == nil && c.sink.Offsets == nil || c.Since(now) >= commitEvery
 }
@@ -103,15 +114,23 @@ func (c *committer) Commit() error {
 }
 
 // CommitsBehind reports whether the worker may go on writing while a
-// commit is in flight (CommitBehind): the sink is durable on Write and the
-// runner commits the group's offsets.
+// commit is in flight (CommitBehind): the sink is durable on Write, so
+// each Write's records are durable before their commit is sent, and the
+// runner commits the group's offsets (no sinks.Syncer, no
+// sinks.OffsetCommitter, whose syncs and transactions run on the
+// partition's sink as its Writes do).
 func (c *committer) CommitsBehind() bool { return c.sink.Syncer == nil && c.sink.Offsets == nil }
 
 // CommitBehind commits what was written without waiting for the answer,
-// so that the partition's next Write overlaps the commit (CommitsBehind).
-// At most one commit is in flight: while it is, CommitBehind only collects
-// its answer, and the offsets written since go in the next commit. The
-// error is that of the commit before, or of the sync.
+// so that the partition's next Write overlaps the OffsetCommit round trip
+// (and the commit batcher's gathering). Only for a sink durable on Write
+// (CommitsBehind): everything below the offset it sends is durable when it
+// is called. The dead-letter sink's sync and the positions are read before
+// it returns, as CommitAt does. At most one commit is in flight: while it
+// is, CommitBehind only collects its answer when it came, and the offsets
+// written since go in the next commit (this call's or a later one's; Commit
+// and CommitAt wait for the one in flight first). The error is that of the
+// commit before, answered since the last call, or of the sync.
 func (c *committer) CommitBehind() error {
 	if b := c.behind; b != nil {
 		select {

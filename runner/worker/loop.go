@@ -69,10 +69,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	defer w.pf.Stop() // before the deferred report reads r.Stats
 	defer func() {
 		if !w.committedAtFailure {
-			cerr := w.commits.Commit()
-			if err == nil {
-				err = cerr
-			}
+			err = cmp.Or(err, w.commits.Commit())
 		}
 		s.Uncommitted.Store(w.commits.Committable() > w.commits.Committed())
 	}()

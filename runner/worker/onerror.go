@@ -151,11 +151,7 @@ func (w *Worker) writeDeadLetters() error {
 		})
 	}
 	if err != nil {
-		advice := "fix the dead-letter sink and re-run the same command to resume"
-		next, cerr := w.commitBeforeFailure()
-		if cerr != nil {
-			advice = fmt.Sprintf("committing the batches before it failed too (%v); %s", cerr, advice)
-		}
+		next, advice := w.commitBeforeFailure("fix the dead-letter sink and re-run the same command to resume", false)
 		return &source.PartitionError{Topic: w.state.Topic, Partition: w.state.Partition, Offset: w.dead[0].Offset,
 			Err: fmt.Errorf("write dead letters to the %s sink: %w; nothing past offset %d is committed: %s",
 				w.Plan.DeadLetter.Type, err, next, advice)}
@@ -185,13 +181,10 @@ func (w *Worker) write(recs []record.Record) (*failure, error) {
 				// Re-running now would fence the process that runs.
 				advice = "the process that fenced this one carries on: let it finish (replay status shows its progress), and re-run only if it fails"
 			}
-			next, cerr := w.commitBeforeFailure()
-			if cerr != nil && !errors.Is(err, sinks.ErrFenced) {
-				advice = fmt.Sprintf("committing the batches before it failed too (%v); %s", cerr, advice)
-			}
+			next, advice := w.commitBeforeFailure(advice, errors.Is(err, sinks.ErrFenced))
 			perr := &source.PartitionError{Topic: w.state.Topic, Partition: w.state.Partition, Offset: next,
 				Err: fmt.Errorf("sink %s: %w; nothing past offset %d is committed: %s", w.Plan.Sink.Type, err, next, advice)}
-			if re := (*SinkRetryError)(nil); errors.As(err, &re) {
+			if _, ok := errors.AsType[*SinkRetryError](err); ok {
 				return nil, fault.With(perr, fault.HintSinkResume)
 			}
 			return nil, perr
@@ -216,16 +209,16 @@ func (w *Worker) write(recs []record.Record) (*failure, error) {
 }
 
 // commitBeforeFailure commits what the partition wrote before a sink
-// failure, as the partition does when it stops (run's deferred Commit),
-// after the commit in flight (CommitBehind) is answered: the failure's
-// message then names the offset the group holds once the run has stopped,
-// not one from before those commits landed. It returns the committed
-// offset and the commit's error. The partition stops after it: run does
-// not commit again.
-func (w *Worker) commitBeforeFailure() (int64, error) {
+// failure, as the partition does when it stops, after the commit in flight
+// is answered: the failure's message then names the offset the group
+// holds. It returns the committed offset and advice, which names the
+// commit's error too unless fenced. Run does not commit again.
+func (w *Worker) commitBeforeFailure(advice string, fenced bool) (int64, string) {
 	w.committedAtFailure = true
-	err := w.commits.Commit()
-	return w.state.Next.Load(), err
+	if err := w.commits.Commit(); err != nil && !fenced {
+		advice = fmt.Sprintf("committing the batches before it failed too (%v); %s", err, advice)
+	}
+	return w.state.Next.Load(), advice
 }
 
 // stopsOnePartition reports whether err ends one partition and lets the

@@ -69,8 +69,11 @@ func (b *Backoff) defaults() {
 const SignalTime = 10 * time.Second
 
 // signalGrace is how long a write in flight when the run is cancelled (a
-// signal) may still take before it is cancelled too; the rest of
-// SignalTime is for the commit and closing the sink.
+// signal) may still take before it is cancelled too: the first signal
+// finishes the in-flight batch, but a hanging sink must not hold it for
+// minutes. What is left of SignalTime is for the sink to give up the
+// cancelled write, the commit, and closing the sink (bounded by the
+// command, see SignalTime).
 const signalGrace = 7 * time.Second
 
 // ErrorLimitError stops a run whose records that could not be processed

@@ -43,9 +43,15 @@ func (e *SinkRetryError) Unwrap() error { return e.Err }
 // A sink that retries by its own policy (sinks.Capabilities.RetriesItself)
 // gets one try, under a deadline of the budget plus FlushTimeout.
 //
-// The run's cancellation lets the try in flight finish, for up to
-// signalGrace, but starts no other: the batch is not committed, and the
-// partition is marked abandoned.
+// A sink that retries by its own policy (sinks.Capabilities.RetriesItself, the
+// http sink's max_retries) gets one try, under a deadline of the budget
+// plus FlushTimeout, which its own retries respect: retrying it again
+// would multiply its attempts.
+//
+// The run's cancellation (a signal) lets the try in flight finish, for up
+// to signalGrace, but starts no other: the batch is then not committed,
+// and a resume delivers it again; the partition is marked abandoned for
+// the final message.
 func (w *Worker) retry(what string, target sinks.Sink, budget time.Duration, write func(context.Context) error) error {
 	b := w.Retry
 	b.defaults()

@@ -17,9 +17,13 @@ const throttleBurst = 50 * time.Millisecond
 
 // Throttle paces the records (and bytes) the partitions of a process hand
 // to the sink, under records/s and bytes/s limits shared by all of them.
-// Each write is cut to at most a burst and to the partition's share of
-// max_batch_wait, and takes its tokens from both buckets right before it
-// reaches the sink; partitions wait in the order they ask. A log of the
+// Each write is cut to at most a burst's worth (throttleBurst of the rate)
+// and to the partition's share of max_batch_wait, and takes its tokens from
+// both buckets at one instant, right before it reaches the sink: in any
+// sliding second at most the limit plus the burst is written, whatever the
+// batch size and the number of partitions, and each partition writes at
+// least about every max_batch_wait. Partitions wait in the order they ask
+// (a reservation queue), so they share the rate evenly. A log of the
 // writes started in the last second (sentLog) holds the limit when the
 // machine stalls. A nil *Throttle lets everything through at once.
 type Throttle struct {
