@@ -269,17 +269,15 @@ func ForShard(p *plan.Plan, res *Resolution, index, count int, sinks plan.SinkCa
 	}
 	// Records are counted from the sub-ranges: the records field is for
 	// review and not part of the shard fingerprint.
-	sh := s.Shards[index]
-	var total int64
+	sh, total := s.Shards[index], int64(0)
+	sh.Records = 0
 	for i, x := range s.Shards {
-		var n int64
 		for _, sub := range x.Ranges {
-			n += sub.Records()
+			total += sub.Records()
+			if i == index {
+				sh.Records += sub.Records()
+			}
 		}
-		if i == index {
-			sh.Records = n
-		}
-		total += n
 	}
 	sp := *p
 	sp.Group = sh.Group
