@@ -121,10 +121,8 @@ func (c *Cluster) checkRunnable(ctx context.Context, p *plan.Plan, member string
 	return group.CheckRunnable(ctx, c.Cluster, p)
 }
 
-// gather reads what each path of a plan (Prepare, PrepareScheduled,
-// PrepareInterval, Progress, Schedule, CheckReset) decides from, once it
-// checked the group as that path does: the topic's partitions and the
-// group g's checkpoints on them.
+// gather reads the topic's partitions and the group g's checkpoints on
+// them, what each path of a plan decides from.
 func (c *Cluster) gather(ctx context.Context, p *plan.Plan, g string) (all []int32, cps map[int32]group.Checkpoint, err error) {
 	if all, err = c.Partitions(ctx, p.Source.Topic); err != nil {
 		return nil, nil, err

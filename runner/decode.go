@@ -44,12 +44,3 @@ func (j *Job) ValueColumns(ctx context.Context, value []byte) ([]sinks.SchemaCol
 	}
 	return dec.Columns(ctx, value)
 }
-
-// schemaCounts is what dec, a job's decoder, decoded per side and schema
-// id; nil when the plan decodes nothing or no run decoded yet (dec nil).
-func schemaCounts(dec *decode.Decoder) []decode.SchemaCount {
-	if dec == nil {
-		return nil
-	}
-	return dec.Counts()
-}

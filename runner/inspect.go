@@ -128,10 +128,8 @@ func (c *Cluster) sampleRange(ctx context.Context, topic string, part int32, iso
 	for _, r := range recs {
 		sum += r.size
 	}
-	first, last := recs[0], recs[len(recs)-1]
-	s.First, s.Last = first.info(), last.info()
-	s.Sampled, s.Exact = len(recs), done
-	s.Bytes = sum
+	s.First, s.Last = recs[0].info(), recs[len(recs)-1].info()
+	s.Sampled, s.Exact, s.Bytes = len(recs), done, sum
 	if !done {
 		s.Bytes = int64(math.Round(float64(sum) / float64(len(recs)) * float64(end-from)))
 	}

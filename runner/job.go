@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -45,8 +46,7 @@ type Options struct {
 	// over with a fresh resolution (the command asks for confirmation).
 	Restart bool
 	// Pinned, when set, is a resolution fixed earlier (replay plan --out):
-	// Prepare runs exactly its ranges instead of resolving the window again
-	// (see pin.go for what it refuses).
+	// Prepare runs exactly its ranges instead of resolving the window again.
 	Pinned *Resolution
 	// ProgressEvery is the interval of progress log lines; default 10 s;
 	// negative for none (the caller shows Job.Progress itself).
@@ -55,13 +55,10 @@ type Options struct {
 	// default 1 minute.
 	FlushTimeout time.Duration
 	// Retry tunes the backoff of sink writes failing with a transient
-	// error; the plan's sink.retry.max_elapsed (dead_letter.retry for the
-	// dead-letter sink) bounds how long they are retried.
+	// error; the plan's sink.retry.max_elapsed bounds how long.
 	Retry worker.Backoff
-	// SourceRetry tunes how broker calls to the source cluster are retried
-	// (request timeout, settle delay, backoff; source.RetryPolicy's
-	// defaults when zero). Its MaxElapsed is ignored: the plan's
-	// retry.max_elapsed sets it.
+	// SourceRetry tunes how broker calls to the source cluster are retried;
+	// its MaxElapsed is ignored: the plan's retry.max_elapsed sets it.
 	SourceRetry source.RetryPolicy
 	// Join prepares a run that joins the replay group with other processes
 	// of the same plan (RunJoined): the group may have members, as long as
@@ -72,19 +69,15 @@ type Options struct {
 	// rebalance. Default 1 s.
 	Heartbeat time.Duration
 	// StateDir, when set, is where plain runs keep their local run records
-	// (group.RunRecord, under StateDir/runs): a run whose group lost its commits
-	// while a record says the plan made progress is refused
-	// (*group.ExpiredError in a *fault.SafetyError) instead of starting over.
+	// (group.RunRecord): a run whose group lost its commits while a record
+	// says the plan made progress is refused instead of starting over.
 	StateDir string
 	// ResumeFromSink continues a plan whose group lost its commits from the
-	// sink's own checkpoints (sinks.CheckpointStore) instead of refusing,
-	// with the ranges the run record (or Pinned) fixed; Restart starts over
-	// instead.
+	// sink's own checkpoints (sinks.CheckpointStore) instead of refusing.
 	ResumeFromSink bool
 	// Hold, when set, is this process's hold on the plan's group
-	// (HoldGroup): the group may have this process as its member, the
-	// commits carry its generation, and Run stops with group.ErrHoldLost when it
-	// ends.
+	// (HoldGroup): the commits carry its generation, and Run stops with
+	// group.ErrHoldLost when it ends.
 	Hold *group.Hold
 }
 
@@ -100,15 +93,9 @@ func (o *Options) defaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.ProgressEvery == 0 {
-		o.ProgressEvery = 10 * time.Second
-	}
-	if o.FlushTimeout == 0 {
-		o.FlushTimeout = time.Minute
-	}
-	if o.Heartbeat == 0 {
-		o.Heartbeat = time.Second
-	}
+	o.ProgressEvery = cmp.Or(o.ProgressEvery, 10*time.Second)
+	o.FlushTimeout = cmp.Or(o.FlushTimeout, time.Minute)
+	o.Heartbeat = cmp.Or(o.Heartbeat, time.Second)
 }
 
 // Job is a plan bound to fixed ranges, ready to run: either a fresh
@@ -131,30 +118,24 @@ type Job struct {
 	// Added lists the ignored partitions that the plan selects but that
 	// were created after the run was resolved.
 	Added []int32
-	// Interval is the schedule interval the job replays (a plan with a
-	// schedule window); nil otherwise. Its start goes into every commit's
-	// metadata.
+	// Interval is the schedule interval the job replays; nil without a
+	// schedule. Its start goes into every commit's metadata.
 	Interval *plan.Interval
-	// dec is the plan's decoder once a run built it (decoder), kept for
-	// the job's runs so that its counts cover them all (Report.Schemas).
+	// dec is the plan's decoder once a run built it, kept for all its runs.
 	dec *decode.Decoder
 	// committed holds, per partition of a resumed run, the offset the group
-	// held when it was prepared: the sink of an earlier process made the
-	// records below it durable (checkResume). Resume may be later (records
-	// lost to retention are skipped).
+	// held when it was prepared (Resume may be later: records lost).
 	committed map[int32]int64
 	// positions holds, per partition of a resumed run, the sink's durable
 	// position recorded with its commit (sinks.Positioner), when known;
 	// dlPositions the dead-letter sink's.
 	positions, dlPositions map[int32]int64
 	// discarded lists partitions holding checkpoints of an earlier run that
-	// Restart discards: Run deletes those the new ranges do not overwrite,
-	// or they would make every later run of this plan look like a changed plan.
+	// Restart discards: Run deletes those the new ranges do not overwrite.
 	discarded []int32
-	// record is the local record of the plan's run (Options.StateDir), nil
-	// without one; checkSink asks Run to refuse a fresh run when the sink's
-	// checkpoint table records progress of it (the group lost its commits);
-	// fromSink is Options.ResumeFromSink for a group without commits.
+	// record is the local record of the plan's run, nil without one;
+	// checkSink asks Run to refuse a fresh run the sink's checkpoint table
+	// records progress of; fromSink is ResumeFromSink without commits.
 	record              *group.RunRecord
 	checkSink, fromSink bool
 
@@ -162,8 +143,7 @@ type Job struct {
 	opts Options
 	// live is the running (or last) run's counters, for Progress.
 	live atomic.Pointer[liveRun]
-	// commits commits the running (or last) run's offsets to the group
-	// (group.Committer), as the member the job has there.
+	// commits commits the running (or last) run's offsets to the group.
 	commits atomic.Pointer[group.Committer]
 	// topicID is the topic's ID when the job was prepared (KIP-516); ""
 	// when the brokers report none.
@@ -172,12 +152,7 @@ type Job struct {
 
 // NothingToDo reports whether every partition already reached its end.
 func (j *Job) NothingToDo() bool {
-	for _, r := range j.Resolution.Ranges {
-		if j.readFrom(r) < r.End {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(j.Resolution.Ranges, func(r Range) bool { return j.readFrom(r) < r.End })
 }
 
 // readFrom is where partition r is read from: its resume point, else its
@@ -223,10 +198,8 @@ func addedAmong(p *plan.Plan, res *Resolution, parts []int32) []int32 {
 	return added
 }
 
-// addedSince lists the partitions created while the job ran (or since it
-// was resolved), in addition to j.Added, and warns about the new ones.
-// The run never reads them: the ranges are fixed. A failed metadata
-// request only costs the warning.
+// addedSince lists the partitions created since the job was resolved
+// and warns about the new ones; a failed metadata request costs only that.
 func (j *Job) addedSince(ctx context.Context) []int32 {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -235,13 +208,7 @@ func (j *Job) addedSince(ctx context.Context) []int32 {
 		j.opts.Log.Debug().Err(err).Msg("list partitions after the run")
 		return j.Added
 	}
-	var fresh []int32
-	for _, part := range addedAmong(j.Plan, j.Resolution, all) {
-		if !slices.Contains(j.Added, part) {
-			fresh = append(fresh, part)
-		}
-	}
-	j.warnAdded(fresh)
+	j.warnAdded(slices.DeleteFunc(addedAmong(j.Plan, j.Resolution, all), func(p int32) bool { return slices.Contains(j.Added, p) }))
 	return slices.Sorted(slices.Values(j.Added))
 }
 
@@ -259,8 +226,7 @@ func (j *Job) warnAdded(added []int32) {
 func (j *Job) Discarded() []int32 { return slices.Clone(j.discarded) }
 
 // checkSameTopic re-reads the topic's ID at the end of a run: a topic
-// deleted and created again while the run read it is an
-// *group.IncarnationError, before anything is published.
+// created again meanwhile is an *group.IncarnationError.
 func (j *Job) checkSameTopic(ctx context.Context) error {
 	if j.Resolution.TopicID == "" {
 		return nil
@@ -276,8 +242,7 @@ func (j *Job) checkSameTopic(ctx context.Context) error {
 	return nil
 }
 
-// liveRun is what Job.Progress reads: the counters of the running (or
-// last) run.
+// liveRun is the counters of the running (or last) run, for Progress.
 type liveRun struct {
 	started time.Time
 	states  []*worker.State
@@ -289,9 +254,10 @@ type liveRun struct {
 // (sinks.Options.SourceClusterID).
 func (j *Job) SourceClusterID() string { return j.c.id() }
 
-// meta is the metadata of a commit of the range [start, end).
-func (j *Job) meta(start, end int64) group.Meta {
-	m := group.Meta{Tool: group.MetaTool, Plan: j.Plan.Name, Fingerprint: j.Resolution.Fingerprint, Start: start, End: end, Tid: j.Resolution.TopicID}
+// meta is the metadata of a commit of the range [start, end), with the
+// sinks' durable positions pos and dpos (0: unknown).
+func (j *Job) meta(start, end, pos, dpos int64) group.Meta {
+	m := group.Meta{Tool: group.MetaTool, Plan: j.Plan.Name, Fingerprint: j.Resolution.Fingerprint, Start: start, End: end, Pos: pos, DPos: dpos, Tid: j.Resolution.TopicID}
 	if j.Interval != nil {
 		m.Iv = j.Interval.Start.UTC().Format(time.RFC3339)
 	}
@@ -329,8 +295,7 @@ func (j *Job) openDeadLetters(ctx context.Context) (closeFn func(), err error) {
 	return func() { s.Close(); j.DeadLetters = nil }, nil
 }
 
-// holderID is the client ID of the hold's member (opts.Hold), "" without
-// a hold: the group checks accept that member as this process.
+// holderID is the client ID of the hold's member, "" without a hold.
 func (o *Options) holderID() string {
 	if o.Hold == nil {
 		return ""

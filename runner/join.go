@@ -149,10 +149,8 @@ func (j *joined) runGeneration(ctx, gctx context.Context, mine []int32) error {
 }
 
 // generationStates are the partitions of mine to read in a generation,
-// each from its checkpoint in the group. A checkpoint of this plan for
-// another range is a refusal: two processes started with different
-// resolutions (a relative window resolved twice), and mixing them would
-// replay neither.
+// each from its checkpoint in the group; one of this plan for another
+// range is a refusal (processes started with different resolutions).
 func (j *joined) generationStates(mine []int32, cps map[int32]group.Checkpoint) ([]*worker.State, error) {
 	var states []*worker.State
 	for _, r := range j.Resolution.Ranges {
@@ -224,13 +222,10 @@ func (j *joined) allDone(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	for _, r := range j.Resolution.Ranges {
+	return !slices.ContainsFunc(j.Resolution.Ranges, func(r Range) bool {
 		cp := cps[r.Partition]
-		if r.Start < r.End && (!cp.Replay || cp.Fingerprint != j.Resolution.Fingerprint || cp.Offset < r.End) {
-			return false, nil
-		}
-	}
-	return true, nil
+		return r.Start < r.End && (!cp.Replay || cp.Fingerprint != j.Resolution.Fingerprint || cp.Offset < r.End)
+	}), nil
 }
 
 // pinJoined pins a fresh run's ranges before this process joins the group.
@@ -249,9 +244,7 @@ func (j *joined) pinJoined(work context.Context) error {
 		return err
 	}
 	// A checkpoint table may hold an earlier run's checkpoints under the
-	// same run identity (the group's commits expired): a plain resume
-	// would trust them. Lowering a checkpoint is always safe, also while
-	// another member writes.
+	// same run identity; lowering them is always safe.
 	if store := j.sink.Capabilities().Checkpoints; store != nil {
 		if err := store.ResetCheckpoints(work, j.Plan.Group, j.Resolution.Topic); err != nil {
 			return fmt.Errorf("reset the sink's checkpoints: %w", err)
@@ -308,10 +301,8 @@ func (j *joined) memberOf(ctx context.Context, cg *source.Membership) error {
 	return runErr
 }
 
-// throttleShare is the part of limit t that a member of a joined run
-// (run --join) takes when it was assigned assigned of the plan's total
-// partitions: the plan's limit is the whole group's. A share never rounds
-// down to 0 (unlimited); max_batch_wait is not divided.
+// throttleShare is the part of limit t that a joined member assigned
+// assigned of total partitions takes; never 0 (unlimited).
 func throttleShare(t plan.Throttle, assigned, total int) plan.Throttle {
 	if total <= 0 || assigned >= total {
 		return t

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"time"
@@ -126,28 +127,21 @@ func (j preparing) pin(ctx context.Context, all []int32, cps map[int32]group.Che
 		return err
 	}
 	res := *pinned
-	res.Ranges = slices.Clone(pinned.Ranges)
-	res.TopicID = j.topicID
+	res.Ranges, res.TopicID = slices.Clone(pinned.Ranges), j.topicID
 	j.Resolution, j.Fresh, j.Resume, j.committed = &res, !resumable, map[int32]int64{}, map[int32]int64{}
 	j.positions, j.dlPositions = map[int32]int64{}, map[int32]int64{}
 	for i := range res.Ranges {
 		rg := &res.Ranges[i]
-		if resumable && cps[rg.Partition].Replay && cps[rg.Partition].Offset >= 0 {
-			j.Resume[rg.Partition] = cps[rg.Partition].Offset
-			j.committed[rg.Partition] = cps[rg.Partition].Offset
-			j.positions[rg.Partition] = cps[rg.Partition].Position
-			j.dlPositions[rg.Partition] = cps[rg.Partition].DeadLetterPosition
+		if cp := cps[rg.Partition]; resumable && cp.Replay && cp.Offset >= 0 {
+			j.Resume[rg.Partition], j.committed[rg.Partition] = cp.Offset, cp.Offset
+			j.positions[rg.Partition], j.dlPositions[rg.Partition] = cp.Position, cp.DeadLetterPosition
 			rg.Outcome = Resumed
 		}
 		if err := j.pinRange(ctx, rg, offs[rg.Partition]); err != nil {
 			return err
 		}
 	}
-	for _, part := range all {
-		if !slices.Contains(parts, part) {
-			j.Ignored = append(j.Ignored, part)
-		}
-	}
+	j.Ignored = append(j.Ignored, slices.DeleteFunc(slices.Clone(all), func(p int32) bool { return slices.Contains(parts, p) })...)
 	if !resumable {
 		j.discarded = group.ReplayCommitted(all, cps)
 	}
@@ -203,15 +197,11 @@ func checkPinnedPlan(p *plan.Plan, pinned *Resolution) error {
 // samePinnedRanges checks that this plan's checkpoints in the group record
 // exactly the pinned ranges: then the pinned run resumes from them.
 func samePinnedRanges(p *plan.Plan, pinned *Resolution, cps map[int32]group.Checkpoint, join bool) error {
-	parts := make([]int32, 0, len(cps))
-	for part, cp := range cps {
-		if cp.Replay && cp.Offset >= 0 {
-			parts = append(parts, part)
-		}
-	}
-	slices.Sort(parts)
-	for _, part := range parts {
+	for _, part := range slices.Sorted(maps.Keys(cps)) {
 		cp := cps[part]
+		if !cp.Replay || cp.Offset < 0 {
+			continue
+		}
 		i := slices.IndexFunc(pinned.Ranges, func(r Range) bool { return r.Partition == part })
 		pin := "no range"
 		if i >= 0 {

@@ -68,17 +68,15 @@ func Prepare(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job,
 	case startFromRecord:
 		return job, (preparing{job}).fromRecord(ctx, all)
 	}
-	if job.Resolution, err = Resolve(ctx, c, p, opts.logicalNow()); err != nil {
-		if cut := (*CutError)(nil); errors.As(err, &cut) {
-			// The job cannot run; its ranges show the reviewer where
-			// retention cut the window.
-			job.Fresh, job.Ignored = true, job.Resolution.Unselected
-			return job, err
-		}
+	job.Resolution, err = Resolve(ctx, c, p, opts.logicalNow())
+	if _, cut := errors.AsType[*CutError](err); err != nil && !cut {
 		return nil, err
 	}
-	job.Resolution.logDetails(opts.Log)
 	job.Fresh, job.Ignored = true, job.Resolution.Unselected
+	if err != nil {
+		return job, err // it cannot run; its ranges show where retention cut the window
+	}
+	job.Resolution.logDetails(opts.Log)
 	job.discarded = group.ReplayCommitted(all, cps)
 	if !group.AnyCommit(cps) {
 		if err := (preparing{job}).withoutCommits(); err != nil {
@@ -171,11 +169,7 @@ func (j preparing) fromRecord(ctx context.Context, all []int32) error {
 			return err
 		}
 	}
-	for _, part := range all {
-		if !slices.Contains(parts, part) {
-			j.Ignored = append(j.Ignored, part)
-		}
-	}
+	j.Ignored = append(j.Ignored, slices.DeleteFunc(slices.Clone(all), func(p int32) bool { return slices.Contains(parts, p) })...)
 	j.opts.Log.Warn().Str("plan", p.Name).Str("group", p.Group).Str("record", rec.Path()).Bool("restart", j.opts.Restart).
 		Msg("the group has no commits of this plan: taking the ranges the run record fixed")
 	return nil
@@ -192,6 +186,7 @@ func (j preparing) partlyLost(ctx context.Context, cps map[int32]group.Checkpoin
 		return nil
 	}
 	var missing []group.RecordedRange
+	var parts []int32
 	for _, r := range rec.Ranges {
 		if cp, ok := cps[r.Partition]; ok && cp.Offset >= 0 {
 			if cp.Start != r.Start || cp.End != r.End {
@@ -199,17 +194,13 @@ func (j preparing) partlyLost(ctx context.Context, cps map[int32]group.Checkpoin
 			}
 			continue
 		}
-		missing = append(missing, r)
+		missing, parts = append(missing, r), append(parts, r.Partition)
 	}
 	if len(missing) == 0 {
 		return nil
 	}
 	if !j.opts.ResumeFromSink {
 		return group.RecordRefusal(j.Plan, j.record, missing)
-	}
-	parts := make([]int32, len(missing))
-	for i, r := range missing {
-		parts[i] = r.Partition
 	}
 	offs, err := j.c.ListOffsets(ctx, j.Plan.Source.Topic, parts, j.Plan.Source.Isolation)
 	if err != nil {

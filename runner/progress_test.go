@@ -273,7 +273,7 @@ func TestConfirmCommitsAtTheEnd(t *testing.T) {
 	}
 	// A late commit moves partition 1 back.
 	r1 := job.Resolution.Ranges[1]
-	if err := group.Commit(context.Background(), c.Cluster, nil, p.Group, "orders", map[int32]int64{r1.Partition: r1.Start + 1}, map[int32]group.Meta{r1.Partition: job.meta(r1.Start, r1.End)}); err != nil {
+	if err := group.Commit(context.Background(), c.Cluster, nil, p.Group, "orders", map[int32]int64{r1.Partition: r1.Start + 1}, map[int32]group.Meta{r1.Partition: job.meta(r1.Start, r1.End, 0, 0)}); err != nil {
 		t.Fatal(err)
 	}
 	if got := commits(t, c, p.Group, "orders", r1.Partition)[r1.Partition].Offset; got != r1.Start+1 {

@@ -68,9 +68,7 @@ func (p PartitionSnapshot) Replayed() int64 { return min(max(p.Next-p.Start, 0),
 func (p PartitionSnapshot) Remaining() int64 { return p.Offsets() - p.Replayed() }
 
 // Progress returns the job's progress now. It is safe to call from any
-// goroutine while Run runs, and costs the run nothing: it reads the
-// counters the partition workers keep. Before Run, it reports the ranges
-// with nothing done.
+// goroutine while Run runs; before Run, it reports nothing done.
 func (j *Job) Progress() Snapshot {
 	if live := j.live.Load(); live != nil {
 		s := snapshot(live.started, live.states)
@@ -86,8 +84,7 @@ func (j *Job) Progress() Snapshot {
 }
 
 // retries is how many requests to the source cluster were retried since
-// it was connected: a run's, its preparation's and its hold's; 0 without
-// a cluster.
+// it was connected; 0 without a cluster.
 func (c *Cluster) retries() int64 {
 	if c == nil || c.Cluster == nil {
 		return 0
@@ -96,8 +93,7 @@ func (c *Cluster) retries() int64 {
 }
 
 // sayRetries makes every later retry of a source request a warning in
-// log, for plan planName, and says how many its preparation and hold
-// needed so far.
+// log, and says how many were needed so far.
 func (c *Cluster) sayRetries(log zerolog.Logger, planName string) {
 	if c == nil || c.Cluster == nil {
 		return
@@ -147,10 +143,8 @@ type PartitionReport struct {
 	// Next is the next offset to read when it stopped (all below is durable).
 	From int64 `json:"from"`
 	Next int64 `json:"next"`
-	// Read counts records of the range the run processed (took from the
-	// broker through the window, the filter and the sink; records fetched
-	// ahead and not yet processed when it stopped are not counted);
-	// Written counts records the sink made durable.
+	// Read counts records of the range the run processed (through the
+	// window, the filter and the sink); Written those the sink made durable.
 	Read    int64 `json:"read"`
 	Written int64 `json:"written"`
 	// Skipped counts records not written, by reason: filtered (the filter
@@ -165,10 +159,8 @@ type PartitionReport struct {
 	// OutsideWindow counts delivered records whose timestamp is outside the
 	// time window (producer clock skew; see strict_timestamps).
 	OutsideWindow int64 `json:"outside_window,omitempty"`
-	// Lost counts offsets of the window deleted by retention or
-	// DeleteRecords before they were read; LostRanges says which. With
-	// allow_data_loss they were skipped; without, the partition stopped at
-	// the first of them (Error).
+	// Lost counts offsets of the window deleted before they were read;
+	// LostRanges says which.
 	Lost       int64 `json:"lost_offsets,omitempty"`
 	LostRanges []Gap `json:"lost_ranges,omitempty"`
 	// Detail explains the outcome where it is not obvious (Range.Detail).
@@ -215,16 +207,12 @@ type Report struct {
 	// run does not read them (the ranges are fixed).
 	Added []int32 `json:"added_partitions,omitempty"`
 	// SinkOutcomes says what the sink's durable writes did with the
-	// records (inserted, updated, unchanged, ...), for a sink that can tell
-	// (sinks.Capabilities.Outcomes); nil for the others, whose Written
-	// counts records handed to the sink and made durable.
+	// records (inserted, updated, ...), for a sink that can tell; nil else.
 	SinkOutcomes *sinks.Outcomes `json:"sink_outcomes,omitempty"`
 	// DeadLetterOutcomes is the same for the dead-letter sink.
 	DeadLetterOutcomes *sinks.Outcomes `json:"dead_letter_outcomes,omitempty"`
-	// SourceRetries counts the source cluster's requests (fetches, commits,
-	// group calls, heartbeats) that failed with an error that may pass
-	// and were tried again, since the cluster was connected; each one is
-	// also a warning in the log.
+	// SourceRetries counts the source cluster's requests that failed with
+	// an error that may pass and were tried again, since it was connected.
 	SourceRetries int64 `json:"source_retries,omitempty"`
 	// SinkRetries counts the writes to the sink that failed with a
 	// transient error and were tried again (one per try made again, within
@@ -243,12 +231,10 @@ type Report struct {
 }
 
 // sinkRetryCounter is a sink that retries some of its calls by itself
-// and counts them (the kafka sink: Retries, since it was opened, its
-// start before the run included).
+// and counts them (the kafka sink).
 type sinkRetryCounter interface{ Retries() int64 }
 
-// ownRetries is what sink counts of its own retries, 0 when it counts
-// none.
+// ownRetries is what sink counts of its own retries, 0 when none.
 func ownRetries(sink sinks.Sink) int64 {
 	if c, ok := sink.(sinkRetryCounter); ok {
 		return c.Retries()
@@ -262,8 +248,7 @@ func outcomesOf(sink sinks.Sink) *sinks.Outcomes {
 	if c == nil {
 		return nil
 	}
-	o := c.Outcomes()
-	return &o
+	return new(c.Outcomes())
 }
 
 // finish stamps the report's end and the sinks' outcomes.
@@ -277,7 +262,9 @@ func (j *Job) finish(rep *Report, sink sinks.Sink) {
 	}
 	rep.SinkOutcomes = outcomesOf(sink)
 	rep.DeadLetterOutcomes = outcomesOf(j.DeadLetters)
-	rep.Schemas = schemaCounts(j.dec)
+	if j.dec != nil {
+		rep.Schemas = j.dec.Counts()
+	}
 }
 
 // Totals sums the partition counters.
@@ -300,9 +287,7 @@ func (j *Job) progress(states []*worker.State) func() {
 	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		t := time.NewTicker(j.opts.ProgressEvery)
 		defer t.Stop()
 		start := time.Now()
@@ -317,7 +302,7 @@ func (j *Job) progress(states []*worker.State) func() {
 					Float64("records_per_second", float64(p.Written)/el).Msg("progress")
 			}
 		}
-	}()
+	})
 	return func() { close(done); wg.Wait() }
 }
 
@@ -335,8 +320,7 @@ func partitionReport(rg Range, s *worker.State) PartitionReport {
 }
 
 // lostOffsets returns how many offsets of the window were lost, and where:
-// a start deleted before the run (Range.Lost, allow_data_loss) and what
-// was deleted under the reader.
+// before the run (Range.Lost) and under the reader.
 func lostOffsets(rg Range, s *worker.State) (int64, []Gap) {
 	var gaps []Gap
 	if rg.Lost > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -182,16 +183,20 @@ func Resolve(ctx context.Context, c *Cluster, p *plan.Plan, now time.Time) (*Res
 	}
 	res := &Resolution{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: topic, TopicID: topicID, Group: p.Group, ResolvedAt: now.UTC(), Unselected: unselected}
 	var cut []error // retention: every partition is resolved, then refused
+	add := func(rg Range, err error) error {
+		if re := (*RetentionError)(nil); errors.As(err, &re) {
+			cut, err = append(cut, err), nil
+		}
+		if err == nil {
+			res.Ranges = append(res.Ranges, rg)
+		}
+		return err
+	}
 	if !p.Window.IsTime() {
 		for _, part := range selected {
-			rg, err := offsetRange(topic, part, p.Window.OffsetRangeOf(part), offs[part], p.AllowDataLoss)
-			if re := (*RetentionError)(nil); errors.As(err, &re) {
-				cut, err = append(cut, err), nil
-			}
-			if err != nil {
+			if err := add(offsetRange(topic, part, p.Window.OffsetRangeOf(part), offs[part], p.AllowDataLoss)); err != nil {
 				return nil, err
 			}
-			res.Ranges = append(res.Ranges, rg)
 		}
 		return res, c.finishResolution(ctx, p, res, cut)
 	}
@@ -208,23 +213,20 @@ func Resolve(ctx context.Context, c *Cluster, p *plan.Plan, now time.Time) (*Res
 		}
 	}
 	for _, part := range selected {
-		rg, err := c.checkTimeRange(ctx, p, timeRange(part, starts[part], endOr(ends, part), offs[part]), res.From.Add(-margin))
-		if re := (*RetentionError)(nil); errors.As(err, &re) {
-			cut, err = append(cut, err), nil
+		end, ok := ends[part]
+		if !ok {
+			end = -1
 		}
-		if err != nil {
+		if err := add(c.checkTimeRange(ctx, p, timeRange(part, starts[part], end, offs[part]), res.From.Add(-margin))); err != nil {
 			return nil, err
 		}
-		res.Ranges = append(res.Ranges, rg)
 	}
 	return res, c.finishResolution(ctx, p, res, cut)
 }
 
 // CutError is a resolution refused because retention already deleted the
-// start of the window in some partitions (each a *RetentionError) and the
-// plan does not set allow_data_loss. Resolution holds every partition's
-// range, the refused ones with outcome start-before-retention, for the
-// reviewer to see (replay plan prints the table, then the error).
+// start of the window in some partitions (each a *RetentionError).
+// Resolution holds every partition's range, for the reviewer to see.
 type CutError struct {
 	Resolution *Resolution
 	Errs       []error
@@ -284,8 +286,7 @@ func (c *Cluster) noteOpenTransaction(ctx context.Context, p *plan.Plan, rg *Ran
 
 // checkTimeRange explains a range after the last record, and decides
 // whether a range starting at the log start lost records of the window
-// (starting at from) to retention: a *RetentionError unless the plan
-// allows data loss.
+// to retention: a *RetentionError unless the plan allows data loss.
 func (c *Cluster) checkTimeRange(ctx context.Context, p *plan.Plan, rg Range, from time.Time) (Range, error) {
 	topic, part := p.Source.Topic, rg.Partition
 	var err error
@@ -306,21 +307,12 @@ func (c *Cluster) checkTimeRange(ctx context.Context, p *plan.Plan, rg Range, fr
 		case !p.AllowDataLoss:
 			return rg, &RetentionError{Topic: topic, Partition: part, Start: rg.Start, LogStart: rg.LogStart, FirstTime: first}
 		default:
-			// Which of the deleted offsets were stamped in the window is
-			// gone with them: all of [0, log start) may have been.
 			rg.Lost = rg.LogStart
 			rg.Detail = fmt.Sprintf("retention deleted the start of the window: the first record still stored, at offset %d, is stamped %s, at or after from; allow_data_loss replays from there; up to %d offsets of the window ([0, %d)) are lost (their timestamps went with them)",
 				rg.LogStart, first.UTC().Format(time.RFC3339Nano), rg.LogStart, rg.LogStart)
 		}
 	}
 	return rg, nil
-}
-
-func endOr(ends map[int32]int64, p int32) int64 {
-	if e, ok := ends[p]; ok {
-		return e
-	}
-	return -1
 }
 
 // timeRange maps the ListOffsets answers for from (start, -1 = none) and to
@@ -344,9 +336,8 @@ func timeRange(part int32, start, end int64, o source.Offsets) Range {
 	rg.Start, rg.End, rg.Outcome = start, end, InRange
 	switch {
 	case start == o.LogStart && o.LogStart > 0:
-		// ListOffsets clamps a time before the first stored record to the log
-		// start: the window may have begun in deleted data. Resolve checks the
-		// first record's timestamp to decide.
+		// ListOffsets clamps to the log start: the window may have begun
+		// in deleted data.
 		rg.Outcome = StartBeforeRetention
 	case start == end && end == o.LogStart:
 		rg.Outcome = BeforeFirstRecord
@@ -392,11 +383,7 @@ func selectPartitions(p *plan.Plan, all []int32) (selected, unselected []int32, 
 	want := p.Source.Partitions.List
 	offsetsWindow := p.Window.Kind() == plan.WindowOffsets && p.Window.OffsetsAll == nil
 	if offsetsWindow {
-		want = want[:0:0]
-		for part := range p.Window.Offsets {
-			want = append(want, part)
-		}
-		slices.Sort(want)
+		want = slices.Sorted(maps.Keys(p.Window.Offsets))
 	}
 	if p.Source.Partitions.All && !offsetsWindow || len(want) == 0 {
 		return all, nil, nil
@@ -415,8 +402,7 @@ func selectPartitions(p *plan.Plan, all []int32) (selected, unselected []int32, 
 }
 
 // explainAfterLast says why the lookup of from found no record in a
-// partition that holds records: the last records are stamped earlier, or
-// they carry no timestamp at all (-1), which no time lookup can find.
+// partition that holds records: stamped earlier, or not stamped at all.
 func (c *Cluster) explainAfterLast(ctx context.Context, topic string, part int32, o source.Offsets, iso string) (string, error) {
 	if o.LastStable <= o.LogStart {
 		return "", nil

@@ -34,10 +34,8 @@ func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	if err := (settling{Job: j}).dropDiscardedHeld(ctx); err != nil {
 		return nil, err
 	}
-	k := group.NewCommitter(j.c.Cluster, j.opts.Hold, j.Plan.Group, len(j.Resolution.Ranges))
-	j.commits.Store(k)
 	j.c.sayRetries(j.opts.Log, j.Plan.Name)
-	ctx, unhold := k.Follow(ctx, j.opts.Log)
+	k, ctx, unhold := j.follow(ctx)
 	defer unhold()
 	rep, err := j.run(ctx, sink)
 	if errors.Is(err, sinks.ErrLost) && fault.HintOf(err) == fault.HintNone {
@@ -65,10 +63,8 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	}
 	j.saveRecord(group.RecordRunning, j.readFrom)
 	next := func(r Range) int64 {
-		for _, s := range states {
-			if s.Partition == r.Partition {
-				return max(s.Next.Load(), s.From)
-			}
+		if i := slices.IndexFunc(states, func(s *worker.State) bool { return s.Partition == r.Partition }); i >= 0 {
+			return max(states[i].Next.Load(), states[i].From)
 		}
 		return j.readFrom(r)
 	}
@@ -80,23 +76,19 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	}
 	rep.Added = j.addedSince(work)
 	j.finish(rep, sink)
-	if err != nil {
-		j.saveRecord(group.RecordStopped, next)
-		return rep, err
+	if err == nil {
+		err = j.checkSameTopic(work)
 	}
-	if err := j.checkSameTopic(work); err != nil {
-		j.saveRecord(group.RecordStopped, next)
-		return rep, err
+	if err == nil {
+		ends := map[int32]partitionEnd{}
+		for _, s := range states {
+			ends[s.Partition] = partitionEnd{next: max(s.Next.Load(), s.From), pos: s.Pos.Load(), deadPos: s.DeadPos.Load()}
+		}
+		err = j.confirmCommits(work, sink, ends)
 	}
-	ends := map[int32]partitionEnd{}
-	for _, s := range states {
-		ends[s.Partition] = partitionEnd{next: max(s.Next.Load(), s.From), pos: s.Pos.Load(), deadPos: s.DeadPos.Load()}
+	if err == nil {
+		err = j.publish(work, sink, rep)
 	}
-	if err := j.confirmCommits(work, sink, ends); err != nil {
-		j.saveRecord(group.RecordStopped, next)
-		return rep, err
-	}
-	err = j.publish(work, sink, rep)
 	if err != nil {
 		j.saveRecord(group.RecordStopped, next)
 	} else {
@@ -105,19 +97,17 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	return rep, err
 }
 
-// confirmCommits reads the group's offsets back once every partition is
-// done, before the run declares itself done: a commit of this run whose
-// attempt timed out may have landed after a later one (the settle delay
-// before each retry is meant to prevent it; this is the check), leaving a
-// partition's committed offset below where it ended, so that a re-run
-// would take the finished plan for one in progress. Such a partition is
-// committed again at its end. A sink that commits the group's offsets in
-// its own transactions (the exactly-once kafka sink) is left alone: a
-// standalone commit could move a fenced process's group.
 // partitionEnd is where a partition ended: its next offset and the sinks'
 // positions its last commit stored.
 type partitionEnd struct{ next, pos, deadPos int64 }
 
+// confirmCommits reads the group's offsets back once every partition is
+// done: a commit whose attempt timed out may have landed after a later
+// one, leaving a partition's offset below its end, so that a re-run would
+// take the finished plan for one in progress. Such a partition is
+// committed again at its end. A sink that commits the group's offsets in
+// its own transactions (the exactly-once kafka sink) is left alone: a
+// standalone commit could move a fenced process's group.
 func (j *Job) confirmCommits(ctx context.Context, sink sinks.Sink, ends map[int32]partitionEnd) error {
 	if sinks.CapabilitiesOf(sink).Offsets != nil || len(ends) == 0 {
 		return nil
@@ -127,8 +117,7 @@ func (j *Job) confirmCommits(ctx context.Context, sink sinks.Sink, ends map[int3
 	if err != nil {
 		return fmt.Errorf("read back the group's offsets at the end of the run: %w", err)
 	}
-	offsets := map[int32]int64{}
-	meta := map[int32]group.Meta{}
+	offsets, meta := map[int32]int64{}, map[int32]group.Meta{}
 	for _, r := range j.Resolution.Ranges {
 		end, ok := ends[r.Partition]
 		if !ok {
@@ -137,9 +126,7 @@ func (j *Job) confirmCommits(ctx context.Context, sink sinks.Sink, ends map[int3
 		if got := cps[r.Partition].Offset; got < end.next {
 			j.opts.Log.Warn().Int32("partition", r.Partition).Int64("committed", got).Int64("end", end.next).
 				Msg("the group's offset is below where the partition ended (a commit landed late): committing the end again")
-			m := j.meta(r.Start, r.End)
-			m.Pos, m.DPos = end.pos, end.deadPos // what the sinks held at that end's commit
-			offsets[r.Partition], meta[r.Partition] = end.next, m
+			offsets[r.Partition], meta[r.Partition] = end.next, j.meta(r.Start, r.End, end.pos, end.deadPos)
 		}
 	}
 	if len(offsets) == 0 {
@@ -158,16 +145,17 @@ func (j *Job) publish(work context.Context, sink sinks.Sink, rep *Report) error 
 	fctx, cancel := context.WithTimeout(work, j.opts.FlushTimeout)
 	defer cancel()
 	const again = "every record is staged and committed: fix the cause and re-run the same command to publish"
-	if err := sink.Finish(fctx); errors.Is(err, sinks.ErrLost) {
-		return fault.With(fmt.Errorf("publish sink output: %w", err), fault.HintRestart)
-	} else if err != nil {
-		return fmt.Errorf("publish sink output: %w (%s)", err, again)
-	}
-	if j.DeadLetters != nil {
-		if err := j.DeadLetters.Finish(fctx); errors.Is(err, sinks.ErrLost) {
-			return fault.With(fmt.Errorf("publish the dead letters: %w", err), fault.HintRestart)
+	for _, t := range []struct {
+		what string
+		sink sinks.Sink
+	}{{"sink output", sink}, {"the dead letters", j.DeadLetters}} {
+		if t.sink == nil {
+			continue
+		}
+		if err := t.sink.Finish(fctx); errors.Is(err, sinks.ErrLost) {
+			return fault.With(fmt.Errorf("publish %s: %w", t.what, err), fault.HintRestart)
 		} else if err != nil {
-			return fmt.Errorf("publish the dead letters: %w (%s)", err, again)
+			return fmt.Errorf("publish %s: %w (%s)", t.what, err, again)
 		}
 	}
 	rep.Published = true
@@ -198,7 +186,7 @@ func (j *Job) Member() (generation int32, memberID string) {
 // outside the job's ranges.
 func (j *Job) CommitMetadata(partition int32) string {
 	if r, ok := j.Resolution.rangeOf(partition); ok {
-		return j.meta(r.Start, r.End).Encode()
+		return j.meta(r.Start, r.End, 0, 0).Encode()
 	}
 	return ""
 }
@@ -216,9 +204,7 @@ func (j *Job) readAll(ctx context.Context, sink sinks.Sink, states []*worker.Sta
 	return worker.RunAll(ctx, &worker.Policy{Plan: j.Plan, From: j.Resolution.From, To: j.Resolution.To, Decoder: dec,
 		Sink: sink, DeadLetters: j.DeadLetters, Source: j.c.Cluster, Limit: limit, Retry: j.opts.Retry, FlushTimeout: j.opts.FlushTimeout, Log: j.opts.Log,
 		Commit: func(ctx context.Context, s *worker.State, next, pos, deadPos int64) error {
-			m := j.meta(s.Start, s.End)
-			m.Pos, m.DPos = pos, deadPos
-			return j.commits.Load().CommitPartition(ctx, s.TopicPartition, next, m)
+			return j.commits.Load().CommitPartition(ctx, s.TopicPartition, next, j.meta(s.Start, s.End, pos, deadPos))
 		}}, states)
 }
 
@@ -244,9 +230,16 @@ func (j *Job) PinRanges(ctx context.Context) error {
 		return err
 	}
 	j.discarded = nil // dropped: Run has none left to drop
-	k := group.NewCommitter(j.c.Cluster, j.opts.Hold, j.Plan.Group, len(j.Resolution.Ranges))
-	j.commits.Store(k)
-	ctx, unhold := k.Follow(ctx, j.opts.Log) // as the hold's member
+	_, ctx, unhold := j.follow(ctx)
 	defer unhold()
 	return s.commitStarts(ctx)
+}
+
+// follow makes the job's committer, which commits as the hold's member
+// (Options.Hold) while ctx, cancelled when the hold ends, runs.
+func (j *Job) follow(ctx context.Context) (*group.Committer, context.Context, context.CancelFunc) {
+	k := group.NewCommitter(j.c.Cluster, j.opts.Hold, j.Plan.Group, len(j.Resolution.Ranges))
+	j.commits.Store(k)
+	ctx, unhold := k.Follow(ctx, j.opts.Log)
+	return k, ctx, unhold
 }

@@ -163,9 +163,8 @@ func (j preparing) intervalRanges(ctx context.Context, all []int32, cps map[int3
 	}
 	j.Resolution = &Resolution{Plan: p.Name, Fingerprint: fp, Topic: topic, Group: p.Group, ResolvedAt: j.opts.Now().UTC(),
 		From: iv.Start, To: iv.End, Unselected: unselected}
-	j.Ignored = unselected
+	j.Ignored, j.Fresh = unselected, true
 	j.Resume, j.committed, j.positions, j.dlPositions = map[int32]int64{}, map[int32]int64{}, map[int32]int64{}, map[int32]int64{}
-	j.Fresh = true
 	for _, part := range selected {
 		cp, o := cps[part], offs[part]
 		rg := Range{Partition: part, Outcome: InRange, LogStart: o.LogStart, HighWatermark: o.HighWatermark, LastStable: o.LastStable}
@@ -174,8 +173,7 @@ func (j preparing) intervalRanges(ctx context.Context, all []int32, cps map[int3
 		case mine && cp.Interval.Equal(iv.Start): // this interval, resumed
 			rg.Start, rg.End, rg.Outcome = cp.Start, cp.End, Resumed
 			j.committed[part], j.positions[part], j.dlPositions[part] = cp.Offset, cp.Position, cp.DeadLetterPosition
-			j.Resume[part] = cp.Offset
-			j.Fresh = false
+			j.Resume[part], j.Fresh = cp.Offset, false
 		case mine: // the previous interval's end (its next offset)
 			rg.Start = cp.Offset
 			rg.End = intervalEnd(ends, part, rg.Start, o.LastStable)
@@ -212,10 +210,7 @@ func intervalEnd(answers map[int32]int64, part int32, floor, lastStable int64) i
 // deleted, unless the plan accepts data loss (then it starts at the log
 // start and counts the loss).
 func (j preparing) checkIntervalStart(rg *Range) error {
-	next := rg.Start
-	if off, ok := j.Resume[rg.Partition]; ok {
-		next = off
-	}
+	next := j.readFrom(*rg)
 	if next >= rg.End || next >= rg.LogStart {
 		return nil
 	}
@@ -277,17 +272,12 @@ func PrepareInterval(ctx context.Context, c *Cluster, p *plan.Plan, at time.Time
 	}
 	job := &Job{Plan: &rp, c: c, opts: opts, Interval: &iv}
 	fp := rp.Fingerprint()
-	resumable := false
-	for _, cp := range own {
-		if cp.Replay && cp.Offset >= 0 && cp.Fingerprint == fp && cp.Interval.Equal(iv.Start) && !cp.Done() {
-			resumable = true
-		}
-	}
-	cps := map[int32]group.Checkpoint{}
-	switch {
-	case resumable: // an interrupted re-run
-		cps = own
-	default:
+	resumable := slices.ContainsFunc(slices.Collect(maps.Values(own)), func(cp group.Checkpoint) bool {
+		return cp.Replay && cp.Offset >= 0 && cp.Fingerprint == fp && cp.Interval.Equal(iv.Start) && !cp.Done()
+	})
+	cps := own // an interrupted re-run
+	if !resumable {
+		cps = map[int32]group.Checkpoint{}
 		job.discarded = group.ReplayCommitted(all, own)
 		// The schedule's own ranges of this interval, when it recorded them.
 		for part, cp := range main {

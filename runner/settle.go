@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/replay-tool/replay/plan"
@@ -14,9 +15,8 @@ import (
 )
 
 // settling is a Job between the start of Run and its first write, with
-// the run's sink: it checks the sinks against what the group's checkpoints
-// record, moves the starts where the sinks say their output ends, and pins
-// the ranges in the group. It writes no record.
+// the run's sink: it checks the sinks against the group's checkpoints,
+// moves the starts where the sinks' output ends, and pins the ranges.
 type settling struct {
 	*Job
 	sink sinks.Sink
@@ -199,8 +199,7 @@ func (j settling) resumeFromSink(ctx context.Context, states []*worker.State) er
 	if err != nil {
 		return fmt.Errorf("read the sink's checkpoints: %w", err)
 	}
-	offsets := map[int32]int64{}
-	meta := map[int32]group.Meta{}
+	offsets, meta := map[int32]int64{}, map[int32]group.Meta{}
 	for _, s := range states {
 		next, ok := cps[s.Partition]
 		if !ok || next <= s.From || next > s.End {
@@ -213,7 +212,7 @@ func (j settling) resumeFromSink(ctx context.Context, states []*worker.State) er
 			j.Resume = map[int32]int64{}
 		}
 		j.Resume[s.Partition] = next
-		offsets[s.Partition], meta[s.Partition] = next, j.meta(s.Start, s.End)
+		offsets[s.Partition], meta[s.Partition] = next, j.meta(s.Start, s.End, 0, 0)
 	}
 	if len(offsets) == 0 {
 		return nil
@@ -226,9 +225,7 @@ func (j settling) resumeFromSink(ctx context.Context, states []*worker.State) er
 
 // syncStarts makes a sink that batches durability (sinks.Syncer) hold
 // what commitStarts is about to commit past the group's checkpoint (a
-// start moved past records lost to retention, with allow_data_loss): the
-// file sink then has the partition's staging file, empty, which
-// CheckResume looks for on the next resume.
+// start moved past lost records), for CheckResume on the next resume.
 func (j settling) syncStarts(ctx context.Context) error {
 	for _, r := range j.Resolution.Ranges {
 		held, ok := j.committed[r.Partition]
@@ -306,16 +303,13 @@ func (j settling) rangesText() string {
 }
 
 // commitStarts pins the ranges in the group before anything is read: each
-// partition's start offset (its checkpoint on a resume) with the range as
-// metadata. A later run finds the same ranges there, and the standalone
-// commit fences off a group that got live members since Prepare, fresh or
-// resumed, before anything reaches the sink.
+// partition's start offset with the range as metadata. The standalone
+// commit also fences off a group that got live members since Prepare.
 func (j settling) commitStarts(ctx context.Context) error {
-	offsets := map[int32]int64{}
-	meta := map[int32]group.Meta{}
+	offsets, meta := map[int32]int64{}, map[int32]group.Meta{}
 	for _, r := range j.Resolution.Ranges {
 		offsets[r.Partition] = j.readFrom(r)
-		m := j.meta(r.Start, r.End)
+		m := j.meta(r.Start, r.End, 0, 0)
 		if _, ok := j.committed[r.Partition]; ok {
 			// What the sinks held at that commit, and still hold (a start
 			// moved past lost offsets adds nothing to the staging).
@@ -329,9 +323,8 @@ func (j settling) commitStarts(ctx context.Context) error {
 	return nil
 }
 
-// dropDiscardedHeld is dropDiscarded for a fresh job run under a hold: the
-// hold leaves the group for the deletion (the broker refuses to delete the
-// commits of a topic a member subscribes to) and holds it again.
+// dropDiscardedHeld is dropDiscarded for a fresh job run under a hold,
+// which leaves the group for the deletion (Hold.LeaveFor).
 func (j settling) dropDiscardedHeld(ctx context.Context) error {
 	if !j.Fresh || j.opts.Hold == nil || len(j.dropParts()) == 0 {
 		return nil
@@ -341,13 +334,7 @@ func (j settling) dropDiscardedHeld(ctx context.Context) error {
 
 // dropParts are the discarded partitions outside the new ranges.
 func (j settling) dropParts() []int32 {
-	var parts []int32
-	for _, part := range j.discarded {
-		if _, ok := j.Resolution.rangeOf(part); !ok {
-			parts = append(parts, part)
-		}
-	}
-	return parts
+	return slices.DeleteFunc(slices.Clone(j.discarded), func(part int32) bool { _, ok := j.Resolution.rangeOf(part); return ok })
 }
 
 // dropDiscarded deletes the checkpoints of a run discarded by Restart on

@@ -92,18 +92,14 @@ func SplitShards(res *Resolution, count int, whole bool, bytes map[int32]int64) 
 	if whole {
 		splitWhole(shards, ranges)
 	} else {
-		splitEven(shards, ranges)
-	}
-	byPart := map[int32]Range{}
-	for _, r := range ranges {
-		byPart[r.Partition] = r
+		splitEven(shards, ranges, res.Total())
 	}
 	for i := range shards {
 		s := &shards[i]
 		slices.SortFunc(s.Ranges, func(a, b SubRange) int { return cmp.Compare(a.Partition, b.Partition) })
 		for _, sr := range s.Ranges {
 			s.Records += sr.Records()
-			if r := byPart[sr.Partition]; bytes != nil && r.Records() > 0 {
+			if r, _ := res.rangeOf(sr.Partition); bytes != nil && r.Records() > 0 {
 				s.Bytes += bytes[sr.Partition] * sr.Records() / r.Records()
 			}
 		}
@@ -113,12 +109,8 @@ func SplitShards(res *Resolution, count int, whole bool, bytes map[int32]int64) 
 	return nil
 }
 
-// splitEven cuts the ranges, in order, into len(shards) runs of offsets.
-func splitEven(shards []Shard, ranges []Range) {
-	var total int64
-	for _, r := range ranges {
-		total += r.Records()
-	}
+// splitEven cuts the ranges (total offsets), in order, into len(shards) runs.
+func splitEven(shards []Shard, ranges []Range, total int64) {
 	n := int64(len(shards))
 	// Shard i holds the offsets at positions [bound(i), bound(i+1)) of
 	// the ranges laid end to end.
@@ -147,12 +139,7 @@ func splitWhole(shards []Shard, ranges []Range) {
 		if r.Records() == 0 {
 			continue
 		}
-		i := 0
-		for j := range load {
-			if load[j] < load[i] {
-				i = j
-			}
-		}
+		i := slices.Index(load, slices.Min(load)) // the first of the fewest
 		shards[i].Ranges = append(shards[i].Ranges, SubRange{Partition: r.Partition, Start: r.Start, End: r.End})
 		load[i] += r.Records()
 	}
@@ -192,13 +179,9 @@ func ShardFingerprint(res *Resolution) string {
 // ParseShard reads --shard I/N: shard I (0-based) of N.
 func ParseShard(s string) (index, count int, err error) {
 	a, b, ok := strings.Cut(s, "/")
-	if ok {
-		index, err = strconv.Atoi(a)
-		if err == nil {
-			count, err = strconv.Atoi(b)
-		}
-	}
-	if !ok || err != nil || count < 1 || index < 0 || index >= count {
+	index, err = strconv.Atoi(a)
+	count, err2 := strconv.Atoi(b)
+	if !ok || err != nil || err2 != nil || count < 1 || index < 0 || index >= count {
 		return 0, 0, fmt.Errorf("--shard %q: want I/N, shard I (0 to N-1) of N, e.g. 0/4 (a Kubernetes Indexed Job passes $JOB_COMPLETION_INDEX as I)", s)
 	}
 	return index, count, nil
@@ -286,17 +269,15 @@ func ForShard(p *plan.Plan, res *Resolution, index, count int, sinks plan.SinkCa
 	}
 	// Records are counted from the sub-ranges: the records field is for
 	// review and not part of the shard fingerprint.
-	sh := s.Shards[index]
-	var total int64
+	sh, total := s.Shards[index], int64(0)
+	sh.Records = 0
 	for i, x := range s.Shards {
-		var n int64
 		for _, sub := range x.Ranges {
-			n += sub.Records()
+			total += sub.Records()
+			if i == index {
+				sh.Records += sub.Records()
+			}
 		}
-		if i == index {
-			sh.Records = n
-		}
-		total += n
 	}
 	sp := *p
 	sp.Group = sh.Group
@@ -331,7 +312,8 @@ func ForShard(p *plan.Plan, res *Resolution, index, count int, sinks plan.SinkCa
 }
 
 // shardSinks gives sp's sink and dead-letter sink their shard's settings
-// (SinkDescriptor.Shard), on copies of their sections.
+// (SinkDescriptor.Shard), on copies of their sections; count 0 only checks
+// that they need no shard.
 func shardSinks(sp *plan.Plan, index, count int, sinks plan.SinkCatalog) error {
 	for _, s := range []*plan.Sink{&sp.Sink, sp.DeadLetter} {
 		if s == nil {
@@ -344,6 +326,9 @@ func shardSinks(sp *plan.Plan, index, count int, sinks plan.SinkCatalog) error {
 		cfg, err := d.Shard(s, index, count)
 		if err != nil {
 			return err
+		}
+		if count == 0 {
+			continue
 		}
 		if s == sp.DeadLetter {
 			dl := *sp.DeadLetter
@@ -359,17 +344,7 @@ func shardSinks(sp *plan.Plan, index, count int, sinks plan.SinkCatalog) error {
 // CheckUnsharded refuses a run without --shard of a plan whose sink needs
 // one (SinkDescriptor.Shard with count 0: a file path holding {shard}).
 func CheckUnsharded(p *plan.Plan, sinks plan.SinkCatalog) error {
-	for _, s := range []*plan.Sink{&p.Sink, p.DeadLetter} {
-		if s == nil {
-			continue
-		}
-		if d, ok := sinks.Lookup(s.Type); ok && d.Shard != nil {
-			if _, err := d.Shard(s, 0, 0); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return shardSinks(p, 0, 0, sinks)
 }
 
 // ShardState is where one shard stands in its replay group.

@@ -76,14 +76,11 @@ type Progress struct {
 	// GroupState is the coordinator's state of the group (Empty, Dead,
 	// Stable, ...), or "unknown: <error>".
 	GroupState string `json:"group_state"`
-	// Holder is the plain run that holds the group now (host, pid, since),
-	// when one does; "" when the group's members, if any, are --join
-	// members. A holder that died lets go after the group's session
-	// timeout.
+	// Holder is the plain run that holds the group now (host, pid, since);
+	// "" when none does.
 	Holder string `json:"holder,omitempty"`
 	// HolderGone is true when Holder ran on this machine in a process
-	// that no longer exists (killed): it holds the group only until its
-	// session times out, or until a run of the plan here lets go of it.
+	// that no longer exists (killed).
 	HolderGone bool `json:"holder_gone,omitempty"`
 	// Members is the number of the group's members: a plain run's hold,
 	// or the --join processes sharing the plan.
@@ -96,9 +93,8 @@ type Progress struct {
 	// Foreign is the first commit replay did not make, on any topic of the
 	// group, when State is StateForeign.
 	Foreign *group.ForeignCommit `json:"foreign_commit,omitempty"`
-	// Record is this machine's record of the plan's run (group.RunRecord) when
-	// the group has no commit of it (its offsets expired or were deleted);
-	// the caller sets it.
+	// Record is this machine's record of the plan's run when the group has
+	// no commit of it; the caller sets it.
 	Record *group.RunRecord `json:"run_record,omitempty"`
 	// Partitions are the partitions the plan selects or the group committed,
 	// sorted.
@@ -151,8 +147,7 @@ func (c *Cluster) Progress(ctx context.Context, p *plan.Plan) (*Progress, error)
 	if d, ok := ETA(p.Throttle, pr.Remaining, 0); ok {
 		pr.ETA = d.String()
 	}
-	// A commit replay did not make on another topic makes the group
-	// foreign too: run and reset refuse it.
+	// A commit replay did not make on another topic makes it foreign too.
 	if pr.Foreign, err = group.Foreign(ctx, c.Cluster, p.Group); err != nil {
 		return nil, err
 	}
@@ -270,24 +265,16 @@ func (c *Cluster) Reset(ctx context.Context, p *plan.Plan) ([]group.Checkpoint, 
 	if err := group.DeleteCommits(ctx, c.Cluster, p.Group, p.Source.Topic, parts); err != nil {
 		return nil, err
 	}
-	return cps, c.checkDeleted(ctx, p, cps)
-}
-
-// checkDeleted reads the commits back: a reset that left one would make the
-// next run resume instead of starting over.
-func (c *Cluster) checkDeleted(ctx context.Context, p *plan.Plan, deleted []group.Checkpoint) error {
-	parts := make([]int32, len(deleted))
-	for i, cp := range deleted {
-		parts[i] = cp.Partition
-	}
-	cps, err := c.Checkpoints(ctx, p.Group, p.Source.Topic, parts)
+	// Read back: a reset that left a commit would make the next run
+	// resume instead of starting over.
+	left, err := c.Checkpoints(ctx, p.Group, p.Source.Topic, parts)
 	if err != nil {
-		return fmt.Errorf("check the reset: %w", err)
+		return cps, fmt.Errorf("check the reset: %w", err)
 	}
 	for _, part := range parts {
-		if cps[part].Offset >= 0 {
-			return fmt.Errorf("reset group %s: the commit on %s/%d (offset %d) is still there after the broker acknowledged its deletion", p.Group, p.Source.Topic, part, cps[part].Offset)
+		if left[part].Offset >= 0 {
+			return cps, fmt.Errorf("reset group %s: the commit on %s/%d (offset %d) is still there after the broker acknowledged its deletion", p.Group, p.Source.Topic, part, left[part].Offset)
 		}
 	}
-	return nil
+	return cps, nil
 }

@@ -11,12 +11,6 @@ import (
 	"github.com/replay-tool/replay/sinks"
 )
 
-// compareTopicPartitions orders topic partitions by the position of their
-// topic in topics, then by partition.
-func compareTopicPartitions(topics []string, a, b record.TopicPartition) int {
-	return cmp.Or(cmp.Compare(slices.Index(topics, a.Topic), slices.Index(topics, b.Topic)), cmp.Compare(a.Partition, b.Partition))
-}
-
 // JoinResolutions makes the resolution of a plan of several topics from
 // its topics' (one each, in the plan's order): Topics lists them, TopicIDs
 // holds their IDs, and Ranges every topic's ranges, each naming its topic.
@@ -85,7 +79,9 @@ func (r *Resolution) checkTopics() error {
 	tp := func(rg Range) record.TopicPartition {
 		return record.TopicPartition{Topic: rg.Topic, Partition: rg.Partition}
 	}
-	slices.SortFunc(r.Ranges, func(a, b Range) int { return compareTopicPartitions(r.Topics, tp(a), tp(b)) })
+	slices.SortFunc(r.Ranges, func(a, b Range) int { // by the topic's position in Topics, then partition
+		return cmp.Or(cmp.Compare(slices.Index(r.Topics, a.Topic), slices.Index(r.Topics, b.Topic)), cmp.Compare(a.Partition, b.Partition))
+	})
 	for i, rg := range r.Ranges {
 		switch {
 		case !slices.Contains(r.Topics, rg.Topic):
@@ -142,8 +138,7 @@ func addOutcomes(a, b *sinks.Outcomes) *sinks.Outcomes {
 	case b == nil:
 		return a
 	case a == nil:
-		c := *b
-		return &c
+		return new(*b)
 	}
 	a.Add(*b)
 	return a

@@ -3,9 +3,7 @@
 // names what a person can do about an error.
 package fault
 
-import (
-	"fmt"
-)
+import "fmt"
 
 // SafetyError is a refusal to touch a consumer group or to run a plan
 // because doing so could corrupt someone else's progress or mix two plans.
@@ -35,14 +33,13 @@ const (
 	// from its start (the run option Restart).
 	HintRestart Hint = "restart"
 	// HintResolveOnce: a joined run on a fresh group needs the same fixed
-	// ranges in every process: resolve once to a resolution file
-	// (runner.MarshalResolution) and start every process with it.
+	// ranges in every process: resolve once to a resolution file.
 	HintResolveOnce Hint = "resolve-once"
 	// HintSameResolution: start every joined process with the same
 	// resolution file.
 	HintSameResolution Hint = "same-resolution"
 	// HintResolveAgain: the resolution file no longer fits the plan or the
-	// topic: resolve the window again and review the new ranges.
+	// topic: resolve the window again.
 	HintResolveAgain Hint = "resolve-again"
 	// HintFinishOrRestart: the group's run has other ranges than the
 	// resolution file: finish that run without the file, or restart with it.
@@ -52,24 +49,20 @@ const (
 	HintJoinedFile Hint = "joined-file"
 	// HintJoinedOnly: only joined processes of the plan may share its group.
 	HintJoinedOnly Hint = "joined-only"
-	// HintResume: the source cluster failed for longer than the plan's
-	// retry budget; everything before the reported offsets is in the sink
-	// and committed: run the plan again once the cluster is healthy, and
-	// it resumes there.
+	// HintResume: the source cluster failed for longer than the retry
+	// budget; run the plan again once it is healthy, and it resumes.
 	HintResume Hint = "resume"
 	// HintOpenTransaction: an open transaction held a partition back for
-	// longer than source.open_transaction_timeout; everything before it is
-	// in the sink and committed: run the plan again once the transaction
-	// ended (or with a longer timeout), and it resumes there.
+	// longer than source.open_transaction_timeout; run the plan again once
+	// it ended (or with a longer timeout), and it resumes.
 	HintOpenTransaction Hint = "open-transaction"
 	// HintExpired: the group lost the commits of a run whose progress is
 	// recorded elsewhere: continue from the sink's own checkpoints
-	// (the run option ResumeFromSink), or start over (Restart).
+	// (ResumeFromSink), or start over (Restart).
 	HintExpired Hint = "expired"
-	// HintSinkResume: the sink kept failing with transient errors for
-	// longer than the plan's sink.retry.max_elapsed; everything before the
-	// reported offsets is in the sink and committed: run the plan again
-	// once the sink is healthy, and it resumes there.
+	// HintSinkResume: the sink kept failing for longer than
+	// sink.retry.max_elapsed; run the plan again once it is healthy, and
+	// it resumes.
 	HintSinkResume Hint = "sink-resume"
 )
 
@@ -94,27 +87,22 @@ func With(err error, h Hint) error {
 // HintOf returns the hint of the first error in err's chain that has one:
 // a *SafetyError's, or one the runner attached.
 func HintOf(err error) Hint {
-	for err != nil {
-		switch e := err.(type) {
-		case *SafetyError:
-			if e.Hint != HintNone {
-				return e.Hint
-			}
-		case *Hinted:
+	switch e := err.(type) {
+	case *SafetyError:
+		if e.Hint != HintNone {
 			return e.Hint
 		}
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				if h := HintOf(e); h != HintNone {
-					return h
-				}
+	case *Hinted:
+		return e.Hint
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return HintOf(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if h := HintOf(e); h != HintNone {
+				return h
 			}
-			return HintNone
-		default:
-			return HintNone
 		}
 	}
 	return HintNone

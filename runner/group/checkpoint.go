@@ -97,8 +97,7 @@ func decode(cm source.Committed) Checkpoint {
 	cp := Checkpoint{Partition: cm.Partition, Offset: cm.Offset}
 	var m Meta
 	if json.Unmarshal([]byte(cm.Metadata), &m) == nil && m.Tool == MetaTool {
-		cp.Replay, cp.Plan, cp.Fingerprint, cp.Start, cp.End, cp.Position, cp.DeadLetterPosition = true, m.Plan, m.Fingerprint, m.Start, m.End, m.Pos, m.DPos
-		cp.TopicID = m.Tid
+		cp.Replay, cp.Plan, cp.Fingerprint, cp.Start, cp.End, cp.Position, cp.DeadLetterPosition, cp.TopicID = true, m.Plan, m.Fingerprint, m.Start, m.End, m.Pos, m.DPos, m.Tid
 		if t, err := time.Parse(time.RFC3339, m.Iv); err == nil {
 			cp.Interval = t.UTC()
 		}
@@ -167,8 +166,7 @@ func Foreign(ctx context.Context, c *source.Cluster, group string) (*ForeignComm
 		return nil, err
 	}
 	for _, t := range slices.Sorted(maps.Keys(all)) {
-		cms := slices.SortedFunc(slices.Values(all[t]), func(a, b source.Committed) int { return int(a.Partition) - int(b.Partition) })
-		for _, cm := range cms {
+		for _, cm := range slices.SortedFunc(slices.Values(all[t]), func(a, b source.Committed) int { return int(a.Partition) - int(b.Partition) }) {
 			if cm.Offset >= 0 && !decode(cm).Replay {
 				return &ForeignCommit{Topic: t, Partition: cm.Partition, Offset: cm.Offset}, nil
 			}

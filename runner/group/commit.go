@@ -185,9 +185,7 @@ type pendingCommit struct {
 // the answer comes back (source.RetryPolicy.SettleDelay).
 func (b *Batcher) Commit(ctx context.Context, m *source.Member, tp record.TopicPartition, next int64, meta Meta) error {
 	pc := &pendingCommit{member: m, tp: tp, next: next, meta: meta, done: make(chan error, 1)}
-	if dl, ok := ctx.Deadline(); ok {
-		pc.deadline = dl
-	}
+	pc.deadline, _ = ctx.Deadline()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -255,11 +253,4 @@ func (b *Batcher) flush(batch []*pendingCommit) {
 		}
 		batch = rest
 	}
-}
-
-// Requests is how many requests the batcher sent.
-func (b *Batcher) Requests() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.requests
 }

@@ -174,3 +174,10 @@ func testCommitBatcherKeepsTopicsApart(t *testing.T) {
 	time.Sleep(time.Second) // virtual: the batcher's loop lingers, finds nothing and ends
 	synctest.Wait()
 }
+
+// Requests is how many requests the batcher sent.
+func (b *Batcher) Requests() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.requests
+}

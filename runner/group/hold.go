@@ -179,14 +179,12 @@ func (h *Hold) join(ctx context.Context) error {
 }
 
 // keep holds the group from generation gen on until stop: a generation
-// that ends (the coordinator said the member lost its place, or the
-// heartbeats' retries were spent) is joined again as the same holder; when
-// that fails, lose ends the hold.
+// that ends is joined again as the same holder; when that fails, lose
+// ends the hold.
 func (h *Hold) keep(ctx context.Context, gen *source.Generation, lose context.CancelFunc) {
 	for {
 		select {
 		case <-ctx.Done():
-			return
 		case <-gen.Done():
 		}
 		if ctx.Err() != nil {
@@ -217,8 +215,7 @@ func (h *Hold) keep(ctx context.Context, gen *source.Generation, lose context.Ca
 func (h *Hold) logger() *zerolog.Logger {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	l := h.log
-	return &l
+	return new(h.log)
 }
 
 // LeaveFor leaves the group while fn runs, then holds it again, as the
@@ -248,10 +245,8 @@ func (h *Hold) leave() {
 }
 
 // settle joins generations until this process is the group's only member,
-// or another holder that keeps the group from it is found (alone): a holder
-// it keeps the group from is waited for (for up to holdSettle), as are the
-// leftovers of this process's own joins whose answers were lost (removed). The generation it
-// returns runs until the group moves on or the membership is closed.
+// or another holder that keeps the group from it is found (alone); one it
+// keeps the group from is waited for, up to holdSettle.
 func (h *Hold) settle(ctx context.Context) (*source.Generation, error) {
 	deadline := time.Now().Add(holdSettle)
 	for failures := 0; ; {
@@ -272,11 +267,10 @@ func (h *Hold) settle(ctx context.Context) (*source.Generation, error) {
 			}
 		})
 		g, err := h.c.DescribeGroup(ctx, h.group)
-		if err != nil {
-			close(quit)
-			return nil, err
+		alone := false
+		if err == nil {
+			alone, err = h.alone(ctx, g, gen.ID)
 		}
-		alone, err := h.alone(ctx, g, gen.ID)
 		if err != nil {
 			close(quit)
 			return nil, err
@@ -346,9 +340,8 @@ func (h *Hold) alone(ctx context.Context, g *source.Group, memberID string) (boo
 }
 
 // keeps reports whether this hold keeps the group from other, another
-// holder of the plan (member memberID, its subscription's user data
-// otherData): the one that held the group already wins; else the one that
-// started first (then the lower member ID).
+// holder of the plan: the one that held the group already (heldMark in
+// otherData) wins; else the one that started first, then the lower ID.
 func (h *Hold) keeps(other Holder, otherData []byte, memberID string) bool {
 	mine, theirs := h.held.Load(), bytes.Equal(otherData, heldMark)
 	if mine != theirs {

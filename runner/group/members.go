@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -117,25 +118,17 @@ func CheckMembers(ctx context.Context, c *source.Cluster, group, joinID string) 
 	if strings.EqualFold(g.State, "Empty") || strings.EqualFold(g.State, "Dead") || g.State == "" {
 		return nil
 	}
-	if g.Protocol == "consumer" {
-		// A group of KIP-848's consumer protocol: replay's own members
-		// are classic ones, so any member is someone else's consumer.
+	if g.Protocol == "consumer" { // replay's own members are classic ones
 		return &fault.SafetyError{Group: group, Reason: fmt.Sprintf("it is a consumer group of the new consumer protocol (KIP-848), %s with %d member(s): it looks like a live consumer group; a replay must use a dedicated group nobody else consumes with (e.g. replay.<plan-name>)", g.State, len(g.Members))}
 	}
 	self, holding := parseHolder(source.GroupMember{ClientID: joinID})
 	// later is a run of the same plan that joined after this process took
-	// its hold (two started at once): it refuses itself and leaves, and
-	// until it has left it is no reason to refuse the holder.
+	// its hold: it refuses itself and leaves.
 	later := func(m source.GroupMember) bool {
 		h, ok := parseHolder(m)
 		return ok && holding && m.ClientID != joinID && h.Fingerprint == self.Fingerprint && h.Since.After(self.Since)
 	}
-	members := make([]source.GroupMember, 0, len(g.Members))
-	for _, m := range g.Members {
-		if !later(m) {
-			members = append(members, m)
-		}
-	}
+	members := slices.DeleteFunc(slices.Clone(g.Members), later)
 	if len(g.Members) > 0 && len(members) == 0 {
 		return nil // only later runs of this plan, leaving
 	}
@@ -163,9 +156,7 @@ type Standing struct {
 	// when none does: no members, or --join members.
 	Holder string
 	// HolderGone is true when Holder ran on this machine (LocalMachine)
-	// in a process that no longer exists (killed): the coordinator keeps
-	// it until its session times out, or until a run of the plan on this
-	// machine lets go of it.
+	// in a process that no longer exists (killed).
 	HolderGone bool
 	// Members is the number of the group's members.
 	Members int

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -148,15 +149,12 @@ func (r *RunRecord) Write(dir string) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return err
+	_, err = tmp.Write(append(b, '\n'))
+	if err == nil {
+		err = tmp.Sync()
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
+	err = cmp.Or(err, tmp.Close())
+	if err != nil {
 		return err
 	}
 	return os.Rename(tmp.Name(), r.path)
@@ -164,9 +162,7 @@ func (r *RunRecord) Write(dir string) error {
 
 // ExpiredError is the refusal of a run whose replay group holds no commit
 // for partitions where the plan's progress is recorded elsewhere (the
-// local run record, the sink's checkpoint table): the group's offsets
-// probably expired (offsets.retention.minutes) or were deleted. Starting
-// over would deliver the window again from its start.
+// local run record, the sink's checkpoint table).
 type ExpiredError struct {
 	Group, Plan, Topic string
 	// Where names the record: "the local run record PATH (state, updated
@@ -205,13 +201,9 @@ func partitionList(rs []RecordedRange) string {
 	return "[" + strings.Join(s, " ") + "]"
 }
 
-// recordWhere names a run record in an ExpiredError.
-func recordWhere(r *RunRecord) string {
-	return fmt.Sprintf("the local run record %s (%s, written %s)", r.path, r.State, r.UpdatedAt.UTC().Format(time.RFC3339))
-}
-
 // RecordRefusal refuses to start p over partitions its run record rec
 // holds progress for while the group has no commit for them.
 func RecordRefusal(p *plan.Plan, rec *RunRecord, missing []RecordedRange) error {
-	return (&ExpiredError{Group: p.Group, Plan: p.Name, Topic: p.Source.Topic, Where: recordWhere(rec), Recorded: missing}).Refusal()
+	return (&ExpiredError{Group: p.Group, Plan: p.Name, Topic: p.Source.Topic, Recorded: missing,
+		Where: fmt.Sprintf("the local run record %s (%s, written %s)", rec.path, rec.State, rec.UpdatedAt.UTC().Format(time.RFC3339))}).Refusal()
 }

@@ -64,12 +64,7 @@ func Classify(p *plan.Plan, cps map[int32]Checkpoint, restart bool) (bool, error
 // AnyCommit reports whether the group holds a commit on any partition of
 // the topic.
 func AnyCommit(cps map[int32]Checkpoint) bool {
-	for _, cp := range cps {
-		if cp.Offset >= 0 {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(slices.Collect(maps.Values(cps)), func(cp Checkpoint) bool { return cp.Offset >= 0 })
 }
 
 // ReplayCommitted lists the partitions of all on which the group holds a
@@ -137,8 +132,7 @@ func CheckIncarnation(p *plan.Plan, cps map[int32]Checkpoint, topicID string) er
 	if topicID == "" {
 		return nil
 	}
-	parts := slices.Sorted(maps.Keys(cps))
-	for _, part := range parts {
+	for _, part := range slices.Sorted(maps.Keys(cps)) {
 		if cp := cps[part]; cp.Replay && cp.Offset >= 0 && cp.TopicID != "" && cp.TopicID != topicID {
 			return (&IncarnationError{Topic: p.Source.Topic, Group: p.Group, Recorded: cp.TopicID, Now: topicID,
 				Where: fmt.Sprintf("the group's checkpoints were made (partition %d at offset %d)", part, cp.Offset)}).Refuse()

@@ -13,9 +13,7 @@ import (
 )
 
 // commitEvery is how often a partition writing to a sinks.Syncer (the file
-// sink) forces its writes to stable storage and commits: one fsync per
-// second instead of one per batch. A crash re-delivers at most that much,
-// which the sink takes idempotently.
+// sink) syncs and commits: one fsync per second instead of one per batch.
 const commitEvery = time.Second
 
 // commitFunc stores next as a partition's checkpoint, with the sink's and
@@ -206,8 +204,7 @@ func (c *committer) prepare(next int64) (int64, func() error, error) {
 	// The commit rides out the source cluster's bad minutes: its retries
 	// (source.RetryPolicy) may take the plan's retry budget.
 	timeout := max(c.timeout, c.retryBudget+source.DefaultRequestTimeout)
-	commit, partition := c.commit, c.partition
-	oc := c.sink.Offsets
+	commit, partition, oc := c.commit, c.partition, c.sink.Offsets
 	send := func() error {
 		cctx, ccancel := context.WithTimeout(context.Background(), timeout)
 		defer ccancel()
@@ -230,8 +227,7 @@ func (c *committer) settle(next int64, err error) error {
 		// partition must not store less.
 		c.uncommitted = max(c.uncommitted, next)
 		perr := &source.PartitionError{Topic: c.topic, Partition: c.partition, Offset: c.committed.Load(), Err: err}
-		var re *source.RetryError
-		if errors.As(err, &re) {
+		if _, ok := errors.AsType[*source.RetryError](err); ok {
 			return fault.With(perr, fault.HintResume)
 		}
 		return perr
@@ -250,9 +246,7 @@ func (c *committer) sync(ctx context.Context) error {
 		}
 	}
 	// The dead-letter sink only when dead letters were written since its
-	// last sync (and once, for the trace CheckResume looks for): with a
-	// database sink the runner commits after every batch, and an fsync of
-	// an unchanged dead-letter file per batch is pure cost.
+	// last sync (and once, for the trace CheckResume looks for).
 	if dl := c.dead.Syncer; dl != nil && (c.deadUnsynced || !c.deadSynced) {
 		if err := dl.Sync(ctx, c.partition); err != nil {
 			return fmt.Errorf("dead-letter sink: sync: %w", err)

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sort"
@@ -43,15 +44,6 @@ func (w *Worker) releaseThrough(offset int64) {
 // under a throttle, its max_batch_wait instead.
 const flushAfter = time.Second
 
-// flushWait is how long a partial batch may wait: flushAfter, or the
-// throttle's max_batch_wait.
-func (w *Worker) flushWait() time.Duration {
-	if d := w.throttle.MaxWait(); d > 0 {
-		return d
-	}
-	return flushAfter
-}
-
 // Run replays the partition from State.From to State.End, or until ctx
 // ends (the in-flight batch is written and committed first) or the
 // partition fails.
@@ -71,17 +63,13 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		}
 	}()
 	w.log.Debug().Int64("from", s.From).Int64("end", s.End).Msg("partition started")
-	w.throttle.join()
-	defer w.throttle.leave()
-	pf := source.Prefetch(ctx, r)
-	w.pf = pf
-	defer pf.Stop() // before the deferred report reads r.Stats
+	w.throttle.join(1)
+	defer w.throttle.join(-1)
+	w.pf = source.Prefetch(ctx, r)
+	defer w.pf.Stop() // before the deferred report reads r.Stats
 	defer func() {
 		if !w.committedAtFailure {
-			cerr := w.commits.Commit()
-			if err == nil {
-				err = cerr
-			}
+			err = cmp.Or(err, w.commits.Commit())
 		}
 		s.Uncommitted.Store(w.commits.Committable() > w.commits.Committed())
 	}()
@@ -139,14 +127,11 @@ func (w *Worker) flushDue(ctx context.Context, batch int) error {
 			return err
 		}
 	}
-	due := w.pos >= w.state.End || w.commits.Since(time.Now()) > w.flushWait()
+	due := w.pos >= w.state.End || w.commits.Since(time.Now()) > cmp.Or(w.throttle.MaxWait(), flushAfter)
 	if w.starved {
 		w.starved = false
 		if len(w.pending) > 0 {
-			if err := w.flush(ctx, len(w.pending)); err != nil {
-				return err
-			}
-			return nil
+			return w.flush(ctx, len(w.pending))
 		}
 	}
 	switch {
@@ -195,8 +180,7 @@ func (w *Worker) flushChunk(ctx context.Context, n int) error {
 	if n == len(w.pending) {
 		commitAt = w.pos
 	}
-	out := w.window(chunk)
-	out, stop, err := w.applyPipeline(out)
+	out, stop, err := w.applyPipeline(w.window(chunk))
 	if err != nil {
 		return err // max_errors: nothing of this batch is committed
 	}
@@ -213,11 +197,9 @@ func (w *Worker) flushChunk(ctx context.Context, n int) error {
 	processed := n
 	if stop != nil {
 		processed = sort.Search(n, func(i int) bool { return chunk[i].Offset > stop.rec.Offset })
-	}
-	w.state.Read.Add(int64(processed))
-	if stop != nil {
 		commitAt = stop.rec.Offset // on_error: fail: commit up to the record, then stop at it
 	}
+	w.state.Read.Add(int64(processed))
 	if err := w.writeDeadLetters(); err != nil {
 		return err
 	}
@@ -242,8 +224,7 @@ func (w *Worker) flushChunk(ctx context.Context, n int) error {
 			return err
 		}
 	}
-	last := w.pending[n-1].Offset
-	before := len(w.pending)
+	last, before := w.pending[n-1].Offset, len(w.pending)
 	w.pending = append(w.pending[:0], w.pending[n:]...)
 	clear(w.pending[len(w.pending):before]) // no stale record keeps a released chunk alive
 	if len(w.pending) == 0 {

@@ -11,7 +11,6 @@ import (
 	"github.com/replay-tool/replay/internal/decode"
 	"github.com/replay-tool/replay/internal/filter"
 	"github.com/replay-tool/replay/internal/mapping"
-	"github.com/replay-tool/replay/internal/pipeline"
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/fault"
@@ -68,8 +67,7 @@ func (w *Worker) unprocessable(r *record.Record, reason string, err error) (*fai
 	s := w.state
 	s.unprocessable(reason)
 	msg := err.Error()
-	var re *record.Error
-	if errors.As(err, &re) {
+	if re, ok := errors.AsType[*record.Error](err); ok {
 		msg = re.Err.Error() // the coordinates are the record's own
 	}
 	switch w.Plan.OnError {
@@ -89,8 +87,7 @@ func (w *Worker) unprocessable(r *record.Record, reason string, err error) (*fai
 // partitionError reports f: the partition stopped at its record.
 func (f *failure) partitionError(topic string) error {
 	err := f.err
-	var re *record.Error
-	if !errors.As(err, &re) {
+	if _, ok := errors.AsType[*record.Error](err); !ok {
 		err = &record.Error{Topic: topic, Partition: f.rec.Partition, Offset: f.rec.Offset, Err: err}
 	}
 	return &source.PartitionError{Topic: topic, Partition: f.rec.Partition, Offset: f.rec.Offset,
@@ -134,37 +131,27 @@ func (w *Worker) applyPipeline(recs []record.Record) ([]record.Record, *failure,
 	return out, nil, nil
 }
 
-// keyDeadLetters renders the dead-letter sink's key for each dead letter,
-// once, before the write and its retries: a key template that fails on a
-// dead letter is its *record.Error.
-func keyDeadLetters(k pipeline.Key, dead []record.Record) error {
-	for i := range dead {
-		if err := k.Apply(&dead[i]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // writeDeadLetters makes the batch's dead letters durable, in offset order,
-// before the commit passes them.
+// before the commit passes them. Their keys are rendered once, before the
+// write and its retries: a key template that fails is its *record.Error.
 func (w *Worker) writeDeadLetters() error {
 	if len(w.dead) == 0 {
 		return nil
 	}
 	slices.SortFunc(w.dead, func(a, b record.Record) int { return cmp.Compare(a.Offset, b.Offset) })
-	err := keyDeadLetters(w.deadKey, w.dead)
+	var err error
+	for i := range w.dead {
+		if err = w.deadKey.Apply(&w.dead[i]); err != nil {
+			break
+		}
+	}
 	if err == nil {
 		err = w.retry("dead-letter sink", w.DeadLetters, time.Duration(w.Plan.DeadLetter.Retry.MaxElapsed), func(ctx context.Context) error {
 			return w.DeadLetters.Write(ctx, w.dead)
 		})
 	}
 	if err != nil {
-		advice := "fix the dead-letter sink and re-run the same command to resume"
-		next, cerr := w.commitBeforeFailure()
-		if cerr != nil {
-			advice = fmt.Sprintf("committing the batches before it failed too (%v); %s", cerr, advice)
-		}
+		next, advice := w.commitBeforeFailure("fix the dead-letter sink and re-run the same command to resume", false)
 		return &source.PartitionError{Topic: w.state.Topic, Partition: w.state.Partition, Offset: w.dead[0].Offset,
 			Err: fmt.Errorf("write dead letters to the %s sink: %w; nothing past offset %d is committed: %s",
 				w.Plan.DeadLetter.Type, err, next, advice)}
@@ -194,13 +181,10 @@ func (w *Worker) write(recs []record.Record) (*failure, error) {
 				// Re-running now would fence the process that runs.
 				advice = "the process that fenced this one carries on: let it finish (replay status shows its progress), and re-run only if it fails"
 			}
-			next, cerr := w.commitBeforeFailure()
-			if cerr != nil && !errors.Is(err, sinks.ErrFenced) {
-				advice = fmt.Sprintf("committing the batches before it failed too (%v); %s", cerr, advice)
-			}
+			next, advice := w.commitBeforeFailure(advice, errors.Is(err, sinks.ErrFenced))
 			perr := &source.PartitionError{Topic: w.state.Topic, Partition: w.state.Partition, Offset: next,
 				Err: fmt.Errorf("sink %s: %w; nothing past offset %d is committed: %s", w.Plan.Sink.Type, err, next, advice)}
-			if re := (*SinkRetryError)(nil); errors.As(err, &re) {
+			if _, ok := errors.AsType[*SinkRetryError](err); ok {
 				return nil, fault.With(perr, fault.HintSinkResume)
 			}
 			return nil, perr
@@ -225,16 +209,16 @@ func (w *Worker) write(recs []record.Record) (*failure, error) {
 }
 
 // commitBeforeFailure commits what the partition wrote before a sink
-// failure, as the partition does when it stops (run's deferred Commit),
-// after the commit in flight (CommitBehind) is answered: the failure's
-// message then names the offset the group holds once the run has stopped,
-// not one from before those commits landed. It returns the committed
-// offset and the commit's error. The partition stops after it: run does
-// not commit again.
-func (w *Worker) commitBeforeFailure() (int64, error) {
+// failure, as the partition does when it stops, after the commit in flight
+// is answered: the failure's message then names the offset the group
+// holds. It returns the committed offset and advice, which names the
+// commit's error too unless fenced. Run does not commit again.
+func (w *Worker) commitBeforeFailure(advice string, fenced bool) (int64, string) {
 	w.committedAtFailure = true
-	err := w.commits.Commit()
-	return w.state.Next.Load(), err
+	if err := w.commits.Commit(); err != nil && !fenced {
+		advice = fmt.Sprintf("committing the batches before it failed too (%v); %s", err, advice)
+	}
+	return w.state.Next.Load(), advice
 }
 
 // stopsOnePartition reports whether err ends one partition and lets the
@@ -245,10 +229,9 @@ func stopsOnePartition(err error) bool {
 		err = h.Err
 	}
 	pe, ok := err.(*source.PartitionError)
-	if !ok {
-		return false
+	if ok {
+		_, ok = pe.Err.(*source.OpenTransactionError)
 	}
-	_, ok = pe.Err.(*source.OpenTransactionError)
 	return ok || isDataLoss(err)
 }
 
@@ -256,9 +239,8 @@ func stopsOnePartition(err error) bool {
 // not also a sink or commit failure).
 func isDataLoss(err error) bool {
 	pe, ok := err.(*source.PartitionError)
-	if !ok {
-		return false
+	if ok {
+		_, ok = pe.Err.(*source.DataLossError)
 	}
-	_, ok = pe.Err.(*source.DataLossError)
 	return ok
 }

@@ -6,6 +6,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync/atomic"
@@ -59,12 +60,8 @@ type Backoff struct {
 }
 
 func (b *Backoff) defaults() {
-	if b.Min == 0 {
-		b.Min = 200 * time.Millisecond
-	}
-	if b.Max == 0 {
-		b.Max = 5 * time.Second
-	}
+	b.Min = cmp.Or(b.Min, 200*time.Millisecond)
+	b.Max = cmp.Or(b.Max, 5*time.Second)
 }
 
 // SignalTime is how soon after the first signal (SIGINT, SIGTERM) a run
@@ -104,10 +101,6 @@ type errorBudget struct {
 	allowed int64 // -1: no limit
 	records int64
 	n       atomic.Int64
-}
-
-func newErrorBudget(limit plan.ErrorLimit, records int64) *errorBudget {
-	return &errorBudget{limit: limit, allowed: limit.Allowed(records), records: records}
 }
 
 // add counts one more record and fails once the count passes the limit.

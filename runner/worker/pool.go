@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,7 +64,7 @@ func RunAll(ctx context.Context, p *Policy, states []*State) error {
 		}
 		todo = append(todo, s)
 	}
-	r.budget = newErrorBudget(p.Plan.MaxErrors, records)
+	r.budget = &errorBudget{limit: p.Plan.MaxErrors, allowed: p.Plan.MaxErrors.Allowed(records), records: records}
 	warnThinThrottle(p.Log, p.Limit, len(todo))
 	g, gctx := errgroup.WithContext(ctx)
 	var lost partitionErrors // data loss stops one partition, not the run
@@ -72,10 +73,7 @@ func RunAll(ctx context.Context, p *Policy, states []*State) error {
 		w := newWorker(r, s, pipe.Partition())
 		g.Go(func() error { return lost.keep(w.Run(gctx)) })
 	}
-	err = g.Wait()
-	if err == nil && ctx.Err() != nil {
-		err = ctx.Err()
-	}
+	err = cmp.Or(g.Wait(), ctx.Err())
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		err = fmt.Errorf("%w: %s; re-run the same command to resume", ErrInterrupted, interruptedOutcome(states))
 	}
@@ -83,8 +81,7 @@ func RunAll(ctx context.Context, p *Policy, states []*State) error {
 }
 
 // partitionErrors collects failures that stop one partition but let the
-// others run to their end (records deleted under the reader): the run
-// still fails, once the other partitions are done.
+// others run to their end: the run still fails once they are done.
 type partitionErrors struct {
 	mu   sync.Mutex
 	errs []error
@@ -127,10 +124,8 @@ func warnThinThrottle(log zerolog.Logger, limit plan.Throttle, n int) {
 }
 
 // interruptedOutcome says what an interrupted run left in the sink and the
-// group, from what each partition did: every write finished and was
-// committed, or some were abandoned with the sink failing (not committed,
-// delivered again on resume), or written but not committed (the commit
-// failed; delivered again, idempotently).
+// group: writes committed, abandoned with the sink failing, or written but
+// not committed.
 func interruptedOutcome(states []*State) string {
 	var abandoned, uncommitted []string
 	fine := 0

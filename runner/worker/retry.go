@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,14 +36,12 @@ func (e *SinkRetryError) Unwrap() error { return e.Err }
 
 // retry runs write to target, each try under its own FlushTimeout, until it
 // succeeds, fails with an error that is not transient, or has kept failing
-// for budget (the target's sink.retry.max_elapsed) since its first failure:
-// then the last error comes back in a *SinkRetryError. The waits between
-// tries double from Backoff.Min to Backoff.Max, jittered; the last one is
-// cut to end with the budget, for one more try.
+// for budget since its first failure: then the last error comes back in a
+// *SinkRetryError. The waits double from Backoff.Min to Backoff.Max,
+// jittered. Each try made again is logged and counted.
 //
-// Each retry is logged and counted (the report's sink_retries or
-// dead_letter_retries): one per try made again, so a batch written on its
-// third try counts two.
+// A sink that retries by its own policy (sinks.Capabilities.RetriesItself)
+// gets one try, under a deadline of the budget plus FlushTimeout.
 //
 // A sink that retries by its own policy (sinks.Capabilities.RetriesItself, the
 // http sink's max_retries) gets one try, under a deadline of the budget
@@ -57,10 +56,7 @@ func (w *Worker) retry(what string, target sinks.Sink, budget time.Duration, wri
 	b := w.Retry
 	b.defaults()
 	self := target.Capabilities().RetriesItself
-	run := w.runCtx
-	if run == nil {
-		run = context.Background()
-	}
+	run := cmp.Or(w.runCtx, context.Background())
 	r := backoff.Policy{Min: b.Min, Max: b.Max, Budget: budget}.Start()
 	for {
 		limit := w.FlushTimeout

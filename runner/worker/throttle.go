@@ -10,11 +10,9 @@ import (
 	"github.com/replay-tool/replay/plan"
 )
 
-// throttleBurst is how much of its rate a bucket holds: the most that can
-// pass at once after an idle moment. In any second at most the limit plus
-// this much reaches the sink; it is half of the tenth of a second the
-// documentation promises, so that a write that starts a few milliseconds
-// late (a busy machine) does not push a second over it.
+// throttleBurst is how much of its rate a bucket holds: in any second at
+// most the limit plus this much reaches the sink (half the documented
+// tenth of a second, for writes that start late).
 const throttleBurst = 50 * time.Millisecond
 
 // Throttle paces the records (and bytes) the partitions of a process hand
@@ -27,16 +25,12 @@ const throttleBurst = 50 * time.Millisecond
 // least about every max_batch_wait. Partitions wait in the order they ask
 // (a reservation queue), so they share the rate evenly. A log of the
 // writes started in the last second (sentLog) holds the limit when the
-// machine stalls and delayed writes start together.
-//
-// A nil *Throttle, or one without limits, lets everything through at once.
+// machine stalls. A nil *Throttle lets everything through at once.
 type Throttle struct {
 	mu             sync.Mutex
 	records, bytes bucket
 	// recordsSent and bytesSent are what the writes of the last second
-	// started with, at the instants they really started: the buckets pace
-	// the writes, these hold the limit when the machine stalled and
-	// delayed writes start together.
+	// started with.
 	recordsSent, bytesSent sentLog
 	// maxWait is plan.Throttle.MaxBatchWait.
 	maxWait time.Duration
@@ -60,7 +54,8 @@ func newBucket(perSecond float64) bucket {
 	if perSecond <= 0 {
 		return bucket{}
 	}
-	return bucket{rate: perSecond, burst: max(perSecond*throttleBurst.Seconds(), 1), tokens: max(perSecond*throttleBurst.Seconds(), 1)}
+	burst := max(perSecond*throttleBurst.Seconds(), 1)
+	return bucket{rate: perSecond, burst: burst, tokens: burst}
 }
 
 // ready is the earliest instant at or after t when n tokens are there.
@@ -120,21 +115,13 @@ func (t *Throttle) MaxWait() time.Duration {
 	return t.maxWait
 }
 
-// join counts a partition that writes through the throttle until leave.
-func (t *Throttle) join() {
+// join counts a partition that writes through the throttle (d 1) until
+// it leaves (d -1).
+func (t *Throttle) join(d int32) {
 	if t != nil {
-		t.active.Add(1)
+		t.active.Add(d)
 	}
 }
-
-func (t *Throttle) leave() {
-	if t != nil {
-		t.active.Add(-1)
-	}
-}
-
-// recordSize is what a record costs of bytes/s: its key and value.
-func recordSize(r *record.Record) int { return len(r.Key) + len(r.Value) }
 
 // chunk is how many of recs (at least one) the next write carries: at most
 // a burst, and at most a share of max_batch_wait's tokens among the active
@@ -154,7 +141,7 @@ func (t *Throttle) chunk(recs []record.Record) (n, size int) {
 		limit = max(min(t.bytes.burst, r*t.maxWait.Seconds()/share), 1)
 	}
 	for i := 0; i < n; i++ {
-		s := recordSize(&recs[i])
+		s := len(recs[i].Key) + len(recs[i].Value) // what a record costs of bytes/s
 		if i > 0 && limit >= 0 && float64(size+s) > limit {
 			return i, size
 		}

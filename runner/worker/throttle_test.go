@@ -68,7 +68,7 @@ func simulateLate(th *Throttle, parts, total, batch, size int, late func(at time
 	ps := make([]step, parts)
 	for p := range ps {
 		ps[p] = step{when: start, left: total / parts}
-		th.join()
+		th.join(1)
 	}
 	recs := make([]record.Record, batch)
 	for i := range recs {
@@ -107,7 +107,7 @@ func simulateLate(th *Throttle, parts, total, batch, size int, late func(at time
 		s.left -= s.n
 		s.admit = false
 		if s.left == 0 {
-			th.leave()
+			th.join(-1)
 		}
 	}
 }
