@@ -31,11 +31,7 @@ func (a *app) confirmRun(ctx context.Context, in io.Reader, jobs ...*runner.Job)
 			fmt.Fprintf(&q, "--restart discards the checkpoints of an earlier run in group %s (%s %v). ", job.Plan.Group, what, d)
 		}
 		for _, r := range job.Resolution.Ranges {
-			from := r.Start
-			if off, ok := job.Resume[r.Partition]; ok {
-				from = off
-			}
-			remaining += max(r.End-from, 0)
+			remaining += max(r.End-resumeFrom(job, r), 0)
 		}
 		topics = append(topics, job.Resolution.Topic)
 	}

@@ -101,7 +101,7 @@ func (a *app) demo(ctx context.Context, o demoOptions) error {
 	if err := os.Setenv("REPLAY_DEMO_BROKERS", sb.Addr); err != nil {
 		return err
 	}
-	p, err := a.loadPlanFile(o.plan)
+	p, err := a.loadPlanFile(o.plan, false)
 	if err != nil {
 		return err
 	}

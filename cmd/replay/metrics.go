@@ -37,10 +37,8 @@ type metricFamily struct {
 
 // metricFamilies are the run's metrics, in the order they are written.
 var metricFamilies = []metricFamily{
-	{"records_read_total", "Records of the ranges delivered by the broker.", "counter", "",
-		func(s *runner.Snapshot, add func(string, string)) { add("", itoa(s.Read)) }},
-	{"records_written_total", "Records written to the sink.", "counter", "",
-		func(s *runner.Snapshot, add func(string, string)) { add("", itoa(s.Written)) }},
+	{"records_read_total", "Records of the ranges delivered by the broker.", "counter", "", total(func(s *runner.Snapshot) int64 { return s.Read })},
+	{"records_written_total", "Records written to the sink.", "counter", "", total(func(s *runner.Snapshot) int64 { return s.Written })},
 	{"records_skipped_total", "Records not written, by reason (filtered, outside-window, dead-lettered, and under on_error: skip the error).", "counter", "reason",
 		func(s *runner.Snapshot, add func(string, string)) {
 			for _, reason := range slices.Sorted(maps.Keys(s.Skipped)) {
@@ -56,11 +54,11 @@ var metricFamilies = []metricFamily{
 			}
 		}},
 	{"source_retries_total", "Requests to the source cluster (fetches, commits, group calls, heartbeats) that failed with an error that may pass and were tried again.", "counter", "",
-		func(s *runner.Snapshot, add func(string, string)) { add("", itoa(s.SourceRetries)) }},
+		total(func(s *runner.Snapshot) int64 { return s.SourceRetries })},
 	{"sink_retries_total", "Writes to the sink that failed with a transient error and were tried again (one per try made again), and the calls the sink retried by itself (the exactly-once kafka sink's start, checkpoints and coordinator requests).", "counter", "",
-		func(s *runner.Snapshot, add func(string, string)) { add("", itoa(s.SinkRetries)) }},
+		total(func(s *runner.Snapshot) int64 { return s.SinkRetries })},
 	{"dead_letter_retries_total", "Writes to the dead-letter sink that failed with a transient error and were tried again (one per try made again).", "counter", "",
-		func(s *runner.Snapshot, add func(string, string)) { add("", itoa(s.DeadLetterRetries)) }},
+		total(func(s *runner.Snapshot) int64 { return s.DeadLetterRetries })},
 	{"offsets_per_second", "Offsets this process replayed (committed past) per second since its run started, over its partitions.", "gauge", "",
 		func(s *runner.Snapshot, add func(string, string)) {
 			if rate, ok := offsetRate(s); ok {
@@ -91,6 +89,11 @@ var metricFamilies = []metricFamily{
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// total is the one sample of a family without a label: f of the snapshot.
+func total(f func(*runner.Snapshot) int64) func(*runner.Snapshot, func(string, string)) {
+	return func(s *runner.Snapshot, add func(string, string)) { add("", itoa(f(s))) }
+}
 
 // partitionSamples is the samples of a per-partition family: f of each
 // partition, labelled with its number.

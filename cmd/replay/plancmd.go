@@ -56,7 +56,7 @@ func (a *app) planCmd() *cobra.Command {
 
 // plan prints what a run of file would do and optionally saves the resolution.
 func (a *app) plan(ctx context.Context, file string, o planOptions) error {
-	if p, err := a.loadPlanFile(file); err == nil && p.Window.IsSchedule() {
+	if p, err := a.loadPlanFile(file, false); err == nil && p.Window.IsSchedule() {
 		return a.planSchedule(ctx, file, o)
 	} else if err == nil && p.SeveralTopics() {
 		return a.planTopics(ctx, file, o)

@@ -118,13 +118,11 @@ func (rs *recordSchemas) String() string {
 		return "-"
 	}
 	var parts []string
-	for _, side := range []struct {
-		name string
-		s    *schemaRef
-	}{{"value", rs.Value}, {"key", rs.Key}} {
-		if side.s != nil {
-			parts = append(parts, side.name+" "+side.s.String())
-		}
+	if rs.Value != nil {
+		parts = append(parts, "value "+rs.Value.String())
+	}
+	if rs.Key != nil {
+		parts = append(parts, "key "+rs.Key.String())
 	}
 	if len(parts) == 0 {
 		return "not framed"

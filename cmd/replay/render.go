@@ -4,7 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -46,10 +47,7 @@ func printResolution(w io.Writer, job *runner.Job) {
 	fmt.Fprintln(t, "PARTITION\tSTART\tEND\tRECORDS\tFROM\tREMAINING\tOUTCOME\tLOG START\tHIGH WATERMARK")
 	var total, remaining int64
 	for _, r := range res.Ranges {
-		from := r.Start
-		if off, ok := job.Resume[r.Partition]; ok {
-			from = off
-		}
+		from := resumeFrom(job, r)
 		total += r.Records()
 		remaining += max(r.End-from, 0)
 		fmt.Fprintf(t, "%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\n", r.Partition, r.Start, r.End, r.Records(), from, max(r.End-from, 0), r.Outcome, r.LogStart, r.HighWatermark)
@@ -59,6 +57,15 @@ func printResolution(w io.Writer, job *runner.Job) {
 	if len(job.Ignored) > 0 {
 		fmt.Fprintf(w, "not part of this run: partitions %v\n", job.Ignored)
 	}
+}
+
+// resumeFrom is where a run of job reads r from: its checkpoint when
+// resuming, else the range's start.
+func resumeFrom(job *runner.Job, r runner.Range) int64 {
+	if off, ok := job.Resume[r.Partition]; ok {
+		return off
+	}
+	return r.Start
 }
 
 // printReport renders the final summary of a run.
@@ -104,14 +111,9 @@ func skipped(m map[string]int64) string {
 	if len(m) == 0 {
 		return "0"
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
 	}
 	return strings.Join(parts, ",")
 }
@@ -195,10 +197,7 @@ func newPlanView(job *runner.Job, samples []runner.RangeSample, pinned string) p
 		Ignored: job.Ignored, AllowDataLoss: p.AllowDataLoss,
 		Throttle: throttleView{RecordsPerSecond: p.Throttle.RecordsPerSecond, BytesPerSecond: int64(p.Throttle.BytesPerSecond)}}
 	for i, r := range res.Ranges {
-		from := r.Start
-		if off, ok := job.Resume[r.Partition]; ok {
-			from = off
-		}
+		from := resumeFrom(job, r)
 		s := samples[i]
 		pp := planPartition{Range: r, Records: r.Records(), From: from, Remaining: max(r.End-from, 0),
 			First: s.First, Last: s.Last, Sampled: s.Sampled, Exact: s.Exact, Bytes: s.Bytes}
@@ -353,31 +352,24 @@ func etaLine(v planView) string {
 // hintText words a runner error's hint with the command line's flags ("" for
 // none).
 func hintText(h fault.Hint) string {
-	switch h {
-	case fault.HintRestart:
-		return "Re-run with 'replay run PLAN --restart' to discard the checkpoints and replay the window from its start."
-	case fault.HintResolveOnce:
-		return "Resolve once with 'replay plan PLAN --out ranges.json', then start every process with 'replay run PLAN --join --resolution ranges.json'."
-	case fault.HintSameResolution:
-		return "Start every process with the same --resolution file."
-	case fault.HintResolveAgain:
-		return "Run replay plan --out again and review the new ranges."
-	case fault.HintFinishOrRestart:
-		return "Finish it with replay run without --resolution, or re-run with --restart to discard it and replay the pinned ranges."
-	case fault.HintJoinedFile:
-		return "Start this process with the resolution file the other processes of the plan were given, or without --resolution to take the group's ranges."
-	case fault.HintJoinedOnly:
-		return "Only 'replay run --join' processes of this plan may share its group."
-	case fault.HintExpired:
+	if h == fault.HintExpired {
 		return "Re-run with 'replay run PLAN --resume-from-sink' to continue from the sink's own checkpoints (" + registry.Catalog().CheckpointKeepers() + "), or with '--restart' to replay the window from its start (the recorded ranges, when this machine recorded them)."
-	case fault.HintSinkResume:
-		return "The sink kept failing for longer than sink.retry.max_elapsed: once it is healthy, re-run the same command to resume from the committed offsets (or raise sink.retry.max_elapsed to ride out longer outages)."
-	case fault.HintResume:
-		return "The source cluster kept failing for longer than retry.max_elapsed: once it is healthy, re-run the same command to resume from the committed offsets (or raise retry.max_elapsed to ride out longer outages)."
-	case fault.HintOpenTransaction:
-		return "A producer left a transaction open: once it commits or aborts (or the broker times it out), re-run the same command to resume from the committed offsets (or raise source.open_transaction_timeout to wait longer)."
 	}
-	return ""
+	return hints[h]
+}
+
+// hints are the wordings of hintText, but HintExpired's.
+var hints = map[fault.Hint]string{
+	fault.HintRestart:         "Re-run with 'replay run PLAN --restart' to discard the checkpoints and replay the window from its start.",
+	fault.HintResolveOnce:     "Resolve once with 'replay plan PLAN --out ranges.json', then start every process with 'replay run PLAN --join --resolution ranges.json'.",
+	fault.HintSameResolution:  "Start every process with the same --resolution file.",
+	fault.HintResolveAgain:    "Run replay plan --out again and review the new ranges.",
+	fault.HintFinishOrRestart: "Finish it with replay run without --resolution, or re-run with --restart to discard it and replay the pinned ranges.",
+	fault.HintJoinedFile:      "Start this process with the resolution file the other processes of the plan were given, or without --resolution to take the group's ranges.",
+	fault.HintJoinedOnly:      "Only 'replay run --join' processes of this plan may share its group.",
+	fault.HintSinkResume:      "The sink kept failing for longer than sink.retry.max_elapsed: once it is healthy, re-run the same command to resume from the committed offsets (or raise sink.retry.max_elapsed to ride out longer outages).",
+	fault.HintResume:          "The source cluster kept failing for longer than retry.max_elapsed: once it is healthy, re-run the same command to resume from the committed offsets (or raise retry.max_elapsed to ride out longer outages).",
+	fault.HintOpenTransaction: "A producer left a transaction open: once it commits or aborts (or the broker times it out), re-run the same command to resume from the committed offsets (or raise source.open_transaction_timeout to wait longer).",
 }
 
 type outcomeCount struct {

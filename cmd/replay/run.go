@@ -39,11 +39,12 @@ func (a *app) prepare(ctx context.Context, file string, opts runner.Options) (*r
 	return job, c, nil
 }
 
-// loadPlanFile loads a plan file. A file that cannot be read is a usage mistake
-// (exit 2, like an invalid plan and like validate), not a failed run (1).
-// From then on the plan's secrets are redacted from the output.
-func (a *app) loadPlanFile(file string) (*plan.Plan, error) {
-	p, err := plan.Load(file, plan.LoadOptions{Now: a.now, Sinks: registry.Catalog()})
+// loadPlanFile loads a plan file (offline: allowing ${VAR}s unset here). A
+// file that cannot be read is a usage mistake (exit 2, like an invalid
+// plan), not a failed run (1). From then on the plan's secrets are
+// redacted from the output.
+func (a *app) loadPlanFile(file string, offline bool) (*plan.Plan, error) {
+	p, err := plan.Load(file, plan.LoadOptions{Now: a.now, AllowUnsetEnv: offline, Sinks: registry.Catalog()})
 	a.remember(p)
 	var invalid *plan.InvalidError
 	if err != nil && !errors.As(err, &invalid) {

@@ -39,7 +39,8 @@ func (a *app) statusCmd() *cobra.Command {
 			}
 			defer c.Close()
 			if p.Window.IsSchedule() {
-				return a.scheduleStatus(cmd.Context(), c, p, o.output)
+				_, err := a.printSchedule(cmd.Context(), c, p, o.output)
+				return err
 			}
 			if p.SeveralTopics() && o.resolution == "" {
 				return a.statusTopics(cmd.Context(), c, p, files[0], o.output)
@@ -108,7 +109,7 @@ func (a *app) loadAndConnect(ctx context.Context, file string) (*plan.Plan, *run
 // loadPlan loads and validates the plan (offline) and logs its warnings. A
 // file that cannot be read is a usage mistake (exit 2), as for run.
 func (a *app) loadPlan(file string) (*plan.Plan, error) {
-	p, err := a.loadPlanFile(file)
+	p, err := a.loadPlanFile(file, false)
 	if err != nil {
 		return nil, err
 	}

@@ -26,10 +26,7 @@ func (a *app) versionCmd() *cobra.Command {
 // version says which build of replay this is, from the build information
 // the Go toolchain embeds in the binary.
 func version() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return versionOf(nil)
-	}
+	info, _ := debug.ReadBuildInfo() // nil when the binary carries none
 	return versionOf(info)
 }
 
