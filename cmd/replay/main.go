@@ -369,6 +369,14 @@ func (f timeFlag) Set(s string) error {
 	return nil
 }
 
+// setExit makes the command exit with code when cond holds, whatever it
+// returns.
+func (a *app) setExit(code int, cond bool) {
+	if cond {
+		a.exit = &code
+	}
+}
+
 // now is the logical now: --at, else the clock.
 func (a *app) now() time.Time {
 	if !a.at.IsZero() {

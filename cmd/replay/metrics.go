@@ -126,10 +126,6 @@ type metricJob struct {
 	progress           func() runner.Snapshot
 }
 
-func metricJobOf(j *runner.Job) metricJob {
-	return metricJob{plan: j.Plan.Name, group: j.Plan.Group, topic: j.Resolution.Topic, progress: j.Progress}
-}
-
 // writeMetrics writes the metrics of jobs (a plan of several topics has a
 // job per topic, its series told apart by their topic label) in the text
 // exposition format, each family's HELP and TYPE once.
@@ -195,7 +191,7 @@ func (m *metricsServer) serve(a *app, jobs ...*runner.Job) {
 	}
 	mjobs := make([]metricJob, len(jobs))
 	for i, j := range jobs {
-		mjobs[i] = metricJobOf(j)
+		mjobs[i] = metricJob{plan: j.Plan.Name, group: j.Plan.Group, topic: j.Resolution.Topic, progress: j.Progress}
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {

@@ -116,9 +116,6 @@ func (a *app) plan(ctx context.Context, file string, o planOptions) error {
 			fmt.Fprintf(a.stdout, "resolution saved to %s: review it, then run 'replay run %s --resolution %s'\n", o.out, file, o.out)
 		}
 	}
-	if a.detailedExit && !v.NothingToDo {
-		code := exitInvalid // --detailed-exitcode: 2 = work to do
-		a.exit = &code
-	}
+	a.setExit(exitInvalid, a.detailedExit && !v.NothingToDo) // --detailed-exitcode: 2 = work to do
 	return nil
 }

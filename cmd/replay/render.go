@@ -240,13 +240,11 @@ func printPlan(w io.Writer, v planView) {
 	}
 	t := table(w)
 	fmt.Fprintln(t, "PARTITION\tSTART\tEND\tRECORDS\tREMAINING\tFIRST RECORD\tLAST RECORD\tBYTES\tOUTCOME\tLOG START\tHIGH WATERMARK")
-	for _, p := range v.Partitions {
-		fmt.Fprintf(t, "%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%d\n", p.Partition, p.Start, p.End, p.Records, p.Remaining,
-			recordTime(p.First), recordTime(p.Last), estimate(p.Bytes, p.Exact), p.Outcome, p.LogStart, p.HighWatermark)
-	}
 	exact := true
 	for _, p := range v.Partitions {
 		exact = exact && p.Exact
+		fmt.Fprintf(t, "%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%d\n", p.Partition, p.Start, p.End, p.Records, p.Remaining,
+			recordTime(p.First), recordTime(p.Last), estimate(p.Bytes, p.Exact), p.Outcome, p.LogStart, p.HighWatermark)
 	}
 	fmt.Fprintf(t, "TOTAL\t\t\t%d\t%d\t\t\t%s\n", v.Total.Records, v.Total.Remaining, estimate(v.Total.Bytes, exact))
 	t.Flush()

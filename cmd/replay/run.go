@@ -221,17 +221,25 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 	if err := joinableSinks(o.join, p); err != nil {
 		return nil, err
 	}
-	out := a.resultsOut(p.Sink)
-	printResolution(out, job)
+	if err := a.showJobs(ctx, a.resultsOut(p.Sink), o, job); err != nil {
+		return nil, err
+	}
+	return a.runJob(ctx, job, file, o, metrics)
+}
+
+// showJobs prints the jobs' ranges and the --resolution file that pinned
+// them, then asks to go ahead unless --yes.
+func (a *app) showJobs(ctx context.Context, out io.Writer, o runOptions, jobs ...*runner.Job) error {
+	for _, job := range jobs {
+		printResolution(out, job)
+	}
 	if o.resolution != "" {
 		fmt.Fprintf(out, "ranges pinned by %s\n", o.resolution)
 	}
-	if !o.yes {
-		if err := a.confirmRun(ctx, o.in, job); err != nil {
-			return nil, err
-		}
+	if o.yes {
+		return nil
 	}
-	return a.runJob(ctx, job, file, o, metrics)
+	return a.confirmRun(ctx, o.in, jobs...)
 }
 
 // runnerOptions checks run's flags (o) and returns the runner's options
@@ -284,13 +292,7 @@ func (a *app) runJob(ctx context.Context, job *runner.Job, file string, o runOpt
 		if err != nil || rep == nil {
 			return nil, err
 		}
-		msg := fmt.Sprintf("nothing to do: plan %s already replayed every partition to its end (group %s); run 'replay reset' or use --restart to replay again", p.Name, p.Group)
-		if out == io.Discard {
-			// A stdout sink with JSON logs on stderr: the log is the only place left.
-			a.log.Info().Str("plan", p.Name).Str("group", p.Group).Msg(msg)
-		} else {
-			fmt.Fprintln(out, msg)
-		}
+		a.sayNothingToDo(out, p, fmt.Sprintf("nothing to do: plan %s already replayed every partition to its end (group %s); run 'replay reset' or use --restart to replay again", p.Name, p.Group))
 		return nil, a.writeReport(o.report, rep, nil)
 	}
 	if rep != nil {
@@ -299,6 +301,16 @@ func (a *app) runJob(ctx context.Context, job *runner.Job, file string, o runOpt
 		}
 	}
 	return rep, withResumeHint(err, file, o)
+}
+
+// sayNothingToDo prints msg, that a run of p has nothing to do, on out; on
+// io.Discard (a stdout sink with JSON logs on stderr) it logs it instead.
+func (a *app) sayNothingToDo(out io.Writer, p *plan.Plan, msg string) {
+	if out != io.Discard {
+		fmt.Fprintln(out, msg)
+		return
+	}
+	a.log.Info().Str("plan", p.Name).Str("group", p.Group).Msg(msg)
 }
 
 // withResumeHint adds the command that resumes the run to err when a

@@ -184,10 +184,7 @@ func (a *app) planSchedule(ctx context.Context, file string, o planOptions) erro
 	if err != nil {
 		return err
 	}
-	if a.detailedExit && work {
-		code := exitInvalid // --detailed-exitcode: 2 = work to do
-		a.exit = &code
-	}
+	a.setExit(exitInvalid, a.detailedExit && work) // --detailed-exitcode: 2 = work to do
 	return nil
 }
 
