@@ -138,13 +138,9 @@ func seededInWindow(seed sandbox.Seed, rep *runner.Report) int {
 // in the window, and the sink made each one durable, wrote it to the
 // dead-letter sink, or skipped it for a reason the report counts.
 func (a *app) summariseDemo(p *plan.Plan, seed sandbox.Seed, rep *runner.Report) error {
-	var read, written, skipped, failed int64
+	read, written, skipped := rep.Totals()
+	var failed int64
 	for _, pr := range rep.Partitions {
-		read += pr.Read
-		written += pr.Written
-		for _, n := range pr.Skipped {
-			skipped += n
-		}
 		for _, n := range pr.Errors {
 			failed += n
 		}

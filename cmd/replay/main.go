@@ -171,13 +171,11 @@ func (a *app) root() *cobra.Command {
 		if args == nil {
 			args = os.Args[1:]
 		}
-		for _, arg := range args {
-			if arg == "--" {
-				break
-			}
-			if arg == "--detailed-exitcode" || arg == "--detailed-exitcode=true" {
-				a.detailedExit = true
-			}
+		if i := slices.Index(args, "--"); i >= 0 {
+			args = args[:i]
+		}
+		if slices.Contains(args, "--detailed-exitcode") || slices.Contains(args, "--detailed-exitcode=true") {
+			a.detailedExit = true
 		}
 		return usageError{err}
 	})

@@ -18,12 +18,9 @@ import (
 )
 
 // The run's metrics are written in Prometheus's text exposition format
-// (version 0.0.4) by writeMetrics, which reads Job.Progress at each scrape:
-// the run pays nothing between scrapes. Counters and offsets are written
-// as the integers they are. Written here rather than through the
-// Prometheus client library, whose import alone (its default registry's
-// collectors, set up at program start) took about 6 MiB of every run's
-// resident memory; the tests read the output with Prometheus's own parser.
+// (0.0.4) by writeMetrics, which reads Job.Progress at each scrape. Not
+// through the Prometheus client library, whose import alone took about
+// 6 MiB of every run's memory; the tests parse it with Prometheus's parser.
 
 // metricFamily is one metric: its name (without replay_), help, type
 // (counter or gauge) and its label beyond plan, topic and group ("" for

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,12 +20,18 @@ import (
 
 func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
 
-// windowBound words a window's bound for review: RFC 3339 with the
-// fraction of a second when it has one (10:00:00.25Z), which plain
-// RFC 3339 drops, making [10:00:00.250, 10:00:00.750) read as an empty
-// window.
-func windowBound(t time.Time) string {
-	return t.Format(time.RFC3339Nano)
+// windowLine words a time window for review: its bounds with the fraction
+// of a second (plain RFC 3339 would make [10:00:00.250, 10:00:00.750) read
+// as empty), a zero to as the high watermark, rel and the resolution time.
+func windowLine(from, to time.Time, rel string, resolvedAt time.Time) string {
+	end := "high watermark"
+	if !to.IsZero() {
+		end = to.Format(time.RFC3339Nano)
+	}
+	if rel != "" {
+		rel = " (" + rel + ")"
+	}
+	return fmt.Sprintf("window [%s, %s)%s resolved at %s\n", from.Format(time.RFC3339Nano), end, rel, resolvedAt.Format(time.RFC3339))
 }
 
 // printResolution renders a job's ranges: what a run would read.
@@ -35,11 +42,7 @@ func printResolution(w io.Writer, job *runner.Job) {
 	case !job.Fresh:
 		fmt.Fprintf(w, "resuming the run recorded in the group (ranges fixed when it was first resolved)\n")
 	case !res.From.IsZero():
-		to := "high watermark"
-		if !res.To.IsZero() {
-			to = windowBound(res.To)
-		}
-		fmt.Fprintf(w, "window [%s, %s) resolved at %s\n", windowBound(res.From), to, res.ResolvedAt.Format(time.RFC3339))
+		fmt.Fprint(w, windowLine(res.From, res.To, "", res.ResolvedAt))
 	default:
 		fmt.Fprintf(w, "offset window resolved at %s\n", res.ResolvedAt.Format(time.RFC3339))
 	}
@@ -92,16 +95,11 @@ func printReport(w io.Writer, rep *runner.Report, where string) {
 	if dur > 0 {
 		rate = float64(written) / dur.Seconds()
 	}
+	unfinished := ""
 	if d, _ := registry.Catalog().Lookup(plan.SinkType(rep.Sink)); d.StagingDir != nil && !rep.Published {
-		unfinished := d.Unfinished
-		if unfinished == "" {
-			unfinished = "not published: the output appears when the run completes"
-		}
-		fmt.Fprintf(w, "%d records written to the staging of %s in %s (%.0f records/s); %s\n",
-			written, where, dur.Round(time.Millisecond), rate, unfinished)
-	} else {
-		fmt.Fprintf(w, "%d records written to %s in %s (%.0f records/s)\n", written, where, dur.Round(time.Millisecond), rate)
+		where, unfinished = "the staging of "+where, "; "+cmp.Or(d.Unfinished, "not published: the output appears when the run completes")
 	}
+	fmt.Fprintf(w, "%d records written to %s in %s (%.0f records/s)%s\n", written, where, dur.Round(time.Millisecond), rate, unfinished)
 	printOutcomes(w, "sink", rep.SinkOutcomes)
 	printOutcomes(w, "dead letters", rep.DeadLetterOutcomes)
 	printLosses(w, rep)
@@ -220,15 +218,7 @@ func printPlan(w io.Writer, v planView) {
 	fmt.Fprintf(w, "plan %s (fingerprint %s)  topic %s  group %s\n", v.Plan, v.Fingerprint, v.Topic, v.Group)
 	switch {
 	case !v.From.IsZero():
-		to := "high watermark"
-		if !v.To.IsZero() {
-			to = windowBound(v.To)
-		}
-		rel := ""
-		if v.Relative != "" {
-			rel = " (" + v.Relative + ")"
-		}
-		fmt.Fprintf(w, "window [%s, %s)%s resolved at %s\n", windowBound(v.From), to, rel, v.ResolvedAt.Format(time.RFC3339))
+		fmt.Fprint(w, windowLine(v.From, v.To, v.Relative, v.ResolvedAt))
 	case !v.Resuming || v.Pinned != "":
 		fmt.Fprintf(w, "offset window resolved at %s\n", v.ResolvedAt.Format(time.RFC3339))
 	}
@@ -389,10 +379,9 @@ func outcomeCounts(o *sinks.Outcomes, every bool) []outcomeCount {
 	return out
 }
 
-// printOutcomes says what the durable writes of a sink that can tell did
-// with the records ("sink: 0 inserted, 0 updated, 6 unchanged, 0
-// ignored"), and names the first idempotency-key collision; nothing for a
-// sink that cannot tell.
+// printOutcomes says what a sink's durable writes did with the records
+// ("sink: 0 inserted, 0 updated, 6 unchanged, 0 ignored"), when it can tell,
+// and names the first idempotency-key collision.
 func printOutcomes(w io.Writer, what string, o *sinks.Outcomes) {
 	if o == nil {
 		return

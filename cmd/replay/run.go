@@ -76,16 +76,13 @@ type runOptions struct {
 	in  io.Reader
 	// metricsAddr is --metrics-addr: serve Prometheus metrics there.
 	metricsAddr string
-	// join is --join: share the plan with other processes through the
-	// replay group.
+	// join is --join: share the plan with other processes.
 	join bool
 	// interval is --interval: re-run the schedule interval holding it.
 	interval string
-	// maxIntervals is --max-intervals: at most this many intervals per
-	// invocation (0: every due one).
+	// maxIntervals is --max-intervals (0: every due interval).
 	maxIntervals int
-	// resumeFromSink is --resume-from-sink: continue a plan whose group
-	// lost its commits from the sink's checkpoint table.
+	// resumeFromSink is --resume-from-sink.
 	resumeFromSink bool
 	// noRecord keeps no local run record (the demo's throwaway broker).
 	noRecord bool
@@ -198,12 +195,9 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 	}
 	opts.Log = a.log
 	if d := registry.Describe(p.Sink); !o.join && (d.FencesOthers == nil || !d.FencesOthers(&p.Sink)) {
-		// The run holds its plan's group while it runs: a second run of the
-		// plan, from any machine or directory, and a reset, are refused
-		// naming it; a run that loses the hold stops without committing.
-		// An exactly-once kafka sink resets the group's offsets with
-		// standalone commits, which a held group refuses; its
-		// transactional ids fence a second process instead.
+		// The run holds its plan's group: a second run or a reset is
+		// refused naming it. An exactly-once kafka sink commits standalone,
+		// which a held group refuses; its transactional ids fence instead.
 		hold, err := a.holdGroup(ctx, c, p, o.shard != "")
 		if err != nil {
 			return nil, err
@@ -324,9 +318,8 @@ func withResumeHint(err error, file string, o runOptions) error {
 
 // replayJob writes a prepared job into a new sink and prints its summary;
 // started is called when records start to flow. nothing reports a job
-// with nothing left to do: it published what a run that crashed after
-// its last commit staged (rep is its report; nil under --join, which
-// does nothing then).
+// with nothing left to do (rep: the report of publishing what a crashed
+// run staged; nil under --join).
 func (a *app) replayJob(ctx context.Context, job *runner.Job, file string, o runOptions, started func()) (rep *runner.Report, nothing bool, err error) {
 	p := job.Plan
 	out := a.resultsOut(p.Sink)
@@ -346,10 +339,8 @@ func (a *app) replayJob(ctx context.Context, job *runner.Job, file string, o run
 		return nil, true, nil
 	}
 	if job.NothingToDo() && !job.Fresh {
-		// Run commits nothing then: it publishes output that a run which
-		// crashed after its last commit staged, and makes the report; a
-		// sink whose output lacks what the group committed (objects
-		// deleted since) has it written again, and that run is reported.
+		// Run commits nothing then: it publishes what a run that crashed
+		// after its last commit staged, or rewrites output lost since.
 		rep, err := job.Run(ctx, sink)
 		if rep == nil || rep.NothingToDo {
 			return rep, true, err
@@ -525,11 +516,9 @@ func resumeCommand(file string, o runOptions) string {
 }
 
 // closeSink closes sink; after an interruption (ctx cancelled at stopped)
-// it waits for it only until runner.SignalTime after the signal (less a
-// margin to exit, and at least a moment): a sink whose server stopped
-// answering (a database frozen mid-failover) must not hold the process
-// past the time the documentation gives a signal. Everything committed is
-// durable already; closing only releases connections.
+// it waits only until runner.SignalTime after the signal (less a margin,
+// at least a moment): a frozen server must not hold the process. What is
+// committed is durable already; closing only releases connections.
 func (a *app) closeSink(ctx context.Context, sink sinks.Sink, stopped time.Time) {
 	if ctx.Err() == nil {
 		sink.Close()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,13 +65,14 @@ func (a *app) shardRun(p *plan.Plan, opts *runner.Options, o runOptions) (*plan.
 // for neither.
 func shardPlan(job *runner.Job, v planView, o planOptions) (*shardsView, error) {
 	p, res := job.Plan, job.Resolution
+	d := registry.Describe(p.Sink)
+	whole := d.WholePartitionShards != nil && d.WholePartitionShards(&p.Sink)
 	if o.shardsSet && o.shards <= 0 && o.maxPerShard <= 0 {
 		return nil, usageError{fmt.Errorf("--shards %d --max-records-per-shard %d: give the number of shards (1 to %d) or the most records a shard may hold (at least 1)", o.shards, o.maxPerShard, runner.MaxShards)}
 	}
 	if o.shards == 0 && o.maxPerShard == 0 {
 		if res.Shards != nil { // replay plan --resolution of a sharded file
-			d := registry.Describe(p.Sink)
-			return newShardsView(res, p.Throttle, d.WholePartitionShards != nil && d.WholePartitionShards(&p.Sink)), nil
+			return newShardsView(res, p.Throttle, whole), nil
 		}
 		return nil, nil
 	}
@@ -89,8 +91,6 @@ func shardPlan(job *runner.Job, v planView, o planOptions) (*shardsView, error) 
 		count = int(min((res.Total()+o.maxPerShard-1)/o.maxPerShard, runner.MaxShards))
 		count = max(count, 1)
 	}
-	d := registry.Describe(p.Sink)
-	whole := d.WholePartitionShards != nil && d.WholePartitionShards(&p.Sink)
 	bytes := map[int32]int64{}
 	for _, pp := range v.Partitions {
 		bytes[pp.Partition] = pp.Bytes
@@ -203,7 +203,7 @@ func (a *app) shardStatus(ctx context.Context, c *runner.Cluster, p *plan.Plan, 
 	tw := table(a.stdout)
 	fmt.Fprintln(tw, "SHARD\tGROUP\tSTATE\tREPLAYED\tRECORDS\tDONE\tHOLDER\tETA")
 	for _, s := range st.Shards {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%.1f%%\t%s\t%s\n", s.Index, s.Group, s.State, s.Replayed, s.Records, s.PercentDone, stringOrDash(s.Holder), s.ETA)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%.1f%%\t%s\t%s\n", s.Index, s.Group, s.State, s.Replayed, s.Records, s.PercentDone, cmp.Or(s.Holder, "-"), s.ETA)
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(a.stdout, "total: %d of %d records replayed (%.1f%%); %d done, %d running, %d stopped, %d not started; ETA %s\n",
@@ -217,11 +217,9 @@ func (a *app) shardStatus(ctx context.Context, c *runner.Cluster, p *plan.Plan, 
 }
 
 // holdGroup holds p's group (runner.HoldGroup). A shard (shard set) held by
-// another run is waited for, up to the time a run that died keeps its
-// hold (group.JoinSessionTimeout) and a moment: a shard's pod killed and
-// started again at once on another machine, whose dead run no PID check
-// can see, then runs instead of being refused for good (exit 3 is final
-// for a shard). A holder still there after the wait is alive: refused.
+// another run waits up to the time a dead run keeps its hold
+// (group.JoinSessionTimeout) and a moment: a shard's pod restarted at once
+// elsewhere then runs instead of being refused for good (exit 3 is final).
 func (a *app) holdGroup(ctx context.Context, c *runner.Cluster, p *plan.Plan, shard bool) (*group.Hold, error) {
 	deadline := time.Now().Add(group.JoinSessionTimeout + 3*time.Second)
 	for {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -121,7 +122,7 @@ func (a *app) loadPlan(file string) (*plan.Plan, error) {
 
 // printProgress renders a plan's progress as a table and a state line.
 func printProgress(w io.Writer, pr *runner.Progress, file string) {
-	fmt.Fprintf(w, "plan %s (fingerprint %s)  topic %s  group %s (%s, %d members)\n", pr.Plan, pr.Fingerprint, pr.Topic, pr.Group, stringOrDash(pr.GroupState), pr.Members)
+	fmt.Fprintf(w, "plan %s (fingerprint %s)  topic %s  group %s (%s, %d members)\n", pr.Plan, pr.Fingerprint, pr.Topic, pr.Group, cmp.Or(pr.GroupState, "-"), pr.Members)
 	t := table(w)
 	fmt.Fprintln(t, "PARTITION\tCOMMITTED\tSTART\tEND\tREMAINING\tDONE\tLOG START\tHIGH WATERMARK\tCOMMITTED BY")
 	for _, pp := range pr.Partitions {
@@ -216,11 +217,4 @@ func offsetOrDash(o int64) string {
 		return "-"
 	}
 	return fmt.Sprint(o)
-}
-
-func stringOrDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -63,13 +63,10 @@ func prepareTopics(ctx context.Context, c *runner.Cluster, p *plan.Plan, opts ru
 	return jobs, nil
 }
 
-// runTopics runs a plan of several topics: the group is held once for all
-// of them, each topic's plan is prepared (its window resolved, or its
-// run resumed) and shown, the whole is confirmed once, then the topics
-// are replayed one after the other in the plan's order, each into its own
-// sink and at the plan's throttle, which is so shared by all. The report
-// holds every topic's partitions. A failure stops the run at its topic:
-// the topics before it are done, and a re-run resumes it.
+// runTopics runs a plan of several topics: the group is held once, each
+// topic's job is prepared and shown, the whole is confirmed once, then the
+// topics are replayed in the plan's order, each into its own sink at the
+// shared throttle. A failure stops the run at its topic; a re-run resumes.
 func (a *app) runTopics(ctx context.Context, c *runner.Cluster, p *plan.Plan, file string, o runOptions, opts runner.Options, metrics *metricsServer) (*runner.Report, error) {
 	switch {
 	case o.join:
@@ -107,9 +104,8 @@ func (a *app) runTopics(ctx context.Context, c *runner.Cluster, p *plan.Plan, fi
 	if err := a.showJobs(ctx, out, o, jobs...); err != nil {
 		return nil, err
 	}
-	// Every topic's ranges go into the group before the first topic is
-	// replayed: a run stopped in one topic resumes them all as resolved
-	// now.
+	// Every topic's ranges go into the group first: a run stopped in one
+	// topic resumes them all as resolved now.
 	for _, job := range jobs {
 		if err := job.PinRanges(ctx); err != nil {
 			return nil, fmt.Errorf("topic %s: %w", job.Resolution.Topic, err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"runtime/debug"
 	"strings"
@@ -39,10 +40,7 @@ func versionOf(info *debug.BuildInfo) string {
 	if info == nil {
 		return "replay (unknown: the binary carries no build information)"
 	}
-	v := info.Main.Version
-	if v == "" {
-		v = "(devel)"
-	}
+	v := cmp.Or(info.Main.Version, "(devel)")
 	fields := []string{"replay", v}
 	if v == "(devel)" {
 		for _, s := range info.Settings {
