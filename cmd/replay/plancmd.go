@@ -65,11 +65,18 @@ func (a *app) plan(ctx context.Context, file string, o planOptions) error {
 	if err != nil {
 		return err
 	}
-	job, c, prepErr := a.prepare(ctx, file, opts)
-	if job == nil {
-		return prepErr
+	p, c, err := a.loadAndConnect(ctx, file)
+	if err != nil {
+		return err
 	}
 	defer c.Close()
+	opts.Log, opts.At = a.log, a.at
+	// A job whose window retention cut comes with the error: its table
+	// shows where.
+	job, prepErr := runner.Prepare(ctx, c, p, opts)
+	if cut := (*runner.CutError)(nil); job == nil || prepErr != nil && !errors.As(prepErr, &cut) {
+		return prepErr
+	}
 	samples, err := job.Sample(ctx)
 	if err != nil {
 		return errors.Join(prepErr, fmt.Errorf("read the ends of the ranges: %w", err))

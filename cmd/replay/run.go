@@ -19,26 +19,6 @@ import (
 	"github.com/replay-tool/replay/sinks/registry"
 )
 
-// prepare loads the plan, connects and decides what a run would do; it
-// changes nothing.
-func (a *app) prepare(ctx context.Context, file string, opts runner.Options) (*runner.Job, *runner.Cluster, error) {
-	p, c, err := a.loadAndConnect(ctx, file)
-	if err != nil {
-		return nil, nil, err
-	}
-	opts.Log = a.log
-	opts.At = a.at
-	job, err := runner.Prepare(ctx, c, p, opts)
-	if cut := (*runner.CutError)(nil); errors.As(err, &cut) && job != nil {
-		return job, c, err // the ranges show where retention cut the window
-	}
-	if err != nil {
-		c.Close()
-		return nil, nil, err
-	}
-	return job, c, nil
-}
-
 // loadPlanFile loads a plan file (offline: allowing ${VAR}s unset here). A
 // file that cannot be read is a usage mistake (exit 2, like an invalid
 // plan), not a failed run (1). From then on the plan's secrets are
