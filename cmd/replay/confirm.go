@@ -63,10 +63,8 @@ func (a *app) ask(ctx context.Context, in io.Reader, question string) (bool, err
 }
 
 // readAnswer reads one line from in, or returns ctx's error as soon as ctx
-// is done (a signal at the prompt). A read from stdin cannot be
-// cancelled: the command ends, and with it the process and the reading
-// goroutine. An error reading in is returned; io.EOF only when the input
-// ended before any answer.
+// is done (a signal at the prompt; the reading goroutine ends with the
+// process). io.EOF only when the input ended before any answer.
 func readAnswer(ctx context.Context, in io.Reader) (string, error) {
 	type answer struct {
 		line string

@@ -132,11 +132,9 @@ func seededInWindow(seed sandbox.Seed, rep *runner.Report) int {
 	return want
 }
 
-// summariseDemo checks what the run reports against the seed, for a sink
-// whose output the demo cannot read back (a directory of objects, a
-// database, a service): the run read exactly the seeded records stamped
-// in the window, and the sink made each one durable, wrote it to the
-// dead-letter sink, or skipped it for a reason the report counts.
+// summariseDemo checks, for a sink whose output the demo cannot read back,
+// that the run read exactly the seeded records stamped in the window and
+// wrote, dead-lettered or skipped each one, as its report says.
 func (a *app) summariseDemo(p *plan.Plan, seed sandbox.Seed, rep *runner.Report) error {
 	read, written, skipped := rep.Totals()
 	var failed int64

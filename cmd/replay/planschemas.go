@@ -37,10 +37,8 @@ type recordSchemas struct {
 const planRegistryBudget = 30 * time.Second
 
 // describeSchemas names, for a plan that decodes, the schema ids of each
-// range's first and last record (v's partitions' First and Last), asking
-// the registry for their subjects and versions once per id, retrying for
-// at most planRegistryBudget. A registry that cannot be reached leaves the
-// ids with the error: the review shows what it can.
+// range's first and last record, asking the registry once per id. A
+// registry out of reach leaves the ids with the error.
 func (a *app) describeSchemas(ctx context.Context, job *runner.Job, v *planView) {
 	p := job.Plan
 	if !p.Decode.Decodes() {

@@ -108,9 +108,8 @@ func (a *app) reset(cmd *cobra.Command, file string, yes bool) error {
 	return nil
 }
 
-// forgetRun marks this machine's record of p's run reset, so that the next
-// run resolves the window afresh instead of refusing a group without
-// commits. With file set, it says so when there was a record with progress.
+// forgetRuns marks this machine's records of the plans' runs reset, so the
+// next run resolves the window afresh; with file set, it says so.
 func (a *app) forgetRuns(c *runner.Cluster, plans []*plan.Plan, file string) error {
 	for _, p := range plans {
 		if err := runner.ForgetRun(stateDir(), c, p); err != nil {

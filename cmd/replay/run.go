@@ -240,10 +240,9 @@ func (a *app) runnerOptions(o runOptions) (runner.Options, error) {
 	return opts, nil
 }
 
-// checkFlags refuses what run cannot do with its flags alone (usage
-// errors, exit 2): asking for confirmation without a terminal, and the
-// combinations of --join, --restart and --resume-from-sink that are not
-// safe.
+// checkFlags refuses (usage errors) asking for confirmation without a
+// terminal and the unsafe combinations of --join, --restart and
+// --resume-from-sink.
 func (o runOptions) checkFlags() error {
 	switch {
 	case !o.yes && !isTerminal(o.in):

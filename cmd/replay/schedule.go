@@ -167,10 +167,8 @@ func scheduleSummary(p *plan.Plan, r *scheduleReport) string {
 }
 
 // planSchedule is replay plan for a scheduled plan: the intervals, as
-// status lists them (a schedule has no single window to resolve). With
-// --detailed-exitcode it exits 2 when an interval is due or unfinished.
-// A resolution file pins one window's ranges, so --out and --resolution
-// do not apply.
+// status lists them. With --detailed-exitcode it exits 2 when an interval
+// is due or unfinished.
 func (a *app) planSchedule(ctx context.Context, file string, o planOptions) error {
 	if o.out != "" || o.resolution != "" {
 		return usageError{fmt.Errorf("--out and --resolution pin one window's ranges; plan %s is a schedule, whose intervals are resolved one by one as they are run: drop the flag (replay plan lists the intervals)", file)}

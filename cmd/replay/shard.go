@@ -20,12 +20,10 @@ import (
 // processes, replay run --shard I/N runs one of them, replay status
 // --resolution FILE shows them all.
 
-// shardRun turns a run of p into the run of the shard o.shard names, of
-// the sharded resolution in opts.Pinned: the shard's plan (its group,
-// throttle share and sink) is returned and opts.Pinned becomes the
-// shard's sub-ranges. Without --shard it refuses a sharded resolution
-// and a sink that needs a shard ({shard} in a file path). A shard that
-// holds no offsets runs too: its output is published, empty.
+// shardRun turns a run of p into the run of shard o.shard of the sharded
+// resolution in opts.Pinned: it returns the shard's plan (group, throttle
+// share, sink) and makes opts.Pinned the shard's sub-ranges. Without
+// --shard it refuses a sharded resolution and a sink that needs a shard.
 func (a *app) shardRun(p *plan.Plan, opts *runner.Options, o runOptions) (*plan.Plan, error) {
 	if o.shard == "" {
 		if opts.Pinned != nil && opts.Pinned.Shards != nil {
@@ -59,10 +57,9 @@ func (a *app) shardRun(p *plan.Plan, opts *runner.Options, o runOptions) (*plan.
 	return run.Plan, nil
 }
 
-// shardPlan splits job's resolution into shards for replay plan
-// (--shards, or --max-records-per-shard) and returns the shards' view; the
-// view of the shards of a sharded --resolution file without them; nil
-// for neither.
+// shardPlan splits job's resolution into shards for replay plan --shards
+// (or --max-records-per-shard) and returns their view, or that of a
+// sharded --resolution file; nil for neither.
 func shardPlan(job *runner.Job, v planView, o planOptions) (*shardsView, error) {
 	p, res := job.Plan, job.Resolution
 	d := registry.Describe(p.Sink)

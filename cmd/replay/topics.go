@@ -164,9 +164,8 @@ func (a *app) finishTopics(o runOptions, rep *runner.Report, err error) error {
 }
 
 // statusTopics shows the progress of a plan of several topics: each
-// topic's table and state, then the whole plan's (runner.JoinProgress);
-// with --output json, the joined progress, every partition naming its
-// topic.
+// topic's table and state, then the whole plan's; with --output json, the
+// joined progress (runner.JoinProgress).
 func (a *app) statusTopics(ctx context.Context, c *runner.Cluster, p *plan.Plan, file, output string) error {
 	plans, err := topicPlans(p)
 	if err != nil {
