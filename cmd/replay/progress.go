@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,12 +114,7 @@ func newProgressDisplay(w io.Writer, topic string, s runner.Snapshot, o progress
 		opts = append(opts, mpb.WithWidth(o.width))
 	}
 	d.p = mpb.New(opts...)
-	var work []runner.PartitionSnapshot
-	for _, ps := range s.Partitions {
-		if ps.From < ps.End {
-			work = append(work, ps)
-		}
-	}
+	work := slices.DeleteFunc(slices.Clone(s.Partitions), func(ps runner.PartitionSnapshot) bool { return ps.From >= ps.End })
 	if len(work) <= maxPartitionBars {
 		for _, ps := range work {
 			d.parts[ps.Partition] = d.addBar(fmt.Sprintf("%s/%d", topic, ps.Partition), ps.Offsets())
