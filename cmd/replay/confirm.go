@@ -31,11 +31,7 @@ func (a *app) confirmRun(ctx context.Context, in io.Reader, jobs ...*runner.Job)
 			fmt.Fprintf(&q, "--restart discards the checkpoints of an earlier run in group %s (%s %v). ", job.Plan.Group, what, d)
 		}
 		for _, r := range job.Resolution.Ranges {
-			from := r.Start
-			if off, ok := job.Resume[r.Partition]; ok {
-				from = off
-			}
-			remaining += max(r.End-from, 0)
+			remaining += max(r.End-resumeFrom(job, r), 0)
 		}
 		topics = append(topics, job.Resolution.Topic)
 	}
@@ -67,10 +63,8 @@ func (a *app) ask(ctx context.Context, in io.Reader, question string) (bool, err
 }
 
 // readAnswer reads one line from in, or returns ctx's error as soon as ctx
-// is done (a signal at the prompt). A read from stdin cannot be
-// cancelled: the command ends, and with it the process and the reading
-// goroutine. An error reading in is returned; io.EOF only when the input
-// ended before any answer.
+// is done (a signal at the prompt; the reading goroutine ends with the
+// process). io.EOF only when the input ended before any answer.
 func readAnswer(ctx context.Context, in io.Reader) (string, error) {
 	type answer struct {
 		line string

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -39,11 +40,9 @@ const (
 )
 
 func main() {
-	// What is alive is bounded by design (runner.SoftMemoryLimit); the soft
-	// limit only keeps garbage from growing the heap past it, and is raised
-	// while a run keeps more alive (a large batch_size holds more records)
-	// rather than have the collector run back to back. GOMEMLIMIT
-	// overrides it.
+	// The soft limit (runner.SoftMemoryLimit) keeps garbage from growing
+	// the heap past the bounded live set; the guard raises it while a run
+	// keeps more alive. GOMEMLIMIT overrides it.
 	guard := os.Getenv("GOMEMLIMIT") == ""
 	if guard {
 		debug.SetMemoryLimit(runner.SoftMemoryLimit())
@@ -62,12 +61,8 @@ func main() {
 }
 
 // liftSoftMemoryLimit removes main's soft heap limit (unless GOMEMLIMIT
-// set one) for a command that runs the embedded broker: the broker keeps
-// every record of its topics in memory (about 100 MiB for 250,000
-// records), a live heap far above a run's bounded working set, and under
-// the run's limit its GC ran without pause: `replay sandbox` spent about
-// half its CPU in the collector while serving fetches, CPU that the
-// clients reading from it on the same machine did not get.
+// set one) for a command that runs the embedded broker, which keeps every
+// record in memory: under the run's limit its collector ran back to back.
 func liftSoftMemoryLimit() {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(math.MaxInt64)
@@ -96,9 +91,8 @@ func signalContext(message func(first os.Signal) string, notify func(string)) (c
 }
 
 // signalMessage says what a signal does: during a run, the first one
-// finishes the in-flight batch and commits; before one (at the [y/N]
-// question, while resolving the window) nothing is in flight, and the
-// command is just cancelled. A nil sig asks about the second signal.
+// finishes the in-flight batch and commits; before it, the command is just
+// cancelled. A nil sig asks about the second signal.
 func (a *app) signalMessage(sig os.Signal) string {
 	running := a.running.Load()
 	switch {
@@ -123,8 +117,8 @@ type app struct {
 	logLevel             string
 	// stopProfile ends a CPU profile started by --cpu-profile.
 	stopProfile func()
-	// jsonLogs is set when stderr gets JSON log lines (not a terminal): then
-	// every stderr line of a command is JSON, notices and the final error too.
+	// jsonLogs is set when stderr is not a terminal: every stderr line of a
+	// command is then JSON, notices and the final error too.
 	jsonLogs atomic.Bool
 	// console is where log lines go on a terminal (nil otherwise): stderr,
 	// or above the bars of the progress display (progress.go).
@@ -140,8 +134,7 @@ type app struct {
 	// probeTimeout bounds the first exchange with the source cluster
 	// (runner.DefaultProbeTimeout when zero).
 	probeTimeout time.Duration
-	// args are the command-line arguments when they are not os.Args[1:]
-	// (tests).
+	// args are the command-line arguments when not os.Args[1:] (tests).
 	args []string
 	// at is --at: the logical now of relative windows and schedules (zero:
 	// the clock).
@@ -172,19 +165,17 @@ func (a *app) root() *cobra.Command {
 	root.SetErr(a.stderr)
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		// The flag parser stops at the first mistake: a --detailed-exitcode
-		// after it must still make the usage error exit 1, not 2.
+		// The parser stops at the first mistake: a --detailed-exitcode after
+		// it must still make the usage error exit 1.
 		args := a.args
 		if args == nil {
 			args = os.Args[1:]
 		}
-		for _, arg := range args {
-			if arg == "--" {
-				break
-			}
-			if arg == "--detailed-exitcode" || arg == "--detailed-exitcode=true" {
-				a.detailedExit = true
-			}
+		if i := slices.Index(args, "--"); i >= 0 {
+			args = args[:i]
+		}
+		if slices.Contains(args, "--detailed-exitcode") || slices.Contains(args, "--detailed-exitcode=true") {
+			a.detailedExit = true
 		}
 		return usageError{err}
 	})
@@ -262,9 +253,8 @@ func (a *app) exitCode(err error) int {
 	return a.printErr(v.code, v.prefix, err, v.help)
 }
 
-// verdict is how an error ends the process: its exit code, the prefix it
-// is printed after, and the help printed after it (or, when hinted, the
-// runner's hint).
+// verdict is how an error ends the process: exit code, the prefix before
+// it, and the help after it (or, when hinted, the runner's hint).
 type verdict struct {
 	code   int
 	prefix string
@@ -293,13 +283,9 @@ func (a *app) verdictOf(err error) verdict {
 		return verdict{code: invalidCode, prefix: "invalid plan:\n"}
 	case errors.As(err, &usage) || strings.HasPrefix(err.Error(), "unknown command"):
 		return verdict{code: invalidCode, prefix: "error: ", help: "Run 'replay --help' for usage.\n"}
-	case errors.As(err, &refused):
-		return verdict{code: exitRefused, prefix: "refused: ", hinted: true}
-	case errors.Is(err, sinks.ErrRefused):
-		return verdict{code: exitRefused, prefix: "refused: ", hinted: true}
-	case errors.Is(err, sinks.ErrLost):
-		// The sink lost records below the group's commits: neither this
-		// run nor a resume can publish a whole output.
+	case errors.As(err, &refused), errors.Is(err, sinks.ErrRefused), errors.Is(err, sinks.ErrLost):
+		// ErrLost: the sink lost records below the group's commits, so
+		// neither this run nor a resume can publish a whole output.
 		return verdict{code: exitRefused, prefix: "refused: ", hinted: true}
 	case errors.Is(err, sinks.ErrFenced):
 		// Another process of the same replay holds the transactional id:
@@ -333,8 +319,7 @@ func args(check cobra.PositionalArgs) cobra.PositionalArgs {
 }
 
 // choiceFlag is a string flag that takes one of a few values: a wrong one
-// is a flag error (exit 2, reported as cobra reports any flag mistake,
-// before the command runs), as for an unknown flag.
+// is a flag error (exit 2), as for an unknown flag.
 type choiceFlag struct {
 	value   *string
 	choices []string
@@ -348,11 +333,9 @@ func (f *choiceFlag) String() string { return *f.value }
 func (f *choiceFlag) Type() string   { return "string" }
 
 func (f *choiceFlag) Set(s string) error {
-	for _, c := range f.choices {
-		if s == c {
-			*f.value = s
-			return nil
-		}
+	if slices.Contains(f.choices, s) {
+		*f.value = s
+		return nil
 	}
 	return fmt.Errorf("want %s or %s", strings.Join(f.choices[:len(f.choices)-1], ", "), f.choices[len(f.choices)-1])
 }
@@ -373,8 +356,7 @@ func (f timeFlag) Set(s string) error {
 	if err != nil {
 		return fmt.Errorf("want an RFC 3339 time with a zone, e.g. 2026-11-30T04:00:00Z, got %q", s)
 	}
-	// A window resolved against a future time holds no record yet and
-	// would be recorded as replayed; Kafka's timestamps start at 1970.
+	// A future window holds no record yet but would be recorded as replayed.
 	if t.After(time.Now().Add(time.Minute)) {
 		return fmt.Errorf("%s is in the future: give a time that has passed (a scheduler's logical date), or leave --at out to use the clock", s)
 	}
@@ -383,6 +365,14 @@ func (f timeFlag) Set(s string) error {
 	}
 	*f.value = t
 	return nil
+}
+
+// setExit makes the command exit with code when cond holds, whatever it
+// returns.
+func (a *app) setExit(code int, cond bool) {
+	if cond {
+		a.exit = &code
+	}
 }
 
 // now is the logical now: --at, else the clock.

@@ -56,7 +56,7 @@ func (a *app) planCmd() *cobra.Command {
 
 // plan prints what a run of file would do and optionally saves the resolution.
 func (a *app) plan(ctx context.Context, file string, o planOptions) error {
-	if p, err := a.loadPlanFile(file); err == nil && p.Window.IsSchedule() {
+	if p, err := a.loadPlanFile(file, false); err == nil && p.Window.IsSchedule() {
 		return a.planSchedule(ctx, file, o)
 	} else if err == nil && p.SeveralTopics() {
 		return a.planTopics(ctx, file, o)
@@ -65,11 +65,18 @@ func (a *app) plan(ctx context.Context, file string, o planOptions) error {
 	if err != nil {
 		return err
 	}
-	job, c, prepErr := a.prepare(ctx, file, opts)
-	if job == nil {
-		return prepErr
+	p, c, err := a.loadAndConnect(ctx, file)
+	if err != nil {
+		return err
 	}
 	defer c.Close()
+	opts.Log, opts.At = a.log, a.at
+	// A job whose window retention cut comes with the error: its table
+	// shows where.
+	job, prepErr := runner.Prepare(ctx, c, p, opts)
+	if cut := (*runner.CutError)(nil); job == nil || prepErr != nil && !errors.As(prepErr, &cut) {
+		return prepErr
+	}
 	samples, err := job.Sample(ctx)
 	if err != nil {
 		return errors.Join(prepErr, fmt.Errorf("read the ends of the ranges: %w", err))
@@ -116,9 +123,6 @@ func (a *app) plan(ctx context.Context, file string, o planOptions) error {
 			fmt.Fprintf(a.stdout, "resolution saved to %s: review it, then run 'replay run %s --resolution %s'\n", o.out, file, o.out)
 		}
 	}
-	if a.detailedExit && !v.NothingToDo {
-		code := exitInvalid // --detailed-exitcode: 2 = work to do
-		a.exit = &code
-	}
+	a.setExit(exitInvalid, a.detailedExit && !v.NothingToDo) // --detailed-exitcode: 2 = work to do
 	return nil
 }

@@ -37,10 +37,8 @@ type recordSchemas struct {
 const planRegistryBudget = 30 * time.Second
 
 // describeSchemas names, for a plan that decodes, the schema ids of each
-// range's first and last record (v's partitions' First and Last), asking
-// the registry for their subjects and versions once per id, retrying for
-// at most planRegistryBudget. A registry that cannot be reached leaves the
-// ids with the error: the review shows what it can.
+// range's first and last record, asking the registry once per id. A
+// registry out of reach leaves the ids with the error.
 func (a *app) describeSchemas(ctx context.Context, job *runner.Job, v *planView) {
 	p := job.Plan
 	if !p.Decode.Decodes() {
@@ -118,13 +116,11 @@ func (rs *recordSchemas) String() string {
 		return "-"
 	}
 	var parts []string
-	for _, side := range []struct {
-		name string
-		s    *schemaRef
-	}{{"value", rs.Value}, {"key", rs.Key}} {
-		if side.s != nil {
-			parts = append(parts, side.name+" "+side.s.String())
-		}
+	if rs.Value != nil {
+		parts = append(parts, "value "+rs.Value.String())
+	}
+	if rs.Key != nil {
+		parts = append(parts, "key "+rs.Key.String())
 	}
 	if len(parts) == 0 {
 		return "not framed"

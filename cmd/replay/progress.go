@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,12 +42,9 @@ func (a *app) showsProgress(s plan.Sink) bool {
 }
 
 // showProgress draws job's progress on stderr while it runs, from a
-// goroutine it owns; log lines print above the bars meanwhile. The returned
-// func draws the final state, finishes the bars and waits for the
-// goroutine: call it when Run returned, before printing the summary.
+// goroutine it owns; log lines print above the bars, redacted. The returned
+// func draws the final state and waits: call it when Run returned.
 func (a *app) showProgress(job *runner.Job) func() {
-	// The bars go to the terminal itself (mpb sizes them to it); log lines
-	// are redacted on their way above them.
 	d := newProgressDisplay(a.rawStderr, job.Resolution.Topic, job.Progress(), progressOptions{})
 	a.console.divert(redactWriter{d.p, a.secrets})
 	done := make(chan struct{})
@@ -74,8 +72,7 @@ func (a *app) showProgress(job *runner.Job) func() {
 type progressOptions struct {
 	// now is the clock of the rates; default time.Now.
 	now func() time.Time
-	// width is the width of the lines when the output is not a terminal
-	// (mpb's default is 80); on a terminal, mpb fits its width.
+	// width is the lines' width off a terminal (mpb's default: 80).
 	width int
 }
 
@@ -117,12 +114,7 @@ func newProgressDisplay(w io.Writer, topic string, s runner.Snapshot, o progress
 		opts = append(opts, mpb.WithWidth(o.width))
 	}
 	d.p = mpb.New(opts...)
-	var work []runner.PartitionSnapshot
-	for _, ps := range s.Partitions {
-		if ps.From < ps.End {
-			work = append(work, ps)
-		}
-	}
+	work := slices.DeleteFunc(slices.Clone(s.Partitions), func(ps runner.PartitionSnapshot) bool { return ps.From >= ps.End })
 	if len(work) <= maxPartitionBars {
 		for _, ps := range work {
 			d.parts[ps.Partition] = d.addBar(fmt.Sprintf("%s/%d", topic, ps.Partition), ps.Offsets())
@@ -243,9 +235,9 @@ func (w *consoleWriter) Write(b []byte) (int, error) {
 	return w.out.Write(b)
 }
 
-// notice prints msg on a line of its own after the terminal's echo of
-// ^C: below it, or over it above the bars (mpb redraws from the cursor's
-// column, so the line starts with a carriage return).
+// notice prints msg on a line of its own after the terminal's echo of ^C,
+// or over it above the bars (a carriage return first: mpb redraws from the
+// cursor's column).
 func (w *consoleWriter) notice(msg string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

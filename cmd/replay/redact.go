@@ -10,12 +10,10 @@ import (
 	"github.com/replay-tool/replay/plan"
 )
 
-// Secrets never reach messages in the first place (errors name the user
-// and the setting, never the password; the sinks scrub what their servers
-// answer). As a last line of defence, everything the command prints, on
-// stdout, on stderr and in the report, goes through the redactor of the
-// plan it loaded, which replaces the plan's secret values (plan.Secrets)
-// with "xxxxx". Records a stdout sink writes are data and left alone.
+// As a last line of defence (secrets never reach messages in the first
+// place), everything the command prints, on stdout, stderr and in the
+// report, goes through the redactor of the plan it loaded, which replaces
+// the plan's secrets with "xxxxx". A stdout sink's records are left alone.
 
 // redactor holds the redactor of the plan the command loaded; nil until
 // then. Log lines are written from the partition goroutines: it is atomic.

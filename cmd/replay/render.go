@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -18,12 +20,18 @@ import (
 
 func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
 
-// windowBound words a window's bound for review: RFC 3339 with the
-// fraction of a second when it has one (10:00:00.25Z), which plain
-// RFC 3339 drops, making [10:00:00.250, 10:00:00.750) read as an empty
-// window.
-func windowBound(t time.Time) string {
-	return t.Format(time.RFC3339Nano)
+// windowLine words a time window for review: its bounds with the fraction
+// of a second (plain RFC 3339 would make [10:00:00.250, 10:00:00.750) read
+// as empty), a zero to as the high watermark, rel and the resolution time.
+func windowLine(from, to time.Time, rel string, resolvedAt time.Time) string {
+	end := "high watermark"
+	if !to.IsZero() {
+		end = to.Format(time.RFC3339Nano)
+	}
+	if rel != "" {
+		rel = " (" + rel + ")"
+	}
+	return fmt.Sprintf("window [%s, %s)%s resolved at %s\n", from.Format(time.RFC3339Nano), end, rel, resolvedAt.Format(time.RFC3339))
 }
 
 // printResolution renders a job's ranges: what a run would read.
@@ -34,11 +42,7 @@ func printResolution(w io.Writer, job *runner.Job) {
 	case !job.Fresh:
 		fmt.Fprintf(w, "resuming the run recorded in the group (ranges fixed when it was first resolved)\n")
 	case !res.From.IsZero():
-		to := "high watermark"
-		if !res.To.IsZero() {
-			to = windowBound(res.To)
-		}
-		fmt.Fprintf(w, "window [%s, %s) resolved at %s\n", windowBound(res.From), to, res.ResolvedAt.Format(time.RFC3339))
+		fmt.Fprint(w, windowLine(res.From, res.To, "", res.ResolvedAt))
 	default:
 		fmt.Fprintf(w, "offset window resolved at %s\n", res.ResolvedAt.Format(time.RFC3339))
 	}
@@ -46,10 +50,7 @@ func printResolution(w io.Writer, job *runner.Job) {
 	fmt.Fprintln(t, "PARTITION\tSTART\tEND\tRECORDS\tFROM\tREMAINING\tOUTCOME\tLOG START\tHIGH WATERMARK")
 	var total, remaining int64
 	for _, r := range res.Ranges {
-		from := r.Start
-		if off, ok := job.Resume[r.Partition]; ok {
-			from = off
-		}
+		from := resumeFrom(job, r)
 		total += r.Records()
 		remaining += max(r.End-from, 0)
 		fmt.Fprintf(t, "%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\n", r.Partition, r.Start, r.End, r.Records(), from, max(r.End-from, 0), r.Outcome, r.LogStart, r.HighWatermark)
@@ -59,6 +60,15 @@ func printResolution(w io.Writer, job *runner.Job) {
 	if len(job.Ignored) > 0 {
 		fmt.Fprintf(w, "not part of this run: partitions %v\n", job.Ignored)
 	}
+}
+
+// resumeFrom is where a run of job reads r from: its checkpoint when
+// resuming, else the range's start.
+func resumeFrom(job *runner.Job, r runner.Range) int64 {
+	if off, ok := job.Resume[r.Partition]; ok {
+		return off
+	}
+	return r.Start
 }
 
 // printReport renders the final summary of a run.
@@ -85,16 +95,11 @@ func printReport(w io.Writer, rep *runner.Report, where string) {
 	if dur > 0 {
 		rate = float64(written) / dur.Seconds()
 	}
+	unfinished := ""
 	if d, _ := registry.Catalog().Lookup(plan.SinkType(rep.Sink)); d.StagingDir != nil && !rep.Published {
-		unfinished := d.Unfinished
-		if unfinished == "" {
-			unfinished = "not published: the output appears when the run completes"
-		}
-		fmt.Fprintf(w, "%d records written to the staging of %s in %s (%.0f records/s); %s\n",
-			written, where, dur.Round(time.Millisecond), rate, unfinished)
-	} else {
-		fmt.Fprintf(w, "%d records written to %s in %s (%.0f records/s)\n", written, where, dur.Round(time.Millisecond), rate)
+		where, unfinished = "the staging of "+where, "; "+cmp.Or(d.Unfinished, "not published: the output appears when the run completes")
 	}
+	fmt.Fprintf(w, "%d records written to %s in %s (%.0f records/s)%s\n", written, where, dur.Round(time.Millisecond), rate, unfinished)
 	printOutcomes(w, "sink", rep.SinkOutcomes)
 	printOutcomes(w, "dead letters", rep.DeadLetterOutcomes)
 	printLosses(w, rep)
@@ -104,14 +109,9 @@ func skipped(m map[string]int64) string {
 	if len(m) == 0 {
 		return "0"
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
 	}
 	return strings.Join(parts, ",")
 }
@@ -195,10 +195,7 @@ func newPlanView(job *runner.Job, samples []runner.RangeSample, pinned string) p
 		Ignored: job.Ignored, AllowDataLoss: p.AllowDataLoss,
 		Throttle: throttleView{RecordsPerSecond: p.Throttle.RecordsPerSecond, BytesPerSecond: int64(p.Throttle.BytesPerSecond)}}
 	for i, r := range res.Ranges {
-		from := r.Start
-		if off, ok := job.Resume[r.Partition]; ok {
-			from = off
-		}
+		from := resumeFrom(job, r)
 		s := samples[i]
 		pp := planPartition{Range: r, Records: r.Records(), From: from, Remaining: max(r.End-from, 0),
 			First: s.First, Last: s.Last, Sampled: s.Sampled, Exact: s.Exact, Bytes: s.Bytes}
@@ -221,15 +218,7 @@ func printPlan(w io.Writer, v planView) {
 	fmt.Fprintf(w, "plan %s (fingerprint %s)  topic %s  group %s\n", v.Plan, v.Fingerprint, v.Topic, v.Group)
 	switch {
 	case !v.From.IsZero():
-		to := "high watermark"
-		if !v.To.IsZero() {
-			to = windowBound(v.To)
-		}
-		rel := ""
-		if v.Relative != "" {
-			rel = " (" + v.Relative + ")"
-		}
-		fmt.Fprintf(w, "window [%s, %s)%s resolved at %s\n", windowBound(v.From), to, rel, v.ResolvedAt.Format(time.RFC3339))
+		fmt.Fprint(w, windowLine(v.From, v.To, v.Relative, v.ResolvedAt))
 	case !v.Resuming || v.Pinned != "":
 		fmt.Fprintf(w, "offset window resolved at %s\n", v.ResolvedAt.Format(time.RFC3339))
 	}
@@ -241,13 +230,11 @@ func printPlan(w io.Writer, v planView) {
 	}
 	t := table(w)
 	fmt.Fprintln(t, "PARTITION\tSTART\tEND\tRECORDS\tREMAINING\tFIRST RECORD\tLAST RECORD\tBYTES\tOUTCOME\tLOG START\tHIGH WATERMARK")
-	for _, p := range v.Partitions {
-		fmt.Fprintf(t, "%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%d\n", p.Partition, p.Start, p.End, p.Records, p.Remaining,
-			recordTime(p.First), recordTime(p.Last), estimate(p.Bytes, p.Exact), p.Outcome, p.LogStart, p.HighWatermark)
-	}
 	exact := true
 	for _, p := range v.Partitions {
 		exact = exact && p.Exact
+		fmt.Fprintf(t, "%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%d\n", p.Partition, p.Start, p.End, p.Records, p.Remaining,
+			recordTime(p.First), recordTime(p.Last), estimate(p.Bytes, p.Exact), p.Outcome, p.LogStart, p.HighWatermark)
 	}
 	fmt.Fprintf(t, "TOTAL\t\t\t%d\t%d\t\t\t%s\n", v.Total.Records, v.Total.Remaining, estimate(v.Total.Bytes, exact))
 	t.Flush()
@@ -353,31 +340,24 @@ func etaLine(v planView) string {
 // hintText words a runner error's hint with the command line's flags ("" for
 // none).
 func hintText(h fault.Hint) string {
-	switch h {
-	case fault.HintRestart:
-		return "Re-run with 'replay run PLAN --restart' to discard the checkpoints and replay the window from its start."
-	case fault.HintResolveOnce:
-		return "Resolve once with 'replay plan PLAN --out ranges.json', then start every process with 'replay run PLAN --join --resolution ranges.json'."
-	case fault.HintSameResolution:
-		return "Start every process with the same --resolution file."
-	case fault.HintResolveAgain:
-		return "Run replay plan --out again and review the new ranges."
-	case fault.HintFinishOrRestart:
-		return "Finish it with replay run without --resolution, or re-run with --restart to discard it and replay the pinned ranges."
-	case fault.HintJoinedFile:
-		return "Start this process with the resolution file the other processes of the plan were given, or without --resolution to take the group's ranges."
-	case fault.HintJoinedOnly:
-		return "Only 'replay run --join' processes of this plan may share its group."
-	case fault.HintExpired:
+	if h == fault.HintExpired {
 		return "Re-run with 'replay run PLAN --resume-from-sink' to continue from the sink's own checkpoints (" + registry.Catalog().CheckpointKeepers() + "), or with '--restart' to replay the window from its start (the recorded ranges, when this machine recorded them)."
-	case fault.HintSinkResume:
-		return "The sink kept failing for longer than sink.retry.max_elapsed: once it is healthy, re-run the same command to resume from the committed offsets (or raise sink.retry.max_elapsed to ride out longer outages)."
-	case fault.HintResume:
-		return "The source cluster kept failing for longer than retry.max_elapsed: once it is healthy, re-run the same command to resume from the committed offsets (or raise retry.max_elapsed to ride out longer outages)."
-	case fault.HintOpenTransaction:
-		return "A producer left a transaction open: once it commits or aborts (or the broker times it out), re-run the same command to resume from the committed offsets (or raise source.open_transaction_timeout to wait longer)."
 	}
-	return ""
+	return hints[h]
+}
+
+// hints are the wordings of hintText, but HintExpired's.
+var hints = map[fault.Hint]string{
+	fault.HintRestart:         "Re-run with 'replay run PLAN --restart' to discard the checkpoints and replay the window from its start.",
+	fault.HintResolveOnce:     "Resolve once with 'replay plan PLAN --out ranges.json', then start every process with 'replay run PLAN --join --resolution ranges.json'.",
+	fault.HintSameResolution:  "Start every process with the same --resolution file.",
+	fault.HintResolveAgain:    "Run replay plan --out again and review the new ranges.",
+	fault.HintFinishOrRestart: "Finish it with replay run without --resolution, or re-run with --restart to discard it and replay the pinned ranges.",
+	fault.HintJoinedFile:      "Start this process with the resolution file the other processes of the plan were given, or without --resolution to take the group's ranges.",
+	fault.HintJoinedOnly:      "Only 'replay run --join' processes of this plan may share its group.",
+	fault.HintSinkResume:      "The sink kept failing for longer than sink.retry.max_elapsed: once it is healthy, re-run the same command to resume from the committed offsets (or raise sink.retry.max_elapsed to ride out longer outages).",
+	fault.HintResume:          "The source cluster kept failing for longer than retry.max_elapsed: once it is healthy, re-run the same command to resume from the committed offsets (or raise retry.max_elapsed to ride out longer outages).",
+	fault.HintOpenTransaction: "A producer left a transaction open: once it commits or aborts (or the broker times it out), re-run the same command to resume from the committed offsets (or raise source.open_transaction_timeout to wait longer).",
 }
 
 type outcomeCount struct {
@@ -399,10 +379,9 @@ func outcomeCounts(o *sinks.Outcomes, every bool) []outcomeCount {
 	return out
 }
 
-// printOutcomes says what the durable writes of a sink that can tell did
-// with the records ("sink: 0 inserted, 0 updated, 6 unchanged, 0
-// ignored"), and names the first idempotency-key collision; nothing for a
-// sink that cannot tell.
+// printOutcomes says what a sink's durable writes did with the records
+// ("sink: 0 inserted, 0 updated, 6 unchanged, 0 ignored"), when it can tell,
+// and names the first idempotency-key collision.
 func printOutcomes(w io.Writer, what string, o *sinks.Outcomes) {
 	if o == nil {
 		return

@@ -17,12 +17,8 @@ import (
 	"github.com/replay-tool/replay/runner/group"
 )
 
-type resetOptions struct {
-	yes bool
-}
-
 func (a *app) resetCmd() *cobra.Command {
-	var o resetOptions
+	var yes bool
 	cmd := &cobra.Command{
 		Use:   "reset PLAN",
 		Short: "Delete the replay group's committed offsets for the plan's topic, so the next run starts over",
@@ -33,21 +29,21 @@ func (a *app) resetCmd() *cobra.Command {
 			"make: replay never touches a live or foreign consumer group. The sink is not touched.",
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, files []string) error {
-			return a.reset(cmd, files[0], o)
+			return a.reset(cmd, files[0], yes)
 		},
 	}
-	cmd.Flags().BoolVarP(&o.yes, "yes", "y", false, "do not ask for confirmation")
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
 	return cmd
 }
 
-func (a *app) reset(cmd *cobra.Command, file string, o resetOptions) error {
+func (a *app) reset(cmd *cobra.Command, file string, yes bool) error {
 	ctx := cmd.Context()
 	p, err := a.loadPlan(file)
 	if err != nil {
 		return err
 	}
 	in := cmd.InOrStdin()
-	if !o.yes && !isTerminal(in) {
+	if !yes && !isTerminal(in) {
 		return usageError{fmt.Errorf("reset deletes the commits of group %s and needs a confirmation, but stdin is not a terminal: pass --yes to reset without asking", p.Group)}
 	}
 	c, err := runner.Connect(ctx, p.Source, runner.WithProbeTimeout(a.probeTimeout), runner.WithRetryOf(p))
@@ -75,7 +71,7 @@ func (a *app) reset(cmd *cobra.Command, file string, o resetOptions) error {
 		fmt.Fprintf(a.stdout, "nothing to reset: group %s has no commit on %s\n", p.Group, topics)
 		return a.forgetRuns(c, plans, file)
 	}
-	if !o.yes {
+	if !yes {
 		fmt.Fprintf(a.stderr, "This deletes the commits of group %s on %s.\n", p.Group, describeTopicCommits(plans, cps))
 		ok, err := confirmReset(ctx, in, a.stderr, p.Group)
 		if err != nil {
@@ -112,9 +108,8 @@ func (a *app) reset(cmd *cobra.Command, file string, o resetOptions) error {
 	return nil
 }
 
-// forgetRun marks this machine's record of p's run reset, so that the next
-// run resolves the window afresh instead of refusing a group without
-// commits. With file set, it says so when there was a record with progress.
+// forgetRuns marks this machine's records of the plans' runs reset, so the
+// next run resolves the window afresh; with file set, it says so.
 func (a *app) forgetRuns(c *runner.Cluster, plans []*plan.Plan, file string) error {
 	for _, p := range plans {
 		if err := runner.ForgetRun(stateDir(), c, p); err != nil {
@@ -127,15 +122,10 @@ func (a *app) forgetRuns(c *runner.Cluster, plans []*plan.Plan, file string) err
 	return nil
 }
 
-// describeCommits says which partitions hold commits of which plan:
-// "partitions [0 1 2] of this plan (fingerprint ...)".
 // describeTopicCommits says which commits of each topic's plan cps holds
-// ("orders: partitions [0 1] of this plan (fingerprint ...)"), the topic
-// left out for a plan of one topic.
+// ("orders: partitions [0 1] of this plan (fingerprint ...)"), topics
+// without any left out.
 func describeTopicCommits(plans []*plan.Plan, cps [][]group.Checkpoint) string {
-	if len(plans) == 1 {
-		return plans[0].Source.Topic + ": " + describeCommits(cps[0], plans[0])
-	}
 	var out []string
 	for i, p := range plans {
 		if len(cps[i]) > 0 {
@@ -145,6 +135,8 @@ func describeTopicCommits(plans []*plan.Plan, cps [][]group.Checkpoint) string {
 	return strings.Join(out, "; ")
 }
 
+// describeCommits says which partitions hold commits of which plan:
+// "partitions [0 1 2] of this plan (fingerprint ...)".
 func describeCommits(cps []group.Checkpoint, p *plan.Plan) string {
 	byPlan := map[string][]int32{}
 	for _, cp := range cps {

@@ -19,31 +19,12 @@ import (
 	"github.com/replay-tool/replay/sinks/registry"
 )
 
-// prepare loads the plan, connects and decides what a run would do; it
-// changes nothing.
-func (a *app) prepare(ctx context.Context, file string, opts runner.Options) (*runner.Job, *runner.Cluster, error) {
-	p, c, err := a.loadAndConnect(ctx, file)
-	if err != nil {
-		return nil, nil, err
-	}
-	opts.Log = a.log
-	opts.At = a.at
-	job, err := runner.Prepare(ctx, c, p, opts)
-	if cut := (*runner.CutError)(nil); errors.As(err, &cut) && job != nil {
-		return job, c, err // the ranges show where retention cut the window
-	}
-	if err != nil {
-		c.Close()
-		return nil, nil, err
-	}
-	return job, c, nil
-}
-
-// loadPlanFile loads a plan file. A file that cannot be read is a usage mistake
-// (exit 2, like an invalid plan and like validate), not a failed run (1).
-// From then on the plan's secrets are redacted from the output.
-func (a *app) loadPlanFile(file string) (*plan.Plan, error) {
-	p, err := plan.Load(file, plan.LoadOptions{Now: a.now, Sinks: registry.Catalog()})
+// loadPlanFile loads a plan file (offline: allowing ${VAR}s unset here). A
+// file that cannot be read is a usage mistake (exit 2, like an invalid
+// plan), not a failed run (1). From then on the plan's secrets are
+// redacted from the output.
+func (a *app) loadPlanFile(file string, offline bool) (*plan.Plan, error) {
+	p, err := plan.Load(file, plan.LoadOptions{Now: a.now, AllowUnsetEnv: offline, Sinks: registry.Catalog()})
 	a.remember(p)
 	var invalid *plan.InvalidError
 	if err != nil && !errors.As(err, &invalid) {
@@ -75,16 +56,13 @@ type runOptions struct {
 	in  io.Reader
 	// metricsAddr is --metrics-addr: serve Prometheus metrics there.
 	metricsAddr string
-	// join is --join: share the plan with other processes through the
-	// replay group.
+	// join is --join: share the plan with other processes.
 	join bool
 	// interval is --interval: re-run the schedule interval holding it.
 	interval string
-	// maxIntervals is --max-intervals: at most this many intervals per
-	// invocation (0: every due one).
+	// maxIntervals is --max-intervals (0: every due interval).
 	maxIntervals int
-	// resumeFromSink is --resume-from-sink: continue a plan whose group
-	// lost its commits from the sink's checkpoint table.
+	// resumeFromSink is --resume-from-sink.
 	resumeFromSink bool
 	// noRecord keeps no local run record (the demo's throwaway broker).
 	noRecord bool
@@ -197,12 +175,9 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 	}
 	opts.Log = a.log
 	if d := registry.Describe(p.Sink); !o.join && (d.FencesOthers == nil || !d.FencesOthers(&p.Sink)) {
-		// The run holds its plan's group while it runs: a second run of the
-		// plan, from any machine or directory, and a reset, are refused
-		// naming it; a run that loses the hold stops without committing.
-		// An exactly-once kafka sink resets the group's offsets with
-		// standalone commits, which a held group refuses; its
-		// transactional ids fence a second process instead.
+		// The run holds its plan's group: a second run or a reset is
+		// refused naming it. An exactly-once kafka sink commits standalone,
+		// which a held group refuses; its transactional ids fence instead.
 		hold, err := a.holdGroup(ctx, c, p, o.shard != "")
 		if err != nil {
 			return nil, err
@@ -220,17 +195,25 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 	if err := joinableSinks(o.join, p); err != nil {
 		return nil, err
 	}
-	out := a.resultsOut(p.Sink)
-	printResolution(out, job)
+	if err := a.showJobs(ctx, a.resultsOut(p.Sink), o, job); err != nil {
+		return nil, err
+	}
+	return a.runJob(ctx, job, file, o, metrics)
+}
+
+// showJobs prints the jobs' ranges and the --resolution file that pinned
+// them, then asks to go ahead unless --yes.
+func (a *app) showJobs(ctx context.Context, out io.Writer, o runOptions, jobs ...*runner.Job) error {
+	for _, job := range jobs {
+		printResolution(out, job)
+	}
 	if o.resolution != "" {
 		fmt.Fprintf(out, "ranges pinned by %s\n", o.resolution)
 	}
-	if !o.yes {
-		if err := a.confirmRun(ctx, o.in, job); err != nil {
-			return nil, err
-		}
+	if o.yes {
+		return nil
 	}
-	return a.runJob(ctx, job, file, o, metrics)
+	return a.confirmRun(ctx, o.in, jobs...)
 }
 
 // runnerOptions checks run's flags (o) and returns the runner's options
@@ -257,10 +240,9 @@ func (a *app) runnerOptions(o runOptions) (runner.Options, error) {
 	return opts, nil
 }
 
-// checkFlags refuses what run cannot do with its flags alone (usage
-// errors, exit 2): asking for confirmation without a terminal, and the
-// combinations of --join, --restart and --resume-from-sink that are not
-// safe.
+// checkFlags refuses (usage errors) asking for confirmation without a
+// terminal and the unsafe combinations of --join, --restart and
+// --resume-from-sink.
 func (o runOptions) checkFlags() error {
 	switch {
 	case !o.yes && !isTerminal(o.in):
@@ -283,13 +265,7 @@ func (a *app) runJob(ctx context.Context, job *runner.Job, file string, o runOpt
 		if err != nil || rep == nil {
 			return nil, err
 		}
-		msg := fmt.Sprintf("nothing to do: plan %s already replayed every partition to its end (group %s); run 'replay reset' or use --restart to replay again", p.Name, p.Group)
-		if out == io.Discard {
-			// A stdout sink with JSON logs on stderr: the log is the only place left.
-			a.log.Info().Str("plan", p.Name).Str("group", p.Group).Msg(msg)
-		} else {
-			fmt.Fprintln(out, msg)
-		}
+		a.sayNothingToDo(out, p, fmt.Sprintf("nothing to do: plan %s already replayed every partition to its end (group %s); run 'replay reset' or use --restart to replay again", p.Name, p.Group))
 		return nil, a.writeReport(o.report, rep, nil)
 	}
 	if rep != nil {
@@ -298,6 +274,16 @@ func (a *app) runJob(ctx context.Context, job *runner.Job, file string, o runOpt
 		}
 	}
 	return rep, withResumeHint(err, file, o)
+}
+
+// sayNothingToDo prints msg, that a run of p has nothing to do, on out; on
+// io.Discard (a stdout sink with JSON logs on stderr) it logs it instead.
+func (a *app) sayNothingToDo(out io.Writer, p *plan.Plan, msg string) {
+	if out != io.Discard {
+		fmt.Fprintln(out, msg)
+		return
+	}
+	a.log.Info().Str("plan", p.Name).Str("group", p.Group).Msg(msg)
 }
 
 // withResumeHint adds the command that resumes the run to err when a
@@ -311,9 +297,8 @@ func withResumeHint(err error, file string, o runOptions) error {
 
 // replayJob writes a prepared job into a new sink and prints its summary;
 // started is called when records start to flow. nothing reports a job
-// with nothing left to do: it published what a run that crashed after
-// its last commit staged (rep is its report; nil under --join, which
-// does nothing then).
+// with nothing left to do (rep: the report of publishing what a crashed
+// run staged; nil under --join).
 func (a *app) replayJob(ctx context.Context, job *runner.Job, file string, o runOptions, started func()) (rep *runner.Report, nothing bool, err error) {
 	p := job.Plan
 	out := a.resultsOut(p.Sink)
@@ -333,10 +318,8 @@ func (a *app) replayJob(ctx context.Context, job *runner.Job, file string, o run
 		return nil, true, nil
 	}
 	if job.NothingToDo() && !job.Fresh {
-		// Run commits nothing then: it publishes output that a run which
-		// crashed after its last commit staged, and makes the report; a
-		// sink whose output lacks what the group committed (objects
-		// deleted since) has it written again, and that run is reported.
+		// Run commits nothing then: it publishes what a run that crashed
+		// after its last commit staged, or rewrites output lost since.
 		rep, err := job.Run(ctx, sink)
 		if rep == nil || rep.NothingToDo {
 			return rep, true, err
@@ -512,11 +495,9 @@ func resumeCommand(file string, o runOptions) string {
 }
 
 // closeSink closes sink; after an interruption (ctx cancelled at stopped)
-// it waits for it only until runner.SignalTime after the signal (less a
-// margin to exit, and at least a moment): a sink whose server stopped
-// answering (a database frozen mid-failover) must not hold the process
-// past the time the documentation gives a signal. Everything committed is
-// durable already; closing only releases connections.
+// it waits only until runner.SignalTime after the signal (less a margin,
+// at least a moment): a frozen server must not hold the process. What is
+// committed is durable already; closing only releases connections.
 func (a *app) closeSink(ctx context.Context, sink sinks.Sink, stopped time.Time) {
 	if ctx.Err() == nil {
 		sink.Close()

@@ -166,19 +166,9 @@ func scheduleSummary(p *plan.Plan, r *scheduleReport) string {
 	return fmt.Sprintf("ran %d intervals; %s", len(r.Intervals), next)
 }
 
-// scheduleStatus prints where a schedule stands: the intervals done (the
-// latest with the ranges its commits record), the one running, the due
-// ones and the next one not yet due.
-func (a *app) scheduleStatus(ctx context.Context, c *runner.Cluster, p *plan.Plan, output string) error {
-	_, err := a.printSchedule(ctx, c, p, output)
-	return err
-}
-
 // planSchedule is replay plan for a scheduled plan: the intervals, as
-// status lists them (a schedule has no single window to resolve). With
-// --detailed-exitcode it exits 2 when an interval is due or unfinished.
-// A resolution file pins one window's ranges, so --out and --resolution
-// do not apply.
+// status lists them. With --detailed-exitcode it exits 2 when an interval
+// is due or unfinished.
 func (a *app) planSchedule(ctx context.Context, file string, o planOptions) error {
 	if o.out != "" || o.resolution != "" {
 		return usageError{fmt.Errorf("--out and --resolution pin one window's ranges; plan %s is a schedule, whose intervals are resolved one by one as they are run: drop the flag (replay plan lists the intervals)", file)}
@@ -192,15 +182,14 @@ func (a *app) planSchedule(ctx context.Context, file string, o planOptions) erro
 	if err != nil {
 		return err
 	}
-	if a.detailedExit && work {
-		code := exitInvalid // --detailed-exitcode: 2 = work to do
-		a.exit = &code
-	}
+	a.setExit(exitInvalid, a.detailedExit && work) // --detailed-exitcode: 2 = work to do
 	return nil
 }
 
-// printSchedule prints the schedule's intervals and reports whether one is
-// due or unfinished (work for replay run).
+// printSchedule prints where a schedule stands (the intervals done, the
+// latest with the ranges its commits record, the one running, the due ones
+// and the next one not yet due) and reports whether one is due or
+// unfinished (work for replay run).
 func (a *app) printSchedule(ctx context.Context, c *runner.Cluster, p *plan.Plan, output string) (bool, error) {
 	now := a.now()
 	st, err := c.Schedule(ctx, p, now)

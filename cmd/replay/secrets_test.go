@@ -187,7 +187,7 @@ func TestCommandRedactsPlanSecrets(t *testing.T) {
 			t.Fatal(err)
 		}
 		a.jsonLogs.Store(!terminalLike)
-		if _, err := a.loadPlanFile(file); err != nil {
+		if _, err := a.loadPlanFile(file, false); err != nil {
 			t.Fatal(err)
 		}
 		a.log.Error().Err(errors.New("pgx said S3cr3t-DSN")).Str("pw", numeric).Msg("a library quoted S3cr3t-DSN")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,12 +20,10 @@ import (
 // processes, replay run --shard I/N runs one of them, replay status
 // --resolution FILE shows them all.
 
-// shardRun turns a run of p into the run of the shard o.shard names, of
-// the sharded resolution in opts.Pinned: the shard's plan (its group,
-// throttle share and sink) is returned and opts.Pinned becomes the
-// shard's sub-ranges. Without --shard it refuses a sharded resolution
-// and a sink that needs a shard ({shard} in a file path). A shard that
-// holds no offsets runs too: its output is published, empty.
+// shardRun turns a run of p into the run of shard o.shard of the sharded
+// resolution in opts.Pinned: it returns the shard's plan (group, throttle
+// share, sink) and makes opts.Pinned the shard's sub-ranges. Without
+// --shard it refuses a sharded resolution and a sink that needs a shard.
 func (a *app) shardRun(p *plan.Plan, opts *runner.Options, o runOptions) (*plan.Plan, error) {
 	if o.shard == "" {
 		if opts.Pinned != nil && opts.Pinned.Shards != nil {
@@ -58,19 +57,19 @@ func (a *app) shardRun(p *plan.Plan, opts *runner.Options, o runOptions) (*plan.
 	return run.Plan, nil
 }
 
-// shardPlan splits job's resolution into shards for replay plan
-// (--shards, or --max-records-per-shard) and returns the shards' view; the
-// view of the shards of a sharded --resolution file without them; nil
-// for neither.
+// shardPlan splits job's resolution into shards for replay plan --shards
+// (or --max-records-per-shard) and returns their view, or that of a
+// sharded --resolution file; nil for neither.
 func shardPlan(job *runner.Job, v planView, o planOptions) (*shardsView, error) {
 	p, res := job.Plan, job.Resolution
+	d := registry.Describe(p.Sink)
+	whole := d.WholePartitionShards != nil && d.WholePartitionShards(&p.Sink)
 	if o.shardsSet && o.shards <= 0 && o.maxPerShard <= 0 {
 		return nil, usageError{fmt.Errorf("--shards %d --max-records-per-shard %d: give the number of shards (1 to %d) or the most records a shard may hold (at least 1)", o.shards, o.maxPerShard, runner.MaxShards)}
 	}
 	if o.shards == 0 && o.maxPerShard == 0 {
 		if res.Shards != nil { // replay plan --resolution of a sharded file
-			d := registry.Describe(p.Sink)
-			return newShardsView(res, p.Throttle, d.WholePartitionShards != nil && d.WholePartitionShards(&p.Sink)), nil
+			return newShardsView(res, p.Throttle, whole), nil
 		}
 		return nil, nil
 	}
@@ -89,8 +88,6 @@ func shardPlan(job *runner.Job, v planView, o planOptions) (*shardsView, error) 
 		count = int(min((res.Total()+o.maxPerShard-1)/o.maxPerShard, runner.MaxShards))
 		count = max(count, 1)
 	}
-	d := registry.Describe(p.Sink)
-	whole := d.WholePartitionShards != nil && d.WholePartitionShards(&p.Sink)
 	bytes := map[int32]int64{}
 	for _, pp := range v.Partitions {
 		bytes[pp.Partition] = pp.Bytes
@@ -203,7 +200,7 @@ func (a *app) shardStatus(ctx context.Context, c *runner.Cluster, p *plan.Plan, 
 	tw := table(a.stdout)
 	fmt.Fprintln(tw, "SHARD\tGROUP\tSTATE\tREPLAYED\tRECORDS\tDONE\tHOLDER\tETA")
 	for _, s := range st.Shards {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%.1f%%\t%s\t%s\n", s.Index, s.Group, s.State, s.Replayed, s.Records, s.PercentDone, stringOrDash(s.Holder), s.ETA)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%.1f%%\t%s\t%s\n", s.Index, s.Group, s.State, s.Replayed, s.Records, s.PercentDone, cmp.Or(s.Holder, "-"), s.ETA)
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(a.stdout, "total: %d of %d records replayed (%.1f%%); %d done, %d running, %d stopped, %d not started; ETA %s\n",
@@ -217,11 +214,9 @@ func (a *app) shardStatus(ctx context.Context, c *runner.Cluster, p *plan.Plan, 
 }
 
 // holdGroup holds p's group (runner.HoldGroup). A shard (shard set) held by
-// another run is waited for, up to the time a run that died keeps its
-// hold (group.JoinSessionTimeout) and a moment: a shard's pod killed and
-// started again at once on another machine, whose dead run no PID check
-// can see, then runs instead of being refused for good (exit 3 is final
-// for a shard). A holder still there after the wait is alive: refused.
+// another run waits up to the time a dead run keeps its hold
+// (group.JoinSessionTimeout) and a moment: a shard's pod restarted at once
+// elsewhere then runs instead of being refused for good (exit 3 is final).
 func (a *app) holdGroup(ctx context.Context, c *runner.Cluster, p *plan.Plan, shard bool) (*group.Hold, error) {
 	deadline := time.Now().Add(group.JoinSessionTimeout + 3*time.Second)
 	for {

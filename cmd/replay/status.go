@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -39,7 +40,8 @@ func (a *app) statusCmd() *cobra.Command {
 			}
 			defer c.Close()
 			if p.Window.IsSchedule() {
-				return a.scheduleStatus(cmd.Context(), c, p, o.output)
+				_, err := a.printSchedule(cmd.Context(), c, p, o.output)
+				return err
 			}
 			if p.SeveralTopics() && o.resolution == "" {
 				return a.statusTopics(cmd.Context(), c, p, files[0], o.output)
@@ -108,7 +110,7 @@ func (a *app) loadAndConnect(ctx context.Context, file string) (*plan.Plan, *run
 // loadPlan loads and validates the plan (offline) and logs its warnings. A
 // file that cannot be read is a usage mistake (exit 2), as for run.
 func (a *app) loadPlan(file string) (*plan.Plan, error) {
-	p, err := a.loadPlanFile(file)
+	p, err := a.loadPlanFile(file, false)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +122,7 @@ func (a *app) loadPlan(file string) (*plan.Plan, error) {
 
 // printProgress renders a plan's progress as a table and a state line.
 func printProgress(w io.Writer, pr *runner.Progress, file string) {
-	fmt.Fprintf(w, "plan %s (fingerprint %s)  topic %s  group %s (%s, %d members)\n", pr.Plan, pr.Fingerprint, pr.Topic, pr.Group, stringOrDash(pr.GroupState), pr.Members)
+	fmt.Fprintf(w, "plan %s (fingerprint %s)  topic %s  group %s (%s, %d members)\n", pr.Plan, pr.Fingerprint, pr.Topic, pr.Group, cmp.Or(pr.GroupState, "-"), pr.Members)
 	t := table(w)
 	fmt.Fprintln(t, "PARTITION\tCOMMITTED\tSTART\tEND\tREMAINING\tDONE\tLOG START\tHIGH WATERMARK\tCOMMITTED BY")
 	for _, pp := range pr.Partitions {
@@ -215,11 +217,4 @@ func offsetOrDash(o int64) string {
 		return "-"
 	}
 	return fmt.Sprint(o)
-}
-
-func stringOrDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

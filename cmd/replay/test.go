@@ -11,7 +11,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -104,12 +103,7 @@ const (
 
 func (a *app) test(file string, o testCmdOptions) error {
 	// Offline: a ${VAR} unset here (a DSN, the brokers) is not needed.
-	p, err := plan.Load(file, plan.LoadOptions{Now: a.now, AllowUnsetEnv: true, Sinks: registry.Catalog()})
-	a.remember(p)
-	var invalid *plan.InvalidError
-	if err != nil && !errors.As(err, &invalid) {
-		return usageError{err}
-	}
+	p, err := a.loadPlanFile(file, true)
 	if err != nil {
 		return err
 	}
@@ -467,14 +461,13 @@ func fixtureHeaders(raw json.RawMessage) ([]record.Header, error) {
 		if err := json.Unmarshal(raw, &m); err != nil {
 			return nil, fmt.Errorf(`headers: want {"name": "value"} or [{"key": "name", "value": "value"}]: %w`, err)
 		}
-		names := make([]string, 0, len(m))
-		for k := range m {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		hs := make([]record.Header, len(names))
-		for i, k := range names {
-			hs[i] = record.Header{Key: k, Value: headerValue(m[k])}
+		hs := make([]record.Header, 0, len(m))
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			var v []byte // nil: a header without a value
+			if m[k] != nil {
+				v = []byte(*m[k])
+			}
+			hs = append(hs, record.Header{Key: k, Value: v})
 		}
 		return hs, nil
 	}
@@ -503,11 +496,4 @@ func fixtureHeaders(raw json.RawMessage) ([]record.Header, error) {
 		hs[i] = record.Header{Key: string(k), Value: v}
 	}
 	return hs, nil
-}
-
-func headerValue(v *string) []byte {
-	if v == nil {
-		return nil
-	}
-	return []byte(*v)
 }

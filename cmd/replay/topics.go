@@ -28,33 +28,15 @@ func topicPlans(p *plan.Plan) ([]*plan.Plan, error) {
 	return out, nil
 }
 
-// pinnedTopic returns opts with the pinned resolution of topic (one of
-// the topics of the --resolution file).
-func pinnedTopic(opts runner.Options, topic string) (runner.Options, error) {
-	if opts.Pinned == nil {
-		return opts, nil
-	}
-	res, err := opts.Pinned.OfTopic(topic)
-	if err != nil {
-		return opts, usageError{fmt.Errorf("--resolution: %w: write it again with 'replay plan PLAN --out FILE'", err)}
-	}
-	opts.Pinned = res
-	return opts, nil
-}
-
-// oneInstant fixes the moment the topics' windows are resolved against
-// (--at, else now): a relative window (from: -2h, to: now, last: 1d) is
-// one window for every topic, not one per moment each topic is resolved.
-func oneInstant(opts runner.Options) runner.Options {
+// prepareTopics prepares a job for each topic of p, with opts (its pinned
+// resolution, the topic's of the --resolution file). A job whose window
+// retention cut is returned with the error (its table shows where).
+func prepareTopics(ctx context.Context, c *runner.Cluster, p *plan.Plan, opts runner.Options) ([]*runner.Job, error) {
+	// One instant (--at, else now) for every topic: a relative window is
+	// one window, not one per moment each topic is resolved.
 	if opts.At.IsZero() {
 		opts.At = time.Now()
 	}
-	return opts
-}
-
-// prepareTopics prepares a job for each topic of p, with opts. A job whose
-// window retention cut is returned with the error (its table shows where).
-func prepareTopics(ctx context.Context, c *runner.Cluster, p *plan.Plan, opts runner.Options) ([]*runner.Job, error) {
 	plans, err := topicPlans(p)
 	if err != nil {
 		return nil, err
@@ -64,9 +46,11 @@ func prepareTopics(ctx context.Context, c *runner.Cluster, p *plan.Plan, opts ru
 	}
 	var jobs []*runner.Job
 	for _, tp := range plans {
-		o, err := pinnedTopic(opts, tp.Source.Topic)
-		if err != nil {
-			return jobs, err
+		o := opts
+		if opts.Pinned != nil {
+			if o.Pinned, err = opts.Pinned.OfTopic(tp.Source.Topic); err != nil {
+				return jobs, usageError{fmt.Errorf("--resolution: %w: write it again with 'replay plan PLAN --out FILE'", err)}
+			}
 		}
 		job, err := runner.Prepare(ctx, c, tp, o)
 		if job != nil {
@@ -79,13 +63,10 @@ func prepareTopics(ctx context.Context, c *runner.Cluster, p *plan.Plan, opts ru
 	return jobs, nil
 }
 
-// runTopics runs a plan of several topics: the group is held once for all
-// of them, each topic's plan is prepared (its window resolved, or its
-// run resumed) and shown, the whole is confirmed once, then the topics
-// are replayed one after the other in the plan's order, each into its own
-// sink and at the plan's throttle, which is so shared by all. The report
-// holds every topic's partitions. A failure stops the run at its topic:
-// the topics before it are done, and a re-run resumes it.
+// runTopics runs a plan of several topics: the group is held once, each
+// topic's job is prepared and shown, the whole is confirmed once, then the
+// topics are replayed in the plan's order, each into its own sink at the
+// shared throttle. A failure stops the run at its topic; a re-run resumes.
 func (a *app) runTopics(ctx context.Context, c *runner.Cluster, p *plan.Plan, file string, o runOptions, opts runner.Options, metrics *metricsServer) (*runner.Report, error) {
 	switch {
 	case o.join:
@@ -111,7 +92,7 @@ func (a *app) runTopics(ctx context.Context, c *runner.Cluster, p *plan.Plan, fi
 		opts.Hold = hold
 	}
 	out := a.resultsOut(p.Sink)
-	jobs, err := prepareTopics(ctx, c, p, oneInstant(opts))
+	jobs, err := prepareTopics(ctx, c, p, opts)
 	if cut := (*runner.CutError)(nil); errors.As(err, &cut) {
 		for _, job := range jobs {
 			printResolution(out, job) // where retention cut the window
@@ -120,20 +101,11 @@ func (a *app) runTopics(ctx context.Context, c *runner.Cluster, p *plan.Plan, fi
 	if err != nil {
 		return nil, err
 	}
-	for _, job := range jobs {
-		printResolution(out, job)
+	if err := a.showJobs(ctx, out, o, jobs...); err != nil {
+		return nil, err
 	}
-	if o.resolution != "" {
-		fmt.Fprintf(out, "ranges pinned by %s\n", o.resolution)
-	}
-	if !o.yes {
-		if err := a.confirmRun(ctx, o.in, jobs...); err != nil {
-			return nil, err
-		}
-	}
-	// Every topic's ranges go into the group before the first topic is
-	// replayed: a run stopped in one topic resumes them all as resolved
-	// now.
+	// Every topic's ranges go into the group first: a run stopped in one
+	// topic resumes them all as resolved now.
 	for _, job := range jobs {
 		if err := job.PinRanges(ctx); err != nil {
 			return nil, fmt.Errorf("topic %s: %w", job.Resolution.Topic, err)
@@ -174,12 +146,7 @@ func (a *app) replayTopicJobs(ctx context.Context, p *plan.Plan, jobs []*runner.
 	}
 	all := runner.JoinReports(p, reps)
 	if nothing == len(jobs) {
-		msg := fmt.Sprintf("nothing to do: plan %s already replayed every partition of %s to its end (group %s); run 'replay reset' or use --restart to replay again", p.Name, strings.Join(p.Source.Topics, ", "), p.Group)
-		if out == io.Discard {
-			a.log.Info().Str("plan", p.Name).Str("group", p.Group).Msg(msg)
-		} else {
-			fmt.Fprintln(out, msg)
-		}
+		a.sayNothingToDo(out, p, fmt.Sprintf("nothing to do: plan %s already replayed every partition of %s to its end (group %s); run 'replay reset' or use --restart to replay again", p.Name, strings.Join(p.Source.Topics, ", "), p.Group))
 		return nil, a.writeReport(o.report, all, nil)
 	}
 	read, written, skipped := all.Totals()
@@ -197,9 +164,8 @@ func (a *app) finishTopics(o runOptions, rep *runner.Report, err error) error {
 }
 
 // statusTopics shows the progress of a plan of several topics: each
-// topic's table and state, then the whole plan's (runner.JoinProgress);
-// with --output json, the joined progress, every partition naming its
-// topic.
+// topic's table and state, then the whole plan's; with --output json, the
+// joined progress (runner.JoinProgress).
 func (a *app) statusTopics(ctx context.Context, c *runner.Cluster, p *plan.Plan, file, output string) error {
 	plans, err := topicPlans(p)
 	if err != nil {
@@ -269,7 +235,7 @@ func (a *app) planTopics(ctx context.Context, file string, o planOptions) error 
 	}
 	defer c.Close()
 	opts.Log, opts.At = a.log, a.at
-	jobs, prepErr := prepareTopics(ctx, c, p, oneInstant(opts))
+	jobs, prepErr := prepareTopics(ctx, c, p, opts)
 	if cut := (*runner.CutError)(nil); prepErr != nil && !errors.As(prepErr, &cut) {
 		return prepErr
 	}
@@ -327,9 +293,6 @@ func (a *app) planTopics(ctx context.Context, file string, o planOptions) error 
 	if prepErr != nil {
 		return prepErr
 	}
-	if a.detailedExit && !all.NothingToDo {
-		code := exitInvalid // --detailed-exitcode: 2 = work to do
-		a.exit = &code
-	}
+	a.setExit(exitInvalid, a.detailedExit && !all.NothingToDo) // --detailed-exitcode: 2 = work to do
 	return nil
 }

@@ -20,12 +20,8 @@ const (
 	formatGitHub = "github"
 )
 
-type validateOptions struct {
-	format string
-}
-
 func (a *app) validateCmd() *cobra.Command {
-	o := validateOptions{format: formatText}
+	format := formatText
 	cmd := &cobra.Command{
 		Use:   "validate PLAN...",
 		Short: "Check plans offline: schema, types and semantics (no network)",
@@ -39,7 +35,7 @@ func (a *app) validateCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, files []string) error {
 			results := validateFiles(files, a.now)
 			var err error
-			switch o.format {
+			switch format {
 			case formatJSON:
 				err = printValidateJSON(a.stdout, results)
 			case formatGitHub:
@@ -47,14 +43,11 @@ func (a *app) validateCmd() *cobra.Command {
 			default:
 				printValidateText(a.stdout, results)
 			}
-			if countProblems(results, false) > 0 {
-				code := exitInvalid
-				a.exit = &code
-			}
+			a.setExit(exitInvalid, countProblems(results, false) > 0)
 			return err
 		},
 	}
-	cmd.Flags().Var(newChoiceFlag(&o.format, formatText, formatJSON, formatGitHub), "format", "output format: text, json or github (GitHub Actions annotations)")
+	cmd.Flags().Var(newChoiceFlag(&format, formatText, formatJSON, formatGitHub), "format", "output format: text, json or github (GitHub Actions annotations)")
 	return cmd
 }
 

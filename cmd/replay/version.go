@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"runtime/debug"
 	"strings"
@@ -26,10 +27,7 @@ func (a *app) versionCmd() *cobra.Command {
 // version says which build of replay this is, from the build information
 // the Go toolchain embeds in the binary.
 func version() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return versionOf(nil)
-	}
+	info, _ := debug.ReadBuildInfo() // nil when the binary carries none
 	return versionOf(info)
 }
 
@@ -42,10 +40,7 @@ func versionOf(info *debug.BuildInfo) string {
 	if info == nil {
 		return "replay (unknown: the binary carries no build information)"
 	}
-	v := info.Main.Version
-	if v == "" {
-		v = "(devel)"
-	}
+	v := cmp.Or(info.Main.Version, "(devel)")
 	fields := []string{"replay", v}
 	if v == "(devel)" {
 		for _, s := range info.Settings {
