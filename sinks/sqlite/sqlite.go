@@ -359,7 +359,9 @@ func (s *Sink) openCheckpointer(ctx context.Context, dsn string) error {
 	if err == nil {
 		ckptDB.SetMaxOpenConns(1)
 		ckptDB.SetConnMaxIdleTime(0)
-		err = ckptDB.PingContext(ctx)
+		if err = ckptDB.PingContext(ctx); err != nil {
+			ckptDB.Close()
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("sqlite sink: open %s: %w", s.path, err)
