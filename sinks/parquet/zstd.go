@@ -7,9 +7,10 @@ import (
 
 // zstdWindow is the window of the sink's zstd encoder, whose history is
 // twice its window (the default 8 MiB window made the encoders, one per
-// column, most of the sink's memory). Pages, cut at 256 KiB, fit in it
-// (256 KiB itself would change the frame's header); a larger page only
-// finds no matches further back than the window.
+// column, most of the sink's memory). Pages, cut at 256 KiB, fit in it,
+// so they compress to the same bytes as under the default window (a
+// 256 KiB window would not: the frame's header differs); a larger page
+// only finds no matches further back than the window.
 const zstdWindow = 512 << 10
 
 // zstdCodec is zstd at the default level (level 3) with a zstdWindow
