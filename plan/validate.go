@@ -332,12 +332,6 @@ var (
 	urlUserinfo = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)@`)
 )
 
-// hasPassword reports whether a PostgreSQL DSN (URL or key=value form) carries a password.
-func hasPassword(dsn string) bool {
-	_, ok := dsnPassword(dsn)
-	return ok
-}
-
 // dsnPassword returns the non-empty password of a PostgreSQL DSN: in the
 // URL's user info, in its password query parameter, or in key=value form.
 func dsnPassword(dsn string) (string, bool) {
@@ -400,28 +394,6 @@ func (v *validator) deadLetter() {
 	if desc, ok := v.p.sinks.Lookup(d.Type); ok && desc.WritesStdout {
 		v.add("dead_letter.type", "%s does not keep dead letters: the partition's commit passes them once written, so they must be stored; use file (or another stored sink)", d.Type)
 	}
-}
-
-var (
-	redactKV       = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:\\.|[^'])*'|\S+)`)
-	redactQuery    = regexp.MustCompile(`(?i)([?&]password=)[^&#]*`)
-	redactUserinfo = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*://[^:/?#@]*:)[^/?#]*@`)
-)
-
-// RedactDSN returns dsn with any password replaced by "xxxxx".
-func RedactDSN(dsn string) string {
-	if !strings.Contains(dsn, "://") {
-		return redactKV.ReplaceAllString(dsn, "${1}xxxxx")
-	}
-	if u, err := url.Parse(dsn); err == nil {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			dsn = u.String()
-		}
-	} else {
-		dsn = redactUserinfo.ReplaceAllString(dsn, "${1}xxxxx@")
-	}
-	return redactQuery.ReplaceAllString(dsn, "${1}xxxxx")
 }
 
 // Fingerprint identifies what the plan replays: a hex SHA-256 prefix (16
