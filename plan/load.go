@@ -456,21 +456,7 @@ func (d *decoder) walkStruct(n *yaml.Node, v reflect.Value, path string) {
 		d.problem(n, path, "want a mapping (key: value lines), got %s", d.describe(n, path))
 		return
 	}
-	fields := yamlFields(v)
-	d.walkFields(n, path, func(name string) (reflect.Value, bool) {
-		for _, f := range fields {
-			if f.name == name {
-				return f.value, true
-			}
-		}
-		return reflect.Value{}, false
-	}, func(name string) string {
-		names := make([]string, len(fields))
-		for i, f := range fields {
-			names[i] = f.name
-		}
-		return suggest(name, names)
-	})
+	d.walkFields(n, path, yamlFields(v), nil)
 }
 
 func (d *decoder) walkMap(n *yaml.Node, v reflect.Value, path string) {

@@ -339,28 +339,20 @@ func ConfigOf[T any](s *Sink) *T {
 // name is name (an inline struct's fields included); false when the type
 // has no such field.
 func (d SinkDescriptor) ConfigField(name string) (reflect.StructField, bool) {
-	if d.NewConfig == nil {
-		return reflect.StructField{}, false
-	}
-	for _, f := range yamlFields(reflect.ValueOf(d.NewConfig()).Elem()) {
-		if f.name == name {
-			return f.field, true
-		}
-	}
-	return reflect.StructField{}, false
+	f, ok := fieldNamed(d.configFields(), name)
+	return f.field, ok
 }
 
 // ConfigNames returns the yaml names of the fields of the type's config
 // struct, in order.
-func (d SinkDescriptor) ConfigNames() []string {
+func (d SinkDescriptor) ConfigNames() []string { return yamlNames(d.configFields()) }
+
+// configFields returns the fields of a new config of the type (nil without one).
+func (d SinkDescriptor) configFields() []yamlField {
 	if d.NewConfig == nil {
 		return nil
 	}
-	var out []string
-	for _, f := range yamlFields(reflect.ValueOf(d.NewConfig()).Elem()) {
-		out = append(out, f.name)
-	}
-	return out
+	return yamlFields(reflect.ValueOf(d.NewConfig()).Elem())
 }
 
 // yamlField is a field of a struct decoded from YAML: its yaml name, its
@@ -399,13 +391,24 @@ func (s *Sink) fields() []yamlField {
 
 // field returns the field of s whose yaml name is name, a common field or
 // one of its type's; false when it has none.
-func (s *Sink) field(name string) (yamlField, bool) {
-	for _, f := range s.fields() {
-		if f.name == name {
-			return f, true
-		}
+func (s *Sink) field(name string) (yamlField, bool) { return fieldNamed(s.fields(), name) }
+
+// fieldNamed returns the field of fs whose yaml name is name.
+func fieldNamed(fs []yamlField, name string) (yamlField, bool) {
+	i := slices.IndexFunc(fs, func(f yamlField) bool { return f.name == name })
+	if i < 0 {
+		return yamlField{}, false
 	}
-	return yamlField{}, false
+	return fs[i], true
+}
+
+// yamlNames returns the yaml names of fs, in order.
+func yamlNames(fs []yamlField) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.name
+	}
+	return out
 }
 
 // isSet reports whether the field with yaml name name holds a value: a
