@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"strings"
@@ -101,9 +102,7 @@ func (l *URLList) UnmarshalYAML(n *yaml.Node) error {
 }
 
 // Decodes reports whether the plan decodes keys or values ("" is none).
-func (d Decode) Decodes() bool {
-	return d.Value != "" && d.Value != DecodeNone || d.Key != "" && d.Key != DecodeNone
-}
+func (d Decode) Decodes() bool { return d.DecodesValue() || d.DecodesKey() }
 
 // DecodesValue reports whether the plan decodes values.
 func (d Decode) DecodesValue() bool { return d.Value != "" && d.Value != DecodeNone }
@@ -122,15 +121,8 @@ func compileFilter(p *Plan) (*filter.Program, error) {
 
 // defaults fills the unset decode fields: nothing decoded, bare unions.
 func (d *Decode) defaults() {
-	if d.Value == "" {
-		d.Value = DecodeNone
-	}
-	if d.Key == "" {
-		d.Key = DecodeNone
-	}
-	if d.Avro.Unions == "" {
-		d.Avro.Unions = UnionsBare // the value as a JSON reader expects it
-	}
+	d.Value, d.Key = cmp.Or(d.Value, DecodeNone), cmp.Or(d.Key, DecodeNone)
+	d.Avro.Unions = cmp.Or(d.Avro.Unions, UnionsBare) // the value as a JSON reader expects it
 }
 
 // fingerprint is the decode section's part of the plan's fingerprint: what

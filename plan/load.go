@@ -2,6 +2,7 @@ package plan
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -9,7 +10,6 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -52,20 +52,21 @@ type InvalidError struct {
 }
 
 func (e *InvalidError) Error() string {
-	lines := make([]string, 0, len(e.Problems))
-	for _, p := range e.Problems {
-		if !p.Warning {
-			lines = append(lines, p.String())
-		}
+	var lines []string
+	for _, p := range e.Errors() {
+		lines = append(lines, p.String())
 	}
 	return strings.Join(lines, "\n")
 }
 
 // Errors returns the problems that make the plan invalid (not warnings).
-func (e *InvalidError) Errors() []Problem {
+func (e *InvalidError) Errors() []Problem { return problemsOf(e.Problems, false) }
+
+// problemsOf returns the warnings of ps (warning), or its errors.
+func problemsOf(ps []Problem, warning bool) []Problem {
 	var out []Problem
-	for _, p := range e.Problems {
-		if !p.Warning {
+	for _, p := range ps {
+		if p.Warning == warning {
 			out = append(out, p)
 		}
 	}
@@ -189,32 +190,14 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 func (p *Plan) UnsetEnv() []string { return p.unsetEnv }
 
 // Warnings returns the problems that do not make the plan invalid.
-func (p *Plan) Warnings() []Problem {
-	var out []Problem
-	for _, pr := range p.problems {
-		if pr.Warning {
-			out = append(out, pr)
-		}
-	}
-	return out
-}
+func (p *Plan) Warnings() []Problem { return problemsOf(p.problems, true) }
 
 func hasErrors(ps []Problem) bool {
-	for _, p := range ps {
-		if !p.Warning {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(ps, func(p Problem) bool { return !p.Warning })
 }
 
 func sortProblems(ps []Problem) {
-	sort.SliceStable(ps, func(i, j int) bool {
-		if ps[i].Line != ps[j].Line {
-			return ps[i].Line < ps[j].Line
-		}
-		return ps[i].Col < ps[j].Col
-	})
+	slices.SortStableFunc(ps, func(a, b Problem) int { return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col)) })
 }
 
 type decoder struct {

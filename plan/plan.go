@@ -5,6 +5,7 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -366,60 +367,48 @@ func (p *Plan) FromEnv(field string) bool { return p.fromEnv[field] }
 const DefaultBatchSize = 1000
 
 // applyDefaults fills every unset field with its safe default. It is the only
-// place defaults live.
+// place defaults live. A written 0 (batch_size, a duration) is no unset field.
 func (p *Plan) applyDefaults() {
 	if p.Source.Topic == "" && len(p.Source.Topics) == 1 {
 		p.Source.Topic, p.Source.Topics = p.Source.Topics[0], nil
 	}
 	if !p.Source.Partitions.All && len(p.Source.Partitions.List) == 0 {
-		// Documented default: a plan that names no partitions replays them all.
-		p.Source.Partitions.All = true
+		p.Source.Partitions.All = true // a plan that names no partitions replays them all
 	}
-	if p.Source.Isolation == "" {
-		// Aborted transactions must never reach a sink unless asked for.
-		p.Source.Isolation = ReadCommitted
-	}
-	if p.Source.ClientID == "" {
-		p.Source.ClientID = "replay"
-	}
-	if _, written := p.pos["retry.max_elapsed"]; p.Retry.MaxElapsed == 0 && !written {
-		// A cluster's bad minutes (a broker restart, a leader election) pass.
-		p.Retry.MaxElapsed = Duration(DefaultRetryMaxElapsed)
-	}
-	if _, written := p.pos["source.open_transaction_timeout"]; p.Source.OpenTransactionTimeout == 0 && !written {
-		// A producer's transaction may take a while to commit.
-		p.Source.OpenTransactionTimeout = Duration(DefaultOpenTransactionTimeout)
-	}
+	// Aborted transactions must never reach a sink unless asked for.
+	p.Source.Isolation = cmp.Or(p.Source.Isolation, ReadCommitted)
+	p.Source.ClientID = cmp.Or(p.Source.ClientID, "replay")
+	// A cluster's bad minutes (a broker restart, a leader election) pass,
+	// and a producer's transaction may take a while to commit.
+	setUnwritten(p, "retry.max_elapsed", &p.Retry.MaxElapsed, Duration(DefaultRetryMaxElapsed))
+	setUnwritten(p, "source.open_transaction_timeout", &p.Source.OpenTransactionTimeout, Duration(DefaultOpenTransactionTimeout))
 	p.Decode.defaults()
-	if p.OnError == "" {
-		// A record that cannot be processed stops the run: nothing is lost silently.
-		p.OnError = OnErrorFail
-	}
-	// Only an absent batch_size gets the default: a written 0 is reported.
-	if _, written := p.pos["sink.batch_size"]; p.Sink.BatchSize == 0 && !written {
-		p.Sink.BatchSize = DefaultBatchSize
-	}
+	// A record that cannot be processed stops the run: nothing is lost silently.
+	p.OnError = cmp.Or(p.OnError, OnErrorFail)
+	setUnwritten(p, "sink.batch_size", &p.Sink.BatchSize, DefaultBatchSize)
 	p.applySinkDefaults(&p.Sink, false)
 	if p.DeadLetter != nil {
 		p.applySinkDefaults(p.DeadLetter, true)
+		setUnwritten(p, "dead_letter.batch_size", &p.DeadLetter.BatchSize, DefaultBatchSize)
 	}
-	if _, written := p.pos["dead_letter.batch_size"]; p.DeadLetter != nil && p.DeadLetter.BatchSize == 0 && !written {
-		p.DeadLetter.BatchSize = DefaultBatchSize
-	}
-	if _, written := p.pos["throttle.max_batch_wait"]; p.Throttle.MaxBatchWait == 0 && !written {
-		p.Throttle.MaxBatchWait = Duration(DefaultMaxBatchWait)
-	}
-	if _, written := p.pos["sink.retry.max_elapsed"]; p.Sink.Retry.MaxElapsed == 0 && !written {
-		// A database failover or a broker restart passes.
-		p.Sink.Retry.MaxElapsed = Duration(DefaultSinkRetryMaxElapsed)
-	}
-	if _, written := p.pos["dead_letter.retry.max_elapsed"]; p.DeadLetter != nil && p.DeadLetter.Retry.MaxElapsed == 0 && !written {
-		p.DeadLetter.Retry.MaxElapsed = Duration(DefaultSinkRetryMaxElapsed)
+	setUnwritten(p, "throttle.max_batch_wait", &p.Throttle.MaxBatchWait, Duration(DefaultMaxBatchWait))
+	// A database failover or a broker restart passes.
+	setUnwritten(p, "sink.retry.max_elapsed", &p.Sink.Retry.MaxElapsed, Duration(DefaultSinkRetryMaxElapsed))
+	if p.DeadLetter != nil {
+		setUnwritten(p, "dead_letter.retry.max_elapsed", &p.DeadLetter.Retry.MaxElapsed, Duration(DefaultSinkRetryMaxElapsed))
 	}
 	if t := p.Source.Topic; t != "" && len(p.Source.Topics) == 0 {
 		p.Sink.replaceTopic(t)
 		if p.DeadLetter != nil {
 			p.DeadLetter.replaceTopic(t)
 		}
+	}
+}
+
+// setUnwritten sets *v to def when it is zero and field is not written.
+func setUnwritten[T comparable](p *Plan, field string, v *T, def T) {
+	var zero T
+	if _, written := p.pos[field]; *v == zero && !written {
+		*v = def
 	}
 }
