@@ -38,15 +38,7 @@ func ParseLast(s string) (Last, error) {
 
 // UnmarshalYAML parses a scalar with ParseLast.
 func (l *Last) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("want a length such as 1h or 1d")
-	}
-	v, err := ParseLast(n.Value)
-	if err != nil {
-		return err
-	}
-	*l = v
-	return nil
+	return unmarshalScalar(n, l, ParseLast, "want a length such as 1h or 1d")
 }
 
 // MarshalYAML writes the length as written in the plan.
@@ -98,9 +90,15 @@ func (w Window) Bounds(now time.Time) (from, to time.Time) {
 
 // lastWindow checks a last window: nothing else gives its bounds.
 func (v *validator) lastWindow() {
-	for _, f := range []string{"window.from", "window.to", "window.offsets"} {
-		if v.present(f) {
-			v.add(f, "last gives the whole window (last: 1h is the last whole hour): drop %s, or drop last for a from/to window", f[len("window."):])
+	v.refuse("last gives the whole window (last: 1h is the last whole hour): drop %s, or drop last for a from/to window", "from", "to", "offsets")
+}
+
+// refuse adds the problem format (naming the field) to each of the window
+// fields written.
+func (v *validator) refuse(format string, fields ...string) {
+	for _, f := range fields {
+		if v.present("window." + f) {
+			v.add("window."+f, format, f)
 		}
 	}
 }

@@ -190,12 +190,8 @@ func (v *validator) registry(field string, r SchemaRegistry) {
 	case r.Username == "" && r.Password != "":
 		v.add(field+".username", "missing: a password without a username; set username:")
 	}
-	if r.Password != "" && !v.p.FromEnv(field+".password") {
-		v.add(field+".password", "a literal secret must not be written in a plan: use password: ${SR_PASSWORD} and export the variable")
-	}
-	if r.BearerToken != "" && !v.p.FromEnv(field+".bearer_token") {
-		v.add(field+".bearer_token", "a literal secret must not be written in a plan: use bearer_token: ${SR_TOKEN} and export the variable")
-	}
+	v.literalSecret(field+".password", r.Password, "password: ${SR_PASSWORD}")
+	v.literalSecret(field+".bearer_token", r.BearerToken, "bearer_token: ${SR_TOKEN}")
 	if (r.TLS.CertFile == "") != (r.TLS.KeyFile == "") {
 		v.add(field+".tls", "cert_file and key_file go together: give both for a client certificate, or neither")
 	}

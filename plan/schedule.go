@@ -49,15 +49,7 @@ func ParseEvery(s string) (Every, error) {
 
 // UnmarshalYAML parses a scalar with ParseEvery.
 func (e *Every) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("want an interval such as 15m, 1h or 1d")
-	}
-	v, err := ParseEvery(n.Value)
-	if err != nil {
-		return err
-	}
-	*e = v
-	return nil
+	return unmarshalScalar(n, e, ParseEvery, "want an interval such as 15m, 1h or 1d")
 }
 
 // MarshalYAML writes the interval as written in the plan.
@@ -184,26 +176,18 @@ func (w Window) Due(iv Interval, now time.Time) bool { return !w.DueAt(iv).After
 // schedule checks a schedule window.
 func (v *validator) schedule() {
 	w := v.p.Window
-	for _, f := range []string{"window.from", "window.to", "window.offsets", "window.last"} {
-		if v.present(f) {
-			v.add(f, "a schedule (every, start) replays its own intervals: drop %s, or drop every/start for a one-off window", f[len("window."):])
-		}
-	}
+	v.refuse("a schedule (every, start) replays its own intervals: drop %s, or drop every/start for a one-off window", "from", "to", "offsets", "last")
 	if w.StrictTimestamps {
 		v.add("window.strict_timestamps", "applies to a from/to window only: a schedule's intervals are contiguous in offsets, so each record belongs to exactly one interval")
 	}
 	if w.SkewMargin != 0 {
 		v.add("window.skew_margin", "applies to a from/to window only: a schedule's intervals are contiguous in offsets")
 	}
-	var loc *time.Location
+	loc, ok := time.UTC, true
 	if w.Zone != "" {
-		l, ok := v.zone(w.Zone)
-		if !ok {
+		if loc, ok = v.zone(w.Zone); !ok {
 			return
 		}
-		loc = l
-	} else {
-		loc = time.UTC
 	}
 	if v.p.bad["window.every"] || v.p.bad["window.start"] {
 		return // already reported

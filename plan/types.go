@@ -187,15 +187,20 @@ func parseDuration(s string) (time.Duration, error) {
 
 // UnmarshalYAML parses a scalar with ParseTimeSpec.
 func (t *TimeSpec) UnmarshalYAML(n *yaml.Node) error {
+	return unmarshalScalar(n, t, ParseTimeSpec, "want a time such as 2026-11-03T10:00:00Z or -2h")
+}
+
+// unmarshalScalar decodes the scalar n into *dst with parse; want is the
+// error for a node of another kind.
+func unmarshalScalar[T any](n *yaml.Node, dst *T, parse func(string) (T, error), want string) error {
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("want a time such as 2026-11-03T10:00:00Z or -2h")
+		return errors.New(want)
 	}
-	v, err := ParseTimeSpec(n.Value)
-	if err != nil {
-		return err
+	v, err := parse(n.Value)
+	if err == nil {
+		*dst = v
 	}
-	*t = v
-	return nil
+	return err
 }
 
 // MarshalYAML writes the bound as written in the plan.

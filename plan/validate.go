@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -94,12 +95,11 @@ func (v *validator) warn(field, format string, args ...any) {
 
 func (v *validator) top() {
 	p := v.p
-	if p.Version != 1 {
-		if _, ok := p.pos["version"]; !ok {
-			v.add("version", "missing: add `version: 1` as the first line")
-		} else {
-			v.add("version", "unsupported version %d: this replay reads version 1", p.Version)
-		}
+	switch {
+	case p.Version != 1 && !v.present("version"):
+		v.add("version", "missing: add `version: 1` as the first line")
+	case p.Version != 1:
+		v.add("version", "unsupported version %d: this replay reads version 1", p.Version)
 	}
 	switch {
 	case p.Name == "":
@@ -113,9 +113,9 @@ func (v *validator) top() {
 	hidden, hides := firstRune(p.Group, invisible)
 	switch {
 	case p.Group == "":
-		v.add("group", "missing: name a dedicated replay consumer group, e.g. replay.%s", orDefault(p.Name, "my-plan"))
+		v.add("group", "missing: name a dedicated replay consumer group, e.g. replay.%s", cmp.Or(p.Name, "my-plan"))
 	case spaced:
-		v.add("group", "%q contains the whitespace character %U: a group name holds none (Kafka takes it, but a space reads like a separator in review, and a no-break or ideographic space like an ordinary one); e.g. replay.%s", p.Group, space, orDefault(p.Name, "my-plan"))
+		v.add("group", "%q contains the whitespace character %U: a group name holds none (Kafka takes it, but a space reads like a separator in review, and a no-break or ideographic space like an ordinary one); e.g. replay.%s", p.Group, space, cmp.Or(p.Name, "my-plan"))
 	case hides:
 		v.add("group", "%q contains the invisible character %U: control and formatting characters (bidirectional overrides, zero-width ones) make a group name read differently in review than it is; type the name again", p.Group, hidden)
 	}
@@ -136,13 +136,6 @@ func firstRune(s string, f func(rune) bool) (rune, bool) {
 // isolates, zero-width spaces and joiners), which displays as nothing or
 // reorders the text around it.
 func invisible(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
-}
 
 func (v *validator) source() {
 	s := v.p.Source
@@ -180,10 +173,8 @@ func (v *validator) brokers(field string, list []string) {
 }
 
 func (v *validator) enum(field, val string, allowed []string) bool {
-	for _, a := range allowed {
-		if val == a {
-			return true
-		}
+	if slices.Contains(allowed, val) {
+		return true
 	}
 	msg := fmt.Sprintf("%q is not one of %s", val, strings.Join(allowed, ", "))
 	if s := suggest(val, allowed); s != "" {
@@ -210,11 +201,17 @@ func (v *validator) sasl(field string, s SASL) {
 	if s.Username == "" {
 		v.add(field+".username", "missing: SASL needs a username")
 	}
-	switch {
-	case s.Password == "" && !v.p.FromEnv(field+".password"):
+	if s.Password == "" && !v.p.FromEnv(field+".password") {
 		v.add(field+".password", "missing: set password: ${KAFKA_PASSWORD} and export the variable")
-	case s.Password != "" && !v.p.FromEnv(field+".password"):
-		v.add(field+".password", "a literal secret must not be written in a plan: use password: ${KAFKA_PASSWORD} and export the variable")
+	}
+	v.literalSecret(field+".password", s.Password, "password: ${KAFKA_PASSWORD}")
+}
+
+// literalSecret reports a secret val of field not taken from the
+// environment, which use (password: ${VAR}) should be.
+func (v *validator) literalSecret(field, val, use string) {
+	if val != "" && !v.p.FromEnv(field) {
+		v.add(field, "a literal secret must not be written in a plan: use %s and export the variable", use)
 	}
 }
 
