@@ -79,13 +79,8 @@ type URLList []string
 // UnmarshalYAML accepts a string or a list of strings.
 func (l *URLList) UnmarshalYAML(n *yaml.Node) error {
 	switch n.Kind {
-	case yaml.ScalarNode:
-		*l = nil
-		for _, u := range strings.Split(n.Value, ",") {
-			if u = strings.TrimSpace(u); u != "" {
-				*l = append(*l, u)
-			}
-		}
+	case yaml.ScalarNode: // split as a broker list is
+		*l = BrokerList([]string{n.Value})
 		return nil
 	case yaml.SequenceNode:
 		var out URLList

@@ -72,7 +72,7 @@ func (m *Mapping) UnmarshalYAML(n *yaml.Node) error {
 			step.Entries, err = mappingList(i+1, v)
 		default:
 			hint := ""
-			if sug := suggest(k.Value, []string{MappingSet, MappingRename, MappingDrop}); sug != "" {
+			if sug := Suggest(k.Value, []string{MappingSet, MappingRename, MappingDrop}); sug != "" {
 				hint = fmt.Sprintf(" (did you mean %s?)", sug)
 			}
 			err = errorAt(k, "step %d: unknown step %q%s: a step is set, rename or drop", i+1, k.Value, hint)
@@ -266,26 +266,12 @@ type removal struct {
 // restore forgets the removals of fields at or under a path a later step
 // writes.
 func restore(removed []removal, written mapping.Path) []removal {
-	kept := removed[:0]
-	for _, r := range removed {
-		if !under(r.path, written) {
-			kept = append(kept, r)
-		}
-	}
-	return kept
+	return slices.DeleteFunc(removed, func(r removal) bool { return under(r.path, written) })
 }
 
 // under reports whether path is at or under prefix.
 func under(path, prefix mapping.Path) bool {
-	if len(path) < len(prefix) {
-		return false
-	}
-	for i := range prefix {
-		if path[i] != prefix[i] {
-			return false
-		}
-	}
-	return true
+	return len(path) >= len(prefix) && slices.Equal(path[:len(prefix)], prefix)
 }
 
 // valueRead is a field of the value the sink reads, and who reads it.

@@ -235,26 +235,15 @@ type frameKey struct {
 // order, when set, each under its Go name in the type's config struct.
 func (p *Plan) sinkFingerprint(s *Sink, deadLetter bool) json.RawMessage {
 	vals := map[string]any{"Type": string(s.Type), "Key": s.Key}
-	var frame []string
+	var keys []string
 	for _, f := range fingerprintFrame {
-		frame = append(frame, f.key)
+		keys = append(keys, f.key)
 		if f.unset != nil {
 			vals[f.key] = f.unset
 		}
 	}
-	var b strings.Builder
-	put := func(key string, val any) {
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		k, _ := json.Marshal(key)
-		v, _ := json.Marshal(val)
-		b.Write(k)
-		b.WriteByte(':')
-		b.Write(v)
-	}
+	frame := keys
 	d, _ := p.sinks.Lookup(s.Type)
-	var rest []string
 	for _, f := range d.Fields {
 		fv, ok := s.field(f.Name)
 		if !f.Fingerprint || !ok {
@@ -269,14 +258,20 @@ func (p *Plan) sinkFingerprint(s *Sink, deadLetter bool) json.RawMessage {
 			if val == nil || reflect.ValueOf(val).IsZero() {
 				continue
 			}
-			rest = append(rest, key)
+			keys = append(keys, key)
 		}
 		vals[key] = val
 	}
-	for _, k := range append(frame, rest...) {
-		put(k, vals[k])
+	b := []byte("{")
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		kj, _ := json.Marshal(k)
+		vj, _ := json.Marshal(vals[k])
+		b = append(append(append(b, kj...), ':'), vj...)
 	}
-	return json.RawMessage("{" + b.String() + "}")
+	return append(b, '}')
 }
 
 // Schedule reports whether the plan's window is a schedule (every or start

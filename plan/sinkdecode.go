@@ -67,7 +67,7 @@ func (d *decoder) walkFields(n *yaml.Node, path string, own, others []yamlField)
 		}
 		if !ok {
 			msg := fmt.Sprintf("unknown field %q in %s", k.Value, structName(path))
-			if s := cmp.Or(suggest(k.Value, yamlNames(own)), suggest(k.Value, yamlNames(others))); s != "" {
+			if s := cmp.Or(Suggest(k.Value, yamlNames(own)), Suggest(k.Value, yamlNames(others))); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
 			d.problem(k, fp, "%s", msg)

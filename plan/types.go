@@ -327,7 +327,7 @@ func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 		msg := fmt.Sprintf("unknown unit %q in %q: use %s or %s", m[2], n.Value, strings.Join(byteUnitNames[:len(byteUnitNames)-1], ", "), byteUnitNames[len(byteUnitNames)-1])
 		// Only a unit of the same magnitude is a likely typo (mib, Mb, M):
 		// "did you mean 5KiB?" for 5TiB would change the size a billionfold.
-		if s := suggest(m[2], byteUnitNames); s != "" && strings.EqualFold(s[:1], m[2][:1]) {
+		if s := Suggest(m[2], byteUnitNames); s != "" && strings.EqualFold(s[:1], m[2][:1]) {
 			msg += fmt.Sprintf(" (did you mean %s%s?)", m[1], s)
 		}
 		return fmt.Errorf("%s", msg)

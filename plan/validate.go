@@ -177,7 +177,7 @@ func (v *validator) enum(field, val string, allowed []string) bool {
 		return true
 	}
 	msg := fmt.Sprintf("%q is not one of %s", val, strings.Join(allowed, ", "))
-	if s := suggest(val, allowed); s != "" {
+	if s := Suggest(val, allowed); s != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	v.add(field, "%s", msg)

@@ -116,9 +116,7 @@ func firstFailingLine(data []byte, msg string) int {
 // a typo (a third of its letters wrong, plus one, ignoring case) or s is
 // part of it ("committed" for read_committed); "" when none is. Candidates
 // are tried in order: the first of two equally close wins.
-func Suggest(s string, candidates []string) string { return suggest(s, candidates) }
-
-func suggest(s string, candidates []string) string {
+func Suggest(s string, candidates []string) string {
 	s = strings.ToLower(s)
 	best, bestD := "", len(s)/3+2
 	for _, c := range candidates {
