@@ -110,9 +110,7 @@ func Load(file string, opts LoadOptions) (*Plan, error) {
 // MaxPlanBytes bounds the size of a plan file Load reads (1 MiB).
 const MaxPlanBytes = 1 << 20
 
-// isEmptyDocument reports whether n is the root of an empty YAML document
-// (a trailing --- with nothing, or only comments, after it).
-func isEmptyDocument(n *yaml.Node) bool {
+func isEmptyScalar(n *yaml.Node) bool {
 	return n.Kind == yaml.ScalarNode && n.Tag == "!!null" && n.Value == ""
 }
 
@@ -151,8 +149,10 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	}
 	// yaml.v3 reads the first document only: a second one would be ignored
 	// without a word, though a reviewer reads it as part of the plan.
+	// An empty one (a trailing --- with nothing, or only comments, after
+	// it) is an empty null scalar.
 	var next yaml.Node
-	if err := dec.Decode(&next); err == nil && len(next.Content) > 0 && !isEmptyDocument(next.Content[0]) {
+	if err := dec.Decode(&next); err == nil && len(next.Content) > 0 && !isEmptyScalar(next.Content[0]) {
 		return nil, &InvalidError{Problems: []Problem{{File: file, Line: next.Content[0].Line, Col: next.Content[0].Column,
 			Message: "a second YAML document (after ---): a plan file holds one plan; move this one to a file of its own, or remove the ---"}}}
 	} else if err != nil && !errors.Is(err, io.EOF) {
@@ -302,25 +302,22 @@ func dropUnset(problems []Problem, unset map[string][]string) ([]Problem, []stri
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
-	kept := problems[:0]
-	for _, pr := range problems {
-		drop := false
+	// A warning about a whole section (no throttle) is not known to hold
+	// while one of its fields is unset: throttle: {records_per_second:
+	// ${RATE}} is a throttle.
+	return slices.DeleteFunc(problems, func(pr Problem) bool {
 		for path := range unset {
-			if pr.Field == path || strings.HasPrefix(pr.Field, path+".") || strings.HasPrefix(pr.Field, path+"[") {
-				drop = true
-			}
-			// A warning about a whole section (no throttle) is not known to
-			// hold while one of its fields is unset: throttle:
-			// {records_per_second: ${RATE}} is a throttle.
-			if pr.Warning && strings.HasPrefix(path, pr.Field+".") {
-				drop = true
+			if within(pr.Field, path) || pr.Warning && strings.HasPrefix(path, pr.Field+".") {
+				return true
 			}
 		}
-		if !drop {
-			kept = append(kept, pr)
-		}
-	}
-	return kept, names
+		return false
+	}), names
+}
+
+// within reports whether field is path or a field inside it (path.x, path[0]).
+func within(field, path string) bool {
+	return field == path || strings.HasPrefix(field, path+".") || strings.HasPrefix(field, path+"[")
 }
 
 func join(path, key string) string {

@@ -253,7 +253,7 @@ func overriddenField(p *Plan, topic, field string) string {
 	over := map[string]bool{"filter": o.Filter != nil, "mapping": o.Mapping != nil, "sink.key": o.Key != nil,
 		"sink.table": o.Table != nil, "sink.path": o.Path != nil, "sink.topic": o.Topic != nil}
 	for f, set := range over {
-		if set && (field == f || strings.HasPrefix(field, f+".") || strings.HasPrefix(field, f+"[")) {
+		if set && within(field, f) {
 			return "overrides." + topic + "." + strings.TrimPrefix(field, "sink.")
 		}
 	}
