@@ -111,17 +111,6 @@ func keyFieldPathProblem(ident []string) string {
 	return ""
 }
 
-// keyReads reports which of the record's fields a key template reads.
-func keyReads(root *parse.ListNode) map[string]bool {
-	reads := map[string]bool{}
-	for _, u := range templateFields(root) {
-		if u.onRecord && len(u.ident) > 0 {
-			reads[u.ident[0]] = true
-		}
-	}
-	return reads
-}
-
 // keyUnique warns when a key template cannot tell apart records that are
 // different: one that reads only .Offset (or .Offset and .Timestamp) gives
 // records of different partitions the same key on any plan that reads
@@ -130,7 +119,12 @@ func keyReads(root *parse.ListNode) map[string]bool {
 // value are business keys: a later record of the same key is meant to
 // overwrite the earlier one.
 func (v *validator) keyUnique(field string, s *Sink, root *parse.ListNode) {
-	reads := keyReads(root)
+	reads := map[string]bool{} // the record's fields the template reads
+	for _, u := range templateFields(root) {
+		if u.onRecord && len(u.ident) > 0 {
+			reads[u.ident[0]] = true
+		}
+	}
 	switch {
 	case len(reads) == 0:
 		v.warn(field+".key", "the key template reads no field of the record: every record gets the same key and overwrites the one before; use e.g. '{{ .Value.id }}', or leave key out for <topic>/<partition>/<offset>")

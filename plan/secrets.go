@@ -1,12 +1,13 @@
 package plan
 
 import (
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/url"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -172,17 +173,10 @@ type Redactor struct {
 // characters are left alone). Each is also matched as it is spelled
 // escaped in a URL, in a Go quoted string (%q) and in a JSON string.
 func NewRedactor(secrets ...string) *Redactor {
-	seen := map[string]bool{}
 	var forms []string
 	for _, s := range secrets {
-		if len(s) < minSecretLen {
-			continue
-		}
-		for _, f := range spellings(s) {
-			if f != "" && !seen[f] {
-				seen[f] = true
-				forms = append(forms, f)
-			}
+		if len(s) >= minSecretLen {
+			forms = append(forms, spellings(s)...)
 		}
 	}
 	if len(forms) == 0 {
@@ -190,9 +184,9 @@ func NewRedactor(secrets ...string) *Redactor {
 	}
 	// strings.Replacer tries the pairs in argument order at each position:
 	// longest first, so that a secret containing another goes whole.
-	sort.SliceStable(forms, func(i, j int) bool { return len(forms[i]) > len(forms[j]) })
-	pairs := make([]string, 0, 2*len(forms))
-	for _, f := range forms {
+	slices.SortFunc(forms, func(a, b string) int { return cmp.Or(len(b)-len(a), strings.Compare(a, b)) })
+	var pairs []string
+	for _, f := range slices.Compact(forms) {
 		pairs = append(pairs, f, Redacted)
 	}
 	return &Redactor{r: strings.NewReplacer(pairs...)}

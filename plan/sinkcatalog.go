@@ -227,10 +227,6 @@ func (c SinkCatalog) SharedTypes() []SinkType {
 // a catalog: a field it would silently leave undecoded, unchecked or out
 // of the fingerprint is a driver's mistake.
 func (c SinkCatalog) check() error {
-	common := map[string]bool{}
-	for _, f := range commonSinkFields {
-		common[f.Name] = true
-	}
 	for _, d := range c {
 		if d.NewConfig != nil {
 			if v := reflect.ValueOf(d.NewConfig()); v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
@@ -253,7 +249,7 @@ func (c SinkCatalog) check() error {
 		}
 		for _, n := range names {
 			switch {
-			case common[n]:
+			case slices.ContainsFunc(commonSinkFields, func(f FieldDescriptor) bool { return f.Name == n }):
 				return fmt.Errorf("plan: sink type %s: its config's field %s is a field every sink takes (plan.Sink)", d.Type, n)
 			case !described[n]:
 				return fmt.Errorf("plan: sink type %s: its config's field %s has no field descriptor", d.Type, n)
@@ -426,10 +422,10 @@ func (s *Sink) isSet(name string) bool {
 	}
 }
 
-// typeStrings returns the sink types as strings.
-func typeStrings(ts []SinkType) []string {
-	out := make([]string, len(ts))
-	for i, t := range ts {
+// strs returns items as strings.
+func strs[T ~string](items []T) []string {
+	out := make([]string, len(items))
+	for i, t := range items {
 		out[i] = string(t)
 	}
 	return out
@@ -437,10 +433,7 @@ func typeStrings(ts []SinkType) []string {
 
 // OrList joins items as "a, b or c".
 func OrList[T ~string](items []T) string {
-	s := make([]string, len(items))
-	for i, t := range items {
-		s[i] = string(t)
-	}
+	s := strs(items)
 	if len(s) < 2 {
 		return strings.Join(s, "")
 	}

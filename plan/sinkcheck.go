@@ -128,7 +128,7 @@ func article(sinkType SinkType) string {
 // sinkType checks a section's type field and returns its descriptor;
 // false when there is none to check the rest of the section against.
 func (v *validator) sinkType(field string, s *Sink) (SinkDescriptor, bool) {
-	types := typeStrings(v.p.sinks.Types())
+	types := strs(v.p.sinks.Types())
 	if s.Type == "" {
 		v.add(field+".type", "missing: one of %s", strings.Join(types, ", "))
 		return SinkDescriptor{}, false

@@ -129,10 +129,7 @@ func (p *Plan) forTopic(topic string) (_ *Plan, bad []string) {
 		t.DeadLetter = &dl
 	}
 	for _, s := range []*Sink{&t.Sink, t.DeadLetter} {
-		if s == nil {
-			continue
-		}
-		if d, ok := p.sinks.Lookup(s.Type); ok && d.Topic != nil {
+		if d, ok := p.sinks.Lookup(sinkTypeOf(s)); ok && d.Topic != nil {
 			s.Config = d.Topic(s, topic)
 		}
 	}

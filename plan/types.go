@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,7 +29,6 @@ func (s *PartitionSet) UnmarshalYAML(n *yaml.Node) error {
 		}
 		return fmt.Errorf(`want "all" or a list such as [0, 3, 5], got %q`, n.Value)
 	case yaml.SequenceNode:
-		seen := map[int32]bool{}
 		var list []int32
 		for _, c := range n.Content {
 			v, err := strconv.ParseInt(c.Value, 10, 32)
@@ -39,16 +38,15 @@ func (s *PartitionSet) UnmarshalYAML(n *yaml.Node) error {
 			if c.Kind != yaml.ScalarNode || err != nil || v < 0 {
 				return errorAt(c, "%s is not a partition number (0, 1, ...)", describe(c))
 			}
-			if seen[int32(v)] {
+			if slices.Contains(list, int32(v)) {
 				return errorAt(c, "partition %d is listed twice: list each partition once", v)
 			}
-			seen[int32(v)] = true
 			list = append(list, int32(v))
 		}
 		if len(list) == 0 {
 			return fmt.Errorf(`empty partition list: write "all" or list at least one partition`)
 		}
-		sort.Slice(list, func(i, j int) bool { return list[i] < list[j] })
+		slices.Sort(list)
 		*s = PartitionSet{List: list}
 		return nil
 	}

@@ -244,9 +244,8 @@ func (v *validator) throttle() {
 		v.add("throttle.bytes_per_second", "%d bytes is above the limit of 1024GiB (%d bytes) per second: write a rate up to that, e.g. 100MiB, or 0 (or leave it out) for unlimited", int64(b), int64(MaxBytesPerSecond))
 	}
 	if d, ok := v.p.sinks.Lookup(v.p.Sink.Type); ok && d.Service != "" && t.RecordsPerSecond == 0 && t.BytesPerSecond == 0 {
-		what := d.Service
 		n := len(v.out)
-		v.warn("throttle", "no throttle for the %s sink: the replay writes as fast as the %s accepts and can starve its live traffic; set throttle.records_per_second (or bytes_per_second)", v.p.Sink.Type, what)
+		v.warn("throttle", "no throttle for the %s sink: the replay writes as fast as the %s accepts and can starve its live traffic; set throttle.records_per_second (or bytes_per_second)", v.p.Sink.Type, d.Service)
 		if pos, ok := v.p.pos["sink.type"]; ok && len(v.out) > n && !v.present("throttle") {
 			v.out[n].Line, v.out[n].Col = pos.Line, pos.Col // point at the sink, not at the top of the file
 		}
@@ -454,19 +453,20 @@ func (p *Plan) Fingerprint() string {
 			canon.Overrides[t] = o.fingerprint()
 		}
 	}
-	if w := p.Window; w.Kind() == WindowSchedule {
+	switch w := p.Window; w.Kind() {
+	case WindowSchedule:
 		canon.Schedule = w.Every.String() + "|" + w.Location().String() + "|" + w.Start.At(time.Time{}).UTC().Format(time.RFC3339Nano)
-	}
-	if w := p.Window; w.Kind() == WindowTime && w.IsCalendar() {
-		canon.Last, canon.Zone = w.Last.String(), w.Location().String()
-	}
-	if r := p.Window.OffsetsAll; r != nil && p.Window.Kind() == WindowOffsets {
-		canon.OffsetsAll = &[2]string{r.From.String(), r.To.String()}
-	}
-	if p.Window.Kind() == WindowOffsets {
+	case WindowTime:
+		if w.IsCalendar() {
+			canon.Last, canon.Zone = w.Last.String(), w.Location().String()
+		}
+	case WindowOffsets:
 		canon.Offsets = map[int32][2]string{}
-		for k, r := range p.Window.Offsets {
+		for k, r := range w.Offsets {
 			canon.Offsets[k] = [2]string{r.From.String(), r.To.String()}
+		}
+		if r := w.OffsetsAll; r != nil {
+			canon.OffsetsAll = &[2]string{r.From.String(), r.To.String()}
 		}
 	}
 	b, _ := json.Marshal(canon) // map keys are sorted: deterministic
