@@ -81,8 +81,8 @@ type LoadOptions struct {
 	Now func() time.Time
 	// AllowUnsetEnv makes an unset ${VAR} no problem, for offline checks
 	// (validate, test): it expands to nothing, the problems of the fields
-	// holding it are dropped (they cannot be checked without its value),
-	// and Plan.UnsetEnv lists the variables. Such a plan must not be run.
+	// holding it are dropped, and Plan.UnsetEnv lists the variables. Such
+	// a plan must not be run.
 	AllowUnsetEnv bool
 	// Sinks are the sink types a plan may use (registry.Catalog). Required.
 	Sinks SinkCatalog
@@ -131,10 +131,8 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	d := &decoder{file: file, env: opts.LookupEnv, pos: map[string]Pos{}, fromEnv: map[string]bool{}, emptyEnv: map[string]string{},
 		envRaw: map[string]string{}, bad: map[string]bool{}, ref: envRef, allowUnset: opts.AllowUnsetEnv, unset: map[string][]string{}, sinks: opts.Sinks}
 	// "{" and "}" are flow indicators in YAML, so `sasl: {password: ${PW}}`
-	// would not parse. References are rewritten to the same-length $(PW)
-	// before parsing (positions are unchanged) and expanded afterwards;
-	// The first form the plan does not already contain is taken, so nothing
-	// literal changes ("costs $(USD)" in a description keeps the next form).
+	// would not parse: references become the same-length $(PW) (or the
+	// first other form the plan does not contain) before parsing.
 	for _, alt := range envRefAlternates {
 		if !bytes.Contains(data, []byte(alt.open)) {
 			data = envRef.ReplaceAll(data, []byte(alt.open+"$1"+alt.close))
@@ -147,10 +145,8 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		return nil, &InvalidError{Problems: []Problem{yamlSyntaxProblem(file, data, err)}}
 	}
-	// yaml.v3 reads the first document only: a second one would be ignored
-	// without a word, though a reviewer reads it as part of the plan.
-	// An empty one (a trailing --- with nothing, or only comments, after
-	// it) is an empty null scalar.
+	// yaml.v3 reads the first document only: a second one (not empty: a
+	// trailing --- with nothing or comments after it) would be ignored silently.
 	var next yaml.Node
 	if err := dec.Decode(&next); err == nil && len(next.Content) > 0 && !isEmptyScalar(next.Content[0]) {
 		return nil, &InvalidError{Problems: []Problem{{File: file, Line: next.Content[0].Line, Col: next.Content[0].Column,
@@ -201,26 +197,19 @@ func sortProblems(ps []Problem) {
 }
 
 type decoder struct {
-	file     string
-	env      func(string) (string, bool)
-	problems []Problem
-	pos      map[string]Pos
-	fromEnv  map[string]bool
-	emptyEnv map[string]string
-	envRaw   map[string]string
-	// bad holds the fields already reported, so that validation does not
-	// report them a second time (as missing, say).
-	bad map[string]bool
-	// ref matches an environment reference as it appears after parsing.
-	ref *regexp.Regexp
-	// offsetsAll is window.offsets.all, decoded apart from the partitions.
-	offsetsAll *OffsetRange
-	// allowUnset is LoadOptions.AllowUnsetEnv; unset maps the fields
-	// holding an unset variable to its names.
-	allowUnset bool
-	unset      map[string][]string
-	// sinks are the sink types the sections are decoded against.
-	sinks SinkCatalog
+	file       string
+	env        func(string) (string, bool)
+	problems   []Problem
+	pos        map[string]Pos
+	fromEnv    map[string]bool
+	emptyEnv   map[string]string
+	envRaw     map[string]string
+	bad        map[string]bool     // fields already reported, which validation does not report again
+	ref        *regexp.Regexp      // an environment reference as it appears after parsing
+	offsetsAll *OffsetRange        // window.offsets.all, decoded apart from the partitions
+	allowUnset bool                // LoadOptions.AllowUnsetEnv
+	unset      map[string][]string // fields holding an unset variable -> its names
+	sinks      SinkCatalog         // the sink types sections are decoded against
 }
 
 func (d *decoder) problem(n *yaml.Node, field, format string, args ...any) {
@@ -248,10 +237,8 @@ var (
 )
 
 // expandEnv replaces ${VAR} in every scalar value from the environment.
-// A missing variable is a problem; an empty one is allowed (explicit), and
-// recorded in emptyEnv for a warning: a variable a CI job or a secret store
-// failed to fill silently changes the plan (${OUT_DIR}/x.jsonl becomes
-// /x.jsonl).
+// A missing variable is a problem; an empty one is recorded in emptyEnv
+// for a warning (${OUT_DIR}/x.jsonl becomes /x.jsonl).
 func (d *decoder) expandEnv(n *yaml.Node, path string) {
 	switch n.Kind {
 	case yaml.MappingNode:
@@ -284,9 +271,7 @@ func (d *decoder) expandEnv(n *yaml.Node, path string) {
 		if n.Style != 0 { // quoted, block or explicitly tagged: stays a string
 			return
 		}
-		// A plain scalar was resolved as a string ("${RATE}") when parsed:
-		// let YAML resolve the expanded text (a number, a bool, ...).
-		n.Tag = ""
+		n.Tag = "" // let YAML resolve the expanded text (a number, a bool, ...)
 	}
 }
 
@@ -329,9 +314,8 @@ func join(path, key string) string {
 
 var unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
 
-// walk decodes n into v, checking every key against the struct's yaml tags,
-// so that unknown keys, duplicate keys and wrong types are reported with their
-// line and column and decoding goes on to find the next problem.
+// walk decodes n into v, reporting unknown keys, duplicate keys and wrong
+// types at their line and column, and going on to find the next problem.
 func (d *decoder) walk(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
@@ -361,8 +345,7 @@ func (d *decoder) walk(n *yaml.Node, v reflect.Value, path string) {
 		d.walkMap(n, v, path)
 	case reflect.Slice:
 		if n.Kind == yaml.ScalarNode && d.fromEnv[path] && v.Type().Elem().Kind() == reflect.String {
-			// brokers: ${KAFKA_BROKERS}: the variable holds the whole list
-			// ("k1:9092,k2:9092"); its users split it on commas.
+			// brokers: ${KAFKA_BROKERS}: its users split the list on commas.
 			v.Set(reflect.ValueOf([]string{n.Value}).Convert(v.Type()))
 			return
 		}
@@ -418,8 +401,8 @@ func quoteHint(n *yaml.Node, t reflect.Type) string {
 	return " (the quotes make it a string: remove them)"
 }
 
-// nodeError is an error at a node inside the value being decoded (an item
-// of a list, say); the loader reports it at that node's line and column.
+// nodeError is an error at a node inside the value being decoded, reported
+// at that node's line and column.
 type nodeError struct {
 	line, col int
 	msg       string
@@ -504,9 +487,8 @@ func (d *decoder) mapKey(k *yaml.Node, kv reflect.Value, path, fp string) error 
 	return fmt.Errorf("key %q: want %s", k.Value, what)
 }
 
-// secretPath matches the settings of the plan's own types that hold
-// credentials, or contain some; a sink type's are those its descriptor
-// marks (Secret, Credentials).
+// secretPath matches the plan's own settings that hold credentials (a sink
+// type's are those its descriptor marks).
 var secretPath = regexp.MustCompile(`(^|\.)(sasl|password|bearer_token)(\.|\[|$)`)
 
 // describe is describe(n), except that a value from the environment in a

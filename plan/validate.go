@@ -38,8 +38,7 @@ func (p *Plan) validate(now time.Time) []Problem {
 	}
 	v := &validator{p: p, now: now}
 	for _, field := range slices.Sorted(maps.Keys(p.emptyEnv)) {
-		name := p.emptyEnv[field]
-		v.warn(field, "environment variable %s is set but empty: check that this is intended (an unfilled variable changes the plan, e.g. ${OUT_DIR}/x.jsonl becomes /x.jsonl)", name)
+		v.warn(field, "environment variable %s is set but empty: check that this is intended (an unfilled variable changes the plan, e.g. ${OUT_DIR}/x.jsonl becomes /x.jsonl)", p.emptyEnv[field])
 	}
 	v.top()
 	v.source()
@@ -68,18 +67,14 @@ func (v *validator) add(field, format string, args ...any) {
 		return // did not decode: already reported, with the reason
 	}
 	pos := v.p.pos[field]
-	for f := field; pos.Line == 0 && f != ""; {
-		i := strings.LastIndex(f, ".")
-		if i < 0 {
-			break
-		}
-		f = f[:i]
+	for f := field; pos.Line == 0 && strings.Contains(f, "."); {
+		f = f[:strings.LastIndex(f, ".")]
 		pos = v.p.pos[f]
 	}
 	if pos.Line == 0 {
 		pos = Pos{1, 1} // a missing top-level field: point at the document
 	}
-	v.out = append(v.out, Problem{File: v.p.File, Line: pos.Line, Col: pos.Col, Field: field, Message: fmt.Sprintf(format, args...)})
+	v.at(pos, field, format, args...)
 }
 
 // present reports whether field is written in the plan file.
@@ -394,14 +389,11 @@ func (v *validator) deadLetter() {
 
 // Fingerprint identifies what the plan replays: a hex SHA-256 prefix (16
 // characters) over the fields that decide which records reach which sink
-// (name, topic, partitions, isolation, group, window, decode, filter, mapping, on_error, key,
-// the sink's and the dead-letter sink's fields that their type's descriptor
-// marks as part of it: target and output layout). Fields that change how,
-// not what, the sink writes are left out. max_errors is left out with the
-// throttle: raising it to resume a run that stopped on it keeps the run.
-// Connection settings, secrets, the throttle, retry and review metadata
-// are left out, so tuning the throttle or rotating a password keeps a resumable run
-// resumable; changing the window or the sink does not.
+// (name, topic, partitions, isolation, group, window, decode, filter,
+// mapping, on_error, key, and the sink fields their descriptors mark:
+// target and output layout). Connection settings, secrets, the throttle,
+// max_errors, retry and review metadata are left out, so tuning them keeps
+// a resumable run resumable; changing the window or the sink does not.
 func (p *Plan) Fingerprint() string {
 	if p.fixedFingerprint != "" {
 		return p.fixedFingerprint
@@ -409,31 +401,26 @@ func (p *Plan) Fingerprint() string {
 	canon := struct {
 		Version                      int
 		Name, Topic, Partitions, Iso string
-		// source.topics and the overrides; omitted for one topic, so that
-		// plans of one topic keep their fingerprints.
+		// The omitempty fields are left out when unset, so that older
+		// plans keep their fingerprints.
 		Topics          []string          `json:",omitempty"`
 		Overrides       map[string]string `json:",omitempty"`
 		Group, From, To string
 		Offsets         map[int32][2]string
-		// offsets: {all: ...}; omitted otherwise.
 		OffsetsAll      *[2]string `json:",omitempty"`
 		Strict          bool
 		Skew            time.Duration
 		Filter, OnError string
-		// What decode: decodes and how (not the registry's address).
-		Decode string `json:",omitempty"`
-		// The mapping's steps (mapping.String); omitted without one, so
-		// plans without a mapping keep their fingerprints.
-		Mapping       string `json:",omitempty"`
-		Sink          json.RawMessage
-		DeadLetter    json.RawMessage `json:",omitempty"`
-		AllowDataLoss bool
-		// A schedule's intervals (every, zone, start): the schedule, not
-		// each interval, so that every interval resumes the same progress.
-		// delay is left out: it decides when, not which, records replay.
+		Decode          string `json:",omitempty"` // what decodes and how, not the registry
+		Mapping         string `json:",omitempty"`
+		Sink            json.RawMessage
+		DeadLetter      json.RawMessage `json:",omitempty"`
+		AllowDataLoss   bool
+		// A schedule (every, zone, start; not the delay), so that every
+		// interval resumes the same progress.
 		Schedule string `json:",omitempty"`
-		// A calendar window (last, today, yesterday) as written, with its
-		// zone: like -2h, the words, not the instants they resolve to.
+		// A calendar window (last, today, yesterday) and its zone as
+		// written, not the instants they resolve to.
 		Last string `json:",omitempty"`
 		Zone string `json:",omitempty"`
 	}{
