@@ -59,12 +59,8 @@ func (l Last) Span(now time.Time, loc *time.Location) (from, to time.Time) {
 		to = time.Date(lt.Year(), lt.Month(), lt.Day(), 0, 0, 0, 0, loc)
 		return time.Date(lt.Year(), lt.Month(), lt.Day()-l.n, 0, 0, 0, 0, loc).UTC(), to.UTC()
 	}
-	unit := time.Minute
-	if l.unit == 'h' {
-		unit = time.Hour
-	}
 	to = Every{n: 1, unit: l.unit}.floor(now, loc)
-	return to.Add(-time.Duration(l.n) * unit), to
+	return to.Add(-time.Duration(l.n) * unitLen[l.unit]), to
 }
 
 // IsCalendar reports whether the window depends on its zone: last, or a

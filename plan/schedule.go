@@ -61,16 +61,11 @@ func (e Every) IsSet() bool { return e.raw != "" }
 // String returns the interval as written.
 func (e Every) String() string { return e.raw }
 
+// unitLen is the length of the sub-day units.
+var unitLen = map[byte]time.Duration{'m': time.Minute, 'h': time.Hour}
+
 // step is the length of a sub-day interval (0 for days).
-func (e Every) step() time.Duration {
-	switch e.unit {
-	case 'm':
-		return time.Duration(e.n) * time.Minute
-	case 'h':
-		return time.Duration(e.n) * time.Hour
-	}
-	return 0
-}
+func (e Every) step() time.Duration { return time.Duration(e.n) * unitLen[e.unit] }
 
 // Interval is one interval of a schedule: the records whose offsets lie
 // between the offsets of its Start and End instants, End exclusive.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -38,10 +39,17 @@ func (p *Plan) Secrets() []string {
 	return secretList(out)
 }
 
-// sectionSecrets returns the secrets of the section s at field.
+// sectionSecrets returns the secrets of the section s at field: the
+// values of the fields its type marks as secret, and what its Secrets finds.
 func (p *Plan) sectionSecrets(field string, s *Sink) []string {
-	out := p.secretFields(s)
-	if d, ok := p.sinks.Lookup(s.Type); ok && d.Secrets != nil {
+	var out []string
+	d, _ := p.sinks.Lookup(s.Type)
+	for _, f := range d.Fields {
+		if v, ok := s.field(f.Name); ok && f.Secret && v.value.Kind() == reflect.String {
+			out = append(out, v.value.String())
+		}
+	}
+	if d.Secrets != nil {
 		out = append(out, d.Secrets(s, func(name string) (string, bool) {
 			raw, ok := p.envRaw[field+"."+name]
 			return raw, ok

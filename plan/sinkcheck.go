@@ -179,19 +179,6 @@ func (v *validator) sinkFields(field string, s *Sink, d SinkDescriptor) {
 	}
 }
 
-// secretFields returns the values of the section's fields its type marks
-// as secret.
-func (p *Plan) secretFields(s *Sink) []string {
-	var out []string
-	d, _ := p.sinks.Lookup(s.Type)
-	for _, f := range d.Fields {
-		if v, ok := s.field(f.Name); ok && f.Secret && v.value.Kind() == reflect.String {
-			out = append(out, v.value.String())
-		}
-	}
-	return out
-}
-
 // applySinkDefaults fills the unset fields of a section with the defaults
 // its type's descriptor declares.
 func (p *Plan) applySinkDefaults(s *Sink, deadLetter bool) {

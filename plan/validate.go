@@ -311,11 +311,17 @@ const envPlaceholder = "REPLAYENVVAR"
 // postgres://app:${PGPASSWORD}@db/orders are fine,
 // postgres://app:secret@${PGHOST}/orders is not.
 func (v *validator) literalDSNPassword(field, dsn string) bool {
-	if raw, ok := v.p.envRaw[field]; ok {
-		dsn = envRef.ReplaceAllString(raw, envPlaceholder)
-	}
-	pw, ok := dsnPassword(dsn)
+	pw, ok := dsnPassword(v.asWritten(field, dsn))
 	return ok && !strings.Contains(pw, envPlaceholder)
+}
+
+// asWritten is val, the value of field, as written in the plan, with
+// envPlaceholder for its ${VAR}s.
+func (v *validator) asWritten(field, val string) string {
+	if raw, ok := v.p.envRaw[field]; ok {
+		return envRef.ReplaceAllString(raw, envPlaceholder)
+	}
+	return val
 }
 
 var (
