@@ -29,18 +29,17 @@ type Problem struct {
 }
 
 func (p Problem) String() string {
-	loc := p.File
-	if p.Line > 0 {
-		loc = fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col)
+	msg := p.Message
+	if p.Field != "" {
+		msg = p.Field + ": " + msg
 	}
-	kind := ""
 	if p.Warning {
-		kind = "warning: "
+		msg = "warning: " + msg
 	}
-	if p.Field == "" {
-		return fmt.Sprintf("%s: %s%s", loc, kind, p.Message)
+	if p.Line > 0 {
+		return fmt.Sprintf("%s:%d:%d: %s", p.File, p.Line, p.Col, msg)
 	}
-	return fmt.Sprintf("%s: %s%s: %s", loc, kind, p.Field, p.Message)
+	return p.File + ": " + msg
 }
 
 // InvalidError is returned by Load and Validate when a plan has problems.
@@ -522,11 +521,4 @@ func kindName(t reflect.Type) string {
 		return "a string"
 	}
 	return t.String()
-}
-
-func structName(path string) string {
-	if path == "" {
-		return "the plan"
-	}
-	return path
 }

@@ -13,10 +13,8 @@ import (
 
 // Mapping is the plan's mapping: ordered steps over the decoded value,
 // run after the filter and before the key template, columns and the sink
-// (see internal/mapping). It decodes itself from a YAML list to keep the
-// order of its steps and, inside a set or rename step, the order of its
-// entries as the file writes them (YAML does not order a mapping's keys:
-// replay does, and runs a step's entries top to bottom).
+// (see internal/mapping). It decodes itself to keep the order of its steps
+// and of a step's entries as the file writes them.
 type Mapping []MappingStep
 
 // Step kinds, the one key of a mapping step.

@@ -17,19 +17,14 @@ import (
 const Redacted = "xxxxx"
 
 // minSecretLen is the shortest value treated as a secret when redacting:
-// replacing a shorter one would garble unrelated text (offsets, words) and
-// protects nothing, a secret that short being guessable anyway.
+// replacing a shorter one would garble unrelated text and protect nothing.
 const minSecretLen = 4
 
 // Secrets returns the values of the plan's secret settings, as expanded
-// from the environment: the SASL password of the source, the Schema
-// Registry's password or bearer token, and for the sink
-// and the dead-letter sink the fields their type marks as secret and the
-// credentials its descriptor's Secrets finds (a kafka sink's SASL
-// password, a DSN's password, credential headers and the value of each
-// ${VAR} a credential header was built from, ...). They are what the
-// command line redacts from everything it prints, a last line of defence
-// behind messages that never quote them in the first place.
+// from the environment: the source's SASL password, the Schema Registry's
+// password or bearer token, and the sink's and the dead-letter sink's (the
+// fields their type marks as secret, and what its Secrets finds). The
+// command line redacts them from everything it prints.
 func (p *Plan) Secrets() []string {
 	out := []string{p.Source.SASL.Password, p.Decode.SchemaRegistry.Password, p.Decode.SchemaRegistry.BearerToken}
 	out = append(out, p.sectionSecrets("sink", &p.Sink)...)
@@ -77,10 +72,6 @@ func EnvParts(raw, expanded string) []string {
 	}
 	return m[1:]
 }
-
-// The secrets of the values that hold credentials among other things.
-// Each is returned with the spellings it takes once unescaped from a URL
-// or DSN, without the values too short to redact.
 
 // DSNSecrets returns the password of a PostgreSQL DSN (URL or key=value
 // form); nil when it holds none.
@@ -232,9 +223,8 @@ func (r *Redactor) Problems(ps []Problem) []Problem {
 	return ps
 }
 
-// urlErrorReason is why url.Parse refused raw, without the URL, which may
-// hold credentials; with user info in raw, also without the part of it the
-// reason quotes (an escape, a port), which may be a piece of the password.
+// urlErrorReason is why url.Parse refused raw, without the URL (it may hold
+// credentials) and, with user info in raw, without what the reason quotes.
 func urlErrorReason(raw string, err error) string {
 	msg := err.Error()
 	var ue *url.Error

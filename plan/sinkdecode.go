@@ -66,7 +66,7 @@ func (d *decoder) walkFields(n *yaml.Node, path string, own, others []yamlField)
 			f, ok = fieldNamed(others, k.Value)
 		}
 		if !ok {
-			msg := fmt.Sprintf("unknown field %q in %s", k.Value, structName(path))
+			msg := fmt.Sprintf("unknown field %q in %s", k.Value, cmp.Or(path, "the plan"))
 			if s := cmp.Or(Suggest(k.Value, yamlNames(own)), Suggest(k.Value, yamlNames(others))); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}

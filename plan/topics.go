@@ -10,9 +10,7 @@ import (
 )
 
 // TopicPlaceholder stands for the source topic in the string fields of a
-// sink section (a table, a path, a target topic, a url): a plan of several
-// topics writes each topic's records where its name puts them, and a plan
-// of one topic has it replaced by that topic.
+// sink section (a table, a path, a target topic, a url).
 const TopicPlaceholder = "{topic}"
 
 // TopicOverride changes, for the records of one topic of a plan of several
@@ -25,9 +23,7 @@ type TopicOverride struct {
 	Mapping *Mapping `yaml:"mapping"`
 	// Key replaces the sink's idempotency key template (sink.key).
 	Key *string `yaml:"key"`
-	// Table, Path and Topic replace the sink's field of that name: a
-	// database sink's table, a file or parquet sink's path, a kafka sink's
-	// target topic.
+	// Table, Path and Topic replace the sink's field of that name.
 	Table *string `yaml:"table"`
 	Path  *string `yaml:"path"`
 	Topic *string `yaml:"topic"`
@@ -66,12 +62,10 @@ func (p *Plan) OfTopicSet() bool {
 }
 
 // ForTopic returns the plan of topic, one of the topics of a plan of
-// several: source.topic is topic, the topic's overrides replace the
-// filter, mapping, key and sink fields they name, and {topic} in the
-// sink sections is topic. It keeps the whole plan's group, window,
-// throttle and fingerprint (which covers the topic set and the
-// overrides), so that its commits and checkpoints are the plan's. A plan
-// of one topic is returned as it is (for its own topic).
+// several: source.topic is topic, with the topic's overrides and {topic}
+// replaced, and the whole plan's group, window, throttle and fingerprint,
+// so that its commits and checkpoints are the plan's. A plan of one topic
+// is returned as it is (for its own topic).
 func (p *Plan) ForTopic(topic string) (*Plan, error) {
 	if !p.SeveralTopics() {
 		if topic != p.Source.Topic {

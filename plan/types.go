@@ -69,20 +69,16 @@ func (s PartitionSet) String() string {
 	return fmt.Sprint(s.List)
 }
 
-// TimeSpec is a window bound: an absolute RFC 3339 time with an explicit
-// zone, a time relative to the moment of resolution ("-2h", "90m ago",
-// "now"), or a calendar day relative to it ("today", "yesterday": that
-// day's midnight in the window's zone). A zone-less time or a bare number
-// is rejected: seconds and milliseconds mix-ups silently replay the wrong
-// data.
+// TimeSpec is a window bound: an absolute RFC 3339 time with a zone, a
+// time relative to the moment of resolution ("-2h", "90m ago", "now"), or
+// a calendar day relative to it ("today", "yesterday": midnight in the
+// window's zone). A zone-less time or a bare number is rejected.
 type TimeSpec struct {
 	raw   string
 	abs   time.Time
 	rel   time.Duration // negative: in the past
 	isRel bool
-	// isDay marks today/yesterday: midnight days days from the day of
-	// resolution (0 or -1).
-	isDay bool
+	isDay bool // today/yesterday: midnight days (0 or -1) from resolution's
 	days  int
 }
 
@@ -100,7 +96,7 @@ func ParseTimeSpec(s string) (TimeSpec, error) {
 		return TimeSpec{raw: s, isRel: true, isDay: true}, nil
 	case s == "yesterday":
 		return TimeSpec{raw: s, isRel: true, isDay: true, days: -1}, nil
-	case isNumber(s):
+	case numberRe.MatchString(s):
 		return TimeSpec{}, fmt.Errorf("bare number %s is ambiguous (seconds or milliseconds since the epoch?): write an RFC 3339 time with a zone, e.g. %s", s, epochHint(s))
 	case strings.HasPrefix(s, "-"):
 		d, err := parseDuration(s[1:])
@@ -118,8 +114,7 @@ func ParseTimeSpec(s string) (TimeSpec, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err == nil && t.Nanosecond()%int(time.Millisecond) != 0 {
-		// Kafka timestamps (and ListOffsets by time, KIP-79) are whole
-		// milliseconds: a finer bound would silently round.
+		// Kafka timestamps (KIP-79) are whole milliseconds.
 		const ms = "2006-01-02T15:04:05.000Z07:00"
 		down := t.Truncate(time.Millisecond)
 		return TimeSpec{}, fmt.Errorf("time %q is finer than a millisecond, the precision of Kafka timestamps: write %s or %s",
@@ -149,8 +144,6 @@ func pad(s string) string {
 // numberRe matches what a person writes as a plain number (not "inf" or
 // "nan", which strconv.ParseFloat also accepts).
 var numberRe = regexp.MustCompile(`^[-+]?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$`)
-
-func isNumber(s string) bool { return numberRe.MatchString(s) }
 
 // TimeLayoutMillis formats a time as RFC 3339 with its milliseconds
 // (none when they are zero): Kafka's timestamps are milliseconds.
@@ -285,7 +278,7 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
 		return fmt.Errorf("want a duration such as 5m or 1h")
 	}
-	if isNumber(n.Value) {
+	if numberRe.MatchString(n.Value) {
 		return fmt.Errorf("duration %s has no unit: write e.g. %ss or %sm", n.Value, n.Value, n.Value)
 	}
 	v, err := parseDuration(n.Value)
@@ -323,8 +316,7 @@ func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 	mult, ok := byteUnits[m[2]]
 	if !ok {
 		msg := fmt.Sprintf("unknown unit %q in %q: use %s or %s", m[2], n.Value, strings.Join(byteUnitNames[:len(byteUnitNames)-1], ", "), byteUnitNames[len(byteUnitNames)-1])
-		// Only a unit of the same magnitude is a likely typo (mib, Mb, M):
-		// "did you mean 5KiB?" for 5TiB would change the size a billionfold.
+		// Only a unit of the same magnitude is a likely typo (mib, Mb, M).
 		if s := Suggest(m[2], byteUnitNames); s != "" && strings.EqualFold(s[:1], m[2][:1]) {
 			msg += fmt.Sprintf(" (did you mean %s%s?)", m[1], s)
 		}

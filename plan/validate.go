@@ -286,7 +286,7 @@ func (v *validator) sink(field string, s *Sink) {
 	}
 	if s.Key != "" {
 		if t, err := template.New("key").Parse(s.Key); err != nil {
-			v.add(field+".key", "bad template: %s: write e.g. '{{ .Value.id }}' or '{{ .Key }}'", templateError(err))
+			v.add(field+".key", "bad template: %s: write e.g. '{{ .Value.id }}' or '{{ .Key }}'", templateLine.ReplaceAllString(err.Error(), ""))
 		} else if problem := keyFieldProblem(t.Tree.Root, v.p.Decode.DecodesKey()); problem != "" {
 			v.add(field+".key", "%s", problem)
 		} else {
@@ -296,12 +296,8 @@ func (v *validator) sink(field string, s *Sink) {
 	v.sinkFields(field, s, d)
 }
 
+// templateLine is text/template's "template: key:1:" prefix.
 var templateLine = regexp.MustCompile(`^template: key:\d+(:\d+)?: `)
-
-// templateError strips text/template's "template: key:1:" prefix.
-func templateError(err error) string {
-	return templateLine.ReplaceAllString(err.Error(), "")
-}
 
 // envPlaceholder stands for a ${VAR} when a value is checked as written.
 const envPlaceholder = "REPLAYENVVAR"
