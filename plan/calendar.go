@@ -9,12 +9,9 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Last is a calendar window ending at the last boundary of its unit before
-// the moment of resolution: N whole minutes, hours or days (30m, 1h, 6h,
-// 1d, 7d), aligned to the unit on the wall clock of the window's zone.
-// Resolved at 10:17, last: 1h is [09:00, 10:00) and last: 1d is
-// yesterday, midnight to midnight (23 or 25 hours on the days daylight
-// saving time changes).
+// Last is a calendar window of N whole minutes, hours or days (30m, 1h,
+// 1d) ending at the last boundary of its unit on the wall clock of the
+// window's zone: resolved at 10:17, last: 1h is [09:00, 10:00).
 type Last struct {
 	raw  string
 	n    int
@@ -51,8 +48,7 @@ func (l Last) IsSet() bool { return l.raw != "" }
 func (l Last) String() string { return l.raw }
 
 // Span returns [from, to) of the window resolved at now in loc: to is now
-// rounded down to the unit on loc's wall clock, from is n units earlier
-// (whole days in loc for d).
+// rounded down to the unit on loc's wall clock, from is n units earlier.
 func (l Last) Span(now time.Time, loc *time.Location) (from, to time.Time) {
 	if l.unit == 'd' {
 		lt := now.In(loc)
@@ -113,8 +109,7 @@ func (v *validator) zoneOnly() {
 }
 
 // zone loads the IANA time zone name for window.zone, reporting an unknown
-// zone, and Local, which is the zone of whichever machine runs the plan:
-// one plan, one fingerprint, would replay a different day on each host.
+// zone, and Local (whichever machine runs the plan).
 func (v *validator) zone(name string) (*time.Location, bool) {
 	if name == "Local" {
 		v.add("window.zone", "Local is the time zone of whichever machine runs the plan, so the same plan would replay a different day on each host: name the zone, such as Europe/Berlin or UTC")

@@ -113,10 +113,7 @@ type Column struct {
 }
 
 // Columns maps output columns to record fields (sink.columns), in the order
-// the plan writes them: the order of the CSV columns and of a created
-// table's. It decodes itself from a YAML mapping to keep that order, which
-// a Go map would lose; its values are scalars, so strict decoding loses
-// nothing.
+// the plan writes them (that of the CSV columns and of a created table's).
 type Columns []Column
 
 // UnmarshalYAML reads a mapping of column name to field name.

@@ -31,8 +31,7 @@ const (
 
 // Decode says how record keys and values in the Confluent wire format
 // (magic byte 0, a 4-byte schema id, the payload) are decoded to JSON
-// before the filter, the key template, the columns and the text sinks see
-// them. Unset: nothing is decoded.
+// before the filter sees them. Unset: nothing is decoded.
 type Decode struct {
 	// Value and Key are none (default: the bytes as they are),
 	// schema_registry (whatever type the schema id names), avro, protobuf
@@ -121,8 +120,7 @@ func (d *Decode) defaults() {
 }
 
 // fingerprint is the decode section's part of the plan's fingerprint: what
-// it decodes and how, not where the registry is; "" when nothing is
-// decoded, so that plans without decode: keep their fingerprints.
+// it decodes and how; "" when nothing is decoded.
 func (d Decode) fingerprint() string {
 	if !d.Decodes() {
 		return ""
@@ -149,8 +147,6 @@ func (v *validator) registry(field string, r SchemaRegistry) {
 		v.add(field+".url", "missing: the Schema Registry's URL, e.g. url: https://schema-registry:8081 or url: ${SCHEMA_REGISTRY_URL}")
 	}
 	for i, u := range r.URL {
-		// Each URL is named by its index: a list item from a ${VAR} left
-		// unset (validate without the run's environment) is not checked.
 		at := fmt.Sprintf("%s.url[%d]", field, i)
 		if !v.p.FromEnv(at) && v.p.Position(at) == (Pos{}) {
 			at = field + ".url" // one URL, or a ${VAR} of several
@@ -168,9 +164,7 @@ func (v *validator) registry(field string, r SchemaRegistry) {
 	basic := r.Username != "" || r.Password != "" || v.present(field+".username") || v.present(field+".password")
 	switch {
 	case bearer && basic:
-		// Named at a field that holds a value: one from a ${VAR} left unset
-		// is not checked.
-		at := field
+		at := field // one that holds a value: an unset ${VAR}'s is not checked
 		switch {
 		case r.BearerToken != "":
 			at += ".bearer_token"

@@ -69,11 +69,9 @@ func templateFields(root *parse.ListNode) []fieldUse {
 	return uses
 }
 
-// keyFieldProblem checks the fields a key template reads against what it
-// sees, so that `{{ .value.id }}` is refused by validate instead of failing
-// on every record of the run. Only the fields read with the record as dot
-// are checked: inside with and range, dot is something else. Under
-// decode.key (decodedKey), .Key is the decoded key and may have fields.
+// keyFieldProblem checks the fields a key template reads with the record
+// as dot against what it sees (`{{ .value.id }}` would fail on every
+// record). Under decode.key (decodedKey), .Key may have fields.
 func keyFieldProblem(root *parse.ListNode, decodedKey bool) string {
 	for _, u := range templateFields(root) {
 		if !u.onRecord {
@@ -111,13 +109,10 @@ func keyFieldPathProblem(ident []string) string {
 	return ""
 }
 
-// keyUnique warns when a key template cannot tell apart records that are
-// different: one that reads only .Offset (or .Offset and .Timestamp) gives
-// records of different partitions the same key on any plan that reads
-// more than one partition, and one that reads none of the record's fields
-// gives every record one key. Keys built from the record's own key or
-// value are business keys: a later record of the same key is meant to
-// overwrite the earlier one.
+// keyUnique warns when a key template cannot tell apart different records:
+// one that reads none of the record's fields, or only .Offset (and
+// .Timestamp) on a plan of several partitions. Keys from the record's own
+// key or value are business keys, meant to overwrite.
 func (v *validator) keyUnique(field string, s *Sink, root *parse.ListNode) {
 	reads := map[string]bool{} // the record's fields the template reads
 	for _, u := range templateFields(root) {

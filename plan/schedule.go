@@ -16,9 +16,8 @@ import (
 // Every is the length of a schedule's intervals, in a calendar unit:
 // minutes that divide an hour (1m, 2m, 5m, 10m, 15m, 20m, 30m), hours that
 // divide a day (1h, 2h, 3h, 4h, 6h, 8h, 12h) or whole days (1d, 2d, ...).
-// Intervals are aligned to the wall clock of the schedule's zone: a 1h
-// interval starts on the hour there, a 1d interval at midnight (so a day
-// lasts 23 or 25 hours on the days daylight saving time changes).
+// Intervals align to the wall clock of the schedule's zone (a 1d interval
+// is midnight to midnight there).
 type Every struct {
 	raw  string
 	n    int
@@ -67,9 +66,7 @@ var unitLen = map[byte]time.Duration{'m': time.Minute, 'h': time.Hour}
 // step is the length of a sub-day interval (0 for days).
 func (e Every) step() time.Duration { return time.Duration(e.n) * unitLen[e.unit] }
 
-// Interval is one interval of a schedule: the records whose offsets lie
-// between the offsets of its Start and End instants, End exclusive.
-// Start and End are UTC.
+// Interval is one interval of a schedule, [Start, End) in UTC.
 type Interval struct {
 	Start time.Time `json:"start"`
 	End   time.Time `json:"end"`

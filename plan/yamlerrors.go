@@ -96,9 +96,7 @@ func tabIndented(line []byte) bool {
 }
 
 // firstFailingLine returns the first line at which the document stops
-// parsing with msg: the smallest number of leading lines that fail so, or 0.
-// Only a failure with the same message counts: a prefix that cuts a
-// multi-line list or string in two fails with another one.
+// parsing with msg (the same message: a cut list fails with another), or 0.
 func firstFailingLine(data []byte, msg string) int {
 	lines := bytes.SplitAfter(data, []byte("\n"))
 	if len(lines) > 5000 {
