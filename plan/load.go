@@ -168,8 +168,7 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	p.pos, p.fromEnv, p.envRaw, p.bad, p.emptyEnv = d.pos, d.fromEnv, d.envRaw, d.bad, d.emptyEnv
 	p.Window.OffsetsAll = d.offsetsAll
 	p.applyDefaults()
-	p.problems = d.problems
-	p.problems = append(p.problems, p.validate(opts.Now())...)
+	p.problems = append(d.problems, p.validate(opts.Now())...)
 	p.problems, p.unsetEnv = dropUnset(p.problems, d.unset)
 	sortProblems(p.problems)
 	// Messages do not quote secrets; in case one does, it is redacted here.
@@ -367,11 +366,9 @@ func (d *decoder) walk(n *yaml.Node, v reflect.Value, path string) {
 }
 
 func (d *decoder) leaf(n *yaml.Node, v reflect.Value, path string) {
-	if n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode {
-		if !reflect.PointerTo(v.Type()).Implements(unmarshalerType) {
-			d.problem(n, path, "want %s, got %s", kindName(v.Type()), d.describe(n, path))
-			return
-		}
+	if (n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode) && !reflect.PointerTo(v.Type()).Implements(unmarshalerType) {
+		d.problem(n, path, "want %s, got %s", kindName(v.Type()), d.describe(n, path))
+		return
 	}
 	if err := n.Decode(v.Addr().Interface()); err != nil {
 		var te *yaml.TypeError

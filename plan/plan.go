@@ -176,15 +176,10 @@ const (
 
 // String returns "time", "offsets", "schedule" or "unset".
 func (k WindowKind) String() string {
-	switch k {
-	case WindowSchedule:
-		return "schedule"
-	case WindowTime:
-		return "time"
-	case WindowOffsets:
-		return "offsets"
+	if k < WindowTime || k > WindowSchedule {
+		return "unset"
 	}
-	return "unset"
+	return [...]string{WindowTime: "time", WindowOffsets: "offsets", WindowSchedule: "schedule"}[k]
 }
 
 // Kind reports how the window is given. A window with both time bounds and

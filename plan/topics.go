@@ -199,22 +199,19 @@ func (p *Plan) validateTopics(now time.Time) []Problem {
 				}
 				shared[name] = append(shared[name], topic)
 			}
-			if !ok || d.OwnOutput == nil {
-				continue
+			var out string
+			if ok && d.OwnOutput != nil {
+				out = d.OwnOutput(s)
 			}
-			out := d.OwnOutput(s)
-			if out == "" {
-				continue
-			}
-			if other, dup := outputs[out]; dup {
+			if other, dup := outputs[out]; dup && out != "" {
 				hint := fmt.Sprintf("put %s in its path (e.g. out/%s.jsonl)", TopicPlaceholder, TopicPlaceholder)
 				if field == "sink" {
 					hint += fmt.Sprintf(", or set overrides.%s.path", topic)
 				}
 				v.add(field, "topics %s and %s would both write %s: each topic's output must be its own; %s", other, topic, out, hint)
-				continue
+			} else if out != "" {
+				outputs[out] = topic
 			}
-			outputs[out] = topic
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(shared)) {

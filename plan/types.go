@@ -98,17 +98,15 @@ func ParseTimeSpec(s string) (TimeSpec, error) {
 		return TimeSpec{raw: s, isRel: true, isDay: true, days: -1}, nil
 	case numberRe.MatchString(s):
 		return TimeSpec{}, fmt.Errorf("bare number %s is ambiguous (seconds or milliseconds since the epoch?): write an RFC 3339 time with a zone, e.g. %s", s, epochHint(s))
-	case strings.HasPrefix(s, "-"):
-		d, err := parseDuration(s[1:])
-		if err != nil {
-			return TimeSpec{}, fmt.Errorf("relative time %q: %v (use e.g. -2h, -90m, -1d)", s, err)
-		}
-		return TimeSpec{raw: s, rel: -d, isRel: true}, nil
 	}
-	if m := relAgo.FindStringSubmatch(s); m != nil {
-		d, err := parseDuration(m[1])
+	if m := relAgo.FindStringSubmatch(s); m != nil || strings.HasPrefix(s, "-") {
+		rel, hint := strings.TrimPrefix(s, "-"), " (use e.g. -2h, -90m, -1d)"
+		if m != nil {
+			rel, hint = m[1], ""
+		}
+		d, err := parseDuration(rel)
 		if err != nil {
-			return TimeSpec{}, fmt.Errorf("relative time %q: %v", s, err)
+			return TimeSpec{}, fmt.Errorf("relative time %q: %v%s", s, err, hint)
 		}
 		return TimeSpec{raw: s, rel: -d, isRel: true}, nil
 	}
@@ -242,12 +240,8 @@ func (o *OffsetSpec) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
 		return fmt.Errorf("want earliest, latest or an offset number")
 	}
-	switch n.Value {
-	case "earliest":
-		*o = OffsetSpec{raw: n.Value, Earliest: true}
-		return nil
-	case "latest":
-		*o = OffsetSpec{raw: n.Value, Latest: true}
+	if n.Value == "earliest" || n.Value == "latest" {
+		*o = OffsetSpec{raw: n.Value, Earliest: n.Value == "earliest", Latest: n.Value == "latest"}
 		return nil
 	}
 	v, err := strconv.ParseInt(n.Value, 10, 64)
