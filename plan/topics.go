@@ -29,17 +29,6 @@ type TopicOverride struct {
 	Topic *string `yaml:"topic"`
 }
 
-// sinkFields returns the sink fields the override sets, by yaml name.
-func (o TopicOverride) sinkFields() map[string]string {
-	out := map[string]string{}
-	for name, v := range map[string]*string{"table": o.Table, "path": o.Path, "topic": o.Topic} {
-		if v != nil {
-			out[name] = *v
-		}
-	}
-	return out
-}
-
 // Topics returns the plan's source topics: source.topics, or the one of
 // source.topic.
 func (p *Plan) Topics() []string {
@@ -104,17 +93,18 @@ func (p *Plan) forTopic(topic string) (_ *Plan, bad []string) {
 		t.pos["mapping"] = p.pos["overrides."+topic+".mapping"]
 	}
 	t.Sink = copySink(p.Sink)
-	if o.Key != nil {
-		t.Sink.Key = *o.Key
-		t.pos["sink.key"] = p.pos["overrides."+topic+".key"]
-	}
-	fields := o.sinkFields()
-	for _, name := range slices.Sorted(maps.Keys(fields)) {
-		if !t.Sink.setString(name, fields[name]) {
-			bad = append(bad, name)
+	for _, f := range []struct {
+		name string
+		val  *string
+	}{{"key", o.Key}, {"path", o.Path}, {"table", o.Table}, {"topic", o.Topic}} {
+		if f.val == nil {
 			continue
 		}
-		t.pos["sink."+name] = p.pos["overrides."+topic+"."+name]
+		if !t.Sink.setString(f.name, *f.val) {
+			bad = append(bad, f.name)
+			continue
+		}
+		t.pos["sink."+f.name] = p.pos["overrides."+topic+"."+f.name]
 	}
 	t.Sink.replaceTopic(topic)
 	if p.DeadLetter != nil {
