@@ -87,10 +87,7 @@ func (w Window) IsSchedule() bool { return w.Kind() == WindowSchedule }
 // Location returns the window's zone (UTC when unset or unknown; validation
 // reports an unknown zone).
 func (w Window) Location() *time.Location {
-	if w.Zone == "" {
-		return time.UTC
-	}
-	loc, err := time.LoadLocation(w.Zone)
+	loc, err := time.LoadLocation(w.Zone) // "" is UTC
 	if err != nil {
 		return time.UTC
 	}
@@ -175,11 +172,9 @@ func (v *validator) schedule() {
 	if w.SkewMargin != 0 {
 		v.add("window.skew_margin", "applies to a from/to window only: a schedule's intervals are contiguous in offsets")
 	}
-	loc, ok := time.UTC, true
-	if w.Zone != "" {
-		if loc, ok = v.zone(w.Zone); !ok {
-			return
-		}
+	loc, ok := v.zone(w.Zone) // "" is UTC
+	if !ok {
+		return
 	}
 	if v.p.bad["window.every"] || v.p.bad["window.start"] {
 		return // already reported

@@ -76,10 +76,8 @@ func EnvParts(raw, expanded string) []string {
 // DSNSecrets returns the password of a PostgreSQL DSN (URL or key=value
 // form); nil when it holds none.
 func DSNSecrets(dsn string) []string {
-	if pw, ok := dsnPassword(dsn); ok {
-		return secretList([]string{pw})
-	}
-	return nil
+	pw, _ := dsnPassword(dsn) // "" when none: too short to list
+	return secretList([]string{pw})
 }
 
 // HeaderSecrets returns the values of the credential headers among

@@ -256,10 +256,8 @@ func (c SinkCatalog) CheckpointKeepers() string {
 // Field returns the descriptor of the type-specific field name; nil when
 // the type does not take it.
 func (d SinkDescriptor) Field(name string) *FieldDescriptor {
-	for i := range d.Fields {
-		if d.Fields[i].Name == name {
-			return &d.Fields[i]
-		}
+	if i := slices.IndexFunc(d.Fields, func(f FieldDescriptor) bool { return f.Name == name }); i >= 0 {
+		return &d.Fields[i]
 	}
 	return nil
 }

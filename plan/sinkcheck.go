@@ -145,12 +145,7 @@ func (v *validator) sinkFields(field string, s *Sink, d SinkDescriptor) {
 				continue
 			}
 			seen[f.Name] = true
-			var takers []string
-			for _, t := range v.p.sinks {
-				if t.Field(f.Name) != nil {
-					takers = append(takers, string(t.Type))
-				}
-			}
+			takers := strs(v.p.sinks.types(func(t SinkDescriptor) bool { return t.Field(f.Name) != nil }))
 			v.add(field+"."+f.Name, "does not apply to %s sink (only %s sinks take it): remove it", article(s.Type), strings.Join(takers, " and "))
 		}
 	}
