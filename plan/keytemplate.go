@@ -131,9 +131,6 @@ func (v *validator) keyUnique(field string, s *Sink, root *parse.ListNode) {
 // multiPartition reports whether the plan may read more than one
 // partition: all of them, or a list of several.
 func (v *validator) multiPartition() bool {
-	ps := v.p.Source.Partitions
-	if !ps.All && len(ps.List) == 1 {
-		return false
-	}
-	return !(len(v.p.Window.Offsets) == 1 && v.p.Window.OffsetsAll == nil)
+	ps, w := v.p.Source.Partitions, v.p.Window
+	return (ps.All || len(ps.List) != 1) && !(len(w.Offsets) == 1 && w.OffsetsAll == nil)
 }

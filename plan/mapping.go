@@ -187,8 +187,7 @@ type mappingProblem struct {
 // compile compiles one step, returning what is wrong with each entry.
 func (s MappingStep) compile() (mapping.Step, []mappingProblem) {
 	var problems []mappingProblem
-	kind := map[string]mapping.Kind{MappingSet: mapping.Set, MappingRename: mapping.Rename, MappingDrop: mapping.Drop}[s.Kind]
-	st := mapping.Step{Kind: kind}
+	st := mapping.Step{Kind: map[string]mapping.Kind{MappingSet: mapping.Set, MappingRename: mapping.Rename, MappingDrop: mapping.Drop}[s.Kind]}
 	for _, e := range s.Entries {
 		path, err := mapping.ParsePath(e.Path)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -91,10 +92,8 @@ func (d *decoder) secret(path string) bool {
 	if i := strings.IndexAny(rest, ".["); i >= 0 {
 		name = rest[:i]
 	}
-	for _, t := range d.sinks {
-		if f := t.Field(name); f != nil && (f.Secret || f.Credentials) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(d.sinks, func(t SinkDescriptor) bool {
+		f := t.Field(name)
+		return f != nil && (f.Secret || f.Credentials)
+	})
 }
