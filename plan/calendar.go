@@ -13,7 +13,7 @@ import (
 // 1d) ending at the last boundary of its unit on the wall clock of the
 // window's zone: resolved at 10:17, last: 1h is [09:00, 10:00).
 type Last struct {
-	raw  string
+	raw
 	n    int
 	unit byte // 'm', 'h' or 'd'
 }
@@ -30,22 +30,13 @@ func ParseLast(s string) (Last, error) {
 	if err != nil || n <= 0 || n > 100000 {
 		return Last{}, fmt.Errorf("%q: want 1 to 100000 %s", s, map[byte]string{'m': "minutes", 'h': "hours", 'd': "days"}[m[2][0]])
 	}
-	return Last{raw: s, n: n, unit: m[2][0]}, nil
+	return Last{raw: raw(s), n: n, unit: m[2][0]}, nil
 }
 
 // UnmarshalYAML parses a scalar with ParseLast.
 func (l *Last) UnmarshalYAML(n *yaml.Node) error {
 	return unmarshalScalar(n, l, ParseLast, "want a length such as 1h or 1d")
 }
-
-// MarshalYAML writes the length as written in the plan.
-func (l Last) MarshalYAML() (any, error) { return l.raw, nil }
-
-// IsSet reports whether the length was given.
-func (l Last) IsSet() bool { return l.raw != "" }
-
-// String returns the length as written.
-func (l Last) String() string { return l.raw }
 
 // Span returns [from, to) of the window resolved at now in loc: to is now
 // rounded down to the unit on loc's wall clock, from is n units earlier.

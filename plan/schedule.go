@@ -19,7 +19,7 @@ import (
 // Intervals align to the wall clock of the schedule's zone (a 1d interval
 // is midnight to midnight there).
 type Every struct {
-	raw  string
+	raw
 	n    int
 	unit byte // 'm', 'h' or 'd'
 }
@@ -39,7 +39,7 @@ func ParseEvery(s string) (Every, error) {
 	}
 	switch unit := m[2]; {
 	case unit == "m" && 60%n == 0, unit == "h" && 24%n == 0, unit == "d":
-		return Every{raw: s, n: n, unit: unit[0]}, nil
+		return Every{raw: raw(s), n: n, unit: unit[0]}, nil
 	case unit == "m" || unit == "h":
 		return Every{}, fmt.Errorf("%s does not divide %s, so its intervals would not align to the clock: want %s", s, map[string]string{"m": "an hour", "h": "a day"}[unit], want)
 	}
@@ -50,15 +50,6 @@ func ParseEvery(s string) (Every, error) {
 func (e *Every) UnmarshalYAML(n *yaml.Node) error {
 	return unmarshalScalar(n, e, ParseEvery, "want an interval such as 15m, 1h or 1d")
 }
-
-// MarshalYAML writes the interval as written in the plan.
-func (e Every) MarshalYAML() (any, error) { return e.raw, nil }
-
-// IsSet reports whether the interval was given.
-func (e Every) IsSet() bool { return e.raw != "" }
-
-// String returns the interval as written.
-func (e Every) String() string { return e.raw }
 
 // unitLen is the length of the sub-day units.
 var unitLen = map[byte]time.Duration{'m': time.Minute, 'h': time.Hour}

@@ -69,12 +69,25 @@ func (s PartitionSet) String() string {
 	return fmt.Sprint(s.List)
 }
 
+// raw is a value as the plan writes it, which TimeSpec, OffsetSpec, Last
+// and Every keep beside what it means.
+type raw string
+
+// MarshalYAML writes the value as written in the plan.
+func (r raw) MarshalYAML() (any, error) { return string(r), nil }
+
+// IsSet reports whether the value was given.
+func (r raw) IsSet() bool { return r != "" }
+
+// String returns the value as written.
+func (r raw) String() string { return string(r) }
+
 // TimeSpec is a window bound: an absolute RFC 3339 time with a zone, a
 // time relative to the moment of resolution ("-2h", "90m ago", "now"), or
 // a calendar day relative to it ("today", "yesterday": midnight in the
 // window's zone). A zone-less time or a bare number is rejected.
 type TimeSpec struct {
-	raw   string
+	raw
 	abs   time.Time
 	rel   time.Duration // negative: in the past
 	isRel bool
@@ -91,11 +104,11 @@ func ParseTimeSpec(s string) (TimeSpec, error) {
 	case s == "":
 		return TimeSpec{}, fmt.Errorf("empty time")
 	case s == "now":
-		return TimeSpec{raw: s, isRel: true}, nil
+		return TimeSpec{raw: raw(s), isRel: true}, nil
 	case s == "today":
-		return TimeSpec{raw: s, isRel: true, isDay: true}, nil
+		return TimeSpec{raw: raw(s), isRel: true, isDay: true}, nil
 	case s == "yesterday":
-		return TimeSpec{raw: s, isRel: true, isDay: true, days: -1}, nil
+		return TimeSpec{raw: raw(s), isRel: true, isDay: true, days: -1}, nil
 	case numberRe.MatchString(s):
 		return TimeSpec{}, fmt.Errorf("bare number %s is ambiguous (seconds or milliseconds since the epoch?): write an RFC 3339 time with a zone, e.g. %s", s, epochHint(s))
 	}
@@ -108,7 +121,7 @@ func ParseTimeSpec(s string) (TimeSpec, error) {
 		if err != nil {
 			return TimeSpec{}, fmt.Errorf("relative time %q: %v%s", s, err, hint)
 		}
-		return TimeSpec{raw: s, rel: -d, isRel: true}, nil
+		return TimeSpec{raw: raw(s), rel: -d, isRel: true}, nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err == nil && t.Nanosecond()%int(time.Millisecond) != 0 {
@@ -119,7 +132,7 @@ func ParseTimeSpec(s string) (TimeSpec, error) {
 			s, down.Format(ms), down.Add(time.Millisecond).Format(ms))
 	}
 	if err == nil {
-		return TimeSpec{raw: s, abs: t}, nil
+		return TimeSpec{raw: raw(s), abs: t}, nil
 	}
 	for _, layout := range []string{"2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999", "2006-01-02T15:04", "2006-01-02"} {
 		if _, e := time.Parse(layout, s); e == nil {
@@ -192,17 +205,8 @@ func unmarshalScalar[T any](n *yaml.Node, dst *T, parse func(string) (T, error),
 	return err
 }
 
-// MarshalYAML writes the bound as written in the plan.
-func (t TimeSpec) MarshalYAML() (any, error) { return t.raw, nil }
-
-// IsSet reports whether the bound was given.
-func (t TimeSpec) IsSet() bool { return t.raw != "" }
-
 // IsRelative reports whether the bound depends on the time of resolution.
 func (t TimeSpec) IsRelative() bool { return t.isRel }
-
-// String returns the bound as written.
-func (t TimeSpec) String() string { return t.raw }
 
 // IsCalendar reports whether the bound is a calendar day (today,
 // yesterday), which depends on the window's zone.
@@ -229,7 +233,7 @@ func (t TimeSpec) AtIn(now time.Time, loc *time.Location) time.Time {
 // (the high watermark, or the last stable offset under read_committed), or
 // an absolute offset >= 0.
 type OffsetSpec struct {
-	raw    string
+	raw
 	Offset int64 // valid when neither Earliest nor Latest
 	// Earliest and Latest are the symbolic bounds.
 	Earliest, Latest bool
@@ -241,7 +245,7 @@ func (o *OffsetSpec) UnmarshalYAML(n *yaml.Node) error {
 		return fmt.Errorf("want earliest, latest or an offset number")
 	}
 	if n.Value == "earliest" || n.Value == "latest" {
-		*o = OffsetSpec{raw: n.Value, Earliest: n.Value == "earliest", Latest: n.Value == "latest"}
+		*o = OffsetSpec{raw: raw(n.Value), Earliest: n.Value == "earliest", Latest: n.Value == "latest"}
 		return nil
 	}
 	v, err := strconv.ParseInt(n.Value, 10, 64)
@@ -251,18 +255,9 @@ func (o *OffsetSpec) UnmarshalYAML(n *yaml.Node) error {
 	if err != nil || v < 0 {
 		return fmt.Errorf("offset %q: want earliest, latest or a number >= 0", n.Value)
 	}
-	*o = OffsetSpec{raw: n.Value, Offset: v}
+	*o = OffsetSpec{raw: raw(n.Value), Offset: v}
 	return nil
 }
-
-// MarshalYAML writes the bound as written in the plan.
-func (o OffsetSpec) MarshalYAML() (any, error) { return o.raw, nil }
-
-// IsSet reports whether the bound was given.
-func (o OffsetSpec) IsSet() bool { return o.raw != "" }
-
-// String returns the bound as written.
-func (o OffsetSpec) String() string { return o.raw }
 
 // Duration is a time.Duration written as "5m", "1h30m" or "1d".
 type Duration time.Duration
