@@ -71,11 +71,6 @@ func (w Window) Bounds(now time.Time) (from, to time.Time) {
 	return from, to
 }
 
-// lastWindow checks a last window: nothing else gives its bounds.
-func (v *validator) lastWindow() {
-	v.refuse("last gives the whole window (last: 1h is the last whole hour): drop %s, or drop last for a from/to window", "from", "to", "offsets")
-}
-
 // refuse adds the problem format (naming the field) to each of the window
 // fields written.
 func (v *validator) refuse(format string, fields ...string) {

@@ -371,10 +371,9 @@ func (d *decoder) leaf(n *yaml.Node, v reflect.Value, path string) {
 		return
 	}
 	if err := n.Decode(v.Addr().Interface()); err != nil {
-		var te *yaml.TypeError
 		var ne *nodeError
 		switch {
-		case errors.As(err, &te):
+		case errors.As(err, new(*yaml.TypeError)):
 			d.problem(n, path, "want %s, got %s%s", kindName(v.Type()), d.describe(n, path), quoteHint(n, v.Type()))
 		case errors.As(err, &ne):
 			d.problemAt(ne.line, ne.col, path, "%s", ne.msg)

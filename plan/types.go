@@ -63,10 +63,8 @@ func (s PartitionSet) MarshalYAML() (any, error) {
 
 // String renders the set as in a plan: all or [0 3 5].
 func (s PartitionSet) String() string {
-	if s.All || len(s.List) == 0 {
-		return "all"
-	}
-	return fmt.Sprint(s.List)
+	v, _ := s.MarshalYAML()
+	return fmt.Sprint(v)
 }
 
 // raw is a value as the plan writes it, which TimeSpec, OffsetSpec, Last

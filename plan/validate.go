@@ -372,20 +372,14 @@ func (v *validator) errors() {
 	case p.OnError != OnErrorDeadLetter && p.DeadLetter != nil:
 		v.warn("dead_letter", "unused with on_error: %s: set on_error: dead_letter to write the records that cannot be processed there", p.OnError)
 	}
-	if p.DeadLetter != nil {
-		v.deadLetter()
+	if d := p.DeadLetter; d != nil { // any stored sink but the plan's own output
+		v.sink("dead_letter", d)
+		if desc, ok := p.sinks.Lookup(d.Type); ok && desc.WritesStdout {
+			v.add("dead_letter.type", "%s does not keep dead letters: the partition's commit passes them once written, so they must be stored; use file (or another stored sink)", d.Type)
+		}
 	}
 	if p.MaxErrors.IsSet() && p.OnError == OnErrorFail {
 		v.warn("max_errors", "has no effect with on_error: fail, which stops at the first record that cannot be processed")
-	}
-}
-
-// deadLetter checks the dead_letter sink: any stored sink but the plan's own output.
-func (v *validator) deadLetter() {
-	d := v.p.DeadLetter
-	v.sink("dead_letter", d)
-	if desc, ok := v.p.sinks.Lookup(d.Type); ok && desc.WritesStdout {
-		v.add("dead_letter.type", "%s does not keep dead letters: the partition's commit passes them once written, so they must be stored; use file (or another stored sink)", d.Type)
 	}
 }
 
