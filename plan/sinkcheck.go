@@ -98,10 +98,15 @@ func IsTableName(s string) bool { return tableRe.MatchString(s) }
 
 // LiteralDSNPassword reports whether the PostgreSQL DSN of the field name,
 // as written in the plan, holds a password that does not come from a
-// ${VAR}.
+// ${VAR}: ${ORDERS_DSN} and postgres://app:${PGPASSWORD}@db/orders are
+// fine, postgres://app:secret@${PGHOST}/orders is not.
 func (c *SinkCheck) LiteralDSNPassword(name string) bool {
-	f, _ := c.Sink.field(name)
-	return f.value.IsValid() && c.v.literalDSNPassword(c.path(name), f.value.String())
+	f, ok := c.Sink.field(name)
+	if !ok {
+		return false
+	}
+	pw, ok := dsnPassword(c.v.asWritten(c.path(name), f.value.String()))
+	return ok && !strings.Contains(pw, envPlaceholder)
 }
 
 // URL checks the http(s) URL of the field name: credentials in it must

@@ -302,15 +302,6 @@ var templateLine = regexp.MustCompile(`^template: key:\d+(:\d+)?: `)
 // envPlaceholder stands for a ${VAR} when a value is checked as written.
 const envPlaceholder = "REPLAYENVVAR"
 
-// literalDSNPassword reports whether the DSN, as written in the plan, holds
-// a password that does not come from a ${VAR}: ${ORDERS_DSN} and
-// postgres://app:${PGPASSWORD}@db/orders are fine,
-// postgres://app:secret@${PGHOST}/orders is not.
-func (v *validator) literalDSNPassword(field, dsn string) bool {
-	pw, ok := dsnPassword(v.asWritten(field, dsn))
-	return ok && !strings.Contains(pw, envPlaceholder)
-}
-
 // asWritten is val, the value of field, as written in the plan, with
 // envPlaceholder for its ${VAR}s.
 func (v *validator) asWritten(field, val string) string {
