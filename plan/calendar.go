@@ -9,14 +9,11 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Last is a calendar window ending at the last boundary of its unit before
-// the moment of resolution: N whole minutes, hours or days (30m, 1h, 6h,
-// 1d, 7d), aligned to the unit on the wall clock of the window's zone.
-// Resolved at 10:17, last: 1h is [09:00, 10:00) and last: 1d is
-// yesterday, midnight to midnight (23 or 25 hours on the days daylight
-// saving time changes).
+// Last is a calendar window of N whole minutes, hours or days (30m, 1h,
+// 1d) ending at the last boundary of its unit on the wall clock of the
+// window's zone: resolved at 10:17, last: 1h is [09:00, 10:00).
 type Last struct {
-	raw  string
+	raw
 	n    int
 	unit byte // 'm', 'h' or 'd'
 }
@@ -33,46 +30,24 @@ func ParseLast(s string) (Last, error) {
 	if err != nil || n <= 0 || n > 100000 {
 		return Last{}, fmt.Errorf("%q: want 1 to 100000 %s", s, map[byte]string{'m': "minutes", 'h': "hours", 'd': "days"}[m[2][0]])
 	}
-	return Last{raw: s, n: n, unit: m[2][0]}, nil
+	return Last{raw: raw(s), n: n, unit: m[2][0]}, nil
 }
 
 // UnmarshalYAML parses a scalar with ParseLast.
 func (l *Last) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("want a length such as 1h or 1d")
-	}
-	v, err := ParseLast(n.Value)
-	if err != nil {
-		return err
-	}
-	*l = v
-	return nil
+	return unmarshalScalar(n, l, ParseLast, "want a length such as 1h or 1d")
 }
 
-// MarshalYAML writes the length as written in the plan.
-func (l Last) MarshalYAML() (any, error) { return l.raw, nil }
-
-// IsSet reports whether the length was given.
-func (l Last) IsSet() bool { return l.raw != "" }
-
-// String returns the length as written.
-func (l Last) String() string { return l.raw }
-
 // Span returns [from, to) of the window resolved at now in loc: to is now
-// rounded down to the unit on loc's wall clock, from is n units earlier
-// (whole days in loc for d).
+// rounded down to the unit on loc's wall clock, from is n units earlier.
 func (l Last) Span(now time.Time, loc *time.Location) (from, to time.Time) {
 	if l.unit == 'd' {
 		lt := now.In(loc)
 		to = time.Date(lt.Year(), lt.Month(), lt.Day(), 0, 0, 0, 0, loc)
 		return time.Date(lt.Year(), lt.Month(), lt.Day()-l.n, 0, 0, 0, 0, loc).UTC(), to.UTC()
 	}
-	unit := time.Minute
-	if l.unit == 'h' {
-		unit = time.Hour
-	}
 	to = Every{n: 1, unit: l.unit}.floor(now, loc)
-	return to.Add(-time.Duration(l.n) * unit), to
+	return to.Add(-time.Duration(l.n) * unitLen[l.unit]), to
 }
 
 // IsCalendar reports whether the window depends on its zone: last, or a
@@ -96,11 +71,12 @@ func (w Window) Bounds(now time.Time) (from, to time.Time) {
 	return from, to
 }
 
-// lastWindow checks a last window: nothing else gives its bounds.
-func (v *validator) lastWindow() {
-	for _, f := range []string{"window.from", "window.to", "window.offsets"} {
-		if v.present(f) {
-			v.add(f, "last gives the whole window (last: 1h is the last whole hour): drop %s, or drop last for a from/to window", f[len("window."):])
+// refuse adds the problem format (naming the field) to each of the window
+// fields written.
+func (v *validator) refuse(format string, fields ...string) {
+	for _, f := range fields {
+		if v.present("window." + f) {
+			v.add("window."+f, format, f)
 		}
 	}
 }
@@ -119,8 +95,7 @@ func (v *validator) zoneOnly() {
 }
 
 // zone loads the IANA time zone name for window.zone, reporting an unknown
-// zone, and Local, which is the zone of whichever machine runs the plan:
-// one plan, one fingerprint, would replay a different day on each host.
+// zone, and Local (whichever machine runs the plan).
 func (v *validator) zone(name string) (*time.Location, bool) {
 	if name == "Local" {
 		v.add("window.zone", "Local is the time zone of whichever machine runs the plan, so the same plan would replay a different day on each host: name the zone, such as Europe/Berlin or UTC")

@@ -3,7 +3,8 @@ package plan
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -55,12 +56,7 @@ var plainFields = map[string]FieldKind{
 // (key, timestamp, ...), sorted: with value.<path> and header.<name>, what
 // a column can map to (ParseField).
 func PlainFields() []string {
-	names := make([]string, 0, len(plainFields))
-	for n := range plainFields {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(plainFields))
 }
 
 // fieldNames lists what a column can map to, for messages.
@@ -86,22 +82,23 @@ func ParseField(s string) (Field, error) {
 		return Field{}, errors.New(`"header." needs a header name after the dot, e.g. header.trace-id (or headers for all of them)`)
 	}
 	msg := fmt.Sprintf("unknown field %q: want %s", s, fieldNames)
-	if hint := suggestField(s); hint != "" {
+	if hint := SuggestField(s); hint != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", hint)
 	}
 	return Field{}, errors.New(msg)
 }
 
-// suggestField finds the field s is probably a typo of: a plain field, or
-// a misspelt value./header. prefix ("values.id", "headers.trace").
-func suggestField(s string) string {
+// SuggestField returns the record field s is probably a typo of, for "did
+// you mean" hints: a plain field, or a misspelt value./header. prefix
+// ("values.id", "headers.trace"); "" when none is close.
+func SuggestField(s string) string {
 	if prefix, rest, ok := strings.Cut(s, "."); ok && rest != "" {
-		if p := suggest(prefix, []string{"value", "header"}); p != "" {
+		if p := Suggest(prefix, []string{"value", "header"}); p != "" {
 			return p + "." + rest
 		}
 		return ""
 	}
-	return suggest(s, PlainFields()) // sorted: the hint must not depend on map order
+	return Suggest(s, PlainFields()) // sorted: the hint must not depend on map order
 }
 
 // Column is one output column of a sink: a table column or a CSV column.
@@ -116,10 +113,7 @@ type Column struct {
 }
 
 // Columns maps output columns to record fields (sink.columns), in the order
-// the plan writes them: the order of the CSV columns and of a created
-// table's. It decodes itself from a YAML mapping to keep that order, which
-// a Go map would lose; its values are scalars, so strict decoding loses
-// nothing.
+// the plan writes them (that of the CSV columns and of a created table's).
 type Columns []Column
 
 // UnmarshalYAML reads a mapping of column name to field name.
@@ -168,7 +162,3 @@ func (c Columns) String() string {
 	}
 	return strings.Join(parts, ",")
 }
-
-// SuggestField returns the record field closest to s, for "did you mean"
-// hints; "" when none is close.
-func SuggestField(s string) string { return suggestField(s) }

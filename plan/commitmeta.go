@@ -7,10 +7,8 @@ package plan
 const MaxCommitMetadata = 4096
 
 // commitMetadataOverhead is the longest metadata replay commits with a
-// checkpoint (runner/checkpoint.go: tool, fingerprint, range, sink
-// positions, schedule interval, each at its longest) for a plan whose name
-// is empty; the name adds its length (names need no JSON escaping). A
-// runner test keeps the two in step.
+// checkpoint (runner/checkpoint.go) for a plan whose name is empty; the
+// name adds its length. A runner test keeps the two in step.
 const commitMetadataOverhead = 190
 
 // CommitMetadataSize is the longest commit metadata, in bytes, that a plan

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"strings"
@@ -30,8 +31,7 @@ const (
 
 // Decode says how record keys and values in the Confluent wire format
 // (magic byte 0, a 4-byte schema id, the payload) are decoded to JSON
-// before the filter, the key template, the columns and the text sinks see
-// them. Unset: nothing is decoded.
+// before the filter sees them. Unset: nothing is decoded.
 type Decode struct {
 	// Value and Key are none (default: the bytes as they are),
 	// schema_registry (whatever type the schema id names), avro, protobuf
@@ -78,13 +78,8 @@ type URLList []string
 // UnmarshalYAML accepts a string or a list of strings.
 func (l *URLList) UnmarshalYAML(n *yaml.Node) error {
 	switch n.Kind {
-	case yaml.ScalarNode:
-		*l = nil
-		for _, u := range strings.Split(n.Value, ",") {
-			if u = strings.TrimSpace(u); u != "" {
-				*l = append(*l, u)
-			}
-		}
+	case yaml.ScalarNode: // split as a broker list is
+		*l = BrokerList([]string{n.Value})
 		return nil
 	case yaml.SequenceNode:
 		var out URLList
@@ -101,9 +96,7 @@ func (l *URLList) UnmarshalYAML(n *yaml.Node) error {
 }
 
 // Decodes reports whether the plan decodes keys or values ("" is none).
-func (d Decode) Decodes() bool {
-	return d.Value != "" && d.Value != DecodeNone || d.Key != "" && d.Key != DecodeNone
-}
+func (d Decode) Decodes() bool { return d.DecodesValue() || d.DecodesKey() }
 
 // DecodesValue reports whether the plan decodes values.
 func (d Decode) DecodesValue() bool { return d.Value != "" && d.Value != DecodeNone }
@@ -122,20 +115,12 @@ func compileFilter(p *Plan) (*filter.Program, error) {
 
 // defaults fills the unset decode fields: nothing decoded, bare unions.
 func (d *Decode) defaults() {
-	if d.Value == "" {
-		d.Value = DecodeNone
-	}
-	if d.Key == "" {
-		d.Key = DecodeNone
-	}
-	if d.Avro.Unions == "" {
-		d.Avro.Unions = UnionsBare // the value as a JSON reader expects it
-	}
+	d.Value, d.Key = cmp.Or(d.Value, DecodeNone), cmp.Or(d.Key, DecodeNone)
+	d.Avro.Unions = cmp.Or(d.Avro.Unions, UnionsBare) // the value as a JSON reader expects it
 }
 
 // fingerprint is the decode section's part of the plan's fingerprint: what
-// it decodes and how, not where the registry is; "" when nothing is
-// decoded, so that plans without decode: keep their fingerprints.
+// it decodes and how; "" when nothing is decoded.
 func (d Decode) fingerprint() string {
 	if !d.Decodes() {
 		return ""
@@ -162,8 +147,6 @@ func (v *validator) registry(field string, r SchemaRegistry) {
 		v.add(field+".url", "missing: the Schema Registry's URL, e.g. url: https://schema-registry:8081 or url: ${SCHEMA_REGISTRY_URL}")
 	}
 	for i, u := range r.URL {
-		// Each URL is named by its index: a list item from a ${VAR} left
-		// unset (validate without the run's environment) is not checked.
 		at := fmt.Sprintf("%s.url[%d]", field, i)
 		if !v.p.FromEnv(at) && v.p.Position(at) == (Pos{}) {
 			at = field + ".url" // one URL, or a ${VAR} of several
@@ -181,9 +164,7 @@ func (v *validator) registry(field string, r SchemaRegistry) {
 	basic := r.Username != "" || r.Password != "" || v.present(field+".username") || v.present(field+".password")
 	switch {
 	case bearer && basic:
-		// Named at a field that holds a value: one from a ${VAR} left unset
-		// is not checked.
-		at := field
+		at := field // one that holds a value: an unset ${VAR}'s is not checked
 		switch {
 		case r.BearerToken != "":
 			at += ".bearer_token"
@@ -198,12 +179,8 @@ func (v *validator) registry(field string, r SchemaRegistry) {
 	case r.Username == "" && r.Password != "":
 		v.add(field+".username", "missing: a password without a username; set username:")
 	}
-	if r.Password != "" && !v.p.FromEnv(field+".password") {
-		v.add(field+".password", "a literal secret must not be written in a plan: use password: ${SR_PASSWORD} and export the variable")
-	}
-	if r.BearerToken != "" && !v.p.FromEnv(field+".bearer_token") {
-		v.add(field+".bearer_token", "a literal secret must not be written in a plan: use bearer_token: ${SR_TOKEN} and export the variable")
-	}
+	v.literalSecret(field+".password", r.Password, "password: ${SR_PASSWORD}")
+	v.literalSecret(field+".bearer_token", r.BearerToken, "bearer_token: ${SR_TOKEN}")
 	if (r.TLS.CertFile == "") != (r.TLS.KeyFile == "") {
 		v.add(field+".tls", "cert_file and key_file go together: give both for a client certificate, or neither")
 	}

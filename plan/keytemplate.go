@@ -69,11 +69,9 @@ func templateFields(root *parse.ListNode) []fieldUse {
 	return uses
 }
 
-// keyFieldProblem checks the fields a key template reads against what it
-// sees, so that `{{ .value.id }}` is refused by validate instead of failing
-// on every record of the run. Only the fields read with the record as dot
-// are checked: inside with and range, dot is something else. Under
-// decode.key (decodedKey), .Key is the decoded key and may have fields.
+// keyFieldProblem checks the fields a key template reads with the record
+// as dot against what it sees (`{{ .value.id }}` would fail on every
+// record). Under decode.key (decodedKey), .Key may have fields.
 func keyFieldProblem(root *parse.ListNode, decodedKey bool) string {
 	for _, u := range templateFields(root) {
 		if !u.onRecord {
@@ -111,26 +109,17 @@ func keyFieldPathProblem(ident []string) string {
 	return ""
 }
 
-// keyReads reports which of the record's fields a key template reads.
-func keyReads(root *parse.ListNode) map[string]bool {
-	reads := map[string]bool{}
+// keyUnique warns when a key template cannot tell apart different records:
+// one that reads none of the record's fields, or only .Offset (and
+// .Timestamp) on a plan of several partitions. Keys from the record's own
+// key or value are business keys, meant to overwrite.
+func (v *validator) keyUnique(field string, s *Sink, root *parse.ListNode) {
+	reads := map[string]bool{} // the record's fields the template reads
 	for _, u := range templateFields(root) {
 		if u.onRecord && len(u.ident) > 0 {
 			reads[u.ident[0]] = true
 		}
 	}
-	return reads
-}
-
-// keyUnique warns when a key template cannot tell apart records that are
-// different: one that reads only .Offset (or .Offset and .Timestamp) gives
-// records of different partitions the same key on any plan that reads
-// more than one partition, and one that reads none of the record's fields
-// gives every record one key. Keys built from the record's own key or
-// value are business keys: a later record of the same key is meant to
-// overwrite the earlier one.
-func (v *validator) keyUnique(field string, s *Sink, root *parse.ListNode) {
-	reads := keyReads(root)
 	switch {
 	case len(reads) == 0:
 		v.warn(field+".key", "the key template reads no field of the record: every record gets the same key and overwrites the one before; use e.g. '{{ .Value.id }}', or leave key out for <topic>/<partition>/<offset>")
@@ -142,9 +131,6 @@ func (v *validator) keyUnique(field string, s *Sink, root *parse.ListNode) {
 // multiPartition reports whether the plan may read more than one
 // partition: all of them, or a list of several.
 func (v *validator) multiPartition() bool {
-	ps := v.p.Source.Partitions
-	if !ps.All && len(ps.List) == 1 {
-		return false
-	}
-	return !(len(v.p.Window.Offsets) == 1 && v.p.Window.OffsetsAll == nil)
+	ps, w := v.p.Source.Partitions, v.p.Window
+	return (ps.All || len(ps.List) != 1) && !(len(w.Offsets) == 1 && w.OffsetsAll == nil)
 }

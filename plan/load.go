@@ -2,6 +2,7 @@ package plan
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -9,7 +10,6 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -29,18 +29,17 @@ type Problem struct {
 }
 
 func (p Problem) String() string {
-	loc := p.File
-	if p.Line > 0 {
-		loc = fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col)
+	msg := p.Message
+	if p.Field != "" {
+		msg = p.Field + ": " + msg
 	}
-	kind := ""
 	if p.Warning {
-		kind = "warning: "
+		msg = "warning: " + msg
 	}
-	if p.Field == "" {
-		return fmt.Sprintf("%s: %s%s", loc, kind, p.Message)
+	if p.Line > 0 {
+		return fmt.Sprintf("%s:%d:%d: %s", p.File, p.Line, p.Col, msg)
 	}
-	return fmt.Sprintf("%s: %s%s: %s", loc, kind, p.Field, p.Message)
+	return p.File + ": " + msg
 }
 
 // InvalidError is returned by Load and Validate when a plan has problems.
@@ -52,20 +51,21 @@ type InvalidError struct {
 }
 
 func (e *InvalidError) Error() string {
-	lines := make([]string, 0, len(e.Problems))
-	for _, p := range e.Problems {
-		if !p.Warning {
-			lines = append(lines, p.String())
-		}
+	var lines []string
+	for _, p := range e.Errors() {
+		lines = append(lines, p.String())
 	}
 	return strings.Join(lines, "\n")
 }
 
 // Errors returns the problems that make the plan invalid (not warnings).
-func (e *InvalidError) Errors() []Problem {
+func (e *InvalidError) Errors() []Problem { return problemsOf(e.Problems, false) }
+
+// problemsOf returns the warnings of ps (warning), or its errors.
+func problemsOf(ps []Problem, warning bool) []Problem {
 	var out []Problem
-	for _, p := range e.Problems {
-		if !p.Warning {
+	for _, p := range ps {
+		if p.Warning == warning {
 			out = append(out, p)
 		}
 	}
@@ -80,8 +80,8 @@ type LoadOptions struct {
 	Now func() time.Time
 	// AllowUnsetEnv makes an unset ${VAR} no problem, for offline checks
 	// (validate, test): it expands to nothing, the problems of the fields
-	// holding it are dropped (they cannot be checked without its value),
-	// and Plan.UnsetEnv lists the variables. Such a plan must not be run.
+	// holding it are dropped, and Plan.UnsetEnv lists the variables. Such
+	// a plan must not be run.
 	AllowUnsetEnv bool
 	// Sinks are the sink types a plan may use (registry.Catalog). Required.
 	Sinks SinkCatalog
@@ -109,9 +109,7 @@ func Load(file string, opts LoadOptions) (*Plan, error) {
 // MaxPlanBytes bounds the size of a plan file Load reads (1 MiB).
 const MaxPlanBytes = 1 << 20
 
-// isEmptyDocument reports whether n is the root of an empty YAML document
-// (a trailing --- with nothing, or only comments, after it).
-func isEmptyDocument(n *yaml.Node) bool {
+func isEmptyScalar(n *yaml.Node) bool {
 	return n.Kind == yaml.ScalarNode && n.Tag == "!!null" && n.Value == ""
 }
 
@@ -132,10 +130,8 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	d := &decoder{file: file, env: opts.LookupEnv, pos: map[string]Pos{}, fromEnv: map[string]bool{}, emptyEnv: map[string]string{},
 		envRaw: map[string]string{}, bad: map[string]bool{}, ref: envRef, allowUnset: opts.AllowUnsetEnv, unset: map[string][]string{}, sinks: opts.Sinks}
 	// "{" and "}" are flow indicators in YAML, so `sasl: {password: ${PW}}`
-	// would not parse. References are rewritten to the same-length $(PW)
-	// before parsing (positions are unchanged) and expanded afterwards;
-	// The first form the plan does not already contain is taken, so nothing
-	// literal changes ("costs $(USD)" in a description keeps the next form).
+	// would not parse: references become the same-length $(PW) (or the
+	// first other form the plan does not contain) before parsing.
 	for _, alt := range envRefAlternates {
 		if !bytes.Contains(data, []byte(alt.open)) {
 			data = envRef.ReplaceAll(data, []byte(alt.open+"$1"+alt.close))
@@ -148,10 +144,10 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		return nil, &InvalidError{Problems: []Problem{yamlSyntaxProblem(file, data, err)}}
 	}
-	// yaml.v3 reads the first document only: a second one would be ignored
-	// without a word, though a reviewer reads it as part of the plan.
+	// yaml.v3 reads the first document only: a second one (not empty: a
+	// trailing --- with nothing or comments after it) would be ignored silently.
 	var next yaml.Node
-	if err := dec.Decode(&next); err == nil && len(next.Content) > 0 && !isEmptyDocument(next.Content[0]) {
+	if err := dec.Decode(&next); err == nil && len(next.Content) > 0 && !isEmptyScalar(next.Content[0]) {
 		return nil, &InvalidError{Problems: []Problem{{File: file, Line: next.Content[0].Line, Col: next.Content[0].Column,
 			Message: "a second YAML document (after ---): a plan file holds one plan; move this one to a file of its own, or remove the ---"}}}
 	} else if err != nil && !errors.Is(err, io.EOF) {
@@ -172,8 +168,7 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	p.pos, p.fromEnv, p.envRaw, p.bad, p.emptyEnv = d.pos, d.fromEnv, d.envRaw, d.bad, d.emptyEnv
 	p.Window.OffsetsAll = d.offsetsAll
 	p.applyDefaults()
-	p.problems = d.problems
-	p.problems = append(p.problems, p.validate(opts.Now())...)
+	p.problems = append(d.problems, p.validate(opts.Now())...)
 	p.problems, p.unsetEnv = dropUnset(p.problems, d.unset)
 	sortProblems(p.problems)
 	// Messages do not quote secrets; in case one does, it is redacted here.
@@ -189,55 +184,30 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 func (p *Plan) UnsetEnv() []string { return p.unsetEnv }
 
 // Warnings returns the problems that do not make the plan invalid.
-func (p *Plan) Warnings() []Problem {
-	var out []Problem
-	for _, pr := range p.problems {
-		if pr.Warning {
-			out = append(out, pr)
-		}
-	}
-	return out
-}
+func (p *Plan) Warnings() []Problem { return problemsOf(p.problems, true) }
 
 func hasErrors(ps []Problem) bool {
-	for _, p := range ps {
-		if !p.Warning {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(ps, func(p Problem) bool { return !p.Warning })
 }
 
 func sortProblems(ps []Problem) {
-	sort.SliceStable(ps, func(i, j int) bool {
-		if ps[i].Line != ps[j].Line {
-			return ps[i].Line < ps[j].Line
-		}
-		return ps[i].Col < ps[j].Col
-	})
+	slices.SortStableFunc(ps, func(a, b Problem) int { return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col)) })
 }
 
 type decoder struct {
-	file     string
-	env      func(string) (string, bool)
-	problems []Problem
-	pos      map[string]Pos
-	fromEnv  map[string]bool
-	emptyEnv map[string]string
-	envRaw   map[string]string
-	// bad holds the fields already reported, so that validation does not
-	// report them a second time (as missing, say).
-	bad map[string]bool
-	// ref matches an environment reference as it appears after parsing.
-	ref *regexp.Regexp
-	// offsetsAll is window.offsets.all, decoded apart from the partitions.
-	offsetsAll *OffsetRange
-	// allowUnset is LoadOptions.AllowUnsetEnv; unset maps the fields
-	// holding an unset variable to its names.
-	allowUnset bool
-	unset      map[string][]string
-	// sinks are the sink types the sections are decoded against.
-	sinks SinkCatalog
+	file       string
+	env        func(string) (string, bool)
+	problems   []Problem
+	pos        map[string]Pos
+	fromEnv    map[string]bool
+	emptyEnv   map[string]string
+	envRaw     map[string]string
+	bad        map[string]bool     // fields already reported, which validation does not report again
+	ref        *regexp.Regexp      // an environment reference as it appears after parsing
+	offsetsAll *OffsetRange        // window.offsets.all, decoded apart from the partitions
+	allowUnset bool                // LoadOptions.AllowUnsetEnv
+	unset      map[string][]string // fields holding an unset variable -> its names
+	sinks      SinkCatalog         // the sink types sections are decoded against
 }
 
 func (d *decoder) problem(n *yaml.Node, field, format string, args ...any) {
@@ -265,10 +235,8 @@ var (
 )
 
 // expandEnv replaces ${VAR} in every scalar value from the environment.
-// A missing variable is a problem; an empty one is allowed (explicit), and
-// recorded in emptyEnv for a warning: a variable a CI job or a secret store
-// failed to fill silently changes the plan (${OUT_DIR}/x.jsonl becomes
-// /x.jsonl).
+// A missing variable is a problem; an empty one is recorded in emptyEnv
+// for a warning (${OUT_DIR}/x.jsonl becomes /x.jsonl).
 func (d *decoder) expandEnv(n *yaml.Node, path string) {
 	switch n.Kind {
 	case yaml.MappingNode:
@@ -301,9 +269,7 @@ func (d *decoder) expandEnv(n *yaml.Node, path string) {
 		if n.Style != 0 { // quoted, block or explicitly tagged: stays a string
 			return
 		}
-		// A plain scalar was resolved as a string ("${RATE}") when parsed:
-		// let YAML resolve the expanded text (a number, a bool, ...).
-		n.Tag = ""
+		n.Tag = "" // let YAML resolve the expanded text (a number, a bool, ...)
 	}
 }
 
@@ -319,25 +285,22 @@ func dropUnset(problems []Problem, unset map[string][]string) ([]Problem, []stri
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
-	kept := problems[:0]
-	for _, pr := range problems {
-		drop := false
+	// A warning about a whole section (no throttle) is not known to hold
+	// while one of its fields is unset: throttle: {records_per_second:
+	// ${RATE}} is a throttle.
+	return slices.DeleteFunc(problems, func(pr Problem) bool {
 		for path := range unset {
-			if pr.Field == path || strings.HasPrefix(pr.Field, path+".") || strings.HasPrefix(pr.Field, path+"[") {
-				drop = true
-			}
-			// A warning about a whole section (no throttle) is not known to
-			// hold while one of its fields is unset: throttle:
-			// {records_per_second: ${RATE}} is a throttle.
-			if pr.Warning && strings.HasPrefix(path, pr.Field+".") {
-				drop = true
+			if within(pr.Field, path) || pr.Warning && strings.HasPrefix(path, pr.Field+".") {
+				return true
 			}
 		}
-		if !drop {
-			kept = append(kept, pr)
-		}
-	}
-	return kept, names
+		return false
+	}), names
+}
+
+// within reports whether field is path or a field inside it (path.x, path[0]).
+func within(field, path string) bool {
+	return field == path || strings.HasPrefix(field, path+".") || strings.HasPrefix(field, path+"[")
 }
 
 func join(path, key string) string {
@@ -349,9 +312,8 @@ func join(path, key string) string {
 
 var unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
 
-// walk decodes n into v, checking every key against the struct's yaml tags,
-// so that unknown keys, duplicate keys and wrong types are reported with their
-// line and column and decoding goes on to find the next problem.
+// walk decodes n into v, reporting unknown keys, duplicate keys and wrong
+// types at their line and column, and going on to find the next problem.
 func (d *decoder) walk(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
@@ -381,8 +343,7 @@ func (d *decoder) walk(n *yaml.Node, v reflect.Value, path string) {
 		d.walkMap(n, v, path)
 	case reflect.Slice:
 		if n.Kind == yaml.ScalarNode && d.fromEnv[path] && v.Type().Elem().Kind() == reflect.String {
-			// brokers: ${KAFKA_BROKERS}: the variable holds the whole list
-			// ("k1:9092,k2:9092"); its users split it on commas.
+			// brokers: ${KAFKA_BROKERS}: its users split the list on commas.
 			v.Set(reflect.ValueOf([]string{n.Value}).Convert(v.Type()))
 			return
 		}
@@ -405,17 +366,14 @@ func (d *decoder) walk(n *yaml.Node, v reflect.Value, path string) {
 }
 
 func (d *decoder) leaf(n *yaml.Node, v reflect.Value, path string) {
-	if n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode {
-		if !reflect.PointerTo(v.Type()).Implements(unmarshalerType) {
-			d.problem(n, path, "want %s, got %s", kindName(v.Type()), d.describe(n, path))
-			return
-		}
+	if (n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode) && !reflect.PointerTo(v.Type()).Implements(unmarshalerType) {
+		d.problem(n, path, "want %s, got %s", kindName(v.Type()), d.describe(n, path))
+		return
 	}
 	if err := n.Decode(v.Addr().Interface()); err != nil {
-		var te *yaml.TypeError
 		var ne *nodeError
 		switch {
-		case errors.As(err, &te):
+		case errors.As(err, new(*yaml.TypeError)):
 			d.problem(n, path, "want %s, got %s%s", kindName(v.Type()), d.describe(n, path), quoteHint(n, v.Type()))
 		case errors.As(err, &ne):
 			d.problemAt(ne.line, ne.col, path, "%s", ne.msg)
@@ -438,8 +396,8 @@ func quoteHint(n *yaml.Node, t reflect.Type) string {
 	return " (the quotes make it a string: remove them)"
 }
 
-// nodeError is an error at a node inside the value being decoded (an item
-// of a list, say); the loader reports it at that node's line and column.
+// nodeError is an error at a node inside the value being decoded, reported
+// at that node's line and column.
 type nodeError struct {
 	line, col int
 	msg       string
@@ -456,21 +414,7 @@ func (d *decoder) walkStruct(n *yaml.Node, v reflect.Value, path string) {
 		d.problem(n, path, "want a mapping (key: value lines), got %s", d.describe(n, path))
 		return
 	}
-	fields := yamlFields(v)
-	d.walkFields(n, path, func(name string) (reflect.Value, bool) {
-		for _, f := range fields {
-			if f.name == name {
-				return f.value, true
-			}
-		}
-		return reflect.Value{}, false
-	}, func(name string) string {
-		names := make([]string, len(fields))
-		for i, f := range fields {
-			names[i] = f.name
-		}
-		return suggest(name, names)
-	})
+	d.walkFields(n, path, yamlFields(v), nil)
 }
 
 func (d *decoder) walkMap(n *yaml.Node, v reflect.Value, path string) {
@@ -538,9 +482,8 @@ func (d *decoder) mapKey(k *yaml.Node, kv reflect.Value, path, fp string) error 
 	return fmt.Errorf("key %q: want %s", k.Value, what)
 }
 
-// secretPath matches the settings of the plan's own types that hold
-// credentials, or contain some; a sink type's are those its descriptor
-// marks (Secret, Credentials).
+// secretPath matches the plan's own settings that hold credentials (a sink
+// type's are those its descriptor marks).
 var secretPath = regexp.MustCompile(`(^|\.)(sasl|password|bearer_token)(\.|\[|$)`)
 
 // describe is describe(n), except that a value from the environment in a
@@ -574,11 +517,4 @@ func kindName(t reflect.Type) string {
 		return "a string"
 	}
 	return t.String()
-}
-
-func structName(path string) string {
-	if path == "" {
-		return "the plan"
-	}
-	return path
 }

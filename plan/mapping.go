@@ -13,10 +13,8 @@ import (
 
 // Mapping is the plan's mapping: ordered steps over the decoded value,
 // run after the filter and before the key template, columns and the sink
-// (see internal/mapping). It decodes itself from a YAML list to keep the
-// order of its steps and, inside a set or rename step, the order of its
-// entries as the file writes them (YAML does not order a mapping's keys:
-// replay does, and runs a step's entries top to bottom).
+// (see internal/mapping). It decodes itself to keep the order of its steps
+// and of a step's entries as the file writes them.
 type Mapping []MappingStep
 
 // Step kinds, the one key of a mapping step.
@@ -72,7 +70,7 @@ func (m *Mapping) UnmarshalYAML(n *yaml.Node) error {
 			step.Entries, err = mappingList(i+1, v)
 		default:
 			hint := ""
-			if sug := suggest(k.Value, []string{MappingSet, MappingRename, MappingDrop}); sug != "" {
+			if sug := Suggest(k.Value, []string{MappingSet, MappingRename, MappingDrop}); sug != "" {
 				hint = fmt.Sprintf(" (did you mean %s?)", sug)
 			}
 			err = errorAt(k, "step %d: unknown step %q%s: a step is set, rename or drop", i+1, k.Value, hint)
@@ -189,8 +187,7 @@ type mappingProblem struct {
 // compile compiles one step, returning what is wrong with each entry.
 func (s MappingStep) compile() (mapping.Step, []mappingProblem) {
 	var problems []mappingProblem
-	kind := map[string]mapping.Kind{MappingSet: mapping.Set, MappingRename: mapping.Rename, MappingDrop: mapping.Drop}[s.Kind]
-	st := mapping.Step{Kind: kind}
+	st := mapping.Step{Kind: map[string]mapping.Kind{MappingSet: mapping.Set, MappingRename: mapping.Rename, MappingDrop: mapping.Drop}[s.Kind]}
 	for _, e := range s.Entries {
 		path, err := mapping.ParsePath(e.Path)
 		if err != nil {
@@ -266,26 +263,12 @@ type removal struct {
 // restore forgets the removals of fields at or under a path a later step
 // writes.
 func restore(removed []removal, written mapping.Path) []removal {
-	kept := removed[:0]
-	for _, r := range removed {
-		if !under(r.path, written) {
-			kept = append(kept, r)
-		}
-	}
-	return kept
+	return slices.DeleteFunc(removed, func(r removal) bool { return under(r.path, written) })
 }
 
 // under reports whether path is at or under prefix.
 func under(path, prefix mapping.Path) bool {
-	if len(path) < len(prefix) {
-		return false
-	}
-	for i := range prefix {
-		if path[i] != prefix[i] {
-			return false
-		}
-	}
-	return true
+	return len(path) >= len(prefix) && slices.Equal(path[:len(prefix)], prefix)
 }
 
 // valueRead is a field of the value the sink reads, and who reads it.

@@ -5,6 +5,7 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -26,8 +27,7 @@ const (
 )
 
 // Plan is one replay plan, as decoded from YAML and completed by defaults.
-// Field names are a contract with the people and tools that write plans:
-// fields may be added, never renamed.
+// Its field names are a contract: fields may be added, never renamed.
 type Plan struct {
 	Version     int    `yaml:"version"`
 	Name        string `yaml:"name"`
@@ -39,16 +39,15 @@ type Plan struct {
 	Group    string   `yaml:"group"`
 	Window   Window   `yaml:"window"`
 	Throttle Throttle `yaml:"throttle"`
-	// Retry bounds how long the run rides out the source cluster's errors
-	// that may pass (a leader or coordinator moving, a dropped connection).
+	// Retry bounds how long the run rides out the source cluster's
+	// passing errors (a leader moving, a dropped connection).
 	Retry Retry `yaml:"retry"`
 	// Decode turns Schema Registry framed keys and values into JSON
-	// before the filter (plan/decode.go).
+	// before the filter.
 	Decode Decode `yaml:"decode"`
 	Filter string `yaml:"filter"`
-	// Mapping changes the value of each record the filter passes, in
-	// ordered steps (set, rename, drop), before the key template, the
-	// columns and the sink see it.
+	// Mapping changes the value of each record the filter passes (set,
+	// rename, drop) before the key template, the columns and the sink.
 	Mapping Mapping `yaml:"mapping"`
 	Sink    Sink    `yaml:"sink"`
 	// Overrides change, per topic of source.topics, the filter, mapping,
@@ -56,40 +55,31 @@ type Plan struct {
 	Overrides map[string]TopicOverride `yaml:"overrides"`
 
 	// OnError decides what happens to a record that cannot be processed
-	// (a key template that fails on it, a row the sink rejects): fail (default),
-	// skip (counted in the report) or dead_letter (written to DeadLetter).
+	// (a failing key template, a rejected row): fail (default), skip
+	// (counted in the report) or dead_letter (written to DeadLetter).
 	OnError    string `yaml:"on_error"`
 	DeadLetter *Sink  `yaml:"dead_letter"`
-	// MaxErrors stops the run when more records than this could not be
-	// processed (skipped or dead-lettered): a count, or a percentage of the
-	// records in the run's ranges. Unset: no limit.
+	// MaxErrors stops the run when more records than this were skipped or
+	// dead-lettered: a count, or a percentage of the run's records. Unset: no limit.
 	MaxErrors ErrorLimit `yaml:"max_errors"`
 
-	// AllowDataLoss accepts a window whose start was already deleted by
-	// retention: the replay starts at the log start offset and reports the gap.
+	// AllowDataLoss accepts a window whose start retention deleted: the
+	// replay starts at the log start offset and reports the gap.
 	AllowDataLoss bool `yaml:"allow_data_loss"`
 
 	// File is the path the plan was loaded from ("" for in-memory plans).
-	File string `yaml:"-"`
-	// pos maps a field path such as "window.from" to where its value is written.
-	pos map[string]Pos
-	// fromEnv records the field paths whose value came from a ${VAR}.
-	fromEnv map[string]bool
-	// envRaw holds, for those fields, the value as written (before expansion).
-	envRaw map[string]string
-	// unsetEnv lists the variables left unset (LoadOptions.AllowUnsetEnv).
-	unsetEnv []string
+	File     string            `yaml:"-"`
+	pos      map[string]Pos    // field path ("window.from") -> where its value is
+	fromEnv  map[string]bool   // field paths whose value came from a ${VAR}
+	envRaw   map[string]string // their values as written, before expansion
+	unsetEnv []string          // variables left unset (LoadOptions.AllowUnsetEnv)
 	// emptyEnv maps the field paths where a ${VAR} expanded to "" to the
 	// variable's name: allowed (an optional suffix), but warned about.
 	emptyEnv map[string]string
-	// bad records the fields that failed to decode (already reported).
-	bad map[string]bool
-	// problems holds what Load found, warnings included.
-	problems []Problem
-	// filter is Filter compiled by validation (nil without a filter).
-	filter *filter.Program
-	// sinks are the sink types the plan was loaded against.
-	sinks SinkCatalog
+	bad      map[string]bool // fields that failed to decode (already reported)
+	problems []Problem       // what Load found, warnings included
+	filter   *filter.Program // Filter compiled by validation (nil without one)
+	sinks    SinkCatalog     // the sink types the plan was loaded against
 	// fixedFingerprint is the fingerprint of the plan of several topics
 	// that ForTopic derived this one from ("" for a plan as loaded).
 	fixedFingerprint string
@@ -101,8 +91,7 @@ type Source struct {
 	Brokers []string `yaml:"brokers"`
 	Topic   string   `yaml:"topic"`
 	// Topics lists several topics read under one window, group and
-	// throttle, in the order they are replayed; exclusive with Topic. A
-	// list of one is Topic.
+	// throttle, in replay order; exclusive with Topic (a list of one is Topic).
 	Topics []string `yaml:"topics"`
 	// Partitions selects partitions: "all" (default) or a list of partition numbers.
 	Partitions PartitionSet `yaml:"partitions"`
@@ -114,10 +103,9 @@ type Source struct {
 	// ClientID is sent to the brokers so operators can tell replay traffic apart.
 	ClientID string `yaml:"client_id"`
 	// OpenTransactionTimeout is how long, under read_committed, a partition
-	// whose reading caught up with its last stable offset (KIP-98) below the
-	// range end waits for an open transaction to end before the run fails
-	// (exit 1, resumable); default DefaultOpenTransactionTimeout, 0 fails at
-	// once. Not part of the fingerprint.
+	// held at its last stable offset (KIP-98) below the range end waits for
+	// an open transaction before the run fails (exit 1, resumable); default
+	// DefaultOpenTransactionTimeout, 0 fails at once. Not fingerprinted.
 	OpenTransactionTimeout Duration `yaml:"open_transaction_timeout"`
 }
 
@@ -149,9 +137,8 @@ type Window struct {
 	To TimeSpec `yaml:"to"`
 	// Offsets gives explicit per-partition offset ranges [from, to).
 	Offsets map[int32]OffsetRange `yaml:"offsets"`
-	// OffsetsAll is written offsets: {all: {from, to}}: one range for every
-	// partition source.partitions selects, instead of per-partition keys
-	// (validation refuses both).
+	// OffsetsAll is offsets: {all: {from, to}}: one range for every
+	// partition source.partitions selects, instead of per-partition keys.
 	OffsetsAll *OffsetRange `yaml:"-"`
 	// StrictTimestamps also drops records whose own timestamp is outside [From, To).
 	StrictTimestamps bool `yaml:"strict_timestamps"`
@@ -165,46 +152,34 @@ type Window struct {
 	// Every makes the window a schedule of intervals this long, aligned to
 	// the wall clock of Zone (see Every).
 	Every Every `yaml:"every"`
-	// Zone is the IANA time zone the intervals align to (a day is midnight
-	// to midnight there), and of the calendar bounds today, yesterday and
-	// Last; default UTC.
+	// Zone is the IANA time zone of the intervals and of the calendar
+	// bounds today, yesterday and Last; default UTC.
 	Zone string `yaml:"zone"`
 	// Start is the first interval's start, an absolute time on an interval
 	// boundary: catch-up never goes earlier.
 	Start TimeSpec `yaml:"start"`
-	// Delay is how long after its end an interval becomes due, so that
-	// late producers have written its records; default 0.
+	// Delay is how long after its end an interval becomes due (late
+	// producers); default 0.
 	Delay Duration `yaml:"delay"`
 }
 
 // WindowKind says how a window is given.
 type WindowKind int
 
-// The kinds of window. A valid plan's window is WindowTime, WindowOffsets
-// or WindowSchedule.
+// The kinds of window. A valid plan's window is not WindowUnset.
 const (
-	// WindowUnset: neither time bounds nor offsets are given.
-	WindowUnset WindowKind = iota
-	// WindowTime: time bounds (From, optional To) or Last.
-	WindowTime
-	// WindowOffsets: per-partition offset ranges (Offsets).
-	WindowOffsets
-	// WindowSchedule: calendar intervals (Every, Zone, Start, Delay), each
-	// replayed once it is due.
-	WindowSchedule
+	WindowUnset    WindowKind = iota // neither time bounds nor offsets
+	WindowTime                       // From (optional To) or Last
+	WindowOffsets                    // offset ranges (Offsets, OffsetsAll)
+	WindowSchedule                   // intervals (Every, Zone, Start, Delay), each replayed once due
 )
 
 // String returns "time", "offsets", "schedule" or "unset".
 func (k WindowKind) String() string {
-	switch k {
-	case WindowSchedule:
-		return "schedule"
-	case WindowTime:
-		return "time"
-	case WindowOffsets:
-		return "offsets"
+	if k < WindowTime || k > WindowSchedule {
+		return "unset"
 	}
-	return "unset"
+	return [...]string{WindowTime: "time", WindowOffsets: "offsets", WindowSchedule: "schedule"}[k]
 }
 
 // Kind reports how the window is given. A window with both time bounds and
@@ -245,10 +220,9 @@ type OffsetRange struct {
 type Throttle struct {
 	RecordsPerSecond float64  `yaml:"records_per_second"`
 	BytesPerSecond   ByteSize `yaml:"bytes_per_second"`
-	// MaxBatchWait is, under a records or bytes limit, the longest a
-	// partition goes without writing and committing what it read (writes
-	// are cut smaller to keep it); default DefaultMaxBatchWait, within
-	// [MinMaxBatchWait, MaxMaxBatchWait]. Without a limit it does nothing.
+	// MaxBatchWait is, under a limit, the longest a partition goes without
+	// writing and committing what it read; default DefaultMaxBatchWait,
+	// within [MinMaxBatchWait, MaxMaxBatchWait].
 	MaxBatchWait Duration `yaml:"max_batch_wait"`
 }
 
@@ -270,22 +244,20 @@ const DefaultRetryMaxElapsed = 5 * time.Minute
 const MaxRetryMaxElapsed = 24 * time.Hour
 
 // DefaultOpenTransactionTimeout is Source.OpenTransactionTimeout when the
-// plan leaves it out: a little above Kafka's default transaction.timeout.ms
-// (1 minute) times the default transaction.max.timeout.ms ratio, long
-// enough for a slow producer, short enough for a stuck one to be noticed.
+// plan leaves it out: long enough for a slow producer, short enough for a
+// stuck one to be noticed.
 const DefaultOpenTransactionTimeout = 5 * time.Minute
 
-// MaxOpenTransactionTimeout bounds Source.OpenTransactionTimeout: Kafka
-// aborts a transaction after transaction.max.timeout.ms (15 minutes by
-// default) at the latest; a day covers any broker setting.
+// MaxOpenTransactionTimeout bounds Source.OpenTransactionTimeout: a day
+// covers any transaction.max.timeout.ms (15 minutes by default).
 const MaxOpenTransactionTimeout = 24 * time.Hour
 
 // Retry says how broker calls to the source cluster that fail with an
 // error Kafka calls retriable are retried.
 type Retry struct {
-	// MaxElapsed is how long one request (a fetch, a commit, an offset
-	// lookup) may keep failing, from its first failure, before the run
-	// fails; default DefaultRetryMaxElapsed, 0 fails at the first error.
+	// MaxElapsed is how long one request may keep failing, from its first
+	// failure, before the run fails; default DefaultRetryMaxElapsed, 0
+	// fails at the first error.
 	MaxElapsed Duration `yaml:"max_elapsed"`
 }
 
@@ -296,21 +268,16 @@ const DefaultSinkRetryMaxElapsed = 5 * time.Minute
 // SinkRetry says how long writes to a sink that fail with a transient
 // error (a lost connection, a failover, lock contention) are retried.
 type SinkRetry struct {
-	// MaxElapsed is how long one batch may keep failing, from its first
-	// failure, before the partition fails; default
-	// DefaultSinkRetryMaxElapsed, at most MaxRetryMaxElapsed, 0 fails at
-	// the first error.
+	// MaxElapsed is how long one batch may keep failing before the
+	// partition fails; default DefaultSinkRetryMaxElapsed, at most
+	// MaxRetryMaxElapsed, 0 fails at the first error.
 	MaxElapsed Duration `yaml:"max_elapsed"`
 }
 
 // Sink is where replayed records go: a section of the plan (sink, or
-// dead_letter). It holds what every sink type takes, which the runner and
-// the pipeline read whatever the type: Type (which says what the rest of
-// the section is), Key (the idempotency key the pipeline renders for every
-// record, and part of the fingerprint of every type), BatchSize (how the
-// runner cuts writes and commits) and Retry (how long the runner retries a
-// failed write). The type's own fields are in Config, a struct its driver
-// declares (sinks/<driver>) and its descriptor makes (SinkDescriptor).
+// dead_letter). It holds the fields every sink type takes; the type's own
+// are in Config, a struct its driver declares (sinks/<driver>) and its
+// descriptor makes (SinkDescriptor).
 type Sink struct {
 	// Type is one of the types of the SinkCatalog the plan is loaded with.
 	Type SinkType `yaml:"type"`
@@ -326,11 +293,9 @@ type Sink struct {
 	// Retry bounds the retries of writes that fail with a transient error.
 	Retry SinkRetry `yaml:"retry"`
 
-	// Config holds the fields of the section that belong to its type: a
-	// pointer to the struct its descriptor's NewConfig returns, decoded
-	// from the same YAML mapping as the fields above (nil for a type
-	// without fields of its own, or outside the catalog). Its driver reads
-	// it with ConfigOf.
+	// Config holds the section's fields of its type: the pointer its
+	// descriptor's NewConfig returns, decoded from the same mapping (nil
+	// for a type without fields of its own). Drivers read it with ConfigOf.
 	Config any `yaml:"-"`
 }
 
@@ -360,66 +325,52 @@ func (p *Plan) MappingProgram() (*mapping.Mapping, error) { return p.Mapping.Com
 // FromEnv reports whether the value of field came from a ${VAR} expansion.
 func (p *Plan) FromEnv(field string) bool { return p.fromEnv[field] }
 
-// DefaultBatchSize is the sink batch size when the plan sets none: large
-// enough to amortise a database round trip and a commit, small enough that a
-// crash re-delivers little.
+// DefaultBatchSize is the sink batch size when the plan sets none.
 const DefaultBatchSize = 1000
 
 // applyDefaults fills every unset field with its safe default. It is the only
-// place defaults live.
+// place defaults live. A written 0 (batch_size, a duration) is no unset field.
 func (p *Plan) applyDefaults() {
 	if p.Source.Topic == "" && len(p.Source.Topics) == 1 {
 		p.Source.Topic, p.Source.Topics = p.Source.Topics[0], nil
 	}
 	if !p.Source.Partitions.All && len(p.Source.Partitions.List) == 0 {
-		// Documented default: a plan that names no partitions replays them all.
-		p.Source.Partitions.All = true
+		p.Source.Partitions.All = true // a plan that names no partitions replays them all
 	}
-	if p.Source.Isolation == "" {
-		// Aborted transactions must never reach a sink unless asked for.
-		p.Source.Isolation = ReadCommitted
-	}
-	if p.Source.ClientID == "" {
-		p.Source.ClientID = "replay"
-	}
-	if _, written := p.pos["retry.max_elapsed"]; p.Retry.MaxElapsed == 0 && !written {
-		// A cluster's bad minutes (a broker restart, a leader election) pass.
-		p.Retry.MaxElapsed = Duration(DefaultRetryMaxElapsed)
-	}
-	if _, written := p.pos["source.open_transaction_timeout"]; p.Source.OpenTransactionTimeout == 0 && !written {
-		// A producer's transaction may take a while to commit.
-		p.Source.OpenTransactionTimeout = Duration(DefaultOpenTransactionTimeout)
-	}
+	// Aborted transactions must never reach a sink unless asked for.
+	p.Source.Isolation = cmp.Or(p.Source.Isolation, ReadCommitted)
+	p.Source.ClientID = cmp.Or(p.Source.ClientID, "replay")
+	// A cluster's bad minutes (a broker restart, a leader election) pass,
+	// and a producer's transaction may take a while to commit.
+	setUnwritten(p, "retry.max_elapsed", &p.Retry.MaxElapsed, Duration(DefaultRetryMaxElapsed))
+	setUnwritten(p, "source.open_transaction_timeout", &p.Source.OpenTransactionTimeout, Duration(DefaultOpenTransactionTimeout))
 	p.Decode.defaults()
-	if p.OnError == "" {
-		// A record that cannot be processed stops the run: nothing is lost silently.
-		p.OnError = OnErrorFail
-	}
-	// Only an absent batch_size gets the default: a written 0 is reported.
-	if _, written := p.pos["sink.batch_size"]; p.Sink.BatchSize == 0 && !written {
-		p.Sink.BatchSize = DefaultBatchSize
-	}
+	// A record that cannot be processed stops the run: nothing is lost silently.
+	p.OnError = cmp.Or(p.OnError, OnErrorFail)
+	setUnwritten(p, "sink.batch_size", &p.Sink.BatchSize, DefaultBatchSize)
 	p.applySinkDefaults(&p.Sink, false)
 	if p.DeadLetter != nil {
 		p.applySinkDefaults(p.DeadLetter, true)
+		setUnwritten(p, "dead_letter.batch_size", &p.DeadLetter.BatchSize, DefaultBatchSize)
 	}
-	if _, written := p.pos["dead_letter.batch_size"]; p.DeadLetter != nil && p.DeadLetter.BatchSize == 0 && !written {
-		p.DeadLetter.BatchSize = DefaultBatchSize
-	}
-	if _, written := p.pos["throttle.max_batch_wait"]; p.Throttle.MaxBatchWait == 0 && !written {
-		p.Throttle.MaxBatchWait = Duration(DefaultMaxBatchWait)
-	}
-	if _, written := p.pos["sink.retry.max_elapsed"]; p.Sink.Retry.MaxElapsed == 0 && !written {
-		// A database failover or a broker restart passes.
-		p.Sink.Retry.MaxElapsed = Duration(DefaultSinkRetryMaxElapsed)
-	}
-	if _, written := p.pos["dead_letter.retry.max_elapsed"]; p.DeadLetter != nil && p.DeadLetter.Retry.MaxElapsed == 0 && !written {
-		p.DeadLetter.Retry.MaxElapsed = Duration(DefaultSinkRetryMaxElapsed)
+	setUnwritten(p, "throttle.max_batch_wait", &p.Throttle.MaxBatchWait, Duration(DefaultMaxBatchWait))
+	// A database failover or a broker restart passes.
+	setUnwritten(p, "sink.retry.max_elapsed", &p.Sink.Retry.MaxElapsed, Duration(DefaultSinkRetryMaxElapsed))
+	if p.DeadLetter != nil {
+		setUnwritten(p, "dead_letter.retry.max_elapsed", &p.DeadLetter.Retry.MaxElapsed, Duration(DefaultSinkRetryMaxElapsed))
 	}
 	if t := p.Source.Topic; t != "" && len(p.Source.Topics) == 0 {
 		p.Sink.replaceTopic(t)
 		if p.DeadLetter != nil {
 			p.DeadLetter.replaceTopic(t)
 		}
+	}
+}
+
+// setUnwritten sets *v to def when it is zero and field is not written.
+func setUnwritten[T comparable](p *Plan, field string, v *T, def T) {
+	var zero T
+	if _, written := p.pos[field]; *v == zero && !written {
+		*v = def
 	}
 }

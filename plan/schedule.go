@@ -16,11 +16,10 @@ import (
 // Every is the length of a schedule's intervals, in a calendar unit:
 // minutes that divide an hour (1m, 2m, 5m, 10m, 15m, 20m, 30m), hours that
 // divide a day (1h, 2h, 3h, 4h, 6h, 8h, 12h) or whole days (1d, 2d, ...).
-// Intervals are aligned to the wall clock of the schedule's zone: a 1h
-// interval starts on the hour there, a 1d interval at midnight (so a day
-// lasts 23 or 25 hours on the days daylight saving time changes).
+// Intervals align to the wall clock of the schedule's zone (a 1d interval
+// is midnight to midnight there).
 type Every struct {
-	raw  string
+	raw
 	n    int
 	unit byte // 'm', 'h' or 'd'
 }
@@ -40,7 +39,7 @@ func ParseEvery(s string) (Every, error) {
 	}
 	switch unit := m[2]; {
 	case unit == "m" && 60%n == 0, unit == "h" && 24%n == 0, unit == "d":
-		return Every{raw: s, n: n, unit: unit[0]}, nil
+		return Every{raw: raw(s), n: n, unit: unit[0]}, nil
 	case unit == "m" || unit == "h":
 		return Every{}, fmt.Errorf("%s does not divide %s, so its intervals would not align to the clock: want %s", s, map[string]string{"m": "an hour", "h": "a day"}[unit], want)
 	}
@@ -49,40 +48,16 @@ func ParseEvery(s string) (Every, error) {
 
 // UnmarshalYAML parses a scalar with ParseEvery.
 func (e *Every) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("want an interval such as 15m, 1h or 1d")
-	}
-	v, err := ParseEvery(n.Value)
-	if err != nil {
-		return err
-	}
-	*e = v
-	return nil
+	return unmarshalScalar(n, e, ParseEvery, "want an interval such as 15m, 1h or 1d")
 }
 
-// MarshalYAML writes the interval as written in the plan.
-func (e Every) MarshalYAML() (any, error) { return e.raw, nil }
-
-// IsSet reports whether the interval was given.
-func (e Every) IsSet() bool { return e.raw != "" }
-
-// String returns the interval as written.
-func (e Every) String() string { return e.raw }
+// unitLen is the length of the sub-day units.
+var unitLen = map[byte]time.Duration{'m': time.Minute, 'h': time.Hour}
 
 // step is the length of a sub-day interval (0 for days).
-func (e Every) step() time.Duration {
-	switch e.unit {
-	case 'm':
-		return time.Duration(e.n) * time.Minute
-	case 'h':
-		return time.Duration(e.n) * time.Hour
-	}
-	return 0
-}
+func (e Every) step() time.Duration { return time.Duration(e.n) * unitLen[e.unit] }
 
-// Interval is one interval of a schedule: the records whose offsets lie
-// between the offsets of its Start and End instants, End exclusive.
-// Start and End are UTC.
+// Interval is one interval of a schedule, [Start, End) in UTC.
 type Interval struct {
 	Start time.Time `json:"start"`
 	End   time.Time `json:"end"`
@@ -103,10 +78,7 @@ func (w Window) IsSchedule() bool { return w.Kind() == WindowSchedule }
 // Location returns the window's zone (UTC when unset or unknown; validation
 // reports an unknown zone).
 func (w Window) Location() *time.Location {
-	if w.Zone == "" {
-		return time.UTC
-	}
-	loc, err := time.LoadLocation(w.Zone)
+	loc, err := time.LoadLocation(w.Zone) // "" is UTC
 	if err != nil {
 		return time.UTC
 	}
@@ -184,26 +156,16 @@ func (w Window) Due(iv Interval, now time.Time) bool { return !w.DueAt(iv).After
 // schedule checks a schedule window.
 func (v *validator) schedule() {
 	w := v.p.Window
-	for _, f := range []string{"window.from", "window.to", "window.offsets", "window.last"} {
-		if v.present(f) {
-			v.add(f, "a schedule (every, start) replays its own intervals: drop %s, or drop every/start for a one-off window", f[len("window."):])
-		}
-	}
+	v.refuse("a schedule (every, start) replays its own intervals: drop %s, or drop every/start for a one-off window", "from", "to", "offsets", "last")
 	if w.StrictTimestamps {
 		v.add("window.strict_timestamps", "applies to a from/to window only: a schedule's intervals are contiguous in offsets, so each record belongs to exactly one interval")
 	}
 	if w.SkewMargin != 0 {
 		v.add("window.skew_margin", "applies to a from/to window only: a schedule's intervals are contiguous in offsets")
 	}
-	var loc *time.Location
-	if w.Zone != "" {
-		l, ok := v.zone(w.Zone)
-		if !ok {
-			return
-		}
-		loc = l
-	} else {
-		loc = time.UTC
+	loc, ok := v.zone(w.Zone) // "" is UTC
+	if !ok {
+		return
 	}
 	if v.p.bad["window.every"] || v.p.bad["window.start"] {
 		return // already reported

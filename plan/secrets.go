@@ -1,12 +1,14 @@
 package plan
 
 import (
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/url"
+	"reflect"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -15,19 +17,14 @@ import (
 const Redacted = "xxxxx"
 
 // minSecretLen is the shortest value treated as a secret when redacting:
-// replacing a shorter one would garble unrelated text (offsets, words) and
-// protects nothing, a secret that short being guessable anyway.
+// replacing a shorter one would garble unrelated text and protect nothing.
 const minSecretLen = 4
 
 // Secrets returns the values of the plan's secret settings, as expanded
-// from the environment: the SASL password of the source, the Schema
-// Registry's password or bearer token, and for the sink
-// and the dead-letter sink the fields their type marks as secret and the
-// credentials its descriptor's Secrets finds (a kafka sink's SASL
-// password, a DSN's password, credential headers and the value of each
-// ${VAR} a credential header was built from, ...). They are what the
-// command line redacts from everything it prints, a last line of defence
-// behind messages that never quote them in the first place.
+// from the environment: the source's SASL password, the Schema Registry's
+// password or bearer token, and the sink's and the dead-letter sink's (the
+// fields their type marks as secret, and what its Secrets finds). The
+// command line redacts them from everything it prints.
 func (p *Plan) Secrets() []string {
 	out := []string{p.Source.SASL.Password, p.Decode.SchemaRegistry.Password, p.Decode.SchemaRegistry.BearerToken}
 	out = append(out, p.sectionSecrets("sink", &p.Sink)...)
@@ -37,10 +34,17 @@ func (p *Plan) Secrets() []string {
 	return secretList(out)
 }
 
-// sectionSecrets returns the secrets of the section s at field.
+// sectionSecrets returns the secrets of the section s at field: the
+// values of the fields its type marks as secret, and what its Secrets finds.
 func (p *Plan) sectionSecrets(field string, s *Sink) []string {
-	out := p.secretFields(s)
-	if d, ok := p.sinks.Lookup(s.Type); ok && d.Secrets != nil {
+	var out []string
+	d, _ := p.sinks.Lookup(s.Type)
+	for _, f := range d.Fields {
+		if v, ok := s.field(f.Name); ok && f.Secret && v.value.Kind() == reflect.String {
+			out = append(out, v.value.String())
+		}
+	}
+	if d.Secrets != nil {
 		out = append(out, d.Secrets(s, func(name string) (string, bool) {
 			raw, ok := p.envRaw[field+"."+name]
 			return raw, ok
@@ -69,17 +73,11 @@ func EnvParts(raw, expanded string) []string {
 	return m[1:]
 }
 
-// The secrets of the values that hold credentials among other things.
-// Each is returned with the spellings it takes once unescaped from a URL
-// or DSN, without the values too short to redact.
-
 // DSNSecrets returns the password of a PostgreSQL DSN (URL or key=value
 // form); nil when it holds none.
 func DSNSecrets(dsn string) []string {
-	if pw, ok := dsnPassword(dsn); ok {
-		return secretList([]string{pw})
-	}
-	return nil
+	pw, _ := dsnPassword(dsn) // "" when none: too short to list
+	return secretList([]string{pw})
 }
 
 // HeaderSecrets returns the values of the credential headers among
@@ -172,17 +170,10 @@ type Redactor struct {
 // characters are left alone). Each is also matched as it is spelled
 // escaped in a URL, in a Go quoted string (%q) and in a JSON string.
 func NewRedactor(secrets ...string) *Redactor {
-	seen := map[string]bool{}
 	var forms []string
 	for _, s := range secrets {
-		if len(s) < minSecretLen {
-			continue
-		}
-		for _, f := range spellings(s) {
-			if f != "" && !seen[f] {
-				seen[f] = true
-				forms = append(forms, f)
-			}
+		if len(s) >= minSecretLen {
+			forms = append(forms, spellings(s)...)
 		}
 	}
 	if len(forms) == 0 {
@@ -190,9 +181,9 @@ func NewRedactor(secrets ...string) *Redactor {
 	}
 	// strings.Replacer tries the pairs in argument order at each position:
 	// longest first, so that a secret containing another goes whole.
-	sort.SliceStable(forms, func(i, j int) bool { return len(forms[i]) > len(forms[j]) })
-	pairs := make([]string, 0, 2*len(forms))
-	for _, f := range forms {
+	slices.SortFunc(forms, func(a, b string) int { return cmp.Or(len(b)-len(a), strings.Compare(a, b)) })
+	var pairs []string
+	for _, f := range slices.Compact(forms) {
 		pairs = append(pairs, f, Redacted)
 	}
 	return &Redactor{r: strings.NewReplacer(pairs...)}
@@ -230,9 +221,8 @@ func (r *Redactor) Problems(ps []Problem) []Problem {
 	return ps
 }
 
-// urlErrorReason is why url.Parse refused raw, without the URL, which may
-// hold credentials; with user info in raw, also without the part of it the
-// reason quotes (an escape, a port), which may be a piece of the password.
+// urlErrorReason is why url.Parse refused raw, without the URL (it may hold
+// credentials) and, with user info in raw, without what the reason quotes.
 func urlErrorReason(raw string, err error) string {
 	msg := err.Error()
 	var ue *url.Error

@@ -11,27 +11,21 @@ import (
 // driver package declares its own (file.Type, postgres.Type, ...).
 type SinkType string
 
-// SinkDescriptor describes one sink type. Each driver package declares its
-// own next to its code (sinks/<driver>, Descriptor), and sinks/registry
-// lists them in the SinkCatalog that Load checks plans against: the
-// validation of a sink section, its defaults, its part of the fingerprint,
-// the JSON Schema (`replay schema`) and what the command line decides for a
-// sink of the type all follow from it.
+// SinkDescriptor describes one sink type. Each driver declares its own
+// (sinks/<driver>, Descriptor) and sinks/registry lists them in the
+// SinkCatalog Load checks plans against: a section's validation, defaults,
+// fingerprint, JSON Schema and the command line's choices follow from it.
 type SinkDescriptor struct {
 	Type SinkType
 	// Summary says in one line what the sink writes to.
 	Summary string
-	// NewConfig returns a new, zero value of the type's own fields: a
-	// pointer to the struct its driver declares, whose yaml fields are the
-	// ones Fields describes (an inline struct's fields count as its own).
-	// Load decodes the section into it and keeps it in Sink.Config; nil
-	// for a type without fields of its own.
+	// NewConfig returns a pointer to a new, zero config struct of the
+	// type's own fields (those Fields describes, an inline struct's
+	// included), which Load decodes and keeps in Sink.Config; nil for none.
 	NewConfig func() any
-	// Fields describe the type's own fields, one for each yaml field of
-	// NewConfig's struct. Every type also takes the common fields
-	// (SinkCatalog.CommonFields). The
-	// order of the fields that are part of the fingerprint is the order in
-	// which they enter it.
+	// Fields describe the type's own fields, one per yaml field of
+	// NewConfig's struct, beside the common ones (SinkCatalog.CommonFields);
+	// the fingerprint takes its fields in this order.
 	Fields []FieldDescriptor
 	// Check validates the section's own rules, beyond what Fields say (a
 	// required field, an enum), after the common checks; nil for none.
@@ -43,15 +37,13 @@ type SinkDescriptor struct {
 	// beyond its required fields, for `replay schema`.
 	Schema []map[string]any
 	// Secrets returns the credentials a section holds among other things
-	// (a DSN's password, a URL's, a credential header's token), beyond the
-	// fields marked Secret, for redaction (Plan.Secrets); written returns
-	// the value of the section's field name as written in the plan, before
-	// its ${VAR}s were expanded, and false when it holds none. nil for none.
+	// (a DSN's password, a header's token), beyond the fields marked
+	// Secret, for redaction (Plan.Secrets); written returns a field's
+	// value before its ${VAR}s were expanded (false for none). nil for none.
 	Secrets func(s *Sink, written func(name string) (string, bool)) []string
 
-	// Shared reports whether the output can be written by several processes
-	// at once: such a sink can be used by `run --join` members, as the sink
-	// or as the dead-letter sink. A local file or database cannot.
+	// Shared reports whether several processes can write the output at
+	// once (`run --join`), as the sink or the dead-letter sink.
 	Shared bool
 	// Service is what the sink writes to when that is a service with live
 	// traffic of its own ("database", "service"), which a replay without a
@@ -60,25 +52,21 @@ type SinkDescriptor struct {
 	// WritesStdout reports that the records go to standard output: the run
 	// prints its tables elsewhere, and draws no progress over them.
 	WritesStdout bool
-	// UsesKey reports whether the sink writes the idempotency key (a column,
-	// a header, a request's Idempotency-Key), so that `replay test` reports
-	// a key template that fails.
+	// UsesKey reports whether the sink writes the idempotency key, so that
+	// `replay test` reports a key template that fails.
 	UsesKey bool
-	// StagingDir is set for a type whose output appears only when the run
-	// completes (published at Finish): it returns where a section's
-	// unpublished output waits ("" when it has none to show).
+	// StagingDir, set for a type whose output appears only when the run
+	// completes, returns where a section's unpublished output waits ("" for none).
 	StagingDir func(s *Sink) string
 	// Unfinished says what readers of the output see of a run that has
-	// not completed, after its totals; "" is "not published: the output
-	// appears when the run completes".
+	// not completed; "" is "not published: the output appears when the run completes".
 	Unfinished string
-	// Checkpoints names where a section records, with its writes, the
-	// checkpoints a run can resume from (--resume-from-sink), as messages
-	// say it ("checkpoint table replay_checkpoints"); "" when it keeps
-	// none. nil is "".
+	// Checkpoints names where a section records the checkpoints a run can
+	// resume from (--resume-from-sink), for messages ("checkpoint table
+	// replay_checkpoints"); "" or nil when it keeps none.
 	Checkpoints func(s *Sink) string
-	// CheckpointsField is the field that makes a section keep checkpoints
-	// (Checkpoints), for messages: "checkpoint_table".
+	// CheckpointsField is the field that makes a section keep checkpoints,
+	// for messages: "checkpoint_table".
 	CheckpointsField string
 	// FencesOthers reports whether a section keeps a second run of the plan
 	// out by itself (an exactly-once kafka sink's transactional ids), so
@@ -87,60 +75,47 @@ type SinkDescriptor struct {
 	// Where names the output of a section in a run's summary; nil names
 	// the type.
 	Where func(s *Sink) string
-	// Notes says what a section would write for the resolved ranges
-	// (how many objects of what size), and warns of a likely mistake, for
-	// `replay plan`; nil for none.
+	// Notes says what a section would write for the resolved ranges, and
+	// warns of a likely mistake, for `replay plan`; nil for none.
 	Notes func(s *Sink, ranges []RangeSize) []SinkNote
-	// JSONLines returns the path of the one local file a section writes
-	// with one JSON object per record holding its partition, offset and
-	// timestamp, which `replay demo` reads back to check the window; ""
-	// when the section writes anything else (CSV, a file per partition, a
-	// directory, a database, a service). nil is "".
+	// JSONLines returns the path of the one local file of JSON objects
+	// holding each record's partition, offset and timestamp a section
+	// writes, which `replay demo` reads back; "" or nil for other output.
 	JSONLines func(s *Sink) string
 	// DeadLetterInLine reports whether a dead-letter sink of the section
-	// writes each dead letter's reason and source coordinates itself, as
-	// fields of its JSON line (a JSONL file, stdout); nil is false: the
-	// reason goes in a header (sinks.WithDeadLetterHeaders).
+	// writes each dead letter's reason and source coordinates in its JSON
+	// line; nil is false: they go in headers (sinks.WithDeadLetterHeaders).
 	DeadLetterInLine func(s *Sink) bool
-	// Shard returns the section's config for shard index of count of a
-	// sharded run (replay run --shard I/N), a copy when it changes (the
-	// file sink's {shard} in its path: each shard writes its own file),
-	// or an error saying why the section cannot run as such a shard;
-	// count 0 is a run without shards (a section that needs --shard
-	// refuses it). nil: every shard writes the section as it is.
+	// Shard returns the section's config for shard index of count (replay
+	// run --shard I/N), a copy when it changes (the file sink's {shard}),
+	// or an error saying why the section cannot run so; count 0 is a run
+	// without shards. nil: every shard writes the section as it is.
 	Shard func(s *Sink, index, count int) (any, error)
 	// WholePartitionShards reports whether a section's shards must hold
-	// whole partitions (replay plan --shards never splits one): its
-	// output keeps each partition's order, or its writes to one
-	// partition cannot run from two processes. nil is false.
+	// whole partitions (replay plan --shards never splits one); nil is false.
 	WholePartitionShards func(s *Sink) bool
 	// Topic returns the section's config for one topic of a plan of
-	// several (Plan.ForTopic), after TopicPlaceholder was replaced: a copy
-	// that keeps the topics' outputs apart where the placeholder cannot
-	// (the exactly-once kafka sink's transactional ids). nil: the section
-	// as it is.
+	// several (Plan.ForTopic), after TopicPlaceholder was replaced, where
+	// the placeholder cannot keep the topics apart; nil: the section as it is.
 	Topic func(s *Sink, topic string) any
 	// OwnOutput names the output of a section that no other topic of a
-	// plan of several may write too (a file, a directory of objects with
-	// its manifest); "" or nil when topics may share it (a table, a
-	// target topic, a service).
+	// plan of several may write too (a file); "" or nil when topics may
+	// share it (a table, a target topic, a service).
 	OwnOutput func(s *Sink) string
 }
 
 // FieldDescriptor describes one field of a sink section.
 type FieldDescriptor struct {
-	// Name is the field's name in the plan (its yaml key): the yaml name
-	// of a field of the type's config struct (SinkDescriptor.NewConfig).
+	// Name is the field's yaml key: that of a field of the type's config
+	// struct (SinkDescriptor.NewConfig).
 	Name string
 	// Doc says what the field is, its default and an example.
 	Doc string
-	// Default is the value an unset field takes, as a plan would write it
-	// ("" when none); applied when the field holds its zero value.
+	// Default is the value an unset (zero) field takes, as a plan would
+	// write it ("" when none).
 	Default string
-	// Secret reports whether the value is a credential (a token, a key):
-	// it must come from the environment (${VAR}), and the command line
-	// redacts it wherever it prints. Fields holding a credential among
-	// other things (a DSN's password, a URL's) have rules of their own.
+	// Secret reports whether the value is a credential: it must come from
+	// the environment (${VAR}), and the command line redacts it.
 	Secret bool
 	// Required is the problem reported when the field is not set (a
 	// "missing: ..." message); "" for an optional field.
@@ -151,18 +126,16 @@ type FieldDescriptor struct {
 	// derived from its Go type and Enum is not precise enough.
 	Schema map[string]any
 	// Credentials reports whether the value may hold a credential among
-	// other things (a DSN, a URL, headers): a message never quotes it as
-	// it came from the environment, and the descriptor's Secrets finds the
-	// credentials in it.
+	// other things (a DSN, a URL, headers): messages never quote it from
+	// the environment, and the descriptor's Secrets finds it.
 	Credentials bool
 	// Fingerprint reports whether the field is part of the plan's
-	// fingerprint, under the name of its Go field in the type's config
-	// struct; false when it changes how, not what, the sink writes.
+	// fingerprint, under its Go field's name; false when it changes how,
+	// not what, the sink writes.
 	Fingerprint bool
 	// FingerprintValue returns the value the fingerprint holds for the
-	// field (a default left out as unset), given its value val in section
-	// s; nil takes the value as set. Unset values are left out of the
-	// fingerprint.
+	// field given its value val in section s (nil: val); unset values are
+	// left out.
 	FingerprintValue func(val any, s *Sink, deadLetter bool) any
 }
 
@@ -199,20 +172,18 @@ func (c SinkCatalog) Lookup(t SinkType) (SinkDescriptor, bool) {
 }
 
 // Types returns the catalog's sink types, in order.
-func (c SinkCatalog) Types() []SinkType {
-	out := make([]SinkType, len(c))
-	for i, d := range c {
-		out[i] = d.Type
-	}
-	return out
-}
+func (c SinkCatalog) Types() []SinkType { return c.types(func(SinkDescriptor) bool { return true }) }
 
 // SharedTypes returns the sink types whose output several processes can
 // write at once (SinkDescriptor.Shared), in order.
 func (c SinkCatalog) SharedTypes() []SinkType {
+	return c.types(func(d SinkDescriptor) bool { return d.Shared })
+}
+
+func (c SinkCatalog) types(keep func(SinkDescriptor) bool) []SinkType {
 	var out []SinkType
 	for _, d := range c {
-		if d.Shared {
+		if keep(d) {
 			out = append(out, d.Type)
 		}
 	}
@@ -220,17 +191,11 @@ func (c SinkCatalog) SharedTypes() []SinkType {
 }
 
 // check reports a descriptor that does not describe its config: a field
-// descriptor without its field in the config struct (or twice), a field
-// of the struct without its descriptor, a field named as a common one (in
-// the plan, or in the fingerprint), a NewConfig that does not return a
-// pointer to a struct. Load refuses such
-// a catalog: a field it would silently leave undecoded, unchecked or out
-// of the fingerprint is a driver's mistake.
+// descriptor without its field (or twice), a field without its descriptor,
+// a field named as a common one (in the plan or the fingerprint), a
+// NewConfig that returns no pointer to a struct. Load refuses such a
+// catalog: a field left undecoded, unchecked or out of the fingerprint.
 func (c SinkCatalog) check() error {
-	common := map[string]bool{}
-	for _, f := range commonSinkFields {
-		common[f.Name] = true
-	}
 	for _, d := range c {
 		if d.NewConfig != nil {
 			if v := reflect.ValueOf(d.NewConfig()); v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
@@ -253,7 +218,7 @@ func (c SinkCatalog) check() error {
 		}
 		for _, n := range names {
 			switch {
-			case common[n]:
+			case slices.ContainsFunc(commonSinkFields, func(f FieldDescriptor) bool { return f.Name == n }):
 				return fmt.Errorf("plan: sink type %s: its config's field %s is a field every sink takes (plan.Sink)", d.Type, n)
 			case !described[n]:
 				return fmt.Errorf("plan: sink type %s: its config's field %s has no field descriptor", d.Type, n)
@@ -291,10 +256,8 @@ func (c SinkCatalog) CheckpointKeepers() string {
 // Field returns the descriptor of the type-specific field name; nil when
 // the type does not take it.
 func (d SinkDescriptor) Field(name string) *FieldDescriptor {
-	for i := range d.Fields {
-		if d.Fields[i].Name == name {
-			return &d.Fields[i]
-		}
+	if i := slices.IndexFunc(d.Fields, func(f FieldDescriptor) bool { return f.Name == name }); i >= 0 {
+		return &d.Fields[i]
 	}
 	return nil
 }
@@ -339,28 +302,20 @@ func ConfigOf[T any](s *Sink) *T {
 // name is name (an inline struct's fields included); false when the type
 // has no such field.
 func (d SinkDescriptor) ConfigField(name string) (reflect.StructField, bool) {
-	if d.NewConfig == nil {
-		return reflect.StructField{}, false
-	}
-	for _, f := range yamlFields(reflect.ValueOf(d.NewConfig()).Elem()) {
-		if f.name == name {
-			return f.field, true
-		}
-	}
-	return reflect.StructField{}, false
+	f, ok := fieldNamed(d.configFields(), name)
+	return f.field, ok
 }
 
 // ConfigNames returns the yaml names of the fields of the type's config
 // struct, in order.
-func (d SinkDescriptor) ConfigNames() []string {
+func (d SinkDescriptor) ConfigNames() []string { return yamlNames(d.configFields()) }
+
+// configFields returns the fields of a new config of the type (nil without one).
+func (d SinkDescriptor) configFields() []yamlField {
 	if d.NewConfig == nil {
 		return nil
 	}
-	var out []string
-	for _, f := range yamlFields(reflect.ValueOf(d.NewConfig()).Elem()) {
-		out = append(out, f.name)
-	}
-	return out
+	return yamlFields(reflect.ValueOf(d.NewConfig()).Elem())
 }
 
 // yamlField is a field of a struct decoded from YAML: its yaml name, its
@@ -399,13 +354,24 @@ func (s *Sink) fields() []yamlField {
 
 // field returns the field of s whose yaml name is name, a common field or
 // one of its type's; false when it has none.
-func (s *Sink) field(name string) (yamlField, bool) {
-	for _, f := range s.fields() {
-		if f.name == name {
-			return f, true
-		}
+func (s *Sink) field(name string) (yamlField, bool) { return fieldNamed(s.fields(), name) }
+
+// fieldNamed returns the field of fs whose yaml name is name.
+func fieldNamed(fs []yamlField, name string) (yamlField, bool) {
+	i := slices.IndexFunc(fs, func(f yamlField) bool { return f.name == name })
+	if i < 0 {
+		return yamlField{}, false
 	}
-	return yamlField{}, false
+	return fs[i], true
+}
+
+// yamlNames returns the yaml names of fs, in order.
+func yamlNames(fs []yamlField) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.name
+	}
+	return out
 }
 
 // isSet reports whether the field with yaml name name holds a value: a
@@ -423,10 +389,10 @@ func (s *Sink) isSet(name string) bool {
 	}
 }
 
-// typeStrings returns the sink types as strings.
-func typeStrings(ts []SinkType) []string {
-	out := make([]string, len(ts))
-	for i, t := range ts {
+// strs returns items as strings.
+func strs[T ~string](items []T) []string {
+	out := make([]string, len(items))
+	for i, t := range items {
 		out[i] = string(t)
 	}
 	return out
@@ -434,10 +400,7 @@ func typeStrings(ts []SinkType) []string {
 
 // OrList joins items as "a, b or c".
 func OrList[T ~string](items []T) string {
-	s := make([]string, len(items))
-	for i, t := range items {
-		s[i] = string(t)
-	}
+	s := strs(items)
 	if len(s) < 2 {
 		return strings.Join(s, "")
 	}

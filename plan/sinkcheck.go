@@ -49,10 +49,8 @@ func (c *SinkCheck) Enum(name, val string, allowed []string) bool {
 
 // Visible reports whether val, the value of the field name or, named by
 // what ("column"), a part of it, holds no control or formatting character
-// (Unicode Cc and Cf, as the group's check), and a problem with the field
-// when it does: a bidirectional embedding, override or isolate
-// (U+202A-U+202E, U+2066-U+2069) or a zero-width character makes a path
-// or a name read differently in review than it is.
+// (Unicode Cc and Cf, as the group's check: bidirectional overrides,
+// zero-width characters), and a problem with the field when it does.
 func (c *SinkCheck) Visible(name, what, val string) bool {
 	r, hides := firstRune(val, invisible)
 	if hides {
@@ -79,9 +77,8 @@ func (c *SinkCheck) SASL(name string, s SASL) { c.v.sasl(c.path(name), s) }
 func (c *SinkCheck) Columns(cols Columns, db bool) { c.v.columns(c.Field, cols, db) }
 
 // ReadsValue records that the sink's field name reads the record's field
-// (a value.<path>, e.g. a database sink's version), so that a mapping step
-// that drops or renames that field away is a problem. Dead-letter sinks
-// see the records as read, not mapped: nothing is recorded for them.
+// (a value.<path>), so that a mapping step that drops or renames it away
+// is a problem. Dead-letter sinks see records unmapped: nothing is recorded.
 func (c *SinkCheck) ReadsValue(name, field string) {
 	if keys := valuePath(field); len(keys) > 0 && !c.DeadLetter() {
 		c.v.sinkReads = append(c.v.sinkReads, valueRead{keys, fmt.Sprintf("%s (%s)", c.path(name), field)})
@@ -101,10 +98,15 @@ func IsTableName(s string) bool { return tableRe.MatchString(s) }
 
 // LiteralDSNPassword reports whether the PostgreSQL DSN of the field name,
 // as written in the plan, holds a password that does not come from a
-// ${VAR}.
+// ${VAR}: ${ORDERS_DSN} and postgres://app:${PGPASSWORD}@db/orders are
+// fine, postgres://app:secret@${PGHOST}/orders is not.
 func (c *SinkCheck) LiteralDSNPassword(name string) bool {
-	f, _ := c.Sink.field(name)
-	return f.value.IsValid() && c.v.literalDSNPassword(c.path(name), f.value.String())
+	f, ok := c.Sink.field(name)
+	if !ok {
+		return false
+	}
+	pw, ok := dsnPassword(c.v.asWritten(c.path(name), f.value.String()))
+	return ok && !strings.Contains(pw, envPlaceholder)
 }
 
 // URL checks the http(s) URL of the field name: credentials in it must
@@ -128,22 +130,18 @@ func article(sinkType SinkType) string {
 // sinkType checks a section's type field and returns its descriptor;
 // false when there is none to check the rest of the section against.
 func (v *validator) sinkType(field string, s *Sink) (SinkDescriptor, bool) {
-	types := typeStrings(v.p.sinks.Types())
+	types := strs(v.p.sinks.Types())
 	if s.Type == "" {
 		v.add(field+".type", "missing: one of %s", strings.Join(types, ", "))
-		return SinkDescriptor{}, false
+	} else if v.enum(field+".type", string(s.Type), types) {
+		return v.p.sinks.Lookup(s.Type)
 	}
-	if !v.enum(field+".type", string(s.Type), types) {
-		return SinkDescriptor{}, false
-	}
-	return v.p.sinks.Lookup(s.Type)
+	return SinkDescriptor{}, false
 }
 
 // sinkFields checks the type-specific fields of a section against the
-// descriptors: a field written for a sink type that does not take it
-// (topic: on a postgres sink) would silently do nothing; a required field
-// must be set; a choice must be one of its values. Only fields written in
-// the file count as written: a default (on_conflict: update) is no mistake.
+// descriptors: a field written (not defaulted) for a type that does not
+// take it, a required field unset, a choice not one of its values.
 func (v *validator) sinkFields(field string, s *Sink, d SinkDescriptor) {
 	seen := map[string]bool{}
 	for _, o := range v.p.sinks {
@@ -152,12 +150,7 @@ func (v *validator) sinkFields(field string, s *Sink, d SinkDescriptor) {
 				continue
 			}
 			seen[f.Name] = true
-			var takers []string
-			for _, t := range v.p.sinks {
-				if t.Field(f.Name) != nil {
-					takers = append(takers, string(t.Type))
-				}
-			}
+			takers := strs(v.p.sinks.types(func(t SinkDescriptor) bool { return t.Field(f.Name) != nil }))
 			v.add(field+"."+f.Name, "does not apply to %s sink (only %s sinks take it): remove it", article(s.Type), strings.Join(takers, " and "))
 		}
 	}
@@ -177,19 +170,6 @@ func (v *validator) sinkFields(field string, s *Sink, d SinkDescriptor) {
 	if d.Check != nil {
 		d.Check(&SinkCheck{Field: field, Sink: s, Plan: v.p, v: v})
 	}
-}
-
-// secretFields returns the values of the section's fields its type marks
-// as secret.
-func (p *Plan) secretFields(s *Sink) []string {
-	var out []string
-	d, _ := p.sinks.Lookup(s.Type)
-	for _, f := range d.Fields {
-		if v, ok := s.field(f.Name); ok && f.Secret && v.value.Kind() == reflect.String {
-			out = append(out, v.value.String())
-		}
-	}
-	return out
 }
 
 // applySinkDefaults fills the unset fields of a section with the defaults
@@ -216,10 +196,9 @@ func (p *Plan) applySinkDefaults(s *Sink, deadLetter bool) {
 	}
 }
 
-// fingerprintFrame are the keys the first version's sink part of the
-// fingerprint held for every type, in order, each with the value it holds
-// for a type without such a field (nil: a common field): they keep their
-// places and values, so that no fingerprint changes.
+// fingerprintFrame are the keys the first version's sink fingerprint held
+// for every type, in order, each with its value for a type without the
+// field (nil: a common field): kept so that no fingerprint changes.
 var fingerprintFrame = []frameKey{{"Type", nil}, {"Path", ""}, {"Table", ""}, {"Key", nil}, {"OnConflict", "update"}}
 
 // frameKey is a key of the fingerprint's frame and its value for a type
@@ -230,31 +209,19 @@ type frameKey struct {
 }
 
 // sinkFingerprint is a section's part of the fingerprint, as a JSON object:
-// the frame (fingerprintFrame: type, path, table, key and on_conflict),
-// then the other fields the type's descriptor marks as part of it, in its
-// order, when set, each under its Go name in the type's config struct.
+// the frame (fingerprintFrame), then the other set fields its descriptor
+// marks, in its order, each under its Go name.
 func (p *Plan) sinkFingerprint(s *Sink, deadLetter bool) json.RawMessage {
 	vals := map[string]any{"Type": string(s.Type), "Key": s.Key}
-	var frame []string
+	var keys []string
 	for _, f := range fingerprintFrame {
-		frame = append(frame, f.key)
+		keys = append(keys, f.key)
 		if f.unset != nil {
 			vals[f.key] = f.unset
 		}
 	}
-	var b strings.Builder
-	put := func(key string, val any) {
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		k, _ := json.Marshal(key)
-		v, _ := json.Marshal(val)
-		b.Write(k)
-		b.WriteByte(':')
-		b.Write(v)
-	}
+	frame := keys
 	d, _ := p.sinks.Lookup(s.Type)
-	var rest []string
 	for _, f := range d.Fields {
 		fv, ok := s.field(f.Name)
 		if !f.Fingerprint || !ok {
@@ -269,14 +236,20 @@ func (p *Plan) sinkFingerprint(s *Sink, deadLetter bool) json.RawMessage {
 			if val == nil || reflect.ValueOf(val).IsZero() {
 				continue
 			}
-			rest = append(rest, key)
+			keys = append(keys, key)
 		}
 		vals[key] = val
 	}
-	for _, k := range append(frame, rest...) {
-		put(k, vals[k])
+	b := []byte("{")
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		kj, _ := json.Marshal(k)
+		vj, _ := json.Marshal(vals[k])
+		b = append(append(append(b, kj...), ':'), vj...)
 	}
-	return json.RawMessage("{" + b.String() + "}")
+	return append(b, '}')
 }
 
 // Schedule reports whether the plan's window is a schedule (every or start

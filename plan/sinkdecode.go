@@ -1,8 +1,10 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -33,46 +35,24 @@ func (d *decoder) walkSink(n *yaml.Node, s *Sink, path string) {
 			break
 		}
 	}
-	own := s.fields()
-	others := map[string]reflect.Value{}
-	var otherNames []string
+	var others []yamlField // the other types' fields, the first of each name
 	for _, t := range d.sinks {
 		if t.NewConfig == nil {
 			continue
 		}
 		for _, f := range yamlFields(reflect.ValueOf(t.NewConfig()).Elem()) {
-			if _, dup := others[f.name]; !dup {
-				others[f.name] = f.value
-				otherNames = append(otherNames, f.name)
+			if _, dup := fieldNamed(others, f.name); !dup {
+				others = append(others, f)
 			}
 		}
 	}
-	target := func(name string) (reflect.Value, bool) {
-		for _, f := range own {
-			if f.name == name {
-				return f.value, true
-			}
-		}
-		v, ok := others[name]
-		return v, ok
-	}
-	hint := func(name string) string {
-		names := make([]string, len(own))
-		for i, f := range own {
-			names[i] = f.name
-		}
-		if h := suggest(name, names); h != "" {
-			return h
-		}
-		return suggest(name, otherNames)
-	}
-	d.walkFields(n, path, target, hint)
+	d.walkFields(n, path, s.fields(), others)
 }
 
-// walkFields decodes each key of the mapping n into the value target
-// returns for it, reporting duplicate keys and keys target has no value
-// for (with hint's suggestion).
-func (d *decoder) walkFields(n *yaml.Node, path string, target func(name string) (reflect.Value, bool), hint func(name string) string) {
+// walkFields decodes each key of the mapping n into the value of the
+// field of own, or else of others, of its name, reporting duplicate keys
+// and keys neither has (suggesting a name of own, or else of others).
+func (d *decoder) walkFields(n *yaml.Node, path string, own, others []yamlField) {
 	seen := map[string]*yaml.Node{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
@@ -82,16 +62,19 @@ func (d *decoder) walkFields(n *yaml.Node, path string, target func(name string)
 			continue
 		}
 		seen[k.Value] = k
-		f, ok := target(k.Value)
+		f, ok := fieldNamed(own, k.Value)
 		if !ok {
-			msg := fmt.Sprintf("unknown field %q in %s", k.Value, structName(path))
-			if s := hint(k.Value); s != "" {
+			f, ok = fieldNamed(others, k.Value)
+		}
+		if !ok {
+			msg := fmt.Sprintf("unknown field %q in %s", k.Value, cmp.Or(path, "the plan"))
+			if s := cmp.Or(Suggest(k.Value, yamlNames(own)), Suggest(k.Value, yamlNames(others))); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
 			d.problem(k, fp, "%s", msg)
 			continue
 		}
-		d.walk(val, f, fp)
+		d.walk(val, f.value, fp)
 	}
 }
 
@@ -109,10 +92,8 @@ func (d *decoder) secret(path string) bool {
 	if i := strings.IndexAny(rest, ".["); i >= 0 {
 		name = rest[:i]
 	}
-	for _, t := range d.sinks {
-		if f := t.Field(name); f != nil && (f.Secret || f.Credentials) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(d.sinks, func(t SinkDescriptor) bool {
+		f := t.Field(name)
+		return f != nil && (f.Secret || f.Credentials)
+	})
 }

@@ -56,13 +56,13 @@ func TestSinkDescriptorsMatchSink(t *testing.T) {
 
 // The catalog lists the types in the order messages list them.
 func TestSinkTypesOrder(t *testing.T) {
-	if got, want := typeStrings(testSinks.Types()), []string{"file", "postgres", "sqlite", "kafka", "http", "stdout", "parquet"}; !slices.Equal(got, want) {
+	if got, want := strs(testSinks.Types()), []string{"file", "postgres", "sqlite", "kafka", "http", "stdout", "parquet"}; !slices.Equal(got, want) {
 		t.Errorf("Types() = %v, want %v", got, want)
 	}
 	if _, ok := testSinks.Lookup("mysql"); ok {
 		t.Error(`Lookup("mysql") found a descriptor`)
 	}
-	if shared := typeStrings(testSinks.SharedTypes()); !slices.Equal(shared, []string{"postgres", "kafka", "http"}) {
+	if shared := strs(testSinks.SharedTypes()); !slices.Equal(shared, []string{"postgres", "kafka", "http"}) {
 		t.Errorf("SharedTypes() = %v, want postgres, kafka, http", shared)
 	}
 }

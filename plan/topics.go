@@ -10,9 +10,7 @@ import (
 )
 
 // TopicPlaceholder stands for the source topic in the string fields of a
-// sink section (a table, a path, a target topic, a url): a plan of several
-// topics writes each topic's records where its name puts them, and a plan
-// of one topic has it replaced by that topic.
+// sink section (a table, a path, a target topic, a url).
 const TopicPlaceholder = "{topic}"
 
 // TopicOverride changes, for the records of one topic of a plan of several
@@ -25,23 +23,10 @@ type TopicOverride struct {
 	Mapping *Mapping `yaml:"mapping"`
 	// Key replaces the sink's idempotency key template (sink.key).
 	Key *string `yaml:"key"`
-	// Table, Path and Topic replace the sink's field of that name: a
-	// database sink's table, a file or parquet sink's path, a kafka sink's
-	// target topic.
+	// Table, Path and Topic replace the sink's field of that name.
 	Table *string `yaml:"table"`
 	Path  *string `yaml:"path"`
 	Topic *string `yaml:"topic"`
-}
-
-// sinkFields returns the sink fields the override sets, by yaml name.
-func (o TopicOverride) sinkFields() map[string]string {
-	out := map[string]string{}
-	for name, v := range map[string]*string{"table": o.Table, "path": o.Path, "topic": o.Topic} {
-		if v != nil {
-			out[name] = *v
-		}
-	}
-	return out
 }
 
 // Topics returns the plan's source topics: source.topics, or the one of
@@ -66,12 +51,10 @@ func (p *Plan) OfTopicSet() bool {
 }
 
 // ForTopic returns the plan of topic, one of the topics of a plan of
-// several: source.topic is topic, the topic's overrides replace the
-// filter, mapping, key and sink fields they name, and {topic} in the
-// sink sections is topic. It keeps the whole plan's group, window,
-// throttle and fingerprint (which covers the topic set and the
-// overrides), so that its commits and checkpoints are the plan's. A plan
-// of one topic is returned as it is (for its own topic).
+// several: source.topic is topic, with the topic's overrides and {topic}
+// replaced, and the whole plan's group, window, throttle and fingerprint,
+// so that its commits and checkpoints are the plan's. A plan of one topic
+// is returned as it is (for its own topic).
 func (p *Plan) ForTopic(topic string) (*Plan, error) {
 	if !p.SeveralTopics() {
 		if topic != p.Source.Topic {
@@ -110,17 +93,18 @@ func (p *Plan) forTopic(topic string) (_ *Plan, bad []string) {
 		t.pos["mapping"] = p.pos["overrides."+topic+".mapping"]
 	}
 	t.Sink = copySink(p.Sink)
-	if o.Key != nil {
-		t.Sink.Key = *o.Key
-		t.pos["sink.key"] = p.pos["overrides."+topic+".key"]
-	}
-	fields := o.sinkFields()
-	for _, name := range slices.Sorted(maps.Keys(fields)) {
-		if !t.Sink.setString(name, fields[name]) {
-			bad = append(bad, name)
+	for _, f := range []struct {
+		name string
+		val  *string
+	}{{"key", o.Key}, {"path", o.Path}, {"table", o.Table}, {"topic", o.Topic}} {
+		if f.val == nil {
 			continue
 		}
-		t.pos["sink."+name] = p.pos["overrides."+topic+"."+name]
+		if !t.Sink.setString(f.name, *f.val) {
+			bad = append(bad, f.name)
+			continue
+		}
+		t.pos["sink."+f.name] = p.pos["overrides."+topic+"."+f.name]
 	}
 	t.Sink.replaceTopic(topic)
 	if p.DeadLetter != nil {
@@ -129,10 +113,7 @@ func (p *Plan) forTopic(topic string) (_ *Plan, bad []string) {
 		t.DeadLetter = &dl
 	}
 	for _, s := range []*Sink{&t.Sink, t.DeadLetter} {
-		if s == nil {
-			continue
-		}
-		if d, ok := p.sinks.Lookup(s.Type); ok && d.Topic != nil {
+		if d, ok := p.sinks.Lookup(sinkTypeOf(s)); ok && d.Topic != nil {
 			s.Config = d.Topic(s, topic)
 		}
 	}
@@ -208,22 +189,19 @@ func (p *Plan) validateTopics(now time.Time) []Problem {
 				}
 				shared[name] = append(shared[name], topic)
 			}
-			if !ok || d.OwnOutput == nil {
-				continue
+			var out string
+			if ok && d.OwnOutput != nil {
+				out = d.OwnOutput(s)
 			}
-			out := d.OwnOutput(s)
-			if out == "" {
-				continue
-			}
-			if other, dup := outputs[out]; dup {
+			if other, dup := outputs[out]; dup && out != "" {
 				hint := fmt.Sprintf("put %s in its path (e.g. out/%s.jsonl)", TopicPlaceholder, TopicPlaceholder)
 				if field == "sink" {
 					hint += fmt.Sprintf(", or set overrides.%s.path", topic)
 				}
 				v.add(field, "topics %s and %s would both write %s: each topic's output must be its own; %s", other, topic, out, hint)
-				continue
+			} else if out != "" {
+				outputs[out] = topic
 			}
-			outputs[out] = topic
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(shared)) {
@@ -253,7 +231,7 @@ func overriddenField(p *Plan, topic, field string) string {
 	over := map[string]bool{"filter": o.Filter != nil, "mapping": o.Mapping != nil, "sink.key": o.Key != nil,
 		"sink.table": o.Table != nil, "sink.path": o.Path != nil, "sink.topic": o.Topic != nil}
 	for f, set := range over {
-		if set && (field == f || strings.HasPrefix(field, f+".") || strings.HasPrefix(field, f+"[")) {
+		if set && within(field, f) {
 			return "overrides." + topic + "." + strings.TrimPrefix(field, "sink.")
 		}
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,7 +29,6 @@ func (s *PartitionSet) UnmarshalYAML(n *yaml.Node) error {
 		}
 		return fmt.Errorf(`want "all" or a list such as [0, 3, 5], got %q`, n.Value)
 	case yaml.SequenceNode:
-		seen := map[int32]bool{}
 		var list []int32
 		for _, c := range n.Content {
 			v, err := strconv.ParseInt(c.Value, 10, 32)
@@ -39,16 +38,15 @@ func (s *PartitionSet) UnmarshalYAML(n *yaml.Node) error {
 			if c.Kind != yaml.ScalarNode || err != nil || v < 0 {
 				return errorAt(c, "%s is not a partition number (0, 1, ...)", describe(c))
 			}
-			if seen[int32(v)] {
+			if slices.Contains(list, int32(v)) {
 				return errorAt(c, "partition %d is listed twice: list each partition once", v)
 			}
-			seen[int32(v)] = true
 			list = append(list, int32(v))
 		}
 		if len(list) == 0 {
 			return fmt.Errorf(`empty partition list: write "all" or list at least one partition`)
 		}
-		sort.Slice(list, func(i, j int) bool { return list[i] < list[j] })
+		slices.Sort(list)
 		*s = PartitionSet{List: list}
 		return nil
 	}
@@ -65,26 +63,33 @@ func (s PartitionSet) MarshalYAML() (any, error) {
 
 // String renders the set as in a plan: all or [0 3 5].
 func (s PartitionSet) String() string {
-	if s.All || len(s.List) == 0 {
-		return "all"
-	}
-	return fmt.Sprint(s.List)
+	v, _ := s.MarshalYAML()
+	return fmt.Sprint(v)
 }
 
-// TimeSpec is a window bound: an absolute RFC 3339 time with an explicit
-// zone, a time relative to the moment of resolution ("-2h", "90m ago",
-// "now"), or a calendar day relative to it ("today", "yesterday": that
-// day's midnight in the window's zone). A zone-less time or a bare number
-// is rejected: seconds and milliseconds mix-ups silently replay the wrong
-// data.
+// raw is a value as the plan writes it, which TimeSpec, OffsetSpec, Last
+// and Every keep beside what it means.
+type raw string
+
+// MarshalYAML writes the value as written in the plan.
+func (r raw) MarshalYAML() (any, error) { return string(r), nil }
+
+// IsSet reports whether the value was given.
+func (r raw) IsSet() bool { return r != "" }
+
+// String returns the value as written.
+func (r raw) String() string { return string(r) }
+
+// TimeSpec is a window bound: an absolute RFC 3339 time with a zone, a
+// time relative to the moment of resolution ("-2h", "90m ago", "now"), or
+// a calendar day relative to it ("today", "yesterday": midnight in the
+// window's zone). A zone-less time or a bare number is rejected.
 type TimeSpec struct {
-	raw   string
+	raw
 	abs   time.Time
 	rel   time.Duration // negative: in the past
 	isRel bool
-	// isDay marks today/yesterday: midnight days days from the day of
-	// resolution (0 or -1).
-	isDay bool
+	isDay bool // today/yesterday: midnight days (0 or -1) from resolution's
 	days  int
 }
 
@@ -97,38 +102,35 @@ func ParseTimeSpec(s string) (TimeSpec, error) {
 	case s == "":
 		return TimeSpec{}, fmt.Errorf("empty time")
 	case s == "now":
-		return TimeSpec{raw: s, isRel: true}, nil
+		return TimeSpec{raw: raw(s), isRel: true}, nil
 	case s == "today":
-		return TimeSpec{raw: s, isRel: true, isDay: true}, nil
+		return TimeSpec{raw: raw(s), isRel: true, isDay: true}, nil
 	case s == "yesterday":
-		return TimeSpec{raw: s, isRel: true, isDay: true, days: -1}, nil
-	case isNumber(s):
+		return TimeSpec{raw: raw(s), isRel: true, isDay: true, days: -1}, nil
+	case numberRe.MatchString(s):
 		return TimeSpec{}, fmt.Errorf("bare number %s is ambiguous (seconds or milliseconds since the epoch?): write an RFC 3339 time with a zone, e.g. %s", s, epochHint(s))
-	case strings.HasPrefix(s, "-"):
-		d, err := parseDuration(s[1:])
-		if err != nil {
-			return TimeSpec{}, fmt.Errorf("relative time %q: %v (use e.g. -2h, -90m, -1d)", s, err)
-		}
-		return TimeSpec{raw: s, rel: -d, isRel: true}, nil
 	}
-	if m := relAgo.FindStringSubmatch(s); m != nil {
-		d, err := parseDuration(m[1])
-		if err != nil {
-			return TimeSpec{}, fmt.Errorf("relative time %q: %v", s, err)
+	if m := relAgo.FindStringSubmatch(s); m != nil || strings.HasPrefix(s, "-") {
+		rel, hint := strings.TrimPrefix(s, "-"), " (use e.g. -2h, -90m, -1d)"
+		if m != nil {
+			rel, hint = m[1], ""
 		}
-		return TimeSpec{raw: s, rel: -d, isRel: true}, nil
+		d, err := parseDuration(rel)
+		if err != nil {
+			return TimeSpec{}, fmt.Errorf("relative time %q: %v%s", s, err, hint)
+		}
+		return TimeSpec{raw: raw(s), rel: -d, isRel: true}, nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err == nil && t.Nanosecond()%int(time.Millisecond) != 0 {
-		// Kafka timestamps (and ListOffsets by time, KIP-79) are whole
-		// milliseconds: a finer bound would silently round.
+		// Kafka timestamps (KIP-79) are whole milliseconds.
 		const ms = "2006-01-02T15:04:05.000Z07:00"
 		down := t.Truncate(time.Millisecond)
 		return TimeSpec{}, fmt.Errorf("time %q is finer than a millisecond, the precision of Kafka timestamps: write %s or %s",
 			s, down.Format(ms), down.Add(time.Millisecond).Format(ms))
 	}
 	if err == nil {
-		return TimeSpec{raw: s, abs: t}, nil
+		return TimeSpec{raw: raw(s), abs: t}, nil
 	}
 	for _, layout := range []string{"2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999", "2006-01-02T15:04", "2006-01-02"} {
 		if _, e := time.Parse(layout, s); e == nil {
@@ -151,8 +153,6 @@ func pad(s string) string {
 // numberRe matches what a person writes as a plain number (not "inf" or
 // "nan", which strconv.ParseFloat also accepts).
 var numberRe = regexp.MustCompile(`^[-+]?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$`)
-
-func isNumber(s string) bool { return numberRe.MatchString(s) }
 
 // TimeLayoutMillis formats a time as RFC 3339 with its milliseconds
 // (none when they are zero): Kafka's timestamps are milliseconds.
@@ -187,28 +187,24 @@ func parseDuration(s string) (time.Duration, error) {
 
 // UnmarshalYAML parses a scalar with ParseTimeSpec.
 func (t *TimeSpec) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("want a time such as 2026-11-03T10:00:00Z or -2h")
-	}
-	v, err := ParseTimeSpec(n.Value)
-	if err != nil {
-		return err
-	}
-	*t = v
-	return nil
+	return unmarshalScalar(n, t, ParseTimeSpec, "want a time such as 2026-11-03T10:00:00Z or -2h")
 }
 
-// MarshalYAML writes the bound as written in the plan.
-func (t TimeSpec) MarshalYAML() (any, error) { return t.raw, nil }
-
-// IsSet reports whether the bound was given.
-func (t TimeSpec) IsSet() bool { return t.raw != "" }
+// unmarshalScalar decodes the scalar n into *dst with parse; want is the
+// error for a node of another kind.
+func unmarshalScalar[T any](n *yaml.Node, dst *T, parse func(string) (T, error), want string) error {
+	if n.Kind != yaml.ScalarNode {
+		return errors.New(want)
+	}
+	v, err := parse(n.Value)
+	if err == nil {
+		*dst = v
+	}
+	return err
+}
 
 // IsRelative reports whether the bound depends on the time of resolution.
 func (t TimeSpec) IsRelative() bool { return t.isRel }
-
-// String returns the bound as written.
-func (t TimeSpec) String() string { return t.raw }
 
 // IsCalendar reports whether the bound is a calendar day (today,
 // yesterday), which depends on the window's zone.
@@ -235,7 +231,7 @@ func (t TimeSpec) AtIn(now time.Time, loc *time.Location) time.Time {
 // (the high watermark, or the last stable offset under read_committed), or
 // an absolute offset >= 0.
 type OffsetSpec struct {
-	raw    string
+	raw
 	Offset int64 // valid when neither Earliest nor Latest
 	// Earliest and Latest are the symbolic bounds.
 	Earliest, Latest bool
@@ -246,12 +242,8 @@ func (o *OffsetSpec) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
 		return fmt.Errorf("want earliest, latest or an offset number")
 	}
-	switch n.Value {
-	case "earliest":
-		*o = OffsetSpec{raw: n.Value, Earliest: true}
-		return nil
-	case "latest":
-		*o = OffsetSpec{raw: n.Value, Latest: true}
+	if n.Value == "earliest" || n.Value == "latest" {
+		*o = OffsetSpec{raw: raw(n.Value), Earliest: n.Value == "earliest", Latest: n.Value == "latest"}
 		return nil
 	}
 	v, err := strconv.ParseInt(n.Value, 10, 64)
@@ -261,18 +253,9 @@ func (o *OffsetSpec) UnmarshalYAML(n *yaml.Node) error {
 	if err != nil || v < 0 {
 		return fmt.Errorf("offset %q: want earliest, latest or a number >= 0", n.Value)
 	}
-	*o = OffsetSpec{raw: n.Value, Offset: v}
+	*o = OffsetSpec{raw: raw(n.Value), Offset: v}
 	return nil
 }
-
-// MarshalYAML writes the bound as written in the plan.
-func (o OffsetSpec) MarshalYAML() (any, error) { return o.raw, nil }
-
-// IsSet reports whether the bound was given.
-func (o OffsetSpec) IsSet() bool { return o.raw != "" }
-
-// String returns the bound as written.
-func (o OffsetSpec) String() string { return o.raw }
 
 // Duration is a time.Duration written as "5m", "1h30m" or "1d".
 type Duration time.Duration
@@ -282,7 +265,7 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
 		return fmt.Errorf("want a duration such as 5m or 1h")
 	}
-	if isNumber(n.Value) {
+	if numberRe.MatchString(n.Value) {
 		return fmt.Errorf("duration %s has no unit: write e.g. %ss or %sm", n.Value, n.Value, n.Value)
 	}
 	v, err := parseDuration(n.Value)
@@ -320,9 +303,8 @@ func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 	mult, ok := byteUnits[m[2]]
 	if !ok {
 		msg := fmt.Sprintf("unknown unit %q in %q: use %s or %s", m[2], n.Value, strings.Join(byteUnitNames[:len(byteUnitNames)-1], ", "), byteUnitNames[len(byteUnitNames)-1])
-		// Only a unit of the same magnitude is a likely typo (mib, Mb, M):
-		// "did you mean 5KiB?" for 5TiB would change the size a billionfold.
-		if s := suggest(m[2], byteUnitNames); s != "" && strings.EqualFold(s[:1], m[2][:1]) {
+		// Only a unit of the same magnitude is a likely typo (mib, Mb, M).
+		if s := Suggest(m[2], byteUnitNames); s != "" && strings.EqualFold(s[:1], m[2][:1]) {
 			msg += fmt.Sprintf(" (did you mean %s%s?)", m[1], s)
 		}
 		return fmt.Errorf("%s", msg)

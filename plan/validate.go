@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -37,8 +38,7 @@ func (p *Plan) validate(now time.Time) []Problem {
 	}
 	v := &validator{p: p, now: now}
 	for _, field := range slices.Sorted(maps.Keys(p.emptyEnv)) {
-		name := p.emptyEnv[field]
-		v.warn(field, "environment variable %s is set but empty: check that this is intended (an unfilled variable changes the plan, e.g. ${OUT_DIR}/x.jsonl becomes /x.jsonl)", name)
+		v.warn(field, "environment variable %s is set but empty: check that this is intended (an unfilled variable changes the plan, e.g. ${OUT_DIR}/x.jsonl becomes /x.jsonl)", p.emptyEnv[field])
 	}
 	v.top()
 	v.source()
@@ -67,18 +67,14 @@ func (v *validator) add(field, format string, args ...any) {
 		return // did not decode: already reported, with the reason
 	}
 	pos := v.p.pos[field]
-	for f := field; pos.Line == 0 && f != ""; {
-		i := strings.LastIndex(f, ".")
-		if i < 0 {
-			break
-		}
-		f = f[:i]
+	for f := field; pos.Line == 0 && strings.Contains(f, "."); {
+		f = f[:strings.LastIndex(f, ".")]
 		pos = v.p.pos[f]
 	}
 	if pos.Line == 0 {
 		pos = Pos{1, 1} // a missing top-level field: point at the document
 	}
-	v.out = append(v.out, Problem{File: v.p.File, Line: pos.Line, Col: pos.Col, Field: field, Message: fmt.Sprintf(format, args...)})
+	v.at(pos, field, format, args...)
 }
 
 // present reports whether field is written in the plan file.
@@ -94,12 +90,11 @@ func (v *validator) warn(field, format string, args ...any) {
 
 func (v *validator) top() {
 	p := v.p
-	if p.Version != 1 {
-		if _, ok := p.pos["version"]; !ok {
-			v.add("version", "missing: add `version: 1` as the first line")
-		} else {
-			v.add("version", "unsupported version %d: this replay reads version 1", p.Version)
-		}
+	switch {
+	case p.Version != 1 && !v.present("version"):
+		v.add("version", "missing: add `version: 1` as the first line")
+	case p.Version != 1:
+		v.add("version", "unsupported version %d: this replay reads version 1", p.Version)
 	}
 	switch {
 	case p.Name == "":
@@ -113,9 +108,9 @@ func (v *validator) top() {
 	hidden, hides := firstRune(p.Group, invisible)
 	switch {
 	case p.Group == "":
-		v.add("group", "missing: name a dedicated replay consumer group, e.g. replay.%s", orDefault(p.Name, "my-plan"))
+		v.add("group", "missing: name a dedicated replay consumer group, e.g. replay.%s", cmp.Or(p.Name, "my-plan"))
 	case spaced:
-		v.add("group", "%q contains the whitespace character %U: a group name holds none (Kafka takes it, but a space reads like a separator in review, and a no-break or ideographic space like an ordinary one); e.g. replay.%s", p.Group, space, orDefault(p.Name, "my-plan"))
+		v.add("group", "%q contains the whitespace character %U: a group name holds none (Kafka takes it, but a space reads like a separator in review, and a no-break or ideographic space like an ordinary one); e.g. replay.%s", p.Group, space, cmp.Or(p.Name, "my-plan"))
 	case hides:
 		v.add("group", "%q contains the invisible character %U: control and formatting characters (bidirectional overrides, zero-width ones) make a group name read differently in review than it is; type the name again", p.Group, hidden)
 	}
@@ -136,13 +131,6 @@ func firstRune(s string, f func(rune) bool) (rune, bool) {
 // isolates, zero-width spaces and joiners), which displays as nothing or
 // reorders the text around it.
 func invisible(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
-}
 
 func (v *validator) source() {
 	s := v.p.Source
@@ -180,13 +168,11 @@ func (v *validator) brokers(field string, list []string) {
 }
 
 func (v *validator) enum(field, val string, allowed []string) bool {
-	for _, a := range allowed {
-		if val == a {
-			return true
-		}
+	if slices.Contains(allowed, val) {
+		return true
 	}
 	msg := fmt.Sprintf("%q is not one of %s", val, strings.Join(allowed, ", "))
-	if s := suggest(val, allowed); s != "" {
+	if s := Suggest(val, allowed); s != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	v.add(field, "%s", msg)
@@ -210,11 +196,17 @@ func (v *validator) sasl(field string, s SASL) {
 	if s.Username == "" {
 		v.add(field+".username", "missing: SASL needs a username")
 	}
-	switch {
-	case s.Password == "" && !v.p.FromEnv(field+".password"):
+	if s.Password == "" && !v.p.FromEnv(field+".password") {
 		v.add(field+".password", "missing: set password: ${KAFKA_PASSWORD} and export the variable")
-	case s.Password != "" && !v.p.FromEnv(field+".password"):
-		v.add(field+".password", "a literal secret must not be written in a plan: use password: ${KAFKA_PASSWORD} and export the variable")
+	}
+	v.literalSecret(field+".password", s.Password, "password: ${KAFKA_PASSWORD}")
+}
+
+// literalSecret reports a secret val of field not taken from the
+// environment, which use (password: ${VAR}) should be.
+func (v *validator) literalSecret(field, val, use string) {
+	if val != "" && !v.p.FromEnv(field) {
+		v.add(field, "a literal secret must not be written in a plan: use %s and export the variable", use)
 	}
 }
 
@@ -247,9 +239,8 @@ func (v *validator) throttle() {
 		v.add("throttle.bytes_per_second", "%d bytes is above the limit of 1024GiB (%d bytes) per second: write a rate up to that, e.g. 100MiB, or 0 (or leave it out) for unlimited", int64(b), int64(MaxBytesPerSecond))
 	}
 	if d, ok := v.p.sinks.Lookup(v.p.Sink.Type); ok && d.Service != "" && t.RecordsPerSecond == 0 && t.BytesPerSecond == 0 {
-		what := d.Service
 		n := len(v.out)
-		v.warn("throttle", "no throttle for the %s sink: the replay writes as fast as the %s accepts and can starve its live traffic; set throttle.records_per_second (or bytes_per_second)", v.p.Sink.Type, what)
+		v.warn("throttle", "no throttle for the %s sink: the replay writes as fast as the %s accepts and can starve its live traffic; set throttle.records_per_second (or bytes_per_second)", v.p.Sink.Type, d.Service)
 		if pos, ok := v.p.pos["sink.type"]; ok && len(v.out) > n && !v.present("throttle") {
 			v.out[n].Line, v.out[n].Col = pos.Line, pos.Col // point at the sink, not at the top of the file
 		}
@@ -295,7 +286,7 @@ func (v *validator) sink(field string, s *Sink) {
 	}
 	if s.Key != "" {
 		if t, err := template.New("key").Parse(s.Key); err != nil {
-			v.add(field+".key", "bad template: %s: write e.g. '{{ .Value.id }}' or '{{ .Key }}'", templateError(err))
+			v.add(field+".key", "bad template: %s: write e.g. '{{ .Value.id }}' or '{{ .Key }}'", templateLine.ReplaceAllString(err.Error(), ""))
 		} else if problem := keyFieldProblem(t.Tree.Root, v.p.Decode.DecodesKey()); problem != "" {
 			v.add(field+".key", "%s", problem)
 		} else {
@@ -305,38 +296,25 @@ func (v *validator) sink(field string, s *Sink) {
 	v.sinkFields(field, s, d)
 }
 
+// templateLine is text/template's "template: key:1:" prefix.
 var templateLine = regexp.MustCompile(`^template: key:\d+(:\d+)?: `)
-
-// templateError strips text/template's "template: key:1:" prefix.
-func templateError(err error) string {
-	return templateLine.ReplaceAllString(err.Error(), "")
-}
 
 // envPlaceholder stands for a ${VAR} when a value is checked as written.
 const envPlaceholder = "REPLAYENVVAR"
 
-// literalDSNPassword reports whether the DSN, as written in the plan, holds
-// a password that does not come from a ${VAR}: ${ORDERS_DSN} and
-// postgres://app:${PGPASSWORD}@db/orders are fine,
-// postgres://app:secret@${PGHOST}/orders is not.
-func (v *validator) literalDSNPassword(field, dsn string) bool {
+// asWritten is val, the value of field, as written in the plan, with
+// envPlaceholder for its ${VAR}s.
+func (v *validator) asWritten(field, val string) string {
 	if raw, ok := v.p.envRaw[field]; ok {
-		dsn = envRef.ReplaceAllString(raw, envPlaceholder)
+		return envRef.ReplaceAllString(raw, envPlaceholder)
 	}
-	pw, ok := dsnPassword(dsn)
-	return ok && !strings.Contains(pw, envPlaceholder)
+	return val
 }
 
 var (
 	kvPassword  = regexp.MustCompile(`(?i)(?:^|\s)password\s*=\s*('(?:\\.|[^'])*'|\S*)`)
 	urlUserinfo = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)@`)
 )
-
-// hasPassword reports whether a PostgreSQL DSN (URL or key=value form) carries a password.
-func hasPassword(dsn string) bool {
-	_, ok := dsnPassword(dsn)
-	return ok
-}
 
 // dsnPassword returns the non-empty password of a PostgreSQL DSN: in the
 // URL's user info, in its password query parameter, or in key=value form.
@@ -385,55 +363,24 @@ func (v *validator) errors() {
 	case p.OnError != OnErrorDeadLetter && p.DeadLetter != nil:
 		v.warn("dead_letter", "unused with on_error: %s: set on_error: dead_letter to write the records that cannot be processed there", p.OnError)
 	}
-	if p.DeadLetter != nil {
-		v.deadLetter()
+	if d := p.DeadLetter; d != nil { // any stored sink but the plan's own output
+		v.sink("dead_letter", d)
+		if desc, ok := p.sinks.Lookup(d.Type); ok && desc.WritesStdout {
+			v.add("dead_letter.type", "%s does not keep dead letters: the partition's commit passes them once written, so they must be stored; use file (or another stored sink)", d.Type)
+		}
 	}
 	if p.MaxErrors.IsSet() && p.OnError == OnErrorFail {
 		v.warn("max_errors", "has no effect with on_error: fail, which stops at the first record that cannot be processed")
 	}
 }
 
-// deadLetter checks the dead_letter sink: any stored sink but the plan's own output.
-func (v *validator) deadLetter() {
-	d := v.p.DeadLetter
-	v.sink("dead_letter", d)
-	if desc, ok := v.p.sinks.Lookup(d.Type); ok && desc.WritesStdout {
-		v.add("dead_letter.type", "%s does not keep dead letters: the partition's commit passes them once written, so they must be stored; use file (or another stored sink)", d.Type)
-	}
-}
-
-var (
-	redactKV       = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:\\.|[^'])*'|\S+)`)
-	redactQuery    = regexp.MustCompile(`(?i)([?&]password=)[^&#]*`)
-	redactUserinfo = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*://[^:/?#@]*:)[^/?#]*@`)
-)
-
-// RedactDSN returns dsn with any password replaced by "xxxxx".
-func RedactDSN(dsn string) string {
-	if !strings.Contains(dsn, "://") {
-		return redactKV.ReplaceAllString(dsn, "${1}xxxxx")
-	}
-	if u, err := url.Parse(dsn); err == nil {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			dsn = u.String()
-		}
-	} else {
-		dsn = redactUserinfo.ReplaceAllString(dsn, "${1}xxxxx@")
-	}
-	return redactQuery.ReplaceAllString(dsn, "${1}xxxxx")
-}
-
 // Fingerprint identifies what the plan replays: a hex SHA-256 prefix (16
 // characters) over the fields that decide which records reach which sink
-// (name, topic, partitions, isolation, group, window, decode, filter, mapping, on_error, key,
-// the sink's and the dead-letter sink's fields that their type's descriptor
-// marks as part of it: target and output layout). Fields that change how,
-// not what, the sink writes are left out. max_errors is left out with the
-// throttle: raising it to resume a run that stopped on it keeps the run.
-// Connection settings, secrets, the throttle, retry and review metadata
-// are left out, so tuning the throttle or rotating a password keeps a resumable run
-// resumable; changing the window or the sink does not.
+// (name, topic, partitions, isolation, group, window, decode, filter,
+// mapping, on_error, key, and the sink fields their descriptors mark:
+// target and output layout). Connection settings, secrets, the throttle,
+// max_errors, retry and review metadata are left out, so tuning them keeps
+// a resumable run resumable; changing the window or the sink does not.
 func (p *Plan) Fingerprint() string {
 	if p.fixedFingerprint != "" {
 		return p.fixedFingerprint
@@ -441,31 +388,26 @@ func (p *Plan) Fingerprint() string {
 	canon := struct {
 		Version                      int
 		Name, Topic, Partitions, Iso string
-		// source.topics and the overrides; omitted for one topic, so that
-		// plans of one topic keep their fingerprints.
+		// The omitempty fields are left out when unset, so that older
+		// plans keep their fingerprints.
 		Topics          []string          `json:",omitempty"`
 		Overrides       map[string]string `json:",omitempty"`
 		Group, From, To string
 		Offsets         map[int32][2]string
-		// offsets: {all: ...}; omitted otherwise.
 		OffsetsAll      *[2]string `json:",omitempty"`
 		Strict          bool
 		Skew            time.Duration
 		Filter, OnError string
-		// What decode: decodes and how (not the registry's address).
-		Decode string `json:",omitempty"`
-		// The mapping's steps (mapping.String); omitted without one, so
-		// plans without a mapping keep their fingerprints.
-		Mapping       string `json:",omitempty"`
-		Sink          json.RawMessage
-		DeadLetter    json.RawMessage `json:",omitempty"`
-		AllowDataLoss bool
-		// A schedule's intervals (every, zone, start): the schedule, not
-		// each interval, so that every interval resumes the same progress.
-		// delay is left out: it decides when, not which, records replay.
+		Decode          string `json:",omitempty"` // what decodes and how, not the registry
+		Mapping         string `json:",omitempty"`
+		Sink            json.RawMessage
+		DeadLetter      json.RawMessage `json:",omitempty"`
+		AllowDataLoss   bool
+		// A schedule (every, zone, start; not the delay), so that every
+		// interval resumes the same progress.
 		Schedule string `json:",omitempty"`
-		// A calendar window (last, today, yesterday) as written, with its
-		// zone: like -2h, the words, not the instants they resolve to.
+		// A calendar window (last, today, yesterday) and its zone as
+		// written, not the instants they resolve to.
 		Last string `json:",omitempty"`
 		Zone string `json:",omitempty"`
 	}{
@@ -485,19 +427,20 @@ func (p *Plan) Fingerprint() string {
 			canon.Overrides[t] = o.fingerprint()
 		}
 	}
-	if w := p.Window; w.Kind() == WindowSchedule {
+	switch w := p.Window; w.Kind() {
+	case WindowSchedule:
 		canon.Schedule = w.Every.String() + "|" + w.Location().String() + "|" + w.Start.At(time.Time{}).UTC().Format(time.RFC3339Nano)
-	}
-	if w := p.Window; w.Kind() == WindowTime && w.IsCalendar() {
-		canon.Last, canon.Zone = w.Last.String(), w.Location().String()
-	}
-	if r := p.Window.OffsetsAll; r != nil && p.Window.Kind() == WindowOffsets {
-		canon.OffsetsAll = &[2]string{r.From.String(), r.To.String()}
-	}
-	if p.Window.Kind() == WindowOffsets {
+	case WindowTime:
+		if w.IsCalendar() {
+			canon.Last, canon.Zone = w.Last.String(), w.Location().String()
+		}
+	case WindowOffsets:
 		canon.Offsets = map[int32][2]string{}
-		for k, r := range p.Window.Offsets {
+		for k, r := range w.Offsets {
 			canon.Offsets[k] = [2]string{r.From.String(), r.To.String()}
+		}
+		if r := w.OffsetsAll; r != nil {
+			canon.OffsetsAll = &[2]string{r.From.String(), r.To.String()}
 		}
 	}
 	b, _ := json.Marshal(canon) // map keys are sorted: deterministic

@@ -93,11 +93,7 @@ func (v *validator) httpURL(field, raw string) {
 		v.add(field, "%q: want an http:// or https:// URL with a host", redactedURL(u))
 		return
 	}
-	written := raw // the URL as written in the plan, ${VAR}s as placeholders
-	if r, ok := v.p.envRaw[field]; ok {
-		written = envRef.ReplaceAllString(r, envPlaceholder)
-	}
-	w, err := url.Parse(written)
+	w, err := url.Parse(v.asWritten(field, raw))
 	if err != nil {
 		return // the ${VAR}s make up its structure: nothing literal to check
 	}

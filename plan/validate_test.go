@@ -61,14 +61,14 @@ func TestSuggest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			if got := suggest(tt.in, names); got != tt.want {
+			if got := Suggest(tt.in, names); got != tt.want {
 				t.Errorf("suggest(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 		})
 	}
 	// Regression: only the input was lower-cased, so upper-case candidates
 	// (SASL mechanisms) were never suggested.
-	if got := suggest("scram-sha-512", []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}); got != "SCRAM-SHA-512" {
+	if got := Suggest("scram-sha-512", []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}); got != "SCRAM-SHA-512" {
 		t.Errorf("suggest(scram-sha-512) = %q", got)
 	}
 }
@@ -191,10 +191,10 @@ func TestFingerprintPartitionsAllEqualsDefault(t *testing.T) {
 // Regression: the threshold (half the letters plus two) suggested unrelated
 // words: "update" for on_conflict: replace.
 func TestSuggestNotForUnrelatedWords(t *testing.T) {
-	if got := suggest("replace", []string{"update", "ignore"}); got != "" {
+	if got := Suggest("replace", []string{"update", "ignore"}); got != "" {
 		t.Errorf(`suggest("replace") = %q, want none`, got)
 	}
-	if got := suggest("committed", []string{ReadCommitted, ReadUncommitted}); got != ReadCommitted {
+	if got := Suggest("committed", []string{ReadCommitted, ReadUncommitted}); got != ReadCommitted {
 		t.Errorf(`suggest("committed") = %q, want %q`, got, ReadCommitted)
 	}
 }

@@ -18,7 +18,7 @@ func (v *validator) window() {
 	v.zoneOnly()
 	switch {
 	case v.present("window.last"):
-		v.lastWindow()
+		v.refuse("last gives the whole window (last: 1h is the last whole hour): drop %s, or drop last for a from/to window", "from", "to", "offsets")
 		return
 	case timeGiven && v.present("window.offsets"):
 		v.add("window", "give either from/to (a time window) or offsets, not both")

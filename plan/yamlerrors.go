@@ -53,11 +53,8 @@ var yamlHints = map[string]string{
 }
 
 func yamlSyntaxProblem(file string, data []byte, err error) Problem {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	line := 1
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		line, _ = strconv.Atoi(m[1])
-		msg = strings.Replace(msg, m[0], "", 1)
+	msg, line := yamlMessage(err)
+	if line >= 0 {
 		if yamlParserErrors[msg] {
 			line++
 		}
@@ -66,6 +63,8 @@ func yamlSyntaxProblem(file string, data []byte, err error) Problem {
 				line = l
 			}
 		}
+	} else {
+		line = 1
 	}
 	lines := bytes.Split(data, []byte("\n"))
 	if line <= len(lines) && tabIndented(lines[line-1]) {
@@ -78,6 +77,18 @@ func yamlSyntaxProblem(file string, data []byte, err error) Problem {
 	return Problem{File: file, Line: line, Col: 1, Message: "invalid YAML: " + msg}
 }
 
+// yamlMessage returns yaml.v3's message of err without its "line N:", and
+// N (-1 when it names none).
+func yamlMessage(err error) (string, int) {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	m := yamlLine.FindStringSubmatch(msg)
+	if m == nil {
+		return msg, -1
+	}
+	line, _ := strconv.Atoi(m[1])
+	return strings.Replace(msg, m[0], "", 1), line
+}
+
 // tabIndented reports whether a tab is part of line's indentation.
 func tabIndented(line []byte) bool {
 	indent := line[:len(line)-len(bytes.TrimLeft(line, " \t"))]
@@ -85,9 +96,7 @@ func tabIndented(line []byte) bool {
 }
 
 // firstFailingLine returns the first line at which the document stops
-// parsing with msg: the smallest number of leading lines that fail so, or 0.
-// Only a failure with the same message counts: a prefix that cuts a
-// multi-line list or string in two fails with another one.
+// parsing with msg (the same message: a cut list fails with another), or 0.
 func firstFailingLine(data []byte, msg string) int {
 	lines := bytes.SplitAfter(data, []byte("\n"))
 	if len(lines) > 5000 {
@@ -97,16 +106,10 @@ func firstFailingLine(data []byte, msg string) int {
 	for k, l := range lines {
 		n += len(l)
 		var doc yaml.Node
-		err := yaml.Unmarshal(data[:n], &doc)
-		if err == nil {
-			continue
-		}
-		got := strings.TrimPrefix(err.Error(), "yaml: ")
-		if m := yamlLine.FindStringSubmatch(got); m != nil {
-			got = strings.Replace(got, m[0], "", 1)
-		}
-		if got == msg {
-			return k + 1
+		if err := yaml.Unmarshal(data[:n], &doc); err != nil {
+			if got, _ := yamlMessage(err); got == msg {
+				return k + 1
+			}
 		}
 	}
 	return 0
@@ -116,9 +119,7 @@ func firstFailingLine(data []byte, msg string) int {
 // a typo (a third of its letters wrong, plus one, ignoring case) or s is
 // part of it ("committed" for read_committed); "" when none is. Candidates
 // are tried in order: the first of two equally close wins.
-func Suggest(s string, candidates []string) string { return suggest(s, candidates) }
-
-func suggest(s string, candidates []string) string {
+func Suggest(s string, candidates []string) string {
 	s = strings.ToLower(s)
 	best, bestD := "", len(s)/3+2
 	for _, c := range candidates {
