@@ -425,14 +425,20 @@ func TestSignalWhileTheSinkOpens(t *testing.T) {
 	if _, err := tx.Exec(t.Context(), "LOCK TABLE "+o.table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
 		t.Fatal(err)
 	}
+	var holder int32
+	if err := tx.QueryRow(t.Context(), "SELECT pg_backend_pid()").Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
 	p := startProcess(t, o.dir, "run", "--yes", o.plan)
 	other := testenv.PgConn(t, testenv.Postgres(t))
 	testenv.Eventually(t, 30*time.Second, 20*time.Millisecond, func() bool {
 		if p.exited() {
 			t.Fatalf("the run ended before it waited for the lock: %s", p.result())
 		}
+		// A backend of this run waits for this test's lock (other tests'
+		// runs wait for their own).
 		var waiting bool
-		err := other.QueryRow(t.Context(), "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = 'replay:outage' AND wait_event_type = 'Lock')").Scan(&waiting)
+		err := other.QueryRow(t.Context(), "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = 'replay:outage' AND $1 = ANY(pg_blocking_pids(pid)))", holder).Scan(&waiting)
 		return err == nil && waiting
 	}, "the run never waited for the table's lock")
 	_ = p.cmd.Process.Signal(os.Interrupt)
