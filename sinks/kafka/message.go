@@ -98,7 +98,8 @@ func (s *Sink) records(batch []record.Record, n int, limit int64) ([]*kgo.Record
 	}
 	// buf holds what the sink adds (provenance values, idempotency keys).
 	buf := make([]byte, 0, len(batch)*(len(batch[0].Topic)+64))
-	mark := func(from int) []byte { return buf[from:len(buf):len(buf)] }
+	// add keeps b, buf with bytes appended, as buf and returns those bytes.
+	add := func(b []byte) []byte { at := len(buf); buf = b; return b[at:len(b):len(b)] }
 	topic, topicBytes := "", []byte(nil)
 	plan := []byte(s.planName)
 	headers := make([]kgo.RecordHeader, 0, nh)
@@ -114,18 +115,10 @@ func (s *Sink) records(batch []record.Record, n int, limit int64) ([]*kgo.Record
 		if r.Topic != topic || topicBytes == nil {
 			topic, topicBytes = r.Topic, []byte(r.Topic)
 		}
-		at := len(buf)
-		buf = strconv.AppendInt(buf, int64(r.Partition), 10)
-		part := mark(at)
-		at = len(buf)
-		buf = strconv.AppendInt(buf, r.Offset, 10)
-		off := mark(at)
-		at = len(buf)
-		buf = encode.AppendTimestamp(buf, r.Time)
-		ts := mark(at)
-		at = len(buf)
-		buf = r.AppendIdempotencyKey(buf)
-		idem := mark(at)
+		part := add(strconv.AppendInt(buf, int64(r.Partition), 10))
+		off := add(strconv.AppendInt(buf, r.Offset, 10))
+		ts := add(encode.AppendTimestamp(buf, r.Time))
+		idem := add(r.AppendIdempotencyKey(buf))
 		headers = append(headers,
 			kgo.RecordHeader{Key: HeaderSourceTopic, Value: topicBytes},
 			kgo.RecordHeader{Key: HeaderSourcePartition, Value: part},
