@@ -241,19 +241,10 @@ func (s *Sink) postSharded(ctx context.Context, batch []record.Record, keys []st
 		if len(shards[i].recs) == 0 {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = s.postAll(ctx, shards[i].recs, shards[i].keys)
-		}()
+		wg.Go(func() { errs[i] = s.postAll(ctx, shards[i].recs, shards[i].keys) })
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return cmp.Or(errs...)
 }
 
 // shardOf is the shard of an idempotency key among n: FNV-1a, so that a

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -190,11 +191,7 @@ func rejectedRecord(b []byte, keys []string) int {
 	case n.Index != nil && *n.Index >= 0 && *n.Index < len(keys):
 		return *n.Index
 	case n.IdempotencyKey != nil:
-		for i, k := range keys {
-			if k == *n.IdempotencyKey {
-				return i
-			}
-		}
+		return slices.Index(keys, *n.IdempotencyKey)
 	}
 	return -1
 }
