@@ -380,7 +380,7 @@ func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if s.txn != nil {
 		return s.writeTxn(ctx, batch)
 	}
-	recs, err := s.records(batch, s.partitionCount(), s.maxBytes-kafkaBatchOverhead)
+	recs, err := s.records(batch)
 	if err != nil {
 		return err
 	}

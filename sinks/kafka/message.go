@@ -86,12 +86,15 @@ func messageSize(r *kgo.Record) int64 {
 //     the value is the mapped value (record.Record.Mapped);
 //   - the provenance headers follow the record's own, then HeaderMapped
 //     for a mapped value, then HeaderKey with the idempotency key;
-//   - the partition is Partition of the message key over n partitions.
+//   - the partition is Partition of the message key over the partitions.
 //
 // The messages share the record bytes: Write returns only once kgo
-// finished every message. A record larger than limit bytes (messageSize)
-// returns its *record.Error.
-func (s *Sink) records(batch []record.Record, n int, limit int64) ([]*kgo.Record, error) {
+// finished every message. A record larger than max.message.bytes less
+// kafkaBatchOverhead (messageSize) returns its *record.Error.
+func (s *Sink) records(batch []record.Record) ([]*kgo.Record, error) {
+	s.mu.Lock()
+	n := s.partitions
+	s.mu.Unlock()
 	nh := 0
 	for i := range batch {
 		nh += len(batch[i].Headers) + 7
@@ -139,7 +142,7 @@ func (s *Sink) records(batch []record.Record, n int, limit int64) ([]*kgo.Record
 		m.Value = r.Value
 		m.Timestamp = r.Time // CreateTime: the source record's
 		m.Partition = Partition(s.keep, m.Key, r.Partition, n)
-		if size := messageSize(m); size > limit {
+		if size := messageSize(m); size > s.maxBytes-kafkaBatchOverhead {
 			return nil, record.NewError(r, fmt.Errorf("kafka sink: produce to %s: the message (%d bytes of key, value and headers) is larger than the topic's max.message.bytes, %d: %w", s.where, size, s.maxBytes, kerr.MessageTooLarge))
 		}
 		ptrs[i] = m

@@ -109,14 +109,9 @@ func (t *txnCommitter) reset(ctx context.Context, starts map[int32]int64) error 
 func (t *txnCommitter) partitions(run []int32) []int32 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	seen := map[int32]bool{}
-	for _, p := range run {
-		seen[p] = true
-	}
-	for p := range t.committed {
-		seen[p] = true
-	}
-	return slices.Sorted(maps.Keys(seen))
+	all := slices.AppendSeq(slices.Clone(run), maps.Keys(t.committed))
+	slices.Sort(all)
+	return slices.Compact(all)
 }
 
 // rangeStart reads the range start from the runner's commit metadata

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -71,15 +72,11 @@ func (s *Sink) writeTxn(ctx context.Context, batch []record.Record) error {
 	if err != nil {
 		return err
 	}
-	skip := 0
-	for skip < len(batch) && batch[skip].Offset < done {
-		skip++
-	}
-	if skip == len(batch) {
+	batch = batch[sort.Search(len(batch), func(i int) bool { return batch[i].Offset >= done }):]
+	if len(batch) == 0 {
 		return nil
 	}
-	batch = batch[skip:]
-	recs, err := s.records(batch, s.partitionCount(), s.maxBytes-kafkaBatchOverhead)
+	recs, err := s.records(batch)
 	if err != nil {
 		return err
 	}
@@ -90,13 +87,6 @@ func (s *Sink) writeTxn(ctx context.Context, batch []record.Record) error {
 		return s.txnProduceError(batch, pe)
 	}
 	return err
-}
-
-// partitionCount is the target topic's partition count, as last seen.
-func (s *Sink) partitionCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.partitions
 }
 
 // txnProduceError pins a produce failure on the one record the broker
