@@ -16,22 +16,6 @@ func lostError(what string) error {
 	return fmt.Errorf("file sink: %s during the run, after records staged in it were committed: %w; the output cannot be published whole", what, sinks.ErrLost)
 }
 
-// handle is the open staging file holding partition p's records, nil when
-// this process has not opened it. Called with s.mu held.
-func (s *Sink) handle(p int32) *os.File {
-	switch st := s.stage.(type) {
-	case *partStager:
-		if fp := st.parts[p]; fp != nil {
-			return fp.f
-		}
-	case *sharedStager:
-		if st.shared != nil && st.parts[p] != nil {
-			return st.shared.f
-		}
-	}
-	return nil
-}
-
 // checkStaged returns a lostError when partition p's staging file is no
 // longer the file this process writes, at its path (deleted, its directory
 // removed, replaced), or holds less than its last Sync made durable.
@@ -39,15 +23,15 @@ func (s *Sink) handle(p int32) *os.File {
 // would publish what the path holds then.
 func (s *Sink) checkStaged(p int32) error {
 	s.mu.Lock()
-	f, path := s.handle(p), s.stage.file(p)
+	fp, path := s.stage.opened(p), s.stage.file(p)
 	s.mu.Unlock()
-	if f == nil {
+	if fp == nil {
 		return nil
 	}
 	// The durable size first: another partition's Sync may move it past
 	// a file size read before it.
 	synced := s.stage.synced(p)
-	size, err := s.checkSame(f, path)
+	size, err := s.checkSame(fp.f, path)
 	if err != nil {
 		return err
 	}

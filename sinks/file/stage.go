@@ -61,7 +61,7 @@ func (st *stagedParts) opened(p int32) *filePart { return st.parts[p] }
 func (st *stagedParts) active() bool { return len(st.parts) > 0 }
 
 // filePart is one partition's staging: its own staging file (partStager),
-// or only its encoding buffer (sharedStager: f is nil).
+// or the shared one, which only sharedStager writes, and its encoding buffer.
 type filePart struct {
 	mu   sync.Mutex
 	f    *os.File

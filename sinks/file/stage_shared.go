@@ -15,7 +15,7 @@ import (
 // sharedStager stages every partition in one JSONL file, records.jsonl
 // (Config.Interleave); see Sink.
 type sharedStager struct {
-	stagedParts // parts hold only each partition's encoding buffer
+	stagedParts // parts hold the shared file and each partition's encoding buffer
 	format      encode.ValueFormat
 	shared      *sharedStage // the staging file, once opened; guarded by mu
 	floor       int64        // see setFloor
@@ -37,7 +37,7 @@ func (st *sharedStager) open(p int32) (*filePart, error) {
 		}
 		st.shared = sh
 	}
-	fp := &filePart{next: -1}
+	fp := &filePart{f: st.shared.f, next: -1}
 	st.parts[p] = fp
 	return fp, nil
 }
