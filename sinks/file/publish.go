@@ -196,20 +196,18 @@ func (st *partStager) link(ctx context.Context, p int32, dst string) error {
 // publish publishes the complete lines of the staging file (recovered when
 // an earlier process left it), fsynced, by linkOver; without one, out is
 // created empty.
-func (st *sharedStager) publish(ctx context.Context, out output, _ []os.DirEntry) error {
-	if err := st.publishFile(ctx, out.path); err != nil {
-		return fmt.Errorf("file sink: publish %s: %w", out.path, err)
-	}
-	return nil
-}
-
-func (st *sharedStager) publishFile(ctx context.Context, dst string) error {
+func (st *sharedStager) publish(ctx context.Context, out output, _ []os.DirEntry) (err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("file sink: publish %s: %w", out.path, err)
+		}
+	}()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if st.shared == nil {
 		if _, err := os.Stat(st.path()); errors.Is(err, os.ErrNotExist) {
-			return atomicfile.WriteBytes(dst, nil)
+			return atomicfile.WriteBytes(out.path, nil)
 		}
 		sh, err := openShared(st.path(), st.floor)
 		if err != nil {
@@ -230,7 +228,7 @@ func (st *sharedStager) publishFile(ctx context.Context, dst string) error {
 	if err := sh.sync(); err != nil {
 		return err
 	}
-	return linkOver(ctx, st.path(), dst, size)
+	return linkOver(ctx, st.path(), out.path, size)
 }
 
 // linkOver makes dst a hard link to src atomically (a link under a
