@@ -148,7 +148,18 @@ func (s *Sink) checkStaging(past []sinks.ResumePoint) error {
 // held.
 func (s *Sink) checkPublished(past []sinks.ResumePoint) error {
 	out := s.output()
-	atLeast := s.stage.published(past)
+	// The least size of the one output file: the sum of the durable
+	// positions (it concatenates the staging files), or with a sharedStager
+	// (it is the staging file) the largest.
+	var atLeast int64
+	_, shared := s.stage.(*sharedStager)
+	for _, p := range past {
+		if shared {
+			atLeast = max(atLeast, p.Position)
+		} else {
+			atLeast += p.Position
+		}
+	}
 	var bad []sinks.ResumePoint
 	var missing, restore string
 	for _, p := range past {

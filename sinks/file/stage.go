@@ -11,7 +11,6 @@ import (
 
 	"github.com/replay-tool/replay/internal/atomicfile"
 	"github.com/replay-tool/replay/internal/record"
-	"github.com/replay-tool/replay/sinks"
 )
 
 // stager keeps a file sink's staging until Finish publishes it: partStager
@@ -40,9 +39,6 @@ type stager interface {
 	// setFloor records the bytes that were durable at the last commit:
 	// recovery may cut a damaged staging file past them, never below.
 	setFloor(floor int64)
-	// published is the least size of the one output file (not
-	// PerPartition) once the durable positions of past were published.
-	published(past []sinks.ResumePoint) int64
 	// publish makes the staging, whose directory holds entries, out.
 	publish(ctx context.Context, out output, entries []os.DirEntry) error
 	// close closes the staging files; they stay on disk.

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 
 	"github.com/replay-tool/replay/internal/record"
-	"github.com/replay-tool/replay/sinks"
 )
 
 // partStager stages each partition in its own file, partition-N.jsonl;
@@ -86,16 +85,6 @@ func (st *partStager) synced(p int32) int64 {
 	fp.mu.Lock()
 	defer fp.mu.Unlock()
 	return fp.synced
-}
-
-// published is the sum of the durable positions: the output concatenates
-// the staging files.
-func (st *partStager) published(past []sinks.ResumePoint) int64 {
-	var n int64
-	for _, p := range past {
-		n += p.Position
-	}
-	return n
 }
 
 func (st *partStager) close() error {

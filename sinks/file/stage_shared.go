@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/replay-tool/replay/internal/record"
-	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/encode"
 )
 
@@ -97,15 +96,6 @@ func (st *sharedStager) synced(int32) int64 {
 	sh.syncMu.Lock()
 	defer sh.syncMu.Unlock()
 	return sh.syncedSize
-}
-
-// published is the largest durable position: the output is the staging file.
-func (st *sharedStager) published(past []sinks.ResumePoint) int64 {
-	var n int64
-	for _, p := range past {
-		n = max(n, p.Position)
-	}
-	return n
 }
 
 func (st *sharedStager) close() error {
