@@ -2,6 +2,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -265,10 +266,7 @@ func newProducer(cfg Config, brokers []string, maxBatch int64) (*kgo.Client, err
 	if err != nil {
 		return nil, err
 	}
-	attempts := cfg.MaxAttempts
-	if attempts <= 0 {
-		attempts = 10
-	}
+	attempts := cmp.Or(max(cfg.MaxAttempts, 0), 10)
 	opts = append(opts, kgo.DefaultProduceTopic(cfg.Topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.ProducerBatchMaxBytes(int32(min(maxBatch, 1<<30))), kgo.ProducerLinger(0),
@@ -290,14 +288,13 @@ func (s *Sink) probe(ctx context.Context, conn *kafkaconn.Conn) ([]string, error
 	if err := conn.Probe(pctx, timeout); err != nil {
 		return nil, fmt.Errorf("kafka sink: %w", err)
 	}
-	usable := conn.Brokers
 	s.client.Addr = conn.Addr()
 	n, err := s.topicPartitionsAfterProbe(pctx, conn.SASL.Mechanism != "")
 	if err != nil {
 		return nil, err
 	}
 	s.partitions = n
-	return usable, nil
+	return conn.Brokers, nil
 }
 
 // probeDropWindow is how long, without SASL, the first Metadata request

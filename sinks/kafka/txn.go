@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -133,8 +134,8 @@ func (t *txnCommitter) start(ctx context.Context, parts []int32) error {
 		// A leader election, a cluster loading: not a missing topic.
 		return &sinks.TransientError{Err: fmt.Errorf("kafka sink: exactly_once: read topic %s on %s: %w", t.topic, t.where, d.Err)}
 	}
-	if !ok || d.Err != nil || len(d.Partitions) < maxPartition(parts)+1 {
-		return fmt.Errorf("kafka sink: exactly_once keeps the replay group's offsets on the target cluster, in the transaction of each batch, and Kafka keeps offsets only for a topic the cluster has: the source topic %s (with at least %d partitions) is not on the target cluster of %s: create it there (it stays empty), or produce to the source cluster", t.topic, maxPartition(parts)+1, t.where)
+	if need := int(slices.Max(slices.Concat(parts, []int32{-1}))) + 1; !ok || d.Err != nil || len(d.Partitions) < need {
+		return fmt.Errorf("kafka sink: exactly_once keeps the replay group's offsets on the target cluster, in the transaction of each batch, and Kafka keeps offsets only for a topic the cluster has: the source topic %s (with at least %d partitions) is not on the target cluster of %s: create it there (it stays empty), or produce to the source cluster", t.topic, need, t.where)
 	}
 	t.topicID = d.ID
 	if t.member != nil {
@@ -203,14 +204,6 @@ func (t *txnCommitter) markUnsure(p int32) {
 	t.mu.Lock()
 	t.unsure[p] = true
 	t.mu.Unlock()
-}
-
-func maxPartition(parts []int32) int {
-	m := -1
-	for _, p := range parts {
-		m = max(m, int(p))
-	}
-	return m
 }
 
 // id is the transactional id of source partition p.
