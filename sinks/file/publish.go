@@ -209,11 +209,9 @@ func (st *sharedStager) publish(ctx context.Context, out output, _ []os.DirEntry
 		if _, err := os.Stat(st.path()); errors.Is(err, os.ErrNotExist) {
 			return atomicfile.WriteBytes(out.path, nil)
 		}
-		sh, err := openShared(st.path(), st.floor)
-		if err != nil {
+		if st.shared, err = openShared(st.path(), st.floor); err != nil {
 			return err
 		}
-		st.shared = sh
 	}
 	sh := st.shared
 	sh.mu.Lock()

@@ -30,11 +30,10 @@ func (st *sharedStager) setFloor(floor int64) { st.floor = max(st.floor, floor) 
 
 func (st *sharedStager) open(p int32) (*filePart, error) {
 	if st.shared == nil {
-		sh, err := openShared(st.path(), st.floor)
-		if err != nil {
+		var err error
+		if st.shared, err = openShared(st.path(), st.floor); err != nil {
 			return nil, fmt.Errorf("file sink: %s: %w", st.path(), err)
 		}
-		st.shared = sh
 	}
 	fp := &filePart{f: st.shared.f, next: -1}
 	st.parts[p] = fp
