@@ -124,9 +124,7 @@ func nameOf(s string, most int, punct string) bool {
 func check(c *plan.SinkCheck) {
 	s := section(c.Sink)
 	c.Brokers("brokers", s.Brokers)
-	switch {
-	case s.Topic == "":
-	case !validTopic(s.Topic) || s.Topic == "." || s.Topic == "..":
+	if s.Topic != "" && (!validTopic(s.Topic) || s.Topic == "." || s.Topic == "..") {
 		c.Add("topic", "%q is not a Kafka topic name (up to 249 letters, digits, '.', '_', '-')", s.Topic)
 	}
 	c.TLS("tls", s.TLS)

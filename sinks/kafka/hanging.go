@@ -68,10 +68,8 @@ func (t *txnCommitter) abortHanging(ctx context.Context, parts ...int32) (int, e
 			return 0, err
 		}
 		ids = append(ids, h.id)
-		ts := kadm.TopicsSet{}
-		ts.Add(h.topic, h.partition)
 		markers = append(markers, kadm.TxnMarkers{ProducerID: h.pr.ProducerID, ProducerEpoch: h.pr.ProducerEpoch,
-			CoordinatorEpoch: h.pr.CoordinatorEpoch, Commit: commit, Topics: ts})
+			CoordinatorEpoch: h.pr.CoordinatorEpoch, Commit: commit, Topics: kadm.TopicsSet{h.topic: {h.partition: {}}}})
 		end := "abort"
 		if commit {
 			end = "commit"
@@ -145,11 +143,10 @@ func (t *txnCommitter) firstSourceOffset(ctx context.Context, h hangingTxn) (int
 		}
 		for i := len(rec.Headers) - 1; i >= 0; i-- {
 			if rec.Headers[i].Key == HeaderSourceOffset {
-				n, err := strconv.ParseInt(string(rec.Headers[i].Value), 10, 64)
-				if err != nil {
-					return -1, nil
+				if n, err := strconv.ParseInt(string(rec.Headers[i].Value), 10, 64); err == nil {
+					return n, nil
 				}
-				return n, nil
+				break
 			}
 		}
 		return -1, nil
