@@ -208,9 +208,6 @@ func (t *txnCommitter) notForgotten(ctx context.Context, found []hangingTxn) str
 	now := time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.hangingSeen == nil {
-		t.hangingSeen = map[string]time.Time{}
-	}
 	var why []string
 	for _, h := range found {
 		seen, ok := t.hangingSeen[h.key()]

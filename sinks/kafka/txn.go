@@ -91,7 +91,7 @@ func newTxnCommitter(ctx context.Context, cfg Config, brokers []string, where st
 	}
 	t := &txnCommitter{base: base, prefix: prefix, group: cfg.Group, topic: cfg.SourceTopic, target: cfg.Topic,
 		timeout: cmp.Or(cfg.TransactionTimeout, DefaultTransactionTimeout), meta: cfg.CommitMetadata, where: where, producers: map[int32]*kgo.Client{}, committed: map[int32]int64{}, unsure: map[int32]bool{},
-		member: cfg.Member, gens: map[int32]int32{}, budget: cfg.RetryBudget, log: cfg.Log, retries: retries}
+		member: cfg.Member, gens: map[int32]int32{}, hangingSeen: map[string]time.Time{}, budget: cfg.RetryBudget, log: cfg.Log, retries: retries}
 	if t.meta == nil {
 		t.meta = func(int32) string { return "" }
 	}
