@@ -127,8 +127,8 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	d := &decoder{file: file, env: opts.LookupEnv, pos: map[string]Pos{}, fromEnv: map[string]bool{}, emptyEnv: map[string]string{},
-		envRaw: map[string]string{}, bad: map[string]bool{}, ref: envRef, allowUnset: opts.AllowUnsetEnv, unset: map[string][]string{}, sinks: opts.Sinks}
+	p := &Plan{File: file, sinks: opts.Sinks, pos: map[string]Pos{}, fromEnv: map[string]bool{}, emptyEnv: map[string]string{}, envRaw: map[string]string{}, bad: map[string]bool{}}
+	d := &decoder{Plan: p, opts: opts, ref: envRef, unset: map[string][]string{}}
 	// "{" and "}" are flow indicators in YAML, so `sasl: {password: ${PW}}`
 	// would not parse: references become the same-length $(PW) (or the
 	// first other form the plan does not contain) before parsing.
@@ -153,7 +153,6 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	} else if err != nil && !errors.Is(err, io.EOF) {
 		return nil, &InvalidError{Problems: []Problem{yamlSyntaxProblem(file, data, err)}}
 	}
-	p := &Plan{File: file, sinks: opts.Sinks}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return nil, &InvalidError{Problems: []Problem{{File: file, Line: 1, Col: 1, Message: "empty plan: see the plan reference in docs/plan.md"}}}
 	}
@@ -165,10 +164,8 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	}
 	d.expandEnv(root, "")
 	d.walk(root, reflect.ValueOf(p).Elem(), "")
-	p.pos, p.fromEnv, p.envRaw, p.bad, p.emptyEnv = d.pos, d.fromEnv, d.envRaw, d.bad, d.emptyEnv
-	p.Window.OffsetsAll = d.offsetsAll
 	p.applyDefaults()
-	p.problems = append(d.problems, p.validate(opts.Now())...)
+	p.problems = append(p.problems, p.validate(opts.Now())...)
 	p.problems, p.unsetEnv = dropUnset(p.problems, d.unset)
 	sortProblems(p.problems)
 	// Messages do not quote secrets; in case one does, it is redacted here.
@@ -194,20 +191,14 @@ func sortProblems(ps []Problem) {
 	slices.SortStableFunc(ps, func(a, b Problem) int { return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col)) })
 }
 
+// decoder decodes a plan into its Plan, recording there where each field
+// is, which came from the environment, and the fields already reported
+// (bad), which validation does not report again.
 type decoder struct {
-	file       string
-	env        func(string) (string, bool)
-	problems   []Problem
-	pos        map[string]Pos
-	fromEnv    map[string]bool
-	emptyEnv   map[string]string
-	envRaw     map[string]string
-	bad        map[string]bool     // fields already reported, which validation does not report again
-	ref        *regexp.Regexp      // an environment reference as it appears after parsing
-	offsetsAll *OffsetRange        // window.offsets.all, decoded apart from the partitions
-	allowUnset bool                // LoadOptions.AllowUnsetEnv
-	unset      map[string][]string // fields holding an unset variable -> its names
-	sinks      SinkCatalog         // the sink types sections are decoded against
+	*Plan
+	opts  LoadOptions
+	ref   *regexp.Regexp      // an environment reference as it appears after parsing
+	unset map[string][]string // fields holding an unset variable -> its names
 }
 
 func (d *decoder) problem(n *yaml.Node, field, format string, args ...any) {
@@ -216,7 +207,7 @@ func (d *decoder) problem(n *yaml.Node, field, format string, args ...any) {
 
 func (d *decoder) problemAt(line, col int, field, format string, args ...any) {
 	d.bad[field] = true
-	d.problems = append(d.problems, Problem{File: d.file, Line: line, Col: col, Field: field, Message: fmt.Sprintf(format, args...)})
+	d.problems = append(d.problems, Problem{File: d.File, Line: line, Col: col, Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
 var (
@@ -255,9 +246,9 @@ func (d *decoder) expandEnv(n *yaml.Node, path string) {
 		d.envRaw[path] = d.ref.ReplaceAllString(n.Value, "$${$1}")
 		n.Value = d.ref.ReplaceAllStringFunc(n.Value, func(ref string) string {
 			name := ref[2 : len(ref)-1]
-			v, ok := d.env(name)
+			v, ok := d.opts.LookupEnv(name)
 			switch {
-			case !ok && d.allowUnset:
+			case !ok && d.opts.AllowUnsetEnv:
 				d.unset[path] = append(d.unset[path], name)
 			case !ok:
 				d.problem(n, path, "environment variable %s is not set: export it before running replay", name)
@@ -434,8 +425,8 @@ func (d *decoder) walkMap(n *yaml.Node, v reflect.Value, path string) {
 		seen[k.Value] = k.Line
 		if path == "window.offsets" && k.Value == "all" {
 			// One range for every partition: Window.OffsetsAll.
-			d.offsetsAll = &OffsetRange{}
-			d.walk(val, reflect.ValueOf(d.offsetsAll).Elem(), fp)
+			d.Window.OffsetsAll = &OffsetRange{}
+			d.walk(val, reflect.ValueOf(d.Window.OffsetsAll).Elem(), fp)
 			continue
 		}
 		kv := reflect.New(v.Type().Key()).Elem()
