@@ -312,10 +312,6 @@ func (d *decoder) walk(n *yaml.Node, v reflect.Value, path string) {
 	if path != "" {
 		d.pos[path] = Pos{n.Line, n.Column}
 	}
-	if v.Type() == sinkType {
-		d.walkSink(n, v.Addr().Interface().(*Sink), path)
-		return
-	}
 	if reflect.PointerTo(v.Type()).Implements(unmarshalerType) {
 		d.leaf(n, v, path)
 		return
@@ -403,6 +399,10 @@ func errorAt(n *yaml.Node, format string, args ...any) error {
 func (d *decoder) walkStruct(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind != yaml.MappingNode {
 		d.problem(n, path, "want a mapping (key: value lines), got %s", d.describe(n, path))
+		return
+	}
+	if s, ok := v.Addr().Interface().(*Sink); ok {
+		d.walkSink(n, s, path)
 		return
 	}
 	d.walkFields(n, path, yamlFields(v), nil)
