@@ -133,9 +133,9 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	// would not parse: references become the same-length $(PW) (or the
 	// first other form the plan does not contain) before parsing.
 	for _, alt := range envRefAlternates {
-		if !bytes.Contains(data, []byte(alt.open)) {
-			data = envRef.ReplaceAll(data, []byte(alt.open+"$1"+alt.close))
-			d.ref = alt.re
+		if open, close := alt[:2], alt[2:]; !bytes.Contains(data, []byte(open)) {
+			data = envRef.ReplaceAll(data, []byte(open+"$1"+close))
+			d.ref = regexp.MustCompile(regexp.QuoteMeta(open) + envName + regexp.QuoteMeta(close))
 			break
 		}
 	}
@@ -211,19 +211,14 @@ func (d *decoder) problemAt(line, col int, field, format string, args ...any) {
 }
 
 var (
-	envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+	envRef = regexp.MustCompile(`\$\{` + envName + `\}`)
 	// envRefAlternates are same-length forms of ${VAR} that YAML reads as
-	// plain text, tried in order.
-	envRefAlternates = []struct {
-		open, close string
-		re          *regexp.Regexp
-	}{
-		{"$(", ")", regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)},
-		{"$<", ">", regexp.MustCompile(`\$<([A-Za-z_][A-Za-z0-9_]*)>`)},
-		{"$~", "~", regexp.MustCompile(`\$~([A-Za-z_][A-Za-z0-9_]*)~`)},
-		{"$^", "^", regexp.MustCompile(`\$\^([A-Za-z_][A-Za-z0-9_]*)\^`)},
-	}
+	// plain text, tried in order: their opening and closing.
+	envRefAlternates = []string{"$()", "$<>", "$~~", "$^^"}
 )
+
+// envName is the name of a variable in an environment reference.
+const envName = `([A-Za-z_][A-Za-z0-9_]*)`
 
 // expandEnv replaces ${VAR} in every scalar value from the environment.
 // A missing variable is a problem; an empty one is recorded in emptyEnv
