@@ -158,14 +158,10 @@ func (s *Sink) replaceTopic(topic string) {
 // overrides, then the plan of each topic (ForTopic), each problem once.
 func (p *Plan) validateTopics(now time.Time) []Problem {
 	v := &validator{p: p, now: now}
-	v.topicSet()
-	if hasErrors(v.out) {
+	if v.topicSet(); len(v.out) > 0 { // errors only
 		return v.out
 	}
-	seen := map[string]bool{}
-	for _, pr := range v.out {
-		seen[pr.Field+"\x00"+pr.Message] = true
-	}
+	seen := map[string]bool{}      // each problem once
 	outputs := map[string]string{} // an output that one topic must own -> the topic
 	shared := map[string][]string{}
 	for _, topic := range p.Source.Topics {
@@ -189,7 +185,7 @@ func (p *Plan) validateTopics(now time.Time) []Problem {
 				}
 				shared[name] = append(shared[name], topic)
 			}
-			var out string
+			out := ""
 			if ok && d.OwnOutput != nil {
 				out = d.OwnOutput(s)
 			}
@@ -199,8 +195,8 @@ func (p *Plan) validateTopics(now time.Time) []Problem {
 					hint += fmt.Sprintf(", or set overrides.%s.path", topic)
 				}
 				v.add(field, "topics %s and %s would both write %s: each topic's output must be its own; %s", other, topic, out, hint)
-			} else if out != "" {
-				outputs[out] = topic
+			} else {
+				outputs[out] = topic // "" is no output of its own
 			}
 		}
 	}
