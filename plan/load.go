@@ -330,11 +330,11 @@ func (d *decoder) walk(n *yaml.Node, v reflect.Value, path string) {
 			return
 		}
 		if n.Kind != yaml.SequenceNode {
+			hint := ""
 			if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && v.Type().Elem().Kind() == reflect.String && !d.secret(path) {
-				d.problem(n, path, "want a list, got %s: write it as a list, e.g. [%s]", d.describe(n, path), strconv.Quote(n.Value))
-				return
+				hint = fmt.Sprintf(": write it as a list, e.g. [%s]", strconv.Quote(n.Value))
 			}
-			d.problem(n, path, "want a list, got %s", d.describe(n, path))
+			d.problem(n, path, "want a list, got %s%s", d.describe(n, path), hint)
 			return
 		}
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
