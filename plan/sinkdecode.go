@@ -2,7 +2,6 @@ package plan
 
 import (
 	"cmp"
-	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -59,11 +58,8 @@ func (d *decoder) walkFields(n *yaml.Node, path string, own, others []yamlField)
 			f, ok = fieldNamed(others, k.Value)
 		}
 		if !ok {
-			msg := fmt.Sprintf("unknown field %q in %s", k.Value, cmp.Or(path, "the plan"))
-			if s := cmp.Or(Suggest(k.Value, yamlNames(own)), Suggest(k.Value, yamlNames(others))); s != "" {
-				msg += fmt.Sprintf(" (did you mean %q?)", s)
-			}
-			d.problem(k, fp, "%s", msg)
+			d.problem(k, fp, "unknown field %q in %s%s", k.Value, cmp.Or(path, "the plan"),
+				meant(cmp.Or(Suggest(k.Value, yamlNames(own)), Suggest(k.Value, yamlNames(others)))))
 			continue
 		}
 		d.walk(val, f.value, fp)

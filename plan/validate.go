@@ -171,11 +171,7 @@ func (v *validator) enum(field, val string, allowed []string) bool {
 	if slices.Contains(allowed, val) {
 		return true
 	}
-	msg := fmt.Sprintf("%q is not one of %s", val, strings.Join(allowed, ", "))
-	if s := Suggest(val, allowed); s != "" {
-		msg += fmt.Sprintf(" (did you mean %q?)", s)
-	}
-	v.add(field, "%s", msg)
+	v.add(field, "%q is not one of %s%s", val, strings.Join(allowed, ", "), meant(Suggest(val, allowed)))
 	return false
 }
 

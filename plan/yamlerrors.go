@@ -139,6 +139,14 @@ func Suggest(s string, candidates []string) string {
 	return ""
 }
 
+// meant is the hint ` (did you mean "s"?)` for a suggestion s; "" for none.
+func meant(s string) string {
+	if s == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", s)
+}
+
 func levenshtein(a, b string) int {
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
