@@ -161,8 +161,6 @@ func (v *validator) sinkFields(field string, s *Sink, d SinkDescriptor) {
 		case f.Secret && s.isSet(f.Name) && !v.p.FromEnv(field+"."+f.Name):
 			v.add(field+"."+f.Name, "a literal secret must not be written in a plan: take it from the environment, e.g. %s: ${%s}, and export the variable", f.Name, strings.ToUpper(string(s.Type)+"_"+f.Name))
 		}
-	}
-	for _, f := range d.Fields {
 		if val, ok := s.field(f.Name); ok && len(f.Enum) > 0 && val.value.Kind() == reflect.String && val.value.String() != "" {
 			v.enum(field+"."+f.Name, val.value.String(), f.Enum)
 		}
