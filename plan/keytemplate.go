@@ -105,7 +105,7 @@ func keyFieldPathProblem(ident []string) string {
 // one that reads none of the record's fields, or only .Offset (and
 // .Timestamp) on a plan of several partitions. Keys from the record's own
 // key or value are business keys, meant to overwrite.
-func (v *validator) keyUnique(field string, s *Sink, root *parse.ListNode) {
+func (v *validator) keyUnique(field string, root *parse.ListNode) {
 	reads := map[string]bool{} // the record's fields the template reads
 	for _, ident := range templateFields(root) {
 		if len(ident) > 0 {

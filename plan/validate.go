@@ -286,7 +286,7 @@ func (v *validator) sink(field string, s *Sink) {
 		} else if problem := keyFieldProblem(t.Tree.Root, v.p.Decode.DecodesKey()); problem != "" {
 			v.add(field+".key", "%s", problem)
 		} else {
-			v.keyUnique(field, s, t.Tree.Root)
+			v.keyUnique(field, t.Tree.Root)
 		}
 	}
 	v.sinkFields(field, s, d)
