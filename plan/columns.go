@@ -81,11 +81,7 @@ func ParseField(s string) (Field, error) {
 	case "header.":
 		return Field{}, errors.New(`"header." needs a header name after the dot, e.g. header.trace-id (or headers for all of them)`)
 	}
-	msg := fmt.Sprintf("unknown field %q: want %s", s, fieldNames)
-	if hint := SuggestField(s); hint != "" {
-		msg += fmt.Sprintf(" (did you mean %q?)", hint)
-	}
-	return Field{}, errors.New(msg)
+	return Field{}, fmt.Errorf("unknown field %q: want %s%s", s, fieldNames, meant(SuggestField(s)))
 }
 
 // SuggestField returns the record field s is probably a typo of, for "did

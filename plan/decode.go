@@ -188,12 +188,8 @@ func (v *validator) registry(field string, r SchemaRegistry) {
 
 // redactURL hides a URL's password, for messages.
 func redactURL(u string) string {
-	pu, err := url.Parse(u)
-	if err != nil || pu.User == nil {
-		return u
+	if pu, err := url.Parse(u); err == nil && pu.User != nil {
+		return pu.Redacted() // its password is Redacted
 	}
-	if _, ok := pu.User.Password(); ok {
-		pu.User = url.UserPassword(pu.User.Username(), Redacted)
-	}
-	return pu.String()
+	return u
 }

@@ -15,57 +15,52 @@ var KeyFields = []string{"Topic", "Partition", "Offset", "Timestamp", "Key", "Va
 // scalarKeyFields have no fields of their own: .Key.id is a mistake.
 var scalarKeyFields = []string{"Topic", "Partition", "Offset", "Key"}
 
-// fieldUse is one field path a template reads (.Value.id: [Value id]);
-// onRecord is false inside with and range, where dot is something else.
-type fieldUse struct {
-	ident    []string
-	onRecord bool
-}
-
-// templateFields lists the field paths the template under root reads, in
-// order.
-func templateFields(root *parse.ListNode) []fieldUse {
-	var uses []fieldUse
-	var walk func(n parse.Node, onRecord bool)
-	walk = func(n parse.Node, onRecord bool) {
+// templateFields lists, in order, the field paths (.Value.id: [Value id])
+// the template under root reads with the record as dot: not those inside
+// with and range, where dot is something else.
+func templateFields(root *parse.ListNode) [][]string {
+	var uses [][]string
+	var walk func(n parse.Node)
+	branch := func(b *parse.BranchNode, body bool) {
+		walk(b.Pipe)
+		if body {
+			walk(b.List)
+		}
+		walk(b.ElseList)
+	}
+	walk = func(n parse.Node) {
 		switch n := n.(type) {
 		case *parse.ListNode:
 			if n != nil {
 				for _, c := range n.Nodes {
-					walk(c, onRecord)
+					walk(c)
 				}
 			}
 		case *parse.ActionNode:
-			walk(n.Pipe, onRecord)
+			walk(n.Pipe)
 		case *parse.PipeNode:
 			if n != nil {
 				for _, c := range n.Cmds {
-					walk(c, onRecord)
+					walk(c)
 				}
 			}
 		case *parse.CommandNode:
 			for _, a := range n.Args {
-				walk(a, onRecord)
+				walk(a)
 			}
 		case *parse.IfNode:
-			walk(n.Pipe, onRecord)
-			walk(n.List, onRecord)
-			walk(n.ElseList, onRecord)
+			branch(&n.BranchNode, true)
 		case *parse.WithNode:
-			walk(n.Pipe, onRecord)
-			walk(n.List, false) // its body sees another dot
-			walk(n.ElseList, onRecord)
+			branch(&n.BranchNode, false)
 		case *parse.RangeNode:
-			walk(n.Pipe, onRecord)
-			walk(n.List, false)
-			walk(n.ElseList, onRecord)
+			branch(&n.BranchNode, false)
 		case *parse.FieldNode:
-			uses = append(uses, fieldUse{ident: n.Ident, onRecord: onRecord})
+			uses = append(uses, n.Ident)
 		case *parse.ChainNode:
-			walk(n.Node, onRecord)
+			walk(n.Node)
 		}
 	}
-	walk(root, true)
+	walk(root)
 	return uses
 }
 
@@ -73,14 +68,11 @@ func templateFields(root *parse.ListNode) []fieldUse {
 // as dot against what it sees (`{{ .value.id }}` would fail on every
 // record). Under decode.key (decodedKey), .Key may have fields.
 func keyFieldProblem(root *parse.ListNode, decodedKey bool) string {
-	for _, u := range templateFields(root) {
-		if !u.onRecord {
+	for _, ident := range templateFields(root) {
+		if decodedKey && len(ident) > 0 && ident[0] == "Key" {
 			continue
 		}
-		if decodedKey && len(u.ident) > 0 && u.ident[0] == "Key" {
-			continue
-		}
-		if problem := keyFieldPathProblem(u.ident); problem != "" {
+		if problem := keyFieldPathProblem(ident); problem != "" {
 			return problem
 		}
 	}
@@ -113,11 +105,11 @@ func keyFieldPathProblem(ident []string) string {
 // one that reads none of the record's fields, or only .Offset (and
 // .Timestamp) on a plan of several partitions. Keys from the record's own
 // key or value are business keys, meant to overwrite.
-func (v *validator) keyUnique(field string, s *Sink, root *parse.ListNode) {
+func (v *validator) keyUnique(field string, root *parse.ListNode) {
 	reads := map[string]bool{} // the record's fields the template reads
-	for _, u := range templateFields(root) {
-		if u.onRecord && len(u.ident) > 0 {
-			reads[u.ident[0]] = true
+	for _, ident := range templateFields(root) {
+		if len(ident) > 0 {
+			reads[ident[0]] = true
 		}
 	}
 	switch {

@@ -127,15 +127,15 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	d := &decoder{file: file, env: opts.LookupEnv, pos: map[string]Pos{}, fromEnv: map[string]bool{}, emptyEnv: map[string]string{},
-		envRaw: map[string]string{}, bad: map[string]bool{}, ref: envRef, allowUnset: opts.AllowUnsetEnv, unset: map[string][]string{}, sinks: opts.Sinks}
+	p := &Plan{File: file, sinks: opts.Sinks, pos: map[string]Pos{}, fromEnv: map[string]bool{}, emptyEnv: map[string]string{}, envRaw: map[string]string{}, bad: map[string]bool{}}
+	d := &decoder{Plan: p, opts: opts, ref: envRef, unset: map[string][]string{}}
 	// "{" and "}" are flow indicators in YAML, so `sasl: {password: ${PW}}`
 	// would not parse: references become the same-length $(PW) (or the
 	// first other form the plan does not contain) before parsing.
 	for _, alt := range envRefAlternates {
-		if !bytes.Contains(data, []byte(alt.open)) {
-			data = envRef.ReplaceAll(data, []byte(alt.open+"$1"+alt.close))
-			d.ref = alt.re
+		if open, close := alt[:2], alt[2:]; !bytes.Contains(data, []byte(open)) {
+			data = envRef.ReplaceAll(data, []byte(open+"$1"+close))
+			d.ref = regexp.MustCompile(regexp.QuoteMeta(open) + envName + regexp.QuoteMeta(close))
 			break
 		}
 	}
@@ -153,7 +153,6 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	} else if err != nil && !errors.Is(err, io.EOF) {
 		return nil, &InvalidError{Problems: []Problem{yamlSyntaxProblem(file, data, err)}}
 	}
-	p := &Plan{File: file, sinks: opts.Sinks}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return nil, &InvalidError{Problems: []Problem{{File: file, Line: 1, Col: 1, Message: "empty plan: see the plan reference in docs/plan.md"}}}
 	}
@@ -165,10 +164,8 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	}
 	d.expandEnv(root, "")
 	d.walk(root, reflect.ValueOf(p).Elem(), "")
-	p.pos, p.fromEnv, p.envRaw, p.bad, p.emptyEnv = d.pos, d.fromEnv, d.envRaw, d.bad, d.emptyEnv
-	p.Window.OffsetsAll = d.offsetsAll
 	p.applyDefaults()
-	p.problems = append(d.problems, p.validate(opts.Now())...)
+	p.problems = append(p.problems, p.validate(opts.Now())...)
 	p.problems, p.unsetEnv = dropUnset(p.problems, d.unset)
 	sortProblems(p.problems)
 	// Messages do not quote secrets; in case one does, it is redacted here.
@@ -194,20 +191,14 @@ func sortProblems(ps []Problem) {
 	slices.SortStableFunc(ps, func(a, b Problem) int { return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col)) })
 }
 
+// decoder decodes a plan into its Plan, recording there where each field
+// is, which came from the environment, and the fields already reported
+// (bad), which validation does not report again.
 type decoder struct {
-	file       string
-	env        func(string) (string, bool)
-	problems   []Problem
-	pos        map[string]Pos
-	fromEnv    map[string]bool
-	emptyEnv   map[string]string
-	envRaw     map[string]string
-	bad        map[string]bool     // fields already reported, which validation does not report again
-	ref        *regexp.Regexp      // an environment reference as it appears after parsing
-	offsetsAll *OffsetRange        // window.offsets.all, decoded apart from the partitions
-	allowUnset bool                // LoadOptions.AllowUnsetEnv
-	unset      map[string][]string // fields holding an unset variable -> its names
-	sinks      SinkCatalog         // the sink types sections are decoded against
+	*Plan
+	opts  LoadOptions
+	ref   *regexp.Regexp      // an environment reference as it appears after parsing
+	unset map[string][]string // fields holding an unset variable -> its names
 }
 
 func (d *decoder) problem(n *yaml.Node, field, format string, args ...any) {
@@ -216,23 +207,18 @@ func (d *decoder) problem(n *yaml.Node, field, format string, args ...any) {
 
 func (d *decoder) problemAt(line, col int, field, format string, args ...any) {
 	d.bad[field] = true
-	d.problems = append(d.problems, Problem{File: d.file, Line: line, Col: col, Field: field, Message: fmt.Sprintf(format, args...)})
+	d.problems = append(d.problems, Problem{File: d.File, Line: line, Col: col, Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
 var (
-	envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+	envRef = regexp.MustCompile(`\$\{` + envName + `\}`)
 	// envRefAlternates are same-length forms of ${VAR} that YAML reads as
-	// plain text, tried in order.
-	envRefAlternates = []struct {
-		open, close string
-		re          *regexp.Regexp
-	}{
-		{"$(", ")", regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)},
-		{"$<", ">", regexp.MustCompile(`\$<([A-Za-z_][A-Za-z0-9_]*)>`)},
-		{"$~", "~", regexp.MustCompile(`\$~([A-Za-z_][A-Za-z0-9_]*)~`)},
-		{"$^", "^", regexp.MustCompile(`\$\^([A-Za-z_][A-Za-z0-9_]*)\^`)},
-	}
+	// plain text, tried in order: their opening and closing.
+	envRefAlternates = []string{"$()", "$<>", "$~~", "$^^"}
 )
+
+// envName is the name of a variable in an environment reference.
+const envName = `([A-Za-z_][A-Za-z0-9_]*)`
 
 // expandEnv replaces ${VAR} in every scalar value from the environment.
 // A missing variable is a problem; an empty one is recorded in emptyEnv
@@ -255,9 +241,9 @@ func (d *decoder) expandEnv(n *yaml.Node, path string) {
 		d.envRaw[path] = d.ref.ReplaceAllString(n.Value, "$${$1}")
 		n.Value = d.ref.ReplaceAllStringFunc(n.Value, func(ref string) string {
 			name := ref[2 : len(ref)-1]
-			v, ok := d.env(name)
+			v, ok := d.opts.LookupEnv(name)
 			switch {
-			case !ok && d.allowUnset:
+			case !ok && d.opts.AllowUnsetEnv:
 				d.unset[path] = append(d.unset[path], name)
 			case !ok:
 				d.problem(n, path, "environment variable %s is not set: export it before running replay", name)
@@ -321,10 +307,6 @@ func (d *decoder) walk(n *yaml.Node, v reflect.Value, path string) {
 	if path != "" {
 		d.pos[path] = Pos{n.Line, n.Column}
 	}
-	if v.Type() == sinkType {
-		d.walkSink(n, v.Addr().Interface().(*Sink), path)
-		return
-	}
 	if reflect.PointerTo(v.Type()).Implements(unmarshalerType) {
 		d.leaf(n, v, path)
 		return
@@ -348,11 +330,11 @@ func (d *decoder) walk(n *yaml.Node, v reflect.Value, path string) {
 			return
 		}
 		if n.Kind != yaml.SequenceNode {
+			hint := ""
 			if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && v.Type().Elem().Kind() == reflect.String && !d.secret(path) {
-				d.problem(n, path, "want a list, got %s: write it as a list, e.g. [%s]", d.describe(n, path), strconv.Quote(n.Value))
-				return
+				hint = fmt.Sprintf(": write it as a list, e.g. [%s]", strconv.Quote(n.Value))
 			}
-			d.problem(n, path, "want a list, got %s", d.describe(n, path))
+			d.problem(n, path, "want a list, got %s%s", d.describe(n, path), hint)
 			return
 		}
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
@@ -414,6 +396,10 @@ func (d *decoder) walkStruct(n *yaml.Node, v reflect.Value, path string) {
 		d.problem(n, path, "want a mapping (key: value lines), got %s", d.describe(n, path))
 		return
 	}
+	if s, ok := v.Addr().Interface().(*Sink); ok {
+		d.walkSink(n, s, path)
+		return
+	}
 	d.walkFields(n, path, yamlFields(v), nil)
 }
 
@@ -434,8 +420,8 @@ func (d *decoder) walkMap(n *yaml.Node, v reflect.Value, path string) {
 		seen[k.Value] = k.Line
 		if path == "window.offsets" && k.Value == "all" {
 			// One range for every partition: Window.OffsetsAll.
-			d.offsetsAll = &OffsetRange{}
-			d.walk(val, reflect.ValueOf(d.offsetsAll).Elem(), fp)
+			d.Window.OffsetsAll = &OffsetRange{}
+			d.walk(val, reflect.ValueOf(d.Window.OffsetsAll).Elem(), fp)
 			continue
 		}
 		kv := reflect.New(v.Type().Key()).Elem()

@@ -284,9 +284,9 @@ func (v *validator) valueReads(cols []Column) []valueRead {
 	var out []valueRead
 	if k := v.p.Sink.Key; k != "" {
 		if t, err := template.New("key").Parse(k); err == nil {
-			for _, u := range templateFields(t.Tree.Root) {
-				if u.onRecord && len(u.ident) > 1 && u.ident[0] == "Value" {
-					out = append(out, valueRead{mapping.Path(u.ident[1:]), fmt.Sprintf("the key template (%s)", k)})
+			for _, ident := range templateFields(t.Tree.Root) {
+				if len(ident) > 1 && ident[0] == "Value" {
+					out = append(out, valueRead{mapping.Path(ident[1:]), fmt.Sprintf("the key template (%s)", k)})
 				}
 			}
 		}

@@ -347,23 +347,10 @@ func (p *Plan) applyDefaults() {
 	p.Decode.defaults()
 	// A record that cannot be processed stops the run: nothing is lost silently.
 	p.OnError = cmp.Or(p.OnError, OnErrorFail)
-	setUnwritten(p, "sink.batch_size", &p.Sink.BatchSize, DefaultBatchSize)
-	p.applySinkDefaults(&p.Sink, false)
-	if p.DeadLetter != nil {
-		p.applySinkDefaults(p.DeadLetter, true)
-		setUnwritten(p, "dead_letter.batch_size", &p.DeadLetter.BatchSize, DefaultBatchSize)
-	}
 	setUnwritten(p, "throttle.max_batch_wait", &p.Throttle.MaxBatchWait, Duration(DefaultMaxBatchWait))
-	// A database failover or a broker restart passes.
-	setUnwritten(p, "sink.retry.max_elapsed", &p.Sink.Retry.MaxElapsed, Duration(DefaultSinkRetryMaxElapsed))
+	p.applySinkDefaults("sink", &p.Sink)
 	if p.DeadLetter != nil {
-		setUnwritten(p, "dead_letter.retry.max_elapsed", &p.DeadLetter.Retry.MaxElapsed, Duration(DefaultSinkRetryMaxElapsed))
-	}
-	if t := p.Source.Topic; t != "" && len(p.Source.Topics) == 0 {
-		p.Sink.replaceTopic(t)
-		if p.DeadLetter != nil {
-			p.DeadLetter.replaceTopic(t)
-		}
+		p.applySinkDefaults("dead_letter", p.DeadLetter)
 	}
 }
 

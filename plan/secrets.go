@@ -225,8 +225,7 @@ func (r *Redactor) Problems(ps []Problem) []Problem {
 // credentials) and, with user info in raw, without what the reason quotes.
 func urlErrorReason(raw string, err error) string {
 	msg := err.Error()
-	var ue *url.Error
-	if errors.As(err, &ue) {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
 		msg = ue.Err.Error()
 	}
 	if strings.Contains(raw, "@") {

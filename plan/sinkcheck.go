@@ -161,8 +161,6 @@ func (v *validator) sinkFields(field string, s *Sink, d SinkDescriptor) {
 		case f.Secret && s.isSet(f.Name) && !v.p.FromEnv(field+"."+f.Name):
 			v.add(field+"."+f.Name, "a literal secret must not be written in a plan: take it from the environment, e.g. %s: ${%s}, and export the variable", f.Name, strings.ToUpper(string(s.Type)+"_"+f.Name))
 		}
-	}
-	for _, f := range d.Fields {
 		if val, ok := s.field(f.Name); ok && len(f.Enum) > 0 && val.value.Kind() == reflect.String && val.value.String() != "" {
 			v.enum(field+"."+f.Name, val.value.String(), f.Enum)
 		}
@@ -172,9 +170,16 @@ func (v *validator) sinkFields(field string, s *Sink, d SinkDescriptor) {
 	}
 }
 
-// applySinkDefaults fills the unset fields of a section with the defaults
-// its type's descriptor declares.
-func (p *Plan) applySinkDefaults(s *Sink, deadLetter bool) {
+// applySinkDefaults fills the unset fields of the section s at field
+// (sink, dead_letter) with their defaults, its type's as its descriptor
+// declares them, and replaces TopicPlaceholder in a plan of one topic.
+func (p *Plan) applySinkDefaults(field string, s *Sink) {
+	setUnwritten(p, field+".batch_size", &s.BatchSize, DefaultBatchSize)
+	// A database failover or a broker restart passes.
+	setUnwritten(p, field+".retry.max_elapsed", &s.Retry.MaxElapsed, Duration(DefaultSinkRetryMaxElapsed))
+	if t := p.Source.Topic; t != "" && len(p.Source.Topics) == 0 {
+		defer s.replaceTopic(t)
+	}
 	d, ok := p.sinks.Lookup(s.Type)
 	if !ok {
 		return
@@ -192,7 +197,7 @@ func (p *Plan) applySinkDefaults(s *Sink, deadLetter bool) {
 		}
 	}
 	if d.Defaults != nil {
-		d.Defaults(s, deadLetter)
+		d.Defaults(s, field == "dead_letter")
 	}
 }
 

@@ -2,7 +2,6 @@ package plan
 
 import (
 	"cmp"
-	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -10,21 +9,13 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// sinkType is the type of a sink section, which the decoder decodes
-// against its type's descriptor.
-var sinkType = reflect.TypeFor[Sink]()
-
-// walkSink decodes a sink section: its common fields into s, its type's
+// walkSink decodes the mapping of a sink section: its common fields into s, its type's
 // own fields into a new config of its type (s.Config, from the
 // descriptor's NewConfig). A key that another type takes is decoded into a
 // config of that type, which is dropped: the validation says it does not
 // apply (naming the types that take it), and its value is still checked.
 // A key no type takes is unknown.
 func (d *decoder) walkSink(n *yaml.Node, s *Sink, path string) {
-	if n.Kind != yaml.MappingNode {
-		d.problem(n, path, "want a mapping (key: value lines), got %s", d.describe(n, path))
-		return
-	}
 	// The type first: it says what the rest of the section holds.
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		var t SinkType
@@ -67,11 +58,8 @@ func (d *decoder) walkFields(n *yaml.Node, path string, own, others []yamlField)
 			f, ok = fieldNamed(others, k.Value)
 		}
 		if !ok {
-			msg := fmt.Sprintf("unknown field %q in %s", k.Value, cmp.Or(path, "the plan"))
-			if s := cmp.Or(Suggest(k.Value, yamlNames(own)), Suggest(k.Value, yamlNames(others))); s != "" {
-				msg += fmt.Sprintf(" (did you mean %q?)", s)
-			}
-			d.problem(k, fp, "%s", msg)
+			d.problem(k, fp, "unknown field %q in %s%s", k.Value, cmp.Or(path, "the plan"),
+				meant(cmp.Or(Suggest(k.Value, yamlNames(own)), Suggest(k.Value, yamlNames(others)))))
 			continue
 		}
 		d.walk(val, f.value, fp)

@@ -92,53 +92,42 @@ func (p *Plan) forTopic(topic string) (_ *Plan, bad []string) {
 		t.Mapping = *o.Mapping
 		t.pos["mapping"] = p.pos["overrides."+topic+".mapping"]
 	}
-	t.Sink = copySink(p.Sink)
-	for _, f := range []struct {
-		name string
-		val  *string
-	}{{"key", o.Key}, {"path", o.Path}, {"table", o.Table}, {"topic", o.Topic}} {
-		if f.val == nil {
-			continue
+	t.Sink, t.DeadLetter = *copySink(&p.Sink), copySink(p.DeadLetter)
+	sets := map[string]*string{"key": o.Key, "path": o.Path, "table": o.Table, "topic": o.Topic}
+	for _, name := range slices.Sorted(maps.Keys(sets)) {
+		switch f, ok := t.Sink.field(name); {
+		case sets[name] == nil:
+		case ok && f.value.Kind() == reflect.String && f.value.CanSet():
+			f.value.SetString(*sets[name])
+			t.pos["sink."+name] = p.pos["overrides."+topic+"."+name]
+		default:
+			bad = append(bad, name)
 		}
-		if !t.Sink.setString(f.name, *f.val) {
-			bad = append(bad, f.name)
-			continue
-		}
-		t.pos["sink."+f.name] = p.pos["overrides."+topic+"."+f.name]
-	}
-	t.Sink.replaceTopic(topic)
-	if p.DeadLetter != nil {
-		dl := copySink(*p.DeadLetter)
-		dl.replaceTopic(topic)
-		t.DeadLetter = &dl
 	}
 	for _, s := range []*Sink{&t.Sink, t.DeadLetter} {
-		if d, ok := p.sinks.Lookup(sinkTypeOf(s)); ok && d.Topic != nil {
+		if s == nil {
+			continue
+		}
+		s.replaceTopic(topic)
+		if d, ok := p.sinks.Lookup(s.Type); ok && d.Topic != nil {
 			s.Config = d.Topic(s, topic)
 		}
 	}
 	return &t, bad
 }
 
-// copySink returns a copy of s whose Config is a copy of s's.
-func copySink(s Sink) Sink {
-	if s.Config != nil {
-		c := reflect.New(reflect.TypeOf(s.Config).Elem())
-		c.Elem().Set(reflect.ValueOf(s.Config).Elem())
-		s.Config = c.Interface()
+// copySink returns a copy of s whose Config is a copy of s's; nil for nil.
+func copySink(s *Sink) *Sink {
+	if s == nil {
+		return nil
 	}
-	return s
-}
-
-// setString sets the string field of s (its type's) whose yaml name is
-// name; false when it has none.
-func (s *Sink) setString(name, val string) bool {
-	f, ok := s.field(name)
-	if !ok || f.value.Kind() != reflect.String || !f.value.CanSet() {
-		return false
+	c := *s
+	if c.Config != nil {
+		cfg := reflect.New(reflect.TypeOf(c.Config).Elem())
+		cfg.Elem().Set(reflect.ValueOf(c.Config).Elem())
+		c.Config = cfg.Interface()
 	}
-	f.value.SetString(val)
-	return true
+	return &c
 }
 
 // replaceTopic replaces TopicPlaceholder with topic in the string fields
@@ -158,14 +147,10 @@ func (s *Sink) replaceTopic(topic string) {
 // overrides, then the plan of each topic (ForTopic), each problem once.
 func (p *Plan) validateTopics(now time.Time) []Problem {
 	v := &validator{p: p, now: now}
-	v.topicSet()
-	if hasErrors(v.out) {
+	if v.topicSet(); len(v.out) > 0 { // errors only
 		return v.out
 	}
-	seen := map[string]bool{}
-	for _, pr := range v.out {
-		seen[pr.Field+"\x00"+pr.Message] = true
-	}
+	seen := map[string]bool{}      // each problem once
 	outputs := map[string]string{} // an output that one topic must own -> the topic
 	shared := map[string][]string{}
 	for _, topic := range p.Source.Topics {
@@ -189,7 +174,7 @@ func (p *Plan) validateTopics(now time.Time) []Problem {
 				}
 				shared[name] = append(shared[name], topic)
 			}
-			var out string
+			out := ""
 			if ok && d.OwnOutput != nil {
 				out = d.OwnOutput(s)
 			}
@@ -199,8 +184,8 @@ func (p *Plan) validateTopics(now time.Time) []Problem {
 					hint += fmt.Sprintf(", or set overrides.%s.path", topic)
 				}
 				v.add(field, "topics %s and %s would both write %s: each topic's output must be its own; %s", other, topic, out, hint)
-			} else if out != "" {
-				outputs[out] = topic
+			} else {
+				outputs[out] = topic // "" is no output of its own
 			}
 		}
 	}

@@ -171,11 +171,7 @@ func (v *validator) enum(field, val string, allowed []string) bool {
 	if slices.Contains(allowed, val) {
 		return true
 	}
-	msg := fmt.Sprintf("%q is not one of %s", val, strings.Join(allowed, ", "))
-	if s := Suggest(val, allowed); s != "" {
-		msg += fmt.Sprintf(" (did you mean %q?)", s)
-	}
-	v.add(field, "%s", msg)
+	v.add(field, "%q is not one of %s%s", val, strings.Join(allowed, ", "), meant(Suggest(val, allowed)))
 	return false
 }
 
@@ -290,7 +286,7 @@ func (v *validator) sink(field string, s *Sink) {
 		} else if problem := keyFieldProblem(t.Tree.Root, v.p.Decode.DecodesKey()); problem != "" {
 			v.add(field+".key", "%s", problem)
 		} else {
-			v.keyUnique(field, s, t.Tree.Root)
+			v.keyUnique(field, t.Tree.Root)
 		}
 	}
 	v.sinkFields(field, s, d)

@@ -4,7 +4,6 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -61,11 +60,8 @@ func (v *validator) columns(field string, cols Columns, db bool) {
 // any order and case.
 func SameBrokers(a, b []string) bool {
 	split := func(l []string) []string {
-		out := BrokerList(l)
-		for i := range out {
-			out[i] = strings.ToLower(out[i])
-		}
-		sort.Strings(out)
+		out := BrokerList([]string{strings.ToLower(strings.Join(l, ","))})
+		slices.Sort(out)
 		return slices.Compact(out)
 	}
 	return slices.Equal(split(a), split(b))

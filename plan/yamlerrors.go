@@ -14,51 +14,39 @@ import (
 
 var yamlLine = regexp.MustCompile(`line (\d+):?\s*`)
 
-// yamlParserErrors are the messages of yaml.v3's parser (as opposed to its
-// scanner). For them yaml.v3 reports a 0-based line (the line before the one
-// meant): yamlSyntaxProblem adds one.
-var yamlParserErrors = map[string]bool{
-	"did not find expected <document start>": true,
-	"found undefined tag handle":             true,
-	"did not find expected node content":     true,
-	"did not find expected '-' indicator":    true,
-	"did not find expected key":              true,
-	"did not find expected ',' or ']'":       true,
-	"did not find expected ',' or '}'":       true,
-	"found duplicate %YAML directive":        true,
-	"found incompatible YAML document":       true,
-	"found duplicate %TAG directive":         true,
-}
-
-// yamlLocated are the messages for which yaml.v3 reports the line where
-// the enclosing construct starts (a block mapping, a plain scalar), not the
-// line at fault: yamlSyntaxProblem looks for that line itself.
-var yamlLocated = map[string]bool{
-	"did not find expected key":                                    true,
-	"did not find expected '-' indicator":                          true,
-	"found a tab character that violates indentation":              true,
-	"found character that cannot start any token":                  true,
-	"mapping values are not allowed in this context":               true,
-	"found a tab character where an indentation space is expected": true,
-}
-
-// yamlHints says how to fix the syntax errors people make most.
-var yamlHints = map[string]string{
-	"did not find expected ',' or ']'":               "a [ list starting on this line is not closed: add the missing ] (or a comma between items)",
-	"did not find expected ',' or '}'":               "a { mapping starting on this line is not closed: add the missing } (or a comma between entries)",
-	"did not find expected key":                      "check the indentation of this line: it must line up with the other keys of its mapping (or items of its list)",
-	"did not find expected '-' indicator":            "check the indentation of this line: the list above expects another - item here",
-	"mapping values are not allowed in this context": "check the indentation, or quote a value that contains \": \"",
-	"found character that cannot start any token":    "quote a value that starts with @ or `, which YAML reserves",
+// yamlErrors says what yaml.v3's messages need. parser: a message of its
+// parser (as opposed to its scanner), reported at a 0-based line (the line
+// before the one meant): yamlSyntaxProblem adds one. located: reported at
+// the line where the enclosing construct starts (a block mapping, a plain
+// scalar), not the line at fault: yamlSyntaxProblem looks for that line
+// itself. hint: how to fix the syntax errors people make most.
+var yamlErrors = map[string]struct {
+	parser, located bool
+	hint            string
+}{
+	"did not find expected <document start>":                       {parser: true},
+	"found undefined tag handle":                                   {parser: true},
+	"did not find expected node content":                           {parser: true},
+	"did not find expected '-' indicator":                          {true, true, "check the indentation of this line: the list above expects another - item here"},
+	"did not find expected key":                                    {true, true, "check the indentation of this line: it must line up with the other keys of its mapping (or items of its list)"},
+	"did not find expected ',' or ']'":                             {parser: true, hint: "a [ list starting on this line is not closed: add the missing ] (or a comma between items)"},
+	"did not find expected ',' or '}'":                             {parser: true, hint: "a { mapping starting on this line is not closed: add the missing } (or a comma between entries)"},
+	"found duplicate %YAML directive":                              {parser: true},
+	"found incompatible YAML document":                             {parser: true},
+	"found duplicate %TAG directive":                               {parser: true},
+	"found a tab character that violates indentation":              {located: true},
+	"found character that cannot start any token":                  {located: true, hint: "quote a value that starts with @ or `, which YAML reserves"},
+	"mapping values are not allowed in this context":               {located: true, hint: "check the indentation, or quote a value that contains \": \""},
+	"found a tab character where an indentation space is expected": {located: true},
 }
 
 func yamlSyntaxProblem(file string, data []byte, err error) Problem {
 	msg, line := yamlMessage(err)
 	if line >= 0 {
-		if yamlParserErrors[msg] {
+		if yamlErrors[msg].parser {
 			line++
 		}
-		if yamlLocated[msg] {
+		if yamlErrors[msg].located {
 			if l := firstFailingLine(data, msg); l > 0 {
 				line = l
 			}
@@ -71,7 +59,7 @@ func yamlSyntaxProblem(file string, data []byte, err error) Problem {
 		// yaml.v3 says "found character that cannot start any token".
 		return Problem{File: file, Line: line, Col: 1, Message: fmt.Sprintf("invalid YAML: line %d is indented with a tab: YAML forbids tabs for indentation, indent with spaces", line)}
 	}
-	if h, ok := yamlHints[msg]; ok {
+	if h := yamlErrors[msg].hint; h != "" {
 		msg += ": " + h
 	}
 	return Problem{File: file, Line: line, Col: 1, Message: "invalid YAML: " + msg}
@@ -137,6 +125,14 @@ func Suggest(s string, candidates []string) string {
 		}
 	}
 	return ""
+}
+
+// meant is the hint ` (did you mean "s"?)` for a suggestion s; "" for none.
+func meant(s string) string {
+	if s == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", s)
 }
 
 func levenshtein(a, b string) int {
