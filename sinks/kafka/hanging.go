@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -60,10 +59,11 @@ func (t *txnCommitter) abortHanging(ctx context.Context, parts ...int32) (int, e
 	if wait := t.notForgotten(ctx, found); wait != "" {
 		return 0, &sinks.TransientError{Err: fmt.Errorf("kafka sink: transactions of earlier epochs are open on %s; waiting before taking them for hanging: %s", t.where, wait)}
 	}
+	wrote := producerParts(described, t.target)
 	var markers []kadm.TxnMarkers
 	var where, ids []string
 	for _, h := range found {
-		commit, why, err := t.outcome(ctx, h, found, ours[h.pr.ProducerID].p)
+		commit, why, err := t.outcome(ctx, h, found, wrote[h.pr.ProducerID], ours[h.pr.ProducerID].p)
 		if err != nil {
 			return 0, err
 		}
@@ -85,15 +85,31 @@ func (t *txnCommitter) abortHanging(ctx context.Context, parts ...int32) (int, e
 }
 
 // outcome decides how a forgotten transaction h of the producer of source
-// partition p ended, as the group's offset (committed in the same
-// transaction) tells: aborted when its offset commit is open too;
-// committed when the group's offset for p is past the source offset of its
-// first record; else aborted.
-func (t *txnCommitter) outcome(ctx context.Context, h hangingTxn, all []hangingTxn, p int32) (commit bool, why string, err error) {
+// partition p ended; its records and the group's offset after them were
+// one transaction. When its offset commit is open too (h is on the offsets
+// topic, or another open part of it is), it committed if records of it
+// (its producer id and epoch, source offsets at or past the group's
+// offset for p) are visible to read_committed consumers on one of the
+// target partitions parts, where its producer wrote: their marker was
+// written; else nothing of it committed. When its offset commit was
+// marked, it committed if the group's offset for p is past the source
+// offset of its first record. Else it is aborted.
+func (t *txnCommitter) outcome(ctx context.Context, h hangingTxn, all []hangingTxn, parts []int32, p int32) (commit bool, why string, err error) {
 	if h.topic == offsetsTopic || slices.ContainsFunc(all, func(o hangingTxn) bool {
 		return o.topic == offsetsTopic && o.pr.ProducerID == h.pr.ProducerID && o.pr.ProducerEpoch == h.pr.ProducerEpoch
 	}) {
-		return false, "its offset commit is open too: nothing of it committed", nil
+		off, err := t.committedOffset(ctx, p)
+		if err != nil {
+			return false, "", transientIf(err)
+		}
+		at, src, err := t.visibleRecord(ctx, h, parts, off)
+		if err != nil {
+			return false, "", &sinks.TransientError{Err: fmt.Errorf("kafka sink: look for the visible records of the open transaction %s: %w", h, err)}
+		}
+		if at != "" {
+			return true, fmt.Sprintf("its offset commit is open, but its record at %s (source offset %d, the group's offset for %s/%d being %d) is visible to read_committed: its commit was marked there", at, src, t.topic, p, off), nil
+		}
+		return false, "its offset commit is open too, and none of its records is visible to read_committed: nothing of it committed", nil
 	}
 	src, err := t.firstSourceOffset(ctx, h)
 	if err != nil {
@@ -138,18 +154,9 @@ func (t *txnCommitter) firstSourceOffset(ctx context.Context, h hangingTxn) (int
 				rec = r
 			}
 		})
-		if rec == nil {
-			continue
+		if rec != nil {
+			return sourceOffset(rec), nil
 		}
-		for i := len(rec.Headers) - 1; i >= 0; i-- {
-			if rec.Headers[i].Key == HeaderSourceOffset {
-				if n, err := strconv.ParseInt(string(rec.Headers[i].Value), 10, 64); err == nil {
-					return n, nil
-				}
-				break
-			}
-		}
-		return -1, nil
 	}
 }
 
