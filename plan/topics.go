@@ -165,7 +165,11 @@ func (p *Plan) validateTopics(now time.Time) []Problem {
 				v.out = append(v.out, pr)
 			}
 		}
-		for field, s := range map[string]*Sink{"sink": &t.Sink, "dead_letter": t.DeadLetter} {
+		for _, fs := range []struct {
+			field string
+			s     *Sink
+		}{{"sink", &t.Sink}, {"dead_letter", t.DeadLetter}} {
+			field, s := fs.field, fs.s
 			d, ok := p.sinks.Lookup(sinkTypeOf(s))
 			if ok && d.Service == "database" && field == "sink" {
 				name := string(s.Type)

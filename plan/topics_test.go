@@ -166,6 +166,14 @@ func TestTopicOverrideEdges(t *testing.T) {
 	if !strings.Contains(got, "dead_letter: topics orders and refunds would both write out/dead.jsonl") || strings.Contains(got, "overrides.refunds.path") {
 		t.Errorf("a shared dead-letter file: %s", got)
 	}
+	// A topic's dead-letter file that is its sink's file: the dead_letter
+	// section is named, every time (the sections are checked in order).
+	for range 200 {
+		same := topicsPlan("on_error: dead_letter\ndead_letter: {type: file, path: 'out/{topic}.jsonl'}\n")
+		if got := parseProblems(t, same, testOptions()); !strings.Contains(got, "dead_letter: topics orders and orders would both write out/orders.jsonl") {
+			t.Fatalf("a dead-letter file that is the sink's file: %s", got)
+		}
+	}
 	// A kafka sink whose override targets one of the source topics.
 	k := strings.Replace(topicsPlan("overrides:\n  refunds:\n    topic: orders\n"), "  type: file\n  path: out/{topic}.jsonl\n", "  type: kafka\n  brokers: [\"kafka-1:9092\"]\n  topic: '{topic}-fixed'\n", 1)
 	warned := false
