@@ -3,6 +3,7 @@ package sinktest
 import (
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/replay-tool/replay/internal/record"
@@ -78,21 +79,14 @@ func RunWith(t *testing.T, h Harness, f Features) {
 	}
 }
 
-// distinct returns contents without repeated entries, for a sink that
-// declares Duplicates in a test that re-delivers.
+// distinct returns contents without repeated entries (sorted, as Equal
+// compares them), for a sink that declares Duplicates in a test that
+// re-delivers.
 func distinct(f Features, contents []string) []string {
 	if !f.Duplicates {
 		return contents
 	}
-	seen := map[string]bool{}
-	var out []string
-	for _, c := range contents {
-		if !seen[c] {
-			seen[c] = true
-			out = append(out, c)
-		}
-	}
-	return out
+	return slices.Compact(slices.Sorted(slices.Values(contents)))
 }
 
 // syncAll makes what s wrote durable: Sync of every partition for an
@@ -214,7 +208,10 @@ func testResumeRefusal(t *testing.T, h Harness, f Features) {
 	if err := r.CheckResume(points); err == nil {
 		t.Fatal("CheckResume accepted a resume past the start of output that is gone")
 	}
-	fresh := slicesMap(points, func(p sinks.ResumePoint) sinks.ResumePoint { p.Committed = p.Start; return p })
+	fresh := slices.Clone(points)
+	for i := range fresh {
+		fresh[i].Committed = fresh[i].Start
+	}
 	if err := r.CheckResume(fresh); err != nil {
 		t.Fatalf("CheckResume refused a resume that had written nothing: %v", err)
 	}
@@ -264,12 +261,4 @@ func testCheckpoints(t *testing.T, h Harness, group string) {
 		t.Fatal(err)
 	}
 	read("after ResetCheckpoints", nil)
-}
-
-func slicesMap[T any](s []T, f func(T) T) []T {
-	out := make([]T, len(s))
-	for i, v := range s {
-		out[i] = f(v)
-	}
-	return out
 }
