@@ -203,13 +203,7 @@ func (f *Faults) only(keys []kmsg.Key) []kmsg.Key {
 	if f.keys == nil {
 		return keys
 	}
-	var out []kmsg.Key
-	for _, k := range keys {
-		if slices.Contains(f.keys, k) {
-			out = append(out, k)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(keys), func(k kmsg.Key) bool { return !slices.Contains(f.keys, k) })
 }
 
 // draw decides whether one request (key) fails with a fault of kind k.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -49,12 +50,19 @@ func kcatPath(t testing.TB) string {
 // offset.
 func KcatCoords(t testing.TB, broker, topic string, partition int32, from, to time.Time) []string {
 	t.Helper()
-	args := []string{"-C", "-b", broker, "-t", topic, "-o", fmt.Sprintf("s@%d", from.UnixMilli()),
-		"-o", fmt.Sprintf("e@%d", to.UnixMilli()), "-e", "-q", "-f", `%p/%o\n`}
+	return strings.Fields(string(kcatConsume(t, broker, topic, partition, `%p/%o\n`,
+		"-o", fmt.Sprintf("s@%d", from.UnixMilli()), "-o", fmt.Sprintf("e@%d", to.UnixMilli()))))
+}
+
+// kcatConsume runs kcat as a quiet consumer of topic (partition < 0: every
+// partition) from offsets to the end, printing each record in format.
+func kcatConsume(t testing.TB, broker, topic string, partition int32, format string, offsets ...string) []byte {
+	t.Helper()
+	args := slices.Concat([]string{"-C", "-b", broker, "-t", topic}, offsets, []string{"-e", "-q", "-f", format})
 	if partition >= 0 {
 		args = append(args, "-p", strconv.Itoa(int(partition)))
 	}
-	return strings.Fields(string(Kcat(t, args...)))
+	return Kcat(t, args...)
 }
 
 // KcatRecord is one record as kcat read it. Key and Value are the exact
@@ -76,11 +84,7 @@ const kcatFormat = `%p %o %T %K %S\n%k%s\n`
 // of what a sink wrote byte for byte.
 func KcatRecords(t testing.TB, broker, topic string, partition int32) []KcatRecord {
 	t.Helper()
-	args := []string{"-C", "-b", broker, "-t", topic, "-o", "beginning", "-e", "-q", "-f", kcatFormat}
-	if partition >= 0 {
-		args = append(args, "-p", strconv.Itoa(int(partition)))
-	}
-	recs, err := parseKcat(Kcat(t, args...))
+	recs, err := parseKcat(kcatConsume(t, broker, topic, partition, kcatFormat, "-o", "beginning"))
 	if err != nil {
 		t.Fatalf("kcat output of %s: %v", topic, err)
 	}

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -27,10 +28,7 @@ const DefaultPostgresDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disa
 // loudly, or fails when CI is set.
 func Postgres(t testing.TB) string {
 	t.Helper()
-	base := os.Getenv("REPLAY_TEST_POSTGRES_DSN")
-	if base == "" {
-		base = DefaultPostgresDSN
-	}
+	base := cmp.Or(os.Getenv("REPLAY_TEST_POSTGRES_DSN"), DefaultPostgresDSN)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, base)
