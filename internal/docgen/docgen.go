@@ -15,7 +15,6 @@ package docgen
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/replay-tool/replay/plan"
@@ -73,32 +72,19 @@ func BlocksOf(types plan.SinkCatalog) map[string]string {
 			b.WriteString("This sink takes no fields of its own.\n")
 		} else {
 			b.WriteString("| field | required | description |\n|---|---|---|\n")
-			// The required fields first, then the others in descriptor order.
-			fields := slices.Clone(d.Fields)
-			slices.SortStableFunc(fields, func(a, b plan.FieldDescriptor) int { return cmpBool(b.Required != "", a.Required != "") })
-			for _, f := range fields {
-				req := "no"
-				if f.Required != "" {
-					req = "**yes**"
+			// The required fields first, then the others, each in descriptor order.
+			for _, req := range []string{"**yes**", "no"} {
+				for _, f := range d.Fields {
+					if (f.Required != "") == (req != "no") {
+						fmt.Fprintf(&b, "| `%s` | %s | %s |\n", f.Name, req, cell(f.Doc))
+					}
 				}
-				fmt.Fprintf(&b, "| `%s` | %s | %s |\n", f.Name, req, cell(f.Doc))
 			}
 		}
 		fmt.Fprintf(&b, "\nEvery sink also takes %s ([the plan reference](../plan.md#sink)).\n", codes(common))
 		out["fields: "+string(d.Type)] = b.String()
 	}
 	return out
-}
-
-// cmpBool orders false before true.
-func cmpBool(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case a:
-		return 1
-	}
-	return -1
 }
 
 // cell escapes text for a Markdown table cell: a | would end the cell, and
@@ -131,16 +117,12 @@ func Splice(page string, blocks map[string]string) (string, []string, error) {
 	rest := page
 	for {
 		i := strings.Index(rest, beginPrefix)
-		j := strings.Index(rest, end)
+		if j := strings.Index(rest, end); j >= 0 && (i < 0 || j < i) {
+			return "", nil, fmt.Errorf("%q without %q before it", end, beginPrefix+"NAME"+beginSuffix)
+		}
 		if i < 0 {
-			if j >= 0 {
-				return "", nil, fmt.Errorf("%q without %q before it", end, beginPrefix+"NAME"+beginSuffix)
-			}
 			out.WriteString(rest)
 			return out.String(), names, nil
-		}
-		if j >= 0 && j < i {
-			return "", nil, fmt.Errorf("%q without %q before it", end, beginPrefix+"NAME"+beginSuffix)
 		}
 		line, after, ok := strings.Cut(rest[i:], "\n")
 		name, ok2 := strings.CutSuffix(strings.TrimPrefix(line, beginPrefix), beginSuffix)
