@@ -32,17 +32,14 @@ const (
 )
 
 // AllFaultKinds lists every kind that the source side's requests draw
-// (each is injected into a plain run); TxnFaultKinds adds the kinds only a
-// transactional producer's requests draw.
+// (each is injected into a plain run).
 var AllFaultKinds = []FaultKind{FaultNotLeader, FaultLeaderNotAvailable, FaultUnknownTopic, FaultRequestTimedOut,
 	FaultNotCoordinator, FaultLoadInProgress, FaultCoordinatorNotAvail, FaultDrop, FaultStall}
 
-// TxnFaultKinds are the kinds only the transaction APIs draw.
-var TxnFaultKinds = []FaultKind{FaultConcurrentTxns}
-
-// EveryFaultKind is AllFaultKinds and TxnFaultKinds: every kind, for a run
-// whose sink produces in transactions to the faulted cluster.
-var EveryFaultKind = append(slices.Clip(AllFaultKinds), TxnFaultKinds...)
+// EveryFaultKind is AllFaultKinds and the kinds only the transaction APIs
+// draw: every kind, for a run whose sink produces in transactions to the
+// faulted cluster.
+var EveryFaultKind = append(slices.Clip(AllFaultKinds), FaultConcurrentTxns)
 
 // groupKeys are the requests of a group's member (the hold of a plain run,
 // a --join member) and of the group's checks: the coordinator answers them.

@@ -402,7 +402,12 @@ func (k *Kafka) ReadTopic(t testing.TB, topic string, opts ...kgo.Opt) []*kgo.Re
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	ends, err := k.Admin(t, opts...).ListEndOffsets(ctx, topic)
+	// The control records (transaction markers) are read too, to reach
+	// a partition whose last offset is a marker, and returned only when
+	// opts ask for them (kgo.KeepControlRecords).
+	probe := k.Client(t, opts...)
+	keep, _ := probe.OptValue(kgo.KeepControlRecords).(bool)
+	ends, err := kadm.NewClient(probe).ListEndOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
 	}
@@ -418,14 +423,6 @@ func (k *Kafka) ReadTopic(t testing.TB, topic string, opts ...kgo.Opt) []*kgo.Re
 	})
 	if len(hwm) == 0 {
 		return nil
-	}
-	// The control records (transaction markers) are read too, to reach
-	// a partition whose last offset is a marker, and returned only when
-	// opts ask for them (kgo.KeepControlRecords).
-	keep := false
-	if probe, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(k.Addrs...)}, opts...)...); err == nil {
-		keep, _ = probe.OptValue(kgo.KeepControlRecords).(bool)
-		probe.Close()
 	}
 	cl := k.Client(t, append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}), kgo.KeepControlRecords())...)
 	defer cl.Close()
