@@ -137,11 +137,8 @@ type Faults struct {
 	stopped atomic.Bool
 	mu      sync.Mutex
 	rng     *rand.Rand
-	rate    float64
-	each    int
-	eachKey bool
-	keys    []kmsg.Key
-	seen    map[draw]int // matching requests, by kind (and key with eachKey)
+	cfg     FaultsConfig
+	seen    map[draw]int // matching requests, by kind (and key with EachKey)
 	hit     map[draw]bool
 	byKey   map[kmsg.Key]int64
 	handles []*kfake.FaultHandle
@@ -155,8 +152,8 @@ func NewFaults(c *kfake.Cluster, cfg FaultsConfig) *Faults {
 	if cfg.Seed == 0 {
 		cfg.Seed = 1
 	}
-	f := &Faults{c: c, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed)), rate: cfg.Rate, byKind: map[FaultKind][]*kfake.FaultHandle{},
-		each: cfg.EachKind, eachKey: cfg.EachKey, keys: cfg.Keys, seen: map[draw]int{}, hit: map[draw]bool{}, byKey: map[kmsg.Key]int64{}}
+	f := &Faults{c: c, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed)), cfg: cfg, byKind: map[FaultKind][]*kfake.FaultHandle{},
+		seen: map[draw]int{}, hit: map[draw]bool{}, byKey: map[kmsg.Key]int64{}}
 	for _, k := range cfg.Kinds {
 		switch k {
 		case FaultDrop:
@@ -197,10 +194,10 @@ func (f *Faults) control(k FaultKind, fn func(kmsg.Request) (kmsg.Response, erro
 
 // only is keys limited to FaultsConfig.Keys.
 func (f *Faults) only(keys []kmsg.Key) []kmsg.Key {
-	if f.keys == nil {
+	if f.cfg.Keys == nil {
 		return keys
 	}
-	return slices.DeleteFunc(slices.Clone(keys), func(k kmsg.Key) bool { return !slices.Contains(f.keys, k) })
+	return slices.DeleteFunc(slices.Clone(keys), func(k kmsg.Key) bool { return !slices.Contains(f.cfg.Keys, k) })
 }
 
 // draw decides whether one request (key) fails with a fault of kind k.
@@ -211,11 +208,11 @@ func (f *Faults) draw(k FaultKind, key kmsg.Key) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d := draw{kind: k}
-	if f.eachKey {
+	if f.cfg.EachKey {
 		d.key = key
 	}
 	f.seen[d]++
-	fail := f.rng.Float64() < f.rate || f.each > 0 && !f.hit[d] && f.seen[d] >= f.each
+	fail := f.rng.Float64() < f.cfg.Rate || f.cfg.EachKind > 0 && !f.hit[d] && f.seen[d] >= f.cfg.EachKind
 	f.hit[d] = f.hit[d] || fail
 	if fail {
 		f.byKey[key]++
