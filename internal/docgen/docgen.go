@@ -1,6 +1,6 @@
 // Package docgen renders the parts of the docs that are generated from the
-// sink descriptors (the sink types and their fields), and splices them into
-// a page between markers:
+// sink descriptors (the sink types and their fields). Its test splices them
+// into the pages between markers:
 //
 //	<!-- BEGIN GENERATED: NAME -->
 //	...
@@ -15,29 +15,15 @@ package docgen
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/replay-tool/replay/plan"
-	"github.com/replay-tool/replay/sinks/registry"
 )
 
-// SinkTypeNames returns the sink types, one page docs/sinks/<type>.md each.
-func SinkTypeNames() []string {
-	types := registry.Catalog()
-	out := make([]string, len(types))
-	for i, d := range types {
-		out[i] = string(d.Type)
-	}
-	return out
-}
-
-// Blocks returns the generated blocks a page may hold, by name: "sink-types"
-// (every type with its required and optional fields), "common-fields" (the
-// fields every sink takes) and "fields: <type>" (one type's own fields).
-func Blocks() map[string]string { return BlocksOf(registry.Catalog()) }
-
-// BlocksOf is Blocks for the sink types of types, in its order.
+// BlocksOf returns the generated blocks a page may hold, by name, for the
+// sink types of types, in its order: "sink-types" (every type with its
+// required and optional fields), "common-fields" (the fields every sink
+// takes) and "fields: <type>" (one type's own fields).
 func BlocksOf(types plan.SinkCatalog) map[string]string {
 	commonFields := types.CommonFields()
 	var common []string
@@ -73,32 +59,19 @@ func BlocksOf(types plan.SinkCatalog) map[string]string {
 			b.WriteString("This sink takes no fields of its own.\n")
 		} else {
 			b.WriteString("| field | required | description |\n|---|---|---|\n")
-			// The required fields first, then the others in descriptor order.
-			fields := slices.Clone(d.Fields)
-			slices.SortStableFunc(fields, func(a, b plan.FieldDescriptor) int { return cmpBool(b.Required != "", a.Required != "") })
-			for _, f := range fields {
-				req := "no"
-				if f.Required != "" {
-					req = "**yes**"
+			// The required fields first, then the others, each in descriptor order.
+			for _, req := range []string{"**yes**", "no"} {
+				for _, f := range d.Fields {
+					if (f.Required != "") == (req != "no") {
+						fmt.Fprintf(&b, "| `%s` | %s | %s |\n", f.Name, req, cell(f.Doc))
+					}
 				}
-				fmt.Fprintf(&b, "| `%s` | %s | %s |\n", f.Name, req, cell(f.Doc))
 			}
 		}
 		fmt.Fprintf(&b, "\nEvery sink also takes %s ([the plan reference](../plan.md#sink)).\n", codes(common))
 		out["fields: "+string(d.Type)] = b.String()
 	}
 	return out
-}
-
-// cmpBool orders false before true.
-func cmpBool(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case a:
-		return 1
-	}
-	return -1
 }
 
 // cell escapes text for a Markdown table cell: a | would end the cell, and
@@ -113,54 +86,4 @@ func codes(names []string) string {
 		out[i] = "`" + n + "`"
 	}
 	return strings.Join(out, ", ")
-}
-
-const (
-	beginPrefix = "<!-- BEGIN GENERATED: "
-	beginSuffix = " -->"
-	end         = "<!-- END GENERATED -->"
-)
-
-// Splice returns page with every generated block replaced by what blocks
-// holds under its name, and the names of the blocks it found. A block
-// whose name blocks does not know, a BEGIN without its END or an END
-// without its BEGIN is an error.
-func Splice(page string, blocks map[string]string) (string, []string, error) {
-	var out strings.Builder
-	var names []string
-	rest := page
-	for {
-		i := strings.Index(rest, beginPrefix)
-		j := strings.Index(rest, end)
-		if i < 0 {
-			if j >= 0 {
-				return "", nil, fmt.Errorf("%q without %q before it", end, beginPrefix+"NAME"+beginSuffix)
-			}
-			out.WriteString(rest)
-			return out.String(), names, nil
-		}
-		if j >= 0 && j < i {
-			return "", nil, fmt.Errorf("%q without %q before it", end, beginPrefix+"NAME"+beginSuffix)
-		}
-		line, after, ok := strings.Cut(rest[i:], "\n")
-		name, ok2 := strings.CutSuffix(strings.TrimPrefix(line, beginPrefix), beginSuffix)
-		if !ok || !ok2 {
-			return "", nil, fmt.Errorf("malformed marker %q: want %q on a line of its own", line, beginPrefix+"NAME"+beginSuffix)
-		}
-		body, ok := blocks[name]
-		if !ok {
-			return "", nil, fmt.Errorf("%q: no generated block of that name", line)
-		}
-		k := strings.Index(after, end)
-		if k < 0 {
-			return "", nil, fmt.Errorf("%q without %q", line, end)
-		}
-		if n := strings.Index(after[:k], beginPrefix); n >= 0 {
-			return "", nil, fmt.Errorf("%q: another BEGIN before its END", line)
-		}
-		names = append(names, name)
-		out.WriteString(rest[:i])
-		out.WriteString(line + "\n" + body + end)
-		rest = after[k+len(end):]
-	}
 }

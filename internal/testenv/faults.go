@@ -32,17 +32,14 @@ const (
 )
 
 // AllFaultKinds lists every kind that the source side's requests draw
-// (each is injected into a plain run); TxnFaultKinds adds the kinds only a
-// transactional producer's requests draw.
+// (each is injected into a plain run).
 var AllFaultKinds = []FaultKind{FaultNotLeader, FaultLeaderNotAvailable, FaultUnknownTopic, FaultRequestTimedOut,
 	FaultNotCoordinator, FaultLoadInProgress, FaultCoordinatorNotAvail, FaultDrop, FaultStall}
 
-// TxnFaultKinds are the kinds only the transaction APIs draw.
-var TxnFaultKinds = []FaultKind{FaultConcurrentTxns}
-
-// EveryFaultKind is AllFaultKinds and TxnFaultKinds: every kind, for a run
-// whose sink produces in transactions to the faulted cluster.
-var EveryFaultKind = append(slices.Clip(AllFaultKinds), TxnFaultKinds...)
+// EveryFaultKind is AllFaultKinds and the kinds only the transaction APIs
+// draw: every kind, for a run whose sink produces in transactions to the
+// faulted cluster.
+var EveryFaultKind = append(slices.Clip(AllFaultKinds), FaultConcurrentTxns)
 
 // groupKeys are the requests of a group's member (the hold of a plain run,
 // a --join member) and of the group's checks: the coordinator answers them.
@@ -140,11 +137,8 @@ type Faults struct {
 	stopped atomic.Bool
 	mu      sync.Mutex
 	rng     *rand.Rand
-	rate    float64
-	each    int
-	eachKey bool
-	keys    []kmsg.Key
-	seen    map[draw]int // matching requests, by kind (and key with eachKey)
+	cfg     FaultsConfig
+	seen    map[draw]int // matching requests, by kind (and key with EachKey)
 	hit     map[draw]bool
 	byKey   map[kmsg.Key]int64
 	handles []*kfake.FaultHandle
@@ -158,8 +152,8 @@ func NewFaults(c *kfake.Cluster, cfg FaultsConfig) *Faults {
 	if cfg.Seed == 0 {
 		cfg.Seed = 1
 	}
-	f := &Faults{c: c, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed)), rate: cfg.Rate, byKind: map[FaultKind][]*kfake.FaultHandle{},
-		each: cfg.EachKind, eachKey: cfg.EachKey, keys: cfg.Keys, seen: map[draw]int{}, hit: map[draw]bool{}, byKey: map[kmsg.Key]int64{}}
+	f := &Faults{c: c, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed)), cfg: cfg, byKind: map[FaultKind][]*kfake.FaultHandle{},
+		seen: map[draw]int{}, hit: map[draw]bool{}, byKey: map[kmsg.Key]int64{}}
 	for _, k := range cfg.Kinds {
 		switch k {
 		case FaultDrop:
@@ -200,16 +194,10 @@ func (f *Faults) control(k FaultKind, fn func(kmsg.Request) (kmsg.Response, erro
 
 // only is keys limited to FaultsConfig.Keys.
 func (f *Faults) only(keys []kmsg.Key) []kmsg.Key {
-	if f.keys == nil {
+	if f.cfg.Keys == nil {
 		return keys
 	}
-	var out []kmsg.Key
-	for _, k := range keys {
-		if slices.Contains(f.keys, k) {
-			out = append(out, k)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(keys), func(k kmsg.Key) bool { return !slices.Contains(f.cfg.Keys, k) })
 }
 
 // draw decides whether one request (key) fails with a fault of kind k.
@@ -220,11 +208,11 @@ func (f *Faults) draw(k FaultKind, key kmsg.Key) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d := draw{kind: k}
-	if f.eachKey {
+	if f.cfg.EachKey {
 		d.key = key
 	}
 	f.seen[d]++
-	fail := f.rng.Float64() < f.rate || f.each > 0 && !f.hit[d] && f.seen[d] >= f.each
+	fail := f.rng.Float64() < f.cfg.Rate || f.cfg.EachKind > 0 && !f.hit[d] && f.seen[d] >= f.cfg.EachKind
 	f.hit[d] = f.hit[d] || fail
 	if fail {
 		f.byKey[key]++

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"runtime"
+	"slices"
 	"strings"
 )
 
@@ -21,12 +22,8 @@ func Goroutines(parts ...string) int {
 		buf = make([]byte, 2*len(buf))
 	}
 	count := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		all := true
-		for _, p := range parts {
-			all = all && strings.Contains(g, p)
-		}
-		if all {
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(g, p) }) {
 			count++
 		}
 	}

@@ -29,12 +29,8 @@ const KafkaBrokersEnv = "REPLAY_TEST_KAFKA_BROKERS"
 // RealBrokers returns the brokers of the real cluster the tests run
 // against, or nil when KafkaBrokersEnv is unset (kfake).
 func RealBrokers() []string {
-	v := strings.TrimSpace(os.Getenv(KafkaBrokersEnv))
-	if v == "" {
-		return nil
-	}
 	var out []string
-	for _, b := range strings.Split(v, ",") {
+	for b := range strings.SplitSeq(os.Getenv(KafkaBrokersEnv), ",") {
 		if b = strings.TrimSpace(b); b != "" {
 			out = append(out, b)
 		}
@@ -265,11 +261,8 @@ func (k *Kafka) Admin(t testing.TB, opts ...kgo.Opt) *kadm.Client {
 // replication factor is the cluster's default.
 func (k *Kafka) CreateTopic(t testing.TB, topic string, partitions int32, configs map[string]string) {
 	t.Helper()
-	var cfg map[string]*string
+	cfg := map[string]*string{}
 	for key, v := range configs {
-		if cfg == nil {
-			cfg = map[string]*string{}
-		}
 		cfg[key] = kadm.StringPtr(v)
 	}
 	rf := int16(1)
@@ -329,20 +322,15 @@ func (k *Kafka) DeleteRecords(topic string, partition int32, offset int64) error
 	if !k.Real() {
 		return k.Cluster.DeleteRecords(topic, partition, offset)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Addrs...))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var offs kadm.Offsets
-	offs.Add(kadm.Offset{Topic: topic, Partition: partition, At: offset})
-	resp, err := kadm.NewClient(cl).DeleteRecords(ctx, offs)
-	if err != nil {
-		return err
-	}
-	return resp.Error()
+	return k.admin(func(ctx context.Context, adm *kadm.Client) error {
+		var offs kadm.Offsets
+		offs.Add(kadm.Offset{Topic: topic, Partition: partition, At: offset})
+		resp, err := adm.DeleteRecords(ctx, offs)
+		if err != nil {
+			return err
+		}
+		return resp.Error()
+	})
 }
 
 // DeleteTopic deletes topic.
@@ -350,6 +338,18 @@ func (k *Kafka) DeleteTopic(topic string) error {
 	if !k.Real() {
 		return k.Cluster.DeleteTopic(topic)
 	}
+	return k.admin(func(ctx context.Context, adm *kadm.Client) error {
+		resp, err := adm.DeleteTopic(ctx, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		return err
+	})
+}
+
+// admin calls fn with an admin client of the cluster and a 30 s context,
+// for the calls that take no t.
+func (k *Kafka) admin(fn func(context.Context, *kadm.Client) error) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Addrs...))
 	if err != nil {
 		return err
@@ -357,11 +357,7 @@ func (k *Kafka) DeleteTopic(topic string) error {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := kadm.NewClient(cl).DeleteTopic(ctx, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	return err
+	return fn(ctx, kadm.NewClient(cl))
 }
 
 // Produce writes recs to topic with acks from all replicas, each to its
@@ -406,7 +402,12 @@ func (k *Kafka) ReadTopic(t testing.TB, topic string, opts ...kgo.Opt) []*kgo.Re
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	ends, err := k.Admin(t, opts...).ListEndOffsets(ctx, topic)
+	// The control records (transaction markers) are read too, to reach
+	// a partition whose last offset is a marker, and returned only when
+	// opts ask for them (kgo.KeepControlRecords).
+	probe := k.Client(t, opts...)
+	keep, _ := probe.OptValue(kgo.KeepControlRecords).(bool)
+	ends, err := kadm.NewClient(probe).ListEndOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
 	}
@@ -422,14 +423,6 @@ func (k *Kafka) ReadTopic(t testing.TB, topic string, opts ...kgo.Opt) []*kgo.Re
 	})
 	if len(hwm) == 0 {
 		return nil
-	}
-	// The control records (transaction markers) are read too, to reach
-	// a partition whose last offset is a marker, and returned only when
-	// opts ask for them (kgo.KeepControlRecords).
-	keep := false
-	if probe, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(k.Addrs...)}, opts...)...); err == nil {
-		keep, _ = probe.OptValue(kgo.KeepControlRecords).(bool)
-		probe.Close()
 	}
 	cl := k.Client(t, append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}), kgo.KeepControlRecords())...)
 	defer cl.Close()
@@ -471,11 +464,10 @@ func (k *Kafka) Committed(t testing.TB, group, topic string) map[int32]kadm.Offs
 	if err != nil {
 		t.Fatalf("committed offsets of %s: %v", group, err)
 	}
-	out := map[int32]kadm.Offset{}
-	for p, o := range resp.Offsets()[topic] {
-		out[p] = o
+	if out := resp.Offsets()[topic]; out != nil {
+		return out
 	}
-	return out
+	return map[int32]kadm.Offset{}
 }
 
 // NoPartitionVerification turns the brokers' transaction partition

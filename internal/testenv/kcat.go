@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,7 +18,15 @@ import (
 // is not installed, or fails it when CI is set.
 func Kcat(t testing.TB, args ...string) []byte {
 	t.Helper()
-	bin := kcatPath(t)
+	bin, err := exec.LookPath("kcat")
+	if err != nil {
+		bin, err = exec.LookPath("kafkacat")
+	}
+	if err != nil && inCI() {
+		t.Fatal("kcat is not installed and CI is set (apt-get install -y kcat)")
+	} else if err != nil {
+		t.Skip("!!! KCAT NOT INSTALLED: skipping a cross-check against kcat (apt-get install -y kcat) !!!")
+	}
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(t.Context(), bin, args...)
 	cmd.Stderr = &stderr
@@ -28,20 +37,6 @@ func Kcat(t testing.TB, args ...string) []byte {
 	return out
 }
 
-func kcatPath(t testing.TB) string {
-	t.Helper()
-	for _, name := range []string{"kcat", "kafkacat"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if inCI() {
-		t.Fatal("kcat is not installed and CI is set (apt-get install -y kcat)")
-	}
-	t.Skip("!!! KCAT NOT INSTALLED: skipping a cross-check against kcat (apt-get install -y kcat) !!!")
-	return ""
-}
-
 // KcatCoords returns what kcat, an independent client, reads of topic in
 // the time window [from, to) (kcat -o s@FROM -o e@TO, milliseconds): the
 // "partition/offset" of every record, in kcat's order. partition < 0 reads
@@ -49,12 +44,19 @@ func kcatPath(t testing.TB) string {
 // offset.
 func KcatCoords(t testing.TB, broker, topic string, partition int32, from, to time.Time) []string {
 	t.Helper()
-	args := []string{"-C", "-b", broker, "-t", topic, "-o", fmt.Sprintf("s@%d", from.UnixMilli()),
-		"-o", fmt.Sprintf("e@%d", to.UnixMilli()), "-e", "-q", "-f", `%p/%o\n`}
+	return strings.Fields(string(kcatConsume(t, broker, topic, partition, `%p/%o\n`,
+		"-o", fmt.Sprintf("s@%d", from.UnixMilli()), "-o", fmt.Sprintf("e@%d", to.UnixMilli()))))
+}
+
+// kcatConsume runs kcat as a quiet consumer of topic (partition < 0: every
+// partition) from offsets to the end, printing each record in format.
+func kcatConsume(t testing.TB, broker, topic string, partition int32, format string, offsets ...string) []byte {
+	t.Helper()
+	args := slices.Concat([]string{"-C", "-b", broker, "-t", topic}, offsets, []string{"-e", "-q", "-f", format})
 	if partition >= 0 {
 		args = append(args, "-p", strconv.Itoa(int(partition)))
 	}
-	return strings.Fields(string(Kcat(t, args...)))
+	return Kcat(t, args...)
 }
 
 // KcatRecord is one record as kcat read it. Key and Value are the exact
@@ -76,11 +78,7 @@ const kcatFormat = `%p %o %T %K %S\n%k%s\n`
 // of what a sink wrote byte for byte.
 func KcatRecords(t testing.TB, broker, topic string, partition int32) []KcatRecord {
 	t.Helper()
-	args := []string{"-C", "-b", broker, "-t", topic, "-o", "beginning", "-e", "-q", "-f", kcatFormat}
-	if partition >= 0 {
-		args = append(args, "-p", strconv.Itoa(int(partition)))
-	}
-	recs, err := parseKcat(Kcat(t, args...))
+	recs, err := parseKcat(kcatConsume(t, broker, topic, partition, kcatFormat, "-o", "beginning"))
 	if err != nil {
 		t.Fatalf("kcat output of %s: %v", topic, err)
 	}

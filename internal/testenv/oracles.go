@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,11 +17,8 @@ import (
 // REPLAY_TEST_REQUIRE_ORACLES=1 (as CI runs).
 func OraclePython(t testing.TB, modules ...string) string {
 	t.Helper()
-	dir := os.Getenv("REPLAY_ORACLES_DIR")
-	if dir == "" {
-		home, _ := os.UserHomeDir()
-		dir = filepath.Join(home, ".cache", "replay", "oracles")
-	}
+	home, _ := os.UserHomeDir()
+	dir := cmp.Or(os.Getenv("REPLAY_ORACLES_DIR"), filepath.Join(home, ".cache", "replay", "oracles"))
 	py := filepath.Join(dir, "bin", "python")
 	check := "pass"
 	if len(modules) > 0 {

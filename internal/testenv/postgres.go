@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -27,15 +28,20 @@ const DefaultPostgresDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disa
 // loudly, or fails when CI is set.
 func Postgres(t testing.TB) string {
 	t.Helper()
-	base := os.Getenv("REPLAY_TEST_POSTGRES_DSN")
-	if base == "" {
-		base = DefaultPostgresDSN
-	}
+	base := cmp.Or(os.Getenv("REPLAY_TEST_POSTGRES_DSN"), DefaultPostgresDSN)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
-		unreachable(t, base, err)
+		where := "the test database"
+		if c, perr := pgconn.ParseConfig(base); perr == nil {
+			where = fmt.Sprintf("%s:%d/%s", c.Host, c.Port, c.Database)
+		}
+		if inCI() {
+			t.Fatalf("PostgreSQL at %s is unreachable and CI is set, so the test fails: %v", where, err)
+		}
+		t.Skipf("!!! SKIPPING: PostgreSQL at %s is unreachable (%v). Start it "+
+			"(pg_ctlcluster --skip-systemctl-redirect <version> main start) or set REPLAY_TEST_POSTGRES_DSN. !!!", where, err)
 	}
 	defer conn.Close(context.Background())
 	schema := fmt.Sprintf("test_%d_%x", time.Now().UnixNano(), rand.Uint32())
@@ -45,20 +51,6 @@ func Postgres(t testing.TB) string {
 	}
 	t.Cleanup(func() { dropSchema(t, base, ident) })
 	return withSearchPath(base, schema)
-}
-
-// unreachable skips t (fails it under CI) for a database it cannot reach.
-func unreachable(t testing.TB, dsn string, err error) {
-	t.Helper()
-	where := "the test database"
-	if c, perr := pgconn.ParseConfig(dsn); perr == nil {
-		where = fmt.Sprintf("%s:%d/%s", c.Host, c.Port, c.Database)
-	}
-	if inCI() {
-		t.Fatalf("PostgreSQL at %s is unreachable and CI is set, so the test fails: %v", where, err)
-	}
-	t.Skipf("!!! SKIPPING: PostgreSQL at %s is unreachable (%v). Start it "+
-		"(pg_ctlcluster --skip-systemctl-redirect <version> main start) or set REPLAY_TEST_POSTGRES_DSN. !!!", where, err)
 }
 
 func dropSchema(t testing.TB, dsn, ident string) {

@@ -5,7 +5,7 @@
 // offset must all leave exactly the contents of one clean run.
 //
 // A sink's test file implements Harness and calls RunWith with the
-// features the sink declares (Features), or Run for none:
+// features the sink declares (Features):
 //
 //	func TestSQLiteConformance(t *testing.T) {
 //		sinktest.RunWith(t, h, sinktest.Features{Durable: sinktest.OnWrite, Resumes: true, ...})
@@ -16,6 +16,7 @@
 package sinktest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,10 +54,6 @@ type KeyedHarness interface {
 	NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink
 }
 
-// Run runs the conformance suite against h, declaring no features (see
-// RunWith).
-func Run(t *testing.T, h Harness) { RunWith(t, h, Features{}) }
-
 // run runs the subtests every sink passes.
 func run(t *testing.T, h Harness, f Features) {
 	t.Run("Window", func(t *testing.T) { testWindow(t, h) })
@@ -77,15 +74,21 @@ func open(t *testing.T, h Harness) sinks.Sink {
 
 func testWindow(t *testing.T, h Harness) {
 	window := windowFor(h, 1, 3)
+	Equal(t, "contents", cleanRun(t, h, window, rand.New(rand.NewPCG(1, 1)), 10), Want(window))
+}
+
+// cleanRun writes every partition of window in batches of up to max
+// records on a sink opened on t's target, finishes it and returns the
+// target's contents.
+func cleanRun(t *testing.T, h Harness, window [][]record.Record, rng *rand.Rand, max int) []string {
 	s := open(t, h)
-	rng := rand.New(rand.NewPCG(1, 1))
 	for _, part := range window {
-		for _, b := range Batches(rng, part, 10) {
+		for _, b := range Batches(rng, part, max) {
 			write(t, s, b)
 		}
 	}
 	finish(t, s)
-	Equal(t, "contents", h.Contents(t), Want(window))
+	return h.Contents(t)
 }
 
 // testRedelivery re-delivers batches already written, batches overlapping
@@ -247,17 +250,7 @@ func testCrashAndResume(t *testing.T, h Harness, f Features) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			window := windowFor(h, seed, 3)
 			var clean, resumed []string
-			t.Run("clean", func(t *testing.T) {
-				s := open(t, h)
-				rng := rand.New(rand.NewPCG(seed, 1))
-				for _, part := range window {
-					for _, b := range Batches(rng, part, 10) {
-						write(t, s, b)
-					}
-				}
-				finish(t, s)
-				clean = h.Contents(t)
-			})
+			t.Run("clean", func(t *testing.T) { clean = cleanRun(t, h, window, rand.New(rand.NewPCG(seed, 1)), 10) })
 			t.Run("crashed", func(t *testing.T) { resumed = distinct(f, crashRun(t, h, window, seed)) })
 			if t.Failed() {
 				return
@@ -299,7 +292,8 @@ func crashRun(t *testing.T, h Harness, window [][]record.Record, seed uint64) []
 			b := pending[p][0]
 			pending[p] = pending[p][1:]
 			write(t, s, b)
-			durable[p] = indexAfter(window[p], b[len(b)-1].Offset)
+			i, _ := slices.BinarySearchFunc(window[p], b[len(b)-1].Offset, func(r record.Record, o int64) int { return cmp.Compare(r.Offset, o) })
+			durable[p] = i + 1
 		}
 		if c == crashes {
 			finish(t, s)
@@ -307,23 +301,6 @@ func crashRun(t *testing.T, h Harness, window [][]record.Record, seed uint64) []
 		}
 		t.Logf("crash %d after %d of %d batches", c+1, n, total)
 	}
-}
-
-func indexAfter(part []record.Record, offset int64) int {
-	i, _ := slices.BinarySearchFunc(part, offset, func(r record.Record, o int64) int {
-		return cmpInt(r.Offset, o)
-	})
-	return i + 1
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func write(t *testing.T, s sinks.Sink, b []record.Record) {
