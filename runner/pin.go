@@ -128,13 +128,11 @@ func (j preparing) pin(ctx context.Context, all []int32, cps map[int32]group.Che
 	}
 	res := *pinned
 	res.Ranges, res.TopicID = slices.Clone(pinned.Ranges), j.topicID
-	j.Resolution, j.Fresh, j.Resume, j.committed = &res, !resumable, map[int32]int64{}, map[int32]int64{}
-	j.positions, j.dlPositions = map[int32]int64{}, map[int32]int64{}
+	j.Resolution, j.Fresh, j.Resume, j.committed = &res, !resumable, map[int32]int64{}, map[int32]held{}
 	for i := range res.Ranges {
 		rg := &res.Ranges[i]
 		if cp := cps[rg.Partition]; resumable && cp.Replay && cp.Offset >= 0 {
-			j.Resume[rg.Partition], j.committed[rg.Partition] = cp.Offset, cp.Offset
-			j.positions[rg.Partition], j.dlPositions[rg.Partition] = cp.Position, cp.DeadLetterPosition
+			j.resumeAt(rg.Partition, cp)
 			rg.Outcome = Resumed
 		}
 		if err := j.pinRange(ctx, rg, offs[rg.Partition]); err != nil {

@@ -102,21 +102,15 @@ func (j preparing) resume(ctx context.Context, all []int32, cps map[int32]group.
 		return err
 	}
 	j.Resolution = &Resolution{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: p.Source.Topic, TopicID: j.topicID, Group: p.Group, ResolvedAt: j.opts.Now().UTC()}
-	j.Resume, j.committed, j.positions, j.dlPositions = map[int32]int64{}, map[int32]int64{}, map[int32]int64{}, map[int32]int64{}
+	j.Resume, j.committed = map[int32]int64{}, map[int32]held{}
 	for _, part := range parts {
 		cp, o := cps[part], offs[part]
-		j.committed[part], j.positions[part], j.dlPositions[part] = cp.Offset, cp.Position, cp.DeadLetterPosition
+		j.resumeAt(part, cp)
 		rg := Range{Partition: part, Start: cp.Start, End: cp.End, Outcome: Resumed, LogStart: o.LogStart, HighWatermark: o.HighWatermark, LastStable: o.LastStable}
-		next := cp.Offset
-		if next < rg.End && next < o.LogStart {
-			if !p.AllowDataLoss {
-				return &RetentionError{Topic: p.Source.Topic, Partition: part, Start: next, LogStart: o.LogStart}
-			}
-			rg.Lost = min(o.LogStart, rg.End) - next
-			next = min(o.LogStart, rg.End)
+		if err := j.checkResumeStart(&rg); err != nil {
+			return err
 		}
-		j.Resume[part] = next
-		if next < rg.End {
+		if j.Resume[part] < rg.End {
 			j.c.noteOpenTransaction(ctx, p, &rg)
 		}
 		j.Resolution.Ranges = append(j.Resolution.Ranges, rg)
@@ -163,7 +157,7 @@ func (j preparing) fromRecord(ctx context.Context, all []int32) error {
 		return err
 	}
 	j.Resolution, j.Fresh, j.fromSink = res, j.opts.Restart, !j.opts.Restart
-	j.Resume, j.committed, j.positions, j.dlPositions = map[int32]int64{}, map[int32]int64{}, map[int32]int64{}, map[int32]int64{}
+	j.Resume, j.committed = map[int32]int64{}, map[int32]held{}
 	for i := range res.Ranges {
 		if err := j.pinRange(ctx, &res.Ranges[i], offs[res.Ranges[i].Partition]); err != nil {
 			return err
