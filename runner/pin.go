@@ -115,23 +115,39 @@ func (j preparing) pin(ctx context.Context, all []int32, cps map[int32]group.Che
 			return err
 		}
 	}
-	parts := make([]int32, 0, len(pinned.Ranges))
 	for _, rg := range pinned.Ranges {
 		if !slices.Contains(all, rg.Partition) {
 			return fmt.Errorf("the resolution pins partition %s/%d, which the topic no longer has (it has %d partitions): was it deleted and created again?", p.Source.Topic, rg.Partition, len(all))
 		}
-		parts = append(parts, rg.Partition)
-	}
-	offs, err := j.c.ListOffsets(ctx, p.Source.Topic, parts, p.Source.Isolation)
-	if err != nil {
-		return err
 	}
 	res := *pinned
 	res.Ranges, res.TopicID = slices.Clone(pinned.Ranges), j.topicID
-	j.Resolution, j.Fresh, j.Resume, j.committed = &res, !resumable, map[int32]int64{}, map[int32]held{}
+	j.Fresh = !resumable
+	if !resumable {
+		j.discarded = group.ReplayCommitted(all, cps)
+		cps = nil
+	}
+	if err := j.fixRanges(ctx, all, &res, cps); err != nil {
+		return err
+	}
+	j.warnAdded(addedAmong(j.Plan, j.Resolution, j.Ignored)) // created since the resolution was saved
+	return nil
+}
+
+// fixRanges binds the job to res, whose ranges are fixed already (the
+// partitions of all without one are ignored), resuming those that have a
+// checkpoint of replay in cps, and checks each against its partition's
+// offsets now (pinRange).
+func (j preparing) fixRanges(ctx context.Context, all []int32, res *Resolution, cps map[int32]group.Checkpoint) error {
+	parts := res.partitions()
+	offs, err := j.c.ListOffsets(ctx, j.Plan.Source.Topic, parts, j.Plan.Source.Isolation)
+	if err != nil {
+		return err
+	}
+	j.Resolution, j.Resume, j.committed = res, map[int32]int64{}, map[int32]held{}
 	for i := range res.Ranges {
 		rg := &res.Ranges[i]
-		if cp := cps[rg.Partition]; resumable && cp.Replay && cp.Offset >= 0 {
+		if cp := cps[rg.Partition]; cp.Replay && cp.Offset >= 0 {
 			j.resumeAt(rg.Partition, cp)
 			rg.Outcome = Resumed
 		}
@@ -140,10 +156,6 @@ func (j preparing) pin(ctx context.Context, all []int32, cps map[int32]group.Che
 		}
 	}
 	j.Ignored = append(j.Ignored, slices.DeleteFunc(slices.Clone(all), func(p int32) bool { return slices.Contains(parts, p) })...)
-	if !resumable {
-		j.discarded = group.ReplayCommitted(all, cps)
-	}
-	j.warnAdded(addedAmong(j.Plan, j.Resolution, j.Ignored)) // created since the resolution was saved
 	return nil
 }
 

@@ -144,26 +144,16 @@ func (j preparing) fromRecord(ctx context.Context, all []int32) error {
 	if j.opts.Restart {
 		outcome = InRange
 	}
-	var parts []int32
 	for _, r := range rec.Ranges {
 		if !slices.Contains(all, r.Partition) {
 			return fmt.Errorf("the run record %s has partition %s/%d, which the topic no longer has (it has %d partitions): was it deleted and created again? Remove the record to resolve the window afresh", rec.Path(), p.Source.Topic, r.Partition, len(all))
 		}
-		parts = append(parts, r.Partition)
 		res.Ranges = append(res.Ranges, Range{Partition: r.Partition, Start: r.Start, End: r.End, Outcome: outcome})
 	}
-	offs, err := j.c.ListOffsets(ctx, p.Source.Topic, parts, p.Source.Isolation)
-	if err != nil {
+	j.Fresh, j.fromSink = j.opts.Restart, !j.opts.Restart
+	if err := j.fixRanges(ctx, all, res, nil); err != nil {
 		return err
 	}
-	j.Resolution, j.Fresh, j.fromSink = res, j.opts.Restart, !j.opts.Restart
-	j.Resume, j.committed = map[int32]int64{}, map[int32]held{}
-	for i := range res.Ranges {
-		if err := j.pinRange(ctx, &res.Ranges[i], offs[res.Ranges[i].Partition]); err != nil {
-			return err
-		}
-	}
-	j.Ignored = append(j.Ignored, slices.DeleteFunc(slices.Clone(all), func(p int32) bool { return slices.Contains(parts, p) })...)
 	j.opts.Log.Warn().Str("plan", p.Name).Str("group", p.Group).Str("record", rec.Path()).Bool("restart", j.opts.Restart).
 		Msg("the group has no commits of this plan: taking the ranges the run record fixed")
 	return nil

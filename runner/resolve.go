@@ -123,6 +123,15 @@ func (r *Resolution) rangeOf(part int32) (rg Range, ok bool) {
 	return r.Ranges[i], true
 }
 
+// partitions lists the ranges' partitions.
+func (r *Resolution) partitions() []int32 {
+	parts := make([]int32, len(r.Ranges))
+	for i, rg := range r.Ranges {
+		parts[i] = rg.Partition
+	}
+	return parts
+}
+
 // Total is the number of offsets to replay over all partitions.
 func (r *Resolution) Total() int64 {
 	var n int64
