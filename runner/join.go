@@ -214,7 +214,7 @@ func (j *joined) awaitAllDone(ctx, gctx, rctx context.Context) error {
 // allDone reports whether the group's checkpoints put every partition of
 // the plan at its end.
 func (j *joined) allDone(ctx context.Context) (bool, error) {
-	cps, err := j.c.Checkpoints(ctx, j.Plan.Group, j.Resolution.Topic, j.Resolution.partitions())
+	cps, err := j.c.Checkpoints(ctx, j.Plan.Group, j.Resolution.Topic, partitionsOf(j.Resolution.Ranges))
 	if err != nil {
 		return false, err
 	}

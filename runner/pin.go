@@ -135,18 +135,25 @@ func (j preparing) pin(ctx context.Context, all []int32, cps map[int32]group.Che
 }
 
 // fixRanges binds the job to res, whose ranges are fixed already (the
-// partitions of all without one are ignored), resuming those that have a
-// checkpoint of replay in cps, and checks each against its partition's
-// offsets now (pinRange).
+// partitions of all without one are ignored): pinRanges.
 func (j preparing) fixRanges(ctx context.Context, all []int32, res *Resolution, cps map[int32]group.Checkpoint) error {
-	parts := res.partitions()
-	offs, err := j.c.ListOffsets(ctx, j.Plan.Source.Topic, parts, j.Plan.Source.Isolation)
+	j.Resolution, j.Resume, j.committed = res, map[int32]int64{}, map[int32]held{}
+	if err := j.pinRanges(ctx, res.Ranges, cps); err != nil {
+		return err
+	}
+	j.Ignored = append(j.Ignored, slices.DeleteFunc(slices.Clone(all), func(p int32) bool { _, ok := res.rangeOf(p); return ok })...)
+	return nil
+}
+
+// pinRanges resumes the ranges rgs that have a checkpoint of replay in
+// cps, and checks each against its partition's offsets now (pinRange).
+func (j preparing) pinRanges(ctx context.Context, rgs []Range, cps map[int32]group.Checkpoint) error {
+	offs, err := j.c.ListOffsets(ctx, j.Plan.Source.Topic, partitionsOf(rgs), j.Plan.Source.Isolation)
 	if err != nil {
 		return err
 	}
-	j.Resolution, j.Resume, j.committed = res, map[int32]int64{}, map[int32]held{}
-	for i := range res.Ranges {
-		rg := &res.Ranges[i]
+	for i := range rgs {
+		rg := &rgs[i]
 		if cp := cps[rg.Partition]; cp.Replay && cp.Offset >= 0 {
 			j.resumeAt(rg.Partition, cp)
 			rg.Outcome = Resumed
@@ -155,7 +162,6 @@ func (j preparing) fixRanges(ctx context.Context, all []int32, res *Resolution, 
 			return err
 		}
 	}
-	j.Ignored = append(j.Ignored, slices.DeleteFunc(slices.Clone(all), func(p int32) bool { return slices.Contains(parts, p) })...)
 	return nil
 }
 

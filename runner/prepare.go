@@ -170,7 +170,7 @@ func (j preparing) partlyLost(ctx context.Context, cps map[int32]group.Checkpoin
 		return nil
 	}
 	var missing []group.RecordedRange
-	var parts []int32
+	var rgs []Range
 	for _, r := range rec.Ranges {
 		if cp, ok := cps[r.Partition]; ok && cp.Offset >= 0 {
 			if cp.Start != r.Start || cp.End != r.End {
@@ -178,7 +178,7 @@ func (j preparing) partlyLost(ctx context.Context, cps map[int32]group.Checkpoin
 			}
 			continue
 		}
-		missing, parts = append(missing, r), append(parts, r.Partition)
+		missing, rgs = append(missing, r), append(rgs, Range{Partition: r.Partition, Start: r.Start, End: r.End, Outcome: Resumed})
 	}
 	if len(missing) == 0 {
 		return nil
@@ -186,19 +186,12 @@ func (j preparing) partlyLost(ctx context.Context, cps map[int32]group.Checkpoin
 	if !j.opts.ResumeFromSink {
 		return group.RecordRefusal(j.Plan, j.record, missing)
 	}
-	offs, err := j.c.ListOffsets(ctx, j.Plan.Source.Topic, parts, j.Plan.Source.Isolation)
-	if err != nil {
+	if err := j.pinRanges(ctx, rgs, nil); err != nil {
 		return err
 	}
-	for _, r := range missing {
-		rg := Range{Partition: r.Partition, Start: r.Start, End: r.End, Outcome: Resumed}
-		if err := j.pinRange(ctx, &rg, offs[r.Partition]); err != nil {
-			return err
-		}
-		j.Resolution.Ranges = append(j.Resolution.Ranges, rg)
-		drop := func(p int32) bool { return p == r.Partition }
-		j.Ignored, j.Added = slices.DeleteFunc(j.Ignored, drop), slices.DeleteFunc(j.Added, drop)
-	}
+	j.Resolution.Ranges = append(j.Resolution.Ranges, rgs...)
+	drop := func(p int32) bool { return slices.ContainsFunc(rgs, func(rg Range) bool { return rg.Partition == p }) }
+	j.Ignored, j.Added = slices.DeleteFunc(j.Ignored, drop), slices.DeleteFunc(j.Added, drop)
 	slices.SortFunc(j.Resolution.Ranges, func(a, b Range) int { return cmp.Compare(a.Partition, b.Partition) })
 	j.fromSink = true
 	return nil

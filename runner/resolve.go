@@ -123,10 +123,10 @@ func (r *Resolution) rangeOf(part int32) (rg Range, ok bool) {
 	return r.Ranges[i], true
 }
 
-// partitions lists the ranges' partitions.
-func (r *Resolution) partitions() []int32 {
-	parts := make([]int32, len(r.Ranges))
-	for i, rg := range r.Ranges {
+// partitionsOf lists the partitions of rgs.
+func partitionsOf(rgs []Range) []int32 {
+	parts := make([]int32, len(rgs))
+	for i, rg := range rgs {
 		parts[i] = rg.Partition
 	}
 	return parts
