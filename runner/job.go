@@ -146,10 +146,8 @@ type Job struct {
 	topicID string
 }
 
-// held is a partition's checkpoint in the group when a resumed job was
-// prepared: its offset and the sinks' durable positions recorded with it
-// (sinks.Positioner; 0: unknown), pos[0] the sink's, pos[1] the dead-letter
-// sink's.
+// held is a partition's checkpoint: its offset and the durable positions
+// (sinks.Positioner; 0: unknown) of the sink, pos[0], and dead-letter sink.
 type held struct {
 	offset int64
 	pos    [2]int64

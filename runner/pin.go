@@ -134,8 +134,8 @@ func (j preparing) pin(ctx context.Context, all []int32, cps map[int32]group.Che
 	return nil
 }
 
-// fixRanges binds the job to res, whose ranges are fixed already (the
-// partitions of all without one are ignored): pinRanges.
+// fixRanges binds the job to res's fixed ranges (pinRanges); the other
+// partitions of all are ignored.
 func (j preparing) fixRanges(ctx context.Context, all []int32, res *Resolution, cps map[int32]group.Checkpoint) error {
 	j.Resolution, j.Resume, j.committed = res, map[int32]int64{}, map[int32]held{}
 	if err := j.pinRanges(ctx, res.Ranges, cps); err != nil {

@@ -89,8 +89,7 @@ func (j settling) resumedSinks() []resumedSink {
 	return []resumedSink{{"", j.sink, 0}, {"dead letters: ", j.DeadLetters, 1}}
 }
 
-// heldAt is partition r's checkpoint when the job was prepared; a range
-// without one is held at its start.
+// heldAt is r's checkpoint when the job was prepared, else r's start.
 func (j settling) heldAt(r Range) held {
 	if h, ok := j.committed[r.Partition]; ok {
 		return h
@@ -98,8 +97,7 @@ func (j settling) heldAt(r Range) held {
 	return held{offset: r.Start}
 }
 
-// resumePoints are the partitions of a resumed run, with the positions of
-// sink i (held.pos).
+// resumePoints are the partitions of a resumed run, with sink i's positions.
 func (j settling) resumePoints(i int) []sinks.ResumePoint {
 	points := make([]sinks.ResumePoint, 0, len(j.Resolution.Ranges))
 	for _, r := range j.Resolution.Ranges {
@@ -162,10 +160,7 @@ func (j settling) rewind(s resumedSink, rw sinks.Rewind) error {
 	j.opts.Log.Warn().Str("topic", j.Resolution.Topic).Int32("partition", r.Partition).Int64("kafka_commit", j.readFrom(r)).
 		Int64("resume_at", from).Msgf("%sthe sink no longer holds what the group's commit records as written: %s; writing the partition again from offset %d (idempotent writes leave each record once)",
 		s.what, rw.Reason, from)
-	if j.Resume == nil {
-		j.Resume = map[int32]int64{}
-	}
-	j.Resume[r.Partition] = from
+	j.Resume[r.Partition] = from // a resumed job's (reconcile)
 	if h, ok := j.committed[r.Partition]; ok {
 		h.pos[s.i] = rw.Position
 		j.committed[r.Partition] = h
