@@ -123,13 +123,9 @@ type Job struct {
 	Interval *plan.Interval
 	// dec is the plan's decoder once a run built it, kept for all its runs.
 	dec *decode.Decoder
-	// committed holds, per partition of a resumed run, the offset the group
-	// held when it was prepared (Resume may be later: records lost).
-	committed map[int32]int64
-	// positions holds, per partition of a resumed run, the sink's durable
-	// position recorded with its commit (sinks.Positioner), when known;
-	// dlPositions the dead-letter sink's.
-	positions, dlPositions map[int32]int64
+	// committed holds, per partition of a resumed run, the group's
+	// checkpoint when it was prepared (Resume may be later: records lost).
+	committed map[int32]held
 	// discarded lists partitions holding checkpoints of an earlier run that
 	// Restart discards: Run deletes those the new ranges do not overwrite.
 	discarded []int32
@@ -148,6 +144,18 @@ type Job struct {
 	// topicID is the topic's ID when the job was prepared (KIP-516); ""
 	// when the brokers report none.
 	topicID string
+}
+
+// held is a partition's checkpoint: its offset and the durable positions
+// (sinks.Positioner; 0: unknown) of the sink, pos[0], and dead-letter sink.
+type held struct {
+	offset int64
+	pos    [2]int64
+}
+
+// resumeAt resumes partition part from its checkpoint cp.
+func (j preparing) resumeAt(part int32, cp group.Checkpoint) {
+	j.Resume[part], j.committed[part] = cp.Offset, held{cp.Offset, [2]int64{cp.Position, cp.DeadLetterPosition}}
 }
 
 // NothingToDo reports whether every partition already reached its end.

@@ -214,11 +214,7 @@ func (j *joined) awaitAllDone(ctx, gctx, rctx context.Context) error {
 // allDone reports whether the group's checkpoints put every partition of
 // the plan at its end.
 func (j *joined) allDone(ctx context.Context) (bool, error) {
-	parts := make([]int32, 0, len(j.Resolution.Ranges))
-	for _, r := range j.Resolution.Ranges {
-		parts = append(parts, r.Partition)
-	}
-	cps, err := j.c.Checkpoints(ctx, j.Plan.Group, j.Resolution.Topic, parts)
+	cps, err := j.c.Checkpoints(ctx, j.Plan.Group, j.Resolution.Topic, partitionsOf(j.Resolution.Ranges))
 	if err != nil {
 		return false, err
 	}

@@ -115,37 +115,53 @@ func (j preparing) pin(ctx context.Context, all []int32, cps map[int32]group.Che
 			return err
 		}
 	}
-	parts := make([]int32, 0, len(pinned.Ranges))
 	for _, rg := range pinned.Ranges {
 		if !slices.Contains(all, rg.Partition) {
 			return fmt.Errorf("the resolution pins partition %s/%d, which the topic no longer has (it has %d partitions): was it deleted and created again?", p.Source.Topic, rg.Partition, len(all))
 		}
-		parts = append(parts, rg.Partition)
-	}
-	offs, err := j.c.ListOffsets(ctx, p.Source.Topic, parts, p.Source.Isolation)
-	if err != nil {
-		return err
 	}
 	res := *pinned
 	res.Ranges, res.TopicID = slices.Clone(pinned.Ranges), j.topicID
-	j.Resolution, j.Fresh, j.Resume, j.committed = &res, !resumable, map[int32]int64{}, map[int32]int64{}
-	j.positions, j.dlPositions = map[int32]int64{}, map[int32]int64{}
-	for i := range res.Ranges {
-		rg := &res.Ranges[i]
-		if cp := cps[rg.Partition]; resumable && cp.Replay && cp.Offset >= 0 {
-			j.Resume[rg.Partition], j.committed[rg.Partition] = cp.Offset, cp.Offset
-			j.positions[rg.Partition], j.dlPositions[rg.Partition] = cp.Position, cp.DeadLetterPosition
+	j.Fresh = !resumable
+	if !resumable {
+		j.discarded = group.ReplayCommitted(all, cps)
+		cps = nil
+	}
+	if err := j.fixRanges(ctx, all, &res, cps); err != nil {
+		return err
+	}
+	j.warnAdded(addedAmong(j.Plan, j.Resolution, j.Ignored)) // created since the resolution was saved
+	return nil
+}
+
+// fixRanges binds the job to res's fixed ranges (pinRanges); the other
+// partitions of all are ignored.
+func (j preparing) fixRanges(ctx context.Context, all []int32, res *Resolution, cps map[int32]group.Checkpoint) error {
+	j.Resolution, j.Resume, j.committed = res, map[int32]int64{}, map[int32]held{}
+	if err := j.pinRanges(ctx, res.Ranges, cps); err != nil {
+		return err
+	}
+	j.Ignored = append(j.Ignored, slices.DeleteFunc(slices.Clone(all), func(p int32) bool { _, ok := res.rangeOf(p); return ok })...)
+	return nil
+}
+
+// pinRanges resumes the ranges rgs that have a checkpoint of replay in
+// cps, and checks each against its partition's offsets now (pinRange).
+func (j preparing) pinRanges(ctx context.Context, rgs []Range, cps map[int32]group.Checkpoint) error {
+	offs, err := j.c.ListOffsets(ctx, j.Plan.Source.Topic, partitionsOf(rgs), j.Plan.Source.Isolation)
+	if err != nil {
+		return err
+	}
+	for i := range rgs {
+		rg := &rgs[i]
+		if cp := cps[rg.Partition]; cp.Replay && cp.Offset >= 0 {
+			j.resumeAt(rg.Partition, cp)
 			rg.Outcome = Resumed
 		}
 		if err := j.pinRange(ctx, rg, offs[rg.Partition]); err != nil {
 			return err
 		}
 	}
-	j.Ignored = append(j.Ignored, slices.DeleteFunc(slices.Clone(all), func(p int32) bool { return slices.Contains(parts, p) })...)
-	if !resumable {
-		j.discarded = group.ReplayCommitted(all, cps)
-	}
-	j.warnAdded(addedAmong(j.Plan, j.Resolution, j.Ignored)) // created since the resolution was saved
 	return nil
 }
 

@@ -102,21 +102,15 @@ func (j preparing) resume(ctx context.Context, all []int32, cps map[int32]group.
 		return err
 	}
 	j.Resolution = &Resolution{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: p.Source.Topic, TopicID: j.topicID, Group: p.Group, ResolvedAt: j.opts.Now().UTC()}
-	j.Resume, j.committed, j.positions, j.dlPositions = map[int32]int64{}, map[int32]int64{}, map[int32]int64{}, map[int32]int64{}
+	j.Resume, j.committed = map[int32]int64{}, map[int32]held{}
 	for _, part := range parts {
 		cp, o := cps[part], offs[part]
-		j.committed[part], j.positions[part], j.dlPositions[part] = cp.Offset, cp.Position, cp.DeadLetterPosition
+		j.resumeAt(part, cp)
 		rg := Range{Partition: part, Start: cp.Start, End: cp.End, Outcome: Resumed, LogStart: o.LogStart, HighWatermark: o.HighWatermark, LastStable: o.LastStable}
-		next := cp.Offset
-		if next < rg.End && next < o.LogStart {
-			if !p.AllowDataLoss {
-				return &RetentionError{Topic: p.Source.Topic, Partition: part, Start: next, LogStart: o.LogStart}
-			}
-			rg.Lost = min(o.LogStart, rg.End) - next
-			next = min(o.LogStart, rg.End)
+		if err := j.checkResumeStart(&rg); err != nil {
+			return err
 		}
-		j.Resume[part] = next
-		if next < rg.End {
+		if j.Resume[part] < rg.End {
 			j.c.noteOpenTransaction(ctx, p, &rg)
 		}
 		j.Resolution.Ranges = append(j.Resolution.Ranges, rg)
@@ -150,26 +144,16 @@ func (j preparing) fromRecord(ctx context.Context, all []int32) error {
 	if j.opts.Restart {
 		outcome = InRange
 	}
-	var parts []int32
 	for _, r := range rec.Ranges {
 		if !slices.Contains(all, r.Partition) {
 			return fmt.Errorf("the run record %s has partition %s/%d, which the topic no longer has (it has %d partitions): was it deleted and created again? Remove the record to resolve the window afresh", rec.Path(), p.Source.Topic, r.Partition, len(all))
 		}
-		parts = append(parts, r.Partition)
 		res.Ranges = append(res.Ranges, Range{Partition: r.Partition, Start: r.Start, End: r.End, Outcome: outcome})
 	}
-	offs, err := j.c.ListOffsets(ctx, p.Source.Topic, parts, p.Source.Isolation)
-	if err != nil {
+	j.Fresh, j.fromSink = j.opts.Restart, !j.opts.Restart
+	if err := j.fixRanges(ctx, all, res, nil); err != nil {
 		return err
 	}
-	j.Resolution, j.Fresh, j.fromSink = res, j.opts.Restart, !j.opts.Restart
-	j.Resume, j.committed, j.positions, j.dlPositions = map[int32]int64{}, map[int32]int64{}, map[int32]int64{}, map[int32]int64{}
-	for i := range res.Ranges {
-		if err := j.pinRange(ctx, &res.Ranges[i], offs[res.Ranges[i].Partition]); err != nil {
-			return err
-		}
-	}
-	j.Ignored = append(j.Ignored, slices.DeleteFunc(slices.Clone(all), func(p int32) bool { return slices.Contains(parts, p) })...)
 	j.opts.Log.Warn().Str("plan", p.Name).Str("group", p.Group).Str("record", rec.Path()).Bool("restart", j.opts.Restart).
 		Msg("the group has no commits of this plan: taking the ranges the run record fixed")
 	return nil
@@ -186,7 +170,7 @@ func (j preparing) partlyLost(ctx context.Context, cps map[int32]group.Checkpoin
 		return nil
 	}
 	var missing []group.RecordedRange
-	var parts []int32
+	var rgs []Range
 	for _, r := range rec.Ranges {
 		if cp, ok := cps[r.Partition]; ok && cp.Offset >= 0 {
 			if cp.Start != r.Start || cp.End != r.End {
@@ -194,7 +178,7 @@ func (j preparing) partlyLost(ctx context.Context, cps map[int32]group.Checkpoin
 			}
 			continue
 		}
-		missing, parts = append(missing, r), append(parts, r.Partition)
+		missing, rgs = append(missing, r), append(rgs, Range{Partition: r.Partition, Start: r.Start, End: r.End, Outcome: Resumed})
 	}
 	if len(missing) == 0 {
 		return nil
@@ -202,19 +186,12 @@ func (j preparing) partlyLost(ctx context.Context, cps map[int32]group.Checkpoin
 	if !j.opts.ResumeFromSink {
 		return group.RecordRefusal(j.Plan, j.record, missing)
 	}
-	offs, err := j.c.ListOffsets(ctx, j.Plan.Source.Topic, parts, j.Plan.Source.Isolation)
-	if err != nil {
+	if err := j.pinRanges(ctx, rgs, nil); err != nil {
 		return err
 	}
-	for _, r := range missing {
-		rg := Range{Partition: r.Partition, Start: r.Start, End: r.End, Outcome: Resumed}
-		if err := j.pinRange(ctx, &rg, offs[r.Partition]); err != nil {
-			return err
-		}
-		j.Resolution.Ranges = append(j.Resolution.Ranges, rg)
-		drop := func(p int32) bool { return p == r.Partition }
-		j.Ignored, j.Added = slices.DeleteFunc(j.Ignored, drop), slices.DeleteFunc(j.Added, drop)
-	}
+	j.Resolution.Ranges = append(j.Resolution.Ranges, rgs...)
+	drop := func(p int32) bool { return slices.ContainsFunc(rgs, func(rg Range) bool { return rg.Partition == p }) }
+	j.Ignored, j.Added = slices.DeleteFunc(j.Ignored, drop), slices.DeleteFunc(j.Added, drop)
 	slices.SortFunc(j.Resolution.Ranges, func(a, b Range) int { return cmp.Compare(a.Partition, b.Partition) })
 	j.fromSink = true
 	return nil

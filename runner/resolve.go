@@ -123,6 +123,15 @@ func (r *Resolution) rangeOf(part int32) (rg Range, ok bool) {
 	return r.Ranges[i], true
 }
 
+// partitionsOf lists the partitions of rgs.
+func partitionsOf(rgs []Range) []int32 {
+	parts := make([]int32, len(rgs))
+	for i, rg := range rgs {
+		parts[i] = rg.Partition
+	}
+	return parts
+}
+
 // Total is the number of offsets to replay over all partitions.
 func (r *Resolution) Total() int64 {
 	var n int64

@@ -164,7 +164,7 @@ func (j preparing) intervalRanges(ctx context.Context, all []int32, cps map[int3
 	j.Resolution = &Resolution{Plan: p.Name, Fingerprint: fp, Topic: topic, Group: p.Group, ResolvedAt: j.opts.Now().UTC(),
 		From: iv.Start, To: iv.End, Unselected: unselected}
 	j.Ignored, j.Fresh = unselected, true
-	j.Resume, j.committed, j.positions, j.dlPositions = map[int32]int64{}, map[int32]int64{}, map[int32]int64{}, map[int32]int64{}
+	j.Resume, j.committed = map[int32]int64{}, map[int32]held{}
 	for _, part := range selected {
 		cp, o := cps[part], offs[part]
 		rg := Range{Partition: part, Outcome: InRange, LogStart: o.LogStart, HighWatermark: o.HighWatermark, LastStable: o.LastStable}
@@ -172,8 +172,8 @@ func (j preparing) intervalRanges(ctx context.Context, all []int32, cps map[int3
 		switch {
 		case mine && cp.Interval.Equal(iv.Start): // this interval, resumed
 			rg.Start, rg.End, rg.Outcome = cp.Start, cp.End, Resumed
-			j.committed[part], j.positions[part], j.dlPositions[part] = cp.Offset, cp.Position, cp.DeadLetterPosition
-			j.Resume[part], j.Fresh = cp.Offset, false
+			j.resumeAt(part, cp)
+			j.Fresh = false
 		case mine: // the previous interval's end (its next offset)
 			rg.Start = cp.Offset
 			rg.End = intervalEnd(ends, part, rg.Start, o.LastStable)
@@ -181,7 +181,7 @@ func (j preparing) intervalRanges(ctx context.Context, all []int32, cps map[int3
 			rg.Start = intervalEnd(starts, part, 0, o.LastStable)
 			rg.End = intervalEnd(ends, part, rg.Start, o.LastStable)
 		}
-		if err := j.checkIntervalStart(&rg); err != nil {
+		if err := j.checkResumeStart(&rg); err != nil {
 			return err
 		}
 		if o.HighWatermark == o.LogStart {
@@ -206,10 +206,10 @@ func intervalEnd(answers map[int32]int64, part int32, floor, lastStable int64) i
 	return max(end, floor)
 }
 
-// checkIntervalStart refuses a range whose next offset retention already
+// checkResumeStart refuses a range whose next offset retention already
 // deleted, unless the plan accepts data loss (then it starts at the log
 // start and counts the loss).
-func (j preparing) checkIntervalStart(rg *Range) error {
+func (j preparing) checkResumeStart(rg *Range) error {
 	next := j.readFrom(*rg)
 	if next >= rg.End || next >= rg.LogStart {
 		return nil
@@ -291,7 +291,7 @@ func PrepareInterval(ctx context.Context, c *Cluster, p *plan.Plan, at time.Time
 		return nil, err
 	}
 	if !resumable {
-		job.Fresh, job.Resume, job.committed = true, map[int32]int64{}, map[int32]int64{}
+		job.Fresh, job.Resume, job.committed = true, map[int32]int64{}, map[int32]held{}
 	}
 	return job, nil
 }

@@ -69,7 +69,7 @@ func (j settling) checkResume() error {
 		if rs == nil {
 			continue
 		}
-		if err := rs.CheckResume(j.resumePoints(s.pos)); err != nil {
+		if err := rs.CheckResume(j.resumePoints(s.i)); err != nil {
 			return &fault.SafetyError{Group: j.Plan.Group, Hint: fault.HintRestart, Err: err,
 				Reason: fmt.Sprintf("it records a run of plan %s that cannot resume: %s%v", j.Plan.Name, s.what, err)}
 		}
@@ -77,29 +77,32 @@ func (j settling) checkResume() error {
 	return nil
 }
 
-// resumedSink is the sink or the dead-letter sink of a resumed run, with
-// the positions the group's commits recorded for it.
+// resumedSink is the sink or the dead-letter sink of a resumed run; i
+// indexes its positions in held.pos.
 type resumedSink struct {
 	what string // "" or "dead letters: ", for messages
 	sink sinks.Sink
-	pos  map[int32]int64
+	i    int
 }
 
 func (j settling) resumedSinks() []resumedSink {
-	return []resumedSink{{"", j.sink, j.positions}, {"dead letters: ", j.DeadLetters, j.dlPositions}}
+	return []resumedSink{{"", j.sink, 0}, {"dead letters: ", j.DeadLetters, 1}}
 }
 
-// resumePoints are the partitions of a resumed run, with the sink's
-// positions pos.
-func (j settling) resumePoints(pos map[int32]int64) []sinks.ResumePoint {
+// heldAt is r's checkpoint when the job was prepared, else r's start.
+func (j settling) heldAt(r Range) held {
+	if h, ok := j.committed[r.Partition]; ok {
+		return h
+	}
+	return held{offset: r.Start}
+}
+
+// resumePoints are the partitions of a resumed run, with sink i's positions.
+func (j settling) resumePoints(i int) []sinks.ResumePoint {
 	points := make([]sinks.ResumePoint, 0, len(j.Resolution.Ranges))
 	for _, r := range j.Resolution.Ranges {
-		committed, ok := j.committed[r.Partition]
-		if !ok {
-			committed = r.Start
-		}
-		points = append(points, sinks.ResumePoint{Partition: r.Partition, Start: r.Start, Committed: committed, End: r.End,
-			Position: pos[r.Partition]})
+		h := j.heldAt(r)
+		points = append(points, sinks.ResumePoint{Partition: r.Partition, Start: r.Start, Committed: h.offset, End: r.End, Position: h.pos[i]})
 	}
 	return points
 }
@@ -124,7 +127,7 @@ func (j settling) reconcile(ctx context.Context) error {
 		if rc == nil {
 			continue
 		}
-		rewinds, err := rc.Reconcile(ctx, j.Plan.Group, j.Resolution.Topic, j.resumePoints(s.pos))
+		rewinds, err := rc.Reconcile(ctx, j.Plan.Group, j.Resolution.Topic, j.resumePoints(s.i))
 		if err != nil {
 			return fmt.Errorf("%scheck what the sink holds before resuming: %w", s.what, err)
 		}
@@ -157,12 +160,10 @@ func (j settling) rewind(s resumedSink, rw sinks.Rewind) error {
 	j.opts.Log.Warn().Str("topic", j.Resolution.Topic).Int32("partition", r.Partition).Int64("kafka_commit", j.readFrom(r)).
 		Int64("resume_at", from).Msgf("%sthe sink no longer holds what the group's commit records as written: %s; writing the partition again from offset %d (idempotent writes leave each record once)",
 		s.what, rw.Reason, from)
-	if j.Resume == nil {
-		j.Resume = map[int32]int64{}
-	}
-	j.Resume[r.Partition] = from
-	if s.pos != nil {
-		s.pos[r.Partition] = rw.Position
+	j.Resume[r.Partition] = from // a resumed job's (reconcile)
+	if h, ok := j.committed[r.Partition]; ok {
+		h.pos[s.i] = rw.Position
+		j.committed[r.Partition] = h
 	}
 	return nil
 }
@@ -228,11 +229,7 @@ func (j settling) resumeFromSink(ctx context.Context, states []*worker.State) er
 // start moved past lost records), for CheckResume on the next resume.
 func (j settling) syncStarts(ctx context.Context) error {
 	for _, r := range j.Resolution.Ranges {
-		held, ok := j.committed[r.Partition]
-		if !ok {
-			held = r.Start
-		}
-		if j.readFrom(r) <= held {
+		if j.readFrom(r) <= j.heldAt(r).offset {
 			continue
 		}
 		for _, s := range []struct {
@@ -310,11 +307,10 @@ func (j settling) commitStarts(ctx context.Context) error {
 	for _, r := range j.Resolution.Ranges {
 		offsets[r.Partition] = j.readFrom(r)
 		m := j.meta(r.Start, r.End, 0, 0)
-		if _, ok := j.committed[r.Partition]; ok {
-			// What the sinks held at that commit, and still hold (a start
-			// moved past lost offsets adds nothing to the staging).
-			m.Pos, m.DPos = j.positions[r.Partition], j.dlPositions[r.Partition]
-		}
+		// What the sinks held at that commit, and still hold (a start moved
+		// past lost offsets adds nothing to the staging).
+		h := j.heldAt(r).pos
+		m.Pos, m.DPos = h[0], h[1]
 		meta[r.Partition] = m
 	}
 	if err := j.commits.Load().Commit(ctx, j.Resolution.Topic, offsets, meta); err != nil {

@@ -40,9 +40,6 @@ func (e *SinkRetryError) Unwrap() error { return e.Err }
 // *SinkRetryError. The waits double from Backoff.Min to Backoff.Max,
 // jittered. Each try made again is logged and counted.
 //
-// A sink that retries by its own policy (sinks.Capabilities.RetriesItself)
-// gets one try, under a deadline of the budget plus FlushTimeout.
-//
 // A sink that retries by its own policy (sinks.Capabilities.RetriesItself, the
 // http sink's max_retries) gets one try, under a deadline of the budget
 // plus FlushTimeout, which its own retries respect: retrying it again
