@@ -208,7 +208,7 @@ func addedAmong(p *plan.Plan, res *Resolution, parts []int32) []int32 {
 
 // addedSince lists the partitions created since the job was resolved
 // and warns about the new ones; a failed metadata request costs only that.
-func (j *Job) addedSince(ctx context.Context) []int32 {
+func (j ending) addedSince(ctx context.Context) []int32 {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	all, err := j.c.FreshPartitions(ctx, j.Resolution.Topic)
@@ -235,7 +235,7 @@ func (j *Job) Discarded() []int32 { return slices.Clone(j.discarded) }
 
 // checkSameTopic re-reads the topic's ID at the end of a run: a topic
 // created again meanwhile is an *group.IncarnationError.
-func (j *Job) checkSameTopic(ctx context.Context) error {
+func (j ending) checkSameTopic(ctx context.Context) error {
 	if j.Resolution.TopicID == "" {
 		return nil
 	}

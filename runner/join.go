@@ -82,11 +82,11 @@ func (j *Job) RunJoined(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	for _, p := range slices.Sorted(maps.Keys(jr.reports)) {
 		rep.Partitions = append(rep.Partitions, *jr.reports[p])
 	}
-	j.finish(rep, sink)
+	ending{j}.finish(rep, sink)
 	if !errors.Is(runErr, errAllDone) {
 		return rep, runErr
 	}
-	return rep, j.publish(work, sink, rep)
+	return rep, ending{j}.publish(work, sink, rep)
 }
 
 // runGeneration replays the partitions assigned to this member in one

@@ -284,7 +284,7 @@ func TestConfirmCommitsAtTheEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fs.Close()
-	if err := job.confirmCommits(context.Background(), fs, ends); err != nil {
+	if err := (ending{job}).confirmCommits(context.Background(), fs, ends); err != nil {
 		t.Fatal(err)
 	}
 	for part, cp := range commits(t, c, p.Group, "orders", 0, 1) {

@@ -252,7 +252,7 @@ func outcomesOf(sink sinks.Sink) *sinks.Outcomes {
 }
 
 // finish stamps the report's end and the sinks' outcomes.
-func (j *Job) finish(rep *Report, sink sinks.Sink) {
+func (j ending) finish(rep *Report, sink sinks.Sink) {
 	rep.Finished = j.opts.Now().UTC()
 	rep.SourceRetries = j.c.retries()
 	rep.SinkRetries, rep.DeadLetterRetries = ownRetries(sink), ownRetries(j.DeadLetters)

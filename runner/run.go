@@ -74,20 +74,21 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	for i, s := range states {
 		rep.Partitions = append(rep.Partitions, partitionReport(j.Resolution.Ranges[i], s))
 	}
-	rep.Added = j.addedSince(work)
-	j.finish(rep, sink)
+	end := ending{j}
+	rep.Added = end.addedSince(work)
+	end.finish(rep, sink)
 	if err == nil {
-		err = j.checkSameTopic(work)
+		err = end.checkSameTopic(work)
 	}
 	if err == nil {
 		ends := map[int32]partitionEnd{}
 		for _, s := range states {
 			ends[s.Partition] = partitionEnd{next: max(s.Next.Load(), s.From), pos: s.Pos.Load(), deadPos: s.DeadPos.Load()}
 		}
-		err = j.confirmCommits(work, sink, ends)
+		err = end.confirmCommits(work, sink, ends)
 	}
 	if err == nil {
-		err = j.publish(work, sink, rep)
+		err = end.publish(work, sink, rep)
 	}
 	if err != nil {
 		j.saveRecord(group.RecordStopped, next)
@@ -101,6 +102,10 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 // positions its last commit stored.
 type partitionEnd struct{ next, pos, deadPos int64 }
 
+// ending is a job's view for the end of a run: the checks after the
+// reading, the commits' confirmation, the report and the publishing.
+type ending struct{ *Job }
+
 // confirmCommits reads the group's offsets back once every partition is
 // done: a commit whose attempt timed out may have landed after a later
 // one, leaving a partition's offset below its end, so that a re-run would
@@ -108,7 +113,7 @@ type partitionEnd struct{ next, pos, deadPos int64 }
 // committed again at its end. A sink that commits the group's offsets in
 // its own transactions (the exactly-once kafka sink) is left alone: a
 // standalone commit could move a fenced process's group.
-func (j *Job) confirmCommits(ctx context.Context, sink sinks.Sink, ends map[int32]partitionEnd) error {
+func (j ending) confirmCommits(ctx context.Context, sink sinks.Sink, ends map[int32]partitionEnd) error {
 	if sinks.CapabilitiesOf(sink).Offsets != nil || len(ends) == 0 {
 		return nil
 	}
@@ -141,7 +146,7 @@ func (j *Job) confirmCommits(ctx context.Context, sink sinks.Sink, ends map[int3
 // publish finishes the sink and the dead-letter sink once every partition
 // is done (Sink.Finish: a file sink publishes its staging) and marks rep
 // published.
-func (j *Job) publish(work context.Context, sink sinks.Sink, rep *Report) error {
+func (j ending) publish(work context.Context, sink sinks.Sink, rep *Report) error {
 	fctx, cancel := context.WithTimeout(work, j.opts.FlushTimeout)
 	defer cancel()
 	const again = "every record is staged and committed: fix the cause and re-run the same command to publish"
