@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -85,7 +86,7 @@ func (t *txnCommitter) lastOfProducer(ctx context.Context, part int32, pid, at, 
 			return nil, err
 		}
 		for _, e := range fs.Errors() {
-			if e.Err != context.DeadlineExceeded {
+			if !errors.Is(e.Err, context.DeadlineExceeded) {
 				return nil, e.Err
 			}
 		}
