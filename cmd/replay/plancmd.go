@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner"
 )
 
@@ -61,16 +62,11 @@ func (a *app) plan(ctx context.Context, file string, o planOptions) error {
 	} else if err == nil && p.SeveralTopics() {
 		return a.planTopics(ctx, file, o)
 	}
-	opts, err := pinnedOptions(o.resolution)
-	if err != nil {
-		return err
-	}
-	p, c, err := a.loadAndConnect(ctx, file)
+	p, c, opts, err := a.connectPinned(ctx, file, o.resolution)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	opts.Log, opts.At = a.log, a.at
 	// A job whose window retention cut comes with the error: its table
 	// shows where.
 	job, prepErr := runner.Prepare(ctx, c, p, opts)
@@ -125,4 +121,20 @@ func (a *app) plan(ctx context.Context, file string, o planOptions) error {
 	}
 	a.setExit(exitInvalid, a.detailedExit && !v.NothingToDo) // --detailed-exitcode: 2 = work to do
 	return nil
+}
+
+// connectPinned loads plan file and connects to its cluster, with the
+// runner options of `replay plan`: the ranges of a --resolution file
+// (resolution, "" for none), the logger and the fixed instant.
+func (a *app) connectPinned(ctx context.Context, file, resolution string) (*plan.Plan, *runner.Cluster, runner.Options, error) {
+	opts, err := pinnedOptions(resolution)
+	if err != nil {
+		return nil, nil, opts, err
+	}
+	p, c, err := a.loadAndConnect(ctx, file)
+	if err != nil {
+		return nil, nil, opts, err
+	}
+	opts.Log, opts.At = a.log, a.at
+	return p, c, opts, nil
 }

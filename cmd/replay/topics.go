@@ -225,16 +225,11 @@ func (a *app) planTopics(ctx context.Context, file string, o planOptions) error 
 	if o.shardsSet {
 		return usageError{fmt.Errorf("--shards: %s reads several topics: shards split the ranges of one topic; write one plan per topic to shard them", file)}
 	}
-	opts, err := pinnedOptions(o.resolution)
-	if err != nil {
-		return err
-	}
-	p, c, err := a.loadAndConnect(ctx, file)
+	p, c, opts, err := a.connectPinned(ctx, file, o.resolution)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	opts.Log, opts.At = a.log, a.at
 	jobs, prepErr := prepareTopics(ctx, c, p, opts)
 	if cut := (*runner.CutError)(nil); prepErr != nil && !errors.As(prepErr, &cut) {
 		return prepErr
