@@ -193,10 +193,10 @@ func (sh sqlShape) build() statements {
 // rows a trigger skipped. The rows must have distinct keys (ON CONFLICT
 // DO UPDATE fails on a key it meets twice). An update that would change
 // nothing is skipped, so a re-delivery does not rewrite (and bloat)
-// identical rows; with a version column, only a greater version updates. The old rows are read in the same statement (one
-// snapshot). skipSame leaves out the rows identical to the stored ones
-// before the INSERT (statements.upsertSame). exprs are the columns'
-// values in a row s.
+// identical rows; with a version column, only a greater version updates.
+// The old rows are read in the same statement (one snapshot). skipSame
+// leaves out the rows identical to the stored ones before the INSERT
+// (statements.upsertSame). exprs are the columns' values in a row s.
 func (sh sqlShape) upsertSQL(src string, names, exprs []string, skipSame bool) string {
 	key := names[sh.key]
 	same := ""

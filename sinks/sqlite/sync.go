@@ -11,8 +11,9 @@ import (
 // so far, syncs the WAL file once and acknowledges their Writes, while the
 // writer (synchronous=NORMAL: commits do not sync) goes on with the next
 // group: a commit's frames are durable once the WAL file is synced after
-// it, which is what synchronous=FULL does inside the commit. A failed sync fails the Writes waiting for it and every later one
-// (the sink cannot tell what is on disk).
+// it, which is what synchronous=FULL does inside the commit. A failed sync
+// fails the Writes waiting for it and every later one (the sink cannot
+// tell what is on disk).
 func (s *Sink) syncer() {
 	defer close(s.syncDone)
 	for group := range s.toSync {
