@@ -125,40 +125,34 @@ func partitionIDs(ps []kafka.Partition) []int32 {
 	return parts
 }
 
-func isolationLevel(iso string) kafka.IsolationLevel {
+// isolationLevel is a Fetch's and a ListOffsets' isolation level for
+// plan.ReadCommitted or plan.ReadUncommitted.
+func isolationLevel(iso string) int8 {
 	if iso == plan.ReadUncommitted {
-		return kafka.ReadUncommitted
+		return 0
 	}
-	return kafka.ReadCommitted
+	return 1
 }
 
 // ListOffsets returns each partition's log start offset, high watermark
 // and last stable offset under isolation (plan.ReadCommitted or
 // plan.ReadUncommitted).
 func (c *Cluster) ListOffsets(ctx context.Context, topic string, parts []int32, isolation string) (map[int32]Offsets, error) {
-	req := func(level kafka.IsolationLevel, first bool) (map[int32]kafka.PartitionOffsets, error) {
-		var reqs []kafka.OffsetRequest
-		for _, p := range parts {
-			if first {
-				reqs = append(reqs, kafka.FirstOffsetOf(int(p)))
-			}
-			reqs = append(reqs, kafka.LastOffsetOf(int(p)))
-		}
-		return c.listOffsets(ctx, topic, reqs, level)
-	}
-	ru, err := req(kafka.ReadUncommitted, true)
+	ru, err := c.listOffsets(ctx, topic, parts, 0, kafka.FirstOffset, kafka.LastOffset)
 	if err != nil {
 		return nil, err
 	}
-	rc := ru
+	stable := ru[1]
 	if isolation == plan.ReadCommitted {
-		if rc, err = req(kafka.ReadCommitted, false); err != nil {
+		rc, err := c.listOffsets(ctx, topic, parts, 1, kafka.LastOffset)
+		if err != nil {
 			return nil, err
 		}
+		stable = rc[0]
 	}
 	out := make(map[int32]Offsets, len(parts))
 	for _, p := range parts {
-		o := Offsets{LogStart: ru[p].FirstOffset, HighWatermark: ru[p].LastOffset, LastStable: rc[p].LastOffset}
+		o := Offsets{LogStart: ru[0][p], HighWatermark: ru[1][p], LastStable: stable[p]}
 		if o.LastStable < 0 || o.LastStable > o.HighWatermark {
 			o.LastStable = o.HighWatermark
 		}
@@ -169,35 +163,76 @@ func (c *Cluster) ListOffsets(ctx context.Context, topic string, parts []int32, 
 
 // OffsetsAt returns, per partition, the first offset whose timestamp is
 // >= t, or -1 when there is none (ListOffsets by timestamp, KIP-79).
-// One timestamp per request: kafka-go merges answers keyed by offset.
 func (c *Cluster) OffsetsAt(ctx context.Context, topic string, parts []int32, t time.Time, isolation string) (map[int32]int64, error) {
-	reqs := make([]kafka.OffsetRequest, 0, len(parts))
-	for _, p := range parts {
-		reqs = append(reqs, kafka.TimeOffsetOf(int(p), t))
+	var ms int64
+	if !t.IsZero() {
+		ms = t.UnixNano() / int64(time.Millisecond)
 	}
-	res, err := c.listOffsets(ctx, topic, reqs, isolationLevel(isolation))
+	offs, err := c.listOffsets(ctx, topic, parts, isolationLevel(isolation), ms)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[int32]int64, len(parts))
-	for _, p := range parts {
-		out[p] = -1
-		for off := range res[p].Offsets { // one requested time: at most one entry
-			out[p] = off
-		}
-	}
-	return out, nil
+	return offs[0], nil
 }
 
-func (c *Cluster) listOffsets(ctx context.Context, topic string, reqs []kafka.OffsetRequest, level kafka.IsolationLevel) (map[int32]kafka.PartitionOffsets, error) {
-	out, err := call(ctx, c, "list offsets", func(ctx context.Context) (map[int32]kafka.PartitionOffsets, error) {
-		out, err := c.listOffsetsBatched(ctx, topic, reqs, level) // one request per leader
+// listOffsets returns, for each of stamps (kafka.FirstOffset,
+// kafka.LastOffset or a time in ms), the partitions' offsets under level.
+// Each attempt sends one ListOffsets per stamp, which the control client
+// splits into one request per partition leader: a broker refuses a
+// partition twice in one request. A partition an answer leaves out, or
+// gives UNKNOWN_SERVER_ERROR, is ErrNoAnswer; a request that fails on the
+// way is an error of the whole call.
+func (c *Cluster) listOffsets(ctx context.Context, topic string, parts []int32, level int8, stamps ...int64) ([]map[int32]int64, error) {
+	asked := make(map[int32]bool, len(parts))
+	for _, p := range parts {
+		asked[p] = true
+	}
+	var failed error // a partition's error that a retry does not pass
+	out, err := call(ctx, c, "list offsets", func(ctx context.Context) ([]map[int32]int64, error) {
+		cl, err := c.control()
 		if err != nil {
 			return nil, err
 		}
-		for _, po := range out {
-			if err := listOffsetsError(po.Error); err != nil && retriable(err) {
-				return nil, fmt.Errorf("partition %d: %w", po.Partition, err) // call retries the whole request
+		failed = nil
+		out := make([]map[int32]int64, len(stamps))
+		for i, ts := range stamps {
+			req := kmsg.NewPtrListOffsetsRequest()
+			req.IsolationLevel = level
+			t := kmsg.NewListOffsetsRequestTopic()
+			t.Topic = topic
+			for _, p := range parts {
+				rp := kmsg.NewListOffsetsRequestTopicPartition()
+				rp.Partition, rp.Timestamp = p, ts
+				t.Partitions = append(t.Partitions, rp)
+			}
+			req.Topics = []kmsg.ListOffsetsRequestTopic{t}
+			resp, err := req.RequestWith(ctx, cl)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = make(map[int32]int64, len(parts))
+			codes := make(map[int32]int16, len(parts))
+			for _, rt := range resp.Topics {
+				for _, rp := range rt.Partitions {
+					if _, seen := codes[rp.Partition]; rt.Topic == topic && asked[rp.Partition] && !seen {
+						codes[rp.Partition], out[i][rp.Partition] = rp.ErrorCode, rp.Offset
+					}
+				}
+			}
+			for _, p := range parts {
+				code, ok := codes[p]
+				var perr error = kafka.Error(code)
+				if !ok || code == -1 { // left out, or UNKNOWN_SERVER_ERROR
+					perr = ErrNoAnswer
+				} else if code == 0 {
+					continue
+				}
+				if retriable(perr) {
+					return nil, fmt.Errorf("partition %d: %w", p, perr) // call retries the whole request
+				}
+				if failed == nil {
+					failed = fmt.Errorf("list offsets of %s/%d: %w", topic, p, perr)
+				}
 			}
 		}
 		return out, nil
@@ -205,12 +240,7 @@ func (c *Cluster) listOffsets(ctx context.Context, topic string, reqs []kafka.Of
 	if err != nil {
 		return nil, fmt.Errorf("list offsets of %s: %w", topic, err)
 	}
-	for _, po := range out {
-		if err := listOffsetsError(po.Error); err != nil {
-			return nil, fmt.Errorf("list offsets of %s/%d: %w", topic, po.Partition, err)
-		}
-	}
-	return out, nil
+	return out, failed
 }
 
 // FirstRecordTime returns the timestamp of the first record at or after
@@ -248,12 +278,3 @@ func (c *Cluster) LastRecords(ctx context.Context, topic string, partition int32
 // timeout) as the partition's UNKNOWN_SERVER_ERROR (-1), dropping the real
 // error. It is retried like a dropped connection.
 var ErrNoAnswer = errors.New("no answer from the broker for the partition (the connection dropped or the request timed out)")
-
-// listOffsetsError is a ListOffsets partition's error, with kafka-go's
-// stand-in for a failed sub-request (-1) named for what it is.
-func listOffsetsError(err error) error {
-	if errors.Is(err, kafka.Unknown) {
-		return ErrNoAnswer
-	}
-	return err
-}

@@ -122,15 +122,11 @@ type Reader struct {
 
 // NewReader returns a reader of cfg's range; it sends nothing until Fetch.
 func (c *Cluster) NewReader(cfg ReaderConfig) *Reader {
-	var level int8
-	if isolationLevel(cfg.Isolation) == kafka.ReadCommitted {
-		level = 1
-	}
 	log := zerolog.Nop()
 	if cfg.Log != nil {
 		log = *cfg.Log
 	}
-	return &Reader{c: c, topic: cfg.Topic, partition: cfg.Partition, isolation: level, next: cfg.Start, end: cfg.End, maxBytes: minFetchBytes,
+	return &Reader{c: c, topic: cfg.Topic, partition: cfg.Partition, isolation: isolationLevel(cfg.Isolation), next: cfg.Start, end: cfg.End, maxBytes: minFetchBytes,
 		allowLoss: cfg.AllowLoss, growLimit: maxGrowFetchBytes, log: log,
 		waitTxn: cfg.WaitOpenTransactions, txnTimeout: cfg.OpenTransactionTimeout, blockedAt: -1}
 }
