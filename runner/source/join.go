@@ -197,15 +197,6 @@ func (m *Membership) setMemberID(id string) {
 	m.mu.Unlock()
 }
 
-// memberError maps a group protocol error code to kafka-go's error, the
-// form Retriable and the callers know.
-func memberError(code int16) error {
-	if code == 0 {
-		return nil
-	}
-	return kafka.Error(code)
-}
-
 // forgotten forgets the member ID when err says the coordinator forgot the
 // member: it joins afresh.
 func (m *Membership) forgotten(err error) {
@@ -214,19 +205,25 @@ func (m *Membership) forgotten(err error) {
 	}
 }
 
-// groupCall sends a group request through callWithin: an answer whose
-// error code (code) may pass without ending the generation (the
-// coordinator moving or loading) is retried.
-func groupCall[R any](ctx context.Context, m *Membership, op string, within func(time.Duration) time.Duration, send func(context.Context) (R, error), code func(R) int16) (R, error) {
-	return callWithin(ctx, m.c, op, within, func(ctx context.Context) (R, error) {
-		resp, err := send(ctx)
-		if err == nil {
-			if err := memberError(code(resp)); err != nil && !lostPlace(err) && retriable(err) {
+// groupCall sends a group request (send, through m's client) through
+// callWithin, and returns the answer with its error code (code) as
+// kafka-go's error, the form Retriable and the callers know. An error
+// code that may pass without ending the generation (the coordinator
+// moving or loading) is retried.
+func groupCall[R any](ctx context.Context, m *Membership, op string, within func(time.Duration) time.Duration, send func(context.Context, kmsg.Requestor) (R, error), code func(R) int16) (R, error) {
+	resp, err := callWithin(ctx, m.c, op, within, func(ctx context.Context) (R, error) {
+		resp, err := send(ctx, m.cl)
+		if err == nil && code(resp) != 0 {
+			if err := kafka.Error(code(resp)); !lostPlace(err) && retriable(err) {
 				return resp, err
 			}
 		}
 		return resp, err
 	})
+	if err == nil && code(resp) != 0 {
+		err = kafka.Error(code(resp))
+	}
+	return resp, err
 }
 
 // lostPlace reports whether err says the member lost its place in the
@@ -255,16 +252,12 @@ func (m *Membership) joinGroup(ctx context.Context, id string) (*kmsg.JoinGroupR
 		proto := kmsg.NewJoinGroupRequestProtocol()
 		proto.Name, proto.Metadata = protocolName, meta.AppendTo(nil)
 		req.Protocols = []kmsg.JoinGroupRequestProtocol{proto}
-		resp, err := groupCall(ctx, m, "join group", m.waitingRebalance, func(ctx context.Context) (*kmsg.JoinGroupResponse, error) { return req.RequestWith(ctx, m.cl) },
-			func(r *kmsg.JoinGroupResponse) int16 { return r.ErrorCode })
-		if err != nil {
-			return nil, fmt.Errorf("join group %s: %w", m.cfg.Group, err)
-		}
-		switch err := memberError(resp.ErrorCode); {
-		case errors.Is(err, kafka.MemberIDRequired):
+		resp, err := groupCall(ctx, m, "join group", m.waitingRebalance, req.RequestWith, func(r *kmsg.JoinGroupResponse) int16 { return r.ErrorCode })
+		if errors.Is(err, kafka.MemberIDRequired) {
 			id = resp.MemberID
 			continue
-		case err != nil:
+		}
+		if err != nil {
 			m.forgotten(err)
 			return nil, fmt.Errorf("join group %s: %w", m.cfg.Group, err)
 		}
@@ -279,13 +272,9 @@ func (m *Membership) syncGroup(ctx context.Context, id string, gen int32, plan [
 	req.Group, req.Generation, req.MemberID, req.GroupAssignment = m.cfg.Group, gen, id, plan
 	pt, pn := protocolType, protocolName
 	req.ProtocolType, req.Protocol = &pt, &pn
-	resp, err := groupCall(ctx, m, "sync group", m.waitingRebalance, func(ctx context.Context) (*kmsg.SyncGroupResponse, error) { return req.RequestWith(ctx, m.cl) },
-		func(r *kmsg.SyncGroupResponse) int16 { return r.ErrorCode })
-	if err == nil {
-		err = memberError(resp.ErrorCode)
-		m.forgotten(err)
-	}
+	resp, err := groupCall(ctx, m, "sync group", m.waitingRebalance, req.RequestWith, func(r *kmsg.SyncGroupResponse) int16 { return r.ErrorCode })
 	if err != nil {
+		m.forgotten(err)
 		return nil, fmt.Errorf("sync group %s: %w", m.cfg.Group, err)
 	}
 	var a kmsg.ConsumerMemberAssignment
@@ -370,13 +359,9 @@ func (m *Membership) heartbeat(g *Generation) {
 		}
 		req := kmsg.NewPtrHeartbeatRequest()
 		req.Group, req.Generation, req.MemberID = m.cfg.Group, g.Generation, g.ID
-		resp, err := groupCall(g.ctx, m, "heartbeat", within, func(ctx context.Context) (*kmsg.HeartbeatResponse, error) { return req.RequestWith(ctx, m.cl) },
-			func(r *kmsg.HeartbeatResponse) int16 { return r.ErrorCode })
+		_, err := groupCall(g.ctx, m, "heartbeat", within, req.RequestWith, func(r *kmsg.HeartbeatResponse) int16 { return r.ErrorCode })
 		if g.ctx.Err() != nil {
 			return
-		}
-		if err == nil {
-			err = memberError(resp.ErrorCode)
 		}
 		if err != nil {
 			m.forgotten(err)
