@@ -74,12 +74,8 @@ func New(s Settings) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Conn{
-		Settings: s,
-		Transport: &kafka.Transport{DialTimeout: dialTimeout, IdleTimeout: idleTimeout, MetadataTTL: metadataTTL,
-			MetadataTopics: s.MetadataTopics, ClientID: s.ClientID, TLS: tlsCfg, SASL: mech},
-		Dialer: &kafka.Dialer{Timeout: dialTimeout, ClientID: s.ClientID, TLS: tlsCfg, SASLMechanism: mech},
-	}
+	c := &Conn{Settings: s, Dialer: &kafka.Dialer{Timeout: dialTimeout, ClientID: s.ClientID, TLS: tlsCfg, SASLMechanism: mech}}
+	c.Transport = c.NewTransport()
 	if tlsCfg != nil && tlsCfg.InsecureSkipVerify {
 		c.Warnings = append(c.Warnings, s.Section+".tls.insecure_skip_verify is on: the broker's certificate is not verified, so anyone on the network path can impersonate it and read the records and the SASL credentials; set "+s.Section+".tls.ca_file instead")
 	}
@@ -92,9 +88,8 @@ func New(s Settings) (*Conn, error) {
 // NewTransport returns another transport configured as c.Transport (TLS,
 // SASL, timeouts) with connections of its own.
 func (c *Conn) NewTransport() *kafka.Transport {
-	t := c.Transport
-	return &kafka.Transport{DialTimeout: t.DialTimeout, IdleTimeout: t.IdleTimeout, MetadataTTL: t.MetadataTTL,
-		MetadataTopics: t.MetadataTopics, ClientID: t.ClientID, TLS: t.TLS, SASL: t.SASL}
+	return &kafka.Transport{DialTimeout: dialTimeout, IdleTimeout: idleTimeout, MetadataTTL: metadataTTL,
+		MetadataTopics: c.MetadataTopics, ClientID: c.ClientID, TLS: c.Dialer.TLS, SASL: c.Dialer.SASLMechanism}
 }
 
 // Addr is the bootstrap address of c's brokers for kafka-go requests; the
