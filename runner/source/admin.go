@@ -33,11 +33,11 @@ func asKafkaError(err error) error {
 // notation (URL-safe base64 of the 16 bytes, unpadded, as kafka-topics
 // prints it), or "" when the brokers report none (before Kafka 2.8).
 func (c *Cluster) TopicID(ctx context.Context, topic string) (string, error) {
-	cl, err := c.control()
-	if err != nil {
-		return "", fmt.Errorf("topic id of %s: %w", topic, err)
-	}
 	id, err := call(ctx, c, "metadata", func(ctx context.Context) ([16]byte, error) {
+		cl, err := c.control()
+		if err != nil {
+			return [16]byte{}, err
+		}
 		req := kmsg.NewPtrMetadataRequest()
 		rt := kmsg.NewMetadataRequestTopic()
 		rt.Topic = kmsg.StringPtr(topic)

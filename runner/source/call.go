@@ -191,9 +191,6 @@ func (e *routingError) Error() string {
 func (e *routingError) Unwrap() error { return e.err }
 
 func explainRouting(err error) error {
-	if errors.As(err, new(*routingError)) {
-		return err
-	}
 	if errors.Is(err, protocol.ErrNoTopic) || errors.Is(err, protocol.ErrNoPartition) || errors.Is(err, protocol.ErrNoLeader) {
 		return &routingError{err: err}
 	}

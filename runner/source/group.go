@@ -8,6 +8,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -346,7 +347,7 @@ func (c *Cluster) DescribeGroup(ctx context.Context, group string) (*Group, erro
 	// the group has live members; some brokers say Stable with no
 	// members. Such a group is described by ConsumerGroupDescribe.
 	if out == nil || (len(out.Members) == 0 && !strings.EqualFold(out.State, "Empty")) || errors.Is(out.Err, kerr.GroupIDNotFound) {
-		cg, err := c.describeConsumerGroup(ctx, group)
+		cg, err := c.describeConsumerGroup(ctx, cl, group)
 		if err != nil {
 			return nil, fmt.Errorf("describe group %s: %w", group, err)
 		}
@@ -362,14 +363,11 @@ func (c *Cluster) DescribeGroup(ctx context.Context, group string) (*Group, erro
 }
 
 // describeConsumerGroup describes group as a group of KIP-848's consumer
-// protocol (ConsumerGroupDescribe, through the control client and call's
-// retries). It returns nil, nil when the group is not one (GROUP_ID_NOT_FOUND)
-// or the broker does not know the request (before Kafka 3.7).
-func (c *Cluster) describeConsumerGroup(ctx context.Context, group string) (*Group, error) {
-	cl, err := c.control()
-	if err != nil {
-		return nil, err
-	}
+// protocol (ConsumerGroupDescribe, through the control client cl and
+// call's retries). It returns nil, nil when the group is not one
+// (GROUP_ID_NOT_FOUND) or the broker does not know the request (before
+// Kafka 3.7).
+func (c *Cluster) describeConsumerGroup(ctx context.Context, cl *kgo.Client, group string) (*Group, error) {
 	return call(ctx, c, "describe consumer group", func(ctx context.Context) (*Group, error) {
 		req := kmsg.NewPtrConsumerGroupDescribeRequest()
 		req.Groups = []string{group}
