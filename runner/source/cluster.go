@@ -93,11 +93,9 @@ func WithProbeTimeout(d time.Duration) ConnectOption {
 }
 
 // Connect builds the transport for src and checks that the cluster answers
-// (the bootstrap probe, then Metadata). With SASL it first authenticates
-// once through a kafka.Dialer, because the Transport path reports a wrong
-// password only as "unexpected EOF". Errors say what to fix and never hold
-// the password; Cluster.Warnings lists insecure settings the caller must
-// show.
+// (the bootstrap probe, kafkaconn.Conn.Probe, then Metadata). Errors say
+// what to fix and never hold the password; Cluster.Warnings lists insecure
+// settings the caller must show.
 func Connect(ctx context.Context, src plan.Source, opts ...ConnectOption) (*Cluster, error) {
 	cfg := connectConfig{probeTimeout: DefaultProbeTimeout}
 	for _, o := range opts {

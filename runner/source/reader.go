@@ -185,9 +185,8 @@ func (r *Reader) roundTrip(ctx context.Context, offset int64) (*fetchPartition, 
 			Partition: r.partition, CurrentLeaderEpoch: -1, FetchOffset: offset, LogStartOffset: -1, PartitionMaxBytes: r.maxBytes,
 		}}}},
 	}}
-	var part *fetchPartition
-	_, err := call(ctx, r.c, opFetch, func(ctx context.Context) (struct{}, error) {
-		part = nil
+	part, err := call(ctx, r.c, opFetch, func(ctx context.Context) (*fetchPartition, error) {
+		var part *fetchPartition
 		tr := r.c.fetchTransport(r.partition)
 		// Each attempt sends its own exchange: one that timed out may still
 		// run on the transport's connection goroutine, reading its fields.
@@ -202,7 +201,7 @@ func (r *Reader) roundTrip(ctx context.Context, offset int64) (*fetchPartition, 
 		if err != nil && retriable(explainRouting(err)) {
 			tr.CloseIdleConnections() // the retry dials anew, with fresh metadata
 		}
-		return struct{}{}, err
+		return part, err
 	})
 	if err != nil {
 		var re *RetryError

@@ -26,12 +26,9 @@ import (
 // batch is decompressed whole, in one call, into a Buffer the size of its
 // content, and the buffers sit in a bounded free list (DecodeBuffers, not
 // a sync.Pool), so they survive collections and their total stays
-// bounded: at most decodeBuffers are kept, each under KeptBytes.
-//
-// The batch's CRC-32C (checked over the compressed bytes by NextBatch
-// before anything is decoded) covers what was fetched; the lz4 frame's
-// optional xxHash checksums and the zstd frame's content checksum are not
-// verified again.
+// bounded: at most decodeBuffers are kept, each under KeptBytes. The
+// frames' own checksums are not verified: the batch's CRC-32C, checked by
+// NextBatch before anything is decoded, covers what was fetched.
 const (
 	decodeBuffers = 8
 	// KeptBytes is the largest buffer a free list keeps (4 MiB): a larger
