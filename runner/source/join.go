@@ -155,10 +155,7 @@ func (m *Membership) Next(ctx context.Context) (*Generation, error) {
 // join sends JoinGroup and SyncGroup, as the leader assigning the
 // partitions, and starts the generation's heartbeats.
 func (m *Membership) join(ctx context.Context) (*Generation, error) {
-	m.mu.Lock()
-	id := m.memberID
-	m.mu.Unlock()
-	resp, err := m.joinGroup(ctx, id)
+	resp, err := m.joinGroup(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -233,15 +230,16 @@ func lostPlace(err error) bool {
 		errors.Is(err, kafka.RebalanceInProgress) || errors.Is(err, kafka.FencedInstanceID)
 }
 
-// joinGroup sends JoinGroup as member id ("" the first time), through
-// call; MEMBER_ID_REQUIRED (KIP-394) is answered with the ID it gives. An
-// attempt may wait for the other members to rejoin (the rebalance
-// timeout), beyond the request timeout.
-func (m *Membership) joinGroup(ctx context.Context, id string) (*kmsg.JoinGroupResponse, error) {
+// joinGroup sends JoinGroup as the member's ID (none the first time),
+// through call; MEMBER_ID_REQUIRED (KIP-394) is answered with the ID it
+// gives. An attempt may wait for the other members to rejoin (the
+// rebalance timeout), beyond the request timeout.
+func (m *Membership) joinGroup(ctx context.Context) (*kmsg.JoinGroupResponse, error) {
 	meta := kmsg.NewConsumerMemberMetadata()
 	meta.Version = 1
 	meta.Topics = []string{m.cfg.Topic}
 	m.mu.Lock()
+	id := m.memberID
 	meta.UserData = m.userData
 	m.mu.Unlock()
 	for {
