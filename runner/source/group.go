@@ -172,14 +172,12 @@ func (c *Cluster) offsetFetch(ctx context.Context, req *kafka.OffsetFetchRequest
 // REQUEST_TIMED_OUT), a member's or standalone, is retried (call) with the
 // coordinator found again.
 //
-// Ordering: the caller has at most one Commit of a partition in flight, and
-// an attempt whose outcome is unknown (it timed out or its connection
+// Ordering: the caller has at most one Commit of a partition in flight,
+// and an attempt whose outcome is unknown (it timed out or its connection
 // dropped: it may still reach the coordinator) is retried only after
-// RetryPolicy.SettleDelay, so it can no longer land after the retry or
-// after a later commit; kafka-go closes the connection of a request that
-// timed out, and a broker finishes a commit it read within
-// offsets.commit.timeout.ms (5 s by default). Committed offsets thus never
-// move back, and a Commit that returned leaves no earlier one on its way.
+// RetryPolicy.SettleDelay, when it can no longer land. Committed offsets
+// thus never move back, and a Commit that returned leaves no earlier one
+// on its way.
 func (c *Cluster) Commit(ctx context.Context, m *Member, group, topic string, offsets map[int32]Commit) error {
 	parts, err := call(ctx, c, opCommit, func(ctx context.Context) ([]kafka.OffsetCommitPartition, error) {
 		parts, err := c.offsetCommit(ctx, m, group, topic, offsets)
