@@ -6,6 +6,7 @@
 package kafkaconn
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -63,9 +64,7 @@ const (
 // New builds the transport and dialer for s. It fails on a CA, certificate
 // or key file that cannot be read, and on an unknown SASL mechanism.
 func New(s Settings) (*Conn, error) {
-	if s.ClientID == "" {
-		s.ClientID = "replay"
-	}
+	s.ClientID = cmp.Or(s.ClientID, "replay")
 	tlsCfg, err := TLSConfig(s.TLS)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,8 @@
 package kafkaconn
 
 import (
+	"cmp"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -15,11 +17,7 @@ func (c Settings) KgoOpts(brokers ...string) ([]kgo.Opt, error) {
 	if len(brokers) == 0 {
 		brokers = c.Brokers
 	}
-	id := c.ClientID
-	if id == "" {
-		id = "replay"
-	}
-	opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ClientID(id)}
+	opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ClientID(cmp.Or(c.ClientID, "replay"))}
 	tc, err := TLSConfig(c.TLS)
 	if err != nil {
 		return nil, err
