@@ -178,18 +178,13 @@ func (k Key) Apply(r *record.Record) error {
 	}
 	key, err := k.keyer.Key(r)
 	if err != nil {
-		return k.explain(r, err)
+		// A kafka sink without key: keeps the source key, a null one too.
+		var re *record.Error
+		if k.kafka && r.Key == nil && errors.As(err, &re) && errors.Is(err, sinks.ErrEmptyKey) {
+			return record.NewError(r, fmt.Errorf("kafka sink: %w, and the record's key is null (a key template replaces the message key): drop key: to keep each record's own key, a null key included", re.Err))
+		}
+		return err
 	}
 	r.IdemKey = key
 	return nil
-}
-
-// explain adds to a key template that rendered nothing on a null Kafka key
-// what a kafka sink does without key: (it keeps the source key).
-func (k Key) explain(r *record.Record, err error) error {
-	var re *record.Error
-	if k.kafka && r.Key == nil && errors.As(err, &re) && errors.Is(err, sinks.ErrEmptyKey) {
-		return record.NewError(r, fmt.Errorf("kafka sink: %w, and the record's key is null (a key template replaces the message key): drop key: to keep each record's own key, a null key included", re.Err))
-	}
-	return err
 }
