@@ -23,14 +23,12 @@ func New(prog *Program) *Filter {
 func (f *Filter) Match(r *record.Record) (bool, error) {
 	f.env = Env{Key: string(r.Key), Timestamp: r.Time, Partition: int(r.Partition), Offset: int(r.Offset), Topic: r.Topic}
 	if f.prog.UsesValue {
-		var partial map[string]any
 		fast := false
 		if f.prog.fields != nil && (r.Note == nil || !r.Note.Parsed) {
-			partial, fast = partialValue(r.JSONValue(), f.prog.fields)
+			// Only what the expression reads: not kept for the key template.
+			f.env.Value, fast = partialValue(r.JSONValue(), f.prog.fields)
 		}
-		if fast {
-			f.env.Value = partial // only what the expression reads: not kept for the key template
-		} else {
+		if !fast {
 			if r.Note == nil {
 				r.Note = &record.Note{}
 			}
