@@ -168,10 +168,10 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	p.applyDefaults()
 	p.problems = append(p.problems, p.validate(opts.Now())...)
 	p.problems, p.unsetEnv = dropUnset(p.problems, d.unset)
-	sortProblems(p.problems)
+	slices.SortStableFunc(p.problems, func(a, b Problem) int { return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col)) })
 	// Messages do not quote secrets; in case one does, it is redacted here.
 	p.problems = NewRedactor(p.Secrets()...).Problems(p.problems)
-	if hasErrors(p.problems) {
+	if slices.ContainsFunc(p.problems, func(pr Problem) bool { return !pr.Warning }) {
 		return nil, &InvalidError{Problems: p.problems, UnsetEnv: p.unsetEnv}
 	}
 	return p, nil
@@ -183,14 +183,6 @@ func (p *Plan) UnsetEnv() []string { return p.unsetEnv }
 
 // Warnings returns the problems that do not make the plan invalid.
 func (p *Plan) Warnings() []Problem { return problemsOf(p.problems, true) }
-
-func hasErrors(ps []Problem) bool {
-	return slices.ContainsFunc(ps, func(p Problem) bool { return !p.Warning })
-}
-
-func sortProblems(ps []Problem) {
-	slices.SortStableFunc(ps, func(a, b Problem) int { return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col)) })
-}
 
 // decoder decodes a plan into its Plan, recording there where each field
 // is, which came from the environment, and the fields already reported
