@@ -47,13 +47,11 @@ func (f *Filter) Match(r *record.Record) (bool, error) {
 			f.env.Headers[h.Key] = string(h.Value)
 		}
 	}
-	var ok bool
-	var err error
+	var env any = &f.env
 	if f.prog.decodedKey {
-		ok, err = f.matchDecodedKey(r)
-	} else {
-		ok, err = f.m.Match(&f.env)
+		env = f.keyEnv(r)
 	}
+	ok, err := f.m.match(env, f.env.Value)
 	f.env = Env{} // do not pin the record until the next call
 	if err != nil {
 		return false, record.NewError(r, &EvalError{Err: err})
