@@ -1,19 +1,22 @@
 package filter
 
-import "github.com/replay-tool/replay/internal/record"
+import (
+	"github.com/expr-lang/expr/vm"
 
-// Filter evaluates a plan's filter over records. It is not safe for
-// concurrent use: one per partition goroutine.
+	"github.com/replay-tool/replay/internal/record"
+)
+
+// Filter evaluates a plan's filter over records. It reuses its virtual
+// machine between records, so it is not safe for concurrent use: one per
+// partition goroutine.
 type Filter struct {
 	prog *Program
-	m    *Matcher
+	vm   vm.VM
 	env  Env
 }
 
 // New returns a Filter running prog.
-func New(prog *Program) *Filter {
-	return &Filter{prog: prog, m: prog.Matcher()}
-}
+func New(prog *Program) *Filter { return &Filter{prog: prog} }
 
 // Match reports whether r passes the filter. An expression that fails on r
 // (it reads a field of a value that is not JSON, say) returns a
@@ -51,7 +54,7 @@ func (f *Filter) Match(r *record.Record) (bool, error) {
 	if f.prog.decodedKey {
 		env = f.keyEnv(r)
 	}
-	ok, err := f.m.match(env, f.env.Value)
+	ok, err := f.match(env, f.env.Value)
 	f.env = Env{} // do not pin the record until the next call
 	if err != nil {
 		return false, record.NewError(r, &EvalError{Err: err})
