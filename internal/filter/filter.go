@@ -97,7 +97,7 @@ func compile(src string, decodedKey bool) (*Program, error) {
 		expr.Timezone("UTC"), // date("2026-11-03 10:00") means the same instant on every machine
 		expr.Function(numFunc, func(args ...any) (any, error) { return number(args[0]), nil }, new(func(any) any)),
 		expr.Patch(uses),
-		expr.Patch(&numberPatcher{dynamic: dynamic}),
+		expr.Patch(&numberPatcher{dynamic: dynamic, chains: map[*ast.ChainNode]bool{}}),
 	)
 	if err != nil {
 		return nil, compileError(err)
@@ -203,9 +203,6 @@ func (p *numberPatcher) Visit(node *ast.Node) {
 		}
 		n.Optional = true
 		chain := &ast.ChainNode{Node: n}
-		if p.chains == nil {
-			p.chains = map[*ast.ChainNode]bool{}
-		}
 		p.chains[chain] = true
 		ast.Patch(node, chain)
 		wrap(node)
