@@ -84,8 +84,11 @@ func (v *validator) present(field string) bool {
 }
 
 func (v *validator) warn(field, format string, args ...any) {
+	n := len(v.out)
 	v.add(field, format, args...)
-	v.out[len(v.out)-1].Warning = true
+	if len(v.out) > n { // add reports nothing for a field that did not decode
+		v.out[n].Warning = true
+	}
 }
 
 func (v *validator) top() {
