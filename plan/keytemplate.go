@@ -65,38 +65,27 @@ func templateFields(root *parse.ListNode) [][]string {
 }
 
 // keyFieldProblem checks the fields a key template reads with the record
-// as dot against what it sees (`{{ .value.id }}` would fail on every
-// record). Under decode.key (decodedKey), .Key may have fields.
+// as dot (.Value.id: [Value id]) against what it sees (`{{ .value.id }}`
+// would fail on every record). Under decode.key (decodedKey), .Key may
+// have fields.
 func keyFieldProblem(root *parse.ListNode, decodedKey bool) string {
 	for _, ident := range templateFields(root) {
-		if decodedKey && len(ident) > 0 && ident[0] == "Key" {
+		if len(ident) == 0 || decodedKey && ident[0] == "Key" {
 			continue
 		}
-		if problem := keyFieldPathProblem(ident); problem != "" {
-			return problem
-		}
-	}
-	return ""
-}
-
-// keyFieldPathProblem checks one field path (.Value.id: [Value id]).
-func keyFieldPathProblem(ident []string) string {
-	if len(ident) == 0 {
-		return ""
-	}
-	name := "." + strings.Join(ident, ".")
-	first := ident[0]
-	if !slices.Contains(KeyFields, first) {
-		hint := ""
-		for _, f := range KeyFields {
-			if strings.EqualFold(f, first) {
-				hint = fmt.Sprintf(" (did you mean .%s?)", strings.Join(append([]string{f}, ident[1:]...), "."))
+		name, first := "."+strings.Join(ident, "."), ident[0]
+		if !slices.Contains(KeyFields, first) {
+			hint := ""
+			for _, f := range KeyFields {
+				if strings.EqualFold(f, first) {
+					hint = fmt.Sprintf(" (did you mean .%s?)", strings.Join(append([]string{f}, ident[1:]...), "."))
+				}
 			}
+			return fmt.Sprintf("%s: a key template sees .%s only%s; every record would fail this template", name, strings.Join(KeyFields, ", ."), hint)
 		}
-		return fmt.Sprintf("%s: a key template sees .%s only%s; every record would fail this template", name, strings.Join(KeyFields, ", ."), hint)
-	}
-	if len(ident) > 1 && slices.Contains(scalarKeyFields, first) {
-		return fmt.Sprintf("%s: .%s is a plain value without fields; for a field of the JSON value write .Value.%s", name, first, strings.Join(ident[1:], "."))
+		if len(ident) > 1 && slices.Contains(scalarKeyFields, first) {
+			return fmt.Sprintf("%s: .%s is a plain value without fields; for a field of the JSON value write .Value.%s", name, first, strings.Join(ident[1:], "."))
+		}
 	}
 	return ""
 }

@@ -139,19 +139,20 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 			break
 		}
 	}
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
-		return nil, &InvalidError{Problems: []Problem{yamlSyntaxProblem(file, data, err)}}
-	}
 	// yaml.v3 reads the first document only: a second one (not empty: a
 	// trailing --- with nothing or comments after it) would be ignored silently.
-	var next yaml.Node
-	if err := dec.Decode(&next); err == nil && len(next.Content) > 0 && !isEmptyScalar(next.Content[0]) {
+	var doc, next yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	err := dec.Decode(&doc)
+	if err == nil {
+		err = dec.Decode(&next)
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, &InvalidError{Problems: []Problem{yamlSyntaxProblem(file, data, err)}}
+	}
+	if len(next.Content) > 0 && !isEmptyScalar(next.Content[0]) {
 		return nil, &InvalidError{Problems: []Problem{{File: file, Line: next.Content[0].Line, Col: next.Content[0].Column,
 			Message: "a second YAML document (after ---): a plan file holds one plan; move this one to a file of its own, or remove the ---"}}}
-	} else if err != nil && !errors.Is(err, io.EOF) {
-		return nil, &InvalidError{Problems: []Problem{yamlSyntaxProblem(file, data, err)}}
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return nil, &InvalidError{Problems: []Problem{{File: file, Line: 1, Col: 1, Message: "empty plan: see the plan reference in docs/plan.md"}}}
@@ -167,10 +168,10 @@ func Parse(file string, data []byte, opts LoadOptions) (*Plan, error) {
 	p.applyDefaults()
 	p.problems = append(p.problems, p.validate(opts.Now())...)
 	p.problems, p.unsetEnv = dropUnset(p.problems, d.unset)
-	sortProblems(p.problems)
+	slices.SortStableFunc(p.problems, func(a, b Problem) int { return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col)) })
 	// Messages do not quote secrets; in case one does, it is redacted here.
 	p.problems = NewRedactor(p.Secrets()...).Problems(p.problems)
-	if hasErrors(p.problems) {
+	if slices.ContainsFunc(p.problems, func(pr Problem) bool { return !pr.Warning }) {
 		return nil, &InvalidError{Problems: p.problems, UnsetEnv: p.unsetEnv}
 	}
 	return p, nil
@@ -182,14 +183,6 @@ func (p *Plan) UnsetEnv() []string { return p.unsetEnv }
 
 // Warnings returns the problems that do not make the plan invalid.
 func (p *Plan) Warnings() []Problem { return problemsOf(p.problems, true) }
-
-func hasErrors(ps []Problem) bool {
-	return slices.ContainsFunc(ps, func(p Problem) bool { return !p.Warning })
-}
-
-func sortProblems(ps []Problem) {
-	slices.SortStableFunc(ps, func(a, b Problem) int { return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col)) })
-}
 
 // decoder decodes a plan into its Plan, recording there where each field
 // is, which came from the environment, and the fields already reported
@@ -425,7 +418,7 @@ func (d *decoder) walkMap(n *yaml.Node, v reflect.Value, path string) {
 			continue
 		}
 		kv := reflect.New(v.Type().Key()).Elem()
-		if err := d.mapKey(k, kv, path, fp); err != nil {
+		if err := mapKey(k, kv, path); err != nil {
 			d.problem(k, fp, "%s", err)
 			d.bad[path] = true // the map is reported: it is not missing
 			continue
@@ -439,7 +432,7 @@ func (d *decoder) walkMap(n *yaml.Node, v reflect.Value, path string) {
 
 // mapKey decodes the key k of the map at path into kv. A number key may
 // be quoted ("0": is partition 0, as a person means it).
-func (d *decoder) mapKey(k *yaml.Node, kv reflect.Value, path, fp string) error {
+func mapKey(k *yaml.Node, kv reflect.Value, path string) error {
 	if k.Decode(kv.Addr().Interface()) == nil {
 		return nil
 	}

@@ -322,3 +322,30 @@ func TestLoadRefusesAHugeFile(t *testing.T) {
 		t.Fatalf("Load of a %d-byte file: %v, want the size refusal", MaxPlanBytes+2, err)
 	}
 }
+
+// A throttle that did not decode is reported once, as an error, and the
+// missing-throttle warning of a database sink neither goes missing nor
+// turns the problem reported before it into a warning.
+func TestUndecodedThrottleKeepsOtherProblems(t *testing.T) {
+	pg := strings.Replace(minimalPlan, "  type: file\n  path: out/orders.jsonl\n",
+		"  type: postgres\n  dsn: postgres://app@db/orders\n  table: orders\n  overwrite: true\n", 1) + "throttle: 5\n"
+	want := `plan.yaml:14:11: throttle: want a mapping (key: value lines), got "5"`
+	if got := parseProblems(t, pg, testOptions()); got != want {
+		t.Errorf("got %s\nwant %s", got, want)
+	}
+	src := strings.Replace(pg, `brokers: ["kafka-1:9092"]`, `brokers: ["kafka-1"]`, 1)
+	_, err := Parse("plan.yaml", []byte(src), testOptions())
+	var inv *InvalidError
+	if !errors.As(err, &inv) {
+		t.Fatalf("Parse: want *InvalidError, got %v", err)
+	}
+	var brokers []Problem
+	for _, pr := range inv.Problems {
+		if pr.Field == "source.brokers[0]" {
+			brokers = append(brokers, pr)
+		}
+	}
+	if len(brokers) != 1 || brokers[0].Warning {
+		t.Errorf("want one error (not a warning) at source.brokers[0], got %v", inv.Problems)
+	}
+}

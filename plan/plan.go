@@ -236,21 +236,17 @@ const (
 // Limited reports whether t sets a records or bytes limit.
 func (t Throttle) Limited() bool { return t.RecordsPerSecond > 0 || t.BytesPerSecond > 0 }
 
-// DefaultRetryMaxElapsed is Retry.MaxElapsed when the plan leaves it out.
-const DefaultRetryMaxElapsed = 5 * time.Minute
-
-// MaxRetryMaxElapsed bounds Retry.MaxElapsed: a cluster down for longer
-// than a day needs a person, not a waiting run.
-const MaxRetryMaxElapsed = 24 * time.Hour
-
-// DefaultOpenTransactionTimeout is Source.OpenTransactionTimeout when the
-// plan leaves it out: long enough for a slow producer, short enough for a
-// stuck one to be noticed.
-const DefaultOpenTransactionTimeout = 5 * time.Minute
-
-// MaxOpenTransactionTimeout bounds Source.OpenTransactionTimeout: a day
-// covers any transaction.max.timeout.ms (15 minutes by default).
-const MaxOpenTransactionTimeout = 24 * time.Hour
+// Defaults and bounds of Retry.MaxElapsed and Source.OpenTransactionTimeout.
+// The defaults are long enough for a slow producer, short enough for a
+// stuck one to be noticed. A cluster down for longer than a day needs a
+// person, not a waiting run; a day covers any transaction.max.timeout.ms
+// (15 minutes by default).
+const (
+	DefaultRetryMaxElapsed        = 5 * time.Minute
+	MaxRetryMaxElapsed            = 24 * time.Hour
+	DefaultOpenTransactionTimeout = 5 * time.Minute
+	MaxOpenTransactionTimeout     = 24 * time.Hour
+)
 
 // Retry says how broker calls to the source cluster that fail with an
 // error Kafka calls retriable are retried.

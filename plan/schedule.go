@@ -110,9 +110,6 @@ func (e Every) next(t time.Time, loc *time.Location) time.Time {
 	return c.UTC()
 }
 
-// aligned reports whether t is an interval boundary in loc.
-func (e Every) aligned(t time.Time, loc *time.Location) bool { return e.floor(t, loc).Equal(t) }
-
 // FirstInterval is the schedule's first interval: the one at start.
 func (w Window) FirstInterval() Interval {
 	start := w.Start.At(time.Time{}).UTC()
@@ -185,8 +182,7 @@ func (v *validator) schedule() {
 		return
 	}
 	start := w.Start.At(v.now)
-	if !w.Every.aligned(start, loc) {
-		before := w.Every.floor(start, loc)
+	if before := w.Every.floor(start, loc); !before.Equal(start) {
 		after := w.Every.next(before, loc)
 		v.add("window.start", "%s is not aligned to every %s in %s: use the boundary before it, %s, or after it, %s",
 			w.Start.String(), w.Every, loc, before.In(loc).Format(time.RFC3339), after.In(loc).Format(time.RFC3339))

@@ -86,8 +86,20 @@ func DSNSecrets(dsn string) []string {
 func HeaderSecrets(headers map[string]string) []string {
 	var out []string
 	for name, val := range headers {
-		if IsSecretHeader(name) {
-			out = append(out, headerSecrets(val)...)
+		if !IsSecretHeader(name) {
+			continue
+		}
+		out = append(out, val)
+		scheme, cred, ok := strings.Cut(strings.TrimSpace(val), " ")
+		if !ok {
+			continue
+		}
+		cred = strings.TrimSpace(cred)
+		out = append(out, cred)
+		if b, err := base64.StdEncoding.DecodeString(cred); err == nil && strings.EqualFold(scheme, "Basic") {
+			if _, pw, ok := strings.Cut(string(b), ":"); ok {
+				out = append(out, pw)
+			}
 		}
 	}
 	return secretList(out)
@@ -118,24 +130,6 @@ func URLSecrets(raw string) []string {
 // credentials (Authorization, Cookie, X-Api-Key, ...): its value must come
 // from the environment and is redacted wherever replay prints.
 func IsSecretHeader(name string) bool { return secretHeaderRe.MatchString(name) }
-
-func headerSecrets(val string) []string {
-	out := []string{val}
-	scheme, cred, ok := strings.Cut(strings.TrimSpace(val), " ")
-	if !ok {
-		return out
-	}
-	cred = strings.TrimSpace(cred)
-	out = append(out, cred)
-	if strings.EqualFold(scheme, "Basic") {
-		if b, err := base64.StdEncoding.DecodeString(cred); err == nil {
-			if _, pw, ok := strings.Cut(string(b), ":"); ok {
-				out = append(out, pw)
-			}
-		}
-	}
-	return out
-}
 
 // secretList drops the values too short to redact and duplicates, and adds
 // the spellings a secret takes once unescaped from a URL or DSN.

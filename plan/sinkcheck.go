@@ -71,11 +71,6 @@ func (c *SinkCheck) TLS(name string, t TLS) { c.v.tls(c.path(name), t) }
 // SASL checks a SASL section: its password must come from the environment.
 func (c *SinkCheck) SASL(name string, s SASL) { c.v.sasl(c.path(name), s) }
 
-// Columns checks cols, the section's columns: every field is one a record
-// has; a database sink (db) maps its idempotency key to exactly one column
-// and names plain SQL columns.
-func (c *SinkCheck) Columns(cols Columns, db bool) { c.v.columns(c.Field, cols, db) }
-
 // ReadsValue records that the sink's field name reads the record's field
 // (a value.<path>), so that a mapping step that drops or renames it away
 // is a problem. Dead-letter sinks see records unmapped: nothing is recorded.
@@ -107,14 +102,6 @@ func (c *SinkCheck) LiteralDSNPassword(name string) bool {
 	}
 	pw, ok := dsnPassword(c.v.asWritten(c.path(name), f.value.String()))
 	return ok && !strings.Contains(pw, envPlaceholder)
-}
-
-// URL checks the http(s) URL of the field name: credentials in it must
-// come from the environment.
-func (c *SinkCheck) URL(name string) {
-	if f, ok := c.Sink.field(name); ok {
-		c.v.httpURL(c.path(name), f.value.String())
-	}
 }
 
 func (c *SinkCheck) path(name string) string { return c.Field + "." + name }

@@ -2,7 +2,6 @@ package plan
 
 import (
 	"cmp"
-	"reflect"
 	"slices"
 	"strings"
 
@@ -28,10 +27,7 @@ func (d *decoder) walkSink(n *yaml.Node, s *Sink, path string) {
 	}
 	var others []yamlField // the other types' fields, the first of each name
 	for _, t := range d.sinks {
-		if t.NewConfig == nil {
-			continue
-		}
-		for _, f := range yamlFields(reflect.ValueOf(t.NewConfig()).Elem()) {
+		for _, f := range t.configFields() {
 			if _, dup := fieldNamed(others, f.name); !dup {
 				others = append(others, f)
 			}

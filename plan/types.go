@@ -302,7 +302,7 @@ func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 	}
 	mult, ok := byteUnits[m[2]]
 	if !ok {
-		msg := fmt.Sprintf("unknown unit %q in %q: use %s or %s", m[2], n.Value, strings.Join(byteUnitNames[:len(byteUnitNames)-1], ", "), byteUnitNames[len(byteUnitNames)-1])
+		msg := fmt.Sprintf("unknown unit %q in %q: use %s", m[2], n.Value, OrList(byteUnitNames))
 		// Only a unit of the same magnitude is a likely typo (mib, Mb, M).
 		if s := Suggest(m[2], byteUnitNames); s != "" && strings.EqualFold(s[:1], m[2][:1]) {
 			msg += fmt.Sprintf(" (did you mean %s%s?)", m[1], s)

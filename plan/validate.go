@@ -84,8 +84,11 @@ func (v *validator) present(field string) bool {
 }
 
 func (v *validator) warn(field, format string, args ...any) {
+	n := len(v.out)
 	v.add(field, format, args...)
-	v.out[len(v.out)-1].Warning = true
+	if len(v.out) > n { // add reports nothing for a field that did not decode
+		v.out[n].Warning = true
+	}
 }
 
 func (v *validator) top() {
@@ -213,7 +216,7 @@ func (v *validator) retry() {
 	if d := time.Duration(v.p.Source.OpenTransactionTimeout); d > MaxOpenTransactionTimeout {
 		v.add("source.open_transaction_timeout", "%s is above the limit of 24h: write e.g. 5m (the default), or 0s to fail as soon as an open transaction holds a partition back", d)
 	}
-	if _, written := v.p.pos["source.open_transaction_timeout"]; written && v.p.Source.Isolation == ReadUncommitted {
+	if v.present("source.open_transaction_timeout") && v.p.Source.Isolation == ReadUncommitted {
 		v.warn("source.open_transaction_timeout", "applies to read_committed only: under read_uncommitted nothing waits for open transactions; remove it")
 	}
 }
@@ -241,7 +244,7 @@ func (v *validator) throttle() {
 			v.out[n].Line, v.out[n].Col = pos.Line, pos.Col // point at the sink, not at the top of the file
 		}
 	}
-	if d := time.Duration(t.MaxBatchWait); (d < MinMaxBatchWait || d > MaxMaxBatchWait) && !v.p.bad["throttle.max_batch_wait"] {
+	if d := time.Duration(t.MaxBatchWait); d < MinMaxBatchWait || d > MaxMaxBatchWait {
 		v.add("throttle.max_batch_wait", "%s: want a duration from 10ms to 1h, e.g. 1s (the default): the longest a throttled partition goes without writing and committing", d)
 	}
 	// Under a throttle each write is cut to its share of the rate, so a

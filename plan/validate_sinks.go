@@ -11,22 +11,23 @@ import (
 // lower case, as SQL does.
 var columnNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// columns checks sink.columns: every field is one a record has; a database
-// sink maps its idempotency key to exactly one column (the table's unique
-// key, the target of ON CONFLICT), and its column names are plain SQL names.
-func (v *validator) columns(field string, cols Columns, db bool) {
-	f := field + ".columns"
-	if field == "sink" {
+// Columns checks cols, the section's columns: every field is one a record
+// has; a database sink (db) maps its idempotency key to exactly one column
+// (the table's unique key, the target of ON CONFLICT) and names plain SQL
+// columns.
+func (c *SinkCheck) Columns(cols Columns, db bool) {
+	v, f := c.v, c.path("columns")
+	if !c.DeadLetter() {
 		v.sinkColumns = cols
 	}
 	keys := 0
 	folded := map[string]string{}
-	for _, c := range cols {
-		cf := f + "." + c.Name
-		if _, ok := v.p.pos[cf]; !ok && c.pos.Line > 0 {
-			v.p.pos[cf] = c.pos // point problems at the column, not at columns:
+	for _, col := range cols {
+		cf := f + "." + col.Name
+		if _, ok := v.p.pos[cf]; !ok && col.pos.Line > 0 {
+			v.p.pos[cf] = col.pos // point problems at the column, not at columns:
 		}
-		switch fl, err := ParseField(c.Field); {
+		switch fl, err := ParseField(col.Field); {
 		case err != nil:
 			v.add(cf, "%v", err)
 		case fl.Kind == FieldKey:
@@ -35,15 +36,15 @@ func (v *validator) columns(field string, cols Columns, db bool) {
 		if !db {
 			continue
 		}
-		if !columnNameRe.MatchString(c.Name) {
-			v.add(cf, "%q is not a plain column name (ASCII letters, digits and _, not beginning with a digit)", c.Name)
+		if !columnNameRe.MatchString(col.Name) {
+			v.add(cf, "%q is not a plain column name (ASCII letters, digits and _, not beginning with a digit)", col.Name)
 			continue
 		}
-		lower := strings.ToLower(c.Name)
+		lower := strings.ToLower(col.Name)
 		if prev, dup := folded[lower]; dup {
 			v.add(cf, "the same column as %s: unquoted SQL names fold to lower case", prev)
 		}
-		folded[lower] = c.Name
+		folded[lower] = col.Name
 	}
 	if !db || len(cols) == 0 {
 		return
@@ -74,12 +75,14 @@ var (
 	secretQueryRe = regexp.MustCompile(`(?i)^(password|passwd|pwd|token|access_token|auth|api_key|apikey|key|secret|client_secret|sig|signature)$`)
 )
 
-// httpURL checks an http endpoint. Credentials in it must come from the
-// environment, as a DSN's password does.
-func (v *validator) httpURL(field, raw string) {
-	if raw == "" {
-		return // reported by sinkRequired
+// URL checks the http(s) URL of the field name: credentials in it must
+// come from the environment, as a DSN's password does.
+func (c *SinkCheck) URL(name string) {
+	f, ok := c.Sink.field(name)
+	if !ok || f.value.String() == "" {
+		return // an unset URL is reported as a required field
 	}
+	v, field, raw := c.v, c.path(name), f.value.String()
 	u, err := url.Parse(raw)
 	if err != nil {
 		v.add(field, "not a URL: %s", urlErrorReason(raw, err))

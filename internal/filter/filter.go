@@ -41,7 +41,7 @@ type Env struct {
 var Names = []string{"key", "value", "headers", "timestamp", "partition", "offset", "topic"}
 
 // Program is a compiled filter expression. It is immutable and safe for
-// concurrent use; evaluate it with a Matcher.
+// concurrent use; evaluate it with a Filter.
 type Program struct {
 	src  string
 	prog *vm.Program
@@ -97,7 +97,7 @@ func compile(src string, decodedKey bool) (*Program, error) {
 		expr.Timezone("UTC"), // date("2026-11-03 10:00") means the same instant on every machine
 		expr.Function(numFunc, func(args ...any) (any, error) { return number(args[0]), nil }, new(func(any) any)),
 		expr.Patch(uses),
-		expr.Patch(&numberPatcher{dynamic: dynamic}),
+		expr.Patch(&numberPatcher{dynamic: dynamic, chains: map[*ast.ChainNode]bool{}}),
 	)
 	if err != nil {
 		return nil, compileError(err)
@@ -122,26 +122,12 @@ func compileError(err error) error {
 // String returns the expression as written.
 func (p *Program) String() string { return p.src }
 
-// Matcher evaluates a Program. It reuses its virtual machine between
-// records, so it is not safe for concurrent use: one per goroutine.
-type Matcher struct {
-	p  *Program
-	vm vm.VM
-}
-
-// Matcher returns a new Matcher of p.
-func (p *Program) Matcher() *Matcher { return &Matcher{p: p} }
-
-// Match reports whether the record env describes passes the filter. An
-// expression that fails on it (a field of a value that is not JSON, a
-// result that is not a bool) returns an error that names the reason on one
-// line.
-func (m *Matcher) Match(env *Env) (bool, error) { return m.match(env, env.Value) }
-
 // match runs the program on env (an *Env, or a *KeyEnv for a program of
-// CompileDecodedKey), whose value is value.
-func (m *Matcher) match(env, value any) (bool, error) {
-	out, err := m.vm.Run(m.p.prog, env)
+// CompileDecodedKey), whose value is value. An expression that fails on it
+// (a field of a value that is not JSON, a result that is not a bool)
+// returns an error that names the reason on one line.
+func (f *Filter) match(env, value any) (bool, error) {
+	out, err := f.vm.Run(f.prog.prog, env)
 	if err != nil {
 		msg := err.Error()
 		var fe *file.Error
@@ -151,7 +137,7 @@ func (m *Matcher) match(env, value any) (bool, error) {
 		if t, ok := strings.CutPrefix(msg, "invalid operation: bool("); ok {
 			msg = fmt.Sprintf("the expression returned %s, not a bool", strings.TrimSuffix(t, ")"))
 		}
-		if _, raw := value.(string); raw && m.p.UsesValue {
+		if _, raw := value.(string); raw && f.prog.UsesValue {
 			if msg == "invalid operation: int(string)" { // expr reading a field of a string
 				msg = "it has no fields"
 			}
@@ -217,9 +203,6 @@ func (p *numberPatcher) Visit(node *ast.Node) {
 		}
 		n.Optional = true
 		chain := &ast.ChainNode{Node: n}
-		if p.chains == nil {
-			p.chains = map[*ast.ChainNode]bool{}
-		}
 		p.chains[chain] = true
 		ast.Patch(node, chain)
 		wrap(node)

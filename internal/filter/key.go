@@ -25,21 +25,12 @@ type KeyEnv struct {
 // decoded key (KeyEnv) instead of the key's bytes as a string.
 func CompileDecodedKey(src string) (*Program, error) { return compile(src, true) }
 
-// decodedKey is r's decoded key as KeyEnv holds it.
-func decodedKey(r *record.Record) any {
-	d := r.Note.DecodedOrNil()
-	if d == nil || d.Key == nil {
-		return nil
+// keyEnv is f.env as a program of CompileDecodedKey sees it: with r's
+// decoded key, when the program reads it.
+func (f *Filter) keyEnv(r *record.Record) *KeyEnv {
+	env := &KeyEnv{Value: f.env.Value, Headers: f.env.Headers, Timestamp: f.env.Timestamp, Partition: f.env.Partition, Offset: f.env.Offset, Topic: f.env.Topic}
+	if d := r.Note.DecodedOrNil(); f.prog.usesKey && d != nil && d.Key != nil {
+		env.Key = record.ParseValue(d.Key)
 	}
-	return record.ParseValue(d.Key)
-}
-
-// matchDecodedKey runs a program of CompileDecodedKey on f.env with r's
-// decoded key.
-func (f *Filter) matchDecodedKey(r *record.Record) (bool, error) {
-	env := KeyEnv{Value: f.env.Value, Headers: f.env.Headers, Timestamp: f.env.Timestamp, Partition: f.env.Partition, Offset: f.env.Offset, Topic: f.env.Topic}
-	if f.prog.usesKey {
-		env.Key = decodedKey(r)
-	}
-	return f.m.match(&env, env.Value)
+	return env
 }

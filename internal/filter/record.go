@@ -1,19 +1,22 @@
 package filter
 
-import "github.com/replay-tool/replay/internal/record"
+import (
+	"github.com/expr-lang/expr/vm"
 
-// Filter evaluates a plan's filter over records. It is not safe for
-// concurrent use: one per partition goroutine.
+	"github.com/replay-tool/replay/internal/record"
+)
+
+// Filter evaluates a plan's filter over records. It reuses its virtual
+// machine between records, so it is not safe for concurrent use: one per
+// partition goroutine.
 type Filter struct {
 	prog *Program
-	m    *Matcher
+	vm   vm.VM
 	env  Env
 }
 
 // New returns a Filter running prog.
-func New(prog *Program) *Filter {
-	return &Filter{prog: prog, m: prog.Matcher()}
-}
+func New(prog *Program) *Filter { return &Filter{prog: prog} }
 
 // Match reports whether r passes the filter. An expression that fails on r
 // (it reads a field of a value that is not JSON, say) returns a
@@ -23,14 +26,12 @@ func New(prog *Program) *Filter {
 func (f *Filter) Match(r *record.Record) (bool, error) {
 	f.env = Env{Key: string(r.Key), Timestamp: r.Time, Partition: int(r.Partition), Offset: int(r.Offset), Topic: r.Topic}
 	if f.prog.UsesValue {
-		var partial map[string]any
 		fast := false
 		if f.prog.fields != nil && (r.Note == nil || !r.Note.Parsed) {
-			partial, fast = partialValue(r.JSONValue(), f.prog.fields)
+			// Only what the expression reads: not kept for the key template.
+			f.env.Value, fast = partialValue(r.JSONValue(), f.prog.fields)
 		}
-		if fast {
-			f.env.Value = partial // only what the expression reads: not kept for the key template
-		} else {
+		if !fast {
 			if r.Note == nil {
 				r.Note = &record.Note{}
 			}
@@ -49,13 +50,11 @@ func (f *Filter) Match(r *record.Record) (bool, error) {
 			f.env.Headers[h.Key] = string(h.Value)
 		}
 	}
-	var ok bool
-	var err error
+	var env any = &f.env
 	if f.prog.decodedKey {
-		ok, err = f.matchDecodedKey(r)
-	} else {
-		ok, err = f.m.Match(&f.env)
+		env = f.keyEnv(r)
 	}
+	ok, err := f.match(env, f.env.Value)
 	f.env = Env{} // do not pin the record until the next call
 	if err != nil {
 		return false, record.NewError(r, &EvalError{Err: err})

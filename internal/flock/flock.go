@@ -40,6 +40,9 @@ func (h Holder) String() string {
 	return strings.Join(parts, ", ")
 }
 
+// Path is the lock file's path.
+func (l *Lock) Path() string { return l.path }
+
 // self is this process as a lock file records it.
 func self() []byte {
 	host, _ := os.Hostname()

@@ -56,9 +56,6 @@ func Acquire(path string) (*Lock, error) {
 	}
 }
 
-// Path is the lock file's path.
-func (l *Lock) Path() string { return l.path }
-
 // Release removes the lock file, then releases the lock. A nil Lock, or
 // one released before, releases nothing.
 func (l *Lock) Release() error {

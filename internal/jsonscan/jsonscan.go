@@ -66,15 +66,6 @@ const largeDocument = 64 << 10
 // Options{}.Scan(v) != Invalid.
 func Valid(v []byte) bool { return Options{}.Scan(v) != Invalid }
 
-// strRules are the options a string's scan follows.
-type strRules uint8
-
-const (
-	ruleUTF8 strRules = 1 << iota
-	ruleNoLineSeparators
-	ruleJsonb
-)
-
 // Scan returns the kind of v's top-level value, or Invalid when v is not
 // one JSON document that follows o.
 func (o Options) Scan(v []byte) Kind {
@@ -82,7 +73,8 @@ func (o Options) Scan(v []byte) Kind {
 	if n == 0 || o.Trimmed && (isSpace(v[0], false) || isSpace(v[n-1], false)) {
 		return Invalid
 	}
-	rules, maxDepth, line := o.strRules(), o.maxDepth(n), o.OneLine
+	o.UTF8 = o.UTF8 || o.NoLineSeparators
+	maxDepth, line := o.maxDepth(n), o.OneLine
 	var (
 		i     int
 		small [32]byte
@@ -95,7 +87,7 @@ value:
 	}
 	switch c := v[i]; c {
 	case '"':
-		i = str(v, i+1, rules)
+		i = str(v, i+1, o)
 	case '{', '[':
 		if len(stack) == maxDepth { // an empty one counts too
 			return Invalid
@@ -147,7 +139,7 @@ key:
 	if i == n || v[i] != '"' {
 		return Invalid
 	}
-	if i = str(v, i+1, rules); i < 0 {
+	if i = str(v, i+1, o); i < 0 {
 		return Invalid
 	}
 	if i = skip(v, i, line); i == n || v[i] != ':' {
@@ -168,33 +160,13 @@ func (o Options) maxDepth(n int) int {
 	return o.MaxDepth
 }
 
-// strRules are the options of o a string's scan follows.
-func (o Options) strRules() strRules {
-	var r strRules
-	if o.UTF8 || o.NoLineSeparators {
-		r |= ruleUTF8
-	}
-	if o.NoLineSeparators {
-		r |= ruleNoLineSeparators
-	}
-	if o.Jsonb {
-		r |= ruleJsonb
-	}
-	return r
-}
-
 // literal scans the true, false or null at v[i] and returns the index
 // after it, -1 when it is not there.
 func literal(v []byte, i int) int {
-	lit := "null"
-	switch v[i] {
-	case 't':
-		lit = "true"
-	case 'f':
-		lit = "false"
-	}
-	if len(v)-i >= len(lit) && string(v[i:i+len(lit)]) == lit {
-		return i + len(lit)
+	for _, lit := range [...]string{"true", "false", "null"} {
+		if len(v)-i >= len(lit) && string(v[i:i+len(lit)]) == lit {
+			return i + len(lit)
+		}
 	}
 	return -1
 }
@@ -261,7 +233,7 @@ func PlainRun(s []byte) int {
 // returns the index after its closing quote, -1 for a control character,
 // a bad escape, no closing quote, or what the options refuse. Plain ASCII
 // is checked 8 bytes at a time (PlainRun).
-func str(v []byte, i int, rules strRules) int {
+func str(v []byte, i int, o Options) int {
 	n := len(v)
 	i += PlainRun(v[i:])
 	for i < n {
@@ -269,7 +241,7 @@ func str(v []byte, i int, rules strRules) int {
 		case c == '"':
 			return i + 1
 		case c == '\\':
-			if i = escape(v, i, rules&ruleJsonb != 0); i < 0 {
+			if i = escape(v, i, o.Jsonb); i < 0 {
 				return -1
 			}
 		case c < 0x20:
@@ -281,11 +253,11 @@ func str(v []byte, i int, rules strRules) int {
 			i += 1 + PlainRun(v[i+1:])
 		case c >= 0xc2 && c < 0xe0 && i+1 < n && v[i+1]&0xc0 == 0x80:
 			i += 2 // a two-byte sequence (Latin, Greek, Cyrillic): UTF-8
-		case rules&ruleUTF8 == 0:
+		case !o.UTF8:
 			i++
 		default:
 			r, size := utf8.DecodeRune(v[i:])
-			if r == utf8.RuneError && size == 1 || rules&ruleNoLineSeparators != 0 && (r == '\u2028' || r == '\u2029') {
+			if r == utf8.RuneError && size == 1 || o.NoLineSeparators && (r == '\u2028' || r == '\u2029') {
 				return -1
 			}
 			i += size

@@ -20,48 +20,38 @@ func AppendString(b, s []byte) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if safe[c] {
-				// A plain byte: the plain ASCII after it is skipped 8
-				// bytes at a time (text of other scripts does not pay
-				// for the check).
-				i += 1 + PlainRun(s[i+1:])
+		c, r, size := s[i], rune(s[i]), 1
+		if c < utf8.RuneSelf && safe[c] {
+			// A plain byte: the plain ASCII after it is skipped 8 bytes
+			// at a time (text of other scripts does not pay for the check).
+			i += 1 + PlainRun(s[i+1:])
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			if r, size = utf8.DecodeRune(s[i:]); size > 1 && r != '\u2028' && r != '\u2029' {
+				i += size
 				continue
 			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
 		}
-		r, size := utf8.DecodeRune(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
+		b = append(b, s[start:i]...)
+		switch r {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		case utf8.RuneError: // invalid UTF-8
 			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
+		case '\u2028', '\u2029':
 			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
+		default:
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 		}
 		i += size
+		start = i
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')

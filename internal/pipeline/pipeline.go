@@ -4,24 +4,19 @@
 //
 //   - decode turns keys and values in the Confluent wire format into JSON
 //     by their writer's schema (the plan's decode:, record.Decoded), which
-//     the later stages read as the value (record.Record.JSONValue); the
-//     bytes stay in record.Record.Value for the sinks that write bytes.
-//     Without decode: it is the identity. A JSON value is parsed once, by
-//     the first stage that needs it.
+//     the later stages read as the value (record.Record.JSONValue).
 //   - filter drops the records the plan's filter: expression leaves out.
-//   - mapping runs the plan's mapping: set, rename and drop steps over the
-//     decoded value, exactly (internal/mapping). Record.Value becomes the
-//     mapped JSON, record.Note.Value its parse, and record.Note.Original
-//     keeps the bytes as read for the sinks that write them. Without
-//     mapping: it is the identity.
+//   - mapping runs the plan's set, rename and drop steps over the value
+//     (internal/mapping); record.Note.Original keeps the value as read.
 //   - key renders the sink's key template into the record's idempotency
 //     key (record.Record.IdemKey), for the records whose key the sink
 //     writes (sinks.Capabilities.Keys); sinks never compute a key.
 //
-// A Pipeline is built once from a validated plan and shared; each
-// partition runs it through its own Run. The package is pure: no network,
-// no I/O, but for the decoder it is handed (WithDecoder), which fetches
-// schemas.
+// A stage the plan does not configure is the identity; a JSON value is
+// parsed once, by the first stage that needs it. A Pipeline is built once
+// from a validated plan and shared; each partition runs it through its own
+// Run. The package is pure: no network, no I/O, but for the decoder it is
+// handed (WithDecoder), which fetches schemas.
 package pipeline
 
 import (
@@ -178,18 +173,13 @@ func (k Key) Apply(r *record.Record) error {
 	}
 	key, err := k.keyer.Key(r)
 	if err != nil {
-		return k.explain(r, err)
+		// A kafka sink without key: keeps the source key, a null one too.
+		var re *record.Error
+		if k.kafka && r.Key == nil && errors.As(err, &re) && errors.Is(err, sinks.ErrEmptyKey) {
+			return record.NewError(r, fmt.Errorf("kafka sink: %w, and the record's key is null (a key template replaces the message key): drop key: to keep each record's own key, a null key included", re.Err))
+		}
+		return err
 	}
 	r.IdemKey = key
 	return nil
-}
-
-// explain adds to a key template that rendered nothing on a null Kafka key
-// what a kafka sink does without key: (it keeps the source key).
-func (k Key) explain(r *record.Record, err error) error {
-	var re *record.Error
-	if k.kafka && r.Key == nil && errors.As(err, &re) && errors.Is(err, sinks.ErrEmptyKey) {
-		return record.NewError(r, fmt.Errorf("kafka sink: %w, and the record's key is null (a key template replaces the message key): drop key: to keep each record's own key, a null key included", re.Err))
-	}
-	return err
 }
