@@ -147,6 +147,7 @@ type Config struct {
 type Sink struct {
 	db        *sql.DB
 	name      string // Table as configured, for messages
+	table     string // quoted
 	path      string
 	cols      []column
 	key       int // the key column
@@ -200,9 +201,9 @@ type Sink struct {
 	syncErr  stickyErr
 	// created says what this process created empty when it opened the
 	// sink (the database file or the table), for CheckResume; "" when both
-	// were there. createdTable is the table (quoted) create_table created.
+	// were there. createdTable: create_table created the table.
 	created      string
-	createdTable string
+	createdTable bool
 	// pos is what the sink reports durable (Positioner).
 	pos sqlcheckpoint.Positions
 	// rejected: the rows SQLite rejected in the last failed Write of each
@@ -265,7 +266,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	// One connection: writes are serialized anyway.
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(0)
-	s := &Sink{db: db, name: cfg.Table, path: cfg.Path, cols: cols, key: key, version: -1, prov: [3]int{-1, -1, -1},
+	s := &Sink{db: db, name: cfg.Table, table: table, path: cfg.Path, cols: cols, key: key, version: -1, prov: [3]int{-1, -1, -1},
 		tombstone: cfg.OnTombstone, ignore: ignore, chunkKeys: make(map[string]struct{}, chunkRows), ckpt: ckpt, log: cfg.Log, mapped: cfg.Mapped, sem: make(chan struct{}, 1), created: created,
 		reqs: make(chan *writeReq), quit: make(chan struct{}), writerDone: make(chan struct{}),
 		walKick: make(chan struct{}, 1), ckptDone: make(chan struct{}), ckptPass: make(chan struct{}, 1),
@@ -288,7 +289,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 			}
 			defer db.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("PRAGMA busy_timeout = %d", max(cfg.BusyTimeout.Milliseconds(), 1)))
 		}
-		return s.prepare(ctx, table, len(cfg.Columns) == 0, cfg.CreateTable)
+		return s.prepare(ctx, len(cfg.Columns) == 0, cfg.CreateTable)
 	}
 	if err := open(); err != nil {
 		db.Close()
