@@ -129,13 +129,11 @@ func (s *Sink) keyOf(r *record.Record) (string, error) {
 	return key, nil
 }
 
-// keyOps is where one key's records are in a batch.
+// keyOps is one key's net change in a batch: the index of the record it
+// deletes with (del) and of the one it upserts (up), -1 for none.
 type keyOps struct {
-	first         int // index of the key's first record
-	last          int // its last record
-	lastTomb      int // its last tombstone (delete mode), -1 if none
-	firstUp       int // its first upsert, -1 if none
-	firstUpAfterT int // its first upsert after lastTomb, -1 if none
+	key     string
+	del, up int
 }
 
 // plan computes the keys of batch and each key's net change.
@@ -144,7 +142,7 @@ func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 		return s.planRounds(batch)
 	}
 	w := &writePlan{shards: make([]shard, s.connections)}
-	ops, keys, err := s.groupByKey(batch, w)
+	ops, err := s.groupByKey(batch, w)
 	if err != nil {
 		return nil, err
 	}
@@ -155,103 +153,71 @@ func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 		return *rs
 	}
 	vjs := make([]valueJSON, len(batch))
-	for at := range ops {
-		o := &ops[at]
-		key := keys[o.first]
-		sh := w.shardOf(key)
-		del, up := s.netChange(o)
-		if del >= 0 {
-			if err := rowsOf(&sh.del, 0).add(&batch[del], key, s.ver, false, &vjs[del]); err != nil {
-				return nil, s.recordError(&batch[del], err)
+	for _, o := range ops {
+		sh := w.shardOf(o.key)
+		if o.del >= 0 {
+			if err := rowsOf(&sh.del, 0).add(&batch[o.del], o.key, s.ver, false, &vjs[o.del]); err != nil {
+				return nil, s.recordError(&batch[o.del], err)
 			}
 		}
-		if up >= 0 {
-			if err := rowsOf(&sh.up, len(ops)/s.connections+1).add(&batch[up], key, s.ver, batch[up].Value != nil, &vjs[up]); err != nil {
+		if up := o.up; up >= 0 {
+			if err := rowsOf(&sh.up, len(ops)/s.connections+1).add(&batch[up], o.key, s.ver, batch[up].Value != nil, &vjs[up]); err != nil {
 				return nil, s.recordError(&batch[up], err)
 			}
 		}
-		s.countSuperseded(w, batch, keys, o, del, up)
 	}
 	w.dropEmpty(s.ckpt != nil)
 	return w, nil
 }
 
-// groupByKey computes the key of each record of batch (keys, in batch
-// order) and where each key's records are (ops, in the order of their
-// first record). A tombstone skipped by the plan is counted in w and gets
-// no key.
-func (s *Sink) groupByKey(batch []record.Record, w *writePlan) ([]keyOps, []string, error) {
+// groupByKey computes each key's net change (ops, in the order of the
+// key's first record): the last record (on_conflict: update), or the
+// last tombstone and the first upsert after it, else the first upsert
+// (on_conflict: ignore). It counts in w the records the net change
+// replaced within the batch, and the tombstones skipped by the plan.
+func (s *Sink) groupByKey(batch []record.Record, w *writePlan) ([]keyOps, error) {
 	index := make(map[string]int, len(batch)) // key → its keyOps in ops
 	ops := make([]keyOps, 0, len(batch))
-	keys := make([]string, len(batch))
 	for i := range batch {
 		r := &batch[i]
 		tomb := r.Value == nil
 		if tomb && s.onTombstone == dbsection.OnTombstoneSkip {
 			w.superseded.Ignored++
-			keys[i] = "\x00skip"
 			continue
 		}
 		key, err := s.keyOf(r)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		keys[i] = key
 		at, seen := index[key]
 		if !seen {
 			at = len(ops)
 			index[key] = at
-			ops = append(ops, keyOps{first: i, lastTomb: -1, firstUp: -1, firstUpAfterT: -1})
+			ops = append(ops, keyOps{key: key, del: -1, up: -1})
 		}
 		o := &ops[at]
-		o.last = i
-		if tomb && s.onTombstone == dbsection.OnTombstoneDelete {
-			o.lastTomb, o.firstUpAfterT = i, -1
-		} else {
-			if o.firstUp < 0 {
-				o.firstUp = i
-			}
-			if o.lastTomb >= 0 && o.firstUpAfterT < 0 {
-				o.firstUpAfterT = i
-			}
-		}
-	}
-	return ops, keys, nil
-}
-
-// netChange is the index of the record a key's net change deletes with
-// and of the one it upserts, -1 for none: the last record (on_conflict:
-// update), or the last tombstone and the first upsert after it, else the
-// first upsert (on_conflict: ignore).
-func (s *Sink) netChange(o *keyOps) (del, up int) {
-	switch {
-	case !s.ignore && o.last == o.lastTomb:
-		return o.last, -1
-	case !s.ignore:
-		return -1, o.last
-	case o.lastTomb >= 0:
-		return o.lastTomb, o.firstUpAfterT
-	}
-	return -1, o.firstUp
-}
-
-// countSuperseded counts in w the records of key o that its net change
-// (the records del and up) replaced within the batch.
-func (s *Sink) countSuperseded(w *writePlan, batch []record.Record, keys []string, o *keyOps, del, up int) {
-	key := keys[o.first]
-	for i := o.first; i <= o.last; i++ {
-		if i == del || i == up || keys[i] != key {
-			continue
-		}
+		del := tomb && s.onTombstone == dbsection.OnTombstoneDelete
 		switch {
-		case batch[i].Value == nil && s.onTombstone == dbsection.OnTombstoneDelete:
-			w.superseded.Deleted++
-		case s.ignore:
+		case s.ignore && !del && o.up >= 0:
 			w.superseded.Ignored++
-		default:
-			w.superseded.Updated++
+		case s.ignore && !del:
+			o.up = i
+		default: // r replaces the key's net change so far
+			if o.del >= 0 {
+				w.superseded.Deleted++
+			}
+			if o.up >= 0 && s.ignore {
+				w.superseded.Ignored++
+			} else if o.up >= 0 {
+				w.superseded.Updated++
+			}
+			o.del, o.up = -1, i
+			if del {
+				o.del, o.up = i, -1
+			}
 		}
 	}
+	return ops, nil
 }
 
 // planRounds is plan for a sink with a version column (on_conflict:
