@@ -48,7 +48,9 @@ func (st *statements) close() {
 	}
 }
 
-func (s *Sink) prepare(ctx context.Context, defaultLayout, create bool) error {
+// prepare checks the database is in WAL mode, creates the table when
+// cfg asks and it is missing, and prepares the statements on it.
+func (s *Sink) prepare(ctx context.Context, cfg Config) error {
 	if err := s.db.PingContext(ctx); err != nil {
 		return fmt.Errorf("sqlite sink: open %s: %w", s.path, err)
 	}
@@ -64,7 +66,7 @@ func (s *Sink) prepare(ctx context.Context, defaultLayout, create bool) error {
 	if err != nil {
 		return fmt.Errorf("sqlite sink: check table %s: %w", s.name, err)
 	}
-	if !found && create {
+	if !found && cfg.CreateTable {
 		s.createdTable = true
 		if s.created == "" {
 			s.created = fmt.Sprintf("the table %s did not exist in the database %s when this run opened it (create_table created it, empty)", s.name, absPath(s.path))
@@ -84,7 +86,7 @@ func (s *Sink) prepare(ctx context.Context, defaultLayout, create bool) error {
 	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM `+encode.QuoteIdent(schema)+`.sqlite_schema WHERE type = 'trigger' AND tbl_name = ?)`, name).Scan(&s.triggers); err != nil {
 		return fmt.Errorf("sqlite sink: check table %s: %w", s.name, err)
 	}
-	if err := s.matchColumns(types, strict, defaultLayout); err != nil {
+	if err := s.matchColumns(types, strict, len(cfg.Columns) == 0); err != nil {
 		return err
 	}
 	var encoding string
@@ -92,7 +94,7 @@ func (s *Sink) prepare(ctx context.Context, defaultLayout, create bool) error {
 		return fmt.Errorf("sqlite sink: open %s: %w", s.path, err)
 	}
 	s.encoding, s.utf16 = encoding, !strings.EqualFold(encoding, "UTF-8")
-	s.shared = newSharedChunk(s.cols, !s.utf16, s.mapped)
+	s.shared = newSharedChunk(s.cols, !s.utf16, cfg.Mapped)
 	if err := s.prepareStatements(ctx); err != nil {
 		return err
 	}

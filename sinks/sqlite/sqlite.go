@@ -130,20 +130,17 @@ type Config struct {
 // topic or partition (a key collision; the default layout and mappings
 // with topic and partition columns).
 //
-// Each Write is committed and durable before it returns: in a
-// transaction of its own or shared with the Writes of other goroutines
-// waiting at the same time (group commit, see Write), in WAL mode, with
-// the WAL file synced after the commit (by the sink's syncer, while the
-// next group is written; or, where the sink cannot open the WAL file, by
-// the commit itself, synchronous=FULL). A second connection checkpoints
-// the WAL into the database file meanwhile. Writes are serialized inside the sink, so it is safe for
-// concurrent use by the partitions of a run; other
-// processes may read the file meanwhile (WAL), and a writer in another
-// process is waited for up to BusyTimeout. Re-delivered records
-// overwrite their own rows (update) or leave them (ignore), so replaying a
-// window again leaves the same table. Duplicate keys in one batch resolve
-// as separate batches would: with update the last offset wins, with ignore
-// the first.
+// Each Write is committed and durable before it returns, in WAL mode (a
+// group commit, see Write): the sink's syncer syncs the WAL file after
+// the commit, or the commit itself does (synchronous=FULL) where the sink
+// cannot open the WAL file; a second connection checkpoints the WAL into
+// the database file. The sink is safe for concurrent use by the
+// partitions of a run; other processes may read the file meanwhile, and
+// a writer in another process is waited for up to BusyTimeout.
+// Re-delivered records overwrite their own rows (update) or leave them
+// (ignore), so replaying a window again leaves the same table. Duplicate
+// keys in one batch resolve as separate batches would: with update the
+// last offset wins, with ignore the first.
 type Sink struct {
 	db        *sql.DB
 	name      string // Table as configured, for messages
@@ -167,8 +164,6 @@ type Sink struct {
 	sharedArgs []any
 	ckpt       *sqlcheckpoint.SQLite
 	log        zerolog.Logger
-	// mapped: values are mapped (Config.Mapped).
-	mapped bool
 	// sem serializes the writer's transactions and ResetCheckpoints (a
 	// wait that ends with the caller's context).
 	sem chan struct{}
@@ -267,7 +262,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(0)
 	s := &Sink{db: db, name: cfg.Table, table: table, path: cfg.Path, cols: cols, key: key, version: -1, prov: [3]int{-1, -1, -1},
-		tombstone: cfg.OnTombstone, ignore: ignore, chunkKeys: make(map[string]struct{}, chunkRows), ckpt: ckpt, log: cfg.Log, mapped: cfg.Mapped, sem: make(chan struct{}, 1), created: created,
+		tombstone: cfg.OnTombstone, ignore: ignore, chunkKeys: make(map[string]struct{}, chunkRows), ckpt: ckpt, log: cfg.Log, sem: make(chan struct{}, 1), created: created,
 		reqs: make(chan *writeReq), quit: make(chan struct{}), writerDone: make(chan struct{}),
 		walKick: make(chan struct{}, 1), ckptDone: make(chan struct{}), ckptPass: make(chan struct{}, 1),
 		toSync: make(chan []*writeReq, 64), syncDone: make(chan struct{}),
@@ -289,7 +284,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 			}
 			defer db.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("PRAGMA busy_timeout = %d", max(cfg.BusyTimeout.Milliseconds(), 1)))
 		}
-		return s.prepare(ctx, len(cfg.Columns) == 0, cfg.CreateTable)
+		return s.prepare(ctx, cfg)
 	}
 	if err := open(); err != nil {
 		db.Close()
