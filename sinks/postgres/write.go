@@ -21,20 +21,19 @@ import (
 // net change per key: with on_conflict: update the key's last record wins
 // (a tombstone under on_tombstone: delete removes the row), except with a
 // version, where each of a key's records is upserted in turn (planRounds)
-// and the greatest version wins; with ignore
-// the first upsert after the key's last tombstone (or the first record
-// when there is none) is inserted when the key has no row. With
-// connections: N > 1 the keys are sharded over N connections, one
-// transaction each, run at once and held before their commits until all
-// ran (writeShards); the checkpoint (if any) is written in the
-// transaction of the first shard, which commits only after every other
-// shard committed, so a checkpoint never covers rows that are not durable.
+// and the greatest version wins; with ignore the first upsert after the
+// key's last tombstone (or the first record when there is none) is
+// inserted when the key has no row. With connections: N > 1 the keys are
+// sharded over N connections (writeShards); the checkpoint (if any) is
+// written in the transaction of the first shard, which commits only after
+// every other shard committed, so a checkpoint never covers rows that are
+// not durable.
 //
 // A key template failing on a record, or a value the table cannot hold
 // exactly, returns the record's *record.Error and writes nothing; so does
 // a row the database rejects (rejectsData): the first of the batch's, the
-// others remembered for the Writes that follow without it
-// (rejectedRows). Any other failure is a plain error.
+// others remembered for the Writes that follow without it (rejectedRows).
+// Any other failure is a plain error.
 func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if len(batch) == 0 {
 		return nil
@@ -291,7 +290,18 @@ func (s *Sink) writeShard(ctx context.Context, conn *pgxpool.Conn, sh shard, bat
 	if batch != nil && s.ckpt != nil {
 		s.ckpt.Queue(b, batch)
 	}
-	err := s.sendShard(ctx, conn, b, sh, useCopy, wait)
+	var err error
+	if !useCopy && wait == nil {
+		err = conn.SendBatch(ctx, b).Close()
+	} else {
+		err = s.inTx(ctx, conn, b, wait, func(tx pgx.Tx) error {
+			if useCopy {
+				_, err := tx.Conn().PgConn().CopyFrom(ctx, &copyReader{rows: sh.up}, s.st.copyTemp)
+				return err
+			}
+			return nil
+		})
+	}
 	var other othersFailed
 	if errors.As(err, &other) {
 		return other.err // another shard's error, already explained
@@ -337,23 +347,6 @@ func (s *Sink) queueUpserts(b *pgx.Batch, out *sinks.Outcomes, sh shard, useCopy
 	for _, rows := range sh.more {
 		s.queueUpsert(b, out, stmt, rows.args(), rows.len())
 	}
-}
-
-// sendShard sends b: in one round trip (an implicit transaction) when
-// there is no COPY and no wait, else in a transaction that first copies
-// sh's up rows into the COPY table (useCopy) and calls wait before it
-// commits.
-func (s *Sink) sendShard(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch, sh shard, useCopy bool, wait func() error) error {
-	if !useCopy && wait == nil {
-		return conn.SendBatch(ctx, b).Close()
-	}
-	return s.inTx(ctx, conn, b, wait, func(tx pgx.Tx) error {
-		if useCopy {
-			_, err := tx.Conn().PgConn().CopyFrom(ctx, &copyReader{rows: sh.up}, s.st.copyTemp)
-			return err
-		}
-		return nil
-	})
 }
 
 // removeArgs are the arguments of the statement that deletes rows' keys.
