@@ -32,8 +32,6 @@ func (e *ResumeError) Error() string {
 		e.Partition, e.Committed, e.Start, e.End, e.Missing)
 }
 
-var _ error = (*ResumeError)(nil)
-
 // CheckResume implements Resumer: the rows of a partition replayed past its
 // start by an earlier process are in the database, unless the database file
 // or the table did not exist when this process opened the sink (a relative
