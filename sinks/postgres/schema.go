@@ -12,15 +12,16 @@ import (
 	"github.com/replay-tool/replay/plan"
 )
 
-// prepare connects, creates the tables when asked and missing, reads the
-// declared type of each column, builds the statements, and checks them
-// against the table: EXPLAIN plans a statement without running it, which
-// resolves the table, the columns, their types and the ON CONFLICT target.
-func (s *Sink) prepare(ctx context.Context, create bool) error {
+// prepare connects, creates the tables when cfg asks and they are
+// missing, reads the declared type of each column, builds the statements,
+// and checks them against the table: EXPLAIN plans a statement without
+// running it, which resolves the table, the columns, their types and the
+// ON CONFLICT target.
+func (s *Sink) prepare(ctx context.Context, cfg Config) error {
 	if err := s.pool.Ping(ctx); err != nil {
 		return fmt.Errorf("postgres sink: connect: %w", s.scrub(err))
 	}
-	if create {
+	if cfg.CreateTable {
 		if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NULL`, s.table).Scan(&s.created); err != nil {
 			return fmt.Errorf("postgres sink: check table %s: %w", s.name, s.scrub(err))
 		}
@@ -43,7 +44,7 @@ FROM pg_class c WHERE c.oid = to_regclass($1)`, s.table).Scan(&plainTable, &trig
 	if partitioned {
 		return fmt.Errorf("postgres sink: table %s is partitioned, which the sink cannot upsert into with honest counts (PostgreSQL does not return a partitioned table's xmax, which tells an inserted row from an updated one); write to one of its partitions, or to a plain table", s.name)
 	}
-	sh := sqlShape{table: s.table, cols: s.cols, key: s.key, ver: s.ver, prov: [3]int{-1, -1, -1}, ignore: s.ignore, exactBytes: s.defaults && !s.mapped, triggers: triggers}
+	sh := sqlShape{table: s.table, cols: s.cols, key: s.key, ver: s.ver, prov: [3]int{-1, -1, -1}, ignore: s.ignore, exactBytes: s.defaults && !cfg.Mapped, triggers: triggers, image: true}
 	for i, c := range s.cols {
 		for j, k := range []plan.FieldKind{plan.FieldTopic, plan.FieldPartition, plan.FieldOffset} {
 			if c.field.Kind == k && sh.prov[j] < 0 {
@@ -51,7 +52,6 @@ FROM pg_class c WHERE c.oid = to_regclass($1)`, s.table).Scan(&plainTable, &trig
 			}
 		}
 	}
-	sh.image = true
 	s.st = sh.build()
 	if s.st.imageCheck != "" {
 		if _, err := s.pool.Exec(ctx, s.st.imageCheck); err != nil {
