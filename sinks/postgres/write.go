@@ -122,7 +122,7 @@ func (w *writePlan) dropEmpty(ckpt bool) {
 // *record.Error.
 func (s *Sink) keyOf(r *record.Record) (string, error) {
 	key := r.IdempotencyKey()
-	if why := badText([]byte(key)); why != "" {
+	if why := badString(key); why != "" {
 		return "", s.recordError(r, fmt.Errorf("the idempotency key %q %s: a text column cannot hold it; change the key template (a binary Kafka key: printf \"%%x\" .Key)", excerpt(key), why))
 	}
 	return key, nil
@@ -240,17 +240,13 @@ func (s *Sink) planRounds(batch []record.Record) (*writePlan, error) {
 		sh := w.shardOf(key)
 		round := seen[key]
 		seen[key] = round + 1
-		var rows *pgRows
-		switch {
-		case round == 0:
-			if sh.up == nil {
-				sh.up = newRows(s.cols, len(batch)/s.connections+1)
-			}
-			rows = sh.up
-		default:
-			if len(sh.more) < round {
-				sh.more = append(sh.more, newRows(s.cols, 0))
-			}
+		if round == 0 && sh.up == nil {
+			sh.up = newRows(s.cols, len(batch)/s.connections+1)
+		} else if len(sh.more) < round {
+			sh.more = append(sh.more, newRows(s.cols, 0))
+		}
+		rows := sh.up
+		if round > 0 {
 			rows = sh.more[round-1]
 		}
 		if err := rows.add(r, key, s.ver, r.Value != nil, &vj); err != nil {
