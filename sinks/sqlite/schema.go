@@ -89,11 +89,10 @@ func (s *Sink) prepare(ctx context.Context, cfg Config) error {
 	if err := s.matchColumns(types, strict, len(cfg.Columns) == 0); err != nil {
 		return err
 	}
-	var encoding string
-	if err := s.db.QueryRowContext(ctx, "PRAGMA encoding").Scan(&encoding); err != nil {
+	if err := s.db.QueryRowContext(ctx, "PRAGMA encoding").Scan(&s.encoding); err != nil {
 		return fmt.Errorf("sqlite sink: open %s: %w", s.path, err)
 	}
-	s.encoding, s.utf16 = encoding, !strings.EqualFold(encoding, "UTF-8")
+	s.utf16 = !strings.EqualFold(s.encoding, "UTF-8")
 	s.shared = newSharedChunk(s.cols, !s.utf16, cfg.Mapped)
 	if err := s.prepareStatements(ctx); err != nil {
 		return err
