@@ -86,8 +86,8 @@ type Config struct {
 }
 
 // Sink upserts records into one table, one row per idempotency key.
-// Without a column mapping the table has the default layout (docs/sinks/postgres.md,
-// "The default layout"):
+// Without a column mapping the table has the default layout
+// (docs/sinks/postgres.md, "The default layout"):
 //
 //	key text primary key, topic text not null, partition int not null,
 //	"offset" bigint not null, "timestamp" timestamptz not null,

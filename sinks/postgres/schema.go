@@ -92,8 +92,8 @@ FROM pg_class c WHERE c.oid = to_regclass($1)`, s.table).Scan(&plainTable, &trig
 }
 
 // columnTypes reads the declared type of each column (for the checks of
-// check.go) and chooses how its values travel. A default-layout table that lacks columns is refused
-// with the statement that adds them.
+// check.go) and chooses how its values travel. A default-layout table
+// that lacks columns is refused with the statement that adds them.
 func (s *Sink) columnTypes(ctx context.Context) error {
 	rows, err := s.pool.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), coalesce(bt.typname, t.typname), a.atttypmod, t.typtype = 'd'
 FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid LEFT JOIN pg_type bt ON t.typtype = 'd' AND bt.oid = t.typbasetype
@@ -146,11 +146,11 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER
 	return fmt.Errorf("no column %s (the table has %s)", strings.Join(missing, ", "), strings.Join(names, ", "))
 }
 
-// createTable runs stmt, a CREATE TABLE IF NOT EXISTS of table, under an
-// advisory lock on the table's name (IF NOT EXISTS does not serialize
-// processes creating it at once, as run --join does: 23505 on
-// PostgreSQL's catalog), unless
-// the table exists (the statement would need CREATE on the schema).
+// createTable runs stmt, a CREATE TABLE IF NOT EXISTS of table, unless
+// the table exists (the statement would need CREATE on the schema), under
+// an advisory lock on the table's name: IF NOT EXISTS does not serialize
+// processes creating it at once, as run --join does (23505 on
+// PostgreSQL's catalog).
 func createTable(ctx context.Context, pool *pgxpool.Pool, table, stmt string) error {
 	var exists bool
 	if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil {
