@@ -37,7 +37,7 @@ const copyTable = "replay_batch"
 // statements are the SQL of one sink, built once at open.
 type statements struct {
 	// upsert reads the rows from arrays ($1..$n, one per column), copyUpsert
-	// from the COPY table; both return one row of counts (scanCounts).
+	// from the COPY table; both return one row of counts (queueUpsert).
 	upsert, copyUpsert string
 	// upsertSame and copyUpsertSame leave out, before the INSERT, the
 	// rows identical to the stored ones, with the same counts: ON CONFLICT
@@ -46,7 +46,7 @@ type statements struct {
 	// "" for on_conflict: ignore (DO NOTHING locks nothing).
 	upsertSame, copyUpsertSame string
 	// remove deletes the keys of $1 (with their versions in $2) and
-	// returns the counts of scanRemoved.
+	// returns the counts of queueDelete.
 	remove string
 	// createTemp creates the COPY table; copyCols are its columns.
 	createTemp string

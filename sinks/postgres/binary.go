@@ -159,7 +159,6 @@ type copyReader struct {
 	next      int // the next row to encode
 	buf       []byte
 	off       int // buf[off:] is not read yet
-	started   bool
 	done      bool
 }
 
@@ -181,14 +180,10 @@ func (r *copyReader) Read(p []byte) (int, error) {
 // about copyChunk bytes.
 func (r *copyReader) fill() {
 	b := r.buf[:0]
-	if b == nil {
-		b = make([]byte, 0, copyChunk+copyChunk/4)
+	if b == nil { // the first fill starts the stream
+		b = append(make([]byte, 0, copyChunk+copyChunk/4), copyHeader...)
 	}
 	r.off = 0
-	if !r.started {
-		b = append(b, copyHeader...)
-		r.started = true
-	}
 	rows := r.rows
 	n := rows.len()
 	for r.next < n && len(b) < copyChunk {

@@ -401,6 +401,7 @@ func isJSONNumber(b []byte) bool {
 	return len(b) > 0 && (b[0] == '-' || '0' <= b[0] && b[0] <= '9') && jsonscan.Options{}.Scan(b) == jsonscan.Number
 }
 
+// fieldName names f in messages.
 func fieldName(f plan.Field) string {
 	switch f.Kind {
 	case plan.FieldKey:

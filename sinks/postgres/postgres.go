@@ -48,12 +48,10 @@ type Config struct {
 	Columns plan.Columns
 	// CopyThreshold: a batch of more rows than this is loaded with COPY
 	// into a temporary table, then upserted from it; smaller batches are
-	// one statement over arrays. 0 means DefaultCopyThreshold. While
-	// the table holds none of the keys written (an empty table at open,
-	// and after every batch whose rows were all inserted), a batch is
-	// written without ON CONFLICT: copied into the table itself, whatever
-	// its size, when every column takes its values as sent, else inserted
-	// from the arrays or the COPY table.
+	// one statement over arrays. 0 means DefaultCopyThreshold. While the
+	// table holds none of the keys written, a batch goes without ON
+	// CONFLICT: copied into the table itself, whatever its size, when every
+	// column takes its values as sent, else inserted.
 	CopyThreshold int
 	// OnTombstone is what a tombstone does: dbsection.OnTombstoneWrite ("" too:
 	// a row with a NULL value), dbsection.OnTombstoneDelete (removes the key's
@@ -88,8 +86,8 @@ type Config struct {
 }
 
 // Sink upserts records into one table, one row per idempotency key.
-// Without a column mapping the table has the default layout (docs/sinks/postgres.md,
-// "The default layout"):
+// Without a column mapping the table has the default layout
+// (docs/sinks/postgres.md, "The default layout"):
 //
 //	key text primary key, topic text not null, partition int not null,
 //	"offset" bigint not null, "timestamp" timestamptz not null,
@@ -125,7 +123,6 @@ type Sink struct {
 	key         int // index of the key column
 	ver         int // index of the version column, -1 without
 	defaults    bool
-	mapped      bool
 	st          statements
 	// mostlySame: the last upsert found most of its rows unchanged, stale
 	// or duplicate, or, before the first, the table held rows at open
@@ -187,7 +184,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		return nil, fmt.Errorf("postgres sink: table %q: %w", cfg.Table, err)
 	}
 	s := &Sink{name: cfg.Table, table: table, log: cfg.Log, secrets: dsnSecrets(cfg.DSN), copyAbove: cfg.CopyThreshold,
-		connections: max(cfg.Connections, 1), ver: -1, mapped: cfg.Mapped}
+		connections: max(cfg.Connections, 1), ver: -1}
 	if s.copyAbove <= 0 {
 		s.copyAbove = DefaultCopyThreshold
 	}
@@ -232,7 +229,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	if s.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return nil, fmt.Errorf("postgres sink: connect: %w", s.scrub(err))
 	}
-	if err := s.prepare(ctx, cfg.CreateTable); err != nil {
+	if err := s.prepare(ctx, cfg); err != nil {
 		s.pool.Close()
 		return nil, err
 	}
@@ -309,11 +306,11 @@ func zeroDuration(v string) bool {
 // keeps at most 8 MiB of freed heap per connection; other allocators
 // (musl) are unaffected. A DBA can do the same for every client with
 // GLIBC_TUNABLES=glibc.malloc.trim_threshold=… in the server's
-// environment. The comment
-// says so to a DBA reading the server's log; the functions and operators
-// are pg_catalog's whatever the search_path; random() keeps the planner
-// from folding the constant; repeat() of a 64-byte string is cheap (5-8
-// ms per connection). A failure is logged at debug level, not an error.
+// environment. The SQL comment says so to a DBA reading the server's
+// log; the functions and operators are pg_catalog's whatever the
+// search_path; random() keeps the planner from folding the constant;
+// repeat() of a 64-byte string is cheap (5-8 ms per connection). A
+// failure is logged at debug level, not an error.
 var backendMallocWarmup = `/* replay: keep this connection's heap between batches (glibc trim threshold) */ ` +
 	`SELECT pg_catalog.octet_length(pg_catalog.repeat('` + strings.Repeat("x", 64) + `', 65536 OPERATOR(pg_catalog.+) (pg_catalog.random() OPERATOR(pg_catalog.*) 0)::int))`
 

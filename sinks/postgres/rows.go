@@ -121,12 +121,10 @@ func (c pgColumn) fieldSpec() string {
 		return "offset"
 	case plan.FieldTimestamp:
 		return "timestamp"
-	case plan.FieldValuePath:
-		return "value." + c.field.Arg
 	case plan.FieldHeader:
 		return "header." + c.field.Arg
 	}
-	return fieldName(c.field)
+	return fieldName(c.field) // value.<path>
 }
 
 func (rows *pgRows) len() int {

@@ -12,15 +12,16 @@ import (
 	"github.com/replay-tool/replay/plan"
 )
 
-// prepare connects, creates the tables when asked and missing, reads the
-// declared type of each column, builds the statements, and checks them
-// against the table: EXPLAIN plans a statement without running it, which
-// resolves the table, the columns, their types and the ON CONFLICT target.
-func (s *Sink) prepare(ctx context.Context, create bool) error {
+// prepare connects, creates the tables when cfg asks and they are
+// missing, reads the declared type of each column, builds the statements,
+// and checks them against the table: EXPLAIN plans a statement without
+// running it, which resolves the table, the columns, their types and the
+// ON CONFLICT target.
+func (s *Sink) prepare(ctx context.Context, cfg Config) error {
 	if err := s.pool.Ping(ctx); err != nil {
 		return fmt.Errorf("postgres sink: connect: %w", s.scrub(err))
 	}
-	if create {
+	if cfg.CreateTable {
 		if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NULL`, s.table).Scan(&s.created); err != nil {
 			return fmt.Errorf("postgres sink: check table %s: %w", s.name, s.scrub(err))
 		}
@@ -43,7 +44,7 @@ FROM pg_class c WHERE c.oid = to_regclass($1)`, s.table).Scan(&plainTable, &trig
 	if partitioned {
 		return fmt.Errorf("postgres sink: table %s is partitioned, which the sink cannot upsert into with honest counts (PostgreSQL does not return a partitioned table's xmax, which tells an inserted row from an updated one); write to one of its partitions, or to a plain table", s.name)
 	}
-	sh := sqlShape{table: s.table, cols: s.cols, key: s.key, ver: s.ver, prov: [3]int{-1, -1, -1}, ignore: s.ignore, exactBytes: s.defaults && !s.mapped, triggers: triggers}
+	sh := sqlShape{table: s.table, cols: s.cols, key: s.key, ver: s.ver, prov: [3]int{-1, -1, -1}, ignore: s.ignore, exactBytes: s.defaults && !cfg.Mapped, triggers: triggers, image: true}
 	for i, c := range s.cols {
 		for j, k := range []plan.FieldKind{plan.FieldTopic, plan.FieldPartition, plan.FieldOffset} {
 			if c.field.Kind == k && sh.prov[j] < 0 {
@@ -51,7 +52,6 @@ FROM pg_class c WHERE c.oid = to_regclass($1)`, s.table).Scan(&plainTable, &trig
 			}
 		}
 	}
-	sh.image = true
 	s.st = sh.build()
 	if s.st.imageCheck != "" {
 		if _, err := s.pool.Exec(ctx, s.st.imageCheck); err != nil {
@@ -92,8 +92,8 @@ FROM pg_class c WHERE c.oid = to_regclass($1)`, s.table).Scan(&plainTable, &trig
 }
 
 // columnTypes reads the declared type of each column (for the checks of
-// check.go) and chooses how its values travel. A default-layout table that lacks columns is refused
-// with the statement that adds them.
+// check.go) and chooses how its values travel. A default-layout table
+// that lacks columns is refused with the statement that adds them.
 func (s *Sink) columnTypes(ctx context.Context) error {
 	rows, err := s.pool.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), coalesce(bt.typname, t.typname), a.atttypmod, t.typtype = 'd'
 FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid LEFT JOIN pg_type bt ON t.typtype = 'd' AND bt.oid = t.typbasetype
@@ -146,11 +146,11 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER
 	return fmt.Errorf("no column %s (the table has %s)", strings.Join(missing, ", "), strings.Join(names, ", "))
 }
 
-// createTable runs stmt, a CREATE TABLE IF NOT EXISTS of table, under an
-// advisory lock on the table's name (IF NOT EXISTS does not serialize
-// processes creating it at once, as run --join does: 23505 on
-// PostgreSQL's catalog), unless
-// the table exists (the statement would need CREATE on the schema).
+// createTable runs stmt, a CREATE TABLE IF NOT EXISTS of table, unless
+// the table exists (the statement would need CREATE on the schema), under
+// an advisory lock on the table's name: IF NOT EXISTS does not serialize
+// processes creating it at once, as run --join does (23505 on
+// PostgreSQL's catalog).
 func createTable(ctx context.Context, pool *pgxpool.Pool, table, stmt string) error {
 	var exists bool
 	if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil {

@@ -21,20 +21,19 @@ import (
 // net change per key: with on_conflict: update the key's last record wins
 // (a tombstone under on_tombstone: delete removes the row), except with a
 // version, where each of a key's records is upserted in turn (planRounds)
-// and the greatest version wins; with ignore
-// the first upsert after the key's last tombstone (or the first record
-// when there is none) is inserted when the key has no row. With
-// connections: N > 1 the keys are sharded over N connections, one
-// transaction each, run at once and held before their commits until all
-// ran (writeShards); the checkpoint (if any) is written in the
-// transaction of the first shard, which commits only after every other
-// shard committed, so a checkpoint never covers rows that are not durable.
+// and the greatest version wins; with ignore the first upsert after the
+// key's last tombstone (or the first record when there is none) is
+// inserted when the key has no row. With connections: N > 1 the keys are
+// sharded over N connections (writeShards); the checkpoint (if any) is
+// written in the transaction of the first shard, which commits only after
+// every other shard committed, so a checkpoint never covers rows that are
+// not durable.
 //
 // A key template failing on a record, or a value the table cannot hold
 // exactly, returns the record's *record.Error and writes nothing; so does
 // a row the database rejects (rejectsData): the first of the batch's, the
-// others remembered for the Writes that follow without it
-// (rejectedRows). Any other failure is a plain error.
+// others remembered for the Writes that follow without it (rejectedRows).
+// Any other failure is a plain error.
 func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if len(batch) == 0 {
 		return nil
@@ -123,19 +122,17 @@ func (w *writePlan) dropEmpty(ckpt bool) {
 // *record.Error.
 func (s *Sink) keyOf(r *record.Record) (string, error) {
 	key := r.IdempotencyKey()
-	if why := badText([]byte(key)); why != "" {
+	if why := badString(key); why != "" {
 		return "", s.recordError(r, fmt.Errorf("the idempotency key %q %s: a text column cannot hold it; change the key template (a binary Kafka key: printf \"%%x\" .Key)", excerpt(key), why))
 	}
 	return key, nil
 }
 
-// keyOps is where one key's records are in a batch.
+// keyOps is one key's net change in a batch: the index of the record it
+// deletes with (del) and of the one it upserts (up), -1 for none.
 type keyOps struct {
-	first         int // index of the key's first record
-	last          int // its last record
-	lastTomb      int // its last tombstone (delete mode), -1 if none
-	firstUp       int // its first upsert, -1 if none
-	firstUpAfterT int // its first upsert after lastTomb, -1 if none
+	key     string
+	del, up int
 }
 
 // plan computes the keys of batch and each key's net change.
@@ -144,7 +141,7 @@ func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 		return s.planRounds(batch)
 	}
 	w := &writePlan{shards: make([]shard, s.connections)}
-	ops, keys, err := s.groupByKey(batch, w)
+	ops, err := s.groupByKey(batch, w)
 	if err != nil {
 		return nil, err
 	}
@@ -155,103 +152,71 @@ func (s *Sink) plan(batch []record.Record) (*writePlan, error) {
 		return *rs
 	}
 	vjs := make([]valueJSON, len(batch))
-	for at := range ops {
-		o := &ops[at]
-		key := keys[o.first]
-		sh := w.shardOf(key)
-		del, up := s.netChange(o)
-		if del >= 0 {
-			if err := rowsOf(&sh.del, 0).add(&batch[del], key, s.ver, false, &vjs[del]); err != nil {
-				return nil, s.recordError(&batch[del], err)
+	for _, o := range ops {
+		sh := w.shardOf(o.key)
+		if o.del >= 0 {
+			if err := rowsOf(&sh.del, 0).add(&batch[o.del], o.key, s.ver, false, &vjs[o.del]); err != nil {
+				return nil, s.recordError(&batch[o.del], err)
 			}
 		}
-		if up >= 0 {
-			if err := rowsOf(&sh.up, len(ops)/s.connections+1).add(&batch[up], key, s.ver, batch[up].Value != nil, &vjs[up]); err != nil {
+		if up := o.up; up >= 0 {
+			if err := rowsOf(&sh.up, len(ops)/s.connections+1).add(&batch[up], o.key, s.ver, batch[up].Value != nil, &vjs[up]); err != nil {
 				return nil, s.recordError(&batch[up], err)
 			}
 		}
-		s.countSuperseded(w, batch, keys, o, del, up)
 	}
 	w.dropEmpty(s.ckpt != nil)
 	return w, nil
 }
 
-// groupByKey computes the key of each record of batch (keys, in batch
-// order) and where each key's records are (ops, in the order of their
-// first record). A tombstone skipped by the plan is counted in w and gets
-// no key.
-func (s *Sink) groupByKey(batch []record.Record, w *writePlan) ([]keyOps, []string, error) {
+// groupByKey computes each key's net change (ops, in the order of the
+// key's first record): the last record (on_conflict: update), or the
+// last tombstone and the first upsert after it, else the first upsert
+// (on_conflict: ignore). It counts in w the records the net change
+// replaced within the batch, and the tombstones skipped by the plan.
+func (s *Sink) groupByKey(batch []record.Record, w *writePlan) ([]keyOps, error) {
 	index := make(map[string]int, len(batch)) // key → its keyOps in ops
 	ops := make([]keyOps, 0, len(batch))
-	keys := make([]string, len(batch))
 	for i := range batch {
 		r := &batch[i]
 		tomb := r.Value == nil
 		if tomb && s.onTombstone == dbsection.OnTombstoneSkip {
 			w.superseded.Ignored++
-			keys[i] = "\x00skip"
 			continue
 		}
 		key, err := s.keyOf(r)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		keys[i] = key
 		at, seen := index[key]
 		if !seen {
 			at = len(ops)
 			index[key] = at
-			ops = append(ops, keyOps{first: i, lastTomb: -1, firstUp: -1, firstUpAfterT: -1})
+			ops = append(ops, keyOps{key: key, del: -1, up: -1})
 		}
 		o := &ops[at]
-		o.last = i
-		if tomb && s.onTombstone == dbsection.OnTombstoneDelete {
-			o.lastTomb, o.firstUpAfterT = i, -1
-		} else {
-			if o.firstUp < 0 {
-				o.firstUp = i
-			}
-			if o.lastTomb >= 0 && o.firstUpAfterT < 0 {
-				o.firstUpAfterT = i
-			}
-		}
-	}
-	return ops, keys, nil
-}
-
-// netChange is the index of the record a key's net change deletes with
-// and of the one it upserts, -1 for none: the last record (on_conflict:
-// update), or the last tombstone and the first upsert after it, else the
-// first upsert (on_conflict: ignore).
-func (s *Sink) netChange(o *keyOps) (del, up int) {
-	switch {
-	case !s.ignore && o.last == o.lastTomb:
-		return o.last, -1
-	case !s.ignore:
-		return -1, o.last
-	case o.lastTomb >= 0:
-		return o.lastTomb, o.firstUpAfterT
-	}
-	return -1, o.firstUp
-}
-
-// countSuperseded counts in w the records of key o that its net change
-// (the records del and up) replaced within the batch.
-func (s *Sink) countSuperseded(w *writePlan, batch []record.Record, keys []string, o *keyOps, del, up int) {
-	key := keys[o.first]
-	for i := o.first; i <= o.last; i++ {
-		if i == del || i == up || keys[i] != key {
-			continue
-		}
+		del := tomb && s.onTombstone == dbsection.OnTombstoneDelete
 		switch {
-		case batch[i].Value == nil && s.onTombstone == dbsection.OnTombstoneDelete:
-			w.superseded.Deleted++
-		case s.ignore:
+		case s.ignore && !del && o.up >= 0:
 			w.superseded.Ignored++
-		default:
-			w.superseded.Updated++
+		case s.ignore && !del:
+			o.up = i
+		default: // r replaces the key's net change so far
+			if o.del >= 0 {
+				w.superseded.Deleted++
+			}
+			if o.up >= 0 && s.ignore {
+				w.superseded.Ignored++
+			} else if o.up >= 0 {
+				w.superseded.Updated++
+			}
+			o.del, o.up = -1, i
+			if del {
+				o.del, o.up = i, -1
+			}
 		}
 	}
+	return ops, nil
 }
 
 // planRounds is plan for a sink with a version column (on_conflict:
@@ -275,17 +240,13 @@ func (s *Sink) planRounds(batch []record.Record) (*writePlan, error) {
 		sh := w.shardOf(key)
 		round := seen[key]
 		seen[key] = round + 1
-		var rows *pgRows
-		switch {
-		case round == 0:
-			if sh.up == nil {
-				sh.up = newRows(s.cols, len(batch)/s.connections+1)
-			}
-			rows = sh.up
-		default:
-			if len(sh.more) < round {
-				sh.more = append(sh.more, newRows(s.cols, 0))
-			}
+		if round == 0 && sh.up == nil {
+			sh.up = newRows(s.cols, len(batch)/s.connections+1)
+		} else if len(sh.more) < round {
+			sh.more = append(sh.more, newRows(s.cols, 0))
+		}
+		rows := sh.up
+		if round > 0 {
 			rows = sh.more[round-1]
 		}
 		if err := rows.add(r, key, s.ver, r.Value != nil, &vj); err != nil {
@@ -325,7 +286,18 @@ func (s *Sink) writeShard(ctx context.Context, conn *pgxpool.Conn, sh shard, bat
 	if batch != nil && s.ckpt != nil {
 		s.ckpt.Queue(b, batch)
 	}
-	err := s.sendShard(ctx, conn, b, sh, useCopy, wait)
+	var err error
+	if !useCopy && wait == nil {
+		err = conn.SendBatch(ctx, b).Close()
+	} else {
+		err = s.inTx(ctx, conn, b, wait, func(tx pgx.Tx) error {
+			if useCopy {
+				_, err := tx.Conn().PgConn().CopyFrom(ctx, &copyReader{rows: sh.up}, s.st.copyTemp)
+				return err
+			}
+			return nil
+		})
+	}
 	var other othersFailed
 	if errors.As(err, &other) {
 		return other.err // another shard's error, already explained
@@ -371,23 +343,6 @@ func (s *Sink) queueUpserts(b *pgx.Batch, out *sinks.Outcomes, sh shard, useCopy
 	for _, rows := range sh.more {
 		s.queueUpsert(b, out, stmt, rows.args(), rows.len())
 	}
-}
-
-// sendShard sends b: in one round trip (an implicit transaction) when
-// there is no COPY and no wait, else in a transaction that first copies
-// sh's up rows into the COPY table (useCopy) and calls wait before it
-// commits.
-func (s *Sink) sendShard(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch, sh shard, useCopy bool, wait func() error) error {
-	if !useCopy && wait == nil {
-		return conn.SendBatch(ctx, b).Close()
-	}
-	return s.inTx(ctx, conn, b, wait, func(tx pgx.Tx) error {
-		if useCopy {
-			_, err := tx.Conn().PgConn().CopyFrom(ctx, &copyReader{rows: sh.up}, s.st.copyTemp)
-			return err
-		}
-		return nil
-	})
 }
 
 // removeArgs are the arguments of the statement that deletes rows' keys.

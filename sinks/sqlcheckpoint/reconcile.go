@@ -18,11 +18,8 @@ type Positions struct {
 	pos map[int32]int64
 }
 
-// Wrote records batch, committed in the sink's transaction.
+// Wrote records batch (not empty), committed in the sink's transaction.
 func (p *Positions) Wrote(batch []record.Record) {
-	if len(batch) == 0 {
-		return
-	}
 	_, part, next := checkpointBatch(batch)
 	p.mu.Lock()
 	defer p.mu.Unlock()

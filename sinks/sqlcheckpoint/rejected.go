@@ -53,12 +53,9 @@ func sum(r *record.Record) uint64 {
 	return h.Sum64()
 }
 
-// Remember replaces what is remembered of the partition of recs (all of
-// one partition) with recs, rejected for errs (one each).
+// Remember replaces what is remembered of the partition of recs (at
+// least one, all of one partition) with recs, rejected for errs (one each).
 func (r *Rejected) Remember(recs []*record.Record, errs []*record.Error) {
-	if len(recs) == 0 {
-		return
-	}
 	m := make(map[int64]rejection, len(recs))
 	for i, rec := range recs {
 		m[rec.Offset] = rejection{sum(rec), errs[i]}
@@ -71,13 +68,10 @@ func (r *Rejected) Remember(recs []*record.Record, errs []*record.Error) {
 	r.by[partition{recs[0].Topic, recs[0].Partition}] = m
 }
 
-// First returns the error remembered for the first record of batch (of
-// one partition) that has one; when none has, it forgets the partition's
-// and returns nil.
+// First returns the error remembered for the first record of batch (not
+// empty, of one partition) that has one; when none has, it forgets the
+// partition's and returns nil.
 func (r *Rejected) First(batch []record.Record) error {
-	if len(batch) == 0 {
-		return nil
-	}
 	p := partition{batch[0].Topic, batch[0].Partition}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/replay-tool/replay/sinks"
-	"github.com/replay-tool/replay/sinks/encode"
 	"github.com/replay-tool/replay/sinks/sqlcheckpoint"
 )
 
@@ -32,8 +31,6 @@ func (e *ResumeError) Error() string {
 		"(a relative database path is resolved against it) or restore the database; or replay the window again from its start",
 		e.Partition, e.Committed, e.Start, e.End, e.Missing)
 }
-
-var _ error = (*ResumeError)(nil)
 
 // CheckResume implements Resumer: the rows of a partition replayed past its
 // start by an earlier process are in the database, unless the database file
@@ -67,7 +64,7 @@ func (s *Sink) CheckResume(points []sinks.ResumePoint) error {
 // DSN's): a row another process inserts is either seen, and the table
 // kept, or waits until the table is gone.
 func (s *Sink) undoCreate() {
-	if s.createdTable == "" {
+	if !s.createdTable {
 		return
 	}
 	err := func() error {
@@ -77,10 +74,10 @@ func (s *Sink) undoCreate() {
 		}
 		defer func() { _ = tx.Rollback() }() // a no-op after Commit
 		var empty bool
-		if err := tx.QueryRow(`SELECT NOT EXISTS (SELECT 1 FROM ` + s.createdTable + `)`).Scan(&empty); err != nil || !empty {
+		if err := tx.QueryRow(`SELECT NOT EXISTS (SELECT 1 FROM ` + s.table + `)`).Scan(&empty); err != nil || !empty {
 			return err
 		}
-		if _, err := tx.Exec(`DROP TABLE ` + s.createdTable); err != nil {
+		if _, err := tx.Exec(`DROP TABLE ` + s.table); err != nil {
 			return err
 		}
 		return tx.Commit()
@@ -106,11 +103,7 @@ func (s *Sink) Reconcile(ctx context.Context, group, topic string, points []sink
 		f.CheckpointTable = s.ckpt.Name
 	}
 	return sqlcheckpoint.Reconcile(points, f, &s.pos, func() (rows bool, err error) {
-		table, err := encode.QuoteTable(s.name)
-		if err != nil {
-			return false, fmt.Errorf("sqlite sink: table %q: %w", s.name, err)
-		}
-		if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM `+table+`)`).Scan(&rows); err != nil {
+		if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM `+s.table+`)`).Scan(&rows); err != nil {
 			return false, fmt.Errorf("sqlite sink: check table %s: %w", s.name, err)
 		}
 		return rows, nil

@@ -48,7 +48,9 @@ func (st *statements) close() {
 	}
 }
 
-func (s *Sink) prepare(ctx context.Context, table string, defaultLayout, create bool) error {
+// prepare checks the database is in WAL mode, creates the table when
+// cfg asks and it is missing, and prepares the statements on it.
+func (s *Sink) prepare(ctx context.Context, cfg Config) error {
 	if err := s.db.PingContext(ctx); err != nil {
 		return fmt.Errorf("sqlite sink: open %s: %w", s.path, err)
 	}
@@ -59,17 +61,17 @@ func (s *Sink) prepare(ctx context.Context, table string, defaultLayout, create 
 	if !strings.EqualFold(mode, "wal") {
 		return fmt.Errorf("sqlite sink: open %s: the database is in %s journal mode and cannot switch to WAL (is it on a network file system?)", s.path, mode)
 	}
-	schema, name := splitTable(table)
+	schema, name := splitTable(s.table)
 	types, strict, found, err := tableInfo(ctx, s.db, schema, name)
 	if err != nil {
 		return fmt.Errorf("sqlite sink: check table %s: %w", s.name, err)
 	}
-	if !found && create {
-		s.createdTable = table
+	if !found && cfg.CreateTable {
+		s.createdTable = true
 		if s.created == "" {
 			s.created = fmt.Sprintf("the table %s did not exist in the database %s when this run opened it (create_table created it, empty)", s.name, absPath(s.path))
 		}
-		if _, err := s.db.ExecContext(ctx, createTableSQL(table, s.cols, s.key)); err != nil {
+		if _, err := s.db.ExecContext(ctx, createTableSQL(s.table, s.cols, s.key)); err != nil {
 			return fmt.Errorf("sqlite sink: create table %s: %w", s.name, err)
 		}
 		if types, strict, found, err = tableInfo(ctx, s.db, schema, name); err != nil {
@@ -84,16 +86,15 @@ func (s *Sink) prepare(ctx context.Context, table string, defaultLayout, create 
 	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM `+encode.QuoteIdent(schema)+`.sqlite_schema WHERE type = 'trigger' AND tbl_name = ?)`, name).Scan(&s.triggers); err != nil {
 		return fmt.Errorf("sqlite sink: check table %s: %w", s.name, err)
 	}
-	if err := s.matchColumns(types, strict, defaultLayout); err != nil {
+	if err := s.matchColumns(types, strict, len(cfg.Columns) == 0); err != nil {
 		return err
 	}
-	var encoding string
-	if err := s.db.QueryRowContext(ctx, "PRAGMA encoding").Scan(&encoding); err != nil {
+	if err := s.db.QueryRowContext(ctx, "PRAGMA encoding").Scan(&s.encoding); err != nil {
 		return fmt.Errorf("sqlite sink: open %s: %w", s.path, err)
 	}
-	s.encoding, s.utf16 = encoding, !strings.EqualFold(encoding, "UTF-8")
-	s.shared = newSharedChunk(s.cols, !s.utf16, s.mapped)
-	if err := s.prepareStatements(ctx, table); err != nil {
+	s.utf16 = !strings.EqualFold(s.encoding, "UTF-8")
+	s.shared = newSharedChunk(s.cols, !s.utf16, cfg.Mapped)
+	if err := s.prepareStatements(ctx); err != nil {
 		return err
 	}
 	if s.ckpt != nil {
@@ -136,13 +137,13 @@ func (s *Sink) matchColumns(types map[string]string, strict, defaultLayout bool)
 	return fmt.Errorf("sqlite sink: table %s has no column %s (it has %s): %s", s.name, strings.Join(missing, ", "), strings.Join(have, ", "), hint)
 }
 
-// prepareStatements prepares the sink's statements on table. Preparing
+// prepareStatements prepares the sink's statements. Preparing
 // resolves the table, its columns and the ON CONFLICT target (which needs
 // a unique key on the key column). On error none stays prepared.
-func (s *Sink) prepareStatements(ctx context.Context, table string) error {
+func (s *Sink) prepareStatements(ctx context.Context) error {
 	stmts := s.stmts.each()
-	for i, q := range []string{s.insertSQL(table, 1), s.updateSQL(table), s.lookupSQL(table), s.deleteSQL(table), s.insertSQL(table, chunkRows),
-		s.shared.insertSQL(table, s.cols, s.key, chunkRows), "SAVEPOINT replay_chunk", "RELEASE replay_chunk", "ROLLBACK TO replay_chunk"} {
+	for i, q := range []string{s.insertSQL(1), s.updateSQL(), s.lookupSQL(), s.deleteSQL(), s.insertSQL(chunkRows),
+		s.shared.insertSQL(s.table, s.cols, s.key, chunkRows), "SAVEPOINT replay_chunk", "RELEASE replay_chunk", "ROLLBACK TO replay_chunk"} {
 		if q == "" {
 			continue
 		}
@@ -159,14 +160,14 @@ func (s *Sink) prepareStatements(ctx context.Context, table string) error {
 // insertSQL inserts n rows, the columns bound in order (plain ?, which
 // binds faster than ?NNN); a conflict on a key does nothing (changes()
 // tells).
-func (s *Sink) insertSQL(table string, n int) string {
+func (s *Sink) insertSQL(n int) string {
 	names := make([]string, len(s.cols))
 	marks := make([]string, len(s.cols))
 	for i, c := range s.cols {
 		names[i], marks[i] = c.quoted, "?"
 	}
 	row := "(" + strings.Join(marks, ", ") + ")"
-	return `INSERT INTO ` + table + ` (` + strings.Join(names, ", ") + `) VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ") + `
+	return `INSERT INTO ` + s.table + ` (` + strings.Join(names, ", ") + `) VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ") + `
 ON CONFLICT (` + s.cols[s.key].quoted + `) DO NOTHING`
 }
 
@@ -188,8 +189,7 @@ type sharedChunk struct {
 func newSharedChunk(cols []column, utf8DB, mapped bool) *sharedChunk {
 	sc := &sharedChunk{json: -1, blob: -1}
 	for i, c := range cols {
-		switch {
-		case c.form == formField && c.field.Kind == plan.FieldValue && c.aff == affBlob && sc.blob < 0 && !(mapped && c.original):
+		if c.form == formField && c.field.Kind == plan.FieldValue && c.aff == affBlob && sc.blob < 0 && !(mapped && c.original) {
 			sc.blob = i
 		}
 	}
@@ -283,7 +283,7 @@ func sameCell(a, b any) bool {
 // only when a column differs, and with a version only for a greater one;
 // "" when the table has no column besides the key or conflicts are
 // ignored.
-func (s *Sink) updateSQL(table string) string {
+func (s *Sink) updateSQL() string {
 	var set, old, new []string
 	for i, c := range s.cols {
 		if i != s.key {
@@ -295,7 +295,7 @@ func (s *Sink) updateSQL(table string) string {
 	if len(set) == 0 || s.ignore {
 		return ""
 	}
-	q := `UPDATE ` + table + ` SET ` + strings.Join(set, ", ") + `
+	q := `UPDATE ` + s.table + ` SET ` + strings.Join(set, ", ") + `
 WHERE ` + s.cols[s.key].quoted + fmt.Sprintf(" = ?%d", s.key+1) + ` AND (` + strings.Join(old, ", ") + `) IS NOT (` + strings.Join(new, ", ") + `)`
 	if s.version >= 0 {
 		v := s.cols[s.version].quoted
@@ -307,7 +307,7 @@ WHERE ` + s.cols[s.key].quoted + fmt.Sprintf(" = ?%d", s.key+1) + ` AND (` + str
 // lookupSQL reads, for the key ?1, the row's topic, partition and offset
 // (NULL for a column the layout lacks) and how the version ?2 (with a
 // version only) compares with the row's.
-func (s *Sink) lookupSQL(table string) string {
+func (s *Sink) lookupSQL() string {
 	sel := make([]string, 0, 4)
 	for _, i := range s.prov {
 		if i < 0 {
@@ -321,16 +321,16 @@ func (s *Sink) lookupSQL(table string) string {
 		v := s.cols[s.version].quoted
 		cmp = fmt.Sprintf("CASE WHEN %s IS NULL OR ?2 > %s THEN 1 WHEN ?2 = %s THEN 0 ELSE -1 END", v, v, v)
 	}
-	return `SELECT ` + strings.Join(append(sel, cmp), ", ") + ` FROM ` + table + ` WHERE ` + s.cols[s.key].quoted + ` = ?1`
+	return `SELECT ` + strings.Join(append(sel, cmp), ", ") + ` FROM ` + s.table + ` WHERE ` + s.cols[s.key].quoted + ` = ?1`
 }
 
 // deleteSQL deletes the key ?1's row; with a version, bound as ?2 (NULL:
 // the tombstone has none), not a row whose version is greater.
-func (s *Sink) deleteSQL(table string) string {
+func (s *Sink) deleteSQL() string {
 	if s.tombstone != "delete" {
 		return ""
 	}
-	q := `DELETE FROM ` + table + ` WHERE ` + s.cols[s.key].quoted + ` = ?1`
+	q := `DELETE FROM ` + s.table + ` WHERE ` + s.cols[s.key].quoted + ` = ?1`
 	if s.version >= 0 {
 		v := s.cols[s.version].quoted
 		return q + fmt.Sprintf(` AND (%s IS NULL OR ?2 IS NULL OR ?2 >= %s)`, v, v)

@@ -130,23 +130,21 @@ type Config struct {
 // topic or partition (a key collision; the default layout and mappings
 // with topic and partition columns).
 //
-// Each Write is committed and durable before it returns: in a
-// transaction of its own or shared with the Writes of other goroutines
-// waiting at the same time (group commit, see Write), in WAL mode, with
-// the WAL file synced after the commit (by the sink's syncer, while the
-// next group is written; or, where the sink cannot open the WAL file, by
-// the commit itself, synchronous=FULL). A second connection checkpoints
-// the WAL into the database file meanwhile. Writes are serialized inside the sink, so it is safe for
-// concurrent use by the partitions of a run; other
-// processes may read the file meanwhile (WAL), and a writer in another
-// process is waited for up to BusyTimeout. Re-delivered records
-// overwrite their own rows (update) or leave them (ignore), so replaying a
-// window again leaves the same table. Duplicate keys in one batch resolve
-// as separate batches would: with update the last offset wins, with ignore
-// the first.
+// Each Write is committed and durable before it returns, in WAL mode (a
+// group commit, see Write): the sink's syncer syncs the WAL file after
+// the commit, or the commit itself does (synchronous=FULL) where the sink
+// cannot open the WAL file; a second connection checkpoints the WAL into
+// the database file. The sink is safe for concurrent use by the
+// partitions of a run; other processes may read the file meanwhile, and
+// a writer in another process is waited for up to BusyTimeout.
+// Re-delivered records overwrite their own rows (update) or leave them
+// (ignore), so replaying a window again leaves the same table. Duplicate
+// keys in one batch resolve as separate batches would: with update the
+// last offset wins, with ignore the first.
 type Sink struct {
 	db        *sql.DB
 	name      string // Table as configured, for messages
+	table     string // quoted
 	path      string
 	cols      []column
 	key       int // the key column
@@ -166,8 +164,6 @@ type Sink struct {
 	sharedArgs []any
 	ckpt       *sqlcheckpoint.SQLite
 	log        zerolog.Logger
-	// mapped: values are mapped (Config.Mapped).
-	mapped bool
 	// sem serializes the writer's transactions and ResetCheckpoints (a
 	// wait that ends with the caller's context).
 	sem chan struct{}
@@ -200,9 +196,9 @@ type Sink struct {
 	syncErr  stickyErr
 	// created says what this process created empty when it opened the
 	// sink (the database file or the table), for CheckResume; "" when both
-	// were there. createdTable is the table (quoted) create_table created.
+	// were there. createdTable: create_table created the table.
 	created      string
-	createdTable string
+	createdTable bool
 	// pos is what the sink reports durable (Positioner).
 	pos sqlcheckpoint.Positions
 	// rejected: the rows SQLite rejected in the last failed Write of each
@@ -237,15 +233,14 @@ const defaultBusyTimeout = 10 * time.Second
 // creates the table when asked, and checks that the table can take the
 // upsert (columns and a unique key).
 func New(ctx context.Context, cfg Config) (*Sink, error) {
-	table, ignore, cols, key, err := checkConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	var ckpt *sqlcheckpoint.SQLite
-	if cfg.Checkpoints.Table != "" {
-		if ckpt, err = sqlcheckpoint.NewSQLite(cfg.Checkpoints); err != nil {
-			return nil, fmt.Errorf("sqlite sink: %w", err)
-		}
+	s := &Sink{name: cfg.Table, path: cfg.Path, version: -1, prov: [3]int{-1, -1, -1}, tombstone: cfg.OnTombstone,
+		chunkKeys: make(map[string]struct{}, chunkRows), log: cfg.Log, sem: make(chan struct{}, 1),
+		reqs: make(chan *writeReq), quit: make(chan struct{}), writerDone: make(chan struct{}),
+		walKick: make(chan struct{}, 1), ckptDone: make(chan struct{}), ckptPass: make(chan struct{}, 1),
+		toSync: make(chan []*writeReq, 64), syncDone: make(chan struct{}),
+		restartFrames: restartCheckpointFrames}
+	if err := s.configure(cfg); err != nil {
+		return nil, fmt.Errorf("sqlite sink: %w", err)
 	}
 	if cfg.BusyTimeout <= 0 {
 		cfg.BusyTimeout = defaultBusyTimeout
@@ -254,8 +249,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite sink: %w", err)
 	}
-	created, err := checkPath(cfg.Path)
-	if err != nil {
+	if s.created, err = checkPath(cfg.Path); err != nil {
 		return nil, err
 	}
 	db, err := sql.Open("sqlite", dsn)
@@ -265,22 +259,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	// One connection: writes are serialized anyway.
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(0)
-	s := &Sink{db: db, name: cfg.Table, path: cfg.Path, cols: cols, key: key, version: -1, prov: [3]int{-1, -1, -1},
-		tombstone: cfg.OnTombstone, ignore: ignore, chunkKeys: make(map[string]struct{}, chunkRows), ckpt: ckpt, log: cfg.Log, mapped: cfg.Mapped, sem: make(chan struct{}, 1), created: created,
-		reqs: make(chan *writeReq), quit: make(chan struct{}), writerDone: make(chan struct{}),
-		walKick: make(chan struct{}, 1), ckptDone: make(chan struct{}), ckptPass: make(chan struct{}, 1),
-		toSync: make(chan []*writeReq, 64), syncDone: make(chan struct{}),
-		restartFrames: restartCheckpointFrames}
-	for i, c := range cols {
-		if c.form == formVersion {
-			s.version = i
-		}
-		for j, k := range []plan.FieldKind{plan.FieldTopic, plan.FieldPartition, plan.FieldOffset} {
-			if c.form == formField && c.field.Kind == k && s.prov[j] < 0 {
-				s.prov[j] = i
-			}
-		}
-	}
+	s.db = db
 	open := func() error {
 		if cfg.OpenTimeout > cfg.BusyTimeout {
 			if _, err := db.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", cfg.OpenTimeout.Milliseconds())); err != nil {
@@ -288,7 +267,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 			}
 			defer db.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("PRAGMA busy_timeout = %d", max(cfg.BusyTimeout.Milliseconds(), 1)))
 		}
-		return s.prepare(ctx, table, len(cfg.Columns) == 0, cfg.CreateTable)
+		return s.prepare(ctx, cfg)
 	}
 	if err := open(); err != nil {
 		db.Close()
@@ -303,34 +282,47 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	go s.writer()
 	go s.syncer()
 	go s.checkpointer()
-	s.log.Debug().Str("path", cfg.Path).Str("table", cfg.Table).Bool("ignore", ignore).Msg("sqlite sink ready")
+	s.log.Debug().Str("path", cfg.Path).Str("table", cfg.Table).Bool("ignore", s.ignore).Msg("sqlite sink ready")
 	return s, nil
 }
 
-// checkConfig checks what New needs of cfg and returns the quoted table,
-// whether on_conflict is ignore, the column layout and the index of the
-// key column.
-func checkConfig(cfg Config) (table string, ignore bool, cols []column, key int, err error) {
+// configure checks what New needs of cfg and sets the quoted table,
+// whether on_conflict is ignore, the column layout (with the key, version
+// and provenance columns) and the checkpoint table.
+func (s *Sink) configure(cfg Config) (err error) {
 	if cfg.Path == "" {
-		return "", false, nil, -1, errors.New("sqlite sink: empty path")
+		return errors.New("empty path")
 	}
-	if table, err = encode.QuoteTable(cfg.Table); err != nil {
-		return "", false, nil, -1, fmt.Errorf("sqlite sink: table %q: %w", cfg.Table, err)
+	if s.table, err = encode.QuoteTable(cfg.Table); err != nil {
+		return fmt.Errorf("table %q: %w", cfg.Table, err)
 	}
-	if ignore, err = dbsection.Ignore(cfg.OnConflict); err != nil {
-		return "", false, nil, -1, fmt.Errorf("sqlite sink: %w", err)
+	if s.ignore, err = dbsection.Ignore(cfg.OnConflict); err != nil {
+		return err
 	}
-	if cols, err = layout(cfg.Columns, cfg.Version, cfg.DecodedValue, cfg.DecodedKey); err != nil {
-		return "", false, nil, -1, fmt.Errorf("sqlite sink: %w", err)
+	if s.cols, err = layout(cfg.Columns, cfg.Version, cfg.DecodedValue, cfg.DecodedKey); err != nil {
+		return err
 	}
 	isKey := func(c column) bool { return c.form == formField && c.field.Kind == plan.FieldKey }
-	if key, err = encode.KeyColumn(cols, isKey, func(c column) string { return c.name }); err != nil {
-		return "", false, nil, -1, fmt.Errorf("sqlite sink: %w", err)
+	if s.key, err = encode.KeyColumn(s.cols, isKey, func(c column) string { return c.name }); err != nil {
+		return err
 	}
 	if cfg.OnTombstone != "" && !slices.Contains(dbsection.OnTombstones, cfg.OnTombstone) {
-		return "", false, nil, -1, fmt.Errorf("sqlite sink: on_tombstone %q: want %s", cfg.OnTombstone, strings.Join(dbsection.OnTombstones, ", "))
+		return fmt.Errorf("on_tombstone %q: want %s", cfg.OnTombstone, strings.Join(dbsection.OnTombstones, ", "))
 	}
-	return table, ignore, cols, key, nil
+	for i, c := range s.cols {
+		if c.form == formVersion {
+			s.version = i
+		}
+		for j, k := range []plan.FieldKind{plan.FieldTopic, plan.FieldPartition, plan.FieldOffset} {
+			if c.form == formField && c.field.Kind == k && s.prov[j] < 0 {
+				s.prov[j] = i
+			}
+		}
+	}
+	if cfg.Checkpoints.Table != "" {
+		s.ckpt, err = sqlcheckpoint.NewSQLite(cfg.Checkpoints)
+	}
+	return err
 }
 
 // checkPath refuses a database path that is a directory or not a regular
