@@ -53,14 +53,12 @@ import (
 //
 // Write, Sync and SyncedPosition are safe for concurrent use.
 type Sink struct {
-	Path         string
-	runID        string
-	perPartition bool
-	partitions   []int32
-	log          zerolog.Logger
-	enc          encoder
-	stage        stager
-	lock         *flock.Lock // held until Close
+	output
+	runID      string
+	partitions []int32
+	log        zerolog.Logger
+	stage      stager
+	lock       *flock.Lock // held until Close
 
 	// mu serializes opening, publishing and closing the staging and guards
 	// the stager's partition maps and resumed: CheckResume found an
@@ -138,7 +136,7 @@ func New(cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{Path: cfg.Path, runID: cfg.RunID, perPartition: cfg.PerPartition, partitions: cfg.Partitions, log: cfg.Log, enc: enc}
+	s := &Sink{output: output{Path: cfg.Path, perPartition: cfg.PerPartition, enc: enc}, runID: cfg.RunID, partitions: cfg.Partitions, log: cfg.Log}
 	parts := stagedParts{&s.mu, s.stagingDir(), map[int32]*filePart{}}
 	if cfg.Interleave && !cfg.PerPartition && cfg.Format != "csv" {
 		s.stage = &sharedStager{stagedParts: parts, format: cfg.ValueFormat}

@@ -120,7 +120,7 @@ func (s *Sink) outputPaths(parts []int32) []string {
 	}
 	paths := make([]string, len(parts))
 	for i, p := range parts {
-		paths[i] = s.output().partitionPath(p)
+		paths[i] = s.partitionPath(p)
 	}
 	return paths
 }
