@@ -96,17 +96,17 @@ func (s *Sink) dropStaging() error {
 func (st *partStager) publish(ctx context.Context, out output, entries []os.DirEntry) error {
 	parts := stagedPartitions(entries)
 	if !out.perPartition {
-		if err := st.concat(ctx, out.Path, out.enc, parts); err != nil {
+		if err := st.concat(ctx, out.Path, parts); err != nil {
 			return fmt.Errorf("file sink: publish %s: %w", out.Path, err)
 		}
 		return nil
 	}
 	for _, p := range parts {
 		var err error
-		if out.enc.verbatim() {
+		if st.enc.verbatim() {
 			err = st.link(ctx, p, out.partitionPath(p))
 		} else {
-			err = st.concat(ctx, out.partitionPath(p), out.enc, []int32{p})
+			err = st.concat(ctx, out.partitionPath(p), []int32{p})
 		}
 		if err != nil {
 			return fmt.Errorf("file sink: publish %s: %w", out.partitionPath(p), err)
@@ -129,12 +129,12 @@ func stagedPartitions(entries []os.DirEntry) []int32 {
 	return parts
 }
 
-// concat publishes enc's header and the output lines of the staging files
-// of parts, in order, as path (atomicfile.Write).
-func (st *partStager) concat(ctx context.Context, path string, enc encoder, parts []int32) error {
+// concat publishes the header and the output lines of the staging files of
+// parts, in order, as path (atomicfile.Write).
+func (st *partStager) concat(ctx context.Context, path string, parts []int32) error {
 	return atomicfile.Write(path, func(f *os.File) error {
 		w := bufio.NewWriterSize(f, 1<<20)
-		if _, err := w.Write(enc.header()); err != nil {
+		if _, err := w.Write(st.enc.header()); err != nil {
 			return err
 		}
 		for _, p := range parts {
