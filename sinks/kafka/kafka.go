@@ -152,8 +152,7 @@ type Sink struct {
 
 	retries atomic.Int64 // see Retries
 
-	txn   *txnCommitter // exactly once; nil: at least once
-	parts []int32       // source partitions of the run
+	txn *txnCommitter // exactly once; nil: at least once
 }
 
 var _ sinks.Sink = (*Sink)(nil)
@@ -234,7 +233,6 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	}
 	s.maxBytes = s.maxMessageBytes(ctx)
 	if cfg.ExactlyOnce {
-		s.parts = cfg.Partitions
 		s.txn, err = newTxnCommitter(ctx, cfg, brokers, s.where, s.maxBytes-kafkaBatchOverhead, &s.retries)
 	} else {
 		s.cl, err = newProducer(cfg, brokers, s.maxBytes-kafkaBatchOverhead)

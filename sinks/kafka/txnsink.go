@@ -160,7 +160,7 @@ func (s *Sink) ResetCheckpoints(ctx context.Context, group, topic string) error 
 		return nil
 	}
 	starts := map[int32]int64{}
-	for _, p := range s.txn.partitions(s.parts) {
+	for _, p := range s.txn.partitions() {
 		if start := rangeStart(s.txn.meta(p)); start >= 0 {
 			starts[p] = start
 		}
