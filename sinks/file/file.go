@@ -189,8 +189,9 @@ func newEncoder(cfg Config) (encoder, error) {
 
 // Write appends batch, records of one partition in offset order, to the
 // partition's staging. The records are durable once Sync for the partition
-// returns (Sink is a Syncer). A key template failing on a record (CSV)
-// returns its *record.Error, and nothing of the batch is written.
+// returns (Sink is a Syncer). A record the format cannot write (value_format,
+// a CSV cell that cannot hold its bytes) returns its *record.Error, and
+// nothing of the batch is written.
 func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if len(batch) == 0 {
 		return nil
