@@ -68,8 +68,10 @@ func (s *Sink) Finish(ctx context.Context) error {
 	if err := s.stage.publish(ctx, s.output, entries); err != nil {
 		return err
 	}
-	if err := s.markOutputs(entries); err != nil {
-		return fmt.Errorf("file sink: %w", err)
+	for _, path := range s.outputPaths(stagedPartitions(entries)) {
+		if err := markPublished(path, s.runID); err != nil {
+			return fmt.Errorf("file sink: %w", err)
+		}
 	}
 	return s.dropStaging()
 }
