@@ -67,12 +67,7 @@ type Sink struct {
 	resumed bool
 }
 
-var (
-	_ sinks.Sink       = (*Sink)(nil)
-	_ sinks.Syncer     = (*Sink)(nil)
-	_ sinks.Resumer    = (*Sink)(nil)
-	_ sinks.Positioner = (*Sink)(nil)
-)
+var _ sinks.Sink = (*Sink)(nil)
 
 // Capabilities: Syncer, Resumer and Positioner; a CSV file with a column of
 // the idempotency key writes every record's.

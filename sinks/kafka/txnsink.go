@@ -16,11 +16,6 @@ import (
 	"github.com/replay-tool/replay/sinks"
 )
 
-var (
-	_ sinks.CheckpointStore = (*Sink)(nil)
-	_ sinks.OffsetCommitter = (*Sink)(nil)
-)
-
 // DefaultTransactionalID is the prefix of the exactly-once sink's
 // transactional ids when the plan sets none: replay-<plan>-<8 hex digits of
 // the SHA-256 of the group>. It is stable across restarts and plan edits
