@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
-	"text/template/parse"
 	"time"
 
 	"github.com/replay-tool/replay/internal/record"
@@ -21,7 +20,7 @@ type Keyer struct {
 	fast        []keyPart // see fastParts; nil: always Execute
 	wantValue   bool
 	wantHeaders bool                          // the template reads .Headers, a map per record
-	field       func(r *record.Record) string // see fieldOnly
+	field       func(r *record.Record) string // the template is one field of recordFields
 }
 
 // NewKeyer compiles a key template (Go text/template). The template sees
@@ -39,24 +38,11 @@ func NewKeyer(text string) (*Keyer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Keyer{tmpl: t, fast: fastParts(t), wantValue: strings.Contains(text, ".Value"), wantHeaders: strings.Contains(text, ".Headers"), field: fieldOnly(t)}, nil
-}
-
-// fieldOnly returns the renderer of a template that is exactly one action
-// printing a field of recordFields, or nil.
-func fieldOnly(t *template.Template) func(r *record.Record) string {
-	if t.Tree == nil || t.Root == nil || len(t.Root.Nodes) != 1 {
-		return nil
+	k := &Keyer{tmpl: t, fast: fastParts(t), wantValue: strings.Contains(text, ".Value"), wantHeaders: strings.Contains(text, ".Headers")}
+	if len(k.fast) == 1 && k.fast[0].field != "" {
+		k.field = recordFields[k.fast[0].field]
 	}
-	a, ok := t.Root.Nodes[0].(*parse.ActionNode)
-	if !ok || len(a.Pipe.Decl) != 0 || len(a.Pipe.Cmds) != 1 || len(a.Pipe.Cmds[0].Args) != 1 {
-		return nil
-	}
-	f, ok := a.Pipe.Cmds[0].Args[0].(*parse.FieldNode)
-	if !ok || len(f.Ident) != 1 {
-		return nil
-	}
-	return recordFields[f.Ident[0]]
+	return k, nil
 }
 
 // recordFields render the record fields a key template prints plainly.

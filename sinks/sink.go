@@ -40,12 +40,10 @@ import (
 //   - A failure that may pass by itself (the database restarting, a
 //     connection refused or reset, a timeout, HTTP 5xx or 429 once the
 //     sink's own retries are spent) must satisfy Transient: wrap it in
-//     *TransientError unless Transient recognises it already (net timeouts,
-//     ECONNREFUSED/ECONNRESET/EPIPE, context.DeadlineExceeded, pgconn
-//     connection errors and PostgreSQL classes 08, 53, 57P, 40001, 40P01).
-//     The runner retries the same batch with backoff and never skips or
-//     dead-letters a record for it. Any other error is permanent: the
-//     partition fails, nothing past the last durable write is committed.
+//     *TransientError unless Transient recognises it already. The runner
+//     retries the same batch with backoff and never skips or dead-letters a
+//     record for it. Any other error is permanent: the partition fails,
+//     nothing past the last durable write is committed.
 type Sink interface {
 	Write(ctx context.Context, batch []record.Record) error
 	// Finish is called once every partition of the run reached its end
@@ -456,8 +454,6 @@ const HeaderError = "replay-error"
 // checkpoint table.
 func WithDeadLetterHeaders(s Sink) Sink { return &headerDeadLetters{Sink: s} }
 
-// headerDeadLetters writes dead letters to a sink that knows nothing of
-// them, with the reason and coordinates as headers.
 type headerDeadLetters struct{ Sink }
 
 func (s *headerDeadLetters) Write(ctx context.Context, batch []record.Record) error {
@@ -471,10 +467,8 @@ func (s *headerDeadLetters) Write(ctx context.Context, batch []record.Record) er
 	return s.Sink.Write(ctx, out)
 }
 
-// Capabilities are the wrapped sink's, but for its checkpoint table: the
-// runner keeps checkpoints in the main sink only. A CSV dead-letter file
-// still batches durability (Sync) and checks its staging on a resume, an
-// http one still retries by itself.
+// Capabilities are the wrapped sink's but for its checkpoint table: the
+// runner keeps checkpoints in the main sink only.
 func (s *headerDeadLetters) Capabilities() Capabilities {
 	c := s.Sink.Capabilities()
 	c.Checkpoints = nil

@@ -26,19 +26,13 @@ import (
 // ended). It reports whether cond became true, for a t whose Fatalf returns.
 func Eventually(t TB, timeout, tick time.Duration, cond func() bool, msgAndArgs ...any) bool {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	ticker := time.NewTicker(tick)
-	defer ticker.Stop()
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", timeout, message(msgAndArgs))
-			return false
-		}
-		<-ticker.C
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if WaitFor(ctx, tick, cond) != nil && !cond() { // a last call past the deadline
+		t.Fatalf("not within %v: %s", timeout, message(msgAndArgs))
+		return false
 	}
+	return true
 }
 
 // WaitFor calls cond every tick until it returns true (nil) or ctx ends

@@ -92,13 +92,9 @@ var Descriptor = plan.SinkDescriptor{
 		}
 		return ""
 	},
-	DeadLetterInLine: func(s *plan.Sink) bool {
-		return section(s).Format != "csv"
-	},
-	Shard: shard,
-	OwnOutput: func(s *plan.Sink) string {
-		return filepath.Clean(section(s).Path)
-	},
+	DeadLetterInLine: func(s *plan.Sink) bool { return section(s).Format != "csv" },
+	Shard:            shard,
+	OwnOutput:        func(s *plan.Sink) string { return filepath.Clean(section(s).Path) },
 }
 
 // shard gives a shard its own file: {shard} in the path becomes its index.

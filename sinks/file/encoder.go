@@ -34,11 +34,6 @@ type encoder interface {
 	copyLines(dst io.Writer, src io.Reader) error
 }
 
-var (
-	_ encoder = jsonlEncoder{}
-	_ encoder = (*csvEncoder)(nil)
-)
-
 // lineBuf is the encoding buffer of one partition.
 type lineBuf struct {
 	buf []byte

@@ -53,14 +53,12 @@ import (
 //
 // Write, Sync and SyncedPosition are safe for concurrent use.
 type Sink struct {
-	Path         string
-	runID        string
-	perPartition bool
-	partitions   []int32
-	log          zerolog.Logger
-	enc          encoder
-	stage        stager
-	lock         *flock.Lock // held until Close
+	output
+	runID      string
+	partitions []int32
+	log        zerolog.Logger
+	stage      stager
+	lock       *flock.Lock // held until Close
 
 	// mu serializes opening, publishing and closing the staging and guards
 	// the stager's partition maps and resumed: CheckResume found an
@@ -69,12 +67,7 @@ type Sink struct {
 	resumed bool
 }
 
-var (
-	_ sinks.Sink       = (*Sink)(nil)
-	_ sinks.Syncer     = (*Sink)(nil)
-	_ sinks.Resumer    = (*Sink)(nil)
-	_ sinks.Positioner = (*Sink)(nil)
-)
+var _ sinks.Sink = (*Sink)(nil)
 
 // Capabilities: Syncer, Resumer and Positioner; a CSV file with a column of
 // the idempotency key writes every record's.
@@ -138,7 +131,7 @@ func New(cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{Path: cfg.Path, runID: cfg.RunID, perPartition: cfg.PerPartition, partitions: cfg.Partitions, log: cfg.Log, enc: enc}
+	s := &Sink{output: output{Path: cfg.Path, perPartition: cfg.PerPartition, enc: enc}, runID: cfg.RunID, partitions: cfg.Partitions, log: cfg.Log}
 	parts := stagedParts{&s.mu, s.stagingDir(), map[int32]*filePart{}}
 	if cfg.Interleave && !cfg.PerPartition && cfg.Format != "csv" {
 		s.stage = &sharedStager{stagedParts: parts, format: cfg.ValueFormat}
@@ -191,8 +184,9 @@ func newEncoder(cfg Config) (encoder, error) {
 
 // Write appends batch, records of one partition in offset order, to the
 // partition's staging. The records are durable once Sync for the partition
-// returns (Sink is a Syncer). A key template failing on a record (CSV)
-// returns its *record.Error, and nothing of the batch is written.
+// returns (Sink is a Syncer). A record the format cannot write (value_format,
+// a CSV cell that cannot hold its bytes) returns its *record.Error, and
+// nothing of the batch is written.
 func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if len(batch) == 0 {
 		return nil

@@ -101,17 +101,6 @@ func isPartitionPath(pattern, path string) bool {
 	return ok1 && ok2 && err == nil
 }
 
-// markOutputs records the provenance of the files Finish published from
-// the staging entries.
-func (s *Sink) markOutputs(entries []os.DirEntry) error {
-	for _, path := range s.outputPaths(stagedPartitions(entries)) {
-		if err := markPublished(path, s.runID); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // outputPaths are the output files: Path, or with per_partition those of
 // parts.
 func (s *Sink) outputPaths(parts []int32) []string {
@@ -120,7 +109,7 @@ func (s *Sink) outputPaths(parts []int32) []string {
 	}
 	paths := make([]string, len(parts))
 	for i, p := range parts {
-		paths[i] = s.output().partitionPath(p)
+		paths[i] = s.partitionPath(p)
 	}
 	return paths
 }

@@ -16,21 +16,17 @@ import (
 	"github.com/replay-tool/replay/internal/atomicfile"
 )
 
-// output is what Finish publishes the staging as: one file at path, or
-// with perPartition one file per partition (path holds {partition}).
+// output is what Finish publishes the staging as: one file at Path, or
+// with perPartition one file per partition (Path holds {partition}).
 type output struct {
-	path         string
+	Path         string // Config.Path
 	perPartition bool
 	enc          encoder
 }
 
-func (s *Sink) output() output {
-	return output{path: s.Path, perPartition: s.perPartition, enc: s.enc}
-}
-
 // partitionPath is the output file of partition p with perPartition.
 func (o output) partitionPath(p int32) string {
-	return strings.ReplaceAll(o.path, PartitionPlaceholder, strconv.Itoa(int(p)))
+	return strings.ReplaceAll(o.Path, PartitionPlaceholder, strconv.Itoa(int(p)))
 }
 
 // Finish publishes the staged output: partition files concatenated in
@@ -69,11 +65,13 @@ func (s *Sink) Finish(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("file sink: %w", err)
 	}
-	if err := s.stage.publish(ctx, s.output(), entries); err != nil {
+	if err := s.stage.publish(ctx, s.output, entries); err != nil {
 		return err
 	}
-	if err := s.markOutputs(entries); err != nil {
-		return fmt.Errorf("file sink: %w", err)
+	for _, path := range s.outputPaths(stagedPartitions(entries)) {
+		if err := markPublished(path, s.runID); err != nil {
+			return fmt.Errorf("file sink: %w", err)
+		}
 	}
 	return s.dropStaging()
 }
@@ -100,17 +98,17 @@ func (s *Sink) dropStaging() error {
 func (st *partStager) publish(ctx context.Context, out output, entries []os.DirEntry) error {
 	parts := stagedPartitions(entries)
 	if !out.perPartition {
-		if err := st.concat(ctx, out.path, out.enc, parts); err != nil {
-			return fmt.Errorf("file sink: publish %s: %w", out.path, err)
+		if err := st.concat(ctx, out.Path, parts); err != nil {
+			return fmt.Errorf("file sink: publish %s: %w", out.Path, err)
 		}
 		return nil
 	}
 	for _, p := range parts {
 		var err error
-		if out.enc.verbatim() {
+		if st.enc.verbatim() {
 			err = st.link(ctx, p, out.partitionPath(p))
 		} else {
-			err = st.concat(ctx, out.partitionPath(p), out.enc, []int32{p})
+			err = st.concat(ctx, out.partitionPath(p), []int32{p})
 		}
 		if err != nil {
 			return fmt.Errorf("file sink: publish %s: %w", out.partitionPath(p), err)
@@ -133,12 +131,12 @@ func stagedPartitions(entries []os.DirEntry) []int32 {
 	return parts
 }
 
-// concat publishes enc's header and the output lines of the staging files
-// of parts, in order, as path (atomicfile.Write).
-func (st *partStager) concat(ctx context.Context, path string, enc encoder, parts []int32) error {
+// concat publishes the header and the output lines of the staging files of
+// parts, in order, as path (atomicfile.Write).
+func (st *partStager) concat(ctx context.Context, path string, parts []int32) error {
 	return atomicfile.Write(path, func(f *os.File) error {
 		w := bufio.NewWriterSize(f, 1<<20)
-		if _, err := w.Write(enc.header()); err != nil {
+		if _, err := w.Write(st.enc.header()); err != nil {
 			return err
 		}
 		for _, p := range parts {
@@ -199,7 +197,7 @@ func (st *partStager) link(ctx context.Context, p int32, dst string) error {
 func (st *sharedStager) publish(ctx context.Context, out output, _ []os.DirEntry) (err error) {
 	defer func() {
 		if err != nil {
-			err = fmt.Errorf("file sink: publish %s: %w", out.path, err)
+			err = fmt.Errorf("file sink: publish %s: %w", out.Path, err)
 		}
 	}()
 	if err := ctx.Err(); err != nil {
@@ -207,7 +205,7 @@ func (st *sharedStager) publish(ctx context.Context, out output, _ []os.DirEntry
 	}
 	if st.shared == nil {
 		if _, err := os.Stat(st.path()); errors.Is(err, os.ErrNotExist) {
-			return atomicfile.WriteBytes(out.path, nil)
+			return atomicfile.WriteBytes(out.Path, nil)
 		}
 		if st.shared, err = openShared(st.path(), st.floor); err != nil {
 			return err
@@ -226,7 +224,7 @@ func (st *sharedStager) publish(ctx context.Context, out output, _ []os.DirEntry
 	if err := sh.sync(); err != nil {
 		return err
 	}
-	return linkOver(ctx, st.path(), out.path, size)
+	return linkOver(ctx, st.path(), out.Path, size)
 }
 
 // linkOver makes dst a hard link to src atomically (a link under a

@@ -147,7 +147,6 @@ func (s *Sink) checkStaging(past []sinks.ResumePoint) error {
 // positions of past (a CSV output only that it exists). Called with s.mu
 // held.
 func (s *Sink) checkPublished(past []sinks.ResumePoint) error {
-	out := s.output()
 	// The least size of the one output file: the sum of the durable
 	// positions (it concatenates the staging files), or with a sharedStager
 	// (it is the staging file) the largest.
@@ -163,11 +162,11 @@ func (s *Sink) checkPublished(past []sinks.ResumePoint) error {
 	var bad []sinks.ResumePoint
 	var missing, restore string
 	for _, p := range past {
-		path, want := out.path, atLeast
-		if out.perPartition {
-			path, want = out.partitionPath(p.Partition), p.Position
+		path, want := s.Path, atLeast
+		if s.perPartition {
+			path, want = s.partitionPath(p.Partition), p.Position
 		}
-		if !out.enc.verbatim() {
+		if !s.enc.verbatim() {
 			want = 0 // rows converted at publish: sizes differ
 		}
 		var why string

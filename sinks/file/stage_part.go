@@ -16,8 +16,6 @@ type partStager struct {
 	enc encoder
 }
 
-var _ stager = (*partStager)(nil)
-
 func (st *partStager) file(p int32) string {
 	return filepath.Join(st.dir, fmt.Sprintf("partition-%d.jsonl", p))
 }

@@ -20,8 +20,6 @@ type sharedStager struct {
 	floor       int64        // see setFloor
 }
 
-var _ stager = (*sharedStager)(nil)
-
 func (st *sharedStager) path() string { return filepath.Join(st.dir, "records.jsonl") }
 
 func (st *sharedStager) file(int32) string { return st.path() }

@@ -87,10 +87,8 @@ var Descriptor = plan.SinkDescriptor{
 		c.sourceTopic = topic
 		return &c
 	},
-	Where: func(s *plan.Sink) string { return "kafka topic " + section(s).Topic },
-	Secrets: func(s *plan.Sink, _ func(string) (string, bool)) []string {
-		return []string{section(s).SASL.Password}
-	},
+	Where:   func(s *plan.Sink) string { return "kafka topic " + section(s).Topic },
+	Secrets: func(s *plan.Sink, _ func(string) (string, bool)) []string { return []string{section(s).SASL.Password} },
 }
 
 // validTopic reports whether s is what Kafka accepts as a topic name: 1

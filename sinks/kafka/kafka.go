@@ -152,8 +152,7 @@ type Sink struct {
 
 	retries atomic.Int64 // see Retries
 
-	txn   *txnCommitter // exactly once; nil: at least once
-	parts []int32       // source partitions of the run
+	txn *txnCommitter // exactly once; nil: at least once
 }
 
 var _ sinks.Sink = (*Sink)(nil)
@@ -234,7 +233,6 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	}
 	s.maxBytes = s.maxMessageBytes(ctx)
 	if cfg.ExactlyOnce {
-		s.parts = cfg.Partitions
 		s.txn, err = newTxnCommitter(ctx, cfg, brokers, s.where, s.maxBytes-kafkaBatchOverhead, &s.retries)
 	} else {
 		s.cl, err = newProducer(cfg, brokers, s.maxBytes-kafkaBatchOverhead)
@@ -354,14 +352,13 @@ func (s *Sink) topicPartitions(ctx context.Context) (int, error) {
 }
 
 // Write produces batch and returns once every message is acknowledged. A
-// key template failing on a record, or a record too large to produce,
-// returns its *record.Error before anything is produced. A single message
-// the broker rejects (MESSAGE_TOO_LARGE, INVALID_RECORD, ...) returns its
-// *record.Error after the batch's other messages were produced: the
-// runner hands that record to on_error and writes the others again, so
-// they are in the topic twice (consumers dedupe by the replay-key
-// header). Other failures are plain errors; messages of the batch may have
-// been produced, and the re-delivery produces them again.
+// record too large to produce returns its *record.Error before anything is
+// produced. A single message the broker rejects (MESSAGE_TOO_LARGE,
+// INVALID_RECORD, ...) returns its *record.Error after the batch's other
+// messages were produced: the runner hands that record to on_error and
+// writes the others again, so they are in the topic twice (consumers dedupe
+// by the replay-key header). Other failures are plain errors; messages of
+// the batch may have been produced, and the re-delivery produces them again.
 func (s *Sink) Write(ctx context.Context, batch []record.Record) error {
 	if len(batch) == 0 {
 		return nil

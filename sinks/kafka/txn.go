@@ -37,7 +37,8 @@ type txnCommitter struct {
 	base    []kgo.Opt // seed brokers, TLS, SASL, client id
 	prefix  string
 	group   string
-	topic   string // source topic: the group's offsets are for it
+	topic   string  // source topic: the group's offsets are for it
+	parts   []int32 // source partitions of the run
 	topicID [16]byte
 	target  string
 	timeout time.Duration
@@ -89,7 +90,7 @@ func newTxnCommitter(ctx context.Context, cfg Config, brokers []string, where st
 	if prefix == "" {
 		prefix = DefaultTransactionalID(cfg.PlanName, cfg.Group)
 	}
-	t := &txnCommitter{base: base, prefix: prefix, group: cfg.Group, topic: cfg.SourceTopic, target: cfg.Topic,
+	t := &txnCommitter{base: base, prefix: prefix, group: cfg.Group, topic: cfg.SourceTopic, parts: cfg.Partitions, target: cfg.Topic,
 		timeout: cmp.Or(cfg.TransactionTimeout, DefaultTransactionTimeout), meta: cfg.CommitMetadata, where: where, producers: map[int32]*kgo.Client{}, committed: map[int32]int64{}, unsure: map[int32]bool{},
 		member: cfg.Member, gens: map[int32]int32{}, hangingSeen: map[string]time.Time{}, budget: cfg.RetryBudget, log: cfg.Log, retries: retries}
 	if t.meta == nil {

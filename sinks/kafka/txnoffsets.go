@@ -106,10 +106,10 @@ func (t *txnCommitter) reset(ctx context.Context, starts map[int32]int64) error 
 
 // partitions returns the source partitions the sink knows of: the run's,
 // and those it committed offsets for.
-func (t *txnCommitter) partitions(run []int32) []int32 {
+func (t *txnCommitter) partitions() []int32 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	all := slices.AppendSeq(slices.Clone(run), maps.Keys(t.committed))
+	all := slices.AppendSeq(slices.Clone(t.parts), maps.Keys(t.committed))
 	slices.Sort(all)
 	return slices.Compact(all)
 }

@@ -16,11 +16,6 @@ import (
 	"github.com/replay-tool/replay/sinks"
 )
 
-var (
-	_ sinks.CheckpointStore = (*Sink)(nil)
-	_ sinks.OffsetCommitter = (*Sink)(nil)
-)
-
 // DefaultTransactionalID is the prefix of the exactly-once sink's
 // transactional ids when the plan sets none: replay-<plan>-<8 hex digits of
 // the SHA-256 of the group>. It is stable across restarts and plan edits
@@ -83,17 +78,12 @@ func (s *Sink) writeTxn(ctx context.Context, batch []record.Record) error {
 	next := batch[len(batch)-1].Offset + 1
 	err = s.txn.write(ctx, p, next, recs)
 	var pe *produceError
-	if errors.As(err, &pe) {
-		return s.txnProduceError(batch, pe)
+	if !errors.As(err, &pe) {
+		return err
 	}
-	return err
-}
-
-// txnProduceError pins a produce failure on the one record the broker
-// refused (a *record.Error) when only one was; the transaction is aborted
-// either way.
-func (s *Sink) txnProduceError(batch []record.Record, pe *produceError) error {
-	err := fmt.Errorf("kafka sink: produce to %s: %d of %d messages failed (the transaction is aborted): %w", s.where, pe.failed, len(batch), pe.err)
+	// The transaction is aborted; the failure is the record's when the
+	// broker refused that one alone.
+	err = fmt.Errorf("kafka sink: produce to %s: %d of %d messages failed (the transaction is aborted): %w", s.where, pe.failed, len(batch), pe.err)
 	if pe.poison() {
 		return record.NewError(&batch[pe.first], err)
 	}
@@ -160,7 +150,7 @@ func (s *Sink) ResetCheckpoints(ctx context.Context, group, topic string) error 
 		return nil
 	}
 	starts := map[int32]int64{}
-	for _, p := range s.txn.partitions(s.parts) {
+	for _, p := range s.txn.partitions() {
 		if start := rangeStart(s.txn.meta(p)); start >= 0 {
 			starts[p] = start
 		}

@@ -20,16 +20,12 @@ import (
 	"github.com/replay-tool/replay/sinks/stdout"
 )
 
-// constructor builds one type of sink from its validated plan section
-// (a driver's Open). It returns a nil Sink interface with its error, never
-// a typed nil pointer.
-type constructor func(ctx context.Context, sp sinks.Spec) (sinks.Sink, error)
-
 // drivers are the sink types, in the order messages and the JSON Schema
-// list them: each driver's description and constructor.
+// list them: each driver's description and constructor (its Open, which
+// returns a nil Sink interface with its error, never a typed nil pointer).
 var drivers = []struct {
 	desc plan.SinkDescriptor
-	open constructor
+	open func(ctx context.Context, sp sinks.Spec) (sinks.Sink, error)
 }{
 	{file.Descriptor, file.Open},
 	{postgres.Descriptor, postgres.Open},

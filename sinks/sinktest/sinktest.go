@@ -54,16 +54,6 @@ type KeyedHarness interface {
 	NewKeyed(t *testing.T, keyer *sinks.Keyer) sinks.Sink
 }
 
-// run runs the subtests every sink passes.
-func run(t *testing.T, h Harness, f Features) {
-	t.Run("Window", func(t *testing.T) { testWindow(t, h) })
-	t.Run("Redelivery", func(t *testing.T) { testRedelivery(t, h, f) })
-	t.Run("DuplicateKeyInBatch", func(t *testing.T) { testDuplicateKey(t, h) })
-	t.Run("ConcurrentPartitions", func(t *testing.T) { testConcurrent(t, h, f) })
-	t.Run("CancelledContext", func(t *testing.T) { testCancelled(t, h, f) })
-	t.Run("CrashAndResume", func(t *testing.T) { testCrashAndResume(t, h, f) })
-}
-
 // open opens h's sink on t's target and closes it when t ends.
 func open(t *testing.T, h Harness) sinks.Sink {
 	t.Helper()

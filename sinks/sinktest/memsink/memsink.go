@@ -15,6 +15,7 @@ import (
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
+	"github.com/replay-tool/replay/sinks/encode"
 )
 
 // Type is the memory sink's type in a plan.
@@ -56,13 +57,8 @@ var Descriptor = plan.SinkDescriptor{
 			Doc:    "memory: the most records the bucket keeps, 1..10000 (default 100).",
 			Schema: plan.OrEnv(map[string]any{"type": "integer", "minimum": 1, "maximum": MaxCapacity})},
 		{Name: "mode", Fingerprint: true, Enum: Modes, Default: "append",
-			Doc: "memory: append (default: a write adds its records) or replace (a write replaces the bucket's records).",
-			FingerprintValue: func(val any, _ *plan.Sink, _ bool) any {
-				if val == "append" {
-					return ""
-				}
-				return val
-			}},
+			Doc:              "memory: append (default: a write adds its records) or replace (a write replaces the bucket's records).",
+			FingerprintValue: encode.DefaultAsUnset("append")},
 		{Name: "token", Secret: true, Doc: "memory: the bucket's token; from the environment, e.g. ${MEMORY_TOKEN}."},
 	},
 	Check: func(c *plan.SinkCheck) {
