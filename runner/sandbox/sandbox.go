@@ -4,6 +4,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -92,10 +93,7 @@ func Produce(ctx context.Context, addr string, s Seed) error {
 		Transport: tr,
 	}
 	defer w.Close()
-	seed := s.Rand
-	if seed == 0 {
-		seed = 1
-	}
+	seed := cmp.Or(s.Rand, 1)
 	rng := rand.New(rand.NewPCG(seed, seed))
 	const chunk = 20000
 	msgs := make([]kafka.Message, 0, chunk)
