@@ -47,10 +47,10 @@ func ReadResolution(path string) (*Resolution, error) {
 	f := resolutionFile{Resolution: &Resolution{}}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("resolution file %s: %w", path, err)
+	if err = dec.Decode(&f); err == nil {
+		err = f.check()
 	}
-	if err := f.check(); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("resolution file %s: %w", path, err)
 	}
 	return f.Resolution, nil

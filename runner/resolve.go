@@ -329,17 +329,16 @@ func (c *Cluster) checkTimeRange(ctx context.Context, p *plan.Plan, rg Range, fr
 // watermark.
 func timeRange(part int32, start, end int64, o source.Offsets) Range {
 	rg := Range{Partition: part, LogStart: o.LogStart, HighWatermark: o.HighWatermark, LastStable: o.LastStable}
-	upper := o.HighWatermark
 	switch {
 	case o.HighWatermark == o.LogStart:
 		rg.Start, rg.End, rg.Outcome = o.HighWatermark, o.HighWatermark, EmptyPartition
 		return rg
 	case start < 0: // no record at or after from
-		rg.Start, rg.End, rg.Outcome = upper, upper, AfterLastRecord
+		rg.Start, rg.End, rg.Outcome = o.HighWatermark, o.HighWatermark, AfterLastRecord
 		return rg
 	}
-	if end < 0 || end > upper {
-		end = upper
+	if end < 0 || end > o.HighWatermark {
+		end = o.HighWatermark
 	}
 	start = min(start, end)
 	rg.Start, rg.End, rg.Outcome = start, end, InRange
