@@ -128,14 +128,10 @@ func (w *Worker) flushDue(ctx context.Context, batch int) error {
 		}
 	}
 	due := w.pos >= w.state.End || w.commits.Since(time.Now()) > cmp.Or(w.throttle.MaxWait(), flushAfter)
-	if w.starved {
-		w.starved = false
-		if len(w.pending) > 0 {
-			return w.flush(ctx, len(w.pending))
-		}
-	}
+	starved := w.starved
+	w.starved = false
 	switch {
-	case len(w.pending) > 0 && due:
+	case len(w.pending) > 0 && (due || starved):
 		return w.flush(ctx, len(w.pending))
 	case len(w.pending) == 0 && w.pos > w.commits.Committable() && due:
 		w.commits.Wrote(w.pos) // only markers or aborted data since the last commit
