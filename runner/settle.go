@@ -52,14 +52,10 @@ func (j settling) settle(ctx context.Context) ([]*worker.State, error) {
 	return states, nil
 }
 
-// checkResume refuses (*fault.SafetyError with fault.HintRestart, the sink's error in
-// its chain) to resume a run whose earlier output
-// the sink, or the dead-letter sink, no longer holds (sinks.Resumer): the
-// staging of a file sink deleted or found through a relative path from
-// another working directory, a SQLite database created afresh. Resuming
-// would write the remainder of the window only and publish a partial
-// output. It runs before anything is committed or written; a fresh run has
-// nothing to check.
+// checkResume refuses (*fault.SafetyError with fault.HintRestart, the
+// sink's error in its chain) to resume a run whose earlier output the
+// sink, or the dead-letter sink, no longer holds (sinks.Resumer: resuming
+// would publish a partial output). A fresh run has nothing to check.
 func (j settling) checkResume() error {
 	if j.Fresh || len(j.committed) == 0 {
 		return nil
@@ -109,15 +105,12 @@ func (j settling) resumePoints(i int) []sinks.ResumePoint {
 
 // reconcile resumes each partition whose output a sink (or the
 // dead-letter sink) no longer holds up to the group's commit
-// (sinks.Reconciler: a table dropped, truncated, restored from a backup, a
-// replica that lagged taking over) where the sink's output really ends,
-// with a warning naming what the sink found: the records from there are
-// written again, which idempotent writes make safe, instead of being
-// missing from a run that succeeds. commitStarts then commits that start to
-// the group. A rewind below the first offset the topic still stores is a
-// *RetentionError without allow_data_loss. It runs after checkResume and
-// before anything is committed or written; a fresh run has nothing to
-// reconcile.
+// (sinks.Reconciler) where the sink's output really ends, with a warning
+// naming what the sink found: the records from there are written again,
+// which idempotent writes make safe, instead of being missing from a run
+// that succeeds; commitStarts commits that start. A rewind below the first
+// offset the topic still stores is a *RetentionError without
+// allow_data_loss. A fresh run has nothing to reconcile.
 func (j settling) reconcile(ctx context.Context) error {
 	if j.Fresh || len(j.committed) == 0 {
 		return nil

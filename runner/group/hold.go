@@ -259,11 +259,7 @@ func (h *Hold) settle(ctx context.Context) (*source.Generation, error) {
 			case <-quit:
 			}
 		})
-		g, err := h.c.DescribeGroup(ctx, h.group)
-		alone := false
-		if err == nil {
-			alone, err = h.alone(ctx, g, gen.ID)
-		}
+		alone, err := h.alone(ctx, gen.ID)
 		if err != nil {
 			close(quit)
 			return nil, err
@@ -302,8 +298,12 @@ func (h *Hold) settle(ctx context.Context) (*source.Generation, error) {
 // is Stable: outside it, a rebalance is under way, this generation ends
 // with it, and settle describes the group again. Other members are refused
 // as CheckMembers does.
-func (h *Hold) alone(ctx context.Context, g *source.Group, memberID string) (bool, error) {
-	if g == nil || g.Err != nil {
+func (h *Hold) alone(ctx context.Context, memberID string) (bool, error) {
+	g, err := h.c.DescribeGroup(ctx, h.group)
+	switch {
+	case err != nil:
+		return false, err
+	case g == nil || g.Err != nil:
 		return false, fmt.Errorf("hold group %s: cannot describe it", h.group)
 	}
 	stable := strings.EqualFold(g.State, "Stable")

@@ -129,17 +129,9 @@ func Order(rng *rand.Rand, i int, ts time.Time) kafka.Message {
 // codec: "" or none is 0 (uncompressed); anything else but gzip, snappy,
 // lz4 and zstd is an error that lists them.
 func Codec(name string) (kafka.Compression, error) {
-	switch name {
-	case "", "none":
-		return 0, nil
-	case "gzip":
-		return kafka.Gzip, nil
-	case "snappy":
-		return kafka.Snappy, nil
-	case "lz4":
-		return kafka.Lz4, nil
-	case "zstd":
-		return kafka.Zstd, nil
+	codecs := map[string]kafka.Compression{"": 0, "none": 0, "gzip": kafka.Gzip, "snappy": kafka.Snappy, "lz4": kafka.Lz4, "zstd": kafka.Zstd}
+	if c, ok := codecs[name]; ok {
+		return c, nil
 	}
 	return 0, fmt.Errorf("--compression %q: want none, gzip, snappy, lz4 or zstd", name)
 }
