@@ -274,7 +274,7 @@ func (w *Worker) failLost(ctx context.Context, err error) error {
 	var re *source.RetryError
 	var ote *source.OpenTransactionError
 	budget := errors.As(err, &re) || errors.As(err, &ote)
-	if !isDataLoss(err) && !budget {
+	if !partitionFailed[*source.DataLossError](err) && !budget {
 		return err
 	}
 	var ferr error
