@@ -93,10 +93,6 @@ type PartitionError = source.PartitionError
 // before the replay read them.
 type Gap = source.Gap
 
-// DataLossError reports offsets of the window deleted while the run was
-// reading the partition (source.DataLossError).
-type DataLossError = source.DataLossError
-
 // HoldGroup makes this process the holder of p's replay group
 // (group.HoldGroup): a run with the hold (Options.Hold) refuses every
 // other run of the plan while it lasts. Release leaves the group.

@@ -47,10 +47,10 @@ func ReadResolution(path string) (*Resolution, error) {
 	f := resolutionFile{Resolution: &Resolution{}}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("resolution file %s: %w", path, err)
+	if err = dec.Decode(&f); err == nil {
+		err = f.check()
 	}
-	if err := f.check(); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("resolution file %s: %w", path, err)
 	}
 	return f.Resolution, nil
@@ -218,13 +218,12 @@ func samePinnedRanges(p *plan.Plan, pinned *Resolution, cps map[int32]group.Chec
 		if !cp.Replay || cp.Offset < 0 {
 			continue
 		}
-		i := slices.IndexFunc(pinned.Ranges, func(r Range) bool { return r.Partition == part })
 		pin := "no range"
-		if i >= 0 {
-			if r := pinned.Ranges[i]; r.Start == cp.Start && r.End == cp.End {
+		if r, ok := pinned.rangeOf(part); ok {
+			if r.Start == cp.Start && r.End == cp.End {
 				continue
 			}
-			pin = fmt.Sprintf("[%d, %d)", pinned.Ranges[i].Start, pinned.Ranges[i].End)
+			pin = fmt.Sprintf("[%d, %d)", r.Start, r.End)
 		}
 		hint := fault.HintFinishOrRestart
 		if join {

@@ -298,14 +298,12 @@ func (c *Cluster) noteOpenTransaction(ctx context.Context, p *plan.Plan, rg *Ran
 // to retention: a *RetentionError unless the plan allows data loss.
 func (c *Cluster) checkTimeRange(ctx context.Context, p *plan.Plan, rg Range, from time.Time) (Range, error) {
 	topic, part := p.Source.Topic, rg.Partition
-	var err error
-	if rg.Outcome == AfterLastRecord {
-		o := source.Offsets{LogStart: rg.LogStart, HighWatermark: rg.HighWatermark, LastStable: rg.LastStable}
-		if rg.Detail, err = c.explainAfterLast(ctx, topic, part, o, p.Source.Isolation); err != nil {
-			return rg, err
-		}
-	}
-	if rg.Outcome == StartBeforeRetention {
+	switch rg.Outcome {
+	case AfterLastRecord:
+		var err error
+		rg.Detail, err = c.explainAfterLast(ctx, topic, rg, p.Source.Isolation)
+		return rg, err
+	case StartBeforeRetention:
 		first, err := c.FirstRecordTime(ctx, topic, part, rg.LogStart, p.Source.Isolation)
 		if err != nil {
 			return rg, err
@@ -329,17 +327,16 @@ func (c *Cluster) checkTimeRange(ctx context.Context, p *plan.Plan, rg Range, fr
 // watermark.
 func timeRange(part int32, start, end int64, o source.Offsets) Range {
 	rg := Range{Partition: part, LogStart: o.LogStart, HighWatermark: o.HighWatermark, LastStable: o.LastStable}
-	upper := o.HighWatermark
 	switch {
 	case o.HighWatermark == o.LogStart:
 		rg.Start, rg.End, rg.Outcome = o.HighWatermark, o.HighWatermark, EmptyPartition
 		return rg
 	case start < 0: // no record at or after from
-		rg.Start, rg.End, rg.Outcome = upper, upper, AfterLastRecord
+		rg.Start, rg.End, rg.Outcome = o.HighWatermark, o.HighWatermark, AfterLastRecord
 		return rg
 	}
-	if end < 0 || end > upper {
-		end = upper
+	if end < 0 || end > o.HighWatermark {
+		end = o.HighWatermark
 	}
 	start = min(start, end)
 	rg.Start, rg.End, rg.Outcome = start, end, InRange
@@ -412,20 +409,20 @@ func selectPartitions(p *plan.Plan, all []int32) (selected, unselected []int32, 
 
 // explainAfterLast says why the lookup of from found no record in a
 // partition that holds records: stamped earlier, or not stamped at all.
-func (c *Cluster) explainAfterLast(ctx context.Context, topic string, part int32, o source.Offsets, iso string) (string, error) {
-	if o.LastStable <= o.LogStart {
+func (c *Cluster) explainAfterLast(ctx context.Context, topic string, rg Range, iso string) (string, error) {
+	if rg.LastStable <= rg.LogStart {
 		return "", nil
 	}
-	recs, err := c.LastRecords(ctx, topic, part, o.LogStart, o.LastStable, 16, iso)
+	recs, err := c.LastRecords(ctx, topic, rg.Partition, rg.LogStart, rg.LastStable, 16, iso)
 	if err != nil {
-		return "", fmt.Errorf("read the last records of %s/%d: %w", topic, part, err)
+		return "", fmt.Errorf("read the last records of %s/%d: %w", topic, rg.Partition, err)
 	}
 	if len(recs) == 0 {
 		return "", nil
 	}
 	last := recs[len(recs)-1]
 	if last.Time.UnixMilli() < 0 {
-		return fmt.Sprintf("the partition holds records (offsets %d to %d) but the last one, at offset %d, carries no timestamp (-1: written by a client older than Kafka 0.10 or with timestamps turned off): a time lookup cannot find such records, so the time window selects nothing here; replay them with an offsets window", o.LogStart, o.LastStable-1, last.Offset), nil
+		return fmt.Sprintf("the partition holds records (offsets %d to %d) but the last one, at offset %d, carries no timestamp (-1: written by a client older than Kafka 0.10 or with timestamps turned off): a time lookup cannot find such records, so the time window selects nothing here; replay them with an offsets window", rg.LogStart, rg.LastStable-1, last.Offset), nil
 	}
 	return fmt.Sprintf("no record is stamped at or after from: the last record, at offset %d, is stamped %s", last.Offset, last.Time.UTC().Format(time.RFC3339Nano)), nil
 }

@@ -31,8 +31,10 @@ import (
 // ends stops the run with an error wrapping group.ErrHoldLost.
 func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 	applyRetry(j.c, j.Plan, j.opts) // also for jobs prepared by the schedule
-	if err := (settling{Job: j}).dropDiscardedHeld(ctx); err != nil {
-		return nil, err
+	if j.opts.Hold != nil {
+		if err := (settling{Job: j}).dropDiscarded(ctx); err != nil {
+			return nil, err
+		}
 	}
 	j.c.sayRetries(j.opts.Log, j.Plan.Name)
 	k, ctx, unhold := j.follow(ctx)
@@ -227,11 +229,7 @@ func (j *Job) PinRanges(ctx context.Context) error {
 	}
 	applyRetry(j.c, j.Plan, j.opts)
 	s := settling{Job: j}
-	if j.opts.Hold == nil {
-		if err := s.dropDiscarded(ctx); err != nil {
-			return err
-		}
-	} else if err := s.dropDiscardedHeld(ctx); err != nil {
+	if err := s.dropDiscarded(ctx); err != nil {
 		return err
 	}
 	j.discarded = nil // dropped: Run has none left to drop

@@ -189,9 +189,6 @@ func (j preparing) intervalRanges(ctx context.Context, all []int32, cps map[int3
 		}
 		j.Resolution.Ranges = append(j.Resolution.Ranges, rg)
 	}
-	if !j.Fresh {
-		j.Resolution.ResolvedAt = j.opts.Now().UTC()
-	}
 	return nil
 }
 

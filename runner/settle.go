@@ -34,7 +34,7 @@ func (j settling) settle(ctx context.Context) ([]*worker.State, error) {
 	if err := j.reconcile(ctx); err != nil {
 		return nil, err
 	}
-	if j.Fresh && j.opts.Hold == nil {
+	if j.opts.Hold == nil { // under a hold, Run dropped them first
 		if err := j.dropDiscarded(ctx); err != nil {
 			return nil, err
 		}
@@ -52,14 +52,10 @@ func (j settling) settle(ctx context.Context) ([]*worker.State, error) {
 	return states, nil
 }
 
-// checkResume refuses (*fault.SafetyError with fault.HintRestart, the sink's error in
-// its chain) to resume a run whose earlier output
-// the sink, or the dead-letter sink, no longer holds (sinks.Resumer): the
-// staging of a file sink deleted or found through a relative path from
-// another working directory, a SQLite database created afresh. Resuming
-// would write the remainder of the window only and publish a partial
-// output. It runs before anything is committed or written; a fresh run has
-// nothing to check.
+// checkResume refuses (*fault.SafetyError with fault.HintRestart, the
+// sink's error in its chain) to resume a run whose earlier output the
+// sink, or the dead-letter sink, no longer holds (sinks.Resumer: resuming
+// would publish a partial output). A fresh run has nothing to check.
 func (j settling) checkResume() error {
 	if j.Fresh || len(j.committed) == 0 {
 		return nil
@@ -109,15 +105,12 @@ func (j settling) resumePoints(i int) []sinks.ResumePoint {
 
 // reconcile resumes each partition whose output a sink (or the
 // dead-letter sink) no longer holds up to the group's commit
-// (sinks.Reconciler: a table dropped, truncated, restored from a backup, a
-// replica that lagged taking over) where the sink's output really ends,
-// with a warning naming what the sink found: the records from there are
-// written again, which idempotent writes make safe, instead of being
-// missing from a run that succeeds. commitStarts then commits that start to
-// the group. A rewind below the first offset the topic still stores is a
-// *RetentionError without allow_data_loss. It runs after checkResume and
-// before anything is committed or written; a fresh run has nothing to
-// reconcile.
+// (sinks.Reconciler) where the sink's output really ends, with a warning
+// naming what the sink found: the records from there are written again,
+// which idempotent writes make safe, instead of being missing from a run
+// that succeeds; commitStarts commits that start. A rewind below the first
+// offset the topic still stores is a *RetentionError without
+// allow_data_loss. A fresh run has nothing to reconcile.
 func (j settling) reconcile(ctx context.Context) error {
 	if j.Fresh || len(j.committed) == 0 {
 		return nil
@@ -305,13 +298,10 @@ func (j settling) rangesText() string {
 func (j settling) commitStarts(ctx context.Context) error {
 	offsets, meta := map[int32]int64{}, map[int32]group.Meta{}
 	for _, r := range j.Resolution.Ranges {
-		offsets[r.Partition] = j.readFrom(r)
-		m := j.meta(r.Start, r.End, 0, 0)
 		// What the sinks held at that commit, and still hold (a start moved
 		// past lost offsets adds nothing to the staging).
 		h := j.heldAt(r).pos
-		m.Pos, m.DPos = h[0], h[1]
-		meta[r.Partition] = m
+		offsets[r.Partition], meta[r.Partition] = j.readFrom(r), j.meta(r.Start, r.End, h[0], h[1])
 	}
 	if err := j.commits.Load().Commit(ctx, j.Resolution.Topic, offsets, meta); err != nil {
 		return fmt.Errorf("pin the resolved ranges in group %s: %w", j.Plan.Group, err)
@@ -319,26 +309,23 @@ func (j settling) commitStarts(ctx context.Context) error {
 	return nil
 }
 
-// dropDiscardedHeld is dropDiscarded for a fresh job run under a hold,
-// which leaves the group for the deletion (Hold.LeaveFor).
-func (j settling) dropDiscardedHeld(ctx context.Context) error {
-	if !j.Fresh || j.opts.Hold == nil || len(j.dropParts()) == 0 {
+// dropDiscarded deletes the checkpoints of a run discarded by Restart on
+// partitions outside a fresh job's new ranges (commitStarts overwrites the
+// others). Under a hold, it leaves the group for the deletion
+// (Hold.LeaveFor).
+func (j settling) dropDiscarded(ctx context.Context) error {
+	parts := slices.DeleteFunc(slices.Clone(j.discarded), func(part int32) bool { _, ok := j.Resolution.rangeOf(part); return ok })
+	if !j.Fresh || len(parts) == 0 {
 		return nil
 	}
-	return j.opts.Hold.LeaveFor(ctx, func() error { return j.dropDiscarded(context.WithoutCancel(ctx)) })
-}
-
-// dropParts are the discarded partitions outside the new ranges.
-func (j settling) dropParts() []int32 {
-	return slices.DeleteFunc(slices.Clone(j.discarded), func(part int32) bool { _, ok := j.Resolution.rangeOf(part); return ok })
-}
-
-// dropDiscarded deletes the checkpoints of a run discarded by Restart on
-// partitions outside the new ranges (commitStarts overwrites the others).
-func (j settling) dropDiscarded(ctx context.Context) error {
-	parts := j.dropParts()
-	if err := group.DeleteCommits(ctx, j.c.Cluster, j.Plan.Group, j.Resolution.Topic, parts); err != nil {
-		return fmt.Errorf("discard the earlier run's checkpoints in group %s: %w", j.Plan.Group, err)
+	drop := func(ctx context.Context) error {
+		if err := group.DeleteCommits(ctx, j.c.Cluster, j.Plan.Group, j.Resolution.Topic, parts); err != nil {
+			return fmt.Errorf("discard the earlier run's checkpoints in group %s: %w", j.Plan.Group, err)
+		}
+		return nil
 	}
-	return nil
+	if j.opts.Hold == nil {
+		return drop(ctx)
+	}
+	return j.opts.Hold.LeaveFor(ctx, func() error { return drop(context.WithoutCancel(ctx)) })
 }

@@ -17,19 +17,19 @@ import (
 // the run has there: a joined member (SetMember), the hold's member
 // (Follow), or none (standalone commits). It is safe for concurrent use.
 type Committer struct {
-	c          *source.Cluster
-	hold       *Hold
-	group      string
-	partitions int
-	member     atomic.Pointer[source.Member]
-	batchOnce  sync.Once
-	batch      *Batcher
+	c      *source.Cluster
+	hold   *Hold
+	group  string
+	member atomic.Pointer[source.Member]
+	batch  *Batcher
 }
 
 // NewCommitter returns the committer of a run of partitions partitions in
 // group, under hold (nil: none).
 func NewCommitter(c *source.Cluster, hold *Hold, group string, partitions int) *Committer {
-	return &Committer{c: c, hold: hold, group: group, partitions: partitions}
+	k := &Committer{c: c, hold: hold, group: group}
+	k.batch = &Batcher{Linger: LingerFor(partitions), Send: k.commitAs}
+	return k
 }
 
 // Member is the member the commits carry; nil for standalone commits.
@@ -68,7 +68,6 @@ func (k *Committer) commitAs(ctx context.Context, m *source.Member, topic string
 // CommitPartition commits tp's offset with its metadata as Member, in one
 // request with the other partitions' commits (Batcher).
 func (k *Committer) CommitPartition(ctx context.Context, tp record.TopicPartition, next int64, meta Meta) error {
-	k.batchOnce.Do(func() { k.batch = &Batcher{Linger: LingerFor(k.partitions), Send: k.commitAs} })
 	return k.batch.Commit(ctx, k.Member(), tp, next, meta)
 }
 

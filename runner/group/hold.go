@@ -72,8 +72,7 @@ type Hold struct {
 // that held the group already keeps it, else the one that started first
 // (Hold.alone), and the other is refused. Release leaves the group.
 func HoldGroup(ctx context.Context, c *source.Cluster, p *plan.Plan) (*Hold, error) {
-	self := selfHolder(p)
-	if err := letGoOfDead(ctx, c, p.Group, self); err != nil {
+	if err := LetGoOfDead(ctx, c, p); err != nil {
 		return nil, err
 	}
 	if err := CheckIdle(ctx, c, p.Group); err != nil {
@@ -83,7 +82,7 @@ func HoldGroup(ctx context.Context, c *source.Cluster, p *plan.Plan) (*Hold, err
 	if err := CheckRunnable(ctx, c, p); err != nil {
 		return nil, err
 	}
-	h := newHold(c, p, self)
+	h := newHold(c, p, selfHolder(p))
 	if err := h.join(ctx); err != nil {
 		return nil, err
 	}
@@ -103,21 +102,15 @@ func selfHolder(p *plan.Plan) Holder {
 }
 
 // LetGoOfDead removes from p's group the holders of p that ran on this
-// machine in a process that no longer exists (letGoOfDead): replay reset
-// right after a run was killed is not refused naming the dead run.
+// machine (the same host name, boot and PID namespace: LocalMachine) in a
+// process that no longer exists (killed): otherwise the coordinator keeps
+// them until their session times out, and a run resumed (or replay reset)
+// at once after a kill is refused naming the dead run. Any other holder
+// is left alone, and refused by the checks that follow until its session
+// times out: one on another host, in another container or boot (its PID
+// means nothing here), of unknown machine, or whose process still exists.
 func LetGoOfDead(ctx context.Context, c *source.Cluster, p *plan.Plan) error {
-	return letGoOfDead(ctx, c, p.Group, selfHolder(p))
-}
-
-// letGoOfDead removes from the group the holders of self's plan that ran
-// on this machine (the same host name, boot and PID namespace:
-// LocalMachine) in a process that no longer exists (killed): otherwise the
-// coordinator keeps them until their session times out, and a run resumed
-// at once after a kill is refused. Any other holder is left alone, and
-// refused by the checks that follow until its session times out: one on
-// another host, in another container or boot (its PID means nothing
-// here), of unknown machine, or whose process still exists.
-func letGoOfDead(ctx context.Context, c *source.Cluster, group string, self Holder) error {
+	group, self := p.Group, selfHolder(p)
 	g, err := c.DescribeGroup(ctx, group)
 	if err != nil || g == nil || g.Err != nil {
 		return nil // the group checks that follow refuse it
@@ -266,11 +259,7 @@ func (h *Hold) settle(ctx context.Context) (*source.Generation, error) {
 			case <-quit:
 			}
 		})
-		g, err := h.c.DescribeGroup(ctx, h.group)
-		alone := false
-		if err == nil {
-			alone, err = h.alone(ctx, g, gen.ID)
-		}
+		alone, err := h.alone(ctx, gen.ID)
 		if err != nil {
 			close(quit)
 			return nil, err
@@ -309,8 +298,12 @@ func (h *Hold) settle(ctx context.Context) (*source.Generation, error) {
 // is Stable: outside it, a rebalance is under way, this generation ends
 // with it, and settle describes the group again. Other members are refused
 // as CheckMembers does.
-func (h *Hold) alone(ctx context.Context, g *source.Group, memberID string) (bool, error) {
-	if g == nil || g.Err != nil {
+func (h *Hold) alone(ctx context.Context, memberID string) (bool, error) {
+	g, err := h.c.DescribeGroup(ctx, h.group)
+	switch {
+	case err != nil:
+		return false, err
+	case g == nil || g.Err != nil:
 		return false, fmt.Errorf("hold group %s: cannot describe it", h.group)
 	}
 	stable := strings.EqualFold(g.State, "Stable")

@@ -174,31 +174,24 @@ type ExpiredError struct {
 }
 
 func (e *ExpiredError) Error() string {
-	parts := make([]string, len(e.Recorded))
+	ids, parts := make([]int32, len(e.Recorded)), make([]string, len(e.Recorded))
 	for i, r := range e.Recorded {
+		ids[i] = r.Partition
 		if r.End >= 0 {
 			parts[i] = fmt.Sprintf("%d [%d, %d) at %d", r.Partition, r.Start, r.End, r.Committed)
 		} else {
 			parts[i] = fmt.Sprintf("%d at %d", r.Partition, r.Committed)
 		}
 	}
-	return fmt.Sprintf("it has no commits for partitions %s of %s, but %s records progress of plan %s there (partition [range) at next offset: %s): "+
+	return fmt.Sprintf("it has no commits for partitions %v of %s, but %s records progress of plan %s there (partition [range) at next offset: %s): "+
 		"the group's committed offsets probably expired (Kafka deletes the offsets of a group that stayed empty for offsets.retention.minutes, 7 days by default) or were deleted; "+
 		"starting over would deliver the window again",
-		partitionList(e.Recorded), e.Topic, e.Where, e.Plan, strings.Join(parts, ", "))
+		ids, e.Topic, e.Where, e.Plan, strings.Join(parts, ", "))
 }
 
 // Refusal is e as the *fault.SafetyError a run returns (exit 3), with its hint.
 func (e *ExpiredError) Refusal() error {
 	return &fault.SafetyError{Group: e.Group, Reason: e.Error(), Hint: fault.HintExpired, Err: e}
-}
-
-func partitionList(rs []RecordedRange) string {
-	s := make([]string, len(rs))
-	for i, r := range rs {
-		s[i] = fmt.Sprint(r.Partition)
-	}
-	return "[" + strings.Join(s, " ") + "]"
 }
 
 // RecordRefusal refuses to start p over partitions its run record rec

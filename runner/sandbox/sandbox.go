@@ -4,6 +4,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -92,10 +93,7 @@ func Produce(ctx context.Context, addr string, s Seed) error {
 		Transport: tr,
 	}
 	defer w.Close()
-	seed := s.Rand
-	if seed == 0 {
-		seed = 1
-	}
+	seed := cmp.Or(s.Rand, 1)
 	rng := rand.New(rand.NewPCG(seed, seed))
 	const chunk = 20000
 	msgs := make([]kafka.Message, 0, chunk)
@@ -131,17 +129,9 @@ func Order(rng *rand.Rand, i int, ts time.Time) kafka.Message {
 // codec: "" or none is 0 (uncompressed); anything else but gzip, snappy,
 // lz4 and zstd is an error that lists them.
 func Codec(name string) (kafka.Compression, error) {
-	switch name {
-	case "", "none":
-		return 0, nil
-	case "gzip":
-		return kafka.Gzip, nil
-	case "snappy":
-		return kafka.Snappy, nil
-	case "lz4":
-		return kafka.Lz4, nil
-	case "zstd":
-		return kafka.Zstd, nil
+	codecs := map[string]kafka.Compression{"": 0, "none": 0, "gzip": kafka.Gzip, "snappy": kafka.Snappy, "lz4": kafka.Lz4, "zstd": kafka.Zstd}
+	if c, ok := codecs[name]; ok {
+		return c, nil
 	}
 	return 0, fmt.Errorf("--compression %q: want none, gzip, snappy, lz4 or zstd", name)
 }

@@ -98,7 +98,7 @@ func (c *committer) Since(now time.Time) time.Duration { return now.Sub(c.last) 
 // advance past the markers after them would cost a transaction of its own
 // per batch).
 func (c *committer) Due(now time.Time) bool {
-	return c.sink.Syncer == nil && c.sink.Offsets == nil || c.Since(now) >= commitEvery
+	return c.CommitsBehind() || c.Since(now) >= commitEvery
 }
 
 // Commit commits what was written and not yet committed, if anything,

@@ -128,14 +128,10 @@ func (w *Worker) flushDue(ctx context.Context, batch int) error {
 		}
 	}
 	due := w.pos >= w.state.End || w.commits.Since(time.Now()) > cmp.Or(w.throttle.MaxWait(), flushAfter)
-	if w.starved {
-		w.starved = false
-		if len(w.pending) > 0 {
-			return w.flush(ctx, len(w.pending))
-		}
-	}
+	starved := w.starved
+	w.starved = false
 	switch {
-	case len(w.pending) > 0 && due:
+	case len(w.pending) > 0 && (due || starved):
 		return w.flush(ctx, len(w.pending))
 	case len(w.pending) == 0 && w.pos > w.commits.Committable() && due:
 		w.commits.Wrote(w.pos) // only markers or aborted data since the last commit
@@ -278,7 +274,7 @@ func (w *Worker) failLost(ctx context.Context, err error) error {
 	var re *source.RetryError
 	var ote *source.OpenTransactionError
 	budget := errors.As(err, &re) || errors.As(err, &ote)
-	if !isDataLoss(err) && !budget {
+	if !partitionFailed[*source.DataLossError](err) && !budget {
 		return err
 	}
 	var ferr error

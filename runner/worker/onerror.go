@@ -228,19 +228,15 @@ func stopsOnePartition(err error) bool {
 	if h, ok := err.(*fault.Hinted); ok && h.Hint == fault.HintOpenTransaction {
 		err = h.Err
 	}
-	pe, ok := err.(*source.PartitionError)
-	if ok {
-		_, ok = pe.Err.(*source.OpenTransactionError)
-	}
-	return ok || isDataLoss(err)
+	return partitionFailed[*source.OpenTransactionError](err) || partitionFailed[*source.DataLossError](err)
 }
 
-// isDataLoss reports whether err is exactly a partition's data loss (and
-// not also a sink or commit failure).
-func isDataLoss(err error) bool {
+// partitionFailed reports whether err is exactly a partition's error
+// caused by a T (and not also a sink or commit failure).
+func partitionFailed[T error](err error) bool {
 	pe, ok := err.(*source.PartitionError)
 	if ok {
-		_, ok = pe.Err.(*source.DataLossError)
+		_, ok = pe.Err.(T)
 	}
 	return ok
 }

@@ -55,6 +55,11 @@ func (w *Worker) retry(what string, target sinks.Sink, budget time.Duration, wri
 	self := target.Capabilities().RetriesItself
 	run := cmp.Or(w.runCtx, context.Background())
 	r := backoff.Policy{Min: b.Min, Max: b.Max, Budget: budget}.Start()
+	abandon := func(err error, how string) error {
+		w.state.Abandoned.Store(true)
+		w.log.Warn().Err(err).Msgf("%s: failing when the run was stopped: not retried; the batch is not committed and is delivered again on resume", what)
+		return fmt.Errorf("%w: the %s %s (the batch is not committed and is delivered again on resume): %w", context.Canceled, what, how, err)
+	}
 	for {
 		limit := w.FlushTimeout
 		if self {
@@ -70,9 +75,7 @@ func (w *Worker) retry(what string, target sinks.Sink, budget time.Duration, wri
 			return nil
 		case run.Err() != nil && (sinks.Transient(err) || errors.Is(err, context.Canceled)):
 			// Failing when the run was stopped, or cut off by signalGrace.
-			w.state.Abandoned.Store(true)
-			w.log.Warn().Err(err).Msgf("%s: failing when the run was stopped: not retried; the batch is not committed and is delivered again on resume", what)
-			return fmt.Errorf("%w: the %s still failed when the run was stopped, so it was not retried (the batch is not committed and is delivered again on resume): %w", context.Canceled, what, err)
+			return abandon(err, "still failed when the run was stopped, so it was not retried")
 		case !sinks.Transient(err):
 			return err
 		case self:
@@ -89,9 +92,7 @@ func (w *Worker) retry(what string, target sinks.Sink, budget time.Duration, wri
 		case <-t.C:
 		case <-run.Done():
 			t.Stop()
-			w.state.Abandoned.Store(true)
-			w.log.Warn().Err(err).Msgf("%s: failing when the run was stopped: not retried; the batch is not committed and is delivered again on resume", what)
-			return fmt.Errorf("%w: the %s failed and the run was stopped before it was retried (the batch is not committed and is delivered again on resume): %w", context.Canceled, what, err)
+			return abandon(err, "failed and the run was stopped before it was retried")
 		}
 	}
 }

@@ -177,21 +177,18 @@ func (t *Throttle) Take(ctx context.Context, recs []record.Record) (int, error) 
 		return 0, nil
 	}
 	now := t.now()
-	d := t.reserve(now, n, size).Sub(now)
-	if d <= 0 {
-		if err := ctx.Err(); err != nil {
-			return 0, err
+	if d := t.reserve(now, n, size).Sub(now); d > 0 {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			return 0, ctx.Err()
 		}
-		return n, t.admit(ctx, n, size)
+	} else if err := ctx.Err(); err != nil {
+		return 0, err
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return n, t.admit(ctx, n, size)
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
+	return n, t.admit(ctx, n, size)
 }
 
 // admit waits, after the buckets let a write of n records and size bytes
