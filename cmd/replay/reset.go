@@ -67,9 +67,20 @@ func (a *app) reset(cmd *cobra.Command, file string, yes bool) error {
 		found = found || len(c) > 0
 	}
 	topics := strings.Join(p.Topics(), ", ")
+	// forget marks this machine's records of the plans' runs reset, so the
+	// next run resolves the window afresh, and says so after msg.
+	forget := func(msg, note string) error {
+		for _, tp := range plans {
+			if err := runner.ForgetRun(stateDir(), c, tp); err != nil {
+				return fmt.Errorf("mark the local run record reset: %w", err)
+			}
+		}
+		fmt.Fprintf(a.stdout, "%s\n'replay run %s' starts over and resolves the window afresh%s\n", msg, file, note)
+		return nil
+	}
+	nothing := fmt.Sprintf("nothing to reset: group %s has no commit on %s", p.Group, topics)
 	if !found {
-		fmt.Fprintf(a.stdout, "nothing to reset: group %s has no commit on %s\n", p.Group, topics)
-		return a.forgetRuns(c, plans, file)
+		return forget(nothing, "")
 	}
 	if !yes {
 		fmt.Fprintf(a.stderr, "This deletes the commits of group %s on %s.\n", p.Group, describeTopicCommits(plans, cps))
@@ -92,33 +103,16 @@ func (a *app) reset(cmd *cobra.Command, file string, yes bool) error {
 		n += len(d)
 	}
 	if n == 0 {
-		fmt.Fprintf(a.stdout, "nothing to reset: group %s has no commit on %s\n", p.Group, topics)
-		return a.forgetRuns(c, plans, file)
+		return forget(nothing, "")
 	}
-	if err := a.forgetRuns(c, plans, ""); err != nil {
-		return err
-	}
-	fmt.Fprintf(a.stdout, "reset group %s: deleted its commits on %s\n", p.Group, describeTopicCommits(plans, deleted))
 	note := ""
 	if p.Window.From.IsRelative() || p.Window.To.IsRelative() || p.Window.Last.IsSet() {
 		note = " (its relative bounds move with the clock)"
 	}
-	fmt.Fprintf(a.stdout, "'replay run %s' starts over and resolves the window afresh%s\n", file, note)
+	if err := forget("reset group "+p.Group+": deleted its commits on "+describeTopicCommits(plans, deleted), note); err != nil {
+		return err
+	}
 	a.log.Info().Str("plan", p.Name).Str("group", p.Group).Str("topic", topics).Int("partitions", n).Msg("replay group reset")
-	return nil
-}
-
-// forgetRuns marks this machine's records of the plans' runs reset, so the
-// next run resolves the window afresh; with file set, it says so.
-func (a *app) forgetRuns(c *runner.Cluster, plans []*plan.Plan, file string) error {
-	for _, p := range plans {
-		if err := runner.ForgetRun(stateDir(), c, p); err != nil {
-			return fmt.Errorf("mark the local run record reset: %w", err)
-		}
-	}
-	if file != "" {
-		fmt.Fprintf(a.stdout, "'replay run %s' starts over and resolves the window afresh\n", file)
-	}
 	return nil
 }
 
