@@ -43,11 +43,11 @@ func (a *app) statusCmd() *cobra.Command {
 				_, err := a.printSchedule(cmd.Context(), c, p, o.output)
 				return err
 			}
-			if p.SeveralTopics() && o.resolution == "" {
-				return a.statusTopics(cmd.Context(), c, p, files[0], o.output)
-			}
 			if o.resolution != "" {
 				return a.shardStatus(cmd.Context(), c, p, files[0], o.resolution, o.output)
+			}
+			if p.SeveralTopics() {
+				return a.statusTopics(cmd.Context(), c, p, files[0], o.output)
 			}
 			pr, err := c.Progress(cmd.Context(), p)
 			if err != nil {
@@ -137,11 +137,14 @@ func printProgress(w io.Writer, pr *runner.Progress, file string) {
 	case pr.State == runner.StateForeign || pr.State == runner.StateOtherPlan:
 		// replay run refuses the group: a percentage (100% of no replay
 		// commit) would read as done.
-		records, remaining := "-", "-"
+		records, remaining, refusal := "-", "-", string(pr.State)
 		if pr.Records > 0 {
 			records, remaining = fmt.Sprint(pr.Records), fmt.Sprint(pr.Remaining)
 		}
-		fmt.Fprintf(t, "TOTAL\t\t\t%s\t%s\trefused: %s\t\t\t\n", records, remaining, refusal(pr.State))
+		if pr.State == runner.StateOtherPlan {
+			refusal = "other plan"
+		}
+		fmt.Fprintf(t, "TOTAL\t\t\t%s\t%s\trefused: %s\t\t\t\n", records, remaining, refusal)
 	case pr.Records > 0 || pr.State != runner.StateNotStarted:
 		fmt.Fprintf(t, "TOTAL\t\t\t%d\t%d\t%.1f%%\t\t\t\n", pr.Records, pr.Remaining, pr.PercentDone)
 	}
@@ -190,14 +193,6 @@ func stateLine(pr *runner.Progress, file string) string {
 		return fmt.Sprintf("foreign: group %s has commits on %s that replay did not make: it is, or was, a real consumer group; replay will neither run in it nor reset it: name a dedicated group such as replay.%s", pr.Group, where, pr.Plan)
 	}
 	return string(pr.State)
-}
-
-// refusal names the state of a group that replay run refuses.
-func refusal(s runner.State) string {
-	if s == runner.StateOtherPlan {
-		return "other plan"
-	}
-	return string(s)
 }
 
 func committedBy(pp runner.PartitionProgress) string {
