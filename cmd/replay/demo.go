@@ -150,9 +150,8 @@ func (a *app) summariseDemo(p *plan.Plan, seed sandbox.Seed, rep *runner.Report)
 	if written+skipped+failed != read {
 		return fmt.Errorf("demo check failed: the run read %d records, the sink wrote %d and the run skipped %d and failed %d", read, written, skipped, failed)
 	}
-	fmt.Fprintf(a.stdout, "\noutput: %s (%s sink)\n", sinkWhere(p.Sink), p.Sink.Type)
-	fmt.Fprintf(a.stdout, "check passed: the run read exactly the %d seeded records stamped in [%s, %s); the sink wrote %d, %d were skipped\n",
-		want, rep.From.Format(time.RFC3339), rep.To.Format(time.RFC3339), written, skipped+failed)
+	fmt.Fprintf(a.stdout, "\noutput: %s (%s sink)\ncheck passed: the run read exactly the %d seeded records stamped in [%s, %s); the sink wrote %d, %d were skipped\n",
+		sinkWhere(p.Sink), p.Sink.Type, want, rep.From.Format(time.RFC3339), rep.To.Format(time.RFC3339), written, skipped+failed)
 	return nil
 }
 
@@ -187,8 +186,7 @@ func (a *app) verifyDemo(path string, seed sandbox.Seed, rep *runner.Report) err
 		return fmt.Errorf("demo check failed: %d seeded records are inside the window, the output has %d", want, len(seen))
 	}
 	abs, _ := filepath.Abs(path)
-	fmt.Fprintf(a.stdout, "\noutput: %s\n", abs)
-	fmt.Fprintf(a.stdout, "check passed: the output holds exactly the %d seeded records stamped in [%s, %s), each once\n",
-		want, rep.From.Format(time.RFC3339), rep.To.Format(time.RFC3339))
+	fmt.Fprintf(a.stdout, "\noutput: %s\ncheck passed: the output holds exactly the %d seeded records stamped in [%s, %s), each once\n",
+		abs, want, rep.From.Format(time.RFC3339), rep.To.Format(time.RFC3339))
 	return nil
 }
