@@ -170,16 +170,16 @@ func stateLine(pr *runner.Progress, file string) string {
 		}
 		return fmt.Sprintf("not started: group %s has no commit on %s; 'replay plan %s' shows the ranges, 'replay run %s' starts", pr.Group, pr.Topic, file, file)
 	case runner.StateInProgress:
-		if pr.Holder != "" && pr.HolderGone {
-			return fmt.Sprintf("stopped: %d of %d offsets replayed (%.1f%%), %d remaining; the run that held the group (%s) is gone (killed): the group lets go of it at its session timeout, and a run of the plan on this machine at once: 'replay run %s' resumes", pr.Replayed, pr.Records, pr.PercentDone, pr.Remaining, pr.Holder, file)
+		done := fmt.Sprintf("%d of %d offsets replayed (%.1f%%), %d remaining", pr.Replayed, pr.Records, pr.PercentDone, pr.Remaining)
+		switch g := pr.GroupState; {
+		case pr.Holder != "" && pr.HolderGone:
+			return fmt.Sprintf("stopped: %s; the run that held the group (%s) is gone (killed): the group lets go of it at its session timeout, and a run of the plan on this machine at once: 'replay run %s' resumes", done, pr.Holder, file)
+		case pr.Holder != "":
+			return fmt.Sprintf("in progress: %s; a run of this plan holds the group (%s): it is running, or died less than a session timeout ago", done, pr.Holder)
+		case g != "" && g != "Empty" && g != "Dead":
+			return fmt.Sprintf("in progress: %s; the group is %s: processes are running it (replay run --join)", done, g)
 		}
-		if pr.Holder != "" {
-			return fmt.Sprintf("in progress: %d of %d offsets replayed (%.1f%%), %d remaining; a run of this plan holds the group (%s): it is running, or died less than a session timeout ago", pr.Replayed, pr.Records, pr.PercentDone, pr.Remaining, pr.Holder)
-		}
-		if g := pr.GroupState; g != "" && g != "Empty" && g != "Dead" {
-			return fmt.Sprintf("in progress: %d of %d offsets replayed (%.1f%%), %d remaining; the group is %s: processes are running it (replay run --join)", pr.Replayed, pr.Records, pr.PercentDone, pr.Remaining, g)
-		}
-		return fmt.Sprintf("in progress: %d of %d offsets replayed (%.1f%%), %d remaining; 'replay run %s' resumes", pr.Replayed, pr.Records, pr.PercentDone, pr.Remaining, file)
+		return fmt.Sprintf("in progress: %s; 'replay run %s' resumes", done, file)
 	case runner.StateDone:
 		return fmt.Sprintf("done: every partition was replayed to its end (%d offsets); a re-run does nothing ('replay reset %s' to replay again)", pr.Records, file)
 	case runner.StateOtherPlan:
