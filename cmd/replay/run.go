@@ -211,12 +211,19 @@ func (a *app) showJobs(ctx context.Context, out io.Writer, o runOptions, jobs ..
 	return a.confirmRun(ctx, o.in, jobs...)
 }
 
-// runnerOptions checks run's flags (o) and returns the runner's options
-// they give: the ranges of a --resolution file, --restart, --join,
-// --resume-from-sink, where runs are recorded, and the progress lines.
+// runnerOptions returns the runner's options run's flags (o) give: the
+// ranges of a --resolution file, --restart, --join, --resume-from-sink,
+// where runs are recorded, and the progress lines. It refuses (usage
+// errors) asking for confirmation without a terminal and the unsafe
+// combinations of --join, --restart and --resume-from-sink.
 func (a *app) runnerOptions(o runOptions) (runner.Options, error) {
-	if err := o.checkFlags(); err != nil {
-		return runner.Options{}, err
+	switch {
+	case !o.yes && !isTerminal(o.in):
+		return runner.Options{}, usageError{errors.New("stdin is not a terminal, so replay run cannot ask for confirmation: add --yes to run without asking (schedulers, CI)")}
+	case o.join && o.restart:
+		return runner.Options{}, usageError{errors.New("--join and --restart: discarding the checkpoints other processes of the plan are using is not safe; stop them all, then --restart without --join")}
+	case o.resumeFromSink && (o.restart || o.join):
+		return runner.Options{}, usageError{errors.New("--resume-from-sink continues a plain run from the sink's checkpoints: it does not combine with --restart (start over) or --join")}
 	}
 	opts, err := pinnedOptions(o.resolution)
 	if err != nil {
@@ -233,21 +240,6 @@ func (a *app) runnerOptions(o runOptions) (runner.Options, error) {
 		opts.ProgressEvery = -1 // a terminal: the progress display replaces the log lines
 	}
 	return opts, nil
-}
-
-// checkFlags refuses (usage errors) asking for confirmation without a
-// terminal and the unsafe combinations of --join, --restart and
-// --resume-from-sink.
-func (o runOptions) checkFlags() error {
-	switch {
-	case !o.yes && !isTerminal(o.in):
-		return usageError{errors.New("stdin is not a terminal, so replay run cannot ask for confirmation: add --yes to run without asking (schedulers, CI)")}
-	case o.join && o.restart:
-		return usageError{errors.New("--join and --restart: discarding the checkpoints other processes of the plan are using is not safe; stop them all, then --restart without --join")}
-	case o.resumeFromSink && (o.restart || o.join):
-		return usageError{errors.New("--resume-from-sink continues a plain run from the sink's checkpoints: it does not combine with --restart (start over) or --join")}
-	}
-	return nil
 }
 
 // runJob writes a prepared job into a new sink, prints its summary and
