@@ -116,36 +116,30 @@ func (a *app) reset(cmd *cobra.Command, file string, yes bool) error {
 	return nil
 }
 
-// describeTopicCommits says which commits of each topic's plan cps holds
-// ("orders: partitions [0 1] of this plan (fingerprint ...)"), topics
-// without any left out.
+// describeTopicCommits says which partitions of each topic's plan hold
+// commits of which plan in cps ("orders: partitions [0 1] of this plan
+// (fingerprint ...)"), topics without any left out.
 func describeTopicCommits(plans []*plan.Plan, cps [][]group.Checkpoint) string {
 	var out []string
 	for i, p := range plans {
-		if len(cps[i]) > 0 {
-			out = append(out, p.Source.Topic+": "+describeCommits(cps[i], p))
+		byPlan := map[string][]int32{}
+		for _, cp := range cps[i] {
+			who := fmt.Sprintf("plan %q (fingerprint %s)", cp.Plan, cp.Fingerprint)
+			if cp.Fingerprint == p.Fingerprint() {
+				who = fmt.Sprintf("this plan (fingerprint %s)", cp.Fingerprint)
+			}
+			byPlan[who] = append(byPlan[who], cp.Partition)
+		}
+		var parts []string
+		for who, ps := range byPlan {
+			parts = append(parts, fmt.Sprintf("partitions %v of %s", ps, who))
+		}
+		if len(parts) > 0 {
+			sort.Strings(parts)
+			out = append(out, p.Source.Topic+": "+strings.Join(parts, "; "))
 		}
 	}
 	return strings.Join(out, "; ")
-}
-
-// describeCommits says which partitions hold commits of which plan:
-// "partitions [0 1 2] of this plan (fingerprint ...)".
-func describeCommits(cps []group.Checkpoint, p *plan.Plan) string {
-	byPlan := map[string][]int32{}
-	for _, cp := range cps {
-		who := fmt.Sprintf("plan %q (fingerprint %s)", cp.Plan, cp.Fingerprint)
-		if cp.Fingerprint == p.Fingerprint() {
-			who = fmt.Sprintf("this plan (fingerprint %s)", cp.Fingerprint)
-		}
-		byPlan[who] = append(byPlan[who], cp.Partition)
-	}
-	parts := make([]string, 0, len(byPlan))
-	for who, ps := range byPlan {
-		parts = append(parts, fmt.Sprintf("partitions %v of %s", ps, who))
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, "; ")
 }
 
 // isTerminal reports whether r is an interactive terminal.
