@@ -240,7 +240,7 @@ func (a *app) exitCode(err error) int {
 		return v.code
 	}
 	jsonLogs := a.jsonLogs.Load()
-	if hint := hintText(fault.HintOf(err)); v.hinted && hint != "" && jsonLogs {
+	if hint := hints[fault.HintOf(err)]; v.hinted && hint != "" && jsonLogs {
 		err = fmt.Errorf("%w. %s", err, hint)
 	} else if v.hinted && hint != "" {
 		v.help = hint + "\n"
