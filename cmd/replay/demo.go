@@ -35,10 +35,9 @@ func writeEmbeddedDemoPlan() (string, error) {
 }
 
 type demoOptions struct {
-	plan       string
-	records    int
-	partitions int32
-	// metricsAddr is --metrics-addr, as for run.
+	plan        string
+	records     int
+	partitions  int32
 	metricsAddr string
 }
 

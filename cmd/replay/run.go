@@ -54,15 +54,11 @@ func pinnedOptions(path string) (runner.Options, error) {
 type runOptions struct {
 	restart, yes, join, resumeFromSink bool
 	report, resolution, metricsAddr    string
+	interval, shard                    string
+	maxIntervals                       int
 	in                                 io.Reader
-	// interval re-runs the schedule interval holding it; maxIntervals 0
-	// runs every due interval.
-	interval     string
-	maxIntervals int
 	// noRecord keeps no local run record (the demo's throwaway broker).
 	noRecord bool
-	// shard is I/N: run shard I of the sharded --resolution.
-	shard string
 }
 
 func (a *app) runCmd() *cobra.Command {

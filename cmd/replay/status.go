@@ -15,12 +15,8 @@ import (
 	"github.com/replay-tool/replay/sinks/registry"
 )
 
-type statusOptions struct {
-	output string
-	// resolution is --resolution: show every shard of this sharded
-	// resolution file.
-	resolution string
-}
+// statusOptions are status's flags, named after them.
+type statusOptions struct{ output, resolution string }
 
 func (a *app) statusCmd() *cobra.Command {
 	o := statusOptions{output: "table"}
