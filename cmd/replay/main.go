@@ -48,7 +48,7 @@ func main() {
 		debug.SetMemoryLimit(runner.SoftMemoryLimit())
 	}
 	app := newApp(os.Stdout, os.Stderr)
-	ctx, stop := signalContext(app.signalMessage, app.notify)
+	ctx, stop := app.signalContext()
 	defer stop()
 	if guard {
 		go memlimit.Guard(ctx, 250*time.Millisecond, runner.SoftMemoryLimit(), nil)
@@ -71,19 +71,18 @@ func liftSoftMemoryLimit() {
 
 // signalContext is cancelled by the first SIGINT/SIGTERM (a run finishes
 // the in-flight batch, commits and stops); a second one exits at once.
-// message says what the first one does, "" what the second one does;
-// notify tells the user (from the signal goroutine).
-func signalContext(message func(first os.Signal) string, notify func(string)) (context.Context, func()) {
+// Each tells the user what it does (signalMessage), if anything.
+func (a *app) signalContext() (context.Context, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		sig := <-ch
-		notify(message(sig))
+		a.notify(a.signalMessage(sig))
 		cancel()
 		<-ch
-		if msg := message(nil); msg != "" {
-			notify(msg)
+		if msg := a.signalMessage(nil); msg != "" {
+			a.notify(msg)
 		}
 		os.Exit(130)
 	}()
