@@ -57,14 +57,12 @@ func (a *app) reset(cmd *cobra.Command, file string, yes bool) error {
 	}
 	// Every topic's group is checked before any commit is deleted.
 	var cps [][]group.Checkpoint
-	found := false
 	for _, tp := range plans {
-		c, err := c.CheckReset(ctx, tp)
+		cp, err := c.CheckReset(ctx, tp)
 		if err != nil {
 			return err
 		}
-		cps = append(cps, c)
-		found = found || len(c) > 0
+		cps = append(cps, cp)
 	}
 	topics := strings.Join(p.Topics(), ", ")
 	// forget marks this machine's records of the plans' runs reset, so the
@@ -79,11 +77,12 @@ func (a *app) reset(cmd *cobra.Command, file string, yes bool) error {
 		return nil
 	}
 	nothing := fmt.Sprintf("nothing to reset: group %s has no commit on %s", p.Group, topics)
-	if !found {
+	commits := describeTopicCommits(plans, cps) // "" when no topic has any
+	if commits == "" {
 		return forget(nothing, "")
 	}
 	if !yes {
-		fmt.Fprintf(a.stderr, "This deletes the commits of group %s on %s.\n", p.Group, describeTopicCommits(plans, cps))
+		fmt.Fprintf(a.stderr, "This deletes the commits of group %s on %s.\n", p.Group, commits)
 		ok, err := confirmReset(ctx, in, a.stderr, p.Group)
 		if err != nil {
 			return err
