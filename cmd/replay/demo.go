@@ -20,20 +20,6 @@ import (
 
 const defaultDemoPlan = "plans/demo.yaml"
 
-// writeEmbeddedDemoPlan writes the embedded demo plan to a temporary file.
-func writeEmbeddedDemoPlan() (string, error) {
-	dir, err := os.MkdirTemp("", "replay-demo-")
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, "demo.yaml")
-	if err := os.WriteFile(path, plans.Demo, 0o644); err != nil {
-		os.RemoveAll(dir)
-		return "", err
-	}
-	return path, nil
-}
-
 type demoOptions struct {
 	plan        string
 	records     int
@@ -76,10 +62,15 @@ func (a *app) demo(ctx context.Context, o demoOptions) error {
 	liftSoftMemoryLimit() // the embedded broker holds every seeded record
 	if _, err := os.Stat(o.plan); err != nil && o.plan == defaultDemoPlan {
 		// Outside a checkout: run the copy embedded in the binary.
-		if o.plan, err = writeEmbeddedDemoPlan(); err != nil {
+		dir, err := os.MkdirTemp("", "replay-demo-")
+		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(filepath.Dir(o.plan)) // the temporary directory writeEmbeddedDemoPlan made
+		defer os.RemoveAll(dir)
+		o.plan = filepath.Join(dir, "demo.yaml")
+		if err := os.WriteFile(o.plan, plans.Demo, 0o644); err != nil {
+			return err
+		}
 	} else if err != nil { // before seeding a broker for nothing
 		return usageError{fmt.Errorf("--plan: %w", err)}
 	}
