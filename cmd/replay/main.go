@@ -114,7 +114,7 @@ type app struct {
 	secrets              *redactor
 	log                  zerolog.Logger
 	logLevel             string
-	// stopProfile ends a CPU profile started by --cpu-profile.
+	// stopProfile ends the profiles of --cpu-profile and --mem-profile.
 	stopProfile func()
 	// jsonLogs is set when stderr is not a terminal: every stderr line of a
 	// command is then JSON, notices and the final error too.
