@@ -38,28 +38,16 @@ func (a *app) confirmRun(ctx context.Context, in io.Reader, jobs ...*runner.Job)
 	if remaining == 0 && q.Len() == 0 {
 		return nil
 	}
-	fmt.Fprintf(&q, "Replay %d offsets of %s into %s?", remaining, strings.Join(topics, ", "), sinkWhere(jobs[0].Plan.Sink))
-	ok, err := a.ask(ctx, in, q.String())
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return errDeclined
-	}
-	return nil
-}
-
-// ask prints question on stderr and reads the answer from in: y or yes
-// (any case) is a yes, anything else a no.
-func (a *app) ask(ctx context.Context, in io.Reader, question string) (bool, error) {
-	fmt.Fprintf(a.stderr, "%s [y/N] ", question)
+	// y or yes (any case) is a yes, anything else a no.
+	fmt.Fprintf(a.stderr, "%sReplay %d offsets of %s into %s? [y/N] ", q.String(), remaining, strings.Join(topics, ", "), sinkWhere(jobs[0].Plan.Sink))
 	line, err := readAnswer(ctx, in)
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		fmt.Fprintln(a.stderr)
-		return false, errDeclined
 	}
-	s := strings.ToLower(strings.TrimSpace(line))
-	return s == "y" || s == "yes", nil
+	if s := strings.ToLower(strings.TrimSpace(line)); s != "y" && s != "yes" {
+		return errDeclined
+	}
+	return nil
 }
 
 // readAnswer reads one line from in, or returns ctx's error as soon as ctx

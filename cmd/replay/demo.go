@@ -20,25 +20,10 @@ import (
 
 const defaultDemoPlan = "plans/demo.yaml"
 
-// writeEmbeddedDemoPlan writes the embedded demo plan to a temporary file.
-func writeEmbeddedDemoPlan() (string, error) {
-	dir, err := os.MkdirTemp("", "replay-demo-")
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, "demo.yaml")
-	if err := os.WriteFile(path, plans.Demo, 0o644); err != nil {
-		os.RemoveAll(dir)
-		return "", err
-	}
-	return path, nil
-}
-
 type demoOptions struct {
-	plan       string
-	records    int
-	partitions int32
-	// metricsAddr is --metrics-addr, as for run.
+	plan        string
+	records     int
+	partitions  int32
 	metricsAddr string
 }
 
@@ -77,10 +62,15 @@ func (a *app) demo(ctx context.Context, o demoOptions) error {
 	liftSoftMemoryLimit() // the embedded broker holds every seeded record
 	if _, err := os.Stat(o.plan); err != nil && o.plan == defaultDemoPlan {
 		// Outside a checkout: run the copy embedded in the binary.
-		if o.plan, err = writeEmbeddedDemoPlan(); err != nil {
+		dir, err := os.MkdirTemp("", "replay-demo-")
+		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(filepath.Dir(o.plan)) // the temporary directory writeEmbeddedDemoPlan made
+		defer os.RemoveAll(dir)
+		o.plan = filepath.Join(dir, "demo.yaml")
+		if err := os.WriteFile(o.plan, plans.Demo, 0o644); err != nil {
+			return err
+		}
 	} else if err != nil { // before seeding a broker for nothing
 		return usageError{fmt.Errorf("--plan: %w", err)}
 	}
@@ -150,9 +140,8 @@ func (a *app) summariseDemo(p *plan.Plan, seed sandbox.Seed, rep *runner.Report)
 	if written+skipped+failed != read {
 		return fmt.Errorf("demo check failed: the run read %d records, the sink wrote %d and the run skipped %d and failed %d", read, written, skipped, failed)
 	}
-	fmt.Fprintf(a.stdout, "\noutput: %s (%s sink)\n", sinkWhere(p.Sink), p.Sink.Type)
-	fmt.Fprintf(a.stdout, "check passed: the run read exactly the %d seeded records stamped in [%s, %s); the sink wrote %d, %d were skipped\n",
-		want, rep.From.Format(time.RFC3339), rep.To.Format(time.RFC3339), written, skipped+failed)
+	fmt.Fprintf(a.stdout, "\noutput: %s (%s sink)\ncheck passed: the run read exactly the %d seeded records stamped in [%s, %s); the sink wrote %d, %d were skipped\n",
+		sinkWhere(p.Sink), p.Sink.Type, want, rep.From.Format(time.RFC3339), rep.To.Format(time.RFC3339), written, skipped+failed)
 	return nil
 }
 
@@ -187,8 +176,7 @@ func (a *app) verifyDemo(path string, seed sandbox.Seed, rep *runner.Report) err
 		return fmt.Errorf("demo check failed: %d seeded records are inside the window, the output has %d", want, len(seen))
 	}
 	abs, _ := filepath.Abs(path)
-	fmt.Fprintf(a.stdout, "\noutput: %s\n", abs)
-	fmt.Fprintf(a.stdout, "check passed: the output holds exactly the %d seeded records stamped in [%s, %s), each once\n",
-		want, rep.From.Format(time.RFC3339), rep.To.Format(time.RFC3339))
+	fmt.Fprintf(a.stdout, "\noutput: %s\ncheck passed: the output holds exactly the %d seeded records stamped in [%s, %s), each once\n",
+		abs, want, rep.From.Format(time.RFC3339), rep.To.Format(time.RFC3339))
 	return nil
 }

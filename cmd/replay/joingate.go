@@ -3,9 +3,8 @@ package main
 import (
 	"fmt"
 
-	"github.com/replay-tool/replay/sinks/registry"
-
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/sinks/registry"
 )
 
 // joinableSinks refuses, under --join, a sink or dead-letter sink whose
@@ -15,6 +14,10 @@ func joinableSinks(join bool, p *plan.Plan) error {
 	if !join {
 		return nil
 	}
+	sharedSink := func(t plan.SinkType) bool {
+		d, ok := registry.Catalog().Lookup(t)
+		return ok && d.Shared
+	}
 	shared := plan.OrList(registry.Catalog().SharedTypes())
 	if !sharedSink(p.Sink.Type) {
 		return usageError{fmt.Errorf("--join spreads the partitions over several processes, so a %s sink would split the output among them: use a %s sink", p.Sink.Type, shared)}
@@ -23,11 +26,4 @@ func joinableSinks(join bool, p *plan.Plan) error {
 		return usageError{fmt.Errorf("--join spreads the partitions over several processes, so a %s dead-letter sink would split the dead letters among them: use a %s dead-letter sink", dl.Type, shared)}
 	}
 	return nil
-}
-
-// sharedSink reports whether several processes can write the output of a
-// sink of type t at once.
-func sharedSink(t plan.SinkType) bool {
-	d, ok := registry.Catalog().Lookup(t)
-	return ok && d.Shared
 }

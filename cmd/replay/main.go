@@ -48,7 +48,7 @@ func main() {
 		debug.SetMemoryLimit(runner.SoftMemoryLimit())
 	}
 	app := newApp(os.Stdout, os.Stderr)
-	ctx, stop := signalContext(app.signalMessage, app.notify)
+	ctx, stop := app.signalContext()
 	defer stop()
 	if guard {
 		go memlimit.Guard(ctx, 250*time.Millisecond, runner.SoftMemoryLimit(), nil)
@@ -71,19 +71,18 @@ func liftSoftMemoryLimit() {
 
 // signalContext is cancelled by the first SIGINT/SIGTERM (a run finishes
 // the in-flight batch, commits and stops); a second one exits at once.
-// message says what the first one does, "" what the second one does;
-// notify tells the user (from the signal goroutine).
-func signalContext(message func(first os.Signal) string, notify func(string)) (context.Context, func()) {
+// Each tells the user what it does (signalMessage), if anything.
+func (a *app) signalContext() (context.Context, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		sig := <-ch
-		notify(message(sig))
+		a.notify(a.signalMessage(sig))
 		cancel()
 		<-ch
-		if msg := message(nil); msg != "" {
-			notify(msg)
+		if msg := a.signalMessage(nil); msg != "" {
+			a.notify(msg)
 		}
 		os.Exit(130)
 	}()
@@ -115,7 +114,7 @@ type app struct {
 	secrets              *redactor
 	log                  zerolog.Logger
 	logLevel             string
-	// stopProfile ends a CPU profile started by --cpu-profile.
+	// stopProfile ends the profiles of --cpu-profile and --mem-profile.
 	stopProfile func()
 	// jsonLogs is set when stderr is not a terminal: every stderr line of a
 	// command is then JSON, notices and the final error too.
@@ -225,32 +224,32 @@ func (a *app) noticeLog() *zerolog.Logger {
 	return &l
 }
 
-// printErr prints the error that ends the command, once: as a JSON log line
-// (with the exit code) when logs are JSON, else as text after prefix.
-func (a *app) printErr(code int, prefix string, err error, hint string) int {
-	if a.jsonLogs.Load() {
-		a.noticeLog().Error().Int("exit_code", code).Msg(strings.TrimPrefix(prefix, "error: ") + err.Error())
-		return code
-	}
-	fmt.Fprintf(a.stderr, "%s%s\n%s", prefix, err, hint)
-	return code
-}
-
 // usageError marks a mistake on the command line (exit 2).
 type usageError struct{ error }
 
 func (e usageError) Unwrap() error { return e.error }
 
-// exitCode maps an error to the exit code and prints it once.
+// exitCode maps an error to the exit code and prints it once: as a JSON
+// log line (with the exit code) when logs are JSON, else as text between
+// the verdict's prefix and help; a hinted verdict's help is the runner's
+// hint, worded for the command line (in a JSON line, after the message).
 func (a *app) exitCode(err error) int {
 	v := a.verdictOf(err)
 	if err == nil {
 		return v.code
 	}
-	if v.hinted {
-		return a.printHinted(v.code, v.prefix, err)
+	jsonLogs := a.jsonLogs.Load()
+	if hint := hints[fault.HintOf(err)]; v.hinted && hint != "" && jsonLogs {
+		err = fmt.Errorf("%w. %s", err, hint)
+	} else if v.hinted && hint != "" {
+		v.help = hint + "\n"
 	}
-	return a.printErr(v.code, v.prefix, err, v.help)
+	if jsonLogs {
+		a.noticeLog().Error().Int("exit_code", v.code).Msg(strings.TrimPrefix(v.prefix, "error: ") + err.Error())
+	} else {
+		fmt.Fprintf(a.stderr, "%s%s\n%s", v.prefix, err, v.help)
+	}
+	return v.code
 }
 
 // verdict is how an error ends the process: exit code, the prefix before
@@ -293,19 +292,6 @@ func (a *app) verdictOf(err error) verdict {
 		return verdict{code: exitRefused, prefix: "refused: ", help: "Another process runs this replay: let it finish, or stop it and re-run the same command to resume.\n"}
 	}
 	return verdict{code: exitFailed, prefix: "error: ", hinted: true}
-}
-
-// printHinted prints err with its runner hint worded for the command line:
-// on a line of its own, or after the message in a JSON log line.
-func (a *app) printHinted(code int, prefix string, err error) int {
-	hint := hintText(fault.HintOf(err))
-	if hint == "" {
-		return a.printErr(code, prefix, err, "")
-	}
-	if a.jsonLogs.Load() {
-		return a.printErr(code, prefix, fmt.Errorf("%w. %s", err, hint), "")
-	}
-	return a.printErr(code, prefix, err, hint+"\n")
 }
 
 // args wraps cobra's argument checks as usage errors.

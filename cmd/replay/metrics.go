@@ -179,9 +179,8 @@ func listenMetrics(addr string) (*metricsServer, error) {
 	return &metricsServer{ln: ln}, nil
 }
 
-// serve starts serving the jobs' metrics (a plan of several topics has a
-// job per topic, its series told apart by their topic label), from a
-// goroutine that stop waits for.
+// serve starts serving the jobs' metrics (writeMetrics) from a goroutine
+// that stop waits for.
 func (m *metricsServer) serve(a *app, jobs ...*runner.Job) {
 	if m == nil {
 		return

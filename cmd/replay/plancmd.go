@@ -79,19 +79,23 @@ func (a *app) plan(ctx context.Context, file string, o planOptions) error {
 	}
 	v := newPlanView(job, samples, o.resolution)
 	a.describeSchemas(ctx, job, &v)
+	show := func() error {
+		if o.output == "json" {
+			return writeJSON(a.stdout, v)
+		}
+		printPlan(a.stdout, v)
+		return nil
+	}
 	if prepErr != nil {
 		// Retention cut the window: the table shows where, then the error
 		// says what to do; nothing is saved.
 		v.Refused = true
-		if o.output != "json" {
-			printPlan(a.stdout, v)
-		} else if err := writeJSON(a.stdout, v); err != nil {
+		if err := show(); err != nil {
 			return err
 		}
 		return prepErr
 	}
-	shards, err := shardPlan(job, v, o)
-	if err != nil {
+	if v.Shards, err = shardPlan(job, v, o); err != nil {
 		return err
 	}
 	if o.out != "" {
@@ -103,18 +107,15 @@ func (a *app) plan(ctx context.Context, file string, o planOptions) error {
 			return fmt.Errorf("write the resolution: %w", err)
 		}
 	}
-	if o.output == "json" {
-		v.Shards = shards
-		if err := writeJSON(a.stdout, v); err != nil {
-			return err
+	if err := show(); err != nil {
+		return err
+	}
+	if o.output != "json" {
+		if v.Shards != nil {
+			printShards(a.stdout, v.Shards)
 		}
-	} else {
-		printPlan(a.stdout, v)
-		if shards != nil {
-			printShards(a.stdout, shards)
-		}
-		if o.out != "" && shards != nil {
-			fmt.Fprintf(a.stdout, "resolution saved to %s: review it, then run shard I of %d (I from 0 to %d) with 'replay run %s --resolution %s --shard I/%d'\n", o.out, shards.Count, shards.Count-1, file, o.out, shards.Count)
+		if o.out != "" && v.Shards != nil {
+			fmt.Fprintf(a.stdout, "resolution saved to %s: review it, then run shard I of %d (I from 0 to %d) with 'replay run %s --resolution %s --shard I/%d'\n", o.out, v.Shards.Count, v.Shards.Count-1, file, o.out, v.Shards.Count)
 		} else if o.out != "" {
 			fmt.Fprintf(a.stdout, "resolution saved to %s: review it, then run 'replay run %s --resolution %s'\n", o.out, file, o.out)
 		}

@@ -44,11 +44,9 @@ func (a *app) addProfileFlag(root *cobra.Command) {
 				}
 			})
 		}
-		if len(stops) > 0 {
-			a.stopProfile = func() {
-				for _, stop := range stops {
-					stop()
-				}
+		a.stopProfile = func() {
+			for _, stop := range stops {
+				stop()
 			}
 		}
 		return pre(cmd, args)

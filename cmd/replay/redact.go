@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"os"
 	"sync/atomic"
 
 	"github.com/replay-tool/replay/plan"
@@ -18,13 +17,6 @@ import (
 // redactor holds the redactor of the plan the command loaded; nil until
 // then. Log lines are written from the partition goroutines: it is atomic.
 type redactor struct{ r atomic.Pointer[plan.Redactor] }
-
-// remember makes everything printed from now on hide p's secrets.
-func (a *app) remember(p *plan.Plan) {
-	if p != nil {
-		a.secrets.r.Store(plan.NewRedactor(p.Secrets()...))
-	}
-}
 
 // redact returns b with the secrets replaced. A JSON document (a log line,
 // a report, -o json) is redacted inside its strings only, so that a
@@ -75,13 +67,4 @@ func (w redactWriter) Write(b []byte) (int, error) {
 		return 0, err
 	}
 	return len(b), nil
-}
-
-// writeRedactedJSON writes v as indented JSON to path, secrets redacted.
-func (a *app) writeRedactedJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(a.secrets.redact(b), '\n'), 0o644)
 }

@@ -337,17 +337,10 @@ func etaLine(v planView) string {
 	return fmt.Sprintf("%s at the throttle (%s%s)", time.Duration(*v.ETASeconds)*time.Second, strings.Join(limits, ", "), slower)
 }
 
-// hintText words a runner error's hint with the command line's flags ("" for
-// none).
-func hintText(h fault.Hint) string {
-	if h == fault.HintExpired {
-		return "Re-run with 'replay run PLAN --resume-from-sink' to continue from the sink's own checkpoints (" + registry.Catalog().CheckpointKeepers() + "), or with '--restart' to replay the window from its start (the recorded ranges, when this machine recorded them)."
-	}
-	return hints[h]
-}
-
-// hints are the wordings of hintText, but HintExpired's.
+// hints word a runner error's hint with the command line's flags (no
+// entry: none).
 var hints = map[fault.Hint]string{
+	fault.HintExpired:         "Re-run with 'replay run PLAN --resume-from-sink' to continue from the sink's own checkpoints (" + registry.Catalog().CheckpointKeepers() + "), or with '--restart' to replay the window from its start (the recorded ranges, when this machine recorded them).",
 	fault.HintRestart:         "Re-run with 'replay run PLAN --restart' to discard the checkpoints and replay the window from its start.",
 	fault.HintResolveOnce:     "Resolve once with 'replay plan PLAN --out ranges.json', then start every process with 'replay run PLAN --join --resolution ranges.json'.",
 	fault.HintSameResolution:  "Start every process with the same --resolution file.",

@@ -57,22 +57,32 @@ func (a *app) reset(cmd *cobra.Command, file string, yes bool) error {
 	}
 	// Every topic's group is checked before any commit is deleted.
 	var cps [][]group.Checkpoint
-	found := false
 	for _, tp := range plans {
-		c, err := c.CheckReset(ctx, tp)
+		cp, err := c.CheckReset(ctx, tp)
 		if err != nil {
 			return err
 		}
-		cps = append(cps, c)
-		found = found || len(c) > 0
+		cps = append(cps, cp)
 	}
 	topics := strings.Join(p.Topics(), ", ")
-	if !found {
-		fmt.Fprintf(a.stdout, "nothing to reset: group %s has no commit on %s\n", p.Group, topics)
-		return a.forgetRuns(c, plans, file)
+	// forget marks this machine's records of the plans' runs reset, so the
+	// next run resolves the window afresh, and says so after msg.
+	forget := func(msg, note string) error {
+		for _, tp := range plans {
+			if err := runner.ForgetRun(stateDir(), c, tp); err != nil {
+				return fmt.Errorf("mark the local run record reset: %w", err)
+			}
+		}
+		fmt.Fprintf(a.stdout, "%s\n'replay run %s' starts over and resolves the window afresh%s\n", msg, file, note)
+		return nil
+	}
+	nothing := fmt.Sprintf("nothing to reset: group %s has no commit on %s", p.Group, topics)
+	commits := describeTopicCommits(plans, cps) // "" when no topic has any
+	if commits == "" {
+		return forget(nothing, "")
 	}
 	if !yes {
-		fmt.Fprintf(a.stderr, "This deletes the commits of group %s on %s.\n", p.Group, describeTopicCommits(plans, cps))
+		fmt.Fprintf(a.stderr, "This deletes the commits of group %s on %s.\n", p.Group, commits)
 		ok, err := confirmReset(ctx, in, a.stderr, p.Group)
 		if err != nil {
 			return err
@@ -92,66 +102,43 @@ func (a *app) reset(cmd *cobra.Command, file string, yes bool) error {
 		n += len(d)
 	}
 	if n == 0 {
-		fmt.Fprintf(a.stdout, "nothing to reset: group %s has no commit on %s\n", p.Group, topics)
-		return a.forgetRuns(c, plans, file)
+		return forget(nothing, "")
 	}
-	if err := a.forgetRuns(c, plans, ""); err != nil {
-		return err
-	}
-	fmt.Fprintf(a.stdout, "reset group %s: deleted its commits on %s\n", p.Group, describeTopicCommits(plans, deleted))
 	note := ""
 	if p.Window.From.IsRelative() || p.Window.To.IsRelative() || p.Window.Last.IsSet() {
 		note = " (its relative bounds move with the clock)"
 	}
-	fmt.Fprintf(a.stdout, "'replay run %s' starts over and resolves the window afresh%s\n", file, note)
+	if err := forget("reset group "+p.Group+": deleted its commits on "+describeTopicCommits(plans, deleted), note); err != nil {
+		return err
+	}
 	a.log.Info().Str("plan", p.Name).Str("group", p.Group).Str("topic", topics).Int("partitions", n).Msg("replay group reset")
 	return nil
 }
 
-// forgetRuns marks this machine's records of the plans' runs reset, so the
-// next run resolves the window afresh; with file set, it says so.
-func (a *app) forgetRuns(c *runner.Cluster, plans []*plan.Plan, file string) error {
-	for _, p := range plans {
-		if err := runner.ForgetRun(stateDir(), c, p); err != nil {
-			return fmt.Errorf("mark the local run record reset: %w", err)
-		}
-	}
-	if file != "" {
-		fmt.Fprintf(a.stdout, "'replay run %s' starts over and resolves the window afresh\n", file)
-	}
-	return nil
-}
-
-// describeTopicCommits says which commits of each topic's plan cps holds
-// ("orders: partitions [0 1] of this plan (fingerprint ...)"), topics
-// without any left out.
+// describeTopicCommits says which partitions of each topic's plan hold
+// commits of which plan in cps ("orders: partitions [0 1] of this plan
+// (fingerprint ...)"), topics without any left out.
 func describeTopicCommits(plans []*plan.Plan, cps [][]group.Checkpoint) string {
 	var out []string
 	for i, p := range plans {
-		if len(cps[i]) > 0 {
-			out = append(out, p.Source.Topic+": "+describeCommits(cps[i], p))
+		byPlan := map[string][]int32{}
+		for _, cp := range cps[i] {
+			who := fmt.Sprintf("plan %q (fingerprint %s)", cp.Plan, cp.Fingerprint)
+			if cp.Fingerprint == p.Fingerprint() {
+				who = fmt.Sprintf("this plan (fingerprint %s)", cp.Fingerprint)
+			}
+			byPlan[who] = append(byPlan[who], cp.Partition)
+		}
+		var parts []string
+		for who, ps := range byPlan {
+			parts = append(parts, fmt.Sprintf("partitions %v of %s", ps, who))
+		}
+		if len(parts) > 0 {
+			sort.Strings(parts)
+			out = append(out, p.Source.Topic+": "+strings.Join(parts, "; "))
 		}
 	}
 	return strings.Join(out, "; ")
-}
-
-// describeCommits says which partitions hold commits of which plan:
-// "partitions [0 1 2] of this plan (fingerprint ...)".
-func describeCommits(cps []group.Checkpoint, p *plan.Plan) string {
-	byPlan := map[string][]int32{}
-	for _, cp := range cps {
-		who := fmt.Sprintf("plan %q (fingerprint %s)", cp.Plan, cp.Fingerprint)
-		if cp.Fingerprint == p.Fingerprint() {
-			who = fmt.Sprintf("this plan (fingerprint %s)", cp.Fingerprint)
-		}
-		byPlan[who] = append(byPlan[who], cp.Partition)
-	}
-	parts := make([]string, 0, len(byPlan))
-	for who, ps := range byPlan {
-		parts = append(parts, fmt.Sprintf("partitions %v of %s", ps, who))
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, "; ")
 }
 
 // isTerminal reports whether r is an interactive terminal.

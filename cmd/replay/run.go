@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,7 +26,9 @@ import (
 // redacted from the output.
 func (a *app) loadPlanFile(file string, offline bool) (*plan.Plan, error) {
 	p, err := plan.Load(file, plan.LoadOptions{Now: a.now, AllowUnsetEnv: offline, Sinks: registry.Catalog()})
-	a.remember(p)
+	if p != nil {
+		a.secrets.r.Store(plan.NewRedactor(p.Secrets()...))
+	}
 	var invalid *plan.InvalidError
 	if err != nil && !errors.As(err, &invalid) {
 		return nil, usageError{err}
@@ -46,28 +49,16 @@ func pinnedOptions(path string) (runner.Options, error) {
 	return runner.Options{Pinned: res}, nil
 }
 
+// runOptions are run's flags, named after them; in is where the answer
+// to the confirmation is read.
 type runOptions struct {
-	restart    bool
-	report     string
-	resolution string
-	// yes runs without asking for confirmation; otherwise in must be a
-	// terminal, where the user answers.
-	yes bool
-	in  io.Reader
-	// metricsAddr is --metrics-addr: serve Prometheus metrics there.
-	metricsAddr string
-	// join is --join: share the plan with other processes.
-	join bool
-	// interval is --interval: re-run the schedule interval holding it.
-	interval string
-	// maxIntervals is --max-intervals (0: every due interval).
-	maxIntervals int
-	// resumeFromSink is --resume-from-sink.
-	resumeFromSink bool
+	restart, yes, join, resumeFromSink bool
+	report, resolution, metricsAddr    string
+	interval, shard                    string
+	maxIntervals                       int
+	in                                 io.Reader
 	// noRecord keeps no local run record (the demo's throwaway broker).
 	noRecord bool
-	// shard is --shard I/N: run shard I of the sharded --resolution.
-	shard string
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -216,12 +207,19 @@ func (a *app) showJobs(ctx context.Context, out io.Writer, o runOptions, jobs ..
 	return a.confirmRun(ctx, o.in, jobs...)
 }
 
-// runnerOptions checks run's flags (o) and returns the runner's options
-// they give: the ranges of a --resolution file, --restart, --join,
-// --resume-from-sink, where runs are recorded, and the progress lines.
+// runnerOptions returns the runner's options run's flags (o) give: the
+// ranges of a --resolution file, --restart, --join, --resume-from-sink,
+// where runs are recorded, and the progress lines. It refuses (usage
+// errors) asking for confirmation without a terminal and the unsafe
+// combinations of --join, --restart and --resume-from-sink.
 func (a *app) runnerOptions(o runOptions) (runner.Options, error) {
-	if err := o.checkFlags(); err != nil {
-		return runner.Options{}, err
+	switch {
+	case !o.yes && !isTerminal(o.in):
+		return runner.Options{}, usageError{errors.New("stdin is not a terminal, so replay run cannot ask for confirmation: add --yes to run without asking (schedulers, CI)")}
+	case o.join && o.restart:
+		return runner.Options{}, usageError{errors.New("--join and --restart: discarding the checkpoints other processes of the plan are using is not safe; stop them all, then --restart without --join")}
+	case o.resumeFromSink && (o.restart || o.join):
+		return runner.Options{}, usageError{errors.New("--resume-from-sink continues a plain run from the sink's checkpoints: it does not combine with --restart (start over) or --join")}
 	}
 	opts, err := pinnedOptions(o.resolution)
 	if err != nil {
@@ -240,32 +238,16 @@ func (a *app) runnerOptions(o runOptions) (runner.Options, error) {
 	return opts, nil
 }
 
-// checkFlags refuses (usage errors) asking for confirmation without a
-// terminal and the unsafe combinations of --join, --restart and
-// --resume-from-sink.
-func (o runOptions) checkFlags() error {
-	switch {
-	case !o.yes && !isTerminal(o.in):
-		return usageError{errors.New("stdin is not a terminal, so replay run cannot ask for confirmation: add --yes to run without asking (schedulers, CI)")}
-	case o.join && o.restart:
-		return usageError{errors.New("--join and --restart: discarding the checkpoints other processes of the plan are using is not safe; stop them all, then --restart without --join")}
-	case o.resumeFromSink && (o.restart || o.join):
-		return usageError{errors.New("--resume-from-sink continues a plain run from the sink's checkpoints: it does not combine with --restart (start over) or --join")}
-	}
-	return nil
-}
-
 // runJob writes a prepared job into a new sink, prints its summary and
 // writes its report.
 func (a *app) runJob(ctx context.Context, job *runner.Job, file string, o runOptions, metrics *metricsServer) (*runner.Report, error) {
 	p := job.Plan
-	out := a.resultsOut(p.Sink)
 	rep, nothing, err := a.replayJob(ctx, job, file, o, func() { metrics.serve(a, job) })
 	if nothing {
 		if err != nil || rep == nil {
 			return nil, err
 		}
-		a.sayNothingToDo(out, p, fmt.Sprintf("nothing to do: plan %s already replayed every partition to its end (group %s); run 'replay reset' or use --restart to replay again", p.Name, p.Group))
+		a.sayNothingToDo(a.resultsOut(p.Sink), p, fmt.Sprintf("nothing to do: plan %s already replayed every partition to its end (group %s); run 'replay reset' or use --restart to replay again", p.Name, p.Group))
 		return nil, a.writeReport(o.report, rep, nil)
 	}
 	if rep != nil {
@@ -417,8 +399,8 @@ type reportFile struct {
 }
 
 // writeReport writes rep (a *runner.Report or a *scheduleReport) to path
-// with the exit code of err, the error the command returns ("": no
-// --report).
+// as indented JSON, secrets redacted, with the exit code of err, the error
+// the command returns ("": no --report).
 func (a *app) writeReport(path string, rep any, err error) error {
 	if path == "" {
 		return nil
@@ -435,7 +417,11 @@ func (a *app) writeReport(path string, rep any, err error) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("--report: create the directory of %s: %w", path, err)
 	}
-	if err := a.writeRedactedJSON(path, rep); err != nil {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err == nil {
+		err = os.WriteFile(path, append(a.secrets.redact(b), '\n'), 0o644)
+	}
+	if err != nil {
 		return fmt.Errorf("--report: %w", err)
 	}
 	return nil

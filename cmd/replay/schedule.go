@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -50,12 +49,14 @@ func (a *app) runSchedule(ctx context.Context, c *runner.Cluster, p *plan.Plan, 
 		return nil, usageError{fmt.Errorf("--max-intervals %d: want 0 (every due interval) or more", o.maxIntervals)}
 	}
 	opts.Log, opts.At = a.log, a.now()
-	out := a.resultsOut(p.Sink)
 	srep := &scheduleReport{PlanFile: file, Plan: p.Name, Group: p.Group, At: opts.At.UTC(), Intervals: []intervalReport{}}
-	var last *runner.Report
-	err := a.scheduleLoop(ctx, c, p, file, o, opts, srep, &last)
+	err := a.scheduleLoop(ctx, c, p, file, o, opts, srep)
 	if err != nil {
 		srep.Error = err.Error()
+	}
+	var last *runner.Report // the report of the last interval run
+	if n := len(srep.Intervals); n > 0 {
+		last = srep.Intervals[n-1].Report
 	}
 	if werr := a.writeReport(o.report, srep, err); werr != nil {
 		err = errors.Join(err, werr)
@@ -64,13 +65,12 @@ func (a *app) runSchedule(ctx context.Context, c *runner.Cluster, p *plan.Plan, 
 		return last, fmt.Errorf("%w\nresume with: %s", err, resumeCommand(file, o))
 	}
 	if err == nil {
-		fmt.Fprintln(out, scheduleSummary(p, srep))
+		fmt.Fprintln(a.resultsOut(p.Sink), scheduleSummary(p, srep))
 	}
 	return last, err
 }
 
-func (a *app) scheduleLoop(ctx context.Context, c *runner.Cluster, p *plan.Plan, file string, o runOptions, opts runner.Options, srep *scheduleReport, last **runner.Report) error {
-	out := a.resultsOut(p.Sink)
+func (a *app) scheduleLoop(ctx context.Context, c *runner.Cluster, p *plan.Plan, file string, o runOptions, opts runner.Options, srep *scheduleReport) error {
 	jobOpts := o
 	jobOpts.report = "" // one report per invocation, written by runSchedule
 	if o.interval != "" {
@@ -83,7 +83,7 @@ func (a *app) scheduleLoop(ctx context.Context, c *runner.Cluster, p *plan.Plan,
 			return err
 		}
 		srep.Rerun = true
-		return a.runInterval(ctx, job, file, jobOpts, nil, out, srep, last, "re-running")
+		return a.runInterval(ctx, job, file, jobOpts, nil, srep, "re-running")
 	}
 	metrics, err := listenMetrics(o.metricsAddr)
 	if err != nil {
@@ -113,7 +113,7 @@ func (a *app) scheduleLoop(ctx context.Context, c *runner.Cluster, p *plan.Plan,
 			}
 		}
 		what := fmt.Sprintf("interval %d of %d due", n+1, n+st.Due)
-		if err := a.runInterval(ctx, job, file, jobOpts, metrics, out, srep, last, what); err != nil {
+		if err := a.runInterval(ctx, job, file, jobOpts, metrics, srep, what); err != nil {
 			return err
 		}
 		metrics = nil // served for the first interval only
@@ -126,14 +126,13 @@ func (a *app) scheduleLoop(ctx context.Context, c *runner.Cluster, p *plan.Plan,
 }
 
 // runInterval runs one interval's job and adds it to the report.
-func (a *app) runInterval(ctx context.Context, job *runner.Job, file string, o runOptions, metrics *metricsServer, out io.Writer, srep *scheduleReport, last **runner.Report, what string) error {
-	iv := *job.Interval
+func (a *app) runInterval(ctx context.Context, job *runner.Job, file string, o runOptions, metrics *metricsServer, srep *scheduleReport, what string) error {
+	iv, out := *job.Interval, a.resultsOut(job.Plan.Sink)
 	fmt.Fprintf(out, "%s %s (%s)\n", what, iv, iv.Start.In(job.Plan.Window.Location()).Format(time.RFC3339))
 	printResolution(out, job)
 	a.log.Info().Str("plan", job.Plan.Name).Time("interval", iv.Start).Msg("interval started")
 	rep, err := a.runJob(ctx, job, file, o, metrics)
 	if rep != nil {
-		*last = rep
 		ir := intervalReport{Start: iv.Start, End: iv.End, Report: rep}
 		ir.Read, ir.Written, ir.Skipped = rep.Totals()
 		srep.Intervals = append(srep.Intervals, ir)

@@ -303,12 +303,11 @@ func (g *schemaGen) sinkRules(s schema) {
 // sink type describes its schema (the first one that does), to that.
 func (g *schemaGen) sinkFields() (docs map[string]string, schemas map[string]func() schema) {
 	docs, schemas = map[string]string{}, map[string]func() schema{}
-	cat := g.cat
-	schemas["type"] = func() schema { return enumOrEnv(anySlice(cat.Types())...) }
-	for _, f := range cat.CommonFields() {
+	schemas["type"] = func() schema { return enumOrEnv(anySlice(g.cat.Types())...) }
+	for _, f := range g.cat.CommonFields() {
 		docs[f.Name] = f.Doc
 	}
-	for _, d := range cat {
+	for _, d := range g.cat {
 		for _, f := range d.Fields {
 			if !strings.Contains(docs[f.Name], f.Doc) {
 				docs[f.Name] = strings.TrimSpace(docs[f.Name] + " " + f.Doc)

@@ -15,12 +15,8 @@ import (
 	"github.com/replay-tool/replay/sinks/registry"
 )
 
-type statusOptions struct {
-	output string
-	// resolution is --resolution: show every shard of this sharded
-	// resolution file.
-	resolution string
-}
+// statusOptions are status's flags, named after them.
+type statusOptions struct{ output, resolution string }
 
 func (a *app) statusCmd() *cobra.Command {
 	o := statusOptions{output: "table"}
@@ -43,11 +39,11 @@ func (a *app) statusCmd() *cobra.Command {
 				_, err := a.printSchedule(cmd.Context(), c, p, o.output)
 				return err
 			}
-			if p.SeveralTopics() && o.resolution == "" {
-				return a.statusTopics(cmd.Context(), c, p, files[0], o.output)
-			}
 			if o.resolution != "" {
 				return a.shardStatus(cmd.Context(), c, p, files[0], o.resolution, o.output)
+			}
+			if p.SeveralTopics() {
+				return a.statusTopics(cmd.Context(), c, p, files[0], o.output)
 			}
 			pr, err := c.Progress(cmd.Context(), p)
 			if err != nil {
@@ -137,11 +133,14 @@ func printProgress(w io.Writer, pr *runner.Progress, file string) {
 	case pr.State == runner.StateForeign || pr.State == runner.StateOtherPlan:
 		// replay run refuses the group: a percentage (100% of no replay
 		// commit) would read as done.
-		records, remaining := "-", "-"
+		records, remaining, refusal := "-", "-", string(pr.State)
 		if pr.Records > 0 {
 			records, remaining = fmt.Sprint(pr.Records), fmt.Sprint(pr.Remaining)
 		}
-		fmt.Fprintf(t, "TOTAL\t\t\t%s\t%s\trefused: %s\t\t\t\n", records, remaining, refusal(pr.State))
+		if pr.State == runner.StateOtherPlan {
+			refusal = "other plan"
+		}
+		fmt.Fprintf(t, "TOTAL\t\t\t%s\t%s\trefused: %s\t\t\t\n", records, remaining, refusal)
 	case pr.Records > 0 || pr.State != runner.StateNotStarted:
 		fmt.Fprintf(t, "TOTAL\t\t\t%d\t%d\t%.1f%%\t\t\t\n", pr.Records, pr.Remaining, pr.PercentDone)
 	}
@@ -167,16 +166,16 @@ func stateLine(pr *runner.Progress, file string) string {
 		}
 		return fmt.Sprintf("not started: group %s has no commit on %s; 'replay plan %s' shows the ranges, 'replay run %s' starts", pr.Group, pr.Topic, file, file)
 	case runner.StateInProgress:
-		if pr.Holder != "" && pr.HolderGone {
-			return fmt.Sprintf("stopped: %d of %d offsets replayed (%.1f%%), %d remaining; the run that held the group (%s) is gone (killed): the group lets go of it at its session timeout, and a run of the plan on this machine at once: 'replay run %s' resumes", pr.Replayed, pr.Records, pr.PercentDone, pr.Remaining, pr.Holder, file)
+		done := fmt.Sprintf("%d of %d offsets replayed (%.1f%%), %d remaining", pr.Replayed, pr.Records, pr.PercentDone, pr.Remaining)
+		switch g := pr.GroupState; {
+		case pr.Holder != "" && pr.HolderGone:
+			return fmt.Sprintf("stopped: %s; the run that held the group (%s) is gone (killed): the group lets go of it at its session timeout, and a run of the plan on this machine at once: 'replay run %s' resumes", done, pr.Holder, file)
+		case pr.Holder != "":
+			return fmt.Sprintf("in progress: %s; a run of this plan holds the group (%s): it is running, or died less than a session timeout ago", done, pr.Holder)
+		case g != "" && g != "Empty" && g != "Dead":
+			return fmt.Sprintf("in progress: %s; the group is %s: processes are running it (replay run --join)", done, g)
 		}
-		if pr.Holder != "" {
-			return fmt.Sprintf("in progress: %d of %d offsets replayed (%.1f%%), %d remaining; a run of this plan holds the group (%s): it is running, or died less than a session timeout ago", pr.Replayed, pr.Records, pr.PercentDone, pr.Remaining, pr.Holder)
-		}
-		if g := pr.GroupState; g != "" && g != "Empty" && g != "Dead" {
-			return fmt.Sprintf("in progress: %d of %d offsets replayed (%.1f%%), %d remaining; the group is %s: processes are running it (replay run --join)", pr.Replayed, pr.Records, pr.PercentDone, pr.Remaining, g)
-		}
-		return fmt.Sprintf("in progress: %d of %d offsets replayed (%.1f%%), %d remaining; 'replay run %s' resumes", pr.Replayed, pr.Records, pr.PercentDone, pr.Remaining, file)
+		return fmt.Sprintf("in progress: %s; 'replay run %s' resumes", done, file)
 	case runner.StateDone:
 		return fmt.Sprintf("done: every partition was replayed to its end (%d offsets); a re-run does nothing ('replay reset %s' to replay again)", pr.Records, file)
 	case runner.StateOtherPlan:
@@ -190,14 +189,6 @@ func stateLine(pr *runner.Progress, file string) string {
 		return fmt.Sprintf("foreign: group %s has commits on %s that replay did not make: it is, or was, a real consumer group; replay will neither run in it nor reset it: name a dedicated group such as replay.%s", pr.Group, where, pr.Plan)
 	}
 	return string(pr.State)
-}
-
-// refusal names the state of a group that replay run refuses.
-func refusal(s runner.State) string {
-	if s == runner.StateOtherPlan {
-		return "other plan"
-	}
-	return string(s)
 }
 
 func committedBy(pp runner.PartitionProgress) string {

@@ -404,48 +404,21 @@ func parseFixture(line []byte, topic string, index int64) (fixture, error) {
 	if fx.Offset != nil {
 		r.Offset = *fx.Offset
 	}
-	if fx.Key != nil {
-		r.Key = []byte(*fx.Key)
+	// Key and value read as the sinks' lines hold them (encode.DecodeField):
+	// a JSON string is the raw bytes, null a tombstone, other JSON the
+	// value as written; a key_encoding or value_encoding mark decodes them.
+	key, _ := json.Marshal(fx.Key)
+	if r.Key, err = encode.DecodeField(key, fx.KeyEncoding); err != nil {
+		return fx, fmt.Errorf("key: %w", err)
 	}
-	if fx.KeyEncoding != "" {
-		raw, _ := json.Marshal(fx.Key)
-		if r.Key, err = encode.DecodeField(raw, fx.KeyEncoding); err != nil {
-			return fx, fmt.Errorf("key: %w", err)
-		}
-	}
-	if r.Value, err = fixtureValue(fx.Value, fx.ValueEncoding); err != nil {
-		return fx, err
+	if r.Value, err = encode.DecodeField(bytes.TrimSpace(fx.Value), fx.ValueEncoding); err != nil {
+		return fx, fmt.Errorf("value: %w", err)
 	}
 	if r.Headers, err = fixtureHeaders(fx.Headers); err != nil {
 		return fx, err
 	}
 	fx.rec = r
 	return fx, nil
-}
-
-// fixtureValue: a JSON string is the raw value, null is a tombstone, any
-// other JSON is the value as written; a value_encoding mark (base64, json)
-// decodes as the sinks' lines do (encode.DecodeField).
-func fixtureValue(raw json.RawMessage, encoding string) ([]byte, error) {
-	raw = bytes.TrimSpace(raw)
-	if encoding != "" {
-		v, err := encode.DecodeField(raw, encoding)
-		if err != nil {
-			return nil, fmt.Errorf("value: %w", err)
-		}
-		return v, nil
-	}
-	switch {
-	case len(raw) == 0 || string(raw) == "null":
-		return nil, nil
-	case raw[0] == '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, fmt.Errorf("value: %w", err)
-		}
-		return []byte(s), nil
-	}
-	return []byte(raw), nil
 }
 
 // fixtureHeaders accepts {"name": "value"} (in name order) or

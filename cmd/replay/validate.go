@@ -43,7 +43,8 @@ func (a *app) validateCmd() *cobra.Command {
 			default:
 				printValidateText(a.stdout, results)
 			}
-			a.setExit(exitInvalid, countProblems(results, false) > 0)
+			errs, _ := problemCounts(results)
+			a.setExit(exitInvalid, errs > 0)
 			return err
 		},
 	}
@@ -97,24 +98,28 @@ func validateFiles(files []string, now func() time.Time) []fileResult {
 	return out
 }
 
-func countProblems(results []fileResult, warnings bool) int {
-	n := 0
+// problemCounts are the errors and the warnings of all results.
+func problemCounts(results []fileResult) (errs, warnings int) {
 	for _, r := range results {
-		if warnings {
-			n += r.Warnings
-		} else {
-			n += r.Errors
-		}
+		errs, warnings = errs+r.Errors, warnings+r.Warnings
 	}
-	return n
+	return errs, warnings
 }
 
 // summary is the last line of the text and github formats.
 func summary(results []fileResult) string {
-	if bad := countProblems(results, false); bad > 0 {
+	if bad, _ := problemCounts(results); bad > 0 {
 		return fmt.Sprintf("%d problem(s) in %d plan(s)", bad, len(results))
 	}
 	return fmt.Sprintf("%d plan(s) valid", len(results))
+}
+
+// severity is "error" or "warning".
+func severity(pr plan.Problem) string {
+	if pr.Warning {
+		return "warning"
+	}
+	return "error"
 }
 
 // needsEnv is the notice for the variables a plan needs and that are
@@ -146,21 +151,17 @@ type jsonProblem struct {
 }
 
 func printValidateJSON(w io.Writer, results []fileResult) error {
+	errs, warnings := problemCounts(results)
 	doc := struct {
 		Valid    bool          `json:"valid"`
 		Errors   int           `json:"errors"`
 		Warnings int           `json:"warnings"`
 		Files    []fileResult  `json:"files"`
 		Problems []jsonProblem `json:"problems"`
-	}{Valid: countProblems(results, false) == 0, Errors: countProblems(results, false), Warnings: countProblems(results, true),
-		Files: results, Problems: []jsonProblem{}}
+	}{Valid: errs == 0, Errors: errs, Warnings: warnings, Files: results, Problems: []jsonProblem{}}
 	for _, r := range results {
 		for _, pr := range r.problems {
-			sev := "error"
-			if pr.Warning {
-				sev = "warning"
-			}
-			doc.Problems = append(doc.Problems, jsonProblem{File: pr.File, Line: pr.Line, Column: pr.Col, Field: pr.Field, Severity: sev, Message: pr.Message})
+			doc.Problems = append(doc.Problems, jsonProblem{File: pr.File, Line: pr.Line, Column: pr.Col, Field: pr.Field, Severity: severity(pr), Message: pr.Message})
 		}
 	}
 	return writeJSON(w, doc)
@@ -171,10 +172,6 @@ func printValidateJSON(w io.Writer, results []fileResult) error {
 func printValidateGitHub(w io.Writer, results []fileResult) {
 	for _, r := range results {
 		for _, pr := range r.problems {
-			cmd := "error"
-			if pr.Warning {
-				cmd = "warning"
-			}
 			props := "file=" + ghProperty(pr.File)
 			if pr.Line > 0 {
 				props += fmt.Sprintf(",line=%d,col=%d", pr.Line, pr.Col)
@@ -183,7 +180,7 @@ func printValidateGitHub(w io.Writer, results []fileResult) {
 			if pr.Field != "" {
 				msg = pr.Field + ": " + msg
 			}
-			fmt.Fprintf(w, "::%s %s,title=replay validate::%s\n", cmd, props, ghData(msg))
+			fmt.Fprintf(w, "::%s %s,title=replay validate::%s\n", severity(pr), props, ghData(msg))
 		}
 		if len(r.NeedsEnv) > 0 {
 			fmt.Fprintf(w, "::notice file=%s,title=replay validate::%s\n", ghProperty(r.File), ghData(needsEnv(r.NeedsEnv)))
