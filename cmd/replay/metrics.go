@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/replay-tool/replay/runner"
@@ -159,11 +160,13 @@ func labelValue(v string) string {
 // escapeHelp escapes a HELP text: backslash and line feed.
 func escapeHelp(s string) string { return strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(s) }
 
-// metricsServer serves /metrics for one run (--metrics-addr).
+// metricsServer serves /metrics for one command (--metrics-addr): the
+// jobs of the run, or of a schedule's interval running now.
 type metricsServer struct {
-	ln  net.Listener
-	srv *http.Server
-	wg  sync.WaitGroup
+	ln   net.Listener
+	srv  *http.Server
+	wg   sync.WaitGroup
+	jobs atomic.Pointer[[]metricJob]
 }
 
 // listenMetrics opens addr before anything runs: an address that cannot
@@ -179,8 +182,9 @@ func listenMetrics(addr string) (*metricsServer, error) {
 	return &metricsServer{ln: ln}, nil
 }
 
-// serve starts serving the jobs' metrics (writeMetrics) from a goroutine
-// that stop waits for.
+// serve serves the jobs' metrics (writeMetrics) from then on: the first
+// call starts the server, in a goroutine that stop waits for; a later one
+// (a schedule's next interval) replaces the jobs it shows.
 func (m *metricsServer) serve(a *app, jobs ...*runner.Job) {
 	if m == nil {
 		return
@@ -189,10 +193,13 @@ func (m *metricsServer) serve(a *app, jobs ...*runner.Job) {
 	for i, j := range jobs {
 		mjobs[i] = metricJob{plan: j.Plan.Name, group: j.Plan.Group, topic: j.Resolution.Topic, progress: j.Progress}
 	}
+	if m.jobs.Swap(&mjobs) != nil {
+		return
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		if err := writeMetrics(w, mjobs); err != nil {
+		if err := writeMetrics(w, *m.jobs.Load()); err != nil {
 			a.log.Debug().Err(err).Msg("metrics: write the answer")
 		}
 	})

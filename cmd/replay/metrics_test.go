@@ -1,8 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -19,16 +22,18 @@ import (
 	"github.com/replay-tool/replay/internal/testenv"
 )
 
-// gateWriter holds the write of the run's last summary line until the
-// test opens the gate: the run is over, its metrics server still up.
+// gateWriter holds the write of the run's last summary line (or of the
+// first write holding on) until the test opens the gate: the run is over,
+// its metrics server still up.
 type gateWriter struct {
 	testenv.Buffer
 	reached, open chan struct{}
 	once          sync.Once
+	on            string
 }
 
 func (g *gateWriter) Write(b []byte) (int, error) {
-	if strings.Contains(string(b), " records written to ") {
+	if strings.Contains(string(b), cmp.Or(g.on, " records written to ")) {
 		g.once.Do(func() { close(g.reached) })
 		<-g.open
 	}
@@ -228,5 +233,68 @@ func TestMetricsAddrInUse(t *testing.T) {
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("output written: %v", err)
+	}
+}
+
+// A schedule's run serves its metrics on a fixed port through every due
+// interval: each interval in turn, so that at the end the series are the
+// last interval's ranges (the listener is opened once, before anything
+// runs).
+func TestScheduleMetrics(t *testing.T) {
+	_, dir, planFile, _ := scheduleSetup(t, 600, schedT0, schedT0.Add(3*time.Hour),
+		fmt.Sprintf("{every: 1h, zone: UTC, start: %s}", schedT0.Format(time.RFC3339)))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	report := filepath.Join(dir, "report.json")
+
+	stdout := &gateWriter{reached: make(chan struct{}), open: make(chan struct{}), on: "ran 3 intervals"}
+	var stderr testenv.Buffer
+	a := newApp(stdout, &stderr)
+	root := a.root()
+	root.SetArgs([]string{"run", "--yes", "--metrics-addr", addr, "--report", report,
+		"--at", schedT0.Add(3 * time.Hour).Format(time.RFC3339), planFile})
+	root.SetIn(strings.NewReader(""))
+	exit := make(chan int, 1)
+	go func() { exit <- a.exitCode(root.ExecuteContext(context.Background())) }()
+	release := sync.OnceFunc(func() { close(stdout.open) })
+	defer release()
+	select {
+	case <-stdout.reached:
+	case code := <-exit:
+		t.Fatalf("exit %d before the schedule's summary\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	fams := scrape(t, "http://"+addr+"/metrics")
+	release()
+	if code := <-exit; code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	if fams == nil {
+		t.Fatalf("nothing serves %s at the end of the schedule's run", addr)
+	}
+	r := readRunReport(t, report)
+	if len(r.Intervals) != 3 {
+		t.Fatalf("%d intervals ran, want 3", len(r.Intervals))
+	}
+	want := map[string]float64{}
+	for _, p := range r.Intervals[2].Report.Partitions {
+		want[fmt.Sprint(p.Partition)] = float64(p.Start)
+	}
+	got := map[string]float64{}
+	for _, m := range fams["replay_start_offset"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "partition" {
+				got[l.GetValue()] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	if len(want) != 3 || !maps.Equal(got, want) {
+		t.Errorf("replay_start_offset %v at the end, the last interval's starts are %v", got, want)
+	}
+	if n := strings.Count(stderr.String(), "serving Prometheus metrics"); n != 1 {
+		t.Errorf("the metrics address was logged %d times, want once", n)
 	}
 }

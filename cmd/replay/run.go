@@ -150,7 +150,7 @@ func (a *app) run(ctx context.Context, file string, o runOptions) (*runner.Repor
 	}
 	defer c.Close()
 	if p.Window.IsSchedule() {
-		return a.runSchedule(ctx, c, p, file, o, opts)
+		return a.runSchedule(ctx, c, p, file, o, opts, metrics)
 	}
 	if o.interval != "" || o.maxIntervals != 0 {
 		return nil, usageError{fmt.Errorf("--interval and --max-intervals apply to a plan with a schedule window (every, start); %s has a %s window", file, p.Window.Kind())}

@@ -41,7 +41,7 @@ type intervalReport struct {
 // runSchedule runs the due intervals of a plan with a schedule window,
 // oldest first, each as a resumable run of its own, or re-runs the one
 // interval --interval names.
-func (a *app) runSchedule(ctx context.Context, c *runner.Cluster, p *plan.Plan, file string, o runOptions, opts runner.Options) (*runner.Report, error) {
+func (a *app) runSchedule(ctx context.Context, c *runner.Cluster, p *plan.Plan, file string, o runOptions, opts runner.Options, metrics *metricsServer) (*runner.Report, error) {
 	if o.join || o.resolution != "" {
 		return nil, usageError{errors.New("--join and --resolution do not apply to a plan with a schedule window: each interval's ranges are fixed in the replay group when it starts")}
 	}
@@ -50,7 +50,7 @@ func (a *app) runSchedule(ctx context.Context, c *runner.Cluster, p *plan.Plan, 
 	}
 	opts.Log, opts.At = a.log, a.now()
 	srep := &scheduleReport{PlanFile: file, Plan: p.Name, Group: p.Group, At: opts.At.UTC(), Intervals: []intervalReport{}}
-	err := a.scheduleLoop(ctx, c, p, file, o, opts, srep)
+	err := a.scheduleLoop(ctx, c, p, file, o, opts, srep, metrics)
 	if err != nil {
 		srep.Error = err.Error()
 	}
@@ -70,7 +70,7 @@ func (a *app) runSchedule(ctx context.Context, c *runner.Cluster, p *plan.Plan, 
 	return last, err
 }
 
-func (a *app) scheduleLoop(ctx context.Context, c *runner.Cluster, p *plan.Plan, file string, o runOptions, opts runner.Options, srep *scheduleReport) error {
+func (a *app) scheduleLoop(ctx context.Context, c *runner.Cluster, p *plan.Plan, file string, o runOptions, opts runner.Options, srep *scheduleReport, metrics *metricsServer) error {
 	jobOpts := o
 	jobOpts.report = "" // one report per invocation, written by runSchedule
 	if o.interval != "" {
@@ -83,13 +83,8 @@ func (a *app) scheduleLoop(ctx context.Context, c *runner.Cluster, p *plan.Plan,
 			return err
 		}
 		srep.Rerun = true
-		return a.runInterval(ctx, job, file, jobOpts, nil, srep, "re-running")
+		return a.runInterval(ctx, job, file, jobOpts, metrics, srep, "re-running")
 	}
-	metrics, err := listenMetrics(o.metricsAddr)
-	if err != nil {
-		return err
-	}
-	defer metrics.stop()
 	// The run holds the schedule's group while it runs: a second
 	// invocation (another cron host, a retried task) is refused naming it.
 	hold, err := runner.HoldGroup(ctx, c, p)
@@ -116,7 +111,6 @@ func (a *app) scheduleLoop(ctx context.Context, c *runner.Cluster, p *plan.Plan,
 		if err := a.runInterval(ctx, job, file, jobOpts, metrics, srep, what); err != nil {
 			return err
 		}
-		metrics = nil // served for the first interval only
 	}
 	st, err := c.Schedule(ctx, p, opts.At)
 	if err == nil {
