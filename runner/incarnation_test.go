@@ -164,3 +164,56 @@ func waitCommitted(t *testing.T, c *Cluster, p *plan.Plan, n int64) {
 		return commits(t, c, p.Group, p.Source.Topic, 0)[0].Offset >= n
 	}, "a commit at %d or later", n)
 }
+
+// An interval of a schedule whose topic is deleted and created again while
+// it runs fails naming both IDs, as a plain run does; the commits it made
+// on the new topic make the schedule's next invocation and a re-run of the
+// interval refuse the same way, instead of going on from the old log's
+// offsets; Restart replays the new topic from the schedule's start.
+func TestScheduleRecreatedTopicDuringInterval(t *testing.T) {
+	sb := newTestCluster(t, 1, "orders")
+	seed(t, sb, "orders", 150, t0, time.Hour)
+	db := filepath.Join(t.TempDir(), "out.db")
+	p := testPlan(t, sb, `
+version: 1
+name: recreated-schedule
+source: {brokers: ["%ADDR%"], topic: orders}
+group: replay.recreated-schedule
+window: {every: 1h, zone: UTC, start: `+t0.Format(time.RFC3339)+`}
+throttle: {records_per_second: 50}
+sink: {type: sqlite, path: `+db+`, table: orders, create_table: true, batch_size: 20}
+`)
+	c := connect(t, p)
+	opts := testOptions(t)
+	opts.At = t0.Add(2 * time.Hour)
+	job, _, err := PrepareScheduled(context.Background(), c, p, opts)
+	if err != nil || job == nil {
+		t.Fatalf("PrepareScheduled: %v, %v", job, err)
+	}
+	done := make(chan error, 1)
+	sink := openPlanSink(t, p, job)
+	defer sink.Close()
+	go func() { _, err := job.Run(context.Background(), sink); done <- err }()
+	waitCommitted(t, c, p, 20)
+	before, after := recreateTopic(t, sb, c, "orders", 1)
+	seed(t, sb, "orders", 400, t0, time.Hour)
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the interval's run did not end")
+	}
+	var ie *group.IncarnationError
+	if !errors.As(err, &ie) || ie.Recorded != before || ie.Now != after {
+		t.Fatalf("interval run: %v, want the topic's recreation (%s, then %s)", err, before, after)
+	}
+	if _, _, err := PrepareScheduled(context.Background(), c, p, opts); !errors.As(err, &ie) || !strings.Contains(err.Error(), before) {
+		t.Fatalf("the next invocation: %v, want a refusal naming %s", err, before)
+	}
+	if _, err := PrepareInterval(context.Background(), c, p, t0, opts); !errors.As(err, &ie) || !strings.Contains(err.Error(), before) {
+		t.Fatalf("a re-run of the interval: %v, want a refusal naming %s", err, before)
+	}
+	opts.Restart = true
+	if job, _, err := PrepareScheduled(context.Background(), c, p, opts); err != nil || job == nil || job.Resolution.TopicID != after {
+		t.Fatalf("Restart: %v, %v", job, err)
+	}
+}

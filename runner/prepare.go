@@ -139,7 +139,7 @@ func (j preparing) withoutCommits() error {
 // never wider, than the run first fixed it.
 func (j preparing) fromRecord(ctx context.Context, all []int32) error {
 	p, rec := j.Plan, j.record
-	res := &Resolution{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: p.Source.Topic, Group: p.Group, ResolvedAt: rec.ResolvedAt}
+	res := &Resolution{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: p.Source.Topic, TopicID: j.topicID, Group: p.Group, ResolvedAt: rec.ResolvedAt}
 	outcome := Resumed
 	if j.opts.Restart {
 		outcome = InRange

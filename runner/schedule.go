@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -91,7 +92,8 @@ func (c *Cluster) Schedule(ctx context.Context, p *plan.Plan, now time.Time) (*S
 // that late. The first interval starts at the first offset stamped at or
 // after the schedule's start. It returns a nil Job when no interval is
 // due, with the state saying when the next one is. The group checks are
-// Prepare's; with Options.Hold, the group's member is this process.
+// Prepare's (checkpoints made on another incarnation of the topic too,
+// unless Restart); with Options.Hold, the group's member is this process.
 func PrepareScheduled(ctx context.Context, c *Cluster, p *plan.Plan, opts Options) (*Job, *ScheduleState, error) {
 	opts.defaults()
 	if err := c.checkRunnable(ctx, p, opts.holderID()); err != nil {
@@ -104,7 +106,16 @@ func PrepareScheduled(ctx context.Context, c *Cluster, p *plan.Plan, opts Option
 	if _, err := group.Classify(p, cps, opts.Restart); err != nil {
 		return nil, nil, err
 	}
-	job := &Job{Plan: p, c: c, opts: opts}
+	topicID, err := c.TopicID(ctx, p.Source.Topic)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !opts.Restart {
+		if err := group.CheckIncarnation(p, cps, topicID); err != nil {
+			return nil, nil, err
+		}
+	}
+	job := &Job{Plan: p, c: c, opts: opts, topicID: topicID}
 	if opts.Restart {
 		job.discarded = group.ReplayCommitted(all, cps)
 		cps = map[int32]group.Checkpoint{}
@@ -161,7 +172,7 @@ func (j preparing) intervalRanges(ctx context.Context, all []int32, cps map[int3
 			return err
 		}
 	}
-	j.Resolution = &Resolution{Plan: p.Name, Fingerprint: fp, Topic: topic, Group: p.Group, ResolvedAt: j.opts.Now().UTC(),
+	j.Resolution = &Resolution{Plan: p.Name, Fingerprint: fp, Topic: topic, TopicID: j.topicID, Group: p.Group, ResolvedAt: j.opts.Now().UTC(),
 		From: iv.Start, To: iv.End, Unselected: unselected}
 	j.Ignored, j.Fresh = unselected, true
 	j.Resume, j.committed = map[int32]int64{}, map[int32]held{}
@@ -267,7 +278,14 @@ func PrepareInterval(ctx context.Context, c *Cluster, p *plan.Plan, at time.Time
 	if _, err := group.Classify(&rp, own, true); err != nil {
 		return nil, err
 	}
-	job := &Job{Plan: &rp, c: c, opts: opts, Interval: &iv}
+	topicID, err := c.TopicID(ctx, p.Source.Topic)
+	if err != nil {
+		return nil, err
+	}
+	if err := cmp.Or(group.CheckIncarnation(p, main, topicID), group.CheckIncarnation(&rp, own, topicID)); err != nil {
+		return nil, err
+	}
+	job := &Job{Plan: &rp, c: c, opts: opts, Interval: &iv, topicID: topicID}
 	fp := rp.Fingerprint()
 	resumable := slices.ContainsFunc(slices.Collect(maps.Values(own)), func(cp group.Checkpoint) bool {
 		return cp.Replay && cp.Offset >= 0 && cp.Fingerprint == fp && cp.Interval.Equal(iv.Start) && !cp.Done()
