@@ -179,9 +179,10 @@ func (j *Job) newReport() *Report {
 // replay group while it runs joined (RunJoined), else -1 and ""
 // (sinks.Options.Member).
 func (j *Job) Member() (generation int32, memberID string) {
-	if k := j.commits.Load(); k != nil && k.Member() != nil {
-		m := k.Member()
-		return m.Generation, m.ID
+	if k := j.commits.Load(); k != nil {
+		if m := k.Member(); m != nil {
+			return m.Generation, m.ID
+		}
 	}
 	return -1, ""
 }
