@@ -397,4 +397,15 @@ func TestFileOutputIsTheWindow(t *testing.T) {
 	if _, err := file.New(file.Config{Path: pattern, RunID: "r2", PerPartition: true}); !errors.Is(err, sinks.ErrRefused) {
 		t.Errorf("New over a foreign partition file: %v, want sinks.ErrRefused", err)
 	}
+	// A path that names the partition twice (a directory and a file each).
+	twice := filepath.Join(dir, "p-{partition}", "o-{partition}.jsonl")
+	if err := os.MkdirAll(filepath.Join(dir, "p-12"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "p-12", "o-12.jsonl"), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := file.New(file.Config{Path: twice, RunID: "r3", PerPartition: true}); !errors.Is(err, sinks.ErrRefused) {
+		t.Errorf("New over a foreign partition file of a path naming the partition twice: %v, want sinks.ErrRefused", err)
+	}
 }

@@ -91,14 +91,18 @@ func checkForeign(cfg Config, staging string) error {
 	return nil
 }
 
-// isPartitionPath reports whether path is pattern with {partition} replaced
-// by a partition number.
+// isPartitionPath reports whether path is pattern with every {partition}
+// replaced by one partition number.
 func isPartitionPath(pattern, path string) bool {
-	before, after, _ := strings.Cut(pattern, PartitionPlaceholder)
-	n, ok1 := strings.CutPrefix(path, before)
-	n, ok2 := strings.CutSuffix(n, after)
-	_, err := strconv.ParseUint(n, 10, 31)
-	return ok1 && ok2 && err == nil
+	before, _, _ := strings.Cut(pattern, PartitionPlaceholder)
+	rest, ok := strings.CutPrefix(path, before)
+	for i := 1; ok && i <= len(rest) && '0' <= rest[i-1] && rest[i-1] <= '9'; i++ {
+		n := rest[:i]
+		if _, err := strconv.ParseUint(n, 10, 31); err == nil && strings.ReplaceAll(pattern, PartitionPlaceholder, n) == path {
+			return true
+		}
+	}
+	return false
 }
 
 // outputPaths are the output files: Path, or with per_partition those of
