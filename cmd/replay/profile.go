@@ -22,6 +22,11 @@ func (a *app) addProfileFlag(root *cobra.Command) {
 	pre := root.PersistentPreRunE
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
 		var stops []func()
+		a.stopProfile = func() { // also when a later flag fails
+			for _, stop := range stops {
+				stop()
+			}
+		}
 		if cpuPath != "" {
 			f, err := os.Create(cpuPath)
 			if err != nil {
@@ -43,11 +48,6 @@ func (a *app) addProfileFlag(root *cobra.Command) {
 					fmt.Fprintf(os.Stderr, "--mem-profile: %v\n", err)
 				}
 			})
-		}
-		a.stopProfile = func() {
-			for _, stop := range stops {
-				stop()
-			}
 		}
 		return pre(cmd, args)
 	}
