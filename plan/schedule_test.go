@@ -113,3 +113,21 @@ func TestScheduleIntervalsContiguous(t *testing.T) {
 		})
 	}
 }
+
+// A schedule of a week or more is warned of: Kafka's default retention of
+// an empty group's offsets (7 days) would delete its progress between runs.
+func TestScheduleLongerThanOffsetRetention(t *testing.T) {
+	for every, warned := range map[string]bool{"6d": false, "7d": true, "14d": true, "12h": false} {
+		p, err := Parse("p.yaml", []byte(schedulePlan("{every: "+every+", start: 2026-11-01T00:00:00Z}")), LoadOptions{Sinks: testSinks, Now: scheduleNow})
+		if err != nil {
+			t.Fatalf("every %s: %v", every, err)
+		}
+		got := false
+		for _, w := range p.Warnings() {
+			got = got || w.Field == "window.every" && strings.Contains(w.Message, "offsets.retention.minutes")
+		}
+		if got != warned {
+			t.Errorf("every %s: warned %v, want %v (warnings %v)", every, got, warned, p.Warnings())
+		}
+	}
+}
