@@ -1,6 +1,7 @@
 package source
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -131,7 +132,7 @@ func (c *Cluster) OpenProducers(ctx context.Context, topic string, partition int
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b Producer) int { return int(a.TxnStartOffset - b.TxnStartOffset) })
+	slices.SortFunc(out, func(a, b Producer) int { return cmp.Compare(a.TxnStartOffset, b.TxnStartOffset) })
 	c.nameProducers(ctx, cl, out)
 	return out, nil
 }

@@ -29,7 +29,7 @@ func (c *pgColumn) check(s string) error {
 			return fmt.Errorf("column %s (%s): the %s has %d characters, more than %d; it would be cut: widen the column or map another field", c.name, c.decl.sql, fieldName(c.field), n, max)
 		}
 	case "int2", "int4", "int8":
-		bits := map[string]int{"int2": 16, "int4": 32, "int8": 64}[c.decl.base]
+		bits := 8 * int(c.decl.base[3]-'0') // int2, int4, int8: that many bytes
 		if _, err := strconv.ParseInt(strings.TrimSpace(s), 10, bits); err != nil {
 			why := "is not an integer"
 			if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
