@@ -235,6 +235,8 @@ func (v *validator) topicSet() {
 	for i, t := range p.Source.Topics {
 		field := fmt.Sprintf("source.topics[%d]", i)
 		switch {
+		case t == "":
+			v.add(field, "empty: name a topic, or drop the item")
 		case seen[t]:
 			v.add(field, "%s is listed twice: list each topic once", t)
 		case TopicNameProblem(t) != "":

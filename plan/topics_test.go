@@ -97,6 +97,8 @@ func TestTopicsProblems(t *testing.T) {
 		{strings.Replace(topicsPlan(""), "  topics:", "  topic: orders\n  topics:", 1), "source.topics: source.topic is set too"},
 		{strings.Replace(topicsPlan(""), "[orders, refunds]", "[orders, refunds, orders]", 1), "source.topics[2]: orders is listed twice"},
 		{strings.Replace(topicsPlan(""), "[orders, refunds]", "[orders, 're funds']", 1), "source.topics[1]:"},
+		{strings.Replace(topicsPlan(""), "[orders, refunds]", `[orders, ""]`, 1), "source.topics[1]: empty"},
+		{strings.Replace(topicsPlan(""), "[orders, refunds]", "[orders, ~]", 1), "source.topics[1]: empty"},
 		{topicsPlan("overrides:\n  refund:\n    filter: 'true'\n"), "overrides.refund: refund is not one of source.topics"},
 		{topicsPlan("overrides:\n  refunds:\n    table: x\n"), "overrides.refunds.table: the file sink has no table field"},
 		{topicsPlan("overrides:\n  refunds:\n    filter: 'value.kind =='\n"), "plan.yaml:17:13: overrides.refunds.filter: bad expression"},
