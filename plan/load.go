@@ -402,7 +402,7 @@ func (d *decoder) walkMap(n *yaml.Node, v reflect.Value, path string) {
 		return
 	}
 	m := reflect.MakeMap(v.Type())
-	seen := map[string]int{}
+	seen, keys := map[string]int{}, map[string]int{} // by text, by value
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
 		fp := join(path, k.Value)
@@ -423,6 +423,11 @@ func (d *decoder) walkMap(n *yaml.Node, v reflect.Value, path string) {
 			d.bad[path] = true // the map is reported: it is not missing
 			continue
 		}
+		if line, dup := keys[fmt.Sprint(kv)]; dup { // "1" and ' 1' are one key
+			d.problem(k, fp, "duplicate key (first set at line %d): keep one", line)
+			continue
+		}
+		keys[fmt.Sprint(kv)] = k.Line
 		ev := reflect.New(v.Type().Elem()).Elem()
 		d.walk(val, ev, fp)
 		m.SetMapIndex(kv, ev)
@@ -430,15 +435,18 @@ func (d *decoder) walkMap(n *yaml.Node, v reflect.Value, path string) {
 	v.Set(m)
 }
 
-// mapKey decodes the key k of the map at path into kv. A number key may
-// be quoted ("0": is partition 0, as a person means it).
+// decimalKey is a number key as a person writes it: decimal digits, no
+// leading zero, no exponent or point (YAML would read 010 as 8 and 1.0 or
+// 1e0 as 1, so that two keys of one partition could pass as different).
+var decimalKey = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
+
+// mapKey decodes the key k of the map at path into kv. A number key is
+// decimal (decimalKey) and may be quoted ("0": is partition 0, as a
+// person means it).
 func mapKey(k *yaml.Node, kv reflect.Value, path string) error {
-	if k.Decode(kv.Addr().Interface()) == nil {
-		return nil
-	}
 	switch kv.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		if k.Kind != yaml.ScalarNode {
+		if k.Kind != yaml.ScalarNode || !decimalKey.MatchString(strings.TrimSpace(k.Value)) {
 			break
 		}
 		n, err := strconv.ParseInt(strings.TrimSpace(k.Value), 10, kv.Type().Bits())
@@ -452,6 +460,10 @@ func mapKey(k *yaml.Node, kv reflect.Value, path string) error {
 				what = "partition numbers"
 			}
 			return fmt.Errorf("%s is too large: %s go up to %d", k.Value, what, n)
+		}
+	default:
+		if k.Decode(kv.Addr().Interface()) == nil {
+			return nil
 		}
 	}
 	what := kindName(kv.Type())

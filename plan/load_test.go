@@ -349,3 +349,19 @@ func TestUndecodedThrottleKeepsOtherProblems(t *testing.T) {
 		t.Errorf("want one error (not a warning) at source.brokers[0], got %v", inv.Problems)
 	}
 }
+
+// A partition key of window.offsets is a decimal number: YAML's other
+// number forms (010 is 8, 1.0 and 1e0 are 1, 0x2 is 2, ~ is 0) are refused,
+// and two keys naming one partition are a duplicate, not a range lost.
+func TestOffsetsPartitionKeysAreDecimal(t *testing.T) {
+	for key, want := range map[string]string{
+		"010": `key "010": want a partition number`, "1.0": `key "1.0": want a partition number`,
+		"1e0": `key "1e0": want a partition number`, "0x2": `key "0x2": want a partition number`,
+		"~": `want a partition number`, "' 3'": "duplicate key (first set at line 9)",
+	} {
+		src := strings.Replace(minimalPlan, "  from: -2h\n", "  offsets:\n    3: {from: 0, to: 10}\n    "+key+": {from: 5, to: 6}\n", 1)
+		if got := parseProblems(t, src, testOptions()); !strings.Contains(got, want) {
+			t.Errorf("key %s: got %s\nwant %q", key, got, want)
+		}
+	}
+}
