@@ -345,6 +345,10 @@ func (d *decoder) leaf(n *yaml.Node, v reflect.Value, path string) {
 		d.problem(n, path, "want %s, got %s", kindName(v.Type()), d.describe(n, path))
 		return
 	}
+	if k := v.Kind(); reflect.Int <= k && k <= reflect.Uint64 && n.ShortTag() == "!!float" && !reflect.PointerTo(v.Type()).Implements(unmarshalerType) {
+		d.problem(n, path, "want a whole number, got %s", d.describe(n, path)) // YAML would cut 10.7 to 10
+		return
+	}
 	if err := n.Decode(v.Addr().Interface()); err != nil {
 		var ne *nodeError
 		switch {

@@ -365,3 +365,25 @@ func TestOffsetsPartitionKeysAreDecimal(t *testing.T) {
 		}
 	}
 }
+
+// A whole-number field refuses a number with a fraction (YAML would cut
+// 10.7 to 10, and 0.9 to 0), from the file or the environment, and a byte
+// size of less than one byte is refused (0.5 was 0: no limit).
+func TestWholeNumbersAreNotCut(t *testing.T) {
+	for _, tc := range []struct{ old, new, want string }{
+		{"version: 1", "version: 1.9", `version: want a whole number, got "1.9"`},
+		{"  path: out/orders.jsonl\n", "  path: out/orders.jsonl\n  batch_size: 10.7\n", `sink.batch_size: want a whole number, got "10.7"`},
+		{"  path: out/orders.jsonl\n", "  path: out/orders.jsonl\n  batch_size: ${BATCH}\n", `sink.batch_size: want a whole number`},
+		{"  from: -2h\n", "  from: -2h\nthrottle: {bytes_per_second: 0.5}\n", `throttle.bytes_per_second: byte size "0.5" is less than one byte`},
+	} {
+		opts := testOptions()
+		opts.LookupEnv = func(k string) (string, bool) { return "10.5", k == "BATCH" }
+		if got := parseProblems(t, strings.Replace(minimalPlan, tc.old, tc.new, 1), opts); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: got %s\nwant %q", strings.TrimSpace(tc.new), got, tc.want)
+		}
+	}
+	p := mustParse(t, strings.Replace(minimalPlan, "  from: -2h\n", "  from: -2h\nthrottle: {bytes_per_second: 1.5KiB}\n", 1), testOptions())
+	if p.Throttle.BytesPerSecond != 1536 {
+		t.Errorf("1.5KiB = %d bytes, want 1536", p.Throttle.BytesPerSecond)
+	}
+}

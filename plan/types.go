@@ -313,6 +313,9 @@ func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 	if v*float64(mult) >= math.MaxInt64 {
 		return fmt.Errorf("byte size %q is too large (8EiB or more)", n.Value)
 	}
+	if v > 0 && v*float64(mult) < 1 { // not 0, which means none
+		return fmt.Errorf("byte size %q is less than one byte: want e.g. 1048576, 512KiB, 5MiB, 1GiB", n.Value)
+	}
 	*b = ByteSize(v * float64(mult))
 	return nil
 }
