@@ -345,6 +345,12 @@ func (d *decoder) leaf(n *yaml.Node, v reflect.Value, path string) {
 		d.problem(n, path, "want %s, got %s", kindName(v.Type()), d.describe(n, path))
 		return
 	}
+	if t := v.Type(); n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" && (t == reflect.TypeFor[Duration]() || t == reflect.TypeFor[ByteSize]()) {
+		// YAML leaves the zero value, which means something (max_elapsed:
+		// ~ would be 0s, fail at once, not the default 5m).
+		d.problem(n, path, "empty: give a value, or drop the line for the default")
+		return
+	}
 	if k := v.Kind(); reflect.Int <= k && k <= reflect.Uint64 && n.ShortTag() == "!!float" && !reflect.PointerTo(v.Type()).Implements(unmarshalerType) {
 		d.problem(n, path, "want a whole number, got %s", d.describe(n, path)) // YAML would cut 10.7 to 10
 		return

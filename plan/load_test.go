@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 const minimalPlan = `version: 1
@@ -385,5 +386,27 @@ func TestWholeNumbersAreNotCut(t *testing.T) {
 	p := mustParse(t, strings.Replace(minimalPlan, "  from: -2h\n", "  from: -2h\nthrottle: {bytes_per_second: 1.5KiB}\n", 1), testOptions())
 	if p.Throttle.BytesPerSecond != 1536 {
 		t.Errorf("1.5KiB = %d bytes, want 1536", p.Throttle.BytesPerSecond)
+	}
+}
+
+// A relative time or duration with days is read as written or refused:
+// no sign inside ("-1d-2h" was 22 hours ago), and no day count past what a
+// duration holds (-213504d wrapped around to 25 minutes ago).
+func TestDurationsWithDays(t *testing.T) {
+	for _, tc := range []struct{ old, new, want string }{
+		{"  from: -2h\n", "  from: -1d-2h\n", `window.from: relative time "-1d-2h"`},
+		{"  from: -2h\n", "  from: --2h\n", `window.from: relative time "--2h"`},
+		{"  from: -2h\n", "  from: -213504d\n", `is too long`},
+		{"  from: -2h\n", "  from: -2h\nretry: {max_elapsed: 213504d}\n", `retry.max_elapsed: bad duration "213504d"`},
+		{"  from: -2h\n", "  from: -2h\nretry: {max_elapsed: ~}\n", `retry.max_elapsed: empty: give a value, or drop the line`},
+		{"  from: -2h\n", "  from: -2h\nthrottle: {bytes_per_second: }\n", `throttle.bytes_per_second: empty`},
+	} {
+		if got := parseProblems(t, strings.Replace(minimalPlan, tc.old, tc.new, 1), testOptions()); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: got %s\nwant %q", strings.TrimSpace(tc.new), got, tc.want)
+		}
+	}
+	p := mustParse(t, strings.Replace(minimalPlan, "  from: -2h\n", "  from: -1d2h\n", 1), testOptions())
+	if now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC); !p.Window.From.At(now).Equal(now.Add(-26 * time.Hour)) {
+		t.Errorf("-1d2h at %s is %s, want 26 hours before", now, p.Window.From.At(now))
 	}
 }

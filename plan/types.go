@@ -168,17 +168,28 @@ func epochHint(s string) string {
 }
 
 // parseDuration extends time.ParseDuration with a day unit ("1d", "2d12h").
+// The day count and the rest are unsigned ("1d-2h" is refused), and the
+// sum must fit a time.Duration (about 106,751 days).
 func parseDuration(s string) (time.Duration, error) {
+	if strings.HasPrefix(s, "-") || strings.HasPrefix(s, "+") {
+		return 0, fmt.Errorf("bad duration %q: a sign inside it", s)
+	}
 	if i := strings.Index(s, "d"); i > 0 {
-		days, err := strconv.Atoi(s[:i])
+		days, err := strconv.ParseUint(s[:i], 10, 63)
 		if err != nil {
 			return 0, fmt.Errorf("bad day count in %q", s)
 		}
 		rest := time.Duration(0)
-		if s[i+1:] != "" {
-			if rest, err = time.ParseDuration(s[i+1:]); err != nil {
+		if r := s[i+1:]; r != "" {
+			if r[0] == '-' || r[0] == '+' {
+				return 0, fmt.Errorf("bad duration %q: a sign inside it", s)
+			}
+			if rest, err = time.ParseDuration(r); err != nil {
 				return 0, err
 			}
+		}
+		if days > uint64((math.MaxInt64-rest)/(24*time.Hour)) {
+			return 0, fmt.Errorf("duration %q is too long (at most about 106751 days)", s)
 		}
 		return time.Duration(days)*24*time.Hour + rest, nil
 	}
