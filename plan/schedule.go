@@ -185,6 +185,10 @@ func (v *validator) schedule() {
 		v.warn("window.every", "%s is as long as Kafka's default offsets.retention.minutes (7 days), and the schedule's progress is its group's commits: a group empty that long loses them, and the next run starts again at start (every interval replayed once more); keep the brokers' offsets.retention.minutes above the interval, or use a shorter every", w.Every)
 	}
 	start := w.Start.At(v.now)
+	if start.Before(time.Unix(0, 0)) {
+		v.add("window.start", "%s is before 1970, where Kafka's timestamps begin: start the schedule at its first interval with records", w.Start.String())
+		return
+	}
 	if before := w.Every.floor(start, loc); !before.Equal(start) {
 		after := w.Every.next(before, loc)
 		v.add("window.start", "%s is not aligned to every %s in %s: use the boundary before it, %s, or after it, %s",

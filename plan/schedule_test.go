@@ -37,6 +37,7 @@ func TestScheduleValidation(t *testing.T) {
 		{"day start not midnight in zone", "{every: 1d, zone: Europe/Berlin, start: 2026-11-01T00:00:00Z}",
 			"use the boundary before it, 2026-11-01T00:00:00+01:00, or after it, 2026-11-02T00:00:00+01:00"},
 		{"start relative", "{every: 1h, start: -2h}", `window.start: "-2h" is relative`},
+		{"start before 1970", "{every: 1m, start: 0001-01-01T00:00:00Z}", `window.start: 0001-01-01T00:00:00Z is before 1970`},
 		{"start missing", "{every: 1h}", "window.start: missing: a schedule needs its first interval, e.g. start: 2026-11-30T10:00:00Z"},
 		{"every missing", "{start: 2026-11-01T00:00:00Z}", "window.every: missing"},
 		{"delay negative", "{every: 1h, start: 2026-11-01T00:00:00Z, delay: -10m}", `window.delay: bad duration "-10m"`},

@@ -231,8 +231,7 @@ func (a *app) printSchedule(ctx context.Context, c *runner.Cluster, p *plan.Plan
 	}
 	if more > 0 {
 		fmt.Fprintf(t, "... %d more\tdue\t-\n", more)
-		for ; w.Due(iv, now); iv = w.NextInterval(iv) {
-		}
+		iv, _ = w.IntervalAt(now.Add(-time.Duration(w.Delay))) // the first not yet due
 	}
 	fmt.Fprintf(t, "%s\tnot yet due (due at %s)\t-\n", iv, w.DueAt(iv).In(loc).Format(time.RFC3339))
 	t.Flush()

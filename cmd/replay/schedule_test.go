@@ -381,3 +381,17 @@ func TestPlanSchedule(t *testing.T) {
 		t.Fatalf("--out on a schedule: want a usage error, got %s", r)
 	}
 }
+
+// replay plan of a schedule with more due intervals than it lists counts
+// the rest and names the first one not yet due (under a delay, the one
+// holding the clock less the delay).
+func TestPlanScheduleManyDue(t *testing.T) {
+	_, _, planFile, _ := scheduleSetup(t, 300, schedT0, schedT0.Add(3*time.Hour),
+		fmt.Sprintf("{every: 15m, zone: UTC, start: %s, delay: 10m}", schedT0.Format(time.RFC3339)))
+	res := replay(t, "plan", planFile, "--at", schedT0.Add(3*time.Hour+5*time.Minute).Format(time.RFC3339))
+	for _, want := range []string{"... 6 more", "[2026-11-29T02:45:00Z, 2026-11-29T03:00:00Z)  not yet due (due at 2026-11-29T03:10:00Z)"} {
+		if !strings.Contains(res.stdout, want) {
+			t.Fatalf("want %q in\n%s", want, res)
+		}
+	}
+}
