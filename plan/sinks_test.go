@@ -35,6 +35,7 @@ func TestHTTPSinkSecrets(t *testing.T) {
 		{"url: 'https://svc/api?sig=abc&page=2'", "query parameter sig carries a literal secret"},
 		{"url: https://svc/api\n  headers: {x-tenant: \"a\\nb\"}", "line break"},
 		{"url: https://svc/api\n  headers: {content-type: text/plain}", "sets content-type itself"},
+		{"url: https://svc/api\n  headers: {X-Trace: a, x-trace: b}", "sink.headers.x-trace: X-Trace and x-trace are one header"},
 	} {
 		doc := strings.Replace(httpPlan, "url: https://orders.internal/api", tc.sink, 1)
 		_, err := Parse("plan.yaml", []byte(doc), opts)

@@ -1,8 +1,10 @@
 package http
 
 import (
+	"cmp"
 	"context"
 	"maps"
+	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
@@ -129,9 +131,14 @@ func check(c *plan.SinkCheck) {
 	c.URL("url")
 	sinks.CheckConnections(c, s.Connections)
 	plain := strings.HasPrefix(strings.ToLower(s.URL), "http:")
+	seen := map[string]string{} // canonical name -> the name written first
 	for _, name := range slices.Sorted(maps.Keys(s.Headers)) {
 		f, val := "headers."+name, s.Headers[name]
+		other, dup := seen[http.CanonicalHeaderKey(name)]
+		seen[http.CanonicalHeaderKey(name)] = cmp.Or(other, name)
 		switch {
+		case dup:
+			c.Add(f, "%s and %s are one header (names are case-insensitive): keep one", other, name)
 		case !headerNameRe.MatchString(name):
 			c.Add(f, "%q is not an HTTP header name (ASCII letters, digits and !#$%%&'*+-.^_`|~)", name)
 		case slices.ContainsFunc(reservedHeaders, func(r string) bool { return strings.EqualFold(r, name) }):
