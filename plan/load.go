@@ -300,6 +300,11 @@ func (d *decoder) walk(n *yaml.Node, v reflect.Value, path string) {
 	if path != "" {
 		d.pos[path] = Pos{n.Line, n.Column}
 	}
+	if t := n.Tag; t == "!!binary" || t != "" && !strings.HasPrefix(t, "!!") {
+		// !!binary is base64 a reviewer cannot read; a local tag is ignored.
+		d.problem(n, path, "tag %s: a plan holds plain values, read as written: remove the tag", t)
+		return
+	}
 	if reflect.PointerTo(v.Type()).Implements(unmarshalerType) {
 		d.leaf(n, v, path)
 		return

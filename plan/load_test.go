@@ -410,3 +410,17 @@ func TestDurationsWithDays(t *testing.T) {
 		t.Errorf("-1d2h at %s is %s, want 26 hours before", now, p.Window.From.At(now))
 	}
 }
+
+// A value under a !!binary or a local tag is refused: the first is base64
+// a reviewer cannot read, the second was ignored.
+func TestTaggedValuesRefused(t *testing.T) {
+	for tagged, want := range map[string]string{
+		"filter: !!binary dmFsdWUuc3RhdHVzICE9ICJwYWlkIg==\n": "filter: tag !!binary: a plan holds plain values",
+		"filter: !custom 'true'\n":                            "filter: tag !custom",
+	} {
+		if got := parseProblems(t, minimalPlan+tagged, testOptions()); !strings.Contains(got, want) {
+			t.Errorf("%s: got %s\nwant %q", strings.TrimSpace(tagged), got, want)
+		}
+	}
+	mustParse(t, strings.Replace(minimalPlan, "name: orders-fix", "name: !!str orders-fix", 1), testOptions())
+}
