@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"sync"
 	"time"
 
 	// The Go toolchain's copy of the IANA time zone database: zones resolve
@@ -78,36 +79,68 @@ func (w Window) IsSchedule() bool { return w.Kind() == WindowSchedule }
 // Location returns the window's zone (UTC when unset or unknown; validation
 // reports an unknown zone).
 func (w Window) Location() *time.Location {
-	loc, err := time.LoadLocation(w.Zone) // "" is UTC
+	if loc, ok := locations.Load(w.Zone); ok {
+		return loc.(*time.Location)
+	}
+	loc, err := time.LoadLocation(w.Zone) // "" is UTC; read from disk
 	if err != nil {
 		return time.UTC
 	}
+	locations.Store(w.Zone, loc)
 	return loc
 }
 
-// floor returns the latest interval boundary at or before t, on the wall
-// clock of loc.
+// locations caches the zones Location loaded, by name.
+var locations sync.Map
+
+// floor returns the latest interval boundary at or before t: the latest
+// instant whose wall clock in loc is aligned to e (a wall time a daylight
+// saving change repeats is a boundary each time; one it skips is none).
 func (e Every) floor(t time.Time, loc *time.Location) time.Time {
 	lt := t.In(loc)
 	if e.unit == 'd' {
 		return time.Date(lt.Year(), lt.Month(), lt.Day(), 0, 0, 0, 0, loc).UTC()
 	}
-	_, off := lt.Zone()
-	shift := time.Duration(off) * time.Second
-	return t.Add(shift).Truncate(e.step()).Add(-shift).UTC()
+	step := e.step()
+	// The boundary lies within two steps and a daylight saving change
+	// before t, on the wall clock of one of the two offsets in force there:
+	// under each, the latest aligned wall time that is in force at its
+	// instant.
+	_, now := lt.Zone()
+	_, before := t.Add(-step - 2*time.Hour).In(loc).Zone()
+	var best time.Time
+	for _, off := range []int{now, before} {
+		shift := time.Duration(off) * time.Second
+		for w := t.Add(shift).UTC().Truncate(step); ; w = w.Add(-step) {
+			at := w.Add(-shift)
+			if at.Before(t.Add(-2*step - 2*time.Hour)) {
+				break
+			}
+			if _, o := at.In(loc).Zone(); o == off && !at.After(t) {
+				if at.After(best) {
+					best = at
+				}
+				break
+			}
+		}
+	}
+	return best.UTC()
 }
 
-// next returns the boundary after the boundary t.
+// next returns the first boundary after t.
 func (e Every) next(t time.Time, loc *time.Location) time.Time {
 	if e.unit == 'd' {
 		lt := t.In(loc)
 		return time.Date(lt.Year(), lt.Month(), lt.Day()+e.n, 0, 0, 0, 0, loc).UTC()
 	}
-	c := t.Add(e.step())
-	if a := e.floor(c, loc); a.After(t) {
-		return a // a daylight saving change can shorten an interval
+	// The latest boundary at t+step, t+2·step, ...: the first past t is the
+	// next (an interval shorter than step, where a change repeats a wall
+	// time, never follows one longer than step).
+	for x := t.Add(e.step()); ; x = x.Add(e.step()) {
+		if b := e.floor(x, loc); b.After(t) {
+			return b
+		}
 	}
-	return c.UTC()
 }
 
 // FirstInterval is the schedule's first interval: the one at start.

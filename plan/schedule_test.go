@@ -83,6 +83,12 @@ func TestScheduleIntervalsContiguous(t *testing.T) {
 		{"1d", "Europe/Berlin", "2026-03-28T00:00:00+01:00", 3, map[time.Duration]int{24 * time.Hour: 2, 23 * time.Hour: 1}},
 		{"1h", "Europe/Berlin", "2026-10-25T00:00:00+02:00", 25, map[time.Duration]int{time.Hour: 25}},
 		{"2h", "Europe/Berlin", "2026-10-25T00:00:00+02:00", 12, map[time.Duration]int{time.Hour: 1, 2 * time.Hour: 11}},
+		{"12h", "America/New_York", "2026-10-31T12:00:00-04:00", 3, map[time.Duration]int{12 * time.Hour: 2, 13 * time.Hour: 1}},
+		{"12h", "America/New_York", "2026-03-07T12:00:00-05:00", 3, map[time.Duration]int{12 * time.Hour: 2, 11 * time.Hour: 1}},
+		{"6h", "Europe/Berlin", "2026-10-25T00:00:00+02:00", 4, map[time.Duration]int{7 * time.Hour: 1, 6 * time.Hour: 3}},
+		{"24h", "Europe/Berlin", "2026-10-25T00:00:00+02:00", 2, map[time.Duration]int{25 * time.Hour: 1, 24 * time.Hour: 1}},
+		{"3h", "Australia/Lord_Howe", "2026-04-05T00:00:00+11:00", 2, map[time.Duration]int{3*time.Hour + 30*time.Minute: 1, 3 * time.Hour: 1}},
+		{"15m", "Australia/Lord_Howe", "2026-04-05T01:30:00+11:00", 4, map[time.Duration]int{15 * time.Minute: 4}},
 	} {
 		t.Run(tc.every+" "+tc.start, func(t *testing.T) {
 			p, err := Parse("p.yaml", []byte(schedulePlan("{every: "+tc.every+", zone: "+tc.zone+", start: "+tc.start+"}")), LoadOptions{Sinks: testSinks, Now: scheduleNow})
@@ -92,8 +98,13 @@ func TestScheduleIntervalsContiguous(t *testing.T) {
 			w := p.Window
 			lengths := map[time.Duration]int{}
 			iv := w.FirstInterval()
+			step, _ := time.ParseDuration(tc.every) // 0 for days: midnight
 			for i := 0; i < tc.n; i++ {
 				lengths[iv.End.Sub(iv.Start)]++
+				ls := iv.Start.In(w.Location())
+				if clock := time.Duration(ls.Hour())*time.Hour + time.Duration(ls.Minute())*time.Minute + time.Duration(ls.Second())*time.Second; step == 0 && clock != 0 || step != 0 && clock%step != 0 {
+					t.Fatalf("%v starts at %s on the wall clock of %s: not a boundary of every %s", iv, ls.Format("15:04"), tc.zone, tc.every)
+				}
 				if got, _ := w.IntervalAt(iv.Start.Add(iv.End.Sub(iv.Start) / 2)); got != iv {
 					t.Fatalf("IntervalAt(middle of %v) = %v", iv, got)
 				}
@@ -131,4 +142,48 @@ func TestScheduleLongerThanOffsetRetention(t *testing.T) {
 			t.Errorf("every %s: warned %v, want %v (warnings %v)", every, got, warned, p.Warnings())
 		}
 	}
+}
+
+// Over a year of daylight saving changes in zones with whole-hour,
+// half-hour and 45-minute offsets and changes, every schedule's intervals
+// are contiguous, start on a wall-clock boundary (a wall time a change
+// skips is none, so that interval is longer), and are found again by
+// IntervalAt.
+func TestScheduleIntervalsAYear(t *testing.T) {
+	for _, zone := range []string{"Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Pacific/Chatham", "America/Santiago", "Asia/Kolkata"} {
+		for _, every := range []string{"30m", "1h", "2h", "3h", "4h", "6h", "8h", "12h", "24h"} {
+			loc, err := time.LoadLocation(zone)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Date(2026, 1, 1, 0, 0, 0, 0, loc).Format(time.RFC3339)
+			p, err := Parse("p.yaml", []byte(schedulePlan("{every: "+every+", zone: "+zone+", start: "+start+"}")), LoadOptions{Sinks: testSinks, Now: scheduleNow})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, step := p.Window, mustDuration(t, every)
+			end := time.Date(2027, 1, 1, 0, 0, 0, 0, loc)
+			for iv := w.FirstInterval(); iv.Start.Before(end); iv = w.NextInterval(iv) {
+				ls := iv.Start.In(loc)
+				clock := time.Duration(ls.Hour())*time.Hour + time.Duration(ls.Minute())*time.Minute + time.Duration(ls.Second())*time.Second
+				if d := iv.End.Sub(iv.Start); clock%step != 0 || d <= 0 || d > 2*step {
+					t.Fatalf("%s every %s: %v (%s on the wall clock, %s long)", zone, every, iv, ls.Format("15:04"), d)
+				}
+				for _, at := range []time.Time{iv.Start, iv.End.Add(-time.Nanosecond)} {
+					if got, _ := w.IntervalAt(at); got != iv {
+						t.Fatalf("%s every %s: IntervalAt(%s) = %v, want %v", zone, every, at, got, iv)
+					}
+				}
+			}
+		}
+	}
+}
+
+func mustDuration(t *testing.T, s string) time.Duration {
+	t.Helper()
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
