@@ -93,6 +93,7 @@ func (a *app) scheduleLoop(ctx context.Context, c *runner.Cluster, p *plan.Plan,
 	}
 	defer hold.Release()
 	opts.Hold = hold
+	var ran *plan.Interval
 	for n := 0; o.maxIntervals == 0 || n < o.maxIntervals; n++ {
 		job, st, err := runner.PrepareScheduled(ctx, c, p, opts)
 		if err != nil {
@@ -102,6 +103,10 @@ func (a *app) scheduleLoop(ctx context.Context, c *runner.Cluster, p *plan.Plan,
 		if job == nil {
 			return nil
 		}
+		if ran != nil && *ran == *job.Interval { // never run one interval twice in a loop
+			return fmt.Errorf("interval %s is still due after it ran: the group's commits do not record it done; see replay status %s", ran, file)
+		}
+		ran = job.Interval
 		if n == 0 && !o.yes {
 			if err := a.confirmRun(ctx, o.in, job); err != nil {
 				return err

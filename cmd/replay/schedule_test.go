@@ -395,3 +395,29 @@ func TestPlanScheduleManyDue(t *testing.T) {
 		}
 	}
 }
+
+// A 12-hour schedule in New York over the day clocks go back: its second
+// interval is midnight to noon there, 13 hours, and the catch-up ends
+// (the interval was misaligned, recorded done under another, and run
+// again without end).
+func TestScheduleAcrossFallBack(t *testing.T) {
+	from := time.Date(2026, 10, 31, 16, 0, 0, 0, time.UTC) // noon in New York
+	_, dir, planFile, _ := scheduleSetup(t, 360, from, from.Add(36*time.Hour),
+		fmt.Sprintf("{every: 12h, zone: America/New_York, start: %s}", from.Format(time.RFC3339)))
+	report := filepath.Join(dir, "report.json")
+	done := make(chan result, 1)
+	go func() { done <- replay(t, "run", planFile, "--yes", "--report", report, "--at", from.Add(26*time.Hour).Format(time.RFC3339)) }()
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the catch-up did not end")
+	}
+	if res.code != exitOK || !strings.Contains(res.stdout, "ran 2 intervals") {
+		t.Fatalf("want the two due intervals, got %s", res)
+	}
+	r := readRunReport(t, report)
+	if iv := r.Intervals[1]; !iv.Start.Equal(from.Add(12*time.Hour)) || iv.End.Sub(iv.Start) != 13*time.Hour {
+		t.Fatalf("second interval [%s, %s), want midnight to noon in New York, 13 hours", iv.Start, iv.End)
+	}
+}
