@@ -103,7 +103,7 @@ func (a *app) scheduleLoop(ctx context.Context, c *runner.Cluster, p *plan.Plan,
 		if job == nil {
 			return nil
 		}
-		if ran != nil && *ran == *job.Interval { // never run one interval twice in a loop
+		if ran != nil && ran.Start.Equal(job.Interval.Start) { // never one interval twice in a loop
 			return fmt.Errorf("interval %s is still due after it ran: the group's commits do not record it done; see replay status %s", ran, file)
 		}
 		ran = job.Interval
