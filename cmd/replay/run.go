@@ -59,6 +59,8 @@ type runOptions struct {
 	in                                 io.Reader
 	// noRecord keeps no local run record (the demo's throwaway broker).
 	noRecord bool
+	// interval's resume hint is its schedule's (runSchedule).
+	ofSchedule bool
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -271,7 +273,7 @@ func (a *app) sayNothingToDo(out io.Writer, p *plan.Plan, msg string) {
 // withResumeHint adds the command that resumes the run to err when a
 // re-run would resume it.
 func withResumeHint(err error, file string, o runOptions) error {
-	if h := fault.HintOf(err); errors.Is(err, runner.ErrInterrupted) || h == fault.HintResume || h == fault.HintSinkResume {
+	if h := fault.HintOf(err); !o.ofSchedule && (errors.Is(err, runner.ErrInterrupted) || h == fault.HintResume || h == fault.HintSinkResume) {
 		return fmt.Errorf("%w\nresume with: %s", err, resumeCommand(file, o))
 	}
 	return err

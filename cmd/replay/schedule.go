@@ -62,7 +62,21 @@ func (a *app) runSchedule(ctx context.Context, c *runner.Cluster, p *plan.Plan, 
 		err = errors.Join(err, werr)
 	}
 	if errors.Is(err, runner.ErrInterrupted) {
-		return last, fmt.Errorf("%w\nresume with: %s", err, resumeCommand(file, o))
+		// The same invocation: the same logical now, interval and bounds.
+		cmd := resumeCommand(file, o)
+		if !a.at.IsZero() {
+			cmd += " --at " + a.at.UTC().Format(time.RFC3339Nano)
+		}
+		if o.interval != "" {
+			cmd += " --interval " + o.interval
+		}
+		if o.maxIntervals != 0 {
+			cmd += fmt.Sprintf(" --max-intervals %d", o.maxIntervals)
+		}
+		if o.report != "" {
+			cmd += " --report " + o.report
+		}
+		return last, fmt.Errorf("%w\nresume with: %s", err, cmd)
 	}
 	if err == nil {
 		fmt.Fprintln(a.resultsOut(p.Sink), scheduleSummary(p, srep))
@@ -72,7 +86,7 @@ func (a *app) runSchedule(ctx context.Context, c *runner.Cluster, p *plan.Plan, 
 
 func (a *app) scheduleLoop(ctx context.Context, c *runner.Cluster, p *plan.Plan, file string, o runOptions, opts runner.Options, srep *scheduleReport, metrics *metricsServer) error {
 	jobOpts := o
-	jobOpts.report = "" // one report per invocation, written by runSchedule
+	jobOpts.report, jobOpts.ofSchedule = "", true // one report and resume hint per invocation, runSchedule's
 	if o.interval != "" {
 		at, err := time.Parse(time.RFC3339Nano, o.interval)
 		if err != nil {

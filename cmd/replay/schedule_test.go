@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -406,7 +407,9 @@ func TestScheduleAcrossFallBack(t *testing.T) {
 		fmt.Sprintf("{every: 12h, zone: America/New_York, start: %s}", from.Format(time.RFC3339)))
 	report := filepath.Join(dir, "report.json")
 	done := make(chan result, 1)
-	go func() { done <- replay(t, "run", planFile, "--yes", "--report", report, "--at", from.Add(26*time.Hour).Format(time.RFC3339)) }()
+	go func() {
+		done <- replay(t, "run", planFile, "--yes", "--report", report, "--at", from.Add(26*time.Hour).Format(time.RFC3339))
+	}()
 	var res result
 	select {
 	case res = <-done:
@@ -419,5 +422,31 @@ func TestScheduleAcrossFallBack(t *testing.T) {
 	r := readRunReport(t, report)
 	if iv := r.Intervals[1]; !iv.Start.Equal(from.Add(12*time.Hour)) || iv.End.Sub(iv.Start) != 13*time.Hour {
 		t.Fatalf("second interval [%s, %s), want midnight to noon in New York, 13 hours", iv.Start, iv.End)
+	}
+}
+
+// A schedule's run stopped in an interval says once how to resume it: the
+// same invocation, its --at, --max-intervals and --report included (without
+// --at, the resumed catch-up would run to the clock's now).
+func TestScheduleResumeHint(t *testing.T) {
+	_, dir, planFile, _ := scheduleSetup(t, 600, schedT0, schedT0.Add(3*time.Hour),
+		fmt.Sprintf("{every: 1h, zone: UTC, start: %s}", schedT0.Format(time.RFC3339)), "throttle: {records_per_second: 100}")
+	at, report := schedT0.Add(3*time.Hour).Format(time.RFC3339), filepath.Join(dir, "r.json")
+	var stdout, stderr testenv.Buffer
+	a := newApp(&stdout, &stderr)
+	root := a.root()
+	root.SetArgs([]string{"run", planFile, "--yes", "--at", at, "--max-intervals", "3", "--report", report})
+	root.SetIn(strings.NewReader(""))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	exit := make(chan int, 1)
+	go func() { exit <- a.exitCode(root.ExecuteContext(ctx)) }()
+	testenv.Eventually(t, 20*time.Second, 10*time.Millisecond, func() bool { return strings.Contains(stderr.String(), "run started") },
+		func() string { return "no interval started:\n" + stderr.String() })
+	cancel()
+	code := <-exit
+	want := "resume with: replay run " + planFile + " --yes --at " + at + " --max-intervals 3 --report " + report
+	if out := stdout.String() + stderr.String(); code != exitFailed || strings.Count(out, "resume with:") != 1 || !strings.Contains(out, want) {
+		t.Fatalf("exit %d, want %d with one %q:\n%s", code, exitFailed, want, out)
 	}
 }
