@@ -215,7 +215,7 @@ func (v *validator) schedule() {
 		return
 	}
 	if w.Every.unit == 'd' && w.Every.n >= 7 {
-		v.warn("window.every", "%s is as long as Kafka's default offsets.retention.minutes (7 days), and the schedule's progress is its group's commits: a group empty that long loses them, and the next run starts again at start (every interval replayed once more); keep the brokers' offsets.retention.minutes above the interval, or use a shorter every", w.Every)
+		v.warn("window.every", "%s is at least as long as Kafka's default offsets.retention.minutes (7 days), and the schedule's progress is its group's commits: a group empty that long loses them, and the next run starts again at start (every interval replayed once more); keep the brokers' offsets.retention.minutes above the interval, or use a shorter every", w.Every)
 	}
 	start := w.Start.At(v.now)
 	if start.Before(time.Unix(0, 0)) {
