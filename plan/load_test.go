@@ -424,3 +424,19 @@ func TestTaggedValuesRefused(t *testing.T) {
 	}
 	mustParse(t, strings.Replace(minimalPlan, "name: orders-fix", "name: !!str orders-fix", 1), testOptions())
 }
+
+// A broker address without a port is shown with one; an IPv6 address in
+// the brackets host:port needs.
+func TestBrokerPortHints(t *testing.T) {
+	for broker, want := range map[string]string{
+		"kafka-1":       `"kafka-1" is not host:port: add the port, e.g. "kafka-1:9092"`,
+		"::1:9092":      `e.g. "[::1]:9092"`,
+		"2001:db8::1":   `e.g. "[2001:db8::1]:9092"`,
+		"[2001:db8::1]": `e.g. "[2001:db8::1]:9092"`,
+	} {
+		src := strings.Replace(minimalPlan, `brokers: ["kafka-1:9092"]`, `brokers: ["`+broker+`"]`, 1)
+		if got := parseProblems(t, src, testOptions()); !strings.Contains(got, want) {
+			t.Errorf("%s: got %s\nwant %q", broker, got, want)
+		}
+	}
+}

@@ -163,8 +163,16 @@ func (v *validator) source() {
 func (v *validator) brokers(field string, list []string) {
 	for i, b := range list {
 		for _, one := range strings.Split(b, ",") {
-			if _, port, err := net.SplitHostPort(strings.TrimSpace(one)); err != nil || port == "" {
-				v.add(fmt.Sprintf("%s[%d]", field, i), "%q is not host:port: add the port, e.g. %q", one, strings.TrimSpace(one)+":9092")
+			addr := strings.TrimSpace(one)
+			if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+				example := addr + ":9092"
+				if strings.Count(addr, ":") > 1 && !strings.HasPrefix(addr, "[") { // an IPv6 address goes in brackets
+					example = "[" + addr + "]:9092"
+					if j := strings.LastIndex(addr, ":"); net.ParseIP(addr[:j]) != nil { // ::1:9092
+						example = "[" + addr[:j] + "]" + addr[j:]
+					}
+				}
+				v.add(fmt.Sprintf("%s[%d]", field, i), "%q is not host:port: add the port, e.g. %q", one, example)
 			}
 		}
 	}
