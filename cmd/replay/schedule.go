@@ -48,6 +48,9 @@ func (a *app) runSchedule(ctx context.Context, c *runner.Cluster, p *plan.Plan, 
 	if o.maxIntervals < 0 {
 		return nil, usageError{fmt.Errorf("--max-intervals %d: want 0 (every due interval) or more", o.maxIntervals)}
 	}
+	if o.interval != "" && o.maxIntervals != 0 {
+		return nil, usageError{errors.New("--interval re-runs one interval and --max-intervals bounds a catch-up: drop one of them")}
+	}
 	opts.Log, opts.At = a.log, a.now()
 	srep := &scheduleReport{PlanFile: file, Plan: p.Name, Group: p.Group, At: opts.At.UTC(), Intervals: []intervalReport{}}
 	err := a.scheduleLoop(ctx, c, p, file, o, opts, srep, metrics)
@@ -182,8 +185,8 @@ func scheduleSummary(p *plan.Plan, r *scheduleReport) string {
 // status lists them. With --detailed-exitcode it exits 2 when an interval
 // is due or unfinished.
 func (a *app) planSchedule(ctx context.Context, file string, o planOptions) error {
-	if o.out != "" || o.resolution != "" {
-		return usageError{fmt.Errorf("--out and --resolution pin one window's ranges; plan %s is a schedule, whose intervals are resolved one by one as they are run: drop the flag (replay plan lists the intervals)", file)}
+	if o.out != "" || o.resolution != "" || o.shardsSet {
+		return usageError{fmt.Errorf("--out, --resolution and --shards pin or split one window's ranges; plan %s is a schedule, whose intervals are resolved one by one as they are run: drop the flag (replay plan lists the intervals)", file)}
 	}
 	p, c, err := a.loadAndConnect(ctx, file)
 	if err != nil {

@@ -450,3 +450,22 @@ func TestScheduleResumeHint(t *testing.T) {
 		t.Fatalf("exit %d, want %d with one %q:\n%s", code, exitFailed, want, out)
 	}
 }
+
+// Flags that mean nothing together with a schedule are refused (exit 2),
+// not ignored: --interval with --max-intervals, and replay plan --shards.
+func TestScheduleFlagConflicts(t *testing.T) {
+	_, _, planFile, _ := scheduleSetup(t, 30, schedT0, schedT0.Add(time.Hour),
+		fmt.Sprintf("{every: 1h, zone: UTC, start: %s}", schedT0.Format(time.RFC3339)))
+	at := schedT0.Add(2 * time.Hour).Format(time.RFC3339)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", planFile, "--yes", "--at", at, "--interval", schedT0.Format(time.RFC3339), "--max-intervals", "2"}, "--interval re-runs one interval and --max-intervals bounds a catch-up"},
+		{[]string{"plan", planFile, "--at", at, "--shards", "2"}, "--out, --resolution and --shards"},
+	} {
+		if r := replay(t, tc.args...); r.code != exitInvalid || !strings.Contains(r.text(), tc.want) {
+			t.Errorf("%v: want exit 2 saying %q, got %s", tc.args, tc.want, r)
+		}
+	}
+}
