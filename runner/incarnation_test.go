@@ -118,22 +118,9 @@ throttle: {records_per_second: 50}
 sink: {type: file, path: `+out+`, batch_size: 20}
 `)
 	c := connect(t, p)
-	done := make(chan error, 1)
-	go func() { _, _, err := runPlan(t, context.Background(), p, nil); done <- err }()
-	waitCommitted(t, c, p, 20) // the reader is done (one fetch holds the range); the writer is not
-	before, after := recreateTopic(t, sb, c, "orders", 1)
-	seed(t, sb, "orders", 400, t0, time.Hour)
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the run did not end")
-	}
+	before, after := recreatedDuringRun(t, sb, c, p, func() error { _, _, err := runPlan(t, context.Background(), p, nil); return err })
 	var ie *group.IncarnationError
-	if !errors.As(err, &ie) || ie.Recorded != before || ie.Now != after {
-		t.Fatalf("run: %v, want the topic's recreation (%s, then %s)", err, before, after)
-	}
-	_, err = Prepare(context.Background(), c, p, testOptions(t))
+	_, err := Prepare(context.Background(), c, p, testOptions(t))
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), before) || !strings.Contains(err.Error(), after) || !strings.Contains(err.Error(), "checkpoints") {
 		t.Fatalf("prepare after: %v, want a refusal naming %s and %s", err, before, after)
 	}
@@ -190,22 +177,10 @@ sink: {type: sqlite, path: `+db+`, table: orders, create_table: true, batch_size
 	if err != nil || job == nil {
 		t.Fatalf("PrepareScheduled: %v, %v", job, err)
 	}
-	done := make(chan error, 1)
 	sink := openPlanSink(t, p, job)
 	defer sink.Close()
-	go func() { _, err := job.Run(context.Background(), sink); done <- err }()
-	waitCommitted(t, c, p, 20)
-	before, after := recreateTopic(t, sb, c, "orders", 1)
-	seed(t, sb, "orders", 400, t0, time.Hour)
-	select {
-	case err = <-done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the interval's run did not end")
-	}
+	before, after := recreatedDuringRun(t, sb, c, p, func() error { _, err := job.Run(context.Background(), sink); return err })
 	var ie *group.IncarnationError
-	if !errors.As(err, &ie) || ie.Recorded != before || ie.Now != after {
-		t.Fatalf("interval run: %v, want the topic's recreation (%s, then %s)", err, before, after)
-	}
 	if _, _, err := PrepareScheduled(context.Background(), c, p, opts); !errors.As(err, &ie) || !strings.Contains(err.Error(), before) {
 		t.Fatalf("the next invocation: %v, want a refusal naming %s", err, before)
 	}
@@ -216,4 +191,29 @@ sink: {type: sqlite, path: `+db+`, table: orders, create_table: true, batch_size
 	if job, _, err := PrepareScheduled(context.Background(), c, p, opts); err != nil || job == nil || job.Resolution.TopicID != after {
 		t.Fatalf("Restart: %v, %v", job, err)
 	}
+}
+
+// recreatedDuringRun runs run, deletes and creates p's topic again once
+// the run committed 20 records on partition 0 (the reader is done: one
+// fetch holds the range; the writer is not), seeds the new topic, and
+// checks that the run fails with the recreation: an *group.IncarnationError
+// naming the topic's IDs before and after, which it returns.
+func recreatedDuringRun(t *testing.T, sb *sandbox.Sandbox, c *Cluster, p *plan.Plan, run func() error) (before, after string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- run() }()
+	waitCommitted(t, c, p, 20)
+	before, after = recreateTopic(t, sb, c, p.Source.Topic, 1)
+	seed(t, sb, p.Source.Topic, 400, t0, time.Hour)
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the run did not end")
+	}
+	var ie *group.IncarnationError
+	if !errors.As(err, &ie) || ie.Recorded != before || ie.Now != after {
+		t.Fatalf("run: %v, want the topic's recreation (%s, then %s)", err, before, after)
+	}
+	return before, after
 }
