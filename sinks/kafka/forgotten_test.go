@@ -74,14 +74,7 @@ func TestForgottenTransactionEndsAsItsOffsets(t *testing.T) {
 				t.Fatal("the records' transaction is not open: the test proves nothing")
 			}
 
-			s, err := kafkasink.New(t.Context(), kafkasink.Config{Brokers: []string{k.Addr}, Topic: "orders-eos", PlanName: "orders",
-				Log: zerolog.New(zerolog.NewTestWriter(t)), ExactlyOnce: true, TransactionalID: prefix, Group: "replay.orders",
-				SourceTopic: "orders", Partitions: []int32{0}, RetryBudget: time.Minute,
-				CommitMetadata: func(int32) string { return forgottenMeta }})
-			if err != nil {
-				t.Fatalf("the sink did not start: %v", err)
-			}
-			s.Close()
+			startForgottenSink(t, k.Addr, prefix)
 			if n := open(); n != 0 {
 				t.Errorf("%d transactions left open", n)
 			}
@@ -164,14 +157,7 @@ func TestForgottenOffsetCommitEndsAsItsRecords(t *testing.T) {
 				t.Fatalf("the offset commit is not open (%d): the test proves nothing", n)
 			}
 
-			s, err := kafkasink.New(t.Context(), kafkasink.Config{Brokers: []string{k.Addr}, Topic: "orders-eos", PlanName: "orders",
-				Log: zerolog.New(zerolog.NewTestWriter(t)), ExactlyOnce: true, TransactionalID: prefix, Group: "replay.orders",
-				SourceTopic: "orders", Partitions: []int32{0}, RetryBudget: time.Minute,
-				CommitMetadata: func(int32) string { return forgottenMeta }})
-			if err != nil {
-				t.Fatalf("the sink did not start: %v", err)
-			}
-			s.Close()
+			startForgottenSink(t, k.Addr, prefix)
 			if n := k.OpenTransactions(t, "__consumer_offsets", pid); n != 0 {
 				t.Errorf("%d transactions left open on the offsets topic", n)
 			}
@@ -238,4 +224,20 @@ func commitOffset(t *testing.T, via *kgo.Client, id string, pid int64, epoch int
 	if r, err := oc.RequestWith(t.Context(), via); err != nil || kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode) != nil {
 		t.Fatalf("TxnOffsetCommit: %v %+v", err, r)
 	}
+}
+
+// startForgottenSink starts and closes the exactly-once sink of the
+// forgotten-transaction tests (transactional ids prefix, group
+// replay.orders, source orders/0 into orders-eos): starting, it ends the
+// transactions its earlier incarnations left open.
+func startForgottenSink(t *testing.T, addr, prefix string) {
+	t.Helper()
+	s, err := kafkasink.New(t.Context(), kafkasink.Config{Brokers: []string{addr}, Topic: "orders-eos", PlanName: "orders",
+		Log: zerolog.New(zerolog.NewTestWriter(t)), ExactlyOnce: true, TransactionalID: prefix, Group: "replay.orders",
+		SourceTopic: "orders", Partitions: []int32{0}, RetryBudget: time.Minute,
+		CommitMetadata: func(int32) string { return forgottenMeta }})
+	if err != nil {
+		t.Fatalf("the sink did not start: %v", err)
+	}
+	s.Close()
 }
