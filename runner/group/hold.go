@@ -39,8 +39,9 @@ const holdSettle = 30 * time.Second
 // lasts (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION: a process that joined
 // at the same moment) is joined again as the same holder, and the run's
 // commits carry the new generation. Only when the membership cannot be
-// kept (the session expired while the process was paused, an earlier
-// holder or another consumer joined) does the run stop, and the broker
+// kept (the session expired while the process was paused and another
+// run holds the group meanwhile, an earlier holder or another consumer
+// joined) does the run stop, and the broker
 // refuses its commits (source.ErrFenced).
 type Hold struct {
 	group string
@@ -185,6 +186,13 @@ func (h *Hold) keep(ctx context.Context, gen *source.Generation, lose context.Ca
 		}
 		h.logger().Warn().Err(gen.Ended()).Str("group", h.group).Int32("generation", gen.Generation).
 			Msg("the hold's generation ended; joining the replay group again as the same holder")
+		if source.Forgotten(gen.Ended()) {
+			// The coordinator let go of this member (its session expired
+			// while the process was paused): it no longer holds the group,
+			// and a run that holds it meanwhile keeps it (alone).
+			h.held.Store(false)
+			h.cg.SetUserData(nil)
+		}
 		next, err := h.settle(ctx)
 		if ctx.Err() != nil {
 			return

@@ -91,3 +91,49 @@ func TestHoldKeptFromAnEarlierStarter(t *testing.T) {
 		t.Fatalf("the holder lost its hold to a refused newcomer")
 	}
 }
+
+// TestPausedHolderYields: a holder whose session expired while it sent no
+// heartbeat (a process paused past the session timeout) finds, when it
+// comes back, the run that took the group meanwhile: the new holder keeps
+// the group, although the paused one started first, and the paused one
+// loses its hold.
+func TestPausedHolderYields(t *testing.T) {
+	p, connect := testGroup(t)
+	c := connect()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	early := selfHolder(p)
+	early.PID, early.Since = early.PID+1, early.Since.Add(-time.Minute)
+	paused := newHold(connect(), p, early)
+	// Heartbeats that stop for longer than the session, as a paused
+	// process's: the coordinator forgets the member.
+	paused.cfg.SessionTimeout, paused.cfg.Heartbeat = 6*time.Second, 12*time.Second
+	if err := paused.join(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer paused.Release()
+	testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, func() bool {
+		g, err := c.DescribeGroup(ctx, p.Group)
+		return err == nil && g != nil && len(g.Members) == 0
+	}, "the paused holder's session did not expire")
+	holder, err := HoldGroup(ctx, c, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release()
+	select {
+	case <-paused.lost.Done():
+	case <-holder.lost.Done():
+		t.Fatal("the holder lost the group to a holder whose session had expired")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the paused holder did not lose its hold after its session expired")
+	}
+	testenv.Eventually(t, 30*time.Second, 20*time.Millisecond, func() bool {
+		g, err := c.DescribeGroup(ctx, p.Group)
+		return err == nil && g != nil && len(g.Members) == 1 && g.Members[0].ClientID == holder.ClientID() &&
+			strings.EqualFold(g.State, "Stable")
+	}, "the holder is not the group's only member again")
+	if err := holder.lost.Err(); err != nil {
+		t.Fatalf("the holder lost its hold to the paused one")
+	}
+}

@@ -197,9 +197,17 @@ func (m *Membership) setMemberID(id string) {
 // forgotten forgets the member ID when err says the coordinator forgot the
 // member: it joins afresh.
 func (m *Membership) forgotten(err error) {
-	if errors.Is(err, kafka.UnknownMemberId) || errors.Is(err, kafka.FencedInstanceID) {
+	if Forgotten(err) {
 		m.setMemberID("")
 	}
+}
+
+// Forgotten reports whether err (a generation's end, Generation.Ended)
+// says the coordinator forgot the member: UNKNOWN_MEMBER_ID (its session
+// expired, or it was removed) or FENCED_INSTANCE_ID. Its next generation
+// is joined as a new member.
+func Forgotten(err error) bool {
+	return errors.Is(err, kafka.UnknownMemberId) || errors.Is(err, kafka.FencedInstanceID)
 }
 
 // groupCall sends a group request (send, through m's client) through
