@@ -73,7 +73,7 @@ func (v *fieldsVisitor) Visit(node *ast.Node) {
 // of the whole value. It returns false when the value is not a JSON object
 // or has an escaped key; the caller then decodes the whole value.
 func partialValue(v []byte, fields []string) (map[string]any, bool) {
-	if !jsonscan.Valid(v) {
+	if !jsonscan.ValidUnicode(v) {
 		return nil, false
 	}
 	doc := gjson.ParseBytes(v)

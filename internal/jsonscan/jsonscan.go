@@ -43,6 +43,10 @@ type Options struct {
 	// NoLineSeparators: strings hold no U+2028 or U+2029 (JavaScript line
 	// terminators, which some JSONL readers split on). It implies UTF8.
 	NoLineSeparators bool
+	// Unicode: strings hold valid UTF-8 and no \u escape of a lone UTF-16
+	// surrogate, so encoding/json decodes them without putting U+FFFD in
+	// their place. It implies UTF8.
+	Unicode bool
 	// MaxDepth is the deepest nesting accepted: every object and array
 	// counts, an empty one too. Below 0 the depth is not limited; 0 is
 	// Valid's limit.
@@ -66,6 +70,10 @@ const largeDocument = 64 << 10
 // Options{}.Scan(v) != Invalid.
 func Valid(v []byte) bool { return Options{}.Scan(v) != Invalid }
 
+// ValidUnicode reports whether v is one JSON document, as Valid, whose
+// strings encoding/json decodes as written (Options.Unicode).
+func ValidUnicode(v []byte) bool { return Options{Unicode: true}.Scan(v) != Invalid }
+
 // Scan returns the kind of v's top-level value, or Invalid when v is not
 // one JSON document that follows o.
 func (o Options) Scan(v []byte) Kind {
@@ -73,7 +81,7 @@ func (o Options) Scan(v []byte) Kind {
 	if n == 0 || o.Trimmed && (isSpace(v[0], false) || isSpace(v[n-1], false)) {
 		return Invalid
 	}
-	o.UTF8 = o.UTF8 || o.NoLineSeparators
+	o.UTF8 = o.UTF8 || o.NoLineSeparators || o.Unicode
 	maxDepth, line := o.maxDepth(n), o.OneLine
 	var (
 		i     int
@@ -241,7 +249,7 @@ func str(v []byte, i int, o Options) int {
 		case c == '"':
 			return i + 1
 		case c == '\\':
-			if i = escape(v, i, o.Jsonb); i < 0 {
+			if i = escape(v, i, o); i < 0 {
 				return -1
 			}
 		case c < 0x20:
@@ -267,8 +275,8 @@ func str(v []byte, i int, o Options) int {
 }
 
 // escape scans the escape at v[i] (a backslash) and returns the index
-// after it, -1 when it is not one or jsonb refuses it.
-func escape(v []byte, i int, jsonb bool) int {
+// after it, -1 when it is not one or o refuses it.
+func escape(v []byte, i int, o Options) int {
 	if i+1 >= len(v) {
 		return -1
 	}
@@ -280,9 +288,9 @@ func escape(v []byte, i int, jsonb bool) int {
 		switch {
 		case u < 0:
 			return -1
-		case !jsonb:
+		case !o.Jsonb && !o.Unicode:
 			return i + 6
-		case u == 0 || u >= 0xdc00 && u <= 0xdfff: // a NUL, a low surrogate alone
+		case u == 0 && o.Jsonb, u >= 0xdc00 && u <= 0xdfff: // a NUL, a low surrogate alone
 			return -1
 		case u >= 0xd800 && u <= 0xdbff: // a high surrogate: its low one follows
 			if lo := hex4(v, i+8); i+8 > len(v) || v[i+6] != '\\' || v[i+7] != 'u' || lo < 0xdc00 || lo > 0xdfff {

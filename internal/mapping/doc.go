@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/replay-tool/replay/internal/jsonscan"
 )
 
 // object is a JSON object that keeps the order of its keys.
@@ -47,6 +49,9 @@ func (o *object) del(k string) {
 // order of their keys. A key written twice in one object is an error: the
 // document would not say which value the mapping should keep.
 func parseDoc(b []byte) (any, error) {
+	if !jsonscan.ValidUnicode(b) && jsonscan.Valid(b) {
+		return nil, errNotUnicode
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	v, err := parseValue(dec)
@@ -101,6 +106,10 @@ func parseValue(dec *json.Decoder) (any, error) {
 		return a, err
 	}
 }
+
+// errNotUnicode is a value whose strings encoding/json would decode with
+// U+FFFD in place of what they hold.
+var errNotUnicode = errors.New("the value has a string that is not valid Unicode (bytes that are not UTF-8, or a \\u escape of a lone UTF-16 surrogate): a mapping would write U+FFFD in its place")
 
 // duplicateKey is a key written twice in one object of a value.
 type duplicateKey struct{ key string }

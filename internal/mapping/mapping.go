@@ -138,7 +138,7 @@ func (m *Mapping) Apply(r *record.Record) error {
 	doc, err := parseDoc(r.JSONValue())
 	var dup *duplicateKey
 	switch {
-	case errors.As(err, &dup):
+	case errors.As(err, &dup), errors.Is(err, errNotUnicode):
 		return record.NewError(r, &ValueError{err})
 	case err != nil:
 		return record.NewError(r, &ValueError{fmt.Errorf("the value is not JSON: %v", err)})

@@ -195,6 +195,9 @@ func TestRefused(t *testing.T) {
 		{`[1,2]`, paths(t, Drop, "a"), "the value is a JSON array, not an object"},
 		{`not json`, paths(t, Drop, "a"), "mapping: the value is not JSON: invalid character 'o' in literal null (expecting 'u')"},
 		{`{"a":1,"a":2}`, paths(t, Drop, "b"), `mapping: the value has the key "a" twice in one object: a mapping would not know which one to keep`},
+		{"{\"a\":\"\xff\"}", paths(t, Drop, "b"), "mapping: the value has a string that is not valid Unicode"},
+		{`{"a":"\ud800"}`, paths(t, Drop, "b"), "mapping: the value has a string that is not valid Unicode"},
+		{`{"a":["x\udc00"]}`, paths(t, Drop, "b"), "mapping: the value has a string that is not valid Unicode"},
 	}
 	for _, c := range cases {
 		_, err := apply(t, c.in, c.step)

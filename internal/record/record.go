@@ -168,9 +168,11 @@ func (r *Record) ParsedValue() any {
 
 // ParseValue returns v parsed as JSON, with numbers kept as json.Number so
 // an id renders as written (as float64, 1000000 rendered "1e+06" and ids
-// above 2^53 collided), or the raw string when v is not one JSON document.
+// above 2^53 collided), or the raw string when v is not one JSON document
+// or has a string that is not valid Unicode (decoded, its bytes that are
+// not UTF-8 and its lone surrogates would all read as U+FFFD).
 func ParseValue(v []byte) any {
-	if !jsonscan.Valid(v) { // the cheap pass; Decode below would accept a valid prefix
+	if !jsonscan.ValidUnicode(v) { // the cheap pass; Decode below would accept a valid prefix
 		return string(v)
 	}
 	return parseJSON(v)

@@ -18,6 +18,11 @@ func TestParseValue(t *testing.T) {
 		{`not json`, "not json"},
 		{`{"a":1} trailing`, `{"a":1} trailing`}, // a valid prefix is not one document
 		{``, ""},
+		// Strings that would decode with U+FFFD in their place: two ids would read as one.
+		{"{\"id\":\"\xff\"}", "{\"id\":\"\xff\"}"},
+		{`{"id":"\ud800"}`, `{"id":"\ud800"}`},
+		{`{"id":"\udc00\ud800"}`, `{"id":"\udc00\ud800"}`},
+		{`{"id":"\ud83d\ude00\u00e9"}`, map[string]any{"id": "\U0001F600é"}},
 	} {
 		got, _ := json.Marshal(ParseValue([]byte(tc.in)))
 		want, _ := json.Marshal(tc.want)
