@@ -236,7 +236,7 @@ func (j *joined) pinJoined(work context.Context) error {
 	// processes, checked by Prepare) is expected; UNSUPPORTED_VERSION
 	// (a live KIP-848 consumer group) is not.
 	var inUse *source.GroupInUseError
-	if err := (settling{j.Job, j.sink}).commitStarts(work); err != nil && !(errors.As(err, &inUse) && inUse.Members) {
+	if err := (settling{Job: j.Job, sink: j.sink}).commitStarts(work); err != nil && !(errors.As(err, &inUse) && inUse.Members) {
 		return err
 	}
 	// A checkpoint table may hold an earlier run's checkpoints under the

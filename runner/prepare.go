@@ -103,8 +103,12 @@ func (j preparing) resume(ctx context.Context, all []int32, cps map[int32]group.
 	}
 	j.Resolution = &Resolution{Plan: p.Name, Fingerprint: p.Fingerprint(), Topic: p.Source.Topic, TopicID: j.topicID, Group: p.Group, ResolvedAt: j.opts.Now().UTC()}
 	j.Resume, j.committed = map[int32]int64{}, map[int32]held{}
+	// Ranges a run of several topics pinned but never reached start afresh:
+	// what a sink kept of an earlier run (its checkpoints) is not this run's.
+	j.Fresh = len(parts) > 0
 	for _, part := range parts {
 		cp, o := cps[part], offs[part]
+		j.Fresh = j.Fresh && cp.Pinned
 		j.resumeAt(part, cp)
 		rg := Range{Partition: part, Start: cp.Start, End: cp.End, Outcome: Resumed, LogStart: o.LogStart, HighWatermark: o.HighWatermark, LastStable: o.LastStable}
 		if err := j.checkResumeStart(&rg); err != nil {

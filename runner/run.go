@@ -59,7 +59,7 @@ func (j *Job) run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 		return nil, err
 	}
 	defer closeDeadLetters()
-	states, err := (settling{j, sink}).settle(work)
+	states, err := (settling{Job: j, sink: sink}).settle(work)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +229,7 @@ func (j *Job) PinRanges(ctx context.Context) error {
 		return nil
 	}
 	applyRetry(j.c, j.Plan, j.opts)
-	s := settling{Job: j}
+	s := settling{Job: j, pin: true}
 	if err := s.dropDiscarded(ctx); err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 type settling struct {
 	*Job
 	sink sinks.Sink
+	pin  bool // commitStarts marks the ranges pinned (group.Meta.Pin)
 }
 
 // settle runs the checks and moves of a run's start, in order, and returns
@@ -302,6 +303,9 @@ func (j settling) commitStarts(ctx context.Context) error {
 		// past lost offsets adds nothing to the staging).
 		h := j.heldAt(r).pos
 		offsets[r.Partition], meta[r.Partition] = j.readFrom(r), j.meta(r.Start, r.End, h[0], h[1])
+		m := meta[r.Partition]
+		m.Pin = j.pin
+		meta[r.Partition] = m
 	}
 	if err := j.commits.Load().Commit(ctx, j.Resolution.Topic, offsets, meta); err != nil {
 		return fmt.Errorf("pin the resolved ranges in group %s: %w", j.Plan.Group, err)

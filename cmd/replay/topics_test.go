@@ -244,6 +244,59 @@ func TestTopicsKilledAndResumed(t *testing.T) {
 	}
 }
 
+// TestTopicsRestartKilledBeforeTheNextTopic: a --restart of a plan of
+// two topics into PostgreSQL with a checkpoint_table, killed inside the
+// first topic, resumes the second from its start: the checkpoints the
+// earlier run left for it are not this run's, so the rows the table lost
+// since are written again.
+func TestTopicsRestartKilledBeforeTheNextTopic(t *testing.T) {
+	k := testenv.NewKafka(t, testenv.Topics("orders", "refunds"), testenv.Partitions(3))
+	from, to := seedTopics(t, k, 400, "orders", "refunds")
+	dsn := testenv.Postgres(t)
+	conn := testenv.PgConn(t, dsn)
+	if _, err := conn.Exec(t.Context(), `DROP TABLE IF EXISTS restart_next_orders, restart_next_refunds, restart_next_ckpt`); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	sink := fmt.Sprintf("{type: postgres, dsn: %q, table: 'restart_next_{topic}', create_table: true, overwrite: true, checkpoint_table: restart_next_ckpt, batch_size: 20}", dsn)
+	fast := topicsPlanFile(t, dir, "restart-next", k.Addr, from, to, 100000, sink)
+	if r := replayProcess(t, dir, "run", "--yes", fast); r.code != exitOK {
+		t.Fatalf("the first run: %s", r)
+	}
+	if _, err := conn.Exec(t.Context(), `TRUNCATE restart_next_refunds`); err != nil {
+		t.Fatal(err)
+	}
+	// The same plan at 200 records/s (the throttle is not in the
+	// fingerprint): orders' 400 records take two seconds.
+	slow := filepath.Join(dir, "slow.yaml")
+	if err := os.WriteFile(slow, bytes.Replace(readFile(t, fast), []byte("records_per_second: 100000"), []byte("records_per_second: 200"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	victim := startProcess(t, dir, "run", "--yes", "--restart", slow)
+	sum := func(topic string) (n int64) {
+		for _, o := range k.Committed(t, "replay.restart-next", topic) {
+			n += o.At
+		}
+		return n
+	}
+	testenv.Eventually(t, 30*time.Second, 20*time.Millisecond, func() bool {
+		if victim.exited() {
+			t.Fatalf("the run ended before it was killed: %s", victim.result())
+		}
+		// The restart pinned both topics' starts (offset 1 of each
+		// partition) and wrote part of orders.
+		return sum("refunds") == 3 && sum("orders") > 60
+	}, "the restart inside orders")
+	victim.kill()
+	if n := sum("orders"); n >= 403 {
+		t.Fatalf("the kill came after orders was done (commits %d)", n)
+	}
+	if r := replayProcess(t, dir, "run", "--yes", fast); r.code != exitOK {
+		t.Fatalf("the resumed run: %s", r)
+	}
+	checkOnce(t, "refunds' table", testenv.PgCoords(t, dsn, "restart_next_refunds"), testenv.KcatCoords(t, k.Addr, "refunds", -1, from, to))
+}
+
 // TestTopicsShareOneTable: two topics write the same keys into one
 // PostgreSQL table with a version: the greater version wins whichever
 // topic wrote it, and of two equal versions the row of the topic listed

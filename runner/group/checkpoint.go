@@ -41,6 +41,9 @@ type Meta struct {
 	// Tid is the topic's ID (KIP-516, 22 characters) the range was
 	// resolved on; omitted when the brokers report none.
 	Tid string `json:"tid,omitempty"`
+	// Pin marks a range a run of several topics pinned before it reached
+	// the topic (it wrote nothing of it yet).
+	Pin bool `json:"pin,omitempty"`
 }
 
 // MetaTool is Meta.Tool: it tells replay's commits from any other.
@@ -73,6 +76,9 @@ type Checkpoint struct {
 	// TopicID is the ID of the topic the range was resolved on (KIP-516);
 	// "" when unknown.
 	TopicID string
+	// Pinned: the run pinned the range before it reached the topic
+	// (Meta.Pin).
+	Pinned bool
 }
 
 // Done reports whether the partition's range is finished.
@@ -98,6 +104,7 @@ func decode(cm source.Committed) Checkpoint {
 	var m Meta
 	if json.Unmarshal([]byte(cm.Metadata), &m) == nil && m.Tool == MetaTool {
 		cp.Replay, cp.Plan, cp.Fingerprint, cp.Start, cp.End, cp.Position, cp.DeadLetterPosition, cp.TopicID = true, m.Plan, m.Fingerprint, m.Start, m.End, m.Pos, m.DPos, m.Tid
+		cp.Pinned = m.Pin
 		if t, err := time.Parse(time.RFC3339, m.Iv); err == nil {
 			cp.Interval = t.UTC()
 		}
