@@ -9,7 +9,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -95,7 +97,7 @@ func compile(src string, decodedKey bool) (*Program, error) {
 		expr.Env(env),
 		expr.AsBool(),
 		expr.Timezone("UTC"), // date("2026-11-03 10:00") means the same instant on every machine
-		expr.Function(numFunc, func(args ...any) (any, error) { return number(args[0]), nil }, new(func(any) any)),
+		expr.Function(numFunc, func(args ...any) (any, error) { return number(args[0]) }, new(func(any) any)),
 		expr.Patch(uses),
 		expr.Patch(&numberPatcher{dynamic: dynamic, chains: map[*ast.ChainNode]bool{}}),
 	)
@@ -255,9 +257,12 @@ func (p *numberPatcher) unwrap(n ast.Node) ast.Node {
 }
 
 // number converts a json.Number to an int when it is a whole number that
-// fits, else to a float64; an array's elements likewise (a copy: the value
-// is shared with the key template). Anything else is returned as is.
-func number(x any) any {
+// fits, else to a float64 when that holds the number as written; an
+// array's elements likewise (a copy: the value is shared with the key
+// template). A number a float64 would change (more digits than it keeps,
+// beyond its range) is an error: compared rounded, it would pass or drop
+// the record silently. Anything else is returned as is.
+func number(x any) (any, error) {
 	switch v := x.(type) {
 	case json.Number:
 		return convert(v)
@@ -268,22 +273,34 @@ func number(x any) any {
 				if out == nil {
 					out = slices.Clone(v)
 				}
-				out[i] = convert(n)
+				c, err := convert(n)
+				if err != nil {
+					return nil, err
+				}
+				out[i] = c
 			}
 		}
 		if out != nil {
-			return out
+			return out, nil
 		}
 	}
-	return x
+	return x, nil
 }
 
-func convert(n json.Number) any {
+func convert(n json.Number) (any, error) {
 	if i, err := n.Int64(); err == nil {
-		return int(i)
+		return int(i), nil
 	}
 	if f, err := n.Float64(); err == nil {
-		return f
+		short := strconv.FormatFloat(f, 'g', -1, 64)
+		if short == string(n) {
+			return f, nil
+		}
+		x, xok := new(big.Rat).SetString(string(n))
+		y, yok := new(big.Rat).SetString(short)
+		if xok && yok && x.Cmp(y) == 0 {
+			return f, nil
+		}
 	}
-	return string(n)
+	return nil, fmt.Errorf("the number %s is not one a filter compares exactly (a 64-bit integer, or a decimal a float64 holds as written); compare its text instead: value.<field>.String() == \"%s\"", n, n)
 }

@@ -25,6 +25,7 @@ func parse(t *testing.T, s string) any {
 
 func TestMatch(t *testing.T) {
 	ts := time.Date(2026, 11, 3, 10, 0, 0, 0, time.UTC)
+	numbers := `{"big": 92233720368547758071, "d": 1234567890.123456789012345678901234567890, "x": 1e400, "y": -1E-400, "z": 0.10, "e": 2E+3, "list": [1, 18446744073709551616]}`
 	value := `{"id": 9007199254740993, "status": "paid", "amount": 12.5, "qty": 3, "ids": [1, 2, 42], "items": [{"qty": 1}, {"qty": 5}], "nested": {"a": {"b": 7}}, "flag": true, "none": null}`
 	tests := []struct {
 		expr  string
@@ -78,6 +79,16 @@ func TestMatch(t *testing.T) {
 		{`value.status == "paid"`, "[1, 2]", false, "invalid operation"},
 		{`value.items[5] == nil`, value, false, "index out of range"},
 		{`value.qty`, value, false, "not a bool"},
+		// A number a float64 would change is an error, not a rounded comparison.
+		{`value.big > 5`, numbers, false, "the number 92233720368547758071 is not one a filter compares exactly"},
+		{`value.big == 92233720368547758000.0`, numbers, false, "is not one a filter compares exactly"},
+		{`value.d == 1234567890.1234567`, numbers, false, "the number 1234567890.123456789012345678901234567890 is not"},
+		{`value.x == "1e400"`, numbers, false, "the number 1e400 is not"},
+		{`value.y < 0`, numbers, false, "the number -1E-400 is not"},
+		{`any(value.list, # > 1)`, numbers, false, "the number 18446744073709551616 is not"},
+		{`value.big.String() == "92233720368547758071"`, numbers, true, ""},
+		{`value.z == 0.1 && value.z > 0.09`, numbers, true, ""},
+		{`value.e == 2000`, numbers, true, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.expr+" "+tt.value[:min(len(tt.value), 10)], func(t *testing.T) {
