@@ -70,9 +70,36 @@ func (c *pgColumn) check(s string) error {
 		if got == nil || got.Cmp(want) != 0 {
 			return fmt.Errorf("column %s (%s): the %s %s would be rounded to %s; use numeric", c.name, c.decl.sql, fieldName(c.field), excerpt(s), strconv.FormatFloat(f, 'g', -1, bits))
 		}
+	case "timestamp", "timestamptz", "time", "timetz":
+		p := 6 // PostgreSQL keeps microseconds
+		if mod >= 0 {
+			p = min(int(mod), 6)
+		}
+		if n := fracSecondDigits(s); n > p {
+			return fmt.Errorf("column %s (%s): the %s %s has more than %d decimals of a second; it would be rounded", c.name, c.decl.sql, fieldName(c.field), excerpt(s), p)
+		}
 	}
 	return nil
 }
+
+// fracSecondDigits returns the significant digits of the fraction of a
+// second in timestamp text s (after "hh:mm:ss."; trailing zeros do not
+// count), 0 when it has none.
+func fracSecondDigits(s string) int {
+	for i := 3; i < len(s); i++ {
+		if s[i] != '.' || s[i-3] != ':' || !isDigit(s[i-2]) || !isDigit(s[i-1]) {
+			continue
+		}
+		j := i + 1
+		for j < len(s) && isDigit(s[j]) {
+			j++
+		}
+		return len(strings.TrimRight(s[i+1:j], "0"))
+	}
+	return 0
+}
+
+func isDigit(b byte) bool { return '0' <= b && b <= '9' }
 
 // checkTime returns why t would be rounded in c (timestamp(p) with p < 3:
 // a record's timestamp has milliseconds).

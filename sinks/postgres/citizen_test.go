@@ -28,14 +28,15 @@ func TestPostgresNoSilentChange(t *testing.T) {
 	conn := testenv.PgConn(t, dsn)
 	table := testenv.TableName()
 	if _, err := conn.Exec(t.Context(), `CREATE TABLE `+pgx.Identifier{table}.Sanitize()+` (id text PRIMARY KEY, code varchar(10), fixed char(3),
-	amount numeric(6,2), small smallint, ratio real, at timestamp(0) with time zone, raw bytea, note text)`); err != nil {
+	amount numeric(6,2), small smallint, ratio real, at timestamp(0) with time zone, micro timestamptz, tod time, raw bytea, note text)`); err != nil {
 		t.Fatal(err)
 	}
 	cols := plan.Columns{{Name: "id", Field: "key"}, {Name: "code", Field: "value.code"}, {Name: "fixed", Field: "value.fixed"},
 		{Name: "amount", Field: "value.amount"}, {Name: "small", Field: "value.small"}, {Name: "ratio", Field: "value.ratio"},
+		{Name: "at", Field: "value.at"}, {Name: "micro", Field: "value.micro"}, {Name: "tod", Field: "value.tod"},
 		{Name: "raw", Field: "header.raw"}, {Name: "note", Field: "header.note"}}
 	s := newKeyedPostgres(t, mustKeyer(t, "{{ .Key }}"), postgres.Config{DSN: dsn, Table: table, Columns: cols})
-	ok := sinktest.Rec(0, 1, "ok", `{"code":"0123456789","fixed":"abc","amount":1234.5,"small":-32768,"ratio":0.5}`)
+	ok := sinktest.Rec(0, 1, "ok", `{"code":"0123456789","fixed":"abc","amount":1234.5,"small":-32768,"ratio":0.5,"at":"2026-01-01T00:00:01.000Z","micro":"2026-01-01T00:00:00.123456000Z"}`)
 	ok.Headers = []record.Header{{Key: "raw", Value: []byte{0, 0xff}}, {Key: "note", Value: []byte("é")}}
 	for _, tc := range []struct {
 		value, header, want string
@@ -47,6 +48,9 @@ func TestPostgresNoSilentChange(t *testing.T) {
 		{`{"small":40000}`, "", `column small (smallint): the value.small "40000" is out of the range of smallint`},
 		{`{"small":1.5}`, "", "is not an integer"},
 		{`{"ratio":0.123456789}`, "", "column ratio (real): the value.ratio 0.123456789 would be rounded to 0.12345679"},
+		{`{"at":"2026-01-01T00:00:00.5Z"}`, "", "column at (timestamp(0) with time zone): the value.at 2026-01-01T00:00:00.5Z has more than 0 decimals of a second; it would be rounded"},
+		{`{"micro":"9999-12-31T23:59:59.999999999Z"}`, "", "column micro (timestamp with time zone): the value.micro 9999-12-31T23:59:59.999999999Z has more than 6 decimals of a second"},
+		{`{"tod":"23:59:59.9999999"}`, "", "column tod (time without time zone): the value.tod 23:59:59.9999999 has more than 6 decimals of a second"},
 		{`{}`, "a\x00b", `column note (text): the header "note" holds a NUL byte`},
 		{`{}`, "a\xffb", `column note (text): the header "note" holds bytes that are not UTF-8`},
 	} {
