@@ -113,11 +113,24 @@ func (k *Keyer) Key(r *record.Record) (string, error) {
 // checkKey refuses a key that rendered empty or with "<no value>" (a JSON
 // null), which would make distinct records collide.
 func checkKey(r *record.Record, s string) (string, error) {
-	if s == "" || strings.Contains(s, "<no value>") {
+	if s == "" {
 		return "", record.NewError(r, ErrEmptyKey)
+	}
+	if strings.Contains(s, "<no value>") {
+		return "", record.NewError(r, nullKeyError(s))
 	}
 	return s, nil
 }
+
+// nullKeyError is a key that rendered "<no value>" for a null field; it
+// is an ErrEmptyKey.
+type nullKeyError string
+
+func (e nullKeyError) Error() string {
+	return fmt.Sprintf("key template rendered the key %q: <no value> is a field that is null", string(e))
+}
+
+func (nullKeyError) Is(target error) bool { return target == ErrEmptyKey }
 
 // DefaultKey is "<topic>/<partition>/<offset>": the record's coordinates,
 // unique in a topic, so replaying a record twice writes the same row.

@@ -2,6 +2,7 @@ package sinks_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,6 +106,9 @@ func TestKeyTemplateErrors(t *testing.T) {
 			}
 			if errors.Is(err, sinks.ErrEmptyKey) != tc.empty {
 				t.Errorf("errors.Is(%v, ErrEmptyKey) = %v, want %v", err, !tc.empty, tc.empty)
+			}
+			if tc.name == "JSON null inside a longer key" && !strings.Contains(err.Error(), `rendered the key "order-<no value>": <no value> is a field that is null`) {
+				t.Errorf("error %q does not name the key and its null field", err)
 			}
 		})
 	}
