@@ -374,6 +374,23 @@ func TestCSVRefusesBytesItCannotHold(t *testing.T) {
 	}
 }
 
+// Under decode, the value columns read the decoded value: a framed value,
+// not UTF-8 itself, is written as its decoded JSON.
+func TestCSVDecodedValue(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "o.csv")
+	s := newFileSink(t, file.Config{Path: path, RunID: "run-1", Format: "csv", Columns: plan.Columns{{Name: "id", Field: "value.id"}, {Name: "value", Field: "value"}}})
+	r := sinktest.Rec(0, 3, "k", "\x00\x00\x00\x00\x07\x02\xff")
+	r.Note = &record.Note{Decoded: &record.Decoded{Value: []byte(`{"id":9223372036854775807,"amt":12.30}`), ValueSchemaID: 7}}
+	sinktest.MustWrite(t, s, r)
+	if err := s.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(strings.NewReader(string(must(os.ReadFile(path))))).ReadAll()
+	if err != nil || len(rows) != 2 || rows[1][0] != "9223372036854775807" || rows[1][1] != `{"id":9223372036854775807,"amt":12.30}` {
+		t.Errorf("rows %q (%v), want the decoded value's id and JSON", rows, err)
+	}
+}
+
 // The headers column is JSON and keeps every byte: a header value that is
 // not UTF-8 is base64 with its value_encoding.
 func TestCSVHeadersColumnIsLossless(t *testing.T) {

@@ -194,7 +194,8 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 }
 
 // csvLossless returns a *record.Error when the bytes col takes from r are
-// not UTF-8, which a CSV cell would hold as U+FFFD.
+// not UTF-8, which a CSV cell would hold as U+FFFD (a value column reads
+// the decoded or mapped value, not the record's bytes).
 func csvLossless(r *record.Record, col encode.Column) error {
 	bad := func(what string) error {
 		return record.NewError(r, fmt.Errorf("column %s: the record's %s is not UTF-8 text, which a CSV cell cannot hold byte for byte: write it with format: jsonl (base64, value_encoding), or map another field", col.Name, what))
@@ -205,7 +206,7 @@ func csvLossless(r *record.Record, col encode.Column) error {
 			return bad("key")
 		}
 	case plan.FieldValue, plan.FieldValuePath:
-		if !utf8.Valid(r.Value) {
+		if !utf8.Valid(r.JSONValue()) {
 			return bad("value")
 		}
 	case plan.FieldHeader:
