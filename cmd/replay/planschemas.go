@@ -44,8 +44,11 @@ func (a *app) describeSchemas(ctx context.Context, job *runner.Job, v *planView)
 	if !p.Decode.Decodes() {
 		return
 	}
-	budget := min(time.Duration(p.Retry.MaxElapsed), planRegistryBudget)
-	dec, err := decode.New(pipeline.DecodeConfig(p), decode.Options{RetryBudget: budget, Logger: a.log})
+	budget, name := time.Duration(p.Retry.MaxElapsed), ""
+	if budget > planRegistryBudget {
+		budget, name = planRegistryBudget, fmt.Sprintf("the %s limit of replay plan", planRegistryBudget)
+	}
+	dec, err := decode.New(pipeline.DecodeConfig(p), decode.Options{RetryBudget: budget, BudgetName: name, Logger: a.log})
 	if err == nil {
 		err = dec.Check(ctx)
 	}

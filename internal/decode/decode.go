@@ -90,6 +90,7 @@ type Options struct {
 	// transiently (timeouts, 5xx, 429) before the run fails: the plan's
 	// retry.max_elapsed.
 	RetryBudget time.Duration
+	BudgetName  string // registry.Options.BudgetName
 	Logger      zerolog.Logger
 	// HTTPClient sends the registry requests; nil builds one from
 	// Config.Registry's TLS files with registry.DefaultTimeout.
@@ -191,7 +192,7 @@ func (e *schemaError) Error() string { return e.reason }
 // New returns a Decoder for cfg, reaching the registry over HTTP. It does
 // not connect: Check does.
 func New(cfg Config, opts Options) (*Decoder, error) {
-	c, err := registry.New(cfg.Registry, registry.Options{RetryBudget: opts.RetryBudget, HTTPClient: opts.HTTPClient, Logger: opts.Logger})
+	c, err := registry.New(cfg.Registry, registry.Options{RetryBudget: opts.RetryBudget, BudgetName: opts.BudgetName, HTTPClient: opts.HTTPClient, Logger: opts.Logger})
 	if err != nil {
 		return nil, err
 	}

@@ -160,6 +160,11 @@ func TestRegistryBudgetSpent(t *testing.T) {
 	if el := time.Since(start); el > 3*time.Second || c.n.Load() < 2 {
 		t.Fatalf("%d attempts over %s, want a few within the 400ms budget", c.n.Load(), el)
 	}
+	// a budget of another name (replay plan's own limit) is named so
+	named := decoderWith(t, Config{Value: Avro, Registry: RegistryConfig{URLs: []string{reg.URL()}}}, Options{RetryBudget: 200 * time.Millisecond, BudgetName: "the 30s limit of replay plan"})
+	if _, err := named.Decode(context.Background(), Value, avroLong(7)); err == nil || !strings.Contains(err.Error(), "over ") || !strings.HasSuffix(err.Error(), ", the 30s limit of replay plan)") {
+		t.Fatalf("err %v does not name the budget it spent", err)
+	}
 	// not cached: the next record asks again
 	n := c.n.Load()
 	_, _ = d.Decode(context.Background(), Value, avroLong(7))

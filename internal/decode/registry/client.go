@@ -40,6 +40,9 @@ type Options struct {
 	// RetryBudget is how long one request may keep failing transiently
 	// before it is given up (0: at the first failure).
 	RetryBudget time.Duration
+	// BudgetName names RetryBudget in the error of a request that spent
+	// it; "" is the plan's retry.max_elapsed.
+	BudgetName string
 	// HTTPClient sends the requests; nil builds one with a 10 s timeout per
 	// attempt and Config's TLS.
 	HTTPClient *http.Client
@@ -52,6 +55,7 @@ type Client struct {
 	cfg    Config
 	http   *http.Client
 	budget time.Duration
+	name   string // of the budget
 	log    zerolog.Logger
 }
 
@@ -64,7 +68,7 @@ func New(cfg Config, opts Options) (*Client, error) {
 	if len(cfg.URLs) == 0 {
 		return nil, errors.New("schema registry: no url")
 	}
-	c := &Client{cfg: cfg, http: opts.HTTPClient, budget: opts.RetryBudget, log: opts.Logger}
+	c := &Client{cfg: cfg, http: opts.HTTPClient, budget: opts.RetryBudget, name: cmp.Or(opts.BudgetName, "the plan's retry.max_elapsed"), log: opts.Logger}
 	for _, u := range cfg.URLs {
 		if !strings.Contains(u, "://") {
 			u = "http://" + u

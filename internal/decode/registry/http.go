@@ -133,7 +133,7 @@ func (c *Client) get(ctx context.Context, path string, out any, atStart bool) er
 		}
 		wait, left, ok := r.Failed()
 		if !ok {
-			return fmt.Errorf("schema registry: %w (still failing after %d attempts over %s, the plan's retry.max_elapsed)", err, r.Attempts(), r.Elapsed().Round(time.Millisecond))
+			return fmt.Errorf("schema registry: %w (still failing after %d attempts over %s, %s)", err, r.Attempts(), r.Elapsed().Round(time.Millisecond), c.name)
 		}
 		var se *StatusError
 		if errors.As(err, &se) && se.RetryAfter > wait {
