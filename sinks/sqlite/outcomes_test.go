@@ -244,6 +244,16 @@ func TestSQLiteVersionGuard(t *testing.T) {
 		t.Errorf("rows after the tombstones of a and e = %+v, want b, c and d", rows)
 	}
 
+	// A version a REAL would round cannot be ordered: a bad record (its
+	// successor would compare equal, a duplicate).
+	for _, v := range []string{`1000000000000000000.0000000002`, `1e400`} {
+		err := s2.Write(t.Context(), []record.Record{sinktest.Rec(0, 8, "g", `{"v":`+v+`}`)})
+		if re := (*record.Error)(nil); !errors.As(err, &re) || re.Offset != 8 || !strings.Contains(err.Error(), "more digits than the REAL") {
+			t.Errorf("Write of version %s = %v, want its *record.Error", v, err)
+		}
+	}
+	sinktest.MustWrite(t, s2, sinktest.Rec(0, 8, "g", `{"v":12.30}`), sinktest.Rec(0, 9, "g", `{"v":1e-7}`))
+
 	// A record without the version cannot be ordered: a bad record.
 	err := s2.Write(t.Context(), []record.Record{sinktest.Rec(0, 9, "f", `{"s":"no version"}`)})
 	var re *record.Error
