@@ -278,6 +278,26 @@ func TestPoisonRecordsDeadLettered(t *testing.T) {
 	requireCommitsAtEnds(t, p, rep)
 }
 
+// Dead letters the dead-letter sink could not write are not counted as
+// dead-lettered: a value that is not UTF-8 cannot be a text dead letter,
+// the run fails, and its report counts what reached the sinks.
+func TestDeadLettersCountedOnceWritten(t *testing.T) {
+	sb := newTestCluster(t, 1, "orders")
+	produceValues(t, sb, 0, order(1, "paid"), "\xff\xfe", order(3, "paid"))
+	p, _ := errorPlan(t, sb, 1, 3, "filter: value.status == \"paid\"\non_error: dead_letter\ndead_letter: {type: file, path: %DIR%/dead.jsonl, value_format: text, retry: {max_elapsed: 0s}}")
+	job, fs := prepared(t, p)
+	rep, err := job.Run(context.Background(), fs)
+	if err == nil || !strings.Contains(err.Error(), "write dead letters") {
+		t.Fatalf("run: %v, want the dead-letter write's failure", err)
+	}
+	if rep == nil {
+		t.Fatal("no report of the failed run")
+	}
+	if skipped := sumReports(rep, func(p PartitionReport) map[string]int64 { return p.Skipped }); skipped["dead-lettered"] != 0 {
+		t.Errorf("skipped %v: counts a dead letter that was never written", skipped)
+	}
+}
+
 // More records that cannot be processed than max_errors: the run stops
 // naming the count, and the batch holding the one too many is not committed.
 func TestMaxErrorsExceeded(t *testing.T) {

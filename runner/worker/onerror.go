@@ -60,8 +60,8 @@ func reasonOf(err error) string {
 }
 
 // unprocessable handles a record that cannot be processed, per on_error:
-// skip counts it, dead_letter queues it for the dead-letter sink (written
-// before the commit passes it), fail returns it as a *failure. Skipped and
+// skip counts it, dead_letter queues it for the dead-letter sink (written,
+// and counted, before the commit passes it), fail returns it as a *failure. Skipped and
 // dead-lettered records count against max_errors.
 func (w *Worker) unprocessable(r *record.Record, reason string, err error) (*failure, error) {
 	s := w.state
@@ -76,7 +76,6 @@ func (w *Worker) unprocessable(r *record.Record, reason string, err error) (*fai
 		s.skip(reason, 1)
 	case plan.OnErrorDeadLetter:
 		w.log.Warn().Int64("offset", r.Offset).Str("reason", msg).Msg("record dead-lettered (on_error: dead_letter)")
-		s.skip(skipDeadLettered, 1)
 		w.dead = append(w.dead, sinks.DeadLetter(*r, msg))
 	default:
 		return &failure{rec: r, reason: reason, err: err}, nil
@@ -156,6 +155,7 @@ func (w *Worker) writeDeadLetters() error {
 			Err: fmt.Errorf("write dead letters to the %s sink: %w; nothing past offset %d is committed: %s",
 				w.Plan.DeadLetter.Type, err, next, advice)}
 	}
+	w.state.skip(skipDeadLettered, int64(len(w.dead))) // counted once durable
 	w.commits.WroteDeadLetters()
 	clear(w.dead) // do not pin the records' bytes
 	w.dead = w.dead[:0]
