@@ -56,6 +56,9 @@ type Options struct {
 	// surrogate, every number within the range of numeric (which jsonb
 	// stores numbers in).
 	Jsonb bool
+	// SignedZero: no number is a negative zero (-0, -0.0, -0e3): numeric,
+	// and so jsonb, stores it as 0, which drops a float's sign.
+	SignedZero bool
 }
 
 // EncodingJSONDepth is the deepest nesting encoding/json accepts.
@@ -112,7 +115,7 @@ value:
 		i = literal(v, i)
 	default:
 		start := i
-		if i = number(v, i); i > 0 && o.Jsonb && !numericFits(v[start:i]) {
+		if i = number(v, i); i > 0 && (o.Jsonb && !numericFits(v[start:i]) || o.SignedZero && negativeZero(v[start:i])) {
 			return Invalid
 		}
 	}
@@ -369,6 +372,24 @@ func digits(v []byte, i int) int {
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// negativeZero reports whether the JSON number n is a zero with a minus
+// sign.
+func negativeZero(n []byte) bool {
+	if n[0] != '-' {
+		return false
+	}
+	for _, c := range n[1:] {
+		switch c {
+		case 'e', 'E':
+			return true
+		case '0', '.':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // The limits of PostgreSQL's numeric: at most 131072 digits before the
 // decimal point and a display scale of at most 16383

@@ -132,3 +132,38 @@ func TestPostgresDecodedColumns(t *testing.T) {
 		t.Errorf("a decimal numeric(10,2) would round: error %v, want the record's error naming the column", err)
 	}
 }
+
+// A decoded float's negative zero is a value jsonb cannot hold as it is
+// (numeric has no -0): value and kafka_key_json are NULL, not 0, while a
+// plain JSON value's -0 is a number like 0.
+func TestPostgresDecodedNegativeZero(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	conn := testenv.PgConn(t, dsn)
+	table := testenv.TableName()
+	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, CreateTable: true, DecodedValue: true, DecodedKey: true})
+	plain := sinktest.Rec(0, 2, "k", `{"d":-0.0}`)
+	sinktest.MustWrite(t, s, framed(0, `{"d":-0.0}`, `{"k":-0}`, 7, 3), framed(1, `{"d":-1.5,"e":0}`, `{"k":-0.5}`, 7, 3), plain)
+	rows, err := conn.Query(t.Context(), `SELECT "offset", value::text, kafka_key_json::text FROM `+pgx.Identifier{table}.Sanitize()+` ORDER BY "offset"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var off int64
+		var v, k *string
+		err := r.Scan(&off, &v, &k)
+		str := func(p *string) string {
+			if p == nil {
+				return "NULL"
+			}
+			return *p
+		}
+		return itoa(off) + " " + str(v) + " " + str(k), err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`0 NULL NULL`, `1 {"d": -1.5, "e": 0} {"k": -0.5}`, `2 {"d": 0.0} NULL`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

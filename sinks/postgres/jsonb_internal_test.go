@@ -28,7 +28,7 @@ func TestJSONBFitsAsPostgreSQL(t *testing.T) {
 			pg = cerr == nil
 		}
 		var m valueJSON
-		if got := m.jsonbOK([]byte(d)); got != pg {
+		if got := m.jsonbOK([]byte(d), false); got != pg {
 			t.Errorf("jsonbOK(%.60s) = %v, PostgreSQL takes it: %v", d, got, pg)
 		}
 	}

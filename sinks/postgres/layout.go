@@ -214,13 +214,14 @@ func (m *valueJSON) check(v []byte) bool {
 }
 
 // jsonbOK reports whether the record's value v is JSON that jsonb takes
-// as it is (see jsonscan.Options.Jsonb), in valid UTF-8.
-func (m *valueJSON) jsonbOK(v []byte) bool {
+// as it is (see jsonscan.Options.Jsonb), in valid UTF-8; decoded, v holds
+// no negative zero either (a float's -0.0, which numeric stores as 0).
+func (m *valueJSON) jsonbOK(v []byte, decoded bool) bool {
 	if v == nil || !m.check(v) {
 		return false
 	}
 	if m.jsonb == 0 {
-		m.jsonb = answer(jsonscan.Options{UTF8: true, Jsonb: true}.Scan(v) != jsonscan.Invalid)
+		m.jsonb = answer(jsonscan.Options{UTF8: true, Jsonb: true, SignedZero: decoded}.Scan(v) != jsonscan.Invalid)
 	}
 	return m.jsonb > 0
 }
@@ -319,7 +320,7 @@ func (c *pgColumn) rawText(r *record.Record, key string, cs *encode.Cells, vj *v
 		return encode.AppendHeadersJSONB(nil, r.Headers), true
 	case plan.FieldValuePath:
 		v := r.JSONValue()
-		if v == nil || !vj.jsonbOK(v) {
+		if v == nil || !vj.jsonbOK(v, r.Note.DecodedOrNil() != nil) {
 			return nil, false
 		}
 		res := gjson.GetBytes(v, c.field.Arg)
@@ -343,7 +344,7 @@ func (c *pgColumn) jsonCell(r *record.Record, key string, cs *encode.Cells, vj *
 		switch {
 		case v == nil:
 			return cell{null: true}, nil
-		case vj.jsonbOK(v):
+		case vj.jsonbOK(v, r.Note.DecodedOrNil() != nil):
 			return cell{bytes: v}, nil
 		case c.jsonOrNull:
 			return cell{null: true}, nil
@@ -357,14 +358,14 @@ func (c *pgColumn) jsonCell(r *record.Record, key string, cs *encode.Cells, vj *
 		return cell{bytes: encode.AppendHeadersJSONB(nil, r.Headers)}, nil
 	case plan.FieldKafkaKey:
 		if c.jsonOrNull { // kafka_key_json: the decoded key when jsonb takes it as it is
-			if d := r.Note.DecodedOrNil(); d != nil && d.Key != nil && new(valueJSON).jsonbOK(d.Key) {
+			if d := r.Note.DecodedOrNil(); d != nil && d.Key != nil && new(valueJSON).jsonbOK(d.Key, true) {
 				return cell{bytes: d.Key}, nil
 			}
 			return cell{null: true}, nil
 		}
 	case plan.FieldValuePath:
 		v := r.JSONValue()
-		if v == nil || !vj.jsonbOK(v) {
+		if v == nil || !vj.jsonbOK(v, r.Note.DecodedOrNil() != nil) {
 			return cell{null: true}, nil
 		}
 		res := gjson.GetBytes(v, c.field.Arg)
