@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -143,9 +144,12 @@ type Sink struct {
 	where     string // topic and brokers, for messages
 	keep      bool
 	templated bool  // the plan's key: template makes the message key
-	maxBytes  int64 // the topic's max.message.bytes (maxMessageBytes)
-	planName  string
-	log       zerolog.Logger
+	maxBytes  int64 // the topic's max.message.bytes (readTopicConfig)
+	// tsBefore and tsAfter bound a message's timestamp around now (0: no
+	// bound; readTopicConfig).
+	tsBefore, tsAfter time.Duration
+	planName          string
+	log               zerolog.Logger
 
 	mu         sync.Mutex
 	partitions int // of the target topic, as last seen
@@ -179,28 +183,51 @@ const kafkaMaxMessageBytes = 1 << 20
 // max.message.bytes.
 const kafkaBatchOverhead = 512
 
-// maxMessageBytes reads the topic's max.message.bytes (DescribeConfigs),
+// readTopicConfig reads the topic's max.message.bytes (DescribeConfigs),
 // the largest record batch the broker accepts, which the sink's batches
-// stay under so that only a record too large by itself is refused;
-// kafkaMaxMessageBytes when unreadable.
-func (s *Sink) maxMessageBytes(ctx context.Context) int64 {
+// stay under so that only a record too large by itself is refused
+// (kafkaMaxMessageBytes when unreadable); and, for a CreateTime topic, how
+// far before and after the broker's clock a message's timestamp may be
+// (message.timestamp.before.max.ms and after.max.ms, KIP-937, else
+// message.timestamp.difference.max.ms), which the sink checks before
+// producing: the broker refuses a whole batch for one such message
+// (INVALID_TIMESTAMP).
+func (s *Sink) readTopicConfig(ctx context.Context) {
+	s.maxBytes = kafkaMaxMessageBytes
 	resp, err := s.client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{
-		{ResourceType: kafka.ResourceTypeTopic, ResourceName: s.topic, ConfigNames: []string{"max.message.bytes"}}}})
+		{ResourceType: kafka.ResourceTypeTopic, ResourceName: s.topic, ConfigNames: []string{"max.message.bytes", "message.timestamp.type",
+			"message.timestamp.before.max.ms", "message.timestamp.after.max.ms", "message.timestamp.difference.max.ms"}}}})
 	if err != nil {
-		s.log.Debug().Err(err).Str("topic", s.topic).Msg("kafka sink: cannot read max.message.bytes; assuming 1 MiB")
-		return kafkaMaxMessageBytes
+		s.log.Debug().Err(err).Str("topic", s.topic).Msg("kafka sink: cannot read the topic's config; assuming max.message.bytes 1 MiB")
+		return
 	}
+	cfg := map[string]int64{}
+	logAppend := false
 	for _, r := range resp.Resources {
 		for _, e := range r.ConfigEntries {
-			if e.ConfigName != "max.message.bytes" {
-				continue
+			if n, err := strconv.ParseInt(e.ConfigValue, 10, 64); err == nil && n >= 0 {
+				cfg[e.ConfigName] = n
 			}
-			if n, err := strconv.ParseInt(e.ConfigValue, 10, 64); err == nil && n > kafkaBatchOverhead {
-				return n
-			}
+			logAppend = logAppend || e.ConfigName == "message.timestamp.type" && e.ConfigValue == "LogAppendTime"
 		}
 	}
-	return kafkaMaxMessageBytes
+	if n := cfg["max.message.bytes"]; n > kafkaBatchOverhead {
+		s.maxBytes = n
+	}
+	if logAppend {
+		return // the broker stamps the messages itself
+	}
+	limit := func(name string) time.Duration {
+		n, ok := cfg[name]
+		if !ok {
+			n, ok = cfg["message.timestamp.difference.max.ms"]
+		}
+		if !ok || n >= math.MaxInt64/int64(time.Millisecond) {
+			return 0
+		}
+		return time.Duration(n) * time.Millisecond
+	}
+	s.tsBefore, s.tsAfter = limit("message.timestamp.before.max.ms"), limit("message.timestamp.after.max.ms")
 }
 
 // New connects to the target cluster and checks that the topic exists.
@@ -231,7 +258,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		conn.Transport.CloseIdleConnections()
 		return nil, err
 	}
-	s.maxBytes = s.maxMessageBytes(ctx)
+	s.readTopicConfig(ctx)
 	if cfg.ExactlyOnce {
 		s.txn, err = newTxnCommitter(ctx, cfg, brokers, s.where, s.maxBytes-kafkaBatchOverhead, &s.retries)
 	} else {
@@ -432,7 +459,7 @@ func (s *Sink) produceError(ctx context.Context, batch []record.Record, pe *prod
 func (pe *produceError) poison() bool {
 	var ke *kerr.Error
 	return pe.failed == 1 && errors.As(pe.err, &ke) &&
-		(ke == kerr.MessageTooLarge || ke == kerr.CorruptMessage || ke == kerr.InvalidRecord || ke == kerr.RecordListTooLarge)
+		(ke == kerr.MessageTooLarge || ke == kerr.CorruptMessage || ke == kerr.InvalidRecord || ke == kerr.RecordListTooLarge || ke == kerr.InvalidTimestamp)
 }
 
 // Finish does nothing: every Write is already acknowledged.

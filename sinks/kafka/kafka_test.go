@@ -733,3 +733,52 @@ func newKeyedKafka(t *testing.T, keyer *sinks.Keyer, cfg kafkasink.Config) keyed
 	cfg.KeyTemplate = keyer.Templated()
 	return keyedKafka{newKafka(t, cfg), keyer}
 }
+
+// A record whose timestamp the target topic's broker refuses
+// (INVALID_TIMESTAMP: beyond message.timestamp.after.max.ms or
+// before.max.ms of the broker's clock, a CreateTime topic) is the
+// *record.Error, found before anything of the batch is produced, in both
+// the at-least-once and the exactly-once sink; a LogAppendTime topic
+// stamps messages itself and takes it.
+func TestKafkaTopicTimestampLimits(t *testing.T) {
+	addr := newKafkaCluster(t).ListenAddrs()[0]
+	createTopicNamed(t, addr, "orders", 1)
+	limits := map[string]string{"message.timestamp.after.max.ms": "3600000", "message.timestamp.before.max.ms": "86400000"}
+	at := func(offset int64, ts time.Time) record.Record {
+		r := rec(0, offset, "", `{"id":1}`)
+		r.Time = ts
+		return r
+	}
+	now := time.Now()
+	for _, eos := range []bool{false, true} {
+		topic := createTopic(t, addr, 1, limits)
+		var s *kafkasink.Sink
+		if eos {
+			var err error
+			if s, err = eosSink(t, addr, topic, "replay-ts"); err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+		} else {
+			s = newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic})
+		}
+		for _, tc := range []struct {
+			ts   time.Time
+			want string
+		}{{now.Add(2 * time.Hour), "message.timestamp.after.max.ms (1h0m0s)"}, {now.Add(-48 * time.Hour), "message.timestamp.before.max.ms (24h0m0s)"}} {
+			var re *record.Error
+			err := s.Write(t.Context(), []record.Record{at(0, now), at(1, tc.ts)})
+			if !errors.As(err, &re) || re.Offset != 1 || !errors.Is(err, kerr.InvalidTimestamp) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("exactly once %v: Write = %v, want a *record.Error for offset 1 naming %s", eos, err, tc.want)
+			}
+		}
+		if n := len(readTopic(t, addr, topic, nil)); n != 0 {
+			t.Errorf("exactly once %v: %d messages produced of the refused batches, want 0", eos, n)
+		}
+	}
+	appendTime := createTopic(t, addr, 1, map[string]string{"message.timestamp.type": "LogAppendTime", "message.timestamp.after.max.ms": "3600000"})
+	s := newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: appendTime})
+	if err := s.Write(t.Context(), []record.Record{at(0, now.Add(2*time.Hour))}); err != nil {
+		t.Errorf("LogAppendTime topic: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package kafka
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -108,6 +109,7 @@ func (s *Sink) records(batch []record.Record) ([]*kgo.Record, error) {
 	headers := make([]kgo.RecordHeader, 0, nh)
 	out := make([]kgo.Record, len(batch))
 	ptrs := make([]*kgo.Record, len(batch))
+	now := time.Now()
 	for i := range batch {
 		r := &batch[i]
 		m := &out[i]
@@ -145,7 +147,28 @@ func (s *Sink) records(batch []record.Record) ([]*kgo.Record, error) {
 		if size := messageSize(m); size > s.maxBytes-kafkaBatchOverhead {
 			return nil, record.NewError(r, fmt.Errorf("kafka sink: produce to %s: the message (%d bytes of key, value and headers) is larger than the topic's max.message.bytes, %d: %w", s.where, size, s.maxBytes, kerr.MessageTooLarge))
 		}
+		if err := s.checkTimestamp(r.Time, now); err != nil {
+			return nil, record.NewError(r, err)
+		}
 		ptrs[i] = m
 	}
 	return ptrs, nil
+}
+
+// checkTimestamp refuses a timestamp the target topic's broker would
+// refuse at now (INVALID_TIMESTAMP): further than message.timestamp.
+// before.max.ms before now or after.max.ms after it (readTopicConfig).
+func (s *Sink) checkTimestamp(ts, now time.Time) error {
+	var far, lim time.Duration
+	var name string
+	switch {
+	case s.tsBefore > 0 && now.Sub(ts) > s.tsBefore:
+		far, lim, name = now.Sub(ts), s.tsBefore, "before"
+	case s.tsAfter > 0 && ts.Sub(now) > s.tsAfter:
+		far, lim, name = ts.Sub(now), s.tsAfter, "after"
+	default:
+		return nil
+	}
+	return fmt.Errorf("kafka sink: produce to %s: the record's timestamp %s is %s %s now, beyond the topic's message.timestamp.%s.max.ms (%s); raise it on the target topic to take such records: %w",
+		s.where, ts.UTC().Format(time.RFC3339Nano), far.Round(time.Second), name, name, lim, kerr.InvalidTimestamp)
 }

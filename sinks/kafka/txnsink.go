@@ -99,7 +99,7 @@ func transientTxn(err error) error {
 	case errors.As(err, &fe):
 		return err
 	case errors.As(err, &ke) && (ke == kerr.TopicAuthorizationFailed || ke == kerr.GroupAuthorizationFailed ||
-		ke == kerr.TransactionalIDAuthorizationFailed || ke == kerr.UnknownTopicOrPartition):
+		ke == kerr.TransactionalIDAuthorizationFailed || ke == kerr.UnknownTopicOrPartition || ke == kerr.InvalidTimestamp):
 		return err
 	}
 	return &sinks.TransientError{Err: err}
