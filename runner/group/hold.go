@@ -130,7 +130,9 @@ func LetGoOfDead(ctx context.Context, c *source.Cluster, p *plan.Plan) error {
 
 // processExists reports whether a process with the ID runs on this
 // machine (signal 0); this process does not count (its hold is not made
-// yet, so one naming its ID is a dead process's whose ID came back).
+// yet, so one naming its ID is a dead process's whose ID came back), nor
+// does a zombie (a killed process its parent has not reaped: state Z in
+// /proc/<pid>/stat).
 func processExists(pid int) bool {
 	if pid <= 0 || pid == os.Getpid() {
 		return false
@@ -140,7 +142,15 @@ func processExists(pid int) bool {
 		return false
 	}
 	err = proc.Signal(syscall.Signal(0))
-	return !errors.Is(err, os.ErrProcessDone) && !errors.Is(err, syscall.ESRCH)
+	if errors.Is(err, os.ErrProcessDone) || errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	// pid (comm) state ...: comm may hold spaces and parentheses.
+	if i := bytes.LastIndexByte(stat, ')'); err == nil && i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+		return false
+	}
+	return true
 }
 
 // join joins the group, settles the hold and starts its keeper.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -135,5 +137,33 @@ func TestPausedHolderYields(t *testing.T) {
 	}, "the holder is not the group's only member again")
 	if err := holder.lost.Err(); err != nil {
 		t.Fatalf("the holder lost its hold to the paused one")
+	}
+}
+
+// A killed process its parent has not reaped yet (a zombie) holds nothing:
+// processExists says it is gone, as for a reaped one, while a live one
+// exists.
+func TestProcessExistsZombie(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	if !processExists(pid) {
+		t.Fatal("a live process does not exist")
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, 10*time.Millisecond, func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		return err == nil && strings.Contains(string(b), ") Z ")
+	}, "the killed process did not become a zombie")
+	if processExists(pid) {
+		t.Error("a killed, unreaped process (a zombie) exists")
+	}
+	_ = cmd.Wait()
+	if processExists(pid) {
+		t.Error("a killed, reaped process exists")
 	}
 }
