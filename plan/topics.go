@@ -147,13 +147,14 @@ func (s *Sink) replaceTopic(topic string) {
 // overrides, then the plan of each topic (ForTopic), each problem once.
 func (p *Plan) validateTopics(now time.Time) []Problem {
 	v := &validator{p: p, now: now}
-	if v.topicSet(); len(v.out) > 0 { // errors only
-		return v.out
-	}
+	v.topicSet()
 	seen := map[string]bool{}      // each problem once
 	outputs := map[string]string{} // an output that one topic must own -> the topic
 	shared := map[string][]string{}
-	for _, topic := range p.Source.Topics {
+	for i, topic := range p.Source.Topics {
+		if topic == "" || TopicNameProblem(topic) != "" || slices.Index(p.Source.Topics, topic) < i {
+			continue // refused by topicSet
+		}
 		t, bad := p.forTopic(topic)
 		for _, name := range bad {
 			v.add("overrides."+topic+"."+name, "the %s sink has no %s field: overrides set a sink's table, path or (kafka) topic", p.Sink.Type, name)

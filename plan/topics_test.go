@@ -113,6 +113,16 @@ func TestTopicsProblems(t *testing.T) {
 			t.Errorf("got %s\nwant %s", got, c.want)
 		}
 	}
+	// A problem of the topic set does not hide the others: every problem
+	// is reported at once.
+	src := strings.Replace(topicsPlan("overrides:\n  refund:\n    filter: 'true'\n"), "  path: out/{topic}.jsonl\n", "  path: out/{topic}.jsonl\n  batch_size: -5\n", 1)
+	src = strings.Replace(src, "[orders, refunds]", "[orders, refunds, orders]", 1)
+	got := parseProblems(t, src, testOptions())
+	for _, want := range []string{"overrides.refund: refund is not one of", "source.topics[2]: orders is listed twice", "sink.batch_size: -5"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("got %s\nwant %s among them", got, want)
+		}
+	}
 	// Set by {topic} or an override, the outputs are apart.
 	ok := topicsPlan("overrides:\n  refunds:\n    path: out/all-refunds.jsonl\n")
 	mustParse(t, strings.Replace(ok, "out/{topic}.jsonl", "out/all.jsonl", 1), testOptions())
