@@ -56,6 +56,7 @@ func CompileExpr(src string) (*Expr, error) {
 		expr.Timezone("UTC"),
 		expr.Function("round", roundFn, new(func(any, any) any)),
 		expr.Function("decimal", decimalFn, new(func(any) any)),
+		expr.Function("type", typeFn, new(func(any) string)),
 		expr.Function("format_time", formatTimeFn, new(func(time.Time, string, string) string)),
 		expr.Function("$divround", divRoundFn, new(func(any, any, any) any)),
 		expr.Function("$neg", func(a ...any) (any, error) { return negate(a[0]) }, new(func(any) any)),

@@ -151,6 +151,8 @@ func TestArithmetic(t *testing.T) {
 		{`{"o":{"p":19.990}}`, `toJSON(value.o)`, `"{\n  \"p\": 19.990\n}"`},
 		{`{}`, `format_time(timestamp, "2006-01-02 15:04 MST", "Europe/Berlin")`, `"2026-11-04 00:30 CET"`},
 		{`{}`, `format_time(timestamp, "RFC3339", "UTC")`, `"2026-11-03T23:30:00Z"`},
+		{`{"a":3,"b":1.5,"c":"x"}`, `[type(value.a), type(value.b), type(value.a * 2), type(value.b * 2), type(1.5), type(value.c), type(value.d)]`,
+			`["int","decimal","int","decimal","decimal","string","nil"]`},
 	}
 	for _, c := range cases {
 		got, err := apply(t, c.in, compileSet(t, "r", c.expr))

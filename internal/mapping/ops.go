@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/expr-lang/expr/builtin"
 	"github.com/expr-lang/expr/vm/runtime"
 )
 
@@ -34,6 +35,22 @@ func num(x any) (d *Dec, ok bool, err error) {
 		return nil, true, fmt.Errorf("the binary floating-point number %v is not exact: compute with the value's numbers and literals, which are decimals", v)
 	}
 	return nil, false, nil
+}
+
+// typeFn is expr's type with a mapping's numbers named as the rules for
+// numbers name them, "int" or "decimal", instead of the Go type holding
+// them.
+func typeFn(a ...any) (any, error) {
+	if d, ok, err := num(a[0]); ok {
+		if err != nil {
+			return nil, err
+		}
+		if d.isInt() {
+			return "int", nil
+		}
+		return "decimal", nil
+	}
+	return builtin.Type(a[0]), nil
 }
 
 // nums is num of a and b: the first error of the two.
