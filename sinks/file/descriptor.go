@@ -140,6 +140,7 @@ func defaultOrder(s *Section, deadLetter bool) string {
 // per_partition.
 func check(c *plan.SinkCheck) {
 	s := section(c.Sink)
+	encode.CheckDecodedValueFormat(c, s.ValueFormat)
 	if vf := s.ValueFormat; s.Format == "csv" && vf != "" && vf != "auto" && slices.Contains(encode.ValueFormats, vf) {
 		c.Add("value_format", "applies to format: jsonl only (csv cells are text): remove value_format, or use format: jsonl")
 	}

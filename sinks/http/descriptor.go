@@ -128,6 +128,7 @@ var reservedHeaders = []string{"Idempotency-Key", "Content-Type", "Content-Lengt
 // check checks an http section: its endpoint, headers and retries.
 func check(c *plan.SinkCheck) {
 	s := section(c.Sink)
+	encode.CheckDecodedValueFormat(c, s.ValueFormat)
 	c.URL("url")
 	sinks.CheckConnections(c, s.Connections)
 	plain := strings.HasPrefix(strings.ToLower(s.URL), "http:")

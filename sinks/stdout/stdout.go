@@ -79,6 +79,7 @@ var Descriptor = plan.SinkDescriptor{
 	Fields:           []plan.FieldDescriptor{encode.ValueFormatField},
 	WritesStdout:     true,
 	DeadLetterInLine: func(*plan.Sink) bool { return true },
+	Check:            func(c *plan.SinkCheck) { encode.CheckDecodedValueFormat(c, plan.ConfigOf[Section](c.Sink).ValueFormat) },
 }
 
 // Open builds the stdout sink of a plan section of type stdout (its
