@@ -39,9 +39,10 @@ func TestSQLiteAffinityChangesAreBadRecords(t *testing.T) {
 				{`{"qty":"007"}`, "qty", `would store "007" as the integer 7`},
 				{`{"qty":1e3}`, "qty", `would store "1e3" as the integer 1000`},
 				{`{"qty":" 5"}`, "qty", `" 5" as the integer 5`},
-				{`{"qty":18446744073709551617}`, "qty", "as a REAL rounded"},
+				{`{"qty":18446744073709551617}`, "qty", "as a REAL that reads back as 1.84467440737096e+19"},
 				{`{"price":9007199254740993}`, "price", "a REAL column would round 9007199254740993"},
-				{`{"price":1.50}`, "price", `"1.50" as the number 1.5`},
+				{`{"price":1.50}`, "price", `"1.50" as a REAL that reads back as 1.5;`},
+				{`{"price":5e-324}`, "price", `"5e-324" as a REAL that reads back as 4.94065645841247e-324;`},
 			}
 			if !strict { // ANY in a STRICT table converts nothing
 				bad = append(bad, struct{ value, column, reason string }{`{"n":"12.0"}`, "n", `NUMERIC column would store "12.0" as the integer 12`})

@@ -214,12 +214,13 @@ func textCell(c *column, r *record.Record, s string) (any, error) {
 		return f, nil
 	}
 	switch {
-	case err != nil && errors.Is(err, strconv.ErrRange), err == nil && math.Abs(f) >= 1<<63:
-		return nil, cellError(r, c, "a %s column would store %q as a REAL rounded to 17 significant digits", c.aff, excerpt(s))
-	case err == nil && f == math.Trunc(f) && c.aff != affReal:
+	case err != nil && errors.Is(err, strconv.ErrRange):
+		return nil, cellError(r, c, "a %s column would store %q as an infinite or zero REAL", c.aff, excerpt(s))
+	case err == nil && f == math.Trunc(f) && c.aff != affReal && math.Abs(f) < 1<<63:
 		return nil, cellError(r, c, "a %s column would store %q as the integer %s", c.aff, excerpt(s), strconv.FormatFloat(f, 'f', -1, 64))
 	case err == nil:
-		return nil, cellError(r, c, "a %s column would store %q as the number %s", c.aff, excerpt(s), strconv.FormatFloat(f, 'g', -1, 64))
+		// SQLite writes a REAL back with 15 significant digits (%!.15g).
+		return nil, cellError(r, c, "a %s column would store %q as a REAL that reads back as %s; map it to a TEXT column to keep it as written", c.aff, excerpt(s), strconv.FormatFloat(f, 'g', 15, 64))
 	}
 	return nil, cellError(r, c, "a %s column would store %q as a number", c.aff, excerpt(s))
 }
