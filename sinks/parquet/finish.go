@@ -398,6 +398,7 @@ func (s *Sink) finishPart(ctx context.Context, pt *part) error {
 // there says the same.
 func (s *Sink) writeManifest(ctx context.Context) error {
 	m := Manifest{Fingerprint: s.fingerprint, Run: s.runID, Objects: []objectInfo{}}
+	var kept []objectInfo // objects this process did not publish
 	for _, pt := range s.partitions() {
 		for _, sp := range pt.chain {
 			name := ObjectName(s.topic, pt.rng.Partition, sp.first, sp.end)
@@ -409,6 +410,7 @@ func (s *Sink) writeManifest(ctx context.Context) error {
 				if info, err = s.describe(ctx, name); err != nil {
 					return fmt.Errorf("parquet sink: read %s back for the manifest: %w", s.st.Where(name), err)
 				}
+				kept = append(kept, info)
 			}
 			m.Rows += info.Rows
 			m.Objects = append(m.Objects, info)
@@ -426,9 +428,36 @@ func (s *Sink) writeManifest(ctx context.Context) error {
 		if err == nil && bytes.Equal(old, data) {
 			return nil
 		}
+		if err == nil {
+			if err := s.checkUnchanged(old, kept); err != nil {
+				return err
+			}
+		}
 	}
 	if err := s.st.Replace(ctx, ManifestName, data); err != nil {
 		return fmt.Errorf("parquet sink: write %s: %w", s.st.Where(ManifestName), err)
+	}
+	return nil
+}
+
+// checkUnchanged refuses kept objects whose bytes differ from what old,
+// the run's own manifest, lists for them: such an object changed since the
+// run published it, and a new manifest would vouch for the changed bytes.
+func (s *Sink) checkUnchanged(old []byte, kept []objectInfo) error {
+	var was Manifest
+	if json.Unmarshal(old, &was) != nil || was.Run != s.runID {
+		return nil
+	}
+	listed := map[string]objectInfo{}
+	for _, o := range was.Objects {
+		listed[o.Name] = o
+	}
+	for _, o := range kept {
+		if w, ok := listed[o.Name]; ok && w.SHA256 != o.SHA256 {
+			return sinks.Refusal(fmt.Sprintf("parquet sink: %s changed since this run published it: the manifest %s lists it with %d rows, sha256 %s, and it holds %d rows, sha256 %s now: "+
+				"move it and the partition's later objects away (a re-run writes them again), or write to %s",
+				s.st.Where(o.Name), s.st.Where(ManifestName), w.Rows, w.SHA256, o.Rows, o.SHA256, s.otherOutput()))
+		}
 	}
 	return nil
 }

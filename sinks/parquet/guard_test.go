@@ -1,6 +1,7 @@
 package parquet_test
 
 import (
+	"bytes"
 	"errors"
 	"maps"
 	"os"
@@ -227,4 +228,44 @@ func relSnapshot(t *testing.T, dir string) map[string]string {
 		out[rel] = b
 	}
 	return out
+}
+
+// A re-run keeps the objects already there: one whose bytes changed since
+// the run's manifest listed it is refused, and the manifest is left as it
+// is, instead of being rewritten with the changed object's sha256.
+func TestChangedObjectRefused(t *testing.T) {
+	cfg := parquet.Config{Path: t.TempDir(), Topic: "orders", MaxRowsPerFile: 3, RunID: "r1", Fingerprint: "f",
+		Ranges: []sinks.Range{{Partition: 0, Start: 0, End: 6}}}
+	write := func(s *parquet.Sink) {
+		for off := range int64(6) {
+			sinktest.MustWrite(t, s, sinktest.Rec(0, off, "k", `{"n":`+strconv.Itoa(int(off))+`}`))
+		}
+	}
+	s := open(t, cfg)
+	write(s)
+	if err := s.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := os.ReadFile(filepath.Join(cfg.Path, parquet.ManifestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := filepath.Join(cfg.Path, objects(t, cfg.Path)[0])
+	b, err := os.ReadFile(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/3] ^= 0xff // a data page's byte: the footer still reads
+	if err := os.WriteFile(first, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again := open(t, cfg)
+	write(again)
+	err = again.Finish(t.Context())
+	if !errors.Is(err, sinks.ErrRefused) || !strings.Contains(err.Error(), "changed since") {
+		t.Fatalf("Finish over a changed object: %v, want a refusal", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(cfg.Path, parquet.ManifestName)); !bytes.Equal(got, manifest) {
+		t.Errorf("the manifest was rewritten:\n%s\nwant\n%s", got, manifest)
+	}
 }
