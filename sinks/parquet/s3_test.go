@@ -473,3 +473,39 @@ func TestS3DirectoryMarkersAndStrays(t *testing.T) {
 		t.Fatalf("New with a stray object: %v, want a refusal containing %q", err, want)
 	}
 }
+
+// A multipart upload of an object left by a run killed mid-upload is
+// aborted when a run uploads that object again: no parts stay behind.
+func TestS3AbortsLeftoverMultipart(t *testing.T) {
+	endpoint := versitygw(t)
+	c := s3Client(endpoint)
+	key := aws.String("mp/" + parquet.ObjectName("orders", 0, 0, 10))
+	up, err := c.CreateMultipartUpload(t.Context(), &s3.CreateMultipartUploadInput{Bucket: aws.String("lake"), Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.UploadPart(t.Context(), &s3.UploadPartInput{Bucket: aws.String("lake"), Key: key, UploadId: up.UploadId, PartNumber: aws.Int32(1),
+		Body: strings.NewReader("a part of a killed run")}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := parquet.Config{Topic: "orders", RunID: "r", Fingerprint: "f", Ranges: ranges(1, 0, 10), Compression: "none",
+		S3: s3Config(endpoint, "mp/"), StagingDir: t.TempDir()}
+	cfg.S3.MultipartAbove, cfg.S3.PartSize = 5<<20, 5<<20 // S3's smallest part
+	s := open(t, cfg)
+	big := sinktest.Corpus()[4] // 1 MiB of random bytes
+	for off := range int64(7) { // two parts
+		r := big
+		r.Offset = off
+		sinktest.MustWrite(t, s, r)
+	}
+	if err := s.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ups, err := c.ListMultipartUploads(t.Context(), &s3.ListMultipartUploadsInput{Bucket: aws.String("lake")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ups.Uploads) != 0 {
+		t.Fatalf("%d multipart uploads left behind", len(ups.Uploads))
+	}
+}

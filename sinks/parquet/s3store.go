@@ -157,6 +157,7 @@ func (s *s3Store) PutNew(ctx context.Context, name string, local *os.File) error
 // conditionally; on any failure it aborts the upload.
 func (s *s3Store) putMultipart(ctx context.Context, name string, local *os.File, size int64) (err error) {
 	key := aws.String(s.key(name))
+	s.abortLeftovers(ctx, *key)
 	up, err := s.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &s.bucket, Key: key})
 	if err != nil {
 		return s.s3Error(name, err)
@@ -187,6 +188,22 @@ func (s *s3Store) putMultipart(ctx context.Context, name string, local *os.File,
 	_, err = s.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: &s.bucket, Key: key, UploadId: up.UploadId,
 		IfNoneMatch: aws.String("*"), MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}})
 	return s.s3Error(name, err)
+}
+
+// abortLeftovers aborts the multipart uploads of key that a process
+// killed mid-upload left (only the run that holds the object's name uploads
+// it), so that their parts do not stay in the bucket. It is best effort:
+// a store or a policy that refuses the listing keeps them.
+func (s *s3Store) abortLeftovers(ctx context.Context, key string) {
+	out, err := s.client.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: &s.bucket, Prefix: &key})
+	if err != nil {
+		return
+	}
+	for _, u := range out.Uploads {
+		if aws.ToString(u.Key) == key {
+			_, _ = s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &s.bucket, Key: u.Key, UploadId: u.UploadId})
+		}
+	}
 }
 
 // Open heads the object for its size; reads are ranged GETs.
