@@ -65,7 +65,7 @@ func (s *Sink) checkManifest(ctx context.Context) (*Manifest, error) {
 		return nil, err
 	}
 	if m.Fingerprint != s.fingerprint {
-		return nil, sinks.Refusal(fmt.Sprintf("parquet sink: %s is the manifest of another plan (fingerprint %s, this plan's is %s): write to %s, or move the output away",
+		return nil, sinks.Refusal(fmt.Sprintf("parquet sink: %s is the manifest of another plan, or of another version or shard split of this plan (fingerprint %s, this run's is %s): write to %s, or move the output away",
 			s.st.Where(ManifestName), m.Fingerprint, s.fingerprint, s.otherOutput()))
 	}
 	return m, nil

@@ -211,9 +211,9 @@ func TestForeignOutputRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	cfg.Fingerprint = "another"
-	if _, err := parquet.New(t.Context(), cfg); !errors.Is(err, sinks.ErrRefused) {
-		t.Fatalf("New over another plan's manifest: %v, want a refusal", err)
+	cfg.Fingerprint = "another" // another plan, another version of it, or another shard split of it
+	if _, err := parquet.New(t.Context(), cfg); !errors.Is(err, sinks.ErrRefused) || !strings.Contains(err.Error(), "or of another version or shard split of this plan") {
+		t.Fatalf("New over another plan's manifest: %v, want a refusal naming each cause", err)
 	}
 }
 
