@@ -203,7 +203,7 @@ func (a *app) shardStatus(ctx context.Context, c *runner.Cluster, p *plan.Plan, 
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%.1f%%\t%s\t%s\n", s.Index, s.Group, s.State, s.Replayed, s.Records, s.PercentDone, cmp.Or(s.Holder, "-"), s.ETA)
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(a.stdout, "total: %d of %d records replayed (%.1f%%); %d done, %d running, %d stopped, %d not started; ETA %s\n",
+	fmt.Fprintf(a.stdout, "total: %d of %d offsets replayed (%.1f%%); %d done, %d running, %d stopped, %d not started; ETA %s\n",
 		st.Replayed, st.Records, st.PercentDone, st.Count(runner.ShardDone), st.Count(runner.ShardRunning), st.Count(runner.ShardStopped), st.Count(runner.ShardNotStarted), st.ETA)
 	for _, s := range st.Shards {
 		if s.State == runner.ShardStopped || s.State == runner.ShardOtherPlan {
