@@ -33,7 +33,8 @@ func (s *fsyncgate) Capabilities() sinks.Capabilities {
 }
 
 // A failed Sync means the records written since the last commit may be
-// gone: nothing may be committed past them afterwards. Regression: the
+// gone: nothing may be committed past them afterwards, nor counted as
+// written. Regression: the
 // run's deferred commit synced again (which succeeded) and committed.
 func TestNoCommitAfterFailedSync(t *testing.T) {
 	sb := newTestCluster(t, 1, "orders")
@@ -50,8 +51,14 @@ func TestNoCommitAfterFailedSync(t *testing.T) {
 	}
 	defer fs.Close()
 	sink := &fsyncgate{Sink: fs}
-	if _, err := job.Run(context.Background(), sink); err == nil {
+	rep, err := job.Run(context.Background(), sink)
+	if err == nil {
 		t.Fatalf("want the sync failure, got %v", err)
+	}
+	for _, pr := range rep.Partitions {
+		if pr.Written != 0 {
+			t.Errorf("partition %d: the report counts %d records written, none of which a sync made durable", pr.Partition, pr.Written)
+		}
 	}
 	for part, cp := range commits(t, c, p.Group, "orders", 0) {
 		if cp.Offset != cp.Start {

@@ -58,6 +58,11 @@ type committer struct {
 	// uncommitted is the offset to commit next: everything below it was
 	// written (not yet synced, for a sinks.Syncer); 0 when nothing is due.
 	uncommitted int64
+	// written counts the records the sink made durable (State.Written);
+	// unsynced those a sinks.Syncer took since its last sync, added to
+	// written once a sync makes them durable, dropped when one fails.
+	written  *atomic.Int64
+	unsynced int64
 	// deadUnsynced is true when dead letters were written since the
 	// dead-letter sink's last sync; deadSynced once it was synced at all.
 	deadUnsynced, deadSynced bool
@@ -77,6 +82,16 @@ type behindCommit struct {
 // Wrote records that everything below next is written to the sinks
 // (records, dead letters) or needs no write (markers, aborted data).
 func (c *committer) Wrote(next int64) { c.uncommitted = next }
+
+// WroteRecords records that the sink took n records: durable now, or
+// at the next sync for a sinks.Syncer.
+func (c *committer) WroteRecords(n int64) {
+	if c.sink.Syncer == nil {
+		c.written.Add(n)
+		return
+	}
+	c.unsynced += n
+}
 
 // WroteDeadLetters records that dead letters were written: the next
 // commit syncs the dead-letter sink first.
@@ -190,9 +205,11 @@ func (c *committer) prepare(next int64) (int64, func() error, error) {
 	if err := c.sync(ctx); err != nil {
 		// The writes since the last commit may be lost, and a later Sync can
 		// succeed without them: no deferred commit may pass them.
-		c.uncommitted = 0
+		c.uncommitted, c.unsynced = 0, 0
 		return 0, nil, &source.PartitionError{Topic: c.topic, Partition: c.partition, Offset: c.committed.Load(), Err: err}
 	}
+	c.written.Add(c.unsynced)
+	c.unsynced = 0
 	next = max(next, c.committed.Load())
 	var pos, deadPos int64
 	if p := c.sink.Positioner; p != nil {

@@ -44,7 +44,7 @@ func newTestCommitter(dead bool) (*committer, *fakeSyncer, *fakeSyncer, *[]strin
 	calls, commits := &[]string{}, &[]fakeCommit{}
 	s := &fakeSyncer{name: "sink", calls: calls}
 	d := &fakeSyncer{name: "dead", calls: calls}
-	c := &committer{topic: "orders", partition: 3, sinkName: "sink file", timeout: time.Second, committed: &atomic.Int64{},
+	c := &committer{topic: "orders", partition: 3, sinkName: "sink file", timeout: time.Second, committed: &atomic.Int64{}, written: &atomic.Int64{},
 		sink: sinks.Capabilities{Syncer: s, Positioner: s},
 		commit: func(_ context.Context, next, pos, deadPos int64) error {
 			*calls = append(*calls, "commit")
@@ -327,4 +327,27 @@ func TestCommitterCommitBehindFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantNeverBelow(t, c, *commits, 9)
+}
+
+// A sinks.Syncer's records count as written once a sync made them
+// durable: those of a failed sync, which a resume delivers again, do not.
+func TestCommitterCountsSyncedRecords(t *testing.T) {
+	c, s, _, _, _ := newTestCommitter(false)
+	c.WroteRecords(5)
+	c.Wrote(5)
+	if got := c.written.Load(); got != 0 {
+		t.Fatalf("written %d before the sync, want 0", got)
+	}
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	c.WroteRecords(3)
+	c.Wrote(8)
+	s.fail = true
+	if err := c.Commit(); err == nil {
+		t.Fatal("a commit after a failed sync succeeded")
+	}
+	if got := c.written.Load(); got != 5 {
+		t.Fatalf("written %d after a failed sync, want the 5 synced before", got)
+	}
 }

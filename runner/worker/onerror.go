@@ -171,7 +171,7 @@ func (w *Worker) write(recs []record.Record) (*failure, error) {
 	for len(recs) > 0 {
 		err := w.retry("sink", w.Sink, time.Duration(w.Plan.Sink.Retry.MaxElapsed), func(ctx context.Context) error { return w.Sink.Write(ctx, recs) })
 		if err == nil {
-			w.state.Written.Add(int64(len(recs)))
+			w.commits.WroteRecords(int64(len(recs)))
 			return nil, nil
 		}
 		var re *record.Error

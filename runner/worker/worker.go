@@ -69,7 +69,7 @@ func newWorker(r *shared, s *State, pipe *pipeline.Run) *Worker {
 		Start: s.From, End: s.End, AllowLoss: p.AllowDataLoss, Log: &w.log,
 		WaitOpenTransactions: true, OpenTransactionTimeout: time.Duration(p.Source.OpenTransactionTimeout)})
 	w.commits = &committer{topic: s.Topic, partition: s.Partition, sinkName: "sink " + string(p.Sink.Type),
-		sink: r.Sink.Capabilities(), dead: sinks.CapabilitiesOf(r.DeadLetters), timeout: r.FlushTimeout, committed: &s.Next,
+		sink: r.Sink.Capabilities(), dead: sinks.CapabilitiesOf(r.DeadLetters), timeout: r.FlushTimeout, committed: &s.Next, written: &s.Written,
 		retryBudget: time.Duration(p.Retry.MaxElapsed),
 		commit: func(ctx context.Context, next, pos, deadPos int64) error {
 			if err := r.Commit(ctx, s, next, pos, deadPos); err != nil {
