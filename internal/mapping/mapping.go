@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/replay-tool/replay/internal/filter"
 	"github.com/replay-tool/replay/internal/record"
@@ -135,11 +136,16 @@ func (m *Mapping) Apply(r *record.Record) error {
 	if r.Value == nil {
 		return nil
 	}
-	doc, err := parseDoc(r.JSONValue())
+	v := r.JSONValue()
+	doc, err := parseDoc(v)
 	var dup *duplicateKey
 	switch {
 	case errors.As(err, &dup), errors.Is(err, errNotUnicode):
 		return record.NewError(r, &ValueError{err})
+	case len(v) == 0:
+		return record.NewError(r, &ValueError{errors.New("the value is empty (0 bytes), not JSON")})
+	case err != nil && !utf8.Valid(v):
+		return record.NewError(r, &ValueError{fmt.Errorf("the value is not JSON: it holds bytes that are not UTF-8 (byte 0x%02x at %d)", v[badByte(v)], badByte(v))})
 	case err != nil:
 		return record.NewError(r, &ValueError{fmt.Errorf("the value is not JSON: %v", err)})
 	}
@@ -283,4 +289,16 @@ func drop(root *object, path Path) error {
 	}
 	o.del(path[len(path)-1])
 	return nil
+}
+
+// badByte is the index of the first byte of v that is not valid UTF-8.
+func badByte(v []byte) int {
+	for i := 0; i < len(v); {
+		r, n := utf8.DecodeRune(v[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return 0
 }

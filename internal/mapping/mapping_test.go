@@ -196,6 +196,8 @@ func TestRefused(t *testing.T) {
 		{`{"a":"s"}`, paths(t, Drop, "a.b"), "mapping step 1 (drop value.a.b): value.a is a string, not an object"},
 		{`[1,2]`, paths(t, Drop, "a"), "the value is a JSON array, not an object"},
 		{`not json`, paths(t, Drop, "a"), "mapping: the value is not JSON: invalid character 'o' in literal null (expecting 'u')"},
+		{``, paths(t, Drop, "a"), "mapping: the value is empty (0 bytes), not JSON"},
+		{"ab\xc3(", paths(t, Drop, "a"), "mapping: the value is not JSON: it holds bytes that are not UTF-8 (byte 0xc3 at 2)"},
 		{`{"a":1,"a":2}`, paths(t, Drop, "b"), `mapping: the value has the key "a" twice in one object: a mapping would not know which one to keep`},
 		{"{\"a\":\"\xff\"}", paths(t, Drop, "b"), "mapping: the value has a string that is not valid Unicode"},
 		{`{"a":"\ud800"}`, paths(t, Drop, "b"), "mapping: the value has a string that is not valid Unicode"},
