@@ -118,6 +118,10 @@ func compileError(err error) error {
 	if strings.HasPrefix(msg, "expected bool") {
 		msg += " (a filter is true to write the record, false to leave it out)"
 	}
+	if _, lit, ok := strings.Cut(msg, `invalid integer literal: strconv.ParseInt: parsing "`); ok && strings.HasSuffix(msg, "value out of range") {
+		lit, _, _ = strings.Cut(lit, `"`)
+		msg = fmt.Sprintf("the integer %s is beyond the 64-bit integers a filter compares: compare the field's text instead, e.g. value.id.String() == %q", lit, lit)
+	}
 	return &Error{Line: max(fe.Line, 1), Column: fe.Column + 1, Msg: msg}
 }
 

@@ -144,6 +144,7 @@ func TestCompileErrors(t *testing.T) {
 		{`partition + 1`, `expected bool, but got int`},
 		{"  ", "empty expression"},
 		{`value.a ==`, `unexpected token EOF`},
+		{`value.id == 18446744073709551616`, `the integer 18446744073709551616 is beyond the 64-bit integers a filter compares: compare the field's text instead, e.g. value.id.String() == "18446744073709551616"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.expr, func(t *testing.T) {
