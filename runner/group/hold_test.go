@@ -19,20 +19,15 @@ import (
 	"github.com/replay-tool/replay/sinks/registry"
 )
 
-// testGroup starts a broker with a topic orders of 3 partitions holding 30
+// testGroup starts a broker (testenv.NewKafka: Apache Kafka when the
+// tests are given one) with a topic orders of 3 partitions holding 30
 // records, and returns a plan replaying it in group replay.test and a
 // function that connects to it.
 func testGroup(t *testing.T) (*plan.Plan, func() *source.Cluster) {
 	t.Helper()
-	sb, err := sandbox.Start(0, 3, "orders")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sb.Close)
+	sb := testenv.NewKafka(t, testenv.Topics("orders"), testenv.Partitions(3))
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	if err := sandbox.Produce(context.Background(), sb.Addr, sandbox.Seed{Topic: "orders", N: 30, From: t0, To: t0.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
+	sb.Seed(t, sandbox.Seed{Topic: "orders", N: 30, From: t0, To: t0.Add(time.Hour)})
 	p, err := plan.Parse(t.Name()+".yaml", []byte(fmt.Sprintf(`
 version: 1
 name: test-plan
@@ -50,6 +45,7 @@ sink: {type: file, path: %s}
 			t.Fatal(err)
 		}
 		t.Cleanup(c.Close)
+		c.SetRetry(source.RetryPolicy{MaxElapsed: time.Duration(p.Retry.MaxElapsed)}) // as a run does
 		return c
 	}
 }
@@ -166,4 +162,33 @@ func TestProcessExistsZombie(t *testing.T) {
 	if processExists(pid) {
 		t.Error("a killed, reaped process exists")
 	}
+}
+
+// A run that finds a holder of its plan killed on this machine (its
+// process gone, its session not yet expired) lets go of it and holds the
+// group at once.
+func TestHoldAfterLettingGoOfDead(t *testing.T) {
+	p, connect := testGroup(t)
+	c := connect()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := selfHolder(p)
+	dead.PID, dead.Since = gone.Process.Pid, dead.Since.Add(-time.Minute)
+	killed := newHold(connect(), p, dead)
+	// A member whose process is gone: it sends no heartbeat the test
+	// waits for, and its session outlasts the test.
+	killed.cfg.SessionTimeout, killed.cfg.Heartbeat = time.Minute, time.Hour
+	if err := killed.join(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer killed.Release()
+	h, err := HoldGroup(ctx, c, p)
+	if err != nil {
+		t.Fatalf("hold after a killed holder: %v", err)
+	}
+	h.Release()
 }
