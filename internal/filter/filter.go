@@ -93,14 +93,18 @@ func compile(src string, decodedKey bool) (*Program, error) {
 		env, dynamic["key"] = KeyEnv{}, true
 	}
 	uses := &usesVisitor{}
+	np := &numberPatcher{dynamic: dynamic, chains: map[*ast.ChainNode]bool{}, src: []rune(src)}
 	prog, err := expr.Compile(src,
 		expr.Env(env),
 		expr.AsBool(),
 		expr.Timezone("UTC"), // date("2026-11-03 10:00") means the same instant on every machine
 		expr.Function(numFunc, func(args ...any) (any, error) { return number(args[0]) }, new(func(any) any)),
 		expr.Patch(uses),
-		expr.Patch(&numberPatcher{dynamic: dynamic, chains: map[*ast.ChainNode]bool{}}),
+		expr.Patch(np),
 	)
+	if np.err != nil {
+		return nil, np.err
+	}
 	if err != nil {
 		return nil, compileError(err)
 	}
@@ -192,10 +196,25 @@ type numberPatcher struct {
 	chains map[*ast.ChainNode]bool // the chains the patcher added
 	// dynamic are the variables of JSON: value, and key when decoded.
 	dynamic map[string]bool
+	src     []rune // the expression
+	// err is the first number literal a float64 does not hold as written.
+	err *Error
 }
 
 func (p *numberPatcher) Visit(node *ast.Node) {
 	switch n := (*node).(type) {
+	case *ast.FloatNode:
+		loc := n.Location()
+		if p.err != nil || loc.From < 0 || loc.To > len(p.src) || loc.From >= loc.To {
+			return
+		}
+		text := strings.ReplaceAll(string(p.src[loc.From:loc.To]), "_", "")
+		if _, err := convert(json.Number(text)); err != nil {
+			before := string(p.src[:loc.From])
+			line, col := 1+strings.Count(before, "\n"), len([]rune(before[strings.LastIndex(before, "\n")+1:]))+1
+			p.err = &Error{Line: line, Column: col, Msg: fmt.Sprintf("the number %s is not one a filter compares exactly: it compares as the float64 %s; compare a field's text instead, e.g. value.amount.String() == %q",
+				text, strconv.FormatFloat(n.Value, 'g', -1, 64), text)}
+		}
 	case *ast.IdentifierNode:
 		if p.dynamic[n.Value] {
 			wrap(node)
