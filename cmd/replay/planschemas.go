@@ -101,8 +101,11 @@ func printSchemas(w io.Writer, v planView) {
 	if !v.Decodes {
 		return
 	}
-	if v.SchemaError != "" {
-		fmt.Fprintf(w, "schema registry: %s (the schema ids below are as the records carry them)\n", v.SchemaError)
+	if msg := v.SchemaError; msg != "" {
+		for _, p := range []string{"decode: ", "schema registry: ", "schema registry: "} { // said once, below
+			msg = strings.TrimPrefix(msg, p)
+		}
+		fmt.Fprintf(w, "schema registry: %s (the schema ids below are as the records carry them)\n", msg)
 	}
 	for _, p := range v.Partitions {
 		if p.FirstSchemas == nil {

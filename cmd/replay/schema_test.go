@@ -405,3 +405,14 @@ func jsonValue(t *testing.T, n *yaml.Node) any {
 	}
 	return n.Value // !!str, !!timestamp
 }
+
+// printSchemas names the registry once, however many layers of the error
+// said "schema registry".
+func TestPrintSchemasRegistryError(t *testing.T) {
+	var b strings.Builder
+	printSchemas(&b, planView{Decodes: true, SchemaError: "decode: schema registry: schema registry: GET http://sr:8081/subjects: HTTP 500 (still failing after 7 attempts over 4s, the 30s limit of replay plan)"})
+	want := "schema registry: GET http://sr:8081/subjects: HTTP 500 (still failing after 7 attempts over 4s, the 30s limit of replay plan) (the schema ids below are as the records carry them)\n"
+	if b.String() != want {
+		t.Errorf("got  %q\nwant %q", b.String(), want)
+	}
+}
