@@ -43,6 +43,11 @@ type Section struct {
 	MaxRowsPerFile *int64 `yaml:"max_rows_per_file"`
 	Compression    string `yaml:"compression"`
 	Provenance     bool   `yaml:"provenance"`
+	// shards and siblings are set for a shard of a sharded run (shard):
+	// the shard count, and the outputs of the other shards and of the one
+	// past the last (Config.Siblings).
+	shards   int
+	siblings []string
 }
 
 // maxRowsPerFile is the section's max_rows_per_file, the default when
@@ -133,6 +138,12 @@ func shard(ps *plan.Sink, index, count int) (any, error) {
 	c := *s
 	idx := strconv.Itoa(index)
 	c.Path, c.URL = strings.ReplaceAll(s.Path, ShardPlaceholder, idx), strings.ReplaceAll(s.URL, ShardPlaceholder, idx)
+	c.shards = count
+	for k := 0; count > 1 && k <= count; k++ {
+		if k != index {
+			c.siblings = append(c.siblings, strings.ReplaceAll(where, ShardPlaceholder, strconv.Itoa(k)))
+		}
+	}
 	return &c, nil
 }
 

@@ -27,10 +27,12 @@ const ManifestName = "_manifest.json"
 // identity, the rows of all objects, and each object of the run's ranges
 // in name order.
 type Manifest struct {
-	Fingerprint string       `json:"fingerprint"`
-	Run         string       `json:"run"`
-	Rows        int64        `json:"rows"`
-	Objects     []objectInfo `json:"objects"`
+	Fingerprint string `json:"fingerprint"`
+	Run         string `json:"run"`
+	// Shards is the shard count of the sharded run that wrote it.
+	Shards  int          `json:"shards,omitempty"`
+	Rows    int64        `json:"rows"`
+	Objects []objectInfo `json:"objects"`
 }
 
 // runFile names, in the staging directory, the run that staged there: a
@@ -69,6 +71,33 @@ func (s *Sink) checkManifest(ctx context.Context) (*Manifest, error) {
 			s.st.Where(ManifestName), m.Fingerprint, s.fingerprint, s.otherOutput()))
 	}
 	return m, nil
+}
+
+// checkSiblings refuses a shard's output beside the output of another
+// sharding of the window: a sibling (Config.Siblings) whose manifest a run
+// of another shard count wrote.
+func checkSiblings(ctx context.Context, cfg Config) error {
+	for _, where := range cfg.Siblings {
+		sib := &Sink{st: dirStore{dir: where}}
+		if cfg.S3 != nil {
+			c := *cfg.S3
+			c.URL = where
+			st, err := newS3Store(c)
+			if err != nil {
+				return err
+			}
+			sib.st = st
+		}
+		m, err := sib.readManifest(ctx)
+		if err != nil {
+			return err
+		}
+		if m != nil && m.Shards != 0 && m.Shards != cfg.Shards { // 0: a manifest of an earlier version, which did not say
+			return sinks.Refusal(fmt.Sprintf("parquet sink: %s is the manifest of a run of %s, beside this run's shard of %d: two shardings of the window side by side would be read as one; move the earlier output away, or write to another path or url",
+				sib.st.Where(ManifestName), plural(m.Shards, "shard"), cfg.Shards))
+		}
+	}
+	return nil
 }
 
 func (s *Sink) readManifest(ctx context.Context) (*Manifest, error) {
@@ -397,7 +426,7 @@ func (s *Sink) finishPart(ctx context.Context, pt *part) error {
 // writeManifest writes the manifest of the run's objects, unless the one
 // there says the same.
 func (s *Sink) writeManifest(ctx context.Context) error {
-	m := Manifest{Fingerprint: s.fingerprint, Run: s.runID, Objects: []objectInfo{}}
+	m := Manifest{Fingerprint: s.fingerprint, Run: s.runID, Shards: s.shards, Objects: []objectInfo{}}
 	var kept []objectInfo // objects this process did not publish
 	for _, pt := range s.partitions() {
 		for _, sp := range pt.chain {

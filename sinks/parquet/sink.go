@@ -54,6 +54,13 @@ type Config struct {
 	// RunID identifies the resolved run and Fingerprint the plan: objects
 	// and a manifest of another are refused.
 	RunID, Fingerprint string
+	// Shards is the shard count of the sharded run the sink writes one
+	// shard of (0: not sharded); Siblings are the other shards' outputs
+	// and the one past the last (paths, or urls in S3's store): one whose
+	// manifest a run of another shard count wrote is refused, as two
+	// shardings of a window side by side would be read as one.
+	Shards   int
+	Siblings []string
 	// ValueColumns, when Columns is empty, gives each object the columns
 	// of its records' decoded value: those of the schema of the object's
 	// first decoded value (sinks.Options.ValueColumns). Provenance puts
@@ -88,6 +95,7 @@ type Sink struct {
 	lock               *flock.Lock
 	topic              string
 	runID, fingerprint string
+	shards             int // Config.Shards, in the manifest
 	// lay is the objects' layout; nil when each object takes the layout
 	// of its decoded values' schema (layoutOf).
 	lay          *layout
@@ -160,7 +168,8 @@ func Open(ctx context.Context, sp sinks.Spec) (sinks.Sink, error) {
 	}
 	cfg := Config{Path: c.Path, S3: s3c, StagingDir: stagingDirOf(c), Columns: c.Columns, Types: c.Types, MaxRowsPerFile: c.maxRowsPerFile(),
 		Compression: c.Compression, Topic: sp.Options.Topic, Ranges: sp.Options.Ranges, RunID: sp.Options.RunID,
-		Fingerprint: sp.Options.Fingerprint, Log: sp.Options.Log, ValueColumns: sp.Options.ValueColumns, Provenance: c.Provenance}
+		Fingerprint: sp.Options.Fingerprint, Log: sp.Options.Log, ValueColumns: sp.Options.ValueColumns, Provenance: c.Provenance,
+		Shards: c.shards, Siblings: c.siblings}
 	return openRetrying(ctx, cfg, time.Duration(sp.Plan.Retry.MaxElapsed))
 }
 
@@ -223,7 +232,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		}
 	}
 	staging := cmp.Or(cfg.StagingDir, filepath.Join(cfg.Path, stagingName))
-	s := &Sink{st: st, stagingDir: staging, topic: cfg.Topic,
+	s := &Sink{st: st, stagingDir: staging, topic: cfg.Topic, shards: cfg.Shards,
 		runID: cfg.RunID, fingerprint: cfg.Fingerprint, lay: lay, valueColumns: cfg.ValueColumns, provenance: cfg.Provenance, codec: cd,
 		maxRows: cfg.MaxRowsPerFile, log: cfg.Log, parts: map[int32]*part{}, done: map[string]objectInfo{}}
 	s.bctx, s.cancel = context.WithCancel(context.Background())
@@ -232,6 +241,9 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	}
 	if fi, err := os.Stat(filepath.Clean(cfg.Path)); cfg.S3 == nil && err == nil && !fi.IsDir() {
 		return nil, sinks.Refusal(fmt.Sprintf("parquet sink: path %s is a file, not a directory: name a directory (the objects and %s are written under it)", cfg.Path, ManifestName))
+	}
+	if err := checkSiblings(ctx, cfg); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(staging, 0o755); err != nil {
 		return nil, fmt.Errorf("parquet sink: create the staging directory: %w (path, or for a url the user's cache directory, must be a directory replay can write)", err)

@@ -460,3 +460,44 @@ func writeThreeObjects(t *testing.T, dir string) (parquet.Config, []record.Recor
 	s.Close()
 	return cfg, recs
 }
+
+// Two shardings of a window side by side are refused: a shard of 4 whose
+// own output is empty (an index a run of 3 shards did not have) finds the
+// manifests of the 3 beside it; a shard of the 3 run again is not
+// refused. The siblings come from the section's {shard} (Descriptor.Shard).
+func TestAnotherShardingBesideRefused(t *testing.T) {
+	base := t.TempDir()
+	ps := plan.Sink{Type: parquet.Type, Config: &parquet.Section{Path: filepath.Join(base, "shard={shard}")}}
+	openShard := func(index, count int) (sinks.Sink, error) {
+		t.Helper()
+		sec, err := parquet.Descriptor.Shard(&ps, index, count)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shard := ps
+		shard.Config = sec
+		return parquet.Open(t.Context(), sinks.Spec{Plan: shard, Options: sinks.Options{Topic: "orders", RunID: fmt.Sprintf("r%d", count),
+			Fingerprint: fmt.Sprintf("f%d-%d", count, index), Ranges: []sinks.Range{{Partition: 0, Start: 0, End: 10}}}})
+	}
+	for k := range 3 {
+		s, err := openShard(k, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Finish(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+	}
+	if _, err := openShard(3, 4); !errors.Is(err, sinks.ErrRefused) || !strings.Contains(err.Error(), "is the manifest of a run of 3 shards, beside this run's shard of 4") {
+		t.Fatalf("shard 3 of 4 beside a run of 3 shards: %v, want a refusal", err)
+	}
+	if _, err := os.Stat(filepath.Join(base, "shard=3")); err == nil {
+		t.Error("the refused shard left an output")
+	}
+	s, err := openShard(1, 3)
+	if err != nil {
+		t.Fatalf("a shard of the same sharding again: %v", err)
+	}
+	s.Close()
+}
