@@ -63,7 +63,10 @@ type txnCommitter struct {
 
 	mu        sync.Mutex
 	producers map[int32]*kgo.Client
-	gens      map[int32]int32 // under run --join, each producer's generation
+	// starting holds, per partition, the lock of starting its producer,
+	// so that a partition's InitProducerID does not hold up the others'.
+	starting map[int32]*sync.Mutex
+	gens     map[int32]int32 // under run --join, each producer's generation
 	// committed is, per partition, the offset this run's transactions
 	// committed last: records below it are not produced again.
 	committed map[int32]int64
@@ -91,7 +94,7 @@ func newTxnCommitter(ctx context.Context, cfg Config, brokers []string, where st
 		prefix = DefaultTransactionalID(cfg.PlanName, cfg.Group)
 	}
 	t := &txnCommitter{base: base, prefix: prefix, group: cfg.Group, topic: cfg.SourceTopic, parts: cfg.Partitions, target: cfg.Topic,
-		timeout: cmp.Or(cfg.TransactionTimeout, DefaultTransactionTimeout), meta: cfg.CommitMetadata, where: where, producers: map[int32]*kgo.Client{}, committed: map[int32]int64{}, unsure: map[int32]bool{},
+		timeout: cmp.Or(cfg.TransactionTimeout, DefaultTransactionTimeout), meta: cfg.CommitMetadata, where: where, producers: map[int32]*kgo.Client{}, starting: map[int32]*sync.Mutex{}, committed: map[int32]int64{}, unsure: map[int32]bool{},
 		member: cfg.Member, gens: map[int32]int32{}, hangingSeen: map[string]time.Time{}, budget: cfg.RetryBudget, log: cfg.Log, retries: retries}
 	if t.meta == nil {
 		t.meta = func(int32) string { return "" }
@@ -216,6 +219,15 @@ func (t *txnCommitter) id(p int32) string { return t.prefix + "-" + strconv.Itoa
 // the group holds for p once it did.
 func (t *txnCommitter) producer(ctx context.Context, p int32) (*kgo.Client, error) {
 	t.mu.Lock()
+	start := t.starting[p]
+	if start == nil {
+		start = new(sync.Mutex)
+		t.starting[p] = start
+	}
+	t.mu.Unlock()
+	start.Lock()
+	defer start.Unlock()
+	t.mu.Lock()
 	defer t.mu.Unlock()
 	gen := int32(-1)
 	if t.member != nil {
@@ -229,7 +241,9 @@ func (t *txnCommitter) producer(ctx context.Context, p int32) (*kgo.Client, erro
 		cl.Close()
 		delete(t.producers, p)
 	}
+	t.mu.Unlock()
 	cl, err := t.initProducer(ctx, p)
+	t.mu.Lock()
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/internal/testenv"
 	kafkasink "github.com/replay-tool/replay/sinks/kafka"
 )
@@ -116,5 +117,87 @@ func TestKafkaExactlyOnceStartBudgetSpent(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "SASL") {
 		t.Errorf("error mentions SASL: %v", err)
+	}
+}
+
+// A partition whose producer is starting again (InitProducerID) while its
+// transaction coordinator does not answer holds up only its own writes:
+// another partition's Write goes on at once.
+func TestKafkaExactlyOnceSlowStartHoldsUpOnlyItsPartition(t *testing.T) {
+	c := newKafkaCluster(t)
+	addr := c.ListenAddrs()[0]
+	createTopicNamed(t, addr, "orders", 2)
+	topic := createTopic(t, addr, 2, nil)
+	s, err := kafkasink.New(t.Context(), kafkasink.Config{Brokers: []string{addr}, Topic: topic, PlanName: "orders",
+		Log: zerolog.New(zerolog.NewTestWriter(t)), ExactlyOnce: true, TransactionalID: "replay-slow", Group: "replay.orders",
+		SourceTopic: "orders", Partitions: []int32{0, 1}, RetryBudget: time.Minute,
+		CommitMetadata: func(int32) string { return `{"tool":"replay","plan":"orders","start":0,"end":1000}` }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	part := func(p int32, from, to int64) []record.Record {
+		b := eosWindow(from, to)
+		for i := range b {
+			b[i].Partition = p
+		}
+		return b
+	}
+	mustWrite(t, s, part(0, 0, 5)...)
+	mustWrite(t, s, part(1, 0, 5)...)
+	// A write the broker refuses retires partition 0's producer.
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		r := req.(*kmsg.ProduceRequest)
+		resp := r.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.InvalidRecord.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	if err := s.Write(t.Context(), part(0, 5, 10)); err == nil {
+		t.Fatal("Write refused by the broker succeeded")
+	}
+	release := make(chan struct{})
+	held := make(chan struct{}, 1)
+	c.ControlKey(int16(kmsg.InitProducerID), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if id := req.(*kmsg.InitProducerIDRequest).TransactionalID; id == nil || *id != "replay-slow-0" {
+			return nil, nil, false
+		}
+		select {
+		case held <- struct{}{}:
+		default:
+		}
+		c.SleepControl(func() {
+			select {
+			case <-release:
+			case <-time.After(8 * time.Second):
+			}
+		})
+		return nil, nil, false
+	})
+	slow := make(chan error, 1)
+	go func() { slow <- s.Write(t.Context(), part(0, 5, 10)) }()
+	<-held
+	start := time.Now()
+	err = s.Write(t.Context(), part(1, 5, 10))
+	took := time.Since(start)
+	close(release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took > 3*time.Second {
+		t.Errorf("partition 1's Write took %s while partition 0's producer was starting: want it not held up", took.Round(time.Millisecond))
+	}
+	if err := <-slow; err != nil {
+		t.Fatal(err)
 	}
 }
