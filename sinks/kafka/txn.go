@@ -345,7 +345,13 @@ func (t *txnCommitter) writeOnce(ctx context.Context, p int32, next int64, recs 
 	if err := cl.BeginTransaction(); err != nil {
 		return t.failed(ctx, cl, p, next, err, began, false)
 	}
-	if pe := produceFailure(cl.ProduceSync(ctx, recs...)); pe != nil {
+	// kgo does not fail on ctx a batch it sent without an answer: closing
+	// the client does, and the next producer of p's id aborts the
+	// transaction.
+	stop := context.AfterFunc(ctx, cl.Close)
+	res := cl.ProduceSync(ctx, recs...)
+	stop()
+	if pe := produceFailure(res); pe != nil {
 		ferr := t.failed(ctx, cl, p, next, pe, began, false)
 		if !last && errors.Is(pe.err, kerr.OutOfOrderSequenceNumber) && !errors.As(ferr, new(*FencedError)) && !errors.Is(ferr, sinks.ErrPartitionLost) {
 			t.drop(p, cl)

@@ -1,6 +1,7 @@
 package kafka_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/internal/testenv"
+	"github.com/replay-tool/replay/sinks"
 	kafkasink "github.com/replay-tool/replay/sinks/kafka"
 )
 
@@ -199,5 +201,48 @@ func TestKafkaExactlyOnceSlowStartHoldsUpOnlyItsPartition(t *testing.T) {
 	}
 	if err := <-slow; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A transaction whose produce request the target never answers (the
+// connection drops under it, again and again) ends when Write's context
+// does, with a transient error, instead of franz-go retrying the messages
+// it cannot tell were written for as long as the target is down.
+func TestKafkaExactlyOnceProduceEndsWithTheContext(t *testing.T) {
+	c := newKafkaCluster(t)
+	addr := c.ListenAddrs()[0]
+	createTopicNamed(t, addr, "orders", 1)
+	topic := createTopic(t, addr, 1, nil)
+	s, err := eosSink(t, addr, topic, "replay-unanswered")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var down atomic.Bool
+	down.Store(true)
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !down.Load() {
+			return nil, nil, false
+		}
+		return nil, errors.New("testenv: connection dropped"), true
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Write(ctx, eosWindow(0, 10)) }()
+	select {
+	case err := <-done:
+		if !sinks.Transient(err) {
+			t.Fatalf("Write: %v, want a transient error", err)
+		}
+		t.Logf("Write: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("Write still running 18s after its context ended")
+	}
+	down.Store(false)
+	mustWrite(t, s, eosWindow(0, 10)...)
+	if n := len(readIsolated(t, addr, topic, kgo.ReadCommitted())); n != 10 {
+		t.Fatalf("read_committed: %d messages, want 10", n)
 	}
 }
