@@ -374,4 +374,4 @@ func (h *Hold) Release() {
 // (its session expired, the coordinator moved): another run may hold the
 // plan now, and the broker refuses the stopped run's commits. Re-running
 // resumes from the last accepted commit.
-var ErrHoldLost = errors.New("this run lost its hold on the replay group (its session expired or the coordinator moved) and stopped without committing further")
+var ErrHoldLost = errors.New("this run lost its hold on the replay group (its session expired, the coordinator moved, or the cluster did not answer within retry.max_elapsed) and stopped without committing further")
