@@ -80,13 +80,20 @@ func TestHoldKeptFromAnEarlierStarter(t *testing.T) {
 	if !errors.As(err, &se) || !strings.Contains(se.Reason, holder.self.String()) {
 		t.Fatalf("newcomer: %v, want the refusal naming the holder (%s)", err, holder.self)
 	}
+	requireSoleHolder(t, ctx, c, p, holder, "a refused newcomer")
+}
+
+// requireSoleHolder waits until h is the only member of p's group, the
+// group Stable, and fails t when h lost its hold meanwhile (to other).
+func requireSoleHolder(t *testing.T, ctx context.Context, c *source.Cluster, p *plan.Plan, h *Hold, other string) {
+	t.Helper()
 	testenv.Eventually(t, 30*time.Second, 20*time.Millisecond, func() bool {
 		g, err := c.DescribeGroup(ctx, p.Group)
-		return err == nil && g != nil && len(g.Members) == 1 && g.Members[0].ClientID == holder.ClientID() &&
+		return err == nil && g != nil && len(g.Members) == 1 && g.Members[0].ClientID == h.ClientID() &&
 			strings.EqualFold(g.State, "Stable")
 	}, "the holder is not the group's only member again")
-	if err := holder.lost.Err(); err != nil {
-		t.Fatalf("the holder lost its hold to a refused newcomer")
+	if err := h.lost.Err(); err != nil {
+		t.Fatalf("the holder lost its hold to %s", other)
 	}
 }
 
@@ -100,16 +107,9 @@ func TestPausedHolderYields(t *testing.T) {
 	c := connect()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	early := selfHolder(p)
-	early.PID, early.Since = early.PID+1, early.Since.Add(-time.Minute)
-	paused := newHold(connect(), p, early)
 	// Heartbeats that stop for longer than the session, as a paused
 	// process's: the coordinator forgets the member.
-	paused.cfg.SessionTimeout, paused.cfg.Heartbeat = 6*time.Second, 12*time.Second
-	if err := paused.join(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer paused.Release()
+	paused := joinedOther(t, ctx, connect(), p, selfHolder(p).PID+1, 6*time.Second, 12*time.Second)
 	testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, func() bool {
 		g, err := c.DescribeGroup(ctx, p.Group)
 		return err == nil && g != nil && len(g.Members) == 0
@@ -126,14 +126,23 @@ func TestPausedHolderYields(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the paused holder did not lose its hold after its session expired")
 	}
-	testenv.Eventually(t, 30*time.Second, 20*time.Millisecond, func() bool {
-		g, err := c.DescribeGroup(ctx, p.Group)
-		return err == nil && g != nil && len(g.Members) == 1 && g.Members[0].ClientID == holder.ClientID() &&
-			strings.EqualFold(g.State, "Stable")
-	}, "the holder is not the group's only member again")
-	if err := holder.lost.Err(); err != nil {
-		t.Fatalf("the holder lost its hold to the paused one")
+	requireSoleHolder(t, ctx, c, p, holder, "the paused one")
+}
+
+// joinedOther joins p's group as the holder of another process of this
+// machine (pid), started a minute before this one, with its own session
+// timeout and heartbeat interval; it is released when t ends.
+func joinedOther(t *testing.T, ctx context.Context, c *source.Cluster, p *plan.Plan, pid int, session, heartbeat time.Duration) *Hold {
+	t.Helper()
+	other := selfHolder(p)
+	other.PID, other.Since = pid, other.Since.Add(-time.Minute)
+	h := newHold(c, p, other)
+	h.cfg.SessionTimeout, h.cfg.Heartbeat = session, heartbeat
+	if err := h.join(ctx); err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(h.Release)
+	return h
 }
 
 // A killed process its parent has not reaped yet (a zombie) holds nothing:
@@ -176,16 +185,9 @@ func TestHoldAfterLettingGoOfDead(t *testing.T) {
 	if err := gone.Run(); err != nil {
 		t.Fatal(err)
 	}
-	dead := selfHolder(p)
-	dead.PID, dead.Since = gone.Process.Pid, dead.Since.Add(-time.Minute)
-	killed := newHold(connect(), p, dead)
 	// A member whose process is gone: it sends no heartbeat the test
 	// waits for, and its session outlasts the test.
-	killed.cfg.SessionTimeout, killed.cfg.Heartbeat = time.Minute, time.Hour
-	if err := killed.join(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer killed.Release()
+	joinedOther(t, ctx, connect(), p, gone.Process.Pid, time.Minute, time.Hour)
 	h, err := HoldGroup(ctx, c, p)
 	if err != nil {
 		t.Fatalf("hold after a killed holder: %v", err)
