@@ -488,20 +488,7 @@ func TestKafkaNotEnoughReplicasIsTransient(t *testing.T) {
 		if !failing.Load() {
 			return nil, nil, false
 		}
-		req := kr.(*kmsg.ProduceRequest)
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = 19 // NOT_ENOUGH_REPLICAS
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return produceRefused(kr, kerr.NotEnoughReplicas.Code), nil, true
 	})
 	start := time.Now()
 	err := s.Write(t.Context(), []record.Record{rec(0, 1, "", "{}")})

@@ -149,20 +149,7 @@ func TestKafkaExactlyOnceSlowStartHoldsUpOnlyItsPartition(t *testing.T) {
 	mustWrite(t, s, part(1, 0, 5)...)
 	// A write the broker refuses retires partition 0's producer.
 	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		r := req.(*kmsg.ProduceRequest)
-		resp := r.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range r.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.InvalidRecord.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return produceRefused(req, kerr.InvalidRecord.Code), nil, true
 	})
 	if err := s.Write(t.Context(), part(0, 5, 10)); err == nil {
 		t.Fatal("Write refused by the broker succeeded")
