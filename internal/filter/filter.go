@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +18,8 @@ import (
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/vm"
+
+	"github.com/replay-tool/replay/internal/jsonscan"
 )
 
 // Env is what an expression sees of a record.
@@ -314,16 +315,8 @@ func convert(n json.Number) (any, error) {
 	if i, err := n.Int64(); err == nil {
 		return int(i), nil
 	}
-	if f, err := n.Float64(); err == nil {
-		short := strconv.FormatFloat(f, 'g', -1, 64)
-		if short == string(n) {
-			return f, nil
-		}
-		x, xok := new(big.Rat).SetString(string(n))
-		y, yok := new(big.Rat).SetString(short)
-		if xok && yok && x.Cmp(y) == 0 {
-			return f, nil
-		}
+	if f, err := n.Float64(); err == nil && jsonscan.FloatHolds(string(n), f, 64) {
+		return f, nil
 	}
 	return nil, fmt.Errorf("the number %s is not one a filter compares exactly (a 64-bit integer, or a decimal a float64 holds as written); compare its text instead: value.<field>.String() == \"%s\"", n, n)
 }

@@ -8,7 +8,9 @@ package jsonscan
 import (
 	"bytes"
 	"encoding/binary"
+	"math/big"
 	"math/bits"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -389,6 +391,20 @@ func negativeZero(n []byte) bool {
 		}
 	}
 	return true
+}
+
+// FloatHolds reports whether f, a float of bits (32 or 64), is the
+// decimal number s as written: the shortest decimal that reads back as f
+// is the same number (1.50 and 1.5 are; 0.1000000000000000055 is not, nor
+// 1e400, which reads back as infinity).
+func FloatHolds(s string, f float64, bits int) bool {
+	short := strconv.FormatFloat(f, 'g', -1, bits)
+	if short == s {
+		return true
+	}
+	x, xok := new(big.Rat).SetString(s)
+	y, yok := new(big.Rat).SetString(short)
+	return xok && yok && x.Cmp(y) == 0
 }
 
 // The limits of PostgreSQL's numeric: at most 131072 digits before the

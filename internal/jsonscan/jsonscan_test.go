@@ -253,3 +253,21 @@ func FuzzScan(f *testing.F) {
 		}
 	})
 }
+
+// FloatHolds tells a decimal a float holds as written from one it rounds.
+func TestFloatHolds(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		bits int
+		want bool
+	}{
+		{"19.99", 64, true}, {"1.50", 64, true}, {"2E+3", 64, true}, {"-0.0", 64, true}, {"5e-324", 64, true},
+		{"0.0999999999999999999", 64, false}, {"92233720368547758071", 64, false}, {"1e400", 64, false},
+		{"0.1", 32, true}, {"16777217", 32, false},
+	} {
+		f, _ := strconv.ParseFloat(c.s, c.bits)
+		if got := jsonscan.FloatHolds(c.s, f, c.bits); got != c.want {
+			t.Errorf("FloatHolds(%s, %d bits) = %v, want %v", c.s, c.bits, got, c.want)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/replay-tool/replay/internal/jsonscan"
 	"github.com/replay-tool/replay/internal/record"
 )
 
@@ -58,16 +59,14 @@ func (c *pgColumn) check(s string) error {
 			bits = 32
 		}
 		t := strings.TrimSpace(s)
-		want, ok := new(big.Rat).SetString(t)
-		if !ok {
+		if _, ok := new(big.Rat).SetString(t); !ok {
 			return nil // NaN, Infinity or not a number: PostgreSQL decides
 		}
 		f, err := strconv.ParseFloat(t, bits)
 		if err != nil || math.IsInf(f, 0) {
 			return fmt.Errorf("column %s (%s): the %s %s is out of its range", c.name, c.decl.sql, fieldName(c.field), excerpt(s))
 		}
-		got, _ := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, bits))
-		if got == nil || got.Cmp(want) != 0 {
+		if !jsonscan.FloatHolds(t, f, bits) {
 			return fmt.Errorf("column %s (%s): the %s %s would be rounded to %s; use numeric", c.name, c.decl.sql, fieldName(c.field), excerpt(s), strconv.FormatFloat(f, 'g', -1, bits))
 		}
 	case "timestamp", "timestamptz", "time", "timetz":

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/big"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -334,7 +333,7 @@ func versionCell(c *column, r *record.Record) (any, error) {
 			if !strings.ContainsAny(res.Raw, ".eE") {
 				return nil, record.NewError(r, fmt.Errorf("sqlite sink: version value.%s: %s is outside the 64-bit integers SQLite compares exactly", c.field.Arg, excerpt(res.Raw)))
 			}
-			if !sameNumber(res.Raw, strconv.FormatFloat(res.Num, 'g', -1, 64)) {
+			if !jsonscan.FloatHolds(res.Raw, res.Num, 64) {
 				return nil, record.NewError(r, fmt.Errorf("sqlite sink: version value.%s: %s has more digits than the REAL SQLite compares it as (%g), so versions that differ would compare equal", c.field.Arg, excerpt(res.Raw), res.Num))
 			}
 			return res.Num, nil
@@ -342,13 +341,6 @@ func versionCell(c *column, r *record.Record) (any, error) {
 		return nil, record.NewError(r, fmt.Errorf("sqlite sink: version value.%s is %s: want a number or a string", c.field.Arg, excerpt(res.Raw)))
 	}
 	return nil, nil
-}
-
-// sameNumber reports whether decimal numbers a and b are the same number.
-func sameNumber(a, b string) bool {
-	x, okx := new(big.Rat).SetString(a)
-	y, oky := new(big.Rat).SetString(b)
-	return okx && oky && x.Cmp(y) == 0
 }
 
 // excerpt bounds a value quoted in a message (record.Excerpt).
