@@ -302,10 +302,9 @@ func (j settling) commitStarts(ctx context.Context) error {
 		// What the sinks held at that commit, and still hold (a start moved
 		// past lost offsets adds nothing to the staging).
 		h := j.heldAt(r).pos
-		offsets[r.Partition], meta[r.Partition] = j.readFrom(r), j.meta(r.Start, r.End, h[0], h[1])
-		m := meta[r.Partition]
+		m := j.meta(r.Start, r.End, h[0], h[1])
 		m.Pin = j.pin
-		meta[r.Partition] = m
+		offsets[r.Partition], meta[r.Partition] = j.readFrom(r), m
 	}
 	if err := j.commits.Load().Commit(ctx, j.Resolution.Topic, offsets, meta); err != nil {
 		return fmt.Errorf("pin the resolved ranges in group %s: %w", j.Plan.Group, err)
