@@ -61,8 +61,8 @@ func check(c *plan.SinkCheck) {
 
 // Open builds the sink a validated plan section describes. A database
 // another process holds locked when it opens is waited for (SQLite's busy
-// handler) up to the section's retry.max_elapsed, as a locked write is
-// retried.
+// handler, and retries where SQLite returns SQLITE_BUSY at once) up to the
+// section's retry.max_elapsed, as a locked write is retried.
 func Open(ctx context.Context, sp sinks.Spec) (sinks.Sink, error) {
 	c := section(&sp.Plan)
 	s, err := New(ctx, Config{Path: c.Path, Table: c.Table, OnConflict: c.OnConflict, CreateTable: c.CreateTable, Columns: c.Columns, OnTombstone: c.OnTombstone, Version: c.Version,

@@ -520,3 +520,40 @@ func TestSQLiteOpenRidesOutALock(t *testing.T) {
 	}
 	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "", "{}"))
 }
+
+// A database still in rollback-journal mode that another connection is
+// writing (as when several processes open a new database at once and one
+// of them is switching it to WAL) makes the switch fail at once with
+// SQLITE_BUSY, without SQLite's busy handler (which it skips where waiting
+// could deadlock): the open retries it within OpenTimeout all the same.
+func TestSQLiteOpenRidesOutAnotherWritersSwitchToWAL(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	holder := inspect(t, path)
+	if _, err := holder.ExecContext(t.Context(), "CREATE TABLE other (x)"); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := holder.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan error, 1)
+	time.AfterFunc(time.Second, func() {
+		_, err := conn.ExecContext(context.Background(), "ROLLBACK")
+		released <- err
+	})
+	cfg := Config{Path: path, Table: "t", CreateTable: true, BusyTimeout: 50 * time.Millisecond, OpenTimeout: 30 * time.Second, Log: zerolog.New(zerolog.NewTestWriter(t))}
+	start := time.Now()
+	s, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("open with another writer's lock released after 1 s: %v after %s", err, time.Since(start))
+	}
+	defer s.Close()
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "", "{}"))
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/replay-tool/replay/internal/backoff"
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 	"github.com/replay-tool/replay/sinks/dbsection"
@@ -60,7 +61,8 @@ type Config struct {
 	BusyTimeout time.Duration
 	// OpenTimeout is how long opening the database (switching it to WAL,
 	// creating and checking the table) waits for another connection's
-	// lock, through SQLite's own busy handler; default BusyTimeout. A plan
+	// lock, through SQLite's own busy handler and retries of the open
+	// where SQLite returns SQLITE_BUSY without it; default BusyTimeout. A plan
 	// gives it sink.retry.max_elapsed, as a locked write is retried.
 	OpenTimeout time.Duration
 	// DecodedValue and DecodedKey say that the plan decodes values (keys)
@@ -269,7 +271,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		}
 		return s.prepare(ctx, cfg)
 	}
-	if err := open(); err != nil {
+	if err := s.openRetrying(ctx, open, max(cfg.OpenTimeout, cfg.BusyTimeout)); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -284,6 +286,34 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	go s.checkpointer()
 	s.log.Debug().Str("path", cfg.Path).Str("table", cfg.Table).Bool("ignore", s.ignore).Msg("sqlite sink ready")
 	return s, nil
+}
+
+// openRetrying runs open until it succeeds, fails otherwise than on a
+// locked database, or has failed on one for budget. SQLite's busy handler
+// waits out most locks within open; it is skipped where waiting could
+// deadlock, as when a connection switching a database in rollback-journal
+// mode to WAL finds another connection writing it (several processes
+// opening a new database at once), and that SQLITE_BUSY comes back at once.
+func (s *Sink) openRetrying(ctx context.Context, open func() error, budget time.Duration) error {
+	r := backoff.Policy{Min: 20 * time.Millisecond, Max: time.Second, Budget: budget}.Start()
+	for {
+		err := open()
+		if err == nil || !sinks.Transient(sqliteTransient(err)) {
+			return err
+		}
+		s.stmts.close()
+		s.stmts, s.createdTable = statements{}, false
+		wait, _, ok := r.Failed()
+		if !ok {
+			return err
+		}
+		s.log.Debug().Err(err).Int("attempt", r.Attempts()).Dur("wait", wait).Msg("database locked while opening; retrying")
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
 }
 
 // configure checks what New needs of cfg and sets the quoted table,
