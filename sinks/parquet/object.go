@@ -21,6 +21,7 @@ import (
 	"github.com/parquet-go/parquet-go/compress/snappy"
 	"github.com/parquet-go/parquet-go/compress/uncompressed"
 
+	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -146,8 +147,16 @@ func (s *Sink) encode(ctx context.Context, p int32, src io.Reader, lay *layout, 
 	}
 	h := sha256.New()
 	cw := &countWriter{w: io.MultiWriter(tmp, h)}
-	w := pq.NewGenericWriter[any](cw, lay.schema, pq.Compression(s.codec), pq.CreatedBy("replay", "", ""),
-		pq.KeyValueMetadata(metaRun, s.runID), pq.KeyValueMetadata(metaFingerprint, s.fingerprint))
+	opts := []pq.WriterOption{lay.schema, pq.Compression(s.codec), pq.CreatedBy("replay", "", ""),
+		pq.KeyValueMetadata(metaRun, s.runID), pq.KeyValueMetadata(metaFingerprint, s.fingerprint)}
+	for _, c := range lay.cols {
+		// Bytes and headers are blobs of any size: no min/max copies of them
+		// in the page headers and the footer.
+		if c.typ.kind == kBytes || c.typ.kind == kBase64 || c.Field.Kind == plan.FieldHeaders {
+			opts = append(opts, pq.SkipPageBounds(c.Name), pq.SkipPageStatistics(c.Name))
+		}
+	}
+	w := pq.NewGenericWriter[any](cw, opts...)
 	if src != nil {
 		if info.Rows, err = s.writeRows(ctx, w, src, p, lay.cols); err != nil {
 			return fail(err)

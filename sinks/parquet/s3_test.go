@@ -148,7 +148,7 @@ func download(t *testing.T, c *s3.Client, prefix, dir string) {
 // The same window written to a bucket and to a directory gives the same
 // objects, byte for byte (the manifests agree), and the objects read back
 // as the records; a re-run changes nothing; one object is large enough to
-// be uploaded in parts (the test's max_rows_per_file puts six of the seven
+// be uploaded in parts (the test's max_rows_per_file puts six of the eleven
 // 1 MiB values in one object).
 func TestS3SameObjectsAsDirectory(t *testing.T) {
 	endpoint := versitygw(t)
@@ -157,7 +157,7 @@ func TestS3SameObjectsAsDirectory(t *testing.T) {
 	for i := range corpus {
 		corpus[i].Partition = 2
 	}
-	for off := int64(20); off < 26; off++ { // with the corpus's, 7 MiB of random bytes
+	for off := int64(20); off < 30; off++ { // with the corpus's, 11 MiB of random bytes
 		r := sinktest.Corpus()[4]
 		r.Partition, r.Offset = 2, off
 		corpus = append(corpus, r)

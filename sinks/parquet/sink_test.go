@@ -1,6 +1,7 @@
 package parquet_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -500,4 +501,34 @@ func TestAnotherShardingBesideRefused(t *testing.T) {
 		t.Fatalf("a shard of the same sharding again: %v", err)
 	}
 	s.Close()
+}
+
+// A large value is written once: its bytes are not copied as min/max
+// statistics into the page headers and the footer, which readers cap
+// (pyarrow refuses a page header over 16 MiB).
+func TestLargeValueNotCopiedIntoStatistics(t *testing.T) {
+	dir := t.TempDir()
+	cfg := parquet.Config{Path: dir, Topic: "orders", RunID: "r1", Fingerprint: "f1", Compression: "none",
+		Ranges: []sinks.Range{{Partition: 0, Start: 0, End: 3}}}
+	big := make([]byte, 1<<20)
+	for i := range big {
+		big[i] = 'a' + byte(i*7%26)
+	}
+	s := open(t, cfg)
+	sinktest.MustWrite(t, s, sinktest.Rec(0, 0, "k0", `{"id":0}`), sinktest.Rec(0, 1, "k1", `"`+string(big)+`"`), sinktest.Rec(0, 2, "k2", `{"id":2}`))
+	if err := s.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, objects(t, dir)[0])
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	footer := binary.LittleEndian.Uint32(b[len(b)-8:])
+	if len(b) > len(big)+64<<10 || footer > 64<<10 {
+		t.Fatalf("object of %d bytes, footer %d bytes, for a value of %d bytes", len(b), footer, len(big))
+	}
+	if got := readObject(t, path); len(got) != 3 || len(got[1].Value) != len(big)+2 {
+		t.Fatalf("read back %d records", len(got))
+	}
 }
