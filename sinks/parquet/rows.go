@@ -81,9 +81,11 @@ func (s *Sink) writeRows(ctx context.Context, w *pq.GenericWriter[any], src io.R
 		}
 		rows += int64(len(c.rows))
 		group += c.bytes
-		select { // the chunk is the reader's again: nothing of it is read after
-		case free <- c:
-		default:
+		if cap(c.arena) <= 2*rowGroupBytes { // one grown by a large record is dropped
+			select { // the chunk is the reader's again: nothing of it is read after
+			case free <- c:
+			default:
+			}
 		}
 		if group >= rowGroupBytes {
 			if err := w.Flush(); err != nil {
@@ -95,9 +97,10 @@ func (s *Sink) writeRows(ctx context.Context, w *pq.GenericWriter[any], src io.R
 	return rows, <-readErr
 }
 
-// readChunks reads the staged records of src in chunks of rowChunk,
-// handing each chunk to todo (to make its rows) and to ordered (to write
-// them in order), until src ends or ctx is done.
+// readChunks reads the staged records of src in chunks of rowChunk
+// records or rowGroupBytes of values, whichever comes first, handing each
+// chunk to todo (to make its rows) and to ordered (to write them in
+// order), until src ends or ctx is done.
 func (s *Sink) readChunks(ctx context.Context, src io.Reader, p int32, free <-chan *chunk, todo, ordered chan<- *chunk) error {
 	fr := newFrameReader(src, s.topic, p)
 	for {
@@ -111,7 +114,7 @@ func (s *Sink) readChunks(ctx context.Context, src io.Reader, p int32, free <-ch
 		c.done = make(chan struct{})
 		fr.arena, fr.hdrs = c.arena[:0], c.hdrs[:0] // the chunk's records point into them
 		var err error
-		for len(c.recs) < rowChunk {
+		for len(c.recs) < rowChunk && c.bytes < rowGroupBytes {
 			var r record.Record
 			if r, err = fr.next(); err != nil {
 				break
