@@ -132,3 +132,39 @@ sink: {type: file, path: unused.jsonl, batch_size: 100}
 		t.Errorf("%d OffsetCommit requests, want 2 (the one that landed, the refused one once)", n)
 	}
 }
+
+// slowFinishSink takes a while to publish, as the parquet sink building
+// its objects does, and notes when it is done.
+type slowFinishSink struct{ published time.Time }
+
+func (s *slowFinishSink) Write(context.Context, []record.Record) error { return nil }
+func (s *slowFinishSink) Finish(context.Context) error {
+	time.Sleep(200 * time.Millisecond)
+	s.published = time.Now()
+	return nil
+}
+func (s *slowFinishSink) Close() error                     { return nil }
+func (s *slowFinishSink) Capabilities() sinks.Capabilities { return sinks.Capabilities{} }
+
+// The run's time (the report's finished, which the summary's duration and
+// rate come from) takes in the publication of the output.
+func TestReportFinishedAfterPublication(t *testing.T) {
+	sb := newTestCluster(t, 1, "orders")
+	seed(t, sb, "orders", 100, t0, time.Hour)
+	p := testPlan(t, sb, `
+version: 1
+name: slowpublish
+source: {brokers: ["%ADDR%"], topic: orders}
+group: replay.slowpublish
+window: {offsets: {all: {from: earliest, to: latest}}}
+sink: {type: file, path: unused.jsonl, batch_size: 100}
+`)
+	sink := &slowFinishSink{}
+	_, rep, err := runPlan(t, context.Background(), p, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Published || rep.Finished.Before(sink.published) {
+		t.Fatalf("report finished at %s, before the output was published at %s", rep.Finished, sink.published)
+	}
+}

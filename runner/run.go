@@ -166,6 +166,7 @@ func (j ending) publish(work context.Context, sink sinks.Sink, rep *Report) erro
 		}
 	}
 	rep.Published = true
+	rep.Finished = j.opts.Now().UTC() // the publication is part of the run's time
 	return nil
 }
 
