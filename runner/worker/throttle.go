@@ -264,8 +264,12 @@ func (l *sentLog) delay(now time.Time, n float64) time.Duration {
 	return time.Millisecond
 }
 
+// add logs a write of n started at now. A write above max (one record
+// larger than a second of the rate) is not logged: the bucket held it back
+// for its full cost before it started, and in the log it would hold back
+// the writes of the next second once more.
 func (l *sentLog) add(now time.Time, n float64) {
-	if l.max <= 0 || n == 0 {
+	if l.max <= 0 || n == 0 || n > l.max {
 		return
 	}
 	l.at = append(l.at, now)

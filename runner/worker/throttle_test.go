@@ -238,3 +238,18 @@ func TestThrottleRecordAboveBurst(t *testing.T) {
 		t.Errorf("10 records of 500 B at 1000 B/s took %s, want about 4.5s (the first passes at once)", elapsed)
 	}
 }
+
+// A record larger than a second of the bytes rate, which the bucket held
+// back for its full cost, does not hold back the writes after it: 2 MB
+// records at 1 MB/s, each followed by a small one, take 2 s a pair.
+func TestThrottleRecordAboveLimitHoldsNoSecondMore(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	l := sentLog{max: 1_050_000}
+	if d := l.delay(t0, 2_000_000); d != 0 {
+		t.Fatalf("a write above the limit into an empty log waits %s", d)
+	}
+	l.add(t0, 2_000_000)
+	if d := l.delay(t0.Add(time.Millisecond), 200); d != 0 {
+		t.Errorf("a 200 B write just after a 2 MB one waits %s, want none (the bucket paced the 2 MB)", d)
+	}
+}
