@@ -133,10 +133,12 @@ func (j *joined) runGeneration(ctx, gctx context.Context, mine []int32) error {
 	}
 	j.live.Store(&liveRun{started: time.Now(), states: states, sink: j.sink})
 	// The plan's throttle is the whole group's: this member takes the share
-	// of the partitions it was assigned, anew at every rebalance.
-	limit := throttleShare(j.Plan.Throttle, len(states), len(j.Resolution.Ranges))
+	// of the plan's offsets in the ranges it was assigned, anew at every
+	// rebalance, so members of skewed partitions finish together.
+	mineOffsets, allOffsets := j.Resolution.offsetsOf(states)
+	limit := throttleShare(j.Plan.Throttle, mineOffsets, allOffsets)
 	if limit.Limited() {
-		j.opts.Log.Info().Str("plan", j.Plan.Name).Int("assigned", len(states)).Int("partitions", len(j.Resolution.Ranges)).
+		j.opts.Log.Info().Str("plan", j.Plan.Name).Int("assigned", len(states)).Int("partitions", len(j.Resolution.Ranges)).Int64("assigned_offsets", mineOffsets).
 			Float64("records_per_second", limit.RecordsPerSecond).Int64("bytes_per_second", int64(limit.BytesPerSecond)).Msg("throttle share of this member")
 	}
 	err = j.readAll(rctx, j.sink, states, limit)
@@ -297,9 +299,21 @@ func (j *joined) memberOf(ctx context.Context, cg *source.Membership) error {
 	return runErr
 }
 
+// offsetsOf returns the offsets of the ranges of the partitions of
+// states, and of all the ranges.
+func (r *Resolution) offsetsOf(states []*worker.State) (mine, all int64) {
+	for _, rg := range r.Ranges {
+		all += rg.End - rg.Start
+		if slices.ContainsFunc(states, func(s *worker.State) bool { return s.Partition == rg.Partition }) {
+			mine += rg.End - rg.Start
+		}
+	}
+	return mine, all
+}
+
 // throttleShare is the part of limit t that a joined member assigned
-// assigned of total partitions takes; never 0 (unlimited).
-func throttleShare(t plan.Throttle, assigned, total int) plan.Throttle {
+// assigned of total offsets takes; never 0 (unlimited).
+func throttleShare(t plan.Throttle, assigned, total int64) plan.Throttle {
 	if total <= 0 || assigned >= total {
 		return t
 	}

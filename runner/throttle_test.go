@@ -13,6 +13,7 @@ import (
 
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/worker"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -51,12 +52,33 @@ func maxInWindow(stamps []stamp, win time.Duration, bytes bool) (most int, from 
 	return most, from
 }
 
+// Under --join a member's share is that of the plan's offsets in its
+// ranges, not of the partitions: the member of the one partition holding
+// 90 % of the offsets takes 90 % of the limit, so both finish together.
+func TestThrottleShareSkewed(t *testing.T) {
+	res := &Resolution{Topic: "orders", Ranges: []Range{{Partition: 0, Start: 100, End: 1000}, {Partition: 1, End: 50}, {Partition: 2, Start: 10, End: 60}}}
+	lim := plan.Throttle{RecordsPerSecond: 1000}
+	for _, tc := range []struct {
+		parts []int
+		want  float64
+	}{{[]int{0}, 900}, {[]int{1, 2}, 100}, {[]int{0, 1, 2}, 1000}} {
+		var states []*worker.State
+		for _, p := range tc.parts {
+			states = append(states, newState("orders", res.Ranges[p], res.Ranges[p].Start))
+		}
+		mine, all := res.offsetsOf(states)
+		if got := throttleShare(lim, mine, all).RecordsPerSecond; got < tc.want-1e-9 || got > tc.want+1e-9 {
+			t.Errorf("partitions %v: %g records/s, want %g", tc.parts, got, tc.want)
+		}
+	}
+}
+
 // The plan's limit is the whole group's under --join: a member takes the
-// share of the partitions it was assigned.
+// share of the offsets it was assigned.
 func TestThrottleShare(t *testing.T) {
 	lim := plan.Throttle{RecordsPerSecond: 1000, BytesPerSecond: 10 << 20, MaxBatchWait: plan.Duration(time.Second)}
 	for _, tc := range []struct {
-		assigned, total int
+		assigned, total int64
 		records         float64
 		bytes           int64
 	}{
@@ -73,7 +95,7 @@ func TestThrottleShare(t *testing.T) {
 	}
 	// The shares of a group add up to the limit.
 	var sum float64
-	for _, a := range []int{2, 3, 1} {
+	for _, a := range []int64{2, 3, 1} {
 		sum += throttleShare(lim, a, 6).RecordsPerSecond
 	}
 	if sum < 999.999 || sum > 1000.001 {
