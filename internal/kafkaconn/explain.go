@@ -33,7 +33,10 @@ func (c *Conn) Probe(ctx context.Context, timeout time.Duration) error {
 	for i, b := range c.Brokers {
 		var err error
 		if c.Dialer.TLS == nil {
-			if err = ProbeKafka(ctx, b, c.Dialer.ClientID); errors.As(err, new(*NotKafkaError)) {
+			var nk *NotKafkaError
+			if err = ProbeKafka(ctx, b, c.Dialer.ClientID); errors.As(err, &nk) && nk.TLS() {
+				return fmt.Errorf("%w: set %s.tls.enabled: true (with its ca_file), or use the cluster's plain-text port", err, c.Section)
+			} else if nk != nil {
 				return fmt.Errorf("%w: check %s", err, c.Section+".brokers")
 			}
 		}

@@ -28,8 +28,17 @@ type NotKafkaError struct {
 }
 
 func (e *NotKafkaError) Error() string {
+	if e.TLS() {
+		return fmt.Sprintf("%s is a TLS listener: it answered a plain-text Kafka request with a TLS record (%s)", e.Addr, strconv.Quote(string(e.Head)))
+	}
 	return fmt.Sprintf("%s is not a Kafka broker: it answered %s, which is not a Kafka response (is it, e.g., PostgreSQL, Redis or HTTP?)",
 		e.Addr, strconv.Quote(string(e.Head)))
+}
+
+// TLS reports whether the answer starts like a TLS record (a handshake or
+// an alert, of TLS 1.0 to 1.3): the port expects TLS.
+func (e *NotKafkaError) TLS() bool {
+	return len(e.Head) >= 3 && (e.Head[0] == 0x15 || e.Head[0] == 0x16) && e.Head[1] == 3 && e.Head[2] <= 4
 }
 
 // ProbeKafka checks that addr answers a Kafka ApiVersions v0 request
