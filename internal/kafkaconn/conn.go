@@ -120,6 +120,10 @@ func TLSConfig(t plan.TLS) (*tls.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tls cert_file/key_file: %w", err)
 		}
+		if now := time.Now(); cert.Leaf != nil && (now.After(cert.Leaf.NotAfter) || now.Before(cert.Leaf.NotBefore)) {
+			return nil, fmt.Errorf("tls cert_file %s is valid from %s to %s, not now: a broker refuses it; renew the certificate",
+				t.CertFile, cert.Leaf.NotBefore.UTC().Format(time.RFC3339), cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
+		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return cfg, nil

@@ -1,0 +1,62 @@
+package kafkaconn
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replay-tool/replay/plan"
+)
+
+// writeCert writes a self-signed client certificate valid from notBefore
+// to notAfter, and its key, into dir.
+func writeCert(t *testing.T, dir string, notBefore, notAfter time.Time) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "replay"},
+		NotBefore: notBefore, NotAfter: notAfter, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "c.pem"), filepath.Join(dir, "k.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
+}
+
+// An expired client certificate is refused when the plan is loaded, saying
+// so, instead of by the broker after the handshake with "unknown
+// certificate" (or a Metadata request unanswered for 15 s).
+func TestTLSConfigRefusesAnExpiredClientCertificate(t *testing.T) {
+	now := time.Now()
+	c, k := writeCert(t, t.TempDir(), now.Add(-48*time.Hour), now.Add(-24*time.Hour))
+	_, err := TLSConfig(plan.TLS{Enabled: true, CertFile: c, KeyFile: k})
+	if err == nil || !strings.Contains(err.Error(), "tls cert_file "+c+" is valid from") || !strings.Contains(err.Error(), "renew the certificate") {
+		t.Errorf("expired certificate: %v", err)
+	}
+	c, k = writeCert(t, t.TempDir(), now.Add(-time.Hour), now.Add(time.Hour))
+	if cfg, err := TLSConfig(plan.TLS{Enabled: true, CertFile: c, KeyFile: k}); err != nil || len(cfg.Certificates) != 1 {
+		t.Errorf("valid certificate: %v", err)
+	}
+}
