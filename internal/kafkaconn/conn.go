@@ -9,9 +9,11 @@ import (
 	"cmp"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -118,6 +120,9 @@ func TLSConfig(t plan.TLS) (*tls.Config, error) {
 	if t.CertFile != "" {
 		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
 		if err != nil {
+			if encryptedKey(t.KeyFile) {
+				return nil, fmt.Errorf("tls key_file %s is encrypted with a passphrase, which replay cannot read: give it the key decrypted (openssl pkey -in %s -out key.pem)", t.KeyFile, t.KeyFile)
+			}
 			return nil, fmt.Errorf("tls cert_file/key_file: %w", err)
 		}
 		if now := time.Now(); cert.Leaf != nil && (now.After(cert.Leaf.NotAfter) || now.Before(cert.Leaf.NotBefore)) {
@@ -127,6 +132,15 @@ func TLSConfig(t plan.TLS) (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return cfg, nil
+}
+
+// encryptedKey reports whether the first PEM block of the file is a
+// private key encrypted with a passphrase (PKCS #8, or OpenSSL's legacy
+// Proc-Type header).
+func encryptedKey(file string) bool {
+	data, _ := os.ReadFile(file)
+	b, _ := pem.Decode(data)
+	return b != nil && (b.Type == "ENCRYPTED PRIVATE KEY" || strings.Contains(b.Headers["Proc-Type"], "ENCRYPTED"))
 }
 
 // SASLMechanism returns the kafka-go SASL mechanism for a plan's sasl

@@ -60,3 +60,24 @@ func TestTLSConfigRefusesAnExpiredClientCertificate(t *testing.T) {
 		t.Errorf("valid certificate: %v", err)
 	}
 }
+
+// A key file encrypted with a passphrase is refused saying so and how to
+// decrypt it, instead of "tls: failed to parse private key".
+func TestTLSConfigNamesAnEncryptedKey(t *testing.T) {
+	now := time.Now()
+	dir := t.TempDir()
+	c, _ := writeCert(t, dir, now.Add(-time.Hour), now.Add(time.Hour))
+	for _, block := range []*pem.Block{
+		{Type: "ENCRYPTED PRIVATE KEY", Bytes: []byte{0x30, 0x03, 0x02, 0x01, 0x00}},
+		{Type: "RSA PRIVATE KEY", Headers: map[string]string{"Proc-Type": "4,ENCRYPTED", "DEK-Info": "AES-256-CBC,00112233445566778899AABBCCDDEEFF"}, Bytes: []byte{1, 2, 3}},
+	} {
+		k := filepath.Join(dir, "enc.pem")
+		if err := os.WriteFile(k, pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := TLSConfig(plan.TLS{Enabled: true, CertFile: c, KeyFile: k})
+		if err == nil || !strings.Contains(err.Error(), "tls key_file "+k+" is encrypted with a passphrase") {
+			t.Errorf("%s key: %v", block.Type, err)
+		}
+	}
+}
