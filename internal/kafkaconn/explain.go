@@ -43,7 +43,17 @@ func (c *Conn) Probe(ctx context.Context, timeout time.Duration) error {
 		if err == nil {
 			var conn *kafka.Conn
 			if conn, err = c.Dialer.DialContext(ctx, "tcp", b); err == nil {
+				if c.Dialer.TLS != nil {
+					// Under TLS 1.3 a broker refuses the client certificate
+					// after the handshake: its alert comes with the first answer.
+					if dl, ok := ctx.Deadline(); ok {
+						_ = conn.SetDeadline(dl)
+					}
+					_, err = conn.ApiVersions()
+				}
 				conn.Close()
+			}
+			if err == nil {
 				for _, e := range errs {
 					c.Warnings = append(c.Warnings, fmt.Sprintf("bootstrap broker left out of this run, another one answered: %v", e))
 				}
