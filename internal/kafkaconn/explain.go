@@ -88,6 +88,10 @@ func (c *Conn) Explain(addr string, err error, waited time.Duration) error {
 	switch {
 	case errors.Is(err, kafka.SASLAuthenticationFailed):
 		return fmt.Errorf("connect to %s: SASL authentication failed for user %q (mechanism %s): check %s.sasl username and password", addr, c.SASL.Username, c.SASL.Mechanism, sec)
+	case errors.Is(err, kafka.IllegalSASLState):
+		return fmt.Errorf("connect to %s: the broker takes no SASL authentication on this port (a listener without SASL, such as SSL with client certificates): remove %s.sasl, or use the cluster's SASL port", addr, sec)
+	case errors.Is(err, kafka.UnsupportedSASLMechanism):
+		return fmt.Errorf("connect to %s: the listener does not enable SASL mechanism %s: check %s.sasl.mechanism against the listener's sasl.enabled.mechanisms", addr, c.SASL.Mechanism, sec)
 	case errors.As(err, &verify):
 		return fmt.Errorf("connect to %s: TLS: the broker's certificate is not trusted: %w (check %s.tls.ca_file and server_name)", addr, err, sec)
 	case errors.As(err, &header):
