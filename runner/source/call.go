@@ -148,7 +148,7 @@ func callWithin[T any](ctx context.Context, c *Cluster, op string, within func(t
 		}
 		if !retriable(err) || p.MaxElapsed <= 0 {
 			settle()
-			return v, err
+			return v, aclNeeded(op, err)
 		}
 		d, left, ok := r.Failed()
 		if !ok {
@@ -195,6 +195,24 @@ func explainRouting(err error) error {
 		return &routingError{err: err}
 	}
 	return err
+}
+
+// aclNeeded adds to the cluster's refusal of the principal (TOPIC_ or
+// GROUP_AUTHORIZATION_FAILED) the ACL that the request op needs; other
+// errors are returned as they are.
+func aclNeeded(op string, err error) error {
+	topic := errors.Is(err, kafka.TopicAuthorizationFailed) || errors.Is(err, kerr.TopicAuthorizationFailed)
+	group := errors.Is(err, kafka.GroupAuthorizationFailed) || errors.Is(err, kerr.GroupAuthorizationFailed)
+	need := "Read on the replay group (it implies Describe)"
+	switch {
+	case topic:
+		need = "Read on the topic (it implies Describe)"
+	case group && op == "offset delete":
+		need = "Delete on the replay group"
+	case !group:
+		return err
+	}
+	return fmt.Errorf("%w: the source cluster refuses this principal: grant it %s (kafka-acls.sh --add; see ACLs and permissions in docs/operations.md)", err, need)
 }
 
 // timeoutError is an attempt left unanswered for the request timeout.

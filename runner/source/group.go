@@ -216,6 +216,9 @@ func commitErrors(m *Member, group, topic string, parts []kafka.OffsetCommitPart
 		if members || errors.Is(pr.Error, kafka.UnsupportedVersion) {
 			return &GroupInUseError{Group: group, Op: "commit", Topic: topic, Partition: int32(pr.Partition), Members: members, Err: pr.Error}
 		}
+		if aerr := aclNeeded(opCommit, pr.Error); aerr != pr.Error {
+			return fmt.Errorf("commit to group %s: %s/%d: %w", group, topic, pr.Partition, aerr)
+		}
 		errs = append(errs, fmt.Sprintf("%s/%d: %v", topic, pr.Partition, pr.Error))
 	}
 	if len(errs) > 0 {
@@ -252,7 +255,7 @@ func (c *Cluster) DeleteOffsets(ctx context.Context, group, topic string, parts 
 		case inUse(resp.Error):
 			return &GroupInUseError{Group: group, Op: "delete", Topic: topic, Partition: -1, Members: true, Err: resp.Error}
 		}
-		return fmt.Errorf("delete commits of group %s on %s: %w", group, topic, resp.Error)
+		return fmt.Errorf("delete commits of group %s on %s: %w", group, topic, aclNeeded("offset delete", resp.Error))
 	}
 	var errs []string
 	for _, pr := range resp.Topics[topic] {
@@ -260,6 +263,8 @@ func (c *Cluster) DeleteOffsets(ctx context.Context, group, topic string, parts 
 		case pr.Error == nil:
 		case inUse(pr.Error):
 			return &GroupInUseError{Group: group, Op: "delete", Topic: topic, Partition: int32(pr.Partition), Members: true, Err: pr.Error}
+		case aclNeeded("offset delete", pr.Error) != pr.Error:
+			return fmt.Errorf("delete commits of group %s: %s/%d: %w", group, topic, pr.Partition, aclNeeded("offset delete", pr.Error))
 		default:
 			errs = append(errs, fmt.Sprintf("%s/%d: %v", topic, pr.Partition, pr.Error))
 		}

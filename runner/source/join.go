@@ -265,7 +265,7 @@ func (m *Membership) joinGroup(ctx context.Context) (*kmsg.JoinGroupResponse, er
 		}
 		if err != nil {
 			m.forgotten(err)
-			return nil, fmt.Errorf("join group %s: %w", m.cfg.Group, err)
+			return nil, fmt.Errorf("join group %s: %w", m.cfg.Group, aclNeeded("join group", err))
 		}
 		return resp, nil
 	}

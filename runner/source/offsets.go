@@ -54,7 +54,7 @@ func (c *Cluster) Partitions(ctx context.Context, topic string) ([]int32, error)
 			if errors.Is(t.Error, kafka.UnknownTopicOrPartition) {
 				return nil, c.unknownTopic(ctx, topic)
 			}
-			return nil, fmt.Errorf("metadata for topic %s: %w", topic, t.Error)
+			return nil, fmt.Errorf("metadata for topic %s: %w", topic, aclNeeded("metadata", t.Error))
 		}
 		if len(t.Partitions) == 0 {
 			break
