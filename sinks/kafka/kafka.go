@@ -370,7 +370,7 @@ func (s *Sink) topicPartitions(ctx context.Context) (int, error) {
 		switch {
 		case t.Name != s.topic || errors.Is(t.Error, kafka.UnknownTopicOrPartition):
 		case t.Error != nil:
-			return 0, fmt.Errorf("kafka sink: %s: %w", s.where, t.Error)
+			return 0, fmt.Errorf("kafka sink: %s: %w", s.where, s.writeACL(t.Error))
 		default:
 			return len(t.Partitions), nil
 		}
@@ -440,7 +440,7 @@ func (s *Sink) checkPartition(ctx context.Context, p int32) error {
 // *sinks.TransientError when Kafka deems the failure retriable, else the
 // error as is.
 func (s *Sink) produceError(ctx context.Context, batch []record.Record, pe *produceError) error {
-	err := fmt.Errorf("kafka sink: produce to %s: %d of %d messages failed: %w", s.where, pe.failed, len(batch), pe.err)
+	err := fmt.Errorf("kafka sink: produce to %s: %d of %d messages failed: %w", s.where, pe.failed, len(batch), s.writeACL(pe.err))
 	var ke *kerr.Error
 	switch {
 	case ctx.Err() != nil:
@@ -453,6 +453,16 @@ func (s *Sink) produceError(ctx context.Context, batch []record.Record, pe *prod
 		return err
 	}
 	return &sinks.TransientError{Err: err}
+}
+
+// writeACL adds to the target cluster's refusal of the topic
+// (TOPIC_AUTHORIZATION_FAILED) the ACL to grant; other errors are returned
+// as they are.
+func (s *Sink) writeACL(err error) error {
+	if errors.Is(err, kafka.TopicAuthorizationFailed) || errors.Is(err, kerr.TopicAuthorizationFailed) {
+		return fmt.Errorf("%w: the target cluster refuses this principal the topic: grant it Write on topic %s (it implies Describe)", err, s.topic)
+	}
+	return err
 }
 
 // poison reports whether the broker refused one message alone, for itself.

@@ -503,6 +503,23 @@ func TestKafkaNotEnoughReplicasIsTransient(t *testing.T) {
 	mustWrite(t, s, rec(0, 1, "", "{}")) // the runner's retry, once the replicas are back
 }
 
+// A target topic the principal may not write to fails the Write at once,
+// not transient, naming the ACL to grant.
+func TestKafkaTopicAuthorizationFailureNamesTheACL(t *testing.T) {
+	c := newKafkaCluster(t)
+	addr := c.ListenAddrs()[0]
+	topic := createTopic(t, addr, 1, nil)
+	s := newKafka(t, kafkasink.Config{Brokers: []string{addr}, Topic: topic})
+	c.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		return produceRefused(kr, kerr.TopicAuthorizationFailed.Code), nil, true
+	})
+	err := s.Write(t.Context(), []record.Record{rec(0, 1, "", "{}")})
+	if err == nil || sinks.Transient(err) || !errors.Is(err, kerr.TopicAuthorizationFailed) || !strings.Contains(err.Error(), "grant it Write on topic "+topic) {
+		t.Fatalf("Write = %v, want a TOPIC_AUTHORIZATION_FAILED error naming the ACL to grant", err)
+	}
+}
+
 // A Write cancelled while the producer (franz-go) still holds its records
 // must not leave it reading the caller's buffers: the runner reuses them.
 // Each of the cancelled Writes is cancelled while the broker holds its

@@ -83,7 +83,7 @@ func (s *Sink) writeTxn(ctx context.Context, batch []record.Record) error {
 	}
 	// The transaction is aborted; the failure is the record's when the
 	// broker refused that one alone.
-	err = fmt.Errorf("kafka sink: produce to %s: %d of %d messages failed (the transaction is aborted): %w", s.where, pe.failed, len(batch), pe.err)
+	err = fmt.Errorf("kafka sink: produce to %s: %d of %d messages failed (the transaction is aborted): %w", s.where, pe.failed, len(batch), s.writeACL(pe.err))
 	if pe.poison() {
 		return record.NewError(&batch[pe.first], err)
 	}
