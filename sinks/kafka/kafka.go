@@ -204,6 +204,12 @@ func (s *Sink) readTopicConfig(ctx context.Context) {
 	cfg := map[string]int64{}
 	logAppend := false
 	for _, r := range resp.Resources {
+		if r.Error != nil {
+			s.log.Warn().Err(r.Error).Str("topic", s.topic).Msg("kafka sink: cannot read the target topic's config (grant DescribeConfigs on it): batches assume max.message.bytes 1 MiB, and timestamps are not checked against its limits")
+			return
+		}
+	}
+	for _, r := range resp.Resources {
 		for _, e := range r.ConfigEntries {
 			if n, err := strconv.ParseInt(e.ConfigValue, 10, 64); err == nil && n >= 0 {
 				cfg[e.ConfigName] = n

@@ -1,6 +1,7 @@
 package kafka_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -517,6 +518,35 @@ func TestKafkaTopicAuthorizationFailureNamesTheACL(t *testing.T) {
 	err := s.Write(t.Context(), []record.Record{rec(0, 1, "", "{}")})
 	if err == nil || sinks.Transient(err) || !errors.Is(err, kerr.TopicAuthorizationFailed) || !strings.Contains(err.Error(), "grant it Write on topic "+topic) {
 		t.Fatalf("Write = %v, want a TOPIC_AUTHORIZATION_FAILED error naming the ACL to grant", err)
+	}
+}
+
+// A target topic whose config the principal may not read (no
+// DescribeConfigs) is warned of, naming the ACL, instead of assumed to
+// take 1 MiB batches in silence.
+func TestKafkaUnreadableTopicConfigIsWarnedOf(t *testing.T) {
+	c := newKafkaCluster(t)
+	addr := c.ListenAddrs()[0]
+	topic := createTopic(t, addr, 1, nil)
+	c.ControlKey(int16(kmsg.DescribeConfigs), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.DescribeConfigsRequest)
+		resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+		for _, r := range req.Resources {
+			rr := kmsg.NewDescribeConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, kerr.TopicAuthorizationFailed.Code
+			resp.Resources = append(resp.Resources, rr)
+		}
+		return resp, nil, true
+	})
+	var logs bytes.Buffer
+	s, err := kafkasink.New(t.Context(), kafkasink.Config{Brokers: []string{addr}, Topic: topic, Log: zerolog.New(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !strings.Contains(logs.String(), `"level":"warn"`) || !strings.Contains(logs.String(), "grant DescribeConfigs on it") {
+		t.Errorf("logs %s, want a warning naming DescribeConfigs", logs.String())
 	}
 }
 
