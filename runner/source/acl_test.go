@@ -8,6 +8,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // A refusal of the principal fails at once and names the ACL the request
@@ -35,5 +37,32 @@ func TestAuthorizationFailuresNameTheACL(t *testing.T) {
 	}
 	if _, err := call(context.Background(), c, "metadata", func(context.Context) (int, error) { return 0, kafka.InvalidTopic }); err == nil || strings.Contains(err.Error(), "grant") {
 		t.Errorf("another error: %v", err)
+	}
+}
+
+// Reading the group's commits (status, resume) without the ACL on the
+// group names it too.
+func TestReadingCommitsWithoutTheGroupACLNamesIt(t *testing.T) {
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	kc.ControlKey(int16(kmsg.OffsetFetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		req := kr.(*kmsg.OffsetFetchRequest)
+		resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		for _, g := range req.Groups {
+			rg := kmsg.NewOffsetFetchResponseGroup()
+			rg.Group, rg.ErrorCode = g.Group, kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, rg)
+		}
+		return resp, nil, true
+	})
+	c := &Cluster{client: &kafka.Client{Addr: kafka.TCP(kc.ListenAddrs()...), Transport: &kafka.Transport{}}}
+	_, err = c.Committed(t.Context(), "replay.orders", "orders", []int32{0})
+	if err == nil || !strings.Contains(err.Error(), "read commits of group replay.orders: ") || !strings.Contains(err.Error(), "grant it Read on the replay group") {
+		t.Errorf("Committed = %v, want the ACL to grant", err)
 	}
 }

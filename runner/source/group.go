@@ -155,7 +155,7 @@ func (c *Cluster) offsetFetch(ctx context.Context, req *kafka.OffsetFetchRequest
 		if errors.Is(resp.Error, kafka.GroupIdNotFound) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("read commits of group %s: %w", req.GroupID, resp.Error)
+		return nil, fmt.Errorf("read commits of group %s: %w", req.GroupID, aclNeeded("offset fetch", resp.Error))
 	}
 	return resp, nil
 }
