@@ -46,7 +46,7 @@ func (j *Job) Run(ctx context.Context, sink sinks.Sink) (*Report, error) {
 		err = fault.With(err, fault.HintRestart)
 	}
 	if k.HoldLost() {
-		err = errors.Join(group.ErrHoldLost, err)
+		err = errors.Join(group.ErrHoldLost, k.HoldLostCause(), err)
 	}
 	return rep, err
 }

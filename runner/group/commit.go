@@ -100,6 +100,15 @@ func (k *Committer) Follow(ctx context.Context, log zerolog.Logger) (context.Con
 // HoldLost reports whether the run's hold ended before Release.
 func (k *Committer) HoldLost() bool { return k.hold != nil && k.hold.lost.Err() != nil }
 
+// HoldLostCause is why the hold ended (the failure to join the group
+// again), nil while it lasts.
+func (k *Committer) HoldLostCause() error {
+	if !k.HoldLost() || errors.Is(context.Cause(k.hold.lost), context.Canceled) {
+		return nil
+	}
+	return context.Cause(k.hold.lost)
+}
+
 // next returns the member the hold joined as after old, once it has: a
 // commit as old was refused because its generation ended. nil when the
 // hold is lost (or released) or ctx ends first, or after two minutes.

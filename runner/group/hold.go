@@ -173,7 +173,7 @@ func (h *Hold) join(ctx context.Context) error {
 	h.member = &gen.Member
 	h.mu.Unlock()
 	kctx, stop := context.WithCancel(context.Background())
-	lost, lose := context.WithCancel(context.Background())
+	lost, lose := context.WithCancelCause(context.Background())
 	h.lost, h.stop, h.done = lost, stop, make(chan struct{})
 	go func() {
 		defer close(h.done)
@@ -185,7 +185,7 @@ func (h *Hold) join(ctx context.Context) error {
 // keep holds the group from generation gen on until stop: a generation
 // that ends is joined again as the same holder; when that fails, lose
 // ends the hold.
-func (h *Hold) keep(ctx context.Context, gen *source.Generation, lose context.CancelFunc) {
+func (h *Hold) keep(ctx context.Context, gen *source.Generation, lose context.CancelCauseFunc) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -209,7 +209,7 @@ func (h *Hold) keep(ctx context.Context, gen *source.Generation, lose context.Ca
 		}
 		if err != nil {
 			h.logger().Error().Err(err).Str("group", h.group).Msg("the hold on the replay group is lost")
-			lose()
+			lose(err)
 			return
 		}
 		gen = next
