@@ -462,11 +462,14 @@ func (s *Sink) produceError(ctx context.Context, batch []record.Record, pe *prod
 }
 
 // writeACL adds to the target cluster's refusal of the topic
-// (TOPIC_AUTHORIZATION_FAILED) the ACL to grant; other errors are returned
-// as they are.
+// (TOPIC_AUTHORIZATION_FAILED) or of the transactional ids the ACL to
+// grant; other errors are returned as they are.
 func (s *Sink) writeACL(err error) error {
-	if errors.Is(err, kafka.TopicAuthorizationFailed) || errors.Is(err, kerr.TopicAuthorizationFailed) {
+	switch {
+	case errors.Is(err, kafka.TopicAuthorizationFailed) || errors.Is(err, kerr.TopicAuthorizationFailed):
 		return fmt.Errorf("%w: the target cluster refuses this principal the topic: grant it Write on topic %s (it implies Describe)", err, s.topic)
+	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed) && s.txn != nil:
+		return fmt.Errorf("%w: the target cluster refuses this principal its transactional ids: grant it Write on the TransactionalIds with the prefix %s (it implies Describe)", err, s.txn.prefix)
 	}
 	return err
 }

@@ -233,3 +233,29 @@ func TestKafkaExactlyOnceProduceEndsWithTheContext(t *testing.T) {
 		t.Fatalf("read_committed: %d messages, want 10", n)
 	}
 }
+
+// A transactional id the principal may no longer write (its ACL taken
+// away mid-run) fails the Write at once, naming the ACL to grant.
+func TestKafkaExactlyOnceTransactionalIDRefusedNamesTheACL(t *testing.T) {
+	c := newKafkaCluster(t)
+	addr := c.ListenAddrs()[0]
+	createTopicNamed(t, addr, "orders", 1)
+	topic := createTopic(t, addr, 1, nil)
+	s, err := kafkasink.New(t.Context(), kafkasink.Config{Brokers: []string{addr}, Topic: topic, PlanName: "orders",
+		Log: zerolog.New(zerolog.NewTestWriter(t)), ExactlyOnce: true, TransactionalID: "replay-acl", Group: "replay.orders",
+		SourceTopic: "orders", Partitions: []int32{0}, RetryBudget: time.Minute,
+		CommitMetadata: func(int32) string { return `{"tool":"replay","plan":"orders","start":0,"end":1000}` }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mustWrite(t, s, eosWindow(0, 5)...)
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		return produceRefused(req, kerr.TransactionalIDAuthorizationFailed.Code), nil, true
+	})
+	err = s.Write(t.Context(), eosWindow(5, 10))
+	if err == nil || !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) || !strings.Contains(err.Error(), "grant it Write on the TransactionalIds with the prefix replay-acl") {
+		t.Fatalf("Write = %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED naming the ACL to grant", err)
+	}
+}
