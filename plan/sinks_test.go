@@ -69,6 +69,26 @@ func TestSinkWarnings(t *testing.T) {
 	}
 }
 
+// The source's SASL PLAIN without TLS is warned of by validate too, as
+// the kafka sink's is.
+func TestSourcePlainWithoutTLSWarning(t *testing.T) {
+	src := `source: {brokers: ["kafka-1:9092"], topic: orders, sasl: {mechanism: PLAIN, username: u, password: "${KAFKA_PASSWORD}"}`
+	for _, tc := range []struct{ tls, want string }{{"}", "warning: source.sasl.mechanism: SASL PLAIN without TLS"}, {", tls: {enabled: true}}", ""}} {
+		doc := strings.Replace(httpPlan, `source: {brokers: ["kafka-1:9092"], topic: orders}`, src+tc.tls, 1)
+		p, err := Parse("plan.yaml", []byte(doc), testOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all []string
+		for _, w := range p.Warnings() {
+			all = append(all, w.String())
+		}
+		if got := strings.Join(all, "\n"); tc.want == "" && strings.Contains(got, "PLAIN") || !strings.Contains(got, tc.want) {
+			t.Errorf("source%s: warnings %q, want %q", tc.tls, all, tc.want)
+		}
+	}
+}
+
 // The fingerprint covers where records go (the kafka topic and
 // partitioning, the http URL), not how the sink connects.
 func TestFingerprintSinkTargets(t *testing.T) {

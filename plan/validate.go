@@ -155,6 +155,9 @@ func (v *validator) source() {
 	v.enum("source.isolation", s.Isolation, []string{ReadCommitted, ReadUncommitted})
 	v.tls("source.tls", s.TLS)
 	v.sasl("source.sasl", s.SASL)
+	if s.SASL.Mechanism == "PLAIN" && !s.TLS.Enabled {
+		v.warn("source.sasl.mechanism", "SASL PLAIN without TLS sends the password in clear text: enable source.tls")
+	}
 }
 
 // brokers checks that every address of a broker list is host:port. Each
