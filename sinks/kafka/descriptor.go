@@ -66,7 +66,7 @@ var Descriptor = plan.SinkDescriptor{
 			// A dead-letter topic's fingerprint never held it.
 			FingerprintValue: func(val any, _ *plan.Sink, deadLetter bool) any { return val == true && !deadLetter }},
 		{Name: "exactly_once", Fingerprint: true,
-			Doc: "kafka: produce each batch in one Kafka transaction together with the replay group's offsets for it (default false): consumers reading with isolation.level=read_committed see each source record exactly once, whatever happens to the run. Needs a target that supports transactions and, with ACLs, Write and Describe on the TransactionalId and IdempotentWrite on the cluster. Not with on_error: dead_letter or a dead-letter sink."},
+			Doc: "kafka: produce each batch in one Kafka transaction together with the replay group's offsets for it (default false): consumers reading with isolation.level=read_committed see each source record exactly once, whatever happens to the run. Needs a target that supports transactions and, with ACLs, Write on the TransactionalIds (IdempotentWrite on the cluster too on brokers before Kafka 2.8). Not with on_error: dead_letter or a dead-letter sink."},
 		{Name: "order", Fingerprint: true, Enum: []string{OrderPartition, OrderNone},
 			FingerprintValue: encode.DefaultAsUnset(OrderPartition),
 			Doc:              "kafka: partition (default): a source partition's records reach the target in offset order, so 'replay plan --shards' gives each partition whole to one shard; none: the plan accepts them out of order, and shards may split a large partition between them (each part in order, the parts at once)."},

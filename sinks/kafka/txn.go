@@ -283,7 +283,7 @@ func (t *txnCommitter) initProducer(ctx context.Context, p int32) (*kgo.Client, 
 func (t *txnCommitter) initError(id string, err error) error {
 	switch {
 	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed):
-		return fmt.Errorf("kafka sink: exactly_once: the target cluster (%s) refuses transactional id %s to this principal (%w): grant it Write and Describe on TransactionalId %s (or the prefix %s) and IdempotentWrite on the cluster, or set exactly_once: false", t.where, id, err, id, t.prefix)
+		return fmt.Errorf("kafka sink: exactly_once: the target cluster (%s) refuses transactional id %s to this principal (%w): grant it Write on TransactionalId %s or the prefix %s (it implies Describe; on brokers before Kafka 2.8 also IdempotentWrite on the cluster), or set exactly_once: false", t.where, id, err, id, t.prefix)
 	case errors.Is(err, kerr.UnsupportedVersion), errors.Is(err, kerr.TransactionCoordinatorFenced):
 		return fmt.Errorf("kafka sink: exactly_once: the target cluster (%s) does not run transactions (%w): it needs Kafka 0.11 or later with a transaction state log (transaction.state.log.replication.factor no more than its brokers), or set exactly_once: false", t.where, err)
 	case errors.Is(err, kerr.ProducerFenced):
