@@ -8,12 +8,8 @@ package kafkaconn
 import (
 	"cmp"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"net"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -21,6 +17,7 @@ import (
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
 
+	"github.com/replay-tool/replay/internal/tlsfiles"
 	"github.com/replay-tool/replay/plan"
 )
 
@@ -100,47 +97,18 @@ func (c *Conn) Addr() net.Addr { return kafka.TCP(c.Brokers...) }
 
 // TLSConfig builds the client TLS configuration for a plan's tls section
 // (nil when TLS is disabled): TLS 1.2 or later, the CA file as the only
-// trusted roots when given, and the client certificate for mTLS.
+// trusted roots when given, and the client certificate for mTLS (see
+// tlsfiles.Config for the files it refuses).
 func TLSConfig(t plan.TLS) (*tls.Config, error) {
 	if !t.Enabled {
 		return nil, nil
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls ca_file %s: no PEM certificate found", t.CAFile)
-		}
-		cfg.RootCAs = pool
+	cfg, err := tlsfiles.Config(t.CAFile, t.CertFile, t.KeyFile, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("tls %w", err)
 	}
-	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			if encryptedKey(t.KeyFile) {
-				return nil, fmt.Errorf("tls key_file %s is encrypted with a passphrase, which replay cannot read: give it the key decrypted (openssl pkey -in %s -out key.pem)", t.KeyFile, t.KeyFile)
-			}
-			return nil, fmt.Errorf("tls cert_file/key_file: %w", err)
-		}
-		if now := time.Now(); cert.Leaf != nil && (now.After(cert.Leaf.NotAfter) || now.Before(cert.Leaf.NotBefore)) {
-			return nil, fmt.Errorf("tls cert_file %s is valid from %s to %s, not now: a broker refuses it; renew the certificate",
-				t.CertFile, cert.Leaf.NotBefore.UTC().Format(time.RFC3339), cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
+	cfg.ServerName, cfg.InsecureSkipVerify = t.ServerName, t.InsecureSkipVerify
 	return cfg, nil
-}
-
-// encryptedKey reports whether the first PEM block of the file is a
-// private key encrypted with a passphrase (PKCS #8, or OpenSSL's legacy
-// Proc-Type header).
-func encryptedKey(file string) bool {
-	data, _ := os.ReadFile(file)
-	b, _ := pem.Decode(data)
-	return b != nil && (b.Type == "ENCRYPTED PRIVATE KEY" || strings.Contains(b.Headers["Proc-Type"], "ENCRYPTED"))
 }
 
 // SASLMechanism returns the kafka-go SASL mechanism for a plan's sasl

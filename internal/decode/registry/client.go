@@ -10,16 +10,16 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/replay-tool/replay/internal/tlsfiles"
 )
 
 // Config says how to reach the registry.
@@ -91,24 +91,9 @@ func New(cfg Config, opts Options) (*Client, error) {
 }
 
 func tlsConfig(cfg Config) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if cfg.CAFile != "" {
-		pem, err := os.ReadFile(cfg.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("schema registry tls ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("schema registry tls ca_file %s: no PEM certificate in it", cfg.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if cfg.CertFile != "" || cfg.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("schema registry tls cert_file/key_file: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
+	tc, err := tlsfiles.Config(cfg.CAFile, cfg.CertFile, cfg.KeyFile, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("schema registry tls %w", err)
 	}
 	return tc, nil
 }

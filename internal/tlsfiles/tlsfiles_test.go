@@ -1,4 +1,4 @@
-package kafkaconn
+package tlsfiles
 
 import (
 	"crypto/ecdsa"
@@ -13,8 +13,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/replay-tool/replay/plan"
 )
 
 // writeCert writes a self-signed client certificate valid from notBefore
@@ -45,25 +43,25 @@ func writeCert(t *testing.T, dir string, notBefore, notAfter time.Time) (certFil
 	return certFile, keyFile
 }
 
-// An expired client certificate is refused when the plan is loaded, saying
-// so, instead of by the broker after the handshake with "unknown
+// An expired client certificate is refused before any connection, saying
+// so, instead of by the server after the handshake with "unknown
 // certificate" (or a Metadata request unanswered for 15 s).
-func TestTLSConfigRefusesAnExpiredClientCertificate(t *testing.T) {
+func TestConfigRefusesAnExpiredClientCertificate(t *testing.T) {
 	now := time.Now()
 	c, k := writeCert(t, t.TempDir(), now.Add(-48*time.Hour), now.Add(-24*time.Hour))
-	_, err := TLSConfig(plan.TLS{Enabled: true, CertFile: c, KeyFile: k})
-	if err == nil || !strings.Contains(err.Error(), "tls cert_file "+c+" is valid from") || !strings.Contains(err.Error(), "renew the certificate") {
+	_, err := Config("", c, k, now)
+	if err == nil || !strings.Contains(err.Error(), "cert_file "+c+" is valid from") || !strings.Contains(err.Error(), "renew the certificate") {
 		t.Errorf("expired certificate: %v", err)
 	}
 	c, k = writeCert(t, t.TempDir(), now.Add(-time.Hour), now.Add(time.Hour))
-	if cfg, err := TLSConfig(plan.TLS{Enabled: true, CertFile: c, KeyFile: k}); err != nil || len(cfg.Certificates) != 1 {
+	if cfg, err := Config("", c, k, now); err != nil || len(cfg.Certificates) != 1 {
 		t.Errorf("valid certificate: %v", err)
 	}
 }
 
 // A key file encrypted with a passphrase is refused saying so and how to
 // decrypt it, instead of "tls: failed to parse private key".
-func TestTLSConfigNamesAnEncryptedKey(t *testing.T) {
+func TestConfigNamesAnEncryptedKey(t *testing.T) {
 	now := time.Now()
 	dir := t.TempDir()
 	c, _ := writeCert(t, dir, now.Add(-time.Hour), now.Add(time.Hour))
@@ -75,8 +73,8 @@ func TestTLSConfigNamesAnEncryptedKey(t *testing.T) {
 		if err := os.WriteFile(k, pem.EncodeToMemory(block), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, err := TLSConfig(plan.TLS{Enabled: true, CertFile: c, KeyFile: k})
-		if err == nil || !strings.Contains(err.Error(), "tls key_file "+k+" is encrypted with a passphrase") {
+		_, err := Config("", c, k, now)
+		if err == nil || !strings.Contains(err.Error(), "key_file "+k+" is encrypted with a passphrase") {
 			t.Errorf("%s key: %v", block.Type, err)
 		}
 	}
