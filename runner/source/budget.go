@@ -17,8 +17,10 @@ import (
 // (Fetched.Starved) to write what it holds, and waits.
 //
 // A response is charged for what it decoded to, so the budget may run over
-// by one response; while it is over, new fetches wait, except when nothing
-// at all is held (so a single huge batch is still read).
+// by the responses on the wire at once: each brings at least one whole
+// batch, however much larger than the fetch size (KIP-74). While it is
+// over, new fetches wait, except when nothing at all is held (so a single
+// huge batch is still read).
 var FetchBudget int64 = 8 << 20
 
 // recordCost is what one fetched record costs besides its bytes: the
