@@ -313,6 +313,10 @@ func (c *Cluster) checkTimeRange(ctx context.Context, p *plan.Plan, rg Range, fr
 			rg.Outcome = InRange // the deleted records were older than the window
 		case !p.AllowDataLoss:
 			return rg, &RetentionError{Topic: topic, Partition: part, Start: rg.Start, LogStart: rg.LogStart, FirstTime: first}
+		case rg.Start == rg.End:
+			rg.Lost = rg.LogStart
+			rg.Detail = fmt.Sprintf("retention deleted the window: the first record still stored, at offset %d, is stamped %s, at or after to; allow_data_loss replays nothing of this partition; up to %d offsets of the window ([0, %d)) are lost (their timestamps went with them)",
+				rg.LogStart, first.UTC().Format(time.RFC3339Nano), rg.LogStart, rg.LogStart)
 		default:
 			rg.Lost = rg.LogStart
 			rg.Detail = fmt.Sprintf("retention deleted the start of the window: the first record still stored, at offset %d, is stamped %s, at or after from; allow_data_loss replays from there; up to %d offsets of the window ([0, %d)) are lost (their timestamps went with them)",

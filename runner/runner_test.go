@@ -175,6 +175,31 @@ func TestStartBeforeRetention(t *testing.T) {
 	}
 }
 
+// Retention deleted the partition past the window's end: with
+// allow_data_loss the range is empty, and its detail says that the
+// window's part of the partition is gone, not that the run replays from
+// the first record still stored.
+func TestRetentionPastTheWindow(t *testing.T) {
+	sb := newTestCluster(t, 1, "orders")
+	seed(t, sb, "orders", 1000, t0, time.Hour)
+	if err := sb.DeleteRecords("orders", 0, 500); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := filePlan(t, sb, timeWindow(t0.Add(10*time.Minute), t0.Add(20*time.Minute)))
+	p.AllowDataLoss = true
+	job, rep, err := runPlan(t, context.Background(), p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rg := job.Resolution.Ranges[0]
+	if rg.Start != rg.End || rep.Partitions[0].Written != 0 {
+		t.Fatalf("range [%d, %d), %d written: want an empty range", rg.Start, rg.End, rep.Partitions[0].Written)
+	}
+	if strings.Contains(rg.Detail, "replays from there") || !strings.Contains(rg.Detail, "at or after to") || !strings.Contains(rg.Detail, "nothing of this partition") {
+		t.Errorf("detail: %s", rg.Detail)
+	}
+}
+
 // hookSink runs fn before each Write of the wrapped sink.
 type hookSink struct {
 	sinks.Sink
