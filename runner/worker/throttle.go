@@ -265,12 +265,16 @@ func (l *sentLog) delay(now time.Time, n float64) time.Duration {
 }
 
 // add logs a write of n started at now. A write above max (one record
-// larger than a second of the rate) is not logged: the bucket held it back
-// for its full cost before it started, and in the log it would hold back
-// the writes of the next second once more.
+// larger than a second of the rate) is logged as weighing nothing: the
+// bucket held it back for its full cost before it started, so it holds
+// back no write up to max in the next second, and another write above max
+// (which fits only an empty log) waits for it to be a second old.
 func (l *sentLog) add(now time.Time, n float64) {
-	if l.max <= 0 || n == 0 || n > l.max {
+	if l.max <= 0 || n == 0 {
 		return
+	}
+	if n > l.max {
+		n = 0
 	}
 	l.at = append(l.at, now)
 	l.n = append(l.n, n)

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -251,5 +252,25 @@ func TestThrottleRecordAboveLimitHoldsNoSecondMore(t *testing.T) {
 	l.add(t0, 2_000_000)
 	if d := l.delay(t0.Add(time.Millisecond), 200); d != 0 {
 		t.Errorf("a 200 B write just after a 2 MB one waits %s, want none (the bucket paced the 2 MB)", d)
+	}
+}
+
+// Writes above the limit that start together after a stall (the machine
+// paused while their reservations came due) are still held a second
+// apart by the log: 2 MB records at 1 MB/s never start two in a second.
+func TestThrottleRecordsAboveLimitAfterStallStartASecondApart(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	th := NewThrottle(plan.Throttle{BytesPerSecond: 1_000_000, MaxBatchWait: plan.Duration(time.Second)})
+	th.now = func() time.Time { return t0 }
+	if err := th.admit(t.Context(), 1, 2_000_000); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if err := th.admit(ctx, 1, 2_000_000); err == nil {
+		t.Errorf("a second 2 MB write started in the same instant as another at 1 MB/s")
+	}
+	if d := th.bytesSent.delay(t0.Add(time.Millisecond), 200); d != 0 {
+		t.Errorf("a 200 B write just after a 2 MB one waits %s, want none", d)
 	}
 }
