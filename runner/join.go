@@ -123,7 +123,13 @@ func (j *joined) runGeneration(ctx, gctx context.Context, mine []int32) error {
 	if err := group.CheckMembers(rctx, j.c.Cluster, j.Plan.Group, group.JoinClientID(j.Resolution.Fingerprint)); err != nil {
 		return outcome(err)
 	}
-	cps, err := j.c.Checkpoints(rctx, j.Plan.Group, j.Resolution.Topic, mine)
+	// Every partition's checkpoint: the throttle share is of the offsets
+	// left in all of them.
+	all := make([]int32, 0, len(j.Resolution.Ranges))
+	for _, r := range j.Resolution.Ranges {
+		all = append(all, r.Partition)
+	}
+	cps, err := j.c.Checkpoints(rctx, j.Plan.Group, j.Resolution.Topic, all)
 	if err != nil {
 		return outcome(err)
 	}
@@ -133,9 +139,9 @@ func (j *joined) runGeneration(ctx, gctx context.Context, mine []int32) error {
 	}
 	j.live.Store(&liveRun{started: time.Now(), states: states, sink: j.sink})
 	// The plan's throttle is the whole group's: this member takes the share
-	// of the plan's offsets in the ranges it was assigned, anew at every
-	// rebalance, so members of skewed partitions finish together.
-	mineOffsets, allOffsets := j.Resolution.offsetsOf(states)
+	// of the plan's offsets left in the ranges it was assigned, anew at
+	// every rebalance, so members of skewed partitions finish together.
+	mineOffsets, allOffsets := j.Resolution.offsetsOf(states, cps)
 	limit := throttleShare(j.Plan.Throttle, mineOffsets, allOffsets)
 	if limit.Limited() {
 		j.opts.Log.Info().Str("plan", j.Plan.Name).Int("assigned", len(states)).Int("partitions", len(j.Resolution.Ranges)).Int64("assigned_offsets", mineOffsets).
@@ -299,14 +305,20 @@ func (j *joined) memberOf(ctx context.Context, cg *source.Membership) error {
 	return runErr
 }
 
-// offsetsOf returns the offsets of the ranges of the partitions of
-// states, and of all the ranges.
-func (r *Resolution) offsetsOf(states []*worker.State) (mine, all int64) {
+// offsetsOf returns the offsets left to read in the ranges of the
+// partitions of states (from each state's From), and in all the ranges:
+// the others from their checkpoint of this plan in cps, when it is past
+// the range's start.
+func (r *Resolution) offsetsOf(states []*worker.State, cps map[int32]group.Checkpoint) (mine, all int64) {
 	for _, rg := range r.Ranges {
-		all += rg.End - rg.Start
-		if slices.ContainsFunc(states, func(s *worker.State) bool { return s.Partition == rg.Partition }) {
-			mine += rg.End - rg.Start
+		from := rg.Start
+		if i := slices.IndexFunc(states, func(s *worker.State) bool { return s.Partition == rg.Partition }); i >= 0 {
+			from = states[i].From
+			mine += max(rg.End-from, 0)
+		} else if cp := cps[rg.Partition]; cp.Replay && cp.Fingerprint == r.Fingerprint && cp.Offset > from {
+			from = cp.Offset
 		}
+		all += max(rg.End-from, 0)
 	}
 	return mine, all
 }

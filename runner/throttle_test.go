@@ -13,6 +13,7 @@ import (
 
 	"github.com/replay-tool/replay/internal/record"
 	"github.com/replay-tool/replay/plan"
+	"github.com/replay-tool/replay/runner/group"
 	"github.com/replay-tool/replay/runner/worker"
 	"github.com/replay-tool/replay/sinks"
 )
@@ -66,9 +67,36 @@ func TestThrottleShareSkewed(t *testing.T) {
 		for _, p := range tc.parts {
 			states = append(states, newState("orders", res.Ranges[p], res.Ranges[p].Start))
 		}
-		mine, all := res.offsetsOf(states)
+		mine, all := res.offsetsOf(states, nil)
 		if got := throttleShare(lim, mine, all).RecordsPerSecond; got < tc.want-1e-9 || got > tc.want+1e-9 {
 			t.Errorf("partitions %v: %g records/s, want %g", tc.parts, got, tc.want)
+		}
+	}
+}
+
+// On a resume (or a rebalance mid-run) a member's share is that of the
+// offsets left to read: the member of a partition the group already
+// finished takes nothing from the others, and the member of the only
+// partition left takes the whole limit, instead of its range's part.
+func TestThrottleShareResumed(t *testing.T) {
+	res := &Resolution{Topic: "orders", Fingerprint: "f1", Ranges: []Range{{Partition: 0, End: 900}, {Partition: 1, End: 100}}}
+	lim := plan.Throttle{RecordsPerSecond: 1000}
+	for _, tc := range []struct {
+		done0 int64 // partition 0's checkpoint in the group
+		part  int
+		want  float64
+	}{{900, 1, 1000}, {800, 1, 500}, {800, 0, 500}, {-1, 1, 100}} {
+		cps := map[int32]group.Checkpoint{
+			0: {Partition: 0, Offset: tc.done0, Replay: tc.done0 >= 0, Fingerprint: "f1", End: 900},
+			1: {Partition: 1, Offset: -1},
+		}
+		from := res.Ranges[tc.part].Start
+		if cp := cps[int32(tc.part)]; cp.Offset > from {
+			from = cp.Offset
+		}
+		mine, all := res.offsetsOf([]*worker.State{newState("orders", res.Ranges[tc.part], from)}, cps)
+		if got := throttleShare(lim, mine, all).RecordsPerSecond; got < tc.want-1e-9 || got > tc.want+1e-9 {
+			t.Errorf("partition 0 checkpointed at %d, member of partition %d: %g records/s, want %g", tc.done0, tc.part, got, tc.want)
 		}
 	}
 }
