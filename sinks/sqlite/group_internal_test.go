@@ -557,3 +557,28 @@ func TestSQLiteOpenRidesOutAnotherWritersSwitchToWAL(t *testing.T) {
 	}
 	sinktest.MustWrite(t, s, sinktest.Rec(0, 1, "", "{}"))
 }
+
+// A lock that outlasts OpenTimeout fails the open after about OpenTimeout
+// in all: the retries of the open end with it too, instead of starting
+// their budget once the busy handler has waited it out.
+func TestSQLiteOpenGivesUpWithinOpenTimeout(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.db")
+	holder := inspect(t, path)
+	if _, err := holder.ExecContext(t.Context(), "PRAGMA journal_mode=WAL"); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := holder.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Path: path, Table: "t", CreateTable: true, BusyTimeout: 50 * time.Millisecond, OpenTimeout: 500 * time.Millisecond, Log: zerolog.New(zerolog.NewTestWriter(t))}
+	start := time.Now()
+	_, err = New(t.Context(), cfg)
+	if took := time.Since(start); err == nil || !sinks.Transient(sqliteTransient(err)) || took > 750*time.Millisecond {
+		t.Fatalf("open while the lock outlasts OpenTimeout (500ms) = %v after %s, want the lock's error after about 500ms", err, took)
+	}
+}

@@ -294,8 +294,11 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 // deadlock, as when a connection switching a database in rollback-journal
 // mode to WAL finds another connection writing it (several processes
 // opening a new database at once), and that SQLITE_BUSY comes back at once.
+// The budget runs from the first attempt's start: one that the busy
+// handler held for the whole budget is not retried.
 func (s *Sink) openRetrying(ctx context.Context, open func() error, budget time.Duration) error {
 	r := backoff.Policy{Min: 20 * time.Millisecond, Max: time.Second, Budget: budget}.Start()
+	deadline := time.Now().Add(budget)
 	for {
 		err := open()
 		if err == nil || !sinks.Transient(sqliteTransient(err)) {
@@ -304,9 +307,11 @@ func (s *Sink) openRetrying(ctx context.Context, open func() error, budget time.
 		s.stmts.close()
 		s.stmts, s.createdTable = statements{}, false
 		wait, _, ok := r.Failed()
-		if !ok {
+		left := time.Until(deadline)
+		if !ok || left <= 0 {
 			return err
 		}
+		wait = min(wait, left)
 		s.log.Debug().Err(err).Int("attempt", r.Attempts()).Dur("wait", wait).Msg("database locked while opening; retrying")
 		select {
 		case <-ctx.Done():
