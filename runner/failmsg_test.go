@@ -135,13 +135,16 @@ sink: {type: file, path: unused.jsonl, batch_size: 100}
 
 // slowFinishSink takes a while to publish, as the parquet sink building
 // its objects does, and notes when it is done.
-type slowFinishSink struct{ published time.Time }
+type slowFinishSink struct {
+	published time.Time
+	err       error // what Finish returns
+}
 
 func (s *slowFinishSink) Write(context.Context, []record.Record) error { return nil }
 func (s *slowFinishSink) Finish(context.Context) error {
 	time.Sleep(200 * time.Millisecond)
 	s.published = time.Now()
-	return nil
+	return s.err
 }
 func (s *slowFinishSink) Close() error                     { return nil }
 func (s *slowFinishSink) Capabilities() sinks.Capabilities { return sinks.Capabilities{} }
@@ -166,5 +169,28 @@ sink: {type: file, path: unused.jsonl, batch_size: 100}
 	}
 	if !rep.Published || rep.Finished.Before(sink.published) {
 		t.Fatalf("report finished at %s, before the output was published at %s", rep.Finished, sink.published)
+	}
+}
+
+// A publication that fails takes its time in the run's too: the report's
+// finished is when it failed, not when the reading ended.
+func TestReportFinishedAfterFailedPublication(t *testing.T) {
+	sb := newTestCluster(t, 1, "orders")
+	seed(t, sb, "orders", 100, t0, time.Hour)
+	p := testPlan(t, sb, `
+version: 1
+name: slowpublishfails
+source: {brokers: ["%ADDR%"], topic: orders}
+group: replay.slowpublishfails
+window: {offsets: {all: {from: earliest, to: latest}}}
+sink: {type: file, path: unused.jsonl, batch_size: 100}
+`)
+	sink := &slowFinishSink{err: errors.New("the disk is full")}
+	_, rep, err := runPlan(t, context.Background(), p, sink)
+	if err == nil || rep == nil {
+		t.Fatalf("run = %v, report %v: want the publication's error and a report", err, rep)
+	}
+	if rep.Published || rep.Finished.Before(sink.published) {
+		t.Fatalf("report finished at %s, before the publication failed at %s", rep.Finished, sink.published)
 	}
 }

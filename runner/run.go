@@ -147,8 +147,10 @@ func (j ending) confirmCommits(ctx context.Context, sink sinks.Sink, ends map[in
 
 // publish finishes the sink and the dead-letter sink once every partition
 // is done (Sink.Finish: a file sink publishes its staging) and marks rep
-// published.
+// published. rep's finished is when the publication ended, published or
+// failed: it is part of the run's time.
 func (j ending) publish(work context.Context, sink sinks.Sink, rep *Report) error {
+	defer func() { rep.Finished = j.opts.Now().UTC() }()
 	fctx, cancel := context.WithTimeout(work, j.opts.FlushTimeout)
 	defer cancel()
 	const again = "every record is staged and committed: fix the cause and re-run the same command to publish"
@@ -166,7 +168,6 @@ func (j ending) publish(work context.Context, sink sinks.Sink, rep *Report) erro
 		}
 	}
 	rep.Published = true
-	rep.Finished = j.opts.Now().UTC() // the publication is part of the run's time
 	return nil
 }
 
