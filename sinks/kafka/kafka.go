@@ -205,7 +205,11 @@ func (s *Sink) readTopicConfig(ctx context.Context) {
 	logAppend := false
 	for _, r := range resp.Resources {
 		if r.Error != nil {
-			s.log.Warn().Err(r.Error).Str("topic", s.topic).Msg("kafka sink: cannot read the target topic's config (grant DescribeConfigs on it): batches assume max.message.bytes 1 MiB, and timestamps are not checked against its limits")
+			why := ""
+			if errors.Is(r.Error, kafka.TopicAuthorizationFailed) {
+				why = " (grant DescribeConfigs on it)"
+			}
+			s.log.Warn().Err(r.Error).Str("topic", s.topic).Msg("kafka sink: cannot read the target topic's config" + why + ": batches assume max.message.bytes 1 MiB, and timestamps are not checked against its limits")
 			return
 		}
 	}

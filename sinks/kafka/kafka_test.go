@@ -550,6 +550,34 @@ func TestKafkaUnreadableTopicConfigIsWarnedOf(t *testing.T) {
 	}
 }
 
+// A target topic whose config the broker fails to describe for another
+// reason than an ACL is warned of without naming an ACL to grant.
+func TestKafkaTopicConfigFailingOtherwiseNamesNoACL(t *testing.T) {
+	c := newKafkaCluster(t)
+	addr := c.ListenAddrs()[0]
+	topic := createTopic(t, addr, 1, nil)
+	c.ControlKey(int16(kmsg.DescribeConfigs), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.DescribeConfigsRequest)
+		resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+		for _, r := range req.Resources {
+			rr := kmsg.NewDescribeConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, kerr.KafkaStorageError.Code
+			resp.Resources = append(resp.Resources, rr)
+		}
+		return resp, nil, true
+	})
+	var logs bytes.Buffer
+	s, err := kafkasink.New(t.Context(), kafkasink.Config{Brokers: []string{addr}, Topic: topic, Log: zerolog.New(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !strings.Contains(logs.String(), `"level":"warn"`) || strings.Contains(logs.String(), "DescribeConfigs") {
+		t.Errorf("logs %s, want a warning that names no ACL", logs.String())
+	}
+}
+
 // A Write cancelled while the producer (franz-go) still holds its records
 // must not leave it reading the caller's buffers: the runner reuses them.
 // Each of the cancelled Writes is cancelled while the broker holds its
