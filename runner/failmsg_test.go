@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/replay-tool/replay/internal/record"
+	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -133,21 +135,44 @@ sink: {type: file, path: unused.jsonl, batch_size: 100}
 	}
 }
 
-// slowFinishSink takes a while to publish, as the parquet sink building
-// its objects does, and notes when it is done.
+// slowFinishSink takes an hour to publish, as the parquet sink building
+// its objects takes a while: its clock (the run's Options.Now) jumps an
+// hour in Finish, which notes when it is done.
 type slowFinishSink struct {
+	mu        sync.Mutex
+	ahead     time.Duration
 	published time.Time
 	err       error // what Finish returns
 }
 
+func (s *slowFinishSink) now() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Now().Add(s.ahead)
+}
+
 func (s *slowFinishSink) Write(context.Context, []record.Record) error { return nil }
 func (s *slowFinishSink) Finish(context.Context) error {
-	time.Sleep(200 * time.Millisecond)
-	s.published = time.Now()
+	s.mu.Lock()
+	s.ahead = time.Hour
+	s.mu.Unlock()
+	s.published = s.now()
 	return s.err
 }
 func (s *slowFinishSink) Close() error                     { return nil }
 func (s *slowFinishSink) Capabilities() sinks.Capabilities { return sinks.Capabilities{} }
+
+// runSlowFinish runs p into sink on the sink's clock.
+func runSlowFinish(t *testing.T, p *plan.Plan, sink *slowFinishSink) (*Report, error) {
+	t.Helper()
+	opts := testOptions(t)
+	opts.Now = sink.now
+	job, err := Prepare(context.Background(), connect(t, p), p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return job.Run(context.Background(), sink)
+}
 
 // The run's time (the report's finished, which the summary's duration and
 // rate come from) takes in the publication of the output.
@@ -163,7 +188,7 @@ window: {offsets: {all: {from: earliest, to: latest}}}
 sink: {type: file, path: unused.jsonl, batch_size: 100}
 `)
 	sink := &slowFinishSink{}
-	_, rep, err := runPlan(t, context.Background(), p, sink)
+	rep, err := runSlowFinish(t, p, sink)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +211,7 @@ window: {offsets: {all: {from: earliest, to: latest}}}
 sink: {type: file, path: unused.jsonl, batch_size: 100}
 `)
 	sink := &slowFinishSink{err: errors.New("the disk is full")}
-	_, rep, err := runPlan(t, context.Background(), p, sink)
+	rep, err := runSlowFinish(t, p, sink)
 	if err == nil || rep == nil {
 		t.Fatalf("run = %v, report %v: want the publication's error and a report", err, rep)
 	}
