@@ -155,8 +155,13 @@ func newShardsView(res *runner.Resolution, t plan.Throttle, whole bool) *shardsV
 	return v
 }
 
-// printShards renders the shard table: shard, group, sub-ranges, records,
-// bytes and ETA.
+// maxListedSubRanges is how many of a shard's sub-ranges the plan table
+// lists in full.
+const maxListedSubRanges = 8
+
+// printShards renders the shard table: shard, group, sub-ranges (the first
+// four, a count and the last, past maxListedSubRanges), records, bytes and
+// ETA.
 func printShards(w io.Writer, v *shardsView) {
 	how := "partitions split where a cut falls inside them"
 	if v.WholePartitions {
@@ -170,8 +175,11 @@ func printShards(w io.Writer, v *shardsView) {
 		for _, r := range s.Ranges {
 			subs = append(subs, fmt.Sprintf("%d:[%d,%d)", r.Partition, r.Start, r.End))
 		}
-		if len(subs) == 0 {
+		switch n := len(subs); {
+		case n == 0:
 			subs = []string{"-"}
+		case n > maxListedSubRanges: // a topic of hundreds of partitions: the file and -o json list them all
+			subs = append(subs[:maxListedSubRanges/2:maxListedSubRanges/2], fmt.Sprintf("... (%d sub-ranges)", n), subs[n-1])
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", s.Index, s.Group, strings.Join(subs, " "), s.Records, estimate(s.Bytes, false), s.ETA)
 	}

@@ -449,3 +449,31 @@ func TestShardsCounts(t *testing.T) {
 		t.Errorf("whole partitions larger than the maximum: %s", r)
 	}
 }
+
+// The plan's shard table lists a shard's sub-ranges in full up to
+// maxListedSubRanges; past that (a topic of hundreds of partitions), the
+// first few, a count and the last, so a row stays readable.
+func TestShardTableShortensLongLists(t *testing.T) {
+	v := &shardsView{Count: 2, Fingerprint: "f"}
+	for i, n := range []int{3, 85} {
+		sh := shardView{Shard: runner.Shard{Index: i + 1, Group: fmt.Sprintf("g-%d", i+1)}}
+		for p := range n {
+			sh.Ranges = append(sh.Ranges, runner.SubRange{Partition: int32(p), Start: 10, End: 20})
+		}
+		v.Shards = append(v.Shards, sh)
+	}
+	var b strings.Builder
+	printShards(&b, v)
+	out := b.String()
+	if !strings.Contains(out, "0:[10,20) 1:[10,20) 2:[10,20)  ") {
+		t.Errorf("a shard of 3 sub-ranges lists them all:\n%s", out)
+	}
+	if !strings.Contains(out, "0:[10,20) 1:[10,20) 2:[10,20) 3:[10,20) ... (85 sub-ranges) 84:[10,20)") || strings.Contains(out, " 4:[10,20)") {
+		t.Errorf("a shard of 85 sub-ranges lists the first four, the count and the last:\n%s", out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if len(line) > 200 {
+			t.Errorf("a line of %d characters: %s", len(line), line)
+		}
+	}
+}
