@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -217,10 +218,14 @@ func (d *Decoder) format(side Side) Format {
 // Check reaches the registry once: a wrong URL or refused credentials fail
 // here, before any record is read.
 func (d *Decoder) Check(ctx context.Context) error {
-	if err := d.src.Check(ctx); err != nil {
-		return fmt.Errorf("decode: schema registry: %w", err)
+	err := d.src.Check(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case strings.HasPrefix(err.Error(), "schema registry: "): // a budget spent says so already
+		return fmt.Errorf("decode: %w", err)
 	}
-	return nil
+	return fmt.Errorf("decode: schema registry: %w", err)
 }
 
 // Decode decodes b, one side of a record, to JSON. b must not be nil (a

@@ -173,6 +173,23 @@ func TestRegistryBudgetSpent(t *testing.T) {
 	}
 }
 
+// A registry failing past the budget at Check names the registry once:
+// "decode: schema registry: GET ...", not "schema registry: schema
+// registry: GET ...".
+func TestRegistryBudgetSpentAtCheckSaysRegistryOnce(t *testing.T) {
+	reg := seeded(t)
+	c := &counter{path: "/subjects", fault: func(_ int64, w http.ResponseWriter) bool {
+		http.Error(w, `{"error_code":50001,"message":"OIDC Server is not available"}`, http.StatusInternalServerError)
+		return true
+	}}
+	reg.Intercept(c.intercept)
+	d := decoderWith(t, Config{Value: Avro, Registry: RegistryConfig{URLs: []string{reg.URL()}}}, Options{RetryBudget: 200 * time.Millisecond})
+	err := d.Check(context.Background())
+	if err == nil || !strings.HasPrefix(err.Error(), "decode: schema registry: GET ") || strings.Count(err.Error(), "schema registry") != 1 {
+		t.Fatalf("err %v, want one \"decode: schema registry: GET ...\"", err)
+	}
+}
+
 // 401 and 403 fail at once, with no retry, at Check.
 func TestRegistryAuthFailsAtOnce(t *testing.T) {
 	for _, tc := range []struct {
