@@ -21,6 +21,8 @@ type schemaRef struct {
 	Subject string `json:"subject,omitempty"`
 	Version int    `json:"version,omitempty"`
 	Type    string `json:"type,omitempty"`
+	// Deleted: the subject's version was soft-deleted since.
+	Deleted bool   `json:"deleted,omitempty"`
 	Error   string `json:"error,omitempty"`
 }
 
@@ -67,7 +69,7 @@ func (a *app) describeSchemas(ctx context.Context, job *runner.Job, v *planView)
 		s := &schemaRef{ID: id}
 		if dec != nil {
 			info, err := dec.Describe(ctx, id)
-			s.Subject, s.Version, s.Type = info.Subject, info.Version, info.Type
+			s.Subject, s.Version, s.Type, s.Deleted = info.Subject, info.Version, info.Type, info.Deleted
 			if err != nil {
 				s.Error = strings.TrimPrefix(err.Error(), fmt.Sprintf("schema id %d: ", id))
 			}
@@ -139,6 +141,8 @@ func (s *schemaRef) String() string {
 	switch {
 	case s.Error != "":
 		return fmt.Sprintf("id %d (%s)", s.ID, s.Error)
+	case s.Subject != "" && s.Deleted:
+		return fmt.Sprintf("id %d (%s v%d, deleted, %s)", s.ID, s.Subject, s.Version, s.Type)
 	case s.Subject != "":
 		return fmt.Sprintf("id %d (%s v%d, %s)", s.ID, s.Subject, s.Version, s.Type)
 	case s.Type != "":

@@ -139,13 +139,16 @@ type SchemaInfo struct {
 	Version int
 	// Type is AVRO, PROTOBUF or JSON.
 	Type string
+	// Deleted says that Subject's Version was soft-deleted since: the
+	// registry lists no version that holds the id otherwise.
+	Deleted bool
 }
 
 // source is where schemas come from: the registry, or a directory.
 type source interface {
 	SchemaByID(ctx context.Context, id int32) (registry.Schema, error)
 	SchemaByVersion(ctx context.Context, subject string, version int) (registry.SubjectSchema, error)
-	VersionsByID(ctx context.Context, id int32) ([]registry.SubjectVersion, error)
+	VersionsByID(ctx context.Context, id int32, deleted bool) ([]registry.SubjectVersion, error)
 	Check(ctx context.Context) error
 }
 
@@ -308,7 +311,11 @@ func (d *Decoder) Describe(ctx context.Context, id int32) (SchemaInfo, error) {
 		return info, fmt.Errorf("schema id %d: %w", id, err)
 	}
 	info.Type = c.typ
-	vs, err := d.src.VersionsByID(ctx, id)
+	vs, err := d.src.VersionsByID(ctx, id, false)
+	if err == nil && len(vs) == 0 {
+		vs, err = d.src.VersionsByID(ctx, id, true)
+		info.Deleted = len(vs) > 0
+	}
 	if err != nil {
 		return info, fmt.Errorf("schema id %d: subjects: %w", id, err)
 	}

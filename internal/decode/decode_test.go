@@ -3,10 +3,12 @@ package decode
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
 )
 
 const protoSchema = `syntax = "proto3";
@@ -152,5 +154,36 @@ func TestReferences(t *testing.T) {
 	info, err := d.Describe(context.Background(), 31)
 	if err != nil || info != (SchemaInfo{ID: 31, Subject: "order-value", Version: 1, Type: TypeAvro}) {
 		t.Fatalf("Describe(31) = %+v, %v", info, err)
+	}
+}
+
+// An id whose only subject version was soft-deleted since (the registry
+// still serves the schema, and lists the version only with ?deleted=true)
+// is described by that version, marked deleted.
+func TestDescribeSoftDeleted(t *testing.T) {
+	reg := srfake.New()
+	t.Cleanup(reg.Close)
+	reg.SeedSchema("gone-value", 1, 40, sr.Schema{Schema: `{"type":"record","name":"G","fields":[{"name":"a","type":"long"}]}`})
+	reg.SeedSchema("kept-value", 1, 41, sr.Schema{Schema: `{"type":"record","name":"K","fields":[{"name":"a","type":"long"}]}`})
+	req, err := http.NewRequest(http.MethodDelete, reg.URL()+"/subjects/gone-value", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("soft delete: HTTP %d", resp.StatusCode)
+	}
+	d := newTestDecoder(t, reg.URL(), Config{Value: SchemaRegistry})
+	info, err := d.Describe(context.Background(), 40)
+	if err != nil || info != (SchemaInfo{ID: 40, Subject: "gone-value", Version: 1, Type: TypeAvro, Deleted: true}) {
+		t.Fatalf("Describe(40) = %+v, %v; want gone-value v1, deleted", info, err)
+	}
+	info, err = d.Describe(context.Background(), 41)
+	if err != nil || info != (SchemaInfo{ID: 41, Subject: "kept-value", Version: 1, Type: TypeAvro}) {
+		t.Fatalf("Describe(41) = %+v, %v; want kept-value v1", info, err)
 	}
 }

@@ -123,7 +123,7 @@ func (o offline) SchemaByVersion(_ context.Context, subject string, _ int) (regi
 	return registry.SubjectSchema{Subject: subject, Version: 1, Schema: s}, nil
 }
 
-func (offline) VersionsByID(context.Context, int32) ([]registry.SubjectVersion, error) {
+func (offline) VersionsByID(context.Context, int32, bool) ([]registry.SubjectVersion, error) {
 	return nil, nil
 }
 

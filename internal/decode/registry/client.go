@@ -147,10 +147,15 @@ func (c *Client) SchemaByVersion(ctx context.Context, subject string, version in
 }
 
 // VersionsByID returns the subjects' versions that hold id (GET
-// /schemas/ids/{id}/versions).
-func (c *Client) VersionsByID(ctx context.Context, id int32) ([]SubjectVersion, error) {
+// /schemas/ids/{id}/versions); deleted adds the versions soft-deleted since
+// (?deleted=true).
+func (c *Client) VersionsByID(ctx context.Context, id int32, deleted bool) ([]SubjectVersion, error) {
 	var vs []SubjectVersion
-	err := c.get(ctx, fmt.Sprintf("/schemas/ids/%d/versions", id), &vs, false)
+	path := fmt.Sprintf("/schemas/ids/%d/versions", id)
+	if deleted {
+		path += "?deleted=true"
+	}
+	err := c.get(ctx, path, &vs, false)
 	return vs, err
 }
 
