@@ -167,3 +167,47 @@ func TestPostgresDecodedNegativeZero(t *testing.T) {
 		t.Errorf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// A decoded value holding a float's -0.0 in one field keeps the other
+// fields in the columns mapped to their paths, and a double precision
+// column mapped to the -0.0 keeps its sign; a jsonb column mapped to the
+// -0.0 (which jsonb would store as 0) makes the record a bad record that
+// says so.
+func TestPostgresDecodedNegativeZeroColumns(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	conn := testenv.PgConn(t, dsn)
+	table := testenv.TableName()
+	if _, err := conn.Exec(t.Context(), `CREATE TABLE `+pgx.Identifier{table}.Sanitize()+` (k text PRIMARY KEY, amount numeric(10,2), id bigint, d double precision, dj jsonb)`); err != nil {
+		t.Fatal(err)
+	}
+	s := newPostgres(t, postgres.Config{DSN: dsn, Table: table, DecodedValue: true, Columns: plan.Columns{
+		{Name: "k", Field: "key"}, {Name: "amount", Field: "value.amount"}, {Name: "id", Field: "value.id"}, {Name: "d", Field: "value.d"}}})
+	sinktest.MustWrite(t, s, framed(0, `{"id":9223372036854775807,"amount":12.30,"d":-0}`, "", 7, 0))
+	var amount, id, d *string
+	q := `SELECT amount::text, id::text, d::text FROM ` + pgx.Identifier{table}.Sanitize()
+	if err := conn.QueryRow(t.Context(), q).Scan(&amount, &id, &d); err != nil {
+		t.Fatal(err)
+	}
+	str := func(p *string) string {
+		if p == nil {
+			return "NULL"
+		}
+		return *p
+	}
+	if got, want := strings.Join([]string{str(amount), str(id), str(d)}, " "), "12.30 9223372036854775807 -0"; got != want {
+		t.Errorf("amount, id, d: %s; want %s", got, want)
+	}
+	sj := newPostgres(t, postgres.Config{DSN: dsn, Table: table, DecodedValue: true, Columns: plan.Columns{
+		{Name: "k", Field: "key"}, {Name: "dj", Field: "value.d"}}})
+	err := sj.Write(t.Context(), []record.Record{framed(1, `{"d":-0.0}`, "", 7, 0)})
+	var re *record.Error
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), "column dj") || !strings.Contains(err.Error(), "-0.0") {
+		t.Errorf("value.d -0.0 into jsonb: error %v, want the record's error naming the column and the -0.0", err)
+	}
+	sv := newPostgres(t, postgres.Config{DSN: dsn, Table: table, DecodedValue: true, Columns: plan.Columns{
+		{Name: "k", Field: "key"}, {Name: "amount", Field: "value.amount"}, {Name: "dj", Field: "value"}}})
+	err = sv.Write(t.Context(), []record.Record{framed(2, `{"d":-0.0}`, "", 7, 0)})
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), "column dj") || !strings.Contains(err.Error(), "-0.0") {
+		t.Errorf("value with a -0.0 into jsonb: error %v, want the record's error naming the column and the -0.0", err)
+	}
+}

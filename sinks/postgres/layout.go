@@ -202,7 +202,7 @@ func badString(s string) string {
 // valueJSON holds what jsonscan said of one record's value, so that the
 // key template and the columns that read the value as JSON scan it once
 // for each question: 0 not yet asked, 1 yes, -1 no.
-type valueJSON struct{ valid, jsonb int8 }
+type valueJSON struct{ valid, jsonb, noSignedZero int8 }
 
 // check returns whether v (the record's value) is valid JSON
 // (jsonscan.Valid).
@@ -221,9 +221,15 @@ func (m *valueJSON) jsonbOK(v []byte, decoded bool) bool {
 		return false
 	}
 	if m.jsonb == 0 {
-		m.jsonb = answer(jsonscan.Options{UTF8: true, Jsonb: true, SignedZero: decoded}.Scan(v) != jsonscan.Invalid)
+		m.jsonb = answer(jsonscan.Options{UTF8: true, Jsonb: true}.Scan(v) != jsonscan.Invalid)
 	}
-	return m.jsonb > 0
+	if m.jsonb < 0 || !decoded {
+		return m.jsonb > 0
+	}
+	if m.noSignedZero == 0 {
+		m.noSignedZero = answer(jsonscan.Options{SignedZero: true}.Scan(v) != jsonscan.Invalid)
+	}
+	return m.noSignedZero > 0
 }
 
 // answer is a kept yes (1) or no (-1).
@@ -320,7 +326,7 @@ func (c *pgColumn) rawText(r *record.Record, key string, cs *encode.Cells, vj *v
 		return encode.AppendHeadersJSONB(nil, r.Headers), true
 	case plan.FieldValuePath:
 		v := r.JSONValue()
-		if v == nil || !vj.jsonbOK(v, r.Note.DecodedOrNil() != nil) {
+		if v == nil || !vj.jsonbOK(v, false) { // a -0.0 elsewhere in the value leaves the path's text as it is
 			return nil, false
 		}
 		res := gjson.GetBytes(v, c.field.Arg)
@@ -349,7 +355,7 @@ func (c *pgColumn) jsonCell(r *record.Record, key string, cs *encode.Cells, vj *
 		case c.jsonOrNull:
 			return cell{null: true}, nil
 		case vj.check(v) && utf8.Valid(v):
-			return cell{}, fmt.Errorf("column %s (%s): the value is JSON that jsonb cannot hold as it is (a \\u0000, a lone UTF-16 surrogate, or a number beyond numeric's range); map value to a text or bytea column to keep it", c.name, c.decl.sql)
+			return cell{}, fmt.Errorf("column %s (%s): the value is JSON that jsonb cannot hold as it is (a \\u0000, a lone UTF-16 surrogate, a number beyond numeric's range, or a decoded float's -0.0); map value to a text or bytea column to keep it", c.name, c.decl.sql)
 		case badText(v) == "":
 			return cell{bytes: encode.AppendJSONBytes(nil, v)}, nil // text as a JSON string
 		}
@@ -365,12 +371,15 @@ func (c *pgColumn) jsonCell(r *record.Record, key string, cs *encode.Cells, vj *
 		}
 	case plan.FieldValuePath:
 		v := r.JSONValue()
-		if v == nil || !vj.jsonbOK(v, r.Note.DecodedOrNil() != nil) {
+		if v == nil || !vj.jsonbOK(v, false) {
 			return cell{null: true}, nil
 		}
 		res := gjson.GetBytes(v, c.field.Arg)
 		if !res.Exists() || res.Type == gjson.Null {
 			return cell{null: true}, nil
+		}
+		if r.Note.DecodedOrNil() != nil && !new(valueJSON).jsonbOK([]byte(res.Raw), true) {
+			return cell{}, fmt.Errorf("column %s (%s): the %s holds a float's -0.0, which jsonb would store as 0; map it to a double precision or text column to keep it", c.name, c.decl.sql, fieldName(c.field))
 		}
 		return cell{bytes: []byte(res.Raw)}, nil
 	case plan.FieldPartition:
