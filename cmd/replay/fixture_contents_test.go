@@ -53,3 +53,19 @@ func TestFixtureErrorsNameTheField(t *testing.T) {
 		}
 	}
 }
+
+// A line of a file sink whose plan decoded holds the decoded key and value
+// (with their schema ids), not the record's bytes: it is refused saying
+// so and where framed bytes come from, instead of as a key of the wrong
+// type or an unknown field.
+func TestFixtureOfDecodedOutputSaysSo(t *testing.T) {
+	for _, line := range []string{
+		`{"topic":"orders","partition":0,"offset":0,"timestamp":"2026-12-08T02:50:07.370Z","timestamp_type":"CreateTime","key":{"id":0},"key_schema_id":5,"value":{"id":0},"value_schema_id":2,"headers":[]}`,
+		`{"topic":"errs","partition":0,"offset":2,"timestamp":"2026-12-08T02:52:25.976Z","timestamp_type":"CreateTime","key":null,"value":{"a":2},"value_schema_id":13,"headers":[]}`,
+	} {
+		_, err := parseFixture([]byte(line), "orders", 0)
+		if err == nil || !strings.Contains(err.Error(), "decoded") || !strings.Contains(err.Error(), "value_encoding: base64") {
+			t.Errorf("%s: %v, want a refusal naming the decoded output and the framed bytes to give instead", line, err)
+		}
+	}
+}

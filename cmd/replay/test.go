@@ -49,7 +49,8 @@ func (a *app) testCmd() *cobra.Command {
 			"({\"name\": \"value\"} or [{\"key\": ..., \"value\": ..., \"value_encoding\": ...}]), timestamp (RFC 3339,\n" +
 			"required), and optionally topic (default: the plan's), partition (default 0), offset (default: the record's\n" +
 			"index in the file), note (free text) and expect: pass, filtered or error. The lines of a file sink's output\n" +
-			"and of a dead-letter file are fixture lines too. Blank lines and lines starting with # are ignored.\n\n" +
+			"(of a plan without decode:) and of a dead-letter file are fixture lines too. Blank lines and lines starting\n" +
+			"with # are ignored.\n\n" +
 			"A plan with decode: decodes the fixtures' framed keys and values (given with key_encoding/value_encoding\n" +
 			"base64) by the schemas of --schemas DIR: <id>.avsc (Avro), <id>.proto (Protobuf, imports read from DIR) or\n" +
 			"<id>.json (JSON Schema), named by the schema id.\n\n" +
@@ -372,6 +373,14 @@ func fixtureSyntaxError(err error) error {
 
 func parseFixture(line []byte, topic string, index int64) (fixture, error) {
 	var fx fixture
+	var ids struct {
+		Value *json.RawMessage `json:"value_schema_id"`
+		Key   *json.RawMessage `json:"key_schema_id"`
+	}
+	if json.Unmarshal(line, &ids) == nil && (ids.Value != nil || ids.Key != nil) {
+		return fx, errors.New("a line of a file sink whose plan decoded (it has value_schema_id or key_schema_id) holds the decoded key and value, not the record's bytes, and cannot be decoded again: " +
+			"give the framed bytes as value (and key) with value_encoding: base64 (key_encoding), as a dead-letter file's lines or a file sink's lines of a plan without decode: hold them")
+	}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&fx); err != nil {
