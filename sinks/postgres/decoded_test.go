@@ -210,4 +210,13 @@ func TestPostgresDecodedNegativeZeroColumns(t *testing.T) {
 	if !errors.As(err, &re) || !strings.Contains(err.Error(), "column dj") || !strings.Contains(err.Error(), "-0.0") {
 		t.Errorf("value with a -0.0 into jsonb: error %v, want the record's error naming the column and the -0.0", err)
 	}
+	// numeric has no -0 either: a decoded float's -0.0 would be stored as 0.
+	err = s.Write(t.Context(), []record.Record{framed(3, `{"amount":-0.0,"id":1}`, "", 7, 0)})
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), "column amount") || !strings.Contains(err.Error(), "-0.0") {
+		t.Errorf("value.amount -0.0 into numeric: error %v, want the record's error naming the column and the -0.0", err)
+	}
+	// A plain JSON value's -0 is a number's spelling, which numeric
+	// normalises as jsonb does.
+	sp := newPostgres(t, postgres.Config{DSN: dsn, Table: table, Columns: plan.Columns{{Name: "k", Field: "key"}, {Name: "amount", Field: "value.amount"}}})
+	sinktest.MustWrite(t, sp, sinktest.Rec(0, 4, "", `{"amount":-0}`))
 }

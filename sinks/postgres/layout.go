@@ -294,6 +294,12 @@ func (c *pgColumn) cellOf(r *record.Record, key string, cs *encode.Cells, vj *va
 	if err := c.check(s); err != nil {
 		return cell{}, err
 	}
+	if c.decl.base == "numeric" && k == plan.FieldValuePath && r.Note.DecodedOrNil() != nil {
+		// numeric has no -0: a decoded float's -0.0 would be stored as 0.
+		if res := gjson.GetBytes(r.JSONValue(), c.field.Arg); res.Type == gjson.Number && !new(valueJSON).jsonbOK([]byte(res.Raw), true) {
+			return cell{}, fmt.Errorf("column %s (%s): the %s is a float's -0.0, which numeric stores as 0; map it to a double precision or text column to keep its sign", c.name, c.decl.sql, fieldName(c.field))
+		}
+	}
 	return cell{text: s}, nil
 }
 
