@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -57,6 +58,9 @@ type Client struct {
 	budget time.Duration
 	name   string // of the budget
 	log    zerolog.Logger
+	// answered is the index in urls of the URL that answered last: the
+	// next request starts there.
+	answered atomic.Int32
 }
 
 // DefaultTimeout bounds one HTTP attempt when Options.HTTPClient is nil.

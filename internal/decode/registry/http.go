@@ -104,15 +104,18 @@ func unreachable(err error) bool {
 }
 
 // get GETs path into out, retrying transient failures within the budget,
-// each attempt on the next URL. atStart (the run's first request, Check),
+// each attempt on the next URL, from the one that answered last. atStart (the run's first request, Check),
 // a URL where no registry listens (unreachable) is not retried: when none
 // of the URLs has one, the run fails at once, before it reads a record.
 func (c *Client) get(ctx context.Context, path string, out any, atStart bool) error {
 	r := backoff.Policy{Min: 100 * time.Millisecond, Max: 5 * time.Second, Budget: c.budget}.Start()
 	reached := false // a registry answered, or may be slow to: retried
+	first := int(c.answered.Load())
 	for attempt := 0; ; attempt++ {
-		err := c.attempt(ctx, c.urls[attempt%len(c.urls)]+path, out)
+		i := (first + attempt) % len(c.urls)
+		err := c.attempt(ctx, c.urls[i]+path, out)
 		if err == nil {
+			c.answered.Store(int32(i))
 			return nil
 		}
 		if ctx.Err() != nil {
