@@ -52,8 +52,9 @@ func (a *app) testCmd() *cobra.Command {
 			"(of a plan without decode:) and of a dead-letter file are fixture lines too. Blank lines and lines starting\n" +
 			"with # are ignored.\n\n" +
 			"A plan with decode: decodes the fixtures' framed keys and values (given with key_encoding/value_encoding\n" +
-			"base64) by the schemas of --schemas DIR: <id>.avsc (Avro), <id>.proto (Protobuf, imports read from DIR) or\n" +
-			"<id>.json (JSON Schema), named by the schema id.\n\n" +
+			"base64) by the schemas of --schemas DIR: <id>.avsc (Avro; the named types it takes from other schemas read\n" +
+			"from <full name>.avsc, e.g. shop.Money.avsc), <id>.proto (Protobuf, imports read from DIR) or <id>.json\n" +
+			"(JSON Schema), named by the schema id.\n\n" +
 			"Exit codes: 0 every record behaved as its expect says, 1 some did not, 2 invalid plan, fixture file or usage.",
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, files []string) error {

@@ -17,7 +17,8 @@ import (
 )
 
 // NewOffline returns a Decoder reading schemas from dir instead of a
-// registry, for framed test fixtures: <id>.avsc (Avro), <id>.proto
+// registry, for framed test fixtures: <id>.avsc (Avro; the named types it
+// uses from other schemas are read from <full name>.avsc), <id>.proto
 // (Protobuf; its imports are read from dir by their import path) or
 // <id>.json (JSON Schema). cfg's Registry is not used. An id without a
 // file is a bad record, as an id the registry does not have; an id with
@@ -79,11 +80,7 @@ func (o offline) SchemaByID(_ context.Context, id int32) (registry.Schema, error
 		if err != nil {
 			return registry.Schema{}, err
 		}
-		s := registry.Schema{Schema: string(text), Type: et.typ}
-		if et.typ == TypeProtobuf {
-			s.References = o.imports(string(text))
-		}
-		return s, nil
+		return o.schema(strconv.Itoa(int(id))+et.ext, string(text), et.typ), nil
 	}
 	return registry.Schema{}, &schemaError{fmt.Sprintf("schema id %d has no schema in %s (%d.avsc, %d.proto or %d.json)", id, o.dir, id, id, id)}
 }
@@ -118,9 +115,33 @@ func (o offline) SchemaByVersion(_ context.Context, subject string, _ int) (regi
 	if err != nil {
 		return registry.SubjectSchema{}, err
 	}
-	s := registry.Schema{Schema: string(text), Type: TypeProtobuf}
-	s.References = o.imports(s.Schema)
-	return registry.SubjectSchema{Subject: subject, Version: 1, Schema: s}, nil
+	typ := TypeProtobuf
+	if strings.HasSuffix(subject, ".avsc") {
+		typ = TypeAvro
+	}
+	return registry.SubjectSchema{Subject: subject, Version: 1, Schema: o.schema(subject, string(text), typ)}, nil
+}
+
+// schema is the schema of file name in dir with its references: a .proto
+// source's imports, or the Avro named types it uses that other files of
+// dir define, each in <full name>.avsc (shop.Money.avsc for "shop.Money").
+func (o offline) schema(name, text, typ string) registry.Schema {
+	s := registry.Schema{Schema: text, Type: typ}
+	switch typ {
+	case TypeProtobuf:
+		s.References = o.imports(text)
+	case TypeAvro:
+		files, _ := filepath.Glob(filepath.Join(o.dir, "*.avsc"))
+		for _, f := range files {
+			file := filepath.Base(f)
+			full := strings.TrimSuffix(file, ".avsc")
+			if _, err := strconv.Atoi(full); err == nil || file == name || !strings.Contains(text, strconv.Quote(full)) {
+				continue // a schema id's own file, this one, or a type it does not name
+			}
+			s.References = append(s.References, registry.Reference{Name: full, Subject: file, Version: 1})
+		}
+	}
+	return s
 }
 
 func (offline) VersionsByID(context.Context, int32, bool) ([]registry.SubjectVersion, error) {

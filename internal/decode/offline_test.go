@@ -45,3 +45,32 @@ func TestOfflineTwoFilesForOneID(t *testing.T) {
 		t.Fatalf("one file per id: %v", err)
 	}
 }
+
+// An Avro schema that uses a named type of another schema (a registry's
+// reference) finds it in <full name>.avsc of the directory, and that one
+// its own the same way.
+func TestOfflineAvroReferences(t *testing.T) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		"3.avsc":             `{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"price","type":"shop.Money"}]}`,
+		"shop.Money.avsc":    `{"type":"record","name":"Money","namespace":"shop","fields":[{"name":"cents","type":"long"},{"name":"currency","type":"shop.Currency"}]}`,
+		"shop.Currency.avsc": `{"type":"enum","name":"Currency","namespace":"shop","symbols":["EUR","USD"]}`,
+		"shop.Unused.avsc":   `{"type":"fixed","name":"Unused","namespace":"shop","size":1}`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := NewOffline(dir, Config{Value: Avro}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// magic byte, id 3, cents 1234 (zigzag varint a4 13), currency USD (index 1: 02)
+	got, err := d.Decode(t.Context(), Value, []byte{0, 0, 0, 0, 3, 0xa4, 0x13, 0x02})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"price":{"cents":1234,"currency":"USD"}}`; string(got.JSON) != want {
+		t.Errorf("decoded %s, want %s", got.JSON, want)
+	}
+}
