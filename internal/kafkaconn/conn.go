@@ -77,9 +77,6 @@ func New(s Settings) (*Conn, error) {
 	if tlsCfg != nil && tlsCfg.InsecureSkipVerify {
 		c.Warnings = append(c.Warnings, s.Section+".tls.insecure_skip_verify is on: the broker's certificate is not verified, so anyone on the network path can impersonate it and read the records and the SASL credentials; set "+s.Section+".tls.ca_file instead")
 	}
-	if s.SASL.Mechanism == "PLAIN" && tlsCfg == nil {
-		c.Warnings = append(c.Warnings, "SASL PLAIN without TLS sends the password in clear text: enable "+s.Section+".tls")
-	}
 	return c, nil
 }
 

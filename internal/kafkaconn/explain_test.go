@@ -56,13 +56,22 @@ func TestExplainNamesTheSection(t *testing.T) {
 	}
 }
 
+// A connection warns of an unverified broker certificate; SASL PLAIN
+// without TLS is the plan's validation's to warn of, once.
 func TestNewWarnsAboutInsecureSettings(t *testing.T) {
 	c, err := New(Settings{Section: "sink", Brokers: []string{"k:9092"}, SASL: plan.SASL{Mechanism: "PLAIN", Username: "u", Password: "p"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "enable sink.tls") {
-		t.Errorf("warnings %q, want one saying to enable sink.tls", c.Warnings)
+	if len(c.Warnings) != 0 {
+		t.Errorf("warnings %q, want none: the plan warns of PLAIN without TLS", c.Warnings)
+	}
+	c, err = New(Settings{Section: "sink", Brokers: []string{"k:9092"}, TLS: plan.TLS{Enabled: true, InsecureSkipVerify: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "sink.tls.insecure_skip_verify is on") {
+		t.Errorf("warnings %q, want one saying sink.tls.insecure_skip_verify is on", c.Warnings)
 	}
 	if c.ClientID != "replay" || c.Transport.ClientID != "replay" {
 		t.Errorf("client id %q/%q, want the default replay", c.ClientID, c.Transport.ClientID)
