@@ -27,6 +27,8 @@ type RecordInfo struct {
 	// when they are not framed; for the review of a plan that decodes.
 	ValueSchemaID int32 `json:"-"`
 	KeySchemaID   int32 `json:"-"`
+	// Tombstone says that the record has no value (a null value).
+	Tombstone bool `json:"-"`
 }
 
 // RangeSample is what reading the ends of one partition's range found:
@@ -86,11 +88,12 @@ type sampled struct {
 	time         time.Time
 	size         int64
 	valID, keyID int32 // the framed schema ids, -1 when not framed
+	tombstone    bool  // no value
 }
 
 // info is what RecordInfo says of the sampled record.
 func (s sampled) info() *RecordInfo {
-	return &RecordInfo{Offset: s.offset, Timestamp: s.time.UTC(), ValueSchemaID: s.valID, KeySchemaID: s.keyID}
+	return &RecordInfo{Offset: s.offset, Timestamp: s.time.UTC(), ValueSchemaID: s.valID, KeySchemaID: s.keyID, Tombstone: s.tombstone}
 }
 
 // sampleRange samples [from, end) of one partition with k records at each
@@ -149,7 +152,7 @@ func (c *Cluster) readSample(ctx context.Context, topic string, part int32, iso 
 		}
 		for _, rec := range recs { // keep the little a sample needs, not the values
 			out = append(out, sampled{offset: rec.Offset, time: rec.Time, size: int64(len(rec.Key) + len(rec.Value)),
-				valID: decode.FramedID(rec.Value), keyID: decode.FramedID(rec.Key)})
+				valID: decode.FramedID(rec.Value), keyID: decode.FramedID(rec.Key), tombstone: rec.Value == nil})
 		}
 	}
 	if len(out) > limit {

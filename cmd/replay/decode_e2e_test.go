@@ -141,3 +141,28 @@ func TestRunDecodeRegistryDown(t *testing.T) {
 		t.Fatalf("wrote %q", b)
 	}
 }
+
+// `replay plan` says of a range's last record that it is a tombstone (no
+// value to decode), not that its value is not framed.
+func TestPlanNamesATombstone(t *testing.T) {
+	k := testenv.NewKafka(t, testenv.Partitions(1), testenv.Topics("orders"))
+	reg := srfake.New()
+	t.Cleanup(reg.Close)
+	reg.SeedSchema("orders-value", 1, 11, sr.Schema{Schema: `{"type":"record","name":"O","fields":[{"name":"id","type":"long"},{"name":"status","type":"string"}]}`})
+	now := time.Now().UTC().Truncate(time.Second)
+	at := now.Add(-30 * time.Minute)
+	k.Produce(t, "orders",
+		&kgo.Record{Value: framedAvro(11, 1, "paid", nil), Timestamp: at},
+		&kgo.Record{Key: []byte("k1"), Timestamp: at},
+	)
+	dir := t.TempDir()
+	file := decodePlan(t, dir, k.Addr, reg.URL(), now.Add(-time.Hour), now, filepath.Join(dir, "out.jsonl"))
+	r := replay(t, "plan", file)
+	if want := "partition 0 schemas: first record value id 11 (orders-value v1, AVRO); last record no value (a tombstone)"; r.code != exitOK || !strings.Contains(r.stdout, want) {
+		t.Errorf("plan: want a line %q:\n%s", want, r)
+	}
+	r = replay(t, "plan", "--output", "json", file)
+	if !gjson.Get(r.stdout, "partitions.0.last_record_schemas.tombstone").Bool() {
+		t.Errorf("plan --output json: the last record is not said to be a tombstone:\n%s", r)
+	}
+}

@@ -27,10 +27,12 @@ type schemaRef struct {
 }
 
 // recordSchemas are the schemas of one record's decoded sides; a side the
-// plan does not decode, or that is not framed (a tombstone), is absent.
+// plan does not decode, or that is not framed, is absent. Tombstone: the
+// record has no value to decode.
 type recordSchemas struct {
-	Value *schemaRef `json:"value,omitempty"`
-	Key   *schemaRef `json:"key,omitempty"`
+	Value     *schemaRef `json:"value,omitempty"`
+	Key       *schemaRef `json:"key,omitempty"`
+	Tombstone bool       `json:"tombstone,omitempty"`
 }
 
 // planRegistryBudget bounds how long `replay plan` retries the schema
@@ -83,7 +85,7 @@ func (a *app) describeSchemas(ctx context.Context, job *runner.Job, v *planView)
 		}
 		var rs recordSchemas
 		if p.Decode.DecodesValue() {
-			rs.Value = describe(r.ValueSchemaID)
+			rs.Value, rs.Tombstone = describe(r.ValueSchemaID), r.Tombstone
 		}
 		if p.Decode.DecodesKey() {
 			rs.Key = describe(r.KeySchemaID)
@@ -124,7 +126,10 @@ func (rs *recordSchemas) String() string {
 		return "-"
 	}
 	var parts []string
-	if rs.Value != nil {
+	switch {
+	case rs.Tombstone:
+		parts = append(parts, "no value (a tombstone)")
+	case rs.Value != nil:
 		parts = append(parts, "value "+rs.Value.String())
 	}
 	if rs.Key != nil {
