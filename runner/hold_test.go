@@ -15,27 +15,28 @@ import (
 	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/runner/fault"
 	"github.com/replay-tool/replay/runner/group"
+	"github.com/replay-tool/replay/runner/sandbox"
 	"github.com/replay-tool/replay/runner/source"
 	"github.com/replay-tool/replay/sinks/file"
 )
 
-// TestHoldLostStopsTheRun: a plain run holding its plan's group that loses
-// the hold (another member joined, which ends the hold's generation) stops
-// with group.ErrHoldLost and commits nothing further; the group's commits stay
-// where they were, short of the ends.
-func TestHoldLostStopsTheRun(t *testing.T) {
+// startHeldRun starts a run of 3000 records over 3 partitions, throttled to
+// 600 records/s, that holds its plan's group, and waits for its first
+// commit; Run's error comes on the channel.
+func startHeldRun(t *testing.T) (*sandbox.Sandbox, *Cluster, *plan.Plan, context.Context, <-chan error) {
+	t.Helper()
 	sb := newTestCluster(t, 3, "orders")
 	seed(t, sb, "orders", 3000, t0, time.Hour)
 	p, out := filePlan(t, sb, "  from: "+t0.Format(time.RFC3339)+"\n  to: "+t0.Add(time.Hour).Format(time.RFC3339))
 	p.Throttle.RecordsPerSecond = 600
 	c := connect(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	hold, err := HoldGroup(ctx, c, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer hold.Release()
+	t.Cleanup(hold.Release)
 	opts := testOptions(t)
 	opts.Hold = hold
 	job, err := Prepare(ctx, c, p, opts)
@@ -46,7 +47,7 @@ func TestHoldLostStopsTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fs.Close()
+	t.Cleanup(func() { fs.Close() })
 	errc := make(chan error, 1)
 	go func() { _, err := job.Run(ctx, fs); errc <- err }()
 	testenv.Eventually(t, 20*time.Second, 10*time.Millisecond, func() bool {
@@ -57,6 +58,15 @@ func TestHoldLostStopsTheRun(t *testing.T) {
 		}
 		return false
 	}, "the run never committed")
+	return sb, c, p, ctx, errc
+}
+
+// TestHoldLostStopsTheRun: a plain run holding its plan's group that loses
+// the hold (another member joined, which ends the hold's generation) stops
+// with group.ErrHoldLost and commits nothing further; the group's commits stay
+// where they were, short of the ends.
+func TestHoldLostStopsTheRun(t *testing.T) {
+	_, c, p, ctx, errc := startHeldRun(t)
 	// Another member joins: the hold's generation ends.
 	m, err := c.Join(source.JoinConfig{Group: p.Group, Topic: "orders", ClientID: "intruder", Heartbeat: time.Second,
 		SessionTimeout: group.JoinSessionTimeout, RebalanceTimeout: group.JoinRebalanceTimeout})
