@@ -521,60 +521,37 @@ func TestKafkaTopicAuthorizationFailureNamesTheACL(t *testing.T) {
 	}
 }
 
-// A target topic whose config the principal may not read (no
-// DescribeConfigs) is warned of, naming the ACL, instead of assumed to
-// take 1 MiB batches in silence.
+// A target topic whose config the sink cannot read is warned of (its
+// batches then assume 1 MiB): naming the ACL to grant (DescribeConfigs)
+// when the principal may not read it, and no ACL for another failure.
 func TestKafkaUnreadableTopicConfigIsWarnedOf(t *testing.T) {
-	c := newKafkaCluster(t)
-	addr := c.ListenAddrs()[0]
-	topic := createTopic(t, addr, 1, nil)
-	c.ControlKey(int16(kmsg.DescribeConfigs), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		req := kr.(*kmsg.DescribeConfigsRequest)
-		resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
-		for _, r := range req.Resources {
-			rr := kmsg.NewDescribeConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, kerr.TopicAuthorizationFailed.Code
-			resp.Resources = append(resp.Resources, rr)
+	for _, tc := range []struct {
+		code     int16
+		namesACL bool
+	}{{kerr.TopicAuthorizationFailed.Code, true}, {kerr.KafkaStorageError.Code, false}} {
+		c := newKafkaCluster(t)
+		addr := c.ListenAddrs()[0]
+		topic := createTopic(t, addr, 1, nil)
+		c.ControlKey(int16(kmsg.DescribeConfigs), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			req := kr.(*kmsg.DescribeConfigsRequest)
+			resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+			for _, r := range req.Resources {
+				rr := kmsg.NewDescribeConfigsResponseResource()
+				rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, tc.code
+				resp.Resources = append(resp.Resources, rr)
+			}
+			return resp, nil, true
+		})
+		var logs bytes.Buffer
+		s, err := kafkasink.New(t.Context(), kafkasink.Config{Brokers: []string{addr}, Topic: topic, Log: zerolog.New(&logs)})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return resp, nil, true
-	})
-	var logs bytes.Buffer
-	s, err := kafkasink.New(t.Context(), kafkasink.Config{Brokers: []string{addr}, Topic: topic, Log: zerolog.New(&logs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if !strings.Contains(logs.String(), `"level":"warn"`) || !strings.Contains(logs.String(), "grant DescribeConfigs on it") {
-		t.Errorf("logs %s, want a warning naming DescribeConfigs", logs.String())
-	}
-}
-
-// A target topic whose config the broker fails to describe for another
-// reason than an ACL is warned of without naming an ACL to grant.
-func TestKafkaTopicConfigFailingOtherwiseNamesNoACL(t *testing.T) {
-	c := newKafkaCluster(t)
-	addr := c.ListenAddrs()[0]
-	topic := createTopic(t, addr, 1, nil)
-	c.ControlKey(int16(kmsg.DescribeConfigs), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		req := kr.(*kmsg.DescribeConfigsRequest)
-		resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
-		for _, r := range req.Resources {
-			rr := kmsg.NewDescribeConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, kerr.KafkaStorageError.Code
-			resp.Resources = append(resp.Resources, rr)
+		s.Close()
+		if !strings.Contains(logs.String(), `"level":"warn"`) || strings.Contains(logs.String(), "grant DescribeConfigs on it") != tc.namesACL {
+			t.Errorf("error code %d: logs %s, want a warning that names DescribeConfigs: %v", tc.code, logs.String(), tc.namesACL)
 		}
-		return resp, nil, true
-	})
-	var logs bytes.Buffer
-	s, err := kafkasink.New(t.Context(), kafkasink.Config{Brokers: []string{addr}, Topic: topic, Log: zerolog.New(&logs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if !strings.Contains(logs.String(), `"level":"warn"`) || strings.Contains(logs.String(), "DescribeConfigs") {
-		t.Errorf("logs %s, want a warning that names no ACL", logs.String())
 	}
 }
 
