@@ -28,19 +28,11 @@ func TestProbeOfATLSListenerSaysToEnableTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			buf := make([]byte, 64)
-			_, _ = c.Read(buf)
-			// What Apache Kafka's SSL listener sends: a fatal alert, unexpected_message.
-			_, _ = c.Write([]byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x0a})
-			c.Close()
-		}
-	}()
+	serveEach(ln, func(c net.Conn) {
+		_, _ = c.Read(make([]byte, 64))
+		// What Apache Kafka's SSL listener sends: a fatal alert, unexpected_message.
+		_, _ = c.Write([]byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x0a})
+	})
 	c, err := New(Settings{Section: "source", Brokers: []string{ln.Addr().String()}})
 	if err != nil {
 		t.Fatal(err)
@@ -78,16 +70,7 @@ func TestProbeSeesAClientCertificateRefusedAfterTheHandshake(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.(*tls.Conn).Handshake()
-			c.Close()
-		}
-	}()
+	serveEach(ln, func(c net.Conn) { _ = c.(*tls.Conn).Handshake() })
 	c, err := New(Settings{Section: "source", Brokers: []string{ln.Addr().String()}, TLS: plan.TLS{Enabled: true, CAFile: ca}})
 	if err != nil {
 		t.Fatal(err)
@@ -96,4 +79,19 @@ func TestProbeSeesAClientCertificateRefusedAfterTheHandshake(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "the broker refused the client certificate") || !strings.Contains(err.Error(), "check source.tls.cert_file") {
 		t.Errorf("probe without the client certificate the broker requires: %v", err)
 	}
+}
+
+// serveEach hands every connection ln accepts to handle, then closes it,
+// until ln is closed.
+func serveEach(ln net.Listener, handle func(net.Conn)) {
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			handle(c)
+			c.Close()
+		}
+	}()
 }
