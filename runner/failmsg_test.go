@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -17,7 +18,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/replay-tool/replay/internal/record"
-	"github.com/replay-tool/replay/plan"
 	"github.com/replay-tool/replay/sinks"
 )
 
@@ -162,60 +162,34 @@ func (s *slowFinishSink) Finish(context.Context) error {
 func (s *slowFinishSink) Close() error                     { return nil }
 func (s *slowFinishSink) Capabilities() sinks.Capabilities { return sinks.Capabilities{} }
 
-// runSlowFinish runs p into sink on the sink's clock.
-func runSlowFinish(t *testing.T, p *plan.Plan, sink *slowFinishSink) (*Report, error) {
-	t.Helper()
-	opts := testOptions(t)
-	opts.Now = sink.now
-	job, err := Prepare(context.Background(), connect(t, p), p, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return job.Run(context.Background(), sink)
-}
-
 // The run's time (the report's finished, which the summary's duration and
-// rate come from) takes in the publication of the output.
+// rate come from) takes in the publication of the output, whether it
+// published or failed.
 func TestReportFinishedAfterPublication(t *testing.T) {
 	sb := newTestCluster(t, 1, "orders")
 	seed(t, sb, "orders", 100, t0, time.Hour)
-	p := testPlan(t, sb, `
+	for i, fails := range []error{nil, errors.New("the disk is full")} {
+		p := testPlan(t, sb, fmt.Sprintf(`
 version: 1
-name: slowpublish
-source: {brokers: ["%ADDR%"], topic: orders}
-group: replay.slowpublish
+name: slowpublish%d
+source: {brokers: ["%%ADDR%%"], topic: orders}
+group: replay.slowpublish%d
 window: {offsets: {all: {from: earliest, to: latest}}}
 sink: {type: file, path: unused.jsonl, batch_size: 100}
-`)
-	sink := &slowFinishSink{}
-	rep, err := runSlowFinish(t, p, sink)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.Published || rep.Finished.Before(sink.published) {
-		t.Fatalf("report finished at %s, before the output was published at %s", rep.Finished, sink.published)
-	}
-}
-
-// A publication that fails takes its time in the run's too: the report's
-// finished is when it failed, not when the reading ended.
-func TestReportFinishedAfterFailedPublication(t *testing.T) {
-	sb := newTestCluster(t, 1, "orders")
-	seed(t, sb, "orders", 100, t0, time.Hour)
-	p := testPlan(t, sb, `
-version: 1
-name: slowpublishfails
-source: {brokers: ["%ADDR%"], topic: orders}
-group: replay.slowpublishfails
-window: {offsets: {all: {from: earliest, to: latest}}}
-sink: {type: file, path: unused.jsonl, batch_size: 100}
-`)
-	sink := &slowFinishSink{err: errors.New("the disk is full")}
-	rep, err := runSlowFinish(t, p, sink)
-	if err == nil || rep == nil {
-		t.Fatalf("run = %v, report %v: want the publication's error and a report", err, rep)
-	}
-	if rep.Published || rep.Finished.Before(sink.published) {
-		t.Fatalf("report finished at %s, before the publication failed at %s", rep.Finished, sink.published)
+`, i, i))
+		sink := &slowFinishSink{err: fails}
+		opts := testOptions(t)
+		opts.Now = sink.now // an hour passes in Finish
+		job, err := Prepare(context.Background(), connect(t, p), p, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := job.Run(context.Background(), sink)
+		if rep == nil || (err != nil) != (fails != nil) || rep.Published != (fails == nil) {
+			t.Fatalf("run = %v, report %v: want a report, published unless Finish failed (%v)", err, rep, fails)
+		}
+		if rep.Finished.Before(sink.published) {
+			t.Errorf("Finish failing %v: report finished at %s, before the publication ended at %s", fails, rep.Finished, sink.published)
+		}
 	}
 }
