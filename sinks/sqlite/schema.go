@@ -67,12 +67,12 @@ func (s *Sink) prepare(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("sqlite sink: check table %s: %w", s.name, err)
 	}
 	if !found && cfg.CreateTable {
-		s.createdTable = true
-		if s.created == "" {
-			s.created = fmt.Sprintf("the table %s did not exist in the database %s when this run opened it (create_table created it, empty)", s.name, absPath(s.path))
-		}
 		if _, err := s.db.ExecContext(ctx, createTableSQL(s.table, s.cols, s.key)); err != nil {
 			return fmt.Errorf("sqlite sink: create table %s: %w", s.name, err)
+		}
+		s.createdTable = true // kept should a later step of the open be retried
+		if s.created == "" {
+			s.created = fmt.Sprintf("the table %s did not exist in the database %s when this run opened it (create_table created it, empty)", s.name, absPath(s.path))
 		}
 		if types, strict, found, err = tableInfo(ctx, s.db, schema, name); err != nil {
 			return fmt.Errorf("sqlite sink: check table %s: %w", s.name, err)

@@ -305,10 +305,10 @@ func (s *Sink) openRetrying(ctx context.Context, open func() error, budget time.
 			return err
 		}
 		s.stmts.close()
-		s.stmts, s.createdTable = statements{}, false
-		wait, _, ok := r.Failed()
+		s.stmts = statements{}
+		wait, _, _ := r.Failed() // the budget is the deadline's: from the open's start
 		left := time.Until(deadline)
-		if !ok || left <= 0 {
+		if left <= 0 {
 			return err
 		}
 		wait = min(wait, left)
