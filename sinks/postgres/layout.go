@@ -232,6 +232,13 @@ func (m *valueJSON) jsonbOK(v []byte, decoded bool) bool {
 	return m.noSignedZero > 0
 }
 
+// holdsNegativeZero reports whether JSON text j, part of a value that
+// passed jsonbOK, holds a number that is a negative zero (a decoded
+// float's -0.0).
+func holdsNegativeZero(j []byte) bool {
+	return jsonscan.Options{SignedZero: true}.Scan(j) == jsonscan.Invalid
+}
+
 // answer is a kept yes (1) or no (-1).
 func answer(yes bool) int8 {
 	if yes {
@@ -294,9 +301,9 @@ func (c *pgColumn) cellOf(r *record.Record, key string, cs *encode.Cells, vj *va
 	if err := c.check(s); err != nil {
 		return cell{}, err
 	}
-	if c.decl.base == "numeric" && k == plan.FieldValuePath && r.Note.DecodedOrNil() != nil {
+	if c.decl.base == "numeric" && k == plan.FieldValuePath && strings.HasPrefix(s, "-") && r.Note.DecodedOrNil() != nil {
 		// numeric has no -0: a decoded float's -0.0 would be stored as 0.
-		if res := gjson.GetBytes(r.JSONValue(), c.field.Arg); res.Type == gjson.Number && !new(valueJSON).jsonbOK([]byte(res.Raw), true) {
+		if res := gjson.GetBytes(r.JSONValue(), c.field.Arg); res.Type == gjson.Number && holdsNegativeZero([]byte(res.Raw)) {
 			return cell{}, fmt.Errorf("column %s (%s): the %s is a float's -0.0, which numeric stores as 0; map it to a double precision or text column to keep its sign", c.name, c.decl.sql, fieldName(c.field))
 		}
 	}
@@ -384,10 +391,11 @@ func (c *pgColumn) jsonCell(r *record.Record, key string, cs *encode.Cells, vj *
 		if !res.Exists() || res.Type == gjson.Null {
 			return cell{null: true}, nil
 		}
-		if r.Note.DecodedOrNil() != nil && !new(valueJSON).jsonbOK([]byte(res.Raw), true) {
+		raw := []byte(res.Raw)
+		if r.Note.DecodedOrNil() != nil && holdsNegativeZero(raw) {
 			return cell{}, fmt.Errorf("column %s (%s): the %s holds a float's -0.0, which jsonb would store as 0; map it to a double precision or text column to keep it", c.name, c.decl.sql, fieldName(c.field))
 		}
-		return cell{bytes: []byte(res.Raw)}, nil
+		return cell{bytes: raw}, nil
 	case plan.FieldPartition:
 		return cell{bytes: strconv.AppendInt(nil, int64(r.Partition), 10)}, nil
 	case plan.FieldOffset:
