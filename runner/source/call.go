@@ -52,8 +52,12 @@ const DefaultSettleDelay = 6 * time.Second
 const opFetch = "fetch"
 
 // opCommit names OffsetCommit in call: its attempts of unknown outcome
-// settle before a retry.
-const opCommit = "offset commit"
+// settle before a retry. opDelete names OffsetDelete, whose ACL is Delete
+// on the group (aclNeeded).
+const (
+	opCommit = "offset commit"
+	opDelete = "offset delete"
+)
 
 func (p RetryPolicy) withDefaults() RetryPolicy {
 	if p.RequestTimeout <= 0 {
@@ -207,7 +211,7 @@ func aclNeeded(op string, err error) error {
 	switch {
 	case topic:
 		need = "Read on the topic (it implies Describe)"
-	case group && op == "offset delete":
+	case group && op == opDelete:
 		need = "Delete on the replay group"
 	case !group:
 		return err

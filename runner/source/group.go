@@ -235,7 +235,7 @@ func (c *Cluster) DeleteOffsets(ctx context.Context, group, topic string, parts 
 	if len(parts) == 0 {
 		return nil
 	}
-	resp, err := call(ctx, c, "offset delete", func(ctx context.Context) (*kafka.OffsetDeleteResponse, error) {
+	resp, err := call(ctx, c, opDelete, func(ctx context.Context) (*kafka.OffsetDeleteResponse, error) {
 		resp, err := c.client.OffsetDelete(ctx, &kafka.OffsetDeleteRequest{GroupID: group, Topics: map[string][]int{topic: ints(parts)}})
 		if err == nil && resp.Error != nil && retriable(resp.Error) {
 			return nil, resp.Error // the coordinator moving or loading
@@ -255,16 +255,17 @@ func (c *Cluster) DeleteOffsets(ctx context.Context, group, topic string, parts 
 		case inUse(resp.Error):
 			return &GroupInUseError{Group: group, Op: "delete", Topic: topic, Partition: -1, Members: true, Err: resp.Error}
 		}
-		return fmt.Errorf("delete commits of group %s on %s: %w", group, topic, aclNeeded("offset delete", resp.Error))
+		return fmt.Errorf("delete commits of group %s on %s: %w", group, topic, aclNeeded(opDelete, resp.Error))
 	}
 	var errs []string
 	for _, pr := range resp.Topics[topic] {
+		acl := aclNeeded(opDelete, pr.Error)
 		switch {
 		case pr.Error == nil:
 		case inUse(pr.Error):
 			return &GroupInUseError{Group: group, Op: "delete", Topic: topic, Partition: int32(pr.Partition), Members: true, Err: pr.Error}
-		case aclNeeded("offset delete", pr.Error) != pr.Error:
-			return fmt.Errorf("delete commits of group %s: %s/%d: %w", group, topic, pr.Partition, aclNeeded("offset delete", pr.Error))
+		case acl != pr.Error:
+			return fmt.Errorf("delete commits of group %s: %s/%d: %w", group, topic, pr.Partition, acl)
 		default:
 			errs = append(errs, fmt.Sprintf("%s/%d: %v", topic, pr.Partition, pr.Error))
 		}
